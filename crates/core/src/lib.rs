@@ -1,1 +1,35 @@
-pub fn placeholder() {}
+//! # tclab-core — Linux traffic control, in user space
+//!
+//! The engine shared by the simulator and the live driver. It owns no clock, no thread and no I/O: every
+//! call that depends on time receives `now` in nanoseconds, and a shaper that holds packets it may not send yet
+//! says when it wants to be asked again (see [`qdisc::Cx`]). That one rule makes the same code deterministic
+//! in virtual time and correct against a real clock.
+//!
+//! Map of the crate, after the kernel's `net/sched/`:
+//!
+//! - [`units`]: rates, sizes and times as the kernel stores them, and the kernel's rate arithmetic
+//!   (`psched_ratecfg`: bytes to nanoseconds by multiply-and-shift, overhead, mpu, ATM cells).
+//! - [`handle`]: `major:minor` qdisc and class handles.
+//! - [`packet`]: wire bytes plus the metadata a qdisc reads (length, mark, priority, classid, enqueue time).
+//! - [`qdisc`]: the `Qdisc` and `ClassOps` traits, counters, and one file per discipline:
+//!   [`qdisc::fifo`] (pfifo, bfifo), [`qdisc::pfifo_fast`], [`qdisc::tbf`], [`qdisc::htb`].
+//! - [`engine`]: devices (mtu, txqueuelen, root qdisc) and the `tc` operations on them — add, change,
+//!   replace, delete, graft — validated before anything is applied.
+//! - [`error`]: the errors the "kernel" answers with, worded as Linux words them.
+
+pub mod engine;
+pub mod error;
+pub mod handle;
+pub mod packet;
+pub mod qdisc;
+pub mod units;
+
+pub use engine::{Device, Engine};
+pub use error::{KernelError, Warning};
+pub use handle::Handle;
+pub use packet::Packet;
+pub use qdisc::{ClassOps, Cx, Qdisc, QdiscStats};
+
+/// Nanoseconds since an arbitrary epoch: virtual time in the simulator, CLOCK_MONOTONIC live.
+pub type Nanos = u64;
+pub const NSEC_PER_SEC: u64 = 1_000_000_000;

@@ -1,0 +1,713 @@
+//! The kernel's own tc conformance cases (tools/testing/selftests/tc-testing, kept in
+//! `<workspace>/../shared/tdc`, see its README.md) run against `tclab tc`.
+//!
+//! Each case gets a fresh policy store (TCLAB_STATE in a fresh temp dir) and runs its commands
+//! through `bash -c` (as tdc.py does with `shell=True`), with a PATH whose first directory holds
+//! two stand-ins: `tc` (execs `tclab tc "$@"`) and `ip` (only `ip link add` and
+//! `ip link set ... mtu/txqueuelen` reach `tclab link`; every other ip command is a no-op).
+//! `$TC`, `$IP`, `$DUMMY`, `$DEV0`, `$DEV1`, `$DEV2`, `$ETH` are substituted with `tc`, `ip`,
+//! dummy1, v0p0, v0p1, v0p2, eth0.
+//!
+//! Semantics follow tdc.py: setup commands must exit with an allowed code (default 0);
+//! cmdUnderTest must exit with expExitCode; the verify output (stdout, or stderr when the
+//! command failed and wrote to stderr) must contain matchPattern exactly matchCount times
+//! (Python re.findall with DOTALL|MULTILINE) or match matchJSON; an empty verify output passes
+//! only when matchCount is 0; teardown exit codes are ignored. Cases that need plugins other
+//! than nsPlugin, scapy, eBPF objects, batch files, netdevsim or tdc's helper scripts are
+//! skipped.
+//!
+//!   cargo test -p tclab --test tdc -- --nocapture            # htb, tbf, fifo, pfifo_fast
+//!   cargo test -p tclab --test tdc tdc_htb -- --nocapture    # one file
+//!   cargo test -p tclab --test tdc -- --ignored --nocapture  # every file (progress report)
+//!
+//! TCLAB_TDC_DIR overrides the location of the tdc directory.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+const TCLAB: &str = env!("CARGO_BIN_EXE_tclab");
+/// tdc.py's default per-command timeout is 24 s.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn tdc_htb() {
+    assert_no_failures(&["qdiscs/htb.json"]);
+}
+
+#[test]
+fn tdc_tbf() {
+    assert_no_failures(&["qdiscs/tbf.json"]);
+}
+
+#[test]
+fn tdc_fifo() {
+    assert_no_failures(&["qdiscs/fifo.json"]);
+}
+
+#[test]
+fn tdc_pfifo_fast() {
+    assert_no_failures(&["qdiscs/pfifo_fast.json"]);
+}
+
+/// Runs every file under qdiscs/, filters/ and actions/ and prints the totals; never fails on
+/// case failures (it tracks progress on kinds tclab does not implement yet).
+#[test]
+#[ignore]
+fn tdc_report_all() {
+    let root = tdc_dir();
+    let mut files = Vec::new();
+    for sub in ["qdiscs", "filters", "actions"] {
+        let dir = root.join(sub);
+        let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+        let mut names: Vec<String> = entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".json"))
+            .collect();
+        names.sort();
+        files.extend(names.into_iter().map(|n| format!("{sub}/{n}")));
+    }
+    let files: Vec<&str> = files.iter().map(String::as_str).collect();
+    let totals = run_files(&files);
+    println!("\nper file:");
+    for (file, t) in &totals.per_file {
+        println!("  {file:<28} {:>4} passed {:>4} failed {:>4} skipped", t.passed, t.failed, t.skipped);
+    }
+}
+
+fn assert_no_failures(files: &[&str]) {
+    let totals = run_files(files);
+    assert_eq!(
+        totals.all.failed, 0,
+        "{} tdc case(s) failed in {files:?} (details above; run with --nocapture to see passes too)",
+        totals.all.failed
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runner
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Default, Clone, Copy)]
+struct Counts {
+    passed: usize,
+    failed: usize,
+    skipped: usize,
+}
+
+struct Totals {
+    all: Counts,
+    per_file: Vec<(String, Counts)>,
+}
+
+enum Outcome {
+    Pass,
+    Fail(String),
+    Skip(String),
+}
+
+fn tdc_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("TCLAB_TDC_DIR") {
+        let p = PathBuf::from(d);
+        assert!(p.is_dir(), "TCLAB_TDC_DIR={} is not a directory", p.display());
+        return p;
+    }
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tdc");
+    match p.canonicalize() {
+        Ok(c) if c.is_dir() => c,
+        _ => panic!(
+            "the kernel's tdc cases were not found at {} (expected `shared/tdc` beside the workspace \
+             checkout); set TCLAB_TDC_DIR to the directory holding qdiscs/, filters/, actions/",
+            p.display()
+        ),
+    }
+}
+
+fn run_files(files: &[&str]) -> Totals {
+    let root = tdc_dir();
+    let shims = Shims::new();
+    let mut all = Counts::default();
+    let mut per_file = Vec::new();
+    for file in files {
+        let path = root.join(file);
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        let cases: Vec<Value> =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()));
+        println!("==== {file} ({} cases)", cases.len());
+        let mut counts = Counts::default();
+        for case in &cases {
+            let id = case.get("id").and_then(Value::as_str).unwrap_or("????");
+            let name = case.get("name").and_then(Value::as_str).unwrap_or("");
+            match run_case(case, &shims) {
+                Outcome::Pass => {
+                    counts.passed += 1;
+                    println!("  PASS {id} {name}");
+                }
+                Outcome::Skip(why) => {
+                    counts.skipped += 1;
+                    println!("  SKIP {id} {name}: {why}");
+                }
+                Outcome::Fail(why) => {
+                    counts.failed += 1;
+                    println!("  FAIL {id} {name}");
+                    for line in why.lines() {
+                        println!("       {line}");
+                    }
+                }
+            }
+        }
+        println!("{file}: {} passed, {} failed, {} skipped", counts.passed, counts.failed, counts.skipped);
+        all.passed += counts.passed;
+        all.failed += counts.failed;
+        all.skipped += counts.skipped;
+        per_file.push((file.to_string(), counts));
+    }
+    if files.len() > 1 {
+        println!("total: {} passed, {} failed, {} skipped", all.passed, all.failed, all.skipped);
+    }
+    Totals { all, per_file }
+}
+
+/// Why a case is out of scope, if it is.
+fn skip_reason(case: &Value) -> Option<String> {
+    if case.get("skip").and_then(Value::as_str) == Some("yes") {
+        return Some("marked skip".into());
+    }
+    let requires: Vec<String> = match case.get("plugins").and_then(|p| p.get("requires")) {
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(a)) => a.iter().filter_map(|v| v.as_str().map(String::from)).collect(),
+        _ => Vec::new(),
+    };
+    if let Some(other) = requires.iter().find(|r| r.as_str() != "nsPlugin") {
+        return Some(format!("requires plugin {other}"));
+    }
+    if case.get("scapy").is_some() {
+        return Some("needs scapy".into());
+    }
+    let mut texts: Vec<String> = Vec::new();
+    for key in ["setup", "teardown"] {
+        if let Some(Value::Array(items)) = case.get(key) {
+            for item in items {
+                if let Some((cmd, _)) = command_entry(item) {
+                    texts.push(cmd);
+                }
+            }
+        }
+    }
+    for key in ["cmdUnderTest", "verifyCmd", "dependsOn"] {
+        if let Some(s) = case.get(key).and_then(Value::as_str) {
+            texts.push(s.to_string());
+        }
+    }
+    let all = texts.join("\n");
+    let markers = [
+        ("$EBPFDIR", "needs eBPF objects"),
+        ("$BATCH_DIR", "uses batch files"),
+        ("$BATCH_FILE", "uses batch files"),
+        ("$TC -b", "uses batch files"),
+        (" -batch", "uses batch files"),
+        ("netdevsim", "needs netdevsim (multi-queue device)"),
+        ("./scripts/", "needs tdc's helper scripts"),
+        ("./tdc_", "needs tdc's helper scripts"),
+    ];
+    markers.iter().find(|(m, _)| all.contains(m)).map(|(m, why)| format!("{why} ({m})"))
+}
+
+/// A setup/teardown entry: a string, or [command, allowed exit codes...] (default [0]).
+fn command_entry(item: &Value) -> Option<(String, Vec<i32>)> {
+    match item {
+        Value::String(s) => Some((s.clone(), vec![0])),
+        Value::Array(a) => {
+            let cmd = a.first()?.as_str()?.to_string();
+            let codes: Vec<i32> = a[1..].iter().filter_map(as_int).collect();
+            Some((cmd, if codes.is_empty() && a.len() == 1 { vec![0] } else { codes }))
+        }
+        _ => None,
+    }
+}
+
+/// expExitCode/matchCount/exit codes appear both as "0" and as 0.
+fn as_int(v: &Value) -> Option<i32> {
+    match v {
+        Value::Number(n) => n.as_i64().map(|n| n as i32),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn run_case(case: &Value, shims: &Shims) -> Outcome {
+    if let Some(why) = skip_reason(case) {
+        return Outcome::Skip(why);
+    }
+    let dir = TempDir::new("tdc-case");
+    let state = dir.path.join("state.json");
+    let sh = |cmd: &str| shims.run(&substitute(cmd), &dir.path, &state);
+
+    if let Some(dep) = case.get("dependsOn").and_then(Value::as_str) {
+        let r = sh(dep);
+        if r.code != 0 {
+            return Outcome::Skip(format!("dependsOn `{dep}` exited {}", r.code));
+        }
+    }
+
+    let outcome = run_case_body(case, &sh);
+
+    if let Some(Value::Array(items)) = case.get("teardown") {
+        for item in items {
+            if let Some((cmd, _)) = command_entry(item) {
+                if !cmd.trim().is_empty() {
+                    sh(&cmd);
+                }
+            }
+        }
+    }
+    outcome
+}
+
+fn run_case_body(case: &Value, sh: &dyn Fn(&str) -> RunResult) -> Outcome {
+    if let Some(Value::Array(items)) = case.get("setup") {
+        for item in items {
+            let Some((cmd, allowed)) = command_entry(item) else {
+                return Outcome::Fail(format!("malformed setup entry {item}"));
+            };
+            if cmd.trim().is_empty() {
+                continue;
+            }
+            let r = sh(&cmd);
+            if !allowed.contains(&r.code) {
+                return Outcome::Fail(format!(
+                    "setup command failed: {}\nexit code {} (allowed {allowed:?})\n{}",
+                    substitute(&cmd),
+                    r.code,
+                    r.describe()
+                ));
+            }
+        }
+    }
+
+    let Some(cmd) = case.get("cmdUnderTest").and_then(Value::as_str) else {
+        return Outcome::Fail("no cmdUnderTest".into());
+    };
+    let Some(expected) = case.get("expExitCode").and_then(as_int) else {
+        return Outcome::Fail(format!("bad expExitCode {:?}", case.get("expExitCode")));
+    };
+    let r = sh(cmd);
+    if r.code != expected {
+        return Outcome::Fail(format!(
+            "command: {}\nexpected exit code {expected}, got {}\n{}",
+            substitute(cmd),
+            r.code,
+            r.describe()
+        ));
+    }
+
+    let verify = case.get("verifyCmd").and_then(Value::as_str).unwrap_or("");
+    let v = sh(verify);
+    let procout = v.procout();
+    let match_count = case.get("matchCount").and_then(as_int);
+    if procout.is_empty() {
+        return match match_count {
+            Some(0) => Outcome::Pass,
+            _ => Outcome::Fail(format!(
+                "verify: {}\nno output generated by the verify command (expected {} match(es))\nexit code {}, stderr: {:?}",
+                substitute(verify),
+                match_count.map_or("?".to_string(), |c| c.to_string()),
+                v.code,
+                v.stderr
+            )),
+        };
+    }
+    if let Some(expected_json) = case.get("matchJSON") {
+        return match verify_json(&procout, expected_json) {
+            Ok(()) => Outcome::Pass,
+            Err(why) => Outcome::Fail(format!(
+                "verify: {}\nmatchJSON failed: {why}\nexpected (subset): {expected_json}\nactual output:\n{procout}",
+                substitute(verify)
+            )),
+        };
+    }
+    let Some(pattern) = case.get("matchPattern").map(|p| match p {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }) else {
+        return Outcome::Fail("must specify a match option: matchJSON or matchPattern".into());
+    };
+    let Some(expected_count) = match_count else {
+        return Outcome::Fail(format!("bad matchCount {:?}", case.get("matchCount")));
+    };
+    let re = match regex::Regex::new(&format!("(?ms){}", python_regex_to_rust(&pattern))) {
+        Ok(re) => re,
+        Err(e) => return Outcome::Fail(format!("matchPattern {pattern:?} is not supported by the regex crate: {e}")),
+    };
+    let found = re.find_iter(&procout).count();
+    if found as i64 != expected_count as i64 {
+        return Outcome::Fail(format!(
+            "verify: {}\npattern {pattern:?}: expected {expected_count} match(es), found {found}\nactual output:\n{procout}",
+            substitute(verify)
+        ));
+    }
+    Outcome::Pass
+}
+
+/// `$TC` → `tc` and `$IP` → `ip` (the stand-ins first in PATH), device names as in tdc_config.py
+/// (with `$DEV2` → v0p2).
+fn substitute(cmd: &str) -> String {
+    let re = regex::Regex::new(r"\$(TC|IP|DUMMY|DEV0|DEV1|DEV2|ETH)\b").unwrap();
+    re.replace_all(cmd, |c: &regex::Captures| {
+        match &c[1] {
+            "TC" => "tc",
+            "IP" => "ip",
+            "DUMMY" => "dummy1",
+            "DEV0" => "v0p0",
+            "DEV1" => "v0p1",
+            "DEV2" => "v0p2",
+            "ETH" => "eth0",
+            _ => unreachable!(),
+        }
+        .to_string()
+    })
+    .into_owned()
+}
+
+/// Rewrites the few Python `re` constructs the regex crate spells differently: `\Z` → `\z`,
+/// `\<`/`\>` are plain `<`/`>` in Python, and a `{` or `}` that is not part of a `{m}`, `{m,}`
+/// or `{m,n}` repetition is a literal in Python (an error in the regex crate).
+fn python_regex_to_rust(p: &str) -> String {
+    let chars: Vec<char> = p.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\\' && i + 1 < chars.len() {
+            let n = chars[i + 1];
+            match n {
+                'Z' => out.push_str(r"\z"),
+                '<' | '>' => out.push(n),
+                _ => {
+                    out.push('\\');
+                    out.push(n);
+                }
+            }
+            i += 2;
+            continue;
+        }
+        if c == '{' {
+            // Is this a repetition {m}, {m,}, {m,n}?
+            let rest: String = chars[i..].iter().collect();
+            let rep = regex::Regex::new(r"^\{\d+(,\d*)?\}").unwrap();
+            if let Some(m) = rep.find(&rest) {
+                out.push_str(m.as_str());
+                i += m.as_str().chars().count();
+                continue;
+            }
+            out.push_str(r"\{");
+            i += 1;
+            continue;
+        }
+        if c == '}' {
+            out.push_str(r"\}");
+            i += 1;
+            continue;
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// matchJSON, following tdc.py's verify_by_json / find_in_json*
+// ---------------------------------------------------------------------------------------------
+
+fn verify_json(procout: &str, expected: &Value) -> Result<(), String> {
+    let actual: Value =
+        serde_json::from_str(procout).map_err(|e| format!("cannot decode the verify output as JSON: {e}"))?;
+    if kind(&actual) != kind(expected) {
+        return Err(format!("output is a {} but matchJSON is a {}", kind(&actual), kind(expected)));
+    }
+    if json_len(expected) > json_len(&actual) {
+        return Err(format!(
+            "matchJSON has {} elements, the output only {}",
+            json_len(expected),
+            json_len(&actual)
+        ));
+    }
+    find_in_json(&actual, expected, &Key::Index0)
+}
+
+/// tdc starts the recursion with the key 0; below that keys are object keys.
+enum Key<'a> {
+    Index0,
+    Name(&'a str),
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(_) => "int",
+        Value::String(_) => "str",
+        Value::Array(_) => "list",
+        Value::Object(_) => "dict",
+    }
+}
+
+fn json_len(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => a.len(),
+        Value::Object(o) => o.len(),
+        Value::String(s) => s.chars().count(),
+        _ => 0,
+    }
+}
+
+fn find_in_json(out: &Value, m: &Value, key: &Key) -> Result<(), String> {
+    match m {
+        Value::Array(items) => {
+            let Value::Array(out_items) = out else {
+                return Err(format!("not the same type: output {out} vs matchJSON {m}"));
+            };
+            if items.len() > out_items.len() {
+                return Err(format!(
+                    "matchJSON array has {} elements, output array only {}: {out}",
+                    items.len(),
+                    out_items.len()
+                ));
+            }
+            for (i, item) in items.iter().enumerate() {
+                find_in_json(&out_items[i], item, key)?;
+            }
+            Ok(())
+        }
+        Value::Object(fields) => {
+            for (k, v) in fields {
+                let Value::Object(out_fields) = out else {
+                    return Err(format!("not the same type: output {out} vs matchJSON {m}"));
+                };
+                let Some(ov) = out_fields.get(k) else {
+                    return Err(format!("key not found in the output: {k}: {v}\nmatching against: {out}"));
+                };
+                if matches!(ov, Value::Object(_) | Value::Array(_)) {
+                    if json_len(v) > 0 {
+                        find_in_json(ov, v, &Key::Name(k))?;
+                    } else {
+                        find_in_json_other(out, v, &Key::Name(k))?;
+                    }
+                } else {
+                    find_in_json(out, v, &Key::Name(k))?;
+                }
+            }
+            Ok(())
+        }
+        _ => find_in_json_other(out, m, key),
+    }
+}
+
+fn find_in_json_other(out: &Value, m: &Value, key: &Key) -> Result<(), String> {
+    // tdc: `if matchJSONKey in outputJSONVal: compare`; only objects can hold a named key.
+    if let (Key::Name(k), Value::Object(fields)) = (key, out) {
+        if let Some(ov) = fields.get(*k) {
+            if !json_equal(ov, m) {
+                return Err(format!("value doesn't match: {k}: {m} != {ov}\nmatching against: {out}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Python equality: 1 == 1.0.
+fn json_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_f64(), y.as_f64()) {
+            (Some(x), Some(y)) => x == y,
+            _ => x == y,
+        },
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_equal(a, b)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tc/ip stand-ins and process handling
+// ---------------------------------------------------------------------------------------------
+
+struct Shims {
+    dir: TempDir,
+    path_env: std::ffi::OsString,
+}
+
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+impl Shims {
+    fn new() -> Shims {
+        let dir = TempDir::new("tdc-bin");
+        let tclab = sh_quote(TCLAB);
+        write_executable(&dir.path.join("tc"), &format!("#!/bin/sh\nexec {tclab} tc \"$@\"\n"));
+        write_executable(
+            &dir.path.join("ip"),
+            &format!(
+                r#"#!/bin/bash
+# ip(8) stand-in for tclab's tdc runner. Only `ip link add` and `ip link set ... mtu N /
+# txqueuelen N` reach tclab (as `tclab link add|set dev NAME [mtu N] [txqueuelen N]`);
+# every other ip command succeeds without doing anything.
+TCLAB={tclab}
+[ "$1" = link ] || exit 0
+op="$2"
+case "$op" in
+    add|set) ;;
+    *) exit 0 ;;
+esac
+shift 2
+dev=""
+opts=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        dev) dev="$2"; shift 2 || break ;;
+        type) break ;;
+        mtu) [ $# -ge 2 ] || exit 0; opts+=(mtu "$2"); shift 2 ;;
+        txqueuelen|txqlen|qlen) [ $# -ge 2 ] || exit 0; opts+=(txqueuelen "$2"); shift 2 ;;
+        up|down|arp|multicast|allmulticast|promisc|trailers|dynamic) shift ;;
+        name|address|broadcast|netns|alias|group|master|link|numtxqueues|numrxqueues|index) shift 2 || break ;;
+        *) [ -n "$dev" ] || dev="$1"; shift ;;
+    esac
+done
+[ -n "$dev" ] || exit 0
+if [ "$op" = set ] && [ ${{#opts[@]}} -eq 0 ]; then exit 0; fi
+exec "$TCLAB" link "$op" dev "$dev" "${{opts[@]}}"
+"#
+            ),
+        );
+        let mut paths = vec![dir.path.clone()];
+        if let Some(p) = std::env::var_os("PATH") {
+            paths.extend(std::env::split_paths(&p));
+        }
+        let path_env = std::env::join_paths(paths).expect("PATH");
+        Shims { dir, path_env }
+    }
+
+    /// Runs one (already substituted) command line through bash, as tdc does through the shell.
+    fn run(&self, cmd: &str, cwd: &Path, state: &Path) -> RunResult {
+        let _ = &self.dir;
+        let mut c = Command::new("bash");
+        c.arg("-c").arg(cmd).current_dir(cwd).env("PATH", &self.path_env).env("TCLAB_STATE", state);
+        run(c)
+    }
+}
+
+fn write_executable(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("chmod {}: {e}", path.display()));
+}
+
+struct RunResult {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl RunResult {
+    /// tdc.py's exec_cmd: stderr when the command failed and wrote to stderr, else stdout.
+    fn procout(&self) -> String {
+        if self.code != 0 && !self.stderr.is_empty() {
+            self.stderr.clone()
+        } else {
+            self.stdout.clone()
+        }
+    }
+
+    fn describe(&self) -> String {
+        let mut s = String::new();
+        for (label, text) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+            if text.is_empty() {
+                s.push_str(&format!("{label}: (empty)\n"));
+            } else {
+                s.push_str(&format!("{label}:\n{}", text));
+                if !text.ends_with('\n') {
+                    s.push('\n');
+                }
+            }
+        }
+        s
+    }
+}
+
+/// Runs a command in its own process group with stdin closed, capturing its output; the whole
+/// group is killed after TIMEOUT (exit code 255, as tdc.py reports a timeout).
+fn run(mut c: Command) -> RunResult {
+    use std::os::unix::process::CommandExt;
+    c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    let child = match c.spawn() {
+        Ok(ch) => ch,
+        Err(e) => return RunResult { code: -1, stdout: String::new(), stderr: format!("cannot run {c:?}: {e}") },
+    };
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = match rx.recv_timeout(TIMEOUT) {
+        Ok(o) => o,
+        Err(_) => {
+            let _ = Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status();
+            let _ = rx.recv();
+            return RunResult {
+                code: 255,
+                stdout: String::new(),
+                stderr: format!("command timed out after {TIMEOUT:?}"),
+            };
+        }
+    };
+    match out {
+        Ok(o) => RunResult {
+            code: o.status.code().unwrap_or_else(|| {
+                use std::os::unix::process::ExitStatusExt;
+                128 + o.status.signal().unwrap_or(0)
+            }),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        },
+        Err(e) => RunResult { code: -1, stdout: String::new(), stderr: format!("wait failed: {e}") },
+    }
+}
+
+struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let path = std::env::temp_dir().join(format!(
+            "tclab-{tag}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
+        TempDir { path }
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}

@@ -1,0 +1,482 @@
+//! The engine: devices and the operations `tc` performs on their qdisc trees.
+//!
+//! The decision logic follows `net/sched/sch_api.c` (`tc_modify_qdisc`, `tc_get_qdisc`, `tc_ctl_tclass`):
+//! which qdisc a request names, whether it creates, changes or replaces, and which errno and message refuse
+//! it. Every operation validates before it touches anything, so a refused command leaves the tree as it was.
+//!
+//! A device always has a root: until a policy is attached it is the default `pfifo_fast` with handle 0,
+//! which `tc qdisc show` lists as `qdisc pfifo_fast 0: root` and which cannot be deleted.
+
+use crate::error::{Errno, KernelError, Warning};
+use crate::handle::Handle;
+use crate::packet::Packet;
+use crate::qdisc::fifo::{Fifo, FifoUnit};
+use crate::qdisc::htb::Htb;
+use crate::qdisc::pfifo_fast::PfifoFast;
+use crate::qdisc::tbf::Tbf;
+use crate::qdisc::{ClassInfo, ClassOptions, Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats, Sched, Verdict};
+use crate::Nanos;
+use std::collections::BTreeMap;
+
+/// What a `tc qdisc add|change|replace|link` asks for: the netlink flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Flags {
+    pub create: bool,
+    pub excl: bool,
+    pub replace: bool,
+}
+
+impl Flags {
+    pub const ADD: Flags = Flags { create: true, excl: true, replace: false };
+    pub const CHANGE: Flags = Flags { create: false, excl: false, replace: false };
+    pub const REPLACE: Flags = Flags { create: true, excl: false, replace: true };
+    pub const LINK: Flags = Flags { create: false, excl: false, replace: true };
+}
+
+/// One qdisc as `tc qdisc show` lists it.
+#[derive(Clone, Debug)]
+pub struct QdiscInfo {
+    pub kind: &'static str,
+    pub handle: Handle,
+    /// `Handle::ROOT` for the root.
+    pub parent: Handle,
+    pub options: QdiscOptions,
+    pub stats: QdiscStats,
+}
+
+pub struct Device {
+    pub name: String,
+    pub mtu: u32,
+    pub txqueuelen: u32,
+    root: Sched,
+    /// Visible qdiscs other than the root, in the kernel's `qdisc_hash` order (16 buckets, newest first).
+    qdisc_hash: Vec<Vec<Handle>>,
+}
+
+impl Device {
+    pub fn new(name: &str, mtu: u32, txqueuelen: u32) -> Device {
+        let mut d = Device { name: name.to_string(), mtu, txqueuelen, root: Sched::new(Handle::UNSPEC, Handle::ROOT, Box::new(PfifoFast::new(&DevEnv { txqueuelen, mtu, hard_header_len: 14 }))), qdisc_hash: vec![Vec::new(); 16] };
+        d.root = d.default_root();
+        d
+    }
+
+    pub fn env(&self) -> DevEnv {
+        DevEnv { txqueuelen: self.txqueuelen, mtu: self.mtu, hard_header_len: 14 }
+    }
+
+    fn default_root(&self) -> Sched {
+        Sched::new(Handle::UNSPEC, Handle::ROOT, Box::new(PfifoFast::new(&self.env())))
+    }
+
+    pub fn root(&self) -> &Sched {
+        &self.root
+    }
+
+    pub fn root_mut(&mut self) -> &mut Sched {
+        &mut self.root
+    }
+
+    /// Enqueue at the root (`dev_queue_xmit` → `q->enqueue`).
+    pub fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
+        pkt.enqueue_ns = cx.now;
+        self.root.q.enqueue(pkt, cx)
+    }
+
+    /// Dequeue from the root when the link is free; a `None` with `cx.wake_at` set means "try again then".
+    pub fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
+        self.root.q.dequeue(cx)
+    }
+
+    fn hash_bucket(h: Handle) -> usize {
+        (h.0.wrapping_mul(0x61C8_8647) >> 28) as usize
+    }
+
+    fn hash_add(&mut self, h: Handle) {
+        if h != Handle::UNSPEC {
+            self.qdisc_hash[Self::hash_bucket(h)].insert(0, h);
+        }
+    }
+
+    fn hash_del_tree(&mut self, s: &Sched) {
+        let mut handles = Vec::new();
+        collect_handles(s, &mut handles);
+        for h in handles {
+            self.qdisc_hash[Self::hash_bucket(h)].retain(|x| *x != h);
+        }
+    }
+
+    /// `qdisc_lookup`: the qdisc with this handle anywhere in the tree.
+    pub fn find(&self, handle: Handle) -> Option<&Sched> {
+        find_in(&self.root, handle)
+    }
+
+    pub fn find_mut(&mut self, handle: Handle) -> Option<&mut Sched> {
+        find_in_mut(&mut self.root, handle)
+    }
+
+    /// Every visible qdisc, in the order `tc qdisc show` prints them.
+    pub fn qdiscs(&self) -> Vec<QdiscInfo> {
+        let info = |s: &Sched| QdiscInfo { kind: s.q.kind(), handle: s.handle, parent: s.parent, options: s.q.dump(), stats: s.q.stats() };
+        let mut out = vec![info(&self.root)];
+        for h in self.qdisc_hash.iter().flatten() {
+            if *h != self.root.handle {
+                if let Some(s) = self.find(*h) {
+                    out.push(info(s));
+                }
+            }
+        }
+        out
+    }
+
+    /// Every class of every classful qdisc, as `tc class show` walks them (by qdisc, then the qdisc's walk).
+    pub fn classes(&self, now: Nanos) -> Vec<ClassInfo> {
+        let mut out = Vec::new();
+        for q in self.qdiscs() {
+            if let Some(s) = self.find(q.handle) {
+                if let Some(c) = s.q.classes() {
+                    out.extend(c.walk(now));
+                }
+            }
+        }
+        out
+    }
+}
+
+fn find_in(s: &Sched, handle: Handle) -> Option<&Sched> {
+    if s.handle == handle {
+        return Some(s);
+    }
+    s.q.classes()?.children().into_iter().find_map(|c| find_in(c, handle))
+}
+
+fn find_in_mut(s: &mut Sched, handle: Handle) -> Option<&mut Sched> {
+    if s.handle == handle {
+        return Some(s);
+    }
+    s.q.classes_mut()?.children_mut().into_iter().find_map(|c| find_in_mut(c, handle))
+}
+
+fn collect_handles(s: &Sched, out: &mut Vec<Handle>) {
+    if s.handle != Handle::UNSPEC {
+        out.push(s.handle);
+    }
+    if let Some(c) = s.q.classes() {
+        for ch in c.children() {
+            collect_handles(ch, out);
+        }
+    }
+}
+
+/// Build a qdisc of the given options (`qdisc_create` → `ops->init`).
+pub fn create_qdisc(handle: Handle, opts: &QdiscOptions, env: &DevEnv, now: Nanos) -> Result<(Box<dyn Qdisc>, Vec<Warning>), KernelError> {
+    Ok(match opts {
+        QdiscOptions::Pfifo(o) => (Box::new(Fifo::new(FifoUnit::Packets, o, env)), Vec::new()),
+        QdiscOptions::Bfifo(o) => (Box::new(Fifo::new(FifoUnit::Bytes, o, env)), Vec::new()),
+        QdiscOptions::PfifoFast => (Box::new(PfifoFast::new(env)), Vec::new()),
+        QdiscOptions::Tbf(o) => {
+            let (q, w) = Tbf::new(handle, o, env, now)?;
+            (Box::new(q), w)
+        }
+        QdiscOptions::Htb(o) => (Box::new(Htb::new(handle, o, env)?), Vec::new()),
+    })
+}
+
+/// `qdisc_alloc_handle`: automatic handles count from 8001: upwards, skipping those in use.
+fn alloc_handle(counter: &mut u32, dev: &Device) -> Result<Handle, KernelError> {
+    for _ in 0..0x8000 {
+        *counter = counter.wrapping_add(0x10000);
+        if *counter == 0xffff_0000 || *counter < 0x8000_0000 {
+            *counter = 0x8001_0000;
+        }
+        if dev.find(Handle(*counter)).is_none() {
+            return Ok(Handle(*counter));
+        }
+    }
+    Err(KernelError::msg(Errno::NoBuffers, "Unable to allocate qdisc handle"))
+}
+
+#[derive(Default)]
+pub struct Engine {
+    pub devices: BTreeMap<String, Device>,
+    /// `qdisc_alloc_handle`'s counter: automatic handles count down from 8001:.
+    autohandle: u32,
+}
+
+fn no_device() -> KernelError {
+    KernelError::new(Errno::NoDevice)
+}
+
+impl Engine {
+    pub fn new() -> Engine {
+        Engine::default()
+    }
+
+    pub fn device(&self, name: &str) -> Option<&Device> {
+        self.devices.get(name)
+    }
+
+    pub fn device_mut(&mut self, name: &str) -> Option<&mut Device> {
+        self.devices.get_mut(name)
+    }
+
+    pub fn add_device(&mut self, name: &str, mtu: u32, txqueuelen: u32) -> &mut Device {
+        self.devices.entry(name.to_string()).or_insert_with(|| Device::new(name, mtu, txqueuelen))
+    }
+
+    /// `tc qdisc add|change|replace|link`: `tc_modify_qdisc`.
+    pub fn modify_qdisc(
+        &mut self,
+        dev_name: &str,
+        parent: Handle,
+        handle: Handle,
+        opts: Option<&QdiscOptions>,
+        flags: Flags,
+        now: Nanos,
+    ) -> Result<Vec<Warning>, KernelError> {
+        let dev = self.devices.get(dev_name).ok_or_else(no_device)?;
+        let kind = opts.map(|o| o.kind());
+        // The qdisc currently at `parent` (None for a default or an empty slot).
+        let mut target: Option<Handle> = None;
+        if parent != Handle::UNSPEC {
+            let at: Option<&Sched> = if parent == Handle::ROOT {
+                Some(dev.root())
+            } else if parent == Handle::INGRESS {
+                return Err(KernelError::msg(Errno::NoEntry, "Cannot find ingress queue for specified device"));
+            } else {
+                let p = dev.find(parent.qdisc()).ok_or_else(|| KernelError::msg(Errno::NoEntry, "Failed to find specified qdisc"))?;
+                let cl = p.q.classes().ok_or_else(|| KernelError::msg(Errno::NotSupported, "Parent qdisc is not classful"))?;
+                if !cl.find(parent) {
+                    return Err(KernelError::msg(Errno::NoEntry, "Specified class not found"));
+                }
+                cl.leaf(parent)
+            };
+            let q = at.filter(|s| s.handle != Handle::UNSPEC);
+            let names_it = matches!(q, Some(q) if handle != Handle::UNSPEC && q.handle == handle);
+            if !names_it {
+                if handle != Handle::UNSPEC {
+                    if q.is_some() && !flags.replace {
+                        return Err(KernelError::msg(Errno::Exists, "NLM_F_REPLACE needed to override"));
+                    }
+                    if handle.minor() != 0 {
+                        return Err(KernelError::invalid("Invalid minor handle"));
+                    }
+                    let Some(existing) = dev.find(handle) else {
+                        return self.create_and_graft(dev_name, parent, handle, opts, flags, now);
+                    };
+                    if existing.parent != parent {
+                        return Err(KernelError::invalid("Cannot move an existing qdisc to a different parent"));
+                    }
+                    if flags.excl {
+                        return Err(KernelError::msg(Errno::Exists, "Exclusivity flag on, cannot override"));
+                    }
+                    return Err(KernelError::invalid("Invalid qdisc name"));
+                }
+                let Some(cur) = q else {
+                    return self.create_and_graft(dev_name, parent, handle, opts, flags, now);
+                };
+                if kind.is_some_and(|k| k != cur.q.kind()) {
+                    if flags.create && (flags.replace || flags.excl) {
+                        return self.create_and_graft(dev_name, parent, handle, opts, flags, now);
+                    }
+                    if flags == Flags::CHANGE {
+                        return self.create_and_graft(dev_name, parent, handle, opts, Flags::REPLACE, now);
+                    }
+                }
+            }
+            target = q.map(|q| q.handle);
+        } else {
+            if handle == Handle::UNSPEC {
+                return Err(KernelError::invalid("Handle cannot be zero"));
+            }
+            if dev.find(handle).is_some() {
+                target = Some(handle);
+            }
+        }
+        let Some(target) = target else {
+            return Err(KernelError::msg(Errno::NoEntry, "Specified qdisc not found"));
+        };
+        if flags.excl {
+            return Err(KernelError::msg(Errno::Exists, "Exclusivity flag on, cannot modify"));
+        }
+        let env = dev.env();
+        let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
+        let s = dev.find_mut(target).ok_or_else(|| KernelError::msg(Errno::NoEntry, "Specified qdisc not found"))?;
+        match opts {
+            Some(o) if o.kind() != s.q.kind() => Err(KernelError::invalid("Invalid qdisc name")),
+            Some(QdiscOptions::PfifoFast) | None => Ok(Vec::new()),
+            Some(o) => s.q.change(o, &env, now),
+        }
+    }
+
+    fn create_and_graft(
+        &mut self,
+        dev_name: &str,
+        parent: Handle,
+        handle: Handle,
+        opts: Option<&QdiscOptions>,
+        flags: Flags,
+        now: Nanos,
+    ) -> Result<Vec<Warning>, KernelError> {
+        if !flags.create {
+            return Err(KernelError::msg(Errno::NoEntry, "Qdisc not found. To create specify NLM_F_CREATE flag"));
+        }
+        let opts = opts.ok_or_else(|| KernelError::msg(Errno::Invalid, "Qdisc kind required"))?;
+        let handle = if handle == Handle::UNSPEC {
+            let mut auto = self.autohandle;
+            let dev = self.devices.get(dev_name).ok_or_else(no_device)?;
+            let h = alloc_handle(&mut auto, dev)?;
+            self.autohandle = auto;
+            h
+        } else {
+            handle
+        };
+        let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
+        let env = dev.env();
+        let (q, warnings) = create_qdisc(handle, opts, &env, now)?;
+        let new = Sched::new(handle, parent, q);
+        let old = if parent == Handle::ROOT {
+            Some(std::mem::replace(&mut dev.root, new))
+        } else {
+            let p = dev.find_mut(parent.qdisc()).ok_or_else(|| KernelError::msg(Errno::NoEntry, "Failed to find specified qdisc"))?;
+            let cl = p.q.classes_mut().ok_or_else(|| KernelError::msg(Errno::NotSupported, "Parent qdisc is not classful"))?;
+            cl.graft(parent, Some(new), &env)?
+        };
+        if let Some(old) = old {
+            dev.hash_del_tree(&old);
+        }
+        dev.hash_add(handle);
+        Ok(warnings)
+    }
+
+    /// `tc qdisc del`: `tc_get_qdisc` with RTM_DELQDISC.
+    pub fn delete_qdisc(&mut self, dev_name: &str, parent: Handle, handle: Handle, kind: Option<&str>) -> Result<(), KernelError> {
+        let dev = self.devices.get(dev_name).ok_or_else(no_device)?;
+        let q = if parent != Handle::UNSPEC {
+            let q = if parent == Handle::ROOT {
+                Some(dev.root())
+            } else if parent.major() == 0xffff {
+                None
+            } else {
+                let p = dev.find(parent.qdisc()).ok_or_else(|| KernelError::msg(Errno::NoEntry, "Failed to find qdisc with specified classid"))?;
+                let cl = p.q.classes().ok_or_else(|| KernelError::msg(Errno::NotSupported, "Parent qdisc is not classful"))?;
+                if !cl.find(parent) {
+                    return Err(KernelError::msg(Errno::NoEntry, "Specified class not found"));
+                }
+                cl.leaf(parent)
+            };
+            let q = q.ok_or_else(|| KernelError::msg(Errno::NoEntry, "Cannot find specified qdisc on specified device"))?;
+            if handle != Handle::UNSPEC && q.handle != handle {
+                return Err(KernelError::invalid("Invalid handle"));
+            }
+            q
+        } else {
+            dev.find(handle).ok_or_else(|| KernelError::msg(Errno::NoEntry, "Failed to find qdisc with specified handle"))?
+        };
+        if kind.is_some_and(|k| k != q.q.kind()) {
+            return Err(KernelError::invalid("Invalid qdisc name"));
+        }
+        if parent == Handle::UNSPEC {
+            return Err(KernelError::invalid("Classid cannot be zero"));
+        }
+        if q.handle == Handle::UNSPEC {
+            return Err(KernelError::msg(Errno::NoEntry, "Cannot delete qdisc with handle of zero"));
+        }
+        let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
+        let env = dev.env();
+        let old = if parent == Handle::ROOT {
+            let d = dev.default_root();
+            Some(std::mem::replace(&mut dev.root, d))
+        } else {
+            let p = dev.find_mut(parent.qdisc()).ok_or_else(|| KernelError::new(Errno::NoEntry))?;
+            p.q.classes_mut().ok_or_else(|| KernelError::new(Errno::NotSupported))?.graft(parent, None, &env)?
+        };
+        if let Some(old) = old {
+            dev.hash_del_tree(&old);
+        }
+        Ok(())
+    }
+
+    /// Resolve the qdisc a class request addresses (`tc_ctl_tclass`, step 1) and the full classid.
+    fn class_target(dev: &Device, parent: Handle, classid: Handle) -> Result<(Handle, Handle, Handle), KernelError> {
+        let mut qid = classid.qdisc();
+        let mut portid = parent;
+        if parent != Handle::ROOT {
+            let qid1 = parent.qdisc();
+            if qid.0 != 0 && qid1.0 != 0 {
+                if qid != qid1 {
+                    return Err(KernelError::new(Errno::Invalid));
+                }
+            } else if qid1.0 != 0 {
+                qid = qid1;
+            } else if qid.0 == 0 {
+                qid = dev.root().handle;
+            }
+            if portid.0 != 0 {
+                portid = Handle(qid.0 | (portid.0 & 0xffff));
+            }
+        } else if qid.0 == 0 {
+            qid = dev.root().handle;
+        }
+        let clid = if classid.0 == 0 {
+            if portid == Handle::ROOT {
+                qid
+            } else {
+                Handle::UNSPEC
+            }
+        } else {
+            Handle(qid.0 | (classid.0 & 0xffff))
+        };
+        Ok((qid, portid, clid))
+    }
+
+    /// `tc class add|change|replace`.
+    pub fn modify_class(
+        &mut self,
+        dev_name: &str,
+        parent: Handle,
+        classid: Handle,
+        opts: &ClassOptions,
+        flags: Flags,
+        now: Nanos,
+    ) -> Result<Vec<Warning>, KernelError> {
+        let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
+        let env = dev.env();
+        let (qid, portid, clid) = Self::class_target(dev, parent, classid)?;
+        let q = dev.find_mut(qid).filter(|_| qid.0 != 0).ok_or_else(|| KernelError::new(Errno::NoEntry))?;
+        let kind = q.q.kind();
+        let cl = q.q.classes_mut().ok_or_else(|| KernelError::invalid("Qdisc not classful"))?;
+        let exists = clid.0 != 0 && cl.find(clid);
+        if !exists && !flags.create {
+            return Err(KernelError::new(Errno::NoEntry));
+        }
+        if exists && flags.excl {
+            return Err(KernelError::new(Errno::Exists));
+        }
+        let ClassOptions::Htb(_) = opts;
+        if kind != "htb" {
+            return Err(KernelError::new(Errno::NotSupported));
+        }
+        cl.change_class(clid, portid, opts, &env, now)
+    }
+
+    /// `tc class del`.
+    pub fn delete_class(&mut self, dev_name: &str, parent: Handle, classid: Handle) -> Result<(), KernelError> {
+        let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
+        let (qid, _portid, clid) = Self::class_target(dev, parent, classid)?;
+        let q = dev.find_mut(qid).filter(|_| qid.0 != 0).ok_or_else(|| KernelError::new(Errno::NoEntry))?;
+        let cl = q.q.classes_mut().ok_or_else(|| KernelError::invalid("Qdisc not classful"))?;
+        if clid.0 == 0 || !cl.find(clid) {
+            return Err(KernelError::new(Errno::NoEntry));
+        }
+        // Deleting a class removes the qdiscs under it from the device's list.
+        let mut handles = Vec::new();
+        if let Some(l) = cl.leaf(clid) {
+            collect_handles(l, &mut handles);
+        }
+        cl.delete_class(clid)?;
+        for h in handles {
+            dev.qdisc_hash[Device::hash_bucket(h)].retain(|x| *x != h);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,43 @@
+//! A packet as a qdisc sees it: the bytes on the wire plus the kernel's per-skb metadata.
+//!
+//! `data` starts at the network header (IPv4/IPv6), as an skb does when it reaches the egress qdisc, so that
+//! a u32 filter's `at 0` is the first byte of the IP header. `len` is the length the qdiscs account
+//! (`qdisc_pkt_len`: the L2 frame, 14 bytes of Ethernet header included), which may be more than `data`
+//! carries when a simulated payload is not materialised.
+
+use crate::Nanos;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Packet {
+    /// Bytes from the network header on. May be shorter than `len`; never read past its end.
+    pub data: Vec<u8>,
+    /// Length on the wire in bytes (`qdisc_pkt_len`).
+    pub len: u32,
+    /// Netfilter mark (`skb->mark`).
+    pub mark: u32,
+    /// `skb->priority`: a socket priority (0..15) or, if its major equals a qdisc's handle, a classid.
+    pub priority: u32,
+    /// Class chosen by classification (`skb->tc_index`/`tc_classid`), 0 if none.
+    pub classid: u32,
+    /// EtherType (0x0800 IPv4, 0x86dd IPv6).
+    pub protocol: u16,
+    /// When the packet entered the root qdisc.
+    pub enqueue_ns: Nanos,
+    /// An identifier the driver can use to follow the packet (flow, sequence); qdiscs ignore it.
+    pub tag: u64,
+}
+
+impl Packet {
+    /// A packet of `len` wire bytes with no header bytes, for tests and benchmarks.
+    pub fn of_len(len: u32) -> Packet {
+        Packet { len, protocol: 0x0800, ..Default::default() }
+    }
+
+    /// The IPv4 TOS byte, if the packet carries an IPv4 header.
+    pub fn ipv4_tos(&self) -> Option<u8> {
+        if self.protocol != 0x0800 || self.data.len() < 2 || self.data[0] >> 4 != 4 {
+            return None;
+        }
+        Some(self.data[1])
+    }
+}

@@ -1,0 +1,1031 @@
+//! HTB — the hierarchical token bucket, after `net/sched/sch_htb.c` (HTB3, Martin Devera).
+//!
+//! Classes form a tree up to eight levels deep. Each class has two token buckets: `rate` (guaranteed) with
+//! depth `buffer`, and `ceil` (the most it may ever use) with depth `cbuffer`. Tokens are time, as in TBF.
+//! Their balance puts every class in one of three modes:
+//!
+//! - **can send** (green): rate tokens ≥ 0 — it sends on its own;
+//! - **may borrow** (yellow): rate tokens < 0 but ceil tokens ≥ 0 — it may send only with tokens borrowed
+//!   from an ancestor that can send;
+//! - **can't send** (red): ceil tokens < 0.
+//!
+//! Only leaves hold packets. When a packet leaves class C that was served by ancestor A (the level the
+//! dequeue found a green class at), every class from C up to the root is charged: those at or above A's level
+//! pay rate tokens ("lends" at A), those below only pay ceil tokens and count a "borrow". All pay ceil tokens.
+//!
+//! The structure is what makes the cost per packet close to O(log N) rather than O(N) (seed 002):
+//!
+//! - per level, a **wait queue** of non-green classes ordered by the time their mode will change
+//!   (`pq_key`); the dequeue first promotes the classes whose time has come;
+//! - per level and priority, a **row**: the green classes at that level with a backlogged descendant of that
+//!   priority, and a bit in `row_mask[level]` if the row is non-empty;
+//! - per inner class and priority, a **feed**: its yellow children that want to borrow at that priority.
+//!
+//! Dequeue takes the lowest level, then the lowest priority with a bit set, then descends from the row
+//! through feeds to a leaf (`htb_lookup_leaf`). Within one priority the choice is deficit round robin: each
+//! leaf may send `quantum` bytes before the row's pointer moves on. Rows and feeds are ordered by classid and
+//! the round-robin pointer is kept as a classid, as the kernel keeps `ptr` and `last_ptr_id`.
+//!
+//! Unclassified packets go to the `default` class if it is a leaf, otherwise to the direct queue, which is
+//! sent before anything else and is not shaped at all (`direct_packets_stat` counts them).
+//!
+//! Hysteresis (the kernel's `htb_hysteresis` module parameter) is off, as in the kernel's default build.
+//! What is deliberately not modelled: hardware offload, rate estimators, the 2-jiffy limit on event
+//! processing (virtual time has no jiffies).
+
+use super::fifo::Fifo;
+use super::{
+    ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, HtbXstats, Qdisc, QdiscOptions, QdiscStats, Sched, Verdict,
+};
+use crate::error::{Errno, KernelError, Warning};
+use crate::handle::Handle;
+use crate::packet::Packet;
+use crate::units::{ns_to_ticks, ticks_to_ns, RateCfg, RateSpec};
+use crate::{Nanos, NSEC_PER_SEC};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Bound::{Excluded, Unbounded};
+
+pub const MAXDEPTH: usize = 8;
+pub const NUMPRIO: usize = 8;
+/// `HTB_VER`: 3.17.
+pub const VERSION: u32 = 0x30011;
+
+/// `struct tc_htb_glob` and `TCA_HTB_DIRECT_QLEN`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HtbOptions {
+    pub r2q: u32,
+    /// Minor number of the default class (`default 20` is 0x20).
+    pub defcls: u32,
+    /// `None` takes the device's txqueuelen.
+    pub direct_qlen: Option<u32>,
+    pub version: u32,
+    /// Read back only: packets that went through the direct queue.
+    #[serde(default)]
+    pub direct_pkts: u32,
+}
+
+impl Default for HtbOptions {
+    fn default() -> Self {
+        HtbOptions { r2q: 10, defcls: 0, direct_qlen: None, version: VERSION, direct_pkts: 0 }
+    }
+}
+
+/// `struct tc_htb_opt` (+ 64-bit rates): a class as tc sends it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HtbClassOptions {
+    pub rate: RateSpec,
+    pub ceil: RateSpec,
+    /// Bucket depths in psched ticks.
+    pub buffer: u32,
+    pub cbuffer: u32,
+    /// 0: computed from rate / r2q.
+    pub quantum: u32,
+    pub prio: u32,
+    /// Read back only.
+    #[serde(default)]
+    pub level: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    CantSend,
+    MayBorrow,
+    CanSend,
+}
+
+/// An ordered set of classes with a round-robin pointer: a row (`struct htb_prio`) or an inner class's feed
+/// (`struct htb_prio` in `inner.clprio`). The pointer is a classid; `last_ptr_id` remembers where a removed
+/// pointer was so that the round robin resumes after it.
+#[derive(Default, Debug)]
+struct RoundRobin {
+    members: BTreeMap<u32, usize>,
+    ptr: Option<u32>,
+    last_ptr_id: u32,
+}
+
+impl RoundRobin {
+    /// `htb_next_rr`.
+    fn advance(&mut self) {
+        if let Some(p) = self.ptr {
+            self.ptr = self.members.range((Excluded(p), Unbounded)).next().map(|(k, _)| *k);
+        }
+    }
+}
+
+struct Class {
+    classid: u32,
+    parent: Option<usize>,
+    level: u8,
+    children: u32,
+    // parameters
+    rate: RateCfg,
+    ceil: RateCfg,
+    buffer: i64,
+    cbuffer: i64,
+    mbuffer: i64,
+    quantum: u32,
+    prio: u8,
+    // variables
+    tokens: i64,
+    ctokens: i64,
+    t_c: Nanos,
+    mode: Mode,
+    /// Bit per priority this class is active at (a leaf: one bit; an inner class: its feeds).
+    prio_activity: u8,
+    /// Key in the wait queue of its level while not green: (time of mode change, insertion order).
+    pq_key: Option<(Nanos, u64)>,
+    // leaf
+    leaf: Option<Sched>,
+    deficit: [i32; MAXDEPTH],
+    // inner
+    feeds: Option<Box<[RoundRobin; NUMPRIO]>>,
+    // counters
+    bstats: QdiscStats,
+    drops: u32,
+    overlimits: u32,
+    lends: u32,
+    borrows: u32,
+}
+
+#[derive(Default)]
+struct Level {
+    rows: [RoundRobin; NUMPRIO],
+    wait: BTreeSet<(Nanos, u64, usize)>,
+}
+
+/// Where a round robin lives: a row of a level, or the feed of an inner class.
+#[derive(Clone, Copy)]
+enum RrAt {
+    Row(usize),
+    Feed(usize),
+}
+
+pub struct Htb {
+    handle: Handle,
+    // parameters
+    r2q: u32,
+    defcls: u32,
+    direct_qlen: u32,
+    /// The device's txqueuelen: the limit of the default pfifo under each leaf.
+    leaf_limit: u32,
+    // classes: an arena, found by classid; `hash_order` reproduces the kernel's class-hash walk order.
+    classes: Vec<Option<Class>>,
+    free: Vec<usize>,
+    by_id: BTreeMap<u32, usize>,
+    hash: ClassHash,
+    // scheduler state
+    levels: [Level; MAXDEPTH],
+    row_mask: [u8; MAXDEPTH],
+    near_ev_cache: [Nanos; MAXDEPTH],
+    wait_seq: u64,
+    direct: VecDeque<Packet>,
+    direct_pkts: u32,
+    stats: QdiscStats,
+    now: Nanos,
+}
+
+/// The kernel's `Qdisc_class_hash`: buckets by `qdisc_class_hash`, newest first, doubled (and so partly
+/// reversed) when the load passes 3/4. Only used to list classes in the order `tc class show` does.
+struct ClassHash {
+    buckets: Vec<Vec<u32>>,
+    elems: usize,
+}
+
+impl ClassHash {
+    fn new() -> ClassHash {
+        ClassHash { buckets: vec![Vec::new(); 4], elems: 0 }
+    }
+    fn bucket(id: u32, mask: usize) -> usize {
+        let mut h = id;
+        h ^= h >> 8;
+        h ^= h >> 4;
+        h as usize & mask
+    }
+    fn insert(&mut self, id: u32) {
+        let b = Self::bucket(id, self.buckets.len() - 1);
+        self.buckets[b].insert(0, id);
+        self.elems += 1;
+    }
+    fn remove(&mut self, id: u32) {
+        let b = Self::bucket(id, self.buckets.len() - 1);
+        self.buckets[b].retain(|&x| x != id);
+        self.elems -= 1;
+    }
+    /// `qdisc_class_hash_grow`.
+    fn grow(&mut self) {
+        if self.elems * 4 <= self.buckets.len() * 3 {
+            return;
+        }
+        let nsize = self.buckets.len() * 2;
+        let mut nb = vec![Vec::new(); nsize];
+        for bucket in &self.buckets {
+            for &id in bucket {
+                nb[Self::bucket(id, nsize - 1)].insert(0, id);
+            }
+        }
+        self.buckets = nb;
+    }
+    fn walk(&self) -> impl Iterator<Item = u32> + '_ {
+        self.buckets.iter().flatten().copied()
+    }
+}
+
+enum Target {
+    Direct,
+    Leaf(usize),
+}
+
+impl Htb {
+    pub fn new(handle: Handle, opts: &HtbOptions, env: &DevEnv) -> Result<Htb, KernelError> {
+        if opts.version != VERSION >> 16 && opts.version != VERSION {
+            return Err(KernelError::new(Errno::Invalid));
+        }
+        let direct_qlen = opts.direct_qlen.unwrap_or(env.txqueuelen).max(2);
+        Ok(Htb {
+            handle,
+            r2q: opts.r2q.max(1),
+            defcls: opts.defcls,
+            direct_qlen,
+            leaf_limit: env.txqueuelen,
+            classes: Vec::new(),
+            free: Vec::new(),
+            by_id: BTreeMap::new(),
+            hash: ClassHash::new(),
+            levels: Default::default(),
+            row_mask: [0; MAXDEPTH],
+            near_ev_cache: [0; MAXDEPTH],
+            wait_seq: 0,
+            direct: VecDeque::new(),
+            direct_pkts: 0,
+            stats: QdiscStats::default(),
+            now: 0,
+        })
+    }
+
+    fn cl(&self, i: usize) -> &Class {
+        self.classes[i].as_ref().expect("live class index")
+    }
+    fn cl_mut(&mut self, i: usize) -> &mut Class {
+        self.classes[i].as_mut().expect("live class index")
+    }
+    fn find_idx(&self, classid: u32) -> Option<usize> {
+        self.by_id.get(&classid).copied()
+    }
+
+    fn rr(&mut self, at: RrAt, prio: usize) -> &mut RoundRobin {
+        match at {
+            RrAt::Row(level) => &mut self.levels[level].rows[prio],
+            RrAt::Feed(i) => &mut self.cl_mut(i).feeds.as_mut().expect("inner class has feeds")[prio],
+        }
+    }
+
+    /// `htb_classify`, without filters: `skb->priority` naming this qdisc or one of its leaves, a classid
+    /// set by an earlier classifier, then the default class, then the direct queue.
+    fn classify(&self, pkt: &Packet) -> Target {
+        for id in [pkt.priority, pkt.classid] {
+            if id == self.handle.0 {
+                return Target::Direct;
+            }
+            if id != 0 && (id & 0xffff_0000) == self.handle.0 {
+                if let Some(i) = self.find_idx(id) {
+                    if self.cl(i).level == 0 {
+                        return Target::Leaf(i);
+                    }
+                }
+            }
+        }
+        match self.find_idx(self.handle.0 | (self.defcls & 0xffff)) {
+            Some(i) if self.defcls != 0 && self.cl(i).level == 0 => Target::Leaf(i),
+            _ => Target::Direct,
+        }
+    }
+
+    // ----- activity: rows and feeds -----
+
+    /// `htb_add_class_to_row`.
+    fn add_to_row(&mut self, i: usize, mask: u8) {
+        let (level, classid) = (self.cl(i).level as usize, self.cl(i).classid);
+        self.row_mask[level] |= mask;
+        for prio in bits(mask) {
+            self.levels[level].rows[prio].members.insert(classid, i);
+        }
+    }
+
+    /// `htb_remove_class_from_row`.
+    fn remove_from_row(&mut self, i: usize, mask: u8) {
+        let (level, classid) = (self.cl(i).level as usize, self.cl(i).classid);
+        let mut emptied = 0u8;
+        for prio in bits(mask) {
+            let row = &mut self.levels[level].rows[prio];
+            if row.ptr == Some(classid) {
+                row.advance();
+            }
+            row.members.remove(&classid);
+            if row.members.is_empty() {
+                emptied |= 1 << prio;
+            }
+        }
+        self.row_mask[level] &= !emptied;
+    }
+
+    /// `htb_activate_prios`: make the class's priorities visible to its ancestors' feeds, or to its row.
+    fn activate_prios(&mut self, mut i: usize) {
+        let mut mask = self.cl(i).prio_activity;
+        while self.cl(i).mode == Mode::MayBorrow && mask != 0 {
+            let Some(p) = self.cl(i).parent else { break };
+            let classid = self.cl(i).classid;
+            for prio in bits(mask) {
+                let feed = &mut self.cl_mut(p).feeds.as_mut().expect("parent is inner")[prio];
+                if !feed.members.is_empty() {
+                    // The parent is already active at this priority.
+                    mask &= !(1 << prio);
+                }
+                feed.members.insert(classid, i);
+            }
+            self.cl_mut(p).prio_activity |= mask;
+            i = p;
+        }
+        if self.cl(i).mode == Mode::CanSend && mask != 0 {
+            self.add_to_row(i, mask);
+        }
+    }
+
+    /// `htb_deactivate_prios`.
+    fn deactivate_prios(&mut self, mut i: usize) {
+        let mut mask = self.cl(i).prio_activity;
+        while self.cl(i).mode == Mode::MayBorrow && mask != 0 {
+            let Some(p) = self.cl(i).parent else { break };
+            let classid = self.cl(i).classid;
+            let m = mask;
+            mask = 0;
+            for prio in bits(m) {
+                let feed = &mut self.cl_mut(p).feeds.as_mut().expect("parent is inner")[prio];
+                if feed.ptr == Some(classid) {
+                    feed.last_ptr_id = classid;
+                    feed.ptr = None;
+                }
+                feed.members.remove(&classid);
+                if feed.members.is_empty() {
+                    mask |= 1 << prio;
+                }
+            }
+            self.cl_mut(p).prio_activity &= !mask;
+            i = p;
+        }
+        if self.cl(i).mode == Mode::CanSend && mask != 0 {
+            self.remove_from_row(i, mask);
+        }
+    }
+
+    /// `htb_activate`: a leaf got its first packet.
+    fn activate(&mut self, i: usize) {
+        if self.cl(i).prio_activity == 0 {
+            let prio = self.cl(i).prio;
+            self.cl_mut(i).prio_activity = 1 << prio;
+            self.activate_prios(i);
+        }
+    }
+
+    /// `htb_deactivate`: a leaf became empty.
+    fn deactivate(&mut self, i: usize) {
+        if self.cl(i).prio_activity != 0 {
+            self.deactivate_prios(i);
+            self.cl_mut(i).prio_activity = 0;
+        }
+    }
+
+    // ----- modes and the wait queue -----
+
+    /// `htb_class_mode`: the mode the class would have after `diff` more ns of tokens; on a non-green
+    /// answer `diff` becomes the time until the mode can change.
+    fn class_mode(c: &Class, diff: &mut i64) -> Mode {
+        let toks = c.ctokens + *diff;
+        if toks < 0 {
+            *diff = -toks;
+            return Mode::CantSend;
+        }
+        let toks = c.tokens + *diff;
+        if toks >= 0 {
+            return Mode::CanSend;
+        }
+        *diff = -toks;
+        Mode::MayBorrow
+    }
+
+    /// `htb_change_class_mode`.
+    fn change_class_mode(&mut self, i: usize, diff: &mut i64) {
+        let new_mode = Self::class_mode(self.cl(i), diff);
+        let c = self.cl_mut(i);
+        if new_mode == c.mode {
+            return;
+        }
+        if new_mode == Mode::CantSend {
+            c.overlimits += 1;
+            self.stats.overlimits += 1;
+        }
+        if self.cl(i).prio_activity != 0 {
+            if self.cl(i).mode != Mode::CantSend {
+                self.deactivate_prios(i);
+            }
+            self.cl_mut(i).mode = new_mode;
+            if new_mode != Mode::CantSend {
+                self.activate_prios(i);
+            }
+        } else {
+            self.cl_mut(i).mode = new_mode;
+        }
+    }
+
+    /// `htb_add_to_wait_tree`.
+    fn add_to_wait(&mut self, i: usize, delay: i64) {
+        let mut key = self.now.saturating_add(delay.max(0) as u64);
+        if key == self.now {
+            key += 1;
+        }
+        let level = self.cl(i).level as usize;
+        if self.near_ev_cache[level] > key {
+            self.near_ev_cache[level] = key;
+        }
+        self.wait_seq += 1;
+        let seq = self.wait_seq;
+        self.levels[level].wait.insert((key, seq, i));
+        self.cl_mut(i).pq_key = Some((key, seq));
+    }
+
+    fn remove_from_wait(&mut self, i: usize) {
+        if let Some((key, seq)) = self.cl_mut(i).pq_key.take() {
+            let level = self.cl(i).level as usize;
+            self.levels[level].wait.remove(&(key, seq, i));
+        }
+    }
+
+    /// `htb_do_events`: promote the classes of `level` whose mode-change time has come; return the next
+    /// event time at this level, or 0 if none.
+    fn do_events(&mut self, level: usize) -> Nanos {
+        loop {
+            let Some(&(key, seq, i)) = self.levels[level].wait.first() else { return 0 };
+            if key > self.now {
+                return key;
+            }
+            self.levels[level].wait.remove(&(key, seq, i));
+            self.cl_mut(i).pq_key = None;
+            let c = self.cl(i);
+            let mut diff = (self.now.saturating_sub(c.t_c) as i64).min(c.mbuffer);
+            self.change_class_mode(i, &mut diff);
+            if self.cl(i).mode != Mode::CanSend {
+                self.add_to_wait(i, diff);
+            }
+        }
+    }
+
+    // ----- charging -----
+
+    /// `htb_charge_class`: account `bytes` sent by leaf `i`, served at `level`, up to the root.
+    fn charge_class(&mut self, leaf: usize, level: u8, pkt: &Packet) {
+        let bytes = pkt.len;
+        let now = self.now;
+        let mut cur = Some(leaf);
+        while let Some(i) = cur {
+            let c = self.cl_mut(i);
+            let diff = (now.saturating_sub(c.t_c) as i64).min(c.mbuffer);
+            if c.level >= level {
+                if c.level == level {
+                    c.lends += 1;
+                }
+                let toks = (c.tokens + diff).min(c.buffer) - c.rate.l2t_ns(bytes) as i64;
+                c.tokens = if toks <= -c.mbuffer { 1 - c.mbuffer } else { toks };
+            } else {
+                c.borrows += 1;
+                c.tokens += diff;
+            }
+            let toks = (c.ctokens + diff).min(c.cbuffer) - c.ceil.l2t_ns(bytes) as i64;
+            c.ctokens = if toks <= -c.mbuffer { 1 - c.mbuffer } else { toks };
+            c.t_c = now;
+
+            let old_mode = c.mode;
+            let mut diff = 0;
+            self.change_class_mode(i, &mut diff);
+            if old_mode != self.cl(i).mode {
+                if old_mode != Mode::CanSend {
+                    self.remove_from_wait(i);
+                }
+                if self.cl(i).mode != Mode::CanSend {
+                    self.add_to_wait(i, diff);
+                }
+            }
+            let c = self.cl_mut(i);
+            if c.level > 0 {
+                c.bstats.count_sent(pkt);
+            }
+            cur = c.parent;
+        }
+    }
+
+    // ----- dequeue -----
+
+    /// `htb_lookup_leaf`: descend from the row of (`level`, `prio`) through feeds to the leaf whose turn it
+    /// is, repairing round-robin pointers on the way.
+    fn lookup_leaf(&mut self, level: usize, prio: usize) -> Option<usize> {
+        let mut stack: [RrAt; MAXDEPTH] = [RrAt::Row(level); MAXDEPTH];
+        let mut sp = 0usize;
+        for _ in 0..65535 {
+            let at = stack[sp];
+            let rr = self.rr(at, prio);
+            if rr.ptr.is_none() && rr.last_ptr_id != 0 {
+                let id = rr.last_ptr_id;
+                rr.ptr = rr.members.range(id..).next().map(|(k, _)| *k);
+            }
+            rr.last_ptr_id = 0;
+            match rr.ptr {
+                None => {
+                    // At the right end: rewind, and move the level above on.
+                    rr.ptr = rr.members.keys().next().copied();
+                    if sp > 0 {
+                        sp -= 1;
+                        let up = self.rr(stack[sp], prio);
+                        up.ptr?;
+                        up.advance();
+                    } else if rr.ptr.is_none() {
+                        return None;
+                    }
+                }
+                Some(id) => {
+                    let i = *rr.members.get(&id)?;
+                    if self.cl(i).level == 0 {
+                        return Some(i);
+                    }
+                    sp += 1;
+                    if sp >= MAXDEPTH {
+                        return None;
+                    }
+                    stack[sp] = RrAt::Feed(i);
+                }
+            }
+        }
+        None
+    }
+
+    /// The round robin a leaf found at `level` advances: its parent's feed, or the level-0 row.
+    fn rr_of_leaf(&self, i: usize, level: usize) -> RrAt {
+        if level > 0 {
+            RrAt::Feed(self.cl(i).parent.expect("a leaf served by borrowing has a parent"))
+        } else {
+            RrAt::Row(0)
+        }
+    }
+
+    /// `htb_dequeue_tree`.
+    fn dequeue_tree(&mut self, prio: usize, level: usize, cx: &mut Cx) -> Option<Packet> {
+        let mut start = self.lookup_leaf(level, prio);
+        let mut cur = start;
+        let mut found = None;
+        loop {
+            let i = cur?;
+            let leaf_qlen = self.cl(i).leaf.as_ref().map_or(0, |l| l.q.stats().qlen);
+            if leaf_qlen == 0 {
+                // Empty leaf (its qdisc dropped, or it was grafted): deactivate and skip it.
+                self.deactivate(i);
+                if self.row_mask[level] & (1 << prio) == 0 {
+                    return None;
+                }
+                let next = self.lookup_leaf(level, prio);
+                if cur == start {
+                    start = next;
+                }
+                cur = next;
+                continue;
+            }
+            let pkt = self.cl_mut(i).leaf.as_mut().and_then(|l| l.q.dequeue(cx));
+            if let Some(pkt) = pkt {
+                found = Some((i, pkt));
+                break;
+            }
+            // A non-work-conserving leaf (e.g. TBF) said "not now": try the next class.
+            let at = self.rr_of_leaf(i, level);
+            self.rr(at, prio).advance();
+            cur = self.lookup_leaf(level, prio);
+            if cur == start {
+                break;
+            }
+        }
+        let (i, pkt) = found?;
+        let at = self.rr_of_leaf(i, level);
+        let c = self.cl_mut(i);
+        c.bstats.count_sent(&pkt);
+        c.deficit[level] -= pkt.len as i32;
+        if c.deficit[level] < 0 {
+            c.deficit[level] += c.quantum as i32;
+            self.rr(at, prio).advance();
+        }
+        if self.cl(i).leaf.as_ref().map_or(0, |l| l.q.stats().qlen) == 0 {
+            self.deactivate(i);
+        }
+        self.charge_class(i, level as u8, &pkt);
+        Some(pkt)
+    }
+
+    // ----- configuration -----
+
+    fn alloc(&mut self, c: Class) -> usize {
+        match self.free.pop() {
+            Some(i) => {
+                self.classes[i] = Some(c);
+                i
+            }
+            None => {
+                self.classes.push(Some(c));
+                self.classes.len() - 1
+            }
+        }
+    }
+
+    fn default_leaf(classid: u32, env: &DevEnv) -> Sched {
+        Sched::new(Handle::UNSPEC, Handle(classid), Box::new(Fifo::pfifo(env.txqueuelen)))
+    }
+
+    /// Remove `n` packets and `bytes` from the counters of the qdisc (`qdisc_tree_reduce_backlog`).
+    fn reduce_backlog(&mut self, qlen: u32, backlog: u32) {
+        self.stats.qlen -= qlen;
+        self.stats.backlog -= backlog;
+    }
+
+    fn class_options(&self, c: &Class) -> HtbClassOptions {
+        let spec = RateCfg::spec;
+        HtbClassOptions {
+            rate: spec(&c.rate),
+            ceil: spec(&c.ceil),
+            buffer: ns_to_ticks(c.buffer as u64) as u32,
+            cbuffer: ns_to_ticks(c.cbuffer as u64) as u32,
+            quantum: c.quantum,
+            prio: c.prio as u32,
+            level: c.level as u32,
+        }
+    }
+}
+
+/// Bit positions set in `mask`, lowest first (`ffz(~m)` in a loop).
+fn bits(mask: u8) -> impl Iterator<Item = usize> {
+    (0..8).filter(move |b| mask & (1 << b) != 0)
+}
+
+impl Qdisc for Htb {
+    fn kind(&self) -> &'static str {
+        "htb"
+    }
+
+    fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
+        let len = pkt.len;
+        match self.classify(&pkt) {
+            Target::Direct => {
+                if (self.direct.len() as u32) < self.direct_qlen {
+                    self.direct.push_back(pkt);
+                    self.direct_pkts += 1;
+                } else {
+                    self.stats.drops += 1;
+                    return Verdict::Drop;
+                }
+            }
+            Target::Leaf(i) => {
+                let v = match self.cl_mut(i).leaf.as_mut() {
+                    Some(leaf) => leaf.q.enqueue(pkt, cx),
+                    None => Verdict::Drop,
+                };
+                if v != Verdict::Success {
+                    self.stats.drops += 1;
+                    self.cl_mut(i).drops += 1;
+                    return v;
+                }
+                self.activate(i);
+            }
+        }
+        self.stats.backlog += len;
+        self.stats.qlen += 1;
+        Verdict::Success
+    }
+
+    fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
+        if let Some(pkt) = self.direct.pop_front() {
+            self.stats.count_unqueued(&pkt);
+            self.stats.count_sent(&pkt);
+            return Some(pkt);
+        }
+        if self.stats.qlen == 0 {
+            return None;
+        }
+        self.now = cx.now;
+        let mut next_event = self.now + 5 * NSEC_PER_SEC;
+        for level in 0..MAXDEPTH {
+            let mut event = self.near_ev_cache[level];
+            if self.now >= event {
+                event = self.do_events(level);
+                if event == 0 {
+                    event = self.now + NSEC_PER_SEC;
+                }
+                self.near_ev_cache[level] = event;
+            }
+            next_event = next_event.min(event);
+            let mut m = self.row_mask[level];
+            while m != 0 {
+                let prio = m.trailing_zeros() as usize;
+                m &= !(1 << prio);
+                if let Some(pkt) = self.dequeue_tree(prio, level, cx) {
+                    self.stats.count_unqueued(&pkt);
+                    self.stats.count_sent(&pkt);
+                    return Some(pkt);
+                }
+            }
+        }
+        if next_event > self.now {
+            cx.schedule(next_event);
+        } else {
+            cx.schedule(self.now + 1);
+        }
+        None
+    }
+
+    fn peek(&mut self, _cx: &mut Cx) -> Option<&Packet> {
+        // HTB is never the child of a shaper that needs to peek in tclab's supported trees; the direct queue
+        // head is exact, otherwise the head of the first backlogged leaf is an approximation.
+        if !self.direct.is_empty() {
+            return self.direct.front();
+        }
+        None
+    }
+
+    fn reset(&mut self) {
+        for c in self.classes.iter_mut().flatten() {
+            if let Some(l) = c.leaf.as_mut() {
+                l.q.reset();
+            }
+            if let Some(f) = c.feeds.as_mut() {
+                for rr in f.iter_mut() {
+                    *rr = RoundRobin::default();
+                }
+            }
+            c.prio_activity = 0;
+            c.pq_key = None;
+            c.mode = Mode::CanSend;
+        }
+        self.levels = Default::default();
+        self.row_mask = [0; MAXDEPTH];
+        self.near_ev_cache = [0; MAXDEPTH];
+        self.direct.clear();
+        self.stats.qlen = 0;
+        self.stats.backlog = 0;
+    }
+
+    fn stats(&self) -> QdiscStats {
+        self.stats
+    }
+
+    fn dump(&self) -> QdiscOptions {
+        QdiscOptions::Htb(HtbOptions {
+            r2q: self.r2q,
+            defcls: self.defcls,
+            direct_qlen: Some(self.direct_qlen),
+            version: VERSION,
+            direct_pkts: self.direct_pkts,
+        })
+    }
+
+    fn change(&mut self, _opts: &QdiscOptions, _env: &DevEnv, _now: Nanos) -> Result<Vec<Warning>, KernelError> {
+        Err(KernelError::msg(Errno::NotSupported, "Change operation not supported by specified qdisc"))
+    }
+
+    fn classes(&self) -> Option<&dyn ClassOps> {
+        Some(self)
+    }
+    fn classes_mut(&mut self) -> Option<&mut dyn ClassOps> {
+        Some(self)
+    }
+}
+
+impl ClassOps for Htb {
+    fn find(&self, classid: Handle) -> bool {
+        self.by_id.contains_key(&classid.0)
+    }
+
+    fn leaf(&self, classid: Handle) -> Option<&Sched> {
+        self.cl(self.find_idx(classid.0)?).leaf.as_ref()
+    }
+
+    fn leaf_mut(&mut self, classid: Handle) -> Option<&mut Sched> {
+        let i = self.find_idx(classid.0)?;
+        self.cl_mut(i).leaf.as_mut()
+    }
+
+    /// `htb_graft`: only a leaf takes a qdisc; `None` puts back the default pfifo.
+    fn graft(&mut self, classid: Handle, new: Option<Sched>, env: &DevEnv) -> Result<Option<Sched>, KernelError> {
+        let i = self.find_idx(classid.0).ok_or_else(|| KernelError::msg(Errno::NoEntry, "Specified class not found"))?;
+        if self.cl(i).level != 0 {
+            return Err(KernelError::new(Errno::Invalid));
+        }
+        let new = new.unwrap_or_else(|| Self::default_leaf(classid.0, env));
+        let old = self.cl_mut(i).leaf.replace(new);
+        if let Some(old) = &old {
+            let s = old.q.stats();
+            self.reduce_backlog(s.qlen, s.backlog);
+        }
+        self.deactivate(i);
+        Ok(old)
+    }
+
+    /// `htb_change_class`.
+    fn change_class(
+        &mut self,
+        classid: Handle,
+        parent: Handle,
+        opts: &ClassOptions,
+        env: &DevEnv,
+        now: Nanos,
+    ) -> Result<Vec<Warning>, KernelError> {
+        let ClassOptions::Htb(o) = opts;
+        if o.rate.rate == 0 || o.ceil.rate == 0 {
+            return Err(KernelError::new(Errno::Invalid));
+        }
+        let rate = RateCfg::new(&o.rate);
+        let ceil = RateCfg::new(&o.ceil);
+        let idx = match self.find_idx(classid.0) {
+            Some(i) => i,
+            None => {
+                // A new class: validate, then link it in.
+                if classid.0 == 0 || classid.qdisc() != self.handle || classid.minor() == 0 {
+                    return Err(KernelError::new(Errno::Invalid));
+                }
+                let parent_idx = if parent.is_root() { None } else { self.find_idx(parent.0) };
+                if let Some(p) = parent_idx {
+                    if let Some(pp) = self.cl(p).parent {
+                        if self.cl(pp).level < 2 {
+                            return Err(KernelError::invalid("sch_htb: tree is too deep"));
+                        }
+                    }
+                }
+                let c = Class {
+                    classid: classid.0,
+                    parent: parent_idx,
+                    level: 0,
+                    children: 0,
+                    rate,
+                    ceil,
+                    buffer: 0,
+                    cbuffer: 0,
+                    mbuffer: 60 * NSEC_PER_SEC as i64,
+                    quantum: 0,
+                    prio: 0,
+                    tokens: ticks_to_ns(o.buffer as u64) as i64,
+                    ctokens: ticks_to_ns(o.cbuffer as u64) as i64,
+                    t_c: now,
+                    mode: Mode::CanSend,
+                    prio_activity: 0,
+                    pq_key: None,
+                    leaf: Some(Self::default_leaf(classid.0, env)),
+                    deficit: [0; MAXDEPTH],
+                    feeds: None,
+                    bstats: QdiscStats::default(),
+                    drops: 0,
+                    overlimits: 0,
+                    lends: 0,
+                    borrows: 0,
+                };
+                if let Some(p) = parent_idx {
+                    if self.cl(p).level == 0 {
+                        // The parent was a leaf: its queue goes, it becomes an inner class.
+                        self.now = now;
+                        self.deactivate(p);
+                        self.remove_from_wait(p);
+                        let parent_level = self.cl(p).parent.map_or(MAXDEPTH as u8, |pp| self.cl(pp).level) - 1;
+                        let old = self.cl_mut(p).leaf.take();
+                        if let Some(old) = old {
+                            let s = old.q.stats();
+                            self.reduce_backlog(s.qlen, s.backlog);
+                        }
+                        let pc = self.cl_mut(p);
+                        pc.level = parent_level;
+                        pc.feeds = Some(Box::default());
+                        pc.mode = Mode::CanSend;
+                    }
+                    self.cl_mut(p).children += 1;
+                }
+                let i = self.alloc(c);
+                self.by_id.insert(classid.0, i);
+                self.hash.insert(classid.0);
+                i
+            }
+        };
+        let mut warnings = Vec::new();
+        let r2q = self.r2q;
+        let c = self.cl_mut(idx);
+        c.rate = rate;
+        c.ceil = ceil;
+        if c.level == 0 {
+            let computed = (rate.rate_bytes_ps / r2q as u64).min(i32::MAX as u64) as u32;
+            c.quantum = computed;
+            let mut warn = None;
+            if o.quantum == 0 && computed < 1000 {
+                warn = Some("small");
+                c.quantum = 1000;
+            }
+            if o.quantum == 0 && computed > 200_000 {
+                warn = Some("big");
+                c.quantum = 200_000;
+            }
+            if o.quantum != 0 {
+                c.quantum = o.quantum;
+            }
+            c.prio = o.prio.min(NUMPRIO as u32 - 1) as u8;
+            if let Some(w) = warn {
+                warnings.push(Warning(format!("sch_htb: quantum of class {:X} is {w}. Consider r2q change", classid.0)));
+            }
+        }
+        c.buffer = ticks_to_ns(o.buffer as u64) as i64;
+        c.cbuffer = ticks_to_ns(o.cbuffer as u64) as i64;
+        self.hash.grow();
+        Ok(warnings)
+    }
+
+    /// `htb_delete`: only a class without children; a parent left childless becomes a leaf again.
+    fn delete_class(&mut self, classid: Handle) -> Result<(), KernelError> {
+        let i = self.find_idx(classid.0).ok_or_else(|| KernelError::new(Errno::NoEntry))?;
+        if self.cl(i).children != 0 {
+            return Err(KernelError::msg(Errno::Busy, "HTB class in use"));
+        }
+        if let Some(leaf) = self.cl_mut(i).leaf.as_mut() {
+            let s = leaf.q.stats();
+            leaf.q.reset();
+            self.reduce_backlog(s.qlen, s.backlog);
+        }
+        self.deactivate(i);
+        self.remove_from_wait(i);
+        let parent = self.cl(i).parent;
+        self.by_id.remove(&classid.0);
+        self.hash.remove(classid.0);
+        self.classes[i] = None;
+        self.free.push(i);
+        if let Some(p) = parent {
+            let pc = self.cl_mut(p);
+            pc.children -= 1;
+            if pc.children == 0 {
+                // `htb_parent_to_leaf`.
+                let pid = pc.classid;
+                self.remove_from_wait(p);
+                let pc = self.cl_mut(p);
+                pc.level = 0;
+                pc.feeds = None;
+                pc.prio_activity = 0;
+                pc.tokens = pc.buffer;
+                pc.ctokens = pc.cbuffer;
+                pc.mode = Mode::CanSend;
+                pc.deficit = [0; MAXDEPTH];
+                let (now, limit) = (self.now, self.leaf_limit);
+                let pc = self.cl_mut(p);
+                pc.t_c = now;
+                // The kernel installs the default pfifo it allocated beforehand.
+                pc.leaf = Some(Sched::new(Handle::UNSPEC, Handle(pid), Box::new(Fifo::pfifo(limit))));
+            }
+        }
+        Ok(())
+    }
+
+    fn walk(&self, _now: Nanos) -> Vec<ClassInfo> {
+        self.hash
+            .walk()
+            .filter_map(|id| self.find_idx(id))
+            .map(|i| {
+                let c = self.cl(i);
+                let mut stats = c.bstats;
+                stats.drops = c.drops;
+                stats.overlimits = c.overlimits;
+                if let Some(l) = &c.leaf {
+                    let s = l.q.stats();
+                    stats.qlen = s.qlen;
+                    stats.backlog = s.backlog;
+                }
+                let clamp = |ns: i64| (ns >> crate::units::PSCHED_SHIFT).clamp(i32::MIN as i64, i32::MAX as i64) as i32;
+                ClassInfo {
+                    kind: "htb",
+                    classid: Handle(c.classid),
+                    parent: c.parent.map_or(Handle::ROOT, |p| Handle(self.cl(p).classid)),
+                    leaf: c.leaf.as_ref().map(|l| l.handle).filter(|h| *h != Handle::UNSPEC),
+                    options: Some(ClassOptions::Htb(self.class_options(c))),
+                    stats,
+                    htb_xstats: Some(HtbXstats {
+                        lends: c.lends,
+                        borrows: c.borrows,
+                        giants: 0,
+                        tokens: clamp(c.tokens),
+                        ctokens: clamp(c.ctokens),
+                    }),
+                }
+            })
+            .collect()
+    }
+
+    fn children(&self) -> Vec<&Sched> {
+        self.classes.iter().flatten().filter_map(|c| c.leaf.as_ref()).collect()
+    }
+
+    fn children_mut(&mut self) -> Vec<&mut Sched> {
+        self.classes.iter_mut().flatten().filter_map(|c| c.leaf.as_mut()).collect()
+    }
+}

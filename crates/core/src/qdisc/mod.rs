@@ -1,0 +1,214 @@
+//! The queueing-discipline interface and the kernel's counters.
+//!
+//! A qdisc is driven by three calls, as `struct Qdisc_ops` in `include/net/sch_generic.h`:
+//! `enqueue` takes a packet (or drops it), `dequeue` gives one back when the discipline allows, `peek` shows
+//! the next one without taking it. Every call receives a [`Cx`] carrying `now`; a shaper that holds packets
+//! it may not send yet records in [`Cx::schedule`] the time it wants to be asked again — the kernel's
+//! `qdisc_watchdog_schedule_ns`. Classful disciplines also implement [`ClassOps`] (graft, leaf, find,
+//! change, delete, walk), the kernel's `struct Qdisc_class_ops`.
+//!
+//! Configuration follows the kernel's three steps: tc builds an options value ([`QdiscOptions`]), the qdisc
+//! validates all of it, and only then applies it whole (`change`), so a refused change leaves no trace.
+
+pub mod fifo;
+pub mod htb;
+pub mod pfifo_fast;
+pub mod tbf;
+
+use crate::error::{KernelError, Warning};
+use crate::handle::Handle;
+use crate::packet::Packet;
+use crate::Nanos;
+use serde::{Deserialize, Serialize};
+
+/// The context of one call: the time, and the earliest wake-up any shaper asked for during it.
+#[derive(Clone, Copy, Debug)]
+pub struct Cx {
+    pub now: Nanos,
+    pub wake_at: Option<Nanos>,
+}
+
+impl Cx {
+    pub fn new(now: Nanos) -> Cx {
+        Cx { now, wake_at: None }
+    }
+    /// `qdisc_watchdog_schedule_ns`: ask to be dequeued again at `at`.
+    pub fn schedule(&mut self, at: Nanos) {
+        self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
+    }
+}
+
+/// `NET_XMIT_*`: what became of an enqueued packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Queued.
+    Success,
+    /// Dropped (this packet, or another one to make room: the caller should not count it twice).
+    Drop,
+}
+
+/// The counters `tc -s` prints: `struct gnet_stats_basic` and `struct gnet_stats_queue`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QdiscStats {
+    /// Bytes and packets dequeued (sent).
+    pub bytes: u64,
+    pub packets: u64,
+    /// Packets dropped: refused at enqueue, or removed later.
+    pub drops: u32,
+    /// Times the discipline held a packet back because a rate limit said no.
+    pub overlimits: u32,
+    pub requeues: u32,
+    /// Bytes and packets queued now.
+    pub backlog: u32,
+    pub qlen: u32,
+}
+
+impl QdiscStats {
+    pub fn count_sent(&mut self, pkt: &Packet) {
+        self.bytes += pkt.len as u64;
+        self.packets += 1;
+    }
+    pub fn count_queued(&mut self, pkt: &Packet) {
+        self.backlog = self.backlog.wrapping_add(pkt.len);
+        self.qlen += 1;
+    }
+    pub fn count_unqueued(&mut self, pkt: &Packet) {
+        self.backlog = self.backlog.wrapping_sub(pkt.len);
+        self.qlen -= 1;
+    }
+}
+
+/// Per-device facts a qdisc may need when it is created: `dev->tx_queue_len`, `psched_mtu(dev)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DevEnv {
+    pub txqueuelen: u32,
+    pub mtu: u32,
+    /// Link-layer header length, added to the mtu by `psched_mtu`.
+    pub hard_header_len: u32,
+}
+
+impl DevEnv {
+    pub fn psched_mtu(&self) -> u32 {
+        self.mtu + self.hard_header_len
+    }
+}
+
+/// The options of every discipline tclab knows, as the kernel receives them from tc (after tc has turned
+/// `burst 10k` into ticks and so on). `dump()` returns the same type, so the store and `tc qdisc show` read it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum QdiscOptions {
+    Pfifo(fifo::FifoOptions),
+    Bfifo(fifo::FifoOptions),
+    PfifoFast,
+    Tbf(tbf::TbfOptions),
+    Htb(htb::HtbOptions),
+}
+
+impl QdiscOptions {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            QdiscOptions::Pfifo(_) => "pfifo",
+            QdiscOptions::Bfifo(_) => "bfifo",
+            QdiscOptions::PfifoFast => "pfifo_fast",
+            QdiscOptions::Tbf(_) => "tbf",
+            QdiscOptions::Htb(_) => "htb",
+        }
+    }
+}
+
+/// Class options, per classful discipline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ClassOptions {
+    Htb(htb::HtbClassOptions),
+}
+
+/// Extra per-class counters (`tc -s class show`): HTB's `struct tc_htb_xstats`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HtbXstats {
+    pub lends: u32,
+    pub borrows: u32,
+    pub giants: u32,
+    /// Tokens and ctokens in psched ticks (64 ns), as the kernel reports them.
+    pub tokens: i32,
+    pub ctokens: i32,
+}
+
+/// One class as `tc class show` lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClassInfo {
+    pub kind: &'static str,
+    pub classid: Handle,
+    /// The parent class, or the qdisc handle for a class at the top.
+    pub parent: Handle,
+    /// Handle of the leaf qdisc if it has a visible one (non-zero handle).
+    pub leaf: Option<Handle>,
+    pub options: Option<ClassOptions>,
+    pub stats: QdiscStats,
+    pub htb_xstats: Option<HtbXstats>,
+}
+
+/// A qdisc attached somewhere: its handle (0 for the invisible defaults the kernel creates), its parent, and
+/// the discipline itself.
+pub struct Sched {
+    pub handle: Handle,
+    pub parent: Handle,
+    pub q: Box<dyn Qdisc>,
+}
+
+impl Sched {
+    pub fn new(handle: Handle, parent: Handle, q: Box<dyn Qdisc>) -> Sched {
+        Sched { handle, parent, q }
+    }
+}
+
+pub trait Qdisc {
+    fn kind(&self) -> &'static str;
+    fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict;
+    fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet>;
+    /// The packet the next `dequeue` would return, without taking it.
+    fn peek(&mut self, cx: &mut Cx) -> Option<&Packet>;
+    /// Drop everything queued (`qdisc_reset`), keeping configuration and cumulative counters.
+    fn reset(&mut self);
+    fn stats(&self) -> QdiscStats;
+    /// The options as `tc qdisc show` would read them back.
+    fn dump(&self) -> QdiscOptions;
+    /// Validate `opts` whole, then apply them (`ops->change`).
+    fn change(&mut self, opts: &QdiscOptions, env: &DevEnv, now: Nanos) -> Result<Vec<Warning>, KernelError>;
+    /// `fifo_set_limit`: used by TBF to resize its default child.
+    /// `fifo_set_limit` (used by TBF on its child): only FIFOs change; others ignore it, as in the kernel.
+    fn set_limit(&mut self, _limit: u32) {}
+    fn classes(&self) -> Option<&dyn ClassOps> {
+        None
+    }
+    fn classes_mut(&mut self) -> Option<&mut dyn ClassOps> {
+        None
+    }
+}
+
+/// `struct Qdisc_class_ops`.
+pub trait ClassOps {
+    /// Does the class exist?
+    fn find(&self, classid: Handle) -> bool;
+    /// The qdisc under a class (`cops->leaf`); `None` for an inner class.
+    fn leaf(&self, classid: Handle) -> Option<&Sched>;
+    fn leaf_mut(&mut self, classid: Handle) -> Option<&mut Sched>;
+    /// Put `new` under `classid` (or the default qdisc if `None`) and return the previous one.
+    fn graft(&mut self, classid: Handle, new: Option<Sched>, env: &DevEnv) -> Result<Option<Sched>, KernelError>;
+    /// Create (`create` true) or modify a class.
+    fn change_class(
+        &mut self,
+        classid: Handle,
+        parent: Handle,
+        opts: &ClassOptions,
+        env: &DevEnv,
+        now: Nanos,
+    ) -> Result<Vec<Warning>, KernelError>;
+    fn delete_class(&mut self, classid: Handle) -> Result<(), KernelError>;
+    /// Every class, in the order the kernel's walk reports them.
+    fn walk(&self, now: Nanos) -> Vec<ClassInfo>;
+    /// Every visible or invisible child qdisc, for tree searches.
+    fn children(&self) -> Vec<&Sched>;
+    fn children_mut(&mut self) -> Vec<&mut Sched>;
+}

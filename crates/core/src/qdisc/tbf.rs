@@ -1,0 +1,293 @@
+//! TBF — the token bucket filter, after `net/sched/sch_tbf.c`.
+//!
+//! Tokens are kept as *time*: `tokens` nanoseconds of sending at `rate`, at most `buffer` (the burst). A
+//! packet of `len` bytes costs `l2t(len)` nanoseconds of tokens. Between two dequeues the bucket refills by the
+//! time that passed. The head packet may leave when, after refilling, the bucket would not go negative; so
+//! for any interval the bytes sent satisfy
+//!
+//! ```text
+//!     s_i + ... + s_k <= B + R * (t_k - t_i)
+//! ```
+//!
+//! With a `peakrate` a second bucket, `mtu` deep, bounds how fast the burst itself may drain:
+//! `s_i + ... + s_k <= M + P * (t_k - t_i)`. A packet that may not leave yet stays at the head: TBF asks to
+//! be woken when the deficit will have been refilled and counts an overlimit. It MUST NOT send a later,
+//! shorter packet first — reordering would break TCP.
+//!
+//! Packets larger than `max_size` (the burst, or the peak bucket if smaller) can never be sent and are dropped
+//! on arrival. The queue itself is the child qdisc, a bfifo of `limit` bytes unless another qdisc is grafted
+//! under class `handle:1`. The bucket starts full, so the first `burst` bytes leave at line speed — the spike
+//! seed 000 saw with a huge burst.
+
+use super::fifo::Fifo;
+use super::{ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats, Sched, Verdict};
+use crate::error::{Errno, KernelError, Warning};
+use crate::handle::Handle;
+use crate::packet::Packet;
+use crate::units::{ns_to_ticks, ticks_to_ns, RateCfg, RateSpec};
+use crate::Nanos;
+use serde::{Deserialize, Serialize};
+
+/// `struct tc_tbf_qopt` plus `TCA_TBF_BURST`/`TCA_TBF_PBURST`, as tc sends them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TbfOptions {
+    pub rate: RateSpec,
+    /// `rate == 0` means no peak rate.
+    pub peakrate: RateSpec,
+    /// Bytes the child bfifo may hold.
+    pub limit: u32,
+    /// Bucket depth in psched ticks (tc's rounding).
+    pub buffer: u32,
+    /// Peak bucket depth in psched ticks.
+    pub mtu: u32,
+    /// The burst in bytes, when tc sent it (it always does); the kernel then recomputes `buffer` from it.
+    pub burst: Option<u32>,
+    pub pburst: Option<u32>,
+}
+
+pub struct Tbf {
+    // parameters
+    limit: u32,
+    max_size: u32,
+    rate: RateCfg,
+    peak: Option<RateCfg>,
+    /// Bucket depths in ns.
+    buffer: i64,
+    mtu: i64,
+    // variables
+    tokens: i64,
+    ptokens: i64,
+    /// Time of the last send (`t_c`).
+    t_c: Nanos,
+    /// The child; `None` is the kernel's noop qdisc (drops everything) after its child was deleted.
+    child: Option<Sched>,
+    handle: Handle,
+    stats: QdiscStats,
+}
+
+impl Tbf {
+    pub fn new(handle: Handle, opts: &TbfOptions, env: &DevEnv, now: Nanos) -> Result<(Tbf, Vec<Warning>), KernelError> {
+        let mut q = Tbf {
+            limit: 0,
+            max_size: 0,
+            rate: RateCfg::default(),
+            peak: None,
+            buffer: 0,
+            mtu: 0,
+            tokens: 0,
+            ptokens: 0,
+            t_c: now,
+            child: None,
+            handle,
+            stats: QdiscStats::default(),
+        };
+        let w = q.apply(opts, env)?;
+        Ok((q, w))
+    }
+
+    /// `tbf_change`: validate everything, then apply.
+    fn apply(&mut self, o: &TbfOptions, env: &DevEnv) -> Result<Vec<Warning>, KernelError> {
+        let rate = RateCfg::new(&o.rate);
+        let mut buffer = ticks_to_ns(o.buffer as u64).min(u32::MAX as u64);
+        let mut mtu = ticks_to_ns(o.mtu as u64).min(u32::MAX as u64);
+        let mut max_size: u64 = match o.burst {
+            Some(burst) => {
+                buffer = rate.l2t_ns(burst);
+                burst as u64
+            }
+            None => rate.ns_t2l(buffer).min(u32::MAX as u64),
+        };
+        let peak = if o.peakrate.rate != 0 {
+            let peak = RateCfg::new(&o.peakrate);
+            if peak.rate_bytes_ps <= rate.rate_bytes_ps {
+                // The kernel only logs "sch_tbf: peakrate %llu is lower than or equals to rate %llu !"
+                return Err(KernelError::new(Errno::Invalid));
+            }
+            match o.pburst {
+                Some(pburst) => {
+                    max_size = max_size.min(pburst as u64);
+                    mtu = peak.l2t_ns(pburst);
+                }
+                None => max_size = max_size.min(peak.ns_t2l(mtu)),
+            }
+            Some(peak)
+        } else {
+            None
+        };
+        if max_size == 0 {
+            return Err(KernelError::new(Errno::Invalid));
+        }
+        // Apply.
+        match &mut self.child {
+            Some(c) => c.q.set_limit(o.limit),
+            None if o.limit > 0 => {
+                self.child = Some(Sched::new(Handle::UNSPEC, Handle(self.handle.0 | 1), Box::new(Fifo::bfifo(o.limit))))
+            }
+            None => {}
+        }
+        let _ = env;
+        self.limit = o.limit;
+        self.mtu = mtu as i64;
+        self.max_size = max_size as u32;
+        self.buffer = buffer as i64;
+        self.tokens = self.buffer;
+        self.ptokens = self.mtu;
+        self.rate = rate;
+        self.peak = peak;
+        Ok(Vec::new())
+    }
+
+    fn class_handle(&self) -> Handle {
+        Handle(self.handle.0 | 1)
+    }
+}
+
+impl Qdisc for Tbf {
+    fn kind(&self) -> &'static str {
+        "tbf"
+    }
+
+    fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
+        let len = pkt.len;
+        if len > self.max_size {
+            self.stats.drops += 1;
+            return Verdict::Drop;
+        }
+        let Some(child) = self.child.as_mut() else {
+            self.stats.drops += 1;
+            return Verdict::Drop;
+        };
+        if child.q.enqueue(pkt, cx) != Verdict::Success {
+            self.stats.drops += 1;
+            return Verdict::Drop;
+        }
+        self.stats.backlog += len;
+        self.stats.qlen += 1;
+        Verdict::Success
+    }
+
+    fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
+        let child = self.child.as_mut()?;
+        let len = child.q.peek(cx)?.len;
+        let now = cx.now;
+        let elapsed = (now.saturating_sub(self.t_c) as i64).min(self.buffer);
+        let mut ptoks = 0i64;
+        if let Some(peak) = &self.peak {
+            ptoks = (elapsed + self.ptokens).min(self.mtu) - peak.l2t_ns(len) as i64;
+        }
+        let toks = (elapsed + self.tokens).min(self.buffer) - self.rate.l2t_ns(len) as i64;
+        if (toks | ptoks) >= 0 {
+            let pkt = child.q.dequeue(cx)?;
+            self.t_c = now;
+            self.tokens = toks;
+            self.ptokens = ptoks;
+            self.stats.backlog -= pkt.len;
+            self.stats.qlen -= 1;
+            self.stats.count_sent(&pkt);
+            return Some(pkt);
+        }
+        cx.schedule(now + (-toks).max(-ptoks) as u64);
+        self.stats.overlimits += 1;
+        None
+    }
+
+    fn peek(&mut self, cx: &mut Cx) -> Option<&Packet> {
+        // Like qdisc_peek_dequeued: only what is sendable now counts; we report the head without charging.
+        self.child.as_mut()?.q.peek(cx)
+    }
+
+    fn reset(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            c.q.reset();
+        }
+        self.stats.backlog = 0;
+        self.stats.qlen = 0;
+        self.tokens = self.buffer;
+        self.ptokens = self.mtu;
+    }
+
+    fn stats(&self) -> QdiscStats {
+        self.stats
+    }
+
+    /// `tbf_dump`: burst and mtu go back as ticks; the rates as the kernel kept them.
+    fn dump(&self) -> QdiscOptions {
+        let spec = RateCfg::spec;
+        QdiscOptions::Tbf(TbfOptions {
+            rate: spec(&self.rate),
+            peakrate: self.peak.as_ref().map(spec).unwrap_or_default(),
+            limit: self.limit,
+            buffer: ns_to_ticks(self.buffer as u64) as u32,
+            mtu: ns_to_ticks(self.mtu as u64) as u32,
+            burst: None,
+            pburst: None,
+        })
+    }
+
+    fn change(&mut self, opts: &QdiscOptions, env: &DevEnv, _now: Nanos) -> Result<Vec<Warning>, KernelError> {
+        match opts {
+            QdiscOptions::Tbf(o) => self.apply(o, env),
+            _ => Err(KernelError::new(Errno::Invalid)),
+        }
+    }
+
+    fn classes(&self) -> Option<&dyn ClassOps> {
+        Some(self)
+    }
+    fn classes_mut(&mut self) -> Option<&mut dyn ClassOps> {
+        Some(self)
+    }
+}
+
+/// TBF has one class, `handle:1`, whose leaf is the queue.
+impl ClassOps for Tbf {
+    fn find(&self, classid: Handle) -> bool {
+        classid == self.class_handle()
+    }
+    fn leaf(&self, classid: Handle) -> Option<&Sched> {
+        self.find(classid).then_some(())?;
+        self.child.as_ref()
+    }
+    fn leaf_mut(&mut self, classid: Handle) -> Option<&mut Sched> {
+        self.find(classid).then_some(())?;
+        self.child.as_mut()
+    }
+    fn graft(&mut self, classid: Handle, new: Option<Sched>, _env: &DevEnv) -> Result<Option<Sched>, KernelError> {
+        if !self.find(classid) {
+            return Err(KernelError::msg(Errno::NoEntry, "Specified class not found"));
+        }
+        let old = std::mem::replace(&mut self.child, new);
+        self.stats.backlog = 0;
+        self.stats.qlen = 0;
+        if let Some(c) = &self.child {
+            let s = c.q.stats();
+            self.stats.backlog = s.backlog;
+            self.stats.qlen = s.qlen;
+        }
+        Ok(old)
+    }
+    fn change_class(&mut self, _: Handle, _: Handle, _: &ClassOptions, _: &DevEnv, _: Nanos) -> Result<Vec<Warning>, KernelError> {
+        Err(KernelError::new(Errno::NotSupported))
+    }
+    fn delete_class(&mut self, _: Handle) -> Result<(), KernelError> {
+        Err(KernelError::new(Errno::NotSupported))
+    }
+    fn walk(&self, _now: Nanos) -> Vec<ClassInfo> {
+        let leaf = self.child.as_ref().map(|c| c.handle).filter(|h| *h != Handle::UNSPEC);
+        vec![ClassInfo {
+            kind: "tbf",
+            classid: self.class_handle(),
+            parent: self.handle,
+            leaf,
+            options: None,
+            stats: self.child.as_ref().map(|c| c.q.stats()).unwrap_or_default(),
+            htb_xstats: None,
+        }]
+    }
+    fn children(&self) -> Vec<&Sched> {
+        self.child.iter().collect()
+    }
+    fn children_mut(&mut self) -> Vec<&mut Sched> {
+        self.child.iter_mut().collect()
+    }
+}
