@@ -1,1 +1,154 @@
-fn main(){}
+//! `tclab`: Linux traffic control in user space.
+//!
+//! ```text
+//! tclab tc [-s] [-d] [-j] [-p] [-r] [-batch FILE] qdisc|class …   the tc command language
+//! tclab link add|set|del dev DEV [mtu N] [txqueuelen N]            devices of an offline policy
+//! tclab demo                                                       a policy run through the engine
+//! ```
+//!
+//! The policy lives in the file named by `TCLAB_STATE` (default `$XDG_STATE_HOME/tclab/policy.json`, or
+//! `~/.local/state/tclab/policy.json`): see `tclab_tc::store`.
+
+mod demo;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use tclab_tc::store::{link, Store};
+
+const HELP: &str = "tclab — Linux traffic control in user space
+
+Usage:
+  tclab tc [OPTIONS] OBJECT COMMAND …   run a tc(8) command against the stored policy
+  tclab tc [OPTIONS] -batch FILE         run a file of tc commands (one per line, without \"tc\")
+  tclab link add|set|del dev DEV [mtu N] [txqueuelen N]
+  tclab link show                        list the devices of the stored policy
+  tclab demo                             shape two flows with HTB in virtual time and show the result
+  tclab help | --version
+
+The policy is kept in $TCLAB_STATE (default: $XDG_STATE_HOME/tclab/policy.json).
+Devices are created on first use with mtu 1500 and txqueuelen 1000.
+Exit codes are tc's: 0 ok, 1 bad options, 255 syntax error, 2 refused by the (simulated) kernel.";
+
+fn state_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("TCLAB_STATE").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .unwrap_or_else(|| PathBuf::from("."));
+    base.join("tclab/policy.json")
+}
+
+fn load() -> Result<(Store, tclab_core::Engine, PathBuf), String> {
+    let path = state_path();
+    let store = Store::load(&path)?;
+    let (engine, problems) = store.replay();
+    for p in problems {
+        eprintln!("tclab: warning: {}: {p}", path.display());
+    }
+    Ok((store, engine, path))
+}
+
+fn is_modifying(args: &[String]) -> bool {
+    let words: Vec<&str> = args.iter().map(String::as_str).skip_while(|a| a.starts_with('-')).collect();
+    match words.get(1) {
+        None => false,
+        Some(w) => ["add", "change", "replace", "link", "delete", "del"].iter().any(|c| c.starts_with(*w) || *w == *c) && !["show", "list", "ls"].contains(w),
+    }
+}
+
+fn cmd_tc(args: &[String]) -> Result<u8, String> {
+    let (mut store, mut engine, path) = load()?;
+    // -batch / -b FILE, possibly after other global options.
+    let batch_at = args.iter().position(|a| a == "-batch" || a == "-b" || a == "--batch");
+    if let Some(i) = batch_at {
+        let file = args.get(i + 1).ok_or("Error: -batch needs a file name")?;
+        let force = args.iter().any(|a| a == "-force" || a == "-f");
+        let globals: Vec<String> = args[..i].iter().chain(args[i + 2..].iter()).filter(|a| *a != "-force" && *a != "-f").cloned().collect();
+        let text = if file == "-" {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| e.to_string())?;
+            s
+        } else {
+            std::fs::read_to_string(file).map_err(|e| format!("Cannot open file \"{file}\" for reading: {e}"))?
+        };
+        let mut code = 0u8;
+        for (n, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let mut words: Vec<String> = globals.clone();
+            words.extend(line.split_whitespace().map(str::to_string));
+            let out = tclab_tc::run(&mut engine, &words, 0);
+            print!("{}", out.stdout);
+            eprint!("{}", out.stderr);
+            if out.code != 0 {
+                eprintln!("Command failed {file}:{}", n + 1);
+                code = 1;
+                if !force {
+                    break;
+                }
+            } else if is_modifying(&words) {
+                let mut entry = vec!["tc".to_string()];
+                entry.extend(words);
+                store.journal.push(entry);
+            }
+        }
+        store.save(&path)?;
+        return Ok(code);
+    }
+    let out = tclab_tc::run(&mut engine, args, 0);
+    print!("{}", out.stdout);
+    eprint!("{}", out.stderr);
+    if out.code == 0 && is_modifying(args) {
+        let mut entry = vec!["tc".to_string()];
+        entry.extend(args.iter().cloned());
+        store.journal.push(entry);
+        store.save(&path)?;
+    }
+    Ok(out.code as u8)
+}
+
+fn cmd_link(args: &[String]) -> Result<u8, String> {
+    let (mut store, mut engine, path) = load()?;
+    if args.first().map(String::as_str) == Some("show") || args.is_empty() {
+        for (i, (name, d)) in engine.devices.iter().enumerate() {
+            let q = d.root().q.kind();
+            println!("{}: {name}: mtu {} qdisc {q} qlen {}", i + 1, d.mtu, d.txqueuelen);
+        }
+        return Ok(0);
+    }
+    link(&mut engine, args)?;
+    let mut entry = vec!["link".to_string()];
+    entry.extend(args.iter().cloned());
+    store.journal.push(entry);
+    store.save(&path)?;
+    Ok(0)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("tc") => cmd_tc(&args[1..]),
+        Some("link") => cmd_link(&args[1..]),
+        Some("demo") => demo::run(&args[1..]),
+        Some("--version") | Some("-V") => {
+            println!("tclab {}", env!("CARGO_PKG_VERSION"));
+            Ok(0)
+        }
+        None | Some("help") | Some("--help") | Some("-h") => {
+            println!("{HELP}");
+            Ok(0)
+        }
+        Some(other) => Err(format!("unknown command \"{other}\"; try \"tclab help\"")),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("tclab: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -45,7 +45,11 @@ struct Case {
 
 macro_rules! case {
     ($name:expr, $about:expr, $script:expr) => {
-        Case { name: $name, about: $about, script: $script }
+        Case {
+            name: $name,
+            about: $about,
+            script: $script,
+        }
     };
 }
 
@@ -479,10 +483,14 @@ fn parity_g_errors() {
 #[test]
 #[ignore]
 fn write_kernel_reference() {
-    let Some(env) = KernelEnv::detect() else { return };
+    let Some(env) = KernelEnv::detect() else {
+        return;
+    };
     let path = std::env::var_os("TCLAB_PARITY_REFERENCE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kernel_parity_reference.txt"));
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kernel_parity_reference.txt")
+        });
     let mut out = String::new();
     out.push_str(
         "# Reference outputs of this machine's kernel for crates/cli/tests/kernel_parity.rs.\n\
@@ -494,7 +502,10 @@ fn write_kernel_reference() {
          # (8001:, 8002:, ...: the kernel's counter is global, so the numbers below vary from run\n\
          # to run); everything else must match exactly.\n",
     );
-    out.push_str(&format!("# {}\n# kernel {}\n\n", env.tc_version, env.kernel));
+    out.push_str(&format!(
+        "# {}\n# kernel {}\n\n",
+        env.tc_version, env.kernel
+    ));
     for (group, cases) in all_groups() {
         out.push_str(&format!("######## group {group}\n\n"));
         for case in &cases {
@@ -553,7 +564,9 @@ struct Observation {
 
 /// Runs every case of a group on both sides, prints every mismatch, fails if there is any.
 fn run_group(group: &str, cases: Vec<Case>) {
-    let Some(env) = KernelEnv::detect() else { return };
+    let Some(env) = KernelEnv::detect() else {
+        return;
+    };
     let mut failed = Vec::new();
     for case in &cases {
         let report = compare_case(&env, case);
@@ -573,7 +586,10 @@ fn run_group(group: &str, cases: Vec<Case>) {
         failed.len(),
         cases.len()
     );
-    assert!(failed.is_empty(), "kernel parity mismatches in group {group}: {failed:?} (details above)");
+    assert!(
+        failed.is_empty(),
+        "kernel parity mismatches in group {group}: {failed:?} (details above)"
+    );
 }
 
 /// Runs one case on the kernel and on tclab; returns the mismatch report (empty when equal).
@@ -597,7 +613,10 @@ fn compare_case(env: &KernelEnv, case: &Case) -> Vec<String> {
 fn compare_result(report: &mut Vec<String>, what: &str, k: &RunResult, t: &RunResult) {
     let mut lines = Vec::new();
     if k.code != t.code {
-        lines.push(format!("    exit code: kernel {} / tclab {}", k.code, t.code));
+        lines.push(format!(
+            "    exit code: kernel {} / tclab {}",
+            k.code, t.code
+        ));
     }
     if k.stdout != t.stdout {
         lines.push("    stdout differs (- kernel, + tclab):".to_string());
@@ -647,10 +666,22 @@ fn normalise_observation(obs: Observation) -> Observation {
     };
     let fix_all = |v: Vec<(String, RunResult)>| -> Vec<(String, RunResult)> {
         v.into_iter()
-            .map(|(cmd, r)| (cmd, RunResult { code: r.code, stdout: fix(&r.stdout), stderr: fix(&r.stderr) }))
+            .map(|(cmd, r)| {
+                (
+                    cmd,
+                    RunResult {
+                        code: r.code,
+                        stdout: fix(&r.stdout),
+                        stderr: fix(&r.stderr),
+                    },
+                )
+            })
             .collect()
     };
-    Observation { steps: fix_all(obs.steps), shows: fix_all(obs.shows) }
+    Observation {
+        steps: fix_all(obs.steps),
+        shows: fix_all(obs.shows),
+    }
 }
 
 /// A small LCS line diff; lines are printed with Debug quoting so trailing spaces show.
@@ -661,7 +692,11 @@ fn diff_lines(a: &str, b: &str) -> Vec<String> {
     let mut lcs = vec![vec![0usize; m + 1]; n + 1];
     for i in (0..n).rev() {
         for j in (0..m).rev() {
-            lcs[i][j] = if a[i] == b[j] { lcs[i + 1][j + 1] + 1 } else { lcs[i + 1][j].max(lcs[i][j + 1]) };
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
         }
     }
     let mut out = Vec::new();
@@ -689,7 +724,10 @@ fn script_commands(script: &str) -> Vec<Vec<String>> {
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .map(|l| {
-            let mut words: Vec<String> = l.split_whitespace().map(|w| w.replace("$DEV", DEV)).collect();
+            let mut words: Vec<String> = l
+                .split_whitespace()
+                .map(|w| w.replace("$DEV", DEV))
+                .collect();
             if words.first().map(String::as_str) == Some("tc") {
                 words.remove(0);
             }
@@ -701,13 +739,20 @@ fn script_commands(script: &str) -> Vec<Vec<String>> {
 fn show_commands() -> Vec<Vec<String>> {
     SHOWS
         .iter()
-        .map(|s| s.split_whitespace().map(|w| w.replace("$DEV", DEV)).collect())
+        .map(|s| {
+            s.split_whitespace()
+                .map(|w| w.replace("$DEV", DEV))
+                .collect()
+        })
         .collect()
 }
 
 fn observe_kernel(env: &KernelEnv, case: &Case) -> Result<Observation, String> {
     let ns = Netns::create(env)?;
-    let mut obs = Observation { steps: Vec::new(), shows: Vec::new() };
+    let mut obs = Observation {
+        steps: Vec::new(),
+        shows: Vec::new(),
+    };
     for args in script_commands(case.script) {
         let r = ns.tc(env, &args);
         obs.steps.push((args.join(" "), r));
@@ -730,8 +775,19 @@ fn observe_tclab(case: &Case) -> (Observation, Vec<String>) {
     };
     let mut problems = Vec::new();
     // Mirror `ip link add v0 type veth`: mtu 1500, txqueuelen 1000.
-    let link: Vec<String> =
-        ["link", "add", "dev", DEV, "mtu", "1500", "txqueuelen", "1000"].iter().map(|s| s.to_string()).collect();
+    let link: Vec<String> = [
+        "link",
+        "add",
+        "dev",
+        DEV,
+        "mtu",
+        "1500",
+        "txqueuelen",
+        "1000",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let r = tclab(&link);
     if r.code != 0 {
         problems.push(format!(
@@ -742,7 +798,10 @@ fn observe_tclab(case: &Case) -> (Observation, Vec<String>) {
             r.stderr
         ));
     }
-    let mut obs = Observation { steps: Vec::new(), shows: Vec::new() };
+    let mut obs = Observation {
+        steps: Vec::new(),
+        shows: Vec::new(),
+    };
     for args in script_commands(case.script) {
         let mut full = vec!["tc".to_string()];
         full.extend(args.iter().cloned());
@@ -781,11 +840,23 @@ impl KernelEnv {
         };
         let v = run(cmd(&tc, &["-V"]));
         if v.code != 0 {
-            println!("SKIP kernel parity: `{} -V` does not run: {}", tc.display(), v.stderr.trim());
+            println!(
+                "SKIP kernel parity: `{} -V` does not run: {}",
+                tc.display(),
+                v.stderr.trim()
+            );
             return None;
         }
-        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
-        let env = KernelEnv { tc, ip, tc_version: v.stdout.trim().to_string(), kernel };
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        let env = KernelEnv {
+            tc,
+            ip,
+            tc_version: v.stdout.trim().to_string(),
+            kernel,
+        };
         // Probe namespace creation once.
         let probe = unique_ns_name();
         let r = run(cmd(&env.ip, &["netns", "add", &probe]));
@@ -803,13 +874,23 @@ impl KernelEnv {
 }
 
 fn find_tool(name: &str) -> Option<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
-    dirs.extend(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].iter().map(PathBuf::from));
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    dirs.extend(
+        ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
+            .iter()
+            .map(PathBuf::from),
+    );
     dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file())
 }
 
 fn unique_ns_name() -> String {
-    format!("tclab-parity-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::SeqCst))
+    format!(
+        "tclab-parity-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    )
 }
 
 /// A network namespace holding veth `v0` (up) and its peer `v1` (down); deleted on drop,
@@ -824,16 +905,30 @@ impl Netns {
         let name = unique_ns_name();
         let r = run(cmd(&env.ip, &["netns", "add", &name]));
         if r.code != 0 {
-            return Err(format!("ip netns add {name}: exit {}: {}", r.code, r.stderr.trim()));
+            return Err(format!(
+                "ip netns add {name}: exit {}: {}",
+                r.code,
+                r.stderr.trim()
+            ));
         }
-        let ns = Netns { name, ip: env.ip.clone() };
+        let ns = Netns {
+            name,
+            ip: env.ip.clone(),
+        };
         for args in [
-            vec!["-n", &ns.name, "link", "add", DEV, "type", "veth", "peer", "name", "v1"],
+            vec![
+                "-n", &ns.name, "link", "add", DEV, "type", "veth", "peer", "name", "v1",
+            ],
             vec!["-n", &ns.name, "link", "set", DEV, "up"],
         ] {
             let r = run(cmd(&env.ip, &args));
             if r.code != 0 {
-                return Err(format!("ip {}: exit {}: {}", args.join(" "), r.code, r.stderr.trim()));
+                return Err(format!(
+                    "ip {}: exit {}: {}",
+                    args.join(" "),
+                    r.code,
+                    r.stderr.trim()
+                ));
             }
         }
         Ok(ns)
@@ -841,7 +936,9 @@ impl Netns {
 
     fn tc(&self, env: &KernelEnv, args: &[String]) -> RunResult {
         let mut c = Command::new(&self.ip);
-        c.args(["netns", "exec", &self.name]).arg(&env.tc).args(args);
+        c.args(["netns", "exec", &self.name])
+            .arg(&env.tc)
+            .args(args);
         run(c)
     }
 }
@@ -865,10 +962,18 @@ fn cmd(prog: &Path, args: &[&str]) -> Command {
 
 /// Runs a command with stdin closed, capturing its output, killing it after TIMEOUT.
 fn run(mut c: Command) -> RunResult {
-    c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let child = match c.spawn() {
         Ok(ch) => ch,
-        Err(e) => return RunResult { code: -1, stdout: String::new(), stderr: format!("cannot run {c:?}: {e}") },
+        Err(e) => {
+            return RunResult {
+                code: -1,
+                stdout: String::new(),
+                stderr: format!("cannot run {c:?}: {e}"),
+            }
+        }
     };
     let pid = child.id();
     let (tx, rx) = mpsc::channel();
@@ -878,7 +983,9 @@ fn run(mut c: Command) -> RunResult {
     let out = match rx.recv_timeout(TIMEOUT) {
         Ok(o) => o,
         Err(_) => {
-            let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
             let _ = rx.recv();
             return RunResult {
                 code: -1,
@@ -896,7 +1003,11 @@ fn run(mut c: Command) -> RunResult {
             stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
         },
-        Err(e) => RunResult { code: -1, stdout: String::new(), stderr: format!("wait failed: {e}") },
+        Err(e) => RunResult {
+            code: -1,
+            stdout: String::new(),
+            stderr: format!("wait failed: {e}"),
+        },
     }
 }
 
@@ -912,7 +1023,8 @@ impl TempDir {
             COUNTER.fetch_add(1, Ordering::SeqCst)
         ));
         let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
+        std::fs::create_dir_all(&path)
+            .unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
         TempDir { path }
     }
 }

@@ -69,7 +69,8 @@ fn tdc_report_all() {
     let mut files = Vec::new();
     for sub in ["qdiscs", "filters", "actions"] {
         let dir = root.join(sub);
-        let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+        let entries =
+            std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
         let mut names: Vec<String> = entries
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -82,8 +83,75 @@ fn tdc_report_all() {
     let totals = run_files(&files);
     println!("\nper file:");
     for (file, t) in &totals.per_file {
-        println!("  {file:<28} {:>4} passed {:>4} failed {:>4} skipped", t.passed, t.failed, t.skipped);
+        println!(
+            "  {file:<28} {:>4} passed {:>4} failed {:>4} skipped",
+            t.passed, t.failed, t.skipped
+        );
     }
+}
+
+/// Checks the runner's own matching rules (does not run tclab).
+#[test]
+fn runner_matching_semantics() {
+    use serde_json::json;
+    // matchJSON: subset of keys, arrays element-wise from the start, values compared.
+    let out = r#"[{"total acts": 0}, {"actions": [{"order": 1, "kind": "mirred", "index": 1, "ref": 1,
+                  "control_action": {"type": "pipe"}, "not_in_hw": true}]}]"#;
+    let ok = json!([{"total acts": 0}, {"actions": [{"order": 1, "kind": "mirred", "control_action": {"type": "pipe"}}]}]);
+    assert!(verify_json(out, &ok).is_ok(), "{:?}", verify_json(out, &ok));
+    assert!(verify_json(out, &json!([{"total acts": 0}])).is_ok());
+    assert!(verify_json(out, &json!([{"total acts": 1}])).is_err());
+    assert!(verify_json(out, &json!([{}, {"actions": [{"kind": "gact"}]}])).is_err());
+    assert!(verify_json(out, &json!([{}, {"actions": [{"missing": 1}]}])).is_err());
+    assert!(verify_json(out, &json!([{}, {}, {}])).is_err());
+    assert!(verify_json(out, &json!({"total acts": 0})).is_err());
+    assert!(verify_json(
+        out,
+        &json!([{}, {"actions": [{"control_action": {"type": "drop"}}]}])
+    )
+    .is_err());
+    assert!(verify_json("not json", &json!([])).is_err());
+
+    // matchPattern: Python re.findall count with DOTALL|MULTILINE.
+    let count = |p: &str, text: &str| {
+        regex::Regex::new(&format!("(?ms){}", python_regex_to_rust(p)))
+            .unwrap()
+            .find_iter(text)
+            .count()
+    };
+    let text =
+        "qdisc htb 1: root refcnt 2 r2q 10 default 0 direct_packets_stat 0 direct_qlen 1000\n\
+                qdisc pfifo 10: parent 1:10 limit 100p\n";
+    assert_eq!(
+        count(
+            "qdisc htb 1: root refcnt [0-9]+ r2q 10 default 0 direct_packets_stat.*direct_qlen",
+            text
+        ),
+        1
+    );
+    assert_eq!(count("^qdisc", text), 2);
+    assert_eq!(count("qdisc.*limit", text), 1); // DOTALL: greedy across lines
+    assert_eq!(count("limit [0-9]+p$", text), 1);
+    assert_eq!(count("a{2}", "aaaa"), 2);
+    assert_eq!(count("{x}", "a{x}b"), 1);
+    assert_eq!(count(r"\<b\>", "<b>"), 1);
+    assert_eq!(count(r"end\Z", "the end"), 1);
+
+    // Substitution and setup entries.
+    assert_eq!(
+        substitute("$TC qdisc add dev $DUMMY root; $IP link set dev $DEV1 up"),
+        "tc qdisc add dev dummy1 root; ip link set dev v0p1 up"
+    );
+    assert_eq!(
+        command_entry(&json!(["$TC x", 0, 1, 255])),
+        Some(("$TC x".to_string(), vec![0, 1, 255]))
+    );
+    assert_eq!(
+        command_entry(&json!("$TC x")),
+        Some(("$TC x".to_string(), vec![0]))
+    );
+    assert_eq!(as_int(&json!("2")), Some(2));
+    assert_eq!(as_int(&json!(2)), Some(2));
 }
 
 fn assert_no_failures(files: &[&str]) {
@@ -120,7 +188,11 @@ enum Outcome {
 fn tdc_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("TCLAB_TDC_DIR") {
         let p = PathBuf::from(d);
-        assert!(p.is_dir(), "TCLAB_TDC_DIR={} is not a directory", p.display());
+        assert!(
+            p.is_dir(),
+            "TCLAB_TDC_DIR={} is not a directory",
+            p.display()
+        );
         return p;
     }
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tdc");
@@ -141,9 +213,10 @@ fn run_files(files: &[&str]) -> Totals {
     let mut per_file = Vec::new();
     for file in files {
         let path = root.join(file);
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-        let cases: Vec<Value> =
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()));
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        let cases: Vec<Value> = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()));
         println!("==== {file} ({} cases)", cases.len());
         let mut counts = Counts::default();
         for case in &cases {
@@ -167,14 +240,20 @@ fn run_files(files: &[&str]) -> Totals {
                 }
             }
         }
-        println!("{file}: {} passed, {} failed, {} skipped", counts.passed, counts.failed, counts.skipped);
+        println!(
+            "{file}: {} passed, {} failed, {} skipped",
+            counts.passed, counts.failed, counts.skipped
+        );
         all.passed += counts.passed;
         all.failed += counts.failed;
         all.skipped += counts.skipped;
         per_file.push((file.to_string(), counts));
     }
     if files.len() > 1 {
-        println!("total: {} passed, {} failed, {} skipped", all.passed, all.failed, all.skipped);
+        println!(
+            "total: {} passed, {} failed, {} skipped",
+            all.passed, all.failed, all.skipped
+        );
     }
     Totals { all, per_file }
 }
@@ -186,7 +265,10 @@ fn skip_reason(case: &Value) -> Option<String> {
     }
     let requires: Vec<String> = match case.get("plugins").and_then(|p| p.get("requires")) {
         Some(Value::String(s)) => vec![s.clone()],
-        Some(Value::Array(a)) => a.iter().filter_map(|v| v.as_str().map(String::from)).collect(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect(),
         _ => Vec::new(),
     };
     if let Some(other) = requires.iter().find(|r| r.as_str() != "nsPlugin") {
@@ -221,7 +303,10 @@ fn skip_reason(case: &Value) -> Option<String> {
         ("./scripts/", "needs tdc's helper scripts"),
         ("./tdc_", "needs tdc's helper scripts"),
     ];
-    markers.iter().find(|(m, _)| all.contains(m)).map(|(m, why)| format!("{why} ({m})"))
+    markers
+        .iter()
+        .find(|(m, _)| all.contains(m))
+        .map(|(m, why)| format!("{why} ({m})"))
 }
 
 /// A setup/teardown entry: a string, or [command, allowed exit codes...] (default [0]).
@@ -231,7 +316,14 @@ fn command_entry(item: &Value) -> Option<(String, Vec<i32>)> {
         Value::Array(a) => {
             let cmd = a.first()?.as_str()?.to_string();
             let codes: Vec<i32> = a[1..].iter().filter_map(as_int).collect();
-            Some((cmd, if codes.is_empty() && a.len() == 1 { vec![0] } else { codes }))
+            Some((
+                cmd,
+                if codes.is_empty() && a.len() == 1 {
+                    vec![0]
+                } else {
+                    codes
+                },
+            ))
         }
         _ => None,
     }
@@ -348,7 +440,11 @@ fn run_case_body(case: &Value, sh: &dyn Fn(&str) -> RunResult) -> Outcome {
     };
     let re = match regex::Regex::new(&format!("(?ms){}", python_regex_to_rust(&pattern))) {
         Ok(re) => re,
-        Err(e) => return Outcome::Fail(format!("matchPattern {pattern:?} is not supported by the regex crate: {e}")),
+        Err(e) => {
+            return Outcome::Fail(format!(
+                "matchPattern {pattern:?} is not supported by the regex crate: {e}"
+            ))
+        }
     };
     let found = re.find_iter(&procout).count();
     if found as i64 != expected_count as i64 {
@@ -431,10 +527,14 @@ fn python_regex_to_rust(p: &str) -> String {
 // ---------------------------------------------------------------------------------------------
 
 fn verify_json(procout: &str, expected: &Value) -> Result<(), String> {
-    let actual: Value =
-        serde_json::from_str(procout).map_err(|e| format!("cannot decode the verify output as JSON: {e}"))?;
+    let actual: Value = serde_json::from_str(procout)
+        .map_err(|e| format!("cannot decode the verify output as JSON: {e}"))?;
     if kind(&actual) != kind(expected) {
-        return Err(format!("output is a {} but matchJSON is a {}", kind(&actual), kind(expected)));
+        return Err(format!(
+            "output is a {} but matchJSON is a {}",
+            kind(&actual),
+            kind(expected)
+        ));
     }
     if json_len(expected) > json_len(&actual) {
         return Err(format!(
@@ -497,7 +597,9 @@ fn find_in_json(out: &Value, m: &Value, key: &Key) -> Result<(), String> {
                     return Err(format!("not the same type: output {out} vs matchJSON {m}"));
                 };
                 let Some(ov) = out_fields.get(k) else {
-                    return Err(format!("key not found in the output: {k}: {v}\nmatching against: {out}"));
+                    return Err(format!(
+                        "key not found in the output: {k}: {v}\nmatching against: {out}"
+                    ));
                 };
                 if matches!(ov, Value::Object(_) | Value::Array(_)) {
                     if json_len(v) > 0 {
@@ -520,7 +622,9 @@ fn find_in_json_other(out: &Value, m: &Value, key: &Key) -> Result<(), String> {
     if let (Key::Name(k), Value::Object(fields)) = (key, out) {
         if let Some(ov) = fields.get(*k) {
             if !json_equal(ov, m) {
-                return Err(format!("value doesn't match: {k}: {m} != {ov}\nmatching against: {out}"));
+                return Err(format!(
+                    "value doesn't match: {k}: {m} != {ov}\nmatching against: {out}"
+                ));
             }
         }
     }
@@ -534,9 +638,13 @@ fn json_equal(a: &Value, b: &Value) -> bool {
             (Some(x), Some(y)) => x == y,
             _ => x == y,
         },
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_equal(a, b)),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_equal(a, b))
+        }
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
         }
         _ => a == b,
     }
@@ -559,7 +667,10 @@ impl Shims {
     fn new() -> Shims {
         let dir = TempDir::new("tdc-bin");
         let tclab = sh_quote(TCLAB);
-        write_executable(&dir.path.join("tc"), &format!("#!/bin/sh\nexec {tclab} tc \"$@\"\n"));
+        write_executable(
+            &dir.path.join("tc"),
+            &format!("#!/bin/sh\nexec {tclab} tc \"$@\"\n"),
+        );
         write_executable(
             &dir.path.join("ip"),
             &format!(
@@ -606,7 +717,11 @@ exec "$TCLAB" link "$op" dev "$dev" "${{opts[@]}}"
     fn run(&self, cmd: &str, cwd: &Path, state: &Path) -> RunResult {
         let _ = &self.dir;
         let mut c = Command::new("bash");
-        c.arg("-c").arg(cmd).current_dir(cwd).env("PATH", &self.path_env).env("TCLAB_STATE", state);
+        c.arg("-c")
+            .arg(cmd)
+            .current_dir(cwd)
+            .env("PATH", &self.path_env)
+            .env("TCLAB_STATE", state);
         run(c)
     }
 }
@@ -654,10 +769,19 @@ impl RunResult {
 /// group is killed after TIMEOUT (exit code 255, as tdc.py reports a timeout).
 fn run(mut c: Command) -> RunResult {
     use std::os::unix::process::CommandExt;
-    c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
     let child = match c.spawn() {
         Ok(ch) => ch,
-        Err(e) => return RunResult { code: -1, stdout: String::new(), stderr: format!("cannot run {c:?}: {e}") },
+        Err(e) => {
+            return RunResult {
+                code: -1,
+                stdout: String::new(),
+                stderr: format!("cannot run {c:?}: {e}"),
+            }
+        }
     };
     let pid = child.id();
     let (tx, rx) = mpsc::channel();
@@ -667,7 +791,9 @@ fn run(mut c: Command) -> RunResult {
     let out = match rx.recv_timeout(TIMEOUT) {
         Ok(o) => o,
         Err(_) => {
-            let _ = Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status();
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .status();
             let _ = rx.recv();
             return RunResult {
                 code: 255,
@@ -685,7 +811,11 @@ fn run(mut c: Command) -> RunResult {
             stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
         },
-        Err(e) => RunResult { code: -1, stdout: String::new(), stderr: format!("wait failed: {e}") },
+        Err(e) => RunResult {
+            code: -1,
+            stdout: String::new(),
+            stderr: format!("wait failed: {e}"),
+        },
     }
 }
 
@@ -701,7 +831,8 @@ impl TempDir {
             COUNTER.fetch_add(1, Ordering::SeqCst)
         ));
         let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
+        std::fs::create_dir_all(&path)
+            .unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
         TempDir { path }
     }
 }

@@ -4,8 +4,9 @@
 //! which qdisc a request names, whether it creates, changes or replaces, and which errno and message refuse
 //! it. Every operation validates before it touches anything, so a refused command leaves the tree as it was.
 //!
-//! A device always has a root: until a policy is attached it is the default `pfifo_fast` with handle 0,
-//! which `tc qdisc show` lists as `qdisc pfifo_fast 0: root` and which cannot be deleted.
+//! A device always has a root: until a policy is attached it is a default with handle 0 — `noqueue` on
+//! virtual devices, `pfifo_fast` on a NIC — which `tc qdisc show` lists as `qdisc noqueue 0: root` and which
+//! cannot be deleted.
 
 use crate::error::{Errno, KernelError, Warning};
 use crate::handle::Handle;
@@ -44,10 +45,19 @@ pub struct QdiscInfo {
     pub stats: QdiscStats,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DefaultRoot {
+    Noqueue,
+    PfifoFast,
+}
+
 pub struct Device {
     pub name: String,
     pub mtu: u32,
     pub txqueuelen: u32,
+    /// The root qdisc when no policy is attached: `noqueue` for virtual devices (veth, dummy, the devices
+    /// `tclab tc` creates), `pfifo_fast` for a NIC.
+    pub default_root: DefaultRoot,
     root: Sched,
     /// Visible qdiscs other than the root, in the kernel's `qdisc_hash` order (16 buckets, newest first).
     qdisc_hash: Vec<Vec<Handle>>,
@@ -55,7 +65,12 @@ pub struct Device {
 
 impl Device {
     pub fn new(name: &str, mtu: u32, txqueuelen: u32) -> Device {
-        let mut d = Device { name: name.to_string(), mtu, txqueuelen, root: Sched::new(Handle::UNSPEC, Handle::ROOT, Box::new(PfifoFast::new(&DevEnv { txqueuelen, mtu, hard_header_len: 14 }))), qdisc_hash: vec![Vec::new(); 16] };
+        Device::with_default(name, mtu, txqueuelen, DefaultRoot::Noqueue)
+    }
+
+    pub fn with_default(name: &str, mtu: u32, txqueuelen: u32, default_root: DefaultRoot) -> Device {
+        let placeholder = Sched::new(Handle::UNSPEC, Handle::ROOT, Box::new(crate::qdisc::noqueue::Noqueue::default()));
+        let mut d = Device { name: name.to_string(), mtu, txqueuelen, default_root, root: placeholder, qdisc_hash: vec![Vec::new(); 16] };
         d.root = d.default_root();
         d
     }
@@ -65,7 +80,11 @@ impl Device {
     }
 
     fn default_root(&self) -> Sched {
-        Sched::new(Handle::UNSPEC, Handle::ROOT, Box::new(PfifoFast::new(&self.env())))
+        let q: Box<dyn Qdisc> = match self.default_root {
+            DefaultRoot::Noqueue => Box::new(crate::qdisc::noqueue::Noqueue::default()),
+            DefaultRoot::PfifoFast => Box::new(PfifoFast::new(&self.env())),
+        };
+        Sched::new(Handle::UNSPEC, Handle::ROOT, q)
     }
 
     pub fn root(&self) -> &Sched {
@@ -173,6 +192,7 @@ pub fn create_qdisc(handle: Handle, opts: &QdiscOptions, env: &DevEnv, now: Nano
         QdiscOptions::Pfifo(o) => (Box::new(Fifo::new(FifoUnit::Packets, o, env)), Vec::new()),
         QdiscOptions::Bfifo(o) => (Box::new(Fifo::new(FifoUnit::Bytes, o, env)), Vec::new()),
         QdiscOptions::PfifoFast => (Box::new(PfifoFast::new(env)), Vec::new()),
+        QdiscOptions::Noqueue => (Box::new(crate::qdisc::noqueue::Noqueue::default()), Vec::new()),
         QdiscOptions::Tbf(o) => {
             let (q, w) = Tbf::new(handle, o, env, now)?;
             (Box::new(q), w)

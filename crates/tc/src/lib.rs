@@ -1,1 +1,405 @@
+//! # tclab-tc — the `tc` command language
+//!
+//! Parses tc(8) command lines with iproute2's grammar and defaults (6.1, the version on the reference
+//! machine), turns them into engine operations, and prints `tc [-s] [-d] [-j] qdisc|class show` the way
+//! iproute2 prints the kernel's answers. Exit codes are tc's: 0 done, 1 a qdisc's options did not parse,
+//! 255 a syntax error (tc's `exit(-1)`), 2 the kernel refused.
+//!
+//! - [`util`]: number words (rates, sizes, times, handles) in and out, with tc's rounding.
+//! - [`qopt`]: one parser per discipline, producing the options the kernel receives.
+//! - [`show`]: the printers.
+//! - [`store`]: the policy file that lets `TCLAB_STATE=FILE tclab tc …` work line by line.
 
+pub mod qopt;
+pub mod show;
+pub mod store;
+pub mod util;
+
+use tclab_core::engine::Flags;
+use tclab_core::error::KernelError;
+use tclab_core::qdisc::ClassOptions;
+use tclab_core::{Engine, Handle, Nanos};
+use util::{get_qdisc_handle, get_tc_classid, matches};
+
+/// What one tc invocation printed and how it ended.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Output {
+    pub stdout: String,
+    pub stderr: String,
+    pub code: i32,
+}
+
+/// A failed command: the text tc would print on stderr and its exit code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub code: i32,
+    pub msg: String,
+}
+
+impl Failure {
+    /// tc's `exit(-1)` paths: syntax errors, `invarg`, `duparg`, incomplete commands.
+    pub fn syntax(msg: impl Into<String>) -> Failure {
+        Failure { code: 255, msg: msg.into() }
+    }
+    /// A discipline's option parser said no: exit 1.
+    pub fn options(msg: impl Into<String>) -> Failure {
+        Failure { code: 1, msg: msg.into() }
+    }
+    pub fn kernel(e: KernelError) -> Failure {
+        Failure { code: 2, msg: e.to_string() }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Failure>;
+
+/// `-s`, `-d`, `-j`, `-r` and friends.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ShowFlags {
+    pub stats: bool,
+    pub details: bool,
+    pub json: bool,
+    pub pretty: bool,
+    pub raw: bool,
+}
+
+/// Argument cursor with tc's `NEXT_ARG` behaviour.
+pub struct Args<'a> {
+    items: &'a [String],
+    pos: usize,
+}
+
+impl<'a> Args<'a> {
+    pub fn new(items: &'a [String]) -> Args<'a> {
+        Args { items, pos: 0 }
+    }
+    pub fn peek(&self) -> Option<&'a str> {
+        self.items.get(self.pos).map(String::as_str)
+    }
+    pub fn next(&mut self) -> Option<&'a str> {
+        let v = self.peek();
+        if v.is_some() {
+            self.pos += 1;
+        }
+        v
+    }
+    /// `NEXT_ARG()`: the value after a keyword, or "Command line is not complete".
+    pub fn value(&mut self) -> Result<&'a str> {
+        self.next().ok_or_else(|| Failure::syntax("Command line is not complete. Try option \"help\""))
+    }
+    pub fn rest(&self) -> &'a [String] {
+        &self.items[self.pos.min(self.items.len())..]
+    }
+}
+
+fn duparg(key: &str, arg: &str) -> Failure {
+    Failure::syntax(format!("Error: duplicate \"{key}\": \"{arg}\" is the second value."))
+}
+
+fn invarg(msg: &str, arg: &str) -> Failure {
+    Failure::syntax(format!("Error: argument \"{arg}\" is wrong: {msg}"))
+}
+
+/// Devices named in a policy that do not exist yet are created with these.
+pub const DEFAULT_MTU: u32 = 1500;
+pub const DEFAULT_TXQUEUELEN: u32 = 1000;
+
+fn ensure_device(engine: &mut Engine, name: &str) {
+    engine.add_device(name, DEFAULT_MTU, DEFAULT_TXQUEUELEN);
+}
+
+/// Run one tc command line (without the leading `tc`). Global options come first, as in tc.
+pub fn run(engine: &mut Engine, argv: &[String], now: Nanos) -> Output {
+    let mut out = Output::default();
+    let mut flags = ShowFlags::default();
+    let mut i = 0;
+    while i < argv.len() && argv[i].starts_with('-') && argv[i].len() > 1 {
+        let o = argv[i].trim_start_matches('-');
+        match o {
+            _ if matches(o, "stats") || matches(o, "statistics") => flags.stats = true,
+            _ if matches(o, "details") => flags.details = true,
+            _ if matches(o, "json") => flags.json = true,
+            _ if matches(o, "pretty") => flags.pretty = true,
+            _ if matches(o, "raw") => flags.raw = true,
+            _ if matches(o, "iec") || matches(o, "force") || o == "n" || o == "netns" => {}
+            _ if matches(o, "batch") => {
+                out.stderr = "Error: -batch is handled by the tclab command, not by one tc line.\n".into();
+                out.code = 255;
+                return out;
+            }
+            _ if o == "V" || matches(o, "Version") => {
+                out.stdout = format!("tc utility, tclab-{}\n", env!("CARGO_PKG_VERSION"));
+                return out;
+            }
+            _ => {
+                out.stderr = format!("Option \"{}\" is unknown, try \"tc -help\".\n", argv[i]);
+                out.code = 255;
+                return out;
+            }
+        }
+        i += 1;
+    }
+    match run_object(engine, &argv[i..], flags, now, &mut out) {
+        Ok(()) => {}
+        Err(f) => {
+            out.stderr.push_str(&f.msg);
+            if !f.msg.ends_with('\n') {
+                out.stderr.push('\n');
+            }
+            out.code = f.code;
+        }
+    }
+    out
+}
+
+const USAGE: &str = "Usage: tc [ OPTIONS ] OBJECT { COMMAND | help }\n       tc [-force] -batch filename\nwhere  OBJECT := { qdisc | class | filter }\n       OPTIONS := { -V[ersion] | -s[tatistics] | -d[etails] | -r[aw] | -j[son] | -p[retty] }";
+
+fn run_object(engine: &mut Engine, argv: &[String], flags: ShowFlags, now: Nanos, out: &mut Output) -> Result<()> {
+    let Some(obj) = argv.first() else {
+        return Err(Failure::syntax(USAGE));
+    };
+    let rest = &argv[1..];
+    if matches(obj, "qdisc") {
+        qdisc_cmd(engine, rest, flags, now, out)
+    } else if matches(obj, "class") {
+        class_cmd(engine, rest, flags, now, out)
+    } else if matches(obj, "filter") {
+        match rest.first().map(String::as_str) {
+            None | Some("show") | Some("list") | Some("ls") => Ok(()),
+            Some(_) => Err(Failure::kernel(KernelError::msg(
+                tclab_core::error::Errno::NotSupported,
+                "tclab does not implement filters yet (see issue: classification and policing)",
+            ))),
+        }
+    } else if matches(obj, "help") {
+        out.stdout.push_str(USAGE);
+        out.stdout.push('\n');
+        Ok(())
+    } else {
+        Err(Failure::syntax(format!("Object \"{obj}\" is unknown, try \"tc help\".")))
+    }
+}
+
+enum Cmd {
+    Modify(Flags),
+    Delete,
+    Show,
+}
+
+fn command(word: Option<&str>, object: &str) -> Result<Cmd> {
+    let Some(w) = word else { return Ok(Cmd::Show) };
+    Ok(match w {
+        _ if matches(w, "add") => Cmd::Modify(Flags::ADD),
+        _ if matches(w, "change") => Cmd::Modify(Flags::CHANGE),
+        _ if matches(w, "replace") => Cmd::Modify(Flags::REPLACE),
+        _ if matches(w, "link") => Cmd::Modify(Flags::LINK),
+        _ if matches(w, "delete") => Cmd::Delete,
+        _ if matches(w, "show") || matches(w, "list") || matches(w, "lst") => Cmd::Show,
+        _ => return Err(Failure::syntax(format!("Command \"{w}\" is unknown, try \"tc {object} help\"."))),
+    })
+}
+
+fn qdisc_cmd(engine: &mut Engine, argv: &[String], flags: ShowFlags, now: Nanos, out: &mut Output) -> Result<()> {
+    let mut args = Args::new(argv);
+    let cmd = command(args.next(), "qdisc")?;
+    if let Cmd::Show = cmd {
+        return qdisc_show(engine, &mut args, flags, now, out);
+    }
+    let mut dev: Option<&str> = None;
+    let mut handle = 0u32;
+    let mut parent = 0u32;
+    let mut kind: Option<&str> = None;
+    while let Some(a) = args.next() {
+        match a {
+            "dev" => {
+                let v = args.value()?;
+                if dev.is_some() {
+                    return Err(duparg("dev", v));
+                }
+                dev = Some(v);
+            }
+            "handle" => {
+                if handle != 0 {
+                    return Err(duparg("handle", args.peek().unwrap_or("")));
+                }
+                let v = args.value()?;
+                handle = get_qdisc_handle(v).ok_or_else(|| invarg("invalid qdisc ID", v))?;
+            }
+            "root" => {
+                if parent != 0 {
+                    return Err(Failure::syntax("Error: \"root\" is duplicate parent ID"));
+                }
+                parent = Handle::ROOT.0;
+            }
+            "parent" => {
+                let v = args.value()?;
+                if parent != 0 {
+                    return Err(duparg("parent", v));
+                }
+                parent = get_tc_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?;
+            }
+            "ingress" | "clsact" => {
+                return Err(Failure::kernel(KernelError::msg(
+                    tclab_core::error::Errno::NotSupported,
+                    "tclab does not implement the ingress and clsact qdiscs yet",
+                )));
+            }
+            _ if matches(a, "estimator") || matches(a, "stab") => {
+                return Err(Failure::syntax(format!("Error: tclab does not support \"{a}\" yet.")));
+            }
+            _ if matches(a, "help") => return Err(Failure::syntax(qopt::QDISC_USAGE)),
+            _ => {
+                kind = Some(a);
+                break;
+            }
+        }
+    }
+    let dev = dev.ok_or_else(|| Failure::kernel(KernelError::new(tclab_core::error::Errno::NoDevice)))?;
+    ensure_device(engine, dev);
+    match cmd {
+        Cmd::Modify(f) => {
+            let opts = match kind {
+                Some(k) => Some(qopt::parse_qdisc(k, args.rest(), engine.device(dev).map(|d| d.env()))?),
+                None => None,
+            };
+            let opts = opts.flatten_kind(kind)?;
+            let warnings = engine
+                .modify_qdisc(dev, Handle(parent), Handle(handle), opts.as_ref(), f, now)
+                .map_err(Failure::kernel)?;
+            for w in warnings {
+                out.stderr.push_str(&format!("{w}\n"));
+            }
+            Ok(())
+        }
+        Cmd::Delete => {
+            if let Some(k) = kind {
+                if !args.rest().is_empty() {
+                    qopt::parse_qdisc(k, args.rest(), None)?;
+                }
+            }
+            engine.delete_qdisc(dev, Handle(parent), Handle(handle), kind).map_err(Failure::kernel)
+        }
+        Cmd::Show => unreachable!("handled above"),
+    }
+}
+
+/// A qdisc kind tc knows how to parse but tclab's engine does not implement: the request reaches the
+/// "kernel", which answers as a kernel without that module does.
+trait FlattenKind {
+    fn flatten_kind(self, kind: Option<&str>) -> Result<Option<tclab_core::qdisc::QdiscOptions>>;
+}
+
+impl FlattenKind for Option<Option<tclab_core::qdisc::QdiscOptions>> {
+    fn flatten_kind(self, _kind: Option<&str>) -> Result<Option<tclab_core::qdisc::QdiscOptions>> {
+        match self {
+            None => Ok(None),
+            Some(Some(o)) => Ok(Some(o)),
+            Some(None) => Err(Failure::kernel(KernelError::msg(
+                tclab_core::error::Errno::NoEntry,
+                "Specified qdisc kind is unknown",
+            ))),
+        }
+    }
+}
+
+fn qdisc_show(engine: &mut Engine, args: &mut Args, flags: ShowFlags, now: Nanos, out: &mut Output) -> Result<()> {
+    let mut dev: Option<&str> = None;
+    let mut filter_handle: Option<Handle> = None;
+    let mut filter_parent: Option<Handle> = None;
+    while let Some(a) = args.next() {
+        match a {
+            "dev" => dev = Some(args.value()?),
+            "root" => filter_parent = Some(Handle::ROOT),
+            "ingress" | "clsact" => filter_parent = Some(Handle::INGRESS),
+            "handle" => {
+                let v = args.value()?;
+                filter_handle = Some(Handle(get_qdisc_handle(v).ok_or_else(|| invarg("invalid qdisc ID", v))?));
+            }
+            "parent" => {
+                let v = args.value()?;
+                filter_parent = Some(Handle(get_tc_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?));
+            }
+            "invisible" => {}
+            _ => return Err(Failure::syntax(format!("What is \"{a}\"? Try \"tc qdisc help\""))),
+        }
+    }
+    if let Some(d) = dev {
+        ensure_device(engine, d);
+    }
+    let _ = now;
+    show::qdiscs(engine, dev, filter_handle, filter_parent, flags, &mut out.stdout);
+    Ok(())
+}
+
+fn class_cmd(engine: &mut Engine, argv: &[String], flags: ShowFlags, now: Nanos, out: &mut Output) -> Result<()> {
+    let mut args = Args::new(argv);
+    let cmd = command(args.next(), "class")?;
+    let mut dev: Option<&str> = None;
+    let mut classid = 0u32;
+    let mut parent = 0u32;
+    let mut kind: Option<&str> = None;
+    while let Some(a) = args.next() {
+        match a {
+            "dev" => {
+                let v = args.value()?;
+                if dev.is_some() {
+                    return Err(duparg("dev", v));
+                }
+                dev = Some(v);
+            }
+            "classid" => {
+                let v = args.value()?;
+                if classid != 0 {
+                    return Err(duparg("classid", v));
+                }
+                classid = get_tc_classid(v).ok_or_else(|| invarg("invalid class ID", v))?;
+            }
+            "handle" => return Err(Failure::syntax("Error: try \"classid\" instead of \"handle\"")),
+            "root" => {
+                if parent != 0 {
+                    return Err(Failure::syntax("Error: \"root\" is duplicate parent ID."));
+                }
+                parent = Handle::ROOT.0;
+            }
+            "parent" => {
+                let v = args.value()?;
+                if parent != 0 {
+                    return Err(duparg("parent", v));
+                }
+                parent = get_tc_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?;
+            }
+            _ if matches(a, "help") => return Err(Failure::syntax(qopt::CLASS_USAGE)),
+            _ => {
+                kind = Some(a);
+                break;
+            }
+        }
+    }
+    if let Cmd::Show = cmd {
+        let dev = dev.ok_or_else(|| Failure::syntax("Cannot find device \"\""))?;
+        ensure_device(engine, dev);
+        let filter_parent = (parent != 0).then_some(Handle(parent));
+        let filter_classid = (classid != 0).then_some(Handle(classid));
+        show::classes(engine, dev, filter_parent, filter_classid, flags, now, &mut out.stdout);
+        return Ok(());
+    }
+    let dev = dev.ok_or_else(|| Failure::kernel(KernelError::new(tclab_core::error::Errno::NoDevice)))?;
+    ensure_device(engine, dev);
+    match cmd {
+        Cmd::Modify(f) => {
+            let opts: Option<ClassOptions> = match kind {
+                Some(k) => Some(qopt::parse_class(k, args.rest())?),
+                None => None,
+            };
+            let opts = opts.ok_or_else(|| Failure::kernel(KernelError::new(tclab_core::error::Errno::Invalid)))?;
+            let warnings = engine
+                .modify_class(dev, Handle(parent), Handle(classid), &opts, f, now)
+                .map_err(Failure::kernel)?;
+            for w in warnings {
+                out.stderr.push_str(&format!("{w}\n"));
+            }
+            Ok(())
+        }
+        Cmd::Delete => engine.delete_class(dev, Handle(parent), Handle(classid)).map_err(Failure::kernel),
+        Cmd::Show => unreachable!("handled above"),
+    }
+}

@@ -12,6 +12,7 @@
 
 pub mod fifo;
 pub mod htb;
+pub mod noqueue;
 pub mod pfifo_fast;
 pub mod tbf;
 
@@ -101,6 +102,7 @@ pub enum QdiscOptions {
     Pfifo(fifo::FifoOptions),
     Bfifo(fifo::FifoOptions),
     PfifoFast,
+    Noqueue,
     Tbf(tbf::TbfOptions),
     Htb(htb::HtbOptions),
 }
@@ -111,6 +113,7 @@ impl QdiscOptions {
             QdiscOptions::Pfifo(_) => "pfifo",
             QdiscOptions::Bfifo(_) => "bfifo",
             QdiscOptions::PfifoFast => "pfifo_fast",
+            QdiscOptions::Noqueue => "noqueue",
             QdiscOptions::Tbf(_) => "tbf",
             QdiscOptions::Htb(_) => "htb",
         }

@@ -7,7 +7,7 @@
 //! the priomap is fixed, and tc shows it.
 
 use super::{Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats, Verdict};
-use crate::error::{Errno, KernelError, Warning};
+use crate::error::{KernelError, Warning};
 use crate::packet::Packet;
 use crate::Nanos;
 use std::collections::VecDeque;
@@ -82,8 +82,8 @@ impl Qdisc for PfifoFast {
     }
 
     fn change(&mut self, _opts: &QdiscOptions, _env: &DevEnv, _now: Nanos) -> Result<Vec<Warning>, KernelError> {
-        // pfifo_fast has no change operation in the kernel.
-        Err(KernelError::msg(Errno::NotSupported, "Change operation not supported by specified qdisc"))
+        // pfifo_fast has no change operation in the kernel; tc sends it no options, so nothing to do.
+        Ok(Vec::new())
     }
 }
 

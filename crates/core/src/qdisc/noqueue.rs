@@ -1,0 +1,51 @@
+//! noqueue — the root of virtual devices (veth, dummy, loopback) until a policy is attached.
+//!
+//! Linux sends such a device's packets straight to the driver, which cannot be busy. tclab models that as
+//! a queue without limit that the driver empties as fast as its link allows; it never drops and never
+//! delays. It has no options and, having handle 0, cannot be deleted.
+
+use super::{Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats, Verdict};
+use crate::error::{KernelError, Warning};
+use crate::packet::Packet;
+use crate::Nanos;
+use std::collections::VecDeque;
+
+#[derive(Default)]
+pub struct Noqueue {
+    queue: VecDeque<Packet>,
+    stats: QdiscStats,
+}
+
+impl Qdisc for Noqueue {
+    fn kind(&self) -> &'static str {
+        "noqueue"
+    }
+    fn enqueue(&mut self, pkt: Packet, _cx: &mut Cx) -> Verdict {
+        self.stats.count_queued(&pkt);
+        self.queue.push_back(pkt);
+        Verdict::Success
+    }
+    fn dequeue(&mut self, _cx: &mut Cx) -> Option<Packet> {
+        let pkt = self.queue.pop_front()?;
+        self.stats.count_unqueued(&pkt);
+        self.stats.count_sent(&pkt);
+        Some(pkt)
+    }
+    fn peek(&mut self, _cx: &mut Cx) -> Option<&Packet> {
+        self.queue.front()
+    }
+    fn reset(&mut self) {
+        self.queue.clear();
+        self.stats.backlog = 0;
+        self.stats.qlen = 0;
+    }
+    fn stats(&self) -> QdiscStats {
+        self.stats
+    }
+    fn dump(&self) -> QdiscOptions {
+        QdiscOptions::Noqueue
+    }
+    fn change(&mut self, _opts: &QdiscOptions, _env: &DevEnv, _now: Nanos) -> Result<Vec<Warning>, KernelError> {
+        Ok(Vec::new())
+    }
+}

@@ -1,0 +1,356 @@
+//! iproute2's number words: parsing (`get_rate`, `get_size`, `get_time`, handles) and printing
+//! (`sprint_rate`, `sprint_size`, `sprint_time`), with the rounding of the tc 6.1 this machine ships, so
+//! that `tclab tc … show` prints what `tc … show` prints.
+
+/// C's `strtod` prefix: the longest leading decimal float, and the rest.
+fn split_number(s: &str) -> Option<(f64, &str)> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
+        i += 1;
+    }
+    let digits_start = i;
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+    }
+    if i < b.len() && b[i] == b'.' {
+        i += 1;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+    }
+    if i == digits_start || (i == digits_start + 1 && b[digits_start] == b'.') {
+        return None;
+    }
+    // exponent
+    if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+        let mut j = i + 1;
+        if j < b.len() && (b[j] == b'+' || b[j] == b'-') {
+            j += 1;
+        }
+        let e0 = j;
+        while j < b.len() && b[j].is_ascii_digit() {
+            j += 1;
+        }
+        if j > e0 {
+            i = j;
+        }
+    }
+    Some((s[..i].parse().ok()?, &s[i..]))
+}
+
+/// `get_rate64`: bits per second by default; `kbit`, `mbit`, `bps` (bytes), `kibit`… case-insensitive.
+/// Returns bytes per second.
+pub fn get_rate(s: &str) -> Option<u64> {
+    let (n, unit) = split_number(s)?;
+    if n < 0.0 {
+        return None;
+    }
+    const UNITS: &[(&str, f64)] = &[
+        ("bit", 1.),
+        ("kibit", 1024.),
+        ("kbit", 1000.),
+        ("mibit", 1048576.),
+        ("mbit", 1e6),
+        ("gibit", 1073741824.),
+        ("gbit", 1e9),
+        ("tibit", 1099511627776.),
+        ("tbit", 1e12),
+        ("bps", 8.),
+        ("kibps", 8. * 1024.),
+        ("kbps", 8000.),
+        ("mibps", 8. * 1048576.),
+        ("mbps", 8e6),
+        ("gibps", 8. * 1073741824.),
+        ("gbps", 8e9),
+        ("tibps", 8. * 1099511627776.),
+        ("tbps", 8e12),
+    ];
+    let scale = if unit.is_empty() { 1.0 } else { UNITS.iter().find(|(u, _)| u.eq_ignore_ascii_case(unit))?.1 };
+    let bps = n * scale / 8.0;
+    if !bps.is_finite() || bps >= u64::MAX as f64 {
+        return None;
+    }
+    Some(bps as u64)
+}
+
+/// `get_size`: bytes; `k`/`kb` = 1024, `m`/`mb`, `g`/`gb`, `kbit`, `mbit`, `gbit`, `b`. Must fit 32 bits.
+pub fn get_size(s: &str) -> Option<u32> {
+    let (n, unit) = split_number(s)?;
+    let mult = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1024.0,
+        "m" | "mb" => 1048576.0,
+        "g" | "gb" => 1073741824.0,
+        "kbit" => 1024.0 / 8.0,
+        "mbit" => 1048576.0 / 8.0,
+        "gbit" => 1073741824.0 / 8.0,
+        _ => return None,
+    };
+    let sz = n * mult;
+    if !(0.0..=u32::MAX as f64).contains(&sz) || sz.floor() != sz as u32 as f64 {
+        return None;
+    }
+    Some(sz as u32)
+}
+
+/// `get_size_and_cell`: `SIZE[/CELL]`, the cell a power of two.
+pub fn get_size_and_cell(s: &str) -> Option<(u32, Option<u8>)> {
+    match s.split_once('/') {
+        None => Some((get_size(s)?, None)),
+        Some((sz, cell)) => {
+            let size = get_size(sz)?;
+            let cell: i64 = parse_c_integer(cell)?;
+            (0..32).find(|i| 1i64 << i == cell).map(|i| (size, Some(i as u8)))
+        }
+    }
+}
+
+/// `get_time`: microseconds; `s`/`sec`/`secs`, `ms`/`msec`/`msecs`, `us`/`usec`/`usecs`, bare = µs.
+pub fn get_time(s: &str) -> Option<u32> {
+    let (n, unit) = split_number(s)?;
+    let mult = match unit.to_ascii_lowercase().as_str() {
+        "" | "us" | "usec" | "usecs" => 1.0,
+        "ms" | "msec" | "msecs" => 1e3,
+        "s" | "sec" | "secs" => 1e6,
+        _ => return None,
+    };
+    let t = n * mult;
+    if !(0.0..=u32::MAX as f64).contains(&t) {
+        return None;
+    }
+    Some(t as u32)
+}
+
+/// `strtol`/`strtoul` with base 0 (`0x` hex, leading `0` octal), whole string.
+pub fn parse_c_integer(s: &str) -> Option<i64> {
+    let (neg, t) = match s.strip_prefix('-') {
+        Some(t) => (true, t),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    let v = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        i64::from_str_radix(h, 16).ok()?
+    } else if t.len() > 1 && t.starts_with('0') {
+        i64::from_str_radix(&t[1..], 8).ok()?
+    } else {
+        t.parse().ok()?
+    };
+    Some(if neg { -v } else { v })
+}
+
+/// `get_u32(…, base)`; base 0 autodetects.
+pub fn get_u32(s: &str, base: u32) -> Option<u32> {
+    if s.is_empty() || s.starts_with('-') {
+        return None;
+    }
+    let v = if base == 0 { parse_c_integer(s)? } else { i64::from_str_radix(s.strip_prefix("0x").filter(|_| base == 16).unwrap_or(s), base).ok()? };
+    u32::try_from(v).ok()
+}
+
+pub fn get_u16(s: &str, base: u32) -> Option<u16> {
+    get_u32(s, base).and_then(|v| u16::try_from(v).ok())
+}
+
+/// `strtoul(s, &p, 16)`: the hex prefix (empty allowed) and the rest.
+fn hex_prefix(s: &str) -> (Option<u64>, &str) {
+    let end = s.find(|c: char| !c.is_ascii_hexdigit()).unwrap_or(s.len());
+    if end == 0 {
+        return (None, s);
+    }
+    (u64::from_str_radix(&s[..end], 16).ok().or(Some(u64::MAX)), &s[end..])
+}
+
+/// `get_qdisc_handle`: `MAJ:` or `MAJ` (hex), or `none`.
+pub fn get_qdisc_handle(s: &str) -> Option<u32> {
+    if s == "none" {
+        return Some(0);
+    }
+    let (maj, rest) = hex_prefix(s);
+    let maj = maj?;
+    if maj >= 1 << 16 || !(rest.is_empty() || rest.starts_with(':')) {
+        return None;
+    }
+    Some((maj as u32) << 16)
+}
+
+/// `get_tc_classid`: `MAJ:MIN` (hex), `:MIN`, `MAJ:`, a raw hex number, `root`, `none`.
+pub fn get_tc_classid(s: &str) -> Option<u32> {
+    if s == "root" {
+        return Some(0xffff_ffff);
+    }
+    if s == "none" {
+        return Some(0);
+    }
+    let (maj, rest) = hex_prefix(s);
+    let maj = match maj {
+        Some(m) => m,
+        None if rest.starts_with(':') => 0,
+        None => return None,
+    };
+    if let Some(minor) = rest.strip_prefix(':') {
+        if maj >= 1 << 16 {
+            return None;
+        }
+        let (min, rest2) = hex_prefix(minor);
+        let min = min.unwrap_or(0);
+        if !rest2.is_empty() || min >= 1 << 16 {
+            return None;
+        }
+        Some(((maj as u32) << 16) | min as u32)
+    } else if rest.is_empty() {
+        u32::try_from(maj).ok()
+    } else {
+        None
+    }
+}
+
+/// iproute2's `matches(arg, word)`: `arg` is a non-empty prefix of `word`.
+pub fn matches(arg: &str, word: &str) -> bool {
+    !arg.is_empty() && word.starts_with(arg)
+}
+
+/// C's `%g` with `precision` significant digits.
+pub fn fmt_g(v: f64, precision: usize) -> String {
+    if v == 0.0 {
+        return "0".into();
+    }
+    let p = precision.max(1);
+    let sci = format!("{:.*e}", p - 1, v);
+    let (mant, exp) = sci.split_once('e').expect("exponent");
+    let exp: i32 = exp.parse().expect("exponent digits");
+    let strip = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if exp < -4 || exp >= p as i32 {
+        format!("{}e{}{:02}", strip(mant), if exp < 0 { '-' } else { '+' }, exp.abs())
+    } else {
+        strip(&format!("{:.*}", (p as i32 - 1 - exp).max(0) as usize, v))
+    }
+}
+
+/// `sprint_rate` (bytes/s in, bits/s out): `180Kbit`, `1500Kbit`, `100Mbit`.
+pub fn sprint_rate(bytes_per_sec: u64) -> String {
+    let mut rate = bytes_per_sec.wrapping_shl(3);
+    let units = ["", "K", "M", "G", "T"];
+    let mut i = 0;
+    while i < units.len() - 1 {
+        if rate < 1000 || (rate % 1000 != 0 && rate < 1_000_000) {
+            break;
+        }
+        rate /= 1000;
+        i += 1;
+    }
+    format!("{}{}bit", rate, units[i])
+}
+
+/// `sprint_size`: `1600b`, `2Kb`, `10Kb`, `1Mb`.
+pub fn sprint_size(sz: u32) -> String {
+    let t = sz as f64;
+    let (kilo, mega) = (1024.0, 1048576.0);
+    if t >= mega && (mega * (t / mega).round_ties_even() - t).abs() < 1024.0 {
+        format!("{}Mb", fmt_g((t / mega).round_ties_even(), 6))
+    } else if t >= kilo && (kilo * (t / kilo).round_ties_even() - t).abs() < 16.0 {
+        format!("{}Kb", fmt_g((t / kilo).round_ties_even(), 6))
+    } else {
+        format!("{sz}b")
+    }
+}
+
+/// `sprint_time` (µs in): `%.3gs`, `%.3gms` or `%uus`.
+pub fn sprint_time(us: u32) -> String {
+    let t = us as f64;
+    if t >= 1e6 {
+        format!("{}s", fmt_g(t / 1e6, 3))
+    } else if t >= 1e3 {
+        format!("{}ms", fmt_g(t / 1e3, 3))
+    } else {
+        format!("{us}us")
+    }
+}
+
+/// tc's psched clock as read from `/proc/net/psched` on a high-resolution kernel: 15.625 ticks per µs.
+pub const TICKS_PER_USEC: f64 = 15.625;
+
+/// `tc_calc_xmittime` (tc 6.1): the time to send `size` bytes at `rate`, in ticks, truncated to whole
+/// microseconds first as that tc does.
+pub fn calc_xmittime(rate: u64, size: u32) -> u32 {
+    let us = (1e6 * (size as f64 / rate as f64)).min(u32::MAX as f64) as u32;
+    (us as f64 * TICKS_PER_USEC).min(u32::MAX as f64) as u32
+}
+
+/// `tc_calc_xmitsize` (tc 6.1): bytes sent in `ticks` at `rate`.
+pub fn calc_xmitsize(rate: u64, ticks: u32) -> u32 {
+    let us = (ticks as f64 / TICKS_PER_USEC) as u32;
+    (rate as f64 * us as f64 / 1e6).min(u32::MAX as f64) as u32
+}
+
+/// `tc_core_tick2time`: ticks to µs, truncated.
+pub fn tick2time(ticks: u32) -> u32 {
+    (ticks as f64 / TICKS_PER_USEC) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_parse_and_print_like_tc() {
+        assert_eq!(get_rate("180kbit"), Some(22_500));
+        assert_eq!(get_rate("10000"), Some(1250), "a bare number is bits per second");
+        assert_eq!(get_rate("1kbps"), Some(1000), "bps means bytes");
+        assert_eq!(get_rate("2Mbit"), Some(250_000), "case-insensitive");
+        assert_eq!(get_rate("fast"), None);
+        assert_eq!(sprint_rate(22_500), "180Kbit");
+        assert_eq!(sprint_rate(187_500), "1500Kbit");
+        assert_eq!(sprint_rate(12_500_000), "100Mbit");
+        assert_eq!(sprint_rate(154_320), "1234Kbit");
+    }
+
+    #[test]
+    fn sizes_parse_and_print_like_tc() {
+        assert_eq!(get_size("10k"), Some(10_240));
+        assert_eq!(get_size("1540"), Some(1540));
+        assert_eq!(get_size("3000b"), Some(3000));
+        assert_eq!(get_size("159900000000000000"), None, "seed 000's burst does not fit tc's 32 bits");
+        assert_eq!(get_size("foo-bar"), None);
+        assert_eq!(sprint_size(1599), "1599b");
+        assert_eq!(sprint_size(2048), "2Kb");
+        assert_eq!(sprint_size(10_240), "10Kb");
+        assert_eq!(sprint_size(1_514_000), "1514000b");
+    }
+
+    #[test]
+    fn burst_round_trip_matches_the_kernel_here() {
+        // Observed on this machine (tc 6.1, kernel 6.x): 180kbit, burst 1600 → buffer 0x10f445 → "1599b".
+        assert_eq!(calc_xmittime(22_500, 1600), 0x10f445);
+        assert_eq!(calc_xmitsize(22_500, 0x10f445), 1599);
+        assert_eq!(calc_xmittime(1000, 1600), 25_000_000);
+    }
+
+    #[test]
+    fn handles_parse_like_tc() {
+        assert_eq!(get_qdisc_handle("1:"), Some(0x10000));
+        assert_eq!(get_qdisc_handle("ffff:"), Some(0xffff0000));
+        assert_eq!(get_qdisc_handle("10000:"), None);
+        assert_eq!(get_qdisc_handle("123^"), None);
+        assert_eq!(get_tc_classid("1:10"), Some(0x10010));
+        assert_eq!(get_tc_classid("1:"), Some(0x10000));
+        assert_eq!(get_tc_classid(":20"), Some(0x20));
+        assert_eq!(get_tc_classid("root"), Some(0xffffffff));
+        assert_eq!(get_tc_classid("1:x"), None);
+    }
+
+    #[test]
+    fn percent_g_like_c() {
+        assert_eq!(fmt_g(50.0, 3), "50");
+        assert_eq!(fmt_g(20.5, 3), "20.5");
+        assert_eq!(fmt_g(1.23456, 3), "1.23");
+        assert_eq!(fmt_g(1234567.0, 6), "1.23457e+06");
+        assert_eq!(sprint_time(50_000), "50ms");
+        assert_eq!(sprint_time(100), "100us");
+    }
+}
