@@ -1,0 +1,78 @@
+//! `cargo bench -p tclab-core --bench htb`: cost per packet of a 2-level HTB with N backlogged leaves
+//! (seed 002: HTB3's cost must stay flat as classes grow). One root class of 10 Gbit, N leaves sharing it
+//! (rate 10 Gbit / N, ceil 10 Gbit), two 1500-byte packets queued per leaf. Each step dequeues one packet,
+//! advances virtual time by its transmission time at 10 Gbit (1.2 µs), and enqueues it again to its class,
+//! so the tree stays backlogged and every mode change, wait-queue and round-robin path is exercised.
+//! N tops out at 65 000: a classid minor is 16 bits, so one HTB qdisc cannot hold 100 000 classes (the
+//! issue's N = 100 000 is impossible in Linux as well).
+//! Reports nanoseconds of wall time per packet (one enqueue + one dequeue).
+
+use std::hint::black_box;
+use std::time::Instant;
+use tclab_core::engine::Flags;
+use tclab_core::qdisc::htb::{HtbClassOptions, HtbOptions};
+use tclab_core::qdisc::{ClassOptions, Cx, QdiscOptions};
+use tclab_core::units::RateSpec;
+use tclab_core::{Engine, Handle, Packet};
+
+fn class(rate: u64, ceil: u64) -> ClassOptions {
+    let ticks = |b: u64, r: u64| ((b as u128 * 1_000_000_000 / r as u128) >> 6) as u32;
+    ClassOptions::Htb(HtbClassOptions {
+        rate: RateSpec { rate, ..Default::default() },
+        ceil: RateSpec { rate: ceil, ..Default::default() },
+        buffer: ticks(1600 + rate / 1_000_000_000, rate),
+        cbuffer: ticks(1600 + ceil / 1_000_000_000, ceil),
+        quantum: 1500,
+        prio: 0,
+        level: 0,
+    })
+}
+
+fn build(n: u32) -> Engine {
+    let mut e = Engine::new();
+    e.add_device("eth0", 1500, 1000);
+    let root = QdiscOptions::Htb(HtbOptions { version: 3, ..Default::default() });
+    e.modify_qdisc("eth0", Handle::ROOT, Handle::new(1, 0), Some(&root), Flags::ADD, 0).unwrap();
+    let link = 1_250_000_000u64; // 10 Gbit/s in bytes
+    e.modify_class("eth0", Handle::new(1, 0), Handle::new(1, 1), &class(link, link), Flags::ADD, 0).unwrap();
+    for i in 0..n {
+        // Minors 2.. (hex digits of the classid are just numbers here).
+        let id = Handle(0x1_0000 | (i + 2));
+        e.modify_class("eth0", Handle::new(1, 1), id, &class((link / n as u64).max(1), link), Flags::ADD, 0).unwrap();
+        let dev = e.device_mut("eth0").unwrap();
+        for _ in 0..2 {
+            dev.enqueue(Packet { priority: id.0, ..Packet::of_len(1500) }, &mut Cx::new(0));
+        }
+    }
+    e
+}
+
+fn main() {
+    println!("{:>8} {:>12} {:>14}", "leaves", "packets", "ns/packet");
+    for &n in &[1u32, 100, 10_000, 65_000] {
+        let mut e = build(n);
+        let dev = e.device_mut("eth0").unwrap();
+        let mut now = 0u64;
+        let steps = 2_000_000u64;
+        // Warm up: one pass over every leaf.
+        for _ in 0..(2 * n as u64).min(200_000) {
+            now += 1200;
+            let mut cx = Cx::new(now);
+            if let Some(p) = dev.dequeue(&mut cx) {
+                dev.enqueue(p, &mut cx);
+            }
+        }
+        let start = Instant::now();
+        let mut sent = 0u64;
+        for _ in 0..steps {
+            now += 1200;
+            let mut cx = Cx::new(now);
+            if let Some(p) = dev.dequeue(&mut cx) {
+                sent += 1;
+                dev.enqueue(black_box(p), &mut cx);
+            }
+        }
+        let ns = start.elapsed().as_nanos() as f64 / sent.max(1) as f64;
+        println!("{n:>8} {sent:>12} {ns:>14.1}");
+    }
+}
