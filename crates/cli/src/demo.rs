@@ -49,12 +49,20 @@ pub fn run(_args: &[String]) -> Result<u8, String> {
         let mut cx = Cx::new(t);
         let d = engine.device_mut(dev).ok_or("device vanished")?;
         if t == next_inter {
-            let p = Packet { len: 200, priority: 0x10010, tag: 0, ..Packet::of_len(200) };
+            let p = Packet {
+                len: 200,
+                priority: 0x10010,
+                tag: 0,
+                ..Packet::of_len(200)
+            };
             d.enqueue(p, &mut cx);
             next_inter += inter_gap;
         }
         if t == next_bulk {
-            let p = Packet { tag: 1, ..Packet::of_len(1500) };
+            let p = Packet {
+                tag: 1,
+                ..Packet::of_len(1500)
+            };
             d.enqueue(p, &mut cx);
             next_bulk += bulk_gap / 4;
         }
@@ -81,11 +89,21 @@ pub fn run(_args: &[String]) -> Result<u8, String> {
     let offered = [200.0, 2000.0];
     for k in 0..2 {
         let kbit = sent[k] as f64 * 8.0 / 10.0 / 1000.0;
-        let avg_ms = if count[k] > 0 { delay_sum[k] as f64 / count[k] as f64 / 1e6 } else { 0.0 };
-        println!("  {}  {:>5.0} kbit {:>6.1} kbit {:>8.1} ms", names[k], offered[k], kbit, avg_ms);
+        let avg_ms = if count[k] > 0 {
+            delay_sum[k] as f64 / count[k] as f64 / 1e6
+        } else {
+            0.0
+        };
+        println!(
+            "  {}  {:>5.0} kbit {:>6.1} kbit {:>8.1} ms",
+            names[k], offered[k], kbit, avg_ms
+        );
     }
     println!("\n$ tc -s class show dev eth0");
-    let words: Vec<String> = "-s class show dev eth0".split_whitespace().map(str::to_string).collect();
+    let words: Vec<String> = "-s class show dev eth0"
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
     print!("{}", tclab_tc::run(&mut engine, &words, end).stdout);
     Ok(0)
 }

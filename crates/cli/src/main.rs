@@ -51,27 +51,45 @@ fn load() -> Result<(Store, tclab_core::Engine, PathBuf), String> {
 }
 
 fn is_modifying(args: &[String]) -> bool {
-    let words: Vec<&str> = args.iter().map(String::as_str).skip_while(|a| a.starts_with('-')).collect();
+    let words: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .skip_while(|a| a.starts_with('-'))
+        .collect();
     match words.get(1) {
         None => false,
-        Some(w) => ["add", "change", "replace", "link", "delete", "del"].iter().any(|c| c.starts_with(*w) || *w == *c) && !["show", "list", "ls"].contains(w),
+        Some(w) => {
+            ["add", "change", "replace", "link", "delete", "del"]
+                .iter()
+                .any(|c| c.starts_with(*w) || *w == *c)
+                && !["show", "list", "ls"].contains(w)
+        }
     }
 }
 
 fn cmd_tc(args: &[String]) -> Result<u8, String> {
     let (mut store, mut engine, path) = load()?;
     // -batch / -b FILE, possibly after other global options.
-    let batch_at = args.iter().position(|a| a == "-batch" || a == "-b" || a == "--batch");
+    let batch_at = args
+        .iter()
+        .position(|a| a == "-batch" || a == "-b" || a == "--batch");
     if let Some(i) = batch_at {
         let file = args.get(i + 1).ok_or("Error: -batch needs a file name")?;
         let force = args.iter().any(|a| a == "-force" || a == "-f");
-        let globals: Vec<String> = args[..i].iter().chain(args[i + 2..].iter()).filter(|a| *a != "-force" && *a != "-f").cloned().collect();
+        let globals: Vec<String> = args[..i]
+            .iter()
+            .chain(args[i + 2..].iter())
+            .filter(|a| *a != "-force" && *a != "-f")
+            .cloned()
+            .collect();
         let text = if file == "-" {
             let mut s = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| e.to_string())?;
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+                .map_err(|e| e.to_string())?;
             s
         } else {
-            std::fs::read_to_string(file).map_err(|e| format!("Cannot open file \"{file}\" for reading: {e}"))?
+            std::fs::read_to_string(file)
+                .map_err(|e| format!("Cannot open file \"{file}\" for reading: {e}"))?
         };
         let mut code = 0u8;
         for (n, line) in text.lines().enumerate() {
@@ -116,7 +134,12 @@ fn cmd_link(args: &[String]) -> Result<u8, String> {
     if args.first().map(String::as_str) == Some("show") || args.is_empty() {
         for (i, (name, d)) in engine.devices.iter().enumerate() {
             let q = d.root().q.kind();
-            println!("{}: {name}: mtu {} qdisc {q} qlen {}", i + 1, d.mtu, d.txqueuelen);
+            println!(
+                "{}: {name}: mtu {} qdisc {q} qlen {}",
+                i + 1,
+                d.mtu,
+                d.txqueuelen
+            );
         }
         return Ok(0);
     }

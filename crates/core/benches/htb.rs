@@ -18,8 +18,14 @@ use tclab_core::{Engine, Handle, Packet};
 fn class(rate: u64, ceil: u64) -> ClassOptions {
     let ticks = |b: u64, r: u64| ((b as u128 * 1_000_000_000 / r as u128) >> 6) as u32;
     ClassOptions::Htb(HtbClassOptions {
-        rate: RateSpec { rate, ..Default::default() },
-        ceil: RateSpec { rate: ceil, ..Default::default() },
+        rate: RateSpec {
+            rate,
+            ..Default::default()
+        },
+        ceil: RateSpec {
+            rate: ceil,
+            ..Default::default()
+        },
         buffer: ticks(1600 + rate / 1_000_000_000, rate),
         cbuffer: ticks(1600 + ceil / 1_000_000_000, ceil),
         quantum: 1500,
@@ -31,17 +37,50 @@ fn class(rate: u64, ceil: u64) -> ClassOptions {
 fn build(n: u32) -> Engine {
     let mut e = Engine::new();
     e.add_device("eth0", 1500, 1000);
-    let root = QdiscOptions::Htb(HtbOptions { version: 3, ..Default::default() });
-    e.modify_qdisc("eth0", Handle::ROOT, Handle::new(1, 0), Some(&root), Flags::ADD, 0).unwrap();
+    let root = QdiscOptions::Htb(HtbOptions {
+        version: 3,
+        ..Default::default()
+    });
+    e.modify_qdisc(
+        "eth0",
+        Handle::ROOT,
+        Handle::new(1, 0),
+        Some(&root),
+        Flags::ADD,
+        0,
+    )
+    .unwrap();
     let link = 1_250_000_000u64; // 10 Gbit/s in bytes
-    e.modify_class("eth0", Handle::new(1, 0), Handle::new(1, 1), &class(link, link), Flags::ADD, 0).unwrap();
+    e.modify_class(
+        "eth0",
+        Handle::new(1, 0),
+        Handle::new(1, 1),
+        &class(link, link),
+        Flags::ADD,
+        0,
+    )
+    .unwrap();
     for i in 0..n {
         // Minors 2.. (hex digits of the classid are just numbers here).
         let id = Handle(0x1_0000 | (i + 2));
-        e.modify_class("eth0", Handle::new(1, 1), id, &class((link / n as u64).max(1), link), Flags::ADD, 0).unwrap();
+        e.modify_class(
+            "eth0",
+            Handle::new(1, 1),
+            id,
+            &class((link / n as u64).max(1), link),
+            Flags::ADD,
+            0,
+        )
+        .unwrap();
         let dev = e.device_mut("eth0").unwrap();
         for _ in 0..2 {
-            dev.enqueue(Packet { priority: id.0, ..Packet::of_len(1500) }, &mut Cx::new(0));
+            dev.enqueue(
+                Packet {
+                    priority: id.0,
+                    ..Packet::of_len(1500)
+                },
+                &mut Cx::new(0),
+            );
         }
     }
     e

@@ -15,7 +15,9 @@ use crate::qdisc::fifo::{Fifo, FifoUnit};
 use crate::qdisc::htb::Htb;
 use crate::qdisc::pfifo_fast::PfifoFast;
 use crate::qdisc::tbf::Tbf;
-use crate::qdisc::{ClassInfo, ClassOptions, Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats, Sched, Verdict};
+use crate::qdisc::{
+    ClassInfo, ClassOptions, Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats, Sched, Verdict,
+};
 use crate::Nanos;
 use std::collections::BTreeMap;
 
@@ -28,10 +30,26 @@ pub struct Flags {
 }
 
 impl Flags {
-    pub const ADD: Flags = Flags { create: true, excl: true, replace: false };
-    pub const CHANGE: Flags = Flags { create: false, excl: false, replace: false };
-    pub const REPLACE: Flags = Flags { create: true, excl: false, replace: true };
-    pub const LINK: Flags = Flags { create: false, excl: false, replace: true };
+    pub const ADD: Flags = Flags {
+        create: true,
+        excl: true,
+        replace: false,
+    };
+    pub const CHANGE: Flags = Flags {
+        create: false,
+        excl: false,
+        replace: false,
+    };
+    pub const REPLACE: Flags = Flags {
+        create: true,
+        excl: false,
+        replace: true,
+    };
+    pub const LINK: Flags = Flags {
+        create: false,
+        excl: false,
+        replace: true,
+    };
 }
 
 /// One qdisc as `tc qdisc show` lists it.
@@ -68,15 +86,35 @@ impl Device {
         Device::with_default(name, mtu, txqueuelen, DefaultRoot::Noqueue)
     }
 
-    pub fn with_default(name: &str, mtu: u32, txqueuelen: u32, default_root: DefaultRoot) -> Device {
-        let placeholder = Sched::new(Handle::UNSPEC, Handle::ROOT, Box::new(crate::qdisc::noqueue::Noqueue::default()));
-        let mut d = Device { name: name.to_string(), mtu, txqueuelen, default_root, root: placeholder, qdisc_hash: vec![Vec::new(); 16] };
+    pub fn with_default(
+        name: &str,
+        mtu: u32,
+        txqueuelen: u32,
+        default_root: DefaultRoot,
+    ) -> Device {
+        let placeholder = Sched::new(
+            Handle::UNSPEC,
+            Handle::ROOT,
+            Box::new(crate::qdisc::noqueue::Noqueue::default()),
+        );
+        let mut d = Device {
+            name: name.to_string(),
+            mtu,
+            txqueuelen,
+            default_root,
+            root: placeholder,
+            qdisc_hash: vec![Vec::new(); 16],
+        };
         d.root = d.default_root();
         d
     }
 
     pub fn env(&self) -> DevEnv {
-        DevEnv { txqueuelen: self.txqueuelen, mtu: self.mtu, hard_header_len: 14 }
+        DevEnv {
+            txqueuelen: self.txqueuelen,
+            mtu: self.mtu,
+            hard_header_len: 14,
+        }
     }
 
     fn default_root(&self) -> Sched {
@@ -135,7 +173,13 @@ impl Device {
 
     /// Every visible qdisc, in the order `tc qdisc show` prints them.
     pub fn qdiscs(&self) -> Vec<QdiscInfo> {
-        let info = |s: &Sched| QdiscInfo { kind: s.q.kind(), handle: s.handle, parent: s.parent, options: s.q.dump(), stats: s.q.stats() };
+        let info = |s: &Sched| QdiscInfo {
+            kind: s.q.kind(),
+            handle: s.handle,
+            parent: s.parent,
+            options: s.q.dump(),
+            stats: s.q.stats(),
+        };
         let mut out = vec![info(&self.root)];
         for h in self.qdisc_hash.iter().flatten() {
             if *h != self.root.handle {
@@ -165,14 +209,20 @@ fn find_in(s: &Sched, handle: Handle) -> Option<&Sched> {
     if s.handle == handle {
         return Some(s);
     }
-    s.q.classes()?.children().into_iter().find_map(|c| find_in(c, handle))
+    s.q.classes()?
+        .children()
+        .into_iter()
+        .find_map(|c| find_in(c, handle))
 }
 
 fn find_in_mut(s: &mut Sched, handle: Handle) -> Option<&mut Sched> {
     if s.handle == handle {
         return Some(s);
     }
-    s.q.classes_mut()?.children_mut().into_iter().find_map(|c| find_in_mut(c, handle))
+    s.q.classes_mut()?
+        .children_mut()
+        .into_iter()
+        .find_map(|c| find_in_mut(c, handle))
 }
 
 fn collect_handles(s: &Sched, out: &mut Vec<Handle>) {
@@ -187,12 +237,20 @@ fn collect_handles(s: &Sched, out: &mut Vec<Handle>) {
 }
 
 /// Build a qdisc of the given options (`qdisc_create` → `ops->init`).
-pub fn create_qdisc(handle: Handle, opts: &QdiscOptions, env: &DevEnv, now: Nanos) -> Result<(Box<dyn Qdisc>, Vec<Warning>), KernelError> {
+pub fn create_qdisc(
+    handle: Handle,
+    opts: &QdiscOptions,
+    env: &DevEnv,
+    now: Nanos,
+) -> Result<(Box<dyn Qdisc>, Vec<Warning>), KernelError> {
     Ok(match opts {
         QdiscOptions::Pfifo(o) => (Box::new(Fifo::new(FifoUnit::Packets, o, env)), Vec::new()),
         QdiscOptions::Bfifo(o) => (Box::new(Fifo::new(FifoUnit::Bytes, o, env)), Vec::new()),
         QdiscOptions::PfifoFast => (Box::new(PfifoFast::new(env)), Vec::new()),
-        QdiscOptions::Noqueue => (Box::new(crate::qdisc::noqueue::Noqueue::default()), Vec::new()),
+        QdiscOptions::Noqueue => (
+            Box::new(crate::qdisc::noqueue::Noqueue::default()),
+            Vec::new(),
+        ),
         QdiscOptions::Tbf(o) => {
             let (q, w) = Tbf::new(handle, o, env, now)?;
             (Box::new(q), w)
@@ -212,7 +270,10 @@ fn alloc_handle(counter: &mut u32, dev: &Device) -> Result<Handle, KernelError> 
             return Ok(Handle(*counter));
         }
     }
-    Err(KernelError::msg(Errno::NoBuffers, "Unable to allocate qdisc handle"))
+    Err(KernelError::msg(
+        Errno::NoBuffers,
+        "Unable to allocate qdisc handle",
+    ))
 }
 
 #[derive(Default)]
@@ -240,7 +301,9 @@ impl Engine {
     }
 
     pub fn add_device(&mut self, name: &str, mtu: u32, txqueuelen: u32) -> &mut Device {
-        self.devices.entry(name.to_string()).or_insert_with(|| Device::new(name, mtu, txqueuelen))
+        self.devices
+            .entry(name.to_string())
+            .or_insert_with(|| Device::new(name, mtu, txqueuelen))
     }
 
     /// `tc qdisc add|change|replace|link`: `tc_modify_qdisc`.
@@ -261,12 +324,22 @@ impl Engine {
             let at: Option<&Sched> = if parent == Handle::ROOT {
                 Some(dev.root())
             } else if parent == Handle::INGRESS {
-                return Err(KernelError::msg(Errno::NoEntry, "Cannot find ingress queue for specified device"));
+                return Err(KernelError::msg(
+                    Errno::NoEntry,
+                    "Cannot find ingress queue for specified device",
+                ));
             } else {
-                let p = dev.find(parent.qdisc()).ok_or_else(|| KernelError::msg(Errno::NoEntry, "Failed to find specified qdisc"))?;
-                let cl = p.q.classes().ok_or_else(|| KernelError::msg(Errno::NotSupported, "Parent qdisc is not classful"))?;
+                let p = dev.find(parent.qdisc()).ok_or_else(|| {
+                    KernelError::msg(Errno::NoEntry, "Failed to find specified qdisc")
+                })?;
+                let cl = p.q.classes().ok_or_else(|| {
+                    KernelError::msg(Errno::NotSupported, "Parent qdisc is not classful")
+                })?;
                 if !cl.find(parent) {
-                    return Err(KernelError::msg(Errno::NoEntry, "Specified class not found"));
+                    return Err(KernelError::msg(
+                        Errno::NoEntry,
+                        "Specified class not found",
+                    ));
                 }
                 cl.leaf(parent)
             };
@@ -275,7 +348,10 @@ impl Engine {
             if !names_it {
                 if handle != Handle::UNSPEC {
                     if q.is_some() && !flags.replace {
-                        return Err(KernelError::msg(Errno::Exists, "NLM_F_REPLACE needed to override"));
+                        return Err(KernelError::msg(
+                            Errno::Exists,
+                            "NLM_F_REPLACE needed to override",
+                        ));
                     }
                     if handle.minor() != 0 {
                         return Err(KernelError::invalid("Invalid minor handle"));
@@ -284,10 +360,15 @@ impl Engine {
                         return self.create_and_graft(dev_name, parent, handle, opts, flags, now);
                     };
                     if existing.parent != parent {
-                        return Err(KernelError::invalid("Cannot move an existing qdisc to a different parent"));
+                        return Err(KernelError::invalid(
+                            "Cannot move an existing qdisc to a different parent",
+                        ));
                     }
                     if flags.excl {
-                        return Err(KernelError::msg(Errno::Exists, "Exclusivity flag on, cannot override"));
+                        return Err(KernelError::msg(
+                            Errno::Exists,
+                            "Exclusivity flag on, cannot override",
+                        ));
                     }
                     return Err(KernelError::invalid("Invalid qdisc name"));
                 }
@@ -299,7 +380,14 @@ impl Engine {
                         return self.create_and_graft(dev_name, parent, handle, opts, flags, now);
                     }
                     if flags == Flags::CHANGE {
-                        return self.create_and_graft(dev_name, parent, handle, opts, Flags::REPLACE, now);
+                        return self.create_and_graft(
+                            dev_name,
+                            parent,
+                            handle,
+                            opts,
+                            Flags::REPLACE,
+                            now,
+                        );
                     }
                 }
             }
@@ -313,14 +401,22 @@ impl Engine {
             }
         }
         let Some(target) = target else {
-            return Err(KernelError::msg(Errno::NoEntry, "Specified qdisc not found"));
+            return Err(KernelError::msg(
+                Errno::NoEntry,
+                "Specified qdisc not found",
+            ));
         };
         if flags.excl {
-            return Err(KernelError::msg(Errno::Exists, "Exclusivity flag on, cannot modify"));
+            return Err(KernelError::msg(
+                Errno::Exists,
+                "Exclusivity flag on, cannot modify",
+            ));
         }
         let env = dev.env();
         let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
-        let s = dev.find_mut(target).ok_or_else(|| KernelError::msg(Errno::NoEntry, "Specified qdisc not found"))?;
+        let s = dev
+            .find_mut(target)
+            .ok_or_else(|| KernelError::msg(Errno::NoEntry, "Specified qdisc not found"))?;
         match opts {
             Some(o) if o.kind() != s.q.kind() => Err(KernelError::invalid("Invalid qdisc name")),
             Some(QdiscOptions::PfifoFast) | None => Ok(Vec::new()),
@@ -338,7 +434,10 @@ impl Engine {
         now: Nanos,
     ) -> Result<Vec<Warning>, KernelError> {
         if !flags.create {
-            return Err(KernelError::msg(Errno::NoEntry, "Qdisc not found. To create specify NLM_F_CREATE flag"));
+            return Err(KernelError::msg(
+                Errno::NoEntry,
+                "Qdisc not found. To create specify NLM_F_CREATE flag",
+            ));
         }
         let opts = opts.ok_or_else(|| KernelError::msg(Errno::Invalid, "Qdisc kind required"))?;
         let handle = if handle == Handle::UNSPEC {
@@ -357,8 +456,12 @@ impl Engine {
         let old = if parent == Handle::ROOT {
             Some(std::mem::replace(&mut dev.root, new))
         } else {
-            let p = dev.find_mut(parent.qdisc()).ok_or_else(|| KernelError::msg(Errno::NoEntry, "Failed to find specified qdisc"))?;
-            let cl = p.q.classes_mut().ok_or_else(|| KernelError::msg(Errno::NotSupported, "Parent qdisc is not classful"))?;
+            let p = dev.find_mut(parent.qdisc()).ok_or_else(|| {
+                KernelError::msg(Errno::NoEntry, "Failed to find specified qdisc")
+            })?;
+            let cl = p.q.classes_mut().ok_or_else(|| {
+                KernelError::msg(Errno::NotSupported, "Parent qdisc is not classful")
+            })?;
             cl.graft(parent, Some(new), &env)?
         };
         if let Some(old) = old {
@@ -369,7 +472,13 @@ impl Engine {
     }
 
     /// `tc qdisc del`: `tc_get_qdisc` with RTM_DELQDISC.
-    pub fn delete_qdisc(&mut self, dev_name: &str, parent: Handle, handle: Handle, kind: Option<&str>) -> Result<(), KernelError> {
+    pub fn delete_qdisc(
+        &mut self,
+        dev_name: &str,
+        parent: Handle,
+        handle: Handle,
+        kind: Option<&str>,
+    ) -> Result<(), KernelError> {
         let dev = self.devices.get(dev_name).ok_or_else(no_device)?;
         let q = if parent != Handle::UNSPEC {
             let q = if parent == Handle::ROOT {
@@ -377,20 +486,37 @@ impl Engine {
             } else if parent.major() == 0xffff {
                 None
             } else {
-                let p = dev.find(parent.qdisc()).ok_or_else(|| KernelError::msg(Errno::NoEntry, "Failed to find qdisc with specified classid"))?;
-                let cl = p.q.classes().ok_or_else(|| KernelError::msg(Errno::NotSupported, "Parent qdisc is not classful"))?;
+                let p = dev.find(parent.qdisc()).ok_or_else(|| {
+                    KernelError::msg(
+                        Errno::NoEntry,
+                        "Failed to find qdisc with specified classid",
+                    )
+                })?;
+                let cl = p.q.classes().ok_or_else(|| {
+                    KernelError::msg(Errno::NotSupported, "Parent qdisc is not classful")
+                })?;
                 if !cl.find(parent) {
-                    return Err(KernelError::msg(Errno::NoEntry, "Specified class not found"));
+                    return Err(KernelError::msg(
+                        Errno::NoEntry,
+                        "Specified class not found",
+                    ));
                 }
                 cl.leaf(parent)
             };
-            let q = q.ok_or_else(|| KernelError::msg(Errno::NoEntry, "Cannot find specified qdisc on specified device"))?;
+            let q = q.ok_or_else(|| {
+                KernelError::msg(
+                    Errno::NoEntry,
+                    "Cannot find specified qdisc on specified device",
+                )
+            })?;
             if handle != Handle::UNSPEC && q.handle != handle {
                 return Err(KernelError::invalid("Invalid handle"));
             }
             q
         } else {
-            dev.find(handle).ok_or_else(|| KernelError::msg(Errno::NoEntry, "Failed to find qdisc with specified handle"))?
+            dev.find(handle).ok_or_else(|| {
+                KernelError::msg(Errno::NoEntry, "Failed to find qdisc with specified handle")
+            })?
         };
         if kind.is_some_and(|k| k != q.q.kind()) {
             return Err(KernelError::invalid("Invalid qdisc name"));
@@ -399,7 +525,10 @@ impl Engine {
             return Err(KernelError::invalid("Classid cannot be zero"));
         }
         if q.handle == Handle::UNSPEC {
-            return Err(KernelError::msg(Errno::NoEntry, "Cannot delete qdisc with handle of zero"));
+            return Err(KernelError::msg(
+                Errno::NoEntry,
+                "Cannot delete qdisc with handle of zero",
+            ));
         }
         let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
         let env = dev.env();
@@ -407,8 +536,12 @@ impl Engine {
             let d = dev.default_root();
             Some(std::mem::replace(&mut dev.root, d))
         } else {
-            let p = dev.find_mut(parent.qdisc()).ok_or_else(|| KernelError::new(Errno::NoEntry))?;
-            p.q.classes_mut().ok_or_else(|| KernelError::new(Errno::NotSupported))?.graft(parent, None, &env)?
+            let p = dev
+                .find_mut(parent.qdisc())
+                .ok_or_else(|| KernelError::new(Errno::NoEntry))?;
+            p.q.classes_mut()
+                .ok_or_else(|| KernelError::new(Errno::NotSupported))?
+                .graft(parent, None, &env)?
         };
         if let Some(old) = old {
             dev.hash_del_tree(&old);
@@ -417,7 +550,11 @@ impl Engine {
     }
 
     /// Resolve the qdisc a class request addresses (`tc_ctl_tclass`, step 1) and the full classid.
-    fn class_target(dev: &Device, parent: Handle, classid: Handle) -> Result<(Handle, Handle, Handle), KernelError> {
+    fn class_target(
+        dev: &Device,
+        parent: Handle,
+        classid: Handle,
+    ) -> Result<(Handle, Handle, Handle), KernelError> {
         let mut qid = classid.qdisc();
         let mut portid = parent;
         if parent != Handle::ROOT {
@@ -462,9 +599,14 @@ impl Engine {
         let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
         let env = dev.env();
         let (qid, portid, clid) = Self::class_target(dev, parent, classid)?;
-        let q = dev.find_mut(qid).filter(|_| qid.0 != 0).ok_or_else(|| KernelError::new(Errno::NoEntry))?;
+        let q = dev
+            .find_mut(qid)
+            .filter(|_| qid.0 != 0)
+            .ok_or_else(|| KernelError::new(Errno::NoEntry))?;
         let kind = q.q.kind();
-        let cl = q.q.classes_mut().ok_or_else(|| KernelError::invalid("Qdisc not classful"))?;
+        let cl =
+            q.q.classes_mut()
+                .ok_or_else(|| KernelError::invalid("Qdisc not classful"))?;
         let exists = clid.0 != 0 && cl.find(clid);
         if !exists && !flags.create {
             return Err(KernelError::new(Errno::NoEntry));
@@ -480,11 +622,21 @@ impl Engine {
     }
 
     /// `tc class del`.
-    pub fn delete_class(&mut self, dev_name: &str, parent: Handle, classid: Handle) -> Result<(), KernelError> {
+    pub fn delete_class(
+        &mut self,
+        dev_name: &str,
+        parent: Handle,
+        classid: Handle,
+    ) -> Result<(), KernelError> {
         let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
         let (qid, _portid, clid) = Self::class_target(dev, parent, classid)?;
-        let q = dev.find_mut(qid).filter(|_| qid.0 != 0).ok_or_else(|| KernelError::new(Errno::NoEntry))?;
-        let cl = q.q.classes_mut().ok_or_else(|| KernelError::invalid("Qdisc not classful"))?;
+        let q = dev
+            .find_mut(qid)
+            .filter(|_| qid.0 != 0)
+            .ok_or_else(|| KernelError::new(Errno::NoEntry))?;
+        let cl =
+            q.q.classes_mut()
+                .ok_or_else(|| KernelError::invalid("Qdisc not classful"))?;
         if clid.0 == 0 || !cl.find(clid) {
             return Err(KernelError::new(Errno::NoEntry));
         }

@@ -51,7 +51,10 @@ impl KernelError {
         KernelError { errno, msg: None }
     }
     pub fn msg(errno: Errno, msg: impl Into<String>) -> KernelError {
-        KernelError { errno, msg: Some(msg.into()) }
+        KernelError {
+            errno,
+            msg: Some(msg.into()),
+        }
     }
     pub fn invalid(msg: impl Into<String>) -> KernelError {
         KernelError::msg(Errno::Invalid, msg)

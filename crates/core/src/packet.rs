@@ -30,7 +30,11 @@ pub struct Packet {
 impl Packet {
     /// A packet of `len` wire bytes with no header bytes, for tests and benchmarks.
     pub fn of_len(len: u32) -> Packet {
-        Packet { len, protocol: 0x0800, ..Default::default() }
+        Packet {
+            len,
+            protocol: 0x0800,
+            ..Default::default()
+        }
     }
 
     /// The IPv4 TOS byte, if the packet carries an IPv4 header.

@@ -65,7 +65,12 @@ pub struct RateCfg {
 impl RateCfg {
     /// `psched_ratecfg_getrate`: the spec the kernel reports back.
     pub fn spec(&self) -> RateSpec {
-        RateSpec { rate: self.rate_bytes_ps, overhead: self.overhead, mpu: self.mpu, linklayer: self.linklayer }
+        RateSpec {
+            rate: self.rate_bytes_ps,
+            overhead: self.overhead,
+            mpu: self.mpu,
+            linklayer: self.linklayer,
+        }
     }
 
     /// `psched_ratecfg_precompute`: find the largest multiplier that cannot overflow.
@@ -84,7 +89,14 @@ impl RateCfg {
                 shift += 1;
             }
         }
-        RateCfg { rate_bytes_ps: rate, mult, shift, overhead: spec.overhead, mpu: spec.mpu, linklayer: spec.linklayer }
+        RateCfg {
+            rate_bytes_ps: rate,
+            mult,
+            shift,
+            overhead: spec.overhead,
+            mpu: spec.mpu,
+            linklayer: spec.linklayer,
+        }
     }
 
     /// `psched_l2t_ns`: nanoseconds needed to send `len` bytes at this rate.
@@ -105,7 +117,8 @@ impl RateCfg {
         if self.rate_bytes_ps == 0 {
             return 0;
         }
-        let mut len = (ns as u128 * self.rate_bytes_ps as u128 / crate::NSEC_PER_SEC as u128) as u64;
+        let mut len =
+            (ns as u128 * self.rate_bytes_ps as u128 / crate::NSEC_PER_SEC as u128) as u64;
         if self.linklayer == LinkLayer::Atm {
             len = len / 53 * 48;
         }
@@ -118,7 +131,10 @@ mod tests {
     use super::*;
 
     fn cfg(rate: u64) -> RateCfg {
-        RateCfg::new(&RateSpec { rate, ..Default::default() })
+        RateCfg::new(&RateSpec {
+            rate,
+            ..Default::default()
+        })
     }
 
     #[test]
@@ -132,12 +148,24 @@ mod tests {
 
     #[test]
     fn atm_rounds_to_cells_and_overhead_adds() {
-        let spec = RateSpec { rate: 1_000_000, linklayer: LinkLayer::Atm, ..Default::default() };
+        let spec = RateSpec {
+            rate: 1_000_000,
+            linklayer: LinkLayer::Atm,
+            ..Default::default()
+        };
         // 1500 bytes = 32 cells (31.25 rounded up) of 53 bytes = 1696 bytes on the wire: 1.696 ms at 1 MB/s.
         assert!(RateCfg::new(&spec).l2t_ns(1500).abs_diff(1_696_000) <= 1);
-        let spec = RateSpec { rate: 1_000_000, overhead: 300, ..Default::default() };
+        let spec = RateSpec {
+            rate: 1_000_000,
+            overhead: 300,
+            ..Default::default()
+        };
         assert!(RateCfg::new(&spec).l2t_ns(1500).abs_diff(1_800_000) <= 1);
-        let spec = RateSpec { rate: 1_000_000, mpu: 64, ..Default::default() };
+        let spec = RateSpec {
+            rate: 1_000_000,
+            mpu: 64,
+            ..Default::default()
+        };
         assert!(RateCfg::new(&spec).l2t_ns(40).abs_diff(64_000) <= 1);
     }
 

@@ -6,7 +6,7 @@ use tclab_core::engine::Flags;
 use tclab_core::qdisc::htb::{HtbClassOptions, HtbOptions};
 use tclab_core::qdisc::tbf::TbfOptions;
 use tclab_core::qdisc::{ClassOptions, Cx, QdiscOptions};
-use tclab_core::units::{RateSpec, ticks_to_ns};
+use tclab_core::units::{ticks_to_ns, RateSpec};
 use tclab_core::{Engine, Handle, Packet, NSEC_PER_SEC};
 
 const MS: u64 = 1_000_000;
@@ -23,7 +23,12 @@ struct Source {
 }
 
 /// Run until `end`; the link sends `link_bps` bytes/s (0 = infinitely fast). Returns (time, tag, len).
-fn drive(engine: &mut Engine, mut sources: Vec<Source>, link_bps: u64, end: u64) -> Vec<(u64, u64, u32)> {
+fn drive(
+    engine: &mut Engine,
+    mut sources: Vec<Source>,
+    link_bps: u64,
+    end: u64,
+) -> Vec<(u64, u64, u32)> {
     let mut out = Vec::new();
     let (mut link_free, mut wake) = (0u64, None::<u64>);
     let mut now = 0u64;
@@ -44,7 +49,14 @@ fn drive(engine: &mut Engine, mut sources: Vec<Source>, link_bps: u64, end: u64)
         let dev = engine.device_mut("eth0").unwrap();
         for s in sources.iter_mut().filter(|s| s.left > 0 && s.next == now) {
             let mut cx = Cx::new(now);
-            dev.enqueue(Packet { tag: s.tag, priority: s.priority, ..Packet::of_len(s.len) }, &mut cx);
+            dev.enqueue(
+                Packet {
+                    tag: s.tag,
+                    priority: s.priority,
+                    ..Packet::of_len(s.len)
+                },
+                &mut cx,
+            );
             s.left -= 1;
             s.next += s.gap;
         }
@@ -53,7 +65,11 @@ fn drive(engine: &mut Engine, mut sources: Vec<Source>, link_bps: u64, end: u64)
             match dev.dequeue(&mut cx) {
                 Some(p) => {
                     out.push((now, p.tag, p.len));
-                    link_free = if link_bps == 0 { now } else { now + p.len as u64 * NSEC_PER_SEC / link_bps };
+                    link_free = if link_bps == 0 {
+                        now
+                    } else {
+                        now + p.len as u64 * NSEC_PER_SEC / link_bps
+                    };
                     wake = None;
                     if link_bps == 0 {
                         continue;
@@ -78,7 +94,10 @@ fn drive(engine: &mut Engine, mut sources: Vec<Source>, link_bps: u64, end: u64)
 }
 
 fn rate(bits: u64) -> RateSpec {
-    RateSpec { rate: bits / 8, ..Default::default() }
+    RateSpec {
+        rate: bits / 8,
+        ..Default::default()
+    }
 }
 
 /// tc's burst in ticks for `bytes` at `bps` bytes/s (exact enough for tests).
@@ -89,14 +108,26 @@ fn ticks(bytes: u64, bps: u64) -> u32 {
 fn engine_with(root: QdiscOptions) -> Engine {
     let mut e = Engine::new();
     e.add_device("eth0", 1500, 1000);
-    e.modify_qdisc("eth0", Handle::ROOT, Handle::new(1, 0), Some(&root), Flags::ADD, 0).unwrap();
+    e.modify_qdisc(
+        "eth0",
+        Handle::ROOT,
+        Handle::new(1, 0),
+        Some(&root),
+        Flags::ADD,
+        0,
+    )
+    .unwrap();
     e
 }
 
 fn tbf(rate_bits: u64, burst: u32, peak_bits: u64, mtu: u32) -> QdiscOptions {
     QdiscOptions::Tbf(TbfOptions {
         rate: rate(rate_bits),
-        peakrate: if peak_bits > 0 { rate(peak_bits) } else { RateSpec::default() },
+        peakrate: if peak_bits > 0 {
+            rate(peak_bits)
+        } else {
+            RateSpec::default()
+        },
         limit: 1_000_000,
         buffer: 0,
         mtu: 0,
@@ -106,7 +137,14 @@ fn tbf(rate_bits: u64, burst: u32, peak_bits: u64, mtu: u32) -> QdiscOptions {
 }
 
 fn backlog(tag: u64, len: u32, count: u64, priority: u32) -> Source {
-    Source { tag, len, priority, gap: 0, next: 0, left: count }
+    Source {
+        tag,
+        len,
+        priority,
+        gap: 0,
+        next: 0,
+        left: count,
+    }
 }
 
 #[test]
@@ -118,11 +156,18 @@ fn tbf_starts_with_a_full_bucket_then_sends_at_exactly_rate() {
     assert_eq!(d.len(), 100);
     for (k, (t, _, _)) in d.iter().enumerate() {
         let want = if k < 10 { 0 } else { (k as u64 - 9) * 8 * MS };
-        assert!(t.abs_diff(want) <= 2, "packet {k} left at {t} ns, expected {want} ns");
+        assert!(
+            t.abs_diff(want) <= 2,
+            "packet {k} left at {t} ns, expected {want} ns"
+        );
     }
     let s = e.device("eth0").unwrap().root().q.stats();
     assert_eq!((s.packets, s.bytes, s.qlen), (100, 100_000, 0));
-    assert!(s.overlimits >= 90, "every wait for tokens counts an overlimit: {}", s.overlimits);
+    assert!(
+        s.overlimits >= 90,
+        "every wait for tokens counts an overlimit: {}",
+        s.overlimits
+    );
 }
 
 #[test]
@@ -132,7 +177,12 @@ fn tbf_peakrate_bounds_the_burst() {
     let mut e = engine_with(tbf(1_000_000, 10_000, 2_000_000, 1000));
     let d = drive(&mut e, vec![backlog(0, 1000, 30, 0)], 0, 10 * NSEC_PER_SEC);
     for w in d.windows(2) {
-        assert!(w[1].0 - w[0].0 >= 4 * MS - 2, "departures {} and {} closer than the peak rate allows", w[0].0, w[1].0);
+        assert!(
+            w[1].0 - w[0].0 >= 4 * MS - 2,
+            "departures {} and {} closer than the peak rate allows",
+            w[0].0,
+            w[1].0
+        );
     }
     // Long-run rate is still 1 Mbit: 30 packets = 30000 B <= 10000 + 125000 B/s * t  →  t >= 160 ms.
     assert!(d.last().unwrap().0 >= 160 * MS - 2);
@@ -144,11 +194,22 @@ fn tbf_drops_packets_larger_than_the_burst() {
     let mut e = engine_with(tbf(1_000_000, 2000, 0, 0));
     let mut cx = Cx::new(0);
     let dev = e.device_mut("eth0").unwrap();
-    assert_eq!(dev.enqueue(Packet::of_len(3000), &mut cx), tclab_core::qdisc::Verdict::Drop);
+    assert_eq!(
+        dev.enqueue(Packet::of_len(3000), &mut cx),
+        tclab_core::qdisc::Verdict::Drop
+    );
     assert_eq!(dev.root().q.stats().drops, 1);
 }
 
-fn htb_class(e: &mut Engine, parent: Handle, classid: Handle, rate_bits: u64, ceil_bits: u64, prio: u32, quantum: u32) {
+fn htb_class(
+    e: &mut Engine,
+    parent: Handle,
+    classid: Handle,
+    rate_bits: u64,
+    ceil_bits: u64,
+    prio: u32,
+    quantum: u32,
+) {
     let (r, c) = (rate_bits / 8, ceil_bits / 8);
     let o = HtbClassOptions {
         rate: rate(rate_bits),
@@ -159,16 +220,32 @@ fn htb_class(e: &mut Engine, parent: Handle, classid: Handle, rate_bits: u64, ce
         prio,
         level: 0,
     };
-    e.modify_class("eth0", parent, classid, &ClassOptions::Htb(o), Flags::ADD, 0).unwrap();
+    e.modify_class(
+        "eth0",
+        parent,
+        classid,
+        &ClassOptions::Htb(o),
+        Flags::ADD,
+        0,
+    )
+    .unwrap();
 }
 
 fn htb_root(defcls: u32) -> QdiscOptions {
-    QdiscOptions::Htb(HtbOptions { defcls, version: 3, ..Default::default() })
+    QdiscOptions::Htb(HtbOptions {
+        defcls,
+        version: 3,
+        ..Default::default()
+    })
 }
 
 /// Throughput in kbit/s of each tag over [from, to).
 fn kbits(d: &[(u64, u64, u32)], tag: u64, from: u64, to: u64) -> f64 {
-    let bytes: u64 = d.iter().filter(|x| x.1 == tag && x.0 >= from && x.0 < to).map(|x| x.2 as u64).sum();
+    let bytes: u64 = d
+        .iter()
+        .filter(|x| x.1 == tag && x.0 >= from && x.0 < to)
+        .map(|x| x.2 as u64)
+        .sum();
     bytes as f64 * 8.0 / ((to - from) as f64 / 1e9) / 1000.0
 }
 
@@ -187,9 +264,15 @@ fn htb_borrowing_goes_to_the_higher_priority() {
     // Both backlogged on a fast link: each gets its rate; the 600 kbit of excess is lent to the
     // lowest-numbered priority first, so A ≈ 800 kbit and B ≈ 200 kbit (hand-derived from HTB's rules).
     let mut e = two_leaf_tree((200_000, 1_000_000, 0, 0), (200_000, 1_000_000, 1, 0));
-    let srcs = vec![backlog(1, 1000, 5000, 0x10010), backlog(2, 1000, 5000, 0x10020)];
+    let srcs = vec![
+        backlog(1, 1000, 5000, 0x10010),
+        backlog(2, 1000, 5000, 0x10020),
+    ];
     let d = drive(&mut e, srcs, 100_000_000, 10 * NSEC_PER_SEC);
-    let (a, b) = (kbits(&d, 1, NSEC_PER_SEC, 10 * NSEC_PER_SEC), kbits(&d, 2, NSEC_PER_SEC, 10 * NSEC_PER_SEC));
+    let (a, b) = (
+        kbits(&d, 1, NSEC_PER_SEC, 10 * NSEC_PER_SEC),
+        kbits(&d, 2, NSEC_PER_SEC, 10 * NSEC_PER_SEC),
+    );
     assert!((a - 800.0).abs() < 16.0, "A got {a:.1} kbit, expected 800");
     assert!((b - 200.0).abs() < 8.0, "B got {b:.1} kbit, expected 200");
 }
@@ -199,11 +282,23 @@ fn htb_same_priority_splits_excess_by_quantum() {
     // Same priority, rates 100 kbit each, explicit quanta 3000 and 1000 bytes: the 800 kbit of excess is
     // served by DRR in the parent's feed, 3:1. A ≈ 100 + 600 = 700 kbit, B ≈ 100 + 200 = 300 kbit.
     let mut e = two_leaf_tree((100_000, 1_000_000, 0, 3000), (100_000, 1_000_000, 0, 1000));
-    let srcs = vec![backlog(1, 1000, 5000, 0x10010), backlog(2, 1000, 5000, 0x10020)];
+    let srcs = vec![
+        backlog(1, 1000, 5000, 0x10010),
+        backlog(2, 1000, 5000, 0x10020),
+    ];
     let d = drive(&mut e, srcs, 100_000_000, 10 * NSEC_PER_SEC);
-    let (a, b) = (kbits(&d, 1, NSEC_PER_SEC, 10 * NSEC_PER_SEC), kbits(&d, 2, NSEC_PER_SEC, 10 * NSEC_PER_SEC));
-    assert!((a + b - 1000.0).abs() < 15.0, "the parent's 1 Mbit is used: {a:.1} + {b:.1}");
-    assert!((a - 700.0).abs() < 35.0 && (b - 300.0).abs() < 35.0, "A {a:.1} kbit, B {b:.1} kbit; expected 700/300");
+    let (a, b) = (
+        kbits(&d, 1, NSEC_PER_SEC, 10 * NSEC_PER_SEC),
+        kbits(&d, 2, NSEC_PER_SEC, 10 * NSEC_PER_SEC),
+    );
+    assert!(
+        (a + b - 1000.0).abs() < 15.0,
+        "the parent's 1 Mbit is used: {a:.1} + {b:.1}"
+    );
+    assert!(
+        (a - 700.0).abs() < 35.0 && (b - 300.0).abs() < 35.0,
+        "A {a:.1} kbit, B {b:.1} kbit; expected 700/300"
+    );
 }
 
 #[test]
@@ -212,23 +307,50 @@ fn htb_class_at_ceil_never_exceeds_it() {
     // longer than the cburst (1600 B), bytes sent <= ceil * t + cburst + one packet: HTB lets a packet go
     // while ctokens >= 0 and charges it afterwards, so the bucket can dip by one packet (500 B) below zero.
     let mut e = engine_with(htb_root(0x10));
-    htb_class(&mut e, Handle::new(1, 0), Handle::new(1, 1), 10_000_000, 10_000_000, 0, 0);
-    htb_class(&mut e, Handle::new(1, 1), Handle::new(1, 0x10), 100_000, 300_000, 0, 0);
-    let d = drive(&mut e, vec![backlog(1, 500, 20_000, 0)], 100_000_000, 5 * NSEC_PER_SEC);
+    htb_class(
+        &mut e,
+        Handle::new(1, 0),
+        Handle::new(1, 1),
+        10_000_000,
+        10_000_000,
+        0,
+        0,
+    );
+    htb_class(
+        &mut e,
+        Handle::new(1, 1),
+        Handle::new(1, 0x10),
+        100_000,
+        300_000,
+        0,
+        0,
+    );
+    let d = drive(
+        &mut e,
+        vec![backlog(1, 500, 20_000, 0)],
+        100_000_000,
+        5 * NSEC_PER_SEC,
+    );
     let ceil_bps = 300_000.0 / 8.0;
     for i in 0..d.len() {
         let mut bytes = 0u64;
         for j in i..d.len() {
             bytes += d[j].2 as u64;
             let t = (d[j].0 - d[i].0) as f64 / 1e9;
-            assert!(bytes as f64 <= ceil_bps * t + 1600.0 + 500.0 + 1.0, "window {i}..{j}: {bytes} B in {t} s");
+            assert!(
+                bytes as f64 <= ceil_bps * t + 1600.0 + 500.0 + 1.0,
+                "window {i}..{j}: {bytes} B in {t} s"
+            );
         }
         if i > 200 {
             break;
         }
     }
     let total = kbits(&d, 1, NSEC_PER_SEC, 5 * NSEC_PER_SEC);
-    assert!((total - 300.0).abs() < 6.0, "long-run rate {total:.1} kbit, expected the ceil, 300");
+    assert!(
+        (total - 300.0).abs() < 6.0,
+        "long-run rate {total:.1} kbit, expected the ceil, 300"
+    );
 }
 
 #[test]
@@ -236,16 +358,38 @@ fn htb_default_class_and_direct_queue() {
     // `default 20`: an unclassified packet goes to 1:20. Without a default, it takes the direct queue,
     // which is unshaped and counted in direct_packets_stat.
     let mut e = engine_with(htb_root(0x20));
-    htb_class(&mut e, Handle::new(1, 0), Handle::new(1, 0x20), 8_000, 8_000, 0, 0);
+    htb_class(
+        &mut e,
+        Handle::new(1, 0),
+        Handle::new(1, 0x20),
+        8_000,
+        8_000,
+        0,
+        0,
+    );
     let mut cx = Cx::new(0);
-    e.device_mut("eth0").unwrap().enqueue(Packet::of_len(100), &mut cx);
+    e.device_mut("eth0")
+        .unwrap()
+        .enqueue(Packet::of_len(100), &mut cx);
     let classes = e.device("eth0").unwrap().classes(0);
     assert_eq!(classes[0].stats.qlen, 1, "queued in 1:20");
 
     let mut e = engine_with(htb_root(0));
-    htb_class(&mut e, Handle::new(1, 0), Handle::new(1, 0x20), 8_000, 8_000, 0, 0);
+    htb_class(
+        &mut e,
+        Handle::new(1, 0),
+        Handle::new(1, 0x20),
+        8_000,
+        8_000,
+        0,
+        0,
+    );
     let d = drive(&mut e, vec![backlog(7, 1500, 50, 0)], 0, NSEC_PER_SEC);
-    assert_eq!(d.len(), 50, "the direct queue is not shaped: all 50 leave at once");
+    assert_eq!(
+        d.len(),
+        50,
+        "the direct queue is not shaped: all 50 leave at once"
+    );
     assert!(d.iter().all(|x| x.0 == 0));
     match e.device("eth0").unwrap().root().q.dump() {
         QdiscOptions::Htb(h) => assert_eq!(h.direct_pkts, 50),

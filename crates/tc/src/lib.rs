@@ -39,14 +39,23 @@ pub struct Failure {
 impl Failure {
     /// tc's `exit(-1)` paths: syntax errors, `invarg`, `duparg`, incomplete commands.
     pub fn syntax(msg: impl Into<String>) -> Failure {
-        Failure { code: 255, msg: msg.into() }
+        Failure {
+            code: 255,
+            msg: msg.into(),
+        }
     }
     /// A discipline's option parser said no: exit 1.
     pub fn options(msg: impl Into<String>) -> Failure {
-        Failure { code: 1, msg: msg.into() }
+        Failure {
+            code: 1,
+            msg: msg.into(),
+        }
     }
     pub fn kernel(e: KernelError) -> Failure {
-        Failure { code: 2, msg: e.to_string() }
+        Failure {
+            code: 2,
+            msg: e.to_string(),
+        }
     }
 }
 
@@ -84,7 +93,8 @@ impl<'a> Args<'a> {
     }
     /// `NEXT_ARG()`: the value after a keyword, or "Command line is not complete".
     pub fn value(&mut self) -> Result<&'a str> {
-        self.next().ok_or_else(|| Failure::syntax("Command line is not complete. Try option \"help\""))
+        self.next()
+            .ok_or_else(|| Failure::syntax("Command line is not complete. Try option \"help\""))
     }
     pub fn rest(&self) -> &'a [String] {
         &self.items[self.pos.min(self.items.len())..]
@@ -92,7 +102,9 @@ impl<'a> Args<'a> {
 }
 
 fn duparg(key: &str, arg: &str) -> Failure {
-    Failure::syntax(format!("Error: duplicate \"{key}\": \"{arg}\" is the second value."))
+    Failure::syntax(format!(
+        "Error: duplicate \"{key}\": \"{arg}\" is the second value."
+    ))
 }
 
 fn invarg(msg: &str, arg: &str) -> Failure {
@@ -122,7 +134,8 @@ pub fn run(engine: &mut Engine, argv: &[String], now: Nanos) -> Output {
             _ if matches(o, "raw") => flags.raw = true,
             _ if matches(o, "iec") || matches(o, "force") || o == "n" || o == "netns" => {}
             _ if matches(o, "batch") => {
-                out.stderr = "Error: -batch is handled by the tclab command, not by one tc line.\n".into();
+                out.stderr =
+                    "Error: -batch is handled by the tclab command, not by one tc line.\n".into();
                 out.code = 255;
                 return out;
             }
@@ -138,9 +151,14 @@ pub fn run(engine: &mut Engine, argv: &[String], now: Nanos) -> Output {
         }
         i += 1;
     }
+    let devices_before: Vec<String> = engine.devices.keys().cloned().collect();
     match run_object(engine, &argv[i..], flags, now, &mut out) {
         Ok(()) => {}
         Err(f) => {
+            // A refused command leaves nothing behind, not even the device it named.
+            engine
+                .devices
+                .retain(|name, _| devices_before.contains(name));
             out.stderr.push_str(&f.msg);
             if !f.msg.ends_with('\n') {
                 out.stderr.push('\n');
@@ -153,7 +171,13 @@ pub fn run(engine: &mut Engine, argv: &[String], now: Nanos) -> Output {
 
 const USAGE: &str = "Usage: tc [ OPTIONS ] OBJECT { COMMAND | help }\n       tc [-force] -batch filename\nwhere  OBJECT := { qdisc | class | filter }\n       OPTIONS := { -V[ersion] | -s[tatistics] | -d[etails] | -r[aw] | -j[son] | -p[retty] }";
 
-fn run_object(engine: &mut Engine, argv: &[String], flags: ShowFlags, now: Nanos, out: &mut Output) -> Result<()> {
+fn run_object(
+    engine: &mut Engine,
+    argv: &[String],
+    flags: ShowFlags,
+    now: Nanos,
+    out: &mut Output,
+) -> Result<()> {
     let Some(obj) = argv.first() else {
         return Err(Failure::syntax(USAGE));
     };
@@ -175,7 +199,9 @@ fn run_object(engine: &mut Engine, argv: &[String], flags: ShowFlags, now: Nanos
         out.stdout.push('\n');
         Ok(())
     } else {
-        Err(Failure::syntax(format!("Object \"{obj}\" is unknown, try \"tc help\".")))
+        Err(Failure::syntax(format!(
+            "Object \"{obj}\" is unknown, try \"tc help\"."
+        )))
     }
 }
 
@@ -194,11 +220,21 @@ fn command(word: Option<&str>, object: &str) -> Result<Cmd> {
         _ if matches(w, "link") => Cmd::Modify(Flags::LINK),
         _ if matches(w, "delete") => Cmd::Delete,
         _ if matches(w, "show") || matches(w, "list") || matches(w, "lst") => Cmd::Show,
-        _ => return Err(Failure::syntax(format!("Command \"{w}\" is unknown, try \"tc {object} help\"."))),
+        _ => {
+            return Err(Failure::syntax(format!(
+                "Command \"{w}\" is unknown, try \"tc {object} help\"."
+            )))
+        }
     })
 }
 
-fn qdisc_cmd(engine: &mut Engine, argv: &[String], flags: ShowFlags, now: Nanos, out: &mut Output) -> Result<()> {
+fn qdisc_cmd(
+    engine: &mut Engine,
+    argv: &[String],
+    flags: ShowFlags,
+    now: Nanos,
+    out: &mut Output,
+) -> Result<()> {
     let mut args = Args::new(argv);
     let cmd = command(args.next(), "qdisc")?;
     if let Cmd::Show = cmd {
@@ -244,7 +280,9 @@ fn qdisc_cmd(engine: &mut Engine, argv: &[String], flags: ShowFlags, now: Nanos,
                 )));
             }
             _ if matches(a, "estimator") || matches(a, "stab") => {
-                return Err(Failure::syntax(format!("Error: tclab does not support \"{a}\" yet.")));
+                return Err(Failure::syntax(format!(
+                    "Error: tclab does not support \"{a}\" yet."
+                )));
             }
             _ if matches(a, "help") => return Err(Failure::syntax(qopt::QDISC_USAGE)),
             _ => {
@@ -253,12 +291,17 @@ fn qdisc_cmd(engine: &mut Engine, argv: &[String], flags: ShowFlags, now: Nanos,
             }
         }
     }
-    let dev = dev.ok_or_else(|| Failure::kernel(KernelError::new(tclab_core::error::Errno::NoDevice)))?;
+    let dev =
+        dev.ok_or_else(|| Failure::kernel(KernelError::new(tclab_core::error::Errno::NoDevice)))?;
     ensure_device(engine, dev);
     match cmd {
         Cmd::Modify(f) => {
             let opts = match kind {
-                Some(k) => Some(qopt::parse_qdisc(k, args.rest(), engine.device(dev).map(|d| d.env()))?),
+                Some(k) => Some(qopt::parse_qdisc(
+                    k,
+                    args.rest(),
+                    engine.device(dev).map(|d| d.env()),
+                )?),
                 None => None,
             };
             let opts = opts.flatten_kind(kind)?;
@@ -276,7 +319,9 @@ fn qdisc_cmd(engine: &mut Engine, argv: &[String], flags: ShowFlags, now: Nanos,
                     qopt::parse_qdisc(k, args.rest(), None)?;
                 }
             }
-            engine.delete_qdisc(dev, Handle(parent), Handle(handle), kind).map_err(Failure::kernel)
+            engine
+                .delete_qdisc(dev, Handle(parent), Handle(handle), kind)
+                .map_err(Failure::kernel)
         }
         Cmd::Show => unreachable!("handled above"),
     }
@@ -301,7 +346,13 @@ impl FlattenKind for Option<Option<tclab_core::qdisc::QdiscOptions>> {
     }
 }
 
-fn qdisc_show(engine: &mut Engine, args: &mut Args, flags: ShowFlags, now: Nanos, out: &mut Output) -> Result<()> {
+fn qdisc_show(
+    engine: &mut Engine,
+    args: &mut Args,
+    flags: ShowFlags,
+    now: Nanos,
+    out: &mut Output,
+) -> Result<()> {
     let mut dev: Option<&str> = None;
     let mut filter_handle: Option<Handle> = None;
     let mut filter_parent: Option<Handle> = None;
@@ -312,25 +363,43 @@ fn qdisc_show(engine: &mut Engine, args: &mut Args, flags: ShowFlags, now: Nanos
             "ingress" | "clsact" => filter_parent = Some(Handle::INGRESS),
             "handle" => {
                 let v = args.value()?;
-                filter_handle = Some(Handle(get_qdisc_handle(v).ok_or_else(|| invarg("invalid qdisc ID", v))?));
+                filter_handle = Some(Handle(
+                    get_qdisc_handle(v).ok_or_else(|| invarg("invalid qdisc ID", v))?,
+                ));
             }
             "parent" => {
                 let v = args.value()?;
-                filter_parent = Some(Handle(get_tc_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?));
+                filter_parent = Some(Handle(
+                    get_tc_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?,
+                ));
             }
             "invisible" => {}
-            _ => return Err(Failure::syntax(format!("What is \"{a}\"? Try \"tc qdisc help\""))),
+            _ => {
+                return Err(Failure::syntax(format!(
+                    "What is \"{a}\"? Try \"tc qdisc help\""
+                )))
+            }
         }
     }
-    if let Some(d) = dev {
-        ensure_device(engine, d);
-    }
     let _ = now;
-    show::qdiscs(engine, dev, filter_handle, filter_parent, flags, &mut out.stdout);
+    show::qdiscs(
+        engine,
+        dev,
+        filter_handle,
+        filter_parent,
+        flags,
+        &mut out.stdout,
+    );
     Ok(())
 }
 
-fn class_cmd(engine: &mut Engine, argv: &[String], flags: ShowFlags, now: Nanos, out: &mut Output) -> Result<()> {
+fn class_cmd(
+    engine: &mut Engine,
+    argv: &[String],
+    flags: ShowFlags,
+    now: Nanos,
+    out: &mut Output,
+) -> Result<()> {
     let mut args = Args::new(argv);
     let cmd = command(args.next(), "class")?;
     let mut dev: Option<&str> = None;
@@ -353,7 +422,11 @@ fn class_cmd(engine: &mut Engine, argv: &[String], flags: ShowFlags, now: Nanos,
                 }
                 classid = get_tc_classid(v).ok_or_else(|| invarg("invalid class ID", v))?;
             }
-            "handle" => return Err(Failure::syntax("Error: try \"classid\" instead of \"handle\"")),
+            "handle" => {
+                return Err(Failure::syntax(
+                    "Error: try \"classid\" instead of \"handle\"",
+                ))
+            }
             "root" => {
                 if parent != 0 {
                     return Err(Failure::syntax("Error: \"root\" is duplicate parent ID."));
@@ -376,13 +449,21 @@ fn class_cmd(engine: &mut Engine, argv: &[String], flags: ShowFlags, now: Nanos,
     }
     if let Cmd::Show = cmd {
         let dev = dev.ok_or_else(|| Failure::syntax("Cannot find device \"\""))?;
-        ensure_device(engine, dev);
         let filter_parent = (parent != 0).then_some(Handle(parent));
         let filter_classid = (classid != 0).then_some(Handle(classid));
-        show::classes(engine, dev, filter_parent, filter_classid, flags, now, &mut out.stdout);
+        show::classes(
+            engine,
+            dev,
+            filter_parent,
+            filter_classid,
+            flags,
+            now,
+            &mut out.stdout,
+        );
         return Ok(());
     }
-    let dev = dev.ok_or_else(|| Failure::kernel(KernelError::new(tclab_core::error::Errno::NoDevice)))?;
+    let dev =
+        dev.ok_or_else(|| Failure::kernel(KernelError::new(tclab_core::error::Errno::NoDevice)))?;
     ensure_device(engine, dev);
     match cmd {
         Cmd::Modify(f) => {
@@ -390,7 +471,9 @@ fn class_cmd(engine: &mut Engine, argv: &[String], flags: ShowFlags, now: Nanos,
                 Some(k) => Some(qopt::parse_class(k, args.rest())?),
                 None => None,
             };
-            let opts = opts.ok_or_else(|| Failure::kernel(KernelError::new(tclab_core::error::Errno::Invalid)))?;
+            let opts = opts.ok_or_else(|| {
+                Failure::kernel(KernelError::new(tclab_core::error::Errno::Invalid))
+            })?;
             let warnings = engine
                 .modify_class(dev, Handle(parent), Handle(classid), &opts, f, now)
                 .map_err(Failure::kernel)?;
@@ -399,7 +482,9 @@ fn class_cmd(engine: &mut Engine, argv: &[String], flags: ShowFlags, now: Nanos,
             }
             Ok(())
         }
-        Cmd::Delete => engine.delete_class(dev, Handle(parent), Handle(classid)).map_err(Failure::kernel),
+        Cmd::Delete => engine
+            .delete_class(dev, Handle(parent), Handle(classid))
+            .map_err(Failure::kernel),
         Cmd::Show => unreachable!("handled above"),
     }
 }

@@ -2,7 +2,9 @@
 //! apply tc's defaults (burst from rate and mtu, TBF's limit from latency) and produce the options the
 //! kernel receives. Messages and exit codes are tc's.
 
-use crate::util::{calc_xmittime, get_rate, get_size, get_size_and_cell, get_time, get_u16, get_u32, matches};
+use crate::util::{
+    calc_xmittime, get_rate, get_size, get_size_and_cell, get_time, get_u16, get_u32, matches,
+};
 use crate::{Failure, Result};
 use tclab_core::qdisc::fifo::FifoOptions;
 use tclab_core::qdisc::htb::{HtbClassOptions, HtbOptions};
@@ -23,9 +25,9 @@ const HTB_USAGE: &str = "Usage: ... qdisc add ... htb [default N] [r2q N]\n     
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
 const KNOWN_TO_TC: &[&str] = &[
-    "sfq", "prio", "red", "netem", "fq_codel", "codel", "fq", "hfsc", "cbq", "drr", "qfq", "ingress", "clsact",
-    "choke", "sfb", "pie", "fq_pie", "cake", "mqprio", "multiq", "ets", "gred", "hhf", "plug", "skbprio",
-    "taprio", "etf", "cbs", "mq",
+    "sfq", "prio", "red", "netem", "fq_codel", "codel", "fq", "hfsc", "cbq", "drr", "qfq",
+    "ingress", "clsact", "choke", "sfb", "pie", "fq_pie", "cake", "mqprio", "multiq", "ets",
+    "gred", "hhf", "plug", "skbprio", "taprio", "etf", "cbs", "mq",
 ];
 
 fn linklayer(s: &str) -> Option<LinkLayer> {
@@ -39,14 +41,20 @@ fn linklayer(s: &str) -> Option<LinkLayer> {
 }
 
 /// Parse the words after a qdisc kind. `Ok(None)`: a kind tc knows but tclab's engine does not.
-pub fn parse_qdisc(kind: &str, args: &[String], env: Option<DevEnv>) -> Result<Option<QdiscOptions>> {
+pub fn parse_qdisc(
+    kind: &str,
+    args: &[String],
+    env: Option<DevEnv>,
+) -> Result<Option<QdiscOptions>> {
     let _ = env;
     match kind {
         "pfifo" | "bfifo" => parse_fifo(kind, args).map(Some),
         "pfifo_fast" => {
             if let Some(a) = args.first() {
                 let _ = a;
-                return Err(Failure::syntax(format!("qdisc '{kind}' does not support option parsing")));
+                return Err(Failure::syntax(format!(
+                    "qdisc '{kind}' does not support option parsing"
+                )));
             }
             Ok(Some(QdiscOptions::PfifoFast))
         }
@@ -56,7 +64,9 @@ pub fn parse_qdisc(kind: &str, args: &[String], env: Option<DevEnv>) -> Result<O
         k if KNOWN_TO_TC.contains(&k) => Ok(None),
         k => {
             if let Some(a) = args.first() {
-                return Err(Failure::options(format!("Unknown qdisc \"{k}\", hence option \"{a}\" is unparsable")));
+                return Err(Failure::options(format!(
+                    "Unknown qdisc \"{k}\", hence option \"{a}\" is unparsable"
+                )));
             }
             Ok(None)
         }
@@ -69,16 +79,28 @@ fn parse_fifo(kind: &str, args: &[String]) -> Result<QdiscOptions> {
     while let Some(a) = it.next() {
         if matches(a, "limit") {
             let v = it.value()?;
-            let parsed = if kind == "bfifo" { get_size(v) } else { get_u32(v, 0) };
-            limit = Some(parsed.ok_or_else(|| Failure::options(format!("{kind}: Illegal value for \"limit\": \"{v}\"")))?);
+            let parsed = if kind == "bfifo" {
+                get_size(v)
+            } else {
+                get_u32(v, 0)
+            };
+            limit = Some(parsed.ok_or_else(|| {
+                Failure::options(format!("{kind}: Illegal value for \"limit\": \"{v}\""))
+            })?);
         } else if a == "help" {
             return Err(Failure::options(FIFO_USAGE));
         } else {
-            return Err(Failure::options(format!("{kind}: unknown parameter \"{a}\"\n{FIFO_USAGE}")));
+            return Err(Failure::options(format!(
+                "{kind}: unknown parameter \"{a}\"\n{FIFO_USAGE}"
+            )));
         }
     }
     let o = FifoOptions { limit };
-    Ok(if kind == "bfifo" { QdiscOptions::Bfifo(o) } else { QdiscOptions::Pfifo(o) })
+    Ok(if kind == "bfifo" {
+        QdiscOptions::Bfifo(o)
+    } else {
+        QdiscOptions::Pfifo(o)
+    })
 }
 
 fn tbf_illegal(name: &str, v: &str) -> Failure {
@@ -102,7 +124,9 @@ fn parse_tbf(args: &[String]) -> Result<QdiscOptions> {
                 return Err(tbf_dup("limit"));
             }
             if latency != 0 {
-                return Err(Failure::options("tbf: specifying both \"latency\" and \"limit\" is not allowed"));
+                return Err(Failure::options(
+                    "tbf: specifying both \"latency\" and \"limit\" is not allowed",
+                ));
             }
             limit = get_size(v).ok_or_else(|| tbf_illegal("limit", v))?;
         } else if matches(a, "latency") {
@@ -111,7 +135,9 @@ fn parse_tbf(args: &[String]) -> Result<QdiscOptions> {
                 return Err(tbf_dup("latency"));
             }
             if limit != 0 {
-                return Err(Failure::options("tbf: specifying both \"limit\" and \"/latency\" is not allowed"));
+                return Err(Failure::options(
+                    "tbf: specifying both \"limit\" and \"/latency\" is not allowed",
+                ));
             }
             latency = get_time(v).ok_or_else(|| tbf_illegal("latency", v))?;
         } else if matches(a, "burst") || a == "buffer" || a == "maxburst" {
@@ -156,7 +182,9 @@ fn parse_tbf(args: &[String]) -> Result<QdiscOptions> {
         } else if a == "help" {
             return Err(Failure::options(TBF_USAGE));
         } else {
-            return Err(Failure::options(format!("tbf: unknown parameter \"{a}\"\n{TBF_USAGE}")));
+            return Err(Failure::options(format!(
+                "tbf: unknown parameter \"{a}\"\n{TBF_USAGE}"
+            )));
         }
     }
     let mut problems = Vec::new();
@@ -173,7 +201,10 @@ fn parse_tbf(args: &[String]) -> Result<QdiscOptions> {
         problems.push("tbf: either \"limit\" or \"latency\" is required.");
     }
     if !problems.is_empty() {
-        return Err(Failure::options(format!("{}\n{TBF_USAGE}", problems.join("\n"))));
+        return Err(Failure::options(format!(
+            "{}\n{TBF_USAGE}",
+            problems.join("\n")
+        )));
     }
     if limit == 0 {
         let mut lim = rate as f64 * latency as f64 / 1e6 + buffer as f64;
@@ -184,13 +215,26 @@ fn parse_tbf(args: &[String]) -> Result<QdiscOptions> {
         limit = lim.min(u32::MAX as f64) as u32;
     }
     let mpu16 = mpu.min(u16::MAX as u32) as u16;
-    let spec = |r: u64| RateSpec { rate: r, overhead, mpu: mpu16, linklayer: ll };
+    let spec = |r: u64| RateSpec {
+        rate: r,
+        overhead,
+        mpu: mpu16,
+        linklayer: ll,
+    };
     Ok(QdiscOptions::Tbf(TbfOptions {
         rate: spec(rate),
-        peakrate: if prate != 0 { spec(prate) } else { RateSpec::default() },
+        peakrate: if prate != 0 {
+            spec(prate)
+        } else {
+            RateSpec::default()
+        },
         limit,
         buffer: calc_xmittime(rate, buffer),
-        mtu: if prate != 0 { calc_xmittime(prate, mtu) } else { 0 },
+        mtu: if prate != 0 {
+            calc_xmittime(prate, mtu)
+        } else {
+            0
+        },
         burst: Some(buffer),
         pburst: (prate != 0).then_some(mtu),
     }))
@@ -212,7 +256,8 @@ fn parse_htb(args: &[String]) -> Result<QdiscOptions> {
         } else if matches(a, "debug") {
             it.value()?;
         } else if matches(a, "direct_qlen") {
-            o.direct_qlen = Some(get_u32(it.value()?, 10).ok_or_else(|| htb_illegal("direct_qlen"))?);
+            o.direct_qlen =
+                Some(get_u32(it.value()?, 10).ok_or_else(|| htb_illegal("direct_qlen"))?);
         } else if matches(a, "offload") {
             return Err(Failure::kernel(tclab_core::KernelError::msg(
                 tclab_core::error::Errno::NotSupported,
@@ -230,9 +275,15 @@ fn parse_htb(args: &[String]) -> Result<QdiscOptions> {
 pub fn parse_class(kind: &str, args: &[String]) -> Result<ClassOptions> {
     match kind {
         "htb" => parse_htb_class(args),
-        "tbf" | "pfifo" | "bfifo" | "pfifo_fast" => Err(Failure::options(format!("Error: Qdisc \"{kind}\" is classless."))),
-        k if KNOWN_TO_TC.contains(&k) => Err(Failure::kernel(tclab_core::KernelError::new(tclab_core::error::Errno::NotSupported))),
-        k => Err(Failure::options(format!("Error: Qdisc \"{k}\" is classless."))),
+        "tbf" | "pfifo" | "bfifo" | "pfifo_fast" => Err(Failure::options(format!(
+            "Error: Qdisc \"{kind}\" is classless."
+        ))),
+        k if KNOWN_TO_TC.contains(&k) => Err(Failure::kernel(tclab_core::KernelError::new(
+            tclab_core::error::Errno::NotSupported,
+        ))),
+        k => Err(Failure::options(format!(
+            "Error: Qdisc \"{k}\" is classless."
+        ))),
     }
 }
 
@@ -240,7 +291,8 @@ pub fn parse_class(kind: &str, args: &[String]) -> Result<ClassOptions> {
 fn parse_htb_class(args: &[String]) -> Result<ClassOptions> {
     let mut it = crate::Args::new(args);
     let mut o = HtbClassOptions::default();
-    let (mut buffer, mut cbuffer, mut mtu, mut mpu, mut overhead) = (0u32, 0u32, 1600u32, 0u16, 0u16);
+    let (mut buffer, mut cbuffer, mut mtu, mut mpu, mut overhead) =
+        (0u32, 0u32, 1600u32, 0u16, 0u16);
     let (mut rate, mut ceil) = (0u64, 0u64);
     let mut ll = LinkLayer::Ethernet;
     while let Some(a) = it.next() {
@@ -257,9 +309,13 @@ fn parse_htb_class(args: &[String]) -> Result<ClassOptions> {
         } else if matches(a, "quantum") {
             o.quantum = get_u32(it.value()?, 10).ok_or_else(|| htb_illegal("quantum"))?;
         } else if matches(a, "burst") || a == "buffer" || a == "maxburst" {
-            buffer = get_size_and_cell(it.value()?).ok_or_else(|| htb_illegal(a))?.0;
+            buffer = get_size_and_cell(it.value()?)
+                .ok_or_else(|| htb_illegal(a))?
+                .0;
         } else if matches(a, "cburst") || a == "cbuffer" || a == "cmaxburst" {
-            cbuffer = get_size_and_cell(it.value()?).ok_or_else(|| htb_illegal(a))?.0;
+            cbuffer = get_size_and_cell(it.value()?)
+                .ok_or_else(|| htb_illegal(a))?
+                .0;
         } else if a == "ceil" {
             let v = it.value()?;
             if ceil != 0 {
@@ -292,7 +348,12 @@ fn parse_htb_class(args: &[String]) -> Result<ClassOptions> {
     if cbuffer == 0 {
         cbuffer = (ceil / HZ + mtu as u64).min(u32::MAX as u64) as u32;
     }
-    let spec = |r: u64| RateSpec { rate: r, overhead, mpu, linklayer: ll };
+    let spec = |r: u64| RateSpec {
+        rate: r,
+        overhead,
+        mpu,
+        linklayer: ll,
+    };
     o.rate = spec(rate);
     o.ceil = spec(ceil);
     o.buffer = calc_xmittime(rate, buffer);

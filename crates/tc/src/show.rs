@@ -73,7 +73,12 @@ pub fn qdisc_options(o: &QdiscOptions, flags: ShowFlags) -> (String, Value) {
             j.insert("rate".into(), json!(rate));
             let buffer = calc_xmitsize(rate, t.buffer);
             if flags.details {
-                let _ = write!(s, "burst {}/1 mpu {} ", sprint_size(buffer), sprint_size(t.rate.mpu as u32));
+                let _ = write!(
+                    s,
+                    "burst {}/1 mpu {} ",
+                    sprint_size(buffer),
+                    sprint_size(t.rate.mpu as u32)
+                );
                 j.insert("burst".into(), json!(format!("{}/1", sprint_size(buffer))));
                 j.insert("mpu".into(), json!(t.rate.mpu));
             } else {
@@ -86,7 +91,12 @@ pub fn qdisc_options(o: &QdiscOptions, flags: ShowFlags) -> (String, Value) {
                 if t.mtu != 0 || t.peakrate.mpu != 0 {
                     let mtu = calc_xmitsize(prate, t.mtu);
                     if flags.details {
-                        let _ = write!(s, "mtu {}/1 mpu {} ", sprint_size(mtu), sprint_size(t.peakrate.mpu as u32));
+                        let _ = write!(
+                            s,
+                            "mtu {}/1 mpu {} ",
+                            sprint_size(mtu),
+                            sprint_size(t.peakrate.mpu as u32)
+                        );
                         j.insert("mtu".into(), json!(format!("{}/1", sprint_size(mtu))));
                     } else {
                         let _ = write!(s, "minburst {} ", sprint_size(mtu));
@@ -117,8 +127,16 @@ pub fn qdisc_options(o: &QdiscOptions, flags: ShowFlags) -> (String, Value) {
             }
         }
         QdiscOptions::Htb(h) => {
-            let defcls = if h.defcls == 0 { "0".to_string() } else { format!("{:#x}", h.defcls) };
-            let _ = write!(s, "r2q {} default {} direct_packets_stat {}", h.r2q, defcls, h.direct_pkts);
+            let defcls = if h.defcls == 0 {
+                "0".to_string()
+            } else {
+                format!("{:#x}", h.defcls)
+            };
+            let _ = write!(
+                s,
+                "r2q {} default {} direct_packets_stat {}",
+                h.r2q, defcls, h.direct_pkts
+            );
             j.insert("r2q".into(), json!(h.r2q));
             j.insert("default".into(), json!(defcls));
             j.insert("direct_packets_stat".into(), json!(h.direct_pkts));
@@ -135,7 +153,13 @@ pub fn qdisc_options(o: &QdiscOptions, flags: ShowFlags) -> (String, Value) {
     (s, Value::Object(j))
 }
 
-fn qdisc_line(q: &QdiscInfo, dev: Option<&str>, flags: ShowFlags, out: &mut String, json_out: &mut Vec<Value>) {
+fn qdisc_line(
+    q: &QdiscInfo,
+    dev: Option<&str>,
+    flags: ShowFlags,
+    out: &mut String,
+    json_out: &mut Vec<Value>,
+) {
     let (opts, jopts) = qdisc_options(&q.options, flags);
     if flags.json {
         let mut m = Map::new();
@@ -174,7 +198,14 @@ fn qdisc_line(q: &QdiscInfo, dev: Option<&str>, flags: ShowFlags, out: &mut Stri
 }
 
 /// `tc qdisc show [dev DEV] [handle H] [root|parent P]`.
-pub fn qdiscs(engine: &Engine, dev: Option<&str>, handle: Option<Handle>, parent: Option<Handle>, flags: ShowFlags, out: &mut String) {
+pub fn qdiscs(
+    engine: &Engine,
+    dev: Option<&str>,
+    handle: Option<Handle>,
+    parent: Option<Handle>,
+    flags: ShowFlags,
+    out: &mut String,
+) {
     let mut json_out = Vec::new();
     for (name, d) in &engine.devices {
         if dev.is_some_and(|x| x != name) {
@@ -184,11 +215,21 @@ pub fn qdiscs(engine: &Engine, dev: Option<&str>, handle: Option<Handle>, parent
             if handle.is_some_and(|h| h != q.handle) || parent.is_some_and(|p| p != q.parent) {
                 continue;
             }
-            qdisc_line(&q, if dev.is_none() { Some(name) } else { None }, flags, out, &mut json_out);
+            qdisc_line(
+                &q,
+                if dev.is_none() { Some(name) } else { None },
+                flags,
+                out,
+                &mut json_out,
+            );
         }
     }
     if flags.json {
-        let text = if flags.pretty { serde_json::to_string_pretty(&json_out) } else { serde_json::to_string(&json_out) };
+        let text = if flags.pretty {
+            serde_json::to_string_pretty(&json_out)
+        } else {
+            serde_json::to_string(&json_out)
+        };
         out.push_str(&text.unwrap_or_default());
         out.push('\n');
     }
@@ -197,7 +238,9 @@ pub fn qdiscs(engine: &Engine, dev: Option<&str>, handle: Option<Handle>, parent
 /// The options part of a class line.
 pub fn class_options(c: &ClassInfo, flags: ShowFlags) -> String {
     let mut s = String::new();
-    let Some(ClassOptions::Htb(h)) = &c.options else { return s };
+    let Some(ClassOptions::Htb(h)) = &c.options else {
+        return s;
+    };
     if h.level == 0 {
         let _ = write!(s, "prio {} ", h.prio);
         if flags.details {
@@ -225,7 +268,12 @@ pub fn class_options(c: &ClassInfo, flags: ShowFlags) -> String {
             h.level
         );
     } else {
-        let _ = write!(s, "burst {} cburst {} ", sprint_size(buffer), sprint_size(cbuffer));
+        let _ = write!(
+            s,
+            "burst {} cburst {} ",
+            sprint_size(buffer),
+            sprint_size(cbuffer)
+        );
     }
     if flags.raw {
         let _ = write!(s, "buffer [{:08x}] cbuffer [{:08x}] ", h.buffer, h.cbuffer);
@@ -234,7 +282,15 @@ pub fn class_options(c: &ClassInfo, flags: ShowFlags) -> String {
 }
 
 /// `tc class show dev DEV [parent P] [classid C]`. iproute2 6.1 prints classes as text even with `-j`.
-pub fn classes(engine: &Engine, dev: &str, parent: Option<Handle>, classid: Option<Handle>, flags: ShowFlags, now: Nanos, out: &mut String) {
+pub fn classes(
+    engine: &Engine,
+    dev: &str,
+    parent: Option<Handle>,
+    classid: Option<Handle>,
+    flags: ShowFlags,
+    now: Nanos,
+    out: &mut String,
+) {
     let Some(d) = engine.device(dev) else { return };
     for c in d.classes(now) {
         if parent.is_some_and(|p| p != c.parent) || classid.is_some_and(|h| h != c.classid) {
@@ -256,7 +312,11 @@ pub fn classes(engine: &Engine, dev: &str, parent: Option<Handle>, classid: Opti
                 stats_block(&c.stats, out);
             }
             if let Some(x) = &c.htb_xstats {
-                let _ = writeln!(out, " lended: {} borrowed: {} giants: {}", x.lends, x.borrows, x.giants);
+                let _ = writeln!(
+                    out,
+                    " lended: {} borrowed: {} giants: {}",
+                    x.lends, x.borrows, x.giants
+                );
                 let _ = writeln!(out, " tokens: {} ctokens: {}", x.tokens, x.ctokens);
             }
             out.push('\n');

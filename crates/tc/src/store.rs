@@ -25,8 +25,12 @@ impl Store {
     /// Read FILE; a missing file is an empty store.
     pub fn load(path: &Path) -> Result<Store, String> {
         match std::fs::read_to_string(path) {
-            Ok(text) => serde_json::from_str(&text).map_err(|e| format!("{}: not a tclab store: {e}", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Store { tclab_store: 1, journal: Vec::new() }),
+            Ok(text) => serde_json::from_str(&text)
+                .map_err(|e| format!("{}: not a tclab store: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Store {
+                tclab_store: 1,
+                journal: Vec::new(),
+            }),
             Err(e) => Err(format!("{}: {e}", path.display())),
         }
     }
@@ -49,13 +53,21 @@ impl Store {
             let r = match entry.first().map(String::as_str) {
                 Some("tc") => {
                     let out = crate::run(&mut engine, &entry[1..], 0);
-                    if out.code == 0 { Ok(()) } else { Err(out.stderr) }
+                    if out.code == 0 {
+                        Ok(())
+                    } else {
+                        Err(out.stderr)
+                    }
                 }
                 Some("link") => link(&mut engine, &entry[1..]),
                 _ => Err("unknown journal entry".into()),
             };
             if let Err(e) = r {
-                problems.push(format!("journal entry {:?} no longer applies: {}", entry, e.trim_end()));
+                problems.push(format!(
+                    "journal entry {:?} no longer applies: {}",
+                    entry,
+                    e.trim_end()
+                ));
             }
         }
         (engine, problems)
@@ -65,16 +77,21 @@ impl Store {
 /// `link add|set|del dev DEV [mtu N] [txqueuelen N]`: the devices of an offline policy.
 pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
     let mut it = args.iter().map(String::as_str);
-    let cmd = it.next().ok_or("usage: link { add | set | del | show } dev DEV [ mtu N ] [ txqueuelen N ]")?;
+    let cmd = it
+        .next()
+        .ok_or("usage: link { add | set | del | show } dev DEV [ mtu N ] [ txqueuelen N ]")?;
     let mut dev = None;
     let (mut mtu, mut txq) = (None, None);
     while let Some(a) = it.next() {
         let mut value = |what: &str| -> Result<u32, String> {
             let v = it.next().ok_or(format!("\"{what}\" needs a value"))?;
-            v.parse::<u32>().map_err(|_| format!("Error: argument \"{v}\" is wrong: Invalid \"{what}\" value"))
+            v.parse::<u32>()
+                .map_err(|_| format!("Error: argument \"{v}\" is wrong: Invalid \"{what}\" value"))
         };
         match a {
-            "dev" | "name" => dev = Some(it.next().ok_or("\"dev\" needs a device name")?.to_string()),
+            "dev" | "name" => {
+                dev = Some(it.next().ok_or("\"dev\" needs a device name")?.to_string())
+            }
             "mtu" => mtu = Some(value("mtu")?),
             "txqueuelen" | "qlen" | "txqlen" => txq = Some(value("txqueuelen")?),
             "type" => {
@@ -100,7 +117,11 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
             }
             Ok(())
         }
-        "del" | "delete" => engine.devices.remove(&dev).map(|_| ()).ok_or(format!("Cannot find device \"{dev}\"")),
+        "del" | "delete" => engine
+            .devices
+            .remove(&dev)
+            .map(|_| ())
+            .ok_or(format!("Cannot find device \"{dev}\"")),
         other => Err(format!("Error: unknown link command \"{other}\"")),
     }
 }

@@ -66,7 +66,11 @@ pub fn get_rate(s: &str) -> Option<u64> {
         ("tibps", 8. * 1099511627776.),
         ("tbps", 8e12),
     ];
-    let scale = if unit.is_empty() { 1.0 } else { UNITS.iter().find(|(u, _)| u.eq_ignore_ascii_case(unit))?.1 };
+    let scale = if unit.is_empty() {
+        1.0
+    } else {
+        UNITS.iter().find(|(u, _)| u.eq_ignore_ascii_case(unit))?.1
+    };
     let bps = n * scale / 8.0;
     if !bps.is_finite() || bps >= u64::MAX as f64 {
         return None;
@@ -101,7 +105,9 @@ pub fn get_size_and_cell(s: &str) -> Option<(u32, Option<u8>)> {
         Some((sz, cell)) => {
             let size = get_size(sz)?;
             let cell: i64 = parse_c_integer(cell)?;
-            (0..32).find(|i| 1i64 << i == cell).map(|i| (size, Some(i as u8)))
+            (0..32)
+                .find(|i| 1i64 << i == cell)
+                .map(|i| (size, Some(i as u8)))
         }
     }
 }
@@ -143,7 +149,15 @@ pub fn get_u32(s: &str, base: u32) -> Option<u32> {
     if s.is_empty() || s.starts_with('-') {
         return None;
     }
-    let v = if base == 0 { parse_c_integer(s)? } else { i64::from_str_radix(s.strip_prefix("0x").filter(|_| base == 16).unwrap_or(s), base).ok()? };
+    let v = if base == 0 {
+        parse_c_integer(s)?
+    } else {
+        i64::from_str_radix(
+            s.strip_prefix("0x").filter(|_| base == 16).unwrap_or(s),
+            base,
+        )
+        .ok()?
+    };
     u32::try_from(v).ok()
 }
 
@@ -157,7 +171,10 @@ fn hex_prefix(s: &str) -> (Option<u64>, &str) {
     if end == 0 {
         return (None, s);
     }
-    (u64::from_str_radix(&s[..end], 16).ok().or(Some(u64::MAX)), &s[end..])
+    (
+        u64::from_str_radix(&s[..end], 16).ok().or(Some(u64::MAX)),
+        &s[end..],
+    )
 }
 
 /// `get_qdisc_handle`: `MAJ:` or `MAJ` (hex), or `none`.
@@ -226,7 +243,12 @@ pub fn fmt_g(v: f64, precision: usize) -> String {
         }
     };
     if exp < -4 || exp >= p as i32 {
-        format!("{}e{}{:02}", strip(mant), if exp < 0 { '-' } else { '+' }, exp.abs())
+        format!(
+            "{}e{}{:02}",
+            strip(mant),
+            if exp < 0 { '-' } else { '+' },
+            exp.abs()
+        )
     } else {
         strip(&format!("{:.*}", (p as i32 - 1 - exp).max(0) as usize, v))
     }
@@ -300,7 +322,11 @@ mod tests {
     #[test]
     fn rates_parse_and_print_like_tc() {
         assert_eq!(get_rate("180kbit"), Some(22_500));
-        assert_eq!(get_rate("10000"), Some(1250), "a bare number is bits per second");
+        assert_eq!(
+            get_rate("10000"),
+            Some(1250),
+            "a bare number is bits per second"
+        );
         assert_eq!(get_rate("1kbps"), Some(1000), "bps means bytes");
         assert_eq!(get_rate("2Mbit"), Some(250_000), "case-insensitive");
         assert_eq!(get_rate("fast"), None);
@@ -315,7 +341,11 @@ mod tests {
         assert_eq!(get_size("10k"), Some(10_240));
         assert_eq!(get_size("1540"), Some(1540));
         assert_eq!(get_size("3000b"), Some(3000));
-        assert_eq!(get_size("159900000000000000"), None, "seed 000's burst does not fit tc's 32 bits");
+        assert_eq!(
+            get_size("159900000000000000"),
+            None,
+            "seed 000's burst does not fit tc's 32 bits"
+        );
         assert_eq!(get_size("foo-bar"), None);
         assert_eq!(sprint_size(1599), "1599b");
         assert_eq!(sprint_size(2048), "2Kb");

@@ -38,18 +38,33 @@ pub struct Fifo {
 
 impl Fifo {
     pub fn new(unit: FifoUnit, opts: &FifoOptions, env: &DevEnv) -> Fifo {
-        let mut q = Fifo { unit, limit: 0, queue: VecDeque::new(), stats: QdiscStats::default() };
+        let mut q = Fifo {
+            unit,
+            limit: 0,
+            queue: VecDeque::new(),
+            stats: QdiscStats::default(),
+        };
         q.limit = q.resolve_limit(opts, env);
         q
     }
 
     /// A pfifo with an explicit limit, as `fifo_create_dflt` makes for classes.
     pub fn pfifo(limit: u32) -> Fifo {
-        Fifo { unit: FifoUnit::Packets, limit, queue: VecDeque::new(), stats: QdiscStats::default() }
+        Fifo {
+            unit: FifoUnit::Packets,
+            limit,
+            queue: VecDeque::new(),
+            stats: QdiscStats::default(),
+        }
     }
 
     pub fn bfifo(limit: u32) -> Fifo {
-        Fifo { unit: FifoUnit::Bytes, limit, queue: VecDeque::new(), stats: QdiscStats::default() }
+        Fifo {
+            unit: FifoUnit::Bytes,
+            limit,
+            queue: VecDeque::new(),
+            stats: QdiscStats::default(),
+        }
     }
 
     fn resolve_limit(&self, opts: &FifoOptions, env: &DevEnv) -> u32 {
@@ -111,16 +126,24 @@ impl Qdisc for Fifo {
     }
 
     fn dump(&self) -> QdiscOptions {
-        let o = FifoOptions { limit: Some(self.limit) };
+        let o = FifoOptions {
+            limit: Some(self.limit),
+        };
         match self.unit {
             FifoUnit::Packets => QdiscOptions::Pfifo(o),
             FifoUnit::Bytes => QdiscOptions::Bfifo(o),
         }
     }
 
-    fn change(&mut self, opts: &QdiscOptions, env: &DevEnv, _now: Nanos) -> Result<Vec<Warning>, KernelError> {
+    fn change(
+        &mut self,
+        opts: &QdiscOptions,
+        env: &DevEnv,
+        _now: Nanos,
+    ) -> Result<Vec<Warning>, KernelError> {
         let o = match (self.unit, opts) {
-            (FifoUnit::Packets, QdiscOptions::Pfifo(o)) | (FifoUnit::Bytes, QdiscOptions::Bfifo(o)) => o,
+            (FifoUnit::Packets, QdiscOptions::Pfifo(o))
+            | (FifoUnit::Bytes, QdiscOptions::Bfifo(o)) => o,
             _ => return Err(KernelError::new(Errno::Invalid)),
         };
         self.limit = self.resolve_limit(o, env);
@@ -136,31 +159,67 @@ impl Qdisc for Fifo {
 mod tests {
     use super::*;
 
-    const ENV: DevEnv = DevEnv { txqueuelen: 1000, mtu: 1500, hard_header_len: 14 };
+    const ENV: DevEnv = DevEnv {
+        txqueuelen: 1000,
+        mtu: 1500,
+        hard_header_len: 14,
+    };
 
     #[test]
     fn pfifo_drops_the_arrival_beyond_limit_and_keeps_order() {
         let mut q = Fifo::new(FifoUnit::Packets, &FifoOptions { limit: Some(3) }, &ENV);
         let mut cx = Cx::new(0);
         for i in 0..5 {
-            let v = q.enqueue(Packet { tag: i, len: 100, ..Default::default() }, &mut cx);
-            assert_eq!(v, if i < 3 { Verdict::Success } else { Verdict::Drop }, "packet {i}");
+            let v = q.enqueue(
+                Packet {
+                    tag: i,
+                    len: 100,
+                    ..Default::default()
+                },
+                &mut cx,
+            );
+            assert_eq!(
+                v,
+                if i < 3 {
+                    Verdict::Success
+                } else {
+                    Verdict::Drop
+                },
+                "packet {i}"
+            );
         }
         assert_eq!(q.stats().drops, 2);
         assert_eq!(q.stats().backlog, 300);
-        let order: Vec<u64> = std::iter::from_fn(|| q.dequeue(&mut cx)).map(|p| p.tag).collect();
-        assert_eq!(order, vec![0, 1, 2], "FIFO order, the late arrivals dropped");
-        assert_eq!((q.stats().packets, q.stats().bytes, q.stats().qlen), (3, 300, 0));
+        let order: Vec<u64> = std::iter::from_fn(|| q.dequeue(&mut cx))
+            .map(|p| p.tag)
+            .collect();
+        assert_eq!(
+            order,
+            vec![0, 1, 2],
+            "FIFO order, the late arrivals dropped"
+        );
+        assert_eq!(
+            (q.stats().packets, q.stats().bytes, q.stats().qlen),
+            (3, 300, 0)
+        );
     }
 
     #[test]
     fn bfifo_counts_bytes_and_defaults_to_txqueuelen_times_link_mtu() {
         let q = Fifo::new(FifoUnit::Bytes, &FifoOptions::default(), &ENV);
-        assert_eq!(q.limit(), 1000 * 1514, "sch_fifo.c: tx_queue_len * psched_mtu(dev)");
+        assert_eq!(
+            q.limit(),
+            1000 * 1514,
+            "sch_fifo.c: tx_queue_len * psched_mtu(dev)"
+        );
         let mut q = Fifo::new(FifoUnit::Bytes, &FifoOptions { limit: Some(3000) }, &ENV);
         let mut cx = Cx::new(0);
         assert_eq!(q.enqueue(Packet::of_len(1500), &mut cx), Verdict::Success);
         assert_eq!(q.enqueue(Packet::of_len(1500), &mut cx), Verdict::Success);
-        assert_eq!(q.enqueue(Packet::of_len(1), &mut cx), Verdict::Drop, "3001 bytes exceed 3000");
+        assert_eq!(
+            q.enqueue(Packet::of_len(1), &mut cx),
+            Verdict::Drop,
+            "3001 bytes exceed 3000"
+        );
     }
 }

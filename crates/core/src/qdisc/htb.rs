@@ -35,7 +35,8 @@
 
 use super::fifo::Fifo;
 use super::{
-    ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, HtbXstats, Qdisc, QdiscOptions, QdiscStats, Sched, Verdict,
+    ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, HtbXstats, Qdisc, QdiscOptions, QdiscStats,
+    Sched, Verdict,
 };
 use crate::error::{Errno, KernelError, Warning};
 use crate::handle::Handle;
@@ -67,7 +68,13 @@ pub struct HtbOptions {
 
 impl Default for HtbOptions {
     fn default() -> Self {
-        HtbOptions { r2q: 10, defcls: 0, direct_qlen: None, version: VERSION, direct_pkts: 0 }
+        HtbOptions {
+            r2q: 10,
+            defcls: 0,
+            direct_qlen: None,
+            version: VERSION,
+            direct_pkts: 0,
+        }
     }
 }
 
@@ -108,7 +115,11 @@ impl RoundRobin {
     /// `htb_next_rr`.
     fn advance(&mut self) {
         if let Some(p) = self.ptr {
-            self.ptr = self.members.range((Excluded(p), Unbounded)).next().map(|(k, _)| *k);
+            self.ptr = self
+                .members
+                .range((Excluded(p), Unbounded))
+                .next()
+                .map(|(k, _)| *k);
         }
     }
 }
@@ -194,7 +205,10 @@ struct ClassHash {
 
 impl ClassHash {
     fn new() -> ClassHash {
-        ClassHash { buckets: vec![Vec::new(); 4], elems: 0 }
+        ClassHash {
+            buckets: vec![Vec::new(); 4],
+            elems: 0,
+        }
     }
     fn bucket(id: u32, mask: usize) -> usize {
         let mut h = id;
@@ -276,7 +290,11 @@ impl Htb {
     fn rr(&mut self, at: RrAt, prio: usize) -> &mut RoundRobin {
         match at {
             RrAt::Row(level) => &mut self.levels[level].rows[prio],
-            RrAt::Feed(i) => &mut self.cl_mut(i).feeds.as_mut().expect("inner class has feeds")[prio],
+            RrAt::Feed(i) => &mut self
+                .cl_mut(i)
+                .feeds
+                .as_mut()
+                .expect("inner class has feeds")[prio],
         }
     }
 
@@ -464,7 +482,9 @@ impl Htb {
     /// event time at this level, or 0 if none.
     fn do_events(&mut self, level: usize) -> Nanos {
         loop {
-            let Some(&(key, seq, i)) = self.levels[level].wait.first() else { return 0 };
+            let Some(&(key, seq, i)) = self.levels[level].wait.first() else {
+                return 0;
+            };
             if key > self.now {
                 return key;
             }
@@ -494,13 +514,21 @@ impl Htb {
                     c.lends += 1;
                 }
                 let toks = (c.tokens + diff).min(c.buffer) - c.rate.l2t_ns(bytes) as i64;
-                c.tokens = if toks <= -c.mbuffer { 1 - c.mbuffer } else { toks };
+                c.tokens = if toks <= -c.mbuffer {
+                    1 - c.mbuffer
+                } else {
+                    toks
+                };
             } else {
                 c.borrows += 1;
                 c.tokens += diff;
             }
             let toks = (c.ctokens + diff).min(c.cbuffer) - c.ceil.l2t_ns(bytes) as i64;
-            c.ctokens = if toks <= -c.mbuffer { 1 - c.mbuffer } else { toks };
+            c.ctokens = if toks <= -c.mbuffer {
+                1 - c.mbuffer
+            } else {
+                toks
+            };
             c.t_c = now;
 
             let old_mode = c.mode;
@@ -569,7 +597,11 @@ impl Htb {
     /// The round robin a leaf found at `level` advances: its parent's feed, or the level-0 row.
     fn rr_of_leaf(&self, i: usize, level: usize) -> RrAt {
         if level > 0 {
-            RrAt::Feed(self.cl(i).parent.expect("a leaf served by borrowing has a parent"))
+            RrAt::Feed(
+                self.cl(i)
+                    .parent
+                    .expect("a leaf served by borrowing has a parent"),
+            )
         } else {
             RrAt::Row(0)
         }
@@ -641,7 +673,11 @@ impl Htb {
     }
 
     fn default_leaf(classid: u32, env: &DevEnv) -> Sched {
-        Sched::new(Handle::UNSPEC, Handle(classid), Box::new(Fifo::pfifo(env.txqueuelen)))
+        Sched::new(
+            Handle::UNSPEC,
+            Handle(classid),
+            Box::new(Fifo::pfifo(env.txqueuelen)),
+        )
     }
 
     /// Remove `n` packets and `bytes` from the counters of the qdisc (`qdisc_tree_reduce_backlog`).
@@ -789,8 +825,16 @@ impl Qdisc for Htb {
         })
     }
 
-    fn change(&mut self, _opts: &QdiscOptions, _env: &DevEnv, _now: Nanos) -> Result<Vec<Warning>, KernelError> {
-        Err(KernelError::msg(Errno::NotSupported, "Change operation not supported by specified qdisc"))
+    fn change(
+        &mut self,
+        _opts: &QdiscOptions,
+        _env: &DevEnv,
+        _now: Nanos,
+    ) -> Result<Vec<Warning>, KernelError> {
+        Err(KernelError::msg(
+            Errno::NotSupported,
+            "Change operation not supported by specified qdisc",
+        ))
     }
 
     fn classes(&self) -> Option<&dyn ClassOps> {
@@ -816,8 +860,15 @@ impl ClassOps for Htb {
     }
 
     /// `htb_graft`: only a leaf takes a qdisc; `None` puts back the default pfifo.
-    fn graft(&mut self, classid: Handle, new: Option<Sched>, env: &DevEnv) -> Result<Option<Sched>, KernelError> {
-        let i = self.find_idx(classid.0).ok_or_else(|| KernelError::msg(Errno::NoEntry, "Specified class not found"))?;
+    fn graft(
+        &mut self,
+        classid: Handle,
+        new: Option<Sched>,
+        env: &DevEnv,
+    ) -> Result<Option<Sched>, KernelError> {
+        let i = self
+            .find_idx(classid.0)
+            .ok_or_else(|| KernelError::msg(Errno::NoEntry, "Specified class not found"))?;
         if self.cl(i).level != 0 {
             return Err(KernelError::new(Errno::Invalid));
         }
@@ -853,7 +904,11 @@ impl ClassOps for Htb {
                 if classid.0 == 0 || classid.qdisc() != self.handle || classid.minor() == 0 {
                     return Err(KernelError::new(Errno::Invalid));
                 }
-                let parent_idx = if parent.is_root() { None } else { self.find_idx(parent.0) };
+                let parent_idx = if parent.is_root() {
+                    None
+                } else {
+                    self.find_idx(parent.0)
+                };
                 if let Some(p) = parent_idx {
                     if let Some(pp) = self.cl(p).parent {
                         if self.cl(pp).level < 2 {
@@ -894,7 +949,11 @@ impl ClassOps for Htb {
                         self.now = now;
                         self.deactivate(p);
                         self.remove_from_wait(p);
-                        let parent_level = self.cl(p).parent.map_or(MAXDEPTH as u8, |pp| self.cl(pp).level) - 1;
+                        let parent_level = self
+                            .cl(p)
+                            .parent
+                            .map_or(MAXDEPTH as u8, |pp| self.cl(pp).level)
+                            - 1;
                         let old = self.cl_mut(p).leaf.take();
                         if let Some(old) = old {
                             let s = old.q.stats();
@@ -935,7 +994,10 @@ impl ClassOps for Htb {
             }
             c.prio = o.prio.min(NUMPRIO as u32 - 1) as u8;
             if let Some(w) = warn {
-                warnings.push(Warning(format!("sch_htb: quantum of class {:X} is {w}. Consider r2q change", classid.0)));
+                warnings.push(Warning(format!(
+                    "sch_htb: quantum of class {:X} is {w}. Consider r2q change",
+                    classid.0
+                )));
             }
         }
         c.buffer = ticks_to_ns(o.buffer as u64) as i64;
@@ -946,7 +1008,9 @@ impl ClassOps for Htb {
 
     /// `htb_delete`: only a class without children; a parent left childless becomes a leaf again.
     fn delete_class(&mut self, classid: Handle) -> Result<(), KernelError> {
-        let i = self.find_idx(classid.0).ok_or_else(|| KernelError::new(Errno::NoEntry))?;
+        let i = self
+            .find_idx(classid.0)
+            .ok_or_else(|| KernelError::new(Errno::NoEntry))?;
         if self.cl(i).children != 0 {
             return Err(KernelError::msg(Errno::Busy, "HTB class in use"));
         }
@@ -981,7 +1045,11 @@ impl ClassOps for Htb {
                 let pc = self.cl_mut(p);
                 pc.t_c = now;
                 // The kernel installs the default pfifo it allocated beforehand.
-                pc.leaf = Some(Sched::new(Handle::UNSPEC, Handle(pid), Box::new(Fifo::pfifo(limit))));
+                pc.leaf = Some(Sched::new(
+                    Handle::UNSPEC,
+                    Handle(pid),
+                    Box::new(Fifo::pfifo(limit)),
+                ));
             }
         }
         Ok(())
@@ -1001,12 +1069,21 @@ impl ClassOps for Htb {
                     stats.qlen = s.qlen;
                     stats.backlog = s.backlog;
                 }
-                let clamp = |ns: i64| (ns >> crate::units::PSCHED_SHIFT).clamp(i32::MIN as i64, i32::MAX as i64) as i32;
+                let clamp = |ns: i64| {
+                    (ns >> crate::units::PSCHED_SHIFT).clamp(i32::MIN as i64, i32::MAX as i64)
+                        as i32
+                };
                 ClassInfo {
                     kind: "htb",
                     classid: Handle(c.classid),
-                    parent: c.parent.map_or(Handle::ROOT, |p| Handle(self.cl(p).classid)),
-                    leaf: c.leaf.as_ref().map(|l| l.handle).filter(|h| *h != Handle::UNSPEC),
+                    parent: c
+                        .parent
+                        .map_or(Handle::ROOT, |p| Handle(self.cl(p).classid)),
+                    leaf: c
+                        .leaf
+                        .as_ref()
+                        .map(|l| l.handle)
+                        .filter(|h| *h != Handle::UNSPEC),
                     options: Some(ClassOptions::Htb(self.class_options(c))),
                     stats,
                     htb_xstats: Some(HtbXstats {
@@ -1022,10 +1099,18 @@ impl ClassOps for Htb {
     }
 
     fn children(&self) -> Vec<&Sched> {
-        self.classes.iter().flatten().filter_map(|c| c.leaf.as_ref()).collect()
+        self.classes
+            .iter()
+            .flatten()
+            .filter_map(|c| c.leaf.as_ref())
+            .collect()
     }
 
     fn children_mut(&mut self) -> Vec<&mut Sched> {
-        self.classes.iter_mut().flatten().filter_map(|c| c.leaf.as_mut()).collect()
+        self.classes
+            .iter_mut()
+            .flatten()
+            .filter_map(|c| c.leaf.as_mut())
+            .collect()
     }
 }

@@ -178,7 +178,12 @@ pub trait Qdisc {
     /// The options as `tc qdisc show` would read them back.
     fn dump(&self) -> QdiscOptions;
     /// Validate `opts` whole, then apply them (`ops->change`).
-    fn change(&mut self, opts: &QdiscOptions, env: &DevEnv, now: Nanos) -> Result<Vec<Warning>, KernelError>;
+    fn change(
+        &mut self,
+        opts: &QdiscOptions,
+        env: &DevEnv,
+        now: Nanos,
+    ) -> Result<Vec<Warning>, KernelError>;
     /// `fifo_set_limit`: used by TBF to resize its default child.
     /// `fifo_set_limit` (used by TBF on its child): only FIFOs change; others ignore it, as in the kernel.
     fn set_limit(&mut self, _limit: u32) {}
@@ -198,7 +203,12 @@ pub trait ClassOps {
     fn leaf(&self, classid: Handle) -> Option<&Sched>;
     fn leaf_mut(&mut self, classid: Handle) -> Option<&mut Sched>;
     /// Put `new` under `classid` (or the default qdisc if `None`) and return the previous one.
-    fn graft(&mut self, classid: Handle, new: Option<Sched>, env: &DevEnv) -> Result<Option<Sched>, KernelError>;
+    fn graft(
+        &mut self,
+        classid: Handle,
+        new: Option<Sched>,
+        env: &DevEnv,
+    ) -> Result<Option<Sched>, KernelError>;
     /// Create (`create` true) or modify a class.
     fn change_class(
         &mut self,

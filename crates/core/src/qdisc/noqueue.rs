@@ -45,7 +45,12 @@ impl Qdisc for Noqueue {
     fn dump(&self) -> QdiscOptions {
         QdiscOptions::Noqueue
     }
-    fn change(&mut self, _opts: &QdiscOptions, _env: &DevEnv, _now: Nanos) -> Result<Vec<Warning>, KernelError> {
+    fn change(
+        &mut self,
+        _opts: &QdiscOptions,
+        _env: &DevEnv,
+        _now: Nanos,
+    ) -> Result<Vec<Warning>, KernelError> {
         Ok(Vec::new())
     }
 }

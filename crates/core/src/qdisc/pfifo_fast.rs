@@ -32,7 +32,11 @@ pub struct PfifoFast {
 
 impl PfifoFast {
     pub fn new(env: &DevEnv) -> PfifoFast {
-        PfifoFast { limit_per_band: env.txqueuelen, bands: Default::default(), stats: QdiscStats::default() }
+        PfifoFast {
+            limit_per_band: env.txqueuelen,
+            bands: Default::default(),
+            stats: QdiscStats::default(),
+        }
     }
 
     pub fn band_of(pkt: &Packet) -> usize {
@@ -81,7 +85,12 @@ impl Qdisc for PfifoFast {
         QdiscOptions::PfifoFast
     }
 
-    fn change(&mut self, _opts: &QdiscOptions, _env: &DevEnv, _now: Nanos) -> Result<Vec<Warning>, KernelError> {
+    fn change(
+        &mut self,
+        _opts: &QdiscOptions,
+        _env: &DevEnv,
+        _now: Nanos,
+    ) -> Result<Vec<Warning>, KernelError> {
         // pfifo_fast has no change operation in the kernel; tc sends it no options, so nothing to do.
         Ok(Vec::new())
     }
@@ -97,14 +106,29 @@ mod tests {
         // 0x08 (throughput) → prio 4... no: (0x08 & 0x1e) >> 1 = 4 → prio 2 → band 2.
         assert_eq!(tos_to_priority(0x10), 6);
         assert_eq!(tos_to_priority(0x08), 2);
-        let env = DevEnv { txqueuelen: 10, mtu: 1500, hard_header_len: 14 };
+        let env = DevEnv {
+            txqueuelen: 10,
+            mtu: 1500,
+            hard_header_len: 14,
+        };
         let mut q = PfifoFast::new(&env);
         let mut cx = Cx::new(0);
         for (tag, tos) in [(0u64, 0x08u8), (1, 0x00), (2, 0x10), (3, 0x00)] {
-            let p = Packet { tag, len: 100, priority: tos_to_priority(tos), ..Default::default() };
+            let p = Packet {
+                tag,
+                len: 100,
+                priority: tos_to_priority(tos),
+                ..Default::default()
+            };
             q.enqueue(p, &mut cx);
         }
-        let order: Vec<u64> = std::iter::from_fn(|| q.dequeue(&mut cx)).map(|p| p.tag).collect();
-        assert_eq!(order, vec![2, 1, 3, 0], "band 0 (lowdelay), then band 1 in order, then band 2 (bulk)");
+        let order: Vec<u64> = std::iter::from_fn(|| q.dequeue(&mut cx))
+            .map(|p| p.tag)
+            .collect();
+        assert_eq!(
+            order,
+            vec![2, 1, 3, 0],
+            "band 0 (lowdelay), then band 1 in order, then band 2 (bulk)"
+        );
     }
 }

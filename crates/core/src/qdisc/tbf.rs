@@ -20,7 +20,9 @@
 //! seed 000 saw with a huge burst.
 
 use super::fifo::Fifo;
-use super::{ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats, Sched, Verdict};
+use super::{
+    ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats, Sched, Verdict,
+};
 use crate::error::{Errno, KernelError, Warning};
 use crate::handle::Handle;
 use crate::packet::Packet;
@@ -66,7 +68,12 @@ pub struct Tbf {
 }
 
 impl Tbf {
-    pub fn new(handle: Handle, opts: &TbfOptions, env: &DevEnv, now: Nanos) -> Result<(Tbf, Vec<Warning>), KernelError> {
+    pub fn new(
+        handle: Handle,
+        opts: &TbfOptions,
+        env: &DevEnv,
+        now: Nanos,
+    ) -> Result<(Tbf, Vec<Warning>), KernelError> {
         let mut q = Tbf {
             limit: 0,
             max_size: 0,
@@ -121,7 +128,11 @@ impl Tbf {
         match &mut self.child {
             Some(c) => c.q.set_limit(o.limit),
             None if o.limit > 0 => {
-                self.child = Some(Sched::new(Handle::UNSPEC, Handle(self.handle.0 | 1), Box::new(Fifo::bfifo(o.limit))))
+                self.child = Some(Sched::new(
+                    Handle::UNSPEC,
+                    Handle(self.handle.0 | 1),
+                    Box::new(Fifo::bfifo(o.limit)),
+                ))
             }
             None => {}
         }
@@ -224,7 +235,12 @@ impl Qdisc for Tbf {
         })
     }
 
-    fn change(&mut self, opts: &QdiscOptions, env: &DevEnv, _now: Nanos) -> Result<Vec<Warning>, KernelError> {
+    fn change(
+        &mut self,
+        opts: &QdiscOptions,
+        env: &DevEnv,
+        _now: Nanos,
+    ) -> Result<Vec<Warning>, KernelError> {
         match opts {
             QdiscOptions::Tbf(o) => self.apply(o, env),
             _ => Err(KernelError::new(Errno::Invalid)),
@@ -252,9 +268,17 @@ impl ClassOps for Tbf {
         self.find(classid).then_some(())?;
         self.child.as_mut()
     }
-    fn graft(&mut self, classid: Handle, new: Option<Sched>, _env: &DevEnv) -> Result<Option<Sched>, KernelError> {
+    fn graft(
+        &mut self,
+        classid: Handle,
+        new: Option<Sched>,
+        _env: &DevEnv,
+    ) -> Result<Option<Sched>, KernelError> {
         if !self.find(classid) {
-            return Err(KernelError::msg(Errno::NoEntry, "Specified class not found"));
+            return Err(KernelError::msg(
+                Errno::NoEntry,
+                "Specified class not found",
+            ));
         }
         let old = std::mem::replace(&mut self.child, new);
         self.stats.backlog = 0;
@@ -266,14 +290,25 @@ impl ClassOps for Tbf {
         }
         Ok(old)
     }
-    fn change_class(&mut self, _: Handle, _: Handle, _: &ClassOptions, _: &DevEnv, _: Nanos) -> Result<Vec<Warning>, KernelError> {
+    fn change_class(
+        &mut self,
+        _: Handle,
+        _: Handle,
+        _: &ClassOptions,
+        _: &DevEnv,
+        _: Nanos,
+    ) -> Result<Vec<Warning>, KernelError> {
         Err(KernelError::new(Errno::NotSupported))
     }
     fn delete_class(&mut self, _: Handle) -> Result<(), KernelError> {
         Err(KernelError::new(Errno::NotSupported))
     }
     fn walk(&self, _now: Nanos) -> Vec<ClassInfo> {
-        let leaf = self.child.as_ref().map(|c| c.handle).filter(|h| *h != Handle::UNSPEC);
+        let leaf = self
+            .child
+            .as_ref()
+            .map(|c| c.handle)
+            .filter(|h| *h != Handle::UNSPEC);
         vec![ClassInfo {
             kind: "tbf",
             classid: self.class_handle(),
