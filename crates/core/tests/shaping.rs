@@ -6,7 +6,7 @@ use tclab_core::engine::Flags;
 use tclab_core::qdisc::htb::{HtbClassOptions, HtbOptions};
 use tclab_core::qdisc::tbf::TbfOptions;
 use tclab_core::qdisc::{ClassOptions, Cx, QdiscOptions};
-use tclab_core::units::{ticks_to_ns, RateSpec};
+use tclab_core::units::RateSpec;
 use tclab_core::{Engine, Handle, Packet, NSEC_PER_SEC};
 
 const MS: u64 = 1_000_000;
@@ -395,5 +395,4 @@ fn htb_default_class_and_direct_queue() {
         QdiscOptions::Htb(h) => assert_eq!(h.direct_pkts, 50),
         _ => unreachable!(),
     }
-    let _ = ticks_to_ns(0);
 }

@@ -50,8 +50,7 @@ pub fn parse_qdisc(
     match kind {
         "pfifo" | "bfifo" => parse_fifo(kind, args).map(Some),
         "pfifo_fast" => {
-            if let Some(a) = args.first() {
-                let _ = a;
+            if !args.is_empty() {
                 return Err(Failure::syntax(format!(
                     "qdisc '{kind}' does not support option parsing"
                 )));

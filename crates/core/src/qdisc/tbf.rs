@@ -93,7 +93,7 @@ impl Tbf {
     }
 
     /// `tbf_change`: validate everything, then apply.
-    fn apply(&mut self, o: &TbfOptions, env: &DevEnv) -> Result<Vec<Warning>, KernelError> {
+    fn apply(&mut self, o: &TbfOptions, _env: &DevEnv) -> Result<Vec<Warning>, KernelError> {
         let rate = RateCfg::new(&o.rate);
         let mut buffer = ticks_to_ns(o.buffer as u64).min(u32::MAX as u64);
         let mut mtu = ticks_to_ns(o.mtu as u64).min(u32::MAX as u64);
@@ -136,7 +136,6 @@ impl Tbf {
             }
             None => {}
         }
-        let _ = env;
         self.limit = o.limit;
         self.mtu = mtu as i64;
         self.max_size = max_size as u32;
