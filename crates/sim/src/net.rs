@@ -1,0 +1,616 @@
+//! The network: nodes, interfaces, links, forwarding, and the event loop that drives them.
+//!
+//! A node is a host or a router with interfaces. Each interface is one end of a full-duplex point-to-point
+//! link; what it sends goes through the node's tclab [`Engine`] device of the same name, so whatever
+//! `tc` policy the scenario applied to it (or the `pfifo_fast` a Linux NIC starts with) decides what leaves
+//! and when. The link then takes `(frame length + overhead) × 8 / rate` to serialise the packet and
+//! `delay` to carry it to the other end.
+//!
+//! The driver loop is the kernel's `qdisc_run` in miniature: whenever a packet is enqueued on an idle
+//! interface, when the interface finishes sending, and when a shaper's watchdog fires, the interface asks
+//! its root qdisc for a packet. A qdisc that holds packets back answers "nothing now, wake me at T" and the
+//! loop schedules a wake-up at T — rounded up to the next timer tick when the scenario models a kernel
+//! without high-resolution timers (`hz`).
+//!
+//! Routing is static and computed once: a breadth-first search from every node gives the interface towards
+//! every other node (ties broken by interface order, so it is deterministic). Addresses are assigned per
+//! link, `10.0.L.1` and `10.0.L.2` for link L; a packet to any address of a node is delivered to it.
+//!
+//! Arriving packets pass the device's ingress hook first (a policer can drop them there), then are either
+//! delivered to the node's applications or forwarded. Forwarding sets `skb->priority` from the TOS byte
+//! as `ip_forward` does (`rt_tos2priority`). TTL is not decremented: no topology here has loops.
+
+use crate::apps::{App, Outbox};
+use crate::des::EventQueue;
+use crate::rng::Rng;
+use crate::wire::Datagram;
+use std::collections::BTreeMap;
+use tclab_core::engine::DefaultRoot;
+use tclab_core::qdisc::pfifo_fast::tos_to_priority;
+use tclab_core::qdisc::{Cx, Verdict};
+use tclab_core::{Engine, Nanos, Packet, NSEC_PER_SEC};
+
+pub type NodeId = usize;
+pub type IfaceId = usize;
+pub type AppId = usize;
+
+/// Ethernet header bytes counted in `Packet::len` (`qdisc_pkt_len` of an skb on an Ethernet device).
+pub const ETH_HLEN: u32 = 14;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    Host,
+    Router,
+}
+
+/// One direction of a link, as seen by the interface that sends on it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkParams {
+    /// Bits per second.
+    pub rate_bps: u64,
+    /// Propagation delay.
+    pub delay: Nanos,
+    /// Extra bytes each frame occupies on the wire (preamble, FCS, inter-frame gap...), for serialisation only.
+    pub overhead: u32,
+    /// Probability that a frame is lost on the wire.
+    pub loss: f64,
+    /// Extra delay drawn uniformly from [0, jitter] per frame (frames are never reordered: a frame never
+    /// arrives before the one sent ahead of it).
+    pub jitter: Nanos,
+}
+
+impl LinkParams {
+    pub fn new(rate_bps: u64, delay: Nanos) -> LinkParams {
+        LinkParams {
+            rate_bps,
+            delay,
+            overhead: 0,
+            loss: 0.0,
+            jitter: 0,
+        }
+    }
+
+    /// Time to serialise a frame of `len` bytes, rounded up to the nanosecond.
+    pub fn tx_time(&self, len: u32) -> Nanos {
+        let bits = (len as u128 + self.overhead as u128) * 8 * NSEC_PER_SEC as u128;
+        bits.div_ceil(self.rate_bps as u128) as Nanos
+    }
+}
+
+/// The interface counters Linux keeps in `/sys/class/net/IF/statistics`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct IfCounters {
+    pub rx_bytes: u64,
+    pub rx_packets: u64,
+    pub tx_bytes: u64,
+    pub tx_packets: u64,
+    /// Dropped by the egress qdisc.
+    pub tx_dropped: u64,
+    /// Dropped on arrival by an ingress policer.
+    pub rx_dropped: u64,
+    /// Lost on the wire (link loss).
+    pub wire_lost: u64,
+}
+
+pub struct Iface {
+    pub node: NodeId,
+    pub name: String,
+    pub addr: u32,
+    pub peer: IfaceId,
+    pub link: LinkParams,
+    pub counters: IfCounters,
+    busy: bool,
+    wake_pending: Option<Nanos>,
+    /// Arrival time of the last frame sent, so jitter never reorders.
+    last_arrival: Nanos,
+    rng: Rng,
+}
+
+pub struct Node {
+    pub name: String,
+    pub kind: NodeKind,
+    /// The node's devices (one per interface, same name) and their tc policy.
+    pub engine: Engine,
+    pub ifaces: Vec<IfaceId>,
+    /// Interface towards each node, by node id; `None` for the node itself and for unreachable nodes.
+    pub routes: Vec<Option<IfaceId>>,
+}
+
+enum Event {
+    Arrive { iface: IfaceId, pkt: Packet },
+    TxDone { iface: IfaceId },
+    Wake { iface: IfaceId },
+    AppTimer { app: AppId },
+}
+
+/// Something the simulation calls back at fixed instants (the samplers).
+pub trait Observer {
+    fn observe(&mut self, now: Nanos, net: &Network);
+}
+
+/// The world: topology, devices, applications, and the event queue.
+pub struct Network {
+    pub nodes: Vec<Node>,
+    pub ifaces: Vec<Iface>,
+    pub apps: Vec<App>,
+    app_node: Vec<NodeId>,
+    app_timer: Vec<Option<Nanos>>,
+    /// Which application gets a packet: (node, protocol, local port, remote address, remote port); remote
+    /// address and port 0 mean "any" (a listening socket or a UDP sink).
+    demux: BTreeMap<(NodeId, u8, u16, u32, u16), AppId>,
+    /// ICMP echo identifiers → ping application.
+    ping_ids: BTreeMap<(NodeId, u16), AppId>,
+    addr_owner: BTreeMap<u32, NodeId>,
+    q: EventQueue<Event>,
+    /// Shaper timer granularity; `None` for high-resolution timers.
+    pub tick: Option<Nanos>,
+    pub seed: u64,
+    /// Packets put on a wire so far.
+    pub frames_sent: u64,
+    ip_id: u16,
+}
+
+impl Network {
+    pub fn new(seed: u64) -> Network {
+        Network {
+            nodes: Vec::new(),
+            ifaces: Vec::new(),
+            apps: Vec::new(),
+            app_node: Vec::new(),
+            app_timer: Vec::new(),
+            demux: BTreeMap::new(),
+            ping_ids: BTreeMap::new(),
+            addr_owner: BTreeMap::new(),
+            q: EventQueue::default(),
+            tick: None,
+            seed,
+            frames_sent: 0,
+            ip_id: 0,
+        }
+    }
+
+    pub fn now(&self) -> Nanos {
+        self.q.now()
+    }
+
+    pub fn events(&self) -> u64 {
+        self.q.popped
+    }
+
+    pub fn add_node(&mut self, name: &str, kind: NodeKind) -> NodeId {
+        self.nodes.push(Node {
+            name: name.to_string(),
+            kind,
+            engine: Engine::new(),
+            ifaces: Vec::new(),
+            routes: Vec::new(),
+        });
+        self.nodes.len() - 1
+    }
+
+    pub fn node_by_name(&self, name: &str) -> Option<NodeId> {
+        self.nodes.iter().position(|n| n.name == name)
+    }
+
+    pub fn iface_by_name(&self, node: NodeId, name: &str) -> Option<IfaceId> {
+        self.nodes[node]
+            .ifaces
+            .iter()
+            .copied()
+            .find(|&i| self.ifaces[i].name == name)
+    }
+
+    /// Join `a` and `b` with a link; `ab` is the direction a sends on. Interface names default to eth0, eth1...
+    #[allow(clippy::too_many_arguments)]
+    pub fn connect(
+        &mut self,
+        a: NodeId,
+        a_name: Option<&str>,
+        b: NodeId,
+        b_name: Option<&str>,
+        ab: LinkParams,
+        ba: LinkParams,
+        mtu: u32,
+        txqueuelen: u32,
+    ) -> Result<(IfaceId, IfaceId), String> {
+        let link_no = self.ifaces.len() / 2;
+        if link_no >= 255 {
+            return Err("too many links (at most 254)".into());
+        }
+        let ia = self.ifaces.len();
+        let ib = ia + 1;
+        for (node, name, id, peer, params, host_byte) in
+            [(a, a_name, ia, ib, ab, 1u32), (b, b_name, ib, ia, ba, 2u32)]
+        {
+            let name = match name {
+                Some(n) => n.to_string(),
+                None => format!("eth{}", self.nodes[node].ifaces.len()),
+            };
+            if self.iface_by_name(node, &name).is_some() {
+                return Err(format!(
+                    "node {} already has an interface named {name}",
+                    self.nodes[node].name
+                ));
+            }
+            if params.rate_bps == 0 {
+                return Err(format!(
+                    "link rate of {}:{name} must be above zero",
+                    self.nodes[node].name
+                ));
+            }
+            let addr = 0x0a00_0000 | ((link_no as u32 + 1) << 8) | host_byte;
+            let dev = self.nodes[node].engine.add_device(&name, mtu, txqueuelen);
+            *dev = tclab_core::engine::Device::with_default(
+                &name,
+                mtu,
+                txqueuelen,
+                DefaultRoot::PfifoFast,
+            );
+            self.addr_owner.insert(addr, node);
+            self.nodes[node].ifaces.push(id);
+            let rng = Rng::stream(
+                self.seed,
+                &format!("link:{}:{}", self.nodes[node].name, name),
+            );
+            self.ifaces.push(Iface {
+                node,
+                name,
+                addr,
+                peer,
+                link: params,
+                counters: IfCounters::default(),
+                busy: false,
+                wake_pending: None,
+                last_arrival: 0,
+                rng,
+            });
+        }
+        Ok((ia, ib))
+    }
+
+    /// Compute every node's routes (breadth-first, fewest hops, lowest interface first).
+    pub fn compute_routes(&mut self) {
+        let n = self.nodes.len();
+        for src in 0..n {
+            let mut first_hop: Vec<Option<IfaceId>> = vec![None; n];
+            let mut seen = vec![false; n];
+            seen[src] = true;
+            let mut frontier = std::collections::VecDeque::new();
+            for &i in &self.nodes[src].ifaces {
+                let peer_node = self.ifaces[self.ifaces[i].peer].node;
+                if !seen[peer_node] {
+                    seen[peer_node] = true;
+                    first_hop[peer_node] = Some(i);
+                    frontier.push_back(peer_node);
+                }
+            }
+            while let Some(u) = frontier.pop_front() {
+                for &i in &self.nodes[u].ifaces {
+                    let v = self.ifaces[self.ifaces[i].peer].node;
+                    if !seen[v] {
+                        seen[v] = true;
+                        first_hop[v] = first_hop[u];
+                        frontier.push_back(v);
+                    }
+                }
+            }
+            self.nodes[src].routes = first_hop;
+        }
+    }
+
+    /// The address applications on `node` use as their source: the first interface's.
+    pub fn node_addr(&self, node: NodeId) -> Option<u32> {
+        self.nodes[node]
+            .ifaces
+            .first()
+            .map(|&i| self.ifaces[i].addr)
+    }
+
+    pub fn owner_of(&self, addr: u32) -> Option<NodeId> {
+        self.addr_owner.get(&addr).copied()
+    }
+
+    /// Register an application on `node`, with its first timer at `start`.
+    pub fn add_app(&mut self, node: NodeId, app: App, start: Option<Nanos>) -> AppId {
+        let id = self.apps.len();
+        self.apps.push(app);
+        self.app_node.push(node);
+        self.app_timer.push(None);
+        if let Some(t) = start {
+            self.arm_timer(id, t);
+        }
+        id
+    }
+
+    /// Deliver TCP/UDP packets for (protocol, local port, remote address, remote port) on `node` to `app`.
+    pub fn bind(
+        &mut self,
+        node: NodeId,
+        proto: u8,
+        lport: u16,
+        raddr: u32,
+        rport: u16,
+        app: AppId,
+    ) {
+        self.demux.insert((node, proto, lport, raddr, rport), app);
+    }
+
+    pub fn bind_ping(&mut self, node: NodeId, ident: u16, app: AppId) {
+        self.ping_ids.insert((node, ident), app);
+    }
+
+    fn arm_timer(&mut self, app: AppId, at: Nanos) {
+        if self.app_timer[app].is_some_and(|t| t <= at && t >= self.q.now()) {
+            return;
+        }
+        self.app_timer[app] = Some(at);
+        self.q.schedule(at, Event::AppTimer { app });
+    }
+
+    /// Run until `until` (inclusive), calling `observer` at each multiple of `every` on the way.
+    pub fn run(&mut self, until: Nanos, every: Option<Nanos>, observer: &mut dyn Observer) {
+        self.run_with_progress(until, every, observer, &mut |_| {});
+    }
+
+    pub fn run_with_progress(
+        &mut self,
+        until: Nanos,
+        every: Option<Nanos>,
+        observer: &mut dyn Observer,
+        progress: &mut dyn FnMut(Nanos),
+    ) {
+        let mut next_obs = every.map(|e| self.now() - self.now() % e + e);
+        loop {
+            let horizon = next_obs.map_or(until, |o| o.min(until));
+            while let Some((now, ev)) = self.q.pop_until(horizon) {
+                self.handle(now, ev);
+            }
+            match next_obs {
+                Some(o) if o <= until => {
+                    observer.observe(o, self);
+                    progress(o);
+                    next_obs = Some(o + every.unwrap_or(until));
+                }
+                _ => break,
+            }
+        }
+    }
+
+    fn handle(&mut self, now: Nanos, ev: Event) {
+        match ev {
+            Event::Arrive { iface, pkt } => self.arrive(now, iface, pkt),
+            Event::TxDone { iface } => {
+                self.ifaces[iface].busy = false;
+                self.kick(now, iface);
+            }
+            Event::Wake { iface } => {
+                if self.ifaces[iface].wake_pending == Some(now) {
+                    self.ifaces[iface].wake_pending = None;
+                }
+                self.kick(now, iface);
+            }
+            Event::AppTimer { app } => {
+                if self.app_timer[app] != Some(now) {
+                    return; // superseded by an earlier timer
+                }
+                self.app_timer[app] = None;
+                let mut out = Outbox::default();
+                self.apps[app].on_timer(now, &mut out);
+                self.flush(now, app, out);
+            }
+        }
+    }
+
+    /// Send what an application produced, and arm its next timer.
+    fn flush(&mut self, now: Nanos, app: AppId, out: Outbox) {
+        let node = self.app_node[app];
+        for d in out.datagrams {
+            if !self.send_from(now, node, d) {
+                self.apps[app].on_local_drop(now);
+            }
+        }
+        if let Some(t) = self.apps[app].next_timer() {
+            self.arm_timer(app, t);
+        }
+    }
+
+    /// Put a locally generated datagram on the wire towards its destination. False if it was dropped here.
+    pub fn send_from(&mut self, now: Nanos, node: NodeId, mut d: Datagram) -> bool {
+        let Some(dst_node) = self.owner_of(d.ip.dst) else {
+            return false;
+        };
+        if dst_node == node {
+            let pkt = self.packet_of(&d);
+            self.deliver(now, node, pkt);
+            return true;
+        }
+        let Some(out) = self.nodes[node].routes.get(dst_node).copied().flatten() else {
+            return false;
+        };
+        self.ip_id = self.ip_id.wrapping_add(1);
+        d.ip.id = self.ip_id;
+        let pkt = self.packet_of(&d);
+        self.transmit(now, out, pkt)
+    }
+
+    fn packet_of(&self, d: &Datagram) -> Packet {
+        Packet {
+            data: d.emit(),
+            len: d.total_len() + ETH_HLEN,
+            protocol: 0x0800,
+            priority: tos_to_priority(d.ip.tos),
+            ..Packet::default()
+        }
+    }
+
+    /// Enqueue on an interface's egress qdisc and start the transmitter if idle.
+    fn transmit(&mut self, now: Nanos, iface: IfaceId, pkt: Packet) -> bool {
+        let node = self.ifaces[iface].node;
+        let name = &self.ifaces[iface].name;
+        let Some(dev) = self.nodes[node].engine.device_mut(name) else {
+            return false;
+        };
+        let mut cx = Cx::new(now);
+        let verdict = dev.enqueue(pkt, &mut cx);
+        if verdict == Verdict::Drop {
+            self.ifaces[iface].counters.tx_dropped += 1;
+        }
+        self.kick(now, iface);
+        verdict == Verdict::Success
+    }
+
+    /// `qdisc_run`: if the wire is free, take the next packet the qdisc allows and start sending it.
+    fn kick(&mut self, now: Nanos, iface: IfaceId) {
+        if self.ifaces[iface].busy {
+            return;
+        }
+        let node = self.ifaces[iface].node;
+        let Some(dev) = self.nodes[node].engine.device_mut(&self.ifaces[iface].name) else {
+            return;
+        };
+        let mut cx = Cx::new(now);
+        let pkt = dev.dequeue(&mut cx);
+        let tick = self.tick;
+        let ifc = &mut self.ifaces[iface];
+        match pkt {
+            Some(pkt) => {
+                let tx = ifc.link.tx_time(pkt.len);
+                ifc.busy = true;
+                ifc.counters.tx_bytes += pkt.len as u64;
+                ifc.counters.tx_packets += 1;
+                let lost = ifc.link.loss > 0.0 && ifc.rng.next_f64() < ifc.link.loss;
+                let jitter = if ifc.link.jitter > 0 {
+                    ifc.rng.below(ifc.link.jitter + 1)
+                } else {
+                    0
+                };
+                let arrival = (now + tx + ifc.link.delay + jitter).max(ifc.last_arrival);
+                ifc.last_arrival = arrival;
+                let peer = ifc.peer;
+                self.frames_sent += 1;
+                self.q.schedule(now + tx, Event::TxDone { iface });
+                if lost {
+                    self.ifaces[iface].counters.wire_lost += 1;
+                } else {
+                    self.q.schedule(arrival, Event::Arrive { iface: peer, pkt });
+                }
+            }
+            None => {
+                if let Some(w) = cx.wake_at {
+                    let w = match tick {
+                        Some(t) => w.div_ceil(t) * t,
+                        None => w,
+                    }
+                    .max(now);
+                    if ifc.wake_pending.is_none_or(|p| w < p || p < now) {
+                        ifc.wake_pending = Some(w);
+                        self.q.schedule(w, Event::Wake { iface });
+                    }
+                }
+            }
+        }
+    }
+
+    fn arrive(&mut self, now: Nanos, iface: IfaceId, pkt: Packet) {
+        let node = self.ifaces[iface].node;
+        {
+            let c = &mut self.ifaces[iface].counters;
+            c.rx_bytes += pkt.len as u64;
+            c.rx_packets += 1;
+        }
+        let dev_name = self.ifaces[iface].name.clone();
+        let Some(dev) = self.nodes[node].engine.device_mut(&dev_name) else {
+            return;
+        };
+        let mut cx = Cx::new(now);
+        let Some(pkt) = ingress(dev, pkt, &mut cx) else {
+            self.ifaces[iface].counters.rx_dropped += 1;
+            return;
+        };
+        let Ok(d) = Datagram::parse(&pkt.data) else {
+            return;
+        };
+        match self.owner_of(d.ip.dst) {
+            Some(n) if n == node => self.deliver(now, node, pkt),
+            Some(n) => {
+                let Some(out) = self.nodes[node].routes.get(n).copied().flatten() else {
+                    return;
+                };
+                let fwd = Packet {
+                    data: pkt.data,
+                    len: pkt.len,
+                    protocol: pkt.protocol,
+                    priority: tos_to_priority(d.ip.tos),
+                    ..Packet::default()
+                };
+                self.transmit(now, out, fwd);
+            }
+            None => {}
+        }
+    }
+
+    /// Local delivery: echo requests are answered here (the kernel's `icmp_echo`), the rest goes to the
+    /// application bound to the packet's ports or ping identifier.
+    fn deliver(&mut self, now: Nanos, node: NodeId, pkt: Packet) {
+        use crate::wire::{Icmp, ICMP_ECHO_REPLY, ICMP_ECHO_REQUEST, L4, PROTO_ICMP};
+        let Ok(d) = Datagram::parse(&pkt.data) else {
+            return;
+        };
+        let app = match &d.l4 {
+            L4::Icmp(i) if i.kind == ICMP_ECHO_REQUEST => {
+                let reply = Datagram {
+                    ip: crate::wire::Ipv4 {
+                        src: d.ip.dst,
+                        dst: d.ip.src,
+                        protocol: PROTO_ICMP,
+                        tos: d.ip.tos,
+                        ttl: 64,
+                        ..Default::default()
+                    },
+                    l4: L4::Icmp(Icmp {
+                        kind: ICMP_ECHO_REPLY,
+                        ..*i
+                    }),
+                };
+                self.send_from(now, node, reply);
+                return;
+            }
+            L4::Icmp(i) if i.kind == ICMP_ECHO_REPLY => {
+                self.ping_ids.get(&(node, i.ident)).copied()
+            }
+            L4::Tcp(t) => self.lookup(node, d.ip.protocol, t.dport, d.ip.src, t.sport),
+            L4::Udp(u) => self.lookup(node, d.ip.protocol, u.dport, d.ip.src, u.sport),
+            _ => None,
+        };
+        if let Some(app) = app {
+            let mut out = Outbox::default();
+            self.apps[app].on_receive(now, &d, &mut out);
+            self.flush(now, app, out);
+        }
+    }
+
+    fn lookup(&self, node: NodeId, proto: u8, lport: u16, raddr: u32, rport: u16) -> Option<AppId> {
+        self.demux
+            .get(&(node, proto, lport, raddr, rport))
+            .or_else(|| self.demux.get(&(node, proto, lport, 0, 0)))
+            .copied()
+    }
+
+    /// The tc device behind an interface.
+    pub fn device(&self, iface: IfaceId) -> Option<&tclab_core::engine::Device> {
+        let i = &self.ifaces[iface];
+        self.nodes[i.node].engine.device(&i.name)
+    }
+
+    /// "node:iface" of an interface.
+    pub fn iface_label(&self, iface: IfaceId) -> String {
+        let i = &self.ifaces[iface];
+        format!("{}:{}", self.nodes[i.node].name, i.name)
+    }
+}
+
+/// The device's ingress hook (`sch_handle_ingress`): an ingress qdisc's filters and policers see the packet
+/// before the stack does, and may drop it. Without an ingress qdisc every packet passes.
+fn ingress(_dev: &mut tclab_core::engine::Device, pkt: Packet, _cx: &mut Cx) -> Option<Packet> {
+    Some(pkt)
+}

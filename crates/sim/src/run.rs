@@ -1,0 +1,221 @@
+//! Running a scenario: start its traffic, sample it, and gather the results.
+
+use crate::apps::{App, Ping, UdpSender, UdpSink};
+use crate::measure::{FlowProbe, Recorder, RttStats};
+use crate::net::{AppId, NodeId};
+use crate::scenario::{Scenario, Traffic, TrafficKind};
+use crate::wire::{PROTO_TCP, PROTO_UDP};
+use serde::Serialize;
+use tclab_core::Nanos;
+
+/// One traffic entry's result (all its streams together).
+#[derive(Clone, Debug, Serialize)]
+pub struct FlowResult {
+    pub name: String,
+    pub kind: String,
+    pub from: String,
+    pub to: String,
+    pub streams: u32,
+    /// Payload bytes the senders put out (UDP) or had acknowledged (TCP).
+    pub sent_bytes: u64,
+    /// Payload bytes delivered to the receiving applications (in order, for TCP).
+    pub delivered_bytes: u64,
+    /// delivered × 8 / active time (start to stop, or to the end of the run).
+    pub goodput_bps: f64,
+    /// UDP: datagrams sent but not received.
+    pub lost_packets: u64,
+    /// TCP: segments retransmitted.
+    pub retransmits: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PingResult {
+    pub name: String,
+    pub from: String,
+    pub to: String,
+    pub sent: u64,
+    pub received: u64,
+    pub rtt: RttStats,
+    /// (send time, RTT) in nanoseconds, for the RTT plot and CSV.
+    #[serde(skip)]
+    pub samples: Vec<(Nanos, Nanos)>,
+}
+
+/// What a run produced.
+pub struct Outcome {
+    pub recorder: Recorder,
+    pub flows: Vec<FlowResult>,
+    pub pings: Vec<PingResult>,
+    /// `tc -s qdisc show` and `tc -s class show` of every device with a policy, at the end.
+    pub tc_show: Vec<(String, String, String)>,
+    pub events: u64,
+    pub frames: u64,
+}
+
+/// The applications behind one traffic entry.
+struct Started {
+    senders: Vec<AppId>,
+    receivers: Vec<AppId>,
+}
+
+fn src_addr(sc: &Scenario, from: NodeId, to: NodeId) -> u32 {
+    let out = sc.net.nodes[from].routes[to].expect("routes checked when the scenario was read");
+    sc.net.ifaces[out].addr
+}
+
+fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<Started, String> {
+    let src = src_addr(sc, t.from, t.to);
+    let dst = sc
+        .net
+        .node_addr(t.to)
+        .ok_or("destination has no interface")?;
+    let mut st = Started {
+        senders: Vec::new(),
+        receivers: Vec::new(),
+    };
+    for s in 0..t.streams {
+        let sport = *next_port;
+        *next_port = next_port.checked_add(1).ok_or("out of source ports")?;
+        let dport = t.port.wrapping_add(s as u16);
+        match &t.kind {
+            TrafficKind::Udp { rate_bps, length } => {
+                let tx = UdpSender::new(
+                    src, dst, sport, dport, t.tos, *length, *rate_bps, t.start, t.stop,
+                );
+                let a = sc.net.add_app(t.from, App::UdpSender(tx), Some(t.start));
+                let b = sc.net.add_app(t.to, App::UdpSink(UdpSink::default()), None);
+                sc.net.bind(t.to, PROTO_UDP, dport, src, sport, b);
+                st.senders.push(a);
+                st.receivers.push(b);
+            }
+            TrafficKind::Ping { interval, size } => {
+                let ident = sport;
+                let p = Ping::new(src, dst, ident, *size, t.tos, *interval, t.start, t.stop);
+                let a = sc.net.add_app(t.from, App::Ping(p), Some(t.start));
+                sc.net.bind_ping(t.from, ident, a);
+                st.senders.push(a);
+            }
+            TrafficKind::Tcp { .. } => {
+                let _ = PROTO_TCP;
+                return Err(format!(
+                    "traffic {}: TCP traffic is not available in this build of the simulator",
+                    t.name
+                ));
+            }
+        }
+    }
+    Ok(st)
+}
+
+/// Run the scenario to its end. `progress` is called at each sample with the virtual time reached.
+pub fn run(sc: &mut Scenario, progress: &mut dyn FnMut(Nanos)) -> Result<Outcome, String> {
+    let mut next_port = 32768; // the start of Linux's ephemeral port range
+    let traffic = sc.traffic.clone();
+    let mut started = Vec::new();
+    for t in &traffic {
+        started.push(start_traffic(sc, t, &mut next_port)?);
+    }
+    let probes = traffic
+        .iter()
+        .zip(&started)
+        .filter(|(t, _)| !matches!(t.kind, TrafficKind::Ping { .. }))
+        .map(|(t, s)| FlowProbe {
+            name: t.name.clone(),
+            receivers: s.receivers.clone(),
+        })
+        .collect();
+    let ifaces = (0..sc.net.ifaces.len()).collect();
+    let mut rec = Recorder::new(sc.sample, ifaces, probes);
+    sc.net
+        .run_with_progress(sc.duration, Some(sc.sample), &mut rec, progress);
+    let end = sc.duration;
+    let name = |n: NodeId| sc.net.nodes[n].name.clone();
+    let mut flows = Vec::new();
+    let mut pings = Vec::new();
+    for (t, s) in traffic.iter().zip(&started) {
+        match &t.kind {
+            TrafficKind::Ping { .. } => {
+                let mut samples = Vec::new();
+                let mut sent = 0;
+                for &a in &s.senders {
+                    if let App::Ping(p) = &sc.net.apps[a] {
+                        samples.extend_from_slice(&p.rtts);
+                        sent += p.sent;
+                    }
+                }
+                let rtts: Vec<Nanos> = samples.iter().map(|&(_, r)| r).collect();
+                pings.push(PingResult {
+                    name: t.name.clone(),
+                    from: name(t.from),
+                    to: name(t.to),
+                    sent,
+                    received: rtts.len() as u64,
+                    rtt: RttStats::of(&rtts),
+                    samples,
+                });
+            }
+            _ => {
+                let delivered: u64 = s
+                    .receivers
+                    .iter()
+                    .map(|&a| sc.net.apps[a].delivered_bytes())
+                    .sum();
+                let (mut sent_bytes, mut sent_pkts, mut recv_pkts) = (0, 0, 0);
+                for &a in &s.senders {
+                    if let App::UdpSender(u) = &sc.net.apps[a] {
+                        sent_bytes += u.sent_bytes;
+                        sent_pkts += u.sent_packets;
+                    }
+                }
+                for &a in &s.receivers {
+                    if let App::UdpSink(u) = &sc.net.apps[a] {
+                        recv_pkts += u.packets;
+                    }
+                }
+                let active = t.stop.min(end).saturating_sub(t.start).max(1);
+                flows.push(FlowResult {
+                    name: t.name.clone(),
+                    kind: match t.kind {
+                        TrafficKind::Tcp { .. } => "tcp".into(),
+                        _ => "udp".into(),
+                    },
+                    from: name(t.from),
+                    to: name(t.to),
+                    streams: t.streams,
+                    sent_bytes,
+                    delivered_bytes: delivered,
+                    goodput_bps: delivered as f64 * 8e9 / active as f64,
+                    lost_packets: sent_pkts.saturating_sub(recv_pkts),
+                    retransmits: 0,
+                });
+            }
+        }
+    }
+    let mut tc_show = Vec::new();
+    let shaped: Vec<String> = sc.policies.iter().map(|(n, _)| n.clone()).collect();
+    for node in sc.net.nodes.iter_mut() {
+        if !shaped.contains(&node.name) {
+            continue;
+        }
+        let devs: Vec<String> = node.engine.devices.keys().cloned().collect();
+        for dev in devs {
+            let mut text = String::new();
+            for what in ["qdisc", "class"] {
+                let argv: Vec<String> = ["-s", what, "show", "dev", &dev]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect();
+                text.push_str(&tclab_tc::run(&mut node.engine, &argv, end).stdout);
+            }
+            tc_show.push((node.name.clone(), dev, text));
+        }
+    }
+    Ok(Outcome {
+        events: sc.net.events(),
+        frames: sc.net.frames_sent,
+        recorder: rec,
+        flows,
+        pings,
+        tc_show,
+    })
+}

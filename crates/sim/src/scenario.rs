@@ -1,0 +1,779 @@
+//! Scenario files: the lab as TOML.
+//!
+//! TOML was chosen because a scenario is mostly tables of a few keys (nodes, links, traffic), because its
+//! multi-line strings hold a tc script verbatim, and because its parser reports line and column. Every error
+//! names the file, the line and the key. The format is documented in `docs/SCENARIOS.md`; in short:
+//!
+//! ```toml
+//! name = "seed 000: TBF on the router"
+//! seed = 1                 # drives every random choice (default 1)
+//! duration = "30s"
+//! hz = "highres"           # shaper timer resolution: 100, 250, 1000 or "highres" (default)
+//! sample = "500ms"         # sampler interval (default 500ms)
+//!
+//! [[node]]
+//! name = "router"
+//! kind = "router"          # or "host" (default)
+//!
+//! [[link]]
+//! a = "node1:eth0"         # node, or node:interface
+//! b = "router:eth0"
+//! rate = "100mbit"         # both directions, or rate_ab / rate_ba
+//! delay = "1ms"            # both directions, or delay_ab / delay_ba
+//!
+//! [[policy]]
+//! node = "router"
+//! tc = """
+//! qdisc add dev eth1 root tbf rate 180kbit latency 20ms buffer 1540
+//! """
+//!
+//! [[traffic]]
+//! kind = "tcp"             # tcp, udp or ping
+//! from = "node1"
+//! to = "node2"
+//! streams = 30
+//! ```
+
+use crate::net::{LinkParams, Network, NodeId, NodeKind};
+use serde::Deserialize;
+use std::ops::Range;
+use tclab_core::{Nanos, NSEC_PER_SEC};
+use toml::Spanned;
+
+/// A scenario as written, before its values are checked.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    pub name: Option<String>,
+    pub seed: Option<u64>,
+    pub duration: Spanned<String>,
+    pub hz: Option<Spanned<toml::Value>>,
+    pub sample: Option<Spanned<String>>,
+    #[serde(default)]
+    pub node: Vec<NodeSpec>,
+    #[serde(default)]
+    pub link: Vec<LinkSpec>,
+    #[serde(default)]
+    pub policy: Vec<PolicySpec>,
+    #[serde(default)]
+    pub traffic: Vec<TrafficSpec>,
+    pub plot: Option<PlotSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    pub name: Spanned<String>,
+    pub kind: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    pub a: Spanned<String>,
+    pub b: Spanned<String>,
+    pub rate: Option<Spanned<String>>,
+    pub rate_ab: Option<Spanned<String>>,
+    pub rate_ba: Option<Spanned<String>>,
+    pub delay: Option<Spanned<String>>,
+    pub delay_ab: Option<Spanned<String>>,
+    pub delay_ba: Option<Spanned<String>>,
+    pub loss: Option<Spanned<f64>>,
+    pub jitter: Option<Spanned<String>>,
+    pub overhead: Option<u32>,
+    pub mtu: Option<Spanned<u32>>,
+    pub txqueuelen: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySpec {
+    pub node: Spanned<String>,
+    /// tc commands, one per line, as in a `tc -batch` file (a leading `tc` on a line is allowed).
+    pub tc: Option<Spanned<String>>,
+    /// A `tc -batch` file, relative to the scenario file.
+    pub batch: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrafficSpec {
+    pub kind: Spanned<String>,
+    pub name: Option<String>,
+    pub from: Spanned<String>,
+    pub to: Spanned<String>,
+    pub start: Option<Spanned<String>>,
+    pub stop: Option<Spanned<String>>,
+    pub streams: Option<Spanned<u32>>,
+    /// TCP: bytes per stream (else the stream sends until `stop`).
+    pub bytes: Option<Spanned<String>>,
+    /// UDP: payload bit rate per stream.
+    pub rate: Option<Spanned<String>>,
+    /// UDP payload length (iperf -l), ping data size (ping -s).
+    pub length: Option<Spanned<u32>>,
+    /// Ping interval.
+    pub interval: Option<Spanned<String>>,
+    pub tos: Option<Spanned<toml::Value>>,
+    /// TCP congestion control: cubic (default) or reno.
+    pub cc: Option<Spanned<String>>,
+    pub port: Option<u16>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlotSpec {
+    pub title: Option<String>,
+    /// "node:iface" whose IN and OUT bit/s make the main plot (seed 000's picture).
+    pub iface: Option<Spanned<String>>,
+    pub smooth: Option<u32>,
+}
+
+/// An error in a scenario: where, which key, what.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScenarioError {
+    pub file: String,
+    pub line: usize,
+    pub key: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.key.is_empty() {
+            write!(f, "{}:{}: {}", self.file, self.line, self.message)
+        } else {
+            write!(
+                f,
+                "{}:{}: {}: {}",
+                self.file, self.line, self.key, self.message
+            )
+        }
+    }
+}
+
+/// Traffic, checked and resolved to nodes and nanoseconds.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TrafficKind {
+    Tcp { bytes: Option<u64>, cc: String },
+    Udp { rate_bps: u64, length: u32 },
+    Ping { interval: Nanos, size: u32 },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Traffic {
+    pub name: String,
+    pub kind: TrafficKind,
+    pub from: NodeId,
+    pub to: NodeId,
+    pub start: Nanos,
+    pub stop: Nanos,
+    pub streams: u32,
+    pub tos: u8,
+    pub port: u16,
+}
+
+/// A scenario ready to run: the network built and policies applied, the traffic to start.
+pub struct Scenario {
+    pub name: String,
+    pub net: Network,
+    pub duration: Nanos,
+    pub sample: Nanos,
+    pub traffic: Vec<Traffic>,
+    pub plot_title: String,
+    pub plot_iface: Option<usize>,
+    pub smooth: u32,
+    /// The tc lines applied, per node, for the report.
+    pub policies: Vec<(String, Vec<String>)>,
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+    src: &'a str,
+}
+
+impl Ctx<'_> {
+    fn line_of(&self, span: Range<usize>) -> usize {
+        self.src[..span.start.min(self.src.len())]
+            .matches('\n')
+            .count()
+            + 1
+    }
+    fn err<T>(
+        &self,
+        span: Range<usize>,
+        key: &str,
+        message: impl Into<String>,
+    ) -> Result<T, ScenarioError> {
+        Err(ScenarioError {
+            file: self.file.to_string(),
+            line: self.line_of(span),
+            key: key.to_string(),
+            message: message.into(),
+        })
+    }
+    fn duration(&self, v: &Spanned<String>, key: &str) -> Result<Nanos, ScenarioError> {
+        parse_duration(v.get_ref()).or_else(|m| self.err(v.span(), key, m))
+    }
+    fn rate(&self, v: &Spanned<String>, key: &str) -> Result<u64, ScenarioError> {
+        parse_rate_bps(v.get_ref()).or_else(|m| self.err(v.span(), key, m))
+    }
+    fn node(&self, net: &Network, v: &Spanned<String>, key: &str) -> Result<NodeId, ScenarioError> {
+        net.node_by_name(v.get_ref()).map_or_else(
+            || self.err(v.span(), key, format!("no node named \"{}\"", v.get_ref())),
+            Ok,
+        )
+    }
+}
+
+/// "10s", "500ms", "20us", "100ns", "2min"; a bare number is seconds. Never negative.
+pub fn parse_duration(s: &str) -> Result<Nanos, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale: f64 = match unit.trim() {
+        "" | "s" | "sec" | "secs" => 1e9,
+        "ms" | "msec" | "msecs" => 1e6,
+        "us" | "usec" | "usecs" => 1e3,
+        "ns" | "nsec" | "nsecs" => 1.0,
+        "min" => 60e9,
+        _ => {
+            return Err(format!(
+                "invalid duration \"{s}\": expected a number with s, ms, us, ns or min"
+            ))
+        }
+    };
+    let v: f64 = num.parse().map_err(|_| {
+        format!(
+            "invalid duration \"{s}\": expected a non-negative number with s, ms, us, ns or min"
+        )
+    })?;
+    let ns = v * scale;
+    if !ns.is_finite() || ns > 1e18 {
+        return Err(format!("duration \"{s}\" is too long"));
+    }
+    Ok(ns.round() as Nanos)
+}
+
+/// A rate in tc's units ("100mbit", "1.5Mbit", "125kbps" = bytes), as bits per second; zero is refused.
+pub fn parse_rate_bps(s: &str) -> Result<u64, String> {
+    match tclab_tc::util::get_rate(s.trim()) {
+        Some(0) => Err(format!("rate \"{s}\" must be above zero")),
+        Some(bytes_per_sec) => Ok(bytes_per_sec.saturating_mul(8)),
+        None => Err(format!(
+            "invalid rate \"{s}\": expected a positive number with a unit like kbit, mbit, gbit"
+        )),
+    }
+}
+
+/// A byte count with tc's size suffixes ("10M", "64k", "1500").
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1024.0,
+        "m" | "mb" => 1024.0 * 1024.0,
+        "g" | "gb" => 1024.0 * 1024.0 * 1024.0,
+        _ => {
+            return Err(format!(
+                "invalid size \"{s}\": expected a number with b, k, m or g"
+            ))
+        }
+    };
+    let v: f64 = num.parse().map_err(|_| format!("invalid size \"{s}\""))?;
+    let b = v * scale;
+    if !b.is_finite() || b < 1.0 || b > 1e15 {
+        return Err(format!("size \"{s}\" is out of range"));
+    }
+    Ok(b as u64)
+}
+
+fn split_endpoint(s: &str) -> (&str, Option<&str>) {
+    match s.split_once(':') {
+        Some((n, i)) => (n, Some(i)),
+        None => (s, None),
+    }
+}
+
+/// Read a scenario from TOML text. `file` names it in errors; `base` resolves relative paths.
+pub fn load(file: &str, src: &str, base: &std::path::Path) -> Result<Scenario, ScenarioError> {
+    let cx = Ctx { file, src };
+    let sf: ScenarioFile = toml::from_str(src).map_err(|e| {
+        let line = e.span().map_or(1, |s| cx.line_of(s));
+        ScenarioError {
+            file: file.to_string(),
+            line,
+            key: String::new(),
+            message: e.message().to_string(),
+        }
+    })?;
+    build(&cx, sf, base)
+}
+
+fn build(cx: &Ctx, sf: ScenarioFile, base: &std::path::Path) -> Result<Scenario, ScenarioError> {
+    let duration = cx.duration(&sf.duration, "duration")?;
+    if duration == 0 {
+        return cx.err(sf.duration.span(), "duration", "must be above zero");
+    }
+    let sample = match &sf.sample {
+        Some(s) => {
+            let v = cx.duration(s, "sample")?;
+            if v == 0 {
+                return cx.err(s.span(), "sample", "must be above zero");
+            }
+            v
+        }
+        None => NSEC_PER_SEC / 2,
+    };
+    let mut net = Network::new(sf.seed.unwrap_or(1));
+    if let Some(hz) = &sf.hz {
+        net.tick = match hz.get_ref() {
+            toml::Value::String(s) if s == "highres" => None,
+            toml::Value::Integer(h) if [100, 250, 300, 1000].contains(h) => {
+                Some(NSEC_PER_SEC / *h as u64)
+            }
+            _ => {
+                return cx.err(
+                    hz.span(),
+                    "hz",
+                    "expected 100, 250, 300, 1000 or \"highres\"",
+                )
+            }
+        };
+    }
+    for n in &sf.node {
+        let kind = match n.kind.as_ref().map(|k| k.get_ref().as_str()) {
+            None | Some("host") => NodeKind::Host,
+            Some("router") => NodeKind::Router,
+            Some(other) => {
+                return cx.err(
+                    n.kind.as_ref().unwrap().span(),
+                    "node.kind",
+                    format!("unknown kind \"{other}\" (host or router)"),
+                )
+            }
+        };
+        let name = n.name.get_ref();
+        if name.is_empty() || name.contains(':') || name.contains(char::is_whitespace) {
+            return cx.err(
+                n.name.span(),
+                "node.name",
+                format!("invalid node name \"{name}\""),
+            );
+        }
+        if net.node_by_name(name).is_some() {
+            return cx.err(
+                n.name.span(),
+                "node.name",
+                format!("node \"{name}\" is defined twice"),
+            );
+        }
+        net.add_node(name, kind);
+    }
+    for l in &sf.link {
+        let (an, ai) = split_endpoint(l.a.get_ref());
+        let (bn, bi) = split_endpoint(l.b.get_ref());
+        let a = net.node_by_name(an).map_or_else(
+            || cx.err(l.a.span(), "link.a", format!("no node named \"{an}\"")),
+            Ok,
+        )?;
+        let b = net.node_by_name(bn).map_or_else(
+            || cx.err(l.b.span(), "link.b", format!("no node named \"{bn}\"")),
+            Ok,
+        )?;
+        if a == b {
+            return cx.err(l.b.span(), "link.b", "a link joins two different nodes");
+        }
+        let both_rate = l
+            .rate
+            .as_ref()
+            .map(|r| cx.rate(r, "link.rate"))
+            .transpose()?;
+        let rate = |dir: &Option<Spanned<String>>, key: &str| -> Result<u64, ScenarioError> {
+            match (dir, both_rate) {
+                (Some(r), _) => cx.rate(r, key),
+                (None, Some(r)) => Ok(r),
+                (None, None) => cx.err(
+                    l.a.span(),
+                    "link.rate",
+                    "missing (give rate, or rate_ab and rate_ba)",
+                ),
+            }
+        };
+        let both_delay = l
+            .delay
+            .as_ref()
+            .map(|d| cx.duration(d, "link.delay"))
+            .transpose()?;
+        let delay = |dir: &Option<Spanned<String>>, key: &str| -> Result<Nanos, ScenarioError> {
+            match (dir, both_delay) {
+                (Some(d), _) => cx.duration(d, key),
+                (None, d) => Ok(d.unwrap_or(0)),
+            }
+        };
+        let mut ab = LinkParams::new(
+            rate(&l.rate_ab, "link.rate_ab")?,
+            delay(&l.delay_ab, "link.delay_ab")?,
+        );
+        let mut ba = LinkParams::new(
+            rate(&l.rate_ba, "link.rate_ba")?,
+            delay(&l.delay_ba, "link.delay_ba")?,
+        );
+        if let Some(loss) = &l.loss {
+            let p = *loss.get_ref();
+            if !(0.0..=1.0).contains(&p) {
+                return cx.err(loss.span(), "link.loss", "a probability between 0 and 1");
+            }
+            ab.loss = p;
+            ba.loss = p;
+        }
+        if let Some(j) = &l.jitter {
+            let j = cx.duration(j, "link.jitter")?;
+            ab.jitter = j;
+            ba.jitter = j;
+        }
+        ab.overhead = l.overhead.unwrap_or(0);
+        ba.overhead = ab.overhead;
+        let mtu = match &l.mtu {
+            Some(m) if !(68..=65535).contains(m.get_ref()) => {
+                return cx.err(m.span(), "link.mtu", "between 68 and 65535")
+            }
+            Some(m) => *m.get_ref(),
+            None => 1500,
+        };
+        net.connect(a, ai, b, bi, ab, ba, mtu, l.txqueuelen.unwrap_or(1000))
+            .or_else(|m| cx.err(l.a.span(), "link", m))?;
+    }
+    net.compute_routes();
+
+    let mut policies = Vec::new();
+    for p in &sf.policy {
+        let node = cx.node(&net, &p.node, "policy.node")?;
+        let (text, span, key) = match (&p.tc, &p.batch) {
+            (Some(t), None) => (t.get_ref().clone(), t.span(), "policy.tc"),
+            (None, Some(f)) => {
+                let path = base.join(f.get_ref());
+                let text = std::fs::read_to_string(&path).or_else(|e| {
+                    cx.err(
+                        f.span(),
+                        "policy.batch",
+                        format!("cannot read {}: {e}", path.display()),
+                    )
+                })?;
+                (text, f.span(), "policy.batch")
+            }
+            _ => return cx.err(p.node.span(), "policy", "give exactly one of tc or batch"),
+        };
+        let lines = apply_policy(&mut net, node, &text).or_else(|(n, m)| {
+            // A multi-line string's first newline (right after the quotes) is not part of its text.
+            let after_quotes = cx.src.get(span.start + 3..).unwrap_or("");
+            let skipped =
+                usize::from(after_quotes.starts_with('\n') || after_quotes.starts_with("\r\n"));
+            let line = cx.line_of(span.clone()) + if key == "policy.tc" { n + skipped } else { 0 };
+            cx.err(span.start..span.start, key, m)
+                .map_err(|mut e: ScenarioError| {
+                    e.line = line;
+                    e
+                })
+        })?;
+        policies.push((net.nodes[node].name.clone(), lines));
+    }
+
+    let mut traffic = Vec::new();
+    for (k, t) in sf.traffic.iter().enumerate() {
+        traffic.push(resolve_traffic(cx, &net, t, k, duration)?);
+    }
+    let plot_iface = match sf.plot.as_ref().and_then(|p| p.iface.as_ref()) {
+        Some(s) => {
+            let (n, i) = split_endpoint(s.get_ref());
+            let node = net.node_by_name(n).map_or_else(
+                || cx.err(s.span(), "plot.iface", format!("no node named \"{n}\"")),
+                Ok,
+            )?;
+            let iface = i.and_then(|i| net.iface_by_name(node, i));
+            Some(iface.map_or_else(
+                || {
+                    cx.err(
+                        s.span(),
+                        "plot.iface",
+                        format!("no interface \"{}\"", s.get_ref()),
+                    )
+                },
+                Ok,
+            )?)
+        }
+        None => None,
+    };
+    let name = sf.name.clone().unwrap_or_else(|| cx.file.to_string());
+    Ok(Scenario {
+        plot_title: sf
+            .plot
+            .as_ref()
+            .and_then(|p| p.title.clone())
+            .unwrap_or_else(|| name.clone()),
+        smooth: sf.plot.as_ref().and_then(|p| p.smooth).unwrap_or(5),
+        name,
+        net,
+        duration,
+        sample,
+        traffic,
+        plot_iface,
+        policies,
+    })
+}
+
+/// Apply tc lines to a node's devices; on failure, the (0-based) line index and tc's message.
+pub fn apply_policy(
+    net: &mut Network,
+    node: NodeId,
+    text: &str,
+) -> Result<Vec<String>, (usize, String)> {
+    let mut applied = Vec::new();
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let mut words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+        if words
+            .first()
+            .is_some_and(|w| w == "tc" || w.ends_with("/tc"))
+        {
+            words.remove(0);
+        }
+        // Only devices the node has may be configured: tc on Linux says "Cannot find device".
+        if let Some(pos) = words.iter().position(|w| w == "dev") {
+            let dev = words.get(pos + 1).cloned().unwrap_or_default();
+            if net.iface_by_name(node, &dev).is_none() {
+                return Err((
+                    n,
+                    format!(
+                        "Cannot find device \"{dev}\" on node {}",
+                        net.nodes[node].name
+                    ),
+                ));
+            }
+        }
+        let out = tclab_tc::run(&mut net.nodes[node].engine, &words, 0);
+        if out.code != 0 {
+            return Err((n, format!("tc {line}: {}", out.stderr.trim_end())));
+        }
+        applied.push(line.to_string());
+    }
+    Ok(applied)
+}
+
+fn resolve_traffic(
+    cx: &Ctx,
+    net: &Network,
+    t: &TrafficSpec,
+    k: usize,
+    duration: Nanos,
+) -> Result<Traffic, ScenarioError> {
+    let from = cx.node(net, &t.from, "traffic.from")?;
+    let to = cx.node(net, &t.to, "traffic.to")?;
+    if from == to {
+        return cx.err(
+            t.to.span(),
+            "traffic.to",
+            "a flow needs two different nodes",
+        );
+    }
+    if net.nodes[from].routes.get(to).copied().flatten().is_none() {
+        return cx.err(
+            t.to.span(),
+            "traffic.to",
+            format!("no route from {} to {}", t.from.get_ref(), t.to.get_ref()),
+        );
+    }
+    let start = t
+        .start
+        .as_ref()
+        .map(|s| cx.duration(s, "traffic.start"))
+        .transpose()?
+        .unwrap_or(0);
+    let stop = t
+        .stop
+        .as_ref()
+        .map(|s| cx.duration(s, "traffic.stop"))
+        .transpose()?
+        .unwrap_or(duration);
+    if stop <= start {
+        return cx.err(t.from.span(), "traffic.stop", "must come after start");
+    }
+    let streams = match &t.streams {
+        Some(s) if *s.get_ref() == 0 || *s.get_ref() > 1000 => {
+            return cx.err(s.span(), "traffic.streams", "between 1 and 1000")
+        }
+        Some(s) => *s.get_ref(),
+        None => 1,
+    };
+    let tos = match &t.tos {
+        None => 0,
+        Some(v) => match v.get_ref() {
+            toml::Value::Integer(i) if (0..=255).contains(i) => *i as u8,
+            toml::Value::String(s) => tclab_tc::util::get_u32(s, 0)
+                .filter(|v| *v <= 255)
+                .map(|v| v as u8)
+                .map_or_else(
+                    || cx.err(v.span(), "traffic.tos", format!("invalid TOS \"{s}\"")),
+                    Ok,
+                )?,
+            _ => return cx.err(v.span(), "traffic.tos", "a byte, like 0x10"),
+        },
+    };
+    let length = |default: u32, max: u32| -> Result<u32, ScenarioError> {
+        match &t.length {
+            Some(l) if *l.get_ref() == 0 || *l.get_ref() > max => {
+                cx.err(l.span(), "traffic.length", format!("between 1 and {max}"))
+            }
+            Some(l) => Ok(*l.get_ref()),
+            None => Ok(default),
+        }
+    };
+    let kind = match t.kind.get_ref().as_str() {
+        "tcp" => TrafficKind::Tcp {
+            bytes: t
+                .bytes
+                .as_ref()
+                .map(|b| parse_bytes(b.get_ref()).or_else(|m| cx.err(b.span(), "traffic.bytes", m)))
+                .transpose()?,
+            cc: match t.cc.as_ref().map(|c| c.get_ref().as_str()) {
+                None | Some("cubic") => "cubic".into(),
+                Some("reno") => "reno".into(),
+                Some(other) => {
+                    return cx.err(
+                        t.cc.as_ref().unwrap().span(),
+                        "traffic.cc",
+                        format!("unknown \"{other}\" (cubic or reno)"),
+                    )
+                }
+            },
+        },
+        "udp" => TrafficKind::Udp {
+            rate_bps: match &t.rate {
+                Some(r) => cx.rate(r, "traffic.rate")?,
+                None => 1_000_000, // iperf3's UDP default: 1 Mbit/s
+            },
+            length: length(1448, 65507)?,
+        },
+        "ping" => TrafficKind::Ping {
+            interval: match &t.interval {
+                Some(i) => {
+                    let v = cx.duration(i, "traffic.interval")?;
+                    if v == 0 {
+                        return cx.err(i.span(), "traffic.interval", "must be above zero");
+                    }
+                    v
+                }
+                None => NSEC_PER_SEC,
+            },
+            size: length(56, 65507)?,
+        },
+        other => {
+            return cx.err(
+                t.kind.span(),
+                "traffic.kind",
+                format!("unknown kind \"{other}\" (tcp, udp or ping)"),
+            )
+        }
+    };
+    Ok(Traffic {
+        name: t
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("{}{}", t.kind.get_ref(), k + 1)),
+        kind,
+        from,
+        to,
+        start,
+        stop,
+        streams,
+        tos,
+        port: t.port.unwrap_or(5201),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_str(s: &str) -> Result<Scenario, ScenarioError> {
+        load("test.toml", s, std::path::Path::new("."))
+    }
+
+    const BASE: &str = r#"
+duration = "1s"
+[[node]]
+name = "a"
+[[node]]
+name = "b"
+[[link]]
+a = "a"
+b = "b"
+rate = "10mbit"
+delay = "1ms"
+"#;
+
+    #[test]
+    fn units() {
+        assert_eq!(parse_duration("500ms"), Ok(500_000_000));
+        assert_eq!(parse_duration("1.5s"), Ok(1_500_000_000));
+        assert_eq!(parse_duration("20us"), Ok(20_000));
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+        assert_eq!(parse_rate_bps("10mbit"), Ok(10_000_000));
+        assert_eq!(
+            parse_rate_bps("125kbps"),
+            Ok(1_000_000),
+            "kbps is kilobytes per second, as in tc"
+        );
+        assert!(parse_rate_bps("0kbit").is_err());
+        assert!(parse_rate_bps("-5mbit").is_err());
+        assert_eq!(parse_bytes("10M"), Ok(10 << 20));
+    }
+
+    #[test]
+    fn a_good_file_builds_the_network() {
+        let s = load_str(BASE).unwrap();
+        assert_eq!(s.net.nodes.len(), 2);
+        assert_eq!(s.net.ifaces.len(), 2);
+        assert_eq!(s.net.ifaces[0].link.rate_bps, 10_000_000);
+        assert_eq!(s.net.nodes[0].routes[1], Some(0));
+    }
+
+    #[test]
+    fn errors_name_file_line_and_key() {
+        let e = load_str(&format!("{BASE}bogus = 1\n"))
+            .err()
+            .expect("an error");
+        assert_eq!(e.line, 12, "{e}");
+        assert!(e.to_string().starts_with("test.toml:12:"), "{e}");
+        assert!(e.message.contains("unknown field"), "{e}");
+
+        let e = load_str(&BASE.replace("\"10mbit\"", "\"-10mbit\""))
+            .err()
+            .expect("an error");
+        assert_eq!((e.line, e.key.as_str()), (10, "link.rate"), "{e}");
+        assert!(e.message.contains("invalid rate"), "{e}");
+
+        let lone = format!("{BASE}[[node]]\nname = \"c\"\n[[traffic]]\nkind = \"ping\"\nfrom = \"a\"\nto = \"c\"\n");
+        let e = load_str(&lone).err().expect("an error");
+        assert_eq!(e.key, "traffic.to");
+        assert!(e.message.contains("no route from a to c"), "{e}");
+
+        let bad_tc = format!("{BASE}[[policy]]\nnode = \"a\"\ntc = \"\"\"\nqdisc add dev eth0 root tbf rate 1mbit\n\"\"\"\n");
+        let e = load_str(&bad_tc).err().expect("an error");
+        assert_eq!(e.key, "policy.tc");
+        assert_eq!(e.line, 15, "the failing tc line itself: {e}");
+        assert!(
+            e.message.contains("burst"),
+            "tc's own complaint is passed on: {e}"
+        );
+    }
+}
