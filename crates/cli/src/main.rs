@@ -3,6 +3,7 @@
 //! ```text
 //! tclab tc [-s] [-d] [-j] [-p] [-r] [-batch FILE] qdisc|class …   the tc command language
 //! tclab link add|set|del dev DEV [mtu N] [txqueuelen N]            devices of an offline policy
+//! tclab sim SCENARIO [--out DIR] [--seed N] [--json]               the simulated lab
 //! tclab demo                                                       a policy run through the engine
 //! ```
 //!
@@ -10,6 +11,8 @@
 //! `~/.local/state/tclab/policy.json`): see `tclab_tc::store`.
 
 mod demo;
+mod plot;
+mod sim;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -22,6 +25,8 @@ Usage:
   tclab tc [OPTIONS] -batch FILE         run a file of tc commands (one per line, without \"tc\")
   tclab link add|set|del dev DEV [mtu N] [txqueuelen N]
   tclab link show                        list the devices of the stored policy
+  tclab sim SCENARIO [--out DIR] [--seed N] [--json]
+                                         run a scenario in the simulated lab (tclab sim --help)
   tclab demo                             shape two flows with HTB in virtual time and show the result
   tclab help | --version
 
@@ -151,12 +156,31 @@ fn cmd_link(args: &[String]) -> Result<u8, String> {
     Ok(0)
 }
 
+/// Die quietly on a closed pipe (`tclab sim … | head`), as command-line tools do, instead of panicking
+/// on the failed print: restore SIGPIPE's default action, which Rust's runtime sets to "ignore".
+fn default_sigpipe() {
+    #[cfg(unix)]
+    {
+        extern "C" {
+            fn signal(signum: i32, handler: usize) -> usize;
+        }
+        const SIGPIPE: i32 = 13;
+        const SIG_DFL: usize = 0;
+        // SAFETY: signal(2) with SIG_DFL installs no Rust code as a handler.
+        unsafe {
+            signal(SIGPIPE, SIG_DFL);
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    default_sigpipe();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("tc") => cmd_tc(&args[1..]),
         Some("link") => cmd_link(&args[1..]),
         Some("demo") => demo::run(&args[1..]),
+        Some("sim") => sim::cmd(&args[1..]),
         Some("--version") | Some("-V") => {
             println!("tclab {}", env!("CARGO_PKG_VERSION"));
             Ok(0)

@@ -1,7 +1,9 @@
 pub mod apps;
+pub mod builtin;
 pub mod des;
 pub mod measure;
 pub mod net;
+pub mod report;
 pub mod rng;
 pub mod run;
 pub mod scenario;

@@ -73,16 +73,25 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
         senders: Vec::new(),
         receivers: Vec::new(),
     };
+    // Parallel streams do not start in lock-step (iperf opens them one after another): each stream after
+    // the first starts up to one packet interval (UDP) or 10 ms (TCP) late, drawn from the run's seed.
+    let mut spread = crate::rng::Rng::stream(sc.net.seed, &format!("start:{}", t.name));
     for s in 0..t.streams {
         let sport = *next_port;
         *next_port = next_port.checked_add(1).ok_or("out of source ports")?;
         let dport = t.port.wrapping_add(s as u16);
         match &t.kind {
             TrafficKind::Udp { rate_bps, length } => {
+                let interval = *length as u64 * 8 * 1_000_000_000 / (*rate_bps).max(1);
+                let start = if s == 0 {
+                    t.start
+                } else {
+                    t.start + spread.below(interval.max(1))
+                };
                 let tx = UdpSender::new(
-                    src, dst, sport, dport, t.tos, *length, *rate_bps, t.start, t.stop,
+                    src, dst, sport, dport, t.tos, *length, *rate_bps, start, t.stop,
                 );
-                let a = sc.net.add_app(t.from, App::UdpSender(tx), Some(t.start));
+                let a = sc.net.add_app(t.from, App::UdpSender(tx), Some(start));
                 let b = sc.net.add_app(t.to, App::UdpSink(UdpSink::default()), None);
                 sc.net.bind(t.to, PROTO_UDP, dport, src, sport, b);
                 st.senders.push(a);

@@ -34,7 +34,7 @@
 //! streams = 30
 //! ```
 
-use crate::net::{LinkParams, Network, NodeId, NodeKind};
+use crate::net::{IfaceId, LinkParams, Network, NodeId, NodeKind};
 use serde::Deserialize;
 use std::ops::Range;
 use tclab_core::{Nanos, NSEC_PER_SEC};
@@ -123,8 +123,12 @@ pub struct TrafficSpec {
 #[serde(deny_unknown_fields)]
 pub struct PlotSpec {
     pub title: Option<String>,
-    /// "node:iface" whose IN and OUT bit/s make the main plot (seed 000's picture).
-    pub iface: Option<Spanned<String>>,
+    /// "node:iface" whose received bit/s is the IN line of the main plot (seed 000's picture).
+    #[serde(rename = "in")]
+    pub in_iface: Option<Spanned<String>>,
+    /// "node:iface" whose sent bit/s is the OUT line.
+    #[serde(rename = "out")]
+    pub out_iface: Option<Spanned<String>>,
     pub smooth: Option<u32>,
 }
 
@@ -180,7 +184,8 @@ pub struct Scenario {
     pub sample: Nanos,
     pub traffic: Vec<Traffic>,
     pub plot_title: String,
-    pub plot_iface: Option<usize>,
+    /// Interfaces whose rx (IN) and tx (OUT) make the main plot.
+    pub plot_in_out: (Option<IfaceId>, Option<IfaceId>),
     pub smooth: u32,
     /// The tc lines applied, per node, for the report.
     pub policies: Vec<(String, Vec<String>)>,
@@ -302,8 +307,18 @@ fn split_endpoint(s: &str) -> (&str, Option<&str>) {
 
 /// Read a scenario from TOML text. `file` names it in errors; `base` resolves relative paths.
 pub fn load(file: &str, src: &str, base: &std::path::Path) -> Result<Scenario, ScenarioError> {
+    load_with_seed(file, src, base, None)
+}
+
+/// As [`load`], with the file's seed replaced by `seed` if given (`tclab sim --seed N`).
+pub fn load_with_seed(
+    file: &str,
+    src: &str,
+    base: &std::path::Path,
+    seed: Option<u64>,
+) -> Result<Scenario, ScenarioError> {
     let cx = Ctx { file, src };
-    let sf: ScenarioFile = toml::from_str(src).map_err(|e| {
+    let mut sf: ScenarioFile = toml::from_str(src).map_err(|e| {
         let line = e.span().map_or(1, |s| cx.line_of(s));
         ScenarioError {
             file: file.to_string(),
@@ -312,6 +327,9 @@ pub fn load(file: &str, src: &str, base: &std::path::Path) -> Result<Scenario, S
             message: e.message().to_string(),
         }
     })?;
+    if let Some(seed) = seed {
+        sf.seed = Some(seed);
+    }
     build(&cx, sf, base)
 }
 
@@ -488,27 +506,42 @@ fn build(cx: &Ctx, sf: ScenarioFile, base: &std::path::Path) -> Result<Scenario,
     for (k, t) in sf.traffic.iter().enumerate() {
         traffic.push(resolve_traffic(cx, &net, t, k, duration)?);
     }
-    let plot_iface = match sf.plot.as_ref().and_then(|p| p.iface.as_ref()) {
-        Some(s) => {
+    let plot_iface =
+        |v: Option<&Spanned<String>>, key: &str| -> Result<Option<IfaceId>, ScenarioError> {
+            let Some(s) = v else { return Ok(None) };
             let (n, i) = split_endpoint(s.get_ref());
             let node = net.node_by_name(n).map_or_else(
-                || cx.err(s.span(), "plot.iface", format!("no node named \"{n}\"")),
+                || cx.err(s.span(), key, format!("no node named \"{n}\"")),
                 Ok,
             )?;
-            let iface = i.and_then(|i| net.iface_by_name(node, i));
-            Some(iface.map_or_else(
-                || {
-                    cx.err(
-                        s.span(),
-                        "plot.iface",
-                        format!("no interface \"{}\"", s.get_ref()),
-                    )
-                },
-                Ok,
-            )?)
+            match i.and_then(|i| net.iface_by_name(node, i)) {
+                Some(i) => Ok(Some(i)),
+                None => cx.err(
+                    s.span(),
+                    key,
+                    format!("no interface \"{}\" (write node:interface)", s.get_ref()),
+                ),
+            }
+        };
+    let plot = sf.plot.as_ref();
+    let mut plot_in_out = (
+        plot_iface(plot.and_then(|p| p.in_iface.as_ref()), "plot.in")?,
+        plot_iface(plot.and_then(|p| p.out_iface.as_ref()), "plot.out")?,
+    );
+    if plot_in_out.1.is_none() {
+        // Default: the first shaped interface, and another interface of the same node as IN.
+        if let Some(&(node, out)) = shaped_ifaces(&net).first() {
+            plot_in_out.1 = Some(out);
+            if plot_in_out.0.is_none() {
+                plot_in_out.0 = net.nodes[node]
+                    .ifaces
+                    .iter()
+                    .copied()
+                    .find(|&i| i != out)
+                    .or(Some(out));
+            }
         }
-        None => None,
-    };
+    }
     let name = sf.name.clone().unwrap_or_else(|| cx.file.to_string());
     Ok(Scenario {
         plot_title: sf
@@ -522,9 +555,27 @@ fn build(cx: &Ctx, sf: ScenarioFile, base: &std::path::Path) -> Result<Scenario,
         duration,
         sample,
         traffic,
-        plot_iface,
+        plot_in_out,
         policies,
     })
+}
+
+/// Interfaces whose egress has a policy (a visible root qdisc), in interface order.
+pub fn shaped_ifaces(net: &Network) -> Vec<(NodeId, IfaceId)> {
+    (0..net.ifaces.len())
+        .filter(|&i| {
+            net.device(i)
+                .is_some_and(|d| d.root().handle != tclab_core::Handle::UNSPEC)
+        })
+        .map(|i| (net.ifaces[i].node, i))
+        .collect()
+}
+
+impl Scenario {
+    /// See [`shaped_ifaces`].
+    pub fn policies_ifaces(&self) -> Vec<(NodeId, IfaceId)> {
+        shaped_ifaces(&self.net)
+    }
 }
 
 /// Apply tc lines to a node's devices; on failure, the (0-based) line index and tc's message.

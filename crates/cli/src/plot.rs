@@ -1,0 +1,300 @@
+//! Plots of a simulation run, PNG and SVG, drawn with plotters.
+//!
+//! The first is seed 000's picture: IN and OUT bit/s of the shaping router over time, raw and smoothed,
+//! 1400×600, titled with the policy. The others show per-class rates, ping RTT over time, queue backlog and
+//! per-flow goodput. Text needs a TrueType font: the DejaVu fonts Debian ships (`fonts-dejavu-core`) are
+//! looked for in the usual places; without one, plotting stops with an error saying so.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::Path;
+use tclab_sim::report::fmt_bps;
+use tclab_sim::run::Outcome;
+use tclab_sim::scenario::Scenario;
+
+/// One line of a chart.
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+    /// Drawn thin and pale (raw samples under a smoothed line).
+    pub faint: bool,
+}
+
+pub struct Chart {
+    pub file_stem: String,
+    pub title: String,
+    pub y_desc: String,
+    pub series: Vec<Series>,
+    /// Format y labels as bit rates.
+    pub rate_axis: bool,
+    pub size: (u32, u32),
+}
+
+const FONT_PATHS: &[&str] = &[
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+];
+
+/// Register a font for bitmap text, once; false if none was found.
+fn font_ready() -> bool {
+    static READY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *READY.get_or_init(|| {
+        for p in FONT_PATHS {
+            if let Ok(bytes) = std::fs::read(p) {
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
+                    return true;
+                }
+            }
+        }
+        false
+    })
+}
+
+fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, c: &Chart) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(err)?;
+    let x_max = c
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .fold(0.0f64, f64::max)
+        .max(1e-9);
+    let y_max = c
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.08;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(&c.title, ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(90)
+        .build_cartesian_2d(0f64..x_max, 0f64..y_max)
+        .map_err(err)?;
+    let rate_axis = c.rate_axis;
+    let fmt_y = move |v: &f64| {
+        if rate_axis {
+            fmt_bps(*v)
+        } else {
+            format!("{v:.1}")
+        }
+    };
+    chart
+        .configure_mesh()
+        .x_desc("time, s")
+        .y_desc(c.y_desc.as_str())
+        .y_label_formatter(&fmt_y)
+        .label_style(("sans-serif", 14))
+        .draw()
+        .map_err(err)?;
+    for (k, s) in c.series.iter().enumerate() {
+        let color = Palette99::pick(if s.faint { k + 1 } else { k }).to_rgba();
+        let style = if s.faint {
+            color.mix(0.35).stroke_width(1)
+        } else {
+            color.stroke_width(2)
+        };
+        let legend_style = style;
+        chart
+            .draw_series(LineSeries::new(s.points.iter().copied(), style))
+            .map_err(err)?
+            .label(s.name.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], legend_style));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+/// Write `c` as DIR/STEM.svg and DIR/STEM.png. Returns the files written.
+pub fn render(dir: &Path, c: &Chart) -> Result<Vec<String>, String> {
+    // Both backends lay text out with the registered font.
+    if !font_ready() {
+        return Err(format!(
+            "plots need a TrueType font and none was found in {} (install fonts-dejavu-core, or use --no-plots)",
+            FONT_PATHS.join(", ")
+        ));
+    }
+    let mut written = Vec::new();
+    let svg = dir.join(format!("{}.svg", c.file_stem));
+    draw(SVGBackend::new(&svg, c.size).into_drawing_area(), c)?;
+    written.push(svg.display().to_string());
+    let png = dir.join(format!("{}.png", c.file_stem));
+    draw(BitMapBackend::new(&png, c.size).into_drawing_area(), c)?;
+    written.push(png.display().to_string());
+    Ok(written)
+}
+
+fn moving_average(points: &[(f64, f64)], window: usize) -> Vec<(f64, f64)> {
+    let w = window.max(1);
+    (0..points.len())
+        .map(|i| {
+            let lo = i.saturating_sub(w - 1);
+            let slice = &points[lo..=i];
+            (
+                points[i].0,
+                slice.iter().map(|p| p.1).sum::<f64>() / slice.len() as f64,
+            )
+        })
+        .collect()
+}
+
+/// The charts of a run.
+pub fn charts(sc: &Scenario, out: &Outcome) -> Vec<Chart> {
+    let rec = &out.recorder;
+    let t = |ns: u64| ns as f64 / 1e9;
+    let mut charts = Vec::new();
+    if let (Some(i_in), Some(i_out)) = sc.plot_in_out {
+        let rx: Vec<(f64, f64)> = rec
+            .iface_samples
+            .iter()
+            .filter(|s| s.iface == i_in)
+            .map(|s| (t(s.t), s.rx_bps))
+            .collect();
+        let tx: Vec<(f64, f64)> = rec
+            .iface_samples
+            .iter()
+            .filter(|s| s.iface == i_out)
+            .map(|s| (t(s.t), s.tx_bps))
+            .collect();
+        let w = sc.smooth as usize;
+        charts.push(Chart {
+            file_stem: "throughput".into(),
+            title: sc.plot_title.clone(),
+            y_desc: "bit/s".into(),
+            series: vec![
+                Series {
+                    name: format!("IN {} raw", sc.net.iface_label(i_in)),
+                    points: rx.clone(),
+                    faint: true,
+                },
+                Series {
+                    name: format!("IN {} smoothed", sc.net.iface_label(i_in)),
+                    points: moving_average(&rx, w),
+                    faint: false,
+                },
+                Series {
+                    name: format!("OUT {} raw", sc.net.iface_label(i_out)),
+                    points: tx.clone(),
+                    faint: true,
+                },
+                Series {
+                    name: format!("OUT {} smoothed", sc.net.iface_label(i_out)),
+                    points: moving_average(&tx, w),
+                    faint: false,
+                },
+            ],
+            rate_axis: true,
+            size: (1400, 600),
+        });
+    }
+    // Per-class rates, leaf and inner, of every shaped device.
+    let mut class_series: Vec<Series> = Vec::new();
+    let mut backlog_series: Vec<Series> = Vec::new();
+    for s in &rec.class_samples {
+        let name = format!("{} {}", sc.net.iface_label(s.iface), s.classid);
+        match class_series.iter_mut().find(|x| x.name == name) {
+            Some(x) => x.points.push((t(s.t), s.bps)),
+            None => class_series.push(Series {
+                name,
+                points: vec![(t(s.t), s.bps)],
+                faint: false,
+            }),
+        }
+    }
+    if !class_series.is_empty() {
+        charts.push(Chart {
+            file_stem: "classes".into(),
+            title: format!("{}: rate per class", sc.plot_title),
+            y_desc: "bit/s".into(),
+            series: class_series,
+            rate_axis: true,
+            size: (1400, 600),
+        });
+    }
+    for (_, i_out) in sc.policies_ifaces() {
+        let pts: Vec<(f64, f64)> = rec
+            .iface_samples
+            .iter()
+            .filter(|s| s.iface == i_out)
+            .map(|s| (t(s.t), s.backlog_bytes as f64 / 1000.0))
+            .collect();
+        backlog_series.push(Series {
+            name: sc.net.iface_label(i_out),
+            points: pts,
+            faint: false,
+        });
+    }
+    if !backlog_series.is_empty() {
+        charts.push(Chart {
+            file_stem: "backlog".into(),
+            title: format!("{}: queue backlog", sc.plot_title),
+            y_desc: "kB queued".into(),
+            series: backlog_series,
+            rate_axis: false,
+            size: (1400, 600),
+        });
+    }
+    if !out.pings.is_empty() {
+        charts.push(Chart {
+            file_stem: "ping".into(),
+            title: format!("{}: ping RTT", sc.plot_title),
+            y_desc: "RTT, ms".into(),
+            series: out
+                .pings
+                .iter()
+                .map(|p| Series {
+                    name: p.name.clone(),
+                    points: p
+                        .samples
+                        .iter()
+                        .map(|&(s, r)| (t(s), r as f64 / 1e6))
+                        .collect(),
+                    faint: false,
+                })
+                .collect(),
+            rate_axis: false,
+            size: (1400, 600),
+        });
+    }
+    if !rec.flows.is_empty() {
+        charts.push(Chart {
+            file_stem: "flows".into(),
+            title: format!("{}: goodput per flow", sc.plot_title),
+            y_desc: "bit/s".into(),
+            series: rec
+                .flows
+                .iter()
+                .enumerate()
+                .map(|(k, f)| Series {
+                    name: f.name.clone(),
+                    points: rec
+                        .flow_samples
+                        .iter()
+                        .filter(|s| s.flow == k)
+                        .map(|s| (t(s.t), s.goodput_bps))
+                        .collect(),
+                    faint: false,
+                })
+                .collect(),
+            rate_axis: true,
+            size: (1400, 600),
+        });
+    }
+    charts
+}

@@ -1,0 +1,223 @@
+//! `tclab sim`: run a scenario in virtual time and report what the policy did.
+
+use crate::plot;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use tclab_sim::builtin::BUILTIN;
+use tclab_sim::report;
+use tclab_sim::run::{run, Outcome};
+use tclab_sim::scenario::{load_with_seed, Scenario};
+
+pub const HELP: &str = "tclab sim — run a scenario in the simulated lab
+
+Usage:
+  tclab sim SCENARIO [--out DIR] [--seed N] [--json] [--no-plots]
+  tclab sim --list                 list the built-in scenarios
+  tclab sim --show NAME            print a built-in scenario's file (a starting point for your own)
+
+SCENARIO is a TOML file (see docs/SCENARIOS.md) or the name of a built-in scenario.
+Prints a summary table (flows, pings, classes) and writes into DIR (default ./tclab-out/NAME):
+  summary.json      the summary (schema tclab-sim/1)
+  interfaces.csv    rx/tx bit/s and root backlog of every interface, per sample
+  classes.csv       rate, backlog and drops of every class, per sample
+  flows.csv         goodput of every flow, per sample
+  ping.csv          every ping's RTT
+  tc.txt            tc -s qdisc/class show of every shaped device at the end
+  *.png, *.svg      throughput (IN/OUT, raw and smoothed), classes, backlog, ping, flows
+--json prints the summary JSON on stdout instead of the table. --seed replaces the file's seed.";
+
+struct Args {
+    scenario: Option<String>,
+    out: Option<PathBuf>,
+    seed: Option<u64>,
+    json: bool,
+    plots: bool,
+}
+
+fn parse_args(args: &[String]) -> Result<Args, String> {
+    let mut a = Args {
+        scenario: None,
+        out: None,
+        seed: None,
+        json: false,
+        plots: true,
+    };
+    let mut it = args.iter();
+    while let Some(w) = it.next() {
+        match w.as_str() {
+            "--out" | "-o" => {
+                a.out = Some(PathBuf::from(it.next().ok_or("--out needs a directory")?))
+            }
+            "--seed" => {
+                let v = it.next().ok_or("--seed needs a number")?;
+                a.seed = Some(
+                    v.parse()
+                        .map_err(|_| format!("--seed: \"{v}\" is not a non-negative integer"))?,
+                );
+            }
+            "--json" => a.json = true,
+            "--no-plots" => a.plots = false,
+            s if s.starts_with('-') => {
+                return Err(format!("unknown option \"{s}\"; try \"tclab sim --help\""))
+            }
+            s => {
+                if a.scenario.replace(s.to_string()).is_some() {
+                    return Err("give one scenario".into());
+                }
+            }
+        }
+    }
+    Ok(a)
+}
+
+/// The scenario's text, the name errors use, and the directory relative paths start from.
+fn scenario_source(name: &str) -> Result<(String, String, PathBuf, String), String> {
+    let p = Path::new(name);
+    if p.exists() {
+        let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {name}: {e}"))?;
+        let stem = p
+            .file_stem()
+            .map_or("scenario".into(), |s| s.to_string_lossy().to_string());
+        let base = p
+            .parent()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        return Ok((text, name.to_string(), base, stem));
+    }
+    match BUILTIN.iter().find(|b| b.name == name) {
+        Some(b) => Ok((
+            b.toml.to_string(),
+            format!("builtin:{name}"),
+            PathBuf::from("."),
+            name.to_string(),
+        )),
+        None => Err(format!(
+            "no scenario file \"{name}\" and no built-in scenario of that name (tclab sim --list)"
+        )),
+    }
+}
+
+/// A progress line on stderr for runs that take more than a second of wall time.
+struct Progress {
+    started: Instant,
+    total: u64,
+    shown: bool,
+    enabled: bool,
+}
+
+impl Progress {
+    fn tick(&mut self, now: u64) {
+        if !self.enabled || self.started.elapsed().as_millis() < 1000 {
+            return;
+        }
+        let frac = now as f64 / self.total.max(1) as f64;
+        let width = 30;
+        let done = (frac * width as f64) as usize;
+        eprint!(
+            "\r[{}{}] {:>3.0}%  {:.1}/{:.1} s simulated",
+            "=".repeat(done),
+            " ".repeat(width - done.min(width)),
+            frac * 100.0,
+            now as f64 / 1e9,
+            self.total as f64 / 1e9
+        );
+        self.shown = true;
+    }
+    fn finish(&self) {
+        if self.shown {
+            eprintln!();
+        }
+    }
+}
+
+/// Load and run; also used by `tclab demo`.
+pub fn run_scenario(
+    text: &str,
+    file: &str,
+    base: &Path,
+    seed: Option<u64>,
+) -> Result<(Scenario, Outcome, f64), String> {
+    let mut sc = load_with_seed(file, text, base, seed).map_err(|e| e.to_string())?;
+    let mut progress = Progress {
+        started: Instant::now(),
+        total: sc.duration,
+        shown: false,
+        enabled: std::io::stderr().is_terminal(),
+    };
+    let wall = Instant::now();
+    let out = run(&mut sc, &mut |t| progress.tick(t))?;
+    progress.finish();
+    Ok((sc, out, wall.elapsed().as_secs_f64()))
+}
+
+/// Every output file of a run, ready to be written.
+pub fn output_files(sc: &Scenario, out: &Outcome) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    let json =
+        serde_json::to_string_pretty(&report::summary_json(sc, out)).map_err(|e| e.to_string())?;
+    files.push(("summary.json".into(), (json + "\n").into_bytes()));
+    for (name, text) in report::csv_files(sc, out) {
+        files.push((name.to_string(), text.into_bytes()));
+    }
+    files.push(("tc.txt".into(), report::tc_text(out).into_bytes()));
+    Ok(files)
+}
+
+pub fn write_plots(dir: &Path, sc: &Scenario, out: &Outcome) -> Result<Vec<String>, String> {
+    let mut written = Vec::new();
+    for c in plot::charts(sc, out) {
+        written.extend(plot::render(dir, &c)?);
+    }
+    Ok(written)
+}
+
+pub fn cmd(args: &[String]) -> Result<u8, String> {
+    if args.iter().any(|a| a == "--help" || a == "-h") || args.is_empty() {
+        println!("{HELP}");
+        return Ok(if args.is_empty() { 1 } else { 0 });
+    }
+    if args[0] == "--list" {
+        for b in BUILTIN {
+            println!("{:<22} {}", b.name, b.description);
+        }
+        return Ok(0);
+    }
+    if args[0] == "--show" {
+        let name = args.get(1).ok_or("--show needs a built-in scenario name")?;
+        let b = BUILTIN
+            .iter()
+            .find(|b| b.name == name)
+            .ok_or_else(|| format!("no built-in scenario \"{name}\" (tclab sim --list)"))?;
+        print!("{}", b.toml);
+        return Ok(0);
+    }
+    let a = parse_args(args)?;
+    let name = a.scenario.ok_or("give a scenario file or built-in name")?;
+    let (text, file, base, stem) = scenario_source(&name)?;
+    let (sc, out, wall) = run_scenario(&text, &file, &base, a.seed)?;
+    let dir = a
+        .out
+        .unwrap_or_else(|| PathBuf::from("tclab-out").join(&stem));
+    report::write_files(&dir, &output_files(&sc, &out)?)?;
+    let plots = if a.plots {
+        write_plots(&dir, &sc, &out)?
+    } else {
+        Vec::new()
+    };
+    if a.json {
+        let json = serde_json::to_string_pretty(&report::summary_json(&sc, &out))
+            .map_err(|e| e.to_string())?;
+        println!("{json}");
+    } else {
+        print!("{}", report::summary_text(&sc, &out));
+        println!(
+            "\nwall time {:.2} s: {:.0} events/s, {:.0} frames/s. Results in {}/ ({} plots).",
+            wall,
+            out.events as f64 / wall.max(1e-9),
+            out.frames as f64 / wall.max(1e-9),
+            dir.display(),
+            plots.len()
+        );
+    }
+    Ok(0)
+}

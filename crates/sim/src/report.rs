@@ -1,0 +1,257 @@
+//! What a run leaves behind: the summary table, the JSON summary, CSV time series and the final `tc -s` text.
+//!
+//! The JSON summary's schema is documented in `docs/SCENARIOS.md` (`"schema": "tclab-sim/1"`). Every
+//! number in it, and every CSV row, comes from the run alone, so one scenario and seed always produce the
+//! same bytes.
+
+use crate::run::Outcome;
+use crate::scenario::Scenario;
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+use std::path::Path;
+use tclab_core::NSEC_PER_SEC;
+
+pub const SCHEMA: &str = "tclab-sim/1";
+
+fn secs(ns: u64) -> f64 {
+    ns as f64 / NSEC_PER_SEC as f64
+}
+
+/// Human units for a bit rate, as tc prints rates (Kbit, Mbit).
+pub fn fmt_bps(bps: f64) -> String {
+    if bps >= 1e9 {
+        format!("{:.2}Gbit", bps / 1e9)
+    } else if bps >= 1e6 {
+        format!("{:.2}Mbit", bps / 1e6)
+    } else if bps >= 1e3 {
+        format!("{:.1}Kbit", bps / 1e3)
+    } else {
+        format!("{bps:.0}bit")
+    }
+}
+
+/// Per-class totals at the end of the run.
+fn classes(sc: &Scenario) -> Vec<Value> {
+    let mut v = Vec::new();
+    let dur = secs(sc.duration);
+    for (i, iface) in sc.net.ifaces.iter().enumerate() {
+        let Some(dev) = sc.net.device(i) else {
+            continue;
+        };
+        for c in dev.classes(sc.duration) {
+            v.push(json!({
+                "node": sc.net.nodes[iface.node].name,
+                "dev": iface.name,
+                "classid": c.classid.to_string(),
+                "kind": c.kind,
+                "bytes": c.stats.bytes,
+                "packets": c.stats.packets,
+                "drops": c.stats.drops,
+                "overlimits": c.stats.overlimits,
+                "avg_bps": c.stats.bytes as f64 * 8.0 / dur,
+            }));
+        }
+    }
+    v
+}
+
+pub fn summary_json(sc: &Scenario, out: &Outcome) -> Value {
+    let ifaces: Vec<Value> = sc
+        .net
+        .ifaces
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            json!({
+                "iface": sc.net.iface_label(i),
+                "addr": crate::wire::addr_text(f.addr),
+                "rate_bps": f.link.rate_bps,
+                "counters": f.counters,
+            })
+        })
+        .collect();
+    json!({
+        "schema": SCHEMA,
+        "scenario": sc.name,
+        "seed": sc.net.seed,
+        "duration_s": secs(sc.duration),
+        "events": out.events,
+        "frames": out.frames,
+        "flows": out.flows,
+        "pings": out.pings,
+        "classes": classes(sc),
+        "interfaces": ifaces,
+    })
+}
+
+/// The table `tclab sim` prints.
+pub fn summary_text(sc: &Scenario, out: &Outcome) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{} — {:.1} s simulated, seed {}, {} events, {} frames",
+        sc.name,
+        secs(sc.duration),
+        sc.net.seed,
+        out.events,
+        out.frames
+    );
+    if !out.flows.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n{:<16} {:<5} {:<18} {:>7} {:>12} {:>12} {:>8} {:>8}",
+            "flow", "kind", "path", "streams", "delivered", "goodput", "lost", "retrans"
+        );
+        for f in &out.flows {
+            let _ = writeln!(
+                s,
+                "{:<16} {:<5} {:<18} {:>7} {:>12} {:>12} {:>8} {:>8}",
+                f.name,
+                f.kind,
+                format!("{}→{}", f.from, f.to),
+                f.streams,
+                format!("{}B", f.delivered_bytes),
+                fmt_bps(f.goodput_bps),
+                f.lost_packets,
+                f.retransmits
+            );
+        }
+    }
+    if !out.pings.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n{:<16} {:<18} {:>9} {:>32} {:>9} {:>9}",
+            "ping", "path", "recv/sent", "rtt min/avg/max/mdev ms", "p50", "p99"
+        );
+        for p in &out.pings {
+            let r = &p.rtt;
+            let _ = writeln!(
+                s,
+                "{:<16} {:<18} {:>9} {:>32} {:>9.1} {:>9.1}",
+                p.name,
+                format!("{}→{}", p.from, p.to),
+                format!("{}/{}", p.received, p.sent),
+                format!(
+                    "{:.1}/{:.1}/{:.1}/{:.1}",
+                    r.min_ms, r.avg_ms, r.max_ms, r.mdev_ms
+                ),
+                r.p50_ms,
+                r.p99_ms
+            );
+        }
+    }
+    let cls = classes(sc);
+    if !cls.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n{:<22} {:<6} {:>14} {:>10} {:>8} {:>11}",
+            "class", "kind", "sent", "avg rate", "drops", "overlimits"
+        );
+        for c in &cls {
+            let _ = writeln!(
+                s,
+                "{:<22} {:<6} {:>14} {:>10} {:>8} {:>11}",
+                format!(
+                    "{}:{} {}",
+                    c["node"].as_str().unwrap_or(""),
+                    c["dev"].as_str().unwrap_or(""),
+                    c["classid"].as_str().unwrap_or("")
+                ),
+                c["kind"].as_str().unwrap_or(""),
+                format!("{}B", c["bytes"]),
+                fmt_bps(c["avg_bps"].as_f64().unwrap_or(0.0)),
+                c["drops"].as_u64().unwrap_or(0),
+                c["overlimits"].as_u64().unwrap_or(0)
+            );
+        }
+    }
+    s
+}
+
+/// The CSV files, by name.
+pub fn csv_files(sc: &Scenario, out: &Outcome) -> Vec<(&'static str, String)> {
+    let r = &out.recorder;
+    let mut ifs = String::from("time_s,iface,rx_bps,tx_bps,backlog_pkts,backlog_bytes\n");
+    for x in &r.iface_samples {
+        let _ = writeln!(
+            ifs,
+            "{},{},{},{},{},{}",
+            secs(x.t),
+            sc.net.iface_label(x.iface),
+            x.rx_bps,
+            x.tx_bps,
+            x.backlog_pkts,
+            x.backlog_bytes
+        );
+    }
+    let mut cls = String::from("time_s,iface,classid,bps,backlog_bytes,qlen,drops\n");
+    for x in &r.class_samples {
+        let _ = writeln!(
+            cls,
+            "{},{},{},{},{},{},{}",
+            secs(x.t),
+            sc.net.iface_label(x.iface),
+            x.classid,
+            x.bps,
+            x.backlog_bytes,
+            x.qlen,
+            x.drops
+        );
+    }
+    let mut fl = String::from("time_s,flow,goodput_bps\n");
+    for x in &r.flow_samples {
+        let _ = writeln!(
+            fl,
+            "{},{},{}",
+            secs(x.t),
+            r.flows[x.flow].name,
+            x.goodput_bps
+        );
+    }
+    let mut pg = String::from("ping,sent_s,rtt_ms\n");
+    for p in &out.pings {
+        for &(t, rtt) in &p.samples {
+            let _ = writeln!(pg, "{},{},{}", p.name, secs(t), rtt as f64 / 1e6);
+        }
+    }
+    vec![
+        ("interfaces.csv", ifs),
+        ("classes.csv", cls),
+        ("flows.csv", fl),
+        ("ping.csv", pg),
+    ]
+}
+
+pub fn tc_text(out: &Outcome) -> String {
+    let mut s = String::new();
+    for (node, dev, text) in &out.tc_show {
+        let _ = writeln!(
+            s,
+            "### {node}: tc -s qdisc show dev {dev}; tc -s class show dev {dev}\n{text}"
+        );
+    }
+    s
+}
+
+/// Write `files` into `dir`, each through a temporary name and a rename, so that a reader never sees a
+/// half-written file and a failed run leaves the directory as it was.
+pub fn write_files(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut staged = Vec::new();
+    for (name, bytes) in files {
+        let tmp = dir.join(format!(".{name}.partial"));
+        if let Err(e) = std::fs::write(&tmp, bytes) {
+            for t in &staged {
+                let _ = std::fs::remove_file(t);
+            }
+            let _ = std::fs::remove_file(&tmp);
+            return Err(format!("cannot write {}: {e}", tmp.display()));
+        }
+        staged.push(tmp);
+    }
+    for ((name, _), tmp) in files.iter().zip(&staged) {
+        std::fs::rename(tmp, dir.join(name))
+            .map_err(|e| format!("cannot write {}: {e}", dir.join(name).display()))?;
+    }
+    Ok(())
+}
