@@ -1125,7 +1125,7 @@ impl ClassOps for Cbq {
             LINK
         };
         let pc = self.cl(tparent);
-        let (allot, now) = (pc.allot, self.now);
+        let allot = pc.allot;
         let cl = Class {
             classid,
             tparent: Some(tparent),
@@ -1166,7 +1166,6 @@ impl ClassOps for Cbq {
             borrows: 0,
             overactions: 0,
         };
-        let _ = now;
         let i = match self.classes.iter().position(Option::is_none) {
             Some(free) => {
                 self.classes[free] = Some(cl);
