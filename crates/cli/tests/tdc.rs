@@ -56,6 +56,16 @@ fn tdc_fifo() {
 }
 
 #[test]
+fn tdc_sfq() {
+    assert_no_failures(&["qdiscs/sfq.json"]);
+}
+
+#[test]
+fn tdc_prio() {
+    assert_no_failures(&["qdiscs/prio.json"]);
+}
+
+#[test]
 fn tdc_pfifo_fast() {
     assert_no_failures(&["qdiscs/pfifo_fast.json"]);
 }

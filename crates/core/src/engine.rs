@@ -16,7 +16,7 @@ use crate::qdisc::htb::Htb;
 use crate::qdisc::pfifo_fast::PfifoFast;
 use crate::qdisc::tbf::Tbf;
 use crate::qdisc::{
-    ClassInfo, ClassOptions, Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats, Sched, Verdict,
+    ClassInfo, ClassOptions, Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats, Sched, Verdict, Xstats,
 };
 use crate::Nanos;
 use std::collections::BTreeMap;
@@ -61,6 +61,8 @@ pub struct QdiscInfo {
     pub parent: Handle,
     pub options: QdiscOptions,
     pub stats: QdiscStats,
+    /// Discipline-specific counters (`dump_stats`), e.g. CBQ's.
+    pub xstats: Option<Xstats>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -179,6 +181,7 @@ impl Device {
             parent: s.parent,
             options: s.q.dump(),
             stats: s.q.stats(),
+            xstats: s.q.xstats(),
         };
         let mut out = vec![info(&self.root)];
         for h in self.qdisc_hash.iter().flatten() {
@@ -256,6 +259,18 @@ pub fn create_qdisc(
             (Box::new(q), w)
         }
         QdiscOptions::Htb(o) => (Box::new(Htb::new(handle, o, env)?), Vec::new()),
+        QdiscOptions::Sfq(o) => {
+            let (q, w) = crate::qdisc::sfq::Sfq::new(Some(o), env, now)?;
+            (Box::new(q), w)
+        }
+        QdiscOptions::Prio(o) => (
+            Box::new(crate::qdisc::prio::Prio::new(handle, o, env)?),
+            Vec::new(),
+        ),
+        QdiscOptions::Cbq(o) => (
+            Box::new(crate::qdisc::cbq::Cbq::new(handle, o, env, now)?),
+            Vec::new(),
+        ),
     })
 }
 
@@ -614,10 +629,9 @@ impl Engine {
         if exists && flags.excl {
             return Err(KernelError::new(Errno::Exists));
         }
-        let ClassOptions::Htb(_) = opts;
-        if kind != "htb" {
-            return Err(KernelError::new(Errno::NotSupported));
-        }
+        // Each discipline's change_class refuses options of another kind (EINVAL) or has no class
+        // change at all (EOPNOTSUPP, e.g. prio).
+        let _ = kind;
         cl.change_class(clid, portid, opts, &env, now)
     }
 

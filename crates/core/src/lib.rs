@@ -12,7 +12,8 @@
 //! - [`handle`]: `major:minor` qdisc and class handles.
 //! - [`packet`]: wire bytes plus the metadata a qdisc reads (length, mark, priority, classid, enqueue time).
 //! - [`qdisc`]: the `Qdisc` and `ClassOps` traits, counters, and one file per discipline:
-//!   [`qdisc::fifo`] (pfifo, bfifo), [`qdisc::pfifo_fast`], [`qdisc::tbf`], [`qdisc::htb`].
+//!   [`qdisc::fifo`] (pfifo, bfifo), [`qdisc::pfifo_fast`], [`qdisc::tbf`], [`qdisc::htb`],
+//!   [`qdisc::sfq`], [`qdisc::prio`], [`qdisc::cbq`].
 //! - [`engine`]: devices (mtu, txqueuelen, root qdisc) and the `tc` operations on them — add, change,
 //!   replace, delete, graft — validated before anything is applied.
 //! - [`error`]: the errors the "kernel" answers with, worded as Linux words them.

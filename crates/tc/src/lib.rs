@@ -468,7 +468,7 @@ fn class_cmd(
     match cmd {
         Cmd::Modify(f) => {
             let opts: Option<ClassOptions> = match kind {
-                Some(k) => Some(qopt::parse_class(k, args.rest())?),
+                Some(k) => Some(qopt::parse_class(k, args.rest(), f == Flags::ADD)?),
                 None => None,
             };
             let opts = opts.ok_or_else(|| {

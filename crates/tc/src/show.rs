@@ -1,13 +1,15 @@
 //! `tc qdisc show` and `tc class show`, printed as iproute2 6.1 prints the kernel's dump: same words, same
 //! spacing (trailing spaces included), same rounding of bursts through psched ticks.
 
-use crate::util::{calc_xmitsize, sprint_rate, sprint_size, sprint_time, tick2time};
+use crate::util::{calc_xmitsize, fmt_g, sprint_rate, sprint_size, sprint_time, tick2time};
 use crate::ShowFlags;
 use serde_json::{json, Map, Value};
 use std::fmt::Write;
 use tclab_core::engine::QdiscInfo;
+use tclab_core::qdisc::cbq::{self, CbqOptions, CbqXstats};
 use tclab_core::qdisc::pfifo_fast::PRIOMAP;
-use tclab_core::qdisc::{ClassInfo, ClassOptions, QdiscOptions, QdiscStats};
+use tclab_core::qdisc::sfq::SfqOptions;
+use tclab_core::qdisc::{ClassInfo, ClassOptions, QdiscOptions, QdiscStats, Xstats};
 use tclab_core::units::LinkLayer;
 use tclab_core::{Engine, Handle, Nanos};
 
@@ -149,8 +151,176 @@ pub fn qdisc_options(o: &QdiscOptions, flags: ShowFlags) -> (String, Value) {
                 j.insert("direct_qlen".into(), json!(q));
             }
         }
+        QdiscOptions::Sfq(o) => sfq_options(o, flags, &mut s, &mut j),
+        QdiscOptions::Prio(o) => {
+            let _ = write!(s, "bands {} priomap", o.bands);
+            for p in o.priomap {
+                let _ = write!(s, " {p}");
+            }
+            j.insert("bands".into(), json!(o.bands));
+            j.insert("priomap".into(), json!(o.priomap));
+            j.insert("multiqueue".into(), json!(false));
+        }
+        // q_cbq.c prints with fprintf, which writes nothing JSON can hold: its options object stays empty.
+        QdiscOptions::Cbq(o) => s.push_str(&cbq_options(o, flags)),
     }
     (s, Value::Object(j))
+}
+
+/// `sfq_print_opt` (tc 6.1).
+fn sfq_options(o: &SfqOptions, flags: ShowFlags, s: &mut String, j: &mut Map<String, Value>) {
+    let _ = write!(s, "limit {}p quantum {} ", o.limit, sprint_size(o.quantum));
+    j.insert("limit".into(), json!(o.limit));
+    j.insert("quantum".into(), json!(o.quantum));
+    if o.depth != 0 {
+        let _ = write!(s, "depth {} ", o.depth);
+        j.insert("depth".into(), json!(o.depth));
+    }
+    if o.headdrop {
+        s.push_str("headdrop ");
+        j.insert("headdrop".into(), json!(true));
+    }
+    if flags.details {
+        let _ = write!(s, "flows {} ", o.flows);
+        j.insert("flows".into(), json!(o.flows));
+    }
+    let _ = write!(s, "divisor {} ", o.divisor);
+    j.insert("divisor".into(), json!(o.divisor));
+    if o.perturb_period != 0 {
+        let _ = write!(s, "perturb {}sec ", o.perturb_period);
+        j.insert("perturb".into(), json!(o.perturb_period));
+    }
+    if let Some(r) = o.red.filter(|r| r.qth_min != 0) {
+        let prob = r.max_p as f64 / 4294967296.0;
+        let _ = write!(
+            s,
+            "ewma {} min {} max {} probability {} ",
+            r.wlog,
+            sprint_size(r.qth_min),
+            sprint_size(r.qth_max),
+            fmt_g(prob, 6)
+        );
+        j.insert("ewma".into(), json!(r.wlog));
+        j.insert("min".into(), json!(r.qth_min));
+        j.insert("max".into(), json!(r.qth_max));
+        j.insert("probability".into(), json!(prob));
+        for (bit, name) in [
+            (1u8, "ecn"),
+            (2, "harddrop"),
+            (4, "adaptive"),
+            (8, "nodrop"),
+        ] {
+            if r.flags & bit != 0 {
+                let _ = write!(s, "{name} ");
+            }
+            j.insert(name.into(), json!(r.flags & bit != 0));
+        }
+        if flags.stats {
+            // tclab's SFQ does not run RED, so these counters stay at zero.
+            s.push_str("\n  prob_mark 0 prob_mark_head 0 prob_drop 0");
+            s.push_str("\n  forced_mark 0 forced_mark_head 0 forced_drop 0");
+            for k in [
+                "prob_mark",
+                "prob_mark_head",
+                "prob_drop",
+                "forced_mark",
+                "forced_mark_head",
+                "forced_drop",
+            ] {
+                j.insert(k.into(), json!(0));
+            }
+        }
+    }
+}
+
+/// `cbq_print_opt` (tc 6.1), for the qdisc (its root class) and for classes.
+fn cbq_options(o: &CbqOptions, flags: ShowFlags) -> String {
+    let mut s = String::new();
+    if let Some(r) = &o.rate {
+        let _ = write!(s, "rate {} ", sprint_rate(r.spec.rate));
+        if r.spec.linklayer != LinkLayer::Ethernet || flags.details {
+            let _ = write!(s, "linklayer {} ", r.spec.linklayer.name());
+        }
+        if flags.details {
+            let _ = write!(s, "cell {}b ", 1u64 << r.cell_log);
+            if r.spec.mpu != 0 {
+                let _ = write!(s, "mpu {}b ", r.spec.mpu);
+            }
+            if r.spec.overhead != 0 {
+                let _ = write!(s, "overhead {}b ", r.spec.overhead);
+            }
+        }
+    }
+    if let Some(l) = o.lss.filter(|l| l.flags != 0) {
+        let mut words = Vec::new();
+        if l.flags & cbq::LSS_BOUNDED != 0 {
+            words.push("bounded");
+        }
+        if l.flags & cbq::LSS_ISOLATED != 0 {
+            words.push("isolated");
+        }
+        let _ = write!(s, "({}) ", words.join(","));
+    }
+    if let Some(w) = &o.wrr {
+        if w.priority != cbq::MAXPRIO {
+            let _ = write!(s, "prio {}", w.priority);
+        } else {
+            s.push_str("prio no-transmit");
+        }
+        if flags.details {
+            let _ = write!(s, "/{} ", w.cpriority);
+            if w.weight != 1 {
+                let _ = write!(s, "weight {} ", sprint_rate(w.weight as u64));
+            }
+            if w.allot != 0 {
+                let _ = write!(s, "allot {}b ", w.allot);
+            }
+        }
+    }
+    if let Some(l) = o.lss.filter(|_| flags.details) {
+        let _ = write!(
+            s,
+            "\nlevel {} ewma {} avpkt {}b ",
+            l.level, l.ewma_log, l.avpkt
+        );
+        let ticks = |t: u32| sprint_time(tick2time(t));
+        if l.maxidle != 0 {
+            let _ = write!(s, "maxidle {} ", ticks(l.maxidle >> l.ewma_log));
+            if flags.raw {
+                let _ = write!(s, "[{:08x}] ", l.maxidle);
+            }
+        }
+        if l.minidle != 0x7fff_ffff {
+            let _ = write!(s, "minidle {} ", ticks(l.minidle >> l.ewma_log));
+            if flags.raw {
+                let _ = write!(s, "[{:08x}] ", l.minidle);
+            }
+        }
+        if l.offtime != 0 {
+            let _ = write!(s, "offtime {} ", ticks(l.offtime));
+            if flags.raw {
+                let _ = write!(s, "[{:08x}] ", l.offtime);
+            }
+        }
+    }
+    if let Some(f) = o.fopt.filter(|_| flags.details) {
+        let _ = write!(s, "\nsplit {} ", Handle(f.split));
+        if f.defmap != 0 {
+            let _ = write!(s, "defmap {:08x}", f.defmap);
+        }
+    }
+    s
+}
+
+/// `cbq_print_xstats`.
+fn cbq_xstats(x: &CbqXstats) -> String {
+    format!(
+        "  borrowed {} overactions {} avgidle {} undertime {}",
+        x.borrows,
+        x.overactions,
+        fmt_g(x.avgidle as f64, 6),
+        fmt_g(x.undertime as f64, 6)
+    )
 }
 
 fn qdisc_line(
@@ -194,6 +364,10 @@ fn qdisc_line(
     out.push('\n');
     if flags.stats {
         stats_block(&q.stats, out);
+        if let Some(Xstats::Cbq(x)) = &q.xstats {
+            out.push_str(&cbq_xstats(x));
+            out.push('\n');
+        }
     }
 }
 
@@ -238,6 +412,9 @@ pub fn qdiscs(
 /// The options part of a class line.
 pub fn class_options(c: &ClassInfo, flags: ShowFlags) -> String {
     let mut s = String::new();
+    if let Some(ClassOptions::Cbq(o)) = &c.options {
+        return cbq_options(o, flags);
+    }
     let Some(ClassOptions::Htb(h)) = &c.options else {
         return s;
     };
@@ -308,8 +485,11 @@ pub fn classes(
         out.push_str(&class_options(&c, flags));
         out.push('\n');
         if flags.stats {
-            if c.options.is_some() {
+            // Classes whose discipline has `dump_stats` (TBF's has none: an empty line).
+            if c.options.is_some() || c.kind == "prio" {
                 stats_block(&c.stats, out);
+            } else {
+                out.push('\n');
             }
             if let Some(x) = &c.htb_xstats {
                 let _ = writeln!(
@@ -318,8 +498,12 @@ pub fn classes(
                     x.lends, x.borrows, x.giants
                 );
                 let _ = writeln!(out, " tokens: {} ctokens: {}", x.tokens, x.ctokens);
+                out.push('\n');
             }
-            out.push('\n');
+            if let Some(Xstats::Cbq(x)) = &c.xstats {
+                out.push_str(&cbq_xstats(x));
+                out.push('\n');
+            }
         }
     }
 }

@@ -891,7 +891,9 @@ impl ClassOps for Htb {
         env: &DevEnv,
         now: Nanos,
     ) -> Result<Vec<Warning>, KernelError> {
-        let ClassOptions::Htb(o) = opts;
+        let ClassOptions::Htb(o) = opts else {
+            return Err(KernelError::new(Errno::Invalid));
+        };
         if o.rate.rate == 0 || o.ceil.rate == 0 {
             return Err(KernelError::new(Errno::Invalid));
         }
@@ -1093,6 +1095,7 @@ impl ClassOps for Htb {
                         tokens: clamp(c.tokens),
                         ctokens: clamp(c.ctokens),
                     }),
+                    xstats: None,
                 }
             })
             .collect()

@@ -10,10 +10,14 @@
 //! Configuration follows the kernel's three steps: tc builds an options value ([`QdiscOptions`]), the qdisc
 //! validates all of it, and only then applies it whole (`change`), so a refused change leaves no trace.
 
+pub mod cbq;
+pub(crate) mod class_hash;
 pub mod fifo;
 pub mod htb;
 pub mod noqueue;
 pub mod pfifo_fast;
+pub mod prio;
+pub mod sfq;
 pub mod tbf;
 
 use crate::error::{KernelError, Warning};
@@ -105,6 +109,9 @@ pub enum QdiscOptions {
     Noqueue,
     Tbf(tbf::TbfOptions),
     Htb(htb::HtbOptions),
+    Sfq(sfq::SfqOptions),
+    Prio(prio::PrioOptions),
+    Cbq(cbq::CbqOptions),
 }
 
 impl QdiscOptions {
@@ -116,6 +123,9 @@ impl QdiscOptions {
             QdiscOptions::Noqueue => "noqueue",
             QdiscOptions::Tbf(_) => "tbf",
             QdiscOptions::Htb(_) => "htb",
+            QdiscOptions::Sfq(_) => "sfq",
+            QdiscOptions::Prio(_) => "prio",
+            QdiscOptions::Cbq(_) => "cbq",
         }
     }
 }
@@ -125,6 +135,14 @@ impl QdiscOptions {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ClassOptions {
     Htb(htb::HtbClassOptions),
+    Cbq(cbq::CbqClassOptions),
+}
+
+/// Discipline-specific statistics (`TCA_XSTATS`) of a qdisc or a class, other than HTB's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Xstats {
+    /// `struct tc_cbq_xstats`.
+    Cbq(cbq::CbqXstats),
 }
 
 /// Extra per-class counters (`tc -s class show`): HTB's `struct tc_htb_xstats`.
@@ -150,6 +168,8 @@ pub struct ClassInfo {
     pub options: Option<ClassOptions>,
     pub stats: QdiscStats,
     pub htb_xstats: Option<HtbXstats>,
+    /// Other disciplines' extra counters.
+    pub xstats: Option<Xstats>,
 }
 
 /// A qdisc attached somewhere: its handle (0 for the invisible defaults the kernel creates), its parent, and
@@ -187,6 +207,12 @@ pub trait Qdisc {
     /// `fifo_set_limit`: used by TBF to resize its default child.
     /// `fifo_set_limit` (used by TBF on its child): only FIFOs change; others ignore it, as in the kernel.
     fn set_limit(&mut self, _limit: u32) {}
+    /// Seed the deterministic generator a randomised discipline draws from (SFQ's perturbation).
+    fn set_seed(&mut self, _seed: u64) {}
+    /// Extra counters for `tc -s qdisc show` (`dump_stats`), if the discipline has any.
+    fn xstats(&self) -> Option<Xstats> {
+        None
+    }
     fn classes(&self) -> Option<&dyn ClassOps> {
         None
     }

@@ -316,6 +316,7 @@ impl ClassOps for Tbf {
             options: None,
             stats: self.child.as_ref().map(|c| c.q.stats()).unwrap_or_default(),
             htb_xstats: None,
+            xstats: None,
         }]
     }
     fn children(&self) -> Vec<&Sched> {
