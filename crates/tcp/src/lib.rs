@@ -747,6 +747,53 @@ impl Connection {
         }
     }
 
+    /// Consistency of the internal counters with the retransmission queue
+    /// (for tests and fuzzing).
+    #[doc(hidden)]
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let sacked = self.rtx.iter().filter(|t| t.sacked).count() as u32;
+        let lost = self.rtx.iter().filter(|t| t.lost).count() as u32;
+        let retrans = self.rtx.iter().filter(|t| t.retrans).count() as u32;
+        let pending = self
+            .rtx
+            .iter()
+            .filter(|t| t.lost && !t.retrans && !t.sacked)
+            .count() as u32;
+        let check = |name: &str, a: u32, b: u32| {
+            if a == b {
+                Ok(())
+            } else {
+                Err(format!("{name}: counter {a} != queue {b}"))
+            }
+        };
+        check("packets_out", self.packets_out, self.rtx.len() as u32)?;
+        if self.sack_ok {
+            check("sacked_out", self.sacked_out, sacked)?;
+        } else if self.sacked_out > self.packets_out {
+            return Err("reno sacked_out > packets_out".into());
+        }
+        check("lost_out", self.lost_out, lost)?;
+        check("retrans_out", self.retrans_out, retrans)?;
+        check("lost_pending", self.lost_pending, pending)?;
+        if self.snd_una > self.snd_nxt {
+            return Err("snd_una > snd_nxt".into());
+        }
+        let mut prev = self.snd_una;
+        for t in &self.rtx {
+            if t.start < prev.min(t.start) || t.end < t.start {
+                return Err("queue out of order".into());
+            }
+            prev = t.seq_end();
+        }
+        if prev > self.snd_nxt {
+            return Err("queue beyond snd_nxt".into());
+        }
+        if self.cwnd == 0 {
+            return Err("cwnd 0".into());
+        }
+        Ok(())
+    }
+
     fn clear_timers(&mut self) {
         self.rto_at = None;
         self.delack_at = None;

@@ -184,6 +184,11 @@ impl Sim {
         self.push(arrive, Ev::Arrive(dir, seg));
     }
 
+    /// Let a host transmit after the test changed it from outside.
+    pub fn kick(&mut self, host: usize) {
+        self.drain(host);
+    }
+
     fn drain(&mut self, host: usize) {
         while let Some(seg) = self.hosts[host].poll_transmit(self.now) {
             self.transmit(host, seg);
