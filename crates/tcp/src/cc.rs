@@ -263,11 +263,9 @@ impl Cubic {
         // ACK-train detection
         if now_us.saturating_sub(self.last_ack_us) <= HYSTART_ACK_DELTA_US {
             self.last_ack_us = now_us;
-            let ack_delay = if pacing_rate == 0 {
-                0
-            } else {
-                (GSO_MAX_SIZE * 4 * 1_000_000 / pacing_rate).min(1000)
-            };
+            let ack_delay = (GSO_MAX_SIZE * 4 * 1_000_000)
+                .checked_div(pacing_rate)
+                .map_or(0, |d| d.min(1000));
             // sk_pacing_status == SK_PACING_NONE: threshold halved
             let threshold = (self.delay_min_us as u64 + ack_delay) >> 1;
             if now_us.saturating_sub(self.round_start_us) > threshold {

@@ -1965,8 +1965,15 @@ impl Connection {
         }
         if !self.local_block && self.can_send_data() {
             if self.probe_pending {
+                // tcp_send_probe0() → tcp_write_wakeup(): send what fits in
+                // a non-zero window, else a probe with an old sequence number.
                 self.probe_pending = false;
-                if self.snd_wnd == 0 {
+                let room = (self.snd_una + self.snd_wnd).saturating_sub(self.snd_nxt);
+                if room > 0 {
+                    if let Some(seg) = self.send_new(now, true) {
+                        return Some(seg);
+                    }
+                } else if self.snd_nxt < self.send_limit_end() {
                     self.zwp_sent += 1;
                     let seq = self.snd_una.saturating_sub(1);
                     let seg = self.build(now, seq, 0, 0);
@@ -1977,7 +1984,7 @@ impl Connection {
             if let Some(seg) = self.retransmit_lost(now) {
                 return Some(seg);
             }
-            if let Some(seg) = self.send_new(now) {
+            if let Some(seg) = self.send_new(now, false) {
                 return Some(seg);
             }
         }
@@ -2020,14 +2027,15 @@ impl Connection {
     }
 
     /// `tcp_write_xmit()`: new data within cwnd and the peer's window.
-    fn send_new(&mut self, now: Nanos) -> Option<Segment> {
+    /// `wakeup` (`tcp_write_wakeup`) sends whatever fits in the window.
+    fn send_new(&mut self, now: Nanos, wakeup: bool) -> Option<Segment> {
         let limit = self.send_limit_end();
         if self.snd_nxt >= limit || self.fin_sent {
             return None;
         }
         let avail = self.write_end.saturating_sub(self.snd_nxt);
         let in_flight = self.in_flight();
-        if in_flight >= self.cwnd {
+        if in_flight >= self.cwnd && !wakeup {
             self.cwnd_validate(true);
             return None;
         }
@@ -2039,7 +2047,7 @@ impl Connection {
         if len > room {
             // tcp_snd_wnd_test() fails; send what fits only if it is at
             // least half the largest window seen (sender SWS avoidance).
-            if room > 0 && room >= self.max_window / 2 {
+            if room > 0 && (wakeup || room >= self.max_window / 2) {
                 len = room;
             } else {
                 if self.packets_out == 0 {
@@ -2049,7 +2057,7 @@ impl Connection {
             }
         }
         let fin = fin_here && self.snd_nxt + len == self.write_end;
-        if len < mss && len > 0 && !fin {
+        if len < mss && len > 0 && !fin && !wakeup {
             // Nagle, Minshall's variant (tcp_nagle_check / tcp_minshall_check)
             if self.snd_sml > self.snd_una && self.packets_out > 0 {
                 return None;
