@@ -9,6 +9,19 @@
 //! numbers, flags, a window, options and a payload *length*, which is all a
 //! qdisc, a u32 filter on the headers, or a goodput counter needs.
 //!
+//! ## Driving it
+//!
+//! * `Connection::client(cfg, now, isn)` / `Connection::server(cfg, isn)`;
+//!   `write(bytes)` and `close()` may be called at once, before the handshake
+//!   completes: the data and the FIN follow it.
+//! * After every `on_segment` and at every `poll_at()` instant, call
+//!   `poll_transmit(now)` until it returns `None`; due timers (RTO, SYN
+//!   retransmission, delayed ACK, zero-window probe) fire inside it.
+//! * `on_local_drop(now, &seg)` takes the refused segment so the model knows
+//!   which one was not sent.
+//! * Receivers read automatically; `set_autoread(false)` and `read(n)` model
+//!   an application that does not keep up (the window closes).
+//!
 //! ## What is modelled, and after which kernel function
 //!
 //! The reference is Linux 6.12 (`net/ipv4/tcp_input.c`, `tcp_output.c`,
