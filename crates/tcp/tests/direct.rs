@@ -1,0 +1,333 @@
+//! Tests that drive two Connections by hand (no path model): delayed ACKs,
+//! SACK generation, local drops, and a fuzz of on_segment.
+mod common;
+use common::*;
+use tclab_tcp::*;
+
+/// Handshake by hand at t = 0 / 10 ms / 20 ms / 30 ms; returns (client, server).
+fn pair(c: Config, s: Config) -> (Connection, Connection) {
+    let mut cl = Connection::client(c, 0, CLIENT_ISN);
+    let mut sv = Connection::server(s, SERVER_ISN);
+    let syn = cl.poll_transmit(0).unwrap();
+    assert!(cl.poll_transmit(0).is_none());
+    sv.on_segment(10 * MS, &syn);
+    let synack = sv.poll_transmit(10 * MS).unwrap();
+    cl.on_segment(20 * MS, &synack);
+    let ack = cl.poll_transmit(20 * MS).unwrap();
+    assert_eq!(ack.flags, flags::ACK);
+    assert!(cl.poll_transmit(20 * MS).is_none());
+    sv.on_segment(30 * MS, &ack);
+    assert_eq!(sv.state(), State::Established);
+    (cl, sv)
+}
+
+fn data(i: u32, ts: u32) -> Segment {
+    Segment {
+        seq: CLIENT_ISN.wrapping_add(1 + i * 1448),
+        ack: SERVER_ISN.wrapping_add(1),
+        flags: flags::ACK,
+        window: 1000,
+        payload_len: 1448,
+        options: TcpOptions {
+            timestamps: Some((ts, 10)),
+            ..TcpOptions::default()
+        },
+    }
+}
+
+fn drain(c: &mut Connection, now: Nanos) -> Vec<Segment> {
+    let mut v = vec![];
+    while let Some(s) = c.poll_transmit(now) {
+        v.push(s);
+        assert!(v.len() < 100_000);
+    }
+    v
+}
+
+/// Linux's receiver (tcp_event_data_recv → tcp_incr_quickack): the first
+/// data starts quickack mode for min(rcv_wnd / (2·rcv_mss), 16) = 16 ACKs,
+/// one per segment. After that, __tcp_ack_snd_check ACKs when more than
+/// one full segment is unacknowledged (every second segment), otherwise the
+/// 40 ms delayed-ACK timer does. Out-of-order data is ACKed at once with a
+/// SACK block; the segment filling the hole is ACKed at once too.
+#[test]
+fn delayed_ack_and_sack_generation() {
+    let (_cl, mut sv) = pair(Config::default(), Config::default());
+    let base = CLIENT_ISN.wrapping_add(1);
+    let mut t = 100 * MS;
+    for i in 0..16 {
+        sv.on_segment(t, &data(i, 0));
+        let out = drain(&mut sv, t);
+        assert_eq!(out.len(), 1, "quickack {i}");
+        assert_eq!(out[0].ack, base.wrapping_add((i + 1) * 1448));
+        t += MS;
+    }
+    // 17th segment: held; 18th: ACK for both
+    sv.on_segment(t, &data(16, 0));
+    assert!(drain(&mut sv, t).is_empty());
+    assert_eq!(sv.poll_at(), Some(t + 40 * MS));
+    t += MS;
+    sv.on_segment(t, &data(17, 0));
+    let out = drain(&mut sv, t);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].ack, base.wrapping_add(18 * 1448));
+    assert_eq!(sv.poll_at(), None);
+    // 19th: held until the delayed-ACK timer, 40 ms later
+    t += MS;
+    sv.on_segment(t, &data(18, 0));
+    assert!(drain(&mut sv, t).is_empty());
+    assert!(drain(&mut sv, t + 40 * MS - 1).is_empty());
+    let out = drain(&mut sv, t + 40 * MS);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].ack, base.wrapping_add(19 * 1448));
+    t += 41 * MS;
+    // segment 20 before 19: immediate duplicate ACK carrying one SACK block
+    sv.on_segment(t, &data(20, 0));
+    let out = drain(&mut sv, t);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].ack, base.wrapping_add(19 * 1448));
+    assert_eq!(
+        out[0].options.sack_blocks,
+        vec![(base.wrapping_add(20 * 1448), base.wrapping_add(21 * 1448))]
+    );
+    assert_eq!(out[0].header_len(), 20 + 12 + 12); // TS + NOP,NOP,SACK(1)
+                                                   // segment 22: a second block, the most recent first
+    sv.on_segment(t, &data(22, 0));
+    let out = drain(&mut sv, t);
+    assert_eq!(
+        out[0].options.sack_blocks,
+        vec![
+            (base.wrapping_add(22 * 1448), base.wrapping_add(23 * 1448)),
+            (base.wrapping_add(20 * 1448), base.wrapping_add(21 * 1448)),
+        ]
+    );
+    // segment 19 fills the first hole: immediate ACK up to 21, one block left
+    sv.on_segment(t, &data(19, 0));
+    let out = drain(&mut sv, t);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].ack, base.wrapping_add(21 * 1448));
+    assert_eq!(
+        out[0].options.sack_blocks,
+        vec![(base.wrapping_add(22 * 1448), base.wrapping_add(23 * 1448))]
+    );
+    assert_eq!(sv.stats().bytes_delivered, 21 * 1448);
+}
+
+/// The local qdisc refuses the 10th segment of the initial window
+/// (NET_XMIT_DROP): the segment is taken back, the connection enters CWR
+/// with ssthresh = 10·717/1024 = 7 (CUBIC), nothing more is sent until an
+/// ACK comes, and the same sequence number is sent again afterwards.
+#[test]
+fn local_drop_enters_cwr_and_resends() {
+    let (mut cl, mut sv) = pair(Config::default(), Config::default());
+    cl.write(20 * 1448);
+    let t = 30 * MS;
+    let segs = drain(&mut cl, t);
+    assert_eq!(segs.len(), 10);
+    cl.on_local_drop(t, &segs[9]);
+    let st = cl.stats();
+    assert_eq!(st.ca_state, CaState::Cwr);
+    assert_eq!(st.ssthresh, 7);
+    assert_eq!(st.packets_out, 9);
+    assert_eq!(st.local_drops, 1);
+    assert!(drain(&mut cl, t).is_empty());
+    // the server receives the nine and ACKs them
+    let mut acks = vec![];
+    for s in &segs[..9] {
+        sv.on_segment(40 * MS, s);
+        acks.extend(drain(&mut sv, 40 * MS));
+    }
+    for a in &acks {
+        cl.on_segment(50 * MS, a);
+    }
+    let again = drain(&mut cl, 50 * MS);
+    assert!(!again.is_empty());
+    assert_eq!(again[0].seq, segs[9].seq);
+    assert_eq!(
+        cl.stats().retransmits,
+        0,
+        "a refused segment was never sent"
+    );
+    cl.check_invariants().unwrap();
+}
+
+/// Zero window: a receiver that does not read fills its 64 KB buffer; the
+/// sender stops, sends zero-window probes (an old sequence number,
+/// snd_una − 1, no payload) with doubling intervals, and resumes when the
+/// application reads (the window update is sent because the window grew
+/// from 0, tcp_cleanup_rbuf). Every byte arrives.
+#[test]
+fn zero_window_probe_and_resume() {
+    let srv = Config {
+        rcv_wnd: 65535,
+        ..Config::default()
+    };
+    let mut sim = Sim::new(
+        Config::default(),
+        srv,
+        PathCfg::new(10_000_000, 10 * MS, 100),
+        300_000,
+    );
+    sim.hosts[1].set_autoread(false);
+    sim.run_until(5 * SEC);
+    let rs = sim.hosts[1].stats();
+    assert!(
+        rs.bytes_delivered <= 65535 && rs.bytes_delivered > 60_000,
+        "{}",
+        rs.bytes_delivered
+    );
+    assert_eq!(rs.rcv_wnd, 0);
+    let probes: Vec<_> = sim
+        .sent
+        .iter()
+        .filter(|(_, h, s)| *h == 0 && s.payload_len == 0 && s.seq_len() == 0)
+        .filter(|(_, _, s)| {
+            // seq = snd_una - 1 is one below the ACK the server last sent
+            s.seq
+                .wrapping_add(1)
+                .wrapping_sub(CLIENT_ISN.wrapping_add(1)) as u64
+                == rs.bytes_delivered
+        })
+        .map(|x| x.0)
+        .collect();
+    assert!(probes.len() >= 3, "{probes:?}");
+    assert_eq!(
+        sim.hosts[0].stats().zero_window_probes as usize,
+        probes.len()
+    );
+    let gaps: Vec<_> = probes.windows(2).map(|w| w[1] - w[0]).collect();
+    for g in gaps.windows(2) {
+        assert_eq!(g[1], 2 * g[0], "{gaps:?}");
+    }
+    sim.hosts[1].set_autoread(true);
+    sim.kick(1);
+    sim.run_to_completion(60 * SEC);
+    assert_eq!(sim.hosts[1].stats().bytes_delivered, 300_000);
+    assert!(sim.hosts[0].is_closed() && sim.hosts[1].is_closed());
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn u32(&mut self) -> u32 {
+        (self.next() >> 32) as u32
+    }
+}
+
+fn random_segment(r: &mut Rng, near_seq: u32, near_ack: u32) -> Segment {
+    let pick = |r: &mut Rng, near: u32| match r.next() % 4 {
+        0 => r.u32(),
+        1 => near
+            .wrapping_add((r.next() % 200_000) as u32)
+            .wrapping_sub(100_000),
+        2 => near.wrapping_add((r.next() % 4) as u32 * 1448),
+        _ => near,
+    };
+    let nblocks = (r.next() % 6) as usize;
+    let sack_blocks = (0..nblocks)
+        .map(|_| {
+            let a = pick(r, near_ack);
+            (a, a.wrapping_add((r.next() % 10_000) as u32))
+        })
+        .collect();
+    Segment {
+        seq: pick(r, near_seq),
+        ack: pick(r, near_ack),
+        flags: (r.next() & 0x1f) as u8 | if r.next() % 3 > 0 { flags::ACK } else { 0 },
+        window: r.u32() as u16,
+        payload_len: match r.next() % 4 {
+            0 => 0,
+            1 => 1448,
+            2 => (r.next() % 70_000) as u32,
+            _ => r.u32(),
+        },
+        options: TcpOptions {
+            mss: (r.next() % 4 == 0).then(|| r.u32() as u16),
+            wscale: (r.next() % 4 == 0).then(|| r.u32() as u8),
+            sack_permitted: r.next() % 2 == 0,
+            timestamps: (r.next() % 2 == 0).then(|| (r.u32(), r.u32())),
+            sack_blocks,
+        },
+    }
+}
+
+/// Arbitrary segments — random or near the real sequence numbers, any flags,
+/// windows, lengths and options — never panic, and the sender's scoreboard
+/// counters stay consistent with its queue. Covers LISTEN, SYN_SENT and a
+/// connection in the middle of a lossy transfer.
+#[test]
+fn fuzz_on_segment_never_panics() {
+    let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+    // fresh ends
+    for _ in 0..200 {
+        let mut l = Connection::server(Config::default(), 1);
+        let mut c = Connection::client(
+            Config {
+                sack: r.next() % 2 == 0,
+                ..Config::default()
+            },
+            0,
+            2,
+        );
+        drain(&mut c, 0);
+        let mut now = 0;
+        for _ in 0..50 {
+            now += r.next() % (300 * MS);
+            let s = random_segment(&mut r, 1, 3);
+            l.on_segment(now, &s);
+            c.on_segment(now, &s);
+            for x in drain(&mut l, now).iter().chain(drain(&mut c, now).iter()) {
+                if r.next() % 5 == 0 {
+                    l.on_local_drop(now, x);
+                }
+            }
+            l.write(r.next() % 5000);
+            c.write(r.next() % 5000);
+            if r.next() % 20 == 0 {
+                c.close();
+            }
+            l.check_invariants().unwrap();
+            c.check_invariants().unwrap();
+        }
+    }
+    // mid-transfer, with the sender's real peer also fed garbage
+    for round in 0..20 {
+        let mut path = PathCfg::new(10_000_000, 10 * MS, 17);
+        path.drop_offsets.insert(30 * 1448);
+        let c = Config {
+            sack: round % 2 == 0,
+            timestamps: round % 3 != 0,
+            ..Config::default()
+        };
+        let mut sim = Sim::new(c.clone(), c, path, 1_000_000);
+        sim.run_until((200 + 37 * round) * MS);
+        let mut now = sim.now;
+        let near_seq_c = sim.trace.last().map(|x| x.2.seq).unwrap_or(0);
+        let near_ack_c = sim.trace.last().map(|x| x.2.ack).unwrap_or(0);
+        for i in 0..2000 {
+            now += r.next() % (5 * MS);
+            let s = random_segment(&mut r, near_seq_c, near_ack_c);
+            let h = i % 2;
+            sim.hosts[h].on_segment(now, &s);
+            let out = drain(&mut sim.hosts[h], now);
+            if let Some(x) = out.first() {
+                if r.next() % 7 == 0 {
+                    sim.hosts[h].on_local_drop(now, x);
+                }
+            }
+            if r.next() % 50 == 0 {
+                sim.hosts[h].read(r.next() % 100_000);
+                sim.hosts[h].set_autoread(r.next() % 2 == 0);
+            }
+            sim.hosts[h].check_invariants().unwrap();
+            let _ = sim.hosts[h].poll_at();
+            let _ = sim.hosts[h].stats();
+        }
+    }
+}
