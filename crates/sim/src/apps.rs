@@ -204,6 +204,7 @@ pub enum App {
     UdpSender(UdpSender),
     UdpSink(UdpSink),
     Ping(Ping),
+    Tcp(Box<crate::tcpapp::TcpEndpoint>),
 }
 
 impl App {
@@ -211,11 +212,12 @@ impl App {
         match self {
             App::UdpSender(u) => u.on_timer(now, out),
             App::Ping(p) => p.on_timer(now, out),
+            App::Tcp(t) => t.on_timer(now, out),
             App::UdpSink(_) => {}
         }
     }
 
-    pub fn on_receive(&mut self, now: Nanos, d: &Datagram, _out: &mut Outbox) {
+    pub fn on_receive(&mut self, now: Nanos, d: &Datagram, out: &mut Outbox) {
         match self {
             App::UdpSink(s) => {
                 if let L4::Udp(u) = &d.l4 {
@@ -224,19 +226,23 @@ impl App {
                 }
             }
             App::Ping(p) => p.on_receive(now, d),
+            App::Tcp(t) => t.on_receive(now, d, out),
             App::UdpSender(_) => {}
         }
     }
 
     /// The node's own qdisc refused a datagram this application sent.
-    pub fn on_local_drop(&mut self, now: Nanos) {
-        let _ = now;
+    pub fn on_local_drop(&mut self, now: Nanos, d: &Datagram) {
+        if let App::Tcp(t) = self {
+            t.on_local_drop(now, d);
+        }
     }
 
     pub fn next_timer(&self) -> Option<Nanos> {
         match self {
             App::UdpSender(u) => u.next,
             App::Ping(p) => p.next,
+            App::Tcp(t) => t.next_timer(),
             App::UdpSink(_) => None,
         }
     }
@@ -245,6 +251,7 @@ impl App {
     pub fn delivered_bytes(&self) -> u64 {
         match self {
             App::UdpSink(s) => s.bytes,
+            App::Tcp(t) => t.delivered_bytes(),
             _ => 0,
         }
     }

@@ -7,4 +7,5 @@ pub mod report;
 pub mod rng;
 pub mod run;
 pub mod scenario;
+pub mod tcpapp;
 pub mod wire;

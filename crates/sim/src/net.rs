@@ -405,8 +405,8 @@ impl Network {
     fn flush(&mut self, now: Nanos, app: AppId, out: Outbox) {
         let node = self.app_node[app];
         for d in out.datagrams {
-            if !self.send_from(now, node, d) {
-                self.apps[app].on_local_drop(now);
+            if !self.send_from(now, node, &d) {
+                self.apps[app].on_local_drop(now, &d);
             }
         }
         if let Some(t) = self.apps[app].next_timer() {
@@ -415,12 +415,12 @@ impl Network {
     }
 
     /// Put a locally generated datagram on the wire towards its destination. False if it was dropped here.
-    pub fn send_from(&mut self, now: Nanos, node: NodeId, mut d: Datagram) -> bool {
+    pub fn send_from(&mut self, now: Nanos, node: NodeId, d: &Datagram) -> bool {
         let Some(dst_node) = self.owner_of(d.ip.dst) else {
             return false;
         };
         if dst_node == node {
-            let pkt = self.packet_of(&d);
+            let pkt = self.packet_of(d, d.ip.id);
             self.deliver(now, node, pkt);
             return true;
         }
@@ -428,14 +428,13 @@ impl Network {
             return false;
         };
         self.ip_id = self.ip_id.wrapping_add(1);
-        d.ip.id = self.ip_id;
-        let pkt = self.packet_of(&d);
+        let pkt = self.packet_of(d, self.ip_id);
         self.transmit(now, out, pkt)
     }
 
-    fn packet_of(&self, d: &Datagram) -> Packet {
+    fn packet_of(&self, d: &Datagram, id: u16) -> Packet {
         Packet {
-            data: d.emit(),
+            data: d.emit_with_id(id),
             len: d.total_len() + ETH_HLEN,
             protocol: 0x0800,
             priority: tos_to_priority(d.ip.tos),
@@ -572,7 +571,7 @@ impl Network {
                         ..*i
                     }),
                 };
-                self.send_from(now, node, reply);
+                self.send_from(now, node, &reply);
                 return;
             }
             L4::Icmp(i) if i.kind == ICMP_ECHO_REPLY => {

@@ -4,6 +4,7 @@ use crate::apps::{App, Ping, UdpSender, UdpSink};
 use crate::measure::{FlowProbe, Recorder, RttStats};
 use crate::net::{AppId, NodeId};
 use crate::scenario::{Scenario, Traffic, TrafficKind};
+use crate::tcpapp::TcpEndpoint;
 use crate::wire::{PROTO_TCP, PROTO_UDP};
 use serde::Serialize;
 use tclab_core::Nanos;
@@ -58,13 +59,13 @@ struct Started {
     receivers: Vec<AppId>,
 }
 
-fn src_addr(sc: &Scenario, from: NodeId, to: NodeId) -> u32 {
-    let out = sc.net.nodes[from].routes[to].expect("routes checked when the scenario was read");
-    sc.net.ifaces[out].addr
+fn out_iface(sc: &Scenario, from: NodeId, to: NodeId) -> usize {
+    sc.net.nodes[from].routes[to].expect("routes checked when the scenario was read")
 }
 
 fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<Started, String> {
-    let src = src_addr(sc, t.from, t.to);
+    let out_iface = out_iface(sc, t.from, t.to);
+    let src = sc.net.ifaces[out_iface].addr;
     let dst = sc
         .net
         .node_addr(t.to)
@@ -104,12 +105,43 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
                 sc.net.bind_ping(t.from, ident, a);
                 st.senders.push(a);
             }
-            TrafficKind::Tcp { .. } => {
-                let _ = PROTO_TCP;
-                return Err(format!(
-                    "traffic {}: TCP traffic is not available in this build of the simulator",
-                    t.name
-                ));
+            TrafficKind::Tcp { bytes, cc } => {
+                let mtu = sc.net.device(out_iface).map_or(1500, |d| d.mtu);
+                let mut cfg = tclab_tcp::Config::mss_from_mtu(mtu);
+                cfg.cc = if cc == "reno" {
+                    tclab_tcp::CongestionControl::Reno
+                } else {
+                    tclab_tcp::CongestionControl::Cubic
+                };
+                let start = if s == 0 {
+                    t.start
+                } else {
+                    t.start + spread.below(10_000_000)
+                };
+                let isn = spread.next_u32();
+                let tx = TcpEndpoint::sender(
+                    cfg.clone(),
+                    isn,
+                    (src, sport),
+                    (dst, dport),
+                    t.tos,
+                    *bytes,
+                    start,
+                    t.stop,
+                );
+                let a = sc.net.add_app(t.from, App::Tcp(Box::new(tx)), Some(start));
+                sc.net.bind(t.from, PROTO_TCP, sport, dst, dport, a);
+                let rx = TcpEndpoint::receiver(
+                    cfg,
+                    spread.next_u32(),
+                    (dst, dport),
+                    (src, sport),
+                    t.tos,
+                );
+                let b = sc.net.add_app(t.to, App::Tcp(Box::new(rx)), None);
+                sc.net.bind(t.to, PROTO_TCP, dport, src, sport, b);
+                st.senders.push(a);
+                st.receivers.push(b);
             }
         }
     }
@@ -170,10 +202,19 @@ pub fn run(sc: &mut Scenario, progress: &mut dyn FnMut(Nanos)) -> Result<Outcome
                     .map(|&a| sc.net.apps[a].delivered_bytes())
                     .sum();
                 let (mut sent_bytes, mut sent_pkts, mut recv_pkts) = (0, 0, 0);
+                let mut retransmits = 0;
                 for &a in &s.senders {
-                    if let App::UdpSender(u) = &sc.net.apps[a] {
-                        sent_bytes += u.sent_bytes;
-                        sent_pkts += u.sent_packets;
+                    match &sc.net.apps[a] {
+                        App::UdpSender(u) => {
+                            sent_bytes += u.sent_bytes;
+                            sent_pkts += u.sent_packets;
+                        }
+                        App::Tcp(t) => {
+                            let st = t.stats();
+                            sent_bytes += st.bytes_acked;
+                            retransmits += st.retransmits;
+                        }
+                        _ => {}
                     }
                 }
                 for &a in &s.receivers {
@@ -195,7 +236,7 @@ pub fn run(sc: &mut Scenario, progress: &mut dyn FnMut(Nanos)) -> Result<Outcome
                     delivered_bytes: delivered,
                     goodput_bps: delivered as f64 * 8e9 / active as f64,
                     lost_packets: sent_pkts.saturating_sub(recv_pkts),
-                    retransmits: 0,
+                    retransmits,
                 });
             }
         }

@@ -174,12 +174,17 @@ impl Datagram {
 
     /// The header bytes (IP header and L4 header), with the IP total length filled in.
     pub fn emit(&self) -> Vec<u8> {
+        self.emit_with_id(self.ip.id)
+    }
+
+    /// As [`emit`](Self::emit), with another IP identification (the sending host numbers its datagrams).
+    pub fn emit_with_id(&self, id: u16) -> Vec<u8> {
         let total = self.total_len().min(0xffff) as u16;
         let mut b = Vec::with_capacity(72);
         b.push(0x45);
         b.push(self.ip.tos);
         put16(&mut b, total);
-        put16(&mut b, self.ip.id);
+        put16(&mut b, id);
         put16(&mut b, 0x4000); // DF, as Linux sets on TCP and on pings with PMTU discovery
         b.push(self.ip.ttl);
         b.push(self.ip.protocol);
