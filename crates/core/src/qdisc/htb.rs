@@ -44,7 +44,7 @@ use crate::packet::Packet;
 use crate::units::{ns_to_ticks, ticks_to_ns, RateCfg, RateSpec};
 use crate::{Nanos, NSEC_PER_SEC};
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 
 pub const MAXDEPTH: usize = 8;
 pub const NUMPRIO: usize = 8;
@@ -275,94 +275,7 @@ struct Class {
 #[derive(Default)]
 struct Level {
     rows: [RoundRobin; NUMPRIO],
-    wait: WaitQueue,
-}
-
-/// A level's wait queue (`hlevel.wait_pq`): classes ordered by the time their mode changes, equal times in
-/// the order they were queued (the kernel's rb-tree puts an equal key to the right), which is the order of
-/// the key (time, sequence number). An indexed binary heap: the first class is at the top, and a class is
-/// inserted or removed from anywhere in O(log N) without allocating once the heap has grown, where a B-tree
-/// allocates and shifts nodes. `pos` finds a class's entry by its arena index.
-#[derive(Default)]
-struct WaitQueue {
-    heap: Vec<(Nanos, u64, u32)>,
-    /// Heap position of each arena index + 1 (0: not queued).
-    pos: Vec<u32>,
-}
-
-impl WaitQueue {
-    fn first(&self) -> Option<(Nanos, u64, usize)> {
-        self.heap.first().map(|&(t, s, i)| (t, s, i as usize))
-    }
-
-    fn insert(&mut self, key: Nanos, seq: u64, i: usize) {
-        if self.pos.len() <= i {
-            self.pos.resize(i + 1, 0);
-        }
-        debug_assert_eq!(self.pos[i], 0, "class queued twice");
-        self.heap.push((key, seq, i as u32));
-        self.set(self.heap.len() - 1);
-        self.sift_up(self.heap.len() - 1);
-    }
-
-    /// Remove class `i`, queued with key (`key`, `seq`).
-    fn remove(&mut self, key: Nanos, seq: u64, i: usize) {
-        let Some(p) = self.pos.get(i).and_then(|&p| p.checked_sub(1)) else {
-            return;
-        };
-        let p = p as usize;
-        debug_assert_eq!(self.heap[p], (key, seq, i as u32));
-        self.pos[i] = 0;
-        let last = self.heap.pop().expect("a queued class");
-        if p < self.heap.len() {
-            self.heap[p] = last;
-            self.set(p);
-            if p > 0 && last < self.heap[(p - 1) / 2] {
-                self.sift_up(p);
-            } else {
-                self.sift_down(p);
-            }
-        }
-    }
-
-    fn set(&mut self, p: usize) {
-        self.pos[self.heap[p].2 as usize] = p as u32 + 1;
-    }
-
-    fn sift_up(&mut self, mut p: usize) {
-        while p > 0 {
-            let parent = (p - 1) / 2;
-            if self.heap[parent] <= self.heap[p] {
-                break;
-            }
-            self.heap.swap(parent, p);
-            self.set(p);
-            p = parent;
-        }
-        self.set(p);
-    }
-
-    fn sift_down(&mut self, mut p: usize) {
-        let n = self.heap.len();
-        loop {
-            let l = 2 * p + 1;
-            if l >= n {
-                break;
-            }
-            let c = if l + 1 < n && self.heap[l + 1] < self.heap[l] {
-                l + 1
-            } else {
-                l
-            };
-            if self.heap[p] <= self.heap[c] {
-                break;
-            }
-            self.heap.swap(p, c);
-            self.set(p);
-            p = c;
-        }
-        self.set(p);
-    }
+    wait: BTreeSet<(Nanos, u64, usize)>,
 }
 
 /// Where a round robin lives: a row of a level, or the feed of an inner class.
@@ -674,14 +587,14 @@ impl Htb {
         }
         self.wait_seq += 1;
         let seq = self.wait_seq;
-        self.levels[level].wait.insert(key, seq, i);
+        self.levels[level].wait.insert((key, seq, i));
         self.cl_mut(i).pq_key = Some((key, seq));
     }
 
     fn remove_from_wait(&mut self, i: usize) {
         if let Some((key, seq)) = self.cl_mut(i).pq_key.take() {
             let level = self.cl(i).level as usize;
-            self.levels[level].wait.remove(key, seq, i);
+            self.levels[level].wait.remove(&(key, seq, i));
         }
     }
 
@@ -689,13 +602,13 @@ impl Htb {
     /// event time at this level, or 0 if none.
     fn do_events(&mut self, level: usize) -> Nanos {
         loop {
-            let Some((key, seq, i)) = self.levels[level].wait.first() else {
+            let Some(&(key, seq, i)) = self.levels[level].wait.first() else {
                 return 0;
             };
             if key > self.now {
                 return key;
             }
-            self.levels[level].wait.remove(key, seq, i);
+            self.levels[level].wait.remove(&(key, seq, i));
             self.cl_mut(i).pq_key = None;
             let c = self.cl(i);
             let mut diff = (self.now.saturating_sub(c.t_c) as i64).min(c.mbuffer);
@@ -1331,46 +1244,8 @@ impl ClassOps for Htb {
 
 #[cfg(test)]
 mod tests {
-    use super::{MinorSet, WaitQueue};
+    use super::MinorSet;
     use std::collections::BTreeSet;
-
-    /// The heap pops and removes as the ordered set of (time, sequence, class) it replaces.
-    #[test]
-    fn wait_queue_orders_like_a_search_tree() {
-        let mut q = WaitQueue::default();
-        let mut model = BTreeSet::new();
-        let mut keys = vec![None; 3000];
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        for seq in 0..300_000u64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let i = (x >> 16) as usize % keys.len();
-            match keys[i] {
-                Some((t, s)) => {
-                    q.remove(t, s, i);
-                    model.remove(&(t, s, i));
-                    keys[i] = None;
-                }
-                None if x & 3 != 0 => {
-                    // Few distinct times, so that equal times are common.
-                    let t = (x >> 40) % 50;
-                    q.insert(t, seq, i);
-                    model.insert((t, seq, i));
-                    keys[i] = Some((t, seq));
-                }
-                None => {
-                    if let Some((t, s, j)) = q.first() {
-                        q.remove(t, s, j);
-                        model.remove(&(t, s, j));
-                        keys[j] = None;
-                    }
-                }
-            }
-            assert_eq!(q.first(), model.first().copied());
-            assert_eq!(q.heap.len(), model.len());
-        }
-    }
 
     /// The bitmap answers as the ordered set it replaces, on a deterministic random walk of inserts and
     /// removes spread over the whole minor range and clustered at its ends.
