@@ -26,6 +26,12 @@
 //! leaf may send `quantum` bytes before the row's pointer moves on. Rows and feeds are ordered by classid and
 //! the round-robin pointer is kept as a classid, as the kernel keeps `ptr` and `last_ptr_id`.
 //!
+//! Where the kernel uses rb-trees, tclab uses what is cheaper for the same order. Rows and feeds are bitmaps
+//! over the 16-bit classid minor (`MinorSet`): the next class after the pointer is a few word operations,
+//! where a tree costs O(log N) cache misses per packet. A class is found by its minor in a table. The wait
+//! queues are B-tree sets keyed by (time, insertion order): their keys arrive almost in time order, so the
+//! tree works at its two hot ends (an indexed binary heap measured slower).
+//!
 //! Unclassified packets go to the `default` class if it is a leaf, otherwise to the direct queue, which is
 //! sent before anything else and is not shaped at all (`direct_packets_stat` counts them).
 //!
