@@ -9,7 +9,9 @@
 //! - [`qopt`]: one parser per discipline, producing the options the kernel receives.
 //! - [`show`]: the printers.
 //! - [`store`]: the policy file that lets `TCLAB_STATE=FILE tclab tc …` work line by line.
+//! - [`fuzz`]: the property checks behind the parser's fuzz target and its deterministic test.
 
+pub mod fuzz;
 pub mod qopt;
 pub mod show;
 pub mod store;
