@@ -12,11 +12,13 @@
 
 pub mod fifo;
 pub mod htb;
+pub mod ingress;
 pub mod noqueue;
 pub mod pfifo_fast;
 pub mod tbf;
 
 use crate::error::{KernelError, Warning};
+use crate::filter::Block;
 use crate::handle::Handle;
 use crate::packet::Packet;
 use crate::Nanos;
@@ -105,6 +107,7 @@ pub enum QdiscOptions {
     Noqueue,
     Tbf(tbf::TbfOptions),
     Htb(htb::HtbOptions),
+    Ingress,
 }
 
 impl QdiscOptions {
@@ -116,6 +119,7 @@ impl QdiscOptions {
             QdiscOptions::Noqueue => "noqueue",
             QdiscOptions::Tbf(_) => "tbf",
             QdiscOptions::Htb(_) => "htb",
+            QdiscOptions::Ingress => "ingress",
         }
     }
 }
@@ -192,6 +196,18 @@ pub trait Qdisc {
     }
     fn classes_mut(&mut self) -> Option<&mut dyn ClassOps> {
         None
+    }
+    /// The filter block `tc filter … parent CLASSID` names: the qdisc's own (minor 0) or one class's
+    /// (`cops->tcf_block`). `None`: this discipline takes no filters there.
+    fn block(&self, _classid: Handle) -> Option<&Block> {
+        None
+    }
+    fn block_mut(&mut self, _classid: Handle) -> Option<&mut Block> {
+        None
+    }
+    /// Every block the qdisc owns, so that their actions can be released when it goes.
+    fn blocks_mut(&mut self) -> Vec<&mut Block> {
+        Vec::new()
     }
 }
 
