@@ -60,6 +60,41 @@ fn tdc_pfifo_fast() {
     assert_no_failures(&["qdiscs/pfifo_fast.json"]);
 }
 
+#[test]
+fn tdc_ingress() {
+    assert_no_failures(&["qdiscs/ingress.json"]);
+}
+
+#[test]
+fn tdc_u32() {
+    assert_no_failures(&["filters/u32.json"]);
+}
+
+#[test]
+fn tdc_fw() {
+    assert_no_failures(&["filters/fw.json"]);
+}
+
+#[test]
+fn tdc_matchall() {
+    assert_no_failures(&["filters/matchall.json"]);
+}
+
+#[test]
+fn tdc_police() {
+    assert_no_failures(&["actions/police.json"]);
+}
+
+#[test]
+fn tdc_gact() {
+    assert_no_failures(&["actions/gact.json"]);
+}
+
+#[test]
+fn tdc_skbedit() {
+    assert_no_failures(&["actions/skbedit.json"]);
+}
+
 /// Runs every file under qdiscs/, filters/ and actions/ and prints the totals; never fails on
 /// case failures (it tracks progress on kinds tclab does not implement yet).
 #[test]

@@ -60,6 +60,19 @@ pub fn parse_qdisc(
         "noqueue" if args.is_empty() => Ok(Some(QdiscOptions::Noqueue)),
         "tbf" => parse_tbf(args).map(Some),
         "htb" => parse_htb(args).map(Some),
+        "ingress" => {
+            let mut it = args.iter();
+            while let Some(a) = it.next() {
+                if a == "handle" {
+                    it.next();
+                } else {
+                    return Err(Failure::options(format!(
+                        "What is \"{a}\"?\nUsage: ... ingress"
+                    )));
+                }
+            }
+            Ok(Some(QdiscOptions::Ingress))
+        }
         k if KNOWN_TO_TC.contains(&k) => Ok(None),
         k => {
             if let Some(a) = args.first() {

@@ -232,6 +232,24 @@ impl ActionTable {
         Ok(())
     }
 
+    /// `tcf_action_init` for a filter: a standalone action it binds must have the filter's skip flags.
+    pub fn check_offload_flags(&self, specs: &[ActionSpec], cls_flags: u32) -> Result<(), KernelError> {
+        let mask = ACT_FLAG_SKIP_HW | ACT_FLAG_SKIP_SW;
+        for s in specs {
+            let Some(a) = (s.index != 0).then(|| self.get(&s.kind, s.index)).flatten() else {
+                continue;
+            };
+            let a = a.borrow();
+            let standalone = a.refcnt > a.bindcnt;
+            if standalone && a.flags & mask != cls_flags & mask {
+                return Err(KernelError::invalid(
+                    "Mismatch between action and filter offload flags",
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Create, replace or bind each action (`tcf_action_init`), after [`ActionTable::validate`].
     /// With `bind`, every returned action counts one more binding.
     pub fn instantiate(

@@ -63,6 +63,8 @@ impl Exts {
 pub struct ExtsSpec {
     pub actions: Vec<ActionSpec>,
     pub police: Option<ActionSpec>,
+    /// The filter's skip flags as `TCA_ACT_FLAGS_SKIP_*`: a shared action it binds must carry the same.
+    pub cls_flags: u32,
 }
 
 impl ExtsSpec {
@@ -75,7 +77,8 @@ impl ExtsSpec {
     /// `tcf_exts_validate`, check only.
     pub fn validate(&self, table: &ActionTable) -> Result<(), KernelError> {
         let (specs, _) = self.specs();
-        table.validate(specs, true, false)
+        table.validate(specs, true, false)?;
+        table.check_offload_flags(specs, self.cls_flags)
     }
     /// `tcf_exts_validate`: create or bind the actions.
     pub fn instantiate(&self, table: &mut ActionTable, now: Nanos) -> Result<Exts, KernelError> {
@@ -235,9 +238,10 @@ impl Block {
         }
     }
 
-    /// `tcf_auto_prio`: one less than the last instance's preference, or 0xc000 for the first.
+    /// `tcf_auto_prio`: one less than the preference of the last instance below 0x8000 (where the kernel's
+    /// search for `0x8000 << 16` stops), or 0xc000 if there is none.
     fn auto_prio(list: &[Tp]) -> u32 {
-        match list.last() {
+        match list.iter().filter(|tp| tp.prio < 0x8000).last() {
             Some(tp) => tp.prio.saturating_sub(1).max(1),
             None => 0xc000,
         }
