@@ -141,6 +141,13 @@ impl Device {
     /// Enqueue at the root (`dev_queue_xmit` → `q->enqueue`).
     pub fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
         pkt.enqueue_ns = cx.now;
+        if let Some(ing) = self.ingress.as_ref().filter(|s| s.q.kind() == "clsact") {
+            let egress = ing.q.block(Handle(0xffff_fff3));
+            if egress.is_some_and(|b| !crate::qdisc::ingress::Ingress::egress(b, &mut pkt, cx.now))
+            {
+                return Verdict::Drop;
+            }
+        }
         self.root.q.enqueue(pkt, cx)
     }
 
@@ -292,6 +299,10 @@ pub fn create_qdisc(
             Box::new(crate::qdisc::ingress::Ingress::default()),
             Vec::new(),
         ),
+        QdiscOptions::Clsact => (
+            Box::new(crate::qdisc::ingress::Ingress::clsact()),
+            Vec::new(),
+        ),
     })
 }
 
@@ -372,6 +383,7 @@ impl Engine {
         if parent == Handle::INGRESS
             || (parent == Handle::UNSPEC
                 && (kind == Some("ingress")
+                    || kind == Some("clsact")
                     || (handle == ingress_handle && dev.ingress.is_some())))
         {
             return self.modify_ingress(dev_name, handle, opts, flags);
@@ -491,12 +503,24 @@ impl Engine {
         flags: Flags,
     ) -> Result<Vec<Warning>, KernelError> {
         let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
-        if opts.is_some_and(|o| o.kind() != "ingress") {
+        let kind = opts.map_or("ingress", |o| o.kind());
+        if kind != "ingress" && kind != "clsact" {
             return Err(KernelError::invalid(
                 "Specified parent ID is reserved for ingress and clsact Qdiscs",
             ));
         }
-        if dev.ingress.is_some() {
+        if let Some(cur) = &dev.ingress {
+            if opts.is_some() && cur.q.kind() != kind {
+                if !flags.replace {
+                    return Err(KernelError::msg(
+                        Errno::Exists,
+                        "NLM_F_REPLACE needed to override",
+                    ));
+                }
+                return Err(KernelError::invalid(
+                    "Replacing ingress/clsact is not supported",
+                ));
+            }
             if flags.excl {
                 return Err(KernelError::msg(
                     Errno::Exists,
@@ -516,11 +540,12 @@ impl Engine {
         } else {
             handle
         };
-        dev.ingress = Some(Sched::new(
-            handle,
-            Handle::INGRESS,
-            Box::new(crate::qdisc::ingress::Ingress::default()),
-        ));
+        let q: Box<dyn Qdisc> = if kind == "clsact" {
+            Box::new(crate::qdisc::ingress::Ingress::clsact())
+        } else {
+            Box::new(crate::qdisc::ingress::Ingress::default())
+        };
+        dev.ingress = Some(Sched::new(handle, Handle::INGRESS, q));
         Ok(Vec::new())
     }
 
@@ -594,7 +619,7 @@ impl Engine {
             if handle != Handle::UNSPEC && ing.handle != handle {
                 return Err(KernelError::invalid("Invalid handle"));
             }
-            if kind.is_some_and(|k| k != "ingress") {
+            if kind.is_some_and(|k| k != ing.q.kind()) {
                 return Err(KernelError::invalid("Invalid qdisc name"));
             }
             let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
@@ -794,7 +819,7 @@ fn resolve_block<'a>(
     } else {
         (dev.find_mut(parent.qdisc()).ok_or_else(no_parent)?, parent)
     };
-    let ingress = sched.q.kind() == "ingress";
+    let ingress = matches!(sched.q.kind(), "ingress" | "clsact");
     if !ingress {
         let Some(cl) = sched.q.classes() else {
             return Err(KernelError::invalid("Qdisc not classful"));
@@ -832,7 +857,10 @@ impl Engine {
         };
         if indev.is_some_and(|d| !self.devices.contains_key(d)) {
             // `tcf_change_indev`: the name must be a device of the namespace.
-            return Err(KernelError::msg(Errno::NoDevice, "Network device not found"));
+            return Err(KernelError::msg(
+                Errno::NoDevice,
+                "Network device not found",
+            ));
         }
         let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
         let (block, _) = resolve_block(dev, parent)?;
@@ -867,7 +895,9 @@ impl Engine {
         let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
         match resolve_block(dev, parent) {
             Ok((b, p)) => Ok(Some((&*b, p))),
-            Err(e) if e.errno == Errno::Invalid && e.msg.as_deref() == Some("Qdisc not classful") => {
+            Err(e)
+                if e.errno == Errno::Invalid && e.msg.as_deref() == Some("Qdisc not classful") =>
+            {
                 Ok(None)
             }
             Err(e) => Err(e),

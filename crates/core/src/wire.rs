@@ -92,7 +92,11 @@ mod tests {
         let d = [1u8, 2, 3, 4, 5];
         assert_eq!(be32(&d, 1), Some(0x0203_0405));
         assert_eq!(be32(&d, 2), None, "one byte short");
-        assert_eq!(be16(&d, -1), None, "negative offsets name the absent link header");
+        assert_eq!(
+            be16(&d, -1),
+            None,
+            "negative offsets name the absent link header"
+        );
         assert_eq!(byte(&d, i64::MAX), None);
         assert_eq!(be32(&d, i64::MAX), None, "no overflow on the end index");
     }

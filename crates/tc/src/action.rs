@@ -17,8 +17,8 @@ use tclab_core::action::police::PoliceParams;
 use tclab_core::action::skbedit::Skbedit;
 use tclab_core::action::{
     ext_is, Action, ActionParams, ActionSpec, Control, ACT_FLAG_NO_PERCPU, ACT_FLAG_SKIP_HW,
-    ACT_FLAG_SKIP_SW, TC_ACT_EXT_VAL_MASK, TC_ACT_GOTO_CHAIN, TC_ACT_JUMP, TC_ACT_OK,
-    TC_ACT_PIPE, TC_ACT_RECLASSIFY, TC_ACT_SHOT, TC_ACT_STOLEN, TC_ACT_TRAP, TC_ACT_UNSPEC,
+    ACT_FLAG_SKIP_SW, TC_ACT_EXT_VAL_MASK, TC_ACT_GOTO_CHAIN, TC_ACT_JUMP, TC_ACT_OK, TC_ACT_PIPE,
+    TC_ACT_RECLASSIFY, TC_ACT_SHOT, TC_ACT_STOLEN, TC_ACT_TRAP, TC_ACT_UNSPEC,
 };
 use tclab_core::units::{LinkLayer, RateSpec};
 
@@ -167,7 +167,9 @@ fn parse_gact(c: &mut Cur) -> Result<(ActionParams, u32)> {
             Ok(Some(r)) => g.action = r,
             Ok(None) | Err(_) => {
                 let w = c.peek().unwrap_or("");
-                return Err(Failure::syntax(format!("Bad action type {w}\n{GACT_USAGE}")));
+                return Err(Failure::syntax(format!(
+                    "Bad action type {w}\n{GACT_USAGE}"
+                )));
             }
         }
         if c.peek().is_some_and(|w| matches(w, "random")) {
@@ -180,7 +182,8 @@ fn parse_gact(c: &mut Cur) -> Result<(ActionParams, u32)> {
                 return Err(bad("Illegal \"random type\""));
             };
             c.next_arg()?;
-            let Some(pa) = parse_control(c, false, false).map_err(|_| Failure::syntax(GACT_USAGE))?
+            let Some(pa) =
+                parse_control(c, false, false).map_err(|_| Failure::syntax(GACT_USAGE))?
             else {
                 return Err(Failure::syntax(GACT_USAGE));
             };
@@ -287,9 +290,18 @@ pub fn parse_police(c: &mut Cur, named: bool) -> Result<(ActionParams, u32)> {
                 return Err(duparg("peakrate", v));
             }
             prate = get_rate(v).ok_or_else(|| invarg("peakrate", v))?;
-        } else if ["reclassify", "drop", "shot", "continue", "pass", "ok", "pipe", "goto"]
-            .iter()
-            .any(|k| matches(w, k))
+        } else if [
+            "reclassify",
+            "drop",
+            "shot",
+            "continue",
+            "pass",
+            "ok",
+            "pipe",
+            "goto",
+        ]
+        .iter()
+        .any(|k| matches(w, k))
         {
             p.action = parse_control(c, false, false)?.ok_or_else(|| bad(""))?;
             ok += 1;
@@ -608,7 +620,14 @@ fn sprint_tm(a: &Action, now: u64) -> String {
 
 /// One action as `tc_dump_action` prints it, from the newline before `action order N:` on. `bind`: the
 /// action is listed inside a filter.
-pub fn print_action(a: &Action, order: u32, bind: bool, flags: ShowFlags, now: u64, out: &mut String) {
+pub fn print_action(
+    a: &Action,
+    order: u32,
+    bind: bool,
+    flags: ShowFlags,
+    now: u64,
+    out: &mut String,
+) {
     let _ = write!(out, "\n\taction order {order}: ");
     let refs = format!("ref {} bind {}", a.refcnt, a.bindcnt);
     let tm = if flags.stats {
@@ -645,7 +664,7 @@ pub fn print_action(a: &Action, order: u32, bind: bool, flags: ShowFlags, now: u
                 let _ = write!(out, "queue_mapping {q}");
             }
             if let Some(p) = s.priority {
-                let _ = write!(out, " priority {}", tclab_core::Handle(p));
+                let _ = write!(out, " priority {}", crate::filter::sprint_classid(p));
             }
             if let Some(m) = s.mark {
                 let _ = write!(out, " mark {m}");
@@ -776,7 +795,9 @@ pub fn actions_cmd(
             c.fwd();
             let specs = parse_actions(&mut c).map_err(|f| {
                 let msg = if f.code == 1 {
-                    format!("{}\nIllegal \"action\"", f.msg).trim_start().to_string()
+                    format!("{}\nIllegal \"action\"", f.msg)
+                        .trim_start()
+                        .to_string()
                 } else {
                     f.msg
                 };
@@ -856,7 +877,14 @@ pub fn actions_cmd(
                 }
                 out.stdout.push_str("total acts 0\n");
                 for (n, a) in found.iter().enumerate() {
-                    print_action(&a.borrow(), n as u32 + 1, false, flags, now, &mut out.stdout);
+                    print_action(
+                        &a.borrow(),
+                        n as u32 + 1,
+                        false,
+                        flags,
+                        now,
+                        &mut out.stdout,
+                    );
                 }
             } else {
                 for (k, i) in &targets {
@@ -871,13 +899,13 @@ pub fn actions_cmd(
                     }
                 }
                 for (k, i) in &targets {
-                    engine
-                        .actions
-                        .delete(k, *i)
-                        .map_err(|e| failed(e, &c))?;
+                    engine.actions.delete(k, *i).map_err(|e| failed(e, &c))?;
                 }
             }
-        } else if matches(w, "list") || matches(w, "show") || matches(w, "lst") || matches(w, "flush")
+        } else if matches(w, "list")
+            || matches(w, "show")
+            || matches(w, "lst")
+            || matches(w, "flush")
         {
             let flush = matches(w, "flush");
             if c.left() <= 2 {
@@ -886,7 +914,11 @@ pub fn actions_cmd(
             c.fwd();
             c.fwd();
             let k = c.peek().unwrap_or("");
-            let k = if action_a2n(k, false).is_some() { "gact" } else { k };
+            let k = if action_a2n(k, false).is_some() {
+                "gact"
+            } else {
+                k
+            };
             if !KINDS.contains(&k) {
                 return Err(Failure::syntax(format!("bad action {k}")));
             }

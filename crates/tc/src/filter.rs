@@ -16,7 +16,7 @@ use tclab_core::filter::fw::FwOptions;
 use tclab_core::filter::matchall::MatchallOptions;
 use tclab_core::filter::u32::{self as cu32, Key, Sel, U32Entry, U32Options};
 use tclab_core::filter::{
-    Classifier, Exts, ExtsSpec, FilterFlags, FilterOptions, FilterRequest, Tp, CLS_FLAGS_NOT_IN_HW,
+    Classifier, Exts, FilterFlags, FilterOptions, FilterRequest, Tp, CLS_FLAGS_NOT_IN_HW,
     CLS_FLAGS_SKIP_HW, CLS_FLAGS_SKIP_SW, ETH_P_ALL,
 };
 use tclab_core::{Engine, Handle, Nanos};
@@ -29,16 +29,60 @@ const FILTER_USAGE: &str = "Usage: tc filter [ add | del | change | replace | sh
 const PARENT_INGRESS: u32 = 0xffff_fff2;
 const PARENT_EGRESS: u32 = 0xffff_fff3;
 
+/// `llproto_names` of iproute2's `lib/ll_proto.c`, in its order (the first name of an id wins).
 const PROTOS: &[(u16, &str)] = &[
+    (0x0060, "loop"),
+    (0x0200, "pup"),
+    (0x0201, "pupat"),
     (0x0800, "ip"),
+    (0x0805, "x25"),
     (0x0806, "arp"),
+    (0x08ff, "bpq"),
+    (0x0a00, "ieeepup"),
+    (0x0a01, "ieeepupat"),
+    (0x6000, "dec"),
+    (0x6001, "dna_dl"),
+    (0x6002, "dna_rc"),
+    (0x6003, "dna_rt"),
+    (0x6004, "lat"),
+    (0x6005, "diag"),
+    (0x6006, "cust"),
+    (0x6007, "sca"),
     (0x8035, "rarp"),
+    (0x809b, "atalk"),
+    (0x80f3, "aarp"),
+    (0x8137, "ipx"),
     (0x86dd, "ipv6"),
+    (0x8863, "ppp_disc"),
+    (0x8864, "ppp_ses"),
+    (0x884c, "atmmpoa"),
+    (0x8884, "atmfate"),
+    (0x0001, "802_3"),
+    (0x0002, "ax25"),
     (0x0003, "all"),
+    (0x0004, "802_2"),
+    (0x0005, "snap"),
+    (0x0006, "ddcmp"),
+    (0x0007, "wan_ppp"),
+    (0x0008, "ppp_mp"),
+    (0x0009, "localtalk"),
+    (0x000c, "can"),
+    (0x0010, "ppptalk"),
+    (0x0011, "tr_802_2"),
+    (0x0015, "mobitex"),
+    (0x0016, "control"),
+    (0x0017, "irda"),
+    (0x0018, "econet"),
+    (0x88ca, "tipc"),
+    (0x8892, "profinet"),
+    (0x88a2, "aoe"),
+    (0x88a4, "ethercat"),
     (0x8100, "802.1Q"),
     (0x88a8, "802.1ad"),
     (0x8847, "mpls_uc"),
     (0x8848, "mpls_mc"),
+    (0x6558, "teb"),
+    (0x8100, "802.1Q"),
     (0x88cc, "LLDP"),
     (0x0800, "ipv4"),
 ];
@@ -58,7 +102,7 @@ pub fn proto_n2a(p: u16) -> String {
         .iter()
         .find(|(q, _)| *q == p)
         .map(|(_, n)| n.to_string())
-        .unwrap_or_else(|| format!("[{p:04x}]"))
+        .unwrap_or_else(|| format!("[{p}]"))
 }
 
 /// The words common to every `tc filter` command.
@@ -102,7 +146,14 @@ fn parse_common<'a>(c: &mut Cur<'a>, list: bool) -> Result<Common<'a>> {
                     return Err(crate::duparg("parent", v));
                 }
                 m.parent = get_tc_classid(v).ok_or_else(|| {
-                    invarg(if list { "invalid parent ID" } else { "Invalid parent ID" }, v)
+                    invarg(
+                        if list {
+                            "invalid parent ID"
+                        } else {
+                            "Invalid parent ID"
+                        },
+                        v,
+                    )
                 })?;
             }
             "handle" => {
@@ -135,10 +186,13 @@ fn parse_common<'a>(c: &mut Cur<'a>, list: bool) -> Result<Common<'a>> {
                 if m.chain.is_some() {
                     return Err(crate::duparg("chain", v));
                 }
-                m.chain = Some(get_u32(v, 0).ok_or_else(|| invarg("invalid chain index value", v))?);
+                m.chain =
+                    Some(get_u32(v, 0).ok_or_else(|| invarg("invalid chain index value", v))?);
             }
             _ if matches(w, "estimator") => {
-                return Err(Failure::syntax("Error: tclab does not support \"estimator\" yet."));
+                return Err(Failure::syntax(
+                    "Error: tclab does not support \"estimator\" yet.",
+                ));
             }
             _ if matches(w, "help") => return Err(Failure::syntax(FILTER_USAGE)),
             _ if list => {
@@ -295,7 +349,11 @@ fn filter_actions(c: &mut Cur, what: &str) -> Result<Vec<ActionSpec>> {
     c.fwd();
     parse_actions(c).map_err(|f| {
         if f.code == 1 {
-            Failure::options(format!("{}\nIllegal {what}", f.msg).trim_start().to_string())
+            Failure::options(
+                format!("{}\nIllegal {what}", f.msg)
+                    .trim_start()
+                    .to_string(),
+            )
         } else {
             f
         }
@@ -307,7 +365,11 @@ fn filter_police(c: &mut Cur) -> Result<ActionSpec> {
     c.fwd();
     let (params, index) = parse_police(c, false).map_err(|f| {
         if f.code == 1 {
-            Failure::options(format!("{}\nIllegal \"police\"", f.msg).trim_start().to_string())
+            Failure::options(
+                format!("{}\nIllegal \"police\"", f.msg)
+                    .trim_start()
+                    .to_string(),
+            )
         } else {
             f
         }
@@ -484,7 +546,11 @@ fn parse_ip_addr(c: &mut Cur, sel: &mut Sel, off: i32) -> Option<()> {
         c.next_arg().ok()?;
         (off, offmask) = parse_at(c)?;
     }
-    let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits) };
+    let mask = if bits == 0 {
+        0
+    } else {
+        u32::MAX << (32 - bits)
+    };
     pack_key(sel, addr, mask, off, offmask)
 }
 
@@ -712,13 +778,19 @@ fn parse_u32(handle: Option<&str>, c: &mut Cur) -> Result<(u32, Option<FilterOpt
                 c.fwd();
             }
             let k = sel2.keys[0];
-            let fshift = if k.mask != 0 { k.mask.trailing_zeros() } else { 0 };
+            let fshift = if k.mask != 0 {
+                k.mask.trailing_zeros()
+            } else {
+                0
+            };
             let hash = (k.val & k.mask) >> fshift;
             htid = ((hash % divisor) << 12) | (htid & 0xFFF0_0000);
             sample_ok = true;
             continue;
         } else if w == "indev" {
-            let v = c.next_arg().map_err(|_| Failure::options("Illegal indev"))?;
+            let v = c
+                .next_arg()
+                .map_err(|_| Failure::options("Illegal indev"))?;
             o.indev = Some(v.to_string());
         } else if matches(w, "action") {
             o.exts.actions = filter_actions(c, "\"action\"")?;
@@ -810,7 +882,9 @@ fn parse_fw(handle: Option<&str>, c: &mut Cur) -> Result<(u32, Option<FilterOpti
             o.exts.actions = filter_actions(c, "fw \"action\"")?;
             continue;
         } else if w == "indev" {
-            let v = c.next_arg().map_err(|_| Failure::options("Illegal indev"))?;
+            let v = c
+                .next_arg()
+                .map_err(|_| Failure::options("Illegal indev"))?;
             o.indev = Some(v.to_string());
         } else if w == "help" {
             return Err(Failure::options(FW_USAGE));
@@ -880,7 +954,9 @@ fn parse_matchall(handle: Option<&str>, c: &mut Cur) -> Result<(u32, Option<Filt
         } else if w == "help" {
             return Err(Failure::options(MATCHALL_USAGE));
         } else {
-            return Err(Failure::options(format!("What is \"{w}\"?\n{MATCHALL_USAGE}")));
+            return Err(Failure::options(format!(
+                "What is \"{w}\"?\n{MATCHALL_USAGE}"
+            )));
         }
         c.fwd();
     }
@@ -896,7 +972,13 @@ fn parse_matchall(handle: Option<&str>, c: &mut Cur) -> Result<(u32, Option<Filt
 // ----- get and show -----
 
 /// `tc filter get`.
-fn get(engine: &mut Engine, argv: &[String], flags: ShowFlags, now: Nanos, out: &mut Output) -> Result<()> {
+fn get(
+    engine: &mut Engine,
+    argv: &[String],
+    flags: ShowFlags,
+    now: Nanos,
+    out: &mut Output,
+) -> Result<()> {
     let mut c = Cur::new(argv);
     let m = parse_common(&mut c, false)?;
     let Some(protocol) = m.protocol else {
@@ -964,7 +1046,13 @@ struct View {
 }
 
 /// `tc filter show dev DEV [parent P] [pref N] [protocol P] [chain N]`.
-fn list(engine: &mut Engine, argv: &[String], flags: ShowFlags, now: Nanos, out: &mut Output) -> Result<()> {
+fn list(
+    engine: &mut Engine,
+    argv: &[String],
+    flags: ShowFlags,
+    now: Nanos,
+    out: &mut Output,
+) -> Result<()> {
     let mut c = Cur::new(argv);
     let m = parse_common(&mut c, true)?;
     let Some(dev) = m.dev else {
@@ -1014,7 +1102,11 @@ fn entries<'a>(block: &'a tclab_core::filter::Block, tp: &'a Tp) -> Vec<Entry<'a
             .into_iter()
             .map(Entry::U32)
             .collect(),
-        Classifier::Fw(f) => f.filters().into_iter().map(|x| Entry::Fw(x, f.mask)).collect(),
+        Classifier::Fw(f) => f
+            .filters()
+            .into_iter()
+            .map(|x| Entry::Fw(x, f.mask))
+            .collect(),
         Classifier::Matchall(m) => m.filter.iter().map(Entry::Matchall).collect(),
     }
 }
@@ -1066,11 +1158,24 @@ fn print_exts(exts: &Exts, flags: ShowFlags, now: Nanos, out: &mut String) {
     }
 }
 
-fn print_entry(v: &View, parent: u32, tp: &Tp, e: &Entry, flags: ShowFlags, now: Nanos, out: &mut String) {
+fn print_entry(
+    v: &View,
+    parent: u32,
+    tp: &Tp,
+    e: &Entry,
+    flags: ShowFlags,
+    now: Nanos,
+    out: &mut String,
+) {
     print_header(v, parent, tp, out);
     match e {
         Entry::U32(U32Entry::Table(h)) => {
-            let _ = write!(out, "fh {} ht divisor {} ", sprint_u32_handle(h.handle), h.divisor + 1);
+            let _ = write!(
+                out,
+                "fh {} ht divisor {} ",
+                sprint_u32_handle(h.handle),
+                h.divisor + 1
+            );
         }
         Entry::U32(U32Entry::Node(n)) => {
             let _ = write!(out, "fh {} ", sprint_u32_handle(n.handle));
@@ -1195,15 +1300,10 @@ fn print_entry(v: &View, parent: u32, tp: &Tp, e: &Entry, flags: ShowFlags, now:
 }
 
 /// `sprint_tc_classid`: as a handle prints, but `:3` for a classid with no major.
-fn sprint_classid(cl: u32) -> String {
+pub fn sprint_classid(cl: u32) -> String {
     let h = Handle(cl);
     if cl != 0 && cl != Handle::ROOT.0 && h.major() == 0 {
         return format!(":{:x}", h.minor());
     }
     h.to_string()
-}
-
-/// Used by the show of `ExtsSpec` users elsewhere.
-pub fn exts_spec_is_empty(e: &ExtsSpec) -> bool {
-    e.actions.is_empty() && e.police.is_none()
 }

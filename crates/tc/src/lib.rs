@@ -271,20 +271,16 @@ fn qdisc_cmd(
                 }
                 parent = get_tc_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?;
             }
-            "ingress" => {
+            "ingress" | "clsact" => {
                 if parent != 0 {
-                    return Err(Failure::syntax("Error: \"ingress\" is duplicate parent ID"));
+                    return Err(Failure::syntax(format!(
+                        "Error: \"{a}\" is duplicate parent ID"
+                    )));
                 }
                 parent = Handle::INGRESS.0;
                 handle = 0xffff_0000;
-                kind = Some("ingress");
+                kind = Some(a);
                 break;
-            }
-            "clsact" => {
-                return Err(Failure::kernel(KernelError::msg(
-                    tclab_core::error::Errno::NotSupported,
-                    "tclab does not implement the clsact qdisc yet",
-                )));
             }
             _ if matches(a, "estimator") || matches(a, "stab") => {
                 return Err(Failure::syntax(format!(

@@ -60,18 +60,22 @@ pub fn parse_qdisc(
         "noqueue" if args.is_empty() => Ok(Some(QdiscOptions::Noqueue)),
         "tbf" => parse_tbf(args).map(Some),
         "htb" => parse_htb(args).map(Some),
-        "ingress" => {
+        "ingress" | "clsact" => {
             let mut it = args.iter();
             while let Some(a) = it.next() {
                 if a == "handle" {
                     it.next();
                 } else {
                     return Err(Failure::options(format!(
-                        "What is \"{a}\"?\nUsage: ... ingress"
+                        "What is \"{a}\"?\nUsage: ... {kind}"
                     )));
                 }
             }
-            Ok(Some(QdiscOptions::Ingress))
+            Ok(Some(if kind == "ingress" {
+                QdiscOptions::Ingress
+            } else {
+                QdiscOptions::Clsact
+            }))
         }
         k if KNOWN_TO_TC.contains(&k) => Ok(None),
         k => {

@@ -59,7 +59,7 @@ pub fn qdisc_options(o: &QdiscOptions, flags: ShowFlags) -> (String, Value) {
             j.insert("limit".into(), json!(limit));
         }
         QdiscOptions::Noqueue => {}
-        QdiscOptions::Ingress => s.push_str("---------------- "),
+        QdiscOptions::Ingress | QdiscOptions::Clsact => s.push_str("---------------- "),
         QdiscOptions::PfifoFast => {
             s.push_str("bands 3 priomap");
             for p in PRIOMAP {

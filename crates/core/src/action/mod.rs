@@ -47,7 +47,9 @@ pub fn ext_is(c: Control, op: Control) -> bool {
 
 /// `tcf_action_valid`: a code the kernel accepts.
 pub fn control_valid(c: Control) -> bool {
-    ext_is(c, TC_ACT_JUMP) || ext_is(c, TC_ACT_GOTO_CHAIN) || (TC_ACT_UNSPEC..=TC_ACT_TRAP).contains(&c)
+    ext_is(c, TC_ACT_JUMP)
+        || ext_is(c, TC_ACT_GOTO_CHAIN)
+        || (TC_ACT_UNSPEC..=TC_ACT_TRAP).contains(&c)
 }
 
 /// `TCA_ACT_FLAGS_*`.
@@ -204,9 +206,7 @@ impl ActionTable {
         replace: bool,
     ) -> Result<(), KernelError> {
         for s in specs {
-            let existing = (s.index != 0)
-                .then(|| self.get(&s.kind, s.index))
-                .flatten();
+            let existing = (s.index != 0).then(|| self.get(&s.kind, s.index)).flatten();
             match (&existing, &s.params) {
                 (Some(_), _) if bind => continue,
                 (Some(_), _) if !replace => return Err(KernelError::new(Errno::Exists)),
@@ -219,9 +219,7 @@ impl ActionTable {
                         return Err(KernelError::invalid("invalid control action"));
                     }
                     if ext_is(c, TC_ACT_GOTO_CHAIN) && !bind {
-                        return Err(KernelError::invalid(
-                            "can't use goto chain with NULL chain",
-                        ));
+                        return Err(KernelError::invalid("can't use goto chain with NULL chain"));
                     }
                 }
                 if let ActionParams::Police(pp) = p {
@@ -233,7 +231,11 @@ impl ActionTable {
     }
 
     /// `tcf_action_init` for a filter: a standalone action it binds must have the filter's skip flags.
-    pub fn check_offload_flags(&self, specs: &[ActionSpec], cls_flags: u32) -> Result<(), KernelError> {
+    pub fn check_offload_flags(
+        &self,
+        specs: &[ActionSpec],
+        cls_flags: u32,
+    ) -> Result<(), KernelError> {
         let mask = ACT_FLAG_SKIP_HW | ACT_FLAG_SKIP_SW;
         for s in specs {
             let Some(a) = (s.index != 0).then(|| self.get(&s.kind, s.index)).flatten() else {
@@ -262,9 +264,7 @@ impl ActionTable {
         self.validate(specs, bind, replace)?;
         let mut out = Vec::new();
         for s in specs {
-            let existing = (s.index != 0)
-                .then(|| self.get(&s.kind, s.index))
-                .flatten();
+            let existing = (s.index != 0).then(|| self.get(&s.kind, s.index)).flatten();
             let a = match existing {
                 Some(a) => {
                     if !bind {

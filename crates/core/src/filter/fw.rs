@@ -104,7 +104,10 @@ impl FwHead {
             }
             return Ok(());
         };
-        let existing = self.filters.iter().position(|f| f.id == handle && handle != 0);
+        let existing = self
+            .filters
+            .iter()
+            .position(|f| f.id == handle && handle != 0);
         if existing.is_none() && handle == 0 {
             return Err(KernelError::new(Errno::Invalid));
         }

@@ -21,8 +21,8 @@ pub mod matchall;
 pub mod u32;
 
 use crate::action::{
-    exec_list, ext_is, ActionRef, ActionSpec, ActionTable, Control, TC_ACT_GOTO_CHAIN,
-    TC_ACT_EXT_VAL_MASK, TC_ACT_OK, TC_ACT_RECLASSIFY, TC_ACT_SHOT, TC_ACT_UNSPEC,
+    exec_list, ext_is, ActionRef, ActionSpec, ActionTable, Control, TC_ACT_EXT_VAL_MASK,
+    TC_ACT_GOTO_CHAIN, TC_ACT_OK, TC_ACT_RECLASSIFY, TC_ACT_SHOT, TC_ACT_UNSPEC,
 };
 use crate::error::{Errno, KernelError};
 use crate::packet::Packet;
@@ -268,7 +268,9 @@ impl Block {
             ));
         }
         let list = self.chains.entry(req.chain).or_default();
-        let pos = list.iter().position(|tp| prio_allocate || tp.prio >= req.prio);
+        let pos = list
+            .iter()
+            .position(|tp| prio_allocate || tp.prio >= req.prio);
         let found = match pos {
             Some(i) if !prio_allocate && list[i].prio == req.prio => {
                 if req.protocol != 0 && list[i].protocol != req.protocol {
@@ -281,9 +283,13 @@ impl Block {
         let (idx, created) = match found {
             Some(i) => (i, false),
             None => {
-                let kind = req.kind.as_deref().filter(|_| req.protocol != 0).ok_or_else(|| {
-                    KernelError::invalid("Filter kind and protocol must be specified")
-                })?;
+                let kind = req
+                    .kind
+                    .as_deref()
+                    .filter(|_| req.protocol != 0)
+                    .ok_or_else(|| {
+                        KernelError::invalid("Filter kind and protocol must be specified")
+                    })?;
                 if !flags.create {
                     return Err(KernelError::msg(
                         Errno::NoEntry,
@@ -299,15 +305,13 @@ impl Block {
                     "u32" => Classifier::U32(self.u32_common.new_tp(prio)),
                     "fw" => Classifier::Fw(fw::FwHead::default()),
                     "matchall" => Classifier::Matchall(matchall::Matchall::default()),
-                    _ => {
-                        return Err(KernelError::msg(
-                            Errno::NoEntry,
-                            "TC classifier not found",
-                        ))
-                    }
+                    _ => return Err(KernelError::msg(Errno::NoEntry, "TC classifier not found")),
                 };
                 let list = self.chains.entry(req.chain).or_default();
-                let at = list.iter().position(|tp| tp.prio > prio).unwrap_or(list.len());
+                let at = list
+                    .iter()
+                    .position(|tp| tp.prio > prio)
+                    .unwrap_or(list.len());
                 list.insert(
                     at,
                     Tp {
@@ -453,7 +457,9 @@ impl Block {
         }
         let idx = list
             .iter()
-            .position(|tp| tp.prio == req.prio && (req.protocol == 0 || tp.protocol == req.protocol))
+            .position(|tp| {
+                tp.prio == req.prio && (req.protocol == 0 || tp.protocol == req.protocol)
+            })
             .ok_or_else(|| {
                 KernelError::msg(
                     Errno::NoEntry,

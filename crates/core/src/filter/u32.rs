@@ -214,7 +214,11 @@ impl U32Common {
     }
 
     fn knodes(&self) -> usize {
-        self.hts.iter().flat_map(|h| h.buckets.iter()).map(Vec::len).sum()
+        self.hts
+            .iter()
+            .flat_map(|h| h.buckets.iter())
+            .map(Vec::len)
+            .sum()
     }
 
     /// The tables and nodes an instance lists (`u32_walk`): its tables, each followed by its nodes.
@@ -458,9 +462,7 @@ impl U32Tp {
         };
         let ht = common.ht(ht_handle).expect("found above");
         if ht.divisor < hash(hid) {
-            return Err(einval(
-                "Specified hash table bucket exceeds table size",
-            ));
+            return Err(einval("Specified hash table bucket exceeds table size"));
         }
         let hid = hid & 0xFFFF_F000;
         let bucket = hash(hid) as usize;
@@ -624,9 +626,16 @@ impl U32Tp {
                 return Err(einval("Not allowed to delete root node"));
             }
             if ht.refcnt > 1 {
-                return Err(KernelError::msg(Errno::Busy, "Can not delete in-use filter"));
+                return Err(KernelError::msg(
+                    Errno::Busy,
+                    "Can not delete in-use filter",
+                ));
             }
-            let i = common.hts.iter().position(|x| x.handle == h).expect("found");
+            let i = common
+                .hts
+                .iter()
+                .position(|x| x.handle == h)
+                .expect("found");
             let ht = common.hts.remove(i);
             for n in ht.buckets.iter().flatten() {
                 common.unlink(n);

@@ -879,7 +879,9 @@ impl Qdisc for Htb {
     }
     /// `htb_tcf_block`: the qdisc's block (minor 0) or a class's; an absent block reads as empty.
     fn block(&self, classid: Handle) -> Option<&Block> {
-        self.blocks.get(&self.block_key(classid)).or(Some(empty_block()))
+        self.blocks
+            .get(&self.block_key(classid))
+            .or(Some(empty_block()))
     }
     fn block_mut(&mut self, classid: Handle) -> Option<&mut Block> {
         let k = self.block_key(classid);

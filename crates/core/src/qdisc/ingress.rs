@@ -19,15 +19,42 @@ use crate::Nanos;
 
 #[derive(Default)]
 pub struct Ingress {
+    /// `clsact`: the same hook with a second block run on transmit, before the root qdisc.
+    clsact: bool,
     block: Block,
+    egress: Block,
     stats: QdiscStats,
     /// The packet that just passed, waiting to be taken by `dequeue`.
     passed: Option<Packet>,
 }
 
+impl Ingress {
+    pub fn clsact() -> Ingress {
+        Ingress {
+            clsact: true,
+            ..Default::default()
+        }
+    }
+
+    /// `sch_handle_egress`: a clsact's egress filters on a packet about to be queued; `false` drops it.
+    pub fn egress(block: &Block, pkt: &mut Packet, now: Nanos) -> bool {
+        !matches!(
+            filter::classify(block, pkt, now),
+            filter::Verdict::Shot | filter::Verdict::Stolen
+        )
+    }
+}
+
+/// `TC_H_MIN_EGRESS`.
+const MIN_EGRESS: u16 = 0xfff3;
+
 impl Qdisc for Ingress {
     fn kind(&self) -> &'static str {
-        "ingress"
+        if self.clsact {
+            "clsact"
+        } else {
+            "ingress"
+        }
     }
 
     /// `tcf_classify` at `sch_handle_ingress`: drop, or let through.
@@ -62,7 +89,11 @@ impl Qdisc for Ingress {
     }
 
     fn dump(&self) -> QdiscOptions {
-        QdiscOptions::Ingress
+        if self.clsact {
+            QdiscOptions::Clsact
+        } else {
+            QdiscOptions::Ingress
+        }
     }
 
     fn change(
@@ -74,16 +105,23 @@ impl Qdisc for Ingress {
         Ok(Vec::new())
     }
 
-    /// Every class number of ingress names the one block (`ingress_tcf_block`).
-    fn block(&self, _classid: Handle) -> Option<&Block> {
+    /// Every class number of ingress names the one block (`ingress_tcf_block`); clsact's `ffff:fff3`
+    /// names its egress block.
+    fn block(&self, classid: Handle) -> Option<&Block> {
+        if self.clsact && classid.minor() == MIN_EGRESS {
+            return Some(&self.egress);
+        }
         Some(&self.block)
     }
 
-    fn block_mut(&mut self, _classid: Handle) -> Option<&mut Block> {
+    fn block_mut(&mut self, classid: Handle) -> Option<&mut Block> {
+        if self.clsact && classid.minor() == MIN_EGRESS {
+            return Some(&mut self.egress);
+        }
         Some(&mut self.block)
     }
 
     fn blocks_mut(&mut self) -> Vec<&mut Block> {
-        vec![&mut self.block]
+        vec![&mut self.block, &mut self.egress]
     }
 }

@@ -108,6 +108,7 @@ pub enum QdiscOptions {
     Tbf(tbf::TbfOptions),
     Htb(htb::HtbOptions),
     Ingress,
+    Clsact,
 }
 
 impl QdiscOptions {
@@ -120,6 +121,7 @@ impl QdiscOptions {
             QdiscOptions::Tbf(_) => "tbf",
             QdiscOptions::Htb(_) => "htb",
             QdiscOptions::Ingress => "ingress",
+            QdiscOptions::Clsact => "clsact",
         }
     }
 }
