@@ -1215,10 +1215,13 @@ fn print_entry(
                     out.push_str("not_in_hw ");
                 }
             }
+            if flags.stats {
+                let _ = write!(out, "(rule hit {} success {})", n.rcnt.get(), n.rhit.get());
+            }
             if let Some((val, mask)) = n.mark {
                 let _ = write!(out, "\n  mark {val:#06x} {mask:#06x} (success 0)");
             }
-            for k in &n.sel.keys {
+            for (j, k) in n.sel.keys.iter().enumerate() {
                 let _ = write!(
                     out,
                     "\n  match {:08x}/{:08x} at {}{}",
@@ -1227,6 +1230,10 @@ fn print_entry(
                     if k.offmask != 0 { "nexthdr+" } else { "" },
                     k.off
                 );
+                if flags.stats {
+                    let hits = n.kcnts.get(j).map_or(0, |c| c.get());
+                    let _ = write!(out, " (success {hits} ) ");
+                }
             }
             let s = &n.sel;
             if s.flags & (cu32::TC_U32_VAROFFSET | cu32::TC_U32_OFFSET) != 0 {

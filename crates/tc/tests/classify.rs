@@ -397,3 +397,49 @@ fn fuzz_packets_through_classifiers() {
         }
     }
 }
+
+fn show(e: &mut Engine, line: &str) -> String {
+    let argv: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+    let out = tclab_tc::run(e, &argv, 0);
+    assert_eq!(out.code, 0, "tc {line}: {}", out.stderr);
+    out.stdout
+}
+
+/// `tc filter show` lines as iproute2 prints the kernel's dump: the instance line, the root table, the
+/// node with its keys (`u32_print_opt`), and the old-style police (`tc_print_police`).
+#[test]
+fn seed004_filter_show_lines() {
+    let mut e = seed004_htb();
+    let ingress = show(&mut e, "filter show dev ppp0 parent ffff:");
+    assert_eq!(
+        ingress,
+        "filter protocol ip pref 50 u32 chain 0 \n\
+         filter protocol ip pref 50 u32 chain 0 fh 800: ht divisor 1 \n\
+         filter protocol ip pref 50 u32 chain 0 fh 800::800 order 2048 key ht 800 bkt 0 flowid :1 not_in_hw \n  \
+         match 00000000/00000000 at 12\n \
+         police 0x1 rate 800Kbit burst 10Kb mtu 2Kb action drop overhead 0b \n\
+         \tref 1 bind 1 \n\n"
+    );
+    let egress = show(&mut e, "filter show dev ppp0");
+    // All three filters share pref 10, so they are nodes 800, 801, 802 of one u32 instance.
+    assert!(
+        egress.contains(
+            "filter parent 1: protocol ip pref 10 u32 chain 0 fh 800::802 order 2050 key ht 800 bkt 0 flowid 1:10 not_in_hw \n  \
+             match 00060000/00ff0000 at 8\n  \
+             match 05000000/0f00ffc0 at 0\n  \
+             match 00100000/00ff0000 at 32\n"
+        ),
+        "{egress}"
+    );
+    // With -s, u32's per-node counters: after one bare ACK, node 800 (tos) and 801 (icmp) were tried and
+    // missed, node 802 was tried and hit, each of its keys matched once.
+    class_of(&mut e, ipv4(6, 0, Some(0x10), 0));
+    let stats = show(&mut e, "-s filter show dev ppp0");
+    assert!(
+        stats.contains(
+            "fh 800::800 order 2048 key ht 800 bkt 0 flowid 1:10 not_in_hw (rule hit 1 success 0)"
+        ),
+        "{stats}"
+    );
+    assert!(stats.contains("fh 800::802 order 2050 key ht 800 bkt 0 flowid 1:10 not_in_hw (rule hit 1 success 1)\n  match 00060000/00ff0000 at 8 (success 1 ) "), "{stats}");
+}

@@ -23,6 +23,7 @@ use crate::error::{Errno, KernelError};
 use crate::packet::Packet;
 use crate::wire;
 use crate::Nanos;
+use std::cell::Cell;
 
 pub const TC_U32_TERMINAL: u8 = 1;
 pub const TC_U32_OFFSET: u8 = 2;
@@ -99,6 +100,11 @@ pub struct Knode {
     pub flags: u32,
     pub exts: Exts,
     fshift: u32,
+    /// `CONFIG_CLS_U32_PERF` counters (`tc -s`): nodes tried, nodes whose keys all matched, and per key how
+    /// often it matched.
+    pub rcnt: Cell<u64>,
+    pub rhit: Cell<u64>,
+    pub kcnts: Vec<Cell<u64>>,
 }
 
 /// A hash table (`struct tc_u_hnode`).
@@ -280,13 +286,14 @@ impl U32Tp {
                 if n.flags & CLS_FLAGS_SKIP_SW != 0 {
                     continue;
                 }
+                n.rcnt.set(n.rcnt.get() + 1);
                 if let Some((val, mask)) = n.mark {
                     if pkt.mark & mask != val {
                         continue;
                     }
                 }
                 let mut all = true;
-                for k in &n.sel.keys {
+                for (j, k) in n.sel.keys.iter().enumerate() {
                     let toff = off + k.off as i64 + (off2 & k.offmask as i64);
                     let Some(word) = wire::be32(&pkt.data, toff) else {
                         return NO_MATCH;
@@ -295,10 +302,12 @@ impl U32Tp {
                         all = false;
                         break;
                     }
+                    n.kcnts[j].set(n.kcnts[j].get() + 1);
                 }
                 if !all {
                     continue;
                 }
+                n.rhit.set(n.rhit.get() + 1);
                 let Some(down) = n.link.and_then(|l| common.ht(l)) else {
                     if let Some(r) = terminal(n, pkt, now, res) {
                         return r;
@@ -514,6 +523,9 @@ impl U32Tp {
         let n = Knode {
             handle: new_handle,
             fshift,
+            rcnt: Cell::new(0),
+            rhit: Cell::new(0),
+            kcnts: vec![Cell::new(0); sel.keys.len()],
             sel,
             mark: o.mark,
             classid: o.classid,
