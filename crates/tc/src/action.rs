@@ -850,30 +850,23 @@ pub fn actions_cmd(
                     )));
                 }
             }
-            let failed = |e: tclab_core::KernelError, c: &Cur| {
-                // tc_action_gd returns 1 without consuming the words, and do_action then reads the
-                // next one as a command.
-                let next = argv.get(c.i.min(argv.len())).map(String::as_str);
-                let _ = next;
+            // tc_action_gd returns 1 without consuming its words, and do_action then reads `action` as
+            // the next command.
+            let failed = |e: tclab_core::KernelError| {
                 Failure::syntax(format!(
                     "{e}\n{TALK}\nCommand \"action\" is unknown, try \"tc actions help\"."
+                ))
+            };
+            let not_found = || {
+                failed(tclab_core::KernelError::msg(
+                    tclab_core::error::Errno::NoEntry,
+                    "TC action with specified index not found",
                 ))
             };
             if get {
                 let mut found = Vec::new();
                 for (k, i) in &targets {
-                    match engine.actions.get(k, *i) {
-                        Some(a) => found.push(a),
-                        None => {
-                            return Err(failed(
-                                tclab_core::KernelError::msg(
-                                    tclab_core::error::Errno::NoEntry,
-                                    "TC action with specified index not found",
-                                ),
-                                &c,
-                            ))
-                        }
-                    }
+                    found.push(engine.actions.get(k, *i).ok_or_else(not_found)?);
                 }
                 out.stdout.push_str("total acts 0\n");
                 for (n, a) in found.iter().enumerate() {
@@ -889,13 +882,7 @@ pub fn actions_cmd(
             } else {
                 for (k, i) in &targets {
                     if engine.actions.get(k, *i).is_none() {
-                        return Err(failed(
-                            tclab_core::KernelError::msg(
-                                tclab_core::error::Errno::NoEntry,
-                                "TC action with specified index not found",
-                            ),
-                            &c,
-                        ));
+                        return Err(not_found());
                     }
                 }
                 for (k, i) in &targets {
