@@ -886,7 +886,7 @@ pub fn actions_cmd(
                     }
                 }
                 for (k, i) in &targets {
-                    engine.actions.delete(k, *i).map_err(|e| failed(e, &c))?;
+                    engine.actions.delete(k, *i).map_err(failed)?;
                 }
             }
         } else if matches(w, "list")
