@@ -64,7 +64,7 @@ fn is_modifying(args: &[String]) -> bool {
     match words.get(1) {
         None => false,
         Some(w) => {
-            ["add", "change", "replace", "link", "delete", "del"]
+            ["add", "change", "replace", "link", "delete", "del", "flush"]
                 .iter()
                 .any(|c| c.starts_with(*w) || *w == *c)
                 && !["show", "list", "ls"].contains(w)

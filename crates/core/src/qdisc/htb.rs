@@ -45,11 +45,13 @@ use super::{
     Sched, Verdict,
 };
 use crate::error::{Errno, KernelError, Warning};
+use crate::filter::Block;
 use crate::handle::Handle;
 use crate::packet::Packet;
 use crate::units::{ns_to_ticks, ticks_to_ns, RateCfg, RateSpec};
 use crate::{Nanos, NSEC_PER_SEC};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::collections::{BTreeSet, VecDeque};
 
 pub const MAXDEPTH: usize = 8;
@@ -314,6 +316,8 @@ pub struct Htb {
     direct_pkts: u32,
     stats: QdiscStats,
     now: Nanos,
+    /// Filter blocks by classid: the qdisc's own at its handle, a class's at the class's id.
+    blocks: BTreeMap<u32, Block>,
 }
 
 /// The kernel's `Qdisc_class_hash`: buckets by `qdisc_class_hash`, newest first, doubled (and so partly
@@ -368,6 +372,8 @@ impl ClassHash {
 enum Target {
     Direct,
     Leaf(usize),
+    /// An action dropped it (or took it).
+    Drop,
 }
 
 impl Htb {
@@ -394,6 +400,7 @@ impl Htb {
             direct_pkts: 0,
             stats: QdiscStats::default(),
             now: 0,
+            blocks: BTreeMap::new(),
         })
     }
 
@@ -424,9 +431,11 @@ impl Htb {
         }
     }
 
-    /// `htb_classify`, without filters: `skb->priority` naming this qdisc or one of its leaves, a classid
-    /// set by an earlier classifier, then the default class, then the direct queue.
-    fn classify(&self, pkt: &Packet) -> Target {
+    /// `htb_classify`: `skb->priority` (or a classid preset on the packet) naming this qdisc or one of its
+    /// leaves; else the filters — the qdisc's, then those of each inner class a filter names, until one
+    /// names a leaf; then the default class, then the direct queue.
+    fn classify(&self, pkt: &mut Packet, now: Nanos) -> Target {
+        let mut block = self.blocks.get(&self.handle.0);
         for id in [pkt.priority, pkt.classid] {
             if id == self.handle.0 {
                 return Target::Direct;
@@ -436,6 +445,28 @@ impl Htb {
                     if self.cl(i).level == 0 {
                         return Target::Leaf(i);
                     }
+                    block = self.blocks.get(&id);
+                    break;
+                }
+            }
+        }
+        while let Some(b) = block {
+            match crate::filter::classify(b, pkt, now) {
+                crate::filter::Verdict::Unclassified => break,
+                crate::filter::Verdict::Shot | crate::filter::Verdict::Stolen => {
+                    return Target::Drop
+                }
+                crate::filter::Verdict::Classified { classid, .. } => {
+                    if classid == self.handle.0 {
+                        return Target::Direct;
+                    }
+                    let Some(i) = self.find_idx(classid) else {
+                        break;
+                    };
+                    if self.cl(i).level == 0 {
+                        return Target::Leaf(i);
+                    }
+                    block = self.blocks.get(&classid);
                 }
             }
         }
@@ -839,9 +870,13 @@ impl Qdisc for Htb {
         "htb"
     }
 
-    fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
+    fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
         let len = pkt.len;
-        match self.classify(&pkt) {
+        match self.classify(&mut pkt, cx.now) {
+            Target::Drop => {
+                self.stats.drops += 1;
+                return Verdict::Drop;
+            }
             Target::Direct => {
                 if (self.direct.len() as u32) < self.direct_qlen {
                     self.direct.push_back(pkt);
@@ -971,6 +1006,37 @@ impl Qdisc for Htb {
     }
     fn classes_mut(&mut self) -> Option<&mut dyn ClassOps> {
         Some(self)
+    }
+    /// `htb_tcf_block`: the qdisc's block (minor 0) or a class's; an absent block reads as empty.
+    fn block(&self, classid: Handle) -> Option<&Block> {
+        self.blocks
+            .get(&self.block_key(classid))
+            .or(Some(empty_block()))
+    }
+    fn block_mut(&mut self, classid: Handle) -> Option<&mut Block> {
+        let k = self.block_key(classid);
+        Some(self.blocks.entry(k).or_default())
+    }
+    fn blocks_mut(&mut self) -> Vec<&mut Block> {
+        self.blocks.values_mut().collect()
+    }
+}
+
+/// The block of a class or qdisc no filter was ever attached to.
+fn empty_block() -> &'static Block {
+    thread_local! {
+        static EMPTY: &'static Block = Box::leak(Box::default());
+    }
+    EMPTY.with(|b| *b)
+}
+
+impl Htb {
+    fn block_key(&self, classid: Handle) -> u32 {
+        if classid.minor() == 0 {
+            self.handle.0
+        } else {
+            classid.0
+        }
     }
 }
 
@@ -1158,6 +1224,7 @@ impl ClassOps for Htb {
         self.remove_from_wait(i);
         let parent = self.cl(i).parent;
         self.by_minor[classid.minor() as usize] = 0;
+        self.blocks.remove(&classid.0);
         self.hash.remove(classid.0);
         self.classes[i] = None;
         self.free.push(i);
