@@ -4,7 +4,7 @@
 //! tclab tc [-s] [-d] [-j] [-p] [-r] [-batch FILE] qdisc|class …   the tc command language
 //! tclab link add|set|del dev DEV [mtu N] [txqueuelen N]            devices of an offline policy
 //! tclab sim SCENARIO [--out DIR] [--seed N] [--json]               the simulated lab
-//! tclab demo                                                       a policy run through the engine
+//! tclab demo                                                       seed 004's conditioner, simulated
 //! ```
 //!
 //! The policy lives in the file named by `TCLAB_STATE` (default `$XDG_STATE_HOME/tclab/policy.json`, or
@@ -27,7 +27,7 @@ Usage:
   tclab link show                        list the devices of the stored policy
   tclab sim SCENARIO [--out DIR] [--seed N] [--json]
                                          run a scenario in the simulated lab (tclab sim --help)
-  tclab demo                             shape two flows with HTB in virtual time and show the result
+  tclab demo                             seed 004's traffic conditioner in the simulated lab: the latency table
   tclab help | --version
 
 The policy is kept in $TCLAB_STATE (default: $XDG_STATE_HOME/tclab/policy.json).

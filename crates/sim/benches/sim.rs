@@ -3,7 +3,6 @@
 //! second and simulated frames per second, best of three runs.
 
 use std::time::Instant;
-use tclab_sim::builtin::BUILTIN;
 use tclab_sim::run::run;
 use tclab_sim::scenario::load;
 
@@ -16,7 +15,7 @@ fn main() {
     let (mut events, mut frames, mut goodput) = (0, 0, 0.0);
     for _ in 0..3 {
         let mut sc =
-            load(b.name, b.toml, std::path::Path::new(".")).expect("the bench scenario loads");
+            load(b.name, &toml, std::path::Path::new(".")).expect("the bench scenario loads");
         let t = Instant::now();
         let out = run(&mut sc, &mut |_| {}).expect("the bench scenario runs");
         let wall = t.elapsed().as_secs_f64();

@@ -585,12 +585,31 @@ pub fn apply_policy(
     text: &str,
 ) -> Result<Vec<String>, (usize, String)> {
     let mut applied = Vec::new();
+    // Join `\`-continued lines as a shell would; a command is reported at its first line.
+    let mut commands: Vec<(usize, String)> = Vec::new();
+    let mut pending: Option<(usize, String)> = None;
     for (n, raw) in text.lines().enumerate() {
-        let line = raw.split('#').next().unwrap_or("").trim();
+        let (first, mut acc) = pending.take().unwrap_or((n, String::new()));
+        let line = raw.split('#').next().unwrap_or("");
+        match line.trim_end().strip_suffix('\\') {
+            Some(head) => {
+                acc.push_str(head);
+                acc.push(' ');
+                pending = Some((first, acc));
+            }
+            None => {
+                acc.push_str(line);
+                commands.push((first, acc));
+            }
+        }
+    }
+    commands.extend(pending);
+    for (n, command) in commands {
+        let line = command.split_whitespace().collect::<Vec<_>>().join(" ");
         if line.is_empty() {
             continue;
         }
-        let mut words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+        let mut words: Vec<String> = line.split(' ').map(str::to_string).collect();
         if words
             .first()
             .is_some_and(|w| w == "tc" || w.ends_with("/tc"))
@@ -614,7 +633,7 @@ pub fn apply_policy(
         if out.code != 0 {
             return Err((n, format!("tc {line}: {}", out.stderr.trim_end())));
         }
-        applied.push(line.to_string());
+        applied.push(line);
     }
     Ok(applied)
 }
