@@ -699,9 +699,11 @@ fn resolve_traffic(
     };
     let length = |default: u32, max: u32| -> Result<u32, ScenarioError> {
         match &t.length {
-            Some(l) if *l.get_ref() == 0 || *l.get_ref() > max => {
-                cx.err(l.span(), "traffic.length", format!("between 1 and {max}"))
-            }
+            Some(l) if *l.get_ref() == 0 || *l.get_ref() > max => cx.err(
+                l.span(),
+                "traffic.length",
+                format!("between 1 and {max} (tclab does not fragment)"),
+            ),
             Some(l) => Ok(*l.get_ref()),
             None => Ok(default),
         }
@@ -725,13 +727,19 @@ fn resolve_traffic(
                 }
             },
         },
-        "udp" => TrafficKind::Udp {
-            rate_bps: match &t.rate {
-                Some(r) => cx.rate(r, "traffic.rate")?,
-                None => 1_000_000, // iperf3's UDP default: 1 Mbit/s
-            },
-            length: length(1448, 65507)?,
-        },
+        "udp" => {
+            // tclab does not fragment: a datagram must fit the first hop's MTU (IP 20 + UDP 8 bytes).
+            let out = net.nodes[from].routes[to].expect("route checked above");
+            let mtu = net.device(out).map_or(1500, |d| d.mtu);
+            let max = mtu.saturating_sub(28).max(1);
+            TrafficKind::Udp {
+                rate_bps: match &t.rate {
+                    Some(r) => cx.rate(r, "traffic.rate")?,
+                    None => 1_000_000, // iperf3's UDP default: 1 Mbit/s
+                },
+                length: length(max.min(1448), max)?,
+            }
+        }
         "ping" => TrafficKind::Ping {
             interval: match &t.interval {
                 Some(i) => {

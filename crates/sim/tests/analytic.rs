@@ -164,3 +164,52 @@ fn a_tcp_byte_count_is_delivered_exactly() {
         "and all of it acknowledged"
     );
 }
+
+#[test]
+fn a_burst_smaller_than_rate_over_hz_starves_a_tick_based_shaper() {
+    // Seed 001's rule: a shaper woken by a timer of HZ ticks per second can only release what its bucket
+    // holds at each wake-up, so its burst must be at least rate / HZ (10 Mbit/s / 100 = 12 500 bytes) or the
+    // rate is not reached. A TCP flow through TBF 10 Mbit/s on the router: a 2000-byte bucket (two frames
+    // per wake-up) reaches the rate with high-resolution timers, falls far short at HZ = 100 and in between
+    // at HZ = 1000; a 15 kB bucket (> 12 500 + one frame) reaches it again at HZ = 100. TCP matters here:
+    // its ACK clock stalls with the shaper, so the watchdog's ticks are what drive it (a UDP flood polls the
+    // shaper at every arrival, tick or not, as in the kernel).
+    let fast_first_hop = LINE.replace("rate = \"10mbit\"", "rate = \"100mbit\"");
+    let run = |hz: &str, burst: &str| {
+        let text = format!(
+            "{hz}{fast_first_hop}[[policy]]\nnode = \"r\"\n\
+             tc = \"qdisc add dev eth1 root tbf rate 10mbit burst {burst} limit 30000\"\n\
+             [[traffic]]\nkind = \"tcp\"\nfrom = \"a\"\nto = \"b\"\n"
+        );
+        go(&text).flows[0].goodput_bps
+    };
+    let ceiling = 10e6 * 1448.0 / 1514.0;
+    let highres = run("", "2000");
+    let hz1000 = run("hz = 1000\n", "2000");
+    let hz100 = run("hz = 100\n", "2000");
+    let hz100_big = run("hz = 100\n", "15k");
+    assert!(
+        highres > 0.95 * ceiling,
+        "high resolution, 2000 B: {highres:.0}"
+    );
+    assert!(hz100 < 0.4 * ceiling, "HZ=100, 2000 B: {hz100:.0}");
+    assert!(
+        hz100 < hz1000 && hz1000 < highres,
+        "{hz100:.0} < {hz1000:.0} < {highres:.0}"
+    );
+    assert!(hz100_big > 0.95 * ceiling, "HZ=100, 15 kB: {hz100_big:.0}");
+}
+
+#[test]
+fn udp_larger_than_the_path_mtu_is_refused() {
+    let e = match load(
+        "test.toml",
+        &format!("{LINE}[[traffic]]\nkind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nlength = 1473\n"),
+        std::path::Path::new("."),
+    ) {
+        Ok(_) => panic!("1473 + 28 > 1500 must be refused"),
+        Err(e) => e,
+    };
+    assert_eq!(e.key, "traffic.length", "{e}");
+    assert!(e.message.contains("1472"), "says the largest allowed: {e}");
+}
