@@ -213,3 +213,59 @@ fn udp_larger_than_the_path_mtu_is_refused() {
     assert_eq!(e.key, "traffic.length", "{e}");
     assert!(e.message.contains("1472"), "says the largest allowed: {e}");
 }
+
+/// Mean rate of a class over the samples after `from_s`, from the qdisc's own byte counters.
+fn class_rate(out: &Outcome, classid: &str, from_s: f64) -> f64 {
+    let v: Vec<f64> = out
+        .recorder
+        .class_samples
+        .iter()
+        .filter(|s| s.classid == classid && s.t as f64 / 1e9 > from_s)
+        .map(|s| s.bps)
+        .collect();
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+#[test]
+fn htb_splits_a_bottleneck_by_rate_ceil_and_prio() {
+    // Two UDP flows of 9 Mbit/s each into a 10 Mbit/s HTB parent on the router (100 Mbit/s wires, so the
+    // HTB is the only bottleneck), put in classes by u32 on the destination port. By hand:
+    // - 1:10 rate 3 Mbit prio 0 and 1:20 rate 2 Mbit prio 1: each gets its rate, and the 5 Mbit/s left
+    //   goes to the lower prio number first, up to its ceil: 1:10 = 8, 1:20 = 2.
+    // - Same prio: the excess is split by quantum, which r2q makes proportional to rate (3:2):
+    //   1:10 = 3 + 3 = 6, 1:20 = 2 + 2 = 4.
+    // Rates are of frames (1042 bytes for 1000 bytes of payload), as HTB counts them.
+    let fast = LINE.replace("rate = \"10mbit\"", "rate = \"100mbit\"");
+    let run = |prio10: u32, prio20: u32| {
+        let text = format!(
+            "{fast}[[policy]]\nnode = \"r\"\ntc = \"\"\"\n\
+             qdisc add dev eth1 root handle 1: htb\n\
+             class add dev eth1 parent 1: classid 1:1 htb rate 10mbit ceil 10mbit\n\
+             class add dev eth1 parent 1:1 classid 1:10 htb rate 3mbit ceil 10mbit prio {prio10}\n\
+             class add dev eth1 parent 1:1 classid 1:20 htb rate 2mbit ceil 10mbit prio {prio20}\n\
+             filter add dev eth1 parent 1: protocol ip prio 1 u32 match ip dport 5201 0xffff flowid 1:10\n\
+             filter add dev eth1 parent 1: protocol ip prio 1 u32 match ip dport 6201 0xffff flowid 1:20\n\
+             \"\"\"\n\
+             [[traffic]]\nkind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"9mbit\"\nlength = 1000\nport = 5201\n\
+             [[traffic]]\nkind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"9mbit\"\nlength = 1000\nport = 6201\n"
+        );
+        let out = go(&text);
+        (
+            class_rate(&out, "1:10", 2.0),
+            class_rate(&out, "1:20", 2.0),
+            class_rate(&out, "1:1", 2.0),
+        )
+    };
+    let close = |got: f64, want: f64| (got - want).abs() / want < 0.02;
+    let (a, b, parent) = run(0, 1);
+    assert!(
+        close(a, 8e6) && close(b, 2e6),
+        "prio 0 takes the excess: 1:10 {a:.0}, 1:20 {b:.0}"
+    );
+    assert!(close(parent, 10e6), "the parent is full: {parent:.0}");
+    let (a, b, _) = run(1, 1);
+    assert!(
+        close(a, 6e6) && close(b, 4e6),
+        "same prio, split 3:2: 1:10 {a:.0}, 1:20 {b:.0}"
+    );
+}
