@@ -7,10 +7,8 @@ use tclab_sim::run::run;
 use tclab_sim::scenario::load;
 
 fn main() {
-    let b = BUILTIN
-        .iter()
-        .find(|b| b.name == "bench-htb")
-        .expect("the bench scenario is built in");
+    let b = tclab_sim::builtin::find("bench-htb").expect("the bench scenario is built in");
+    let toml = b.toml();
     let mut best = f64::MAX;
     let (mut events, mut frames, mut goodput) = (0, 0, 0.0);
     for _ in 0..3 {

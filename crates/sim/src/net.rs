@@ -72,8 +72,9 @@ impl LinkParams {
 
     /// Time to serialise a frame of `len` bytes, rounded up to the nanosecond.
     pub fn tx_time(&self, len: u32) -> Nanos {
-        let bits = (len as u128 + self.overhead as u128) * 8 * NSEC_PER_SEC as u128;
-        bits.div_ceil(self.rate_bps as u128) as Nanos
+        // (2^32 bytes) × 8e9 fits in 64 bits, so no 128-bit division on the hot path.
+        let bits_ns = (len as u64 + self.overhead as u64) * 8 * NSEC_PER_SEC;
+        bits_ns.div_ceil(self.rate_bps)
     }
 }
 
@@ -101,6 +102,9 @@ pub struct Iface {
     pub counters: IfCounters,
     busy: bool,
     wake_pending: Option<Nanos>,
+    /// Position of the interface's device among its node's devices, and how many there were then.
+    dev_pos: usize,
+    dev_count: usize,
     /// Arrival time of the last frame sent, so jitter never reorders.
     last_arrival: Nanos,
     rng: Rng,
@@ -116,11 +120,14 @@ pub struct Node {
     pub routes: Vec<Option<IfaceId>>,
 }
 
+/// Events are kept small (16 bytes) so that the heap moves little: a packet on a wire waits in
+/// `Network::on_wire`, and its arrival event names the slot.
+#[derive(Clone, Copy)]
 enum Event {
-    Arrive { iface: IfaceId, pkt: Packet },
-    TxDone { iface: IfaceId },
-    Wake { iface: IfaceId },
-    AppTimer { app: AppId },
+    Arrive { iface: u32, slot: u32 },
+    TxDone { iface: u32 },
+    Wake { iface: u32 },
+    AppTimer { app: u32 },
 }
 
 /// Something the simulation calls back at fixed instants (the samplers).
@@ -142,6 +149,9 @@ pub struct Network {
     ping_ids: BTreeMap<(NodeId, u16), AppId>,
     addr_owner: BTreeMap<u32, NodeId>,
     q: EventQueue<Event>,
+    /// Packets on a wire, by slot, until their arrival event; and the free slots.
+    on_wire: Vec<Option<Packet>>,
+    free_slots: Vec<u32>,
     /// Shaper timer granularity; `None` for high-resolution timers.
     pub tick: Option<Nanos>,
     pub seed: u64,
@@ -162,6 +172,8 @@ impl Network {
             ping_ids: BTreeMap::new(),
             addr_owner: BTreeMap::new(),
             q: EventQueue::default(),
+            on_wire: Vec::new(),
+            free_slots: Vec::new(),
             tick: None,
             seed,
             frames_sent: 0,
@@ -261,6 +273,8 @@ impl Network {
                 counters: IfCounters::default(),
                 busy: false,
                 wake_pending: None,
+                dev_pos: 0,
+                dev_count: 0,
                 last_arrival: 0,
                 rng,
             });
@@ -268,8 +282,17 @@ impl Network {
         Ok((ia, ib))
     }
 
-    /// Compute every node's routes (breadth-first, fewest hops, lowest interface first).
+    /// Compute every node's routes (breadth-first, fewest hops, lowest interface first), once the links are
+    /// all made; also fixes where each interface's device sits in its node's device map.
     pub fn compute_routes(&mut self) {
+        for ifc in self.ifaces.iter_mut() {
+            let devices = &self.nodes[ifc.node].engine.devices;
+            ifc.dev_count = devices.len();
+            ifc.dev_pos = devices
+                .keys()
+                .position(|k| *k == ifc.name)
+                .unwrap_or(usize::MAX);
+        }
         let n = self.nodes.len();
         for src in 0..n {
             let mut first_hop: Vec<Option<IfaceId>> = vec![None; n];
@@ -344,7 +367,7 @@ impl Network {
             return;
         }
         self.app_timer[app] = Some(at);
-        self.q.schedule(at, Event::AppTimer { app });
+        self.q.schedule(at, Event::AppTimer { app: app as u32 });
     }
 
     /// Run until `until` (inclusive), calling `observer` at each multiple of `every` on the way.
@@ -378,18 +401,27 @@ impl Network {
 
     fn handle(&mut self, now: Nanos, ev: Event) {
         match ev {
-            Event::Arrive { iface, pkt } => self.arrive(now, iface, pkt),
+            Event::Arrive { iface, slot } => {
+                let pkt = self.on_wire[slot as usize]
+                    .take()
+                    .expect("a packet waits in its slot");
+                self.free_slots.push(slot);
+                self.arrive(now, iface as IfaceId, pkt)
+            }
             Event::TxDone { iface } => {
+                let iface = iface as IfaceId;
                 self.ifaces[iface].busy = false;
                 self.kick(now, iface);
             }
             Event::Wake { iface } => {
+                let iface = iface as IfaceId;
                 if self.ifaces[iface].wake_pending == Some(now) {
                     self.ifaces[iface].wake_pending = None;
                 }
                 self.kick(now, iface);
             }
             Event::AppTimer { app } => {
+                let app = app as AppId;
                 if self.app_timer[app] != Some(now) {
                     return; // superseded by an earlier timer
                 }
@@ -444,9 +476,7 @@ impl Network {
 
     /// Enqueue on an interface's egress qdisc and start the transmitter if idle.
     fn transmit(&mut self, now: Nanos, iface: IfaceId, pkt: Packet) -> bool {
-        let node = self.ifaces[iface].node;
-        let name = &self.ifaces[iface].name;
-        let Some(dev) = self.nodes[node].engine.device_mut(name) else {
+        let Some(dev) = self.dev_mut(iface) else {
             return false;
         };
         let mut cx = Cx::new(now);
@@ -463,8 +493,7 @@ impl Network {
         if self.ifaces[iface].busy {
             return;
         }
-        let node = self.ifaces[iface].node;
-        let Some(dev) = self.nodes[node].engine.device_mut(&self.ifaces[iface].name) else {
+        let Some(dev) = self.dev_mut(iface) else {
             return;
         };
         let mut cx = Cx::new(now);
@@ -487,11 +516,32 @@ impl Network {
                 ifc.last_arrival = arrival;
                 let peer = ifc.peer;
                 self.frames_sent += 1;
-                self.q.schedule(now + tx, Event::TxDone { iface });
+                self.q.schedule(
+                    now + tx,
+                    Event::TxDone {
+                        iface: iface as u32,
+                    },
+                );
                 if lost {
                     self.ifaces[iface].counters.wire_lost += 1;
                 } else {
-                    self.q.schedule(arrival, Event::Arrive { iface: peer, pkt });
+                    let slot = match self.free_slots.pop() {
+                        Some(s) => {
+                            self.on_wire[s as usize] = Some(pkt);
+                            s
+                        }
+                        None => {
+                            self.on_wire.push(Some(pkt));
+                            (self.on_wire.len() - 1) as u32
+                        }
+                    };
+                    self.q.schedule(
+                        arrival,
+                        Event::Arrive {
+                            iface: peer as u32,
+                            slot,
+                        },
+                    );
                 }
             }
             None => {
@@ -503,7 +553,12 @@ impl Network {
                     .max(now);
                     if ifc.wake_pending.is_none_or(|p| w < p || p < now) {
                         ifc.wake_pending = Some(w);
-                        self.q.schedule(w, Event::Wake { iface });
+                        self.q.schedule(
+                            w,
+                            Event::Wake {
+                                iface: iface as u32,
+                            },
+                        );
                     }
                 }
             }
@@ -517,8 +572,7 @@ impl Network {
             c.rx_bytes += pkt.len as u64;
             c.rx_packets += 1;
         }
-        let dev_name = self.ifaces[iface].name.clone();
-        let Some(dev) = self.nodes[node].engine.device_mut(&dev_name) else {
+        let Some(dev) = self.dev_mut(iface) else {
             return;
         };
         let mut cx = Cx::new(now);
@@ -526,10 +580,11 @@ impl Network {
             self.ifaces[iface].counters.rx_dropped += 1;
             return;
         };
-        let Ok(d) = Datagram::parse(&pkt.data) else {
+        // Forwarding needs only the destination and the TOS byte; local delivery parses the rest.
+        let Some((dst, tos)) = crate::wire::ipv4_dst_tos(&pkt.data) else {
             return;
         };
-        match self.owner_of(d.ip.dst) {
+        match self.owner_of(dst) {
             Some(n) if n == node => self.deliver(now, node, pkt),
             Some(n) => {
                 let Some(out) = self.nodes[node].routes.get(n).copied().flatten() else {
@@ -539,7 +594,7 @@ impl Network {
                     data: pkt.data,
                     len: pkt.len,
                     protocol: pkt.protocol,
-                    priority: tos_to_priority(d.ip.tos),
+                    priority: tos_to_priority(tos),
                     ..Packet::default()
                 };
                 self.transmit(now, out, fwd);
@@ -593,6 +648,21 @@ impl Network {
             .get(&(node, proto, lport, raddr, rport))
             .or_else(|| self.demux.get(&(node, proto, lport, 0, 0)))
             .copied()
+    }
+
+    /// The tc device behind an interface, for the packet path: found by its position in the node's
+    /// (name-ordered) device map, which the topology fixes once built, rather than by comparing names on
+    /// every packet. Falls back to the name if the number of the node's devices changed since.
+    fn dev_mut(&mut self, iface: IfaceId) -> Option<&mut tclab_core::engine::Device> {
+        let ifc = &self.ifaces[iface];
+        let devices = &mut self.nodes[ifc.node].engine.devices;
+        // Devices are never renamed, and the simulator adds or removes none after the links are made.
+        if devices.len() == ifc.dev_count && ifc.dev_pos < ifc.dev_count {
+            let d = devices.values_mut().nth(ifc.dev_pos);
+            debug_assert!(d.as_ref().is_some_and(|d| d.name == ifc.name));
+            return d;
+        }
+        devices.get_mut(&ifc.name)
     }
 
     /// The tc device behind an interface.

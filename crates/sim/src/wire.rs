@@ -351,6 +351,15 @@ fn parse_tcp(b: &[u8], l4_total: u32) -> Result<Tcp, WireError> {
     Ok(t)
 }
 
+/// The destination address and TOS byte of an IPv4 header, without parsing the rest (the forwarding path).
+pub fn ipv4_dst_tos(b: &[u8]) -> Option<(u32, u8)> {
+    let v = *b.first()?;
+    if v >> 4 != 4 || (v & 0x0f) < 5 {
+        return None;
+    }
+    Some((get32(b, 16).ok()?, get8(b, 1).ok()?))
+}
+
 /// Dotted-quad text of an address.
 pub fn addr_text(a: u32) -> String {
     let b = a.to_be_bytes();
