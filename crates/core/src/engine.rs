@@ -294,6 +294,9 @@ fn alloc_handle(counter: &mut u32, dev: &Device) -> Result<Handle, KernelError> 
 #[derive(Default)]
 pub struct Engine {
     pub devices: BTreeMap<String, Device>,
+    /// The host's netfilter state (mangle table, conntrack), which `tclab iptables` configures and the
+    /// simulator runs at its hooks.
+    pub netfilter: crate::netfilter::Netfilter,
     /// `qdisc_alloc_handle`'s counter: automatic handles count down from 8001:.
     autohandle: u32,
 }

@@ -16,11 +16,14 @@
 //!   [`qdisc::sfq`], [`qdisc::prio`], [`qdisc::cbq`].
 //! - [`engine`]: devices (mtu, txqueuelen, root qdisc) and the `tc` operations on them — add, change,
 //!   replace, delete, graft — validated before anything is applied.
+//! - [`netfilter`]: the iptables mangle table (MARK, CONNMARK, CLASSIFY, DSCP, TOS) and the connection
+//!   tracking it needs, run at the five IPv4 hooks.
 //! - [`error`]: the errors the "kernel" answers with, worded as Linux words them.
 
 pub mod engine;
 pub mod error;
 pub mod handle;
+pub mod netfilter;
 pub mod packet;
 pub mod qdisc;
 pub mod units;
