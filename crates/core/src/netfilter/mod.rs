@@ -440,11 +440,13 @@ impl Table {
         }
     }
 
-    /// `-A`.
+    /// `-A`. Like every operation here, a refused change leaves the table as it was.
     pub fn append(&mut self, chain: &str, rule: Rule) -> Result<(), NfError> {
         self.check_target(&rule)?;
         self.get(chain)?.rules.push(rule);
-        self.validate()
+        self.validate().inspect_err(|_| {
+            self.get(chain).map(|c| c.rules.pop()).ok();
+        })
     }
 
     /// `-I chain [n]` (1-based; one past the end appends).
@@ -455,7 +457,9 @@ impl Table {
             return Err(NfError::INS_INDEX);
         }
         c.rules.insert(n - 1, rule);
-        self.validate()
+        self.validate().inspect_err(|_| {
+            self.get(chain).map(|c| c.rules.remove(n - 1)).ok();
+        })
     }
 
     /// `-R chain n`.
@@ -465,8 +469,10 @@ impl Table {
         if n == 0 || n > c.rules.len() {
             return Err(NfError::REPL_INDEX);
         }
-        c.rules[n - 1] = rule;
-        self.validate()
+        let old = std::mem::replace(&mut c.rules[n - 1], rule);
+        self.validate().inspect_err(|_| {
+            self.get(chain).map(|c| c.rules[n - 1] = old.clone()).ok();
+        })
     }
 
     /// `-D chain n`.
@@ -1052,3 +1058,6 @@ pub fn ct_dir(nf: &Netfilter, pkt: &Packet, now: Nanos) -> Option<Dir> {
     let ip = Ipv4View::parse(&pkt.data)?;
     nf.conntrack.lookup(&ip, &pkt.data, now).map(|c| c.dir)
 }
+
+#[cfg(test)]
+mod tests;
