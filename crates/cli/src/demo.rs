@@ -1,109 +1,112 @@
-//! `tclab demo`: seed 004's idea in miniature, run through the engine in virtual time. Two senders share a
-//! 1 Mbit uplink: interactive traffic (prio 0, guaranteed 300 kbit) and a bulk upload that would take it all.
-//! The link dequeues whenever it is free or when HTB asks to be woken, exactly as a driver would.
+//! `tclab demo`: seed 004's experiment — what "the ultimate traffic conditioner" does to the latency of an
+//! ADSL line — run in the simulated lab in a few seconds.
+//!
+//! Five runs of the built-in seed004 scenarios (`tclab sim --list`): the idle line, then a download and
+//! an upload without the conditioner, then both with it. Each prints its ping RTTs next to the figures the
+//! seed's author measured on his xs4all line, and writes its CSV files and plots under
+//! `tclab-out/demo/NAME/` (or `--out DIR`).
 
-use tclab_core::qdisc::Cx;
-use tclab_core::{Engine, Packet, NSEC_PER_SEC};
+use crate::sim::{output_files, run_scenario, write_plots};
+use std::path::PathBuf;
+use tclab_sim::report::{fmt_bps, write_files};
 
-const POLICY: &[&str] = &[
-    "qdisc add dev eth0 root handle 1: htb default 20",
-    "class add dev eth0 parent 1: classid 1:1 htb rate 1mbit ceil 1mbit",
-    "class add dev eth0 parent 1:1 classid 1:10 htb rate 300kbit ceil 1mbit prio 0",
-    "class add dev eth0 parent 1:1 classid 1:20 htb rate 700kbit ceil 1mbit prio 1",
-    "qdisc add dev eth0 parent 1:20 handle 20: pfifo limit 50",
+/// (built-in scenario, what it shows, the seed's min/avg/max RTT in ms).
+const RUNS: &[(&str, &str, [f64; 3])] = &[
+    (
+        "seed004-idle",
+        "Baseline latency (idle line)",
+        [14.4, 17.1, 21.7],
+    ),
+    (
+        "seed004-download",
+        "Without conditioner, while downloading",
+        [560.9, 573.6, 586.4],
+    ),
+    (
+        "seed004-upload",
+        "Without conditioner, while uploading",
+        [2041.4, 2332.1, 2427.6],
+    ),
+    (
+        "seed004-upload-conditioned",
+        "With conditioner, during upload",
+        [15.7, 51.8, 79.9],
+    ),
+    (
+        "seed004-download-conditioned",
+        "With conditioner, during download",
+        [20.4, 46.9, 74.0],
+    ),
 ];
 
-pub fn run(_args: &[String]) -> Result<u8, String> {
-    let mut engine = Engine::new();
-    println!("tclab demo: HTB on a 1 Mbit/s link, 10 s of virtual time\n");
-    for line in POLICY {
-        let words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
-        let out = tclab_tc::run(&mut engine, &words, 0);
-        if out.code != 0 {
-            return Err(format!("policy line failed: {line}: {}", out.stderr));
-        }
-        println!("  tc {line}");
-    }
-    let link_ns_per_byte = 8_000; // 1 Mbit/s wire: 8 µs per byte
-    let end = 10 * NSEC_PER_SEC;
-    // Offered load: interactive 200-byte packets at 200 kbit/s (one every 8 ms), bulk 1500-byte at 2 Mbit/s.
-    let (inter_gap, bulk_gap) = (8_000_000u64, 6_000_000u64);
-    let (mut next_inter, mut next_bulk, mut link_free) = (0u64, 0u64, 0u64);
-    let mut wake: Option<u64> = None;
-    let mut sent = [0u64; 2];
-    let mut delay_sum = [0u64; 2];
-    let mut count = [0u64; 2];
-    let dev = "eth0";
-    loop {
-        // Next event: an arrival, the link becoming free, or a shaper wake-up.
-        let mut t = next_inter.min(next_bulk);
-        if link_free > 0 {
-            t = t.min(link_free);
-        }
-        if let Some(w) = wake {
-            t = t.min(w);
-        }
-        if t >= end {
-            break;
-        }
-        let mut cx = Cx::new(t);
-        let d = engine.device_mut(dev).ok_or("device vanished")?;
-        if t == next_inter {
-            let p = Packet {
-                len: 200,
-                priority: 0x10010,
-                tag: 0,
-                ..Packet::of_len(200)
-            };
-            d.enqueue(p, &mut cx);
-            next_inter += inter_gap;
-        }
-        if t == next_bulk {
-            let p = Packet {
-                tag: 1,
-                ..Packet::of_len(1500)
-            };
-            d.enqueue(p, &mut cx);
-            next_bulk += bulk_gap / 4;
-        }
-        if t >= link_free {
-            let mut cx = Cx::new(t);
-            match d.dequeue(&mut cx) {
-                Some(p) => {
-                    let k = p.tag as usize;
-                    sent[k] += p.len as u64;
-                    count[k] += 1;
-                    delay_sum[k] += t - p.enqueue_ns;
-                    link_free = t + p.len as u64 * link_ns_per_byte;
-                    wake = None;
-                }
-                None => {
-                    link_free = 0;
-                    wake = cx.wake_at;
-                }
+pub fn run(args: &[String]) -> Result<u8, String> {
+    let mut out_dir = PathBuf::from("tclab-out/demo");
+    let mut plots = true;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--out" | "-o" => out_dir = PathBuf::from(it.next().ok_or("--out needs a directory")?),
+            "--no-plots" => plots = false,
+            "--help" | "-h" => {
+                println!(
+                    "tclab demo [--out DIR] [--no-plots]\n\nRuns seed 004's conditioner experiment (five built-in \
+                     scenarios, see tclab sim --list)\nand prints the ping latency table next to the seed's own figures."
+                );
+                return Ok(0);
+            }
+            other => {
+                return Err(format!(
+                    "unknown option \"{other}\"; try \"tclab demo --help\""
+                ))
             }
         }
     }
-    println!("\n  class           offered    sent       avg queueing delay");
-    let names = ["1:10 interactive", "1:20 bulk       "];
-    let offered = [200.0, 2000.0];
-    for k in 0..2 {
-        let kbit = sent[k] as f64 * 8.0 / 10.0 / 1000.0;
-        let avg_ms = if count[k] > 0 {
-            delay_sum[k] as f64 / count[k] as f64 / 1e6
-        } else {
-            0.0
-        };
+    println!("tclab demo: seed 004, \"the ultimate traffic conditioner\" (LARTC 15.8), in the simulated lab");
+    println!();
+    println!(
+        "  lan ─100M─ router (Linux, ppp0) ─10M─ modem ═ADSL 256k up / 1M down═ isp ─100M─ server"
+    );
+    println!("  modem and ISP queue 50 packets; the conditioner shapes ppp0 to 220 kbit/s with HTB + SFQ,");
+    println!("  puts ICMP, TOS 0x10 and bare ACKs first, and polices downloads to 800 kbit/s on ingress.");
+    println!("  One TCP transfer (CUBIC) and a ping every 0.5 s from lan to server, 60 s each.\n");
+    println!(
+        "{:<40} {:>26}   {:>26}   {:>12}",
+        "ping lan → server, RTT ms", "seed 004 min/avg/max", "tclab min/avg/max", "TCP goodput"
+    );
+    for (name, title, seed) in RUNS {
+        let b = tclab_sim::builtin::find(name)
+            .ok_or_else(|| format!("built-in scenario {name} is missing"))?;
+        let (sc, out, _) = run_scenario(
+            &b.toml(),
+            &format!("builtin:{name}"),
+            &PathBuf::from("."),
+            None,
+        )?;
+        let dir = out_dir.join(name);
+        write_files(&dir, &output_files(&sc, &out)?)?;
+        if plots {
+            write_plots(&dir, &sc, &out)?;
+        }
+        let ping = out.pings.first().ok_or("the demo scenarios have a ping")?;
+        let r = &ping.rtt;
+        let goodput = out
+            .flows
+            .first()
+            .map_or("—".to_string(), |f| fmt_bps(f.goodput_bps) + "/s");
         println!(
-            "  {}  {:>5.0} kbit {:>6.1} kbit {:>8.1} ms",
-            names[k], offered[k], kbit, avg_ms
+            "{:<40} {:>26}   {:>26}   {:>12}",
+            title,
+            format!("{:.1}/{:.1}/{:.1}", seed[0], seed[1], seed[2]),
+            format!("{:.1}/{:.1}/{:.1}", r.min_ms, r.avg_ms, r.max_ms),
+            goodput
         );
     }
-    println!("\n$ tc -s class show dev eth0");
-    let words: Vec<String> = "-s class show dev eth0"
-        .split_whitespace()
-        .map(str::to_string)
-        .collect();
-    print!("{}", tclab_tc::run(&mut engine, &words, end).stdout);
+    println!(
+        "\nThe conditioner moves the queue from the modem and the ISP into Linux, where the interactive class\n\
+         goes first: tens of milliseconds instead of seconds, for about 10 % of the line's rate.\n\
+         Per-run tables, CSV, plots and `tc -s` output: {}/*/ (tclab sim --show seed004-upload-conditioned\n\
+         prints a scenario to start from).",
+        out_dir.display()
+    );
     Ok(0)
 }

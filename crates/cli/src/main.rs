@@ -6,7 +6,7 @@
 //! tclab iptables -t mangle …                                       packet marks, as iptables sets them
 //! tclab script run FILE [ARGS]                                     a Linux shaping script, unmodified
 //! tclab sim SCENARIO [--out DIR] [--seed N] [--json]               the simulated lab
-//! tclab demo                                                       a policy run through the engine
+//! tclab demo                                                       seed 004's conditioner, simulated
 //! ```
 //!
 //! The policy lives in the file named by `TCLAB_STATE` (default `$XDG_STATE_HOME/tclab/policy.json`, or
@@ -31,7 +31,7 @@ Usage:
   tclab script run FILE [ARGS…]          run a Linux shell script unmodified, tc/iptables resolved to tclab
   tclab sim SCENARIO [--out DIR] [--seed N] [--json]
                                          run a scenario in the simulated lab (tclab sim --help)
-  tclab demo                             shape two flows with HTB in virtual time and show the result
+  tclab demo                             seed 004's traffic conditioner in the simulated lab: the latency table
   tclab help | --version
 
 The policy is kept in $TCLAB_STATE (default: $XDG_STATE_HOME/tclab/policy.json).
@@ -68,7 +68,7 @@ fn is_modifying(args: &[String]) -> bool {
     match words.get(1) {
         None => false,
         Some(w) => {
-            ["add", "change", "replace", "link", "delete", "del"]
+            ["add", "change", "replace", "link", "delete", "del", "flush"]
                 .iter()
                 .any(|c| c.starts_with(*w) || *w == *c)
                 && !["show", "list", "ls"].contains(w)

@@ -84,9 +84,9 @@ fn scenario_source(name: &str) -> Result<(String, String, PathBuf, String), Stri
             .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
         return Ok((text, name.to_string(), base, stem));
     }
-    match BUILTIN.iter().find(|b| b.name == name) {
+    match tclab_sim::builtin::find(name) {
         Some(b) => Ok((
-            b.toml.to_string(),
+            b.toml(),
             format!("builtin:{name}"),
             PathBuf::from("."),
             name.to_string(),
@@ -184,11 +184,9 @@ pub fn cmd(args: &[String]) -> Result<u8, String> {
     }
     if args[0] == "--show" {
         let name = args.get(1).ok_or("--show needs a built-in scenario name")?;
-        let b = BUILTIN
-            .iter()
-            .find(|b| b.name == name)
+        let b = tclab_sim::builtin::find(name)
             .ok_or_else(|| format!("no built-in scenario \"{name}\" (tclab sim --list)"))?;
-        print!("{}", b.toml);
+        print!("{}", b.toml());
         return Ok(0);
     }
     let a = parse_args(args)?;

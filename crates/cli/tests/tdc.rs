@@ -70,6 +70,46 @@ fn tdc_pfifo_fast() {
     assert_no_failures(&["qdiscs/pfifo_fast.json"]);
 }
 
+#[test]
+fn tdc_ingress() {
+    assert_no_failures(&["qdiscs/ingress.json"]);
+}
+
+/// Cases whose setup builds a qdisc tclab does not have yet: `drr` (no issue covers it) and `prio` (the
+/// qdiscs part of issue 3). They fail at setup, before any filter is touched; remove them from these
+/// lists when the qdisc lands.
+const NEEDS_DRR: &[&str] = &["0c37", "bd32", "4585", "e470", "ec1a"];
+
+#[test]
+fn tdc_u32() {
+    assert_no_failures_except(&["filters/u32.json"], NEEDS_DRR);
+}
+
+#[test]
+fn tdc_fw() {
+    assert_no_failures_except(&["filters/fw.json"], NEEDS_DRR);
+}
+
+#[test]
+fn tdc_matchall() {
+    assert_no_failures_except(&["filters/matchall.json"], &[]);
+}
+
+#[test]
+fn tdc_police() {
+    assert_no_failures(&["actions/police.json"]);
+}
+
+#[test]
+fn tdc_gact() {
+    assert_no_failures(&["actions/gact.json"]);
+}
+
+#[test]
+fn tdc_skbedit() {
+    assert_no_failures(&["actions/skbedit.json"]);
+}
+
 /// Runs every file under qdiscs/, filters/ and actions/ and prints the totals; never fails on
 /// case failures (it tracks progress on kinds tclab does not implement yet).
 #[test]
@@ -165,11 +205,24 @@ fn runner_matching_semantics() {
 }
 
 fn assert_no_failures(files: &[&str]) {
+    assert_no_failures_except(files, &[]);
+}
+
+/// Every case passes except the listed ids (which may pass or fail).
+fn assert_no_failures_except(files: &[&str], excused: &[&str]) {
     let totals = run_files(files);
-    assert_eq!(
-        totals.all.failed, 0,
-        "{} tdc case(s) failed in {files:?} (details above; run with --nocapture to see passes too)",
-        totals.all.failed
+    assert!(
+        totals.all.passed > 0,
+        "no case of {files:?} passed: did the runner find them?"
+    );
+    let unexpected: Vec<&String> = totals
+        .failed_ids
+        .iter()
+        .filter(|id| !excused.contains(&id.as_str()))
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "tdc case(s) {unexpected:?} failed in {files:?} (details above; run with --nocapture to see passes too)"
     );
 }
 
@@ -187,6 +240,7 @@ struct Counts {
 struct Totals {
     all: Counts,
     per_file: Vec<(String, Counts)>,
+    failed_ids: Vec<String>,
 }
 
 enum Outcome {
@@ -221,6 +275,7 @@ fn run_files(files: &[&str]) -> Totals {
     let shims = Shims::new();
     let mut all = Counts::default();
     let mut per_file = Vec::new();
+    let mut failed_ids = Vec::new();
     for file in files {
         let path = root.join(file);
         let text = std::fs::read_to_string(&path)
@@ -243,6 +298,7 @@ fn run_files(files: &[&str]) -> Totals {
                 }
                 Outcome::Fail(why) => {
                     counts.failed += 1;
+                    failed_ids.push(id.to_string());
                     println!("  FAIL {id} {name}");
                     for line in why.lines() {
                         println!("       {line}");
@@ -265,7 +321,11 @@ fn run_files(files: &[&str]) -> Totals {
             all.passed, all.failed, all.skipped
         );
     }
-    Totals { all, per_file }
+    Totals {
+        all,
+        per_file,
+        failed_ids,
+    }
 }
 
 /// Why a case is out of scope, if it is.

@@ -1,10 +1,17 @@
 //! `cargo bench -p tclab-core --bench htb`: cost per packet of a 2-level HTB with N backlogged leaves
 //! (seed 002: HTB3's cost must stay flat as classes grow). One root class of 10 Gbit, N leaves sharing it
-//! (rate 10 Gbit / N, ceil 10 Gbit), two 1500-byte packets queued per leaf. Each step dequeues one packet,
-//! advances virtual time by its transmission time at 10 Gbit (1.2 µs), and enqueues it again to its class,
-//! so the tree stays backlogged and every mode change, wait-queue and round-robin path is exercised.
-//! N tops out at 65 000: a classid minor is 16 bits, so one HTB qdisc cannot hold 100 000 classes (the
-//! issue's N = 100 000 is impossible in Linux as well).
+//! (ceil 10 Gbit), two 1500-byte packets queued per leaf. Each step dequeues one packet, advances virtual
+//! time by its transmission time at 10 Gbit (1.2 µs), and enqueues it again to its class, so the tree stays
+//! backlogged. Two leaf rates:
+//!
+//! - `own rate`: rate 10 Gbit / N. Each leaf is served exactly at its rate, so every leaf stays green: this
+//!   measures the row's deficit round robin, the charging of leaf and root, classify and the leaf queues.
+//! - `borrowing`: rate 10 Gbit / 2N. Each leaf gets twice its rate, half of it borrowed from the root, so
+//!   leaves keep changing mode: this adds the wait queue, the events, and moving classes between the row
+//!   and the root's feed.
+//!
+//! N tops out at 65 534 leaves (minors 2..ffff under root class 1:1): a classid minor is 16 bits, so one HTB
+//! qdisc cannot hold 100 000 classes (the N = 100 000 is impossible in Linux as well).
 //! Reports nanoseconds of wall time per packet (one enqueue + one dequeue).
 
 use std::hint::black_box;
@@ -34,7 +41,8 @@ fn class(rate: u64, ceil: u64) -> ClassOptions {
     })
 }
 
-fn build(n: u32) -> Engine {
+/// `share`: each leaf's rate is the link's / (`share` * n).
+fn build(n: u32, share: u64) -> Engine {
     let mut e = Engine::new();
     e.add_device("eth0", 1500, 1000);
     let root = QdiscOptions::Htb(HtbOptions {
@@ -67,7 +75,7 @@ fn build(n: u32) -> Engine {
             "eth0",
             Handle::new(1, 1),
             id,
-            &class((link / n as u64).max(1), link),
+            &class((link / (share * n as u64)).max(1), link),
             Flags::ADD,
             0,
         )
@@ -87,31 +95,42 @@ fn build(n: u32) -> Engine {
 }
 
 fn main() {
-    println!("{:>8} {:>12} {:>14}", "leaves", "packets", "ns/packet");
-    for &n in &[1u32, 100, 10_000, 65_000] {
-        let mut e = build(n);
-        let dev = e.device_mut("eth0").unwrap();
-        let mut now = 0u64;
-        let steps = 2_000_000u64;
-        // Warm up: one pass over every leaf.
-        for _ in 0..(2 * n as u64).min(200_000) {
-            now += 1200;
-            let mut cx = Cx::new(now);
-            if let Some(p) = dev.dequeue(&mut cx) {
-                dev.enqueue(p, &mut cx);
-            }
-        }
-        let start = Instant::now();
-        let mut sent = 0u64;
-        for _ in 0..steps {
-            now += 1200;
-            let mut cx = Cx::new(now);
-            if let Some(p) = dev.dequeue(&mut cx) {
-                sent += 1;
-                dev.enqueue(black_box(p), &mut cx);
-            }
-        }
-        let ns = start.elapsed().as_nanos() as f64 / sent.max(1) as f64;
-        println!("{n:>8} {sent:>12} {ns:>14.1}");
+    println!(
+        "{:>8} {:>12} {:>22} {:>22}",
+        "leaves", "packets", "own rate ns/packet", "borrowing ns/packet"
+    );
+    for &n in &[1u32, 100, 10_000, 65_534] {
+        let own = run(n, 1);
+        let borrowing = run(n, 2);
+        println!("{n:>8} {:>12} {own:>22.1} {borrowing:>22.1}", 2_000_000);
     }
+}
+
+/// Nanoseconds per packet over 2 000 000 steps, after a warm-up pass over every leaf.
+fn run(n: u32, share: u64) -> f64 {
+    let mut e = build(n, share);
+    let dev = e.device_mut("eth0").unwrap();
+    let mut now = 0u64;
+    let steps = 2_000_000u64;
+    // Warm up: one pass over every leaf.
+    for _ in 0..(2 * n as u64).min(200_000) {
+        now += 1200;
+        let mut cx = Cx::new(now);
+        if let Some(p) = dev.dequeue(&mut cx) {
+            dev.enqueue(p, &mut cx);
+        }
+    }
+    let start = Instant::now();
+    let mut sent = 0u64;
+    for _ in 0..steps {
+        now += 1200;
+        let mut cx = Cx::new(now);
+        if let Some(p) = dev.dequeue(&mut cx) {
+            sent += 1;
+            dev.enqueue(black_box(p), &mut cx);
+        }
+    }
+    let ns = start.elapsed().as_nanos() as f64 / sent.max(1) as f64;
+    assert_eq!(sent, steps, "the tree stays backlogged");
+    ns
 }

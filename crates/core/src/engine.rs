@@ -8,7 +8,9 @@
 //! virtual devices, `pfifo_fast` on a NIC — which `tc qdisc show` lists as `qdisc noqueue 0: root` and which
 //! cannot be deleted.
 
+use crate::action::ActionTable;
 use crate::error::{Errno, KernelError, Warning};
+use crate::filter::{Block, FilterFlags, FilterRequest};
 use crate::handle::Handle;
 use crate::packet::Packet;
 use crate::qdisc::fifo::{Fifo, FifoUnit};
@@ -79,6 +81,8 @@ pub struct Device {
     /// `tclab tc` creates), `pfifo_fast` for a NIC.
     pub default_root: DefaultRoot,
     root: Sched,
+    /// The ingress qdisc (`handle ffff:`), if one is attached.
+    ingress: Option<Sched>,
     /// Visible qdiscs other than the root, in the kernel's `qdisc_hash` order (16 buckets, newest first).
     qdisc_hash: Vec<Vec<Handle>>,
 }
@@ -105,6 +109,7 @@ impl Device {
             txqueuelen,
             default_root,
             root: placeholder,
+            ingress: None,
             qdisc_hash: vec![Vec::new(); 16],
         };
         d.root = d.default_root();
@@ -138,7 +143,30 @@ impl Device {
     /// Enqueue at the root (`dev_queue_xmit` → `q->enqueue`).
     pub fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
         pkt.enqueue_ns = cx.now;
+        if let Some(ing) = self.ingress.as_ref().filter(|s| s.q.kind() == "clsact") {
+            let egress = ing.q.block(Handle(0xffff_fff3));
+            if egress.is_some_and(|b| !crate::qdisc::ingress::Ingress::egress(b, &mut pkt, cx.now))
+            {
+                return Verdict::Drop;
+            }
+        }
         self.root.q.enqueue(pkt, cx)
+    }
+
+    /// A packet arrives on the device (`__netif_receive_skb` → `sch_handle_ingress`): the ingress qdisc's
+    /// filters run, and the packet comes back unless an action dropped it.
+    pub fn receive(&mut self, pkt: Packet, cx: &mut Cx) -> Option<Packet> {
+        let Some(ing) = self.ingress.as_mut() else {
+            return Some(pkt);
+        };
+        match ing.q.enqueue(pkt, cx) {
+            Verdict::Success => ing.q.dequeue(cx),
+            Verdict::Drop => None,
+        }
+    }
+
+    pub fn ingress(&self) -> Option<&Sched> {
+        self.ingress.as_ref()
     }
 
     /// Dequeue from the root when the link is free; a `None` with `cx.wake_at` set means "try again then".
@@ -166,10 +194,17 @@ impl Device {
 
     /// `qdisc_lookup`: the qdisc with this handle anywhere in the tree.
     pub fn find(&self, handle: Handle) -> Option<&Sched> {
-        find_in(&self.root, handle)
+        find_in(&self.root, handle).or_else(|| {
+            self.ingress
+                .as_ref()
+                .filter(|s| s.handle == handle && handle != Handle::UNSPEC)
+        })
     }
 
     pub fn find_mut(&mut self, handle: Handle) -> Option<&mut Sched> {
+        if self.ingress.as_ref().is_some_and(|s| s.handle == handle) && handle != Handle::UNSPEC {
+            return self.ingress.as_mut();
+        }
         find_in_mut(&mut self.root, handle)
     }
 
@@ -190,6 +225,10 @@ impl Device {
                     out.push(info(s));
                 }
             }
+        }
+        // `tc_dump_qdisc` lists the ingress tree after the egress one.
+        if let Some(s) = &self.ingress {
+            out.push(info(s));
         }
         out
     }
@@ -261,7 +300,7 @@ pub fn create_qdisc(
         QdiscOptions::Htb(o) => (Box::new(Htb::new(handle, o, env)?), Vec::new()),
         QdiscOptions::Sfq(o) => {
             let (q, w) = crate::qdisc::sfq::Sfq::new(Some(o), env, now)?;
-            (Box::new(q), w)
+            (Box::new(q.with_handle(handle)), w)
         }
         QdiscOptions::Prio(o) => (
             Box::new(crate::qdisc::prio::Prio::new(handle, o, env)?),
@@ -269,6 +308,14 @@ pub fn create_qdisc(
         ),
         QdiscOptions::Cbq(o) => (
             Box::new(crate::qdisc::cbq::Cbq::new(handle, o, env, now)?),
+            Vec::new(),
+        ),
+        QdiscOptions::Ingress => (
+            Box::new(crate::qdisc::ingress::Ingress::default()),
+            Vec::new(),
+        ),
+        QdiscOptions::Clsact => (
+            Box::new(crate::qdisc::ingress::Ingress::clsact()),
             Vec::new(),
         ),
     })
@@ -291,12 +338,26 @@ fn alloc_handle(counter: &mut u32, dev: &Device) -> Result<Handle, KernelError> 
     ))
 }
 
+/// A qdisc tree is going away: its filters let go of their actions.
+fn release_tree(s: &mut Sched, actions: &mut ActionTable) {
+    for b in s.q.blocks_mut() {
+        b.destroy(actions);
+    }
+    if let Some(c) = s.q.classes_mut() {
+        for ch in c.children_mut() {
+            release_tree(ch, actions);
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct Engine {
     pub devices: BTreeMap<String, Device>,
     /// The host's netfilter state (mangle table, conntrack), which `tclab iptables` configures and the
     /// simulator runs at its hooks.
     pub netfilter: crate::netfilter::Netfilter,
+    /// The action tables (`tc actions …`), shared by every device as in one network namespace.
+    pub actions: ActionTable,
     /// `qdisc_alloc_handle`'s counter: automatic handles count down from 8001:.
     autohandle: u32,
 }
@@ -336,6 +397,15 @@ impl Engine {
     ) -> Result<Vec<Warning>, KernelError> {
         let dev = self.devices.get(dev_name).ok_or_else(no_device)?;
         let kind = opts.map(|o| o.kind());
+        let ingress_handle = Handle::new(0xffff, 0);
+        if parent == Handle::INGRESS
+            || (parent == Handle::UNSPEC
+                && (kind == Some("ingress")
+                    || kind == Some("clsact")
+                    || (handle == ingress_handle && dev.ingress.is_some())))
+        {
+            return self.modify_ingress(dev_name, handle, opts, flags);
+        }
         // The qdisc currently at `parent` (None for a default or an empty slot).
         let mut target: Option<Handle> = None;
         if parent != Handle::UNSPEC {
@@ -442,6 +512,61 @@ impl Engine {
         }
     }
 
+    /// `tc qdisc add|change|replace dev DEV ingress`: the ingress slot holds one qdisc, `ffff:`.
+    fn modify_ingress(
+        &mut self,
+        dev_name: &str,
+        handle: Handle,
+        opts: Option<&QdiscOptions>,
+        flags: Flags,
+    ) -> Result<Vec<Warning>, KernelError> {
+        let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
+        let kind = opts.map_or("ingress", |o| o.kind());
+        if kind != "ingress" && kind != "clsact" {
+            return Err(KernelError::invalid(
+                "Specified parent ID is reserved for ingress and clsact Qdiscs",
+            ));
+        }
+        if let Some(cur) = &dev.ingress {
+            if opts.is_some() && cur.q.kind() != kind {
+                if !flags.replace {
+                    return Err(KernelError::msg(
+                        Errno::Exists,
+                        "NLM_F_REPLACE needed to override",
+                    ));
+                }
+                return Err(KernelError::invalid(
+                    "Replacing ingress/clsact is not supported",
+                ));
+            }
+            if flags.excl {
+                return Err(KernelError::msg(
+                    Errno::Exists,
+                    "Exclusivity flag on, cannot modify",
+                ));
+            }
+            return Ok(Vec::new());
+        }
+        if !flags.create {
+            return Err(KernelError::msg(
+                Errno::NoEntry,
+                "Qdisc not found. To create specify NLM_F_CREATE flag",
+            ));
+        }
+        let handle = if handle == Handle::UNSPEC {
+            Handle::new(0xffff, 0)
+        } else {
+            handle
+        };
+        let q: Box<dyn Qdisc> = if kind == "clsact" {
+            Box::new(crate::qdisc::ingress::Ingress::clsact())
+        } else {
+            Box::new(crate::qdisc::ingress::Ingress::default())
+        };
+        dev.ingress = Some(Sched::new(handle, Handle::INGRESS, q));
+        Ok(Vec::new())
+    }
+
     fn create_and_graft(
         &mut self,
         dev_name: &str,
@@ -482,8 +607,9 @@ impl Engine {
             })?;
             cl.graft(parent, Some(new), &env)?
         };
-        if let Some(old) = old {
+        if let Some(mut old) = old {
             dev.hash_del_tree(&old);
+            release_tree(&mut old, &mut self.actions);
         }
         dev.hash_add(handle);
         Ok(warnings)
@@ -498,6 +624,28 @@ impl Engine {
         kind: Option<&str>,
     ) -> Result<(), KernelError> {
         let dev = self.devices.get(dev_name).ok_or_else(no_device)?;
+        if parent == Handle::INGRESS
+            || (parent == Handle::UNSPEC
+                && dev.ingress.as_ref().is_some_and(|i| i.handle == handle))
+        {
+            let ing = dev.ingress.as_ref().ok_or_else(|| {
+                KernelError::msg(
+                    Errno::NoEntry,
+                    "Cannot find specified qdisc on specified device",
+                )
+            })?;
+            if handle != Handle::UNSPEC && ing.handle != handle {
+                return Err(KernelError::invalid("Invalid handle"));
+            }
+            if kind.is_some_and(|k| k != ing.q.kind()) {
+                return Err(KernelError::invalid("Invalid qdisc name"));
+            }
+            let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
+            if let Some(mut old) = dev.ingress.take() {
+                release_tree(&mut old, &mut self.actions);
+            }
+            return Ok(());
+        }
         let q = if parent != Handle::UNSPEC {
             let q = if parent == Handle::ROOT {
                 Some(dev.root())
@@ -561,8 +709,9 @@ impl Engine {
                 .ok_or_else(|| KernelError::new(Errno::NotSupported))?
                 .graft(parent, None, &env)?
         };
-        if let Some(old) = old {
+        if let Some(mut old) = old {
             dev.hash_del_tree(&old);
+            release_tree(&mut old, &mut self.actions);
         }
         Ok(())
     }
@@ -667,5 +816,108 @@ impl Engine {
             dev.qdisc_hash[Device::hash_bucket(h)].retain(|x| *x != h);
         }
         Ok(())
+    }
+}
+
+/// Where a `tc filter` request lands: the block, and the parent the kernel reports back.
+fn resolve_block<'a>(
+    dev: &'a mut Device,
+    parent: Handle,
+) -> Result<(&'a mut Block, Handle), KernelError> {
+    let no_parent = || KernelError::invalid("Parent Qdisc doesn't exists");
+    let (sched, parent) = if parent == Handle::UNSPEC {
+        let h = dev.root.handle;
+        (&mut dev.root, h)
+    } else if parent.major() == 0xffff && parent != Handle::ROOT {
+        (dev.ingress.as_mut().ok_or_else(no_parent)?, parent)
+    } else if parent == Handle::ROOT {
+        let h = dev.root.handle;
+        (&mut dev.root, h)
+    } else {
+        (dev.find_mut(parent.qdisc()).ok_or_else(no_parent)?, parent)
+    };
+    let ingress = matches!(sched.q.kind(), "ingress" | "clsact");
+    if !ingress {
+        let Some(cl) = sched.q.classes() else {
+            return Err(KernelError::invalid("Qdisc not classful"));
+        };
+        if parent.minor() != 0 && !cl.find(parent) {
+            return Err(KernelError::msg(
+                Errno::NoEntry,
+                "Specified class doesn't exist",
+            ));
+        }
+    }
+    match sched.q.block_mut(parent) {
+        Some(b) => Ok((b, parent)),
+        None => Err(KernelError::msg(
+            Errno::NotSupported,
+            "Class doesn't support blocks",
+        )),
+    }
+}
+
+impl Engine {
+    /// `tc filter add|change|replace` (`tc_new_tfilter`).
+    pub fn modify_filter(
+        &mut self,
+        dev_name: &str,
+        parent: Handle,
+        req: &FilterRequest,
+        flags: FilterFlags,
+        now: Nanos,
+    ) -> Result<(), KernelError> {
+        let indev = match &req.opts {
+            Some(crate::filter::FilterOptions::U32(o)) => o.indev.as_deref(),
+            Some(crate::filter::FilterOptions::Fw(o)) => o.indev.as_deref(),
+            _ => None,
+        };
+        if indev.is_some_and(|d| !self.devices.contains_key(d)) {
+            // `tcf_change_indev`: the name must be a device of the namespace.
+            return Err(KernelError::msg(
+                Errno::NoDevice,
+                "Network device not found",
+            ));
+        }
+        let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
+        let (block, _) = resolve_block(dev, parent)?;
+        block.change(req, flags, &mut self.actions, now)
+    }
+
+    /// `tc filter delete` (`tc_del_tfilter`).
+    pub fn delete_filter(
+        &mut self,
+        dev_name: &str,
+        parent: Handle,
+        req: &FilterRequest,
+    ) -> Result<(), KernelError> {
+        if req.prio == 0 && (req.protocol != 0 || req.handle != 0 || req.kind.is_some()) {
+            return Err(KernelError::msg(
+                Errno::NoEntry,
+                "Cannot flush filters with protocol, handle or kind set",
+            ));
+        }
+        let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
+        let (block, _) = resolve_block(dev, parent)?;
+        block.delete(req, &mut self.actions)
+    }
+
+    /// The block `tc filter show|get dev DEV [parent P]` reads, and the parent the kernel reports.
+    /// `Ok(None)`: the qdisc takes no filters (the kernel's dump is then empty).
+    pub fn filter_block(
+        &mut self,
+        dev_name: &str,
+        parent: Handle,
+    ) -> Result<Option<(&Block, Handle)>, KernelError> {
+        let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
+        match resolve_block(dev, parent) {
+            Ok((b, p)) => Ok(Some((&*b, p))),
+            Err(e)
+                if e.errno == Errno::Invalid && e.msg.as_deref() == Some("Qdisc not classful") =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 }

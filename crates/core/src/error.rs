@@ -22,6 +22,10 @@ pub enum Errno {
     NoBuffers,
     /// ERANGE
     Range,
+    /// EPERM
+    Perm,
+    /// ENOSPC
+    NoSpace,
 }
 
 impl Errno {
@@ -35,6 +39,8 @@ impl Errno {
             Errno::NotSupported => "Operation not supported",
             Errno::NoBuffers => "No buffer space available",
             Errno::Range => "Numerical result out of range",
+            Errno::Perm => "Operation not permitted",
+            Errno::NoSpace => "No space left on device",
         }
     }
 }

@@ -522,7 +522,7 @@ impl Network {
             return;
         };
         let mut cx = Cx::new(now);
-        let Some(pkt) = ingress(dev, pkt, &mut cx) else {
+        let Some(pkt) = dev.receive(pkt, &mut cx) else {
             self.ifaces[iface].counters.rx_dropped += 1;
             return;
         };
@@ -606,10 +606,4 @@ impl Network {
         let i = &self.ifaces[iface];
         format!("{}:{}", self.nodes[i.node].name, i.name)
     }
-}
-
-/// The device's ingress hook (`sch_handle_ingress`): an ingress qdisc's filters and policers see the packet
-/// before the stack does, and may drop it. Without an ingress qdisc every packet passes.
-fn ingress(_dev: &mut tclab_core::engine::Device, pkt: Packet, _cx: &mut Cx) -> Option<Packet> {
-    Some(pkt)
 }

@@ -227,7 +227,7 @@ pub fn tc_text(out: &Outcome) -> String {
     for (node, dev, text) in &out.tc_show {
         let _ = writeln!(
             s,
-            "### {node}: tc -s qdisc show dev {dev}; tc -s class show dev {dev}\n{text}"
+            "### {node}: tc -s qdisc|class|filter show dev {dev}\n{text}"
         );
     }
     s

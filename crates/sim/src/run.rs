@@ -47,7 +47,7 @@ pub struct Outcome {
     pub recorder: Recorder,
     pub flows: Vec<FlowResult>,
     pub pings: Vec<PingResult>,
-    /// `tc -s qdisc show` and `tc -s class show` of every device with a policy, at the end.
+    /// `tc -s qdisc|class|filter show` of every device of every node with a policy, at the end.
     pub tc_show: Vec<(String, String, String)>,
     pub events: u64,
     pub frames: u64,
@@ -250,11 +250,20 @@ pub fn run(sc: &mut Scenario, progress: &mut dyn FnMut(Nanos)) -> Result<Outcome
         let devs: Vec<String> = node.engine.devices.keys().cloned().collect();
         for dev in devs {
             let mut text = String::new();
-            for what in ["qdisc", "class"] {
-                let argv: Vec<String> = ["-s", what, "show", "dev", &dev]
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect();
+            let has_ingress = node
+                .engine
+                .device(&dev)
+                .is_some_and(|d| d.ingress().is_some());
+            let mut commands = vec![
+                vec!["-s", "qdisc", "show", "dev", &dev],
+                vec!["-s", "class", "show", "dev", &dev],
+                vec!["-s", "filter", "show", "dev", &dev],
+            ];
+            if has_ingress {
+                commands.push(vec!["-s", "filter", "show", "dev", &dev, "parent", "ffff:"]);
+            }
+            for argv in commands {
+                let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
                 text.push_str(&tclab_tc::run(&mut node.engine, &argv, end).stdout);
             }
             tc_show.push((node.name.clone(), dev, text));

@@ -585,12 +585,31 @@ pub fn apply_policy(
     text: &str,
 ) -> Result<Vec<String>, (usize, String)> {
     let mut applied = Vec::new();
+    // Join `\`-continued lines as a shell would; a command is reported at its first line.
+    let mut commands: Vec<(usize, String)> = Vec::new();
+    let mut pending: Option<(usize, String)> = None;
     for (n, raw) in text.lines().enumerate() {
-        let line = raw.split('#').next().unwrap_or("").trim();
+        let (first, mut acc) = pending.take().unwrap_or((n, String::new()));
+        let line = raw.split('#').next().unwrap_or("");
+        match line.trim_end().strip_suffix('\\') {
+            Some(head) => {
+                acc.push_str(head);
+                acc.push(' ');
+                pending = Some((first, acc));
+            }
+            None => {
+                acc.push_str(line);
+                commands.push((first, acc));
+            }
+        }
+    }
+    commands.extend(pending);
+    for (n, command) in commands {
+        let line = command.split_whitespace().collect::<Vec<_>>().join(" ");
         if line.is_empty() {
             continue;
         }
-        let mut words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+        let mut words: Vec<String> = line.split(' ').map(str::to_string).collect();
         if words
             .first()
             .is_some_and(|w| w == "tc" || w.ends_with("/tc"))
@@ -614,7 +633,7 @@ pub fn apply_policy(
         if out.code != 0 {
             return Err((n, format!("tc {line}: {}", out.stderr.trim_end())));
         }
-        applied.push(line.to_string());
+        applied.push(line);
     }
     Ok(applied)
 }
@@ -680,9 +699,11 @@ fn resolve_traffic(
     };
     let length = |default: u32, max: u32| -> Result<u32, ScenarioError> {
         match &t.length {
-            Some(l) if *l.get_ref() == 0 || *l.get_ref() > max => {
-                cx.err(l.span(), "traffic.length", format!("between 1 and {max}"))
-            }
+            Some(l) if *l.get_ref() == 0 || *l.get_ref() > max => cx.err(
+                l.span(),
+                "traffic.length",
+                format!("between 1 and {max} (tclab does not fragment)"),
+            ),
             Some(l) => Ok(*l.get_ref()),
             None => Ok(default),
         }
@@ -706,13 +727,19 @@ fn resolve_traffic(
                 }
             },
         },
-        "udp" => TrafficKind::Udp {
-            rate_bps: match &t.rate {
-                Some(r) => cx.rate(r, "traffic.rate")?,
-                None => 1_000_000, // iperf3's UDP default: 1 Mbit/s
-            },
-            length: length(1448, 65507)?,
-        },
+        "udp" => {
+            // tclab does not fragment: a datagram must fit the first hop's MTU (IP 20 + UDP 8 bytes).
+            let out = net.nodes[from].routes[to].expect("route checked above");
+            let mtu = net.device(out).map_or(1500, |d| d.mtu);
+            let max = mtu.saturating_sub(28).max(1);
+            TrafficKind::Udp {
+                rate_bps: match &t.rate {
+                    Some(r) => cx.rate(r, "traffic.rate")?,
+                    None => 1_000_000, // iperf3's UDP default: 1 Mbit/s
+                },
+                length: length(max.min(1448), max)?,
+            }
+        }
         "ping" => TrafficKind::Ping {
             interval: match &t.interval {
                 Some(i) => {

@@ -164,3 +164,108 @@ fn a_tcp_byte_count_is_delivered_exactly() {
         "and all of it acknowledged"
     );
 }
+
+#[test]
+fn a_burst_smaller_than_rate_over_hz_starves_a_tick_based_shaper() {
+    // Seed 001's rule: a shaper woken by a timer of HZ ticks per second can only release what its bucket
+    // holds at each wake-up, so its burst must be at least rate / HZ (10 Mbit/s / 100 = 12 500 bytes) or the
+    // rate is not reached. A TCP flow through TBF 10 Mbit/s on the router: a 2000-byte bucket (two frames
+    // per wake-up) reaches the rate with high-resolution timers, falls far short at HZ = 100 and in between
+    // at HZ = 1000; a 15 kB bucket (> 12 500 + one frame) reaches it again at HZ = 100. TCP matters here:
+    // its ACK clock stalls with the shaper, so the watchdog's ticks are what drive it (a UDP flood polls the
+    // shaper at every arrival, tick or not, as in the kernel).
+    let fast_first_hop = LINE.replace("rate = \"10mbit\"", "rate = \"100mbit\"");
+    let run = |hz: &str, burst: &str| {
+        let text = format!(
+            "{hz}{fast_first_hop}[[policy]]\nnode = \"r\"\n\
+             tc = \"qdisc add dev eth1 root tbf rate 10mbit burst {burst} limit 30000\"\n\
+             [[traffic]]\nkind = \"tcp\"\nfrom = \"a\"\nto = \"b\"\n"
+        );
+        go(&text).flows[0].goodput_bps
+    };
+    let ceiling = 10e6 * 1448.0 / 1514.0;
+    let highres = run("", "2000");
+    let hz1000 = run("hz = 1000\n", "2000");
+    let hz100 = run("hz = 100\n", "2000");
+    let hz100_big = run("hz = 100\n", "15k");
+    assert!(
+        highres > 0.95 * ceiling,
+        "high resolution, 2000 B: {highres:.0}"
+    );
+    assert!(hz100 < 0.4 * ceiling, "HZ=100, 2000 B: {hz100:.0}");
+    assert!(
+        hz100 < hz1000 && hz1000 < highres,
+        "{hz100:.0} < {hz1000:.0} < {highres:.0}"
+    );
+    assert!(hz100_big > 0.95 * ceiling, "HZ=100, 15 kB: {hz100_big:.0}");
+}
+
+#[test]
+fn udp_larger_than_the_path_mtu_is_refused() {
+    let e = match load(
+        "test.toml",
+        &format!("{LINE}[[traffic]]\nkind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nlength = 1473\n"),
+        std::path::Path::new("."),
+    ) {
+        Ok(_) => panic!("1473 + 28 > 1500 must be refused"),
+        Err(e) => e,
+    };
+    assert_eq!(e.key, "traffic.length", "{e}");
+    assert!(e.message.contains("1472"), "says the largest allowed: {e}");
+}
+
+/// Mean rate of a class over the samples after `from_s`, from the qdisc's own byte counters.
+fn class_rate(out: &Outcome, classid: &str, from_s: f64) -> f64 {
+    let v: Vec<f64> = out
+        .recorder
+        .class_samples
+        .iter()
+        .filter(|s| s.classid == classid && s.t as f64 / 1e9 > from_s)
+        .map(|s| s.bps)
+        .collect();
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+#[test]
+fn htb_splits_a_bottleneck_by_rate_ceil_and_prio() {
+    // Two UDP flows of 9 Mbit/s each into a 10 Mbit/s HTB parent on the router (100 Mbit/s wires, so the
+    // HTB is the only bottleneck), put in classes by u32 on the destination port. By hand:
+    // - 1:10 rate 3 Mbit prio 0 and 1:20 rate 2 Mbit prio 1: each gets its rate, and the 5 Mbit/s left
+    //   goes to the lower prio number first, up to its ceil: 1:10 = 8, 1:20 = 2.
+    // - Same prio: the excess is split by quantum, which r2q makes proportional to rate (3:2):
+    //   1:10 = 3 + 3 = 6, 1:20 = 2 + 2 = 4.
+    // Rates are of frames (1042 bytes for 1000 bytes of payload), as HTB counts them.
+    let fast = LINE.replace("rate = \"10mbit\"", "rate = \"100mbit\"");
+    let run = |prio10: u32, prio20: u32| {
+        let text = format!(
+            "{fast}[[policy]]\nnode = \"r\"\ntc = \"\"\"\n\
+             qdisc add dev eth1 root handle 1: htb\n\
+             class add dev eth1 parent 1: classid 1:1 htb rate 10mbit ceil 10mbit\n\
+             class add dev eth1 parent 1:1 classid 1:10 htb rate 3mbit ceil 10mbit prio {prio10}\n\
+             class add dev eth1 parent 1:1 classid 1:20 htb rate 2mbit ceil 10mbit prio {prio20}\n\
+             filter add dev eth1 parent 1: protocol ip prio 1 u32 match ip dport 5201 0xffff flowid 1:10\n\
+             filter add dev eth1 parent 1: protocol ip prio 1 u32 match ip dport 6201 0xffff flowid 1:20\n\
+             \"\"\"\n\
+             [[traffic]]\nkind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"9mbit\"\nlength = 1000\nport = 5201\n\
+             [[traffic]]\nkind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"9mbit\"\nlength = 1000\nport = 6201\n"
+        );
+        let out = go(&text);
+        (
+            class_rate(&out, "1:10", 2.0),
+            class_rate(&out, "1:20", 2.0),
+            class_rate(&out, "1:1", 2.0),
+        )
+    };
+    let close = |got: f64, want: f64| (got - want).abs() / want < 0.02;
+    let (a, b, parent) = run(0, 1);
+    assert!(
+        close(a, 8e6) && close(b, 2e6),
+        "prio 0 takes the excess: 1:10 {a:.0}, 1:20 {b:.0}"
+    );
+    assert!(close(parent, 10e6), "the parent is full: {parent:.0}");
+    let (a, b, _) = run(1, 1);
+    assert!(
+        close(a, 6e6) && close(b, 4e6),
+        "same prio, split 3:2: 1:10 {a:.0}, 1:20 {b:.0}"
+    );
+}

@@ -12,7 +12,11 @@
 //!   packet.
 //! - [`script`]: shell scripts written for Linux, run unmodified with `tc`/`iptables` resolved to tclab.
 //! - [`store`]: the policy file that lets `TCLAB_STATE=FILE tclab tc …` work line by line.
+//! - [`fuzz`]: the property checks behind the parser's fuzz target and its deterministic test.
 
+pub mod action;
+pub mod filter;
+pub mod fuzz;
 pub mod iptables;
 pub mod qopt;
 pub mod script;
@@ -106,7 +110,7 @@ impl<'a> Args<'a> {
     }
 }
 
-fn duparg(key: &str, arg: &str) -> Failure {
+pub(crate) fn duparg(key: &str, arg: &str) -> Failure {
     Failure::syntax(format!(
         "Error: duplicate \"{key}\": \"{arg}\" is the second value."
     ))
@@ -192,13 +196,9 @@ fn run_object(
     } else if matches(obj, "class") {
         class_cmd(engine, rest, flags, now, out)
     } else if matches(obj, "filter") {
-        match rest.first().map(String::as_str) {
-            None | Some("show") | Some("list") | Some("ls") => Ok(()),
-            Some(_) => Err(Failure::kernel(KernelError::msg(
-                tclab_core::error::Errno::NotSupported,
-                "tclab does not implement filters yet (see issue: classification and policing)",
-            ))),
-        }
+        filter::filter_cmd(engine, rest, flags, now, out)
+    } else if matches(obj, "actions") {
+        action::actions_cmd(engine, rest, flags, now, out)
     } else if matches(obj, "help") {
         out.stdout.push_str(USAGE);
         out.stdout.push('\n');
@@ -279,10 +279,15 @@ fn qdisc_cmd(
                 parent = get_tc_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?;
             }
             "ingress" | "clsact" => {
-                return Err(Failure::kernel(KernelError::msg(
-                    tclab_core::error::Errno::NotSupported,
-                    "tclab does not implement the ingress and clsact qdiscs yet",
-                )));
+                if parent != 0 {
+                    return Err(Failure::syntax(format!(
+                        "Error: \"{a}\" is duplicate parent ID"
+                    )));
+                }
+                parent = Handle::INGRESS.0;
+                handle = 0xffff_0000;
+                kind = Some(a);
+                break;
             }
             _ if matches(a, "estimator") || matches(a, "stab") => {
                 return Err(Failure::syntax(format!(

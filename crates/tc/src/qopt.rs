@@ -65,6 +65,23 @@ pub fn parse_qdisc(
         "sfq" => parse_sfq(args).map(Some),
         "prio" => parse_prio(args).map(Some),
         "cbq" => parse_cbq(args, env).map(Some),
+        "ingress" | "clsact" => {
+            let mut it = args.iter();
+            while let Some(a) = it.next() {
+                if a == "handle" {
+                    it.next();
+                } else {
+                    return Err(Failure::options(format!(
+                        "What is \"{a}\"?\nUsage: ... {kind}"
+                    )));
+                }
+            }
+            Ok(Some(if kind == "ingress" {
+                QdiscOptions::Ingress
+            } else {
+                QdiscOptions::Clsact
+            }))
+        }
         k if KNOWN_TO_TC.contains(&k) => Ok(None),
         k => {
             if let Some(a) = args.first() {

@@ -61,6 +61,7 @@ pub fn qdisc_options(o: &QdiscOptions, flags: ShowFlags) -> (String, Value) {
             j.insert("limit".into(), json!(limit));
         }
         QdiscOptions::Noqueue => {}
+        QdiscOptions::Ingress | QdiscOptions::Clsact => s.push_str("---------------- "),
         QdiscOptions::PfifoFast => {
             s.push_str("bands 3 priomap");
             for p in PRIOMAP {
@@ -357,6 +358,8 @@ fn qdisc_line(
     }
     if q.parent == Handle::ROOT {
         let _ = write!(out, "root refcnt {ROOT_REFCNT} ");
+    } else if q.parent == Handle::INGRESS {
+        out.push_str("parent ffff:fff1 ");
     } else {
         let _ = write!(out, "parent {} ", q.parent);
     }

@@ -215,7 +215,8 @@ pub fn get_tc_classid(s: &str) -> Option<u32> {
         }
         Some(((maj as u32) << 16) | min as u32)
     } else if rest.is_empty() {
-        u32::try_from(maj).ok()
+        // `maj` is a `__u32` holding `strtoul`'s result: the low 32 bits (`98765fedcb` is 765f:edcb).
+        Some(maj as u32)
     } else {
         None
     }

@@ -28,7 +28,7 @@
 //!
 //! Classification without filters follows `cbq_classify`: `skb->priority` naming one of our classes picks
 //! it; otherwise the defaults (`split`/`defmap`) of the root by logical priority, else the root itself.
-//! Filters go in [`Cbq::classify_by_filters`], empty until the filter chains are wired.
+//! Filters attach to the qdisc and to each class; classification walks them as `cbq_classify` does.
 //!
 //! Not modelled: the overlimit strategies and policing that were removed from the kernel long before CBQ
 //! itself, rate estimators, and `TCA_CBQ_OVL_STRATEGY`/`TCA_CBQ_POLICE` (refused, as the kernel did).
@@ -38,6 +38,7 @@ use super::fifo::Fifo;
 use super::{ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats};
 use super::{Sched, Verdict, Xstats};
 use crate::error::{Errno, KernelError, Warning};
+use crate::filter::{Block, Verdict as FilterVerdict};
 use crate::handle::Handle;
 use crate::packet::Packet;
 use crate::units::{LinkLayer, RateSpec, PSCHED_SHIFT};
@@ -169,6 +170,8 @@ impl RateTable {
 
 struct Class {
     classid: u32,
+    /// Filters attached to this class (`cl->block`; the root's are the qdisc's).
+    block: Block,
     // tree
     tparent: Option<usize>,
     /// The class this one's usage is charged to (None if isolated or the root).
@@ -251,6 +254,7 @@ impl Cbq {
         let allot = env.psched_mtu() as i64;
         let link = Class {
             classid: handle.0,
+            block: Block::default(),
             tparent: None,
             share: None,
             borrow: None,
@@ -335,23 +339,26 @@ impl Cbq {
 
     // ----- classification -----
 
-    /// The filters attached at class `head` (the root's are the qdisc's): `Some(classid)` of the first
-    /// match, `None` when none matched or none is attached.
-    // Filters go here: the lead wires each CBQ class's filter chain in this function.
-    fn classify_by_filters(&self, _head: usize, _pkt: &Packet) -> Option<u32> {
-        None
-    }
-
-    /// `cbq_classify`.
-    pub fn classify(&self, pkt: &Packet) -> usize {
+    /// `cbq_classify`: the class for a packet, or `None` when a filter's action dropped it. Filters of the
+    /// root come first; a result naming an inner class continues with that class's filters, as long as
+    /// the level goes down.
+    pub fn classify(&self, pkt: &mut Packet, now: Nanos) -> Option<usize> {
         let prio = pkt.priority;
         if (prio ^ self.handle.0) >> 16 == 0 {
             if let Some(i) = self.lookup(prio) {
-                return i;
+                return Some(i);
             }
         }
         let mut head = LINK;
-        while let Some(res) = self.classify_by_filters(head, pkt) {
+        loop {
+            if self.cl(head).block.is_empty() {
+                break;
+            }
+            let res = match crate::filter::classify(&self.cl(head).block, pkt, now) {
+                FilterVerdict::Unclassified => break,
+                FilterVerdict::Shot | FilterVerdict::Stolen => return None,
+                FilterVerdict::Classified { classid, .. } => classid,
+            };
             let defmap = &self.cl(head).defaults;
             let found = if res >> 16 != 0 {
                 self.lookup(res)
@@ -363,17 +370,19 @@ impl Cbq {
                 break;
             }
             if self.cl(cl).level == 0 {
-                return cl;
+                return Some(cl);
             }
             head = cl;
         }
         if prio >> 16 != 0 {
-            return head;
+            return Some(head);
         }
         let d = &self.cl(head).defaults;
-        d[(prio & TC_PRIO_MAX) as usize]
-            .or(d[TC_PRIO_BESTEFFORT])
-            .unwrap_or(head)
+        Some(
+            d[(prio & TC_PRIO_MAX) as usize]
+                .or(d[TC_PRIO_BESTEFFORT])
+                .unwrap_or(head),
+        )
     }
 
     // ----- the active rings -----
@@ -891,10 +900,38 @@ impl Qdisc for Cbq {
     fn kind(&self) -> &'static str {
         "cbq"
     }
+    /// `cbq_tcf_block`: the qdisc's own filters (minor 0) or a class's.
+    fn block(&self, classid: Handle) -> Option<&Block> {
+        let i = if classid.minor() == 0 {
+            Some(LINK)
+        } else {
+            self.lookup(classid.0)
+        };
+        i.map(|i| &self.cl(i).block)
+    }
+    fn block_mut(&mut self, classid: Handle) -> Option<&mut Block> {
+        let i = if classid.minor() == 0 {
+            Some(LINK)
+        } else {
+            self.lookup(classid.0)
+        };
+        i.map(|i| &mut self.cl_mut(i).block)
+    }
+    fn blocks_mut(&mut self) -> Vec<&mut Block> {
+        self.classes
+            .iter_mut()
+            .flatten()
+            .map(|c| &mut c.block)
+            .collect()
+    }
 
     /// `cbq_enqueue`.
-    fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
-        let cl = self.classify(&pkt);
+    fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
+        let Some(cl) = self.classify(&mut pkt, cx.now) else {
+            // `__NET_XMIT_BYPASS`: a filter's action took the packet.
+            self.stats.drops += 1;
+            return Verdict::Drop;
+        };
         let now = ticks(cx.now);
         match self.cl_mut(cl).q.q.enqueue(pkt, cx) {
             Verdict::Success => {
@@ -1128,6 +1165,7 @@ impl ClassOps for Cbq {
         let allot = pc.allot;
         let cl = Class {
             classid,
+            block: Block::default(),
             tparent: Some(tparent),
             share: (tparent != LINK).then_some(tparent),
             borrow: Some(tparent),

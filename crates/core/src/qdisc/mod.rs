@@ -14,6 +14,7 @@ pub mod cbq;
 pub(crate) mod class_hash;
 pub mod fifo;
 pub mod htb;
+pub mod ingress;
 pub mod noqueue;
 pub mod pfifo_fast;
 pub mod prio;
@@ -21,6 +22,7 @@ pub mod sfq;
 pub mod tbf;
 
 use crate::error::{KernelError, Warning};
+use crate::filter::Block;
 use crate::handle::Handle;
 use crate::packet::Packet;
 use crate::Nanos;
@@ -112,6 +114,8 @@ pub enum QdiscOptions {
     Sfq(sfq::SfqOptions),
     Prio(prio::PrioOptions),
     Cbq(cbq::CbqOptions),
+    Ingress,
+    Clsact,
 }
 
 impl QdiscOptions {
@@ -126,6 +130,8 @@ impl QdiscOptions {
             QdiscOptions::Sfq(_) => "sfq",
             QdiscOptions::Prio(_) => "prio",
             QdiscOptions::Cbq(_) => "cbq",
+            QdiscOptions::Ingress => "ingress",
+            QdiscOptions::Clsact => "clsact",
         }
     }
 }
@@ -218,6 +224,18 @@ pub trait Qdisc {
     }
     fn classes_mut(&mut self) -> Option<&mut dyn ClassOps> {
         None
+    }
+    /// The filter block `tc filter … parent CLASSID` names: the qdisc's own (minor 0) or one class's
+    /// (`cops->tcf_block`). `None`: this discipline takes no filters there.
+    fn block(&self, _classid: Handle) -> Option<&Block> {
+        None
+    }
+    fn block_mut(&mut self, _classid: Handle) -> Option<&mut Block> {
+        None
+    }
+    /// Every block the qdisc owns, so that their actions can be released when it goes.
+    fn blocks_mut(&mut self) -> Vec<&mut Block> {
+        Vec::new()
     }
 }
 

@@ -9,7 +9,8 @@
 //! its minor names the class (band = minor − 1, out of range → the band of priority 0); otherwise
 //! `priomap[priority & 15]`, where the socket priority Linux derives from the IP TOS byte makes
 //! "minimise delay" land in band 0 with the default map `1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1` (the map
-//! pfifo_fast also uses). Filters, when attached, decide first ([`Prio::classify_by_filters`]).
+//! pfifo_fast also uses). Filters, when attached, decide first: a result's minor names the band, and an
+//! action that drops the packet drops it here.
 //!
 //! Each band starts with a `pfifo` of `txqueuelen` packets, invisible in `tc qdisc show`; any qdisc can be
 //! grafted in its place (`tc qdisc add … parent 1:2 handle 20: sfq`).
@@ -19,6 +20,7 @@ use super::pfifo_fast::PRIOMAP;
 use super::{ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats};
 use super::{Sched, Verdict};
 use crate::error::{Errno, KernelError, Warning};
+use crate::filter::{Block, Verdict as FilterVerdict};
 use crate::handle::Handle;
 use crate::packet::Packet;
 use crate::Nanos;
@@ -55,6 +57,8 @@ pub struct Prio {
     /// One child per band; always `bands` of them.
     queues: Vec<Sched>,
     stats: QdiscStats,
+    /// The qdisc's filters (`q->block`; PRIO's bands take none of their own).
+    block: Block,
 }
 
 impl Prio {
@@ -66,6 +70,7 @@ impl Prio {
             prio2band: [0; 16],
             queues: Vec::new(),
             stats: QdiscStats::default(),
+            block: Block::default(),
         };
         q.tune(opts, env)?;
         Ok(q)
@@ -103,32 +108,26 @@ impl Prio {
         Ok(())
     }
 
-    /// The filter step of `prio_classify`: a filter's classid (its minor names the band, 1-based), or
-    /// `None` when no filter matched or none is attached.
-    // Filters go here: the lead wires PRIO's filter chain in this function.
-    fn classify_by_filters(&self, _pkt: &Packet) -> Option<u32> {
-        None
-    }
-
-    /// `prio_classify` (the band index, 0-based).
-    pub fn classify(&self, pkt: &Packet) -> usize {
+    /// `prio_classify` (the band index, 0-based), or `None` when a filter's action dropped the packet.
+    pub fn classify(&self, pkt: &mut Packet, now: Nanos) -> Option<usize> {
         let mut band = pkt.priority;
         if band >> 16 != self.handle.0 >> 16 {
-            match self.classify_by_filters(pkt) {
-                Some(classid) => band = classid,
-                None => {
+            match crate::filter::classify(&self.block, pkt, now) {
+                FilterVerdict::Shot | FilterVerdict::Stolen => return None,
+                FilterVerdict::Classified { classid, .. } => band = classid,
+                FilterVerdict::Unclassified => {
                     if band >> 16 != 0 {
                         band = 0;
                     }
-                    return self.prio2band[(band & TC_PRIO_MAX) as usize] as usize;
+                    return Some(self.prio2band[(band & TC_PRIO_MAX) as usize] as usize);
                 }
             }
         }
         let minor = band & 0xffff;
-        match minor.checked_sub(1) {
+        Some(match minor.checked_sub(1) {
             Some(b) if (b as usize) < self.bands => b as usize,
             _ => self.prio2band[0] as usize,
-        }
+        })
     }
 
     fn band_of(&self, classid: Handle) -> Option<usize> {
@@ -144,9 +143,23 @@ impl Qdisc for Prio {
     fn kind(&self) -> &'static str {
         "prio"
     }
+    /// `prio_tcf_block`: filters attach to the qdisc only, not to its bands.
+    fn block(&self, classid: Handle) -> Option<&Block> {
+        (classid.minor() == 0).then_some(&self.block)
+    }
+    fn block_mut(&mut self, classid: Handle) -> Option<&mut Block> {
+        (classid.minor() == 0).then_some(&mut self.block)
+    }
+    fn blocks_mut(&mut self) -> Vec<&mut Block> {
+        vec![&mut self.block]
+    }
 
-    fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
-        let band = self.classify(&pkt);
+    fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
+        let Some(band) = self.classify(&mut pkt, cx.now) else {
+            // `__NET_XMIT_BYPASS`: the filter's action took it; the qdisc counts a drop.
+            self.stats.drops += 1;
+            return Verdict::Drop;
+        };
         let len = pkt.len;
         match self.queues[band].q.enqueue(pkt, cx) {
             Verdict::Success => {
@@ -317,15 +330,15 @@ mod tests {
     fn classify_as_prio_classify_does_without_filters() {
         let q = Prio::new(Handle::new(1, 0), &PrioOptions::default(), &env()).unwrap();
         // TOS 0x10 → priority 6 → priomap[6] = 0; priority 0 → 1; TOS 0x08 → priority 2 → band 2.
-        assert_eq!(q.classify(&pkt(tos_to_priority(0x10))), 0);
-        assert_eq!(q.classify(&pkt(0)), 1);
-        assert_eq!(q.classify(&pkt(tos_to_priority(0x08))), 2);
+        assert_eq!(q.classify(&mut pkt(tos_to_priority(0x10)), 0), Some(0));
+        assert_eq!(q.classify(&mut pkt(0), 0), Some(1));
+        assert_eq!(q.classify(&mut pkt(tos_to_priority(0x08)), 0), Some(2));
         // priority = 1:3 names class 1:3 → band 2; 1:9 is out of range → band of priority 0 (priomap[0]=1).
-        assert_eq!(q.classify(&pkt(0x0001_0003)), 2);
-        assert_eq!(q.classify(&pkt(0x0001_0009)), 1);
+        assert_eq!(q.classify(&mut pkt(0x0001_0003), 0), Some(2));
+        assert_eq!(q.classify(&mut pkt(0x0001_0009), 0), Some(1));
         // Another qdisc's major: treated as priority 0 → priomap[0] = 1. Low bits only otherwise: 16+6 → 6.
-        assert_eq!(q.classify(&pkt(0x0002_0006)), 1);
-        assert_eq!(q.classify(&pkt(22)), 0);
+        assert_eq!(q.classify(&mut pkt(0x0002_0006), 0), Some(1));
+        assert_eq!(q.classify(&mut pkt(22), 0), Some(0));
     }
 
     #[test]

@@ -20,11 +20,13 @@
 //! [`Sfq::set_seed`] (a fixed default), so that a run is reproducible.
 //!
 //! Deliberately not modelled: RED on each flow (`redflowlimit`): its parameters are accepted, validated and
-//! shown as the kernel shows them, but packets are not marked or dropped early. Classification by filters
-//! (SFQ's `filter_list`) is the step [`Sfq::classify_by_filters`], empty until filters are wired.
+//! shown as the kernel shows them, but packets are not marked or dropped early. Filters attached to SFQ
+//! (`tc filter add … parent 10: flow hash keys …`) choose the bucket instead of the hash.
 
 use super::{Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats, Verdict};
 use crate::error::{Errno, KernelError, Warning};
+use crate::filter::{Block, Verdict as FilterVerdict};
+use crate::handle::Handle;
 use crate::packet::Packet;
 use crate::{Nanos, NSEC_PER_SEC};
 use serde::{Deserialize, Serialize};
@@ -116,6 +118,10 @@ pub struct Sfq {
     /// The slot served last; its `next` is the one served next. `None`: no active slot.
     tail: Option<u16>,
     stats: QdiscStats,
+    /// This qdisc's handle, for `skb->priority` naming one of its buckets.
+    handle: Handle,
+    /// Filters attached to the qdisc (`q->filter_list`), e.g. `flow hash keys …`.
+    block: Block,
 }
 
 /// splitmix64: a small, well-mixed deterministic generator for the perturbation secret.
@@ -235,6 +241,8 @@ impl Sfq {
             cur_depth: 0,
             tail: None,
             stats: QdiscStats::default(),
+            handle: Handle::UNSPEC,
+            block: Block::default(),
         };
         q.draw_secret();
         if let Some(o) = opts {
@@ -287,21 +295,33 @@ impl Sfq {
         keyed_hash(self.perturbation, &flow_keys(pkt)) & (self.divisor - 1)
     }
 
-    /// The filter step of `sfq_classify`: a filter's result names a bucket (`minor` in 1..=divisor).
-    /// `None` while no filter is attached (then the hash decides).
-    // Filters go here: the lead wires SFQ's filter chain in this function.
-    fn classify_by_filters(&self, _pkt: &Packet) -> Option<u32> {
-        None
+    /// Tell the qdisc its handle (the engine does, once it is known).
+    pub fn with_handle(mut self, handle: Handle) -> Sfq {
+        self.handle = handle;
+        self
     }
 
-    /// `sfq_classify`: the bucket (0-based) for a packet.
-    fn classify(&self, pkt: &Packet) -> Option<u32> {
-        // skb->priority naming this qdisc (major = our handle) picks a bucket directly; tclab does not
-        // know its own handle here, so that path belongs to the filters step.
-        match self.classify_by_filters(pkt) {
-            Some(minor) if (1..=self.divisor).contains(&minor) => Some(minor - 1),
-            Some(_) => None,
-            None => Some(self.hash(pkt)),
+    /// `sfq_classify`: the bucket (0-based) for a packet, or `None` to drop it. `skb->priority` naming a
+    /// bucket of this qdisc comes first; then, if filters are attached, their result's minor names the
+    /// bucket (1..=divisor) and a packet no filter matched is dropped, as in the kernel; without filters,
+    /// the keyed hash decides.
+    fn classify(&self, pkt: &mut Packet, now: Nanos) -> Option<u32> {
+        let minor = pkt.priority & 0xffff;
+        if self.handle != Handle::UNSPEC
+            && pkt.priority & 0xffff_0000 == self.handle.0
+            && (1..=self.divisor).contains(&minor)
+        {
+            return Some(minor - 1);
+        }
+        if self.block.is_empty() {
+            return Some(self.hash(pkt));
+        }
+        match crate::filter::classify(&self.block, pkt, now) {
+            FilterVerdict::Classified { classid, .. } => {
+                let m = classid & 0xffff;
+                (1..=self.divisor).contains(&m).then(|| m - 1)
+            }
+            _ => None,
         }
     }
 
@@ -531,11 +551,21 @@ impl Qdisc for Sfq {
     fn kind(&self) -> &'static str {
         "sfq"
     }
+    /// `sfq_tcf_block`: filters attach to the qdisc, not to its flows.
+    fn block(&self, classid: Handle) -> Option<&Block> {
+        (classid.minor() == 0).then_some(&self.block)
+    }
+    fn block_mut(&mut self, classid: Handle) -> Option<&mut Block> {
+        (classid.minor() == 0).then_some(&mut self.block)
+    }
+    fn blocks_mut(&mut self) -> Vec<&mut Block> {
+        vec![&mut self.block]
+    }
 
     /// `sfq_enqueue`.
-    fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
+    fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
         self.perturb_if_due(cx.now);
-        let Some(hash) = self.classify(&pkt) else {
+        let Some(hash) = self.classify(&mut pkt, cx.now) else {
             self.stats.drops += 1;
             return Verdict::Drop;
         };

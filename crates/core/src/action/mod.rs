@@ -1,0 +1,406 @@
+//! Actions: what a filter does to a packet it matched, after `net/sched/act_api.c`.
+//!
+//! An action is a small program step — police the rate, set the mark, drop — that answers with a *control
+//! code* saying what happens next (`TC_ACT_*`): `ok` ends classification with the filter's class, `shot`
+//! drops, `reclassify` starts the filter walk again, `pipe` runs the next action of the list, `continue`
+//! (`TC_ACT_UNSPEC`) makes the filter count as not matched so the walk goes on to the next filter, `jump N`
+//! skips N actions and `goto chain N` continues in another filter chain. [`exec_list`] is `tcf_action_exec`.
+//!
+//! Actions live in a per-kind table indexed by a 32-bit number (the kernel's `tcf_idrinfo`): `tc actions
+//! add` puts one there, a filter either creates its own (inline, counted as bound) or binds an existing one
+//! by index, and several filters bound to the same police action share one token bucket. That sharing is why
+//! an action is an [`ActionRef`] (`Rc<RefCell<_>>`): the table and every filter hold the same object. The
+//! reference counts are the kernel's: `ref` counts the table's own hold plus every binding, `bind` the
+//! bindings; an action whose `ref` drops to zero leaves the table.
+
+pub mod gact;
+pub mod police;
+pub mod skbedit;
+
+use crate::error::{Errno, KernelError};
+use crate::packet::Packet;
+use crate::Nanos;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// `TC_ACT_*` control codes.
+pub type Control = i32;
+pub const TC_ACT_UNSPEC: Control = -1;
+pub const TC_ACT_OK: Control = 0;
+pub const TC_ACT_RECLASSIFY: Control = 1;
+pub const TC_ACT_SHOT: Control = 2;
+pub const TC_ACT_PIPE: Control = 3;
+pub const TC_ACT_STOLEN: Control = 4;
+pub const TC_ACT_QUEUED: Control = 5;
+pub const TC_ACT_REPEAT: Control = 6;
+pub const TC_ACT_REDIRECT: Control = 7;
+pub const TC_ACT_TRAP: Control = 8;
+pub const TC_ACT_JUMP: Control = 0x1000_0000;
+pub const TC_ACT_GOTO_CHAIN: Control = 0x2000_0000;
+pub const TC_ACT_EXT_VAL_MASK: u32 = 0x0fff_ffff;
+
+/// `TC_ACT_EXT_CMP`: is `c` the extended opcode `op` (jump, goto chain) with any value?
+pub fn ext_is(c: Control, op: Control) -> bool {
+    (c as u32 & !TC_ACT_EXT_VAL_MASK) == op as u32
+}
+
+/// `tcf_action_valid`: a code the kernel accepts.
+pub fn control_valid(c: Control) -> bool {
+    ext_is(c, TC_ACT_JUMP)
+        || ext_is(c, TC_ACT_GOTO_CHAIN)
+        || (TC_ACT_UNSPEC..=TC_ACT_TRAP).contains(&c)
+}
+
+/// `TCA_ACT_FLAGS_*`.
+pub const ACT_FLAG_NO_PERCPU: u32 = 1;
+pub const ACT_FLAG_SKIP_HW: u32 = 2;
+pub const ACT_FLAG_SKIP_SW: u32 = 4;
+
+/// What an action of each kind is configured with.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ActionParams {
+    Gact(gact::Gact),
+    Police(police::PoliceParams),
+    Skbedit(skbedit::Skbedit),
+}
+
+impl ActionParams {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ActionParams::Gact(_) => "gact",
+            ActionParams::Police(_) => "police",
+            ActionParams::Skbedit(_) => "skbedit",
+        }
+    }
+    /// The control codes this action may answer with, for the goto-chain check.
+    fn controls(&self) -> Vec<Control> {
+        match self {
+            ActionParams::Gact(g) => {
+                let mut v = vec![g.action];
+                if let Some(p) = &g.prob {
+                    v.push(p.action);
+                }
+                v
+            }
+            ActionParams::Police(p) => vec![p.action, p.result],
+            ActionParams::Skbedit(s) => vec![s.action],
+        }
+    }
+}
+
+/// The basic counters an action keeps (`tc -s actions`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ActionStats {
+    pub bytes: u64,
+    pub packets: u64,
+    pub drops: u32,
+    pub overlimits: u32,
+}
+
+/// One action instance (`struct tc_action`).
+#[derive(Clone, Debug)]
+pub struct Action {
+    pub index: u32,
+    pub params: ActionParams,
+    pub cookie: Option<Vec<u8>>,
+    /// `TCA_ACT_FLAGS_*` as given.
+    pub flags: u32,
+    pub refcnt: u32,
+    pub bindcnt: u32,
+    pub stats: ActionStats,
+    /// Creation and last-use times (`struct tcf_t`).
+    pub installed: Nanos,
+    pub lastuse: Option<Nanos>,
+    police: police::PoliceState,
+}
+
+pub type ActionRef = Rc<RefCell<Action>>;
+
+impl Action {
+    pub fn kind(&self) -> &'static str {
+        self.params.kind()
+    }
+
+    /// Run the action on `pkt` (`a->ops->act`) and return its control code.
+    pub fn act(&mut self, pkt: &mut Packet, now: Nanos) -> Control {
+        self.lastuse = Some(now);
+        self.stats.bytes += pkt.len as u64;
+        self.stats.packets += 1;
+        let c = match &self.params {
+            ActionParams::Gact(g) => g.act(pkt),
+            ActionParams::Skbedit(s) => s.act(pkt),
+            ActionParams::Police(p) => {
+                let (c, over) = self.police.act(p, pkt, now);
+                if over {
+                    self.stats.overlimits += 1;
+                }
+                c
+            }
+        };
+        if c == TC_ACT_SHOT {
+            self.stats.drops += 1;
+        }
+        c
+    }
+}
+
+/// An action as a command asks for it: new parameters, or an existing one named by index.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ActionSpec {
+    pub kind: String,
+    /// `None` when only `action KIND index N` was given (bind to an existing action).
+    pub params: Option<ActionParams>,
+    pub index: u32,
+    pub cookie: Option<Vec<u8>>,
+    pub flags: u32,
+}
+
+/// The per-kind action tables (`tcf_idrinfo` of every action kind) of one network namespace.
+#[derive(Default)]
+pub struct ActionTable {
+    by_kind: BTreeMap<String, BTreeMap<u32, ActionRef>>,
+}
+
+fn not_found() -> KernelError {
+    KernelError::msg(Errno::NoEntry, "TC action with specified index not found")
+}
+
+impl ActionTable {
+    pub fn get(&self, kind: &str, index: u32) -> Option<ActionRef> {
+        self.by_kind.get(kind)?.get(&index).cloned()
+    }
+
+    /// Every action of a kind, by index (`tcf_dump_walker` order).
+    pub fn list(&self, kind: &str) -> Vec<ActionRef> {
+        self.by_kind
+            .get(kind)
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The lowest free index ≥ 1 (`idr_alloc_u32` from 1).
+    fn free_index(&self, kind: &str) -> Option<u32> {
+        let m = self.by_kind.get(kind);
+        let mut want = 1u32;
+        if let Some(m) = m {
+            for &k in m.keys() {
+                if k > want {
+                    break;
+                }
+                if k == want {
+                    want = want.checked_add(1)?;
+                }
+            }
+        }
+        Some(want)
+    }
+
+    /// Check a list of actions before anything is created: `tcf_action_init` validates each one, and a
+    /// failure leaves the table as it was. `in_filter` says whether a filter (which can carry `goto
+    /// chain`) will hold them.
+    pub fn validate(
+        &self,
+        specs: &[ActionSpec],
+        bind: bool,
+        replace: bool,
+    ) -> Result<(), KernelError> {
+        for s in specs {
+            let existing = (s.index != 0).then(|| self.get(&s.kind, s.index)).flatten();
+            match (&existing, &s.params) {
+                (Some(_), _) if bind => continue,
+                (Some(_), _) if !replace => return Err(KernelError::new(Errno::Exists)),
+                (None, None) => return Err(not_found()),
+                _ => {}
+            }
+            if let Some(p) = &s.params {
+                for c in p.controls() {
+                    if !control_valid(c) {
+                        return Err(KernelError::invalid("invalid control action"));
+                    }
+                    if ext_is(c, TC_ACT_GOTO_CHAIN) && !bind {
+                        return Err(KernelError::invalid("can't use goto chain with NULL chain"));
+                    }
+                }
+                if let ActionParams::Police(pp) = p {
+                    pp.validate()?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `tcf_action_init` for a filter: a standalone action it binds must have the filter's skip flags.
+    pub fn check_offload_flags(
+        &self,
+        specs: &[ActionSpec],
+        cls_flags: u32,
+    ) -> Result<(), KernelError> {
+        let mask = ACT_FLAG_SKIP_HW | ACT_FLAG_SKIP_SW;
+        for s in specs {
+            let Some(a) = (s.index != 0).then(|| self.get(&s.kind, s.index)).flatten() else {
+                continue;
+            };
+            let a = a.borrow();
+            let standalone = a.refcnt > a.bindcnt;
+            if standalone && a.flags & mask != cls_flags & mask {
+                return Err(KernelError::invalid(
+                    "Mismatch between action and filter offload flags",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Create, replace or bind each action (`tcf_action_init`), after [`ActionTable::validate`].
+    /// With `bind`, every returned action counts one more binding.
+    pub fn instantiate(
+        &mut self,
+        specs: &[ActionSpec],
+        bind: bool,
+        replace: bool,
+        now: Nanos,
+    ) -> Result<Vec<ActionRef>, KernelError> {
+        self.validate(specs, bind, replace)?;
+        let mut out = Vec::new();
+        for s in specs {
+            let existing = (s.index != 0).then(|| self.get(&s.kind, s.index)).flatten();
+            let a = match existing {
+                Some(a) => {
+                    if !bind {
+                        if let Some(p) = &s.params {
+                            let mut m = a.borrow_mut();
+                            m.params = p.clone();
+                            m.police = police::PoliceState::new(&m.params, now);
+                            if s.cookie.is_some() {
+                                m.cookie = s.cookie.clone();
+                            }
+                        }
+                    }
+                    a
+                }
+                None => {
+                    let params = s.params.clone().ok_or_else(not_found)?;
+                    let index = if s.index != 0 {
+                        s.index
+                    } else {
+                        self.free_index(&s.kind)
+                            .ok_or_else(|| KernelError::new(Errno::NoBuffers))?
+                    };
+                    let a = Rc::new(RefCell::new(Action {
+                        index,
+                        police: police::PoliceState::new(&params, now),
+                        params,
+                        cookie: s.cookie.clone(),
+                        flags: s.flags,
+                        refcnt: 0,
+                        bindcnt: 0,
+                        stats: ActionStats::default(),
+                        installed: now,
+                        lastuse: None,
+                    }));
+                    // An inline action is owned by its filter alone: ref 1 bind 1.
+                    a.borrow_mut().refcnt = if bind { 0 } else { 1 };
+                    self.by_kind
+                        .entry(s.kind.clone())
+                        .or_default()
+                        .insert(index, a.clone());
+                    a
+                }
+            };
+            if bind {
+                let mut m = a.borrow_mut();
+                m.refcnt += 1;
+                m.bindcnt += 1;
+            }
+            out.push(a);
+        }
+        Ok(out)
+    }
+
+    /// A filter lets go of its actions (`tcf_exts_destroy`): unbind, and forget those nobody holds.
+    pub fn release_bound(&mut self, actions: &[ActionRef]) {
+        for a in actions {
+            let (kind, index, gone) = {
+                let mut m = a.borrow_mut();
+                m.bindcnt = m.bindcnt.saturating_sub(1);
+                m.refcnt = m.refcnt.saturating_sub(1);
+                (m.kind(), m.index, m.refcnt == 0)
+            };
+            if gone {
+                self.remove(kind, index);
+            }
+        }
+    }
+
+    fn remove(&mut self, kind: &str, index: u32) {
+        if let Some(m) = self.by_kind.get_mut(kind) {
+            m.remove(&index);
+        }
+    }
+
+    /// `tc actions delete action KIND index N`: refused while a filter holds it.
+    pub fn delete(&mut self, kind: &str, index: u32) -> Result<(), KernelError> {
+        let a = self.get(kind, index).ok_or_else(not_found)?;
+        let mut m = a.borrow_mut();
+        if m.bindcnt > 0 {
+            return Err(KernelError::msg(Errno::Perm, "Failed to delete TC action"));
+        }
+        m.refcnt = m.refcnt.saturating_sub(1);
+        if m.refcnt == 0 {
+            drop(m);
+            self.remove(kind, index);
+        }
+        Ok(())
+    }
+
+    /// `tc actions flush action KIND` (`tcf_del_walker`): walks by index and stops at the first bound
+    /// action. Returns how many were released and, if it stopped early, the error.
+    pub fn flush(&mut self, kind: &str) -> (u32, Option<KernelError>) {
+        let mut n = 0;
+        for a in self.list(kind) {
+            let (index, bound) = {
+                let m = a.borrow();
+                (m.index, m.bindcnt > 0)
+            };
+            if bound {
+                return (n, Some(KernelError::new(Errno::Perm)));
+            }
+            let mut m = a.borrow_mut();
+            m.refcnt = m.refcnt.saturating_sub(1);
+            let gone = m.refcnt == 0;
+            drop(m);
+            if gone {
+                self.remove(kind, index);
+            }
+            n += 1;
+        }
+        (n, None)
+    }
+}
+
+/// `tcf_action_exec`: run a filter's actions in order. `pipe` goes on to the next; `jump N` restarts the
+/// list skipping its first N actions (a jump of 0, past the end, or the 32nd jump ends with `ok`); any other
+/// code ends the list and is the answer. An empty list answers `ok`.
+pub fn exec_list(actions: &[ActionRef], pkt: &mut Packet, now: Nanos) -> Control {
+    let mut ret = TC_ACT_OK;
+    let mut i = 0;
+    let mut jump_ttl = 32;
+    while i < actions.len() {
+        ret = actions[i].borrow_mut().act(pkt, now);
+        if ext_is(ret, TC_ACT_JUMP) {
+            let n = (ret as u32 & TC_ACT_EXT_VAL_MASK) as usize;
+            jump_ttl -= 1;
+            if n == 0 || n > actions.len() || jump_ttl == 0 {
+                return TC_ACT_OK;
+            }
+            i = n;
+            continue;
+        }
+        if ret != TC_ACT_PIPE {
+            return ret;
+        }
+        i += 1;
+    }
+    ret
+}

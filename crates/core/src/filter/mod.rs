@@ -1,0 +1,556 @@
+//! Filters (classifiers), after `net/sched/cls_api.c`.
+//!
+//! A classful qdisc — and, for HTB, each of its classes — owns a [`Block`]: numbered *chains*, each a list of
+//! *filter instances* (`struct tcf_proto`, here [`Tp`]) ordered by preference (`prio`/`pref`, lower first).
+//! Each instance has one kind (u32, fw, matchall, …), the protocol it applies to (`all` or an EtherType)
+//! and any number of filters of that kind, told apart by their handle.
+//!
+//! Classification (`tcf_classify`, here [`Block::classify`]) walks chain 0 in order; instances whose
+//! protocol does not match are skipped; the first filter that matches and whose actions do not answer
+//! `continue` ends the walk with a *result* — a classid and a control code. `reclassify` restarts the walk
+//! at the first filter (at most 4 times, then the packet is dropped, as the kernel's
+//! `max_reclassify_loop`), and `goto chain N` restarts it at chain N. What the result means is up to the
+//! qdisc: HTB takes a leaf, or descends into an inner class's own block; the ingress qdisc only cares
+//! whether the packet was dropped.
+//!
+//! Configuration follows `tc_new_tfilter`/`tc_del_tfilter`: find or create the instance, then let the kind's
+//! `change` validate everything and apply it whole, so a refused command leaves the block as it was.
+
+pub mod fw;
+pub mod matchall;
+pub mod u32;
+
+use crate::action::{
+    exec_list, ext_is, ActionRef, ActionSpec, ActionTable, Control, TC_ACT_EXT_VAL_MASK,
+    TC_ACT_GOTO_CHAIN, TC_ACT_OK, TC_ACT_RECLASSIFY, TC_ACT_SHOT, TC_ACT_UNSPEC,
+};
+use crate::error::{Errno, KernelError};
+use crate::packet::Packet;
+use crate::Nanos;
+use std::collections::BTreeMap;
+
+/// `ETH_P_ALL`: the protocol of a filter that applies to every packet.
+pub const ETH_P_ALL: u16 = 0x0003;
+/// `max_reclassify_loop`.
+const MAX_RECLASSIFY: u32 = 4;
+
+/// `TCA_CLS_FLAGS_*`.
+pub const CLS_FLAGS_SKIP_HW: u32 = 1;
+pub const CLS_FLAGS_SKIP_SW: u32 = 2;
+pub const CLS_FLAGS_NOT_IN_HW: u32 = 8;
+
+/// The actions a filter runs when it matches (`struct tcf_exts`). `police_compat` remembers that they came
+/// from the old `police …` syntax, which the kernel dumps back the same way (`TCA_OLD_COMPAT`).
+#[derive(Clone, Debug, Default)]
+pub struct Exts {
+    pub actions: Vec<ActionRef>,
+    pub police_compat: bool,
+}
+
+impl Exts {
+    /// `tcf_exts_exec`: no actions answer `ok`.
+    pub fn exec(&self, pkt: &mut Packet, now: Nanos) -> Control {
+        if self.actions.is_empty() {
+            TC_ACT_OK
+        } else {
+            exec_list(&self.actions, pkt, now)
+        }
+    }
+}
+
+/// The actions a command attaches to a filter: `action …` lists, or one legacy `police …`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ExtsSpec {
+    pub actions: Vec<ActionSpec>,
+    pub police: Option<ActionSpec>,
+    /// The filter's skip flags as `TCA_ACT_FLAGS_SKIP_*`: a shared action it binds must carry the same.
+    pub cls_flags: u32,
+}
+
+impl ExtsSpec {
+    fn specs(&self) -> (&[ActionSpec], bool) {
+        match &self.police {
+            Some(p) => (std::slice::from_ref(p), true),
+            None => (&self.actions, false),
+        }
+    }
+    /// `tcf_exts_validate`, check only.
+    pub fn validate(&self, table: &ActionTable) -> Result<(), KernelError> {
+        let (specs, _) = self.specs();
+        table.validate(specs, true, false)?;
+        table.check_offload_flags(specs, self.cls_flags)
+    }
+    /// `tcf_exts_validate`: create or bind the actions.
+    pub fn instantiate(&self, table: &mut ActionTable, now: Nanos) -> Result<Exts, KernelError> {
+        let (specs, compat) = self.specs();
+        Ok(Exts {
+            actions: table.instantiate(specs, true, false, now)?,
+            police_compat: compat,
+        })
+    }
+}
+
+/// What a filter decided (`struct tcf_result`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcfResult {
+    pub classid: u32,
+    /// For `goto chain`: the chain to continue in.
+    pub goto_chain: Option<u32>,
+}
+
+/// The options of each filter kind, as tc sends them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FilterOptions {
+    U32(u32::U32Options),
+    Fw(fw::FwOptions),
+    Matchall(matchall::MatchallOptions),
+}
+
+impl FilterOptions {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            FilterOptions::U32(_) => "u32",
+            FilterOptions::Fw(_) => "fw",
+            FilterOptions::Matchall(_) => "matchall",
+        }
+    }
+    fn exts(&self) -> &ExtsSpec {
+        match self {
+            FilterOptions::U32(o) => &o.exts,
+            FilterOptions::Fw(o) => &o.exts,
+            FilterOptions::Matchall(o) => &o.exts,
+        }
+    }
+}
+
+/// The filters of one instance, by kind.
+#[derive(Clone, Debug)]
+pub enum Classifier {
+    U32(u32::U32Tp),
+    Fw(fw::FwHead),
+    Matchall(matchall::Matchall),
+}
+
+impl Classifier {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Classifier::U32(_) => "u32",
+            Classifier::Fw(_) => "fw",
+            Classifier::Matchall(_) => "matchall",
+        }
+    }
+}
+
+/// One filter instance (`struct tcf_proto`).
+#[derive(Clone, Debug)]
+pub struct Tp {
+    /// The preference, 1..=65535 (`tcm_info`'s upper half).
+    pub prio: u32,
+    /// Host-order EtherType, or [`ETH_P_ALL`].
+    pub protocol: u16,
+    pub chain: u32,
+    pub cls: Classifier,
+}
+
+/// Everything a `tc filter` request carries besides the device and parent.
+#[derive(Clone, Debug)]
+pub struct FilterRequest {
+    pub prio: u32,
+    pub protocol: u16,
+    pub chain: u32,
+    pub handle: u32,
+    pub kind: Option<String>,
+    pub opts: Option<FilterOptions>,
+}
+
+/// A block of chains (`struct tcf_block`).
+#[derive(Clone, Debug, Default)]
+pub struct Block {
+    pub chains: BTreeMap<u32, Vec<Tp>>,
+    /// u32's hash tables are shared by every u32 instance of the block (`tc_u_common`).
+    pub u32_common: u32::U32Common,
+}
+
+/// How a `tc filter add|change|replace` may act: the netlink flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FilterFlags {
+    pub create: bool,
+    pub excl: bool,
+}
+
+fn prio_not_found() -> KernelError {
+    KernelError::invalid("Filter with specified priority/protocol not found")
+}
+
+impl Block {
+    pub fn is_empty(&self) -> bool {
+        self.chains.values().all(|c| c.is_empty())
+    }
+
+    /// Every instance of every chain, chains in index order.
+    pub fn tps(&self) -> impl Iterator<Item = &Tp> {
+        self.chains.values().flatten()
+    }
+
+    /// `tcf_classify`: walk the chains; `None` when nothing matched (`TC_ACT_UNSPEC`).
+    pub fn classify(&self, pkt: &mut Packet, now: Nanos) -> Option<(Control, TcfResult)> {
+        let mut chain = 0u32;
+        let mut loops = 0;
+        'restart: loop {
+            let Some(tps) = self.chains.get(&chain) else {
+                return None;
+            };
+            for tp in tps {
+                if tp.protocol != ETH_P_ALL && tp.protocol != pkt.protocol {
+                    continue;
+                }
+                let mut res = TcfResult::default();
+                let r = self.classify_tp(tp, pkt, now, &mut res);
+                if r == TC_ACT_RECLASSIFY {
+                    loops += 1;
+                    if loops > MAX_RECLASSIFY {
+                        return Some((TC_ACT_SHOT, res));
+                    }
+                    chain = 0;
+                    continue 'restart;
+                }
+                if ext_is(r, TC_ACT_GOTO_CHAIN) {
+                    loops += 1;
+                    if loops > MAX_RECLASSIFY * 4 {
+                        return Some((TC_ACT_SHOT, res));
+                    }
+                    chain = r as u32 & TC_ACT_EXT_VAL_MASK;
+                    continue 'restart;
+                }
+                if r >= 0 {
+                    return Some((r, res));
+                }
+            }
+            return None;
+        }
+    }
+
+    fn classify_tp(&self, tp: &Tp, pkt: &mut Packet, now: Nanos, res: &mut TcfResult) -> Control {
+        match &tp.cls {
+            Classifier::U32(u) => u.classify(&self.u32_common, pkt, now, res),
+            Classifier::Fw(f) => f.classify(pkt, now, res),
+            Classifier::Matchall(m) => m.classify(pkt, now, res),
+        }
+    }
+
+    /// `tcf_auto_prio`: one less than the preference of the last instance below 0x8000 (where the kernel's
+    /// search for `0x8000 << 16` stops), or 0xc000 if there is none.
+    fn auto_prio(list: &[Tp]) -> u32 {
+        match list.iter().filter(|tp| tp.prio < 0x8000).last() {
+            Some(tp) => tp.prio.saturating_sub(1).max(1),
+            None => 0xc000,
+        }
+    }
+
+    /// `tc filter add|change|replace` on this block (`tc_new_tfilter` from the chain on).
+    pub fn change(
+        &mut self,
+        req: &FilterRequest,
+        flags: FilterFlags,
+        actions: &mut ActionTable,
+        now: Nanos,
+    ) -> Result<(), KernelError> {
+        if req.chain > TC_ACT_EXT_VAL_MASK {
+            return Err(KernelError::invalid(
+                "Specified chain index exceeds upper limit",
+            ));
+        }
+        let prio_allocate = req.prio == 0;
+        if prio_allocate && !flags.create {
+            return Err(KernelError::msg(
+                Errno::NoEntry,
+                "Invalid filter command with priority of zero",
+            ));
+        }
+        let list = self.chains.entry(req.chain).or_default();
+        let pos = list
+            .iter()
+            .position(|tp| prio_allocate || tp.prio >= req.prio);
+        let found = match pos {
+            Some(i) if !prio_allocate && list[i].prio == req.prio => {
+                if req.protocol != 0 && list[i].protocol != req.protocol {
+                    return Err(prio_not_found());
+                }
+                Some(i)
+            }
+            _ => None,
+        };
+        let (idx, created) = match found {
+            Some(i) => (i, false),
+            None => {
+                let kind = req
+                    .kind
+                    .as_deref()
+                    .filter(|_| req.protocol != 0)
+                    .ok_or_else(|| {
+                        KernelError::invalid("Filter kind and protocol must be specified")
+                    })?;
+                if !flags.create {
+                    return Err(KernelError::msg(
+                        Errno::NoEntry,
+                        "Need both RTM_NEWTFILTER and NLM_F_CREATE to create a new filter",
+                    ));
+                }
+                let prio = if prio_allocate {
+                    Self::auto_prio(list)
+                } else {
+                    req.prio
+                };
+                let cls = match kind {
+                    "u32" => Classifier::U32(self.u32_common.new_tp(prio)),
+                    "fw" => Classifier::Fw(fw::FwHead::default()),
+                    "matchall" => Classifier::Matchall(matchall::Matchall::default()),
+                    _ => return Err(KernelError::msg(Errno::NoEntry, "TC classifier not found")),
+                };
+                let list = self.chains.entry(req.chain).or_default();
+                let at = list
+                    .iter()
+                    .position(|tp| tp.prio > prio)
+                    .unwrap_or(list.len());
+                list.insert(
+                    at,
+                    Tp {
+                        prio,
+                        protocol: req.protocol,
+                        chain: req.chain,
+                        cls,
+                    },
+                );
+                (at, true)
+            }
+        };
+        let r = self.change_tp(req.chain, idx, req, flags, actions, now);
+        if r.is_err() && created {
+            self.remove_tp(req.chain, idx, actions);
+        }
+        r
+    }
+
+    fn change_tp(
+        &mut self,
+        chain: u32,
+        idx: usize,
+        req: &FilterRequest,
+        flags: FilterFlags,
+        actions: &mut ActionTable,
+        now: Nanos,
+    ) -> Result<(), KernelError> {
+        let tp = &self.chains[&chain][idx];
+        if let Some(k) = &req.kind {
+            if k != tp.cls.kind() {
+                return Err(KernelError::invalid(
+                    "Specified filter kind does not match existing one",
+                ));
+            }
+        }
+        let exists = self.get(tp, req.handle);
+        if !exists && !flags.create {
+            return Err(KernelError::msg(
+                Errno::NoEntry,
+                "Need both RTM_NEWTFILTER and NLM_F_CREATE to create a new filter",
+            ));
+        }
+        if exists && flags.excl {
+            return Err(KernelError::msg(Errno::Exists, "Filter already exists"));
+        }
+        if let Some(o) = &req.opts {
+            if o.kind() != tp.cls.kind() {
+                return Err(KernelError::new(Errno::Invalid));
+            }
+            o.exts().validate(actions)?;
+        }
+        let prio = tp.prio;
+        let Block { chains, u32_common } = self;
+        let tp = &mut chains.get_mut(&chain).expect("chain exists")[idx];
+        match (&mut tp.cls, &req.opts) {
+            (Classifier::U32(u), o) => {
+                let o = match o {
+                    Some(FilterOptions::U32(o)) => Some(o),
+                    _ => None,
+                };
+                u.change(u32_common, prio, req.handle, o, actions, now)
+            }
+            (Classifier::Fw(f), o) => {
+                let o = match o {
+                    Some(FilterOptions::Fw(o)) => Some(o),
+                    _ => None,
+                };
+                f.change(req.handle, o, actions, now)
+            }
+            (Classifier::Matchall(m), o) => {
+                let o = match o {
+                    Some(FilterOptions::Matchall(o)) => Some(o),
+                    _ => None,
+                };
+                m.change(req.handle, o, actions, now)
+            }
+        }
+    }
+
+    /// `tp->ops->get`: does a filter with this handle exist in the instance?
+    fn get(&self, tp: &Tp, handle: u32) -> bool {
+        match &tp.cls {
+            Classifier::U32(u) => u.get(&self.u32_common, handle),
+            Classifier::Fw(f) => f.get(handle),
+            Classifier::Matchall(m) => m.get(handle),
+        }
+    }
+
+    fn remove_tp(&mut self, chain: u32, idx: usize, actions: &mut ActionTable) {
+        let Some(list) = self.chains.get_mut(&chain) else {
+            return;
+        };
+        if idx >= list.len() {
+            return;
+        }
+        let tp = list.remove(idx);
+        match tp.cls {
+            Classifier::U32(u) => self.u32_common.destroy_tp(&u, tp.prio, actions),
+            Classifier::Fw(f) => f.destroy(actions),
+            Classifier::Matchall(m) => m.destroy(actions),
+        }
+        if self.chains.get(&chain).is_some_and(|l| l.is_empty()) {
+            self.chains.remove(&chain);
+        }
+    }
+
+    /// Remove everything (the qdisc or class is going away).
+    pub fn destroy(&mut self, actions: &mut ActionTable) {
+        let chains: Vec<u32> = self.chains.keys().copied().collect();
+        for c in chains {
+            while self.chains.get(&c).is_some_and(|l| !l.is_empty()) {
+                self.remove_tp(c, 0, actions);
+            }
+        }
+    }
+
+    /// `tc filter delete` (`tc_del_tfilter` from the chain on).
+    pub fn delete(
+        &mut self,
+        req: &FilterRequest,
+        actions: &mut ActionTable,
+    ) -> Result<(), KernelError> {
+        if req.chain > TC_ACT_EXT_VAL_MASK {
+            return Err(KernelError::invalid(
+                "Specified chain index exceeds upper limit",
+            ));
+        }
+        let Some(list) = self.chains.get(&req.chain) else {
+            if req.prio == 0 {
+                return Ok(());
+            }
+            return Err(KernelError::msg(
+                Errno::NoEntry,
+                "Cannot find specified filter chain",
+            ));
+        };
+        if req.prio == 0 {
+            while self.chains.get(&req.chain).is_some_and(|l| !l.is_empty()) {
+                self.remove_tp(req.chain, 0, actions);
+            }
+            return Ok(());
+        }
+        let idx = list
+            .iter()
+            .position(|tp| {
+                tp.prio == req.prio && (req.protocol == 0 || tp.protocol == req.protocol)
+            })
+            .ok_or_else(|| {
+                KernelError::msg(
+                    Errno::NoEntry,
+                    "Filter with specified priority/protocol not found",
+                )
+            })?;
+        if let Some(k) = &req.kind {
+            if k != list[idx].cls.kind() {
+                return Err(KernelError::invalid(
+                    "Specified filter kind does not match existing one",
+                ));
+            }
+        }
+        if req.handle == 0 {
+            self.remove_tp(req.chain, idx, actions);
+            return Ok(());
+        }
+        if !self.get(&list[idx], req.handle) {
+            return Err(KernelError::msg(
+                Errno::NoEntry,
+                "Specified filter handle not found",
+            ));
+        }
+        let prio = list[idx].prio;
+        let Block { chains, u32_common } = self;
+        let tp = &mut chains.get_mut(&req.chain).expect("chain exists")[idx];
+        let last = match &mut tp.cls {
+            Classifier::U32(u) => u.delete(u32_common, prio, req.handle, actions)?,
+            Classifier::Fw(f) => f.delete(req.handle, actions),
+            Classifier::Matchall(m) => m.delete(actions),
+        };
+        if last {
+            self.remove_tp(req.chain, idx, actions);
+        }
+        Ok(())
+    }
+
+    /// `tc filter get`: the instance with this preference and protocol, if the handle exists in it.
+    pub fn find(&self, req: &FilterRequest) -> Result<&Tp, KernelError> {
+        let list = self.chains.get(&req.chain).ok_or_else(|| {
+            KernelError::msg(Errno::NoEntry, "Cannot find specified filter chain")
+        })?;
+        let tp = list
+            .iter()
+            .find(|tp| tp.prio == req.prio && (req.protocol == 0 || tp.protocol == req.protocol))
+            .ok_or_else(|| {
+                KernelError::msg(
+                    Errno::NoEntry,
+                    "Filter with specified priority/protocol not found",
+                )
+            })?;
+        if req.kind.as_deref().is_some_and(|k| k != tp.cls.kind()) {
+            return Err(KernelError::invalid(
+                "Specified filter kind does not match existing one",
+            ));
+        }
+        if !self.get(tp, req.handle) {
+            return Err(KernelError::msg(
+                Errno::NoEntry,
+                "Specified filter handle not found",
+            ));
+        }
+        Ok(tp)
+    }
+}
+
+/// What classification decided for a qdisc.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// No filter matched (`TC_ACT_UNSPEC`).
+    Unclassified,
+    /// A filter matched: the class it named (0 if none) and the final control code.
+    Classified { classid: u32, control: Control },
+    /// An action dropped the packet.
+    Shot,
+    /// An action took the packet (`stolen`, `queued`, `trap`): it is gone but not a drop.
+    Stolen,
+}
+
+/// Classify and interpret the codes the way the qdiscs' `*_classify` functions do.
+pub fn classify(block: &Block, pkt: &mut Packet, now: Nanos) -> Verdict {
+    match block.classify(pkt, now) {
+        None => Verdict::Unclassified,
+        Some((TC_ACT_SHOT, _)) => Verdict::Shot,
+        Some((c, _)) if matches!(c, 4 | 5 | 8) => Verdict::Stolen,
+        Some((c, res)) => Verdict::Classified {
+            classid: res.classid,
+            control: c,
+        },
+    }
+}
+
+/// `TC_ACT_UNSPEC` as a named constant for the kinds' matchers.
+pub const NO_MATCH: Control = TC_ACT_UNSPEC;

@@ -1,0 +1,127 @@
+//! The ingress qdisc (`net/sched/sch_ingress.c`): not a queue but a hook on arrival.
+//!
+//! It holds a filter block (`tc filter add dev eth0 parent ffff: …`) run on every packet the device
+//! receives, before forwarding. Filters there can only act — police, mark, drop; nothing waits, since a
+//! device cannot delay what it has already received. Seed 004's downlink policer lives here: `police rate
+//! 800kbit burst 10k drop` drops what arrives faster than the rate so that TCP senders slow down and the
+//! ISP's queue stays short.
+//!
+//! In tclab the driver hands a received packet to [`Qdisc::enqueue`]; a packet that is not dropped is
+//! immediately available from [`Qdisc::dequeue`] and goes on its way (`Device::receive` does both).
+//! Counters: `Sent` counts packets that passed, `dropped` those an action shot.
+
+use super::{Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats, Verdict};
+use crate::error::{KernelError, Warning};
+use crate::filter::{self, Block};
+use crate::handle::Handle;
+use crate::packet::Packet;
+use crate::Nanos;
+
+#[derive(Default)]
+pub struct Ingress {
+    /// `clsact`: the same hook with a second block run on transmit, before the root qdisc.
+    clsact: bool,
+    block: Block,
+    egress: Block,
+    stats: QdiscStats,
+    /// The packet that just passed, waiting to be taken by `dequeue`.
+    passed: Option<Packet>,
+}
+
+impl Ingress {
+    pub fn clsact() -> Ingress {
+        Ingress {
+            clsact: true,
+            ..Default::default()
+        }
+    }
+
+    /// `sch_handle_egress`: a clsact's egress filters on a packet about to be queued; `false` drops it.
+    pub fn egress(block: &Block, pkt: &mut Packet, now: Nanos) -> bool {
+        !matches!(
+            filter::classify(block, pkt, now),
+            filter::Verdict::Shot | filter::Verdict::Stolen
+        )
+    }
+}
+
+/// `TC_H_MIN_EGRESS`.
+const MIN_EGRESS: u16 = 0xfff3;
+
+impl Qdisc for Ingress {
+    fn kind(&self) -> &'static str {
+        if self.clsact {
+            "clsact"
+        } else {
+            "ingress"
+        }
+    }
+
+    /// `tcf_classify` at `sch_handle_ingress`: drop, or let through.
+    fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
+        match filter::classify(&self.block, &mut pkt, cx.now) {
+            filter::Verdict::Shot | filter::Verdict::Stolen => {
+                self.stats.drops += 1;
+                Verdict::Drop
+            }
+            _ => {
+                self.stats.count_sent(&pkt);
+                self.passed = Some(pkt);
+                Verdict::Success
+            }
+        }
+    }
+
+    fn dequeue(&mut self, _cx: &mut Cx) -> Option<Packet> {
+        self.passed.take()
+    }
+
+    fn peek(&mut self, _cx: &mut Cx) -> Option<&Packet> {
+        self.passed.as_ref()
+    }
+
+    fn reset(&mut self) {
+        self.passed = None;
+    }
+
+    fn stats(&self) -> QdiscStats {
+        self.stats
+    }
+
+    fn dump(&self) -> QdiscOptions {
+        if self.clsact {
+            QdiscOptions::Clsact
+        } else {
+            QdiscOptions::Ingress
+        }
+    }
+
+    fn change(
+        &mut self,
+        _opts: &QdiscOptions,
+        _env: &DevEnv,
+        _now: Nanos,
+    ) -> Result<Vec<Warning>, KernelError> {
+        Ok(Vec::new())
+    }
+
+    /// Every class number of ingress names the one block (`ingress_tcf_block`); clsact's `ffff:fff3`
+    /// names its egress block.
+    fn block(&self, classid: Handle) -> Option<&Block> {
+        if self.clsact && classid.minor() == MIN_EGRESS {
+            return Some(&self.egress);
+        }
+        Some(&self.block)
+    }
+
+    fn block_mut(&mut self, classid: Handle) -> Option<&mut Block> {
+        if self.clsact && classid.minor() == MIN_EGRESS {
+            return Some(&mut self.egress);
+        }
+        Some(&mut self.block)
+    }
+
+    fn blocks_mut(&mut self) -> Vec<&mut Block> {
+        vec![&mut self.block, &mut self.egress]
+    }
+}

@@ -1,0 +1,60 @@
+//! The body of the tc parser's fuzz target, shared by `fuzz/fuzz_targets/tc_parse.rs` (libFuzzer, on a
+//! nightly toolchain) and the deterministic test `tests/fuzz_parser.rs` (stable, in CI), so that both check
+//! the same properties on the same input format.
+//!
+//! An input is a script: each line (split at `\n`) is one tc command line without the leading `tc`, and
+//! single spaces separate its arguments (two spaces in a row make an empty argument, which a shell can pass
+//! too). Bytes that are not UTF-8 become U+FFFD. The lines run in order against one fresh engine, so a
+//! script can build a tree and then attack it.
+//!
+//! The properties, checked after every line:
+//!
+//! - no panic, in the parser, the engine or the printers;
+//! - the exit code is one of tc's (0, 1, 2, 255), and a failure says why on stderr;
+//! - a refused command leaves `qdisc show` and `class show` of the devices it could name as they were
+//!   (options are validated whole before anything is applied).
+
+use crate::run;
+use tclab_core::Engine;
+
+/// The devices whose classes are compared before and after a refused command. Commands naming other devices
+/// are still run; a refused one must not create them, which `qdisc show` (all devices) would reveal.
+const WATCHED: &[&str] = &["eth0", "eth1"];
+
+/// Run one fuzz input; panics if a property does not hold.
+pub fn fuzz_one(data: &[u8]) {
+    let mut engine = Engine::new();
+    for line in data.split(|&b| b == b'\n') {
+        let text = String::from_utf8_lossy(line);
+        let argv: Vec<String> = text.split(' ').map(str::to_string).collect();
+        check_command(&mut engine, &argv);
+    }
+}
+
+/// Run one command line against `engine` and check the properties above.
+pub fn check_command(engine: &mut Engine, argv: &[String]) {
+    let before = snapshot(engine);
+    let out = run(engine, argv, 0);
+    assert!(
+        [0, 1, 2, 255].contains(&out.code),
+        "{argv:?}: exit {}",
+        out.code
+    );
+    if out.code != 0 {
+        assert!(!out.stderr.trim().is_empty(), "{argv:?} failed silently");
+        assert_eq!(
+            snapshot(engine),
+            before,
+            "{argv:?} was refused but changed the policy"
+        );
+    }
+}
+
+fn snapshot(engine: &mut Engine) -> Vec<String> {
+    let mut shown = vec![run(engine, &["qdisc".into(), "show".into()], 0).stdout];
+    for dev in WATCHED {
+        let argv = ["class".into(), "show".into(), "dev".into(), dev.to_string()];
+        shown.push(run(engine, &argv, 0).stdout);
+    }
+    shown
+}
