@@ -60,6 +60,9 @@ fn bad_argument(arg: &str) -> IptError {
 
 type R<T> = Result<T, IptError>;
 
+/// Parsed `-s`/`-d`: (address, mask) pairs and the inversion.
+type Addrs = (Vec<(u32, u32)>, bool);
+
 // ---------------------------------------------------------------------------------------------------
 // Numbers, addresses, names
 
@@ -1452,7 +1455,7 @@ impl<'a> Parser<'a> {
             }
             return Err(bad_argument(&arg));
         }
-        let resolve = |raw: &Option<(String, bool)>| -> R<Option<(Vec<(u32, u32)>, bool)>> {
+        let resolve = |raw: &Option<(String, bool)>| -> R<Option<Addrs>> {
             match raw {
                 None => Ok(None),
                 Some((s, inv)) => Ok(Some((parse_addrs(s)?, *inv))),
@@ -1628,8 +1631,8 @@ impl<'a> Parser<'a> {
                 self.line.table = v;
             }
             'c' => {
-                let p = strtoui(&v, u64::MAX)
-                    .ok_or_else(|| param(format!("-c packet counter not numeric")))?;
+                let p =
+                    strtoui(&v, u64::MAX).ok_or_else(|| param("-c packet counter not numeric"))?;
                 let b = self.value("-c")?;
                 let b =
                     strtoui(&b, u64::MAX).ok_or_else(|| param("-c byte counter not numeric"))?;
