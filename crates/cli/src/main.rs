@@ -3,6 +3,8 @@
 //! ```text
 //! tclab tc [-s] [-d] [-j] [-p] [-r] [-batch FILE] qdisc|class …   the tc command language
 //! tclab link add|set|del dev DEV [mtu N] [txqueuelen N]            devices of an offline policy
+//! tclab iptables -t mangle …                                       packet marks, as iptables sets them
+//! tclab script run FILE [ARGS]                                     a Linux shaping script, unmodified
 //! tclab sim SCENARIO [--out DIR] [--seed N] [--json]               the simulated lab
 //! tclab demo                                                       seed 004's conditioner, simulated
 //! ```
@@ -25,6 +27,8 @@ Usage:
   tclab tc [OPTIONS] -batch FILE         run a file of tc commands (one per line, without \"tc\")
   tclab link add|set|del dev DEV [mtu N] [txqueuelen N]
   tclab link show                        list the devices of the stored policy
+  tclab iptables -t mangle …             iptables(8) for the mangle table (MARK, CONNMARK, CLASSIFY, DSCP, TOS)
+  tclab script run FILE [ARGS…]          run a Linux shell script unmodified, tc/iptables resolved to tclab
   tclab sim SCENARIO [--out DIR] [--seed N] [--json]
                                          run a scenario in the simulated lab (tclab sim --help)
   tclab demo                             seed 004's traffic conditioner in the simulated lab: the latency table
@@ -134,6 +138,56 @@ fn cmd_tc(args: &[String]) -> Result<u8, String> {
     Ok(out.code as u8)
 }
 
+fn cmd_iptables(args: &[String]) -> Result<u8, String> {
+    let (mut store, mut engine, path) = load()?;
+    let out = tclab_tc::iptables::run(&mut engine, args);
+    print!("{}", out.stdout);
+    eprint!("{}", out.stderr);
+    if out.code == 0 && tclab_tc::iptables::is_modifying(args) {
+        let mut entry = vec!["iptables".to_string()];
+        entry.extend(args.iter().cloned());
+        store.journal.push(entry);
+        store.save(&path)?;
+    }
+    Ok(out.code as u8)
+}
+
+fn cmd_script(args: &[String]) -> Result<u8, String> {
+    use tclab_tc::script::{Sandbox, HELP};
+    let rest = match args.first().map(String::as_str) {
+        Some("run") => &args[1..],
+        None | Some("help") | Some("--help") | Some("-h") => {
+            println!("{HELP}");
+            return Ok(0);
+        }
+        Some(other) => {
+            return Err(format!(
+                "unknown script command \"{other}\"; try \"tclab script --help\""
+            ))
+        }
+    };
+    let Some(file) = rest.first() else {
+        println!("{HELP}");
+        return Ok(2);
+    };
+    if file == "--help" || file == "-h" {
+        println!("{HELP}");
+        return Ok(0);
+    }
+    let script = PathBuf::from(file);
+    if !script.is_file() {
+        return Err(format!("{file}: no such script"));
+    }
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find the tclab executable: {e}"))?;
+    let sb = Sandbox::new()?;
+    let status = sb
+        .command(&exe, &script, &rest[1..], &state_path())
+        .status()
+        .map_err(|e| format!("cannot run bash: {e}"))?;
+    Ok(status.code().unwrap_or(1).clamp(0, 255) as u8)
+}
+
 fn cmd_link(args: &[String]) -> Result<u8, String> {
     let (mut store, mut engine, path) = load()?;
     if args.first().map(String::as_str) == Some("show") || args.is_empty() {
@@ -179,6 +233,8 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("tc") => cmd_tc(&args[1..]),
         Some("link") => cmd_link(&args[1..]),
+        Some("iptables") => cmd_iptables(&args[1..]),
+        Some("script") => cmd_script(&args[1..]),
         Some("demo") => demo::run(&args[1..]),
         Some("sim") => sim::cmd(&args[1..]),
         Some("--version") | Some("-V") => {

@@ -353,6 +353,9 @@ fn release_tree(s: &mut Sched, actions: &mut ActionTable) {
 #[derive(Default)]
 pub struct Engine {
     pub devices: BTreeMap<String, Device>,
+    /// The host's netfilter state (mangle table, conntrack), which `tclab iptables` configures and the
+    /// simulator runs at its hooks.
+    pub netfilter: crate::netfilter::Netfilter,
     /// The action tables (`tc actions …`), shared by every device as in one network namespace.
     pub actions: ActionTable,
     /// `qdisc_alloc_handle`'s counter: automatic handles count down from 8001:.

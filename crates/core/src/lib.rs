@@ -16,6 +16,8 @@
 //!   [`qdisc::sfq`], [`qdisc::prio`], [`qdisc::cbq`], [`qdisc::ingress`].
 //! - [`engine`]: devices (mtu, txqueuelen, root qdisc) and the `tc` operations on them — add, change,
 //!   replace, delete, graft — validated before anything is applied.
+//! - [`netfilter`]: the iptables mangle table (MARK, CONNMARK, CLASSIFY, DSCP, TOS) and the connection
+//!   tracking it needs, run at the five IPv4 hooks.
 //! - [`filter`]: classifiers (u32, fw, matchall) in blocks of chains, walked as `tcf_classify` walks them;
 //!   [`action`]: what a matched filter does (gact, police, skbedit) and the shared action table.
 //! - [`wire`]: bounds-checked views of packet bytes for the classifiers.
@@ -26,6 +28,7 @@ pub mod engine;
 pub mod error;
 pub mod filter;
 pub mod handle;
+pub mod netfilter;
 pub mod packet;
 pub mod qdisc;
 pub mod units;

@@ -8,13 +8,18 @@
 //! - [`util`]: number words (rates, sizes, times, handles) in and out, with tc's rounding.
 //! - [`qopt`]: one parser per discipline, producing the options the kernel receives.
 //! - [`show`]: the printers.
+//! - [`iptables`]: `iptables -t mangle …`, the marks and classes netfilter sets before the qdiscs see a
+//!   packet.
+//! - [`script`]: shell scripts written for Linux, run unmodified with `tc`/`iptables` resolved to tclab.
 //! - [`store`]: the policy file that lets `TCLAB_STATE=FILE tclab tc …` work line by line.
 //! - [`fuzz`]: the property checks behind the parser's fuzz target and its deterministic test.
 
 pub mod action;
 pub mod filter;
 pub mod fuzz;
+pub mod iptables;
 pub mod qopt;
+pub mod script;
 pub mod show;
 pub mod store;
 pub mod util;

@@ -1,8 +1,8 @@
 //! The policy store behind `TCLAB_STATE=FILE tclab tc …`.
 //!
-//! The file is a journal: a JSON document listing, in order, every command that was accepted (tc lines
-//! and `link` lines). Loading replays the journal into a fresh engine; a refused command is never written,
-//! so the file always describes a policy that applies cleanly. Replaying rather than snapshotting keeps what
+//! The file is a journal: a JSON document listing, in order, every command that was accepted (tc,
+//! `link` and `iptables` lines). Loading replays the journal into a fresh engine; a refused command is never
+//! written, so the file always describes a policy that applies cleanly. Replaying rather than snapshotting keeps what
 //! only history determines — automatic handles, the kernel's listing order — exactly as a live kernel would
 //! have it. Writes go to a temporary file that is renamed over the old one, so a crash cannot truncate it.
 //!
@@ -60,6 +60,14 @@ impl Store {
                     }
                 }
                 Some("link") => link(&mut engine, &entry[1..]),
+                Some("iptables") => {
+                    let out = crate::iptables::run(&mut engine, &entry[1..]);
+                    if out.code == 0 {
+                        Ok(())
+                    } else {
+                        Err(out.stderr)
+                    }
+                }
                 _ => Err("unknown journal entry".into()),
             };
             if let Err(e) = r {

@@ -1,0 +1,279 @@
+//! `tclab script run` on the seeds' scripts, unmodified: seed 004's CBQ and HTB conditioners
+//! (fixtures/seed004_*.sh, extracted from the seed as printed) and seed 003's home-gateway policy
+//! (fixtures/seed003_gateway.sh). Each runs under bash with `tc`/`iptables` resolved to tclab, against a
+//! scratch store, and the resulting `tc … show` and `iptables -S` must be what the script configures.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn tclab(state: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tclab"))
+        .args(args)
+        .env("TCLAB_STATE", state)
+        .output()
+        .expect("run tclab")
+}
+
+fn text(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn fixture(name: &str) -> String {
+    format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tclab-script-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d.join("policy.json")
+}
+
+#[test]
+fn seed004_cbq_script_loads_unmodified() {
+    let st = scratch("cbq");
+    let run = tclab(&st, &["script", "run", &fixture("seed004_cbq.sh")]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let q = text(&tclab(&st, &["tc", "-s", "qdisc", "show", "dev", "ppp0"]));
+    for want in [
+        "qdisc cbq 1: root refcnt 2 rate 10Mbit (bounded,isolated) prio no-transmit",
+        "qdisc sfq 10: parent 1:10 limit 127p quantum 1514b depth 127 divisor 1024 perturb 10sec",
+        "qdisc sfq 20: parent 1:20 limit 127p quantum 1514b depth 127 divisor 1024 perturb 10sec",
+        "qdisc ingress ffff: parent ffff:fff1 ----------------",
+    ] {
+        assert!(q.contains(want), "qdisc show lacks {want:?}:\n{q}");
+    }
+    let c = text(&tclab(&st, &["tc", "class", "show", "dev", "ppp0"]));
+    assert!(
+        c.contains("class cbq 1:1 parent 1: rate 220Kbit (bounded,isolated) prio 5"),
+        "{c}"
+    );
+    assert!(
+        c.contains("class cbq 1:20 parent 1:1 leaf 20: rate 198Kbit prio 2"),
+        "$[9*$UPLINK/10] is 198: {c}"
+    );
+    let f = text(&tclab(&st, &["tc", "filter", "show", "dev", "ppp0"]));
+    assert!(
+        f.contains("  match 05000000/0f00ffc0 at 0\n  match 00100000/00ff0000 at 32"),
+        "ACK filter: {f}"
+    );
+    assert_eq!(
+        f.matches("flowid 1:10").count(),
+        3,
+        "TOS, ICMP and ACK filters go to 1:10: {f}"
+    );
+    let i = text(&tclab(
+        &st,
+        &["tc", "filter", "show", "dev", "ppp0", "parent", "ffff:"],
+    ));
+    assert!(
+        i.contains("police 0x1 rate 800Kbit burst 10Kb mtu 2Kb action drop"),
+        "{i}"
+    );
+}
+
+#[test]
+fn seed004_htb_script_loads_unmodified() {
+    let st = scratch("htb");
+    let run = tclab(&st, &["script", "run", &fixture("seed004_htb.sh")]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let q = text(&tclab(&st, &["tc", "qdisc", "show", "dev", "ppp0"]));
+    assert!(
+        q.starts_with("qdisc htb 1: root refcnt 2 r2q 10 default 0x20 direct_packets_stat 0"),
+        "{q}"
+    );
+    let c = text(&tclab(&st, &["tc", "class", "show", "dev", "ppp0"]));
+    assert!(
+        c.contains("class htb 1:20 parent 1:1 leaf 20: prio 2 rate 198Kbit ceil 198Kbit burst 6Kb"),
+        "{c}"
+    );
+    let f = text(&tclab(&st, &["tc", "filter", "show", "dev", "ppp0"]));
+    assert_eq!(f.matches("flowid 1:10").count(), 3, "{f}");
+}
+
+#[test]
+fn seed003_gateway_policy_loads_with_its_marks() {
+    let st = scratch("gw");
+    let run = tclab(&st, &["script", "run", &fixture("seed003_gateway.sh")]);
+    assert!(run.status.success());
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("Bad argument `22'\nTry `iptables -h'"),
+        "the article's `-dport 22` fails as it does on Linux: {err}"
+    );
+    assert!(text(&run).ends_with("Traffic Control is up and running\n"));
+    let s = text(&tclab(
+        &st,
+        &["iptables", "-t", "mangle", "-S", "POSTROUTING"],
+    ));
+    assert_eq!(
+        s,
+        "-P POSTROUTING ACCEPT
+-A POSTROUTING -o eth0 -p udp -j CONNMARK --set-xmark 0x64/0xffffffff
+-A POSTROUTING -o eth0 -p tcp -m tcp --dport 80 --tcp-flags SYN SYN -j CONNMARK --set-xmark 0x190/0xffffffff
+-A POSTROUTING -o eth0 -p tcp -m tcp --dport 443 --tcp-flags SYN SYN -j CONNMARK --set-xmark 0x190/0xffffffff
+-A POSTROUTING -o eth0 -p tcp -m connbytes --connbytes 10000000 --connbytes-mode bytes --connbytes-dir both -j CONNMARK --set-xmark 0x3e7/0xffffffff
+-A POSTROUTING -j CONNMARK --restore-mark --nfmask 0xffffffff --ctmask 0xffffffff
+-A POSTROUTING -p tcp -m tcp --tcp-flags FIN,SYN,RST,PSH,ACK,URG ACK -m length --length 40:64 -j MARK --set-xmark 0xc8/0xffffffff
+"
+    );
+    let f = text(&tclab(&st, &["tc", "filter", "show", "dev", "eth0"]));
+    for h in [
+        "handle 0x64 classid 1:100",
+        "handle 0xc8 classid 1:200",
+        "handle 0x12c classid 1:300",
+        "handle 0x190 classid 1:400",
+        "handle 0x3e7 classid 1:999",
+    ] {
+        assert!(f.contains(h), "fw filter {h}: {f}");
+    }
+    let q = text(&tclab(&st, &["tc", "qdisc", "show", "dev", "eth0"]));
+    assert!(
+        q.contains("qdisc htb 1: root refcnt 2 r2q 40 default 0x999"),
+        "{q}"
+    );
+    assert!(q.contains("qdisc sfq 1300: parent 1:300 limit 32p"), "{q}");
+    let l = text(&tclab(
+        &st,
+        &["iptables", "-t", "mangle", "-L", "POSTROUTING", "-n", "-v"],
+    ));
+    assert!(l.contains("    0     0 CONNMARK   0    --  *      *       0.0.0.0/0            0.0.0.0/0            CONNMARK restore\n"), "{l}");
+}
+
+#[test]
+fn every_spelling_of_the_commands_reaches_tclab() {
+    let st = scratch("names");
+    let dir = st.parent().unwrap();
+    let script = dir.join("names.sh");
+    std::fs::write(
+        &script,
+        r#"#!/bin/sh
+TC=/usr/sbin/tc
+IPT=/sbin/iptables
+$TC qdisc add dev eth1 root handle 1: htb default 10
+env tc class add dev eth1 parent 1: classid 1:10 htb rate $((1000/2))kbit
+sudo /sbin/iptables -t mangle -A OUTPUT -p tcp --sport 80 -j MARK --set-mark 80
+echo -A FORWARD -j RETURN | xargs iptables -t mangle
+ip link set dev eth1 mtu 1400 txqueuelen 50
+ifconfig eth2 mtu 1300 up
+modprobe sch_htb
+ip route add default via 10.0.0.1
+ip6tables -t mangle -L && exit 9
+$IPT -t mangle -A OUTPUT -j NOSUCH
+echo "status $?"
+"#,
+    )
+    .unwrap();
+    let run = tclab(&st, &["script", "run", script.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert!(run.status.success(), "{err}");
+    assert_eq!(
+        text(&run),
+        "status 2\n",
+        "iptables' own exit status reaches the script"
+    );
+    assert!(err.contains("ip6tables: not supported by tclab"), "{err}");
+    assert!(
+        err.contains("ignoring \"ip route add default via 10.0.0.1\""),
+        "{err}"
+    );
+    let c = text(&tclab(&st, &["tc", "class", "show", "dev", "eth1"]));
+    assert!(c.contains("rate 500Kbit"), "{c}");
+    let s = text(&tclab(&st, &["iptables", "-t", "mangle", "-S"]));
+    assert!(
+        s.contains("-A OUTPUT -p tcp -m tcp --sport 80 -j MARK --set-xmark 0x50/0xffffffff\n"),
+        "{s}"
+    );
+    assert!(
+        s.contains("-A FORWARD -j RETURN\n"),
+        "xargs found the wrapper in PATH: {s}"
+    );
+    let l = text(&tclab(&st, &["link", "show"]));
+    assert!(l.contains("eth1: mtu 1400") && l.contains("qlen 50"), "{l}");
+    assert!(l.contains("eth2: mtu 1300"), "{l}");
+}
+
+#[test]
+fn script_help_says_what_is_replaced() {
+    let st = scratch("help");
+    let h = text(&tclab(&st, &["script", "run", "--help"]));
+    for w in [
+        "/sbin/tc",
+        "ip6tables",
+        "modprobe",
+        "ip link set",
+        "ifconfig",
+        "noted on stderr",
+    ] {
+        assert!(h.contains(w), "help mentions {w}: {h}");
+    }
+}
+
+#[test]
+fn script_to_journal_for_the_simulator() {
+    use tclab_core::netfilter::{Hook, NfVerdict};
+    let journal = tclab_tc::script::run_script_to_journal(
+        Path::new(env!("CARGO_BIN_EXE_tclab")),
+        Path::new(&fixture("seed003_gateway.sh")),
+        &["eth0".to_string()],
+        &[],
+    )
+    .expect("the script runs");
+    assert!(journal.iter().any(|e| e[0] == "iptables"));
+    assert!(journal
+        .iter()
+        .all(|e| ["tc", "iptables", "link"].contains(&e[0].as_str())));
+    let store = tclab_tc::store::Store {
+        tclab_store: 1,
+        journal,
+    };
+    let (mut engine, problems) = store.replay();
+    assert!(problems.is_empty(), "{problems:?}");
+    // An HTTP connection: the SYN sets the connection mark 400, the restore rule copies it to every
+    // packet of the connection; a bare ACK on it is re-marked 200 by the last rule.
+    let pkt = |flags: u8, payload: u16| {
+        let mut d = vec![
+            0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 2, 93, 184, 216, 34,
+        ];
+        d[2..4].copy_from_slice(&(40 + payload).to_be_bytes());
+        let mut t = vec![0u8; 20];
+        t[0..2].copy_from_slice(&40000u16.to_be_bytes());
+        t[2..4].copy_from_slice(&80u16.to_be_bytes());
+        t[12] = 0x50;
+        t[13] = flags;
+        d.extend(t);
+        tclab_core::Packet {
+            data: d,
+            len: 54 + payload as u32,
+            protocol: 0x0800,
+            ..Default::default()
+        }
+    };
+    let nf = &mut engine.netfilter;
+    let mut marks = Vec::new();
+    for (i, (flags, payload)) in [(0x02, 0), (0x18, 500), (0x10, 0)].into_iter().enumerate() {
+        let mut p = pkt(flags, payload);
+        assert_eq!(
+            nf.hook(Hook::LocalOut, &mut p, None, Some("eth0"), i as u64),
+            NfVerdict::Accept
+        );
+        assert_eq!(
+            nf.hook(Hook::PostRouting, &mut p, None, Some("eth0"), i as u64),
+            NfVerdict::Accept
+        );
+        marks.push(p.mark);
+    }
+    assert_eq!(
+        marks,
+        vec![400, 400, 200],
+        "SYN and data in 1:400, the bare ACK in 1:200"
+    );
+}

@@ -1,0 +1,264 @@
+//! Shell scripts written for Linux, run unmodified against tclab's policy store.
+//!
+//! A shaping script is a bash program: variables, `$[...]` and `$((...))` arithmetic, `\` continuations,
+//! `case "$1" in start)`, and calls to `tc` and `iptables` — by bare name, by absolute path (`/sbin/tc`), or
+//! through a variable (`TC=/sbin/tc; $TC qdisc add …`). Rather than interpret shell, tclab lets bash run the
+//! script and replaces the commands underneath it:
+//!
+//! - bash sources `$BASH_ENV` before a non-interactive script, so a prelude placed there defines shell
+//!   functions named `tc`, `/sbin/tc`, `/usr/sbin/tc`, `iptables`, `/sbin/iptables`, … (bash outside POSIX
+//!   mode accepts slashes in function names and looks functions up before it looks at the file system). Each
+//!   calls the tclab executable (`tclab tc …`, `tclab iptables …`) with the same store (`TCLAB_STATE`), so a
+//!   script sees tc's own output, messages and exit statuses, line by line. Nested scripts (`$0 stop`)
+//!   inherit `BASH_ENV` and get the same functions.
+//! - A directory of wrapper executables goes first in `PATH`, for commands reached without the shell's
+//!   function lookup (`env tc …`, `xargs tc`, `sudo tc`).
+//! - `ip link set DEV mtu N txqueuelen N` and `ifconfig DEV mtu N txqueuelen N` become `tclab link set`;
+//!   `ip6tables` is refused (tclab's netfilter is IPv4); `modprobe`, `insmod`, `rmmod` succeed silently
+//!   (every qdisc is "built in"); other `ip` commands (`route`, `addr`, `rule`, …), `sysctl -w` and
+//!   `ethtool` are reported on stderr and succeed without effect. Everything else is the real command.
+//!
+//! [`run_script_to_journal`] runs a script against a fresh temporary store and returns the journal it left,
+//! which the simulator replays into one node's engine (`script = "file.sh"` in a scenario).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Names under which scripts call tc and iptables.
+const TC_NAMES: &[&str] = &[
+    "tc",
+    "/sbin/tc",
+    "/usr/sbin/tc",
+    "/bin/tc",
+    "/usr/bin/tc",
+    "/usr/local/sbin/tc",
+    "/usr/local/bin/tc",
+];
+const IPT_NAMES: &[&str] = &[
+    "iptables",
+    "/sbin/iptables",
+    "/usr/sbin/iptables",
+    "/bin/iptables",
+    "/usr/bin/iptables",
+    "/usr/local/sbin/iptables",
+    "iptables-legacy",
+    "/sbin/iptables-legacy",
+    "/usr/sbin/iptables-legacy",
+    "iptables-nft",
+    "/sbin/iptables-nft",
+    "/usr/sbin/iptables-nft",
+];
+const IP6T_NAMES: &[&str] = &["ip6tables", "/sbin/ip6tables", "/usr/sbin/ip6tables"];
+const IP_NAMES: &[&str] = &["ip", "/sbin/ip", "/bin/ip", "/usr/sbin/ip", "/usr/bin/ip"];
+const IFCONFIG_NAMES: &[&str] = &["ifconfig", "/sbin/ifconfig", "/usr/sbin/ifconfig"];
+const QUIET_NAMES: &[&str] = &[
+    "modprobe",
+    "/sbin/modprobe",
+    "/usr/sbin/modprobe",
+    "insmod",
+    "/sbin/insmod",
+    "rmmod",
+    "/sbin/rmmod",
+];
+const NOTE_NAMES: &[&str] = &[
+    "sysctl",
+    "/sbin/sysctl",
+    "/usr/sbin/sysctl",
+    "ethtool",
+    "/sbin/ethtool",
+    "/usr/sbin/ethtool",
+];
+
+/// What `tclab script run --help` says about the commands it replaces.
+pub const HELP: &str = "Usage: tclab script run FILE [ARGS…]
+
+Runs a shell script written for Linux, unmodified, under bash, against the stored policy ($TCLAB_STATE).
+Inside the script:
+  tc, /sbin/tc, /usr/sbin/tc, $TC …            -> tclab tc …
+  iptables, /sbin/iptables, iptables-legacy …  -> tclab iptables … (mangle table only)
+  ip6tables                                    -> refused (exit 1): tclab's netfilter is IPv4
+  ip link set [dev] DEV mtu N txqueuelen N     -> tclab link set dev DEV …
+  ifconfig DEV mtu N txqueuelen N              -> tclab link set dev DEV …
+  modprobe, insmod, rmmod                      -> succeed silently (everything is built in)
+  other ip commands (route, addr, rule …), sysctl, ethtool
+                                               -> noted on stderr, succeed without effect
+  sudo CMD …                                   -> CMD …
+Everything else (echo, sleep, grep …) runs as usual. The script's exit status is tclab's.";
+
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The prelude bash sources before the script (`BASH_ENV`).
+fn prelude() -> String {
+    let mut p = String::from(
+        "# tclab script prelude: tc and iptables are tclab's.\n\
+         __tclab_ip() {\n\
+         \x20 local a=\"$*\"\n\
+         \x20 case \"$1\" in\n\
+         \x20   link|l|li|lin)\n\
+         \x20     shift\n\
+         \x20     case \"$1\" in\n\
+         \x20       set|s|se) shift; \"$TCLAB_EXE\" link set \"$@\"; return $? ;;\n\
+         \x20       show|sh|list|ls|'') \"$TCLAB_EXE\" link show; return $? ;;\n\
+         \x20       *) echo \"tclab script: ignoring \\\"ip $a\\\"\" >&2; return 0 ;;\n\
+         \x20     esac ;;\n\
+         \x20   *) echo \"tclab script: ignoring \\\"ip $a\\\"\" >&2; return 0 ;;\n\
+         \x20 esac\n\
+         }\n\
+         __tclab_ifconfig() {\n\
+         \x20 if [ $# -le 1 ]; then echo \"tclab script: ignoring \\\"ifconfig $*\\\"\" >&2; return 0; fi\n\
+         \x20 local dev=\"$1\"; shift\n\
+         \x20 local args=()\n\
+         \x20 while [ $# -gt 0 ]; do\n\
+         \x20   case \"$1\" in\n\
+         \x20     mtu|txqueuelen) args+=(\"$1\" \"$2\"); shift 2 ;;\n\
+         \x20     up|down) shift ;;\n\
+         \x20     *) echo \"tclab script: ignoring ifconfig option \\\"$1\\\"\" >&2; shift ;;\n\
+         \x20   esac\n\
+         \x20 done\n\
+         \x20 \"$TCLAB_EXE\" link set dev \"$dev\" \"${args[@]}\"\n\
+         }\n\
+         sudo() { while [ \"${1#-}\" != \"$1\" ]; do shift; done; \"$@\"; }\n",
+    );
+    let mut def = |names: &[&str], body: &str| {
+        for n in names {
+            p.push_str(&format!("function {n} {{ {body}; }}\n"));
+        }
+    };
+    def(TC_NAMES, "\"$TCLAB_EXE\" tc \"$@\"");
+    def(IPT_NAMES, "\"$TCLAB_EXE\" iptables \"$@\"");
+    def(
+        IP6T_NAMES,
+        "echo \"ip6tables: not supported by tclab (its netfilter is IPv4 only)\" >&2; return 1",
+    );
+    def(IP_NAMES, "__tclab_ip \"$@\"");
+    def(IFCONFIG_NAMES, "__tclab_ifconfig \"$@\"");
+    def(QUIET_NAMES, "return 0");
+    def(
+        NOTE_NAMES,
+        "echo \"tclab script: ignoring \\\"${FUNCNAME[0]##*/} $*\\\"\" >&2; return 0",
+    );
+    p
+}
+
+/// A scratch directory with the prelude and the wrapper executables; removed on drop.
+pub struct Sandbox {
+    pub dir: PathBuf,
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+impl Sandbox {
+    pub fn new() -> Result<Sandbox, String> {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("tclab-script-{}-{n}", std::process::id()));
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).map_err(|e| format!("{}: {e}", bin.display()))?;
+        let sb = Sandbox { dir };
+        std::fs::write(sb.prelude(), prelude()).map_err(|e| e.to_string())?;
+        // Wrapper executables for callers that bypass shell functions (env, xargs, find -exec).
+        let wrappers: &[(&str, &str)] = &[
+            ("tc", "exec \"$TCLAB_EXE\" tc \"$@\""),
+            ("iptables", "exec \"$TCLAB_EXE\" iptables \"$@\""),
+            ("iptables-legacy", "exec \"$TCLAB_EXE\" iptables \"$@\""),
+            (
+                "ip6tables",
+                "echo 'ip6tables: not supported by tclab (its netfilter is IPv4 only)' >&2; exit 1",
+            ),
+        ];
+        for (name, body) in wrappers {
+            let path = bin.join(name);
+            std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).map_err(|e| e.to_string())?;
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(sb)
+    }
+
+    pub fn prelude(&self) -> PathBuf {
+        self.dir.join("prelude.bash")
+    }
+
+    /// `bash SCRIPT ARGS…` with the prelude, the wrappers first in PATH, and the store and executable named.
+    pub fn command(&self, exe: &Path, script: &Path, args: &[String], state: &Path) -> Command {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let mut paths = vec![self.dir.join("bin")];
+        paths.extend(std::env::split_paths(&path));
+        let mut c = Command::new("bash");
+        c.arg(script)
+            .args(args)
+            .env("BASH_ENV", self.prelude())
+            .env("PATH", std::env::join_paths(paths).unwrap_or(path))
+            .env("TCLAB_EXE", exe)
+            .env("TCLAB_STATE", state)
+            .env_remove("POSIXLY_CORRECT");
+        c
+    }
+}
+
+/// Run `script` with `args` and extra environment `env` against a fresh, empty store, using `exe` (the
+/// `tclab` binary: `std::env::current_exe()` from inside it) for tc and iptables, and return the journal the
+/// script left: the accepted `tc`, `link` and `iptables` lines, in order, ready for
+/// [`crate::store::Store::replay`]. The script's output is captured; a non-zero exit is an error carrying
+/// its stderr. Commands the script ran that failed (as `tc qdisc del … 2>/dev/null` on a clean device) are
+/// simply not in the journal, as on Linux they changed nothing.
+pub fn run_script_to_journal(
+    exe: &Path,
+    script: &Path,
+    args: &[String],
+    env: &[(String, String)],
+) -> Result<Vec<Vec<String>>, String> {
+    if !script.is_file() {
+        return Err(format!("{}: no such script", script.display()));
+    }
+    let sb = Sandbox::new()?;
+    let state = sb.dir.join("policy.json");
+    let mut cmd = sb.command(exe, script, args, &state);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run bash: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} exited with {}: {}",
+            script.display(),
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).trim_end()
+        ));
+    }
+    let store = crate::store::Store::load(&state)?;
+    Ok(store.journal)
+}
+
+/// `quote` is used by tools that print a journal entry as a shell line.
+pub fn shell_line(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| {
+            if w.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./:=+,".contains(c))
+                && !w.is_empty()
+            {
+                w.clone()
+            } else {
+                quote(w)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
