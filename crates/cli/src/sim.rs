@@ -7,7 +7,7 @@ use std::time::Instant;
 use tclab_sim::builtin::BUILTIN;
 use tclab_sim::report;
 use tclab_sim::run::{run, Outcome};
-use tclab_sim::scenario::{load_with_seed, Scenario};
+use tclab_sim::scenario::{load_with, LoadOptions, Scenario};
 
 pub const HELP: &str = "tclab sim — run a scenario in the simulated lab
 
@@ -137,7 +137,11 @@ pub fn run_scenario(
     base: &Path,
     seed: Option<u64>,
 ) -> Result<(Scenario, Outcome, f64), String> {
-    let mut sc = load_with_seed(file, text, base, seed).map_err(|e| e.to_string())?;
+    let opts = LoadOptions {
+        seed,
+        tclab_exe: std::env::current_exe().ok(),
+    };
+    let mut sc = load_with(file, text, base, &opts).map_err(|e| e.to_string())?;
     let mut progress = Progress {
         started: Instant::now(),
         total: sc.duration,

@@ -16,9 +16,12 @@
 //! every other node (ties broken by interface order, so it is deterministic). Addresses are assigned per
 //! link, `10.0.L.1` and `10.0.L.2` for link L; a packet to any address of a node is delivered to it.
 //!
-//! Arriving packets pass the device's ingress hook first (a policer can drop them there), then are either
-//! delivered to the node's applications or forwarded. Forwarding sets `skb->priority` from the TOS byte
-//! as `ip_forward` does (`rt_tos2priority`). TTL is not decremented: no topology here has loops.
+//! Arriving packets pass the device's ingress hook first (a policer can drop them there), then the node's
+//! netfilter hooks as Linux orders them (PREROUTING; then INPUT and local delivery, or FORWARD and
+//! POSTROUTING), where `iptables -t mangle` rules may set marks for `fw` filters, `skb->priority` (CLASSIFY)
+//! or the TOS byte. Locally generated packets pass OUTPUT and POSTROUTING. Forwarding sets
+//! `skb->priority` from the TOS byte as `ip_forward` does (`rt_tos2priority`) and keeps the mark. TTL is
+//! not decremented: no topology here has loops.
 
 use crate::apps::{App, Outbox};
 use crate::des::EventQueue;
@@ -26,6 +29,7 @@ use crate::rng::Rng;
 use crate::wire::Datagram;
 use std::collections::BTreeMap;
 use tclab_core::engine::DefaultRoot;
+use tclab_core::netfilter::{Hook, NfVerdict};
 use tclab_core::qdisc::pfifo_fast::tos_to_priority;
 use tclab_core::qdisc::{Cx, Verdict};
 use tclab_core::{Engine, Nanos, Packet, NSEC_PER_SEC};
@@ -91,6 +95,8 @@ pub struct IfCounters {
     pub rx_dropped: u64,
     /// Lost on the wire (link loss).
     pub wire_lost: u64,
+    /// Dropped by an iptables rule on the way in or out.
+    pub nf_dropped: u64,
 }
 
 pub struct Iface {
@@ -460,8 +466,42 @@ impl Network {
             return false;
         };
         self.ip_id = self.ip_id.wrapping_add(1);
-        let pkt = self.packet_of(d, self.ip_id);
+        let mut pkt = self.packet_of(d, self.ip_id);
+        // A locally generated packet passes OUTPUT, then POSTROUTING (`ip_local_out`, `ip_output`).
+        if !self.netfilter(node, Hook::LocalOut, &mut pkt, None, Some(out), now)
+            || !self.netfilter(node, Hook::PostRouting, &mut pkt, None, Some(out), now)
+        {
+            return false;
+        }
         self.transmit(now, out, pkt)
+    }
+
+    /// Run a netfilter hook of `node` (iptables -t mangle) on `pkt`; false if a rule dropped it, counted
+    /// on the interface it was leaving by or arriving on. A node without rules is skipped: with an empty
+    /// table the hooks change nothing.
+    fn netfilter(
+        &mut self,
+        node: NodeId,
+        hook: Hook,
+        pkt: &mut Packet,
+        in_iface: Option<IfaceId>,
+        out_iface: Option<IfaceId>,
+        now: Nanos,
+    ) -> bool {
+        let Network { nodes, ifaces, .. } = self;
+        let nf = &mut nodes[node].engine.netfilter;
+        if nf.is_empty() {
+            return true;
+        }
+        let in_dev = in_iface.map(|i| ifaces[i].name.as_str());
+        let out_dev = out_iface.map(|i| ifaces[i].name.as_str());
+        if nf.hook(hook, pkt, in_dev, out_dev, now) == NfVerdict::Accept {
+            return true;
+        }
+        if let Some(i) = out_iface.or(in_iface) {
+            ifaces[i].counters.nf_dropped += 1;
+        }
+        false
     }
 
     fn packet_of(&self, d: &Datagram, id: u16) -> Packet {
@@ -580,24 +620,47 @@ impl Network {
             self.ifaces[iface].counters.rx_dropped += 1;
             return;
         };
+        // PREROUTING sees the packet as it arrived (with any mark the ingress filters set).
+        let mut pkt = pkt;
+        if !self.netfilter(node, Hook::PreRouting, &mut pkt, Some(iface), None, now) {
+            return;
+        }
         // Forwarding needs only the destination and the TOS byte; local delivery parses the rest.
         let Some((dst, tos)) = crate::wire::ipv4_dst_tos(&pkt.data) else {
             return;
         };
         match self.owner_of(dst) {
-            Some(n) if n == node => self.deliver(now, node, pkt),
+            Some(n) if n == node => {
+                if self.netfilter(node, Hook::LocalIn, &mut pkt, Some(iface), None, now) {
+                    self.deliver(now, node, pkt);
+                }
+            }
             Some(n) => {
                 let Some(out) = self.nodes[node].routes.get(n).copied().flatten() else {
                     return;
                 };
-                let fwd = Packet {
+                // `ip_forward` sets the priority from the TOS byte; the mark survives (it is the skb's),
+                // and FORWARD and POSTROUTING may change either, as iptables rules do.
+                let mut fwd = Packet {
                     data: pkt.data,
                     len: pkt.len,
                     protocol: pkt.protocol,
+                    mark: pkt.mark,
                     priority: tos_to_priority(tos),
                     ..Packet::default()
                 };
-                self.transmit(now, out, fwd);
+                if self.netfilter(node, Hook::Forward, &mut fwd, Some(iface), Some(out), now)
+                    && self.netfilter(
+                        node,
+                        Hook::PostRouting,
+                        &mut fwd,
+                        Some(iface),
+                        Some(out),
+                        now,
+                    )
+                {
+                    self.transmit(now, out, fwd);
+                }
             }
             None => {}
         }

@@ -93,6 +93,12 @@ pub struct PolicySpec {
     pub tc: Option<Spanned<String>>,
     /// A `tc -batch` file, relative to the scenario file.
     pub batch: Option<Spanned<String>>,
+    /// A shell script written for Linux (tc, iptables, ip link), run unmodified as `tclab script run` runs
+    /// it; relative to the scenario file.
+    pub script: Option<Spanned<String>>,
+    /// Arguments for the script.
+    #[serde(default)]
+    pub args: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -317,6 +323,34 @@ pub fn load_with_seed(
     base: &std::path::Path,
     seed: Option<u64>,
 ) -> Result<Scenario, ScenarioError> {
+    load_with(
+        file,
+        src,
+        base,
+        &LoadOptions {
+            seed,
+            tclab_exe: None,
+        },
+    )
+}
+
+/// How to read a scenario beyond its text.
+#[derive(Clone, Debug, Default)]
+pub struct LoadOptions {
+    /// Replaces the file's seed (`tclab sim --seed N`).
+    pub seed: Option<u64>,
+    /// The tclab binary, which runs a policy `script` (its `tc` and `iptables` are tclab's).
+    pub tclab_exe: Option<std::path::PathBuf>,
+}
+
+/// Read a scenario with [`LoadOptions`].
+pub fn load_with(
+    file: &str,
+    src: &str,
+    base: &std::path::Path,
+    opts: &LoadOptions,
+) -> Result<Scenario, ScenarioError> {
+    let seed = opts.seed;
     let cx = Ctx { file, src };
     let mut sf: ScenarioFile = toml::from_str(src).map_err(|e| {
         let line = e.span().map_or(1, |s| cx.line_of(s));
@@ -330,10 +364,15 @@ pub fn load_with_seed(
     if let Some(seed) = seed {
         sf.seed = Some(seed);
     }
-    build(&cx, sf, base)
+    build(&cx, sf, base, opts)
 }
 
-fn build(cx: &Ctx, sf: ScenarioFile, base: &std::path::Path) -> Result<Scenario, ScenarioError> {
+fn build(
+    cx: &Ctx,
+    sf: ScenarioFile,
+    base: &std::path::Path,
+    opts: &LoadOptions,
+) -> Result<Scenario, ScenarioError> {
     let duration = cx.duration(&sf.duration, "duration")?;
     if duration == 0 {
         return cx.err(sf.duration.span(), "duration", "must be above zero");
@@ -472,6 +511,34 @@ fn build(cx: &Ctx, sf: ScenarioFile, base: &std::path::Path) -> Result<Scenario,
     let mut policies = Vec::new();
     for p in &sf.policy {
         let node = cx.node(&net, &p.node, "policy.node")?;
+        if let Some(script) = &p.script {
+            if p.tc.is_some() || p.batch.is_some() {
+                return cx.err(
+                    p.node.span(),
+                    "policy",
+                    "give exactly one of tc, batch or script",
+                );
+            }
+            let Some(exe) = &opts.tclab_exe else {
+                return cx.err(
+                    script.span(),
+                    "policy.script",
+                    "script policies run through the tclab binary (tclab sim)",
+                );
+            };
+            let path = base.join(script.get_ref());
+            let journal = tclab_tc::script::run_script_to_journal(exe, &path, &p.args, &[])
+                .or_else(|m| cx.err(script.span(), "policy.script", m))?;
+            let lines = apply_journal(&mut net, node, &journal).or_else(|m| {
+                cx.err(
+                    script.span(),
+                    "policy.script",
+                    format!("{}: {m}", path.display()),
+                )
+            })?;
+            policies.push((net.nodes[node].name.clone(), lines));
+            continue;
+        }
         let (text, span, key) = match (&p.tc, &p.batch) {
             (Some(t), None) => (t.get_ref().clone(), t.span(), "policy.tc"),
             (None, Some(f)) => {
@@ -485,7 +552,13 @@ fn build(cx: &Ctx, sf: ScenarioFile, base: &std::path::Path) -> Result<Scenario,
                 })?;
                 (text, f.span(), "policy.batch")
             }
-            _ => return cx.err(p.node.span(), "policy", "give exactly one of tc or batch"),
+            _ => {
+                return cx.err(
+                    p.node.span(),
+                    "policy",
+                    "give exactly one of tc, batch or script",
+                )
+            }
         };
         let lines = apply_policy(&mut net, node, &text).or_else(|(n, m)| {
             // A multi-line string's first newline (right after the quotes) is not part of its text.
@@ -576,6 +649,49 @@ impl Scenario {
     pub fn policies_ifaces(&self) -> Vec<(NodeId, IfaceId)> {
         shaped_ifaces(&self.net)
     }
+}
+
+/// Apply the journal a policy script left (`tc`, `iptables` and `link set` lines) to a node.
+pub fn apply_journal(
+    net: &mut Network,
+    node: NodeId,
+    journal: &[Vec<String>],
+) -> Result<Vec<String>, String> {
+    let mut applied = Vec::new();
+    for entry in journal {
+        let (what, args) = entry.split_first().ok_or("an empty journal entry")?;
+        if let Some(pos) = args.iter().position(|w| w == "dev") {
+            let dev = args.get(pos + 1).cloned().unwrap_or_default();
+            if net.iface_by_name(node, &dev).is_none() {
+                return Err(format!(
+                    "{what} {}: Cannot find device \"{dev}\" on node {}",
+                    args.join(" "),
+                    net.nodes[node].name
+                ));
+            }
+        }
+        let engine = &mut net.nodes[node].engine;
+        let result = match what.as_str() {
+            "tc" => {
+                let out = tclab_tc::run(engine, args, 0);
+                (out.code == 0).then_some(()).ok_or(out.stderr)
+            }
+            "iptables" => {
+                let out = tclab_tc::iptables::run(engine, args);
+                (out.code == 0).then_some(()).ok_or(out.stderr)
+            }
+            "link" if args.first().is_some_and(|a| a == "set") => {
+                tclab_tc::store::link(engine, args)
+            }
+            other => Err(format!(
+                "{other} {}: the simulator's nodes take tc, iptables and ip link set",
+                args.join(" ")
+            )),
+        };
+        result.map_err(|e| format!("{what} {}: {}", args.join(" "), e.trim_end()))?;
+        applied.push(format!("{what} {}", args.join(" ")));
+    }
+    Ok(applied)
 }
 
 /// Apply tc lines to a node's devices; on failure, the (0-based) line index and tc's message.
