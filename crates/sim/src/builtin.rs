@@ -16,6 +16,7 @@ impl Builtin {
     }
 }
 
+const SEED000_LAB: &str = include_str!("../scenarios/seed000/lab.toml");
 const SEED004_LAB: &str = include_str!("../scenarios/seed004/lab.toml");
 const SEED004_CONDITIONER: &str = include_str!("../scenarios/seed004/conditioner.toml");
 const SEED004_PING: &str = include_str!("../scenarios/seed004/ping.toml");
@@ -27,6 +28,33 @@ pub const BUILTIN: &[Builtin] = &[
         name: "seed000-tbf",
         description: "seed 000's lab: TBF 180kbit latency 20ms buffer 1540 on the router, 30 UDP streams, a ping",
         parts: &[include_str!("../scenarios/seed000-tbf.toml")],
+    },
+    Builtin {
+        name: "seed000-htb-180kbit",
+        description: "seed 000: HTB one class 180kbit with its default pfifo leaf, UDP flood, ping (the seed: 65 s)",
+        parts: &[
+            "name = \"seed 000: HTB rate 180kbit, default leaf\"\nduration = \"100s\"\n",
+            SEED000_LAB,
+            include_str!("../scenarios/seed000/htb-180kbit.toml"),
+        ],
+    },
+    Builtin {
+        name: "seed000-htb-2mbit",
+        description: "seed 000: HTB one class 2mbit with its default pfifo leaf, UDP flood, ping (the seed: 6 s)",
+        parts: &[
+            "name = \"seed 000: HTB rate 2mbit, default leaf\"\nduration = \"30s\"\n",
+            SEED000_LAB,
+            include_str!("../scenarios/seed000/htb-2mbit.toml"),
+        ],
+    },
+    Builtin {
+        name: "seed000-htb-128mbit",
+        description: "seed 000: HTB one class 128mbit with its default pfifo leaf, UDP flood, ping (the seed: 100 ms)",
+        parts: &[
+            "name = \"seed 000: HTB rate 128mbit, default leaf\"\nduration = \"20s\"\n",
+            SEED000_LAB,
+            include_str!("../scenarios/seed000/htb-128mbit.toml"),
+        ],
     },
     Builtin {
         name: "bench-htb",
