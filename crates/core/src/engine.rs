@@ -877,7 +877,16 @@ impl Engine {
             ));
         }
         let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
-        let (block, _) = resolve_block(dev, parent)?;
+        let (block, at) = resolve_block(dev, parent)?;
+        if let Some(crate::filter::FilterOptions::Flow(o)) = &req.opts {
+            // cls_flow reads the handle of the block's qdisc for its default baseclass.
+            let mut req = req.clone();
+            req.opts = Some(crate::filter::FilterOptions::Flow(crate::filter::flow::FlowOptions {
+                qdisc: at.0 & 0xffff_0000,
+                ..o.clone()
+            }));
+            return block.change(&req, flags, &mut self.actions, now);
+        }
         block.change(req, flags, &mut self.actions, now)
     }
 
