@@ -881,10 +881,12 @@ impl Engine {
         if let Some(crate::filter::FilterOptions::Flow(o)) = &req.opts {
             // cls_flow reads the handle of the block's qdisc for its default baseclass.
             let mut req = req.clone();
-            req.opts = Some(crate::filter::FilterOptions::Flow(crate::filter::flow::FlowOptions {
-                qdisc: at.0 & 0xffff_0000,
-                ..o.clone()
-            }));
+            req.opts = Some(crate::filter::FilterOptions::Flow(
+                crate::filter::flow::FlowOptions {
+                    qdisc: at.0 & 0xffff_0000,
+                    ..o.clone()
+                },
+            ));
             return block.change(&req, flags, &mut self.actions, now);
         }
         block.change(req, flags, &mut self.actions, now)

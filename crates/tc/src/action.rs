@@ -488,8 +488,18 @@ fn parse_skbedit(c: &mut Cur) -> Result<(ActionParams, u32)> {
 
 const CONNMARK_USAGE: &str = "Usage: ... connmark [zone ZONE] [CONTROL] [index <INDEX>]\nwhere :\n\tZONE is the conntrack zone\n\tCONTROL := reclassify | pipe | drop | continue | ok |\n\t           goto chain <CHAIN_INDEX>";
 
-/// `parse_connmark`: `connmark [zone Z] [CONTROL] [index N]`, control `pipe` by default.
+/// `parse_connmark`: `connmark [zone Z] [CONTROL] [index N]`, control `pipe` by default. When it
+/// fails, tc's cursor is still at `connmark` (the parser worked on copies).
 fn parse_connmark(c: &mut Cur) -> Result<(ActionParams, u32)> {
+    let start = c.i;
+    connmark_body(c).inspect_err(|f| {
+        if f.code == 1 {
+            c.i = start;
+        }
+    })
+}
+
+fn connmark_body(c: &mut Cur) -> Result<(ActionParams, u32)> {
     while let Some(w) = c.peek() {
         if matches(w, "connmark") {
             c.fwd();
@@ -513,6 +523,7 @@ fn parse_connmark(c: &mut Cur) -> Result<(ActionParams, u32)> {
     let at = c.i;
     match parse_control(c, false, true) {
         Ok(Some(r)) => cm.action = r,
+        Err(f) if f.code != 1 => return Err(f),
         _ => c.i = at,
     }
     let mut index = 0;

@@ -110,9 +110,7 @@ fn lex(words: &[String]) -> Vec<(Tok, usize)> {
                             let v = u32::from_str_radix(&digits, 8).unwrap_or(0);
                             if v > 0xff {
                                 out.push((
-                                    Tok::Error(
-                                        "error: octal escape sequence out of range".into(),
-                                    ),
+                                    Tok::Error("error: octal escape sequence out of range".into()),
                                     w,
                                 ));
                                 return out;
@@ -121,10 +119,7 @@ fn lex(words: &[String]) -> Vec<(Tok, usize)> {
                             i = j;
                             continue;
                         }
-                        if n == b'x'
-                            && i + 2 < chars.len()
-                            && chars[i + 2].0.is_ascii_hexdigit()
-                        {
+                        if n == b'x' && i + 2 < chars.len() && chars[i + 2].0.is_ascii_hexdigit() {
                             let mut j = i + 2;
                             while j < chars.len() && j < i + 4 && chars[j].0.is_ascii_hexdigit() {
                                 j += 1;
@@ -307,7 +302,13 @@ impl ErrCtx<'_> {
                 let mark = carg == Some(i);
                 let text: String = a
                     .iter()
-                    .map(|&b| if (0x20..0x7f).contains(&b) { b as char } else { '.' })
+                    .map(|&b| {
+                        if (0x20..0x7f).contains(&b) {
+                            b as char
+                        } else {
+                            '.'
+                        }
+                    })
                     .collect();
                 let _ = write!(
                     s,
@@ -355,12 +356,7 @@ pub fn parse_ematch(c: &mut Cur) -> Result<Option<EmatchTree>> {
                     words,
                     consumed: consumed_at(&p, p.pos),
                 };
-                return Err(ctx.error(
-                    "Parse error",
-                    Some("syntax error"),
-                    None,
-                    EXPR_USAGE,
-                ));
+                return Err(ctx.error("Parse error", Some("syntax error"), None, EXPR_USAGE));
             }
         }
     };
@@ -465,9 +461,8 @@ fn is(a: &(Vec<u8>, bool), text: &str) -> bool {
 
 /// `cmp_parse_eopt`.
 fn parse_cmp(ctx: &ErrCtx, args: &[(Vec<u8>, bool)]) -> Result<Cmp> {
-    let err = |msg: &str, carg: Option<usize>| {
-        ctx.error(msg, None, Some(("cmp", args, carg)), CMP_USAGE)
-    };
+    let err =
+        |msg: &str, carg: Option<usize>| ctx.error(msg, None, Some(("cmp", args, carg)), CMP_USAGE);
     let align = if is(&args[0], "u8") {
         1
     } else if is(&args[0], "u16") {
@@ -494,9 +489,10 @@ fn parse_cmp(ctx: &ErrCtx, args: &[(Vec<u8>, bool)]) -> Result<Cmp> {
         };
         if is(a, "at") {
             let j = arg(&mut i)?;
-            offset = Some(bstrtoul(&args[j].0).ok_or_else(|| {
-                err("cmp: invalid offset, must be numeric", Some(j))
-            })?);
+            offset = Some(
+                bstrtoul(&args[j].0)
+                    .ok_or_else(|| err("cmp: invalid offset, must be numeric", Some(j)))?,
+            );
         } else if is(a, "layer") {
             let j = arg(&mut i)?;
             layer = match args[j].0.first() {
@@ -540,9 +536,8 @@ fn parse_cmp(ctx: &ErrCtx, args: &[(Vec<u8>, bool)]) -> Result<Cmp> {
 
 /// `u32_parse_eopt`.
 fn parse_u32(ctx: &ErrCtx, args: &[(Vec<u8>, bool)]) -> Result<U32Key> {
-    let err = |msg: &str, carg: Option<usize>| {
-        ctx.error(msg, None, Some(("u32", args, carg)), U32_USAGE)
-    };
+    let err =
+        |msg: &str, carg: Option<usize>| ctx.error(msg, None, Some(("u32", args, carg)), U32_USAGE);
     let align = if is(&args[0], "u8") {
         1
     } else if is(&args[0], "u16") {
@@ -555,7 +550,8 @@ fn parse_u32(ctx: &ErrCtx, args: &[(Vec<u8>, bool)]) -> Result<U32Key> {
     let Some(k) = args.get(1) else {
         return Err(err("u32: missing key", None));
     };
-    let mut key = bstrtoul(&k.0).ok_or_else(|| err("u32: invalid key, must be numeric", Some(1)))?;
+    let mut key =
+        bstrtoul(&k.0).ok_or_else(|| err("u32: invalid key, must be numeric", Some(1)))?;
     let Some(m) = args.get(2) else {
         return Err(err("u32: missing mask", None));
     };
@@ -704,12 +700,8 @@ fn parse_meta(ctx: &ErrCtx, args: &[(Vec<u8>, bool)]) -> Result<Meta> {
     if is(&args[0], "list") {
         return Err(Failure::options(meta_list()));
     }
-    let entry_types = |id: u16| -> &str {
-        META_TABLE
-            .iter()
-            .find(|e| e.1 == id)
-            .map_or("", |e| e.2)
-    };
+    let entry_types =
+        |id: u16| -> &str { META_TABLE.iter().find(|e| e.1 == id).map_or("", |e| e.2) };
     // `parse_object`: returns the index of the next unread argument.
     let object = |at: usize, v: &mut MetaVal, left: Option<&mut MetaVal>| -> Result<usize> {
         let (text, quoted) = &args[at];
@@ -740,14 +732,22 @@ fn parse_meta(ctx: &ErrCtx, args: &[(Vec<u8>, bool)]) -> Result<Meta> {
             if lt != rt {
                 let adopt = |x: &MetaVal| x.id() != meta_id::VALUE;
                 let compatible = |x: &MetaVal, t: u16| {
-                    entry_types(x.id())
-                        .chars()
-                        .any(|c| (if c == 'v' { META_TYPE_VAR } else { META_TYPE_INT }) == t)
+                    entry_types(x.id()).chars().any(|c| {
+                        (if c == 'v' {
+                            META_TYPE_VAR
+                        } else {
+                            META_TYPE_INT
+                        }) == t
+                    })
                 };
                 let ok = if adopt(l) && !adopt(v) {
-                    compatible(l, rt).then(|| l.kind = rt << 12 | l.id()).is_some()
+                    compatible(l, rt)
+                        .then(|| l.kind = rt << 12 | l.id())
+                        .is_some()
                 } else if adopt(v) && !adopt(l) {
-                    compatible(v, lt).then(|| v.kind = lt << 12 | v.id()).is_some()
+                    compatible(v, lt)
+                        .then(|| v.kind = lt << 12 | v.id())
+                        .is_some()
                 } else if adopt(l) && adopt(v) {
                     if compatible(l, rt) {
                         l.kind = rt << 12 | l.id();
@@ -866,8 +866,11 @@ fn scan_hex(s: &[u8]) -> Option<(u32, usize)> {
 
 /// `canid_parse_eopt`.
 fn parse_canid(ctx: &ErrCtx, args: &[(Vec<u8>, bool)]) -> Result<Vec<CanFilter>> {
-    let err = |msg: &str, carg: Option<usize>| {
-        ctx.error(msg, None, Some(("canid", args, carg)), CANID_USAGE)
+    // tc's `args` walks along the list: an error shows the arguments from the current one on.
+    let err = |msg: &str, from: usize, carg: bool| {
+        let rest = &args[from.min(args.len())..];
+        let shown = (!rest.is_empty()).then_some(("canid", rest, carg.then_some(0)));
+        ctx.error(msg, None, shown, CANID_USAGE)
     };
     let mut rules = Vec::new();
     let mut i = 0;
@@ -877,28 +880,24 @@ fn parse_canid(ctx: &ErrCtx, args: &[(Vec<u8>, bool)]) -> Result<Vec<CanFilter>>
         } else if is(&args[i], "eff") {
             true
         } else {
-            return Err(err("canid: invalid key", Some(i)));
+            return Err(err("canid: invalid key", i, true));
         };
         i += 1;
         let Some((text, _)) = args.get(i) else {
-            return Err(err("canid: missing argument", None));
+            return Err(err("canid: missing argument", i, true));
         };
         let (id, mask) = match scan_hex(text) {
-            Some((id, used)) if text.get(used) == Some(&b':') => match scan_hex(&text[used + 1..])
-            {
-                Some((m, _)) => (id, m),
-                None => (id, if eff { CAN_EFF_MASK } else { CAN_SFF_MASK }),
-            },
-            Some((id, _)) => (id, if eff { CAN_EFF_MASK } else { CAN_SFF_MASK }),
-            None => {
-                return Err(err(
-                    "canid: Improperly formed CAN ID & mask\n",
-                    Some(i),
-                ))
+            Some((id, used)) if text.get(used) == Some(&b':') => {
+                match scan_hex(&text[used + 1..]) {
+                    Some((m, _)) => (id, m),
+                    None => (id, if eff { CAN_EFF_MASK } else { CAN_SFF_MASK }),
+                }
             }
+            Some((id, _)) => (id, if eff { CAN_EFF_MASK } else { CAN_SFF_MASK }),
+            None => return Err(err("canid: Improperly formed CAN ID & mask\n", i, true)),
         };
         if rules.len() >= 400 {
-            return Err(err("canid: Too many arguments on input\n", Some(i)));
+            return Err(err("canid: Too many arguments on input\n", i, true));
         }
         rules.push(CanFilter {
             id: id | if eff { CAN_EFF_FLAG } else { 0 },

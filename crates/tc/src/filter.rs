@@ -12,9 +12,9 @@ use crate::{Failure, Output, Result, ShowFlags};
 use std::fmt::Write;
 use tclab_core::action::{ActionSpec, ACT_FLAG_SKIP_HW, ACT_FLAG_SKIP_SW};
 use tclab_core::error::{Errno, KernelError};
-use tclab_core::filter::fw::FwOptions;
 use tclab_core::filter::basic::BasicOptions;
 use tclab_core::filter::flow::{self, FlowOptions, KEY_NAMES};
+use tclab_core::filter::fw::FwOptions;
 use tclab_core::filter::matchall::MatchallOptions;
 use tclab_core::filter::u32::{self as cu32, Key, Sel, U32Entry, U32Options};
 use tclab_core::filter::{
@@ -1031,7 +1031,7 @@ const FLOW_USAGE: &str = "Usage: ... flow ...\n\n [mapping mode]: map key KEY [ 
 fn flow_keys(s: &str) -> Result<u32> {
     let mut keys = 0;
     for k in s.split(',') {
-        match KEY_NAMES.iter().position(|n| n.starts_with(k)) {
+        match KEY_NAMES.iter().position(|n| matches(k, n)) {
             Some(i) => keys |= 1 << i,
             None => return Err(Failure::options(format!("Unknown flow key \"{k}\""))),
         }
@@ -1102,9 +1102,8 @@ fn parse_flow(handle: Option<&str>, c: &mut Cur) -> Result<(u32, Option<FilterOp
             o.rshift = Some(num(c, "rshift")?);
         } else if matches(w, "addend") {
             let v = c.next_arg()?;
-            o.addend = Some(
-                flow_addend(v, keys).ok_or_else(|| Failure::options("Illegal \"addend\""))?,
-            );
+            o.addend =
+                Some(flow_addend(v, keys).ok_or_else(|| Failure::options("Illegal \"addend\""))?);
         } else if matches(w, "divisor") {
             o.divisor = Some(num(c, "divisor")?);
         } else if matches(w, "baseclass") {
@@ -1491,9 +1490,6 @@ fn print_entry(
                 let _ = write!(out, "flowid {} ", sprint_classid(b.classid));
             }
             crate::ematch::print_ematch(&b.ematches, out);
-            if b.exts.police_compat {
-                out.push('\n');
-            }
             print_exts(&b.exts, flags, now, out);
         }
         Entry::Flow(f) => {
@@ -1541,7 +1537,9 @@ fn print_entry(
                 crate::ematch::print_ematch(&f.ematches, out);
             }
             if f.exts.police_compat {
-                print_exts(&f.exts, flags, now, out);
+                if let Some(a) = f.exts.actions.first() {
+                    print_police_compat(&a.borrow(), flags, out);
+                }
             } else if !f.exts.actions.is_empty() {
                 out.push('\n');
                 print_exts(&f.exts, flags, now, out);

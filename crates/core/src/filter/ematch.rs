@@ -325,7 +325,8 @@ impl EmatchTree {
     }
 
     fn meta_match(&self, mt: &Meta, pkt: &Packet) -> bool {
-        let (Some(l), Some(r)) = (self.meta_get(&mt.left, pkt), self.meta_get(&mt.right, pkt)) else {
+        let (Some(l), Some(r)) = (self.meta_get(&mt.left, pkt), self.meta_get(&mt.right, pkt))
+        else {
             return false;
         };
         let ord = match (l, r) {
@@ -473,14 +474,11 @@ fn canid_match(rules: &[CanFilter], pkt: &Packet) -> bool {
             .any(|r| (r.id ^ id) & r.mask == 0)
     } else {
         let id = id & CAN_SFF_MASK;
-        rules
-            .iter()
-            .filter(|r| r.id & CAN_EFF_FLAG == 0)
-            .any(|r| {
-                // `em_canid_sff_match_add`: every id whose masked bits equal the rule's.
-                let mask = r.mask & CAN_SFF_MASK;
-                id & mask == r.id & mask
-            })
+        rules.iter().filter(|r| r.id & CAN_EFF_FLAG == 0).any(|r| {
+            // `em_canid_sff_match_add`: every id whose masked bits equal the rule's.
+            let mask = r.mask & CAN_SFF_MASK;
+            id & mask == r.id & mask
+        })
     }
 }
 
