@@ -835,10 +835,14 @@ fn resolve_block<'a>(
     };
     let ingress = matches!(sched.q.kind(), "ingress" | "clsact");
     if !ingress {
-        let Some(cl) = sched.q.classes() else {
-            return Err(KernelError::invalid("Qdisc not classful"));
+        let found = match sched.q.classes() {
+            Some(cl) => parent.minor() == 0 || cl.find(parent),
+            // SFQ has class operations in the kernel (a block, `find` that finds nothing): filters attach
+            // to the qdisc itself.
+            None if sched.q.block(Handle(parent.0 & 0xffff_0000)).is_some() => parent.minor() == 0,
+            None => return Err(KernelError::invalid("Qdisc not classful")),
         };
-        if parent.minor() != 0 && !cl.find(parent) {
+        if !found {
             return Err(KernelError::msg(
                 Errno::NoEntry,
                 "Specified class doesn't exist",

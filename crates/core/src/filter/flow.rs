@@ -253,6 +253,11 @@ fn dissect(pkt: &Packet) -> Dissected {
 }
 
 impl FlowFilter {
+    /// The current hash secret (`hashrnd`), for tests that recompute a hash.
+    pub fn hashrnd(&self) -> u32 {
+        self.hashrnd.get()
+    }
+
     /// `flow_key_get` for a tclab packet.
     fn key(&self, key: u32, pkt: &Packet, f: &Dissected) -> u32 {
         // `addr_fold(NULL)` — no socket, no route — is a per-boot constant; tclab's is 0. The destination
