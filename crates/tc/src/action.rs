@@ -1,6 +1,6 @@
 //! Actions in the tc language: `action …` lists inside filters and the `tc actions` command, after
-//! iproute2's `tc/m_action.c`, `m_gact.c`, `m_police.c`, `m_skbedit.c` and `tc_util.c` (6.1), and their
-//! printers.
+//! iproute2's `tc/m_action.c`, `m_gact.c`, `m_police.c`, `m_skbedit.c`, `m_connmark.c` and `tc_util.c`
+//! (6.1), and their printers.
 //!
 //! Parsers follow tc's return conventions through [`Failure`]: tc's `exit(-1)` (usage, `invarg`) is a
 //! code-255 failure that ends the command wherever it happens; a parser's `return -1` is a code-1 failure,

@@ -171,6 +171,12 @@ fn lex(words: &[String]) -> Vec<(Tok, usize)> {
     out
 }
 
+/// An argument of an ematch (`struct bstr`): its bytes and whether it was quoted.
+type Arg = (Vec<u8>, bool);
+/// One entry of the flattened list: inverted, relation, the kind and its arguments (none for a
+/// container), the container's target.
+type FlatEntry = (bool, u16, Option<(Vec<u8>, Vec<Arg>)>, u32);
+
 /// A parsed term.
 #[derive(Debug)]
 struct Node {
@@ -275,7 +281,7 @@ impl ErrCtx<'_> {
         &self,
         msg: &str,
         ematch_err: Option<&str>,
-        args: Option<(&str, &[(Vec<u8>, bool)], Option<usize>)>,
+        args: Option<(&str, &[Arg], Option<usize>)>,
         usage: &str,
     ) -> Failure {
         let mut s = String::from(msg);
@@ -372,11 +378,8 @@ pub fn parse_ematch(c: &mut Cur) -> Result<Option<EmatchTree>> {
         consumed: back,
     };
     // `flatten_tree`: each sequence, then the sequences of its containers, depth first.
-    let mut flat: Vec<(bool, u16, Option<(Vec<u8>, Vec<(Vec<u8>, bool)>)>, u32)> = Vec::new();
-    fn flatten(
-        seq: Vec<Node>,
-        flat: &mut Vec<(bool, u16, Option<(Vec<u8>, Vec<(Vec<u8>, bool)>)>, u32)>,
-    ) {
+    let mut flat: Vec<FlatEntry> = Vec::new();
+    fn flatten(seq: Vec<Node>, flat: &mut Vec<FlatEntry>) {
         let base = flat.len();
         let mut groups = Vec::new();
         for (i, n) in seq.into_iter().enumerate() {
@@ -1133,5 +1136,89 @@ mod tests {
         let mut s = String::new();
         print_kind(&t.matches[0].kind, &mut s);
         assert_eq!(s, "u32(0000a000/0000f000 at -16)");
+    }
+}
+
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+
+    /// Random expressions from the language's own vocabulary: the parser answers, never panics.
+    #[test]
+    fn random_expressions_never_panic() {
+        let vocab = [
+            "cmp(",
+            "u32(",
+            "meta(",
+            "canid(",
+            "nbyte(",
+            "(",
+            ")",
+            "and",
+            "OR",
+            "not",
+            "u8",
+            "u16",
+            "u32",
+            "at",
+            "-4",
+            "nexthdr+",
+            "nexthdr+8",
+            "layer",
+            "link",
+            "9",
+            "0x",
+            "mask",
+            "trans",
+            "eq",
+            "gt",
+            "lt",
+            "\"a\\x4g\"",
+            "\"\\777\"",
+            "\"\\18\"",
+            "\"",
+            "sff",
+            "eff",
+            "1:2",
+            ":",
+            "priority",
+            "dev",
+            "shift",
+            "list",
+            "0xffffffffffffffff",
+            "classid",
+            "",
+            "rshift",
+            "foo",
+        ];
+        let mut seed = 0x1234_5678_u64;
+        let mut next = |n: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % n
+        };
+        for _ in 0..20_000 {
+            let nwords = 1 + next(4);
+            let mut words = Vec::new();
+            for _ in 0..nwords {
+                let mut w = String::new();
+                for _ in 0..next(8) {
+                    w.push_str(vocab[next(vocab.len())]);
+                    if next(2) == 0 {
+                        w.push(' ');
+                    }
+                }
+                words.push(w);
+            }
+            let mut c = Cur::new(&words);
+            if let Ok(Some(t)) = parse_ematch(&mut c) {
+                assert!(c.i < words.len().max(1));
+                let mut out = String::new();
+                print_ematch(&t, &mut out);
+                let mut t = t;
+                let _ = t.validate();
+            }
+        }
     }
 }

@@ -1,5 +1,6 @@
-//! `tc filter …`: the command (iproute2's `tc/tc_filter.c`), the option parsers of u32, fw and matchall
-//! (`f_u32.c`, `f_fw.c`, `f_matchall.c`) and the printers that list filters as tc prints the kernel's
+//! `tc filter …`: the command (iproute2's `tc/tc_filter.c`), the option parsers of u32, fw, matchall,
+//! basic and flow (`f_u32.c`, `f_fw.c`, `f_matchall.c`, `f_basic.c`, `f_flow.c`; the ematch language of
+//! basic and flow is in [`crate::ematch`]) and the printers that list filters as tc prints the kernel's
 //! dump.
 //!
 //! One tclab-specific choice: tc 6.1 prints a u32 node's class as `*flowid 1:10` (a regression, fixed in

@@ -275,20 +275,10 @@ impl FlowFilter {
                 }
             }
             2 => f.proto as u32,
-            3 | 11 => {
-                if ports {
-                    f.sport as u32
-                } else {
-                    0
-                }
-            }
-            4 | 12 => {
-                if ports {
-                    f.dport as u32
-                } else {
-                    no_dst
-                }
-            }
+            3 | 11 if ports => f.sport as u32,
+            3 | 11 => 0,
+            4 | 12 if ports => f.dport as u32,
+            4 | 12 => no_dst,
             6 => pkt.priority,
             7 => pkt.mark,
             17 => super::ematch::rxhash(pkt),
