@@ -96,6 +96,21 @@ fn tdc_matchall() {
 }
 
 #[test]
+fn tdc_flow() {
+    assert_no_failures_except(&["filters/flow.json"], &[]);
+}
+
+#[test]
+fn tdc_basic() {
+    assert_no_failures_except(&["filters/basic.json"], &[]);
+}
+
+#[test]
+fn tdc_connmark() {
+    assert_no_failures(&["actions/connmark.json"]);
+}
+
+#[test]
 fn tdc_police() {
     assert_no_failures(&["actions/police.json"]);
 }

@@ -838,10 +838,14 @@ fn resolve_block<'a>(
     };
     let ingress = matches!(sched.q.kind(), "ingress" | "clsact");
     if !ingress {
-        let Some(cl) = sched.q.classes() else {
-            return Err(KernelError::invalid("Qdisc not classful"));
+        let found = match sched.q.classes() {
+            Some(cl) => parent.minor() == 0 || cl.find(parent),
+            // SFQ has class operations in the kernel (a block, `find` that finds nothing): filters attach
+            // to the qdisc itself.
+            None if sched.q.block(Handle(parent.0 & 0xffff_0000)).is_some() => parent.minor() == 0,
+            None => return Err(KernelError::invalid("Qdisc not classful")),
         };
-        if parent.minor() != 0 && !cl.find(parent) {
+        if !found {
             return Err(KernelError::msg(
                 Errno::NoEntry,
                 "Specified class doesn't exist",
@@ -880,7 +884,18 @@ impl Engine {
             ));
         }
         let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
-        let (block, _) = resolve_block(dev, parent)?;
+        let (block, at) = resolve_block(dev, parent)?;
+        if let Some(crate::filter::FilterOptions::Flow(o)) = &req.opts {
+            // cls_flow reads the handle of the block's qdisc for its default baseclass.
+            let mut req = req.clone();
+            req.opts = Some(crate::filter::FilterOptions::Flow(
+                crate::filter::flow::FlowOptions {
+                    qdisc: at.0 & 0xffff_0000,
+                    ..o.clone()
+                },
+            ));
+            return block.change(&req, flags, &mut self.actions, now);
+        }
         block.change(req, flags, &mut self.actions, now)
     }
 

@@ -1,6 +1,6 @@
 //! Actions in the tc language: `action …` lists inside filters and the `tc actions` command, after
-//! iproute2's `tc/m_action.c`, `m_gact.c`, `m_police.c`, `m_skbedit.c` and `tc_util.c` (6.1), and their
-//! printers.
+//! iproute2's `tc/m_action.c`, `m_gact.c`, `m_police.c`, `m_skbedit.c`, `m_connmark.c` and `tc_util.c`
+//! (6.1), and their printers.
 //!
 //! Parsers follow tc's return conventions through [`Failure`]: tc's `exit(-1)` (usage, `invarg`) is a
 //! code-255 failure that ends the command wherever it happens; a parser's `return -1` is a code-1 failure,
@@ -12,6 +12,7 @@ use crate::util::{
 };
 use crate::{Failure, Result, ShowFlags};
 use std::fmt::Write;
+use tclab_core::action::connmark::Connmark;
 use tclab_core::action::gact::{Gact, GactProb, ProbType};
 use tclab_core::action::police::PoliceParams;
 use tclab_core::action::skbedit::Skbedit;
@@ -485,6 +486,55 @@ fn parse_skbedit(c: &mut Cur) -> Result<(ActionParams, u32)> {
     Ok((ActionParams::Skbedit(s), index))
 }
 
+const CONNMARK_USAGE: &str = "Usage: ... connmark [zone ZONE] [CONTROL] [index <INDEX>]\nwhere :\n\tZONE is the conntrack zone\n\tCONTROL := reclassify | pipe | drop | continue | ok |\n\t           goto chain <CHAIN_INDEX>";
+
+/// `parse_connmark`: `connmark [zone Z] [CONTROL] [index N]`, control `pipe` by default. When it
+/// fails, tc's cursor is still at `connmark` (the parser worked on copies).
+fn parse_connmark(c: &mut Cur) -> Result<(ActionParams, u32)> {
+    let start = c.i;
+    connmark_body(c).inspect_err(|f| {
+        if f.code == 1 {
+            c.i = start;
+        }
+    })
+}
+
+fn connmark_body(c: &mut Cur) -> Result<(ActionParams, u32)> {
+    while let Some(w) = c.peek() {
+        if matches(w, "connmark") {
+            c.fwd();
+        } else if matches(w, "help") {
+            return Err(Failure::syntax(CONNMARK_USAGE));
+        } else {
+            break;
+        }
+    }
+    let mut cm = Connmark {
+        action: TC_ACT_PIPE,
+        zone: 0,
+    };
+    if c.peek().is_some_and(|w| matches(w, "zone")) {
+        let v = c.next_arg()?;
+        cm.zone = get_u16(v, 10).ok_or_else(|| bad("connmark: Illegal \"zone\""))?;
+        c.fwd();
+    }
+    // `parse_action_control_dflt`: a word that is no control (or a malformed one) leaves the default and
+    // the cursor where it was.
+    let at = c.i;
+    match parse_control(c, false, true) {
+        Ok(Some(r)) => cm.action = r,
+        Err(f) if f.code != 1 => return Err(f),
+        _ => c.i = at,
+    }
+    let mut index = 0;
+    if c.peek().is_some_and(|w| matches(w, "index")) {
+        let v = c.next_arg()?;
+        index = get_u32(v, 10).ok_or_else(|| bad("connmark: Illegal \"index\""))?;
+        c.fwd();
+    }
+    Ok((ActionParams::Connmark(cm), index))
+}
+
 /// `new_cmd`: a word that starts the next `tc actions` command.
 fn new_cmd(w: &str) -> bool {
     ["change", "replace", "delete", "get", "add"]
@@ -524,6 +574,7 @@ pub fn parse_actions(c: &mut Cur) -> Result<Vec<ActionSpec>> {
         let parsed = match kind {
             "police" => parse_police(c, true),
             "skbedit" => parse_skbedit(c),
+            "connmark" => parse_connmark(c),
             // tc falls back on gact for any kind it has no module for: `action pump` is gact's "Bad
             // action type pump".
             _ => parse_gact(c),
@@ -688,6 +739,11 @@ pub fn print_action(
             out.push_str(&sprint_control(" ", s.action, ""));
             let _ = write!(out, "\n\t index {} {refs}{tm}\n", a.index);
         }
+        ActionParams::Connmark(cm) => {
+            let _ = write!(out, "connmark zone {}", cm.zone);
+            out.push_str(&sprint_control(" ", cm.action, ""));
+            let _ = write!(out, "\n\t index {} {refs}{tm}\n", a.index);
+        }
         ActionParams::Police(p) => {
             print_police_body(p, a.index, flags, out);
             let _ = write!(out, "\n\t{refs} {tm}\n");
@@ -776,7 +832,7 @@ pub fn print_police_compat(a: &Action, flags: ShowFlags, out: &mut String) {
 const ACT_USAGE: &str = "usage: tc actions <ACTSPECOP>*\nWhere: \tACTSPECOP := ACR | GD | FL\n\tACR := add | change | replace <ACTSPEC>*\n\tGD := get | delete | <ACTISPEC>*\n\tFL := ls | list | flush | <ACTNAMESPEC>\n\tACTNAMESPEC :=  action <ACTNAME>\n\tACTISPEC := <ACTNAMESPEC> <INDEXSPEC>\n\tACTSPEC := action <ACTDETAIL> [INDEXSPEC] [HWSTATSSPEC] [SKIPSPEC]\n\tINDEXSPEC := index <32 bit indexvalue>\n\tHWSTATSSPEC := hw_stats [ immediate | delayed | disabled ]\n\tSKIPSPEC := [ skip_sw | skip_hw ]\n\tACTDETAIL := <ACTNAME> <ACTPARAMS>\n\t\tExample ACTNAME is gact, mirred, bpf, etc\n\t\tEach action has its own parameters (ACTPARAMS)\n";
 
 /// The action kinds tclab's "kernel" has.
-const KINDS: &[&str] = &["gact", "police", "skbedit"];
+const KINDS: &[&str] = &["gact", "police", "skbedit", "connmark"];
 
 const TALK: &str = "We have an error talking to the kernel";
 

@@ -1,5 +1,6 @@
-//! `tc filter …`: the command (iproute2's `tc/tc_filter.c`), the option parsers of u32, fw and matchall
-//! (`f_u32.c`, `f_fw.c`, `f_matchall.c`) and the printers that list filters as tc prints the kernel's
+//! `tc filter …`: the command (iproute2's `tc/tc_filter.c`), the option parsers of u32, fw, matchall,
+//! basic and flow (`f_u32.c`, `f_fw.c`, `f_matchall.c`, `f_basic.c`, `f_flow.c`; the ematch language of
+//! basic and flow is in [`crate::ematch`]) and the printers that list filters as tc prints the kernel's
 //! dump.
 //!
 //! One tclab-specific choice: tc 6.1 prints a u32 node's class as `*flowid 1:10` (a regression, fixed in
@@ -12,6 +13,8 @@ use crate::{Failure, Output, Result, ShowFlags};
 use std::fmt::Write;
 use tclab_core::action::{ActionSpec, ACT_FLAG_SKIP_HW, ACT_FLAG_SKIP_SW};
 use tclab_core::error::{Errno, KernelError};
+use tclab_core::filter::basic::BasicOptions;
+use tclab_core::filter::flow::{self, FlowOptions, KEY_NAMES};
 use tclab_core::filter::fw::FwOptions;
 use tclab_core::filter::matchall::MatchallOptions;
 use tclab_core::filter::u32::{self as cu32, Key, Sel, U32Entry, U32Options};
@@ -316,7 +319,7 @@ fn modify(engine: &mut Engine, argv: &[String], ff: Option<FilterFlags>, now: Na
 
 /// The kinds tc knows but tclab's "kernel" has no module for.
 const KNOWN_TO_TC: &[&str] = &[
-    "basic", "flow", "flower", "bpf", "cgroup", "route", "rsvp", "rsvp6", "tcindex",
+    "flower", "bpf", "cgroup", "route", "rsvp", "rsvp6", "tcindex",
 ];
 
 /// A filter kind's `parse_fopt`: the handle and the options (`None`: no `TCA_OPTIONS`).
@@ -329,6 +332,8 @@ fn parse_fopt(
         "u32" => parse_u32(handle, c),
         "fw" => parse_fw(handle, c),
         "matchall" => parse_matchall(handle, c),
+        "basic" => parse_basic(handle, c),
+        "flow" => parse_flow(handle, c),
         k if KNOWN_TO_TC.contains(&k) => Err(kernel(KernelError::msg(
             Errno::NoEntry,
             "TC classifier not found",
@@ -969,6 +974,176 @@ fn parse_matchall(handle: Option<&str>, c: &mut Cur) -> Result<(u32, Option<Filt
     Ok((h, Some(FilterOptions::Matchall(o))))
 }
 
+// ----- basic -----
+
+const BASIC_USAGE: &str = "Usage: ... basic [ match EMATCH_TREE ]\n                 [ action ACTION_SPEC ] [ classid CLASSID ]\n\nWhere:\tSELECTOR := SAMPLE SAMPLE ...\n\tFILTERID := X:Y:Z\n\tACTION_SPEC := ... look at individual actions\n\nNOTE: CLASSID is parsed as hexadecimal input.";
+
+/// `match EXPR` of basic and flow: the expression, or tc's `Illegal "ematch"`.
+fn filter_ematch(c: &mut Cur) -> Result<Option<crate::ematch::EmatchTreeOpt>> {
+    c.next_arg()?;
+    crate::ematch::parse_ematch(c).map_err(|f| {
+        if f.code == 1 {
+            Failure::options(format!("{}\nIllegal \"ematch\"", f.msg))
+        } else {
+            f
+        }
+    })
+}
+
+/// `basic_parse_opt`.
+fn parse_basic(handle: Option<&str>, c: &mut Cur) -> Result<(u32, Option<FilterOptions>)> {
+    let h = match handle {
+        Some(s) => strtol_handle(s)?,
+        None => 0,
+    };
+    if c.left() == 0 {
+        return Ok((h, None));
+    }
+    let mut o = BasicOptions::default();
+    while let Some(w) = c.peek() {
+        if matches(w, "match") {
+            if let Some(t) = filter_ematch(c)? {
+                o.ematches = Some(t);
+            }
+            continue;
+        } else if matches(w, "classid") || w == "flowid" {
+            o.classid = Some(classid_arg(c)?);
+        } else if matches(w, "action") {
+            o.exts.actions = filter_actions(c, "\"action\"")?;
+            continue;
+        } else if matches(w, "police") {
+            o.exts.police = Some(filter_police(c)?);
+            continue;
+        } else if w == "help" {
+            return Err(Failure::options(BASIC_USAGE));
+        } else {
+            return Err(Failure::options(format!("What is \"{w}\"?\n{BASIC_USAGE}")));
+        }
+        c.fwd();
+    }
+    Ok((h, Some(FilterOptions::Basic(o))))
+}
+
+// ----- flow -----
+
+const FLOW_USAGE: &str = "Usage: ... flow ...\n\n [mapping mode]: map key KEY [ OPS ] ...\n [hashing mode]: hash keys KEY-LIST ... [ perturb SECS ]\n\n                 [ divisor NUM ] [ baseclass ID ] [ match EMATCH_TREE ]\n                 [ action ACTION_SPEC ]\n\nKEY-LIST := [ KEY-LIST , ] KEY\nKEY      := [ src | dst | proto | proto-src | proto-dst | iif | priority |\n              mark | nfct | nfct-src | nfct-dst | nfct-proto-src |\n              nfct-proto-dst | rt-classid | sk-uid | sk-gid |\n              vlan-tag | rxhash ]\nOPS      := [ or NUM | and NUM | xor NUM | rshift NUM | addend NUM ]\nID       := X:Y";
+
+/// `flow_parse_keys`: comma-separated key names, each a prefix of one (the first that fits).
+fn flow_keys(s: &str) -> Result<u32> {
+    let mut keys = 0;
+    for k in s.split(',') {
+        match KEY_NAMES.iter().position(|n| matches(k, n)) {
+            Some(i) => keys |= 1 << i,
+            None => return Err(Failure::options(format!("Unknown flow key \"{k}\""))),
+        }
+    }
+    Ok(keys)
+}
+
+/// `get_addend`: a number, or for address keys an address (its last 32 bits), optionally negated.
+fn flow_addend(v: &str, keys: u32) -> Option<u32> {
+    let (neg, v) = match v.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, v),
+    };
+    let n = match get_u32(v, 0) {
+        Some(n) => n,
+        // tc tests `keys & (FLOW_KEY_SRC | FLOW_KEY_DST | FLOW_KEY_NFCT_SRC | FLOW_KEY_NFCT_DST)`, the
+        // enum values (0|1|9|10 = 11) rather than their bits: src, dst and proto-src.
+        None if keys & 11 != 0 => {
+            if let Ok(a) = v.parse::<std::net::Ipv4Addr>() {
+                u32::from(a)
+            } else if let Ok(a) = v.parse::<std::net::Ipv6Addr>() {
+                let o = a.octets();
+                u32::from_be_bytes([o[12], o[13], o[14], o[15]])
+            } else {
+                return None;
+            }
+        }
+        None => return None,
+    };
+    Some(if neg { n.wrapping_neg() } else { n })
+}
+
+/// `flow_parse_opt`.
+fn parse_flow(handle: Option<&str>, c: &mut Cur) -> Result<(u32, Option<FilterOptions>)> {
+    let h = match handle {
+        Some(s) => get_u32(s, 0).ok_or_else(|| Failure::options("Illegal \"handle\""))?,
+        None => 0,
+    };
+    let mut o = FlowOptions::default();
+    let (mut mask, mut xor, mut keys, mut mode) = (u32::MAX, 0u32, 0u32, flow::MODE_MAP);
+    let num = |c: &mut Cur, what: &str| -> Result<u32> {
+        let v = c.next_arg()?;
+        get_u32(v, 0).ok_or_else(|| Failure::options(format!("Illegal \"{what}\"")))
+    };
+    let mut bitop = |m: u32, x: u32| {
+        xor = x ^ (xor & m);
+        mask &= m;
+    };
+    while let Some(w) = c.peek() {
+        if matches(w, "map") {
+            mode = flow::MODE_MAP;
+        } else if matches(w, "hash") {
+            mode = flow::MODE_HASH;
+        } else if matches(w, "keys") {
+            let v = c.next_arg()?;
+            keys = flow_keys(v)?;
+            o.keys = Some(keys);
+        } else if matches(w, "and") {
+            let t = num(c, "mask")?;
+            bitop(t, 0);
+        } else if matches(w, "or") {
+            let t = num(c, "or")?;
+            bitop(!t, t);
+        } else if matches(w, "xor") {
+            let t = num(c, "xor")?;
+            bitop(u32::MAX, t);
+        } else if matches(w, "rshift") {
+            o.rshift = Some(num(c, "rshift")?);
+        } else if matches(w, "addend") {
+            let v = c.next_arg()?;
+            o.addend =
+                Some(flow_addend(v, keys).ok_or_else(|| Failure::options("Illegal \"addend\""))?);
+        } else if matches(w, "divisor") {
+            o.divisor = Some(num(c, "divisor")?);
+        } else if matches(w, "baseclass") {
+            let v = c.next_arg()?;
+            o.baseclass = Some(
+                get_tc_classid(v)
+                    .filter(|b| b & 0xffff != 0)
+                    .ok_or_else(|| Failure::options("Illegal \"baseclass\""))?,
+            );
+        } else if matches(w, "perturb") {
+            o.perturb = Some(num(c, "perturb")?);
+        } else if matches(w, "police") {
+            o.exts.police = Some(filter_police(c)?);
+            continue;
+        } else if matches(w, "action") {
+            o.exts.actions = filter_actions(c, "\"action\"")?;
+            continue;
+        } else if matches(w, "match") {
+            if let Some(t) = filter_ematch(c)? {
+                o.ematches = Some(t);
+            }
+            continue;
+        } else if matches(w, "help") {
+            return Err(Failure::options(FLOW_USAGE));
+        } else {
+            return Err(Failure::options(format!("What is \"{w}\"?\n{FLOW_USAGE}")));
+        }
+        c.fwd();
+    }
+    if keys.count_ones() > 1 && mode != flow::MODE_HASH {
+        return Err(Failure::options("Invalid mode \"map\" for multiple keys"));
+    }
+    o.mode = Some(mode);
+    if mask != u32::MAX || xor != 0 {
+        o.mask_xor = Some((mask, xor));
+    }
+    Ok((h, Some(FilterOptions::Flow(o))))
+}
+
 // ----- get and show -----
 
 /// `tc filter get`.
@@ -1092,6 +1267,8 @@ enum Entry<'a> {
     U32(U32Entry<'a>),
     Fw(&'a tclab_core::filter::fw::FwFilter, Option<u32>),
     Matchall(&'a tclab_core::filter::matchall::MatchallFilter),
+    Basic(&'a tclab_core::filter::basic::BasicFilter),
+    Flow(&'a tclab_core::filter::flow::FlowFilter),
 }
 
 fn entries<'a>(block: &'a tclab_core::filter::Block, tp: &'a Tp) -> Vec<Entry<'a>> {
@@ -1108,6 +1285,8 @@ fn entries<'a>(block: &'a tclab_core::filter::Block, tp: &'a Tp) -> Vec<Entry<'a
             .map(|x| Entry::Fw(x, f.mask))
             .collect(),
         Classifier::Matchall(m) => m.filter.iter().map(Entry::Matchall).collect(),
+        Classifier::Basic(b) => b.filters.iter().map(Entry::Basic).collect(),
+        Classifier::Flow(f) => f.filters.iter().map(Entry::Flow).collect(),
     }
 }
 
@@ -1117,6 +1296,8 @@ fn entry_handle(e: &Entry) -> u32 {
         Entry::U32(U32Entry::Node(n)) => n.handle,
         Entry::Fw(f, _) => f.id,
         Entry::Matchall(m) => m.handle,
+        Entry::Basic(b) => b.handle,
+        Entry::Flow(f) => f.handle,
     }
 }
 
@@ -1301,6 +1482,69 @@ fn print_entry(
                 out.push_str("\n  not_in_hw");
             }
             print_exts(&m.exts, flags, now, out);
+        }
+        Entry::Basic(b) => {
+            if b.handle != 0 {
+                let _ = write!(out, "handle {:#x} ", b.handle);
+            }
+            if b.classid != 0 {
+                let _ = write!(out, "flowid {} ", sprint_classid(b.classid));
+            }
+            crate::ematch::print_ematch(&b.ematches, out);
+            print_exts(&b.exts, flags, now, out);
+        }
+        Entry::Flow(f) => {
+            let _ = write!(out, "handle {:#x} ", f.handle);
+            match f.mode {
+                flow::MODE_MAP => out.push_str("map "),
+                flow::MODE_HASH => out.push_str("hash "),
+                _ => {}
+            }
+            out.push_str("keys ");
+            let names: Vec<&str> = (0..KEY_NAMES.len())
+                .filter(|i| f.keymask & (1 << i) != 0)
+                .map(|i| KEY_NAMES[i])
+                .collect();
+            let _ = write!(out, "{} ", names.join(","));
+            if f.mask != u32::MAX || f.xor != 0 {
+                let or = (f.mask & f.xor) ^ f.xor;
+                let xor = f.mask & f.xor;
+                if f.mask != u32::MAX {
+                    let _ = write!(out, "and 0x{:08x} ", f.mask);
+                }
+                if xor != 0 {
+                    let _ = write!(out, "xor 0x{xor:08x} ");
+                }
+                if or != 0 {
+                    let _ = write!(out, "or 0x{or:08x} ");
+                }
+            }
+            if f.rshift != 0 {
+                let _ = write!(out, "rshift {} ", f.rshift);
+            }
+            if f.addend != 0 {
+                let _ = write!(out, "addend {:#x} ", f.addend);
+            }
+            if f.divisor != 0 {
+                let _ = write!(out, "divisor {} ", f.divisor);
+            }
+            if f.baseclass != 0 {
+                let _ = write!(out, "baseclass {} ", sprint_classid(f.baseclass));
+            }
+            if f.perturb != 0 {
+                let _ = write!(out, "perturb {}sec ", f.perturb);
+            }
+            if !f.ematches.is_empty() {
+                crate::ematch::print_ematch(&f.ematches, out);
+            }
+            if f.exts.police_compat {
+                if let Some(a) = f.exts.actions.first() {
+                    print_police_compat(&a.borrow(), flags, out);
+                }
+            } else if !f.exts.actions.is_empty() {
+                out.push('\n');
+                print_exts(&f.exts, flags, now, out);
+            }
         }
     }
     out.push('\n');

@@ -15,6 +15,7 @@
 //! - [`fuzz`]: the property checks behind the parser's fuzz target and its deterministic test.
 
 pub mod action;
+pub mod ematch;
 pub mod filter;
 pub mod fuzz;
 pub mod iptables;

@@ -13,6 +13,7 @@
 //! reference counts are the kernel's: `ref` counts the table's own hold plus every binding, `bind` the
 //! bindings; an action whose `ref` drops to zero leaves the table.
 
+pub mod connmark;
 pub mod gact;
 pub mod police;
 pub mod skbedit;
@@ -63,6 +64,7 @@ pub enum ActionParams {
     Gact(gact::Gact),
     Police(police::PoliceParams),
     Skbedit(skbedit::Skbedit),
+    Connmark(connmark::Connmark),
 }
 
 impl ActionParams {
@@ -71,6 +73,7 @@ impl ActionParams {
             ActionParams::Gact(_) => "gact",
             ActionParams::Police(_) => "police",
             ActionParams::Skbedit(_) => "skbedit",
+            ActionParams::Connmark(_) => "connmark",
         }
     }
     /// The control codes this action may answer with, for the goto-chain check.
@@ -85,6 +88,7 @@ impl ActionParams {
             }
             ActionParams::Police(p) => vec![p.action, p.result],
             ActionParams::Skbedit(s) => vec![s.action],
+            ActionParams::Connmark(c) => vec![c.action],
         }
     }
 }
@@ -130,6 +134,13 @@ impl Action {
         let c = match &self.params {
             ActionParams::Gact(g) => g.act(pkt),
             ActionParams::Skbedit(s) => s.act(pkt),
+            ActionParams::Connmark(c) => {
+                let (c, marked) = c.act(pkt);
+                if marked {
+                    self.stats.overlimits += 1;
+                }
+                c
+            }
             ActionParams::Police(p) => {
                 let (c, over) = self.police.act(p, pkt, now);
                 if over {

@@ -16,6 +16,9 @@
 //! Configuration follows `tc_new_tfilter`/`tc_del_tfilter`: find or create the instance, then let the kind's
 //! `change` validate everything and apply it whole, so a refused command leaves the block as it was.
 
+pub mod basic;
+pub mod ematch;
+pub mod flow;
 pub mod fw;
 pub mod matchall;
 pub mod u32;
@@ -104,6 +107,8 @@ pub enum FilterOptions {
     U32(u32::U32Options),
     Fw(fw::FwOptions),
     Matchall(matchall::MatchallOptions),
+    Basic(basic::BasicOptions),
+    Flow(flow::FlowOptions),
 }
 
 impl FilterOptions {
@@ -112,6 +117,8 @@ impl FilterOptions {
             FilterOptions::U32(_) => "u32",
             FilterOptions::Fw(_) => "fw",
             FilterOptions::Matchall(_) => "matchall",
+            FilterOptions::Basic(_) => "basic",
+            FilterOptions::Flow(_) => "flow",
         }
     }
     fn exts(&self) -> &ExtsSpec {
@@ -119,6 +126,8 @@ impl FilterOptions {
             FilterOptions::U32(o) => &o.exts,
             FilterOptions::Fw(o) => &o.exts,
             FilterOptions::Matchall(o) => &o.exts,
+            FilterOptions::Basic(o) => &o.exts,
+            FilterOptions::Flow(o) => &o.exts,
         }
     }
 }
@@ -129,6 +138,8 @@ pub enum Classifier {
     U32(u32::U32Tp),
     Fw(fw::FwHead),
     Matchall(matchall::Matchall),
+    Basic(basic::BasicHead),
+    Flow(flow::FlowHead),
 }
 
 impl Classifier {
@@ -137,6 +148,8 @@ impl Classifier {
             Classifier::U32(_) => "u32",
             Classifier::Fw(_) => "fw",
             Classifier::Matchall(_) => "matchall",
+            Classifier::Basic(_) => "basic",
+            Classifier::Flow(_) => "flow",
         }
     }
 }
@@ -235,6 +248,8 @@ impl Block {
             Classifier::U32(u) => u.classify(&self.u32_common, pkt, now, res),
             Classifier::Fw(f) => f.classify(pkt, now, res),
             Classifier::Matchall(m) => m.classify(pkt, now, res),
+            Classifier::Basic(b) => b.classify(pkt, now, res),
+            Classifier::Flow(f) => f.classify(pkt, now, res),
         }
     }
 
@@ -305,6 +320,8 @@ impl Block {
                     "u32" => Classifier::U32(self.u32_common.new_tp(prio)),
                     "fw" => Classifier::Fw(fw::FwHead::default()),
                     "matchall" => Classifier::Matchall(matchall::Matchall::default()),
+                    "basic" => Classifier::Basic(basic::BasicHead::default()),
+                    "flow" => Classifier::Flow(flow::FlowHead::default()),
                     _ => return Err(KernelError::msg(Errno::NoEntry, "TC classifier not found")),
                 };
                 let list = self.chains.entry(req.chain).or_default();
@@ -389,6 +406,20 @@ impl Block {
                 };
                 m.change(req.handle, o, actions, now)
             }
+            (Classifier::Basic(b), o) => {
+                let o = match o {
+                    Some(FilterOptions::Basic(o)) => Some(o),
+                    _ => None,
+                };
+                b.change(req.handle, o, actions, now)
+            }
+            (Classifier::Flow(f), o) => {
+                let o = match o {
+                    Some(FilterOptions::Flow(o)) => Some(o),
+                    _ => None,
+                };
+                f.change(req.handle, o, actions, now)
+            }
         }
     }
 
@@ -398,6 +429,8 @@ impl Block {
             Classifier::U32(u) => u.get(&self.u32_common, handle),
             Classifier::Fw(f) => f.get(handle),
             Classifier::Matchall(m) => m.get(handle),
+            Classifier::Basic(b) => b.get(handle),
+            Classifier::Flow(f) => f.get(handle),
         }
     }
 
@@ -413,6 +446,8 @@ impl Block {
             Classifier::U32(u) => self.u32_common.destroy_tp(&u, tp.prio, actions),
             Classifier::Fw(f) => f.destroy(actions),
             Classifier::Matchall(m) => m.destroy(actions),
+            Classifier::Basic(b) => b.destroy(actions),
+            Classifier::Flow(f) => f.destroy(actions),
         }
         if self.chains.get(&chain).is_some_and(|l| l.is_empty()) {
             self.chains.remove(&chain);
@@ -490,6 +525,8 @@ impl Block {
             Classifier::U32(u) => u.delete(u32_common, prio, req.handle, actions)?,
             Classifier::Fw(f) => f.delete(req.handle, actions),
             Classifier::Matchall(m) => m.delete(actions),
+            Classifier::Basic(b) => b.delete(req.handle, actions),
+            Classifier::Flow(f) => f.delete(req.handle, actions),
         };
         if last {
             self.remove_tp(req.chain, idx, actions);
