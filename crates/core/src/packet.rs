@@ -25,6 +25,10 @@ pub struct Packet {
     pub enqueue_ns: Nanos,
     /// An identifier the driver can use to follow the packet (flow, sequence); qdiscs ignore it.
     pub tag: u64,
+    /// The mark of the packet's connection-tracking entry, when netfilter tracked it (`skb->_nfct`'s
+    /// `ct->mark`, read when the packet last passed a netfilter hook); `None` for an untracked packet.
+    /// The `connmark` action restores `mark` from it.
+    pub ct_mark: Option<u32>,
 }
 
 impl Packet {

@@ -2,12 +2,14 @@
 //! `iptables -j CONNMARK --restore-mark` does, but at tc's hook (typically on ingress, so that `fw` filters
 //! see a mark that netfilter saved on the connection earlier).
 //!
-//! The kernel looks the packet up in the conntrack table of the action's `zone`; when an entry exists,
-//! `skb->mark` becomes its mark and the action counts it (as an overlimit, the kernel's way of counting
-//! marked packets). With no entry — an untracked packet, a packet that is not IPv4/IPv6 or is shorter than
-//! an IP header — nothing changes. tclab's packet path has no connection tracking yet, so every packet is
-//! untracked here: the action answers its control code (`pipe` by default) and leaves the mark alone,
-//! which is exactly what the kernel does for untracked packets.
+//! The kernel takes the packet's connection (the skb's `_nfct`, set when netfilter's conntrack saw it);
+//! when there is one, `skb->mark` becomes its mark and the action counts it (as an overlimit, the kernel's
+//! way of counting marked packets). tclab carries that connection's mark on the packet (`ct_mark`, set by
+//! the netfilter hooks). With no entry — an untracked packet, a packet that is not IPv4/IPv6 or is shorter
+//! than an IP header — nothing changes: the action answers its control code (`pipe` by default).
+//!
+//! Not modelled: the kernel's fallback lookup by tuple in the action's `zone` for a packet conntrack has
+//! not seen yet (tc's ingress hook runs before netfilter's PREROUTING); such a packet is untracked here.
 
 use super::Control;
 use crate::packet::Packet;
@@ -30,7 +32,12 @@ impl Connmark {
         if (pkt.len as usize) < ip_header {
             return (self.action, false);
         }
-        // No conntrack entry exists for any tclab packet (see the module comment): no change.
-        (self.action, false)
+        match pkt.ct_mark {
+            Some(mark) => {
+                pkt.mark = mark;
+                (self.action, true)
+            }
+            None => (self.action, false),
+        }
     }
 }

@@ -745,6 +745,11 @@ impl Netfilter {
                 self.conntrack.unconfirm(ct);
             }
         }
+        // The skb keeps a reference to its connection; tc's connmark action reads the mark through it.
+        pkt.ct_mark = cx
+            .ct
+            .and_then(|ct| self.conntrack.get(ct.id))
+            .map(|c| c.mark);
         v
     }
 

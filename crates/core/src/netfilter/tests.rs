@@ -644,3 +644,40 @@ fn truncated_and_odd_packets_never_panic() {
         }
     }
 }
+
+#[test]
+fn the_packet_carries_its_connections_mark_for_tc_connmark() {
+    // CONNMARK --set-mark 0x64 in PREROUTING of the first packet; a later packet of the same connection in
+    // the reply direction, with no mark of its own, still names the connection's mark, and tc's connmark
+    // action restores it (act_connmark: skb->mark = ct->mark). An untracked packet carries none.
+    let mut nf = nf_with(
+        "PREROUTING",
+        vec![rule(
+            vec![],
+            Target::Connmark(ConnmarkOp::Set {
+                ctmark: 0x64,
+                ctmask: u32::MAX,
+            }),
+        )],
+    );
+    let mut p = udp(A, 1000, B, 53, 20);
+    nf.hook(Hook::PreRouting, &mut p, Some("eth1"), None, 0);
+    assert_eq!(p.ct_mark, Some(0x64));
+    assert_eq!(
+        p.mark, 0,
+        "CONNMARK --set-mark marks the connection, not the packet"
+    );
+    let mut r = udp(B, 53, A, 1000, 40);
+    nf.hook(Hook::PostRouting, &mut r, None, Some("eth1"), 1);
+    assert_eq!(
+        r.ct_mark,
+        Some(0x64),
+        "the reply belongs to the same connection"
+    );
+    let cm = crate::action::connmark::Connmark::default();
+    assert_eq!(cm.act(&mut r).1, true);
+    assert_eq!(r.mark, 0x64);
+    let mut untracked = udp(A, 7, B, 8, 1);
+    assert_eq!(cm.act(&mut untracked).1, false);
+    assert_eq!(untracked.mark, 0);
+}
