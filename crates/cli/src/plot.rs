@@ -3,7 +3,7 @@
 //! The first is seed 000's picture: IN and OUT bit/s of the shaping router over time, raw and smoothed,
 //! 1400×600, titled with the policy. The others show per-class rates, ping RTT over time, queue backlog and
 //! per-flow goodput. Text needs a TrueType font: the DejaVu fonts Debian ships (`fonts-dejavu-core`) are
-//! looked for in the usual places; without one, plotting stops with an error saying so.
+//! looked for in the usual places; without one, `tclab sim` and `tclab demo` skip the plots and say so.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -30,7 +30,7 @@ pub struct Chart {
     pub size: (u32, u32),
 }
 
-const FONT_PATHS: &[&str] = &[
+pub const FONT_PATHS: &[&str] = &[
     "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
     "/usr/share/fonts/TTF/DejaVuSans.ttf",
     "/usr/share/fonts/dejavu/DejaVuSans.ttf",
@@ -119,6 +119,11 @@ where
         .map_err(err)?;
     root.present().map_err(err)?;
     Ok(())
+}
+
+/// Is there a font to draw text with?
+pub fn font_available() -> bool {
+    font_ready()
 }
 
 /// Write `c` as DIR/STEM.svg and DIR/STEM.png. Returns the files written.

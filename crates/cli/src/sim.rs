@@ -167,8 +167,19 @@ pub fn output_files(sc: &Scenario, out: &Outcome) -> Result<Vec<(String, Vec<u8>
     Ok(files)
 }
 
+/// Draw the run's charts into `dir`. Without a font the run's other results stand: say so once and go on.
 pub fn write_plots(dir: &Path, sc: &Scenario, out: &Outcome) -> Result<Vec<String>, String> {
     let mut written = Vec::new();
+    if !plot::font_available() {
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| {
+            eprintln!(
+                "tclab: warning: no TrueType font found ({}); plots skipped. Install fonts-dejavu-core to get them.",
+                plot::FONT_PATHS.join(", ")
+            )
+        });
+        return Ok(written);
+    }
     for c in plot::charts(sc, out) {
         written.extend(plot::render(dir, &c)?);
     }
