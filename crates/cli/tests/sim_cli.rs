@@ -133,6 +133,32 @@ fn bad_scenarios_fail_clearly_and_write_nothing() {
             "nothing written for a bad scenario"
         );
     }
+    // A policy script that fails (exits non-zero), and one that does not exist.
+    std::fs::write(
+        d.join("fails.sh"),
+        "#!/bin/bash\ntc qdisc add dev eth0 root tbf rate 1mbit burst 10k latency 50ms\nexit 3\n",
+    )
+    .unwrap();
+    for (script, want) in [
+        ("fails.sh", "policy.script"),
+        ("missing.sh", "no such script"),
+    ] {
+        let text = format!(
+            "duration = \"1s\"\n[[node]]\nname = \"a\"\n[[node]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\nrate = \"1mbit\"\n\
+             [[policy]]\nnode = \"a\"\nscript = \"{script}\"\n"
+        );
+        std::fs::write(d.join("bad.toml"), text).unwrap();
+        let (code, _, stderr) = tclab(&["sim", "bad.toml", "--out", "out"], &d);
+        assert_ne!(code, 0, "{script}");
+        assert!(
+            stderr.contains("bad.toml:12: policy.script") && stderr.contains(want),
+            "{script}: {stderr}"
+        );
+        assert!(
+            !d.join("out").exists(),
+            "nothing written when a policy script fails"
+        );
+    }
     let (code, _, stderr) = tclab(&["sim", "no-such-thing"], &d);
     assert_ne!(code, 0);
     assert!(
