@@ -371,6 +371,46 @@ impl Engine {
         Engine::default()
     }
 
+    /// Seed every random choice the policy makes — SFQ's perturbation secrets, the flow classifier's
+    /// `hashrnd` — from one run seed, each qdisc and filter from its own sub-seed (device name and handle
+    /// mixed in), so that a simulation is reproducible and another seed perturbs differently. The kernel
+    /// draws these from `get_random_bytes`.
+    pub fn seed_random(&mut self, seed: u64) {
+        fn mix(seed: u64, dev: &str, handle: u32) -> u64 {
+            // FNV-1a over the device name, then the handle, then the seed.
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            for b in dev.bytes().chain(handle.to_le_bytes()) {
+                h ^= b as u64;
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+            h ^ seed.rotate_left(29)
+        }
+        fn walk(s: &mut Sched, seed: u64, dev: &str) {
+            let sub = mix(seed, dev, s.handle.0);
+            s.q.set_seed(sub);
+            for block in s.q.blocks_mut() {
+                for tps in block.chains.values_mut() {
+                    for tp in tps.iter_mut() {
+                        if let crate::filter::Classifier::Flow(head) = &mut tp.cls {
+                            head.set_seed(sub ^ ((tp.prio as u64) << 16));
+                        }
+                    }
+                }
+            }
+            if let Some(c) = s.q.classes_mut() {
+                for child in c.children_mut() {
+                    walk(child, seed, dev);
+                }
+            }
+        }
+        for (name, dev) in self.devices.iter_mut() {
+            walk(&mut dev.root, seed, name);
+            if let Some(ing) = dev.ingress.as_mut() {
+                walk(ing, seed, name);
+            }
+        }
+    }
+
     pub fn device(&self, name: &str) -> Option<&Device> {
         self.devices.get(name)
     }

@@ -575,6 +575,11 @@ fn build(
         policies.push((net.nodes[node].name.clone(), lines));
     }
 
+    // SFQ secrets and flow-hash values come from the run's seed, each node its own stream.
+    for (i, n) in net.nodes.iter_mut().enumerate() {
+        let seed = crate::rng::Rng::stream(net.seed, &format!("qdisc:{}:{i}", n.name)).next_u64();
+        n.engine.seed_random(seed);
+    }
     let mut traffic = Vec::new();
     for (k, t) in sf.traffic.iter().enumerate() {
         traffic.push(resolve_traffic(cx, &net, t, k, duration)?);

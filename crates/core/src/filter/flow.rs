@@ -10,7 +10,7 @@
 //!
 //! `perturb SECS` re-draws `hashrnd` every SECS seconds (a kernel timer). The kernel draws it from
 //! `get_random_bytes`; tclab draws it from a generator seeded with a fixed value (mixed with the handle;
-//! [`FlowHead::set_seed`] changes it), and re-draws lazily when a packet is classified after the period —
+//! [`FlowHead::set_seed`] changes it, and the simulator sets it from the run's seed), and re-draws lazily when a packet is classified after the period —
 //! reproducible, and the same sequence of secrets whenever packets arrive.
 //!
 //! Keys a tclab packet lacks behave as in the kernel when the skb lacks them: a non-IP packet's address
@@ -327,9 +327,15 @@ impl FlowFilter {
 }
 
 impl FlowHead {
-    /// Seed the generator the filters' `hashrnd` values are drawn from (for filters made from now on).
+    /// Seed the generator the filters' `hashrnd` values are drawn from, and re-draw those of the filters
+    /// that exist, as if the seed had been set before they were made.
     pub fn set_seed(&mut self, seed: u64) {
         self.seed = Some(seed);
+        for f in &mut self.filters {
+            let mut rng = seed ^ (f.handle as u64) << 32;
+            f.hashrnd.set(splitmix64(&mut rng) as u32);
+            f.rng.set(rng);
+        }
     }
 
     /// `flow_classify`.
