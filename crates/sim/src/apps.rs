@@ -231,6 +231,15 @@ impl App {
         }
     }
 
+    /// A frame of `len` bytes this application sent has left its host's NIC. True if the application
+    /// acted on it (its outbox and timer then need handling).
+    pub fn on_tx_done(&mut self, now: Nanos, len: u32, out: &mut Outbox) -> bool {
+        match self {
+            App::Tcp(t) => t.on_tx_done(now, len, out),
+            _ => false,
+        }
+    }
+
     /// The node's own qdisc refused a datagram this application sent.
     pub fn on_local_drop(&mut self, now: Nanos, d: &Datagram) {
         if let App::Tcp(t) = self {

@@ -108,6 +108,8 @@ pub struct Iface {
     pub counters: IfCounters,
     busy: bool,
     wake_pending: Option<Nanos>,
+    /// The application whose packet is on the wire now, and its frame length (for its TX completion).
+    tx_owner: Option<(AppId, u32)>,
     /// Position of the interface's device among its node's devices, and how many there were then.
     dev_pos: usize,
     dev_count: usize,
@@ -279,6 +281,7 @@ impl Network {
                 counters: IfCounters::default(),
                 busy: false,
                 wake_pending: None,
+                tx_owner: None,
                 dev_pos: 0,
                 dev_count: 0,
                 last_arrival: 0,
@@ -417,6 +420,13 @@ impl Network {
             Event::TxDone { iface } => {
                 let iface = iface as IfaceId;
                 self.ifaces[iface].busy = false;
+                // TX completion frees the skb: its socket may send again (TCP small queues).
+                if let Some((app, len)) = self.ifaces[iface].tx_owner.take() {
+                    let mut out = Outbox::default();
+                    if self.apps[app].on_tx_done(now, len, &mut out) {
+                        self.flush(now, app, out);
+                    }
+                }
                 self.kick(now, iface);
             }
             Event::Wake { iface } => {
@@ -443,7 +453,8 @@ impl Network {
     fn flush(&mut self, now: Nanos, app: AppId, out: Outbox) {
         let node = self.app_node[app];
         for d in out.datagrams {
-            if !self.send_from(now, node, &d) {
+            // The packet remembers its sender, so the NIC can report its transmission (TCP small queues).
+            if !self.send_from(now, node, &d, app as u64 + 1) {
                 self.apps[app].on_local_drop(now, &d);
             }
         }
@@ -453,7 +464,8 @@ impl Network {
     }
 
     /// Put a locally generated datagram on the wire towards its destination. False if it was dropped here.
-    pub fn send_from(&mut self, now: Nanos, node: NodeId, d: &Datagram) -> bool {
+    /// `owner` is 1 + the sending application's id (0 for the stack's own packets, like echo replies).
+    pub fn send_from(&mut self, now: Nanos, node: NodeId, d: &Datagram, owner: u64) -> bool {
         let Some(dst_node) = self.owner_of(d.ip.dst) else {
             return false;
         };
@@ -467,6 +479,7 @@ impl Network {
         };
         self.ip_id = self.ip_id.wrapping_add(1);
         let mut pkt = self.packet_of(d, self.ip_id);
+        pkt.tag = owner;
         // A locally generated packet passes OUTPUT, then POSTROUTING (`ip_local_out`, `ip_output`).
         if !self.netfilter(node, Hook::LocalOut, &mut pkt, None, Some(out), now)
             || !self.netfilter(node, Hook::PostRouting, &mut pkt, None, Some(out), now)
@@ -544,6 +557,7 @@ impl Network {
             Some(pkt) => {
                 let tx = ifc.link.tx_time(pkt.len);
                 ifc.busy = true;
+                ifc.tx_owner = (pkt.tag != 0).then(|| (pkt.tag as AppId - 1, pkt.len));
                 ifc.counters.tx_bytes += pkt.len as u64;
                 ifc.counters.tx_packets += 1;
                 let lost = ifc.link.loss > 0.0 && ifc.rng.next_f64() < ifc.link.loss;
@@ -689,7 +703,7 @@ impl Network {
                         ..*i
                     }),
                 };
-                self.send_from(now, node, &reply);
+                self.send_from(now, node, &reply, 0);
                 return;
             }
             L4::Icmp(i) if i.kind == ICMP_ECHO_REPLY => {

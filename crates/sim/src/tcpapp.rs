@@ -13,6 +13,15 @@ use tclab_tcp::{Config, Connection, Segment, TcpOptions, TcpStats};
 /// How much a timed sender keeps written ahead of what was acknowledged (a socket buffer's worth).
 const TIMED_WRITE_AHEAD: u64 = 8 << 20;
 
+/// What an skb costs its socket beyond the frame (`sizeof(struct sk_buff)` + `skb_shared_info`, rounded):
+/// TCP small queues count truesize, not frame bytes.
+const SKB_OVERHEAD: u64 = 576;
+
+/// A segment's frame on the wire: IP header + TCP header and options + payload + Ethernet header.
+fn frame_len(seg: &Segment) -> u64 {
+    20 + seg.header_len() as u64 + seg.payload_len as u64 + crate::net::ETH_HLEN as u64
+}
+
 pub struct TcpEndpoint {
     pub conn: Connection,
     pub local: (u32, u16),
@@ -25,6 +34,10 @@ pub struct TcpEndpoint {
     start: Nanos,
     stop: Nanos,
     silent: bool,
+    /// Truesize of this socket's skbs in its host's qdisc and NIC (`sk_wmem_alloc`), for TCP small queues.
+    host_truesize: u64,
+    /// TCP small queues held data back at the last transmit attempt (`TSQ_THROTTLED`).
+    tsq_throttled: bool,
 }
 
 pub fn segment_of(t: &Tcp) -> Segment {
@@ -67,6 +80,8 @@ impl TcpEndpoint {
             start,
             stop,
             silent: false,
+            host_truesize: 0,
+            tsq_throttled: false,
         }
     }
 
@@ -88,6 +103,8 @@ impl TcpEndpoint {
             start: 0,
             stop: Nanos::MAX,
             silent: false,
+            host_truesize: 0,
+            tsq_throttled: false,
         }
     }
 
@@ -127,13 +144,28 @@ impl TcpEndpoint {
             return;
         }
         if self.timed {
-            let s = self.conn.stats();
-            let ahead = s.bytes_written - s.bytes_acked.min(s.bytes_written);
+            let ahead = self.conn.unacked_written();
             if ahead < TIMED_WRITE_AHEAD / 2 {
                 self.conn.write(TIMED_WRITE_AHEAD - ahead);
             }
         }
-        while let Some(seg) = self.conn.poll_transmit(now) {
+        // TCP small queues: data waits while the host already holds about a millisecond of it below the
+        // socket (ACKs still go). A segment a qdisc dropped after queueing it never completes, so the count
+        // is bounded by what is in flight (every skb below the socket is an unacknowledged segment or an ACK).
+        let full = frame_len(&Segment {
+            payload_len: self.conn.mss(),
+            ..Segment::default()
+        }) + SKB_OVERHEAD;
+        let in_flight = self.conn.packets_out() as u64;
+        self.host_truesize = self.host_truesize.min((in_flight + 2) * full);
+        loop {
+            let limit = self.conn.tsq_limit(full);
+            self.tsq_throttled = !self.conn.tsq_exempt() && self.host_truesize > limit;
+            self.conn.set_tsq_throttled(self.tsq_throttled);
+            let Some(seg) = self.conn.poll_transmit(now) else {
+                break;
+            };
+            self.host_truesize += frame_len(&seg) + SKB_OVERHEAD;
             out.datagrams.push(self.datagram(&seg));
         }
     }
@@ -162,8 +194,24 @@ impl TcpEndpoint {
     /// The host's own qdisc refused a segment we sent.
     pub fn on_local_drop(&mut self, now: Nanos, d: &Datagram) {
         if let L4::Tcp(t) = &d.l4 {
-            self.conn.on_local_drop(now, &segment_of(t));
+            let seg = segment_of(t);
+            self.host_truesize = self
+                .host_truesize
+                .saturating_sub(frame_len(&seg) + SKB_OVERHEAD);
+            self.conn.on_local_drop(now, &seg);
         }
+    }
+
+    /// One of our frames left the host's NIC (TX completion, `tcp_wfree`): its truesize is released, and
+    /// a throttled socket sends again (`tcp_tsq_handler`).
+    /// Returns whether the socket tried to send (only a throttled one does).
+    pub fn on_tx_done(&mut self, now: Nanos, len: u32, out: &mut Outbox) -> bool {
+        self.host_truesize = self.host_truesize.saturating_sub(len as u64 + SKB_OVERHEAD);
+        if self.tsq_throttled && self.pending_open.is_none() {
+            self.pump(now, out);
+            return true;
+        }
+        false
     }
 
     pub fn next_timer(&self) -> Option<Nanos> {

@@ -472,6 +472,9 @@ pub struct Connection {
     probes_out: u32,
     /// Local qdisc refused a segment: no data until the next ACK or timer.
     local_block: bool,
+    /// TCP small queues: the host holds enough of this socket's data below it (`TSQ_THROTTLED`); data
+    /// waits, pure ACKs still go.
+    tsq_throttled: bool,
 
     // ---- receive side; absolute u64, 0 = peer's SYN ----
     irs: u32,
@@ -581,6 +584,7 @@ impl Connection {
             probe_pending: false,
             probes_out: 0,
             local_block: false,
+            tsq_throttled: false,
             irs: 0,
             have_irs: false,
             rcv_nxt: 0,
@@ -1976,7 +1980,7 @@ impl Connection {
         ) {
             return None;
         }
-        if !self.local_block && self.can_send_data() {
+        if !self.local_block && !self.tsq_throttled && self.can_send_data() {
             if self.probe_pending {
                 // tcp_send_probe0() → tcp_write_wakeup(): send what fits in
                 // a non-zero window, else a probe with an old sequence number.
@@ -2136,6 +2140,42 @@ impl Connection {
     /// The local qdisc refused `seg` (`NET_XMIT_DROP`): `tcp_enter_cwr()`,
     /// the segment is taken back (or marked lost if later data already
     /// left), and sending pauses until the next ACK or timer.
+    /// TCP small queues (`tcp_small_queue_check`): the driver says whether the host's queues below this
+    /// socket (qdisc and NIC) already hold as much of its data as Linux allows (`tsq_limit`); while they
+    /// do, `poll_transmit` sends no data, only ACKs and control segments.
+    pub fn set_tsq_throttled(&mut self, throttled: bool) {
+        self.tsq_throttled = throttled;
+    }
+
+    /// The bytes (of skb truesize) Linux lets a socket keep in the queues below it,
+    /// `tcp_small_queue_check`: `max(2 × truesize, pacing rate >> 10)` — about a millisecond of data at the
+    /// pacing rate (`sk_pacing_shift` = 10) — at most `tcp_limit_output_bytes` (1 MiB). The pacing rate is
+    /// `tcp_update_pacing_rate`'s, unlimited before the first RTT sample. `truesize` is that of one
+    /// full-sized segment's skb, which the driver knows.
+    pub fn tsq_limit(&self, truesize: u64) -> u64 {
+        const TCP_LIMIT_OUTPUT_BYTES: u64 = 16 * 65536;
+        let rate = match self.pacing_rate() {
+            0 => u64::MAX,
+            r => r,
+        };
+        (rate >> 10).max(2 * truesize).min(TCP_LIMIT_OUTPUT_BYTES)
+    }
+
+    /// Segments sent and not yet acknowledged (`packets_out`), without building the whole [`TcpStats`].
+    pub fn packets_out(&self) -> u32 {
+        self.packets_out
+    }
+
+    /// Bytes the application wrote that are not acknowledged yet (the send buffer's fill).
+    pub fn unacked_written(&self) -> u64 {
+        self.written.saturating_sub(self.bytes_acked)
+    }
+
+    /// `tcp_small_queue_check` always lets a segment go when the retransmission queue holds at most one.
+    pub fn tsq_exempt(&self) -> bool {
+        self.packets_out <= 1
+    }
+
     pub fn on_local_drop(&mut self, now: Nanos, seg: &Segment) {
         self.local_drops += 1;
         self.local_block = true;
