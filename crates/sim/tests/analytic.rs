@@ -269,3 +269,21 @@ fn htb_splits_a_bottleneck_by_rate_ceil_and_prio() {
         "same prio, split 3:2: 1:10 {a:.0}, 1:20 {b:.0}"
     );
 }
+
+#[test]
+fn tcp_small_queues_keep_a_senders_own_queue_short() {
+    // The sender's own 10 Mbit/s NIC is the bottleneck. Linux's TCP small queues let a socket keep only
+    // max(2 skbs, ~1 ms at its pacing rate) below it — here 2 × (1514 + 576) = 4180 bytes of truesize,
+    // about three frames, 3.6 ms at 10 Mbit/s — so a ping from the same host waits a few milliseconds,
+    // not behind pfifo_fast's 1000 packets (1.2 s), while the flow still fills the link.
+    let out = go(&format!(
+        "{LINE}[[traffic]]\nkind = \"tcp\"\nfrom = \"a\"\nto = \"b\"\n\
+         [[traffic]]\nkind = \"ping\"\nfrom = \"a\"\nto = \"b\"\nstart = \"1s\"\ninterval = \"100ms\"\n"
+    ));
+    let ceiling = 10e6 * 1448.0 / 1514.0;
+    assert!(out.flows[0].goodput_bps > 0.95 * ceiling, "{}", out.flows[0].goodput_bps);
+    let idle = 2.0 * (0.0784 + 1.0 + 0.00784 + 5.0);
+    let p = &out.pings[0];
+    assert_eq!(p.received, p.sent, "nothing overflows the host's queue");
+    assert!(p.rtt.max_ms < idle + 5.0, "worst ping {:.2} ms, idle {idle:.2} ms", p.rtt.max_ms);
+}
