@@ -71,23 +71,23 @@ fn tdc_pfifo_fast() {
 }
 
 #[test]
+fn tdc_drr() {
+    assert_no_failures(&["qdiscs/drr.json"]);
+}
+
+#[test]
 fn tdc_ingress() {
     assert_no_failures(&["qdiscs/ingress.json"]);
 }
 
-/// Cases whose setup builds a qdisc tclab does not have yet: `drr` (no issue covers it) and `prio` (the
-/// qdiscs part of issue 3). They fail at setup, before any filter is touched; remove them from these
-/// lists when the qdisc lands.
-const NEEDS_DRR: &[&str] = &["0c37", "bd32", "4585", "e470", "ec1a"];
-
 #[test]
 fn tdc_u32() {
-    assert_no_failures_except(&["filters/u32.json"], NEEDS_DRR);
+    assert_no_failures(&["filters/u32.json"]);
 }
 
 #[test]
 fn tdc_fw() {
-    assert_no_failures_except(&["filters/fw.json"], NEEDS_DRR);
+    assert_no_failures(&["filters/fw.json"]);
 }
 
 #[test]
