@@ -14,7 +14,7 @@
 //! (Python re.findall with DOTALL|MULTILINE) or match matchJSON; an empty verify output passes
 //! only when matchCount is 0; teardown exit codes are ignored. Cases that need plugins other
 //! than nsPlugin, scapy, eBPF objects, batch files, netdevsim or tdc's helper scripts are
-//! skipped.
+//! skipped (a batch read from stdin, `$TC -b -`, runs: `tclab tc -b -` reads it).
 //!
 //!   cargo test -p tclab --test tdc -- --nocapture            # htb, tbf, fifo, pfifo_fast
 //!   cargo test -p tclab --test tdc tdc_htb -- --nocapture    # one file
@@ -382,7 +382,6 @@ fn skip_reason(case: &Value) -> Option<String> {
         ("$EBPFDIR", "needs eBPF objects"),
         ("$BATCH_DIR", "uses batch files"),
         ("$BATCH_FILE", "uses batch files"),
-        ("$TC -b", "uses batch files"),
         (" -batch", "uses batch files"),
         ("netdevsim", "needs netdevsim (multi-queue device)"),
         ("./scripts/", "needs tdc's helper scripts"),
