@@ -424,7 +424,7 @@ mod tests {
         }
     }
 
-    fn add(q: &mut Drr, minor: u32, quantum: Option<u32>) -> Result<Vec<Warning>, KernelError> {
+    fn add(q: &mut Drr, minor: u16, quantum: Option<u32>) -> Result<Vec<Warning>, KernelError> {
         q.change_class(
             Handle::new(1, minor),
             Handle::new(1, 0),
@@ -434,7 +434,7 @@ mod tests {
         )
     }
 
-    fn quantum(q: &Drr, minor: u32) -> u32 {
+    fn quantum(q: &Drr, minor: u16) -> u32 {
         q.classes[&Handle::new(1, minor).0].quantum
     }
 
