@@ -481,7 +481,11 @@ pub fn classes(
 ) {
     let Some(d) = engine.device(dev) else { return };
     for c in d.classes(now) {
-        if parent.is_some_and(|p| p != c.parent) || classid.is_some_and(|h| h != c.classid) {
+        // The kernel's dump (`tc_dump_tclass_qdisc`) selects by the parent's major number only: every
+        // class of that qdisc is listed, whichever class `parent` named (`root` matches none).
+        if parent.is_some_and(|p| p.major() != c.classid.major())
+            || classid.is_some_and(|h| h != c.classid)
+        {
             continue;
         }
         let _ = write!(out, "class {} {} ", c.kind, c.classid);
