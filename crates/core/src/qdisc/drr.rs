@@ -164,7 +164,9 @@ impl Drr {
                 self.stats.count_sent(&pkt);
                 return Some(pkt);
             }
-            cl.deficit += cl.quantum;
+            // The kernel's u32 would wrap only for packets near 4 GiB; saturating keeps even those
+            // moving (and debug builds from panicking).
+            cl.deficit = cl.deficit.saturating_add(cl.quantum);
             self.active.rotate_left(1);
         }
     }
