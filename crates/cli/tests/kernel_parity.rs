@@ -424,6 +424,18 @@ fn cases_g() -> Vec<Case> {
              tc class del dev $DEV classid 1:5
              tc qdisc del dev $DEV root handle 2:"
         ),
+        case!(
+            "g11_class_show_parent",
+            "class show selects by the parent's qdisc (major) only; root selects nothing",
+            "tc qdisc add dev $DEV root handle 1: htb
+             tc class add dev $DEV parent 1: classid 1:1 htb rate 1mbit
+             tc class add dev $DEV parent 1:1 classid 1:10 htb rate 1mbit
+             tc class show dev $DEV parent 1:1
+             tc class show dev $DEV parent 1:
+             tc class show dev $DEV parent 1:10
+             tc class show dev $DEV root
+             tc class show dev $DEV parent 2:"
+        ),
     ]
 }
 

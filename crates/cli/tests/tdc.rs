@@ -14,7 +14,7 @@
 //! (Python re.findall with DOTALL|MULTILINE) or match matchJSON; an empty verify output passes
 //! only when matchCount is 0; teardown exit codes are ignored. Cases that need plugins other
 //! than nsPlugin, scapy, eBPF objects, batch files, netdevsim or tdc's helper scripts are
-//! skipped.
+//! skipped (a batch read from stdin, `$TC -b -`, runs: `tclab tc -b -` reads it).
 //!
 //!   cargo test -p tclab --test tdc -- --nocapture            # htb, tbf, fifo, pfifo_fast
 //!   cargo test -p tclab --test tdc tdc_htb -- --nocapture    # one file
@@ -71,23 +71,23 @@ fn tdc_pfifo_fast() {
 }
 
 #[test]
+fn tdc_drr() {
+    assert_no_failures(&["qdiscs/drr.json"]);
+}
+
+#[test]
 fn tdc_ingress() {
     assert_no_failures(&["qdiscs/ingress.json"]);
 }
 
-/// Cases whose setup builds a qdisc tclab does not have yet: `drr` (no issue covers it) and `prio` (the
-/// qdiscs part of issue 3). They fail at setup, before any filter is touched; remove them from these
-/// lists when the qdisc lands.
-const NEEDS_DRR: &[&str] = &["0c37", "bd32", "4585", "e470", "ec1a"];
-
 #[test]
 fn tdc_u32() {
-    assert_no_failures_except(&["filters/u32.json"], NEEDS_DRR);
+    assert_no_failures(&["filters/u32.json"]);
 }
 
 #[test]
 fn tdc_fw() {
-    assert_no_failures_except(&["filters/fw.json"], NEEDS_DRR);
+    assert_no_failures(&["filters/fw.json"]);
 }
 
 #[test]
@@ -382,7 +382,6 @@ fn skip_reason(case: &Value) -> Option<String> {
         ("$EBPFDIR", "needs eBPF objects"),
         ("$BATCH_DIR", "uses batch files"),
         ("$BATCH_FILE", "uses batch files"),
-        ("$TC -b", "uses batch files"),
         (" -batch", "uses batch files"),
         ("netdevsim", "needs netdevsim (multi-queue device)"),
         ("./scripts/", "needs tdc's helper scripts"),

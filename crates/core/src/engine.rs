@@ -310,6 +310,7 @@ pub fn create_qdisc(
             Box::new(crate::qdisc::cbq::Cbq::new(handle, o, env, now)?),
             Vec::new(),
         ),
+        QdiscOptions::Drr => (Box::new(crate::qdisc::drr::Drr::new(handle)), Vec::new()),
         QdiscOptions::Ingress => (
             Box::new(crate::qdisc::ingress::Ingress::default()),
             Vec::new(),
@@ -892,12 +893,10 @@ fn resolve_block<'a>(
             ));
         }
     }
+    let err = sched.q.no_block_error();
     match sched.q.block_mut(parent) {
         Some(b) => Ok((b, parent)),
-        None => Err(KernelError::msg(
-            Errno::NotSupported,
-            "Class doesn't support blocks",
-        )),
+        None => Err(err),
     }
 }
 

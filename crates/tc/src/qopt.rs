@@ -7,6 +7,7 @@ use crate::util::{
 };
 use crate::{Failure, Result};
 use tclab_core::qdisc::cbq::{self, CbqFopt, CbqLss, CbqOptions, CbqRate, CbqWrr};
+use tclab_core::qdisc::drr::DrrClassOptions;
 use tclab_core::qdisc::fifo::FifoOptions;
 use tclab_core::qdisc::htb::{HtbClassOptions, HtbOptions};
 use tclab_core::qdisc::prio::PrioOptions;
@@ -28,9 +29,9 @@ const HTB_USAGE: &str = "Usage: ... qdisc add ... htb [default N] [r2q N]\n     
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
 const KNOWN_TO_TC: &[&str] = &[
-    "sfq", "prio", "red", "netem", "fq_codel", "codel", "fq", "hfsc", "cbq", "drr", "qfq",
-    "ingress", "clsact", "choke", "sfb", "pie", "fq_pie", "cake", "mqprio", "multiq", "ets",
-    "gred", "hhf", "plug", "skbprio", "taprio", "etf", "cbs", "mq",
+    "sfq", "prio", "red", "netem", "fq_codel", "codel", "fq", "hfsc", "cbq", "qfq", "ingress",
+    "clsact", "choke", "sfb", "pie", "fq_pie", "cake", "mqprio", "multiq", "ets", "gred", "hhf",
+    "plug", "skbprio", "taprio", "etf", "cbs", "mq",
 ];
 
 fn linklayer(s: &str) -> Option<LinkLayer> {
@@ -65,6 +66,7 @@ pub fn parse_qdisc(
         "sfq" => parse_sfq(args).map(Some),
         "prio" => parse_prio(args).map(Some),
         "cbq" => parse_cbq(args, env).map(Some),
+        "drr" => parse_drr(args).map(Some),
         "ingress" | "clsact" => {
             let mut it = args.iter();
             while let Some(a) = it.next() {
@@ -298,6 +300,7 @@ pub fn parse_class(kind: &str, args: &[String], excl: bool) -> Result<ClassOptio
     match kind {
         "htb" => parse_htb_class(args),
         "cbq" => parse_cbq_class(args, excl),
+        "drr" => parse_drr_class(args),
         "tbf" | "pfifo" | "bfifo" | "pfifo_fast" | "sfq" | "prio" => Err(Failure::options(
             format!("Error: Qdisc \"{kind}\" is classless."),
         )),
@@ -561,6 +564,39 @@ fn parse_prio(args: &[String]) -> Result<QdiscOptions> {
         }
     }
     Ok(QdiscOptions::Prio(o))
+}
+
+const DRR_USAGE: &str = "Usage: ... drr";
+
+const DRR_CLASS_USAGE: &str = "Usage: ... drr quantum SIZE";
+
+/// `drr_parse_opt` (tc 6.1): the qdisc takes no options.
+fn parse_drr(args: &[String]) -> Result<QdiscOptions> {
+    match args.first() {
+        None => Ok(QdiscOptions::Drr),
+        Some(a) if a == "help" => Err(Failure::options(DRR_USAGE)),
+        Some(a) => Err(Failure::options(format!("What is \"{a}\"?\n{DRR_USAGE}"))),
+    }
+}
+
+/// `drr_parse_class_opt` (tc 6.1): `quantum SIZE`, repeated as often as one likes (the last one wins in
+/// the kernel's attribute parse).
+fn parse_drr_class(args: &[String]) -> Result<ClassOptions> {
+    let mut it = crate::Args::new(args);
+    let mut o = DrrClassOptions::default();
+    while let Some(a) = it.next() {
+        if a == "quantum" {
+            let v = it.value()?;
+            o.quantum = Some(get_size(v).ok_or_else(|| Failure::options("Illegal \"quantum\""))?);
+        } else if a == "help" {
+            return Err(Failure::options(DRR_CLASS_USAGE));
+        } else {
+            return Err(Failure::options(format!(
+                "What is \"{a}\"?\n{DRR_CLASS_USAGE}"
+            )));
+        }
+    }
+    Ok(ClassOptions::Drr(o))
 }
 
 const CBQ_USAGE: &str = "Usage: ... cbq bandwidth BPS avpkt BYTES [ mpu BYTES ]\n               [ cell BYTES ] [ ewma LOG ]";

@@ -60,7 +60,8 @@ pub fn qdisc_options(o: &QdiscOptions, flags: ShowFlags) -> (String, Value) {
             let _ = write!(s, "limit {}", sprint_size(limit));
             j.insert("limit".into(), json!(limit));
         }
-        QdiscOptions::Noqueue => {}
+        // DRR dumps no TCA_OPTIONS: tc prints nothing, and an empty JSON object.
+        QdiscOptions::Noqueue | QdiscOptions::Drr => {}
         QdiscOptions::Ingress | QdiscOptions::Clsact => s.push_str("---------------- "),
         QdiscOptions::PfifoFast => {
             s.push_str("bands 3 priomap");
@@ -418,6 +419,13 @@ pub fn class_options(c: &ClassInfo, flags: ShowFlags) -> String {
     if let Some(ClassOptions::Cbq(o)) = &c.options {
         return cbq_options(o, flags);
     }
+    if let Some(ClassOptions::Drr(o)) = &c.options {
+        // `drr_print_opt`.
+        if let Some(q) = o.quantum {
+            let _ = write!(s, "quantum {} ", sprint_size(q));
+        }
+        return s;
+    }
     let Some(ClassOptions::Htb(h)) = &c.options else {
         return s;
     };
@@ -473,7 +481,11 @@ pub fn classes(
 ) {
     let Some(d) = engine.device(dev) else { return };
     for c in d.classes(now) {
-        if parent.is_some_and(|p| p != c.parent) || classid.is_some_and(|h| h != c.classid) {
+        // The kernel's dump (`tc_dump_tclass_qdisc`) selects by the parent's major number only: every
+        // class of that qdisc is listed, whichever class `parent` named (`root` matches none).
+        if parent.is_some_and(|p| p.major() != c.classid.major())
+            || classid.is_some_and(|h| h != c.classid)
+        {
             continue;
         }
         let _ = write!(out, "class {} {} ", c.kind, c.classid);
@@ -506,6 +518,10 @@ pub fn classes(
             if let Some(Xstats::Cbq(x)) = &c.xstats {
                 out.push_str(&cbq_xstats(x));
                 out.push('\n');
+            }
+            if let Some(Xstats::Drr(x)) = &c.xstats {
+                // `drr_print_xstats`.
+                let _ = writeln!(out, " deficit {} ", sprint_size(x.deficit));
             }
         }
     }

@@ -37,6 +37,7 @@ const WORDS: &[&str] = &[
     "bfifo",
     "pfifo_fast",
     "sfq",
+    "drr",
     "foo",
     "rate",
     "ceil",

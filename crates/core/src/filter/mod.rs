@@ -454,6 +454,29 @@ impl Block {
         }
     }
 
+    /// Does a filter of this block name `classid` as its result (`tcf_bind_filter` bound it, or
+    /// `tc_bind_tclass` did when the class appeared)? The kernel counts these bindings in the class's
+    /// `filter_cnt`; `qdisc_class_in_use` refuses to delete a class while it is non-zero. u32, fw,
+    /// matchall and basic bind; flow's `baseclass` arithmetic does not.
+    pub fn binds(&self, classid: u32) -> bool {
+        let u32_binds = self
+            .u32_common
+            .hts
+            .iter()
+            .flat_map(|h| h.buckets.iter().flatten())
+            .any(|n| n.classid == Some(classid));
+        u32_binds
+            || self.tps().any(|tp| match &tp.cls {
+                Classifier::U32(_) | Classifier::Flow(_) => false,
+                Classifier::Fw(f) => f.filters().iter().any(|x| x.classid == Some(classid)),
+                Classifier::Matchall(m) => m
+                    .filter
+                    .as_ref()
+                    .is_some_and(|x| x.classid == Some(classid)),
+                Classifier::Basic(b) => b.filters.iter().any(|x| x.classid == classid),
+            })
+    }
+
     /// Remove everything (the qdisc or class is going away).
     pub fn destroy(&mut self, actions: &mut ActionTable) {
         let chains: Vec<u32> = self.chains.keys().copied().collect();

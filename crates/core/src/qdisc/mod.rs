@@ -12,6 +12,7 @@
 
 pub mod cbq;
 pub(crate) mod class_hash;
+pub mod drr;
 pub mod fifo;
 pub mod htb;
 pub mod ingress;
@@ -114,6 +115,8 @@ pub enum QdiscOptions {
     Sfq(sfq::SfqOptions),
     Prio(prio::PrioOptions),
     Cbq(cbq::CbqOptions),
+    /// DRR has no qdisc options (`drr_parse_opt` sends none).
+    Drr,
     Ingress,
     Clsact,
 }
@@ -130,6 +133,7 @@ impl QdiscOptions {
             QdiscOptions::Sfq(_) => "sfq",
             QdiscOptions::Prio(_) => "prio",
             QdiscOptions::Cbq(_) => "cbq",
+            QdiscOptions::Drr => "drr",
             QdiscOptions::Ingress => "ingress",
             QdiscOptions::Clsact => "clsact",
         }
@@ -142,6 +146,7 @@ impl QdiscOptions {
 pub enum ClassOptions {
     Htb(htb::HtbClassOptions),
     Cbq(cbq::CbqClassOptions),
+    Drr(drr::DrrClassOptions),
 }
 
 /// Discipline-specific statistics (`TCA_XSTATS`) of a qdisc or a class, other than HTB's.
@@ -149,6 +154,8 @@ pub enum ClassOptions {
 pub enum Xstats {
     /// `struct tc_cbq_xstats`.
     Cbq(cbq::CbqXstats),
+    /// `struct tc_drr_stats` (classes only).
+    Drr(drr::DrrXstats),
 }
 
 /// Extra per-class counters (`tc -s class show`): HTB's `struct tc_htb_xstats`.
@@ -236,6 +243,14 @@ pub trait Qdisc {
     /// Every block the qdisc owns, so that their actions can be released when it goes.
     fn blocks_mut(&mut self) -> Vec<&mut Block> {
         Vec::new()
+    }
+    /// What `tc filter … parent CLASSID` gets when `block_mut` has no block there: the kernel's
+    /// `cops->tcf_block` returning NULL (EINVAL, with the discipline's message if it sets one).
+    fn no_block_error(&self) -> KernelError {
+        KernelError::msg(
+            crate::error::Errno::NotSupported,
+            "Class doesn't support blocks",
+        )
     }
 }
 
