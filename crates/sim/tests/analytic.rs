@@ -281,9 +281,17 @@ fn tcp_small_queues_keep_a_senders_own_queue_short() {
          [[traffic]]\nkind = \"ping\"\nfrom = \"a\"\nto = \"b\"\nstart = \"1s\"\ninterval = \"100ms\"\n"
     ));
     let ceiling = 10e6 * 1448.0 / 1514.0;
-    assert!(out.flows[0].goodput_bps > 0.95 * ceiling, "{}", out.flows[0].goodput_bps);
+    assert!(
+        out.flows[0].goodput_bps > 0.95 * ceiling,
+        "{}",
+        out.flows[0].goodput_bps
+    );
     let idle = 2.0 * (0.0784 + 1.0 + 0.00784 + 5.0);
     let p = &out.pings[0];
     assert_eq!(p.received, p.sent, "nothing overflows the host's queue");
-    assert!(p.rtt.max_ms < idle + 5.0, "worst ping {:.2} ms, idle {idle:.2} ms", p.rtt.max_ms);
+    assert!(
+        p.rtt.max_ms < idle + 5.0,
+        "worst ping {:.2} ms, idle {idle:.2} ms",
+        p.rtt.max_ms
+    );
 }

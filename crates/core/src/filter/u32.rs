@@ -137,8 +137,9 @@ pub struct U32Tp {
     pub root: u32,
 }
 
+/// cls_u32's messages are `NL_SET_ERR_MSG_MOD`: the kernel prefixes them with the module's name.
 fn einval(msg: &str) -> KernelError {
-    KernelError::invalid(msg)
+    KernelError::invalid(format!("cls_u32: {msg}"))
 }
 
 impl U32Common {
@@ -471,7 +472,9 @@ impl U32Tp {
         };
         let ht = common.ht(ht_handle).expect("found above");
         if ht.divisor < hash(hid) {
-            return Err(einval("Specified hash table bucket exceeds table size"));
+            return Err(einval(
+                "Specified hash table buckets exceed configured value",
+            ));
         }
         let hid = hid & 0xFFFF_F000;
         let bucket = hash(hid) as usize;
@@ -479,9 +482,7 @@ impl U32Tp {
             if htid(handle) != 0 && htid(handle ^ hid) != 0 {
                 return Err(einval("Handle specified hash table address mismatch"));
             }
-            if hash(handle) != 0 && hash(handle ^ hid) != 0 {
-                return Err(einval("Handle specified hash table bucket mismatch"));
-            }
+            // The handle's bucket is ignored: the bucket comes from `ht` (u32_change in 6.12).
             let h = hid | node(handle);
             if ht.buckets[bucket].iter().any(|n| n.handle == h) {
                 return Err(KernelError::new(Errno::NoSpace));
@@ -640,7 +641,7 @@ impl U32Tp {
             if ht.refcnt > 1 {
                 return Err(KernelError::msg(
                     Errno::Busy,
-                    "Can not delete in-use filter",
+                    "cls_u32: Can not delete in-use filter",
                 ));
             }
             let i = common
