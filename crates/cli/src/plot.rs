@@ -145,6 +145,30 @@ pub fn render(dir: &Path, c: &Chart) -> Result<Vec<String>, String> {
     Ok(written)
 }
 
+/// Seed 000's plots were titled with the policy: the scenario's title, then the tc lines that configured
+/// the OUT interface (shortened to fit the picture).
+fn titled_with_policy(sc: &Scenario, out_iface: usize) -> String {
+    let ifc = &sc.net.ifaces[out_iface];
+    let node = &sc.net.nodes[ifc.node].name;
+    let dev = format!("dev {} ", ifc.name);
+    let lines: Vec<String> = sc
+        .policies
+        .iter()
+        .filter(|(n, _)| n == node)
+        .flat_map(|(_, lines)| lines.iter())
+        .filter(|l| format!("{l} ").contains(&dev))
+        .map(|l| l.trim_start_matches("tc ").replace(&dev, ""))
+        .collect();
+    if lines.is_empty() {
+        return sc.plot_title.clone();
+    }
+    let mut policy = lines.join("; ");
+    if policy.chars().count() > 110 {
+        policy = policy.chars().take(107).collect::<String>() + "...";
+    }
+    format!("{} — {policy}", sc.plot_title)
+}
+
 fn moving_average(points: &[(f64, f64)], window: usize) -> Vec<(f64, f64)> {
     let w = window.max(1);
     (0..points.len())
@@ -180,7 +204,7 @@ pub fn charts(sc: &Scenario, out: &Outcome) -> Vec<Chart> {
         let w = sc.smooth as usize;
         charts.push(Chart {
             file_stem: "throughput".into(),
-            title: sc.plot_title.clone(),
+            title: titled_with_policy(sc, i_out),
             y_desc: "bit/s".into(),
             series: vec![
                 Series {
