@@ -17,6 +17,8 @@
 //! Without `ip netns add` permission or without `tc` the tests print why and pass (skip);
 //! every other problem is a failure.
 
+mod common;
+use common::TempDir;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -1109,29 +1111,5 @@ fn run(mut c: Command) -> RunResult {
             stdout: String::new(),
             stderr: format!("wait failed: {e}"),
         },
-    }
-}
-
-struct TempDir {
-    path: PathBuf,
-}
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let path = std::env::temp_dir().join(format!(
-            "tclab-{tag}-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path)
-            .unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
-        TempDir { path }
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
     }
 }

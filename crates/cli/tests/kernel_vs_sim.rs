@@ -27,6 +27,8 @@
 //! namespace is deleted (and with it its veths) and every process killed on drop, also when
 //! a check panics; every process is killed after a timeout.
 
+mod common;
+use common::TempDir;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -970,29 +972,5 @@ fn run(mut c: Command, timeout: Duration) -> RunResult {
             stdout: String::new(),
             stderr: format!("wait failed: {e}"),
         },
-    }
-}
-
-struct TempDir {
-    path: PathBuf,
-}
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let path = std::env::temp_dir().join(format!(
-            "tclab-{tag}-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path)
-            .unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
-        TempDir { path }
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
     }
 }

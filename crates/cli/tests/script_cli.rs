@@ -1,6 +1,6 @@
 //! `tclab script run` on the seeds' scripts, unmodified: seed 004's CBQ and HTB conditioners
 //! (fixtures/seed004_*.sh, extracted from the seed as printed) and seed 003's home-gateway policy
-//! (fixtures/seed003_gateway.sh). Each runs under bash with `tc`/`iptables` resolved to tclab, against a
+//! (examples/seed003/gateway.sh). Each runs under bash with `tc`/`iptables` resolved to tclab, against a
 //! scratch store, and the resulting `tc … show` and `iptables -S` must be what the script configures.
 
 use std::path::{Path, PathBuf};
@@ -20,6 +20,14 @@ fn text(o: &Output) -> String {
 
 fn fixture(name: &str) -> String {
     format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Seed 003's gateway script lives with its simulation example, `examples/seed003/`.
+fn seed003_gateway() -> String {
+    format!(
+        "{}/../../examples/seed003/gateway.sh",
+        env!("CARGO_MANIFEST_DIR")
+    )
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -102,7 +110,7 @@ fn seed004_htb_script_loads_unmodified() {
 #[test]
 fn seed003_gateway_policy_loads_with_its_marks() {
     let st = scratch("gw");
-    let run = tclab(&st, &["script", "run", &fixture("seed003_gateway.sh")]);
+    let run = tclab(&st, &["script", "run", &seed003_gateway()]);
     assert!(run.status.success());
     let err = String::from_utf8_lossy(&run.stderr);
     assert!(
@@ -222,7 +230,7 @@ fn script_to_journal_for_the_simulator() {
     use tclab_core::netfilter::{Hook, NfVerdict};
     let journal = tclab_tc::script::run_script_to_journal(
         Path::new(env!("CARGO_BIN_EXE_tclab")),
-        Path::new(&fixture("seed003_gateway.sh")),
+        Path::new(&seed003_gateway()),
         &["eth0".to_string()],
         &[],
     )

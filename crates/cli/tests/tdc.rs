@@ -22,9 +22,10 @@
 //!
 //! TCLAB_TDC_DIR overrides the location of the tdc directory.
 
+mod common;
+use common::TempDir;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -33,8 +34,6 @@ use serde_json::Value;
 const TCLAB: &str = env!("CARGO_BIN_EXE_tclab");
 /// tdc.py's default per-command timeout is 24 s.
 const TIMEOUT: Duration = Duration::from_secs(30);
-
-static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 // ---------------------------------------------------------------------------------------------
 // Tests
@@ -900,29 +899,5 @@ fn run(mut c: Command) -> RunResult {
             stdout: String::new(),
             stderr: format!("wait failed: {e}"),
         },
-    }
-}
-
-struct TempDir {
-    path: PathBuf,
-}
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let path = std::env::temp_dir().join(format!(
-            "tclab-{tag}-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path)
-            .unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
-        TempDir { path }
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
     }
 }
