@@ -513,6 +513,30 @@ fn cases_h() -> Vec<Case> {
              filter del dev $DEV parent 1: prio 2 handle 4: u32
              filter show dev $DEV"
         ),
+        case!(
+            "h6_u32_automatic_prio",
+            "filters added without a preference: tcf_auto_prio below the first one above 0x8000",
+            "qdisc add dev $DEV root handle 1: htb default 20
+             filter add dev $DEV parent 1: protocol ip prio 1 u32 match ip dport 22 0xffff flowid 1:10
+             filter add dev $DEV parent 1: protocol ip u32 match ip dport 80 0xffff flowid 1:20
+             filter add dev $DEV parent 1: protocol ip u32 match ip dport 443 0xffff flowid 1:20
+             filter add dev $DEV parent 1: protocol ip prio 13 u32 match ip dport 25 0xffff flowid 1:20
+             filter add dev $DEV parent 1: protocol ip prio 49150 u32 match ip dport 53 0xffff flowid 1:20
+             filter add dev $DEV parent 1: protocol ip u32 match ip dport 8080 0xffff flowid 1:20
+             filter show dev $DEV"
+        ),
+        case!(
+            "h7_ingress_filter_parents",
+            "the parent a filter listing reports: the one the last filter add named",
+            "qdisc add dev $DEV handle ffff: ingress
+             filter add dev $DEV parent ffff: protocol ip prio 50 u32 match ip src 0.0.0.0/0 flowid :1
+             filter show dev $DEV ingress
+             filter show dev $DEV parent ffff:fff1
+             filter show dev $DEV parent ffff:
+             filter add dev $DEV ingress protocol ip prio 60 u32 match ip protocol 17 0xff flowid :2
+             filter show dev $DEV parent ffff:
+             filter show dev $DEV ingress"
+        ),
     ]
 }
 

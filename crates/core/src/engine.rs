@@ -924,6 +924,8 @@ impl Engine {
         }
         let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
         let (block, at) = resolve_block(dev, parent)?;
+        // `block->classid = parent`: a dump reports the parent the last request named.
+        block.classid = at.0;
         if let Some(crate::filter::FilterOptions::Flow(o)) = &req.opts {
             // cls_flow reads the handle of the block's qdisc for its default baseclass.
             let mut req = req.clone();
@@ -965,7 +967,11 @@ impl Engine {
     ) -> Result<Option<(&Block, Handle)>, KernelError> {
         let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
         match resolve_block(dev, parent) {
-            Ok((b, p)) => Ok(Some((&*b, p))),
+            // The kernel reports the block's classid: the parent of the last `filter add|change`.
+            Ok((b, p)) => {
+                let reported = if b.classid != 0 { Handle(b.classid) } else { p };
+                Ok(Some((&*b, reported)))
+            }
             Err(e)
                 if e.errno == Errno::Invalid && e.msg.as_deref() == Some("Qdisc not classful") =>
             {

@@ -180,6 +180,9 @@ pub struct FilterRequest {
 #[derive(Clone, Debug, Default)]
 pub struct Block {
     pub chains: BTreeMap<u32, Vec<Tp>>,
+    /// The parent named by the last `tc filter add|change` on this block (`block->classid`), which a
+    /// dump reports as each filter's parent; 0 before any.
+    pub classid: u32,
     /// u32's hash tables are shared by every u32 instance of the block (`tc_u_common`).
     pub u32_common: u32::U32Common,
 }
@@ -253,11 +256,11 @@ impl Block {
         }
     }
 
-    /// `tcf_auto_prio`: one less than the preference of the last instance below 0x8000 (where the kernel's
-    /// search for `0x8000 << 16` stops), or 0xc000 if there is none.
+    /// `tcf_auto_prio` on the instance where the search for 0x8000 stopped (`tcf_chain_tp_prev`): one less
+    /// than the preference of the first instance above 0x8000, or 0xc000 if there is none.
     fn auto_prio(list: &[Tp]) -> u32 {
-        match list.iter().filter(|tp| tp.prio < 0x8000).last() {
-            Some(tp) => tp.prio.saturating_sub(1).max(1),
+        match list.iter().find(|tp| tp.prio >= 0x8000) {
+            Some(tp) => tp.prio - 1,
             None => 0xc000,
         }
     }
@@ -282,13 +285,14 @@ impl Block {
                 "Invalid filter command with priority of zero",
             ));
         }
+        // `tcf_chain_tp_find`: the first instance at or above the preference asked for; without one, the
+        // kernel searches for 0x8000, and an instance there already is an error.
+        let search = if prio_allocate { 0x8000 } else { req.prio };
         let list = self.chains.entry(req.chain).or_default();
-        let pos = list
-            .iter()
-            .position(|tp| prio_allocate || tp.prio >= req.prio);
+        let pos = list.iter().position(|tp| tp.prio >= search);
         let found = match pos {
-            Some(i) if !prio_allocate && list[i].prio == req.prio => {
-                if req.protocol != 0 && list[i].protocol != req.protocol {
+            Some(i) if list[i].prio == search => {
+                if prio_allocate || (req.protocol != 0 && list[i].protocol != req.protocol) {
                     return Err(prio_not_found());
                 }
                 Some(i)
@@ -382,7 +386,9 @@ impl Block {
             o.exts().validate(actions)?;
         }
         let prio = tp.prio;
-        let Block { chains, u32_common } = self;
+        let Block {
+            chains, u32_common, ..
+        } = self;
         let tp = &mut chains.get_mut(&chain).expect("chain exists")[idx];
         match (&mut tp.cls, &req.opts) {
             (Classifier::U32(u), o) => {
@@ -542,7 +548,9 @@ impl Block {
             ));
         }
         let prio = list[idx].prio;
-        let Block { chains, u32_common } = self;
+        let Block {
+            chains, u32_common, ..
+        } = self;
         let tp = &mut chains.get_mut(&req.chain).expect("chain exists")[idx];
         let last = match &mut tp.cls {
             Classifier::U32(u) => u.delete(u32_common, prio, req.handle, actions)?,
