@@ -285,3 +285,52 @@ fn script_to_journal_for_the_simulator() {
         "SYN and data in 1:400, the bare ACK in 1:200"
     );
 }
+
+#[test]
+fn no_spelling_of_tc_reaches_the_hosts_tc() {
+    // Each line configures a device this host does not have, by a route around plain `tc`: the
+    // `env`/`command`/`sudo -u` functions catch the first three; the wrappers first in PATH catch `xargs`;
+    // a private mount namespace that covers the real binaries catches the rest (absolute paths through
+    // `nohup`, `exec` in a subshell after the script reset PATH). If a line reached the host's tc it would
+    // fail ("Cannot find device") and the device would be missing from tclab's store. Redirections with
+    // `exec` must keep working.
+    let st = scratch("escape");
+    let dir = st.parent().unwrap().to_path_buf();
+    let mount_ns = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "--", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    let mut lines = vec![
+        "PATH=/sbin:/bin:/usr/sbin:/usr/bin",
+        "env /sbin/tc qdisc add dev esc1 root handle 1: htb",
+        "command /usr/sbin/tc qdisc add dev esc2 root handle 1: htb",
+        "sudo -u root tc qdisc add dev esc3 root handle 1: htb",
+        "exec 3>\"$(dirname \"$0\")/fd3.txt\"; echo kept >&3",
+    ];
+    let mut want = vec!["esc1", "esc2", "esc3"];
+    if mount_ns {
+        lines.push("echo qdisc add dev esc4 root handle 1: htb | xargs tc");
+        lines.push("nohup /usr/sbin/tc qdisc add dev esc5 root handle 1: htb >/dev/null 2>&1");
+        lines.push("( exec tc qdisc add dev esc6 root handle 1: htb )");
+        want.extend(["esc4", "esc5", "esc6"]);
+    } else {
+        eprintln!(
+            "no private mount namespace here: the xargs/nohup/exec spellings are not checked"
+        );
+    }
+    let script = dir.join("escape.sh");
+    std::fs::write(&script, lines.join("\n") + "\n").unwrap();
+    let run = tclab(&st, &["script", "run", script.to_str().unwrap()]);
+    assert!(run.status.success(), "{}", text(&run));
+    let shown = String::from_utf8_lossy(&tclab(&st, &["tc", "qdisc", "show"]).stdout).into_owned();
+    for dev in want {
+        assert!(
+            shown.contains(&format!("dev {dev} root")),
+            "{dev} configured in tclab: {shown}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.join("fd3.txt")).unwrap(),
+        "kept\n"
+    );
+}

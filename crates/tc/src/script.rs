@@ -12,7 +12,12 @@
 //!   script sees tc's own output, messages and exit statuses, line by line. Nested scripts (`$0 stop`)
 //!   inherit `BASH_ENV` and get the same functions.
 //! - A directory of wrapper executables goes first in `PATH`, for commands reached without the shell's
-//!   function lookup (`env tc …`, `xargs tc`, `sudo tc`).
+//!   function lookup (`xargs tc`, `find -exec tc`); `env`, `command` and `sudo` are shell functions that
+//!   send tc and iptables, by any path, to tclab.
+//! - Where a private mount namespace can be made (root and `unshare`, as in CI), the script runs in one in
+//!   which the wrappers are bind-mounted over the real tc and iptables binaries, so that no spelling —
+//!   `nohup /usr/sbin/tc`, `( exec tc … )` after the script resets PATH — reaches the host's traffic
+//!   control.
 //! - `ip link set DEV mtu N txqueuelen N` and `ifconfig DEV mtu N txqueuelen N` become `tclab link set`;
 //!   `ip6tables` is refused (tclab's netfilter is IPv4); `modprobe`, `insmod`, `rmmod` succeed silently
 //!   (every qdisc is "built in"); other `ip` commands (`route`, `addr`, `rule`, …), `sysctl -w` and
@@ -120,7 +125,43 @@ fn prelude() -> String {
          \x20 done\n\
          \x20 \"$TCLAB_EXE\" link set dev \"$dev\" \"${args[@]}\"\n\
          }\n\
-         sudo() { while [ \"${1#-}\" != \"$1\" ]; do shift; done; \"$@\"; }\n",
+         sudo() {\n\
+         \x20 while [ $# -gt 0 ]; do\n\
+         \x20   case \"$1\" in\n\
+         \x20     -u|-g|-C|-p|-U|-r|-t|-D|-R|-T) shift 2 ;;\n\
+         \x20     --) shift; break ;;\n\
+         \x20     -*) shift ;;\n\
+         \x20     *=*) export \"$1\"; shift ;;\n\
+         \x20     *) break ;;\n\
+         \x20   esac\n\
+         \x20 done\n\
+         \x20 \"$@\"\n\
+         }\n\
+         __tclab_target() {\n\
+         \x20 case \"${1##*/}\" in\n\
+         \x20   tc) echo tc ;;\n\
+         \x20   iptables|iptables-legacy|iptables-nft) echo iptables ;;\n\
+         \x20   ip6tables) echo ip6tables ;;\n\
+         \x20   *) return 1 ;;\n\
+         \x20 esac\n\
+         }\n\
+         command() {\n\
+         \x20 local t\n\
+         \x20 if [ $# -gt 0 ] && [ \"${1#-}\" = \"$1\" ] && t=$(__tclab_target \"$1\"); then shift; \"$t\" \"$@\"; return $?; fi\n\
+         \x20 builtin command \"$@\"\n\
+         }\n\
+         env() {\n\
+         \x20 local assigns=() t\n\
+         \x20 while [ $# -gt 0 ]; do\n\
+         \x20   case \"$1\" in\n\
+         \x20     -u|-C|-S) assigns+=(\"$1\" \"$2\"); shift 2 ;;\n\
+         \x20     -*|*=*) assigns+=(\"$1\"); shift ;;\n\
+         \x20     *) break ;;\n\
+         \x20   esac\n\
+         \x20 done\n\
+         \x20 if [ $# -gt 0 ] && t=$(__tclab_target \"$1\"); then shift; builtin command env \"${assigns[@]}\" \"$TCLAB_WRAPPERS/$t\" \"$@\"; return $?; fi\n\
+         \x20 builtin command env \"${assigns[@]}\" \"$@\"\n\
+         }\n",
     );
     let mut def = |names: &[&str], body: &str| {
         for n in names {
@@ -191,17 +232,72 @@ impl Sandbox {
         self.dir.join("prelude.bash")
     }
 
+    /// The shell lines that bind the wrappers over every real tc/iptables binary, if a private mount
+    /// namespace is possible here; `None` otherwise.
+    fn covering_mounts(&self) -> Option<String> {
+        static USABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let usable = *USABLE.get_or_init(|| {
+            Command::new("unshare")
+                .args(["--mount", "--propagation", "private", "--", "true"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        });
+        if !usable {
+            return None;
+        }
+        let mut setup = String::new();
+        let mut covered: Vec<PathBuf> = Vec::new();
+        for (names, wrapper) in [
+            (TC_NAMES, "tc"),
+            (IPT_NAMES, "iptables"),
+            (IP6T_NAMES, "ip6tables"),
+        ] {
+            for name in names.iter().filter(|n| n.starts_with('/')) {
+                let Ok(real) = std::fs::canonicalize(name) else {
+                    continue;
+                };
+                if covered.contains(&real) || !real.is_file() {
+                    continue;
+                }
+                setup.push_str(&format!(
+                    "mount --bind {} {} || exit 126\n",
+                    quote(&self.dir.join("bin").join(wrapper).to_string_lossy()),
+                    quote(&real.to_string_lossy())
+                ));
+                covered.push(real);
+            }
+        }
+        Some(setup)
+    }
+
     /// `bash SCRIPT ARGS…` with the prelude, the wrappers first in PATH, and the store and executable named.
+    ///
+    /// Where a private mount namespace can be made (root, `unshare`), the real tc and iptables binaries are
+    /// also covered there by the wrappers (`mount --bind`), so that no spelling of a call — `env /sbin/tc`,
+    /// `xargs tc` after the script resets PATH, `exec tc` — can reach the host's traffic control. Without
+    /// one, the shell functions and PATH wrappers are the only guard.
     pub fn command(&self, exe: &Path, script: &Path, args: &[String], state: &Path) -> Command {
         let path = std::env::var_os("PATH").unwrap_or_default();
         let mut paths = vec![self.dir.join("bin")];
         paths.extend(std::env::split_paths(&path));
-        let mut c = Command::new("bash");
+        let mut c = match self.covering_mounts() {
+            Some(setup) => {
+                let mut c = Command::new("unshare");
+                c.args(["--mount", "--propagation", "private", "--", "bash", "-c"])
+                    .arg(format!("{setup}exec bash \"$0\" \"$@\""));
+                c
+            }
+            None => Command::new("bash"),
+        };
         c.arg(script)
             .args(args)
             .env("BASH_ENV", self.prelude())
             .env("PATH", std::env::join_paths(paths).unwrap_or(path))
             .env("TCLAB_EXE", exe)
+            .env("TCLAB_WRAPPERS", self.dir.join("bin"))
             .env("TCLAB_STATE", state)
             .env_remove("POSIXLY_CORRECT");
         c
