@@ -1995,6 +1995,9 @@ fn run_inner(engine: &mut Engine, argv: &[String], out: &mut Output) -> R<()> {
             .map_err(lib)?,
         Cmd::List | Cmd::ListRules | Cmd::Check => unreachable!(),
     }
+    if t.has_reachable_loop() {
+        return Err(lib(tclab_core::netfilter::NfError::LOOP));
+    }
     nf.mangle = t;
     Ok(())
 }

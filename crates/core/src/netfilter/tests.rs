@@ -681,3 +681,53 @@ fn the_packet_carries_its_connections_mark_for_tc_connmark() {
     assert_eq!(cm.act(&mut untracked).1, false);
     assert_eq!(untracked.mark, 0);
 }
+
+#[test]
+fn a_loop_reachable_from_a_builtin_chain_is_refused() {
+    // mark_source_chains: A → B → A is harmless while no built-in chain reaches it, and ELOOP once one does.
+    let mut t = Table::default();
+    t.new_chain("A").unwrap();
+    t.new_chain("B").unwrap();
+    t.append("A", rule(vec![], Target::Jump("B".into())))
+        .unwrap();
+    t.append("B", rule(vec![], Target::Goto("A".into())))
+        .unwrap();
+    assert!(
+        !t.has_reachable_loop(),
+        "no built-in chain reaches the loop"
+    );
+    t.append("POSTROUTING", rule(vec![], Target::Jump("A".into())))
+        .unwrap();
+    assert!(t.has_reachable_loop());
+    let mut dag = Table::default();
+    dag.new_chain("A").unwrap();
+    dag.new_chain("B").unwrap();
+    dag.append("A", rule(vec![], Target::Jump("B".into())))
+        .unwrap();
+    dag.append("PREROUTING", rule(vec![], Target::Jump("A".into())))
+        .unwrap();
+    dag.append("PREROUTING", rule(vec![], Target::Jump("B".into())))
+        .unwrap();
+    assert!(
+        !dag.has_reachable_loop(),
+        "two paths to one chain are not a loop"
+    );
+    // Self-jumps, as this kernel judged them (iptables-legacy 1.8.9): a chain whose only rule is
+    // `-j itself` passes; a conditional or later self-jump is a loop.
+    let mut selfj = Table::default();
+    selfj.new_chain("X").unwrap();
+    selfj
+        .append("X", rule(vec![], Target::Jump("X".into())))
+        .unwrap();
+    selfj
+        .append("FORWARD", rule(vec![], Target::Jump("X".into())))
+        .unwrap();
+    assert!(!selfj.has_reachable_loop());
+    selfj
+        .append("X", rule(vec![], Target::Jump("X".into())))
+        .unwrap();
+    assert!(
+        selfj.has_reachable_loop(),
+        "a second, later self-jump is a loop"
+    );
+}
