@@ -142,6 +142,9 @@ pub fn run_scenario(
         tclab_exe: std::env::current_exe().ok(),
     };
     let mut sc = load_with(file, text, base, &opts).map_err(|e| e.to_string())?;
+    for w in &sc.warnings {
+        eprintln!("tclab: {w}");
+    }
     let mut progress = Progress {
         started: Instant::now(),
         total: sc.duration,

@@ -234,7 +234,8 @@ fn script_to_journal_for_the_simulator() {
         &["eth0".to_string()],
         &[],
     )
-    .expect("the script runs");
+    .expect("the script runs")
+    .journal;
     assert!(journal.iter().any(|e| e[0] == "iptables"));
     assert!(journal
         .iter()

@@ -281,3 +281,37 @@ fn a_policy_script_configures_a_node_as_its_tc_lines_do() {
     assert_eq!(a["flows"], b["flows"]);
     assert_eq!(a["classes"], b["classes"]);
 }
+
+#[test]
+fn a_policy_script_that_never_ends_is_stopped() {
+    // `while true` in a policy script must not hang the simulator: the script is stopped after
+    // TCLAB_SCRIPT_TIMEOUT seconds (30 by default) and the scenario fails with file:line:key.
+    let d = scratch("forever");
+    std::fs::write(
+        d.join("loop.sh"),
+        "#!/bin/bash\nsleep 1000 &\nwhile true; do :; done\n",
+    )
+    .unwrap();
+    let text = "duration = \"1s\"\n[[node]]\nname = \"a\"\n[[node]]\nname = \"b\"\n[[link]]\na = \"a\"\nb = \"b\"\n\
+                rate = \"1mbit\"\n[[policy]]\nnode = \"a\"\nscript = \"loop.sh\"\n";
+    std::fs::write(d.join("loop.toml"), text).unwrap();
+    let started = std::time::Instant::now();
+    let o = Command::new(TCLAB)
+        .args(["sim", "loop.toml", "--out", "out"])
+        .current_dir(&d)
+        .env("TCLAB_SCRIPT_TIMEOUT", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(
+        stderr.contains("loop.toml:12: policy.script")
+            && stderr.contains("did not finish within 1 s"),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed().as_secs() < 20,
+        "stopped promptly, background job included"
+    );
+    assert!(!d.join("out").exists());
+}

@@ -195,6 +195,8 @@ pub struct Scenario {
     pub smooth: u32,
     /// The tc lines applied, per node, for the report.
     pub policies: Vec<(String, Vec<String>)>,
+    /// Things the user should see that did not stop the scenario (what a policy script printed on stderr).
+    pub warnings: Vec<String>,
 }
 
 struct Ctx<'a> {
@@ -509,6 +511,7 @@ fn build(
     net.compute_routes();
 
     let mut policies = Vec::new();
+    let mut warnings = Vec::new();
     for p in &sf.policy {
         let node = cx.node(&net, &p.node, "policy.node")?;
         if let Some(script) = &p.script {
@@ -527,8 +530,18 @@ fn build(
                 );
             };
             let path = base.join(script.get_ref());
-            let journal = tclab_tc::script::run_script_to_journal(exe, &path, &p.args, &[])
+            let run = tclab_tc::script::run_script_to_journal(exe, &path, &p.args, &[])
                 .or_else(|m| cx.err(script.span(), "policy.script", m))?;
+            // The script succeeded, but what tc or iptables refused inside it must not go unseen.
+            for line in run.stderr.lines().filter(|l| !l.trim().is_empty()) {
+                warnings.push(format!(
+                    "{}:{}: policy.script: {}: {line}",
+                    cx.file,
+                    cx.line_of(script.span()),
+                    script.get_ref()
+                ));
+            }
+            let journal = run.journal;
             let lines = apply_journal(&mut net, node, &journal).or_else(|m| {
                 cx.err(
                     script.span(),
@@ -635,6 +648,7 @@ fn build(
         traffic,
         plot_in_out,
         policies,
+        warnings,
     })
 }
 

@@ -315,30 +315,110 @@ pub fn run_script_to_journal(
     script: &Path,
     args: &[String],
     env: &[(String, String)],
-) -> Result<Vec<Vec<String>>, String> {
+) -> Result<ScriptRun, String> {
     if !script.is_file() {
         return Err(format!("{}: no such script", script.display()));
     }
     let sb = Sandbox::new()?;
     let state = sb.dir.join("policy.json");
-    let mut cmd = sb.command(exe, script, args, &state);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run bash: {e}"))?;
-    if !out.status.success() {
+    let limit = std::env::var("TCLAB_SCRIPT_TIMEOUT")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(SCRIPT_TIME_LIMIT, std::time::Duration::from_secs);
+    let run = run_bounded(&sb, exe, script, args, env, &state, limit)?;
+    if !run.success {
         return Err(format!(
-            "{} exited with {}: {}",
+            "{} {}: {}",
             script.display(),
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stderr).trim_end()
+            run.status,
+            run.stderr.trim_end()
         ));
     }
     let store = crate::store::Store::load(&state)?;
-    Ok(store.journal)
+    Ok(ScriptRun {
+        journal: store.journal,
+        stderr: run.stderr,
+    })
+}
+
+/// How long a policy script may run before it is stopped (shaping scripts take well under a second);
+/// `TCLAB_SCRIPT_TIMEOUT=SECONDS` changes it.
+pub const SCRIPT_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What a policy script left: its journal, and what it printed on stderr (tc's refusals and warnings),
+/// which the caller should pass on even when the script succeeded.
+pub struct ScriptRun {
+    pub journal: Vec<Vec<String>>,
+    pub stderr: String,
+}
+
+struct Bounded {
+    success: bool,
+    status: String,
+    stderr: String,
+}
+
+/// Run the script in its own process group with its output in files (a background job it leaves behind
+/// cannot hold a pipe open), wait at most `limit`, then kill the whole group, the script's leftovers
+/// included.
+fn run_bounded(
+    sb: &Sandbox,
+    exe: &Path,
+    script: &Path,
+    args: &[String],
+    env: &[(String, String)],
+    state: &Path,
+    limit: std::time::Duration,
+) -> Result<Bounded, String> {
+    let out_path = sb.dir.join("stdout.txt");
+    let err_path = sb.dir.join("stderr.txt");
+    let file = |p: &Path| std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()));
+    let mut cmd = sb.command(exe, script, args, state);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(file(&out_path)?)
+        .stderr(file(&err_path)?)
+        .spawn()
+        .map_err(|e| format!("cannot run bash: {e}"))?;
+    let started = std::time::Instant::now();
+    let status = loop {
+        match child.try_wait().map_err(|e| e.to_string())? {
+            Some(s) => break Some(s),
+            None if started.elapsed() >= limit => break None,
+            None => std::thread::sleep(std::time::Duration::from_millis(5)),
+        }
+    };
+    // Whatever the script started in the background goes with it.
+    #[cfg(unix)]
+    {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", child.id())])
+            .stderr(Stdio::null())
+            .status();
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+    Ok(match status {
+        Some(s) => Bounded {
+            success: s.success(),
+            status: format!("exited with {}", s.code().unwrap_or(-1)),
+            stderr,
+        },
+        None => Bounded {
+            success: false,
+            status: format!(
+                "did not finish within {} s and was stopped",
+                limit.as_secs()
+            ),
+            stderr,
+        },
+    })
 }
 
 /// `quote` is used by tools that print a journal entry as a shell line.
