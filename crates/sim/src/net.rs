@@ -532,6 +532,12 @@ impl Network {
         let Some(dev) = self.dev_mut(iface) else {
             return false;
         };
+        // Every packet here has DF set (as Linux's TCP, and ping with PMTU discovery): one that does not fit
+        // the device's MTU is dropped, not fragmented (no ICMP "fragmentation needed" is modelled).
+        if pkt.len > dev.mtu + ETH_HLEN {
+            self.ifaces[iface].counters.tx_dropped += 1;
+            return false;
+        }
         let mut cx = Cx::new(now);
         let verdict = dev.enqueue(pkt, &mut cx);
         if verdict == Verdict::Drop {

@@ -131,8 +131,15 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
                 );
                 let a = sc.net.add_app(t.from, App::Tcp(Box::new(tx)), Some(start));
                 sc.net.bind(t.from, PROTO_TCP, sport, dst, dport, a);
+                // Each end's MSS comes from its own interface's MTU, as on Linux; the handshake settles
+                // on the smaller.
+                let back = sc.net.nodes[t.to].routes[t.from]
+                    .expect("routes checked when the scenario was read");
+                let mut rx_cfg =
+                    tclab_tcp::Config::mss_from_mtu(sc.net.device(back).map_or(1500, |d| d.mtu));
+                rx_cfg.cc = cfg.cc;
                 let rx = TcpEndpoint::receiver(
-                    cfg,
+                    rx_cfg,
                     spread.next_u32(),
                     (dst, dport),
                     (src, sport),
@@ -222,7 +229,28 @@ pub fn run(sc: &mut Scenario, progress: &mut dyn FnMut(Nanos)) -> Result<Outcome
                         recv_pkts += u.packets;
                     }
                 }
-                let active = t.stop.min(end).saturating_sub(t.start).max(1);
+                // A flow is active from its start to its stop (or the end of the run); a byte count
+                // that completed sooner is measured to its last delivery, as iperf -n reports it.
+                let mut until = t.stop.min(end);
+                if let TrafficKind::Tcp { bytes: Some(b), .. } = t.kind {
+                    let done = s
+                        .receivers
+                        .iter()
+                        .all(|&a| sc.net.apps[a].delivered_bytes() >= b);
+                    if done {
+                        until = s
+                            .receivers
+                            .iter()
+                            .filter_map(|&a| match &sc.net.apps[a] {
+                                App::Tcp(e) => Some(e.last_delivery_at),
+                                _ => None,
+                            })
+                            .max()
+                            .unwrap_or(until)
+                            .min(until);
+                    }
+                }
+                let active = until.saturating_sub(t.start).max(1);
                 flows.push(FlowResult {
                     name: t.name.clone(),
                     kind: match t.kind {

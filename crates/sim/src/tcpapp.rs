@@ -3,7 +3,8 @@
 //! The connection (crates/tcp) knows sequence numbers, windows and timers; this module turns its segments
 //! into IPv4/TCP datagrams and back, and plays the application: an iperf-like sender that writes a byte
 //! count or keeps the socket full until its stop time, or a receiver that reads everything at once.
-//! At the stop time of a timed transfer the sender simply falls silent, as `iperf -t` ends its test.
+//! At its stop time a sender simply falls silent, as `iperf -t` ends its test (a byte count not yet
+//! delivered by then stays undelivered).
 
 use crate::apps::Outbox;
 use crate::wire::{Datagram, Ipv4, Tcp, L4, PROTO_TCP};
@@ -38,6 +39,8 @@ pub struct TcpEndpoint {
     host_truesize: u64,
     /// TCP small queues held data back at the last transmit attempt (`TSQ_THROTTLED`).
     tsq_throttled: bool,
+    /// When the receiving side last got new in-order data (for a byte count's completion time).
+    pub last_delivery_at: Nanos,
 }
 
 pub fn segment_of(t: &Tcp) -> Segment {
@@ -82,6 +85,7 @@ impl TcpEndpoint {
             silent: false,
             host_truesize: 0,
             tsq_throttled: false,
+            last_delivery_at: 0,
         }
     }
 
@@ -105,6 +109,7 @@ impl TcpEndpoint {
             silent: false,
             host_truesize: 0,
             tsq_throttled: false,
+            last_delivery_at: 0,
         }
     }
 
@@ -139,7 +144,7 @@ impl TcpEndpoint {
         if self.silent {
             return;
         }
-        if now >= self.stop && self.timed {
+        if now >= self.stop {
             self.silent = true;
             return;
         }
@@ -186,7 +191,11 @@ impl TcpEndpoint {
             return;
         }
         if let L4::Tcp(t) = &d.l4 {
+            let before = self.conn.bytes_delivered();
             self.conn.on_segment(now, &segment_of(t));
+            if self.conn.bytes_delivered() > before {
+                self.last_delivery_at = now;
+            }
             self.pump(now, out);
         }
     }
@@ -222,7 +231,7 @@ impl TcpEndpoint {
             return Some(self.start);
         }
         let t = self.conn.poll_at();
-        if self.timed {
+        if self.stop != Nanos::MAX {
             // Wake at the stop time too, to fall silent then.
             return Some(t.map_or(self.stop, |t| t.min(self.stop)));
         }
@@ -230,7 +239,7 @@ impl TcpEndpoint {
     }
 
     pub fn delivered_bytes(&self) -> u64 {
-        self.conn.stats().bytes_delivered
+        self.conn.bytes_delivered()
     }
 
     pub fn stats(&self) -> TcpStats {

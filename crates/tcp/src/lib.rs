@@ -2161,6 +2161,11 @@ impl Connection {
         (rate >> 10).max(2 * truesize).min(TCP_LIMIT_OUTPUT_BYTES)
     }
 
+    /// Payload bytes delivered in order to the application, without building the whole [`TcpStats`].
+    pub fn bytes_delivered(&self) -> u64 {
+        self.bytes_delivered
+    }
+
     /// Segments sent and not yet acknowledged (`packets_out`), without building the whole [`TcpStats`].
     pub fn packets_out(&self) -> u32 {
         self.packets_out
