@@ -6,7 +6,7 @@
 //! seed's author measured on his xs4all line, and writes its CSV files and plots under
 //! `tclab-out/demo/NAME/` (or `--out DIR`).
 
-use crate::sim::{output_files, run_scenario, write_plots};
+use crate::sim::{output_files, remove_stale_outputs, run_scenario, write_plots};
 use std::path::PathBuf;
 use tclab_sim::report::{fmt_bps, write_files};
 
@@ -83,10 +83,14 @@ pub fn run(args: &[String]) -> Result<u8, String> {
             None,
         )?;
         let dir = out_dir.join(name);
-        write_files(&dir, &output_files(&sc, &out)?)?;
-        if plots {
-            write_plots(&dir, &sc, &out)?;
-        }
+        let files = output_files(&sc, &out)?;
+        write_files(&dir, &files)?;
+        let drawn = if plots {
+            write_plots(&dir, &sc, &out)?
+        } else {
+            Vec::new()
+        };
+        remove_stale_outputs(&dir, &files, &drawn);
         let ping = out.pings.first().ok_or("the demo scenarios have a ping")?;
         let r = &ping.rtt;
         let goodput = out

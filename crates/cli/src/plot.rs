@@ -169,18 +169,22 @@ fn titled_with_policy(sc: &Scenario, out_iface: usize) -> String {
     format!("{} — {policy}", sc.plot_title)
 }
 
+/// The chart files a run may write (`STEM.png`, `STEM.svg`).
+pub const STEMS: &[&str] = &["throughput", "classes", "backlog", "ping", "flows"];
+
+/// Trailing moving average over `window` samples, as a running sum (one pass, whatever the window).
 fn moving_average(points: &[(f64, f64)], window: usize) -> Vec<(f64, f64)> {
-    let w = window.max(1);
-    (0..points.len())
-        .map(|i| {
-            let lo = i.saturating_sub(w - 1);
-            let slice = &points[lo..=i];
-            (
-                points[i].0,
-                slice.iter().map(|p| p.1).sum::<f64>() / slice.len() as f64,
-            )
-        })
-        .collect()
+    let w = window.clamp(1, points.len().max(1));
+    let mut sum = 0.0;
+    let mut out = Vec::with_capacity(points.len());
+    for (i, &(t, v)) in points.iter().enumerate() {
+        sum += v;
+        if i >= w {
+            sum -= points[i - w].1;
+        }
+        out.push((t, sum / (i + 1).min(w) as f64));
+    }
+    out
 }
 
 /// The charts of a run.
@@ -326,4 +330,34 @@ pub fn charts(sc: &Scenario, out: &Outcome) -> Vec<Chart> {
         });
     }
     charts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::moving_average;
+
+    #[test]
+    fn moving_average_by_hand() {
+        let pts: Vec<(f64, f64)> = [2.0, 4.0, 6.0, 8.0]
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| (i as f64, v))
+            .collect();
+        let avg: Vec<f64> = moving_average(&pts, 2).iter().map(|p| p.1).collect();
+        assert_eq!(avg, vec![2.0, 3.0, 5.0, 7.0], "trailing window of two");
+        let huge: Vec<f64> = moving_average(&pts, 4_000_000_000)
+            .iter()
+            .map(|p| p.1)
+            .collect();
+        assert_eq!(
+            huge,
+            vec![2.0, 3.0, 4.0, 5.0],
+            "a window longer than the series is the running mean"
+        );
+        assert_eq!(
+            moving_average(&pts, 0)[3].1,
+            8.0,
+            "a window of 0 is taken as 1"
+        );
+    }
 }

@@ -103,13 +103,17 @@ struct Progress {
     total: u64,
     shown: bool,
     enabled: bool,
+    /// Wall-clock milliseconds of the last redraw (at most ten a second).
+    last_ms: u128,
 }
 
 impl Progress {
     fn tick(&mut self, now: u64) {
-        if !self.enabled || self.started.elapsed().as_millis() < 1000 {
+        let ms = self.started.elapsed().as_millis();
+        if !self.enabled || ms < 1000 || ms < self.last_ms + 100 {
             return;
         }
+        self.last_ms = ms;
         let frac = now as f64 / self.total.max(1) as f64;
         let width = 30;
         let done = (frac * width as f64) as usize;
@@ -126,6 +130,38 @@ impl Progress {
     fn finish(&self) {
         if self.shown {
             eprintln!();
+        }
+    }
+}
+
+/// Remove the files an earlier run left in `dir` under tclab's output names that this run did not write,
+/// so that the directory never mixes two runs.
+pub fn remove_stale_outputs(dir: &Path, files: &[(String, Vec<u8>)], plots: &[String]) {
+    let mut known: Vec<String> = [
+        "summary.json",
+        "interfaces.csv",
+        "classes.csv",
+        "flows.csv",
+        "ping.csv",
+        "tc.txt",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for stem in plot::STEMS {
+        for ext in ["png", "svg"] {
+            known.push(format!("{stem}.{ext}"));
+        }
+    }
+    for name in known {
+        let written = files.iter().any(|(n, _)| *n == name)
+            || plots.iter().any(|p| {
+                Path::new(p)
+                    .file_name()
+                    .is_some_and(|f| f.to_string_lossy() == name)
+            });
+        if !written {
+            let _ = std::fs::remove_file(dir.join(&name));
         }
     }
 }
@@ -150,6 +186,7 @@ pub fn run_scenario(
         total: sc.duration,
         shown: false,
         enabled: std::io::stderr().is_terminal(),
+        last_ms: 0,
     };
     let wall = Instant::now();
     let out = run(&mut sc, &mut |t| progress.tick(t))?;
@@ -190,9 +227,13 @@ pub fn write_plots(dir: &Path, sc: &Scenario, out: &Outcome) -> Result<Vec<Strin
 }
 
 pub fn cmd(args: &[String]) -> Result<u8, String> {
-    if args.iter().any(|a| a == "--help" || a == "-h") || args.is_empty() {
+    if args.is_empty() {
+        eprintln!("{HELP}");
+        return Ok(1);
+    }
+    if args.iter().any(|a| a == "--help" || a == "-h") {
         println!("{HELP}");
-        return Ok(if args.is_empty() { 1 } else { 0 });
+        return Ok(0);
     }
     if args[0] == "--list" {
         for b in BUILTIN {
@@ -210,16 +251,20 @@ pub fn cmd(args: &[String]) -> Result<u8, String> {
     let a = parse_args(args)?;
     let name = a.scenario.ok_or("give a scenario file or built-in name")?;
     let (text, file, base, stem) = scenario_source(&name)?;
-    let (sc, out, wall) = run_scenario(&text, &file, &base, a.seed)?;
+    let wall_start = Instant::now();
+    let (sc, out, sim_wall) = run_scenario(&text, &file, &base, a.seed)?;
     let dir = a
         .out
         .unwrap_or_else(|| PathBuf::from("tclab-out").join(&stem));
-    report::write_files(&dir, &output_files(&sc, &out)?)?;
+    let files = output_files(&sc, &out)?;
+    report::write_files(&dir, &files)?;
     let plots = if a.plots {
         write_plots(&dir, &sc, &out)?
     } else {
         Vec::new()
     };
+    remove_stale_outputs(&dir, &files, &plots);
+    let wall = wall_start.elapsed().as_secs_f64();
     if a.json {
         let json = serde_json::to_string_pretty(&report::summary_json(&sc, &out))
             .map_err(|e| e.to_string())?;
@@ -227,10 +272,11 @@ pub fn cmd(args: &[String]) -> Result<u8, String> {
     } else {
         print!("{}", report::summary_text(&sc, &out));
         println!(
-            "\nwall time {:.2} s: {:.0} events/s, {:.0} frames/s. Results in {}/ ({} plots).",
+            "\nwall time {:.2} s ({:.2} s simulating: {:.0} events/s, {:.0} frames/s). Results in {}/ ({} plots).",
             wall,
-            out.events as f64 / wall.max(1e-9),
-            out.frames as f64 / wall.max(1e-9),
+            sim_wall,
+            out.events as f64 / sim_wall.max(1e-9),
+            out.frames as f64 / sim_wall.max(1e-9),
             dir.display(),
             plots.len()
         );

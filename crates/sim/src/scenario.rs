@@ -40,6 +40,9 @@ use std::ops::Range;
 use tclab_core::{Nanos, NSEC_PER_SEC};
 use toml::Spanned;
 
+/// The most sampler intervals one run may have (each keeps a row per interface, class and flow).
+pub const MAX_SAMPLES: u64 = 1_000_000;
+
 /// A scenario as written, before its values are checked.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -80,7 +83,7 @@ pub struct LinkSpec {
     pub delay_ba: Option<Spanned<String>>,
     pub loss: Option<Spanned<f64>>,
     pub jitter: Option<Spanned<String>>,
-    pub overhead: Option<u32>,
+    pub overhead: Option<Spanned<u32>>,
     pub mtu: Option<Spanned<u32>>,
     pub txqueuelen: Option<u32>,
 }
@@ -105,7 +108,7 @@ pub struct PolicySpec {
 #[serde(deny_unknown_fields)]
 pub struct TrafficSpec {
     pub kind: Spanned<String>,
-    pub name: Option<String>,
+    pub name: Option<Spanned<String>>,
     pub from: Spanned<String>,
     pub to: Spanned<String>,
     pub start: Option<Spanned<String>>,
@@ -122,7 +125,7 @@ pub struct TrafficSpec {
     pub tos: Option<Spanned<toml::Value>>,
     /// TCP congestion control: cubic (default) or reno.
     pub cc: Option<Spanned<String>>,
-    pub port: Option<u16>,
+    pub port: Option<Spanned<u16>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -235,6 +238,28 @@ impl Ctx<'_> {
             || self.err(v.span(), key, format!("no node named \"{}\"", v.get_ref())),
             Ok,
         )
+    }
+}
+
+/// The dotted key whose value starts at byte `at` of a TOML text: the name before `=` on its line, under
+/// the nearest table header above it (`traffic.streams`). Empty if the line is not `key = value`.
+fn key_at(src: &str, at: usize) -> String {
+    let at = at.min(src.len());
+    let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line = src[line_start..].lines().next().unwrap_or("");
+    let Some((key, _)) = line.split_once('=') else {
+        return String::new();
+    };
+    let key = key.trim().trim_matches('"');
+    let table = src[..line_start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))
+        .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_string());
+    match table {
+        Some(t) if !t.is_empty() => format!("{t}.{key}"),
+        _ => key.to_string(),
     }
 }
 
@@ -356,11 +381,17 @@ pub fn load_with(
     let cx = Ctx { file, src };
     let mut sf: ScenarioFile = toml::from_str(src).map_err(|e| {
         let line = e.span().map_or(1, |s| cx.line_of(s));
+        let message = e.message().to_string();
+        // A wrong type or value names its key (an unknown field's message already does).
+        let key = match e.span() {
+            Some(span) if !message.starts_with("unknown field") => key_at(src, span.start),
+            _ => String::new(),
+        };
         ScenarioError {
             file: file.to_string(),
             line,
-            key: String::new(),
-            message: e.message().to_string(),
+            key,
+            message,
         }
     })?;
     if let Some(seed) = seed {
@@ -382,12 +413,29 @@ fn build(
     let sample = match &sf.sample {
         Some(s) => {
             let v = cx.duration(s, "sample")?;
-            if v == 0 {
-                return cx.err(s.span(), "sample", "must be above zero");
+            if v < 1_000_000 {
+                return cx.err(s.span(), "sample", "at least 1ms");
+            }
+            if duration / v > MAX_SAMPLES {
+                return cx.err(
+                    s.span(),
+                    "sample",
+                    format!("{} samples over the duration; at most {MAX_SAMPLES}: take a longer interval", duration / v),
+                );
             }
             v
         }
-        None => NSEC_PER_SEC / 2,
+        None => {
+            let v = NSEC_PER_SEC / 2;
+            if duration / v > MAX_SAMPLES {
+                return cx.err(
+                    sf.duration.span(),
+                    "duration",
+                    format!("too long for the default 500ms sample ({} samples, at most {MAX_SAMPLES}); set a longer sample", duration / v),
+                );
+            }
+            v
+        }
     };
     let mut net = Network::new(sf.seed.unwrap_or(1));
     if let Some(hz) = &sf.hz {
@@ -418,7 +466,7 @@ fn build(
             }
         };
         let name = n.name.get_ref();
-        if name.is_empty() || name.contains(':') || name.contains(char::is_whitespace) {
+        if name.is_empty() || name.contains([':', ',', '"']) || name.contains(char::is_whitespace) {
             return cx.err(
                 n.name.span(),
                 "node.name",
@@ -496,7 +544,13 @@ fn build(
             ab.jitter = j;
             ba.jitter = j;
         }
-        ab.overhead = l.overhead.unwrap_or(0);
+        ab.overhead = match &l.overhead {
+            Some(o) if *o.get_ref() > 65535 => {
+                return cx.err(o.span(), "link.overhead", "between 0 and 65535 bytes")
+            }
+            Some(o) => *o.get_ref(),
+            None => 0,
+        };
         ba.overhead = ab.overhead;
         let mtu = match &l.mtu {
             Some(m) if !(68..=65535).contains(m.get_ref()) => {
@@ -593,9 +647,18 @@ fn build(
         let seed = crate::rng::Rng::stream(net.seed, &format!("qdisc:{}:{i}", n.name)).next_u64();
         n.engine.seed_random(seed);
     }
-    let mut traffic = Vec::new();
+    let mut traffic: Vec<Traffic> = Vec::new();
     for (k, t) in sf.traffic.iter().enumerate() {
-        traffic.push(resolve_traffic(cx, &net, t, k, duration)?);
+        let resolved = resolve_traffic(cx, &net, t, k, duration)?;
+        if traffic.iter().any(|x| x.name == resolved.name) {
+            let span = t.name.as_ref().map_or(t.kind.span(), |n| n.span());
+            return cx.err(
+                span,
+                "traffic.name",
+                format!("two traffic entries are named \"{}\"", resolved.name),
+            );
+        }
+        traffic.push(resolved);
     }
     let plot_iface =
         |v: Option<&Spanned<String>>, key: &str| -> Result<Option<IfaceId>, ScenarioError> {
@@ -808,9 +871,73 @@ fn resolve_traffic(
         .map(|s| cx.duration(s, "traffic.stop"))
         .transpose()?
         .unwrap_or(duration);
+    if start >= duration {
+        let span = t.start.as_ref().map_or(t.kind.span(), |s| s.span());
+        return cx.err(
+            span,
+            "traffic.start",
+            "must come before the end of the run (duration)",
+        );
+    }
+    // A stop past the end is the end.
+    let stop = stop.min(duration);
     if stop <= start {
         return cx.err(t.from.span(), "traffic.stop", "must come after start");
     }
+    // Keys that do not apply to this kind are mistakes, not options to ignore.
+    let kind_name = t.kind.get_ref().as_str();
+    let applies: &[&str] = match kind_name {
+        "tcp" => &["bytes", "cc"],
+        "udp" => &["rate", "length"],
+        "ping" => &["interval", "length"],
+        _ => &[],
+    };
+    for (key, span) in [
+        ("bytes", t.bytes.as_ref().map(|v| v.span())),
+        ("cc", t.cc.as_ref().map(|v| v.span())),
+        ("rate", t.rate.as_ref().map(|v| v.span())),
+        ("length", t.length.as_ref().map(|v| v.span())),
+        ("interval", t.interval.as_ref().map(|v| v.span())),
+    ] {
+        if let Some(span) = span {
+            if !applies.contains(&key) && ["tcp", "udp", "ping"].contains(&kind_name) {
+                return cx.err(
+                    span,
+                    &format!("traffic.{key}"),
+                    format!("does not apply to {kind_name} traffic"),
+                );
+            }
+        }
+    }
+    if let Some(n) = &t.name {
+        let n = n.get_ref();
+        if n.is_empty() || n.contains([',', '"', '\n', '\r']) {
+            return cx.err(
+                t.name.as_ref().unwrap().span(),
+                "traffic.name",
+                "a name without commas, quotes or line breaks",
+            );
+        }
+    }
+    let streams_n = t.streams.as_ref().map_or(1, |s| *s.get_ref());
+    let port = match &t.port {
+        Some(p) if *p.get_ref() == 0 => {
+            return cx.err(p.span(), "traffic.port", "between 1 and 65535")
+        }
+        Some(p) if *p.get_ref() as u32 + streams_n.saturating_sub(1) > 65535 => {
+            return cx.err(
+                p.span(),
+                "traffic.port",
+                format!(
+                    "{} streams from port {} run past 65535",
+                    streams_n,
+                    p.get_ref()
+                ),
+            )
+        }
+        Some(p) => *p.get_ref(),
+        None => 5201,
+    };
     let streams = match &t.streams {
         Some(s) if *s.get_ref() == 0 || *s.get_ref() > 1000 => {
             return cx.err(s.span(), "traffic.streams", "between 1 and 1000")
@@ -867,13 +994,22 @@ fn resolve_traffic(
             let out = net.nodes[from].routes[to].expect("route checked above");
             let mtu = net.device(out).map_or(1500, |d| d.mtu);
             let max = mtu.saturating_sub(28).max(1);
-            TrafficKind::Udp {
-                rate_bps: match &t.rate {
-                    Some(r) => cx.rate(r, "traffic.rate")?,
-                    None => 1_000_000, // iperf3's UDP default: 1 Mbit/s
-                },
-                length: length(max.min(1448), max)?,
+            let rate_bps = match &t.rate {
+                Some(r) => cx.rate(r, "traffic.rate")?,
+                None => 1_000_000, // iperf3's UDP default: 1 Mbit/s
+            };
+            let length = length(max.min(1448), max)?;
+            // Each datagram is an event: a sender is held to a million a second.
+            let pps = rate_bps / (length as u64 * 8);
+            if pps > 1_000_000 {
+                let span = t.rate.as_ref().map_or(t.kind.span(), |r| r.span());
+                return cx.err(
+                    span,
+                    "traffic.rate",
+                    format!("{pps} datagrams/s per stream at length {length}; at most 1000000"),
+                );
             }
+            TrafficKind::Udp { rate_bps, length }
         }
         "ping" => TrafficKind::Ping {
             interval: match &t.interval {
@@ -899,7 +1035,8 @@ fn resolve_traffic(
     Ok(Traffic {
         name: t
             .name
-            .clone()
+            .as_ref()
+            .map(|n| n.get_ref().clone())
             .unwrap_or_else(|| format!("{}{}", t.kind.get_ref(), k + 1)),
         kind,
         from,
@@ -908,7 +1045,7 @@ fn resolve_traffic(
         stop,
         streams,
         tos,
-        port: t.port.unwrap_or(5201),
+        port,
     })
 }
 
@@ -988,5 +1125,64 @@ delay = "1ms"
             e.message.contains("burst"),
             "tc's own complaint is passed on: {e}"
         );
+    }
+
+    #[test]
+    fn every_refusal_names_its_key() {
+        let t = |extra: &str| {
+            format!("{BASE}[[traffic]]\nkind = \"udp\"\nfrom = \"a\"\nto = \"b\"\n{extra}")
+        };
+        let cases: Vec<(String, &str, &str)> = vec![
+            (t("streams = \"5\"\n"), "traffic.streams", "invalid type"),
+            (t("start = \"5s\"\n"), "traffic.start", "before the end"),
+            (
+                t("bytes = \"1M\"\n"),
+                "traffic.bytes",
+                "does not apply to udp",
+            ),
+            (
+                t("port = 65535\nstreams = 3\n"),
+                "traffic.port",
+                "run past 65535",
+            ),
+            (t("port = 0\n"), "traffic.port", "between 1 and 65535"),
+            (
+                t("rate = \"10gbit\"\nlength = 1\n"),
+                "traffic.rate",
+                "datagrams/s",
+            ),
+            (t("name = \"a,b\"\n"), "traffic.name", "without commas"),
+            (
+                format!(
+                    "{}[[traffic]]\nkind = \"ping\"\nfrom = \"a\"\nto = \"b\"\nname = \"x\"\n",
+                    t("name = \"x\"\n")
+                ),
+                "traffic.name",
+                "two traffic entries",
+            ),
+            (
+                BASE.replace("delay = \"1ms\"", "delay = \"1ms\"\noverhead = 70000"),
+                "link.overhead",
+                "65535",
+            ),
+            (
+                format!("sample = \"100us\"\n{BASE}"),
+                "sample",
+                "at least 1ms",
+            ),
+            (
+                format!("sample = \"1ms\"\n{}", BASE.replace("\"1s\"", "\"2000s\"")),
+                "sample",
+                "at most 1000000",
+            ),
+        ];
+        for (text, key, words) in cases {
+            let e = load_str(&text).err().expect("refused");
+            assert_eq!(e.key, key, "{e}");
+            assert!(e.message.contains(words), "{e}");
+        }
+        // A stop past the end of the run is the end: no probe is left unanswerable at the last instant.
+        let s = load_str(&t("stop = \"50s\"\n")).expect("accepted");
+        assert_eq!(s.traffic[0].stop, s.duration);
     }
 }
