@@ -933,7 +933,10 @@ impl Qdisc for Cbq {
             return Verdict::Drop;
         };
         let now = ticks(cx.now);
-        match self.cl_mut(cl).q.q.enqueue(pkt, cx) {
+        let mark = cx.tree_reduced;
+        let v = self.cl_mut(cl).q.q.enqueue(pkt, cx);
+        self.stats.reduce(cx.reduced_since(mark));
+        match v {
             Verdict::Success => {
                 // CBQ counts packets, not bytes: the kernel never updates its backlog.
                 self.stats.qlen += 1;

@@ -210,6 +210,8 @@ impl Qdisc for Drr {
             .classes
             .get_mut(&id)
             .expect("classified to an existing class");
+        // DRR's own qlen and backlog are its classes' sums (see `stats`): a child's tree reduction needs
+        // no bookkeeping here.
         match cl.q.q.enqueue(pkt, cx) {
             Verdict::Success => {
                 if !self.active.contains(&id) {

@@ -887,10 +887,12 @@ impl Qdisc for Htb {
                 }
             }
             Target::Leaf(i) => {
+                let mark = cx.tree_reduced;
                 let v = match self.cl_mut(i).leaf.as_mut() {
                     Some(leaf) => leaf.q.enqueue(pkt, cx),
                     None => Verdict::Drop,
                 };
+                self.stats.reduce(cx.reduced_since(mark));
                 if v != Verdict::Success {
                     self.stats.drops += 1;
                     self.cl_mut(i).drops += 1;

@@ -34,11 +34,30 @@ use serde::{Deserialize, Serialize};
 pub struct Cx {
     pub now: Nanos,
     pub wake_at: Option<Nanos>,
+    /// `qdisc_tree_reduce_backlog`: packets and bytes a qdisc removed from its queue during this call
+    /// other than by dequeueing (an SFQ that made room by dropping an older packet). Every ancestor on the
+    /// call's path takes them off its own counters (see [`Cx::reduced_since`]).
+    pub tree_reduced: (i64, i64),
 }
 
 impl Cx {
     pub fn new(now: Nanos) -> Cx {
-        Cx { now, wake_at: None }
+        Cx {
+            now,
+            wake_at: None,
+            tree_reduced: (0, 0),
+        }
+    }
+
+    /// Tell the ancestors that `packets` and `bytes` left this qdisc's queue without being dequeued.
+    pub fn reduce_backlog(&mut self, packets: i64, bytes: i64) {
+        self.tree_reduced.0 += packets;
+        self.tree_reduced.1 += bytes;
+    }
+
+    /// What a child reduced since `mark` (a copy of `tree_reduced` taken before calling it).
+    pub fn reduced_since(&self, mark: (i64, i64)) -> (i64, i64) {
+        (self.tree_reduced.0 - mark.0, self.tree_reduced.1 - mark.1)
     }
     /// `qdisc_watchdog_schedule_ns`: ask to be dequeued again at `at`.
     pub fn schedule(&mut self, at: Nanos) {
@@ -83,6 +102,11 @@ impl QdiscStats {
     pub fn count_unqueued(&mut self, pkt: &Packet) {
         self.backlog = self.backlog.wrapping_sub(pkt.len);
         self.qlen -= 1;
+    }
+    /// Apply a child's `qdisc_tree_reduce_backlog` (packets, bytes) to these counters.
+    pub fn reduce(&mut self, (packets, bytes): (i64, i64)) {
+        self.qlen = (self.qlen as i64 - packets).max(0) as u32;
+        self.backlog = (self.backlog as i64 - bytes).max(0) as u32;
     }
 }
 

@@ -161,7 +161,10 @@ impl Qdisc for Prio {
             return Verdict::Drop;
         };
         let len = pkt.len;
-        match self.queues[band].q.enqueue(pkt, cx) {
+        let mark = cx.tree_reduced;
+        let v = self.queues[band].q.enqueue(pkt, cx);
+        self.stats.reduce(cx.reduced_since(mark));
+        match v {
             Verdict::Success => {
                 self.stats.backlog += len;
                 self.stats.qlen += 1;

@@ -591,6 +591,8 @@ impl Qdisc for Sfq {
             };
             slot.backlog = slot.backlog - head.len + pkt.len;
             self.stats.backlog = self.stats.backlog - head.len + pkt.len;
+            // One packet in, one out: a drop for the parent, whose bytes the ancestors correct.
+            cx.reduce_backlog(0, head.len as i64 - pkt.len as i64);
             slot.packets.push_back(pkt);
             return Verdict::Drop;
         }
@@ -606,11 +608,18 @@ impl Qdisc for Sfq {
         if self.stats.qlen <= self.limit {
             return Verdict::Success;
         }
-        // Full: the longest flow pays. The kernel answers NET_XMIT_CN if that was this packet's flow,
-        // else success plus `qdisc_tree_reduce_backlog(1)`; for a parent both mean "one packet in, one
-        // dropped", which is what `Verdict::Drop` tells it.
-        self.drop_from_longest();
-        Verdict::Drop
+        // Full: the longest flow pays (`sfq_drop`). If that was this packet's own flow the kernel answers
+        // NET_XMIT_CN (a drop, for the parent) and corrects the ancestors' bytes by the difference;
+        // otherwise it answers success and takes the dropped packet off the ancestors' counters
+        // (`qdisc_tree_reduce_backlog`).
+        let own_before = self.qlen_of(x);
+        let dropped = self.drop_from_longest().unwrap_or(0) as i64;
+        if self.qlen_of(x) != own_before {
+            cx.reduce_backlog(0, dropped - len as i64);
+            return Verdict::Drop;
+        }
+        cx.reduce_backlog(1, dropped);
+        Verdict::Success
     }
 
     /// `sfq_dequeue`.

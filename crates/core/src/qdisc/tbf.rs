@@ -167,7 +167,10 @@ impl Qdisc for Tbf {
             self.stats.drops += 1;
             return Verdict::Drop;
         };
-        if child.q.enqueue(pkt, cx) != Verdict::Success {
+        let mark = cx.tree_reduced;
+        let v = child.q.enqueue(pkt, cx);
+        self.stats.reduce(cx.reduced_since(mark));
+        if v != Verdict::Success {
             self.stats.drops += 1;
             return Verdict::Drop;
         }
