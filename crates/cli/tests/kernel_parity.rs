@@ -441,6 +441,23 @@ fn cases_g() -> Vec<Case> {
     ]
 }
 
+/// i) replacing or changing a qdisc with another kind, and ingress against clsact.
+fn cases_i() -> Vec<Case> {
+    vec![case!(
+        "i1_kind_mismatch",
+        "change/replace naming another kind, at the root and at ingress",
+        "qdisc add dev $DEV root handle 1: htb
+             qdisc change dev $DEV root handle 1: tbf rate 1mbit burst 10k latency 10ms
+             qdisc replace dev $DEV root handle 1: tbf rate 1mbit burst 10k latency 10ms
+             qdisc add dev $DEV ingress
+             qdisc add dev $DEV clsact
+             qdisc replace dev $DEV clsact
+             qdisc add dev $DEV ingress
+             qdisc replace dev $DEV ingress
+             qdisc add dev $DEV parent 1:10 ingress"
+    )]
+}
+
 /// h) u32 filters (the kernel here has cls_u32): `tc filter show` lines, with and without -s, compared
 /// as steps of the script.
 fn cases_h() -> Vec<Case> {
@@ -550,6 +567,7 @@ fn all_groups() -> Vec<(&'static str, Vec<Case>)> {
         ("f", cases_f()),
         ("g", cases_g()),
         ("h", cases_h()),
+        ("i", cases_i()),
     ]
 }
 
@@ -595,6 +613,11 @@ fn parity_g_errors() {
 #[test]
 fn parity_h_u32_filters() {
     run_group("h", cases_h());
+}
+
+#[test]
+fn parity_i_kind_mismatch() {
+    run_group("i", cases_i());
 }
 
 /// Writes the kernel's outputs for every case into tests/kernel_parity_reference.txt (or the

@@ -23,6 +23,10 @@ use crate::qdisc::{
 use crate::Nanos;
 use std::collections::BTreeMap;
 
+/// The extack of a `change`/`replace` naming another kind than the qdisc there: this machine's kernel
+/// (6.18) words it so; 6.12's source says only "Invalid qdisc name".
+const QDISC_KIND_MISMATCH: &str = "Invalid qdisc name: must match existing qdisc";
+
 /// What a `tc qdisc add|change|replace|link` asks for: the netlink flags.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Flags {
@@ -499,7 +503,7 @@ impl Engine {
                             "Exclusivity flag on, cannot override",
                         ));
                     }
-                    return Err(KernelError::invalid("Invalid qdisc name"));
+                    return Err(KernelError::invalid(QDISC_KIND_MISMATCH));
                 }
                 let Some(cur) = q else {
                     return self.create_and_graft(dev_name, parent, handle, opts, flags, now);
@@ -547,7 +551,7 @@ impl Engine {
             .find_mut(target)
             .ok_or_else(|| KernelError::msg(Errno::NoEntry, "Specified qdisc not found"))?;
         match opts {
-            Some(o) if o.kind() != s.q.kind() => Err(KernelError::invalid("Invalid qdisc name")),
+            Some(o) if o.kind() != s.q.kind() => Err(KernelError::invalid(QDISC_KIND_MISMATCH)),
             Some(QdiscOptions::PfifoFast) | None => Ok(Vec::new()),
             Some(o) => s.q.change(o, &env, now),
         }
@@ -569,22 +573,16 @@ impl Engine {
             ));
         }
         if let Some(cur) = &dev.ingress {
-            if opts.is_some() && cur.q.kind() != kind {
-                if !flags.replace {
-                    return Err(KernelError::msg(
-                        Errno::Exists,
-                        "NLM_F_REPLACE needed to override",
-                    ));
-                }
-                return Err(KernelError::invalid(
-                    "Replacing ingress/clsact is not supported",
-                ));
-            }
+            // Ingress and clsact both have handle ffff:, so tc_modify_qdisc goes straight to "change the
+            // qdisc there": exclusivity first, then the kind must match.
             if flags.excl {
                 return Err(KernelError::msg(
                     Errno::Exists,
                     "Exclusivity flag on, cannot modify",
                 ));
+            }
+            if opts.is_some() && cur.q.kind() != kind {
+                return Err(KernelError::invalid(QDISC_KIND_MISMATCH));
             }
             return Ok(Vec::new());
         }
@@ -679,7 +677,7 @@ impl Engine {
                 return Err(KernelError::invalid("Invalid handle"));
             }
             if kind.is_some_and(|k| k != ing.q.kind()) {
-                return Err(KernelError::invalid("Invalid qdisc name"));
+                return Err(KernelError::invalid(QDISC_KIND_MISMATCH));
             }
             let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
             if let Some(mut old) = dev.ingress.take() {
@@ -726,7 +724,7 @@ impl Engine {
             })?
         };
         if kind.is_some_and(|k| k != q.q.kind()) {
-            return Err(KernelError::invalid("Invalid qdisc name"));
+            return Err(KernelError::invalid(QDISC_KIND_MISMATCH));
         }
         if parent == Handle::UNSPEC {
             return Err(KernelError::invalid("Classid cannot be zero"));

@@ -281,8 +281,9 @@ fn qdisc_cmd(
             }
             "ingress" | "clsact" => {
                 if parent != 0 {
+                    // tc_qdisc.c words these two with an article, unlike "root".
                     return Err(Failure::syntax(format!(
-                        "Error: \"{a}\" is duplicate parent ID"
+                        "Error: \"{a}\" is a duplicate parent ID"
                     )));
                 }
                 parent = Handle::INGRESS.0;
