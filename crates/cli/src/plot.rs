@@ -96,6 +96,7 @@ where
         .draw()
         .map_err(err)?;
     for (k, s) in c.series.iter().enumerate() {
+        let points = thin(&s.points, MAX_POINTS);
         let color = Palette99::pick(if s.faint { k + 1 } else { k }).to_rgba();
         let style = if s.faint {
             color.mix(0.35).stroke_width(1)
@@ -104,7 +105,7 @@ where
         };
         let legend_style = style;
         chart
-            .draw_series(LineSeries::new(s.points.iter().copied(), style))
+            .draw_series(LineSeries::new(points.iter().copied(), style))
             .map_err(err)?
             .label(s.name.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], legend_style));
@@ -171,6 +172,28 @@ fn titled_with_policy(sc: &Scenario, out_iface: usize) -> String {
 
 /// The chart files a run may write (`STEM.png`, `STEM.svg`).
 pub const STEMS: &[&str] = &["throughput", "classes", "backlog", "ping", "flows"];
+
+/// The most points a line is drawn with: a picture 1400 pixels wide shows no more, and a million-sample
+/// run would otherwise write a file of tens of megabytes.
+const MAX_POINTS: usize = 4000;
+
+/// Average consecutive points in buckets so that at most `max` remain (the shape, not every sample).
+fn thin(points: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
+    if points.len() <= max {
+        return points.to_vec();
+    }
+    let per = points.len().div_ceil(max);
+    points
+        .chunks(per)
+        .map(|c| {
+            let n = c.len() as f64;
+            (
+                c.iter().map(|p| p.0).sum::<f64>() / n,
+                c.iter().map(|p| p.1).sum::<f64>() / n,
+            )
+        })
+        .collect()
+}
 
 /// Trailing moving average over `window` samples, as a running sum (one pass, whatever the window).
 fn moving_average(points: &[(f64, f64)], window: usize) -> Vec<(f64, f64)> {
@@ -334,7 +357,7 @@ pub fn charts(sc: &Scenario, out: &Outcome) -> Vec<Chart> {
 
 #[cfg(test)]
 mod tests {
-    use super::moving_average;
+    use super::{moving_average, thin};
 
     #[test]
     fn moving_average_by_hand() {
@@ -358,6 +381,22 @@ mod tests {
             moving_average(&pts, 0)[3].1,
             8.0,
             "a window of 0 is taken as 1"
+        );
+    }
+
+    #[test]
+    fn long_series_are_thinned_by_averaging() {
+        let pts: Vec<(f64, f64)> = (0..10_000).map(|i| (i as f64, (i % 2) as f64)).collect();
+        let t = thin(&pts, 4000);
+        assert!(t.len() <= 4000, "{}", t.len());
+        assert!(
+            t.iter().all(|p| (p.1 - 0.5).abs() < 1e-9),
+            "pairs of 0 and 1 average to 0.5"
+        );
+        assert_eq!(
+            thin(&pts[..10], 4000).len(),
+            10,
+            "short series are untouched"
         );
     }
 }
