@@ -352,6 +352,12 @@ fn parse_fopt(
 /// A filter's `action …` list (`parse_action` returning -1 is the filter parser's failure).
 fn filter_actions(c: &mut Cur, what: &str) -> Result<Vec<ActionSpec>> {
     c.fwd();
+    // `NEXT_ARG()` in the classifiers' parsers: a bare `action` at the end is an incomplete line.
+    if c.peek().is_none() {
+        return Err(Failure::syntax(
+            "Command line is not complete. Try option \"help\"",
+        ));
+    }
     parse_actions(c).map_err(|f| {
         if f.code == 1 {
             Failure::options(
