@@ -1870,6 +1870,20 @@ pub fn is_modifying(argv: &[String]) -> bool {
 }
 
 fn run_inner(engine: &mut Engine, argv: &[String], out: &mut Output) -> R<()> {
+    // Another table is refused before its rule is parsed: a nat rule's MASQUERADE is that table's
+    // business, not a target tclab lacks.
+    let named_table = argv.iter().enumerate().find_map(|(i, a)| match a.as_str() {
+        "-t" | "--table" => argv.get(i + 1).cloned(),
+        _ => a.strip_prefix("--table=").map(str::to_string),
+    });
+    if let Some(t @ ("filter" | "nat" | "raw" | "security")) = named_table.as_deref() {
+        return Err(IptError {
+            code: 3,
+            msg: format!(
+                "{VERSION}: can't initialize iptables table `{t}': tclab models the mangle table only (use -t mangle)\n"
+            ),
+        });
+    }
     let table = &engine.netfilter.mangle;
     let line = Parser::new(argv, table).parse()?;
     if line.version {
