@@ -164,12 +164,20 @@ fn parse_gact(c: &mut Cur) -> Result<(ActionParams, u32)> {
     let mut index = 0;
     let index_only = c.peek().is_some_and(|w| matches(w, "index"));
     if !index_only {
+        // parse_gact calls usage() after whatever __parse_action_control printed.
         match parse_control(c, false, false) {
             Ok(Some(r)) => g.action = r,
-            Ok(None) | Err(_) => {
+            Ok(None) => {
                 let w = c.peek().unwrap_or("");
                 return Err(Failure::syntax(format!(
                     "Bad action type {w}\n{GACT_USAGE}"
+                )));
+            }
+            Err(e) if e.msg.starts_with("Command line is not complete") => return Err(e),
+            Err(e) => {
+                return Err(Failure::syntax(format!(
+                    "{}\n{GACT_USAGE}",
+                    e.msg.trim_end()
                 )));
             }
         }
@@ -571,6 +579,8 @@ pub fn parse_actions(c: &mut Cur) -> Result<Vec<ActionSpec>> {
             w
         };
         eap = false;
+        // The kinds' parsers work on copies of argc/argv: on failure tc reports the position of the kind.
+        let at_kind = (c.left(), w.to_string());
         let parsed = match kind {
             "police" => parse_police(c, true),
             "skbedit" => parse_skbedit(c),
@@ -585,8 +595,8 @@ pub fn parse_actions(c: &mut Cur) -> Result<Vec<ActionSpec>> {
                     "{}{}bad action parsing\nparse_action: bad value ({}:{})!",
                     f.msg,
                     if f.msg.is_empty() { "" } else { "\n" },
-                    c.left(),
-                    c.peek().unwrap_or("(null)")
+                    at_kind.0,
+                    at_kind.1
                 ))
             } else {
                 f
