@@ -295,3 +295,38 @@ fn tcp_small_queues_keep_a_senders_own_queue_short() {
         p.rtt.max_ms
     );
 }
+
+#[test]
+fn a_tbf_over_htb_peeks_and_shapes() {
+    // TBF peeks at its child before dequeuing; HTB (like CBQ) cannot say its next packet without choosing
+    // it, so the kernel's qdisc_peek_dequeued dequeues and holds it. Under TBF 3 Mbit/s, HTB's 10:1
+    // (rate 1 Mbit/s, ceil 3 Mbit/s, under 10:2 at 3 Mbit/s) borrows up to 2 Mbit/s of offered UDP: all of
+    // it gets through. Without a parent to borrow from, 10:1 gets its 1 Mbit/s of frames
+    // (1448/1490 of it as payload).
+    let fast = LINE.replace("rate = \"10mbit\"", "rate = \"100mbit\"");
+    let run = |classes: &str| {
+        let text = format!(
+            "{fast}[[policy]]\nnode = \"r\"\ntc = \"\"\"\n\
+             qdisc add dev eth1 root handle 1: tbf rate 3mbit burst 4k latency 30ms\n\
+             qdisc add dev eth1 parent 1:1 handle 10: htb default 1\n{classes}\"\"\"\n\
+             [[traffic]]\nkind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"2mbit\"\n"
+        );
+        let out = go(&text);
+        (out.flows[0].goodput_bps, out.flows[0].lost_packets)
+    };
+    let (borrowing, lost) = run(
+        "class add dev eth1 parent 10: classid 10:2 htb rate 3mbit\n\
+         class add dev eth1 parent 10:2 classid 10:1 htb rate 1mbit ceil 3mbit\n",
+    );
+    assert!(
+        lost <= 2,
+        "2 Mbit/s fits under both shapers (a datagram may still be on its way at the end): {lost}"
+    );
+    assert!((borrowing - 2e6).abs() / 2e6 < 0.01, "{borrowing:.0}");
+    let (alone, _) = run("class add dev eth1 parent 10: classid 10:1 htb rate 1mbit ceil 3mbit\n");
+    let expected = 1e6 * 1448.0 / 1490.0;
+    assert!(
+        (alone - expected).abs() / expected < 0.03,
+        "{alone:.0} vs {expected:.0}"
+    );
+}

@@ -214,6 +214,8 @@ struct Class {
 }
 
 pub struct Cbq {
+    /// A packet taken out by `peek` and held for the next dequeue (`qdisc_peek_dequeued`'s gso_skb).
+    peeked: Option<Packet>,
     handle: Handle,
     mtu: u32,
     /// Slot 0 is the root ("link") class.
@@ -294,6 +296,7 @@ impl Cbq {
             overactions: 0,
         };
         let mut q = Cbq {
+            peeked: None,
             handle,
             mtu: env.mtu,
             classes: vec![Some(link)],
@@ -957,6 +960,12 @@ impl Qdisc for Cbq {
 
     /// `cbq_dequeue`.
     fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
+        // `qdisc_dequeue_peeked`: a packet a parent peeked at is the next one out.
+        if let Some(p) = self.peeked.take() {
+            self.stats.qlen = self.stats.qlen.saturating_sub(1);
+            self.stats.backlog = self.stats.backlog.saturating_sub(p.len);
+            return Some(p);
+        }
         let now = ticks(cx.now);
         if self.tx_class.is_some() {
             self.update();
@@ -990,13 +999,21 @@ impl Qdisc for Cbq {
         None
     }
 
-    fn peek(&mut self, _cx: &mut Cx) -> Option<&Packet> {
-        // `qdisc_peek_dequeued` would dequeue and hold the packet; tclab's CBQ offers no peek to parents.
-        None
+    /// `qdisc_peek_dequeued`: CBQ cannot tell its next packet without choosing it, so a peek dequeues it
+    /// and holds it (counted in the queue again) until the next dequeue — how a TBF or DRR parent sees it.
+    fn peek(&mut self, cx: &mut Cx) -> Option<&Packet> {
+        if self.peeked.is_none() {
+            let p = self.dequeue(cx)?;
+            self.stats.qlen += 1;
+            self.stats.backlog += p.len;
+            self.peeked = Some(p);
+        }
+        self.peeked.as_ref()
     }
 
     /// `cbq_reset`.
     fn reset(&mut self) {
+        self.peeked = None;
         self.activemask = 0;
         self.tx_class = None;
         self.tx_borrowed = None;

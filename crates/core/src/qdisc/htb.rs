@@ -294,6 +294,8 @@ enum RrAt {
 }
 
 pub struct Htb {
+    /// A packet taken out by `peek` and held for the next dequeue (`qdisc_peek_dequeued`'s gso_skb).
+    peeked: Option<Packet>,
     handle: Handle,
     // parameters
     r2q: u32,
@@ -383,6 +385,7 @@ impl Htb {
         }
         let direct_qlen = opts.direct_qlen.unwrap_or(env.txqueuelen).max(2);
         Ok(Htb {
+            peeked: None,
             handle,
             r2q: opts.r2q.max(1),
             defcls: opts.defcls,
@@ -907,6 +910,12 @@ impl Qdisc for Htb {
     }
 
     fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
+        // `qdisc_dequeue_peeked`: a packet a parent peeked at is the next one out.
+        if let Some(p) = self.peeked.take() {
+            self.stats.qlen = self.stats.qlen.saturating_sub(1);
+            self.stats.backlog = self.stats.backlog.saturating_sub(p.len);
+            return Some(p);
+        }
         if let Some(pkt) = self.direct.pop_front() {
             self.stats.count_unqueued(&pkt);
             self.stats.count_sent(&pkt);
@@ -946,16 +955,20 @@ impl Qdisc for Htb {
         None
     }
 
-    fn peek(&mut self, _cx: &mut Cx) -> Option<&Packet> {
-        // HTB is never the child of a shaper that needs to peek in tclab's supported trees; the direct queue
-        // head is exact, otherwise the head of the first backlogged leaf is an approximation.
-        if !self.direct.is_empty() {
-            return self.direct.front();
+    /// `qdisc_peek_dequeued`: HTB cannot tell its next packet without choosing it, so a peek dequeues it
+    /// and holds it (counted in the queue again) until the next dequeue — how a TBF or DRR parent sees it.
+    fn peek(&mut self, cx: &mut Cx) -> Option<&Packet> {
+        if self.peeked.is_none() {
+            let p = self.dequeue(cx)?;
+            self.stats.qlen += 1;
+            self.stats.backlog += p.len;
+            self.peeked = Some(p);
         }
-        None
+        self.peeked.as_ref()
     }
 
     fn reset(&mut self) {
+        self.peeked = None;
         for c in self.classes.iter_mut().flatten() {
             if let Some(l) = c.leaf.as_mut() {
                 l.q.reset();
