@@ -136,6 +136,16 @@ impl Device {
         Sched::new(Handle::UNSPEC, Handle::ROOT, q)
     }
 
+    /// `ip link set dev DEV txqueuelen N`: the default pfifo_fast follows the new length
+    /// (`dev_qdisc_change_tx_queue_len` → `pfifo_fast_change_tx_queue_len`); a qdisc configured by tc keeps
+    /// the limit it was given, as on Linux.
+    pub fn set_txqueuelen(&mut self, txqueuelen: u32) {
+        self.txqueuelen = txqueuelen;
+        if self.root.handle == Handle::UNSPEC && self.root.q.kind() == "pfifo_fast" {
+            self.root = self.default_root();
+        }
+    }
+
     pub fn root(&self) -> &Sched {
         &self.root
     }

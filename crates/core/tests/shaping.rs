@@ -396,3 +396,21 @@ fn htb_default_class_and_direct_queue() {
         _ => unreachable!(),
     }
 }
+
+#[test]
+fn a_new_txqueuelen_resizes_the_default_pfifo_fast() {
+    // `ip link set dev eth0 txqueuelen 2` on a NIC with its default pfifo_fast: the third queued packet is
+    // dropped (dev_qdisc_change_tx_queue_len). A pfifo added by tc keeps the limit it was given.
+    use tclab_core::engine::{DefaultRoot, Device};
+    use tclab_core::qdisc::{Cx, Verdict};
+    let mut d = Device::with_default("eth0", 1500, 1000, DefaultRoot::PfifoFast);
+    d.set_txqueuelen(2);
+    let mut cx = Cx::new(0);
+    let verdicts: Vec<Verdict> = (0..3)
+        .map(|_| d.enqueue(tclab_core::Packet::of_len(100), &mut cx))
+        .collect();
+    assert_eq!(
+        verdicts,
+        vec![Verdict::Success, Verdict::Success, Verdict::Drop]
+    );
+}

@@ -121,7 +121,7 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
                 d.mtu = m;
             }
             if let Some(t) = txq {
-                d.txqueuelen = t;
+                d.set_txqueuelen(t);
             }
             Ok(())
         }
