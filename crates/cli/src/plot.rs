@@ -163,9 +163,15 @@ fn titled_with_policy(sc: &Scenario, out_iface: usize) -> String {
     if lines.is_empty() {
         return sc.plot_title.clone();
     }
+    // About 115 characters fit across 1400 pixels at the caption's size.
+    const FITS: usize = 115;
+    let room = FITS.saturating_sub(sc.plot_title.chars().count() + 3);
+    if room < 20 {
+        return sc.plot_title.clone();
+    }
     let mut policy = lines.join("; ");
-    if policy.chars().count() > 110 {
-        policy = policy.chars().take(107).collect::<String>() + "...";
+    if policy.chars().count() > room {
+        policy = policy.chars().take(room - 1).collect::<String>() + "…";
     }
     format!("{} — {policy}", sc.plot_title)
 }
@@ -306,7 +312,7 @@ pub fn charts(sc: &Scenario, out: &Outcome) -> Vec<Chart> {
             size: (1400, 600),
         });
     }
-    if !out.pings.is_empty() {
+    if out.pings.iter().any(|p| !p.samples.is_empty()) {
         charts.push(Chart {
             file_stem: "ping".into(),
             title: format!("{}: ping RTT", sc.plot_title),

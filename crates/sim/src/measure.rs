@@ -143,7 +143,7 @@ impl Observer for Recorder {
 }
 
 /// Summary statistics of a set of RTTs, as ping prints them plus percentiles.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct RttStats {
     pub count: usize,
     pub min_ms: f64,
@@ -154,6 +154,25 @@ pub struct RttStats {
     pub p50_ms: f64,
     pub p90_ms: f64,
     pub p99_ms: f64,
+}
+
+/// With no RTT at all (every probe lost) the statistics are absent, as ping(8) prints no rtt line: JSON
+/// `null`, not zeros that would read as an instant reply.
+impl serde::Serialize for RttStats {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let v = |x: f64| (self.count > 0).then_some(x);
+        let mut st = s.serialize_struct("RttStats", 8)?;
+        st.serialize_field("count", &self.count)?;
+        st.serialize_field("min_ms", &v(self.min_ms))?;
+        st.serialize_field("avg_ms", &v(self.avg_ms))?;
+        st.serialize_field("max_ms", &v(self.max_ms))?;
+        st.serialize_field("mdev_ms", &v(self.mdev_ms))?;
+        st.serialize_field("p50_ms", &v(self.p50_ms))?;
+        st.serialize_field("p90_ms", &v(self.p90_ms))?;
+        st.serialize_field("p99_ms", &v(self.p99_ms))?;
+        st.end()
+    }
 }
 
 impl RttStats {

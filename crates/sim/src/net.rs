@@ -74,12 +74,15 @@ impl LinkParams {
         }
     }
 
-    /// Time to serialise a frame of `len` bytes, rounded up to the nanosecond.
-    pub fn tx_time(&self, len: u32) -> Nanos {
+    /// Time to serialise a frame of `len` bytes, in whole nanoseconds plus a remainder (in units of
+    /// 1/rate ns) carried from the previous frame, so that a stream of frames keeps the exact rate even
+    /// where one frame takes a fraction of a nanosecond more than a whole number (a terabit link).
+    pub fn tx_time(&self, len: u32, carry: &mut u64) -> Nanos {
         // A frame is at most 64 KiB and the overhead at most 65535 bytes (the scenario checks both), so
         // bytes × 8 × 1e9 stays below 2^51: no 128-bit division on the hot path.
-        let bits_ns = (len as u64 + self.overhead as u64) * 8 * NSEC_PER_SEC;
-        bits_ns.div_ceil(self.rate_bps)
+        let bits_ns = (len as u64 + self.overhead as u64) * 8 * NSEC_PER_SEC + *carry;
+        *carry = bits_ns % self.rate_bps;
+        bits_ns / self.rate_bps
     }
 }
 
@@ -109,6 +112,8 @@ pub struct Iface {
     pub counters: IfCounters,
     busy: bool,
     wake_pending: Option<Nanos>,
+    /// The sub-nanosecond part of the serialisation times so far (see [`LinkParams::tx_time`]).
+    tx_carry: u64,
     /// The application whose packet is on the wire now, and its frame length (for its TX completion).
     tx_owner: Option<(AppId, u32)>,
     /// Position of the interface's device among its node's devices, and how many there were then.
@@ -282,6 +287,7 @@ impl Network {
                 counters: IfCounters::default(),
                 busy: false,
                 wake_pending: None,
+                tx_carry: 0,
                 tx_owner: None,
                 dev_pos: 0,
                 dev_count: 0,
@@ -562,7 +568,7 @@ impl Network {
         let ifc = &mut self.ifaces[iface];
         match pkt {
             Some(pkt) => {
-                let tx = ifc.link.tx_time(pkt.len);
+                let tx = ifc.link.tx_time(pkt.len, &mut ifc.tx_carry);
                 ifc.busy = true;
                 ifc.tx_owner = (pkt.tag != 0).then(|| (pkt.tag as AppId - 1, pkt.len));
                 ifc.counters.tx_bytes += pkt.len as u64;

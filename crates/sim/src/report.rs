@@ -125,18 +125,28 @@ pub fn summary_text(sc: &Scenario, out: &Outcome) -> String {
         );
         for p in &out.pings {
             let r = &p.rtt;
+            // No reply at all: no RTT figures, as ping(8) prints no rtt line.
+            let (rtt, p50, p99) = if r.count == 0 {
+                ("—".to_string(), "—".to_string(), "—".to_string())
+            } else {
+                (
+                    format!(
+                        "{:.1}/{:.1}/{:.1}/{:.1}",
+                        r.min_ms, r.avg_ms, r.max_ms, r.mdev_ms
+                    ),
+                    format!("{:.1}", r.p50_ms),
+                    format!("{:.1}", r.p99_ms),
+                )
+            };
             let _ = writeln!(
                 s,
-                "{:<16} {:<18} {:>9} {:>32} {:>9.1} {:>9.1}",
+                "{:<16} {:<18} {:>9} {:>32} {:>9} {:>9}",
                 p.name,
                 format!("{}→{}", p.from, p.to),
                 format!("{}/{}", p.received, p.sent),
-                format!(
-                    "{:.1}/{:.1}/{:.1}/{:.1}",
-                    r.min_ms, r.avg_ms, r.max_ms, r.mdev_ms
-                ),
-                r.p50_ms,
-                r.p99_ms
+                rtt,
+                p50,
+                p99
             );
         }
     }

@@ -485,6 +485,24 @@ fn build(
     for l in &sf.link {
         let (an, ai) = split_endpoint(l.a.get_ref());
         let (bn, bi) = split_endpoint(l.b.get_ref());
+        // Interface names as Linux's dev_valid_name allows them (and no comma: they label CSV rows).
+        for (end, name, key) in [(&l.a, ai, "link.a"), (&l.b, bi, "link.b")] {
+            if let Some(n) = name {
+                if n.is_empty()
+                    || n.len() > 15
+                    || n == "."
+                    || n == ".."
+                    || n.contains(['/', ':', ',', '"'])
+                    || n.contains(char::is_whitespace)
+                {
+                    return cx.err(
+                        end.span(),
+                        key,
+                        format!("invalid interface name \"{n}\" (at most 15 characters, no / : , \" or spaces)"),
+                    );
+                }
+            }
+        }
         let a = net.node_by_name(an).map_or_else(
             || cx.err(l.a.span(), "link.a", format!("no node named \"{an}\"")),
             Ok,
@@ -1011,19 +1029,26 @@ fn resolve_traffic(
             }
             TrafficKind::Udp { rate_bps, length }
         }
-        "ping" => TrafficKind::Ping {
-            interval: match &t.interval {
-                Some(i) => {
-                    let v = cx.duration(i, "traffic.interval")?;
-                    if v == 0 {
-                        return cx.err(i.span(), "traffic.interval", "must be above zero");
+        "ping" => {
+            // An echo request is 8 ICMP + 20 IP bytes around its data, and must fit the first hop (DF).
+            let out = net.nodes[from].routes[to].expect("route checked above");
+            let mtu = net.device(out).map_or(1500, |d| d.mtu);
+            TrafficKind::Ping {
+                interval: match &t.interval {
+                    // ping(8) lets root go down to 2 ms; 1 ms here. Faster, the 16-bit sequence would
+                    // wrap within one queueing delay and replies would match the wrong probe.
+                    Some(i) => {
+                        let v = cx.duration(i, "traffic.interval")?;
+                        if v < 1_000_000 {
+                            return cx.err(i.span(), "traffic.interval", "at least 1ms");
+                        }
+                        v
                     }
-                    v
-                }
-                None => NSEC_PER_SEC,
-            },
-            size: length(56, 65507)?,
-        },
+                    None => NSEC_PER_SEC,
+                },
+                size: length(56, mtu.saturating_sub(28).max(1))?,
+            }
+        }
         other => {
             return cx.err(
                 t.kind.span(),

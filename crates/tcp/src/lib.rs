@@ -279,7 +279,8 @@ impl Config {
     /// (`tcp_mtu_to_mss`: MTU − 20 IPv4 − 20 TCP).
     pub fn mss_from_mtu(mtu: u32) -> Config {
         Config {
-            mss: mtu.saturating_sub(40).max(88),
+            // tcp_mtu_to_mss, clamped to tcp_min_snd_mss (48).
+            mss: mtu.saturating_sub(40).max(48),
             ..Config::default()
         }
     }
