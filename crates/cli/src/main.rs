@@ -29,7 +29,7 @@ Usage:
   tclab link show                        list the devices of the stored policy
   tclab iptables -t mangle …             iptables(8) for the mangle table (MARK, CONNMARK, CLASSIFY, DSCP, TOS)
   tclab script run FILE [ARGS…]          run a Linux shell script unmodified, tc/iptables resolved to tclab
-  tclab sim SCENARIO [--out DIR] [--seed N] [--json]
+  tclab sim SCENARIO [--out DIR] [--seed N] [--json] [--no-plots]
                                          run a scenario in the simulated lab (tclab sim --help)
   tclab demo                             seed 004's traffic conditioner in the simulated lab: the latency table
   tclab help | --version

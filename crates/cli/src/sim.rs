@@ -23,7 +23,7 @@ Prints a summary table (flows, pings, classes) and writes into DIR (default ./tc
   classes.csv       rate, backlog and drops of every class, per sample
   flows.csv         goodput of every flow, per sample
   ping.csv          every ping's RTT
-  tc.txt            tc -s qdisc/class show of every shaped device at the end
+  tc.txt            tc -s qdisc/class/filter show of every device of every node with a policy, at the end
   *.png, *.svg      throughput (IN/OUT, raw and smoothed), classes, backlog, ping, flows
 --json prints the summary JSON on stdout instead of the table. --seed replaces the file's seed.";
 
@@ -237,7 +237,7 @@ pub fn cmd(args: &[String]) -> Result<u8, String> {
     }
     if args[0] == "--list" {
         for b in BUILTIN {
-            println!("{:<22} {}", b.name, b.description);
+            println!("{:<30} {}", b.name, b.description);
         }
         return Ok(0);
     }

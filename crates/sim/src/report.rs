@@ -89,9 +89,9 @@ pub fn summary_text(sc: &Scenario, out: &Outcome) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{} — {:.1} s simulated, seed {}, {} events, {} frames",
+        "{} — {} s simulated, seed {}, {} events, {} frames",
         sc.name,
-        secs(sc.duration),
+        tclab_tc::util::fmt_g(secs(sc.duration), 6),
         sc.net.seed,
         out.events,
         out.frames

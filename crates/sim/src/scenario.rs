@@ -85,7 +85,7 @@ pub struct LinkSpec {
     pub jitter: Option<Spanned<String>>,
     pub overhead: Option<Spanned<u32>>,
     pub mtu: Option<Spanned<u32>>,
-    pub txqueuelen: Option<u32>,
+    pub txqueuelen: Option<Spanned<u32>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -263,7 +263,7 @@ fn key_at(src: &str, at: usize) -> String {
     }
 }
 
-/// "10s", "500ms", "20us", "100ns", "2min"; a bare number is seconds. Never negative.
+/// "10s", "500ms", "20us", "100ns", "2min", "1h"; a bare number is seconds. Never negative.
 pub fn parse_duration(s: &str) -> Result<Nanos, String> {
     let t = s.trim();
     let split = t
@@ -276,15 +276,16 @@ pub fn parse_duration(s: &str) -> Result<Nanos, String> {
         "us" | "usec" | "usecs" => 1e3,
         "ns" | "nsec" | "nsecs" => 1.0,
         "min" => 60e9,
+        "h" => 3600e9,
         _ => {
             return Err(format!(
-                "invalid duration \"{s}\": expected a number with s, ms, us, ns or min"
+                "invalid duration \"{s}\": expected a number with s, ms, us, ns, min or h"
             ))
         }
     };
     let v: f64 = num.parse().map_err(|_| {
         format!(
-            "invalid duration \"{s}\": expected a non-negative number with s, ms, us, ns or min"
+            "invalid duration \"{s}\": expected a non-negative number with s, ms, us, ns, min or h"
         )
     })?;
     let ns = v * scale;
@@ -415,6 +416,13 @@ fn build(
             let v = cx.duration(s, "sample")?;
             if v < 1_000_000 {
                 return cx.err(s.span(), "sample", "at least 1ms");
+            }
+            if v > duration {
+                return cx.err(
+                    s.span(),
+                    "sample",
+                    "longer than the run: there would be no sample at all",
+                );
             }
             if duration / v > MAX_SAMPLES {
                 return cx.err(
@@ -577,7 +585,15 @@ fn build(
             Some(m) => *m.get_ref(),
             None => 1500,
         };
-        net.connect(a, ai, b, bi, ab, ba, mtu, l.txqueuelen.unwrap_or(1000))
+        let txqueuelen = match &l.txqueuelen {
+            // Linux refuses a NIC ring of no slots; a zero-length pfifo_fast would drop everything.
+            Some(q) if *q.get_ref() == 0 => {
+                return cx.err(q.span(), "link.txqueuelen", "at least 1")
+            }
+            Some(q) => *q.get_ref(),
+            None => 1000,
+        };
+        net.connect(a, ai, b, bi, ab, ba, mtu, txqueuelen)
             .or_else(|m| cx.err(l.a.span(), "link", m))?;
     }
     net.compute_routes();
