@@ -1216,6 +1216,23 @@ delay = "1ms"
                 "sample",
                 "at most 1000000",
             ),
+            (format!("sample = \"2s\"\n{BASE}"), "sample", "longer than the run"),
+            (BASE.replace("b = \"b\"", "b = \"b:if,1\""), "link.b", "invalid interface name"),
+            (
+                BASE.replace("delay = \"1ms\"", "delay = \"1ms\"\ntxqueuelen = 0"),
+                "link.txqueuelen",
+                "at least 1",
+            ),
+            (
+                format!("{BASE}[[traffic]]\nkind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"1us\"\n"),
+                "traffic.interval",
+                "at least 1ms",
+            ),
+            (
+                format!("{BASE}[[traffic]]\nkind = \"ping\"\nfrom = \"a\"\nto = \"b\"\nlength = 1473\n"),
+                "traffic.length",
+                "between 1 and 1472",
+            ),
         ];
         for (text, key, words) in cases {
             let e = load_str(&text).err().expect("refused");
