@@ -36,7 +36,7 @@
 use super::class_hash::ClassHash;
 use super::fifo::Fifo;
 use super::{ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats};
-use super::{Sched, Verdict, Xstats};
+use super::{Peeked, Sched, Verdict, Xstats};
 use crate::error::{Errno, KernelError, Warning};
 use crate::filter::{Block, Verdict as FilterVerdict};
 use crate::handle::Handle;
@@ -214,8 +214,8 @@ struct Class {
 }
 
 pub struct Cbq {
-    /// A packet taken out by `peek` and held for the next dequeue (`qdisc_peek_dequeued`'s gso_skb).
-    peeked: Option<Packet>,
+    /// A packet taken out by `peek` and held for the next dequeue.
+    peeked: Peeked,
     handle: Handle,
     mtu: u32,
     /// Slot 0 is the root ("link") class.
@@ -296,7 +296,7 @@ impl Cbq {
             overactions: 0,
         };
         let mut q = Cbq {
-            peeked: None,
+            peeked: Peeked::default(),
             handle,
             mtu: env.mtu,
             classes: vec![Some(link)],
@@ -961,9 +961,7 @@ impl Qdisc for Cbq {
     /// `cbq_dequeue`.
     fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
         // `qdisc_dequeue_peeked`: a packet a parent peeked at is the next one out.
-        if let Some(p) = self.peeked.take() {
-            self.stats.qlen = self.stats.qlen.saturating_sub(1);
-            self.stats.backlog = self.stats.backlog.saturating_sub(p.len);
+        if let Some(p) = self.peeked.take(&mut self.stats) {
             return Some(p);
         }
         let now = ticks(cx.now);
@@ -1002,18 +1000,16 @@ impl Qdisc for Cbq {
     /// `qdisc_peek_dequeued`: CBQ cannot tell its next packet without choosing it, so a peek dequeues it
     /// and holds it (counted in the queue again) until the next dequeue — how a TBF or DRR parent sees it.
     fn peek(&mut self, cx: &mut Cx) -> Option<&Packet> {
-        if self.peeked.is_none() {
+        if self.peeked.get().is_none() {
             let p = self.dequeue(cx)?;
-            self.stats.qlen += 1;
-            self.stats.backlog += p.len;
-            self.peeked = Some(p);
+            self.peeked.hold(p, &mut self.stats);
         }
-        self.peeked.as_ref()
+        self.peeked.get()
     }
 
     /// `cbq_reset`.
     fn reset(&mut self) {
-        self.peeked = None;
+        self.peeked.clear();
         self.activemask = 0;
         self.tx_class = None;
         self.tx_borrowed = None;

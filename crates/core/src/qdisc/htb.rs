@@ -41,8 +41,8 @@
 
 use super::fifo::Fifo;
 use super::{
-    ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, HtbXstats, Qdisc, QdiscOptions, QdiscStats,
-    Sched, Verdict,
+    ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, HtbXstats, Peeked, Qdisc, QdiscOptions,
+    QdiscStats, Sched, Verdict,
 };
 use crate::error::{Errno, KernelError, Warning};
 use crate::filter::Block;
@@ -294,8 +294,8 @@ enum RrAt {
 }
 
 pub struct Htb {
-    /// A packet taken out by `peek` and held for the next dequeue (`qdisc_peek_dequeued`'s gso_skb).
-    peeked: Option<Packet>,
+    /// A packet taken out by `peek` and held for the next dequeue.
+    peeked: Peeked,
     handle: Handle,
     // parameters
     r2q: u32,
@@ -385,7 +385,7 @@ impl Htb {
         }
         let direct_qlen = opts.direct_qlen.unwrap_or(env.txqueuelen).max(2);
         Ok(Htb {
-            peeked: None,
+            peeked: Peeked::default(),
             handle,
             r2q: opts.r2q.max(1),
             defcls: opts.defcls,
@@ -911,9 +911,7 @@ impl Qdisc for Htb {
 
     fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
         // `qdisc_dequeue_peeked`: a packet a parent peeked at is the next one out.
-        if let Some(p) = self.peeked.take() {
-            self.stats.qlen = self.stats.qlen.saturating_sub(1);
-            self.stats.backlog = self.stats.backlog.saturating_sub(p.len);
+        if let Some(p) = self.peeked.take(&mut self.stats) {
             return Some(p);
         }
         if let Some(pkt) = self.direct.pop_front() {
@@ -958,17 +956,15 @@ impl Qdisc for Htb {
     /// `qdisc_peek_dequeued`: HTB cannot tell its next packet without choosing it, so a peek dequeues it
     /// and holds it (counted in the queue again) until the next dequeue — how a TBF or DRR parent sees it.
     fn peek(&mut self, cx: &mut Cx) -> Option<&Packet> {
-        if self.peeked.is_none() {
+        if self.peeked.get().is_none() {
             let p = self.dequeue(cx)?;
-            self.stats.qlen += 1;
-            self.stats.backlog += p.len;
-            self.peeked = Some(p);
+            self.peeked.hold(p, &mut self.stats);
         }
-        self.peeked.as_ref()
+        self.peeked.get()
     }
 
     fn reset(&mut self) {
-        self.peeked = None;
+        self.peeked.clear();
         for c in self.classes.iter_mut().flatten() {
             if let Some(l) = c.leaf.as_mut() {
                 l.q.reset();

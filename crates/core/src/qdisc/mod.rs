@@ -110,6 +110,34 @@ impl QdiscStats {
     }
 }
 
+/// The packet `qdisc_peek_dequeued` holds (the kernel's `gso_skb`): a discipline that can only tell its
+/// next packet by choosing it (HTB, CBQ) answers a parent's peek by dequeuing and holding the packet,
+/// counted in its queue again, until the next dequeue.
+#[derive(Default)]
+pub struct Peeked(Option<Packet>);
+
+impl Peeked {
+    /// `qdisc_dequeue_peeked`: the held packet, if any, taken off the counters.
+    pub fn take(&mut self, stats: &mut QdiscStats) -> Option<Packet> {
+        let p = self.0.take()?;
+        stats.qlen = stats.qlen.saturating_sub(1);
+        stats.backlog = stats.backlog.saturating_sub(p.len);
+        Some(p)
+    }
+    /// Hold a packet just dequeued for a peek, counting it in the queue again.
+    pub fn hold(&mut self, p: Packet, stats: &mut QdiscStats) {
+        stats.qlen += 1;
+        stats.backlog += p.len;
+        self.0 = Some(p);
+    }
+    pub fn get(&self) -> Option<&Packet> {
+        self.0.as_ref()
+    }
+    pub fn clear(&mut self) {
+        self.0 = None;
+    }
+}
+
 /// Per-device facts a qdisc may need when it is created: `dev->tx_queue_len`, `psched_mtu(dev)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DevEnv {
