@@ -399,6 +399,7 @@ impl Network {
         progress: &mut dyn FnMut(Nanos),
     ) {
         let mut next_obs = every.map(|e| self.now() - self.now() % e + e);
+        let mut last_obs = None;
         loop {
             let horizon = next_obs.map_or(until, |o| o.min(until));
             while let Some((now, ev)) = self.q.pop_until(horizon) {
@@ -408,10 +409,16 @@ impl Network {
                 Some(o) if o <= until => {
                     observer.observe(o, self);
                     progress(o);
+                    last_obs = Some(o);
                     next_obs = Some(o + every.unwrap_or(until));
                 }
                 _ => break,
             }
+        }
+        // A last, shorter interval up to the end, so that the series covers the whole run.
+        if every.is_some() && last_obs.is_some_and(|o| o < until) {
+            observer.observe(until, self);
+            progress(until);
         }
     }
 

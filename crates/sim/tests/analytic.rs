@@ -330,3 +330,24 @@ fn a_tbf_over_htb_peeks_and_shapes() {
         "{alone:.0} vs {expected:.0}"
     );
 }
+
+#[test]
+fn the_samples_cover_the_whole_run() {
+    // Every 300 ms of a 1 s run: 0.3, 0.6 and 0.9 s, then a shorter last interval ending at 1 s, whose
+    // rate is its bytes over its own 100 ms (a 1 Mbit/s UDP flow reads about the same in every row).
+    let text = format!(
+        "sample = \"300ms\"\n{}[[traffic]]\nkind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"1mbit\"\nlength = 1000\n",
+        LINE.replace("\"10s\"", "\"1s\"")
+    );
+    let out = go(&text);
+    let times: Vec<u64> = out.recorder.flow_samples.iter().map(|s| s.t).collect();
+    assert_eq!(
+        times,
+        vec![300_000_000, 600_000_000, 900_000_000, 1_000_000_000]
+    );
+    let last = out.recorder.flow_samples.last().unwrap().goodput_bps;
+    assert!(
+        (last - 1e6).abs() / 1e6 < 0.1,
+        "the last, short interval is a rate too: {last:.0}"
+    );
+}
