@@ -18,11 +18,10 @@
 //! every other problem is a failure.
 
 mod common;
-use common::TempDir;
+use common::{cmd, run_with_timeout, RunResult, TempDir};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::time::Duration;
 
 const TCLAB: &str = env!("CARGO_BIN_EXE_tclab");
@@ -690,13 +689,6 @@ const SHOWS: &[&str] = &[
     "-s class show dev $DEV",
 ];
 
-#[derive(Clone, Debug)]
-struct RunResult {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 struct Observation {
     /// (command without the leading `tc`, result), one per script line.
     steps: Vec<(String, RunResult)>,
@@ -1104,59 +1096,7 @@ impl Drop for Netns {
     }
 }
 
-fn cmd(prog: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(prog);
-    c.args(args);
-    c
-}
-
-/// Runs a command with stdin closed, capturing its output, killing it after TIMEOUT.
-fn run(mut c: Command) -> RunResult {
-    c.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child = match c.spawn() {
-        Ok(ch) => ch,
-        Err(e) => {
-            return RunResult {
-                code: -1,
-                stdout: String::new(),
-                stderr: format!("cannot run {c:?}: {e}"),
-            }
-        }
-    };
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let out = match rx.recv_timeout(TIMEOUT) {
-        Ok(o) => o,
-        Err(_) => {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-            let _ = rx.recv();
-            return RunResult {
-                code: -1,
-                stdout: String::new(),
-                stderr: format!("timed out after {TIMEOUT:?}: {c:?}"),
-            };
-        }
-    };
-    match out {
-        Ok(o) => RunResult {
-            code: o.status.code().unwrap_or_else(|| {
-                use std::os::unix::process::ExitStatusExt;
-                128 + o.status.signal().unwrap_or(0)
-            }),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        },
-        Err(e) => RunResult {
-            code: -1,
-            stdout: String::new(),
-            stderr: format!("wait failed: {e}"),
-        },
-    }
+/// Every command is killed after TIMEOUT.
+fn run(c: Command) -> RunResult {
+    run_with_timeout(c, TIMEOUT, -1)
 }

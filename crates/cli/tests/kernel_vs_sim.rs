@@ -28,11 +28,11 @@
 //! a check panics; every process is killed after a timeout.
 
 mod common;
-use common::TempDir;
+use common::{cmd, run_with_timeout, RunResult, TempDir};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const TCLAB: &str = env!("CARGO_BIN_EXE_tclab");
@@ -906,12 +906,6 @@ fn find_tool(name: &str) -> Option<PathBuf> {
     dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file())
 }
 
-struct RunResult {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 fn ok(r: RunResult) -> Result<RunResult, String> {
     if r.code == 0 {
         Ok(r)
@@ -920,57 +914,7 @@ fn ok(r: RunResult) -> Result<RunResult, String> {
     }
 }
 
-fn cmd(prog: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(prog);
-    c.args(args);
-    c
-}
-
-/// Runs a command with stdin closed, capturing its output, killing it after `timeout`.
-fn run(mut c: Command, timeout: Duration) -> RunResult {
-    c.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let what = format!("{c:?}");
-    let child = match c.spawn() {
-        Ok(ch) => ch,
-        Err(e) => {
-            return RunResult {
-                code: -1,
-                stdout: String::new(),
-                stderr: format!("cannot run {what}: {e}"),
-            }
-        }
-    };
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let out = match rx.recv_timeout(timeout) {
-        Ok(o) => o,
-        Err(_) => {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-            let _ = rx.recv();
-            return RunResult {
-                code: -1,
-                stdout: String::new(),
-                stderr: format!("timed out after {timeout:?}: {what}"),
-            };
-        }
-    };
-    match out {
-        Ok(o) => RunResult {
-            code: o.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        },
-        Err(e) => RunResult {
-            code: -1,
-            stdout: String::new(),
-            stderr: format!("wait failed: {e}"),
-        },
-    }
+/// Runs a command, killing its process group after `timeout`.
+fn run(c: Command, timeout: Duration) -> RunResult {
+    run_with_timeout(c, timeout, -1)
 }

@@ -23,10 +23,9 @@
 //! TCLAB_TDC_DIR overrides the location of the tdc directory.
 
 mod common;
-use common::TempDir;
+use common::{run_with_timeout, RunResult, TempDir};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -816,12 +815,6 @@ fn write_executable(path: &Path, text: &str) {
         .unwrap_or_else(|e| panic!("chmod {}: {e}", path.display()));
 }
 
-struct RunResult {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 impl RunResult {
     /// tdc.py's exec_cmd: stderr when the command failed and wrote to stderr, else stdout.
     fn procout(&self) -> String {
@@ -848,56 +841,8 @@ impl RunResult {
     }
 }
 
-/// Runs a command in its own process group with stdin closed, capturing its output; the whole
-/// group is killed after TIMEOUT (exit code 255, as tdc.py reports a timeout).
-fn run(mut c: Command) -> RunResult {
-    use std::os::unix::process::CommandExt;
-    c.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let child = match c.spawn() {
-        Ok(ch) => ch,
-        Err(e) => {
-            return RunResult {
-                code: -1,
-                stdout: String::new(),
-                stderr: format!("cannot run {c:?}: {e}"),
-            }
-        }
-    };
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let out = match rx.recv_timeout(TIMEOUT) {
-        Ok(o) => o,
-        Err(_) => {
-            let _ = Command::new("kill")
-                .args(["-KILL", "--", &format!("-{pid}")])
-                .status();
-            let _ = rx.recv();
-            return RunResult {
-                code: 255,
-                stdout: String::new(),
-                stderr: format!("command timed out after {TIMEOUT:?}"),
-            };
-        }
-    };
-    match out {
-        Ok(o) => RunResult {
-            code: o.status.code().unwrap_or_else(|| {
-                use std::os::unix::process::ExitStatusExt;
-                128 + o.status.signal().unwrap_or(0)
-            }),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        },
-        Err(e) => RunResult {
-            code: -1,
-            stdout: String::new(),
-            stderr: format!("wait failed: {e}"),
-        },
-    }
+/// A command under test: the whole process group is killed after TIMEOUT (exit code 255, as tdc.py
+/// reports a timeout).
+fn run(c: Command) -> RunResult {
+    run_with_timeout(c, TIMEOUT, 255)
 }

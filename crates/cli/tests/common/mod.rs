@@ -29,3 +29,80 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.path);
     }
 }
+
+/// What a command did.
+#[derive(Clone, Debug)]
+pub struct RunResult {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// `Command::new(prog).args(args)`.
+#[allow(dead_code)]
+pub fn cmd(prog: &std::path::Path, args: &[&str]) -> std::process::Command {
+    let mut c = std::process::Command::new(prog);
+    c.args(args);
+    c
+}
+
+/// Run `c` with stdin closed and its output captured, in its own process group; after `timeout` the
+/// whole group is killed and the result has exit code `timeout_code`. A death by signal N is 128 + N, as
+/// a shell reports it.
+pub fn run_with_timeout(
+    mut c: std::process::Command,
+    timeout: std::time::Duration,
+    timeout_code: i32,
+) -> RunResult {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    use std::process::Stdio;
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let what = format!("{c:?}");
+    let child = match c.spawn() {
+        Ok(ch) => ch,
+        Err(e) => {
+            return RunResult {
+                code: -1,
+                stdout: String::new(),
+                stderr: format!("cannot run {what}: {e}"),
+            }
+        }
+    };
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = match rx.recv_timeout(timeout) {
+        Ok(o) => o,
+        Err(_) => {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .status();
+            let _ = rx.recv();
+            return RunResult {
+                code: timeout_code,
+                stdout: String::new(),
+                stderr: format!("timed out after {timeout:?}: {what}"),
+            };
+        }
+    };
+    match out {
+        Ok(o) => RunResult {
+            code: o
+                .status
+                .code()
+                .unwrap_or_else(|| 128 + o.status.signal().unwrap_or(0)),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        },
+        Err(e) => RunResult {
+            code: -1,
+            stdout: String::new(),
+            stderr: format!("wait failed: {e}"),
+        },
+    }
+}
