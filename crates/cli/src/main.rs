@@ -18,7 +18,7 @@ mod sim;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use tclab_tc::store::{link, Store};
+use tclab_tc::store::{Lock, Store};
 
 const HELP: &str = "tclab — Linux traffic control in user space
 
@@ -49,107 +49,87 @@ fn state_path() -> PathBuf {
     base.join("tclab/policy.json")
 }
 
-fn load() -> Result<(Store, tclab_core::Engine, PathBuf), String> {
-    let path = state_path();
-    let store = Store::load(&path)?;
-    let (engine, problems) = store.replay();
-    for p in problems {
-        eprintln!("tclab: warning: {}: {p}", path.display());
+/// Is this store command sure to change nothing (a `show`)? Those share the store's lock.
+fn is_read_only(argv: &[String]) -> bool {
+    let args = &argv[1..];
+    match argv[0].as_str() {
+        "tc" => {
+            !args.iter().any(|a| a == "-batch" || a == "-b" || a == "--batch")
+                && !tclab_tc::store::is_modifying(args)
+        }
+        "iptables" => !tclab_tc::iptables::is_modifying(args),
+        "link" => args.is_empty() || ["show", "list", "ls"].contains(&args[0].as_str()),
+        _ => false,
     }
-    Ok((store, engine, path))
 }
 
-fn is_modifying(args: &[String]) -> bool {
-    let words: Vec<&str> = args
-        .iter()
-        .map(String::as_str)
-        .skip_while(|a| a.starts_with('-'))
-        .collect();
-    match words.get(1) {
-        None => false,
-        Some(w) => {
-            ["add", "change", "replace", "link", "delete", "del", "flush"]
+fn print_output(out: &tclab_tc::Output) -> u8 {
+    use std::io::Write;
+    let _ = std::io::stdout().write_all(out.stdout.as_bytes());
+    let _ = std::io::stderr().write_all(out.stderr.as_bytes());
+    out.code.clamp(0, 255) as u8
+}
+
+/// `tclab tc|iptables|link …`: one command against the policy store, through the resident engine of a
+/// running `tclab script run` if there is one (`TCLAB_CONTROL`), else by opening the store under its lock.
+fn cmd_store(argv: &[String]) -> Result<u8, String> {
+    use tclab_tc::control;
+    let path = std::path::absolute(state_path()).map_err(|e| format!("state file: {e}"))?;
+    if let Some(socket) = std::env::var_os(control::ENV).filter(|s| !s.is_empty()) {
+        // `-batch FILE` is read here, where FILE's relative path means something.
+        let mut words = argv.to_vec();
+        let mut stdin = None;
+        if argv[0] == "tc" {
+            if let Some(i) = words
                 .iter()
-                .any(|c| c.starts_with(*w) || *w == *c)
-                && !["show", "list", "ls"].contains(w)
-        }
-    }
-}
-
-fn cmd_tc(args: &[String]) -> Result<u8, String> {
-    let (mut store, mut engine, path) = load()?;
-    // -batch / -b FILE, possibly after other global options.
-    let batch_at = args
-        .iter()
-        .position(|a| a == "-batch" || a == "-b" || a == "--batch");
-    if let Some(i) = batch_at {
-        let file = args.get(i + 1).ok_or("Error: -batch needs a file name")?;
-        let force = args.iter().any(|a| a == "-force" || a == "-f");
-        let globals: Vec<String> = args[..i]
-            .iter()
-            .chain(args[i + 2..].iter())
-            .filter(|a| *a != "-force" && *a != "-f")
-            .cloned()
-            .collect();
-        let text = if file == "-" {
-            let mut s = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
-                .map_err(|e| e.to_string())?;
-            s
-        } else {
-            std::fs::read_to_string(file)
-                .map_err(|e| format!("Cannot open file \"{file}\" for reading: {e}"))?
-        };
-        let mut code = 0u8;
-        for (n, line) in text.lines().enumerate() {
-            let line = line.split('#').next().unwrap_or("").trim();
-            if line.is_empty() {
-                continue;
-            }
-            let mut words: Vec<String> = globals.clone();
-            words.extend(line.split_whitespace().map(str::to_string));
-            let out = tclab_tc::run(&mut engine, &words, 0);
-            print!("{}", out.stdout);
-            eprint!("{}", out.stderr);
-            if out.code != 0 {
-                eprintln!("Command failed {file}:{}", n + 1);
-                code = 1;
-                if !force {
-                    break;
+                .position(|a| a == "-batch" || a == "-b" || a == "--batch")
+            {
+                if let Some(file) = words.get(i + 1).cloned() {
+                    let text = if file == "-" {
+                        let mut t = String::new();
+                        std::io::Read::read_to_string(&mut std::io::stdin(), &mut t)
+                            .map_err(|e| format!("standard input: {e}"))?;
+                        t
+                    } else {
+                        match std::fs::read_to_string(&file) {
+                            Ok(t) => t,
+                            Err(e) => {
+                                eprintln!("Cannot open file \"{file}\" for reading: {e}");
+                                return Ok(1);
+                            }
+                        }
+                    };
+                    words[i + 1] = "-".into();
+                    stdin = Some(text);
                 }
-            } else if is_modifying(&words) {
-                let mut entry = vec!["tc".to_string()];
-                entry.extend(words);
-                store.journal.push(entry);
             }
         }
-        store.save(&path)?;
-        return Ok(code);
+        let req = control::Request {
+            state: path.clone(),
+            argv: words,
+            stdin,
+        };
+        match control::call(std::path::Path::new(&socket), &req) {
+            Ok(r) => {
+                return Ok(print_output(&tclab_tc::Output {
+                    stdout: r.stdout,
+                    stderr: r.stderr,
+                    code: r.code,
+                }))
+            }
+            Err(control::CallError::Lost(e)) => return Err(e),
+            Err(control::CallError::Unreachable) => {}
+        }
     }
-    let out = tclab_tc::run(&mut engine, args, 0);
-    print!("{}", out.stdout);
-    eprint!("{}", out.stderr);
-    if out.code == 0 && is_modifying(args) {
-        let mut entry = vec!["tc".to_string()];
-        entry.extend(args.iter().cloned());
-        store.journal.push(entry);
-        store.save(&path)?;
+    let _lock = Lock::take(&path, !is_read_only(argv))?;
+    let (mut store, problems) = Store::open(&path)?;
+    for p in problems {
+        eprintln!("tclab: warning: {p}");
     }
-    Ok(out.code as u8)
-}
-
-fn cmd_iptables(args: &[String]) -> Result<u8, String> {
-    let (mut store, mut engine, path) = load()?;
-    let out = tclab_tc::iptables::run(&mut engine, args);
-    print!("{}", out.stdout);
-    eprint!("{}", out.stderr);
-    if out.code == 0 && tclab_tc::iptables::is_modifying(args) {
-        let mut entry = vec!["iptables".to_string()];
-        entry.extend(args.iter().cloned());
-        store.journal.push(entry);
-        store.save(&path)?;
-    }
-    Ok(out.code as u8)
+    let out = store.execute(argv, None)?;
+    // The process ends here: freeing a large policy's engine piece by piece would only cost time.
+    std::mem::forget(store);
+    Ok(print_output(&out))
 }
 
 fn cmd_script(args: &[String]) -> Result<u8, String> {
@@ -180,34 +160,16 @@ fn cmd_script(args: &[String]) -> Result<u8, String> {
     }
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the tclab executable: {e}"))?;
+    let state = std::path::absolute(state_path()).map_err(|e| format!("state file: {e}"))?;
     let sb = Sandbox::new()?;
+    let server = tclab_tc::control::Server::start(&state, &sb.dir)?;
     let status = sb
-        .command(&exe, &script, &rest[1..], &state_path())
+        .command(&exe, &script, &rest[1..], &state)
+        .env(tclab_tc::control::ENV, server.socket())
         .status()
         .map_err(|e| format!("cannot run bash: {e}"))?;
+    drop(server);
     Ok(status.code().unwrap_or(1).clamp(0, 255) as u8)
-}
-
-fn cmd_link(args: &[String]) -> Result<u8, String> {
-    let (mut store, mut engine, path) = load()?;
-    if args.first().map(String::as_str) == Some("show") || args.is_empty() {
-        for (i, (name, d)) in engine.devices.iter().enumerate() {
-            let q = d.root().q.kind();
-            println!(
-                "{}: {name}: mtu {} qdisc {q} qlen {}",
-                i + 1,
-                d.mtu,
-                d.txqueuelen
-            );
-        }
-        return Ok(0);
-    }
-    link(&mut engine, args)?;
-    let mut entry = vec!["link".to_string()];
-    entry.extend(args.iter().cloned());
-    store.journal.push(entry);
-    store.save(&path)?;
-    Ok(0)
 }
 
 /// Die quietly on a closed pipe (`tclab sim … | head`), as command-line tools do, instead of panicking
@@ -231,9 +193,7 @@ fn main() -> ExitCode {
     default_sigpipe();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
-        Some("tc") => cmd_tc(&args[1..]),
-        Some("link") => cmd_link(&args[1..]),
-        Some("iptables") => cmd_iptables(&args[1..]),
+        Some("tc") | Some("link") | Some("iptables") => cmd_store(&args),
         Some("script") => cmd_script(&args[1..]),
         Some("demo") => demo::run(&args[1..]),
         Some("sim") => sim::cmd(&args[1..]),

@@ -240,11 +240,7 @@ fn script_to_journal_for_the_simulator() {
     assert!(journal
         .iter()
         .all(|e| ["tc", "iptables", "link"].contains(&e[0].as_str())));
-    let store = tclab_tc::store::Store {
-        tclab_store: 1,
-        journal,
-    };
-    let (mut engine, problems) = store.replay();
+    let (mut engine, problems) = tclab_tc::store::replay(&journal);
     assert!(problems.is_empty(), "{problems:?}");
     // An HTTP connection: the SYN sets the connection mark 400, the restore rule copies it to every
     // packet of the connection; a bare ACK on it is re-marked 200 by the last rule.

@@ -89,6 +89,9 @@ pub struct Device {
     ingress: Option<Sched>,
     /// Visible qdiscs other than the root, in the kernel's `qdisc_hash` order (16 buckets, newest first).
     qdisc_hash: Vec<Vec<Handle>>,
+    /// The parent class of every visible qdisc in `qdisc_hash`, so that `qdisc_lookup` follows a path of
+    /// class lookups instead of walking the whole tree (a LibreQoS policy has 10 000 leaves).
+    parent_of: BTreeMap<Handle, Handle>,
 }
 
 impl Device {
@@ -115,6 +118,7 @@ impl Device {
             root: placeholder,
             ingress: None,
             qdisc_hash: vec![Vec::new(); 16],
+            parent_of: BTreeMap::new(),
         };
         d.root = d.default_root();
         d
@@ -192,34 +196,81 @@ impl Device {
         (h.0.wrapping_mul(0x61C8_8647) >> 28) as usize
     }
 
-    fn hash_add(&mut self, h: Handle) {
+    fn hash_add(&mut self, h: Handle, parent: Handle) {
         if h != Handle::UNSPEC {
             self.qdisc_hash[Self::hash_bucket(h)].insert(0, h);
+            self.parent_of.insert(h, parent);
         }
+    }
+
+    fn hash_del(&mut self, h: Handle) {
+        self.qdisc_hash[Self::hash_bucket(h)].retain(|x| *x != h);
+        self.parent_of.remove(&h);
     }
 
     fn hash_del_tree(&mut self, s: &Sched) {
         let mut handles = Vec::new();
         collect_handles(s, &mut handles);
         for h in handles {
-            self.qdisc_hash[Self::hash_bucket(h)].retain(|x| *x != h);
+            self.hash_del(h);
         }
+    }
+
+    /// The classids leading from the root to the qdisc `handle`, top first, from `parent_of`.
+    fn path_to(&self, handle: Handle) -> Option<Vec<Handle>> {
+        let mut path = Vec::new();
+        let mut at = handle;
+        while at != self.root.handle {
+            // Trees are at most a few levels deep (HTB allows 8); a longer chain is a stale index.
+            if path.len() > 64 {
+                return None;
+            }
+            let parent = *self.parent_of.get(&at)?;
+            path.push(parent);
+            at = parent.qdisc();
+        }
+        path.reverse();
+        Some(path)
+    }
+
+    fn follow(&self, path: &[Handle]) -> Option<&Sched> {
+        let mut s = &self.root;
+        for classid in path {
+            s = s.q.classes()?.leaf(*classid)?;
+        }
+        Some(s)
     }
 
     /// `qdisc_lookup`: the qdisc with this handle anywhere in the tree.
     pub fn find(&self, handle: Handle) -> Option<&Sched> {
-        find_in(&self.root, handle).or_else(|| {
-            self.ingress
-                .as_ref()
-                .filter(|s| s.handle == handle && handle != Handle::UNSPEC)
-        })
+        if let Some(ing) = self.ingress.as_ref() {
+            if ing.handle == handle && handle != Handle::UNSPEC {
+                return Some(ing);
+            }
+        }
+        if handle == Handle::UNSPEC {
+            // Invisible qdiscs (handle 0) are not indexed: the root default, or the first found.
+            return find_in(&self.root, handle);
+        }
+        // Every visible qdisc is in the index.
+        self.path_to(handle)
+            .and_then(|p| self.follow(&p))
+            .filter(|s| s.handle == handle)
     }
 
     pub fn find_mut(&mut self, handle: Handle) -> Option<&mut Sched> {
         if self.ingress.as_ref().is_some_and(|s| s.handle == handle) && handle != Handle::UNSPEC {
             return self.ingress.as_mut();
         }
-        find_in_mut(&mut self.root, handle)
+        if handle == Handle::UNSPEC {
+            return find_in_mut(&mut self.root, handle);
+        }
+        let path = self.path_to(handle)?;
+        let mut s = &mut self.root;
+        for classid in path {
+            s = s.q.classes_mut()?.leaf_mut(classid)?;
+        }
+        Some(s).filter(|s| s.handle == handle)
     }
 
     /// Every visible qdisc, in the order `tc qdisc show` prints them.
@@ -432,6 +483,15 @@ impl Engine {
 
     pub fn device_mut(&mut self, name: &str) -> Option<&mut Device> {
         self.devices.get_mut(name)
+    }
+
+    /// `qdisc_alloc_handle`'s counter, which only history determines: the policy store keeps it when it
+    /// compacts its journal.
+    pub fn autohandle(&self) -> u32 {
+        self.autohandle
+    }
+    pub fn set_autohandle(&mut self, counter: u32) {
+        self.autohandle = counter;
     }
 
     pub fn add_device(&mut self, name: &str, mtu: u32, txqueuelen: u32) -> &mut Device {
@@ -660,7 +720,7 @@ impl Engine {
             dev.hash_del_tree(&old);
             release_tree(&mut old, &mut self.actions);
         }
-        dev.hash_add(handle);
+        dev.hash_add(handle, parent);
         Ok(warnings)
     }
 
@@ -862,7 +922,7 @@ impl Engine {
         }
         cl.delete_class(clid)?;
         for h in handles {
-            dev.qdisc_hash[Device::hash_bucket(h)].retain(|x| *x != h);
+            dev.hash_del(h);
         }
         Ok(())
     }

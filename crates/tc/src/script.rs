@@ -203,6 +203,13 @@ impl Sandbox {
         let dir = std::env::temp_dir().join(format!("tclab-script-{}-{n}", std::process::id()));
         let bin = dir.join("bin");
         std::fs::create_dir_all(&bin).map_err(|e| format!("{}: {e}", bin.display()))?;
+        #[cfg(unix)]
+        {
+            // The control socket lives here: only the caller may reach it.
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
         let sb = Sandbox { dir };
         std::fs::write(sb.prelude(), prelude()).map_err(|e| e.to_string())?;
         // Wrapper executables for callers that bypass shell functions (env, xargs, find -exec).
@@ -325,7 +332,14 @@ pub fn run_script_to_journal(
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
         .map_or(SCRIPT_TIME_LIMIT, std::time::Duration::from_secs);
-    let run = run_bounded(&sb, exe, script, args, env, &state, limit)?;
+    let server = crate::control::Server::start(&state, &sb.dir)?;
+    let mut env = env.to_vec();
+    env.push((
+        crate::control::ENV.to_string(),
+        server.socket().to_string_lossy().into_owned(),
+    ));
+    let run = run_bounded(&sb, exe, script, args, &env, &state, limit)?;
+    drop(server);
     if !run.success {
         return Err(format!(
             "{} {}: {}",
@@ -334,9 +348,9 @@ pub fn run_script_to_journal(
             run.stderr.trim_end()
         ));
     }
-    let store = crate::store::Store::load(&state)?;
+    let journal = crate::store::read_journal(&state)?;
     Ok(ScriptRun {
-        journal: store.journal,
+        journal: journal.entries,
         stderr: run.stderr,
     })
 }

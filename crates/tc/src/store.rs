@@ -1,85 +1,682 @@
 //! The policy store behind `TCLAB_STATE=FILE tclab tc …`.
 //!
-//! The file is a journal: a JSON document listing, in order, every command that was accepted (tc,
-//! `link` and `iptables` lines). Loading replays the journal into a fresh engine; a refused command is never
-//! written, so the file always describes a policy that applies cleanly. Replaying rather than snapshotting keeps what
-//! only history determines — automatic handles, the kernel's listing order — exactly as a live kernel would
-//! have it. Writes go to a temporary file that is renamed over the old one, so a crash cannot truncate it.
+//! # What is kept, and why a journal
 //!
-//! ```json
-//! { "tclab_store": 1, "journal": [ ["link", "set", "dev", "eth0", "mtu", "9000"],
-//!                                  ["tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb"] ] }
+//! The file is a journal of the accepted commands (tc, `link` and `iptables` lines), one JSON array per
+//! line after a header line:
+//!
+//! ```text
+//! {"tclab_store":2}
+//! ["link","set","dev","eth0","mtu","9000"]
+//! ["tc","qdisc","add","dev","eth0","root","handle","1:","htb"]
 //! ```
+//!
+//! Loading replays it into a fresh engine. A journal rather than a snapshot of the engine's state, because
+//! commands are a stable format: a store written by one tclab applies in the next even when the engine's
+//! insides change, and what only history determines — automatic handles, the kernel's listing order, which
+//! filter shares which action — comes out as a live kernel would have it. A snapshot would have to
+//! serialise every discipline's state and version it as twenty more kinds arrive.
+//!
+//! # No acknowledged write is lost
+//!
+//! - **Writers are serialised** (as the kernel's rtnl lock serialises changes): every read-modify-write
+//!   holds an exclusive `flock` on `FILE.lock` from reading the journal to writing it; readers (`show`)
+//!   hold a shared one.
+//! - **A command is one record**, appended with one `write` ending in its newline and `fdatasync`ed before
+//!   tclab exits 0. A writer killed mid-record leaves a last line without its newline: loading ignores
+//!   that torn tail (the store is the policy before the command) and the next writer cuts it off.
+//! - **Whole rewrites** (a new file, a migration from the version-1 format, a compaction) go to a unique
+//!   temporary file, fsynced, renamed over the store, and the directory fsynced.
+//! - A file that is not a tclab store is refused with its name, and never overwritten.
+//!
+//! # Cost that does not grow with history
+//!
+//! Replay is linear in the journal, and a journal is kept about as long as the policy it describes: when
+//! a command returns a device to its pristine state (its root qdisc deleted, no ingress) or empties the
+//! mangle table or the action tables, the entries that built what is gone are dropped — a policy
+//! re-applied every boot (`del` then `add`) does not accumulate. A compaction is written only if replaying
+//! the shorter journal gives exactly the same `tc -s -d` and `iptables -S` output and the same automatic
+//! handle counter as the longer one; otherwise the journal stays whole. `tclab script run` goes further:
+//! the script's `tc` calls reach one resident engine through [`crate::control`], so a script of N
+//! commands costs O(N), not O(N²).
 
-use serde::{Deserialize, Serialize};
-use std::path::Path;
+use crate::Output;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use tclab_core::Engine;
 
-#[derive(Debug, Default, Serialize, Deserialize)]
+/// The header line of the current format.
+const HEADER: &str = "{\"tclab_store\":2}";
+
+/// The version-1 format: one JSON document `{"tclab_store": 1, "journal": [[…], …]}`, rewritten on every
+/// command. Still read, and migrated to version 2 by the first write.
+#[derive(serde::Deserialize)]
+struct StoreV1 {
+    tclab_store: u32,
+    journal: Vec<Vec<String>>,
+}
+
+/// What was on disk when the journal was read: which file, and how much of it is valid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Seen {
+    dev: u64,
+    ino: u64,
+    len: u64,
+}
+
+/// A journal as read from disk.
+pub struct Journal {
+    pub entries: Vec<Vec<String>>,
+    /// Bytes of the file that hold complete records (a torn last record lies beyond).
+    valid_len: u64,
+    /// The file is in the current format (appendable); `false` for a missing file or version 1.
+    appendable: bool,
+    seen: Option<Seen>,
+}
+
+fn seen(file: &File) -> std::io::Result<Seen> {
+    use std::os::unix::fs::MetadataExt;
+    let m = file.metadata()?;
+    Ok(Seen {
+        dev: m.dev(),
+        ino: m.ino(),
+        len: m.len(),
+    })
+}
+
+fn seen_path(path: &Path) -> Option<Seen> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some(Seen {
+        dev: m.dev(),
+        ino: m.ino(),
+        len: m.len(),
+    })
+}
+
+/// Read FILE's journal; a missing file is an empty one.
+pub fn read_journal(path: &Path) -> Result<Journal, String> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Journal {
+                entries: Vec::new(),
+                valid_len: 0,
+                appendable: false,
+                seen: None,
+            })
+        }
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let before = seen(&file).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut &file, &mut bytes)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let not_ours = |why: String| format!("{}: not a tclab store: {why}", path.display());
+    let text = std::str::from_utf8(&bytes).map_err(|_| not_ours("not UTF-8 text".into()))?;
+    let first = text.lines().next().unwrap_or("");
+    if first.trim() == HEADER {
+        let mut entries = Vec::new();
+        let mut valid_len = first.len() as u64 + 1;
+        let mut rest = &text[first.len().min(text.len())..];
+        rest = rest.strip_prefix('\n').unwrap_or(rest);
+        let mut line_no = 1;
+        while !rest.is_empty() {
+            line_no += 1;
+            let Some(end) = rest.find('\n') else {
+                // A record without its newline: a writer was killed mid-write. The command it carried
+                // was never acknowledged; the store is what came before it.
+                break;
+            };
+            let line = &rest[..end];
+            if !line.trim().is_empty() {
+                let entry = match plain_record(line) {
+                    Some(e) => e,
+                    None => serde_json::from_str(line).map_err(|e| {
+                    format!(
+                        "{}:{line_no}: corrupt tclab store record ({e}); the file was left as it is",
+                        path.display()
+                    )
+                    })?,
+                };
+                entries.push(entry);
+            }
+            valid_len += end as u64 + 1;
+            rest = &rest[end + 1..];
+        }
+        return Ok(Journal {
+            entries,
+            valid_len,
+            appendable: true,
+            seen: Some(before),
+        });
+    }
+    if text.trim().is_empty() {
+        return Err(not_ours("the file is empty".into()));
+    }
+    let v1: StoreV1 = serde_json::from_str(text).map_err(|e| not_ours(e.to_string()))?;
+    if v1.tclab_store != 1 {
+        return Err(not_ours(format!(
+            "unknown store version {}",
+            v1.tclab_store
+        )));
+    }
+    Ok(Journal {
+        entries: v1.journal,
+        valid_len: bytes.len() as u64,
+        appendable: false,
+        seen: Some(before),
+    })
+}
+
+/// An advisory lock on a store (`flock` on `FILE.lock`), held until dropped.
+pub struct Lock {
+    _file: File,
+}
+
+fn lock_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".lock");
+    path.with_file_name(name)
+}
+
+fn parent_dir(path: &Path) -> Option<&Path> {
+    path.parent().filter(|d| !d.as_os_str().is_empty())
+}
+
+impl Lock {
+    /// Take the store's lock: exclusive for a command that may write, shared for one that only reads.
+    /// Creates the store's directory if needed.
+    pub fn take(path: &Path, exclusive: bool) -> Result<Lock, String> {
+        if let Some(dir) = parent_dir(path) {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        let lp = lock_path(path);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lp)
+            .map_err(|e| format!("{}: {e}", lp.display()))?;
+        let r = if exclusive {
+            file.lock()
+        } else {
+            file.lock_shared()
+        };
+        r.map_err(|e| format!("{}: cannot lock: {e}", lp.display()))?;
+        Ok(Lock { _file: file })
+    }
+}
+
+/// Write `data` to `path` atomically: a unique temporary file in the same directory, fsynced, renamed over
+/// `path`, then the directory fsynced so that the rename itself survives a crash.
+pub fn write_atomically(path: &Path, data: &[u8]) -> Result<(), String> {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let dir = parent_dir(path).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
+    let result = (|| {
+        let mut f = File::create(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The fast path of reading a record: a JSON array of strings without escapes, as nearly every tc word
+/// is. `None` sends the line to the full JSON parser.
+fn plain_record(line: &str) -> Option<Vec<String>> {
+    let inner = line.trim().strip_prefix('[')?.strip_suffix(']')?;
+    let mut words = Vec::with_capacity(16);
+    let mut rest = inner.trim_start();
+    while !rest.is_empty() {
+        let body = rest.strip_prefix('"')?;
+        let end = body.find('"')?;
+        let word = &body[..end];
+        if word.contains('\\') {
+            return None;
+        }
+        words.push(word.to_string());
+        rest = body[end + 1..].trim_start();
+        rest = match rest.strip_prefix(',') {
+            Some(r) => r.trim_start(),
+            None if rest.is_empty() => rest,
+            None => return None,
+        };
+    }
+    Some(words)
+}
+
+fn record(entry: &[String]) -> String {
+    serde_json::to_string(entry).expect("strings serialise") + "\n"
+}
+
+fn whole_file(entries: &[Vec<String>]) -> String {
+    let mut text = String::from(HEADER);
+    text.push('\n');
+    for e in entries {
+        text.push_str(&record(e));
+    }
+    text
+}
+
+/// A store opened for commands: its journal and the engine the journal builds.
 pub struct Store {
-    pub tclab_store: u32,
-    pub journal: Vec<Vec<String>>,
+    path: PathBuf,
+    journal: Journal,
+    engine: Engine,
 }
 
 impl Store {
-    /// Read FILE; a missing file is an empty store.
-    pub fn load(path: &Path) -> Result<Store, String> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => serde_json::from_str(&text)
-                .map_err(|e| format!("{}: not a tclab store: {e}", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Store {
-                tclab_store: 1,
-                journal: Vec::new(),
-            }),
-            Err(e) => Err(format!("{}: {e}", path.display())),
-        }
+    /// Read and replay the store at `path`. Hold a [`Lock`] around this and what follows.
+    pub fn open(path: &Path) -> Result<(Store, Vec<String>), String> {
+        let journal = read_journal(path)?;
+        let (engine, problems) = replay(&journal.entries);
+        let problems = problems
+            .into_iter()
+            .map(|p| format!("{}: {p}", path.display()))
+            .collect();
+        Ok((
+            Store {
+                path: path.to_path_buf(),
+                journal,
+                engine,
+            },
+            problems,
+        ))
     }
 
-    pub fn save(&self, path: &Path) -> Result<(), String> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    /// Re-read the store if another process changed it since this one last read or wrote it (the
+    /// resident engine of `tclab script run` shares its store with other callers).
+    pub fn refresh(&mut self) -> Result<Vec<String>, String> {
+        if seen_path(&self.path) == self.journal.seen {
+            return Ok(Vec::new());
         }
-        let tmp = path.with_extension("tmp");
-        let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
-        std::fs::write(&tmp, text + "\n").map_err(|e| format!("{}: {e}", tmp.display()))?;
-        std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
+        let (fresh, problems) = Store::open(&self.path)?;
+        *self = fresh;
+        Ok(problems)
     }
 
-    /// Rebuild the engine by replaying the journal. Entries that no longer apply are reported, not fatal.
-    pub fn replay(&self) -> (Engine, Vec<String>) {
-        let mut engine = Engine::new();
-        let mut problems = Vec::new();
-        for entry in &self.journal {
-            let r = match entry.first().map(String::as_str) {
-                Some("tc") => {
-                    let out = crate::run(&mut engine, &entry[1..], 0);
-                    if out.code == 0 {
-                        Ok(())
-                    } else {
-                        Err(out.stderr)
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    pub fn entries(&self) -> &[Vec<String>] {
+        &self.journal.entries
+    }
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Make `new` records durable: appended to a current-format file, or the whole journal rewritten.
+    fn append(&mut self, new: &[Vec<String>]) -> Result<(), String> {
+        if new.is_empty() {
+            return Ok(());
+        }
+        let on_disk = seen_path(&self.path);
+        if !self.journal.appendable || on_disk.is_none() || on_disk != self.journal.seen {
+            self.journal.entries.extend(new.iter().cloned());
+            return self.rewrite();
+        }
+        let io = |e: std::io::Error| format!("{}: {e}", self.path.display());
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&self.path)
+            .map_err(io)?;
+        // Cut off a torn record left by a writer that was killed.
+        if on_disk.is_some_and(|s| s.len != self.journal.valid_len) {
+            f.set_len(self.journal.valid_len).map_err(io)?;
+        }
+        let text: String = new.iter().map(|e| record(e)).collect();
+        std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(self.journal.valid_len)).map_err(io)?;
+        f.write_all(text.as_bytes()).map_err(io)?;
+        f.sync_data().map_err(io)?;
+        self.journal.valid_len += text.len() as u64;
+        self.journal.seen = Some(seen(&f).map_err(io)?);
+        self.journal.entries.extend(new.iter().cloned());
+        Ok(())
+    }
+
+    fn rewrite(&mut self) -> Result<(), String> {
+        let text = whole_file(&self.journal.entries);
+        write_atomically(&self.path, text.as_bytes())?;
+        self.journal.valid_len = text.len() as u64;
+        self.journal.appendable = true;
+        self.journal.seen = seen_path(&self.path);
+        Ok(())
+    }
+
+    /// Run one tclab command — `tc …`, `iptables …` or `link …` (the words after `tclab`) — against the
+    /// store, and make what it changed durable before returning. `stdin` is what `tc -batch -` reads.
+    pub fn execute(&mut self, argv: &[String], stdin: Option<&str>) -> Result<Output, String> {
+        let (cmd, args) = match argv.split_first() {
+            Some((c, a)) => (c.as_str(), a),
+            None => return Err("no command".into()),
+        };
+        let mut new = Vec::new();
+        let out = match cmd {
+            "tc" => self.tc(args, stdin, &mut new)?,
+            "iptables" => {
+                let out = crate::iptables::run(&mut self.engine, args);
+                if out.code == 0 && crate::iptables::is_modifying(args) {
+                    new.push(argv.to_vec());
+                }
+                out
+            }
+            "link" => {
+                if args.is_empty() || args[0] == "show" || args[0] == "list" || args[0] == "ls" {
+                    Output {
+                        stdout: link_show(&self.engine),
+                        ..Output::default()
+                    }
+                } else {
+                    match link(&mut self.engine, args) {
+                        Ok(()) => {
+                            new.push(argv.to_vec());
+                            Output::default()
+                        }
+                        Err(e) => Output {
+                            stderr: e + "\n",
+                            code: 1,
+                            ..Output::default()
+                        },
                     }
                 }
-                Some("link") => link(&mut engine, &entry[1..]),
-                Some("iptables") => {
-                    let out = crate::iptables::run(&mut engine, &entry[1..]);
-                    if out.code == 0 {
-                        Ok(())
-                    } else {
-                        Err(out.stderr)
-                    }
+            }
+            other => return Err(format!("unknown store command \"{other}\"")),
+        };
+        let resets = new.iter().any(|e| is_reset(e));
+        self.append(&new)?;
+        if resets {
+            self.compact()?;
+        }
+        Ok(out)
+    }
+
+    /// `tc [OPTIONS] …` or `tc [OPTIONS] -batch FILE|-`.
+    fn tc(
+        &mut self,
+        args: &[String],
+        stdin: Option<&str>,
+        new: &mut Vec<Vec<String>>,
+    ) -> Result<Output, String> {
+        let journal_entry = |words: &[String]| {
+            let mut e = vec!["tc".to_string()];
+            e.extend(words.iter().cloned());
+            e
+        };
+        let Some(i) = args
+            .iter()
+            .position(|a| a == "-batch" || a == "-b" || a == "--batch")
+        else {
+            let out = crate::run(&mut self.engine, args, 0);
+            if out.code == 0 && is_modifying(args) {
+                new.push(journal_entry(args));
+            }
+            return Ok(out);
+        };
+        let Some(file) = args.get(i + 1) else {
+            return Ok(Output {
+                stderr: "Error: -batch needs a file name\n".into(),
+                code: 1,
+                ..Output::default()
+            });
+        };
+        let force = args.iter().any(|a| a == "-force" || a == "-f");
+        let globals: Vec<String> = args[..i]
+            .iter()
+            .chain(args[i + 2..].iter())
+            .filter(|a| *a != "-force" && *a != "-f")
+            .cloned()
+            .collect();
+        let text = match (file.as_str(), stdin) {
+            ("-", Some(s)) => s.to_string(),
+            ("-", None) => {
+                let mut s = String::new();
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+                    .map_err(|e| format!("standard input: {e}"))?;
+                s
+            }
+            (f, _) => match std::fs::read_to_string(f) {
+                Ok(t) => t,
+                Err(e) => {
+                    return Ok(Output {
+                        stderr: format!("Cannot open file \"{f}\" for reading: {e}\n"),
+                        code: 1,
+                        ..Output::default()
+                    })
                 }
-                _ => Err("unknown journal entry".into()),
-            };
-            if let Err(e) = r {
-                problems.push(format!(
-                    "journal entry {:?} no longer applies: {}",
-                    entry,
-                    e.trim_end()
-                ));
+            },
+        };
+        let mut total = Output::default();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let mut words = globals.clone();
+            words.extend(line.split_whitespace().map(str::to_string));
+            let out = crate::run(&mut self.engine, &words, 0);
+            total.stdout.push_str(&out.stdout);
+            total.stderr.push_str(&out.stderr);
+            if out.code != 0 {
+                total.stderr.push_str(&format!("Command failed {file}:{}\n", n + 1));
+                total.code = 1;
+                if !force {
+                    break;
+                }
+            } else if is_modifying(&words) {
+                new.push(journal_entry(&words));
             }
         }
-        (engine, problems)
+        Ok(total)
     }
+
+    /// Drop the entries that built what a reset removed, if the shorter journal rebuilds exactly this
+    /// state (see the module's essay).
+    fn compact(&mut self) -> Result<(), String> {
+        let Some(candidate) = compacted(&self.engine, &self.journal.entries) else {
+            return Ok(());
+        };
+        let (mut rebuilt, problems) = replay(&candidate);
+        if !problems.is_empty() || fingerprint(&mut rebuilt) != fingerprint(&mut self.engine) {
+            return Ok(());
+        }
+        self.journal.entries = candidate;
+        self.rewrite()
+    }
+}
+
+/// Does this command modify the policy (as opposed to showing it)?
+pub fn is_modifying(args: &[String]) -> bool {
+    let words: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .skip_while(|a| a.starts_with('-'))
+        .collect();
+    match words.get(1) {
+        None => false,
+        Some(w) => {
+            ["add", "change", "replace", "link", "delete", "del", "flush"]
+                .iter()
+                .any(|c| c.starts_with(*w) || *w == *c)
+                && !["show", "list", "ls"].contains(w)
+        }
+    }
+}
+
+/// A command after which a compaction may pay: a deletion or a flush.
+fn is_reset(entry: &[String]) -> bool {
+    let words: Vec<&str> = entry
+        .iter()
+        .skip(1)
+        .map(String::as_str)
+        .filter(|a| !a.starts_with('-') || entry[0] == "iptables")
+        .collect();
+    match entry.first().map(String::as_str) {
+        Some("tc") => words
+            .get(1)
+            .is_some_and(|w| *w != "d" && ("delete".starts_with(w) || "flush".starts_with(w))),
+        Some("iptables") => words.iter().any(|w| {
+            matches!(
+                *w,
+                "-F" | "-X" | "-D" | "--flush" | "--delete" | "--delete-chain"
+            )
+        }),
+        Some("link") => words.first().is_some_and(|w| w.starts_with("del")),
+        _ => false,
+    }
+}
+
+/// The device a tc entry names (`dev DEV`), if any.
+fn entry_device(entry: &[String]) -> Option<&str> {
+    let p = entry.iter().position(|w| w == "dev")?;
+    entry.get(p + 1).map(String::as_str)
+}
+
+/// The journal without the entries that built what is gone: tc lines of devices back to their pristine
+/// state (each replaced by a `link add` so that the device still exists), the mangle table's lines if it
+/// is empty, `tc actions` lines if no action remains. `None` if nothing would be dropped.
+fn compacted(engine: &Engine, entries: &[Vec<String>]) -> Option<Vec<Vec<String>>> {
+    let pristine = |dev: &str| {
+        engine.devices.get(dev).is_some_and(|d| {
+            d.root().handle == tclab_core::Handle::UNSPEC && d.ingress().is_none()
+        })
+    };
+    let mangle_empty = engine.netfilter.mangle.is_pristine();
+    let actions_empty = engine.actions.is_empty();
+    let mut out: Vec<Vec<String>> = Vec::new();
+    let mut kept_device: Vec<&str> = Vec::new();
+    let mut dropped = 0;
+    if engine.autohandle() != 0 {
+        out.push(vec![
+            "state".into(),
+            "autohandle".into(),
+            engine.autohandle().to_string(),
+        ]);
+    }
+    for e in entries {
+        let drop = match e.first().map(String::as_str) {
+            Some("state") => true,
+            Some("iptables") => mangle_empty,
+            Some("tc") if e.iter().skip(1).any(|w| w == "actions" || w == "action")
+                && entry_device(e).is_none() =>
+            {
+                actions_empty
+            }
+            Some("tc") => match entry_device(e) {
+                Some(dev) if pristine(dev) => {
+                    if !kept_device.contains(&dev) {
+                        kept_device.push(dev);
+                        out.push(vec!["link".into(), "add".into(), "dev".into(), dev.into()]);
+                    }
+                    true
+                }
+                _ => false,
+            },
+            _ => false,
+        };
+        if drop {
+            dropped += 1;
+        } else {
+            out.push(e.clone());
+        }
+    }
+    // Replacing each device's first line by a `link add` is no gain for a device with a single line.
+    (out.len() < entries.len() && dropped > 0).then_some(out)
+}
+
+/// Everything a user can see of a policy, as text: what must not change when a journal is compacted.
+fn fingerprint(engine: &mut Engine) -> String {
+    let mut commands: Vec<Vec<String>> = Vec::new();
+    let words = |w: &[&str]| w.iter().map(|x| x.to_string()).collect::<Vec<String>>();
+    for (dev, d) in &engine.devices {
+        commands.push(words(&["-s", "-d", "qdisc", "show", "dev", dev]));
+        commands.push(words(&["-s", "-d", "class", "show", "dev", dev]));
+        let mut parents: Vec<String> = d
+            .qdiscs()
+            .iter()
+            .filter(|q| q.handle != tclab_core::Handle::UNSPEC)
+            .map(|q| q.handle.to_string())
+            .collect();
+        parents.extend(d.classes(0).iter().map(|c| c.classid.to_string()));
+        if d.ingress().is_some() {
+            parents.extend(["ffff:fff2".to_string(), "ffff:fff3".to_string()]);
+        }
+        for p in &parents {
+            commands.push(words(&["-s", "-d", "filter", "show", "dev", dev, "parent", p]));
+        }
+    }
+    for kind in crate::action::KINDS {
+        commands.push(words(&["-s", "actions", "list", "action", kind]));
+    }
+    let mut text = format!("autohandle {}\n", engine.autohandle());
+    text.push_str(&link_show(engine));
+    for c in &commands {
+        let out = crate::run(engine, c, 0);
+        text.push_str(&out.stdout);
+        text.push_str(&out.stderr);
+    }
+    let out = crate::iptables::run(engine, &words(&["-t", "mangle", "-S"]));
+    text.push_str(&out.stdout);
+    text
+}
+
+/// `tclab link show`: the devices of the stored policy.
+pub fn link_show(engine: &Engine) -> String {
+    let mut s = String::new();
+    for (i, (name, d)) in engine.devices.iter().enumerate() {
+        s.push_str(&format!(
+            "{}: {name}: mtu {} qdisc {} qlen {}\n",
+            i + 1,
+            d.mtu,
+            d.root().q.kind(),
+            d.txqueuelen
+        ));
+    }
+    s
+}
+
+/// Rebuild an engine by replaying a journal. Entries that no longer apply are reported, not fatal.
+pub fn replay(journal: &[Vec<String>]) -> (Engine, Vec<String>) {
+    let mut engine = Engine::new();
+    let mut problems = Vec::new();
+    for entry in journal {
+        let r = match entry.first().map(String::as_str) {
+            Some("tc") => {
+                let out = crate::run(&mut engine, &entry[1..], 0);
+                (out.code == 0).then_some(()).ok_or(out.stderr)
+            }
+            Some("link") => link(&mut engine, &entry[1..]),
+            Some("iptables") => {
+                let out = crate::iptables::run(&mut engine, &entry[1..]);
+                (out.code == 0).then_some(()).ok_or(out.stderr)
+            }
+            Some("state") => match (entry.get(1).map(String::as_str), entry.get(2)) {
+                (Some("autohandle"), Some(v)) => v
+                    .parse()
+                    .map(|v| engine.set_autohandle(v))
+                    .map_err(|_| "bad automatic handle counter".to_string()),
+                _ => Err("unknown state entry".into()),
+            },
+            _ => Err("unknown journal entry".into()),
+        };
+        if let Err(e) = r {
+            problems.push(format!(
+                "journal entry {:?} no longer applies: {}",
+                entry,
+                e.trim_end()
+            ));
+        }
+    }
+    (engine, problems)
 }
 
 /// `link add|set|del dev DEV [mtu N] [txqueuelen N]`: the devices of an offline policy.

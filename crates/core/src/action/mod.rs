@@ -178,6 +178,11 @@ fn not_found() -> KernelError {
 }
 
 impl ActionTable {
+    /// No action of any kind.
+    pub fn is_empty(&self) -> bool {
+        self.by_kind.values().all(BTreeMap::is_empty)
+    }
+
     pub fn get(&self, kind: &str, index: u32) -> Option<ActionRef> {
         self.by_kind.get(kind)?.get(&index).cloned()
     }

@@ -24,6 +24,7 @@ use crate::packet::Packet;
 use crate::wire;
 use crate::Nanos;
 use std::cell::Cell;
+use std::collections::BTreeMap;
 
 pub const TC_U32_TERMINAL: u8 = 1;
 pub const TC_U32_OFFSET: u8 = 2;
@@ -119,6 +120,10 @@ pub struct Hnode {
     pub refcnt: u32,
     pub is_root: bool,
     pub buckets: Vec<Vec<Knode>>,
+    /// Node handles allocated in this table (`handle_idr`). Kept apart from the buckets because they can
+    /// disagree: past 4 095 nodes `gen_new_kid` hands out `…:fff` again without allocating it, so several
+    /// nodes share that handle while the allocator holds it once.
+    pub ids: NodeIds,
 }
 
 /// The tables of a block (`struct tc_u_common`), newest first as the kernel's `hlist`.
@@ -184,6 +189,7 @@ impl U32Common {
                 refcnt: 1,
                 is_root: true,
                 buckets: vec![Vec::new()],
+                ids: NodeIds::default(),
             },
         );
         U32Tp { root: handle }
@@ -456,6 +462,7 @@ impl U32Tp {
                     refcnt: 1,
                     is_root: false,
                     buckets: vec![Vec::new(); divisor as usize],
+                    ids: NodeIds::default(),
                 },
             );
             return Ok(());
@@ -484,18 +491,12 @@ impl U32Tp {
             }
             // The handle's bucket is ignored: the bucket comes from `ht` (u32_change in 6.12).
             let h = hid | node(handle);
-            if ht.buckets[bucket].iter().any(|n| n.handle == h) {
+            if ht.ids.contains(h) {
                 return Err(KernelError::new(Errno::NoSpace));
             }
             h
         } else {
-            // `gen_new_kid`: the lowest free node id from 0x800, else from 1.
-            let used = |id: u32| ht.buckets[bucket].iter().any(|n| n.handle == (hid | id));
-            (0x800..=0xfff)
-                .chain(1..0x800)
-                .find(|id| !used(*id))
-                .map(|id| hid | id)
-                .ok_or_else(|| KernelError::new(Errno::NoSpace))?
+            gen_new_kid(&ht.ids, hid)
         };
         let sel = o
             .sel
@@ -536,11 +537,10 @@ impl U32Tp {
             exts,
         };
         let ht = common.ht_mut(ht_handle).expect("found above");
+        ht.ids.insert(new_handle);
         let list = &mut ht.buckets[bucket];
-        let at = list
-            .iter()
-            .position(|p| node(new_handle) < node(p.handle))
-            .unwrap_or(list.len());
+        // Sorted by node id; a node sharing its id (past 4 095) goes after the others.
+        let at = list.partition_point(|p| node(p.handle) <= node(new_handle));
         list.insert(at, n);
         Ok(())
     }
@@ -622,7 +622,9 @@ impl U32Tp {
     ) -> Result<bool, KernelError> {
         if key(handle) != 0 {
             if let Some((h, b, p, _)) = locate(common, handle) {
-                let n = common.ht_mut(h).expect("located").buckets[b].remove(p);
+                let ht = common.ht_mut(h).expect("located");
+                let n = ht.buckets[b].remove(p);
+                ht.ids.remove(n.handle);
                 common.unlink(&n);
                 actions.release_bound(&n.exts.actions);
             }
@@ -669,6 +671,52 @@ fn locate(common: &U32Common, handle: u32) -> Option<(u32, usize, usize, u32)> {
         }
     }
     None
+}
+
+/// A table's allocated node handles (`handle_idr`): per bucket (`hid`), a bitmap of the 4 096 node ids,
+/// so that finding the lowest free one costs 64 word tests however full the table is.
+#[derive(Clone, Debug, Default)]
+pub struct NodeIds(BTreeMap<u32, Box<[u64; 64]>>);
+
+impl NodeIds {
+    fn split(handle: u32) -> (u32, usize) {
+        (handle & 0xFFFF_F000, node(handle) as usize)
+    }
+    pub fn contains(&self, handle: u32) -> bool {
+        let (hid, id) = Self::split(handle);
+        self.0.get(&hid).is_some_and(|b| b[id / 64] >> (id % 64) & 1 == 1)
+    }
+    pub fn insert(&mut self, handle: u32) {
+        let (hid, id) = Self::split(handle);
+        self.0.entry(hid).or_insert_with(|| Box::new([0; 64]))[id / 64] |= 1 << (id % 64);
+    }
+    pub fn remove(&mut self, handle: u32) {
+        let (hid, id) = Self::split(handle);
+        if let Some(b) = self.0.get_mut(&hid) {
+            b[id / 64] &= !(1 << (id % 64));
+        }
+    }
+    /// The lowest id in `from..=0xfff` not allocated in bucket `hid`.
+    fn lowest_free(&self, hid: u32, from: usize) -> Option<u32> {
+        let Some(bits) = self.0.get(&hid) else {
+            return Some(hid | from as u32);
+        };
+        (from / 64..64).find_map(|w| {
+            // Ids below `from` in its word count as taken.
+            let below = if w == from / 64 { (1u64 << (from % 64)) - 1 } else { 0 };
+            let free = !(bits[w] | below);
+            (free != 0).then(|| hid | (w * 64 + free.trailing_zeros() as usize) as u32)
+        })
+    }
+}
+
+/// `gen_new_kid`: the lowest free node id from `0x800`, else from 1; when all 4 095 are taken the kernel
+/// falls back to `0xfff` without allocating it, so the new node shares that handle with the one holding it
+/// (checked against this machine's kernel in `crates/cli/tests/kernel_parity.rs`).
+fn gen_new_kid(ids: &NodeIds, hid: u32) -> u32 {
+    ids.lowest_free(hid, 0x800)
+        .or_else(|| ids.lowest_free(hid, 1))
+        .unwrap_or(hid | 0xfff)
 }
 
 /// The terminal step of a matched node: its result and actions, or `None` to go on to the next node.

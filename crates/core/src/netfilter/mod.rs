@@ -376,6 +376,17 @@ pub struct Table {
     pub user: BTreeMap<String, Chain>,
 }
 
+impl Table {
+    /// No rule, no user chain, every policy ACCEPT: as a fresh table.
+    pub fn is_pristine(&self) -> bool {
+        self.user.is_empty()
+            && self
+                .builtin
+                .iter()
+                .all(|b| b.chain.rules.is_empty() && b.policy == Policy::Accept)
+    }
+}
+
 impl Default for Table {
     fn default() -> Table {
         let b = || Builtin {
