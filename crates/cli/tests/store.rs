@@ -1,0 +1,291 @@
+//! The policy store under concurrent callers, crashes, old formats, foreign files and long histories
+//! (issue 9). Expectations are the kernel's: every change acknowledged with exit 0 is in the policy
+//! afterwards (rtnl serialises them), and a change is applied whole or not at all.
+
+mod common;
+use common::{cmd, run_with_timeout, RunResult, TempDir};
+use std::path::Path;
+use std::time::Duration;
+
+const TCLAB: &str = env!("CARGO_BIN_EXE_tclab");
+
+fn tclab(state: &Path, args: &[&str]) -> RunResult {
+    let mut c = cmd(Path::new(TCLAB), args);
+    c.env("TCLAB_STATE", state).env_remove("TCLAB_CONTROL");
+    run_with_timeout(c, Duration::from_secs(60), -1)
+}
+
+fn ok(state: &Path, args: &[&str]) -> String {
+    let r = tclab(state, args);
+    assert_eq!(r.code, 0, "tclab {args:?}: {}", r.stderr);
+    assert!(
+        !r.stderr.contains("warning"),
+        "tclab {args:?} warned: {}",
+        r.stderr
+    );
+    r.stdout
+}
+
+fn classids(state: &Path) -> Vec<String> {
+    let mut v: Vec<String> = ok(state, &["tc", "class", "show", "dev", "eth0"])
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2).map(String::from))
+        .collect();
+    v.sort();
+    v
+}
+
+fn records(state: &Path) -> usize {
+    std::fs::read_to_string(state).unwrap().lines().count() - 1
+}
+
+#[test]
+fn sixty_concurrent_writers_lose_nothing() {
+    let dir = TempDir::new("store-concurrent");
+    let state = dir.path.join("policy.json");
+    ok(
+        &state,
+        &["tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb"],
+    );
+    // 60 writers and 20 readers at once, as a provisioning system might run them.
+    let mut children = Vec::new();
+    for i in 0..80u32 {
+        let classid = format!("1:{:x}", i + 16);
+        let mut c = std::process::Command::new(TCLAB);
+        if i % 4 == 3 {
+            c.args(["tc", "-s", "class", "show", "dev", "eth0"]);
+        } else {
+            c.args([
+                "tc", "class", "add", "dev", "eth0", "parent", "1:", "classid", &classid, "htb",
+                "rate", "1mbit",
+            ]);
+        }
+        c.env("TCLAB_STATE", &state)
+            .env_remove("TCLAB_CONTROL")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        children.push((i, classid, c.spawn().expect("spawn tclab")));
+    }
+    let mut acknowledged = Vec::new();
+    for (i, classid, child) in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "caller {i} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if i % 4 != 3 {
+            acknowledged.push(classid);
+        }
+    }
+    acknowledged.sort();
+    assert_eq!(acknowledged.len(), 60);
+    assert_eq!(classids(&state), acknowledged);
+    // One record per accepted command: the qdisc and the 60 classes, in some order rtnl could have taken.
+    assert_eq!(records(&state), 61);
+}
+
+/// A writer killed with SIGKILL at any point leaves the store readable and equal to the policy before
+/// or after its command; the next writer goes on from there.
+#[test]
+fn writers_killed_mid_command_leave_old_or_new_policy() {
+    let dir = TempDir::new("store-kill");
+    let state = dir.path.join("policy.json");
+    ok(
+        &state,
+        &["tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb"],
+    );
+    let mut expected: Vec<String> = Vec::new();
+    // A deterministic spread of kill delays from 0 to ~4 ms, around the time a call takes.
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    for i in 0..200u32 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let classid = format!("1:{:x}", i + 16);
+        let mut child = std::process::Command::new(TCLAB)
+            .args([
+                "tc", "class", "add", "dev", "eth0", "parent", "1:", "classid", &classid, "htb",
+                "rate", "1mbit",
+            ])
+            .env("TCLAB_STATE", &state)
+            .env_remove("TCLAB_CONTROL")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_micros(x % 4000));
+        let _ = child.kill();
+        let status = child.wait().unwrap();
+        let now = classids(&state);
+        let mut after = expected.clone();
+        after.push(classid.clone());
+        after.sort();
+        if status.success() {
+            assert_eq!(now, after, "iteration {i}: an acknowledged class is missing");
+        } else {
+            assert!(
+                now == expected || now == after,
+                "iteration {i}: the store is neither the old nor the new policy: {now:?}"
+            );
+        }
+        expected = now;
+    }
+}
+
+/// A record cut short (a writer killed inside `write`) is not part of the policy, and the next writer
+/// cuts it off before appending.
+#[test]
+fn a_torn_last_record_is_ignored_then_cut_off() {
+    let dir = TempDir::new("store-torn");
+    let state = dir.path.join("policy.json");
+    ok(
+        &state,
+        &["tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb"],
+    );
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&state)
+        .unwrap();
+    std::io::Write::write_all(&mut f, b"[\"tc\",\"class\",\"add\",\"dev\",\"eth0\",\"par").unwrap();
+    drop(f);
+    assert_eq!(classids(&state), Vec::<String>::new());
+    ok(
+        &state,
+        &[
+            "tc", "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate",
+            "1mbit",
+        ],
+    );
+    assert_eq!(classids(&state), vec!["1:10"]);
+    let text = std::fs::read_to_string(&state).unwrap();
+    assert!(!text.contains("\"par\n") && !text.contains("\"par["), "{text}");
+    assert_eq!(records(&state), 2);
+}
+
+/// A store written by an older tclab (format 1: one JSON document) is read, and migrated by the next write.
+#[test]
+fn version_one_store_is_read_and_migrated() {
+    let dir = TempDir::new("store-v1");
+    let state = dir.path.join("policy.json");
+    std::fs::write(
+        &state,
+        r#"{
+  "tclab_store": 1,
+  "journal": [
+    ["link", "set", "dev", "eth0", "mtu", "9000"],
+    ["tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "20"],
+    ["tc", "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:20", "htb", "rate", "180kbit"]
+  ]
+}
+"#,
+    )
+    .unwrap();
+    assert_eq!(classids(&state), vec!["1:20"]);
+    assert!(ok(&state, &["link", "show"]).contains("mtu 9000"));
+    ok(
+        &state,
+        &[
+            "tc", "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:30", "htb", "rate",
+            "1mbit",
+        ],
+    );
+    let text = std::fs::read_to_string(&state).unwrap();
+    assert!(text.starts_with("{\"tclab_store\":2}\n"), "{text}");
+    assert_eq!(records(&state), 4);
+    assert_eq!(classids(&state), vec!["1:20", "1:30"]);
+}
+
+/// A file that is not a tclab store is named in the error and left exactly as it was.
+#[test]
+fn a_foreign_file_is_refused_and_untouched() {
+    let dir = TempDir::new("store-foreign");
+    for (name, content) in [
+        ("notes.txt", "remember to shape the uplink\n".as_bytes()),
+        ("empty.json", b"".as_slice()),
+        ("other.json", b"{\"version\": 3}\n".as_slice()),
+        ("binary", &[0xff, 0xfe, 0x00, 0x01][..]),
+    ] {
+        let state = dir.path.join(name);
+        std::fs::write(&state, content).unwrap();
+        let r = tclab(
+            &state,
+            &["tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb"],
+        );
+        assert_eq!(r.code, 1, "{name}: {r:?}");
+        assert!(
+            r.stderr.contains(&state.display().to_string())
+                && r.stderr.contains("not a tclab store"),
+            "{name}: {}",
+            r.stderr
+        );
+        assert_eq!(std::fs::read(&state).unwrap(), content, "{name} was changed");
+    }
+}
+
+/// A policy re-applied every boot (delete the root, add it again) does not grow the journal, and what
+/// only history determines survives the compaction: the next automatic handle continues the count.
+#[test]
+fn reapplied_policy_keeps_the_journal_short() {
+    let dir = TempDir::new("store-compact");
+    let state = dir.path.join("policy.json");
+    ok(&state, &["link", "set", "dev", "eth0", "mtu", "9000"]);
+    ok(&state, &["tc", "qdisc", "add", "dev", "eth1", "root", "handle", "1:", "htb"]);
+    let apply = |boot: u32| {
+        let _ = tclab(&state, &["tc", "qdisc", "del", "dev", "eth0", "root"]);
+        ok(&state, &["tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "20"]);
+        for c in ["1:10", "1:20", "1:30"] {
+            ok(
+                &state,
+                &["tc", "class", "add", "dev", "eth0", "parent", "1:", "classid", c, "htb", "rate", "1mbit"],
+            );
+        }
+        // An automatically numbered qdisc (qdisc_alloc_handle: 8001:, 8002:, … one per creation).
+        let out = ok(&state, &["tc", "qdisc", "add", "dev", "eth0", "parent", "1:30", "pfifo"]);
+        assert!(out.is_empty());
+        let shown = ok(&state, &["tc", "qdisc", "show", "dev", "eth0"]);
+        let expected = format!("qdisc pfifo {:x}: parent 1:30", 0x8000 + boot);
+        assert!(shown.contains(&expected), "boot {boot}: {shown}");
+    };
+    for boot in 1..=20 {
+        apply(boot);
+    }
+    // link + eth1's qdisc + the counter + eth0's device line + qdisc + 3 classes + pfifo, never 20 boots' worth.
+    assert!(records(&state) <= 9, "{}", std::fs::read_to_string(&state).unwrap());
+    assert!(ok(&state, &["link", "show"]).contains("eth0: mtu 9000"));
+    assert!(ok(&state, &["tc", "qdisc", "show", "dev", "eth1"]).contains("qdisc htb 1: root"));
+}
+
+/// `tclab script run` serves the script's tc calls from one engine: all of them land in the store, in
+/// order, and the store is usable alone afterwards.
+#[test]
+fn script_calls_reach_the_resident_engine() {
+    let dir = TempDir::new("store-script");
+    let state = dir.path.join("policy.json");
+    let script = dir.path.join("shape.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/bash\n\
+         tc qdisc add dev eth0 root handle 1: htb default 1ff\n\
+         for i in $(seq 16 215); do\n\
+           tc class add dev eth0 parent 1: classid 1:$(printf %x $i) htb rate 1mbit\n\
+         done\n\
+         printf 'class add dev eth0 parent 1: classid 1:1ff htb rate 2mbit\\n' > batch.txt\n\
+         tc -batch batch.txt\n\
+         tc class add dev eth0 parent 1: classid 1:1ff htb rate 2mbit 2>/dev/null && exit 3\n\
+         tc class show dev eth0 | wc -l\n",
+    )
+    .unwrap();
+    let mut c = cmd(
+        Path::new(TCLAB),
+        &["script", "run", script.to_str().unwrap()],
+    );
+    c.env("TCLAB_STATE", &state)
+        .env_remove("TCLAB_CONTROL")
+        .current_dir(&dir.path);
+    let r = run_with_timeout(c, Duration::from_secs(120), -1);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.stdout.trim(), "201");
+    assert_eq!(classids(&state).len(), 201);
+    assert_eq!(records(&state), 202);
+}
