@@ -1,0 +1,174 @@
+//! `cargo bench -p tclab --bench store`: the policy store at ISP scale, against this machine's kernel on
+//! the same input in the same run (issue 9).
+//!
+//! 1. `tc -batch` of a LibreQoS-sized policy: 10 000 HTB classes, a pfifo leaf each, a u32 filter each in
+//!    one prio; then `tc -s class show` and `tc filter show` (best of 3).
+//! 2. A shell script of 2 002 `tc` calls (1 000 classes with leaves) under `tclab script run` (SFQ leaves),
+//!    and under bash against the kernel's `tc` (pfifo leaves: this kernel has no SFQ).
+//!
+//! The kernel side runs in a throw-away network namespace on a veth (root, `ip` and `tc` needed; without
+//! them it is skipped and only tclab's figures print). Ratios are tclab / kernel: below 1 is faster.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+const TCLAB: &str = env!("CARGO_BIN_EXE_tclab");
+
+fn batch(dev: &str, n: u32) -> String {
+    let mut t = format!("qdisc add dev {dev} root handle 1: htb default 2\n");
+    t.push_str(&format!(
+        "class add dev {dev} parent 1: classid 1:1 htb rate 10gbit\n"
+    ));
+    for i in 0..n {
+        let c = i + 16;
+        t.push_str(&format!(
+            "class add dev {dev} parent 1:1 classid 1:{c:x} htb rate 1mbit ceil 10mbit\n\
+             qdisc add dev {dev} parent 1:{c:x} handle {c:x}: pfifo limit 100\n\
+             filter add dev {dev} parent 1: prio 1 protocol ip u32 match ip dst 10.{}.{}.1/32 flowid 1:{c:x}\n",
+            (i >> 8) & 255,
+            i & 255
+        ));
+    }
+    t
+}
+
+fn script(leaf: &str) -> String {
+    let mut s = String::from(
+        "#!/bin/bash\nDEV=${DEV:-eth0}\ntc qdisc add dev $DEV root handle 1: htb default 10\n\
+         tc class add dev $DEV parent 1: classid 1:1 htb rate 1gbit\n",
+    );
+    s.push_str(&format!(
+        "for i in $(seq 16 1015); do\n  c=$(printf %x $i)\n  \
+         tc class add dev $DEV parent 1:1 classid 1:$c htb rate 1mbit ceil 100mbit\n  \
+         tc qdisc add dev $DEV parent 1:$c handle $c: {leaf}\ndone\n"
+    ));
+    s
+}
+
+/// Seconds `c` took; panics if it failed.
+fn timed(mut c: Command) -> f64 {
+    let t = Instant::now();
+    let out = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("spawn");
+    let s = t.elapsed().as_secs_f64();
+    assert!(
+        out.status.success(),
+        "{c:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    s
+}
+
+fn best_of(n: usize, mut f: impl FnMut() -> f64) -> f64 {
+    (0..n).map(|_| f()).fold(f64::MAX, f64::min)
+}
+
+struct Netns(String);
+
+impl Netns {
+    fn create() -> Option<Netns> {
+        let name = format!("tclab-bench-{}", std::process::id());
+        let ok = |args: &[&str]| {
+            Command::new("ip")
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !ok(&["netns", "add", &name]) {
+            return None;
+        }
+        let ns = Netns(name);
+        if !ok(&["-n", &ns.0, "link", "add", "v0", "type", "veth", "peer", "name", "v1"])
+            || !ok(&["-n", &ns.0, "link", "set", "v0", "up"])
+        {
+            return None;
+        }
+        Some(ns)
+    }
+    fn exec(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.0]).args(args);
+        c
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+fn tclab(state: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(TCLAB);
+    c.args(args).env("TCLAB_STATE", state).env_remove("TCLAB_CONTROL");
+    c
+}
+
+fn row(what: &str, t: f64, k: Option<f64>) {
+    match k {
+        Some(k) => println!(
+            "  {what:<44} tclab {:>8.3} s   kernel {:>8.3} s   ratio {:.2}",
+            t,
+            k,
+            t / k
+        ),
+        None => println!("  {what:<44} tclab {t:>8.3} s   kernel  (skipped)"),
+    }
+}
+
+fn main() {
+    let dir: PathBuf = std::env::temp_dir().join(format!("tclab-bench-store-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ns = Netns::create();
+    if ns.is_none() {
+        println!("(no network namespace here: kernel figures skipped)");
+    }
+
+    println!("tc -batch: 10 000 HTB classes + 10 000 pfifo leaves + 10 000 u32 filters");
+    let tclab_batch = dir.join("tclab.batch");
+    std::fs::write(&tclab_batch, batch("eth0", 10_000)).unwrap();
+    let state = dir.join("policy.json");
+    let _ = std::fs::remove_file(&state);
+    let t_apply = timed(tclab(&state, &["tc", "-batch", tclab_batch.to_str().unwrap()]));
+    let t_show = best_of(3, || timed(tclab(&state, &["tc", "-s", "class", "show", "dev", "eth0"])));
+    let t_filters = best_of(3, || timed(tclab(&state, &["tc", "filter", "show", "dev", "eth0"])));
+    let (mut k_apply, mut k_show, mut k_filters) = (None, None, None);
+    if let Some(ns) = &ns {
+        let kb = dir.join("kernel.batch");
+        std::fs::write(&kb, batch("v0", 10_000)).unwrap();
+        k_apply = Some(timed(ns.exec(&["tc", "-batch", kb.to_str().unwrap()])));
+        k_show = Some(best_of(3, || timed(ns.exec(&["tc", "-s", "class", "show", "dev", "v0"]))));
+        k_filters = Some(best_of(3, || timed(ns.exec(&["tc", "filter", "show", "dev", "v0"]))));
+        let _ = ns.exec(&["tc", "qdisc", "del", "dev", "v0", "root"]).status();
+    }
+    row("apply (tc -batch, 30 002 lines)", t_apply, k_apply);
+    row("tc -s class show (10 001 classes, best of 3)", t_show, k_show);
+    row("tc filter show (10 000 filters, best of 3)", t_filters, k_filters);
+
+    println!("shell script: 2 002 tc calls (1 000 HTB classes with leaves)");
+    let tclab_script = dir.join("tclab.sh");
+    std::fs::write(&tclab_script, script("sfq perturb 10")).unwrap();
+    let _ = std::fs::remove_file(&state);
+    let t_script = timed(tclab(
+        &state,
+        &["script", "run", tclab_script.to_str().unwrap()],
+    ));
+    let mut k_script = None;
+    if let Some(ns) = &ns {
+        let ks = dir.join("kernel.sh");
+        std::fs::write(&ks, script("pfifo limit 100")).unwrap();
+        let mut c = ns.exec(&["bash", ks.to_str().unwrap()]);
+        c.env("DEV", "v0");
+        k_script = Some(timed(c));
+    }
+    row("tclab script run (sfq) / bash + tc (pfifo)", t_script, k_script);
+    drop(ns);
+    let _ = std::fs::remove_dir_all(&dir);
+}
