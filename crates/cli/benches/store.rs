@@ -85,8 +85,9 @@ impl Netns {
             return None;
         }
         let ns = Netns(name);
-        if !ok(&["-n", &ns.0, "link", "add", "v0", "type", "veth", "peer", "name", "v1"])
-            || !ok(&["-n", &ns.0, "link", "set", "v0", "up"])
+        if !ok(&[
+            "-n", &ns.0, "link", "add", "v0", "type", "veth", "peer", "name", "v1",
+        ]) || !ok(&["-n", &ns.0, "link", "set", "v0", "up"])
         {
             return None;
         }
@@ -107,7 +108,9 @@ impl Drop for Netns {
 
 fn tclab(state: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(TCLAB);
-    c.args(args).env("TCLAB_STATE", state).env_remove("TCLAB_CONTROL");
+    c.args(args)
+        .env("TCLAB_STATE", state)
+        .env_remove("TCLAB_CONTROL");
     c
 }
 
@@ -124,7 +127,8 @@ fn row(what: &str, t: f64, k: Option<f64>) {
 }
 
 fn main() {
-    let dir: PathBuf = std::env::temp_dir().join(format!("tclab-bench-store-{}", std::process::id()));
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("tclab-bench-store-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let ns = Netns::create();
     if ns.is_none() {
@@ -136,21 +140,42 @@ fn main() {
     std::fs::write(&tclab_batch, batch("eth0", 10_000)).unwrap();
     let state = dir.join("policy.json");
     let _ = std::fs::remove_file(&state);
-    let t_apply = timed(tclab(&state, &["tc", "-batch", tclab_batch.to_str().unwrap()]));
-    let t_show = best_of(3, || timed(tclab(&state, &["tc", "-s", "class", "show", "dev", "eth0"])));
-    let t_filters = best_of(3, || timed(tclab(&state, &["tc", "filter", "show", "dev", "eth0"])));
+    let t_apply = timed(tclab(
+        &state,
+        &["tc", "-batch", tclab_batch.to_str().unwrap()],
+    ));
+    let t_show = best_of(3, || {
+        timed(tclab(&state, &["tc", "-s", "class", "show", "dev", "eth0"]))
+    });
+    let t_filters = best_of(3, || {
+        timed(tclab(&state, &["tc", "filter", "show", "dev", "eth0"]))
+    });
     let (mut k_apply, mut k_show, mut k_filters) = (None, None, None);
     if let Some(ns) = &ns {
         let kb = dir.join("kernel.batch");
         std::fs::write(&kb, batch("v0", 10_000)).unwrap();
         k_apply = Some(timed(ns.exec(&["tc", "-batch", kb.to_str().unwrap()])));
-        k_show = Some(best_of(3, || timed(ns.exec(&["tc", "-s", "class", "show", "dev", "v0"]))));
-        k_filters = Some(best_of(3, || timed(ns.exec(&["tc", "filter", "show", "dev", "v0"]))));
-        let _ = ns.exec(&["tc", "qdisc", "del", "dev", "v0", "root"]).status();
+        k_show = Some(best_of(3, || {
+            timed(ns.exec(&["tc", "-s", "class", "show", "dev", "v0"]))
+        }));
+        k_filters = Some(best_of(3, || {
+            timed(ns.exec(&["tc", "filter", "show", "dev", "v0"]))
+        }));
+        let _ = ns
+            .exec(&["tc", "qdisc", "del", "dev", "v0", "root"])
+            .status();
     }
     row("apply (tc -batch, 30 002 lines)", t_apply, k_apply);
-    row("tc -s class show (10 001 classes, best of 3)", t_show, k_show);
-    row("tc filter show (10 000 filters, best of 3)", t_filters, k_filters);
+    row(
+        "tc -s class show (10 001 classes, best of 3)",
+        t_show,
+        k_show,
+    );
+    row(
+        "tc filter show (10 000 filters, best of 3)",
+        t_filters,
+        k_filters,
+    );
 
     println!("shell script: 2 002 tc calls (1 000 HTB classes with leaves)");
     let tclab_script = dir.join("tclab.sh");
@@ -168,7 +193,11 @@ fn main() {
         c.env("DEV", "v0");
         k_script = Some(timed(c));
     }
-    row("tclab script run (sfq) / bash + tc (pfifo)", t_script, k_script);
+    row(
+        "tclab script run (sfq) / bash + tc (pfifo)",
+        t_script,
+        k_script,
+    );
     drop(ns);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -54,7 +54,9 @@ fn is_read_only(argv: &[String]) -> bool {
     let args = &argv[1..];
     match argv[0].as_str() {
         "tc" => {
-            !args.iter().any(|a| a == "-batch" || a == "-b" || a == "--batch")
+            !args
+                .iter()
+                .any(|a| a == "-batch" || a == "-b" || a == "--batch")
                 && !tclab_tc::store::is_modifying(args)
         }
         "iptables" => !tclab_tc::iptables::is_modifying(args),

@@ -556,6 +556,53 @@ fn cases_h() -> Vec<Case> {
     ]
 }
 
+/// k) forms scripts from the field use (issue 10): `0x` handles and classids (LibreQoS), u32's short IPv4
+/// prefixes (`80`, `0/0`, octal and hex octets, dotted netmasks) as `get_prefix_1` reads them, and one rule
+/// for unknown devices: every command on a device that does not exist is `Cannot find device`.
+fn cases_k() -> Vec<Case> {
+    vec![
+        case!(
+            "k1_hex_prefixed_handles",
+            "handle 0x1:, default 0x20, classid 1:0x20, flowid 7FFF:0x1 and classid 0x3",
+            "qdisc add dev $DEV root handle 0x1: htb default 0x20
+             class add dev $DEV parent 0x1: classid 1:0x20 htb rate 1mbit
+             class add dev $DEV parent 0x1:0 classid 0x1:0x30 htb rate 2mbit
+             filter add dev $DEV parent 1: prio 1 protocol ip u32 match ip dst 10.0.0.0/255.255.0.0 classid 7FFF:0x1
+             filter add dev $DEV parent 1: prio 1 protocol ip u32 match ip src 0/0 classid 0x3
+             qdisc add dev $DEV parent 0x1:0x30 handle 0x30: pfifo
+             filter show dev $DEV"
+        ),
+        case!(
+            "k2_u32_short_prefixes",
+            "match ip src 80 (80.0.0.0/32), 0x0a.012.1, any/0 and a non-contiguous netmask refused",
+            "qdisc add dev $DEV root handle 1: htb default 20
+             class add dev $DEV parent 1: classid 1:20 htb rate 1mbit
+             filter add dev $DEV parent 1: prio 1 protocol ip u32 match ip src 80 flowid 1:20
+             filter add dev $DEV parent 1: prio 1 protocol ip u32 match ip dst 0x0a.012.1 classid 1:5
+             filter add dev $DEV parent 1: prio 1 protocol ip u32 match ip dst 10.1/16 classid 1:6
+             filter add dev $DEV parent 1: prio 1 protocol ip u32 match ip dst any/0 classid 1:5
+             filter add dev $DEV parent 1: prio 1 protocol ip u32 match ip dst 1.2.3.4/255.0.255.0 classid 1:5
+             filter add dev $DEV parent 1: prio 1 protocol ip u32 match ip dst 1.2.3.4/33 classid 1:5
+             filter add dev $DEV parent 1: prio 1 protocol ip u32 match ip dst 256.1.1.1 classid 1:5
+             filter show dev $DEV"
+        ),
+        case!(
+            "k3_unknown_device",
+            "every command on a device that does not exist, and the kernel's answers where it exists",
+            "qdisc del dev nosuch root
+             qdisc show dev nosuch
+             class show dev nosuch
+             filter show dev nosuch
+             qdisc change dev nosuch root htb
+             # (`add` on an unknown device is where tclab differs by design: offline, it creates the device.)
+             filter add dev $DEV parent 1: prio 1 u32 match ip src 1.2.3.4 flowid 1:1
+             class add dev $DEV parent 1: classid 1:1 htb rate 1mbit
+             qdisc add dev $DEV parent 1:1 pfifo
+             qdisc del dev $DEV parent 1:1"
+        ),
+    ]
+}
+
 fn all_groups() -> Vec<(&'static str, Vec<Case>)> {
     vec![
         ("a", cases_a()),
@@ -567,6 +614,7 @@ fn all_groups() -> Vec<(&'static str, Vec<Case>)> {
         ("g", cases_g()),
         ("h", cases_h()),
         ("i", cases_i()),
+        ("k", cases_k()),
     ]
 }
 
@@ -612,6 +660,11 @@ fn parity_g_errors() {
 #[test]
 fn parity_h_u32_filters() {
     run_group("h", cases_h());
+}
+
+#[test]
+fn parity_k_field_forms() {
+    run_group("k", cases_k());
 }
 
 #[test]

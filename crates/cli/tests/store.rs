@@ -45,7 +45,9 @@ fn sixty_concurrent_writers_lose_nothing() {
     let state = dir.path.join("policy.json");
     ok(
         &state,
-        &["tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb"],
+        &[
+            "tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb",
+        ],
     );
     // 60 writers and 20 readers at once, as a provisioning system might run them.
     let mut children = Vec::new();
@@ -93,7 +95,9 @@ fn writers_killed_mid_command_leave_old_or_new_policy() {
     let state = dir.path.join("policy.json");
     ok(
         &state,
-        &["tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb"],
+        &[
+            "tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb",
+        ],
     );
     let mut expected: Vec<String> = Vec::new();
     // A deterministic spread of kill delays from 0 to ~4 ms, around the time a call takes.
@@ -122,7 +126,10 @@ fn writers_killed_mid_command_leave_old_or_new_policy() {
         after.push(classid.clone());
         after.sort();
         if status.success() {
-            assert_eq!(now, after, "iteration {i}: an acknowledged class is missing");
+            assert_eq!(
+                now, after,
+                "iteration {i}: an acknowledged class is missing"
+            );
         } else {
             assert!(
                 now == expected || now == after,
@@ -141,7 +148,9 @@ fn a_torn_last_record_is_ignored_then_cut_off() {
     let state = dir.path.join("policy.json");
     ok(
         &state,
-        &["tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb"],
+        &[
+            "tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb",
+        ],
     );
     let mut f = std::fs::OpenOptions::new()
         .append(true)
@@ -159,7 +168,10 @@ fn a_torn_last_record_is_ignored_then_cut_off() {
     );
     assert_eq!(classids(&state), vec!["1:10"]);
     let text = std::fs::read_to_string(&state).unwrap();
-    assert!(!text.contains("\"par\n") && !text.contains("\"par["), "{text}");
+    assert!(
+        !text.contains("\"par\n") && !text.contains("\"par["),
+        "{text}"
+    );
     assert_eq!(records(&state), 2);
 }
 
@@ -210,7 +222,9 @@ fn a_foreign_file_is_refused_and_untouched() {
         std::fs::write(&state, content).unwrap();
         let r = tclab(
             &state,
-            &["tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb"],
+            &[
+                "tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb",
+            ],
         );
         assert_eq!(r.code, 1, "{name}: {r:?}");
         assert!(
@@ -219,7 +233,11 @@ fn a_foreign_file_is_refused_and_untouched() {
             "{name}: {}",
             r.stderr
         );
-        assert_eq!(std::fs::read(&state).unwrap(), content, "{name} was changed");
+        assert_eq!(
+            std::fs::read(&state).unwrap(),
+            content,
+            "{name} was changed"
+        );
     }
 }
 
@@ -230,18 +248,36 @@ fn reapplied_policy_keeps_the_journal_short() {
     let dir = TempDir::new("store-compact");
     let state = dir.path.join("policy.json");
     ok(&state, &["link", "set", "dev", "eth0", "mtu", "9000"]);
-    ok(&state, &["tc", "qdisc", "add", "dev", "eth1", "root", "handle", "1:", "htb"]);
+    ok(
+        &state,
+        &[
+            "tc", "qdisc", "add", "dev", "eth1", "root", "handle", "1:", "htb",
+        ],
+    );
     let apply = |boot: u32| {
         let _ = tclab(&state, &["tc", "qdisc", "del", "dev", "eth0", "root"]);
-        ok(&state, &["tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "20"]);
+        ok(
+            &state,
+            &[
+                "tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "20",
+            ],
+        );
         for c in ["1:10", "1:20", "1:30"] {
             ok(
                 &state,
-                &["tc", "class", "add", "dev", "eth0", "parent", "1:", "classid", c, "htb", "rate", "1mbit"],
+                &[
+                    "tc", "class", "add", "dev", "eth0", "parent", "1:", "classid", c, "htb",
+                    "rate", "1mbit",
+                ],
             );
         }
         // An automatically numbered qdisc (qdisc_alloc_handle: 8001:, 8002:, … one per creation).
-        let out = ok(&state, &["tc", "qdisc", "add", "dev", "eth0", "parent", "1:30", "pfifo"]);
+        let out = ok(
+            &state,
+            &[
+                "tc", "qdisc", "add", "dev", "eth0", "parent", "1:30", "pfifo",
+            ],
+        );
         assert!(out.is_empty());
         let shown = ok(&state, &["tc", "qdisc", "show", "dev", "eth0"]);
         let expected = format!("qdisc pfifo {:x}: parent 1:30", 0x8000 + boot);
@@ -251,7 +287,11 @@ fn reapplied_policy_keeps_the_journal_short() {
         apply(boot);
     }
     // link + eth1's qdisc + the counter + eth0's device line + qdisc + 3 classes + pfifo, never 20 boots' worth.
-    assert!(records(&state) <= 9, "{}", std::fs::read_to_string(&state).unwrap());
+    assert!(
+        records(&state) <= 9,
+        "{}",
+        std::fs::read_to_string(&state).unwrap()
+    );
     assert!(ok(&state, &["link", "show"]).contains("eth0: mtu 9000"));
     assert!(ok(&state, &["tc", "qdisc", "show", "dev", "eth1"]).contains("qdisc htb 1: root"));
 }

@@ -450,6 +450,11 @@ fn run_case(case: &Value, shims: &Shims) -> Outcome {
 }
 
 fn run_case_body(case: &Value, sh: &dyn Fn(&str) -> RunResult) -> Outcome {
+    // tdc's nsPlugin creates the devices a case names before its setup runs: `$DUMMY` and the veth pair
+    // `$DEV0`/`$DEV1` (tclab creates a device on `add`, but `del`/`show` need it to exist already).
+    for dev in ["$DUMMY", "$DEV0", "$DEV1"] {
+        sh(&format!("$IP link add dev {dev} type dummy"));
+    }
     if let Some(Value::Array(items)) = case.get("setup") {
         for item in items {
             let Some((cmd, allowed)) = command_entry(item) else {

@@ -278,9 +278,7 @@ fn modify(engine: &mut Engine, argv: &[String], ff: Option<FilterFlags>, now: Na
     let protocol = m.protocol.unwrap_or(if create { ETH_P_ALL } else { 0 });
     let dev = m.dev;
     if let Some(d) = dev {
-        if !engine.devices.contains_key(d) {
-            return Err(Failure::options(format!("Cannot find device \"{d}\"")));
-        }
+        crate::ensure_device(engine, d, create)?;
     }
     let (handle, opts) = match m.kind {
         Some(k) => parse_fopt(k, m.handle, &mut c)?,
@@ -534,23 +532,10 @@ fn parse_word(c: &mut Cur, sel: &mut Sel, bits: u32, off: i32, offmask: i32) -> 
     }
 }
 
-/// `parse_ip_addr`: `PREFIX [at OFF]` (`any` and `default` are 0.0.0.0/0).
+/// `parse_ip_addr`: `PREFIX [at OFF]` as `get_prefix_1` reads it (`any` and `default` are 0.0.0.0/0; `80`
+/// is 80.0.0.0/32; `0/0` matches everything).
 fn parse_ip_addr(c: &mut Cur, sel: &mut Sel, off: i32) -> Option<()> {
-    let w = c.peek()?;
-    let (addr, bits) = if w == "any" || w == "all" || w == "default" {
-        (0u32, 0u32)
-    } else {
-        let (a, l) = match w.split_once('/') {
-            Some((a, l)) => (a, Some(l)),
-            None => (w, None),
-        };
-        let ip: std::net::Ipv4Addr = a.parse().ok()?;
-        let bits = match l {
-            Some(l) => l.parse::<u32>().ok().filter(|b| *b <= 32)?,
-            None => 32,
-        };
-        (u32::from(ip), bits)
-    };
+    let (addr, bits) = crate::util::get_prefix_ipv4(c.peek()?)?;
     c.fwd();
     let (mut off, mut offmask) = (off, 0);
     if c.peek() == Some("at") {

@@ -517,6 +517,7 @@ const MULTIPORT_OPTS: &[OptDef] = &[
     o("ports", "ports", One, true),
 ];
 const LENGTH_OPTS: &[OptDef] = &[o("length", "length", One, true)];
+const COMMENT_OPTS: &[OptDef] = &[o("comment", "comment", One, false)];
 const CONNBYTES_OPTS: &[OptDef] = &[
     o("connbytes", "connbytes", One, true),
     o("connbytes-dir", "connbytes-dir", One, false),
@@ -579,6 +580,7 @@ fn match_opts(name: &str) -> Option<&'static [OptDef]> {
         "icmp" => ICMP_OPTS,
         "multiport" => MULTIPORT_OPTS,
         "length" => LENGTH_OPTS,
+        "comment" => COMMENT_OPTS,
         "connbytes" => CONNBYTES_OPTS,
         "tos" => TOS_OPTS,
         "dscp" => DSCP_OPTS,
@@ -683,6 +685,7 @@ fn is_target_name(n: &str) -> bool {
 #[derive(Clone, Debug)]
 enum Val {
     Flag,
+    Str(String),
     Mark(u32, Option<u32>),
     Ports(u16, u16),
     List(Vec<(u16, u16)>),
@@ -778,6 +781,11 @@ impl Ext {
             }
         }
         let val = match (ext, key) {
+            // `XTTYPE_STRING` into `char comment[256]`: at most 255 bytes.
+            ("comment", _) if v0.len() > 255 => {
+                return Err(param("comment: Argument is too long (max 255)"))
+            }
+            ("comment", _) => Val::Str(v0.to_string()),
             ("tcp" | "udp", "sport" | "dport") => {
                 let (a, b) = parse_port_range(v0)?;
                 Val::Ports(a, b)
@@ -1003,6 +1011,10 @@ impl Ext {
                     invert: v.1,
                 }
             }
+            "comment" => match self.required("comment")? {
+                (Val::Str(text), _) => Match::Comment(text.clone()),
+                _ => unreachable!(),
+            },
             "length" => match self.required("length")? {
                 (Val::R16(a, b), inv) => Match::Length {
                     min: *a,
@@ -2136,6 +2148,10 @@ fn save_match(m: &Match, s: &mut String) {
             multiport_word(*kind),
             ports_list(ports, true)
         )),
+        Match::Comment(text) => {
+            s.push_str(" -m comment --comment ");
+            s.push_str(&save_string(text));
+        }
         Match::Length { min, max, invert } => {
             s.push_str(&format!(" -m length{} --length {min}", inv(*invert)));
             if min != max {
@@ -2434,6 +2450,7 @@ fn list_match(m: &Match, numeric: bool, s: &mut String) {
                 ports_list(ports, numeric)
             ));
         }
+        Match::Comment(text) => s.push_str(&format!(" /* {text} */")),
         Match::Length { min, max, invert } => {
             let inv = if *invert { "!" } else { "" };
             if min == max {
@@ -2710,4 +2727,24 @@ mod tests {
             "-P POSTROUTING ACCEPT\n-A POSTROUTING -p tcp -m tcp --dport 22 -j ACCEPT\n"
         );
     }
+}
+
+/// `xtables_save_string`: a word of letters, digits, `_` and `-` as it is; anything else in double quotes
+/// with `"`, `\` and `'` escaped.
+fn save_string(v: &str) -> String {
+    if !v.is_empty()
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return v.to_string();
+    }
+    let mut q = String::from("\"");
+    for c in v.chars() {
+        if matches!(c, '"' | '\\' | '\'') {
+            q.push('\\');
+        }
+        q.push(c);
+    }
+    q.push('"');
+    q
 }

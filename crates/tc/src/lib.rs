@@ -127,8 +127,20 @@ fn invarg(msg: &str, arg: &str) -> Failure {
 pub const DEFAULT_MTU: u32 = 1500;
 pub const DEFAULT_TXQUEUELEN: u32 = 1000;
 
-fn ensure_device(engine: &mut Engine, name: &str) {
-    engine.add_device(name, DEFAULT_MTU, DEFAULT_TXQUEUELEN);
+/// tclab's one rule for devices (there is no real device list offline): a command that creates something
+/// on a device — `qdisc|class|filter add|replace` — creates the device too, with [`DEFAULT_MTU`] and
+/// [`DEFAULT_TXQUEUELEN`], as if `ip link add` had come first; every other command (`change`, `delete`,
+/// `show`, `get`) on a device that does not exist answers as tc does, `Cannot find device "X"` (exit 1).
+/// Where the device exists, the kernel's own answer follows.
+pub fn ensure_device(engine: &mut Engine, name: &str, creates: bool) -> Result<()> {
+    if creates {
+        engine.add_device(name, DEFAULT_MTU, DEFAULT_TXQUEUELEN);
+    }
+    if engine.devices.contains_key(name) {
+        Ok(())
+    } else {
+        Err(Failure::options(format!("Cannot find device \"{name}\"")))
+    }
 }
 
 /// Run one tc command line (without the leading `tc`). Global options come first, as in tc.
@@ -307,7 +319,7 @@ fn qdisc_cmd(
     }
     let dev =
         dev.ok_or_else(|| Failure::kernel(KernelError::new(tclab_core::error::Errno::NoDevice)))?;
-    ensure_device(engine, dev);
+    ensure_device(engine, dev, matches!(cmd, Cmd::Modify(f) if f.create))?;
     match cmd {
         Cmd::Modify(f) => {
             let opts = match kind {
@@ -396,6 +408,9 @@ fn qdisc_show(
         }
     }
     let _ = now;
+    if let Some(d) = dev {
+        ensure_device(engine, d, false)?;
+    }
     show::qdiscs(
         engine,
         dev,
@@ -463,6 +478,7 @@ fn class_cmd(
     }
     if let Cmd::Show = cmd {
         let dev = dev.ok_or_else(|| Failure::syntax("Cannot find device \"\""))?;
+        ensure_device(engine, dev, false)?;
         let filter_parent = (parent != 0).then_some(Handle(parent));
         let filter_classid = (classid != 0).then_some(Handle(classid));
         show::classes(
@@ -478,7 +494,7 @@ fn class_cmd(
     }
     let dev =
         dev.ok_or_else(|| Failure::kernel(KernelError::new(tclab_core::error::Errno::NoDevice)))?;
-    ensure_device(engine, dev);
+    ensure_device(engine, dev, matches!(cmd, Cmd::Modify(f) if f.create))?;
     match cmd {
         Cmd::Modify(f) => {
             let opts: Option<ClassOptions> = match kind {

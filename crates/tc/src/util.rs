@@ -165,32 +165,114 @@ pub fn get_u16(s: &str, base: u32) -> Option<u16> {
     get_u32(s, base).and_then(|v| u16::try_from(v).ok())
 }
 
-/// `strtoul(s, &p, 16)`: the hex prefix (empty allowed) and the rest.
-fn hex_prefix(s: &str) -> (Option<u64>, &str) {
-    let end = s.find(|c: char| !c.is_ascii_hexdigit()).unwrap_or(s.len());
+/// C's `strtoul(s, &end, base)` for base 0, 8, 10 or 16: leading white space, an optional sign, `0x` (base
+/// 16 or 0) and `0` (base 0) prefixes; saturates at `ULONG_MAX` on overflow; a minus negates the result
+/// modulo 2⁶⁴. Returns the value (`None` when no digit was read, as `end == s`) and the rest.
+pub fn strtoul(s: &str, base: u32) -> (Option<u64>, &str) {
+    let t = s.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
+    let (neg, t) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let hex_after_prefix = |t: &str| {
+        (t.starts_with("0x") || t.starts_with("0X"))
+            && t[2..].starts_with(|c: char| c.is_ascii_hexdigit())
+    };
+    let (radix, digits) = match base {
+        16 | 0 if hex_after_prefix(t) => (16, &t[2..]),
+        0 if t.starts_with('0') => (8, t),
+        0 => (10, t),
+        b => (b, t),
+    };
+    let end = digits
+        .find(|c: char| !c.is_digit(radix))
+        .unwrap_or(digits.len());
     if end == 0 {
         return (None, s);
     }
-    (
-        u64::from_str_radix(&s[..end], 16).ok().or(Some(u64::MAX)),
-        &s[end..],
-    )
+    let v = u64::from_str_radix(&digits[..end], radix).unwrap_or(u64::MAX);
+    (Some(if neg { v.wrapping_neg() } else { v }), &digits[end..])
 }
 
-/// `get_qdisc_handle`: `MAJ:` or `MAJ` (hex), or `none`.
+/// `get_addr_ipv4`: one to four dot-separated parts, each read by `strtoul(…, 0)` (so `0x0a` and `012` are
+/// octets too) and at most 255; missing parts are 0 (`80` is 80.0.0.0).
+pub fn get_addr_ipv4(s: &str) -> Option<u32> {
+    let mut octets = [0u8; 4];
+    let mut rest = s;
+    for (i, octet) in octets.iter_mut().enumerate() {
+        let (n, after) = strtoul(rest, 0);
+        let n = n.filter(|n| *n <= 255)?;
+        *octet = n as u8;
+        if after.is_empty() {
+            return Some(u32::from_be_bytes(octets));
+        }
+        if i == 3 {
+            return None;
+        }
+        rest = after.strip_prefix('.')?;
+    }
+    None
+}
+
+/// `get_unsigned(…, 0)`: a whole word read by `strtoul(…, 0)`, at most `UINT_MAX`.
+pub fn get_unsigned(s: &str) -> Option<u32> {
+    match strtoul(s, 0) {
+        (Some(v), "") if !s.trim_start().starts_with('-') || v == 0 => u32::try_from(v).ok(),
+        _ => None,
+    }
+}
+
+/// `get_prefix_1(…, AF_INET)`: `any`/`all`/`default` (prefix length 0), or `ADDR[/LEN]` where ADDR is read
+/// by [`get_addr_ipv4`] and LEN is a number ≤ 32 or a dotted netmask (`get_netmask`). Returns the address
+/// and the prefix length.
+pub fn get_prefix_ipv4(s: &str) -> Option<(u32, u32)> {
+    let (a, len) = match s.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (s, None),
+    };
+    if a == "default" || a == "all" || a == "any" {
+        // `bitlen == -2`: no prefix length may follow.
+        return len.is_none().then_some((0, 0));
+    }
+    if a.contains(':') {
+        return None;
+    }
+    let addr = get_addr_ipv4(a)?;
+    let bits = match len {
+        None => 32,
+        Some(l) => match get_unsigned(l) {
+            Some(n) => n,
+            None => {
+                // A dotted netmask: its ones must be contiguous.
+                let mask = get_addr_ipv4(l).filter(|_| !l.contains(':'))?;
+                let host = !mask;
+                if host & host.wrapping_add(1) != 0 {
+                    return None;
+                }
+                mask.count_ones()
+            }
+        },
+    };
+    (bits <= 32).then_some((addr, bits))
+}
+
+/// `get_qdisc_handle`: `MAJ:` or `MAJ` (hex, `0x` allowed as `strtoul` allows it), or `none`.
 pub fn get_qdisc_handle(s: &str) -> Option<u32> {
     if s == "none" {
         return Some(0);
     }
-    let (maj, rest) = hex_prefix(s);
-    let maj = maj?;
+    let (maj, rest) = strtoul(s, 16);
+    // `maj` is a `__u32` in tc: strtoul's result is truncated before the range check.
+    let maj = maj? as u32;
     if maj >= 1 << 16 || !(rest.is_empty() || rest.starts_with(':')) {
         return None;
     }
-    Some((maj as u32) << 16)
+    Some(maj << 16)
 }
 
-/// `get_tc_classid`: `MAJ:MIN` (hex), `:MIN`, `MAJ:`, a raw hex number, `root`, `none`.
+/// `get_tc_classid`: `MAJ:MIN` (hex), `:MIN`, `MAJ:`, a raw hex number, `root`, `none`; `0x` prefixes on
+/// either part, as `strtoul(…, 16)` reads them (`7FFF:0x1`, `0x3`).
 pub fn get_tc_classid(s: &str) -> Option<u32> {
     if s == "root" {
         return Some(0xffff_ffff);
@@ -198,9 +280,10 @@ pub fn get_tc_classid(s: &str) -> Option<u32> {
     if s == "none" {
         return Some(0);
     }
-    let (maj, rest) = hex_prefix(s);
+    let (maj, rest) = strtoul(s, 16);
+    // A `__u32` holding `strtoul`'s result: the low 32 bits (`98765fedcb` is 765f:edcb).
     let maj = match maj {
-        Some(m) => m,
+        Some(m) => m as u32,
         None if rest.starts_with(':') => 0,
         None => return None,
     };
@@ -208,15 +291,14 @@ pub fn get_tc_classid(s: &str) -> Option<u32> {
         if maj >= 1 << 16 {
             return None;
         }
-        let (min, rest2) = hex_prefix(minor);
-        let min = min.unwrap_or(0);
+        let (min, rest2) = strtoul(minor, 16);
+        let min = min.unwrap_or(0) as u32;
         if !rest2.is_empty() || min >= 1 << 16 {
             return None;
         }
-        Some(((maj as u32) << 16) | min as u32)
+        Some((maj << 16) | min)
     } else if rest.is_empty() {
-        // `maj` is a `__u32` holding `strtoul`'s result: the low 32 bits (`98765fedcb` is 765f:edcb).
-        Some(maj as u32)
+        Some(maj)
     } else {
         None
     }

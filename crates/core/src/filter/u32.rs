@@ -684,7 +684,9 @@ impl NodeIds {
     }
     pub fn contains(&self, handle: u32) -> bool {
         let (hid, id) = Self::split(handle);
-        self.0.get(&hid).is_some_and(|b| b[id / 64] >> (id % 64) & 1 == 1)
+        self.0
+            .get(&hid)
+            .is_some_and(|b| b[id / 64] >> (id % 64) & 1 == 1)
     }
     pub fn insert(&mut self, handle: u32) {
         let (hid, id) = Self::split(handle);
@@ -703,7 +705,11 @@ impl NodeIds {
         };
         (from / 64..64).find_map(|w| {
             // Ids below `from` in its word count as taken.
-            let below = if w == from / 64 { (1u64 << (from % 64)) - 1 } else { 0 };
+            let below = if w == from / 64 {
+                (1u64 << (from % 64)) - 1
+            } else {
+                0
+            };
             let free = !(bits[w] | below);
             (free != 0).then(|| hid | (w * 64 + free.trailing_zeros() as usize) as u32)
         })

@@ -186,6 +186,8 @@ pub enum ConnbytesMode {
 /// A match extension (`-m NAME ...`, or the implicit `tcp`/`udp`/`icmp` of `-p`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Match {
+    /// `-m comment --comment TEXT`: matches every packet; the text is kept for the listings.
+    Comment(String),
     Tcp {
         sport: PortRange,
         dport: PortRange,
@@ -924,6 +926,7 @@ impl Netfilter {
     fn match_one(&self, m: &Match, cx: &mut Cx, pkt: &Packet) -> bool {
         let data = &pkt.data;
         match m {
+            Match::Comment(_) => true,
             Match::Mark { mark, mask, invert } => ((pkt.mark & mask) == *mark) != *invert,
             Match::Connmark { mark, mask, invert } => match self.conn(cx) {
                 Some(c) => ((c.mark & mask) == *mark) != *invert,
