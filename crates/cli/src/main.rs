@@ -49,22 +49,6 @@ fn state_path() -> PathBuf {
     base.join("tclab/policy.json")
 }
 
-/// Is this store command sure to change nothing (a `show`)? Those share the store's lock.
-fn is_read_only(argv: &[String]) -> bool {
-    let args = &argv[1..];
-    match argv[0].as_str() {
-        "tc" => {
-            !args
-                .iter()
-                .any(|a| a == "-batch" || a == "-b" || a == "--batch")
-                && !tclab_tc::store::is_modifying(args)
-        }
-        "iptables" => !tclab_tc::iptables::is_modifying(args),
-        "link" => args.is_empty() || ["show", "list", "ls"].contains(&args[0].as_str()),
-        _ => false,
-    }
-}
-
 fn print_output(out: &tclab_tc::Output) -> u8 {
     use std::io::Write;
     let _ = std::io::stdout().write_all(out.stdout.as_bytes());
@@ -110,6 +94,7 @@ fn cmd_store(argv: &[String]) -> Result<u8, String> {
             state: path.clone(),
             argv: words,
             stdin,
+            caller: std::env::var("TCLAB_CALLER").ok().filter(|c| !c.is_empty()),
         };
         match control::call(std::path::Path::new(&socket), &req) {
             Ok(r) => {
@@ -123,7 +108,7 @@ fn cmd_store(argv: &[String]) -> Result<u8, String> {
             Err(control::CallError::Unreachable) => {}
         }
     }
-    let _lock = Lock::take(&path, !is_read_only(argv))?;
+    let _lock = Lock::take(&path, tclab_tc::store::changes_policy(argv))?;
     let (mut store, problems) = Store::open(&path)?;
     for p in problems {
         eprintln!("tclab: warning: {p}");
@@ -148,6 +133,8 @@ fn cmd_script(args: &[String]) -> Result<u8, String> {
             ))
         }
     };
+    let strict = rest.first().is_some_and(|a| a == "--strict");
+    let rest = &rest[usize::from(strict)..];
     let Some(file) = rest.first() else {
         println!("{HELP}");
         return Ok(2);
@@ -164,14 +151,47 @@ fn cmd_script(args: &[String]) -> Result<u8, String> {
         std::env::current_exe().map_err(|e| format!("cannot find the tclab executable: {e}"))?;
     let state = std::path::absolute(state_path()).map_err(|e| format!("state file: {e}"))?;
     let sb = Sandbox::new()?;
-    let server = tclab_tc::control::Server::start(&state, &sb.dir)?;
+    // --strict: the script runs against a copy of the store, written back whole only if every change
+    // applied; the real store stays locked meanwhile, so nothing else slips in between.
+    let strict_lock = if strict {
+        Some(Lock::take(&state, true)?)
+    } else {
+        None
+    };
+    let target = if strict {
+        let scratch = sb.dir.join("policy.json");
+        let journal = tclab_tc::store::read_journal(&state)?;
+        tclab_tc::store::write_journal(&scratch, &journal.entries)?;
+        scratch
+    } else {
+        state.clone()
+    };
+    let server = tclab_tc::control::Server::start(&target, &sb.dir)?;
     let status = sb
-        .command(&exe, &script, &rest[1..], &state)
+        .command(&exe, &script, &rest[1..], &target)
         .env(tclab_tc::control::ENV, server.socket())
         .status()
         .map_err(|e| format!("cannot run bash: {e}"))?;
-    drop(server);
-    Ok(status.code().unwrap_or(1).clamp(0, 255) as u8)
+    let report = server.finish();
+    eprint!("{}", report.summary());
+    let code = status.code().unwrap_or(1).clamp(0, 255) as u8;
+    if strict {
+        if report.failures() > 0 || code != 0 {
+            eprintln!(
+                "tclab script: --strict: nothing was stored ({})",
+                if code != 0 {
+                    format!("the script exited with {code}")
+                } else {
+                    "a command was refused".to_string()
+                }
+            );
+            return Ok(if code != 0 { code } else { 1 });
+        }
+        let journal = tclab_tc::store::read_journal(&target)?;
+        tclab_tc::store::write_journal(&state, &journal.entries)?;
+        drop(strict_lock);
+    }
+    Ok(code)
 }
 
 /// Die quietly on a closed pipe (`tclab sim … | head`), as command-line tools do, instead of panicking

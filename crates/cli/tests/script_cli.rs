@@ -331,3 +331,68 @@ fn no_spelling_of_tc_reaches_the_hosts_tc() {
         "kept\n"
     );
 }
+
+/// Seed 000's authors lost days to commands that silently did not apply (`2>/dev/null`): the report names
+/// each refusal with its script line even so, and `--strict` stores nothing when one happens (issue 12).
+#[test]
+fn refusals_are_reported_and_strict_stores_nothing() {
+    let st = scratch("report");
+    let script = st.with_file_name("typo.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/bash\n\
+         DEV=eth0\n\
+         tc qdisc del dev $DEV root 2>/dev/null\n\
+         tc qdisc add dev $DEV root handle 1: htb default 20\n\
+         tc class add dev $DEV parent 1: classid 1:20 htb rate 180kbit 2>/dev/null\n\
+         tc class add dev $DEV parent 1: classid 1:30 htb rate 18O0kbit 2>/dev/null\n\
+         echo done\n",
+    )
+    .unwrap();
+    let run = tclab(&st, &["script", "run", script.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert!(run.status.success(), "{err}");
+    assert!(
+        err.contains("tclab script: 2 commands applied, 2 refused (1 of them a deletion of something that was not there)"),
+        "{err}"
+    );
+    assert!(err.contains("typo.sh:6: tc class add dev eth0 parent 1: classid 1:30 htb rate 18O0kbit\n    Illegal \"rate\"\n"), "{err}");
+    assert!(
+        err.contains("typo.sh:3: tc qdisc del dev eth0 root\n"),
+        "{err}"
+    );
+    assert!(!err.contains("Usage:"), "the usage text is left out: {err}");
+    // --strict on a fresh store: the typo is fatal and nothing is kept.
+    let st2 = scratch("strict");
+    let run = tclab(
+        &st2,
+        &["script", "run", "--strict", script.to_str().unwrap()],
+    );
+    assert_eq!(run.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&run.stderr).contains("--strict: nothing was stored"));
+    let shown = tclab(&st2, &["tc", "qdisc", "show", "dev", "eth0"]);
+    assert!(!shown.status.success(), "eth0 was never created");
+    // Fixed, it applies whole.
+    std::fs::write(
+        &script,
+        std::fs::read_to_string(&script)
+            .unwrap()
+            .replace("18O0", "1800"),
+    )
+    .unwrap();
+    let run = tclab(
+        &st2,
+        &["script", "run", "--strict", script.to_str().unwrap()],
+    );
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(
+        text(&tclab(&st2, &["tc", "class", "show", "dev", "eth0"]))
+            .lines()
+            .count(),
+        2
+    );
+}

@@ -35,6 +35,67 @@ pub struct Request {
     pub state: PathBuf,
     pub argv: Vec<String>,
     pub stdin: Option<String>,
+    /// Where in the script the call was made (`FILE:LINE`), for the report.
+    #[serde(default)]
+    pub caller: Option<String>,
+}
+
+/// What a script's calls did: how many changes applied, and each refusal with where it came from.
+#[derive(Debug, Default, Clone)]
+pub struct Report {
+    pub applied: usize,
+    pub refused: Vec<Refusal>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    /// `FILE:LINE` of the call, or `?` when the call did not come through the script's shell functions.
+    pub at: String,
+    /// The command as a shell line (`tc qdisc add …`).
+    pub command: String,
+    /// What tc, iptables or tclab said.
+    pub message: String,
+    /// A deletion or flush that found nothing to remove: what scripts do before they build
+    /// (`tc qdisc del dev eth0 root 2>/dev/null`), harmless, and not fatal under `--strict`.
+    pub cleanup: bool,
+}
+
+impl Report {
+    /// Refusals other than clean-ups: what `--strict` makes fatal.
+    pub fn failures(&self) -> usize {
+        self.refused.iter().filter(|r| !r.cleanup).count()
+    }
+
+    /// The summary `tclab script run` prints on stderr.
+    pub fn summary(&self) -> String {
+        let cleanups = self.refused.len() - self.failures();
+        let mut s = format!(
+            "tclab script: {} command{} applied, {} refused",
+            self.applied,
+            if self.applied == 1 { "" } else { "s" },
+            self.refused.len()
+        );
+        if cleanups > 0 {
+            s.push_str(&format!(
+                " ({cleanups} of them a deletion of something that was not there)"
+            ));
+        }
+        s.push('\n');
+        for r in &self.refused {
+            s.push_str(&format!("  {}: {}\n", r.at, r.command));
+            // tc follows some errors with its usage text: the first lines say what was wrong.
+            for line in r
+                .message
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .take_while(|l| !l.trim_start().starts_with("Usage:"))
+                .take(3)
+            {
+                s.push_str(&format!("    {line}\n"));
+            }
+        }
+        s
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -48,7 +109,7 @@ pub struct Reply {
 pub struct Server {
     socket: PathBuf,
     stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    thread: Option<std::thread::JoinHandle<Report>>,
 }
 
 impl Server {
@@ -75,29 +136,59 @@ impl Server {
     pub fn socket(&self) -> &Path {
         &self.socket
     }
+
+    /// Stop serving and say what the calls did.
+    pub fn finish(mut self) -> Report {
+        self.stop_thread()
+    }
+
+    fn stop_thread(&mut self) -> Report {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop so that it sees the flag.
+        let _ = UnixStream::connect(&self.socket);
+        let report = self
+            .thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default();
+        let _ = std::fs::remove_file(&self.socket);
+        report
+    }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        // Wake the accept loop so that it sees the flag.
-        let _ = UnixStream::connect(&self.socket);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        if self.thread.is_some() {
+            self.stop_thread();
         }
-        let _ = std::fs::remove_file(&self.socket);
     }
 }
 
-fn serve(listener: UnixListener, state: PathBuf, stop: Arc<AtomicBool>) {
+fn serve(listener: UnixListener, state: PathBuf, stop: Arc<AtomicBool>) -> Report {
     let mut store: Option<Store> = None;
+    let mut report = Report::default();
     for conn in listener.incoming() {
         if stop.load(Ordering::SeqCst) {
             break;
         }
         let Ok(conn) = conn else { continue };
         let reply = match read_request(&conn) {
-            Ok(req) if req.state == state => handle(&mut store, &state, &req),
+            Ok(req) if req.state == state => {
+                let reply = handle(&mut store, &state, &req);
+                if crate::store::changes_policy(&req.argv) {
+                    if reply.code == 0 {
+                        report.applied += 1;
+                    } else {
+                        report.refused.push(Refusal {
+                            at: req.caller.clone().unwrap_or_else(|| "?".into()),
+                            command: crate::script::shell_line(&req.argv),
+                            message: reply.stderr.clone(),
+                            cleanup: crate::store::is_removal(&req.argv),
+                        });
+                    }
+                }
+                reply
+            }
             Ok(_) => Reply {
                 stdout: String::new(),
                 stderr: "tclab: this control socket serves another store\n".into(),
@@ -113,6 +204,7 @@ fn serve(listener: UnixListener, state: PathBuf, stop: Arc<AtomicBool>) {
         let line = serde_json::to_string(&reply).expect("strings serialise") + "\n";
         let _ = w.write_all(line.as_bytes());
     }
+    report
 }
 
 fn read_request(conn: &UnixStream) -> Result<Request, String> {

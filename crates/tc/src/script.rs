@@ -76,9 +76,13 @@ const NOTE_NAMES: &[&str] = &[
 ];
 
 /// What `tclab script run --help` says about the commands it replaces.
-pub const HELP: &str = "Usage: tclab script run FILE [ARGS…]
+pub const HELP: &str = "Usage: tclab script run [--strict] FILE [ARGS…]
 
 Runs a shell script written for Linux, unmodified, under bash, against the stored policy ($TCLAB_STATE).
+At the end it reports on stderr how many changes applied and, for each one refused, the script's line, the
+command and tc's message, even where the script sent tc's errors to /dev/null.
+  --strict   a refused change (other than deleting something that was not there) is fatal: the exit
+             status is non-zero and nothing is stored; the store is locked for the script's duration.
 Inside the script:
   tc, /sbin/tc, /usr/sbin/tc, $TC …            -> tclab tc …
   iptables, /sbin/iptables, iptables-legacy …  -> tclab iptables … (mangle table only)
@@ -99,13 +103,20 @@ fn quote(s: &str) -> String {
 fn prelude() -> String {
     let mut p = String::from(
         "# tclab script prelude: tc and iptables are tclab's.\n\
+         __tclab_caller() {\n\
+         \x20 local i\n\
+         \x20 for ((i = 1; i < ${#BASH_SOURCE[@]}; i++)); do\n\
+         \x20   if [ \"${BASH_SOURCE[$i]}\" != \"$BASH_ENV\" ]; then __TCLAB_AT=\"${BASH_SOURCE[$i]}:${BASH_LINENO[$((i - 1))]}\"; return; fi\n\
+         \x20 done\n\
+         \x20 __TCLAB_AT=\"?\"\n\
+         }\n\
          __tclab_ip() {\n\
          \x20 local a=\"$*\"\n\
          \x20 case \"$1\" in\n\
          \x20   link|l|li|lin)\n\
          \x20     shift\n\
          \x20     case \"$1\" in\n\
-         \x20       set|s|se) shift; \"$TCLAB_EXE\" link set \"$@\"; return $? ;;\n\
+         \x20       set|s|se) shift; __tclab_caller; TCLAB_CALLER=\"$__TCLAB_AT\" \"$TCLAB_EXE\" link set \"$@\"; return $? ;;\n\
          \x20       show|sh|list|ls|'') \"$TCLAB_EXE\" link show; return $? ;;\n\
          \x20       *) echo \"tclab script: ignoring \\\"ip $a\\\"\" >&2; return 0 ;;\n\
          \x20     esac ;;\n\
@@ -123,7 +134,7 @@ fn prelude() -> String {
          \x20     *) echo \"tclab script: ignoring ifconfig option \\\"$1\\\"\" >&2; shift ;;\n\
          \x20   esac\n\
          \x20 done\n\
-         \x20 \"$TCLAB_EXE\" link set dev \"$dev\" \"${args[@]}\"\n\
+         \x20 __tclab_caller; TCLAB_CALLER=\"$__TCLAB_AT\" \"$TCLAB_EXE\" link set dev \"$dev\" \"${args[@]}\"\n\
          }\n\
          sudo() {\n\
          \x20 while [ $# -gt 0 ]; do\n\
@@ -168,8 +179,14 @@ fn prelude() -> String {
             p.push_str(&format!("function {n} {{ {body}; }}\n"));
         }
     };
-    def(TC_NAMES, "\"$TCLAB_EXE\" tc \"$@\"");
-    def(IPT_NAMES, "\"$TCLAB_EXE\" iptables \"$@\"");
+    def(
+        TC_NAMES,
+        "__tclab_caller; TCLAB_CALLER=\"$__TCLAB_AT\" \"$TCLAB_EXE\" tc \"$@\"",
+    );
+    def(
+        IPT_NAMES,
+        "__tclab_caller; TCLAB_CALLER=\"$__TCLAB_AT\" \"$TCLAB_EXE\" iptables \"$@\"",
+    );
     def(
         IP6T_NAMES,
         "echo \"ip6tables: not supported by tclab (its netfilter is IPv4 only)\" >&2; return 1",

@@ -268,6 +268,11 @@ fn whole_file(entries: &[Vec<String>]) -> String {
     text
 }
 
+/// Write a whole journal to `path` atomically (a new store, or `tclab script run --strict` committing).
+pub fn write_journal(path: &Path, entries: &[Vec<String>]) -> Result<(), String> {
+    write_atomically(path, whole_file(entries).as_bytes())
+}
+
 /// A store opened for commands: its journal and the engine the journal builds.
 pub struct Store {
     path: PathBuf,
@@ -393,7 +398,7 @@ impl Store {
             }
             other => return Err(format!("unknown store command \"{other}\"")),
         };
-        let resets = new.iter().any(|e| is_reset(e));
+        let resets = new.iter().any(|e| is_removal(e));
         self.append(&new)?;
         if resets {
             self.compact()?;
@@ -497,7 +502,23 @@ impl Store {
     }
 }
 
-/// Does this command modify the policy (as opposed to showing it)?
+/// Does this tclab command — `tc …`, `iptables …` or `link …` — ask for a change (as opposed to a show)?
+/// Changes take the store's lock exclusively and are counted in a script's report.
+pub fn changes_policy(argv: &[String]) -> bool {
+    let args = argv.get(1..).unwrap_or_default();
+    match argv.first().map(String::as_str) {
+        Some("tc") => {
+            args.iter()
+                .any(|a| a == "-batch" || a == "-b" || a == "--batch")
+                || is_modifying(args)
+        }
+        Some("iptables") => crate::iptables::is_modifying(args),
+        Some("link") => !args.is_empty() && !["show", "list", "ls"].contains(&args[0].as_str()),
+        _ => true,
+    }
+}
+
+/// Does this tc command line modify the policy (as opposed to showing it)?
 pub fn is_modifying(args: &[String]) -> bool {
     let words: Vec<&str> = args
         .iter()
@@ -515,8 +536,9 @@ pub fn is_modifying(args: &[String]) -> bool {
     }
 }
 
-/// A command after which a compaction may pay: a deletion or a flush.
-fn is_reset(entry: &[String]) -> bool {
+/// A command that removes — `tc … del|delete|flush`, `iptables -D|-F|-X`, `link del`: after one, a
+/// compaction may pay; refused, it is a script's clean-up of something that was not there.
+pub fn is_removal(entry: &[String]) -> bool {
     let words: Vec<&str> = entry
         .iter()
         .skip(1)
