@@ -147,20 +147,21 @@ fn packets_larger_than_the_quantum_still_progress() {
 #[test]
 fn unclassified_packets_are_dropped_and_counted() {
     let mut e = setup(1500, 1500);
-    // 10.0.0.9 matches no filter and names no class by priority: dropped, a drop of the qdisc.
-    assert_eq!(enqueue(&mut e, udp(9, 100, 0)), Verdict::Drop);
+    // 10.0.0.9 matches no filter and names no class by priority: dropped, a drop of the qdisc
+    // (`drr_enqueue` answers `NET_XMIT_SUCCESS | __NET_XMIT_BYPASS`: the sender is told success).
+    assert_eq!(enqueue(&mut e, udp(9, 100, 0)), Verdict::Bypass);
     // A filter naming a class that does not exist: dropped too.
     tc(
         &mut e,
         "filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip src 10.0.0.7/32 flowid 1:7",
     );
-    assert_eq!(enqueue(&mut e, udp(7, 100, 0)), Verdict::Drop);
+    assert_eq!(enqueue(&mut e, udp(7, 100, 0)), Verdict::Bypass);
     // A filter whose action drops (`action drop` = TC_ACT_SHOT): counted as well.
     tc(
         &mut e,
         "filter add dev eth0 parent 1: protocol ip prio 3 u32 match ip src 10.0.0.8/32 action drop",
     );
-    assert_eq!(enqueue(&mut e, udp(8, 100, 0)), Verdict::Drop);
+    assert_eq!(enqueue(&mut e, udp(8, 100, 0)), Verdict::Bypass);
     // skb->priority 1:2 names class 1:2 directly, without any filter.
     let mut p = udp(9, 100, 0);
     p.priority = 0x0001_0002;

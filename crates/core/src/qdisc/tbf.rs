@@ -21,7 +21,8 @@
 
 use super::fifo::Fifo;
 use super::{
-    ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats, Sched, Verdict,
+    ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, DropReason, Qdisc, QdiscOptions, QdiscStats,
+    Sched, Verdict,
 };
 use crate::error::{Errno, KernelError, Warning};
 use crate::handle::Handle;
@@ -157,22 +158,29 @@ impl Qdisc for Tbf {
         "tbf"
     }
 
+    /// `tbf_enqueue`: a packet the bucket could never pass is dropped; the rest go to the child, whose
+    /// verdict is passed on (a drop counted when `net_xmit_drop_count` says so).
     fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
         let len = pkt.len;
         if len > self.max_size {
             self.stats.drops += 1;
+            cx.drop_arriving(pkt, DropReason::Overlimit);
             return Verdict::Drop;
         }
         let Some(child) = self.child.as_mut() else {
+            // `noop_enqueue` drops it and answers NET_XMIT_CN.
             self.stats.drops += 1;
-            return Verdict::Drop;
+            cx.drop_arriving(pkt, DropReason::Unclassified);
+            return Verdict::Cn;
         };
         let mark = cx.tree_reduced;
         let v = child.q.enqueue(pkt, cx);
         self.stats.reduce(cx.reduced_since(mark));
         if v != Verdict::Success {
-            self.stats.drops += 1;
-            return Verdict::Drop;
+            if v.counts_drop() {
+                self.stats.drops += 1;
+            }
+            return v;
         }
         self.stats.backlog += len;
         self.stats.qlen += 1;
