@@ -21,8 +21,8 @@
 
 use super::fifo::Fifo;
 use super::{
-    ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, DropReason, Qdisc, QdiscOptions, QdiscStats,
-    Sched, Verdict,
+    ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, DropReason, Peeked, Qdisc, QdiscOptions,
+    QdiscStats, Sched, Verdict,
 };
 use crate::error::{Errno, KernelError, Warning};
 use crate::handle::Handle;
@@ -66,6 +66,8 @@ pub struct Tbf {
     child: Option<Sched>,
     handle: Handle,
     stats: QdiscStats,
+    /// The packet a parent's peek dequeued (`gso_skb`), next out.
+    peeked: Peeked,
 }
 
 impl Tbf {
@@ -88,6 +90,7 @@ impl Tbf {
             child: None,
             handle,
             stats: QdiscStats::default(),
+            peeked: Peeked::default(),
         };
         let w = q.apply(opts, env)?;
         Ok((q, w))
@@ -187,7 +190,12 @@ impl Qdisc for Tbf {
         Verdict::Success
     }
 
+    /// `tbf_dequeue`: the child's head leaves if both buckets hold its cost; otherwise TBF asks to be
+    /// woken when they will, and counts an overlimit. A packet held by a parent's peek goes first.
     fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
+        if let Some(p) = self.peeked.take(&mut self.stats) {
+            return Some(p);
+        }
         let child = self.child.as_mut()?;
         let len = child.q.peek(cx)?.len;
         let now = cx.now;
@@ -212,12 +220,20 @@ impl Qdisc for Tbf {
         None
     }
 
+    /// `qdisc_peek_dequeued`, as the kernel's TBF peeks: the packet is dequeued (tokens charged, counted
+    /// as sent) and held for the next dequeue, so a parent sees only a packet the buckets let go now.
+    /// A head the tokens do not allow yet is not shown: the watchdog is armed instead, as `tbf_dequeue`
+    /// arms it. (Showing it would let DRR charge a deficit for a packet that then does not come.)
     fn peek(&mut self, cx: &mut Cx) -> Option<&Packet> {
-        // Like qdisc_peek_dequeued: only what is sendable now counts; we report the head without charging.
-        self.child.as_mut()?.q.peek(cx)
+        if self.peeked.get().is_none() {
+            let p = self.dequeue(cx)?;
+            self.peeked.hold(p, &mut self.stats);
+        }
+        self.peeked.get()
     }
 
     fn reset(&mut self) {
+        self.peeked.clear();
         if let Some(c) = self.child.as_mut() {
             c.q.reset();
         }
