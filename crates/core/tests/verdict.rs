@@ -75,8 +75,16 @@ fn sfq_headdrop_queues_the_arrival_and_reports_the_head() {
     }
     let mut cx = Cx::new(0);
     let v = dev.enqueue(udp(1, 1, 100, 3), &mut cx);
-    assert_eq!(v, Verdict::Cn, "sfq_enqueue: return NET_XMIT_CN after a head drop");
-    assert_ne!(v.to_sender(), Verdict::Drop, "the sender's packet is queued");
+    assert_eq!(
+        v,
+        Verdict::Cn,
+        "sfq_enqueue: return NET_XMIT_CN after a head drop"
+    );
+    assert_ne!(
+        v.to_sender(),
+        Verdict::Drop,
+        "the sender's packet is queued"
+    );
     assert_eq!(dropped(&cx), [(0, DropReason::HeadDrop, false)]);
     let s = dev.root().q.stats();
     assert_eq!((s.drops, s.qlen, s.backlog), (1, 3, 300));
@@ -124,7 +132,11 @@ fn sfq_overlimit_names_the_longest_flows_packet() {
         }
         let mut cx = Cx::new(0);
         let v = dev.enqueue(udp(2, 2, 100, 102), &mut cx);
-        assert_eq!(v, Verdict::Success, "headdrop {headdrop}: another flow paid");
+        assert_eq!(
+            v,
+            Verdict::Success,
+            "headdrop {headdrop}: another flow paid"
+        );
         let victim = if headdrop { 0 } else { 7 };
         assert_eq!(
             dropped(&cx),

@@ -597,6 +597,7 @@ impl Network {
     /// Packets an egress qdisc dropped (`to_free`): each is counted, and each one's socket hears that its
     /// skb is freed — except the arriving packet under a `Drop` verdict, which its sender learns from the
     /// verdict itself (not sent). A packet dropped after it was accepted is, for its sender, sent and lost.
+    #[cold]
     fn qdisc_dropped(&mut self, iface: IfaceId, verdict: Verdict, drops: Vec<Dropped>) {
         for d in drops {
             self.ifaces[iface].counters.tx_dropped += 1;
@@ -620,6 +621,7 @@ impl Network {
         let mut cx = Cx::new(now);
         let pkt = dev.dequeue(&mut cx);
         if !cx.drops.is_empty() {
+            dev.count_dropped(&cx.drops);
             let drops = std::mem::take(&mut cx.drops);
             self.qdisc_dropped(iface, Verdict::Success, drops);
         }

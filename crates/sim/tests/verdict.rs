@@ -11,9 +11,9 @@
 
 use tclab_core::qdisc::DropReason;
 use tclab_sim::apps::App;
-use tclab_sim::tcpapp::TcpEndpoint;
 use tclab_sim::run::run;
 use tclab_sim::scenario::load;
+use tclab_sim::tcpapp::TcpEndpoint;
 
 const LAB: &str = r#"
 duration = "20s"
@@ -52,7 +52,10 @@ fn a_head_dropped_segment_is_lost_not_refused_and_its_truesize_comes_back() {
     assert_eq!(sc.net.ifaces[a_eth0].counters.tx_dropped, drops);
     assert_eq!(dev.drop_counts.get(DropReason::Overlimit), drops);
     assert_eq!(dev.drop_counts.total(), drops);
-    assert_eq!(f.retransmits, drops, "each dropped segment is found lost and sent again");
+    assert_eq!(
+        f.retransmits, drops,
+        "each dropped segment is found lost and sent again"
+    );
 
     let senders: Vec<&TcpEndpoint> = sc
         .net

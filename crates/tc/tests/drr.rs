@@ -312,7 +312,11 @@ fn a_shaped_class_is_not_charged_for_a_packet_its_shaper_holds_back() {
     let mut cx = Cx::new(0);
     assert_eq!(dev.dequeue(&mut cx).map(|p| p.tag), None);
     assert_eq!(cx.wake_at, Some(3_200_000));
-    assert_eq!(deficit(&e), 2000, "no deficit charged for a packet that did not leave");
+    assert_eq!(
+        deficit(&e),
+        2000,
+        "no deficit charged for a packet that did not leave"
+    );
     // At the wake-up the packet leaves and is charged once.
     let dev = e.device_mut("eth0").unwrap();
     let mut cx = Cx::new(3_200_000);
@@ -321,5 +325,8 @@ fn a_shaped_class_is_not_charged_for_a_packet_its_shaper_holds_back() {
     // 3 in, 2 out: one packet still counted in the qdiscs, none lost between peek and dequeue.
     let s = tc(&mut e, "-s qdisc show dev eth0");
     assert!(s.contains("qdisc drr 1: root refcnt 2 \n Sent 2000 bytes 2 pkt (dropped 0, overlimits 0 requeues 0) \n backlog 1000b 1p"), "{s}");
-    assert!(s.contains("qdisc tbf 10: parent 1:1 rate 1Mbit burst 1600b lat"), "{s}");
+    assert!(
+        s.contains("qdisc tbf 10: parent 1:1 rate 1Mbit burst 1600b lat"),
+        "{s}"
+    );
 }

@@ -50,7 +50,10 @@ fn htb_passes_sfqs_cn_on_and_counts_one_drop() {
     let mut e = setup();
     let dev = e.device_mut("eth0").unwrap();
     for i in 0..2 {
-        assert_eq!(dev.enqueue(udp(1, 100, i), &mut Cx::new(0)), Verdict::Success);
+        assert_eq!(
+            dev.enqueue(udp(1, 100, i), &mut Cx::new(0)),
+            Verdict::Success
+        );
     }
     let mut cx = Cx::new(0);
     assert_eq!(dev.enqueue(udp(1, 100, 2), &mut cx), Verdict::Cn);
@@ -66,7 +69,10 @@ fn htb_passes_sfqs_cn_on_and_counts_one_drop() {
         "{s}"
     );
     let s = tc(&mut e, "-s class show dev eth0");
-    assert!(s.contains("(dropped 1, overlimits 0 requeues 0) \n backlog 200b 2p"), "{s}");
+    assert!(
+        s.contains("(dropped 1, overlimits 0 requeues 0) \n backlog 200b 2p"),
+        "{s}"
+    );
 }
 
 #[test]

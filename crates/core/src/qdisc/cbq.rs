@@ -383,11 +383,9 @@ impl Cbq {
             return Ok(head);
         }
         let d = &self.cl(head).defaults;
-        Ok(
-            d[(prio & TC_PRIO_MAX) as usize]
-                .or(d[TC_PRIO_BESTEFFORT])
-                .unwrap_or(head),
-        )
+        Ok(d[(prio & TC_PRIO_MAX) as usize]
+            .or(d[TC_PRIO_BESTEFFORT])
+            .unwrap_or(head))
     }
 
     // ----- the active rings -----

@@ -484,7 +484,10 @@ mod tests {
             assert_eq!(q.enqueue(pkt(p), &mut cx), Verdict::Bypass);
         }
         assert_eq!(cx.drops.len(), 3);
-        assert!(cx.drops.iter().all(|d| d.arriving && d.reason == DropReason::Unclassified));
+        assert!(cx
+            .drops
+            .iter()
+            .all(|d| d.arriving && d.reason == DropReason::Unclassified));
         let s = q.stats();
         assert_eq!((s.qlen, s.backlog, s.drops), (1, 100, 3));
     }

@@ -41,8 +41,8 @@
 
 use super::fifo::Fifo;
 use super::{
-    ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, DropReason, HtbXstats, Peeked, Qdisc, QdiscOptions,
-    QdiscStats, Sched, Verdict,
+    ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, DropReason, HtbXstats, Peeked, Qdisc,
+    QdiscOptions, QdiscStats, Sched, Verdict,
 };
 use crate::error::{Errno, KernelError, Warning};
 use crate::filter::Block;
