@@ -588,7 +588,7 @@ impl Network {
         let mut cx = Cx::new(now);
         let verdict = dev.enqueue(pkt, &mut cx).to_sender();
         if !cx.drops.is_empty() {
-            self.qdisc_dropped(iface, verdict, cx.drops);
+            self.qdisc_dropped(iface, verdict, cx.drops.take());
         }
         self.kick(now, iface);
         verdict
@@ -622,7 +622,7 @@ impl Network {
         let pkt = dev.dequeue(&mut cx);
         if !cx.drops.is_empty() {
             dev.count_dropped(&cx.drops);
-            let drops = std::mem::take(&mut cx.drops);
+            let drops = cx.drops.take();
             self.qdisc_dropped(iface, Verdict::Success, drops);
         }
         let tick = self.tick;

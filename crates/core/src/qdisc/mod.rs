@@ -43,7 +43,7 @@ pub struct Cx {
     /// each with its reason — the arriving packet if it was refused, and any queued packet a discipline
     /// removed to make room (SFQ) or decided to drop (an AQM). The driver takes them (`drain`) to tell
     /// their senders and free their buffers; nothing in the tree reads them.
-    pub drops: Vec<Dropped>,
+    pub drops: Drops,
 }
 
 impl Cx {
@@ -52,7 +52,7 @@ impl Cx {
             now,
             wake_at: None,
             tree_reduced: (0, 0),
-            drops: Vec::new(),
+            drops: Drops::default(),
         }
     }
 
@@ -177,6 +177,41 @@ impl DropReason {
             DropReason::Action => "action",
             DropReason::Unclassified => "unclassified",
         }
+    }
+}
+
+/// The drop list of a [`Cx`]: read it as a slice. Empty, it is one null pointer — nothing to allocate
+/// or free on the packet path, where a `Cx` is made for every call and drops are rare.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Drops(Option<Box<Vec<Dropped>>>);
+
+impl Drops {
+    pub fn push(&mut self, d: Dropped) {
+        self.0.get_or_insert_with(Default::default).push(d);
+    }
+
+    /// Take the dropped packets out, leaving the list empty.
+    pub fn take(&mut self) -> Vec<Dropped> {
+        self.0.take().map(|b| *b).unwrap_or_default()
+    }
+
+    /// (A list is only ever allocated with a packet in it.)
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, |v| v.len())
+    }
+}
+
+impl std::ops::Deref for Drops {
+    type Target = [Dropped];
+    #[inline]
+    fn deref(&self) -> &[Dropped] {
+        self.0.as_deref().map_or(&[], Vec::as_slice)
     }
 }
 
