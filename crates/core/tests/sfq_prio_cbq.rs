@@ -52,9 +52,9 @@ fn drive(
     while now < end && out.len() < max_out {
         while next < arrivals.len() && arrivals[next].0 <= now {
             let mut cx = Cx::new(now);
-            if dev.enqueue(arrivals[next].1.clone(), &mut cx) == Verdict::Drop {
-                refused += 1;
-            }
+            let _: Verdict = dev.enqueue(arrivals[next].1.clone(), &mut cx);
+            // Every packet the enqueue dropped: the arrival or, for SFQ, one of the longest flow's.
+            refused += cx.drops.len();
             next += 1;
         }
         let mut t = arrivals.get(next).map_or(u64::MAX, |a| a.0);

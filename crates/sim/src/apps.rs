@@ -231,19 +231,29 @@ impl App {
         }
     }
 
-    /// A frame of `len` bytes this application sent has left its host's NIC. True if the application
-    /// acted on it (its outbox and timer then need handling).
-    pub fn on_tx_done(&mut self, now: Nanos, len: u32, out: &mut Outbox) -> bool {
+    /// A frame of `len` bytes this application sent is freed on its host: it left the NIC (TX
+    /// completion), or a qdisc that had accepted it dropped it (for the sender, sent and lost). True if
+    /// the application acted on it (its outbox and timer then need handling). UDP senders and ping keep
+    /// no socket accounting: a lost datagram is simply never received.
+    pub fn on_freed(&mut self, now: Nanos, len: u32, out: &mut Outbox) -> bool {
         match self {
-            App::Tcp(t) => t.on_tx_done(now, len, out),
+            App::Tcp(t) => t.on_freed(now, len, out),
             _ => false,
         }
     }
 
-    /// The node's own qdisc refused a datagram this application sent.
+    /// The node's own qdisc refused a datagram this application sent (`NET_XMIT_DROP`).
     pub fn on_local_drop(&mut self, now: Nanos, d: &Datagram) {
         if let App::Tcp(t) = self {
             t.on_local_drop(now, d);
+        }
+    }
+
+    /// The node's own qdisc answered `NET_XMIT_CN` to a datagram this application sent: taken as sent,
+    /// but its flow is congested.
+    pub fn on_congestion_notified(&mut self, now: Nanos) {
+        if let App::Tcp(t) = self {
+            t.on_congestion_notified(now);
         }
     }
 

@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use tclab_core::engine::DefaultRoot;
 use tclab_core::netfilter::{Hook, NfVerdict};
 use tclab_core::qdisc::pfifo_fast::tos_to_priority;
-use tclab_core::qdisc::{Cx, Verdict};
+use tclab_core::qdisc::{Cx, Dropped, Verdict};
 use tclab_core::{Engine, Nanos, Packet, NSEC_PER_SEC};
 
 pub type NodeId = usize;
@@ -40,6 +40,11 @@ pub type AppId = usize;
 
 /// Ethernet header bytes counted in `Packet::len` (`qdisc_pkt_len` of an skb on an Ethernet device).
 pub const ETH_HLEN: u32 = 14;
+
+/// The frame length of a datagram, as [`Network`] builds its packet.
+fn pkt_len_of(d: &Datagram) -> u32 {
+    d.total_len() + ETH_HLEN
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NodeKind {
@@ -93,9 +98,10 @@ pub struct IfCounters {
     pub rx_packets: u64,
     pub tx_bytes: u64,
     pub tx_packets: u64,
-    /// Dropped by the egress qdisc.
+    /// Packets the egress qdisc dropped: refused on arrival or dropped after being queued (every packet in
+    /// the enqueue's and dequeue's drop lists).
     pub tx_dropped: u64,
-    /// Dropped on arrival by an ingress policer.
+    /// Dropped on arrival by an ingress filter's action (a policer); a stolen packet is not counted.
     pub rx_dropped: u64,
     /// Lost on the wire (link loss).
     pub wire_lost: u64,
@@ -172,6 +178,11 @@ pub struct Network {
     /// Packets put on a wire so far.
     pub frames_sent: u64,
     ip_id: u16,
+    /// Sockets' skbs freed without a TX completion — dropped by a qdisc after it had accepted them, or
+    /// delivered on the host itself — as (application, frame length). Their owners hear of it when the
+    /// current event is done, as `tcp_wfree` defers to the TSQ tasklet, so that no socket sends from
+    /// inside another's transmit.
+    freed: Vec<(AppId, u32)>,
 }
 
 impl Network {
@@ -192,6 +203,7 @@ impl Network {
             seed,
             frames_sent: 0,
             ip_id: 0,
+            freed: Vec::new(),
         }
     }
 
@@ -436,10 +448,7 @@ impl Network {
                 self.ifaces[iface].busy = false;
                 // TX completion frees the skb: its socket may send again (TCP small queues).
                 if let Some((app, len)) = self.ifaces[iface].tx_owner.take() {
-                    let mut out = Outbox::default();
-                    if self.apps[app].on_tx_done(now, len, &mut out) {
-                        self.flush(now, app, out);
-                    }
+                    self.free_skb(now, app, len);
                 }
                 self.kick(now, iface);
             }
@@ -461,6 +470,20 @@ impl Network {
                 self.flush(now, app, out);
             }
         }
+        while !self.freed.is_empty() {
+            for (app, len) in std::mem::take(&mut self.freed) {
+                self.free_skb(now, app, len);
+            }
+        }
+    }
+
+    /// A frame `app` sent is freed (`tcp_wfree`): its truesize is released, and a socket TCP small queues
+    /// throttled may send again.
+    fn free_skb(&mut self, now: Nanos, app: AppId, len: u32) {
+        let mut out = Outbox::default();
+        if self.apps[app].on_freed(now, len, &mut out) {
+            self.flush(now, app, out);
+        }
     }
 
     /// Send what an application produced, and arm its next timer.
@@ -468,8 +491,10 @@ impl Network {
         let node = self.app_node[app];
         for d in out.datagrams {
             // The packet remembers its sender, so the NIC can report its transmission (TCP small queues).
-            if !self.send_from(now, node, &d, app as u64 + 1) {
-                self.apps[app].on_local_drop(now, &d);
+            match self.send_from(now, node, &d, app as u64 + 1) {
+                Verdict::Drop => self.apps[app].on_local_drop(now, &d),
+                Verdict::Cn => self.apps[app].on_congestion_notified(now),
+                _ => {}
             }
         }
         if let Some(t) = self.apps[app].next_timer() {
@@ -477,19 +502,26 @@ impl Network {
         }
     }
 
-    /// Put a locally generated datagram on the wire towards its destination. False if it was dropped here.
+    /// Put a locally generated datagram on the wire towards its destination. The answer is what the
+    /// sending socket learns (`dev_queue_xmit`'s return): `Success`, `Drop` (this datagram was refused
+    /// here: no route, a netfilter rule, the qdisc), or `Cn` (queued, or dropped with others of its flow:
+    /// the sender takes it as sent and slows down).
     /// `owner` is 1 + the sending application's id (0 for the stack's own packets, like echo replies).
-    pub fn send_from(&mut self, now: Nanos, node: NodeId, d: &Datagram, owner: u64) -> bool {
+    pub fn send_from(&mut self, now: Nanos, node: NodeId, d: &Datagram, owner: u64) -> Verdict {
         let Some(dst_node) = self.owner_of(d.ip.dst) else {
-            return false;
+            return Verdict::Drop;
         };
         if dst_node == node {
             let pkt = self.packet_of(d, d.ip.id);
             self.deliver(now, node, pkt);
-            return true;
+            if owner != 0 {
+                // Loopback frees the skb at once: no qdisc, no NIC.
+                self.freed.push((owner as AppId - 1, pkt_len_of(d)));
+            }
+            return Verdict::Success;
         }
         let Some(out) = self.nodes[node].routes.get(dst_node).copied().flatten() else {
-            return false;
+            return Verdict::Drop;
         };
         self.ip_id = self.ip_id.wrapping_add(1);
         let mut pkt = self.packet_of(d, self.ip_id);
@@ -498,7 +530,7 @@ impl Network {
         if !self.netfilter(node, Hook::LocalOut, &mut pkt, None, Some(out), now)
             || !self.netfilter(node, Hook::PostRouting, &mut pkt, None, Some(out), now)
         {
-            return false;
+            return Verdict::Drop;
         }
         self.transmit(now, out, pkt)
     }
@@ -534,31 +566,48 @@ impl Network {
     fn packet_of(&self, d: &Datagram, id: u16) -> Packet {
         Packet {
             data: d.emit_with_id(id),
-            len: d.total_len() + ETH_HLEN,
+            len: pkt_len_of(d),
             protocol: 0x0800,
             priority: tos_to_priority(d.ip.tos),
             ..Packet::default()
         }
     }
 
-    /// Enqueue on an interface's egress qdisc and start the transmitter if idle.
-    fn transmit(&mut self, now: Nanos, iface: IfaceId, pkt: Packet) -> bool {
+    /// Enqueue on an interface's egress qdisc and start the transmitter if idle. Returns what the sender
+    /// sees (the verdict without the qdisc-internal flags).
+    fn transmit(&mut self, now: Nanos, iface: IfaceId, pkt: Packet) -> Verdict {
         let Some(dev) = self.dev_mut(iface) else {
-            return false;
+            return Verdict::Drop;
         };
         // Every packet here has DF set (as Linux's TCP, and ping with PMTU discovery): one that does not fit
         // the device's MTU is dropped, not fragmented (no ICMP "fragmentation needed" is modelled).
         if pkt.len > dev.mtu + ETH_HLEN {
             self.ifaces[iface].counters.tx_dropped += 1;
-            return false;
+            return Verdict::Drop;
         }
         let mut cx = Cx::new(now);
-        let verdict = dev.enqueue(pkt, &mut cx);
-        if verdict == Verdict::Drop {
-            self.ifaces[iface].counters.tx_dropped += 1;
+        let verdict = dev.enqueue(pkt, &mut cx).to_sender();
+        if !cx.drops.is_empty() {
+            self.qdisc_dropped(iface, verdict, cx.drops.take());
         }
         self.kick(now, iface);
-        verdict == Verdict::Success
+        verdict
+    }
+
+    /// Packets an egress qdisc dropped (`to_free`): each is counted, and each one's socket hears that its
+    /// skb is freed — except the arriving packet under a `Drop` verdict, which its sender learns from the
+    /// verdict itself (not sent). A packet dropped after it was accepted is, for its sender, sent and lost.
+    #[cold]
+    fn qdisc_dropped(&mut self, iface: IfaceId, verdict: Verdict, drops: Vec<Dropped>) {
+        for d in drops {
+            self.ifaces[iface].counters.tx_dropped += 1;
+            if d.arriving && verdict == Verdict::Drop {
+                continue;
+            }
+            if d.pkt.tag != 0 {
+                self.freed.push((d.pkt.tag as AppId - 1, d.pkt.len));
+            }
+        }
     }
 
     /// `qdisc_run`: if the wire is free, take the next packet the qdisc allows and start sending it.
@@ -571,6 +620,11 @@ impl Network {
         };
         let mut cx = Cx::new(now);
         let pkt = dev.dequeue(&mut cx);
+        if !cx.drops.is_empty() {
+            dev.count_dropped(&cx.drops);
+            let drops = cx.drops.take();
+            self.qdisc_dropped(iface, Verdict::Success, drops);
+        }
         let tick = self.tick;
         let ifc = &mut self.ifaces[iface];
         match pkt {
@@ -651,7 +705,8 @@ impl Network {
         };
         let mut cx = Cx::new(now);
         let Some(pkt) = dev.receive(pkt, &mut cx) else {
-            self.ifaces[iface].counters.rx_dropped += 1;
+            // Shot by an action (in `cx.drops`), or stolen by one (not a drop).
+            self.ifaces[iface].counters.rx_dropped += cx.drops.len() as u64;
             return;
         };
         // PREROUTING sees the packet as it arrived (with any mark the ingress filters set).

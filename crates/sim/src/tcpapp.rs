@@ -155,14 +155,13 @@ impl TcpEndpoint {
             }
         }
         // TCP small queues: data waits while the host already holds about a millisecond of it below the
-        // socket (ACKs still go). A segment a qdisc dropped after queueing it never completes, so the count
-        // is bounded by what is in flight (every skb below the socket is an unacknowledged segment or an ACK).
+        // socket (ACKs still go). Every skb counted here is released when it is freed: at TX completion,
+        // when the qdisc refuses it, or when a qdisc drops it after queueing it (the network reports
+        // each packet dropped, not only the arriving one).
         let full = frame_len(&Segment {
             payload_len: self.conn.mss(),
             ..Segment::default()
         }) + SKB_OVERHEAD;
-        let in_flight = self.conn.packets_out() as u64;
-        self.host_truesize = self.host_truesize.min((in_flight + 2) * full);
         loop {
             let limit = self.conn.tsq_limit(full);
             self.tsq_throttled = !self.conn.tsq_exempt() && self.host_truesize > limit;
@@ -200,7 +199,7 @@ impl TcpEndpoint {
         }
     }
 
-    /// The host's own qdisc refused a segment we sent.
+    /// The host's own qdisc refused a segment we sent (`NET_XMIT_DROP`): not sent.
     pub fn on_local_drop(&mut self, now: Nanos, d: &Datagram) {
         if let L4::Tcp(t) = &d.l4 {
             let seg = segment_of(t);
@@ -211,10 +210,19 @@ impl TcpEndpoint {
         }
     }
 
-    /// One of our frames left the host's NIC (TX completion, `tcp_wfree`): its truesize is released, and
-    /// a throttled socket sends again (`tcp_tsq_handler`).
+    /// The host's own qdisc queued a segment but dropped one of the flow's (`NET_XMIT_CN`):
+    /// `__tcp_transmit_skb` takes the segment as sent and calls `tcp_enter_cwr`.
+    pub fn on_congestion_notified(&mut self, now: Nanos) {
+        if self.pending_open.is_none() {
+            self.conn.on_local_congestion(now);
+        }
+    }
+
+    /// One of our frames is freed on the host (`tcp_wfree`): it left the NIC (TX completion), or a qdisc
+    /// dropped it after accepting it. Its truesize is released, and a throttled socket sends again
+    /// (`tcp_tsq_handler`).
     /// Returns whether the socket tried to send (only a throttled one does).
-    pub fn on_tx_done(&mut self, now: Nanos, len: u32, out: &mut Outbox) -> bool {
+    pub fn on_freed(&mut self, now: Nanos, len: u32, out: &mut Outbox) -> bool {
         self.host_truesize = self.host_truesize.saturating_sub(len as u64 + SKB_OVERHEAD);
         if self.tsq_throttled && self.pending_open.is_none() {
             self.pump(now, out);
@@ -240,6 +248,11 @@ impl TcpEndpoint {
 
     pub fn delivered_bytes(&self) -> u64 {
         self.conn.bytes_delivered()
+    }
+
+    /// Truesize of this socket's skbs still on its host (in a qdisc or on the NIC): `sk_wmem_alloc`.
+    pub fn host_truesize(&self) -> u64 {
+        self.host_truesize
     }
 
     pub fn stats(&self) -> TcpStats {

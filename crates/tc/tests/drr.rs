@@ -147,20 +147,21 @@ fn packets_larger_than_the_quantum_still_progress() {
 #[test]
 fn unclassified_packets_are_dropped_and_counted() {
     let mut e = setup(1500, 1500);
-    // 10.0.0.9 matches no filter and names no class by priority: dropped, a drop of the qdisc.
-    assert_eq!(enqueue(&mut e, udp(9, 100, 0)), Verdict::Drop);
+    // 10.0.0.9 matches no filter and names no class by priority: dropped, a drop of the qdisc
+    // (`drr_enqueue` answers `NET_XMIT_SUCCESS | __NET_XMIT_BYPASS`: the sender is told success).
+    assert_eq!(enqueue(&mut e, udp(9, 100, 0)), Verdict::Bypass);
     // A filter naming a class that does not exist: dropped too.
     tc(
         &mut e,
         "filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip src 10.0.0.7/32 flowid 1:7",
     );
-    assert_eq!(enqueue(&mut e, udp(7, 100, 0)), Verdict::Drop);
+    assert_eq!(enqueue(&mut e, udp(7, 100, 0)), Verdict::Bypass);
     // A filter whose action drops (`action drop` = TC_ACT_SHOT): counted as well.
     tc(
         &mut e,
         "filter add dev eth0 parent 1: protocol ip prio 3 u32 match ip src 10.0.0.8/32 action drop",
     );
-    assert_eq!(enqueue(&mut e, udp(8, 100, 0)), Verdict::Drop);
+    assert_eq!(enqueue(&mut e, udp(8, 100, 0)), Verdict::Bypass);
     // skb->priority 1:2 names class 1:2 directly, without any filter.
     let mut p = udp(9, 100, 0);
     p.priority = 0x0001_0002;
@@ -266,4 +267,66 @@ fn under_a_shaper_peek_keeps_the_order_and_the_counts() {
         .sum();
     // Class counters count a packet when DRR hands it out, peeked ones included: at least the 12 sent.
     assert!(sent >= 12_000, "{s}");
+}
+
+#[test]
+fn a_shaped_class_is_not_charged_for_a_packet_its_shaper_holds_back() {
+    // DRR over TBF children. `drr_dequeue` asks the head class's child to `peek`; the kernel's TBF peeks
+    // with `qdisc_peek_dequeued`, which runs `tbf_dequeue` — a packet the tokens do not allow yet is not
+    // shown (NULL, the watchdog armed), so DRR charges no deficit and returns nothing
+    // (`qdisc_warn_nonwc`). Only a packet the bucket lets go is charged, and then it does leave.
+    let mut e = Engine::new();
+    e.add_device("eth0", 1500, 1000);
+    for l in [
+        "qdisc add dev eth0 root handle 1: drr",
+        "class add dev eth0 parent 1: classid 1:1 drr quantum 3000",
+        "qdisc add dev eth0 parent 1:1 handle 10: tbf rate 1mbit burst 1600 limit 100000",
+        "filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip src 10.0.0.1/32 flowid 1:1",
+    ] {
+        tc(&mut e, l);
+    }
+    for i in 0..3u64 {
+        assert_eq!(enqueue(&mut e, udp(1, 1000, i)), Verdict::Success);
+    }
+    let drr = |e: &Engine| {
+        let dev = e.device("eth0").unwrap();
+        let q = dev.root().q.classes().unwrap();
+        q.walk(0)
+            .into_iter()
+            .find(|c| c.classid.0 == 0x0001_0001)
+            .map(|c| c.xstats)
+            .unwrap()
+    };
+    let deficit = |e: &Engine| match drr(e) {
+        Some(tclab_core::qdisc::Xstats::Drr(x)) => x.deficit,
+        other => panic!("no DRR xstats: {other:?}"),
+    };
+    let dev = e.device_mut("eth0").unwrap();
+    // t = 0: the bucket is full (1600 bytes): the first packet goes, charged 1000 of the 3000 quantum.
+    let mut cx = Cx::new(0);
+    assert_eq!(dev.dequeue(&mut cx).map(|p| p.tag), Some(0));
+    assert_eq!(deficit(&e), 2000);
+    // Still t = 0: 600 bytes of tokens, the next 1000-byte packet must wait 3.2 ms. Nothing leaves,
+    // the deficit stays 2000 (today's bug charged it: 1000), and TBF asks to be woken then.
+    let dev = e.device_mut("eth0").unwrap();
+    let mut cx = Cx::new(0);
+    assert_eq!(dev.dequeue(&mut cx).map(|p| p.tag), None);
+    assert_eq!(cx.wake_at, Some(3_200_000));
+    assert_eq!(
+        deficit(&e),
+        2000,
+        "no deficit charged for a packet that did not leave"
+    );
+    // At the wake-up the packet leaves and is charged once.
+    let dev = e.device_mut("eth0").unwrap();
+    let mut cx = Cx::new(3_200_000);
+    assert_eq!(dev.dequeue(&mut cx).map(|p| p.tag), Some(1));
+    assert_eq!(deficit(&e), 1000);
+    // 3 in, 2 out: one packet still counted in the qdiscs, none lost between peek and dequeue.
+    let s = tc(&mut e, "-s qdisc show dev eth0");
+    assert!(s.contains("qdisc drr 1: root refcnt 2 \n Sent 2000 bytes 2 pkt (dropped 0, overlimits 0 requeues 0) \n backlog 1000b 1p"), "{s}");
+    assert!(
+        s.contains("qdisc tbf 10: parent 1:1 rate 1Mbit burst 1600b lat"),
+        "{s}"
+    );
 }

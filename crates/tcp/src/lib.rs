@@ -18,7 +18,9 @@
 //!   `poll_transmit(now)` until it returns `None`; due timers (RTO, SYN
 //!   retransmission, delayed ACK, zero-window probe) fire inside it.
 //! * `on_local_drop(now, &seg)` takes the refused segment so the model knows
-//!   which one was not sent.
+//!   which one was not sent (the local qdisc's `NET_XMIT_DROP`);
+//!   `on_local_congestion(now)` is `NET_XMIT_CN`: the segment counts as sent
+//!   and the window is reduced (`tcp_enter_cwr`).
 //! * Receivers read automatically; `set_autoread(false)` and `read(n)` model
 //!   an application that does not keep up (the window closes).
 //!
@@ -2180,6 +2182,15 @@ impl Connection {
     /// `tcp_small_queue_check` always lets a segment go when the retransmission queue holds at most one.
     pub fn tsq_exempt(&self) -> bool {
         self.packets_out <= 1
+    }
+
+    /// The local qdisc queued a segment but answered `NET_XMIT_CN`: the segment counts as sent, and the
+    /// window is reduced as `tcp_enter_cwr` does.
+    pub fn on_local_congestion(&mut self, _now: Nanos) {
+        if self.ca_state < CaState::Cwr && self.can_send_data() {
+            self.init_cwnd_reduction();
+            self.ca_state = CaState::Cwr;
+        }
     }
 
     pub fn on_local_drop(&mut self, now: Nanos, seg: &Segment) {

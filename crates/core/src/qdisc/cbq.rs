@@ -36,7 +36,7 @@
 use super::class_hash::ClassHash;
 use super::fifo::Fifo;
 use super::{ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats};
-use super::{Peeked, Sched, Verdict, Xstats};
+use super::{DropReason, Peeked, Sched, Verdict, Xstats};
 use crate::error::{Errno, KernelError, Warning};
 use crate::filter::{Block, Verdict as FilterVerdict};
 use crate::handle::Handle;
@@ -342,14 +342,15 @@ impl Cbq {
 
     // ----- classification -----
 
-    /// `cbq_classify`: the class for a packet, or `None` when a filter's action dropped it. Filters of the
+    /// `cbq_classify`: the class for a packet, or the verdict when a filter's action took it
+    /// (`Bypass`: shot, counted as a drop; `Stolen`: not counted). Filters of the
     /// root come first; a result naming an inner class continues with that class's filters, as long as
     /// the level goes down.
-    pub fn classify(&self, pkt: &mut Packet, now: Nanos) -> Option<usize> {
+    pub fn classify(&self, pkt: &mut Packet, now: Nanos) -> Result<usize, Verdict> {
         let prio = pkt.priority;
         if (prio ^ self.handle.0) >> 16 == 0 {
             if let Some(i) = self.lookup(prio) {
-                return Some(i);
+                return Ok(i);
             }
         }
         let mut head = LINK;
@@ -359,7 +360,8 @@ impl Cbq {
             }
             let res = match crate::filter::classify(&self.cl(head).block, pkt, now) {
                 FilterVerdict::Unclassified => break,
-                FilterVerdict::Shot | FilterVerdict::Stolen => return None,
+                FilterVerdict::Shot => return Err(Verdict::Bypass),
+                FilterVerdict::Stolen => return Err(Verdict::Stolen),
                 FilterVerdict::Classified { classid, .. } => classid,
             };
             let defmap = &self.cl(head).defaults;
@@ -373,19 +375,17 @@ impl Cbq {
                 break;
             }
             if self.cl(cl).level == 0 {
-                return Some(cl);
+                return Ok(cl);
             }
             head = cl;
         }
         if prio >> 16 != 0 {
-            return Some(head);
+            return Ok(head);
         }
         let d = &self.cl(head).defaults;
-        Some(
-            d[(prio & TC_PRIO_MAX) as usize]
-                .or(d[TC_PRIO_BESTEFFORT])
-                .unwrap_or(head),
-        )
+        Ok(d[(prio & TC_PRIO_MAX) as usize]
+            .or(d[TC_PRIO_BESTEFFORT])
+            .unwrap_or(head))
     }
 
     // ----- the active rings -----
@@ -930,10 +930,16 @@ impl Qdisc for Cbq {
 
     /// `cbq_enqueue`.
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
-        let Some(cl) = self.classify(&mut pkt, cx.now) else {
-            // `__NET_XMIT_BYPASS`: a filter's action took the packet.
-            self.stats.drops += 1;
-            return Verdict::Drop;
+        let cl = match self.classify(&mut pkt, cx.now) {
+            Ok(cl) => cl,
+            Err(v) => {
+                // `__NET_XMIT_BYPASS`: a filter's action shot the packet, a drop; stolen: not one.
+                if v.counts_drop() {
+                    self.stats.drops += 1;
+                    cx.drop_arriving(pkt, DropReason::Action);
+                }
+                return v;
+            }
         };
         let now = ticks(cx.now);
         let mark = cx.tree_reduced;
@@ -949,11 +955,13 @@ impl Qdisc for Cbq {
                 }
                 Verdict::Success
             }
-            Verdict::Drop => {
-                self.stats.drops += 1;
-                self.mark_toplevel(cl, now);
-                self.cl_mut(cl).drops += 1;
-                Verdict::Drop
+            v => {
+                if v.counts_drop() {
+                    self.stats.drops += 1;
+                    self.mark_toplevel(cl, now);
+                    self.cl_mut(cl).drops += 1;
+                }
+                v
             }
         }
     }

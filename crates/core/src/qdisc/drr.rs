@@ -34,7 +34,7 @@
 use super::class_hash::ClassHash;
 use super::fifo::Fifo;
 use super::{ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats};
-use super::{Sched, Verdict, Xstats};
+use super::{DropReason, Sched, Verdict, Xstats};
 use crate::error::{Errno, KernelError, Warning};
 use crate::filter::{Block, Verdict as FilterVerdict};
 use crate::handle::Handle;
@@ -117,22 +117,23 @@ impl Drr {
         self.active.retain(|&c| c != classid);
     }
 
-    /// `drr_classify`: the class, or `None` when the packet is not to be queued; then `true` if the
-    /// qdisc counts it as a drop (`__NET_XMIT_BYPASS`), `false` if an action stole it.
-    pub fn classify(&self, pkt: &mut Packet, now: Nanos) -> Result<u32, bool> {
+    /// `drr_classify`: the class, or the verdict for a packet not to be queued: `Bypass` when the qdisc
+    /// counts it as a drop (`__NET_XMIT_BYPASS`: no class, or an action shot it), `Stolen` when an action
+    /// took it.
+    pub fn classify(&self, pkt: &mut Packet, now: Nanos) -> Result<u32, Verdict> {
         if (pkt.priority ^ self.handle.0) & 0xffff_0000 == 0
             && self.classes.contains_key(&pkt.priority)
         {
             return Ok(pkt.priority);
         }
         match crate::filter::classify(&self.block, pkt, now) {
-            FilterVerdict::Unclassified | FilterVerdict::Shot => Err(true),
-            FilterVerdict::Stolen => Err(false),
+            FilterVerdict::Unclassified | FilterVerdict::Shot => Err(Verdict::Bypass),
+            FilterVerdict::Stolen => Err(Verdict::Stolen),
             FilterVerdict::Classified { classid, .. } => {
                 if self.classes.contains_key(&classid) {
                     Ok(classid)
                 } else {
-                    Err(true)
+                    Err(Verdict::Bypass)
                 }
             }
         }
@@ -199,11 +200,12 @@ impl Qdisc for Drr {
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
         let id = match self.classify(&mut pkt, cx.now) {
             Ok(id) => id,
-            Err(counted) => {
-                if counted {
+            Err(v) => {
+                if v.counts_drop() {
                     self.stats.drops += 1;
+                    cx.drop_arriving(pkt, DropReason::Unclassified);
                 }
-                return Verdict::Drop;
+                return v;
             }
         };
         let cl = self
@@ -220,9 +222,11 @@ impl Qdisc for Drr {
                 }
                 Verdict::Success
             }
-            Verdict::Drop => {
-                self.stats.drops += 1;
-                Verdict::Drop
+            v => {
+                if v.counts_drop() {
+                    self.stats.drops += 1;
+                }
+                v
             }
         }
     }
@@ -474,10 +478,16 @@ mod tests {
             ..Packet::of_len(100)
         };
         assert_eq!(q.enqueue(pkt(0x0001_0001), &mut cx), Verdict::Success);
-        // 1:2 does not exist, 2:1 is another qdisc's, 0 names nothing: no filter → dropped, counted.
+        // 1:2 does not exist, 2:1 is another qdisc's, 0 names nothing: no filter → dropped, counted;
+        // `drr_enqueue` returns `NET_XMIT_SUCCESS | __NET_XMIT_BYPASS` and the packet is in the drop list.
         for p in [0x0001_0002, 0x0002_0001, 0] {
-            assert_eq!(q.enqueue(pkt(p), &mut cx), Verdict::Drop);
+            assert_eq!(q.enqueue(pkt(p), &mut cx), Verdict::Bypass);
         }
+        assert_eq!(cx.drops.len(), 3);
+        assert!(cx
+            .drops
+            .iter()
+            .all(|d| d.arriving && d.reason == DropReason::Unclassified));
         let s = q.stats();
         assert_eq!((s.qlen, s.backlog, s.drops), (1, 100, 3));
     }

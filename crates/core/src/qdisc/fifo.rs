@@ -8,7 +8,7 @@
 //!
 //! The same struct serves as the invisible default child the kernel creates under classes (HTB leaves, TBF).
 
-use super::{Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats, Verdict};
+use super::{Cx, DevEnv, DropReason, Qdisc, QdiscOptions, QdiscStats, Verdict};
 use crate::error::{Errno, KernelError, Warning};
 use crate::packet::Packet;
 use crate::Nanos;
@@ -94,9 +94,10 @@ impl Qdisc for Fifo {
         }
     }
 
-    fn enqueue(&mut self, pkt: Packet, _cx: &mut Cx) -> Verdict {
+    fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
         if !self.fits(&pkt) {
             self.stats.drops += 1;
+            cx.drop_arriving(pkt, DropReason::TailDrop);
             return Verdict::Drop;
         }
         self.stats.count_queued(&pkt);

@@ -41,8 +41,8 @@
 
 use super::fifo::Fifo;
 use super::{
-    ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, HtbXstats, Peeked, Qdisc, QdiscOptions,
-    QdiscStats, Sched, Verdict,
+    ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, DropReason, HtbXstats, Peeked, Qdisc,
+    QdiscOptions, QdiscStats, Sched, Verdict,
 };
 use crate::error::{Errno, KernelError, Warning};
 use crate::filter::Block;
@@ -374,8 +374,8 @@ impl ClassHash {
 enum Target {
     Direct,
     Leaf(usize),
-    /// An action dropped it (or took it).
-    Drop,
+    /// An action shot it (`Bypass`) or took it (`Stolen`).
+    Refused(Verdict),
 }
 
 impl Htb {
@@ -456,9 +456,8 @@ impl Htb {
         while let Some(b) = block {
             match crate::filter::classify(b, pkt, now) {
                 crate::filter::Verdict::Unclassified => break,
-                crate::filter::Verdict::Shot | crate::filter::Verdict::Stolen => {
-                    return Target::Drop
-                }
+                crate::filter::Verdict::Shot => return Target::Refused(Verdict::Bypass),
+                crate::filter::Verdict::Stolen => return Target::Refused(Verdict::Stolen),
                 crate::filter::Verdict::Classified { classid, .. } => {
                     if classid == self.handle.0 {
                         return Target::Direct;
@@ -876,9 +875,12 @@ impl Qdisc for Htb {
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
         let len = pkt.len;
         match self.classify(&mut pkt, cx.now) {
-            Target::Drop => {
-                self.stats.drops += 1;
-                return Verdict::Drop;
+            Target::Refused(v) => {
+                if v.counts_drop() {
+                    self.stats.drops += 1;
+                    cx.drop_arriving(pkt, DropReason::Action);
+                }
+                return v;
             }
             Target::Direct => {
                 if (self.direct.len() as u32) < self.direct_qlen {
@@ -886,6 +888,7 @@ impl Qdisc for Htb {
                     self.direct_pkts += 1;
                 } else {
                     self.stats.drops += 1;
+                    cx.drop_arriving(pkt, DropReason::TailDrop);
                     return Verdict::Drop;
                 }
             }
@@ -893,12 +896,18 @@ impl Qdisc for Htb {
                 let mark = cx.tree_reduced;
                 let v = match self.cl_mut(i).leaf.as_mut() {
                     Some(leaf) => leaf.q.enqueue(pkt, cx),
-                    None => Verdict::Drop,
+                    None => {
+                        cx.drop_arriving(pkt, DropReason::Unclassified);
+                        Verdict::Drop
+                    }
                 };
                 self.stats.reduce(cx.reduced_since(mark));
                 if v != Verdict::Success {
-                    self.stats.drops += 1;
-                    self.cl_mut(i).drops += 1;
+                    // `net_xmit_drop_count`: a stolen packet is no drop.
+                    if v.counts_drop() {
+                        self.stats.drops += 1;
+                        self.cl_mut(i).drops += 1;
+                    }
                     return v;
                 }
                 self.activate(i);

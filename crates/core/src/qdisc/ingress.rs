@@ -8,9 +8,10 @@
 //!
 //! In tclab the driver hands a received packet to [`Qdisc::enqueue`]; a packet that is not dropped is
 //! immediately available from [`Qdisc::dequeue`] and goes on its way (`Device::receive` does both).
-//! Counters: `Sent` counts packets that passed, `dropped` those an action shot.
+//! Counters: `Sent` counts packets that passed, `dropped` those an action shot (`tc_run` counts
+//! `TC_ACT_SHOT` only: a packet an action stole is gone without being a drop).
 
-use super::{Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats, Verdict};
+use super::{Cx, DevEnv, DropReason, Qdisc, QdiscOptions, QdiscStats, Verdict};
 use crate::error::{KernelError, Warning};
 use crate::filter::{self, Block};
 use crate::handle::Handle;
@@ -36,12 +37,15 @@ impl Ingress {
         }
     }
 
-    /// `sch_handle_egress`: a clsact's egress filters on a packet about to be queued; `false` drops it.
-    pub fn egress(block: &Block, pkt: &mut Packet, now: Nanos) -> bool {
-        !matches!(
-            filter::classify(block, pkt, now),
-            filter::Verdict::Shot | filter::Verdict::Stolen
-        )
+    /// `sch_handle_egress`: a clsact's egress filters on a packet about to be queued. `None` lets it go
+    /// on to the root qdisc; otherwise the verdict `dev_queue_xmit` returns: `Drop` for an action that
+    /// shot it, `Stolen` for one that took it.
+    pub fn egress(block: &Block, pkt: &mut Packet, now: Nanos) -> Option<Verdict> {
+        match filter::classify(block, pkt, now) {
+            filter::Verdict::Shot => Some(Verdict::Drop),
+            filter::Verdict::Stolen => Some(Verdict::Stolen),
+            _ => None,
+        }
     }
 }
 
@@ -57,13 +61,15 @@ impl Qdisc for Ingress {
         }
     }
 
-    /// `tcf_classify` at `sch_handle_ingress`: drop, or let through.
+    /// `tcf_classify` at `sch_handle_ingress`: drop, steal, or let through.
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
         match filter::classify(&self.block, &mut pkt, cx.now) {
-            filter::Verdict::Shot | filter::Verdict::Stolen => {
+            filter::Verdict::Shot => {
                 self.stats.drops += 1;
+                cx.drop_arriving(pkt, DropReason::Action);
                 Verdict::Drop
             }
+            filter::Verdict::Stolen => Verdict::Stolen,
             _ => {
                 self.stats.count_sent(&pkt);
                 self.passed = Some(pkt);

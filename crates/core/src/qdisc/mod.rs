@@ -29,8 +29,9 @@ use crate::packet::Packet;
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
 
-/// The context of one call: the time, and the earliest wake-up any shaper asked for during it.
-#[derive(Clone, Copy, Debug)]
+/// The context of one call: the time, the earliest wake-up any shaper asked for during it, and every
+/// packet a discipline anywhere in the tree dropped during it.
+#[derive(Clone, Debug)]
 pub struct Cx {
     pub now: Nanos,
     pub wake_at: Option<Nanos>,
@@ -38,6 +39,11 @@ pub struct Cx {
     /// other than by dequeueing (an SFQ that made room by dropping an older packet). Every ancestor on the
     /// call's path takes them off its own counters (see [`Cx::reduced_since`]).
     pub tree_reduced: (i64, i64),
+    /// The kernel's `to_free` list: the packets dropped during this call, in the order they were dropped,
+    /// each with its reason — the arriving packet if it was refused, and any queued packet a discipline
+    /// removed to make room (SFQ) or decided to drop (an AQM). The driver takes them (`drain`) to tell
+    /// their senders and free their buffers; nothing in the tree reads them.
+    pub drops: Drops,
 }
 
 impl Cx {
@@ -46,6 +52,7 @@ impl Cx {
             now,
             wake_at: None,
             tree_reduced: (0, 0),
+            drops: Drops::default(),
         }
     }
 
@@ -63,15 +70,183 @@ impl Cx {
     pub fn schedule(&mut self, at: Nanos) {
         self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
     }
+
+    /// `qdisc_drop` of the packet this enqueue was called with (the one arriving at the root).
+    pub fn drop_arriving(&mut self, pkt: Packet, reason: DropReason) {
+        self.drops.push(Dropped {
+            pkt,
+            reason,
+            arriving: true,
+        });
+    }
+
+    /// `qdisc_drop` of a packet that was already queued (taken from a queue to make room, or by an AQM).
+    pub fn drop_queued(&mut self, pkt: Packet, reason: DropReason) {
+        self.drops.push(Dropped {
+            pkt,
+            reason,
+            arriving: false,
+        });
+    }
 }
 
-/// `NET_XMIT_*`: what became of an enqueued packet.
+/// What an enqueue did, as the kernel's `NET_XMIT_*` codes and the `__NET_XMIT_*` flags a qdisc adds for
+/// its parents (`include/linux/netdevice.h`, `include/net/sch_generic.h`). Which packets were dropped, if
+/// any, is in [`Cx::drops`]; the verdict only says what the sender should make of it.
+///
+/// A parent propagates a child's verdict unchanged and counts a drop exactly when
+/// [`Verdict::counts_drop`] says so (`net_xmit_drop_count`); the root's caller sees
+/// [`Verdict::to_sender`] (`q->enqueue(…) & NET_XMIT_MASK`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// Queued.
+    /// `NET_XMIT_SUCCESS`: the arriving packet is queued (another one may have been dropped to make room:
+    /// SFQ dropping from a longer flow answers success).
     Success,
-    /// Dropped (this packet, or another one to make room: the caller should not count it twice).
+    /// `NET_XMIT_DROP`: the arriving packet was dropped.
     Drop,
+    /// `NET_XMIT_CN`, congestion notified: a packet of the arriving packet's own flow was dropped — the
+    /// arriving one or an older one (SFQ `headdrop`: the arriving packet is queued, the flow's head is
+    /// gone). Parents count it as a drop; a TCP sender takes it as sent and reduces its window.
+    Cn,
+    /// `NET_XMIT_SUCCESS | __NET_XMIT_STOLEN`: an action took the packet (`stolen`, `queued`, `trap`,
+    /// a mirred redirect). Gone, but nobody counts a drop.
+    Stolen,
+    /// `NET_XMIT_SUCCESS | __NET_XMIT_BYPASS`: classification dropped the packet (an action returned
+    /// `TC_ACT_SHOT`, or no class took it). Counted as a drop by the qdisc and its parents, but the
+    /// sender is told success, as `dev_queue_xmit` masks the flag away.
+    Bypass,
+}
+
+impl Verdict {
+    /// `net_xmit_drop_count(ret)` for a verdict other than success: does a parent count a drop?
+    pub fn counts_drop(self) -> bool {
+        !matches!(self, Verdict::Success | Verdict::Stolen)
+    }
+
+    /// What `dev_queue_xmit` returns to the sender: the code without the qdisc-internal flags.
+    pub fn to_sender(self) -> Verdict {
+        match self {
+            Verdict::Stolen | Verdict::Bypass => Verdict::Success,
+            v => v,
+        }
+    }
+}
+
+/// Why a packet was dropped. The kernel names these in `enum qdisc_drop_reason` and
+/// `enum skb_drop_reason` (`QDISC_DROP_OVERLIMIT`, `QDISC_DROP_FLOW_LIMIT`, `TC_EGRESS`…); ns-3 counts
+/// each reason separately, and so does [`DropCounts`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DropReason {
+    /// The arriving packet found its queue full: a FIFO or band at its limit, HTB's direct queue, an SFQ
+    /// flow at its depth.
+    TailDrop,
+    /// A queued packet at the head of a full flow was dropped to admit the arriving one (SFQ `headdrop`).
+    HeadDrop,
+    /// The qdisc as a whole was over its limit and dropped a queued packet of its choice (SFQ's
+    /// `sfq_drop` from the longest flow), or the packet is larger than a shaper could ever send (TBF's
+    /// `max_size`).
+    Overlimit,
+    /// No free flow slot for a new flow (SFQ's `flows`).
+    MaxFlows,
+    /// An active queue management decision (CoDel, RED, PIE): the queue was not full.
+    Aqm,
+    /// A filter's action said `TC_ACT_SHOT`: a policer's exceed action, `gact drop`.
+    Action,
+    /// No class took the packet (DRR, SFQ with filters, a class without a queue).
+    Unclassified,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 7] = [
+        DropReason::TailDrop,
+        DropReason::HeadDrop,
+        DropReason::Overlimit,
+        DropReason::MaxFlows,
+        DropReason::Aqm,
+        DropReason::Action,
+        DropReason::Unclassified,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::TailDrop => "tail_drop",
+            DropReason::HeadDrop => "head_drop",
+            DropReason::Overlimit => "overlimit",
+            DropReason::MaxFlows => "max_flows",
+            DropReason::Aqm => "aqm",
+            DropReason::Action => "action",
+            DropReason::Unclassified => "unclassified",
+        }
+    }
+}
+
+/// The drop list of a [`Cx`]: read it as a slice. Empty, it is one null pointer — nothing to allocate
+/// or free on the packet path, where a `Cx` is made for every call and drops are rare.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+// Boxed on purpose: one word (null when empty) instead of a Vec's three, made and dropped on every call.
+#[allow(clippy::box_collection)]
+pub struct Drops(Option<Box<Vec<Dropped>>>);
+
+impl Drops {
+    pub fn push(&mut self, d: Dropped) {
+        self.0.get_or_insert_with(Default::default).push(d);
+    }
+
+    /// Take the dropped packets out, leaving the list empty.
+    pub fn take(&mut self) -> Vec<Dropped> {
+        self.0.take().map(|b| *b).unwrap_or_default()
+    }
+
+    /// (A list is only ever allocated with a packet in it.)
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, |v| v.len())
+    }
+}
+
+impl std::ops::Deref for Drops {
+    type Target = [Dropped];
+    #[inline]
+    fn deref(&self) -> &[Dropped] {
+        self.0.as_deref().map_or(&[], Vec::as_slice)
+    }
+}
+
+/// A packet a discipline dropped, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dropped {
+    pub pkt: Packet,
+    pub reason: DropReason,
+    /// It is the packet the enqueue was called with (not one that had been queued before).
+    pub arriving: bool,
+}
+
+/// Drops counted by reason (kept beside, never inside, the counters `tc -s` prints).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DropCounts([u64; DropReason::ALL.len()]);
+
+impl DropCounts {
+    pub fn add(&mut self, reason: DropReason) {
+        self.0[reason as usize] += 1;
+    }
+    pub fn get(&self, reason: DropReason) -> u64 {
+        self.0[reason as usize]
+    }
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+    /// The reasons with a non-zero count, in [`DropReason::ALL`]'s order.
+    pub fn iter(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
+        DropReason::ALL
+            .iter()
+            .map(|&r| (r, self.get(r)))
+            .filter(|&(_, n)| n > 0)
+    }
 }
 
 /// The counters `tc -s` prints: `struct gnet_stats_basic` and `struct gnet_stats_queue`.

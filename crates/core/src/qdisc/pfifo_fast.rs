@@ -6,7 +6,7 @@
 //! throughput" (0x08, bulk) in band 2. Each band holds up to `txqueuelen` packets. Nothing is configurable:
 //! the priomap is fixed, and tc shows it.
 
-use super::{Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats, Verdict};
+use super::{Cx, DevEnv, DropReason, Qdisc, QdiscOptions, QdiscStats, Verdict};
 use crate::error::{KernelError, Warning};
 use crate::packet::Packet;
 use crate::Nanos;
@@ -49,10 +49,11 @@ impl Qdisc for PfifoFast {
         "pfifo_fast"
     }
 
-    fn enqueue(&mut self, pkt: Packet, _cx: &mut Cx) -> Verdict {
+    fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
         let band = Self::band_of(&pkt);
         if self.bands[band].len() as u32 >= self.limit_per_band {
             self.stats.drops += 1;
+            cx.drop_arriving(pkt, DropReason::TailDrop);
             return Verdict::Drop;
         }
         self.stats.count_queued(&pkt);

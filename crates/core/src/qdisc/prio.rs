@@ -18,7 +18,7 @@
 use super::fifo::Fifo;
 use super::pfifo_fast::PRIOMAP;
 use super::{ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats};
-use super::{Sched, Verdict};
+use super::{DropReason, Sched, Verdict};
 use crate::error::{Errno, KernelError, Warning};
 use crate::filter::{Block, Verdict as FilterVerdict};
 use crate::handle::Handle;
@@ -109,22 +109,23 @@ impl Prio {
     }
 
     /// `prio_classify` (the band index, 0-based), or `None` when a filter's action dropped the packet.
-    pub fn classify(&self, pkt: &mut Packet, now: Nanos) -> Option<usize> {
+    pub fn classify(&self, pkt: &mut Packet, now: Nanos) -> Result<usize, Verdict> {
         let mut band = pkt.priority;
         if band >> 16 != self.handle.0 >> 16 {
             match crate::filter::classify(&self.block, pkt, now) {
-                FilterVerdict::Shot | FilterVerdict::Stolen => return None,
+                FilterVerdict::Shot => return Err(Verdict::Bypass),
+                FilterVerdict::Stolen => return Err(Verdict::Stolen),
                 FilterVerdict::Classified { classid, .. } => band = classid,
                 FilterVerdict::Unclassified => {
                     if band >> 16 != 0 {
                         band = 0;
                     }
-                    return Some(self.prio2band[(band & TC_PRIO_MAX) as usize] as usize);
+                    return Ok(self.prio2band[(band & TC_PRIO_MAX) as usize] as usize);
                 }
             }
         }
         let minor = band & 0xffff;
-        Some(match minor.checked_sub(1) {
+        Ok(match minor.checked_sub(1) {
             Some(b) if (b as usize) < self.bands => b as usize,
             _ => self.prio2band[0] as usize,
         })
@@ -155,10 +156,16 @@ impl Qdisc for Prio {
     }
 
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
-        let Some(band) = self.classify(&mut pkt, cx.now) else {
-            // `__NET_XMIT_BYPASS`: the filter's action took it; the qdisc counts a drop.
-            self.stats.drops += 1;
-            return Verdict::Drop;
+        let band = match self.classify(&mut pkt, cx.now) {
+            Ok(band) => band,
+            Err(v) => {
+                // `__NET_XMIT_BYPASS`: an action shot it and the qdisc counts a drop; stolen: not.
+                if v.counts_drop() {
+                    self.stats.drops += 1;
+                    cx.drop_arriving(pkt, DropReason::Action);
+                }
+                return v;
+            }
         };
         let len = pkt.len;
         let mark = cx.tree_reduced;
@@ -170,9 +177,11 @@ impl Qdisc for Prio {
                 self.stats.qlen += 1;
                 Verdict::Success
             }
-            Verdict::Drop => {
-                self.stats.drops += 1;
-                Verdict::Drop
+            v => {
+                if v.counts_drop() {
+                    self.stats.drops += 1;
+                }
+                v
             }
         }
     }
@@ -333,15 +342,15 @@ mod tests {
     fn classify_as_prio_classify_does_without_filters() {
         let q = Prio::new(Handle::new(1, 0), &PrioOptions::default(), &env()).unwrap();
         // TOS 0x10 → priority 6 → priomap[6] = 0; priority 0 → 1; TOS 0x08 → priority 2 → band 2.
-        assert_eq!(q.classify(&mut pkt(tos_to_priority(0x10)), 0), Some(0));
-        assert_eq!(q.classify(&mut pkt(0), 0), Some(1));
-        assert_eq!(q.classify(&mut pkt(tos_to_priority(0x08)), 0), Some(2));
+        assert_eq!(q.classify(&mut pkt(tos_to_priority(0x10)), 0), Ok(0));
+        assert_eq!(q.classify(&mut pkt(0), 0), Ok(1));
+        assert_eq!(q.classify(&mut pkt(tos_to_priority(0x08)), 0), Ok(2));
         // priority = 1:3 names class 1:3 → band 2; 1:9 is out of range → band of priority 0 (priomap[0]=1).
-        assert_eq!(q.classify(&mut pkt(0x0001_0003), 0), Some(2));
-        assert_eq!(q.classify(&mut pkt(0x0001_0009), 0), Some(1));
+        assert_eq!(q.classify(&mut pkt(0x0001_0003), 0), Ok(2));
+        assert_eq!(q.classify(&mut pkt(0x0001_0009), 0), Ok(1));
         // Another qdisc's major: treated as priority 0 → priomap[0] = 1. Low bits only otherwise: 16+6 → 6.
-        assert_eq!(q.classify(&mut pkt(0x0002_0006), 0), Some(1));
-        assert_eq!(q.classify(&mut pkt(22), 0), Some(0));
+        assert_eq!(q.classify(&mut pkt(0x0002_0006), 0), Ok(1));
+        assert_eq!(q.classify(&mut pkt(22), 0), Ok(0));
     }
 
     #[test]

@@ -23,7 +23,7 @@
 //! shown as the kernel shows them, but packets are not marked or dropped early. Filters attached to SFQ
 //! (`tc filter add … parent 10: flow hash keys …`) choose the bucket instead of the hash.
 
-use super::{Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats, Verdict};
+use super::{Cx, DevEnv, DropReason, Qdisc, QdiscOptions, QdiscStats, Verdict};
 use crate::error::{Errno, KernelError, Warning};
 use crate::filter::{Block, Verdict as FilterVerdict};
 use crate::handle::Handle;
@@ -270,7 +270,8 @@ impl Sfq {
         self.rng = seed;
         self.draw_secret();
         if self.tail.is_some() {
-            self.rehash();
+            // Outside any call: what a re-seed drops is freed at once.
+            self.rehash(&mut Cx::new(0));
         }
     }
 
@@ -279,14 +280,15 @@ impl Sfq {
     }
 
     /// `sfq_perturbation`, run when its timer is due: a new secret, queued packets rehashed.
-    fn perturb_if_due(&mut self, now: Nanos) {
+    fn perturb_if_due(&mut self, cx: &mut Cx) {
         let Some(at) = self.next_perturb else { return };
+        let now = cx.now;
         if now < at {
             return;
         }
         self.draw_secret();
         if self.tail.is_some() {
-            self.rehash();
+            self.rehash(cx);
         }
         self.next_perturb = Some(now + self.perturb_period_s as u64 * NSEC_PER_SEC);
     }
@@ -304,24 +306,30 @@ impl Sfq {
     /// `sfq_classify`: the bucket (0-based) for a packet, or `None` to drop it. `skb->priority` naming a
     /// bucket of this qdisc comes first; then, if filters are attached, their result's minor names the
     /// bucket (1..=divisor) and a packet no filter matched is dropped, as in the kernel; without filters,
-    /// the keyed hash decides.
-    fn classify(&self, pkt: &mut Packet, now: Nanos) -> Option<u32> {
+    /// the keyed hash decides. `Err` is the verdict for a packet not to be queued: `Bypass` (dropped,
+    /// counted) or `Stolen` (an action took it).
+    fn classify(&self, pkt: &mut Packet, now: Nanos) -> Result<u32, Verdict> {
         let minor = pkt.priority & 0xffff;
         if self.handle != Handle::UNSPEC
             && pkt.priority & 0xffff_0000 == self.handle.0
             && (1..=self.divisor).contains(&minor)
         {
-            return Some(minor - 1);
+            return Ok(minor - 1);
         }
         if self.block.is_empty() {
-            return Some(self.hash(pkt));
+            return Ok(self.hash(pkt));
         }
         match crate::filter::classify(&self.block, pkt, now) {
             FilterVerdict::Classified { classid, .. } => {
                 let m = classid & 0xffff;
-                (1..=self.divisor).contains(&m).then(|| m - 1)
+                if (1..=self.divisor).contains(&m) {
+                    Ok(m - 1)
+                } else {
+                    Err(Verdict::Bypass)
+                }
             }
-            _ => None,
+            FilterVerdict::Stolen => Err(Verdict::Stolen),
+            FilterVerdict::Shot | FilterVerdict::Unclassified => Err(Verdict::Bypass),
         }
     }
 
@@ -365,8 +373,10 @@ impl Sfq {
         self.cur_depth = self.cur_depth.max(self.qlen_of(x));
     }
 
-    /// `sfq_drop`: make room by dropping from the longest slot. Returns the bytes dropped.
-    fn drop_from_longest(&mut self) -> Option<u32> {
+    /// `sfq_drop`: make room by dropping from the longest slot. Returns the slot, the packet dropped, and
+    /// whether that slot held only this packet or it was taken from the tail (so that, if the slot is the
+    /// arriving packet's, the caller knows the packet dropped is the one that just arrived).
+    fn drop_from_longest(&mut self) -> Option<(u16, Packet, bool)> {
         let d = self.cur_depth;
         let x = if d > 1 {
             self.dep_next[(MAX_FLOWS + d) as usize]
@@ -386,6 +396,7 @@ impl Sfq {
             return None;
         };
         let slot = &mut self.slots[x as usize];
+        let newest = !self.headdrop || slot.packets.len() == 1;
         let pkt = if self.headdrop {
             slot.packets.pop_front()
         } else {
@@ -395,12 +406,12 @@ impl Sfq {
         self.dec(x);
         self.stats.count_unqueued(&pkt);
         self.stats.drops += 1;
-        Some(pkt.len)
+        Some((x, pkt, newest))
     }
 
     /// `sfq_rehash`: after a new secret, move every queued packet to the slot its new hash names, keeping
     /// the order in which they were queued within each old slot.
-    fn rehash(&mut self) {
+    fn rehash(&mut self, cx: &mut Cx) {
         let mut all = Vec::new();
         for i in 0..self.slots.len() {
             if self.slots[i].packets.is_empty() {
@@ -423,6 +434,7 @@ impl Sfq {
                 if x as u32 >= MAX_FLOWS {
                     self.stats.count_unqueued(&pkt);
                     self.stats.drops += 1;
+                    cx.drop_queued(pkt, DropReason::MaxFlows);
                     continue;
                 }
                 self.ht[hash] = x;
@@ -430,6 +442,7 @@ impl Sfq {
             } else if self.qlen_of(x) >= self.maxdepth {
                 self.stats.count_unqueued(&pkt);
                 self.stats.drops += 1;
+                cx.drop_queued(pkt, DropReason::TailDrop);
                 continue;
             }
             let slot = &mut self.slots[x as usize];
@@ -516,6 +529,7 @@ impl Sfq {
             self.red = o.red;
         }
         while self.stats.qlen > self.limit {
+            // Packets dropped by a change are freed at once (`rtnl_kfree_skbs`): no driver hears of them.
             if self.drop_from_longest().is_none() {
                 break;
             }
@@ -562,18 +576,27 @@ impl Qdisc for Sfq {
         vec![&mut self.block]
     }
 
-    /// `sfq_enqueue`.
+    /// `sfq_enqueue`. Every drop names its packet in `cx.drops`; the verdict is the kernel's: `Drop`
+    /// when the arriving packet was refused, `Cn` when a packet of its own flow went (the arriving one
+    /// or, with `headdrop`, the flow's oldest), `Success` when it is queued and only another flow paid.
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
-        self.perturb_if_due(cx.now);
-        let Some(hash) = self.classify(&mut pkt, cx.now) else {
-            self.stats.drops += 1;
-            return Verdict::Drop;
+        self.perturb_if_due(cx);
+        let hash = match self.classify(&mut pkt, cx.now) {
+            Ok(hash) => hash,
+            Err(v) => {
+                if v.counts_drop() {
+                    self.stats.drops += 1;
+                    cx.drop_arriving(pkt, DropReason::Unclassified);
+                }
+                return v;
+            }
         };
         let mut x = self.ht[hash as usize];
         if x == EMPTY_SLOT {
             x = self.dep_next[MAX_FLOWS as usize];
             if x as u32 >= MAX_FLOWS {
                 self.stats.drops += 1;
+                cx.drop_arriving(pkt, DropReason::MaxFlows);
                 return Verdict::Drop;
             }
             self.ht[hash as usize] = x;
@@ -583,18 +606,22 @@ impl Qdisc for Sfq {
             // The flow is at its depth: drop the newcomer, or its oldest packet with headdrop.
             self.stats.drops += 1;
             if !self.headdrop {
+                cx.drop_arriving(pkt, DropReason::TailDrop);
                 return Verdict::Drop;
             }
             let slot = &mut self.slots[x as usize];
             let Some(head) = slot.packets.pop_front() else {
+                cx.drop_arriving(pkt, DropReason::TailDrop);
                 return Verdict::Drop;
             };
             slot.backlog = slot.backlog - head.len + pkt.len;
             self.stats.backlog = self.stats.backlog - head.len + pkt.len;
-            // One packet in, one out: a drop for the parent, whose bytes the ancestors correct.
+            // One packet in, one out: the ancestors correct their bytes by the difference, and count
+            // a drop (NET_XMIT_CN) without counting the arriving packet in their queue.
             cx.reduce_backlog(0, head.len as i64 - pkt.len as i64);
             slot.packets.push_back(pkt);
-            return Verdict::Drop;
+            cx.drop_queued(head, DropReason::HeadDrop);
+            return Verdict::Cn;
         }
         let len = pkt.len;
         self.stats.count_queued(&pkt);
@@ -612,11 +639,19 @@ impl Qdisc for Sfq {
         // NET_XMIT_CN (a drop, for the parent) and corrects the ancestors' bytes by the difference;
         // otherwise it answers success and takes the dropped packet off the ancestors' counters
         // (`qdisc_tree_reduce_backlog`).
-        let own_before = self.qlen_of(x);
-        let dropped = self.drop_from_longest().unwrap_or(0) as i64;
-        if self.qlen_of(x) != own_before {
+        let Some((victim_slot, victim, newest)) = self.drop_from_longest() else {
+            return Verdict::Success;
+        };
+        let dropped = victim.len as i64;
+        let own = victim_slot == x;
+        if own && newest {
+            cx.drop_arriving(victim, DropReason::Overlimit);
+        } else {
+            cx.drop_queued(victim, DropReason::Overlimit);
+        }
+        if own {
             cx.reduce_backlog(0, dropped - len as i64);
-            return Verdict::Drop;
+            return Verdict::Cn;
         }
         cx.reduce_backlog(1, dropped);
         Verdict::Success
@@ -624,7 +659,7 @@ impl Qdisc for Sfq {
 
     /// `sfq_dequeue`.
     fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
-        self.perturb_if_due(cx.now);
+        self.perturb_if_due(cx);
         let mut tail = self.tail?;
         let mut a;
         loop {
@@ -845,7 +880,7 @@ mod tests {
         q.dequeue(&mut cx);
         assert_ne!(q.perturbation, first, "re-drawn at 10 s");
         let (mut again, _) = Sfq::new(Some(&o), &env(), 0).unwrap();
-        again.perturb_if_due(10 * NSEC_PER_SEC);
+        again.perturb_if_due(&mut Cx::new(10 * NSEC_PER_SEC));
         assert_eq!(again.perturbation, q.perturbation, "same seed, same draws");
     }
 }

@@ -21,7 +21,8 @@
 
 use super::fifo::Fifo;
 use super::{
-    ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats, Sched, Verdict,
+    ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, DropReason, Peeked, Qdisc, QdiscOptions,
+    QdiscStats, Sched, Verdict,
 };
 use crate::error::{Errno, KernelError, Warning};
 use crate::handle::Handle;
@@ -65,6 +66,8 @@ pub struct Tbf {
     child: Option<Sched>,
     handle: Handle,
     stats: QdiscStats,
+    /// The packet a parent's peek dequeued (`gso_skb`), next out.
+    peeked: Peeked,
 }
 
 impl Tbf {
@@ -87,6 +90,7 @@ impl Tbf {
             child: None,
             handle,
             stats: QdiscStats::default(),
+            peeked: Peeked::default(),
         };
         let w = q.apply(opts, env)?;
         Ok((q, w))
@@ -157,29 +161,41 @@ impl Qdisc for Tbf {
         "tbf"
     }
 
+    /// `tbf_enqueue`: a packet the bucket could never pass is dropped; the rest go to the child, whose
+    /// verdict is passed on (a drop counted when `net_xmit_drop_count` says so).
     fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
         let len = pkt.len;
         if len > self.max_size {
             self.stats.drops += 1;
+            cx.drop_arriving(pkt, DropReason::Overlimit);
             return Verdict::Drop;
         }
         let Some(child) = self.child.as_mut() else {
+            // `noop_enqueue` drops it and answers NET_XMIT_CN.
             self.stats.drops += 1;
-            return Verdict::Drop;
+            cx.drop_arriving(pkt, DropReason::Unclassified);
+            return Verdict::Cn;
         };
         let mark = cx.tree_reduced;
         let v = child.q.enqueue(pkt, cx);
         self.stats.reduce(cx.reduced_since(mark));
         if v != Verdict::Success {
-            self.stats.drops += 1;
-            return Verdict::Drop;
+            if v.counts_drop() {
+                self.stats.drops += 1;
+            }
+            return v;
         }
         self.stats.backlog += len;
         self.stats.qlen += 1;
         Verdict::Success
     }
 
+    /// `tbf_dequeue`: the child's head leaves if both buckets hold its cost; otherwise TBF asks to be
+    /// woken when they will, and counts an overlimit. A packet held by a parent's peek goes first.
     fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
+        if let Some(p) = self.peeked.take(&mut self.stats) {
+            return Some(p);
+        }
         let child = self.child.as_mut()?;
         let len = child.q.peek(cx)?.len;
         let now = cx.now;
@@ -204,12 +220,20 @@ impl Qdisc for Tbf {
         None
     }
 
+    /// `qdisc_peek_dequeued`, as the kernel's TBF peeks: the packet is dequeued (tokens charged, counted
+    /// as sent) and held for the next dequeue, so a parent sees only a packet the buckets let go now.
+    /// A head the tokens do not allow yet is not shown: the watchdog is armed instead, as `tbf_dequeue`
+    /// arms it. (Showing it would let DRR charge a deficit for a packet that then does not come.)
     fn peek(&mut self, cx: &mut Cx) -> Option<&Packet> {
-        // Like qdisc_peek_dequeued: only what is sendable now counts; we report the head without charging.
-        self.child.as_mut()?.q.peek(cx)
+        if self.peeked.get().is_none() {
+            let p = self.dequeue(cx)?;
+            self.peeked.hold(p, &mut self.stats);
+        }
+        self.peeked.get()
     }
 
     fn reset(&mut self) {
+        self.peeked.clear();
         if let Some(c) = self.child.as_mut() {
             c.q.reset();
         }
