@@ -13,10 +13,7 @@ use crate::error::{Errno, KernelError, Warning};
 use crate::filter::{Block, FilterFlags, FilterRequest};
 use crate::handle::Handle;
 use crate::packet::Packet;
-use crate::qdisc::fifo::{Fifo, FifoUnit};
-use crate::qdisc::htb::Htb;
 use crate::qdisc::pfifo_fast::PfifoFast;
-use crate::qdisc::tbf::Tbf;
 use crate::qdisc::{
     ClassInfo, ClassOptions, Cx, DevEnv, DropCounts, DropReason, Dropped, Qdisc, QdiscOptions,
     QdiscStats, Sched, Verdict, Xstats,
@@ -383,48 +380,16 @@ fn collect_handles(s: &Sched, out: &mut Vec<Handle>) {
     }
 }
 
-/// Build a qdisc of the given options (`qdisc_create` → `ops->init`).
+/// Build a qdisc of the given options (`qdisc_create` → `ops->init`), through the registry of kinds.
 pub fn create_qdisc(
     handle: Handle,
     opts: &QdiscOptions,
     env: &DevEnv,
     now: Nanos,
 ) -> Result<(Box<dyn Qdisc>, Vec<Warning>), KernelError> {
-    Ok(match opts {
-        QdiscOptions::Pfifo(o) => (Box::new(Fifo::new(FifoUnit::Packets, o, env)), Vec::new()),
-        QdiscOptions::Bfifo(o) => (Box::new(Fifo::new(FifoUnit::Bytes, o, env)), Vec::new()),
-        QdiscOptions::PfifoFast => (Box::new(PfifoFast::new(env)), Vec::new()),
-        QdiscOptions::Noqueue => (
-            Box::new(crate::qdisc::noqueue::Noqueue::default()),
-            Vec::new(),
-        ),
-        QdiscOptions::Tbf(o) => {
-            let (q, w) = Tbf::new(handle, o, env, now)?;
-            (Box::new(q), w)
-        }
-        QdiscOptions::Htb(o) => (Box::new(Htb::new(handle, o, env)?), Vec::new()),
-        QdiscOptions::Sfq(o) => {
-            let (q, w) = crate::qdisc::sfq::Sfq::new(Some(o), env, now)?;
-            (Box::new(q.with_handle(handle)), w)
-        }
-        QdiscOptions::Prio(o) => (
-            Box::new(crate::qdisc::prio::Prio::new(handle, o, env)?),
-            Vec::new(),
-        ),
-        QdiscOptions::Cbq(o) => (
-            Box::new(crate::qdisc::cbq::Cbq::new(handle, o, env, now)?),
-            Vec::new(),
-        ),
-        QdiscOptions::Drr => (Box::new(crate::qdisc::drr::Drr::new(handle)), Vec::new()),
-        QdiscOptions::Ingress => (
-            Box::new(crate::qdisc::ingress::Ingress::default()),
-            Vec::new(),
-        ),
-        QdiscOptions::Clsact => (
-            Box::new(crate::qdisc::ingress::Ingress::clsact()),
-            Vec::new(),
-        ),
-    })
+    let kind = crate::qdisc::kind(opts.kind())
+        .ok_or_else(|| KernelError::msg(Errno::Invalid, "Unknown qdisc kind"))?;
+    (kind.create)(handle, opts, env, now)
 }
 
 /// `qdisc_alloc_handle`: automatic handles count from 8001: upwards, skipping those in use.

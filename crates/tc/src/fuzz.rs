@@ -58,3 +58,94 @@ fn snapshot(engine: &mut Engine) -> Vec<String> {
     }
     shown
 }
+
+/// Words of the command itself and values, valid and hostile; the kinds and their options come from the
+/// registry ([`crate::qdisc::KINDS`]).
+const GENERIC: &[&str] = &[
+    "qdisc",
+    "class",
+    "add",
+    "change",
+    "replace",
+    "del",
+    "show",
+    "dev",
+    "eth0",
+    "eth1",
+    "root",
+    "parent",
+    "handle",
+    "classid",
+    "1:",
+    "1:10",
+    "1:1",
+    "2:",
+    "ffff:",
+    "10000:",
+    "123^",
+    ":20",
+    "foo",
+    "rate",
+    "ceil",
+    "burst",
+    "cburst",
+    "latency",
+    "limit",
+    "peakrate",
+    "mtu",
+    "prio",
+    "quantum",
+    "r2q",
+    "default",
+    "direct_qlen",
+    "overhead",
+    "mpu",
+    "linklayer",
+    "atm",
+    "ethernet",
+    "180kbit",
+    "0",
+    "1mbit",
+    "10gbit",
+    "159900000000000000",
+    "10k",
+    "1540",
+    "20ms",
+    "-1",
+    "99999999999",
+    "8",
+    "65535",
+    "1e308",
+    "nan",
+    "",
+    "help",
+    "-s",
+    "-d",
+    "-j",
+];
+
+/// The fuzz vocabulary: the generic words, then every kind of the registry and its option keywords.
+pub fn vocabulary() -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = GENERIC.to_vec();
+    for k in crate::qdisc::KINDS {
+        for w in std::iter::once(&k.name).chain(k.words) {
+            if !v.contains(w) {
+                v.push(w);
+            }
+        }
+    }
+    v
+}
+
+/// `fuzz/tc_parse.dict`: the vocabulary as libFuzzer dictionary entries, and the separators.
+pub fn dictionary() -> String {
+    let mut d = String::from(
+        "# libFuzzer dictionary for tc_parse, generated from the registry by\n\
+         # TCLAB_UPDATE_DICT=1 cargo test -p tclab-tc --test fuzz_parser (do not edit).\n",
+    );
+    for w in vocabulary().into_iter().filter(|w| !w.is_empty()) {
+        d.push_str(&format!("\"{}\"\n", w.escape_default()));
+    }
+    d.push_str("\" \"\n\"\\x0a\"\n");
+    d
+}

@@ -21,7 +21,8 @@ pub mod ematch;
 pub mod filter;
 pub mod fuzz;
 pub mod iptables;
-pub mod qopt;
+pub mod qdisc;
+pub mod red;
 pub mod script;
 pub mod show;
 pub mod store;
@@ -310,7 +311,7 @@ fn qdisc_cmd(
                     "Error: tclab does not support \"{a}\" yet."
                 )));
             }
-            _ if matches(a, "help") => return Err(Failure::syntax(qopt::QDISC_USAGE)),
+            _ if matches(a, "help") => return Err(Failure::syntax(qdisc::QDISC_USAGE)),
             _ => {
                 kind = Some(a);
                 break;
@@ -323,7 +324,7 @@ fn qdisc_cmd(
     match cmd {
         Cmd::Modify(f) => {
             let opts = match kind {
-                Some(k) => Some(qopt::parse_qdisc(
+                Some(k) => Some(qdisc::parse_qdisc(
                     k,
                     args.rest(),
                     engine.device(dev).map(|d| d.env()),
@@ -342,7 +343,7 @@ fn qdisc_cmd(
         Cmd::Delete => {
             if let Some(k) = kind {
                 if !args.rest().is_empty() {
-                    qopt::parse_qdisc(k, args.rest(), None)?;
+                    qdisc::parse_qdisc(k, args.rest(), None)?;
                 }
             }
             engine
@@ -469,7 +470,7 @@ fn class_cmd(
                 }
                 parent = get_tc_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?;
             }
-            _ if matches(a, "help") => return Err(Failure::syntax(qopt::CLASS_USAGE)),
+            _ if matches(a, "help") => return Err(Failure::syntax(qdisc::CLASS_USAGE)),
             _ => {
                 kind = Some(a);
                 break;
@@ -498,7 +499,7 @@ fn class_cmd(
     match cmd {
         Cmd::Modify(f) => {
             let opts: Option<ClassOptions> = match kind {
-                Some(k) => Some(qopt::parse_class(k, args.rest(), f == Flags::ADD)?),
+                Some(k) => Some(qdisc::parse_class(k, args.rest(), f == Flags::ADD)?),
                 None => None,
             };
             let opts = opts.ok_or_else(|| {

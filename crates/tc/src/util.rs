@@ -467,3 +467,17 @@ mod tests {
         assert_eq!(sprint_time(100), "100us");
     }
 }
+
+/// C's `get_integer` (an `int`, any base when 0).
+pub fn get_int(s: &str) -> Option<i32> {
+    let v = crate::util::parse_c_integer(s)?;
+    i32::try_from(v).ok()
+}
+
+/// `sscanf("%lg")`: the longest prefix that reads as a number.
+pub fn scan_double(s: &str) -> Option<f64> {
+    (1..=s.len())
+        .rev()
+        .filter(|&n| s.is_char_boundary(n))
+        .find_map(|n| s[..n].parse::<f64>().ok())
+}

@@ -6,77 +6,7 @@
 //! and one of tc's exit codes, and a refused command leaves `qdisc show`/`class show` as they were
 //! (validate-then-apply).
 
-use tclab_tc::fuzz::fuzz_one;
-
-const WORDS: &[&str] = &[
-    "qdisc",
-    "class",
-    "add",
-    "change",
-    "replace",
-    "del",
-    "show",
-    "dev",
-    "eth0",
-    "eth1",
-    "root",
-    "parent",
-    "handle",
-    "classid",
-    "1:",
-    "1:10",
-    "1:1",
-    "2:",
-    "ffff:",
-    "10000:",
-    "123^",
-    ":20",
-    "htb",
-    "tbf",
-    "pfifo",
-    "bfifo",
-    "pfifo_fast",
-    "sfq",
-    "drr",
-    "foo",
-    "rate",
-    "ceil",
-    "burst",
-    "cburst",
-    "latency",
-    "limit",
-    "peakrate",
-    "mtu",
-    "prio",
-    "quantum",
-    "r2q",
-    "default",
-    "direct_qlen",
-    "overhead",
-    "mpu",
-    "linklayer",
-    "atm",
-    "ethernet",
-    "180kbit",
-    "0",
-    "1mbit",
-    "10gbit",
-    "159900000000000000",
-    "10k",
-    "1540",
-    "20ms",
-    "-1",
-    "99999999999",
-    "8",
-    "65535",
-    "1e308",
-    "nan",
-    "",
-    "help",
-    "-s",
-    "-d",
-    "-j",
-];
+use tclab_tc::fuzz::{dictionary, fuzz_one, vocabulary};
 
 #[test]
 fn random_command_lines_never_panic_and_refusals_change_nothing() {
@@ -87,6 +17,7 @@ fn random_command_lines_never_panic_and_refusals_change_nothing() {
         seed ^= seed << 17;
         seed
     };
+    let words = vocabulary();
     for _ in 0..20 {
         let mut script = Vec::new();
         for line in 0..1000 {
@@ -95,7 +26,7 @@ fn random_command_lines_never_panic_and_refusals_change_nothing() {
             }
             let n = 1 + (next() % 14) as usize;
             let argv: Vec<&str> = (0..n)
-                .map(|_| WORDS[(next() % WORDS.len() as u64) as usize])
+                .map(|_| words[(next() % words.len() as u64) as usize])
                 .collect();
             script.extend_from_slice(argv.join(" ").as_bytes());
         }
@@ -129,5 +60,37 @@ fn libfuzzer_seeds_and_reproducers() {
     for f in files {
         eprintln!("{}", f.display());
         fuzz_one(&std::fs::read(&f).unwrap());
+    }
+}
+
+/// The libFuzzer dictionary is the same vocabulary: a kind added to the registry reaches both.
+/// `TCLAB_UPDATE_DICT=1 cargo test -p tclab-tc --test fuzz_parser` rewrites it.
+#[test]
+fn the_fuzz_dictionary_is_the_registrys_vocabulary() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/tc_parse.dict");
+    let want = dictionary();
+    if std::env::var_os("TCLAB_UPDATE_DICT").is_some() {
+        std::fs::write(&path, &want).unwrap();
+    }
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        have == want,
+        "{} is not the registry's vocabulary; regenerate it with TCLAB_UPDATE_DICT=1 cargo test -p tclab-tc --test fuzz_parser",
+        path.display()
+    );
+    for k in tclab_tc::qdisc::KINDS {
+        assert!(vocabulary().contains(&k.name), "{} missing", k.name);
+        assert!(
+            tclab_core::qdisc::kind(k.name).is_some(),
+            "{} has a language but no discipline in core",
+            k.name
+        );
+    }
+    for k in tclab_core::qdisc::KINDS {
+        assert!(
+            tclab_tc::qdisc::lang(k.name).is_some(),
+            "{} has a discipline but no language in the tc crate",
+            k.name
+        );
     }
 }

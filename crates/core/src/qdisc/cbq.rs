@@ -1353,3 +1353,11 @@ impl ClassOps for Cbq {
             .collect()
     }
 }
+
+pub const KIND: super::QdiscKind = super::QdiscKind {
+    name: "cbq",
+    create: |handle, opts, env, now| match opts {
+        QdiscOptions::Cbq(o) => Ok((Box::new(Cbq::new(handle, o, env, now)?), Vec::new())),
+        _ => Err(super::wrong_kind()),
+    },
+};

@@ -420,6 +420,11 @@ impl ClassOps for Drr {
     }
 }
 
+pub const KIND: super::QdiscKind = super::QdiscKind {
+    name: "drr",
+    create: |handle, _opts, _env, _now| Ok((Box::new(Drr::new(handle)), Vec::new())),
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

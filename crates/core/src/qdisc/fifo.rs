@@ -156,6 +156,24 @@ impl Qdisc for Fifo {
     }
 }
 
+/// `pfifo`: a limit in packets.
+pub const PFIFO: super::QdiscKind = super::QdiscKind {
+    name: "pfifo",
+    create: |_handle, opts, env, _now| match opts {
+        QdiscOptions::Pfifo(o) => Ok((Box::new(Fifo::new(FifoUnit::Packets, o, env)), Vec::new())),
+        _ => Err(super::wrong_kind()),
+    },
+};
+
+/// `bfifo`: a limit in bytes.
+pub const BFIFO: super::QdiscKind = super::QdiscKind {
+    name: "bfifo",
+    create: |_handle, opts, env, _now| match opts {
+        QdiscOptions::Bfifo(o) => Ok((Box::new(Fifo::new(FifoUnit::Bytes, o, env)), Vec::new())),
+        _ => Err(super::wrong_kind()),
+    },
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1338,6 +1338,14 @@ impl ClassOps for Htb {
     }
 }
 
+pub const KIND: super::QdiscKind = super::QdiscKind {
+    name: "htb",
+    create: |handle, opts, env, _now| match opts {
+        QdiscOptions::Htb(o) => Ok((Box::new(Htb::new(handle, o, env)?), Vec::new())),
+        _ => Err(super::wrong_kind()),
+    },
+};
+
 #[cfg(test)]
 mod tests {
     use super::MinorSet;

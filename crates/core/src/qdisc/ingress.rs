@@ -131,3 +131,13 @@ impl Qdisc for Ingress {
         vec![&mut self.block, &mut self.egress]
     }
 }
+
+pub const INGRESS: super::QdiscKind = super::QdiscKind {
+    name: "ingress",
+    create: |_handle, _opts, _env, _now| Ok((Box::new(Ingress::default()), Vec::new())),
+};
+
+pub const CLSACT: super::QdiscKind = super::QdiscKind {
+    name: "clsact",
+    create: |_handle, _opts, _env, _now| Ok((Box::new(Ingress::clsact()), Vec::new())),
+};

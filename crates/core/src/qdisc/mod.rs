@@ -22,7 +22,7 @@ pub mod prio;
 pub mod sfq;
 pub mod tbf;
 
-use crate::error::{KernelError, Warning};
+use crate::error::{Errno, KernelError, Warning};
 use crate::filter::Block;
 use crate::handle::Handle;
 use crate::packet::Packet;
@@ -365,6 +365,47 @@ impl QdiscOptions {
             QdiscOptions::Clsact => "clsact",
         }
     }
+}
+
+/// One discipline the engine can build: its name (tc's kind) and `ops->init`.
+pub struct QdiscKind {
+    pub name: &'static str,
+    /// Build the discipline from its options (validated whole first) for a qdisc with this handle.
+    #[allow(clippy::type_complexity)]
+    pub create: fn(
+        Handle,
+        &QdiscOptions,
+        &DevEnv,
+        Nanos,
+    ) -> Result<(Box<dyn Qdisc>, Vec<Warning>), KernelError>,
+}
+
+/// Every discipline the engine has. A kind is its file in this folder (its algorithm and its `KIND`),
+/// a [`QdiscOptions`] variant, and a line here.
+pub const KINDS: &[QdiscKind] = &[
+    fifo::PFIFO,
+    fifo::BFIFO,
+    pfifo_fast::KIND,
+    noqueue::KIND,
+    tbf::KIND,
+    htb::KIND,
+    sfq::KIND,
+    prio::KIND,
+    cbq::KIND,
+    drr::KIND,
+    ingress::INGRESS,
+    ingress::CLSACT,
+];
+
+/// The discipline named `name`.
+pub fn kind(name: &str) -> Option<&'static QdiscKind> {
+    KINDS.iter().find(|k| k.name == name)
+}
+
+/// A `create` given another kind's options: a bug in the caller, answered as the kernel answers a
+/// malformed request rather than with a panic.
+fn wrong_kind() -> KernelError {
+    KernelError::msg(Errno::Invalid, "options of another qdisc kind")
 }
 
 /// Class options, per classful discipline.

@@ -54,3 +54,8 @@ impl Qdisc for Noqueue {
         Ok(Vec::new())
     }
 }
+
+pub const KIND: super::QdiscKind = super::QdiscKind {
+    name: "noqueue",
+    create: |_handle, _opts, _env, _now| Ok((Box::new(Noqueue::default()), Vec::new())),
+};

@@ -97,6 +97,11 @@ impl Qdisc for PfifoFast {
     }
 }
 
+pub const KIND: super::QdiscKind = super::QdiscKind {
+    name: "pfifo_fast",
+    create: |_handle, _opts, env, _now| Ok((Box::new(PfifoFast::new(env)), Vec::new())),
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -318,6 +318,14 @@ impl ClassOps for Prio {
     }
 }
 
+pub const KIND: super::QdiscKind = super::QdiscKind {
+    name: "prio",
+    create: |handle, opts, env, _now| match opts {
+        QdiscOptions::Prio(o) => Ok((Box::new(Prio::new(handle, o, env)?), Vec::new())),
+        _ => Err(super::wrong_kind()),
+    },
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -756,6 +756,17 @@ impl Qdisc for Sfq {
     }
 }
 
+pub const KIND: super::QdiscKind = super::QdiscKind {
+    name: "sfq",
+    create: |handle, opts, env, now| match opts {
+        QdiscOptions::Sfq(o) => {
+            let (q, w) = Sfq::new(Some(o), env, now)?;
+            Ok((Box::new(q.with_handle(handle)), w))
+        }
+        _ => Err(super::wrong_kind()),
+    },
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -353,3 +353,14 @@ impl ClassOps for Tbf {
         self.child.iter_mut().collect()
     }
 }
+
+pub const KIND: super::QdiscKind = super::QdiscKind {
+    name: "tbf",
+    create: |handle, opts, env, now| match opts {
+        QdiscOptions::Tbf(o) => {
+            let (q, w) = Tbf::new(handle, o, env, now)?;
+            Ok((Box::new(q), w))
+        }
+        _ => Err(super::wrong_kind()),
+    },
+};

@@ -1,0 +1,74 @@
+//! `pfifo` and `bfifo` (iproute2's `q_fifo.c`): a limit in packets or bytes.
+
+use super::QdiscLang;
+use crate::util::{get_size, get_u32, matches, sprint_size};
+use crate::{Failure, Result, ShowFlags};
+use serde_json::{json, Map, Value};
+use std::fmt::Write;
+use tclab_core::qdisc::fifo::FifoOptions;
+use tclab_core::qdisc::{DevEnv, QdiscOptions};
+
+pub const PFIFO: QdiscLang = QdiscLang {
+    name: "pfifo",
+    words: &["limit"],
+    parse: parse_fifo,
+    print: print_fifo,
+    class: None,
+};
+
+pub const BFIFO: QdiscLang = QdiscLang {
+    name: "bfifo",
+    words: &["limit"],
+    parse: parse_fifo,
+    print: print_fifo,
+    class: None,
+};
+
+const FIFO_USAGE: &str = "Usage: ... <[p|b]fifo | pfifo_head_drop> [ limit NUMBER ]";
+
+fn parse_fifo(kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOptions> {
+    let mut it = crate::Args::new(args);
+    let mut limit = None;
+    while let Some(a) = it.next() {
+        if matches(a, "limit") {
+            let v = it.value()?;
+            let parsed = if kind == "bfifo" {
+                get_size(v)
+            } else {
+                get_u32(v, 0)
+            };
+            limit = Some(parsed.ok_or_else(|| {
+                Failure::options(format!("{kind}: Illegal value for \"limit\": \"{v}\""))
+            })?);
+        } else if a == "help" {
+            return Err(Failure::options(FIFO_USAGE));
+        } else {
+            return Err(Failure::options(format!(
+                "{kind}: unknown parameter \"{a}\"\n{FIFO_USAGE}"
+            )));
+        }
+    }
+    let o = FifoOptions { limit };
+    Ok(if kind == "bfifo" {
+        QdiscOptions::Bfifo(o)
+    } else {
+        QdiscOptions::Pfifo(o)
+    })
+}
+
+/// `fifo_print_opt`.
+fn print_fifo(o: &QdiscOptions, _flags: ShowFlags, s: &mut String, j: &mut Map<String, Value>) {
+    match o {
+        QdiscOptions::Pfifo(f) => {
+            let limit = f.limit.unwrap_or(0);
+            let _ = write!(s, "limit {limit}p");
+            j.insert("limit".into(), json!(limit));
+        }
+        QdiscOptions::Bfifo(f) => {
+            let limit = f.limit.unwrap_or(0);
+            let _ = write!(s, "limit {}", sprint_size(limit));
+            j.insert("limit".into(), json!(limit));
+        }
+        _ => {}
+    }
+}
