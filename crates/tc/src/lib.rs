@@ -6,7 +6,7 @@
 //! 255 a syntax error (tc's `exit(-1)`), 2 the kernel refused.
 //!
 //! - [`util`]: number words (rates, sizes, times, handles) in and out, with tc's rounding.
-//! - [`qopt`]: one parser per discipline, producing the options the kernel receives.
+//! - [`qdisc`]: one file per discipline (parser, defaults, printer), found through its registry.
 //! - [`show`]: the printers.
 //! - [`iptables`]: `iptables -t mangle …`, the marks and classes netfilter sets before the qdiscs see a
 //!   packet.
