@@ -79,6 +79,16 @@ fn tdc_ingress() {
 }
 
 #[test]
+fn tdc_codel() {
+    assert_no_failures(&["qdiscs/codel.json"]);
+}
+
+#[test]
+fn tdc_fq_codel() {
+    assert_no_failures(&["qdiscs/fq_codel.json"]);
+}
+
+#[test]
 fn tdc_u32() {
     assert_no_failures(&["filters/u32.json"]);
 }

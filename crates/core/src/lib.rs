@@ -13,7 +13,10 @@
 //! - [`packet`]: wire bytes plus the metadata a qdisc reads (length, mark, priority, classid, enqueue time).
 //! - [`qdisc`]: the `Qdisc` and `ClassOps` traits, counters, and one file per discipline:
 //!   [`qdisc::fifo`] (pfifo, bfifo), [`qdisc::pfifo_fast`], [`qdisc::tbf`], [`qdisc::htb`],
-//!   [`qdisc::sfq`], [`qdisc::prio`], [`qdisc::cbq`], [`qdisc::ingress`].
+//!   [`qdisc::sfq`], [`qdisc::prio`], [`qdisc::cbq`], [`qdisc::drr`], [`qdisc::ingress`],
+//!   [`qdisc::codel`] and [`qdisc::fq_codel`] (sharing [`qdisc::codel_impl`]); found through
+//!   [`qdisc::KINDS`].
+//! - [`flow`]: the flow dissector and keyed flow hash of the per-flow disciplines.
 //! - [`engine`]: devices (mtu, txqueuelen, root qdisc) and the `tc` operations on them — add, change,
 //!   replace, delete, graft — validated before anything is applied.
 //! - [`netfilter`]: the iptables mangle table (MARK, CONNMARK, CLASSIFY, DSCP, TOS) and the connection
@@ -27,6 +30,7 @@ pub mod action;
 pub mod engine;
 pub mod error;
 pub mod filter;
+pub mod flow;
 pub mod handle;
 pub mod netfilter;
 pub mod packet;

@@ -85,7 +85,7 @@ fn qdisc_line(
     if flags.stats {
         stats_block(&q.stats, out);
         if let Some(x) = &q.xstats {
-            crate::qdisc::cbq::qdisc_xstats(x, out);
+            crate::qdisc::qdisc_xstats(q.kind, x, out);
         }
     }
 }
@@ -160,7 +160,7 @@ pub fn classes(
         out.push('\n');
         if flags.stats {
             // Classes whose discipline has `dump_stats` (TBF's has none: an empty line).
-            if c.options.is_some() || c.kind == "prio" {
+            if c.options.is_some() || c.xstats.is_some() || c.kind == "prio" {
                 stats_block(&c.stats, out);
             } else {
                 out.push('\n');

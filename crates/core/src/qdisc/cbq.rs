@@ -899,6 +899,47 @@ impl Cbq {
     }
 }
 
+impl Cbq {
+    /// The dequeue itself; [`Qdisc::dequeue`] wraps it to follow its children's drops.
+    fn dequeue_own(&mut self, cx: &mut Cx) -> Option<Packet> {
+        // `qdisc_dequeue_peeked`: a packet a parent peeked at is the next one out.
+        if let Some(p) = self.peeked.take(&mut self.stats) {
+            return Some(p);
+        }
+        let now = ticks(cx.now);
+        if self.tx_class.is_some() {
+            self.update();
+        }
+        self.now = now;
+        loop {
+            self.wd_expires = 0;
+            let mut mask = self.activemask & 0xff;
+            while mask != 0 {
+                let prio = mask.trailing_zeros() as usize;
+                mask &= !(1 << prio);
+                if let Some(pkt) = self.dequeue_prio(prio, cx) {
+                    self.stats.qlen -= 1;
+                    self.stats.count_sent(&pkt);
+                    return Some(pkt);
+                }
+            }
+            // Everything is blocked: lift the top-level cutoff and the root's limit, and try again.
+            if self.toplevel == MAXLEVEL && self.cl(LINK).undertime == 0 {
+                break;
+            }
+            self.toplevel = MAXLEVEL;
+            self.cl_mut(LINK).undertime = 0;
+        }
+        if self.stats.qlen > 0 {
+            self.stats.overlimits += 1;
+            if self.wd_expires > 0 {
+                cx.schedule(((now + self.wd_expires) as u64) << PSCHED_SHIFT);
+            }
+        }
+        None
+    }
+}
+
 impl Qdisc for Cbq {
     fn kind(&self) -> &'static str {
         "cbq"
@@ -968,41 +1009,12 @@ impl Qdisc for Cbq {
 
     /// `cbq_dequeue`.
     fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
-        // `qdisc_dequeue_peeked`: a packet a parent peeked at is the next one out.
-        if let Some(p) = self.peeked.take(&mut self.stats) {
-            return Some(p);
-        }
-        let now = ticks(cx.now);
-        if self.tx_class.is_some() {
-            self.update();
-        }
-        self.now = now;
-        loop {
-            self.wd_expires = 0;
-            let mut mask = self.activemask & 0xff;
-            while mask != 0 {
-                let prio = mask.trailing_zeros() as usize;
-                mask &= !(1 << prio);
-                if let Some(pkt) = self.dequeue_prio(prio, cx) {
-                    self.stats.qlen -= 1;
-                    self.stats.count_sent(&pkt);
-                    return Some(pkt);
-                }
-            }
-            // Everything is blocked: lift the top-level cutoff and the root's limit, and try again.
-            if self.toplevel == MAXLEVEL && self.cl(LINK).undertime == 0 {
-                break;
-            }
-            self.toplevel = MAXLEVEL;
-            self.cl_mut(LINK).undertime = 0;
-        }
-        if self.stats.qlen > 0 {
-            self.stats.overlimits += 1;
-            if self.wd_expires > 0 {
-                cx.schedule(((now + self.wd_expires) as u64) << PSCHED_SHIFT);
-            }
-        }
-        None
+        // A child that dropped packets while dequeuing (an AQM) took them off its counters; take them
+        // off ours (`qdisc_tree_reduce_backlog`).
+        let mark = cx.tree_reduced;
+        let p = self.dequeue_own(cx);
+        self.stats.reduce(cx.reduced_since(mark));
+        p
     }
 
     /// `qdisc_peek_dequeued`: CBQ cannot tell its next packet without choosing it, so a peek dequeues it

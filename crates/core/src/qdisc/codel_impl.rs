@@ -279,9 +279,8 @@ pub fn codel_dequeue(
     if let Some(p) = pkt.as_mut() {
         if after(vars.ldelay, params.ce_threshold) {
             let set = if params.ce_threshold_mask != 0 {
-                p.ipv4_tos().is_some_and(|ds| {
-                    ds & params.ce_threshold_mask == params.ce_threshold_selector
-                })
+                p.ipv4_tos()
+                    .is_some_and(|ds| ds & params.ce_threshold_mask == params.ce_threshold_selector)
             } else {
                 true
             };
@@ -313,7 +312,10 @@ mod tests {
             v.newton_step();
             let want = 65536.0 / (count as f64).sqrt();
             let got = v.rec_inv_sqrt as f64;
-            assert!((got - want).abs() / want < 0.01, "count {count}: {got} vs {want}");
+            assert!(
+                (got - want).abs() / want < 0.01,
+                "count {count}: {got} vs {want}"
+            );
         }
     }
 
@@ -329,7 +331,8 @@ mod tests {
     #[test]
     fn ce_marking_keeps_the_checksum_valid() {
         let mut hdr = vec![
-            0x45, 0x02, 0x00, 0x54, 0x12, 0x34, 0x40, 0x00, 0x40, 0x01, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+            0x45, 0x02, 0x00, 0x54, 0x12, 0x34, 0x40, 0x00, 0x40, 0x01, 0, 0, 10, 0, 0, 1, 10, 0,
+            0, 2,
         ];
         let csum = |h: &[u8]| {
             let mut s: u32 = h

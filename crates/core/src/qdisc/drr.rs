@@ -178,6 +178,16 @@ impl Drr {
     }
 }
 
+impl Drr {
+    /// The dequeue itself; [`Qdisc::dequeue`] wraps it to follow its children's drops.
+    fn dequeue_own(&mut self, cx: &mut Cx) -> Option<Packet> {
+        if let Some(p) = self.peeked.take() {
+            return Some(p);
+        }
+        self.dequeue_rr(cx)
+    }
+}
+
 impl Qdisc for Drr {
     fn kind(&self) -> &'static str {
         "drr"
@@ -232,10 +242,12 @@ impl Qdisc for Drr {
     }
 
     fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
-        if let Some(p) = self.peeked.take() {
-            return Some(p);
-        }
-        self.dequeue_rr(cx)
+        // A child that dropped packets while dequeuing (an AQM) took them off its counters; take them
+        // off ours (`qdisc_tree_reduce_backlog`).
+        let mark = cx.tree_reduced;
+        let p = self.dequeue_own(cx);
+        self.stats.reduce(cx.reduced_since(mark));
+        p
     }
 
     /// `qdisc_peek_dequeued`.

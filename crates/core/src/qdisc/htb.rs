@@ -867,6 +867,53 @@ fn bits(mask: u8) -> impl Iterator<Item = usize> {
     (0..8).filter(move |b| mask & (1 << b) != 0)
 }
 
+impl Htb {
+    /// The dequeue itself; [`Qdisc::dequeue`] wraps it to follow its children's drops.
+    fn dequeue_own(&mut self, cx: &mut Cx) -> Option<Packet> {
+        // `qdisc_dequeue_peeked`: a packet a parent peeked at is the next one out.
+        if let Some(p) = self.peeked.take(&mut self.stats) {
+            return Some(p);
+        }
+        if let Some(pkt) = self.direct.pop_front() {
+            self.stats.count_unqueued(&pkt);
+            self.stats.count_sent(&pkt);
+            return Some(pkt);
+        }
+        if self.stats.qlen == 0 {
+            return None;
+        }
+        self.now = cx.now;
+        let mut next_event = self.now + 5 * NSEC_PER_SEC;
+        for level in 0..MAXDEPTH {
+            let mut event = self.near_ev_cache[level];
+            if self.now >= event {
+                event = self.do_events(level);
+                if event == 0 {
+                    event = self.now + NSEC_PER_SEC;
+                }
+                self.near_ev_cache[level] = event;
+            }
+            next_event = next_event.min(event);
+            let mut m = self.row_mask[level];
+            while m != 0 {
+                let prio = m.trailing_zeros() as usize;
+                m &= !(1 << prio);
+                if let Some(pkt) = self.dequeue_tree(prio, level, cx) {
+                    self.stats.count_unqueued(&pkt);
+                    self.stats.count_sent(&pkt);
+                    return Some(pkt);
+                }
+            }
+        }
+        if next_event > self.now {
+            cx.schedule(next_event);
+        } else {
+            cx.schedule(self.now + 1);
+        }
+        None
+    }
+}
+
 impl Qdisc for Htb {
     fn kind(&self) -> &'static str {
         "htb"
@@ -919,47 +966,12 @@ impl Qdisc for Htb {
     }
 
     fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
-        // `qdisc_dequeue_peeked`: a packet a parent peeked at is the next one out.
-        if let Some(p) = self.peeked.take(&mut self.stats) {
-            return Some(p);
-        }
-        if let Some(pkt) = self.direct.pop_front() {
-            self.stats.count_unqueued(&pkt);
-            self.stats.count_sent(&pkt);
-            return Some(pkt);
-        }
-        if self.stats.qlen == 0 {
-            return None;
-        }
-        self.now = cx.now;
-        let mut next_event = self.now + 5 * NSEC_PER_SEC;
-        for level in 0..MAXDEPTH {
-            let mut event = self.near_ev_cache[level];
-            if self.now >= event {
-                event = self.do_events(level);
-                if event == 0 {
-                    event = self.now + NSEC_PER_SEC;
-                }
-                self.near_ev_cache[level] = event;
-            }
-            next_event = next_event.min(event);
-            let mut m = self.row_mask[level];
-            while m != 0 {
-                let prio = m.trailing_zeros() as usize;
-                m &= !(1 << prio);
-                if let Some(pkt) = self.dequeue_tree(prio, level, cx) {
-                    self.stats.count_unqueued(&pkt);
-                    self.stats.count_sent(&pkt);
-                    return Some(pkt);
-                }
-            }
-        }
-        if next_event > self.now {
-            cx.schedule(next_event);
-        } else {
-            cx.schedule(self.now + 1);
-        }
-        None
+        // A child that dropped packets while dequeuing (an AQM) took them off its counters; take them
+        // off ours (`qdisc_tree_reduce_backlog`).
+        let mark = cx.tree_reduced;
+        let p = self.dequeue_own(cx);
+        self.stats.reduce(cx.reduced_since(mark));
+        p
     }
 
     /// `qdisc_peek_dequeued`: HTB cannot tell its next packet without choosing it, so a peek dequeues it

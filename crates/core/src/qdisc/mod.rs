@@ -12,8 +12,11 @@
 
 pub mod cbq;
 pub(crate) mod class_hash;
+pub mod codel;
+pub mod codel_impl;
 pub mod drr;
 pub mod fifo;
+pub mod fq_codel;
 pub mod htb;
 pub mod ingress;
 pub mod noqueue;
@@ -346,6 +349,8 @@ pub enum QdiscOptions {
     Drr,
     Ingress,
     Clsact,
+    Codel(codel::CodelOptions),
+    FqCodel(fq_codel::FqCodelOptions),
 }
 
 impl QdiscOptions {
@@ -363,6 +368,8 @@ impl QdiscOptions {
             QdiscOptions::Drr => "drr",
             QdiscOptions::Ingress => "ingress",
             QdiscOptions::Clsact => "clsact",
+            QdiscOptions::Codel(_) => "codel",
+            QdiscOptions::FqCodel(_) => "fq_codel",
         }
     }
 }
@@ -395,6 +402,8 @@ pub const KINDS: &[QdiscKind] = &[
     drr::KIND,
     ingress::INGRESS,
     ingress::CLSACT,
+    codel::KIND,
+    fq_codel::KIND,
 ];
 
 /// The discipline named `name`.
@@ -424,6 +433,12 @@ pub enum Xstats {
     Cbq(cbq::CbqXstats),
     /// `struct tc_drr_stats` (classes only).
     Drr(drr::DrrXstats),
+    /// `struct tc_codel_xstats`.
+    Codel(codel::CodelXstats),
+    /// `struct tc_fq_codel_xstats` of the qdisc.
+    FqCodel(fq_codel::FqCodelXstats),
+    /// `struct tc_fq_codel_xstats` of one flow (a class).
+    FqCodelFlow(fq_codel::FqCodelFlowXstats),
 }
 
 /// Extra per-class counters (`tc -s class show`): HTB's `struct tc_htb_xstats`.

@@ -140,6 +140,20 @@ impl Prio {
     }
 }
 
+impl Prio {
+    /// The dequeue itself; [`Qdisc::dequeue`] wraps it to follow its children's drops.
+    fn dequeue_own(&mut self, cx: &mut Cx) -> Option<Packet> {
+        for band in 0..self.bands {
+            if let Some(pkt) = self.queues[band].q.dequeue(cx) {
+                self.stats.count_unqueued(&pkt);
+                self.stats.count_sent(&pkt);
+                return Some(pkt);
+            }
+        }
+        None
+    }
+}
+
 impl Qdisc for Prio {
     fn kind(&self) -> &'static str {
         "prio"
@@ -188,14 +202,12 @@ impl Qdisc for Prio {
 
     /// `prio_dequeue`: the first band with a packet.
     fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
-        for band in 0..self.bands {
-            if let Some(pkt) = self.queues[band].q.dequeue(cx) {
-                self.stats.count_unqueued(&pkt);
-                self.stats.count_sent(&pkt);
-                return Some(pkt);
-            }
-        }
-        None
+        // A child that dropped packets while dequeuing (an AQM) took them off its counters; take them
+        // off ours (`qdisc_tree_reduce_backlog`).
+        let mark = cx.tree_reduced;
+        let p = self.dequeue_own(cx);
+        self.stats.reduce(cx.reduced_since(mark));
+        p
     }
 
     fn peek(&mut self, cx: &mut Cx) -> Option<&Packet> {

@@ -156,6 +156,37 @@ impl Tbf {
     }
 }
 
+impl Tbf {
+    /// The dequeue itself; [`Qdisc::dequeue`] wraps it to follow its children's drops.
+    fn dequeue_own(&mut self, cx: &mut Cx) -> Option<Packet> {
+        if let Some(p) = self.peeked.take(&mut self.stats) {
+            return Some(p);
+        }
+        let child = self.child.as_mut()?;
+        let len = child.q.peek(cx)?.len;
+        let now = cx.now;
+        let elapsed = (now.saturating_sub(self.t_c) as i64).min(self.buffer);
+        let mut ptoks = 0i64;
+        if let Some(peak) = &self.peak {
+            ptoks = (elapsed + self.ptokens).min(self.mtu) - peak.l2t_ns(len) as i64;
+        }
+        let toks = (elapsed + self.tokens).min(self.buffer) - self.rate.l2t_ns(len) as i64;
+        if (toks | ptoks) >= 0 {
+            let pkt = child.q.dequeue(cx)?;
+            self.t_c = now;
+            self.tokens = toks;
+            self.ptokens = ptoks;
+            self.stats.backlog -= pkt.len;
+            self.stats.qlen -= 1;
+            self.stats.count_sent(&pkt);
+            return Some(pkt);
+        }
+        cx.schedule(now + (-toks).max(-ptoks) as u64);
+        self.stats.overlimits += 1;
+        None
+    }
+}
+
 impl Qdisc for Tbf {
     fn kind(&self) -> &'static str {
         "tbf"
@@ -193,31 +224,12 @@ impl Qdisc for Tbf {
     /// `tbf_dequeue`: the child's head leaves if both buckets hold its cost; otherwise TBF asks to be
     /// woken when they will, and counts an overlimit. A packet held by a parent's peek goes first.
     fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
-        if let Some(p) = self.peeked.take(&mut self.stats) {
-            return Some(p);
-        }
-        let child = self.child.as_mut()?;
-        let len = child.q.peek(cx)?.len;
-        let now = cx.now;
-        let elapsed = (now.saturating_sub(self.t_c) as i64).min(self.buffer);
-        let mut ptoks = 0i64;
-        if let Some(peak) = &self.peak {
-            ptoks = (elapsed + self.ptokens).min(self.mtu) - peak.l2t_ns(len) as i64;
-        }
-        let toks = (elapsed + self.tokens).min(self.buffer) - self.rate.l2t_ns(len) as i64;
-        if (toks | ptoks) >= 0 {
-            let pkt = child.q.dequeue(cx)?;
-            self.t_c = now;
-            self.tokens = toks;
-            self.ptokens = ptoks;
-            self.stats.backlog -= pkt.len;
-            self.stats.qlen -= 1;
-            self.stats.count_sent(&pkt);
-            return Some(pkt);
-        }
-        cx.schedule(now + (-toks).max(-ptoks) as u64);
-        self.stats.overlimits += 1;
-        None
+        // A child that dropped packets while dequeuing (an AQM) took them off its counters; take them
+        // off ours (`qdisc_tree_reduce_backlog`).
+        let mark = cx.tree_reduced;
+        let p = self.dequeue_own(cx);
+        self.stats.reduce(cx.reduced_since(mark));
+        p
     }
 
     /// `qdisc_peek_dequeued`, as the kernel's TBF peeks: the packet is dequeued (tokens charged, counted

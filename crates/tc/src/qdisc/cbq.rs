@@ -41,6 +41,7 @@ pub const LANG: QdiscLang = QdiscLang {
             s.push_str(&cbq_options(o, flags));
         }
     },
+    xstats: Some(qdisc_xstats),
     class: Some(ClassLang {
         parse: parse_cbq_class,
         print: |c, flags, s| {

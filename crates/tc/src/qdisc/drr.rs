@@ -13,6 +13,7 @@ pub const LANG: QdiscLang = QdiscLang {
     parse,
     // DRR dumps no TCA_OPTIONS: tc prints nothing, and an empty JSON object.
     print: |_, _, _, _| {},
+    xstats: None,
     class: Some(ClassLang {
         parse: parse_drr_class,
         print: print_class,

@@ -13,6 +13,7 @@ pub const PFIFO: QdiscLang = QdiscLang {
     words: &["limit"],
     parse: parse_fifo,
     print: print_fifo,
+    xstats: None,
     class: None,
 };
 
@@ -21,6 +22,7 @@ pub const BFIFO: QdiscLang = QdiscLang {
     words: &["limit"],
     parse: parse_fifo,
     print: print_fifo,
+    xstats: None,
     class: None,
 };
 

@@ -34,6 +34,7 @@ pub const LANG: QdiscLang = QdiscLang {
     ],
     parse,
     print,
+    xstats: None,
     class: Some(ClassLang {
         parse: parse_class,
         print: print_class,

@@ -10,6 +10,7 @@ pub const INGRESS: QdiscLang = QdiscLang {
     words: &["handle"],
     parse,
     print,
+    xstats: None,
     class: None,
 };
 
@@ -18,6 +19,7 @@ pub const CLSACT: QdiscLang = QdiscLang {
     words: &["handle"],
     parse,
     print,
+    xstats: None,
     class: None,
 };
 

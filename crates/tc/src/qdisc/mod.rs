@@ -9,12 +9,14 @@
 use crate::util::matches;
 use crate::{Failure, Result, ShowFlags};
 use serde_json::{Map, Value};
-use tclab_core::qdisc::{ClassInfo, ClassOptions, DevEnv, QdiscOptions};
+use tclab_core::qdisc::{ClassInfo, ClassOptions, DevEnv, QdiscOptions, Xstats};
 use tclab_core::units::LinkLayer;
 
 pub mod cbq;
+pub mod codel;
 pub mod drr;
 pub mod fifo;
+pub mod fq_codel;
 pub mod htb;
 pub mod ingress;
 pub mod noqueue;
@@ -32,6 +34,8 @@ pub struct QdiscLang {
     pub parse: fn(&str, &[String], Option<DevEnv>) -> Result<QdiscOptions>,
     /// `print_qopt`: the options part of a `qdisc show` line, and its JSON object.
     pub print: fn(&QdiscOptions, ShowFlags, &mut String, &mut Map<String, Value>),
+    /// `print_xstats`: the discipline's extra counters under `-s` (`dump_stats`).
+    pub xstats: Option<fn(&Xstats, &mut String)>,
     /// The classes' language, for a classful discipline (`parse_copt`, `print_copt`, `print_xstats`).
     pub class: Option<ClassLang>,
 }
@@ -58,6 +62,8 @@ pub const KINDS: &[QdiscLang] = &[
     drr::LANG,
     ingress::INGRESS,
     ingress::CLSACT,
+    codel::LANG,
+    fq_codel::LANG,
 ];
 
 pub fn lang(kind: &str) -> Option<&'static QdiscLang> {
@@ -71,9 +77,8 @@ pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | 
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
 pub const KNOWN_TO_TC: &[&str] = &[
-    "red", "netem", "fq_codel", "codel", "fq", "hfsc", "qfq", "choke", "sfb", "pie", "fq_pie",
-    "cake", "mqprio", "multiq", "ets", "gred", "hhf", "plug", "skbprio", "taprio", "etf", "cbs",
-    "mq",
+    "red", "netem", "fq", "hfsc", "qfq", "choke", "sfb", "pie", "fq_pie", "cake", "mqprio",
+    "multiq", "ets", "gred", "hhf", "plug", "skbprio", "taprio", "etf", "cbs", "mq",
 ];
 
 /// Those of [`KNOWN_TO_TC`] whose tc has a class parser (`parse_copt`).
@@ -139,6 +144,13 @@ pub fn class_options(c: &ClassInfo, flags: ShowFlags) -> String {
         (cl.print)(c, flags, &mut s);
     }
     s
+}
+
+/// A qdisc's extra counters under `-s`.
+pub fn qdisc_xstats(kind: &str, x: &Xstats, out: &mut String) {
+    if let Some(f) = lang(kind).and_then(|l| l.xstats) {
+        f(x, out);
+    }
 }
 
 /// A class's extra counters under `-s`.

@@ -10,6 +10,7 @@ pub const LANG: QdiscLang = QdiscLang {
     words: &[],
     parse,
     print,
+    xstats: None,
     class: None,
 };
 

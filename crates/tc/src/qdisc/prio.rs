@@ -13,6 +13,7 @@ pub const LANG: QdiscLang = QdiscLang {
     words: &["bands", "priomap", "multiqueue"],
     parse,
     print,
+    xstats: None,
     class: None,
 };
 

@@ -30,6 +30,7 @@ pub const LANG: QdiscLang = QdiscLang {
     ],
     parse,
     print,
+    xstats: None,
     class: None,
 };
 

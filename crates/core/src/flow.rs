@@ -1,0 +1,97 @@
+//! The flow dissector: what identifies a packet's flow (`skb_get_hash` and the flow keys behind it), for the
+//! disciplines that queue per flow — SFQ's buckets, fq_codel's flows (CAKE's later) — each with its own
+//! secret. The kernel keys its hash with a random secret (`hashrnd`, a qdisc's perturbation); tclab draws
+//! every secret from the run's seed, so that a run is reproducible.
+
+use crate::packet::Packet;
+
+/// splitmix64: a small, well-mixed deterministic generator for the perturbation secret.
+pub fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A keyed hash of a few words (the kernel uses siphash; any keyed mix with good diffusion serves SFQ).
+pub fn keyed_hash(key: [u64; 2], words: &[u64]) -> u32 {
+    let mut h = key[0] ^ 0x736f_6d65_7073_6575;
+    for &w in words {
+        let mut s = h ^ w;
+        h = splitmix64(&mut s) ^ key[1];
+    }
+    let mut s = h ^ (words.len() as u64);
+    (splitmix64(&mut s) >> 32) as u32
+}
+
+/// The flow keys the kernel's dissector extracts (`skb_get_hash`): for IPv4/IPv6 the addresses, the L4
+/// protocol and, unless the packet is a fragment, the ports of TCP, UDP, UDP-Lite, SCTP and DCCP. The two
+/// directions of a connection give the same keys (`__flow_hash_consistentify`). A packet that cannot be
+/// parsed (non-IP, truncated, IHL < 5) is keyed by its EtherType alone, so all of them share one flow.
+pub fn flow_keys(pkt: &Packet) -> Vec<u64> {
+    let d = &pkt.data;
+    let ports_of = |proto: u8, l4: usize| -> Option<(u16, u16)> {
+        if !matches!(proto, 6 | 17 | 33 | 132 | 136) || d.len() < l4 + 4 {
+            return None;
+        }
+        Some((
+            u16::from_be_bytes([d[l4], d[l4 + 1]]),
+            u16::from_be_bytes([d[l4 + 2], d[l4 + 3]]),
+        ))
+    };
+    let fallback = vec![pkt.protocol as u64];
+    match pkt.protocol {
+        0x0800 => {
+            if d.len() < 20 || d[0] >> 4 != 4 {
+                return fallback;
+            }
+            let ihl = (d[0] & 0x0f) as usize * 4;
+            if ihl < 20 || d.len() < ihl {
+                return fallback;
+            }
+            let proto = d[9];
+            let frag = u16::from_be_bytes([d[6], d[7]]) & 0x3fff != 0;
+            let src = u32::from_be_bytes([d[12], d[13], d[14], d[15]]) as u64;
+            let dst = u32::from_be_bytes([d[16], d[17], d[18], d[19]]) as u64;
+            let ports = if frag { None } else { ports_of(proto, ihl) };
+            consistent_keys(0x0800, proto, &[src], &[dst], ports)
+        }
+        0x86dd => {
+            if d.len() < 40 || d[0] >> 4 != 6 {
+                return fallback;
+            }
+            let word = |at: usize| u64::from_be_bytes(d[at..at + 8].try_into().unwrap_or([0; 8]));
+            let proto = d[6];
+            let ports = ports_of(proto, 40);
+            consistent_keys(
+                0x86dd,
+                proto,
+                &[word(8), word(16)],
+                &[word(24), word(32)],
+                ports,
+            )
+        }
+        _ => fallback,
+    }
+}
+
+fn consistent_keys(
+    ethertype: u16,
+    proto: u8,
+    src: &[u64],
+    dst: &[u64],
+    ports: Option<(u16, u16)>,
+) -> Vec<u64> {
+    let (mut a, mut b) = (src, dst);
+    let (mut pa, mut pb) = ports.unwrap_or((0, 0));
+    if (a, pa) > (b, pb) {
+        std::mem::swap(&mut a, &mut b);
+        std::mem::swap(&mut pa, &mut pb);
+    }
+    let mut keys = vec![((ethertype as u64) << 8) | proto as u64];
+    keys.extend_from_slice(a);
+    keys.extend_from_slice(b);
+    keys.push(((pa as u64) << 16) | pb as u64);
+    keys
+}

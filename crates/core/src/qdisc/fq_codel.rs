@@ -1,0 +1,640 @@
+//! `fq_codel` — fair queueing with CoDel on every flow, after `net/sched/sch_fq_codel.c` (Eric Dumazet;
+//! RFC 8290). The default qdisc of most Linux distributions, and the leaf of sqm-scripts, OpenWrt and
+//! LibreQoS.
+//!
+//! # The algorithm
+//!
+//! Each packet is hashed (its flow keys, keyed with a secret) into one of `flows` queues, unless
+//! `skb->priority` or an attached filter names the flow. Each queue has its own CoDel state, so one flow's
+//! standing queue is controlled without touching the others. Dequeue is deficit round robin by `quantum`
+//! bytes over two lists: a flow that was idle and gets a packet joins the *new* list, served first; once
+//! its deficit is spent it moves to the tail of the *old* list. A flow that empties while on the new list
+//! moves to the old list once more (it cannot starve the old flows by coming back as new), and leaves the
+//! lists only when found empty on the old list. This is the *sparse flow* optimisation: a flow that sends
+//! less than its quantum per round — a ping, a DNS query, an ACK stream — always finds itself new and
+//! jumps the queue, so it sees almost no queueing delay however loaded the bulk flows are.
+//!
+//! When the whole qdisc exceeds `limit` packets (or `memory_limit` bytes of buffers), the drop falls on the
+//! fattest flow (the one with the largest backlog): half of its backlog, at most `drop_batch` packets,
+//! from its head — and its CoDel count is raised by as many, to make its signal stronger. If the arriving
+//! packet's own flow paid, the answer is `NET_XMIT_CN`.
+//!
+//! # What tclab models and how
+//!
+//! - Buffers: the kernel counts `skb->truesize` against `memory_limit`; tclab counts the packet's length
+//!   plus a fixed 256-byte `sk_buff` overhead (a real truesize depends on the driver's allocation).
+//! - The hash: the kernel uses `skb_get_hash` (keyed with the boot's random `hashrnd`); tclab keys the same
+//!   flow keys with a secret drawn from the run's seed ([`Qdisc::set_seed`]).
+//! - Every packet CoDel or the overlimit path drops is named in `Cx::drops` (AQM or overlimit) and taken off
+//!   the ancestors' counters.
+
+use super::codel_impl::{
+    codel_dequeue, codel_time, codel_to_us, us_to_codel, CodelParams, CodelQueue, CodelStats,
+    CodelVars, CODEL_DISABLED_THRESHOLD,
+};
+use super::{
+    ClassInfo, ClassOps, Cx, DevEnv, DropReason, Peeked, Qdisc, QdiscOptions, QdiscStats, Sched,
+    Verdict, Xstats,
+};
+use crate::error::{Errno, KernelError, Warning};
+use crate::filter::{Block, Verdict as FilterVerdict};
+use crate::flow::{flow_keys, keyed_hash, splitmix64};
+use crate::handle::Handle;
+use crate::packet::Packet;
+use crate::Nanos;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+
+/// `FQ_CODEL_QUANTUM_MAX`.
+pub const QUANTUM_MAX: u32 = 1 << 20;
+/// The per-packet buffer overhead tclab charges against `memory_limit` (see the essay).
+const SKB_OVERHEAD: u32 = 256;
+pub const DEFAULT_SEED: u64 = 0xf0c0_de1_5eed;
+
+/// What tc sends (`TCA_FQ_CODEL_*`): each attribute present or not; times in microseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FqCodelOptions {
+    pub limit: Option<u32>,
+    pub flows: Option<u32>,
+    pub quantum: Option<u32>,
+    pub target: Option<u32>,
+    pub interval: Option<u32>,
+    pub ecn: Option<bool>,
+    pub ce_threshold: Option<u32>,
+    /// `(selector, mask)`.
+    pub ce_threshold_selector: Option<(u8, u8)>,
+    pub memory_limit: Option<u32>,
+    pub drop_batch: Option<u32>,
+}
+
+/// `struct tc_fq_codel_qd_stats`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FqCodelXstats {
+    pub maxpacket: u32,
+    pub drop_overlimit: u32,
+    pub ecn_mark: u32,
+    pub new_flow_count: u32,
+    pub new_flows_len: u32,
+    pub old_flows_len: u32,
+    pub ce_mark: u32,
+    pub memory_usage: u32,
+    pub drop_overmemory: u32,
+}
+
+/// `struct tc_fq_codel_cl_stats`: one flow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FqCodelFlowXstats {
+    pub deficit: i32,
+    /// Microseconds.
+    pub ldelay: u32,
+    pub count: u32,
+    pub lastcount: u32,
+    pub dropping: bool,
+    /// Microseconds to the next drop (negative: overdue).
+    pub drop_next: i32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum List {
+    New,
+    Old,
+}
+
+#[derive(Default)]
+struct Flow {
+    /// Packets and the buffer memory each is charged.
+    packets: VecDeque<(Packet, u32)>,
+    deficit: i32,
+    vars: CodelVars,
+    /// Which list the flow is on (`flowchain`), if any.
+    on: Option<List>,
+}
+
+pub struct FqCodel {
+    handle: Handle,
+    flows: Vec<Flow>,
+    backlogs: Vec<u32>,
+    new_flows: VecDeque<u32>,
+    old_flows: VecDeque<u32>,
+    limit: u32,
+    quantum: u32,
+    drop_batch: u32,
+    memory_limit: u32,
+    params: CodelParams,
+    cstats: CodelStats,
+    memory_usage: u32,
+    drop_overmemory: u32,
+    drop_overlimit: u32,
+    new_flow_count: u32,
+    stats: QdiscStats,
+    peeked: Peeked,
+    block: Block,
+    secret: [u64; 2],
+    last_now: Nanos,
+}
+
+/// One flow's queue as CoDel sees it: the flow's packets, the qdisc's counters.
+struct FlowQueue<'a> {
+    packets: &'a mut VecDeque<(Packet, u32)>,
+    flow_backlog: &'a mut u32,
+    memory_usage: &'a mut u32,
+    stats: &'a mut QdiscStats,
+    cx: &'a mut Cx,
+}
+
+impl CodelQueue for FlowQueue<'_> {
+    /// `dequeue_func`.
+    fn dequeue(&mut self) -> Option<Packet> {
+        let (p, mem) = self.packets.pop_front()?;
+        *self.flow_backlog -= p.len;
+        *self.memory_usage -= mem;
+        self.stats.count_unqueued(&p);
+        Some(p)
+    }
+    fn backlog(&self) -> u32 {
+        self.stats.backlog
+    }
+    /// `drop_func`.
+    fn drop(&mut self, pkt: Packet) {
+        self.stats.drops += 1;
+        self.cx.drop_queued(pkt, DropReason::Aqm);
+    }
+}
+
+impl FqCodel {
+    /// `fq_codel_init`: the defaults, then the options.
+    pub fn new(handle: Handle, o: &FqCodelOptions, env: &DevEnv) -> Result<FqCodel, KernelError> {
+        let mtu = env.psched_mtu().min(QUANTUM_MAX);
+        let mut params = CodelParams::new(mtu);
+        params.ecn = true;
+        let mut q = FqCodel {
+            handle,
+            flows: Vec::new(),
+            backlogs: Vec::new(),
+            new_flows: VecDeque::new(),
+            old_flows: VecDeque::new(),
+            limit: 10 * 1024,
+            quantum: mtu.clamp(256, QUANTUM_MAX),
+            drop_batch: 64,
+            memory_limit: 32 << 20,
+            params,
+            cstats: CodelStats::default(),
+            memory_usage: 0,
+            drop_overmemory: 0,
+            drop_overlimit: 0,
+            new_flow_count: 0,
+            stats: QdiscStats::default(),
+            peeked: Peeked::default(),
+            block: Block::default(),
+            secret: [0; 2],
+            last_now: 0,
+        };
+        let flows = q.validate(o, true)?.unwrap_or(1024);
+        q.apply(o);
+        q.flows = (0..flows).map(|_| Flow::default()).collect();
+        q.backlogs = vec![0; flows as usize];
+        q.set_seed(DEFAULT_SEED);
+        Ok(q)
+    }
+
+    /// The checks of `fq_codel_change` that come before anything is applied; the flow count if given.
+    fn validate(&self, o: &FqCodelOptions, init: bool) -> Result<Option<u32>, KernelError> {
+        if let Some(f) = o.flows {
+            if !init || f == 0 || f > 65536 {
+                return Err(KernelError::new(Errno::Invalid));
+            }
+        }
+        if o.quantum.is_some_and(|q| q.max(256) > QUANTUM_MAX) {
+            return Err(KernelError::msg(Errno::Invalid, "Invalid quantum"));
+        }
+        Ok(o.flows)
+    }
+
+    fn apply(&mut self, o: &FqCodelOptions) {
+        if let Some(t) = o.target {
+            self.params.target = us_to_codel(t);
+        }
+        if let Some(c) = o.ce_threshold {
+            self.params.ce_threshold = us_to_codel(c);
+        }
+        if let Some((sel, mask)) = o.ce_threshold_selector {
+            self.params.ce_threshold_selector = sel;
+            self.params.ce_threshold_mask = mask;
+        }
+        if let Some(i) = o.interval {
+            self.params.interval = us_to_codel(i);
+        }
+        if let Some(l) = o.limit {
+            self.limit = l;
+        }
+        if let Some(e) = o.ecn {
+            self.params.ecn = e;
+        }
+        if let Some(q) = o.quantum {
+            self.quantum = q.max(256);
+        }
+        if let Some(b) = o.drop_batch {
+            self.drop_batch = b.max(1);
+        }
+        if let Some(m) = o.memory_limit {
+            self.memory_limit = m.min(1 << 31);
+        }
+    }
+
+    /// `fq_codel_classify`: the flow (1-based), or the verdict for a packet not to be queued.
+    fn classify(&self, pkt: &mut Packet, now: Nanos) -> Result<u32, Verdict> {
+        let n = self.flows.len() as u32;
+        let minor = pkt.priority & 0xffff;
+        if self.handle != Handle::UNSPEC
+            && pkt.priority & 0xffff_0000 == self.handle.0
+            && minor > 0
+            && minor <= n
+        {
+            return Ok(minor);
+        }
+        if self.block.is_empty() {
+            // `reciprocal_scale(skb_get_hash(skb), flows_cnt) + 1`.
+            let h = keyed_hash(self.secret, &flow_keys(pkt));
+            return Ok(((h as u64 * n as u64) >> 32) as u32 + 1);
+        }
+        match crate::filter::classify(&self.block, pkt, now) {
+            FilterVerdict::Classified { classid, .. } => {
+                let m = classid & 0xffff;
+                if m <= n && m > 0 {
+                    Ok(m)
+                } else {
+                    Err(Verdict::Bypass)
+                }
+            }
+            FilterVerdict::Stolen => Err(Verdict::Stolen),
+            FilterVerdict::Shot | FilterVerdict::Unclassified => Err(Verdict::Bypass),
+        }
+    }
+
+    /// `fq_codel_drop`: drop half of the fattest flow's backlog (at most `max_packets`) from its head.
+    /// Returns the flow and the packets and bytes dropped.
+    fn drop_fattest(&mut self, max_packets: u32, cx: &mut Cx) -> (usize, u32, u32) {
+        let mut idx = 0;
+        let mut maxbacklog = 0;
+        for (i, b) in self.backlogs.iter().enumerate() {
+            if *b > maxbacklog {
+                maxbacklog = *b;
+                idx = i;
+            }
+        }
+        let threshold = maxbacklog >> 1;
+        let flow = &mut self.flows[idx];
+        let (mut len, mut n, mut mem) = (0u32, 0u32, 0u32);
+        loop {
+            let Some((p, m)) = flow.packets.pop_front() else {
+                break;
+            };
+            len += p.len;
+            mem += m;
+            n += 1;
+            cx.drop_queued(p, DropReason::Overlimit);
+            if n >= max_packets || len >= threshold {
+                break;
+            }
+        }
+        flow.vars.count = flow.vars.count.wrapping_add(n);
+        self.backlogs[idx] -= len;
+        self.memory_usage -= mem;
+        self.stats.drops += n;
+        self.stats.backlog -= len;
+        self.stats.qlen -= n;
+        (idx, n, len)
+    }
+
+    /// `__fq_codel_dequeue`.
+    fn dequeue_inner(&mut self, cx: &mut Cx) -> Option<Packet> {
+        self.last_now = cx.now;
+        let now = cx.now;
+        let pkt = loop {
+            let (list, idx) = match (self.new_flows.front(), self.old_flows.front()) {
+                (Some(&i), _) => (List::New, i),
+                (None, Some(&i)) => (List::Old, i),
+                (None, None) => break None,
+            };
+            let flow = &mut self.flows[idx as usize];
+            if flow.deficit <= 0 {
+                flow.deficit += self.quantum as i32;
+                self.pop(list);
+                self.flows[idx as usize].on = Some(List::Old);
+                self.old_flows.push_back(idx);
+                continue;
+            }
+            let mut q = FlowQueue {
+                packets: &mut flow.packets,
+                flow_backlog: &mut self.backlogs[idx as usize],
+                memory_usage: &mut self.memory_usage,
+                stats: &mut self.stats,
+                cx,
+            };
+            let p = codel_dequeue(&mut q, &self.params, &mut flow.vars, &mut self.cstats, now);
+            match p {
+                Some(p) => {
+                    flow.deficit -= p.len as i32;
+                    break Some(p);
+                }
+                None => {
+                    // Force a pass through the old flows to prevent starvation.
+                    self.pop(list);
+                    if list == List::New && !self.old_flows.is_empty() {
+                        self.flows[idx as usize].on = Some(List::Old);
+                        self.old_flows.push_back(idx);
+                    } else {
+                        self.flows[idx as usize].on = None;
+                    }
+                }
+            }
+        };
+        if let Some(p) = &pkt {
+            self.stats.count_sent(p);
+        }
+        // `fq_codel_dequeue_drop`.
+        if self.cstats.drop_count > 0 {
+            cx.reduce_backlog(self.cstats.drop_count as i64, self.cstats.drop_len as i64);
+            self.cstats.drop_count = 0;
+            self.cstats.drop_len = 0;
+        }
+        pkt
+    }
+
+    fn pop(&mut self, list: List) {
+        match list {
+            List::New => self.new_flows.pop_front(),
+            List::Old => self.old_flows.pop_front(),
+        };
+    }
+
+    fn flow_xstats(&self, i: usize) -> FqCodelFlowXstats {
+        let f = &self.flows[i];
+        let mut x = FqCodelFlowXstats {
+            deficit: f.deficit,
+            ldelay: codel_to_us(f.vars.ldelay),
+            count: f.vars.count,
+            lastcount: f.vars.lastcount,
+            dropping: f.vars.dropping,
+            drop_next: 0,
+        };
+        if f.vars.dropping {
+            let delta = f.vars.drop_next.wrapping_sub(codel_time(self.last_now)) as i32;
+            x.drop_next = if delta >= 0 {
+                codel_to_us(delta as u32) as i32
+            } else {
+                -(codel_to_us(delta.unsigned_abs()) as i32)
+            };
+        }
+        x
+    }
+
+    /// Packets queued in each flow (tests, and `tc -s class show`).
+    pub fn flow_lengths(&self) -> Vec<usize> {
+        self.flows.iter().map(|f| f.packets.len()).collect()
+    }
+}
+
+impl Qdisc for FqCodel {
+    fn kind(&self) -> &'static str {
+        "fq_codel"
+    }
+
+    /// `fq_codel_tcf_block`: filters attach to the qdisc, not to its flows.
+    fn block(&self, classid: Handle) -> Option<&Block> {
+        (classid.minor() == 0).then_some(&self.block)
+    }
+    fn block_mut(&mut self, classid: Handle) -> Option<&mut Block> {
+        (classid.minor() == 0).then_some(&mut self.block)
+    }
+    fn blocks_mut(&mut self) -> Vec<&mut Block> {
+        vec![&mut self.block]
+    }
+
+    /// `fq_codel_enqueue`.
+    fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
+        self.last_now = cx.now;
+        let idx = match self.classify(&mut pkt, cx.now) {
+            Ok(i) => i as usize - 1,
+            Err(v) => {
+                if v.counts_drop() {
+                    self.stats.drops += 1;
+                    cx.drop_arriving(pkt, DropReason::Unclassified);
+                }
+                return v;
+            }
+        };
+        pkt.enqueue_ns = cx.now;
+        let len = pkt.len;
+        let mem = len + SKB_OVERHEAD;
+        let flow = &mut self.flows[idx];
+        flow.packets.push_back((pkt, mem));
+        self.backlogs[idx] += len;
+        self.stats.backlog += len;
+        if flow.on.is_none() {
+            flow.on = Some(List::New);
+            flow.deficit = self.quantum as i32;
+            self.new_flows.push_back(idx as u32);
+            self.new_flow_count += 1;
+        }
+        self.memory_usage += mem;
+        let memory_limited = self.memory_usage > self.memory_limit;
+        self.stats.qlen += 1;
+        if self.stats.qlen <= self.limit && !memory_limited {
+            return Verdict::Success;
+        }
+        let prev_qlen = self.stats.qlen;
+        let prev_backlog = self.stats.backlog;
+        let (fat, _, _) = self.drop_fattest(self.drop_batch, cx);
+        let dropped = prev_qlen - self.stats.qlen;
+        let dropped_bytes = prev_backlog - self.stats.backlog;
+        self.drop_overlimit += dropped;
+        if memory_limited {
+            self.drop_overmemory += dropped;
+        }
+        if fat == idx {
+            // Our own flow paid: the parents do not count the arriving packet (NET_XMIT_CN).
+            cx.reduce_backlog(dropped as i64 - 1, dropped_bytes as i64 - len as i64);
+            return Verdict::Cn;
+        }
+        cx.reduce_backlog(dropped as i64, dropped_bytes as i64);
+        Verdict::Success
+    }
+
+    fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
+        if let Some(p) = self.peeked.take(&mut self.stats) {
+            return Some(p);
+        }
+        self.dequeue_inner(cx)
+    }
+
+    /// `fq_codel_peek`: choose the packet (CoDel's decisions made) and hold it.
+    fn peek(&mut self, cx: &mut Cx) -> Option<&Packet> {
+        if self.peeked.get().is_none() {
+            let p = self.dequeue_inner(cx)?;
+            self.peeked.hold(p, &mut self.stats);
+        }
+        self.peeked.get()
+    }
+
+    /// `fq_codel_reset`.
+    fn reset(&mut self) {
+        self.peeked.clear();
+        self.new_flows.clear();
+        self.old_flows.clear();
+        for f in &mut self.flows {
+            *f = Flow::default();
+        }
+        self.backlogs.iter_mut().for_each(|b| *b = 0);
+        self.memory_usage = 0;
+        self.stats.backlog = 0;
+        self.stats.qlen = 0;
+    }
+
+    fn stats(&self) -> QdiscStats {
+        self.stats
+    }
+
+    /// `fq_codel_dump`.
+    fn dump(&self) -> QdiscOptions {
+        let ce = self.params.ce_threshold != CODEL_DISABLED_THRESHOLD;
+        QdiscOptions::FqCodel(FqCodelOptions {
+            limit: Some(self.limit),
+            flows: Some(self.flows.len() as u32),
+            quantum: Some(self.quantum),
+            target: Some(codel_to_us(self.params.target)),
+            interval: Some(codel_to_us(self.params.interval)),
+            ecn: Some(self.params.ecn),
+            ce_threshold: ce.then(|| codel_to_us(self.params.ce_threshold)),
+            ce_threshold_selector: ce.then_some((
+                self.params.ce_threshold_selector,
+                self.params.ce_threshold_mask,
+            )),
+            memory_limit: Some(self.memory_limit),
+            drop_batch: Some(self.drop_batch),
+        })
+    }
+
+    /// `fq_codel_change`: validate, apply, then drop from the head until the queue fits.
+    fn change(
+        &mut self,
+        opts: &QdiscOptions,
+        _env: &DevEnv,
+        now: Nanos,
+    ) -> Result<Vec<Warning>, KernelError> {
+        let QdiscOptions::FqCodel(o) = opts else {
+            return Err(KernelError::invalid("Invalid qdisc name"));
+        };
+        self.validate(o, false)?;
+        self.apply(o);
+        let mut cx = Cx::new(now);
+        while self.stats.qlen > self.limit || self.memory_usage > self.memory_limit {
+            if self.dequeue_inner(&mut cx).is_none() {
+                break;
+            }
+        }
+        Ok(Vec::new())
+    }
+
+    fn set_seed(&mut self, seed: u64) {
+        let mut s = seed;
+        self.secret = [splitmix64(&mut s), splitmix64(&mut s)];
+    }
+
+    /// `fq_codel_dump_stats`.
+    fn xstats(&self) -> Option<Xstats> {
+        Some(Xstats::FqCodel(FqCodelXstats {
+            maxpacket: self.cstats.maxpacket,
+            drop_overlimit: self.drop_overlimit,
+            ecn_mark: self.cstats.ecn_mark,
+            new_flow_count: self.new_flow_count,
+            new_flows_len: self.new_flows.len() as u32,
+            old_flows_len: self.old_flows.len() as u32,
+            ce_mark: self.cstats.ce_mark,
+            memory_usage: self.memory_usage,
+            drop_overmemory: self.drop_overmemory,
+        }))
+    }
+
+    fn classes(&self) -> Option<&dyn ClassOps> {
+        Some(self)
+    }
+    fn classes_mut(&mut self) -> Option<&mut dyn ClassOps> {
+        Some(self)
+    }
+}
+
+/// The flows as classes (`fq_codel_class_ops`): listed and counted, but not configurable.
+impl ClassOps for FqCodel {
+    /// `fq_codel_find` answers 0 for every classid: no class can be changed or deleted.
+    fn find(&self, _classid: Handle) -> bool {
+        false
+    }
+    fn leaf(&self, _classid: Handle) -> Option<&Sched> {
+        None
+    }
+    fn leaf_mut(&mut self, _classid: Handle) -> Option<&mut Sched> {
+        None
+    }
+    fn graft(
+        &mut self,
+        _classid: Handle,
+        _new: Option<Sched>,
+        _env: &DevEnv,
+    ) -> Result<Option<Sched>, KernelError> {
+        Err(KernelError::new(Errno::NotSupported))
+    }
+    fn change_class(
+        &mut self,
+        _classid: Handle,
+        _parent: Handle,
+        _opts: &super::ClassOptions,
+        _env: &DevEnv,
+        _now: Nanos,
+    ) -> Result<Vec<Warning>, KernelError> {
+        Err(KernelError::new(Errno::NotSupported))
+    }
+    fn delete_class(&mut self, _classid: Handle) -> Result<(), KernelError> {
+        Err(KernelError::new(Errno::NotSupported))
+    }
+    /// `fq_codel_walk`: the flows on a list, as classes `handle:N` (1-based).
+    fn walk(&self, _now: Nanos) -> Vec<ClassInfo> {
+        let mut out = Vec::new();
+        for (i, f) in self.flows.iter().enumerate() {
+            if f.on.is_none() {
+                continue;
+            }
+            let mut stats = QdiscStats {
+                qlen: f.packets.len() as u32,
+                backlog: self.backlogs[i],
+                ..Default::default()
+            };
+            stats.drops = 0;
+            out.push(ClassInfo {
+                kind: "fq_codel",
+                classid: Handle(self.handle.0 | (i as u32 + 1)),
+                parent: self.handle,
+                leaf: None,
+                options: None,
+                stats,
+                htb_xstats: None,
+                xstats: Some(Xstats::FqCodelFlow(self.flow_xstats(i))),
+            });
+        }
+        out
+    }
+    fn children(&self) -> Vec<&Sched> {
+        Vec::new()
+    }
+    fn children_mut(&mut self) -> Vec<&mut Sched> {
+        Vec::new()
+    }
+}
+
+pub const KIND: super::QdiscKind = super::QdiscKind {
+    name: "fq_codel",
+    create: |handle, opts, env, _now| match opts {
+        QdiscOptions::FqCodel(o) => Ok((Box::new(FqCodel::new(handle, o, env)?), Vec::new())),
+        _ => Err(super::wrong_kind()),
+    },
+};
