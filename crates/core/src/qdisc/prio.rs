@@ -109,10 +109,10 @@ impl Prio {
     }
 
     /// `prio_classify` (the band index, 0-based), or `None` when a filter's action dropped the packet.
-    pub fn classify(&self, pkt: &mut Packet, now: Nanos) -> Result<usize, Verdict> {
+    pub fn classify(&self, pkt: &mut Packet, cx: &mut Cx) -> Result<usize, Verdict> {
         let mut band = pkt.priority;
         if band >> 16 != self.handle.0 >> 16 {
-            match crate::filter::classify(&self.block, pkt, now) {
+            match crate::filter::classify(&self.block, pkt, cx) {
                 FilterVerdict::Shot => return Err(Verdict::Bypass),
                 FilterVerdict::Stolen => return Err(Verdict::Stolen),
                 FilterVerdict::Classified { classid, .. } => band = classid,
@@ -156,7 +156,7 @@ impl Qdisc for Prio {
     }
 
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
-        let band = match self.classify(&mut pkt, cx.now) {
+        let band = match self.classify(&mut pkt, cx) {
             Ok(band) => band,
             Err(v) => {
                 // `__NET_XMIT_BYPASS`: an action shot it and the qdisc counts a drop; stolen: not.
