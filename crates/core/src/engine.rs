@@ -196,6 +196,7 @@ impl Device {
     pub fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
         pkt.enqueue_ns = cx.now;
         let first = cx.drops.len();
+        let sent = cx.mirred.len();
         if let Some(ing) = self.ingress.as_ref().filter(|s| s.q.kind() == "clsact") {
             let egress = ing.q.block(Handle(0xffff_fff3));
             if let Some(v) =
@@ -205,10 +206,12 @@ impl Device {
                     self.drop_counts.add(DropReason::Action);
                     cx.drop_arriving(pkt, DropReason::Action);
                 }
+                if cx.mirred.len() != sent {
+                    self.mirred_from(cx, sent, false);
+                }
                 return v;
             }
         }
-        let sent = cx.mirred.len();
         let v = self.root.q.enqueue(pkt, cx);
         if cx.drops.len() != first {
             self.count_drops(cx, first);
