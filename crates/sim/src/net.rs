@@ -38,11 +38,11 @@ use crate::des::EventQueue;
 use crate::rng::Rng;
 use crate::wire::Datagram;
 use std::collections::BTreeMap;
+use tclab_core::action::mirred::Mirrored;
 use tclab_core::engine::DefaultRoot;
+use tclab_core::engine::DevKind;
 use tclab_core::netfilter::{Hook, NfVerdict};
 use tclab_core::qdisc::pfifo_fast::tos_to_priority;
-use tclab_core::action::mirred::Mirrored;
-use tclab_core::engine::DevKind;
 use tclab_core::qdisc::{Cx, Dropped, Verdict};
 use tclab_core::{Engine, Nanos, Packet, NSEC_PER_SEC};
 
@@ -668,7 +668,12 @@ impl Network {
             .iface_by_name(node, &m.from_dev)
             .map_or(0, |i| i as u32 + 1);
         pkt.redirect = if m.redirected {
-            Packet::REDIRECTED | if m.from_ingress { Packet::FROM_INGRESS } else { 0 }
+            Packet::REDIRECTED
+                | if m.from_ingress {
+                    Packet::FROM_INGRESS
+                } else {
+                    0
+                }
         } else {
             0
         };

@@ -779,7 +779,9 @@ fn link_on_node(engine: &mut tclab_core::Engine, args: &[String]) -> Result<(), 
     let add = args.first().is_some_and(|a| a == "add");
     let ifb = args.windows(2).any(|w| w[0] == "type" && w[1] == "ifb");
     if add && !ifb {
-        return Err("a node's devices are its links' interfaces, and the ifb devices it adds".into());
+        return Err(
+            "a node's devices are its links' interfaces, and the ifb devices it adds".into(),
+        );
     }
     tclab_tc::store::link(engine, args)
 }

@@ -85,12 +85,20 @@ fn ingress_through_an_ifb_with_tbf_holds_a_download_to_its_rate() {
     let ifb = sc.net.nodes[c].engine.device("ifb0").unwrap();
     let st = ifb.root().q.stats();
     assert!(st.packets > 1000);
-    assert!(st.bytes / st.packets > 1500, "{} bytes in {} packets", st.bytes, st.packets);
+    assert!(
+        st.bytes / st.packets > 1500,
+        "{} bytes in {} packets",
+        st.bytes,
+        st.packets
+    );
     // Everything that arrived on eth0 went through the ifb: the ingress qdisc passed nothing itself.
     let eth0 = sc.net.nodes[c].engine.device("eth0").unwrap();
     assert_eq!(eth0.ingress().unwrap().q.stats().packets, 0);
     let v = sc.net.vdevs.iter().find(|v| v.name == "ifb0").unwrap();
-    assert_eq!(v.counters.tx_packets, st.packets, "the ifb gave every packet back");
+    assert_eq!(
+        v.counters.tx_packets, st.packets,
+        "the ifb gave every packet back"
+    );
     assert_eq!(v.counters.rx_dropped, 0);
 }
 
@@ -120,7 +128,10 @@ fn without_the_ifb_the_download_takes_the_link() {
     let out = go(&mut scenario(LINE));
     let got = steady_goodput(&out);
     let want = expected(10e6);
-    assert!((got - want).abs() / want < 0.02, "goodput {got:.0} vs {want:.0}");
+    assert!(
+        (got - want).abs() / want < 0.02,
+        "goodput {got:.0} vs {want:.0}"
+    );
 }
 
 #[test]
@@ -148,7 +159,10 @@ fn mirror_counts_the_bytes_again_on_the_target_and_changes_nothing_else() {
     // bytes are counted twice, once on each.
     assert_eq!(ing.bytes, rx.rx_bytes);
     assert_eq!(ing.packets, rx.rx_packets);
-    assert_eq!(ifb.bytes, ing.bytes, "the mirror target counts the same bytes");
+    assert_eq!(
+        ifb.bytes, ing.bytes,
+        "the mirror target counts the same bytes"
+    );
     assert_eq!(ifb.packets, ing.packets);
     // The copies were not redirected, so the ifb drops them after its qdisc (`ifb_xmit`).
     let v = with.net.vdevs.iter().find(|v| v.name == "ifb0").unwrap();
@@ -179,7 +193,10 @@ fn a_redirect_to_an_ifb_that_is_down_drops_and_counts_an_overlimit() {
     assert!(a.stats.packets > 0);
     assert_eq!(a.stats.overlimits as u64, a.stats.packets);
     assert_eq!(a.stats.drops, 0, "mirred counts no drop of its own");
-    assert_eq!(ing.drops as u64, a.stats.packets, "the ingress qdisc counts the shot packets");
+    assert_eq!(
+        ing.drops as u64, a.stats.packets,
+        "the ingress qdisc counts the shot packets"
+    );
 }
 
 #[test]

@@ -636,7 +636,11 @@ fn mirred_direction(c: &mut Cur) -> Result<(ActionParams, u32)> {
             if redir {
                 return Err(bad("Can't have both mirror and redir"));
             }
-            m.eaction = if egress { TCA_EGRESS_MIRROR } else { TCA_INGRESS_MIRROR };
+            m.eaction = if egress {
+                TCA_EGRESS_MIRROR
+            } else {
+                TCA_INGRESS_MIRROR
+            };
             m.action = TC_ACT_PIPE;
             ok += 1;
         } else if !redir && matches(w, "redirect") {
@@ -644,7 +648,11 @@ fn mirred_direction(c: &mut Cur) -> Result<(ActionParams, u32)> {
             if mirror {
                 return Err(bad("Can't have both mirror and redir"));
             }
-            m.eaction = if egress { TCA_EGRESS_REDIR } else { TCA_INGRESS_REDIR };
+            m.eaction = if egress {
+                TCA_EGRESS_REDIR
+            } else {
+                TCA_INGRESS_REDIR
+            };
             m.action = TC_ACT_STOLEN;
             ok += 1;
         } else if (redir || mirror) && matches(w, "dev") {
@@ -895,7 +903,11 @@ pub fn print_action(
         }
         ActionParams::Mirred(m) => {
             // `print_mirred`: a target that went away has ifindex 0, which `ll_index_to_name` prints "*".
-            let dev = if m.target == MirredTarget::Gone { "*" } else { m.dev.as_str() };
+            let dev = if m.target == MirredTarget::Gone {
+                "*"
+            } else {
+                m.dev.as_str()
+            };
             let _ = write!(out, "mirred ({} to device {dev})", mirred_n2a(m.eaction));
             out.push_str(&sprint_control(" ", m.action, ""));
             let _ = write!(out, "\n\tindex {} {refs}{tm}\n", a.index);

@@ -312,11 +312,13 @@ fn modify(engine: &mut Engine, argv: &[String], ff: Option<FilterFlags>, now: Na
     };
     let parent = Handle(m.parent);
     let r = match ff {
-        Some(f) => engine.modify_filter(dev, parent, &req, f, now).inspect(|_| {
-            if !devices.is_empty() {
-                engine.refresh_mirred();
-            }
-        }),
+        Some(f) => engine
+            .modify_filter(dev, parent, &req, f, now)
+            .inspect(|_| {
+                if !devices.is_empty() {
+                    engine.refresh_mirred();
+                }
+            }),
         None => engine.delete_filter(dev, parent, &req),
     };
     r.map_err(kernel)

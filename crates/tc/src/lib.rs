@@ -145,11 +145,11 @@ fn check_block_indexes(kind: Option<&str>, blocks: [Option<u32>; 2]) -> Result<(
         if !ok {
             return Err(Failure::kernel(KernelError::msg(
                 tclab_core::error::Errno::NotSupported,
-                &format!("{name} block sharing is not supported"),
+                format!("{name} block sharing is not supported"),
             )));
         }
         if b == 0 {
-            return Err(Failure::kernel(KernelError::invalid(&format!(
+            return Err(Failure::kernel(KernelError::invalid(format!(
                 "{name} block index cannot be 0"
             ))));
         }

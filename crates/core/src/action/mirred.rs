@@ -90,7 +90,7 @@ impl Mirred {
             // "Packet exceeded mirred recursion limit": shot, nothing counted by mirred itself.
             return (TC_ACT_SHOT, None);
         }
-        if !ingress && nest.iter().any(|d| *d == self.dev) {
+        if !ingress && nest.contains(&self.dev) {
             // "tc mirred: loop on device".
             return (if redirect { TC_ACT_SHOT } else { retval }, Some(true));
         }
@@ -104,8 +104,12 @@ impl Mirred {
         }
         // At ingress a redirect whose control code lets the packet go hands the packet itself over
         // (`dont_clone`); anywhere else the kernel sends a clone and the original meets the code.
-        let consumed =
-            at_ingress && redirect && matches!(retval, TC_ACT_SHOT | TC_ACT_STOLEN | TC_ACT_QUEUED | TC_ACT_TRAP);
+        let consumed = at_ingress
+            && redirect
+            && matches!(
+                retval,
+                TC_ACT_SHOT | TC_ACT_STOLEN | TC_ACT_QUEUED | TC_ACT_TRAP
+            );
         let out = Mirrored {
             pkt: pkt.clone(),
             dev: self.dev.clone(),
@@ -223,7 +227,10 @@ impl MirredCx {
 
     /// Take the packets to deliver, in the order the actions sent them.
     pub fn take(&mut self) -> Vec<Mirrored> {
-        self.0.as_mut().map(|s| std::mem::take(&mut s.out)).unwrap_or_default()
+        self.0
+            .as_mut()
+            .map(|s| std::mem::take(&mut s.out))
+            .unwrap_or_default()
     }
 }
 
@@ -245,7 +252,10 @@ mod tests {
     fn egress_redirect_pushes_the_packet_and_steals_it() {
         let mut m = MirredCx::default();
         let mut p = Packet::of_len(100);
-        assert_eq!(redirect("ifb0").act(&mut p, &mut m, 1), (TC_ACT_STOLEN, Some(false)));
+        assert_eq!(
+            redirect("ifb0").act(&mut p, &mut m, 1),
+            (TC_ACT_STOLEN, Some(false))
+        );
         let out = m.take();
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].nest, vec!["ifb0".to_string()]);
@@ -257,7 +267,10 @@ mod tests {
         let mut m = MirredCx::default();
         m.set_nest(vec!["eth1".into(), "eth0".into()], 0);
         let mut p = Packet::of_len(100);
-        assert_eq!(redirect("eth1").act(&mut p, &mut m, 1), (TC_ACT_SHOT, Some(true)));
+        assert_eq!(
+            redirect("eth1").act(&mut p, &mut m, 1),
+            (TC_ACT_SHOT, Some(true))
+        );
         assert!(m.is_empty());
         let mirror = Mirred {
             eaction: TCA_EGRESS_MIRROR,

@@ -259,7 +259,9 @@ impl ActionTable {
                     return Err(KernelError::invalid("act_mirred: Unknown mirred option"));
                 }
                 if existing.is_none() && m.dev.is_empty() {
-                    return Err(KernelError::invalid("act_mirred: Must specify device or block"));
+                    return Err(KernelError::invalid(
+                        "act_mirred: Must specify device or block",
+                    ));
                 }
             }
             match (&existing, &s.params) {

@@ -342,9 +342,15 @@ mod tests {
     fn classify_as_prio_classify_does_without_filters() {
         let q = Prio::new(Handle::new(1, 0), &PrioOptions::default(), &env()).unwrap();
         // TOS 0x10 → priority 6 → priomap[6] = 0; priority 0 → 1; TOS 0x08 → priority 2 → band 2.
-        assert_eq!(q.classify(&mut pkt(tos_to_priority(0x10)), &mut Cx::new(0)), Ok(0));
+        assert_eq!(
+            q.classify(&mut pkt(tos_to_priority(0x10)), &mut Cx::new(0)),
+            Ok(0)
+        );
         assert_eq!(q.classify(&mut pkt(0), &mut Cx::new(0)), Ok(1));
-        assert_eq!(q.classify(&mut pkt(tos_to_priority(0x08)), &mut Cx::new(0)), Ok(2));
+        assert_eq!(
+            q.classify(&mut pkt(tos_to_priority(0x08)), &mut Cx::new(0)),
+            Ok(2)
+        );
         // priority = 1:3 names class 1:3 → band 2; 1:9 is out of range → band of priority 0 (priomap[0]=1).
         assert_eq!(q.classify(&mut pkt(0x0001_0003), &mut Cx::new(0)), Ok(2));
         assert_eq!(q.classify(&mut pkt(0x0001_0009), &mut Cx::new(0)), Ok(1));
