@@ -124,6 +124,11 @@ fn tdc_police() {
 }
 
 #[test]
+fn tdc_mirred() {
+    assert_no_failures(&["actions/mirred.json"]);
+}
+
+#[test]
 fn tdc_gact() {
     assert_no_failures(&["actions/gact.json"]);
 }

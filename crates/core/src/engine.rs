@@ -75,8 +75,25 @@ pub enum DefaultRoot {
     PfifoFast,
 }
 
+/// What kind of device a [`Device`] is, where it matters to traffic control.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DevKind {
+    /// A NIC, veth or dummy: what leaves goes to a wire.
+    #[default]
+    Plain,
+    /// An intermediate functional block (`drivers/net/ifb.c`): packets a mirred action redirects to it
+    /// pass its root qdisc, then go back to the device they came from — into its receive path after the
+    /// ingress hook if they were redirected at ingress, else out of it — skipping classification once.
+    /// A packet that was not redirected (a mirror's copy) is dropped by the ifb after its qdisc.
+    Ifb,
+}
+
 pub struct Device {
     pub name: String,
+    pub kind: DevKind,
+    /// `IFF_UP`: a device tclab creates is up, an ifb starts down (`ip link set dev ifb0 up`). Mirred
+    /// cannot send to a device that is down.
+    pub up: bool,
     pub mtu: u32,
     pub txqueuelen: u32,
     /// The root qdisc when no policy is attached: `noqueue` for virtual devices (veth, dummy, the devices
@@ -112,6 +129,8 @@ impl Device {
         );
         let mut d = Device {
             name: name.to_string(),
+            kind: DevKind::Plain,
+            up: true,
             mtu,
             txqueuelen,
             default_root,
@@ -122,6 +141,15 @@ impl Device {
             drop_counts: DropCounts::default(),
         };
         d.root = d.default_root();
+        d
+    }
+
+    /// An ifb device as `ip link add NAME type ifb` makes it: down, txqueuelen 32 (`TX_Q_LIMIT`), mtu 1500,
+    /// with the default qdisc of a device with a queue (`pfifo_fast`).
+    pub fn ifb(name: &str) -> Device {
+        let mut d = Device::with_default(name, 1500, 32, DefaultRoot::PfifoFast);
+        d.kind = DevKind::Ifb;
+        d.up = false;
         d
     }
 
@@ -165,14 +193,18 @@ impl Device {
     pub fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
         pkt.enqueue_ns = cx.now;
         let first = cx.drops.len();
+        let sent = cx.mirred.len();
         if let Some(ing) = self.ingress.as_ref().filter(|s| s.q.kind() == "clsact") {
             let egress = ing.q.block(Handle(0xffff_fff3));
             if let Some(v) =
-                egress.and_then(|b| crate::qdisc::ingress::Ingress::egress(b, &mut pkt, cx.now))
+                egress.and_then(|b| crate::qdisc::ingress::Ingress::egress(b, &mut pkt, cx))
             {
                 if v == Verdict::Drop {
                     self.drop_counts.add(DropReason::Action);
                     cx.drop_arriving(pkt, DropReason::Action);
+                }
+                if cx.mirred.len() != sent {
+                    self.mirred_from(cx, sent, false);
                 }
                 return v;
             }
@@ -181,7 +213,20 @@ impl Device {
         if cx.drops.len() != first {
             self.count_drops(cx, first);
         }
+        if cx.mirred.len() != sent {
+            self.mirred_from(cx, sent, false);
+        }
         v
+    }
+
+    /// Say where the packets mirred sent during this call came from (`skb->skb_iif`).
+    #[cold]
+    #[inline(never)]
+    fn mirred_from(&self, cx: &mut Cx, first: usize, at_ingress: bool) {
+        for m in cx.mirred.since_mut(first) {
+            m.from_dev = self.name.clone();
+            m.from_ingress = at_ingress;
+        }
     }
 
     /// Count the drops a call added to `cx.drops` (the rare path, kept out of the packet path's code).
@@ -199,9 +244,15 @@ impl Device {
             return Some(pkt);
         };
         let first = cx.drops.len();
+        let sent = cx.mirred.len();
+        cx.mirred.set_at_ingress(true);
         let v = ing.q.enqueue(pkt, cx);
+        cx.mirred.set_at_ingress(false);
         if cx.drops.len() != first {
             self.count_drops(cx, first);
+        }
+        if cx.mirred.len() != sent {
+            self.mirred_from(cx, sent, true);
         }
         match v {
             Verdict::Success => self.ingress.as_mut()?.q.dequeue(cx),
@@ -503,6 +554,55 @@ impl Engine {
         self.devices
             .entry(name.to_string())
             .or_insert_with(|| Device::new(name, mtu, txqueuelen))
+    }
+
+    /// Does a device of this name exist? `lo` always does, as in every network namespace (tclab keeps
+    /// no qdiscs for it).
+    pub fn has_device(&self, name: &str) -> bool {
+        name == "lo" || self.devices.contains_key(name)
+    }
+
+    /// Remove a device (`ip link del`): its qdiscs and filters let go of their actions, and the mirred
+    /// actions that sent to it find it gone.
+    pub fn remove_device(&mut self, name: &str) -> Option<Device> {
+        let mut d = self.devices.remove(name)?;
+        release_tree(&mut d.root, &mut self.actions);
+        if let Some(ing) = d.ingress.as_mut() {
+            release_tree(ing, &mut self.actions);
+        }
+        self.refresh_mirred();
+        Some(d)
+    }
+
+    /// Bring a device up or down (`ip link set dev DEV up|down`).
+    pub fn set_up(&mut self, name: &str, up: bool) -> bool {
+        let Some(d) = self.devices.get_mut(name) else {
+            return false;
+        };
+        d.up = up;
+        self.refresh_mirred();
+        true
+    }
+
+    /// Tell every mirred action whether its target is up, down or gone (the kernel's actions hold the
+    /// device itself and read its flags; a notifier clears them when it is unregistered).
+    pub fn refresh_mirred(&mut self) {
+        use crate::action::mirred::Target;
+        use crate::action::ActionParams;
+        for a in self.actions.list("mirred") {
+            let mut a = a.borrow_mut();
+            if let ActionParams::Mirred(m) = &mut a.params {
+                if m.target == Target::Gone {
+                    continue;
+                }
+                m.target = match self.devices.get(&m.dev) {
+                    Some(d) if d.up => Target::Up,
+                    Some(_) => Target::Down,
+                    None if m.dev == "lo" => Target::Up,
+                    None => Target::Gone,
+                };
+            }
+        }
     }
 
     /// `tc qdisc add|change|replace|link`: `tc_modify_qdisc`.

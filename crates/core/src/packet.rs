@@ -29,9 +29,19 @@ pub struct Packet {
     /// `ct->mark`, read when the packet last passed a netfilter hook); `None` for an untracked packet.
     /// The `connmark` action restores `mark` from it.
     pub ct_mark: Option<u32>,
+    /// `skb->skb_iif`: the driver's number (≥ 1) for the device a mirred action took the packet from; 0
+    /// if none. An ifb gives a redirected packet back to that device.
+    pub iif: u32,
+    /// `skb->redirected` and `skb->from_ingress` ([`Packet::REDIRECTED`], [`Packet::FROM_INGRESS`]).
+    pub redirect: u8,
 }
 
 impl Packet {
+    /// `redirect` flag: a mirred redirect sent the packet (not a mirror's copy).
+    pub const REDIRECTED: u8 = 1;
+    /// `redirect` flag: it was redirected from a device's ingress hook.
+    pub const FROM_INGRESS: u8 = 2;
+
     /// A packet of `len` wire bytes with no header bytes, for tests and benchmarks.
     pub fn of_len(len: u32) -> Packet {
         Packet {

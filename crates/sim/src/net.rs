@@ -22,13 +22,25 @@
 //! or the TOS byte. Locally generated packets pass OUTPUT and POSTROUTING. Forwarding sets
 //! `skb->priority` from the TOS byte as `ip_forward` does (`rt_tos2priority`) and keeps the mark. TTL is
 //! not decremented: no topology here has loops.
+//!
+//! A `mirred` action's packet ([`tclab_core::action::mirred::Mirrored`]) is delivered as soon as the call
+//! that classified it returns, as the kernel calls the target from inside the action: out of an
+//! interface (its root qdisc, then its wire), into an interface's receive path, or into an ifb. An ifb
+//! (`ip link add ifb0 type ifb` in a node's policy) belongs to a node and to no link: its root qdisc is
+//! dequeued as fast as it allows (an ifb transmits at once), and each packet it releases goes back to
+//! the interface it was redirected from — into the stack after that interface's ingress hook if it was
+//! taken at ingress (sqm's way of shaping a download), else out of it — skipping classification once
+//! (`tc_skip_classify`). A mirror's copy reaching an ifb is dropped there after its qdisc, as `ifb_xmit`
+//! drops what was not redirected.
 
 use crate::apps::{App, Outbox};
 use crate::des::EventQueue;
 use crate::rng::Rng;
 use crate::wire::Datagram;
 use std::collections::BTreeMap;
+use tclab_core::action::mirred::Mirrored;
 use tclab_core::engine::DefaultRoot;
+use tclab_core::engine::DevKind;
 use tclab_core::netfilter::{Hook, NfVerdict};
 use tclab_core::qdisc::pfifo_fast::tos_to_priority;
 use tclab_core::qdisc::{Cx, Dropped, Verdict};
@@ -130,6 +142,17 @@ pub struct Iface {
     rng: Rng,
 }
 
+/// An ifb device of a node: no wire, a qdisc emptied as fast as it allows.
+pub struct Vdev {
+    pub node: NodeId,
+    pub name: String,
+    /// `tx_*`: what the ifb gave back; `rx_dropped`: what it refused (not redirected, or nowhere to go).
+    pub counters: IfCounters,
+    wake_pending: Option<Nanos>,
+    /// Inside its own transmit loop (a packet it gives back may lead to another enqueue on it).
+    running: bool,
+}
+
 pub struct Node {
     pub name: String,
     pub kind: NodeKind,
@@ -147,6 +170,7 @@ enum Event {
     Arrive { iface: u32, slot: u32 },
     TxDone { iface: u32 },
     Wake { iface: u32 },
+    VWake { vdev: u32 },
     AppTimer { app: u32 },
 }
 
@@ -159,6 +183,8 @@ pub trait Observer {
 pub struct Network {
     pub nodes: Vec<Node>,
     pub ifaces: Vec<Iface>,
+    /// The ifb devices mirred actions have sent to, found on first use.
+    pub vdevs: Vec<Vdev>,
     pub apps: Vec<App>,
     app_node: Vec<NodeId>,
     app_timer: Vec<Option<Nanos>>,
@@ -190,6 +216,7 @@ impl Network {
         Network {
             nodes: Vec::new(),
             ifaces: Vec::new(),
+            vdevs: Vec::new(),
             apps: Vec::new(),
             app_node: Vec::new(),
             app_timer: Vec::new(),
@@ -310,9 +337,9 @@ impl Network {
         Ok((ia, ib))
     }
 
-    /// Compute every node's routes (breadth-first, fewest hops, lowest interface first), once the links are
-    /// all made; also fixes where each interface's device sits in its node's device map.
-    pub fn compute_routes(&mut self) {
+    /// Fix where each interface's device sits in its node's device map (call again after a policy adds
+    /// devices, such as an ifb).
+    pub fn index_devices(&mut self) {
         for ifc in self.ifaces.iter_mut() {
             let devices = &self.nodes[ifc.node].engine.devices;
             ifc.dev_count = devices.len();
@@ -321,6 +348,12 @@ impl Network {
                 .position(|k| *k == ifc.name)
                 .unwrap_or(usize::MAX);
         }
+    }
+
+    /// Compute every node's routes (breadth-first, fewest hops, lowest interface first), once the links are
+    /// all made; also fixes where each interface's device sits in its node's device map.
+    pub fn compute_routes(&mut self) {
+        self.index_devices();
         let n = self.nodes.len();
         for src in 0..n {
             let mut first_hop: Vec<Option<IfaceId>> = vec![None; n];
@@ -459,6 +492,13 @@ impl Network {
                 }
                 self.kick(now, iface);
             }
+            Event::VWake { vdev } => {
+                let v = vdev as usize;
+                if self.vdevs[v].wake_pending == Some(now) {
+                    self.vdevs[v].wake_pending = None;
+                }
+                self.kick_vdev(now, v);
+            }
             Event::AppTimer { app } => {
                 let app = app as AppId;
                 if self.app_timer[app] != Some(now) {
@@ -532,7 +572,7 @@ impl Network {
         {
             return Verdict::Drop;
         }
-        self.transmit(now, out, pkt)
+        self.transmit(now, out, pkt, Cx::new(now))
     }
 
     /// Run a netfilter hook of `node` (iptables -t mangle) on `pkt`; false if a rule dropped it, counted
@@ -575,7 +615,8 @@ impl Network {
 
     /// Enqueue on an interface's egress qdisc and start the transmitter if idle. Returns what the sender
     /// sees (the verdict without the qdisc-internal flags).
-    fn transmit(&mut self, now: Nanos, iface: IfaceId, pkt: Packet) -> Verdict {
+    /// `cx` carries what a mirred delivery inherits (its nest, `tc_skip_classify`); else `Cx::new(now)`.
+    fn transmit(&mut self, now: Nanos, iface: IfaceId, pkt: Packet, mut cx: Cx) -> Verdict {
         let Some(dev) = self.dev_mut(iface) else {
             return Verdict::Drop;
         };
@@ -585,13 +626,174 @@ impl Network {
             self.ifaces[iface].counters.tx_dropped += 1;
             return Verdict::Drop;
         }
-        let mut cx = Cx::new(now);
-        let verdict = dev.enqueue(pkt, &mut cx).to_sender();
+        let owner = (pkt.tag, pkt.len);
+        let raw = dev.enqueue(pkt, &mut cx);
+        let verdict = raw.to_sender();
         if !cx.drops.is_empty() {
             self.qdisc_dropped(iface, verdict, cx.drops.take());
         }
+        if raw == Verdict::Stolen && owner.0 != 0 {
+            // An action took the packet (a mirred redirect sends a copy): the socket's skb is freed.
+            self.freed.push((owner.0 as AppId - 1, owner.1));
+        }
+        if !cx.mirred.is_empty() {
+            let node = self.ifaces[iface].node;
+            self.mirred(now, node, cx.mirred.take());
+        }
         self.kick(now, iface);
         verdict
+    }
+
+    /// Deliver what mirred actions sent, in order (`tcf_mirred_forward`): out of a device, into one, or
+    /// into an ifb. A target that refuses the packet costs the action an overlimit, as a failed
+    /// `dev_queue_xmit`/`netif_receive_skb` does.
+    #[cold]
+    fn mirred(&mut self, now: Nanos, node: NodeId, sent: Vec<Mirrored>) {
+        for m in sent {
+            let action = m.action;
+            if self.mirred_one(now, node, m) {
+                if let Some(a) = self.nodes[node].engine.actions.get("mirred", action) {
+                    a.borrow_mut().stats.overlimits += 1;
+                }
+            }
+        }
+    }
+
+    /// One mirred delivery; true if the target refused it.
+    fn mirred_one(&mut self, now: Nanos, node: NodeId, m: Mirrored) -> bool {
+        let mut pkt = m.pkt;
+        // A copy belongs to no socket (`skb_clone` drops the destructor).
+        pkt.tag = 0;
+        pkt.iif = self
+            .iface_by_name(node, &m.from_dev)
+            .map_or(0, |i| i as u32 + 1);
+        pkt.redirect = if m.redirected {
+            Packet::REDIRECTED
+                | if m.from_ingress {
+                    Packet::FROM_INGRESS
+                } else {
+                    0
+                }
+        } else {
+            0
+        };
+        let mut cx = Cx::new(now);
+        cx.mirred.set_nest(m.nest, m.depth);
+        if let Some(iface) = self.iface_by_name(node, &m.dev) {
+            if m.to_ingress {
+                // `netif_receive_skb` on the target: its ingress hook, then the stack.
+                self.receive(now, iface, pkt, cx);
+                return false;
+            }
+            return self.transmit(now, iface, pkt, cx) != Verdict::Success;
+        }
+        let Some(v) = self.vdev(node, &m.dev) else {
+            // No such device on this node (a name only the kernel has, such as lo): nowhere to go.
+            return true;
+        };
+        if m.to_ingress {
+            // Into an ifb's receive path: its ingress hook runs; an ifb has no address, so the packet
+            // goes no further here.
+            let Some(dev) = self.nodes[node].engine.devices.get_mut(&m.dev) else {
+                return true;
+            };
+            let _ = dev.receive(pkt, &mut cx);
+            if !cx.mirred.is_empty() {
+                self.mirred(now, node, cx.mirred.take());
+            }
+            return false;
+        }
+        let Some(dev) = self.nodes[node].engine.devices.get_mut(&m.dev) else {
+            return true;
+        };
+        let verdict = dev.enqueue(pkt, &mut cx).to_sender();
+        let dropped = cx.drops.len() as u64;
+        self.vdevs[v].counters.tx_dropped += dropped;
+        if !cx.mirred.is_empty() {
+            self.mirred(now, node, cx.mirred.take());
+        }
+        self.kick_vdev(now, v);
+        verdict != Verdict::Success
+    }
+
+    /// The ifb device `name` of `node`, registered on first use.
+    fn vdev(&mut self, node: NodeId, name: &str) -> Option<usize> {
+        if let Some(v) = self
+            .vdevs
+            .iter()
+            .position(|v| v.node == node && v.name == name)
+        {
+            return Some(v);
+        }
+        let d = self.nodes[node].engine.devices.get(name)?;
+        if d.kind != DevKind::Ifb {
+            return None;
+        }
+        self.vdevs.push(Vdev {
+            node,
+            name: name.to_string(),
+            counters: IfCounters::default(),
+            wake_pending: None,
+            running: false,
+        });
+        Some(self.vdevs.len() - 1)
+    }
+
+    /// `qdisc_run` of an ifb, whose transmit is immediate (`ifb_xmit` + `ifb_ri_tasklet`): every packet
+    /// its qdisc releases now goes back where it came from.
+    fn kick_vdev(&mut self, now: Nanos, v: usize) {
+        if self.vdevs[v].running {
+            return;
+        }
+        self.vdevs[v].running = true;
+        let node = self.vdevs[v].node;
+        loop {
+            let name = &self.vdevs[v].name;
+            let Some(dev) = self.nodes[node].engine.devices.get_mut(name) else {
+                break;
+            };
+            let mut cx = Cx::new(now);
+            let pkt = dev.dequeue(&mut cx);
+            if !cx.drops.is_empty() {
+                dev.count_dropped(&cx.drops);
+                self.vdevs[v].counters.tx_dropped += cx.drops.len() as u64;
+            }
+            let Some(mut pkt) = pkt else {
+                if let Some(w) = cx.wake_at {
+                    let w = match self.tick {
+                        Some(t) => w.div_ceil(t) * t,
+                        None => w,
+                    }
+                    .max(now);
+                    let vd = &mut self.vdevs[v];
+                    if vd.wake_pending.is_none_or(|p| w < p || p < now) {
+                        vd.wake_pending = Some(w);
+                        self.q.schedule(w, Event::VWake { vdev: v as u32 });
+                    }
+                }
+                break;
+            };
+            // `ifb_xmit`: only redirected packets with a device to go back to.
+            if pkt.redirect & Packet::REDIRECTED == 0 || pkt.iif == 0 {
+                self.vdevs[v].counters.rx_dropped += 1;
+                continue;
+            }
+            self.vdevs[v].counters.tx_packets += 1;
+            self.vdevs[v].counters.tx_bytes += pkt.len as u64;
+            let iface = pkt.iif as usize - 1;
+            let from_ingress = pkt.redirect & Packet::FROM_INGRESS != 0;
+            pkt.redirect = 0;
+            pkt.iif = 0;
+            if from_ingress {
+                // `netif_receive_skb` with `tc_skip_classify`: the stack, past the ingress hook.
+                self.after_ingress(now, iface, pkt);
+            } else {
+                let mut cx = Cx::new(now);
+                cx.mirred.set_skip_classify();
+                self.transmit(now, iface, pkt, cx);
+            }
+        }
+        self.vdevs[v].running = false;
     }
 
     /// Packets an egress qdisc dropped (`to_free`): each is counted, and each one's socket hears that its
@@ -694,21 +896,35 @@ impl Network {
     }
 
     fn arrive(&mut self, now: Nanos, iface: IfaceId, pkt: Packet) {
-        let node = self.ifaces[iface].node;
         {
             let c = &mut self.ifaces[iface].counters;
             c.rx_bytes += pkt.len as u64;
             c.rx_packets += 1;
         }
+        self.receive(now, iface, pkt, Cx::new(now));
+    }
+
+    /// `__netif_receive_skb` on an interface: the ingress hook, then the stack.
+    fn receive(&mut self, now: Nanos, iface: IfaceId, pkt: Packet, mut cx: Cx) {
         let Some(dev) = self.dev_mut(iface) else {
             return;
         };
-        let mut cx = Cx::new(now);
-        let Some(pkt) = dev.receive(pkt, &mut cx) else {
+        let pkt = dev.receive(pkt, &mut cx);
+        if !cx.mirred.is_empty() {
+            let node = self.ifaces[iface].node;
+            self.mirred(now, node, cx.mirred.take());
+        }
+        let Some(pkt) = pkt else {
             // Shot by an action (in `cx.drops`), or stolen by one (not a drop).
             self.ifaces[iface].counters.rx_dropped += cx.drops.len() as u64;
             return;
         };
+        self.after_ingress(now, iface, pkt);
+    }
+
+    /// The stack after the ingress hook: PREROUTING, routing, local delivery or forwarding.
+    fn after_ingress(&mut self, now: Nanos, iface: IfaceId, pkt: Packet) {
+        let node = self.ifaces[iface].node;
         // PREROUTING sees the packet as it arrived (with any mark the ingress filters set).
         let mut pkt = pkt;
         if !self.netfilter(node, Hook::PreRouting, &mut pkt, Some(iface), None, now) {
@@ -748,7 +964,7 @@ impl Network {
                         now,
                     )
                 {
-                    self.transmit(now, out, fwd);
+                    self.transmit(now, out, fwd, Cx::new(now));
                 }
             }
             None => {}

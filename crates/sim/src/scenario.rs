@@ -675,6 +675,8 @@ fn build(
         })?;
         policies.push((net.nodes[node].name.clone(), lines));
     }
+    // A policy may have added devices (ifb): the interfaces' places in the device maps moved.
+    net.index_devices();
 
     // SFQ secrets and flow-hash values come from the run's seed, each node its own stream.
     for (i, n) in net.nodes.iter_mut().enumerate() {
@@ -767,6 +769,66 @@ impl Scenario {
     }
 }
 
+/// A device of the node: an interface, or a device its policy made (an ifb).
+fn has_device(net: &Network, node: NodeId, dev: &str) -> bool {
+    net.iface_by_name(node, dev).is_some() || net.nodes[node].engine.device(dev).is_some()
+}
+
+/// `link add|set|del` on a node: only ifb devices may be added (the interfaces are the links').
+fn link_on_node(engine: &mut tclab_core::Engine, args: &[String]) -> Result<(), String> {
+    let add = args.first().is_some_and(|a| a == "add");
+    let ifb = args.windows(2).any(|w| w[0] == "type" && w[1] == "ifb");
+    if add && !ifb {
+        return Err(
+            "a node's devices are its links' interfaces, and the ifb devices it adds".into(),
+        );
+    }
+    tclab_tc::store::link(engine, args)
+}
+
+/// A policy line that is `ip link …` or `modprobe ifb …`, as the `link` commands it stands for (`None`
+/// for any other line). `modprobe ifb` adds the ifb devices `numifbs` asks for (2 by default) that do not
+/// exist yet.
+fn ip_or_modprobe(
+    engine: &tclab_core::Engine,
+    words: &[String],
+) -> Option<Result<Vec<Vec<String>>, String>> {
+    let w: Vec<&str> = words.iter().map(String::as_str).collect();
+    match w.as_slice() {
+        ["modprobe", rest @ ..] => {
+            if !rest.contains(&"ifb") {
+                return Some(Ok(Vec::new()));
+            }
+            let mut n = 2u32;
+            for a in rest {
+                if let Some(v) = a.strip_prefix("numifbs=") {
+                    match v.parse() {
+                        Ok(v) => n = v,
+                        Err(_) => return Some(Err(format!("bad numifbs \"{v}\""))),
+                    }
+                }
+            }
+            Some(Ok((0..n)
+                .map(|i| format!("ifb{i}"))
+                .filter(|d| engine.device(d).is_none())
+                .map(|d| ["add", "dev", &d, "type", "ifb"].map(String::from).to_vec())
+                .collect()))
+        }
+        ["ip", "link", op, rest @ ..] => {
+            let op = match *op {
+                "add" | "a" | "ad" => "add",
+                "set" | "s" | "se" => "set",
+                "del" | "delete" | "d" | "de" => "del",
+                other => return Some(Err(format!("ip link {other}: not supported here"))),
+            };
+            let mut c = vec![op.to_string()];
+            c.extend(rest.iter().map(|s| s.to_string()));
+            Some(Ok(vec![c]))
+        }
+        _ => None,
+    }
+}
+
 /// Apply the journal a policy script left (`tc`, `iptables` and `link set` lines) to a node.
 pub fn apply_journal(
     net: &mut Network,
@@ -778,7 +840,8 @@ pub fn apply_journal(
         let (what, args) = entry.split_first().ok_or("an empty journal entry")?;
         if let Some(pos) = args.iter().position(|w| w == "dev") {
             let dev = args.get(pos + 1).cloned().unwrap_or_default();
-            if net.iface_by_name(node, &dev).is_none() {
+            let creates = what == "link" && args.first().is_some_and(|a| a == "add");
+            if !creates && !has_device(net, node, &dev) {
                 return Err(format!(
                     "{what} {}: Cannot find device \"{dev}\" on node {}",
                     args.join(" "),
@@ -796,11 +859,9 @@ pub fn apply_journal(
                 let out = tclab_tc::iptables::run(engine, args);
                 (out.code == 0).then_some(()).ok_or(out.stderr)
             }
-            "link" if args.first().is_some_and(|a| a == "set") => {
-                tclab_tc::store::link(engine, args)
-            }
+            "link" => link_on_node(engine, args),
             other => Err(format!(
-                "{other} {}: the simulator's nodes take tc, iptables and ip link set",
+                "{other} {}: the simulator's nodes take tc, iptables and ip link",
                 args.join(" ")
             )),
         };
@@ -848,10 +909,21 @@ pub fn apply_policy(
         {
             words.remove(0);
         }
+        // `ip link add NAME type ifb`, `ip link set|del …` and `modprobe ifb [numifbs=N]` make and change
+        // the node's ifb devices.
+        if let Some(r) = ip_or_modprobe(&net.nodes[node].engine, &words) {
+            let r = r.and_then(|cmds| {
+                cmds.iter()
+                    .try_for_each(|c| link_on_node(&mut net.nodes[node].engine, c))
+            });
+            r.map_err(|m| (n, format!("{line}: {m}")))?;
+            applied.push(line);
+            continue;
+        }
         // Only devices the node has may be configured: tc on Linux says "Cannot find device".
         if let Some(pos) = words.iter().position(|w| w == "dev") {
             let dev = words.get(pos + 1).cloned().unwrap_or_default();
-            if net.iface_by_name(node, &dev).is_none() {
+            if !has_device(net, node, &dev) {
                 return Err((
                     n,
                     format!(

@@ -14,6 +14,10 @@ use crate::{Failure, Result, ShowFlags};
 use std::fmt::Write;
 use tclab_core::action::connmark::Connmark;
 use tclab_core::action::gact::{Gact, GactProb, ProbType};
+use tclab_core::action::mirred::{
+    Mirred, Target as MirredTarget, TCA_EGRESS_MIRROR, TCA_EGRESS_REDIR, TCA_INGRESS_MIRROR,
+    TCA_INGRESS_REDIR,
+};
 use tclab_core::action::police::PoliceParams;
 use tclab_core::action::skbedit::Skbedit;
 use tclab_core::action::{
@@ -27,11 +31,28 @@ use tclab_core::units::{LinkLayer, RateSpec};
 pub struct Cur<'a> {
     pub a: &'a [String],
     pub i: usize,
+    /// The devices of the namespace, for parsers that resolve a name to an ifindex (`ll_name_to_index`:
+    /// mirred's `dev`); `lo` always exists.
+    pub devices: &'a [String],
 }
 
 impl<'a> Cur<'a> {
     pub fn new(a: &'a [String]) -> Cur<'a> {
-        Cur { a, i: 0 }
+        Cur {
+            a,
+            i: 0,
+            devices: &[],
+        }
+    }
+
+    /// A cursor whose parsers can look device names up.
+    pub fn with_devices(a: &'a [String], devices: &'a [String]) -> Cur<'a> {
+        Cur { a, i: 0, devices }
+    }
+
+    /// `ll_name_to_index(name) != 0`.
+    pub fn has_device(&self, name: &str) -> bool {
+        name == "lo" || self.devices.iter().any(|d| d == name)
     }
     pub fn peek(&self) -> Option<&'a str> {
         self.a.get(self.i).map(String::as_str)
@@ -54,7 +75,7 @@ pub fn invarg(msg: &str, arg: &str) -> Failure {
     Failure::syntax(format!("Error: argument \"{arg}\" is wrong: {msg}"))
 }
 
-fn duparg(key: &str, arg: &str) -> Failure {
+pub(crate) fn duparg(key: &str, arg: &str) -> Failure {
     Failure::syntax(format!(
         "Error: duplicate \"{key}\": \"{arg}\" is the second value."
     ))
@@ -543,6 +564,136 @@ fn connmark_body(c: &mut Cur) -> Result<(ActionParams, u32)> {
     Ok((ActionParams::Connmark(cm), index))
 }
 
+const MIRRED_USAGE: &str = "Usage: mirred <DIRECTION> <ACTION> [index INDEX] <dev DEVICENAME>\nwhere:\n\tDIRECTION := <ingress | egress>\n\tACTION := <mirror | redirect>\n\tINDEX  is the specific policy instance id\n\tDEVICENAME is the devicename";
+
+/// `mirred_n2a`.
+fn mirred_n2a(eaction: u32) -> &'static str {
+    match eaction {
+        TCA_EGRESS_REDIR => "Egress Redirect",
+        TCA_INGRESS_REDIR => "Ingress Redirect",
+        TCA_EGRESS_MIRROR => "Egress Mirror",
+        TCA_INGRESS_MIRROR => "Ingress Mirror",
+        _ => "unknown",
+    }
+}
+
+/// `parse_mirred`: `mirred egress|ingress mirror|redirect [index N] dev DEV [CONTROL] [index N]`.
+fn parse_mirred(c: &mut Cur) -> Result<(ActionParams, u32)> {
+    let w = c.next_arg()?;
+    if matches(w, "egress") || matches(w, "ingress") || matches(w, "index") {
+        return mirred_direction(c);
+    }
+    if matches(w, "help") {
+        return Err(Failure::syntax(MIRRED_USAGE));
+    }
+    Err(bad(format!("mirred option not supported {w}")))
+}
+
+/// `parse_direction` of m_mirred.c, whose loop skips words it does not know and stops after `dev NAME`.
+fn mirred_direction(c: &mut Cur) -> Result<(ActionParams, u32)> {
+    let (mut ok, mut iok) = (0, 0);
+    let (mut egress, mut ingress, mut mirror, mut redir) = (false, false, false, false);
+    let mut m = Mirred {
+        eaction: 0,
+        action: 0,
+        dev: String::new(),
+        target: MirredTarget::Up,
+    };
+    let mut index = 0;
+    while let Some(w) = c.peek() {
+        if matches(w, "action") {
+            c.next_arg()?;
+            break;
+        } else if !egress && matches(w, "egress") {
+            egress = true;
+            if ingress {
+                return Err(bad("Can't have both egress and ingress"));
+            }
+            c.next_arg()?;
+            ok += 1;
+            continue;
+        } else if !ingress && matches(w, "ingress") {
+            ingress = true;
+            if egress {
+                return Err(bad("Can't have both ingress and egress"));
+            }
+            c.next_arg()?;
+            ok += 1;
+            continue;
+        } else if matches(w, "index") {
+            let v = c.next_arg()?;
+            index = get_u32(v, 10).ok_or_else(|| bad("Illegal \"index\""))?;
+            iok += 1;
+            if ok == 0 {
+                c.fwd();
+                break;
+            }
+        } else if ok == 0 {
+            // Unreachable from `parse_mirred` (an `index` first breaks out), kept as tc has it.
+            return Err(bad(format!("was expecting egress or ingress ({w})")));
+        } else if !mirror && matches(w, "mirror") {
+            mirror = true;
+            if redir {
+                return Err(bad("Can't have both mirror and redir"));
+            }
+            m.eaction = if egress {
+                TCA_EGRESS_MIRROR
+            } else {
+                TCA_INGRESS_MIRROR
+            };
+            m.action = TC_ACT_PIPE;
+            ok += 1;
+        } else if !redir && matches(w, "redirect") {
+            redir = true;
+            if mirror {
+                return Err(bad("Can't have both mirror and redir"));
+            }
+            m.eaction = if egress {
+                TCA_EGRESS_REDIR
+            } else {
+                TCA_INGRESS_REDIR
+            };
+            m.action = TC_ACT_STOLEN;
+            ok += 1;
+        } else if (redir || mirror) && matches(w, "dev") {
+            let d = c.next_arg()?;
+            if !m.dev.is_empty() {
+                return Err(duparg("dev", d));
+            }
+            // `strncpy(d, *argv, IFNAMSIZ - 1)`.
+            m.dev = d.chars().take(15).collect();
+            c.fwd();
+            break;
+        }
+        c.next_arg()?;
+    }
+    if ok == 0 && iok == 0 {
+        return Err(bad(""));
+    }
+    if !m.dev.is_empty() && !c.has_device(&m.dev) {
+        return Err(bad(format!("Cannot find device \"{}\"", m.dev)));
+    }
+    if matches!(m.eaction, TCA_EGRESS_MIRROR | TCA_INGRESS_MIRROR) {
+        let at = c.i;
+        match parse_control(c, false, true) {
+            Ok(Some(r)) => m.action = r,
+            Err(f) if f.code != 1 => return Err(f),
+            _ => c.i = at,
+        }
+    }
+    if let Some(w) = c.peek() {
+        if iok > 0 && matches(w, "index") {
+            return Err(bad("mirred: Illegal double index"));
+        }
+        if matches(w, "index") {
+            let v = c.next_arg()?;
+            index = get_u32(v, 10).ok_or_else(|| bad("mirred: Illegal \"index\""))?;
+            c.fwd();
+        }
+    }
+    Ok((ActionParams::Mirred(m), index))
+}
+
 /// `new_cmd`: a word that starts the next `tc actions` command.
 fn new_cmd(w: &str) -> bool {
     ["change", "replace", "delete", "get", "add"]
@@ -585,6 +736,7 @@ pub fn parse_actions(c: &mut Cur) -> Result<Vec<ActionSpec>> {
             "police" => parse_police(c, true),
             "skbedit" => parse_skbedit(c),
             "connmark" => parse_connmark(c),
+            "mirred" => parse_mirred(c),
             // tc falls back on gact for any kind it has no module for: `action pump` is gact's "Bad
             // action type pump".
             _ => parse_gact(c),
@@ -749,6 +901,17 @@ pub fn print_action(
             out.push_str(&sprint_control(" ", s.action, ""));
             let _ = write!(out, "\n\t index {} {refs}{tm}\n", a.index);
         }
+        ActionParams::Mirred(m) => {
+            // `print_mirred`: a target that went away has ifindex 0, which `ll_index_to_name` prints "*".
+            let dev = if m.target == MirredTarget::Gone {
+                "*"
+            } else {
+                m.dev.as_str()
+            };
+            let _ = write!(out, "mirred ({} to device {dev})", mirred_n2a(m.eaction));
+            out.push_str(&sprint_control(" ", m.action, ""));
+            let _ = write!(out, "\n\tindex {} {refs}{tm}\n", a.index);
+        }
         ActionParams::Connmark(cm) => {
             let _ = write!(out, "connmark zone {}", cm.zone);
             out.push_str(&sprint_control(" ", cm.action, ""));
@@ -842,9 +1005,18 @@ pub fn print_police_compat(a: &Action, flags: ShowFlags, out: &mut String) {
 const ACT_USAGE: &str = "usage: tc actions <ACTSPECOP>*\nWhere: \tACTSPECOP := ACR | GD | FL\n\tACR := add | change | replace <ACTSPEC>*\n\tGD := get | delete | <ACTISPEC>*\n\tFL := ls | list | flush | <ACTNAMESPEC>\n\tACTNAMESPEC :=  action <ACTNAME>\n\tACTISPEC := <ACTNAMESPEC> <INDEXSPEC>\n\tACTSPEC := action <ACTDETAIL> [INDEXSPEC] [HWSTATSSPEC] [SKIPSPEC]\n\tINDEXSPEC := index <32 bit indexvalue>\n\tHWSTATSSPEC := hw_stats [ immediate | delayed | disabled ]\n\tSKIPSPEC := [ skip_sw | skip_hw ]\n\tACTDETAIL := <ACTNAME> <ACTPARAMS>\n\t\tExample ACTNAME is gact, mirred, bpf, etc\n\t\tEach action has its own parameters (ACTPARAMS)\n";
 
 /// The action kinds tclab's "kernel" has.
-pub const KINDS: &[&str] = &["gact", "police", "skbedit", "connmark"];
+pub const KINDS: &[&str] = &["gact", "police", "skbedit", "connmark", "mirred"];
 
 const TALK: &str = "We have an error talking to the kernel";
+
+/// The device names a command's parsers may look up: only a command that names mirred needs them.
+pub fn device_names(engine: &tclab_core::Engine, argv: &[String]) -> Vec<String> {
+    if argv.iter().any(|w| w == "mirred") {
+        engine.devices.keys().cloned().collect()
+    } else {
+        Vec::new()
+    }
+}
 
 /// `tc actions …` (`do_action`): commands may follow one another on one line.
 pub fn actions_cmd(
@@ -854,7 +1026,8 @@ pub fn actions_cmd(
     now: u64,
     out: &mut crate::Output,
 ) -> Result<()> {
-    let mut c = Cur::new(argv);
+    let devices = device_names(engine, argv);
+    let mut c = Cur::with_devices(argv, &devices);
     while let Some(w) = c.peek() {
         if matches(w, "add") || matches(w, "change") || matches(w, "replace") {
             let replace = !matches(w, "add");
@@ -883,6 +1056,9 @@ pub fn actions_cmd(
                 .actions
                 .instantiate(&specs, false, replace, now)
                 .map_err(|e| Failure::syntax(format!("{e}\n{TALK}")))?;
+            if specs.iter().any(|s| s.kind == "mirred") {
+                engine.refresh_mirred();
+            }
         } else if matches(w, "delete") || matches(w, "get") {
             let get = matches(w, "get");
             c.fwd();
@@ -986,6 +1162,10 @@ pub fn actions_cmd(
                 }
             } else {
                 let list = engine.actions.list(k);
+                if list.is_empty() && flags.json {
+                    // `tc -j` opens and closes its JSON array around an empty dump.
+                    out.stdout.push_str("[]\n");
+                }
                 if !list.is_empty() {
                     let _ = writeln!(out.stdout, "total acts {}", list.len());
                     for (n, a) in list.iter().enumerate() {

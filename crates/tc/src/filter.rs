@@ -272,6 +272,7 @@ fn kernel(e: KernelError) -> Failure {
 
 /// `tc_filter_modify`: add, change, replace (`Some(flags)`) or delete (`None`).
 fn modify(engine: &mut Engine, argv: &[String], ff: Option<FilterFlags>, now: Nanos) -> Result<()> {
+    let devices: Vec<String>;
     let mut c = Cur::new(argv);
     let m = parse_common(&mut c, false)?;
     let create = ff.is_some_and(|f| f.create);
@@ -280,6 +281,8 @@ fn modify(engine: &mut Engine, argv: &[String], ff: Option<FilterFlags>, now: Na
     if let Some(d) = dev {
         crate::ensure_device(engine, d, create)?;
     }
+    devices = crate::action::device_names(engine, argv);
+    c.devices = &devices;
     let (handle, opts) = match m.kind {
         Some(k) => parse_fopt(k, m.handle, &mut c)?,
         None => {
@@ -309,7 +312,13 @@ fn modify(engine: &mut Engine, argv: &[String], ff: Option<FilterFlags>, now: Na
     };
     let parent = Handle(m.parent);
     let r = match ff {
-        Some(f) => engine.modify_filter(dev, parent, &req, f, now),
+        Some(f) => engine
+            .modify_filter(dev, parent, &req, f, now)
+            .inspect(|_| {
+                if !devices.is_empty() {
+                    engine.refresh_mirred();
+                }
+            }),
         None => engine.delete_filter(dev, parent, &req),
     };
     r.map_err(kernel)

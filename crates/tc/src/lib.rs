@@ -133,6 +133,31 @@ pub const DEFAULT_TXQUEUELEN: u32 = 1000;
 /// [`DEFAULT_TXQUEUELEN`], as if `ip link add` had come first; every other command (`change`, `delete`,
 /// `show`, `get`) on a device that does not exist answers as tc does, `Cannot find device "X"` (exit 1).
 /// Where the device exists, the kernel's own answer follows.
+/// `qdisc_block_indexes_set`: a block index must not be 0, and only `ingress`/`clsact` take one
+/// (`ingress` only an ingress block).
+fn check_block_indexes(kind: Option<&str>, blocks: [Option<u32>; 2]) -> Result<()> {
+    for (i, b) in blocks.iter().enumerate() {
+        let Some(b) = *b else { continue };
+        let (name, ok) = if i == 0 {
+            ("Ingress", matches!(kind, Some("ingress" | "clsact")))
+        } else {
+            ("Egress", kind == Some("clsact"))
+        };
+        if !ok {
+            return Err(Failure::kernel(KernelError::msg(
+                tclab_core::error::Errno::NotSupported,
+                format!("{name} block sharing is not supported"),
+            )));
+        }
+        if b == 0 {
+            return Err(Failure::kernel(KernelError::invalid(format!(
+                "{name} block index cannot be 0"
+            ))));
+        }
+    }
+    Ok(())
+}
+
 pub fn ensure_device(engine: &mut Engine, name: &str, creates: bool) -> Result<()> {
     if creates {
         engine.add_device(name, DEFAULT_MTU, DEFAULT_TXQUEUELEN);
@@ -265,6 +290,9 @@ fn qdisc_cmd(
     let mut handle = 0u32;
     let mut parent = 0u32;
     let mut kind: Option<&str> = None;
+    // Shared filter blocks (`ingress_block N`, `egress_block N`): checked as the kernel checks them, but
+    // tclab does not share blocks between devices yet, so the index is not kept.
+    let mut blocks: [Option<u32>; 2] = [None, None];
     while let Some(a) = args.next() {
         match a {
             "dev" => {
@@ -273,6 +301,12 @@ fn qdisc_cmd(
                     return Err(duparg("dev", v));
                 }
                 dev = Some(v);
+            }
+            "ingress_block" | "egress_block" => {
+                let v = args.value()?;
+                let n = util::get_u32(v, 0)
+                    .ok_or_else(|| Failure::syntax(format!("Illegal \"{a}\"")))?;
+                blocks[(a == "egress_block") as usize] = Some(n);
             }
             "handle" => {
                 if handle != 0 {
@@ -321,6 +355,9 @@ fn qdisc_cmd(
     let dev =
         dev.ok_or_else(|| Failure::kernel(KernelError::new(tclab_core::error::Errno::NoDevice)))?;
     ensure_device(engine, dev, matches!(cmd, Cmd::Modify(f) if f.create))?;
+    if let Cmd::Modify(_) = cmd {
+        check_block_indexes(kind, blocks)?;
+    }
     match cmd {
         Cmd::Modify(f) => {
             let opts = match kind {

@@ -18,9 +18,11 @@
 //!   which the wrappers are bind-mounted over the real tc and iptables binaries, so that no spelling —
 //!   `nohup /usr/sbin/tc`, `( exec tc … )` after the script resets PATH — reaches the host's traffic
 //!   control.
-//! - `ip link set DEV mtu N txqueuelen N` and `ifconfig DEV mtu N txqueuelen N` become `tclab link set`;
-//!   `ip6tables` is refused (tclab's netfilter is IPv4); `modprobe`, `insmod`, `rmmod` succeed silently
-//!   (every qdisc is "built in"); other `ip` commands (`route`, `addr`, `rule`, …), `sysctl -w` and
+//! - `ip link set DEV mtu N txqueuelen N [up|down]` and `ifconfig DEV mtu N txqueuelen N` become `tclab
+//!   link set`; `ip link add NAME type ifb` and `ip link del NAME` become `tclab link add|del`;
+//!   `modprobe ifb [numifbs=N]` creates the ifb devices ifb0…ifbN-1 (2 by default, as the module does)
+//!   that do not exist yet; `ip6tables` is refused (tclab's netfilter is IPv4); other `modprobe`, `insmod`,
+//!   `rmmod` succeed silently (every qdisc is "built in"); other `ip` commands (`route`, `addr`, `rule`, …), `sysctl -w` and
 //!   `ethtool` are reported on stderr and succeed without effect. Everything else is the real command.
 //!
 //! [`run_script_to_journal`] runs a script against a fresh temporary store and returns the journal it left,
@@ -87,9 +89,11 @@ Inside the script:
   tc, /sbin/tc, /usr/sbin/tc, $TC …            -> tclab tc …
   iptables, /sbin/iptables, iptables-legacy …  -> tclab iptables … (mangle table only)
   ip6tables                                    -> refused (exit 1): tclab's netfilter is IPv4
-  ip link set [dev] DEV mtu N txqueuelen N     -> tclab link set dev DEV …
+  ip link set [dev] DEV mtu N txqueuelen N up -> tclab link set dev DEV …
+  ip link add NAME type ifb, ip link del NAME  -> tclab link add|del dev NAME …
+  modprobe ifb [numifbs=N]                     -> creates ifb0 … ifbN-1 (default 2) if missing
   ifconfig DEV mtu N txqueuelen N              -> tclab link set dev DEV …
-  modprobe, insmod, rmmod                      -> succeed silently (everything is built in)
+  other modprobe, insmod, rmmod                -> succeed silently (everything is built in)
   other ip commands (route, addr, rule …), sysctl, ethtool
                                                -> noted on stderr, succeed without effect
   sudo CMD …                                   -> CMD …
@@ -117,11 +121,25 @@ fn prelude() -> String {
          \x20     shift\n\
          \x20     case \"$1\" in\n\
          \x20       set|s|se) shift; __tclab_caller; TCLAB_CALLER=\"$__TCLAB_AT\" \"$TCLAB_EXE\" link set \"$@\"; return $? ;;\n\
+         \x20       add|a|ad|delete|del|d|de) local op=add; case \"$1\" in d*) op=del ;; esac; shift; __tclab_caller; TCLAB_CALLER=\"$__TCLAB_AT\" \"$TCLAB_EXE\" link $op \"$@\"; return $? ;;\n\
          \x20       show|sh|list|ls|'') \"$TCLAB_EXE\" link show; return $? ;;\n\
          \x20       *) echo \"tclab script: ignoring \\\"ip $a\\\"\" >&2; return 0 ;;\n\
          \x20     esac ;;\n\
          \x20   *) echo \"tclab script: ignoring \\\"ip $a\\\"\" >&2; return 0 ;;\n\
          \x20 esac\n\
+         }\n\
+         __tclab_modprobe() {\n\
+         \x20 local n=2 a ifb=0 i\n\
+         \x20 [ \"${FUNCNAME[1]##*/}\" = modprobe ] || return 0\n\
+         \x20 for a in \"$@\"; do\n\
+         \x20   case \"$a\" in\n\
+         \x20     ifb) ifb=1 ;;\n\
+         \x20     numifbs=*) n=\"${a#numifbs=}\" ;;\n\
+         \x20   esac\n\
+         \x20 done\n\
+         \x20 [ $ifb = 1 ] || return 0\n\
+         \x20 for ((i = 0; i < n; i++)); do \"$TCLAB_EXE\" link add dev \"ifb$i\" type ifb 2>/dev/null; done\n\
+         \x20 return 0\n\
          }\n\
          __tclab_ifconfig() {\n\
          \x20 if [ $# -le 1 ]; then echo \"tclab script: ignoring \\\"ifconfig $*\\\"\" >&2; return 0; fi\n\
@@ -193,7 +211,7 @@ fn prelude() -> String {
     );
     def(IP_NAMES, "__tclab_ip \"$@\"");
     def(IFCONFIG_NAMES, "__tclab_ifconfig \"$@\"");
-    def(QUIET_NAMES, "return 0");
+    def(QUIET_NAMES, "__tclab_modprobe \"$@\"");
     def(
         NOTE_NAMES,
         "echo \"tclab script: ignoring \\\"${FUNCNAME[0]##*/} $*\\\"\" >&2; return 0",

@@ -716,14 +716,16 @@ pub fn replay(journal: &[Vec<String>]) -> (Engine, Vec<String>) {
     (engine, problems)
 }
 
-/// `link add|set|del dev DEV [mtu N] [txqueuelen N]`: the devices of an offline policy.
+/// `link add|set|del dev DEV [type ifb] [mtu N] [txqueuelen N] [up|down]`: the devices of an offline
+/// policy. `add … type ifb` makes an ifb (down until `set … up`, as `ip link add` makes it) and refuses a
+/// name in use, as RTNETLINK does; `del` removes a device with its qdiscs.
 pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
     let mut it = args.iter().map(String::as_str);
-    let cmd = it
-        .next()
-        .ok_or("usage: link { add | set | del | show } dev DEV [ mtu N ] [ txqueuelen N ]")?;
+    let cmd = it.next().ok_or(
+        "usage: link { add | set | del | show } dev DEV [ type ifb ] [ mtu N ] [ txqueuelen N ] [ up | down ]",
+    )?;
     let mut dev = None;
-    let (mut mtu, mut txq) = (None, None);
+    let (mut mtu, mut txq, mut up, mut kind) = (None, None, None, None);
     while let Some(a) = it.next() {
         let mut value = |what: &str| -> Result<u32, String> {
             let v = it.next().ok_or(format!("\"{what}\" needs a value"))?;
@@ -736,10 +738,9 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
             }
             "mtu" => mtu = Some(value("mtu")?),
             "txqueuelen" | "qlen" | "txqlen" => txq = Some(value("txqueuelen")?),
-            "type" => {
-                it.next();
-            }
-            "up" | "down" => {}
+            "type" => kind = it.next(),
+            "up" => up = Some(true),
+            "down" => up = Some(false),
             other if dev.is_none() && !other.starts_with('-') => dev = Some(other.to_string()),
             other => return Err(format!("Error: unknown link option \"{other}\"")),
         }
@@ -748,8 +749,17 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
     if mtu == Some(0) {
         return Err("Error: mtu must be positive".into());
     }
+    let ifb = kind == Some("ifb");
     match cmd {
         "add" | "set" => {
+            if ifb && cmd == "add" {
+                if engine.devices.contains_key(&dev) {
+                    return Err("RTNETLINK answers: File exists".into());
+                }
+                engine
+                    .devices
+                    .insert(dev.clone(), tclab_core::engine::Device::ifb(&dev));
+            }
             let d = engine.add_device(&dev, crate::DEFAULT_MTU, crate::DEFAULT_TXQUEUELEN);
             if let Some(m) = mtu {
                 d.mtu = m;
@@ -757,11 +767,13 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
             if let Some(t) = txq {
                 d.set_txqueuelen(t);
             }
+            if let Some(u) = up {
+                engine.set_up(&dev, u);
+            }
             Ok(())
         }
         "del" | "delete" => engine
-            .devices
-            .remove(&dev)
+            .remove_device(&dev)
             .map(|_| ())
             .ok_or(format!("Cannot find device \"{dev}\"")),
         other => Err(format!("Error: unknown link command \"{other}\"")),

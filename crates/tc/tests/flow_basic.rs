@@ -70,7 +70,7 @@ fn ipv4(src: [u8; 4], dst: [u8; 4], proto: u8, sport: u16, dport: u16) -> Packet
 fn verdict_at(e: &mut Engine, parent: u32, pkt: &Packet, now: u64) -> Verdict {
     let (block, _) = e.filter_block("eth0", Handle(parent)).unwrap().unwrap();
     let mut p = pkt.clone();
-    classify(block, &mut p, now)
+    classify(block, &mut p, &mut tclab_core::qdisc::Cx::new(now))
 }
 
 fn classid(e: &mut Engine, parent: u32, pkt: &Packet) -> Option<u32> {
@@ -429,7 +429,7 @@ fn connmark_without_conntrack_leaves_the_mark() {
         .unwrap();
     let mut q = p.clone();
     assert_eq!(
-        classify(block, &mut q, 0),
+        classify(block, &mut q, &mut tclab_core::qdisc::Cx::new(0)),
         Verdict::Classified {
             classid: 0x10005,
             control: 3

@@ -15,11 +15,13 @@
 
 pub mod connmark;
 pub mod gact;
+pub mod mirred;
 pub mod police;
 pub mod skbedit;
 
 use crate::error::{Errno, KernelError};
 use crate::packet::Packet;
+use crate::qdisc::Cx;
 use crate::Nanos;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -65,6 +67,7 @@ pub enum ActionParams {
     Police(police::PoliceParams),
     Skbedit(skbedit::Skbedit),
     Connmark(connmark::Connmark),
+    Mirred(mirred::Mirred),
 }
 
 impl ActionParams {
@@ -74,6 +77,7 @@ impl ActionParams {
             ActionParams::Police(_) => "police",
             ActionParams::Skbedit(_) => "skbedit",
             ActionParams::Connmark(_) => "connmark",
+            ActionParams::Mirred(_) => "mirred",
         }
     }
     /// The control codes this action may answer with, for the goto-chain check.
@@ -89,6 +93,7 @@ impl ActionParams {
             ActionParams::Police(p) => vec![p.action, p.result],
             ActionParams::Skbedit(s) => vec![s.action],
             ActionParams::Connmark(c) => vec![c.action],
+            ActionParams::Mirred(m) => vec![m.action],
         }
     }
 }
@@ -127,7 +132,11 @@ impl Action {
     }
 
     /// Run the action on `pkt` (`a->ops->act`) and return its control code.
-    pub fn act(&mut self, pkt: &mut Packet, now: Nanos) -> Control {
+    pub fn act(&mut self, pkt: &mut Packet, cx: &mut Cx) -> Control {
+        let now = cx.now;
+        if let ActionParams::Mirred(m) = &self.params {
+            return self.act_mirred(m.clone(), pkt, cx);
+        }
         self.lastuse = Some(now);
         self.stats.bytes += pkt.len as u64;
         self.stats.packets += 1;
@@ -141,6 +150,8 @@ impl Action {
                 }
                 c
             }
+            // Handled above (`act_mirred`).
+            ActionParams::Mirred(m) => m.action,
             ActionParams::Police(p) => {
                 let (c, over) = self.police.act(p, pkt, now);
                 if over {
@@ -151,6 +162,22 @@ impl Action {
         };
         if c == TC_ACT_SHOT {
             self.stats.drops += 1;
+        }
+        c
+    }
+
+    /// `tcf_mirred_act`: past the recursion limits nothing is counted; a failure to send counts an
+    /// overlimit, never a drop (mirred does not count what it shoots).
+    #[cold]
+    fn act_mirred(&mut self, m: mirred::Mirred, pkt: &mut Packet, cx: &mut Cx) -> Control {
+        let (c, counted) = m.act(pkt, &mut cx.mirred, self.index);
+        if let Some(over) = counted {
+            self.lastuse = Some(cx.now);
+            self.stats.bytes += pkt.len as u64;
+            self.stats.packets += 1;
+            if over {
+                self.stats.overlimits += 1;
+            }
         }
         c
     }
@@ -223,6 +250,20 @@ impl ActionTable {
     ) -> Result<(), KernelError> {
         for s in specs {
             let existing = (s.index != 0).then(|| self.get(&s.kind, s.index)).flatten();
+            if existing.is_some() && bind {
+                continue;
+            }
+            if let Some(ActionParams::Mirred(m)) = &s.params {
+                // `tcf_mirred_init` checks the direction before it looks at whether the index exists.
+                if !m.eaction_valid() {
+                    return Err(KernelError::invalid("act_mirred: Unknown mirred option"));
+                }
+                if existing.is_none() && m.dev.is_empty() {
+                    return Err(KernelError::invalid(
+                        "act_mirred: Must specify device or block",
+                    ));
+                }
+            }
             match (&existing, &s.params) {
                 (Some(_), _) if bind => continue,
                 (Some(_), _) if !replace => return Err(KernelError::new(Errno::Exists)),
@@ -398,12 +439,16 @@ impl ActionTable {
 /// `tcf_action_exec`: run a filter's actions in order. `pipe` goes on to the next; `jump N` restarts the
 /// list skipping its first N actions (a jump of 0, past the end, or the 32nd jump ends with `ok`); any other
 /// code ends the list and is the answer. An empty list answers `ok`.
-pub fn exec_list(actions: &[ActionRef], pkt: &mut Packet, now: Nanos) -> Control {
+pub fn exec_list(actions: &[ActionRef], pkt: &mut Packet, cx: &mut Cx) -> Control {
+    if cx.mirred.take_skip_classify() {
+        // A packet an ifb gives back skips the actions once (`skb_skip_tc_classify`).
+        return TC_ACT_OK;
+    }
     let mut ret = TC_ACT_OK;
     let mut i = 0;
     let mut jump_ttl = 32;
     while i < actions.len() {
-        ret = actions[i].borrow_mut().act(pkt, now);
+        ret = actions[i].borrow_mut().act(pkt, cx);
         if ext_is(ret, TC_ACT_JUMP) {
             let n = (ret as u32 & TC_ACT_EXT_VAL_MASK) as usize;
             jump_ttl -= 1;

@@ -11,6 +11,7 @@ use super::{Exts, ExtsSpec, TcfResult, NO_MATCH};
 use crate::action::{ActionTable, Control};
 use crate::error::{Errno, KernelError};
 use crate::packet::Packet;
+use crate::qdisc::Cx;
 use crate::Nanos;
 use std::cell::Cell;
 
@@ -43,7 +44,7 @@ pub struct BasicHead {
 
 impl BasicHead {
     /// `basic_classify`.
-    pub fn classify(&self, pkt: &mut Packet, now: Nanos, res: &mut TcfResult) -> Control {
+    pub fn classify(&self, pkt: &mut Packet, cx: &mut Cx, res: &mut TcfResult) -> Control {
         for f in &self.filters {
             f.rcnt.set(f.rcnt.get() + 1);
             if !f.ematches.matches(pkt) {
@@ -51,7 +52,7 @@ impl BasicHead {
             }
             f.rhit.set(f.rhit.get() + 1);
             res.classid = f.classid;
-            let r = f.exts.exec(pkt, now);
+            let r = f.exts.exec(pkt, cx);
             if r < 0 {
                 continue;
             }

@@ -25,6 +25,7 @@ use super::{Exts, ExtsSpec, TcfResult, NO_MATCH};
 use crate::action::{ActionTable, Control};
 use crate::error::{Errno, KernelError};
 use crate::packet::Packet;
+use crate::qdisc::Cx;
 use crate::{Nanos, NSEC_PER_SEC};
 use std::cell::Cell;
 
@@ -339,13 +340,13 @@ impl FlowHead {
     }
 
     /// `flow_classify`.
-    pub fn classify(&self, pkt: &mut Packet, now: Nanos, res: &mut TcfResult) -> Control {
+    pub fn classify(&self, pkt: &mut Packet, cx: &mut Cx, res: &mut TcfResult) -> Control {
         for f in &self.filters {
             if !f.ematches.matches(pkt) {
                 continue;
             }
-            res.classid = f.classid(pkt, now);
-            let r = f.exts.exec(pkt, now);
+            res.classid = f.classid(pkt, cx.now);
+            let r = f.exts.exec(pkt, cx);
             if r < 0 {
                 continue;
             }

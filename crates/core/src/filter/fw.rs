@@ -13,6 +13,7 @@ use super::{Exts, ExtsSpec, TcfResult, NO_MATCH};
 use crate::action::{ActionTable, Control, TC_ACT_OK};
 use crate::error::{Errno, KernelError};
 use crate::packet::Packet;
+use crate::qdisc::Cx;
 use crate::Nanos;
 
 const HTSIZE: u32 = 256;
@@ -61,7 +62,7 @@ impl FwHead {
     }
 
     /// `fw_classify`.
-    pub fn classify(&self, pkt: &mut Packet, now: Nanos, res: &mut TcfResult) -> Control {
+    pub fn classify(&self, pkt: &mut Packet, cx: &mut Cx, res: &mut TcfResult) -> Control {
         let Some(mask) = self.mask else {
             if pkt.mark != 0 {
                 res.classid = pkt.mark;
@@ -78,7 +79,7 @@ impl FwHead {
             if f.indev.is_some() {
                 continue; // tclab packets carry no input device
             }
-            let r = f.exts.exec(pkt, now);
+            let r = f.exts.exec(pkt, cx);
             if r >= 0 {
                 return r;
             }

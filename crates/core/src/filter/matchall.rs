@@ -5,6 +5,7 @@ use super::{Exts, ExtsSpec, TcfResult, CLS_FLAGS_NOT_IN_HW, CLS_FLAGS_SKIP_SW, N
 use crate::action::{ActionTable, Control};
 use crate::error::{Errno, KernelError};
 use crate::packet::Packet;
+use crate::qdisc::Cx;
 use crate::Nanos;
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -30,7 +31,7 @@ pub struct Matchall {
 
 impl Matchall {
     /// `mall_classify`.
-    pub fn classify(&self, pkt: &mut Packet, now: Nanos, res: &mut TcfResult) -> Control {
+    pub fn classify(&self, pkt: &mut Packet, cx: &mut Cx, res: &mut TcfResult) -> Control {
         let Some(f) = &self.filter else {
             return NO_MATCH;
         };
@@ -38,7 +39,7 @@ impl Matchall {
             return NO_MATCH;
         }
         res.classid = f.classid.unwrap_or(0);
-        f.exts.exec(pkt, now)
+        f.exts.exec(pkt, cx)
     }
 
     pub fn get(&self, handle: u32) -> bool {

@@ -29,6 +29,7 @@ use crate::action::{
 };
 use crate::error::{Errno, KernelError};
 use crate::packet::Packet;
+use crate::qdisc::Cx;
 use crate::Nanos;
 use std::collections::BTreeMap;
 
@@ -52,11 +53,11 @@ pub struct Exts {
 
 impl Exts {
     /// `tcf_exts_exec`: no actions answer `ok`.
-    pub fn exec(&self, pkt: &mut Packet, now: Nanos) -> Control {
+    pub fn exec(&self, pkt: &mut Packet, cx: &mut Cx) -> Control {
         if self.actions.is_empty() {
             TC_ACT_OK
         } else {
-            exec_list(&self.actions, pkt, now)
+            exec_list(&self.actions, pkt, cx)
         }
     }
 }
@@ -209,7 +210,7 @@ impl Block {
     }
 
     /// `tcf_classify`: walk the chains; `None` when nothing matched (`TC_ACT_UNSPEC`).
-    pub fn classify(&self, pkt: &mut Packet, now: Nanos) -> Option<(Control, TcfResult)> {
+    pub fn classify(&self, pkt: &mut Packet, cx: &mut Cx) -> Option<(Control, TcfResult)> {
         let mut chain = 0u32;
         let mut loops = 0;
         'restart: loop {
@@ -221,7 +222,7 @@ impl Block {
                     continue;
                 }
                 let mut res = TcfResult::default();
-                let r = self.classify_tp(tp, pkt, now, &mut res);
+                let r = self.classify_tp(tp, pkt, cx, &mut res);
                 if r == TC_ACT_RECLASSIFY {
                     loops += 1;
                     if loops > MAX_RECLASSIFY {
@@ -246,13 +247,13 @@ impl Block {
         }
     }
 
-    fn classify_tp(&self, tp: &Tp, pkt: &mut Packet, now: Nanos, res: &mut TcfResult) -> Control {
+    fn classify_tp(&self, tp: &Tp, pkt: &mut Packet, cx: &mut Cx, res: &mut TcfResult) -> Control {
         match &tp.cls {
-            Classifier::U32(u) => u.classify(&self.u32_common, pkt, now, res),
-            Classifier::Fw(f) => f.classify(pkt, now, res),
-            Classifier::Matchall(m) => m.classify(pkt, now, res),
-            Classifier::Basic(b) => b.classify(pkt, now, res),
-            Classifier::Flow(f) => f.classify(pkt, now, res),
+            Classifier::U32(u) => u.classify(&self.u32_common, pkt, cx, res),
+            Classifier::Fw(f) => f.classify(pkt, cx, res),
+            Classifier::Matchall(m) => m.classify(pkt, cx, res),
+            Classifier::Basic(b) => b.classify(pkt, cx, res),
+            Classifier::Flow(f) => f.classify(pkt, cx, res),
         }
     }
 
@@ -608,8 +609,8 @@ pub enum Verdict {
 }
 
 /// Classify and interpret the codes the way the qdiscs' `*_classify` functions do.
-pub fn classify(block: &Block, pkt: &mut Packet, now: Nanos) -> Verdict {
-    match block.classify(pkt, now) {
+pub fn classify(block: &Block, pkt: &mut Packet, cx: &mut Cx) -> Verdict {
+    match block.classify(pkt, cx) {
         None => Verdict::Unclassified,
         Some((TC_ACT_SHOT, _)) => Verdict::Shot,
         Some((c, _)) if matches!(c, 4 | 5 | 8) => Verdict::Stolen,

@@ -21,6 +21,7 @@ use super::{Exts, ExtsSpec, TcfResult, CLS_FLAGS_NOT_IN_HW, CLS_FLAGS_SKIP_SW, N
 use crate::action::{ActionTable, Control};
 use crate::error::{Errno, KernelError};
 use crate::packet::Packet;
+use crate::qdisc::Cx;
 use crate::wire;
 use crate::Nanos;
 use std::cell::Cell;
@@ -265,7 +266,7 @@ impl U32Tp {
         &self,
         common: &U32Common,
         pkt: &mut Packet,
-        now: Nanos,
+        cx: &mut Cx,
         res: &mut TcfResult,
     ) -> Control {
         // A stack of (table, bucket, node position, header offset) to come back to after a link.
@@ -316,7 +317,7 @@ impl U32Tp {
                 }
                 n.rhit.set(n.rhit.get() + 1);
                 let Some(down) = n.link.and_then(|l| common.ht(l)) else {
-                    if let Some(r) = terminal(n, pkt, now, res) {
+                    if let Some(r) = terminal(n, pkt, cx, res) {
                         return r;
                     }
                     continue;
@@ -364,7 +365,7 @@ impl U32Tp {
                 // The new offset is past the packet: come straight back up.
                 let f = stack.pop().expect("just pushed");
                 off = f.off;
-                if let Some(r) = terminal(n, pkt, now, res) {
+                if let Some(r) = terminal(n, pkt, cx, res) {
                     return r;
                 }
             }
@@ -384,7 +385,7 @@ impl U32Tp {
                 .and_then(|h| h.buckets.get(bucket))
                 .and_then(|b| b.get(pos - 1));
             if let Some(n) = n {
-                if let Some(r) = terminal(n, pkt, now, res) {
+                if let Some(r) = terminal(n, pkt, cx, res) {
                     return r;
                 }
             }
@@ -726,7 +727,7 @@ fn gen_new_kid(ids: &NodeIds, hid: u32) -> u32 {
 }
 
 /// The terminal step of a matched node: its result and actions, or `None` to go on to the next node.
-fn terminal(n: &Knode, pkt: &mut Packet, now: Nanos, res: &mut TcfResult) -> Option<Control> {
+fn terminal(n: &Knode, pkt: &mut Packet, cx: &mut Cx, res: &mut TcfResult) -> Option<Control> {
     if n.sel.flags & TC_U32_TERMINAL == 0 {
         return None;
     }
@@ -735,6 +736,6 @@ fn terminal(n: &Knode, pkt: &mut Packet, now: Nanos, res: &mut TcfResult) -> Opt
         // tclab packets carry no input device, so an `indev` filter never matches (`tcf_match_indev`).
         return None;
     }
-    let r = n.exts.exec(pkt, now);
+    let r = n.exts.exec(pkt, cx);
     (r >= 0).then_some(r)
 }

@@ -346,7 +346,7 @@ impl Cbq {
     /// (`Bypass`: shot, counted as a drop; `Stolen`: not counted). Filters of the
     /// root come first; a result naming an inner class continues with that class's filters, as long as
     /// the level goes down.
-    pub fn classify(&self, pkt: &mut Packet, now: Nanos) -> Result<usize, Verdict> {
+    pub fn classify(&self, pkt: &mut Packet, cx: &mut Cx) -> Result<usize, Verdict> {
         let prio = pkt.priority;
         if (prio ^ self.handle.0) >> 16 == 0 {
             if let Some(i) = self.lookup(prio) {
@@ -358,7 +358,7 @@ impl Cbq {
             if self.cl(head).block.is_empty() {
                 break;
             }
-            let res = match crate::filter::classify(&self.cl(head).block, pkt, now) {
+            let res = match crate::filter::classify(&self.cl(head).block, pkt, cx) {
                 FilterVerdict::Unclassified => break,
                 FilterVerdict::Shot => return Err(Verdict::Bypass),
                 FilterVerdict::Stolen => return Err(Verdict::Stolen),
@@ -971,7 +971,7 @@ impl Qdisc for Cbq {
 
     /// `cbq_enqueue`.
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
-        let cl = match self.classify(&mut pkt, cx.now) {
+        let cl = match self.classify(&mut pkt, cx) {
             Ok(cl) => cl,
             Err(v) => {
                 // `__NET_XMIT_BYPASS`: a filter's action shot the packet, a drop; stolen: not one.

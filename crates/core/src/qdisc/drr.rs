@@ -120,13 +120,13 @@ impl Drr {
     /// `drr_classify`: the class, or the verdict for a packet not to be queued: `Bypass` when the qdisc
     /// counts it as a drop (`__NET_XMIT_BYPASS`: no class, or an action shot it), `Stolen` when an action
     /// took it.
-    pub fn classify(&self, pkt: &mut Packet, now: Nanos) -> Result<u32, Verdict> {
+    pub fn classify(&self, pkt: &mut Packet, cx: &mut Cx) -> Result<u32, Verdict> {
         if (pkt.priority ^ self.handle.0) & 0xffff_0000 == 0
             && self.classes.contains_key(&pkt.priority)
         {
             return Ok(pkt.priority);
         }
-        match crate::filter::classify(&self.block, pkt, now) {
+        match crate::filter::classify(&self.block, pkt, cx) {
             FilterVerdict::Unclassified | FilterVerdict::Shot => Err(Verdict::Bypass),
             FilterVerdict::Stolen => Err(Verdict::Stolen),
             FilterVerdict::Classified { classid, .. } => {
@@ -208,7 +208,7 @@ impl Qdisc for Drr {
     }
 
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
-        let id = match self.classify(&mut pkt, cx.now) {
+        let id = match self.classify(&mut pkt, cx) {
             Ok(id) => id,
             Err(v) => {
                 if v.counts_drop() {

@@ -242,7 +242,7 @@ impl FqCodel {
     }
 
     /// `fq_codel_classify`: the flow (1-based), or the verdict for a packet not to be queued.
-    fn classify(&self, pkt: &mut Packet, now: Nanos) -> Result<u32, Verdict> {
+    fn classify(&self, pkt: &mut Packet, cx: &mut Cx) -> Result<u32, Verdict> {
         let n = self.flows.len() as u32;
         let minor = pkt.priority & 0xffff;
         if self.handle != Handle::UNSPEC
@@ -257,7 +257,7 @@ impl FqCodel {
             let h = keyed_hash(self.secret, &flow_keys(pkt));
             return Ok(((h as u64 * n as u64) >> 32) as u32 + 1);
         }
-        match crate::filter::classify(&self.block, pkt, now) {
+        match crate::filter::classify(&self.block, pkt, cx) {
             FilterVerdict::Classified { classid, .. } => {
                 let m = classid & 0xffff;
                 if m <= n && m > 0 {
@@ -414,7 +414,7 @@ impl Qdisc for FqCodel {
     /// `fq_codel_enqueue`.
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
         self.last_now = cx.now;
-        let idx = match self.classify(&mut pkt, cx.now) {
+        let idx = match self.classify(&mut pkt, cx) {
             Ok(i) => i as usize - 1,
             Err(v) => {
                 if v.counts_drop() {

@@ -437,7 +437,7 @@ impl Htb {
     /// `htb_classify`: `skb->priority` (or a classid preset on the packet) naming this qdisc or one of its
     /// leaves; else the filters — the qdisc's, then those of each inner class a filter names, until one
     /// names a leaf; then the default class, then the direct queue.
-    fn classify(&self, pkt: &mut Packet, now: Nanos) -> Target {
+    fn classify(&self, pkt: &mut Packet, cx: &mut Cx) -> Target {
         let mut block = self.blocks.get(&self.handle.0);
         for id in [pkt.priority, pkt.classid] {
             if id == self.handle.0 {
@@ -454,7 +454,7 @@ impl Htb {
             }
         }
         while let Some(b) = block {
-            match crate::filter::classify(b, pkt, now) {
+            match crate::filter::classify(b, pkt, cx) {
                 crate::filter::Verdict::Unclassified => break,
                 crate::filter::Verdict::Shot => return Target::Refused(Verdict::Bypass),
                 crate::filter::Verdict::Stolen => return Target::Refused(Verdict::Stolen),
@@ -921,7 +921,7 @@ impl Qdisc for Htb {
 
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
         let len = pkt.len;
-        match self.classify(&mut pkt, cx.now) {
+        match self.classify(&mut pkt, cx) {
             Target::Refused(v) => {
                 if v.counts_drop() {
                     self.stats.drops += 1;

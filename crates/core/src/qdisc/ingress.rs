@@ -40,8 +40,8 @@ impl Ingress {
     /// `sch_handle_egress`: a clsact's egress filters on a packet about to be queued. `None` lets it go
     /// on to the root qdisc; otherwise the verdict `dev_queue_xmit` returns: `Drop` for an action that
     /// shot it, `Stolen` for one that took it.
-    pub fn egress(block: &Block, pkt: &mut Packet, now: Nanos) -> Option<Verdict> {
-        match filter::classify(block, pkt, now) {
+    pub fn egress(block: &Block, pkt: &mut Packet, cx: &mut Cx) -> Option<Verdict> {
+        match filter::classify(block, pkt, cx) {
             filter::Verdict::Shot => Some(Verdict::Drop),
             filter::Verdict::Stolen => Some(Verdict::Stolen),
             _ => None,
@@ -63,7 +63,7 @@ impl Qdisc for Ingress {
 
     /// `tcf_classify` at `sch_handle_ingress`: drop, steal, or let through.
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
-        match filter::classify(&self.block, &mut pkt, cx.now) {
+        match filter::classify(&self.block, &mut pkt, cx) {
             filter::Verdict::Shot => {
                 self.stats.drops += 1;
                 cx.drop_arriving(pkt, DropReason::Action);

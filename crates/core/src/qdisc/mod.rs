@@ -47,6 +47,9 @@ pub struct Cx {
     /// removed to make room (SFQ) or decided to drop (an AQM). The driver takes them (`drain`) to tell
     /// their senders and free their buffers; nothing in the tree reads them.
     pub drops: Drops,
+    /// Packets mirred actions sent to other devices during this call, for the driver to deliver at once
+    /// (the kernel's nested `dev_queue_xmit`/`netif_receive_skb`), and the nest this call runs in.
+    pub mirred: crate::action::mirred::MirredCx,
 }
 
 impl Cx {
@@ -56,6 +59,7 @@ impl Cx {
             wake_at: None,
             tree_reduced: (0, 0),
             drops: Drops::default(),
+            mirred: Default::default(),
         }
     }
 

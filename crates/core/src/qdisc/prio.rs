@@ -109,10 +109,10 @@ impl Prio {
     }
 
     /// `prio_classify` (the band index, 0-based), or `None` when a filter's action dropped the packet.
-    pub fn classify(&self, pkt: &mut Packet, now: Nanos) -> Result<usize, Verdict> {
+    pub fn classify(&self, pkt: &mut Packet, cx: &mut Cx) -> Result<usize, Verdict> {
         let mut band = pkt.priority;
         if band >> 16 != self.handle.0 >> 16 {
-            match crate::filter::classify(&self.block, pkt, now) {
+            match crate::filter::classify(&self.block, pkt, cx) {
                 FilterVerdict::Shot => return Err(Verdict::Bypass),
                 FilterVerdict::Stolen => return Err(Verdict::Stolen),
                 FilterVerdict::Classified { classid, .. } => band = classid,
@@ -170,7 +170,7 @@ impl Qdisc for Prio {
     }
 
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
-        let band = match self.classify(&mut pkt, cx.now) {
+        let band = match self.classify(&mut pkt, cx) {
             Ok(band) => band,
             Err(v) => {
                 // `__NET_XMIT_BYPASS`: an action shot it and the qdisc counts a drop; stolen: not.
@@ -362,15 +362,21 @@ mod tests {
     fn classify_as_prio_classify_does_without_filters() {
         let q = Prio::new(Handle::new(1, 0), &PrioOptions::default(), &env()).unwrap();
         // TOS 0x10 → priority 6 → priomap[6] = 0; priority 0 → 1; TOS 0x08 → priority 2 → band 2.
-        assert_eq!(q.classify(&mut pkt(tos_to_priority(0x10)), 0), Ok(0));
-        assert_eq!(q.classify(&mut pkt(0), 0), Ok(1));
-        assert_eq!(q.classify(&mut pkt(tos_to_priority(0x08)), 0), Ok(2));
+        assert_eq!(
+            q.classify(&mut pkt(tos_to_priority(0x10)), &mut Cx::new(0)),
+            Ok(0)
+        );
+        assert_eq!(q.classify(&mut pkt(0), &mut Cx::new(0)), Ok(1));
+        assert_eq!(
+            q.classify(&mut pkt(tos_to_priority(0x08)), &mut Cx::new(0)),
+            Ok(2)
+        );
         // priority = 1:3 names class 1:3 → band 2; 1:9 is out of range → band of priority 0 (priomap[0]=1).
-        assert_eq!(q.classify(&mut pkt(0x0001_0003), 0), Ok(2));
-        assert_eq!(q.classify(&mut pkt(0x0001_0009), 0), Ok(1));
+        assert_eq!(q.classify(&mut pkt(0x0001_0003), &mut Cx::new(0)), Ok(2));
+        assert_eq!(q.classify(&mut pkt(0x0001_0009), &mut Cx::new(0)), Ok(1));
         // Another qdisc's major: treated as priority 0 → priomap[0] = 1. Low bits only otherwise: 16+6 → 6.
-        assert_eq!(q.classify(&mut pkt(0x0002_0006), 0), Ok(1));
-        assert_eq!(q.classify(&mut pkt(22), 0), Ok(0));
+        assert_eq!(q.classify(&mut pkt(0x0002_0006), &mut Cx::new(0)), Ok(1));
+        assert_eq!(q.classify(&mut pkt(22), &mut Cx::new(0)), Ok(0));
     }
 
     #[test]

@@ -218,7 +218,7 @@ impl Sfq {
     /// bucket (1..=divisor) and a packet no filter matched is dropped, as in the kernel; without filters,
     /// the keyed hash decides. `Err` is the verdict for a packet not to be queued: `Bypass` (dropped,
     /// counted) or `Stolen` (an action took it).
-    fn classify(&self, pkt: &mut Packet, now: Nanos) -> Result<u32, Verdict> {
+    fn classify(&self, pkt: &mut Packet, cx: &mut Cx) -> Result<u32, Verdict> {
         let minor = pkt.priority & 0xffff;
         if self.handle != Handle::UNSPEC
             && pkt.priority & 0xffff_0000 == self.handle.0
@@ -229,7 +229,7 @@ impl Sfq {
         if self.block.is_empty() {
             return Ok(self.hash(pkt));
         }
-        match crate::filter::classify(&self.block, pkt, now) {
+        match crate::filter::classify(&self.block, pkt, cx) {
             FilterVerdict::Classified { classid, .. } => {
                 let m = classid & 0xffff;
                 if (1..=self.divisor).contains(&m) {
@@ -491,7 +491,7 @@ impl Qdisc for Sfq {
     /// or, with `headdrop`, the flow's oldest), `Success` when it is queued and only another flow paid.
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
         self.perturb_if_due(cx);
-        let hash = match self.classify(&mut pkt, cx.now) {
+        let hash = match self.classify(&mut pkt, cx) {
             Ok(hash) => hash,
             Err(v) => {
                 if v.counts_drop() {
