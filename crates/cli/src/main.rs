@@ -28,7 +28,10 @@ Usage:
   tclab link add|set|del dev DEV [mtu N] [txqueuelen N]
   tclab link show                        list the devices of the stored policy
   tclab iptables -t mangle …             iptables(8) for the mangle table (MARK, CONNMARK, CLASSIFY, DSCP, TOS)
-  tclab script run FILE [ARGS…]          run a Linux shell script unmodified, tc/iptables resolved to tclab
+  tclab script run [--strict] FILE [ARGS…]
+                                         run a Linux shell script unmodified, tc/iptables resolved to tclab
+  tclab check [--json] [--link RATE] [FILE]
+                                         what is wrong with a policy (script, batch or store), before it runs
   tclab sim SCENARIO [--out DIR] [--seed N] [--json] [--no-plots]
                                          run a scenario in the simulated lab (tclab sim --help)
   tclab demo                             seed 004's traffic conditioner in the simulated lab: the latency table
@@ -194,6 +197,167 @@ fn cmd_script(args: &[String]) -> Result<u8, String> {
     Ok(code)
 }
 
+const CHECK_HELP: &str = "Usage: tclab check [--json] [--link RATE] [--linklayer atm] [FILE]
+
+Applies a policy as tclab tc and tclab script run would, then reports what is wrong with it: commands the
+kernel refuses, classes nothing reaches, default classes that do not exist, quantum and r2q, rates that
+add up to more than the parent's, bursts below one packet or one timer tick, queues that hold seconds of
+traffic, a shaper at the line's own rate, ATM overhead missing, ingress policing.
+
+FILE is a shell script (run as tclab script run runs it), a tc -batch file, or a policy store; without
+FILE, the current store ($TCLAB_STATE).
+  --json             the findings as a JSON array (code, severity, at, message, fix)
+  --link RATE        the line's rate (e.g. 20mbit): checks that the shaper sits below it
+  --linklayer atm    the line is ATM/ADSL: checks that the shaper accounts for cells and overhead
+Each finding has a stable code, explained in docs/checks/CODE.md. Exit status: 2 if any error, 1 if any
+warning, 0 otherwise (notes only or nothing).";
+
+/// What a file given to `tclab check` is.
+fn policy_kind(text: &str) -> &'static str {
+    let t = text.trim_start();
+    if t.starts_with("{\"tclab_store\"") || t.starts_with('{') {
+        return "store";
+    }
+    if t.starts_with("#!") {
+        return "script";
+    }
+    let objects = ["qdisc", "class", "filter", "actions", "action", "chain"];
+    let batch = text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .all(|l| {
+            let w: Vec<&str> = l
+                .split_whitespace()
+                .skip_while(|w| w.starts_with('-'))
+                .collect();
+            w.first().is_some_and(|w| objects.contains(w))
+        });
+    if batch {
+        "batch"
+    } else {
+        "script"
+    }
+}
+
+fn cmd_check(args: &[String]) -> Result<u8, String> {
+    use tclab_tc::check::{check, exit_status, render, LineFacts};
+    let mut json = false;
+    let mut facts = LineFacts::default();
+    let mut file: Option<&str> = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--json" => json = true,
+            "--link" => {
+                let v = it.next().ok_or("--link needs a rate (e.g. 20mbit)")?;
+                let r = tclab_tc::util::get_rate(v)
+                    .ok_or_else(|| format!("--link: \"{v}\" is not a rate (e.g. 20mbit)"))?;
+                facts.rate = Some(r);
+            }
+            "--linklayer" => match it.next().map(String::as_str) {
+                Some("atm") | Some("adsl") => facts.atm = true,
+                Some("ethernet") => facts.atm = false,
+                other => {
+                    return Err(format!(
+                        "--linklayer takes atm or ethernet, not {}",
+                        other.unwrap_or("nothing")
+                    ))
+                }
+            },
+            "--help" | "-h" | "help" => {
+                println!("{CHECK_HELP}");
+                return Ok(0);
+            }
+            f if !f.starts_with('-') && file.is_none() => file = Some(f),
+            other => {
+                return Err(format!(
+                    "check: unknown option \"{other}\"; try \"tclab check --help\""
+                ))
+            }
+        }
+    }
+    let (engine, refusals) = match file {
+        None => {
+            let path = std::path::absolute(state_path()).map_err(|e| format!("state file: {e}"))?;
+            let journal = tclab_tc::store::read_journal(&path)?;
+            let (engine, problems) = tclab_tc::store::replay(&journal.entries);
+            let refusals = problems
+                .into_iter()
+                .map(|p| (path.display().to_string(), "journal entry".to_string(), p))
+                .collect::<Vec<_>>();
+            (engine, refusals)
+        }
+        Some(f) => {
+            let path = PathBuf::from(f);
+            let text = std::fs::read_to_string(&path).map_err(|e| format!("{f}: {e}"))?;
+            match policy_kind(&text) {
+                "store" => {
+                    let journal = tclab_tc::store::read_journal(&path)?;
+                    let (engine, problems) = tclab_tc::store::replay(&journal.entries);
+                    let refusals = problems
+                        .into_iter()
+                        .map(|p| (f.to_string(), "journal entry".to_string(), p))
+                        .collect::<Vec<_>>();
+                    (engine, refusals)
+                }
+                "batch" => {
+                    let mut engine = tclab_core::Engine::new();
+                    let mut refusals = Vec::new();
+                    for (n, line) in text.lines().enumerate() {
+                        let line = line.split('#').next().unwrap_or("").trim();
+                        if line.is_empty() {
+                            continue;
+                        }
+                        let words: Vec<String> =
+                            line.split_whitespace().map(String::from).collect();
+                        let out = tclab_tc::run(&mut engine, &words, 0);
+                        if out.code != 0 {
+                            refusals.push((
+                                format!("{f}:{}", n + 1),
+                                format!("tc {line}"),
+                                out.stderr,
+                            ));
+                        }
+                    }
+                    (engine, refusals)
+                }
+                _ => {
+                    let exe = std::env::current_exe()
+                        .map_err(|e| format!("cannot find the tclab executable: {e}"))?;
+                    let run = tclab_tc::script::run_script(&exe, &path, &[], &[])?;
+                    let (engine, _) = tclab_tc::store::replay(&run.journal);
+                    let mut refusals: Vec<_> = run
+                        .report
+                        .refused
+                        .iter()
+                        .filter(|r| !r.cleanup)
+                        .map(|r| (r.at.clone(), r.command.clone(), r.message.clone()))
+                        .collect();
+                    if !run.success {
+                        refusals.push((
+                            f.to_string(),
+                            "the script".to_string(),
+                            run.status.clone(),
+                        ));
+                    }
+                    (engine, refusals)
+                }
+            }
+        }
+    };
+    let findings = check(&engine, &refusals, facts);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&findings).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", render(&findings));
+    }
+    Ok(exit_status(&findings))
+}
+
 /// Die quietly on a closed pipe (`tclab sim … | head`), as command-line tools do, instead of panicking
 /// on the failed print: restore SIGPIPE's default action, which Rust's runtime sets to "ignore".
 fn default_sigpipe() {
@@ -217,6 +381,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("tc") | Some("link") | Some("iptables") => cmd_store(&args),
         Some("script") => cmd_script(&args[1..]),
+        Some("check") => cmd_check(&args[1..]),
         Some("demo") => demo::run(&args[1..]),
         Some("sim") => sim::cmd(&args[1..]),
         Some("--version") | Some("-V") => {

@@ -13,9 +13,11 @@
 //! - [`script`]: shell scripts written for Linux, run unmodified with `tc`/`iptables` resolved to tclab.
 //! - [`store`]: the policy file that lets `TCLAB_STATE=FILE tclab tc …` work line by line.
 //! - [`control`]: the socket through which a script's `tc` calls reach one resident engine.
+//! - [`check`]: `tclab check`, the findings about a policy before it is deployed.
 //! - [`fuzz`]: the property checks behind the parser's fuzz target and its deterministic test.
 
 pub mod action;
+pub mod check;
 pub mod control;
 pub mod ematch;
 pub mod filter;

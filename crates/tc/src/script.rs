@@ -25,7 +25,7 @@
 //!   `rmmod` succeed silently (every qdisc is "built in"); other `ip` commands (`route`, `addr`, `rule`, …), `sysctl -w` and
 //!   `ethtool` are reported on stderr and succeed without effect. Everything else is the real command.
 //!
-//! [`run_script_to_journal`] runs a script against a fresh temporary store and returns the journal it left,
+//! [`run_script`] runs a script against a fresh temporary store and returns the journal it left,
 //! which the simulator replays into one node's engine (`script = "file.sh"` in a scenario).
 
 use std::path::{Path, PathBuf};
@@ -349,10 +349,10 @@ impl Sandbox {
 /// Run `script` with `args` and extra environment `env` against a fresh, empty store, using `exe` (the
 /// `tclab` binary: `std::env::current_exe()` from inside it) for tc and iptables, and return the journal the
 /// script left: the accepted `tc`, `link` and `iptables` lines, in order, ready for
-/// [`crate::store::Store::replay`]. The script's output is captured; a non-zero exit is an error carrying
-/// its stderr. Commands the script ran that failed (as `tc qdisc del … 2>/dev/null` on a clean device) are
-/// simply not in the journal, as on Linux they changed nothing.
-pub fn run_script_to_journal(
+/// [`crate::store::replay`], with the report of what was refused and how the script ended. Commands the
+/// script ran that failed (as `tc qdisc del … 2>/dev/null` on a clean device) are not in the journal, as
+/// on Linux they changed nothing.
+pub fn run_script(
     exe: &Path,
     script: &Path,
     args: &[String],
@@ -374,7 +374,26 @@ pub fn run_script_to_journal(
         server.socket().to_string_lossy().into_owned(),
     ));
     let run = run_bounded(&sb, exe, script, args, &env, &state, limit)?;
-    drop(server);
+    let report = server.finish();
+    let journal = crate::store::read_journal(&state)?;
+    Ok(ScriptRun {
+        journal: journal.entries,
+        stderr: run.stderr,
+        report,
+        success: run.success,
+        status: run.status,
+    })
+}
+
+/// [`run_script`], for a caller that needs the script to succeed: a non-zero exit is an error carrying
+/// its stderr.
+pub fn run_script_to_journal(
+    exe: &Path,
+    script: &Path,
+    args: &[String],
+    env: &[(String, String)],
+) -> Result<ScriptRun, String> {
+    let run = run_script(exe, script, args, env)?;
     if !run.success {
         return Err(format!(
             "{} {}: {}",
@@ -383,11 +402,7 @@ pub fn run_script_to_journal(
             run.stderr.trim_end()
         ));
     }
-    let journal = crate::store::read_journal(&state)?;
-    Ok(ScriptRun {
-        journal: journal.entries,
-        stderr: run.stderr,
-    })
+    Ok(run)
 }
 
 /// How long a policy script may run before it is stopped (shaping scripts take well under a second);
@@ -399,6 +414,11 @@ pub const SCRIPT_TIME_LIMIT: std::time::Duration = std::time::Duration::from_sec
 pub struct ScriptRun {
     pub journal: Vec<Vec<String>>,
     pub stderr: String,
+    /// What the script's calls did: changes applied, and each refusal with its script line.
+    pub report: crate::control::Report,
+    pub success: bool,
+    /// `exited with N`, or that it was stopped.
+    pub status: String,
 }
 
 struct Bounded {

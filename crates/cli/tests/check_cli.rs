@@ -1,0 +1,172 @@
+//! `tclab check` (issue 12): every code is triggered by a policy that has the fault and not by one
+//! without it; the seeds' own policies give the seeds' own lessons (seed 000's 66 s queue, seed 003's
+//! `-dport` typo, seed 004's conditioner clean).
+
+mod common;
+use common::{cmd, run_with_timeout, RunResult, TempDir};
+use std::path::Path;
+use std::time::Duration;
+
+const TCLAB: &str = env!("CARGO_BIN_EXE_tclab");
+
+fn check(dir: &TempDir, name: &str, policy: &str, extra: &[&str]) -> RunResult {
+    let f = dir.path.join(name);
+    std::fs::write(&f, policy).unwrap();
+    let mut args = vec!["check", "--json"];
+    args.extend_from_slice(extra);
+    let path = f.to_string_lossy().into_owned();
+    args.push(&path);
+    let mut c = cmd(Path::new(TCLAB), &args);
+    c.env("TCLAB_STATE", dir.path.join("unused.json"))
+        .env_remove("TCLAB_CONTROL");
+    run_with_timeout(c, Duration::from_secs(60), -1)
+}
+
+fn codes(r: &RunResult) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_str(&r.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", r.stdout, r.stderr));
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap().to_string())
+        .collect()
+}
+
+const HTB_OK: &str = "qdisc add dev eth0 root handle 1: htb default 20
+class add dev eth0 parent 1: classid 1:1 htb rate 10mbit
+class add dev eth0 parent 1:1 classid 1:10 htb rate 4mbit ceil 10mbit
+class add dev eth0 parent 1:1 classid 1:20 htb rate 6mbit ceil 10mbit
+qdisc add dev eth0 parent 1:10 handle 10: fq_codel
+qdisc add dev eth0 parent 1:20 handle 20: pfifo limit 100
+filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dport 22 0xffff flowid 1:10
+";
+
+/// (code, a batch with the fault, extra arguments). The clean policy above must give none of them.
+const CASES: &[(&str, &str, &[&str])] = &[
+    ("refused", "qdisc add dev eth0 root handle 1: htb default 20\nclass add dev eth0 parent 1: classid 1:20 htb rate 18O0kbit\n", &[]),
+    ("default-missing", "qdisc add dev eth0 root handle 1: htb default 30\nclass add dev eth0 parent 1: classid 1:20 htb rate 1mbit\nqdisc add dev eth0 parent 1:20 pfifo limit 10\n", &[]),
+    ("default-inner", "qdisc add dev eth0 root handle 1: htb default 1\nclass add dev eth0 parent 1: classid 1:1 htb rate 10mbit\nclass add dev eth0 parent 1:1 classid 1:10 htb rate 5mbit\n", &[]),
+    ("no-default", "qdisc add dev eth0 root handle 1: htb\n", &[]),
+    ("quantum", "qdisc add dev eth0 root handle 1: htb r2q 40 default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 160kbit\nqdisc add dev eth0 parent 1:10 pfifo limit 5\n", &[]),
+    ("rates-exceed-parent", "qdisc add dev eth0 root handle 1: htb default 20\nclass add dev eth0 parent 1: classid 1:1 htb rate 220kbit\nclass add dev eth0 parent 1:1 classid 1:10 htb rate 220kbit\nclass add dev eth0 parent 1:1 classid 1:20 htb rate 198kbit\n", &[]),
+    ("ceil-below-rate", "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 2mbit ceil 1mbit\n", &[]),
+    ("burst-below-mtu", "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 1mbit burst 1000\n", &[]),
+    ("burst-below-tick", "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 100mbit burst 5k cburst 100k\n", &[]),
+    ("queue-delay", "qdisc add dev eth0 root handle 1: htb default 20\nclass add dev eth0 parent 1: classid 1:20 htb rate 180kbit\n", &[]),
+    ("unreached-class", "qdisc add dev eth0 root handle 1: htb default 20\nclass add dev eth0 parent 1: classid 1:20 htb rate 1mbit\nclass add dev eth0 parent 1: classid 1:30 htb rate 1mbit\n", &[]),
+    ("shaper-at-line-rate", "qdisc add dev ppp0 root tbf rate 1mbit burst 10k latency 50ms\n", &["--link", "1mbit"]),
+    ("linklayer-missing", "qdisc add dev ppp0 root tbf rate 900kbit burst 10k latency 50ms\n", &["--linklayer", "atm"]),
+    ("ingress-police", "qdisc add dev eth0 handle ffff: ingress\nfilter add dev eth0 parent ffff: protocol ip u32 match ip src 0.0.0.0/0 police rate 800kbit burst 10k drop flowid :1\n", &[]),
+];
+
+#[test]
+fn every_code_is_triggered_by_its_fault_and_not_by_a_clean_policy() {
+    let dir = TempDir::new("check");
+    let clean = check(
+        &dir,
+        "clean.batch",
+        HTB_OK,
+        &["--link", "20mbit", "--linklayer", "atm"],
+    );
+    // The clean policy shapes at 10 Mbit/s on a 20 Mbit/s line; only the ATM question remains open.
+    assert_eq!(codes(&clean), vec!["linklayer-missing"], "{}", clean.stdout);
+    let clean = check(&dir, "clean.batch", HTB_OK, &["--link", "20mbit"]);
+    assert_eq!(codes(&clean), Vec::<String>::new(), "{}", clean.stdout);
+    assert_eq!(clean.code, 0);
+    for (code, policy, extra) in CASES {
+        let r = check(&dir, &format!("{code}.batch"), policy, extra);
+        let got = codes(&r);
+        assert!(
+            got.iter().any(|c| c == code),
+            "{code}: {got:?}\n{}",
+            r.stdout
+        );
+        let doc =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../docs/checks/{code}.md"));
+        assert!(doc.is_file(), "{} is missing", doc.display());
+        let sev = tclab_tc::check::CODES
+            .iter()
+            .find(|c| c.0 == *code)
+            .expect("a registered code")
+            .1;
+        let want = match sev {
+            tclab_tc::check::Severity::Error => 2,
+            tclab_tc::check::Severity::Warning => 1,
+            tclab_tc::check::Severity::Note => 0,
+        };
+        assert!(r.code >= want, "{code}: exit {} for a {sev:?}", r.code);
+    }
+    assert_eq!(
+        CASES.len(),
+        tclab_tc::check::CODES.len(),
+        "every code has a case"
+    );
+}
+
+/// Seed 000: HTB 180 kbit/s with the default 1000-packet leaf holds 1000 × 1514 × 8 / 180 000 = 67.3 s
+/// of full frames (the seed's pings took 65 s behind its 1490-byte UDP frames).
+#[test]
+fn seed000_reports_its_minute_of_queue() {
+    let dir = TempDir::new("check-seed000");
+    let r = check(
+        &dir,
+        "seed000.sh",
+        "#!/bin/bash\ntc qdisc add dev eth0 root handle 1: htb default 20\ntc class add dev eth0 parent 1: classid 1:20 htb rate 180kbit ceil 180kbit\n",
+        &[],
+    );
+    assert_eq!(codes(&r), vec!["queue-delay"]);
+    assert!(r.stdout.contains("67.3 s"), "{}", r.stdout);
+    assert_eq!(r.code, 1);
+}
+
+/// Seed 003's gateway script has the article's `-dport 22` typo: iptables refuses it, and the SSH mark is
+/// never set. Seed 004's HTB conditioner is clean (its notes are its deliberate oversubscription and its
+/// ingress policer).
+#[test]
+fn seed003_typo_is_found_and_seed004_is_clean() {
+    let gateway = format!(
+        "{}/../../examples/seed003/gateway.sh",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut c = cmd(Path::new(TCLAB), &["check", &gateway]);
+    c.env_remove("TCLAB_CONTROL");
+    let r = run_with_timeout(c, Duration::from_secs(60), -1);
+    assert_eq!(r.code, 2, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("error[refused]") && r.stdout.contains("-dport 22"),
+        "{}",
+        r.stdout
+    );
+    let seed004 = format!(
+        "{}/tests/fixtures/seed004_htb.sh",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut c = cmd(Path::new(TCLAB), &["check", &seed004]);
+    c.env_remove("TCLAB_CONTROL");
+    let r = run_with_timeout(c, Duration::from_secs(60), -1);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert!(r.stdout.contains("0 errors, 0 warnings"), "{}", r.stdout);
+}
+
+#[test]
+fn bad_arguments_are_refused_clearly() {
+    for (args, want) in [
+        (&["check", "--link"][..], "--link needs a rate"),
+        (&["check", "--link", "fast"][..], "is not a rate"),
+        (
+            &["check", "--linklayer", "frame-relay"][..],
+            "--linklayer takes atm or ethernet",
+        ),
+        (
+            &["check", "/nonexistent/policy.sh"][..],
+            "/nonexistent/policy.sh",
+        ),
+        (&["check", "--bogus"][..], "unknown option"),
+    ] {
+        let mut c = cmd(Path::new(TCLAB), args);
+        c.env_remove("TCLAB_CONTROL");
+        let r = run_with_timeout(c, Duration::from_secs(30), -1);
+        assert_eq!(r.code, 1, "{args:?}: {r:?}");
+        assert!(r.stderr.contains(want), "{args:?}: {}", r.stderr);
+    }
+}

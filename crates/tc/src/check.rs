@@ -1,0 +1,552 @@
+//! `tclab check`: what is wrong with a policy, said before it meets a link.
+//!
+//! The policy is applied to an engine exactly as `tclab tc` and `tclab script run` apply it, so every
+//! command the kernel would refuse is found with its message; then the resulting tree is read the way
+//! the seeds' authors had to learn to read it — quantum and r2q, rates that add up to more than their
+//! parent, bursts too small for the timer, queues that hold a minute of traffic, classes nothing reaches,
+//! default classes that do not exist — and each finding gets a stable code, its reason, the fix, and a
+//! page in `docs/checks/CODE.md`.
+//!
+//! Severities: `error` (the policy does not do what it says: a refused command, unclassified traffic
+//! that escapes the shaper), `warning` (it works, but not as its author expects), `note` (worth knowing).
+//! The exit status is 2 with an error, 1 with a warning, else 0.
+
+use crate::util::{calc_xmitsize, sprint_rate};
+use serde::Serialize;
+use tclab_core::qdisc::{ClassOptions, QdiscOptions};
+use tclab_core::{Engine, Handle};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Note,
+    Warning,
+    Error,
+}
+
+impl Severity {
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Note => "note",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+/// One finding.
+#[derive(Clone, Debug, Serialize)]
+pub struct Finding {
+    /// Stable code; its page is `docs/checks/CODE.md`.
+    pub code: &'static str,
+    pub severity: Severity,
+    /// Where: `eth0 class 1:20`, `script.sh:12`.
+    pub at: String,
+    pub message: String,
+    pub fix: String,
+}
+
+/// Every code `check` can report, with its severity and a one-line summary (the index of
+/// `docs/checks/`).
+pub const CODES: &[(&str, Severity, &str)] = &[
+    (
+        "refused",
+        Severity::Error,
+        "a command the kernel (or tc) refuses",
+    ),
+    (
+        "default-missing",
+        Severity::Error,
+        "HTB's default class does not exist: unclassified traffic is not shaped",
+    ),
+    (
+        "default-inner",
+        Severity::Error,
+        "HTB's default class is an inner class: unclassified traffic is not shaped",
+    ),
+    (
+        "no-default",
+        Severity::Warning,
+        "HTB has no default class: unclassified traffic goes out unshaped",
+    ),
+    (
+        "quantum",
+        Severity::Warning,
+        "a class's quantum is outside 1000..200000 bytes (r2q)",
+    ),
+    (
+        "rates-exceed-parent",
+        Severity::Warning,
+        "the children's guaranteed rates add up to more than their parent's",
+    ),
+    (
+        "ceil-below-rate",
+        Severity::Warning,
+        "a class's ceil is below its rate",
+    ),
+    (
+        "burst-below-mtu",
+        Severity::Warning,
+        "a class's burst or cburst is smaller than one full packet",
+    ),
+    (
+        "burst-below-tick",
+        Severity::Warning,
+        "a class's burst is smaller than one timer tick of its rate",
+    ),
+    (
+        "queue-delay",
+        Severity::Warning,
+        "a leaf's queue holds more than a second of traffic at its rate",
+    ),
+    (
+        "unreached-class",
+        Severity::Warning,
+        "a leaf class no filter, iptables CLASSIFY rule or default sends traffic to",
+    ),
+    (
+        "shaper-at-line-rate",
+        Severity::Warning,
+        "the root shaper's rate is not below the line's, so the queue forms elsewhere",
+    ),
+    (
+        "linklayer-missing",
+        Severity::Warning,
+        "an ATM/DSL line shaped without linklayer atm or overhead",
+    ),
+    (
+        "ingress-police",
+        Severity::Note,
+        "ingress policing drops what an ifb shaper would queue",
+    ),
+];
+
+/// What the caller knows of the line the policy shapes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LineFacts {
+    /// The line's rate in bytes per second (`--link RATE`).
+    pub rate: Option<u64>,
+    /// The line is ATM/ADSL (`--linklayer atm`).
+    pub atm: bool,
+}
+
+/// The timer frequency the tick rule assumes: tc itself computes default bursts for HZ 1000 (what
+/// /proc/net/psched reports on high-resolution kernels); a kernel built with CONFIG_HZ 100 or 250 and
+/// tick-based timers (seed 001's) needs bursts up to ten times larger.
+pub const HZ: u64 = 1000;
+
+/// Check the policy `engine` holds. `refusals` are the commands that did not apply: (where, command,
+/// message).
+pub fn check(
+    engine: &Engine,
+    refusals: &[(String, String, String)],
+    line: LineFacts,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (at, cmd, msg) in refusals {
+        let first = msg
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("(no message)");
+        out.push(Finding {
+            code: "refused",
+            severity: Severity::Error,
+            at: at.clone(),
+            message: format!("`{cmd}` is refused: {first}"),
+            fix: "correct the command; until then the policy is not what the script says".into(),
+        });
+    }
+    let classify_targets: Vec<u32> = engine
+        .netfilter
+        .mangle
+        .builtin
+        .iter()
+        .flat_map(|b| b.chain.rules.iter())
+        .chain(
+            engine
+                .netfilter
+                .mangle
+                .user
+                .values()
+                .flat_map(|c| c.rules.iter()),
+        )
+        .filter_map(|r| match r.target {
+            tclab_core::netfilter::Target::Classify(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    for (dev_name, dev) in &engine.devices {
+        check_device(engine, dev_name, dev, &classify_targets, line, &mut out);
+    }
+    out
+}
+
+fn rate_str(bytes_per_sec: u64) -> String {
+    sprint_rate(bytes_per_sec)
+}
+
+fn check_device(
+    _engine: &Engine,
+    dev_name: &str,
+    dev: &tclab_core::engine::Device,
+    classify_targets: &[u32],
+    line: LineFacts,
+    out: &mut Vec<Finding>,
+) {
+    let qdiscs = dev.qdiscs();
+    let classes = dev.classes(0);
+    let mtu = dev.mtu + 14;
+    let bound = |classid: u32| -> bool {
+        classify_targets.contains(&classid)
+            || qdiscs.iter().any(|q| {
+                dev.find(q.handle).is_some_and(|s| {
+                    s.q.block(Handle(q.handle.0))
+                        .is_some_and(|b| b.binds(classid))
+                        || classes.iter().any(|c| {
+                            c.classid.major() == q.handle.major()
+                                && s.q.block(c.classid).is_some_and(|b| b.binds(classid))
+                        })
+                })
+            })
+    };
+    // The root shaper against the line.
+    let root = &qdiscs[0];
+    let root_rate = match &root.options {
+        QdiscOptions::Tbf(t) => Some((t.rate.rate, t.rate.linklayer, t.rate.overhead)),
+        QdiscOptions::Htb(_) => classes
+            .iter()
+            .filter(|c| c.parent == Handle::ROOT && c.classid.major() == root.handle.major())
+            .filter_map(|c| match &c.options {
+                Some(ClassOptions::Htb(h)) => {
+                    Some((h.ceil.rate, h.ceil.linklayer, h.ceil.overhead))
+                }
+                _ => None,
+            })
+            .max_by_key(|r| r.0),
+        _ => None,
+    };
+    if let (Some(link), Some((rate, linklayer, overhead))) = (line.rate, root_rate) {
+        if rate >= link {
+            out.push(Finding {
+                code: "shaper-at-line-rate",
+                severity: Severity::Warning,
+                at: format!("{dev_name} qdisc {} {}", root.kind, root.handle),
+                message: format!(
+                    "shapes at {} on a {} line: the queue builds in the modem or the ISP's router, where \
+                     this policy cannot order or drop it",
+                    rate_str(rate),
+                    rate_str(link)
+                ),
+                fix: format!(
+                    "shape a little below the line, e.g. {} (90 %)",
+                    rate_str(link * 9 / 10)
+                ),
+            });
+        }
+        let _ = (linklayer, overhead);
+    }
+    if line.atm {
+        if let Some((_, linklayer, overhead)) = root_rate {
+            if linklayer != tclab_core::units::LinkLayer::Atm && overhead == 0 {
+                out.push(Finding {
+                    code: "linklayer-missing",
+                    severity: Severity::Warning,
+                    at: format!("{dev_name} qdisc {} {}", root.kind, root.handle),
+                    message: "the line is ATM, but the shaper counts bytes as Ethernet: every packet \
+                              costs up to 10 % more on the wire than the shaper thinks (48-byte cells, \
+                              padding, the encapsulation's overhead)"
+                        .into(),
+                    fix: "add `linklayer atm overhead 44` (PPPoE/LLC; see your line) to the rate, or a \
+                          `stab` with the same"
+                        .into(),
+                });
+            }
+        }
+    }
+    // HTB.
+    for q in qdiscs.iter() {
+        let QdiscOptions::Htb(h) = &q.options else {
+            continue;
+        };
+        let my_classes: Vec<_> = classes
+            .iter()
+            .filter(|c| c.classid.major() == q.handle.major())
+            .collect();
+        let at_q = format!("{dev_name} qdisc htb {}", q.handle);
+        if h.defcls == 0 {
+            out.push(Finding {
+                code: "no-default",
+                severity: Severity::Warning,
+                at: at_q.clone(),
+                message:
+                    "no `default` class: packets no filter classifies go to HTB's direct queue and \
+                          leave at the device's full speed, unshaped"
+                        .into(),
+                fix: "name a leaf class as the default (`htb default 20`) that takes the rest"
+                    .into(),
+            });
+        } else {
+            let def = Handle(q.handle.0 | h.defcls);
+            match my_classes.iter().find(|c| c.classid == def) {
+                None => out.push(Finding {
+                    code: "default-missing",
+                    severity: Severity::Error,
+                    at: at_q.clone(),
+                    message: format!(
+                        "the default class {def} does not exist: unclassified packets go to the direct \
+                         queue, unshaped"
+                    ),
+                    fix: format!("create class {def}, or point `default` at an existing leaf"),
+                }),
+                Some(c) if matches!(&c.options, Some(ClassOptions::Htb(o)) if o.level > 0) => {
+                    out.push(Finding {
+                        code: "default-inner",
+                        severity: Severity::Error,
+                        at: at_q.clone(),
+                        message: format!(
+                            "the default class {def} has children: HTB sends unclassified packets to a \
+                             default only if it is a leaf, so they go to the direct queue, unshaped"
+                        ),
+                        fix: "point `default` at a leaf class".into(),
+                    })
+                }
+                _ => {}
+            }
+        }
+        for c in &my_classes {
+            let Some(ClassOptions::Htb(o)) = &c.options else {
+                continue;
+            };
+            let at = format!("{dev_name} class htb {}", c.classid);
+            // HTB clamps a quantum computed from rate/r2q into 1000..200000 (with a kernel warning);
+            // an explicit one out of that range is kept.
+            let computed = o.rate.rate / h.r2q.max(1) as u64;
+            let clamped = (computed > 200_000 && o.quantum == 200_000)
+                || (computed < 1000 && o.quantum == 1000);
+            if o.level == 0 && (o.quantum < 1000 || o.quantum > 200_000 || clamped) {
+                let r2q = (o.rate.rate / 10_000).max(1);
+                out.push(Finding {
+                    code: "quantum",
+                    severity: Severity::Warning,
+                    at: at.clone(),
+                    message: format!(
+                        "quantum {} bytes{} (rate {} / r2q {} = {}): {}",
+                        o.quantum,
+                        if clamped { ", clamped by HTB" } else { "" },
+                        rate_str(o.rate.rate),
+                        h.r2q,
+                        computed,
+                        if computed < 1000 || o.quantum < 1000 {
+                            "smaller than a packet, so borrowing is shared unfairly"
+                        } else {
+                            "so large that this class sends bursts of many packets while its siblings wait"
+                        }
+                    ),
+                    fix: format!(
+                        "set `quantum 1514` on the class, or an r2q that puts every class's rate/r2q \
+                         in range (about `r2q {r2q}` for this rate)"
+                    ),
+                });
+            }
+            if o.ceil.rate < o.rate.rate {
+                out.push(Finding {
+                    code: "ceil-below-rate",
+                    severity: Severity::Warning,
+                    at: at.clone(),
+                    message: format!(
+                        "ceil {} is below rate {}: the class can never use the rate it is guaranteed",
+                        rate_str(o.ceil.rate),
+                        rate_str(o.rate.rate)
+                    ),
+                    fix: "make ceil at least the rate (tc's default ceil is the rate)".into(),
+                });
+            }
+            let burst = calc_xmitsize(o.rate.rate, o.buffer) as u64;
+            let cburst = calc_xmitsize(o.ceil.rate, o.cbuffer) as u64;
+            if burst < mtu as u64 || cburst < mtu as u64 {
+                out.push(Finding {
+                    code: "burst-below-mtu",
+                    severity: Severity::Warning,
+                    at: at.clone(),
+                    message: format!(
+                        "burst {burst} bytes / cburst {cburst} bytes, less than one {mtu}-byte frame: the \
+                         class waits for tokens before every full packet"
+                    ),
+                    fix: format!("leave burst to tc's default, or give at least {mtu} bytes"),
+                });
+            } else if burst < o.rate.rate / HZ {
+                out.push(Finding {
+                    code: "burst-below-tick",
+                    severity: Severity::Warning,
+                    at: at.clone(),
+                    message: format!(
+                        "burst {burst} bytes is less than what {} sends in one tick of a {HZ} Hz timer \
+                         ({} bytes): on a tick-based kernel the class cannot reach its rate",
+                        rate_str(o.rate.rate),
+                        o.rate.rate / HZ
+                    ),
+                    fix: format!("burst at least rate/HZ: {} bytes", o.rate.rate / HZ),
+                });
+            }
+            // Children's rates against this class's.
+            let kids: Vec<_> = my_classes
+                .iter()
+                .filter(|k| k.parent == c.classid)
+                .collect();
+            let sum: u64 = kids
+                .iter()
+                .filter_map(|k| match &k.options {
+                    Some(ClassOptions::Htb(ko)) => Some(ko.rate.rate),
+                    _ => None,
+                })
+                .sum();
+            if !kids.is_empty() && sum > o.rate.rate {
+                out.push(Finding {
+                    code: "rates-exceed-parent",
+                    severity: Severity::Note,
+                    at: at.clone(),
+                    message: format!(
+                        "its {} children are guaranteed {} in all, more than its own rate {}: the \
+                         guarantees cannot all be kept when they are all busy (by design in priority \
+                         setups such as LARTC's, where one class may take the whole link)",
+                        kids.len(),
+                        rate_str(sum),
+                        rate_str(o.rate.rate)
+                    ),
+                    fix: "lower the children's rates so that they add up to at most the parent's"
+                        .into(),
+                });
+            }
+            if o.level == 0 {
+                // The leaf's queue: its own qdisc, or the default pfifo of txqueuelen packets.
+                let (limit_pkts, limit_bytes, what) =
+                    match c.leaf.and_then(|l| qdiscs.iter().find(|q| q.handle == l)) {
+                        Some(lq) => match &lq.options {
+                            QdiscOptions::Pfifo(f) => (
+                                f.limit.map(|l| l as u64),
+                                None,
+                                format!("pfifo {}", lq.handle),
+                            ),
+                            QdiscOptions::Bfifo(f) => (
+                                None,
+                                f.limit.map(|l| l as u64),
+                                format!("bfifo {}", lq.handle),
+                            ),
+                            // Fair queues (sfq, fq_codel…) isolate flows: a sparse flow does not wait
+                            // behind the whole queue, so their limit is no delay bound to report.
+                            _ => (None, None, String::new()),
+                        },
+                        None => (
+                            Some(dev.txqueuelen as u64),
+                            None,
+                            "default pfifo (txqueuelen packets)".to_string(),
+                        ),
+                    };
+                let bytes = limit_bytes.or(limit_pkts.map(|p| p * mtu as u64));
+                if let Some(bytes) = bytes.filter(|_| o.rate.rate > 0) {
+                    let secs = bytes as f64 / o.rate.rate as f64;
+                    if secs > 1.0 {
+                        out.push(Finding {
+                            code: "queue-delay",
+                            severity: Severity::Warning,
+                            at: at.clone(),
+                            message: format!(
+                                "its leaf, a {what}, holds {} of full frames: at {} that is {:.1} s of \
+                                 queueing before a packet is dropped",
+                                match limit_pkts {
+                                    Some(p) => format!("{p} packets"),
+                                    None => format!("{bytes} bytes"),
+                                },
+                                rate_str(o.rate.rate),
+                                secs
+                            ),
+                            fix: "give the leaf a short queue (`pfifo limit 10`) or an AQM (`fq_codel`)".into(),
+                        });
+                    }
+                }
+                let is_default = h.defcls != 0 && c.classid == Handle(q.handle.0 | h.defcls);
+                if !is_default && !bound(c.classid.0) {
+                    out.push(Finding {
+                        code: "unreached-class",
+                        severity: Severity::Warning,
+                        at: at.clone(),
+                        message: "no filter, iptables CLASSIFY rule or `default` sends packets here: the \
+                                  class stays idle (unless an application sets skb->priority to it)"
+                            .into(),
+                        fix: format!(
+                            "add a filter with `flowid {}`, or remove the class",
+                            c.classid
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    // Ingress policing.
+    if let Some(ing) = dev.ingress() {
+        let polices = ing
+            .q
+            .block(Handle(0xffff_0000))
+            .is_some_and(|b| b.tps().any(|tp| format!("{:?}", tp.cls).contains("Police")));
+        if polices
+            || ing
+                .q
+                .block(Handle(0xffff_0000))
+                .is_some_and(|b| !b.is_empty())
+        {
+            out.push(Finding {
+                code: "ingress-police",
+                severity: Severity::Note,
+                at: format!("{dev_name} qdisc ingress"),
+                message:
+                    "traffic arriving here is filtered or policed at ingress: a policer drops what \
+                          exceeds its rate instead of queueing it, which TCP takes as heavy loss"
+                        .into(),
+                fix:
+                    "to shape downloads, redirect ingress to an ifb device (`action mirred egress \
+                      redirect dev ifb0`) and shape there with HTB or fq_codel, as sqm-scripts do"
+                        .into(),
+            });
+        }
+    }
+}
+
+/// The text report.
+pub fn render(findings: &[Finding]) -> String {
+    let mut s = String::new();
+    for f in findings {
+        s.push_str(&format!(
+            "{}[{}] {}\n  {}\n  fix: {}\n  see: docs/checks/{}.md\n",
+            f.severity.name(),
+            f.code,
+            f.at,
+            f.message,
+            f.fix,
+            f.code
+        ));
+    }
+    let count = |sev| findings.iter().filter(|f| f.severity == sev).count();
+    s.push_str(&format!(
+        "{} error{}, {} warning{}, {} note{}\n",
+        count(Severity::Error),
+        if count(Severity::Error) == 1 { "" } else { "s" },
+        count(Severity::Warning),
+        if count(Severity::Warning) == 1 {
+            ""
+        } else {
+            "s"
+        },
+        count(Severity::Note),
+        if count(Severity::Note) == 1 { "" } else { "s" },
+    ));
+    s
+}
+
+/// The exit status: 2 with an error, 1 with a warning, else 0.
+pub fn exit_status(findings: &[Finding]) -> u8 {
+    match findings.iter().map(|f| f.severity).max() {
+        Some(Severity::Error) => 2,
+        Some(Severity::Warning) => 1,
+        _ => 0,
+    }
+}
