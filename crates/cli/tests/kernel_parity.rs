@@ -600,6 +600,16 @@ fn cases_k() -> Vec<Case> {
              qdisc add dev $DEV parent 1:1 pfifo
              qdisc del dev $DEV parent 1:1"
         ),
+        case!(
+            "k4_tbf_child_at_parent_major",
+            "a qdisc under TBF added with `parent 1:` (tbf_find accepts every classid), then shown and replaced",
+            "qdisc add dev $DEV root handle 1: tbf rate 1mbit burst 10k latency 50ms
+             qdisc add dev $DEV parent 1: handle 10: pfifo limit 20
+             qdisc show dev $DEV
+             class show dev $DEV
+             qdisc replace dev $DEV parent 1:5 handle 20: bfifo limit 3000
+             qdisc del dev $DEV parent 1:"
+        ),
     ]
 }
 

@@ -293,10 +293,11 @@ impl Qdisc for Tbf {
     }
 }
 
-/// TBF has one class, `handle:1`, whose leaf is the queue.
+/// TBF has one class, `handle:1`, whose leaf is the queue. `tbf_find` answers yes for every classid of
+/// the qdisc, so a child added with `parent 1:` (or `1:5`) is grafted as with `parent 1:1`.
 impl ClassOps for Tbf {
-    fn find(&self, classid: Handle) -> bool {
-        classid == self.class_handle()
+    fn find(&self, _classid: Handle) -> bool {
+        true
     }
     fn leaf(&self, classid: Handle) -> Option<&Sched> {
         self.find(classid).then_some(())?;
