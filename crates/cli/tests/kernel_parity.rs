@@ -610,6 +610,24 @@ fn cases_k() -> Vec<Case> {
              qdisc replace dev $DEV parent 1:5 handle 20: bfifo limit 3000
              qdisc del dev $DEV parent 1:"
         ),
+        case!(
+            "k5_stab",
+            "size tables as sqm-scripts and wondershaper write them (tc -d shows them), and their refusals",
+            "qdisc add dev $DEV root stab mtu 2047 tsize 512 mpu 64 overhead 44 linklayer adsl handle 1: htb default 10
+             class add dev $DEV parent 1: classid 1:10 htb rate 900kbit
+             -d qdisc show dev $DEV
+             qdisc del dev $DEV root
+             qdisc add dev $DEV root stab overhead 20 linklayer ethernet tbf rate 1mbit burst 10k latency 50ms
+             -d qdisc show dev $DEV
+             qdisc replace dev $DEV root stab overhead 18 tbf rate 1mbit burst 10k latency 50ms
+             -d qdisc show dev $DEV
+             qdisc replace dev $DEV root tbf rate 1mbit burst 10k latency 50ms
+             -d qdisc show dev $DEV
+             qdisc add dev $DEV root stab tbf rate 1mbit burst 10k latency 50ms
+             qdisc add dev $DEV root stab overhead 0x10 tbf rate 1mbit burst 10k latency 50ms
+             qdisc add dev $DEV root stab overhead 10 overhead 20 tbf rate 1mbit burst 10k latency 50ms
+             qdisc add dev $DEV root stab linklayer foo tbf rate 1mbit burst 10k latency 50ms"
+        ),
     ]
 }
 

@@ -64,6 +64,8 @@ pub struct QdiscInfo {
     /// `Handle::ROOT` for the root.
     pub parent: Handle,
     pub options: QdiscOptions,
+    /// The qdisc's size table, if any (`tc -d qdisc show` prints its spec).
+    pub stab: Option<crate::stab::SizeSpec>,
     pub stats: QdiscStats,
     /// Discipline-specific counters (`dump_stats`), e.g. CBQ's.
     pub xstats: Option<Xstats>,
@@ -209,6 +211,11 @@ impl Device {
                 return v;
             }
         }
+        // `__dev_xmit_skb` → `qdisc_calculate_pkt_len` with the root's size table.
+        if let Some(t) = &self.root.stab {
+            pkt.wire_len = Some(pkt.len);
+            pkt.len = t.pkt_len(pkt.len);
+        }
         let v = self.root.q.enqueue(pkt, cx);
         if cx.drops.len() != first {
             self.count_drops(cx, first);
@@ -270,7 +277,36 @@ impl Device {
     /// list after the call costs the simulator's benchmark ~0.5 % of its instructions). A driver that
     /// finds drops there passes them to [`Device::count_dropped`].
     pub fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
-        self.root.q.dequeue(cx)
+        let mut p = self.root.q.dequeue(cx)?;
+        if let Some(len) = p.wire_len.take() {
+            p.len = len;
+        }
+        Some(p)
+    }
+
+    /// Give the qdisc a request addressed (`parent`, `handle`: `tc qdisc … [handle H] parent P|root`)
+    /// the size table it came with, or none (a change without `stab` removes it, as `qdisc_change`
+    /// does).
+    pub fn set_stab(
+        &mut self,
+        parent: Handle,
+        handle: Handle,
+        stab: Option<crate::stab::SizeTable>,
+    ) {
+        let target = if handle != Handle::UNSPEC && self.find(handle).is_some() {
+            self.find_mut(handle)
+        } else if parent == Handle::ROOT {
+            Some(&mut self.root)
+        } else if parent == Handle::INGRESS {
+            self.ingress.as_mut()
+        } else {
+            self.find_mut(parent.qdisc())
+                .and_then(|p| p.q.classes_mut())
+                .and_then(|c| c.leaf_mut(parent))
+        };
+        if let Some(s) = target {
+            s.stab = stab;
+        }
     }
 
     /// Count packets dropped during a dequeue in `drop_counts`.
@@ -368,6 +404,7 @@ impl Device {
             handle: s.handle,
             parent: s.parent,
             options: s.q.dump(),
+            stab: s.stab.as_ref().map(|t| t.spec),
             stats: s.q.stats(),
             xstats: s.q.xstats(),
         };

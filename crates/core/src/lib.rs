@@ -16,6 +16,7 @@
 //!   [`qdisc::sfq`], [`qdisc::prio`], [`qdisc::cbq`], [`qdisc::drr`], [`qdisc::ingress`],
 //!   [`qdisc::codel`] and [`qdisc::fq_codel`] (sharing [`qdisc::codel_impl`]); found through
 //!   [`qdisc::KINDS`].
+//! - [`stab`]: size tables (`stab … linklayer atm`), the length the root qdisc charges.
 //! - [`flow`]: the flow dissector and keyed flow hash of the per-flow disciplines.
 //! - [`engine`]: devices (mtu, txqueuelen, root qdisc) and the `tc` operations on them — add, change,
 //!   replace, delete, graft — validated before anything is applied.
@@ -35,6 +36,7 @@ pub mod handle;
 pub mod netfilter;
 pub mod packet;
 pub mod qdisc;
+pub mod stab;
 pub mod units;
 pub mod wire;
 

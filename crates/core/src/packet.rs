@@ -34,6 +34,9 @@ pub struct Packet {
     pub iif: u32,
     /// `skb->redirected` and `skb->from_ingress` ([`Packet::REDIRECTED`], [`Packet::FROM_INGRESS`]).
     pub redirect: u8,
+    /// The packet's real length while a root size table has `len` say what the qdiscs charge for it
+    /// (`qdisc_skb_cb(skb)->pkt_len` beside `skb->len`); restored when the packet leaves the root.
+    pub wire_len: Option<u32>,
 }
 
 impl Packet {

@@ -27,6 +27,7 @@ pub mod qdisc;
 pub mod red;
 pub mod script;
 pub mod show;
+pub mod stab;
 pub mod store;
 pub mod util;
 
@@ -110,6 +111,10 @@ impl<'a> Args<'a> {
     pub fn value(&mut self) -> Result<&'a str> {
         self.next()
             .ok_or_else(|| Failure::syntax("Command line is not complete. Try option \"help\""))
+    }
+    /// Give the last word back (a sub-parser stopped at a word that is not its own).
+    pub fn back(&mut self) {
+        self.pos = self.pos.saturating_sub(1);
     }
     pub fn rest(&self) -> &'a [String] {
         &self.items[self.pos.min(self.items.len())..]
@@ -212,7 +217,8 @@ pub fn run(engine: &mut Engine, argv: &[String], now: Nanos) -> Output {
                 .devices
                 .retain(|name, _| devices_before.contains(name));
             out.stderr.push_str(&f.msg);
-            if !f.msg.ends_with('\n') {
+            // (Some of tc's refusals print nothing at all, as `stab` without options.)
+            if !f.msg.is_empty() && !f.msg.ends_with('\n') {
                 out.stderr.push('\n');
             }
             out.code = f.code;
@@ -295,6 +301,7 @@ fn qdisc_cmd(
     // Shared filter blocks (`ingress_block N`, `egress_block N`): checked as the kernel checks them, but
     // tclab does not share blocks between devices yet, so the index is not kept.
     let mut blocks: [Option<u32>; 2] = [None, None];
+    let mut stab: Option<tclab_core::stab::SizeTable> = None;
     while let Some(a) = args.next() {
         match a {
             "dev" => {
@@ -342,7 +349,13 @@ fn qdisc_cmd(
                 kind = Some(a);
                 break;
             }
-            _ if matches(a, "estimator") || matches(a, "stab") => {
+            _ if matches(a, "stab") => {
+                if stab.is_some() {
+                    return Err(duparg("stab", args.peek().unwrap_or("")));
+                }
+                stab = Some(stab::parse(&mut args)?);
+            }
+            _ if matches(a, "estimator") => {
                 return Err(Failure::syntax(format!(
                     "Error: tclab does not support \"{a}\" yet."
                 )));
@@ -371,9 +384,16 @@ fn qdisc_cmd(
                 None => None,
             };
             let opts = opts.flatten_kind(kind)?;
+            if let Some(t) = &stab {
+                t.validate().map_err(Failure::kernel)?;
+            }
             let warnings = engine
                 .modify_qdisc(dev, Handle(parent), Handle(handle), opts.as_ref(), f, now)
                 .map_err(Failure::kernel)?;
+            // `qdisc_create`/`qdisc_change`: the table given, or none (a change without one drops it).
+            if let Some(d) = engine.device_mut(dev) {
+                d.set_stab(Handle(parent), Handle(handle), stab);
+            }
             for w in warnings {
                 out.stderr.push_str(&format!("{w}\n"));
             }

@@ -82,6 +82,10 @@ fn qdisc_line(
     }
     out.push_str(&opts);
     out.push('\n');
+    if let Some(s) = q.stab.as_ref().filter(|_| flags.details) {
+        out.push_str(&crate::stab::print(s));
+        out.push('\n');
+    }
     if flags.stats {
         stats_block(&q.stats, out);
         if let Some(x) = &q.xstats {

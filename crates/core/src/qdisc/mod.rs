@@ -478,11 +478,18 @@ pub struct Sched {
     pub handle: Handle,
     pub parent: Handle,
     pub q: Box<dyn Qdisc>,
+    /// The qdisc's size table (`stab`), if it was given one.
+    pub stab: Option<crate::stab::SizeTable>,
 }
 
 impl Sched {
     pub fn new(handle: Handle, parent: Handle, q: Box<dyn Qdisc>) -> Sched {
-        Sched { handle, parent, q }
+        Sched {
+            handle,
+            parent,
+            q,
+            stab: None,
+        }
     }
 }
 
