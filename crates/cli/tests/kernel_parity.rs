@@ -1315,3 +1315,72 @@ fn parity_j_u32_beyond_4095_nodes() {
     }
     assert!(report.is_empty(), "{}", report.join("\n"));
 }
+
+/// l) `mq` on a 4-queue device (LibreQoS's layout: an HTB under each transmit queue): the per-queue
+/// default qdiscs listed with handle 0, the classes, a graft under `7FFF:1`, a qdisc under a queue that
+/// does not exist, mq below the root, and deleting a queue's qdisc.
+#[test]
+fn parity_l_mq() {
+    let Some(env) = KernelEnv::detect() else {
+        return;
+    };
+    let ns = Netns::create(&env).unwrap_or_else(|e| panic!("{e}"));
+    let r = run(cmd(
+        &env.ip,
+        &[
+            "-n",
+            &ns.name,
+            "link",
+            "add",
+            "m0",
+            "numtxqueues",
+            "4",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "m1",
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = run(cmd(&env.ip, &["-n", &ns.name, "link", "set", "m0", "up"]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let dir = TempDir::new("parity-mq");
+    let state = dir.path.join("state");
+    let tclab = |args: &[&str]| {
+        let mut c = Command::new(TCLAB);
+        c.args(args)
+            .env("TCLAB_STATE", &state)
+            .env_remove("TCLAB_CONTROL");
+        run(c)
+    };
+    let r = tclab(&["link", "add", "dev", "m0", "numtxqueues", "4"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let steps = [
+        "qdisc add dev m0 root handle 7FFF: mq",
+        "qdisc show dev m0",
+        "class show dev m0",
+        "qdisc add dev m0 parent 7FFF:1 handle 1: htb default 10",
+        "class add dev m0 parent 1: classid 1:10 htb rate 10mbit",
+        "qdisc add dev m0 parent 7FFF:5 handle 5: htb",
+        "qdisc add dev m0 parent 1:10 handle 10: mq",
+        "qdisc show dev m0",
+        "-s qdisc show dev m0",
+        "class show dev m0",
+        "-s class show dev m0 parent 7fff:",
+        "qdisc del dev m0 parent 7FFF:1",
+        "qdisc show dev m0",
+        "qdisc del dev m0 root",
+        "qdisc show dev m0",
+    ];
+    let mut report = Vec::new();
+    for step in steps {
+        let words: Vec<String> = step.split_whitespace().map(String::from).collect();
+        let k = ns.tc(&env, &words);
+        let mut args = vec!["tc"];
+        args.extend(step.split_whitespace());
+        let t = tclab(&args);
+        compare_result(&mut report, step, &k, &t);
+    }
+    assert!(report.is_empty(), "{}", report.join("\n"));
+}

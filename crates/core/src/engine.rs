@@ -98,14 +98,17 @@ pub struct Device {
     pub up: bool,
     pub mtu: u32,
     pub txqueuelen: u32,
+    /// Transmit queues (`ip link add … numtxqueues N`); more than one makes the device multiqueue (mq).
+    pub txqueues: u32,
     /// The root qdisc when no policy is attached: `noqueue` for virtual devices (veth, dummy, the devices
     /// `tclab tc` creates), `pfifo_fast` for a NIC.
     pub default_root: DefaultRoot,
     root: Sched,
     /// The ingress qdisc (`handle ffff:`), if one is attached.
     ingress: Option<Sched>,
-    /// Visible qdiscs other than the root, in the kernel's `qdisc_hash` order (16 buckets, newest first).
-    qdisc_hash: Vec<Vec<Handle>>,
+    /// Visible qdiscs other than the root, in the kernel's `qdisc_hash` order (16 buckets, newest first),
+    /// as (handle, parent). A handle of 0 is an mq's per-queue default qdisc, found by its parent class.
+    qdisc_hash: Vec<Vec<(Handle, Handle)>>,
     /// The parent class of every visible qdisc in `qdisc_hash`, so that `qdisc_lookup` follows a path of
     /// class lookups instead of walking the whole tree (a LibreQoS policy has 10 000 leaves).
     parent_of: BTreeMap<Handle, Handle>,
@@ -138,6 +141,7 @@ impl Device {
             default_root,
             root: placeholder,
             ingress: None,
+            txqueues: 1,
             qdisc_hash: vec![Vec::new(); 16],
             parent_of: BTreeMap::new(),
             drop_counts: DropCounts::default(),
@@ -157,6 +161,7 @@ impl Device {
 
     pub fn env(&self) -> DevEnv {
         DevEnv {
+            txqueues: self.txqueues,
             txqueuelen: self.txqueuelen,
             mtu: self.mtu,
             hard_header_len: 14,
@@ -322,21 +327,34 @@ impl Device {
 
     fn hash_add(&mut self, h: Handle, parent: Handle) {
         if h != Handle::UNSPEC {
-            self.qdisc_hash[Self::hash_bucket(h)].insert(0, h);
+            self.qdisc_hash[Self::hash_bucket(h)].insert(0, (h, parent));
             self.parent_of.insert(h, parent);
         }
     }
 
+    /// `qdisc_hash_add` of a default qdisc (handle 0) a multiqueue root keeps visible under `parent`.
+    fn hash_add_hidden(&mut self, parent: Handle) {
+        self.qdisc_hash[Self::hash_bucket(Handle::UNSPEC)].insert(0, (Handle::UNSPEC, parent));
+    }
+
     fn hash_del(&mut self, h: Handle) {
-        self.qdisc_hash[Self::hash_bucket(h)].retain(|x| *x != h);
+        self.qdisc_hash[Self::hash_bucket(h)].retain(|x| x.0 != h);
         self.parent_of.remove(&h);
     }
 
     fn hash_del_tree(&mut self, s: &Sched) {
-        let mut handles = Vec::new();
-        collect_handles(s, &mut handles);
-        for h in handles {
-            self.hash_del(h);
+        let mut entries = Vec::new();
+        // A default qdisc a multiqueue root kept visible goes with it.
+        if s.handle == Handle::UNSPEC {
+            entries.push((Handle::UNSPEC, s.parent));
+        }
+        collect_entries(s, &mut entries);
+        for (h, parent) in entries {
+            if h == Handle::UNSPEC {
+                self.qdisc_hash[Self::hash_bucket(h)].retain(|x| *x != (h, parent));
+            } else {
+                self.hash_del(h);
+            }
         }
     }
 
@@ -409,9 +427,18 @@ impl Device {
             xstats: s.q.xstats(),
         };
         let mut out = vec![info(&self.root)];
-        for h in self.qdisc_hash.iter().flatten() {
-            if *h != self.root.handle {
-                if let Some(s) = self.find(*h) {
+        for &(h, parent) in self.qdisc_hash.iter().flatten() {
+            if h == Handle::UNSPEC {
+                let child = self
+                    .find(parent.qdisc())
+                    .and_then(|p| p.q.classes())
+                    .and_then(|c| c.leaf(parent))
+                    .filter(|c| c.handle == Handle::UNSPEC);
+                if let Some(s) = child {
+                    out.push(info(s));
+                }
+            } else if h != self.root.handle {
+                if let Some(s) = self.find(h) {
                     out.push(info(s));
                 }
             }
@@ -457,13 +484,18 @@ fn find_in_mut(s: &mut Sched, handle: Handle) -> Option<&mut Sched> {
         .find_map(|c| find_in_mut(c, handle))
 }
 
-fn collect_handles(s: &Sched, out: &mut Vec<Handle>) {
+/// The `qdisc_hash` entries of a tree: its visible qdiscs, and the default children a multiqueue root
+/// keeps visible.
+fn collect_entries(s: &Sched, out: &mut Vec<(Handle, Handle)>) {
     if s.handle != Handle::UNSPEC {
-        out.push(s.handle);
+        out.push((s.handle, s.parent));
     }
     if let Some(c) = s.q.classes() {
         for ch in c.children() {
-            collect_handles(ch, out);
+            if ch.handle == Handle::UNSPEC && s.q.hashes_children() {
+                out.push((Handle::UNSPEC, ch.parent));
+            }
+            collect_entries(ch, out);
         }
     }
 }
@@ -845,6 +877,10 @@ impl Engine {
         };
         let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
         let env = dev.env();
+        // `mq_init`: only as the root.
+        if opts.kind() == "mq" && parent != Handle::ROOT {
+            return Err(KernelError::new(Errno::NotSupported));
+        }
         let (q, warnings) = create_qdisc(handle, opts, &env, now)?;
         let new = Sched::new(handle, parent, q);
         let old = if parent == Handle::ROOT {
@@ -863,6 +899,22 @@ impl Engine {
             release_tree(&mut old, &mut self.actions);
         }
         dev.hash_add(handle, parent);
+        if let Some(new) = dev.find(handle).filter(|s| s.q.hashes_children()) {
+            let hidden: Vec<Handle> = new
+                .q
+                .classes()
+                .map(|c| {
+                    c.children()
+                        .iter()
+                        .filter(|ch| ch.handle == Handle::UNSPEC)
+                        .map(|ch| ch.parent)
+                        .collect()
+                })
+                .unwrap_or_default();
+            for p in hidden {
+                dev.hash_add_hidden(p);
+            }
+        }
         Ok(warnings)
     }
 
@@ -1058,12 +1110,12 @@ impl Engine {
             return Err(KernelError::new(Errno::NoEntry));
         }
         // Deleting a class removes the qdiscs under it from the device's list.
-        let mut handles = Vec::new();
+        let mut entries = Vec::new();
         if let Some(l) = cl.leaf(clid) {
-            collect_handles(l, &mut handles);
+            collect_entries(l, &mut entries);
         }
         cl.delete_class(clid)?;
-        for h in handles {
+        for (h, _) in entries.into_iter().filter(|e| e.0 != Handle::UNSPEC) {
             dev.hash_del(h);
         }
         Ok(())

@@ -58,7 +58,9 @@ fn qdisc_line(
         }
         if q.parent == Handle::ROOT {
             m.insert("root".into(), json!(true));
-            m.insert("refcnt".into(), json!(ROOT_REFCNT));
+            if q.kind != "mq" {
+                m.insert("refcnt".into(), json!(ROOT_REFCNT));
+            }
         } else {
             m.insert("parent".into(), json!(q.parent.to_string()));
         }
@@ -74,7 +76,12 @@ fn qdisc_line(
         let _ = write!(out, "dev {d} ");
     }
     if q.parent == Handle::ROOT {
-        let _ = write!(out, "root refcnt {ROOT_REFCNT} ");
+        // tc prints the refcount only when it is not 1: mq's is (it holds no transmit queue itself).
+        if q.kind == "mq" {
+            out.push_str("root ");
+        } else {
+            let _ = write!(out, "root refcnt {ROOT_REFCNT} ");
+        }
     } else if q.parent == Handle::INGRESS {
         out.push_str("parent ffff:fff1 ");
     } else {
@@ -164,7 +171,7 @@ pub fn classes(
         out.push('\n');
         if flags.stats {
             // Classes whose discipline has `dump_stats` (TBF's has none: an empty line).
-            if c.options.is_some() || c.xstats.is_some() || c.kind == "prio" {
+            if c.options.is_some() || c.xstats.is_some() || matches!(c.kind, "prio" | "mq") {
                 stats_block(&c.stats, out);
             } else {
                 out.push('\n');

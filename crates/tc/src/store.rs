@@ -716,7 +716,7 @@ pub fn replay(journal: &[Vec<String>]) -> (Engine, Vec<String>) {
     (engine, problems)
 }
 
-/// `link add|set|del dev DEV [type ifb] [mtu N] [txqueuelen N] [up|down]`: the devices of an offline
+/// `link add|set|del dev DEV [type ifb] [mtu N] [txqueuelen N] [numtxqueues N] [up|down]`: the devices of an offline
 /// policy. `add … type ifb` makes an ifb (down until `set … up`, as `ip link add` makes it) and refuses a
 /// name in use, as RTNETLINK does; `del` removes a device with its qdiscs.
 pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
@@ -726,6 +726,7 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
     )?;
     let mut dev = None;
     let (mut mtu, mut txq, mut up, mut kind) = (None, None, None, None);
+    let mut txqueues = None;
     while let Some(a) = it.next() {
         let mut value = |what: &str| -> Result<u32, String> {
             let v = it.next().ok_or(format!("\"{what}\" needs a value"))?;
@@ -738,6 +739,11 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
             }
             "mtu" => mtu = Some(value("mtu")?),
             "txqueuelen" | "qlen" | "txqlen" => txq = Some(value("txqueuelen")?),
+            "numtxqueues" => txqueues = Some(value("numtxqueues")?),
+            // Receive queues change nothing tclab models.
+            "numrxqueues" => {
+                value("numrxqueues")?;
+            }
             "type" => kind = it.next(),
             "up" => up = Some(true),
             "down" => up = Some(false),
@@ -766,6 +772,18 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
             }
             if let Some(t) = txq {
                 d.set_txqueuelen(t);
+            }
+            if let Some(n) = txqueues {
+                // `numtxqueues` is fixed when a device is created (`ip link add`).
+                if cmd != "add" {
+                    return Err(
+                        "Error: numtxqueues can only be given when the device is added".into(),
+                    );
+                }
+                if n == 0 || n > 4096 {
+                    return Err(format!("Error: invalid numtxqueues {n}"));
+                }
+                d.txqueues = n;
             }
             if let Some(u) = up {
                 engine.set_up(&dev, u);

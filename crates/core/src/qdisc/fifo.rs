@@ -179,6 +179,7 @@ mod tests {
     use super::*;
 
     const ENV: DevEnv = DevEnv {
+        txqueues: 1,
         txqueuelen: 1000,
         mtu: 1500,
         hard_header_len: 14,

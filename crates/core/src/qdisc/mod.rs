@@ -19,6 +19,7 @@ pub mod fifo;
 pub mod fq_codel;
 pub mod htb;
 pub mod ingress;
+pub mod mq;
 pub mod noqueue;
 pub mod pfifo_fast;
 pub mod prio;
@@ -323,6 +324,8 @@ impl Peeked {
 /// Per-device facts a qdisc may need when it is created: `dev->tx_queue_len`, `psched_mtu(dev)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DevEnv {
+    /// `dev->real_num_tx_queues` (mq makes a class for each).
+    pub txqueues: u32,
     pub txqueuelen: u32,
     pub mtu: u32,
     /// Link-layer header length, added to the mtu by `psched_mtu`.
@@ -355,6 +358,8 @@ pub enum QdiscOptions {
     Clsact,
     Codel(codel::CodelOptions),
     FqCodel(fq_codel::FqCodelOptions),
+    /// mq has no options (`mq_dump` sends none).
+    Mq,
 }
 
 impl QdiscOptions {
@@ -374,6 +379,7 @@ impl QdiscOptions {
             QdiscOptions::Clsact => "clsact",
             QdiscOptions::Codel(_) => "codel",
             QdiscOptions::FqCodel(_) => "fq_codel",
+            QdiscOptions::Mq => "mq",
         }
     }
 }
@@ -408,6 +414,7 @@ pub const KINDS: &[QdiscKind] = &[
     ingress::CLSACT,
     codel::KIND,
     fq_codel::KIND,
+    mq::KIND,
 ];
 
 /// The discipline named `name`.
@@ -522,6 +529,11 @@ pub trait Qdisc {
     }
     fn classes(&self) -> Option<&dyn ClassOps> {
         None
+    }
+    /// Does the qdisc keep its default children visible in `tc qdisc show` (`qdisc_hash_add` of each, as
+    /// mq does for its per-queue qdiscs)?
+    fn hashes_children(&self) -> bool {
+        false
     }
     fn classes_mut(&mut self) -> Option<&mut dyn ClassOps> {
         None

@@ -113,6 +113,7 @@ mod tests {
         assert_eq!(tos_to_priority(0x10), 6);
         assert_eq!(tos_to_priority(0x08), 2);
         let env = DevEnv {
+            txqueues: 1,
             txqueuelen: 10,
             mtu: 1500,
             hard_header_len: 14,

@@ -345,6 +345,7 @@ mod tests {
 
     fn env() -> DevEnv {
         DevEnv {
+            txqueues: 1,
             txqueuelen: 1000,
             mtu: 1500,
             hard_header_len: 14,

@@ -1,0 +1,251 @@
+//! `mq` — one qdisc per transmit queue of a multiqueue device, after `net/sched/sch_mq.c`.
+//!
+//! A NIC with several transmit queues (one per CPU, typically) lets each CPU queue packets without taking
+//! a lock shared with the others. `mq` is the root that exposes them: it has a class `handle:N` for each
+//! queue N (1-based), each with its own qdisc — at first the device's default qdisc (pfifo_fast here),
+//! listed by `tc qdisc show` with handle `0:` — and that is where an ISP's tree goes: LibreQoS puts an
+//! HTB under every `7FFF:N`, with each circuit's class in one of them.
+//!
+//! `dev_queue_xmit` picks the queue of a packet (`skb_tx_hash`: the flow hash scaled to the number of
+//! queues, so a flow keeps to one queue) and enqueues on that queue's qdisc directly; `mq` itself queues
+//! nothing and its counters are the sum of its children's. tclab gives the choice to `mq`'s enqueue, with
+//! the flow hash keyed by the run's seed, and its dequeue serves the queues in turn, as the NIC's rings
+//! share the one wire.
+//!
+//! `mq` must be the root (`EOPNOTSUPP` otherwise) of a device with more than one queue (`ip link add …
+//! numtxqueues N`); a qdisc deleted from a queue leaves `noop` there (every packet dropped), as the kernel
+//! does, until another is grafted.
+
+use super::pfifo_fast::PfifoFast;
+use super::{
+    ClassInfo, ClassOps, Cx, DevEnv, DropReason, Qdisc, QdiscOptions, QdiscStats, Sched, Verdict,
+};
+use crate::error::{Errno, KernelError, Warning};
+use crate::flow::{flow_keys, keyed_hash, splitmix64};
+use crate::handle::Handle;
+use crate::packet::Packet;
+use crate::Nanos;
+
+pub struct Mq {
+    handle: Handle,
+    queues: Vec<Sched>,
+    /// The queue served next.
+    next: usize,
+    secret: [u64; 2],
+}
+
+/// `noop_qdisc`: what a queue holds after its qdisc is deleted.
+struct Noop;
+
+impl Qdisc for Noop {
+    fn kind(&self) -> &'static str {
+        "noop"
+    }
+    fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
+        cx.drop_arriving(pkt, DropReason::TailDrop);
+        Verdict::Cn
+    }
+    fn dequeue(&mut self, _cx: &mut Cx) -> Option<Packet> {
+        None
+    }
+    fn peek(&mut self, _cx: &mut Cx) -> Option<&Packet> {
+        None
+    }
+    fn reset(&mut self) {}
+    fn stats(&self) -> QdiscStats {
+        QdiscStats::default()
+    }
+    fn dump(&self) -> QdiscOptions {
+        QdiscOptions::Noqueue
+    }
+    fn change(
+        &mut self,
+        _: &QdiscOptions,
+        _: &DevEnv,
+        _: Nanos,
+    ) -> Result<Vec<Warning>, KernelError> {
+        Err(KernelError::new(Errno::NotSupported))
+    }
+}
+
+impl Mq {
+    /// `mq_init`: a default qdisc for every transmit queue.
+    pub fn new(handle: Handle, env: &DevEnv) -> Result<Mq, KernelError> {
+        if env.txqueues <= 1 {
+            return Err(KernelError::new(Errno::NotSupported));
+        }
+        let queues = (1..=env.txqueues)
+            .map(|n| {
+                Sched::new(
+                    Handle::UNSPEC,
+                    Handle(handle.0 | n),
+                    Box::new(PfifoFast::new(env)),
+                )
+            })
+            .collect();
+        let mut q = Mq {
+            handle,
+            queues,
+            next: 0,
+            secret: [0; 2],
+        };
+        q.set_seed(0x6d71_5eed);
+        Ok(q)
+    }
+
+    fn queue_of(&self, classid: Handle) -> Option<usize> {
+        let n = classid.minor() as usize;
+        (classid.major() == self.handle.major() && n >= 1 && n <= self.queues.len()).then(|| n - 1)
+    }
+}
+
+impl Qdisc for Mq {
+    fn kind(&self) -> &'static str {
+        "mq"
+    }
+
+    /// `netdev_pick_tx` → `skb_tx_hash`: the flow's queue, then that queue's qdisc.
+    fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
+        let h = keyed_hash(self.secret, &flow_keys(&pkt));
+        let i = ((h as u64 * self.queues.len() as u64) >> 32) as usize;
+        self.queues[i].q.enqueue(pkt, cx)
+    }
+
+    /// The queues served in turn: the first one with a packet to send, from where the last turn ended.
+    fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
+        let n = self.queues.len();
+        for k in 0..n {
+            let i = (self.next + k) % n;
+            if let Some(p) = self.queues[i].q.dequeue(cx) {
+                self.next = (i + 1) % n;
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    fn peek(&mut self, cx: &mut Cx) -> Option<&Packet> {
+        let n = self.queues.len();
+        let i = (0..n)
+            .map(|k| (self.next + k) % n)
+            .find(|&i| self.queues[i].q.peek(cx).is_some())?;
+        self.queues[i].q.peek(cx)
+    }
+
+    fn reset(&mut self) {
+        for q in &mut self.queues {
+            q.q.reset();
+        }
+    }
+
+    /// `mq_dump`: the sum of the queues' counters.
+    fn stats(&self) -> QdiscStats {
+        let mut s = QdiscStats::default();
+        for q in &self.queues {
+            let c = q.q.stats();
+            s.bytes += c.bytes;
+            s.packets += c.packets;
+            s.drops += c.drops;
+            s.overlimits += c.overlimits;
+            s.requeues += c.requeues;
+            s.backlog += c.backlog;
+            s.qlen += c.qlen;
+        }
+        s
+    }
+
+    fn dump(&self) -> QdiscOptions {
+        QdiscOptions::Mq
+    }
+
+    fn change(
+        &mut self,
+        _: &QdiscOptions,
+        _: &DevEnv,
+        _: Nanos,
+    ) -> Result<Vec<Warning>, KernelError> {
+        Ok(Vec::new())
+    }
+
+    fn set_seed(&mut self, seed: u64) {
+        let mut s = seed;
+        self.secret = [splitmix64(&mut s), splitmix64(&mut s)];
+    }
+
+    fn classes(&self) -> Option<&dyn ClassOps> {
+        Some(self)
+    }
+    fn classes_mut(&mut self) -> Option<&mut dyn ClassOps> {
+        Some(self)
+    }
+    fn hashes_children(&self) -> bool {
+        true
+    }
+}
+
+/// The transmit queues as classes (`mq_class_ops`): graftable, not configurable.
+impl ClassOps for Mq {
+    fn find(&self, classid: Handle) -> bool {
+        self.queue_of(classid).is_some()
+    }
+    fn leaf(&self, classid: Handle) -> Option<&Sched> {
+        self.queue_of(classid).map(|i| &self.queues[i])
+    }
+    fn leaf_mut(&mut self, classid: Handle) -> Option<&mut Sched> {
+        self.queue_of(classid).map(|i| &mut self.queues[i])
+    }
+    /// `mq_graft`: the new qdisc, or `noop` when one is deleted.
+    fn graft(
+        &mut self,
+        classid: Handle,
+        new: Option<Sched>,
+        _env: &DevEnv,
+    ) -> Result<Option<Sched>, KernelError> {
+        let i = self
+            .queue_of(classid)
+            .ok_or_else(|| KernelError::msg(Errno::NoEntry, "Specified class not found"))?;
+        let new = new.unwrap_or_else(|| Sched::new(Handle::UNSPEC, classid, Box::new(Noop)));
+        Ok(Some(std::mem::replace(&mut self.queues[i], new)))
+    }
+    fn change_class(
+        &mut self,
+        _classid: Handle,
+        _parent: Handle,
+        _opts: &super::ClassOptions,
+        _env: &DevEnv,
+        _now: Nanos,
+    ) -> Result<Vec<Warning>, KernelError> {
+        Err(KernelError::new(Errno::NotSupported))
+    }
+    fn delete_class(&mut self, _classid: Handle) -> Result<(), KernelError> {
+        Err(KernelError::new(Errno::NotSupported))
+    }
+    /// `mq_walk` and `mq_dump_class`: one class per queue, a child of the root, its leaf the queue's qdisc.
+    fn walk(&self, _now: Nanos) -> Vec<ClassInfo> {
+        self.queues
+            .iter()
+            .enumerate()
+            .map(|(i, q)| ClassInfo {
+                kind: "mq",
+                classid: Handle(self.handle.0 | (i as u32 + 1)),
+                parent: Handle::ROOT,
+                leaf: (q.handle != Handle::UNSPEC).then_some(q.handle),
+                options: None,
+                stats: q.q.stats(),
+                htb_xstats: None,
+                xstats: None,
+            })
+            .collect()
+    }
+    fn children(&self) -> Vec<&Sched> {
+        self.queues.iter().collect()
+    }
+    fn children_mut(&mut self) -> Vec<&mut Sched> {
+        self.queues.iter_mut().collect()
+    }
+}
+
+pub const KIND: super::QdiscKind = super::QdiscKind {
+    name: "mq",
+    create: |handle, _opts, env, _now| Ok((Box::new(Mq::new(handle, env)?), Vec::new())),
+};
