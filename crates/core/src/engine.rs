@@ -178,10 +178,26 @@ impl Device {
             }
         }
         let v = self.root.q.enqueue(pkt, cx);
+        if cx.to_root.is_some() {
+            self.enqueue_at_root(cx);
+        }
         if cx.drops.len() != first {
             self.count_drops(cx, first);
         }
         v
+    }
+
+    /// Packets a discipline asked to enqueue at the root (netem's duplicates, `rootq->enqueue`); their
+    /// verdicts go nowhere, as the kernel ignores them.
+    #[cold]
+    #[inline(never)]
+    fn enqueue_at_root(&mut self, cx: &mut Cx) {
+        while let Some(mut list) = cx.to_root.take() {
+            for mut p in list.drain(..) {
+                p.enqueue_ns = cx.now;
+                let _ = self.root.q.enqueue(p, cx);
+            }
+        }
     }
 
     /// Count the drops a call added to `cx.drops` (the rare path, kept out of the packet path's code).

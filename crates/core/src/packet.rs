@@ -29,6 +29,9 @@ pub struct Packet {
     /// `ct->mark`, read when the packet last passed a netfilter hook); `None` for an untracked packet.
     /// The `connmark` action restores `mark` from it.
     pub ct_mark: Option<u32>,
+    /// `skb->tc_depth`: how many times the packet was re-enqueued at a root (netem's duplicate is 1, and
+    /// is never duplicated again).
+    pub tc_depth: u8,
 }
 
 impl Packet {

@@ -19,6 +19,8 @@ pub mod fifo;
 pub mod fq_codel;
 pub mod htb;
 pub mod ingress;
+pub mod netem;
+pub mod netem_dist;
 pub mod noqueue;
 pub mod pfifo_fast;
 pub mod prio;
@@ -47,6 +49,9 @@ pub struct Cx {
     /// removed to make room (SFQ) or decided to drop (an AQM). The driver takes them (`drain`) to tell
     /// their senders and free their buffers; nothing in the tree reads them.
     pub drops: Drops,
+    /// Packets a discipline asks to enqueue again at the root of the device once this enqueue is done:
+    /// netem's duplicates (`rootq->enqueue(skb2)`). Empty, one null pointer.
+    pub to_root: Option<Box<Vec<Packet>>>,
 }
 
 impl Cx {
@@ -56,7 +61,13 @@ impl Cx {
             wake_at: None,
             tree_reduced: (0, 0),
             drops: Drops::default(),
+            to_root: None,
         }
+    }
+
+    /// Enqueue `pkt` at the root of the device after the current enqueue (netem's duplicate).
+    pub fn push_to_root(&mut self, pkt: Packet) {
+        self.to_root.get_or_insert_with(Default::default).push(pkt);
     }
 
     /// Tell the ancestors that `packets` and `bytes` left this qdisc's queue without being dequeued.
@@ -157,10 +168,12 @@ pub enum DropReason {
     Action,
     /// No class took the packet (DRR, SFQ with filters, a class without a queue).
     Unclassified,
+    /// An emulated loss (netem's `loss`): the network being emulated lost the packet.
+    Loss,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 7] = [
+    pub const ALL: [DropReason; 8] = [
         DropReason::TailDrop,
         DropReason::HeadDrop,
         DropReason::Overlimit,
@@ -168,6 +181,7 @@ impl DropReason {
         DropReason::Aqm,
         DropReason::Action,
         DropReason::Unclassified,
+        DropReason::Loss,
     ];
 
     pub fn name(self) -> &'static str {
@@ -179,6 +193,7 @@ impl DropReason {
             DropReason::Aqm => "aqm",
             DropReason::Action => "action",
             DropReason::Unclassified => "unclassified",
+            DropReason::Loss => "loss",
         }
     }
 }
@@ -351,6 +366,7 @@ pub enum QdiscOptions {
     Clsact,
     Codel(codel::CodelOptions),
     FqCodel(fq_codel::FqCodelOptions),
+    Netem(netem::NetemOptions),
 }
 
 impl QdiscOptions {
@@ -370,6 +386,7 @@ impl QdiscOptions {
             QdiscOptions::Clsact => "clsact",
             QdiscOptions::Codel(_) => "codel",
             QdiscOptions::FqCodel(_) => "fq_codel",
+            QdiscOptions::Netem(_) => "netem",
         }
     }
 }
@@ -404,6 +421,7 @@ pub const KINDS: &[QdiscKind] = &[
     ingress::CLSACT,
     codel::KIND,
     fq_codel::KIND,
+    netem::KIND,
 ];
 
 /// The discipline named `name`.
