@@ -30,8 +30,15 @@ fn udp(len: u32, tag: u64, ecn: u8) -> Packet {
 }
 
 fn netem(o: NetemOptions) -> Netem {
-    let mut q = Netem::new(Handle::new(1, 0), &NetemOptions { limit: o.limit.max(1), ..o }, 0)
-        .expect("valid options");
+    let mut q = Netem::new(
+        Handle::new(1, 0),
+        &NetemOptions {
+            limit: o.limit.max(1),
+            ..o
+        },
+        0,
+    )
+    .expect("valid options");
     q.set_seed(42);
     q
 }
@@ -211,7 +218,11 @@ fn loss_answers_bypass_and_ecn_marks_ect_packets() {
     let mut out = Cx::new(0);
     let p = q.dequeue(&mut out).expect("the marked packet");
     assert_eq!((p.tag, p.data[1] & 3), (1, 3), "CE-marked");
-    assert_eq!(q.stats().drops, 2, "the mark and the loss, as the kernel counts");
+    assert_eq!(
+        q.stats().drops,
+        2,
+        "the mark and the loss, as the kernel counts"
+    );
 }
 
 /// `limit 2`: the third packet is tail-dropped (`qdisc_drop`, NET_XMIT_DROP).
@@ -227,7 +238,10 @@ fn limit_tail_drops() {
     assert_eq!(q.enqueue(udp(100, 2, 0), &mut cx), Verdict::Success);
     assert_eq!(q.enqueue(udp(100, 3, 0), &mut cx), Verdict::Drop);
     assert_eq!(cx.drops[0].reason, DropReason::TailDrop);
-    assert_eq!((q.stats().qlen, q.stats().backlog, q.stats().drops), (2, 200, 1));
+    assert_eq!(
+        (q.stats().qlen, q.stats().backlog, q.stats().drops),
+        (2, 200, 1)
+    );
 }
 
 /// `duplicate 100%` at the root: every packet is queued twice (the clone re-enqueued at the root with
