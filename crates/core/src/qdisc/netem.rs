@@ -222,7 +222,9 @@ fn tabledist(
     };
     let Some(table) = dist else {
         // ((rnd % (2 * (u32)sigma)) + mu) - sigma
-        return (rnd % (2 * sigma as u32)) as i64 + mu - sigma as i64;
+        return ((rnd % (2 * sigma as u32)) as i64)
+            .wrapping_add(mu)
+            .wrapping_sub(sigma as i64);
     };
     let t = table[rnd as usize % table.len()] as i64;
     let mut x = (sigma as i64 % NETEM_DIST_SCALE) * t;
@@ -231,7 +233,9 @@ fn tabledist(
     } else {
         x -= NETEM_DIST_SCALE / 2;
     }
-    x / NETEM_DIST_SCALE + (sigma as i64 / NETEM_DIST_SCALE) * t + mu
+    (x / NETEM_DIST_SCALE)
+        .wrapping_add((sigma as i64 / NETEM_DIST_SCALE) * t)
+        .wrapping_add(mu)
 }
 
 /// The loss generator in use, with the Markov chain's state (`struct clgstate`).
@@ -721,12 +725,12 @@ impl Netem {
                     }
                     continue;
                 }
-                self.stats.qlen -= 1;
+                self.stats.qlen = self.stats.qlen.saturating_sub(1);
                 return Some(self.deliver(pkt));
             }
             if let Some(child) = self.child.as_mut() {
                 if let Some(p) = child.q.dequeue(cx) {
-                    self.stats.qlen -= 1;
+                    self.stats.qlen = self.stats.qlen.saturating_sub(1);
                     return Some(self.deliver(p));
                 }
             }
