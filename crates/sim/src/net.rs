@@ -491,7 +491,7 @@ impl Network {
                     self.free_skb(now, app, len);
                 }
                 if let Some(frame) = self.ifaces[iface].tx_frame.take() {
-                    self.into_link_netem(now, iface, frame);
+                    self.enter_link_netem(now, iface, frame);
                 }
                 self.kick(now, iface);
             }
@@ -758,7 +758,7 @@ impl Network {
     /// A frame has left the wire's sending end: through the link's netem (its duplicates enqueued there
     /// again, as at a root); what it loses or drops is lost on the wire.
     #[cold]
-    fn into_link_netem(&mut self, now: Nanos, iface: IfaceId, frame: Packet) {
+    fn enter_link_netem(&mut self, now: Nanos, iface: IfaceId, frame: Packet) {
         let ifc = &mut self.ifaces[iface];
         let Some(q) = ifc.netem.as_mut() else {
             return;

@@ -614,7 +614,7 @@ impl Netem {
         let Clg::GilbEll { good, p, r, h, k1 } = self.clg else {
             return false;
         };
-        let lost = if good {
+        if good {
             if self.prng.next_u32() < p {
                 self.clg = Clg::GilbEll {
                     good: false,
@@ -636,8 +636,7 @@ impl Netem {
                 };
             }
             self.prng.next_u32() > h
-        };
-        lost
+        }
     }
 
     /// `loss_event`.
@@ -655,9 +654,7 @@ impl Netem {
     /// cells.
     fn packet_time_ns(&self, len: u32) -> u64 {
         let mut len = (len as u64).wrapping_add(self.packet_overhead as i64 as u64);
-        if self.cell_size != 0 {
-            let l32 = len as u32;
-            let mut cells = l32 / self.cell_size;
+        if let Some(mut cells) = (len as u32).checked_div(self.cell_size) {
             if len > cells.wrapping_mul(self.cell_size) as u64 {
                 cells += 1;
             }
@@ -899,7 +896,7 @@ impl Qdisc for Netem {
             Clg::GilbEll { p, r, h, k1, .. } => Some(LossModel::Ge { p, r, h, k1 }),
         };
         let c = self.slot_config;
-        let slot = (c.min_delay | c.max_delay | c.dist_jitter != 0).then(|| NetemSlot {
+        let slot = (c.min_delay | c.max_delay | c.dist_jitter != 0).then_some(NetemSlot {
             max_packets: if c.max_packets == i32::MAX {
                 0
             } else {
