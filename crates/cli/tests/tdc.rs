@@ -89,6 +89,11 @@ fn tdc_fq_codel() {
 }
 
 #[test]
+fn tdc_netem() {
+    assert_no_failures(&["qdiscs/netem.json"]);
+}
+
+#[test]
 fn tdc_u32() {
     assert_no_failures(&["filters/u32.json"]);
 }

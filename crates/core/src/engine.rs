@@ -222,6 +222,9 @@ impl Device {
             pkt.len = t.pkt_len(pkt.len);
         }
         let v = self.root.q.enqueue(pkt, cx);
+        if cx.to_root.is_some() {
+            self.enqueue_at_root(cx);
+        }
         if cx.drops.len() != first {
             self.count_drops(cx, first);
         }
@@ -238,6 +241,19 @@ impl Device {
         for m in cx.mirred.since_mut(first) {
             m.from_dev = self.name.clone();
             m.from_ingress = at_ingress;
+        }
+    }
+
+    /// Packets a discipline asked to enqueue at the root (netem's duplicates, `rootq->enqueue`); their
+    /// verdicts go nowhere, as the kernel ignores them.
+    #[cold]
+    #[inline(never)]
+    fn enqueue_at_root(&mut self, cx: &mut Cx) {
+        while let Some(mut list) = cx.to_root.take() {
+            for mut p in list.drain(..) {
+                p.enqueue_ns = cx.now;
+                let _ = self.root.q.enqueue(p, cx);
+            }
         }
     }
 

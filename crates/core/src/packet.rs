@@ -37,6 +37,9 @@ pub struct Packet {
     /// The packet's real length while a root size table has `len` say what the qdiscs charge for it
     /// (`qdisc_skb_cb(skb)->pkt_len` beside `skb->len`); restored when the packet leaves the root.
     pub wire_len: Option<u32>,
+    /// `skb->tc_depth`: how many times the packet was re-enqueued at a root (netem's duplicate is 1, and
+    /// is never duplicated again).
+    pub tc_depth: u8,
 }
 
 impl Packet {

@@ -42,8 +42,9 @@ use tclab_core::action::mirred::Mirrored;
 use tclab_core::engine::DefaultRoot;
 use tclab_core::engine::DevKind;
 use tclab_core::netfilter::{Hook, NfVerdict};
+use tclab_core::qdisc::netem::Netem;
 use tclab_core::qdisc::pfifo_fast::tos_to_priority;
-use tclab_core::qdisc::{Cx, Dropped, Verdict};
+use tclab_core::qdisc::{Cx, Dropped, Qdisc, Verdict};
 use tclab_core::{Engine, Nanos, Packet, NSEC_PER_SEC};
 
 pub type NodeId = usize;
@@ -78,6 +79,10 @@ pub struct LinkParams {
     /// Extra delay drawn uniformly from [0, jitter] per frame (frames are never reordered: a frame never
     /// arrives before the one sent ahead of it).
     pub jitter: Nanos,
+    /// The link's impairment written as a netem line: every frame that finishes serialisation passes
+    /// through a netem instance of the link (its delay, jitter, loss, duplication, corruption, reordering,
+    /// rate, slots) before the propagation `delay`. Replaces `loss` and `jitter`.
+    pub netem: Option<tclab_core::qdisc::netem::NetemOptions>,
 }
 
 impl LinkParams {
@@ -88,6 +93,7 @@ impl LinkParams {
             overhead: 0,
             loss: 0.0,
             jitter: 0,
+            netem: None,
         }
     }
 
@@ -140,6 +146,11 @@ pub struct Iface {
     /// Arrival time of the last frame sent, so jitter never reorders.
     last_arrival: Nanos,
     rng: Rng,
+    /// The link's netem (see [`LinkParams::netem`]), the frame on the wire until its serialisation ends,
+    /// and the pending wake-up of the netem.
+    netem: Option<Box<Netem>>,
+    tx_frame: Option<Packet>,
+    netem_wake: Option<Nanos>,
 }
 
 /// An ifb device of a node: no wire, a qdisc emptied as fast as it allows.
@@ -167,11 +178,26 @@ pub struct Node {
 /// `Network::on_wire`, and its arrival event names the slot.
 #[derive(Clone, Copy)]
 enum Event {
-    Arrive { iface: u32, slot: u32 },
-    TxDone { iface: u32 },
-    Wake { iface: u32 },
-    VWake { vdev: u32 },
-    AppTimer { app: u32 },
+    Arrive {
+        iface: u32,
+        slot: u32,
+    },
+    TxDone {
+        iface: u32,
+    },
+    Wake {
+        iface: u32,
+    },
+    VWake {
+        vdev: u32,
+    },
+    AppTimer {
+        app: u32,
+    },
+    /// A link's netem may release frames now.
+    LinkWake {
+        iface: u32,
+    },
 }
 
 /// Something the simulation calls back at fixed instants (the samplers).
@@ -317,6 +343,19 @@ impl Network {
                 self.seed,
                 &format!("link:{}:{}", self.nodes[node].name, name),
             );
+            let netem = match &params.netem {
+                Some(o) => {
+                    let mut q = Netem::new(tclab_core::Handle::UNSPEC, o, 0)
+                        .map_err(|e| format!("netem: {e}"))?;
+                    let mut r = Rng::stream(
+                        self.seed,
+                        &format!("netem:{}:{}", self.nodes[node].name, name),
+                    );
+                    q.set_seed(r.next_u64());
+                    Some(Box::new(q))
+                }
+                None => None,
+            };
             self.ifaces.push(Iface {
                 node,
                 name,
@@ -332,6 +371,9 @@ impl Network {
                 dev_count: 0,
                 last_arrival: 0,
                 rng,
+                netem,
+                tx_frame: None,
+                netem_wake: None,
             });
         }
         Ok((ia, ib))
@@ -483,7 +525,17 @@ impl Network {
                 if let Some((app, len)) = self.ifaces[iface].tx_owner.take() {
                     self.free_skb(now, app, len);
                 }
+                if let Some(frame) = self.ifaces[iface].tx_frame.take() {
+                    self.enter_link_netem(now, iface, frame);
+                }
                 self.kick(now, iface);
+            }
+            Event::LinkWake { iface } => {
+                let iface = iface as IfaceId;
+                if self.ifaces[iface].netem_wake == Some(now) {
+                    self.ifaces[iface].netem_wake = None;
+                }
+                self.release_link_netem(now, iface);
             }
             Event::Wake { iface } => {
                 let iface = iface as IfaceId;
@@ -836,6 +888,18 @@ impl Network {
                 ifc.tx_owner = (pkt.tag != 0).then(|| (pkt.tag as AppId - 1, pkt.len));
                 ifc.counters.tx_bytes += pkt.len as u64;
                 ifc.counters.tx_packets += 1;
+                if ifc.netem.is_some() {
+                    // The link's netem takes the frame when its last bit is on the wire (TxDone).
+                    ifc.tx_frame = Some(pkt);
+                    self.frames_sent += 1;
+                    self.q.schedule(
+                        now + tx,
+                        Event::TxDone {
+                            iface: iface as u32,
+                        },
+                    );
+                    return;
+                }
                 let lost = ifc.link.loss > 0.0 && ifc.rng.next_f64() < ifc.link.loss;
                 let jitter = if ifc.link.jitter > 0 {
                     ifc.rng.below(ifc.link.jitter + 1)
@@ -892,6 +956,69 @@ impl Network {
                     }
                 }
             }
+        }
+    }
+
+    /// A frame has left the wire's sending end: through the link's netem (its duplicates enqueued there
+    /// again, as at a root); what it loses or drops is lost on the wire.
+    #[cold]
+    fn enter_link_netem(&mut self, now: Nanos, iface: IfaceId, frame: Packet) {
+        let ifc = &mut self.ifaces[iface];
+        let Some(q) = ifc.netem.as_mut() else {
+            return;
+        };
+        let mut cx = Cx::new(now);
+        q.enqueue(frame, &mut cx);
+        while let Some(dups) = cx.to_root.take() {
+            for d in *dups {
+                q.enqueue(d, &mut cx);
+            }
+        }
+        ifc.counters.wire_lost += cx.drops.len() as u64;
+        self.release_link_netem(now, iface);
+    }
+
+    /// Frames the link's netem releases now start propagating; the next release is scheduled.
+    fn release_link_netem(&mut self, now: Nanos, iface: IfaceId) {
+        let ifc = &mut self.ifaces[iface];
+        let Some(q) = ifc.netem.as_mut() else {
+            return;
+        };
+        let mut cx = Cx::new(now);
+        let mut out = Vec::new();
+        while let Some(p) = q.dequeue(&mut cx) {
+            out.push(p);
+        }
+        let (delay, peer) = (ifc.link.delay, ifc.peer);
+        if let Some(w) = cx.wake_at {
+            if ifc.netem_wake.is_none_or(|p| w < p || p < now) && w > now {
+                ifc.netem_wake = Some(w);
+                self.q.schedule(
+                    w,
+                    Event::LinkWake {
+                        iface: iface as u32,
+                    },
+                );
+            }
+        }
+        for pkt in out {
+            let slot = match self.free_slots.pop() {
+                Some(s) => {
+                    self.on_wire[s as usize] = Some(pkt);
+                    s
+                }
+                None => {
+                    self.on_wire.push(Some(pkt));
+                    (self.on_wire.len() - 1) as u32
+                }
+            };
+            self.q.schedule(
+                now + delay,
+                Event::Arrive {
+                    iface: peer as u32,
+                    slot,
+                },
+            );
         }
     }
 

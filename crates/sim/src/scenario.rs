@@ -83,6 +83,11 @@ pub struct LinkSpec {
     pub delay_ba: Option<Spanned<String>>,
     pub loss: Option<Spanned<f64>>,
     pub jitter: Option<Spanned<String>>,
+    /// The impairment as a netem line (the words after `netem` in `tc qdisc add … netem`), both
+    /// directions or one.
+    pub netem: Option<Spanned<String>>,
+    pub netem_ab: Option<Spanned<String>>,
+    pub netem_ba: Option<Spanned<String>>,
     pub overhead: Option<Spanned<u32>>,
     pub mtu: Option<Spanned<u32>>,
     pub txqueuelen: Option<Spanned<u32>>,
@@ -569,6 +574,47 @@ fn build(
             let j = cx.duration(j, "link.jitter")?;
             ab.jitter = j;
             ba.jitter = j;
+        }
+        for (dir, own, key) in [
+            (&mut ab, &l.netem_ab, "link.netem_ab"),
+            (&mut ba, &l.netem_ba, "link.netem_ba"),
+        ] {
+            let (line, key) = match (own, &l.netem) {
+                (Some(n), _) => (n, key),
+                (None, Some(n)) => (n, "link.netem"),
+                (None, None) => continue,
+            };
+            if l.loss.is_some() || l.jitter.is_some() {
+                return cx.err(
+                    line.span(),
+                    key,
+                    "give loss and jitter, or a netem line, not both",
+                );
+            }
+            let words: Vec<String> = line
+                .get_ref()
+                .split_whitespace()
+                .map(String::from)
+                .collect();
+            let words = match words.first().map(String::as_str) {
+                Some("netem") => words[1..].to_vec(),
+                _ => words,
+            };
+            match tclab_tc::qdisc::parse_qdisc("netem", &words, None) {
+                Ok(Some(tclab_core::qdisc::QdiscOptions::Netem(o))) => {
+                    if let Err(e) =
+                        tclab_core::qdisc::netem::Netem::new(tclab_core::Handle::UNSPEC, &o, 0)
+                    {
+                        return cx.err(line.span(), key, format!("netem: {e}"));
+                    }
+                    dir.netem = Some(o);
+                }
+                Ok(_) => return cx.err(line.span(), key, "not a netem line"),
+                Err(f) => {
+                    let msg = f.msg.lines().next().unwrap_or("").to_string();
+                    return cx.err(line.span(), key, format!("netem: {msg}"));
+                }
+            }
         }
         ab.overhead = match &l.overhead {
             Some(o) if *o.get_ref() > 65535 => {

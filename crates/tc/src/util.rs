@@ -481,3 +481,49 @@ pub fn scan_double(s: &str) -> Option<f64> {
         .filter(|&n| s.is_char_boundary(n))
         .find_map(|n| s[..n].parse::<f64>().ok())
 }
+
+/// `get_time64`: nanoseconds; `s`/`sec`/`secs`, `ms`/`msec`/`msecs`, `us`/`usec`/`usecs`,
+/// `ns`/`nsec`/`nsecs`, bare = ns. The double is truncated to an `s64` as C converts it.
+pub fn get_time64(s: &str) -> Option<i64> {
+    let (n, unit) = split_number(s)?;
+    let mult = match unit.to_ascii_lowercase().as_str() {
+        "" | "ns" | "nsec" | "nsecs" => 1.0,
+        "us" | "usec" | "usecs" => 1e3,
+        "ms" | "msec" | "msecs" => 1e6,
+        "s" | "sec" | "secs" => 1e9,
+        _ => return None,
+    };
+    Some((n * mult) as i64)
+}
+
+/// `sprint_time64` (ns in): `%.3gs`, `%.3gms`, `%.3gus` or `%lldns`.
+pub fn sprint_time64(ns: i64) -> String {
+    let t = ns as f64;
+    if ns >= 1_000_000_000 {
+        format!("{}s", fmt_g(t / 1e9, 3))
+    } else if ns >= 1_000_000 {
+        format!("{}ms", fmt_g(t / 1e6, 3))
+    } else if ns >= 1_000 {
+        format!("{}us", fmt_g(t / 1e3, 3))
+    } else {
+        format!("{ns}ns")
+    }
+}
+
+/// `parse_percent`: `30%` or `30` → 0.30; `None` out of [0, 100] % or with another suffix.
+pub fn parse_percent(s: &str) -> Option<f64> {
+    let (v, rest) = split_number(s).unwrap_or((0.0, s));
+    let v = v / 100.0;
+    if !(0.0..=1.0).contains(&v) {
+        return None;
+    }
+    if !rest.is_empty() && rest != "%" {
+        return None;
+    }
+    Some(v)
+}
+
+/// `get_s32` (any base when 0): an `int`, the whole word.
+pub fn get_s32(s: &str) -> Option<i32> {
+    get_int(s)
+}

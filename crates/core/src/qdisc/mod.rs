@@ -20,6 +20,8 @@ pub mod fq_codel;
 pub mod htb;
 pub mod ingress;
 pub mod mq;
+pub mod netem;
+pub mod netem_dist;
 pub mod noqueue;
 pub mod pfifo_fast;
 pub mod prio;
@@ -51,6 +53,9 @@ pub struct Cx {
     /// Packets mirred actions sent to other devices during this call, for the driver to deliver at once
     /// (the kernel's nested `dev_queue_xmit`/`netif_receive_skb`), and the nest this call runs in.
     pub mirred: crate::action::mirred::MirredCx,
+    /// Packets a discipline asks to enqueue again at the root of the device once this enqueue is done:
+    /// netem's duplicates (`rootq->enqueue(skb2)`). Empty, one null pointer.
+    pub to_root: Option<Box<Vec<Packet>>>,
 }
 
 impl Cx {
@@ -61,7 +66,13 @@ impl Cx {
             tree_reduced: (0, 0),
             drops: Drops::default(),
             mirred: Default::default(),
+            to_root: None,
         }
+    }
+
+    /// Enqueue `pkt` at the root of the device after the current enqueue (netem's duplicate).
+    pub fn push_to_root(&mut self, pkt: Packet) {
+        self.to_root.get_or_insert_with(Default::default).push(pkt);
     }
 
     /// Tell the ancestors that `packets` and `bytes` left this qdisc's queue without being dequeued.
@@ -162,10 +173,12 @@ pub enum DropReason {
     Action,
     /// No class took the packet (DRR, SFQ with filters, a class without a queue).
     Unclassified,
+    /// An emulated loss (netem's `loss`): the network being emulated lost the packet.
+    Loss,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 7] = [
+    pub const ALL: [DropReason; 8] = [
         DropReason::TailDrop,
         DropReason::HeadDrop,
         DropReason::Overlimit,
@@ -173,6 +186,7 @@ impl DropReason {
         DropReason::Aqm,
         DropReason::Action,
         DropReason::Unclassified,
+        DropReason::Loss,
     ];
 
     pub fn name(self) -> &'static str {
@@ -184,6 +198,7 @@ impl DropReason {
             DropReason::Aqm => "aqm",
             DropReason::Action => "action",
             DropReason::Unclassified => "unclassified",
+            DropReason::Loss => "loss",
         }
     }
 }
@@ -360,6 +375,7 @@ pub enum QdiscOptions {
     FqCodel(fq_codel::FqCodelOptions),
     /// mq has no options (`mq_dump` sends none).
     Mq,
+    Netem(netem::NetemOptions),
 }
 
 impl QdiscOptions {
@@ -380,6 +396,7 @@ impl QdiscOptions {
             QdiscOptions::Codel(_) => "codel",
             QdiscOptions::FqCodel(_) => "fq_codel",
             QdiscOptions::Mq => "mq",
+            QdiscOptions::Netem(_) => "netem",
         }
     }
 }
@@ -415,6 +432,7 @@ pub const KINDS: &[QdiscKind] = &[
     codel::KIND,
     fq_codel::KIND,
     mq::KIND,
+    netem::KIND,
 ];
 
 /// The discipline named `name`.

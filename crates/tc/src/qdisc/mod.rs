@@ -20,6 +20,7 @@ pub mod fq_codel;
 pub mod htb;
 pub mod ingress;
 pub mod mq;
+pub mod netem;
 pub mod noqueue;
 pub mod pfifo_fast;
 pub mod prio;
@@ -66,6 +67,7 @@ pub const KINDS: &[QdiscLang] = &[
     codel::LANG,
     fq_codel::LANG,
     mq::LANG,
+    netem::LANG,
 ];
 
 pub fn lang(kind: &str) -> Option<&'static QdiscLang> {
@@ -79,8 +81,8 @@ pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | 
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
 pub const KNOWN_TO_TC: &[&str] = &[
-    "red", "netem", "fq", "hfsc", "qfq", "choke", "sfb", "pie", "fq_pie", "cake", "mqprio",
-    "multiq", "ets", "gred", "hhf", "plug", "skbprio", "taprio", "etf", "cbs",
+    "red", "fq", "hfsc", "qfq", "choke", "sfb", "pie", "fq_pie", "cake", "mqprio", "multiq", "ets",
+    "gred", "hhf", "plug", "skbprio", "taprio", "etf", "cbs",
 ];
 
 /// Those of [`KNOWN_TO_TC`] whose tc has a class parser (`parse_copt`).
