@@ -415,6 +415,7 @@ fn impossible_parameters_are_refused_whole() {
         ..opts()
     });
     let env = tclab_core::qdisc::DevEnv {
+        txqueues: 1,
         txqueuelen: 1000,
         mtu: 1500,
         hard_header_len: 14,

@@ -38,7 +38,12 @@ fn classes(sc: &Scenario) -> Vec<Value> {
         let Some(dev) = sc.net.device(i) else {
             continue;
         };
-        for c in dev.classes(sc.duration) {
+        // fq_codel's flows are classes only while active, with no rate of their own: not reported.
+        for c in dev
+            .classes(sc.duration)
+            .into_iter()
+            .filter(|c| c.kind != "fq_codel")
+        {
             v.push(json!({
                 "node": sc.net.nodes[iface.node].name,
                 "dev": iface.name,

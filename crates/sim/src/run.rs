@@ -105,9 +105,10 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
                 sc.net.bind_ping(t.from, ident, a);
                 st.senders.push(a);
             }
-            TrafficKind::Tcp { bytes, cc } => {
+            TrafficKind::Tcp { bytes, cc, ecn } => {
                 let mtu = sc.net.device(out_iface).map_or(1500, |d| d.mtu);
                 let mut cfg = tclab_tcp::Config::mss_from_mtu(mtu);
+                cfg.ecn = *ecn;
                 cfg.cc = if cc == "reno" {
                     tclab_tcp::CongestionControl::Reno
                 } else {

@@ -130,6 +130,8 @@ pub struct TrafficSpec {
     pub tos: Option<Spanned<toml::Value>>,
     /// TCP congestion control: cubic (default) or reno.
     pub cc: Option<Spanned<String>>,
+    /// TCP: negotiate ECN (RFC 3168), so that an AQM marks instead of dropping (`net.ipv4.tcp_ecn = 1`).
+    pub ecn: Option<Spanned<bool>>,
     pub port: Option<Spanned<u16>>,
 }
 
@@ -172,9 +174,19 @@ impl std::fmt::Display for ScenarioError {
 /// Traffic, checked and resolved to nodes and nanoseconds.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TrafficKind {
-    Tcp { bytes: Option<u64>, cc: String },
-    Udp { rate_bps: u64, length: u32 },
-    Ping { interval: Nanos, size: u32 },
+    Tcp {
+        bytes: Option<u64>,
+        cc: String,
+        ecn: bool,
+    },
+    Udp {
+        rate_bps: u64,
+        length: u32,
+    },
+    Ping {
+        interval: Nanos,
+        size: u32,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -1039,7 +1051,7 @@ fn resolve_traffic(
     // Keys that do not apply to this kind are mistakes, not options to ignore.
     let kind_name = t.kind.get_ref().as_str();
     let applies: &[&str] = match kind_name {
-        "tcp" => &["bytes", "cc"],
+        "tcp" => &["bytes", "cc", "ecn"],
         "udp" => &["rate", "length"],
         "ping" => &["interval", "length"],
         _ => &[],
@@ -1047,6 +1059,7 @@ fn resolve_traffic(
     for (key, span) in [
         ("bytes", t.bytes.as_ref().map(|v| v.span())),
         ("cc", t.cc.as_ref().map(|v| v.span())),
+        ("ecn", t.ecn.as_ref().map(|v| v.span())),
         ("rate", t.rate.as_ref().map(|v| v.span())),
         ("length", t.length.as_ref().map(|v| v.span())),
         ("interval", t.interval.as_ref().map(|v| v.span())),
@@ -1124,6 +1137,7 @@ fn resolve_traffic(
     };
     let kind = match t.kind.get_ref().as_str() {
         "tcp" => TrafficKind::Tcp {
+            ecn: t.ecn.as_ref().is_some_and(|e| *e.get_ref()),
             bytes: t
                 .bytes
                 .as_ref()

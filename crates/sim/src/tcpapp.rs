@@ -43,8 +43,10 @@ pub struct TcpEndpoint {
     pub last_delivery_at: Nanos,
 }
 
-pub fn segment_of(t: &Tcp) -> Segment {
+/// The segment a datagram carries; `ecn` is the ECN field of its IP header (a router may have marked it CE).
+pub fn segment_of(t: &Tcp, ecn: u8) -> Segment {
     Segment {
+        ecn,
         seq: t.seq,
         ack: t.ack,
         flags: t.flags,
@@ -119,7 +121,8 @@ impl TcpEndpoint {
                 src: self.local.0,
                 dst: self.remote.0,
                 protocol: PROTO_TCP,
-                tos: self.tos,
+                // The TOS byte's low two bits are the ECN field: the segment's (ECT(0) on an ECN flow).
+                tos: (self.tos & !3) | seg.ecn,
                 ttl: 64,
                 ..Default::default()
             },
@@ -191,7 +194,7 @@ impl TcpEndpoint {
         }
         if let L4::Tcp(t) = &d.l4 {
             let before = self.conn.bytes_delivered();
-            self.conn.on_segment(now, &segment_of(t));
+            self.conn.on_segment(now, &segment_of(t, d.ip.tos & 3));
             if self.conn.bytes_delivered() > before {
                 self.last_delivery_at = now;
             }
@@ -202,7 +205,7 @@ impl TcpEndpoint {
     /// The host's own qdisc refused a segment we sent (`NET_XMIT_DROP`): not sent.
     pub fn on_local_drop(&mut self, now: Nanos, d: &Datagram) {
         if let L4::Tcp(t) = &d.l4 {
-            let seg = segment_of(t);
+            let seg = segment_of(t, d.ip.tos & 3);
             self.host_truesize = self
                 .host_truesize
                 .saturating_sub(frame_len(&seg) + SKB_OVERHEAD);

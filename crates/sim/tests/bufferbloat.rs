@@ -5,6 +5,12 @@
 use tclab_sim::scenario::load;
 
 fn run(file: &str) -> (f64, f64, f64) {
+    let (p50, p99, goodput, _) = run_full(file);
+    (p50, p99, goodput)
+}
+
+/// Also the downloads' retransmissions.
+fn run_full(file: &str) -> (f64, f64, f64, u64) {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples/bufferbloat")
         .join(file);
@@ -12,7 +18,12 @@ fn run(file: &str) -> (f64, f64, f64) {
     let mut sc = load(file, &text, path.parent().unwrap()).unwrap_or_else(|e| panic!("{e}"));
     let out = tclab_sim::run::run(&mut sc, &mut |_| {}).expect("runs");
     let p = &out.pings[0].rtt;
-    (p.p50_ms, p.p99_ms, out.flows[0].goodput_bps)
+    (
+        p.p50_ms,
+        p.p99_ms,
+        out.flows[0].goodput_bps,
+        out.flows[0].retransmits,
+    )
 }
 
 #[test]
@@ -39,4 +50,24 @@ fn fq_codel_cures_the_fifos_bufferbloat() {
             "{name} goodput {g:.0} vs {line:.0}"
         );
     }
+}
+
+/// With ECN negotiated (RFC 3168), fq_codel marks instead of dropping: CUBIC still halves its window on
+/// each echoed mark, so the ping's RTT and the goodput are those of the dropping run, but no segment is
+/// lost and none is retransmitted (the dropping run retransmits every packet CoDel drops).
+#[test]
+fn with_ecn_fq_codel_marks_instead_of_dropping() {
+    let (_, _, _, drop_retrans) = run_full("fq_codel.toml");
+    let (p50, p99, goodput, retrans) = run_full("fq_codel_ecn.toml");
+    assert!(
+        drop_retrans > 100,
+        "without ECN CoDel drops ({drop_retrans} retransmissions)"
+    );
+    assert_eq!(retrans, 0, "with ECN nothing is lost");
+    assert!(
+        p99 < 20.4 + 2.5 + 0.5 && p50 < 22.0,
+        "ECN ping {p50:.1}/{p99:.1} ms"
+    );
+    let line = 10e6 * 1448.0 / 1514.0;
+    assert!(goodput > 0.98 * line, "ECN goodput {goodput:.0}");
 }

@@ -142,6 +142,17 @@ pub mod flags {
     pub const RST: u8 = 0x04;
     pub const PSH: u8 = 0x08;
     pub const ACK: u8 = 0x10;
+    /// ECN-Echo (RFC 3168): the receiver saw a CE mark; on a SYN, "I do ECN".
+    pub const ECE: u8 = 0x40;
+    /// Congestion Window Reduced: the sender reacted to an ECE.
+    pub const CWR: u8 = 0x80;
+}
+
+/// The IP header's ECN field ([`Segment::ecn`]).
+pub mod ecn {
+    pub const NOT_ECT: u8 = 0;
+    pub const ECT0: u8 = 2;
+    pub const CE: u8 = 3;
 }
 
 const MS: Nanos = 1_000_000;
@@ -209,6 +220,9 @@ pub struct Segment {
     pub window: u16,
     pub payload_len: u32,
     pub options: TcpOptions,
+    /// The ECN field of the IP header carrying it ([`ecn`]): the sender sets ECT(0) on new data of an
+    /// ECN connection; a router's AQM may change it to CE; the receiver reads it.
+    pub ecn: u8,
 }
 
 impl Segment {
@@ -257,6 +271,9 @@ pub struct Config {
     pub sack: bool,
     /// CUBIC's HyStart (module parameter `hystart`, on in Linux).
     pub hystart: bool,
+    /// `net.ipv4.tcp_ecn = 1`: ask for ECN on connections this end opens (RFC 3168). Either way, an end
+    /// accepts ECN when the peer's SYN asks for it (Linux's default `tcp_ecn = 2`).
+    pub ecn: bool,
 }
 
 impl Default for Config {
@@ -272,6 +289,7 @@ impl Default for Config {
             timestamps: true,
             sack: true,
             hystart: true,
+            ecn: false,
         }
     }
 }
@@ -426,6 +444,15 @@ pub struct Connection {
     snd_wscale: u8,
     rcv_wscale: u8,
     ws_ok: bool,
+    /// ECN was negotiated on the handshake (`TCP_ECN_OK`).
+    ecn_ok: bool,
+    /// The receiver saw CE and echoes ECE until the sender's CWR (`TCP_ECN_DEMAND_CWR`).
+    ecn_demand_cwr: bool,
+    /// The next new data segment carries CWR (`TCP_ECN_QUEUE_CWR`).
+    ecn_queue_cwr: bool,
+    /// Segments received with CE, and ECE-marked ACKs that reduced the window.
+    pub ce_received: u64,
+    pub ece_reductions: u64,
     ts_ok: bool,
     sack_ok: bool,
     /// Sending MSS (payload bytes).
@@ -601,6 +628,11 @@ impl Connection {
             autoread: true,
             ack_pending: false,
             ack_now: false,
+            ecn_ok: false,
+            ecn_demand_cwr: false,
+            ecn_queue_cwr: false,
+            ce_received: 0,
+            ece_reductions: 0,
             quick: 0,
             rcv_mss,
             first_data_seen: false,
@@ -994,6 +1026,8 @@ impl Connection {
         self.rcv_nxt = 1;
         self.rcv_wup = 1;
         self.negotiate(&seg.options, true);
+        // `tcp_ecn_create_request`: a SYN with ECE and CWR asks for ECN.
+        self.ecn_ok = seg.has(flags::ECE) && seg.has(flags::CWR);
         self.snd_wnd = seg.window as u64; // SYN windows are never scaled
         self.max_window = self.snd_wnd;
         if let Some((tsval, _)) = seg.options.timestamps {
@@ -1049,6 +1083,8 @@ impl Connection {
         self.rcv_nxt = 1;
         self.rcv_wup = 1;
         self.negotiate(&seg.options, false);
+        // `tcp_ecn_rcv_synack`: ECE without CWR on the SYN-ACK accepts ours.
+        self.ecn_ok = self.cfg.ecn && seg.has(flags::ECE) && !seg.has(flags::CWR);
         if let Some((tsval, _)) = seg.options.timestamps {
             self.ts_recent = tsval;
         }
@@ -1156,6 +1192,20 @@ impl Connection {
         if self.state == State::Closed {
             return;
         }
+        if self.ecn_ok && len > 0 {
+            // `tcp_ecn_accept_cwr`, then `tcp_ecn_check_ce`.
+            if seg.has(flags::CWR) {
+                self.ecn_demand_cwr = false;
+            }
+            if seg.ecn == ecn::CE {
+                self.ce_received += 1;
+                if !self.ecn_demand_cwr {
+                    self.ecn_demand_cwr = true;
+                    self.incr_quickack();
+                }
+                self.ack_now = true;
+            }
+        }
         if len > 0 || fin {
             self.process_data(now, seq, len, fin);
         }
@@ -1174,6 +1224,17 @@ impl Connection {
             return true; // old ACK: ignored, data still processed
         }
         self.local_block = false;
+        // `tcp_try_to_open` → `tcp_enter_cwr` on FLAG_ECE: once per window, in the Open or Disorder
+        // state; loss recovery already reduces the window.
+        if self.ecn_ok
+            && seg.has(flags::ECE)
+            && self.ca_state < CaState::Cwr
+            && self.can_send_data()
+        {
+            self.ece_reductions += 1;
+            self.init_cwnd_reduction();
+            self.ca_state = CaState::Cwr;
+        }
         let prior_snd_una = self.snd_una;
         let prior_in_flight = self.in_flight();
         let mut flag_win_update = false;
@@ -1471,6 +1532,10 @@ impl Connection {
     }
 
     fn init_cwnd_reduction(&mut self) {
+        // `tcp_ecn_queue_cwr`: tell an ECN peer its echo was heard.
+        if self.ecn_ok {
+            self.ecn_queue_cwr = true;
+        }
         self.high_seq = self.snd_nxt;
         self.cwnd_cnt = 0;
         self.prior_cwnd = self.cwnd;
@@ -1915,6 +1980,17 @@ impl Connection {
             }
         }
         let mut flags_out = fl;
+        if syn {
+            if self.have_irs {
+                if self.ecn_ok {
+                    flags_out |= flags::ECE; // SYN-ACK accepting ECN
+                }
+            } else if self.cfg.ecn {
+                flags_out |= flags::ECE | flags::CWR; // SYN asking for it
+            }
+        } else if self.ecn_ok && self.ecn_demand_cwr {
+            flags_out |= flags::ECE;
+        }
         let window;
         if self.have_irs {
             flags_out |= flags::ACK;
@@ -1949,6 +2025,7 @@ impl Connection {
             window,
             payload_len: len,
             options,
+            ecn: ecn::NOT_ECT,
         }
     }
 
@@ -2125,7 +2202,17 @@ impl Connection {
         if len > 0 && self.snd_nxt >= self.write_end {
             fl |= flags::PSH; // tcp_push() marks the last segment of a write
         }
-        Some(self.build(now, start, len as u32, fl))
+        // `tcp_ecn_send`: new data is ECT(0), and carries a queued CWR (retransmissions and pure ACKs
+        // are Not-ECT).
+        if self.ecn_ok && len > 0 && self.ecn_queue_cwr {
+            fl |= flags::CWR;
+            self.ecn_queue_cwr = false;
+        }
+        let mut seg = self.build(now, start, len as u32, fl);
+        if self.ecn_ok && len > 0 {
+            seg.ecn = ecn::ECT0;
+        }
+        Some(seg)
     }
 
     /// `tcp_cwnd_validate()`: remember whether the window was used.

@@ -32,6 +32,7 @@ fn data(i: u32, ts: u32) -> Segment {
             timestamps: Some((ts, 10)),
             ..TcpOptions::default()
         },
+        ecn: 0,
     }
 }
 
@@ -254,6 +255,7 @@ fn random_segment(r: &mut Rng, near_seq: u32, near_ack: u32) -> Segment {
             timestamps: (r.next() % 2 == 0).then(|| (r.u32(), r.u32())),
             sack_blocks,
         },
+        ecn: (r.next() % 4) as u8,
     }
 }
 
@@ -330,4 +332,80 @@ fn fuzz_on_segment_never_panics() {
             let _ = sim.hosts[h].stats();
         }
     }
+}
+
+/// RFC 3168 as Linux does it (`tcp_ecn_*` in net/ipv4/tcp_input.c and tcp_output.c): the SYN asks with
+/// ECE|CWR, the SYN-ACK accepts with ECE alone; new data is ECT(0); a CE mark makes the receiver ACK at
+/// once with ECE, and keep echoing until a segment with CWR arrives; the sender reduces its window once
+/// (CWR state) and sets CWR on its next new data segment. Without `ecn` on the opener, nothing is ECT.
+#[test]
+fn ecn_negotiation_marking_and_reaction() {
+    let client = Config {
+        ecn: true,
+        ..Config::default()
+    };
+    let mut cl = Connection::client(client, 0, CLIENT_ISN);
+    let mut sv = Connection::server(Config::default(), SERVER_ISN);
+    let syn = cl.poll_transmit(0).unwrap();
+    assert!(
+        syn.has(flags::ECE) && syn.has(flags::CWR),
+        "SYN asks for ECN"
+    );
+    sv.on_segment(10 * MS, &syn);
+    let synack = sv.poll_transmit(10 * MS).unwrap();
+    assert!(
+        synack.has(flags::ECE) && !synack.has(flags::CWR),
+        "SYN-ACK accepts"
+    );
+    cl.on_segment(20 * MS, &synack);
+    let ack = cl.poll_transmit(20 * MS).unwrap();
+    assert_eq!(ack.ecn, ecn::NOT_ECT, "a pure ACK is Not-ECT");
+    sv.on_segment(30 * MS, &ack);
+    cl.write(100 * 1448);
+    let out = drain(&mut cl, 30 * MS);
+    assert!(out.len() >= 10);
+    assert!(out.iter().all(|s| s.ecn == ecn::ECT0 && !s.has(flags::CWR)));
+    // A router marked the second segment CE.
+    let mut marked = out[1].clone();
+    marked.ecn = ecn::CE;
+    sv.on_segment(40 * MS, &out[0]);
+    sv.on_segment(40 * MS, &marked);
+    let acks = drain(&mut sv, 40 * MS);
+    assert!(
+        !acks.is_empty() && acks.last().unwrap().has(flags::ECE),
+        "ECE echoed at once"
+    );
+    // The echo reduces the sender's window once.
+    let cwnd_before = cl.stats().cwnd;
+    cl.on_segment(50 * MS, acks.last().unwrap());
+    assert!(
+        cl.stats().ssthresh < cwnd_before,
+        "window reduced: ssthresh {} from cwnd {cwnd_before}",
+        cl.stats().ssthresh
+    );
+    let more = drain(&mut cl, 50 * MS);
+    let first_new = more
+        .iter()
+        .find(|s| s.payload_len > 0)
+        .expect("new data after the ACK");
+    assert!(first_new.has(flags::CWR), "the next new data carries CWR");
+    // Until CWR arrives, every ACK echoes ECE; after it, none.
+    sv.on_segment(55 * MS, &out[2]);
+    assert!(drain(&mut sv, 55 * MS).iter().all(|a| a.has(flags::ECE)));
+    let cwr_seg = first_new.clone();
+    for s in &out[3..] {
+        sv.on_segment(60 * MS, s);
+    }
+    sv.on_segment(60 * MS, &cwr_seg);
+    let after = drain(&mut sv, 61 * MS);
+    assert!(
+        after.last().is_some_and(|a| !a.has(flags::ECE)),
+        "CWR ends the echo"
+    );
+    // Without ecn on the opener: no ECN at all.
+    let (mut cl2, _sv2) = pair(Config::default(), Config::default());
+    cl2.write(10 * 1448);
+    assert!(drain(&mut cl2, 40 * MS)
+        .iter()
+        .all(|s| s.ecn == ecn::NOT_ECT));
 }
