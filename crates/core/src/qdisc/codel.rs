@@ -15,6 +15,7 @@ use super::codel_impl::{
     codel_dequeue, codel_time, codel_to_us, us_to_codel, CodelParams, CodelQueue, CodelStats,
     CodelVars, CODEL_DISABLED_THRESHOLD,
 };
+use super::PeekDequeued;
 use super::{Cx, DevEnv, DropReason, Peeked, Qdisc, QdiscOptions, QdiscStats, Verdict, Xstats};
 use crate::error::{KernelError, Warning};
 use crate::packet::Packet;
@@ -150,6 +151,15 @@ impl Codel {
     }
 }
 
+impl PeekDequeued for Codel {
+    fn held(&mut self) -> (&mut Peeked, &mut QdiscStats) {
+        (&mut self.peeked, &mut self.stats)
+    }
+    fn dequeue_fresh(&mut self, cx: &mut Cx) -> Option<Packet> {
+        self.dequeue_inner(cx)
+    }
+}
+
 impl Qdisc for Codel {
     fn kind(&self) -> &'static str {
         "codel"
@@ -171,19 +181,12 @@ impl Qdisc for Codel {
     }
 
     fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
-        if let Some(p) = self.peeked.take(&mut self.stats) {
-            return Some(p);
-        }
-        self.dequeue_inner(cx)
+        self.dequeue_peeked(cx)
     }
 
-    /// `qdisc_peek_dequeued`.
+    /// `qdisc_peek_dequeued`: the packet is chosen (the discipline's decisions made) and held.
     fn peek(&mut self, cx: &mut Cx) -> Option<&Packet> {
-        if self.peeked.get().is_none() {
-            let p = self.dequeue_inner(cx)?;
-            self.peeked.hold(p, &mut self.stats);
-        }
-        self.peeked.get()
+        self.peek_dequeued(cx)
     }
 
     fn reset(&mut self) {

@@ -32,6 +32,7 @@ use super::codel_impl::{
     codel_dequeue, codel_time, codel_to_us, us_to_codel, CodelParams, CodelQueue, CodelStats,
     CodelVars, CODEL_DISABLED_THRESHOLD,
 };
+use super::PeekDequeued;
 use super::{
     ClassInfo, ClassOps, Cx, DevEnv, DropReason, Peeked, Qdisc, QdiscOptions, QdiscStats, Sched,
     Verdict, Xstats,
@@ -395,6 +396,15 @@ impl FqCodel {
     }
 }
 
+impl PeekDequeued for FqCodel {
+    fn held(&mut self) -> (&mut Peeked, &mut QdiscStats) {
+        (&mut self.peeked, &mut self.stats)
+    }
+    fn dequeue_fresh(&mut self, cx: &mut Cx) -> Option<Packet> {
+        self.dequeue_inner(cx)
+    }
+}
+
 impl Qdisc for FqCodel {
     fn kind(&self) -> &'static str {
         "fq_codel"
@@ -462,19 +472,12 @@ impl Qdisc for FqCodel {
     }
 
     fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
-        if let Some(p) = self.peeked.take(&mut self.stats) {
-            return Some(p);
-        }
-        self.dequeue_inner(cx)
+        self.dequeue_peeked(cx)
     }
 
-    /// `fq_codel_peek`: choose the packet (CoDel's decisions made) and hold it.
+    /// `qdisc_peek_dequeued`: the packet is chosen (the discipline's decisions made) and held.
     fn peek(&mut self, cx: &mut Cx) -> Option<&Packet> {
-        if self.peeked.get().is_none() {
-            let p = self.dequeue_inner(cx)?;
-            self.peeked.hold(p, &mut self.stats);
-        }
-        self.peeked.get()
+        self.peek_dequeued(cx)
     }
 
     /// `fq_codel_reset`.

@@ -336,6 +336,34 @@ impl Peeked {
     }
 }
 
+/// A discipline that can tell its next packet only by choosing it (an AQM deciding drops, netem's clock,
+/// HTB's scheduler): a parent's peek chooses and holds it (`qdisc_peek_dequeued`), and the next dequeue
+/// returns the held packet (`qdisc_dequeue_peeked`). Implement the two accessors; `Qdisc::dequeue` and
+/// `Qdisc::peek` become `dequeue_peeked` and `peek_dequeued`.
+pub trait PeekDequeued {
+    /// The held packet's slot and the counters it is counted in.
+    fn held(&mut self) -> (&mut Peeked, &mut QdiscStats);
+    /// The discipline's own dequeue.
+    fn dequeue_fresh(&mut self, cx: &mut Cx) -> Option<Packet>;
+
+    fn dequeue_peeked(&mut self, cx: &mut Cx) -> Option<Packet> {
+        let (slot, stats) = self.held();
+        if let Some(p) = slot.take(stats) {
+            return Some(p);
+        }
+        self.dequeue_fresh(cx)
+    }
+
+    fn peek_dequeued(&mut self, cx: &mut Cx) -> Option<&Packet> {
+        if self.held().0.get().is_none() {
+            let p = self.dequeue_fresh(cx)?;
+            let (slot, stats) = self.held();
+            slot.hold(p, stats);
+        }
+        self.held().0.get()
+    }
+}
+
 /// Per-device facts a qdisc may need when it is created: `dev->tx_queue_len`, `psched_mtu(dev)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DevEnv {

@@ -42,6 +42,7 @@
 //! the start of a simulation) is 0.
 
 use super::netem_dist::{Distribution, NETEM_DIST_SCALE};
+use super::PeekDequeued;
 use super::{
     ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, DropReason, Peeked, Qdisc, QdiscOptions,
     QdiscStats, Sched, Verdict,
@@ -764,6 +765,15 @@ impl Netem {
     }
 }
 
+impl PeekDequeued for Netem {
+    fn held(&mut self) -> (&mut Peeked, &mut QdiscStats) {
+        (&mut self.peeked, &mut self.stats)
+    }
+    fn dequeue_fresh(&mut self, cx: &mut Cx) -> Option<Packet> {
+        self.dequeue_inner(cx)
+    }
+}
+
 impl Qdisc for Netem {
     fn kind(&self) -> &'static str {
         "netem"
@@ -849,19 +859,12 @@ impl Qdisc for Netem {
     }
 
     fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
-        if let Some(p) = self.peeked.take(&mut self.stats) {
-            return Some(p);
-        }
-        self.dequeue_inner(cx)
+        self.dequeue_peeked(cx)
     }
 
-    /// `qdisc_peek_dequeued`.
+    /// `qdisc_peek_dequeued`: the packet is chosen (the discipline's decisions made) and held.
     fn peek(&mut self, cx: &mut Cx) -> Option<&Packet> {
-        if self.peeked.get().is_none() {
-            let p = self.dequeue_inner(cx)?;
-            self.peeked.hold(p, &mut self.stats);
-        }
-        self.peeked.get()
+        self.peek_dequeued(cx)
     }
 
     fn reset(&mut self) {
