@@ -17,6 +17,7 @@ pub mod codel_impl;
 pub mod drr;
 pub mod fifo;
 pub mod fq_codel;
+pub mod hfsc;
 pub mod htb;
 pub mod ingress;
 pub mod noqueue;
@@ -355,6 +356,7 @@ pub enum QdiscOptions {
     Clsact,
     Codel(codel::CodelOptions),
     FqCodel(fq_codel::FqCodelOptions),
+    Hfsc(hfsc::HfscOptions),
 }
 
 impl QdiscOptions {
@@ -374,6 +376,7 @@ impl QdiscOptions {
             QdiscOptions::Clsact => "clsact",
             QdiscOptions::Codel(_) => "codel",
             QdiscOptions::FqCodel(_) => "fq_codel",
+            QdiscOptions::Hfsc(_) => "hfsc",
         }
     }
 }
@@ -408,6 +411,7 @@ pub const KINDS: &[QdiscKind] = &[
     ingress::CLSACT,
     codel::KIND,
     fq_codel::KIND,
+    hfsc::KIND,
 ];
 
 /// The discipline named `name`.
@@ -428,6 +432,7 @@ pub enum ClassOptions {
     Htb(htb::HtbClassOptions),
     Cbq(cbq::CbqClassOptions),
     Drr(drr::DrrClassOptions),
+    Hfsc(hfsc::HfscClassOptions),
 }
 
 /// Discipline-specific statistics (`TCA_XSTATS`) of a qdisc or a class, other than HTB's.
@@ -443,6 +448,8 @@ pub enum Xstats {
     FqCodel(fq_codel::FqCodelXstats),
     /// `struct tc_fq_codel_xstats` of one flow (a class).
     FqCodelFlow(fq_codel::FqCodelFlowXstats),
+    /// `struct tc_hfsc_stats` (classes only).
+    Hfsc(hfsc::HfscXstats),
 }
 
 /// Extra per-class counters (`tc -s class show`): HTB's `struct tc_htb_xstats`.
