@@ -130,25 +130,42 @@ fn real_time_burst_then_rate_while_bulk_is_backlogged() {
         "class add dev eth0 parent 1: classid 1:10 hfsc rt m1 10mbit d 20ms m2 1mbit",
         "class add dev eth0 parent 1: classid 1:20 hfsc ls rate 20mbit",
     ]);
-    let (sent, _) = run(&mut e, 20_000_000, 1500 * MS, &[C20], &[(100 * MS, C10, 200)]);
+    let (sent, _) = run(
+        &mut e,
+        20_000_000,
+        1500 * MS,
+        &[C20],
+        &[(100 * MS, C10, 200)],
+    );
     let rt: Vec<&Sent> = sent.iter().filter(|s| s.class == C10).collect();
     let t25 = rt[24].end;
     assert!(
         t25 <= 120 * MS + 400_000,
         "25 000 bytes within 20 ms (+ one packet): the 25th left at {t25} ns"
     );
-    assert!(t25 >= 119 * MS, "not faster than 10 Mbit/s: 25th at {t25} ns");
+    assert!(
+        t25 >= 119 * MS,
+        "not faster than 10 Mbit/s: 25th at {t25} ns"
+    );
     // Second segment: from 120 ms to 1120 ms, 1 Mbit/s = 125 000 bytes (± one packet).
     let b = bytes(&sent, C10, 120 * MS, 1120 * MS);
-    assert!(b.abs_diff(125_000) <= 1000, "m2 = 1 Mbit/s: {b} bytes in 1 s");
+    assert!(
+        b.abs_diff(125_000) <= 1000,
+        "m2 = 1 Mbit/s: {b} bytes in 1 s"
+    );
     // The bulk class had everything else: 20 Mbit/s over 1.5 s minus what 1:10 sent.
     let total: u64 = sent.iter().map(|s| s.len as u64).sum();
-    assert!(total.abs_diff(20_000_000 / 8 * 3 / 2) <= 1000, "work conserving: {total}");
+    assert!(
+        total.abs_diff(20_000_000 / 8 * 3 / 2) <= 1000,
+        "work conserving: {total}"
+    );
     // The counters: 1:10's work was all real time.
     let out = tc(&mut e, "-s class show dev eth0 classid 1:10");
     let rt_bytes: u64 = rt.iter().map(|s| s.len as u64).sum();
     assert!(
-        out.contains(&format!("work {rt_bytes} bytes rtwork {rt_bytes} bytes level 0")),
+        out.contains(&format!(
+            "work {rt_bytes} bytes rtwork {rt_bytes} bytes level 0"
+        )),
         "{out}"
     );
 }
@@ -165,8 +182,15 @@ fn link_sharing_splits_the_excess_by_ls_m2() {
         "class add dev eth0 parent 1: classid 1:30 hfsc ls rate 1mbit",
     ]);
     let secs = 10;
-    let (sent, _) = run(&mut e, 10_000_000, secs * NSEC_PER_SEC, &[C10, C20, C30], &[]);
-    let rate = |c| bytes(&sent, c, NSEC_PER_SEC, secs * NSEC_PER_SEC) as f64 * 8.0 / (secs - 1) as f64;
+    let (sent, _) = run(
+        &mut e,
+        10_000_000,
+        secs * NSEC_PER_SEC,
+        &[C10, C20, C30],
+        &[],
+    );
+    let rate =
+        |c| bytes(&sent, c, NSEC_PER_SEC, secs * NSEC_PER_SEC) as f64 * 8.0 / (secs - 1) as f64;
     let (r10, r20, r30) = (rate(C10), rate(C20), rate(C30));
     assert!((r10 / 2e6 - 1.0).abs() < 0.01, "rt 2 Mbit/s: {r10}");
     assert!((r20 / 6e6 - 1.0).abs() < 0.01, "3/4 of the excess: {r20}");
@@ -199,7 +223,10 @@ fn upper_limit_caps_a_class_over_any_window() {
         }
     }
     let total: u64 = sent.iter().map(|s| s.len as u64).sum();
-    assert!((total as f64 / (limit * 10) as f64 - 1.0).abs() < 0.01, "{total}");
+    assert!(
+        (total as f64 / (limit * 10) as f64 - 1.0).abs() < 0.01,
+        "{total}"
+    );
     let out = tc(&mut e, "-s qdisc show dev eth0");
     let over: u64 = out
         .split("overlimits ")
@@ -240,13 +267,22 @@ fn classification_default_and_drops() {
     assert_eq!(dev.enqueue(pkt(0, 100), &mut Cx::new(0)), Verdict::Success);
     assert_eq!(dev.dequeue(&mut Cx::new(0)).map(|p| p.len), Some(100));
 
-    tc(&mut e, "class add dev eth0 parent 1: classid 1:10 hfsc ls rate 1mbit");
+    tc(
+        &mut e,
+        "class add dev eth0 parent 1: classid 1:10 hfsc ls rate 1mbit",
+    );
     let dev = e.device_mut("eth0").unwrap();
     let mut cx = Cx::new(0);
     assert_eq!(dev.enqueue(pkt(0, 100), &mut cx), Verdict::Bypass);
     assert_eq!(cx.drops.len(), 1);
-    assert_eq!(dev.enqueue(pkt(C10, 100), &mut Cx::new(0)), Verdict::Success);
-    tc(&mut e, "qdisc change dev eth0 root handle 1: hfsc default 10");
+    assert_eq!(
+        dev.enqueue(pkt(C10, 100), &mut Cx::new(0)),
+        Verdict::Success
+    );
+    tc(
+        &mut e,
+        "qdisc change dev eth0 root handle 1: hfsc default 10",
+    );
     let dev = e.device_mut("eth0").unwrap();
     assert_eq!(dev.enqueue(pkt(7, 100), &mut Cx::new(0)), Verdict::Success);
     let out = tc(&mut e, "-s qdisc show dev eth0");
@@ -254,7 +290,10 @@ fn classification_default_and_drops() {
     assert!(out.contains("dropped 1,"), "{out}");
     assert!(out.contains("backlog 200b 2p"), "{out}");
     // A class that becomes a parent loses its queue; the qdisc's backlog follows.
-    tc(&mut e, "class add dev eth0 parent 1:10 classid 1:11 hfsc ls rate 1mbit");
+    tc(
+        &mut e,
+        "class add dev eth0 parent 1:10 classid 1:11 hfsc ls rate 1mbit",
+    );
     let out = tc(&mut e, "-s qdisc show dev eth0");
     assert!(out.contains("backlog 0b 0p"), "{out}");
 }
@@ -274,7 +313,11 @@ fn bad_input_is_refused_and_applies_nothing() {
             1,
             "HFSC: Upper-limit Service Curve without Link-Share Service Curve",
         ),
-        ("class add dev eth0 parent 1: classid 1:2 hfsc", 1, "HFSC: no parameters given"),
+        (
+            "class add dev eth0 parent 1: classid 1:2 hfsc",
+            1,
+            "HFSC: no parameters given",
+        ),
         (
             "class add dev eth0 parent 1: classid 1:2 hfsc rt m1 0 d 10ms m2 0",
             1,
@@ -290,17 +333,49 @@ fn bad_input_is_refused_and_applies_nothing() {
             1,
             "HFSC: Illegal \"m1\"\nHFSC: Illegal \"rt\"",
         ),
-        ("class add dev eth0 parent 1: classid 1:2 hfsc rt m1 1mbit", 255, "not complete"),
-        ("class add dev eth0 parent 1: classid 1:2 hfsc rt rate 40gbit", 1, "Illegal \"rate\""),
-        ("class add dev eth0 parent 1: classid 1:2 hfsc xx", 1, "HFSC: What is \"xx\" ?"),
-        ("qdisc add dev eth1 root hfsc default 1 default 2", 1, "HFSC: Double \"default\""),
+        (
+            "class add dev eth0 parent 1: classid 1:2 hfsc rt m1 1mbit",
+            255,
+            "not complete",
+        ),
+        (
+            "class add dev eth0 parent 1: classid 1:2 hfsc rt rate 40gbit",
+            1,
+            "Illegal \"rate\"",
+        ),
+        (
+            "class add dev eth0 parent 1: classid 1:2 hfsc xx",
+            1,
+            "HFSC: What is \"xx\" ?",
+        ),
+        (
+            "qdisc add dev eth1 root hfsc default 1 default 2",
+            1,
+            "HFSC: Double \"default\"",
+        ),
         // The kernel: no such parent, the class exists, an inner class or the root cannot go.
-        ("class add dev eth0 parent 1:99 classid 1:2 hfsc ls rate 1mbit", 2, "No such file"),
-        ("class add dev eth0 parent 1: classid 1:10 hfsc ls rate 1mbit", 2, "File exists"),
+        (
+            "class add dev eth0 parent 1:99 classid 1:2 hfsc ls rate 1mbit",
+            2,
+            "No such file",
+        ),
+        (
+            "class add dev eth0 parent 1: classid 1:10 hfsc ls rate 1mbit",
+            2,
+            "File exists",
+        ),
         ("class del dev eth0 classid 1:1", 2, "HFSC class in use"),
         ("class del dev eth0 classid 1:", 2, "HFSC class in use"),
-        ("class change dev eth0 parent 1: classid 1:10 hfsc ls rate 1mbit", 2, "Invalid argument"),
-        ("qdisc add dev eth0 parent 1:1 handle 2: pfifo", 2, "Invalid argument"),
+        (
+            "class change dev eth0 parent 1: classid 1:10 hfsc ls rate 1mbit",
+            2,
+            "Invalid argument",
+        ),
+        (
+            "qdisc add dev eth0 parent 1:1 handle 2: pfifo",
+            2,
+            "Invalid argument",
+        ),
     ] {
         let (c, err) = tc_fails(&mut e, line);
         assert_eq!(c, code, "tc {line}: {err}");
@@ -309,7 +384,10 @@ fn bad_input_is_refused_and_applies_nothing() {
     assert_eq!(tc(&mut e, "class show dev eth0"), before);
     // A convex curve with no `d` (m1 below m2) is what tc and the kernel accept: the first segment
     // has no length, so the curve is its m2.
-    tc(&mut e, "class add dev eth0 parent 1: classid 1:2 hfsc rt m1 1mbit m2 2mbit");
+    tc(
+        &mut e,
+        "class add dev eth0 parent 1: classid 1:2 hfsc rt m1 1mbit m2 2mbit",
+    );
     let out = tc(&mut e, "class show dev eth0 classid 1:2");
     assert!(out.contains("rt m1 1Mbit d 0us m2 2Mbit"), "{out}");
     // A filter bound to a class keeps it.

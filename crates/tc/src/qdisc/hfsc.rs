@@ -192,11 +192,7 @@ fn get_sc2(w: &[String], msgs: &mut Vec<String>) -> Result<Sc> {
             return Ok(Sc::Ok(ServiceCurve::default(), i + 1));
         }
         let d = dmax.wrapping_sub(umax.wrapping_mul(1_000_000) / rate);
-        ServiceCurve {
-            m1: 0,
-            d,
-            m2: rate,
-        }
+        ServiceCurve { m1: 0, d, m2: rate }
     };
     Ok(Sc::Ok(sc, i + 1))
 }
