@@ -94,6 +94,11 @@ fn tdc_netem() {
 }
 
 #[test]
+fn tdc_hfsc() {
+    assert_no_failures(&["qdiscs/hfsc.json"]);
+}
+
+#[test]
 fn tdc_u32() {
     assert_no_failures(&["filters/u32.json"]);
 }

@@ -13,10 +13,19 @@
 //! N tops out at 65 534 leaves (minors 2..ffff under root class 1:1): a classid minor is 16 bits, so one HTB
 //! qdisc cannot hold 100 000 classes (the N = 100 000 is impossible in Linux as well).
 //! Reports nanoseconds of wall time per packet (one enqueue + one dequeue).
+//!
+//! HFSC beside it, the same tree (root class 1:1 `sc rate 10gbit`, N leaves under it, two packets each):
+//!
+//! - `hfsc ls`: leaves `ls rate 10gbit/N` — link sharing only: the virtual-time trees of 1:1 and the root.
+//! - `hfsc sc`: leaves `sc rate 10gbit/2N` — real time and link sharing: every leaf is also in the eligible
+//!   tree, which `eltree_get_mindl` scans (in the kernel as here) over all eligible classes.
+//!
+//! `cargo bench -p tclab-core --bench htb -- hfsc` runs only HFSC; `-- htb` only HTB.
 
 use std::hint::black_box;
 use std::time::Instant;
 use tclab_core::engine::Flags;
+use tclab_core::qdisc::hfsc::{HfscClassOptions, HfscOptions, ServiceCurve};
 use tclab_core::qdisc::htb::{HtbClassOptions, HtbOptions};
 use tclab_core::qdisc::{ClassOptions, Cx, QdiscOptions};
 use tclab_core::units::RateSpec;
@@ -95,20 +104,102 @@ fn build(n: u32, share: u64) -> Engine {
 }
 
 fn main() {
-    println!(
-        "{:>8} {:>12} {:>22} {:>22}",
-        "leaves", "packets", "own rate ns/packet", "borrowing ns/packet"
-    );
-    for &n in &[1u32, 100, 10_000, 65_534] {
-        let own = run(n, 1);
-        let borrowing = run(n, 2);
-        println!("{n:>8} {:>12} {own:>22.1} {borrowing:>22.1}", 2_000_000);
+    let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let want = |k: &str| filter.as_deref().is_none_or(|f| k.contains(f));
+    if want("htb") {
+        println!(
+            "{:>8} {:>12} {:>22} {:>22}",
+            "leaves", "packets", "own rate ns/packet", "borrowing ns/packet"
+        );
+        for &n in &[1u32, 100, 10_000, 65_534] {
+            let own = run(build(n, 1), n);
+            let borrowing = run(build(n, 2), n);
+            println!("{n:>8} {:>12} {own:>22.1} {borrowing:>22.1}", 2_000_000);
+        }
+    }
+    if want("hfsc") {
+        println!(
+            "{:>8} {:>12} {:>22} {:>22}",
+            "leaves", "packets", "hfsc ls ns/packet", "hfsc sc ns/packet"
+        );
+        for &n in &[1u32, 100, 10_000, 65_534] {
+            let ls = run(build_hfsc(n, false), n);
+            let sc = run(build_hfsc(n, true), n);
+            println!("{n:>8} {:>12} {ls:>22.1} {sc:>22.1}", 2_000_000);
+        }
     }
 }
 
+/// An HFSC tree of `n` leaves under 1:1 on a 10 Gbit/s link: `ls` leaves, or `sc` leaves (`rt`).
+fn build_hfsc(n: u32, rt: bool) -> Engine {
+    let mut e = Engine::new();
+    e.add_device("eth0", 1500, 1000);
+    e.modify_qdisc(
+        "eth0",
+        Handle::ROOT,
+        Handle::new(1, 0),
+        Some(&QdiscOptions::Hfsc(HfscOptions::default())),
+        Flags::ADD,
+        0,
+    )
+    .unwrap();
+    let link = 1_250_000_000u32; // 10 Gbit/s in bytes
+    let curve = |m2: u32| ServiceCurve { m1: 0, d: 0, m2 };
+    let top = ClassOptions::Hfsc(HfscClassOptions {
+        rsc: None,
+        fsc: Some(curve(link)),
+        usc: None,
+    });
+    e.modify_class(
+        "eth0",
+        Handle::new(1, 0),
+        Handle::new(1, 1),
+        &top,
+        Flags::ADD,
+        0,
+    )
+    .unwrap();
+    for i in 0..n {
+        let id = Handle(0x1_0000 | (i + 2));
+        let leaf = if rt {
+            let c = curve((link / (2 * n)).max(1));
+            HfscClassOptions {
+                rsc: Some(c),
+                fsc: Some(c),
+                usc: None,
+            }
+        } else {
+            HfscClassOptions {
+                rsc: None,
+                fsc: Some(curve((link / n).max(1))),
+                usc: None,
+            }
+        };
+        e.modify_class(
+            "eth0",
+            Handle::new(1, 1),
+            id,
+            &ClassOptions::Hfsc(leaf),
+            Flags::ADD,
+            0,
+        )
+        .unwrap();
+        let dev = e.device_mut("eth0").unwrap();
+        for _ in 0..2 {
+            dev.enqueue(
+                Packet {
+                    priority: id.0,
+                    ..Packet::of_len(1500)
+                },
+                &mut Cx::new(0),
+            );
+        }
+    }
+    e
+}
+
 /// Nanoseconds per packet over 2 000 000 steps, after a warm-up pass over every leaf.
-fn run(n: u32, share: u64) -> f64 {
-    let mut e = build(n, share);
+fn run(mut e: Engine, n: u32) -> f64 {
     let dev = e.device_mut("eth0").unwrap();
     let mut now = 0u64;
     let steps = 2_000_000u64;

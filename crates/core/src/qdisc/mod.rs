@@ -17,6 +17,7 @@ pub mod codel_impl;
 pub mod drr;
 pub mod fifo;
 pub mod fq_codel;
+pub mod hfsc;
 pub mod htb;
 pub mod ingress;
 pub mod mq;
@@ -404,6 +405,7 @@ pub enum QdiscOptions {
     /// mq has no options (`mq_dump` sends none).
     Mq,
     Netem(netem::NetemOptions),
+    Hfsc(hfsc::HfscOptions),
 }
 
 impl QdiscOptions {
@@ -425,6 +427,7 @@ impl QdiscOptions {
             QdiscOptions::FqCodel(_) => "fq_codel",
             QdiscOptions::Mq => "mq",
             QdiscOptions::Netem(_) => "netem",
+            QdiscOptions::Hfsc(_) => "hfsc",
         }
     }
 }
@@ -461,6 +464,7 @@ pub const KINDS: &[QdiscKind] = &[
     fq_codel::KIND,
     mq::KIND,
     netem::KIND,
+    hfsc::KIND,
 ];
 
 /// The discipline named `name`.
@@ -481,6 +485,7 @@ pub enum ClassOptions {
     Htb(htb::HtbClassOptions),
     Cbq(cbq::CbqClassOptions),
     Drr(drr::DrrClassOptions),
+    Hfsc(hfsc::HfscClassOptions),
 }
 
 /// Discipline-specific statistics (`TCA_XSTATS`) of a qdisc or a class, other than HTB's.
@@ -496,6 +501,8 @@ pub enum Xstats {
     FqCodel(fq_codel::FqCodelXstats),
     /// `struct tc_fq_codel_xstats` of one flow (a class).
     FqCodelFlow(fq_codel::FqCodelFlowXstats),
+    /// `struct tc_hfsc_stats` (classes only).
+    Hfsc(hfsc::HfscXstats),
 }
 
 /// Extra per-class counters (`tc -s class show`): HTB's `struct tc_htb_xstats`.

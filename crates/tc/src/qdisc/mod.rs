@@ -17,6 +17,7 @@ pub mod codel;
 pub mod drr;
 pub mod fifo;
 pub mod fq_codel;
+pub mod hfsc;
 pub mod htb;
 pub mod ingress;
 pub mod mq;
@@ -68,6 +69,7 @@ pub const KINDS: &[QdiscLang] = &[
     fq_codel::LANG,
     mq::LANG,
     netem::LANG,
+    hfsc::LANG,
 ];
 
 pub fn lang(kind: &str) -> Option<&'static QdiscLang> {
@@ -81,12 +83,12 @@ pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | 
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
 pub const KNOWN_TO_TC: &[&str] = &[
-    "red", "fq", "hfsc", "qfq", "choke", "sfb", "pie", "fq_pie", "cake", "mqprio", "multiq", "ets",
-    "gred", "hhf", "plug", "skbprio", "taprio", "etf", "cbs",
+    "red", "fq", "qfq", "choke", "sfb", "pie", "fq_pie", "cake", "mqprio", "multiq", "ets", "gred",
+    "hhf", "plug", "skbprio", "taprio", "etf", "cbs",
 ];
 
 /// Those of [`KNOWN_TO_TC`] whose tc has a class parser (`parse_copt`).
-const KNOWN_CLASSFUL: &[&str] = &["hfsc", "qfq", "ets"];
+const KNOWN_CLASSFUL: &[&str] = &["qfq", "ets"];
 
 pub(crate) fn linklayer(s: &str) -> Option<LinkLayer> {
     if matches(s, "ethernet") {
