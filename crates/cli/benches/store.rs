@@ -165,6 +165,26 @@ fn main() {
             .exec(&["tc", "qdisc", "del", "dev", "v0", "root"])
             .status();
     }
+    // The same shows through a resident engine (`tclab serve`).
+    let mut server = tclab(&state, &["serve", "--idle", "30"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("tclab serve");
+    let socket = dir.join("policy.json.serve/control.sock");
+    let t0 = Instant::now();
+    while !socket.exists() && t0.elapsed().as_secs() < 30 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let s_show = best_of(3, || {
+        timed(tclab(&state, &["tc", "-s", "class", "show", "dev", "eth0"]))
+    });
+    let s_filters = best_of(3, || {
+        timed(tclab(&state, &["tc", "filter", "show", "dev", "eth0"]))
+    });
+    let _ = server.kill();
+    let _ = server.wait();
     row("apply (tc -batch, 30 002 lines)", t_apply, k_apply);
     row(
         "tc -s class show (10 001 classes, best of 3)",
@@ -176,6 +196,8 @@ fn main() {
         t_filters,
         k_filters,
     );
+    row("tc -s class show, through tclab serve", s_show, k_show);
+    row("tc filter show, through tclab serve", s_filters, k_filters);
 
     println!("shell script: 2 002 tc calls (1 000 HTB classes with leaves)");
     let tclab_script = dir.join("tclab.sh");

@@ -30,6 +30,7 @@ Usage:
   tclab iptables -t mangle …             iptables(8) for the mangle table (MARK, CONNMARK, CLASSIFY, DSCP, TOS)
   tclab script run [--strict] FILE [ARGS…]
                                          run a Linux shell script unmodified, tc/iptables resolved to tclab
+  tclab serve [--idle SECONDS]           keep the store in one resident engine for fast calls
   tclab check [--json] [--link RATE] [FILE]
                                          what is wrong with a policy (script, batch or store), before it runs
   tclab sim SCENARIO [--out DIR] [--seed N] [--json] [--no-plots]
@@ -64,7 +65,12 @@ fn print_output(out: &tclab_tc::Output) -> u8 {
 fn cmd_store(argv: &[String]) -> Result<u8, String> {
     use tclab_tc::control;
     let path = std::path::absolute(state_path()).map_err(|e| format!("state file: {e}"))?;
-    if let Some(socket) = std::env::var_os(control::ENV).filter(|s| !s.is_empty()) {
+    // A script's resident engine (`TCLAB_CONTROL`), else a `tclab serve` running for this store.
+    let socket = std::env::var_os(control::ENV)
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| Some(control::resident_dir(&path).join("control.sock")).filter(|s| s.exists()));
+    if let Some(socket) = socket {
         // `-batch FILE` is read here, where FILE's relative path means something.
         let mut words = argv.to_vec();
         let mut stdin = None;
@@ -358,6 +364,93 @@ fn cmd_check(args: &[String]) -> Result<u8, String> {
     Ok(exit_status(&findings))
 }
 
+const SERVE_HELP: &str = "Usage: tclab serve [--idle SECONDS]
+
+Keeps the policy store ($TCLAB_STATE) open in one resident engine, so that every tclab tc, iptables and
+link call on that store costs what the command costs, not a replay of the store: a provisioning system or
+a monitoring loop calling tc thousands of times, or tc -s show on a large policy. Calls find the server by
+its socket (FILE.serve/control.sock beside the store, in a directory only you may enter) and fall back to
+the store itself when it is not running. Every change is still written to the store, fsynced, before the
+call returns; other processes may use the store meanwhile.
+  --idle SECONDS   stop after this long without a call (default: run until interrupted)";
+
+/// `tclab serve`: the store's resident engine, until interrupted or idle.
+fn cmd_serve(args: &[String]) -> Result<u8, String> {
+    let mut idle: Option<u64> = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--idle" => {
+                let v = it.next().ok_or("--idle needs a number of seconds")?;
+                idle = Some(
+                    v.parse::<u64>()
+                        .ok()
+                        .filter(|s| *s > 0)
+                        .ok_or_else(|| format!("--idle: \"{v}\" is not a number of seconds"))?,
+                );
+            }
+            "--help" | "-h" | "help" => {
+                println!("{SERVE_HELP}");
+                return Ok(0);
+            }
+            other => {
+                return Err(format!(
+                    "serve: unknown option \"{other}\"; try \"tclab serve --help\""
+                ))
+            }
+        }
+    }
+    let state = std::path::absolute(state_path()).map_err(|e| format!("state file: {e}"))?;
+    let dir = tclab_tc::control::resident_dir(&state);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let socket = dir.join("control.sock");
+    if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+        return Err(format!(
+            "a tclab serve is already running for {}",
+            state.display()
+        ));
+    }
+    // Read the store once now, so that a broken store is reported here and not to the first caller.
+    tclab_tc::store::read_journal(&state)?;
+    let server = tclab_tc::control::Server::start(&state, &dir)?;
+    // Load the engine now rather than on the first call.
+    let _ = tclab_tc::control::call(
+        server.socket(),
+        &tclab_tc::control::Request {
+            state: state.clone(),
+            argv: vec!["link".into(), "show".into()],
+            stdin: None,
+            caller: None,
+        },
+    );
+    eprintln!(
+        "tclab serve: {} on {}{}",
+        state.display(),
+        server.socket().display(),
+        idle.map_or(String::new(), |s| format!(" (stops after {s} s idle)"))
+    );
+    let (mut last, mut since) = (server.served(), std::time::Instant::now());
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let now = server.served();
+        if now != last {
+            last = now;
+            since = std::time::Instant::now();
+        }
+        if idle.is_some_and(|s| since.elapsed().as_secs() >= s) {
+            break;
+        }
+    }
+    drop(server);
+    let _ = std::fs::remove_dir(&dir);
+    Ok(0)
+}
+
 /// Die quietly on a closed pipe (`tclab sim … | head`), as command-line tools do, instead of panicking
 /// on the failed print: restore SIGPIPE's default action, which Rust's runtime sets to "ignore".
 fn default_sigpipe() {
@@ -382,6 +475,7 @@ fn main() -> ExitCode {
         Some("tc") | Some("link") | Some("iptables") => cmd_store(&args),
         Some("script") => cmd_script(&args[1..]),
         Some("check") => cmd_check(&args[1..]),
+        Some("serve") => cmd_serve(&args[1..]),
         Some("demo") => demo::run(&args[1..]),
         Some("sim") => sim::cmd(&args[1..]),
         Some("--version") | Some("-V") => {

@@ -329,3 +329,61 @@ fn script_calls_reach_the_resident_engine() {
     assert_eq!(classids(&state).len(), 201);
     assert_eq!(records(&state), 202);
 }
+
+/// `tclab serve` keeps the store in one resident engine: calls go through it (and still write the store),
+/// a second server for the same store is refused, and after it stops calls open the store themselves.
+#[test]
+fn a_resident_server_answers_and_writes_through() {
+    let dir = TempDir::new("store-serve");
+    let state = dir.path.join("policy.json");
+    ok(
+        &state,
+        &[
+            "tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb",
+        ],
+    );
+    let mut server = std::process::Command::new(TCLAB)
+        .args(["serve", "--idle", "3"])
+        .env("TCLAB_STATE", &state)
+        .env_remove("TCLAB_CONTROL")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let socket = dir.path.join("policy.json.serve/control.sock");
+    let t0 = std::time::Instant::now();
+    while !socket.exists() && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(socket.exists(), "the server made its socket");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(dir.path.join("policy.json.serve"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700, "only the owner may reach the socket");
+    ok(
+        &state,
+        &[
+            "tc", "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate",
+            "1mbit",
+        ],
+    );
+    assert_eq!(classids(&state), vec!["1:10"]);
+    assert_eq!(records(&state), 2, "the change is in the store file");
+    let again = tclab(&state, &["serve"]);
+    assert_eq!(again.code, 1);
+    assert!(again.stderr.contains("already running"), "{}", again.stderr);
+    // Idle for 3 s, it stops; calls then work on the store directly.
+    let status = server.wait().unwrap();
+    assert!(status.success());
+    assert!(!socket.exists());
+    ok(
+        &state,
+        &[
+            "tc", "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:20", "htb", "rate",
+            "1mbit",
+        ],
+    );
+    assert_eq!(classids(&state), vec!["1:10", "1:20"]);
+}

@@ -109,6 +109,8 @@ pub struct Reply {
 pub struct Server {
     socket: PathBuf,
     stop: Arc<AtomicBool>,
+    /// Requests served so far (`tclab serve --idle` watches it).
+    served: Arc<std::sync::atomic::AtomicU64>,
     thread: Option<std::thread::JoinHandle<Report>>,
 }
 
@@ -123,14 +125,21 @@ impl Server {
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))
             .map_err(|e| format!("{}: {e}", socket.display()))?;
         let stop = Arc::new(AtomicBool::new(false));
+        let served = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let state = state.to_path_buf();
-        let flag = stop.clone();
-        let thread = std::thread::spawn(move || serve(listener, state, flag));
+        let (flag, count) = (stop.clone(), served.clone());
+        let thread = std::thread::spawn(move || serve(listener, state, flag, count));
         Ok(Server {
             socket,
             stop,
+            served,
             thread: Some(thread),
         })
+    }
+
+    /// How many requests the server has answered.
+    pub fn served(&self) -> u64 {
+        self.served.load(Ordering::SeqCst)
     }
 
     pub fn socket(&self) -> &Path {
@@ -164,7 +173,12 @@ impl Drop for Server {
     }
 }
 
-fn serve(listener: UnixListener, state: PathBuf, stop: Arc<AtomicBool>) -> Report {
+fn serve(
+    listener: UnixListener,
+    state: PathBuf,
+    stop: Arc<AtomicBool>,
+    served: Arc<std::sync::atomic::AtomicU64>,
+) -> Report {
     let mut store: Option<Store> = None;
     let mut report = Report::default();
     for conn in listener.incoming() {
@@ -203,6 +217,7 @@ fn serve(listener: UnixListener, state: PathBuf, stop: Arc<AtomicBool>) -> Repor
         let mut w = &conn;
         let line = serde_json::to_string(&reply).expect("strings serialise") + "\n";
         let _ = w.write_all(line.as_bytes());
+        served.fetch_add(1, Ordering::SeqCst);
     }
     report
 }
@@ -271,6 +286,14 @@ pub enum CallError {
     /// The server took the request and did not answer: whether it applied is unknown, so the caller must
     /// not apply it again.
     Lost(String),
+}
+
+/// Where `tclab serve` puts the socket of the store at `state`: a directory beside it that only its owner
+/// may enter (`FILE.serve/control.sock`).
+pub fn resident_dir(state: &Path) -> PathBuf {
+    let mut name = state.file_name().unwrap_or_default().to_os_string();
+    name.push(".serve");
+    state.with_file_name(name)
 }
 
 /// Send a request to the server at `socket`.
