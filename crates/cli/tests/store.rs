@@ -387,3 +387,67 @@ fn a_resident_server_answers_and_writes_through() {
     );
     assert_eq!(classids(&state), vec!["1:10", "1:20"]);
 }
+
+/// sqm-scripts delete the root while the ingress qdisc stays, and the ingress after the root is back: the
+/// egress tree and the ingress are compacted separately, so the journal still does not grow.
+#[test]
+fn root_and_ingress_are_compacted_separately() {
+    let dir = TempDir::new("store-compact-ingress");
+    let state = dir.path.join("policy.json");
+    ok(&state, &["tc", "qdisc", "add", "dev", "eth0", "ingress"]);
+    let mut sizes = Vec::new();
+    for _ in 0..6 {
+        let _ = tclab(&state, &["tc", "qdisc", "del", "dev", "eth0", "root"]);
+        ok(
+            &state,
+            &[
+                "tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "10",
+            ],
+        );
+        ok(
+            &state,
+            &[
+                "tc", "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb",
+                "rate", "1mbit",
+            ],
+        );
+        let _ = tclab(&state, &["tc", "qdisc", "del", "dev", "eth0", "ingress"]);
+        ok(
+            &state,
+            &[
+                "tc", "qdisc", "add", "dev", "eth0", "handle", "ffff:", "ingress",
+            ],
+        );
+        sizes.push(records(&state));
+    }
+    assert!(sizes.windows(2).all(|w| w[1] <= w[0]), "{sizes:?}");
+    assert!(*sizes.last().unwrap() <= 4, "{sizes:?}");
+    assert_eq!(classids(&state), vec!["1:10"]);
+}
+
+/// A header written without its newline is rewritten whole by the next write, not appended to.
+#[test]
+fn a_header_without_newline_is_not_appended_to() {
+    let dir = TempDir::new("store-header");
+    let state = dir.path.join("policy.json");
+    std::fs::write(&state, "{\"tclab_store\":2}").unwrap();
+    ok(
+        &state,
+        &[
+            "tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb",
+        ],
+    );
+    ok(
+        &state,
+        &[
+            "tc", "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate",
+            "1mbit",
+        ],
+    );
+    assert_eq!(classids(&state), vec!["1:10"]);
+    let text = std::fs::read_to_string(&state).unwrap();
+    assert!(
+        !text.contains('\0') && text.starts_with("{\"tclab_store\":2}\n"),
+        "{text:?}"
+    );
+}

@@ -676,10 +676,44 @@ fn build(
                 );
             };
             let path = base.join(script.get_ref());
-            let run = tclab_tc::script::run_script_to_journal(exe, &path, &p.args, &[])
+            let run = tclab_tc::script::run_script(exe, &path, &p.args, &[])
                 .or_else(|m| cx.err(script.span(), "policy.script", m))?;
-            // The script succeeded, but what tc or iptables refused inside it must not go unseen.
-            for line in run.stderr.lines().filter(|l| !l.trim().is_empty()) {
+            // What tc or iptables refused inside the script must not go unseen, even where the script sent
+            // their errors to /dev/null: the report names each refusal with its script line.
+            // (Deletions of what was not there — a script clearing before it builds — are left out.)
+            let mut report = run.report.clone();
+            report.refused.retain(|r| !r.cleanup);
+            let refusals = if report.refused.is_empty() {
+                String::new()
+            } else {
+                report.summary()
+            };
+            if !run.success {
+                return cx.err(
+                    script.span(),
+                    "policy.script",
+                    format!(
+                        "{} {}{}{}",
+                        path.display(),
+                        run.status,
+                        if run.stderr.trim().is_empty() {
+                            String::new()
+                        } else {
+                            format!(": {}", run.stderr.trim_end())
+                        },
+                        if refusals.is_empty() {
+                            String::new()
+                        } else {
+                            format!("\n{}", refusals.trim_end())
+                        }
+                    ),
+                );
+            }
+            for line in refusals
+                .lines()
+                .chain(run.stderr.lines())
+                .filter(|l| !l.trim().is_empty())
+            {
                 warnings.push(format!(
                     "{}:{}: policy.script: {}: {line}",
                     cx.file,

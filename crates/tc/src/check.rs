@@ -246,7 +246,12 @@ fn check_device(
         let _ = (linklayer, overhead);
     }
     if line.atm {
-        if let Some((_, linklayer, overhead)) = root_rate {
+        // A size table on the root with linklayer atm (or an overhead) accounts for the cells too.
+        let stab_covers = root
+            .stab
+            .as_ref()
+            .is_some_and(|s| s.linklayer == 2 || s.overhead != 0);
+        if let Some((_, linklayer, overhead)) = root_rate.filter(|_| !stab_covers) {
             if linklayer != tclab_core::units::LinkLayer::Atm && overhead == 0 {
                 out.push(Finding {
                     code: "linklayer-missing",
@@ -363,7 +368,18 @@ fn check_device(
             }
             let burst = calc_xmitsize(o.rate.rate, o.buffer) as u64;
             let cburst = calc_xmitsize(o.ceil.rate, o.cbuffer) as u64;
-            if burst < mtu as u64 || cburst < mtu as u64 {
+            // What tc gives a bucket by default (`rate / get_hz() + mtu`, get_hz() being 10^9 on a
+            // high-resolution kernel), after the same tick rounding: a burst at least that big is tc's
+            // own choice, not a mistake to report.
+            let default_burst = |rate: u64| {
+                let bytes = (rate / 1_000_000_000) as u32 + 1600;
+                calc_xmitsize(rate, crate::util::calc_xmittime(rate, bytes)) as u64
+            };
+            let shrunk =
+                burst + 2 < default_burst(o.rate.rate) || cburst + 2 < default_burst(o.ceil.rate);
+            if !shrunk {
+                // tc's defaults: nothing to say.
+            } else if burst < mtu as u64 || cburst < mtu as u64 {
                 out.push(Finding {
                     code: "burst-below-mtu",
                     severity: Severity::Warning,
@@ -488,12 +504,8 @@ fn check_device(
             .q
             .block(Handle(0xffff_0000))
             .is_some_and(|b| b.tps().any(|tp| format!("{:?}", tp.cls).contains("Police")));
-        if polices
-            || ing
-                .q
-                .block(Handle(0xffff_0000))
-                .is_some_and(|b| !b.is_empty())
-        {
+        // Only a policer: an ingress filter redirecting to an ifb is the cure, not the problem.
+        if polices {
             out.push(Finding {
                 code: "ingress-police",
                 severity: Severity::Note,

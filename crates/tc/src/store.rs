@@ -118,9 +118,12 @@ pub fn read_journal(path: &Path) -> Result<Journal, String> {
     let first = text.lines().next().unwrap_or("");
     if first.trim() == HEADER {
         let mut entries = Vec::new();
-        let mut valid_len = first.len() as u64 + 1;
-        let mut rest = &text[first.len().min(text.len())..];
-        rest = rest.strip_prefix('\n').unwrap_or(rest);
+        let after_header = &text[first.len().min(text.len())..];
+        // A header without its newline (a file written by hand, or cut short) cannot be appended to:
+        // the next write rewrites the file whole.
+        let header_done = after_header.starts_with('\n');
+        let mut valid_len = first.len() as u64 + header_done as u64;
+        let mut rest = after_header.strip_prefix('\n').unwrap_or(after_header);
         let mut line_no = 1;
         while !rest.is_empty() {
             line_no += 1;
@@ -148,7 +151,7 @@ pub fn read_journal(path: &Path) -> Result<Journal, String> {
         return Ok(Journal {
             entries,
             valid_len,
-            appendable: true,
+            appendable: header_done,
             seen: Some(before),
         });
     }
@@ -570,11 +573,36 @@ fn entry_device(entry: &[String]) -> Option<&str> {
 /// state (each replaced by a `link add` so that the device still exists), the mangle table's lines if it
 /// is empty, `tc actions` lines if no action remains. `None` if nothing would be dropped.
 fn compacted(engine: &Engine, entries: &[Vec<String>]) -> Option<Vec<Vec<String>>> {
-    let pristine = |dev: &str| {
+    // A device's egress tree and its ingress qdisc are reset separately (`qdisc del … root`, `qdisc del …
+    // ingress`): the lines that built either one go when it is back to the device's default.
+    let root_default = |dev: &str| {
         engine
             .devices
             .get(dev)
-            .is_some_and(|d| d.root().handle == tclab_core::Handle::UNSPEC && d.ingress().is_none())
+            .is_some_and(|d| d.root().handle == tclab_core::Handle::UNSPEC)
+    };
+    let no_ingress = |dev: &str| {
+        engine
+            .devices
+            .get(dev)
+            .is_some_and(|d| d.ingress().is_none())
+    };
+    let ingress_side = |e: &[String]| {
+        e.iter().enumerate().any(|(i, w)| {
+            w == "ingress"
+                || w == "clsact"
+                || w == "egress"
+                || (w == "parent"
+                    && e.get(i + 1)
+                        .is_some_and(|p| p.to_ascii_lowercase().starts_with("ffff:")))
+        })
+    };
+    let pristine = |e: &[String], dev: &str| {
+        if e[0] == "tc" && ingress_side(e) {
+            no_ingress(dev)
+        } else {
+            root_default(dev)
+        }
     };
     let mangle_empty = engine.netfilter.mangle.is_pristine();
     let actions_empty = engine.actions.is_empty();
@@ -596,10 +624,12 @@ fn compacted(engine: &Engine, entries: &[Vec<String>]) -> Option<Vec<Vec<String>
                 if e[0] == "tc" || (e.len() == 4 && e[1] == "add" && e[2] == "dev") =>
             {
                 match entry_device(e) {
-                    Some(dev) if pristine(dev) => {
-                        if !kept_device.contains(&dev) {
+                    Some(dev) if pristine(e, dev) => {
+                        let placeholder: Vec<String> =
+                            vec!["link".into(), "add".into(), "dev".into(), dev.into()];
+                        if !kept_device.contains(&dev) && !out.contains(&placeholder) {
                             kept_device.push(dev);
-                            out.push(vec!["link".into(), "add".into(), "dev".into(), dev.into()]);
+                            out.push(placeholder);
                         }
                         true
                     }
