@@ -42,7 +42,24 @@ The policy is kept in $TCLAB_STATE (default: $XDG_STATE_HOME/tclab/policy.json).
 Devices are created on first use with mtu 1500 and txqueuelen 1000.
 Exit codes are tc's: 0 ok, 1 bad options, 255 syntax error, 2 refused by the (simulated) kernel.";
 
+/// The store's path with symbolic links followed, so that a link to a store is written through (a whole
+/// rewrite renames over the target, not over the link) and every name for one store shares its lock.
 fn state_path() -> PathBuf {
+    let mut p = unresolved_state_path();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => match std::fs::read_link(&p) {
+                Ok(t) if t.is_absolute() => p = t,
+                Ok(t) => p = p.parent().unwrap_or(std::path::Path::new(".")).join(t),
+                Err(_) => break,
+            },
+            _ => break,
+        }
+    }
+    p
+}
+
+fn unresolved_state_path() -> PathBuf {
     if let Some(p) = std::env::var_os("TCLAB_STATE").filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }

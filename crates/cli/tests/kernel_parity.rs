@@ -1372,6 +1372,8 @@ fn parity_l_mq() {
         "qdisc show dev m0",
         "qdisc del dev m0 root",
         "qdisc show dev m0",
+        "qdisc add dev m0 root handle 2: htb",
+        "qdisc show dev m0",
     ];
     let mut report = Vec::new();
     for step in steps {

@@ -186,7 +186,7 @@ fn rate_str(bytes_per_sec: u64) -> String {
 }
 
 fn check_device(
-    _engine: &Engine,
+    engine: &Engine,
     dev_name: &str,
     dev: &tclab_core::engine::Device,
     classify_targets: &[u32],
@@ -369,15 +369,15 @@ fn check_device(
             let burst = calc_xmitsize(o.rate.rate, o.buffer) as u64;
             let cburst = calc_xmitsize(o.ceil.rate, o.cbuffer) as u64;
             // What tc gives a bucket by default (`rate / get_hz() + mtu`, get_hz() being 10^9 on a
-            // high-resolution kernel), after the same tick rounding: a burst at least that big is tc's
-            // own choice, not a mistake to report.
+            // high-resolution kernel), after the same tick rounding: a burst tc chose is not the
+            // author's mistake; only bursts the author wrote are judged.
             let default_burst = |rate: u64| {
                 let bytes = (rate / 1_000_000_000) as u32 + 1600;
                 calc_xmitsize(rate, crate::util::calc_xmittime(rate, bytes)) as u64
             };
-            let shrunk =
-                burst + 2 < default_burst(o.rate.rate) || cburst + 2 < default_burst(o.ceil.rate);
-            if !shrunk {
+            let chosen = burst.abs_diff(default_burst(o.rate.rate)) > 2
+                || cburst.abs_diff(default_burst(o.ceil.rate)) > 2;
+            if !chosen {
                 // tc's defaults: nothing to say.
             } else if burst < mtu as u64 || cburst < mtu as u64 {
                 out.push(Finding {
@@ -500,10 +500,13 @@ fn check_device(
     }
     // Ingress policing.
     if let Some(ing) = dev.ingress() {
+        // (Approximated: the ingress has filters and a policer exists; filters keep their actions to
+        // themselves.)
         let polices = ing
             .q
             .block(Handle(0xffff_0000))
-            .is_some_and(|b| b.tps().any(|tp| format!("{:?}", tp.cls).contains("Police")));
+            .is_some_and(|b| !b.is_empty())
+            && !engine.actions.list("police").is_empty();
         // Only a policer: an ingress filter redirecting to an ifb is the cure, not the problem.
         if polices {
             out.push(Finding {

@@ -334,6 +334,24 @@ impl Sandbox {
             }
             None => Command::new("bash"),
         };
+        // If tclab dies, the script dies with it rather than go on writing the store unwatched.
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::process::CommandExt;
+            extern "C" {
+                fn prctl(option: i32, ...) -> i32;
+            }
+            const PR_SET_PDEATHSIG: i32 = 1;
+            const SIGKILL: i32 = 9;
+            // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag of the new process; it allocates nothing
+            // and is async-signal-safe, as pre_exec requires.
+            unsafe {
+                c.pre_exec(|| {
+                    prctl(PR_SET_PDEATHSIG, SIGKILL);
+                    Ok(())
+                });
+            }
+        }
         c.arg(script)
             .args(args)
             .env("BASH_ENV", self.prelude())

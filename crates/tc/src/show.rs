@@ -10,7 +10,15 @@ use tclab_core::qdisc::QdiscStats;
 use tclab_core::{Engine, Handle, Nanos};
 
 /// `refcnt` of a root qdisc on a single-queue device.
-const ROOT_REFCNT: u32 = 2;
+/// The root qdisc's reference count as the kernel reports it: one for the device, one per transmit queue
+/// holding it (2 on a single-queue device); the device's own default root (handle 0) shows 2.
+fn root_refcnt(q: &QdiscInfo, txqueues: u32) -> u32 {
+    if q.handle == tclab_core::Handle::UNSPEC {
+        2
+    } else {
+        1 + txqueues.max(1)
+    }
+}
 
 fn handle_str(h: Handle) -> String {
     format!("{:x}:", h.major())
@@ -44,6 +52,7 @@ fn stats_json(s: &QdiscStats, m: &mut Map<String, Value>) {
 fn qdisc_line(
     q: &QdiscInfo,
     dev: Option<&str>,
+    txqueues: u32,
     flags: ShowFlags,
     out: &mut String,
     json_out: &mut Vec<Value>,
@@ -59,7 +68,7 @@ fn qdisc_line(
         if q.parent == Handle::ROOT {
             m.insert("root".into(), json!(true));
             if q.kind != "mq" {
-                m.insert("refcnt".into(), json!(ROOT_REFCNT));
+                m.insert("refcnt".into(), json!(root_refcnt(q, txqueues)));
             }
         } else {
             m.insert("parent".into(), json!(q.parent.to_string()));
@@ -80,7 +89,7 @@ fn qdisc_line(
         if q.kind == "mq" {
             out.push_str("root ");
         } else {
-            let _ = write!(out, "root refcnt {ROOT_REFCNT} ");
+            let _ = write!(out, "root refcnt {} ", root_refcnt(q, txqueues));
         }
     } else if q.parent == Handle::INGRESS {
         out.push_str("parent ffff:fff1 ");
@@ -122,6 +131,7 @@ pub fn qdiscs(
             qdisc_line(
                 &q,
                 if dev.is_none() { Some(name) } else { None },
+                d.txqueues,
                 flags,
                 out,
                 &mut json_out,

@@ -475,6 +475,12 @@ impl Store {
             let out = crate::run(&mut self.engine, &words, 0);
             total.stdout.push_str(&out.stdout);
             total.stderr.push_str(&out.stderr);
+            if out.code == 255 {
+                // tc's syntax errors (`incomplete_command`, `invarg`) `exit(-1)` the whole batch at once,
+                // `-force` or not, without a "Command failed" line.
+                total.code = 255;
+                break;
+            }
             if out.code != 0 {
                 total
                     .stderr

@@ -18,7 +18,8 @@ pub const CLSACT: QdiscLang = QdiscLang {
     name: "clsact",
     words: &["handle"],
     parse,
-    print,
+    // `clsact_print_opt` prints nothing (only ingress prints its dashes).
+    print: |_, _, _, _| {},
     xstats: None,
     class: None,
 };
