@@ -442,7 +442,13 @@ impl Device {
             stats: s.q.stats(),
             xstats: s.q.xstats(),
         };
-        let mut out = vec![info(&self.root)];
+        // A device that is down holds `noop_qdisc` (`dev_deactivate`), which `tc qdisc show` skips as a
+        // built-in: its default root is not listed until it is up.
+        let mut out = if !self.up && self.root.handle == Handle::UNSPEC {
+            Vec::new()
+        } else {
+            vec![info(&self.root)]
+        };
         for &(h, parent) in self.qdisc_hash.iter().flatten() {
             if h == Handle::UNSPEC {
                 let child = self

@@ -210,7 +210,9 @@ fn check_device(
             })
     };
     // The root shaper against the line.
-    let root = &qdiscs[0];
+    let Some(root) = qdiscs.first() else {
+        return; // a device that is down, with nothing attached
+    };
     let root_rate = match &root.options {
         QdiscOptions::Tbf(t) => Some((t.rate.rate, t.rate.linklayer, t.rate.overhead)),
         QdiscOptions::Htb(_) => classes

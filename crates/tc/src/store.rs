@@ -706,11 +706,17 @@ fn fingerprint(engine: &mut Engine) -> String {
 pub fn link_show(engine: &Engine) -> String {
     let mut s = String::new();
     for (i, (name, d)) in engine.devices.iter().enumerate() {
+        // As `ip link` prints it: a down device holds noop.
+        let qdisc = if !d.up && d.root().handle == tclab_core::Handle::UNSPEC {
+            "noop"
+        } else {
+            d.root().q.kind()
+        };
         s.push_str(&format!(
-            "{}: {name}: mtu {} qdisc {} qlen {}\n",
+            "{}: {name}: mtu {} qdisc {qdisc} state {} qlen {}\n",
             i + 1,
             d.mtu,
-            d.root().q.kind(),
+            if d.up { "UP" } else { "DOWN" },
             d.txqueuelen
         ));
     }
