@@ -227,7 +227,7 @@ pub fn run(engine: &mut Engine, argv: &[String], now: Nanos) -> Output {
     out
 }
 
-const USAGE: &str = "Usage: tc [ OPTIONS ] OBJECT { COMMAND | help }\n       tc [-force] -batch filename\nwhere  OBJECT := { qdisc | class | filter }\n       OPTIONS := { -V[ersion] | -s[tatistics] | -d[etails] | -r[aw] | -j[son] | -p[retty] }";
+const USAGE: &str = "Usage:\ttc [ OPTIONS ] OBJECT { COMMAND | help }\n\ttc [-force] -batch filename\nwhere  OBJECT := { qdisc | class | filter | chain |\n\t\t    action | monitor | exec }\n       OPTIONS := { -V[ersion] | -s[tatistics] | -d[etails] | -r[aw] |\n\t\t    -o[neline] | -j[son] | -p[retty] | -c[olor]\n\t\t    -b[atch] [filename] | -n[etns] name | -N[umeric] |\n\t\t     -nm | -nam[es] | { -cf | -conf } path\n\t\t     -br[ief] }";
 
 fn run_object(
     engine: &mut Engine,
@@ -236,9 +236,24 @@ fn run_object(
     now: Nanos,
     out: &mut Output,
 ) -> Result<()> {
+    // `tc`, `tc help`, `tc qdisc help`, `tc class help`: the usage on stderr, exit 0.
     let Some(obj) = argv.first() else {
-        return Err(Failure::syntax(USAGE));
+        out.stderr = format!("{USAGE}\n");
+        return Ok(());
     };
+    let help_of = |usage: &str, out: &mut Output| {
+        out.stderr = format!("{usage}\n");
+    };
+    if argv.len() == 2 && matches(&argv[1], "help") {
+        if matches(obj, "qdisc") {
+            help_of(qdisc::QDISC_USAGE, out);
+            return Ok(());
+        }
+        if matches(obj, "class") {
+            help_of(qdisc::CLASS_USAGE, out);
+            return Ok(());
+        }
+    }
     let rest = &argv[1..];
     if matches(obj, "qdisc") {
         qdisc_cmd(engine, rest, flags, now, out)
@@ -249,8 +264,7 @@ fn run_object(
     } else if matches(obj, "actions") {
         action::actions_cmd(engine, rest, flags, now, out)
     } else if matches(obj, "help") {
-        out.stdout.push_str(USAGE);
-        out.stdout.push('\n');
+        help_of(USAGE, out);
         Ok(())
     } else {
         Err(Failure::syntax(format!(

@@ -76,9 +76,9 @@ pub fn lang(kind: &str) -> Option<&'static QdiscLang> {
     KINDS.iter().find(|k| k.name == kind)
 }
 
-pub const QDISC_USAGE: &str = "Usage: tc qdisc [ add | del | replace | change | show ] dev STRING\n       [ handle QHANDLE ] [ root | ingress | clsact | parent CLASSID ]\n       [ estimator INTERVAL TIME_CONSTANT ]\n       [ stab [ help | STAB_OPTIONS] ]\n       [ ingress_block BLOCK_INDEX ] [ egress_block BLOCK_INDEX ]\n       [ [ QDISC_KIND ] [ help | OPTIONS ] ]\n\n       tc qdisc { show | list } [ dev STRING ] [ QDISC_ID ] [ invisible ]\nWhere:\nQDISC_KIND := { [p|b]fifo | tbf | prio | red | etc. }\nOPTIONS := ... try tc qdisc add <desired QDISC_KIND> help";
+pub const QDISC_USAGE: &str = "Usage: tc qdisc [ add | del | replace | change | show ] dev STRING\n       [ handle QHANDLE ] [ root | ingress | clsact | parent CLASSID ]\n       [ estimator INTERVAL TIME_CONSTANT ]\n       [ stab [ help | STAB_OPTIONS] ]\n       [ ingress_block BLOCK_INDEX ] [ egress_block BLOCK_INDEX ]\n       [ [ QDISC_KIND ] [ help | OPTIONS ] ]\n\n       tc qdisc { show | list } [ dev STRING ] [ QDISC_ID ] [ invisible ]\nWhere:\nQDISC_KIND := { [p|b]fifo | tbf | prio | cbq | red | etc. }\nOPTIONS := ... try tc qdisc add <desired QDISC_KIND> help\nSTAB_OPTIONS := ... try tc qdisc add stab help\nQDISC_ID := { root | ingress | handle QHANDLE | parent CLASSID }";
 
-pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | show ] dev STRING\n       [ classid CLASSID ] [ root | parent CLASSID ]\n       [ [ QDISC_KIND ] [ help | OPTIONS ] ]\n\n       tc class show [ dev STRING ] [ root | parent CLASSID ]\nWhere:\nQDISC_KIND := { prio | etc. }\nOPTIONS := ... try tc class add <desired QDISC_KIND> help";
+pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | show ] dev STRING\n       [ classid CLASSID ] [ root | parent CLASSID ]\n       [ [ QDISC_KIND ] [ help | OPTIONS ] ]\n\n       tc class show [ dev STRING ] [ root | parent CLASSID ]\nWhere:\nQDISC_KIND := { prio | cbq | etc. }\nOPTIONS := ... try tc class add <desired QDISC_KIND> help";
 
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
