@@ -39,7 +39,7 @@ pub const LANG: QdiscLang = QdiscLang {
     }),
 };
 
-const USAGE: &str = "Usage: ... fq_codel	[ limit PACKETS ] [ flows NUMBER ]\n\t\t\t[ memory_limit BYTES ]\n\t\t\t[ target TIME ] [ interval TIME ]\n\t\t\t[ quantum BYTES ] [ [no]ecn ]\n\t\t\t[ ce_threshold TIME ]\n\t\t\t[ ce_threshold_selector VALUE/MASK ]\n\t\t\t[ drop_batch SIZE ]";
+const USAGE: &str = "Usage: ... fq_codel\t[ limit PACKETS ] [ flows NUMBER ]\n[ memory_limit BYTES ]\n[ target TIME ] [ interval TIME ]\n[ quantum BYTES ] [ [no]ecn ]\n[ ce_threshold TIME ]\n[ ce_threshold_selector VALUE/MASK ]\n[ drop_batch SIZE ]";
 
 /// `get_u8(…, 0)`.
 fn get_u8(s: &str) -> Option<u8> {
