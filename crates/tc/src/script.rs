@@ -121,7 +121,7 @@ fn prelude() -> String {
          \x20     shift\n\
          \x20     case \"$1\" in\n\
          \x20       set|s|se) shift; __tclab_caller; TCLAB_CALLER=\"$__TCLAB_AT\" \"$TCLAB_EXE\" link set \"$@\"; return $? ;;\n\
-         \x20       add|a|ad|delete|del|d|de) local op=add; case \"$1\" in d*) op=del ;; esac; shift; __tclab_caller; TCLAB_CALLER=\"$__TCLAB_AT\" \"$TCLAB_EXE\" link $op \"$@\"; return $? ;;\n\
+         \x20       add|a|ad|delete|del|d|de) local op=add; case \"$1\" in d*) op=del ;; esac; shift; if [ $op = add ]; then case \" $* \" in *\" type \"*) ;; *) echo 'Not enough information: \"type\" argument is required' >&2; return 1 ;; esac; fi; __tclab_caller; TCLAB_CALLER=\"$__TCLAB_AT\" \"$TCLAB_EXE\" link $op \"$@\"; return $? ;;\n\
          \x20       show|sh|list|ls|'') \"$TCLAB_EXE\" link show; return $? ;;\n\
          \x20       *) echo \"tclab script: ignoring \\\"ip $a\\\"\" >&2; return 0 ;;\n\
          \x20     esac ;;\n\

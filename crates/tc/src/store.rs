@@ -392,8 +392,9 @@ impl Store {
                             Output::default()
                         }
                         Err(e) => Output {
+                            // ip exits 2 when the kernel refuses (RTNETLINK), 1 on its own checks.
+                            code: if e.starts_with("RTNETLINK") { 2 } else { 1 },
                             stderr: e + "\n",
-                            code: 1,
                             ..Output::default()
                         },
                     }
@@ -764,11 +765,12 @@ pub fn replay(journal: &[Vec<String>]) -> (Engine, Vec<String>) {
 pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
     let mut it = args.iter().map(String::as_str);
     let cmd = it.next().ok_or(
-        "usage: link { add | set | del | show } dev DEV [ type ifb ] [ mtu N ] [ txqueuelen N ] [ up | down ]",
+        "usage: link { add | set | del | show } dev DEV [ type ifb|veth [peer name PEER]|dummy|vlan… ] [ mtu N ] [ txqueuelen N ] [ numtxqueues N ] [ up | down ]",
     )?;
     let mut dev = None;
     let (mut mtu, mut txq, mut up, mut kind) = (None, None, None, None);
     let mut txqueues = None;
+    let mut peer: Option<String> = None;
     while let Some(a) = it.next() {
         let mut value = |what: &str| -> Result<u32, String> {
             let v = it.next().ok_or(format!("\"{what}\" needs a value"))?;
@@ -787,6 +789,18 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
                 value("numrxqueues")?;
             }
             "type" => kind = it.next(),
+            // `type veth peer [name] NAME`: the other end is a device too.
+            "peer" => {
+                let mut v = it.next().ok_or("\"peer\" needs a device name")?;
+                if v == "name" {
+                    v = it.next().ok_or("\"name\" needs a device name")?;
+                }
+                peer = Some(v.to_string());
+            }
+            // Options of other link types that change nothing tclab models (`link eth0 … type vlan id 10`).
+            "link" | "id" | "address" | "mode" | "group" | "alias" | "master" => {
+                it.next().ok_or(format!("\"{a}\" needs a value"))?;
+            }
             "up" => up = Some(true),
             "down" => up = Some(false),
             other if dev.is_none() && !other.starts_with('-') => dev = Some(other.to_string()),
@@ -800,13 +814,22 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
     let ifb = kind == Some("ifb");
     match cmd {
         "add" | "set" => {
-            if ifb && cmd == "add" {
-                if engine.devices.contains_key(&dev) {
-                    return Err("RTNETLINK answers: File exists".into());
+            // `ip link add` names a type and refuses a name in use; tclab's own `link add dev X` (no type)
+            // just makes sure the device exists.
+            if cmd == "add" && kind.is_some() {
+                for name in std::iter::once(&dev).chain(peer.as_ref()) {
+                    if engine.devices.contains_key(name) {
+                        return Err("RTNETLINK answers: File exists".into());
+                    }
                 }
+            }
+            if ifb && cmd == "add" {
                 engine
                     .devices
                     .insert(dev.clone(), tclab_core::engine::Device::ifb(&dev));
+            }
+            if let Some(p) = peer.as_ref().filter(|_| cmd == "add") {
+                engine.add_device(p, crate::DEFAULT_MTU, crate::DEFAULT_TXQUEUELEN);
             }
             let d = engine.add_device(&dev, crate::DEFAULT_MTU, crate::DEFAULT_TXQUEUELEN);
             if let Some(m) = mtu {
