@@ -1,10 +1,12 @@
 //! `tclab`: Linux traffic control in user space.
 //!
 //! ```text
-//! tclab tc [-s] [-d] [-j] [-p] [-r] [-batch FILE] qdisc|class …   the tc command language
-//! tclab link add|set|del dev DEV [mtu N] [txqueuelen N]            devices of an offline policy
+//! tclab tc [-s] [-d] [-j] [-p] [-r] [-batch FILE] qdisc|class|filter|actions …   the tc language
+//! tclab link add|set|del dev DEV [type …] [mtu N] [txqueuelen N] [numtxqueues N]  policy devices
 //! tclab iptables -t mangle …                                       packet marks, as iptables sets them
-//! tclab script run FILE [ARGS]                                     a Linux shaping script, unmodified
+//! tclab script run [--strict] FILE [ARGS]                          a Linux shaping script, unmodified
+//! tclab check [--json] [--link RATE] [--linklayer atm] [FILE]     what is wrong with a policy
+//! tclab serve [--idle SECONDS]                                     the store's resident engine
 //! tclab sim SCENARIO [--out DIR] [--seed N] [--json]               the simulated lab
 //! tclab demo                                                       seed 004's conditioner, simulated
 //! ```
@@ -31,7 +33,7 @@ Usage:
   tclab script run [--strict] FILE [ARGS…]
                                          run a Linux shell script unmodified, tc/iptables resolved to tclab
   tclab serve [--idle SECONDS]           keep the store in one resident engine for fast calls
-  tclab check [--json] [--link RATE] [FILE]
+  tclab check [--json] [--link RATE] [--linklayer atm] [FILE]
                                          what is wrong with a policy (script, batch or store), before it runs
   tclab sim SCENARIO [--out DIR] [--seed N] [--json] [--no-plots]
                                          run a scenario in the simulated lab (tclab sim --help)
