@@ -57,6 +57,31 @@ fn classes(sc: &Scenario) -> Vec<Value> {
             }));
         }
     }
+    // The classes of ifb devices, where sqm-style policies shape what arrives.
+    for node in &sc.net.nodes {
+        for (name, dev) in &node.engine.devices {
+            if dev.kind != tclab_core::engine::DevKind::Ifb {
+                continue;
+            }
+            for c in dev
+                .classes(sc.duration)
+                .into_iter()
+                .filter(|c| c.kind != "fq_codel")
+            {
+                v.push(json!({
+                    "node": node.name,
+                    "dev": name,
+                    "classid": c.classid.to_string(),
+                    "kind": c.kind,
+                    "bytes": c.stats.bytes,
+                    "packets": c.stats.packets,
+                    "drops": c.stats.drops,
+                    "overlimits": c.stats.overlimits,
+                    "avg_bps": c.stats.bytes as f64 * 8.0 / dur,
+                }));
+            }
+        }
+    }
     v
 }
 

@@ -120,6 +120,15 @@ fn ingress_through_an_ifb_with_htb_holds_a_download_to_its_rate() {
         (got - want).abs() / want < 0.02,
         "goodput {got:.0} vs {want:.0} (10 Mbit/s link, 3 Mbit/s HTB class)"
     );
+    // The ifb's class is in the report, with what it carried.
+    let summary = tclab_sim::report::summary_json(&sc, &out);
+    let class = summary["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["dev"] == "ifb0" && c["classid"] == "1:10")
+        .expect("ifb0's class 1:10 is reported");
+    assert!(class["bytes"].as_u64().unwrap() > 1_000_000, "{class}");
 }
 
 #[test]
