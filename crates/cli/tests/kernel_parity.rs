@@ -628,6 +628,16 @@ fn cases_k() -> Vec<Case> {
              qdisc add dev $DEV root stab overhead 10 overhead 20 tbf rate 1mbit burst 10k latency 50ms
              qdisc add dev $DEV root stab linklayer foo tbf rate 1mbit burst 10k latency 50ms"
         ),
+        case!(
+            "k6_tbf_huge_bursts",
+            "TBF with bursts Kubernetes and tcconfig write: a latency past 2^32 us wraps as tc prints it",
+            "qdisc replace dev $DEV root tbf rate 1mbit burst 2147483647 latency 25ms
+             qdisc show dev $DEV
+             qdisc replace dev $DEV root tbf rate 1mbit burst 268435455 latency 25ms
+             qdisc show dev $DEV
+             qdisc replace dev $DEV root tbf rate 1mbit burst 4000000000 latency 25ms
+             qdisc show dev $DEV"
+        ),
     ]
 }
 

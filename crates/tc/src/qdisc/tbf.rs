@@ -222,7 +222,9 @@ fn print(o: &QdiscOptions, flags: ShowFlags, s: &mut String, j: &mut Map<String,
         latency = latency.max(lat2);
     }
     if latency >= 0.0 {
-        let _ = write!(s, "lat {} ", sprint_time(latency as u32));
+        // `sprint_time(__u32)` takes the double as C converts it on x86-64: through a 64-bit integer,
+        // then its low 32 bits (a latency past 2^32 µs wraps, as tc prints it).
+        let _ = write!(s, "lat {} ", sprint_time(latency as u64 as u32));
         j.insert("lat".into(), json!(latency as u64));
     }
     if flags.raw || latency < 0.0 {
