@@ -181,10 +181,6 @@ pub fn check(
     out
 }
 
-fn rate_str(bytes_per_sec: u64) -> String {
-    sprint_rate(bytes_per_sec)
-}
-
 fn check_device(
     engine: &Engine,
     dev_name: &str,
@@ -236,12 +232,12 @@ fn check_device(
                 message: format!(
                     "shapes at {} on a {} line: the queue builds in the modem or the ISP's router, where \
                      this policy cannot order or drop it",
-                    rate_str(rate),
-                    rate_str(link)
+                    sprint_rate(rate),
+                    sprint_rate(link)
                 ),
                 fix: format!(
                     "shape a little below the line, e.g. {} (90 %)",
-                    rate_str(link * 9 / 10)
+                    sprint_rate(link * 9 / 10)
                 ),
             });
         }
@@ -340,7 +336,7 @@ fn check_device(
                         "quantum {} bytes{} (rate {} / r2q {} = {}): {}",
                         o.quantum,
                         if clamped { ", clamped by HTB" } else { "" },
-                        rate_str(o.rate.rate),
+                        sprint_rate(o.rate.rate),
                         h.r2q,
                         computed,
                         if computed < 1000 || o.quantum < 1000 {
@@ -362,8 +358,8 @@ fn check_device(
                     at: at.clone(),
                     message: format!(
                         "ceil {} is below rate {}: the class can never use the rate it is guaranteed",
-                        rate_str(o.ceil.rate),
-                        rate_str(o.rate.rate)
+                        sprint_rate(o.ceil.rate),
+                        sprint_rate(o.rate.rate)
                     ),
                     fix: "make ceil at least the rate (tc's default ceil is the rate)".into(),
                 });
@@ -400,7 +396,7 @@ fn check_device(
                     message: format!(
                         "burst {burst} bytes is less than what {} sends in one tick of a {HZ} Hz timer \
                          ({} bytes): on a tick-based kernel the class cannot reach its rate",
-                        rate_str(o.rate.rate),
+                        sprint_rate(o.rate.rate),
                         o.rate.rate / HZ
                     ),
                     fix: format!("burst at least rate/HZ: {} bytes", o.rate.rate / HZ),
@@ -428,8 +424,8 @@ fn check_device(
                          guarantees cannot all be kept when they are all busy (by design in priority \
                          setups such as LARTC's, where one class may take the whole link)",
                         kids.len(),
-                        rate_str(sum),
-                        rate_str(o.rate.rate)
+                        sprint_rate(sum),
+                        sprint_rate(o.rate.rate)
                     ),
                     fix: "lower the children's rates so that they add up to at most the parent's"
                         .into(),
@@ -475,7 +471,7 @@ fn check_device(
                                     Some(p) => format!("{p} packets"),
                                     None => format!("{bytes} bytes"),
                                 },
-                                rate_str(o.rate.rate),
+                                sprint_rate(o.rate.rate),
                                 secs
                             ),
                             fix: "give the leaf a short queue (`pfifo limit 10`) or an AQM (`fq_codel`)".into(),

@@ -12,8 +12,8 @@
 //! and held until the next dequeue.
 
 use super::codel_impl::{
-    codel_dequeue, codel_time, codel_to_us, us_to_codel, CodelParams, CodelQueue, CodelStats,
-    CodelVars, CODEL_DISABLED_THRESHOLD,
+    codel_dequeue, codel_to_us, us_to_codel, CodelParams, CodelQueue, CodelStats, CodelVars,
+    CODEL_DISABLED_THRESHOLD,
 };
 use super::PeekDequeued;
 use super::{Cx, DevEnv, DropReason, Peeked, Qdisc, QdiscOptions, QdiscStats, Verdict, Xstats};
@@ -235,25 +235,17 @@ impl Qdisc for Codel {
 
     /// `codel_dump_stats`.
     fn xstats(&self) -> Option<Xstats> {
-        let mut x = CodelXstats {
+        let x = CodelXstats {
             maxpacket: self.cstats.maxpacket,
             count: self.vars.count,
             lastcount: self.vars.lastcount,
             ldelay: codel_to_us(self.vars.ldelay),
-            drop_next: 0,
+            drop_next: self.vars.drop_next_us(self.last_now),
             drop_overlimit: self.drop_overlimit,
             ecn_mark: self.cstats.ecn_mark,
             dropping: self.vars.dropping,
             ce_mark: self.cstats.ce_mark,
         };
-        if self.vars.dropping {
-            let delta = self.vars.drop_next.wrapping_sub(codel_time(self.last_now)) as i32;
-            x.drop_next = if delta >= 0 {
-                codel_to_us(delta as u32) as i32
-            } else {
-                -(codel_to_us(delta.unsigned_abs()) as i32)
-            };
-        }
         Some(Xstats::Codel(x))
     }
 }

@@ -126,6 +126,20 @@ pub trait CodelQueue {
 }
 
 impl CodelVars {
+    /// The statistics' `drop_next`: microseconds from `now` to the next scheduled drop (negative when
+    /// overdue), or 0 outside the dropping state (`codel_dump_stats`, `fq_codel_dump_class_stats`).
+    pub fn drop_next_us(&self, now: Nanos) -> i32 {
+        if !self.dropping {
+            return 0;
+        }
+        let delta = self.drop_next.wrapping_sub(codel_time(now)) as i32;
+        if delta >= 0 {
+            codel_to_us(delta as u32) as i32
+        } else {
+            -(codel_to_us(delta.unsigned_abs()) as i32)
+        }
+    }
+
     /// `codel_Newton_step`: refine `rec_inv_sqrt` ≈ 1/sqrt(count) (Q0.16).
     pub fn newton_step(&mut self) {
         let invsqrt = (self.rec_inv_sqrt as u32) << REC_INV_SQRT_SHIFT;

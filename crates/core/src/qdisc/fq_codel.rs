@@ -29,8 +29,8 @@
 //!   the ancestors' counters.
 
 use super::codel_impl::{
-    codel_dequeue, codel_time, codel_to_us, us_to_codel, CodelParams, CodelQueue, CodelStats,
-    CodelVars, CODEL_DISABLED_THRESHOLD,
+    codel_dequeue, codel_to_us, us_to_codel, CodelParams, CodelQueue, CodelStats, CodelVars,
+    CODEL_DISABLED_THRESHOLD,
 };
 use super::PeekDequeued;
 use super::{
@@ -371,23 +371,14 @@ impl FqCodel {
 
     fn flow_xstats(&self, i: usize) -> FqCodelFlowXstats {
         let f = &self.flows[i];
-        let mut x = FqCodelFlowXstats {
+        FqCodelFlowXstats {
             deficit: f.deficit,
             ldelay: codel_to_us(f.vars.ldelay),
             count: f.vars.count,
             lastcount: f.vars.lastcount,
             dropping: f.vars.dropping,
-            drop_next: 0,
-        };
-        if f.vars.dropping {
-            let delta = f.vars.drop_next.wrapping_sub(codel_time(self.last_now)) as i32;
-            x.drop_next = if delta >= 0 {
-                codel_to_us(delta as u32) as i32
-            } else {
-                -(codel_to_us(delta.unsigned_abs()) as i32)
-            };
+            drop_next: f.vars.drop_next_us(self.last_now),
         }
-        x
     }
 
     /// Packets queued in each flow (tests, and `tc -s class show`).
