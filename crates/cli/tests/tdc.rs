@@ -84,6 +84,11 @@ fn tdc_codel() {
 }
 
 #[test]
+fn tdc_cake() {
+    assert_no_failures(&["qdiscs/cake.json"]);
+}
+
+#[test]
 fn tdc_fq_codel() {
     assert_no_failures(&["qdiscs/fq_codel.json"]);
 }

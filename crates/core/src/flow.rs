@@ -95,3 +95,22 @@ fn consistent_keys(
     keys.push(((pa as u64) << 16) | pb as u64);
     keys
 }
+
+/// The source and destination addresses of an IPv4 or IPv6 packet, each prefixed by its family, for the
+/// disciplines that isolate hosts rather than flows (CAKE's `srchost`, `dsthost`, `triple-isolate`).
+/// `None` for a packet whose header cannot be read: the kernel's dissector then has no address, and such
+/// packets share host 0.
+pub fn host_addrs(pkt: &Packet) -> Option<([u64; 3], [u64; 3])> {
+    let d = &pkt.data;
+    match pkt.protocol {
+        0x0800 if d.len() >= 20 && d[0] >> 4 == 4 => {
+            let word = |at: usize| u32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]]) as u64;
+            Some(([4, word(12), 0], [4, word(16), 0]))
+        }
+        0x86dd if d.len() >= 40 && d[0] >> 4 == 6 => {
+            let word = |at: usize| u64::from_be_bytes(d[at..at + 8].try_into().unwrap_or([0; 8]));
+            Some(([6, word(8), word(16)], [6, word(24), word(32)]))
+        }
+        _ => None,
+    }
+}

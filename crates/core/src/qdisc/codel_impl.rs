@@ -1,5 +1,5 @@
-//! The CoDel control law, shared by `codel`, `fq_codel` (and CAKE's COBALT), as the kernel shares
-//! `include/net/codel_impl.h`.
+//! The CoDel control law, shared by `codel` and `fq_codel` as the kernel shares `include/net/codel_impl.h`;
+//! CAKE's COBALT ([`super::cobalt`]) reuses its Newton step, its scaling and its ECN marking.
 //!
 //! # The algorithm
 //!
@@ -140,21 +140,35 @@ impl CodelVars {
         }
     }
 
-    /// `codel_Newton_step`: refine `rec_inv_sqrt` ≈ 1/sqrt(count) (Q0.16).
+    /// `codel_Newton_step`: refine `rec_inv_sqrt` ≈ 1/sqrt(count) (Q0.16, kept as the high half of
+    /// [`newton_step_q32`]'s Q0.32).
     pub fn newton_step(&mut self) {
         let invsqrt = (self.rec_inv_sqrt as u32) << REC_INV_SQRT_SHIFT;
-        let invsqrt2 = ((invsqrt as u64 * invsqrt as u64) >> 32) as u32;
-        let mut val = (3u64 << 32).wrapping_sub(self.count as u64 * invsqrt2 as u64);
-        val >>= 2;
-        val = (val.wrapping_mul(invsqrt as u64)) >> (32 - 2 + 1);
-        self.rec_inv_sqrt = (val >> REC_INV_SQRT_SHIFT) as u16;
+        self.rec_inv_sqrt = (newton_step_q32(self.count, invsqrt) >> REC_INV_SQRT_SHIFT) as u16;
     }
+}
+
+/// One Newton step towards `1/sqrt(count)` on a Q0.32 estimate: `x/2 · (3 − count·x²)`, in the
+/// kernel's order of shifts (CoDel's `codel_Newton_step`, COBALT's `cobalt_newton_step`). The result is
+/// not truncated: each caller keeps the bits its own precision holds.
+pub fn newton_step_q32(count: u32, invsqrt: u32) -> u64 {
+    let invsqrt2 = ((invsqrt as u64 * invsqrt as u64) >> 32) as u32;
+    let mut val = (3u64 << 32).wrapping_sub(count as u64 * invsqrt2 as u64);
+    val >>= 2; // room for the multiply below
+    val.wrapping_mul(invsqrt as u64) >> (32 - 2 + 1)
+}
+
+/// `reciprocal_scale(val, ep_ro)`: `val · ep_ro / 2^32`, the interval scaled by a Q0.32 `1/sqrt(count)`.
+pub fn reciprocal_scale(val: u32, ep_ro: u32) -> u32 {
+    ((val as u64 * ep_ro as u64) >> 32) as u32
 }
 
 /// `codel_control_law`: `t + interval / sqrt(count)`.
 pub fn control_law(t: u32, interval: u32, rec_inv_sqrt: u16) -> u32 {
-    let scale = (rec_inv_sqrt as u32) << REC_INV_SQRT_SHIFT;
-    t.wrapping_add(((interval as u64 * scale as u64) >> 32) as u32)
+    t.wrapping_add(reciprocal_scale(
+        interval,
+        (rec_inv_sqrt as u32) << REC_INV_SQRT_SHIFT,
+    ))
 }
 
 /// `INET_ECN_set_ce` on an IPv4 packet: ECT(0)/ECT(1) become CE (the header checksum updated as
@@ -163,23 +177,28 @@ pub fn set_ce(pkt: &mut Packet) -> bool {
     if pkt.protocol != 0x0800 || pkt.data.len() < 20 || pkt.data[0] >> 4 != 4 {
         return false;
     }
-    let tos = pkt.data[1];
-    match tos & 3 {
+    match pkt.data[1] & 3 {
         0 => false,
         3 => true,
         _ => {
-            let old = u16::from_be_bytes([pkt.data[0], pkt.data[1]]);
-            pkt.data[1] = tos | 3;
-            let new = u16::from_be_bytes([pkt.data[0], pkt.data[1]]);
-            // RFC 1624 incremental update: HC' = ~(~HC + ~m + m').
-            let hc = u16::from_be_bytes([pkt.data[10], pkt.data[11]]);
-            let mut sum = (!hc as u32) + (!old as u32) + new as u32;
-            sum = (sum & 0xffff) + (sum >> 16);
-            sum = (sum & 0xffff) + (sum >> 16);
-            pkt.data[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+            ipv4_change_dsfield(&mut pkt.data, !0, 3);
             true
         }
     }
+}
+
+/// `ipv4_change_dsfield`: the TOS byte becomes `(tos & mask) | value`, and the header checksum follows
+/// (RFC 1624's incremental update). `data` is an IPv4 header of at least 20 bytes.
+pub fn ipv4_change_dsfield(data: &mut [u8], mask: u8, value: u8) {
+    let old = u16::from_be_bytes([data[0], data[1]]);
+    data[1] = (data[1] & mask) | value;
+    let new = u16::from_be_bytes([data[0], data[1]]);
+    // HC' = ~(~HC + ~m + m').
+    let hc = u16::from_be_bytes([data[10], data[11]]);
+    let mut sum = (!hc as u32) + (!old as u32) + new as u32;
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    data[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
 }
 
 fn should_drop(

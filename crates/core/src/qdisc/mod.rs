@@ -10,10 +10,12 @@
 //! Configuration follows the kernel's three steps: tc builds an options value ([`QdiscOptions`]), the qdisc
 //! validates all of it, and only then applies it whole (`change`), so a refused change leaves no trace.
 
+pub mod cake;
 pub mod cbq;
 pub(crate) mod class_hash;
 pub mod codel;
 pub mod codel_impl;
+pub mod cobalt;
 pub mod drr;
 pub mod fifo;
 pub mod fq_codel;
@@ -406,6 +408,7 @@ pub enum QdiscOptions {
     Mq,
     Netem(netem::NetemOptions),
     Hfsc(hfsc::HfscOptions),
+    Cake(cake::CakeOptions),
 }
 
 impl QdiscOptions {
@@ -428,6 +431,7 @@ impl QdiscOptions {
             QdiscOptions::Mq => "mq",
             QdiscOptions::Netem(_) => "netem",
             QdiscOptions::Hfsc(_) => "hfsc",
+            QdiscOptions::Cake(_) => "cake",
         }
     }
 }
@@ -465,6 +469,7 @@ pub const KINDS: &[QdiscKind] = &[
     mq::KIND,
     netem::KIND,
     hfsc::KIND,
+    cake::KIND,
 ];
 
 /// The discipline named `name`.
@@ -503,6 +508,10 @@ pub enum Xstats {
     FqCodelFlow(fq_codel::FqCodelFlowXstats),
     /// `struct tc_hfsc_stats` (classes only).
     Hfsc(hfsc::HfscXstats),
+    /// CAKE's qdisc counters and per-tin table (`TCA_CAKE_STATS_*`).
+    Cake(cake::CakeXstats),
+    /// CAKE's counters of one queue (a class).
+    CakeFlow(cake::CakeFlowXstats),
 }
 
 /// Extra per-class counters (`tc -s class show`): HTB's `struct tc_htb_xstats`.

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use tclab_core::qdisc::{ClassInfo, ClassOptions, DevEnv, QdiscOptions, Xstats};
 use tclab_core::units::LinkLayer;
 
+pub mod cake;
 pub mod cbq;
 pub mod codel;
 pub mod drr;
@@ -70,6 +71,7 @@ pub const KINDS: &[QdiscLang] = &[
     mq::LANG,
     netem::LANG,
     hfsc::LANG,
+    cake::LANG,
 ];
 
 pub fn lang(kind: &str) -> Option<&'static QdiscLang> {
@@ -83,7 +85,7 @@ pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | 
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
 pub const KNOWN_TO_TC: &[&str] = &[
-    "red", "fq", "qfq", "choke", "sfb", "pie", "fq_pie", "cake", "mqprio", "multiq", "ets", "gred",
+    "red", "fq", "qfq", "choke", "sfb", "pie", "fq_pie", "mqprio", "multiq", "ets", "gred",
     "hhf", "plug", "skbprio", "taprio", "etf", "cbs",
 ];
 
