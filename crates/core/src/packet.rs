@@ -64,4 +64,77 @@ impl Packet {
         }
         Some(self.data[1])
     }
+    /// An IPv4/UDP packet of `len` wire bytes (the 14-byte Ethernet header included) from `src:sport` to
+    /// `dst:dport`, TOS byte `tos`: the headers are materialised (with a valid IP checksum), the payload
+    /// is not. For tests, benchmarks and traffic generators.
+    pub fn udp4(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16, tos: u8, len: u32) -> Packet {
+        let mut d = ipv4_header(src, dst, 17, tos, len.saturating_sub(14));
+        d.extend_from_slice(&sport.to_be_bytes());
+        d.extend_from_slice(&dport.to_be_bytes());
+        d.extend_from_slice(&(len.saturating_sub(34) as u16).to_be_bytes());
+        d.extend_from_slice(&[0, 0]);
+        Packet {
+            data: d,
+            len,
+            protocol: 0x0800,
+            ..Default::default()
+        }
+    }
+
+    /// An IPv4/TCP segment from `src:sport` to `dst:dport` with `flags` (0x10 ACK, 0x02 SYN…), `seq`,
+    /// `ack`, TCP `options` (padded to a multiple of 4 with NOPs) and `payload` bytes of data, not
+    /// materialised. Its wire length counts the Ethernet, IP and TCP headers and the payload.
+    #[allow(clippy::too_many_arguments)]
+    pub fn tcp4(
+        src: [u8; 4],
+        sport: u16,
+        dst: [u8; 4],
+        dport: u16,
+        flags: u8,
+        seq: u32,
+        ack: u32,
+        options: &[u8],
+        payload: u32,
+    ) -> Packet {
+        let mut opts = options.to_vec();
+        while opts.len() % 4 != 0 {
+            opts.push(1);
+        }
+        let tcp_len = 20 + opts.len() as u32;
+        let ip_len = 20 + tcp_len + payload;
+        let mut d = ipv4_header(src, dst, 6, 0, ip_len);
+        d.extend_from_slice(&sport.to_be_bytes());
+        d.extend_from_slice(&dport.to_be_bytes());
+        d.extend_from_slice(&seq.to_be_bytes());
+        d.extend_from_slice(&ack.to_be_bytes());
+        d.push(((tcp_len / 4) as u8) << 4);
+        d.push(flags);
+        d.extend_from_slice(&[0xff, 0xff, 0, 0, 0, 0]);
+        d.extend_from_slice(&opts);
+        Packet {
+            data: d,
+            len: 14 + ip_len,
+            protocol: 0x0800,
+            ..Default::default()
+        }
+    }
 }
+
+/// A 20-byte IPv4 header with a valid checksum.
+fn ipv4_header(src: [u8; 4], dst: [u8; 4], proto: u8, tos: u8, total_len: u32) -> Vec<u8> {
+    let mut h = vec![0x45, tos];
+    h.extend_from_slice(&(total_len.min(65535) as u16).to_be_bytes());
+    h.extend_from_slice(&[0, 0, 0x40, 0, 64, proto, 0, 0]);
+    h.extend_from_slice(&src);
+    h.extend_from_slice(&dst);
+    let mut sum: u32 = h
+        .chunks(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    h[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    h
+}
+
