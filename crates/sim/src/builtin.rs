@@ -18,6 +18,11 @@ impl Builtin {
 
 const SEED000_LAB: &str = include_str!("../scenarios/seed000/lab.toml");
 const SEED004_LAB: &str = include_str!("../scenarios/seed004/lab.toml");
+const SEED004_DSL: &str = include_str!("../scenarios/seed004/dsl.toml");
+const SEED004_DSL_ATM: &str = include_str!("../scenarios/seed004/dsl-atm.toml");
+const CAKE_HOSTS_LAB: &str = include_str!("../scenarios/cake/hosts-lab.toml");
+const CAKE_ACK_LAB: &str = include_str!("../scenarios/cake/ack-lab.toml");
+const SEED004_CAKE: &str = include_str!("../scenarios/seed004/cake.toml");
 const SEED004_CONDITIONER: &str = include_str!("../scenarios/seed004/conditioner.toml");
 const SEED004_PING: &str = include_str!("../scenarios/seed004/ping.toml");
 const SEED004_UPLOAD: &str = include_str!("../scenarios/seed004/upload.toml");
@@ -64,24 +69,24 @@ pub const BUILTIN: &[Builtin] = &[
     Builtin {
         name: "seed004-idle",
         description: "seed 004's ADSL lab, no conditioner, idle line: the baseline ping",
-        parts: &["name = \"seed 004: baseline, idle line\"\n", SEED004_LAB, SEED004_PING],
+        parts: &["name = \"seed 004: baseline, idle line\"\n", SEED004_LAB, SEED004_DSL, SEED004_PING],
     },
     Builtin {
         name: "seed004-download",
         description: "seed 004's ADSL lab, no conditioner, ping while downloading",
-        parts: &["name = \"seed 004: downloading, no conditioner\"\n", SEED004_LAB, SEED004_DOWNLOAD, SEED004_PING],
+        parts: &["name = \"seed 004: downloading, no conditioner\"\n", SEED004_LAB, SEED004_DSL, SEED004_DOWNLOAD, SEED004_PING],
     },
     Builtin {
         name: "seed004-upload",
         description: "seed 004's ADSL lab, no conditioner, ping while uploading",
-        parts: &["name = \"seed 004: uploading, no conditioner\"\n", SEED004_LAB, SEED004_UPLOAD, SEED004_PING],
+        parts: &["name = \"seed 004: uploading, no conditioner\"\n", SEED004_LAB, SEED004_DSL, SEED004_UPLOAD, SEED004_PING],
     },
     Builtin {
         name: "seed004-upload-conditioned",
         description: "seed 004's ADSL lab with the HTB conditioner, ping while uploading",
         parts: &[
             "name = \"seed 004: uploading, with the conditioner\"\n",
-            SEED004_LAB,
+            SEED004_LAB, SEED004_DSL,
             SEED004_CONDITIONER,
             SEED004_UPLOAD,
             SEED004_PING,
@@ -92,11 +97,61 @@ pub const BUILTIN: &[Builtin] = &[
         description: "seed 004's ADSL lab with the HTB conditioner, ping while downloading",
         parts: &[
             "name = \"seed 004: downloading, with the conditioner\"\n",
-            SEED004_LAB,
+            SEED004_LAB, SEED004_DSL,
             SEED004_CONDITIONER,
             SEED004_DOWNLOAD,
             SEED004_PING,
         ],
+    },
+    Builtin {
+        name: "cake-adsl-upload",
+        description: "seed 004's line as ATM, no conditioner, ping while uploading (the CAKE comparison's baseline)",
+        parts: &["name = \"ADSL over ATM: uploading, no conditioner\"\n", SEED004_LAB, SEED004_DSL_ATM, SEED004_UPLOAD, SEED004_PING],
+    },
+    Builtin {
+        name: "cake-adsl-upload-htb",
+        description: "seed 004's line as ATM with the seed's HTB conditioner (86 % of the line), ping while uploading",
+        parts: &["name = \"ADSL over ATM: uploading, HTB conditioner\"\n", SEED004_LAB, SEED004_DSL_ATM, SEED004_CONDITIONER, SEED004_UPLOAD, SEED004_PING],
+    },
+    Builtin {
+        name: "cake-adsl-upload-cake",
+        description: "seed 004's line as ATM with CAKE at 100 % of the line (pppoe-llcsnap), ping while uploading",
+        parts: &["name = \"ADSL over ATM: uploading, CAKE at the line rate\"\n", SEED004_LAB, SEED004_DSL_ATM, SEED004_CAKE, SEED004_UPLOAD, SEED004_PING],
+    },
+    Builtin {
+        name: "cake-adsl-download",
+        description: "seed 004's line as ATM, no conditioner, ping while downloading",
+        parts: &["name = \"ADSL over ATM: downloading, no conditioner\"\n", SEED004_LAB, SEED004_DSL_ATM, SEED004_DOWNLOAD, SEED004_PING],
+    },
+    Builtin {
+        name: "cake-adsl-download-htb",
+        description: "seed 004's line as ATM with the seed's HTB conditioner (download policed at 80 %), ping while downloading",
+        parts: &["name = \"ADSL over ATM: downloading, HTB conditioner\"\n", SEED004_LAB, SEED004_DSL_ATM, SEED004_CONDITIONER, SEED004_DOWNLOAD, SEED004_PING],
+    },
+    Builtin {
+        name: "cake-adsl-download-cake",
+        description: "seed 004's line as ATM with CAKE at 100 % of the line on an ifb, ping while downloading",
+        parts: &["name = \"ADSL over ATM: downloading, CAKE at the line rate\"\n", SEED004_LAB, SEED004_DSL_ATM, SEED004_CAKE, SEED004_DOWNLOAD, SEED004_PING],
+    },
+    Builtin {
+        name: "cake-hosts-fq_codel",
+        description: "two hosts share a 10 Mbit/s uplink, one with 1 TCP upload, one with 8: HTB + fq_codel (per-flow fairness)",
+        parts: &["name = \"host fairness: HTB + fq_codel\"\n", CAKE_HOSTS_LAB, include_str!("../scenarios/cake/hosts-fq_codel.toml")],
+    },
+    Builtin {
+        name: "cake-hosts-cake",
+        description: "two hosts share a 10 Mbit/s uplink, one with 1 TCP upload, one with 8: CAKE triple-isolate (per-host fairness)",
+        parts: &["name = \"host fairness: CAKE triple-isolate\"\n", CAKE_HOSTS_LAB, include_str!("../scenarios/cake/hosts-cake.toml")],
+    },
+    Builtin {
+        name: "cake-ack-filter-off",
+        description: "1 Mbit/s up / 20 Mbit/s down, a download beside 4 uploads, CAKE on the uplink without the ACK filter",
+        parts: &["name = \"ACK filter: off\"\n", CAKE_ACK_LAB, include_str!("../scenarios/cake/ack-off.toml")],
+    },
+    Builtin {
+        name: "cake-ack-filter-on",
+        description: "1 Mbit/s up / 20 Mbit/s down, a download beside 4 uploads, CAKE on the uplink with ack-filter",
+        parts: &["name = \"ACK filter: on\"\n", CAKE_ACK_LAB, include_str!("../scenarios/cake/ack-on.toml")],
     },
 ];
 

@@ -74,6 +74,9 @@ pub struct LinkParams {
     pub delay: Nanos,
     /// Extra bytes each frame occupies on the wire (preamble, FCS, inter-frame gap...), for serialisation only.
     pub overhead: u32,
+    /// An ATM line (ADSL): the frame's IP packet plus `overhead` bytes of encapsulation travel in 53-byte
+    /// cells of 48 bytes each, the last one padded; the Ethernet header is not sent.
+    pub atm: bool,
     /// Probability that a frame is lost on the wire.
     pub loss: f64,
     /// Extra delay drawn uniformly from [0, jitter] per frame (frames are never reordered: a frame never
@@ -91,6 +94,7 @@ impl LinkParams {
             rate_bps,
             delay,
             overhead: 0,
+            atm: false,
             loss: 0.0,
             jitter: 0,
             netem: None,
@@ -103,7 +107,12 @@ impl LinkParams {
     pub fn tx_time(&self, len: u32, carry: &mut u64) -> Nanos {
         // A frame is at most 64 KiB and the overhead at most 65535 bytes (the scenario checks both), so
         // bytes × 8 × 1e9 stays below 2^51: no 128-bit division on the hot path.
-        let bits_ns = (len as u64 + self.overhead as u64) * 8 * NSEC_PER_SEC + *carry;
+        let bytes = if self.atm {
+            (len.saturating_sub(14) as u64 + self.overhead as u64).div_ceil(48) * 53
+        } else {
+            len as u64 + self.overhead as u64
+        };
+        let bits_ns = bytes * 8 * NSEC_PER_SEC + *carry;
         *carry = bits_ns % self.rate_bps;
         bits_ns / self.rate_bps
     }
@@ -1172,3 +1181,22 @@ impl Network {
         format!("{}:{}", self.nodes[i.node].name, i.name)
     }
 }
+
+#[cfg(test)]
+mod link_tests {
+    use super::LinkParams;
+
+    #[test]
+    fn an_atm_line_sends_cells() {
+        // A 98-byte ping frame on a 256 kbit/s ATM line with 40 bytes of encapsulation: 84 + 40 = 124
+        // bytes → 3 cells → 159 bytes → 159 × 8 / 256000 s = 4 968 750 ns. On Ethernet: 98 bytes, 3 062 500.
+        let mut l = LinkParams::new(256_000, 0);
+        assert_eq!(l.tx_time(98, &mut 0), 3_062_500);
+        l.atm = true;
+        l.overhead = 40;
+        assert_eq!(l.tx_time(98, &mut 0), 4_968_750);
+        // A full frame: 1500 + 40 = 1540 bytes → 33 cells (1749 bytes).
+        assert_eq!(l.tx_time(1514, &mut 0), 1749 * 8 * 1_000_000_000 / 256_000);
+    }
+}
+

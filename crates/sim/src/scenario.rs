@@ -89,6 +89,8 @@ pub struct LinkSpec {
     pub netem_ab: Option<Spanned<String>>,
     pub netem_ba: Option<Spanned<String>>,
     pub overhead: Option<Spanned<u32>>,
+    /// `ethernet` (the default) or `atm`: the frames travel in ATM cells (an ADSL line).
+    pub linklayer: Option<Spanned<String>>,
     pub mtu: Option<Spanned<u32>>,
     pub txqueuelen: Option<Spanned<u32>>,
 }
@@ -636,6 +638,18 @@ fn build(
             None => 0,
         };
         ba.overhead = ab.overhead;
+        ab.atm = match l.linklayer.as_ref().map(|v| (v.get_ref().as_str(), v.span())) {
+            None | Some(("ethernet", _)) => false,
+            Some(("atm", _)) => true,
+            Some((other, span)) => {
+                return cx.err(
+                    span,
+                    "link.linklayer",
+                    format!("unknown link layer \"{other}\": expected ethernet or atm"),
+                )
+            }
+        };
+        ba.atm = ab.atm;
         let mtu = match &l.mtu {
             Some(m) if !(68..=65535).contains(m.get_ref()) => {
                 return cx.err(m.span(), "link.mtu", "between 68 and 65535")
@@ -1366,6 +1380,11 @@ delay = "1ms"
                 ),
                 "traffic.name",
                 "two traffic entries",
+            ),
+            (
+                BASE.replace("delay = \"1ms\"", "delay = \"1ms\"\nlinklayer = \"adsl\""),
+                "link.linklayer",
+                "expected ethernet or atm",
             ),
             (
                 BASE.replace("delay = \"1ms\"", "delay = \"1ms\"\noverhead = 70000"),
