@@ -396,3 +396,29 @@ fn refusals_are_reported_and_strict_stores_nothing() {
         2
     );
 }
+
+#[test]
+fn sqm_layer_cake_applies_whole() {
+    // sqm-scripts' layer_cake.qos on an ADSL line (fixtures/sqm_layer_cake.sh: the recipe's calls in
+    // order, its qdisc probes included): CAKE on eth0 and on the ifb its ingress redirects to. The only
+    // refusals are sqm's own silenced deletions of what is not there yet.
+    let st = scratch("sqm-cake");
+    let run = tclab(&st, &["script", "run", &fixture("sqm_layer_cake.sh")]);
+    let report = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{report}");
+    assert!(
+        report.contains("14 commands applied, 3 refused (3 of them a deletion of something that was not there)"),
+        "{report}"
+    );
+    let q = text(&tclab(&st, &["tc", "qdisc", "show"]));
+    for want in [
+        "dev eth0 root refcnt 2 bandwidth 950Kbit diffserv3 triple-isolate nat nowash no-ack-filter split-gso rtt 100ms atm overhead 44 ",
+        "qdisc ingress ffff: dev eth0 parent ffff:fff1 ----------------",
+        "dev ifb4eth0 root refcnt 2 bandwidth 9500Kbit diffserv3 triple-isolate nat wash no-ack-filter split-gso rtt 100ms atm overhead 44 ",
+    ] {
+        assert!(q.contains(want), "qdisc show lacks {want:?}:\n{q}");
+    }
+    assert!(!q.contains("SQM_IFB"), "the probes' ifbs are gone:\n{q}");
+    let f = text(&tclab(&st, &["tc", "filter", "show", "dev", "eth0", "parent", "ffff:"]));
+    assert!(f.contains("mirred (Egress Redirect to device ifb4eth0) stolen"), "{f}");
+}
