@@ -97,7 +97,7 @@ impl Packet {
         payload: u32,
     ) -> Packet {
         let mut opts = options.to_vec();
-        while opts.len() % 4 != 0 {
+        while !opts.len().is_multiple_of(4) {
             opts.push(1);
         }
         let tcp_len = 20 + opts.len() as u32;

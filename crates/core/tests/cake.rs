@@ -29,7 +29,7 @@ fn udp(host: u8, sport: u16, server: u8, dscp: u8, ect: bool) -> Packet {
         sport,
         [192, 0, 2, server],
         5001,
-        (dscp << 2) | ect as u8 * 2,
+        (dscp << 2) | (ect as u8 * 2),
         1514,
     )
 }
