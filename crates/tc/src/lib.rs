@@ -20,6 +20,7 @@ pub mod action;
 pub mod check;
 pub mod control;
 pub mod ematch;
+pub mod explain;
 pub mod filter;
 pub mod fuzz;
 pub mod iptables;

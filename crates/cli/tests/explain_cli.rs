@@ -1,0 +1,190 @@
+//! `tclab explain` end to end: the computed allocation against the engine's, on seed 001's two-level tree
+//! and the HTB policy of the kernel-versus-simulator test (within 2 %, as the issue asks), DRR's quanta,
+//! the tree drawing, and the refusals.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn batch(name: &str, text: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tclab-explain-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    let f = d.join("policy.batch");
+    std::fs::write(&f, text).unwrap();
+    f
+}
+
+fn explain(file: &PathBuf, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tclab"))
+        .arg("explain")
+        .arg(file)
+        .args(args)
+        .env("TCLAB_STATE", file.with_extension("json"))
+        .output()
+        .expect("run tclab")
+}
+
+/// (computed, simulated) bit/s of a class's row.
+fn row(out: &str, class: &str) -> (f64, f64) {
+    let line = out
+        .lines()
+        .find(|l| l.split_whitespace().any(|w| w == class) && l.contains(" htb") | l.contains(" drr"))
+        .unwrap_or_else(|| panic!("no row for {class}:\n{out}"));
+    let rates: Vec<f64> = line
+        .split("  ")
+        .map(str::trim)
+        .filter_map(|c| {
+            let (v, unit) = c.split_once(' ')?;
+            let v: f64 = v.parse().ok()?;
+            match unit {
+                "Gbit/s" => Some(v * 1e9),
+                "Mbit/s" => Some(v * 1e6),
+                "kbit/s" => Some(v * 1e3),
+                _ => None,
+            }
+        })
+        .collect();
+    let n = rates.len();
+    (rates[n - 2], rates[n - 1])
+}
+
+fn assert_within(out: &str, class: &str, expect: f64) {
+    let (computed, simulated) = row(out, class);
+    assert!((computed - expect).abs() / expect < 0.005, "{class} computed {computed}:\n{out}");
+    assert!(
+        (simulated - computed).abs() / computed < 0.02,
+        "{class}: simulated {simulated} vs computed {computed}:\n{out}"
+    );
+}
+
+/// Seed 001's Table 7: class 1 (30 Mbit/s) over 2 (2 Mbit/s) and 3 (28 Mbit/s), 3 over 4, 5, 6 with
+/// ceilings at their parents' rates; the streams of the table offer 5, 15, 10 and 20 Mbit/s. Each leaf
+/// gets its rate (the rates fill the parents exactly: nothing left to borrow).
+const SEED001: &str = "qdisc add dev eth0 root handle 1: htb
+class add dev eth0 parent 1: classid 1:1 htb rate 30mbit
+class add dev eth0 parent 1:1 classid 1:2 htb rate 2mbit ceil 30mbit
+class add dev eth0 parent 1:1 classid 1:3 htb rate 28mbit ceil 30mbit
+class add dev eth0 parent 1:3 classid 1:4 htb rate 10mbit ceil 28mbit
+class add dev eth0 parent 1:3 classid 1:5 htb rate 5mbit ceil 28mbit
+class add dev eth0 parent 1:3 classid 1:6 htb rate 13mbit ceil 28mbit
+";
+
+#[test]
+fn seed001_two_levels_computed_and_simulated_agree() {
+    let f = batch("seed001", SEED001);
+    let o = explain(&f, &["--load", "1:2=5mbit,1:4=15mbit,1:5=10mbit,1:6=20mbit"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for (class, rate) in [("1:2", 2e6), ("1:4", 10e6), ("1:5", 5e6), ("1:6", 13e6), ("1:3", 28e6)] {
+        assert_within(&out, class, rate);
+    }
+    // The tree is drawn: 1:4 under 1:3.
+    assert!(out.contains("   ├─ 1:4 htb prio 0"), "{out}");
+    assert!(!out.contains("note:"), "{out}");
+}
+
+#[test]
+fn idle_classes_lend_to_the_busy_ones() {
+    // Seed 001's tree with only 1:4 and 1:2 busy: 1:4 borrows 1:3's idle 18 Mbit/s (up to its 28 Mbit/s
+    // ceil), 1:2 borrows what remains of 1:1: 30 − 2 − 28 = 0 beyond its rate… 1:4's borrowing from 1:3
+    // comes first (it is 1:3's own rate), so 1:2 keeps 2 Mbit/s and 1:4 gets 28.
+    let f = batch("lend", SEED001);
+    let o = explain(&f, &["--load", "1:2=max,1:4=max"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_within(&out, "1:4", 28e6);
+    assert_within(&out, "1:2", 2e6);
+}
+
+#[test]
+fn kernel_vs_sim_policy_b_agrees() {
+    // crates/cli/tests/kernel_vs_sim.rs's policy b: 1:10 6 Mbit/s and 1:20 4 Mbit/s (prio 1), 1:30
+    // 1 Mbit/s (prio 0), under a 10 Mbit/s class. Every leaf backlogged on a 10 Mbit/s line: prio 0 is
+    // served first (1 Mbit/s), the 9 left go to 1:10 and 1:20 by their quanta, 6:4.
+    let f = batch("kvs", "qdisc add dev eth0 root handle 1: htb default 30
+class add dev eth0 parent 1: classid 1:1 htb rate 10mbit ceil 10mbit
+class add dev eth0 parent 1:1 classid 1:10 htb rate 6mbit ceil 10mbit prio 1
+class add dev eth0 parent 1:1 classid 1:20 htb rate 4mbit ceil 10mbit prio 1
+class add dev eth0 parent 1:1 classid 1:30 htb rate 1mbit ceil 10mbit prio 0
+");
+    let o = explain(&f, &[]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    // No link: each leaf its rate (HTB's green sends do not ask the parent): 11 Mbit/s in all.
+    assert_within(&out, "1:10", 6e6);
+    assert_within(&out, "1:20", 4e6);
+    assert_within(&out, "1:1", 11e6);
+    // The kernel-vs-sim test's own load: one TCP flow each in 1:10 and 1:20 and the ping in 1:30.
+    let o = explain(&f, &["--load", "1:10=max,1:20=max,1:30=100kbit"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_within(&out, "1:10", 6e6);
+    assert_within(&out, "1:20", 4e6);
+}
+
+#[test]
+fn drr_shares_the_link_by_quanta() {
+    // Quanta 3000 and 1000 bytes, both backlogged, a third class offering 1 Mbit/s: it gets all it
+    // offers, the other 9 Mbit/s of a 10 Mbit/s link split 3:1.
+    let f = batch("drr", "qdisc add dev eth0 root handle 1: drr
+class add dev eth0 parent 1: classid 1:1 drr quantum 3000
+class add dev eth0 parent 1: classid 1:2 drr quantum 1000
+class add dev eth0 parent 1: classid 1:3 drr
+");
+    let o = explain(&f, &["--link", "10mbit", "--load", "1:1=max,1:2=max,1:3=1mbit"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_within(&out, "1:1", 6.75e6);
+    assert_within(&out, "1:2", 2.25e6);
+    assert_within(&out, "1:3", 1e6);
+}
+
+#[test]
+fn where_htb_departs_from_its_rule_the_note_says_so() {
+    // Two prio-1 borrowers with quanta 3:1 beside a 1 Mbit/s prio-0 class: the rule computes 6.75 and
+    // 2.25 Mbit/s; the engine (like Linux: 5.89 and 2.88 measured) splits the excess more evenly.
+    let f = batch("borrow", "qdisc add dev eth0 root handle 1: htb default 20
+class add dev eth0 parent 1: classid 1:1 htb rate 10mbit ceil 10mbit
+class add dev eth0 parent 1:1 classid 1:10 htb rate 2mbit ceil 10mbit prio 0
+class add dev eth0 parent 1:1 classid 1:20 htb rate 3mbit ceil 8mbit prio 1
+class add dev eth0 parent 1:1 classid 1:30 htb rate 1mbit ceil 10mbit prio 1
+");
+    let o = explain(&f, &["--load", "1:10=1mbit,1:20=max,1:30=max"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let (c20, s20) = row(&out, "1:20");
+    let (c30, s30) = row(&out, "1:30");
+    assert!((c20 - 6.75e6).abs() < 1e4 && (c30 - 2.25e6).abs() < 1e4, "{out}");
+    assert!(s20 > s30 && s20 < c20 && s30 > c30, "{out}");
+    assert!((s20 + s30 - 9e6).abs() / 9e6 < 0.02, "{out}");
+    assert!(out.contains("note: 1:20 gets"), "{out}");
+}
+
+#[test]
+fn refusals_are_clear() {
+    let f = batch("bad", SEED001);
+    for (args, msg) in [
+        (vec!["--load", "1:3=1mbit"], "1:3 on eth0 is an inner class: load its leaves"),
+        (vec!["--load", "1:9=1mbit"], "1:9 on eth0 is not a class of the root qdisc"),
+        (vec!["--load", "1:4"], "is not CLASS=RATE"),
+        (vec!["--load", "1:4=fast"], "\"fast\" is not a rate"),
+        (vec!["--load", "1:4=1mbit,1:4=2mbit"], "1:4 given twice"),
+        (vec!["--link", "0"], "--link: \"0\" is not a rate"),
+        (vec!["--dev", "eth9"], "Cannot find device \"eth9\""),
+        (vec!["--frobnicate"], "unknown option \"--frobnicate\""),
+    ] {
+        let o = explain(&f, &args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(msg), "{args:?}: {err}");
+    }
+    let f = batch("drr-nolink", "qdisc add dev eth0 root handle 1: drr\nclass add dev eth0 parent 1: classid 1:1 drr\n");
+    let err = String::from_utf8_lossy(&explain(&f, &[]).stderr).into_owned();
+    assert!(err.contains("drr has no rate of its own: give the line's rate with --link RATE"), "{err}");
+    // A classless root: nothing to share, said so.
+    let f = batch("tbf", "qdisc add dev eth0 root tbf rate 1mbit burst 10k latency 50ms\n");
+    let o = explain(&f, &[]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("no device has a root qdisc whose classes share the link"));
+    // A command that does not apply is reported, and the rest explained.
+    let f = batch("partial", &format!("{SEED001}qdisc add dev eth0 root handle 1: htb\n"));
+    let o = explain(&f, &[]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("did not apply"), "{}", String::from_utf8_lossy(&o.stderr));
+}
