@@ -170,3 +170,27 @@ fn bad_arguments_are_refused_clearly() {
         assert!(r.stderr.contains(want), "{args:?}: {}", r.stderr);
     }
 }
+
+#[test]
+fn cake_is_checked_against_the_line_in_cakes_words() {
+    // An unlimited CAKE, or one faster than the line, does not shape it; one at the line's rate with its
+    // ATM framing is what sqm recommends upstream and passes; one without ATM accounting on an ATM line
+    // is told to add CAKE's keyword (not tc's `linklayer`).
+    let dir = TempDir::new("check-cake");
+    let line = ["--link", "1mbit", "--linklayer", "atm"];
+    for (name, policy, want) in [
+        ("unlimited", "qdisc add dev ppp0 root cake\n", vec!["shaper-at-line-rate", "linklayer-missing"]),
+        ("fast", "qdisc add dev ppp0 root cake bandwidth 2mbit atm overhead 44\n", vec!["shaper-at-line-rate"]),
+        ("ptm", "qdisc add dev ppp0 root cake bandwidth 1mbit ptm overhead 22\n", vec!["linklayer-missing"]),
+        ("right", "qdisc add dev ppp0 root cake bandwidth 1mbit pppoe-llcsnap\n", vec![]),
+    ] {
+        let r = check(&dir, &format!("{name}.batch"), policy, &line);
+        assert_eq!(codes(&r), want, "{name}: {}", r.stdout);
+        if want.contains(&"linklayer-missing") {
+            assert!(r.stdout.contains("`atm overhead 44`"), "{}", r.stdout);
+        }
+        if want.contains(&"shaper-at-line-rate") {
+            assert!(r.stdout.contains("give cake the line's rate, `bandwidth 1Mbit`"), "{}", r.stdout);
+        }
+    }
+}

@@ -130,8 +130,8 @@ pub const BUILTIN: &[Builtin] = &[
     },
     Builtin {
         name: "cake-adsl-download-cake",
-        description: "seed 004's line as ATM with CAKE at 100 % of the line on an ifb, ping while downloading",
-        parts: &["name = \"ADSL over ATM: downloading, CAKE at the line rate\"\n", SEED004_LAB, SEED004_DSL_ATM, SEED004_CAKE, SEED004_DOWNLOAD, SEED004_PING],
+        description: "seed 004's line as ATM with CAKE at 95 % of the downstream rate on an ifb, ping while downloading",
+        parts: &["name = \"ADSL over ATM: downloading, CAKE at 95 % on an ifb\"\n", SEED004_LAB, SEED004_DSL_ATM, SEED004_CAKE, SEED004_DOWNLOAD, SEED004_PING],
     },
     Builtin {
         name: "cake-hosts-fq_codel",

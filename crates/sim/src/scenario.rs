@@ -1041,7 +1041,7 @@ pub fn apply_policy(
         }
         let out = tclab_tc::run(&mut net.nodes[node].engine, &words, 0);
         if out.code != 0 {
-            return Err((n, format!("tc {line}: {}", out.stderr.trim_end())));
+            return Err((n, format!("tc {}: {}", words.join(" "), out.stderr.trim_end())));
         }
         applied.push(line);
     }

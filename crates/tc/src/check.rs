@@ -221,10 +221,22 @@ fn check_device(
                 _ => None,
             })
             .max_by_key(|r| r.0),
+        // CAKE without `bandwidth` does not shape at all: as if at an infinite rate.
+        QdiscOptions::Cake(c) => Some((
+            c.base_rate.filter(|r| *r > 0).unwrap_or(u64::MAX),
+            if c.atm == Some(tclab_core::qdisc::cake::atm::ATM) {
+                tclab_core::units::LinkLayer::Atm
+            } else {
+                tclab_core::units::LinkLayer::Ethernet
+            },
+            c.overhead.filter(|_| !c.raw).unwrap_or(0).max(0) as u16,
+        )),
         _ => None,
     };
+    let is_cake = matches!(root.options, QdiscOptions::Cake(_));
     if let (Some(link), Some((rate, linklayer, overhead))) = (line.rate, root_rate) {
-        if rate >= link {
+        // CAKE charges what the line charges (its overhead keywords), so its own rate may be the line's.
+        if rate > link || (rate == link && !is_cake) {
             out.push(Finding {
                 code: "shaper-at-line-rate",
                 severity: Severity::Warning,
@@ -232,13 +244,21 @@ fn check_device(
                 message: format!(
                     "shapes at {} on a {} line: the queue builds in the modem or the ISP's router, where \
                      this policy cannot order or drop it",
-                    sprint_rate(rate),
+                    if rate == u64::MAX { "no rate (cake unlimited)".to_string() } else { sprint_rate(rate) },
                     sprint_rate(link)
                 ),
-                fix: format!(
-                    "shape a little below the line, e.g. {} (90 %)",
-                    sprint_rate(link * 9 / 10)
-                ),
+                fix: if is_cake {
+                    format!(
+                        "give cake the line's rate, `bandwidth {}` (with the line's overhead keyword, \
+                         CAKE can run at 100 % upstream; 90–95 % for an ingress shaper behind the line)",
+                        sprint_rate(link)
+                    )
+                } else {
+                    format!(
+                        "shape a little below the line, e.g. {} (90 %)",
+                        sprint_rate(link * 9 / 10)
+                    )
+                },
             });
         }
         let _ = (linklayer, overhead);
@@ -250,7 +270,8 @@ fn check_device(
             .as_ref()
             .is_some_and(|s| s.linklayer == 2 || s.overhead != 0);
         if let Some((_, linklayer, overhead)) = root_rate.filter(|_| !stab_covers) {
-            if linklayer != tclab_core::units::LinkLayer::Atm && overhead == 0 {
+            // CAKE's overhead without its `atm` mode still counts bytes, not cells.
+            if linklayer != tclab_core::units::LinkLayer::Atm && (overhead == 0 || is_cake) {
                 out.push(Finding {
                     code: "linklayer-missing",
                     severity: Severity::Warning,
@@ -259,9 +280,15 @@ fn check_device(
                               costs up to 10 % more on the wire than the shaper thinks (48-byte cells, \
                               padding, the encapsulation's overhead)"
                         .into(),
-                    fix: "add `linklayer atm overhead 44` (PPPoE/LLC; see your line) to the rate, or a \
-                          `stab` with the same"
-                        .into(),
+                    fix: if is_cake {
+                        "add `atm overhead 44` (or the framing's keyword: `pppoe-llcsnap`, \
+                         `pppoa-vcmux`…; see your line) to the cake line"
+                            .into()
+                    } else {
+                        "add `linklayer atm overhead 44` (PPPoE/LLC; see your line) to the rate, or a \
+                         `stab` with the same"
+                            .into()
+                    },
                 });
             }
         }

@@ -39,6 +39,21 @@ fn stats_block(s: &QdiscStats, out: &mut String) {
     );
 }
 
+/// A class whose discipline reports queue counters only (`gnet_stats_copy_queue` without basic counters:
+/// sfq's, fq_codel's and cake's flows): tc prints no `Sent` part.
+fn queue_stats_block(s: &QdiscStats, out: &mut String) {
+    let _ = write!(
+        out,
+        " (dropped {}, overlimits {} requeues {}) \n backlog {} {}p requeues {}\n",
+        s.drops,
+        s.overlimits,
+        s.requeues,
+        sprint_size(s.backlog),
+        s.qlen,
+        s.requeues
+    );
+}
+
 fn stats_json(s: &QdiscStats, m: &mut Map<String, Value>) {
     m.insert("bytes".into(), json!(s.bytes));
     m.insert("packets".into(), json!(s.packets));
@@ -181,7 +196,9 @@ pub fn classes(
         out.push('\n');
         if flags.stats {
             // Classes whose discipline has `dump_stats` (TBF's has none: an empty line).
-            if c.options.is_some() || c.xstats.is_some() || matches!(c.kind, "prio" | "mq") {
+            if matches!(c.kind, "sfq" | "fq_codel" | "cake") {
+                queue_stats_block(&c.stats, out);
+            } else if c.options.is_some() || c.xstats.is_some() || matches!(c.kind, "prio" | "mq") {
                 stats_block(&c.stats, out);
             } else {
                 out.push('\n');

@@ -409,7 +409,9 @@ fn print(o: &QdiscOptions, _flags: ShowFlags, s: &mut String, j: &mut Map<String
     if fwmark != 0 {
         let _ = write!(s, "fwmark {fwmark:#x} ");
     }
-    j.insert("fwmark".into(), json!(format!("{fwmark:#x}")));
+    // print_0xhex: `%#llx`, which writes 0 without the prefix.
+    let hex = if fwmark == 0 { "0".to_string() } else { format!("{fwmark:#x}") };
+    j.insert("fwmark".into(), json!(hex));
 }
 
 /// `cake_print_xstats` for the qdisc: memory, capacity estimate, packet sizes, then one column per tin.
