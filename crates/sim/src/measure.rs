@@ -108,12 +108,12 @@ impl Observer for Recorder {
             });
             self.last_if[k] = (c.rx_bytes, c.tx_bytes);
             if let Some(dev) = net.device(i) {
-                // fq_codel's flows are listed as classes while they are active; they come and go with the
-                // traffic and carry no rate of their own (`Sent 0`), so they are not sampled.
+                // Flow queues (sfq's, fq_codel's, cake's) are listed as classes while they are active; they come
+                // and go with the traffic and carry no rate of their own, so they are not sampled.
                 for cl in dev
                     .classes(now)
                     .into_iter()
-                    .filter(|c| c.kind != "fq_codel")
+                    .filter(|c| !c.is_flow_queue())
                 {
                     let prev = self
                         .last_class

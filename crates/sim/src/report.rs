@@ -38,11 +38,11 @@ fn classes(sc: &Scenario) -> Vec<Value> {
         let Some(dev) = sc.net.device(i) else {
             continue;
         };
-        // fq_codel's flows are classes only while active, with no rate of their own: not reported.
+        // Flow queues (sfq, fq_codel, cake) are classes only while active, with no rate of their own.
         for c in dev
             .classes(sc.duration)
             .into_iter()
-            .filter(|c| c.kind != "fq_codel")
+            .filter(|c| !c.is_flow_queue())
         {
             v.push(json!({
                 "node": sc.net.nodes[iface.node].name,
@@ -66,7 +66,7 @@ fn classes(sc: &Scenario) -> Vec<Value> {
             for c in dev
                 .classes(sc.duration)
                 .into_iter()
-                .filter(|c| c.kind != "fq_codel")
+                .filter(|c| !c.is_flow_queue())
             {
                 v.push(json!({
                     "node": node.name,

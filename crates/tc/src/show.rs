@@ -196,7 +196,7 @@ pub fn classes(
         out.push('\n');
         if flags.stats {
             // Classes whose discipline has `dump_stats` (TBF's has none: an empty line).
-            if matches!(c.kind, "sfq" | "fq_codel" | "cake") {
+            if c.is_flow_queue() {
                 queue_stats_block(&c.stats, out);
             } else if c.options.is_some() || c.xstats.is_some() || matches!(c.kind, "prio" | "mq") {
                 stats_block(&c.stats, out);
