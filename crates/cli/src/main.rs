@@ -17,6 +17,7 @@
 mod demo;
 mod plot;
 mod sim;
+mod trace;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,8 +38,10 @@ Usage:
                                          what is wrong with a policy (script, batch or store), before it runs
   tclab explain [--load CLASS=RATE,…] [--link RATE] [--dev DEV] [FILE]
                                          the class tree, each class's share computed and simulated
-  tclab sim SCENARIO [--out DIR] [--seed N] [--json] [--no-plots]
+  tclab sim SCENARIO [--out DIR] [--seed N] [--json] [--no-plots] [--trace FILE]
                                          run a scenario in the simulated lab (tclab sim --help)
+  tclab trace stats|show|plot FILE [--class C] [--flow F]
+                                         read a per-packet trace (tclab trace --help)
   tclab demo                             seed 004's traffic conditioner in the simulated lab: the latency table
   tclab help | --version
 
@@ -603,6 +606,7 @@ fn main() -> ExitCode {
         Some("serve") => cmd_serve(&args[1..]),
         Some("demo") => demo::run(&args[1..]),
         Some("sim") => sim::cmd(&args[1..]),
+        Some("trace") => trace::cmd(&args[1..]),
         Some("--version") | Some("-V") => {
             println!("tclab {}", env!("CARGO_PKG_VERSION"));
             Ok(0)

@@ -12,7 +12,7 @@ use tclab_sim::scenario::{load_with, LoadOptions, Scenario};
 pub const HELP: &str = "tclab sim — run a scenario in the simulated lab
 
 Usage:
-  tclab sim SCENARIO [--out DIR] [--seed N] [--json] [--no-plots]
+  tclab sim SCENARIO [--out DIR] [--seed N] [--json] [--no-plots] [--trace FILE]
   tclab sim --list                 list the built-in scenarios
   tclab sim --show NAME            print a built-in scenario's file (a starting point for your own)
 
@@ -25,7 +25,9 @@ Prints a summary table (flows, pings, classes) and writes into DIR (default ./tc
   ping.csv          every ping's RTT
   tc.txt            tc -s qdisc/class/filter show of every device of every node with a policy, at the end
   *.png, *.svg      throughput (IN/OUT, raw and smoothed), classes, backlog, ping, flows
---json prints the summary JSON on stdout instead of the table. --seed replaces the file's seed.";
+--json prints the summary JSON on stdout instead of the table. --seed replaces the file's seed.
+--trace FILE writes every packet's fate at every qdisc (enqueue and verdict, dequeue and sojourn, drop
+and reason), one line each, to FILE (- for stdout); read it with tclab trace stats|show|plot.";
 
 struct Args {
     scenario: Option<String>,
@@ -33,6 +35,7 @@ struct Args {
     seed: Option<u64>,
     json: bool,
     plots: bool,
+    trace: Option<String>,
 }
 
 fn parse_args(args: &[String]) -> Result<Args, String> {
@@ -42,6 +45,7 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
         seed: None,
         json: false,
         plots: true,
+        trace: None,
     };
     let mut it = args.iter();
     while let Some(w) = it.next() {
@@ -58,6 +62,9 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
             }
             "--json" => a.json = true,
             "--no-plots" => a.plots = false,
+            "--trace" => {
+                a.trace = Some(it.next().ok_or("--trace needs a file (or - for stdout)")?.clone())
+            }
             s if s.starts_with('-') => {
                 return Err(format!("unknown option \"{s}\"; try \"tclab sim --help\""))
             }
@@ -173,11 +180,32 @@ pub fn run_scenario(
     base: &Path,
     seed: Option<u64>,
 ) -> Result<(Scenario, Outcome, f64), String> {
+    run_scenario_traced(text, file, base, seed, None)
+}
+
+/// [`run_scenario`], writing the per-packet trace to `trace` (a file, or `-` for stdout).
+pub fn run_scenario_traced(
+    text: &str,
+    file: &str,
+    base: &Path,
+    seed: Option<u64>,
+    trace: Option<&str>,
+) -> Result<(Scenario, Outcome, f64), String> {
     let opts = LoadOptions {
         seed,
         tclab_exe: std::env::current_exe().ok(),
     };
     let mut sc = load_with(file, text, base, &opts).map_err(|e| e.to_string())?;
+    if let Some(path) = trace {
+        let out: Box<dyn std::io::Write> = if path == "-" {
+            Box::new(std::io::BufWriter::new(std::io::stdout()))
+        } else {
+            let f = std::fs::File::create(path)
+                .map_err(|e| format!("--trace: cannot create {path}: {e}"))?;
+            Box::new(std::io::BufWriter::with_capacity(1 << 20, f))
+        };
+        sc.net.trace = Some(tclab_sim::trace::Trace::new(out));
+    }
     for w in &sc.warnings {
         eprintln!("tclab: {w}");
     }
@@ -191,6 +219,12 @@ pub fn run_scenario(
     let wall = Instant::now();
     let out = run(&mut sc, &mut |t| progress.tick(t))?;
     progress.finish();
+    if let Some(t) = sc.net.trace.as_mut() {
+        let lines = t.finish()?;
+        if trace != Some("-") {
+            eprintln!("tclab: trace: {lines} events written to {}", trace.unwrap_or(""));
+        }
+    }
     Ok((sc, out, wall.elapsed().as_secs_f64()))
 }
 
@@ -252,7 +286,7 @@ pub fn cmd(args: &[String]) -> Result<u8, String> {
     let name = a.scenario.ok_or("give a scenario file or built-in name")?;
     let (text, file, base, stem) = scenario_source(&name)?;
     let wall_start = Instant::now();
-    let (sc, out, sim_wall) = run_scenario(&text, &file, &base, a.seed)?;
+    let (sc, out, sim_wall) = run_scenario_traced(&text, &file, &base, a.seed, a.trace.as_deref())?;
     let dir = a
         .out
         .unwrap_or_else(|| PathBuf::from("tclab-out").join(&stem));

@@ -315,3 +315,46 @@ fn a_policy_script_that_never_ends_is_stopped() {
     );
     assert!(!d.join("out").exists());
 }
+
+#[test]
+fn a_trace_is_written_and_read_back() {
+    let dir = scratch("trace");
+    let trace = dir.join("run.trace");
+    let t = trace.to_str().unwrap();
+    let (code, _, err) = tclab(
+        &["sim", "cake-adsl-upload-htb", "--no-plots", "--out", "out", "--trace", t],
+        &dir,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("events written to"), "{err}");
+    // The bulk class's figures: 983 packets sent, 89 tail drops (its `tc -s class show` line says the
+    // same: crates/sim/tests/trace.rs holds them equal).
+    let (code, out, err) = tclab(&["trace", "stats", t, "--class", "1:20"], &dir);
+    assert_eq!(code, 0, "{err}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("router:ppp0") && l.contains(" 1:20 "))
+        .unwrap_or_else(|| panic!("{out}"));
+    let w: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(&w[3..6], ["983", "89", "tail_drop"], "{row}");
+    let (_, out, _) = tclab(&["trace", "show", t, "--flow", "upload", "--event", "drop"], &dir);
+    assert_eq!(out.lines().count(), 89);
+    assert!(out.lines().all(|l| l.contains(" drop upload ")));
+    // Bad input.
+    for (args, msg) in [
+        (vec!["trace", "stats", "nope.trace"], "cannot read nope.trace"),
+        (vec!["trace", "stats", t, "--class", "x:y"], "\"x:y\" is not a classid"),
+        (vec!["trace", "show", t, "--event", "boom"], "\"boom\" is not enq, deq, drop or rxdrop"),
+        (vec!["trace", "plot", t], "trace plot: give --class"),
+        (vec!["trace", "frob", t], "unknown command \"frob\""),
+        (vec!["sim", "cake-adsl-upload-htb", "--trace"], "--trace needs a file"),
+    ] {
+        let (code, _, err) = tclab(&args, &dir);
+        assert_eq!(code, 1, "{args:?}");
+        assert!(err.contains(msg), "{args:?}: {err}");
+    }
+    std::fs::write(dir.join("other.txt"), "hello\n").unwrap();
+    let (code, _, err) = tclab(&["trace", "stats", "other.txt"], &dir);
+    assert_eq!(code, 1);
+    assert!(err.contains("not a trace line"), "{err}");
+}

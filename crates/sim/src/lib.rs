@@ -8,4 +8,5 @@ pub mod rng;
 pub mod run;
 pub mod scenario;
 pub mod tcpapp;
+pub mod trace;
 pub mod wire;

@@ -244,6 +244,8 @@ pub struct Network {
     /// current event is done, as `tcp_wfree` defers to the TSQ tasklet, so that no socket sends from
     /// inside another's transmit.
     freed: Vec<(AppId, u32)>,
+    /// The per-packet trace being written (`tclab sim --trace`), if any.
+    pub trace: Option<crate::trace::Trace>,
 }
 
 impl Network {
@@ -266,6 +268,7 @@ impl Network {
             frames_sent: 0,
             ip_id: 0,
             freed: Vec::new(),
+            trace: None,
         }
     }
 
@@ -688,8 +691,15 @@ impl Network {
             return Verdict::Drop;
         }
         let owner = (pkt.tag, pkt.len);
+        let traced = self.trace.is_some().then(|| pkt.clone());
+        let Some(dev) = self.dev_mut(iface) else {
+            return Verdict::Drop;
+        };
         let raw = dev.enqueue(pkt, &mut cx);
         let verdict = raw.to_sender();
+        if let Some(p) = traced {
+            self.trace_enqueue(now, &self.iface_label(iface), raw, &p, &cx);
+        }
         if !cx.drops.is_empty() {
             self.qdisc_dropped(iface, verdict, cx.drops.take());
         }
@@ -767,7 +777,13 @@ impl Network {
         let Some(dev) = self.nodes[node].engine.devices.get_mut(&m.dev) else {
             return true;
         };
-        let verdict = dev.enqueue(pkt, &mut cx).to_sender();
+        let traced = self.trace.is_some().then(|| pkt.clone());
+        let raw = dev.enqueue(pkt, &mut cx);
+        let verdict = raw.to_sender();
+        if let Some(p) = traced {
+            let label = format!("{}:{}", self.nodes[node].name, m.dev);
+            self.trace_enqueue(now, &label, raw, &p, &cx);
+        }
         let dropped = cx.drops.len() as u64;
         self.vdevs[v].counters.tx_dropped += dropped;
         if !cx.mirred.is_empty() {
@@ -818,6 +834,10 @@ impl Network {
             if !cx.drops.is_empty() {
                 dev.count_dropped(&cx.drops);
                 self.vdevs[v].counters.tx_dropped += cx.drops.len() as u64;
+            }
+            if self.trace.is_some() {
+                let label = format!("{}:{}", self.nodes[node].name, self.vdevs[v].name);
+                self.trace_dequeue(now, &label, pkt.as_ref(), &cx);
             }
             let Some(mut pkt) = pkt else {
                 if let Some(w) = cx.wake_at {
@@ -883,7 +903,13 @@ impl Network {
         };
         let mut cx = Cx::new(now);
         let pkt = dev.dequeue(&mut cx);
+        if self.trace.is_some() {
+            self.trace_dequeue(now, &self.iface_label(iface), pkt.as_ref(), &cx);
+        }
         if !cx.drops.is_empty() {
+            let Some(dev) = self.dev_mut(iface) else {
+                return;
+            };
             dev.count_dropped(&cx.drops);
             let drops = cx.drops.take();
             self.qdisc_dropped(iface, Verdict::Success, drops);
@@ -1053,6 +1079,14 @@ impl Network {
         let Some(pkt) = pkt else {
             // Shot by an action (in `cx.drops`), or stolen by one (not a drop).
             self.ifaces[iface].counters.rx_dropped += cx.drops.len() as u64;
+            if self.trace.is_some() && !cx.drops.is_empty() {
+                let label = self.iface_label(iface);
+                if let Some(t) = self.trace.as_mut() {
+                    for d in cx.drops.iter() {
+                        t.record(now, &label, crate::trace::Event::RxDrop, &d.pkt);
+                    }
+                }
+            }
             return;
         };
         self.after_ingress(now, iface, pkt);
@@ -1173,6 +1207,30 @@ impl Network {
     pub fn device(&self, iface: IfaceId) -> Option<&tclab_core::engine::Device> {
         let i = &self.ifaces[iface];
         self.nodes[i.node].engine.device(&i.name)
+    }
+
+    /// Trace an enqueue on `dev` and the drops it caused.
+    #[cold]
+    fn trace_enqueue(&mut self, now: Nanos, dev: &str, v: Verdict, pkt: &Packet, cx: &Cx) {
+        use crate::trace::Event;
+        let Some(t) = self.trace.as_mut() else { return };
+        t.record(now, dev, Event::Enqueue(v.to_sender()), pkt);
+        for d in cx.drops.iter() {
+            t.record(now, dev, Event::Drop(d.reason, d.arriving), &d.pkt);
+        }
+    }
+
+    /// Trace a dequeue on `dev` (the packet, if any) and the drops it made.
+    #[cold]
+    fn trace_dequeue(&mut self, now: Nanos, dev: &str, pkt: Option<&Packet>, cx: &Cx) {
+        use crate::trace::Event;
+        let Some(t) = self.trace.as_mut() else { return };
+        for d in cx.drops.iter() {
+            t.record(now, dev, Event::Drop(d.reason, d.arriving), &d.pkt);
+        }
+        if let Some(p) = pkt {
+            t.record(now, dev, Event::Dequeue, p);
+        }
     }
 
     /// "node:iface" of an interface.

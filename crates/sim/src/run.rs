@@ -57,6 +57,8 @@ pub struct Outcome {
 struct Started {
     senders: Vec<AppId>,
     receivers: Vec<AppId>,
+    /// Each stream's source port (a ping's ICMP identifier).
+    ports: Vec<u16>,
 }
 
 fn out_iface(sc: &Scenario, from: NodeId, to: NodeId) -> usize {
@@ -73,6 +75,7 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
     let mut st = Started {
         senders: Vec::new(),
         receivers: Vec::new(),
+        ports: Vec::new(),
     };
     // Parallel streams do not start in lock-step (iperf opens them one after another): each stream after
     // the first starts up to one packet interval (UDP) or 10 ms (TCP) late, drawn from the run's seed.
@@ -80,6 +83,7 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
     for s in 0..t.streams {
         let sport = *next_port;
         *next_port = next_port.checked_add(1).ok_or("out of source ports")?;
+        st.ports.push(sport);
         let dport = t.port.wrapping_add(s as u16);
         match &t.kind {
             TrafficKind::Udp { rate_bps, length } => {
@@ -163,6 +167,21 @@ pub fn run(sc: &mut Scenario, progress: &mut dyn FnMut(Nanos)) -> Result<Outcome
     let mut started = Vec::new();
     for t in &traffic {
         started.push(start_traffic(sc, t, &mut next_port)?);
+    }
+    if let Some(tr) = sc.net.trace.as_mut() {
+        let flows: Vec<(String, u8, Vec<u16>)> = traffic
+            .iter()
+            .zip(&started)
+            .map(|(t, s)| {
+                let proto = match t.kind {
+                    TrafficKind::Tcp { .. } => 6,
+                    TrafficKind::Udp { .. } => 17,
+                    TrafficKind::Ping { .. } => 1,
+                };
+                (t.name.clone(), proto, s.ports.clone())
+            })
+            .collect();
+        tr.begin(&flows);
     }
     let probes = traffic
         .iter()
