@@ -99,6 +99,16 @@ fn tdc_hfsc() {
 }
 
 #[test]
+fn tdc_ets() {
+    assert_no_failures(&["qdiscs/ets.json"]);
+}
+
+#[test]
+fn tdc_qfq() {
+    assert_no_failures(&["qdiscs/qfq.json"]);
+}
+
+#[test]
 fn tdc_u32() {
     assert_no_failures(&["filters/u32.json"]);
 }

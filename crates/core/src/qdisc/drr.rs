@@ -105,12 +105,7 @@ impl Drr {
     }
 
     fn default_child(classid: u32, env: &DevEnv) -> Sched {
-        // `qdisc_create_dflt(…, &pfifo_qdisc_ops, classid)`: a pfifo of `tx_queue_len` packets, handle 0.
-        Sched::new(
-            Handle::UNSPEC,
-            Handle(classid),
-            Box::new(Fifo::pfifo(env.txqueuelen)),
-        )
+        Fifo::default_child(classid, env)
     }
 
     fn deactivate(&mut self, classid: u32) {

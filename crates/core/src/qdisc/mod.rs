@@ -15,6 +15,7 @@ pub(crate) mod class_hash;
 pub mod codel;
 pub mod codel_impl;
 pub mod drr;
+pub mod ets;
 pub mod fifo;
 pub mod fq_codel;
 pub mod hfsc;
@@ -378,7 +379,8 @@ pub struct DevEnv {
 
 impl DevEnv {
     pub fn psched_mtu(&self) -> u32 {
-        self.mtu + self.hard_header_len
+        // An unsigned int in the kernel: a huge mtu wraps rather than panics.
+        self.mtu.wrapping_add(self.hard_header_len)
     }
 }
 
@@ -406,6 +408,7 @@ pub enum QdiscOptions {
     Mq,
     Netem(netem::NetemOptions),
     Hfsc(hfsc::HfscOptions),
+    Ets(ets::EtsOptions),
 }
 
 impl QdiscOptions {
@@ -428,6 +431,7 @@ impl QdiscOptions {
             QdiscOptions::Mq => "mq",
             QdiscOptions::Netem(_) => "netem",
             QdiscOptions::Hfsc(_) => "hfsc",
+            QdiscOptions::Ets(_) => "ets",
         }
     }
 }
@@ -465,6 +469,7 @@ pub const KINDS: &[QdiscKind] = &[
     mq::KIND,
     netem::KIND,
     hfsc::KIND,
+    ets::KIND,
 ];
 
 /// The discipline named `name`.
@@ -486,6 +491,7 @@ pub enum ClassOptions {
     Cbq(cbq::CbqClassOptions),
     Drr(drr::DrrClassOptions),
     Hfsc(hfsc::HfscClassOptions),
+    Ets(ets::EtsClassOptions),
 }
 
 /// Discipline-specific statistics (`TCA_XSTATS`) of a qdisc or a class, other than HTB's.

@@ -15,6 +15,7 @@ use tclab_core::units::LinkLayer;
 pub mod cbq;
 pub mod codel;
 pub mod drr;
+pub mod ets;
 pub mod fifo;
 pub mod fq_codel;
 pub mod hfsc;
@@ -70,6 +71,7 @@ pub const KINDS: &[QdiscLang] = &[
     mq::LANG,
     netem::LANG,
     hfsc::LANG,
+    ets::LANG,
 ];
 
 pub fn lang(kind: &str) -> Option<&'static QdiscLang> {
@@ -83,12 +85,12 @@ pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | 
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
 pub const KNOWN_TO_TC: &[&str] = &[
-    "red", "fq", "qfq", "choke", "sfb", "pie", "fq_pie", "cake", "mqprio", "multiq", "ets", "gred",
+    "red", "fq", "qfq", "choke", "sfb", "pie", "fq_pie", "cake", "mqprio", "multiq", "gred",
     "hhf", "plug", "skbprio", "taprio", "etf", "cbs",
 ];
 
 /// Those of [`KNOWN_TO_TC`] whose tc has a class parser (`parse_copt`).
-const KNOWN_CLASSFUL: &[&str] = &["qfq", "ets"];
+const KNOWN_CLASSFUL: &[&str] = &["qfq"];
 
 pub(crate) fn linklayer(s: &str) -> Option<LinkLayer> {
     if matches(s, "ethernet") {
