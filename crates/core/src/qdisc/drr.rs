@@ -116,22 +116,7 @@ impl Drr {
     /// counts it as a drop (`__NET_XMIT_BYPASS`: no class, or an action shot it), `Stolen` when an action
     /// took it.
     pub fn classify(&self, pkt: &mut Packet, cx: &mut Cx) -> Result<u32, Verdict> {
-        if (pkt.priority ^ self.handle.0) & 0xffff_0000 == 0
-            && self.classes.contains_key(&pkt.priority)
-        {
-            return Ok(pkt.priority);
-        }
-        match crate::filter::classify(&self.block, pkt, cx) {
-            FilterVerdict::Unclassified | FilterVerdict::Shot => Err(Verdict::Bypass),
-            FilterVerdict::Stolen => Err(Verdict::Stolen),
-            FilterVerdict::Classified { classid, .. } => {
-                if self.classes.contains_key(&classid) {
-                    Ok(classid)
-                } else {
-                    Err(Verdict::Bypass)
-                }
-            }
-        }
+        classify_flat(self.handle, &self.block, |id| self.classes.contains_key(&id), pkt, cx)
     }
 
     /// `drr_dequeue` proper (without the peeked packet).
@@ -170,6 +155,28 @@ impl Drr {
     /// The deficit of a class (tests and `tc -s class show`).
     pub fn deficit(&self, classid: Handle) -> Option<u32> {
         self.classes.get(&classid.0).map(|c| c.deficit)
+    }
+}
+
+/// The classification of a flat set of classes with filters at the qdisc only (`drr_classify`,
+/// `qfq_classify`): a `skb->priority` naming an existing class of this qdisc wins; otherwise the filters
+/// decide. No class (unclassified, or a result naming none) or an action that shot the packet: `Bypass`
+/// (a drop the qdisc counts); an action that took it: `Stolen`.
+pub(crate) fn classify_flat(
+    handle: Handle,
+    block: &Block,
+    exists: impl Fn(u32) -> bool,
+    pkt: &mut Packet,
+    cx: &mut Cx,
+) -> Result<u32, Verdict> {
+    if (pkt.priority ^ handle.0) & 0xffff_0000 == 0 && exists(pkt.priority) {
+        return Ok(pkt.priority);
+    }
+    match crate::filter::classify(block, pkt, cx) {
+        FilterVerdict::Unclassified | FilterVerdict::Shot => Err(Verdict::Bypass),
+        FilterVerdict::Stolen => Err(Verdict::Stolen),
+        FilterVerdict::Classified { classid, .. } if exists(classid) => Ok(classid),
+        FilterVerdict::Classified { .. } => Err(Verdict::Bypass),
     }
 }
 

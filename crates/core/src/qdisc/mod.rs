@@ -27,6 +27,7 @@ pub mod netem_dist;
 pub mod noqueue;
 pub mod pfifo_fast;
 pub mod prio;
+pub mod qfq;
 pub mod sfq;
 pub mod tbf;
 
@@ -409,6 +410,8 @@ pub enum QdiscOptions {
     Netem(netem::NetemOptions),
     Hfsc(hfsc::HfscOptions),
     Ets(ets::EtsOptions),
+    /// QFQ has no qdisc options.
+    Qfq,
 }
 
 impl QdiscOptions {
@@ -432,6 +435,7 @@ impl QdiscOptions {
             QdiscOptions::Netem(_) => "netem",
             QdiscOptions::Hfsc(_) => "hfsc",
             QdiscOptions::Ets(_) => "ets",
+            QdiscOptions::Qfq => "qfq",
         }
     }
 }
@@ -470,6 +474,7 @@ pub const KINDS: &[QdiscKind] = &[
     netem::KIND,
     hfsc::KIND,
     ets::KIND,
+    qfq::KIND,
 ];
 
 /// The discipline named `name`.
@@ -492,6 +497,7 @@ pub enum ClassOptions {
     Drr(drr::DrrClassOptions),
     Hfsc(hfsc::HfscClassOptions),
     Ets(ets::EtsClassOptions),
+    Qfq(qfq::QfqClassOptions),
 }
 
 /// Discipline-specific statistics (`TCA_XSTATS`) of a qdisc or a class, other than HTB's.

@@ -26,6 +26,7 @@ pub mod netem;
 pub mod noqueue;
 pub mod pfifo_fast;
 pub mod prio;
+pub mod qfq;
 pub mod sfq;
 pub mod tbf;
 
@@ -72,6 +73,7 @@ pub const KINDS: &[QdiscLang] = &[
     netem::LANG,
     hfsc::LANG,
     ets::LANG,
+    qfq::LANG,
 ];
 
 pub fn lang(kind: &str) -> Option<&'static QdiscLang> {
@@ -85,12 +87,12 @@ pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | 
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
 pub const KNOWN_TO_TC: &[&str] = &[
-    "red", "fq", "qfq", "choke", "sfb", "pie", "fq_pie", "cake", "mqprio", "multiq", "gred",
+    "red", "fq", "choke", "sfb", "pie", "fq_pie", "cake", "mqprio", "multiq", "gred",
     "hhf", "plug", "skbprio", "taprio", "etf", "cbs",
 ];
 
 /// Those of [`KNOWN_TO_TC`] whose tc has a class parser (`parse_copt`).
-const KNOWN_CLASSFUL: &[&str] = &["qfq"];
+const KNOWN_CLASSFUL: &[&str] = &[];
 
 pub(crate) fn linklayer(s: &str) -> Option<LinkLayer> {
     if matches(s, "ethernet") {
