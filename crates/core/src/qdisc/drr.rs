@@ -116,7 +116,13 @@ impl Drr {
     /// counts it as a drop (`__NET_XMIT_BYPASS`: no class, or an action shot it), `Stolen` when an action
     /// took it.
     pub fn classify(&self, pkt: &mut Packet, cx: &mut Cx) -> Result<u32, Verdict> {
-        classify_flat(self.handle, &self.block, |id| self.classes.contains_key(&id), pkt, cx)
+        classify_flat(
+            self.handle,
+            &self.block,
+            |id| self.classes.contains_key(&id),
+            pkt,
+            cx,
+        )
     }
 
     /// `drr_dequeue` proper (without the peeked packet).

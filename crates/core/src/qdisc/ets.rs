@@ -176,7 +176,11 @@ impl Ets {
     /// The commit half of `ets_qdisc_change`.
     fn apply(&mut self, t: Tuned, env: &DevEnv) {
         // Removed bands: off the active list, their queues purged (taken off our counters).
-        for (i, gone) in self.bands.drain(t.nbands.min(self.bands.len())..).enumerate() {
+        for (i, gone) in self
+            .bands
+            .drain(t.nbands.min(self.bands.len())..)
+            .enumerate()
+        {
             let band = t.nbands + i;
             self.active.retain(|&b| b != band);
             let s = gone.q.q.stats();
@@ -579,8 +583,14 @@ mod tests {
             (opts(0, 0, &[], &[]), "Invalid number of bands"),
             (opts(17, 0, &[], &[]), "Invalid number of bands"),
             (opts(2, 3, &[], &[]), "Invalid number of strict bands"),
-            (opts(2, 0, &[], &[0; 17]), "Too many priorities in ETS priomap"),
-            (opts(2, 0, &[], &[0, 2]), "Invalid band number in ETS priomap"),
+            (
+                opts(2, 0, &[], &[0; 17]),
+                "Too many priorities in ETS priomap",
+            ),
+            (
+                opts(2, 0, &[], &[0, 2]),
+                "Invalid band number in ETS priomap",
+            ),
             (
                 opts(2, 1, &[500, 500], &[]),
                 "ETS quanta has more values than bands",
@@ -621,7 +631,10 @@ mod tests {
             q.dump(),
             QdiscOptions::Ets(opts(3, 1, &[3000, 256], &[2; 16]))
         );
-        assert_eq!(q.delete_class(Handle::new(1, 2)).unwrap_err().errno, Errno::NotSupported);
+        assert_eq!(
+            q.delete_class(Handle::new(1, 2)).unwrap_err().errno,
+            Errno::NotSupported
+        );
     }
 
     #[test]

@@ -264,7 +264,9 @@ impl Qfq {
     }
 
     fn grp_of(&self, a: usize) -> usize {
-        self.agg(a).grp.expect("an aggregate with classes has a group")
+        self.agg(a)
+            .grp
+            .expect("an aggregate with classes has a group")
     }
 
     fn cl(&mut self, id: u32) -> &mut QfqClass {
@@ -617,9 +619,7 @@ impl Qfq {
             }
         }
         let agg = self.agg_mut(a);
-        agg.f = agg
-            .s
-            .wrapping_add(agg.budgetmax as u64 * agg.inv_w as u64);
+        agg.f = agg.s.wrapping_add(agg.budgetmax as u64 * agg.inv_w as u64);
     }
 
     /// `qfq_schedule_agg`.
@@ -706,7 +706,9 @@ impl Qfq {
             }
             self.clear_bit(g, &[ER]);
         } else if self.groups[g].slots[self.groups[g].front as usize].is_empty() {
-            let Some(next) = self.slot_scan(g) else { return };
+            let Some(next) = self.slot_scan(g) else {
+                return;
+            };
             let shift = self.groups[g].slot_shift;
             let rounded_s = round_down(self.agg(next).s, shift);
             if self.groups[g].s != rounded_s {
@@ -820,9 +822,7 @@ impl Qfq {
         self.stats.count_sent(&pkt);
         let agg = self.agg_mut(a);
         agg.budget = agg.budget.saturating_sub(len);
-        self.v = self
-            .v
-            .wrapping_add(len as u64 * self.iwsum as u64);
+        self.v = self.v.wrapping_add(len as u64 * self.iwsum as u64);
         Ok(Some(pkt))
     }
 
@@ -873,8 +873,13 @@ impl Qdisc for Qfq {
     /// `qfq_enqueue`.
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
         let classes = &self.classes;
-        let id = match classify_flat(self.handle, &self.block, |c| classes.contains_key(&c), &mut pkt, cx)
-        {
+        let id = match classify_flat(
+            self.handle,
+            &self.block,
+            |c| classes.contains_key(&c),
+            &mut pkt,
+            cx,
+        ) {
             Ok(id) => id,
             Err(v) => {
                 if v.counts_drop() {
@@ -1005,7 +1010,10 @@ impl ClassOps for Qfq {
         env: &DevEnv,
     ) -> Result<Option<Sched>, KernelError> {
         if !self.classes.contains_key(&classid.0) {
-            return Err(KernelError::msg(Errno::NoEntry, "Specified class not found"));
+            return Err(KernelError::msg(
+                Errno::NoEntry,
+                "Specified class not found",
+            ));
         }
         let new = new.unwrap_or_else(|| Fifo::default_child(classid.0, env));
         let mut old = std::mem::replace(&mut self.cl(classid.0).q, new);
@@ -1159,7 +1167,13 @@ mod tests {
         hard_header_len: 14,
     };
 
-    fn add(q: &mut Qfq, minor: u16, weight: Option<u32>, lmax: Option<u32>, env: &DevEnv) -> Result<Vec<Warning>, KernelError> {
+    fn add(
+        q: &mut Qfq,
+        minor: u16,
+        weight: Option<u32>,
+        lmax: Option<u32>,
+        env: &DevEnv,
+    ) -> Result<Vec<Warning>, KernelError> {
         q.change_class(
             Handle::new(1, minor),
             Handle::ROOT,
@@ -1189,15 +1203,26 @@ mod tests {
         let mut q = Qfq::new(Handle::new(1, 0), &ENV);
         add(&mut q, 1, None, None, &ENV).unwrap();
         assert_eq!(q.class_params(Handle::new(1, 1)), Some((1, 1514)));
-        for (w, l) in [(Some(0), None), (Some(1025), None), (None, Some(511)), (None, Some(65537))] {
+        for (w, l) in [
+            (Some(0), None),
+            (Some(1025), None),
+            (None, Some(511)),
+            (None, Some(65537)),
+        ] {
             let e = add(&mut q, 2, w, l, &ENV).unwrap_err();
-            assert_eq!((e.errno, e.msg.as_deref()), (Errno::Range, Some("integer out of range")));
+            assert_eq!(
+                (e.errno, e.msg.as_deref()),
+                (Errno::Range, Some("integer out of range"))
+            );
         }
         // An MTU whose psched_mtu is outside 512 … 65536 needs an explicit maxpkt.
         for mtu in [256, 2_147_483_647] {
             let env = DevEnv { mtu, ..ENV };
             let e = add(&mut q, 2, Some(100), None, &env).unwrap_err();
-            assert_eq!(e.msg.as_deref(), Some("sch_qfq: MTU size out of bounds for qfq"));
+            assert_eq!(
+                e.msg.as_deref(),
+                Some("sch_qfq: MTU size out of bounds for qfq")
+            );
             add(&mut q, 2, Some(100), Some(2000), &env).unwrap();
             q.delete_class(Handle::new(1, 2)).unwrap();
         }

@@ -144,11 +144,7 @@ fn parse_class(args: &[String], _excl: bool) -> Result<ClassOptions> {
                 o.quantum = Some(quantum(it.value()?)?);
             }
             "help" => return Err(Failure::options(CLASS_USAGE)),
-            _ => {
-                return Err(Failure::options(format!(
-                    "What is \"{a}\"?\n{CLASS_USAGE}"
-                )))
-            }
+            _ => return Err(Failure::options(format!("What is \"{a}\"?\n{CLASS_USAGE}"))),
         }
     }
     Ok(ClassOptions::Ets(o))
@@ -206,7 +202,10 @@ mod tests {
 
     #[test]
     fn what_tc_sends() {
-        assert_eq!(p("strict 3 quanta 1500 750").unwrap(), ets(5, 3, &[1500, 750], &[]));
+        assert_eq!(
+            p("strict 3 quanta 1500 750").unwrap(),
+            ets(5, 3, &[1500, 750], &[])
+        );
         assert_eq!(
             p("quanta 10 20 bands 4 priomap 1 0").unwrap(),
             ets(4, 0, &[10, 20], &[1, 0])
@@ -222,15 +221,24 @@ mod tests {
     #[test]
     fn what_tc_refuses() {
         for (line, msg) in [
-            ("", "One of \"bands\", \"quanta\" or \"strict\" needs to be specified"),
+            (
+                "",
+                "One of \"bands\", \"quanta\" or \"strict\" needs to be specified",
+            ),
             ("bands 17", "The number of \"bands\" must be <= 16"),
             ("strict x", "Illegal \"strict\""),
             ("quanta 1000 0", "\"quanta\" must be > 0"),
             ("quanta -1", "Illegal \"quanta\" element"),
             ("bands 2 quanta 1 2 3", "Not enough total bands"),
-            ("bands 2 priomap 0 1 2", "\"priomap\" element is out of bounds"),
+            (
+                "bands 2 priomap 0 1 2",
+                "\"priomap\" element is out of bounds",
+            ),
             ("bands 2 bands 2", "Duplicate \"bands\""),
-            ("priomap 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 bands 2", "index cannot be higher than 15"),
+            (
+                "priomap 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 bands 2",
+                "index cannot be higher than 15",
+            ),
             ("foo", "What is \"foo\"?"),
         ] {
             let e = p(line).unwrap_err();

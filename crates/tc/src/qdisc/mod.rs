@@ -87,8 +87,8 @@ pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | 
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
 pub const KNOWN_TO_TC: &[&str] = &[
-    "red", "fq", "choke", "sfb", "pie", "fq_pie", "cake", "mqprio", "multiq", "gred",
-    "hhf", "plug", "skbprio", "taprio", "etf", "cbs",
+    "red", "fq", "choke", "sfb", "pie", "fq_pie", "cake", "mqprio", "multiq", "gred", "hhf",
+    "plug", "skbprio", "taprio", "etf", "cbs",
 ];
 
 /// Those of [`KNOWN_TO_TC`] whose tc has a class parser (`parse_copt`).

@@ -47,13 +47,12 @@ fn parse_class(args: &[String], _excl: bool) -> Result<ClassOptions> {
         } else if a == "help" {
             return Err(Failure::options(CLASS_USAGE));
         } else {
-            return Err(Failure::options(format!(
-                "What is \"{a}\"?\n{CLASS_USAGE}"
-            )));
+            return Err(Failure::options(format!("What is \"{a}\"?\n{CLASS_USAGE}")));
         };
         let v = it.value()?;
-        *slot.0 =
-            Some(get_u32(v, 10).ok_or_else(|| Failure::options(format!("Illegal \"{}\"", slot.1)))?);
+        *slot.0 = Some(
+            get_u32(v, 10).ok_or_else(|| Failure::options(format!("Illegal \"{}\"", slot.1)))?,
+        );
     }
     Ok(ClassOptions::Qfq(o))
 }
