@@ -109,6 +109,16 @@ fn tdc_qfq() {
 }
 
 #[test]
+fn tdc_skbprio() {
+    assert_no_failures(&["qdiscs/skbprio.json"]);
+}
+
+#[test]
+fn tdc_plug() {
+    assert_no_failures(&["qdiscs/plug.json"]);
+}
+
+#[test]
 fn tdc_u32() {
     assert_no_failures(&["filters/u32.json"]);
 }

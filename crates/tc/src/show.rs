@@ -181,7 +181,10 @@ pub fn classes(
         out.push('\n');
         if flags.stats {
             // Classes whose discipline has `dump_stats` (TBF's has none: an empty line).
-            if c.options.is_some() || c.xstats.is_some() || matches!(c.kind, "prio" | "mq") {
+            if c.options.is_some()
+                || c.xstats.is_some()
+                || matches!(c.kind, "prio" | "mq" | "skbprio")
+            {
                 stats_block(&c.stats, out);
             } else {
                 out.push('\n');

@@ -26,9 +26,11 @@ pub mod netem;
 pub mod netem_dist;
 pub mod noqueue;
 pub mod pfifo_fast;
+pub mod plug;
 pub mod prio;
 pub mod qfq;
 pub mod sfq;
+pub mod skbprio;
 pub mod tbf;
 
 use crate::error::{Errno, KernelError, Warning};
@@ -412,6 +414,8 @@ pub enum QdiscOptions {
     Ets(ets::EtsOptions),
     /// QFQ has no qdisc options.
     Qfq,
+    Skbprio(skbprio::SkbprioOptions),
+    Plug(plug::PlugOptions),
 }
 
 impl QdiscOptions {
@@ -436,6 +440,8 @@ impl QdiscOptions {
             QdiscOptions::Hfsc(_) => "hfsc",
             QdiscOptions::Ets(_) => "ets",
             QdiscOptions::Qfq => "qfq",
+            QdiscOptions::Skbprio(_) => "skbprio",
+            QdiscOptions::Plug(_) => "plug",
         }
     }
 }
@@ -475,6 +481,8 @@ pub const KINDS: &[QdiscKind] = &[
     hfsc::KIND,
     ets::KIND,
     qfq::KIND,
+    skbprio::KIND,
+    plug::KIND,
 ];
 
 /// The discipline named `name`.

@@ -25,9 +25,11 @@ pub mod mq;
 pub mod netem;
 pub mod noqueue;
 pub mod pfifo_fast;
+pub mod plug;
 pub mod prio;
 pub mod qfq;
 pub mod sfq;
+pub mod skbprio;
 pub mod tbf;
 
 /// One discipline's language.
@@ -74,6 +76,8 @@ pub const KINDS: &[QdiscLang] = &[
     hfsc::LANG,
     ets::LANG,
     qfq::LANG,
+    skbprio::LANG,
+    plug::LANG,
 ];
 
 pub fn lang(kind: &str) -> Option<&'static QdiscLang> {
@@ -88,7 +92,7 @@ pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | 
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
 pub const KNOWN_TO_TC: &[&str] = &[
     "red", "fq", "choke", "sfb", "pie", "fq_pie", "cake", "mqprio", "multiq", "gred", "hhf",
-    "plug", "skbprio", "taprio", "etf", "cbs",
+    "taprio", "etf", "cbs",
 ];
 
 /// Those of [`KNOWN_TO_TC`] whose tc has a class parser (`parse_copt`).
