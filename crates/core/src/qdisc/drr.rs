@@ -186,6 +186,43 @@ pub(crate) fn classify_flat(
     }
 }
 
+/// A packet classification did not queue: a drop of the qdisc if the verdict counts one (`Bypass`:
+/// no class, or an action shot it), with the packet in the drop list; nothing for `Stolen`.
+pub(crate) fn refuse_unclassified(
+    stats: &mut QdiscStats,
+    pkt: Packet,
+    v: Verdict,
+    reason: DropReason,
+    cx: &mut Cx,
+) -> Verdict {
+    if v.counts_drop() {
+        stats.drops += 1;
+        cx.drop_arriving(pkt, reason);
+    }
+    v
+}
+
+/// `qdisc_enqueue` to a class's child from a parent that keeps its own qlen and backlog (ETS, QFQ):
+/// what the child removed to make room comes off the parent's counters too, and a refusal that counts
+/// as a drop is one of the parent's. `Ok` when the child queued the packet.
+pub(crate) fn enqueue_child(
+    stats: &mut QdiscStats,
+    child: &mut dyn Qdisc,
+    pkt: Packet,
+    cx: &mut Cx,
+) -> Result<(), Verdict> {
+    let mark = cx.tree_reduced;
+    let v = child.enqueue(pkt, cx);
+    stats.reduce(cx.reduced_since(mark));
+    if v == Verdict::Success {
+        return Ok(());
+    }
+    if v.counts_drop() {
+        stats.drops += 1;
+    }
+    Err(v)
+}
+
 impl Drr {
     /// The dequeue itself; [`Qdisc::dequeue`] wraps it to follow its children's drops.
     fn dequeue_own(&mut self, cx: &mut Cx) -> Option<Packet> {
@@ -219,11 +256,7 @@ impl Qdisc for Drr {
         let id = match self.classify(&mut pkt, cx) {
             Ok(id) => id,
             Err(v) => {
-                if v.counts_drop() {
-                    self.stats.drops += 1;
-                    cx.drop_arriving(pkt, DropReason::Unclassified);
-                }
-                return v;
+                return refuse_unclassified(&mut self.stats, pkt, v, DropReason::Unclassified, cx)
             }
         };
         let cl = self

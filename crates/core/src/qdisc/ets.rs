@@ -30,6 +30,7 @@
 //! can replace. A class's counters are those of its child qdisc. `peek` is `qdisc_peek_dequeued`: the
 //! choice is made and the packet held for the next dequeue.
 
+use super::drr::{enqueue_child, refuse_unclassified};
 use super::fifo::Fifo;
 use super::{ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats};
 use super::{DropReason, PeekDequeued, Peeked, Sched, Verdict};
@@ -338,22 +339,10 @@ impl Qdisc for Ets {
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
         let band = match self.classify(&mut pkt, cx) {
             Ok(band) => band,
-            Err(v) => {
-                if v.counts_drop() {
-                    self.stats.drops += 1;
-                    cx.drop_arriving(pkt, DropReason::Action);
-                }
-                return v;
-            }
+            Err(v) => return refuse_unclassified(&mut self.stats, pkt, v, DropReason::Action, cx),
         };
         let len = pkt.len;
-        let mark = cx.tree_reduced;
-        let v = self.bands[band].q.q.enqueue(pkt, cx);
-        self.stats.reduce(cx.reduced_since(mark));
-        if v != Verdict::Success {
-            if v.counts_drop() {
-                self.stats.drops += 1;
-            }
+        if let Err(v) = enqueue_child(&mut self.stats, &mut *self.bands[band].q.q, pkt, cx) {
             return v;
         }
         if !self.is_strict(band) && !self.active.contains(&band) {

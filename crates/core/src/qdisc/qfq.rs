@@ -51,7 +51,7 @@
 //! peeked), this port takes the class off its aggregate and starts the dequeue again.
 
 use super::class_hash::ClassHash;
-use super::drr::classify_flat;
+use super::drr::{classify_flat, enqueue_child, refuse_unclassified};
 use super::fifo::Fifo;
 use super::{ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats};
 use super::{DropReason, PeekDequeued, Peeked, Sched, Verdict};
@@ -882,11 +882,7 @@ impl Qdisc for Qfq {
         ) {
             Ok(id) => id,
             Err(v) => {
-                if v.counts_drop() {
-                    self.stats.drops += 1;
-                    cx.drop_arriving(pkt, DropReason::Unclassified);
-                }
-                return v;
+                return refuse_unclassified(&mut self.stats, pkt, v, DropReason::Unclassified, cx)
             }
         };
         let len = pkt.len;
@@ -900,13 +896,8 @@ impl Qdisc for Qfq {
                 return Verdict::Drop;
             }
         }
-        let mark = cx.tree_reduced;
-        let v = self.cl(id).q.q.enqueue(pkt, cx);
-        self.stats.reduce(cx.reduced_since(mark));
-        if v != Verdict::Success {
-            if v.counts_drop() {
-                self.stats.drops += 1;
-            }
+        let cl = self.classes.get_mut(&id).expect("a class of this qdisc");
+        if let Err(v) = enqueue_child(&mut self.stats, &mut *cl.q.q, pkt, cx) {
             return v;
         }
         let cl = self.cl(id);

@@ -237,7 +237,7 @@ mod tests {
             ("bands 2 bands 2", "Duplicate \"bands\""),
             (
                 "priomap 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 bands 2",
-                "index cannot be higher than 15",
+                "\"priomap\" index cannot be higher than 15",
             ),
             ("foo", "What is \"foo\"?"),
         ] {
