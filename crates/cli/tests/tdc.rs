@@ -104,6 +104,26 @@ fn tdc_hfsc() {
 }
 
 #[test]
+fn tdc_ets() {
+    assert_no_failures(&["qdiscs/ets.json"]);
+}
+
+#[test]
+fn tdc_qfq() {
+    assert_no_failures(&["qdiscs/qfq.json"]);
+}
+
+#[test]
+fn tdc_skbprio() {
+    assert_no_failures(&["qdiscs/skbprio.json"]);
+}
+
+#[test]
+fn tdc_plug() {
+    assert_no_failures(&["qdiscs/plug.json"]);
+}
+
+#[test]
 fn tdc_u32() {
     assert_no_failures(&["filters/u32.json"]);
 }

@@ -20,13 +20,24 @@
 //! - `hfsc sc`: leaves `sc rate 10gbit/2N` — real time and link sharing: every leaf is also in the eligible
 //!   tree, which `eltree_get_mindl` scans (in the kernel as here) over all eligible classes.
 //!
-//! `cargo bench -p tclab-core --bench htb -- hfsc` runs only HFSC; `-- htb` only HTB.
+//! The flat classful disciplines beside them (`-- flat`): N classes directly under the qdisc, two packets
+//! each, every packet naming its class by `skb->priority` and re-enqueued to it:
+//!
+//! - `drr` (quantum 1514) and `qfq` (weight 1, maxpkt 1514: eight classes an aggregate) with 1 to 65 534
+//!   classes — DRR is a round robin over its active list, QFQ an O(1) scheduler over groups and slots;
+//! - `prio` and `ets` (all bands sharing, quantum 1514) with 2, 3, 8 and 16 bands, the most they have.
+//!
+//! `cargo bench -p tclab-core --bench htb -- hfsc` runs only HFSC; `-- htb` only HTB; `-- flat` only these.
 
 use std::hint::black_box;
 use std::time::Instant;
 use tclab_core::engine::Flags;
+use tclab_core::qdisc::drr::DrrClassOptions;
+use tclab_core::qdisc::ets::EtsOptions;
 use tclab_core::qdisc::hfsc::{HfscClassOptions, HfscOptions, ServiceCurve};
 use tclab_core::qdisc::htb::{HtbClassOptions, HtbOptions};
+use tclab_core::qdisc::prio::PrioOptions;
+use tclab_core::qdisc::qfq::QfqClassOptions;
 use tclab_core::qdisc::{ClassOptions, Cx, QdiscOptions};
 use tclab_core::units::RateSpec;
 use tclab_core::{Engine, Handle, Packet};
@@ -128,6 +139,88 @@ fn main() {
             println!("{n:>8} {:>12} {ls:>22.1} {sc:>22.1}", 2_000_000);
         }
     }
+    if want("flat") {
+        println!(
+            "{:>8} {:>12} {:>22} {:>22}",
+            "classes", "packets", "drr ns/packet", "qfq ns/packet"
+        );
+        for &n in &[1u32, 100, 10_000, 65_534] {
+            let drr = run(build_flat(n, Flat::Drr), n);
+            let qfq = run(build_flat(n, Flat::Qfq), n);
+            println!("{n:>8} {:>12} {drr:>22.1} {qfq:>22.1}", 2_000_000);
+        }
+        println!(
+            "{:>8} {:>12} {:>22} {:>22}",
+            "bands", "packets", "prio ns/packet", "ets ns/packet"
+        );
+        for &n in &[2u32, 3, 8, 16] {
+            let prio = run(build_flat(n, Flat::Prio), n);
+            let ets = run(build_flat(n, Flat::Ets), n);
+            println!("{n:>8} {:>12} {prio:>22.1} {ets:>22.1}", 2_000_000);
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Flat {
+    Drr,
+    Qfq,
+    Prio,
+    Ets,
+}
+
+/// A flat qdisc 1: with `n` classes (DRR, QFQ) or bands (PRIO, ETS: all bands sharing), 1:1 … 1:n, two
+/// 1500-byte packets queued in each.
+fn build_flat(n: u32, kind: Flat) -> Engine {
+    let mut e = Engine::new();
+    e.add_device("eth0", 1500, 1000);
+    let qdisc = match kind {
+        Flat::Drr => QdiscOptions::Drr,
+        Flat::Qfq => QdiscOptions::Qfq,
+        Flat::Prio => QdiscOptions::Prio(PrioOptions {
+            bands: n as i32,
+            priomap: [0; 16],
+        }),
+        Flat::Ets => QdiscOptions::Ets(EtsOptions {
+            nbands: n as u8,
+            ..Default::default()
+        }),
+    };
+    e.modify_qdisc(
+        "eth0",
+        Handle::ROOT,
+        Handle::new(1, 0),
+        Some(&qdisc),
+        Flags::ADD,
+        0,
+    )
+    .unwrap();
+    for i in 0..n {
+        let id = Handle(0x1_0000 | (i + 1));
+        let opts = match kind {
+            Flat::Drr => Some(ClassOptions::Drr(DrrClassOptions { quantum: None })),
+            Flat::Qfq => Some(ClassOptions::Qfq(QfqClassOptions {
+                weight: Some(1),
+                lmax: Some(1514),
+            })),
+            Flat::Prio | Flat::Ets => None,
+        };
+        if let Some(o) = opts {
+            e.modify_class("eth0", Handle::new(1, 0), id, &o, Flags::ADD, 0)
+                .unwrap();
+        }
+        let dev = e.device_mut("eth0").unwrap();
+        for _ in 0..2 {
+            dev.enqueue(
+                Packet {
+                    priority: id.0,
+                    ..Packet::of_len(1500)
+                },
+                &mut Cx::new(0),
+            );
+        }
+    }
+    e
 }
 
 /// An HFSC tree of `n` leaves under 1:1 on a 10 Gbit/s link: `ls` leaves, or `sc` leaves (`rt`).

@@ -196,7 +196,8 @@ pub fn classes(
         out.push('\n');
         if flags.stats {
             // Classes whose discipline has `dump_stats` (TBF's has none: an empty line).
-            if c.is_flow_queue() {
+            if c.is_flow_queue() || c.kind == "skbprio" {
+                // skbprio's classes report queue counters only too (`skbprio_dump_class_stats`).
                 queue_stats_block(&c.stats, out);
             } else if c.options.is_some() || c.xstats.is_some() || matches!(c.kind, "prio" | "mq") {
                 stats_block(&c.stats, out);

@@ -105,12 +105,7 @@ impl Drr {
     }
 
     fn default_child(classid: u32, env: &DevEnv) -> Sched {
-        // `qdisc_create_dflt(…, &pfifo_qdisc_ops, classid)`: a pfifo of `tx_queue_len` packets, handle 0.
-        Sched::new(
-            Handle::UNSPEC,
-            Handle(classid),
-            Box::new(Fifo::pfifo(env.txqueuelen)),
-        )
+        Fifo::default_child(classid, env)
     }
 
     fn deactivate(&mut self, classid: u32) {
@@ -121,22 +116,13 @@ impl Drr {
     /// counts it as a drop (`__NET_XMIT_BYPASS`: no class, or an action shot it), `Stolen` when an action
     /// took it.
     pub fn classify(&self, pkt: &mut Packet, cx: &mut Cx) -> Result<u32, Verdict> {
-        if (pkt.priority ^ self.handle.0) & 0xffff_0000 == 0
-            && self.classes.contains_key(&pkt.priority)
-        {
-            return Ok(pkt.priority);
-        }
-        match crate::filter::classify(&self.block, pkt, cx) {
-            FilterVerdict::Unclassified | FilterVerdict::Shot => Err(Verdict::Bypass),
-            FilterVerdict::Stolen => Err(Verdict::Stolen),
-            FilterVerdict::Classified { classid, .. } => {
-                if self.classes.contains_key(&classid) {
-                    Ok(classid)
-                } else {
-                    Err(Verdict::Bypass)
-                }
-            }
-        }
+        classify_flat(
+            self.handle,
+            &self.block,
+            |id| self.classes.contains_key(&id),
+            pkt,
+            cx,
+        )
     }
 
     /// `drr_dequeue` proper (without the peeked packet).
@@ -178,6 +164,65 @@ impl Drr {
     }
 }
 
+/// The classification of a flat set of classes with filters at the qdisc only (`drr_classify`,
+/// `qfq_classify`): a `skb->priority` naming an existing class of this qdisc wins; otherwise the filters
+/// decide. No class (unclassified, or a result naming none) or an action that shot the packet: `Bypass`
+/// (a drop the qdisc counts); an action that took it: `Stolen`.
+pub(crate) fn classify_flat(
+    handle: Handle,
+    block: &Block,
+    exists: impl Fn(u32) -> bool,
+    pkt: &mut Packet,
+    cx: &mut Cx,
+) -> Result<u32, Verdict> {
+    if (pkt.priority ^ handle.0) & 0xffff_0000 == 0 && exists(pkt.priority) {
+        return Ok(pkt.priority);
+    }
+    match crate::filter::classify(block, pkt, cx) {
+        FilterVerdict::Unclassified | FilterVerdict::Shot => Err(Verdict::Bypass),
+        FilterVerdict::Stolen => Err(Verdict::Stolen),
+        FilterVerdict::Classified { classid, .. } if exists(classid) => Ok(classid),
+        FilterVerdict::Classified { .. } => Err(Verdict::Bypass),
+    }
+}
+
+/// A packet classification did not queue: a drop of the qdisc if the verdict counts one (`Bypass`:
+/// no class, or an action shot it), with the packet in the drop list; nothing for `Stolen`.
+pub(crate) fn refuse_unclassified(
+    stats: &mut QdiscStats,
+    pkt: Packet,
+    v: Verdict,
+    reason: DropReason,
+    cx: &mut Cx,
+) -> Verdict {
+    if v.counts_drop() {
+        stats.drops += 1;
+        cx.drop_arriving(pkt, reason);
+    }
+    v
+}
+
+/// `qdisc_enqueue` to a class's child from a parent that keeps its own qlen and backlog (ETS, QFQ):
+/// what the child removed to make room comes off the parent's counters too, and a refusal that counts
+/// as a drop is one of the parent's. `Ok` when the child queued the packet.
+pub(crate) fn enqueue_child(
+    stats: &mut QdiscStats,
+    child: &mut dyn Qdisc,
+    pkt: Packet,
+    cx: &mut Cx,
+) -> Result<(), Verdict> {
+    let mark = cx.tree_reduced;
+    let v = child.enqueue(pkt, cx);
+    stats.reduce(cx.reduced_since(mark));
+    if v == Verdict::Success {
+        return Ok(());
+    }
+    if v.counts_drop() {
+        stats.drops += 1;
+    }
+    Err(v)
+}
+
 impl Drr {
     /// The dequeue itself; [`Qdisc::dequeue`] wraps it to follow its children's drops.
     fn dequeue_own(&mut self, cx: &mut Cx) -> Option<Packet> {
@@ -211,11 +256,7 @@ impl Qdisc for Drr {
         let id = match self.classify(&mut pkt, cx) {
             Ok(id) => id,
             Err(v) => {
-                if v.counts_drop() {
-                    self.stats.drops += 1;
-                    cx.drop_arriving(pkt, DropReason::Unclassified);
-                }
-                return v;
+                return refuse_unclassified(&mut self.stats, pkt, v, DropReason::Unclassified, cx)
             }
         };
         let cl = self

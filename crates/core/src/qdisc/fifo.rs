@@ -48,6 +48,16 @@ impl Fifo {
         q
     }
 
+    /// The invisible child a class starts with: `qdisc_create_dflt(…, &pfifo_qdisc_ops, classid)`, a pfifo
+    /// of `tx_queue_len` packets with handle 0 whose parent is the class (DRR, ETS, QFQ).
+    pub fn default_child(classid: u32, env: &DevEnv) -> super::Sched {
+        super::Sched::new(
+            crate::handle::Handle::UNSPEC,
+            crate::handle::Handle(classid),
+            Box::new(Fifo::pfifo(env.txqueuelen)),
+        )
+    }
+
     /// A pfifo with an explicit limit, as `fifo_create_dflt` makes for classes.
     pub fn pfifo(limit: u32) -> Fifo {
         Fifo {

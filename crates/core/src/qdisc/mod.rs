@@ -17,6 +17,7 @@ pub mod codel;
 pub mod codel_impl;
 pub mod cobalt;
 pub mod drr;
+pub mod ets;
 pub mod fifo;
 pub mod fq_codel;
 pub mod hfsc;
@@ -27,8 +28,11 @@ pub mod netem;
 pub mod netem_dist;
 pub mod noqueue;
 pub mod pfifo_fast;
+pub mod plug;
 pub mod prio;
+pub mod qfq;
 pub mod sfq;
+pub mod skbprio;
 pub mod tbf;
 
 use crate::error::{Errno, KernelError, Warning};
@@ -380,7 +384,8 @@ pub struct DevEnv {
 
 impl DevEnv {
     pub fn psched_mtu(&self) -> u32 {
-        self.mtu + self.hard_header_len
+        // An unsigned int in the kernel: a huge mtu wraps rather than panics.
+        self.mtu.wrapping_add(self.hard_header_len)
     }
 }
 
@@ -409,6 +414,11 @@ pub enum QdiscOptions {
     Netem(netem::NetemOptions),
     Hfsc(hfsc::HfscOptions),
     Cake(cake::CakeOptions),
+    Ets(ets::EtsOptions),
+    /// QFQ has no qdisc options.
+    Qfq,
+    Skbprio(skbprio::SkbprioOptions),
+    Plug(plug::PlugOptions),
 }
 
 impl QdiscOptions {
@@ -432,6 +442,10 @@ impl QdiscOptions {
             QdiscOptions::Netem(_) => "netem",
             QdiscOptions::Hfsc(_) => "hfsc",
             QdiscOptions::Cake(_) => "cake",
+            QdiscOptions::Ets(_) => "ets",
+            QdiscOptions::Qfq => "qfq",
+            QdiscOptions::Skbprio(_) => "skbprio",
+            QdiscOptions::Plug(_) => "plug",
         }
     }
 }
@@ -470,6 +484,10 @@ pub const KINDS: &[QdiscKind] = &[
     netem::KIND,
     hfsc::KIND,
     cake::KIND,
+    ets::KIND,
+    qfq::KIND,
+    skbprio::KIND,
+    plug::KIND,
 ];
 
 /// The discipline named `name`.
@@ -491,6 +509,8 @@ pub enum ClassOptions {
     Cbq(cbq::CbqClassOptions),
     Drr(drr::DrrClassOptions),
     Hfsc(hfsc::HfscClassOptions),
+    Ets(ets::EtsClassOptions),
+    Qfq(qfq::QfqClassOptions),
 }
 
 /// Discipline-specific statistics (`TCA_XSTATS`) of a qdisc or a class, other than HTB's.

@@ -16,6 +16,7 @@ pub mod cake;
 pub mod cbq;
 pub mod codel;
 pub mod drr;
+pub mod ets;
 pub mod fifo;
 pub mod fq_codel;
 pub mod hfsc;
@@ -25,8 +26,11 @@ pub mod mq;
 pub mod netem;
 pub mod noqueue;
 pub mod pfifo_fast;
+pub mod plug;
 pub mod prio;
+pub mod qfq;
 pub mod sfq;
+pub mod skbprio;
 pub mod tbf;
 
 /// One discipline's language.
@@ -72,6 +76,10 @@ pub const KINDS: &[QdiscLang] = &[
     netem::LANG,
     hfsc::LANG,
     cake::LANG,
+    ets::LANG,
+    qfq::LANG,
+    skbprio::LANG,
+    plug::LANG,
 ];
 
 pub fn lang(kind: &str) -> Option<&'static QdiscLang> {
@@ -85,12 +93,12 @@ pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | 
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
 pub const KNOWN_TO_TC: &[&str] = &[
-    "red", "fq", "qfq", "choke", "sfb", "pie", "fq_pie", "mqprio", "multiq", "ets", "gred",
-    "hhf", "plug", "skbprio", "taprio", "etf", "cbs",
+    "red", "fq", "choke", "sfb", "pie", "fq_pie", "mqprio", "multiq", "gred", "hhf", "taprio",
+    "etf", "cbs",
 ];
 
 /// Those of [`KNOWN_TO_TC`] whose tc has a class parser (`parse_copt`).
-const KNOWN_CLASSFUL: &[&str] = &["qfq", "ets"];
+const KNOWN_CLASSFUL: &[&str] = &[];
 
 pub(crate) fn linklayer(s: &str) -> Option<LinkLayer> {
     if matches(s, "ethernet") {
