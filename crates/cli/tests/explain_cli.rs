@@ -28,7 +28,10 @@ fn explain(file: &PathBuf, args: &[&str]) -> Output {
 fn row(out: &str, class: &str) -> (f64, f64) {
     let line = out
         .lines()
-        .find(|l| l.split_whitespace().any(|w| w == class) && l.contains(" htb") | l.contains(" drr"))
+        .find(|l| {
+            l.split_whitespace().any(|w| w == class)
+                && [" htb", " drr", " ets", " qfq", " prio"].iter().any(|k| l.contains(k))
+        })
         .unwrap_or_else(|| panic!("no row for {class}:\n{out}"));
     let rates: Vec<f64> = line
         .split("  ")
@@ -187,4 +190,35 @@ fn refusals_are_clear() {
     let o = explain(&f, &[]);
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("did not apply"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn ets_qfq_and_prio_by_their_rules() {
+    // ETS: band 1 strict takes its 2 Mbit/s first; bands 2..4 share the other 8 by quanta 3000:1000:2000.
+    let f = batch("ets", "qdisc add dev eth0 root handle 1: ets bands 4 strict 1 quanta 3000 1000 2000\n");
+    let o = explain(&f, &["--link", "10mbit", "--load", "1:1=2mbit,1:2=max,1:3=max,1:4=max"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("1:1 ets strict"), "{out}");
+    assert_within(&out, "1:1", 2e6);
+    assert_within(&out, "1:2", 4e6);
+    assert_within(&out, "1:3", 8e6 / 6.0);
+    assert_within(&out, "1:4", 16e6 / 6.0);
+    // QFQ: weights 1:2:7 of a 10 Mbit/s link.
+    let f = batch("qfq", "qdisc add dev eth0 root handle 1: qfq
+class add dev eth0 parent 1: classid 1:1 qfq weight 1
+class add dev eth0 parent 1: classid 1:2 qfq weight 2
+class add dev eth0 parent 1: classid 1:3 qfq weight 7
+");
+    let out = String::from_utf8_lossy(&explain(&f, &["--link", "10mbit"]).stdout).into_owned();
+    assert_within(&out, "1:1", 1e6);
+    assert_within(&out, "1:2", 2e6);
+    assert_within(&out, "1:3", 7e6);
+    // PRIO: band 1 takes its 3 Mbit/s, band 2 the rest, band 3 starves.
+    let f = batch("prio", "qdisc add dev eth0 root handle 1: prio\n");
+    let o = explain(&f, &["--link", "10mbit", "--load", "1:1=3mbit,1:2=max,1:3=max"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_within(&out, "1:1", 3e6);
+    assert_within(&out, "1:2", 7e6);
+    let (c3, s3) = row(&out, "1:3");
+    assert!(c3 == 0.0 && s3 < 1e4, "{out}");
 }

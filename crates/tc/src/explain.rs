@@ -21,9 +21,11 @@
 //!   1 Mbit/s prio-0 class 5.89:2.88, where they say 6.75:2.25 — and tclab's engine under `tclab sim`
 //!   gives 50:50 and 5.87:2.84. The simulated column is that engine: where the columns differ, trust
 //!   it; a note under the table says where.
-//! - **DRR** (`sch_drr.c`): the link shared by quanta among the backlogged classes, each capped by its
-//!   demand.
-//! - Other disciplines: the simulation alone.
+//! - **DRR** (`sch_drr.c`), **QFQ** (`sch_qfq.c`), **ETS** (`sch_ets.c`), **PRIO** (`sch_prio.c`): the
+//!   strict classes first (PRIO's bands, ETS's strict bands), in band order, each taking what it wants
+//!   of what is left; then the link shared among the others by quanta (QFQ: weights), each capped by
+//!   its demand.
+//! - Other disciplines (HFSC, CBQ): the simulation alone.
 //!
 //! # The simulation
 //!
@@ -87,7 +89,10 @@ struct Node {
     rate: f64,
     ceil: f64,
     prio: u32,
+    /// The DRR quantum (HTB, DRR, ETS's sharing bands) or QFQ's weight: the share of a round.
     quantum: f64,
+    /// Served before any sharing class, in classid order (PRIO's bands, ETS's strict bands).
+    strict: bool,
     /// Leaves: what the load offers (∞ when backlogged; 0 when idle).
     demand: f64,
     alloc: f64,
@@ -115,6 +120,11 @@ impl Tree {
         let mut nodes: Vec<Node> = classes
             .iter()
             .map(|c| {
+                let strict = match &c.options {
+                    Some(ClassOptions::Ets(e)) => e.quantum.is_none_or(|q| q == 0),
+                    None => c.kind == "prio",
+                    _ => false,
+                };
                 let (rate, ceil, prio, quantum) = match &c.options {
                     Some(ClassOptions::Htb(h)) => (
                         h.rate.rate as f64,
@@ -123,6 +133,8 @@ impl Tree {
                         h.quantum.max(1) as f64,
                     ),
                     Some(ClassOptions::Drr(d)) => (0.0, 0.0, 0, d.quantum.unwrap_or(PKT_LEN).max(1) as f64),
+                    Some(ClassOptions::Ets(e)) => (0.0, 0.0, 0, e.quantum.unwrap_or(0).max(1) as f64),
+                    Some(ClassOptions::Qfq(q)) => (0.0, 0.0, 0, q.weight.unwrap_or(1).max(1) as f64),
                     _ => (0.0, 0.0, 0, 1.0),
                 };
                 Node {
@@ -134,6 +146,7 @@ impl Tree {
                     ceil,
                     prio,
                     quantum,
+                    strict,
                     demand: 0.0,
                     alloc: 0.0,
                     simulated: 0.0,
@@ -292,11 +305,23 @@ impl Tree {
             .find(|&a| self.usage(a) < self.nodes[a].rate - 1e-6)
     }
 
-    /// DRR's steady state: the link by quanta, capped by demand.
-    fn allocate_drr(&mut self, link: f64) {
-        let leaves: Vec<usize> = (0..self.nodes.len()).filter(|&i| self.nodes[i].leaf()).collect();
+    /// DRR, QFQ, ETS and PRIO: the strict classes first, each in classid order taking what it wants of
+    /// what is left; then the link shared by quanta (QFQ: weights) among the rest, each capped by its
+    /// demand.
+    fn allocate_shared(&mut self, link: f64) {
+        let mut strict: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].leaf() && self.nodes[i].strict)
+            .collect();
+        strict.sort_by_key(|&i| self.nodes[i].id.0);
+        for i in strict {
+            let room = (link - self.total()).max(0.0);
+            self.nodes[i].alloc = self.nodes[i].demand.min(room);
+        }
+        let shared: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].leaf() && !self.nodes[i].strict)
+            .collect();
         self.fill(
-            leaves,
+            shared,
             &|t: &Tree, _, l| Some((t.nodes[l].demand - t.nodes[l].alloc, Vec::new())),
             link,
         );
@@ -469,8 +494,8 @@ pub fn explain(dev: &mut Device, load: Option<&Load>, link: Option<u64>) -> Resu
             tree.allocate_htb(link);
             true
         }
-        "drr" => {
-            tree.allocate_drr(link);
+        "drr" | "qfq" | "ets" | "prio" => {
+            tree.allocate_shared(link);
             true
         }
         _ => false,
@@ -501,6 +526,13 @@ pub fn explain(dev: &mut Device, load: Option<&Load>, link: Option<u64>) -> Resu
         let mut label = format!("{branch}{} {}", n.id, n.kind);
         if n.kind == "htb" && n.leaf() {
             let _ = write!(label, " prio {}", n.prio);
+        }
+        if n.strict {
+            label.push_str(" strict");
+        } else if matches!(n.kind, "qfq") {
+            let _ = write!(label, " weight {}", n.quantum);
+        } else if matches!(n.kind, "ets" | "drr") {
+            let _ = write!(label, " quantum {}", n.quantum);
         }
         let sum = |f: &dyn Fn(&Node) -> f64| -> f64 {
             let mut s = 0.0;
