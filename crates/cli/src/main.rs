@@ -274,14 +274,16 @@ const EXPLAIN_HELP: &str = "Usage: tclab explain [--load CLASS=RATE,…] [--link
 
 Draws the class tree of each device's root qdisc with each class's guaranteed rate and ceiling, computes
 the share each class gets under a load from the discipline's rules (HTB: rates first, then each class's
-excess borrowed from the nearest ancestor below its rate, by priority and quantum, up to every ceil; DRR:
-quanta), and runs the same load through the engine in virtual time: both figures side by side.
+excess borrowed from the nearest ancestor below its rate, by priority and quantum, up to every ceil; DRR
+and ETS: strict bands first, then quanta; QFQ: weights; PRIO: bands in order), and runs the same load
+through the engine in virtual time: both figures side by side (HFSC and CBQ: the simulation alone).
 
 FILE is a shell script (run as tclab script run runs it), a tc -batch file, or a policy store; without
 FILE, the current store ($TCLAB_STATE).
   --load 1:10=5mbit,1:20=max   what each leaf class offers (a rate, or max: always backlogged);
                                leaves not named are idle. Default: every leaf backlogged
-  --link RATE                  the line's rate (default for HTB: the top class's ceil; DRR needs it)
+  --link RATE                  the line's rate (HTB without it: the policy alone shapes; the others
+                               need it)
   --dev DEV                    only this device (default: every device whose root qdisc has classes)
 
 The simulation sends 1514-byte packets classified by skb->priority (the classid), so filters are not
