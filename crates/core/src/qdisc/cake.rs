@@ -69,9 +69,9 @@
 use super::cobalt::{CobaltParams, CobaltVars};
 use super::{
     ClassInfo, ClassOps, Cx, DevEnv, DropReason, PeekDequeued, Peeked, Qdisc, QdiscOptions,
-    QdiscStats, Sched, Verdict, Xstats,
+    QdiscStats, Verdict, Xstats,
 };
-use crate::error::{Errno, KernelError, Warning};
+use crate::error::{KernelError, Warning};
 use crate::filter::{Block, Verdict as FilterVerdict};
 use crate::flow::{flow_keys, host_addrs, keyed_hash, splitmix64};
 use crate::handle::Handle;
@@ -2023,40 +2023,9 @@ impl Qdisc for Cake {
 }
 
 /// The queues as classes (`cake_class_ops`): listed and counted, never configurable.
-impl ClassOps for Cake {
-    /// `cake_find` answers 0 for every classid.
-    fn find(&self, _classid: Handle) -> bool {
-        false
-    }
-    fn leaf(&self, _classid: Handle) -> Option<&Sched> {
-        None
-    }
-    fn leaf_mut(&mut self, _classid: Handle) -> Option<&mut Sched> {
-        None
-    }
-    fn graft(
-        &mut self,
-        _classid: Handle,
-        _new: Option<Sched>,
-        _env: &DevEnv,
-    ) -> Result<Option<Sched>, KernelError> {
-        Err(KernelError::new(Errno::NotSupported))
-    }
-    fn change_class(
-        &mut self,
-        _classid: Handle,
-        _parent: Handle,
-        _opts: &super::ClassOptions,
-        _env: &DevEnv,
-        _now: Nanos,
-    ) -> Result<Vec<Warning>, KernelError> {
-        Err(KernelError::new(Errno::NotSupported))
-    }
-    fn delete_class(&mut self, _classid: Handle) -> Result<(), KernelError> {
-        Err(KernelError::new(Errno::NotSupported))
-    }
+impl super::FlowClasses for Cake {
     /// `cake_walk`: the queues on a list, as classes `handle:(i·1024 + j + 1)` with tins in `tin_order`.
-    fn walk(&self, _now: Nanos) -> Vec<ClassInfo> {
+    fn flow_walk(&self, _now: Nanos) -> Vec<ClassInfo> {
         let mut out = Vec::new();
         for i in 0..self.tin_cnt {
             let tin = self.tin_order[i] as usize;
@@ -2084,12 +2053,6 @@ impl ClassOps for Cake {
             }
         }
         out
-    }
-    fn children(&self) -> Vec<&Sched> {
-        Vec::new()
-    }
-    fn children_mut(&mut self) -> Vec<&mut Sched> {
-        Vec::new()
     }
 }
 

@@ -34,7 +34,7 @@ use super::codel_impl::{
 };
 use super::PeekDequeued;
 use super::{
-    ClassInfo, ClassOps, Cx, DevEnv, DropReason, Peeked, Qdisc, QdiscOptions, QdiscStats, Sched,
+    ClassInfo, ClassOps, Cx, DevEnv, DropReason, Peeked, Qdisc, QdiscOptions, QdiscStats,
     Verdict, Xstats,
 };
 use crate::error::{Errno, KernelError, Warning};
@@ -559,40 +559,9 @@ impl Qdisc for FqCodel {
 }
 
 /// The flows as classes (`fq_codel_class_ops`): listed and counted, but not configurable.
-impl ClassOps for FqCodel {
-    /// `fq_codel_find` answers 0 for every classid: no class can be changed or deleted.
-    fn find(&self, _classid: Handle) -> bool {
-        false
-    }
-    fn leaf(&self, _classid: Handle) -> Option<&Sched> {
-        None
-    }
-    fn leaf_mut(&mut self, _classid: Handle) -> Option<&mut Sched> {
-        None
-    }
-    fn graft(
-        &mut self,
-        _classid: Handle,
-        _new: Option<Sched>,
-        _env: &DevEnv,
-    ) -> Result<Option<Sched>, KernelError> {
-        Err(KernelError::new(Errno::NotSupported))
-    }
-    fn change_class(
-        &mut self,
-        _classid: Handle,
-        _parent: Handle,
-        _opts: &super::ClassOptions,
-        _env: &DevEnv,
-        _now: Nanos,
-    ) -> Result<Vec<Warning>, KernelError> {
-        Err(KernelError::new(Errno::NotSupported))
-    }
-    fn delete_class(&mut self, _classid: Handle) -> Result<(), KernelError> {
-        Err(KernelError::new(Errno::NotSupported))
-    }
+impl super::FlowClasses for FqCodel {
     /// `fq_codel_walk`: the flows on a list, as classes `handle:N` (1-based).
-    fn walk(&self, _now: Nanos) -> Vec<ClassInfo> {
+    fn flow_walk(&self, _now: Nanos) -> Vec<ClassInfo> {
         let mut out = Vec::new();
         for (i, f) in self.flows.iter().enumerate() {
             if f.on.is_none() {
@@ -616,12 +585,6 @@ impl ClassOps for FqCodel {
             });
         }
         out
-    }
-    fn children(&self) -> Vec<&Sched> {
-        Vec::new()
-    }
-    fn children_mut(&mut self) -> Vec<&mut Sched> {
-        Vec::new()
     }
 }
 

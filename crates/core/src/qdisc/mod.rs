@@ -651,6 +651,56 @@ pub trait Qdisc {
 }
 
 /// `struct Qdisc_class_ops`.
+/// A discipline whose "classes" are its flow queues (fq_codel's, CAKE's, skbprio's): listed by `tc class
+/// show` and counted, but never found, grafted, changed or deleted — their `find` answers 0, as the
+/// kernel's `fq_codel_find`/`cake_find` do. Implementing `flow_walk` gives the whole [`ClassOps`].
+pub trait FlowClasses {
+    /// The active flow queues, as `tc class show` lists them.
+    fn flow_walk(&self, now: Nanos) -> Vec<ClassInfo>;
+}
+
+impl<T: FlowClasses> ClassOps for T {
+    fn find(&self, _classid: Handle) -> bool {
+        false
+    }
+    fn leaf(&self, _classid: Handle) -> Option<&Sched> {
+        None
+    }
+    fn leaf_mut(&mut self, _classid: Handle) -> Option<&mut Sched> {
+        None
+    }
+    fn graft(
+        &mut self,
+        _classid: Handle,
+        _new: Option<Sched>,
+        _env: &DevEnv,
+    ) -> Result<Option<Sched>, KernelError> {
+        Err(KernelError::new(Errno::NotSupported))
+    }
+    fn change_class(
+        &mut self,
+        _classid: Handle,
+        _parent: Handle,
+        _opts: &ClassOptions,
+        _env: &DevEnv,
+        _now: Nanos,
+    ) -> Result<Vec<Warning>, KernelError> {
+        Err(KernelError::new(Errno::NotSupported))
+    }
+    fn delete_class(&mut self, _classid: Handle) -> Result<(), KernelError> {
+        Err(KernelError::new(Errno::NotSupported))
+    }
+    fn walk(&self, now: Nanos) -> Vec<ClassInfo> {
+        self.flow_walk(now)
+    }
+    fn children(&self) -> Vec<&Sched> {
+        Vec::new()
+    }
+    fn children_mut(&mut self) -> Vec<&mut Sched> {
+        Vec::new()
+    }
+}
+
 pub trait ClassOps {
     /// Does the class exist?
     fn find(&self, classid: Handle) -> bool;

@@ -11,8 +11,8 @@
 //! `tc class show` lists 64 classes (`handle:1` … `handle:40`), one per priority, with no options and only
 //! queue counters (drops, overlimits, backlog); they cannot be changed, grafted or given filters.
 
-use super::{ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats};
-use super::{DropReason, PeekDequeued, Peeked, Sched, Verdict};
+use super::{ClassInfo, ClassOps, Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats};
+use super::{DropReason, PeekDequeued, Peeked, Verdict};
 use crate::error::{Errno, KernelError, Warning};
 use crate::handle::Handle;
 use crate::packet::Packet;
@@ -208,42 +208,9 @@ impl Qdisc for Skbprio {
 }
 
 /// `skbprio_class_ops`: a walk and counters; `find` finds nothing, so nothing else applies.
-impl ClassOps for Skbprio {
-    fn find(&self, _classid: Handle) -> bool {
-        false
-    }
-    fn leaf(&self, _classid: Handle) -> Option<&Sched> {
-        None
-    }
-    fn leaf_mut(&mut self, _classid: Handle) -> Option<&mut Sched> {
-        None
-    }
-    fn graft(
-        &mut self,
-        _classid: Handle,
-        _new: Option<Sched>,
-        _env: &DevEnv,
-    ) -> Result<Option<Sched>, KernelError> {
-        Err(KernelError::msg(
-            Errno::NoEntry,
-            "Specified class not found",
-        ))
-    }
-    fn change_class(
-        &mut self,
-        _classid: Handle,
-        _parent: Handle,
-        _opts: &ClassOptions,
-        _env: &DevEnv,
-        _now: Nanos,
-    ) -> Result<Vec<Warning>, KernelError> {
-        Err(KernelError::new(Errno::NotSupported))
-    }
-    fn delete_class(&mut self, _classid: Handle) -> Result<(), KernelError> {
-        Err(KernelError::new(Errno::NotSupported))
-    }
+impl super::FlowClasses for Skbprio {
     /// `skbprio_walk` + `skbprio_dump_class_stats`: per priority, queue counters only.
-    fn walk(&self, _now: Nanos) -> Vec<ClassInfo> {
+    fn flow_walk(&self, _now: Nanos) -> Vec<ClassInfo> {
         (0..MAX_PRIORITY)
             .map(|p| ClassInfo {
                 kind: "skbprio",
@@ -256,12 +223,6 @@ impl ClassOps for Skbprio {
                 xstats: None,
             })
             .collect()
-    }
-    fn children(&self) -> Vec<&Sched> {
-        Vec::new()
-    }
-    fn children_mut(&mut self) -> Vec<&mut Sched> {
-        Vec::new()
     }
 }
 
