@@ -91,6 +91,9 @@ fn qdisc_line(
         m.insert("options".into(), jopts);
         if flags.stats {
             stats_json(&q.stats, &mut m);
+            if let Some(x) = &q.xstats {
+                crate::qdisc::qdisc_xstats_json(q.kind, x, &mut m);
+            }
         }
         json_out.push(Value::Object(m));
         return;

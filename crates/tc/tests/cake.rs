@@ -142,3 +142,21 @@ fn bad_input_is_refused_with_tcs_words_and_applies_nothing() {
     let (code, _, _) = run(&mut e, "class change dev eth0 classid 1:1 cake");
     assert_ne!(code, 0);
 }
+
+#[test]
+fn json_statistics_carry_the_tins() {
+    // q_cake.c's cake_print_xstats under JSON: the qdisc's counters and a `tins` array in tin order
+    // (Bulk, Best Effort, Voice), each with its threshold rate (bytes/s) and flow quantum.
+    let mut e = engine();
+    run(&mut e, "qdisc add dev eth0 root handle 1: cake bandwidth 8mbit");
+    let (_, out, _) = run(&mut e, "-s -j qdisc show dev eth0");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let q = &v[0];
+    assert_eq!(q["memory_limit"], 4 << 20);
+    assert_eq!(q["capacity_estimate"], 1_000_000);
+    assert_eq!(q["options"]["fwmark"], "0");
+    let tins = q["tins"].as_array().expect("tins");
+    let rates: Vec<u64> = tins.iter().map(|t| t["threshold_rate"].as_u64().unwrap()).collect();
+    assert_eq!(rates, vec![62_500, 1_000_000, 250_000]);
+    assert!(tins.iter().all(|t| t["flow_quantum"] == 300));
+}

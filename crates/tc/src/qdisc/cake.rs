@@ -18,6 +18,7 @@ pub const LANG: QdiscLang = QdiscLang {
     parse,
     print,
     xstats: Some(print_xstats),
+    xstats_json: Some(xstats_json),
     class: Some(ClassLang {
         parse: |_, _| {
             Err(Failure::kernel(tclab_core::KernelError::new(
@@ -479,6 +480,47 @@ fn print_xstats(x: &Xstats, out: &mut String) {
     row("  max_len ", &|t| t.max_skblen.to_string());
     row("  quantum ", &|t| t.flow_quantum.to_string());
     out.push('\n');
+}
+
+/// `cake_print_xstats` and `cake_print_json_tin` under JSON: the qdisc's counters and a `tins` array.
+fn xstats_json(x: &Xstats, m: &mut Map<String, Value>) {
+    let Xstats::Cake(x) = x else { return };
+    m.insert("memory_used".into(), json!(x.memory_used));
+    m.insert("memory_limit".into(), json!(x.memory_limit));
+    m.insert("capacity_estimate".into(), json!(x.capacity_estimate));
+    m.insert("min_network_size".into(), json!(x.min_netlen));
+    m.insert("max_network_size".into(), json!(x.max_netlen));
+    m.insert("min_adj_size".into(), json!(x.min_adjlen));
+    m.insert("max_adj_size".into(), json!(x.max_adjlen));
+    m.insert("avg_hdr_offset".into(), json!(x.avg_netoff));
+    let tins: Vec<Value> = x.tins[..x.tin_count]
+        .iter()
+        .map(|t| {
+            json!({
+                "threshold_rate": t.threshold_rate,
+                "sent_bytes": t.sent_bytes,
+                "backlog_bytes": t.backlog_bytes,
+                "target_us": t.target_us,
+                "interval_us": t.interval_us,
+                "peak_delay_us": t.peak_delay_us,
+                "avg_delay_us": t.avg_delay_us,
+                "base_delay_us": t.base_delay_us,
+                "sent_packets": t.sent_packets,
+                "way_indirect_hits": t.way_indirect_hits,
+                "way_misses": t.way_misses,
+                "way_collisions": t.way_collisions,
+                "drops": t.dropped_packets,
+                "ecn_mark": t.ecn_marked_packets,
+                "ack_drops": t.acks_dropped_packets,
+                "sparse_flows": t.sparse_flows,
+                "bulk_flows": t.bulk_flows,
+                "unresponsive_flows": t.unresponsive_flows,
+                "max_pkt_len": t.max_skblen,
+                "flow_quantum": t.flow_quantum,
+            })
+        })
+        .collect();
+    m.insert("tins".into(), Value::Array(tins));
 }
 
 /// `cake_print_xstats` for one queue (a class).

@@ -42,6 +42,7 @@ pub const LANG: QdiscLang = QdiscLang {
         }
     },
     xstats: Some(qdisc_xstats),
+    xstats_json: None,
     class: Some(ClassLang {
         parse: parse_cbq_class,
         print: |c, flags, s| {

@@ -21,6 +21,7 @@ pub const LANG: QdiscLang = QdiscLang {
     parse,
     print,
     xstats: Some(print_xstats),
+    xstats_json: Some(xstats_json),
     class: None,
 };
 
@@ -112,4 +113,22 @@ fn print_xstats(x: &Xstats, out: &mut String) {
         let _ = write!(out, " ce_mark {}", x.ce_mark);
     }
     out.push('\n');
+}
+
+/// `codel_print_xstats` under JSON.
+fn xstats_json(x: &Xstats, m: &mut Map<String, Value>) {
+    let Xstats::Codel(x) = x else { return };
+    m.insert("count".into(), json!(x.count));
+    m.insert("lastcount".into(), json!(x.lastcount));
+    m.insert("ldelay".into(), json!(x.ldelay));
+    if x.dropping {
+        m.insert("dropping".into(), json!(true));
+    }
+    m.insert("drop_next".into(), json!(x.drop_next));
+    m.insert("maxpacket".into(), json!(x.maxpacket));
+    m.insert("ecn_mark".into(), json!(x.ecn_mark));
+    m.insert("drop_overlimit".into(), json!(x.drop_overlimit));
+    if x.ce_mark != 0 {
+        m.insert("ce_mark".into(), json!(x.ce_mark));
+    }
 }

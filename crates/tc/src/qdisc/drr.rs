@@ -14,6 +14,7 @@ pub const LANG: QdiscLang = QdiscLang {
     // DRR dumps no TCA_OPTIONS: tc prints nothing, and an empty JSON object.
     print: |_, _, _, _| {},
     xstats: None,
+    xstats_json: None,
     class: Some(ClassLang {
         parse: parse_drr_class,
         print: print_class,

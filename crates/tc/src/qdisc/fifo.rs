@@ -14,6 +14,7 @@ pub const PFIFO: QdiscLang = QdiscLang {
     parse: parse_fifo,
     print: print_fifo,
     xstats: None,
+    xstats_json: None,
     class: None,
 };
 
@@ -23,6 +24,7 @@ pub const BFIFO: QdiscLang = QdiscLang {
     parse: parse_fifo,
     print: print_fifo,
     xstats: None,
+    xstats_json: None,
     class: None,
 };
 

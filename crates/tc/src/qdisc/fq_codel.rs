@@ -28,6 +28,7 @@ pub const LANG: QdiscLang = QdiscLang {
     parse,
     print,
     xstats: Some(print_xstats),
+    xstats_json: Some(xstats_json),
     class: Some(ClassLang {
         parse: |_, _| {
             Err(Failure::kernel(tclab_core::KernelError::new(
@@ -188,6 +189,26 @@ fn print_xstats(x: &Xstats, out: &mut String) {
         "\n  new_flows_len {} old_flows_len {}",
         x.new_flows_len, x.old_flows_len
     );
+}
+
+/// `fq_codel_print_xstats` for the qdisc, under JSON.
+fn xstats_json(x: &Xstats, m: &mut Map<String, Value>) {
+    let Xstats::FqCodel(x) = x else { return };
+    m.insert("maxpacket".into(), json!(x.maxpacket));
+    m.insert("drop_overlimit".into(), json!(x.drop_overlimit));
+    m.insert("new_flow_count".into(), json!(x.new_flow_count));
+    m.insert("ecn_mark".into(), json!(x.ecn_mark));
+    for (key, v) in [
+        ("ce_mark", x.ce_mark),
+        ("memory_used", x.memory_usage),
+        ("drop_overmemory", x.drop_overmemory),
+    ] {
+        if v != 0 {
+            m.insert(key.into(), json!(v));
+        }
+    }
+    m.insert("new_flows_len".into(), json!(x.new_flows_len));
+    m.insert("old_flows_len".into(), json!(x.old_flows_len));
 }
 
 /// `fq_codel_print_xstats` for a flow (a class).

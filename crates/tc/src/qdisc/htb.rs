@@ -35,6 +35,7 @@ pub const LANG: QdiscLang = QdiscLang {
     parse,
     print,
     xstats: None,
+    xstats_json: None,
     class: Some(ClassLang {
         parse: parse_class,
         print: print_class,

@@ -11,6 +11,7 @@ pub const INGRESS: QdiscLang = QdiscLang {
     parse,
     print,
     xstats: None,
+    xstats_json: None,
     class: None,
 };
 
@@ -21,6 +22,7 @@ pub const CLSACT: QdiscLang = QdiscLang {
     // `clsact_print_opt` prints nothing (only ingress prints its dashes).
     print: |_, _, _, _| {},
     xstats: None,
+    xstats_json: None,
     class: None,
 };
 

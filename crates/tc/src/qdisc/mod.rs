@@ -44,6 +44,9 @@ pub struct QdiscLang {
     pub print: fn(&QdiscOptions, ShowFlags, &mut String, &mut Map<String, Value>),
     /// `print_xstats`: the discipline's extra counters under `-s` (`dump_stats`).
     pub xstats: Option<fn(&Xstats, &mut String)>,
+    /// The same counters in `tc -s -j` output: keys added to the qdisc's JSON object, as tc's
+    /// `print_xstats` does under PRINT_JSON.
+    pub xstats_json: Option<fn(&Xstats, &mut Map<String, Value>)>,
     /// The classes' language, for a classful discipline (`parse_copt`, `print_copt`, `print_xstats`).
     pub class: Option<ClassLang>,
 }
@@ -166,6 +169,13 @@ pub fn class_options(c: &ClassInfo, flags: ShowFlags) -> String {
 pub fn qdisc_xstats(kind: &str, x: &Xstats, out: &mut String) {
     if let Some(f) = lang(kind).and_then(|l| l.xstats) {
         f(x, out);
+    }
+}
+
+/// A qdisc's extra counters in `-s -j` output.
+pub fn qdisc_xstats_json(kind: &str, x: &Xstats, m: &mut Map<String, Value>) {
+    if let Some(f) = lang(kind).and_then(|l| l.xstats_json) {
+        f(x, m);
     }
 }
 

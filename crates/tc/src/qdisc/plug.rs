@@ -13,6 +13,7 @@ pub const LANG: QdiscLang = QdiscLang {
     // sch_plug has no dump: tc prints nothing.
     print: |_, _, _, _| {},
     xstats: None,
+    xstats_json: None,
     class: None,
 };
 

@@ -14,6 +14,7 @@ pub const LANG: QdiscLang = QdiscLang {
     // QFQ dumps no TCA_OPTIONS: tc prints nothing.
     print: |_, _, _, _| {},
     xstats: None,
+    xstats_json: None,
     class: Some(ClassLang {
         parse: parse_class,
         print: print_class,

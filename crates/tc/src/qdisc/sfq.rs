@@ -32,6 +32,7 @@ pub const LANG: QdiscLang = QdiscLang {
     parse,
     print,
     xstats: None,
+    xstats_json: None,
     class: None,
 };
 
