@@ -29,7 +29,7 @@ pub fn keyed_hash(key: [u64; 2], words: &[u64]) -> u32 {
 /// protocol and, unless the packet is a fragment, the ports of TCP, UDP, UDP-Lite, SCTP and DCCP. The two
 /// directions of a connection give the same keys (`__flow_hash_consistentify`). A packet that cannot be
 /// parsed (non-IP, truncated, IHL < 5) is keyed by its EtherType alone, so all of them share one flow.
-pub fn flow_keys(pkt: &Packet) -> Vec<u64> {
+pub fn flow_keys(pkt: &Packet) -> FlowKeys {
     let d = &pkt.data;
     let ports_of = |proto: u8, l4: usize| -> Option<(u16, u16)> {
         if !matches!(proto, 6 | 17 | 33 | 132 | 136) || d.len() < l4 + 4 {
@@ -40,7 +40,7 @@ pub fn flow_keys(pkt: &Packet) -> Vec<u64> {
             u16::from_be_bytes([d[l4 + 2], d[l4 + 3]]),
         ))
     };
-    let fallback = vec![pkt.protocol as u64];
+    let fallback = FlowKeys::of(&[pkt.protocol as u64]);
     match pkt.protocol {
         0x0800 => {
             if d.len() < 20 || d[0] >> 4 != 4 {
@@ -82,18 +82,49 @@ fn consistent_keys(
     src: &[u64],
     dst: &[u64],
     ports: Option<(u16, u16)>,
-) -> Vec<u64> {
+) -> FlowKeys {
     let (mut a, mut b) = (src, dst);
     let (mut pa, mut pb) = ports.unwrap_or((0, 0));
     if (a, pa) > (b, pb) {
         std::mem::swap(&mut a, &mut b);
         std::mem::swap(&mut pa, &mut pb);
     }
-    let mut keys = vec![((ethertype as u64) << 8) | proto as u64];
-    keys.extend_from_slice(a);
-    keys.extend_from_slice(b);
-    keys.push(((pa as u64) << 16) | pb as u64);
+    let mut keys = FlowKeys::of(&[((ethertype as u64) << 8) | proto as u64]);
+    keys.extend(a);
+    keys.extend(b);
+    keys.extend(&[((pa as u64) << 16) | pb as u64]);
     keys
+}
+
+/// A packet's flow keys: at most six words (IPv6's protocol, two addresses of two words, ports), kept
+/// inline so that hashing a packet allocates nothing. Reads as a slice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowKeys {
+    words: [u64; 6],
+    len: usize,
+}
+
+impl FlowKeys {
+    fn of(words: &[u64]) -> FlowKeys {
+        let mut k = FlowKeys {
+            words: [0; 6],
+            len: 0,
+        };
+        k.extend(words);
+        k
+    }
+    fn extend(&mut self, words: &[u64]) {
+        let n = words.len().min(6 - self.len);
+        self.words[self.len..self.len + n].copy_from_slice(&words[..n]);
+        self.len += n;
+    }
+}
+
+impl std::ops::Deref for FlowKeys {
+    type Target = [u64];
+    fn deref(&self) -> &[u64] {
+        &self.words[..self.len]
+    }
 }
 
 /// The source and destination addresses of an IPv4 or IPv6 packet, each prefixed by its family, for the

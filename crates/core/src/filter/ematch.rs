@@ -415,7 +415,7 @@ fn splitmix64(state: &mut u64) -> u64 {
 /// per-boot secret, so only its consistency matters: one flow, one value).
 pub fn rxhash(pkt: &Packet) -> u32 {
     let mut h = 0x7278_6861_7368_u64;
-    for w in crate::flow::flow_keys(pkt) {
+    for &w in crate::flow::flow_keys(pkt).iter() {
         let mut s = h ^ w;
         h = splitmix64(&mut s);
     }

@@ -763,11 +763,11 @@ mod tests {
             flow_keys(&t);
         }
         p.data[0] = 0x43; // IHL 3 < 5
-        assert_eq!(flow_keys(&p), vec![0x0800]);
+        assert_eq!(*flow_keys(&p), [0x0800]);
         p.protocol = 0x0806;
         assert_eq!(
-            flow_keys(&p),
-            vec![0x0806],
+            *flow_keys(&p),
+            [0x0806],
             "non-IP: keyed by EtherType only"
         );
     }
