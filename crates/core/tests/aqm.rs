@@ -11,20 +11,9 @@ const MS: u64 = 1_000_000;
 
 /// A UDP/IPv4 packet of `len` wire bytes from 10.0.0.`host`:`sport`, ECN field `ecn`.
 fn udp(host: u8, sport: u16, len: u32, tag: u64, ecn: u8) -> Packet {
-    let mut d = vec![0u8; 28];
-    d[0] = 0x45;
-    d[1] = ecn;
-    d[9] = 17;
-    d[12..16].copy_from_slice(&[10, 0, 0, host]);
-    d[16..20].copy_from_slice(&[10, 0, 1, 1]);
-    d[20..22].copy_from_slice(&sport.to_be_bytes());
-    d[22..24].copy_from_slice(&5001u16.to_be_bytes());
     Packet {
-        data: d,
-        len,
-        protocol: 0x0800,
         tag,
-        ..Default::default()
+        ..Packet::udp4([10, 0, 0, host], sport, [10, 0, 1, 1], 5001, ecn, len)
     }
 }
 

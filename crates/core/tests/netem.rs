@@ -16,16 +16,9 @@ const TICKS_PER_MS: u32 = 15_625;
 
 /// A UDP/IPv4 packet of `len` wire bytes, tagged `tag`, ECN field `ecn`.
 fn udp(len: u32, tag: u64, ecn: u8) -> Packet {
-    let mut d = vec![0u8; 28];
-    d[0] = 0x45;
-    d[1] = ecn;
-    d[9] = 17;
     Packet {
-        data: d,
-        len,
-        protocol: 0x0800,
         tag,
-        ..Default::default()
+        ..Packet::udp4([0; 4], 0, [0; 4], 0, ecn, len)
     }
 }
 

@@ -12,20 +12,7 @@ fn tc(e: &mut Engine, line: &str) {
 
 /// A UDP packet of `len` frame bytes from 10.0.0.`host` (SFQ hashes addresses and ports).
 fn udp(host: u8, len: u32) -> Packet {
-    let mut d = vec![0u8; 28];
-    d[0] = 0x45;
-    d[2..4].copy_from_slice(&((len - 14) as u16).to_be_bytes());
-    d[9] = 17;
-    d[12..16].copy_from_slice(&[10, 0, 0, host]);
-    d[16..20].copy_from_slice(&[10, 0, 1, 1]);
-    d[20..22].copy_from_slice(&(1000 + host as u16).to_be_bytes());
-    d[22..24].copy_from_slice(&80u16.to_be_bytes());
-    Packet {
-        data: d,
-        len,
-        protocol: 0x0800,
-        ..Default::default()
-    }
+    Packet::udp4([10, 0, 0, host], 1000 + host as u16, [10, 0, 1, 1], 80, 0, len)
 }
 
 fn counters(e: &Engine, handle: u32) -> (u32, u32) {

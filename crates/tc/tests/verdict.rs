@@ -14,17 +14,9 @@ fn tc(e: &mut Engine, line: &str) -> String {
 
 /// A UDP/IPv4 packet of `len` bytes from 10.0.0.`host`; `tag` identifies it.
 fn udp(host: u8, len: u32, tag: u64) -> Packet {
-    let mut d = vec![0u8; 28];
-    d[0] = 0x45;
-    d[9] = 17;
-    d[12..16].copy_from_slice(&[10, 0, 0, host]);
-    d[16..20].copy_from_slice(&[10, 0, 1, 1]);
     Packet {
-        data: d,
-        len,
-        protocol: 0x0800,
         tag,
-        ..Default::default()
+        ..Packet::udp4([10, 0, 0, host], 0, [10, 0, 1, 1], 0, 0, len)
     }
 }
 
