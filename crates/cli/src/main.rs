@@ -28,7 +28,7 @@ const HELP: &str = "tclab — Linux traffic control in user space
 Usage:
   tclab tc [OPTIONS] OBJECT COMMAND …   run a tc(8) command against the stored policy
   tclab tc [OPTIONS] -batch FILE         run a file of tc commands (one per line, without \"tc\")
-  tclab link add|set|del dev DEV [mtu N] [txqueuelen N]
+  tclab link add|set|del dev DEV [mtu N] [txqueuelen N] [tso|gso on|off]
   tclab link show                        list the devices of the stored policy
   tclab iptables -t mangle …             iptables(8) for the mangle table (MARK, CONNMARK, CLASSIFY, DSCP, TOS)
   tclab script run [--strict] FILE [ARGS…]
@@ -232,7 +232,8 @@ const CHECK_HELP: &str = "Usage: tclab check [--json] [--link RATE] [--linklayer
 Applies a policy as tclab tc and tclab script run would, then reports what is wrong with it: commands the
 kernel refuses, classes nothing reaches, default classes that do not exist, quantum and r2q, rates that
 add up to more than the parent's, bursts below one packet or one timer tick, queues that hold seconds of
-traffic, a shaper at the line's own rate, ATM overhead missing, ingress policing.
+traffic, a shaper at the line's own rate, ATM overhead missing, ingress policing, TSO/GSO left on under a
+slow shaper.
 
 FILE is a shell script (run as tclab script run runs it), a tc -batch file, or a policy store; without
 FILE, the current store ($TCLAB_STATE).

@@ -56,6 +56,7 @@ const CASES: &[(&str, &str, &[&str])] = &[
     ("unreached-class", "qdisc add dev eth0 root handle 1: htb default 20\nclass add dev eth0 parent 1: classid 1:20 htb rate 1mbit\nclass add dev eth0 parent 1: classid 1:30 htb rate 1mbit\n", &[]),
     ("shaper-at-line-rate", "qdisc add dev ppp0 root tbf rate 1mbit burst 10k latency 50ms\n", &["--link", "1mbit"]),
     ("linklayer-missing", "qdisc add dev ppp0 root tbf rate 900kbit burst 10k latency 50ms\n", &["--linklayer", "atm"]),
+    ("gso-bursts", "qdisc add dev ppp0 root tbf rate 1mbit burst 10k latency 50ms\n", &[]),
     ("ingress-police", "qdisc add dev eth0 handle ffff: ingress\nfilter add dev eth0 parent ffff: protocol ip u32 match ip src 0.0.0.0/0 police rate 800kbit burst 10k drop flowid :1\n", &[]),
 ];
 
@@ -68,10 +69,11 @@ fn every_code_is_triggered_by_its_fault_and_not_by_a_clean_policy() {
         HTB_OK,
         &["--link", "20mbit", "--linklayer", "atm"],
     );
-    // The clean policy shapes at 10 Mbit/s on a 20 Mbit/s line; only the ATM question remains open.
-    assert_eq!(codes(&clean), vec!["linklayer-missing"], "{}", clean.stdout);
+    // The clean policy shapes at 10 Mbit/s on a 20 Mbit/s line; only the ATM question remains open, and
+    // the note that a batch file cannot turn offloads off.
+    assert_eq!(codes(&clean), vec!["gso-bursts", "linklayer-missing"], "{}", clean.stdout);
     let clean = check(&dir, "clean.batch", HTB_OK, &["--link", "20mbit"]);
-    assert_eq!(codes(&clean), Vec::<String>::new(), "{}", clean.stdout);
+    assert_eq!(codes(&clean), vec!["gso-bursts"], "{}", clean.stdout);
     assert_eq!(clean.code, 0);
     for (code, policy, extra) in CASES {
         let r = check(&dir, &format!("{code}.batch"), policy, extra);
@@ -114,7 +116,7 @@ fn seed000_reports_its_minute_of_queue() {
         "#!/bin/bash\ntc qdisc add dev eth0 root handle 1: htb default 20\ntc class add dev eth0 parent 1: classid 1:20 htb rate 180kbit ceil 180kbit\n",
         &[],
     );
-    assert_eq!(codes(&r), vec!["queue-delay"]);
+    assert_eq!(codes(&r), vec!["gso-bursts", "queue-delay"]);
     assert!(r.stdout.contains("67.3 s"), "{}", r.stdout);
     assert_eq!(r.code, 1);
 }
@@ -193,4 +195,35 @@ fn cake_is_checked_against_the_line_in_cakes_words() {
             assert!(r.stdout.contains("give cake the line's rate, `bandwidth 1Mbit`"), "{}", r.stdout);
         }
     }
+}
+
+#[test]
+fn offloads_turned_off_by_the_script_silence_the_gso_note() {
+    // A 1 Mbit/s TBF: a 64 KB super-packet holds the link 524 ms. sqm's way out, `ethtool -K … off`, is
+    // recorded by the script runner (`tclab link set dev DEV tso off gso off`) and the note goes.
+    let dir = TempDir::new("check-gso");
+    let tbf = "tc qdisc add dev ppp0 root tbf rate 1mbit burst 10k latency 50ms\n";
+    let r = check(&dir, "on.sh", &format!("#!/bin/bash\n{tbf}"), &[]);
+    assert_eq!(codes(&r), vec!["gso-bursts"]);
+    assert!(r.stdout.contains("for 524 ms"), "{}", r.stdout);
+    let r = check(
+        &dir,
+        "off.sh",
+        &format!("#!/bin/bash\nethtool -K ppp0 tso off gso off gro off\n{tbf}"),
+        &[],
+    );
+    assert_eq!(codes(&r), Vec::<String>::new(), "{}", r.stdout);
+    // Only one of the two off: super-packets still come.
+    let r = check(&dir, "half.sh", &format!("#!/bin/bash\nethtool -K ppp0 tso off\n{tbf}"), &[]);
+    assert_eq!(codes(&r), vec!["gso-bursts"]);
+    // CAKE splits them itself, unless told not to.
+    let r = check(&dir, "cake.sh", "#!/bin/bash\ntc qdisc add dev ppp0 root cake bandwidth 1mbit\n", &[]);
+    assert_eq!(codes(&r), Vec::<String>::new(), "{}", r.stdout);
+    let r = check(
+        &dir,
+        "cake-nosplit.sh",
+        "#!/bin/bash\ntc qdisc add dev ppp0 root cake bandwidth 1mbit no-split-gso\n",
+        &[],
+    );
+    assert_eq!(codes(&r), vec!["gso-bursts"]);
 }

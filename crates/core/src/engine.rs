@@ -114,6 +114,11 @@ pub struct Device {
     parent_of: BTreeMap<Handle, Handle>,
     /// Every packet dropped on this device (egress and ingress), by reason; `tc -s` does not print these.
     pub drop_counts: DropCounts,
+    /// TCP segmentation and generic segmentation offload (`ethtool -K DEV tso|gso on|off`): on, as on a
+    /// Linux NIC, until a policy turns them off. While either is on the stack hands the qdisc super-packets
+    /// of up to 64 KB. tclab's own packets are never GSO: only `tclab check` reads these.
+    pub tso: bool,
+    pub gso: bool,
 }
 
 impl Device {
@@ -145,6 +150,8 @@ impl Device {
             qdisc_hash: vec![Vec::new(); 16],
             parent_of: BTreeMap::new(),
             drop_counts: DropCounts::default(),
+            tso: true,
+            gso: true,
         };
         d.root = d.default_root();
         d

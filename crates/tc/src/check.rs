@@ -119,6 +119,11 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         Severity::Note,
         "ingress policing drops what an ifb shaper would queue",
     ),
+    (
+        "gso-bursts",
+        Severity::Note,
+        "TSO/GSO left on under a shaper below 100 Mbit/s: 64 KB super-packets",
+    ),
 ];
 
 /// What the caller knows of the line the policy shapes.
@@ -262,6 +267,29 @@ fn check_device(
             });
         }
         let _ = (linklayer, overhead);
+    }
+    // Offloads: below 100 Mbit/s a 64 KB super-packet holds the link for milliseconds. CAKE splits them
+    // itself unless told not to.
+    let splits_gso = matches!(&root.options, QdiscOptions::Cake(c) if c.split_gso != Some(0));
+    if let Some((rate, _, _)) = root_rate.filter(|r| r.0 < 12_500_000 && r.0 > 0) {
+        if (dev.tso || dev.gso) && !splits_gso {
+            let ms = 65536.0 * 1e3 / rate as f64;
+            out.push(Finding {
+                code: "gso-bursts",
+                severity: Severity::Note,
+                at: format!("{dev_name} qdisc {} {}", root.kind, root.handle),
+                message: format!(
+                    "TSO/GSO are on (Linux's default; nothing here turns them off): the stack hands the \
+                     shaper packets of up to 64 KB, each holding the {} link for {ms:.0} ms, with \
+                     nothing else sent meanwhile",
+                    sprint_rate(rate)
+                ),
+                fix: format!(
+                    "turn them off before shaping: `ethtool -K {dev_name} tso off gso off` (sqm-scripts \
+                     does), or shape with cake, which splits them (`split-gso`, its default)"
+                ),
+            });
+        }
     }
     if line.atm {
         // A size table on the root with linklayer atm (or an overhead) accounts for the cells too.

@@ -22,8 +22,10 @@
 //!   link set`; `ip link add NAME type ifb` and `ip link del NAME` become `tclab link add|del`;
 //!   `modprobe ifb [numifbs=N]` creates the ifb devices ifb0…ifbN-1 (2 by default, as the module does)
 //!   that do not exist yet; `ip6tables` is refused (tclab's netfilter is IPv4); other `modprobe`, `insmod`,
-//!   `rmmod` succeed silently (every qdisc is "built in"); other `ip` commands (`route`, `addr`, `rule`, …), `sysctl -w` and
-//!   `ethtool` are reported on stderr and succeed without effect. Everything else is the real command.
+//!   `rmmod` succeed silently (every qdisc is "built in"); `ethtool -K DEV tso|gso on|off` becomes `tclab
+//!   link set dev DEV tso|gso …` (what `tclab check` reads of offloads); other `ip` commands (`route`,
+//!   `addr`, `rule`, …), other `ethtool` calls and `sysctl -w` are reported on stderr and succeed without
+//!   effect. Everything else is the real command.
 //!
 //! [`run_script`] runs a script against a fresh temporary store and returns the journal it left,
 //! which the simulator replays into one node's engine (`script = "file.sh"` in a scenario).
@@ -68,14 +70,8 @@ const QUIET_NAMES: &[&str] = &[
     "rmmod",
     "/sbin/rmmod",
 ];
-const NOTE_NAMES: &[&str] = &[
-    "sysctl",
-    "/sbin/sysctl",
-    "/usr/sbin/sysctl",
-    "ethtool",
-    "/sbin/ethtool",
-    "/usr/sbin/ethtool",
-];
+const NOTE_NAMES: &[&str] = &["sysctl", "/sbin/sysctl", "/usr/sbin/sysctl"];
+const ETHTOOL_NAMES: &[&str] = &["ethtool", "/sbin/ethtool", "/usr/sbin/ethtool"];
 
 /// What `tclab script run --help` says about the commands it replaces.
 pub const HELP: &str = "Usage: tclab script run [--strict] FILE [ARGS…]
@@ -94,7 +90,8 @@ Inside the script:
   modprobe ifb [numifbs=N]                     -> creates ifb0 … ifbN-1 (default 2) if missing
   ifconfig DEV mtu N txqueuelen N              -> tclab link set dev DEV …
   other modprobe, insmod, rmmod                -> succeed silently (everything is built in)
-  other ip commands (route, addr, rule …), sysctl, ethtool
+  ethtool -K DEV tso off gso off …             -> tclab link set dev DEV tso off gso off
+  other ip commands (route, addr, rule …), sysctl, other ethtool
                                                -> noted on stderr, succeed without effect
   sudo CMD …                                   -> CMD …
 Everything else (echo, sleep, grep …) runs as usual. The script's exit status is tclab's.";
@@ -140,6 +137,23 @@ fn prelude() -> String {
          \x20 [ $ifb = 1 ] || return 0\n\
          \x20 for ((i = 0; i < n; i++)); do \"$TCLAB_EXE\" link add dev \"ifb$i\" type ifb 2>/dev/null; done\n\
          \x20 return 0\n\
+         }\n\
+         __tclab_ethtool() {\n\
+         \x20 case \"$1\" in\n\
+         \x20   -K|--features|--offload) ;;\n\
+         \x20   *) echo \"tclab script: ignoring \\\"ethtool $*\\\"\" >&2; return 0 ;;\n\
+         \x20 esac\n\
+         \x20 local dev=\"$2\" args=() f\n\
+         \x20 shift 2\n\
+         \x20 while [ $# -ge 2 ]; do\n\
+         \x20   case \"$1\" in\n\
+         \x20     tso|gso) args+=(\"$1\" \"$2\") ;;\n\
+         \x20     *) echo \"tclab script: ignoring ethtool feature \\\"$1 $2\\\"\" >&2 ;;\n\
+         \x20   esac\n\
+         \x20   shift 2\n\
+         \x20 done\n\
+         \x20 [ ${#args[@]} -gt 0 ] || return 0\n\
+         \x20 __tclab_caller; TCLAB_CALLER=\"$__TCLAB_AT\" \"$TCLAB_EXE\" link set dev \"$dev\" \"${args[@]}\"\n\
          }\n\
          __tclab_ifconfig() {\n\
          \x20 if [ $# -le 1 ]; then echo \"tclab script: ignoring \\\"ifconfig $*\\\"\" >&2; return 0; fi\n\
@@ -212,6 +226,7 @@ fn prelude() -> String {
     def(IP_NAMES, "__tclab_ip \"$@\"");
     def(IFCONFIG_NAMES, "__tclab_ifconfig \"$@\"");
     def(QUIET_NAMES, "__tclab_modprobe \"$@\"");
+    def(ETHTOOL_NAMES, "__tclab_ethtool \"$@\"");
     def(
         NOTE_NAMES,
         "echo \"tclab script: ignoring \\\"${FUNCNAME[0]##*/} $*\\\"\" >&2; return 0",

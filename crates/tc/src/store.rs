@@ -759,18 +759,20 @@ pub fn replay(journal: &[Vec<String>]) -> (Engine, Vec<String>) {
     (engine, problems)
 }
 
-/// `link add|set|del dev DEV [type ifb] [mtu N] [txqueuelen N] [numtxqueues N] [up|down]`: the devices of an offline
+/// `link add|set|del dev DEV [type ifb] [mtu N] [txqueuelen N] [numtxqueues N] [tso|gso on|off] [up|down]`: the devices of an offline
 /// policy. `add … type ifb` makes an ifb (down until `set … up`, as `ip link add` makes it) and refuses a
 /// name in use, as RTNETLINK does; `del` removes a device with its qdiscs.
 pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
     let mut it = args.iter().map(String::as_str);
     let cmd = it.next().ok_or(
-        "usage: link { add | set | del | show } dev DEV [ type ifb|veth [peer name PEER]|dummy|vlan… ] [ mtu N ] [ txqueuelen N ] [ numtxqueues N ] [ up | down ]",
+        "usage: link { add | set | del | show } dev DEV [ type ifb|veth [peer name PEER]|dummy|vlan… ] [ mtu N ] [ txqueuelen N ] [ numtxqueues N ] [ tso|gso on|off ] [ up | down ]",
     )?;
     let mut dev = None;
     let (mut mtu, mut txq, mut up, mut kind) = (None, None, None, None);
     let mut txqueues = None;
     let mut peer: Option<String> = None;
+    // `ethtool -K DEV tso off gso off` in a script arrives as these.
+    let (mut tso, mut gso) = (None, None);
     while let Some(a) = it.next() {
         let mut value = |what: &str| -> Result<u32, String> {
             let v = it.next().ok_or(format!("\"{what}\" needs a value"))?;
@@ -784,6 +786,23 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
             "mtu" => mtu = Some(value("mtu")?),
             "txqueuelen" | "qlen" | "txqlen" => txq = Some(value("txqueuelen")?),
             "numtxqueues" => txqueues = Some(value("numtxqueues")?),
+            "tso" | "gso" => {
+                let v = match it.next() {
+                    Some("on") => true,
+                    Some("off") => false,
+                    other => {
+                        return Err(format!(
+                            "\"{a}\" takes on or off, not {}",
+                            other.unwrap_or("nothing")
+                        ))
+                    }
+                };
+                if a == "tso" {
+                    tso = Some(v)
+                } else {
+                    gso = Some(v)
+                }
+            }
             // Receive queues change nothing tclab models.
             "numrxqueues" => {
                 value("numrxqueues")?;
@@ -837,6 +856,12 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
             }
             if let Some(t) = txq {
                 d.set_txqueuelen(t);
+            }
+            if let Some(v) = tso {
+                d.tso = v;
+            }
+            if let Some(v) = gso {
+                d.gso = v;
             }
             if let Some(n) = txqueues {
                 // `numtxqueues` is fixed when a device is created (`ip link add`).
