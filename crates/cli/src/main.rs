@@ -276,8 +276,9 @@ const EXPLAIN_HELP: &str = "Usage: tclab explain [--load CLASS=RATE,…] [--link
 Draws the class tree of each device's root qdisc with each class's guaranteed rate and ceiling, computes
 the share each class gets under a load from the discipline's rules (HTB: rates first, then each class's
 excess borrowed from the nearest ancestor below its rate, by priority and quantum, up to every ceil; DRR
-and ETS: strict bands first, then quanta; QFQ: weights; PRIO: bands in order), and runs the same load
-through the engine in virtual time: both figures side by side (HFSC and CBQ: the simulation alone).
+and ETS: strict bands first, then quanta; QFQ: weights; PRIO: bands in order; HFSC: real-time m2, then
+link-sharing m2 under each upper limit), and runs the same load through the engine in virtual time:
+both figures side by side (CBQ: the simulation alone).
 
 FILE is a shell script (run as tclab script run runs it), a tc -batch file, or a policy store; without
 FILE, the current store ($TCLAB_STATE).
@@ -306,23 +307,36 @@ fn cmd_explain(args: &[String]) -> Result<u8, String> {
         match a.as_str() {
             "--load" => {
                 let v = it.next().ok_or("--load needs CLASS=RATE,… (e.g. 1:10=5mbit,1:20=max)")?;
+                if load.is_some() {
+                    return Err("--load given twice: name every class in one list".into());
+                }
                 load = Some(tclab_tc::explain::parse_load(v)?);
             }
             "--all-backlogged" => load = None,
             "--link" => {
                 let v = it.next().ok_or("--link needs a rate (e.g. 20mbit)")?;
+                if link.is_some() {
+                    return Err("--link given twice".into());
+                }
                 link = Some(
                     tclab_tc::util::get_rate(v)
                         .filter(|r| *r > 0)
                         .ok_or_else(|| format!("--link: \"{v}\" is not a rate (e.g. 20mbit)"))?,
                 );
             }
-            "--dev" => dev = Some(it.next().ok_or("--dev needs a device name")?.clone()),
+            "--dev" => {
+                let v = it.next().filter(|v| !v.starts_with('-'));
+                dev = Some(v.ok_or("--dev needs a device name")?.clone());
+            }
             "--help" | "-h" | "help" => {
                 println!("{EXPLAIN_HELP}");
                 return Ok(0);
             }
-            f if !f.starts_with('-') && file.is_none() => file = Some(f),
+            f if !f.starts_with('-') => {
+                if file.replace(f).is_some() {
+                    return Err("explain: give one policy file".into());
+                }
+            }
             other => {
                 return Err(format!(
                     "explain: unknown option \"{other}\"; try \"tclab explain --help\""
@@ -348,6 +362,27 @@ fn cmd_explain(args: &[String]) -> Result<u8, String> {
             .filter(|(_, d)| tclab_tc::explain::SHARING.contains(&d.root().q.kind()))
             .map(|(n, _)| n.clone())
             .collect(),
+    };
+    // With a load and no --dev: the devices that have one of the loaded classes.
+    let names: Vec<String> = match (&load, &dev) {
+        (Some(l), None) => {
+            let has = |n: &String| {
+                engine.device(n).is_some_and(|d| {
+                    d.classes(0).iter().any(|c| l.offered.contains_key(&c.classid.0))
+                })
+            };
+            let kept: Vec<String> = names.iter().filter(|n| has(n)).cloned().collect();
+            if kept.is_empty() && !names.is_empty() {
+                let ids: Vec<String> = l
+                    .offered
+                    .keys()
+                    .map(|&k| tclab_core::Handle(k).to_string())
+                    .collect();
+                return Err(format!("--load: no device has class {}", ids.join(", ")));
+            }
+            kept
+        }
+        _ => names,
     };
     if names.is_empty() {
         println!(

@@ -30,7 +30,7 @@ fn row(out: &str, class: &str) -> (f64, f64) {
         .lines()
         .find(|l| {
             l.split_whitespace().any(|w| w == class)
-                && [" htb", " drr", " ets", " qfq", " prio"].iter().any(|k| l.contains(k))
+                && [" htb", " drr", " ets", " qfq", " prio", " hfsc"].iter().any(|k| l.contains(k))
         })
         .unwrap_or_else(|| panic!("no row for {class}:\n{out}"));
     let rates: Vec<f64> = line
@@ -164,7 +164,9 @@ fn refusals_are_clear() {
     let f = batch("bad", SEED001);
     for (args, msg) in [
         (vec!["--load", "1:3=1mbit"], "1:3 on eth0 is an inner class: load its leaves"),
-        (vec!["--load", "1:9=1mbit"], "1:9 on eth0 is not a class of the root qdisc"),
+        (vec!["--load", "1:9=1mbit"], "no device has class 1:9"),
+        (vec!["--load", "1:4=1mbit", "--load", "1:5=1mbit"], "--load given twice"),
+        (vec!["--dev"], "--dev needs a device name"),
         (vec!["--load", "1:4"], "is not CLASS=RATE"),
         (vec!["--load", "1:4=fast"], "\"fast\" is not a rate"),
         (vec!["--load", "1:4=1mbit,1:4=2mbit"], "1:4 given twice"),
@@ -221,4 +223,58 @@ class add dev eth0 parent 1: classid 1:3 qfq weight 7
     assert_within(&out, "1:2", 7e6);
     let (c3, s3) = row(&out, "1:3");
     assert!(c3 == 0.0 && s3 < 1e4, "{out}");
+}
+
+#[test]
+fn hfsc_real_time_first_then_link_sharing_by_ls() {
+    // 10 Mbit/s: 1:30 is capped by its ul at 1.5; the other 8.5 go by ls m2 1:3 — 2.125 to 1:10 (above
+    // its rt of 2, which is its floor) and 6.375 to 1:20. With 1:30 idle: 10 by 1:3 → 2.5 and 7.5.
+    let f = batch("hfsc", "qdisc add dev eth0 root handle 1: hfsc default 30
+class add dev eth0 parent 1: classid 1:1 hfsc ls m2 10mbit ul m2 10mbit
+class add dev eth0 parent 1:1 classid 1:10 hfsc rt m2 2mbit ls m2 1mbit
+class add dev eth0 parent 1:1 classid 1:20 hfsc ls m2 3mbit
+class add dev eth0 parent 1:1 classid 1:30 hfsc ls m2 1mbit ul m2 1500kbit
+");
+    let out = String::from_utf8_lossy(&explain(&f, &["--link", "10mbit"]).stdout).into_owned();
+    assert_within(&out, "1:10", 2.125e6);
+    assert_within(&out, "1:20", 6.375e6);
+    assert_within(&out, "1:30", 1.5e6);
+    let o = explain(&f, &["--link", "10mbit", "--load", "1:10=max,1:20=max"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_within(&out, "1:10", 2.5e6);
+    assert_within(&out, "1:20", 7.5e6);
+    // The real-time rate is a floor: 1:10's ls share of 1 in 7 would be 1.43 Mbit/s, below its rt 2.
+    let f = batch("hfsc-rt", "qdisc add dev eth0 root handle 1: hfsc
+class add dev eth0 parent 1: classid 1:10 hfsc rt m2 2mbit ls m2 1mbit
+class add dev eth0 parent 1: classid 1:20 hfsc ls m2 6mbit
+");
+    let out = String::from_utf8_lossy(&explain(&f, &["--link", "10mbit"]).stdout).into_owned();
+    assert_within(&out, "1:10", 2e6);
+    assert_within(&out, "1:20", 8e6);
+}
+
+#[test]
+fn short_leaf_queues_and_ceilings_below_rates() {
+    // A pfifo of 10 packets under a backlogged class (the simulation keeps fewer packets queued than it
+    // would like: it must end, not spin), and a class whose ceil (2 Mbit/s) is below its rate (5): HTB
+    // stops it at the ceil (HTB_CANT_SEND once its ctokens run out), its sibling takes the rest.
+    let f = batch("short", "qdisc add dev eth0 root handle 1: htb default 30
+class add dev eth0 parent 1: classid 1:1 htb rate 10mbit
+class add dev eth0 parent 1:1 classid 1:10 htb rate 5mbit ceil 2mbit
+class add dev eth0 parent 1:1 classid 1:30 htb rate 1mbit ceil 1gbit
+qdisc add dev eth0 parent 1:30 pfifo limit 10
+qdisc add dev eth0 parent 1:10 tbf rate 500kbit burst 3000 latency 50ms
+");
+    let o = explain(&f, &["--load", "1:30=max"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_within(&out, "1:30", 10e6);
+    let o = explain(&f, &["--load", "1:10=max,1:30=max"]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    // 1:10's computed share is its ceil; its TBF leaf holds it to 500 kbit/s, which the simulation shows
+    // and a note names.
+    let (c10, s10) = row(&out, "1:10");
+    assert!((c10 - 2e6).abs() < 1e4, "{out}");
+    assert!((s10 - 0.5e6).abs() / 0.5e6 < 0.03, "{out}");
+    assert!(out.contains("note: 1:10 gets"), "{out}");
 }

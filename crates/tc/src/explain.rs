@@ -25,7 +25,11 @@
 //!   strict classes first (PRIO's bands, ETS's strict bands), in band order, each taking what it wants
 //!   of what is left; then the link shared among the others by quanta (QFQ: weights), each capped by
 //!   its demand.
-//! - Other disciplines (HFSC, CBQ): the simulation alone.
+//! - **HFSC** (`sch_hfsc.c`): each leaf's real-time rate (`rt` m2) first, then each class's total
+//!   service shared out top-down by link-sharing m2, never below the real-time service already in it nor
+//!   above its upper limit (`ul` m2): the steady state of the curves' second slopes; their first slopes
+//!   (bursts) do not last.
+//! - CBQ: the simulation alone.
 //!
 //! # The simulation
 //!
@@ -135,6 +139,14 @@ impl Tree {
                     Some(ClassOptions::Drr(d)) => (0.0, 0.0, 0, d.quantum.unwrap_or(PKT_LEN).max(1) as f64),
                     Some(ClassOptions::Ets(e)) => (0.0, 0.0, 0, e.quantum.unwrap_or(0).max(1) as f64),
                     Some(ClassOptions::Qfq(q)) => (0.0, 0.0, 0, q.weight.unwrap_or(1).max(1) as f64),
+                    // HFSC: real-time m2 as the guarantee, the upper limit's m2 as the ceiling, link
+                    // sharing's m2 as the weight.
+                    Some(ClassOptions::Hfsc(h)) => (
+                        h.rsc.map_or(0.0, |c| c.m2 as f64),
+                        h.usc.map_or(0.0, |c| c.m2 as f64),
+                        0,
+                        h.fsc.map_or(0.0, |c| c.m2 as f64),
+                    ),
                     _ => (0.0, 0.0, 0, 1.0),
                 };
                 Node {
@@ -247,7 +259,8 @@ impl Tree {
                 grow,
                 &|t: &Tree, _, l| {
                     let n = &t.nodes[l];
-                    Some((n.demand.min(n.rate) - n.alloc, Vec::new()))
+                    // A ceil below the rate wins: HTB_CANT_SEND once the ctokens run out.
+                    Some((n.demand.min(n.rate).min(n.ceil) - n.alloc, Vec::new()))
                 },
                 link,
             );
@@ -305,6 +318,86 @@ impl Tree {
             .find(|&a| self.usage(a) < self.nodes[a].rate - 1e-6)
     }
 
+    /// HFSC's steady state: each leaf first gets its real-time rate (the `rt` curve's m2: EDF guarantees
+    /// it), then every class's total service is shared out top-down by link-sharing weights (`ls` m2):
+    /// at each class, its children get `λ × ls` for the λ that fills the class's share, but never less
+    /// than the real-time service already in them nor more than their upper limit (`ul` m2) or demand.
+    fn allocate_hfsc(&mut self, link: f64) {
+        let leaves: Vec<usize> = (0..self.nodes.len()).filter(|&i| self.nodes[i].leaf()).collect();
+        let mut rt_total = 0.0;
+        for &l in &leaves {
+            let n = &mut self.nodes[l];
+            let rt = n.demand.min(n.rate).min((link - rt_total).max(0.0));
+            n.alloc = rt;
+            rt_total += rt;
+        }
+        let tops: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].parent.is_none())
+            .collect();
+        self.share_ls(&tops, link);
+    }
+
+    /// What a subtree may take at most: its upper limit, its leaves' demand.
+    fn subtree_cap(&self, i: usize) -> f64 {
+        let n = &self.nodes[i];
+        let below = if n.leaf() {
+            n.demand
+        } else {
+            n.children.iter().map(|&c| self.subtree_cap(c)).sum()
+        };
+        let ul = if n.ceil > 0.0 { n.ceil } else { f64::INFINITY };
+        below.min(ul)
+    }
+
+    /// Share `total` among the sibling classes `group` by link-sharing weight (see `allocate_hfsc`).
+    fn share_ls(&mut self, group: &[usize], total: f64) {
+        let floor: Vec<f64> = group.iter().map(|&c| self.usage(c)).collect();
+        let cap: Vec<f64> = group
+            .iter()
+            .zip(&floor)
+            .map(|(&c, &f)| {
+                if self.nodes[c].quantum > 0.0 {
+                    self.subtree_cap(c).max(f)
+                } else {
+                    f // no link-sharing curve: real-time service only
+                }
+            })
+            .collect();
+        let at = |lambda: f64| -> Vec<f64> {
+            group
+                .iter()
+                .enumerate()
+                .map(|(k, &c)| (lambda * self.nodes[c].quantum).clamp(floor[k], cap[k]))
+                .collect()
+        };
+        let sum = |v: &[f64]| v.iter().sum::<f64>();
+        let shares = if sum(&cap) <= total {
+            cap.clone()
+        } else {
+            let (mut lo, mut hi) = (0.0f64, 1.0f64);
+            while sum(&at(hi)) < total && hi < 1e18 {
+                hi *= 2.0;
+            }
+            for _ in 0..200 {
+                let mid = (lo + hi) / 2.0;
+                if sum(&at(mid)) < total {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            at(hi)
+        };
+        for (k, &c) in group.iter().enumerate() {
+            if self.nodes[c].leaf() {
+                self.nodes[c].alloc = shares[k];
+            } else {
+                let children = self.nodes[c].children.clone();
+                self.share_ls(&children, shares[k]);
+            }
+        }
+    }
+
     /// DRR, QFQ, ETS and PRIO: the strict classes first, each in classid order taking what it wants of
     /// what is left; then the link shared by quanta (QFQ: weights) among the rest, each capped by its
     /// demand.
@@ -354,12 +447,17 @@ fn simulate(dev: &mut Device, leaves: &[(Handle, Option<u64>)], link: f64, polic
         for i in 0..leaves.len() {
             match (leaves[i].1, next_arrival[i]) {
                 (None, _) => {
+                    // Keep up to 16 packets queued, fewer if the leaf's queue is shorter: the first
+                    // refusal ends the filling.
                     while outstanding[i] < 16 {
                         let mut cx = Cx::new(now);
                         dev.enqueue(packet(i), &mut cx);
                         outstanding[i] += 1;
                         for d in cx.drops.iter() {
                             outstanding[d.pkt.tag as usize] -= 1;
+                        }
+                        if !cx.drops.is_empty() {
+                            break;
                         }
                     }
                 }
@@ -494,6 +592,10 @@ pub fn explain(dev: &mut Device, load: Option<&Load>, link: Option<u64>) -> Resu
             tree.allocate_htb(link);
             true
         }
+        "hfsc" => {
+            tree.allocate_hfsc(link);
+            true
+        }
         "drr" | "qfq" | "ets" | "prio" => {
             tree.allocate_shared(link);
             true
@@ -592,9 +694,9 @@ pub fn explain(dev: &mut Device, load: Option<&Load>, link: Option<u64>) -> Resu
         if a.max(s) > 0.0 && (a - s).abs() / a.max(s) > 0.02 {
             let _ = writeln!(
                 out,
-                "note: {} gets {} in the simulation against {} computed: the computation is the \
-                 discipline's documented rule, the simulation the discipline itself (tclab explain \
-                 --help says where they part)",
+                "note: {} gets {} in the simulation against {} computed: the computation applies the \
+                 classes' rates and the discipline's rule; the simulation runs everything — leaf \
+                 qdiscs that shape, bursts, HTB's borrowing turns (tclab explain --help)",
                 n.id,
                 human(s),
                 human(a)
