@@ -475,14 +475,16 @@ fn check_device(
                     severity: Severity::Note,
                     at: at.clone(),
                     message: format!(
-                        "its {} children are guaranteed {} in all, more than its own rate {}: the \
-                         guarantees cannot all be kept when they are all busy (by design in priority \
-                         setups such as LARTC's, where one class may take the whole link)",
+                        "its {} children are guaranteed {} in all, more than its own rate {}: HTB \
+                         lets each child send its own rate without asking the parent, so when they are \
+                         all busy the subtree sends the sum, and the parent does not shape it (tclab \
+                         explain shows the shares)",
                         kids.len(),
                         sprint_rate(sum),
                         sprint_rate(o.rate.rate)
                     ),
-                    fix: "lower the children's rates so that they add up to at most the parent's"
+                    fix: "lower the children's rates so that they add up to at most the parent's, and \
+                      give the rest as ceil (borrowing)"
                         .into(),
                 });
             }
