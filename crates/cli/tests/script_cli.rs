@@ -3,24 +3,12 @@
 //! (examples/seed003/gateway.sh). Each runs under bash with `tc`/`iptables` resolved to tclab, against a
 //! scratch store, and the resulting `tc … show` and `iptables -S` must be what the script configures.
 
+#[allow(dead_code)]
+mod common;
+
+use common::{fixture, tclab, text};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn tclab(state: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tclab"))
-        .args(args)
-        .env("TCLAB_STATE", state)
-        .output()
-        .expect("run tclab")
-}
-
-fn text(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn fixture(name: &str) -> String {
-    format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
-}
+use std::process::Command;
 
 /// Seed 003's gateway script lives with its simulation example, `examples/seed003/`.
 fn seed003_gateway() -> String {

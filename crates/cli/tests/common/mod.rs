@@ -106,3 +106,25 @@ pub fn run_with_timeout(
         },
     }
 }
+
+/// `tclab ARGS…` against the policy store `state` (TCLAB_STATE), its output captured.
+#[allow(dead_code)]
+pub fn tclab(state: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_tclab"))
+        .args(args)
+        .env("TCLAB_STATE", state)
+        .output()
+        .expect("run tclab")
+}
+
+/// A command's stdout as text.
+#[allow(dead_code)]
+pub fn text(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The path of `tests/fixtures/NAME`.
+#[allow(dead_code)]
+pub fn fixture(name: &str) -> String {
+    format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
