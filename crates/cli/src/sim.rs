@@ -283,6 +283,9 @@ pub fn cmd(args: &[String]) -> Result<u8, String> {
         return Ok(0);
     }
     let a = parse_args(args)?;
+    if a.trace.as_deref() == Some("-") && a.json {
+        return Err("--trace - and --json both write to stdout: give the trace a file".into());
+    }
     let name = a.scenario.ok_or("give a scenario file or built-in name")?;
     let (text, file, base, stem) = scenario_source(&name)?;
     let wall_start = Instant::now();
@@ -303,6 +306,9 @@ pub fn cmd(args: &[String]) -> Result<u8, String> {
         let json = serde_json::to_string_pretty(&report::summary_json(&sc, &out))
             .map_err(|e| e.to_string())?;
         println!("{json}");
+    } else if a.trace.as_deref() == Some("-") {
+        // stdout carries the trace: the summary goes to stderr.
+        eprint!("{}", report::summary_text(&sc, &out));
     } else {
         print!("{}", report::summary_text(&sc, &out));
         println!(

@@ -6,15 +6,16 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use tclab_sim::trace::{parse_line, Line};
 
-pub const HELP: &str = "Usage: tclab trace stats FILE [--class C] [--flow F] [--dev NODE:DEV]
+pub const HELP: &str = "Usage: tclab trace stats FILE [--class C] [--flow F] [--dev NODE:DEV] [--event E]
        tclab trace show  FILE [--class C] [--flow F] [--dev NODE:DEV] [--event E]
        tclab trace plot  FILE --class C [--dev NODE:DEV] [--out DIR]
 
-Reads a per-packet trace written by tclab sim SCENARIO --trace FILE.
+Reads a per-packet trace written by tclab sim SCENARIO --trace FILE (FILE - reads stdin).
   stats   per device and class (then per flow): packets enqueued, sent, dropped by reason, and the
           sojourn time of the packets sent (median, 99th percentile, maximum)
   show    the trace lines that match, as they are
-  plot    the sojourn time of every packet the class sent, over the run (sojourn-CLASS.png and .svg)
+  plot    the sojourn time of every packet the class sent, over the run: sojourn-CLASS.png and .svg
+          in --out DIR (default: the current directory)
   --class 1:20     a leaf class (HTB, HFSC); an enqueue's class is not known yet: enq lines have none
   --flow NAME      a traffic entry; NAME< is its reverse direction (a download's ACKs)
   --dev NODE:DEV   one device (router:eth1)
@@ -77,17 +78,31 @@ pub fn cmd(args: &[String]) -> Result<u8, String> {
                 f.event = Some(v);
             }
             "--out" => out_dir = PathBuf::from(val("a directory")?),
-            s if !s.starts_with('-') && file.is_none() => file = Some(s.to_string()),
+            s if (s == "-" || !s.starts_with('-')) && file.is_none() => file = Some(s.to_string()),
             s => return Err(format!("trace: unknown option \"{s}\"; try \"tclab trace --help\"")),
         }
     }
-    let file = file.ok_or("trace: give the trace file (tclab sim SCENARIO --trace FILE wrote it)")?;
-    let reader = BufReader::new(
-        std::fs::File::open(&file).map_err(|e| format!("cannot read {file}: {e}"))?,
-    );
+    let file = file.ok_or("trace: give the trace file (tclab sim SCENARIO --trace FILE wrote it), or - for stdin")?;
+    if sub == "plot" && (f.flow.is_some() || f.event.is_some()) {
+        return Err("trace plot: only --class and --dev apply (it plots a class's dequeues)".into());
+    }
+    let reader: Box<dyn BufRead> = if file == "-" {
+        Box::new(BufReader::new(std::io::stdin()))
+    } else {
+        Box::new(BufReader::new(
+            std::fs::File::open(&file).map_err(|e| format!("cannot read {file}: {e}"))?,
+        ))
+    };
     let mut lines = Vec::new();
     let mut header_seen = false;
-    for (n, l) in reader.lines().enumerate() {
+    // What the trace holds, for the hint when a filter matches nothing.
+    let (mut devs, mut classes, mut flows) = (
+        std::collections::BTreeSet::new(),
+        std::collections::BTreeSet::new(),
+        std::collections::BTreeSet::new(),
+    );
+    let mut all = reader.lines().enumerate().peekable();
+    while let Some((n, l)) = all.next() {
         let l = l.map_err(|e| format!("{file}: {e}"))?;
         if l.starts_with("# tclab trace") {
             header_seen = true;
@@ -95,9 +110,20 @@ pub fn cmd(args: &[String]) -> Result<u8, String> {
         if l.starts_with('#') || l.is_empty() {
             continue;
         }
+        if !header_seen {
+            return Err(format!("{file}: not a tclab trace (no \"# tclab trace\" header)"));
+        }
         let Some(p) = parse_line(&l) else {
+            if all.peek().is_none() {
+                // A run cut short leaves its last line half written: keep what came before.
+                eprintln!("tclab: {file}:{}: the last line is cut short; ignored", n + 1);
+                break;
+            }
             return Err(format!("{file}:{}: not a trace line: {l}", n + 1));
         };
+        devs.insert(p.dev.clone());
+        classes.insert(p.class.clone());
+        flows.insert(p.flow.clone());
         if sub == "show" {
             if f.keeps(&p) {
                 let mut o = std::io::stdout().lock();
@@ -113,6 +139,20 @@ pub fn cmd(args: &[String]) -> Result<u8, String> {
     }
     if !header_seen {
         return Err(format!("{file}: not a tclab trace (no \"# tclab trace\" header)"));
+    }
+    // A filter naming something the trace does not have is a typo more often than a question.
+    for (given, seen, what) in [
+        (&f.dev, &devs, "devices"),
+        (&f.class, &classes, "classes"),
+        (&f.flow, &flows, "flows"),
+    ] {
+        if let Some(g) = given.as_ref().filter(|g| !seen.contains(*g)) {
+            let list: Vec<&str> = seen.iter().map(String::as_str).filter(|s| *s != "-").collect();
+            return Err(format!(
+                "trace: no line has {g}; the {what} in {file}: {}",
+                if list.is_empty() { "none".into() } else { list.join(", ") }
+            ));
+        }
     }
     match sub.as_str() {
         "show" => Ok(0),
@@ -148,15 +188,21 @@ fn ms(ns: u64) -> String {
     format!("{:.2}", ns as f64 / 1e6)
 }
 
-/// The tables of `tclab trace stats`.
+/// The tables of `tclab trace stats`: per device (egress qdisc, then what its ingress dropped), per
+/// class, per flow.
 pub fn stats(lines: &[Line]) -> String {
+    let mut by_dev: BTreeMap<(String, String), Tally> = BTreeMap::new();
     let mut by_class: BTreeMap<(String, String), Tally> = BTreeMap::new();
     let mut by_flow: BTreeMap<(String, String), Tally> = BTreeMap::new();
     for l in lines {
-        for (key, map) in [
-            ((l.dev.clone(), l.class.clone()), &mut by_class),
-            ((l.dev.clone(), l.flow.clone()), &mut by_flow),
-        ] {
+        let ingress = l.event == "rxdrop";
+        let dev_key = (l.dev.clone(), if ingress { "ingress" } else { "egress" }.to_string());
+        let mut keys = vec![(dev_key, &mut by_dev)];
+        if l.class != "-" {
+            keys.push(((l.dev.clone(), l.class.clone()), &mut by_class));
+        }
+        keys.push(((l.dev.clone(), l.flow.clone()), &mut by_flow));
+        for (key, map) in keys {
             let t = map.entry(key).or_default();
             match l.event.as_str() {
                 "enq" => t.enq += 1,
@@ -199,10 +245,17 @@ pub fn stats(lines: &[Line]) -> String {
             ));
         }
     };
-    table("class", &mut by_class, &mut out);
+    table("side", &mut by_dev, &mut out);
+    if !by_class.is_empty() {
+        out.push('\n');
+        table("class", &mut by_class, &mut out);
+    }
     out.push('\n');
     table("flow", &mut by_flow, &mut out);
-    out.push_str("(enqueued counts packets offered to the root; a packet's class is known once it is queued)\n");
+    out.push_str(
+        "(egress: packets offered to the root qdisc, sent and dropped there; ingress: dropped by an \
+         ingress action. A class row starts at the class: an enqueue's class is not known yet.)\n",
+    );
     out
 }
 

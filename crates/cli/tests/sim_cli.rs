@@ -346,6 +346,9 @@ fn a_trace_is_written_and_read_back() {
         (vec!["trace", "stats", t, "--class", "x:y"], "\"x:y\" is not a classid"),
         (vec!["trace", "show", t, "--event", "boom"], "\"boom\" is not enq, deq, drop or rxdrop"),
         (vec!["trace", "plot", t], "trace plot: give --class"),
+        (vec!["trace", "plot", t, "--class", "1:20", "--flow", "ping"], "only --class and --dev apply"),
+        (vec!["trace", "stats", t, "--class", "9:9"], "no line has 9:9; the classes in"),
+        (vec!["sim", "cake-adsl-upload-htb", "--json", "--trace", "-"], "both write to stdout"),
         (vec!["trace", "frob", t], "unknown command \"frob\""),
         (vec!["sim", "cake-adsl-upload-htb", "--trace"], "--trace needs a file"),
     ] {
@@ -356,5 +359,5 @@ fn a_trace_is_written_and_read_back() {
     std::fs::write(dir.join("other.txt"), "hello\n").unwrap();
     let (code, _, err) = tclab(&["trace", "stats", "other.txt"], &dir);
     assert_eq!(code, 1);
-    assert!(err.contains("not a trace line"), "{err}");
+    assert!(err.contains("not a tclab trace"), "{err}");
 }

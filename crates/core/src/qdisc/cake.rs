@@ -1859,7 +1859,7 @@ impl Qdisc for Cake {
                 self.advance_shaper(tin, a.adjusted_len, now, true);
             }
             cx.reduce_backlog(1, ack_len as i64);
-            cx.drop_queued(a.pkt, DropReason::Aqm);
+            cx.drop_queued(a.pkt, DropReason::AckFilter);
         } else {
             self.stats.qlen += 1;
             self.buffer_used += truesize;

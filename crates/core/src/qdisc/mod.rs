@@ -182,10 +182,12 @@ pub enum DropReason {
     Unclassified,
     /// An emulated loss (netem's `loss`): the network being emulated lost the packet.
     Loss,
+    /// A queued pure TCP ACK made redundant by a newer one of its connection (CAKE's ACK filter).
+    AckFilter,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 8] = [
+    pub const ALL: [DropReason; 9] = [
         DropReason::TailDrop,
         DropReason::HeadDrop,
         DropReason::Overlimit,
@@ -194,6 +196,7 @@ impl DropReason {
         DropReason::Action,
         DropReason::Unclassified,
         DropReason::Loss,
+        DropReason::AckFilter,
     ];
 
     pub fn name(self) -> &'static str {
@@ -206,6 +209,7 @@ impl DropReason {
             DropReason::Action => "action",
             DropReason::Unclassified => "unclassified",
             DropReason::Loss => "loss",
+            DropReason::AckFilter => "ack_filter",
         }
     }
 }
