@@ -189,7 +189,7 @@ fn cake_is_checked_against_the_line_in_cakes_words() {
         let r = check(&dir, &format!("{name}.batch"), policy, &line);
         assert_eq!(codes(&r), want, "{name}: {}", r.stdout);
         if want.contains(&"linklayer-missing") {
-            assert!(r.stdout.contains("`atm overhead 44`"), "{}", r.stdout);
+            assert!(r.stdout.contains("`pppoe-llcsnap`"), "{}", r.stdout);
         }
         if want.contains(&"shaper-at-line-rate") {
             assert!(r.stdout.contains("give cake the line's rate, `bandwidth 1Mbit`"), "{}", r.stdout);

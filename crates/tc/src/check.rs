@@ -304,17 +304,19 @@ fn check_device(
                     code: "linklayer-missing",
                     severity: Severity::Warning,
                     at: format!("{dev_name} qdisc {} {}", root.kind, root.handle),
-                    message: "the line is ATM, but the shaper counts bytes as Ethernet: every packet \
-                              costs up to 10 % more on the wire than the shaper thinks (48-byte cells, \
-                              padding, the encapsulation's overhead)"
+                    message: "the line is ATM, but the shaper counts bytes as Ethernet: a 1500-byte \
+                              packet costs 12–16 % more on the line than the shaper thinks (32 or 33 \
+                              cells of 53 bytes for 48, with the encapsulation's overhead), a small one up \
+                              to twice as much"
                         .into(),
                     fix: if is_cake {
-                        "add `atm overhead 44` (or the framing's keyword: `pppoe-llcsnap`, \
-                         `pppoa-vcmux`…; see your line) to the cake line"
+                        "add the framing's keyword to the cake line (`pppoe-llcsnap`, `pppoa-vcmux`…; \
+                         or `atm overhead N`)"
                             .into()
                     } else {
-                        "add `linklayer atm overhead 44` (PPPoE/LLC; see your line) to the rate, or a \
-                         `stab` with the same"
+                        "add `linklayer atm overhead N` (N from your encapsulation: 40 for PPPoE over \
+                         LLC/SNAP, 10 for PPPoA VC-mux…) to every class's rate and ceil, or a `stab \
+                         linklayer atm overhead N` on the root qdisc"
                             .into()
                     },
                 });
