@@ -171,6 +171,11 @@ impl Tree {
                 nodes[p].children.push(i);
             }
         }
+        // Drawn in classid order, as people number them.
+        let ids: Vec<u32> = nodes.iter().map(|n| n.id.0).collect();
+        for n in &mut nodes {
+            n.children.sort_by_key(|&c| ids[c]);
+        }
         Tree { nodes }
     }
 
@@ -611,12 +616,9 @@ pub fn explain(dev: &mut Device, load: Option<&Load>, link: Option<u64>) -> Resu
     // The drawing.
     let mut out = String::new();
     let _ = writeln!(out, "{name}: {root_kind} {}  {link_note}", dev.root().handle);
-    let _ = writeln!(
-        out,
-        "{:<34} {:>14} {:>14} {:>14} {:>14} {:>14}",
-        "class", "guaranteed", "maximum", "offered", "expected", "simulated"
-    );
-    fn draw(tree: &Tree, i: usize, prefix: &str, last: bool, analytic: bool, out: &mut String) {
+    /// One row: the tree-drawn label and its five figures.
+    type Row = (String, [String; 5]);
+    fn draw(tree: &Tree, i: usize, prefix: &str, last: bool, analytic: bool, out: &mut Vec<Row>) {
         let n = &tree.nodes[i];
         let branch = if n.parent.is_none() {
             String::new()
@@ -627,7 +629,7 @@ pub fn explain(dev: &mut Device, load: Option<&Load>, link: Option<u64>) -> Resu
         };
         let mut label = format!("{branch}{} {}", n.id, n.kind);
         if n.kind == "htb" && n.leaf() {
-            let _ = write!(label, " prio {}", n.prio);
+            let _ = write!(label, " prio {} quantum {}", n.prio, n.quantum);
         }
         if n.strict {
             label.push_str(" strict");
@@ -661,13 +663,10 @@ pub fn explain(dev: &mut Device, load: Option<&Load>, link: Option<u64>) -> Resu
             String::new()
         };
         let expected = if analytic { human(sum(&|m| m.alloc)) } else { "—".into() };
-        let _ = writeln!(
-            out,
-            "{label:<34} {:>14} {:>14} {offered:>14} {expected:>14} {:>14}",
-            rate(n.rate),
-            rate(n.ceil),
-            human(sum(&|m| m.simulated))
-        );
+        out.push((
+            label,
+            [rate(n.rate), rate(n.ceil), offered, expected, human(sum(&|m| m.simulated))],
+        ));
         let child_prefix = if n.parent.is_none() {
             String::new()
         } else if last {
@@ -679,8 +678,40 @@ pub fn explain(dev: &mut Device, load: Option<&Load>, link: Option<u64>) -> Resu
             draw(tree, c, &child_prefix, k + 1 == n.children.len(), analytic, out);
         }
     }
+    let mut tops = tops;
+    tops.sort_by_key(|&t| tree.nodes[t].id.0);
+    let mut rows = Vec::new();
     for &t in &tops {
-        draw(&tree, t, "", true, analytic, &mut out);
+        draw(&tree, t, "", true, analytic, &mut rows);
+    }
+    let width = rows
+        .iter()
+        .map(|(l, _)| l.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(5);
+    let pad = |s: &str| format!("{s}{}", " ".repeat(width - s.chars().count()));
+    let _ = writeln!(
+        out,
+        "{} {:>14} {:>14} {:>14} {:>14} {:>14}",
+        pad("class"),
+        "guaranteed",
+        "maximum",
+        "offered",
+        "expected",
+        "simulated"
+    );
+    for (label, c) in &rows {
+        let _ = writeln!(
+            out,
+            "{} {:>14} {:>14} {:>14} {:>14} {:>14}",
+            pad(label),
+            c[0],
+            c[1],
+            c[2],
+            c[3],
+            c[4]
+        );
     }
     if !analytic {
         let _ = writeln!(
