@@ -342,6 +342,19 @@ impl Tree {
         self.share_ls(&tops, link);
     }
 
+    /// The leaves under class `i` (itself if it is one).
+    fn subtree_leaves(&self, i: usize) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut stack = vec![i];
+        while let Some(j) = stack.pop() {
+            if self.nodes[j].leaf() {
+                out.push(j);
+            }
+            stack.extend(&self.nodes[j].children);
+        }
+        out
+    }
+
     /// What a subtree may take at most: its upper limit, its leaves' demand.
     fn subtree_cap(&self, i: usize) -> f64 {
         let n = &self.nodes[i];
@@ -718,6 +731,23 @@ pub fn explain(dev: &mut Device, load: Option<&Load>, link: Option<u64>) -> Resu
             out,
             "(no analytic model for {root_kind}: the simulation's figures alone)"
         );
+    }
+    // An inner class whose subtree sends more than its ceil: its children's own rates add up past it.
+    for (i, n) in tree.nodes.iter().enumerate() {
+        if n.leaf() || n.ceil <= 0.0 || root_kind != "htb" {
+            continue;
+        }
+        let sent: f64 = tree.subtree_leaves(i).iter().map(|&l| tree.nodes[l].simulated).sum();
+        if sent > n.ceil * 1.02 {
+            let _ = writeln!(
+                out,
+                "note: {}'s children send {} in all, above its ceil {}: HTB lets each send its own \
+                 rate without asking the parent (tclab check: rates-exceed-parent)",
+                n.id,
+                human(sent),
+                human(n.ceil)
+            );
+        }
     }
     // Where the two disagree by more than 2 %, say so.
     for n in tree.nodes.iter().filter(|n| n.leaf() && analytic) {
