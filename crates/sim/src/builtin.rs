@@ -22,6 +22,7 @@ const SEED004_DSL: &str = include_str!("../scenarios/seed004/dsl.toml");
 const SEED004_DSL_ATM: &str = include_str!("../scenarios/seed004/dsl-atm.toml");
 const CAKE_HOSTS_LAB: &str = include_str!("../scenarios/cake/hosts-lab.toml");
 const CAKE_ACK_LAB: &str = include_str!("../scenarios/cake/ack-lab.toml");
+const RRUL_LAB: &str = include_str!("../scenarios/rrul/lab.toml");
 const SEED004_CAKE: &str = include_str!("../scenarios/seed004/cake.toml");
 const SEED004_CONDITIONER: &str = include_str!("../scenarios/seed004/conditioner.toml");
 const SEED004_PING: &str = include_str!("../scenarios/seed004/ping.toml");
@@ -152,6 +153,106 @@ pub const BUILTIN: &[Builtin] = &[
         name: "cake-ack-filter-on",
         description: "1 Mbit/s up / 20 Mbit/s down, a download beside 4 uploads, CAKE on the uplink with ack-filter",
         parts: &["name = \"ACK filter: on\"\n", CAKE_ACK_LAB, include_str!("../scenarios/cake/ack-on.toml")],
+    },
+    Builtin {
+        name: "rrul-10mbit-pfifo_fast",
+        description: "RRUL (4+4 TCP, ping, VoIP) over a 10 Mbit/s line, 40 ms RTT: pfifo_fast (no policy)",
+        parts: &[
+            "name = \"RRUL 10 Mbit/s: pfifo_fast (no policy)\"\n",
+            RRUL_LAB,
+            include_str!("../scenarios/rrul/line-10.toml"),
+            include_str!("../scenarios/rrul/pfifo_fast.toml"),
+        ],
+    },
+    Builtin {
+        name: "rrul-10mbit-htb-pfifo",
+        description: "RRUL (4+4 TCP, ping, VoIP) over a 10 Mbit/s line, 40 ms RTT: HTB at the line rate over pfifo",
+        parts: &[
+            "name = \"RRUL 10 Mbit/s: HTB at the line rate over pfifo\"\n",
+            RRUL_LAB,
+            include_str!("../scenarios/rrul/line-10.toml"),
+            include_str!("../scenarios/rrul/htb-pfifo-10.toml"),
+        ],
+    },
+    Builtin {
+        name: "rrul-10mbit-htb-fq_codel",
+        description: "RRUL (4+4 TCP, ping, VoIP) over a 10 Mbit/s line, 40 ms RTT: HTB at the line rate over fq_codel",
+        parts: &[
+            "name = \"RRUL 10 Mbit/s: HTB at the line rate over fq_codel\"\n",
+            RRUL_LAB,
+            include_str!("../scenarios/rrul/line-10.toml"),
+            include_str!("../scenarios/rrul/htb-fq_codel-10.toml"),
+        ],
+    },
+    Builtin {
+        name: "rrul-10mbit-fq_codel",
+        description: "RRUL (4+4 TCP, ping, VoIP) over a 10 Mbit/s line, 40 ms RTT: fq_codel alone",
+        parts: &[
+            "name = \"RRUL 10 Mbit/s: fq_codel alone\"\n",
+            RRUL_LAB,
+            include_str!("../scenarios/rrul/line-10.toml"),
+            include_str!("../scenarios/rrul/fq_codel.toml"),
+        ],
+    },
+    Builtin {
+        name: "rrul-10mbit-cake",
+        description: "RRUL (4+4 TCP, ping, VoIP) over a 10 Mbit/s line, 40 ms RTT: CAKE at the line rate",
+        parts: &[
+            "name = \"RRUL 10 Mbit/s: CAKE at the line rate\"\n",
+            RRUL_LAB,
+            include_str!("../scenarios/rrul/line-10.toml"),
+            include_str!("../scenarios/rrul/cake-10.toml"),
+        ],
+    },
+    Builtin {
+        name: "rrul-100mbit-pfifo_fast",
+        description: "RRUL (4+4 TCP, ping, VoIP) over a 100 Mbit/s line, 40 ms RTT: pfifo_fast (no policy)",
+        parts: &[
+            "name = \"RRUL 100 Mbit/s: pfifo_fast (no policy)\"\n",
+            RRUL_LAB,
+            include_str!("../scenarios/rrul/line-100.toml"),
+            include_str!("../scenarios/rrul/pfifo_fast.toml"),
+        ],
+    },
+    Builtin {
+        name: "rrul-100mbit-htb-pfifo",
+        description: "RRUL (4+4 TCP, ping, VoIP) over a 100 Mbit/s line, 40 ms RTT: HTB at the line rate over pfifo",
+        parts: &[
+            "name = \"RRUL 100 Mbit/s: HTB at the line rate over pfifo\"\n",
+            RRUL_LAB,
+            include_str!("../scenarios/rrul/line-100.toml"),
+            include_str!("../scenarios/rrul/htb-pfifo-100.toml"),
+        ],
+    },
+    Builtin {
+        name: "rrul-100mbit-htb-fq_codel",
+        description: "RRUL (4+4 TCP, ping, VoIP) over a 100 Mbit/s line, 40 ms RTT: HTB at the line rate over fq_codel",
+        parts: &[
+            "name = \"RRUL 100 Mbit/s: HTB at the line rate over fq_codel\"\n",
+            RRUL_LAB,
+            include_str!("../scenarios/rrul/line-100.toml"),
+            include_str!("../scenarios/rrul/htb-fq_codel-100.toml"),
+        ],
+    },
+    Builtin {
+        name: "rrul-100mbit-fq_codel",
+        description: "RRUL (4+4 TCP, ping, VoIP) over a 100 Mbit/s line, 40 ms RTT: fq_codel alone",
+        parts: &[
+            "name = \"RRUL 100 Mbit/s: fq_codel alone\"\n",
+            RRUL_LAB,
+            include_str!("../scenarios/rrul/line-100.toml"),
+            include_str!("../scenarios/rrul/fq_codel.toml"),
+        ],
+    },
+    Builtin {
+        name: "rrul-100mbit-cake",
+        description: "RRUL (4+4 TCP, ping, VoIP) over a 100 Mbit/s line, 40 ms RTT: CAKE at the line rate",
+        parts: &[
+            "name = \"RRUL 100 Mbit/s: CAKE at the line rate\"\n",
+            RRUL_LAB,
+            include_str!("../scenarios/rrul/line-100.toml"),
+            include_str!("../scenarios/rrul/cake-100.toml"),
+        ],
     },
 ];
 
