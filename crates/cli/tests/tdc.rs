@@ -89,6 +89,11 @@ fn tdc_cake() {
 }
 
 #[test]
+fn tdc_hhf() {
+    assert_no_failures(&["qdiscs/hhf.json"]);
+}
+
+#[test]
 fn tdc_fq_codel() {
     assert_no_failures(&["qdiscs/fq_codel.json"]);
 }

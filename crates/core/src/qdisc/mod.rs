@@ -21,6 +21,7 @@ pub mod ets;
 pub mod fifo;
 pub mod fq_codel;
 pub mod hfsc;
+pub mod hhf;
 pub mod htb;
 pub mod ingress;
 pub mod mq;
@@ -418,6 +419,7 @@ pub enum QdiscOptions {
     Netem(netem::NetemOptions),
     Hfsc(hfsc::HfscOptions),
     Cake(cake::CakeOptions),
+    Hhf(hhf::HhfOptions),
     Ets(ets::EtsOptions),
     /// QFQ has no qdisc options.
     Qfq,
@@ -446,6 +448,7 @@ impl QdiscOptions {
             QdiscOptions::Netem(_) => "netem",
             QdiscOptions::Hfsc(_) => "hfsc",
             QdiscOptions::Cake(_) => "cake",
+            QdiscOptions::Hhf(_) => "hhf",
             QdiscOptions::Ets(_) => "ets",
             QdiscOptions::Qfq => "qfq",
             QdiscOptions::Skbprio(_) => "skbprio",
@@ -488,6 +491,7 @@ pub const KINDS: &[QdiscKind] = &[
     netem::KIND,
     hfsc::KIND,
     cake::KIND,
+    hhf::KIND,
     ets::KIND,
     qfq::KIND,
     skbprio::KIND,
@@ -536,6 +540,8 @@ pub enum Xstats {
     Cake(cake::CakeXstats),
     /// CAKE's counters of one queue (a class).
     CakeFlow(cake::CakeFlowXstats),
+    /// `struct tc_hhf_xstats`.
+    Hhf(hhf::HhfXstats),
 }
 
 /// Extra per-class counters (`tc -s class show`): HTB's `struct tc_htb_xstats`.

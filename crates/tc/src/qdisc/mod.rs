@@ -20,6 +20,7 @@ pub mod ets;
 pub mod fifo;
 pub mod fq_codel;
 pub mod hfsc;
+pub mod hhf;
 pub mod htb;
 pub mod ingress;
 pub mod mq;
@@ -79,6 +80,7 @@ pub const KINDS: &[QdiscLang] = &[
     netem::LANG,
     hfsc::LANG,
     cake::LANG,
+    hhf::LANG,
     ets::LANG,
     qfq::LANG,
     skbprio::LANG,
@@ -96,7 +98,7 @@ pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | 
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
 pub const KNOWN_TO_TC: &[&str] = &[
-    "red", "fq", "choke", "sfb", "pie", "fq_pie", "mqprio", "multiq", "gred", "hhf", "taprio",
+    "red", "fq", "choke", "sfb", "pie", "fq_pie", "mqprio", "multiq", "gred", "taprio",
     "etf", "cbs",
 ];
 
