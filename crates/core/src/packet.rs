@@ -40,8 +40,8 @@ pub struct Packet {
     /// `skb->tc_depth`: how many times the packet was re-enqueued at a root (netem's duplicate is 1, and
     /// is never duplicated again).
     pub tc_depth: u8,
-    /// The leaf class a classful qdisc (HTB, HFSC) queued the packet in, for traces (`tclab sim
-    /// --trace`); 0 if none. No discipline reads it.
+    /// The leaf class the innermost classful qdisc queued the packet in (`Cx::tag_leaf`), for traces
+    /// (`tclab sim --trace`); 0 if none. No discipline reads it.
     pub leaf_class: u32,
 }
 

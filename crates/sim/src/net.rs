@@ -698,7 +698,7 @@ impl Network {
         let raw = dev.enqueue(pkt, &mut cx);
         let verdict = raw.to_sender();
         if let Some(p) = traced {
-            self.trace_enqueue(now, &self.iface_label(iface), raw, &p, &cx);
+            self.trace_enqueue(now, &self.iface_label(iface), raw, p, &cx);
         }
         if !cx.drops.is_empty() {
             self.qdisc_dropped(iface, verdict, cx.drops.take());
@@ -782,7 +782,7 @@ impl Network {
         let verdict = raw.to_sender();
         if let Some(p) = traced {
             let label = format!("{}:{}", self.nodes[node].name, m.dev);
-            self.trace_enqueue(now, &label, raw, &p, &cx);
+            self.trace_enqueue(now, &label, raw, p, &cx);
         }
         let dropped = cx.drops.len() as u64;
         self.vdevs[v].counters.tx_dropped += dropped;
@@ -1211,10 +1211,12 @@ impl Network {
 
     /// Trace an enqueue on `dev` and the drops it caused.
     #[cold]
-    fn trace_enqueue(&mut self, now: Nanos, dev: &str, v: Verdict, pkt: &Packet, cx: &Cx) {
+    fn trace_enqueue(&mut self, now: Nanos, dev: &str, v: Verdict, mut pkt: Packet, cx: &Cx) {
         use crate::trace::Event;
         let Some(t) = self.trace.as_mut() else { return };
-        t.record(now, dev, Event::Enqueue(v.to_sender()), pkt);
+        // The copy was taken before the tree classified the packet: the class it went to is in `cx`.
+        pkt.leaf_class = cx.leaf;
+        t.record(now, dev, Event::Enqueue(v.to_sender()), &pkt);
         for d in cx.drops.iter() {
             t.record(now, dev, Event::Drop(d.reason, d.arriving), &d.pkt);
         }

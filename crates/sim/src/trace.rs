@@ -14,8 +14,9 @@
 //! ```
 //!
 //! `flow` is the traffic entry a packet belongs to (by its source port, or ICMP identifier), with `<` for
-//! the reverse direction (a TCP download's ACKs: `download<`), `-` if none. `class` is the leaf class an
-//! HTB or HFSC queued it in (`-` elsewhere). `reason` is the enqueue's verdict (`ok`, `cn`, `drop`,
+//! the reverse direction (a TCP download's ACKs: `download<`), `-` if none. `class` is the leaf class the
+//! innermost classful qdisc (HTB, HFSC, CBQ, DRR, QFQ, PRIO, ETS) queued it in (`-` under a classless
+//! root). `reason` is the enqueue's verdict (`ok`, `cn`, `drop`,
 //! `stolen`) or the drop's reason; `sojourn_ns` the time since the packet entered the root qdisc, for
 //! dequeues and for queued packets dropped later. `tclab trace stats|show|plot` read it back.
 

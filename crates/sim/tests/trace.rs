@@ -100,6 +100,17 @@ fn a_traces_counts_are_the_tc_counters() {
         .max()
         .unwrap();
     assert!(max <= 7_770_000_000 && max > 7_000_000_000, "{max}");
+    // An enqueue line names the class the packet went to (taken after the tree classified it): the
+    // pings' 1:10, the upload's 1:20 (seed 004's filters), on every line, before any dequeue.
+    for (flow, class) in [("ping", "1:10"), ("upload", "1:20")] {
+        let enq: Vec<_> = text
+            .lines()
+            .filter_map(parse_line)
+            .filter(|l| l.flow == flow && l.dev == "router:ppp0" && l.event == "enq")
+            .collect();
+        assert!(!enq.is_empty(), "{flow}");
+        assert!(enq.iter().all(|l| l.class == class), "{flow}");
+    }
     // The pings go through 1:10 with no drop.
     assert!(text
         .lines()

@@ -982,6 +982,7 @@ impl Qdisc for Cbq {
                 return v;
             }
         };
+        cx.tag_leaf(&mut pkt, self.cl_mut(cl).classid);
         let now = ticks(cx.now);
         let mark = cx.tree_reduced;
         let v = self.cl_mut(cl).q.q.enqueue(pkt, cx);

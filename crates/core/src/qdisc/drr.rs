@@ -259,6 +259,7 @@ impl Qdisc for Drr {
                 return refuse_unclassified(&mut self.stats, pkt, v, DropReason::Unclassified, cx)
             }
         };
+        cx.tag_leaf(&mut pkt, id);
         let cl = self
             .classes
             .get_mut(&id)

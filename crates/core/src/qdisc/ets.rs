@@ -341,6 +341,7 @@ impl Qdisc for Ets {
             Ok(band) => band,
             Err(v) => return refuse_unclassified(&mut self.stats, pkt, v, DropReason::Action, cx),
         };
+        cx.tag_leaf(&mut pkt, self.handle.0 | (band as u32 + 1));
         let len = pkt.len;
         if let Err(v) = enqueue_child(&mut self.stats, &mut *self.bands[band].q.q, pkt, cx) {
             return v;

@@ -1076,7 +1076,7 @@ impl Qdisc for Hfsc {
             }
         };
         let len = pkt.len;
-        pkt.leaf_class = self.c(i).classid;
+        cx.tag_leaf(&mut pkt, self.c(i).classid);
         let first = self.c(i).qlen() == 0;
         let mark = cx.tree_reduced;
         let v = self.cm(i).q.q.enqueue(pkt, cx);

@@ -940,7 +940,7 @@ impl Qdisc for Htb {
                 }
             }
             Target::Leaf(i) => {
-                pkt.leaf_class = self.cl(i).classid;
+                cx.tag_leaf(&mut pkt, self.cl(i).classid);
                 let mark = cx.tree_reduced;
                 let v = match self.cl_mut(i).leaf.as_mut() {
                     Some(leaf) => leaf.q.enqueue(pkt, cx),

@@ -64,6 +64,9 @@ pub struct Cx {
     /// Packets a discipline asks to enqueue again at the root of the device once this enqueue is done:
     /// netem's duplicates (`rootq->enqueue(skb2)`). Empty, one null pointer.
     pub to_root: Option<Box<Vec<Packet>>>,
+    /// The leaf class the innermost classful qdisc on this enqueue's path queued the packet in (0 if
+    /// none), for traces; no discipline reads it. See [`Cx::tag_leaf`].
+    pub leaf: u32,
 }
 
 impl Cx {
@@ -75,7 +78,15 @@ impl Cx {
             drops: Drops::default(),
             mirred: Default::default(),
             to_root: None,
+            leaf: 0,
         }
+    }
+
+    /// Record that `pkt` goes to the leaf class `classid`: on the packet (its later dequeue and drop
+    /// lines in a trace) and here (the enqueue's own line, written after the packet has moved in).
+    pub fn tag_leaf(&mut self, pkt: &mut Packet, classid: u32) {
+        pkt.leaf_class = classid;
+        self.leaf = classid;
     }
 
     /// Enqueue `pkt` at the root of the device after the current enqueue (netem's duplicate).

@@ -217,7 +217,7 @@ mod tests {
             };
             assert_eq!(q.enqueue(p, &mut cx), Verdict::Success);
         };
-        let mut take = |q: &mut Plug| {
+        let take = |q: &mut Plug| {
             let mut v = Vec::new();
             while let Some(p) = q.dequeue(&mut Cx::new(0)) {
                 v.push(p.tag);

@@ -181,6 +181,7 @@ impl Qdisc for Prio {
                 return v;
             }
         };
+        cx.tag_leaf(&mut pkt, self.handle.0 | (band as u32 + 1));
         let len = pkt.len;
         let mark = cx.tree_reduced;
         let v = self.queues[band].q.enqueue(pkt, cx);

@@ -885,6 +885,7 @@ impl Qdisc for Qfq {
                 return refuse_unclassified(&mut self.stats, pkt, v, DropReason::Unclassified, cx)
             }
         };
+        cx.tag_leaf(&mut pkt, id);
         let len = pkt.len;
         let a = self.cl(id).agg;
         if self.agg(a).lmax < len {
