@@ -54,6 +54,7 @@ const CASES: &[(&str, &str, &[&str])] = &[
     ("burst-below-tick", "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 100mbit burst 5k cburst 100k\n", &[]),
     ("queue-delay", "qdisc add dev eth0 root handle 1: htb default 20\nclass add dev eth0 parent 1: classid 1:20 htb rate 180kbit\n", &[]),
     ("unreached-class", "qdisc add dev eth0 root handle 1: htb default 20\nclass add dev eth0 parent 1: classid 1:20 htb rate 1mbit\nclass add dev eth0 parent 1: classid 1:30 htb rate 1mbit\n", &[]),
+    ("filter-unreached", "qdisc add dev eth0 root handle 1: htb default 20\nclass add dev eth0 parent 1: classid 1:20 htb rate 1mbit\nfilter add dev eth0 parent 1:20 protocol ip prio 1 u32 match ip dport 22 0xffff flowid 1:20\n", &[]),
     ("shaper-at-line-rate", "qdisc add dev ppp0 root tbf rate 1mbit burst 10k latency 50ms\n", &["--link", "1mbit"]),
     ("linklayer-missing", "qdisc add dev ppp0 root tbf rate 900kbit burst 10k latency 50ms\n", &["--linklayer", "atm"]),
     ("gso-bursts", "qdisc add dev ppp0 root tbf rate 1mbit burst 10k latency 50ms\n", &[]),
@@ -226,4 +227,31 @@ fn offloads_turned_off_by_the_script_silence_the_gso_note() {
         &[],
     );
     assert_eq!(codes(&r), vec!["gso-bursts"]);
+}
+
+/// Filters on classes (`htb_classify`): read only on the way down, after a filter at the qdisc (or
+/// skb->priority) chose that inner class; never at a leaf. A filter at inner class 1:1 that one at the
+/// qdisc points to is fine; the same filter with nothing pointing to 1:1, or on the leaf 1:10, is not.
+#[test]
+fn filters_on_classes_are_reported_where_htb_never_reads_them() {
+    let dir = TempDir::new("check-filters");
+    let tree = "qdisc add dev eth0 root handle 1: htb default 20
+class add dev eth0 parent 1: classid 1:1 htb rate 10mbit
+class add dev eth0 parent 1:1 classid 1:10 htb rate 4mbit ceil 10mbit
+class add dev eth0 parent 1:1 classid 1:20 htb rate 6mbit ceil 10mbit
+qdisc add dev eth0 parent 1:10 pfifo limit 100
+qdisc add dev eth0 parent 1:20 pfifo limit 100
+";
+    let inner = "filter add dev eth0 parent 1:1 protocol ip prio 1 u32 match ip dport 22 0xffff flowid 1:10\n";
+    let to_inner = "filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst 10.0.0.0/8 flowid 1:1\n";
+    let leaf = "filter add dev eth0 parent 1:10 protocol ip prio 1 u32 match ip dport 22 0xffff flowid 1:10\n";
+    let found = |name: &str, p: String| -> Vec<String> {
+        let r = check(&dir, name, &p, &["--link", "20mbit"]);
+        codes(&r).into_iter().filter(|c| c == "filter-unreached").collect()
+    };
+    assert!(found("reached.batch", format!("{tree}{to_inner}{inner}")).is_empty());
+    assert_eq!(found("orphan.batch", format!("{tree}{inner}")).len(), 1);
+    let r = check(&dir, "leaf.batch", &format!("{tree}{to_inner}{leaf}"), &["--link", "20mbit"]);
+    assert_eq!(codes(&r).iter().filter(|c| *c == "filter-unreached").count(), 1);
+    assert!(r.stdout.contains("eth0 class htb 1:10"), "{}", r.stdout);
 }

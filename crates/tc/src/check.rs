@@ -76,7 +76,7 @@ pub const CODES: &[(&str, Severity, &str)] = &[
     ),
     (
         "rates-exceed-parent",
-        Severity::Warning,
+        Severity::Note,
         "the children's guaranteed rates add up to more than their parent's",
     ),
     (
@@ -103,6 +103,11 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "unreached-class",
         Severity::Warning,
         "a leaf class no filter, iptables CLASSIFY rule or default sends traffic to",
+    ),
+    (
+        "filter-unreached",
+        Severity::Warning,
+        "filters attached to a class HTB/HFSC never reads them at (a leaf, or an inner class nothing points to)",
     ),
     (
         "shaper-at-line-rate",
@@ -553,6 +558,46 @@ fn check_device(
                     });
                 }
             }
+        }
+    }
+    // Filters on classes: HTB and HFSC consult a class's filters only after a filter (or skb->priority)
+    // chose that class and it is an inner one (`htb_classify`/`hfsc_classify` stop at the first leaf).
+    for q in qdiscs.iter().filter(|q| matches!(q.kind, "htb" | "hfsc")) {
+        let Some(sched) = dev.find(q.handle) else {
+            continue;
+        };
+        let mine = |c: &&tclab_core::qdisc::ClassInfo| {
+            c.classid.major() == q.handle.major() && c.classid.minor() != 0
+        };
+        for c in classes.iter().filter(mine) {
+            if sched.q.block(c.classid).is_none_or(|b| b.is_empty()) {
+                continue;
+            }
+            let is_leaf = !classes.iter().filter(mine).any(|k| k.parent == c.classid);
+            let message = if is_leaf {
+                format!(
+                    "filters are attached to the leaf class {}: {} reads a class's filters only on the                      way down from the qdisc to a leaf, and stops at the first leaf it reaches, so these                      filters never see a packet",
+                    c.classid,
+                    q.kind.to_uppercase()
+                )
+            } else if !bound(c.classid.0) {
+                format!(
+                    "filters are attached to the inner class {}, but no filter at the qdisc (or iptables                      CLASSIFY rule) sends packets to {}: they are read only after one does",
+                    c.classid, c.classid
+                )
+            } else {
+                continue;
+            };
+            out.push(Finding {
+                code: "filter-unreached",
+                severity: Severity::Warning,
+                at: format!("{dev_name} class {} {}", q.kind, c.classid),
+                message,
+                fix: format!(
+                    "attach the filters to the qdisc (`parent {}`), or to an inner class a filter there                      points to",
+                    q.handle
+                ),
+            });
         }
     }
     // Ingress policing.
