@@ -6,8 +6,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use tclab_sim::trace::{parse_line, Line};
 
-pub const HELP: &str = "Usage: tclab trace stats FILE [--class C] [--flow F] [--dev NODE:DEV] [--event E]
-       tclab trace show  FILE [--class C] [--flow F] [--dev NODE:DEV] [--event E]
+pub const HELP: &str = "Usage: tclab trace stats FILE [--class C] [--flow F] [--dev NODE:DEV] [--event E] [--filter K:P]
+       tclab trace show  FILE [--class C] [--flow F] [--dev NODE:DEV] [--event E] [--filter K:P]
        tclab trace plot  FILE --class C [--dev NODE:DEV] [--out DIR]
 
 Reads a per-packet trace written by tclab sim SCENARIO --trace FILE (FILE - reads stdin).
@@ -16,7 +16,8 @@ Reads a per-packet trace written by tclab sim SCENARIO --trace FILE (FILE - read
   show    the trace lines that match, as they are
   plot    the sojourn time of every packet the class sent, over the run: sojourn-CLASS.png and .svg
           in --out DIR (default: the current directory)
-  --class 1:20     a leaf class (HTB, HFSC); an enqueue's class is not known yet: enq lines have none
+  --class 1:20     a leaf class (of HTB, HFSC, CBQ, DRR, QFQ, PRIO, ETS)
+  --filter u32:1   the filter (kind:pref) that classified an enqueue (keeps enq lines only)
   --flow NAME      a traffic entry; NAME< is its reverse direction (a download's ACKs)
   --dev NODE:DEV   one device (router:eth1)
   --event E        enq, deq, drop or rxdrop";
@@ -26,6 +27,7 @@ struct Filter {
     flow: Option<String>,
     dev: Option<String>,
     event: Option<String>,
+    filter: Option<String>,
 }
 
 impl Filter {
@@ -34,6 +36,7 @@ impl Filter {
             && self.flow.as_ref().is_none_or(|f| *f == l.flow)
             && self.dev.as_ref().is_none_or(|d| *d == l.dev)
             && self.event.as_ref().is_none_or(|e| *e == l.event)
+            && self.filter.as_ref().is_none_or(|k| *k == l.filter)
     }
 }
 
@@ -52,6 +55,7 @@ pub fn cmd(args: &[String]) -> Result<u8, String> {
         flow: None,
         dev: None,
         event: None,
+        filter: None,
     };
     let mut out_dir = PathBuf::from(".");
     let mut it = args[1..].iter();
@@ -77,13 +81,14 @@ pub fn cmd(args: &[String]) -> Result<u8, String> {
                 }
                 f.event = Some(v);
             }
+            "--filter" => f.filter = Some(val("a filter as kind:pref (u32:1)")?),
             "--out" => out_dir = PathBuf::from(val("a directory")?),
             s if (s == "-" || !s.starts_with('-')) && file.is_none() => file = Some(s.to_string()),
             s => return Err(format!("trace: unknown option \"{s}\"; try \"tclab trace --help\"")),
         }
     }
     let file = file.ok_or("trace: give the trace file (tclab sim SCENARIO --trace FILE wrote it), or - for stdin")?;
-    if sub == "plot" && (f.flow.is_some() || f.event.is_some()) {
+    if sub == "plot" && (f.flow.is_some() || f.event.is_some() || f.filter.is_some()) {
         return Err("trace plot: only --class and --dev apply (it plots a class's dequeues)".into());
     }
     let reader: Box<dyn BufRead> = if file == "-" {
@@ -96,7 +101,8 @@ pub fn cmd(args: &[String]) -> Result<u8, String> {
     let mut lines = Vec::new();
     let mut header_seen = false;
     // What the trace holds, for the hint when a filter matches nothing.
-    let (mut devs, mut classes, mut flows) = (
+    let (mut devs, mut classes, mut flows, mut filters) = (
+        std::collections::BTreeSet::new(),
         std::collections::BTreeSet::new(),
         std::collections::BTreeSet::new(),
         std::collections::BTreeSet::new(),
@@ -124,6 +130,7 @@ pub fn cmd(args: &[String]) -> Result<u8, String> {
         devs.insert(p.dev.clone());
         classes.insert(p.class.clone());
         flows.insert(p.flow.clone());
+        filters.insert(p.filter.clone());
         if sub == "show" {
             if f.keeps(&p) {
                 let mut o = std::io::stdout().lock();
@@ -145,6 +152,7 @@ pub fn cmd(args: &[String]) -> Result<u8, String> {
         (&f.dev, &devs, "devices"),
         (&f.class, &classes, "classes"),
         (&f.flow, &flows, "flows"),
+        (&f.filter, &filters, "filters"),
     ] {
         if let Some(g) = given.as_ref().filter(|g| !seen.contains(*g)) {
             let list: Vec<&str> = seen.iter().map(String::as_str).filter(|s| *s != "-").collect();
@@ -252,9 +260,34 @@ pub fn stats(lines: &[Line]) -> String {
     }
     out.push('\n');
     table("flow", &mut by_flow, &mut out);
+    // Which filter classified how many of the enqueues (tc -s filter show's hit counters, per device).
+    let mut by_filter: BTreeMap<(&str, &str), (u64, u64)> = BTreeMap::new();
+    for l in lines.iter().filter(|l| l.event == "enq") {
+        let e = by_filter.entry((&l.dev, &l.filter)).or_default();
+        e.0 += 1;
+        if l.reason != "ok" {
+            e.1 += 1;
+        }
+    }
+    if by_filter.keys().any(|(_, f)| *f != "-") {
+        out.push_str(&format!(
+            "\n{:<22} {:<10} {:>9} {:>9}\n",
+            "dev", "filter", "enqueued", "refused"
+        ));
+        // Only the devices where filters classify: elsewhere every row would be `-`.
+        let filtered: std::collections::BTreeSet<&str> =
+            by_filter.keys().filter(|(_, f)| *f != "-").map(|(d, _)| *d).collect();
+        for ((dev, filter), (n, refused)) in &by_filter {
+            if !filtered.contains(dev) {
+                continue;
+            }
+            out.push_str(&format!("{dev:<22} {filter:<10} {n:>9} {refused:>9}\n"));
+        }
+    }
     out.push_str(
         "(egress: packets offered to the root qdisc, sent and dropped there; ingress: dropped by an \
-         ingress action. A class row starts at the class: an enqueue's class is not known yet.)\n",
+         ingress action. filter: the enqueues each filter (kind:pref) classified last, - by none; \
+         refused: not queued.)\n",
     );
     out
 }

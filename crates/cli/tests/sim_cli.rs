@@ -337,6 +337,16 @@ fn a_trace_is_written_and_read_back() {
         .unwrap_or_else(|| panic!("{out}"));
     let w: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(&w[3..6], ["983", "89", "tail_drop"], "{row}");
+    // Seed 004's pings are the 100 packets its u32 at pref 10 (`match ip protocol 1`) classified.
+    let (_, out, _) = tclab(&["trace", "stats", t], &dir);
+    assert!(
+        out.lines().any(|l| l.split_whitespace().collect::<Vec<_>>()
+            == ["router:ppp0", "u32:10", "100", "0"]),
+        "{out}"
+    );
+    let (_, out, _) = tclab(&["trace", "show", t, "--filter", "u32:10"], &dir);
+    assert_eq!(out.lines().count(), 100);
+    assert!(out.lines().all(|l| l.contains(" enq ping 98 1:10 ok ")), "{out}");
     let (_, out, _) = tclab(&["trace", "show", t, "--flow", "upload", "--event", "drop"], &dir);
     assert_eq!(out.lines().count(), 89);
     assert!(out.lines().all(|l| l.contains(" drop upload ")));
@@ -350,6 +360,7 @@ fn a_trace_is_written_and_read_back() {
         (vec!["trace", "stats", t, "--class", "9:9"], "no line has 9:9; the classes in"),
         (vec!["sim", "cake-adsl-upload-htb", "--json", "--trace", "-"], "both write to stdout"),
         (vec!["trace", "frob", t], "unknown command \"frob\""),
+        (vec!["trace", "stats", t, "--filter", "fw:1"], "no line has fw:1; the filters in"),
         (vec!["sim", "cake-adsl-upload-htb", "--trace"], "--trace needs a file"),
     ] {
         let (code, _, err) = tclab(&args, &dir);

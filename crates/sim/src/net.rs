@@ -1216,7 +1216,7 @@ impl Network {
         let Some(t) = self.trace.as_mut() else { return };
         // The copy was taken before the tree classified the packet: the class it went to is in `cx`.
         pkt.leaf_class = cx.leaf;
-        t.record(now, dev, Event::Enqueue(v.to_sender()), &pkt);
+        t.record(now, dev, Event::Enqueue(v.to_sender(), cx.matched), &pkt);
         for d in cx.drops.iter() {
             t.record(now, dev, Event::Drop(d.reason, d.arriving), &d.pkt);
         }

@@ -5,12 +5,12 @@
 //! same trace, byte for byte.
 //!
 //! ```text
-//! # tclab trace 1
+//! # tclab trace 2
 //! # flow download tcp 32768-32771
-//! # time_ns dev event flow len class reason sojourn_ns
-//! 1000523040 router:eth1 enq download 1514 1:20 ok -
-//! 1000523040 router:eth1 deq download 1514 1:20 - 0
-//! 1201000000 router:eth1 drop download 1514 1:20 tail_drop -
+//! # time_ns dev event flow len class reason sojourn_ns filter
+//! 1000523040 router:eth1 enq download 1514 1:20 ok - u32:1
+//! 1000523040 router:eth1 deq download 1514 1:20 - 0 -
+//! 1201000000 router:eth1 drop download 1514 1:20 tail_drop - -
 //! ```
 //!
 //! `flow` is the traffic entry a packet belongs to (by its source port, or ICMP identifier), with `<` for
@@ -18,14 +18,16 @@
 //! innermost classful qdisc (HTB, HFSC, CBQ, DRR, QFQ, PRIO, ETS) queued it in (`-` under a classless
 //! root). `reason` is the enqueue's verdict (`ok`, `cn`, `drop`,
 //! `stolen`) or the drop's reason; `sojourn_ns` the time since the packet entered the root qdisc, for
-//! dequeues and for queued packets dropped later. `tclab trace stats|show|plot` read it back.
+//! dequeues and for queued packets dropped later; `filter`, on enqueue lines, the filter instance that
+//! classified the packet last on its way down (`kind:pref`, `@chain` outside chain 0; `-` if none did:
+//! a default class, skb->priority, a classless root). Version 1 traces (without `filter`) are read too. `tclab trace stats|show|plot` read it back.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use tclab_core::qdisc::{DropReason, Verdict};
 use tclab_core::{Nanos, Packet};
 
-pub const HEADER: &str = "# time_ns dev event flow len class reason sojourn_ns";
+pub const HEADER: &str = "# time_ns dev event flow len class reason sojourn_ns filter";
 
 /// A trace being written.
 pub struct Trace {
@@ -39,7 +41,8 @@ pub struct Trace {
 
 /// What happened to a packet.
 pub enum Event {
-    Enqueue(Verdict),
+    /// Queued (or refused) by the root qdisc, and the filter that classified it last, if any.
+    Enqueue(Verdict, Option<tclab_core::filter::FilterMatch>),
     Dequeue,
     /// Dropped by a qdisc: the reason, and whether it was the arriving packet.
     Drop(DropReason, bool),
@@ -61,7 +64,7 @@ impl Trace {
     /// Write the header: each traffic entry's name, protocol (6, 17, 1) and source ports (or ICMP
     /// identifiers), by which packets are told apart.
     pub fn begin(&mut self, flows: &[(String, u8, Vec<u16>)]) {
-        let mut head = String::from("# tclab trace 1\n");
+        let mut head = String::from("# tclab trace 2\n");
         for (name, proto, ports) in flows {
             let kind = match proto {
                 6 => "tcp",
@@ -129,8 +132,12 @@ impl Trace {
             tclab_core::Handle(pkt.leaf_class).to_string()
         };
         let sojourn = now.saturating_sub(pkt.enqueue_ns).to_string();
+        let filter = match &ev {
+            Event::Enqueue(_, Some(m)) => m.to_string(),
+            _ => "-".to_string(),
+        };
         let (event, reason, sojourn) = match ev {
-            Event::Enqueue(v) => (
+            Event::Enqueue(v, _) => (
                 "enq",
                 match v {
                     Verdict::Success => "ok",
@@ -146,7 +153,7 @@ impl Trace {
             Event::RxDrop => ("rxdrop", DropReason::Action.name(), "-".into()),
         };
         let line = format!(
-            "{now} {dev} {event} {} {} {class} {reason} {sojourn}\n",
+            "{now} {dev} {event} {} {} {class} {reason} {sojourn} {filter}\n",
             self.flow_of(pkt),
             pkt.wire_len.unwrap_or(pkt.len)
         );
@@ -178,12 +185,14 @@ pub struct Line {
     pub class: String,
     pub reason: String,
     pub sojourn: Option<Nanos>,
+    /// The classifying filter of an enqueue (`u32:1`), else `-`.
+    pub filter: String,
 }
 
 /// Parse one line (not a comment); `None` for a line that is not a trace line.
 pub fn parse_line(l: &str) -> Option<Line> {
     let w: Vec<&str> = l.split(' ').collect();
-    if w.len() != 8 || l.starts_with('#') {
+    if !(w.len() == 8 || w.len() == 9) || l.starts_with('#') {
         return None;
     }
     Some(Line {
@@ -195,5 +204,6 @@ pub fn parse_line(l: &str) -> Option<Line> {
         class: w[5].to_string(),
         reason: w[6].to_string(),
         sojourn: w[7].parse().ok(),
+        filter: w.get(8).unwrap_or(&"-").to_string(),
     })
 }

@@ -38,7 +38,7 @@ fn a_trace_is_the_same_every_run() {
     let (a, _) = traced("cake-adsl-upload-htb");
     let (b, _) = traced("cake-adsl-upload-htb");
     assert_eq!(a, b);
-    assert!(a.starts_with("# tclab trace 1\n# flow upload tcp 32768\n# flow ping icmp 32769\n"));
+    assert!(a.starts_with("# tclab trace 2\n# flow upload tcp 32768\n# flow ping icmp 32769\n"));
     assert!(a.lines().count() > 10_000);
 }
 
@@ -100,16 +100,17 @@ fn a_traces_counts_are_the_tc_counters() {
         .max()
         .unwrap();
     assert!(max <= 7_770_000_000 && max > 7_000_000_000, "{max}");
-    // An enqueue line names the class the packet went to (taken after the tree classified it): the
-    // pings' 1:10, the upload's 1:20 (seed 004's filters), on every line, before any dequeue.
-    for (flow, class) in [("ping", "1:10"), ("upload", "1:20")] {
+    // An enqueue line names the class the packet went to (taken after the tree classified it) and the
+    // filter that sent it there: the pings' 1:10 by the u32 at pref 10 (`match ip protocol 1`), the
+    // upload's 1:20 by no filter (its data segments match none of seed 004's three; HTB's default).
+    for (flow, class, filter) in [("ping", "1:10", "u32:10"), ("upload", "1:20", "-")] {
         let enq: Vec<_> = text
             .lines()
             .filter_map(parse_line)
             .filter(|l| l.flow == flow && l.dev == "router:ppp0" && l.event == "enq")
             .collect();
         assert!(!enq.is_empty(), "{flow}");
-        assert!(enq.iter().all(|l| l.class == class), "{flow}");
+        assert!(enq.iter().all(|l| l.class == class && l.filter == filter), "{flow}");
     }
     // The pings go through 1:10 with no drop.
     assert!(text

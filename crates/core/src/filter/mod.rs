@@ -155,6 +155,26 @@ impl Classifier {
     }
 }
 
+/// Which filter instance classified a packet: its kind, chain and preference (what `tc filter show`
+/// lists it by), for traces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FilterMatch {
+    pub kind: &'static str,
+    pub chain: u32,
+    pub pref: u32,
+}
+
+impl std::fmt::Display for FilterMatch {
+    /// `u32:1`, or `u32:1@2` in chain 2.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.kind, self.pref)?;
+        if self.chain != 0 {
+            write!(f, "@{}", self.chain)?;
+        }
+        Ok(())
+    }
+}
+
 /// One filter instance (`struct tcf_proto`).
 #[derive(Clone, Debug)]
 pub struct Tp {
@@ -240,6 +260,11 @@ impl Block {
                     continue 'restart;
                 }
                 if r >= 0 {
+                    cx.matched = Some(FilterMatch {
+                        kind: tp.cls.kind(),
+                        chain: tp.chain,
+                        pref: tp.prio,
+                    });
                     return Some((r, res));
                 }
             }

@@ -67,6 +67,9 @@ pub struct Cx {
     /// The leaf class the innermost classful qdisc on this enqueue's path queued the packet in (0 if
     /// none), for traces; no discipline reads it. See [`Cx::tag_leaf`].
     pub leaf: u32,
+    /// The filter that classified the packet last on this call's path (the innermost block's), for
+    /// traces; no discipline reads it.
+    pub matched: Option<crate::filter::FilterMatch>,
 }
 
 impl Cx {
@@ -79,6 +82,7 @@ impl Cx {
             mirred: Default::default(),
             to_root: None,
             leaf: 0,
+            matched: None,
         }
     }
 
