@@ -686,6 +686,43 @@ fn cases_m() -> Vec<Case> {
     ]
 }
 
+/// n) JSON and raw listings (issue 10): what tools that read tc's output (tcconfig's tcshow, LibreQoS,
+/// monitoring agents) parse — filters, size tables, the ingress parent, `-raw` handles.
+fn cases_n() -> Vec<Case> {
+    vec![
+        case!(
+            "n1_json_listings",
+            "-j listings of qdiscs (with stab under -d), classes and u32 filters, with an ingress qdisc and a mirred redirect",
+            "qdisc add dev $DEV root handle 1: stab overhead 40 linklayer atm htb default 20
+             class add dev $DEV parent 1: classid 1:20 htb rate 1mbit
+             filter add dev $DEV parent 1: protocol ip prio 1 u32 match ip dport 22 0xffff flowid 1:20
+             filter add dev $DEV parent 1: protocol ip prio 2 u32 match ip src 10.0.0.0/8 match ip tos 0x10 0xff flowid 1:20
+             qdisc add dev $DEV ingress
+             filter add dev $DEV parent ffff: protocol ip prio 5 u32 match ip src 0.0.0.0/0 action mirred egress redirect dev $DEV
+             -j qdisc show dev $DEV
+             -d -j qdisc show dev $DEV
+             -j class show dev $DEV
+             -j filter show dev $DEV
+             -j filter show dev $DEV parent ffff:
+             -raw qdisc show dev $DEV
+             -raw class show dev $DEV"
+        ),
+        case!(
+            "n2_json_u32_mirred_pretty",
+            "-j and -p -j listings of u32 filters with a mirred action and a variable offset, of qdiscs, and of the mirred action table",
+            "qdisc add dev $DEV root handle 1: htb default 1
+             class add dev $DEV parent 1: classid 1:1 htb rate 1mbit
+             filter add dev $DEV parent 1: protocol ip prio 3 u32 match ip dst 10.0.0.1/32 action mirred egress mirror dev $DEV
+             filter add dev $DEV parent 1: protocol ip prio 4 u32 match u8 6 0xff at 9 offset at 0 mask 0f00 shift 6 eat flowid 1:1
+             -j filter show dev $DEV
+             -p -j qdisc show dev $DEV
+             -j actions list action mirred
+             -j actions get action mirred index 1
+             -j filter get dev $DEV parent 1: protocol ip prio 3 handle 800::800 u32"
+        ),
+    ]
+}
+
 fn all_groups() -> Vec<(&'static str, Vec<Case>)> {
     vec![
         ("a", cases_a()),
@@ -699,6 +736,7 @@ fn all_groups() -> Vec<(&'static str, Vec<Case>)> {
         ("i", cases_i()),
         ("k", cases_k()),
         ("m", cases_m()),
+        ("n", cases_n()),
     ]
 }
 
@@ -754,6 +792,11 @@ fn parity_k_field_forms() {
 #[test]
 fn parity_m_mirred_ifb() {
     run_group("m", cases_m());
+}
+
+#[test]
+fn parity_n_json_and_raw() {
+    run_group("n", cases_n());
 }
 
 #[test]
@@ -918,6 +961,7 @@ fn compare_result(report: &mut Vec<String>, what: &str, k: &RunResult, t: &RunRe
 ///   choose such handles explicitly.)
 fn normalise_observation(obs: Observation) -> Observation {
     let refcnt = regex::Regex::new(r"refcnt \d+").unwrap();
+    let refcnt_json = regex::Regex::new(r#""refcnt": ?\d+"#).unwrap();
     let auto = regex::Regex::new(r"\b([89a-f][0-9a-f]{3}):").unwrap();
     let mut handles: Vec<u32> = Vec::new();
     for (_, r) in obs.steps.iter().chain(obs.shows.iter()) {
@@ -941,11 +985,14 @@ fn normalise_observation(obs: Observation) -> Observation {
     // (`TCA_ACT_USED_HW_STATS`), which tc prints as `used_hw_stats disabled` under `tc actions list|get`;
     // tclab, like the kernels its action dumps follow, reports none. Normalised away on both sides.
     let used_hw_stats = regex::Regex::new(r"(?m)^\tused_hw_stats [a-z ]+\n").unwrap();
+    let used_hw_stats_json = regex::Regex::new(r#","used_hw_stats":\["[a-z]+"\]"#).unwrap();
     let fix = |text: &str| -> String {
         let text = used_hw_stats.replace_all(text, "");
+        let text = used_hw_stats_json.replace_all(&text, "");
         let text = star_flowid.replace_all(&text, "flowid ");
         let text = u32_perf.replace_all(&text, "");
         let text = refcnt.replace_all(&text, "refcnt N");
+        let text = refcnt_json.replace_all(&text, r#""refcnt":N"#);
         auto.replace_all(&text, |c: &regex::Captures| {
             let h = u32::from_str_radix(&c[1], 16).unwrap();
             let i = handles.iter().position(|&x| x == h).unwrap() as u32;

@@ -10,6 +10,7 @@ use crate::util::{
     calc_xmitsize, calc_xmittime, get_rate, get_size, get_size_and_cell, get_tc_classid, get_u16,
     get_u32, matches, sprint_rate, sprint_size,
 };
+use crate::jprint::Printer;
 use crate::{Failure, Result, ShowFlags};
 use std::fmt::Write;
 use tclab_core::action::connmark::Connmark;
@@ -816,90 +817,112 @@ pub fn parse_actions(c: &mut Cur) -> Result<Vec<ActionSpec>> {
     Ok(out)
 }
 
+/// `print_action_control` on a printer: the code's name (`"control_action":{"type":…}` in JSON) between
+/// text-only `prefix` and `suffix`.
+pub fn print_control(p: &mut Printer, prefix: &str, c: Control, suffix: &str) {
+    p.fp(prefix);
+    p.open_object(Some("control_action"));
+    let name = action_n2a(c);
+    p.string("type", &name, &name);
+    if ext_is(c, TC_ACT_GOTO_CHAIN) {
+        let n = c as u32 & TC_ACT_EXT_VAL_MASK;
+        p.number("chain", &format!(" chain {n}"), n);
+    }
+    if ext_is(c, TC_ACT_JUMP) {
+        let n = c as u32 & TC_ACT_EXT_VAL_MASK;
+        p.number("jump", &format!(" {n}"), n);
+    }
+    p.close_object();
+    p.fp(suffix);
+}
+
 /// `print_tm`: the kernel reports ages in clock ticks (USER_HZ 100) and tc prints those that are not 0,
 /// in whole seconds.
-fn sprint_tm(a: &Action, now: u64) -> String {
-    let mut s = String::new();
+fn print_tm(p: &mut Printer, a: &Action, now: u64) {
     let ticks = |t: u64| now.saturating_sub(t) / 10_000_000;
     let install = ticks(a.installed);
     if install != 0 {
-        let _ = write!(s, " installed {} sec", install / 100);
+        let v = install / 100;
+        p.number("installed", &format!(" installed {v} sec"), v);
     }
     if let Some(l) = a.lastuse.map(ticks).filter(|t| *t != 0) {
-        let _ = write!(s, " used {} sec", l / 100);
+        let v = l / 100;
+        p.number("last_used", &format!(" used {v} sec"), v);
     }
-    s
 }
 
-/// One action as `tc_dump_action` prints it, from the newline before `action order N:` on. `bind`: the
-/// action is listed inside a filter.
-pub fn print_action(
-    a: &Action,
-    order: u32,
-    bind: bool,
-    flags: ShowFlags,
-    now: u64,
-    out: &mut String,
-) {
-    let _ = write!(out, "\n\taction order {order}: ");
-    let refs = format!("ref {} bind {}", a.refcnt, a.bindcnt);
-    let tm = if flags.stats {
-        sprint_tm(a, now)
-    } else {
-        String::new()
-    };
+/// `index`, `ref`, `bind` as gact, skbedit and connmark print them (`\t index 1 ref 1 bind 1`), the
+/// times under `-s`, and the newline.
+fn print_index_refs(p: &mut Printer, a: &Action, index_text: &str, flags: ShowFlags, now: u64) {
+    p.nl();
+    p.number("index", &format!("{index_text}{}", a.index), a.index);
+    p.number("ref", &format!(" ref {}", a.refcnt), a.refcnt);
+    p.number("bind", &format!(" bind {}", a.bindcnt), a.bindcnt);
+    if flags.stats {
+        print_tm(p, a, now);
+    }
+    p.nl();
+}
+
+/// The kind's own part of one action (`print_aopt`).
+fn print_aopt(p: &mut Printer, a: &Action, flags: ShowFlags, now: u64) {
     match &a.params {
         ActionParams::Gact(g) => {
-            out.push_str("gact ");
-            out.push_str(&sprint_control("action ", g.action, ""));
+            p.string("kind", "gact ", "gact");
+            print_control(p, "action ", g.action, "");
             let (pt, pa, pv) = match &g.prob {
-                Some(p) => (
-                    match p.ptype {
+                Some(pr) => (
+                    match pr.ptype {
                         ProbType::None => "none",
                         ProbType::Netrand => "netrand",
                         ProbType::Determ => "determ",
                     },
-                    p.action,
-                    p.val,
+                    pr.action,
+                    pr.val,
                 ),
                 None => ("none", TC_ACT_OK, 0),
             };
-            let _ = write!(
-                out,
-                "\n\t random type {pt}{}val {pv}\n\t index {} {refs}{tm}\n",
-                sprint_control(" ", pa, " "),
-                a.index
-            );
+            p.open_object(Some("prob"));
+            p.nl();
+            p.string("random_type", &format!("\t random type {pt}"), pt);
+            print_control(p, " ", pa, " ");
+            p.number("val", &format!("val {pv}"), pv);
+            p.close_object();
+            print_index_refs(p, a, "\t index ", flags, now);
         }
         ActionParams::Skbedit(s) => {
-            out.push_str("skbedit ");
+            p.string("kind", "skbedit ", "skbedit");
             if let Some(q) = s.queue_mapping {
-                let _ = write!(out, "queue_mapping {q}");
+                p.number("queue_mapping", &format!("queue_mapping {q}"), q);
             }
-            if let Some(p) = s.priority {
-                let _ = write!(out, " priority {}", crate::filter::sprint_classid(p));
+            if let Some(pr) = s.priority {
+                let c = crate::filter::sprint_classid(pr);
+                p.string("priority", &format!(" priority {c}"), &c);
             }
             if let Some(m) = s.mark {
-                let _ = write!(out, " mark {m}");
+                p.number("mark", &format!(" mark {m}"), m);
             }
             if let Some(m) = s.mask {
-                let _ = write!(out, "/{m:#x}");
+                p.hex("mask", &format!("/{m:#x}"), m);
             }
-            if let Some(p) = s.ptype {
-                let name = match p {
-                    0 => "host".to_string(),
-                    1 => "broadcast".into(),
-                    2 => "multicast".into(),
-                    3 => "otherhost".into(),
-                    n => n.to_string(),
+            if let Some(t) = s.ptype {
+                let name = match t {
+                    0 => Some("host"),
+                    1 => Some("broadcast"),
+                    2 => Some("multicast"),
+                    3 => Some("otherhost"),
+                    _ => None,
                 };
-                let _ = write!(out, " ptype {name}");
+                match name {
+                    Some(n) => p.string("ptype", &format!(" ptype {n}"), n),
+                    None => p.number("ptype", &format!(" ptype {t}"), t),
+                }
             }
             if s.inherit_dsfield {
-                out.push_str(" inheritdsfield");
+                p.null("inheritdsfield", " inheritdsfield");
             }
-            out.push_str(&sprint_control(" ", s.action, ""));
-            let _ = write!(out, "\n\t index {} {refs}{tm}\n", a.index);
+            print_control(p, " ", s.action, "");
+            print_index_refs(p, a, "\t index ", flags, now);
         }
         ActionParams::Mirred(m) => {
             // `print_mirred`: a target that went away has ifindex 0, which `ll_index_to_name` prints "*".
@@ -908,98 +931,177 @@ pub fn print_action(
             } else {
                 m.dev.as_str()
             };
-            let _ = write!(out, "mirred ({} to device {dev})", mirred_n2a(m.eaction));
-            out.push_str(&sprint_control(" ", m.action, ""));
-            let _ = write!(out, "\n\tindex {} {refs}{tm}\n", a.index);
+            p.string("kind", "mirred ", "mirred");
+            p.fp(&format!("({}", mirred_n2a(m.eaction)));
+            let (act, dir) = match m.eaction {
+                TCA_EGRESS_REDIR => ("redirect", "egress"),
+                TCA_EGRESS_MIRROR => ("mirror", "egress"),
+                TCA_INGRESS_REDIR => ("redirect", "ingress"),
+                TCA_INGRESS_MIRROR => ("mirror", "ingress"),
+                _ => ("unknown", "unknown"),
+            };
+            p.json_string("mirred_action", act);
+            p.json_string("direction", dir);
+            p.string("to_dev", &format!(" to device {dev})"), dev);
+            print_control(p, " ", m.action, "");
+            print_index_refs(p, a, "\tindex ", flags, now);
         }
         ActionParams::Connmark(cm) => {
-            let _ = write!(out, "connmark zone {}", cm.zone);
-            out.push_str(&sprint_control(" ", cm.action, ""));
-            let _ = write!(out, "\n\t index {} {refs}{tm}\n", a.index);
+            p.string("kind", "connmark ", "connmark");
+            p.number("zone", &format!("zone {}", cm.zone), cm.zone);
+            print_control(p, " ", cm.action, "");
+            print_index_refs(p, a, "\t index ", flags, now);
         }
-        ActionParams::Police(p) => {
-            print_police_body(p, a.index, flags, out);
-            let _ = write!(out, "\n\t{refs} {tm}\n");
-        }
+        ActionParams::Police(pp) => print_police(p, a, pp, flags, now),
     }
+}
+
+/// One action as `tc_dump_action` prints it, from the newline before `action order N:` on (its JSON
+/// object, in the caller's `actions` array). `bind`: the action is listed inside a filter.
+pub fn print_action(
+    a: &Action,
+    order: u32,
+    bind: bool,
+    flags: ShowFlags,
+    now: u64,
+    p: &mut Printer,
+) {
+    p.open_object(None);
+    p.nl();
+    p.number("order", &format!("\taction order {order}: "), order);
+    print_aopt(p, a, flags, now);
     if flags.stats {
         let s = &a.stats;
-        let _ = write!(
-            out,
-            "\tAction statistics:\n\tSent {} bytes {} pkt (dropped {}, overlimits {} requeues 0) \n\tbacklog 0b 0p requeues 0\n",
-            s.bytes, s.packets, s.drops, s.overlimits
-        );
+        p.fp("\tAction statistics:");
+        p.nl();
+        p.open_object(Some("stats"));
+        p.fp("\t");
+        p.number("bytes", &format!("Sent {} bytes", s.bytes), s.bytes);
+        p.number("packets", &format!(" {} pkt", s.packets), s.packets);
+        p.number("drops", &format!(" (dropped {}", s.drops), s.drops);
+        p.number("overlimits", &format!(", overlimits {}", s.overlimits), s.overlimits);
+        p.number("requeues", " requeues 0) ", 0);
+        p.nl();
+        p.fp("\t");
+        p.number("backlog", "backlog 0b", 0);
+        p.number("qlen", " 0p", 0);
+        p.fp(" requeues 0");
+        p.close_object();
+        p.nl();
     }
     if let Some(ck) = &a.cookie {
-        out.push_str("\tcookie ");
-        for b in ck {
-            let _ = write!(out, "{b:02x}");
-        }
-        out.push('\n');
+        let hex: String = ck.iter().map(|b| format!("{b:02x}")).collect();
+        p.string("cookie", &format!("\tcookie {hex}"), &hex);
+        p.nl();
     }
-    let mut line = String::new();
+    let mut newline = false;
     if a.flags & ACT_FLAG_NO_PERCPU != 0 {
-        line.push_str("\tno_percpu");
+        newline = true;
+        p.boolean("no_percpu", "\tno_percpu", true);
     }
     if !bind {
         if a.flags & ACT_FLAG_SKIP_HW != 0 {
-            line.push_str("\tskip_hw");
+            newline = true;
+            p.boolean("skip_hw", "\tskip_hw", true);
         }
         if a.flags & ACT_FLAG_SKIP_SW != 0 {
-            line.push_str("\tskip_sw");
+            newline = true;
+            p.boolean("skip_sw", "\tskip_sw", true);
         }
         if a.flags & ACT_FLAG_SKIP_HW == 0 {
-            line.push_str("\tnot_in_hw");
+            newline = true;
+            p.boolean("not_in_hw", "\tnot_in_hw", true);
         }
     }
-    if !line.is_empty() {
-        out.push_str(&line);
-        out.push('\n');
+    if newline {
+        p.nl();
+    }
+    p.close_object();
+}
+
+/// `tc_dump_action`: a filter's (or a listing's) actions, in order from `first`.
+pub fn print_actions(
+    actions: &[std::rc::Rc<std::cell::RefCell<Action>>],
+    first: u32,
+    bind: bool,
+    flags: ShowFlags,
+    now: u64,
+    p: &mut Printer,
+) {
+    p.open_array("actions");
+    for (i, a) in actions.iter().enumerate() {
+        print_action(&a.borrow(), first + i as u32, bind, flags, now, p);
+    }
+    p.close_array();
+}
+
+/// `print_police`: ` police 0x1 rate … burst … mtu … action … overhead …`, then the `ref` line.
+pub fn print_police(p: &mut Printer, a: &Action, pp: &PoliceParams, flags: ShowFlags, now: u64) {
+    print_police_with(p, a, pp, flags, Some(now));
+}
+
+/// `tc_print_police` for the old `police` form inside a filter (u32, fw, basic, flow): as an action,
+/// without the times.
+pub fn print_police_compat(p: &mut Printer, a: &Action, flags: ShowFlags) {
+    if let ActionParams::Police(pp) = &a.params {
+        print_police_with(p, a, pp, flags, None);
     }
 }
 
-/// `print_police` up to the `ref` line: ` police 0x1 rate … burst … mtu … action … overhead …`.
-pub fn print_police_body(p: &PoliceParams, index: u32, flags: ShowFlags, out: &mut String) {
-    let rate = p.rate.map_or(0, |r| r.rate);
-    let _ = write!(
-        out,
-        " police {index:#x} rate {} burst {} mtu {} ",
+fn print_police_with(
+    p: &mut Printer,
+    a: &Action,
+    pp: &PoliceParams,
+    flags: ShowFlags,
+    now: Option<u64>,
+) {
+    p.json_string("kind", "police");
+    let rate = pp.rate.map_or(0, |r| r.rate);
+    p.fp(&format!(" police {:#x} ", a.index));
+    p.json_number("index", a.index);
+    p.fp(&format!(
+        "rate {} burst {} mtu {} ",
         sprint_rate(rate),
-        sprint_size(calc_xmitsize(rate, p.burst)),
-        sprint_size(p.mtu)
-    );
-    if let Some(pr) = p.peakrate {
-        let _ = write!(out, "peakrate {} ", sprint_rate(pr.rate));
+        sprint_size(calc_xmitsize(rate, pp.burst)),
+        sprint_size(pp.mtu)
+    ));
+    if flags.raw {
+        p.fp(&format!("[{:08x}] ", pp.burst));
     }
-    if p.avrate != 0 {
-        let _ = write!(out, "avrate {} ", sprint_rate(p.avrate as u64));
+    if let Some(pr) = pp.peakrate {
+        p.fp(&format!("peakrate {} ", sprint_rate(pr.rate)));
     }
-    if let Some(pps) = p.pkt_rate {
-        let _ = write!(
-            out,
-            "pkts_rate {pps} pkts_burst {} ",
-            calc_xmitsize(pps, p.pkt_burst.min(u32::MAX as u64) as u32)
-        );
+    if pp.avrate != 0 {
+        p.fp(&format!("avrate {} ", sprint_rate(pp.avrate as u64)));
     }
-    out.push_str(&sprint_control("action ", p.action, ""));
-    if p.result != TC_ACT_OK {
-        out.push_str(&sprint_control("/", p.result, " "));
+    if let Some(pps) = pp.pkt_rate {
+        let burst = calc_xmitsize(pps, pp.pkt_burst.min(u32::MAX as u64) as u32);
+        p.number("pkts_rate", &format!("pkts_rate {pps} "), pps);
+        p.number("pkts_burst", &format!("pkts_burst {burst} "), burst);
+    }
+    print_control(p, "action ", pp.action, "");
+    if pp.result != TC_ACT_OK {
+        print_control(p, "/", pp.result, " ");
     } else {
-        out.push(' ');
+        p.fp(" ");
     }
-    let spec = p.rate.unwrap_or_default();
-    let _ = write!(out, "overhead {} ", sprint_size(spec.overhead as u32));
+    let spec = pp.rate.unwrap_or_default();
+    p.number(
+        "overhead",
+        &format!("overhead {} ", sprint_size(spec.overhead as u32)),
+        spec.overhead,
+    );
     if spec.linklayer == LinkLayer::Atm || flags.details {
-        let _ = write!(out, "linklayer {} ", spec.linklayer.name());
+        let ll = spec.linklayer.name();
+        p.string("linklayer", &format!("linklayer {ll} "), ll);
     }
-}
-
-/// `tc_print_police` for the old `police` form inside a filter: the body and the `ref` line.
-pub fn print_police_compat(a: &Action, flags: ShowFlags, out: &mut String) {
-    if let ActionParams::Police(p) = &a.params {
-        print_police_body(p, a.index, flags, out);
-        let _ = write!(out, "\n\tref {} bind {} \n", a.refcnt, a.bindcnt);
+    p.nl();
+    p.number("ref", &format!("\tref {} ", a.refcnt), a.refcnt);
+    p.number("bind", &format!("bind {} ", a.bindcnt), a.bindcnt);
+    if let Some(now) = now.filter(|_| flags.stats) {
+        print_tm(p, a, now);
     }
+    p.nl();
 }
 
 const ACT_USAGE: &str = "usage: tc actions <ACTSPECOP>*\nWhere: \tACTSPECOP := ACR | GD | FL\n\tACR := add | change | replace <ACTSPEC>*\n\tGD := get | delete | <ACTISPEC>*\n\tFL := ls | list | flush | <ACTNAMESPEC>\n\tACTNAMESPEC :=  action <ACTNAME>\n\tACTISPEC := <ACTNAMESPEC> <INDEXSPEC>\n\tACTSPEC := action <ACTDETAIL> [INDEXSPEC] [HWSTATSSPEC] [SKIPSPEC]\n\tINDEXSPEC := index <32 bit indexvalue>\n\tHWSTATSSPEC := hw_stats [ immediate | delayed | disabled ]\n\tSKIPSPEC := [ skip_sw | skip_hw ]\n\tACTDETAIL := <ACTNAME> <ACTPARAMS>\n\t\tExample ACTNAME is gact, mirred, bpf, etc\n\t\tEach action has its own parameters (ACTPARAMS)\n";
@@ -1110,17 +1212,16 @@ pub fn actions_cmd(
                 for (k, i) in &targets {
                     found.push(engine.actions.get(k, *i).ok_or_else(not_found)?);
                 }
-                out.stdout.push_str("total acts 0\n");
-                for (n, a) in found.iter().enumerate() {
-                    print_action(
-                        &a.borrow(),
-                        n as u32 + 1,
-                        false,
-                        flags,
-                        now,
-                        &mut out.stdout,
-                    );
-                }
+                // `print_action`: the count in one object, the actions in another.
+                let mut p = Printer::new(flags);
+                p.open_object(None);
+                p.number("total acts", "total acts 0", 0);
+                p.nl();
+                p.close_object();
+                p.open_object(None);
+                print_actions(&found, 1, false, flags, now, &mut p);
+                p.close_object();
+                out.stdout.push_str(&p.finish());
             } else {
                 for (k, i) in &targets {
                     if engine.actions.get(k, *i).is_none() {
@@ -1161,17 +1262,20 @@ pub fn actions_cmd(
                         .push_str("Warning: Unable to flush all TC actions.\n");
                 }
             } else {
+                // `tc_action_list`: the JSON array is opened and closed around the dump, empty or not.
                 let list = engine.actions.list(k);
-                if list.is_empty() && flags.json {
-                    // `tc -j` opens and closes its JSON array around an empty dump.
-                    out.stdout.push_str("[]\n");
-                }
+                let mut p = Printer::new(flags);
                 if !list.is_empty() {
-                    let _ = writeln!(out.stdout, "total acts {}", list.len());
-                    for (n, a) in list.iter().enumerate() {
-                        print_action(&a.borrow(), n as u32, false, flags, now, &mut out.stdout);
-                    }
+                    let n = list.len();
+                    p.open_object(None);
+                    p.number("total acts", &format!("total acts {n}"), n);
+                    p.nl();
+                    p.close_object();
+                    p.open_object(None);
+                    print_actions(&list, 0, false, flags, now, &mut p);
+                    p.close_object();
                 }
+                out.stdout.push_str(&p.finish());
             }
             return Ok(());
         } else if matches(w, "help") {

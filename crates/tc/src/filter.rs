@@ -7,7 +7,8 @@
 //! iproute2 6.3 by "u32: fix TC_U32_TERMINAL printing"); tclab prints `flowid 1:10` as the fixed tc and the
 //! kernel's own tdc cases expect.
 
-use crate::action::{invarg, parse_actions, parse_police, print_action, print_police_compat, Cur};
+use crate::action::{invarg, parse_actions, parse_police, print_police_compat, Cur};
+use crate::jprint::Printer;
 use crate::util::{get_tc_classid, get_u32, matches, parse_c_integer};
 use crate::{Failure, Output, Result, ShowFlags};
 use std::fmt::Write;
@@ -1204,11 +1205,13 @@ fn get(
         prio: None,
         chain: None,
     };
+    let mut p = Printer::new(flags);
     for e in entries(block, tp) {
         if entry_handle(&e) == handle {
-            print_entry(&view, m.parent, tp, &e, flags, now, &mut out.stdout);
+            print_entry(&view, m.parent, tp, &e, flags, now, &mut p);
         }
     }
+    out.stdout.push_str(&p.finish());
     Ok(())
 }
 
@@ -1236,7 +1239,10 @@ fn list(
     if !engine.devices.contains_key(dev) {
         return Err(Failure::options(format!("Cannot find device \"{dev}\"")));
     }
+    // `new_json_obj`: under -j the listing is an array even when there is nothing to list.
+    let mut p = crate::jprint::Printer::new(flags);
     let Ok(Some((block, parent))) = engine.filter_block(dev, Handle(m.parent)) else {
+        out.stdout.push_str(&p.finish());
         return Ok(());
     };
     let view = View {
@@ -1253,12 +1259,15 @@ fn list(
             continue;
         }
         // The instance itself (`tcf_fill_node` with no filter), then each filter.
-        print_header(&view, parent.0, tp, &mut out.stdout);
-        out.stdout.push('\n');
+        p.open_object(None);
+        print_header(&view, parent.0, tp, &mut p);
+        p.nl();
+        p.close_object();
         for e in entries(block, tp) {
-            print_entry(&view, parent.0, tp, &e, flags, now, &mut out.stdout);
+            print_entry(&view, parent.0, tp, &e, flags, now, &mut p);
         }
     }
+    out.stdout.push_str(&p.finish());
     Ok(())
 }
 
@@ -1302,43 +1311,47 @@ fn entry_handle(e: &Entry) -> u32 {
 }
 
 /// `print_filter` up to the kind's options: `filter parent 1: protocol ip pref 10 u32 chain 0 `.
-fn print_header(v: &View, parent: u32, tp: &Tp, out: &mut String) {
-    out.push_str("filter ");
+fn print_header(v: &View, parent: u32, tp: &Tp, p: &mut Printer) {
+    p.fp("filter ");
     if v.parent != Some(parent) {
         match parent {
-            0xffff_ffff => out.push_str("root "),
-            PARENT_INGRESS => out.push_str("ingress "),
-            PARENT_EGRESS => out.push_str("egress "),
-            p => {
-                let _ = write!(out, "parent {} ", Handle(p));
+            0xffff_ffff => p.boolean("root", "root ", true),
+            PARENT_INGRESS => p.boolean("ingress", "ingress ", true),
+            PARENT_EGRESS => p.boolean("egress", "egress ", true),
+            x => {
+                let h = Handle(x).to_string();
+                p.string("parent", &format!("parent {h} "), &h);
             }
         }
     }
     if v.protocol != Some(tp.protocol) && tp.protocol != 0 {
-        let _ = write!(out, "protocol {} ", proto_n2a(tp.protocol));
+        let name = proto_n2a(tp.protocol);
+        p.string("protocol", &format!("protocol {name} "), &name);
     }
     if v.prio != Some(tp.prio) {
-        let _ = write!(out, "pref {} ", tp.prio);
+        p.number("pref", &format!("pref {} ", tp.prio), tp.prio);
     }
-    let _ = write!(out, "{} ", tp.cls.kind());
+    let kind = tp.cls.kind();
+    p.string("kind", &format!("{kind} "), kind);
     if v.chain != Some(tp.chain) {
-        let _ = write!(out, "chain {} ", tp.chain);
+        p.number("chain", &format!("chain {} ", tp.chain), tp.chain);
     }
 }
 
-fn print_exts(exts: &Exts, flags: ShowFlags, now: Nanos, out: &mut String) {
+fn print_exts(exts: &Exts, flags: ShowFlags, now: Nanos, p: &mut Printer) {
     if exts.police_compat {
         if let Some(a) = exts.actions.first() {
-            out.push('\n');
-            print_police_compat(&a.borrow(), flags, out);
+            p.nl();
+            print_police_compat(p, &a.borrow(), flags);
         }
         return;
     }
-    for (i, a) in exts.actions.iter().enumerate() {
-        print_action(&a.borrow(), i as u32 + 1, true, flags, now, out);
+    if !exts.actions.is_empty() {
+        crate::action::print_actions(&exts.actions, 1, true, flags, now, p);
     }
 }
 
+/// One filter: `print_filter` with the kind's `print_fopt` in its `options`.
 fn print_entry(
     v: &View,
     parent: u32,
@@ -1346,208 +1359,231 @@ fn print_entry(
     e: &Entry,
     flags: ShowFlags,
     now: Nanos,
-    out: &mut String,
+    p: &mut Printer,
 ) {
-    print_header(v, parent, tp, out);
+    p.open_object(None);
+    print_header(v, parent, tp, p);
+    p.open_object(Some("options"));
     match e {
         Entry::U32(U32Entry::Table(h)) => {
-            let _ = write!(
-                out,
-                "fh {} ht divisor {} ",
-                sprint_u32_handle(h.handle),
-                h.divisor + 1
-            );
+            let fh = sprint_u32_handle(h.handle);
+            p.string("fh", &format!("fh {fh} "), &fh);
+            let d = h.divisor + 1;
+            p.number("ht_divisor", &format!("ht divisor {d} "), d);
         }
-        Entry::U32(U32Entry::Node(n)) => {
-            let _ = write!(out, "fh {} ", sprint_u32_handle(n.handle));
-            if cu32::node(n.handle) != 0 {
-                let _ = write!(out, "order {} ", cu32::node(n.handle));
-            }
-            let htid = n.handle & 0xFFFF_F000;
-            let _ = write!(
-                out,
-                "key ht {:x} bkt {:x} ",
-                cu32::user_htid(htid),
-                cu32::hash(htid)
-            );
-            match n.classid {
-                Some(cl) => {
-                    if n.sel.flags & cu32::TC_U32_TERMINAL == 0 {
-                        out.push('*');
-                    }
-                    let _ = write!(out, "flowid {} ", sprint_classid(cl));
-                }
-                None if n.sel.flags & cu32::TC_U32_TERMINAL != 0 => {
-                    out.push_str("terminal flowid ");
-                }
-                None => {}
-            }
-            if let Some(l) = n.link {
-                let _ = write!(out, "link {} ", sprint_u32_handle(l));
-            }
-            if n.flags != 0 {
-                if n.flags & CLS_FLAGS_SKIP_HW != 0 {
-                    out.push_str("skip_hw ");
-                }
-                if n.flags & CLS_FLAGS_SKIP_SW != 0 {
-                    out.push_str("skip_sw ");
-                }
-                if n.flags & CLS_FLAGS_NOT_IN_HW != 0 {
-                    out.push_str("not_in_hw ");
-                }
-            }
-            if flags.stats {
-                let _ = write!(out, "(rule hit {} success {})", n.rcnt.get(), n.rhit.get());
-            }
-            if let Some((val, mask)) = n.mark {
-                let _ = write!(out, "\n  mark {val:#06x} {mask:#06x} (success 0)");
-            }
-            for (j, k) in n.sel.keys.iter().enumerate() {
-                let _ = write!(
-                    out,
-                    "\n  match {:08x}/{:08x} at {}{}",
-                    k.val,
-                    k.mask,
-                    if k.offmask != 0 { "nexthdr+" } else { "" },
-                    k.off
-                );
-                if flags.stats {
-                    let hits = n.kcnts.get(j).map_or(0, |c| c.get());
-                    let _ = write!(out, " (success {hits} ) ");
-                }
-            }
-            let s = &n.sel;
-            if s.flags & (cu32::TC_U32_VAROFFSET | cu32::TC_U32_OFFSET) != 0 {
-                out.push_str("\n    offset ");
-                if s.flags & cu32::TC_U32_VAROFFSET != 0 {
-                    let _ = write!(out, "{:04x}>>{} at {} ", s.offmask, s.offshift, s.offoff);
-                }
-                if s.off != 0 {
-                    let _ = write!(out, "plus {} ", s.off);
-                }
-            }
-            if s.flags & cu32::TC_U32_EAT != 0 {
-                out.push_str(" eat ");
-            }
-            if s.hmask != 0 {
-                let _ = write!(out, "\n    hash mask {:08x} at {} ", s.hmask, s.hoff);
-            }
-            if n.exts.police_compat {
-                print_exts(&n.exts, flags, now, out);
-            }
-            if let Some(d) = &n.indev {
-                let _ = write!(out, "\n  input dev {d}\n");
-            }
-            if !n.exts.police_compat {
-                print_exts(&n.exts, flags, now, out);
-            }
-        }
+        Entry::U32(U32Entry::Node(n)) => print_u32_node(n, flags, now, p),
         Entry::Fw(f, mask) => {
+            // fw_print_opt writes with fprintf: text even in a JSON listing, as tc does.
             match mask {
                 Some(m) if *m != u32::MAX => {
-                    let _ = write!(out, "handle {:#x}/{:#x} ", f.id, m);
+                    let _ = write!(p, "handle {:#x}/{:#x} ", f.id, m);
                 }
                 _ => {
-                    let _ = write!(out, "handle {:#x} ", f.id);
+                    let _ = write!(p, "handle {:#x} ", f.id);
                 }
             }
             if let Some(cl) = f.classid {
-                let _ = write!(out, "classid {} ", sprint_classid(cl));
+                let _ = write!(p, "classid {} ", sprint_classid(cl));
             }
             if f.exts.police_compat {
                 if let Some(a) = f.exts.actions.first() {
-                    print_police_compat(&a.borrow(), flags, out);
+                    print_police_compat(p, &a.borrow(), flags);
                 }
             }
             if let Some(d) = &f.indev {
-                let _ = write!(out, "input dev {d} ");
+                let _ = write!(p, "input dev {d} ");
             }
             if !f.exts.police_compat && !f.exts.actions.is_empty() {
-                out.push('\n');
-                print_exts(&f.exts, flags, now, out);
+                p.raw("\n");
+                print_exts(&f.exts, flags, now, p);
             }
         }
         Entry::Matchall(m) => {
-            let _ = write!(out, "handle {:#x} ", m.handle);
+            p.number("handle", &format!("handle {:#x} ", m.handle), m.handle);
             if let Some(cl) = m.classid {
-                let _ = write!(out, "flowid {} ", sprint_classid(cl));
+                let c = sprint_classid(cl);
+                p.string("flowid", &format!("flowid {c} "), &c);
             }
             if m.flags & CLS_FLAGS_SKIP_HW != 0 {
-                out.push_str("\n  skip_hw");
+                p.boolean("skip_hw", "\n  skip_hw", true);
             }
             if m.flags & CLS_FLAGS_SKIP_SW != 0 {
-                out.push_str("\n  skip_sw");
+                p.boolean("skip_sw", "\n  skip_sw", true);
             }
             if m.flags & CLS_FLAGS_NOT_IN_HW != 0 {
-                out.push_str("\n  not_in_hw");
+                p.boolean("not_in_hw", "\n  not_in_hw", true);
             }
-            print_exts(&m.exts, flags, now, out);
+            print_exts(&m.exts, flags, now, p);
         }
         Entry::Basic(b) => {
             if b.handle != 0 {
-                let _ = write!(out, "handle {:#x} ", b.handle);
+                p.hex("handle", &format!("handle {:#x} ", b.handle), b.handle);
             }
             if b.classid != 0 {
-                let _ = write!(out, "flowid {} ", sprint_classid(b.classid));
+                let c = sprint_classid(b.classid);
+                p.string("flowid", &format!("flowid {c} "), &c);
             }
-            crate::ematch::print_ematch(&b.ematches, out);
-            print_exts(&b.exts, flags, now, out);
+            // print_ematch writes with fprintf.
+            let mut em = String::new();
+            crate::ematch::print_ematch(&b.ematches, &mut em);
+            p.raw(&em);
+            print_exts(&b.exts, flags, now, p);
         }
         Entry::Flow(f) => {
-            let _ = write!(out, "handle {:#x} ", f.handle);
+            // flow_print_opt writes with fprintf throughout.
+            let _ = write!(p, "handle {:#x} ", f.handle);
             match f.mode {
-                flow::MODE_MAP => out.push_str("map "),
-                flow::MODE_HASH => out.push_str("hash "),
+                flow::MODE_MAP => p.raw("map "),
+                flow::MODE_HASH => p.raw("hash "),
                 _ => {}
             }
-            out.push_str("keys ");
+            p.raw("keys ");
             let names: Vec<&str> = (0..KEY_NAMES.len())
                 .filter(|i| f.keymask & (1 << i) != 0)
                 .map(|i| KEY_NAMES[i])
                 .collect();
-            let _ = write!(out, "{} ", names.join(","));
+            let _ = write!(p, "{} ", names.join(","));
             if f.mask != u32::MAX || f.xor != 0 {
                 let or = (f.mask & f.xor) ^ f.xor;
                 let xor = f.mask & f.xor;
                 if f.mask != u32::MAX {
-                    let _ = write!(out, "and 0x{:08x} ", f.mask);
+                    let _ = write!(p, "and 0x{:08x} ", f.mask);
                 }
                 if xor != 0 {
-                    let _ = write!(out, "xor 0x{xor:08x} ");
+                    let _ = write!(p, "xor 0x{xor:08x} ");
                 }
                 if or != 0 {
-                    let _ = write!(out, "or 0x{or:08x} ");
+                    let _ = write!(p, "or 0x{or:08x} ");
                 }
             }
             if f.rshift != 0 {
-                let _ = write!(out, "rshift {} ", f.rshift);
+                let _ = write!(p, "rshift {} ", f.rshift);
             }
             if f.addend != 0 {
-                let _ = write!(out, "addend {:#x} ", f.addend);
+                let _ = write!(p, "addend {:#x} ", f.addend);
             }
             if f.divisor != 0 {
-                let _ = write!(out, "divisor {} ", f.divisor);
+                let _ = write!(p, "divisor {} ", f.divisor);
             }
             if f.baseclass != 0 {
-                let _ = write!(out, "baseclass {} ", sprint_classid(f.baseclass));
+                let _ = write!(p, "baseclass {} ", sprint_classid(f.baseclass));
             }
             if f.perturb != 0 {
-                let _ = write!(out, "perturb {}sec ", f.perturb);
+                let _ = write!(p, "perturb {}sec ", f.perturb);
             }
             if !f.ematches.is_empty() {
-                crate::ematch::print_ematch(&f.ematches, out);
+                let mut em = String::new();
+                crate::ematch::print_ematch(&f.ematches, &mut em);
+                p.raw(&em);
             }
             if f.exts.police_compat {
                 if let Some(a) = f.exts.actions.first() {
-                    print_police_compat(&a.borrow(), flags, out);
+                    print_police_compat(p, &a.borrow(), flags);
                 }
             } else if !f.exts.actions.is_empty() {
-                out.push('\n');
-                print_exts(&f.exts, flags, now, out);
+                p.raw("\n");
+                print_exts(&f.exts, flags, now, p);
             }
         }
     }
-    out.push('\n');
+    p.close_object();
+    p.nl();
+    p.close_object();
+}
+
+/// `u32_print_opt` for a key node.
+fn print_u32_node(n: &cu32::Knode, flags: ShowFlags, now: Nanos, p: &mut Printer) {
+    let fh = sprint_u32_handle(n.handle);
+    p.string("fh", &format!("fh {fh} "), &fh);
+    let order = cu32::node(n.handle);
+    if order != 0 {
+        p.number("order", &format!("order {order} "), order);
+    }
+    let htid = n.handle & 0xFFFF_F000;
+    let (ht, bkt) = (cu32::user_htid(htid), cu32::hash(htid));
+    p.hex("key_ht", &format!("key ht {ht:x} "), ht);
+    p.hex("bkt", &format!("bkt {bkt:x} "), bkt);
+    match n.classid {
+        Some(cl) => {
+            if n.sel.flags & cu32::TC_U32_TERMINAL == 0 {
+                p.fp("*");
+            }
+            let c = sprint_classid(cl);
+            p.string("flowid", &format!("flowid {c} "), &c);
+        }
+        None if n.sel.flags & cu32::TC_U32_TERMINAL != 0 => p.fp("terminal flowid "),
+        None => {}
+    }
+    if let Some(l) = n.link {
+        let l = sprint_u32_handle(l);
+        p.string("link", &format!("link {l} "), &l);
+    }
+    if n.flags & CLS_FLAGS_SKIP_HW != 0 {
+        p.boolean("skip_hw", "skip_hw ", true);
+    }
+    if n.flags & CLS_FLAGS_SKIP_SW != 0 {
+        p.boolean("skip_sw", "skip_sw ", true);
+    }
+    if n.flags & CLS_FLAGS_NOT_IN_HW != 0 {
+        p.boolean("not_in_hw", "not_in_hw ", true);
+    }
+    if flags.stats {
+        let (rcnt, rhit) = (n.rcnt.get(), n.rhit.get());
+        p.number("rule_hit", &format!("(rule hit {rcnt} "), rcnt);
+        p.number("success", &format!("success {rhit})"), rhit);
+    }
+    if let Some((val, mask)) = n.mark {
+        p.nl();
+        p.hex0x("fwmark_value", &format!("  mark {val:#06x} "), val as u64);
+        p.hex0x("fwmark_mask", &format!("{mask:#06x} "), mask as u64);
+        p.number("fwmark_success", "(success 0)", 0);
+    }
+    for (j, k) in n.sel.keys.iter().enumerate() {
+        p.open_object(Some("match"));
+        p.nl();
+        p.hex("value", &format!("  match {:08x}", k.val), k.val);
+        p.hex("mask", &format!("/{:08x} ", k.mask), k.mask);
+        let nexthdr = if k.offmask != 0 { "nexthdr+" } else { "" };
+        p.string("offmask", &format!("at {nexthdr}"), nexthdr);
+        p.number("off", &k.off.to_string(), k.off);
+        p.close_object();
+        if flags.stats {
+            let hits = n.kcnts.get(j).map_or(0, |c| c.get());
+            p.number("success", &format!(" (success {hits} ) "), hits);
+        }
+    }
+    let s = &n.sel;
+    if s.flags & (cu32::TC_U32_VAROFFSET | cu32::TC_U32_OFFSET) != 0 {
+        p.nl();
+        p.bare_string("    offset ");
+        if s.flags & cu32::TC_U32_VAROFFSET != 0 {
+            p.hex("offset_mask", &format!("{:04x}", s.offmask), s.offmask as u32);
+            p.number("offset_shift", &format!(">>{} ", s.offshift), s.offshift);
+            p.number("offset_off", &format!("at {} ", s.offoff), s.offoff);
+        }
+        if s.off != 0 {
+            p.number("plus", &format!("plus {} ", s.off), s.off);
+        }
+    }
+    if s.flags & cu32::TC_U32_EAT != 0 {
+        p.bare_string(" eat ");
+    }
+    if s.hmask != 0 {
+        p.nl();
+        p.hex("hash_mask", &format!("    hash mask {:08x} ", s.hmask), s.hmask);
+        p.number("hash_off", &format!("at {} ", s.hoff), s.hoff);
+    }
+    if n.exts.police_compat {
+        print_exts(&n.exts, flags, now, p);
+    }
+    if let Some(d) = &n.indev {
+        p.nl();
+        p.string("input_dev", &format!("  input dev {d}"), d);
+        p.nl();
+    }
+    if !n.exts.police_compat {
+        print_exts(&n.exts, flags, now, p);
+    }
 }
 
 /// `sprint_tc_classid`: as a handle prints, but `:3` for a classid with no major.

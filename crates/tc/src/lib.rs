@@ -24,6 +24,7 @@ pub mod explain;
 pub mod filter;
 pub mod fuzz;
 pub mod iptables;
+pub mod jprint;
 pub mod qdisc;
 pub mod red;
 pub mod script;

@@ -85,10 +85,15 @@ fn qdisc_line(
             if q.kind != "mq" {
                 m.insert("refcnt".into(), json!(root_refcnt(q, txqueues)));
             }
+        } else if q.parent == Handle::INGRESS {
+            m.insert("parent".into(), json!("ffff:fff1"));
         } else {
             m.insert("parent".into(), json!(q.parent.to_string()));
         }
         m.insert("options".into(), jopts);
+        if let Some(s) = q.stab.as_ref().filter(|_| flags.details) {
+            m.insert("stab".into(), crate::stab::print_json(s));
+        }
         if flags.stats {
             stats_json(&q.stats, &mut m);
             if let Some(x) = &q.xstats {
@@ -98,7 +103,11 @@ fn qdisc_line(
         json_out.push(Value::Object(m));
         return;
     }
-    let _ = write!(out, "qdisc {} {} ", q.kind, handle_str(q.handle));
+    let _ = write!(out, "qdisc {} {}", q.kind, handle_str(q.handle));
+    if flags.raw {
+        let _ = write!(out, "[{:08x}]", q.handle.0);
+    }
+    out.push(' ');
     if let Some(d) = dev {
         let _ = write!(out, "dev {d} ");
     }
@@ -157,13 +166,11 @@ pub fn qdiscs(
         }
     }
     if flags.json {
-        let text = if flags.pretty {
-            serde_json::to_string_pretty(&json_out)
-        } else {
-            serde_json::to_string(&json_out)
-        };
-        out.push_str(&text.unwrap_or_default());
-        out.push('\n');
+        let mut p = crate::jprint::Printer::new(flags);
+        for q in &json_out {
+            p.value(None, q);
+        }
+        out.push_str(&p.finish());
     }
 }
 

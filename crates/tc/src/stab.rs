@@ -138,6 +138,30 @@ fn calc_size_table(mut s: SizeSpec) -> SizeTable {
 }
 
 /// `print_size_table` (with `-d`): the line after the qdisc's options.
+/// `print_size_table` under `-j`: the same fields, in the same order, as an object.
+pub fn print_json(s: &SizeSpec) -> serde_json::Value {
+    let mut m = serde_json::Map::new();
+    if s.linklayer != 0 {
+        let ll = match s.linklayer {
+            ETHERNET => "ethernet",
+            ATM => "atm",
+            _ => "unknown",
+        };
+        m.insert("linklayer".into(), ll.into());
+    }
+    for (k, v) in [
+        ("overhead", s.overhead as i64),
+        ("mpu", s.mpu as i64),
+        ("mtu", s.mtu as i64),
+        ("tsize", s.tsize as i64),
+    ] {
+        if v != 0 {
+            m.insert(k.into(), v.into());
+        }
+    }
+    serde_json::Value::Object(m)
+}
+
 pub fn print(s: &SizeSpec) -> String {
     let mut out = String::from(" ");
     if s.linklayer != 0 {
