@@ -32,6 +32,7 @@
 //! the packet aside, still counted in the backlog, for the next `dequeue`.
 
 use super::class_hash::ClassHash;
+use super::class_table::ClassTable;
 use super::fifo::Fifo;
 use super::{ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats};
 use super::{DropReason, Sched, Verdict, Xstats};
@@ -41,7 +42,7 @@ use crate::handle::Handle;
 use crate::packet::Packet;
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 /// The smallest quantum the kernel keeps (`clamp_t(u32, quantum, 256, 1 << 20)`).
 pub const MIN_QUANTUM: u32 = 256;
@@ -74,7 +75,7 @@ struct DrrClass {
 pub struct Drr {
     handle: Handle,
     /// By classid; the walk order is `hash`'s.
-    classes: BTreeMap<u32, DrrClass>,
+    classes: ClassTable<DrrClass>,
     hash: ClassHash,
     /// `q->active`: classids of the classes with packets, in service order.
     active: VecDeque<u32>,
@@ -95,7 +96,7 @@ impl Drr {
     pub fn new(handle: Handle) -> Drr {
         Drr {
             handle,
-            classes: BTreeMap::new(),
+            classes: ClassTable::new(),
             hash: ClassHash::new(),
             active: VecDeque::new(),
             stats: QdiscStats::default(),

@@ -13,6 +13,7 @@
 pub mod cake;
 pub mod cbq;
 pub(crate) mod class_hash;
+pub(crate) mod class_table;
 pub mod codel;
 pub mod codel_impl;
 pub mod cobalt;

@@ -51,6 +51,7 @@
 //! peeked), this port takes the class off its aggregate and starts the dequeue again.
 
 use super::class_hash::ClassHash;
+use super::class_table::ClassTable;
 use super::drr::{classify_flat, enqueue_child, refuse_unclassified};
 use super::fifo::Fifo;
 use super::{ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats};
@@ -61,7 +62,7 @@ use crate::handle::Handle;
 use crate::packet::Packet;
 use crate::Nanos;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 /// `QFQ_MAX_SLOTS`: the slots of a group's ring.
 const MAX_SLOTS: u64 = 32;
@@ -145,7 +146,7 @@ struct Group {
 
 pub struct Qfq {
     handle: Handle,
-    classes: BTreeMap<u32, QfqClass>,
+    classes: ClassTable<QfqClass>,
     hash: ClassHash,
     /// The aggregates; freed entries are reused (lowest index last freed first).
     aggs: Vec<Option<Agg>>,
@@ -225,7 +226,7 @@ impl Qfq {
         let min_slot_shift = FRAC_BITS + MTU_SHIFT + max_cl_shift - MAX_INDEX as u32;
         Qfq {
             handle,
-            classes: BTreeMap::new(),
+            classes: ClassTable::new(),
             hash: ClassHash::new(),
             aggs: Vec::new(),
             free_aggs: Vec::new(),
