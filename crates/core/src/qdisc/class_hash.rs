@@ -2,7 +2,7 @@
 //! lists classes: buckets chosen by `qdisc_class_hash`, newest first within a bucket, the table doubled (and
 //! so partly reversed) when it is more than 3/4 full (`qdisc_class_hash_grow`).
 //!
-//! HTB keeps its own copy of this structure (`htb.rs`); CBQ uses this one.
+//! HTB, CBQ, DRR, QFQ and HFSC list their classes through it.
 
 pub(crate) struct ClassHash {
     buckets: Vec<Vec<u32>>,

@@ -39,6 +39,7 @@
 //! What is deliberately not modelled: hardware offload, rate estimators, the 2-jiffy limit on event
 //! processing (virtual time has no jiffies).
 
+use super::class_hash::ClassHash;
 use super::fifo::Fifo;
 use super::{
     ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, DropReason, HtbXstats, Peeked, Qdisc,
@@ -320,55 +321,6 @@ pub struct Htb {
     now: Nanos,
     /// Filter blocks by classid: the qdisc's own at its handle, a class's at the class's id.
     blocks: BTreeMap<u32, Block>,
-}
-
-/// The kernel's `Qdisc_class_hash`: buckets by `qdisc_class_hash`, newest first, doubled (and so partly
-/// reversed) when the load passes 3/4. Only used to list classes in the order `tc class show` does.
-struct ClassHash {
-    buckets: Vec<Vec<u32>>,
-    elems: usize,
-}
-
-impl ClassHash {
-    fn new() -> ClassHash {
-        ClassHash {
-            buckets: vec![Vec::new(); 4],
-            elems: 0,
-        }
-    }
-    fn bucket(id: u32, mask: usize) -> usize {
-        let mut h = id;
-        h ^= h >> 8;
-        h ^= h >> 4;
-        h as usize & mask
-    }
-    fn insert(&mut self, id: u32) {
-        let b = Self::bucket(id, self.buckets.len() - 1);
-        self.buckets[b].insert(0, id);
-        self.elems += 1;
-    }
-    fn remove(&mut self, id: u32) {
-        let b = Self::bucket(id, self.buckets.len() - 1);
-        self.buckets[b].retain(|&x| x != id);
-        self.elems -= 1;
-    }
-    /// `qdisc_class_hash_grow`.
-    fn grow(&mut self) {
-        if self.elems * 4 <= self.buckets.len() * 3 {
-            return;
-        }
-        let nsize = self.buckets.len() * 2;
-        let mut nb = vec![Vec::new(); nsize];
-        for bucket in &self.buckets {
-            for &id in bucket {
-                nb[Self::bucket(id, nsize - 1)].insert(0, id);
-            }
-        }
-        self.buckets = nb;
-    }
-    fn walk(&self) -> impl Iterator<Item = u32> + '_ {
-        self.buckets.iter().flatten().copied()
-    }
 }
 
 enum Target {
