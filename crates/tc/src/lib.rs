@@ -123,15 +123,7 @@ impl<'a> Args<'a> {
     }
 }
 
-pub(crate) fn duparg(key: &str, arg: &str) -> Failure {
-    Failure::syntax(format!(
-        "Error: duplicate \"{key}\": \"{arg}\" is the second value."
-    ))
-}
-
-fn invarg(msg: &str, arg: &str) -> Failure {
-    Failure::syntax(format!("Error: argument \"{arg}\" is wrong: {msg}"))
-}
+pub(crate) use action::{duparg, invarg};
 
 /// Devices named in a policy that do not exist yet are created with these.
 pub const DEFAULT_MTU: u32 = 1500;
