@@ -43,19 +43,16 @@ pub fn flow_keys(pkt: &Packet) -> FlowKeys {
     let fallback = FlowKeys::of(&[pkt.protocol as u64]);
     match pkt.protocol {
         0x0800 => {
-            if d.len() < 20 || d[0] >> 4 != 4 {
+            let Some(ip) = crate::wire::Ipv4::parse(d) else {
                 return fallback;
-            }
-            let ihl = (d[0] & 0x0f) as usize * 4;
-            if ihl < 20 || d.len() < ihl {
-                return fallback;
-            }
-            let proto = d[9];
-            let frag = u16::from_be_bytes([d[6], d[7]]) & 0x3fff != 0;
-            let src = u32::from_be_bytes([d[12], d[13], d[14], d[15]]) as u64;
-            let dst = u32::from_be_bytes([d[16], d[17], d[18], d[19]]) as u64;
-            let ports = if frag { None } else { ports_of(proto, ihl) };
-            consistent_keys(0x0800, proto, &[src], &[dst], ports)
+            };
+            let proto = ip.protocol();
+            let ports = if ip.is_fragment() {
+                None
+            } else {
+                ports_of(proto, ip.header_len())
+            };
+            consistent_keys(0x0800, proto, &[ip.src() as u64], &[ip.dst() as u64], ports)
         }
         0x86dd => {
             if d.len() < 40 || d[0] >> 4 != 6 {

@@ -143,18 +143,8 @@ fn get32(b: &[u8], at: usize) -> Result<u32, WireError> {
     Ok(((get16(b, at)? as u32) << 16) | get16(b, at + 2)? as u32)
 }
 
-/// The Internet checksum (RFC 1071) of `bytes`.
-pub fn checksum(bytes: &[u8]) -> u16 {
-    let mut sum: u32 = 0;
-    for pair in bytes.chunks(2) {
-        let word = ((pair[0] as u32) << 8) | *pair.get(1).unwrap_or(&0) as u32;
-        sum += word;
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
+/// The Internet checksum (RFC 1071): core's, which netfilter's DSCP/TOS targets keep valid.
+pub use tclab_core::wire::checksum;
 
 impl Datagram {
     /// Length of the L4 header plus payload, from the L4 description.
@@ -215,30 +205,30 @@ impl Datagram {
 
     /// Parse header bytes. `bytes` may stop after the L4 header (payload not materialised).
     pub fn parse(bytes: &[u8]) -> Result<Datagram, WireError> {
-        let v = get8(bytes, 0)?;
-        if v >> 4 != 4 {
-            return Err(WireError::NotIpv4);
-        }
-        let ihl = (v & 0x0f) as usize * 4;
-        if ihl < 20 {
-            return Err(WireError::BadHeaderLength);
-        }
+        // The header through core's one IPv4 view; what it refuses, named.
+        let Some(v4) = tclab_core::wire::Ipv4::parse(bytes) else {
+            return Err(match bytes.first() {
+                Some(v) if v >> 4 != 4 => WireError::NotIpv4,
+                Some(v) if v & 0x0f < 5 => WireError::BadHeaderLength,
+                _ => WireError::Truncated,
+            });
+        };
+        let ihl = v4.header_len();
         let ip = Ipv4 {
-            tos: get8(bytes, 1)?,
-            total_len: get16(bytes, 2)?,
-            id: get16(bytes, 4)?,
-            ttl: get8(bytes, 8)?,
-            protocol: get8(bytes, 9)?,
-            src: get32(bytes, 12)?,
-            dst: get32(bytes, 16)?,
+            tos: v4.tos(),
+            total_len: v4.total_len(),
+            id: v4.id(),
+            ttl: v4.ttl(),
+            protocol: v4.protocol(),
+            src: v4.src(),
+            dst: v4.dst(),
         };
         if (ip.total_len as usize) < ihl {
             return Err(WireError::BadHeaderLength);
         }
-        let frag_offset = get16(bytes, 6)? & 0x1fff;
-        let l4_bytes = bytes.get(ihl..).ok_or(WireError::Truncated)?;
+        let l4_bytes = v4.payload();
         let l4_total = ip.total_len as u32 - ihl as u32;
-        let l4 = if frag_offset != 0 {
+        let l4 = if v4.frag_offset() != 0 {
             L4::Other
         } else {
             match ip.protocol {
@@ -353,11 +343,8 @@ fn parse_tcp(b: &[u8], l4_total: u32) -> Result<Tcp, WireError> {
 
 /// The destination address and TOS byte of an IPv4 header, without parsing the rest (the forwarding path).
 pub fn ipv4_dst_tos(b: &[u8]) -> Option<(u32, u8)> {
-    let v = *b.first()?;
-    if v >> 4 != 4 || (v & 0x0f) < 5 {
-        return None;
-    }
-    Some((get32(b, 16).ok()?, get8(b, 1).ok()?))
+    let ip = tclab_core::wire::Ipv4::parse(b)?;
+    Some((ip.dst(), ip.tos()))
 }
 
 /// Dotted-quad text of an address.

@@ -18,7 +18,7 @@
 //! Not modelled: TCP window tracking and its INVALID verdicts, NAT, helpers (no RELATED data connections),
 //! zones, the table size limit. Idle timeouts are the kernel's defaults, applied lazily in virtual time.
 
-use super::ipv4::{self, Ipv4View, L4};
+use crate::wire::{self, Ipv4Header, L4};
 use crate::{Nanos, NSEC_PER_SEC};
 use std::collections::BTreeMap;
 
@@ -163,9 +163,9 @@ enum Key {
     None,
 }
 
-fn key_of(ip: &Ipv4View, data: &[u8]) -> Key {
+fn key_of(ip: &Ipv4Header, data: &[u8]) -> Key {
     match ip.protocol {
-        6 | 17 => match ipv4::ports(ip, data, 8) {
+        6 | 17 => match wire::ports(ip, data, 8) {
             L4::Some((s, d)) => Key::Tuple(Tuple {
                 src: ip.src,
                 dst: ip.dst,
@@ -175,7 +175,7 @@ fn key_of(ip: &Ipv4View, data: &[u8]) -> Key {
             }),
             _ => Key::None,
         },
-        1 => match ipv4::icmp(ip, data) {
+        1 => match wire::icmp(ip, data) {
             L4::Some((t, _, id)) if icmp_reply_type(t).is_some() => Key::Tuple(Tuple {
                 src: ip.src,
                 dst: ip.dst,
@@ -186,7 +186,7 @@ fn key_of(ip: &Ipv4View, data: &[u8]) -> Key {
             L4::Some((t, _, _)) if is_icmp_error(t) => {
                 // The quoted header starts 8 bytes into the ICMP message.
                 let inner = &data[(ip.ihl + 8).min(data.len())..];
-                match Ipv4View::parse(inner).map(|v| key_of(&v, inner)) {
+                match Ipv4Header::parse(inner).map(|v| key_of(&v, inner)) {
                     Some(Key::Tuple(t)) => Key::Related(t),
                     _ => Key::None,
                 }
@@ -251,7 +251,7 @@ impl Conntrack {
 
     /// `nf_conntrack_in`: find or create the packet's connection and count the packet (`ip_len` bytes) in
     /// its direction. Called at PREROUTING and OUTPUT.
-    pub fn track(&mut self, ip: &Ipv4View, data: &[u8], now: Nanos) -> Option<CtRef> {
+    pub fn track(&mut self, ip: &Ipv4Header, data: &[u8], now: Nanos) -> Option<CtRef> {
         let len = ip.tot_len as u64;
         match key_of(ip, data) {
             Key::None => None,
@@ -309,7 +309,7 @@ impl Conntrack {
     }
 
     /// The packet's connection at a later hook (the kernel's `skb->_nfct`), without counting it.
-    pub fn lookup(&self, ip: &Ipv4View, data: &[u8], now: Nanos) -> Option<CtRef> {
+    pub fn lookup(&self, ip: &Ipv4Header, data: &[u8], now: Nanos) -> Option<CtRef> {
         match key_of(ip, data) {
             Key::None => None,
             Key::Related(t) => self.find(&t, now).map(|(id, _)| CtRef {

@@ -31,12 +31,11 @@
 //! ordered maps, so a run is a pure function of its inputs.
 
 pub mod conntrack;
-pub mod ipv4;
 
 use crate::packet::Packet;
 use crate::Nanos;
 use conntrack::{Conntrack, CtInfo, CtRef, Dir};
-use ipv4::{Ipv4View, L4};
+use crate::wire::{self, Ipv4Header, L4};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -741,7 +740,7 @@ pub struct Netfilter {
 /// What one packet offers the matches at one hook.
 struct Cx<'a> {
     hook: Hook,
-    ip: Option<Ipv4View>,
+    ip: Option<Ipv4Header>,
     in_dev: Option<&'a str>,
     out_dev: Option<&'a str>,
     ct: Option<CtRef>,
@@ -779,7 +778,7 @@ impl Netfilter {
         if pkt.protocol != 0x0800 {
             return NfVerdict::Accept;
         }
-        let ip = Ipv4View::parse(&pkt.data);
+        let ip = Ipv4Header::parse(&pkt.data);
         let ct = match (ip, hook) {
             (Some(v), Hook::PreRouting | Hook::LocalOut) => {
                 self.conntrack.track(&v, &pkt.data, now)
@@ -874,7 +873,7 @@ impl Netfilter {
                 t => {
                     self.apply(&t, cx, pkt);
                     if matches!(t, Target::Dscp(_) | Target::Tos { .. }) {
-                        cx.ip = Ipv4View::parse(&pkt.data);
+                        cx.ip = Ipv4Header::parse(&pkt.data);
                     }
                     i += 1;
                 }
@@ -984,7 +983,7 @@ impl Netfilter {
                         if ip.protocol != 6 {
                             return false;
                         }
-                        let (s, d) = match ipv4::ports(&ip, data, 20) {
+                        let (s, d) = match wire::ports(&ip, data, 20) {
                             L4::Some(p) => p,
                             L4::Absent => return false,
                             L4::Truncated => {
@@ -996,7 +995,7 @@ impl Netfilter {
                             return false;
                         }
                         match flags {
-                            Some(f) => match ipv4::tcp_flags(&ip, data) {
+                            Some(f) => match wire::tcp_flags(&ip, data) {
                                 L4::Some(b) => ((b & f.mask) == f.cmp) != f.invert,
                                 _ => false,
                             },
@@ -1007,7 +1006,7 @@ impl Netfilter {
                         if ip.protocol != 17 {
                             return false;
                         }
-                        match ipv4::ports(&ip, data, 8) {
+                        match wire::ports(&ip, data, 8) {
                             L4::Some((s, d)) => sport.matches(s) && dport.matches(d),
                             L4::Absent => false,
                             L4::Truncated => {
@@ -1020,7 +1019,7 @@ impl Netfilter {
                         if ip.protocol != 1 {
                             return false;
                         }
-                        match ipv4::icmp(&ip, data) {
+                        match wire::icmp(&ip, data) {
                             L4::Some((t, c, _)) => {
                                 let hit = *typ == 0xff || (t == *typ && c >= code.0 && c <= code.1);
                                 hit != *invert
@@ -1040,7 +1039,7 @@ impl Netfilter {
                         if !matches!(ip.protocol, 6 | 17 | 33 | 132 | 136) {
                             return false;
                         }
-                        match ipv4::ports(&ip, data, 4) {
+                        match wire::ports(&ip, data, 4) {
                             L4::Some((s, d)) => {
                                 let inr = |p: u16| ports.iter().any(|(a, b)| p >= *a && p <= *b);
                                 let hit = match kind {
@@ -1097,7 +1096,7 @@ impl Netfilter {
             Target::Dscp(d) => {
                 if let Some(ip) = cx.ip {
                     if ip.tos >> 2 != d {
-                        ipv4::change_dsfield(&mut pkt.data, 0x03, d << 2);
+                        wire::change_dsfield(&mut pkt.data, 0x03, d << 2);
                     }
                 }
             }
@@ -1106,7 +1105,7 @@ impl Netfilter {
                 if let Some(ip) = cx.ip {
                     let nv = (ip.tos & !mask) ^ value;
                     if nv != ip.tos {
-                        ipv4::change_dsfield(&mut pkt.data, 0, nv);
+                        wire::change_dsfield(&mut pkt.data, 0, nv);
                     }
                 }
             }
@@ -1117,7 +1116,7 @@ impl Netfilter {
 
 /// The direction a packet travels in its connection, for tests and tools.
 pub fn ct_dir(nf: &Netfilter, pkt: &Packet, now: Nanos) -> Option<Dir> {
-    let ip = Ipv4View::parse(&pkt.data)?;
+    let ip = Ipv4Header::parse(&pkt.data)?;
     nf.conntrack.lookup(&ip, &pkt.data, now).map(|c| c.dir)
 }
 

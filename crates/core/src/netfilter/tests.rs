@@ -1,7 +1,7 @@
 //! Matches and targets on hand-built packets; each assertion says what the kernel would do.
 
 use super::conntrack::{STATE_ESTABLISHED, STATE_NEW};
-use super::ipv4::{checksum, Ipv4View};
+use crate::wire::{checksum, Ipv4Header};
 use super::*;
 
 const A: u32 = 0x0a00_0001; // 10.0.0.1
@@ -639,7 +639,7 @@ fn truncated_and_odd_packets_never_panic() {
             ..Default::default()
         };
         nf.hook(Hook::PreRouting, &mut p, None, None, n);
-        if let Some(v) = Ipv4View::parse(&p.data) {
+        if let Some(v) = Ipv4Header::parse(&p.data) {
             let _ = v;
         }
     }
