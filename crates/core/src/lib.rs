@@ -20,6 +20,8 @@
 //! - [`flow`]: the flow dissector and keyed flow hash of the per-flow disciplines.
 //! - [`engine`]: devices (mtu, txqueuelen, root qdisc) and the `tc` operations on them — add, change,
 //!   replace, delete, graft — validated before anything is applied.
+//! - [`host`]: the host stack around the qdiscs, shared by both drivers: the netfilter hooks in Linux's
+//!   order for output, input and forwarding, the MTU check, and `qdisc_run` over a [`host::Transmitter`].
 //! - [`netfilter`]: the iptables mangle table (MARK, CONNMARK, CLASSIFY, DSCP, TOS) and the connection
 //!   tracking it needs, run at the five IPv4 hooks.
 //! - [`filter`]: classifiers (u32, fw, matchall) in blocks of chains, walked as `tcf_classify` walks them;
@@ -33,6 +35,7 @@ pub mod error;
 pub mod filter;
 pub mod flow;
 pub mod handle;
+pub mod host;
 pub mod netfilter;
 pub mod packet;
 pub mod qdisc;

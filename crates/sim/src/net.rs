@@ -41,7 +41,8 @@ use std::collections::BTreeMap;
 use tclab_core::action::mirred::Mirrored;
 use tclab_core::engine::DefaultRoot;
 use tclab_core::engine::DevKind;
-use tclab_core::netfilter::{Hook, NfVerdict};
+use tclab_core::host::{self, Transmitter};
+use tclab_core::netfilter::Netfilter;
 use tclab_core::qdisc::netem::Netem;
 use tclab_core::qdisc::pfifo_fast::tos_to_priority;
 use tclab_core::qdisc::{Cx, Dropped, Qdisc, Verdict};
@@ -51,8 +52,7 @@ pub type NodeId = usize;
 pub type IfaceId = usize;
 pub type AppId = usize;
 
-/// Ethernet header bytes counted in `Packet::len` (`qdisc_pkt_len` of an skb on an Ethernet device).
-pub const ETH_HLEN: u32 = 14;
+pub use tclab_core::host::ETH_HLEN;
 
 /// The frame length of a datagram, as [`Network`] builds its packet.
 fn pkt_len_of(d: &Datagram) -> u32 {
@@ -630,35 +630,29 @@ impl Network {
         self.ip_id = self.ip_id.wrapping_add(1);
         let mut pkt = self.packet_of(d, self.ip_id);
         pkt.tag = owner;
-        // A locally generated packet passes OUTPUT, then POSTROUTING (`ip_local_out`, `ip_output`).
-        if !self.netfilter(node, Hook::LocalOut, &mut pkt, None, Some(out), now)
-            || !self.netfilter(node, Hook::PostRouting, &mut pkt, None, Some(out), now)
-        {
+        if !self.netfilter(node, &mut pkt, None, Some(out), |nf, p, _, o| {
+            host::local_out(nf, p, o.unwrap_or(""), now)
+        }) {
             return Verdict::Drop;
         }
         self.transmit(now, out, pkt, Cx::new(now))
     }
 
-    /// Run a netfilter hook of `node` (iptables -t mangle) on `pkt`; false if a rule dropped it, counted
-    /// on the interface it was leaving by or arriving on. A node without rules is skipped: with an empty
-    /// table the hooks change nothing.
+    /// Run one of the host stack's netfilter steps (`host::local_out`, `pre_routing`, `local_in`,
+    /// `forward`) for `node` on `pkt`, with the names of the interfaces it arrived on and leaves by;
+    /// false if a rule dropped it, counted on the interface it was leaving by or arriving on.
     fn netfilter(
         &mut self,
         node: NodeId,
-        hook: Hook,
         pkt: &mut Packet,
         in_iface: Option<IfaceId>,
         out_iface: Option<IfaceId>,
-        now: Nanos,
+        step: impl FnOnce(&mut Netfilter, &mut Packet, Option<&str>, Option<&str>) -> bool,
     ) -> bool {
         let Network { nodes, ifaces, .. } = self;
-        let nf = &mut nodes[node].engine.netfilter;
-        if nf.is_empty() {
-            return true;
-        }
         let in_dev = in_iface.map(|i| ifaces[i].name.as_str());
         let out_dev = out_iface.map(|i| ifaces[i].name.as_str());
-        if nf.hook(hook, pkt, in_dev, out_dev, now) == NfVerdict::Accept {
+        if step(&mut nodes[node].engine.netfilter, pkt, in_dev, out_dev) {
             return true;
         }
         if let Some(i) = out_iface.or(in_iface) {
@@ -684,9 +678,8 @@ impl Network {
         let Some(dev) = self.dev_mut(iface) else {
             return Verdict::Drop;
         };
-        // Every packet here has DF set (as Linux's TCP, and ping with PMTU discovery): one that does not fit
-        // the device's MTU is dropped, not fragmented (no ICMP "fragmentation needed" is modelled).
-        if pkt.len > dev.mtu + ETH_HLEN {
+        // No ICMP "fragmentation needed" is modelled.
+        if !host::fits_mtu(dev, &pkt) {
             self.ifaces[iface].counters.tx_dropped += 1;
             return Verdict::Drop;
         }
@@ -829,23 +822,15 @@ impl Network {
             let Some(dev) = self.nodes[node].engine.devices.get_mut(name) else {
                 break;
             };
-            let mut cx = Cx::new(now);
-            let pkt = dev.dequeue(&mut cx);
-            if !cx.drops.is_empty() {
-                dev.count_dropped(&cx.drops);
-                self.vdevs[v].counters.tx_dropped += cx.drops.len() as u64;
-            }
+            let (pkt, cx) = host::qdisc_restart(dev, now);
+            self.vdevs[v].counters.tx_dropped += cx.drops.len() as u64;
             if self.trace.is_some() {
                 let label = format!("{}:{}", self.nodes[node].name, self.vdevs[v].name);
                 self.trace_dequeue(now, &label, pkt.as_ref(), &cx);
             }
             let Some(mut pkt) = pkt else {
                 if let Some(w) = cx.wake_at {
-                    let w = match self.tick {
-                        Some(t) => w.div_ceil(t) * t,
-                        None => w,
-                    }
-                    .max(now);
+                    let w = host::wake_time(w, now, self.tick);
                     let vd = &mut self.vdevs[v];
                     if vd.wake_pending.is_none_or(|p| w < p || p < now) {
                         vd.wake_pending = Some(w);
@@ -893,104 +878,52 @@ impl Network {
         }
     }
 
-    /// `qdisc_run`: if the wire is free, take the next packet the qdisc allows and start sending it.
+    /// `qdisc_run` (core's) onto the interface's wire: if the wire is free, the next packet the qdisc
+    /// allows starts its serialisation; if the qdisc holds packets back, a wake-up is scheduled.
     fn kick(&mut self, now: Nanos, iface: IfaceId) {
         if self.ifaces[iface].busy {
             return;
         }
-        let Some(dev) = self.dev_mut(iface) else {
+        let label = self.trace.is_some().then(|| self.iface_label(iface));
+        let tick = self.tick;
+        let Network {
+            nodes,
+            ifaces,
+            q,
+            on_wire,
+            free_slots,
+            frames_sent,
+            freed,
+            trace,
+            ..
+        } = self;
+        let ifc = &mut ifaces[iface];
+        let Some(dev) = device_of(nodes, ifc) else {
             return;
         };
-        let mut cx = Cx::new(now);
-        let pkt = dev.dequeue(&mut cx);
-        if self.trace.is_some() {
-            self.trace_dequeue(now, &self.iface_label(iface), pkt.as_ref(), &cx);
-        }
-        if !cx.drops.is_empty() {
-            let Some(dev) = self.dev_mut(iface) else {
-                return;
-            };
-            dev.count_dropped(&cx.drops);
-            let drops = cx.drops.take();
-            self.qdisc_dropped(iface, Verdict::Success, drops);
-        }
-        let tick = self.tick;
+        let mut wire = Wire {
+            iface,
+            now,
+            ifc,
+            q,
+            on_wire,
+            free_slots,
+            frames_sent,
+            freed,
+            trace: trace.as_mut().zip(label.as_deref()),
+        };
+        let Some(w) = host::qdisc_run(dev, now, tick, &mut wire) else {
+            return;
+        };
         let ifc = &mut self.ifaces[iface];
-        match pkt {
-            Some(pkt) => {
-                let tx = ifc.link.tx_time(pkt.len, &mut ifc.tx_carry);
-                ifc.busy = true;
-                ifc.tx_owner = (pkt.tag != 0).then(|| (pkt.tag as AppId - 1, pkt.len));
-                ifc.counters.tx_bytes += pkt.len as u64;
-                ifc.counters.tx_packets += 1;
-                if ifc.netem.is_some() {
-                    // The link's netem takes the frame when its last bit is on the wire (TxDone).
-                    ifc.tx_frame = Some(pkt);
-                    self.frames_sent += 1;
-                    self.q.schedule(
-                        now + tx,
-                        Event::TxDone {
-                            iface: iface as u32,
-                        },
-                    );
-                    return;
-                }
-                let lost = ifc.link.loss > 0.0 && ifc.rng.next_f64() < ifc.link.loss;
-                let jitter = if ifc.link.jitter > 0 {
-                    ifc.rng.below(ifc.link.jitter + 1)
-                } else {
-                    0
-                };
-                let arrival = (now + tx + ifc.link.delay + jitter).max(ifc.last_arrival);
-                ifc.last_arrival = arrival;
-                let peer = ifc.peer;
-                self.frames_sent += 1;
-                self.q.schedule(
-                    now + tx,
-                    Event::TxDone {
-                        iface: iface as u32,
-                    },
-                );
-                if lost {
-                    self.ifaces[iface].counters.wire_lost += 1;
-                } else {
-                    let slot = match self.free_slots.pop() {
-                        Some(s) => {
-                            self.on_wire[s as usize] = Some(pkt);
-                            s
-                        }
-                        None => {
-                            self.on_wire.push(Some(pkt));
-                            (self.on_wire.len() - 1) as u32
-                        }
-                    };
-                    self.q.schedule(
-                        arrival,
-                        Event::Arrive {
-                            iface: peer as u32,
-                            slot,
-                        },
-                    );
-                }
-            }
-            None => {
-                if let Some(w) = cx.wake_at {
-                    let w = match tick {
-                        Some(t) => w.div_ceil(t) * t,
-                        None => w,
-                    }
-                    .max(now);
-                    if ifc.wake_pending.is_none_or(|p| w < p || p < now) {
-                        ifc.wake_pending = Some(w);
-                        self.q.schedule(
-                            w,
-                            Event::Wake {
-                                iface: iface as u32,
-                            },
-                        );
-                    }
-                }
-            }
+        if ifc.wake_pending.is_none_or(|p| w < p || p < now) {
+            ifc.wake_pending = Some(w);
+            self.q.schedule(
+                w,
+                Event::Wake {
+                    iface: iface as u32,
+                },
+            );
         }
     }
 
@@ -1097,7 +1030,9 @@ impl Network {
         let node = self.ifaces[iface].node;
         // PREROUTING sees the packet as it arrived (with any mark the ingress filters set).
         let mut pkt = pkt;
-        if !self.netfilter(node, Hook::PreRouting, &mut pkt, Some(iface), None, now) {
+        if !self.netfilter(node, &mut pkt, Some(iface), None, |nf, p, i, _| {
+            host::pre_routing(nf, p, i.unwrap_or(""), now)
+        }) {
             return;
         }
         // Forwarding needs only the destination and the TOS byte; local delivery parses the rest.
@@ -1106,7 +1041,9 @@ impl Network {
         };
         match self.owner_of(dst) {
             Some(n) if n == node => {
-                if self.netfilter(node, Hook::LocalIn, &mut pkt, Some(iface), None, now) {
+                if self.netfilter(node, &mut pkt, Some(iface), None, |nf, p, i, _| {
+                    host::local_in(nf, p, i.unwrap_or(""), now)
+                }) {
                     self.deliver(now, node, pkt);
                 }
             }
@@ -1114,26 +1051,11 @@ impl Network {
                 let Some(out) = self.nodes[node].routes.get(n).copied().flatten() else {
                     return;
                 };
-                // `ip_forward` sets the priority from the TOS byte; the mark survives (it is the skb's),
-                // and FORWARD and POSTROUTING may change either, as iptables rules do.
-                let mut fwd = Packet {
-                    data: pkt.data,
-                    len: pkt.len,
-                    protocol: pkt.protocol,
-                    mark: pkt.mark,
-                    priority: tos_to_priority(tos),
-                    ..Packet::default()
-                };
-                if self.netfilter(node, Hook::Forward, &mut fwd, Some(iface), Some(out), now)
-                    && self.netfilter(
-                        node,
-                        Hook::PostRouting,
-                        &mut fwd,
-                        Some(iface),
-                        Some(out),
-                        now,
-                    )
-                {
+                // FORWARD and POSTROUTING may change the mark or the priority, as iptables rules do.
+                let mut fwd = host::forwarded(pkt, tos);
+                if self.netfilter(node, &mut fwd, Some(iface), Some(out), |nf, p, i, o| {
+                    host::forward(nf, p, i.unwrap_or(""), o.unwrap_or(""), now)
+                }) {
                     self.transmit(now, out, fwd, Cx::new(now));
                 }
             }
@@ -1188,19 +1110,9 @@ impl Network {
             .copied()
     }
 
-    /// The tc device behind an interface, for the packet path: found by its position in the node's
-    /// (name-ordered) device map, which the topology fixes once built, rather than by comparing names on
-    /// every packet. Falls back to the name if the number of the node's devices changed since.
+    /// The tc device behind an interface, for the packet path ([`device_of`]).
     fn dev_mut(&mut self, iface: IfaceId) -> Option<&mut tclab_core::engine::Device> {
-        let ifc = &self.ifaces[iface];
-        let devices = &mut self.nodes[ifc.node].engine.devices;
-        // Devices are never renamed, and the simulator adds or removes none after the links are made.
-        if devices.len() == ifc.dev_count && ifc.dev_pos < ifc.dev_count {
-            let d = devices.values_mut().nth(ifc.dev_pos);
-            debug_assert!(d.as_ref().is_some_and(|d| d.name == ifc.name));
-            return d;
-        }
-        devices.get_mut(&ifc.name)
+        device_of(&mut self.nodes, &self.ifaces[iface])
     }
 
     /// The tc device behind an interface.
@@ -1239,6 +1151,117 @@ impl Network {
     pub fn iface_label(&self, iface: IfaceId) -> String {
         let i = &self.ifaces[iface];
         format!("{}:{}", self.nodes[i.node].name, i.name)
+    }
+}
+
+/// The tc device behind an interface, found by its position in the node's (name-ordered) device map,
+/// which the topology fixes once built, rather than by comparing names on every packet; by name if the
+/// node's devices changed since.
+fn device_of<'a>(nodes: &'a mut [Node], ifc: &Iface) -> Option<&'a mut tclab_core::engine::Device> {
+    let devices = &mut nodes[ifc.node].engine.devices;
+    // Devices are never renamed, and the simulator adds or removes none after the links are made.
+    if devices.len() == ifc.dev_count && ifc.dev_pos < ifc.dev_count {
+        let d = devices.values_mut().nth(ifc.dev_pos);
+        debug_assert!(d.as_ref().is_some_and(|d| d.name == ifc.name));
+        return d;
+    }
+    devices.get_mut(&ifc.name)
+}
+
+/// An interface's sending end as core's `qdisc_run` sees it: free unless a frame is being serialised;
+/// a frame it takes is on the wire for its serialisation time, then arrives at the peer after the
+/// link's delay (and jitter), unless the link loses it — or goes through the link's netem first.
+struct Wire<'a> {
+    iface: IfaceId,
+    now: Nanos,
+    ifc: &'a mut Iface,
+    q: &'a mut EventQueue<Event>,
+    on_wire: &'a mut Vec<Option<Packet>>,
+    free_slots: &'a mut Vec<u32>,
+    frames_sent: &'a mut u64,
+    freed: &'a mut Vec<(AppId, u32)>,
+    trace: Option<(&'a mut crate::trace::Trace, &'a str)>,
+}
+
+impl Transmitter for Wire<'_> {
+    fn ready(&self) -> bool {
+        !self.ifc.busy
+    }
+
+    /// The dequeue's trace lines, and its drops: each counted on the interface, and each one's socket
+    /// told that its skb is freed (a packet dropped after it was accepted is, for its sender, sent and
+    /// lost).
+    fn dequeued(&mut self, pkt: Option<&Packet>, cx: &mut Cx) {
+        if let Some((t, label)) = self.trace.as_mut() {
+            for d in cx.drops.iter() {
+                t.record(
+                    self.now,
+                    label,
+                    crate::trace::Event::Drop(d.reason, d.arriving),
+                    &d.pkt,
+                );
+            }
+            if let Some(p) = pkt {
+                t.record(self.now, label, crate::trace::Event::Dequeue, p);
+            }
+        }
+        for d in cx.drops.take() {
+            self.ifc.counters.tx_dropped += 1;
+            if d.pkt.tag != 0 {
+                self.freed.push((d.pkt.tag as AppId - 1, d.pkt.len));
+            }
+        }
+    }
+
+    fn send(&mut self, pkt: Packet) {
+        let (now, iface) = (self.now, self.iface);
+        let ifc = &mut *self.ifc;
+        let tx = ifc.link.tx_time(pkt.len, &mut ifc.tx_carry);
+        ifc.busy = true;
+        ifc.tx_owner = (pkt.tag != 0).then(|| (pkt.tag as AppId - 1, pkt.len));
+        ifc.counters.tx_bytes += pkt.len as u64;
+        ifc.counters.tx_packets += 1;
+        *self.frames_sent += 1;
+        self.q.schedule(
+            now + tx,
+            Event::TxDone {
+                iface: iface as u32,
+            },
+        );
+        if ifc.netem.is_some() {
+            // The link's netem takes the frame when its last bit is on the wire (TxDone).
+            ifc.tx_frame = Some(pkt);
+            return;
+        }
+        let lost = ifc.link.loss > 0.0 && ifc.rng.next_f64() < ifc.link.loss;
+        let jitter = if ifc.link.jitter > 0 {
+            ifc.rng.below(ifc.link.jitter + 1)
+        } else {
+            0
+        };
+        let arrival = (now + tx + ifc.link.delay + jitter).max(ifc.last_arrival);
+        ifc.last_arrival = arrival;
+        if lost {
+            ifc.counters.wire_lost += 1;
+            return;
+        }
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.on_wire[s as usize] = Some(pkt);
+                s
+            }
+            None => {
+                self.on_wire.push(Some(pkt));
+                (self.on_wire.len() - 1) as u32
+            }
+        };
+        self.q.schedule(
+            arrival,
+            Event::Arrive {
+                iface: ifc.peer as u32,
+                slot,
+            },
+        );
     }
 }
 

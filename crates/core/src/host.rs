@@ -1,0 +1,219 @@
+//! The host stack around the qdiscs: what Linux does to a packet between the socket (or the wire) and a
+//! device's queue, and how a device's queue is emptied onto its transmitter. Both drivers — the
+//! simulator's virtual links and the live mode's real interfaces — go through these functions, so the
+//! order of things is written once:
+//!
+//! - **Output** (`ip_local_out`, `ip_output`): a locally generated packet passes netfilter's OUTPUT,
+//!   then POSTROUTING hook, then the MTU check, then the egress qdisc ([`local_out`], [`fits_mtu`]).
+//! - **Input** (`__netif_receive_skb`, `ip_rcv`): the ingress qdisc's filters first (the device does
+//!   that: `Device::receive`), then PREROUTING; the routing decision; then INPUT and local delivery
+//!   ([`pre_routing`], [`local_in`]) or forwarding.
+//! - **Forwarding** (`ip_forward`): the forwarded skb keeps the mark and takes its priority from the
+//!   TOS byte (`rt_tos2priority`); FORWARD, then POSTROUTING ([`forwarded`], [`forward`]).
+//! - **`qdisc_run`**: while the transmitter can take a packet, take the next one the tree releases; when
+//!   the tree holds packets back, the time it wants to be asked again, rounded up to the timer tick on a
+//!   kernel without high-resolution timers ([`qdisc_run`], [`qdisc_restart`], [`wake_time`]).
+//!
+//! Routing itself, the wire (serialisation, delay, loss) and the sockets are the driver's. Netfilter is
+//! skipped on a node whose table is empty: with no rules the hooks change nothing (and conntrack, which
+//! only the rules read, need not run).
+
+use crate::engine::Device;
+use crate::netfilter::{Hook, NfVerdict, Netfilter};
+use crate::qdisc::pfifo_fast::tos_to_priority;
+use crate::qdisc::Cx;
+use crate::{Nanos, Packet};
+
+/// Ethernet header bytes counted in `Packet::len` (`qdisc_pkt_len` of an skb on an Ethernet device).
+pub const ETH_HLEN: u32 = 14;
+
+fn hooks(
+    nf: &mut Netfilter,
+    order: &[Hook],
+    pkt: &mut Packet,
+    in_dev: Option<&str>,
+    out_dev: Option<&str>,
+    now: Nanos,
+) -> bool {
+    if nf.is_empty() {
+        return true;
+    }
+    order
+        .iter()
+        .all(|&h| nf.hook(h, pkt, in_dev, out_dev, now) == NfVerdict::Accept)
+}
+
+/// OUTPUT then POSTROUTING for a locally generated packet leaving by `out_dev`; false if a rule dropped
+/// it.
+pub fn local_out(nf: &mut Netfilter, pkt: &mut Packet, out_dev: &str, now: Nanos) -> bool {
+    hooks(
+        nf,
+        &[Hook::LocalOut, Hook::PostRouting],
+        pkt,
+        None,
+        Some(out_dev),
+        now,
+    )
+}
+
+/// PREROUTING for a packet that arrived on `in_dev` (after the ingress qdisc).
+pub fn pre_routing(nf: &mut Netfilter, pkt: &mut Packet, in_dev: &str, now: Nanos) -> bool {
+    hooks(nf, &[Hook::PreRouting], pkt, Some(in_dev), None, now)
+}
+
+/// INPUT for a packet addressed to this host.
+pub fn local_in(nf: &mut Netfilter, pkt: &mut Packet, in_dev: &str, now: Nanos) -> bool {
+    hooks(nf, &[Hook::LocalIn], pkt, Some(in_dev), None, now)
+}
+
+/// FORWARD then POSTROUTING for a packet routed from `in_dev` to `out_dev`.
+pub fn forward(nf: &mut Netfilter, pkt: &mut Packet, in_dev: &str, out_dev: &str, now: Nanos) -> bool {
+    hooks(
+        nf,
+        &[Hook::Forward, Hook::PostRouting],
+        pkt,
+        Some(in_dev),
+        Some(out_dev),
+        now,
+    )
+}
+
+/// The skb `ip_forward` sends on: the same bytes, length, protocol and mark; the priority from the TOS
+/// byte; nothing else of the arriving skb (its classid, its time in the previous device's queue).
+pub fn forwarded(pkt: Packet, tos: u8) -> Packet {
+    Packet {
+        data: pkt.data,
+        len: pkt.len,
+        protocol: pkt.protocol,
+        mark: pkt.mark,
+        priority: tos_to_priority(tos),
+        ..Packet::default()
+    }
+}
+
+/// The MTU check of a packet with DF set (Linux's TCP, and ping with path-MTU discovery): one that does
+/// not fit the device is dropped, not fragmented.
+pub fn fits_mtu(dev: &Device, pkt: &Packet) -> bool {
+    pkt.len <= dev.mtu + ETH_HLEN
+}
+
+/// `qdisc_restart` once: the next packet the device's tree releases, if any, with the call's context —
+/// the packets the tree dropped on the way (counted in the device's drop counters here; the driver
+/// tells their senders) and, when nothing came out, the time the tree wants to be asked again.
+pub fn qdisc_restart(dev: &mut Device, now: Nanos) -> (Option<Packet>, Cx) {
+    let mut cx = Cx::new(now);
+    let pkt = dev.dequeue(&mut cx);
+    if !cx.drops.is_empty() {
+        dev.count_dropped(&cx.drops);
+    }
+    (pkt, cx)
+}
+
+/// When to ask a tree that held its packets back again: its wake-up, rounded up to the timer `tick`
+/// (a kernel without high-resolution timers), never in the past.
+pub fn wake_time(wake_at: Nanos, now: Nanos, tick: Option<Nanos>) -> Nanos {
+    match tick {
+        Some(t) => wake_at.div_ceil(t) * t,
+        None => wake_at,
+    }
+    .max(now)
+}
+
+/// What `qdisc_run` hands packets to: a NIC's transmit queue, a simulated wire, a socket.
+pub trait Transmitter {
+    /// Whether a packet can be taken now (the wire is free, the ring has room).
+    fn ready(&self) -> bool;
+    /// Take `pkt` (its transmission starts now).
+    fn send(&mut self, pkt: Packet);
+    /// Told of every dequeue, before its packet is sent: the packet (if one came out) and the call's
+    /// context, whose `drops` the driver hands to the packets' owners.
+    fn dequeued(&mut self, _pkt: Option<&Packet>, _cx: &mut Cx) {}
+}
+
+/// `qdisc_run`: while the transmitter is ready, move the next packet the tree releases to it. Returns
+/// the time the tree wants to be asked again when it held packets back (rounded to `tick`), or `None`
+/// when it is empty or the transmitter is busy (its completion asks again).
+pub fn qdisc_run(
+    dev: &mut Device,
+    now: Nanos,
+    tick: Option<Nanos>,
+    tx: &mut dyn Transmitter,
+) -> Option<Nanos> {
+    while tx.ready() {
+        let (pkt, mut cx) = qdisc_restart(dev, now);
+        tx.dequeued(pkt.as_ref(), &mut cx);
+        match pkt {
+            Some(p) => tx.send(p),
+            None => return cx.wake_at.map(|w| wake_time(w, now, tick)),
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Engine;
+    use crate::handle::Handle;
+    use crate::qdisc::tbf::TbfOptions;
+    use crate::qdisc::QdiscOptions;
+
+    #[test]
+    fn the_wake_up_is_rounded_up_to_the_tick_and_never_in_the_past() {
+        // HZ 250: ticks of 4 ms. A TBF that wants 5.1 ms is asked at 8 ms; one whose time has passed,
+        // now.
+        assert_eq!(wake_time(5_100_000, 1_000_000, Some(4_000_000)), 8_000_000);
+        assert_eq!(wake_time(5_100_000, 1_000_000, None), 5_100_000);
+        assert_eq!(wake_time(500, 1_000, None), 1_000);
+    }
+
+    /// A transmitter that is always ready and keeps what it is given.
+    struct Sink(Vec<Packet>);
+    impl Transmitter for Sink {
+        fn ready(&self) -> bool {
+            true
+        }
+        fn send(&mut self, pkt: Packet) {
+            self.0.push(pkt);
+        }
+    }
+
+    #[test]
+    fn qdisc_run_empties_the_tree_as_far_as_the_shaper_allows() {
+        // TBF 8 Mbit/s (1 byte/µs), burst 3028 bytes: two 1514-byte frames leave at once, the third
+        // waits for 1514 bytes of tokens — 1514 µs — and qdisc_run says so.
+        let mut e = Engine::new();
+        e.add_device("eth0", 1500, 1000);
+        let opts = TbfOptions {
+            rate: crate::units::RateSpec {
+                rate: 1_000_000,
+                ..Default::default()
+            },
+            peakrate: Default::default(),
+            limit: 10_000,
+            buffer: 0,
+            mtu: 0,
+            burst: Some(3028),
+            pburst: None,
+        };
+        e.modify_qdisc(
+            "eth0",
+            Handle::ROOT,
+            Handle::new(1, 0),
+            Some(&QdiscOptions::Tbf(opts)),
+            crate::engine::Flags::ADD,
+            0,
+        )
+        .unwrap();
+        let dev = e.device_mut("eth0").unwrap();
+        for _ in 0..3 {
+            dev.enqueue(Packet::of_len(1514), &mut Cx::new(0));
+        }
+        let mut sink = Sink(Vec::new());
+        let wake = qdisc_run(dev, 0, None, &mut sink);
+        assert_eq!(sink.0.len(), 2);
+        assert_eq!(wake, Some(1_514_000));
+        assert_eq!(qdisc_run(dev, 1_514_000, None, &mut sink), None, "empty now");
+        assert_eq!(sink.0.len(), 3);
+    }
+}
