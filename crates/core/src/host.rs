@@ -133,14 +133,21 @@ pub trait Transmitter {
 /// `qdisc_run`: while the transmitter is ready, move the next packet the tree releases to it. Returns
 /// the time the tree wants to be asked again when it held packets back (rounded to `tick`), or `None`
 /// when it is empty or the transmitter is busy (its completion asks again).
+#[inline]
 pub fn qdisc_run(
     dev: &mut Device,
     now: Nanos,
     tick: Option<Nanos>,
-    tx: &mut dyn Transmitter,
+    tx: &mut impl Transmitter,
 ) -> Option<Nanos> {
     while tx.ready() {
-        let (pkt, mut cx) = qdisc_restart(dev, now);
+        // qdisc_restart, written out: the context stays in place (it is large, and this is the packet
+        // path of every driver).
+        let mut cx = Cx::new(now);
+        let pkt = dev.dequeue(&mut cx);
+        if !cx.drops.is_empty() {
+            dev.count_dropped(&cx.drops);
+        }
         tx.dequeued(pkt.as_ref(), &mut cx);
         match pkt {
             Some(p) => tx.send(p),

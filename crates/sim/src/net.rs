@@ -1191,6 +1191,7 @@ impl Transmitter for Wire<'_> {
     /// The dequeue's trace lines, and its drops: each counted on the interface, and each one's socket
     /// told that its skb is freed (a packet dropped after it was accepted is, for its sender, sent and
     /// lost).
+    #[inline]
     fn dequeued(&mut self, pkt: Option<&Packet>, cx: &mut Cx) {
         if let Some((t, label)) = self.trace.as_mut() {
             for d in cx.drops.iter() {
@@ -1204,6 +1205,9 @@ impl Transmitter for Wire<'_> {
             if let Some(p) = pkt {
                 t.record(self.now, label, crate::trace::Event::Dequeue, p);
             }
+        }
+        if cx.drops.is_empty() {
+            return;
         }
         for d in cx.drops.take() {
             self.ifc.counters.tx_dropped += 1;
