@@ -11,6 +11,7 @@ use crate::util::{
     get_u32, matches, sprint_rate, sprint_size,
 };
 use crate::jprint::Printer;
+pub use crate::Cur;
 use crate::{Failure, Result, ShowFlags};
 use std::fmt::Write;
 use tclab_core::action::connmark::Connmark;
@@ -27,50 +28,6 @@ use tclab_core::action::{
     TC_ACT_RECLASSIFY, TC_ACT_SHOT, TC_ACT_STOLEN, TC_ACT_TRAP, TC_ACT_UNSPEC,
 };
 use tclab_core::units::{LinkLayer, RateSpec};
-
-/// A cursor over the words of a command, with tc's `NEXT_ARG` and `NEXT_ARG_FWD`.
-pub struct Cur<'a> {
-    pub a: &'a [String],
-    pub i: usize,
-    /// The devices of the namespace, for parsers that resolve a name to an ifindex (`ll_name_to_index`:
-    /// mirred's `dev`); `lo` always exists.
-    pub devices: &'a [String],
-}
-
-impl<'a> Cur<'a> {
-    pub fn new(a: &'a [String]) -> Cur<'a> {
-        Cur {
-            a,
-            i: 0,
-            devices: &[],
-        }
-    }
-
-    /// A cursor whose parsers can look device names up.
-    pub fn with_devices(a: &'a [String], devices: &'a [String]) -> Cur<'a> {
-        Cur { a, i: 0, devices }
-    }
-
-    /// `ll_name_to_index(name) != 0`.
-    pub fn has_device(&self, name: &str) -> bool {
-        name == "lo" || self.devices.iter().any(|d| d == name)
-    }
-    pub fn peek(&self) -> Option<&'a str> {
-        self.a.get(self.i).map(String::as_str)
-    }
-    pub fn left(&self) -> usize {
-        self.a.len().saturating_sub(self.i)
-    }
-    pub fn fwd(&mut self) {
-        self.i += 1;
-    }
-    /// `NEXT_ARG()`: step to the value after a keyword.
-    pub fn next_arg(&mut self) -> Result<&'a str> {
-        self.i += 1;
-        self.peek()
-            .ok_or_else(|| Failure::syntax("Command line is not complete. Try option \"help\""))
-    }
-}
 
 pub fn invarg(msg: &str, arg: &str) -> Failure {
     Failure::syntax(format!("Error: argument \"{arg}\" is wrong: {msg}"))

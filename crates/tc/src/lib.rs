@@ -89,38 +89,74 @@ pub struct ShowFlags {
     pub raw: bool,
 }
 
-/// Argument cursor with tc's `NEXT_ARG` behaviour.
-pub struct Args<'a> {
-    items: &'a [String],
-    pos: usize,
+/// The cursor over the words of a command, for every parser of the crate: iproute2's style (`peek`,
+/// `fwd`, `NEXT_ARG` as [`Cur::next_arg`]) and the kinds' loop style (`next`, `value`, `back`).
+pub struct Cur<'a> {
+    pub a: &'a [String],
+    pub i: usize,
+    /// The devices of the namespace, for parsers that resolve a name to an ifindex (`ll_name_to_index`:
+    /// mirred's `dev`); `lo` always exists.
+    pub devices: &'a [String],
 }
 
-impl<'a> Args<'a> {
-    pub fn new(items: &'a [String]) -> Args<'a> {
-        Args { items, pos: 0 }
+impl<'a> Cur<'a> {
+    pub fn new(a: &'a [String]) -> Cur<'a> {
+        Cur {
+            a,
+            i: 0,
+            devices: &[],
+        }
+    }
+
+    /// A cursor whose parsers can look device names up.
+    pub fn with_devices(a: &'a [String], devices: &'a [String]) -> Cur<'a> {
+        Cur { a, i: 0, devices }
+    }
+
+    /// `ll_name_to_index(name) != 0`.
+    pub fn has_device(&self, name: &str) -> bool {
+        name == "lo" || self.devices.iter().any(|d| d == name)
     }
     pub fn peek(&self) -> Option<&'a str> {
-        self.items.get(self.pos).map(String::as_str)
+        self.a.get(self.i).map(String::as_str)
     }
+    pub fn left(&self) -> usize {
+        self.a.len().saturating_sub(self.i)
+    }
+    pub fn fwd(&mut self) {
+        self.i += 1;
+    }
+    /// `NEXT_ARG()`: step to the value after a keyword.
+    pub fn next_arg(&mut self) -> Result<&'a str> {
+        self.i += 1;
+        self.peek().ok_or_else(incomplete)
+    }
+    /// The word at the cursor, stepping past it (the kind parsers' loop: `while let Some(w) = it.next()`).
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Option<&'a str> {
         let v = self.peek();
         if v.is_some() {
-            self.pos += 1;
+            self.i += 1;
         }
         v
     }
-    /// `NEXT_ARG()`: the value after a keyword, or "Command line is not complete".
+    /// The value after a keyword [`Cur::next`] returned, or "Command line is not complete".
     pub fn value(&mut self) -> Result<&'a str> {
-        self.next()
-            .ok_or_else(|| Failure::syntax("Command line is not complete. Try option \"help\""))
+        self.next().ok_or_else(incomplete)
     }
     /// Give the last word back (a sub-parser stopped at a word that is not its own).
     pub fn back(&mut self) {
-        self.pos = self.pos.saturating_sub(1);
+        self.i = self.i.saturating_sub(1);
     }
+    /// The words from the cursor on.
     pub fn rest(&self) -> &'a [String] {
-        &self.items[self.pos.min(self.items.len())..]
+        &self.a[self.i.min(self.a.len())..]
     }
+}
+
+/// `incomplete_command`.
+fn incomplete() -> Failure {
+    Failure::syntax("Command line is not complete. Try option \"help\"")
 }
 
 pub(crate) use action::{duparg, invarg};
@@ -297,7 +333,7 @@ fn qdisc_cmd(
     now: Nanos,
     out: &mut Output,
 ) -> Result<()> {
-    let mut args = Args::new(argv);
+    let mut args = Cur::new(argv);
     let cmd = command(args.next(), "qdisc")?;
     if let Cmd::Show = cmd {
         return qdisc_show(engine, &mut args, flags, now, out);
@@ -442,7 +478,7 @@ impl FlattenKind for Option<Option<tclab_core::qdisc::QdiscOptions>> {
 
 fn qdisc_show(
     engine: &mut Engine,
-    args: &mut Args,
+    args: &mut Cur,
     flags: ShowFlags,
     now: Nanos,
     out: &mut Output,
@@ -497,7 +533,7 @@ fn class_cmd(
     now: Nanos,
     out: &mut Output,
 ) -> Result<()> {
-    let mut args = Args::new(argv);
+    let mut args = Cur::new(argv);
     let cmd = command(args.next(), "class")?;
     let mut dev: Option<&str> = None;
     let mut classid = 0u32;

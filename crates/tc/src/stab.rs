@@ -3,7 +3,7 @@
 //! table tc computes from them, and how `tc -d qdisc show` prints them.
 
 use crate::util::{get_u32, matches};
-use crate::{duparg, Args, Failure, Result};
+use crate::{duparg, Cur, Failure, Result};
 use tclab_core::stab::{SizeSpec, SizeTable};
 
 const USAGE: &str = "Usage: ... stab [ mtu BYTES ] [ tsize SLOTS ] [ mpu BYTES ]\n                [ overhead BYTES ] [ linklayer TYPE ] ...\n   mtu       : max packet size we create rate map for {2047}\n   tsize     : how many slots should size table have {512}\n   mpu       : minimum packet size used in rate computations\n   overhead  : per-packet size overhead used in rate computations\n   linklayer : adapting to a linklayer e.g. atm\nExample: ... stab overhead 20 linklayer atm";
@@ -24,7 +24,7 @@ fn invarg(what: &str, _arg: &str) -> Failure {
 
 /// `parse_size_table`, after the word `stab`: the options up to the first word that is not one, then
 /// `tc_calc_size_table`. Stops at (without consuming) the next generic word or the kind.
-pub fn parse(args: &mut Args) -> Result<SizeTable> {
+pub fn parse(args: &mut Cur) -> Result<SizeTable> {
     let first = args.value()?;
     if matches(first, "help") {
         return Err(Failure::syntax(USAGE));

@@ -162,7 +162,7 @@ fn strtol10(s: &str) -> Option<i64> {
 
 /// `cake_parse_opt` (tc 6.1).
 fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOptions> {
-    let mut it = crate::Args::new(args);
+    let mut it = crate::Cur::new(args);
     let mut o = CakeOptions::default();
     let (mut bandwidth, mut unlimited) = (0u64, false);
     let (mut interval, mut target) = (0u32, 0u32);

@@ -115,7 +115,7 @@ fn rtab_cell_log(cell_log: Option<u8>, mtu: u32) -> u8 {
 
 /// `cbq_parse_opt` (tc 6.1).
 fn parse_cbq(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOptions> {
-    let mut it = crate::Args::new(args);
+    let mut it = crate::Cur::new(args);
     let (mut rate, mut mpu, mut avpkt, mut allot, mut overhead) = (0u32, 0u32, 0u32, 0u32, 0u16);
     let mut ll = LinkLayer::Ethernet;
     let (mut cell_log, mut ewma_log) = (None::<u8>, -1i32);
@@ -212,7 +212,7 @@ fn time2tick(us: f64) -> u32 {
 
 /// `cbq_parse_class_opt` (tc 6.1).
 fn parse_cbq_class(args: &[String], excl: bool) -> Result<ClassOptions> {
-    let mut it = crate::Args::new(args);
+    let mut it = crate::Cur::new(args);
     let mut lss = CbqLss::default();
     let mut wrr = CbqWrr::default();
     let mut fopt = CbqFopt::default();

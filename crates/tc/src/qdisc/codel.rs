@@ -29,7 +29,7 @@ const USAGE: &str = "Usage: ... codel [ limit PACKETS ] [ target TIME ]\n\t\t [ 
 
 /// `codel_parse_opt` (tc 6.1): a zero limit, target or interval is not sent (the kernel keeps its own).
 fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOptions> {
-    let mut it = crate::Args::new(args);
+    let mut it = crate::Cur::new(args);
     let mut o = CodelOptions::default();
     let illegal = |what: &str| Failure::options(format!("Illegal \"{what}\""));
     while let Some(a) = it.next() {

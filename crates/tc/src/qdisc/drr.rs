@@ -42,7 +42,7 @@ fn parse_drr(args: &[String]) -> Result<QdiscOptions> {
 /// `drr_parse_class_opt` (tc 6.1): `quantum SIZE`, repeated as often as one likes (the last one wins in
 /// the kernel's attribute parse).
 fn parse_drr_class(args: &[String], _excl: bool) -> Result<ClassOptions> {
-    let mut it = crate::Args::new(args);
+    let mut it = crate::Cur::new(args);
     let mut o = DrrClassOptions::default();
     while let Some(a) = it.next() {
         if a == "quantum" {

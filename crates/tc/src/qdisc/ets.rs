@@ -59,7 +59,7 @@ fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOpti
         Quanta,
         Priomap,
     }
-    let mut it = crate::Args::new(args);
+    let mut it = crate::Cur::new(args);
     let mut o = EtsOptions::default();
     let mut mode = Mode::Words;
     while let Some(a) = it.next() {
@@ -134,7 +134,7 @@ fn priomap_element(o: &mut EtsOptions, arg: &str) -> Result<()> {
 
 /// `ets_parse_copt` (tc 6.1).
 fn parse_class(args: &[String], _excl: bool) -> Result<ClassOptions> {
-    let mut it = crate::Args::new(args);
+    let mut it = crate::Cur::new(args);
     let mut o = EtsClassOptions::default();
     while let Some(a) = it.next() {
         match a {

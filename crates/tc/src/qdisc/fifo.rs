@@ -31,7 +31,7 @@ pub const BFIFO: QdiscLang = QdiscLang {
 const FIFO_USAGE: &str = "Usage: ... <[p|b]fifo | pfifo_head_drop> [ limit NUMBER ]";
 
 fn parse_fifo(kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOptions> {
-    let mut it = crate::Args::new(args);
+    let mut it = crate::Cur::new(args);
     let mut limit = None;
     while let Some(a) = it.next() {
         if matches(a, "limit") {

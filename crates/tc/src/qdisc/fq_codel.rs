@@ -50,7 +50,7 @@ fn get_u8(s: &str) -> Option<u8> {
 /// `fq_codel_parse_opt` (tc 6.1): zero values of limit, flows, quantum, interval, target and drop_batch
 /// are not sent.
 fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOptions> {
-    let mut it = crate::Args::new(args);
+    let mut it = crate::Cur::new(args);
     let mut o = FqCodelOptions::default();
     let illegal = |what: &str| Failure::options(format!("Illegal \"{what}\""));
     while let Some(a) = it.next() {

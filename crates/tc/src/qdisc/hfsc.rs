@@ -37,7 +37,7 @@ fn illegal(what: &str) -> String {
 
 /// `hfsc_parse_opt` (tc 6.1).
 fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOptions> {
-    let mut it = crate::Args::new(args);
+    let mut it = crate::Cur::new(args);
     let mut o = HfscOptions::default();
     while let Some(a) = it.next() {
         if matches(a, "default") {

@@ -31,7 +31,7 @@ const USAGE: &str = "Usage: ... hhf\t[ limit PACKETS ] [ quantum BYTES]\n\t\t[ h
 
 /// `hhf_parse_opt` (tc 6.1): a zero is not sent.
 fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOptions> {
-    let mut it = crate::Args::new(args);
+    let mut it = crate::Cur::new(args);
     let mut o = HhfOptions::default();
     while let Some(a) = it.next() {
         let illegal = || Failure::options(format!("Illegal \"{a}\""));

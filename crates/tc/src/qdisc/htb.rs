@@ -59,7 +59,7 @@ fn htb_illegal(name: &str) -> Failure {
 
 /// `htb_parse_opt`.
 fn parse_htb(args: &[String]) -> Result<QdiscOptions> {
-    let mut it = crate::Args::new(args);
+    let mut it = crate::Cur::new(args);
     let mut o = HtbOptions::default();
     while let Some(a) = it.next() {
         if matches(a, "r2q") {
@@ -86,7 +86,7 @@ fn parse_htb(args: &[String]) -> Result<QdiscOptions> {
 
 /// `htb_parse_class_opt` (tc 6.1).
 fn parse_htb_class(args: &[String]) -> Result<ClassOptions> {
-    let mut it = crate::Args::new(args);
+    let mut it = crate::Cur::new(args);
     let mut o = HtbClassOptions::default();
     let (mut buffer, mut cbuffer, mut mtu, mut mpu, mut overhead) =
         (0u32, 0u32, 1600u32, 0u16, 0u16);

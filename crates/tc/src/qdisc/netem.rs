@@ -91,13 +91,13 @@ fn get_percent(s: &str) -> Option<u32> {
 }
 
 /// `NEXT_IS_NUMBER()`.
-fn next_is_number(it: &crate::Args) -> bool {
+fn next_is_number(it: &crate::Cur) -> bool {
     it.peek()
         .is_some_and(|a| a.as_bytes().first().is_some_and(u8::is_ascii_digit))
 }
 
 /// `NEXT_IS_SIGNED_NUMBER()`.
-fn next_is_signed_number(it: &crate::Args) -> bool {
+fn next_is_signed_number(it: &crate::Cur) -> bool {
     it.peek().is_some_and(|a| {
         a.as_bytes()
             .first()
@@ -139,7 +139,7 @@ fn get_distribution(name: &str) -> Result<Option<Distribution>> {
 
 /// `netem_parse_opt` (tc 6.1).
 fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOptions> {
-    let mut it = crate::Args::new(args);
+    let mut it = crate::Cur::new(args);
     let mut o = NetemOptions {
         limit: 1000,
         ..Default::default()

@@ -21,7 +21,7 @@ const USAGE: &str = "Usage: ... plug [block | release | release_indefinite | lim
 
 /// `plug_parse_opt` (tc 6.1): the last command word wins; `limit` sets the limit and is a command.
 fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOptions> {
-    let mut it = crate::Args::new(args);
+    let mut it = crate::Cur::new(args);
     let mut m = PlugMsg::default();
     let mut ok = false;
     while let Some(a) = it.next() {

@@ -28,7 +28,7 @@ const PRIO_USAGE: &str = "Usage: ... prio bands NUMBER priomap P1 P2...[multique
 /// checks the band count. (`bands` after `priomap` makes tc print its usage and carry on; tclab only
 /// carries on.)
 fn parse_prio(args: &[String]) -> Result<QdiscOptions> {
-    let mut it = crate::Args::new(args);
+    let mut it = crate::Cur::new(args);
     let mut o = PrioOptions::default();
     let mut pmap_mode = false;
     let mut idx = 0usize;

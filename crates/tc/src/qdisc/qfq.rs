@@ -38,7 +38,7 @@ fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOpti
 /// `qfq_parse_class_opt` (tc 6.1): `weight` and `maxpkt` (prefixes allowed), decimal `__u32`s the
 /// kernel checks; repeated, the last one counts.
 fn parse_class(args: &[String], _excl: bool) -> Result<ClassOptions> {
-    let mut it = crate::Args::new(args);
+    let mut it = crate::Cur::new(args);
     let mut o = QfqClassOptions::default();
     while let Some(a) = it.next() {
         let slot = if matches(a, "weight") {

@@ -44,7 +44,7 @@ const SFQ_USAGE: &str = "Usage: ... sfq\t[ limit NUMBER ] [ perturb SECS ] [ qua
 
 /// `sfq_parse_opt` (tc 6.1).
 fn parse_sfq(args: &[String]) -> Result<QdiscOptions> {
-    let mut it = crate::Args::new(args);
+    let mut it = crate::Cur::new(args);
     let mut o = SfqOptions::default();
     let mut red = SfqRed::default();
     let mut red_given = false;

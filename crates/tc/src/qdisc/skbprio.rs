@@ -22,7 +22,7 @@ const USAGE: &str = "Usage: ... <skbprio> [ limit NUMBER ]";
 
 /// `skbprio_parse_opt` (tc 6.1): `limit` read by `get_size` (so `limit 1k` is 1024 packets).
 fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOptions> {
-    let mut it = crate::Args::new(args);
+    let mut it = crate::Cur::new(args);
     let mut o = SkbprioOptions::default();
     while let Some(a) = it.next() {
         match a {

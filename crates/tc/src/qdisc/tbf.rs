@@ -51,7 +51,7 @@ fn tbf_dup(what: &str) -> Failure {
 
 /// `tbf_parse_opt`.
 fn parse_tbf(args: &[String]) -> Result<QdiscOptions> {
-    let mut it = crate::Args::new(args);
+    let mut it = crate::Cur::new(args);
     let (mut limit, mut latency, mut buffer, mut mtu, mut mpu) = (0u32, 0u32, 0u32, 0u32, 0u32);
     let (mut rate, mut prate, mut overhead) = (0u64, 0u64, 0u16);
     let mut ll = LinkLayer::Ethernet;
