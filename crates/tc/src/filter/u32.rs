@@ -1,0 +1,558 @@
+//! `u32` (`f_u32.c`): keys at offsets from the selector words (`match ip|tcp|udp|icmp|u8|u16|u32|mark`),
+//! hash tables (`divisor`, `ht`, `link`, `hashkey`, `sample`), `offset … eat`; its handles `X:Y:Z`; and
+//! its printer.
+
+use super::*;
+
+pub(super) const U32_USAGE: &str = "Usage: ... u32 [ match SELECTOR ... ] [ link HTID ] [ classid CLASSID ]\n               [ action ACTION_SPEC ] [ offset OFFSET_SPEC ]\n               [ ht HTID ] [ hashkey HASHKEY_SPEC ]\n               [ sample SAMPLE ] [skip_hw | skip_sw]\nor         u32 divisor DIVISOR\n\nWhere: SELECTOR := SAMPLE SAMPLE ...\n       SAMPLE := { ip | ip6 | udp | tcp | icmp | u{32|16|8} | mark }\n                 SAMPLE_ARGS [ divisor DIVISOR ]\n       FILTERID := X:Y:Z\n\nNOTE: CLASSID is parsed at hexadecimal input.";
+
+/// `get_u32_handle`: `X:Y:Z` in hex, or a raw `0x…` number.
+pub(super) fn get_u32_handle(s: &str) -> Option<u32> {
+    if !s.contains(':') {
+        if s.starts_with("0x") {
+            return get_u32(s, 16);
+        }
+        return None;
+    }
+    let mut parts = s.splitn(3, ':');
+    let mut field = |max: u32| -> Option<u32> {
+        match parts.next() {
+            None | Some("") => Some(0),
+            Some(p) => u32::from_str_radix(p, 16).ok().filter(|v| *v < max),
+        }
+    };
+    let htid = field(0x1000)?;
+    let hash = field(0x100)?;
+    let node = field(0x1000)?;
+    Some((htid << 20) | (hash << 12) | node)
+}
+
+/// `sprint_u32_handle`.
+pub(super) fn sprint_u32_handle(h: u32) -> String {
+    if h == 0 {
+        return "none".into();
+    }
+    let mut s = String::new();
+    let (htid, hash, node) = (h >> 20, cu32::hash(h), cu32::node(h));
+    if htid != 0 {
+        let _ = write!(s, "{htid:x}:");
+    }
+    if hash != 0 {
+        let _ = write!(s, "{hash:x}");
+    }
+    if node != 0 {
+        let _ = write!(s, ":{node:x}");
+    }
+    s
+}
+
+/// `pack_key`: merge into a key at the same offset, or add one.
+pub(super) fn pack_key(sel: &mut Sel, val: u32, mask: u32, off: i32, offmask: i32) -> Option<()> {
+    let val = val & mask;
+    for k in sel.keys.iter_mut() {
+        if k.off == off && k.offmask == offmask {
+            if (val ^ k.val) & (mask & k.mask) != 0 {
+                return None;
+            }
+            k.val |= val;
+            k.mask |= mask;
+            return Some(());
+        }
+    }
+    if sel.keys.len() >= 128 || off % 4 != 0 {
+        return None;
+    }
+    sel.keys.push(Key {
+        val,
+        mask,
+        off,
+        offmask,
+    });
+    Some(())
+}
+
+pub(super) fn pack_key16(sel: &mut Sel, key: u32, mask: u32, off: i32, offmask: i32) -> Option<()> {
+    if key > 0xffff || mask > 0xffff {
+        return None;
+    }
+    let (k, m) = if off & 3 == 0 {
+        (key << 16, mask << 16)
+    } else {
+        (key, mask)
+    };
+    pack_key(sel, k, m, off & !3, offmask)
+}
+
+pub(super) fn pack_key8(sel: &mut Sel, key: u32, mask: u32, off: i32, offmask: i32) -> Option<()> {
+    if key > 0xff || mask > 0xff {
+        return None;
+    }
+    let sh = match off & 3 {
+        0 => 24,
+        1 => 16,
+        2 => 8,
+        _ => 0,
+    };
+    pack_key(sel, key << sh, mask << sh, off & !3, offmask)
+}
+
+/// `parse_at`: `at [nexthdr+]OFF`, with the cursor after `at`.
+pub(super) fn parse_at(c: &mut Cur) -> Option<(i32, i32)> {
+    let w = c.peek()?;
+    let (mut offmask, mut p) = (0, w);
+    if w.len() > "nexthdr+".len() && w.starts_with("nexthdr+") {
+        offmask = -1;
+        p = &w["nexthdr+".len()..];
+    } else if matches(w, "nexthdr+") {
+        c.i += 1;
+        offmask = -1;
+        p = c.peek()?;
+    }
+    let off = parse_c_integer(p).and_then(|v| i32::try_from(v).ok())?;
+    c.fwd();
+    Some((off, offmask))
+}
+
+/// `KEY MASK [at OFF]` for u32/u16/u8.
+pub(super) fn parse_word(
+    c: &mut Cur,
+    sel: &mut Sel,
+    bits: u32,
+    off: i32,
+    offmask: i32,
+) -> Option<()> {
+    if c.left() < 2 {
+        return None;
+    }
+    let key = get_u32(c.peek()?, 0)?;
+    c.fwd();
+    let mask = get_u32(c.peek()?, 16)?;
+    c.fwd();
+    if bits == 8 && (key > 0xff || mask > 0xff) {
+        return None;
+    }
+    let (mut off, mut offmask) = (off, offmask);
+    if c.peek() == Some("at") {
+        c.next_arg().ok()?;
+        (off, offmask) = parse_at(c)?;
+    }
+    match bits {
+        32 => pack_key(sel, key, mask, off, offmask),
+        16 => pack_key16(sel, key, mask, off, offmask),
+        _ => pack_key8(sel, key, mask, off, offmask),
+    }
+}
+
+/// `parse_ip_addr`: `PREFIX [at OFF]` as `get_prefix_1` reads it (`any` and `default` are 0.0.0.0/0; `80`
+/// is 80.0.0.0/32; `0/0` matches everything).
+pub(super) fn parse_ip_addr(c: &mut Cur, sel: &mut Sel, off: i32) -> Option<()> {
+    let (addr, bits) = crate::util::get_prefix_ipv4(c.peek()?)?;
+    c.fwd();
+    let (mut off, mut offmask) = (off, 0);
+    if c.peek() == Some("at") {
+        c.next_arg().ok()?;
+        (off, offmask) = parse_at(c)?;
+    }
+    let mask = if bits == 0 {
+        0
+    } else {
+        u32::MAX << (32 - bits)
+    };
+    pack_key(sel, addr, mask, off, offmask)
+}
+
+/// `parse_selector`: one `match …` (or `sample …`) selector. `mark` goes to `mark_out`.
+pub(super) fn parse_selector(
+    c: &mut Cur,
+    sel: &mut Sel,
+    mark_out: &mut Option<(u32, u32)>,
+) -> Option<()> {
+    let w = c.peek()?;
+    if matches(w, "u32") || matches(w, "u16") || matches(w, "u8") {
+        let bits = if matches(w, "u32") {
+            32
+        } else if matches(w, "u16") {
+            16
+        } else {
+            8
+        };
+        c.next_arg().ok()?;
+        return parse_word(c, sel, bits, 0, 0);
+    }
+    if matches(w, "ip") {
+        c.next_arg().ok()?;
+        if c.left() < 2 {
+            return None;
+        }
+        let f = c.peek()?;
+        let take = |c: &mut Cur| c.next_arg().ok().map(|_| ());
+        return match f {
+            "src" => take(c).and_then(|_| parse_ip_addr(c, sel, 12)),
+            "dst" => take(c).and_then(|_| parse_ip_addr(c, sel, 16)),
+            _ if f == "tos" || matches(f, "dsfield") || matches(f, "precedence") => {
+                take(c).and_then(|_| parse_word(c, sel, 8, 1, 0))
+            }
+            "ihl" => take(c).and_then(|_| parse_word(c, sel, 8, 0, 0)),
+            "protocol" => take(c).and_then(|_| parse_word(c, sel, 8, 9, 0)),
+            "nofrag" => {
+                c.fwd();
+                pack_key16(sel, 0, 0x3fff, 6, 0)
+            }
+            "firstfrag" => {
+                c.fwd();
+                pack_key16(sel, 0x2000, 0x3fff, 6, 0)
+            }
+            "df" => {
+                c.fwd();
+                pack_key16(sel, 0x4000, 0x4000, 6, 0)
+            }
+            "mf" => {
+                c.fwd();
+                pack_key16(sel, 0x2000, 0x2000, 6, 0)
+            }
+            "dport" => take(c).and_then(|_| parse_word(c, sel, 16, 22, 0)),
+            "sport" => take(c).and_then(|_| parse_word(c, sel, 16, 20, 0)),
+            "icmp_type" => take(c).and_then(|_| parse_word(c, sel, 8, 20, 0)),
+            "icmp_code" => take(c).and_then(|_| parse_word(c, sel, 8, 21, 0)),
+            _ => None,
+        };
+    }
+    if matches(w, "udp") || matches(w, "tcp") {
+        c.next_arg().ok()?;
+        if c.left() < 2 {
+            return None;
+        }
+        let f = c.peek()?;
+        let off = match f {
+            "src" => 0,
+            "dst" => 2,
+            _ => return None,
+        };
+        c.next_arg().ok()?;
+        return parse_word(c, sel, 16, off, -1);
+    }
+    if matches(w, "icmp") {
+        c.next_arg().ok()?;
+        if c.left() < 2 {
+            return None;
+        }
+        let off = match c.peek()? {
+            "type" => 0,
+            "code" => 1,
+            _ => return None,
+        };
+        c.next_arg().ok()?;
+        return parse_word(c, sel, 8, off, -1);
+    }
+    if matches(w, "mark") {
+        c.next_arg().ok()?;
+        if c.left() <= 1 {
+            return None;
+        }
+        let val = get_u32(c.peek()?, 0)?;
+        let mask = get_u32(c.next_arg().ok()?, 0)?;
+        c.fwd();
+        if val & mask != val {
+            return None;
+        }
+        *mark_out = Some((val, mask));
+        return Some(());
+    }
+    None
+}
+
+/// `u32_parse_opt`.
+pub(super) fn parse_u32(handle: Option<&str>, c: &mut Cur) -> Result<(u32, Option<FilterOptions>)> {
+    let mut h = match handle {
+        Some(s) => get_u32_handle(s).ok_or_else(|| Failure::options("Illegal filter ID"))?,
+        None => 0,
+    };
+    if c.left() == 0 {
+        return Ok((h, None));
+    }
+    let mut o = U32Options::default();
+    let mut sel = Sel::default();
+    let (mut sel_ok, mut terminal_ok, mut sample_ok) = (false, false, false);
+    let mut htid = 0u32;
+    let mut order = 0u32;
+    let ill = |what: &str| Failure::options(format!("Illegal \"{what}\""));
+    while let Some(w) = c.peek() {
+        if matches(w, "match") {
+            c.next_arg()?;
+            parse_selector(c, &mut sel, &mut o.mark).ok_or_else(|| ill("match"))?;
+            sel_ok = true;
+            continue;
+        } else if matches(w, "offset") {
+            c.next_arg()?;
+            while let Some(w) = c.peek() {
+                if matches(w, "plus") {
+                    let v = c.next_arg()?;
+                    sel.off = parse_c_integer(v)
+                        .and_then(|v| i16::try_from(v).ok())
+                        .ok_or_else(|| ill("offset"))?;
+                    sel.flags |= cu32::TC_U32_OFFSET;
+                } else if matches(w, "at") {
+                    let v = c.next_arg()?;
+                    let off = parse_c_integer(v)
+                        .and_then(|v| i16::try_from(v).ok())
+                        .ok_or_else(|| ill("offset"))?;
+                    if off % 2 != 0 {
+                        return Err(Failure::options(
+                            "offset \"at\" must be even\nIllegal \"offset\"",
+                        ));
+                    }
+                    sel.offoff = off;
+                    sel.flags |= cu32::TC_U32_VAROFFSET;
+                } else if matches(w, "mask") {
+                    let v = c.next_arg()?;
+                    sel.offmask = get_u32(v, 16)
+                        .and_then(|v| u16::try_from(v).ok())
+                        .ok_or_else(|| ill("offset"))?;
+                    sel.flags |= cu32::TC_U32_VAROFFSET;
+                } else if matches(w, "shift") {
+                    let v = c.next_arg()?;
+                    sel.offshift = parse_c_integer(v)
+                        .and_then(|v| u8::try_from(v).ok())
+                        .ok_or_else(|| ill("offset"))?;
+                    sel.flags |= cu32::TC_U32_VAROFFSET;
+                } else if matches(w, "eat") {
+                    sel.flags |= cu32::TC_U32_EAT;
+                } else {
+                    break;
+                }
+                c.fwd();
+            }
+            continue;
+        } else if matches(w, "hashkey") {
+            c.next_arg()?;
+            while let Some(w) = c.peek() {
+                if matches(w, "mask") {
+                    let v = c.next_arg()?;
+                    sel.hmask = get_u32(v, 16).ok_or_else(|| ill("hashkey"))?;
+                } else if matches(w, "at") {
+                    let v = c.next_arg()?;
+                    let n = parse_c_integer(v)
+                        .and_then(|v| i16::try_from(v).ok())
+                        .filter(|n| n % 4 == 0)
+                        .ok_or_else(|| ill("hashkey"))?;
+                    sel.hoff = n;
+                } else {
+                    break;
+                }
+                c.fwd();
+            }
+            continue;
+        } else if matches(w, "classid") || w == "flowid" {
+            o.classid = Some(classid_arg(c)?);
+            sel.flags |= cu32::TC_U32_TERMINAL;
+        } else if matches(w, "divisor") {
+            let v = c.next_arg()?;
+            let d = get_u32(v, 0)
+                .filter(|d| *d != 0 && *d <= 0x100 && d.is_power_of_two())
+                .ok_or_else(|| ill("divisor"))?;
+            o.divisor = Some(d);
+        } else if matches(w, "order") {
+            let v = c.next_arg()?;
+            order = get_u32(v, 0).ok_or_else(|| ill("order"))?;
+        } else if w == "link" {
+            let v = c.next_arg()?;
+            let l = get_u32_handle(v).ok_or_else(|| ill("link"))?;
+            if l != 0 && cu32::node(l) != 0 {
+                return Err(Failure::options("\"link\" must be a hash table."));
+            }
+            o.link = Some(l);
+        } else if w == "ht" {
+            let v = c.next_arg()?;
+            let ht = get_u32_handle(v).ok_or_else(|| ill("ht"))?;
+            if handle.is_some() && cu32::node(ht) != 0 {
+                return Err(Failure::options("\"ht\" must be a hash table."));
+            }
+            htid = if sample_ok {
+                (htid & 0xFF000) | (ht & 0xFFF0_0000)
+            } else {
+                ht & 0xFFFF_F000
+            };
+        } else if w == "sample" {
+            c.next_arg()?;
+            let mut sel2 = Sel::default();
+            let mut dummy = None;
+            parse_selector(c, &mut sel2, &mut dummy).ok_or_else(|| ill("sample"))?;
+            if sel2.keys.len() != 1 {
+                return Err(Failure::options("\"sample\" must contain exactly ONE key."));
+            }
+            let mut divisor = 0x100u32;
+            if c.peek() == Some("divisor") {
+                let v = c.next_arg()?;
+                divisor = get_u32(v, 0)
+                    .filter(|d| *d != 0 && *d <= 0x100 && d.is_power_of_two())
+                    .ok_or_else(|| Failure::options("Illegal sample \"divisor\""))?;
+                c.fwd();
+            }
+            let k = sel2.keys[0];
+            let fshift = if k.mask != 0 {
+                k.mask.trailing_zeros()
+            } else {
+                0
+            };
+            let hash = (k.val & k.mask) >> fshift;
+            htid = ((hash % divisor) << 12) | (htid & 0xFFF0_0000);
+            sample_ok = true;
+            continue;
+        } else if w == "indev" {
+            let v = c
+                .next_arg()
+                .map_err(|_| Failure::options("Illegal indev"))?;
+            o.indev = Some(v.to_string());
+        } else if matches(w, "action") {
+            o.exts.actions = filter_actions(c, "\"action\"")?;
+            terminal_ok = true;
+            continue;
+        } else if matches(w, "police") {
+            o.exts.police = Some(filter_police(c)?);
+            terminal_ok = true;
+            continue;
+        } else if w == "skip_hw" {
+            o.flags |= CLS_FLAGS_SKIP_HW;
+        } else if w == "skip_sw" {
+            o.flags |= CLS_FLAGS_SKIP_SW;
+        } else if w == "help" {
+            return Err(Failure::options(U32_USAGE));
+        } else {
+            return Err(Failure::options(format!("What is \"{w}\"?\n{U32_USAGE}")));
+        }
+        c.fwd();
+    }
+    if terminal_ok {
+        sel.flags |= cu32::TC_U32_TERMINAL;
+    }
+    if order != 0 {
+        if cu32::node(h) != 0 && order != cu32::node(h) {
+            return Err(Failure::options("\"order\" contradicts \"handle\""));
+        }
+        h |= order;
+    }
+    if htid != 0 {
+        o.htid = Some(htid);
+    }
+    if sel_ok {
+        o.sel = Some(sel);
+    }
+    if o.flags == CLS_FLAGS_SKIP_HW | CLS_FLAGS_SKIP_SW {
+        return Err(Failure::options(
+            "skip_hw and skip_sw are mutually exclusive",
+        ));
+    }
+    o.exts.cls_flags = cls_to_act_flags(o.flags);
+    Ok((h, Some(FilterOptions::U32(o))))
+}
+
+/// `u32_print_opt` for a hash table.
+pub(super) fn print_table(h: &cu32::Hnode, p: &mut Printer) {
+    let fh = sprint_u32_handle(h.handle);
+    p.string("fh", &format!("fh {fh} "), &fh);
+    let d = h.divisor + 1;
+    p.number("ht_divisor", &format!("ht divisor {d} "), d);
+}
+
+/// `u32_print_opt` for a key node.
+pub(super) fn print_node(n: &cu32::Knode, flags: ShowFlags, now: Nanos, p: &mut Printer) {
+    let fh = sprint_u32_handle(n.handle);
+    p.string("fh", &format!("fh {fh} "), &fh);
+    let order = cu32::node(n.handle);
+    if order != 0 {
+        p.number("order", &format!("order {order} "), order);
+    }
+    let htid = n.handle & 0xFFFF_F000;
+    let (ht, bkt) = (cu32::user_htid(htid), cu32::hash(htid));
+    p.hex("key_ht", &format!("key ht {ht:x} "), ht);
+    p.hex("bkt", &format!("bkt {bkt:x} "), bkt);
+    match n.classid {
+        Some(cl) => {
+            if n.sel.flags & cu32::TC_U32_TERMINAL == 0 {
+                p.fp("*");
+            }
+            let c = sprint_classid(cl);
+            p.string("flowid", &format!("flowid {c} "), &c);
+        }
+        None if n.sel.flags & cu32::TC_U32_TERMINAL != 0 => p.fp("terminal flowid "),
+        None => {}
+    }
+    if let Some(l) = n.link {
+        let l = sprint_u32_handle(l);
+        p.string("link", &format!("link {l} "), &l);
+    }
+    if n.flags & CLS_FLAGS_SKIP_HW != 0 {
+        p.boolean("skip_hw", "skip_hw ", true);
+    }
+    if n.flags & CLS_FLAGS_SKIP_SW != 0 {
+        p.boolean("skip_sw", "skip_sw ", true);
+    }
+    if n.flags & CLS_FLAGS_NOT_IN_HW != 0 {
+        p.boolean("not_in_hw", "not_in_hw ", true);
+    }
+    if flags.stats {
+        let (rcnt, rhit) = (n.rcnt.get(), n.rhit.get());
+        p.number("rule_hit", &format!("(rule hit {rcnt} "), rcnt);
+        p.number("success", &format!("success {rhit})"), rhit);
+    }
+    if let Some((val, mask)) = n.mark {
+        p.nl();
+        p.hex0x("fwmark_value", &format!("  mark {val:#06x} "), val as u64);
+        p.hex0x("fwmark_mask", &format!("{mask:#06x} "), mask as u64);
+        p.number("fwmark_success", "(success 0)", 0);
+    }
+    for (j, k) in n.sel.keys.iter().enumerate() {
+        p.open_object(Some("match"));
+        p.nl();
+        p.hex("value", &format!("  match {:08x}", k.val), k.val);
+        p.hex("mask", &format!("/{:08x} ", k.mask), k.mask);
+        let nexthdr = if k.offmask != 0 { "nexthdr+" } else { "" };
+        p.string("offmask", &format!("at {nexthdr}"), nexthdr);
+        p.number("off", &k.off.to_string(), k.off);
+        p.close_object();
+        if flags.stats {
+            let hits = n.kcnts.get(j).map_or(0, |c| c.get());
+            p.number("success", &format!(" (success {hits} ) "), hits);
+        }
+    }
+    let s = &n.sel;
+    if s.flags & (cu32::TC_U32_VAROFFSET | cu32::TC_U32_OFFSET) != 0 {
+        p.nl();
+        p.bare_string("    offset ");
+        if s.flags & cu32::TC_U32_VAROFFSET != 0 {
+            p.hex(
+                "offset_mask",
+                &format!("{:04x}", s.offmask),
+                s.offmask as u32,
+            );
+            p.number("offset_shift", &format!(">>{} ", s.offshift), s.offshift);
+            p.number("offset_off", &format!("at {} ", s.offoff), s.offoff);
+        }
+        if s.off != 0 {
+            p.number("plus", &format!("plus {} ", s.off), s.off);
+        }
+    }
+    if s.flags & cu32::TC_U32_EAT != 0 {
+        p.bare_string(" eat ");
+    }
+    if s.hmask != 0 {
+        p.nl();
+        p.hex(
+            "hash_mask",
+            &format!("    hash mask {:08x} ", s.hmask),
+            s.hmask,
+        );
+        p.number("hash_off", &format!("at {} ", s.hoff), s.hoff);
+    }
+    if n.exts.police_compat {
+        print_exts(&n.exts, flags, now, p);
+    }
+    if let Some(d) = &n.indev {
+        p.nl();
+        p.string("input_dev", &format!("  input dev {d}"), d);
+        p.nl();
+    }
+    if !n.exts.police_compat {
+        print_exts(&n.exts, flags, now, p);
+    }
+}
