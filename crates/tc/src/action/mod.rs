@@ -1,0 +1,590 @@
+//! Actions in the tc language: `action …` lists inside filters and the `tc actions` command, after
+//! iproute2's `tc/m_action.c` and `tc_util.c` (6.1), with one file per action kind for its parser and
+//! printer, as iproute2 has one `m_X.c`: `gact.rs`, `police.rs`, `skbedit.rs`, `connmark.rs`,
+//! `mirred.rs`; `parse_actions` and `print_aopt` dispatch to them, one line each.
+//!
+//! Parsers follow tc's return conventions through [`Failure`]: tc's `exit(-1)` (usage, `invarg`) is a
+//! code-255 failure that ends the command wherever it happens; a parser's `return -1` is a code-1 failure,
+//! which the caller turns into its own exit code (1 for `tc filter`, 255 for `tc actions`).
+
+mod connmark;
+mod gact;
+mod mirred;
+mod police;
+mod skbedit;
+
+pub use police::{parse_police, print_police_compat};
+
+use crate::jprint::Printer;
+use crate::util::{
+    calc_xmitsize, calc_xmittime, get_rate, get_size, get_size_and_cell, get_tc_classid, get_u16,
+    get_u32, matches, sprint_rate, sprint_size,
+};
+pub use crate::Cur;
+use crate::{Failure, Result, ShowFlags};
+use std::fmt::Write;
+use tclab_core::action::connmark::Connmark;
+use tclab_core::action::gact::{Gact, GactProb, ProbType};
+use tclab_core::action::mirred::{
+    Mirred, Target as MirredTarget, TCA_EGRESS_MIRROR, TCA_EGRESS_REDIR, TCA_INGRESS_MIRROR,
+    TCA_INGRESS_REDIR,
+};
+use tclab_core::action::police::PoliceParams;
+use tclab_core::action::skbedit::Skbedit;
+use tclab_core::action::{
+    ext_is, Action, ActionParams, ActionSpec, Control, ACT_FLAG_NO_PERCPU, ACT_FLAG_SKIP_HW,
+    ACT_FLAG_SKIP_SW, TC_ACT_EXT_VAL_MASK, TC_ACT_GOTO_CHAIN, TC_ACT_JUMP, TC_ACT_OK, TC_ACT_PIPE,
+    TC_ACT_RECLASSIFY, TC_ACT_SHOT, TC_ACT_STOLEN, TC_ACT_TRAP, TC_ACT_UNSPEC,
+};
+use tclab_core::units::{LinkLayer, RateSpec};
+
+pub fn invarg(msg: &str, arg: &str) -> Failure {
+    Failure::syntax(format!("Error: argument \"{arg}\" is wrong: {msg}"))
+}
+
+pub(crate) fn duparg(key: &str, arg: &str) -> Failure {
+    Failure::syntax(format!(
+        "Error: duplicate \"{key}\": \"{arg}\" is the second value."
+    ))
+}
+
+/// A parser's `return -1`.
+fn bad(msg: impl Into<String>) -> Failure {
+    Failure::options(msg)
+}
+
+/// `action_a2n`.
+pub fn action_a2n(arg: &str, allow_num: bool) -> Option<Control> {
+    const A2N: &[(&str, Control)] = &[
+        ("continue", TC_ACT_UNSPEC),
+        ("drop", TC_ACT_SHOT),
+        ("shot", TC_ACT_SHOT),
+        ("pass", TC_ACT_OK),
+        ("ok", TC_ACT_OK),
+        ("reclassify", TC_ACT_RECLASSIFY),
+        ("pipe", TC_ACT_PIPE),
+        ("goto", TC_ACT_GOTO_CHAIN),
+        ("jump", TC_ACT_JUMP),
+        ("trap", TC_ACT_TRAP),
+    ];
+    if let Some((_, n)) = A2N.iter().find(|(w, _)| matches(arg, w)) {
+        return Some(*n);
+    }
+    if allow_num {
+        return arg.parse::<i32>().ok();
+    }
+    None
+}
+
+/// `action_n2a`.
+pub fn action_n2a(c: Control) -> String {
+    if ext_is(c, TC_ACT_GOTO_CHAIN) {
+        return "goto".into();
+    }
+    if ext_is(c, TC_ACT_JUMP) {
+        return "jump".into();
+    }
+    match c {
+        TC_ACT_UNSPEC => "continue".into(),
+        TC_ACT_OK => "pass".into(),
+        TC_ACT_SHOT => "drop".into(),
+        TC_ACT_RECLASSIFY => "reclassify".into(),
+        TC_ACT_PIPE => "pipe".into(),
+        TC_ACT_STOLEN => "stolen".into(),
+        TC_ACT_TRAP => "trap".into(),
+        n => n.to_string(),
+    }
+}
+
+/// `print_action_control`.
+pub fn sprint_control(prefix: &str, c: Control, suffix: &str) -> String {
+    let mut s = format!("{prefix}{}", action_n2a(c));
+    if ext_is(c, TC_ACT_GOTO_CHAIN) {
+        let _ = write!(s, " chain {}", c as u32 & TC_ACT_EXT_VAL_MASK);
+    }
+    if ext_is(c, TC_ACT_JUMP) {
+        let _ = write!(s, " {}", c as u32 & TC_ACT_EXT_VAL_MASK);
+    }
+    s.push_str(suffix);
+    s
+}
+
+/// `__parse_action_control`: the code at the cursor (plus `chain N` or a jump count), moving past it.
+/// `None` when the word is not a control word (tc prints "Bad action type" unless told to ignore it).
+fn parse_control(c: &mut Cur, allow_num: bool, quiet: bool) -> Result<Option<Control>> {
+    let Some(w) = c.peek() else { return Ok(None) };
+    let Some(mut r) = action_a2n(w, allow_num) else {
+        if !quiet {
+            return Err(bad(format!("Bad action type {w}")));
+        }
+        return Ok(None);
+    };
+    if r == TC_ACT_GOTO_CHAIN {
+        let w = c.next_arg()?;
+        if !matches(w, "chain") {
+            return Err(bad("\"chain index\" expected"));
+        }
+        let v = c.next_arg()?;
+        let n = get_u32(v, 10)
+            .filter(|n| *n <= TC_ACT_EXT_VAL_MASK)
+            .ok_or_else(|| bad("Illegal \"chain index\""))?;
+        r |= n as i32;
+    }
+    if r == TC_ACT_JUMP {
+        let v = c.next_arg()?;
+        let n = get_u32(v, 10)
+            .filter(|n| *n <= TC_ACT_EXT_VAL_MASK)
+            .ok_or_else(|| bad(format!("Invalid \"jump count\" ({v})")))?;
+        r |= n as i32;
+    }
+    c.fwd();
+    Ok(Some(r))
+}
+
+/// `new_cmd`: a word that starts the next `tc actions` command.
+fn new_cmd(w: &str) -> bool {
+    ["change", "replace", "delete", "get", "add"]
+        .iter()
+        .any(|c| matches(w, c))
+}
+
+/// `parse_action`: the actions from the cursor on, until `classid`/`flowid`, a new command, or a word
+/// that is no action. `Failure` code 1 is tc's `return -1`.
+pub fn parse_actions(c: &mut Cur) -> Result<Vec<ActionSpec>> {
+    let mut out = Vec::new();
+    let mut eap = false;
+    if c.left() == 0 {
+        return Err(bad(""));
+    }
+    while let Some(w) = c.peek() {
+        if w == "action" {
+            c.fwd();
+            eap = true;
+            continue;
+        }
+        if w == "flowid" || w == "classid" {
+            break;
+        }
+        if w == "help" {
+            return Err(bad(""));
+        }
+        if new_cmd(w) {
+            break;
+        }
+        let kind = if action_a2n(w, false).is_some() {
+            "gact"
+        } else {
+            w
+        };
+        eap = false;
+        // The kinds' parsers work on copies of argc/argv: on failure tc reports the position of the kind.
+        let at_kind = (c.left(), w.to_string());
+        let parsed = match kind {
+            "police" => parse_police(c, true),
+            "skbedit" => skbedit::parse_skbedit(c),
+            "connmark" => connmark::parse_connmark(c),
+            "mirred" => mirred::parse_mirred(c),
+            // tc falls back on gact for any kind it has no module for: `action pump` is gact's "Bad
+            // action type pump".
+            _ => gact::parse_gact(c),
+        };
+        let (params, index) = parsed.map_err(|f| {
+            if f.code == 1 {
+                bad(format!(
+                    "{}{}bad action parsing\nparse_action: bad value ({}:{})!",
+                    f.msg,
+                    if f.msg.is_empty() { "" } else { "\n" },
+                    at_kind.0,
+                    at_kind.1
+                ))
+            } else {
+                f
+            }
+        })?;
+        let mut spec = ActionSpec {
+            kind: params.kind().to_string(),
+            params: Some(params),
+            index,
+            cookie: None,
+            flags: 0,
+        };
+        if c.peek() == Some("cookie") {
+            let v = c.next_arg()?;
+            if v.len() > 32 {
+                return Err(invarg(&format!("{} Max allowed size 32", v.len()), v));
+            }
+            if v.len() % 2 != 0 || !v.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(invarg("cookie must be a hex string\n", v));
+            }
+            spec.cookie = Some(
+                (0..v.len())
+                    .step_by(2)
+                    .map(|i| u8::from_str_radix(&v[i..i + 2], 16).unwrap_or(0))
+                    .collect(),
+            );
+            c.fwd();
+        }
+        if c.peek().is_some_and(|w| matches(w, "hw_stats")) {
+            let v = c.next_arg()?;
+            if !["immediate", "delayed", "disabled"]
+                .iter()
+                .any(|k| matches(v, k))
+            {
+                return Err(invarg("value is invalid\n", v));
+            }
+            c.fwd();
+        }
+        if c.peek() == Some("no_percpu") {
+            spec.flags |= ACT_FLAG_NO_PERCPU;
+            c.fwd();
+        }
+        for _ in 0..2 {
+            match c.peek() {
+                Some("skip_sw") => {
+                    spec.flags |= ACT_FLAG_SKIP_SW;
+                    c.fwd();
+                }
+                Some("skip_hw") => {
+                    spec.flags |= ACT_FLAG_SKIP_HW;
+                    c.fwd();
+                }
+                _ => {}
+            }
+        }
+        out.push(spec);
+    }
+    if eap {
+        return Err(bad(format!(
+            "bad action empty 1\nparse_action: bad value ({}:{})!",
+            c.left(),
+            c.peek().unwrap_or("(null)")
+        )));
+    }
+    Ok(out)
+}
+
+/// `print_action_control` on a printer: the code's name (`"control_action":{"type":…}` in JSON) between
+/// text-only `prefix` and `suffix`.
+pub fn print_control(p: &mut Printer, prefix: &str, c: Control, suffix: &str) {
+    p.fp(prefix);
+    p.open_object(Some("control_action"));
+    let name = action_n2a(c);
+    p.string("type", &name, &name);
+    if ext_is(c, TC_ACT_GOTO_CHAIN) {
+        let n = c as u32 & TC_ACT_EXT_VAL_MASK;
+        p.number("chain", &format!(" chain {n}"), n);
+    }
+    if ext_is(c, TC_ACT_JUMP) {
+        let n = c as u32 & TC_ACT_EXT_VAL_MASK;
+        p.number("jump", &format!(" {n}"), n);
+    }
+    p.close_object();
+    p.fp(suffix);
+}
+
+/// `print_tm`: the kernel reports ages in clock ticks (USER_HZ 100) and tc prints those that are not 0,
+/// in whole seconds.
+fn print_tm(p: &mut Printer, a: &Action, now: u64) {
+    let ticks = |t: u64| now.saturating_sub(t) / 10_000_000;
+    let install = ticks(a.installed);
+    if install != 0 {
+        let v = install / 100;
+        p.number("installed", &format!(" installed {v} sec"), v);
+    }
+    if let Some(l) = a.lastuse.map(ticks).filter(|t| *t != 0) {
+        let v = l / 100;
+        p.number("last_used", &format!(" used {v} sec"), v);
+    }
+}
+
+/// `index`, `ref`, `bind` as gact, skbedit and connmark print them (`\t index 1 ref 1 bind 1`), the
+/// times under `-s`, and the newline.
+fn print_index_refs(p: &mut Printer, a: &Action, index_text: &str, flags: ShowFlags, now: u64) {
+    p.nl();
+    p.number("index", &format!("{index_text}{}", a.index), a.index);
+    p.number("ref", &format!(" ref {}", a.refcnt), a.refcnt);
+    p.number("bind", &format!(" bind {}", a.bindcnt), a.bindcnt);
+    if flags.stats {
+        print_tm(p, a, now);
+    }
+    p.nl();
+}
+
+/// The kind's own part of one action (`print_aopt`).
+fn print_aopt(p: &mut Printer, a: &Action, flags: ShowFlags, now: u64) {
+    match &a.params {
+        ActionParams::Gact(g) => gact::print(p, a, g, flags, now),
+        ActionParams::Skbedit(s) => skbedit::print(p, a, s, flags, now),
+        ActionParams::Mirred(m) => mirred::print(p, a, m, flags, now),
+        ActionParams::Connmark(cm) => connmark::print(p, a, cm, flags, now),
+        ActionParams::Police(pp) => police::print(p, a, pp, flags, now),
+    }
+}
+
+/// One action as `tc_dump_action` prints it, from the newline before `action order N:` on (its JSON
+/// object, in the caller's `actions` array). `bind`: the action is listed inside a filter.
+pub fn print_action(
+    a: &Action,
+    order: u32,
+    bind: bool,
+    flags: ShowFlags,
+    now: u64,
+    p: &mut Printer,
+) {
+    p.open_object(None);
+    p.nl();
+    p.number("order", &format!("\taction order {order}: "), order);
+    print_aopt(p, a, flags, now);
+    if flags.stats {
+        let s = &a.stats;
+        p.fp("\tAction statistics:");
+        p.nl();
+        p.open_object(Some("stats"));
+        p.fp("\t");
+        p.number("bytes", &format!("Sent {} bytes", s.bytes), s.bytes);
+        p.number("packets", &format!(" {} pkt", s.packets), s.packets);
+        p.number("drops", &format!(" (dropped {}", s.drops), s.drops);
+        p.number(
+            "overlimits",
+            &format!(", overlimits {}", s.overlimits),
+            s.overlimits,
+        );
+        p.number("requeues", " requeues 0) ", 0);
+        p.nl();
+        p.fp("\t");
+        p.number("backlog", "backlog 0b", 0);
+        p.number("qlen", " 0p", 0);
+        p.fp(" requeues 0");
+        p.close_object();
+        p.nl();
+    }
+    if let Some(ck) = &a.cookie {
+        let hex: String = ck.iter().map(|b| format!("{b:02x}")).collect();
+        p.string("cookie", &format!("\tcookie {hex}"), &hex);
+        p.nl();
+    }
+    let mut newline = false;
+    if a.flags & ACT_FLAG_NO_PERCPU != 0 {
+        newline = true;
+        p.boolean("no_percpu", "\tno_percpu", true);
+    }
+    if !bind {
+        if a.flags & ACT_FLAG_SKIP_HW != 0 {
+            newline = true;
+            p.boolean("skip_hw", "\tskip_hw", true);
+        }
+        if a.flags & ACT_FLAG_SKIP_SW != 0 {
+            newline = true;
+            p.boolean("skip_sw", "\tskip_sw", true);
+        }
+        if a.flags & ACT_FLAG_SKIP_HW == 0 {
+            newline = true;
+            p.boolean("not_in_hw", "\tnot_in_hw", true);
+        }
+    }
+    if newline {
+        p.nl();
+    }
+    p.close_object();
+}
+
+/// `tc_dump_action`: a filter's (or a listing's) actions, in order from `first`.
+pub fn print_actions(
+    actions: &[std::rc::Rc<std::cell::RefCell<Action>>],
+    first: u32,
+    bind: bool,
+    flags: ShowFlags,
+    now: u64,
+    p: &mut Printer,
+) {
+    p.open_array("actions");
+    for (i, a) in actions.iter().enumerate() {
+        print_action(&a.borrow(), first + i as u32, bind, flags, now, p);
+    }
+    p.close_array();
+}
+
+const ACT_USAGE: &str = "usage: tc actions <ACTSPECOP>*\nWhere: \tACTSPECOP := ACR | GD | FL\n\tACR := add | change | replace <ACTSPEC>*\n\tGD := get | delete | <ACTISPEC>*\n\tFL := ls | list | flush | <ACTNAMESPEC>\n\tACTNAMESPEC :=  action <ACTNAME>\n\tACTISPEC := <ACTNAMESPEC> <INDEXSPEC>\n\tACTSPEC := action <ACTDETAIL> [INDEXSPEC] [HWSTATSSPEC] [SKIPSPEC]\n\tINDEXSPEC := index <32 bit indexvalue>\n\tHWSTATSSPEC := hw_stats [ immediate | delayed | disabled ]\n\tSKIPSPEC := [ skip_sw | skip_hw ]\n\tACTDETAIL := <ACTNAME> <ACTPARAMS>\n\t\tExample ACTNAME is gact, mirred, bpf, etc\n\t\tEach action has its own parameters (ACTPARAMS)\n";
+
+/// The action kinds tclab's "kernel" has.
+pub const KINDS: &[&str] = &["gact", "police", "skbedit", "connmark", "mirred"];
+
+const TALK: &str = "We have an error talking to the kernel";
+
+/// The device names a command's parsers may look up: only a command that names mirred needs them.
+pub fn device_names(engine: &tclab_core::Engine, argv: &[String]) -> Vec<String> {
+    if argv.iter().any(|w| w == "mirred") {
+        engine.devices.keys().cloned().collect()
+    } else {
+        Vec::new()
+    }
+}
+
+/// `tc actions …` (`do_action`): commands may follow one another on one line.
+pub fn actions_cmd(
+    engine: &mut tclab_core::Engine,
+    argv: &[String],
+    flags: ShowFlags,
+    now: u64,
+    out: &mut crate::Output,
+) -> Result<()> {
+    let devices = device_names(engine, argv);
+    let mut c = Cur::with_devices(argv, &devices);
+    while let Some(w) = c.peek() {
+        if matches(w, "add") || matches(w, "change") || matches(w, "replace") {
+            let replace = !matches(w, "add");
+            c.fwd();
+            let specs = parse_actions(&mut c).map_err(|f| {
+                let msg = if f.code == 1 {
+                    format!("{}\nIllegal \"action\"", f.msg)
+                        .trim_start()
+                        .to_string()
+                } else {
+                    f.msg
+                };
+                Failure::syntax(msg)
+            })?;
+            if specs.is_empty() {
+                continue;
+            }
+            for s in &specs {
+                if !KINDS.contains(&s.kind.as_str()) {
+                    return Err(Failure::syntax(format!(
+                        "Error: Failed to load TC action module.\n{TALK}"
+                    )));
+                }
+            }
+            engine
+                .actions
+                .instantiate(&specs, false, replace, now)
+                .map_err(|e| Failure::syntax(format!("{e}\n{TALK}")))?;
+            if specs.iter().any(|s| s.kind == "mirred") {
+                engine.refresh_mirred();
+            }
+        } else if matches(w, "delete") || matches(w, "get") {
+            let get = matches(w, "get");
+            c.fwd();
+            let mut targets = Vec::new();
+            while let Some(w) = c.peek() {
+                if w == "action" {
+                    c.fwd();
+                    continue;
+                }
+                if w == "help" {
+                    return Err(Failure::syntax(""));
+                }
+                let k = w;
+                if !KINDS.contains(&k) && action_a2n(k, false).is_none() {
+                    return Err(Failure::syntax(format!("Error: non existent action: {k}")));
+                }
+                c.fwd();
+                if c.peek().is_none() {
+                    return Err(Failure::syntax(format!(
+                        "Error: no index specified action: {k}"
+                    )));
+                }
+                if c.peek().is_some_and(|w| matches(w, "index")) {
+                    let v = c.next_arg()?;
+                    let i = get_u32(v, 10).ok_or_else(|| Failure::syntax("Illegal \"index\""))?;
+                    c.fwd();
+                    targets.push((k.to_string(), i));
+                } else {
+                    return Err(Failure::syntax(format!(
+                        "Error: no index specified action: {k}"
+                    )));
+                }
+            }
+            // tc_action_gd returns 1 without consuming its words, and do_action then reads `action` as
+            // the next command.
+            let failed = |e: tclab_core::KernelError| {
+                Failure::syntax(format!(
+                    "{e}\n{TALK}\nCommand \"action\" is unknown, try \"tc actions help\"."
+                ))
+            };
+            let not_found = || {
+                failed(tclab_core::KernelError::msg(
+                    tclab_core::error::Errno::NoEntry,
+                    "TC action with specified index not found",
+                ))
+            };
+            if get {
+                let mut found = Vec::new();
+                for (k, i) in &targets {
+                    found.push(engine.actions.get(k, *i).ok_or_else(not_found)?);
+                }
+                // `print_action`: the count in one object, the actions in another.
+                let mut p = Printer::new(flags);
+                p.open_object(None);
+                p.number("total acts", "total acts 0", 0);
+                p.nl();
+                p.close_object();
+                p.open_object(None);
+                print_actions(&found, 1, false, flags, now, &mut p);
+                p.close_object();
+                out.stdout.push_str(&p.finish());
+            } else {
+                for (k, i) in &targets {
+                    if engine.actions.get(k, *i).is_none() {
+                        return Err(not_found());
+                    }
+                }
+                for (k, i) in &targets {
+                    engine.actions.delete(k, *i).map_err(failed)?;
+                }
+            }
+        } else if matches(w, "list")
+            || matches(w, "show")
+            || matches(w, "lst")
+            || matches(w, "flush")
+        {
+            let flush = matches(w, "flush");
+            if c.left() <= 2 {
+                return Err(Failure::syntax(ACT_USAGE));
+            }
+            c.fwd();
+            c.fwd();
+            let k = c.peek().unwrap_or("");
+            let k = if action_a2n(k, false).is_some() {
+                "gact"
+            } else {
+                k
+            };
+            if !KINDS.contains(&k) {
+                return Err(Failure::syntax(format!("bad action {k}")));
+            }
+            if flush {
+                let (n, err) = engine.actions.flush(k);
+                if let Some(e) = err {
+                    if n == 0 {
+                        return Err(Failure::options(format!("{e}\nWe have an error flushing")));
+                    }
+                    out.stderr
+                        .push_str("Warning: Unable to flush all TC actions.\n");
+                }
+            } else {
+                // `tc_action_list`: the JSON array is opened and closed around the dump, empty or not.
+                let list = engine.actions.list(k);
+                let mut p = Printer::new(flags);
+                if !list.is_empty() {
+                    let n = list.len();
+                    p.open_object(None);
+                    p.number("total acts", &format!("total acts {n}"), n);
+                    p.nl();
+                    p.close_object();
+                    p.open_object(None);
+                    print_actions(&list, 0, false, flags, now, &mut p);
+                    p.close_object();
+                }
+                out.stdout.push_str(&p.finish());
+            }
+            return Ok(());
+        } else if matches(w, "help") {
+            return Err(Failure::syntax(ACT_USAGE));
+        } else {
+            return Err(Failure::syntax(format!(
+                "Command \"{w}\" is unknown, try \"tc actions help\"."
+            )));
+        }
+    }
+    Ok(())
+}
