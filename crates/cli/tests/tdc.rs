@@ -94,6 +94,11 @@ fn tdc_hhf() {
 }
 
 #[test]
+fn tdc_red() {
+    assert_no_failures(&["qdiscs/red.json"]);
+}
+
+#[test]
 fn tdc_fq_codel() {
     assert_no_failures(&["qdiscs/fq_codel.json"]);
 }

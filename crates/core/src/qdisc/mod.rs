@@ -33,6 +33,8 @@ pub mod pfifo_fast;
 pub mod plug;
 pub mod prio;
 pub mod qfq;
+pub mod red;
+pub mod red_impl;
 pub mod sfq;
 pub mod skbprio;
 pub mod tbf;
@@ -441,6 +443,7 @@ pub enum QdiscOptions {
     Qfq,
     Skbprio(skbprio::SkbprioOptions),
     Plug(plug::PlugOptions),
+    Red(red::RedOptions),
 }
 
 impl QdiscOptions {
@@ -468,6 +471,7 @@ impl QdiscOptions {
             QdiscOptions::Ets(_) => "ets",
             QdiscOptions::Qfq => "qfq",
             QdiscOptions::Skbprio(_) => "skbprio",
+            QdiscOptions::Red(_) => "red",
             QdiscOptions::Plug(_) => "plug",
         }
     }
@@ -512,6 +516,7 @@ pub const KINDS: &[QdiscKind] = &[
     qfq::KIND,
     skbprio::KIND,
     plug::KIND,
+    red::KIND,
 ];
 
 /// The discipline named `name`.
@@ -558,6 +563,8 @@ pub enum Xstats {
     CakeFlow(cake::CakeFlowXstats),
     /// `struct tc_hhf_xstats`.
     Hhf(hhf::HhfXstats),
+    /// `struct tc_red_xstats`.
+    Red(red::RedXstats),
 }
 
 /// Extra per-class counters (`tc -s class show`): HTB's `struct tc_htb_xstats`.

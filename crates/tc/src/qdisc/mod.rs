@@ -30,6 +30,7 @@ pub mod pfifo_fast;
 pub mod plug;
 pub mod prio;
 pub mod qfq;
+pub mod red;
 pub mod sfq;
 pub mod skbprio;
 pub mod tbf;
@@ -81,6 +82,7 @@ pub const KINDS: &[QdiscLang] = &[
     hfsc::LANG,
     cake::LANG,
     hhf::LANG,
+    red::LANG,
     ets::LANG,
     qfq::LANG,
     skbprio::LANG,
@@ -98,7 +100,7 @@ pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | 
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
 pub const KNOWN_TO_TC: &[&str] = &[
-    "red", "fq", "choke", "sfb", "pie", "fq_pie", "mqprio", "multiq", "gred", "taprio",
+    "fq", "choke", "sfb", "pie", "fq_pie", "mqprio", "multiq", "gred", "taprio",
     "etf", "cbs",
 ];
 
