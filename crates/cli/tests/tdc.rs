@@ -99,6 +99,11 @@ fn tdc_red() {
 }
 
 #[test]
+fn tdc_choke() {
+    assert_no_failures(&["qdiscs/choke.json"]);
+}
+
+#[test]
 fn tdc_fq_codel() {
     assert_no_failures(&["qdiscs/fq_codel.json"]);
 }

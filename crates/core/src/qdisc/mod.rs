@@ -12,6 +12,7 @@
 
 pub mod cake;
 pub mod cbq;
+pub mod choke;
 pub(crate) mod class_hash;
 pub(crate) mod class_table;
 pub mod codel;
@@ -444,6 +445,8 @@ pub enum QdiscOptions {
     Skbprio(skbprio::SkbprioOptions),
     Plug(plug::PlugOptions),
     Red(red::RedOptions),
+    /// CHOKe's options are RED's (`struct tc_red_qopt`), the thresholds in packets.
+    Choke(red::RedOptions),
 }
 
 impl QdiscOptions {
@@ -472,6 +475,7 @@ impl QdiscOptions {
             QdiscOptions::Qfq => "qfq",
             QdiscOptions::Skbprio(_) => "skbprio",
             QdiscOptions::Red(_) => "red",
+            QdiscOptions::Choke(_) => "choke",
             QdiscOptions::Plug(_) => "plug",
         }
     }
@@ -517,6 +521,7 @@ pub const KINDS: &[QdiscKind] = &[
     skbprio::KIND,
     plug::KIND,
     red::KIND,
+    choke::KIND,
 ];
 
 /// The discipline named `name`.
@@ -565,6 +570,8 @@ pub enum Xstats {
     Hhf(hhf::HhfXstats),
     /// `struct tc_red_xstats`.
     Red(red::RedXstats),
+    /// `struct tc_choke_xstats`.
+    Choke(choke::ChokeXstats),
 }
 
 /// Extra per-class counters (`tc -s class show`): HTB's `struct tc_htb_xstats`.

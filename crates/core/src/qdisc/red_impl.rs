@@ -226,19 +226,35 @@ impl RedVars {
             self.qcount = -1;
             return RedAction::HardMark;
         }
+        if self.between_thresholds(p, qavg, random) {
+            RedAction::ProbMark
+        } else {
+            RedAction::DontMark
+        }
+    }
+
+    /// `red_action`'s case between the thresholds (CHOKe runs it on its own): one more packet since
+    /// the last mark; whether this one is marked (`red_mark_probability`), a new `qR` drawn after a mark
+    /// or on entering the band.
+    pub fn between_thresholds(
+        &mut self,
+        p: &RedParms,
+        qavg: u64,
+        random: &mut impl FnMut() -> u32,
+    ) -> bool {
         self.qcount += 1;
         if self.qcount != 0 {
-            // red_mark_probability: max_P·(avg − min)/(max − min) ≥ qR/count, divisionless.
-            let lhs = ((qavg - p.qth_min as u64) >> p.wlog) * self.qcount as u64;
+            // max_P·(avg − min)/(max − min) ≥ qR/count, divisionless.
+            let lhs = (qavg.saturating_sub(p.qth_min as u64) >> p.wlog) * self.qcount as u64;
             if lhs >= self.qr as u64 {
                 self.qcount = 0;
                 self.qr = p.max_p_reciprocal.divide(random());
-                return RedAction::ProbMark;
+                return true;
             }
         } else {
             self.qr = p.max_p_reciprocal.divide(random());
         }
-        RedAction::DontMark
+        false
     }
 
     /// `red_adaptative_algo`: every 500 ms, `max_P` follows the average towards the target band.

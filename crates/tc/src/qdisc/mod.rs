@@ -14,6 +14,7 @@ use tclab_core::units::LinkLayer;
 
 pub mod cake;
 pub mod cbq;
+pub mod choke;
 pub mod codel;
 pub mod drr;
 pub mod ets;
@@ -83,6 +84,7 @@ pub const KINDS: &[QdiscLang] = &[
     cake::LANG,
     hhf::LANG,
     red::LANG,
+    choke::LANG,
     ets::LANG,
     qfq::LANG,
     skbprio::LANG,
@@ -100,7 +102,7 @@ pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | 
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
 pub const KNOWN_TO_TC: &[&str] = &[
-    "fq", "choke", "sfb", "pie", "fq_pie", "mqprio", "multiq", "gred", "taprio",
+    "fq", "sfb", "pie", "fq_pie", "mqprio", "multiq", "gred", "taprio",
     "etf", "cbs",
 ];
 

@@ -46,7 +46,7 @@ const USAGE: &str = "Usage: ... red\tlimit BYTES [min BYTES] [max BYTES] avpkt B
 
 /// `tc_red_eval_idle_damping`: the table of how many halvings an idle time amounts to, and its cell
 /// size as a shift (computed in psched ticks, as tc computes it).
-fn eval_idle_damping(wlog: u8, avpkt: u32, bps: u64) -> Option<(u8, Vec<u8>)> {
+pub(crate) fn eval_idle_damping(wlog: u8, avpkt: u32, bps: u64) -> Option<(u8, Vec<u8>)> {
     let xmit_time = calc_xmittime(bps, avpkt) as f64;
     let lw = -(1.0 - 1.0 / (1u64 << wlog) as f64).ln() / xmit_time;
     let maxtime = 31.0 / lw;
