@@ -31,6 +31,8 @@ pub mod netem;
 pub mod netem_dist;
 pub mod noqueue;
 pub mod pfifo_fast;
+pub mod pie;
+pub mod pie_impl;
 pub mod plug;
 pub mod prio;
 pub mod qfq;
@@ -447,6 +449,7 @@ pub enum QdiscOptions {
     Red(red::RedOptions),
     /// CHOKe's options are RED's (`struct tc_red_qopt`), the thresholds in packets.
     Choke(red::RedOptions),
+    Pie(pie::PieOptions),
 }
 
 impl QdiscOptions {
@@ -476,6 +479,7 @@ impl QdiscOptions {
             QdiscOptions::Skbprio(_) => "skbprio",
             QdiscOptions::Red(_) => "red",
             QdiscOptions::Choke(_) => "choke",
+            QdiscOptions::Pie(_) => "pie",
             QdiscOptions::Plug(_) => "plug",
         }
     }
@@ -522,6 +526,7 @@ pub const KINDS: &[QdiscKind] = &[
     plug::KIND,
     red::KIND,
     choke::KIND,
+    pie::KIND,
 ];
 
 /// The discipline named `name`.
@@ -572,6 +577,8 @@ pub enum Xstats {
     Red(red::RedXstats),
     /// `struct tc_choke_xstats`.
     Choke(choke::ChokeXstats),
+    /// `struct tc_pie_xstats`.
+    Pie(pie::PieXstats),
 }
 
 /// Extra per-class counters (`tc -s class show`): HTB's `struct tc_htb_xstats`.

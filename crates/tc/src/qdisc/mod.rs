@@ -28,6 +28,7 @@ pub mod mq;
 pub mod netem;
 pub mod noqueue;
 pub mod pfifo_fast;
+pub mod pie;
 pub mod plug;
 pub mod prio;
 pub mod qfq;
@@ -85,6 +86,7 @@ pub const KINDS: &[QdiscLang] = &[
     hhf::LANG,
     red::LANG,
     choke::LANG,
+    pie::LANG,
     ets::LANG,
     qfq::LANG,
     skbprio::LANG,
@@ -102,7 +104,7 @@ pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | 
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
 pub const KNOWN_TO_TC: &[&str] = &[
-    "fq", "sfb", "pie", "fq_pie", "mqprio", "multiq", "gred", "taprio",
+    "fq", "sfb", "fq_pie", "mqprio", "multiq", "gred", "taprio",
     "etf", "cbs",
 ];
 
