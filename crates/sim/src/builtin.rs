@@ -254,6 +254,46 @@ pub const BUILTIN: &[Builtin] = &[
             include_str!("../scenarios/rrul/cake-100.toml"),
         ],
     },
+    Builtin {
+        name: "rrul-10mbit-pie",
+        description: "RRUL (4+4 TCP, ping, VoIP) over a 10 Mbit/s line, 40 ms RTT: PIE alone",
+        parts: &[
+            "name = \"RRUL 10 Mbit/s: PIE alone\"\n",
+            RRUL_LAB,
+            include_str!("../scenarios/rrul/line-10.toml"),
+            include_str!("../scenarios/rrul/pie.toml"),
+        ],
+    },
+    Builtin {
+        name: "rrul-10mbit-red",
+        description: "RRUL (4+4 TCP, ping, VoIP) over a 10 Mbit/s line, 40 ms RTT: RED alone",
+        parts: &[
+            "name = \"RRUL 10 Mbit/s: RED alone\"\n",
+            RRUL_LAB,
+            include_str!("../scenarios/rrul/line-10.toml"),
+            include_str!("../scenarios/rrul/red-10.toml"),
+        ],
+    },
+    Builtin {
+        name: "rrul-100mbit-pie",
+        description: "RRUL (4+4 TCP, ping, VoIP) over a 100 Mbit/s line, 40 ms RTT: PIE alone",
+        parts: &[
+            "name = \"RRUL 100 Mbit/s: PIE alone\"\n",
+            RRUL_LAB,
+            include_str!("../scenarios/rrul/line-100.toml"),
+            include_str!("../scenarios/rrul/pie.toml"),
+        ],
+    },
+    Builtin {
+        name: "rrul-100mbit-red",
+        description: "RRUL (4+4 TCP, ping, VoIP) over a 100 Mbit/s line, 40 ms RTT: RED alone",
+        parts: &[
+            "name = \"RRUL 100 Mbit/s: RED alone\"\n",
+            RRUL_LAB,
+            include_str!("../scenarios/rrul/line-100.toml"),
+            include_str!("../scenarios/rrul/red-100.toml"),
+        ],
+    },
 ];
 
 pub fn find(name: &str) -> Option<&'static Builtin> {

@@ -100,3 +100,29 @@ fn a_fifo_at_the_bottleneck_costs_hundreds_of_milliseconds() {
     let m = rrul(100.0, "pfifo_fast");
     assert!(m.p50 > 50.0 && m.p99 < 121.1 + 30.0, "p50 +{:.0}, p99 +{:.0} ms", m.p50, m.p99);
 }
+
+#[test]
+fn pie_and_red_hold_one_fifo_near_their_targets() {
+    // One FIFO for every flow at each end, so the ping waits behind the standing queue the AQM keeps —
+    // on the uplink and again on the downlink. PIE's controller holds each queue's delay at its 15 ms
+    // target (RFC 8033): the ping's median above the path near 2 × 15 ms (15..60 ms allowed for the
+    // controller's swings). RED keeps each average between min and max — 30 000 and 90 000 bytes, 24
+    // and 72 ms of a 10 Mbit/s line (the 100 Mbit/s policy scales both by ten) — so the median lies
+    // between one queue at min and both at max, 24..144 ms. All far below the FIFO's 820 ms (10 Mbit/s)
+    // and 81 ms (100 Mbit/s). The line is used less than under fq_codel: early drops from one shared
+    // queue hit flows in their slow starts and bursts — PIE's 150 ms burst allowance then overshoots,
+    // RED's lagging average drops in clusters (its 100 Mbit/s uplink, which also carries the
+    // downloads' ACKs, fell to 81 % here) — so the floor asserted is 80 %.
+    for rate in [10.0, 100.0] {
+        for (policy, lo, hi) in [("pie", 15.0, 60.0), ("red", 24.0, 144.0)] {
+            let m = rrul(rate, policy);
+            eprintln!(
+                "{policy} {rate}: up {:.3} down {:.3} jain {:.3} p50 {:.1} p99 {:.1}",
+                m.util_up, m.util_down, m.jain, m.p50, m.p99
+            );
+            let what = format!("{policy} at {rate} Mbit/s");
+            assert!(m.p50 > lo && m.p50 < hi, "{what}: p50 +{:.1} ms", m.p50);
+            assert!(m.util_up >= 0.8 && m.util_down >= 0.8, "{what}: {:.3}/{:.3}", m.util_up, m.util_down);
+        }
+    }
+}
