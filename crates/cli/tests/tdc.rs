@@ -104,6 +104,11 @@ fn tdc_choke() {
 }
 
 #[test]
+fn tdc_fq_pie() {
+    assert_no_failures(&["qdiscs/fq_pie.json"]);
+}
+
+#[test]
 fn tdc_fq_codel() {
     assert_no_failures(&["qdiscs/fq_codel.json"]);
 }

@@ -162,6 +162,41 @@ impl CodelQueue for FlowQueue<'_> {
     }
 }
 
+/// `fq_codel_classify` / `fq_pie_classify`: the flow (1-based) a packet goes to — `skb->priority` naming
+/// one of this qdisc's flows, else the filters' class minor, else the keyed flow hash scaled to
+/// `flows_cnt` (`reciprocal_scale`). `Err` with the verdict when a filter drops or steals it or names no
+/// flow.
+pub(crate) fn classify_flow(
+    handle: Handle,
+    flows_cnt: u32,
+    block: &Block,
+    secret: [u64; 2],
+    pkt: &mut Packet,
+    cx: &mut Cx,
+) -> Result<u32, Verdict> {
+    let n = flows_cnt;
+    let minor = pkt.priority & 0xffff;
+    if handle != Handle::UNSPEC && pkt.priority & 0xffff_0000 == handle.0 && minor > 0 && minor <= n {
+        return Ok(minor);
+    }
+    if block.is_empty() {
+        let h = keyed_hash(secret, &flow_keys(pkt));
+        return Ok(((h as u64 * n as u64) >> 32) as u32 + 1);
+    }
+    match crate::filter::classify(block, pkt, cx) {
+        FilterVerdict::Classified { classid, .. } => {
+            let m = classid & 0xffff;
+            if m <= n && m > 0 {
+                Ok(m)
+            } else {
+                Err(Verdict::Bypass)
+            }
+        }
+        FilterVerdict::Stolen => Err(Verdict::Stolen),
+        FilterVerdict::Shot | FilterVerdict::Unclassified => Err(Verdict::Bypass),
+    }
+}
+
 impl FqCodel {
     /// `fq_codel_init`: the defaults, then the options.
     pub fn new(handle: Handle, o: &FqCodelOptions, env: &DevEnv) -> Result<FqCodel, KernelError> {
@@ -244,32 +279,7 @@ impl FqCodel {
 
     /// `fq_codel_classify`: the flow (1-based), or the verdict for a packet not to be queued.
     fn classify(&self, pkt: &mut Packet, cx: &mut Cx) -> Result<u32, Verdict> {
-        let n = self.flows.len() as u32;
-        let minor = pkt.priority & 0xffff;
-        if self.handle != Handle::UNSPEC
-            && pkt.priority & 0xffff_0000 == self.handle.0
-            && minor > 0
-            && minor <= n
-        {
-            return Ok(minor);
-        }
-        if self.block.is_empty() {
-            // `reciprocal_scale(skb_get_hash(skb), flows_cnt) + 1`.
-            let h = keyed_hash(self.secret, &flow_keys(pkt));
-            return Ok(((h as u64 * n as u64) >> 32) as u32 + 1);
-        }
-        match crate::filter::classify(&self.block, pkt, cx) {
-            FilterVerdict::Classified { classid, .. } => {
-                let m = classid & 0xffff;
-                if m <= n && m > 0 {
-                    Ok(m)
-                } else {
-                    Err(Verdict::Bypass)
-                }
-            }
-            FilterVerdict::Stolen => Err(Verdict::Stolen),
-            FilterVerdict::Shot | FilterVerdict::Unclassified => Err(Verdict::Bypass),
-        }
+        classify_flow(self.handle, self.flows.len() as u32, &self.block, self.secret, pkt, cx)
     }
 
     /// `fq_codel_drop`: drop half of the fattest flow's backlog (at most `max_packets`) from its head.

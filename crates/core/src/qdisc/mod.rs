@@ -22,6 +22,7 @@ pub mod drr;
 pub mod ets;
 pub mod fifo;
 pub mod fq_codel;
+pub mod fq_pie;
 pub mod hfsc;
 pub mod hhf;
 pub mod htb;
@@ -450,6 +451,7 @@ pub enum QdiscOptions {
     /// CHOKe's options are RED's (`struct tc_red_qopt`), the thresholds in packets.
     Choke(red::RedOptions),
     Pie(pie::PieOptions),
+    FqPie(fq_pie::FqPieOptions),
 }
 
 impl QdiscOptions {
@@ -480,6 +482,7 @@ impl QdiscOptions {
             QdiscOptions::Red(_) => "red",
             QdiscOptions::Choke(_) => "choke",
             QdiscOptions::Pie(_) => "pie",
+            QdiscOptions::FqPie(_) => "fq_pie",
             QdiscOptions::Plug(_) => "plug",
         }
     }
@@ -527,6 +530,7 @@ pub const KINDS: &[QdiscKind] = &[
     red::KIND,
     choke::KIND,
     pie::KIND,
+    fq_pie::KIND,
 ];
 
 /// The discipline named `name`.
@@ -579,6 +583,8 @@ pub enum Xstats {
     Choke(choke::ChokeXstats),
     /// `struct tc_pie_xstats`.
     Pie(pie::PieXstats),
+    /// `struct tc_fq_pie_xstats`.
+    FqPie(fq_pie::FqPieXstats),
 }
 
 /// Extra per-class counters (`tc -s class show`): HTB's `struct tc_htb_xstats`.

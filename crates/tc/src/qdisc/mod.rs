@@ -20,6 +20,7 @@ pub mod drr;
 pub mod ets;
 pub mod fifo;
 pub mod fq_codel;
+pub mod fq_pie;
 pub mod hfsc;
 pub mod hhf;
 pub mod htb;
@@ -87,6 +88,7 @@ pub const KINDS: &[QdiscLang] = &[
     red::LANG,
     choke::LANG,
     pie::LANG,
+    fq_pie::LANG,
     ets::LANG,
     qfq::LANG,
     skbprio::LANG,
@@ -104,7 +106,7 @@ pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | 
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
 pub const KNOWN_TO_TC: &[&str] = &[
-    "fq", "sfb", "fq_pie", "mqprio", "multiq", "gred", "taprio",
+    "fq", "sfb", "mqprio", "multiq", "gred", "taprio",
     "etf", "cbs",
 ];
 

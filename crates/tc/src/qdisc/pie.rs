@@ -37,39 +37,55 @@ const USAGE: &str = "Usage: ... pie [ limit PACKETS ] [ target TIME ]\n         
 /// `ALPHA_MAX`, `BETA_MAX`.
 const ALPHA_BETA_MAX: u32 = 32;
 
+/// One of PIE's words at the cursor (`a` just read), into `o`: `Ok(true)` if it was PIE's.
+pub(crate) fn parse_pie_word(a: &str, it: &mut crate::Cur, o: &mut PieOptions) -> Result<bool> {
+    let illegal = || Failure::options(format!("Illegal \"{a}\""));
+    match a {
+        "limit" => o.limit = Some(get_unsigned(it.value()?).ok_or_else(illegal)?),
+        "target" => o.target = Some(get_time(it.value()?).ok_or_else(illegal)?),
+        "tupdate" => o.tupdate = Some(get_time(it.value()?).ok_or_else(illegal)?),
+        "alpha" | "beta" => {
+            let v = get_unsigned(it.value()?)
+                .filter(|v| *v <= ALPHA_BETA_MAX)
+                .ok_or_else(illegal)?;
+            if a == "alpha" {
+                o.alpha = Some(v);
+            } else {
+                o.beta = Some(v);
+            }
+        }
+        "ecn" => o.ecn = Some(1),
+        "noecn" => o.ecn = Some(0),
+        "bytemode" => o.bytemode = Some(1),
+        "nobytemode" => o.bytemode = Some(0),
+        "dq_rate_estimator" => o.dq_rate_estimator = Some(1),
+        "no_dq_rate_estimator" => o.dq_rate_estimator = Some(0),
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// tc sends no zero value.
+pub(crate) fn drop_zeros(o: &mut PieOptions) {
+    for v in [&mut o.limit, &mut o.target, &mut o.tupdate, &mut o.alpha, &mut o.beta] {
+        *v = v.filter(|x| *x != 0);
+    }
+}
+
 /// `pie_parse_opt` (tc 6.1): zero values are not sent.
 fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOptions> {
     let mut it = crate::Cur::new(args);
     let mut o = PieOptions::default();
     while let Some(a) = it.next() {
-        let illegal = || Failure::options(format!("Illegal \"{a}\""));
+        if parse_pie_word(a, &mut it, &mut o)? {
+            continue;
+        }
         match a {
-            "limit" => o.limit = Some(get_unsigned(it.value()?).ok_or_else(illegal)?),
-            "target" => o.target = Some(get_time(it.value()?).ok_or_else(illegal)?),
-            "tupdate" => o.tupdate = Some(get_time(it.value()?).ok_or_else(illegal)?),
-            "alpha" | "beta" => {
-                let v = get_unsigned(it.value()?)
-                    .filter(|v| *v <= ALPHA_BETA_MAX)
-                    .ok_or_else(illegal)?;
-                if a == "alpha" {
-                    o.alpha = Some(v);
-                } else {
-                    o.beta = Some(v);
-                }
-            }
-            "ecn" => o.ecn = Some(1),
-            "noecn" => o.ecn = Some(0),
-            "bytemode" => o.bytemode = Some(1),
-            "nobytemode" => o.bytemode = Some(0),
-            "dq_rate_estimator" => o.dq_rate_estimator = Some(1),
-            "no_dq_rate_estimator" => o.dq_rate_estimator = Some(0),
             "help" => return Err(Failure::options(USAGE)),
             _ => return Err(Failure::options(format!("What is \"{a}\"?\n{USAGE}"))),
         }
     }
-    for v in [&mut o.limit, &mut o.target, &mut o.tupdate, &mut o.alpha, &mut o.beta] {
-        *v = v.filter(|x| *x != 0);
-    }
+    drop_zeros(&mut o);
     Ok(QdiscOptions::Pie(o))
 }
 
@@ -80,6 +96,12 @@ fn print(o: &QdiscOptions, _flags: ShowFlags, s: &mut String, j: &mut Map<String
         let _ = write!(s, "limit {v}p ");
         j.insert("limit".into(), json!(v));
     }
+    print_times(o, s, j);
+    print_flags(o, s, j);
+}
+
+/// target, tupdate, alpha, beta as pie and fq_pie print them.
+pub(crate) fn print_times(o: &PieOptions, s: &mut String, j: &mut Map<String, Value>) {
     for (k, v) in [("target", o.target), ("tupdate", o.tupdate)] {
         if let Some(v) = v {
             let _ = write!(s, "{k} {} ", sprint_time(v));
@@ -92,6 +114,10 @@ fn print(o: &QdiscOptions, _flags: ShowFlags, s: &mut String, j: &mut Map<String
             j.insert(k.into(), json!(v));
         }
     }
+}
+
+/// ecn, bytemode, dq_rate_estimator, printed when on.
+pub(crate) fn print_flags(o: &PieOptions, s: &mut String, j: &mut Map<String, Value>) {
     for (k, v) in [
         ("ecn", o.ecn),
         ("bytemode", o.bytemode),
