@@ -19,7 +19,7 @@
 //! only the rules read, need not run).
 
 use crate::engine::Device;
-use crate::netfilter::{Hook, NfVerdict, Netfilter};
+use crate::netfilter::{Hook, Netfilter, NfVerdict};
 use crate::qdisc::pfifo_fast::tos_to_priority;
 use crate::qdisc::Cx;
 use crate::{Nanos, Packet};
@@ -67,7 +67,13 @@ pub fn local_in(nf: &mut Netfilter, pkt: &mut Packet, in_dev: &str, now: Nanos) 
 }
 
 /// FORWARD then POSTROUTING for a packet routed from `in_dev` to `out_dev`.
-pub fn forward(nf: &mut Netfilter, pkt: &mut Packet, in_dev: &str, out_dev: &str, now: Nanos) -> bool {
+pub fn forward(
+    nf: &mut Netfilter,
+    pkt: &mut Packet,
+    in_dev: &str,
+    out_dev: &str,
+    now: Nanos,
+) -> bool {
     hooks(
         nf,
         &[Hook::Forward, Hook::PostRouting],
@@ -220,7 +226,11 @@ mod tests {
         let wake = qdisc_run(dev, 0, None, &mut sink);
         assert_eq!(sink.0.len(), 2);
         assert_eq!(wake, Some(1_514_000));
-        assert_eq!(qdisc_run(dev, 1_514_000, None, &mut sink), None, "empty now");
+        assert_eq!(
+            qdisc_run(dev, 1_514_000, None, &mut sink),
+            None,
+            "empty now"
+        );
         assert_eq!(sink.0.len(), 3);
     }
 }

@@ -53,16 +53,25 @@ fn a_flow_alone_in_the_queue_is_matched_once_the_average_passes_min() {
         }
         verdicts.push(v);
     }
-    assert!(verdicts[..6].iter().all(|v| *v == Verdict::Success), "{verdicts:?}");
+    assert!(
+        verdicts[..6].iter().all(|v| *v == Verdict::Success),
+        "{verdicts:?}"
+    );
     assert_eq!(verdicts[6], Verdict::Cn);
     let (matched, early) = xstats(&q);
     assert_eq!(early, 0, "RED itself never dropped");
-    assert_eq!(matched as usize, verdicts.iter().filter(|v| **v == Verdict::Cn).count());
+    assert_eq!(
+        matched as usize,
+        verdicts.iter().filter(|v| **v == Verdict::Cn).count()
+    );
     // Each match removes one queued packet and refuses the arriving one: the queue stays near min.
     assert!(q.stats().qlen <= 6, "{}", q.stats().qlen);
     // A packet of another flow, with none of its own queued, cannot be matched: it is queued.
     let before = q.stats().qlen;
-    assert_eq!(q.enqueue(pkt(6000), &mut Cx::new(100_000)), Verdict::Success);
+    assert_eq!(
+        q.enqueue(pkt(6000), &mut Cx::new(100_000)),
+        Verdict::Success
+    );
     assert_eq!(q.stats().qlen, before + 1);
 }
 
@@ -89,6 +98,14 @@ fn the_flood_loses_far_more_than_the_light_flow() {
     }
     let rate = |i: usize| lost[i] as f64 / sent[i] as f64;
     eprintln!("flood {:.3}, light {:.3}", rate(0), rate(1));
-    assert!(rate(0) > 0.5, "the flood loses more than half: {:.3}", rate(0));
-    assert!(rate(1) < 0.2, "the light flow loses under a fifth: {:.3}", rate(1));
+    assert!(
+        rate(0) > 0.5,
+        "the flood loses more than half: {:.3}",
+        rate(0)
+    );
+    assert!(
+        rate(1) < 0.2,
+        "the light flow loses under a fifth: {:.3}",
+        rate(1)
+    );
 }

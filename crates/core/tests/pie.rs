@@ -104,8 +104,13 @@ fn fq_pie_serves_a_sparse_flow_before_a_bulk_flows_queue() {
     // most one bulk packet already on the wire — under 1 ms here — and PIE (per flow) never drops it,
     // its own queue never holding two MTUs. The bulk flow's queue is held near the 15 ms target.
     use tclab_core::qdisc::fq_pie::{FqPie, FqPieOptions};
-    let mut q = FqPie::new(tclab_core::Handle::new(1, 0), &FqPieOptions::default(), &ENV, 0)
-        .expect("valid");
+    let mut q = FqPie::new(
+        tclab_core::Handle::new(1, 0),
+        &FqPieOptions::default(),
+        &ENV,
+        0,
+    )
+    .expect("valid");
     let sparse = |now| {
         let mut p = Packet::udp4([10, 0, 0, 9], 7000, [10, 0, 0, 2], 53, 0, 100);
         p.enqueue_ns = now;
@@ -121,7 +126,10 @@ fn fq_pie_serves_a_sparse_flow_before_a_bulk_flows_queue() {
         }
         if ms % 50 == 7 {
             let now = ms * 1_000_000 + 600_000;
-            assert_eq!(q.enqueue(sparse(now), &mut Cx::new(now)), tclab_core::qdisc::Verdict::Success);
+            assert_eq!(
+                q.enqueue(sparse(now), &mut Cx::new(now)),
+                tclab_core::qdisc::Verdict::Success
+            );
             sparse_sent += 1;
         }
         let now = ms * 1_000_000 + 999_000;
@@ -135,7 +143,11 @@ fn fq_pie_serves_a_sparse_flow_before_a_bulk_flows_queue() {
         }
     }
     assert_eq!(sparse_delays.len(), sparse_sent);
-    assert!(sparse_delays.iter().all(|d| *d < 1.0), "{:?}", sparse_delays.iter().cloned().fold(0.0, f64::max));
+    assert!(
+        sparse_delays.iter().all(|d| *d < 1.0),
+        "{:?}",
+        sparse_delays.iter().cloned().fold(0.0, f64::max)
+    );
     let mean = bulk_late.iter().sum::<f64>() / bulk_late.len() as f64;
     assert!((mean - 15.0).abs() < 3.0, "bulk mean delay {mean:.1} ms");
 }

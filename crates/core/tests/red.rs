@@ -25,7 +25,9 @@ fn marks_between_the_thresholds_come_every_1_over_2pb_arrivals() {
     let mut v = RedVars::default();
     let mut s = 0x1234_5678_u64;
     let mut rnd = || {
-        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (s >> 32) as u32
     };
     let qavg = 200_000u64 << 9;
@@ -43,7 +45,10 @@ fn marks_between_the_thresholds_come_every_1_over_2pb_arrivals() {
         .filter(|_| v.action(&p, 290_000u64 << 9, &mut rnd) == RedAction::ProbMark)
         .count() as f64;
     let expected = 200_000.0 / (1.0 / (2.0 * 0.019) + 0.5);
-    assert!((marks - expected).abs() < 0.04 * expected, "{marks} vs {expected:.0}");
+    assert!(
+        (marks - expected).abs() < 0.04 * expected,
+        "{marks} vs {expected:.0}"
+    );
 }
 
 #[test]
@@ -192,22 +197,34 @@ fn the_kernel_refuses_what_red_check_params_refuses() {
         flags: 0,
     };
     let bad = |o: RedOptions| Red::new(Handle::new(1, 0), &o, 0).is_err();
-    assert!(bad(RedOptions {
-        qth_min: 7_000,
-        ..base.clone()
-    }), "max < min");
-    assert!(bad(RedOptions {
-        wlog: 20,
-        ..base.clone()
-    }), "fls(6000) + Wlog ≥ 32");
-    assert!(bad(RedOptions {
-        flags: TC_RED_NODROP,
-        ..base.clone()
-    }), "nodrop without ecn");
-    assert!(bad(RedOptions {
-        stab: vec![32; 256],
-        ..base.clone()
-    }), "a Stab entry ≥ 32");
+    assert!(
+        bad(RedOptions {
+            qth_min: 7_000,
+            ..base.clone()
+        }),
+        "max < min"
+    );
+    assert!(
+        bad(RedOptions {
+            wlog: 20,
+            ..base.clone()
+        }),
+        "fls(6000) + Wlog ≥ 32"
+    );
+    assert!(
+        bad(RedOptions {
+            flags: TC_RED_NODROP,
+            ..base.clone()
+        }),
+        "nodrop without ecn"
+    );
+    assert!(
+        bad(RedOptions {
+            stab: vec![32; 256],
+            ..base.clone()
+        }),
+        "a Stab entry ≥ 32"
+    );
     assert!(!bad(RedOptions {
         flags: TC_RED_ADAPTATIVE,
         ..base

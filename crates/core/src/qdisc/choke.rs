@@ -138,7 +138,13 @@ impl Choke {
         self.flags = o.flags;
         self.limit = o.limit;
         self.parms = RedParms::new(
-            o.qth_min, o.qth_max, o.wlog, o.plog, o.scell_log, &o.stab, o.max_p,
+            o.qth_min,
+            o.qth_max,
+            o.wlog,
+            o.plog,
+            o.scell_log,
+            &o.stab,
+            o.max_p,
         );
         self.vars.restart();
         if self.head == self.tail {

@@ -164,6 +164,9 @@ mod tests {
             *v += 100;
         }
         assert_eq!(t[&0x1_0002], 109);
-        assert_eq!(t.values().copied().collect::<Vec<_>>(), vec![106, 109, 105, 111]);
+        assert_eq!(
+            t.values().copied().collect::<Vec<_>>(),
+            vec![106, 109, 105, 111]
+        );
     }
 }

@@ -99,7 +99,12 @@ pub struct FqPie {
 
 impl FqPie {
     /// `fq_pie_init` then `fq_pie_change`.
-    pub fn new(handle: Handle, o: &FqPieOptions, env: &DevEnv, now: Nanos) -> Result<FqPie, KernelError> {
+    pub fn new(
+        handle: Handle,
+        o: &FqPieOptions,
+        env: &DevEnv,
+        now: Nanos,
+    ) -> Result<FqPie, KernelError> {
         let flows_cnt = o.flows.unwrap_or(1024);
         if flows_cnt == 0 || flows_cnt > 65536 {
             return Err(KernelError::invalid(

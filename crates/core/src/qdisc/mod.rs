@@ -533,6 +533,35 @@ pub const KINDS: &[QdiscKind] = &[
     fq_pie::KIND,
 ];
 
+/// A qdisc with one class, `handle:1`, whose leaf is its queue (TBF, RED): that class as `tc class
+/// show` lists it.
+pub(crate) fn one_child_walk(kind: &'static str, handle: Handle, child: &Option<Sched>) -> Vec<ClassInfo> {
+    vec![ClassInfo {
+        kind,
+        classid: Handle(handle.0 | 1),
+        parent: handle,
+        leaf: child.as_ref().map(|c| c.handle).filter(|h| *h != Handle::UNSPEC),
+        options: None,
+        stats: child.as_ref().map(|c| c.q.stats()).unwrap_or_default(),
+        htb_xstats: None,
+        xstats: None,
+    }]
+}
+
+/// Graft `new` as the one child: the old child is returned, and the parent's queue counters become
+/// the new child's.
+pub(crate) fn one_child_graft(
+    child: &mut Option<Sched>,
+    stats: &mut QdiscStats,
+    new: Option<Sched>,
+) -> Option<Sched> {
+    let old = std::mem::replace(child, new);
+    let s = child.as_ref().map(|c| c.q.stats()).unwrap_or_default();
+    stats.backlog = s.backlog;
+    stats.qlen = s.qlen;
+    old
+}
+
 /// The discipline named `name`.
 pub fn kind(name: &str) -> Option<&'static QdiscKind> {
     KINDS.iter().find(|k| k.name == name)

@@ -169,10 +169,13 @@ impl Qdisc for Pie {
         } else {
             let rng = &mut self.rng;
             let mut rnd = || splitmix64(rng);
-            if !self
-                .vars
-                .drop_early(&self.params, self.stats.backlog, pkt.len, self.mtu, &mut rnd)
-            {
+            if !self.vars.drop_early(
+                &self.params,
+                self.stats.backlog,
+                pkt.len,
+                self.mtu,
+                &mut rnd,
+            ) {
                 enqueue = true;
             } else if self.params.ecn && self.vars.prob <= MAX_PROB / 10 && set_ce(&mut pkt) {
                 self.ecn_mark += 1;

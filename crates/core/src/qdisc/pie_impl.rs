@@ -311,7 +311,8 @@ mod tests {
         let unit = MAX_PROB / PSCHED_TICKS_PER_SEC;
         let alpha = ((2 * unit) >> 4) >> 1 >> 10;
         let beta = ((20 * unit) >> 4) >> 1 >> 10;
-        let want = alpha * (ns2ticks(30_000_000) - ns2ticks(15_000_000)) + beta * ns2ticks(30_000_000);
+        let want =
+            alpha * (ns2ticks(30_000_000) - ns2ticks(15_000_000)) + beta * ns2ticks(30_000_000);
         assert_eq!(v.prob, want);
         assert_eq!(v.qdelay_old, ns2ticks(30_000_000));
     }
@@ -325,13 +326,25 @@ mod tests {
             ..Default::default()
         };
         let mut rnd = || 0u64;
-        assert!(!v.drop_early(&params, 1_000_000, 1500, 1514, &mut rnd), "burst allowance");
+        assert!(
+            !v.drop_early(&params, 1_000_000, 1500, 1514, &mut rnd),
+            "burst allowance"
+        );
         v.burst_time = 0;
-        assert!(!v.drop_early(&params, 3000, 1500, 1514, &mut rnd), "under 2 MTU");
+        assert!(
+            !v.drop_early(&params, 3000, 1500, 1514, &mut rnd),
+            "under 2 MTU"
+        );
         // De-randomisation: with p = ½ nothing drops until accu_prob reaches 0.85; then a zero draw
         // drops.
-        assert!(!v.drop_early(&params, 1_000_000, 1500, 1514, &mut rnd), "accu 0.5");
-        assert!(v.drop_early(&params, 1_000_000, 1500, 1514, &mut rnd), "accu 1.0, draw 0");
+        assert!(
+            !v.drop_early(&params, 1_000_000, 1500, 1514, &mut rnd),
+            "accu 0.5"
+        );
+        assert!(
+            v.drop_early(&params, 1_000_000, 1500, 1514, &mut rnd),
+            "accu 1.0, draw 0"
+        );
         assert_eq!(v.accu_prob, 0);
     }
 }

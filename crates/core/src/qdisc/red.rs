@@ -35,8 +35,8 @@
 
 use super::red_impl::{check_params, RedAction, RedParms, RedVars};
 use super::{
-    ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, DropReason, Qdisc, QdiscOptions, QdiscStats, Sched,
-    Verdict, Xstats,
+    ClassInfo, ClassOps, ClassOptions, Cx, DevEnv, DropReason, Qdisc, QdiscOptions, QdiscStats,
+    Sched, Verdict, Xstats,
 };
 use crate::error::{Errno, KernelError, Warning};
 use crate::flow::splitmix64;
@@ -151,7 +151,13 @@ impl Red {
             self.stats.qlen = 0;
         }
         self.parms = RedParms::new(
-            o.qth_min, o.qth_max, o.wlog, o.plog, o.scell_log, &o.stab, o.max_p,
+            o.qth_min,
+            o.qth_max,
+            o.wlog,
+            o.plog,
+            o.scell_log,
+            &o.stab,
+            o.max_p,
         );
         self.vars.restart();
         self.next_adapt = (o.flags & TC_RED_ADAPTATIVE != 0).then_some(now + ADAPT_PERIOD);
@@ -230,7 +236,9 @@ impl Qdisc for Red {
     /// `red_enqueue`.
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
         self.run_adapt_timer(cx.now);
-        self.vars.qavg = self.vars.calc_qavg(&self.parms, self.child_backlog(), cx.now);
+        self.vars.qavg = self
+            .vars
+            .calc_qavg(&self.parms, self.child_backlog(), cx.now);
         self.vars.idle_since = None;
         let qavg = self.vars.qavg;
         let rng = &mut self.rng;
@@ -364,11 +372,11 @@ impl ClassOps for Red {
                 "Specified class not found",
             ));
         }
-        let old = std::mem::replace(&mut self.child, new);
-        let s = self.child.as_ref().map(|c| c.q.stats()).unwrap_or_default();
-        self.stats.backlog = s.backlog;
-        self.stats.qlen = s.qlen;
-        Ok(old)
+        Ok(super::one_child_graft(
+            &mut self.child,
+            &mut self.stats,
+            new,
+        ))
     }
     fn change_class(
         &mut self,
@@ -384,21 +392,7 @@ impl ClassOps for Red {
         Err(KernelError::new(Errno::NotSupported))
     }
     fn walk(&self, _now: Nanos) -> Vec<ClassInfo> {
-        let leaf = self
-            .child
-            .as_ref()
-            .map(|c| c.handle)
-            .filter(|h| *h != Handle::UNSPEC);
-        vec![ClassInfo {
-            kind: "red",
-            classid: Handle(self.handle.0 | 1),
-            parent: self.handle,
-            leaf,
-            options: None,
-            stats: self.child.as_ref().map(|c| c.q.stats()).unwrap_or_default(),
-            htb_xstats: None,
-            xstats: None,
-        }]
+        super::one_child_walk("red", self.handle, &self.child)
     }
     fn children(&self) -> Vec<&Sched> {
         self.child.iter().collect()

@@ -217,7 +217,12 @@ impl RedVars {
     }
 
     /// `red_action`, with `random` the kernel's `get_random_u32`.
-    pub fn action(&mut self, p: &RedParms, qavg: u64, random: &mut impl FnMut() -> u32) -> RedAction {
+    pub fn action(
+        &mut self,
+        p: &RedParms,
+        qavg: u64,
+        random: &mut impl FnMut() -> u32,
+    ) -> RedAction {
         if qavg < p.qth_min as u64 {
             self.qcount = -1;
             return RedAction::DontMark;
@@ -283,7 +288,17 @@ mod tests {
         // reciprocal_divide(a, reciprocal_value(d)) == a / d for every a (lib/reciprocal_div.c).
         for d in [1u32, 2, 3, 7, 10, 1000, 65_537, 1 << 31, u32::MAX] {
             let r = Reciprocal::new(d);
-            for a in [0u32, 1, 2, 99, 12_345, 1 << 20, u32::MAX / 3, u32::MAX - 1, u32::MAX] {
+            for a in [
+                0u32,
+                1,
+                2,
+                99,
+                12_345,
+                1 << 20,
+                u32::MAX / 3,
+                u32::MAX - 1,
+                u32::MAX,
+            ] {
                 assert_eq!(r.divide(a), a / d, "{a} / {d}");
             }
         }
@@ -306,8 +321,14 @@ mod tests {
         let p = RedParms::new(100_000, 300_000, 9, 21, 0, &[], 0);
         let mut v = RedVars::default();
         let mut rnd = || 12345u32;
-        assert_eq!(v.action(&p, (99_999u64) << 9, &mut rnd), RedAction::DontMark);
-        assert_eq!(v.action(&p, (300_000u64) << 9, &mut rnd), RedAction::HardMark);
+        assert_eq!(
+            v.action(&p, (99_999u64) << 9, &mut rnd),
+            RedAction::DontMark
+        );
+        assert_eq!(
+            v.action(&p, (300_000u64) << 9, &mut rnd),
+            RedAction::HardMark
+        );
         assert_eq!(v.qcount, -1);
     }
 }

@@ -151,9 +151,6 @@ impl Tbf {
         Ok(Vec::new())
     }
 
-    fn class_handle(&self) -> Handle {
-        Handle(self.handle.0 | 1)
-    }
 }
 
 impl Tbf {
@@ -319,15 +316,7 @@ impl ClassOps for Tbf {
                 "Specified class not found",
             ));
         }
-        let old = std::mem::replace(&mut self.child, new);
-        self.stats.backlog = 0;
-        self.stats.qlen = 0;
-        if let Some(c) = &self.child {
-            let s = c.q.stats();
-            self.stats.backlog = s.backlog;
-            self.stats.qlen = s.qlen;
-        }
-        Ok(old)
+        Ok(super::one_child_graft(&mut self.child, &mut self.stats, new))
     }
     fn change_class(
         &mut self,
@@ -343,21 +332,7 @@ impl ClassOps for Tbf {
         Err(KernelError::new(Errno::NotSupported))
     }
     fn walk(&self, _now: Nanos) -> Vec<ClassInfo> {
-        let leaf = self
-            .child
-            .as_ref()
-            .map(|c| c.handle)
-            .filter(|h| *h != Handle::UNSPEC);
-        vec![ClassInfo {
-            kind: "tbf",
-            classid: self.class_handle(),
-            parent: self.handle,
-            leaf,
-            options: None,
-            stats: self.child.as_ref().map(|c| c.q.stats()).unwrap_or_default(),
-            htb_xstats: None,
-            xstats: None,
-        }]
+        super::one_child_walk("tbf", self.handle, &self.child)
     }
     fn children(&self) -> Vec<&Sched> {
         self.child.iter().collect()

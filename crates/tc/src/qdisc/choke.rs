@@ -2,10 +2,10 @@
 //! packets, avpkt, probability, ecn; Floyd's defaults; RED's Wlog, Plog and idle table computed for
 //! `avpkt`-byte packets; the counters under `-s`.
 
-use super::red::{eval_idle_damping, print_flags};
+use super::red::{eval_idle_damping, print_flags_and_details};
 use super::QdiscLang;
 use crate::red::{red_eval_ewma, red_eval_p};
-use crate::util::{fmt_g, get_rate, get_size, get_unsigned, scan_double};
+use crate::util::{get_rate, get_size, get_unsigned, scan_double};
 use crate::{Failure, Result, ShowFlags};
 use serde_json::{json, Map, Value};
 use std::fmt::Write;
@@ -109,21 +109,7 @@ fn print(o: &QdiscOptions, flags: ShowFlags, s: &mut String, j: &mut Map<String,
         let _ = write!(s, "{k} {v}p ");
         j.insert(k.into(), json!(v));
     }
-    print_flags(o.flags, s, j);
-    if flags.details {
-        let _ = write!(s, "ewma {} ", o.wlog);
-        j.insert("ewma".into(), json!(o.wlog));
-        if o.max_p != 0 {
-            let p = o.max_p as f64 / 4_294_967_296.0;
-            let _ = write!(s, "probability {} ", fmt_g(p, 6));
-            j.insert("probability".into(), json!(p));
-        } else {
-            let _ = write!(s, "Plog {} ", o.plog);
-            j.insert("Plog".into(), json!(o.plog));
-        }
-        let _ = write!(s, "Scell_log {}", o.scell_log);
-        j.insert("Scell_log".into(), json!(o.scell_log));
-    }
+    print_flags_and_details(o, flags, s, j);
 }
 
 /// `choke_print_xstats`.
@@ -167,7 +153,10 @@ mod tests {
         };
         assert_eq!((o.limit, o.qth_min, o.qth_max), (1000, 83, 250));
         let err = |s: &str| parse("choke", &words(s), None).err().expect("refused").msg;
-        assert_eq!(err("limit 1000"), "Required parameter (bandwidth, limit) is missing");
+        assert_eq!(
+            err("limit 1000"),
+            "Required parameter (bandwidth, limit) is missing"
+        );
         assert_eq!(
             err("limit 100 bandwidth 10mbit max 200"),
             "\"max\" is larger than \"limit\""

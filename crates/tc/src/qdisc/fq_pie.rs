@@ -63,7 +63,12 @@ fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOpti
         }
     }
     drop_zeros(&mut o.pie);
-    for v in [&mut o.flows, &mut o.quantum, &mut o.memory_limit, &mut o.ecn_prob] {
+    for v in [
+        &mut o.flows,
+        &mut o.quantum,
+        &mut o.memory_limit,
+        &mut o.ecn_prob,
+    ] {
         *v = v.filter(|x| *x != 0);
     }
     Ok(QdiscOptions::FqPie(o))

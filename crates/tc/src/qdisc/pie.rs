@@ -67,7 +67,13 @@ pub(crate) fn parse_pie_word(a: &str, it: &mut crate::Cur, o: &mut PieOptions) -
 
 /// tc sends no zero value.
 pub(crate) fn drop_zeros(o: &mut PieOptions) {
-    for v in [&mut o.limit, &mut o.target, &mut o.tupdate, &mut o.alpha, &mut o.beta] {
+    for v in [
+        &mut o.limit,
+        &mut o.target,
+        &mut o.tupdate,
+        &mut o.alpha,
+        &mut o.beta,
+    ] {
         *v = v.filter(|x| *x != 0);
     }
 }
@@ -189,7 +195,10 @@ mod tests {
             (o.limit, o.target, o.tupdate, o.alpha, o.beta),
             (Some(500), Some(20_000), Some(30_000), Some(4), Some(32))
         );
-        assert_eq!((o.ecn, o.bytemode, o.dq_rate_estimator), (Some(1), Some(0), None));
+        assert_eq!(
+            (o.ecn, o.bytemode, o.dq_rate_estimator),
+            (Some(1), Some(0), None)
+        );
         let err = |s: &str| parse("pie", &words(s), None).err().expect("refused").msg;
         assert_eq!(err("alpha 33"), "Illegal \"alpha\"");
         assert_eq!(err("beta x"), "Illegal \"beta\"");

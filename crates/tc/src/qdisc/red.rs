@@ -9,7 +9,9 @@
 
 use super::QdiscLang;
 use crate::red::{red_eval_ewma, red_eval_p};
-use crate::util::{calc_xmittime, fmt_g, get_rate, get_size, get_unsigned, scan_double, sprint_size};
+use crate::util::{
+    calc_xmittime, fmt_g, get_rate, get_size, get_unsigned, scan_double, sprint_size,
+};
 use crate::{Failure, Result, ShowFlags};
 use serde_json::{json, Map, Value};
 use std::fmt::Write;
@@ -55,7 +57,11 @@ pub(crate) fn eval_idle_damping(wlog: u8, avpkt: u32, bps: u64) -> Option<(u8, V
     for (i, s) in sbuf.iter_mut().enumerate().take(255).skip(1) {
         // C converts the double to the u8 array element: values past 255 keep their low byte.
         let v = ((i as u64) << clog) as f64 * lw;
-        let b = if v >= 256.0 { (v as u64 & 0xff) as u8 } else { v as u8 };
+        let b = if v >= 256.0 {
+            (v as u64 & 0xff) as u8
+        } else {
+            v as u8
+        };
         *s = b.min(31);
     }
     sbuf[255] = 31;
@@ -100,9 +106,8 @@ fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOpti
                         "Unknown argument of qevent `{which}'"
                     )));
                 }
-                get_unsigned(it.value()?).ok_or_else(|| {
-                    Failure::options("Illegal block index in qevent".to_string())
-                })?;
+                get_unsigned(it.value()?)
+                    .ok_or_else(|| Failure::options("Illegal block index in qevent".to_string()))?;
             }
             "help" => return Err(Failure::options(USAGE)),
             _ => return Err(Failure::options(format!("What is \"{a}\"?\n{USAGE}"))),
@@ -152,7 +157,7 @@ fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOpti
 }
 
 /// `tc_red_print_flags`.
-pub fn print_flags(flags: u8, s: &mut String, j: &mut Map<String, Value>) {
+fn print_flags(flags: u8, s: &mut String, j: &mut Map<String, Value>) {
     for (bit, name) in [
         (TC_RED_ECN, "ecn"),
         (TC_RED_HARDDROP, "harddrop"),
@@ -174,6 +179,17 @@ fn print(o: &QdiscOptions, flags: ShowFlags, s: &mut String, j: &mut Map<String,
         let _ = write!(s, "{k} {} ", sprint_size(v));
         j.insert(k.into(), json!(v));
     }
+    print_flags_and_details(o, flags, s, j);
+}
+
+/// The part red and choke print alike after the thresholds: the flags, then under `-d` the EWMA
+/// constant, the probability (or Plog) and Scell_log.
+pub fn print_flags_and_details(
+    o: &RedOptions,
+    flags: ShowFlags,
+    s: &mut String,
+    j: &mut Map<String, Value>,
+) {
     print_flags(o.flags, s, j);
     if flags.details {
         let _ = write!(s, "ewma {} ", o.wlog);
@@ -223,8 +239,8 @@ mod tests {
         // tc_red_eval_ewma: a = 113 + 1 − 102400/1500 = 45.7, and (1 − (1−W)^113)/W first reaches it at
         // W = 1/64 (53.2; 1/32 gives 31.1) → Wlog 6; tc_red_eval_P(102400, 307200, 0.02):
         // 0.02/204800 doubled until above 1 → 24 doublings; max_P = 0.02 · 2^32 = 85899345.
-        let QdiscOptions::Red(o) = parse("red", &words("limit 1M avpkt 1500 min 100K max 300K"), None)
-            .expect("parses")
+        let QdiscOptions::Red(o) =
+            parse("red", &words("limit 1M avpkt 1500 min 100K max 300K"), None).expect("parses")
         else {
             unreachable!()
         };
