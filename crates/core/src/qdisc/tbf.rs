@@ -150,7 +150,6 @@ impl Tbf {
         self.peak = peak;
         Ok(Vec::new())
     }
-
 }
 
 impl Tbf {
@@ -316,7 +315,11 @@ impl ClassOps for Tbf {
                 "Specified class not found",
             ));
         }
-        Ok(super::one_child_graft(&mut self.child, &mut self.stats, new))
+        Ok(super::one_child_graft(
+            &mut self.child,
+            &mut self.stats,
+            new,
+        ))
     }
     fn change_class(
         &mut self,
