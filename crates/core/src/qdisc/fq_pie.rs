@@ -71,6 +71,14 @@ struct Flow {
     on_list: bool,
 }
 
+/// `fq_pie_policy`'s range for the quantum: 1 .. 2^20.
+fn check_quantum(o: &FqPieOptions) -> Result<(), KernelError> {
+    if o.quantum.is_some_and(|v| v == 0 || v > 1 << 20) {
+        return Err(KernelError::msg(Errno::Range, "integer out of range"));
+    }
+    Ok(())
+}
+
 pub struct FqPie {
     handle: Handle,
     flows: Vec<Flow>,
@@ -111,6 +119,7 @@ impl FqPie {
                 "sch_fq_pie: Number of flows must range in [1..65536]",
             ));
         }
+        check_quantum(o)?;
         let mtu = env.mtu + env.hard_header_len;
         let mut q = FqPie {
             handle,
@@ -142,6 +151,11 @@ impl FqPie {
         };
         q.apply(o);
         Ok(q)
+    }
+
+    /// The probability of flow `i` (0-based), scaled by `MAX_PROB` (tests, `tc -s class show`).
+    pub fn flow_prob(&self, i: usize) -> u64 {
+        self.flows.get(i).map_or(0, |f| f.vars.prob)
     }
 
     fn apply(&mut self, o: &FqPieOptions) {
@@ -380,6 +394,7 @@ impl Qdisc for FqPie {
         let QdiscOptions::FqPie(o) = opts else {
             return Err(KernelError::new(Errno::Invalid));
         };
+        check_quantum(o)?;
         if o.flows.is_some() {
             return Err(KernelError::invalid(
                 "sch_fq_pie: Number of flows cannot be changed",

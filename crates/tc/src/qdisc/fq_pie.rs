@@ -126,3 +126,44 @@ fn xstats_json(x: &Xstats, m: &mut Map<String, Value>) {
         m.insert(k.into(), json!(v));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn parsed_and_printed_as_q_fq_pie() {
+        // q_fq_pie.c: times by get_time (µs), sizes by get_size, zeros not sent, the flags as u32.
+        let QdiscOptions::FqPie(o) = parse(
+            "fq_pie",
+            &words("limit 500 flows 0 target 20ms tupdate 30ms alpha 4 beta 32 quantum 3kb memory_limit 1mb ecn_prob 25 noecn bytemode"),
+            None,
+        )
+        .expect("parses") else {
+            unreachable!()
+        };
+        let p = &o.pie;
+        assert_eq!(
+            (p.limit, o.flows, p.target, p.tupdate, p.alpha, p.beta),
+            (Some(500), None, Some(20_000), Some(30_000), Some(4), Some(32))
+        );
+        assert_eq!((o.quantum, o.memory_limit, o.ecn_prob), (Some(3072), Some(1 << 20), Some(25)));
+        assert_eq!((p.ecn, p.bytemode, p.dq_rate_estimator), (Some(0), Some(1), None));
+        // fq_pie_print_opt: sizes by print_size, the flags only when set.
+        let mut s = String::new();
+        print(&QdiscOptions::FqPie(o), ShowFlags::default(), &mut s, &mut Map::new());
+        assert_eq!(
+            s,
+            "limit 500p target 20ms tupdate 30ms alpha 4 beta 32 quantum 3Kb memory_limit 1Mb ecn_prob 25 bytemode "
+        );
+        let err = |s: &str| parse("fq_pie", &words(s), None).err().expect("refused").msg;
+        assert_eq!(err("alpha 33"), "Illegal \"alpha\"");
+        assert_eq!(err("ecn_prob 100"), "Illegal \"ecn_prob\"");
+        assert_eq!(err("flows x"), "Illegal \"flows\"");
+        assert!(err("gamma 1").starts_with("What is \"gamma\"?"));
+    }
+}
