@@ -306,7 +306,9 @@ fn cmd_explain(args: &[String]) -> Result<u8, String> {
     while let Some(a) = it.next() {
         match a.as_str() {
             "--load" => {
-                let v = it.next().ok_or("--load needs CLASS=RATE,… (e.g. 1:10=5mbit,1:20=max)")?;
+                let v = it
+                    .next()
+                    .ok_or("--load needs CLASS=RATE,… (e.g. 1:10=5mbit,1:20=max)")?;
                 if load.is_some() {
                     return Err("--load given twice: name every class in one list".into());
                 }
@@ -368,7 +370,9 @@ fn cmd_explain(args: &[String]) -> Result<u8, String> {
         (Some(l), None) => {
             let has = |n: &String| {
                 engine.device(n).is_some_and(|d| {
-                    d.classes(0).iter().any(|c| l.offered.contains_key(&c.classid.0))
+                    d.classes(0)
+                        .iter()
+                        .any(|c| l.offered.contains_key(&c.classid.0))
                 })
             };
             let kept: Vec<String> = names.iter().filter(|n| has(n)).cloned().collect();

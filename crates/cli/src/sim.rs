@@ -63,7 +63,11 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
             "--json" => a.json = true,
             "--no-plots" => a.plots = false,
             "--trace" => {
-                a.trace = Some(it.next().ok_or("--trace needs a file (or - for stdout)")?.clone())
+                a.trace = Some(
+                    it.next()
+                        .ok_or("--trace needs a file (or - for stdout)")?
+                        .clone(),
+                )
             }
             s if s.starts_with('-') => {
                 return Err(format!("unknown option \"{s}\"; try \"tclab sim --help\""))
@@ -222,7 +226,10 @@ pub fn run_scenario_traced(
     if let Some(t) = sc.net.trace.as_mut() {
         let lines = t.finish()?;
         if trace != Some("-") {
-            eprintln!("tclab: trace: {lines} events written to {}", trace.unwrap_or(""));
+            eprintln!(
+                "tclab: trace: {lines} events written to {}",
+                trace.unwrap_or("")
+            );
         }
     }
     Ok((sc, out, wall.elapsed().as_secs_f64()))

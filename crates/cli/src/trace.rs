@@ -84,12 +84,20 @@ pub fn cmd(args: &[String]) -> Result<u8, String> {
             "--filter" => f.filter = Some(val("a filter as kind:pref (u32:1)")?),
             "--out" => out_dir = PathBuf::from(val("a directory")?),
             s if (s == "-" || !s.starts_with('-')) && file.is_none() => file = Some(s.to_string()),
-            s => return Err(format!("trace: unknown option \"{s}\"; try \"tclab trace --help\"")),
+            s => {
+                return Err(format!(
+                    "trace: unknown option \"{s}\"; try \"tclab trace --help\""
+                ))
+            }
         }
     }
-    let file = file.ok_or("trace: give the trace file (tclab sim SCENARIO --trace FILE wrote it), or - for stdin")?;
+    let file = file.ok_or(
+        "trace: give the trace file (tclab sim SCENARIO --trace FILE wrote it), or - for stdin",
+    )?;
     if sub == "plot" && (f.flow.is_some() || f.event.is_some() || f.filter.is_some()) {
-        return Err("trace plot: only --class and --dev apply (it plots a class's dequeues)".into());
+        return Err(
+            "trace plot: only --class and --dev apply (it plots a class's dequeues)".into(),
+        );
     }
     let reader: Box<dyn BufRead> = if file == "-" {
         Box::new(BufReader::new(std::io::stdin()))
@@ -117,12 +125,17 @@ pub fn cmd(args: &[String]) -> Result<u8, String> {
             continue;
         }
         if !header_seen {
-            return Err(format!("{file}: not a tclab trace (no \"# tclab trace\" header)"));
+            return Err(format!(
+                "{file}: not a tclab trace (no \"# tclab trace\" header)"
+            ));
         }
         let Some(p) = parse_line(&l) else {
             if all.peek().is_none() {
                 // A run cut short leaves its last line half written: keep what came before.
-                eprintln!("tclab: {file}:{}: the last line is cut short; ignored", n + 1);
+                eprintln!(
+                    "tclab: {file}:{}: the last line is cut short; ignored",
+                    n + 1
+                );
                 break;
             }
             return Err(format!("{file}:{}: not a trace line: {l}", n + 1));
@@ -145,7 +158,9 @@ pub fn cmd(args: &[String]) -> Result<u8, String> {
         }
     }
     if !header_seen {
-        return Err(format!("{file}: not a tclab trace (no \"# tclab trace\" header)"));
+        return Err(format!(
+            "{file}: not a tclab trace (no \"# tclab trace\" header)"
+        ));
     }
     // A filter naming something the trace does not have is a typo more often than a question.
     for (given, seen, what) in [
@@ -155,10 +170,18 @@ pub fn cmd(args: &[String]) -> Result<u8, String> {
         (&f.filter, &filters, "filters"),
     ] {
         if let Some(g) = given.as_ref().filter(|g| !seen.contains(*g)) {
-            let list: Vec<&str> = seen.iter().map(String::as_str).filter(|s| *s != "-").collect();
+            let list: Vec<&str> = seen
+                .iter()
+                .map(String::as_str)
+                .filter(|s| *s != "-")
+                .collect();
             return Err(format!(
                 "trace: no line has {g}; the {what} in {file}: {}",
-                if list.is_empty() { "none".into() } else { list.join(", ") }
+                if list.is_empty() {
+                    "none".into()
+                } else {
+                    list.join(", ")
+                }
             ));
         }
     }
@@ -172,7 +195,9 @@ pub fn cmd(args: &[String]) -> Result<u8, String> {
             let class = f.class.clone().ok_or("trace plot: give --class")?;
             plot_sojourn(&lines, &class, &out_dir)
         }
-        other => Err(format!("trace: unknown command \"{other}\"; try \"tclab trace --help\"")),
+        other => Err(format!(
+            "trace: unknown command \"{other}\"; try \"tclab trace --help\""
+        )),
     }
 }
 
@@ -204,7 +229,10 @@ pub fn stats(lines: &[Line]) -> String {
     let mut by_flow: BTreeMap<(String, String), Tally> = BTreeMap::new();
     for l in lines {
         let ingress = l.event == "rxdrop";
-        let dev_key = (l.dev.clone(), if ingress { "ingress" } else { "egress" }.to_string());
+        let dev_key = (
+            l.dev.clone(),
+            if ingress { "ingress" } else { "egress" }.to_string(),
+        );
         let mut keys = vec![(dev_key, &mut by_dev)];
         if l.class != "-" {
             keys.push(((l.dev.clone(), l.class.clone()), &mut by_class));
@@ -228,7 +256,15 @@ pub fn stats(lines: &[Line]) -> String {
     let table = |title: &str, map: &mut BTreeMap<(String, String), Tally>, out: &mut String| {
         out.push_str(&format!(
             "{:<22} {:<10} {:>9} {:>9} {:>7}  {:<28} {:>9} {:>9} {:>9}\n",
-            "dev", title, "enqueued", "sent", "dropped", "drops by reason", "p50 ms", "p99 ms", "max ms"
+            "dev",
+            title,
+            "enqueued",
+            "sent",
+            "dropped",
+            "drops by reason",
+            "p50 ms",
+            "p99 ms",
+            "max ms"
         ));
         for ((dev, key), t) in map.iter_mut() {
             t.sojourn.sort_unstable();
@@ -246,7 +282,11 @@ pub fn stats(lines: &[Line]) -> String {
                 t.enq,
                 t.deq,
                 dropped,
-                if reasons.is_empty() { "-".into() } else { reasons },
+                if reasons.is_empty() {
+                    "-".into()
+                } else {
+                    reasons
+                },
                 ms(pct(&t.sojourn, 0.5)),
                 ms(pct(&t.sojourn, 0.99)),
                 ms(t.sojourn.last().copied().unwrap_or(0)),
@@ -275,8 +315,11 @@ pub fn stats(lines: &[Line]) -> String {
             "dev", "filter", "enqueued", "refused"
         ));
         // Only the devices where filters classify: elsewhere every row would be `-`.
-        let filtered: std::collections::BTreeSet<&str> =
-            by_filter.keys().filter(|(_, f)| *f != "-").map(|(d, _)| *d).collect();
+        let filtered: std::collections::BTreeSet<&str> = by_filter
+            .keys()
+            .filter(|(_, f)| *f != "-")
+            .map(|(d, _)| *d)
+            .collect();
         for ((dev, filter), (n, refused)) in &by_filter {
             if !filtered.contains(dev) {
                 continue;
@@ -303,7 +346,9 @@ fn plot_sojourn(lines: &[Line], class: &str, dir: &std::path::Path) -> Result<u8
         }
     }
     if per_dev.is_empty() {
-        return Err(format!("class {class}: no packet of it was sent in this trace"));
+        return Err(format!(
+            "class {class}: no packet of it was sent in this trace"
+        ));
     }
     if !plot::font_available() {
         return Err(format!(

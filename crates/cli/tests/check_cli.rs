@@ -72,7 +72,12 @@ fn every_code_is_triggered_by_its_fault_and_not_by_a_clean_policy() {
     );
     // The clean policy shapes at 10 Mbit/s on a 20 Mbit/s line; only the ATM question remains open, and
     // the note that a batch file cannot turn offloads off.
-    assert_eq!(codes(&clean), vec!["gso-bursts", "linklayer-missing"], "{}", clean.stdout);
+    assert_eq!(
+        codes(&clean),
+        vec!["gso-bursts", "linklayer-missing"],
+        "{}",
+        clean.stdout
+    );
     let clean = check(&dir, "clean.batch", HTB_OK, &["--link", "20mbit"]);
     assert_eq!(codes(&clean), vec!["gso-bursts"], "{}", clean.stdout);
     assert_eq!(clean.code, 0);
@@ -182,10 +187,26 @@ fn cake_is_checked_against_the_line_in_cakes_words() {
     let dir = TempDir::new("check-cake");
     let line = ["--link", "1mbit", "--linklayer", "atm"];
     for (name, policy, want) in [
-        ("unlimited", "qdisc add dev ppp0 root cake\n", vec!["shaper-at-line-rate", "linklayer-missing"]),
-        ("fast", "qdisc add dev ppp0 root cake bandwidth 2mbit atm overhead 44\n", vec!["shaper-at-line-rate"]),
-        ("ptm", "qdisc add dev ppp0 root cake bandwidth 1mbit ptm overhead 22\n", vec!["linklayer-missing"]),
-        ("right", "qdisc add dev ppp0 root cake bandwidth 1mbit pppoe-llcsnap\n", vec![]),
+        (
+            "unlimited",
+            "qdisc add dev ppp0 root cake\n",
+            vec!["shaper-at-line-rate", "linklayer-missing"],
+        ),
+        (
+            "fast",
+            "qdisc add dev ppp0 root cake bandwidth 2mbit atm overhead 44\n",
+            vec!["shaper-at-line-rate"],
+        ),
+        (
+            "ptm",
+            "qdisc add dev ppp0 root cake bandwidth 1mbit ptm overhead 22\n",
+            vec!["linklayer-missing"],
+        ),
+        (
+            "right",
+            "qdisc add dev ppp0 root cake bandwidth 1mbit pppoe-llcsnap\n",
+            vec![],
+        ),
     ] {
         let r = check(&dir, &format!("{name}.batch"), policy, &line);
         assert_eq!(codes(&r), want, "{name}: {}", r.stdout);
@@ -193,7 +214,12 @@ fn cake_is_checked_against_the_line_in_cakes_words() {
             assert!(r.stdout.contains("`pppoe-llcsnap`"), "{}", r.stdout);
         }
         if want.contains(&"shaper-at-line-rate") {
-            assert!(r.stdout.contains("give cake the line's rate, `bandwidth 1Mbit`"), "{}", r.stdout);
+            assert!(
+                r.stdout
+                    .contains("give cake the line's rate, `bandwidth 1Mbit`"),
+                "{}",
+                r.stdout
+            );
         }
     }
 }
@@ -215,10 +241,20 @@ fn offloads_turned_off_by_the_script_silence_the_gso_note() {
     );
     assert_eq!(codes(&r), Vec::<String>::new(), "{}", r.stdout);
     // Only one of the two off: super-packets still come.
-    let r = check(&dir, "half.sh", &format!("#!/bin/bash\nethtool -K ppp0 tso off\n{tbf}"), &[]);
+    let r = check(
+        &dir,
+        "half.sh",
+        &format!("#!/bin/bash\nethtool -K ppp0 tso off\n{tbf}"),
+        &[],
+    );
     assert_eq!(codes(&r), vec!["gso-bursts"]);
     // CAKE splits them itself, unless told not to.
-    let r = check(&dir, "cake.sh", "#!/bin/bash\ntc qdisc add dev ppp0 root cake bandwidth 1mbit\n", &[]);
+    let r = check(
+        &dir,
+        "cake.sh",
+        "#!/bin/bash\ntc qdisc add dev ppp0 root cake bandwidth 1mbit\n",
+        &[],
+    );
     assert_eq!(codes(&r), Vec::<String>::new(), "{}", r.stdout);
     let r = check(
         &dir,
@@ -243,15 +279,30 @@ qdisc add dev eth0 parent 1:10 pfifo limit 100
 qdisc add dev eth0 parent 1:20 pfifo limit 100
 ";
     let inner = "filter add dev eth0 parent 1:1 protocol ip prio 1 u32 match ip dport 22 0xffff flowid 1:10\n";
-    let to_inner = "filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst 10.0.0.0/8 flowid 1:1\n";
+    let to_inner =
+        "filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst 10.0.0.0/8 flowid 1:1\n";
     let leaf = "filter add dev eth0 parent 1:10 protocol ip prio 1 u32 match ip dport 22 0xffff flowid 1:10\n";
     let found = |name: &str, p: String| -> Vec<String> {
         let r = check(&dir, name, &p, &["--link", "20mbit"]);
-        codes(&r).into_iter().filter(|c| c == "filter-unreached").collect()
+        codes(&r)
+            .into_iter()
+            .filter(|c| c == "filter-unreached")
+            .collect()
     };
     assert!(found("reached.batch", format!("{tree}{to_inner}{inner}")).is_empty());
     assert_eq!(found("orphan.batch", format!("{tree}{inner}")).len(), 1);
-    let r = check(&dir, "leaf.batch", &format!("{tree}{to_inner}{leaf}"), &["--link", "20mbit"]);
-    assert_eq!(codes(&r).iter().filter(|c| *c == "filter-unreached").count(), 1);
+    let r = check(
+        &dir,
+        "leaf.batch",
+        &format!("{tree}{to_inner}{leaf}"),
+        &["--link", "20mbit"],
+    );
+    assert_eq!(
+        codes(&r)
+            .iter()
+            .filter(|c| *c == "filter-unreached")
+            .count(),
+        1
+    );
     assert!(r.stdout.contains("eth0 class htb 1:10"), "{}", r.stdout);
 }

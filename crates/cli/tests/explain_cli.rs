@@ -30,7 +30,9 @@ fn row(out: &str, class: &str) -> (f64, f64) {
         .lines()
         .find(|l| {
             l.split_whitespace().any(|w| w == class)
-                && [" htb", " drr", " ets", " qfq", " prio", " hfsc"].iter().any(|k| l.contains(k))
+                && [" htb", " drr", " ets", " qfq", " prio", " hfsc"]
+                    .iter()
+                    .any(|k| l.contains(k))
         })
         .unwrap_or_else(|| panic!("no row for {class}:\n{out}"));
     let rates: Vec<f64> = line
@@ -53,7 +55,10 @@ fn row(out: &str, class: &str) -> (f64, f64) {
 
 fn assert_within(out: &str, class: &str, expect: f64) {
     let (computed, simulated) = row(out, class);
-    assert!((computed - expect).abs() / expect < 0.005, "{class} computed {computed}:\n{out}");
+    assert!(
+        (computed - expect).abs() / expect < 0.005,
+        "{class} computed {computed}:\n{out}"
+    );
     assert!(
         (simulated - computed).abs() / computed < 0.02,
         "{class}: simulated {simulated} vs computed {computed}:\n{out}"
@@ -75,10 +80,19 @@ class add dev eth0 parent 1:3 classid 1:6 htb rate 13mbit ceil 28mbit
 #[test]
 fn seed001_two_levels_computed_and_simulated_agree() {
     let f = batch("seed001", SEED001);
-    let o = explain(&f, &["--load", "1:2=5mbit,1:4=15mbit,1:5=10mbit,1:6=20mbit"]);
+    let o = explain(
+        &f,
+        &["--load", "1:2=5mbit,1:4=15mbit,1:5=10mbit,1:6=20mbit"],
+    );
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    for (class, rate) in [("1:2", 2e6), ("1:4", 10e6), ("1:5", 5e6), ("1:6", 13e6), ("1:3", 28e6)] {
+    for (class, rate) in [
+        ("1:2", 2e6),
+        ("1:4", 10e6),
+        ("1:5", 5e6),
+        ("1:6", 13e6),
+        ("1:3", 28e6),
+    ] {
         assert_within(&out, class, rate);
     }
     // The tree is drawn: 1:4 under 1:3.
@@ -103,12 +117,15 @@ fn kernel_vs_sim_policy_b_agrees() {
     // crates/cli/tests/kernel_vs_sim.rs's policy b: 1:10 6 Mbit/s and 1:20 4 Mbit/s (prio 1), 1:30
     // 1 Mbit/s (prio 0), under a 10 Mbit/s class. Every leaf backlogged on a 10 Mbit/s line: prio 0 is
     // served first (1 Mbit/s), the 9 left go to 1:10 and 1:20 by their quanta, 6:4.
-    let f = batch("kvs", "qdisc add dev eth0 root handle 1: htb default 30
+    let f = batch(
+        "kvs",
+        "qdisc add dev eth0 root handle 1: htb default 30
 class add dev eth0 parent 1: classid 1:1 htb rate 10mbit ceil 10mbit
 class add dev eth0 parent 1:1 classid 1:10 htb rate 6mbit ceil 10mbit prio 1
 class add dev eth0 parent 1:1 classid 1:20 htb rate 4mbit ceil 10mbit prio 1
 class add dev eth0 parent 1:1 classid 1:30 htb rate 1mbit ceil 10mbit prio 0
-");
+",
+    );
     let o = explain(&f, &[]);
     let out = String::from_utf8_lossy(&o.stdout);
     // No link: each leaf its rate (HTB's green sends do not ask the parent): 11 Mbit/s in all.
@@ -126,12 +143,18 @@ class add dev eth0 parent 1:1 classid 1:30 htb rate 1mbit ceil 10mbit prio 0
 fn drr_shares_the_link_by_quanta() {
     // Quanta 3000 and 1000 bytes, both backlogged, a third class offering 1 Mbit/s: it gets all it
     // offers, the other 9 Mbit/s of a 10 Mbit/s link split 3:1.
-    let f = batch("drr", "qdisc add dev eth0 root handle 1: drr
+    let f = batch(
+        "drr",
+        "qdisc add dev eth0 root handle 1: drr
 class add dev eth0 parent 1: classid 1:1 drr quantum 3000
 class add dev eth0 parent 1: classid 1:2 drr quantum 1000
 class add dev eth0 parent 1: classid 1:3 drr
-");
-    let o = explain(&f, &["--link", "10mbit", "--load", "1:1=max,1:2=max,1:3=1mbit"]);
+",
+    );
+    let o = explain(
+        &f,
+        &["--link", "10mbit", "--load", "1:1=max,1:2=max,1:3=1mbit"],
+    );
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_within(&out, "1:1", 6.75e6);
@@ -143,17 +166,23 @@ class add dev eth0 parent 1: classid 1:3 drr
 fn where_htb_departs_from_its_rule_the_note_says_so() {
     // Two prio-1 borrowers with quanta 3:1 beside a 1 Mbit/s prio-0 class: the rule computes 6.75 and
     // 2.25 Mbit/s; the engine (like Linux: 5.89 and 2.88 measured) splits the excess more evenly.
-    let f = batch("borrow", "qdisc add dev eth0 root handle 1: htb default 20
+    let f = batch(
+        "borrow",
+        "qdisc add dev eth0 root handle 1: htb default 20
 class add dev eth0 parent 1: classid 1:1 htb rate 10mbit ceil 10mbit
 class add dev eth0 parent 1:1 classid 1:10 htb rate 2mbit ceil 10mbit prio 0
 class add dev eth0 parent 1:1 classid 1:20 htb rate 3mbit ceil 8mbit prio 1
 class add dev eth0 parent 1:1 classid 1:30 htb rate 1mbit ceil 10mbit prio 1
-");
+",
+    );
     let o = explain(&f, &["--load", "1:10=1mbit,1:20=max,1:30=max"]);
     let out = String::from_utf8_lossy(&o.stdout);
     let (c20, s20) = row(&out, "1:20");
     let (c30, s30) = row(&out, "1:30");
-    assert!((c20 - 6.75e6).abs() < 1e4 && (c30 - 2.25e6).abs() < 1e4, "{out}");
+    assert!(
+        (c20 - 6.75e6).abs() < 1e4 && (c30 - 2.25e6).abs() < 1e4,
+        "{out}"
+    );
     assert!(s20 > s30 && s20 < c20 && s30 > c30, "{out}");
     assert!((s20 + s30 - 9e6).abs() / 9e6 < 0.02, "{out}");
     assert!(out.contains("note: 1:20 gets"), "{out}");
@@ -163,9 +192,15 @@ class add dev eth0 parent 1:1 classid 1:30 htb rate 1mbit ceil 10mbit prio 1
 fn refusals_are_clear() {
     let f = batch("bad", SEED001);
     for (args, msg) in [
-        (vec!["--load", "1:3=1mbit"], "1:3 on eth0 is an inner class: load its leaves"),
+        (
+            vec!["--load", "1:3=1mbit"],
+            "1:3 on eth0 is an inner class: load its leaves",
+        ),
         (vec!["--load", "1:9=1mbit"], "no device has class 1:9"),
-        (vec!["--load", "1:4=1mbit", "--load", "1:5=1mbit"], "--load given twice"),
+        (
+            vec!["--load", "1:4=1mbit", "--load", "1:5=1mbit"],
+            "--load given twice",
+        ),
         (vec!["--dev"], "--dev needs a device name"),
         (vec!["--load", "1:4"], "is not CLASS=RATE"),
         (vec!["--load", "1:4=fast"], "\"fast\" is not a rate"),
@@ -179,26 +214,54 @@ fn refusals_are_clear() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains(msg), "{args:?}: {err}");
     }
-    let f = batch("drr-nolink", "qdisc add dev eth0 root handle 1: drr\nclass add dev eth0 parent 1: classid 1:1 drr\n");
+    let f = batch(
+        "drr-nolink",
+        "qdisc add dev eth0 root handle 1: drr\nclass add dev eth0 parent 1: classid 1:1 drr\n",
+    );
     let err = String::from_utf8_lossy(&explain(&f, &[]).stderr).into_owned();
-    assert!(err.contains("drr has no rate of its own: give the line's rate with --link RATE"), "{err}");
+    assert!(
+        err.contains("drr has no rate of its own: give the line's rate with --link RATE"),
+        "{err}"
+    );
     // A classless root: nothing to share, said so.
-    let f = batch("tbf", "qdisc add dev eth0 root tbf rate 1mbit burst 10k latency 50ms\n");
+    let f = batch(
+        "tbf",
+        "qdisc add dev eth0 root tbf rate 1mbit burst 10k latency 50ms\n",
+    );
     let o = explain(&f, &[]);
     assert!(o.status.success());
-    assert!(String::from_utf8_lossy(&o.stdout).contains("no device has a root qdisc whose classes share the link"));
+    assert!(String::from_utf8_lossy(&o.stdout)
+        .contains("no device has a root qdisc whose classes share the link"));
     // A command that does not apply is reported, and the rest explained.
-    let f = batch("partial", &format!("{SEED001}qdisc add dev eth0 root handle 1: htb\n"));
+    let f = batch(
+        "partial",
+        &format!("{SEED001}qdisc add dev eth0 root handle 1: htb\n"),
+    );
     let o = explain(&f, &[]);
     assert!(o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("did not apply"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("did not apply"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]
 fn ets_qfq_and_prio_by_their_rules() {
     // ETS: band 1 strict takes its 2 Mbit/s first; bands 2..4 share the other 8 by quanta 3000:1000:2000.
-    let f = batch("ets", "qdisc add dev eth0 root handle 1: ets bands 4 strict 1 quanta 3000 1000 2000\n");
-    let o = explain(&f, &["--link", "10mbit", "--load", "1:1=2mbit,1:2=max,1:3=max,1:4=max"]);
+    let f = batch(
+        "ets",
+        "qdisc add dev eth0 root handle 1: ets bands 4 strict 1 quanta 3000 1000 2000\n",
+    );
+    let o = explain(
+        &f,
+        &[
+            "--link",
+            "10mbit",
+            "--load",
+            "1:1=2mbit,1:2=max,1:3=max,1:4=max",
+        ],
+    );
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("1:1 ets strict"), "{out}");
     assert_within(&out, "1:1", 2e6);
@@ -206,18 +269,24 @@ fn ets_qfq_and_prio_by_their_rules() {
     assert_within(&out, "1:3", 8e6 / 6.0);
     assert_within(&out, "1:4", 16e6 / 6.0);
     // QFQ: weights 1:2:7 of a 10 Mbit/s link.
-    let f = batch("qfq", "qdisc add dev eth0 root handle 1: qfq
+    let f = batch(
+        "qfq",
+        "qdisc add dev eth0 root handle 1: qfq
 class add dev eth0 parent 1: classid 1:1 qfq weight 1
 class add dev eth0 parent 1: classid 1:2 qfq weight 2
 class add dev eth0 parent 1: classid 1:3 qfq weight 7
-");
+",
+    );
     let out = String::from_utf8_lossy(&explain(&f, &["--link", "10mbit"]).stdout).into_owned();
     assert_within(&out, "1:1", 1e6);
     assert_within(&out, "1:2", 2e6);
     assert_within(&out, "1:3", 7e6);
     // PRIO: band 1 takes its 3 Mbit/s, band 2 the rest, band 3 starves.
     let f = batch("prio", "qdisc add dev eth0 root handle 1: prio\n");
-    let o = explain(&f, &["--link", "10mbit", "--load", "1:1=3mbit,1:2=max,1:3=max"]);
+    let o = explain(
+        &f,
+        &["--link", "10mbit", "--load", "1:1=3mbit,1:2=max,1:3=max"],
+    );
     let out = String::from_utf8_lossy(&o.stdout);
     assert_within(&out, "1:1", 3e6);
     assert_within(&out, "1:2", 7e6);
@@ -229,12 +298,15 @@ class add dev eth0 parent 1: classid 1:3 qfq weight 7
 fn hfsc_real_time_first_then_link_sharing_by_ls() {
     // 10 Mbit/s: 1:30 is capped by its ul at 1.5; the other 8.5 go by ls m2 1:3 — 2.125 to 1:10 (above
     // its rt of 2, which is its floor) and 6.375 to 1:20. With 1:30 idle: 10 by 1:3 → 2.5 and 7.5.
-    let f = batch("hfsc", "qdisc add dev eth0 root handle 1: hfsc default 30
+    let f = batch(
+        "hfsc",
+        "qdisc add dev eth0 root handle 1: hfsc default 30
 class add dev eth0 parent 1: classid 1:1 hfsc ls m2 10mbit ul m2 10mbit
 class add dev eth0 parent 1:1 classid 1:10 hfsc rt m2 2mbit ls m2 1mbit
 class add dev eth0 parent 1:1 classid 1:20 hfsc ls m2 3mbit
 class add dev eth0 parent 1:1 classid 1:30 hfsc ls m2 1mbit ul m2 1500kbit
-");
+",
+    );
     let out = String::from_utf8_lossy(&explain(&f, &["--link", "10mbit"]).stdout).into_owned();
     assert_within(&out, "1:10", 2.125e6);
     assert_within(&out, "1:20", 6.375e6);
@@ -244,10 +316,13 @@ class add dev eth0 parent 1:1 classid 1:30 hfsc ls m2 1mbit ul m2 1500kbit
     assert_within(&out, "1:10", 2.5e6);
     assert_within(&out, "1:20", 7.5e6);
     // The real-time rate is a floor: 1:10's ls share of 1 in 7 would be 1.43 Mbit/s, below its rt 2.
-    let f = batch("hfsc-rt", "qdisc add dev eth0 root handle 1: hfsc
+    let f = batch(
+        "hfsc-rt",
+        "qdisc add dev eth0 root handle 1: hfsc
 class add dev eth0 parent 1: classid 1:10 hfsc rt m2 2mbit ls m2 1mbit
 class add dev eth0 parent 1: classid 1:20 hfsc ls m2 6mbit
-");
+",
+    );
     let out = String::from_utf8_lossy(&explain(&f, &["--link", "10mbit"]).stdout).into_owned();
     assert_within(&out, "1:10", 2e6);
     assert_within(&out, "1:20", 8e6);
@@ -258,13 +333,16 @@ fn short_leaf_queues_and_ceilings_below_rates() {
     // A pfifo of 10 packets under a backlogged class (the simulation keeps fewer packets queued than it
     // would like: it must end, not spin), and a class whose ceil (2 Mbit/s) is below its rate (5): HTB
     // stops it at the ceil (HTB_CANT_SEND once its ctokens run out), its sibling takes the rest.
-    let f = batch("short", "qdisc add dev eth0 root handle 1: htb default 30
+    let f = batch(
+        "short",
+        "qdisc add dev eth0 root handle 1: htb default 30
 class add dev eth0 parent 1: classid 1:1 htb rate 10mbit
 class add dev eth0 parent 1:1 classid 1:10 htb rate 5mbit ceil 2mbit
 class add dev eth0 parent 1:1 classid 1:30 htb rate 1mbit ceil 1gbit
 qdisc add dev eth0 parent 1:30 pfifo limit 10
 qdisc add dev eth0 parent 1:10 tbf rate 500kbit burst 3000 latency 50ms
-");
+",
+    );
     let o = explain(&f, &["--load", "1:30=max"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8_lossy(&o.stdout).into_owned();

@@ -30,15 +30,26 @@ fn apply(name: &str, devices: &[&str], args: &[&str]) -> Applied {
         let mut argv = vec!["link", "add", "dev"];
         argv.extend(d.split_whitespace());
         let o = tclab(&state, &argv);
-        assert!(o.status.success(), "link add dev {d}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "link add dev {d}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
     }
     let path = fixture(&format!("field/{name}"));
     let mut argv = vec!["script", "run", "--strict", path.as_str()];
     argv.extend(args);
     let run = tclab(&state, &argv);
     let report = String::from_utf8_lossy(&run.stderr).into_owned();
-    assert!(run.status.success(), "{name} does not apply whole:\n{report}");
-    Applied { _dir: dir, state, report }
+    assert!(
+        run.status.success(),
+        "{name} does not apply whole:\n{report}"
+    );
+    Applied {
+        _dir: dir,
+        state,
+        report,
+    }
 }
 
 impl Applied {
@@ -60,7 +71,11 @@ impl Applied {
         let mut argv = vec!["tc"];
         argv.extend(args);
         let out = text(&tclab(&self.state, &argv));
-        assert!(!out.contains(unwanted), "`tc {}` shows {unwanted:?}:\n{out}", args.join(" "));
+        assert!(
+            !out.contains(unwanted),
+            "`tc {}` shows {unwanted:?}:\n{out}",
+            args.join(" ")
+        );
     }
 
     fn reported(&self, summary: &str) {
@@ -68,22 +83,26 @@ impl Applied {
     }
 }
 
-const MIRRED_IFB4ETH0: &str = "\taction order 1: mirred (Egress Redirect to device ifb4eth0) stolen";
+const MIRRED_IFB4ETH0: &str =
+    "\taction order 1: mirred (Egress Redirect to device ifb4eth0) stolen";
 
 #[test]
 fn sqm_simple_qos() {
     // sqm-scripts simple.qos, 9.5/95 Mbit/s cable line (stab ethernet, overhead 18, mpu 64): three HTB
     // tiers with fq_codel leaves, fw filters on iptables marks, ingress through ifb4eth0.
     let a = apply("sqm_simple.sh", &["eth0"], &[]);
-    a.reported("49 commands applied, 14 refused (14 of them a deletion of something that was not there)");
+    a.reported(
+        "49 commands applied, 14 refused (14 of them a deletion of something that was not there)",
+    );
     a.shows(&["qdisc", "show", "dev", "eth0"], &[
         "qdisc htb 1: root refcnt 2 r2q 10 default 0x12 direct_packets_stat 0 direct_qlen 1000",
         "qdisc fq_codel 110: parent 1:11 limit 1001p flows 1024 quantum 300 target 5ms interval 100ms memory_limit 32Mb ecn drop_batch 64 ",
         "qdisc ingress ffff: parent ffff:fff1 ---------------- ",
     ]);
-    a.shows(&["-d", "qdisc", "show", "dev", "eth0"], &[
-        " linklayer ethernet overhead 18 mpu 64 mtu 2047 tsize 512 ",
-    ]);
+    a.shows(
+        &["-d", "qdisc", "show", "dev", "eth0"],
+        &[" linklayer ethernet overhead 18 mpu 64 mtu 2047 tsize 512 "],
+    );
     a.shows(&["class", "show", "dev", "eth0"], &[
         "class htb 1:1 root rate 9500Kbit ceil 9500Kbit burst 1748b cburst 1748b ",
         "class htb 1:11 parent 1:1 leaf 110: prio 1 rate 128Kbit ceil 3166Kbit burst 1600b cburst 1599b ",
@@ -95,7 +114,10 @@ fn sqm_simple_qos() {
         "filter parent 1: protocol ipv6 pref 9 u32 chain 0 fh 802::800 order 2048 key ht 802 bkt 0 flowid 1:13 not_in_hw ",
         "filter parent 1: protocol all pref 999 u32 chain 0 fh 800::800 order 2048 key ht 800 bkt 0 flowid 1:12 not_in_hw ",
     ]);
-    a.shows(&["filter", "show", "dev", "eth0", "parent", "ffff:"], &[MIRRED_IFB4ETH0]);
+    a.shows(
+        &["filter", "show", "dev", "eth0", "parent", "ffff:"],
+        &[MIRRED_IFB4ETH0],
+    );
     a.shows(&["class", "show", "dev", "ifb4eth0"], &[
         "class htb 1:10 parent 1:1 leaf 110: prio 0 rate 95Mbit ceil 95Mbit burst 11875b cburst 11875b ",
     ]);
@@ -109,7 +131,10 @@ fn sqm_simple_qos() {
         "-A POSTROUTING -o eth0 -m mark --mark 0x0/0xff -g QOS_MARK_eth0",
         "-A QOS_MARK_eth0 -m dscp --dscp 0x08 -j MARK --set-xmark 0x3/0xff",
     ] {
-        assert!(rules.lines().any(|l| l == want), "iptables -S lacks {want:?}:\n{rules}");
+        assert!(
+            rules.lines().any(|l| l == want),
+            "iptables -S lacks {want:?}:\n{rules}"
+        );
     }
     a.lacks(&["qdisc", "show"], "SQM_IFB");
 }
@@ -118,17 +143,23 @@ fn sqm_simple_qos() {
 fn sqm_simplest_qos() {
     // sqm-scripts simplest.qos on the same line: one HTB class and an fq_codel leaf each way.
     let a = apply("sqm_simplest.sh", &["eth0"], &[]);
-    a.reported("24 commands applied, 3 refused (3 of them a deletion of something that was not there)");
+    a.reported(
+        "24 commands applied, 3 refused (3 of them a deletion of something that was not there)",
+    );
     a.shows(&["class", "show", "dev", "eth0"], &[
         "class htb 1:10 parent 1:1 leaf 110: prio 0 rate 9500Kbit ceil 9500Kbit burst 1748b cburst 1748b ",
     ]);
     a.shows(&["qdisc", "show", "dev", "eth0"], &[
         "qdisc fq_codel 110: parent 1:10 limit 1001p flows 1024 quantum 1514 target 5ms interval 100ms memory_limit 32Mb ecn drop_batch 64 ",
     ]);
-    a.shows(&["class", "show", "dev", "ifb4eth0"], &[
-        "class htb 1:1 root rate 95Mbit ceil 95Mbit burst 11875b cburst 11875b ",
-    ]);
-    a.shows(&["filter", "show", "dev", "eth0", "parent", "ffff:"], &[MIRRED_IFB4ETH0]);
+    a.shows(
+        &["class", "show", "dev", "ifb4eth0"],
+        &["class htb 1:1 root rate 95Mbit ceil 95Mbit burst 11875b cburst 11875b "],
+    );
+    a.shows(
+        &["filter", "show", "dev", "eth0", "parent", "ffff:"],
+        &[MIRRED_IFB4ETH0],
+    );
 }
 
 #[test]
@@ -139,8 +170,14 @@ fn sqm_simplest_tbf_qos() {
         "qdisc tbf 1: root refcnt 2 rate 9500Kbit burst 1748b lat 300ms ",
         "qdisc fq_codel 110: parent 1: limit 1001p flows 1024 quantum 1514 target 5ms interval 100ms memory_limit 32Mb ecn drop_batch 64 ",
     ]);
-    a.shows(&["qdisc", "show", "dev", "ifb4eth0"], &["qdisc tbf 1: root refcnt 2 rate 95Mbit burst 11863b lat 300ms "]);
-    a.shows(&["class", "show", "dev", "eth0"], &["class tbf 1:1 parent 1: leaf 110: "]);
+    a.shows(
+        &["qdisc", "show", "dev", "ifb4eth0"],
+        &["qdisc tbf 1: root refcnt 2 rate 95Mbit burst 11863b lat 300ms "],
+    );
+    a.shows(
+        &["class", "show", "dev", "eth0"],
+        &["class tbf 1:1 parent 1: leaf 110: "],
+    );
 }
 
 #[test]
@@ -176,7 +213,10 @@ fn wondershaper_down_1024_up_512() {
         "filter protocol ip pref 49152 u32 chain 0 fh 800::800 order 2048 key ht 800 bkt 0 terminal flowid not_in_hw ",
         "\taction order 1: mirred (Egress Redirect to device ifb0) stolen",
     ]);
-    a.shows(&["class", "show", "dev", "ifb0"], &["class htb 2:1 root prio 0 rate 1024Kbit ceil 1024Kbit burst 1599b cburst 1599b "]);
+    a.shows(
+        &["class", "show", "dev", "ifb0"],
+        &["class htb 2:1 root prio 0 rate 1024Kbit ceil 1024Kbit burst 1599b cburst 1599b "],
+    );
 }
 
 #[test]
@@ -185,7 +225,9 @@ fn tcconfig_tcset_rate_delay_loss_both_directions() {
     // --rate 20Mbps --delay 20ms: htb 1a1a: with a netem leaf, filters, ifb6682 for the incoming side.
     let a = apply("tcconfig_tcset.sh", &["eth0"], &[]);
     a.reported("16 commands applied, 0 refused");
-    assert!(a.report.contains("Warning: sch_htb: quantum of class 1A1A0001 is big. Consider r2q change."));
+    assert!(a
+        .report
+        .contains("Warning: sch_htb: quantum of class 1A1A0001 is big. Consider r2q change."));
     a.shows(&["qdisc", "show", "dev", "eth0"], &[
         "qdisc htb 1a1a: root refcnt 2 r2q 10 default 0x1 direct_packets_stat 0 direct_qlen 1000",
         "qdisc netem 2e06: parent 1a1a:28 limit 1000 delay 50ms  10ms loss 0.5%",
@@ -207,31 +249,48 @@ fn tcconfig_tcset_rate_delay_loss_both_directions() {
         "class htb 1a1a:1 root prio 0 rate 32Gbit ceil 32Gbit burst 0b cburst 0b ",
         "class htb 1a1a:118 root leaf 2065: prio 0 rate 20Mbit ceil 20Mbit burst 1600b cburst 1600b ",
     ]);
-    a.shows(&["qdisc", "show", "dev", "ifb6682"], &["qdisc netem 2065: parent 1a1a:118 limit 1000 delay 20ms"]);
+    a.shows(
+        &["qdisc", "show", "dev", "ifb6682"],
+        &["qdisc netem 2065: parent 1a1a:118 limit 1000 delay 20ms"],
+    );
 }
 
 #[test]
 fn mininet_tclink_htb_tbf_hfsc_with_netem() {
     // mininet TCLink: bw=10 delay 5ms jitter 1ms loss 1 max_queue_size 1000 (HTB), bw=5 delay 10ms
     // use_tbf, bw=20 loss 2 use_hfsc; netem under class 5:1 each time, both ends of each link.
-    let devs = ["h1-eth0", "s1-eth1", "h2-eth0", "s1-eth2", "h3-eth0", "s1-eth3"];
+    let devs = [
+        "h1-eth0", "s1-eth1", "h2-eth0", "s1-eth2", "h3-eth0", "s1-eth3",
+    ];
     let a = apply("mininet_tclink.sh", &devs, &[]);
     a.reported("16 commands applied, 0 refused");
     for d in ["h1-eth0", "s1-eth1"] {
-        a.shows(&["qdisc", "show", "dev", d], &["qdisc netem 10: parent 5:1 limit 1000 delay 5ms  1ms loss 1%"]);
+        a.shows(
+            &["qdisc", "show", "dev", d],
+            &["qdisc netem 10: parent 5:1 limit 1000 delay 5ms  1ms loss 1%"],
+        );
         a.shows(&["class", "show", "dev", d], &[
             "class htb 5:1 root leaf 10: prio 0 rate 10Mbit ceil 10Mbit burst 15Kb cburst 1600b ",
         ]);
     }
-    a.shows(&["qdisc", "show", "dev", "h2-eth0"], &[
-        "qdisc tbf 5: root refcnt 2 rate 5Mbit burst 15000b lat 24ms ",
-        "qdisc netem 10: parent 5:1 limit 1000 delay 10ms",
-    ]);
-    a.shows(&["class", "show", "dev", "h2-eth0"], &["class tbf 5:1 parent 5: leaf 10: "]);
-    a.shows(&["qdisc", "show", "dev", "s1-eth3"], &[
-        "qdisc hfsc 5: root refcnt 2 default 1 ",
-        "qdisc netem 10: parent 5:1 limit 1000 loss 2%",
-    ]);
+    a.shows(
+        &["qdisc", "show", "dev", "h2-eth0"],
+        &[
+            "qdisc tbf 5: root refcnt 2 rate 5Mbit burst 15000b lat 24ms ",
+            "qdisc netem 10: parent 5:1 limit 1000 delay 10ms",
+        ],
+    );
+    a.shows(
+        &["class", "show", "dev", "h2-eth0"],
+        &["class tbf 5:1 parent 5: leaf 10: "],
+    );
+    a.shows(
+        &["qdisc", "show", "dev", "s1-eth3"],
+        &[
+            "qdisc hfsc 5: root refcnt 2 default 1 ",
+            "qdisc netem 10: parent 5:1 limit 1000 loss 2%",
+        ],
+    );
     a.shows(&["class", "show", "dev", "s1-eth3"], &[
         "class hfsc 5:1 parent 5: leaf 10: sc m1 0bit d 0us m2 20Mbit ul m1 0bit d 0us m2 20Mbit ",
     ]);
@@ -243,11 +302,17 @@ fn cni_bandwidth_plugin_ingress_and_egress() {
     // plugin's ifb, fed by an ingress u32 filter with two mirred redirects.
     let a = apply("cni_bandwidth.sh", &["veth5f3c2a1b"], &[]);
     a.reported("5 commands applied, 0 refused");
-    a.shows(&["qdisc", "show", "dev", "veth5f3c2a1b"], &[
-        "qdisc tbf 1: root refcnt 2 rate 10Mbit burst 256Mb lat 25ms ",
-        "qdisc ingress ffff: parent ffff:fff1 ---------------- ",
-    ]);
-    a.shows(&["qdisc", "show", "dev", "bwp9d4e7c2a61f"], &["qdisc tbf 1: root refcnt 2 rate 10Mbit burst 256Mb lat 25ms "]);
+    a.shows(
+        &["qdisc", "show", "dev", "veth5f3c2a1b"],
+        &[
+            "qdisc tbf 1: root refcnt 2 rate 10Mbit burst 256Mb lat 25ms ",
+            "qdisc ingress ffff: parent ffff:fff1 ---------------- ",
+        ],
+    );
+    a.shows(
+        &["qdisc", "show", "dev", "bwp9d4e7c2a61f"],
+        &["qdisc tbf 1: root refcnt 2 rate 10Mbit burst 256Mb lat 25ms "],
+    );
     a.shows(&["filter", "show", "dev", "veth5f3c2a1b", "parent", "ffff:"], &[
         "filter protocol all pref 1 u32 chain 0 fh 800::800 order 2048 key ht 800 bkt 0 flowid 1:1 not_in_hw ",
         "\taction order 1: mirred (Egress Redirect to device bwp9d4e7c2a61f) stolen",
@@ -263,18 +328,24 @@ fn pumba_netem_delay_to_a_target_then_loss() {
     // prio + sfq + netem on band 3 + u32; then its stop commands and a root "netem loss 5.00 10.00".
     let a = apply("pumba_netem.sh", &["eth0"], &[]);
     a.reported("5 commands applied, 0 refused");
-    a.shows(&["qdisc", "show", "dev", "eth0"], &[
-        "qdisc prio 1: root refcnt 2 bands 3 priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1",
-        "qdisc netem 30: parent 1:3 limit 1000 delay 100ms  20ms 25%",
-        "qdisc sfq 10: parent 1:1 limit 127p quantum 1514b depth 127 divisor 1024 ",
-    ]);
+    a.shows(
+        &["qdisc", "show", "dev", "eth0"],
+        &[
+            "qdisc prio 1: root refcnt 2 bands 3 priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1",
+            "qdisc netem 30: parent 1:3 limit 1000 delay 100ms  20ms 25%",
+            "qdisc sfq 10: parent 1:1 limit 127p quantum 1514b depth 127 divisor 1024 ",
+        ],
+    );
     a.shows(&["filter", "show", "dev", "eth0"], &[
         "filter parent 1: protocol ip pref 1 u32 chain 0 fh 800::800 order 2048 key ht 800 bkt 0 flowid 1:3 not_in_hw ",
         "  match 0a000005/ffffffff at 16",
     ]);
     let b = apply("pumba_netem.sh", &["eth0"], &["stop"]);
     b.reported("10 commands applied, 0 refused");
-    b.shows(&["qdisc", "show", "dev", "eth0"], &["qdisc netem 8001: root refcnt 2 limit 1000 loss 5% 10%"]);
+    b.shows(
+        &["qdisc", "show", "dev", "eth0"],
+        &["qdisc netem 8001: root refcnt 2 limit 1000 loss 5% 10%"],
+    );
     b.lacks(&["qdisc", "show", "dev", "eth0"], "prio");
 }
 
@@ -282,7 +353,11 @@ fn pumba_netem_delay_to_a_target_then_loss() {
 fn libreqos_mq_htb_per_queue_cake_and_fq_codel_leaves() {
     // LibreQoS bakery, two 1 Gbit/s interfaces of two queues each: mq root 7FFF:, an HTB per queue, a
     // site and two circuits, every handle written 0x…, run as "/sbin/tc -f -batch".
-    let a = apply("libreqos.sh", &["eth1 numtxqueues 2", "eth2 numtxqueues 2"], &[]);
+    let a = apply(
+        "libreqos.sh",
+        &["eth1 numtxqueues 2", "eth2 numtxqueues 2"],
+        &[],
+    );
     a.reported("2 commands applied, 0 refused");
     a.shows(&["qdisc", "show", "dev", "eth1"], &[
         "qdisc mq 7fff: root ",

@@ -395,7 +395,9 @@ fn sqm_layer_cake_applies_whole() {
     let report = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "{report}");
     assert!(
-        report.contains("14 commands applied, 3 refused (3 of them a deletion of something that was not there)"),
+        report.contains(
+            "14 commands applied, 3 refused (3 of them a deletion of something that was not there)"
+        ),
         "{report}"
     );
     let q = text(&tclab(&st, &["tc", "qdisc", "show"]));
@@ -407,6 +409,12 @@ fn sqm_layer_cake_applies_whole() {
         assert!(q.contains(want), "qdisc show lacks {want:?}:\n{q}");
     }
     assert!(!q.contains("SQM_IFB"), "the probes' ifbs are gone:\n{q}");
-    let f = text(&tclab(&st, &["tc", "filter", "show", "dev", "eth0", "parent", "ffff:"]));
-    assert!(f.contains("mirred (Egress Redirect to device ifb4eth0) stolen"), "{f}");
+    let f = text(&tclab(
+        &st,
+        &["tc", "filter", "show", "dev", "eth0", "parent", "ffff:"],
+    ));
+    assert!(
+        f.contains("mirred (Egress Redirect to device ifb4eth0) stolen"),
+        "{f}"
+    );
 }

@@ -322,7 +322,15 @@ fn a_trace_is_written_and_read_back() {
     let trace = dir.join("run.trace");
     let t = trace.to_str().unwrap();
     let (code, _, err) = tclab(
-        &["sim", "cake-adsl-upload-htb", "--no-plots", "--out", "out", "--trace", t],
+        &[
+            "sim",
+            "cake-adsl-upload-htb",
+            "--no-plots",
+            "--out",
+            "out",
+            "--trace",
+            t,
+        ],
         &dir,
     );
     assert_eq!(code, 0, "{err}");
@@ -340,28 +348,59 @@ fn a_trace_is_written_and_read_back() {
     // Seed 004's pings are the 100 packets its u32 at pref 10 (`match ip protocol 1`) classified.
     let (_, out, _) = tclab(&["trace", "stats", t], &dir);
     assert!(
-        out.lines().any(|l| l.split_whitespace().collect::<Vec<_>>()
-            == ["router:ppp0", "u32:10", "100", "0"]),
+        out.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["router:ppp0", "u32:10", "100", "0"]),
         "{out}"
     );
     let (_, out, _) = tclab(&["trace", "show", t, "--filter", "u32:10"], &dir);
     assert_eq!(out.lines().count(), 100);
-    assert!(out.lines().all(|l| l.contains(" enq ping 98 1:10 ok ")), "{out}");
-    let (_, out, _) = tclab(&["trace", "show", t, "--flow", "upload", "--event", "drop"], &dir);
+    assert!(
+        out.lines().all(|l| l.contains(" enq ping 98 1:10 ok ")),
+        "{out}"
+    );
+    let (_, out, _) = tclab(
+        &["trace", "show", t, "--flow", "upload", "--event", "drop"],
+        &dir,
+    );
     assert_eq!(out.lines().count(), 89);
     assert!(out.lines().all(|l| l.contains(" drop upload ")));
     // Bad input.
     for (args, msg) in [
-        (vec!["trace", "stats", "nope.trace"], "cannot read nope.trace"),
-        (vec!["trace", "stats", t, "--class", "x:y"], "\"x:y\" is not a classid"),
-        (vec!["trace", "show", t, "--event", "boom"], "\"boom\" is not enq, deq, drop or rxdrop"),
+        (
+            vec!["trace", "stats", "nope.trace"],
+            "cannot read nope.trace",
+        ),
+        (
+            vec!["trace", "stats", t, "--class", "x:y"],
+            "\"x:y\" is not a classid",
+        ),
+        (
+            vec!["trace", "show", t, "--event", "boom"],
+            "\"boom\" is not enq, deq, drop or rxdrop",
+        ),
         (vec!["trace", "plot", t], "trace plot: give --class"),
-        (vec!["trace", "plot", t, "--class", "1:20", "--flow", "ping"], "only --class and --dev apply"),
-        (vec!["trace", "stats", t, "--class", "9:9"], "no line has 9:9; the classes in"),
-        (vec!["sim", "cake-adsl-upload-htb", "--json", "--trace", "-"], "both write to stdout"),
+        (
+            vec!["trace", "plot", t, "--class", "1:20", "--flow", "ping"],
+            "only --class and --dev apply",
+        ),
+        (
+            vec!["trace", "stats", t, "--class", "9:9"],
+            "no line has 9:9; the classes in",
+        ),
+        (
+            vec!["sim", "cake-adsl-upload-htb", "--json", "--trace", "-"],
+            "both write to stdout",
+        ),
         (vec!["trace", "frob", t], "unknown command \"frob\""),
-        (vec!["trace", "stats", t, "--filter", "fw:1"], "no line has fw:1; the filters in"),
-        (vec!["sim", "cake-adsl-upload-htb", "--trace"], "--trace needs a file"),
+        (
+            vec!["trace", "stats", t, "--filter", "fw:1"],
+            "no line has fw:1; the filters in",
+        ),
+        (
+            vec!["sim", "cake-adsl-upload-htb", "--trace"],
+            "--trace needs a file",
+        ),
     ] {
         let (code, _, err) = tclab(&args, &dir);
         assert_eq!(code, 1, "{args:?}");

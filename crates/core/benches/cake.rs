@@ -117,11 +117,21 @@ fn main() {
             memory: Some(u32::MAX >> 1),
             ..Default::default()
         };
-        cake_row("cake diffserv8 bandwidth 10gbit", &cake(1_250_000_000), &pkts, fq);
+        cake_row(
+            "cake diffserv8 bandwidth 10gbit",
+            &cake(1_250_000_000),
+            &pkts,
+            fq,
+        );
         cake_row("cake diffserv8 unlimited", &cake(0), &pkts, fq);
         if flows == 1024 {
             let one = packets(flows, true);
-            cake_row("cake diffserv8 10gbit, all to one server", &cake(1_250_000_000), &one, fq);
+            cake_row(
+                "cake diffserv8 10gbit, all to one server",
+                &cake(1_250_000_000),
+                &one,
+                fq,
+            );
         }
     }
 }

@@ -132,7 +132,8 @@ pub fn host_addrs(pkt: &Packet) -> Option<([u64; 3], [u64; 3])> {
     let d = &pkt.data;
     match pkt.protocol {
         0x0800 if d.len() >= 20 && d[0] >> 4 == 4 => {
-            let word = |at: usize| u32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]]) as u64;
+            let word =
+                |at: usize| u32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]]) as u64;
             Some(([4, word(12), 0], [4, word(16), 0]))
         }
         0x86dd if d.len() >= 40 && d[0] >> 4 == 6 => {

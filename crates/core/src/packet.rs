@@ -140,4 +140,3 @@ fn ipv4_header(src: [u8; 4], dst: [u8; 4], proto: u8, tos: u8, total_len: u32) -
     h[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
     h
 }
-

@@ -52,10 +52,7 @@ fn diffserv_tins_have_the_kernels_threshold_rates() {
         diffserv_mode: Some(diffserv::DIFFSERV4),
         ..Default::default()
     });
-    assert_eq!(
-        tin_rates(&q),
-        vec![2_500_000, 156_250, 1_250_000, 625_000]
-    );
+    assert_eq!(tin_rates(&q), vec![2_500_000, 156_250, 1_250_000, 625_000]);
     // diffserv8: each tin 7/8 of the previous (integer arithmetic: rate * 7 >> 3).
     let q = cake(CakeOptions {
         base_rate: Some(8000),
@@ -86,12 +83,24 @@ fn per_tin_target_is_one_and_a_half_mtu_times_or_5ms_and_interval_follows() {
         ..Default::default()
     });
     let (p, _, _) = q.tin_params()[0];
-    assert!((p.mtu_time as i64 - 12_112_000).abs() < 1514, "{}", p.mtu_time);
+    assert!(
+        (p.mtu_time as i64 - 12_112_000).abs() < 1514,
+        "{}",
+        p.mtu_time
+    );
     assert!((p.target as i64 - 18_168_000).abs() < 2000, "{}", p.target);
-    assert!((p.interval as i64 - 113_168_000).abs() < 2000, "{}", p.interval);
+    assert!(
+        (p.interval as i64 - 113_168_000).abs() < 2000,
+        "{}",
+        p.interval
+    );
     // The bulk tin at 1/16 of that: MTU time 193.79 ms, target 290.69 ms, interval = 2 × target.
     let (b, _, _) = q.tin_params()[1];
-    assert!((b.target as i64 - 290_688_000).abs() < 30_000, "{}", b.target);
+    assert!(
+        (b.target as i64 - 290_688_000).abs() < 30_000,
+        "{}",
+        b.target
+    );
     assert_eq!(b.interval, 2 * b.target);
 }
 
@@ -178,7 +187,10 @@ fn the_shaper_sends_at_the_configured_rate() {
     for i in 0..1000 {
         let mut cx = Cx::new(0);
         // ECN-capable: the 1.2 s standing queue makes COBALT signal, by marks rather than drops.
-        assert_eq!(q.enqueue(udp(1, 1000 + (i % 4), 1, 0, true), &mut cx), Verdict::Success);
+        assert_eq!(
+            q.enqueue(udp(1, 1000 + (i % 4), 1, 0, true), &mut cx),
+            Verdict::Success
+        );
     }
     let out = drain(&mut q, 0, 2000);
     assert_eq!(out.len(), 1000);
@@ -397,26 +409,53 @@ fn the_ack_filter_drops_only_acks_made_redundant() {
     let mut q = ack_filter(ack::FILTER);
     let out = filtered(
         &mut q,
-        vec![ack_pkt(1000, ACK, &[]), ack_pkt(2000, ACK, &[]), ack_pkt(3000, ACK, &[])],
+        vec![
+            ack_pkt(1000, ACK, &[]),
+            ack_pkt(2000, ACK, &[]),
+            ack_pkt(3000, ACK, &[]),
+        ],
     );
     assert_eq!(out, vec![1000]);
-    let Some(Xstats::Cake(x)) = q.xstats() else { panic!() };
+    let Some(Xstats::Cake(x)) = q.xstats() else {
+        panic!()
+    };
     assert_eq!(x.tins[0].acks_dropped_packets, 1);
     assert_eq!(q.stats().qlen, 2);
     // Aggressive: one eligible ACK right before the new one is enough.
     let mut q = ack_filter(ack::AGGRESSIVE);
-    let out = filtered(&mut q, vec![ack_pkt(1000, ACK, &[]), ack_pkt(2000, ACK, &[])]);
+    let out = filtered(
+        &mut q,
+        vec![ack_pkt(1000, ACK, &[]), ack_pkt(2000, ACK, &[])],
+    );
     assert_eq!(out, vec![1000]);
     // Never an ACK carrying data.
     let mut q = ack_filter(ack::AGGRESSIVE);
-    let data = Packet::tcp4([10, 0, 0, 1], 5000, [192, 0, 2, 1], 80, ACK, 1, 1000, &[], 100);
+    let data = Packet::tcp4(
+        [10, 0, 0, 1],
+        5000,
+        [192, 0, 2, 1],
+        80,
+        ACK,
+        1,
+        1000,
+        &[],
+        100,
+    );
     assert!(filtered(&mut q, vec![data, ack_pkt(2000, ACK, &[])]).is_empty());
     // Never one whose ECE/CWR flags differ from the newer ACK's (aggressive, ECE then plain).
     let mut q = ack_filter(ack::AGGRESSIVE);
-    assert!(filtered(&mut q, vec![ack_pkt(1000, ACK | 0x40, &[]), ack_pkt(2000, ACK, &[])]).is_empty());
+    assert!(filtered(
+        &mut q,
+        vec![ack_pkt(1000, ACK | 0x40, &[]), ack_pkt(2000, ACK, &[])]
+    )
+    .is_empty());
     // Never one with a higher cumulative ACK than the newer one (reordering).
     let mut q = ack_filter(ack::AGGRESSIVE);
-    assert!(filtered(&mut q, vec![ack_pkt(3000, ACK, &[]), ack_pkt(2000, ACK, &[])]).is_empty());
+    assert!(filtered(
+        &mut q,
+        vec![ack_pkt(3000, ACK, &[]), ack_pkt(2000, ACK, &[])]
+    )
+    .is_empty());
     // Never one that SACKs a range the newer one does not.
     let sack = |l: u32, r: u32| {
         let mut o = vec![1, 1, 5, 10];
@@ -427,7 +466,10 @@ fn the_ack_filter_drops_only_acks_made_redundant() {
     let mut q = ack_filter(ack::AGGRESSIVE);
     assert!(filtered(
         &mut q,
-        vec![ack_pkt(1000, ACK, &sack(5000, 6000)), ack_pkt(1000, ACK, &sack(7000, 8000))]
+        vec![
+            ack_pkt(1000, ACK, &sack(5000, 6000)),
+            ack_pkt(1000, ACK, &sack(7000, 8000))
+        ]
     )
     .is_empty());
     // … but one whose SACK the newer covers and extends is redundant.
@@ -435,20 +477,35 @@ fn the_ack_filter_drops_only_acks_made_redundant() {
     assert_eq!(
         filtered(
             &mut q,
-            vec![ack_pkt(1000, ACK, &sack(5000, 6000)), ack_pkt(1000, ACK, &sack(5000, 7000))]
+            vec![
+                ack_pkt(1000, ACK, &sack(5000, 6000)),
+                ack_pkt(1000, ACK, &sack(5000, 7000))
+            ]
         ),
         vec![1000]
     );
     // Never one with an unknown option (window scale), nor a SYN-ACK trigger.
     let mut q = ack_filter(ack::AGGRESSIVE);
-    assert!(filtered(&mut q, vec![ack_pkt(1000, ACK, &[3, 3, 7]), ack_pkt(2000, ACK, &[])]).is_empty());
+    assert!(filtered(
+        &mut q,
+        vec![ack_pkt(1000, ACK, &[3, 3, 7]), ack_pkt(2000, ACK, &[])]
+    )
+    .is_empty());
     let mut q = ack_filter(ack::AGGRESSIVE);
-    assert!(filtered(&mut q, vec![ack_pkt(1000, ACK, &[]), ack_pkt(2000, ACK | 0x02, &[])]).is_empty());
+    assert!(filtered(
+        &mut q,
+        vec![ack_pkt(1000, ACK, &[]), ack_pkt(2000, ACK | 0x02, &[])]
+    )
+    .is_empty());
     // Off: nothing filtered.
     let mut q = ack_filter(ack::NONE);
     assert!(filtered(
         &mut q,
-        vec![ack_pkt(1000, ACK, &[]), ack_pkt(2000, ACK, &[]), ack_pkt(3000, ACK, &[])]
+        vec![
+            ack_pkt(1000, ACK, &[]),
+            ack_pkt(2000, ACK, &[]),
+            ack_pkt(3000, ACK, &[])
+        ]
     )
     .is_empty());
 }
@@ -466,9 +523,15 @@ fn wash_clears_the_dscp_and_keeps_ecn_and_the_checksum_valid() {
         .chunks(2)
         .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
         .sum();
-    assert_eq!((sum & 0xffff) + (sum >> 16), 0xffff, "header checksum still valid");
+    assert_eq!(
+        (sum & 0xffff) + (sum >> 16),
+        0xffff,
+        "header checksum still valid"
+    );
     // The tin was chosen from the DSCP before washing: voice (tin 2 internally).
-    let Some(Xstats::Cake(x)) = q.xstats() else { panic!() };
+    let Some(Xstats::Cake(x)) = q.xstats() else {
+        panic!()
+    };
     assert_eq!(x.tins[2].sent_packets, 1, "shown third: Voice");
 }
 
@@ -493,7 +556,9 @@ fn queues_are_listed_as_classes_and_counters_add_up() {
         ..Default::default()
     };
     q.change(&QdiscOptions::Cake(o), &ENV, 0).unwrap();
-    let QdiscOptions::Cake(d) = q.dump() else { panic!() };
+    let QdiscOptions::Cake(d) = q.dump() else {
+        panic!()
+    };
     assert_eq!(d.diffserv_mode, Some(diffserv::BESTEFFORT));
     assert_eq!(d.rtt, Some(100_000));
     assert_eq!(d.target, Some(5_000));

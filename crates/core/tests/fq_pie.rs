@@ -18,7 +18,14 @@ const H: Handle = Handle(0x1_0000);
 
 /// A 1000-byte UDP packet that `skb->priority` 1:`flow` puts in fq_pie's flow `flow` (1-based).
 fn pkt(flow: u32) -> Packet {
-    let mut p = Packet::udp4([10, 0, 0, 1], 5000 + flow as u16, [10, 0, 0, 2], 80, 0, 1000);
+    let mut p = Packet::udp4(
+        [10, 0, 0, 1],
+        5000 + flow as u16,
+        [10, 0, 0, 2],
+        80,
+        0,
+        1000,
+    );
     p.priority = 0x1_0000 | flow;
     p
 }
@@ -74,8 +81,15 @@ fn a_sparse_flow_waits_for_no_bulk_flow() {
     // The first one arrives at 0.25 ms behind the bulk flow's first packet, both new: the bulk flow
     // spends its 1514-byte quantum first (two 1000-byte packets, at 0.999 and 1.999 ms), then moves to
     // the old list, and the sparse packet leaves at 2.999 ms.
-    assert!((sparse[0] - 2.749).abs() < 1e-9, "first sparse packet {}", sparse[0]);
-    assert!(sparse[1..].iter().all(|d| (d - 0.749).abs() < 1e-9), "sparse delays");
+    assert!(
+        (sparse[0] - 2.749).abs() < 1e-9,
+        "first sparse packet {}",
+        sparse[0]
+    );
+    assert!(
+        sparse[1..].iter().all(|d| (d - 0.749).abs() < 1e-9),
+        "sparse delays"
+    );
     assert_eq!(q.flow_prob(1), 0, "the sparse flow's probability");
     assert!(q.flow_prob(0) > MAX_PROB / 4, "the bulk flow's probability");
     let mean = bulk.iter().sum::<f64>() / bulk.len() as f64;
@@ -90,7 +104,10 @@ fn a_sparse_flow_waits_for_no_bulk_flow() {
     let late = &sparse[sparse.len() - 50..];
     let mean = late.iter().sum::<f64>() / late.len() as f64;
     eprintln!("sparse delay behind one PIE FIFO: {mean:.2} ms");
-    assert!(mean > 10.0, "sparse delay behind a shared PIE queue {mean:.1} ms");
+    assert!(
+        mean > 10.0,
+        "sparse delay behind a shared PIE queue {mean:.1} ms"
+    );
 }
 
 #[test]
@@ -114,7 +131,11 @@ fn the_timer_updates_2048_flows_a_run_in_the_kernels_fixed_point() {
     }
     assert!(q.dequeue(&mut Cx::new(400_000_000)).is_some());
     q.enqueue(pkt(1), &mut Cx::new(500_000_000));
-    assert_eq!(q.flow_prob(4095), 0, "flow 4096 not reached by the first run");
+    assert_eq!(
+        q.flow_prob(4095),
+        0,
+        "flow 4096 not reached by the first run"
+    );
     q.enqueue(pkt(1), &mut Cx::new(501_000_000));
     let unit = MAX_PROB / 15_625_000;
     let alpha = ((2 * unit) >> 4) >> 1 >> 10;
@@ -155,18 +176,29 @@ fn the_limit_drops_the_arrival_with_cn_and_memory_is_only_counted() {
         assert_eq!(q.enqueue(pkt(1), &mut Cx::new(0)), Verdict::Success);
     }
     let x = xstats(&q);
-    assert_eq!((x.overmemory, x.memory_usage, q.stats().qlen), (1, 4 * 1256, 4));
+    assert_eq!(
+        (x.overmemory, x.memory_usage, q.stats().qlen),
+        (1, 4 * 1256, 4)
+    );
 }
 
 #[test]
 fn refused_options_apply_nothing() {
-    let err = |o: FqPieOptions| FqPie::new(H, &o, &ENV, 0).err().expect("refused").to_string();
+    let err = |o: FqPieOptions| {
+        FqPie::new(H, &o, &ENV, 0)
+            .err()
+            .expect("refused")
+            .to_string()
+    };
     for f in [0, 65537] {
         let e = err(FqPieOptions {
             flows: Some(f),
             ..Default::default()
         });
-        assert!(e.contains("Number of flows must range in [1..65536]"), "{e}");
+        assert!(
+            e.contains("Number of flows must range in [1..65536]"),
+            "{e}"
+        );
     }
     let e = err(FqPieOptions {
         quantum: Some((1 << 20) + 1),

@@ -200,15 +200,23 @@ fn ns3_arrivals_every_10ms_departures_every_12ms() {
     // against test 2's 63, so the run's seed (the default) gives strictly fewer, and any seed no more.
     let (early3, forced3) = ns3_vector(80, 12, 0);
     eprintln!("ns-3 PIE vector: test 3 early drops {early3}");
-    assert!(early3 < early2, "a higher target drops less: {early3} vs {early2}");
+    assert!(
+        early3 < early2,
+        "a higher target drops less: {early3} vs {early2}"
+    );
     for seed in 1..=20 {
-        assert!(ns3_vector(80, 12, seed).0 <= ns3_vector(20, 12, seed).0, "seed {seed}");
+        assert!(
+            ns3_vector(80, 12, seed).0 <= ns3_vector(20, 12, seed).0,
+            "seed {seed}"
+        );
     }
     assert_eq!(forced3, 0);
     // Test 4: departures every 15 ms instead: more early drops.
     let (early4, forced4) = ns3_vector(20, 15, 0);
     eprintln!("ns-3 PIE vector: test 4 early drops {early4}");
-    assert!(early4 > early2, "a slower link drops more: {early4} vs {early2}");
+    assert!(
+        early4 > early2,
+        "a slower link drops more: {early4} vs {early2}"
+    );
     assert_eq!(forced4, 0);
 }
-

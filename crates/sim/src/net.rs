@@ -1286,4 +1286,3 @@ mod link_tests {
         assert_eq!(l.tx_time(1514, &mut 0), 1749 * 8 * 1_000_000_000 / 256_000);
     }
 }
-

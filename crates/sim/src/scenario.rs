@@ -638,7 +638,11 @@ fn build(
             None => 0,
         };
         ba.overhead = ab.overhead;
-        ab.atm = match l.linklayer.as_ref().map(|v| (v.get_ref().as_str(), v.span())) {
+        ab.atm = match l
+            .linklayer
+            .as_ref()
+            .map(|v| (v.get_ref().as_str(), v.span()))
+        {
             None | Some(("ethernet", _)) => false,
             Some(("atm", _)) => true,
             Some((other, span)) => {
@@ -1041,7 +1045,10 @@ pub fn apply_policy(
         }
         let out = tclab_tc::run(&mut net.nodes[node].engine, &words, 0);
         if out.code != 0 {
-            return Err((n, format!("tc {}: {}", words.join(" "), out.stderr.trim_end())));
+            return Err((
+                n,
+                format!("tc {}: {}", words.join(" "), out.stderr.trim_end()),
+            ));
         }
         applied.push(line);
     }

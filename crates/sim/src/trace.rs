@@ -149,7 +149,11 @@ impl Trace {
                 "-".to_string(),
             ),
             Event::Dequeue => ("deq", "-", sojourn),
-            Event::Drop(r, arriving) => ("drop", r.name(), if arriving { "-".into() } else { sojourn }),
+            Event::Drop(r, arriving) => (
+                "drop",
+                r.name(),
+                if arriving { "-".into() } else { sojourn },
+            ),
             Event::RxDrop => ("rxdrop", DropReason::Action.name(), "-".into()),
         };
         let line = format!(

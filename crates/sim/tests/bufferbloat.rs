@@ -88,6 +88,9 @@ fn pie_holds_the_target_delay_and_fq_pie_isolates_the_ping() {
     assert!(fq_p50 < 22.0, "fq_pie median {fq_p50:.1} ms");
     // The line stays full (measured 9.53 and 9.54 Mbit/s of the 9.56 possible).
     for (name, g) in [("pie", goodput), ("fq_pie", fq_goodput)] {
-        assert!(g > 0.98 * line && g <= line * 1.001, "{name} goodput {g:.0} vs {line:.0}");
+        assert!(
+            g > 0.98 * line && g <= line * 1.001,
+            "{name} goodput {g:.0} vs {line:.0}"
+        );
     }
 }

@@ -41,7 +41,10 @@ fn cake_at_the_line_rate_keeps_an_adsl_upload_fast_and_pings_short() {
     // full frame (54.7 ms) beyond the idle RTT — the seed's own bound for its conditioner.
     let cake = go("cake-adsl-upload-cake");
     let (g_htb, g_cake) = (goodput(&htb, "upload"), goodput(&cake, "upload"));
-    assert!(g_cake > 0.95 * atm_payload_rate(256e3), "CAKE goodput {g_cake}");
+    assert!(
+        g_cake > 0.95 * atm_payload_rate(256e3),
+        "CAKE goodput {g_cake}"
+    );
     assert!(g_cake > 1.05 * g_htb, "CAKE {g_cake} vs HTB {g_htb}");
     let r = &cake.pings[0].rtt;
     assert!(r.avg_ms < 80.0 && r.max_ms < 120.0, "CAKE pings {r:?}");
@@ -103,11 +106,19 @@ fn the_ack_filter_lets_a_download_through_a_congested_uplink() {
     let off = go("cake-ack-filter-off");
     let on = go("cake-ack-filter-on");
     let (d_off, d_on) = (goodput(&off, "download"), goodput(&on, "download"));
-    assert!(d_on > 0.97 * 20e6 * 1448.0 / 1514.0, "with the filter {d_on}");
+    assert!(
+        d_on > 0.97 * 20e6 * 1448.0 / 1514.0,
+        "with the filter {d_on}"
+    );
     assert!(d_on > 1.05 * d_off, "with {d_on} vs without {d_off}");
     // The uploads do not lose by it.
     assert!(goodput(&on, "upload") >= goodput(&off, "upload"));
-    let tc = &on.tc_show.iter().find(|(n, d, _)| n == "router" && d == "wan0").expect("shown").2;
+    let tc = &on
+        .tc_show
+        .iter()
+        .find(|(n, d, _)| n == "router" && d == "wan0")
+        .expect("shown")
+        .2;
     let acks: u64 = tc
         .lines()
         .find(|l| l.starts_with("  ack_drop"))

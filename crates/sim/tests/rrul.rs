@@ -21,7 +21,8 @@ struct Metrics {
 fn rrul(rate_mbit: f64, policy: &str) -> Metrics {
     let name = format!("rrul-{rate_mbit}mbit-{policy}");
     let b = find(&name).unwrap_or_else(|| panic!("{name} is built in"));
-    let mut sc = load(&name, &b.toml(), std::path::Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
+    let mut sc =
+        load(&name, &b.toml(), std::path::Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
     let out: Outcome = run(&mut sc, &mut |_| {}).expect("runs");
     let util = |label: &str| {
         let i = (0..sc.net.ifaces.len())
@@ -68,7 +69,12 @@ fn fq_codel_keeps_the_line_full_and_the_ping_within_target() {
             let m = rrul(rate, policy);
             let what = format!("{policy} at {rate} Mbit/s");
             assert!(m.p99 <= 5.0 + mtu_ms, "{what}: p99 +{:.2} ms", m.p99);
-            assert!(m.util_up >= 0.95 && m.util_down >= 0.95, "{what}: {:.3}/{:.3}", m.util_up, m.util_down);
+            assert!(
+                m.util_up >= 0.95 && m.util_down >= 0.95,
+                "{what}: {:.3}/{:.3}",
+                m.util_up,
+                m.util_down
+            );
             assert!(m.jain >= 0.99, "{what}: Jain {:.3}", m.jain);
         }
     }
@@ -81,7 +87,11 @@ fn cake_keeps_latency_and_gives_bulk_its_sixteenth() {
     // (CS1 is Bulk, held to 1/16 while others want the line), so Jain's index is well below 1.
     for (rate, mtu_ms) in [(10.0, 1.2), (100.0, 0.12)] {
         let m = rrul(rate, "cake");
-        assert!(m.p99 <= 5.0 + mtu_ms, "cake at {rate}: p99 +{:.2} ms", m.p99);
+        assert!(
+            m.p99 <= 5.0 + mtu_ms,
+            "cake at {rate}: p99 +{:.2} ms",
+            m.p99
+        );
         assert!(m.util_up >= 0.95 && m.util_down >= 0.95, "cake at {rate}");
         assert!(m.jain < 0.9, "cake at {rate}: Jain {:.3}", m.jain);
     }
@@ -94,11 +104,20 @@ fn a_fifo_at_the_bottleneck_costs_hundreds_of_milliseconds() {
     // 0xb8, 0xa0, 0x20 map to priorities that its priomap sends to band 1, so both behave alike.)
     let m = rrul(10.0, "pfifo_fast");
     assert!(m.p50 > 500.0, "p50 +{:.0} ms", m.p50);
-    assert!(m.p99 < 1211.0 + 300.0, "p99 +{:.0} ms: never much more than the FIFO", m.p99);
+    assert!(
+        m.p99 < 1211.0 + 300.0,
+        "p99 +{:.0} ms: never much more than the FIFO",
+        m.p99
+    );
     let h = rrul(10.0, "htb-pfifo");
     assert!((h.p50 - m.p50).abs() < 50.0, "{} vs {}", h.p50, m.p50);
     let m = rrul(100.0, "pfifo_fast");
-    assert!(m.p50 > 50.0 && m.p99 < 121.1 + 30.0, "p50 +{:.0}, p99 +{:.0} ms", m.p50, m.p99);
+    assert!(
+        m.p50 > 50.0 && m.p99 < 121.1 + 30.0,
+        "p50 +{:.0}, p99 +{:.0} ms",
+        m.p50,
+        m.p99
+    );
 }
 
 #[test]
@@ -122,7 +141,12 @@ fn pie_and_red_hold_one_fifo_near_their_targets() {
             );
             let what = format!("{policy} at {rate} Mbit/s");
             assert!(m.p50 > lo && m.p50 < hi, "{what}: p50 +{:.1} ms", m.p50);
-            assert!(m.util_up >= 0.8 && m.util_down >= 0.8, "{what}: {:.3}/{:.3}", m.util_up, m.util_down);
+            assert!(
+                m.util_up >= 0.8 && m.util_down >= 0.8,
+                "{what}: {:.3}/{:.3}",
+                m.util_up,
+                m.util_down
+            );
         }
     }
 }

@@ -91,7 +91,9 @@ fn a_traces_counts_are_the_tc_counters() {
         .filter(|l| l.event == "drop" && l.class == "1:20")
         .collect();
     assert!(!drops.is_empty());
-    assert!(drops.iter().all(|l| l.reason == "tail_drop" && l.flow == "upload"));
+    assert!(drops
+        .iter()
+        .all(|l| l.reason == "tail_drop" && l.flow == "upload"));
     let max = text
         .lines()
         .filter_map(parse_line)
@@ -110,7 +112,10 @@ fn a_traces_counts_are_the_tc_counters() {
             .filter(|l| l.flow == flow && l.dev == "router:ppp0" && l.event == "enq")
             .collect();
         assert!(!enq.is_empty(), "{flow}");
-        assert!(enq.iter().all(|l| l.class == class && l.filter == filter), "{flow}");
+        assert!(
+            enq.iter().all(|l| l.class == class && l.filter == filter),
+            "{flow}"
+        );
     }
     // The pings go through 1:10 with no drop.
     assert!(text

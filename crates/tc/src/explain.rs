@@ -59,9 +59,9 @@ pub struct Load {
 pub fn parse_load(s: &str) -> Result<Load, String> {
     let mut load = Load::default();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (class, rate) = part
-            .split_once('=')
-            .ok_or_else(|| format!("--load: \"{part}\" is not CLASS=RATE (e.g. 1:10=5mbit or 1:10=max)"))?;
+        let (class, rate) = part.split_once('=').ok_or_else(|| {
+            format!("--load: \"{part}\" is not CLASS=RATE (e.g. 1:10=5mbit or 1:10=max)")
+        })?;
         let id = crate::util::get_tc_classid(class.trim())
             .ok_or_else(|| format!("--load: \"{class}\" is not a classid (e.g. 1:10)"))?;
         let rate = match rate.trim() {
@@ -136,9 +136,15 @@ impl Tree {
                         h.prio,
                         h.quantum.max(1) as f64,
                     ),
-                    Some(ClassOptions::Drr(d)) => (0.0, 0.0, 0, d.quantum.unwrap_or(PKT_LEN).max(1) as f64),
-                    Some(ClassOptions::Ets(e)) => (0.0, 0.0, 0, e.quantum.unwrap_or(0).max(1) as f64),
-                    Some(ClassOptions::Qfq(q)) => (0.0, 0.0, 0, q.weight.unwrap_or(1).max(1) as f64),
+                    Some(ClassOptions::Drr(d)) => {
+                        (0.0, 0.0, 0, d.quantum.unwrap_or(PKT_LEN).max(1) as f64)
+                    }
+                    Some(ClassOptions::Ets(e)) => {
+                        (0.0, 0.0, 0, e.quantum.unwrap_or(0).max(1) as f64)
+                    }
+                    Some(ClassOptions::Qfq(q)) => {
+                        (0.0, 0.0, 0, q.weight.unwrap_or(1).max(1) as f64)
+                    }
                     // HFSC: real-time m2 as the guarantee, the upper limit's m2 as the ceiling, link
                     // sharing's m2 as the weight.
                     Some(ClassOptions::Hfsc(h)) => (
@@ -199,7 +205,11 @@ impl Tree {
     }
 
     fn total(&self) -> f64 {
-        self.nodes.iter().filter(|n| n.leaf()).map(|n| n.alloc).sum()
+        self.nodes
+            .iter()
+            .filter(|n| n.leaf())
+            .map(|n| n.alloc)
+            .sum()
     }
 
     /// Grow the leaves in `grow` together, each in proportion to its quantum, until `limits` says
@@ -255,11 +265,18 @@ impl Tree {
 
     /// HTB's steady state (see the module's essay).
     fn allocate_htb(&mut self, link: f64) {
-        let leaves: Vec<usize> = (0..self.nodes.len()).filter(|&i| self.nodes[i].leaf()).collect();
-        let prios: std::collections::BTreeSet<u32> = leaves.iter().map(|&l| self.nodes[l].prio).collect();
+        let leaves: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].leaf())
+            .collect();
+        let prios: std::collections::BTreeSet<u32> =
+            leaves.iter().map(|&l| self.nodes[l].prio).collect();
         // Green: each leaf up to its rate, the link served by priority.
         for &p in &prios {
-            let grow: Vec<usize> = leaves.iter().copied().filter(|&l| self.nodes[l].prio == p).collect();
+            let grow: Vec<usize> = leaves
+                .iter()
+                .copied()
+                .filter(|&l| self.nodes[l].prio == p)
+                .collect();
             self.fill(
                 grow,
                 &|t: &Tree, _, l| {
@@ -278,8 +295,11 @@ impl Tree {
         // another shares its spare with that one's borrowers too.
         for level in 1..8u32 {
             for &p in &prios {
-                let grow: Vec<usize> =
-                    leaves.iter().copied().filter(|&l| self.nodes[l].prio == p).collect();
+                let grow: Vec<usize> = leaves
+                    .iter()
+                    .copied()
+                    .filter(|&l| self.nodes[l].prio == p)
+                    .collect();
                 self.fill(
                     grow,
                     &|t: &Tree, all: &[usize], l| {
@@ -328,7 +348,9 @@ impl Tree {
     /// at each class, its children get `λ × ls` for the λ that fills the class's share, but never less
     /// than the real-time service already in them nor more than their upper limit (`ul` m2) or demand.
     fn allocate_hfsc(&mut self, link: f64) {
-        let leaves: Vec<usize> = (0..self.nodes.len()).filter(|&i| self.nodes[i].leaf()).collect();
+        let leaves: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].leaf())
+            .collect();
         let mut rt_total = 0.0;
         for &l in &leaves {
             let n = &mut self.nodes[l];
@@ -440,15 +462,17 @@ impl Tree {
 }
 
 /// Run the engine: the loaded leaves' packets through `dev` at `link` bytes/s. Bytes/s each leaf got.
-fn simulate(dev: &mut Device, leaves: &[(Handle, Option<u64>)], link: f64, policy_rate: f64) -> Vec<f64> {
+fn simulate(
+    dev: &mut Device,
+    leaves: &[(Handle, Option<u64>)],
+    link: f64,
+    policy_rate: f64,
+) -> Vec<f64> {
     let pkt_ns = PKT_LEN as f64 * 1e9 / policy_rate;
     let duration = (100_000.0 * pkt_ns).clamp(2e9, 20e9) as u64;
     let measure_from = duration / 4;
     let mut outstanding = vec![0u32; leaves.len()];
-    let mut next_arrival: Vec<Option<u64>> = leaves
-        .iter()
-        .map(|(_, r)| r.map(|_| 0))
-        .collect();
+    let mut next_arrival: Vec<Option<u64>> = leaves.iter().map(|(_, r)| r.map(|_| 0)).collect();
     let mut got = vec![0u64; leaves.len()];
     let packet = |i: usize| Packet {
         priority: leaves[i].0 .0,
@@ -563,7 +587,9 @@ pub fn explain(dev: &mut Device, load: Option<&Load>, link: Option<u64>) -> Resu
             "{name}: root qdisc {root_kind} has no classes to share the link between\n"
         ));
     }
-    let leaves: Vec<usize> = (0..tree.nodes.len()).filter(|&i| tree.nodes[i].leaf()).collect();
+    let leaves: Vec<usize> = (0..tree.nodes.len())
+        .filter(|&i| tree.nodes[i].leaf())
+        .collect();
     // The load.
     let mut offered: Vec<(Handle, Option<u64>)> = Vec::new();
     match load {
@@ -590,10 +616,16 @@ pub fn explain(dev: &mut Device, load: Option<&Load>, link: Option<u64>) -> Resu
     }
     // The link. Without one, the policy alone shapes: a leaf sends its rate whatever its parents say (a
     // tree whose rates add up to more than a parent's ceil does send more), so nothing caps the total.
-    let tops: Vec<usize> = (0..tree.nodes.len()).filter(|&i| tree.nodes[i].parent.is_none()).collect();
+    let tops: Vec<usize> = (0..tree.nodes.len())
+        .filter(|&i| tree.nodes[i].parent.is_none())
+        .collect();
     let policy_rate = tops.iter().map(|&i| tree.nodes[i].ceil).fold(0.0, f64::max);
     let (link, wire, link_note) = match link {
-        Some(l) => (l as f64, l as f64, format!("link {} (--link)", human(l as f64))),
+        Some(l) => (
+            l as f64,
+            l as f64,
+            format!("link {} (--link)", human(l as f64)),
+        ),
         None if root_kind == "htb" && policy_rate > 0.0 => (
             f64::INFINITY,
             policy_rate * 100.0,
@@ -620,7 +652,12 @@ pub fn explain(dev: &mut Device, load: Option<&Load>, link: Option<u64>) -> Resu
         }
         _ => false,
     };
-    let sim = simulate(dev, &offered, wire, if link.is_finite() { link } else { policy_rate });
+    let sim = simulate(
+        dev,
+        &offered,
+        wire,
+        if link.is_finite() { link } else { policy_rate },
+    );
     for (k, (id, _)) in offered.iter().enumerate() {
         if let Some(i) = tree.nodes.iter().position(|n| n.id == *id) {
             tree.nodes[i].simulated = sim[k];
@@ -628,7 +665,11 @@ pub fn explain(dev: &mut Device, load: Option<&Load>, link: Option<u64>) -> Resu
     }
     // The drawing.
     let mut out = String::new();
-    let _ = writeln!(out, "{name}: {root_kind} {}  {link_note}", dev.root().handle);
+    let _ = writeln!(
+        out,
+        "{name}: {root_kind} {}  {link_note}",
+        dev.root().handle
+    );
     /// One row: the tree-drawn label and its five figures.
     type Row = (String, [String; 5]);
     fn draw(tree: &Tree, i: usize, prefix: &str, last: bool, analytic: bool, out: &mut Vec<Row>) {
@@ -675,10 +716,20 @@ pub fn explain(dev: &mut Device, load: Option<&Load>, link: Option<u64>) -> Resu
         } else {
             String::new()
         };
-        let expected = if analytic { human(sum(&|m| m.alloc)) } else { "—".into() };
+        let expected = if analytic {
+            human(sum(&|m| m.alloc))
+        } else {
+            "—".into()
+        };
         out.push((
             label,
-            [rate(n.rate), rate(n.ceil), offered, expected, human(sum(&|m| m.simulated))],
+            [
+                rate(n.rate),
+                rate(n.ceil),
+                offered,
+                expected,
+                human(sum(&|m| m.simulated)),
+            ],
         ));
         let child_prefix = if n.parent.is_none() {
             String::new()
@@ -688,7 +739,14 @@ pub fn explain(dev: &mut Device, load: Option<&Load>, link: Option<u64>) -> Resu
             format!("{prefix}│  ")
         };
         for (k, &c) in n.children.iter().enumerate() {
-            draw(tree, c, &child_prefix, k + 1 == n.children.len(), analytic, out);
+            draw(
+                tree,
+                c,
+                &child_prefix,
+                k + 1 == n.children.len(),
+                analytic,
+                out,
+            );
         }
     }
     let mut tops = tops;
@@ -737,7 +795,11 @@ pub fn explain(dev: &mut Device, load: Option<&Load>, link: Option<u64>) -> Resu
         if n.leaf() || n.ceil <= 0.0 || root_kind != "htb" {
             continue;
         }
-        let sent: f64 = tree.subtree_leaves(i).iter().map(|&l| tree.nodes[l].simulated).sum();
+        let sent: f64 = tree
+            .subtree_leaves(i)
+            .iter()
+            .map(|&l| tree.nodes[l].simulated)
+            .sum();
         if sent > n.ceil * 1.02 {
             let _ = writeln!(
                 out,

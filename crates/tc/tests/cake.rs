@@ -20,7 +20,10 @@ fn engine() -> Engine {
 /// The options part of the qdisc line after `tc qdisc add dev eth0 root cake ARGS`.
 fn shown(args: &str) -> String {
     let mut e = engine();
-    let (code, _, err) = run(&mut e, &format!("qdisc add dev eth0 root handle 1: cake {args}"));
+    let (code, _, err) = run(
+        &mut e,
+        &format!("qdisc add dev eth0 root handle 1: cake {args}"),
+    );
     assert_eq!(code, 0, "cake {args}: {err}");
     let (_, out, _) = run(&mut e, "qdisc show dev eth0");
     let line = out.lines().next().unwrap_or_default().to_string();
@@ -63,7 +66,10 @@ fn keywords_print_back_as_tc_prints_them() {
 #[test]
 fn change_keeps_what_is_not_given() {
     let mut e = engine();
-    run(&mut e, "qdisc add dev eth0 root handle 1: cake bandwidth 10mbit besteffort pppoe-ptm");
+    run(
+        &mut e,
+        "qdisc add dev eth0 root handle 1: cake bandwidth 10mbit besteffort pppoe-ptm",
+    );
     let (code, _, err) = run(&mut e, "qdisc change dev eth0 root cake flows");
     assert_eq!(code, 0, "{err}");
     let (_, out, _) = run(&mut e, "qdisc show dev eth0");
@@ -76,25 +82,43 @@ fn change_keeps_what_is_not_given() {
 #[test]
 fn the_statistics_table_has_a_column_per_tin() {
     let mut e = engine();
-    run(&mut e, "qdisc add dev eth0 root handle 1: cake bandwidth 8mbit");
+    run(
+        &mut e,
+        "qdisc add dev eth0 root handle 1: cake bandwidth 8mbit",
+    );
     let dev = e.device_mut("eth0").unwrap();
     // Two EF packets (voice) and one best effort, 1514 bytes each, then all dequeued at once.
     for tos in [0xb8, 0xb8, 0x00] {
-        dev.enqueue(Packet::udp4([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, tos, 1514), &mut Cx::new(0));
+        dev.enqueue(
+            Packet::udp4([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, tos, 1514),
+            &mut Cx::new(0),
+        );
     }
     let mut cx = Cx::new(10_000_000_000);
     while dev.dequeue(&mut cx).is_some() {}
     let (_, out, _) = run(&mut e, "-s qdisc show dev eth0");
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines[1], " Sent 4542 bytes 3 pkt (dropped 0, overlimits 0 requeues 0) ");
+    assert_eq!(
+        lines[1],
+        " Sent 4542 bytes 3 pkt (dropped 0, overlimits 0 requeues 0) "
+    );
     // 8 Mbit/s = 1 MB/s; limit = max(rate × rtt × 4, 4 MB) = 4 MB. Used: at most 3 × (1514 + 256).
     assert_eq!(lines[3], " memory used: 5310b of 4Mb");
     assert_eq!(lines[4], " capacity estimate: 8Mbit");
-    assert_eq!(lines[5], " min/max network layer size:         1514 /    1514");
-    assert_eq!(lines[6], " min/max overhead-adjusted size:     1514 /    1514");
+    assert_eq!(
+        lines[5],
+        " min/max network layer size:         1514 /    1514"
+    );
+    assert_eq!(
+        lines[6],
+        " min/max overhead-adjusted size:     1514 /    1514"
+    );
     assert_eq!(lines[7], " average network hdr offset:            0");
     assert_eq!(lines[8], "");
-    assert_eq!(lines[9], "                   Bulk  Best Effort        Voice");
+    assert_eq!(
+        lines[9],
+        "                   Bulk  Best Effort        Voice"
+    );
     // Each row: a 10-character name, then " %12s" per tin (Bulk, Best Effort, Voice).
     let expect = |name: &str, cells: [&str; 3]| {
         format!("{name:<10}{}", cells.map(|c| format!(" {c:>12}")).concat())
@@ -104,12 +128,21 @@ fn the_statistics_table_has_a_column_per_tin() {
     // Targets: 1.5 MTU times, at least 5 ms: bulk 1514 B at 62.5 kB/s × 1.5 = 36.3 ms; best effort
     // 1.5 × 1.514 ms → 5 ms; voice 1514 B at 250 kB/s × 1.5 = 9.08 ms.
     assert_eq!(lines[11], expect("  target", ["36.3ms", "5ms", "9.08ms"]));
-    let row = |name: &str| lines.iter().find(|l| l.starts_with(name)).copied().unwrap_or("");
+    let row = |name: &str| {
+        lines
+            .iter()
+            .find(|l| l.starts_with(name))
+            .copied()
+            .unwrap_or("")
+    };
     assert_eq!(row("  pkts "), expect("  pkts", ["0", "1", "2"]));
     assert_eq!(row("  bytes "), expect("  bytes", ["0", "1514", "3028"]));
     // Flow quantum: rate >> 12 clamped to 300..1514: bulk 62500 >> 12 = 15 → 300; best effort
     // 1e6 >> 12 = 244 → 300; voice 250000 >> 12 = 61 → 300.
-    assert_eq!(row("  quantum "), expect("  quantum", ["300", "300", "300"]));
+    assert_eq!(
+        row("  quantum "),
+        expect("  quantum", ["300", "300", "300"])
+    );
     // The last row, then tc_qdisc's print_nl: an empty line.
     assert_eq!(lines[lines.len() - 2..], [row("  quantum "), ""]);
 }
@@ -117,16 +150,36 @@ fn the_statistics_table_has_a_column_per_tin() {
 #[test]
 fn bad_input_is_refused_with_tcs_words_and_applies_nothing() {
     for (args, code, msg) in [
-        ("overhead 300", 1, "Illegal \"overhead\", valid range is -64 to 256\\n"),
-        ("overhead -65", 1, "Illegal \"overhead\", valid range is -64 to 256\\n"),
+        (
+            "overhead 300",
+            1,
+            "Illegal \"overhead\", valid range is -64 to 256\\n",
+        ),
+        (
+            "overhead -65",
+            1,
+            "Illegal \"overhead\", valid range is -64 to 256\\n",
+        ),
         ("overhead 12x", 1, "Illegal \"overhead\""),
         ("mpu 257", 1, "Illegal \"mpu\", valid range is 0 to 256\\n"),
         ("bandwidth fast", 1, "Illegal \"bandwidth\""),
         ("rtt forever", 1, "Illegal \"rtt\""),
-        ("memlimit lots", 1, "Illegal value for \"memlimit\": \"lots\""),
-        ("fwmark 0xfffffffff", 1, "Illegal value for \"fwmark\": \"0xfffffffff\""),
+        (
+            "memlimit lots",
+            1,
+            "Illegal value for \"memlimit\": \"lots\"",
+        ),
+        (
+            "fwmark 0xfffffffff",
+            1,
+            "Illegal value for \"fwmark\": \"0xfffffffff\"",
+        ),
         ("turbo", 1, "What is \"turbo\"?"),
-        ("lan metro", 255, "Error: duplicate \"metro\": \"lan\" is the second value."),
+        (
+            "lan metro",
+            255,
+            "Error: duplicate \"metro\": \"lan\" is the second value.",
+        ),
         ("bandwidth", 255, "Command line is not complete"),
     ] {
         let mut e = engine();
@@ -148,7 +201,10 @@ fn json_statistics_carry_the_tins() {
     // q_cake.c's cake_print_xstats under JSON: the qdisc's counters and a `tins` array in tin order
     // (Bulk, Best Effort, Voice), each with its threshold rate (bytes/s) and flow quantum.
     let mut e = engine();
-    run(&mut e, "qdisc add dev eth0 root handle 1: cake bandwidth 8mbit");
+    run(
+        &mut e,
+        "qdisc add dev eth0 root handle 1: cake bandwidth 8mbit",
+    );
     let (_, out, _) = run(&mut e, "-s -j qdisc show dev eth0");
     let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     let q = &v[0];
@@ -156,7 +212,10 @@ fn json_statistics_carry_the_tins() {
     assert_eq!(q["capacity_estimate"], 1_000_000);
     assert_eq!(q["options"]["fwmark"], "0");
     let tins = q["tins"].as_array().expect("tins");
-    let rates: Vec<u64> = tins.iter().map(|t| t["threshold_rate"].as_u64().unwrap()).collect();
+    let rates: Vec<u64> = tins
+        .iter()
+        .map(|t| t["threshold_rate"].as_u64().unwrap())
+        .collect();
     assert_eq!(rates, vec![62_500, 1_000_000, 250_000]);
     assert!(tins.iter().all(|t| t["flow_quantum"] == 300));
 }

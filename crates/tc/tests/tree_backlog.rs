@@ -12,7 +12,14 @@ fn tc(e: &mut Engine, line: &str) {
 
 /// A UDP packet of `len` frame bytes from 10.0.0.`host` (SFQ hashes addresses and ports).
 fn udp(host: u8, len: u32) -> Packet {
-    Packet::udp4([10, 0, 0, host], 1000 + host as u16, [10, 0, 1, 1], 80, 0, len)
+    Packet::udp4(
+        [10, 0, 0, host],
+        1000 + host as u16,
+        [10, 0, 1, 1],
+        80,
+        0,
+        len,
+    )
 }
 
 fn counters(e: &Engine, handle: u32) -> (u32, u32) {

@@ -33,9 +33,9 @@
 pub mod conntrack;
 
 use crate::packet::Packet;
+use crate::wire::{self, Ipv4Header, L4};
 use crate::Nanos;
 use conntrack::{Conntrack, CtInfo, CtRef, Dir};
-use crate::wire::{self, Ipv4Header, L4};
 use std::collections::BTreeMap;
 use std::fmt;
 

@@ -1,8 +1,8 @@
 //! Matches and targets on hand-built packets; each assertion says what the kernel would do.
 
 use super::conntrack::{STATE_ESTABLISHED, STATE_NEW};
-use crate::wire::{checksum, Ipv4Header};
 use super::*;
+use crate::wire::{checksum, Ipv4Header};
 
 const A: u32 = 0x0a00_0001; // 10.0.0.1
 const B: u32 = 0xc0a8_0101; // 192.168.1.1

@@ -406,7 +406,10 @@ impl Tin {
     }
 
     fn inc_host_bulk(&mut self, i: usize, mode: u32) {
-        let (s, d) = (self.flows[i].srchost as usize, self.flows[i].dsthost as usize);
+        let (s, d) = (
+            self.flows[i].srchost as usize,
+            self.flows[i].dsthost as usize,
+        );
         if Self::dual_src(mode) && (self.hosts[s].srchost_bulk_flow_count as usize) < QUEUES {
             self.hosts[s].srchost_bulk_flow_count += 1;
         }
@@ -416,7 +419,10 @@ impl Tin {
     }
 
     fn dec_host_bulk(&mut self, i: usize, mode: u32) {
-        let (s, d) = (self.flows[i].srchost as usize, self.flows[i].dsthost as usize);
+        let (s, d) = (
+            self.flows[i].srchost as usize,
+            self.flows[i].dsthost as usize,
+        );
         if Self::dual_src(mode) && self.hosts[s].srchost_bulk_flow_count > 0 {
             self.hosts[s].srchost_bulk_flow_count -= 1;
         }
@@ -494,9 +500,12 @@ impl Tin {
         };
         self.tags[idx] = flow_hash;
         if alloc_src {
-            let slot = host_slot(&self.hosts, src_hash, |h| h.srchost_tag, |h| {
-                h.srchost_bulk_flow_count
-            });
+            let slot = host_slot(
+                &self.hosts,
+                src_hash,
+                |h| h.srchost_tag,
+                |h| h.srchost_bulk_flow_count,
+            );
             self.hosts[slot].srchost_tag = src_hash;
             self.flows[idx].srchost = slot as u16;
             if self.flows[idx].set == FlowSet::Bulk && Self::dual_src(mode) {
@@ -507,9 +516,12 @@ impl Tin {
             }
         }
         if alloc_dst {
-            let slot = host_slot(&self.hosts, dst_hash, |h| h.dsthost_tag, |h| {
-                h.dsthost_bulk_flow_count
-            });
+            let slot = host_slot(
+                &self.hosts,
+                dst_hash,
+                |h| h.dsthost_tag,
+                |h| h.dsthost_bulk_flow_count,
+            );
             self.hosts[slot].dsthost_tag = dst_hash;
             self.flows[idx].dsthost = slot as u16;
             if self.flows[idx].set == FlowSet::Bulk && Self::dual_dst(mode) {
@@ -927,8 +939,7 @@ impl Cake {
         }
         self.max_netlen = self.max_netlen.max(len as u16);
         self.min_netlen = self.min_netlen.min(len as u16);
-        let mut len =
-            (len as i32 + self.rate_overhead as i32).max(self.rate_mpu as i32) as u32;
+        let mut len = (len as i32 + self.rate_overhead as i32).max(self.rate_mpu as i32) as u32;
         match self.atm_mode {
             atm::ATM => len = len.div_ceil(48) * 53,
             atm::PTM => len += len.div_ceil(64),
@@ -1356,10 +1367,9 @@ impl Cake {
                     let b = &mut self.tins[tin];
                     let bulk = if ingress { b.bulk_flow_count as u32 } else { 0 };
                     let p = b.cparams;
-                    let drop =
-                        b.flows[f]
-                            .cvars
-                            .should_drop(&p, now, &mut q.pkt, q.enqueued, bulk, random);
+                    let drop = b.flows[f]
+                        .cvars
+                        .should_drop(&p, now, &mut q.pkt, q.enqueued, bulk, random);
                     // The last packet of a queue is delivered even when COBALT would drop it.
                     if !drop || b.flows[f].queue.is_empty() {
                         break q;
@@ -1388,8 +1398,16 @@ impl Cake {
                 self.stats.count_sent(&q.pkt);
                 let delay = (now - q.enqueued).max(0) as u64;
                 b.avge_delay = ewma(b.avge_delay, delay, 8);
-                b.peak_delay = ewma(b.peak_delay, delay, if delay > b.peak_delay { 2 } else { 8 });
-                b.base_delay = ewma(b.base_delay, delay, if delay < b.base_delay { 2 } else { 8 });
+                b.peak_delay = ewma(
+                    b.peak_delay,
+                    delay,
+                    if delay > b.peak_delay { 2 } else { 8 },
+                );
+                b.base_delay = ewma(
+                    b.base_delay,
+                    delay,
+                    if delay < b.base_delay { 2 } else { 8 },
+                );
                 let len = self.advance_shaper(tin, q.adjusted_len, now, false) as i32;
                 let b = &mut self.tins[tin];
                 b.flows[f].deficit -= len;
@@ -1527,7 +1545,14 @@ impl<'a> TcpView<'a> {
                     let plen = u16::from_be_bytes([v6[4], v6[5]]) as u32;
                     (6, &v6[8..24], &v6[24..40], plen, ihl + 40, v6[6])
                 } else {
-                    (4, &d[12..16], &d[16..20], total.wrapping_sub(ihl as u32), ihl, d[9])
+                    (
+                        4,
+                        &d[12..16],
+                        &d[16..20],
+                        total.wrapping_sub(ihl as u32),
+                        ihl,
+                        d[9],
+                    )
                 }
             }
             6 => {
@@ -1680,7 +1705,9 @@ fn sack_compare(a: &TcpView, b: &TcpView) -> i32 {
         _ => {}
     }
     let ack_a = a.ack_seq();
-    let bytes_b: u32 = sb.iter().fold(0u32, |s, (st, en)| s.wrapping_add(en.wrapping_sub(*st)));
+    let bytes_b: u32 = sb
+        .iter()
+        .fold(0u32, |s, (st, en)| s.wrapping_add(en.wrapping_sub(*st)));
     let mut bytes_a = 0u32;
     for &(start_a, end_a) in &sa {
         if after(ack_a, start_a) {

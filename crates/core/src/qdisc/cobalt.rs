@@ -224,7 +224,10 @@ mod tests {
         // 1/sqrt(16) = 0.25 = 2^30 in Q0.32.
         let v = newton_step_q32(16, INV_SQRT_CACHE[15]) as u32;
         let exact = 1u64 << 30;
-        assert!((v as i64 - exact as i64).unsigned_abs() < exact / 500, "{v}");
+        assert!(
+            (v as i64 - exact as i64).unsigned_abs() < exact / 500,
+            "{v}"
+        );
         assert!(v < exact as u32, "one step from above undershoots: {v}");
         // The cached 1/sqrt(4) is exactly 0.5 in Q0.32 less one unit: 2147483647.
         assert_eq!(INV_SQRT_CACHE[4], (1u32 << 31) - 1);
@@ -325,6 +328,10 @@ mod tests {
         v.should_drop(&p, t, &mut ect_packet(), t, 0, u32::MAX);
         assert!(!v.dropping);
         assert_eq!(v.count, 0);
-        assert_eq!(v.drop_next, t + 100 * MS, "idle: drop_next is the activity timeout");
+        assert_eq!(
+            v.drop_next,
+            t + 100 * MS,
+            "idle: drop_next is the activity timeout"
+        );
     }
 }

@@ -34,8 +34,8 @@ use super::codel_impl::{
 };
 use super::PeekDequeued;
 use super::{
-    ClassInfo, ClassOps, Cx, DevEnv, DropReason, Peeked, Qdisc, QdiscOptions, QdiscStats,
-    Verdict, Xstats,
+    ClassInfo, ClassOps, Cx, DevEnv, DropReason, Peeked, Qdisc, QdiscOptions, QdiscStats, Verdict,
+    Xstats,
 };
 use crate::error::{Errno, KernelError, Warning};
 use crate::filter::{Block, Verdict as FilterVerdict};
@@ -176,7 +176,8 @@ pub(crate) fn classify_flow(
 ) -> Result<u32, Verdict> {
     let n = flows_cnt;
     let minor = pkt.priority & 0xffff;
-    if handle != Handle::UNSPEC && pkt.priority & 0xffff_0000 == handle.0 && minor > 0 && minor <= n {
+    if handle != Handle::UNSPEC && pkt.priority & 0xffff_0000 == handle.0 && minor > 0 && minor <= n
+    {
         return Ok(minor);
     }
     if block.is_empty() {
@@ -279,7 +280,14 @@ impl FqCodel {
 
     /// `fq_codel_classify`: the flow (1-based), or the verdict for a packet not to be queued.
     fn classify(&self, pkt: &mut Packet, cx: &mut Cx) -> Result<u32, Verdict> {
-        classify_flow(self.handle, self.flows.len() as u32, &self.block, self.secret, pkt, cx)
+        classify_flow(
+            self.handle,
+            self.flows.len() as u32,
+            &self.block,
+            self.secret,
+            pkt,
+            cx,
+        )
     }
 
     /// `fq_codel_drop`: drop half of the fattest flow's backlog (at most `max_packets`) from its head.

@@ -359,7 +359,10 @@ impl Hhf {
 
     /// Packets queued in the heavy hitters' and the others' buckets (tests).
     pub fn bucket_lengths(&self) -> (usize, usize) {
-        (self.buckets[HH].packets.len(), self.buckets[NON_HH].packets.len())
+        (
+            self.buckets[HH].packets.len(),
+            self.buckets[NON_HH].packets.len(),
+        )
     }
 }
 
@@ -399,7 +402,12 @@ impl Qdisc for Hhf {
 
     fn peek(&mut self, _cx: &mut Cx) -> Option<&Packet> {
         // The bucket dequeue would serve: the first non-empty of the lists' order.
-        let order: Vec<usize> = self.new_list.iter().chain(self.old_list.iter()).copied().collect();
+        let order: Vec<usize> = self
+            .new_list
+            .iter()
+            .chain(self.old_list.iter())
+            .copied()
+            .collect();
         order
             .into_iter()
             .find_map(|b| self.buckets[b].packets.front().map(|_| b))
@@ -506,7 +514,9 @@ mod tests {
                 assert_eq!((hh, non), (k as usize - 86, 86), "packet {k}");
             }
         }
-        let Some(Xstats::Hhf(x)) = q.xstats() else { panic!() };
+        let Some(Xstats::Hhf(x)) = q.xstats() else {
+            panic!()
+        };
         assert_eq!((x.hh_tot_count, x.hh_cur_count), (1, 1));
         // Drained, then 10 more of the heavy hitter and 10 of a light flow: the light flow stays out of
         // T, its bucket re-enters on the new list with 2 quanta (non_hh_weight) against the heavy
@@ -534,7 +544,9 @@ mod tests {
             }
             while q.dequeue(&mut Cx::new(w * 41_000_000)).is_some() {}
         }
-        let Some(Xstats::Hhf(x)) = q.xstats() else { panic!() };
+        let Some(Xstats::Hhf(x)) = q.xstats() else {
+            panic!()
+        };
         assert_eq!(x.hh_tot_count, 0);
     }
 

@@ -15,9 +15,9 @@ pub mod cbq;
 pub mod choke;
 pub(crate) mod class_hash;
 pub(crate) mod class_table;
+pub mod cobalt;
 pub mod codel;
 pub mod codel_impl;
-pub mod cobalt;
 pub mod drr;
 pub mod ets;
 pub mod fifo;
@@ -535,12 +535,19 @@ pub const KINDS: &[QdiscKind] = &[
 
 /// A qdisc with one class, `handle:1`, whose leaf is its queue (TBF, RED): that class as `tc class
 /// show` lists it.
-pub(crate) fn one_child_walk(kind: &'static str, handle: Handle, child: &Option<Sched>) -> Vec<ClassInfo> {
+pub(crate) fn one_child_walk(
+    kind: &'static str,
+    handle: Handle,
+    child: &Option<Sched>,
+) -> Vec<ClassInfo> {
     vec![ClassInfo {
         kind,
         classid: Handle(handle.0 | 1),
         parent: handle,
-        leaf: child.as_ref().map(|c| c.handle).filter(|h| *h != Handle::UNSPEC),
+        leaf: child
+            .as_ref()
+            .map(|c| c.handle)
+            .filter(|h| *h != Handle::UNSPEC),
         options: None,
         stats: child.as_ref().map(|c| c.q.stats()).unwrap_or_default(),
         htb_xstats: None,

@@ -765,11 +765,7 @@ mod tests {
         p.data[0] = 0x43; // IHL 3 < 5
         assert_eq!(*flow_keys(&p), [0x0800]);
         p.protocol = 0x0806;
-        assert_eq!(
-            *flow_keys(&p),
-            [0x0806],
-            "non-IP: keyed by EtherType only"
-        );
+        assert_eq!(*flow_keys(&p), [0x0806], "non-IP: keyed by EtherType only");
     }
 
     #[test]

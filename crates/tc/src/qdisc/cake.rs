@@ -267,7 +267,9 @@ fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOpti
             "mpu" => {
                 mpu = strtol10(it.value()?)
                     .filter(|v| (0..=256).contains(v))
-                    .ok_or_else(|| Failure::options("Illegal \"mpu\", valid range is 0 to 256\\n"))?;
+                    .ok_or_else(|| {
+                        Failure::options("Illegal \"mpu\", valid range is 0 to 256\\n")
+                    })?;
             }
             "ingress" => o.ingress = Some(1),
             "egress" => o.ingress = Some(0),
@@ -304,13 +306,7 @@ fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOpti
 }
 
 /// `cake_print_mode`: a known mode's name, or `(?key?)`.
-fn print_mode(
-    v: u32,
-    names: &[&str],
-    key: &str,
-    s: &mut String,
-    j: &mut Map<String, Value>,
-) {
+fn print_mode(v: u32, names: &[&str], key: &str, s: &mut String, j: &mut Map<String, Value>) {
     match names.get(v as usize) {
         Some(n) => {
             let _ = write!(s, "{n} ");
@@ -411,7 +407,11 @@ fn print(o: &QdiscOptions, _flags: ShowFlags, s: &mut String, j: &mut Map<String
         let _ = write!(s, "fwmark {fwmark:#x} ");
     }
     // print_0xhex: `%#llx`, which writes 0 without the prefix.
-    let hex = if fwmark == 0 { "0".to_string() } else { format!("{fwmark:#x}") };
+    let hex = if fwmark == 0 {
+        "0".to_string()
+    } else {
+        format!("{fwmark:#x}")
+    };
     j.insert("fwmark".into(), json!(hex));
 }
 
@@ -424,7 +424,11 @@ fn print_xstats(x: &Xstats, out: &mut String) {
         sprint_size(x.memory_used),
         sprint_size(x.memory_limit)
     );
-    let _ = writeln!(out, " capacity estimate: {}", sprint_rate(x.capacity_estimate));
+    let _ = writeln!(
+        out,
+        " capacity estimate: {}",
+        sprint_rate(x.capacity_estimate)
+    );
     let _ = writeln!(
         out,
         " min/max network layer size: {:>12} /{:>8}",

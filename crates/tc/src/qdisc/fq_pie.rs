@@ -149,13 +149,31 @@ mod tests {
         let p = &o.pie;
         assert_eq!(
             (p.limit, o.flows, p.target, p.tupdate, p.alpha, p.beta),
-            (Some(500), None, Some(20_000), Some(30_000), Some(4), Some(32))
+            (
+                Some(500),
+                None,
+                Some(20_000),
+                Some(30_000),
+                Some(4),
+                Some(32)
+            )
         );
-        assert_eq!((o.quantum, o.memory_limit, o.ecn_prob), (Some(3072), Some(1 << 20), Some(25)));
-        assert_eq!((p.ecn, p.bytemode, p.dq_rate_estimator), (Some(0), Some(1), None));
+        assert_eq!(
+            (o.quantum, o.memory_limit, o.ecn_prob),
+            (Some(3072), Some(1 << 20), Some(25))
+        );
+        assert_eq!(
+            (p.ecn, p.bytemode, p.dq_rate_estimator),
+            (Some(0), Some(1), None)
+        );
         // fq_pie_print_opt: sizes by print_size, the flags only when set.
         let mut s = String::new();
-        print(&QdiscOptions::FqPie(o), ShowFlags::default(), &mut s, &mut Map::new());
+        print(
+            &QdiscOptions::FqPie(o),
+            ShowFlags::default(),
+            &mut s,
+            &mut Map::new(),
+        );
         assert_eq!(
             s,
             "limit 500p target 20ms tupdate 30ms alpha 4 beta 32 quantum 3Kb memory_limit 1Mb ecn_prob 25 bytemode "

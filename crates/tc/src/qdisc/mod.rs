@@ -106,8 +106,7 @@ pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | 
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
 pub const KNOWN_TO_TC: &[&str] = &[
-    "fq", "sfb", "mqprio", "multiq", "gred", "taprio",
-    "etf", "cbs",
+    "fq", "sfb", "mqprio", "multiq", "gred", "taprio", "etf", "cbs",
 ];
 
 /// Those of [`KNOWN_TO_TC`] whose tc has a class parser (`parse_copt`).
