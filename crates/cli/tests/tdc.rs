@@ -144,6 +144,11 @@ fn tdc_plug() {
 }
 
 #[test]
+fn tdc_gred() {
+    assert_no_failures(&["qdiscs/gred.json"]);
+}
+
+#[test]
 fn tdc_u32() {
     assert_no_failures(&["filters/u32.json"]);
 }

@@ -84,14 +84,16 @@ pub fn forward(
     )
 }
 
-/// The skb `ip_forward` sends on: the same bytes, length, protocol and mark; the priority from the TOS
-/// byte; nothing else of the arriving skb (its classid, its time in the previous device's queue).
+/// The skb `ip_forward` sends on: the same bytes, length, protocol, mark and `tc_index` (an ingress
+/// filter's class minor, which GRED on the way out reads as the drop precedence); the priority from the
+/// TOS byte; nothing else of the arriving skb (its time in the previous device's queue).
 pub fn forwarded(pkt: Packet, tos: u8) -> Packet {
     Packet {
         data: pkt.data,
         len: pkt.len,
         protocol: pkt.protocol,
         mark: pkt.mark,
+        tc_index: pkt.tc_index,
         priority: tos_to_priority(tos),
         ..Packet::default()
     }

@@ -17,8 +17,9 @@ pub struct Packet {
     pub mark: u32,
     /// `skb->priority`: a socket priority (0..15) or, if its major equals a qdisc's handle, a classid.
     pub priority: u32,
-    /// Class chosen by classification (`skb->tc_index`/`tc_classid`), 0 if none.
-    pub classid: u32,
+    /// `skb->tc_index`: the minor of the class an ingress or clsact filter chose (`tc_run`), 0 if none.
+    /// GRED reads its low four bits as the drop precedence.
+    pub tc_index: u16,
     /// EtherType (0x0800 IPv4, 0x86dd IPv6).
     pub protocol: u16,
     /// When the packet entered the root qdisc.

@@ -22,6 +22,21 @@ pub fn red_eval_ewma(qmin: u32, burst: u32, avpkt: u32) -> Option<u8> {
     None
 }
 
+/// [`red_eval_ewma`] with tc's failure as `who` (RED, CHOKE, GRED, SFQ) reports it, after the hint
+/// `tc_red_eval_ewma` itself prints when `burst` cannot even hold `qmin`.
+pub fn eval_ewma(qmin: u32, burst: u32, avpkt: u32, who: &str) -> crate::Result<u8> {
+    red_eval_ewma(qmin, burst, avpkt).ok_or_else(|| {
+        let mut msg = String::new();
+        if (burst as f64) + 1.0 - (qmin as f64) / (avpkt as f64) < 1.0 {
+            msg = format!(
+                "tc_red_eval_ewma() burst {burst} is too small ? Try burst {}\n",
+                1 + qmin / avpkt
+            );
+        }
+        crate::Failure::options(format!("{msg}{who}: failed to calculate EWMA constant."))
+    })
+}
+
 /// `tc_red_eval_P`.
 pub fn red_eval_p(qmin: u32, qmax: u32, prob: f64) -> Option<u8> {
     let i = qmax as i64 - qmin as i64;

@@ -24,7 +24,7 @@
 //! - `meta` (`em_meta.c`): packet metadata compared with a value or another metadata. `priority`,
 //!   `nf_mark`, `pkt_len` (tclab's frame length), `protocol` (as the kernel, in network byte order read as
 //!   a little-endian host does: IPv4 is 8), `pkt_type` (0), `data_len` (0), `mac_len` (14), `tc_index`
-//!   (0), `loadavg_*` (0), `rxhash`, and `random` (a deterministic sequence). What a tclab packet does not
+//!   (what an ingress filter set), `loadavg_*` (0), `rxhash`, and `random` (a deterministic sequence). What a tclab packet does not
 //!   have — a device, a route, a VLAN tag, a socket — makes the kernel's collector fail, and the match is
 //!   false.
 //! - `canid` (`em_canid.c`): the CAN identifier in the first four bytes (host order) against standard-
@@ -372,7 +372,7 @@ impl EmatchTree {
             DATALEN => 0,
             MACLEN => 14,
             NFMARK => pkt.mark as u64,
-            TCINDEX => 0,
+            TCINDEX => pkt.tc_index as u64,
             RXHASH => rxhash(pkt) as u64,
             // No device, route, VLAN tag or socket.
             _ => return None,

@@ -386,23 +386,21 @@ impl Htb {
         }
     }
 
-    /// `htb_classify`: `skb->priority` (or a classid preset on the packet) naming this qdisc or one of its
+    /// `htb_classify`: `skb->priority` naming this qdisc or one of its
     /// leaves; else the filters — the qdisc's, then those of each inner class a filter names, until one
     /// names a leaf; then the default class, then the direct queue.
     fn classify(&self, pkt: &mut Packet, cx: &mut Cx) -> Target {
         let mut block = self.blocks.get(&self.handle.0);
-        for id in [pkt.priority, pkt.classid] {
-            if id == self.handle.0 {
-                return Target::Direct;
-            }
-            if id != 0 && (id & 0xffff_0000) == self.handle.0 {
-                if let Some(i) = self.find_idx(id) {
-                    if self.cl(i).level == 0 {
-                        return Target::Leaf(i);
-                    }
-                    block = self.blocks.get(&id);
-                    break;
+        let id = pkt.priority;
+        if id == self.handle.0 {
+            return Target::Direct;
+        }
+        if id != 0 && (id & 0xffff_0000) == self.handle.0 {
+            if let Some(i) = self.find_idx(id) {
+                if self.cl(i).level == 0 {
+                    return Target::Leaf(i);
                 }
+                block = self.blocks.get(&id);
             }
         }
         while let Some(b) = block {

@@ -12,6 +12,7 @@
 //! `TC_ACT_SHOT` only: a packet an action stole is gone without being a drop).
 
 use super::{Cx, DevEnv, DropReason, Qdisc, QdiscOptions, QdiscStats, Verdict};
+use crate::action::{TC_ACT_OK, TC_ACT_RECLASSIFY};
 use crate::error::{KernelError, Warning};
 use crate::filter::{self, Block};
 use crate::handle::Handle;
@@ -44,7 +45,19 @@ impl Ingress {
         match filter::classify(block, pkt, cx) {
             filter::Verdict::Shot => Some(Verdict::Drop),
             filter::Verdict::Stolen => Some(Verdict::Stolen),
-            _ => None,
+            v => {
+                set_tc_index(pkt, &v);
+                None
+            }
+        }
+    }
+}
+
+/// `tc_run`: a filter's `ok` or `reclassify` verdict leaves the class minor in `skb->tc_index`.
+fn set_tc_index(pkt: &mut Packet, v: &filter::Verdict) {
+    if let filter::Verdict::Classified { classid, control } = *v {
+        if control == TC_ACT_OK || control == TC_ACT_RECLASSIFY {
+            pkt.tc_index = classid as u16;
         }
     }
 }
@@ -70,7 +83,8 @@ impl Qdisc for Ingress {
                 Verdict::Drop
             }
             filter::Verdict::Stolen => Verdict::Stolen,
-            _ => {
+            v => {
+                set_tc_index(&mut pkt, &v);
                 self.stats.count_sent(&pkt);
                 self.passed = Some(pkt);
                 Verdict::Success

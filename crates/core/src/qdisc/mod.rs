@@ -23,6 +23,7 @@ pub mod ets;
 pub mod fifo;
 pub mod fq_codel;
 pub mod fq_pie;
+pub mod gred;
 pub mod hfsc;
 pub mod hhf;
 pub mod htb;
@@ -450,6 +451,7 @@ pub enum QdiscOptions {
     Red(red::RedOptions),
     /// CHOKe's options are RED's (`struct tc_red_qopt`), the thresholds in packets.
     Choke(red::RedOptions),
+    Gred(gred::GredOptions),
     Pie(pie::PieOptions),
     FqPie(fq_pie::FqPieOptions),
 }
@@ -481,6 +483,7 @@ impl QdiscOptions {
             QdiscOptions::Skbprio(_) => "skbprio",
             QdiscOptions::Red(_) => "red",
             QdiscOptions::Choke(_) => "choke",
+            QdiscOptions::Gred(_) => "gred",
             QdiscOptions::Pie(_) => "pie",
             QdiscOptions::FqPie(_) => "fq_pie",
             QdiscOptions::Plug(_) => "plug",
@@ -529,6 +532,7 @@ pub const KINDS: &[QdiscKind] = &[
     plug::KIND,
     red::KIND,
     choke::KIND,
+    gred::KIND,
     pie::KIND,
     fq_pie::KIND,
 ];

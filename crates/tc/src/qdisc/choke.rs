@@ -4,7 +4,7 @@
 
 use super::red::{eval_idle_damping, print_flags_and_details};
 use super::QdiscLang;
-use crate::red::{red_eval_ewma, red_eval_p};
+use crate::red::{eval_ewma, red_eval_p};
 use crate::util::{get_rate, get_size, get_unsigned, scan_double};
 use crate::{Failure, Result, ShowFlags};
 use serde_json::{json, Map, Value};
@@ -82,16 +82,7 @@ fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOpti
         return Err(Failure::options("\"min\" is not smaller than \"max\""));
     }
     let (min_b, max_b) = (o.qth_min.wrapping_mul(avpkt), o.qth_max.wrapping_mul(avpkt));
-    o.wlog = red_eval_ewma(min_b, burst, avpkt).ok_or_else(|| {
-        let mut msg = String::new();
-        if (burst as f64) + 1.0 - (min_b as f64) / (avpkt as f64) < 1.0 {
-            msg = format!(
-                "tc_red_eval_ewma() burst {burst} is too small ? Try burst {}\n",
-                1 + min_b / avpkt
-            );
-        }
-        Failure::options(msg + "CHOKE: failed to calculate EWMA constant.")
-    })?;
+    o.wlog = eval_ewma(min_b, burst, avpkt, "CHOKE")?;
     o.plog = red_eval_p(min_b, max_b, probability)
         .ok_or_else(|| Failure::options("CHOKE: failed to calculate probability."))?;
     let (scell, stab) = eval_idle_damping(o.wlog, avpkt, rate)

@@ -21,6 +21,7 @@ pub mod ets;
 pub mod fifo;
 pub mod fq_codel;
 pub mod fq_pie;
+pub mod gred;
 pub mod hfsc;
 pub mod hhf;
 pub mod htb;
@@ -87,6 +88,7 @@ pub const KINDS: &[QdiscLang] = &[
     hhf::LANG,
     red::LANG,
     choke::LANG,
+    gred::LANG,
     pie::LANG,
     fq_pie::LANG,
     ets::LANG,
@@ -105,9 +107,7 @@ pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | 
 
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
-pub const KNOWN_TO_TC: &[&str] = &[
-    "fq", "sfb", "mqprio", "multiq", "gred", "taprio", "etf", "cbs",
-];
+pub const KNOWN_TO_TC: &[&str] = &["fq", "sfb", "mqprio", "multiq", "taprio", "etf", "cbs"];
 
 /// Those of [`KNOWN_TO_TC`] whose tc has a class parser (`parse_copt`).
 const KNOWN_CLASSFUL: &[&str] = &[];

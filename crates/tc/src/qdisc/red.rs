@@ -8,7 +8,7 @@
 //! `qevent` blocks, parsed but not attached (see core's `red.rs`).
 
 use super::QdiscLang;
-use crate::red::{red_eval_ewma, red_eval_p};
+use crate::red::{eval_ewma, red_eval_p};
 use crate::util::{
     calc_xmittime, fmt_g, get_rate, get_size, get_unsigned, scan_double, sprint_size,
 };
@@ -135,16 +135,7 @@ fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOpti
     if rate == 0 {
         rate = 10_000_000 / 8;
     }
-    o.wlog = red_eval_ewma(o.qth_min, burst, avpkt).ok_or_else(|| {
-        let mut msg = String::new();
-        if (burst as f64) + 1.0 - (o.qth_min as f64) / (avpkt as f64) < 1.0 {
-            msg = format!(
-                "tc_red_eval_ewma() burst {burst} is too small ? Try burst {}\n",
-                1 + o.qth_min / avpkt
-            );
-        }
-        Failure::options(msg + "RED: failed to calculate EWMA constant.")
-    })?;
+    o.wlog = eval_ewma(o.qth_min, burst, avpkt, "RED")?;
     o.plog = red_eval_p(o.qth_min, o.qth_max, probability)
         .ok_or_else(|| Failure::options("RED: failed to calculate probability."))?;
     let (scell, stab) = eval_idle_damping(o.wlog, avpkt, rate)
@@ -157,7 +148,7 @@ fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOpti
 }
 
 /// `tc_red_print_flags`.
-fn print_flags(flags: u8, s: &mut String, j: &mut Map<String, Value>) {
+pub(crate) fn print_flags(flags: u8, s: &mut String, j: &mut Map<String, Value>) {
     for (bit, name) in [
         (TC_RED_ECN, "ecn"),
         (TC_RED_HARDDROP, "harddrop"),

@@ -2,7 +2,7 @@
 //! options of SFQ's per-flow RED.
 
 use super::QdiscLang;
-use crate::red::{red_eval_ewma, red_eval_p, TC_RED_ECN, TC_RED_HARDDROP};
+use crate::red::{eval_ewma, red_eval_p, TC_RED_ECN, TC_RED_HARDDROP};
 use crate::util::{fmt_g, get_int, get_size, get_u32, scan_double, sprint_size};
 use crate::{Failure, Result, ShowFlags};
 use serde_json::{json, Map, Value};
@@ -112,8 +112,7 @@ fn parse_sfq(args: &[String]) -> Result<QdiscOptions> {
         if red.qth_min >= red.qth_max {
             return Err(Failure::options("\"min\" is not smaller than \"max\""));
         }
-        red.wlog = red_eval_ewma(red.qth_min, burst, avpkt)
-            .ok_or_else(|| Failure::options("SFQ: failed to calculate EWMA constant."))?;
+        red.wlog = eval_ewma(red.qth_min, burst, avpkt, "SFQ")?;
         red.plog = red_eval_p(red.qth_min, red.qth_max, probability)
             .ok_or_else(|| Failure::options("SFQ: failed to calculate probability."))?;
         red.max_p = (probability * 4294967296.0).clamp(0.0, u32::MAX as f64) as u32;
