@@ -149,6 +149,11 @@ fn tdc_gred() {
 }
 
 #[test]
+fn tdc_sfb() {
+    assert_no_failures(&["qdiscs/sfb.json"]);
+}
+
+#[test]
 fn tdc_u32() {
     assert_no_failures(&["filters/u32.json"]);
 }

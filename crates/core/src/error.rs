@@ -26,6 +26,8 @@ pub enum Errno {
     Perm,
     /// ENOSPC
     NoSpace,
+    /// ENOSYS
+    NoSys,
 }
 
 impl Errno {
@@ -41,6 +43,7 @@ impl Errno {
             Errno::Range => "Numerical result out of range",
             Errno::Perm => "Operation not permitted",
             Errno::NoSpace => "No space left on device",
+            Errno::NoSys => "Function not implemented",
         }
     }
 }

@@ -41,6 +41,9 @@ pub struct Packet {
     /// `skb->tc_depth`: how many times the packet was re-enqueued at a root (netem's duplicate is 1, and
     /// is never duplicated again).
     pub tc_depth: u8,
+    /// `qdisc_skb_cb(skb)->data`: what a discipline keeps with a packet it queued in a child (SFB's bin
+    /// hashes of its two sets), read back when the packet comes out.
+    pub cb: [u32; 2],
     /// The leaf class the innermost classful qdisc queued the packet in (`Cx::tag_leaf`), for traces
     /// (`tclab sim --trace`); 0 if none. No discipline reads it.
     pub leaf_class: u32,

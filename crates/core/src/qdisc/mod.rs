@@ -40,6 +40,7 @@ pub mod prio;
 pub mod qfq;
 pub mod red;
 pub mod red_impl;
+pub mod sfb;
 pub mod sfq;
 pub mod skbprio;
 pub mod tbf;
@@ -452,6 +453,7 @@ pub enum QdiscOptions {
     /// CHOKe's options are RED's (`struct tc_red_qopt`), the thresholds in packets.
     Choke(red::RedOptions),
     Gred(gred::GredOptions),
+    Sfb(sfb::SfbOptions),
     Pie(pie::PieOptions),
     FqPie(fq_pie::FqPieOptions),
 }
@@ -484,6 +486,7 @@ impl QdiscOptions {
             QdiscOptions::Red(_) => "red",
             QdiscOptions::Choke(_) => "choke",
             QdiscOptions::Gred(_) => "gred",
+            QdiscOptions::Sfb(_) => "sfb",
             QdiscOptions::Pie(_) => "pie",
             QdiscOptions::FqPie(_) => "fq_pie",
             QdiscOptions::Plug(_) => "plug",
@@ -533,6 +536,7 @@ pub const KINDS: &[QdiscKind] = &[
     red::KIND,
     choke::KIND,
     gred::KIND,
+    sfb::KIND,
     pie::KIND,
     fq_pie::KIND,
 ];
@@ -619,6 +623,8 @@ pub enum Xstats {
     Hhf(hhf::HhfXstats),
     /// `struct tc_red_xstats`.
     Red(red::RedXstats),
+    /// `struct tc_sfb_xstats`.
+    Sfb(sfb::SfbXstats),
     /// `struct tc_choke_xstats`.
     Choke(choke::ChokeXstats),
     /// `struct tc_pie_xstats`.

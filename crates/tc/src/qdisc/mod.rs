@@ -35,6 +35,7 @@ pub mod plug;
 pub mod prio;
 pub mod qfq;
 pub mod red;
+pub mod sfb;
 pub mod sfq;
 pub mod skbprio;
 pub mod tbf;
@@ -89,6 +90,7 @@ pub const KINDS: &[QdiscLang] = &[
     red::LANG,
     choke::LANG,
     gred::LANG,
+    sfb::LANG,
     pie::LANG,
     fq_pie::LANG,
     ets::LANG,
@@ -107,7 +109,7 @@ pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | 
 
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
-pub const KNOWN_TO_TC: &[&str] = &["fq", "sfb", "mqprio", "multiq", "taprio", "etf", "cbs"];
+pub const KNOWN_TO_TC: &[&str] = &["fq", "mqprio", "multiq", "taprio", "etf", "cbs"];
 
 /// Those of [`KNOWN_TO_TC`] whose tc has a class parser (`parse_copt`).
 const KNOWN_CLASSFUL: &[&str] = &[];
