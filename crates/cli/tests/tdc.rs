@@ -4,7 +4,8 @@
 //! Each case gets a fresh policy store (TCLAB_STATE in a fresh temp dir) and runs its commands
 //! through `bash -c` (as tdc.py does with `shell=True`), with a PATH whose first directory holds
 //! two stand-ins: `tc` (execs `tclab tc "$@"`) and `ip` (only `ip link add` and
-//! `ip link set ... mtu/txqueuelen` reach `tclab link`; every other ip command is a no-op).
+//! `ip link set ... mtu/txqueuelen/numtxqueues` reach `tclab link`; every other ip command is a
+//! no-op). netdevsim's `new_device` becomes `ip link add dev eth0 numtxqueues N`.
 //! `$TC`, `$IP`, `$DUMMY`, `$DEV0`, `$DEV1`, `$DEV2`, `$ETH` are substituted with `tc`, `ip`,
 //! dummy1, v0p0, v0p1, v0p2, eth0.
 //!
@@ -13,7 +14,7 @@
 //! command failed and wrote to stderr) must contain matchPattern exactly matchCount times
 //! (Python re.findall with DOTALL|MULTILINE) or match matchJSON; an empty verify output passes
 //! only when matchCount is 0; teardown exit codes are ignored. Cases that need plugins other
-//! than nsPlugin, scapy, eBPF objects, batch files, netdevsim or tdc's helper scripts are
+//! than nsPlugin, scapy, eBPF objects, batch files or tdc's helper scripts are
 //! skipped (a batch read from stdin, `$TC -b -`, runs: `tclab tc -b -` reads it).
 //!
 //!   cargo test -p tclab --test tdc -- --nocapture            # htb, tbf, fifo, pfifo_fast
@@ -146,6 +147,16 @@ fn tdc_plug() {
 #[test]
 fn tdc_gred() {
     assert_no_failures(&["qdiscs/gred.json"]);
+}
+
+#[test]
+fn tdc_mq() {
+    assert_no_failures(&["qdiscs/mq.json"]);
+}
+
+#[test]
+fn tdc_multiq() {
+    assert_no_failures(&["qdiscs/multiq.json"]);
 }
 
 #[test]
@@ -461,7 +472,6 @@ fn skip_reason(case: &Value) -> Option<String> {
         ("$BATCH_DIR", "uses batch files"),
         ("$BATCH_FILE", "uses batch files"),
         (" -batch", "uses batch files"),
-        ("netdevsim", "needs netdevsim (multi-queue device)"),
         ("./scripts/", "needs tdc's helper scripts"),
         ("./tdc_", "needs tdc's helper scripts"),
     ];
@@ -623,9 +633,29 @@ fn run_case_body(case: &Value, sh: &dyn Fn(&str) -> RunResult) -> Outcome {
     Outcome::Pass
 }
 
+/// netdevsim's control files, as tdc writes them, made the equivalent `ip link` command: `echo "ID
+/// PORTS [QUEUES]" > /sys/bus/netdevsim/new_device` creates the port `eth0` with QUEUES transmit queues
+/// (1 if absent) — what mq and multiq read of it; `del_device` removes it.
+fn netdevsim(cmd: &str) -> Option<String> {
+    let re = regex::Regex::new(
+        r#"^echo\s+"?(\d+)\s*(\d+)?\s*(\d+)?"?\s*>\s*/sys/bus/netdevsim/(new|del)_device\s*$"#,
+    )
+    .unwrap();
+    let c = re.captures(cmd.trim())?;
+    Some(if &c[4] == "del" {
+        "ip link del dev eth0".to_string()
+    } else {
+        let queues = c.get(3).map_or("1", |m| m.as_str());
+        format!("ip link add dev eth0 numtxqueues {queues} type dummy")
+    })
+}
+
 /// `$TC` → `tc` and `$IP` → `ip` (the stand-ins first in PATH), device names as in tdc_config.py
-/// (with `$DEV2` → v0p2).
+/// (with `$DEV2` → v0p2); netdevsim's control files as `ip link` ([`netdevsim`]).
 fn substitute(cmd: &str) -> String {
+    if let Some(ip) = netdevsim(cmd) {
+        return ip;
+    }
     let re = regex::Regex::new(r"\$(TC|IP|DUMMY|DEV0|DEV1|DEV2|ETH)\b").unwrap();
     re.replace_all(cmd, |c: &regex::Captures| {
         match &c[1] {
@@ -843,7 +873,8 @@ impl Shims {
             &format!(
                 r#"#!/bin/bash
 # ip(8) stand-in for tclab's tdc runner. Only `ip link add` and `ip link set ... mtu N /
-# txqueuelen N` reach tclab (as `tclab link add|set dev NAME [mtu N] [txqueuelen N]`);
+# txqueuelen N / numtxqueues N` reach tclab (as `tclab link add|set dev NAME [mtu N] [txqueuelen N]
+# [numtxqueues N]`);
 # every other ip command succeeds without doing anything.
 TCLAB={tclab}
 [ "$1" = link ] || exit 0
@@ -862,7 +893,8 @@ while [ $# -gt 0 ]; do
         mtu) [ $# -ge 2 ] || exit 0; opts+=(mtu "$2"); shift 2 ;;
         txqueuelen|txqlen|qlen) [ $# -ge 2 ] || exit 0; opts+=(txqueuelen "$2"); shift 2 ;;
         up|down|arp|multicast|allmulticast|promisc|trailers|dynamic) shift ;;
-        name|address|broadcast|netns|alias|group|master|link|numtxqueues|numrxqueues|index) shift 2 || break ;;
+        numtxqueues) [ $# -ge 2 ] || exit 0; opts+=(numtxqueues "$2"); shift 2 ;;
+        name|address|broadcast|netns|alias|group|master|link|numrxqueues|index) shift 2 || break ;;
         *) [ -n "$dev" ] || dev="$1"; shift ;;
     esac
 done

@@ -41,6 +41,10 @@ pub struct Packet {
     /// `skb->tc_depth`: how many times the packet was re-enqueued at a root (netem's duplicate is 1, and
     /// is never duplicated again).
     pub tc_depth: u8,
+    /// `skb->queue_mapping` when an action chose the transmit queue (`skbedit queue_mapping N`); `None`
+    /// leaves the choice to the device's flow hash (`skb_tx_hash`), made where the queue is read (mq,
+    /// multiq).
+    pub queue_mapping: Option<u16>,
     /// `qdisc_skb_cb(skb)->data`: what a discipline keeps with a packet it queued in a child (SFB's bin
     /// hashes of its two sets), read back when the packet comes out.
     pub cb: [u32; 2],

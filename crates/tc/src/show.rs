@@ -209,7 +209,10 @@ pub fn classes(
             if c.is_flow_queue() || c.kind == "skbprio" {
                 // skbprio's classes report queue counters only too (`skbprio_dump_class_stats`).
                 queue_stats_block(&c.stats, out);
-            } else if c.options.is_some() || c.xstats.is_some() || matches!(c.kind, "prio" | "mq") {
+            } else if c.options.is_some()
+                || c.xstats.is_some()
+                || matches!(c.kind, "prio" | "mq" | "multiq")
+            {
                 stats_block(&c.stats, out);
             } else {
                 out.push('\n');

@@ -26,6 +26,11 @@ impl Skbedit {
                 pkt.priority = (tos >> 2) as u32;
             }
         }
+        if let Some(q) = self.queue_mapping {
+            // The kernel ignores a queue the device does not have; [`crate::qdisc::mq::pick_tx`] does,
+            // as it knows the device's queues.
+            pkt.queue_mapping = Some(q);
+        }
         if let Some(p) = self.priority {
             pkt.priority = p;
         }

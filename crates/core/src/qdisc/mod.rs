@@ -29,6 +29,7 @@ pub mod hhf;
 pub mod htb;
 pub mod ingress;
 pub mod mq;
+pub mod multiq;
 pub mod netem;
 pub mod netem_dist;
 pub mod noqueue;
@@ -454,6 +455,7 @@ pub enum QdiscOptions {
     Choke(red::RedOptions),
     Gred(gred::GredOptions),
     Sfb(sfb::SfbOptions),
+    Multiq(multiq::MultiqOptions),
     Pie(pie::PieOptions),
     FqPie(fq_pie::FqPieOptions),
 }
@@ -487,6 +489,7 @@ impl QdiscOptions {
             QdiscOptions::Choke(_) => "choke",
             QdiscOptions::Gred(_) => "gred",
             QdiscOptions::Sfb(_) => "sfb",
+            QdiscOptions::Multiq(_) => "multiq",
             QdiscOptions::Pie(_) => "pie",
             QdiscOptions::FqPie(_) => "fq_pie",
             QdiscOptions::Plug(_) => "plug",
@@ -537,6 +540,7 @@ pub const KINDS: &[QdiscKind] = &[
     choke::KIND,
     gred::KIND,
     sfb::KIND,
+    multiq::KIND,
     pie::KIND,
     fq_pie::KIND,
 ];

@@ -34,8 +34,8 @@ pub struct Mq {
     secret: [u64; 2],
 }
 
-/// `noop_qdisc`: what a queue holds after its qdisc is deleted.
-struct Noop;
+/// `noop_qdisc`: what a queue holds after its qdisc is deleted (mq, multiq).
+pub(crate) struct Noop;
 
 impl Qdisc for Noop {
     fn kind(&self) -> &'static str {
@@ -65,6 +65,16 @@ impl Qdisc for Noop {
         _: Nanos,
     ) -> Result<Vec<Warning>, KernelError> {
         Err(KernelError::new(Errno::NotSupported))
+    }
+}
+
+/// `netdev_pick_tx`: the transmit queue (0-based) of `pkt` on a device with `queues` queues — the one an
+/// action chose, if the device has it (`act_skbedit` checks `real_num_tx_queues`), else `skb_tx_hash`:
+/// the flow hash keyed by `secret` scaled to the queues, so that a flow keeps to one queue.
+pub(crate) fn pick_tx(pkt: &Packet, queues: usize, secret: [u64; 2]) -> usize {
+    match pkt.queue_mapping {
+        Some(q) if (q as usize) < queues => q as usize,
+        _ => ((keyed_hash(secret, &flow_keys(pkt)) as u64 * queues as u64) >> 32) as usize,
     }
 }
 
@@ -104,10 +114,9 @@ impl Qdisc for Mq {
         "mq"
     }
 
-    /// `netdev_pick_tx` → `skb_tx_hash`: the flow's queue, then that queue's qdisc.
+    /// `netdev_pick_tx`: the packet's queue, then that queue's qdisc.
     fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
-        let h = keyed_hash(self.secret, &flow_keys(&pkt));
-        let i = ((h as u64 * self.queues.len() as u64) >> 32) as usize;
+        let i = pick_tx(&pkt, self.queues.len(), self.secret);
         self.queues[i].q.enqueue(pkt, cx)
     }
 

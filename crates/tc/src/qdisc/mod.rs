@@ -27,6 +27,7 @@ pub mod hhf;
 pub mod htb;
 pub mod ingress;
 pub mod mq;
+pub mod multiq;
 pub mod netem;
 pub mod noqueue;
 pub mod pfifo_fast;
@@ -83,6 +84,7 @@ pub const KINDS: &[QdiscLang] = &[
     codel::LANG,
     fq_codel::LANG,
     mq::LANG,
+    multiq::LANG,
     netem::LANG,
     hfsc::LANG,
     cake::LANG,
@@ -109,7 +111,7 @@ pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | 
 
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
-pub const KNOWN_TO_TC: &[&str] = &["fq", "mqprio", "multiq", "taprio", "etf", "cbs"];
+pub const KNOWN_TO_TC: &[&str] = &["fq", "mqprio", "taprio", "etf", "cbs"];
 
 /// Those of [`KNOWN_TO_TC`] whose tc has a class parser (`parse_copt`).
 const KNOWN_CLASSFUL: &[&str] = &[];
