@@ -295,7 +295,12 @@ fn build_hfsc(n: u32, rt: bool) -> Engine {
 fn run(mut e: Engine, n: u32) -> f64 {
     let dev = e.device_mut("eth0").unwrap();
     let mut now = 0u64;
-    let steps = 2_000_000u64;
+    // TCLAB_BENCH_STEPS shortens the run (e.g. under valgrind's callgrind, to count instructions and
+    // cache misses where wall time is too noisy).
+    let steps: u64 = std::env::var("TCLAB_BENCH_STEPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2_000_000);
     // Warm up: one pass over every leaf.
     for _ in 0..(2 * n as u64).min(200_000) {
         now += 1200;

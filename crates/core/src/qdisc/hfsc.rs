@@ -328,6 +328,11 @@ impl RuntimeSc {
 /// A key in one of the ordered trees: (value, insertion order), so equal values keep insertion order.
 type Key = (u64, u64);
 
+/// A parent's tree key: the value in the high half, the insertion order in the low half.
+fn tree_key(v: u64, seq: u64) -> u128 {
+    ((v as u128) << 64) | seq as u128
+}
+
 /// A class's place in the eligible tree: not yet eligible (e, order), or eligible (d, e, order).
 #[derive(Clone, Copy, Debug)]
 enum ElPos {
@@ -335,56 +340,66 @@ enum ElPos {
     Ready(u64, u64, u64),
 }
 
-/// `struct hfsc_class`.
+/// `struct hfsc_class`. Laid out by hand, hottest first, one cache line a group (`repr(C)`, aligned
+/// to a line): with thousands of classes each packet's walk down the trees and `update_vf` miss the
+/// cache on every line of a class they touch, so the fields of the per-packet path share as few lines
+/// as possible.
+#[repr(C, align(64))]
 struct Class {
-    classid: u32,
+    // Line 1: what the trees' walks read.
+    /// Fit time (ticks): the class may be served by link sharing once `f ≤ now`.
+    f: u64,
+    /// Virtual time.
+    vt: u64,
     parent: Option<usize>,
+    /// This class's key in its parent's virtual-time tree.
+    vt_key: Option<Key>,
     level: u32,
-    /// Children per level (`level` is one more than the highest non-empty entry).
-    child_levels: Vec<u32>,
-    /// `cl->qdisc`: the leaf queue. Kept (purged) when the class becomes inner, as the kernel keeps it.
-    q: Sched,
-    // parameters
-    flags: u8,
-    rsc: InternalSc,
-    fsc: InternalSc,
-    usc: InternalSc,
-    // variables
+    nactive: u32,
+    // Line 2: what `update_vf` reads and writes besides.
     /// `cl_total`: bytes sent (by either criterion).
     total: u64,
+    /// Intra-period cumulative virtual-time adjustment.
+    vtadj: u64,
+    /// Own fit time (upper limit) and children's earliest fit time.
+    myf: u64,
+    cfmin: u64,
+    /// Smallest virtual time among children fit for link sharing (monotonic within a period).
+    cvtmin: u64,
+    cf_key: Option<Key>,
+    // Line 3: the virtual curve.
+    virtual_: RuntimeSc,
+    // Line 4 on: the queue, the real-time state, counters.
+    flags: u8,
+    /// `cl->qdisc`: the leaf queue. Kept (purged) when the class becomes inner, as the kernel keeps it.
+    q: Sched,
     /// `cl_cumul`: bytes sent by the real-time criterion.
     cumul: u64,
     /// Deadline and eligible time (ticks).
     d: u64,
     e: u64,
-    /// Virtual time, fit time, own fit time (upper limit), children's earliest fit time.
-    vt: u64,
-    f: u64,
-    myf: u64,
-    cfmin: u64,
-    /// Smallest virtual time among children fit for link sharing (monotonic within a period).
-    cvtmin: u64,
-    /// Intra-period cumulative virtual-time adjustment.
-    vtadj: u64,
-    /// Largest virtual time seen among the children.
-    cvtoff: u64,
-    deadline: RuntimeSc,
-    eligible: RuntimeSc,
-    virtual_: RuntimeSc,
-    ulimit: RuntimeSc,
-    vtperiod: u32,
-    parentperiod: u32,
-    nactive: u32,
-    // tree memberships: this class's place in the eligible tree and its keys in its parent's trees
+    /// This class's place in the eligible tree.
     el_pos: Option<ElPos>,
-    vt_key: Option<Key>,
-    cf_key: Option<Key>,
-    /// Active children by virtual time, and by fit time.
-    vt_tree: BTreeSet<(u64, u64, usize)>,
-    cf_tree: BTreeSet<(u64, u64, usize)>,
-    // counters
     bytes: u64,
     packets: u64,
+    deadline: RuntimeSc,
+    eligible: RuntimeSc,
+    ulimit: RuntimeSc,
+    // Cold: the parameters, the children, the rest.
+    classid: u32,
+    rsc: InternalSc,
+    fsc: InternalSc,
+    usc: InternalSc,
+    /// Children per level (`level` is one more than the highest non-empty entry).
+    child_levels: Vec<u32>,
+    /// Active children by virtual time, and by fit time: the key is the time and the insertion order
+    /// packed into one `u128` (one comparison per step instead of a tuple's), the value the child.
+    vt_tree: BTreeMap<u128, u32>,
+    cf_tree: BTreeMap<u128, u32>,
+    /// Largest virtual time seen among the children.
+    cvtoff: u64,
+    vtperiod: u32,
+    parentperiod: u32,
     drops: u32,
 }
 
@@ -421,8 +436,8 @@ impl Class {
             el_pos: None,
             vt_key: None,
             cf_key: None,
-            vt_tree: BTreeSet::new(),
-            cf_tree: BTreeSet::new(),
+            vt_tree: BTreeMap::new(),
+            cf_tree: BTreeMap::new(),
             bytes: 0,
             packets: 0,
             drops: 0,
@@ -627,14 +642,14 @@ impl Hfsc {
     fn vttree_insert(&mut self, i: usize) {
         let s = self.next_seq();
         let (vt, p) = (self.c(i).vt, self.c(i).parent.expect("a child"));
-        self.cm(p).vt_tree.insert((vt, s, i));
+        self.cm(p).vt_tree.insert(tree_key(vt, s), i as u32);
         self.cm(i).vt_key = Some((vt, s));
     }
 
     fn vttree_remove(&mut self, i: usize) {
         if let Some((vt, s)) = self.cm(i).vt_key.take() {
             let p = self.c(i).parent.expect("a child");
-            self.cm(p).vt_tree.remove(&(vt, s, i));
+            self.cm(p).vt_tree.remove(&tree_key(vt, s));
         }
     }
 
@@ -646,14 +661,14 @@ impl Hfsc {
     fn cftree_insert(&mut self, i: usize) {
         let s = self.next_seq();
         let (f, p) = (self.c(i).f, self.c(i).parent.expect("a child"));
-        self.cm(p).cf_tree.insert((f, s, i));
+        self.cm(p).cf_tree.insert(tree_key(f, s), i as u32);
         self.cm(i).cf_key = Some((f, s));
     }
 
     fn cftree_remove(&mut self, i: usize) {
         if let Some((f, s)) = self.cm(i).cf_key.take() {
             let p = self.c(i).parent.expect("a child");
-            self.cm(p).cf_tree.remove(&(f, s, i));
+            self.cm(p).cf_tree.remove(&tree_key(f, s));
         }
     }
 
@@ -664,7 +679,11 @@ impl Hfsc {
 
     /// `update_cfmin`.
     fn update_cfmin(&mut self, i: usize) {
-        let m = self.c(i).cf_tree.first().map_or(0, |&(f, _, _)| f);
+        let m = self
+            .c(i)
+            .cf_tree
+            .first_key_value()
+            .map_or(0, |(&k, _)| (k >> 64) as u64);
         self.cm(i).cfmin = m;
     }
 
@@ -672,8 +691,8 @@ impl Hfsc {
     fn vttree_firstfit(&self, i: usize, cur_time: u64) -> Option<usize> {
         self.c(i)
             .vt_tree
-            .iter()
-            .map(|&(_, _, c)| c)
+            .values()
+            .map(|&c| c as usize)
             .find(|&c| self.c(c).f <= cur_time)
     }
 
@@ -744,7 +763,8 @@ impl Hfsc {
                 cl.nactive == 1
             };
             if go_active {
-                if let Some(&(_, _, max_i)) = self.c(p).vt_tree.last() {
+                if let Some((_, &max_i)) = self.c(p).vt_tree.last_key_value() {
+                    let max_i = max_i as usize;
                     // The average of the smallest and largest virtual times among the siblings; within
                     // the parent's same period a class's virtual time never goes back.
                     let mut vt = self.c(max_i).vt;
