@@ -20,8 +20,9 @@
 //!   control.
 //! - `ip link set DEV mtu N txqueuelen N [up|down]` and `ifconfig DEV mtu N txqueuelen N` become `tclab
 //!   link set`; `ip link add NAME type ifb` and `ip link del NAME` become `tclab link add|del`;
-//!   `modprobe ifb [numifbs=N]` creates the ifb devices ifb0…ifbN-1 (2 by default, as the module does)
-//!   that do not exist yet; `ip6tables` is refused (tclab's netfilter is IPv4); other `modprobe`, `insmod`,
+//!   `modprobe ifb [numifbs=N]` (or OpenWrt's `insmod ifb …`) loads the module: it creates ifb0…ifbN-1
+//!   (2 by default, as the module does) unless ifb devices exist already (the module is loaded: nothing
+//!   happens); `modprobe -r ifb` and `rmmod ifb` unload it, deleting the ifb devices; `ip6tables` is refused (tclab's netfilter is IPv4); other `modprobe`, `insmod`,
 //!   `rmmod` succeed silently (every qdisc is "built in"); `ethtool -K DEV tso|gso on|off` becomes `tclab
 //!   link set dev DEV tso|gso …` (what `tclab check` reads of offloads); other `ip` commands (`route`,
 //!   `addr`, `rule`, …), other `ethtool` calls and `sysctl -w` are reported on stderr and succeed without
@@ -87,7 +88,8 @@ Inside the script:
   ip6tables                                    -> refused (exit 1): tclab's netfilter is IPv4
   ip link set [dev] DEV mtu N txqueuelen N up -> tclab link set dev DEV …
   ip link add NAME type ifb, ip link del NAME  -> tclab link add|del dev NAME …
-  modprobe ifb [numifbs=N]                     -> creates ifb0 … ifbN-1 (default 2) if missing
+  modprobe ifb [numifbs=N]                     -> creates ifb0 … ifbN-1 (default 2) unless loaded
+  modprobe -r ifb, rmmod ifb                   -> deletes the ifb devices
   ifconfig DEV mtu N txqueuelen N              -> tclab link set dev DEV …
   other modprobe, insmod, rmmod                -> succeed silently (everything is built in)
   ethtool -K DEV tso off gso off …             -> tclab link set dev DEV tso off gso off
@@ -126,15 +128,22 @@ fn prelude() -> String {
          \x20 esac\n\
          }\n\
          __tclab_modprobe() {\n\
-         \x20 local n=2 a ifb=0 i\n\
-         \x20 [ \"${FUNCNAME[1]##*/}\" = modprobe ] || return 0\n\
+         \x20 local n=2 a ifb=0 i remove=0 loaded caller=\"${FUNCNAME[1]##*/}\"\n\
+         \x20 case \"$caller\" in modprobe|insmod) ;; rmmod) remove=1 ;; *) return 0 ;; esac\n\
          \x20 for a in \"$@\"; do\n\
          \x20   case \"$a\" in\n\
+         \x20     -r|--remove) remove=1 ;;\n\
          \x20     ifb) ifb=1 ;;\n\
          \x20     numifbs=*) n=\"${a#numifbs=}\" ;;\n\
          \x20   esac\n\
          \x20 done\n\
          \x20 [ $ifb = 1 ] || return 0\n\
+         \x20 loaded=$(\"$TCLAB_EXE\" link show 2>/dev/null | sed -n 's/^[0-9]*: \\(ifb[0-9]*\\): .*/\\1/p')\n\
+         \x20 if [ $remove = 1 ]; then\n\
+         \x20   for i in $loaded; do \"$TCLAB_EXE\" link del dev \"$i\" 2>/dev/null; done\n\
+         \x20   return 0\n\
+         \x20 fi\n\
+         \x20 [ -z \"$loaded\" ] || return 0\n\
          \x20 for ((i = 0; i < n; i++)); do \"$TCLAB_EXE\" link add dev \"ifb$i\" type ifb 2>/dev/null; done\n\
          \x20 return 0\n\
          }\n\
