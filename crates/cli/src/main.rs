@@ -141,8 +141,13 @@ fn cmd_store(argv: &[String]) -> Result<u8, String> {
             Err(control::CallError::Unreachable) => {}
         }
     }
-    let _lock = Lock::take(&path, tclab_tc::store::changes_policy(argv))?;
-    let (mut store, problems) = Store::open(&path)?;
+    let changes = tclab_tc::store::changes_policy(argv);
+    let _lock = Lock::take(&path, changes)?;
+    let (mut store, problems) = if changes {
+        Store::open(&path)?
+    } else {
+        Store::open_to_read(&path)?
+    };
     for p in problems {
         eprintln!("tclab: warning: {p}");
     }

@@ -440,21 +440,28 @@ impl Device {
 
     /// Every visible qdisc, in the order `tc qdisc show` prints them.
     pub fn qdiscs(&self) -> Vec<QdiscInfo> {
-        let info = |s: &Sched| QdiscInfo {
-            kind: s.q.kind(),
-            handle: s.handle,
-            parent: s.parent,
-            options: s.q.dump(),
-            stab: s.stab.as_ref().map(|t| t.spec),
-            stats: s.q.stats(),
-            xstats: s.q.xstats(),
-        };
+        self.listed()
+            .into_iter()
+            .map(|s| QdiscInfo {
+                kind: s.q.kind(),
+                handle: s.handle,
+                parent: s.parent,
+                options: s.q.dump(),
+                stab: s.stab.as_ref().map(|t| t.spec),
+                stats: s.q.stats(),
+                xstats: s.q.xstats(),
+            })
+            .collect()
+    }
+
+    /// The qdiscs in `tc qdisc show` order.
+    fn listed(&self) -> Vec<&Sched> {
         // A device that is down holds `noop_qdisc` (`dev_deactivate`), which `tc qdisc show` skips as a
         // built-in: its default root is not listed until it is up.
         let mut out = if !self.up && self.root.handle == Handle::UNSPEC {
             Vec::new()
         } else {
-            vec![info(&self.root)]
+            vec![&self.root]
         };
         for &(h, parent) in self.qdisc_hash.iter().flatten() {
             if h == Handle::UNSPEC {
@@ -464,17 +471,17 @@ impl Device {
                     .and_then(|c| c.leaf(parent))
                     .filter(|c| c.handle == Handle::UNSPEC);
                 if let Some(s) = child {
-                    out.push(info(s));
+                    out.push(s);
                 }
             } else if h != self.root.handle {
                 if let Some(s) = self.find(h) {
-                    out.push(info(s));
+                    out.push(s);
                 }
             }
         }
         // `tc_dump_qdisc` lists the ingress tree after the egress one.
         if let Some(s) = &self.ingress {
-            out.push(info(s));
+            out.push(s);
         }
         out
     }
@@ -482,11 +489,9 @@ impl Device {
     /// Every class of every classful qdisc, as `tc class show` walks them (by qdisc, then the qdisc's walk).
     pub fn classes(&self, now: Nanos) -> Vec<ClassInfo> {
         let mut out = Vec::new();
-        for q in self.qdiscs() {
-            if let Some(s) = self.find(q.handle) {
-                if let Some(c) = s.q.classes() {
-                    out.extend(c.walk(now));
-                }
+        for s in self.listed() {
+            if let Some(c) = s.q.classes() {
+                out.extend(c.walk(now));
             }
         }
         out
