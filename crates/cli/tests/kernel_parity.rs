@@ -720,6 +720,24 @@ fn cases_n() -> Vec<Case> {
              -j actions get action mirred index 1
              -j filter get dev $DEV parent 1: protocol ip prio 3 handle 800::800 u32"
         ),
+        case!(
+            "n3_pretty_u32_keys_and_ip6",
+            "-p filter show: u32 keys in words for IPv4 (addresses, ports alone and paired, dsfield, protocol, ihl) and IPv6 filters, raw for others; ip6 selectors",
+            "qdisc add dev $DEV root handle 1: htb
+             filter add dev $DEV parent 1: prio 1 protocol ip u32 match ip src 10.1.0.0/16 match ip dst 192.168.1.7/32 flowid 1:1
+             filter add dev $DEV parent 1: prio 2 protocol ip u32 match ip sport 80 0xffff flowid 1:2
+             filter add dev $DEV parent 1: prio 3 protocol ip u32 match ip dport 443 0xffff flowid 1:3
+             filter add dev $DEV parent 1: prio 4 protocol ip u32 match ip tos 0x10 0xff match ip protocol 6 0xff flowid 1:4
+             filter add dev $DEV parent 1: prio 5 protocol all u32 match ip src 10.0.0.1 flowid 1:5
+             filter add dev $DEV parent 1: prio 6 protocol ip u32 match ip ihl 5 0xf match ip src 0/0 match u32 0x00500050 0xffffffff at 20 flowid 1:6
+             filter add dev $DEV parent 1: prio 7 protocol ip u32 match ip dport 22 0xffff match ip sport 1024 0xffff match u8 0 0 at 1 flowid 1:7
+             filter add dev $DEV parent 1: prio 8 protocol ipv6 u32 match ip6 src 2001:db8::/32 match ip6 dport 53 0xffff flowid 1:8
+             filter add dev $DEV parent 1: prio 9 protocol ipv6 u32 match ip6 dst 2001:db8:1:2:3::/70 match ip6 priority 0x10 0xff match ip6 protocol 17 0xff flowid 1:9
+             filter add dev $DEV parent 1: prio 10 protocol ipv6 u32 match ip6 sport 53 0xffff match ip6 flowlabel 0x12345 0xfffff match ip6 src any flowid 1:10
+             -p filter show dev $DEV
+             filter show dev $DEV
+             -p -s filter show dev $DEV parent 1: prio 1"
+        ),
     ]
 }
 

@@ -686,7 +686,7 @@ fn print_entry(
     p.open_object(Some("options"));
     match e {
         Entry::U32(U32Entry::Table(h)) => u32::print_table(h, p),
-        Entry::U32(U32Entry::Node(n)) => u32::print_node(n, flags, now, p),
+        Entry::U32(U32Entry::Node(n)) => u32::print_node(n, tp.protocol, flags, now, p),
         Entry::Fw(f, mask) => fw::print(f, *mask, flags, now, p),
         Entry::Matchall(m) => matchall::print(m, flags, now, p),
         Entry::Basic(b) => basic::print(b, flags, now, p),
