@@ -8,6 +8,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
+use tclab_sim::net::Port;
 use tclab_sim::report::fmt_bps;
 use tclab_sim::run::Outcome;
 use tclab_sim::scenario::Scenario;
@@ -225,13 +226,13 @@ pub fn charts(sc: &Scenario, out: &Outcome) -> Vec<Chart> {
         let rx: Vec<(f64, f64)> = rec
             .iface_samples
             .iter()
-            .filter(|s| s.iface == i_in)
+            .filter(|s| s.iface == Port::Iface(i_in))
             .map(|s| (t(s.t), s.rx_bps))
             .collect();
         let tx: Vec<(f64, f64)> = rec
             .iface_samples
             .iter()
-            .filter(|s| s.iface == i_out)
+            .filter(|s| s.iface == Port::Iface(i_out))
             .map(|s| (t(s.t), s.tx_bps))
             .collect();
         let w = sc.smooth as usize;
@@ -269,7 +270,7 @@ pub fn charts(sc: &Scenario, out: &Outcome) -> Vec<Chart> {
     let mut class_series: Vec<Series> = Vec::new();
     let mut backlog_series: Vec<Series> = Vec::new();
     for s in &rec.class_samples {
-        let name = format!("{} {}", sc.net.iface_label(s.iface), s.classid);
+        let name = format!("{} {}", sc.net.port_label(s.iface), s.classid);
         match class_series.iter_mut().find(|x| x.name == name) {
             Some(x) => x.points.push((t(s.t), s.bps)),
             None => class_series.push(Series {
@@ -289,15 +290,26 @@ pub fn charts(sc: &Scenario, out: &Outcome) -> Vec<Chart> {
             size: (1400, 600),
         });
     }
-    for (_, i_out) in sc.policies_ifaces() {
+    // The queues of the policies' interfaces, and of every ifb (where an ingress policy queues).
+    let ports = sc
+        .policies_ifaces()
+        .into_iter()
+        .map(|(_, i)| Port::Iface(i))
+        .chain(
+            rec.ifaces
+                .iter()
+                .copied()
+                .filter(|p| matches!(p, Port::Ifb(_))),
+        );
+    for port in ports {
         let pts: Vec<(f64, f64)> = rec
             .iface_samples
             .iter()
-            .filter(|s| s.iface == i_out)
+            .filter(|s| s.iface == port)
             .map(|s| (t(s.t), s.backlog_bytes as f64 / 1000.0))
             .collect();
         backlog_series.push(Series {
-            name: sc.net.iface_label(i_out),
+            name: sc.net.port_label(port),
             points: pts,
             faint: false,
         });

@@ -19,8 +19,8 @@ Usage:
 SCENARIO is a TOML file (see docs/SCENARIOS.md) or the name of a built-in scenario.
 Prints a summary table (flows, pings, classes) and writes into DIR (default ./tclab-out/NAME):
   summary.json      the summary (schema tclab-sim/1)
-  interfaces.csv    rx/tx bit/s and root backlog of every interface, per sample
-  classes.csv       rate, backlog and drops of every class, per sample
+  interfaces.csv    rx/tx bit/s and root backlog of every interface and ifb device, per sample
+  classes.csv       rate, backlog and drops of every class (ifb devices' included), per sample
   flows.csv         goodput of every flow, per sample
   ping.csv          every ping's RTT
   tc.txt            tc -s qdisc/class/filter show of every device of every node with a policy, at the end

@@ -1,19 +1,20 @@
 //! Measurement: what seed 000's sampler script and `tc -s` told the experimenters, as time series.
 //!
 //! Every `interval` of virtual time (0.5 s by default, as seed 000's sampler read
-//! `/sys/class/net/IF/statistics/{rx,tx}_bytes`) the recorder takes, for each interface, the bytes received
+//! `/sys/class/net/IF/statistics/{rx,tx}_bytes`) the recorder takes, for each interface and each ifb
+//! device (where an ingress policy queues), the bytes received
 //! and sent since the last sample as bit/s; for every class of every device, its rate, backlog and drops from
 //! the qdisc's own counters; and for every flow, its goodput (payload bytes delivered in order to the
 //! receiving application). Ping RTTs are kept per probe by the ping application itself.
 
-use crate::net::{AppId, IfaceId, Network, Observer};
+use crate::net::{AppId, Network, Observer, Port};
 use std::collections::BTreeMap;
 use tclab_core::{Nanos, NSEC_PER_SEC};
 
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct IfaceSample {
     pub t: Nanos,
-    pub iface: IfaceId,
+    pub iface: Port,
     pub rx_bps: f64,
     pub tx_bps: f64,
     /// Packets in the root qdisc at the sample instant.
@@ -24,7 +25,7 @@ pub struct IfaceSample {
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct ClassSample {
     pub t: Nanos,
-    pub iface: IfaceId,
+    pub iface: Port,
     pub classid: String,
     pub bps: f64,
     pub backlog_bytes: u32,
@@ -47,14 +48,15 @@ pub struct FlowProbe {
 
 pub struct Recorder {
     pub interval: Nanos,
-    pub ifaces: Vec<IfaceId>,
+    /// The interfaces and ifb devices sampled.
+    pub ifaces: Vec<Port>,
     pub flows: Vec<FlowProbe>,
     pub iface_samples: Vec<IfaceSample>,
     pub class_samples: Vec<ClassSample>,
     pub flow_samples: Vec<FlowSample>,
     last_t: Nanos,
     last_if: Vec<(u64, u64)>,
-    last_class: BTreeMap<(IfaceId, u32), u64>,
+    last_class: BTreeMap<(Port, u32), u64>,
     last_flow: Vec<u64>,
 }
 
@@ -67,7 +69,7 @@ fn bps(bytes: u64, ns: Nanos) -> f64 {
 }
 
 impl Recorder {
-    pub fn new(interval: Nanos, ifaces: Vec<IfaceId>, flows: Vec<FlowProbe>) -> Recorder {
+    pub fn new(interval: Nanos, ifaces: Vec<Port>, flows: Vec<FlowProbe>) -> Recorder {
         let n_if = ifaces.len();
         let n_fl = flows.len();
         Recorder {
@@ -89,10 +91,10 @@ impl Observer for Recorder {
     fn observe(&mut self, now: Nanos, net: &Network) {
         let dt = now - self.last_t;
         for (k, &i) in self.ifaces.iter().enumerate() {
-            let c = net.ifaces[i].counters;
+            let c = net.port_counters(i);
             let (rx0, tx0) = self.last_if[k];
             let (backlog_pkts, backlog_bytes) = net
-                .device(i)
+                .port_device(i)
                 .map(|d| {
                     let s = d.root().q.stats();
                     (s.qlen, s.backlog)
@@ -107,7 +109,7 @@ impl Observer for Recorder {
                 backlog_bytes,
             });
             self.last_if[k] = (c.rx_bytes, c.tx_bytes);
-            if let Some(dev) = net.device(i) {
+            if let Some(dev) = net.port_device(i) {
                 // Flow queues (sfq's, fq_codel's, cake's) are listed as classes while they are active; they come
                 // and go with the traffic and carry no rate of their own, so they are not sampled.
                 for cl in dev.classes(now).into_iter().filter(|c| !c.is_flow_queue()) {

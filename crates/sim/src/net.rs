@@ -118,6 +118,14 @@ impl LinkParams {
     }
 }
 
+/// What the recorder samples: an interface of the topology (a wired device), or an ifb device — where
+/// sqm-style policies queue what arrives — by its place in [`Network::vdevs`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub enum Port {
+    Iface(IfaceId),
+    Ifb(usize),
+}
+
 /// The interface counters Linux keeps in `/sys/class/net/IF/statistics`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct IfCounters {
@@ -166,7 +174,9 @@ pub struct Iface {
 pub struct Vdev {
     pub node: NodeId,
     pub name: String,
-    /// `tx_*`: what the ifb gave back; `rx_dropped`: what it refused (not redirected, or nowhere to go).
+    /// As the kernel's ifb counts: `rx_*` what its qdisc handed to the device (`ifb_xmit`), `tx_*` what it
+    /// gave back, `rx_dropped` what it refused (not redirected, or nowhere to go); `tx_dropped` what its
+    /// qdisc dropped.
     pub counters: IfCounters,
     wake_pending: Option<Nanos>,
     /// Inside its own transmit loop (a packet it gives back may lead to another enqueue on it).
@@ -786,6 +796,53 @@ impl Network {
         verdict != Verdict::Success
     }
 
+    /// Register every ifb device of every node (in node order, then name order), so that the recorder
+    /// samples them from the start; those a policy creates later are registered on first use.
+    pub fn register_ifbs(&mut self) {
+        for node in 0..self.nodes.len() {
+            let names: Vec<String> = self.nodes[node]
+                .engine
+                .devices
+                .iter()
+                .filter(|(_, d)| d.kind == DevKind::Ifb)
+                .map(|(n, _)| n.clone())
+                .collect();
+            for n in names {
+                self.vdev(node, &n);
+            }
+        }
+    }
+
+    /// `node:dev` of a sampled port.
+    pub fn port_label(&self, p: Port) -> String {
+        match p {
+            Port::Iface(i) => self.iface_label(i),
+            Port::Ifb(v) => {
+                let d = &self.vdevs[v];
+                format!("{}:{}", self.nodes[d.node].name, d.name)
+            }
+        }
+    }
+
+    /// The tc device behind a sampled port.
+    pub fn port_device(&self, p: Port) -> Option<&tclab_core::engine::Device> {
+        match p {
+            Port::Iface(i) => self.device(i),
+            Port::Ifb(v) => {
+                let d = &self.vdevs[v];
+                self.nodes[d.node].engine.device(&d.name)
+            }
+        }
+    }
+
+    /// A sampled port's counters.
+    pub fn port_counters(&self, p: Port) -> IfCounters {
+        match p {
+            Port::Iface(i) => self.ifaces[i].counters,
+            Port::Ifb(v) => self.vdevs[v].counters,
+        }
+    }
+
     /// The ifb device `name` of `node`, registered on first use.
     fn vdev(&mut self, node: NodeId, name: &str) -> Option<usize> {
         if let Some(v) = self
@@ -839,7 +896,9 @@ impl Network {
                 }
                 break;
             };
-            // `ifb_xmit`: only redirected packets with a device to go back to.
+            // `ifb_xmit`: counted as received, then only redirected packets with a device to go back to.
+            self.vdevs[v].counters.rx_packets += 1;
+            self.vdevs[v].counters.rx_bytes += pkt.len as u64;
             if pkt.redirect & Packet::REDIRECTED == 0 || pkt.iif == 0 {
                 self.vdevs[v].counters.rx_dropped += 1;
                 continue;

@@ -2,7 +2,7 @@
 
 use crate::apps::{App, Ping, UdpSender, UdpSink};
 use crate::measure::{FlowProbe, Recorder, RttStats};
-use crate::net::{AppId, NodeId};
+use crate::net::{AppId, NodeId, Port};
 use crate::scenario::{Scenario, Traffic, TrafficKind};
 use crate::tcpapp::TcpEndpoint;
 use crate::wire::{PROTO_TCP, PROTO_UDP};
@@ -192,7 +192,11 @@ pub fn run(sc: &mut Scenario, progress: &mut dyn FnMut(Nanos)) -> Result<Outcome
             receivers: s.receivers.clone(),
         })
         .collect();
-    let ifaces = (0..sc.net.ifaces.len()).collect();
+    sc.net.register_ifbs();
+    let ifaces = (0..sc.net.ifaces.len())
+        .map(Port::Iface)
+        .chain((0..sc.net.vdevs.len()).map(Port::Ifb))
+        .collect();
     let mut rec = Recorder::new(sc.sample, ifaces, probes);
     sc.net
         .run_with_progress(sc.duration, Some(sc.sample), &mut rec, progress);

@@ -100,6 +100,29 @@ fn ingress_through_an_ifb_with_tbf_holds_a_download_to_its_rate() {
         "the ifb gave every packet back"
     );
     assert_eq!(v.counters.rx_dropped, 0);
+    // The recorder samples the ifb as an interface (`c:ifb0` in interfaces.csv and the backlog plot):
+    // what its TBF lets through is the shaper's rate in frames, 2 Mbit/s (± 2 % over the steady part;
+    // each 500 ms sample holds ~83 frames, so ±1 frame is ±1.2 %), received and sent alike.
+    let port =
+        tclab_sim::net::Port::Ifb(sc.net.vdevs.iter().position(|v| v.name == "ifb0").unwrap());
+    assert_eq!(sc.net.port_label(port), "c:ifb0");
+    let s: Vec<_> = out
+        .recorder
+        .iface_samples
+        .iter()
+        .filter(|s| s.iface == port && s.t > 5_000_000_000)
+        .collect();
+    let tx = s.iter().map(|s| s.tx_bps).sum::<f64>() / s.len() as f64;
+    let rx = s.iter().map(|s| s.rx_bps).sum::<f64>() / s.len() as f64;
+    assert!((tx - 2e6).abs() / 2e6 < 0.02, "ifb0 sends {tx:.0} bit/s");
+    assert!(
+        (rx - tx).abs() < 1.0,
+        "ifb0 receives {rx:.0}, sends {tx:.0}"
+    );
+    assert!(
+        s.iter().any(|s| s.backlog_pkts > 0),
+        "the queue is the ifb's"
+    );
 }
 
 #[test]

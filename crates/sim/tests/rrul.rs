@@ -32,7 +32,11 @@ fn rrul(rate_mbit: f64, policy: &str) -> Metrics {
             .recorder
             .iface_samples
             .iter()
-            .filter(|s| s.iface == i && s.t > 10_000_000_000 && s.t <= 60_000_000_000)
+            .filter(|s| {
+                s.iface == tclab_sim::net::Port::Iface(i)
+                    && s.t > 10_000_000_000
+                    && s.t <= 60_000_000_000
+            })
             .map(|s| s.tx_bps)
             .collect();
         s.iter().sum::<f64>() / s.len() as f64 / (rate_mbit * 1e6)
