@@ -454,3 +454,47 @@ fn openwrt_qos_scripts_hfsc_fq_codel_ifb_and_mangle_chains() {
         "{links}"
     );
 }
+
+#[test]
+fn libvirt_interface_bandwidth_htb_sfq_fw_and_ingress_police() {
+    // libvirt, a guest's vnet0 with inbound 1000/5000 KiB/s burst 1024 KiB, outbound 128 KiB/s: HTB 1:1
+    // with libvirt's quantum, SFQ leaf, fw filter, ingress u32 policer. The HTB class line and both
+    // deletions' errors are this machine's kernel's (checked in a namespace; it has no sfq, fw or police).
+    let a = apply("libvirt_bandwidth.sh", &["vnet0"], &[]);
+    a.reported(
+        "6 commands applied, 2 refused (2 of them a deletion of something that was not there)",
+    );
+    a.shows(&["qdisc", "show", "dev", "vnet0"], &[
+        "qdisc htb 1: root refcnt 2 r2q 10 default 0x1 direct_packets_stat 0 direct_qlen 1000",
+        "qdisc sfq 2: parent 1:1 limit 127p quantum 1514b depth 127 divisor 1024 perturb 10sec ",
+    ]);
+    a.shows(&["class", "show", "dev", "vnet0"], &[
+        "class htb 1:1 root leaf 2: prio 0 rate 8Mbit ceil 40Mbit burst 1Mb cburst 1600b ",
+    ]);
+    a.shows(&["filter", "show", "dev", "vnet0"], &[
+        "filter parent 1: protocol all pref 1 fw chain 0 handle 0x1 classid :1 ",
+    ]);
+    a.shows(&["filter", "show", "dev", "vnet0", "parent", "ffff:"], &[
+        "filter protocol all pref 49152 u32 chain 0 fh 800::800 order 2048 key ht 800 bkt 0 flowid :1 not_in_hw ",
+        " police 0x1 rate 1024Kbit burst 256Kb mtu 64Kb action drop overhead 0b ",
+    ]);
+}
+
+#[test]
+fn proxmox_tap_rate_limit_htb_and_ingress_basic_police() {
+    // Proxmox VE, VM 100's NIC with rate=10 (MB/s): HTB 1:1 at 10485760 bytes/s and an ingress basic
+    // filter policing at the same rate. The class line, the HTB quantum warning and the four failed
+    // deletions are this machine's kernel's, word for word (it has no basic classifier).
+    let a = apply("proxmox_tap_rate.sh", &["tap100i0"], &[]);
+    a.reported(
+        "4 commands applied, 4 refused (4 of them a deletion of something that was not there)",
+    );
+    a.reported("Error: Parent Qdisc doesn't exists.");
+    a.shows(&["class", "show", "dev", "tap100i0"], &[
+        "class htb 1:1 root prio 0 rate 83886Kbit ceil 83886Kbit burst 1Mb cburst 1593b ",
+    ]);
+    a.shows(&["filter", "show", "dev", "tap100i0", "parent", "ffff:"], &[
+        "filter protocol all pref 50 basic chain 0 handle 0x1 ",
+        " police 0x1 rate 83886Kbit burst 1Mb mtu 64Kb action drop overhead 0b ",
+    ]);
+}
