@@ -364,10 +364,9 @@ fn cmd_explain(args: &[String]) -> Result<u8, String> {
             vec![d.clone()]
         }
         None => engine
-            .devices
-            .iter()
+            .devices()
             .filter(|(_, d)| tclab_tc::explain::SHARING.contains(&d.root().q.kind()))
-            .map(|(n, _)| n.clone())
+            .map(|(n, _)| n.to_string())
             .collect(),
     };
     // With a load and no --dev: the devices that have one of the loaded classes.

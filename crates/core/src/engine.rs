@@ -575,9 +575,28 @@ fn release_tree(s: &mut Sched, actions: &mut ActionTable) {
     }
 }
 
+/// A device's number in its engine: fixed while the device exists and never given to another, so that
+/// a driver can hold it instead of looking the name up on every packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DevId(u32);
+
+/// A device of `slots` by name (a free function, so that a caller can hold it beside the engine's
+/// other fields).
+fn slot_mut<'a>(
+    slots: &'a mut [Option<Device>],
+    by_name: &BTreeMap<String, DevId>,
+    name: &str,
+) -> Option<&'a mut Device> {
+    let id = by_name.get(name)?;
+    slots.get_mut(id.0 as usize)?.as_mut()
+}
+
 #[derive(Default)]
 pub struct Engine {
-    pub devices: BTreeMap<String, Device>,
+    /// Every device, by [`DevId`]; a removed device leaves its slot empty (ids are never reused).
+    slots: Vec<Option<Device>>,
+    /// The devices' ids by name, in name order (the order every listing follows).
+    by_name: BTreeMap<String, DevId>,
     /// The host's netfilter state (mangle table, conntrack), which `tclab iptables` configures and the
     /// simulator runs at its hooks.
     pub netfilter: crate::netfilter::Netfilter,
@@ -628,7 +647,10 @@ impl Engine {
                 }
             }
         }
-        for (name, dev) in self.devices.iter_mut() {
+        for (name, id) in &self.by_name {
+            let Some(dev) = self.slots[id.0 as usize].as_mut() else {
+                continue;
+            };
             walk(&mut dev.root, seed, name);
             if let Some(ing) = dev.ingress.as_mut() {
                 walk(ing, seed, name);
@@ -637,11 +659,63 @@ impl Engine {
     }
 
     pub fn device(&self, name: &str) -> Option<&Device> {
-        self.devices.get(name)
+        let id = self.by_name.get(name)?;
+        self.slots[id.0 as usize].as_ref()
     }
 
     pub fn device_mut(&mut self, name: &str) -> Option<&mut Device> {
-        self.devices.get_mut(name)
+        slot_mut(&mut self.slots, &self.by_name, name)
+    }
+
+    /// The id of the device named `name`.
+    pub fn device_id(&self, name: &str) -> Option<DevId> {
+        self.by_name.get(name).copied()
+    }
+
+    /// The device with this id, if it still exists.
+    pub fn device_by_id(&self, id: DevId) -> Option<&Device> {
+        self.slots.get(id.0 as usize)?.as_ref()
+    }
+
+    pub fn device_by_id_mut(&mut self, id: DevId) -> Option<&mut Device> {
+        self.slots.get_mut(id.0 as usize)?.as_mut()
+    }
+
+    /// Every device with its name, in name order.
+    pub fn devices(&self) -> impl Iterator<Item = (&str, &Device)> + '_ {
+        self.by_name
+            .iter()
+            .filter_map(|(n, id)| Some((n.as_str(), self.slots[id.0 as usize].as_ref()?)))
+    }
+
+    /// The devices' names, in name order.
+    pub fn device_names(&self) -> Vec<String> {
+        self.by_name.keys().cloned().collect()
+    }
+
+    /// Add `dev` under its name; `Exists` (RTNETLINK's `File exists`) if the name is taken.
+    pub fn create_device(&mut self, dev: Device) -> Result<DevId, KernelError> {
+        if self.by_name.contains_key(&dev.name) {
+            return Err(KernelError::new(Errno::Exists));
+        }
+        let id = DevId(self.slots.len() as u32);
+        self.by_name.insert(dev.name.clone(), id);
+        self.slots.push(Some(dev));
+        self.refresh_mirred();
+        Ok(id)
+    }
+
+    /// Remove every device not named in `keep` (a refused command takes back the devices it created).
+    pub fn keep_only_devices(&mut self, keep: &[String]) {
+        let gone: Vec<String> = self
+            .by_name
+            .keys()
+            .filter(|n| !keep.contains(n))
+            .cloned()
+            .collect();
+        for n in gone {
+            self.remove_device(&n);
+        }
     }
 
     /// `qdisc_alloc_handle`'s counter, which only history determines: the policy store keeps it when it
@@ -653,22 +727,33 @@ impl Engine {
         self.autohandle = counter;
     }
 
+    /// The device named `name`, created (a veth-like device with `noqueue` as its root) if missing.
     pub fn add_device(&mut self, name: &str, mtu: u32, txqueuelen: u32) -> &mut Device {
-        self.devices
-            .entry(name.to_string())
-            .or_insert_with(|| Device::new(name, mtu, txqueuelen))
+        let id = match self.by_name.get(name) {
+            Some(id) => *id,
+            None => {
+                let id = DevId(self.slots.len() as u32);
+                self.by_name.insert(name.to_string(), id);
+                self.slots.push(Some(Device::new(name, mtu, txqueuelen)));
+                id
+            }
+        };
+        self.slots[id.0 as usize]
+            .as_mut()
+            .expect("a named device has a slot")
     }
 
     /// Does a device of this name exist? `lo` always does, as in every network namespace (tclab keeps
     /// no qdiscs for it).
     pub fn has_device(&self, name: &str) -> bool {
-        name == "lo" || self.devices.contains_key(name)
+        name == "lo" || self.by_name.contains_key(name)
     }
 
     /// Remove a device (`ip link del`): its qdiscs and filters let go of their actions, and the mirred
     /// actions that sent to it find it gone.
     pub fn remove_device(&mut self, name: &str) -> Option<Device> {
-        let mut d = self.devices.remove(name)?;
+        let id = self.by_name.remove(name)?;
+        let mut d = self.slots[id.0 as usize].take()?;
         release_tree(&mut d.root, &mut self.actions);
         if let Some(ing) = d.ingress.as_mut() {
             release_tree(ing, &mut self.actions);
@@ -679,7 +764,7 @@ impl Engine {
 
     /// Bring a device up or down (`ip link set dev DEV up|down`).
     pub fn set_up(&mut self, name: &str, up: bool) -> bool {
-        let Some(d) = self.devices.get_mut(name) else {
+        let Some(d) = self.device_mut(name) else {
             return false;
         };
         d.up = up;
@@ -698,7 +783,8 @@ impl Engine {
                 if m.target == Target::Gone {
                     continue;
                 }
-                m.target = match self.devices.get(&m.dev) {
+                let id = self.by_name.get(&m.dev);
+                m.target = match id.and_then(|id| self.slots[id.0 as usize].as_ref()) {
                     Some(d) if d.up => Target::Up,
                     Some(_) => Target::Down,
                     None if m.dev == "lo" => Target::Up,
@@ -718,7 +804,7 @@ impl Engine {
         flags: Flags,
         now: Nanos,
     ) -> Result<Vec<Warning>, KernelError> {
-        let dev = self.devices.get(dev_name).ok_or_else(no_device)?;
+        let dev = self.device(dev_name).ok_or_else(no_device)?;
         let kind = opts.map(|o| o.kind());
         let ingress_handle = Handle::new(0xffff, 0);
         if parent == Handle::INGRESS
@@ -824,7 +910,7 @@ impl Engine {
             ));
         }
         let env = dev.env();
-        let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
+        let dev = slot_mut(&mut self.slots, &self.by_name, dev_name).ok_or_else(no_device)?;
         let s = dev
             .find_mut(target)
             .ok_or_else(|| KernelError::msg(Errno::NoEntry, "Specified qdisc not found"))?;
@@ -843,7 +929,7 @@ impl Engine {
         opts: Option<&QdiscOptions>,
         flags: Flags,
     ) -> Result<Vec<Warning>, KernelError> {
-        let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
+        let dev = slot_mut(&mut self.slots, &self.by_name, dev_name).ok_or_else(no_device)?;
         let kind = opts.map_or("ingress", |o| o.kind());
         if kind != "ingress" && kind != "clsact" {
             return Err(KernelError::invalid(
@@ -902,14 +988,14 @@ impl Engine {
         let opts = opts.ok_or_else(|| KernelError::msg(Errno::Invalid, "Qdisc kind required"))?;
         let handle = if handle == Handle::UNSPEC {
             let mut auto = self.autohandle;
-            let dev = self.devices.get(dev_name).ok_or_else(no_device)?;
+            let dev = self.device(dev_name).ok_or_else(no_device)?;
             let h = alloc_handle(&mut auto, dev)?;
             self.autohandle = auto;
             h
         } else {
             handle
         };
-        let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
+        let dev = slot_mut(&mut self.slots, &self.by_name, dev_name).ok_or_else(no_device)?;
         let env = dev.env();
         // `mq_init`: only as the root.
         if opts.kind() == "mq" && parent != Handle::ROOT {
@@ -960,7 +1046,7 @@ impl Engine {
         handle: Handle,
         kind: Option<&str>,
     ) -> Result<(), KernelError> {
-        let dev = self.devices.get(dev_name).ok_or_else(no_device)?;
+        let dev = self.device(dev_name).ok_or_else(no_device)?;
         if parent == Handle::INGRESS
             || (parent == Handle::UNSPEC
                 && dev.ingress.as_ref().is_some_and(|i| i.handle == handle))
@@ -977,7 +1063,7 @@ impl Engine {
             if kind.is_some_and(|k| k != ing.q.kind()) {
                 return Err(KernelError::invalid(QDISC_KIND_MISMATCH));
             }
-            let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
+            let dev = slot_mut(&mut self.slots, &self.by_name, dev_name).ok_or_else(no_device)?;
             if let Some(mut old) = dev.ingress.take() {
                 release_tree(&mut old, &mut self.actions);
             }
@@ -1033,7 +1119,7 @@ impl Engine {
                 "Cannot delete qdisc with handle of zero",
             ));
         }
-        let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
+        let dev = slot_mut(&mut self.slots, &self.by_name, dev_name).ok_or_else(no_device)?;
         let env = dev.env();
         let old = if parent == Handle::ROOT {
             let d = dev.default_root();
@@ -1100,7 +1186,7 @@ impl Engine {
         flags: Flags,
         now: Nanos,
     ) -> Result<Vec<Warning>, KernelError> {
-        let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
+        let dev = slot_mut(&mut self.slots, &self.by_name, dev_name).ok_or_else(no_device)?;
         let env = dev.env();
         let (qid, portid, clid) = Self::class_target(dev, parent, classid)?;
         let q = dev
@@ -1131,7 +1217,7 @@ impl Engine {
         parent: Handle,
         classid: Handle,
     ) -> Result<(), KernelError> {
-        let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
+        let dev = slot_mut(&mut self.slots, &self.by_name, dev_name).ok_or_else(no_device)?;
         let (qid, _portid, clid) = Self::class_target(dev, parent, classid)?;
         let q = dev
             .find_mut(qid)
@@ -1211,14 +1297,14 @@ impl Engine {
             Some(crate::filter::FilterOptions::Fw(o)) => o.indev.as_deref(),
             _ => None,
         };
-        if indev.is_some_and(|d| !self.devices.contains_key(d)) {
+        if indev.is_some_and(|d| !self.by_name.contains_key(d)) {
             // `tcf_change_indev`: the name must be a device of the namespace.
             return Err(KernelError::msg(
                 Errno::NoDevice,
                 "Network device not found",
             ));
         }
-        let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
+        let dev = slot_mut(&mut self.slots, &self.by_name, dev_name).ok_or_else(no_device)?;
         let (block, at) = resolve_block(dev, parent)?;
         // `block->classid = parent`: a dump reports the parent the last request named.
         block.classid = at.0;
@@ -1249,7 +1335,7 @@ impl Engine {
                 "Cannot flush filters with protocol, handle or kind set",
             ));
         }
-        let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
+        let dev = slot_mut(&mut self.slots, &self.by_name, dev_name).ok_or_else(no_device)?;
         let (block, _) = resolve_block(dev, parent)?;
         block.delete(req, &mut self.actions)
     }
@@ -1261,7 +1347,7 @@ impl Engine {
         dev_name: &str,
         parent: Handle,
     ) -> Result<Option<(&Block, Handle)>, KernelError> {
-        let dev = self.devices.get_mut(dev_name).ok_or_else(no_device)?;
+        let dev = slot_mut(&mut self.slots, &self.by_name, dev_name).ok_or_else(no_device)?;
         match resolve_block(dev, parent) {
             // The kernel reports the block's classid: the parent of the last `filter add|change`.
             Ok((b, p)) => {

@@ -158,8 +158,8 @@ pub struct Iface {
     /// The application whose packet is on the wire now, and its frame length (for its TX completion).
     tx_owner: Option<(AppId, u32)>,
     /// Position of the interface's device among its node's devices, and how many there were then.
-    dev_pos: usize,
-    dev_count: usize,
+    /// The engine's id for this interface's device ([`Network::index_devices`]).
+    dev_id: Option<tclab_core::engine::DevId>,
     /// Arrival time of the last frame sent, so jitter never reorders.
     last_arrival: Nanos,
     rng: Rng,
@@ -352,13 +352,18 @@ impl Network {
                 ));
             }
             let addr = 0x0a00_0000 | ((link_no as u32 + 1) << 8) | host_byte;
-            let dev = self.nodes[node].engine.add_device(&name, mtu, txqueuelen);
-            *dev = tclab_core::engine::Device::with_default(
+            let nic = tclab_core::engine::Device::with_default(
                 &name,
                 mtu,
                 txqueuelen,
                 DefaultRoot::PfifoFast,
             );
+            if self.nodes[node].engine.create_device(nic).is_err() {
+                return Err(format!(
+                    "{}:{name} is the end of two links",
+                    self.nodes[node].name
+                ));
+            }
             self.addr_owner.insert(addr, node);
             self.nodes[node].ifaces.push(id);
             let rng = Rng::stream(
@@ -389,8 +394,7 @@ impl Network {
                 wake_pending: None,
                 tx_carry: 0,
                 tx_owner: None,
-                dev_pos: 0,
-                dev_count: 0,
+                dev_id: None,
                 last_arrival: 0,
                 rng,
                 netem,
@@ -405,12 +409,7 @@ impl Network {
     /// devices, such as an ifb).
     pub fn index_devices(&mut self) {
         for ifc in self.ifaces.iter_mut() {
-            let devices = &self.nodes[ifc.node].engine.devices;
-            ifc.dev_count = devices.len();
-            ifc.dev_pos = devices
-                .keys()
-                .position(|k| *k == ifc.name)
-                .unwrap_or(usize::MAX);
+            ifc.dev_id = self.nodes[ifc.node].engine.device_id(&ifc.name);
         }
     }
 
@@ -768,7 +767,7 @@ impl Network {
         if m.to_ingress {
             // Into an ifb's receive path: its ingress hook runs; an ifb has no address, so the packet
             // goes no further here.
-            let Some(dev) = self.nodes[node].engine.devices.get_mut(&m.dev) else {
+            let Some(dev) = self.nodes[node].engine.device_mut(&m.dev) else {
                 return true;
             };
             let _ = dev.receive(pkt, &mut cx);
@@ -777,7 +776,7 @@ impl Network {
             }
             return false;
         }
-        let Some(dev) = self.nodes[node].engine.devices.get_mut(&m.dev) else {
+        let Some(dev) = self.nodes[node].engine.device_mut(&m.dev) else {
             return true;
         };
         let traced = self.trace.is_some().then(|| pkt.clone());
@@ -802,10 +801,9 @@ impl Network {
         for node in 0..self.nodes.len() {
             let names: Vec<String> = self.nodes[node]
                 .engine
-                .devices
-                .iter()
+                .devices()
                 .filter(|(_, d)| d.kind == DevKind::Ifb)
-                .map(|(n, _)| n.clone())
+                .map(|(n, _)| n.to_string())
                 .collect();
             for n in names {
                 self.vdev(node, &n);
@@ -852,7 +850,7 @@ impl Network {
         {
             return Some(v);
         }
-        let d = self.nodes[node].engine.devices.get(name)?;
+        let d = self.nodes[node].engine.device(name)?;
         if d.kind != DevKind::Ifb {
             return None;
         }
@@ -876,7 +874,7 @@ impl Network {
         let node = self.vdevs[v].node;
         loop {
             let name = &self.vdevs[v].name;
-            let Some(dev) = self.nodes[node].engine.devices.get_mut(name) else {
+            let Some(dev) = self.nodes[node].engine.device_mut(name) else {
                 break;
             };
             let (pkt, cx) = host::qdisc_restart(dev, now);
@@ -1213,18 +1211,14 @@ impl Network {
     }
 }
 
-/// The tc device behind an interface, found by its position in the node's (name-ordered) device map,
-/// which the topology fixes once built, rather than by comparing names on every packet; by name if the
-/// node's devices changed since.
+/// The tc device behind an interface, by the engine's id for it (fixed once the topology is built),
+/// rather than by looking its name up on every packet; by name if it has no id yet.
 fn device_of<'a>(nodes: &'a mut [Node], ifc: &Iface) -> Option<&'a mut tclab_core::engine::Device> {
-    let devices = &mut nodes[ifc.node].engine.devices;
-    // Devices are never renamed, and the simulator adds or removes none after the links are made.
-    if devices.len() == ifc.dev_count && ifc.dev_pos < ifc.dev_count {
-        let d = devices.values_mut().nth(ifc.dev_pos);
-        debug_assert!(d.as_ref().is_some_and(|d| d.name == ifc.name));
-        return d;
+    let engine = &mut nodes[ifc.node].engine;
+    match ifc.dev_id {
+        Some(id) => engine.device_by_id_mut(id),
+        None => engine.device_mut(&ifc.name),
     }
-    devices.get_mut(&ifc.name)
 }
 
 /// An interface's sending end as core's `qdisc_run` sees it: free unless a frame is being serialised;

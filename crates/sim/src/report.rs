@@ -59,7 +59,7 @@ fn classes(sc: &Scenario) -> Vec<Value> {
     }
     // The classes of ifb devices, where sqm-style policies shape what arrives.
     for node in &sc.net.nodes {
-        for (name, dev) in &node.engine.devices {
+        for (name, dev) in node.engine.devices() {
             if dev.kind != tclab_core::engine::DevKind::Ifb {
                 continue;
             }

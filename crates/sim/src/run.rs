@@ -299,7 +299,7 @@ pub fn run(sc: &mut Scenario, progress: &mut dyn FnMut(Nanos)) -> Result<Outcome
         if !shaped.contains(&node.name) {
             continue;
         }
-        let devs: Vec<String> = node.engine.devices.keys().cloned().collect();
+        let devs: Vec<String> = node.engine.device_names();
         for dev in devs {
             let mut text = String::new();
             let has_ingress = node

@@ -185,7 +185,7 @@ pub fn check(
             _ => None,
         })
         .collect();
-    for (dev_name, dev) in &engine.devices {
+    for (dev_name, dev) in engine.devices() {
         check_device(engine, dev_name, dev, &classify_targets, line, &mut out);
     }
     out

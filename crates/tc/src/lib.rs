@@ -199,7 +199,7 @@ pub fn ensure_device(engine: &mut Engine, name: &str, creates: bool) -> Result<(
     if creates {
         engine.add_device(name, DEFAULT_MTU, DEFAULT_TXQUEUELEN);
     }
-    if engine.devices.contains_key(name) {
+    if engine.device(name).is_some() {
         Ok(())
     } else {
         Err(Failure::options(format!("Cannot find device \"{name}\"")))
@@ -238,14 +238,12 @@ pub fn run(engine: &mut Engine, argv: &[String], now: Nanos) -> Output {
         }
         i += 1;
     }
-    let devices_before: Vec<String> = engine.devices.keys().cloned().collect();
+    let devices_before = engine.device_names();
     match run_object(engine, &argv[i..], flags, now, &mut out) {
         Ok(()) => {}
         Err(f) => {
             // A refused command leaves nothing behind, not even the device it named.
-            engine
-                .devices
-                .retain(|name, _| devices_before.contains(name));
+            engine.keep_only_devices(&devices_before);
             out.stderr.push_str(&f.msg);
             // (Some of tc's refusals print nothing at all, as `stab` without options.)
             if !f.msg.is_empty() && !f.msg.ends_with('\n') {

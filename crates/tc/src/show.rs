@@ -147,7 +147,7 @@ pub fn qdiscs(
     out: &mut String,
 ) {
     let mut json_out = Vec::new();
-    for (name, d) in &engine.devices {
+    for (name, d) in engine.devices() {
         if dev.is_some_and(|x| x != name) {
             continue;
         }

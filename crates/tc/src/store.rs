@@ -625,14 +625,12 @@ fn compacted(engine: &Engine, entries: &[Vec<String>]) -> Option<Vec<Vec<String>
     // ingress`): the lines that built either one go when it is back to the device's default.
     let root_default = |dev: &str| {
         engine
-            .devices
-            .get(dev)
+            .device(dev)
             .is_some_and(|d| d.root().handle == tclab_core::Handle::UNSPEC)
     };
     let no_ingress = |dev: &str| {
         engine
-            .devices
-            .get(dev)
+            .device(dev)
             .is_some_and(|d| d.ingress().is_none())
     };
     let ingress_side = |e: &[String]| {
@@ -710,7 +708,7 @@ fn compacted(engine: &Engine, entries: &[Vec<String>]) -> Option<Vec<Vec<String>
 fn fingerprint(engine: &mut Engine) -> String {
     let mut commands: Vec<Vec<String>> = Vec::new();
     let words = |w: &[&str]| w.iter().map(|x| x.to_string()).collect::<Vec<String>>();
-    for (dev, d) in &engine.devices {
+    for (dev, d) in engine.devices() {
         commands.push(words(&["-s", "-d", "qdisc", "show", "dev", dev]));
         commands.push(words(&["-s", "-d", "class", "show", "dev", dev]));
         let mut parents: Vec<String> = d
@@ -747,7 +745,7 @@ fn fingerprint(engine: &mut Engine) -> String {
 /// `tclab link show`: the devices of the stored policy.
 pub fn link_show(engine: &Engine) -> String {
     let mut s = String::new();
-    for (i, (name, d)) in engine.devices.iter().enumerate() {
+    for (i, (name, d)) in engine.devices().enumerate() {
         // As `ip link` prints it: a down device holds noop.
         let qdisc = if !d.up && d.root().handle == tclab_core::Handle::UNSPEC {
             "noop"
@@ -883,15 +881,15 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
             // just makes sure the device exists.
             if cmd == "add" && kind.is_some() {
                 for name in std::iter::once(&dev).chain(peer.as_ref()) {
-                    if engine.devices.contains_key(name) {
+                    if engine.device(name).is_some() {
                         return Err("RTNETLINK answers: File exists".into());
                     }
                 }
             }
             if ifb && cmd == "add" {
                 engine
-                    .devices
-                    .insert(dev.clone(), tclab_core::engine::Device::ifb(&dev));
+                    .create_device(tclab_core::engine::Device::ifb(&dev))
+                    .map_err(|_| "RTNETLINK answers: File exists".to_string())?;
             }
             if let Some(p) = peer.as_ref().filter(|_| cmd == "add") {
                 engine.add_device(p, crate::DEFAULT_MTU, crate::DEFAULT_TXQUEUELEN);

@@ -414,7 +414,7 @@ const TALK: &str = "We have an error talking to the kernel";
 /// The device names a command's parsers may look up: only a command that names mirred needs them.
 pub fn device_names(engine: &tclab_core::Engine, argv: &[String]) -> Vec<String> {
     if argv.iter().any(|w| w == "mirred") {
-        engine.devices.keys().cloned().collect()
+        engine.device_names()
     } else {
         Vec::new()
     }

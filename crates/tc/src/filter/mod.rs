@@ -494,7 +494,7 @@ fn get(
             "Must specify netdevice \"dev\" or block index \"block\"",
         ));
     };
-    if !engine.devices.contains_key(dev) {
+    if engine.device(dev).is_none() {
         return Err(Failure::options(format!("Cannot find device \"{dev}\"")));
     }
     let (handle, _) = parse_fopt(kind, m.handle, &mut c)?;
@@ -556,7 +556,7 @@ fn list(
     let Some(dev) = m.dev else {
         return Ok(());
     };
-    if !engine.devices.contains_key(dev) {
+    if engine.device(dev).is_none() {
         return Err(Failure::options(format!("Cannot find device \"{dev}\"")));
     }
     // `new_json_obj`: under -j the listing is an array even when there is nothing to list.
