@@ -468,12 +468,14 @@ fn libvirt_interface_bandwidth_htb_sfq_fw_and_ingress_police() {
         "qdisc htb 1: root refcnt 2 r2q 10 default 0x1 direct_packets_stat 0 direct_qlen 1000",
         "qdisc sfq 2: parent 1:1 limit 127p quantum 1514b depth 127 divisor 1024 perturb 10sec ",
     ]);
-    a.shows(&["class", "show", "dev", "vnet0"], &[
-        "class htb 1:1 root leaf 2: prio 0 rate 8Mbit ceil 40Mbit burst 1Mb cburst 1600b ",
-    ]);
-    a.shows(&["filter", "show", "dev", "vnet0"], &[
-        "filter parent 1: protocol all pref 1 fw chain 0 handle 0x1 classid :1 ",
-    ]);
+    a.shows(
+        &["class", "show", "dev", "vnet0"],
+        &["class htb 1:1 root leaf 2: prio 0 rate 8Mbit ceil 40Mbit burst 1Mb cburst 1600b "],
+    );
+    a.shows(
+        &["filter", "show", "dev", "vnet0"],
+        &["filter parent 1: protocol all pref 1 fw chain 0 handle 0x1 classid :1 "],
+    );
     a.shows(&["filter", "show", "dev", "vnet0", "parent", "ffff:"], &[
         "filter protocol all pref 49152 u32 chain 0 fh 800::800 order 2048 key ht 800 bkt 0 flowid :1 not_in_hw ",
         " police 0x1 rate 1024Kbit burst 256Kb mtu 64Kb action drop overhead 0b ",
@@ -490,11 +492,15 @@ fn proxmox_tap_rate_limit_htb_and_ingress_basic_police() {
         "4 commands applied, 4 refused (4 of them a deletion of something that was not there)",
     );
     a.reported("Error: Parent Qdisc doesn't exists.");
-    a.shows(&["class", "show", "dev", "tap100i0"], &[
-        "class htb 1:1 root prio 0 rate 83886Kbit ceil 83886Kbit burst 1Mb cburst 1593b ",
-    ]);
-    a.shows(&["filter", "show", "dev", "tap100i0", "parent", "ffff:"], &[
-        "filter protocol all pref 50 basic chain 0 handle 0x1 ",
-        " police 0x1 rate 83886Kbit burst 1Mb mtu 64Kb action drop overhead 0b ",
-    ]);
+    a.shows(
+        &["class", "show", "dev", "tap100i0"],
+        &["class htb 1:1 root prio 0 rate 83886Kbit ceil 83886Kbit burst 1Mb cburst 1593b "],
+    );
+    a.shows(
+        &["filter", "show", "dev", "tap100i0", "parent", "ffff:"],
+        &[
+            "filter protocol all pref 50 basic chain 0 handle 0x1 ",
+            " police 0x1 rate 83886Kbit burst 1Mb mtu 64Kb action drop overhead 0b ",
+        ],
+    );
 }

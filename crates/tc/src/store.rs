@@ -628,11 +628,7 @@ fn compacted(engine: &Engine, entries: &[Vec<String>]) -> Option<Vec<Vec<String>
             .device(dev)
             .is_some_and(|d| d.root().handle == tclab_core::Handle::UNSPEC)
     };
-    let no_ingress = |dev: &str| {
-        engine
-            .device(dev)
-            .is_some_and(|d| d.ingress().is_none())
-    };
+    let no_ingress = |dev: &str| engine.device(dev).is_some_and(|d| d.ingress().is_none());
     let ingress_side = |e: &[String]| {
         e.iter().enumerate().any(|(i, w)| {
             w == "ingress"

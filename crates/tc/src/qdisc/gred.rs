@@ -7,9 +7,8 @@
 //! registry's parsers return options, not notices); a `bandwidth` given as a percentage of the
 //! device's speed (refused as tc refuses an unreadable one).
 
-use super::red::{eval_idle_damping, print_flags};
+use super::red::{print_flags, red_constants};
 use super::QdiscLang;
-use crate::red::{eval_ewma, red_eval_p};
 use crate::util::{fmt_g, get_rate, get_size, get_unsigned, scan_double, sprint_size};
 use crate::{Failure, Result, ShowFlags};
 use serde_json::{json, Map, Value};
@@ -176,21 +175,16 @@ fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOpti
             "Required parameter (vq, limit, min, max, avpkt) is missing",
         ));
     }
-    if burst == 0 {
-        burst = (2u32.wrapping_mul(o.qth_min).wrapping_add(o.qth_max)) / (3 * avpkt);
-    }
-    if rate == 0 {
-        rate = 10_000_000 / 8;
-    }
-    o.wlog = eval_ewma(o.qth_min, burst, avpkt, "GRED")?;
-    o.plog = red_eval_p(o.qth_min, o.qth_max, probability)
-        .ok_or_else(|| Failure::options("GRED: failed to calculate probability."))?;
-    let (scell, stab) = eval_idle_damping(o.wlog, avpkt, rate)
-        .ok_or_else(|| Failure::options("GRED: failed to calculate idle damping table."))?;
-    o.scell_log = scell;
-    o.stab = stab;
-    // `max_P = probability * pow(2, 32)`, converted as x86-64 converts it (through 64 bits).
-    o.max_p = (probability * 4_294_967_296.0) as i64 as u32;
+    let k = red_constants(
+        o.qth_min,
+        o.qth_max,
+        burst,
+        avpkt,
+        probability,
+        rate,
+        "GRED",
+    )?;
+    (o.wlog, o.plog, o.scell_log, o.stab, o.max_p) = (k.wlog, k.plog, k.scell_log, k.stab, k.max_p);
     Ok(QdiscOptions::Gred(GredOptions::Vq(o)))
 }
 

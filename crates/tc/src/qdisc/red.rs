@@ -129,22 +129,52 @@ fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOpti
     if o.qth_min == 0 {
         o.qth_min = o.qth_max / 3;
     }
+    let k = red_constants(o.qth_min, o.qth_max, burst, avpkt, probability, rate, "RED")?;
+    (o.wlog, o.plog, o.scell_log, o.stab, o.max_p) = (k.wlog, k.plog, k.scell_log, k.stab, k.max_p);
+    Ok(QdiscOptions::Red(o))
+}
+
+/// What tc derives from RED's thresholds in bytes: Wlog, Plog, Scell_log with the idle-damping table,
+/// and max_P.
+pub(crate) struct RedConstants {
+    pub wlog: u8,
+    pub plog: u8,
+    pub scell_log: u8,
+    pub stab: Vec<u8>,
+    pub max_p: u32,
+}
+
+/// The constants as `red_parse_opt` and `gred_parse_opt` compute them, failures worded for `who` (RED,
+/// GRED): `burst` 0 takes tc's (2·min + max)/(3·avpkt), `rate` 0 (bytes/s) 10 Mbit/s.
+pub(crate) fn red_constants(
+    qth_min: u32,
+    qth_max: u32,
+    mut burst: u32,
+    avpkt: u32,
+    probability: f64,
+    mut rate: u64,
+    who: &str,
+) -> Result<RedConstants> {
     if burst == 0 {
-        burst = (2u32.wrapping_mul(o.qth_min).wrapping_add(o.qth_max)) / (3 * avpkt);
+        burst = (2u32.wrapping_mul(qth_min).wrapping_add(qth_max)) / (3 * avpkt);
     }
     if rate == 0 {
         rate = 10_000_000 / 8;
     }
-    o.wlog = eval_ewma(o.qth_min, burst, avpkt, "RED")?;
-    o.plog = red_eval_p(o.qth_min, o.qth_max, probability)
-        .ok_or_else(|| Failure::options("RED: failed to calculate probability."))?;
-    let (scell, stab) = eval_idle_damping(o.wlog, avpkt, rate)
-        .ok_or_else(|| Failure::options("RED: failed to calculate idle damping table."))?;
-    o.scell_log = scell;
-    o.stab = stab;
-    // `max_P = probability * pow(2, 32)`, converted as x86-64 converts it (through 64 bits).
-    o.max_p = (probability * 4_294_967_296.0) as i64 as u32;
-    Ok(QdiscOptions::Red(o))
+    let wlog = eval_ewma(qth_min, burst, avpkt, who)?;
+    let plog = red_eval_p(qth_min, qth_max, probability)
+        .ok_or_else(|| Failure::options(format!("{who}: failed to calculate probability.")))?;
+    let (scell_log, stab) = eval_idle_damping(wlog, avpkt, rate).ok_or_else(|| {
+        Failure::options(format!("{who}: failed to calculate idle damping table."))
+    })?;
+    Ok(RedConstants {
+        wlog,
+        plog,
+        scell_log,
+        stab,
+        // `max_P = probability * pow(2, 32)`, converted as x86-64 converts it (through 64 bits).
+        max_p: (probability * 4_294_967_296.0) as i64 as u32,
+    })
 }
 
 /// `tc_red_print_flags`.
