@@ -13,6 +13,7 @@
 //! the kernel's algorithm does the same work, so these rows measure CAKE's design, not tclab's.
 //!
 //! Reports nanoseconds of wall time per packet (one enqueue + one dequeue, on the qdisc), best of 5.
+//! `-- fq_codel` runs fq_codel's rows alone.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -97,6 +98,8 @@ fn cake_row(name: &str, o: &CakeOptions, pkts: &[Packet], fq: f64) {
 }
 
 fn main() {
+    // `-- fq_codel` runs only fq_codel's rows (for a profiler).
+    let only_fq = std::env::args().skip(1).any(|a| a == "fq_codel");
     println!("{:<44} {:>8} {:>12}", "qdisc", "flows", "ns/packet");
     for flows in [1usize, 1024, 65536] {
         let pkts = packets(flows, false);
@@ -111,6 +114,9 @@ fn main() {
             run(&mut q, &pkts)
         });
         println!("{:<44} {:>8} {:>12.0}", "fq_codel", flows, fq);
+        if only_fq {
+            continue;
+        }
         let cake = |rate: u64| CakeOptions {
             base_rate: Some(rate),
             diffserv_mode: Some(diffserv::DIFFSERV8),
