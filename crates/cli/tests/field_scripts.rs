@@ -450,7 +450,8 @@ fn openwrt_qos_scripts_hfsc_fq_codel_ifb_and_mangle_chains() {
     }
     let links = text(&tclab(&a.state, &["link", "show"]));
     assert!(
-        links.contains("ifb0: mtu 1500 qdisc hfsc") && !links.contains("ifb1"),
+        // `ifconfig ifb0 up txqueuelen 5` brought it up (a down ifb would drop what is redirected).
+        links.contains("ifb0: mtu 1500 qdisc hfsc state UP qlen 5") && !links.contains("ifb1"),
         "{links}"
     );
 }

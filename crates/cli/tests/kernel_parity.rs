@@ -722,7 +722,7 @@ fn cases_n() -> Vec<Case> {
         ),
         case!(
             "n3_pretty_u32_keys_and_ip6",
-            "-p filter show: u32 keys in words for IPv4 (addresses, ports alone and paired, dsfield, protocol, ihl) and IPv6 filters, raw for others; ip6 selectors",
+            "-p filter show: u32 keys in words for IPv4 (addresses, ports alone and paired, dsfield, protocol, ihl) and IPv6 filters, raw for others; ip6 selectors; class and filter show without a device",
             "qdisc add dev $DEV root handle 1: htb
              filter add dev $DEV parent 1: prio 1 protocol ip u32 match ip src 10.1.0.0/16 match ip dst 192.168.1.7/32 flowid 1:1
              filter add dev $DEV parent 1: prio 2 protocol ip u32 match ip sport 80 0xffff flowid 1:2
@@ -736,7 +736,9 @@ fn cases_n() -> Vec<Case> {
              filter add dev $DEV parent 1: prio 10 protocol ipv6 u32 match ip6 sport 53 0xffff match ip6 flowlabel 0x12345 0xfffff match ip6 src any flowid 1:10
              -p filter show dev $DEV
              filter show dev $DEV
-             -p -s filter show dev $DEV parent 1: prio 1"
+             -p -s filter show dev $DEV parent 1: prio 1
+             class show
+             filter show"
         ),
     ]
 }

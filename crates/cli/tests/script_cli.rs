@@ -418,3 +418,49 @@ fn sqm_layer_cake_applies_whole() {
         "{f}"
     );
 }
+
+#[test]
+fn the_ifb_module_loads_once_and_unloads_every_ifb() {
+    // What the kernel does: `modprobe ifb numifbs=N` creates ifb0…ifbN-1 when the module loads and
+    // nothing when it is loaded already; `rmmod ifb` (or `modprobe -r ifb`) deletes every ifb device,
+    // whatever its name, and fails when the module is not loaded (kmod's words); `ifconfig DEV up`
+    // brings a device up as `ip link set DEV up` does (an ifb starts down).
+    let st = scratch("ifb");
+    let dir = st.parent().unwrap();
+    let run_script = |name: &str, body: &str| {
+        let script = dir.join(name);
+        std::fs::write(&script, body).unwrap();
+        let run = tclab(&st, &["script", "run", script.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&run.stderr).into_owned();
+        assert!(run.status.success(), "{err}");
+        (text(&run), err)
+    };
+    let (out, err) = run_script(
+        "load.sh",
+        "modprobe -r ifb; echo \"unload when not loaded: $?\"\n\
+         modprobe ifb numifbs=1\n\
+         ifconfig ifb0 up txqueuelen 5\n\
+         ip link add ifb-wan type ifb\n\
+         modprobe ifb numifbs=3; echo \"load when loaded: $?\"\n",
+    );
+    assert_eq!(out, "unload when not loaded: 1\nload when loaded: 0\n");
+    assert!(
+        err.contains("modprobe: FATAL: Module ifb is not in kernel."),
+        "{err}"
+    );
+    assert_eq!(
+        text(&tclab(&st, &["link", "show", "type", "ifb"])),
+        "1: ifb-wan: mtu 1500 qdisc noop state DOWN qlen 32\n\
+         2: ifb0: mtu 1500 qdisc pfifo_fast state UP qlen 5\n"
+    );
+    let (out, err) = run_script(
+        "unload.sh",
+        "rmmod ifb; echo \"rmmod: $?\"\nrmmod ifb; echo \"rmmod again: $?\"\n",
+    );
+    assert_eq!(out, "rmmod: 0\nrmmod again: 1\n");
+    assert!(
+        err.contains("rmmod: ERROR: Module ifb is not currently loaded"),
+        "{err}"
+    );
+    assert_eq!(text(&tclab(&st, &["link", "show", "type", "ifb"])), "");
+}

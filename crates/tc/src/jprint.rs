@@ -304,6 +304,10 @@ impl Printer {
                 self.close_array();
             }
             Value::String(s) => j.string(s),
+            // `jsonw_float`: "%g", as every `print_float` prints under `-j` (0.1, not 0.09999999986).
+            Value::Number(n) if n.is_f64() => {
+                j.value(&crate::util::fmt_g(n.as_f64().unwrap_or(0.0), 6))
+            }
             other => j.value(&other.to_string()),
         }
     }

@@ -206,8 +206,34 @@ pub fn ensure_device(engine: &mut Engine, name: &str, creates: bool) -> Result<(
     }
 }
 
+thread_local! {
+    /// What tc itself prints on stderr while it parses a command (`RED: set bandwidth to 10Mbit`),
+    /// before the kernel answers: a parser deep in a kind's file says it through [`notice`], and [`run`]
+    /// puts it first in the command's stderr.
+    static NOTICES: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// A line tc prints on stderr while parsing (see `NOTICES`).
+pub(crate) fn notice(line: &str) {
+    NOTICES.with(|n| {
+        let mut n = n.borrow_mut();
+        n.push_str(line);
+        n.push('\n');
+    });
+}
+
 /// Run one tc command line (without the leading `tc`). Global options come first, as in tc.
 pub fn run(engine: &mut Engine, argv: &[String], now: Nanos) -> Output {
+    NOTICES.with(|n| n.borrow_mut().clear());
+    let mut out = run_line(engine, argv, now);
+    let notices = NOTICES.with(|n| std::mem::take(&mut *n.borrow_mut()));
+    if !notices.is_empty() {
+        out.stderr.insert_str(0, &notices);
+    }
+    out
+}
+
+fn run_line(engine: &mut Engine, argv: &[String], now: Nanos) -> Output {
     let mut out = Output::default();
     let mut flags = ShowFlags::default();
     let mut i = 0;
@@ -579,7 +605,10 @@ fn class_cmd(
         }
     }
     if let Cmd::Show = cmd {
-        let dev = dev.ok_or_else(|| Failure::syntax("Cannot find device \"\""))?;
+        // Without a device tc dumps ifindex 0, which the kernel answers with nothing.
+        let Some(dev) = dev else {
+            return Ok(());
+        };
         ensure_device(engine, dev, false)?;
         let filter_parent = (parent != 0).then_some(Handle(parent));
         let filter_classid = (classid != 0).then_some(Handle(classid));

@@ -18,11 +18,12 @@
 //!   which the wrappers are bind-mounted over the real tc and iptables binaries, so that no spelling —
 //!   `nohup /usr/sbin/tc`, `( exec tc … )` after the script resets PATH — reaches the host's traffic
 //!   control.
-//! - `ip link set DEV mtu N txqueuelen N [up|down]` and `ifconfig DEV mtu N txqueuelen N` become `tclab
+//! - `ip link set DEV mtu N txqueuelen N [up|down]` and `ifconfig DEV [mtu N] [txqueuelen N] [up|down]` become `tclab
 //!   link set`; `ip link add NAME type ifb` and `ip link del NAME` become `tclab link add|del`;
 //!   `modprobe ifb [numifbs=N]` (or OpenWrt's `insmod ifb …`) loads the module: it creates ifb0…ifbN-1
 //!   (2 by default, as the module does) unless ifb devices exist already (the module is loaded: nothing
-//!   happens); `modprobe -r ifb` and `rmmod ifb` unload it, deleting the ifb devices; `ip6tables` is refused (tclab's netfilter is IPv4); other `modprobe`, `insmod`,
+//!   happens); `modprobe -r ifb` and `rmmod ifb` unload it, deleting every ifb device whatever its name
+//!   (and fail, as kmod's do, when none is loaded); `ip6tables` is refused (tclab's netfilter is IPv4); other `modprobe`, `insmod`,
 //!   `rmmod` succeed silently (every qdisc is "built in"); `ethtool -K DEV tso|gso on|off` becomes `tclab
 //!   link set dev DEV tso|gso …` (what `tclab check` reads of offloads); other `ip` commands (`route`,
 //!   `addr`, `rule`, …), other `ethtool` calls and `sysctl -w` are reported on stderr and succeed without
@@ -88,9 +89,9 @@ Inside the script:
   ip6tables                                    -> refused (exit 1): tclab's netfilter is IPv4
   ip link set [dev] DEV mtu N txqueuelen N up -> tclab link set dev DEV …
   ip link add NAME type ifb, ip link del NAME  -> tclab link add|del dev NAME …
-  modprobe ifb [numifbs=N]                     -> creates ifb0 … ifbN-1 (default 2) unless loaded
-  modprobe -r ifb, rmmod ifb                   -> deletes the ifb devices
-  ifconfig DEV mtu N txqueuelen N              -> tclab link set dev DEV …
+  modprobe ifb [numifbs=N], insmod ifb …      -> creates ifb0 … ifbN-1 (default 2) unless loaded
+  modprobe -r ifb, rmmod ifb                   -> deletes every ifb device (exit 1 if none)
+  ifconfig DEV [mtu N] [txqueuelen N] [up|down] -> tclab link set dev DEV …
   other modprobe, insmod, rmmod                -> succeed silently (everything is built in)
   ethtool -K DEV tso off gso off …             -> tclab link set dev DEV tso off gso off
   other ip commands (route, addr, rule …), sysctl, other ethtool
@@ -138,8 +139,12 @@ fn prelude() -> String {
          \x20   esac\n\
          \x20 done\n\
          \x20 [ $ifb = 1 ] || return 0\n\
-         \x20 loaded=$(\"$TCLAB_EXE\" link show 2>/dev/null | sed -n 's/^[0-9]*: \\(ifb[0-9]*\\): .*/\\1/p')\n\
+         \x20 loaded=$(\"$TCLAB_EXE\" link show type ifb 2>/dev/null | sed -n 's/^[0-9]*: \\([^:]*\\): .*/\\1/p')\n\
          \x20 if [ $remove = 1 ]; then\n\
+         \x20   if [ -z \"$loaded\" ]; then\n\
+         \x20     if [ \"$caller\" = rmmod ]; then echo 'rmmod: ERROR: Module ifb is not currently loaded' >&2; else echo 'modprobe: FATAL: Module ifb is not in kernel.' >&2; fi\n\
+         \x20     return 1\n\
+         \x20   fi\n\
          \x20   for i in $loaded; do \"$TCLAB_EXE\" link del dev \"$i\" 2>/dev/null; done\n\
          \x20   return 0\n\
          \x20 fi\n\
@@ -171,7 +176,7 @@ fn prelude() -> String {
          \x20 while [ $# -gt 0 ]; do\n\
          \x20   case \"$1\" in\n\
          \x20     mtu|txqueuelen) args+=(\"$1\" \"$2\"); shift 2 ;;\n\
-         \x20     up|down) shift ;;\n\
+         \x20     up|down) args+=(\"$1\"); shift ;;\n\
          \x20     *) echo \"tclab script: ignoring ifconfig option \\\"$1\\\"\" >&2; shift ;;\n\
          \x20   esac\n\
          \x20 done\n\

@@ -422,8 +422,23 @@ impl Store {
             }
             "link" => {
                 if args.is_empty() || args[0] == "show" || args[0] == "list" || args[0] == "ls" {
+                    // `ip link show type ifb`: only the devices of that kind.
+                    let ifb_only = match args.get(1..).unwrap_or_default() {
+                        [] => false,
+                        [t, k] if t == "type" && k == "ifb" => true,
+                        other => {
+                            return Ok(Output {
+                                stderr: format!(
+                                    "usage: link show [type ifb] (not \"{}\")\n",
+                                    other.join(" ")
+                                ),
+                                code: 1,
+                                ..Output::default()
+                            })
+                        }
+                    };
                     Output {
-                        stdout: link_show(&self.engine),
+                        stdout: link_show(&self.engine, ifb_only),
                         ..Output::default()
                     }
                 } else {
@@ -727,7 +742,7 @@ fn fingerprint(engine: &mut Engine) -> String {
         commands.push(words(&["-s", "actions", "list", "action", kind]));
     }
     let mut text = format!("autohandle {}\n", engine.autohandle());
-    text.push_str(&link_show(engine));
+    text.push_str(&link_show(engine, false));
     for c in &commands {
         let out = crate::run(engine, c, 0);
         text.push_str(&out.stdout);
@@ -739,9 +754,13 @@ fn fingerprint(engine: &mut Engine) -> String {
 }
 
 /// `tclab link show`: the devices of the stored policy.
-pub fn link_show(engine: &Engine) -> String {
+/// `ip link show [type ifb]`: every device (or only the ifb ones), numbered as listed.
+pub fn link_show(engine: &Engine, ifb_only: bool) -> String {
     let mut s = String::new();
     for (i, (name, d)) in engine.devices().enumerate() {
+        if ifb_only && d.kind != tclab_core::engine::DevKind::Ifb {
+            continue;
+        }
         // As `ip link` prints it: a down device holds noop.
         let qdisc = if !d.up && d.root().handle == tclab_core::Handle::UNSPEC {
             "noop"

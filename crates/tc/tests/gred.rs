@@ -46,3 +46,39 @@ fn an_ingress_classid_picks_the_virtual_queue() {
         "qdisc gred 1: root refcnt 2 vqs 4 default 0 limit 1514000b \n vq 0 prio 8 limit 100Kb min 30Kb max 60Kb \n  Queue size: average 62b current 2000b \n  Dropped packets: forced 0 early 0 pdrop 0 other 0 \n  Marked packets: forced 0 early 0 \n  Total packets: 2 (2000b) \n vq 2 prio 8 limit 100Kb min 30Kb max 60Kb \n  Queue size: average 183b current 3000b \n  Dropped packets: forced 0 early 0 pdrop 0 other 0 \n  Marked packets: forced 0 early 0 \n  Total packets: 3 (3000b) \n Sent 0 bytes 0 pkt"
     ), "{out}");
 }
+
+#[test]
+fn tcs_notices_come_first_on_stderr() {
+    // q_gred.c prints the defaults it chose while parsing, before the kernel answers: burst (2·10000 +
+    // 30000)/(3·1000) = 16, and the 10 Mbit/s bandwidth; with burst 200 the EWMA constant is 1/4096
+    // (Wlog 12 ≥ 10), which tc warns about. A failed parse prints its notices before its error.
+    let mut e = Engine::new();
+    e.add_device("eth0", 1500, 1000);
+    tc(
+        &mut e,
+        "qdisc add dev eth0 root handle 1: gred setup vqs 4 default 1",
+    );
+    let run = |e: &mut Engine, line: &str| {
+        let argv: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+        tclab_tc::run(e, &argv, 0)
+    };
+    let out = run(
+        &mut e,
+        "qdisc change dev eth0 root gred vq 1 limit 100000 min 10000 max 30000 avpkt 1000",
+    );
+    assert_eq!(
+        (out.code, out.stderr.as_str()),
+        (0, "GRED: set burst to 16\nGRED: set bandwidth to 10Mbit\n")
+    );
+    let out = run(&mut e, "qdisc change dev eth0 root gred vq 1 limit 100000 min 10000 max 30000 avpkt 1000 burst 200 bandwidth 1mbit");
+    assert_eq!(
+        (out.code, out.stderr.as_str()),
+        (0, "GRED: WARNING. Burst 200 seems to be too large.\n")
+    );
+    let out = run(
+        &mut e,
+        "qdisc change dev eth0 root gred vq 1 limit 100000 min 40000 max 30000 avpkt 1000",
+    );
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.starts_with("GRED: set burst to 36\nGRED: set bandwidth to 10Mbit\ntc_red_eval_ewma() burst 36 is too small"), "{}", out.stderr);
+}

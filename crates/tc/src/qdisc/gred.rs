@@ -3,8 +3,8 @@
 //! [probability P] [bandwidth RATE] [ecn] [harddrop]` for one virtual queue; RED's Wlog, Plog and idle
 //! table computed as tc computes them; one line per VQ, with its counters under `-s`.
 //!
-//! Not reproduced: the `GRED: set burst to N` and `set bandwidth to 10Mbit` notices on stderr (the
-//! registry's parsers return options, not notices); a `bandwidth` given as a percentage of the
+//! tc's `GRED: set burst to N`, `set bandwidth to 10Mbit` and `Burst … seems to be too large` notices
+//! come first in the command's stderr. Not reproduced: a `bandwidth` given as a percentage of the
 //! device's speed (refused as tc refuses an unreadable one).
 
 use super::red::{print_flags, red_constants};

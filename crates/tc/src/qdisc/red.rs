@@ -2,8 +2,8 @@
 //! ecn, harddrop, nodrop, adaptive; Sally Floyd's defaults for the thresholds; Wlog, Plog, Scell_log and
 //! the idle-damping table computed as tc computes them; the counters under `-s`.
 //!
-//! Not reproduced: tc's `RED: set bandwidth to 10Mbit` and `Burst … seems to be too large` notices on
-//! stderr (the registry's parsers return options, not notices); a `bandwidth` given as a percentage of
+//! tc's notices on stderr (`RED: set bandwidth to 10Mbit`, `Burst … seems to be too large`) come first in
+//! the command's stderr, as tc prints them while parsing. Not reproduced: a `bandwidth` given as a percentage of
 //! the device's speed (there is no device speed offline: refused as tc refuses an unreadable one);
 //! `qevent` blocks, parsed but not attached (see core's `red.rs`).
 
@@ -144,8 +144,9 @@ pub(crate) struct RedConstants {
     pub max_p: u32,
 }
 
-/// The constants as `red_parse_opt` and `gred_parse_opt` compute them, failures worded for `who` (RED,
-/// GRED): `burst` 0 takes tc's (2·min + max)/(3·avpkt), `rate` 0 (bytes/s) 10 Mbit/s.
+/// The constants as `red_parse_opt` and `gred_parse_opt` compute them, failures and notices worded for
+/// `who` (RED, GRED): `burst` 0 takes tc's (2·min + max)/(3·avpkt), `rate` 0 (bytes/s) 10 Mbit/s, each
+/// default announced on stderr as tc announces it, and a Wlog of 10 or more warned about.
 pub(crate) fn red_constants(
     qth_min: u32,
     qth_max: u32,
@@ -157,11 +158,21 @@ pub(crate) fn red_constants(
 ) -> Result<RedConstants> {
     if burst == 0 {
         burst = (2u32.wrapping_mul(qth_min).wrapping_add(qth_max)) / (3 * avpkt);
+        // q_gred.c says so; q_red.c does not.
+        if who == "GRED" {
+            crate::notice(&format!("GRED: set burst to {burst}"));
+        }
     }
     if rate == 0 {
         rate = 10_000_000 / 8;
+        crate::notice(&format!("{who}: set bandwidth to 10Mbit"));
     }
     let wlog = eval_ewma(qth_min, burst, avpkt, who)?;
+    if wlog >= 10 {
+        crate::notice(&format!(
+            "{who}: WARNING. Burst {burst} seems to be too large."
+        ));
+    }
     let plog = red_eval_p(qth_min, qth_max, probability)
         .ok_or_else(|| Failure::options(format!("{who}: failed to calculate probability.")))?;
     let (scell_log, stab) = eval_idle_damping(wlog, avpkt, rate).ok_or_else(|| {
