@@ -420,12 +420,48 @@ pub fn load_with(
     build(&cx, sf, base, opts)
 }
 
+/// Build a scenario from its parsed file, in the order a reader follows it: the run's times, the
+/// topology (nodes, links, routes), the policies on it, the traffic, what to plot.
 fn build(
     cx: &Ctx,
     sf: ScenarioFile,
     base: &std::path::Path,
     opts: &LoadOptions,
 ) -> Result<Scenario, ScenarioError> {
+    let (duration, sample) = run_times(cx, &sf)?;
+    let mut net = topology(cx, &sf)?;
+    let (policies, warnings) = apply_policies(cx, &sf, &mut net, base, opts)?;
+    // The interfaces' devices by id (a policy may have replaced one through a script's journal).
+    net.index_devices();
+
+    // SFQ secrets and flow-hash values come from the run's seed, each node its own stream.
+    for (i, n) in net.nodes.iter_mut().enumerate() {
+        let seed = crate::rng::Rng::stream(net.seed, &format!("qdisc:{}:{i}", n.name)).next_u64();
+        n.engine.seed_random(seed);
+    }
+    let traffic = traffics(cx, &sf, &net, duration)?;
+    let plot_in_out = plot_ifaces(cx, &sf, &net)?;
+    let name = sf.name.clone().unwrap_or_else(|| cx.file.to_string());
+    Ok(Scenario {
+        plot_title: sf
+            .plot
+            .as_ref()
+            .and_then(|p| p.title.clone())
+            .unwrap_or_else(|| name.clone()),
+        smooth: sf.plot.as_ref().and_then(|p| p.smooth).unwrap_or(5),
+        name,
+        net,
+        duration,
+        sample,
+        traffic,
+        plot_in_out,
+        policies,
+        warnings,
+    })
+}
+
+/// `duration` and `sample`, checked: a run of at most `MAX_SAMPLES` samples.
+fn run_times(cx: &Ctx, sf: &ScenarioFile) -> Result<(Nanos, Nanos), ScenarioError> {
     let duration = cx.duration(&sf.duration, "duration")?;
     if duration == 0 {
         return cx.err(sf.duration.span(), "duration", "must be above zero");
@@ -464,6 +500,11 @@ fn build(
             v
         }
     };
+    Ok((duration, sample))
+}
+
+/// The network: `hz`, the nodes, the links between their interfaces, and every node's routes.
+fn topology(cx: &Ctx, sf: &ScenarioFile) -> Result<Network, ScenarioError> {
     let mut net = Network::new(sf.seed.unwrap_or(1));
     if let Some(hz) = &sf.hz {
         net.tick = match hz.get_ref() {
@@ -673,7 +714,19 @@ fn build(
             .or_else(|m| cx.err(l.a.span(), "link", m))?;
     }
     net.compute_routes();
+    Ok(net)
+}
 
+/// Each `[[policy]]` applied to its node (tc lines, a batch file, or a script run as `tclab script run`
+/// runs it): the lines applied per node, and what the user should see.
+#[allow(clippy::type_complexity)]
+fn apply_policies(
+    cx: &Ctx,
+    sf: &ScenarioFile,
+    net: &mut Network,
+    base: &std::path::Path,
+    opts: &LoadOptions,
+) -> Result<(Vec<(String, Vec<String>)>, Vec<String>), ScenarioError> {
     let mut policies = Vec::new();
     let mut warnings = Vec::new();
     for p in &sf.policy {
@@ -740,7 +793,7 @@ fn build(
                 ));
             }
             let journal = run.journal;
-            let lines = apply_journal(&mut net, node, &journal).or_else(|m| {
+            let lines = apply_journal(net, node, &journal).or_else(|m| {
                 cx.err(
                     script.span(),
                     "policy.script",
@@ -771,7 +824,7 @@ fn build(
                 )
             }
         };
-        let lines = apply_policy(&mut net, node, &text).or_else(|(n, m)| {
+        let lines = apply_policy(net, node, &text).or_else(|(n, m)| {
             // A multi-line string's first newline (right after the quotes) is not part of its text.
             let after_quotes = cx.src.get(span.start + 3..).unwrap_or("");
             let skipped =
@@ -785,14 +838,16 @@ fn build(
         })?;
         policies.push((net.nodes[node].name.clone(), lines));
     }
-    // A policy may have added devices (ifb): the interfaces' places in the device maps moved.
-    net.index_devices();
+    Ok((policies, warnings))
+}
 
-    // SFQ secrets and flow-hash values come from the run's seed, each node its own stream.
-    for (i, n) in net.nodes.iter_mut().enumerate() {
-        let seed = crate::rng::Rng::stream(net.seed, &format!("qdisc:{}:{i}", n.name)).next_u64();
-        n.engine.seed_random(seed);
-    }
+/// The `[[traffic]]` entries, resolved against the network; names must be unique.
+fn traffics(
+    cx: &Ctx,
+    sf: &ScenarioFile,
+    net: &Network,
+    duration: Nanos,
+) -> Result<Vec<Traffic>, ScenarioError> {
     let mut traffic: Vec<Traffic> = Vec::new();
     for (k, t) in sf.traffic.iter().enumerate() {
         let resolved = resolve_traffic(cx, &net, t, k, duration)?;
@@ -806,6 +861,17 @@ fn build(
         }
         traffic.push(resolved);
     }
+    Ok(traffic)
+}
+
+/// The interfaces the throughput plot shows: `plot.in`/`plot.out`, else the first shaped interface and
+/// another of its node.
+#[allow(clippy::type_complexity)]
+fn plot_ifaces(
+    cx: &Ctx,
+    sf: &ScenarioFile,
+    net: &Network,
+) -> Result<(Option<IfaceId>, Option<IfaceId>), ScenarioError> {
     let plot_iface =
         |v: Option<&Spanned<String>>, key: &str| -> Result<Option<IfaceId>, ScenarioError> {
             let Some(s) = v else { return Ok(None) };
@@ -842,23 +908,7 @@ fn build(
             }
         }
     }
-    let name = sf.name.clone().unwrap_or_else(|| cx.file.to_string());
-    Ok(Scenario {
-        plot_title: sf
-            .plot
-            .as_ref()
-            .and_then(|p| p.title.clone())
-            .unwrap_or_else(|| name.clone()),
-        smooth: sf.plot.as_ref().and_then(|p| p.smooth).unwrap_or(5),
-        name,
-        net,
-        duration,
-        sample,
-        traffic,
-        plot_in_out,
-        policies,
-        warnings,
-    })
+    Ok(plot_in_out)
 }
 
 /// Interfaces whose egress has a policy (a visible root qdisc), in interface order.
