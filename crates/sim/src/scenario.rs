@@ -946,9 +946,10 @@ fn link_on_node(engine: &mut tclab_core::Engine, args: &[String]) -> Result<(), 
     tclab_tc::store::link(engine, args)
 }
 
-/// A policy line that is `ip link …` or `modprobe ifb …`, as the `link` commands it stands for (`None`
-/// for any other line). `modprobe ifb` adds the ifb devices `numifbs` asks for (2 by default) that do not
-/// exist yet.
+/// A policy line that is `ip link …` or `modprobe [-r] ifb …`, as the `link` commands it stands for
+/// (`None` for any other line). As on Linux (and as `tclab script run` does it), `modprobe ifb` loads the
+/// module only if no ifb exists yet, creating the `numifbs` devices it asks for (2 by default);
+/// `modprobe -r ifb` unloads it, deleting every ifb (nothing when none is loaded).
 fn ip_or_modprobe(
     engine: &tclab_core::Engine,
     words: &[String],
@@ -957,6 +958,20 @@ fn ip_or_modprobe(
     match w.as_slice() {
         ["modprobe", rest @ ..] => {
             if !rest.contains(&"ifb") {
+                return Some(Ok(Vec::new()));
+            }
+            let loaded: Vec<String> = engine
+                .devices()
+                .filter(|(_, d)| d.kind == tclab_core::engine::DevKind::Ifb)
+                .map(|(n, _)| n.to_string())
+                .collect();
+            if rest.iter().any(|a| *a == "-r" || *a == "--remove") {
+                return Some(Ok(loaded
+                    .iter()
+                    .map(|d| ["del", "dev", d].map(String::from).to_vec())
+                    .collect()));
+            }
+            if !loaded.is_empty() {
                 return Some(Ok(Vec::new()));
             }
             let mut n = 2u32;
@@ -1011,15 +1026,10 @@ pub fn apply_journal(
         }
         let engine = &mut net.nodes[node].engine;
         let result = match what.as_str() {
-            "tc" => {
-                let out = tclab_tc::run(engine, args, 0);
-                (out.code == 0).then_some(()).ok_or(out.stderr)
-            }
-            "iptables" => {
-                let out = tclab_tc::iptables::run(engine, args);
-                (out.code == 0).then_some(()).ok_or(out.stderr)
-            }
+            // A node's devices are its links' interfaces and the ifbs it adds.
             "link" => link_on_node(engine, args),
+            // The store's loader, record for record.
+            "tc" | "iptables" | "state" => tclab_tc::store::apply_record(engine, entry),
             other => Err(format!(
                 "{other} {}: the simulator's nodes take tc, iptables and ip link",
                 args.join(" ")

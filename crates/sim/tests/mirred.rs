@@ -284,3 +284,28 @@ interval = "100ms"
     assert_eq!(a1.packets, 2 * a2.packets, "{a1:?} {a2:?}");
     assert_eq!(a1.overlimits as u64, a2.packets);
 }
+
+#[test]
+fn modprobe_ifb_in_a_policy_loads_once_and_unloads_every_ifb() {
+    // As the kernel's module: the first `modprobe ifb numifbs=1` makes ifb0, a second (numifbs=3) finds
+    // the module loaded and makes nothing; `ip link add` names another; `modprobe -r ifb` deletes all.
+    let policy =
+        |lines: &str| format!("{LINE}[[policy]]\nnode = \"c\"\ntc = \"\"\"\n{lines}\n\"\"\"\n");
+    let ifbs = |sc: &Scenario| -> Vec<String> {
+        let c = sc.net.node_by_name("c").unwrap();
+        sc.net.nodes[c]
+            .engine
+            .devices()
+            .filter(|(_, d)| d.kind == tclab_core::engine::DevKind::Ifb)
+            .map(|(n, _)| n.to_string())
+            .collect()
+    };
+    let sc = scenario(&policy(
+        "modprobe ifb numifbs=1\nmodprobe ifb numifbs=3\nip link add ifb-wan type ifb",
+    ));
+    assert_eq!(ifbs(&sc), ["ifb-wan", "ifb0"]);
+    let sc = scenario(&policy(
+        "modprobe ifb numifbs=2\nip link add ifb-wan type ifb\nmodprobe -r ifb",
+    ));
+    assert!(ifbs(&sc).is_empty());
+}

@@ -788,9 +788,10 @@ pub fn replay(journal: &[Vec<String>]) -> (Engine, Vec<String>) {
     (engine, problems)
 }
 
-/// Apply one journal record to `engine`; one that no longer applies is added to `problems`.
-fn apply_entry(engine: &mut Engine, entry: &[String], problems: &mut Vec<String>) {
-    let r = match entry.first().map(String::as_str) {
+/// Apply one journal record (`tc …`, `iptables …`, `link …`, `state autohandle N`) to `engine`: the one
+/// policy loader of the store's replay, `tclab script run`'s journal and the simulator's policies.
+pub fn apply_record(engine: &mut Engine, entry: &[String]) -> Result<(), String> {
+    match entry.first().map(String::as_str) {
         Some("tc") => {
             let out = crate::run(engine, &entry[1..], 0);
             (out.code == 0).then_some(()).ok_or(out.stderr)
@@ -808,8 +809,12 @@ fn apply_entry(engine: &mut Engine, entry: &[String], problems: &mut Vec<String>
             _ => Err("unknown state entry".into()),
         },
         _ => Err("unknown journal entry".into()),
-    };
-    if let Err(e) = r {
+    }
+}
+
+/// Apply one journal record to `engine`; one that no longer applies is added to `problems`.
+fn apply_entry(engine: &mut Engine, entry: &[String], problems: &mut Vec<String>) {
+    if let Err(e) = apply_record(engine, entry) {
         problems.push(format!(
             "journal entry {:?} no longer applies: {}",
             entry,
