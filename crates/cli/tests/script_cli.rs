@@ -250,7 +250,7 @@ fn script_to_journal_for_the_simulator() {
             ..Default::default()
         }
     };
-    let nf = &mut engine.netfilter;
+    let nf = engine.netfilter_mut();
     let mut marks = Vec::new();
     for (i, (flags, payload)) in [(0x02, 0), (0x18, 500), (0x10, 0)].into_iter().enumerate() {
         let mut p = pkt(flags, payload);

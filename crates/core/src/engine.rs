@@ -599,9 +599,10 @@ pub struct Engine {
     by_name: BTreeMap<String, DevId>,
     /// The host's netfilter state (mangle table, conntrack), which `tclab iptables` configures and the
     /// simulator runs at its hooks.
-    pub netfilter: crate::netfilter::Netfilter,
-    /// The action tables (`tc actions …`), shared by every device as in one network namespace.
-    pub actions: ActionTable,
+    netfilter: crate::netfilter::Netfilter,
+    /// The action tables (`tc actions …`), shared by every device as in one network namespace; changed
+    /// only through the engine, which keeps mirred targets current.
+    actions: ActionTable,
     /// `qdisc_alloc_handle`'s counter: automatic handles count down from 8001:.
     autohandle: u32,
 }
@@ -665,6 +666,43 @@ impl Engine {
 
     pub fn device_mut(&mut self, name: &str) -> Option<&mut Device> {
         slot_mut(&mut self.slots, &self.by_name, name)
+    }
+
+    /// The netfilter state (its mangle table, conntrack).
+    pub fn netfilter(&self) -> &crate::netfilter::Netfilter {
+        &self.netfilter
+    }
+
+    /// The netfilter state, to change its rules (`tclab iptables`) or run its hooks (the simulator).
+    pub fn netfilter_mut(&mut self) -> &mut crate::netfilter::Netfilter {
+        &mut self.netfilter
+    }
+
+    /// The standalone action tables (`tc actions list|get`).
+    pub fn actions(&self) -> &ActionTable {
+        &self.actions
+    }
+
+    /// `tc actions add|replace|change`: create or replace actions, mirred targets looked up at once.
+    pub fn add_actions(
+        &mut self,
+        specs: &[crate::action::ActionSpec],
+        replace: bool,
+        now: Nanos,
+    ) -> Result<(), KernelError> {
+        self.actions.instantiate(specs, false, replace, now)?;
+        self.refresh_mirred();
+        Ok(())
+    }
+
+    /// `tc actions delete`.
+    pub fn delete_action(&mut self, kind: &str, index: u32) -> Result<(), KernelError> {
+        self.actions.delete(kind, index)
+    }
+
+    /// `tc actions flush`: how many went, and the error that stopped it, if one did.
+    pub fn flush_actions(&mut self, kind: &str) -> (u32, Option<KernelError>) {
+        self.actions.flush(kind)
     }
 
     /// The id of the device named `name`.

@@ -661,7 +661,7 @@ impl Network {
         let Network { nodes, ifaces, .. } = self;
         let in_dev = in_iface.map(|i| ifaces[i].name.as_str());
         let out_dev = out_iface.map(|i| ifaces[i].name.as_str());
-        if step(&mut nodes[node].engine.netfilter, pkt, in_dev, out_dev) {
+        if step(nodes[node].engine.netfilter_mut(), pkt, in_dev, out_dev) {
             return true;
         }
         if let Some(i) = out_iface.or(in_iface) {
@@ -725,7 +725,7 @@ impl Network {
         for m in sent {
             let action = m.action;
             if self.mirred_one(now, node, m) {
-                if let Some(a) = self.nodes[node].engine.actions.get("mirred", action) {
+                if let Some(a) = self.nodes[node].engine.actions().get("mirred", action) {
                     a.borrow_mut().stats.overlimits += 1;
                 }
             }

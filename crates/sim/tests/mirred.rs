@@ -201,7 +201,7 @@ fn mirror_counts_the_bytes_again_on_the_target_and_changes_nothing_else() {
     assert_eq!(v.counters.rx_dropped, ifb.packets);
     assert_eq!(v.counters.tx_packets, 0);
     // The action counted each packet it mirrored.
-    let act = eng.actions.get("mirred", 1).unwrap();
+    let act = eng.actions().get("mirred", 1).unwrap();
     assert_eq!(act.borrow().stats.packets, ing.packets);
     assert_eq!(act.borrow().stats.bytes, ing.bytes);
     let _ = Packet::REDIRECTED;
@@ -220,7 +220,7 @@ fn a_redirect_to_an_ifb_that_is_down_drops_and_counts_an_overlimit() {
     let c = sc.net.node_by_name("c").unwrap();
     let eng = &sc.net.nodes[c].engine;
     let ing = eng.device("eth0").unwrap().ingress().unwrap().q.stats();
-    let a = eng.actions.get("mirred", 1).unwrap();
+    let a = eng.actions().get("mirred", 1).unwrap();
     let a = a.borrow();
     assert!(a.stats.packets > 0);
     assert_eq!(a.stats.overlimits as u64, a.stats.packets);
@@ -278,8 +278,8 @@ interval = "100ms"
     let eng = &sc.net.nodes[s].engine;
     // eth0 → eth1 (first hop, counted), eth1 → eth0 (second hop, counted), eth0 → eth1 again: eth1 is in
     // the nest, so the third attempt is a loop: counted with an overlimit, shot.
-    let a1 = eng.actions.get("mirred", 1).unwrap();
-    let a2 = eng.actions.get("mirred", 2).unwrap();
+    let a1 = eng.actions().get("mirred", 1).unwrap();
+    let a2 = eng.actions().get("mirred", 2).unwrap();
     let (a1, a2) = (a1.borrow().stats, a2.borrow().stats);
     assert_eq!(a1.packets, 2 * a2.packets, "{a1:?} {a2:?}");
     assert_eq!(a1.overlimits as u64, a2.packets);

@@ -167,14 +167,14 @@ pub fn check(
         });
     }
     let classify_targets: Vec<u32> = engine
-        .netfilter
+        .netfilter()
         .mangle
         .builtin
         .iter()
         .flat_map(|b| b.chain.rules.iter())
         .chain(
             engine
-                .netfilter
+                .netfilter()
                 .mangle
                 .user
                 .values()
@@ -608,7 +608,7 @@ fn check_device(
             .q
             .block(Handle(0xffff_0000))
             .is_some_and(|b| !b.is_empty())
-            && !engine.actions.list("police").is_empty();
+            && !engine.actions().list("police").is_empty();
         // Only a policer: an ingress filter redirecting to an ifb is the cure, not the problem.
         if polices {
             out.push(Finding {

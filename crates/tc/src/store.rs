@@ -661,8 +661,8 @@ fn compacted(engine: &Engine, entries: &[Vec<String>]) -> Option<Vec<Vec<String>
             root_default(dev)
         }
     };
-    let mangle_empty = engine.netfilter.mangle.is_pristine();
-    let actions_empty = engine.actions.is_empty();
+    let mangle_empty = engine.netfilter().mangle.is_pristine();
+    let actions_empty = engine.actions().is_empty();
     let mut out: Vec<Vec<String>> = Vec::new();
     let mut kept_device: Vec<&str> = Vec::new();
     let mut dropped = 0;

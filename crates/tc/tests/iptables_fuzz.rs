@@ -168,7 +168,7 @@ fn random_lines_never_panic_and_refusals_change_nothing() {
         for _ in 0..n {
             argv.push(WORDS[(next() % WORDS.len() as u64) as usize].to_string());
         }
-        let before = e.netfilter.mangle.clone();
+        let before = e.netfilter().mangle.clone();
         let out = tclab_tc::iptables::run(&mut e, &argv);
         if out.code == 0 {
             ok += 1;
@@ -181,7 +181,8 @@ fn random_lines_never_panic_and_refusals_change_nothing() {
             );
             assert!(!out.stderr.is_empty(), "{argv:?}: a refusal says why");
             assert_eq!(
-                e.netfilter.mangle, before,
+                e.netfilter().mangle,
+                before,
                 "{argv:?} was refused ({}) but changed the table",
                 out.stderr
             );

@@ -455,12 +455,8 @@ pub fn actions_cmd(
                 }
             }
             engine
-                .actions
-                .instantiate(&specs, false, replace, now)
+                .add_actions(&specs, replace, now)
                 .map_err(|e| Failure::syntax(format!("{e}\n{TALK}")))?;
-            if specs.iter().any(|s| s.kind == "mirred") {
-                engine.refresh_mirred();
-            }
         } else if matches(w, "delete") || matches(w, "get") {
             let get = matches(w, "get");
             c.fwd();
@@ -510,7 +506,7 @@ pub fn actions_cmd(
             if get {
                 let mut found = Vec::new();
                 for (k, i) in &targets {
-                    found.push(engine.actions.get(k, *i).ok_or_else(not_found)?);
+                    found.push(engine.actions().get(k, *i).ok_or_else(not_found)?);
                 }
                 // `print_action`: the count in one object, the actions in another.
                 let mut p = Printer::new(flags);
@@ -524,12 +520,12 @@ pub fn actions_cmd(
                 out.stdout.push_str(&p.finish());
             } else {
                 for (k, i) in &targets {
-                    if engine.actions.get(k, *i).is_none() {
+                    if engine.actions().get(k, *i).is_none() {
                         return Err(not_found());
                     }
                 }
                 for (k, i) in &targets {
-                    engine.actions.delete(k, *i).map_err(failed)?;
+                    engine.delete_action(k, *i).map_err(failed)?;
                 }
             }
         } else if matches(w, "list")
@@ -553,7 +549,7 @@ pub fn actions_cmd(
                 return Err(Failure::syntax(format!("bad action {k}")));
             }
             if flush {
-                let (n, err) = engine.actions.flush(k);
+                let (n, err) = engine.flush_actions(k);
                 if let Some(e) = err {
                     if n == 0 {
                         return Err(Failure::options(format!("{e}\nWe have an error flushing")));
@@ -563,7 +559,7 @@ pub fn actions_cmd(
                 }
             } else {
                 // `tc_action_list`: the JSON array is opened and closed around the dump, empty or not.
-                let list = engine.actions.list(k);
+                let list = engine.actions().list(k);
                 let mut p = Printer::new(flags);
                 if !list.is_empty() {
                     let n = list.len();

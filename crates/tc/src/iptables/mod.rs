@@ -791,7 +791,7 @@ fn run_inner(engine: &mut Engine, argv: &[String], out: &mut Output) -> R<()> {
             ),
         });
     }
-    let table = &engine.netfilter.mangle;
+    let table = &engine.netfilter().mangle;
     let line = Parser::new(argv, table).parse()?;
     if line.version {
         out.stdout = format!("{VERSION}\n");
@@ -851,7 +851,7 @@ fn run_inner(engine: &mut Engine, argv: &[String], out: &mut Output) -> R<()> {
     } else {
         Vec::new()
     };
-    let nf = &mut engine.netfilter;
+    let nf = engine.netfilter_mut();
     let lib = |e: tclab_core::netfilter::NfError| IptError {
         code: 1,
         msg: format!("{e}\n"),
