@@ -98,14 +98,19 @@ fn seen_path(path: &Path) -> Option<Seen> {
 /// Read FILE's journal; a missing file is an empty one.
 pub fn read_journal(path: &Path) -> Result<Journal, String> {
     let mut entries = Vec::new();
-    let mut journal = read_journal_with(path, |e| entries.push(e))?;
+    let mut journal = read_journal_with(path, |e| entries.push(std::mem::take(e)))?;
     journal.entries = entries;
     Ok(journal)
 }
 
 /// Read FILE's journal, handing each record to `sink` as it is read (the returned journal's `entries`
-/// stay empty): a reader that replays as it goes never holds the whole journal in memory.
-fn read_journal_with(path: &Path, mut sink: impl FnMut(Vec<String>)) -> Result<Journal, String> {
+/// stay empty): a reader that replays as it goes never holds the whole journal in memory. The record
+/// is lent in one buffer whose strings the next record reuses (a sink may take it).
+fn read_journal_with(
+    path: &Path,
+    mut sink: impl FnMut(&mut Vec<String>),
+) -> Result<Journal, String> {
+    let mut entry: Vec<String> = Vec::new();
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -142,16 +147,15 @@ fn read_journal_with(path: &Path, mut sink: impl FnMut(Vec<String>)) -> Result<J
             };
             let line = &rest[..end];
             if !line.trim().is_empty() {
-                let entry = match plain_record(line) {
-                    Some(e) => e,
-                    None => serde_json::from_str(line).map_err(|e| {
+                if !plain_record(line, &mut entry) {
+                    entry = serde_json::from_str(line).map_err(|e| {
                     format!(
                         "{}:{line_no}: corrupt tclab store record ({e}); the file was left as it is",
                         path.display()
                     )
-                    })?,
-                };
-                sink(entry);
+                    })?;
+                }
+                sink(&mut entry);
             }
             valid_len += end as u64 + 1;
             rest = &rest[end + 1..];
@@ -173,7 +177,9 @@ fn read_journal_with(path: &Path, mut sink: impl FnMut(Vec<String>)) -> Result<J
             v1.tclab_store
         )));
     }
-    v1.journal.into_iter().for_each(sink);
+    for mut e in v1.journal {
+        sink(&mut e);
+    }
     Ok(Journal {
         entries: Vec::new(),
         valid_len: bytes.len() as u64,
@@ -245,26 +251,45 @@ pub fn write_atomically(path: &Path, data: &[u8]) -> Result<(), String> {
 
 /// The fast path of reading a record: a JSON array of strings without escapes, as nearly every tc word
 /// is. `None` sends the line to the full JSON parser.
-fn plain_record(line: &str) -> Option<Vec<String>> {
-    let inner = line.trim().strip_prefix('[')?.strip_suffix(']')?;
-    let mut words = Vec::with_capacity(16);
+fn plain_record(line: &str, words: &mut Vec<String>) -> bool {
+    let Some(inner) = line
+        .trim()
+        .strip_prefix('[')
+        .and_then(|l| l.strip_suffix(']'))
+    else {
+        return false;
+    };
+    let mut n = 0;
     let mut rest = inner.trim_start();
     while !rest.is_empty() {
-        let body = rest.strip_prefix('"')?;
-        let end = body.find('"')?;
+        let Some(body) = rest.strip_prefix('"') else {
+            return false;
+        };
+        let Some(end) = body.find('"') else {
+            return false;
+        };
         let word = &body[..end];
         if word.contains('\\') {
-            return None;
+            return false;
         }
-        words.push(word.to_string());
+        // The buffer's strings are reused record after record: no allocation once they are long enough.
+        match words.get_mut(n) {
+            Some(w) => {
+                w.clear();
+                w.push_str(word);
+            }
+            None => words.push(word.to_string()),
+        }
+        n += 1;
         rest = body[end + 1..].trim_start();
         rest = match rest.strip_prefix(',') {
             Some(r) => r.trim_start(),
             None if rest.is_empty() => rest,
-            None => return None,
+            None => return false,
         };
     }
-    Some(words)
+    words.truncate(n);
+    true
 }
 
 fn record(entry: &[String]) -> String {
@@ -321,7 +346,7 @@ impl Store {
     pub fn open_to_read(path: &Path) -> Result<(Store, Vec<String>), String> {
         let mut engine = Engine::new();
         let mut problems = Vec::new();
-        let journal = read_journal_with(path, |e| apply_entry(&mut engine, &e, &mut problems))?;
+        let journal = read_journal_with(path, |e| apply_entry(&mut engine, e, &mut problems))?;
         let problems = problems
             .into_iter()
             .map(|p| format!("{}: {p}", path.display()))

@@ -120,7 +120,9 @@ pub struct Hnode {
     /// 1, plus one per node linking here.
     pub refcnt: u32,
     pub is_root: bool,
-    pub buckets: Vec<Vec<Knode>>,
+    /// Each bucket's nodes in list order, boxed: a table can hold thousands in one bucket, and a node
+    /// inserted among them (ids below 800 once 800…fff are taken) shifts pointers, not nodes.
+    pub buckets: Vec<Vec<Box<Knode>>>,
     /// Node handles allocated in this table (`handle_idr`). Kept apart from the buckets because they can
     /// disagree: past 4 095 nodes `gen_new_kid` hands out `…:fff` again without allocating it, so several
     /// nodes share that handle while the allocator holds it once.
@@ -542,7 +544,7 @@ impl U32Tp {
         let list = &mut ht.buckets[bucket];
         // Sorted by node id; a node sharing its id (past 4 095) goes after the others.
         let at = list.partition_point(|p| node(p.handle) <= node(new_handle));
-        list.insert(at, n);
+        list.insert(at, Box::new(n));
         Ok(())
     }
 
