@@ -649,7 +649,15 @@ impl Hfsc {
     fn vttree_remove(&mut self, i: usize) {
         if let Some((vt, s)) = self.cm(i).vt_key.take() {
             let p = self.c(i).parent.expect("a child");
-            self.cm(p).vt_tree.remove(&tree_key(vt, s));
+            let key = tree_key(vt, s);
+            let tree = &mut self.cm(p).vt_tree;
+            // Link sharing serves the smallest virtual time: the class leaving is usually the first,
+            // taken without a search from the root.
+            if tree.first_key_value().is_some_and(|(k, _)| *k == key) {
+                tree.pop_first();
+            } else {
+                tree.remove(&key);
+            }
         }
     }
 
