@@ -943,6 +943,16 @@ fn link_on_node(engine: &mut tclab_core::Engine, args: &[String]) -> Result<(), 
             "a node's devices are its links' interfaces, and the ifb devices it adds".into(),
         );
     }
+    // A node's devices are known: setting one that is not there is `ip`'s error, not a new device.
+    if !add {
+        let dev = match args.iter().position(|a| a == "dev") {
+            Some(i) => args.get(i + 1),
+            None => args.get(1),
+        };
+        if let Some(d) = dev.filter(|d| engine.device(d).is_none()) {
+            return Err(format!("Cannot find device \"{d}\""));
+        }
+    }
     tclab_tc::store::link(engine, args)
 }
 

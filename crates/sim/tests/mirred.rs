@@ -308,4 +308,14 @@ fn modprobe_ifb_in_a_policy_loads_once_and_unloads_every_ifb() {
         "modprobe ifb numifbs=2\nip link add ifb-wan type ifb\nmodprobe -r ifb",
     ));
     assert!(ifbs(&sc).is_empty());
+    // A typo is ip's error, not a new device.
+    let err = load(
+        "t.toml",
+        &policy("modprobe ifb numifbs=1\nip link set dev ifb1 up"),
+        std::path::Path::new("."),
+    )
+    .err()
+    .expect("refused")
+    .to_string();
+    assert!(err.contains("Cannot find device \"ifb1\""), "{err}");
 }

@@ -474,7 +474,13 @@ impl Store {
                         }
                         Err(e) => Output {
                             // ip exits 2 when the kernel refuses (RTNETLINK), 1 on its own checks.
-                            code: if e.starts_with("RTNETLINK") { 2 } else { 1 },
+                            code: if e.starts_with("RTNETLINK")
+                                || e == "Error: Unknown device type."
+                            {
+                                2
+                            } else {
+                                1
+                            },
                             stderr: e + "\n",
                             ..Output::default()
                         },
@@ -919,6 +925,48 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
     if mtu == Some(0) {
         return Err("Error: mtu must be positive".into());
     }
+    // The kinds `ip link add … type KIND` can make on Linux; any other is the kernel's "Unknown device
+    // type" (rtnetlink finds no link ops for it).
+    const KINDS: &[&str] = &[
+        "ifb",
+        "veth",
+        "dummy",
+        "vlan",
+        "macvlan",
+        "macvtap",
+        "ipvlan",
+        "bridge",
+        "bond",
+        "team",
+        "vxlan",
+        "geneve",
+        "gre",
+        "gretap",
+        "ip6gre",
+        "ip6gretap",
+        "ipip",
+        "sit",
+        "ip6tnl",
+        "vti",
+        "vti6",
+        "wireguard",
+        "vrf",
+        "nlmon",
+        "netdevsim",
+    ];
+    if cmd == "add" && kind.is_some_and(|k| !KINDS.contains(&k)) {
+        return Err("Error: Unknown device type.".into());
+    }
+    if cmd == "set" && txqueues.is_some() {
+        // `numtxqueues` is fixed when a device is created (`ip link add`).
+        return Err("Error: numtxqueues can only be given when the device is added".into());
+    }
+    if txqueues.is_some_and(|n| n == 0 || n > 4096) {
+        return Err(format!(
+            "Error: invalid numtxqueues {}",
+            txqueues.unwrap_or(0)
+        ));
+    }
     let ifb = kind == Some("ifb");
     match cmd {
         "add" | "set" => {
@@ -953,15 +1001,6 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
                 d.gso = v;
             }
             if let Some(n) = txqueues {
-                // `numtxqueues` is fixed when a device is created (`ip link add`).
-                if cmd != "add" {
-                    return Err(
-                        "Error: numtxqueues can only be given when the device is added".into(),
-                    );
-                }
-                if n == 0 || n > 4096 {
-                    return Err(format!("Error: invalid numtxqueues {n}"));
-                }
                 d.txqueues = n;
             }
             if let Some(u) = up {
@@ -983,6 +1022,20 @@ mod tests {
 
     fn words(s: &str) -> Vec<String> {
         s.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn link_add_refuses_a_type_linux_does_not_have_and_creates_nothing() {
+        let mut e = Engine::new();
+        assert_eq!(
+            link(&mut e, &words("add dev x0 type bogus")),
+            Err("Error: Unknown device type.".to_string())
+        );
+        assert!(e.device("x0").is_none());
+        // A refused numtxqueues changes nothing either.
+        link(&mut e, &words("add dev eth0 type dummy")).unwrap();
+        assert!(link(&mut e, &words("set dev eth0 mtu 9000 numtxqueues 4")).is_err());
+        assert_eq!(e.device("eth0").map(|d| d.mtu), Some(1500));
     }
 
     #[test]

@@ -52,17 +52,19 @@ pub(crate) fn eval_idle_damping(wlog: u8, avpkt: u32, bps: u64) -> Option<(u8, V
     let xmit_time = calc_xmittime(bps, avpkt) as f64;
     let lw = -(1.0 - 1.0 / (1u64 << wlog) as f64).ln() / xmit_time;
     let maxtime = 31.0 / lw;
-    let clog = (0..32u8).find(|c| maxtime / ((1u64 << c) as f64) < 512.0)?;
+    // C's `1 << clog` is an int: at 31 it is negative, which ends the search there.
+    let clog = (0..32u8).find(|c| maxtime / (1i32.wrapping_shl(*c as u32) as f64) < 512.0)?;
     let mut sbuf = vec![0u8; 256];
     for (i, s) in sbuf.iter_mut().enumerate().take(255).skip(1) {
-        // C converts the double to the u8 array element: values past 255 keep their low byte.
-        let v = ((i as u64) << clog) as f64 * lw;
-        let b = if v >= 256.0 {
-            (v as u64 & 0xff) as u8
+        // `(i << clog) * lW` in int arithmetic, stored in a u8 as x86-64 converts a double: through a
+        // 32-bit integer (0x80000000 when out of range), keeping the low byte.
+        let v = (i as i32).wrapping_shl(clog as u32) as f64 * lw;
+        let as_int = if v > -2_147_483_649.0 && v < 2_147_483_648.0 {
+            v as i32
         } else {
-            v as u8
+            i32::MIN
         };
-        *s = b.min(31);
+        *s = (as_int as u8).min(31);
     }
     sbuf[255] = 31;
     Some((clog, sbuf))
@@ -288,6 +290,19 @@ mod tests {
             unreachable!()
         };
         assert_eq!((o.qth_min, o.qth_max), (33_333, 100_000));
+    }
+
+    #[test]
+    fn a_huge_burst_takes_tcs_last_cell_size() {
+        // burst 100000 gives Wlog 28; no cell size up to 2^30 brings 31/lW under 512 cells, and tc's
+        // `1 << 31` is a negative int, which ends its search at 31 instead of failing.
+        let QdiscOptions::Red(o) =
+            parse("red", &words("limit 400000 avpkt 1000 burst 100000"), None)
+                .expect("tc sends it (the kernel then refuses Wlog 28)")
+        else {
+            unreachable!()
+        };
+        assert_eq!((o.wlog, o.scell_log), (28, 31));
     }
 
     #[test]
