@@ -420,7 +420,8 @@ impl Qdisc for Gred {
         let backlog = self.backlog_for(i);
         let (wred, wred_set) = (self.wred, &mut self.wred_set);
         let Some(v) = self.tab[i].as_mut() else {
-            return Verdict::Drop;
+            // (`vq_of` found it: not reached, but never a packet lost uncounted.)
+            return self.tail_drop(pkt, cx, DropReason::TailDrop);
         };
         v.packetsin = v.packetsin.wrapping_add(1);
         v.bytesin += pkt.len as u64;
