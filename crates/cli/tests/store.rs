@@ -451,3 +451,114 @@ fn a_header_without_newline_is_not_appended_to() {
         "{text:?}"
     );
 }
+
+/// A large store is kept resident after the first call that had to replay it: the socket appears, later
+/// calls are answered through it (a change made through it is in the file, and seen by a standalone
+/// reader), one engine per store however many calls start one, none below the threshold or with
+/// `TCLAB_SERVE=off`, and the engine goes when the store is deleted.
+#[test]
+fn a_large_store_starts_its_own_resident_engine() {
+    let dir = TempDir::new("store-auto-serve");
+    let state = dir.path.join("policy.json");
+    let socket = dir.path.join("policy.json.serve/control.sock");
+    let wait_for = |what: &dyn Fn() -> bool| {
+        let t0 = std::time::Instant::now();
+        while !what() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        what()
+    };
+    // 1 999 records: below the threshold (2 000), every call stays standalone.
+    let mut batch = String::from("qdisc add dev eth0 root handle 1: htb\n");
+    for i in 0..1998 {
+        batch.push_str(&format!(
+            "class add dev eth0 parent 1: classid 1:{:x} htb rate 1mbit\n",
+            i + 16
+        ));
+    }
+    let file = dir.path.join("batch.txt");
+    std::fs::write(&file, &batch).unwrap();
+    ok(&state, &["tc", "-batch", file.to_str().unwrap()]);
+    assert_eq!(records(&state), 1999);
+    ok(&state, &["tc", "qdisc", "show"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!socket.exists(), "no engine below 2 000 records");
+    ok(
+        &state,
+        &[
+            "tc", "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:ffff", "htb",
+            "rate", "1mbit",
+        ],
+    );
+    // 2 000 now; off in the environment, still none.
+    let mut c = cmd(Path::new(TCLAB), &["tc", "qdisc", "show"]);
+    c.env("TCLAB_STATE", &state)
+        .env_remove("TCLAB_CONTROL")
+        .env("TCLAB_SERVE", "off");
+    assert_eq!(run_with_timeout(c, Duration::from_secs(60), -1).code, 0);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!socket.exists(), "TCLAB_SERVE=off starts no engine");
+    // Three readers at once: one engine comes up.
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            let state = state.clone();
+            std::thread::spawn(move || ok(&state, &["tc", "qdisc", "show", "dev", "eth0"]))
+        })
+        .collect();
+    for r in readers {
+        assert!(r.join().unwrap().starts_with("qdisc htb 1: root"));
+    }
+    assert!(
+        wait_for(&|| socket.exists()),
+        "an engine for the large store"
+    );
+    // The engines serving this store: `tclab serve --auto` processes with this TCLAB_STATE.
+    let engines = || {
+        let want = format!("TCLAB_STATE={}", state.display());
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+                let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
+                cmdline.split(|b| *b == 0).any(|w| w == b"--auto")
+                    && environ.split(|b| *b == 0).any(|w| w == want.as_bytes())
+            })
+            .count()
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(engines(), 1, "one engine however many calls started one");
+    ok(
+        &state,
+        &[
+            "tc", "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:fffe", "htb",
+            "rate", "2mbit",
+        ],
+    );
+    assert_eq!(
+        records(&state),
+        2001,
+        "the change went through the engine into the file"
+    );
+    let mut c = cmd(
+        Path::new(TCLAB),
+        &["tc", "class", "show", "dev", "eth0", "classid", "1:fffe"],
+    );
+    c.env("TCLAB_STATE", &state)
+        .env_remove("TCLAB_CONTROL")
+        .env("TCLAB_SERVE", "off");
+    let standalone = run_with_timeout(c, Duration::from_secs(60), -1);
+    assert!(
+        standalone
+            .stdout
+            .starts_with("class htb 1:fffe root prio 0 rate 2Mbit"),
+        "{}",
+        standalone.stdout
+    );
+    // The store deleted: the engine stops within its 200 ms tick and takes its directory with it.
+    std::fs::remove_file(&state).unwrap();
+    assert!(
+        wait_for(&|| !dir.path.join("policy.json.serve").exists()),
+        "the engine left when its store went"
+    );
+}

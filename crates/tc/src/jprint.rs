@@ -7,7 +7,7 @@
 //! and four spaces per level before each key and closing bracket, `": "` after a key; strings escape
 //! `\t \n \r \f \b \\ "` and nothing else; the document ends with a newline.
 
-use std::fmt::Write;
+use std::fmt::{Display, Write};
 
 /// `json_writer_t`.
 struct JsonWriter {
@@ -152,9 +152,9 @@ impl Printer {
     }
 
     /// `PRINT_FP`: text only.
-    pub fn fp(&mut self, s: &str) {
+    pub fn fp(&mut self, s: impl Display) {
         if self.json.is_none() {
-            self.text.push_str(s);
+            self.put(s);
         }
     }
 
@@ -163,15 +163,21 @@ impl Printer {
         self.fp("\n");
     }
 
-    /// `print_string(PRINT_ANY, key, fmt, value)`, with `text` the formatted fragment.
-    pub fn string(&mut self, key: &str, text: &str, value: &str) {
+    /// `print_string(PRINT_ANY, key, fmt, value)`, with `text` the formatted fragment: a `&str`, or
+    /// `format_args!(…)`, which is formatted only for text and straight into it (a listing of 10 000
+    /// filters would otherwise build and drop a string per field).
+    pub fn string(&mut self, key: &str, text: impl Display, value: &str) {
         match self.json.as_mut() {
             Some(j) => {
                 j.name(key);
                 j.string(value);
             }
-            None => self.text.push_str(text),
+            None => self.put(text),
         }
+    }
+
+    fn put(&mut self, text: impl Display) {
+        let _ = write!(self.text, "{text}");
     }
 
     /// `print_string(PRINT_JSON, key, NULL, value)`.
@@ -191,13 +197,13 @@ impl Printer {
     }
 
     /// `print_uint`/`print_u64`/`print_int` with PRINT_ANY.
-    pub fn number(&mut self, key: &str, text: &str, value: impl std::fmt::Display) {
+    pub fn number(&mut self, key: &str, text: impl Display, value: impl Display) {
         match self.json.as_mut() {
             Some(j) => {
                 j.name(key);
                 j.value(&value.to_string());
             }
-            None => self.text.push_str(text),
+            None => self.put(text),
         }
     }
 
@@ -210,39 +216,50 @@ impl Printer {
     }
 
     /// `print_hex`: in JSON the value as a string of lowercase hex digits (`"ffff"`).
-    pub fn hex(&mut self, key: &str, text: &str, value: u32) {
-        self.string(key, text, &format!("{value:x}"));
+    pub fn hex(&mut self, key: &str, text: impl Display, value: u32) {
+        match self.json.as_mut() {
+            Some(j) => {
+                j.name(key);
+                j.string(&format!("{value:x}"));
+            }
+            None => self.put(text),
+        }
     }
 
     /// `print_0xhex`: in JSON `"%#llx"` (`"0x10"`; C prints 0 without the prefix).
-    pub fn hex0x(&mut self, key: &str, text: &str, value: u64) {
-        let v = if value == 0 {
-            "0".to_string()
-        } else {
-            format!("{value:#x}")
-        };
-        self.string(key, text, &v);
+    pub fn hex0x(&mut self, key: &str, text: impl Display, value: u64) {
+        match self.json.as_mut() {
+            Some(j) => {
+                j.name(key);
+                j.string(&if value == 0 {
+                    "0".to_string()
+                } else {
+                    format!("{value:#x}")
+                });
+            }
+            None => self.put(text),
+        }
     }
 
     /// `print_bool(PRINT_ANY, key, fmt, value)`.
-    pub fn boolean(&mut self, key: &str, text: &str, value: bool) {
+    pub fn boolean(&mut self, key: &str, text: impl Display, value: bool) {
         match self.json.as_mut() {
             Some(j) => {
                 j.name(key);
                 j.value(if value { "true" } else { "false" });
             }
-            None => self.text.push_str(text),
+            None => self.put(text),
         }
     }
 
     /// `print_null(PRINT_ANY, key, fmt, …)`.
-    pub fn null(&mut self, key: &str, text: &str) {
+    pub fn null(&mut self, key: &str, text: impl Display) {
         match self.json.as_mut() {
             Some(j) => {
                 j.name(key);
                 j.value("null");
             }
-            None => self.text.push_str(text),
+            None => self.put(text),
         }
     }
 

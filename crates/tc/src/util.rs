@@ -169,30 +169,38 @@ pub fn get_u16(s: &str, base: u32) -> Option<u16> {
 /// 16 or 0) and `0` (base 0) prefixes; saturates at `ULONG_MAX` on overflow; a minus negates the result
 /// modulo 2⁶⁴. Returns the value (`None` when no digit was read, as `end == s`) and the rest.
 pub fn strtoul(s: &str, base: u32) -> (Option<u64>, &str) {
-    let t = s.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
-    let (neg, t) = match t.as_bytes().first() {
-        Some(b'-') => (true, &t[1..]),
-        Some(b'+') => (false, &t[1..]),
-        _ => (false, t),
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
+        i += 1;
+    }
+    let neg = b.get(i) == Some(&b'-');
+    if neg || b.get(i) == Some(&b'+') {
+        i += 1;
+    }
+    let hex_prefix =
+        b.len() > i + 2 && b[i] == b'0' && b[i + 1] | 0x20 == b'x' && b[i + 2].is_ascii_hexdigit();
+    let radix = match base {
+        16 | 0 if hex_prefix => {
+            i += 2;
+            16
+        }
+        0 if b.get(i) == Some(&b'0') => 8,
+        0 => 10,
+        b => b,
     };
-    let hex_after_prefix = |t: &str| {
-        (t.starts_with("0x") || t.starts_with("0X"))
-            && t[2..].starts_with(|c: char| c.is_ascii_hexdigit())
-    };
-    let (radix, digits) = match base {
-        16 | 0 if hex_after_prefix(t) => (16, &t[2..]),
-        0 if t.starts_with('0') => (8, t),
-        0 => (10, t),
-        b => (b, t),
-    };
-    let end = digits
-        .find(|c: char| !c.is_digit(radix))
-        .unwrap_or(digits.len());
-    if end == 0 {
+    let start = i;
+    // C's strtoul saturates at ULONG_MAX on overflow.
+    let mut v = Some(0u64);
+    while let Some(d) = b.get(i).and_then(|&c| (c as char).to_digit(radix)) {
+        v = v.and_then(|v| v.checked_mul(radix as u64)?.checked_add(d as u64));
+        i += 1;
+    }
+    if i == start {
         return (None, s);
     }
-    let v = u64::from_str_radix(&digits[..end], radix).unwrap_or(u64::MAX);
-    (Some(if neg { v.wrapping_neg() } else { v }), &digits[end..])
+    let v = v.unwrap_or(u64::MAX);
+    (Some(if neg { v.wrapping_neg() } else { v }), &s[i..])
 }
 
 /// `get_addr_ipv4`: one to four dot-separated parts, each read by `strtoul(…, 0)` (so `0x0a` and `012` are

@@ -2027,7 +2027,7 @@ impl Qdisc for Cake {
         for (i, t) in tins.iter_mut().enumerate().take(self.tin_cnt) {
             *t = self.tins[self.tin_order[i] as usize].stats();
         }
-        Some(Xstats::Cake(CakeXstats {
+        Some(Xstats::Cake(Box::new(CakeXstats {
             capacity_estimate: self.avg_peak_bandwidth,
             memory_limit: self.buffer_limit,
             memory_used: self.buffer_max_used,
@@ -2038,7 +2038,7 @@ impl Qdisc for Cake {
             min_adjlen: self.min_adjlen as u32,
             tin_count: self.tin_cnt,
             tins,
-        }))
+        })))
     }
 
     fn classes(&self) -> Option<&dyn ClassOps> {

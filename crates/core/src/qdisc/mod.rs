@@ -605,7 +605,7 @@ pub enum ClassOptions {
 }
 
 /// Discipline-specific statistics (`TCA_XSTATS`) of a qdisc or a class, other than HTB's.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Xstats {
     /// `struct tc_cbq_xstats`.
     Cbq(cbq::CbqXstats),
@@ -619,8 +619,9 @@ pub enum Xstats {
     FqCodelFlow(fq_codel::FqCodelFlowXstats),
     /// `struct tc_hfsc_stats` (classes only).
     Hfsc(hfsc::HfscXstats),
-    /// CAKE's qdisc counters and per-tin table (`TCA_CAKE_STATS_*`).
-    Cake(cake::CakeXstats),
+    /// CAKE's qdisc counters and per-tin table (`TCA_CAKE_STATS_*`); boxed, being ten times the size of
+    /// the others (every listed class carries an `Xstats`).
+    Cake(Box<cake::CakeXstats>),
     /// CAKE's counters of one queue (a class).
     CakeFlow(cake::CakeFlowXstats),
     /// `struct tc_hhf_xstats`.

@@ -54,7 +54,7 @@ pub(super) fn connmark_body(c: &mut Cur) -> Result<(ActionParams, u32)> {
 /// `print_connmark`.
 pub(super) fn print(p: &mut Printer, a: &Action, cm: &Connmark, flags: ShowFlags, now: u64) {
     p.string("kind", "connmark ", "connmark");
-    p.number("zone", &format!("zone {}", cm.zone), cm.zone);
+    p.number("zone", format_args!("zone {}", cm.zone), cm.zone);
     print_control(p, " ", cm.action, "");
     print_index_refs(p, a, "\t index ", flags, now);
 }

@@ -93,9 +93,9 @@ pub(super) fn print(
     };
     p.open_object(Some("prob"));
     p.nl();
-    p.string("random_type", &format!("\t random type {pt}"), pt);
+    p.string("random_type", format_args!("\t random type {pt}"), pt);
     print_control(p, " ", pa, " ");
-    p.number("val", &format!("val {pv}"), pv);
+    p.number("val", format_args!("val {pv}"), pv);
     p.close_object();
     print_index_refs(p, a, "\t index ", flags, now);
 }

@@ -141,7 +141,7 @@ pub(super) fn print(p: &mut Printer, a: &Action, m: &Mirred, flags: ShowFlags, n
         m.dev.as_str()
     };
     p.string("kind", "mirred ", "mirred");
-    p.fp(&format!("({}", mirred_n2a(m.eaction)));
+    p.fp(format_args!("({}", mirred_n2a(m.eaction)));
     let (act, dir) = match m.eaction {
         TCA_EGRESS_REDIR => ("redirect", "egress"),
         TCA_EGRESS_MIRROR => ("mirror", "egress"),
@@ -151,7 +151,7 @@ pub(super) fn print(p: &mut Printer, a: &Action, m: &Mirred, flags: ShowFlags, n
     };
     p.json_string("mirred_action", act);
     p.json_string("direction", dir);
-    p.string("to_dev", &format!(" to device {dev})"), dev);
+    p.string("to_dev", format_args!(" to device {dev})"), dev);
     print_control(p, " ", m.action, "");
     print_index_refs(p, a, "\tindex ", flags, now);
 }

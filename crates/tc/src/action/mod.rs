@@ -272,11 +272,11 @@ pub fn print_control(p: &mut Printer, prefix: &str, c: Control, suffix: &str) {
     p.string("type", &name, &name);
     if ext_is(c, TC_ACT_GOTO_CHAIN) {
         let n = c as u32 & TC_ACT_EXT_VAL_MASK;
-        p.number("chain", &format!(" chain {n}"), n);
+        p.number("chain", format_args!(" chain {n}"), n);
     }
     if ext_is(c, TC_ACT_JUMP) {
         let n = c as u32 & TC_ACT_EXT_VAL_MASK;
-        p.number("jump", &format!(" {n}"), n);
+        p.number("jump", format_args!(" {n}"), n);
     }
     p.close_object();
     p.fp(suffix);
@@ -289,11 +289,11 @@ fn print_tm(p: &mut Printer, a: &Action, now: u64) {
     let install = ticks(a.installed);
     if install != 0 {
         let v = install / 100;
-        p.number("installed", &format!(" installed {v} sec"), v);
+        p.number("installed", format_args!(" installed {v} sec"), v);
     }
     if let Some(l) = a.lastuse.map(ticks).filter(|t| *t != 0) {
         let v = l / 100;
-        p.number("last_used", &format!(" used {v} sec"), v);
+        p.number("last_used", format_args!(" used {v} sec"), v);
     }
 }
 
@@ -301,9 +301,9 @@ fn print_tm(p: &mut Printer, a: &Action, now: u64) {
 /// times under `-s`, and the newline.
 fn print_index_refs(p: &mut Printer, a: &Action, index_text: &str, flags: ShowFlags, now: u64) {
     p.nl();
-    p.number("index", &format!("{index_text}{}", a.index), a.index);
-    p.number("ref", &format!(" ref {}", a.refcnt), a.refcnt);
-    p.number("bind", &format!(" bind {}", a.bindcnt), a.bindcnt);
+    p.number("index", format_args!("{index_text}{}", a.index), a.index);
+    p.number("ref", format_args!(" ref {}", a.refcnt), a.refcnt);
+    p.number("bind", format_args!(" bind {}", a.bindcnt), a.bindcnt);
     if flags.stats {
         print_tm(p, a, now);
     }
@@ -333,7 +333,7 @@ pub fn print_action(
 ) {
     p.open_object(None);
     p.nl();
-    p.number("order", &format!("\taction order {order}: "), order);
+    p.number("order", format_args!("\taction order {order}: "), order);
     print_aopt(p, a, flags, now);
     if flags.stats {
         let s = &a.stats;
@@ -341,12 +341,12 @@ pub fn print_action(
         p.nl();
         p.open_object(Some("stats"));
         p.fp("\t");
-        p.number("bytes", &format!("Sent {} bytes", s.bytes), s.bytes);
-        p.number("packets", &format!(" {} pkt", s.packets), s.packets);
-        p.number("drops", &format!(" (dropped {}", s.drops), s.drops);
+        p.number("bytes", format_args!("Sent {} bytes", s.bytes), s.bytes);
+        p.number("packets", format_args!(" {} pkt", s.packets), s.packets);
+        p.number("drops", format_args!(" (dropped {}", s.drops), s.drops);
         p.number(
             "overlimits",
-            &format!(", overlimits {}", s.overlimits),
+            format_args!(", overlimits {}", s.overlimits),
             s.overlimits,
         );
         p.number("requeues", " requeues 0) ", 0);
@@ -360,7 +360,7 @@ pub fn print_action(
     }
     if let Some(ck) = &a.cookie {
         let hex: String = ck.iter().map(|b| format!("{b:02x}")).collect();
-        p.string("cookie", &format!("\tcookie {hex}"), &hex);
+        p.string("cookie", format_args!("\tcookie {hex}"), &hex);
         p.nl();
     }
     let mut newline = false;
@@ -568,7 +568,7 @@ pub fn actions_cmd(
                 if !list.is_empty() {
                     let n = list.len();
                     p.open_object(None);
-                    p.number("total acts", &format!("total acts {n}"), n);
+                    p.number("total acts", format_args!("total acts {n}"), n);
                     p.nl();
                     p.close_object();
                     p.open_object(None);

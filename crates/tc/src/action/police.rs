@@ -230,27 +230,27 @@ fn print_police_with(
 ) {
     p.json_string("kind", "police");
     let rate = pp.rate.map_or(0, |r| r.rate);
-    p.fp(&format!(" police {:#x} ", a.index));
+    p.fp(format_args!(" police {:#x} ", a.index));
     p.json_number("index", a.index);
-    p.fp(&format!(
+    p.fp(format_args!(
         "rate {} burst {} mtu {} ",
         sprint_rate(rate),
         sprint_size(calc_xmitsize(rate, pp.burst)),
         sprint_size(pp.mtu)
     ));
     if flags.raw {
-        p.fp(&format!("[{:08x}] ", pp.burst));
+        p.fp(format_args!("[{:08x}] ", pp.burst));
     }
     if let Some(pr) = pp.peakrate {
-        p.fp(&format!("peakrate {} ", sprint_rate(pr.rate)));
+        p.fp(format_args!("peakrate {} ", sprint_rate(pr.rate)));
     }
     if pp.avrate != 0 {
-        p.fp(&format!("avrate {} ", sprint_rate(pp.avrate as u64)));
+        p.fp(format_args!("avrate {} ", sprint_rate(pp.avrate as u64)));
     }
     if let Some(pps) = pp.pkt_rate {
         let burst = calc_xmitsize(pps, pp.pkt_burst.min(u32::MAX as u64) as u32);
-        p.number("pkts_rate", &format!("pkts_rate {pps} "), pps);
-        p.number("pkts_burst", &format!("pkts_burst {burst} "), burst);
+        p.number("pkts_rate", format_args!("pkts_rate {pps} "), pps);
+        p.number("pkts_burst", format_args!("pkts_burst {burst} "), burst);
     }
     print_control(p, "action ", pp.action, "");
     if pp.result != TC_ACT_OK {
@@ -261,16 +261,16 @@ fn print_police_with(
     let spec = pp.rate.unwrap_or_default();
     p.number(
         "overhead",
-        &format!("overhead {} ", sprint_size(spec.overhead as u32)),
+        format_args!("overhead {} ", sprint_size(spec.overhead as u32)),
         spec.overhead,
     );
     if spec.linklayer == LinkLayer::Atm || flags.details {
         let ll = spec.linklayer.name();
-        p.string("linklayer", &format!("linklayer {ll} "), ll);
+        p.string("linklayer", format_args!("linklayer {ll} "), ll);
     }
     p.nl();
-    p.number("ref", &format!("\tref {} ", a.refcnt), a.refcnt);
-    p.number("bind", &format!("bind {} ", a.bindcnt), a.bindcnt);
+    p.number("ref", format_args!("\tref {} ", a.refcnt), a.refcnt);
+    p.number("bind", format_args!("bind {} ", a.bindcnt), a.bindcnt);
     if let Some(now) = now.filter(|_| flags.stats) {
         print_tm(p, a, now);
     }

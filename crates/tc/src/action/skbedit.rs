@@ -75,17 +75,17 @@ pub(super) fn parse_skbedit(c: &mut Cur) -> Result<(ActionParams, u32)> {
 pub(super) fn print(p: &mut Printer, a: &Action, s: &Skbedit, flags: ShowFlags, now: u64) {
     p.string("kind", "skbedit ", "skbedit");
     if let Some(q) = s.queue_mapping {
-        p.number("queue_mapping", &format!("queue_mapping {q}"), q);
+        p.number("queue_mapping", format_args!("queue_mapping {q}"), q);
     }
     if let Some(pr) = s.priority {
         let c = crate::filter::sprint_classid(pr);
-        p.string("priority", &format!(" priority {c}"), &c);
+        p.string("priority", format_args!(" priority {c}"), &c);
     }
     if let Some(m) = s.mark {
-        p.number("mark", &format!(" mark {m}"), m);
+        p.number("mark", format_args!(" mark {m}"), m);
     }
     if let Some(m) = s.mask {
-        p.hex("mask", &format!("/{m:#x}"), m);
+        p.hex("mask", format_args!("/{m:#x}"), m);
     }
     if let Some(t) = s.ptype {
         let name = match t {
@@ -96,8 +96,8 @@ pub(super) fn print(p: &mut Printer, a: &Action, s: &Skbedit, flags: ShowFlags, 
             _ => None,
         };
         match name {
-            Some(n) => p.string("ptype", &format!(" ptype {n}"), n),
-            None => p.number("ptype", &format!(" ptype {t}"), t),
+            Some(n) => p.string("ptype", format_args!(" ptype {n}"), n),
+            None => p.number("ptype", format_args!(" ptype {t}"), t),
         }
     }
     if s.inherit_dsfield {

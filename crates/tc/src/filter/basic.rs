@@ -49,11 +49,11 @@ pub(super) fn print(
     p: &mut Printer,
 ) {
     if b.handle != 0 {
-        p.hex("handle", &format!("handle {:#x} ", b.handle), b.handle);
+        p.hex("handle", format_args!("handle {:#x} ", b.handle), b.handle);
     }
     if b.classid != 0 {
         let c = sprint_classid(b.classid);
-        p.string("flowid", &format!("flowid {c} "), &c);
+        p.string("flowid", format_args!("flowid {c} "), &c);
     }
     // print_ematch writes with fprintf.
     let mut em = String::new();

@@ -56,10 +56,10 @@ pub(super) fn print(
     now: Nanos,
     p: &mut Printer,
 ) {
-    p.number("handle", &format!("handle {:#x} ", m.handle), m.handle);
+    p.number("handle", format_args!("handle {:#x} ", m.handle), m.handle);
     if let Some(cl) = m.classid {
         let c = sprint_classid(cl);
-        p.string("flowid", &format!("flowid {c} "), &c);
+        p.string("flowid", format_args!("flowid {c} "), &c);
     }
     if m.flags & CLS_FLAGS_SKIP_HW != 0 {
         p.boolean("skip_hw", "\n  skip_hw", true);

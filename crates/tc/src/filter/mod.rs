@@ -640,21 +640,21 @@ fn print_header(v: &View, parent: u32, tp: &Tp, p: &mut Printer) {
             PARENT_EGRESS => p.boolean("egress", "egress ", true),
             x => {
                 let h = Handle(x).to_string();
-                p.string("parent", &format!("parent {h} "), &h);
+                p.string("parent", format_args!("parent {h} "), &h);
             }
         }
     }
     if v.protocol != Some(tp.protocol) && tp.protocol != 0 {
         let name = proto_n2a(tp.protocol);
-        p.string("protocol", &format!("protocol {name} "), &name);
+        p.string("protocol", format_args!("protocol {name} "), &name);
     }
     if v.prio != Some(tp.prio) {
-        p.number("pref", &format!("pref {} ", tp.prio), tp.prio);
+        p.number("pref", format_args!("pref {} ", tp.prio), tp.prio);
     }
     let kind = tp.cls.kind();
-    p.string("kind", &format!("{kind} "), kind);
+    p.string("kind", format_args!("{kind} "), kind);
     if v.chain != Some(tp.chain) {
-        p.number("chain", &format!("chain {} ", tp.chain), tp.chain);
+        p.number("chain", format_args!("chain {} ", tp.chain), tp.chain);
     }
 }
 

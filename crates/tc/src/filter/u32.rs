@@ -524,9 +524,9 @@ pub(super) fn parse_u32(handle: Option<&str>, c: &mut Cur) -> Result<(u32, Optio
 /// `u32_print_opt` for a hash table.
 pub(super) fn print_table(h: &cu32::Hnode, p: &mut Printer) {
     let fh = sprint_u32_handle(h.handle);
-    p.string("fh", &format!("fh {fh} "), &fh);
+    p.string("fh", format_args!("fh {fh} "), &fh);
     let d = h.divisor + 1;
-    p.number("ht_divisor", &format!("ht divisor {d} "), d);
+    p.number("ht_divisor", format_args!("ht divisor {d} "), d);
 }
 
 /// `mask2bits`: the prefix length of a contiguous netmask, `None` for any other mask.
@@ -596,29 +596,29 @@ pub(super) fn print_node(
     p: &mut Printer,
 ) {
     let fh = sprint_u32_handle(n.handle);
-    p.string("fh", &format!("fh {fh} "), &fh);
+    p.string("fh", format_args!("fh {fh} "), &fh);
     let order = cu32::node(n.handle);
     if order != 0 {
-        p.number("order", &format!("order {order} "), order);
+        p.number("order", format_args!("order {order} "), order);
     }
     let htid = n.handle & 0xFFFF_F000;
     let (ht, bkt) = (cu32::user_htid(htid), cu32::hash(htid));
-    p.hex("key_ht", &format!("key ht {ht:x} "), ht);
-    p.hex("bkt", &format!("bkt {bkt:x} "), bkt);
+    p.hex("key_ht", format_args!("key ht {ht:x} "), ht);
+    p.hex("bkt", format_args!("bkt {bkt:x} "), bkt);
     match n.classid {
         Some(cl) => {
             if n.sel.flags & cu32::TC_U32_TERMINAL == 0 {
                 p.fp("*");
             }
             let c = sprint_classid(cl);
-            p.string("flowid", &format!("flowid {c} "), &c);
+            p.string("flowid", format_args!("flowid {c} "), &c);
         }
         None if n.sel.flags & cu32::TC_U32_TERMINAL != 0 => p.fp("terminal flowid "),
         None => {}
     }
     if let Some(l) = n.link {
         let l = sprint_u32_handle(l);
-        p.string("link", &format!("link {l} "), &l);
+        p.string("link", format_args!("link {l} "), &l);
     }
     if n.flags & CLS_FLAGS_SKIP_HW != 0 {
         p.boolean("skip_hw", "skip_hw ", true);
@@ -631,13 +631,17 @@ pub(super) fn print_node(
     }
     if flags.stats {
         let (rcnt, rhit) = (n.rcnt.get(), n.rhit.get());
-        p.number("rule_hit", &format!("(rule hit {rcnt} "), rcnt);
-        p.number("success", &format!("success {rhit})"), rhit);
+        p.number("rule_hit", format_args!("(rule hit {rcnt} "), rcnt);
+        p.number("success", format_args!("success {rhit})"), rhit);
     }
     if let Some((val, mask)) = n.mark {
         p.nl();
-        p.hex0x("fwmark_value", &format!("  mark {val:#06x} "), val as u64);
-        p.hex0x("fwmark_mask", &format!("{mask:#06x} "), mask as u64);
+        p.hex0x(
+            "fwmark_value",
+            format_args!("  mark {val:#06x} "),
+            val as u64,
+        );
+        p.hex0x("fwmark_mask", format_args!("{mask:#06x} "), mask as u64);
         p.number("fwmark_success", "(success 0)", 0);
     }
     for (j, k) in n.sel.keys.iter().enumerate() {
@@ -651,17 +655,17 @@ pub(super) fn print_node(
             None => {
                 p.open_object(Some("match"));
                 p.nl();
-                p.hex("value", &format!("  match {:08x}", k.val), k.val);
-                p.hex("mask", &format!("/{:08x} ", k.mask), k.mask);
+                p.hex("value", format_args!("  match {:08x}", k.val), k.val);
+                p.hex("mask", format_args!("/{:08x} ", k.mask), k.mask);
                 let nexthdr = if k.offmask != 0 { "nexthdr+" } else { "" };
-                p.string("offmask", &format!("at {nexthdr}"), nexthdr);
+                p.string("offmask", format_args!("at {nexthdr}"), nexthdr);
                 p.number("off", &k.off.to_string(), k.off);
                 p.close_object();
             }
         }
         if flags.stats {
             let hits = n.kcnts.get(j).map_or(0, |c| c.get());
-            p.number("success", &format!(" (success {hits} ) "), hits);
+            p.number("success", format_args!(" (success {hits} ) "), hits);
         }
     }
     let s = &n.sel;
@@ -671,14 +675,18 @@ pub(super) fn print_node(
         if s.flags & cu32::TC_U32_VAROFFSET != 0 {
             p.hex(
                 "offset_mask",
-                &format!("{:04x}", s.offmask),
+                format_args!("{:04x}", s.offmask),
                 s.offmask as u32,
             );
-            p.number("offset_shift", &format!(">>{} ", s.offshift), s.offshift);
-            p.number("offset_off", &format!("at {} ", s.offoff), s.offoff);
+            p.number(
+                "offset_shift",
+                format_args!(">>{} ", s.offshift),
+                s.offshift,
+            );
+            p.number("offset_off", format_args!("at {} ", s.offoff), s.offoff);
         }
         if s.off != 0 {
-            p.number("plus", &format!("plus {} ", s.off), s.off);
+            p.number("plus", format_args!("plus {} ", s.off), s.off);
         }
     }
     if s.flags & cu32::TC_U32_EAT != 0 {
@@ -688,17 +696,17 @@ pub(super) fn print_node(
         p.nl();
         p.hex(
             "hash_mask",
-            &format!("    hash mask {:08x} ", s.hmask),
+            format_args!("    hash mask {:08x} ", s.hmask),
             s.hmask,
         );
-        p.number("hash_off", &format!("at {} ", s.hoff), s.hoff);
+        p.number("hash_off", format_args!("at {} ", s.hoff), s.hoff);
     }
     if n.exts.police_compat {
         print_exts(&n.exts, flags, now, p);
     }
     if let Some(d) = &n.indev {
         p.nl();
-        p.string("input_dev", &format!("  input dev {d}"), d);
+        p.string("input_dev", format_args!("  input dev {d}"), d);
         p.nl();
     }
     if !n.exts.police_compat {
