@@ -242,10 +242,10 @@ fn cmd_script(args: &[String]) -> Result<u8, String> {
     } else {
         state.clone()
     };
-    let server = tclab_tc::control::Server::start(&target, &sb.dir)?;
+    let server = tclab_tc::control::Server::start_for_script(&target, &sb.dir)?;
     let status = sb
-        .command(&exe, &script, &rest[1..], &target)
-        .env(tclab_tc::control::ENV, server.socket())
+        .command(Some(&exe), &script, &rest[1..], &target)
+        .envs(server.environment())
         .status()
         .map_err(|e| format!("cannot run bash: {e}"))?;
     let report = server.finish();
@@ -502,7 +502,7 @@ fn load_policy(file: Option<&str>) -> Result<(tclab_core::Engine, Refusals), Str
                 _ => {
                     let exe = std::env::current_exe()
                         .map_err(|e| format!("cannot find the tclab executable: {e}"))?;
-                    let run = tclab_tc::script::run_script(&exe, &path, &[], &[])?;
+                    let run = tclab_tc::script::run_script(Some(&exe), &path, &[], &[])?;
                     let (engine, _) = tclab_tc::store::replay(&run.journal);
                     let mut refusals: Vec<_> = run
                         .report

@@ -195,10 +195,7 @@ pub fn run_scenario_traced(
     seed: Option<u64>,
     trace: Option<&str>,
 ) -> Result<(Scenario, Outcome, f64), String> {
-    let opts = LoadOptions {
-        seed,
-        tclab_exe: std::env::current_exe().ok(),
-    };
+    let opts = LoadOptions { seed };
     let mut sc = load_with(file, text, base, &opts).map_err(|e| e.to_string())?;
     if let Some(path) = trace {
         let out: Box<dyn std::io::Write> = if path == "-" {

@@ -370,15 +370,7 @@ pub fn load_with_seed(
     base: &std::path::Path,
     seed: Option<u64>,
 ) -> Result<Scenario, ScenarioError> {
-    load_with(
-        file,
-        src,
-        base,
-        &LoadOptions {
-            seed,
-            tclab_exe: None,
-        },
-    )
+    load_with(file, src, base, &LoadOptions { seed })
 }
 
 /// How to read a scenario beyond its text.
@@ -386,8 +378,6 @@ pub fn load_with_seed(
 pub struct LoadOptions {
     /// Replaces the file's seed (`tclab sim --seed N`).
     pub seed: Option<u64>,
-    /// The tclab binary, which runs a policy `script` (its `tc` and `iptables` are tclab's).
-    pub tclab_exe: Option<std::path::PathBuf>,
 }
 
 /// Read a scenario with [`LoadOptions`].
@@ -417,20 +407,15 @@ pub fn load_with(
     if let Some(seed) = seed {
         sf.seed = Some(seed);
     }
-    build(&cx, sf, base, opts)
+    build(&cx, sf, base)
 }
 
 /// Build a scenario from its parsed file, in the order a reader follows it: the run's times, the
 /// topology (nodes, links, routes), the policies on it, the traffic, what to plot.
-fn build(
-    cx: &Ctx,
-    sf: ScenarioFile,
-    base: &std::path::Path,
-    opts: &LoadOptions,
-) -> Result<Scenario, ScenarioError> {
+fn build(cx: &Ctx, sf: ScenarioFile, base: &std::path::Path) -> Result<Scenario, ScenarioError> {
     let (duration, sample) = run_times(cx, &sf)?;
     let mut net = topology(cx, &sf)?;
-    let (policies, warnings) = apply_policies(cx, &sf, &mut net, base, opts)?;
+    let (policies, warnings) = apply_policies(cx, &sf, &mut net, base)?;
     // The interfaces' devices by id (a policy may have replaced one through a script's journal).
     net.index_devices();
 
@@ -725,7 +710,6 @@ fn apply_policies(
     sf: &ScenarioFile,
     net: &mut Network,
     base: &std::path::Path,
-    opts: &LoadOptions,
 ) -> Result<(Vec<(String, Vec<String>)>, Vec<String>), ScenarioError> {
     let mut policies = Vec::new();
     let mut warnings = Vec::new();
@@ -739,15 +723,9 @@ fn apply_policies(
                     "give exactly one of tc, batch or script",
                 );
             }
-            let Some(exe) = &opts.tclab_exe else {
-                return cx.err(
-                    script.span(),
-                    "policy.script",
-                    "script policies run through the tclab binary (tclab sim)",
-                );
-            };
+            // bash runs the script; its tc, iptables and ip calls come back to an engine in this process.
             let path = base.join(script.get_ref());
-            let run = tclab_tc::script::run_script(exe, &path, &p.args, &[])
+            let run = tclab_tc::script::run_script(None, &path, &p.args, &[])
                 .or_else(|m| cx.err(script.span(), "policy.script", m))?;
             // What tc or iptables refused inside the script must not go unseen, even where the script sent
             // their errors to /dev/null: the report names each refusal with its script line.

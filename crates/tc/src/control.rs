@@ -13,7 +13,13 @@
 //! The socket lives in a directory only the caller can enter (mode 0700), and is itself mode 0600. This
 //! is the channel a live shaper will take its policy changes on.
 //!
-//! Protocol: one connection per request; the client writes one JSON line
+//! A script's shell functions do not start a `tclab` to call: [`Server::start_for_script`] also listens
+//! on a loopback TCP port, which bash opens itself (`/dev/tcp/127.0.0.1/PORT`), and answers only callers
+//! that present the random token given in the script's environment (`TCLAB_SCRIPT_PORT`,
+//! `TCLAB_SCRIPT_TOKEN`). There a request is NUL-terminated words — token, store, caller, argc, the
+//! words, whether stdin follows, stdin — and the answer `CODE\0STDOUT\0STDERR\0`.
+//!
+//! Protocol on the Unix socket: one connection per request; the client writes one JSON line
 //! `{"state": FILE, "argv": ["tc", …], "stdin": TEXT|null}` and reads one JSON line
 //! `{"stdout": …, "stderr": …, "code": N}`. A request for another store than the server's, or a server
 //! that is gone, makes the client fall back to opening the store itself.
@@ -21,6 +27,7 @@
 use crate::store::{Lock, Store};
 use crate::Output;
 use serde::{Deserialize, Serialize};
+use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -105,18 +112,44 @@ pub struct Reply {
     pub code: i32,
 }
 
+/// The environment variables through which a script's shell functions reach the server without starting
+/// a process: the loopback port and the token that proves a caller was given them.
+pub const PORT_ENV: &str = "TCLAB_SCRIPT_PORT";
+pub const TOKEN_ENV: &str = "TCLAB_SCRIPT_TOKEN";
+
+/// A request on its way to the engine's thread, with where its answer goes.
+type Job = (Request, std::sync::mpsc::Sender<Reply>);
+
 /// A resident engine serving one store on a socket; stopped when dropped.
 pub struct Server {
     socket: PathBuf,
+    /// The loopback listener for bash (`/dev/tcp`), with its token, when started for a script.
+    shell: Option<(u16, String)>,
     stop: Arc<AtomicBool>,
     /// Requests served so far (`tclab serve --idle` watches it).
     served: Arc<std::sync::atomic::AtomicU64>,
-    thread: Option<std::thread::JoinHandle<Report>>,
+    /// The listeners' threads; the engine's thread (which owns the store: an engine is not `Send`)
+    /// applies their requests one at a time, as the kernel's rtnl lock does, and says what they did.
+    threads: Vec<std::thread::JoinHandle<()>>,
+    engine: Option<std::thread::JoinHandle<Report>>,
+    jobs: Option<std::sync::mpsc::Sender<Job>>,
 }
 
 impl Server {
     /// Serve the store at `state` on `dir/control.sock`; `dir` must be private to the caller.
     pub fn start(state: &Path, dir: &Path) -> Result<Server, String> {
+        Server::start_with(state, dir, false)
+    }
+
+    /// [`Server::start`], and also on a loopback TCP port that bash reaches by itself
+    /// (`exec {fd}<>/dev/tcp/127.0.0.1/PORT`), so that a script's `tc` costs no process at all: the
+    /// shell functions of [`crate::script`] send their words there. Only a caller that presents the
+    /// token (random, 128 bits, given in the script's environment) is answered.
+    pub fn start_for_script(state: &Path, dir: &Path) -> Result<Server, String> {
+        Server::start_with(state, dir, true)
+    }
+
+    fn start_with(state: &Path, dir: &Path, shell: bool) -> Result<Server, String> {
         use std::os::unix::fs::PermissionsExt;
         let socket = dir.join("control.sock");
         let _ = std::fs::remove_file(&socket);
@@ -124,17 +157,100 @@ impl Server {
             UnixListener::bind(&socket).map_err(|e| format!("{}: {e}", socket.display()))?;
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))
             .map_err(|e| format!("{}: {e}", socket.display()))?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let served = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let state = state.to_path_buf();
-        let (flag, count) = (stop.clone(), served.clone());
-        let thread = std::thread::spawn(move || serve(listener, state, flag, count));
-        Ok(Server {
+        let mut server = Server {
             socket,
-            stop,
-            served,
-            thread: Some(thread),
-        })
+            shell: None,
+            stop: Arc::new(AtomicBool::new(false)),
+            served: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            threads: Vec::new(),
+            engine: None,
+            jobs: None,
+        };
+        let state = state.to_path_buf();
+        let (jobs, inbox) = std::sync::mpsc::channel::<Job>();
+        {
+            let state = state.clone();
+            server.engine = Some(std::thread::spawn(move || {
+                let mut store: Option<Store> = None;
+                let mut report = Report::default();
+                for (req, reply_to) in inbox {
+                    let _ = reply_to.send(answer(&mut store, &mut report, &state, &req));
+                }
+                report
+            }));
+        }
+        server.jobs = Some(jobs);
+        {
+            let (stop, served, jobs) = server.parts();
+            server.threads.push(std::thread::spawn(move || {
+                for conn in listener.incoming() {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(conn) = conn else { continue };
+                    let reply = match read_request(&conn) {
+                        Ok(req) => submit(&jobs, req),
+                        Err(e) => Reply {
+                            stdout: String::new(),
+                            stderr: format!("tclab: bad control request: {e}\n"),
+                            code: -1,
+                        },
+                    };
+                    let mut w = &conn;
+                    let line = serde_json::to_string(&reply).expect("strings serialise") + "\n";
+                    let _ = w.write_all(line.as_bytes());
+                    served.fetch_add(1, Ordering::SeqCst);
+                }
+            }));
+        }
+        if shell {
+            let tcp = std::net::TcpListener::bind(("127.0.0.1", 0))
+                .map_err(|e| format!("cannot listen on the loopback interface: {e}"))?;
+            let port = tcp.local_addr().map_err(|e| e.to_string())?.port();
+            let token = random_token()?;
+            let (stop, served, jobs) = server.parts();
+            let expected = token.clone();
+            server.threads.push(std::thread::spawn(move || {
+                for conn in tcp.incoming() {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(conn) = conn else { continue };
+                    // A caller that stalls mid-request must not hold the script up for ever.
+                    let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(30)));
+                    let Some(req) = read_shell_request(&conn, &expected) else {
+                        continue;
+                    };
+                    let reply = submit(&jobs, req);
+                    let text = format!(
+                        "{}\0{}\0{}\0",
+                        reply.code.clamp(0, 255),
+                        reply.stdout.replace('\0', ""),
+                        reply.stderr.replace('\0', "")
+                    );
+                    let _ = (&conn).write_all(text.as_bytes());
+                    served.fetch_add(1, Ordering::SeqCst);
+                }
+            }));
+            server.shell = Some((port, token));
+        }
+        Ok(server)
+    }
+
+    fn parts(
+        &self,
+    ) -> (
+        Arc<AtomicBool>,
+        Arc<std::sync::atomic::AtomicU64>,
+        std::sync::mpsc::Sender<Job>,
+    ) {
+        (
+            self.stop.clone(),
+            self.served.clone(),
+            self.jobs
+                .clone()
+                .expect("the engine runs until the server stops"),
+        )
     }
 
     /// How many requests the server has answered.
@@ -146,80 +262,132 @@ impl Server {
         &self.socket
     }
 
-    /// Stop serving and say what the calls did.
-    pub fn finish(mut self) -> Report {
-        self.stop_thread()
+    /// The environment a script needs to reach this server: the socket for `tclab` processes, and the
+    /// loopback port and token for the shell functions, if started for a script.
+    pub fn environment(&self) -> Vec<(String, String)> {
+        let mut env = vec![(ENV.to_string(), self.socket.to_string_lossy().into_owned())];
+        if let Some((port, token)) = &self.shell {
+            env.push((PORT_ENV.to_string(), port.to_string()));
+            env.push((TOKEN_ENV.to_string(), token.clone()));
+        }
+        env
     }
 
-    fn stop_thread(&mut self) -> Report {
+    /// Stop serving and say what the calls did.
+    pub fn finish(mut self) -> Report {
+        self.stop_threads()
+    }
+
+    fn stop_threads(&mut self) -> Report {
         self.stop.store(true, Ordering::SeqCst);
-        // Wake the accept loop so that it sees the flag.
+        // Wake the accept loops so that they see the flag.
         let _ = UnixStream::connect(&self.socket);
-        let report = self
-            .thread
+        if let Some((port, _)) = &self.shell {
+            let _ = std::net::TcpStream::connect(("127.0.0.1", *port));
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.socket);
+        // The listeners are gone with their senders; this one closes the engine's inbox.
+        self.jobs = None;
+        self.engine
             .take()
             .and_then(|t| t.join().ok())
-            .unwrap_or_default();
-        let _ = std::fs::remove_file(&self.socket);
-        report
+            .unwrap_or_default()
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if self.thread.is_some() {
-            self.stop_thread();
+        if self.engine.is_some() {
+            self.stop_threads();
         }
     }
 }
 
-fn serve(
-    listener: UnixListener,
-    state: PathBuf,
-    stop: Arc<AtomicBool>,
-    served: Arc<std::sync::atomic::AtomicU64>,
-) -> Report {
-    let mut store: Option<Store> = None;
-    let mut report = Report::default();
-    for conn in listener.incoming() {
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        let Ok(conn) = conn else { continue };
-        let reply = match read_request(&conn) {
-            Ok(req) if req.state == state => {
-                let reply = handle(&mut store, &state, &req);
-                if crate::store::changes_policy(&req.argv) {
-                    if reply.code == 0 {
-                        report.applied += 1;
-                    } else {
-                        report.refused.push(Refusal {
-                            at: req.caller.clone().unwrap_or_else(|| "?".into()),
-                            command: crate::script::shell_line(&req.argv),
-                            message: reply.stderr.clone(),
-                            cleanup: crate::store::is_removal(&req.argv),
-                        });
-                    }
-                }
-                reply
-            }
-            Ok(_) => Reply {
-                stdout: String::new(),
-                stderr: "tclab: this control socket serves another store\n".into(),
-                code: -1,
-            },
-            Err(e) => Reply {
-                stdout: String::new(),
-                stderr: format!("tclab: bad control request: {e}\n"),
-                code: -1,
-            },
+/// 128 random bits as hex, from the kernel's generator.
+fn random_token() -> Result<String, String> {
+    let mut bytes = [0u8; 16];
+    std::io::Read::read_exact(
+        &mut File::open("/dev/urandom").map_err(|e| format!("/dev/urandom: {e}"))?,
+        &mut bytes,
+    )
+    .map_err(|e| format!("/dev/urandom: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Hand a request to the engine's thread and wait for its answer.
+fn submit(jobs: &std::sync::mpsc::Sender<Job>, req: Request) -> Reply {
+    let (tx, rx) = std::sync::mpsc::channel();
+    if jobs.send((req, tx)).is_err() {
+        return Reply {
+            stdout: String::new(),
+            stderr: "tclab: the control server is stopping\n".into(),
+            code: -1,
         };
-        let mut w = &conn;
-        let line = serde_json::to_string(&reply).expect("strings serialise") + "\n";
-        let _ = w.write_all(line.as_bytes());
-        served.fetch_add(1, Ordering::SeqCst);
     }
-    report
+    rx.recv().unwrap_or(Reply {
+        stdout: String::new(),
+        stderr: "tclab: the control server is stopping\n".into(),
+        code: -1,
+    })
+}
+
+/// Apply one request and note it in the report.
+fn answer(store: &mut Option<Store>, report: &mut Report, state: &Path, req: &Request) -> Reply {
+    if req.state != state {
+        return Reply {
+            stdout: String::new(),
+            stderr: "tclab: this control socket serves another store\n".into(),
+            code: -1,
+        };
+    }
+    let reply = handle(store, state, req);
+    if crate::store::changes_policy(&req.argv) {
+        if reply.code == 0 {
+            report.applied += 1;
+        } else {
+            report.refused.push(Refusal {
+                at: req.caller.clone().unwrap_or_else(|| "?".into()),
+                command: crate::script::shell_line(&req.argv),
+                message: reply.stderr.clone(),
+                cleanup: crate::store::is_removal(&req.argv),
+            });
+        }
+    }
+    reply
+}
+
+/// A request from the shell functions: NUL-terminated fields `TOKEN STATE CALLER ARGC ARG… HAS_STDIN
+/// STDIN` (bash's `printf '%s\0'`; a shell string cannot hold a NUL, so none is lost). `None` for a
+/// caller without the token, or a request cut short: the connection is closed unanswered.
+fn read_shell_request(conn: &std::net::TcpStream, token: &str) -> Option<Request> {
+    use std::io::Read;
+    let mut r = BufReader::new(conn);
+    let mut field = |limit: u64| -> Option<String> {
+        let mut buf = Vec::new();
+        (&mut r).take(limit).read_until(0, &mut buf).ok()?;
+        (buf.pop() == Some(0)).then_some(())?;
+        String::from_utf8(buf).ok()
+    };
+    // The token first, read with a bound, before anything else is believed.
+    if field(64)? != token {
+        return None;
+    }
+    const BIG: u64 = 1 << 30;
+    let asked_state = PathBuf::from(field(BIG)?);
+    let caller = field(BIG)?;
+    let argc: usize = field(32)?.parse().ok()?;
+    let argv = (0..argc).map(|_| field(BIG)).collect::<Option<Vec<_>>>()?;
+    let has_stdin = field(8)? == "1";
+    let stdin = field(BIG)?;
+    Some(Request {
+        state: asked_state,
+        argv,
+        stdin: has_stdin.then_some(stdin),
+        caller: (!caller.is_empty()).then_some(caller),
+    })
 }
 
 fn read_request(conn: &UnixStream) -> Result<Request, String> {

@@ -8,12 +8,15 @@
 //! - bash sources `$BASH_ENV` before a non-interactive script, so a prelude placed there defines shell
 //!   functions named `tc`, `/sbin/tc`, `/usr/sbin/tc`, `iptables`, `/sbin/iptables`, … (bash outside POSIX
 //!   mode accepts slashes in function names and looks functions up before it looks at the file system). Each
-//!   calls the tclab executable (`tclab tc …`, `tclab iptables …`) with the same store (`TCLAB_STATE`), so a
-//!   script sees tc's own output, messages and exit statuses, line by line. Nested scripts (`$0 stop`)
-//!   inherit `BASH_ENV` and get the same functions.
-//! - A directory of wrapper executables goes first in `PATH`, for commands reached without the shell's
-//!   function lookup (`xargs tc`, `find -exec tc`); `env`, `command` and `sudo` are shell functions that
-//!   send tc and iptables, by any path, to tclab.
+//!   sends its words to the engine that runs the script (a [`crate::control::Server`] in the calling
+//!   process: `tclab script run`, or the simulator loading a scenario) over a loopback port that bash
+//!   opens by itself (`/dev/tcp`, with a random token), so a call starts no process and the simulator
+//!   needs no tclab binary; the script sees tc's own output, messages and exit statuses, line by line.
+//!   Nested scripts (`$0 stop`) inherit `BASH_ENV` and get the same functions.
+//! - A directory of wrapper executables (bash scripts that load the prelude and make the same call) goes
+//!   first in `PATH`, for commands reached without the shell's function lookup (`xargs tc`, `find -exec
+//!   tc`); `env`, `command` and `sudo` are shell functions that send tc and iptables, by any path, to
+//!   tclab.
 //! - Where a private mount namespace can be made (root and `unshare`, as in CI), the script runs in one in
 //!   which the wrappers are bind-mounted over the real tc and iptables binaries, so that no spelling —
 //!   `nohup /usr/sbin/tc`, `( exec tc … )` after the script resets PATH — reaches the host's traffic
@@ -103,6 +106,65 @@ fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
+/// `__tclab_call TOOL ARGS…`: one call to tclab (`tc`, `iptables` or `link`), made by bash itself on the
+/// script server's loopback port (`/dev/tcp`), so that a script's thousand `tc` lines start no process
+/// at all. The request is NUL-separated words (see [`crate::control`]); the answer is the exit code,
+/// stdout and stderr, printed as tc printed them. `tc -batch FILE|-` sends the batch itself. Safe under
+/// the script's `set -e`, `set -u` and `set -x` (the token is not traced). Where bash cannot reach the
+/// port, a `tclab` executable, if one was named, answers instead.
+const CALL: &str = r#"__tclab_call() {
+  { local -; set +x; } 2>/dev/null
+  local tool="$1"; shift
+  local args=("$@") input= has=0 i f why fd= in= code= out= err=
+  __tclab_caller
+  if [ "$tool" = tc ]; then
+    for ((i = 0; i < ${#args[@]}; i++)); do
+      case "${args[i]}" in
+        -b|-batch|--batch)
+          f="${args[i+1]-}"
+          [ -n "$f" ] || break
+          if [ "$f" = - ]; then
+            IFS= builtin read -r -d '' input || :
+          elif { exec {in}<"$f"; } 2>/dev/null; then
+            IFS= builtin read -r -d '' input <&"$in" || :
+            exec {in}<&-
+          else
+            if [ -e "$f" ]; then why="Permission denied"; else why="No such file or directory"; fi
+            builtin printf 'Cannot open file "%s" for reading: %s\n' "$f" "$why" >&2
+            return 1
+          fi
+          args[i+1]=-
+          has=1
+          break ;;
+      esac
+    done
+  fi
+  if [ -z "${TCLAB_SCRIPT_PORT-}" ] || ! { exec {fd}<>"/dev/tcp/127.0.0.1/$TCLAB_SCRIPT_PORT"; } 2>/dev/null; then
+    if [ -n "${TCLAB_EXE-}" ]; then
+      if [ $has = 1 ]; then
+        builtin printf '%s' "$input" | TCLAB_CALLER="$__TCLAB_AT" "$TCLAB_EXE" "$tool" "${args[@]}"
+      else
+        TCLAB_CALLER="$__TCLAB_AT" "$TCLAB_EXE" "$tool" "${args[@]}"
+      fi
+      return
+    fi
+    builtin echo "tclab: $tool: cannot reach tclab's control channel (the script's environment lost it)" >&2
+    return 1
+  fi
+  builtin printf '%s\0' "${TCLAB_SCRIPT_TOKEN-}" "${TCLAB_STATE-}" "$__TCLAB_AT" "$((${#args[@]} + 1))" "$tool" "${args[@]}" "$has" "$input" >&"$fd"
+  IFS= builtin read -r -d '' code <&"$fd" || :
+  IFS= builtin read -r -d '' out <&"$fd" || :
+  IFS= builtin read -r -d '' err <&"$fd" || :
+  exec {fd}>&-
+  [ -z "$out" ] || builtin printf '%s' "$out"
+  [ -z "$err" ] || builtin printf '%s' "$err" >&2
+  case "$code" in
+    ''|*[!0-9]*) builtin echo "tclab: $tool: the control channel did not answer" >&2; return 1 ;;
+  esac
+  return "$code"
+}
+"#;
+
 /// The prelude bash sources before the script (`BASH_ENV`).
 fn prelude() -> String {
     let mut p = String::from(
@@ -120,9 +182,9 @@ fn prelude() -> String {
          \x20   link|l|li|lin)\n\
          \x20     shift\n\
          \x20     case \"$1\" in\n\
-         \x20       set|s|se) shift; __tclab_caller; TCLAB_CALLER=\"$__TCLAB_AT\" \"$TCLAB_EXE\" link set \"$@\"; return $? ;;\n\
-         \x20       add|a|ad|delete|del|d|de) local op=add; case \"$1\" in d*) op=del ;; esac; shift; if [ $op = add ]; then case \" $* \" in *\" type \"*) ;; *) echo 'Not enough information: \"type\" argument is required' >&2; return 1 ;; esac; fi; __tclab_caller; TCLAB_CALLER=\"$__TCLAB_AT\" \"$TCLAB_EXE\" link $op \"$@\"; return $? ;;\n\
-         \x20       show|sh|list|ls|'') \"$TCLAB_EXE\" link show; return $? ;;\n\
+         \x20       set|s|se) shift; __tclab_call link set \"$@\"; return $? ;;\n\
+         \x20       add|a|ad|delete|del|d|de) local op=add; case \"$1\" in d*) op=del ;; esac; shift; if [ $op = add ]; then case \" $* \" in *\" type \"*) ;; *) echo 'Not enough information: \"type\" argument is required' >&2; return 1 ;; esac; fi; __tclab_call link $op \"$@\"; return $? ;;\n\
+         \x20       show|sh|list|ls|'') __tclab_call link show; return $? ;;\n\
          \x20       *) echo \"tclab script: ignoring \\\"ip $a\\\"\" >&2; return 0 ;;\n\
          \x20     esac ;;\n\
          \x20   *) echo \"tclab script: ignoring \\\"ip $a\\\"\" >&2; return 0 ;;\n\
@@ -139,17 +201,17 @@ fn prelude() -> String {
          \x20   esac\n\
          \x20 done\n\
          \x20 [ $ifb = 1 ] || return 0\n\
-         \x20 loaded=$(\"$TCLAB_EXE\" link show type ifb 2>/dev/null | sed -n 's/^[0-9]*: \\([^:]*\\): .*/\\1/p')\n\
+         \x20 loaded=$(__tclab_call link show type ifb 2>/dev/null | sed -n 's/^[0-9]*: \\([^:]*\\): .*/\\1/p')\n\
          \x20 if [ $remove = 1 ]; then\n\
          \x20   if [ -z \"$loaded\" ]; then\n\
          \x20     if [ \"$caller\" = rmmod ]; then echo 'rmmod: ERROR: Module ifb is not currently loaded' >&2; else echo 'modprobe: FATAL: Module ifb is not in kernel.' >&2; fi\n\
          \x20     return 1\n\
          \x20   fi\n\
-         \x20   for i in $loaded; do \"$TCLAB_EXE\" link del dev \"$i\" 2>/dev/null; done\n\
+         \x20   for i in $loaded; do __tclab_call link del dev \"$i\" 2>/dev/null; done\n\
          \x20   return 0\n\
          \x20 fi\n\
          \x20 [ -z \"$loaded\" ] || return 0\n\
-         \x20 for ((i = 0; i < n; i++)); do \"$TCLAB_EXE\" link add dev \"ifb$i\" type ifb 2>/dev/null; done\n\
+         \x20 for ((i = 0; i < n; i++)); do __tclab_call link add dev \"ifb$i\" type ifb 2>/dev/null; done\n\
          \x20 return 0\n\
          }\n\
          __tclab_ethtool() {\n\
@@ -167,7 +229,7 @@ fn prelude() -> String {
          \x20   shift 2\n\
          \x20 done\n\
          \x20 [ ${#args[@]} -gt 0 ] || return 0\n\
-         \x20 __tclab_caller; TCLAB_CALLER=\"$__TCLAB_AT\" \"$TCLAB_EXE\" link set dev \"$dev\" \"${args[@]}\"\n\
+         \x20 __tclab_call link set dev \"$dev\" \"${args[@]}\"\n\
          }\n\
          __tclab_ifconfig() {\n\
          \x20 if [ $# -le 1 ]; then echo \"tclab script: ignoring \\\"ifconfig $*\\\"\" >&2; return 0; fi\n\
@@ -180,7 +242,7 @@ fn prelude() -> String {
          \x20     *) echo \"tclab script: ignoring ifconfig option \\\"$1\\\"\" >&2; shift ;;\n\
          \x20   esac\n\
          \x20 done\n\
-         \x20 __tclab_caller; TCLAB_CALLER=\"$__TCLAB_AT\" \"$TCLAB_EXE\" link set dev \"$dev\" \"${args[@]}\"\n\
+         \x20 __tclab_call link set dev \"$dev\" \"${args[@]}\"\n\
          }\n\
          sudo() {\n\
          \x20 while [ $# -gt 0 ]; do\n\
@@ -220,19 +282,14 @@ fn prelude() -> String {
          \x20 builtin command env \"${assigns[@]}\" \"$@\"\n\
          }\n",
     );
+    p.push_str(CALL);
     let mut def = |names: &[&str], body: &str| {
         for n in names {
             p.push_str(&format!("function {n} {{ {body}; }}\n"));
         }
     };
-    def(
-        TC_NAMES,
-        "__tclab_caller; TCLAB_CALLER=\"$__TCLAB_AT\" \"$TCLAB_EXE\" tc \"$@\"",
-    );
-    def(
-        IPT_NAMES,
-        "__tclab_caller; TCLAB_CALLER=\"$__TCLAB_AT\" \"$TCLAB_EXE\" iptables \"$@\"",
-    );
+    def(TC_NAMES, "__tclab_call tc \"$@\"");
+    def(IPT_NAMES, "__tclab_call iptables \"$@\"");
     def(
         IP6T_NAMES,
         "echo \"ip6tables: not supported by tclab (its netfilter is IPv4 only)\" >&2; return 1",
@@ -277,18 +334,26 @@ impl Sandbox {
         let sb = Sandbox { dir };
         std::fs::write(sb.prelude(), prelude()).map_err(|e| e.to_string())?;
         // Wrapper executables for callers that bypass shell functions (env, xargs, find -exec).
-        let wrappers: &[(&str, &str)] = &[
-            ("tc", "exec \"$TCLAB_EXE\" tc \"$@\""),
-            ("iptables", "exec \"$TCLAB_EXE\" iptables \"$@\""),
-            ("iptables-legacy", "exec \"$TCLAB_EXE\" iptables \"$@\""),
+        // They load the prelude themselves (an `env -i` may have dropped BASH_ENV), then make the call.
+        let call = |tool: &str| {
+            format!(
+                "#!/bin/bash\n. {}\n__tclab_call {tool} \"$@\"\n",
+                quote(&sb.prelude().to_string_lossy())
+            )
+        };
+        let wrappers = [
+            ("tc", call("tc")),
+            ("iptables", call("iptables")),
+            ("iptables-legacy", call("iptables")),
             (
                 "ip6tables",
-                "echo 'ip6tables: not supported by tclab (its netfilter is IPv4 only)' >&2; exit 1",
+                "#!/bin/sh\necho 'ip6tables: not supported by tclab (its netfilter is IPv4 only)' >&2; exit 1\n"
+                    .to_string(),
             ),
         ];
-        for (name, body) in wrappers {
+        for (name, text) in wrappers {
             let path = bin.join(name);
-            std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).map_err(|e| e.to_string())?;
+            std::fs::write(&path, text).map_err(|e| e.to_string())?;
             #[cfg(unix)]
             {
                 use std::os::unix::fs::PermissionsExt;
@@ -350,7 +415,13 @@ impl Sandbox {
     /// also covered there by the wrappers (`mount --bind`), so that no spelling of a call — `env /sbin/tc`,
     /// `xargs tc` after the script resets PATH, `exec tc` — can reach the host's traffic control. Without
     /// one, the shell functions and PATH wrappers are the only guard.
-    pub fn command(&self, exe: &Path, script: &Path, args: &[String], state: &Path) -> Command {
+    pub fn command(
+        &self,
+        exe: Option<&Path>,
+        script: &Path,
+        args: &[String],
+        state: &Path,
+    ) -> Command {
         let path = std::env::var_os("PATH").unwrap_or_default();
         let mut paths = vec![self.dir.join("bin")];
         paths.extend(std::env::split_paths(&path));
@@ -385,22 +456,26 @@ impl Sandbox {
             .args(args)
             .env("BASH_ENV", self.prelude())
             .env("PATH", std::env::join_paths(paths).unwrap_or(path))
-            .env("TCLAB_EXE", exe)
             .env("TCLAB_WRAPPERS", self.dir.join("bin"))
             .env("TCLAB_STATE", state)
             .env_remove("POSIXLY_CORRECT");
+        match exe {
+            Some(exe) => c.env("TCLAB_EXE", exe),
+            None => c.env_remove("TCLAB_EXE"),
+        };
         c
     }
 }
 
-/// Run `script` with `args` and extra environment `env` against a fresh, empty store, using `exe` (the
-/// `tclab` binary: `std::env::current_exe()` from inside it) for tc and iptables, and return the journal the
+/// Run `script` with `args` and extra environment `env` against a fresh, empty store, its tc and iptables
+/// answered by an engine in this process (the shell functions reach it by themselves; `exe`, the `tclab`
+/// binary if there is one, answers only where bash cannot reach it), and return the journal the
 /// script left: the accepted `tc`, `link` and `iptables` lines, in order, ready for
 /// [`crate::store::replay`], with the report of what was refused and how the script ended. Commands the
 /// script ran that failed (as `tc qdisc del … 2>/dev/null` on a clean device) are not in the journal, as
 /// on Linux they changed nothing.
 pub fn run_script(
-    exe: &Path,
+    exe: Option<&Path>,
     script: &Path,
     args: &[String],
     env: &[(String, String)],
@@ -414,12 +489,9 @@ pub fn run_script(
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
         .map_or(SCRIPT_TIME_LIMIT, std::time::Duration::from_secs);
-    let server = crate::control::Server::start(&state, &sb.dir)?;
+    let server = crate::control::Server::start_for_script(&state, &sb.dir)?;
     let mut env = env.to_vec();
-    env.push((
-        crate::control::ENV.to_string(),
-        server.socket().to_string_lossy().into_owned(),
-    ));
+    env.extend(server.environment());
     let run = run_bounded(&sb, exe, script, args, &env, &state, limit)?;
     let report = server.finish();
     let journal = crate::store::read_journal(&state)?;
@@ -435,7 +507,7 @@ pub fn run_script(
 /// [`run_script`], for a caller that needs the script to succeed: a non-zero exit is an error carrying
 /// its stderr.
 pub fn run_script_to_journal(
-    exe: &Path,
+    exe: Option<&Path>,
     script: &Path,
     args: &[String],
     env: &[(String, String)],
@@ -479,7 +551,7 @@ struct Bounded {
 /// included.
 fn run_bounded(
     sb: &Sandbox,
-    exe: &Path,
+    exe: Option<&Path>,
     script: &Path,
     args: &[String],
     env: &[(String, String)],
