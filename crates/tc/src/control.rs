@@ -485,3 +485,71 @@ pub fn call(socket: &Path, req: &Request) -> Result<Reply, CallError> {
     }
     Ok(reply)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    fn shell_call(port: u16, fields: &[&str]) -> String {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut req = String::new();
+        for f in fields {
+            req.push_str(f);
+            req.push('\0');
+        }
+        c.write_all(req.as_bytes()).unwrap();
+        let mut answer = String::new();
+        let _ = c.read_to_string(&mut answer);
+        answer
+    }
+
+    /// The loopback listener answers the shell's words only with the token, as the Unix socket would.
+    #[test]
+    fn the_shell_channel_needs_the_token() {
+        let dir = std::env::temp_dir().join(format!("tclab-control-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let state = dir.join("policy.json");
+        let server = Server::start_for_script(&state, &dir).unwrap();
+        let env: std::collections::BTreeMap<_, _> = server.environment().into_iter().collect();
+        let port: u16 = env[PORT_ENV].parse().unwrap();
+        let token = env[TOKEN_ENV].as_str();
+        assert_eq!(token.len(), 32);
+        let st = state.to_str().unwrap();
+        let add = ["7", "tc", "qdisc", "add", "dev", "eth0", "root", "sfq"];
+        // A wrong token: the connection closes unanswered and nothing is applied.
+        let mut wrong = vec!["0123456789abcdef0123456789abcdef", st, "x.sh:1"];
+        wrong.extend(add.iter().chain(["0", ""].iter()));
+        assert_eq!(shell_call(port, &wrong), "");
+        assert!(!state.exists());
+        // The right one: tc's answer (exit code, stdout, stderr), and the change is in the store.
+        let mut right = vec![token, st, "x.sh:1"];
+        right.extend(add.iter().chain(["0", ""].iter()));
+        assert_eq!(shell_call(port, &right), "0\0\0\0");
+        let show = [
+            token, st, "", "5", "tc", "qdisc", "show", "dev", "eth0", "0", "",
+        ];
+        let shown = shell_call(port, &show);
+        assert!(
+            shown.starts_with("0\0qdisc sfq 8001: root refcnt 2 limit 127p"),
+            "{shown:?}"
+        );
+        // `tc -batch -` with the batch as stdin.
+        let batch = [
+            token,
+            st,
+            "",
+            "3",
+            "tc",
+            "-batch",
+            "-",
+            "1",
+            "qdisc del dev eth0 root\n",
+        ];
+        assert_eq!(shell_call(port, &batch), "0\0\0\0");
+        let report = server.finish();
+        assert_eq!(report.applied, 2);
+        assert!(report.refused.is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
