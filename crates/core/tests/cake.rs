@@ -332,7 +332,7 @@ fn blue_rises_one_256th_per_target_while_the_buffer_overflows() {
 
 /// BLUE's drop probability of the first queue listed (host 10.0.0.1's).
 fn p_drop(q: &Cake) -> u32 {
-    match q.walk(0).first().and_then(|c| c.xstats) {
+    match q.walk(0).first().and_then(|c| c.xstats.clone()) {
         Some(Xstats::CakeFlow(x)) => x.p_drop,
         _ => panic!("the queue stays listed while its state decays"),
     }
