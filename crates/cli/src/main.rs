@@ -192,6 +192,23 @@ fn start_resident_engine(state: &std::path::Path) {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     std::os::unix::process::CommandExt::process_group(&mut c, 0);
+    // Nothing of the caller's stays open in it: a pipe a test harness or a shell waits on to close (a
+    // make jobserver's, a `$(tclab …)` substitution's) must not wait for the engine's idle timeout.
+    {
+        extern "C" {
+            fn close(fd: i32) -> i32;
+        }
+        // SAFETY: close(2) is async-signal-safe and allocates nothing, as pre_exec requires; the
+        // descriptors closed are the new process's own copies.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut c, || {
+                for fd in 3..1024 {
+                    close(fd);
+                }
+                Ok(())
+            });
+        }
+    }
     let _ = c.spawn();
 }
 

@@ -512,8 +512,8 @@ fn a_large_store_starts_its_own_resident_engine() {
         wait_for(&|| socket.exists()),
         "an engine for the large store"
     );
-    // The engines serving this store: `tclab serve --auto` processes with this TCLAB_STATE.
-    let engines = || {
+    // The engines serving a store: `tclab serve --auto` processes with its TCLAB_STATE.
+    let engines_of = |state: &Path| {
         let want = format!("TCLAB_STATE={}", state.display());
         std::fs::read_dir("/proc")
             .unwrap()
@@ -527,7 +527,11 @@ fn a_large_store_starts_its_own_resident_engine() {
             .count()
     };
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(engines(), 1, "one engine however many calls started one");
+    assert_eq!(
+        engines_of(&state),
+        1,
+        "one engine however many calls started one"
+    );
     ok(
         &state,
         &[
@@ -560,5 +564,26 @@ fn a_large_store_starts_its_own_resident_engine() {
     assert!(
         wait_for(&|| !dir.path.join("policy.json.serve").exists()),
         "the engine left when its store went"
+    );
+    assert!(wait_for(&|| engines_of(&state) == 0));
+    // The store's whole directory deleted (a test's scratch directory): the engine goes too, its
+    // socket's file gone with the directory.
+    let sub = dir.path.join("scratch");
+    std::fs::create_dir(&sub).unwrap();
+    let state2 = sub.join("policy.json");
+    ok(&state2, &["tc", "-batch", file.to_str().unwrap()]);
+    ok(
+        &state2,
+        &[
+            "tc", "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:ffff", "htb",
+            "rate", "1mbit",
+        ],
+    );
+    ok(&state2, &["tc", "qdisc", "show"]);
+    assert!(wait_for(&|| engines_of(&state2) == 1));
+    std::fs::remove_dir_all(&sub).unwrap();
+    assert!(
+        wait_for(&|| engines_of(&state2) == 0),
+        "the engine left with its directory"
     );
 }

@@ -29,6 +29,7 @@ use crate::Output;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -131,6 +132,9 @@ pub struct Server {
     /// The listeners' threads; the engine's thread (which owns the store: an engine is not `Send`)
     /// applies their requests one at a time, as the kernel's rtnl lock does, and says what they did.
     threads: Vec<std::thread::JoinHandle<()>>,
+    /// The listening sockets, kept open here so that stopping can shut them down: that wakes an
+    /// `accept` blocked in a listener's thread even when the socket's file has been deleted.
+    listeners: Vec<Arc<dyn AsRawFd + Send + Sync>>,
     engine: Option<std::thread::JoinHandle<Report>>,
     jobs: Option<std::sync::mpsc::Sender<Job>>,
 }
@@ -163,6 +167,7 @@ impl Server {
             stop: Arc::new(AtomicBool::new(false)),
             served: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             threads: Vec::new(),
+            listeners: Vec::new(),
             engine: None,
             jobs: None,
         };
@@ -182,6 +187,8 @@ impl Server {
         server.jobs = Some(jobs);
         {
             let (stop, served, jobs) = server.parts();
+            let listener = Arc::new(listener);
+            server.listeners.push(listener.clone());
             server.threads.push(std::thread::spawn(move || {
                 for conn in listener.incoming() {
                     if stop.load(Ordering::SeqCst) {
@@ -210,6 +217,8 @@ impl Server {
             let token = random_token()?;
             let (stop, served, jobs) = server.parts();
             let expected = token.clone();
+            let tcp = Arc::new(tcp);
+            server.listeners.push(tcp.clone());
             server.threads.push(std::thread::spawn(move || {
                 for conn in tcp.incoming() {
                     if stop.load(Ordering::SeqCst) {
@@ -280,14 +289,22 @@ impl Server {
 
     fn stop_threads(&mut self) -> Report {
         self.stop.store(true, Ordering::SeqCst);
-        // Wake the accept loops so that they see the flag.
-        let _ = UnixStream::connect(&self.socket);
-        if let Some((port, _)) = &self.shell {
-            let _ = std::net::TcpStream::connect(("127.0.0.1", *port));
+        // Wake the accept loops so that they see the flag: on Linux, shutting a listening socket down
+        // makes a blocked accept return.
+        extern "C" {
+            fn shutdown(fd: i32, how: i32) -> i32;
+        }
+        const SHUT_RDWR: i32 = 2;
+        for l in &self.listeners {
+            // SAFETY: the descriptor belongs to a listener this server keeps open until after the join.
+            unsafe {
+                shutdown(l.as_raw_fd(), SHUT_RDWR);
+            }
         }
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        self.listeners.clear();
         let _ = std::fs::remove_file(&self.socket);
         // The listeners are gone with their senders; this one closes the engine's inbox.
         self.jobs = None;
