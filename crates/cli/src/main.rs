@@ -93,40 +93,42 @@ fn cmd_store(argv: &[String]) -> Result<u8, String> {
     let socket = std::env::var_os(control::ENV)
         .filter(|s| !s.is_empty())
         .map(PathBuf::from)
-        .or_else(|| Some(control::resident_dir(&path).join("control.sock")).filter(|s| s.exists()));
-    if let Some(socket) = socket {
-        // `-batch FILE` is read here, where FILE's relative path means something.
-        let mut words = argv.to_vec();
-        let mut stdin = None;
-        if argv[0] == "tc" {
-            if let Some(i) = words
-                .iter()
-                .position(|a| a == "-batch" || a == "-b" || a == "--batch")
-            {
-                if let Some(file) = words.get(i + 1).cloned() {
-                    let text = if file == "-" {
-                        let mut t = String::new();
-                        std::io::Read::read_to_string(&mut std::io::stdin(), &mut t)
-                            .map_err(|e| format!("standard input: {e}"))?;
-                        t
-                    } else {
-                        match std::fs::read_to_string(&file) {
-                            Ok(t) => t,
-                            Err(e) => {
-                                eprintln!("Cannot open file \"{file}\" for reading: {e}");
-                                return Ok(1);
-                            }
+        .or_else(|| {
+            Some(control::resident_dir(&path).join("control.sock"))
+                .filter(|s| auto_serve_enabled() && s.exists())
+        });
+    // `-batch FILE|-` is read here, where FILE's relative path means something, and before the store's
+    // lock is taken (a slow producer on stdin must not hold other callers up).
+    let mut stdin = None;
+    if argv[0] == "tc" {
+        if let Some(i) = argv
+            .iter()
+            .position(|a| a == "-batch" || a == "-b" || a == "--batch")
+        {
+            if let Some(file) = argv.get(i + 1) {
+                stdin = Some(if file == "-" {
+                    let mut t = Vec::new();
+                    std::io::Read::read_to_end(&mut std::io::stdin(), &mut t)
+                        .map_err(|e| format!("standard input: {e}"))?;
+                    String::from_utf8_lossy(&t).into_owned()
+                } else {
+                    match tclab_tc::store::read_batch_file(file) {
+                        Ok(t) => t,
+                        Err(message) => {
+                            eprint!("{message}");
+                            return Ok(1);
                         }
-                    };
-                    words[i + 1] = "-".into();
-                    stdin = Some(text);
-                }
+                    }
+                });
             }
         }
+    }
+    if let Some(socket) = socket {
+        let words = argv.to_vec();
         let req = control::Request {
             state: path.clone(),
             argv: words,
-            stdin,
+            stdin: stdin.clone(),
             caller: std::env::var("TCLAB_CALLER").ok().filter(|c| !c.is_empty()),
         };
         match control::call(std::path::Path::new(&socket), &req) {
@@ -151,7 +153,7 @@ fn cmd_store(argv: &[String]) -> Result<u8, String> {
     for p in problems {
         eprintln!("tclab: warning: {p}");
     }
-    let out = store.execute(argv, None)?;
+    let out = store.execute(argv, stdin.as_deref())?;
     let replayed = store.records_read();
     // The process ends here: freeing a large policy's engine piece by piece would only cost time.
     std::mem::forget(store);
@@ -169,7 +171,8 @@ const AUTO_SERVE_RECORDS: usize = 2_000;
 /// How long that engine waits for the next call before it stops.
 const AUTO_SERVE_IDLE_SECONDS: &str = "300";
 
-/// `TCLAB_SERVE=off` (or `0`, `no`) keeps every call standalone.
+/// `TCLAB_SERVE=off` (or `0`, `no`, `false`) keeps every call standalone: it neither starts a resident
+/// engine nor uses one that is running.
 fn auto_serve_enabled() -> bool {
     !matches!(
         std::env::var("TCLAB_SERVE").as_deref(),
@@ -191,19 +194,26 @@ fn start_resident_engine(state: &std::path::Path) {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    std::os::unix::process::CommandExt::process_group(&mut c, 0);
-    // Nothing of the caller's stays open in it: a pipe a test harness or a shell waits on to close (a
-    // make jobserver's, a `$(tclab …)` substitution's) must not wait for the engine's idle timeout.
+    // Detached as a daemon is: its own session (no terminal, out of the caller's process group), at `/`
+    // (no directory kept busy), and nothing of the caller's open — a pipe a test harness or a shell waits
+    // on to close (a make jobserver's, a `$(tclab …)` substitution's) must not wait for the engine.
+    c.current_dir("/");
     {
         extern "C" {
+            fn setsid() -> i32;
             fn close(fd: i32) -> i32;
+            fn syscall(num: i64, ...) -> i64;
         }
-        // SAFETY: close(2) is async-signal-safe and allocates nothing, as pre_exec requires; the
-        // descriptors closed are the new process's own copies.
+        const SYS_CLOSE_RANGE: i64 = 436;
+        // SAFETY: setsid, close and close_range are async-signal-safe and allocate nothing, as
+        // pre_exec requires; the descriptors closed are the new process's own copies.
         unsafe {
             std::os::unix::process::CommandExt::pre_exec(&mut c, || {
-                for fd in 3..1024 {
-                    close(fd);
+                setsid();
+                if syscall(SYS_CLOSE_RANGE, 3u32, u32::MAX, 0u32) != 0 {
+                    for fd in 3..65536 {
+                        close(fd);
+                    }
                 }
                 Ok(())
             });
@@ -267,7 +277,12 @@ fn cmd_script(args: &[String]) -> Result<u8, String> {
         .map_err(|e| format!("cannot run bash: {e}"))?;
     let report = server.finish();
     eprint!("{}", report.summary());
-    let code = status.code().unwrap_or(1).clamp(0, 255) as u8;
+    // A script killed by a signal ends as bash reports it: 128 + the signal.
+    let code = status
+        .code()
+        .or_else(|| std::os::unix::process::ExitStatusExt::signal(&status).map(|s| 128 + s))
+        .unwrap_or(1)
+        .clamp(0, 255) as u8;
     if strict {
         if report.failures() > 0 || code != 0 {
             eprintln!(
@@ -601,7 +616,8 @@ its socket (FILE.serve/control.sock beside the store, in a directory only you ma
 the store itself when it is not running. Every change is still written to the store, fsynced, before the
 call returns; other processes may use the store meanwhile.
 A call that has to replay a store of 2 000 records or more starts one by itself (--auto --idle 300) as it
-exits; TCLAB_SERVE=off in the environment keeps every call standalone.
+exits. TCLAB_SERVE=off (or 0, no, false) in the environment keeps a call standalone: it neither starts an
+engine nor uses a running one.
   --idle SECONDS   stop after this long without a call (default: run until interrupted)
   --auto           as started by a call: silent, exits at once if an engine serves the store already,
                    and stops when the store is deleted";
@@ -736,7 +752,20 @@ fn default_sigpipe() {
 
 fn main() -> ExitCode {
     default_sigpipe();
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = Vec::new();
+    for (n, a) in std::env::args_os().skip(1).enumerate() {
+        match a.into_string() {
+            Ok(a) => args.push(a),
+            Err(a) => {
+                eprintln!(
+                    "tclab: argument {} ({}) is not valid UTF-8 text",
+                    n + 1,
+                    a.to_string_lossy()
+                );
+                return ExitCode::from(1);
+            }
+        }
+    }
     let result = match args.first().map(String::as_str) {
         Some("tc") | Some("link") | Some("iptables") => cmd_store(&args),
         Some("script") => cmd_script(&args[1..]),

@@ -465,3 +465,79 @@ fn the_ifb_module_loads_once_and_unloads_every_ifb() {
     );
     assert_eq!(text(&tclab(&st, &["link", "show", "type", "ifb"])), "");
 }
+
+#[test]
+fn scripts_run_as_bash_would_run_them() {
+    // What bash does with the same script on Linux, each case found by a new-user review:
+    let st = scratch("as-bash");
+    let dir = st.parent().unwrap();
+    let run_script = |name: &str, body: &str| {
+        let script = dir.join(name);
+        std::fs::write(&script, body).unwrap();
+        let run = tclab(&st, &["script", "run", script.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&run.stderr).into_owned();
+        (run.status.code(), text(&run), err)
+    };
+    // A script's own `tc()` that calls `command tc` (or `sudo tc`) reaches tc once, not itself again;
+    // `command -v tc` names an executable file.
+    let (code, out, err) = run_script(
+        "wrap.sh",
+        "tc() { echo \"+ tc $*\" >&2; command tc \"$@\"; }\n\
+         tc qdisc add dev eth0 root handle 1: htb\n\
+         tc2() { sudo tc \"$@\"; }\n\
+         tc2 qdisc show dev eth0\n\
+         [ -x \"$(command -v tc)\" ] && echo tc is a program\n\
+         command -v ip >/dev/null && echo ip found\n",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        out,
+        "qdisc htb 1: root refcnt 2 r2q 10 default 0 direct_packets_stat 0 direct_qlen 1000\n\
+         tc is a program\nip found\n"
+    );
+    assert_eq!(err.matches("+ tc").count(), 1, "{err}");
+    // Options on the `#!` line are bash's: `-e` stops at the first failure.
+    let (code, out, _) = run_script("e.sh", "#!/bin/bash -e\nfalse\necho not reached\n");
+    assert_eq!((code, out.as_str()), (Some(1), ""));
+    // A job the script leaves behind, calling tc after the script ended, applies nothing and is told.
+    let (code, _, _) = run_script(
+        "late.sh",
+        "cd \"$(dirname \"$0\")\"\n\
+         ( sleep 0.5; tc qdisc del dev eth0 root 2>>late.err; echo \"late: $?\" >>late.err ) &\n",
+    );
+    assert_eq!(code, Some(0));
+    let late = dir.join("late.err");
+    let t0 = std::time::Instant::now();
+    while !std::fs::read_to_string(&late)
+        .unwrap_or_default()
+        .contains("late:")
+        && t0.elapsed().as_secs() < 10
+    {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let said = std::fs::read_to_string(&late).unwrap_or_default();
+    assert!(
+        said.contains("the script has ended; this call was not applied"),
+        "{said}"
+    );
+    assert!(said.contains("late: 1"), "{said}");
+    assert!(text(&tclab(&st, &["tc", "qdisc", "show", "dev", "eth0"])).starts_with("qdisc htb 1:"));
+    // A long answer arrives whole (it streams), and `tc -batch FILE`'s messages name FILE.
+    let mut batch = String::new();
+    for i in 0..600 {
+        batch.push_str(&format!(
+            "class add dev eth0 parent 1: classid 1:{:x} htb rate 1mbit\n",
+            i + 16
+        ));
+    }
+    batch.push_str("class add dev eth0 parent 1: classid 1:10 htb rate 1mbit\n");
+    std::fs::write(dir.join("classes.batch"), batch).unwrap();
+    let (code, out, err) = run_script(
+        "long.sh",
+        "cd \"$(dirname \"$0\")\"\ntc -batch classes.batch; echo \"batch: $?\"\n\
+         tc -s class show dev eth0 | grep -c '^class htb'\n",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, "batch: 1\n600\n");
+    assert!(err.contains("Command failed classes.batch:601"), "{err}");
+}

@@ -587,3 +587,86 @@ fn a_large_store_starts_its_own_resident_engine() {
         "the engine left with its directory"
     );
 }
+
+/// A store replaced behind tclab's back while a resident engine holds it — `rm` and re-create (which
+/// may reuse the inode) with a file of the same size, or `cp` over it — is read again: the engine
+/// never answers from the old policy, nor appends to the new one as if it were the old.
+#[test]
+fn a_replaced_store_is_read_again_by_its_engine() {
+    let dir = TempDir::new("store-replaced");
+    let state = dir.path.join("policy.json");
+    let mut stores = Vec::new();
+    for (name, rate) in [("a", "100kbit"), ("b", "200kbit")] {
+        let mut batch = format!(
+            "qdisc add dev eth0 root handle 1: htb\nclass add dev eth0 parent 1: classid 1:2 htb rate {rate}\n"
+        );
+        for i in 0..2100 {
+            batch.push_str(&format!(
+                "class add dev eth0 parent 1: classid 1:{:x} htb rate 1mbit\n",
+                i + 16
+            ));
+        }
+        let file = dir.path.join(format!("{name}.batch"));
+        std::fs::write(&file, batch).unwrap();
+        let store = dir.path.join(format!("{name}.json"));
+        ok(&store, &["tc", "-batch", file.to_str().unwrap()]);
+        stores.push(store);
+    }
+    assert_eq!(
+        std::fs::metadata(&stores[0]).unwrap().len(),
+        std::fs::metadata(&stores[1]).unwrap().len(),
+        "same size: only the rate's digit differs"
+    );
+    let rate_of_1_2 = || {
+        let out = ok(
+            &state,
+            &["tc", "class", "show", "dev", "eth0", "classid", "1:2"],
+        );
+        out.split_whitespace()
+            .skip_while(|w| *w != "rate")
+            .nth(1)
+            .unwrap_or("")
+            .to_string()
+    };
+    std::fs::copy(&stores[0], &state).unwrap();
+    assert_eq!(rate_of_1_2(), "100Kbit");
+    let socket = dir.path.join("policy.json.serve/control.sock");
+    let t0 = std::time::Instant::now();
+    while !socket.exists() && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(socket.exists(), "the engine runs");
+    for (i, store) in [&stores[1], &stores[0], &stores[1]].iter().enumerate() {
+        if i == 0 {
+            std::fs::remove_file(&state).unwrap();
+        }
+        std::fs::copy(store, &state).unwrap();
+        let want = if i % 2 == 0 { "200Kbit" } else { "100Kbit" };
+        assert_eq!(rate_of_1_2(), want, "after replacement {i}");
+    }
+    // A change through the engine lands on the store as it now is.
+    ok(
+        &state,
+        &[
+            "tc", "class", "change", "dev", "eth0", "classid", "1:2", "htb", "rate", "300kbit",
+        ],
+    );
+    let mut c = cmd(
+        Path::new(TCLAB),
+        &["tc", "class", "show", "dev", "eth0", "classid", "1:2"],
+    );
+    c.env("TCLAB_STATE", &state)
+        .env_remove("TCLAB_CONTROL")
+        .env("TCLAB_SERVE", "off");
+    let standalone = run_with_timeout(c, Duration::from_secs(60), -1);
+    assert!(
+        standalone.stdout.contains("rate 300Kbit"),
+        "{}",
+        standalone.stdout
+    );
+    assert!(
+        !standalone.stderr.contains("warning"),
+        "{}",
+        standalone.stderr
+    );
+}

@@ -12,8 +12,11 @@
 //! bytes with 1024 flows over 8 tins), and DRR++ rotates each queue some 130 times per packet sent —
 //! the kernel's algorithm does the same work, so these rows measure CAKE's design, not tclab's.
 //!
-//! Reports nanoseconds of wall time per packet (one enqueue + one dequeue, on the qdisc), best of 5.
-//! `-- fq_codel` runs fq_codel's rows alone.
+//! Reports nanoseconds of wall time per packet (one enqueue + one dequeue, on the qdisc), best of 5. The
+//! packets are recycled (each step re-enqueues the packet the step before dequeued, rewritten as the
+//! next flow's), so no allocation is timed: that is the driver's part, as the kernel's qdiscs are handed
+//! their skbs.
+//! `-- fq_codel` runs fq_codel's rows alone; `TCLAB_BENCH_FLOWS=1,1024` chooses the flow counts.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -63,14 +66,27 @@ fn run(q: &mut dyn Qdisc, pkts: &[Packet]) -> f64 {
     }
     let steps = 2_000_000usize.max(8 * n);
     let mut sent = 0u64;
+    // The packet a step enqueues is the one the step before dequeued, its headers rewritten as the next
+    // flow's (28 bytes copied): allocating and freeing packets is the driver's cost, not the qdisc's
+    // (the kernel's qdiscs are handed skbs too), and would add a malloc and a free to every step.
+    let mut spare: Option<Packet> = None;
     let start = Instant::now();
     for i in 0..steps {
         now += 1200;
         let mut cx = Cx::new(now);
-        q.enqueue(pkts[i % n].clone(), &mut cx);
+        let src = &pkts[i % n];
+        let p = match spare.take() {
+            Some(mut p) if p.data.len() == src.data.len() => {
+                p.data.copy_from_slice(&src.data);
+                p.len = src.len;
+                p
+            }
+            _ => src.clone(),
+        };
+        q.enqueue(p, &mut cx);
         if let Some(p) = q.dequeue(&mut cx) {
             sent += 1;
-            black_box(&p);
+            spare = Some(black_box(p));
         }
         black_box(&cx.drops);
     }
@@ -101,7 +117,12 @@ fn main() {
     // `-- fq_codel` runs only fq_codel's rows (for a profiler).
     let only_fq = std::env::args().skip(1).any(|a| a == "fq_codel");
     println!("{:<44} {:>8} {:>12}", "qdisc", "flows", "ns/packet");
-    for flows in [1usize, 1024, 65536] {
+    // `TCLAB_BENCH_FLOWS=1024` runs one flow count (for a profiler).
+    let counts: Vec<usize> = match std::env::var("TCLAB_BENCH_FLOWS") {
+        Ok(v) => v.split(',').filter_map(|n| n.trim().parse().ok()).collect(),
+        Err(_) => vec![1, 1024, 65536],
+    };
+    for flows in counts {
         let pkts = packets(flows, false);
         let fq_opts = FqCodelOptions {
             flows: (flows > 1024).then_some(65536),

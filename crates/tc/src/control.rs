@@ -195,18 +195,24 @@ impl Server {
                         break;
                     }
                     let Ok(conn) = conn else { continue };
-                    let reply = match read_request(&conn) {
-                        Ok(req) => submit(&jobs, req),
-                        Err(e) => Reply {
-                            stdout: String::new(),
-                            stderr: format!("tclab: bad control request: {e}\n"),
-                            code: -1,
-                        },
-                    };
-                    let mut w = &conn;
-                    let line = serde_json::to_string(&reply).expect("strings serialise") + "\n";
-                    let _ = w.write_all(line.as_bytes());
-                    served.fetch_add(1, Ordering::SeqCst);
+                    let (jobs, served) = (jobs.clone(), served.clone());
+                    // Each caller in its own thread: one that connects and stalls holds up nobody
+                    // else (the engine still applies requests one at a time).
+                    std::thread::spawn(move || {
+                        let _ = conn.set_read_timeout(Some(CALLER_TIMEOUT));
+                        let reply = match read_request(&conn) {
+                            Ok(req) => submit(&jobs, req),
+                            Err(e) => Reply {
+                                stdout: String::new(),
+                                stderr: format!("tclab: bad control request: {e}\n"),
+                                code: -1,
+                            },
+                        };
+                        let mut w = &conn;
+                        let line = serde_json::to_string(&reply).expect("strings serialise") + "\n";
+                        let _ = w.write_all(line.as_bytes());
+                        served.fetch_add(1, Ordering::SeqCst);
+                    });
                 }
             }));
         }
@@ -214,7 +220,7 @@ impl Server {
             let tcp = std::net::TcpListener::bind(("127.0.0.1", 0))
                 .map_err(|e| format!("cannot listen on the loopback interface: {e}"))?;
             let port = tcp.local_addr().map_err(|e| e.to_string())?.port();
-            let token = random_token()?;
+            let token = Arc::new(random_token()?);
             let (stop, served, jobs) = server.parts();
             let expected = token.clone();
             let tcp = Arc::new(tcp);
@@ -225,23 +231,25 @@ impl Server {
                         break;
                     }
                     let Ok(conn) = conn else { continue };
-                    // A caller that stalls mid-request must not hold the script up for ever.
-                    let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(30)));
-                    let Some(req) = read_shell_request(&conn, &expected) else {
-                        continue;
-                    };
-                    let reply = submit(&jobs, req);
-                    let text = format!(
-                        "{}\0{}\0{}\0",
-                        reply.code.clamp(0, 255),
-                        reply.stdout.replace('\0', ""),
-                        reply.stderr.replace('\0', "")
-                    );
-                    let _ = (&conn).write_all(text.as_bytes());
-                    served.fetch_add(1, Ordering::SeqCst);
+                    let (jobs, served, expected) = (jobs.clone(), served.clone(), expected.clone());
+                    std::thread::spawn(move || {
+                        let _ = conn.set_read_timeout(Some(CALLER_TIMEOUT));
+                        let reply = match read_shell_request(&conn, &expected) {
+                            Ok(req) => submit(&jobs, req),
+                            Err(Some(why)) => Reply {
+                                stdout: String::new(),
+                                stderr: format!("tclab: {why}\n"),
+                                code: 1,
+                            },
+                            // No token, or a request cut short: closed unanswered.
+                            Err(None) => return,
+                        };
+                        let _ = (&conn).write_all(&shell_reply(&reply));
+                        served.fetch_add(1, Ordering::SeqCst);
+                    });
                 }
             }));
-            server.shell = Some((port, token));
+            server.shell = Some((port, token.to_string()));
         }
         Ok(server)
     }
@@ -323,6 +331,34 @@ impl Drop for Server {
     }
 }
 
+/// How long a caller may take to send its request.
+const CALLER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Above this, the shell functions are sent stdout as a stream they hand to `cat`, rather than a word
+/// bash reads a byte at a time (a socket is not seekable, so bash's `read` cannot read ahead).
+const SHELL_INLINE_MAX: usize = 2048;
+
+/// The answer to the shell functions: `CODE\0STDERR\0` then `i\0STDOUT\0`, or `s\0` and stdout to the
+/// end of the connection. A request that could not be served (code -1 on the socket, where it tells a
+/// `tclab` client to open the store itself) is a failure here: exit status 1.
+fn shell_reply(reply: &Reply) -> Vec<u8> {
+    let code = if reply.code < 0 {
+        1
+    } else {
+        reply.code.min(255)
+    };
+    let mut out = format!("{code}\0{}\0", reply.stderr.replace('\0', "")).into_bytes();
+    if reply.stdout.len() > SHELL_INLINE_MAX {
+        out.extend_from_slice(b"s\0");
+        out.extend_from_slice(reply.stdout.as_bytes());
+    } else {
+        out.extend_from_slice(b"i\0");
+        out.extend_from_slice(reply.stdout.replace('\0', "").as_bytes());
+        out.push(0);
+    }
+    out
+}
+
 /// 128 random bits as hex, from the kernel's generator.
 fn random_token() -> Result<String, String> {
     let mut bytes = [0u8; 16];
@@ -377,32 +413,52 @@ fn answer(store: &mut Option<Store>, report: &mut Report, state: &Path, req: &Re
 }
 
 /// A request from the shell functions: NUL-terminated fields `TOKEN STATE CALLER ARGC ARG… HAS_STDIN
-/// STDIN` (bash's `printf '%s\0'`; a shell string cannot hold a NUL, so none is lost). `None` for a
-/// caller without the token, or a request cut short: the connection is closed unanswered.
-fn read_shell_request(conn: &std::net::TcpStream, token: &str) -> Option<Request> {
+/// STDIN` (bash's `printf '%s\0'`; a shell string cannot hold a NUL, so none is lost). `Err(None)` for a
+/// caller without the token, or a request cut short: the connection is closed unanswered; `Err(Some)`
+/// for one tclab must refuse (words that are not UTF-8).
+fn read_shell_request(conn: &std::net::TcpStream, token: &str) -> Result<Request, Option<String>> {
     use std::io::Read;
     let mut r = BufReader::new(conn);
-    let mut field = |limit: u64| -> Option<String> {
+    let mut field = |limit: u64| -> Result<Vec<u8>, Option<String>> {
         let mut buf = Vec::new();
-        (&mut r).take(limit).read_until(0, &mut buf).ok()?;
-        (buf.pop() == Some(0)).then_some(())?;
-        String::from_utf8(buf).ok()
+        (&mut r)
+            .take(limit)
+            .read_until(0, &mut buf)
+            .map_err(|_| None)?;
+        if buf.pop() != Some(0) {
+            return Err(None);
+        }
+        Ok(buf)
     };
     // The token first, read with a bound, before anything else is believed.
-    if field(64)? != token {
-        return None;
+    if field(64)? != token.as_bytes() {
+        return Err(None);
     }
     const BIG: u64 = 1 << 30;
-    let asked_state = PathBuf::from(field(BIG)?);
-    let caller = field(BIG)?;
-    let argc: usize = field(32)?.parse().ok()?;
-    let argv = (0..argc).map(|_| field(BIG)).collect::<Option<Vec<_>>>()?;
-    let has_stdin = field(8)? == "1";
+    let text = |b: Vec<u8>, what: &str| {
+        String::from_utf8(b).map_err(|_| Some(format!("{what} is not valid UTF-8 text")))
+    };
+    let asked_state = PathBuf::from(text(field(BIG)?, "the store's name")?);
+    let caller = text(field(BIG)?, "the caller")?;
+    let argc: usize = text(field(32)?, "the word count")?
+        .parse()
+        .map_err(|_| None)?;
+    let mut argv = Vec::new();
+    for n in 0..argc {
+        let w = field(BIG)?;
+        argv.push(text(w, &format!("argument {n}"))?);
+    }
+    let has_stdin = field(8)? == b"1";
     let stdin = field(BIG)?;
-    Some(Request {
+    let stdin = if has_stdin {
+        Some(text(stdin, "the batch")?)
+    } else {
+        None
+    };
+    Ok(Request {
         state: asked_state,
         argv,
-        stdin: has_stdin.then_some(stdin),
+        stdin,
         caller: (!caller.is_empty()).then_some(caller),
     })
 }
@@ -539,17 +595,35 @@ mod tests {
         wrong.extend(add.iter().chain(["0", ""].iter()));
         assert_eq!(shell_call(port, &wrong), "");
         assert!(!state.exists());
-        // The right one: tc's answer (exit code, stdout, stderr), and the change is in the store.
+        // The right one: tc's answer (exit code, stderr, then stdout inline), and the change is made.
         let mut right = vec![token, st, "x.sh:1"];
         right.extend(add.iter().chain(["0", ""].iter()));
-        assert_eq!(shell_call(port, &right), "0\0\0\0");
+        assert_eq!(shell_call(port, &right), "0\0\0i\0\0");
         let show = [
             token, st, "", "5", "tc", "qdisc", "show", "dev", "eth0", "0", "",
         ];
         let shown = shell_call(port, &show);
         assert!(
-            shown.starts_with("0\0qdisc sfq 8001: root refcnt 2 limit 127p"),
+            shown.starts_with("0\0\0i\0qdisc sfq 8001: root refcnt 2 limit 127p"),
             "{shown:?}"
+        );
+        // A refusal: tc's exit code and message; an argument that is not UTF-8: refused, code 1.
+        let dup = [
+            token, st, "", "7", "tc", "qdisc", "add", "dev", "eth0", "root", "sfq", "0", "",
+        ];
+        assert_eq!(
+            shell_call(port, &dup),
+            "2\0Error: Exclusivity flag on, cannot modify.\n\0i\0\0"
+        );
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut req = format!("{token}\0{st}\0\x003\0tc\0qdisc\0").into_bytes();
+        req.extend_from_slice(b"\xff\x000\0\0");
+        c.write_all(&req).unwrap();
+        let mut answer = String::new();
+        let _ = c.read_to_string(&mut answer);
+        assert_eq!(
+            answer,
+            "1\0tclab: argument 2 is not valid UTF-8 text\n\0i\0\0"
         );
         // `tc -batch -` with the batch as stdin.
         let batch = [
@@ -563,10 +637,11 @@ mod tests {
             "1",
             "qdisc del dev eth0 root\n",
         ];
-        assert_eq!(shell_call(port, &batch), "0\0\0\0");
+        assert_eq!(shell_call(port, &batch), "0\0\0i\0\0");
         let report = server.finish();
         assert_eq!(report.applied, 2);
-        assert!(report.refused.is_empty());
+        // The duplicate add (the non-UTF-8 request never reached the engine).
+        assert_eq!(report.refused.len(), 1);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -115,7 +115,7 @@ fn quote(s: &str) -> String {
 const CALL: &str = r#"__tclab_call() {
   { local -; set +x; } 2>/dev/null
   local tool="$1"; shift
-  local args=("$@") input= has=0 i f why fd= in= code= out= err=
+  local args=("$@") input= has=0 i f why fd= in= code= out= err= how=
   __tclab_caller
   if [ "$tool" = tc ]; then
     for ((i = 0; i < ${#args[@]}; i++)); do
@@ -126,20 +126,25 @@ const CALL: &str = r#"__tclab_call() {
           if [ "$f" = - ]; then
             IFS= builtin read -r -d '' input || :
           elif { exec {in}<"$f"; } 2>/dev/null; then
-            IFS= builtin read -r -d '' input <&"$in" || :
+            IFS= builtin read -r -d '' input <&"$in" 2>/dev/null || :
             exec {in}<&-
           else
             if [ -e "$f" ]; then why="Permission denied"; else why="No such file or directory"; fi
             builtin printf 'Cannot open file "%s" for reading: %s\n' "$f" "$why" >&2
             return 1
           fi
-          args[i+1]=-
           has=1
           break ;;
       esac
     done
   fi
-  if [ -z "${TCLAB_SCRIPT_PORT-}" ] || ! { exec {fd}<>"/dev/tcp/127.0.0.1/$TCLAB_SCRIPT_PORT"; } 2>/dev/null; then
+  if [ -n "${TCLAB_SCRIPT_PORT-}" ] && ! { exec {fd}<>"/dev/tcp/127.0.0.1/$TCLAB_SCRIPT_PORT"; } 2>/dev/null; then
+    # The script's engine is gone: a job the script left running after it ended. Nothing may be
+    # applied behind the report's back.
+    builtin echo "tclab: $tool: the script has ended; this call was not applied" >&2
+    return 1
+  fi
+  if [ -z "$fd" ]; then
     if [ -n "${TCLAB_EXE-}" ]; then
       if [ $has = 1 ]; then
         builtin printf '%s' "$input" | TCLAB_CALLER="$__TCLAB_AT" "$TCLAB_EXE" "$tool" "${args[@]}"
@@ -153,15 +158,69 @@ const CALL: &str = r#"__tclab_call() {
   fi
   builtin printf '%s\0' "${TCLAB_SCRIPT_TOKEN-}" "${TCLAB_STATE-}" "$__TCLAB_AT" "$((${#args[@]} + 1))" "$tool" "${args[@]}" "$has" "$input" >&"$fd"
   IFS= builtin read -r -d '' code <&"$fd" || :
-  IFS= builtin read -r -d '' out <&"$fd" || :
   IFS= builtin read -r -d '' err <&"$fd" || :
+  IFS= builtin read -r -d '' how <&"$fd" || :
+  if [ "$how" = s ]; then
+    # A long answer streams: bash reads a socket a byte at a time, cat in blocks.
+    builtin command cat <&"$fd" || :
+  else
+    IFS= builtin read -r -d '' out <&"$fd" || :
+    [ -z "$out" ] || builtin printf '%s' "$out"
+  fi
   exec {fd}>&-
-  [ -z "$out" ] || builtin printf '%s' "$out"
   [ -z "$err" ] || builtin printf '%s' "$err" >&2
   case "$code" in
     ''|*[!0-9]*) builtin echo "tclab: $tool: the control channel did not answer" >&2; return 1 ;;
   esac
   return "$code"
+}
+__tclab_ours() {
+  case "${1##*/}" in
+    tc|iptables|iptables-legacy|iptables-nft|ip6tables|ip|ifconfig|modprobe|insmod|rmmod|sysctl|ethtool) return 0 ;;
+    *) return 1 ;;
+  esac
+}
+# NAME ARGS: what the function for NAME does, without looking NAME up again (a script's own `tc()`
+# wrapper that calls `command tc` or `sudo tc` must reach tclab, not itself).
+__tclab_run() {
+  local name="${1##*/}"; shift
+  case "$name" in
+    tc) __tclab_call tc "$@" ;;
+    iptables|iptables-legacy|iptables-nft) __tclab_call iptables "$@" ;;
+    ip6tables) builtin echo "ip6tables: not supported by tclab (its netfilter is IPv4 only)" >&2; return 1 ;;
+    ip) __tclab_ip "$@" ;;
+    ifconfig) __tclab_ifconfig "$@" ;;
+    modprobe|insmod|rmmod) __tclab_modprobe "$name" "$@" ;;
+    ethtool) __tclab_ethtool "$@" ;;
+    sysctl) builtin echo "tclab script: ignoring \"sysctl $*\"" >&2; return 0 ;;
+  esac
+}
+command() {
+  # `command -v tc` names a file, as it does on Linux: the wrapper first in PATH.
+  if [ "${1-}" = -v ] && [ $# -eq 2 ] && __tclab_ours "$2"; then
+    local p
+    p=$(builtin type -P "$2") || p="$2"
+    builtin echo "$p"
+    return 0
+  fi
+  if [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && __tclab_ours "$1"; then
+    __tclab_run "$@"
+    return
+  fi
+  builtin command "$@"
+}
+sudo() {
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      -u|-g|-C|-p|-U|-r|-t|-D|-R|-T) shift 2 ;;
+      --) shift; break ;;
+      -*) shift ;;
+      *=*) export "$1"; shift ;;
+      *) break ;;
+    esac
+  done
+  # sudo runs a program, never a shell function of the script's.
+  command "$@"
 }
 "#;
 
@@ -191,7 +250,8 @@ fn prelude() -> String {
          \x20 esac\n\
          }\n\
          __tclab_modprobe() {\n\
-         \x20 local n=2 a ifb=0 i remove=0 loaded caller=\"${FUNCNAME[1]##*/}\"\n\
+         \x20 local caller=\"${1##*/}\"; shift\n\
+         \x20 local n=2 a ifb=0 i remove=0 loaded\n\
          \x20 case \"$caller\" in modprobe|insmod) ;; rmmod) remove=1 ;; *) return 0 ;; esac\n\
          \x20 for a in \"$@\"; do\n\
          \x20   case \"$a\" in\n\
@@ -244,31 +304,6 @@ fn prelude() -> String {
          \x20 done\n\
          \x20 __tclab_call link set dev \"$dev\" \"${args[@]}\"\n\
          }\n\
-         sudo() {\n\
-         \x20 while [ $# -gt 0 ]; do\n\
-         \x20   case \"$1\" in\n\
-         \x20     -u|-g|-C|-p|-U|-r|-t|-D|-R|-T) shift 2 ;;\n\
-         \x20     --) shift; break ;;\n\
-         \x20     -*) shift ;;\n\
-         \x20     *=*) export \"$1\"; shift ;;\n\
-         \x20     *) break ;;\n\
-         \x20   esac\n\
-         \x20 done\n\
-         \x20 \"$@\"\n\
-         }\n\
-         __tclab_target() {\n\
-         \x20 case \"${1##*/}\" in\n\
-         \x20   tc) echo tc ;;\n\
-         \x20   iptables|iptables-legacy|iptables-nft) echo iptables ;;\n\
-         \x20   ip6tables) echo ip6tables ;;\n\
-         \x20   *) return 1 ;;\n\
-         \x20 esac\n\
-         }\n\
-         command() {\n\
-         \x20 local t\n\
-         \x20 if [ $# -gt 0 ] && [ \"${1#-}\" = \"$1\" ] && t=$(__tclab_target \"$1\"); then shift; \"$t\" \"$@\"; return $?; fi\n\
-         \x20 builtin command \"$@\"\n\
-         }\n\
          env() {\n\
          \x20 local assigns=() t\n\
          \x20 while [ $# -gt 0 ]; do\n\
@@ -296,7 +331,7 @@ fn prelude() -> String {
     );
     def(IP_NAMES, "__tclab_ip \"$@\"");
     def(IFCONFIG_NAMES, "__tclab_ifconfig \"$@\"");
-    def(QUIET_NAMES, "__tclab_modprobe \"$@\"");
+    def(QUIET_NAMES, "__tclab_modprobe \"${FUNCNAME[0]}\" \"$@\"");
     def(ETHTOOL_NAMES, "__tclab_ethtool \"$@\"");
     def(
         NOTE_NAMES,
@@ -425,14 +460,21 @@ impl Sandbox {
         let path = std::env::var_os("PATH").unwrap_or_default();
         let mut paths = vec![self.dir.join("bin")];
         paths.extend(std::env::split_paths(&path));
+        // `#!/bin/bash -e`: Linux gives bash what follows the interpreter as one argument.
+        let option = shebang_option(script);
         let mut c = match self.covering_mounts() {
             Some(setup) => {
                 let mut c = Command::new("unshare");
+                let option = option.as_deref().map(quote).unwrap_or_default();
                 c.args(["--mount", "--propagation", "private", "--", "bash", "-c"])
-                    .arg(format!("{setup}exec bash \"$0\" \"$@\""));
+                    .arg(format!("{setup}exec bash {option} \"$0\" \"$@\""));
                 c
             }
-            None => Command::new("bash"),
+            None => {
+                let mut c = Command::new("bash");
+                c.args(option);
+                c
+            }
         };
         // If tclab dies, the script dies with it rather than go on writing the store unwatched.
         #[cfg(target_os = "linux")]
@@ -465,6 +507,19 @@ impl Sandbox {
         };
         c
     }
+}
+
+/// The option a script's `#!` line gives bash or sh (`#!/bin/bash -e` → `-e`), if any: as Linux runs the
+/// interpreter, everything after its path, as one word.
+fn shebang_option(script: &Path) -> Option<String> {
+    let mut first = [0u8; 256];
+    let n = std::io::Read::read(&mut std::fs::File::open(script).ok()?, &mut first).ok()?;
+    let line = std::str::from_utf8(&first[..n]).ok()?.lines().next()?;
+    let rest = line.strip_prefix("#!")?.trim();
+    let (interpreter, option) = rest.split_once([' ', '\t'])?;
+    let name = interpreter.rsplit('/').next()?;
+    let option = option.trim();
+    (matches!(name, "bash" | "sh") && option.starts_with('-')).then(|| option.to_string())
 }
 
 /// Run `script` with `args` and extra environment `env` against a fresh, empty store, its tc and iptables

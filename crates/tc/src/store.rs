@@ -58,12 +58,31 @@ struct StoreV1 {
     journal: Vec<Vec<String>>,
 }
 
-/// What was on disk when the journal was read: which file, and how much of it is valid.
+/// What was on disk when the journal was read: which file, how long, and when it last changed. A store
+/// replaced behind tclab's back (`cp backup.json policy.json`, or `rm` and re-create, which may reuse the
+/// inode and have the same size) differs in its change time at least: `ctime` cannot be set by any tool,
+/// and every write or rename sets it. (Only a replacement within the same clock tick — a few
+/// milliseconds — as tclab's own last read or write of the file would go unseen.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Seen {
     dev: u64,
     ino: u64,
     len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Seen {
+    fn of(m: &std::fs::Metadata) -> Seen {
+        use std::os::unix::fs::MetadataExt;
+        Seen {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
 }
 
 /// A journal as read from disk.
@@ -79,23 +98,11 @@ pub struct Journal {
 }
 
 fn seen(file: &File) -> std::io::Result<Seen> {
-    use std::os::unix::fs::MetadataExt;
-    let m = file.metadata()?;
-    Ok(Seen {
-        dev: m.dev(),
-        ino: m.ino(),
-        len: m.len(),
-    })
+    Ok(Seen::of(&file.metadata()?))
 }
 
 fn seen_path(path: &Path) -> Option<Seen> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(path).ok()?;
-    Some(Seen {
-        dev: m.dev(),
-        ino: m.ino(),
-        len: m.len(),
-    })
+    Some(Seen::of(&std::fs::metadata(path).ok()?))
 }
 
 /// Read FILE's journal; a missing file is an empty one.
@@ -625,19 +632,21 @@ impl Store {
             .filter(|a| *a != "-force" && *a != "-f")
             .cloned()
             .collect();
+        // The batch a caller read already (`-` from its stdin, or FILE, read before it took the store's
+        // lock) comes as `stdin`; FILE still names it in messages.
         let text = match (file.as_str(), stdin) {
-            ("-", Some(s)) => s.to_string(),
+            (_, Some(s)) => s.to_string(),
             ("-", None) => {
                 let mut s = String::new();
                 std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
                     .map_err(|e| format!("standard input: {e}"))?;
                 s
             }
-            (f, _) => match std::fs::read_to_string(f) {
+            (f, None) => match read_batch_file(f) {
                 Ok(t) => t,
-                Err(e) => {
+                Err(stderr) => {
                     return Ok(Output {
-                        stderr: format!("Cannot open file \"{f}\" for reading: {e}\n"),
+                        stderr,
                         code: 1,
                         ..Output::default()
                     })
@@ -689,6 +698,21 @@ impl Store {
         self.journal.entries = candidate;
         self.rewrite()
     }
+}
+
+/// `tc -batch FILE`'s reading of FILE, with tc's message when it cannot be opened (`strerror`'s words,
+/// without Rust's "(os error N)"). A directory opens and reads as nothing, as `fopen`/`getline` see it.
+pub fn read_batch_file(f: &str) -> Result<String, String> {
+    if Path::new(f).is_dir() {
+        return Ok(String::new());
+    }
+    std::fs::read(f)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .map_err(|e| {
+            let why = e.to_string();
+            let why = why.split(" (os error ").next().unwrap_or(&why).to_string();
+            format!("Cannot open file \"{f}\" for reading: {why}\n")
+        })
 }
 
 /// Does this tclab command — `tc …`, `iptables …` or `link …` — ask for a change (as opposed to a show)?
