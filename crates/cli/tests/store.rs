@@ -214,7 +214,8 @@ fn a_foreign_file_is_refused_and_untouched() {
     let dir = TempDir::new("store-foreign");
     for (name, content) in [
         ("notes.txt", "remember to shape the uplink\n".as_bytes()),
-        ("empty.json", b"".as_slice()),
+        ("blank.json", b"\n\n".as_slice()),
+        ("later.json", b"{\"tclab_store\":9}\n[\"tc\"]\n".as_slice()),
         ("other.json", b"{\"version\": 3}\n".as_slice()),
         ("binary", &[0xff, 0xfe, 0x00, 0x01][..]),
     ] {
@@ -239,6 +240,31 @@ fn a_foreign_file_is_refused_and_untouched() {
             "{name} was changed"
         );
     }
+}
+
+/// A zero-length file (`TCLAB_STATE=$(mktemp)`) is an empty store: nothing in it to lose.
+#[test]
+fn an_empty_file_is_an_empty_store() {
+    let dir = TempDir::new("store-empty");
+    let state = dir.path.join("empty.json");
+    std::fs::write(&state, b"").unwrap();
+    assert_eq!(ok(&state, &["tc", "qdisc", "show"]), "");
+    ok(
+        &state,
+        &[
+            "tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb",
+        ],
+    );
+    assert_eq!(records(&state), 1);
+    let later = dir.path.join("later.json");
+    std::fs::write(&later, b"{\"tclab_store\":9}\n").unwrap();
+    let r = tclab(&later, &["tc", "qdisc", "show"]);
+    assert!(
+        r.stderr
+            .contains("store version 9, written by a newer tclab"),
+        "{}",
+        r.stderr
+    );
 }
 
 /// A policy re-applied every boot (delete the root, add it again) does not grow the journal, and what

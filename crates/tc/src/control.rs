@@ -396,8 +396,24 @@ fn answer(store: &mut Option<Store>, report: &mut Report, state: &Path, req: &Re
             code: -1,
         };
     }
-    let reply = handle(store, state, req);
-    if crate::store::changes_policy(&req.argv) {
+    let (reply, applied) = handle(store, state, req);
+    let batch = req.argv.first().is_some_and(|t| t == "tc")
+        && req
+            .argv
+            .iter()
+            .any(|a| a == "-batch" || a == "-b" || a == "--batch");
+    if batch {
+        // A batch counts its lines: those applied, and the one that stopped it (its message names it).
+        report.applied += applied;
+        if reply.code != 0 {
+            report.refused.push(Refusal {
+                at: req.caller.clone().unwrap_or_else(|| "?".into()),
+                command: crate::script::shell_line(&req.argv),
+                message: reply.stderr.clone(),
+                cleanup: false,
+            });
+        }
+    } else if crate::store::changes_policy(&req.argv) {
         if reply.code == 0 {
             report.applied += 1;
         } else {
@@ -472,7 +488,7 @@ fn read_request(conn: &UnixStream) -> Result<Request, String> {
 }
 
 /// One request, under the store's lock, against the resident engine (re-read if the file changed).
-fn handle(store: &mut Option<Store>, state: &Path, req: &Request) -> Reply {
+fn handle(store: &mut Option<Store>, state: &Path, req: &Request) -> (Reply, usize) {
     let failed = |e: String| Reply {
         stdout: String::new(),
         stderr: format!("tclab: {e}\n"),
@@ -480,7 +496,7 @@ fn handle(store: &mut Option<Store>, state: &Path, req: &Request) -> Reply {
     };
     let _lock = match Lock::take(state, true) {
         Ok(l) => l,
-        Err(e) => return failed(e),
+        Err(e) => return (failed(e), 0),
     };
     let mut warnings = String::new();
     let open = match store.as_mut() {
@@ -498,7 +514,7 @@ fn handle(store: &mut Option<Store>, state: &Path, req: &Request) -> Reply {
         }
         Err(e) => {
             *store = None;
-            return failed(e);
+            return (failed(e), 0);
         }
     }
     let s = store.as_mut().expect("opened above");
@@ -507,15 +523,18 @@ fn handle(store: &mut Option<Store>, state: &Path, req: &Request) -> Reply {
             stdout,
             stderr,
             code,
-        }) => Reply {
-            stdout,
-            stderr: warnings + &stderr,
-            code,
-        },
+        }) => (
+            Reply {
+                stdout,
+                stderr: warnings + &stderr,
+                code,
+            },
+            s.last_applied(),
+        ),
         Err(e) => {
             // The engine may be ahead of the file now: read it again next time.
             *store = None;
-            failed(e)
+            (failed(e), 0)
         }
     }
 }

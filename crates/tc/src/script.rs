@@ -243,7 +243,7 @@ fn prelude() -> String {
          \x20     case \"$1\" in\n\
          \x20       set|s|se) shift; __tclab_call link set \"$@\"; return $? ;;\n\
          \x20       add|a|ad|delete|del|d|de) local op=add; case \"$1\" in d*) op=del ;; esac; shift; if [ $op = add ]; then case \" $* \" in *\" type \"*) ;; *) echo 'Not enough information: \"type\" argument is required' >&2; return 1 ;; esac; fi; __tclab_call link $op \"$@\"; return $? ;;\n\
-         \x20       show|sh|list|ls|'') __tclab_call link show; return $? ;;\n\
+         \x20       show|sh|list|ls|'') [ $# -gt 0 ] && shift; __tclab_call link show \"$@\"; return $? ;;\n\
          \x20       *) echo \"tclab script: ignoring \\\"ip $a\\\"\" >&2; return 0 ;;\n\
          \x20     esac ;;\n\
          \x20   *) echo \"tclab script: ignoring \\\"ip $a\\\"\" >&2; return 0 ;;\n\
@@ -340,6 +340,28 @@ fn prelude() -> String {
     p
 }
 
+/// Remove the scratch directories of tclab processes that are gone (killed by a signal, which skips
+/// the directory's removal on drop): `tclab-script-PID-N` whose PID no longer runs.
+fn remove_orphans() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("tclab-script-"))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, n)| n.parse::<u64>().ok().and(pid.parse::<u32>().ok()))
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// A scratch directory with the prelude and the wrapper executables; removed on drop.
 pub struct Sandbox {
     pub dir: PathBuf,
@@ -355,6 +377,7 @@ static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl Sandbox {
     pub fn new() -> Result<Sandbox, String> {
+        remove_orphans();
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("tclab-script-{}-{n}", std::process::id()));
         let bin = dir.join("bin");

@@ -181,8 +181,28 @@ fn read_journal_with(
             seen: Some(before),
         });
     }
+    if text.is_empty() {
+        // A zero-length file (`TCLAB_STATE=$(mktemp)`) holds nothing to lose: an empty store, written
+        // whole by the first change.
+        return Ok(Journal {
+            entries: Vec::new(),
+            records: 0,
+            valid_len: 0,
+            appendable: false,
+            seen: Some(before),
+        });
+    }
     if text.trim().is_empty() {
-        return Err(not_ours("the file is empty".into()));
+        return Err(not_ours("the file holds only blank space".into()));
+    }
+    // A later tclab's store (its header names a version this one does not know) says so.
+    let first_line_version = serde_json::from_str::<serde_json::Value>(first)
+        .ok()
+        .and_then(|v| v.get("tclab_store").and_then(serde_json::Value::as_u64));
+    if let Some(v) = first_line_version.filter(|v| *v > 2) {
+        return Err(not_ours(format!(
+            "store version {v}, written by a newer tclab (this one reads versions 1 and 2)"
+        )));
     }
     let v1: StoreV1 = serde_json::from_str(text).map_err(|e| not_ours(e.to_string()))?;
     if v1.tclab_store != 1 {
@@ -406,6 +426,8 @@ pub struct Store {
     engine: Engine,
     /// Opened by [`Store::open_to_read`]: the journal's records were not kept, so nothing may be written.
     read_only: bool,
+    /// How many changes the last [`Store::execute`] applied (a batch's lines count one each).
+    last_applied: usize,
 }
 
 impl Store {
@@ -423,6 +445,7 @@ impl Store {
                 journal,
                 engine,
                 read_only: false,
+                last_applied: 0,
             },
             problems,
         ))
@@ -452,6 +475,7 @@ impl Store {
                 journal,
                 engine,
                 read_only: true,
+                last_applied: 0,
             },
             problems,
         ))
@@ -473,6 +497,10 @@ impl Store {
     }
     pub fn entries(&self) -> &[Vec<String>] {
         &self.journal.entries
+    }
+    /// How many changes the last [`Store::execute`] applied: one for a command, one per line of a batch.
+    pub fn last_applied(&self) -> usize {
+        self.last_applied
     }
     /// How many records opening the store read (what a call without a resident engine replays).
     pub fn records_read(&self) -> usize {
@@ -546,23 +574,49 @@ impl Store {
             }
             "link" => {
                 if args.is_empty() || args[0] == "show" || args[0] == "list" || args[0] == "ls" {
-                    // `ip link show type ifb`: only the devices of that kind.
-                    let ifb_only = match args.get(1..).unwrap_or_default() {
-                        [] => false,
-                        [t, k] if t == "type" && k == "ifb" => true,
-                        other => {
-                            return Ok(Output {
-                                stderr: format!(
-                                    "usage: link show [type ifb] (not \"{}\")\n",
-                                    other.join(" ")
-                                ),
-                                code: 1,
-                                ..Output::default()
-                            })
+                    // `ip link show [type ifb] [[dev] NAME]`: only the devices of that kind, or that one.
+                    let mut ifb_only = false;
+                    let mut only: Option<&str> = None;
+                    let mut it = args.iter().skip(1).map(String::as_str);
+                    while let Some(w) = it.next() {
+                        match (w, it.clone().next()) {
+                            ("type", Some("ifb")) => {
+                                ifb_only = true;
+                                it.next();
+                            }
+                            ("dev", Some(name)) => {
+                                only = Some(name);
+                                it.next();
+                            }
+                            (name, _)
+                                if only.is_none()
+                                    && !name.starts_with('-')
+                                    && w != "type"
+                                    && w != "dev" =>
+                            {
+                                only = Some(name)
+                            }
+                            _ => {
+                                return Ok(Output {
+                                    stderr: format!(
+                                        "usage: link show [type ifb] [[dev] NAME] (not \"{}\")\n",
+                                        args[1..].join(" ")
+                                    ),
+                                    code: 1,
+                                    ..Output::default()
+                                })
+                            }
                         }
-                    };
+                    }
+                    if let Some(name) = only.filter(|n| self.engine.device(n).is_none()) {
+                        return Ok(Output {
+                            stderr: format!("Device \"{name}\" does not exist.\n"),
+                            code: 1,
+                            ..Output::default()
+                        });
+                    }
                     Output {
-                        stdout: link_show(&self.engine, ifb_only),
+                        stdout: link_show(&self.engine, ifb_only, only),
                         ..Output::default()
                     }
                 } else {
@@ -589,6 +643,7 @@ impl Store {
             other => return Err(format!("unknown store command \"{other}\"")),
         };
         let resets = new.iter().any(|e| is_removal(e));
+        self.last_applied = new.len();
         self.append(&new)?;
         if resets {
             self.compact()?;
@@ -889,7 +944,7 @@ fn fingerprint(engine: &mut Engine) -> String {
         commands.push(words(&["-s", "actions", "list", "action", kind]));
     }
     let mut text = format!("autohandle {}\n", engine.autohandle());
-    text.push_str(&link_show(engine, false));
+    text.push_str(&link_show(engine, false, None));
     for c in &commands {
         let out = crate::run(engine, c, 0);
         text.push_str(&out.stdout);
@@ -901,11 +956,12 @@ fn fingerprint(engine: &mut Engine) -> String {
 }
 
 /// `tclab link show`: the devices of the stored policy.
-/// `ip link show [type ifb]`: every device (or only the ifb ones), numbered as listed.
-pub fn link_show(engine: &Engine, ifb_only: bool) -> String {
+/// `ip link show [type ifb] [dev NAME]`: every device (or only the ifb ones, or one), numbered as listed.
+pub fn link_show(engine: &Engine, ifb_only: bool, only: Option<&str>) -> String {
     let mut s = String::new();
     for (i, (name, d)) in engine.devices().enumerate() {
-        if ifb_only && d.kind != tclab_core::engine::DevKind::Ifb {
+        if ifb_only && d.kind != tclab_core::engine::DevKind::Ifb || only.is_some_and(|o| o != name)
+        {
             continue;
         }
         // As `ip link` prints it: a down device holds noop.
