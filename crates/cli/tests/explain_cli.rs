@@ -2,19 +2,18 @@
 //! and the HTB policy of the kernel-versus-simulator test (within 2 %, as the issue asks), DRR's quanta,
 //! the tree drawing, and the refusals.
 
-use std::path::PathBuf;
+mod common;
+use std::path::Path;
 use std::process::{Command, Output};
 
-fn batch(name: &str, text: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tclab-explain-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    let f = d.join("policy.batch");
-    std::fs::write(&f, text).unwrap();
+/// A batch file in a scratch directory of its own, removed at the end of the test.
+fn batch(name: &str, text: &str) -> common::Scratch {
+    let f = common::Scratch::new(&format!("explain-{name}"), "policy.batch");
+    std::fs::write(&*f, text).unwrap();
     f
 }
 
-fn explain(file: &PathBuf, args: &[&str]) -> Output {
+fn explain(file: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tclab"))
         .arg("explain")
         .arg(file)

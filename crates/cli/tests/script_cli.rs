@@ -7,7 +7,7 @@
 mod common;
 
 use common::{fixture, tclab, text};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 /// Seed 003's gateway script lives with its simulation example, `examples/seed003/`.
@@ -18,11 +18,9 @@ fn seed003_gateway() -> String {
     )
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tclab-script-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d.join("policy.json")
+/// A store in a scratch directory of its own, removed at the end of the test.
+fn scratch(name: &str) -> common::Scratch {
+    common::Scratch::new(&format!("script-test-{name}"), "policy.json")
 }
 
 #[test]

@@ -1,15 +1,14 @@
 //! `tclab sim` and `tclab demo` as a user runs them: outputs, determinism, and bad scenario files.
 
+mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const TCLAB: &str = env!("CARGO_BIN_EXE_tclab");
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tclab-sim-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A scratch directory of its own, removed at the end of the test.
+fn scratch(name: &str) -> common::Scratch {
+    common::Scratch::new(&format!("sim-cli-{name}"), "")
 }
 
 fn tclab(args: &[&str], cwd: &Path) -> (i32, String, String) {

@@ -1,4 +1,6 @@
 //! Support shared by the integration tests that run commands: a scratch directory removed on drop.
+//! (Each test file uses what it needs of it.)
+#![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,6 +29,38 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// A path inside a scratch directory that is removed when this is dropped (the end of the test).
+pub struct Scratch {
+    _dir: TempDir,
+    path: PathBuf,
+}
+
+impl Scratch {
+    /// A fresh directory for `tag`; the path is `name` inside it (or the directory, for "").
+    pub fn new(tag: &str, name: &str) -> Scratch {
+        let dir = TempDir::new(tag);
+        let path = if name.is_empty() {
+            dir.path.clone()
+        } else {
+            dir.path.join(name)
+        };
+        Scratch { _dir: dir, path }
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl AsRef<std::path::Path> for Scratch {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.path
     }
 }
 
