@@ -418,6 +418,16 @@ fn sqm_layer_cake_applies_whole() {
     );
 }
 
+/// Write `body` as script `name` beside the store `st`, run it with `tclab script run`, and give its exit
+/// status, stdout and stderr.
+fn script_beside(st: &Path, name: &str, body: &str) -> (Option<i32>, String, String) {
+    let script = st.parent().unwrap().join(name);
+    std::fs::write(&script, body).unwrap();
+    let run = tclab(st, &["script", "run", script.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&run.stderr).into_owned();
+    (run.status.code(), text(&run), err)
+}
+
 #[test]
 fn the_ifb_module_loads_once_and_unloads_every_ifb() {
     // What the kernel does: `modprobe ifb numifbs=N` creates ifb0…ifbN-1 when the module loads and
@@ -425,14 +435,10 @@ fn the_ifb_module_loads_once_and_unloads_every_ifb() {
     // whatever its name, and fails when the module is not loaded (kmod's words); `ifconfig DEV up`
     // brings a device up as `ip link set DEV up` does (an ifb starts down).
     let st = scratch("ifb");
-    let dir = st.parent().unwrap();
     let run_script = |name: &str, body: &str| {
-        let script = dir.join(name);
-        std::fs::write(&script, body).unwrap();
-        let run = tclab(&st, &["script", "run", script.to_str().unwrap()]);
-        let err = String::from_utf8_lossy(&run.stderr).into_owned();
-        assert!(run.status.success(), "{err}");
-        (text(&run), err)
+        let (code, out, err) = script_beside(&st, name, body);
+        assert_eq!(code, Some(0), "{err}");
+        (out, err)
     };
     let (out, err) = run_script(
         "load.sh",
@@ -469,13 +475,7 @@ fn scripts_run_as_bash_would_run_them() {
     // What bash does with the same script on Linux, each case found by a new-user review:
     let st = scratch("as-bash");
     let dir = st.parent().unwrap();
-    let run_script = |name: &str, body: &str| {
-        let script = dir.join(name);
-        std::fs::write(&script, body).unwrap();
-        let run = tclab(&st, &["script", "run", script.to_str().unwrap()]);
-        let err = String::from_utf8_lossy(&run.stderr).into_owned();
-        (run.status.code(), text(&run), err)
-    };
+    let run_script = |name: &str, body: &str| script_beside(&st, name, body);
     // A script's own `tc()` that calls `command tc` (or `sudo tc`) reaches tc once, not itself again;
     // `command -v tc` names an executable file.
     let (code, out, err) = run_script(

@@ -27,7 +27,8 @@
 //!   classes — DRR is a round robin over its active list, QFQ an O(1) scheduler over groups and slots;
 //! - `prio` and `ets` (all bands sharing, quantum 1514) with 2, 3, 8 and 16 bands, the most they have.
 //!
-//! `cargo bench -p tclab-core --bench htb -- hfsc` runs only HFSC; `-- htb` only HTB; `-- flat` only these.
+//! `cargo bench -p tclab-core --bench htb -- hfsc` runs only HFSC; `-- htb` only HTB; `-- flat` only these;
+//! `TCLAB_BENCH_LEAVES=10000` only that size.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -114,6 +115,14 @@ fn build(n: u32, share: u64) -> Engine {
     e
 }
 
+/// The tree sizes to run: `TCLAB_BENCH_LEAVES=10000` picks one (for a profiler), else `all`.
+fn sizes(all: &[u32]) -> Vec<u32> {
+    match std::env::var("TCLAB_BENCH_LEAVES") {
+        Ok(v) => v.split(',').filter_map(|n| n.trim().parse().ok()).collect(),
+        Err(_) => all.to_vec(),
+    }
+}
+
 fn main() {
     let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let want = |k: &str| filter.as_deref().is_none_or(|f| k.contains(f));
@@ -122,7 +131,7 @@ fn main() {
             "{:>8} {:>12} {:>22} {:>22}",
             "leaves", "packets", "own rate ns/packet", "borrowing ns/packet"
         );
-        for &n in &[1u32, 100, 10_000, 65_534] {
+        for n in sizes(&[1, 100, 10_000, 65_534]) {
             let own = run(build(n, 1), n);
             let borrowing = run(build(n, 2), n);
             println!("{n:>8} {:>12} {own:>22.1} {borrowing:>22.1}", 2_000_000);
@@ -133,9 +142,19 @@ fn main() {
             "{:>8} {:>12} {:>22} {:>22}",
             "leaves", "packets", "hfsc ls ns/packet", "hfsc sc ns/packet"
         );
-        for &n in &[1u32, 100, 10_000, 65_534] {
-            let ls = run(build_hfsc(n, false), n);
-            let sc = run(build_hfsc(n, true), n);
+        for n in sizes(&[1, 100, 10_000, 65_534]) {
+            // `TCLAB_BENCH_HFSC=ls` or `sc` runs one column (for a profiler).
+            let only = std::env::var("TCLAB_BENCH_HFSC").unwrap_or_default();
+            let ls = if only == "sc" {
+                f64::NAN
+            } else {
+                run(build_hfsc(n, false), n)
+            };
+            let sc = if only == "ls" {
+                f64::NAN
+            } else {
+                run(build_hfsc(n, true), n)
+            };
             println!("{n:>8} {:>12} {ls:>22.1} {sc:>22.1}", 2_000_000);
         }
     }
@@ -144,7 +163,7 @@ fn main() {
             "{:>8} {:>12} {:>22} {:>22}",
             "classes", "packets", "drr ns/packet", "qfq ns/packet"
         );
-        for &n in &[1u32, 100, 10_000, 65_534] {
+        for n in sizes(&[1, 100, 10_000, 65_534]) {
             let drr = run(build_flat(n, Flat::Drr), n);
             let qfq = run(build_flat(n, Flat::Qfq), n);
             println!("{n:>8} {:>12} {drr:>22.1} {qfq:>22.1}", 2_000_000);
@@ -153,7 +172,7 @@ fn main() {
             "{:>8} {:>12} {:>22} {:>22}",
             "bands", "packets", "prio ns/packet", "ets ns/packet"
         );
-        for &n in &[2u32, 3, 8, 16] {
+        for n in sizes(&[2, 3, 8, 16]) {
             let prio = run(build_flat(n, Flat::Prio), n);
             let ets = run(build_flat(n, Flat::Ets), n);
             println!("{n:>8} {:>12} {prio:>22.1} {ets:>22.1}", 2_000_000);
