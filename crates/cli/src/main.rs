@@ -51,6 +51,19 @@ Exit codes are tc's: 0 ok, 1 bad options, 255 syntax error, 2 refused by the (si
 
 /// The store's path with symbolic links followed, so that a link to a store is written through (a whole
 /// rewrite renames over the target, not over the link) and every name for one store shares its lock.
+/// The store's absolute path, which must be UTF-8 text (it travels in control requests, and tclab's
+/// messages name it).
+fn store_path() -> Result<PathBuf, String> {
+    let p = std::path::absolute(state_path()).map_err(|e| format!("state file: {e}"))?;
+    if p.to_str().is_none() {
+        return Err(format!(
+            "the store's path {} (TCLAB_STATE) is not UTF-8 text; choose another",
+            p.to_string_lossy()
+        ));
+    }
+    Ok(p)
+}
+
 fn state_path() -> PathBuf {
     let mut p = unresolved_state_path();
     for _ in 0..40 {
@@ -88,7 +101,7 @@ fn print_output(out: &tclab_tc::Output) -> u8 {
 /// running `tclab script run` if there is one (`TCLAB_CONTROL`), else by opening the store under its lock.
 fn cmd_store(argv: &[String]) -> Result<u8, String> {
     use tclab_tc::control;
-    let path = std::path::absolute(state_path()).map_err(|e| format!("state file: {e}"))?;
+    let path = store_path()?;
     // A script's resident engine (`TCLAB_CONTROL`), else a `tclab serve` running for this store.
     let socket = std::env::var_os(control::ENV)
         .filter(|s| !s.is_empty())
@@ -110,7 +123,13 @@ fn cmd_store(argv: &[String]) -> Result<u8, String> {
                     let mut t = Vec::new();
                     std::io::Read::read_to_end(&mut std::io::stdin(), &mut t)
                         .map_err(|e| format!("standard input: {e}"))?;
-                    String::from_utf8_lossy(&t).into_owned()
+                    match tclab_tc::store::batch_text(t, "-") {
+                        Ok(t) => t,
+                        Err(message) => {
+                            eprint!("{message}");
+                            return Ok(1);
+                        }
+                    }
                 } else {
                     match tclab_tc::store::read_batch_file(file) {
                         Ok(t) => t,
@@ -174,10 +193,11 @@ const AUTO_SERVE_IDLE_SECONDS: &str = "300";
 /// `TCLAB_SERVE=off` (or `0`, `no`, `false`) keeps every call standalone: it neither starts a resident
 /// engine nor uses one that is running.
 fn auto_serve_enabled() -> bool {
-    !matches!(
-        std::env::var("TCLAB_SERVE").as_deref(),
-        Ok("off" | "0" | "no" | "false")
-    )
+    !std::env::var("TCLAB_SERVE").is_ok_and(|v| {
+        ["off", "0", "no", "false"]
+            .iter()
+            .any(|o| v.trim().eq_ignore_ascii_case(o))
+    })
 }
 
 /// Start `tclab serve --auto` for the store at `state`, detached (its own process group, no terminal,
@@ -252,7 +272,7 @@ fn cmd_script(args: &[String]) -> Result<u8, String> {
     }
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the tclab executable: {e}"))?;
-    let state = std::path::absolute(state_path()).map_err(|e| format!("state file: {e}"))?;
+    let state = store_path()?;
     let sb = Sandbox::new()?;
     // --strict: the script runs against a copy of the store, written back whole only if every change
     // applied; the real store stays locked meanwhile, so nothing else slips in between.
@@ -488,7 +508,7 @@ type Refusals = Vec<(String, String, String)>;
 fn load_policy(file: Option<&str>) -> Result<(tclab_core::Engine, Refusals), String> {
     Ok(match file {
         None => {
-            let path = std::path::absolute(state_path()).map_err(|e| format!("state file: {e}"))?;
+            let path = store_path()?;
             let journal = tclab_tc::store::read_journal(&path)?;
             let (engine, problems) = tclab_tc::store::replay(&journal.entries);
             let refusals = problems
@@ -650,7 +670,7 @@ fn cmd_serve(args: &[String]) -> Result<u8, String> {
             }
         }
     }
-    let state = std::path::absolute(state_path()).map_err(|e| format!("state file: {e}"))?;
+    let state = store_path()?;
     let dir = tclab_tc::control::resident_dir(&state);
     if auto {
         // Started by a call as it exited: the store may be gone already (a test's scratch directory);

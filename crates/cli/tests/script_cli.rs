@@ -539,3 +539,49 @@ fn scripts_run_as_bash_would_run_them() {
     assert_eq!(out, "batch: 1\n600\n");
     assert!(err.contains("Command failed classes.batch:601"), "{err}");
 }
+
+#[test]
+fn every_way_of_reaching_tc_and_ip_reaches_tclab() {
+    // A script reaches tc and ip by name, by path, through env, timeout, nohup and xargs, or through
+    // the path `command -v` gave it: each call is tclab's (the host's devices and qdiscs untouched),
+    // and a refusal is reported at the script's own line.
+    let st = scratch("reach");
+    let (code, out, err) = script_beside(
+        &st,
+        "reach.sh",
+        "env /sbin/tc qdisc add dev tclabq0 root handle 1: htb\n\
+         env LC_ALL=C ip link add tclabq1 type ifb\n\
+         timeout 5 ip link add tclabq2 type ifb\n\
+         echo tclabq3 | xargs -I{} ip link add {} type ifb\n\
+         nohup /usr/sbin/tc qdisc add dev tclabq0 ingress 2>/dev/null\n\
+         TC=$(command -v tc)\n\
+         $TC qdisc add dev tclabq0 root nonsense\n\
+         echo \"which: $(which tc | grep -c /)\"\n",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, "which: 1\n");
+    assert!(err.contains("5 commands applied, 1 refused"), "{err}");
+    assert!(
+        err.contains("reach.sh:7: tc qdisc add dev tclabq0 root nonsense"),
+        "{err}"
+    );
+    let links = text(&tclab(&st, &["link", "show"]));
+    for d in ["tclabq0", "tclabq1", "tclabq2", "tclabq3"] {
+        assert!(
+            links.contains(&format!(": {d}:")),
+            "{d} in tclab's store:\n{links}"
+        );
+        let host = Command::new("ip").args(["link", "show", d]).output();
+        assert!(
+            !host.is_ok_and(|o| o.status.success()),
+            "{d} was created on the host"
+        );
+    }
+    // `#!/usr/bin/env -S bash -e`: env splits, bash gets -e.
+    let (code, out, _) = script_beside(
+        &st,
+        "envs.sh",
+        "#!/usr/bin/env -S bash -e\nfalse\necho no\n",
+    );
+    assert_eq!((code, out.as_str()), (Some(1), ""));
+}

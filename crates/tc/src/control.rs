@@ -338,16 +338,27 @@ const CALLER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// bash reads a byte at a time (a socket is not seekable, so bash's `read` cannot read ahead).
 const SHELL_INLINE_MAX: usize = 2048;
 
-/// The answer to the shell functions: `CODE\0STDERR\0` then `i\0STDOUT\0`, or `s\0` and stdout to the
-/// end of the connection. A request that could not be served (code -1 on the socket, where it tells a
-/// `tclab` client to open the store itself) is a failure here: exit status 1.
+/// The answer to the shell functions: `CODE\0`, then stderr and stdout, each either inline
+/// (`i\0TEXT\0`) or, when long, streamed — stderr as `s\0LENGTH\0` and that many bytes (bash hands them to
+/// `head -c`, which reads no further), stdout as `s\0` and the rest of the connection (to `cat`). A
+/// request that could not be served (code -1 on the socket, where it tells a `tclab` client to open the
+/// store itself) is a failure here: exit status 1.
 fn shell_reply(reply: &Reply) -> Vec<u8> {
     let code = if reply.code < 0 {
         1
     } else {
         reply.code.min(255)
     };
-    let mut out = format!("{code}\0{}\0", reply.stderr.replace('\0', "")).into_bytes();
+    let mut out = format!("{code}\0").into_bytes();
+    let err = reply.stderr.replace('\0', "");
+    if err.len() > SHELL_INLINE_MAX {
+        out.extend_from_slice(format!("s\0{}\0", err.len()).as_bytes());
+        out.extend_from_slice(err.as_bytes());
+    } else {
+        out.extend_from_slice(b"i\0");
+        out.extend_from_slice(err.as_bytes());
+        out.push(0);
+    }
     if reply.stdout.len() > SHELL_INLINE_MAX {
         out.extend_from_slice(b"s\0");
         out.extend_from_slice(reply.stdout.as_bytes());
@@ -617,13 +628,13 @@ mod tests {
         // The right one: tc's answer (exit code, stderr, then stdout inline), and the change is made.
         let mut right = vec![token, st, "x.sh:1"];
         right.extend(add.iter().chain(["0", ""].iter()));
-        assert_eq!(shell_call(port, &right), "0\0\0i\0\0");
+        assert_eq!(shell_call(port, &right), "0\0i\0\0i\0\0");
         let show = [
             token, st, "", "5", "tc", "qdisc", "show", "dev", "eth0", "0", "",
         ];
         let shown = shell_call(port, &show);
         assert!(
-            shown.starts_with("0\0\0i\0qdisc sfq 8001: root refcnt 2 limit 127p"),
+            shown.starts_with("0\0i\0\0i\0qdisc sfq 8001: root refcnt 2 limit 127p"),
             "{shown:?}"
         );
         // A refusal: tc's exit code and message; an argument that is not UTF-8: refused, code 1.
@@ -632,7 +643,7 @@ mod tests {
         ];
         assert_eq!(
             shell_call(port, &dup),
-            "2\0Error: Exclusivity flag on, cannot modify.\n\0i\0\0"
+            "2\0i\0Error: Exclusivity flag on, cannot modify.\n\0i\0\0"
         );
         let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
         let mut req = format!("{token}\0{st}\0\x003\0tc\0qdisc\0").into_bytes();
@@ -642,7 +653,7 @@ mod tests {
         let _ = c.read_to_string(&mut answer);
         assert_eq!(
             answer,
-            "1\0tclab: argument 2 is not valid UTF-8 text\n\0i\0\0"
+            "1\0i\0tclab: argument 2 is not valid UTF-8 text\n\0i\0\0"
         );
         // `tc -batch -` with the batch as stdin.
         let batch = [
@@ -656,7 +667,7 @@ mod tests {
             "1",
             "qdisc del dev eth0 root\n",
         ];
-        assert_eq!(shell_call(port, &batch), "0\0\0i\0\0");
+        assert_eq!(shell_call(port, &batch), "0\0i\0\0i\0\0");
         let report = server.finish();
         assert_eq!(report.applied, 2);
         // The duplicate add (the non-UTF-8 request never reached the engine).

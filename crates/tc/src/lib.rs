@@ -195,8 +195,20 @@ fn check_block_indexes(kind: Option<&str>, blocks: [Option<u32>; 2]) -> Result<(
     Ok(())
 }
 
+/// Linux's `dev_valid_name`: 1 to 15 bytes, not `.` or `..`, no `/`, `:` or white space. No device can
+/// have any other name, so none is created under one.
+pub fn valid_ifname(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() < 16
+        && name != "."
+        && name != ".."
+        && !name
+            .bytes()
+            .any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace())
+}
+
 pub fn ensure_device(engine: &mut Engine, name: &str, creates: bool) -> Result<()> {
-    if creates {
+    if creates && valid_ifname(name) {
         engine.add_device(name, DEFAULT_MTU, DEFAULT_TXQUEUELEN);
     }
     if engine.device(name).is_some() {

@@ -77,6 +77,22 @@ const QUIET_NAMES: &[&str] = &[
 ];
 const NOTE_NAMES: &[&str] = &["sysctl", "/sbin/sysctl", "/usr/sbin/sysctl"];
 const ETHTOOL_NAMES: &[&str] = &["ethtool", "/sbin/ethtool", "/usr/sbin/ethtool"];
+/// The commands with a wrapper executable (first in PATH, and bound over the real ones where a private
+/// mount namespace can be made): every command tclab answers, however a script reaches it.
+const WRAPPED: &[&str] = &[
+    "tc",
+    "iptables",
+    "iptables-legacy",
+    "iptables-nft",
+    "ip6tables",
+    "ip",
+    "ifconfig",
+    "modprobe",
+    "insmod",
+    "rmmod",
+    "sysctl",
+    "ethtool",
+];
 
 /// What `tclab script run --help` says about the commands it replaces.
 pub const HELP: &str = "Usage: tclab script run [--strict] FILE [ARGS…]
@@ -115,7 +131,7 @@ fn quote(s: &str) -> String {
 const CALL: &str = r#"__tclab_call() {
   { local -; set +x; } 2>/dev/null
   local tool="$1"; shift
-  local args=("$@") input= has=0 i f why fd= in= code= out= err= how=
+  local args=("$@") input= has=0 i f why fd= in= code= out= err= how= n=
   __tclab_caller
   if [ "$tool" = tc ]; then
     for ((i = 0; i < ${#args[@]}; i++)); do
@@ -139,10 +155,14 @@ const CALL: &str = r#"__tclab_call() {
     done
   fi
   if [ -n "${TCLAB_SCRIPT_PORT-}" ] && ! { exec {fd}<>"/dev/tcp/127.0.0.1/$TCLAB_SCRIPT_PORT"; } 2>/dev/null; then
-    # The script's engine is gone: a job the script left running after it ended. Nothing may be
-    # applied behind the report's back.
-    builtin echo "tclab: $tool: the script has ended; this call was not applied" >&2
-    return 1
+    fd=
+    if [ -n "${TCLAB_CONTROL-}" ] && ! [ -S "$TCLAB_CONTROL" ]; then
+      # The script's engine is gone: a job the script left running after it ended. Nothing may be
+      # applied behind the report's back.
+      builtin echo "tclab: $tool: the script has ended; this call was not applied" >&2
+      return 1
+    fi
+    # No loopback here (`unshare -n`): a tclab process reaches the engine on its Unix socket.
   fi
   if [ -z "$fd" ]; then
     if [ -n "${TCLAB_EXE-}" ]; then
@@ -153,15 +173,21 @@ const CALL: &str = r#"__tclab_call() {
       fi
       return
     fi
-    builtin echo "tclab: $tool: cannot reach tclab's control channel (the script's environment lost it)" >&2
+    builtin echo "tclab: $tool: cannot reach tclab's engine (no loopback interface, or the script's environment lost it)" >&2
     return 1
   fi
   builtin printf '%s\0' "${TCLAB_SCRIPT_TOKEN-}" "${TCLAB_STATE-}" "$__TCLAB_AT" "$((${#args[@]} + 1))" "$tool" "${args[@]}" "$has" "$input" >&"$fd"
   IFS= builtin read -r -d '' code <&"$fd" || :
-  IFS= builtin read -r -d '' err <&"$fd" || :
+  # A long answer streams: bash reads a socket a byte at a time, head and cat in blocks.
   IFS= builtin read -r -d '' how <&"$fd" || :
   if [ "$how" = s ]; then
-    # A long answer streams: bash reads a socket a byte at a time, cat in blocks.
+    IFS= builtin read -r -d '' n <&"$fd" || :
+    builtin command head -c "$n" <&"$fd" >&2 || :
+  else
+    IFS= builtin read -r -d '' err <&"$fd" || :
+  fi
+  IFS= builtin read -r -d '' how <&"$fd" || :
+  if [ "$how" = s ]; then
     builtin command cat <&"$fd" || :
   else
     IFS= builtin read -r -d '' out <&"$fd" || :
@@ -173,6 +199,24 @@ const CALL: &str = r#"__tclab_call() {
     ''|*[!0-9]*) builtin echo "tclab: $tool: the control channel did not answer" >&2; return 1 ;;
   esac
   return "$code"
+}
+# Where a script finds NAME (`command -v`, `which`): a path that is a file, as on Linux, and that bash
+# resolves to tclab's function when the script calls it (`TC=$(command -v tc); $TC …`) — so the call
+# stays in this process and the report names the script's line.
+__tclab_where() {
+  local n="${1##*/}" d
+  for d in /usr/sbin /sbin /usr/bin /bin; do
+    if [ -x "$d/$n" ] && builtin declare -F "$d/$n" >/dev/null; then builtin echo "$d/$n"; return 0; fi
+  done
+  builtin echo "${TCLAB_WRAPPERS:-/usr/sbin}/$n"
+}
+which() {
+  local a rc=0
+  for a in "$@"; do
+    case "$a" in -*) continue ;; esac
+    if __tclab_ours "$a"; then __tclab_where "$a"; else builtin command which "$a" || rc=$?; fi
+  done
+  return $rc
 }
 __tclab_ours() {
   case "${1##*/}" in
@@ -198,9 +242,7 @@ __tclab_run() {
 command() {
   # `command -v tc` names a file, as it does on Linux: the wrapper first in PATH.
   if [ "${1-}" = -v ] && [ $# -eq 2 ] && __tclab_ours "$2"; then
-    local p
-    p=$(builtin type -P "$2") || p="$2"
-    builtin echo "$p"
+    __tclab_where "$2"
     return 0
   fi
   if [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && __tclab_ours "$1"; then
@@ -231,9 +273,12 @@ fn prelude() -> String {
          __tclab_caller() {\n\
          \x20 local i\n\
          \x20 for ((i = 1; i < ${#BASH_SOURCE[@]}; i++)); do\n\
-         \x20   if [ \"${BASH_SOURCE[$i]}\" != \"$BASH_ENV\" ]; then __TCLAB_AT=\"${BASH_SOURCE[$i]}:${BASH_LINENO[$((i - 1))]}\"; return; fi\n\
+         \x20   case \"${BASH_SOURCE[$i]}\" in\n\
+         \x20     \"$BASH_ENV\"|\"${TCLAB_WRAPPERS:-/nonexistent}\"/*) ;;\n\
+         \x20     *) __TCLAB_AT=\"${BASH_SOURCE[$i]}:${BASH_LINENO[$((i - 1))]}\"; return ;;\n\
+         \x20   esac\n\
          \x20 done\n\
-         \x20 __TCLAB_AT=\"?\"\n\
+         \x20 __TCLAB_AT=\"${TCLAB_CALLER:-?}\"\n\
          }\n\
          __tclab_ip() {\n\
          \x20 local a=\"$*\"\n\
@@ -313,7 +358,7 @@ fn prelude() -> String {
          \x20     *) break ;;\n\
          \x20   esac\n\
          \x20 done\n\
-         \x20 if [ $# -gt 0 ] && t=$(__tclab_target \"$1\"); then shift; builtin command env \"${assigns[@]}\" \"$TCLAB_WRAPPERS/$t\" \"$@\"; return $?; fi\n\
+         \x20 if [ $# -gt 0 ] && __tclab_ours \"$1\"; then t=\"${1##*/}\"; shift; __tclab_caller; builtin command env \"${assigns[@]}\" TCLAB_CALLER=\"$__TCLAB_AT\" \"$TCLAB_WRAPPERS/$t\" \"$@\"; return $?; fi\n\
          \x20 builtin command env \"${assigns[@]}\" \"$@\"\n\
          }\n",
     );
@@ -393,22 +438,15 @@ impl Sandbox {
         std::fs::write(sb.prelude(), prelude()).map_err(|e| e.to_string())?;
         // Wrapper executables for callers that bypass shell functions (env, xargs, find -exec).
         // They load the prelude themselves (an `env -i` may have dropped BASH_ENV), then make the call.
-        let call = |tool: &str| {
+        // Named by how they were called (`$0`): one bound over `/usr/bin/kmod` answers as `rmmod` when
+        // called as rmmod.
+        let call = || {
             format!(
-                "#!/bin/bash\n. {}\n__tclab_call {tool} \"$@\"\n",
+                "#!/bin/bash\n. {}\n__tclab_run \"${{0##*/}}\" \"$@\"\n",
                 quote(&sb.prelude().to_string_lossy())
             )
         };
-        let wrappers = [
-            ("tc", call("tc")),
-            ("iptables", call("iptables")),
-            ("iptables-legacy", call("iptables")),
-            (
-                "ip6tables",
-                "#!/bin/sh\necho 'ip6tables: not supported by tclab (its netfilter is IPv4 only)' >&2; exit 1\n"
-                    .to_string(),
-            ),
-        ];
+        let wrappers = WRAPPED.iter().map(|n| (*n, call()));
         for (name, text) in wrappers {
             let path = bin.join(name);
             std::fs::write(&path, text).map_err(|e| e.to_string())?;
@@ -448,6 +486,11 @@ impl Sandbox {
             (TC_NAMES, "tc"),
             (IPT_NAMES, "iptables"),
             (IP6T_NAMES, "ip6tables"),
+            (IP_NAMES, "ip"),
+            (IFCONFIG_NAMES, "ifconfig"),
+            (QUIET_NAMES, "modprobe"),
+            (NOTE_NAMES, "sysctl"),
+            (ETHTOOL_NAMES, "ethtool"),
         ] {
             for name in names.iter().filter(|n| n.starts_with('/')) {
                 let Ok(real) = std::fs::canonicalize(name) else {
@@ -484,18 +527,21 @@ impl Sandbox {
         let mut paths = vec![self.dir.join("bin")];
         paths.extend(std::env::split_paths(&path));
         // `#!/bin/bash -e`: Linux gives bash what follows the interpreter as one argument.
-        let option = shebang_option(script);
+        let options = shebang_options(script);
         let mut c = match self.covering_mounts() {
             Some(setup) => {
                 let mut c = Command::new("unshare");
-                let option = option.as_deref().map(quote).unwrap_or_default();
+                let options: Vec<String> = options.iter().map(|o| quote(o)).collect();
                 c.args(["--mount", "--propagation", "private", "--", "bash", "-c"])
-                    .arg(format!("{setup}exec bash {option} \"$0\" \"$@\""));
+                    .arg(format!(
+                        "{setup}exec bash {} \"$0\" \"$@\"",
+                        options.join(" ")
+                    ));
                 c
             }
             None => {
                 let mut c = Command::new("bash");
-                c.args(option);
+                c.args(options);
                 c
             }
         };
@@ -532,17 +578,43 @@ impl Sandbox {
     }
 }
 
-/// The option a script's `#!` line gives bash or sh (`#!/bin/bash -e` → `-e`), if any: as Linux runs the
-/// interpreter, everything after its path, as one word.
-fn shebang_option(script: &Path) -> Option<String> {
+/// The options a script's `#!` line gives bash or sh: `#!/bin/bash -e` → `-e` (Linux passes everything
+/// after the interpreter's path as one word), `#!/usr/bin/env -S bash -e -u` → `-e`, `-u` (env splits).
+fn shebang_options(script: &Path) -> Vec<String> {
     let mut first = [0u8; 256];
-    let n = std::io::Read::read(&mut std::fs::File::open(script).ok()?, &mut first).ok()?;
-    let line = std::str::from_utf8(&first[..n]).ok()?.lines().next()?;
-    let rest = line.strip_prefix("#!")?.trim();
-    let (interpreter, option) = rest.split_once([' ', '\t'])?;
-    let name = interpreter.rsplit('/').next()?;
-    let option = option.trim();
-    (matches!(name, "bash" | "sh") && option.starts_with('-')).then(|| option.to_string())
+    let Some(n) = std::fs::File::open(script)
+        .ok()
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut first).ok())
+    else {
+        return Vec::new();
+    };
+    let Some(line) = std::str::from_utf8(&first[..n])
+        .ok()
+        .and_then(|t| t.lines().next())
+        .and_then(|l| l.strip_prefix("#!"))
+    else {
+        return Vec::new();
+    };
+    let Some((interpreter, rest)) = line.trim().split_once([' ', '\t']) else {
+        return Vec::new();
+    };
+    let is_shell = |path: &str| matches!(path.rsplit('/').next(), Some("bash" | "sh"));
+    let rest = rest.trim();
+    if is_shell(interpreter) && rest.starts_with('-') {
+        return vec![rest.to_string()];
+    }
+    if interpreter.rsplit('/').next() == Some("env") {
+        if let Some(split) = rest.strip_prefix("-S") {
+            let mut words = split.split_whitespace();
+            if words.next().is_some_and(is_shell) {
+                return words
+                    .take_while(|w| w.starts_with('-'))
+                    .map(str::to_string)
+                    .collect();
+            }
+        }
+    }
+    Vec::new()
 }
 
 /// Run `script` with `args` and extra environment `env` against a fresh, empty store, its tc and iptables

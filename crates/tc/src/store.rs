@@ -761,13 +761,23 @@ pub fn read_batch_file(f: &str) -> Result<String, String> {
     if Path::new(f).is_dir() {
         return Ok(String::new());
     }
-    std::fs::read(f)
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .map_err(|e| {
-            let why = e.to_string();
-            let why = why.split(" (os error ").next().unwrap_or(&why).to_string();
-            format!("Cannot open file \"{f}\" for reading: {why}\n")
-        })
+    let bytes = std::fs::read(f).map_err(|e| {
+        let why = e.to_string();
+        let why = why.split(" (os error ").next().unwrap_or(&why).to_string();
+        format!("Cannot open file \"{f}\" for reading: {why}\n")
+    })?;
+    batch_text(bytes, f)
+}
+
+/// A batch as text: tclab's names and words are UTF-8, so a batch that is not is refused whole rather
+/// than have distinct bytes collapse into one replacement character.
+pub fn batch_text(bytes: Vec<u8>, name: &str) -> Result<String, String> {
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "tclab: batch \"{name}\" is not UTF-8 text (at byte {}); nothing was applied\n",
+            e.utf8_error().valid_up_to()
+        )
+    })
 }
 
 /// Does this tclab command — `tc …`, `iptables …` or `link …` — ask for a change (as opposed to a show)?
@@ -1047,6 +1057,13 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
                 .map_err(|_| format!("Error: argument \"{v}\" is wrong: Invalid \"{what}\" value"))
         };
         match a {
+            // `ip link set DEV name NEW` renames: tclab's devices keep their names.
+            "name" if cmd == "set" && dev.is_some() => {
+                return Err(format!(
+                    "Error: tclab cannot rename a device (name {})",
+                    it.next().unwrap_or("")
+                ))
+            }
             "dev" | "name" => {
                 dev = Some(it.next().ok_or("\"dev\" needs a device name")?.to_string())
             }
@@ -1094,6 +1111,11 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
         }
     }
     let dev = dev.ok_or("Error: no device given (dev NAME)")?;
+    if !crate::valid_ifname(&dev) {
+        return Err(format!(
+            "Error: argument \"{dev}\" is wrong: \"name\" not a valid ifname"
+        ));
+    }
     if mtu == Some(0) {
         return Err("Error: mtu must be positive".into());
     }
@@ -1208,6 +1230,40 @@ mod tests {
         link(&mut e, &words("add dev eth0 type dummy")).unwrap();
         assert!(link(&mut e, &words("set dev eth0 mtu 9000 numtxqueues 4")).is_err());
         assert_eq!(e.device("eth0").map(|d| d.mtu), Some(1500));
+    }
+
+    #[test]
+    fn devices_have_names_linux_allows_and_keep_them() {
+        // `dev_valid_name`: 1 to 15 bytes, no `/`, `:` or white space, not `.` or `..`.
+        let mut e = Engine::new();
+        for bad in ["", "a b", "x:1", "a/b", ".", "sixteen-letters!"] {
+            assert!(
+                link(
+                    &mut e,
+                    &[
+                        "add".into(),
+                        "dev".into(),
+                        bad.into(),
+                        "type".into(),
+                        "ifb".into()
+                    ]
+                )
+                .is_err(),
+                "{bad:?}"
+            );
+            let out = crate::run(
+                &mut e,
+                &words(&format!("qdisc add dev {bad} root pfifo")),
+                0,
+            );
+            assert_ne!(out.code, 0, "{bad:?}");
+        }
+        assert_eq!(e.devices().count(), 0);
+        link(&mut e, &words("add dev fifteen-letters type ifb")).unwrap();
+        // `ip link set DEV name NEW` renames on Linux; tclab says it cannot, and changes nothing.
+        let err = link(&mut e, &words("set dev fifteen-letters name wan")).unwrap_err();
+        assert!(err.contains("cannot rename"), "{err}");
+        assert!(e.device("wan").is_none() && e.device("fifteen-letters").is_some());
     }
 
     #[test]
