@@ -103,13 +103,12 @@ fn cmd_store(argv: &[String]) -> Result<u8, String> {
     use tclab_tc::control;
     let path = store_path()?;
     // A script's resident engine (`TCLAB_CONTROL`), else a `tclab serve` running for this store.
-    let socket = std::env::var_os(control::ENV)
-        .filter(|s| !s.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            Some(control::resident_dir(&path).join("control.sock"))
-                .filter(|s| auto_serve_enabled() && s.exists())
-        });
+    let script_socket = std::env::var_os(control::ENV).filter(|s| !s.is_empty());
+    let from_script = script_socket.is_some();
+    let socket = script_socket.map(PathBuf::from).or_else(|| {
+        Some(control::resident_dir(&path).join("control.sock"))
+            .filter(|s| auto_serve_enabled() && s.exists())
+    });
     // `-batch FILE|-` is read here, where FILE's relative path means something, and before the store's
     // lock is taken (a slow producer on stdin must not hold other callers up).
     let mut stdin = None;
@@ -159,6 +158,14 @@ fn cmd_store(argv: &[String]) -> Result<u8, String> {
                 }))
             }
             Err(control::CallError::Lost(e)) => return Err(e),
+            // A script's engine is gone: this is a job the script left running after it ended.
+            // Applying it to the store would change the policy behind the script's report (and, under
+            // `--strict`, write into a scratch store that no longer exists).
+            Err(control::CallError::Unreachable) if from_script && !socket.exists() => {
+                return Err(
+                    "the script that started this call has ended; this call was not applied".into(),
+                )
+            }
             Err(control::CallError::Unreachable) => {}
         }
     }

@@ -501,16 +501,14 @@ fn scripts_run_as_bash_would_run_them() {
     let (code, _, _) = run_script(
         "late.sh",
         "cd \"$(dirname \"$0\")\"\n\
-         ( sleep 0.5; tc qdisc del dev eth0 root 2>>late.err; echo \"late: $?\" >>late.err ) &\n",
+         ( sleep 0.5; tc qdisc del dev eth0 root 2>>late.err; echo \"late: $?\" >>late.err ) &\n\
+         ( sleep 0.5; \"$TCLAB_EXE\" tc qdisc del dev eth0 root 2>>late.err; echo \"late exe: $?\" >>late.err ) &\n",
     );
     assert_eq!(code, Some(0));
     let late = dir.join("late.err");
     let t0 = std::time::Instant::now();
-    while !std::fs::read_to_string(&late)
-        .unwrap_or_default()
-        .contains("late:")
-        && t0.elapsed().as_secs() < 10
-    {
+    let both = |t: String| t.contains("late:") && t.contains("late exe:");
+    while !both(std::fs::read_to_string(&late).unwrap_or_default()) && t0.elapsed().as_secs() < 10 {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let said = std::fs::read_to_string(&late).unwrap_or_default();
@@ -519,6 +517,12 @@ fn scripts_run_as_bash_would_run_them() {
         "{said}"
     );
     assert!(said.contains("late: 1"), "{said}");
+    // A tclab the job runs itself is refused too, rather than write to the store behind the report.
+    assert!(
+        said.contains("the script that started this call has ended"),
+        "{said}"
+    );
+    assert!(said.contains("late exe: 1"), "{said}");
     assert!(text(&tclab(&st, &["tc", "qdisc", "show", "dev", "eth0"])).starts_with("qdisc htb 1:"));
     // A long answer arrives whole (it streams), and `tc -batch FILE`'s messages name FILE.
     let mut batch = String::new();
