@@ -815,8 +815,29 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("tclab: {e}");
+            eprintln!("tclab: {}", without_os_error(&e));
             ExitCode::from(1)
         }
     }
+}
+
+/// An error as a person reads it: `strerror`'s words without Rust's `(os error N)` after them.
+fn without_os_error(message: &str) -> String {
+    let mut out = String::new();
+    let mut rest = message;
+    while let Some(i) = rest.find(" (os error ") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + " (os error ".len()..];
+        match after.find(')') {
+            Some(j) if j > 0 && after[..j].bytes().all(|b| b.is_ascii_digit()) => {
+                rest = &after[j + 1..];
+            }
+            _ => {
+                out.push_str(" (os error ");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
