@@ -497,6 +497,14 @@ fn scripts_run_as_bash_would_run_them() {
     // Options on the `#!` line are bash's: `-e` stops at the first failure.
     let (code, out, _) = run_script("e.sh", "#!/bin/bash -e\nfalse\necho not reached\n");
     assert_eq!((code, out.as_str()), (Some(1), ""));
+    // `set -e` with `trap … ERR`: a failing tc runs the trap, as a failing program does.
+    let (code, _, err) = script_beside(
+        &st,
+        "trap.sh",
+        "set -e\ntrap 'echo ERR fired >&2' ERR\ntc qdisc add dev eth0 root handle 1: htb bogus\necho no\n",
+    );
+    assert_eq!(code, Some(1));
+    assert!(err.contains("ERR fired"), "{err}");
     // A job the script leaves behind, calling tc after the script ended, applies nothing and is told.
     let (code, _, _) = run_script(
         "late.sh",

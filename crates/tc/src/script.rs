@@ -229,13 +229,13 @@ __tclab_ours() {
 __tclab_run() {
   local name="${1##*/}"; shift
   case "$name" in
-    tc) __tclab_call tc "$@" ;;
-    iptables|iptables-legacy|iptables-nft) __tclab_call iptables "$@" ;;
+    tc) __tclab_call tc "$@" || return ;;
+    iptables|iptables-legacy|iptables-nft) __tclab_call iptables "$@" || return ;;
     ip6tables) builtin echo "ip6tables: not supported by tclab (its netfilter is IPv4 only)" >&2; return 1 ;;
-    ip) __tclab_ip "$@" ;;
-    ifconfig) __tclab_ifconfig "$@" ;;
-    modprobe|insmod|rmmod) __tclab_modprobe "$name" "$@" ;;
-    ethtool) __tclab_ethtool "$@" ;;
+    ip) __tclab_ip "$@" || return ;;
+    ifconfig) __tclab_ifconfig "$@" || return ;;
+    modprobe|insmod|rmmod) __tclab_modprobe "$name" "$@" || return ;;
+    ethtool) __tclab_ethtool "$@" || return ;;
     sysctl) builtin echo "tclab script: ignoring \"sysctl $*\"" >&2; return 0 ;;
   esac
 }
@@ -246,7 +246,7 @@ command() {
     return 0
   fi
   if [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && __tclab_ours "$1"; then
-    __tclab_run "$@"
+    __tclab_run "$@" || return
     return
   fi
   builtin command "$@"
@@ -286,9 +286,9 @@ fn prelude() -> String {
          \x20   link|l|li|lin)\n\
          \x20     shift\n\
          \x20     case \"$1\" in\n\
-         \x20       set|s|se) shift; __tclab_call link set \"$@\"; return $? ;;\n\
-         \x20       add|a|ad|delete|del|d|de) local op=add; case \"$1\" in d*) op=del ;; esac; shift; if [ $op = add ]; then case \" $* \" in *\" type \"*) ;; *) echo 'Not enough information: \"type\" argument is required' >&2; return 1 ;; esac; fi; __tclab_call link $op \"$@\"; return $? ;;\n\
-         \x20       show|sh|list|ls|'') [ $# -gt 0 ] && shift; __tclab_call link show \"$@\"; return $? ;;\n\
+         \x20       set|s|se) shift; __tclab_call link set \"$@\" || return ;;\n\
+         \x20       add|a|ad|delete|del|d|de) local op=add; case \"$1\" in d*) op=del ;; esac; shift; if [ $op = add ]; then case \" $* \" in *\" type \"*) ;; *) echo 'Not enough information: \"type\" argument is required' >&2; return 1 ;; esac; fi; __tclab_call link $op \"$@\" || return ;;\n\
+         \x20       show|sh|list|ls|'') [ $# -gt 0 ] && shift; __tclab_call link show \"$@\" || return ;;\n\
          \x20       *) echo \"tclab script: ignoring \\\"ip $a\\\"\" >&2; return 0 ;;\n\
          \x20     esac ;;\n\
          \x20   *) echo \"tclab script: ignoring \\\"ip $a\\\"\" >&2; return 0 ;;\n\
@@ -312,11 +312,11 @@ fn prelude() -> String {
          \x20     if [ \"$caller\" = rmmod ]; then echo 'rmmod: ERROR: Module ifb is not currently loaded' >&2; else echo 'modprobe: FATAL: Module ifb is not in kernel.' >&2; fi\n\
          \x20     return 1\n\
          \x20   fi\n\
-         \x20   for i in $loaded; do __tclab_call link del dev \"$i\" 2>/dev/null; done\n\
+         \x20   for i in $loaded; do __tclab_call link del dev \"$i\" 2>/dev/null || :; done\n\
          \x20   return 0\n\
          \x20 fi\n\
          \x20 [ -z \"$loaded\" ] || return 0\n\
-         \x20 for ((i = 0; i < n; i++)); do __tclab_call link add dev \"ifb$i\" type ifb 2>/dev/null; done\n\
+         \x20 for ((i = 0; i < n; i++)); do __tclab_call link add dev \"ifb$i\" type ifb 2>/dev/null || :; done\n\
          \x20 return 0\n\
          }\n\
          __tclab_ethtool() {\n\
@@ -334,7 +334,7 @@ fn prelude() -> String {
          \x20   shift 2\n\
          \x20 done\n\
          \x20 [ ${#args[@]} -gt 0 ] || return 0\n\
-         \x20 __tclab_call link set dev \"$dev\" \"${args[@]}\"\n\
+         \x20 __tclab_call link set dev \"$dev\" \"${args[@]}\" || return\n\
          }\n\
          __tclab_ifconfig() {\n\
          \x20 if [ $# -le 1 ]; then echo \"tclab script: ignoring \\\"ifconfig $*\\\"\" >&2; return 0; fi\n\
@@ -347,7 +347,7 @@ fn prelude() -> String {
          \x20     *) echo \"tclab script: ignoring ifconfig option \\\"$1\\\"\" >&2; shift ;;\n\
          \x20   esac\n\
          \x20 done\n\
-         \x20 __tclab_call link set dev \"$dev\" \"${args[@]}\"\n\
+         \x20 __tclab_call link set dev \"$dev\" \"${args[@]}\" || return\n\
          }\n\
          env() {\n\
          \x20 local assigns=() t\n\
@@ -358,26 +358,33 @@ fn prelude() -> String {
          \x20     *) break ;;\n\
          \x20   esac\n\
          \x20 done\n\
-         \x20 if [ $# -gt 0 ] && __tclab_ours \"$1\"; then t=\"${1##*/}\"; shift; __tclab_caller; builtin command env \"${assigns[@]}\" TCLAB_CALLER=\"$__TCLAB_AT\" \"$TCLAB_WRAPPERS/$t\" \"$@\"; return $?; fi\n\
+         \x20 if [ $# -gt 0 ] && __tclab_ours \"$1\"; then t=\"${1##*/}\"; shift; __tclab_caller; builtin command env \"${assigns[@]}\" TCLAB_CALLER=\"$__TCLAB_AT\" \"$TCLAB_WRAPPERS/$t\" \"$@\" || return; return 0; fi\n\
          \x20 builtin command env \"${assigns[@]}\" \"$@\"\n\
          }\n",
     );
     p.push_str(CALL);
+    // `CALL || return`, never a bare failing call as a function's last command: under the script's
+    // `set -e` that would exit inside the function, where the script's `trap … ERR` (not inherited by
+    // functions) never runs; returned, the failure happens in the script's own context, as a failing
+    // program's would.
     let mut def = |names: &[&str], body: &str| {
         for n in names {
             p.push_str(&format!("function {n} {{ {body}; }}\n"));
         }
     };
-    def(TC_NAMES, "__tclab_call tc \"$@\"");
-    def(IPT_NAMES, "__tclab_call iptables \"$@\"");
+    def(TC_NAMES, "__tclab_call tc \"$@\" || return");
+    def(IPT_NAMES, "__tclab_call iptables \"$@\" || return");
     def(
         IP6T_NAMES,
         "echo \"ip6tables: not supported by tclab (its netfilter is IPv4 only)\" >&2; return 1",
     );
-    def(IP_NAMES, "__tclab_ip \"$@\"");
-    def(IFCONFIG_NAMES, "__tclab_ifconfig \"$@\"");
-    def(QUIET_NAMES, "__tclab_modprobe \"${FUNCNAME[0]}\" \"$@\"");
-    def(ETHTOOL_NAMES, "__tclab_ethtool \"$@\"");
+    def(IP_NAMES, "__tclab_ip \"$@\" || return");
+    def(IFCONFIG_NAMES, "__tclab_ifconfig \"$@\" || return");
+    def(
+        QUIET_NAMES,
+        "__tclab_modprobe \"${FUNCNAME[0]}\" \"$@\" || return",
+    );
+    def(ETHTOOL_NAMES, "__tclab_ethtool \"$@\" || return");
     def(
         NOTE_NAMES,
         "echo \"tclab script: ignoring \\\"${FUNCNAME[0]##*/} $*\\\"\" >&2; return 0",
