@@ -54,7 +54,14 @@ Exit codes are tc's: 0 ok, 1 bad options, 255 syntax error, 2 refused by the (si
 /// The store's absolute path, which must be UTF-8 text (it travels in control requests, and tclab's
 /// messages name it).
 fn store_path() -> Result<PathBuf, String> {
-    let p = std::path::absolute(state_path()).map_err(|e| format!("state file: {e}"))?;
+    let mut p = std::path::absolute(state_path()).map_err(|e| format!("state file: {e}"))?;
+    // One spelling per store, whichever symlinked directory a caller reaches it through: a resident
+    // engine answers only for the path it serves.
+    if let (Some(dir), Some(name)) = (p.parent(), p.file_name()) {
+        if let Ok(real) = std::fs::canonicalize(dir) {
+            p = real.join(name);
+        }
+    }
     if p.to_str().is_none() {
         return Err(format!(
             "the store's path {} (TCLAB_STATE) is not UTF-8 text; choose another",
@@ -161,12 +168,12 @@ fn cmd_store(argv: &[String]) -> Result<u8, String> {
             // A script's engine is gone: this is a job the script left running after it ended.
             // Applying it to the store would change the policy behind the script's report (and, under
             // `--strict`, write into a scratch store that no longer exists).
-            Err(control::CallError::Unreachable) if from_script && !socket.exists() => {
+            Err(control::CallError::Unreachable) if from_script => {
                 return Err(
                     "the script that started this call has ended; this call was not applied".into(),
                 )
             }
-            Err(control::CallError::Unreachable) => {}
+            Err(control::CallError::Unreachable | control::CallError::Elsewhere) => {}
         }
     }
     let changes = tclab_tc::store::changes_policy(argv);

@@ -497,6 +497,29 @@ fn scripts_run_as_bash_would_run_them() {
     // Options on the `#!` line are bash's: `-e` stops at the first failure.
     let (code, out, _) = run_script("e.sh", "#!/bin/bash -e\nfalse\necho not reached\n");
     assert_eq!((code, out.as_str()), (Some(1), ""));
+    // A `-force` batch with continued lines counts each line: applied, and each one refused; under
+    // `set -u`, `ip` alone and `ifconfig DEV mtu` (no value) fail as the tools do, never hang.
+    std::fs::write(
+        dir.join("cont.batch"),
+        "class add dev eth9 parent 1: classid 1:12 \\\n  htb rate 1mbit\n\
+         class add dev eth9 parent 1: classid 1:12 htb rate 1mbit\n\
+         class add dev eth9 parent 1: classid 1:13 htb rate 1mbit\n\
+         class add dev eth9 parent 1: classid 1:13 htb rate 1mbit\n",
+    )
+    .unwrap();
+    let (code, out, err) = script_beside(
+        &st,
+        "cont.sh",
+        "cd \"$(dirname \"$0\")\"\ntc qdisc add dev eth9 root handle 1: htb\ntc -force -batch cont.batch\n\
+         set -u\nip 2>/dev/null; echo \"ip: $?\"\nifconfig eth0 mtu 2>/dev/null; echo \"ifconfig: $?\"\n",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, "ip: 255\nifconfig: 1\n");
+    assert!(err.contains("3 commands applied, 2 refused"), "{err}");
+    assert!(
+        err.contains("Command failed cont.batch:3") && err.contains("Command failed cont.batch:5"),
+        "{err}"
+    );
     // `set -e` with `trap … ERR`: a failing tc runs the trap, as a failing program does.
     let (code, _, err) = script_beside(
         &st,

@@ -53,6 +53,9 @@ pub struct Request {
 pub struct Report {
     pub applied: usize,
     pub refused: Vec<Refusal>,
+    /// Lines of batches refused beyond the first of each (a `-force` batch lists all its failures in
+    /// one entry of `refused`).
+    pub batch_lines_refused: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -71,17 +74,17 @@ pub struct Refusal {
 impl Report {
     /// Refusals other than clean-ups: what `--strict` makes fatal.
     pub fn failures(&self) -> usize {
-        self.refused.iter().filter(|r| !r.cleanup).count()
+        self.refused.iter().filter(|r| !r.cleanup).count() + self.batch_lines_refused
     }
 
     /// The summary `tclab script run` prints on stderr.
     pub fn summary(&self) -> String {
-        let cleanups = self.refused.len() - self.failures();
+        let refused = self.refused.len() + self.batch_lines_refused;
+        let cleanups = refused - self.failures();
         let mut s = format!(
-            "tclab script: {} command{} applied, {} refused",
+            "tclab script: {} command{} applied, {refused} refused",
             self.applied,
             if self.applied == 1 { "" } else { "s" },
-            self.refused.len()
         );
         if cleanups > 0 {
             s.push_str(&format!(
@@ -416,7 +419,11 @@ fn answer(store: &mut Option<Store>, report: &mut Report, state: &Path, req: &Re
     if batch {
         // A batch counts its lines: those applied, and the one that stopped it (its message names it).
         report.applied += applied;
+        // Each line that failed says `Command failed FILE:N` (`-force` goes on past them): one entry
+        // lists them all, each counts.
         if reply.code != 0 {
+            report.batch_lines_refused +=
+                reply.stderr.matches("Command failed ").count().max(1) - 1;
             report.refused.push(Refusal {
                 at: req.caller.clone().unwrap_or_else(|| "?".into()),
                 command: crate::script::shell_line(&req.argv),
@@ -466,7 +473,8 @@ fn read_shell_request(conn: &std::net::TcpStream, token: &str) -> Result<Request
         String::from_utf8(b).map_err(|_| Some(format!("{what} is not valid UTF-8 text")))
     };
     let asked_state = PathBuf::from(text(field(BIG)?, "the store's name")?);
-    let caller = text(field(BIG)?, "the caller")?;
+    // Only the report shows it: a script name that is not UTF-8 is shown as best it can be.
+    let caller = String::from_utf8_lossy(&field(BIG)?).into_owned();
     let argc: usize = text(field(32)?, "the word count")?
         .parse()
         .map_err(|_| None)?;
@@ -552,8 +560,10 @@ fn handle(store: &mut Option<Store>, state: &Path, req: &Request) -> (Reply, usi
 
 /// Why a request got no answer.
 pub enum CallError {
-    /// No server there, or it serves another store: the caller opens the store itself.
+    /// No server listening there (none started, or a stale socket).
     Unreachable,
+    /// A server answered that it serves another store: the caller opens the store itself.
+    Elsewhere,
     /// The server took the request and did not answer: whether it applied is unknown, so the caller must
     /// not apply it again.
     Lost(String),
@@ -584,7 +594,7 @@ pub fn call(socket: &Path, req: &Request) -> Result<Reply, CallError> {
         ))
     })?;
     if reply.code < 0 {
-        return Err(CallError::Unreachable);
+        return Err(CallError::Elsewhere);
     }
     Ok(reply)
 }

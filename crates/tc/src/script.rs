@@ -282,10 +282,11 @@ fn prelude() -> String {
          }\n\
          __tclab_ip() {\n\
          \x20 local a=\"$*\"\n\
+         \x20 if [ $# -eq 0 ]; then echo 'Usage: ip [ OPTIONS ] OBJECT { COMMAND | help }' >&2; return 255; fi\n\
          \x20 case \"$1\" in\n\
          \x20   link|l|li|lin)\n\
          \x20     shift\n\
-         \x20     case \"$1\" in\n\
+         \x20     case \"${1-}\" in\n\
          \x20       set|s|se) shift; __tclab_call link set \"$@\" || return ;;\n\
          \x20       add|a|ad|delete|del|d|de) local op=add; case \"$1\" in d*) op=del ;; esac; shift; if [ $op = add ]; then case \" $* \" in *\" type \"*) ;; *) echo 'Not enough information: \"type\" argument is required' >&2; return 1 ;; esac; fi; __tclab_call link $op \"$@\" || return ;;\n\
          \x20       show|sh|list|ls|'') [ $# -gt 0 ] && shift; __tclab_call link show \"$@\" || return ;;\n\
@@ -320,10 +321,11 @@ fn prelude() -> String {
          \x20 return 0\n\
          }\n\
          __tclab_ethtool() {\n\
-         \x20 case \"$1\" in\n\
+         \x20 case \"${1-}\" in\n\
          \x20   -K|--features|--offload) ;;\n\
          \x20   *) echo \"tclab script: ignoring \\\"ethtool $*\\\"\" >&2; return 0 ;;\n\
          \x20 esac\n\
+         \x20 if [ $# -lt 2 ]; then echo 'ethtool: bad command line argument(s)' >&2; return 1; fi\n\
          \x20 local dev=\"$2\" args=() f\n\
          \x20 shift 2\n\
          \x20 while [ $# -ge 2 ]; do\n\
@@ -342,7 +344,7 @@ fn prelude() -> String {
          \x20 local args=()\n\
          \x20 while [ $# -gt 0 ]; do\n\
          \x20   case \"$1\" in\n\
-         \x20     mtu|txqueuelen) args+=(\"$1\" \"$2\"); shift 2 ;;\n\
+         \x20     mtu|txqueuelen) if [ $# -lt 2 ]; then echo \"ifconfig: $1: missing value\" >&2; return 1; fi; args+=(\"$1\" \"$2\"); shift 2 ;;\n\
          \x20     up|down) args+=(\"$1\"); shift ;;\n\
          \x20     *) echo \"tclab script: ignoring ifconfig option \\\"$1\\\"\" >&2; shift ;;\n\
          \x20   esac\n\
@@ -448,9 +450,11 @@ impl Sandbox {
         // Named by how they were called (`$0`): one bound over `/usr/bin/kmod` answers as `rmmod` when
         // called as rmmod.
         let call = || {
+            let prelude = quote(&sb.prelude().to_string_lossy());
             format!(
-                "#!/bin/bash\n. {}\n__tclab_run \"${{0##*/}}\" \"$@\"\n",
-                quote(&sb.prelude().to_string_lossy())
+                "#!/bin/bash\n\
+                 [ -r {prelude} ] || {{ echo \"tclab: ${{0##*/}}: the script has ended; this call was not applied\" >&2; exit 1; }}\n\
+                 . {prelude}\n__tclab_run \"${{0##*/}}\" \"$@\"\n"
             )
         };
         let wrappers = WRAPPED.iter().map(|n| (*n, call()));

@@ -299,12 +299,20 @@ impl Lock {
             std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
         let lp = lock_path(path);
-        let file = std::fs::OpenOptions::new()
+        let file = match std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&lp)
-            .map_err(|e| format!("{}: {e}", lp.display()))?;
+        {
+            Ok(f) => f,
+            // Another user's store that this one may read: a shared lock needs no write access
+            // (`flock` takes any open descriptor).
+            Err(e) if !exclusive && e.kind() == std::io::ErrorKind::PermissionDenied => {
+                File::open(&lp).map_err(|e| format!("{}: {e}", lp.display()))?
+            }
+            Err(e) => return Err(format!("{}: {e}", lp.display())),
+        };
         let r = if exclusive {
             file.lock()
         } else {
@@ -709,8 +717,8 @@ impl Store {
             },
         };
         let mut total = Output::default();
-        for (n, line) in text.lines().enumerate() {
-            let line = line.split('#').next().unwrap_or("").trim();
+        for (n, line) in batch_lines(&text) {
+            let line = line.trim();
             if line.is_empty() {
                 continue;
             }
@@ -728,7 +736,7 @@ impl Store {
             if out.code != 0 {
                 total
                     .stderr
-                    .push_str(&format!("Command failed {file}:{}\n", n + 1));
+                    .push_str(&format!("Command failed {file}:{n}\n"));
                 total.code = 1;
                 if !force {
                     break;
@@ -753,6 +761,33 @@ impl Store {
         self.journal.entries = candidate;
         self.rewrite()
     }
+}
+
+/// A batch's commands as iproute2's `getcmdline` reads them: a `#` starts a comment to the end of its
+/// line, and a line ending in `\` goes on in the next (joined as they stand). Each command comes with the
+/// number of its last line, which `Command failed FILE:N` names.
+pub fn batch_lines(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut pending: Option<String> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("");
+        let mut cmd = pending.take().unwrap_or_default();
+        match line.strip_suffix('\\') {
+            // A comment ends the line: a backslash before it does not continue it.
+            Some(head) if !raw.contains('#') => {
+                cmd.push_str(head);
+                pending = Some(cmd);
+            }
+            _ => {
+                cmd.push_str(line);
+                out.push((i + 1, cmd));
+            }
+        }
+    }
+    if let Some(cmd) = pending {
+        out.push((text.lines().count(), cmd));
+    }
+    out
 }
 
 /// `tc -batch FILE`'s reading of FILE, with tc's message when it cannot be opened (`strerror`'s words,
@@ -1100,10 +1135,15 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
                 }
                 peer = Some(v.to_string());
             }
-            // Options of other link types that change nothing tclab models (`link eth0 … type vlan id 10`).
-            "link" | "id" | "address" | "mode" | "group" | "alias" | "master" => {
+            // Options that change nothing tclab models (`link eth0 … type vlan id 10`, `promisc on`).
+            "link" | "id" | "address" | "mode" | "group" | "alias" | "master" | "promisc"
+            | "arp" | "multicast" | "allmulticast" | "dynamic" | "carrier" | "state"
+            | "gso_max_size" | "gso_max_segs" | "gro_max_size" | "tso_max_size"
+            | "tso_max_segs" | "netns" | "broadcast" | "brd" | "trailers" | "protodown" | "vrf"
+            | "xdp" => {
                 it.next().ok_or(format!("\"{a}\" needs a value"))?;
             }
+            "nomaster" => {}
             "up" => up = Some(true),
             "down" => up = Some(false),
             other if dev.is_none() && !other.starts_with('-') => dev = Some(other.to_string()),
@@ -1264,6 +1304,23 @@ mod tests {
         let err = link(&mut e, &words("set dev fifteen-letters name wan")).unwrap_err();
         assert!(err.contains("cannot rename"), "{err}");
         assert!(e.device("wan").is_none() && e.device("fifteen-letters").is_some());
+    }
+
+    #[test]
+    fn a_batch_reads_as_getcmdline_reads_it() {
+        // iproute2's getcmdline: `#` comments to the end of the line; `\` at the end continues the
+        // command on the next line (not after a comment); a command is numbered by its last line.
+        let text = "qdisc add dev eth0 \\\n  root htb # a comment\n\nclass add # note \\\nclass add dev eth0 \\\n";
+        let lines: Vec<(usize, String)> = batch_lines(text);
+        assert_eq!(
+            lines,
+            vec![
+                (2, "qdisc add dev eth0   root htb ".to_string()),
+                (3, String::new()),
+                (4, "class add ".to_string()),
+                (5, "class add dev eth0 ".to_string()),
+            ]
+        );
     }
 
     #[test]
