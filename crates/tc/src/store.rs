@@ -1202,6 +1202,12 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
         ));
     }
     let ifb = kind == Some("ifb");
+    // An ifb exists only once made (`ip link add … type ifb`, `modprobe ifb`): setting one that was not
+    // is Linux's error, which scripts test (`ip link set dev ifb0 up || ip link add ifb0 type ifb`).
+    // Other names stand for the host's own interfaces, which an offline policy creates on first use.
+    if cmd == "set" && dev.starts_with("ifb") && engine.device(&dev).is_none() {
+        return Err(format!("Cannot find device \"{dev}\""));
+    }
     match cmd {
         "add" | "set" => {
             // `ip link add` names a type and refuses a name in use; tclab's own `link add dev X` (no type)
@@ -1300,6 +1306,10 @@ mod tests {
         }
         assert_eq!(e.devices().count(), 0);
         link(&mut e, &words("add dev fifteen-letters type ifb")).unwrap();
+        // An ifb not made is not there to set.
+        let err = link(&mut e, &words("set dev ifb9 up")).unwrap_err();
+        assert_eq!(err, "Cannot find device \"ifb9\"");
+        assert!(e.device("ifb9").is_none());
         // `ip link set DEV name NEW` renames on Linux; tclab says it cannot, and changes nothing.
         let err = link(&mut e, &words("set dev fifteen-letters name wan")).unwrap_err();
         assert!(err.contains("cannot rename"), "{err}");
