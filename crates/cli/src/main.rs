@@ -256,6 +256,35 @@ fn start_resident_engine(state: &std::path::Path) {
     let _ = c.spawn();
 }
 
+/// The script's process, which SIGINT, SIGTERM and SIGHUP sent to tclab go on to.
+static SCRIPT_PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+fn forward_signals_to(pid: u32) {
+    extern "C" {
+        fn signal(signum: i32, handler: usize) -> usize;
+        fn kill(pid: i32, sig: i32) -> i32;
+    }
+    extern "C" fn forward(sig: i32) {
+        let pid = SCRIPT_PID.load(std::sync::atomic::Ordering::SeqCst);
+        if pid > 0 {
+            // SAFETY: kill(2) is async-signal-safe; the pid is the script's, which tclab still waits for.
+            unsafe {
+                kill(pid, sig);
+            }
+        }
+    }
+    SCRIPT_PID.store(pid as i32, std::sync::atomic::Ordering::SeqCst);
+    const SIGHUP: i32 = 1;
+    const SIGINT: i32 = 2;
+    const SIGTERM: i32 = 15;
+    for sig in [SIGHUP, SIGINT, SIGTERM] {
+        // SAFETY: the handler only reads an atomic and calls kill(2), both async-signal-safe.
+        unsafe {
+            signal(sig, forward as extern "C" fn(i32) as usize);
+        }
+    }
+}
+
 fn cmd_script(args: &[String]) -> Result<u8, String> {
     use tclab_tc::script::{Sandbox, HELP};
     let rest = match args.first().map(String::as_str) {
@@ -304,11 +333,15 @@ fn cmd_script(args: &[String]) -> Result<u8, String> {
         state.clone()
     };
     let server = tclab_tc::control::Server::start_for_script(&target, &sb.dir)?;
-    let status = sb
+    let mut child = sb
         .command(Some(&exe), &script, &rest[1..], &target)
         .envs(server.environment())
-        .status()
+        .spawn()
         .map_err(|e| format!("cannot run bash: {e}"))?;
+    // Interrupted (Ctrl-C, `timeout`, `kill`), tclab passes the signal to the script and carries on:
+    // the report is printed, the engine stopped and the scratch directory removed as on any other end.
+    forward_signals_to(child.id());
+    let status = child.wait().map_err(|e| format!("waiting for bash: {e}"))?;
     let report = server.finish();
     eprint!("{}", report.summary());
     // A script killed by a signal ends as bash reports it: 128 + the signal.

@@ -620,3 +620,54 @@ fn every_way_of_reaching_tc_and_ip_reaches_tclab() {
     );
     assert_eq!((code, out.as_str()), (Some(1), ""));
 }
+
+#[test]
+fn an_interrupted_script_run_reports_and_cleans_up() {
+    // SIGTERM to tclab (a `timeout`, a `kill`): the script gets it too, as it would from a shell, and
+    // tclab ends as on any other end — the report, the scratch directory removed — with 128 + 15.
+    let st = scratch("interrupt");
+    let script = st.parent().unwrap().join("slow.sh");
+    std::fs::write(
+        &script,
+        "tc qdisc add dev eth0 root handle 1: htb\necho started\nsleep 30 >/dev/null 2>&1\n",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tclab"))
+        .args(["script", "run", script.to_str().unwrap()])
+        .env("TCLAB_STATE", &*st)
+        .env_remove("TCLAB_CONTROL")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut out = child.stdout.take().unwrap();
+    let mut first = [0u8; 8];
+    std::io::Read::read_exact(&mut out, &mut first).unwrap();
+    assert_eq!(&first, b"started\n");
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t0.elapsed().as_secs() < 10, "tclab did not end");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(143), "{err}");
+    assert!(err.contains("1 command applied, 0 refused"), "{err}");
+    let leftover = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("tclab-script-{pid}-"))
+        });
+    assert!(!leftover, "the scratch directory was removed");
+}
