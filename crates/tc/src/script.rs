@@ -252,17 +252,22 @@ command() {
   builtin command "$@"
 }
 sudo() {
+  local assigns=()
   while [ $# -gt 0 ]; do
     case "$1" in
       -u|-g|-C|-p|-U|-r|-t|-D|-R|-T) shift 2 ;;
       --) shift; break ;;
       -*) shift ;;
-      *=*) export "$1"; shift ;;
+      *=*) assigns+=("$1"); shift ;;
       *) break ;;
     esac
   done
-  # sudo runs a program, never a shell function of the script's.
-  command "$@"
+  # sudo runs a program, never a shell function of the script's; `VAR=x` is the program's alone.
+  if [ ${#assigns[@]} -gt 0 ]; then
+    ( export "${assigns[@]}"; command "$@" ) || return
+  else
+    command "$@" || return
+  fi
 }
 "#;
 
