@@ -155,6 +155,7 @@ fn cmd_store(argv: &[String]) -> Result<u8, String> {
             argv: words,
             stdin: stdin.clone(),
             caller: std::env::var("TCLAB_CALLER").ok().filter(|c| !c.is_empty()),
+            ..Default::default()
         };
         match control::call(std::path::Path::new(&socket), &req) {
             Ok(r) => {
@@ -765,8 +766,7 @@ fn cmd_serve(args: &[String]) -> Result<u8, String> {
         &tclab_tc::control::Request {
             state: state.clone(),
             argv: vec!["link".into(), "show".into()],
-            stdin: None,
-            caller: None,
+            ..Default::default()
         },
     );
     if !auto {

@@ -38,7 +38,7 @@ use std::sync::Arc;
 /// The environment variable naming the socket.
 pub const ENV: &str = "TCLAB_CONTROL";
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, Default)]
 pub struct Request {
     pub state: PathBuf,
     pub argv: Vec<String>,
@@ -46,6 +46,10 @@ pub struct Request {
     /// Where in the script the call was made (`FILE:LINE`), for the report.
     #[serde(default)]
     pub caller: Option<String>,
+    /// Why the request is refused before it reaches the engine's commands (words that are not UTF-8);
+    /// the refusal is still counted in the report.
+    #[serde(skip)]
+    pub refuse: Option<String>,
 }
 
 /// What a script's calls did: how many changes applied, and each refusal with where it came from.
@@ -403,6 +407,20 @@ fn submit(jobs: &std::sync::mpsc::Sender<Job>, req: Request) -> Reply {
 
 /// Apply one request and note it in the report.
 fn answer(store: &mut Option<Store>, report: &mut Report, state: &Path, req: &Request) -> Reply {
+    if let Some(why) = &req.refuse {
+        let message = format!("tclab: {why}\n");
+        report.refused.push(Refusal {
+            at: req.caller.clone().unwrap_or_else(|| "?".into()),
+            command: crate::script::shell_line(&req.argv),
+            message: message.clone(),
+            cleanup: false,
+        });
+        return Reply {
+            stdout: String::new(),
+            stderr: message,
+            code: 1,
+        };
+    }
     if req.state != state {
         return Reply {
             stdout: String::new(),
@@ -469,32 +487,35 @@ fn read_shell_request(conn: &std::net::TcpStream, token: &str) -> Result<Request
         return Err(None);
     }
     const BIG: u64 = 1 << 30;
-    let text = |b: Vec<u8>, what: &str| {
-        String::from_utf8(b).map_err(|_| Some(format!("{what} is not valid UTF-8 text")))
+    // Words that are not UTF-8 make a request the engine refuses (and reports), shown as best it can.
+    let mut refuse = None;
+    let mut text = |b: Vec<u8>, what: &str| match String::from_utf8(b) {
+        Ok(t) => t,
+        Err(e) => {
+            refuse.get_or_insert(format!("{what} is not valid UTF-8 text"));
+            String::from_utf8_lossy(e.as_bytes()).into_owned()
+        }
     };
-    let asked_state = PathBuf::from(text(field(BIG)?, "the store's name")?);
+    let asked_state = PathBuf::from(text(field(BIG)?, "the store's name"));
     // Only the report shows it: a script name that is not UTF-8 is shown as best it can be.
     let caller = String::from_utf8_lossy(&field(BIG)?).into_owned();
-    let argc: usize = text(field(32)?, "the word count")?
+    let argc: usize = String::from_utf8_lossy(&field(32)?)
         .parse()
         .map_err(|_| None)?;
     let mut argv = Vec::new();
     for n in 0..argc {
         let w = field(BIG)?;
-        argv.push(text(w, &format!("argument {n}"))?);
+        argv.push(text(w, &format!("argument {n}")));
     }
     let has_stdin = field(8)? == b"1";
     let stdin = field(BIG)?;
-    let stdin = if has_stdin {
-        Some(text(stdin, "the batch")?)
-    } else {
-        None
-    };
+    let stdin = has_stdin.then(|| text(stdin, "the batch"));
     Ok(Request {
         state: asked_state,
         argv,
         stdin,
         caller: (!caller.is_empty()).then_some(caller),
+        refuse,
     })
 }
 
@@ -680,8 +701,12 @@ mod tests {
         assert_eq!(shell_call(port, &batch), "0\0i\0\0i\0\0");
         let report = server.finish();
         assert_eq!(report.applied, 2);
-        // The duplicate add (the non-UTF-8 request never reached the engine).
-        assert_eq!(report.refused.len(), 1);
+        // The duplicate add, and the request that was not UTF-8 (refused, but reported all the same).
+        assert_eq!(report.refused.len(), 2);
+        assert_eq!(
+            report.refused[1].message,
+            "tclab: argument 2 is not valid UTF-8 text\n"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
