@@ -178,16 +178,19 @@ fn cmd_store(argv: &[String]) -> Result<u8, String> {
         }
     }
     let changes = tclab_tc::store::changes_policy(argv);
-    let _lock = Lock::take(&path, changes)?;
+    let lock = Lock::take(&path, changes)?;
     let (mut store, problems) = if changes {
         Store::open(&path)?
     } else {
         Store::open_to_read(&path, argv)?
     };
+    let out = store.execute(argv, stdin.as_deref())?;
+    // The answer is built: other callers may go on while it is written out (as the kernel holds rtnl
+    // for a dump, not while tc prints it — a `show | less` must not stop every writer).
+    drop(lock);
     for p in problems {
         eprintln!("tclab: warning: {p}");
     }
-    let out = store.execute(argv, stdin.as_deref())?;
     let replayed = store.records_read();
     // The process ends here: freeing a large policy's engine piece by piece would only cost time.
     std::mem::forget(store);

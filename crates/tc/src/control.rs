@@ -605,12 +605,17 @@ pub fn call(socket: &Path, req: &Request) -> Result<Reply, CallError> {
     conn.write_all(line.as_bytes())
         .map_err(|_| CallError::Unreachable)?;
     let mut answer = String::new();
-    BufReader::new(&conn)
-        .read_line(&mut answer)
-        .map_err(|e| CallError::Lost(e.to_string()))?;
+    BufReader::new(&conn).read_line(&mut answer).map_err(|e| {
+        CallError::Lost(format!(
+            "the control server at {} stopped before it answered ({e}): whether the command \
+                 was applied is unknown (look with a show before repeating it)",
+            socket.display()
+        ))
+    })?;
     let reply: Reply = serde_json::from_str(&answer).map_err(|_| {
         CallError::Lost(format!(
-            "the control server at {} did not answer",
+            "the control server at {} stopped before it answered: whether the command was applied \
+             is unknown (look with a show before repeating it)",
             socket.display()
         ))
     })?;

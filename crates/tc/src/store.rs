@@ -278,7 +278,7 @@ fn tc_object(args: &[String]) -> Option<&str> {
 
 /// An advisory lock on a store (`flock` on `FILE.lock`), held until dropped.
 pub struct Lock {
-    _file: File,
+    _file: Option<File>,
 }
 
 fn lock_path(path: &Path) -> PathBuf {
@@ -307,9 +307,14 @@ impl Lock {
         {
             Ok(f) => f,
             // Another user's store that this one may read: a shared lock needs no write access
-            // (`flock` takes any open descriptor).
+            // (`flock` takes any open descriptor); where not even that can be opened (a directory this
+            // user cannot write, with no lock file yet), a read goes unlocked — it sees the store as
+            // the last complete write left it, every write being an append or a rename.
             Err(e) if !exclusive && e.kind() == std::io::ErrorKind::PermissionDenied => {
-                File::open(&lp).map_err(|e| format!("{}: {e}", lp.display()))?
+                match File::open(&lp) {
+                    Ok(f) => f,
+                    Err(_) => return Ok(Lock { _file: None }),
+                }
             }
             Err(e) => return Err(format!("{}: {e}", lp.display())),
         };
@@ -319,7 +324,7 @@ impl Lock {
             file.lock_shared()
         };
         r.map_err(|e| format!("{}: cannot lock: {e}", lp.display()))?;
-        Ok(Lock { _file: file })
+        Ok(Lock { _file: Some(file) })
     }
 }
 
