@@ -5,6 +5,7 @@
 mod common;
 use common::{cmd, run_with_timeout, RunResult, TempDir};
 use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 const TCLAB: &str = env!("CARGO_BIN_EXE_tclab");
@@ -695,4 +696,58 @@ fn a_replaced_store_is_read_again_by_its_engine() {
         "{}",
         standalone.stderr
     );
+}
+
+/// A `show` whose reader stalls (`| less`) holds up nobody: the store's lock is dropped once the
+/// answer is built, as the kernel holds rtnl for a dump and not while tc prints it.
+#[test]
+fn a_stalled_reader_holds_up_no_writer() {
+    let dir = TempDir::new("store-stalled");
+    let state = dir.path.join("policy.json");
+    let mut batch = String::from("qdisc add dev eth0 root handle 1: htb\n");
+    for i in 0..3000 {
+        batch.push_str(&format!(
+            "class add dev eth0 parent 1: classid 1:{:x} htb rate 1mbit\n",
+            i + 16
+        ));
+    }
+    let file = dir.path.join("b.txt");
+    std::fs::write(&file, batch).unwrap();
+    ok(&state, &["tc", "-batch", file.to_str().unwrap()]);
+    let fifo = dir.path.join("pipe");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    // The reader's output (some 300 kB) goes into a pipe nobody reads past its first 64 kB.
+    let mut reader = Command::new(TCLAB)
+        .args(["tc", "-s", "class", "show", "dev", "eth0"])
+        .env("TCLAB_STATE", &state)
+        .env("TCLAB_SERVE", "off")
+        .env_remove("TCLAB_CONTROL")
+        .stdout(
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&fifo)
+                .unwrap(),
+        )
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut c = cmd(
+        Path::new(TCLAB),
+        &[
+            "tc", "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:f001", "htb",
+            "rate", "1mbit",
+        ],
+    );
+    c.env("TCLAB_STATE", &state)
+        .env("TCLAB_SERVE", "off")
+        .env_remove("TCLAB_CONTROL");
+    let w = run_with_timeout(c, Duration::from_secs(10), -1);
+    let _ = reader.kill();
+    let _ = reader.wait();
+    assert_eq!(w.code, 0, "the writer waited on a stalled reader: {w:?}");
 }
