@@ -257,6 +257,10 @@ fn an_empty_file_is_an_empty_store() {
         ],
     );
     assert_eq!(records(&state), 1);
+    // A read of a store that does not exist answers nothing and creates nothing (no lock, no directory).
+    let nowhere = dir.path.join("not-yet/policy.json");
+    assert_eq!(ok(&nowhere, &["tc", "qdisc", "show"]), "");
+    assert!(!dir.path.join("not-yet").exists());
     let later = dir.path.join("later.json");
     std::fs::write(&later, b"{\"tclab_store\":9}\n").unwrap();
     let r = tclab(&later, &["tc", "qdisc", "show"]);

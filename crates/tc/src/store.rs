@@ -293,8 +293,12 @@ fn parent_dir(path: &Path) -> Option<&Path> {
 
 impl Lock {
     /// Take the store's lock: exclusive for a command that may write, shared for one that only reads.
-    /// Creates the store's directory if needed.
+    /// Creates the store's directory if needed — for a writer: a read of a store that does not exist
+    /// reads nothing and leaves nothing behind (no lock file, no directory).
     pub fn take(path: &Path, exclusive: bool) -> Result<Lock, String> {
+        if !exclusive && !path.exists() {
+            return Ok(Lock { _file: None });
+        }
         if let Some(dir) = parent_dir(path) {
             std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
