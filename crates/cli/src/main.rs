@@ -120,31 +120,21 @@ fn cmd_store(argv: &[String]) -> Result<u8, String> {
     // lock is taken (a slow producer on stdin must not hold other callers up).
     let mut stdin = None;
     if argv[0] == "tc" {
-        if let Some(i) = argv
-            .iter()
-            .position(|a| a == "-batch" || a == "-b" || a == "--batch")
-        {
-            if let Some(file) = argv.get(i + 1) {
-                stdin = Some(if file == "-" {
-                    let mut t = Vec::new();
-                    std::io::Read::read_to_end(&mut std::io::stdin(), &mut t)
-                        .map_err(|e| format!("standard input: {e}"))?;
-                    match tclab_tc::store::batch_text(t, "-") {
-                        Ok(t) => t,
-                        Err(message) => {
-                            eprint!("{message}");
-                            return Ok(1);
-                        }
-                    }
-                } else {
-                    match tclab_tc::store::read_batch_file(file) {
-                        Ok(t) => t,
-                        Err(message) => {
-                            eprint!("{message}");
-                            return Ok(1);
-                        }
-                    }
-                });
+        if let Some(file) = tclab_tc::store::batch_arg(argv).and_then(|i| argv.get(i + 1)) {
+            let text = if file == "-" {
+                let mut t = Vec::new();
+                std::io::Read::read_to_end(&mut std::io::stdin(), &mut t)
+                    .map_err(|e| format!("standard input: {e}"))?;
+                tclab_tc::store::batch_text(t, "-")
+            } else {
+                tclab_tc::store::read_batch_file(file)
+            };
+            match text {
+                Ok(t) => stdin = Some(t),
+                Err(message) => {
+                    eprint!("{message}");
+                    return Ok(1);
+                }
             }
         }
     }

@@ -40,6 +40,18 @@ fn records(state: &Path) -> usize {
     std::fs::read_to_string(state).unwrap().lines().count() - 1
 }
 
+/// A `tc -batch` of an HTB root on eth0, then `extra` lines, then `classes` classes 1:10, 1:11, …
+fn htb_batch(extra: &str, classes: u32) -> String {
+    let mut batch = format!("qdisc add dev eth0 root handle 1: htb\n{extra}");
+    for i in 0..classes {
+        batch.push_str(&format!(
+            "class add dev eth0 parent 1: classid 1:{:x} htb rate 1mbit\n",
+            i + 16
+        ));
+    }
+    batch
+}
+
 #[test]
 fn sixty_concurrent_writers_lose_nothing() {
     let dir = TempDir::new("store-concurrent");
@@ -500,13 +512,7 @@ fn a_large_store_starts_its_own_resident_engine() {
         what()
     };
     // 1 999 records: below the threshold (2 000), every call stays standalone.
-    let mut batch = String::from("qdisc add dev eth0 root handle 1: htb\n");
-    for i in 0..1998 {
-        batch.push_str(&format!(
-            "class add dev eth0 parent 1: classid 1:{:x} htb rate 1mbit\n",
-            i + 16
-        ));
-    }
+    let batch = htb_batch("", 1998);
     let file = dir.path.join("batch.txt");
     std::fs::write(&file, &batch).unwrap();
     ok(&state, &["tc", "-batch", file.to_str().unwrap()]);
@@ -628,15 +634,10 @@ fn a_replaced_store_is_read_again_by_its_engine() {
     let state = dir.path.join("policy.json");
     let mut stores = Vec::new();
     for (name, rate) in [("a", "100kbit"), ("b", "200kbit")] {
-        let mut batch = format!(
-            "qdisc add dev eth0 root handle 1: htb\nclass add dev eth0 parent 1: classid 1:2 htb rate {rate}\n"
+        let batch = htb_batch(
+            &format!("class add dev eth0 parent 1: classid 1:2 htb rate {rate}\n"),
+            2100,
         );
-        for i in 0..2100 {
-            batch.push_str(&format!(
-                "class add dev eth0 parent 1: classid 1:{:x} htb rate 1mbit\n",
-                i + 16
-            ));
-        }
         let file = dir.path.join(format!("{name}.batch"));
         std::fs::write(&file, batch).unwrap();
         let store = dir.path.join(format!("{name}.json"));
@@ -708,13 +709,7 @@ fn a_replaced_store_is_read_again_by_its_engine() {
 fn a_stalled_reader_holds_up_no_writer() {
     let dir = TempDir::new("store-stalled");
     let state = dir.path.join("policy.json");
-    let mut batch = String::from("qdisc add dev eth0 root handle 1: htb\n");
-    for i in 0..3000 {
-        batch.push_str(&format!(
-            "class add dev eth0 parent 1: classid 1:{:x} htb rate 1mbit\n",
-            i + 16
-        ));
-    }
+    let batch = htb_batch("", 3000);
     let file = dir.path.join("b.txt");
     std::fs::write(&file, batch).unwrap();
     ok(&state, &["tc", "-batch", file.to_str().unwrap()]);

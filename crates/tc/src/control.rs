@@ -17,7 +17,8 @@
 //! on a loopback TCP port, which bash opens itself (`/dev/tcp/127.0.0.1/PORT`), and answers only callers
 //! that present the random token given in the script's environment (`TCLAB_SCRIPT_PORT`,
 //! `TCLAB_SCRIPT_TOKEN`). There a request is NUL-terminated words — token, store, caller, argc, the
-//! words, whether stdin follows, stdin — and the answer `CODE\0STDOUT\0STDERR\0`.
+//! words, whether stdin follows, stdin — and the answer is the exit code, then stderr and stdout, each
+//! inline or, when long, streamed (see `shell_reply`).
 //!
 //! Protocol on the Unix socket: one connection per request; the client writes one JSON line
 //! `{"state": FILE, "argv": ["tc", …], "stdin": TEXT|null}` and reads one JSON line
@@ -180,49 +181,37 @@ impl Server {
         };
         let state = state.to_path_buf();
         let (jobs, inbox) = std::sync::mpsc::channel::<Job>();
-        {
-            let state = state.clone();
-            server.engine = Some(std::thread::spawn(move || {
-                let mut store: Option<Store> = None;
-                let mut report = Report::default();
-                for (req, reply_to) in inbox {
-                    let _ = reply_to.send(answer(&mut store, &mut report, &state, &req));
-                }
-                report
-            }));
-        }
+        server.engine = Some(std::thread::spawn(move || {
+            let mut store: Option<Store> = None;
+            let mut report = Report::default();
+            for (req, reply_to) in inbox {
+                let _ = reply_to.send(answer(&mut store, &mut report, &state, &req));
+            }
+            report
+        }));
         server.jobs = Some(jobs);
-        {
-            let (stop, served, jobs) = server.parts();
-            let listener = Arc::new(listener);
-            server.listeners.push(listener.clone());
-            server.threads.push(std::thread::spawn(move || {
-                for conn in listener.incoming() {
-                    if stop.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let Ok(conn) = conn else { continue };
-                    let (jobs, served) = (jobs.clone(), served.clone());
-                    // Each caller in its own thread: one that connects and stalls holds up nobody
-                    // else (the engine still applies requests one at a time).
-                    std::thread::spawn(move || {
-                        let _ = conn.set_read_timeout(Some(CALLER_TIMEOUT));
-                        let reply = match read_request(&conn) {
-                            Ok(req) => submit(&jobs, req),
-                            Err(e) => Reply {
-                                stdout: String::new(),
-                                stderr: format!("tclab: bad control request: {e}\n"),
-                                code: -1,
-                            },
-                        };
-                        let mut w = &conn;
-                        let line = serde_json::to_string(&reply).expect("strings serialise") + "\n";
-                        let _ = w.write_all(line.as_bytes());
-                        served.fetch_add(1, Ordering::SeqCst);
-                    });
-                }
-            }));
-        }
+        let (stop, served, jobs) = server.parts();
+        let listener = Arc::new(listener);
+        server.listeners.push(listener.clone());
+        server.threads.push(accept_loop(
+            listener,
+            |l| l.accept().map(|(c, _)| c),
+            stop,
+            move |conn: UnixStream| {
+                let _ = conn.set_read_timeout(Some(CALLER_TIMEOUT));
+                let reply = match read_request(&conn) {
+                    Ok(req) => submit(&jobs, req),
+                    Err(e) => Reply {
+                        stdout: String::new(),
+                        stderr: format!("tclab: bad control request: {e}\n"),
+                        code: -1,
+                    },
+                };
+                let line = serde_json::to_string(&reply).expect("strings serialise") + "\n";
+                let _ = (&conn).write_all(line.as_bytes());
+                served.fetch_add(1, Ordering::SeqCst);
+            },
+        ));
         if shell {
             let tcp = std::net::TcpListener::bind(("127.0.0.1", 0))
                 .map_err(|e| format!("cannot listen on the loopback interface: {e}"))?;
@@ -232,30 +221,20 @@ impl Server {
             let expected = token.clone();
             let tcp = Arc::new(tcp);
             server.listeners.push(tcp.clone());
-            server.threads.push(std::thread::spawn(move || {
-                for conn in tcp.incoming() {
-                    if stop.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let Ok(conn) = conn else { continue };
-                    let (jobs, served, expected) = (jobs.clone(), served.clone(), expected.clone());
-                    std::thread::spawn(move || {
-                        let _ = conn.set_read_timeout(Some(CALLER_TIMEOUT));
-                        let reply = match read_shell_request(&conn, &expected) {
-                            Ok(req) => submit(&jobs, req),
-                            Err(Some(why)) => Reply {
-                                stdout: String::new(),
-                                stderr: format!("tclab: {why}\n"),
-                                code: 1,
-                            },
-                            // No token, or a request cut short: closed unanswered.
-                            Err(None) => return,
-                        };
-                        let _ = (&conn).write_all(&shell_reply(&reply));
-                        served.fetch_add(1, Ordering::SeqCst);
-                    });
-                }
-            }));
+            server.threads.push(accept_loop(
+                tcp,
+                |l| l.accept().map(|(c, _)| c),
+                stop,
+                move |conn: std::net::TcpStream| {
+                    let _ = conn.set_read_timeout(Some(CALLER_TIMEOUT));
+                    // No token, or a request cut short: closed unanswered.
+                    let Some(req) = read_shell_request(&conn, &expected) else {
+                        return;
+                    };
+                    let _ = (&conn).write_all(&shell_reply(&submit(&jobs, req)));
+                    served.fetch_add(1, Ordering::SeqCst);
+                },
+            ));
             server.shell = Some((port, token.to_string()));
         }
         Ok(server)
@@ -338,6 +317,30 @@ impl Drop for Server {
     }
 }
 
+/// Accept connections on `listener` until the server stops, each served by `serve` in a thread of its
+/// own: a caller that connects and stalls holds up nobody else (the engine still applies requests one
+/// at a time).
+fn accept_loop<L, C>(
+    listener: Arc<L>,
+    accept: fn(&L) -> std::io::Result<C>,
+    stop: Arc<AtomicBool>,
+    serve: impl Fn(C) + Clone + Send + 'static,
+) -> std::thread::JoinHandle<()>
+where
+    L: Send + Sync + 'static,
+    C: Send + 'static,
+{
+    std::thread::spawn(move || loop {
+        let conn = accept(&listener);
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let Ok(conn) = conn else { continue };
+        let serve = serve.clone();
+        std::thread::spawn(move || serve(conn));
+    })
+}
+
 /// How long a caller may take to send its request.
 const CALLER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -391,30 +394,27 @@ fn random_token() -> Result<String, String> {
 /// Hand a request to the engine's thread and wait for its answer.
 fn submit(jobs: &std::sync::mpsc::Sender<Job>, req: Request) -> Reply {
     let (tx, rx) = std::sync::mpsc::channel();
-    if jobs.send((req, tx)).is_err() {
-        return Reply {
+    jobs.send((req, tx))
+        .ok()
+        .and_then(|()| rx.recv().ok())
+        .unwrap_or(Reply {
             stdout: String::new(),
             stderr: "tclab: the control server is stopping\n".into(),
             code: -1,
-        };
-    }
-    rx.recv().unwrap_or(Reply {
-        stdout: String::new(),
-        stderr: "tclab: the control server is stopping\n".into(),
-        code: -1,
-    })
+        })
 }
 
 /// Apply one request and note it in the report.
 fn answer(store: &mut Option<Store>, report: &mut Report, state: &Path, req: &Request) -> Reply {
+    let refusal = |message: &str, cleanup: bool| Refusal {
+        at: req.caller.clone().unwrap_or_else(|| "?".into()),
+        command: crate::script::shell_line(&req.argv),
+        message: message.to_string(),
+        cleanup,
+    };
     if let Some(why) = &req.refuse {
         let message = format!("tclab: {why}\n");
-        report.refused.push(Refusal {
-            at: req.caller.clone().unwrap_or_else(|| "?".into()),
-            command: crate::script::shell_line(&req.argv),
-            message: message.clone(),
-            cleanup: false,
-        });
+        report.refused.push(refusal(&message, false));
         return Reply {
             stdout: String::new(),
             stderr: message,
@@ -429,62 +429,43 @@ fn answer(store: &mut Option<Store>, report: &mut Report, state: &Path, req: &Re
         };
     }
     let (reply, applied) = handle(store, state, req);
-    let batch = req.argv.first().is_some_and(|t| t == "tc")
-        && req
-            .argv
-            .iter()
-            .any(|a| a == "-batch" || a == "-b" || a == "--batch");
-    if batch {
-        // A batch counts its lines: those applied, and the one that stopped it (its message names it).
+    let args = req.argv.get(1..).unwrap_or_default();
+    if req.argv.first().is_some_and(|t| t == "tc") && crate::store::batch_arg(args).is_some() {
+        // A batch counts its lines: those applied, and each that failed — it says `Command failed
+        // FILE:N`, and `-force` goes on past it. One entry lists them all.
         report.applied += applied;
-        // Each line that failed says `Command failed FILE:N` (`-force` goes on past them): one entry
-        // lists them all, each counts.
         if reply.code != 0 {
             report.batch_lines_refused +=
                 reply.stderr.matches("Command failed ").count().max(1) - 1;
-            report.refused.push(Refusal {
-                at: req.caller.clone().unwrap_or_else(|| "?".into()),
-                command: crate::script::shell_line(&req.argv),
-                message: reply.stderr.clone(),
-                cleanup: false,
-            });
+            report.refused.push(refusal(&reply.stderr, false));
         }
     } else if crate::store::changes_policy(&req.argv) {
         if reply.code == 0 {
             report.applied += 1;
         } else {
-            report.refused.push(Refusal {
-                at: req.caller.clone().unwrap_or_else(|| "?".into()),
-                command: crate::script::shell_line(&req.argv),
-                message: reply.stderr.clone(),
-                cleanup: crate::store::is_removal(&req.argv),
-            });
+            report
+                .refused
+                .push(refusal(&reply.stderr, crate::store::is_removal(&req.argv)));
         }
     }
     reply
 }
 
 /// A request from the shell functions: NUL-terminated fields `TOKEN STATE CALLER ARGC ARG… HAS_STDIN
-/// STDIN` (bash's `printf '%s\0'`; a shell string cannot hold a NUL, so none is lost). `Err(None)` for a
-/// caller without the token, or a request cut short: the connection is closed unanswered; `Err(Some)`
-/// for one tclab must refuse (words that are not UTF-8).
-fn read_shell_request(conn: &std::net::TcpStream, token: &str) -> Result<Request, Option<String>> {
+/// STDIN` (bash's `printf '%s\0'`; a shell string cannot hold a NUL, so none is lost). `None` for a
+/// caller without the token, or a request cut short; words that are not UTF-8 make a request the
+/// engine refuses (`Request::refuse`).
+fn read_shell_request(conn: &std::net::TcpStream, token: &str) -> Option<Request> {
     use std::io::Read;
     let mut r = BufReader::new(conn);
-    let mut field = |limit: u64| -> Result<Vec<u8>, Option<String>> {
+    let mut field = |limit: u64| -> Option<Vec<u8>> {
         let mut buf = Vec::new();
-        (&mut r)
-            .take(limit)
-            .read_until(0, &mut buf)
-            .map_err(|_| None)?;
-        if buf.pop() != Some(0) {
-            return Err(None);
-        }
-        Ok(buf)
+        (&mut r).take(limit).read_until(0, &mut buf).ok()?;
+        (buf.pop() == Some(0)).then_some(buf)
     };
     // The token first, read with a bound, before anything else is believed.
     if field(64)? != token.as_bytes() {
-        return Err(None);
+        return None;
     }
     const BIG: u64 = 1 << 30;
     // Words that are not UTF-8 make a request the engine refuses (and reports), shown as best it can.
@@ -499,9 +480,7 @@ fn read_shell_request(conn: &std::net::TcpStream, token: &str) -> Result<Request
     let asked_state = PathBuf::from(text(field(BIG)?, "the store's name"));
     // Only the report shows it: a script name that is not UTF-8 is shown as best it can be.
     let caller = String::from_utf8_lossy(&field(BIG)?).into_owned();
-    let argc: usize = String::from_utf8_lossy(&field(32)?)
-        .parse()
-        .map_err(|_| None)?;
+    let argc: usize = String::from_utf8_lossy(&field(32)?).parse().ok()?;
     let mut argv = Vec::new();
     for n in 0..argc {
         let w = field(BIG)?;
@@ -510,7 +489,7 @@ fn read_shell_request(conn: &std::net::TcpStream, token: &str) -> Result<Request
     let has_stdin = field(8)? == b"1";
     let stdin = field(BIG)?;
     let stdin = has_stdin.then(|| text(stdin, "the batch"));
-    Ok(Request {
+    Some(Request {
         state: asked_state,
         argv,
         stdin,

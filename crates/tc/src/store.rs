@@ -680,10 +680,7 @@ impl Store {
             e.extend(words.iter().cloned());
             e
         };
-        let Some(i) = args
-            .iter()
-            .position(|a| a == "-batch" || a == "-b" || a == "--batch")
-        else {
+        let Some(i) = batch_arg(args) else {
             let out = crate::run(&mut self.engine, args, 0);
             if out.code == 0 && is_modifying(args) {
                 new.push(journal_entry(args));
@@ -824,16 +821,19 @@ pub fn batch_text(bytes: Vec<u8>, name: &str) -> Result<String, String> {
     })
 }
 
+/// Where tc's `-batch` option (`-b`, `--batch`) is among a tc command line's words (the words after
+/// `tc`), if it is there: its file follows it.
+pub fn batch_arg(args: &[String]) -> Option<usize> {
+    args.iter()
+        .position(|a| a == "-batch" || a == "-b" || a == "--batch")
+}
+
 /// Does this tclab command — `tc …`, `iptables …` or `link …` — ask for a change (as opposed to a show)?
 /// Changes take the store's lock exclusively and are counted in a script's report.
 pub fn changes_policy(argv: &[String]) -> bool {
     let args = argv.get(1..).unwrap_or_default();
     match argv.first().map(String::as_str) {
-        Some("tc") => {
-            args.iter()
-                .any(|a| a == "-batch" || a == "-b" || a == "--batch")
-                || is_modifying(args)
-        }
+        Some("tc") => batch_arg(args).is_some() || is_modifying(args),
         Some("iptables") => crate::iptables::is_modifying(args),
         Some("link") => !args.is_empty() && !["show", "list", "ls"].contains(&args[0].as_str()),
         _ => true,
