@@ -45,6 +45,7 @@ pub mod sfb;
 pub mod sfq;
 pub mod skbprio;
 pub mod tbf;
+pub(crate) mod treap;
 
 use crate::error::{Errno, KernelError, Warning};
 use crate::filter::Block;
