@@ -16,7 +16,8 @@
 //! packets are recycled (each step re-enqueues the packet the step before dequeued, rewritten as the
 //! next flow's), so no allocation is timed: that is the driver's part, as the kernel's qdiscs are handed
 //! their skbs.
-//! `-- fq_codel` runs fq_codel's rows alone; `TCLAB_BENCH_FLOWS=1,1024` chooses the flow counts.
+//! `-- fq_codel` runs fq_codel's rows alone; `TCLAB_BENCH_FLOWS=1,1024` chooses the flow counts;
+//! `TCLAB_BENCH_STEPS=N` runs N steps once instead of the best of 5 (for a profiler).
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -56,6 +57,7 @@ fn packets(flows: usize, one_server: bool) -> Vec<Packet> {
         .collect()
 }
 
+#[inline(never)] // a symbol for `valgrind --toggle-collect=cake::run`
 fn run(q: &mut dyn Qdisc, pkts: &[Packet]) -> f64 {
     let n = pkts.len();
     let mut now = 0u64;
@@ -64,7 +66,11 @@ fn run(q: &mut dyn Qdisc, pkts: &[Packet]) -> f64 {
             q.enqueue(p.clone(), &mut Cx::new(now));
         }
     }
-    let steps = 2_000_000usize.max(8 * n);
+    // TCLAB_BENCH_STEPS shortens the run (for valgrind's callgrind or cachegrind).
+    let steps = std::env::var("TCLAB_BENCH_STEPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2_000_000usize.max(8 * n));
     let mut sent = 0u64;
     // The packet a step enqueues is the one the step before dequeued, its headers rewritten as the next
     // flow's (28 bytes copied): allocating and freeing packets is the driver's cost, not the qdisc's
@@ -95,8 +101,14 @@ fn run(q: &mut dyn Qdisc, pkts: &[Packet]) -> f64 {
     ns
 }
 
+/// The best of 5 runs (of 1 with `TCLAB_BENCH_STEPS` set, for a profiler).
 fn best_of_5(mut f: impl FnMut() -> f64) -> f64 {
-    (0..5).map(|_| f()).fold(f64::INFINITY, f64::min)
+    let runs = if std::env::var_os("TCLAB_BENCH_STEPS").is_some() {
+        1
+    } else {
+        5
+    };
+    (0..runs).map(|_| f()).fold(f64::INFINITY, f64::min)
 }
 
 fn cake_row(name: &str, o: &CakeOptions, pkts: &[Packet], fq: f64) {

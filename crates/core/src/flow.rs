@@ -52,7 +52,26 @@ pub fn flow_keys(pkt: &Packet) -> FlowKeys {
             } else {
                 ports_of(proto, ip.header_len())
             };
-            consistent_keys(0x0800, proto, &[ip.src() as u64], &[ip.dst() as u64], ports)
+            // `consistent_keys` for one-word addresses, without its slices (the per-packet path of
+            // every flow-queueing discipline): the same words in the same order.
+            let (mut a, mut b) = ((ip.src() as u64, 0), (ip.dst() as u64, 0));
+            if let Some((sport, dport)) = ports {
+                (a.1, b.1) = (sport, dport);
+            }
+            if a > b {
+                std::mem::swap(&mut a, &mut b);
+            }
+            FlowKeys {
+                words: [
+                    (0x0800 << 8) | proto as u64,
+                    a.0,
+                    b.0,
+                    ((a.1 as u64) << 16) | b.1 as u64,
+                    0,
+                    0,
+                ],
+                len: 4,
+            }
         }
         0x86dd => {
             if d.len() < 40 || d[0] >> 4 != 6 {
@@ -141,5 +160,46 @@ pub fn host_addrs(pkt: &Packet) -> Option<([u64; 3], [u64; 3])> {
             Some(([6, word(8), word(16)], [6, word(24), word(32)]))
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// IPv4's keys are built without `consistent_keys`' slices; they must be the words it builds, for
+    /// every order of addresses and ports, with and without ports, so that no flow's hash changed.
+    #[test]
+    fn ipv4_keys_are_the_consistent_keys() {
+        let addrs = [[10, 0, 0, 1], [10, 0, 0, 2], [192, 168, 1, 1]];
+        let ports = [1, 80, 5001, 65535];
+        for src in addrs {
+            for dst in addrs {
+                for sport in ports {
+                    for dport in ports {
+                        for (proto, frag) in [(17u8, false), (6, false), (1, false), (17, true)] {
+                            let mut p = Packet::udp4(src, sport, dst, dport, 0, 100);
+                            p.data[9] = proto;
+                            if frag {
+                                p.data[7] = 1; // fragment offset 8 bytes: no ports
+                            }
+                            let with_ports = !frag && proto != 1;
+                            let expected = consistent_keys(
+                                0x0800,
+                                proto,
+                                &[u32::from_be_bytes(src) as u64],
+                                &[u32::from_be_bytes(dst) as u64],
+                                with_ports.then_some((sport, dport)),
+                            );
+                            assert_eq!(
+                                flow_keys(&p),
+                                expected,
+                                "{src:?}:{sport} > {dst:?}:{dport} proto {proto} frag {frag}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 }

@@ -221,7 +221,8 @@ fn prio_not_found() -> KernelError {
 
 impl Block {
     pub fn is_empty(&self) -> bool {
-        self.chains.values().all(|c| c.is_empty())
+        // The map's own emptiness first: the per-packet test of the flow-queueing disciplines.
+        self.chains.is_empty() || self.chains.values().all(|c| c.is_empty())
     }
 
     /// Every instance of every chain, chains in index order.

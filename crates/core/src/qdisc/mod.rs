@@ -33,6 +33,7 @@ pub mod multiq;
 pub mod netem;
 pub mod netem_dist;
 pub mod noqueue;
+pub(crate) mod packet_lists;
 pub mod pfifo_fast;
 pub mod pie;
 pub mod pie_impl;
