@@ -16,6 +16,11 @@
 //! packets are recycled (each step re-enqueues the packet the step before dequeued, rewritten as the
 //! next flow's), so no allocation is timed: that is the driver's part, as the kernel's qdiscs are handed
 //! their skbs.
+//! With 65 536 flows, two more fq_codel rows take the hash out: each packet names its flow by
+//! `skb->priority` (1:minor, as fq_codel allows), flow i in queue i+1 (in arrival order), or in queue
+//! (i·40503 mod 65536)+1 (scattered over the table as a hash would, but with no two flows in one queue).
+//! They separate what the flow table's size costs from what the hash's collisions cost.
+//!
 //! `-- fq_codel` runs fq_codel's rows alone; `TCLAB_BENCH_FLOWS=1,1024` chooses the flow counts;
 //! `TCLAB_BENCH_STEPS=N` runs N steps once instead of the best of 5 (for a profiler).
 
@@ -23,7 +28,7 @@ use std::hint::black_box;
 use std::time::Instant;
 use tclab_core::qdisc::cake::{diffserv, Cake, CakeOptions};
 use tclab_core::qdisc::fq_codel::{FqCodel, FqCodelOptions};
-use tclab_core::qdisc::{Cx, DevEnv, Qdisc};
+use tclab_core::qdisc::{Cx, DevEnv, Qdisc, Xstats};
 use tclab_core::{Handle, Packet};
 
 const ENV: DevEnv = DevEnv {
@@ -57,6 +62,15 @@ fn packets(flows: usize, one_server: bool) -> Vec<Packet> {
         .collect()
 }
 
+/// Steps timed with `n` flows; `TCLAB_BENCH_STEPS` shortens the run (for valgrind's callgrind or
+/// cachegrind).
+fn steps(n: usize) -> usize {
+    std::env::var("TCLAB_BENCH_STEPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2_000_000usize.max(8 * n))
+}
+
 #[inline(never)] // a symbol for `valgrind --toggle-collect=cake::run`
 fn run(q: &mut dyn Qdisc, pkts: &[Packet]) -> f64 {
     let n = pkts.len();
@@ -66,11 +80,7 @@ fn run(q: &mut dyn Qdisc, pkts: &[Packet]) -> f64 {
             q.enqueue(p.clone(), &mut Cx::new(now));
         }
     }
-    // TCLAB_BENCH_STEPS shortens the run (for valgrind's callgrind or cachegrind).
-    let steps = std::env::var("TCLAB_BENCH_STEPS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(2_000_000usize.max(8 * n));
+    let steps = steps(n);
     let mut sent = 0u64;
     // The packet a step enqueues is the one the step before dequeued, its headers rewritten as the next
     // flow's (28 bytes copied): allocating and freeing packets is the driver's cost, not the qdisc's
@@ -85,6 +95,7 @@ fn run(q: &mut dyn Qdisc, pkts: &[Packet]) -> f64 {
             Some(mut p) if p.data.len() == src.data.len() => {
                 p.data.copy_from_slice(&src.data);
                 p.len = src.len;
+                p.priority = src.priority;
                 p
             }
             _ => src.clone(),
@@ -109,6 +120,30 @@ fn best_of_5(mut f: impl FnMut() -> f64) -> f64 {
         5
     };
     (0..runs).map(|_| f()).fold(f64::INFINITY, f64::min)
+}
+
+/// fq_codel's row, with how often a packet found its queue empty and made it a new flow (the
+/// `new_flow_count` of `tc -s qdisc show`, per packet of the timed steps): each new flow is one more
+/// visit to a queue in the flow table.
+fn fq_codel_row(name: &str, o: &FqCodelOptions, pkts: &[Packet]) -> f64 {
+    let mut new_flows = 0.0;
+    let ns = best_of_5(|| {
+        let mut q = FqCodel::new(Handle::new(1, 0), o, &ENV).expect("valid");
+        let ns = run(&mut q, pkts);
+        if let Some(Xstats::FqCodel(x)) = q.xstats() {
+            let warm_up = pkts.len() as f64;
+            new_flows = (x.new_flow_count as f64 - warm_up).max(0.0) / steps(pkts.len()) as f64;
+        }
+        ns
+    });
+    println!(
+        "{:<44} {:>8} {:>12.0}   {:.2} new flows/packet",
+        name,
+        pkts.len(),
+        ns,
+        new_flows
+    );
+    ns
 }
 
 fn cake_row(name: &str, o: &CakeOptions, pkts: &[Packet], fq: f64) {
@@ -142,11 +177,19 @@ fn main() {
             memory_limit: Some(u32::MAX >> 1),
             ..Default::default()
         };
-        let fq = best_of_5(|| {
-            let mut q = FqCodel::new(Handle::new(1, 0), &fq_opts, &ENV).expect("valid");
-            run(&mut q, &pkts)
-        });
-        println!("{:<44} {:>8} {:>12.0}", "fq_codel", flows, fq);
+        let fq = fq_codel_row("fq_codel", &fq_opts, &pkts);
+        if flows == 65536 {
+            for (name, scatter) in [
+                ("fq_codel, skb->priority names flow i+1", 1),
+                ("fq_codel, skb->priority names (40503 i)+1", 40503),
+            ] {
+                let mut named = pkts.clone();
+                for (i, p) in named.iter_mut().enumerate() {
+                    p.priority = 0x1_0000 | ((i as u32).wrapping_mul(scatter) & 0xffff) + 1;
+                }
+                fq_codel_row(name, &fq_opts, &named);
+            }
+        }
         if only_fq {
             continue;
         }
