@@ -100,13 +100,9 @@ impl<K: Ord + Copy + Default> Forest<K> {
         self.n(i).key
     }
 
-    /// SplitMix64's finaliser over a counter: well-mixed, reproducible priorities.
+    /// SplitMix64 over a counter: well-mixed, reproducible priorities.
     fn draw(&mut self) -> u32 {
-        self.draws = self.draws.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.draws;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        (z ^ (z >> 31)) as u32
+        crate::flow::splitmix64(&mut self.draws) as u32
     }
 
     /// Puts `i` into `tree` under `key`, after any equal keys.
