@@ -1,6 +1,6 @@
 //! `cargo bench -p tclab-core --bench cake`: CAKE's and fq_codel's cost per packet, side by side.
 //!
-//! N UDP flows (distinct source ports; for CAKE each flow's DSCP picks one of diffserv8's 8 tins, flow i
+//! N UDP flows (each between its own pair of addresses, source port 1024 + i mod 60 000; for CAKE each flow's DSCP picks one of diffserv8's 8 tins, flow i
 //! in tin i mod 8) keep 4 packets each queued; each step enqueues the next flow's packet and dequeues one.
 //! Virtual time advances 1.2 µs a step (a 1514-byte frame at 10 Gbit/s). CAKE runs unlimited (the tins
 //! shared by DRR) and shaped at 10 Gbit/s (the shaper's clock and the tin schedule on every packet);
@@ -17,8 +17,10 @@
 //! next flow's), so no allocation is timed: that is the driver's part, as the kernel's qdiscs are handed
 //! their skbs.
 //! With 65 536 flows, two more fq_codel rows take the hash out: each packet names its flow by
-//! `skb->priority` (1:minor, as fq_codel allows), flow i in queue i+1 (in arrival order), or in queue
-//! (i·40503 mod 65536)+1 (scattered over the table as a hash would, but with no two flows in one queue).
+//! `skb->priority` (1:minor, as fq_codel allows), flow i in queue (i mod 65 535)+1 (in arrival order), or
+//! in queue (40 507·i mod 65 535)+1 (scattered over the table as a hash would; 40 507 is prime to 65 535,
+//! so no two flows share a queue but the first and the last: a minor has 16 bits, and queue 65 536 cannot
+//! be named).
 //! They separate what the flow table's size costs from what the hash's collisions cost.
 //!
 //! `-- fq_codel` runs fq_codel's rows alone; `TCLAB_BENCH_FLOWS=1,1024` chooses the flow counts;
@@ -181,11 +183,12 @@ fn main() {
         if flows == 65536 {
             for (name, scatter) in [
                 ("fq_codel, skb->priority names flow i+1", 1),
-                ("fq_codel, skb->priority names (40503 i)+1", 40503),
+                ("fq_codel, skb->priority names (40507 i)+1", 40507),
             ] {
                 let mut named = pkts.clone();
                 for (i, p) in named.iter_mut().enumerate() {
-                    p.priority = 0x1_0000 | ((i as u32).wrapping_mul(scatter) & 0xffff) + 1;
+                    let minor = (i as u64 * scatter % 65_535) as u32 + 1;
+                    p.priority = 0x1_0000 | minor;
                 }
                 fq_codel_row(name, &fq_opts, &named);
             }

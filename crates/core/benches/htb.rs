@@ -14,11 +14,13 @@
 //! qdisc cannot hold 100 000 classes (the N = 100 000 is impossible in Linux as well).
 //! Reports nanoseconds of wall time per packet (one enqueue + one dequeue).
 //!
-//! HFSC beside it, the same tree (root class 1:1 `sc rate 10gbit`, N leaves under it, two packets each):
+//! HFSC beside it, the same tree (class 1:1 `ls rate 10gbit` under the qdisc's root class 1:, N leaves
+//! under 1:1, two packets each):
 //!
-//! - `hfsc ls`: leaves `ls rate 10gbit/N` — link sharing only: the virtual-time trees of 1:1 and the root.
+//! - `hfsc ls`: leaves `ls rate 10gbit/N` — link sharing only: the virtual-time trees of 1:1 and 1:.
 //! - `hfsc sc`: leaves `sc rate 10gbit/2N` — real time and link sharing: every leaf is also in the eligible
-//!   tree, which `eltree_get_mindl` scans (in the kernel as here) over all eligible classes.
+//!   tree, whose earliest deadline among the eligible classes the kernel's `eltree_get_mindl` finds by a
+//!   scan and tclab's by the first of a deadline-ordered tree.
 //!
 //! The flat classful disciplines beside them (`-- flat`): N classes directly under the qdisc, two packets
 //! each, every packet naming its class by `skb->priority` and re-enqueued to it:

@@ -443,3 +443,53 @@ fn seed004_filter_show_lines() {
     );
     assert!(stats.contains("fh 800::802 order 2050 key ht 800 bkt 0 flowid 1:10 not_in_hw (rule hit 1 success 1)\n  match 00060000/00ff0000 at 8 (success 1 ) "), "{stats}");
 }
+
+/// The flow-queueing disciplines hash a packet when their filter list is empty, and their filter list is
+/// chain 0 (`q->filter_list`, kept by `tcf_chain0_head_change`): a filter only in chain 1 is unreachable
+/// and changes nothing, so the packet is queued by its hash, not dropped as unclassified. With the same
+/// filter in chain 0 it names the flow (queue 3 of fq_codel; SFQ's and CAKE's filters name a queue too).
+#[test]
+fn a_filter_only_in_chain_1_leaves_the_hash_in_charge() {
+    for qdisc in ["fq_codel", "sfq", "cake", "fq_pie"] {
+        for chain in [1, 0] {
+            let mut e = Engine::new();
+            tc(
+                &mut e,
+                &format!("qdisc add dev eth0 root handle 1: {qdisc}"),
+            );
+            tc(
+                &mut e,
+                &format!("filter add dev eth0 parent 1: protocol ip prio 1 chain {chain} matchall classid 1:3"),
+            );
+            let d = e.device_mut("eth0").unwrap();
+            d.enqueue(ipv4(17, 0, None, 10), &mut Cx::new(0));
+            let stats = d.root().q.stats();
+            assert_eq!(
+                (stats.qlen, stats.drops),
+                (1, 0),
+                "{qdisc} with a filter in chain {chain}: queued, not dropped"
+            );
+            let queued: Vec<String> = d
+                .classes(0)
+                .iter()
+                .filter(|c| c.stats.qlen == 1)
+                .map(|c| c.classid.to_string())
+                .collect();
+            if matches!(qdisc, "sfq" | "fq_pie") {
+                // Neither lists its queues as classes (fq_pie has no class operations in Linux).
+                continue;
+            }
+            if chain == 0 {
+                // CAKE lists queue q of tin t as 1:(1024 t + q): best effort is tin 1 of diffserv3.
+                let expected = if qdisc == "cake" { "1:403" } else { "1:3" };
+                assert_eq!(
+                    queued,
+                    [expected],
+                    "{qdisc}: chain 0's filter names the queue"
+                );
+            } else {
+                assert_eq!(queued.len(), 1, "{qdisc}: one queue holds the packet");
+            }
+        }
+    }
+}

@@ -221,8 +221,15 @@ fn prio_not_found() -> KernelError {
 
 impl Block {
     pub fn is_empty(&self) -> bool {
-        // The map's own emptiness first: the per-packet test of the flow-queueing disciplines.
-        self.chains.is_empty() || self.chains.values().all(|c| c.is_empty())
+        self.chains.values().all(|c| c.is_empty())
+    }
+
+    /// Whether chain 0 has no filter: the kernel's `q->filter_list` (chain 0's head, kept by
+    /// `tcf_chain0_head_change`) is NULL, and the disciplines that hash a packet when it is (SFQ,
+    /// fq_codel, fq_pie, CAKE, SFB) or read the filters for their actions only (multiq) or fall back
+    /// (CBQ) do so, even if other chains have filters (reachable only by `goto chain` from chain 0).
+    pub fn filter_list_is_empty(&self) -> bool {
+        self.chains.get(&0).is_none_or(|c| c.is_empty())
     }
 
     /// Every instance of every chain, chains in index order.

@@ -1029,7 +1029,7 @@ impl Cake {
     /// `cake_classify`: the tin and queue, or the verdict for a packet not to be queued.
     fn classify(&mut self, pkt: &mut Packet, cx: &mut Cx) -> Result<(usize, usize), Verdict> {
         let (mut flow, mut host) = (0u32, 0u32);
-        if !self.block.is_empty() {
+        if !self.block.filter_list_is_empty() {
             match crate::filter::classify(&self.block, pkt, cx) {
                 FilterVerdict::Classified { classid, .. } => {
                     if classid & 0xffff <= QUEUES as u32 {

@@ -355,7 +355,7 @@ impl Cbq {
         }
         let mut head = LINK;
         loop {
-            if self.cl(head).block.is_empty() {
+            if self.cl(head).block.filter_list_is_empty() {
                 break;
             }
             let res = match crate::filter::classify(&self.cl(head).block, pkt, cx) {

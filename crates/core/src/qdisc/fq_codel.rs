@@ -30,7 +30,7 @@
 //! - Memory, as the kernel lays it out and for the same reason (tens of thousands of flows): the packets
 //!   of all flows in one slab with per-flow FIFO links ([`super::packet_lists`], the kernel's `skb->next`
 //!   lists), the new and old lists threaded through the flows (the kernel's `flowchain`), a flow's state
-//!   in one 48-byte entry. The lists say which flows the next dequeues serve, so each dequeue prefetches
+//!   in one 48-byte entry and its backlog in a dense array beside (`q->backlogs`, for the fat-flow scan). The lists say which flows the next dequeues serve, so each dequeue prefetches
 //!   the state of the flow two places on and the head packet of the next one.
 
 use super::codel_impl::{
@@ -110,8 +110,6 @@ enum List {
 struct Flow {
     /// The flow's packets, in the qdisc's `queued`.
     packets: PacketList,
-    /// Bytes queued (`q->backlogs[idx]`).
-    backlog: u32,
     deficit: i32,
     vars: CodelVars,
     /// Which list the flow is on (`flowchain`), if any, and the next flow on it.
@@ -169,6 +167,9 @@ pub struct FqCodel {
     flows: Vec<Flow>,
     /// Every flow's packets, in one slab.
     queued: PacketLists,
+    /// Bytes queued per flow, apart from the flows as the kernel keeps them: the fat-flow drop scans
+    /// them all (4 bytes a flow, not a whole entry).
+    backlogs: Vec<u32>,
     new_flows: FlowList,
     old_flows: FlowList,
     limit: u32,
@@ -235,7 +236,7 @@ pub(crate) fn classify_flow(
     {
         return Ok(minor);
     }
-    if block.is_empty() {
+    if block.filter_list_is_empty() {
         let h = keyed_hash(secret, &flow_keys(pkt));
         return Ok(((h as u64 * n as u64) >> 32) as u32 + 1);
     }
@@ -263,10 +264,12 @@ impl FqCodel {
             handle,
             flows: Vec::new(),
             queued: PacketLists::new(),
+            backlogs: Vec::new(),
             new_flows: FlowList::EMPTY,
             old_flows: FlowList::EMPTY,
             limit: 10 * 1024,
-            quantum: mtu.clamp(256, QUANTUM_MAX),
+            // `psched_mtu`, unclamped: only a quantum the user gives is raised to 256.
+            quantum: mtu,
             drop_batch: 64,
             memory_limit: 32 << 20,
             params,
@@ -284,6 +287,7 @@ impl FqCodel {
         let flows = q.validate(o, true)?.unwrap_or(1024);
         q.apply(o);
         q.flows = (0..flows).map(|_| Flow::default()).collect();
+        q.backlogs = vec![0; flows as usize];
         q.set_seed(DEFAULT_SEED);
         Ok(q)
     }
@@ -349,9 +353,9 @@ impl FqCodel {
     fn drop_fattest(&mut self, max_packets: u32, cx: &mut Cx) -> (usize, u32, u32) {
         let mut idx = 0;
         let mut maxbacklog = 0;
-        for (i, f) in self.flows.iter().enumerate() {
-            if f.backlog > maxbacklog {
-                maxbacklog = f.backlog;
+        for (i, &b) in self.backlogs.iter().enumerate() {
+            if b > maxbacklog {
+                maxbacklog = b;
                 idx = i;
             }
         }
@@ -371,7 +375,7 @@ impl FqCodel {
             }
         }
         flow.vars.count = flow.vars.count.wrapping_add(n);
-        flow.backlog -= len;
+        self.backlogs[idx] -= len;
         self.memory_usage -= mem;
         self.stats.drops += n;
         self.stats.backlog -= len;
@@ -400,7 +404,7 @@ impl FqCodel {
             let mut q = FlowQueue {
                 queued: &mut self.queued,
                 packets: &mut flow.packets,
-                flow_backlog: &mut flow.backlog,
+                flow_backlog: &mut self.backlogs[idx as usize],
                 memory_usage: &mut self.memory_usage,
                 stats: &mut self.stats,
                 cx,
@@ -535,7 +539,7 @@ impl Qdisc for FqCodel {
         let mem = len + SKB_OVERHEAD;
         let flow = &mut self.flows[idx];
         self.queued.push_back(&mut flow.packets, pkt);
-        flow.backlog += len;
+        self.backlogs[idx] += len;
         self.stats.backlog += len;
         if flow.on.is_none() {
             flow.on = Some(List::New);
@@ -585,6 +589,7 @@ impl Qdisc for FqCodel {
             *f = Flow::default();
         }
         self.queued.clear();
+        self.backlogs.iter_mut().for_each(|b| *b = 0);
         self.memory_usage = 0;
         self.stats.backlog = 0;
         self.stats.qlen = 0;
@@ -674,7 +679,7 @@ impl super::FlowClasses for FqCodel {
             }
             let mut stats = QdiscStats {
                 qlen: f.packets.len(),
-                backlog: f.backlog,
+                backlog: self.backlogs[i],
                 ..Default::default()
             };
             stats.drops = 0;
@@ -700,3 +705,12 @@ pub const KIND: super::QdiscKind = super::QdiscKind {
         _ => Err(super::wrong_kind()),
     },
 };
+
+#[cfg(test)]
+mod tests {
+    /// The essay's layout claim: a flow's state is one 48-byte entry (its backlog lives apart).
+    #[test]
+    fn a_flow_is_48_bytes() {
+        assert_eq!(std::mem::size_of::<super::Flow>(), 48);
+    }
+}

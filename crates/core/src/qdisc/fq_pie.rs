@@ -131,7 +131,8 @@ impl FqPie {
                 ..PieParams::default()
             },
             limit: 10 * 1024,
-            quantum: mtu.clamp(256, 1 << 20),
+            // `psched_mtu`, unclamped: only a quantum the user gives is raised to 256.
+            quantum: mtu,
             memory_limit: 32 << 20,
             ecn_prob: 10,
             memory_usage: 0,

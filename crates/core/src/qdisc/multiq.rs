@@ -84,7 +84,7 @@ impl Qdisc for Multiq {
 
     /// `multiq_enqueue`: the filters' actions, then the band of the packet's transmit queue.
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
-        if !self.block.is_empty() {
+        if !self.block.filter_list_is_empty() {
             match filter::classify(&self.block, &mut pkt, cx) {
                 filter::Verdict::Shot => {
                     self.stats.drops += 1;

@@ -18,12 +18,16 @@ pub(crate) fn prefetch<T>(x: &T) {
     #[cfg(target_arch = "x86_64")]
     {
         let start = x as *const T as *const i8;
-        for line in (0..std::mem::size_of::<T>()).step_by(64) {
+        let size = std::mem::size_of::<T>().max(1);
+        // Every line `x` touches: one each 64 bytes from its start, and the line of its last byte
+        // (an entry that straddles two lines).
+        let offsets = (0..size).step_by(64).chain(std::iter::once(size - 1));
+        for offset in offsets {
             // SAFETY: `prefetcht0` is a hint: it reads nothing the program sees and never faults, and
             // the addresses are inside `x`.
             unsafe {
                 std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    start.wrapping_add(line),
+                    start.wrapping_add(offset),
                 );
             }
         }

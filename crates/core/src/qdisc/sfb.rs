@@ -299,7 +299,7 @@ impl Qdisc for Sfb {
             }
         }
         let mut slot = self.slot;
-        let hash = if self.block.is_empty() {
+        let hash = if self.block.filter_list_is_empty() {
             self.flow_hash(&pkt, slot)
         } else {
             match filter::classify(&self.block, &mut pkt, cx) {

@@ -226,7 +226,7 @@ impl Sfq {
         {
             return Ok(minor - 1);
         }
-        if self.block.is_empty() {
+        if self.block.filter_list_is_empty() {
             return Ok(self.hash(pkt));
         }
         match crate::filter::classify(&self.block, pkt, cx) {
