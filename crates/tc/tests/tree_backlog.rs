@@ -1,5 +1,7 @@
 //! `qdisc_tree_reduce_backlog`: when SFQ makes room by dropping an older packet, its ancestors' queue
 //! counters follow. Invariant checked after every packet: a parent's qlen and backlog are its child's.
+//! The ancestors count the drop too (`__qdisc_qstats_drop`), so a root's `dropped` includes what the
+//! AQMs and fair queues below it dropped.
 
 use tclab_core::qdisc::Cx;
 use tclab_core::{Engine, Handle, Packet};
@@ -63,6 +65,41 @@ fn a_drop_from_another_flow_leaves_the_parent_exact() {
     let top = dev.root().q.stats();
     assert_eq!((sfq.qlen, sfq.backlog), (4, 3 * 1514 + 66));
     assert_eq!((top.qlen, top.backlog), (4, 3 * 1514 + 66));
+    assert_eq!(
+        (sfq.drops, top.drops),
+        (1, 1),
+        "SFQ's drop is counted by its HTB parent too"
+    );
+}
+
+/// fq_codel over its limit drops from the fattest flow; when the arriving packet's flow is another,
+/// enqueue succeeds and only `qdisc_tree_reduce_backlog(1, …)` tells the ancestors, which count it as a
+/// drop (the kernel's `__qdisc_qstats_drop(sch, drops)` in every ancestor): HTB's root shows 1.
+#[test]
+fn ancestors_count_the_drops_of_fq_codel_below() {
+    let mut e = Engine::new();
+    tc(&mut e, "qdisc add dev eth0 root handle 1: htb default 1");
+    tc(
+        &mut e,
+        "class add dev eth0 parent 1: classid 1:1 htb rate 1kbit",
+    );
+    tc(
+        &mut e,
+        "qdisc add dev eth0 parent 1:1 handle 10: fq_codel limit 2",
+    );
+    let dev = e.device_mut("eth0").unwrap();
+    dev.enqueue(udp(1, 1514), &mut Cx::new(0));
+    dev.enqueue(udp(1, 1514), &mut Cx::new(1));
+    let v = dev.enqueue(udp(3, 66), &mut Cx::new(2));
+    assert_eq!(
+        v,
+        tclab_core::qdisc::Verdict::Success,
+        "host 3's packet stays"
+    );
+    let fq = dev.find(Handle(0x0010_0000)).unwrap().q.stats();
+    let top = dev.root().q.stats();
+    assert_eq!((fq.qlen, fq.drops), (2, 1), "one of host 1's packets went");
+    assert_eq!((top.qlen, top.backlog, top.drops), (2, 1514 + 66, 1));
 }
 
 #[test]

@@ -340,10 +340,15 @@ impl QdiscStats {
         self.backlog = self.backlog.wrapping_sub(pkt.len);
         self.qlen -= 1;
     }
-    /// Apply a child's `qdisc_tree_reduce_backlog` (packets, bytes) to these counters.
+    /// Apply a child's `qdisc_tree_reduce_backlog` (packets, bytes) to these counters: the packets
+    /// leave the queue and, when positive, count as this qdisc's drops too (`__qdisc_qstats_drop` on
+    /// every ancestor), so a root shows the drops of the AQMs and purges below it.
     pub fn reduce(&mut self, (packets, bytes): (i64, i64)) {
         self.qlen = (self.qlen as i64 - packets).max(0) as u32;
         self.backlog = (self.backlog as i64 - bytes).max(0) as u32;
+        self.drops = self
+            .drops
+            .wrapping_add(packets.clamp(0, u32::MAX as i64) as u32);
     }
 }
 
