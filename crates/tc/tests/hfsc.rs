@@ -397,4 +397,17 @@ fn bad_input_is_refused_and_applies_nothing() {
     );
     let (c, err) = tc_fails(&mut e, "class del dev eth0 classid 1:2");
     assert_eq!((c, err.contains("HFSC class in use")), (2, true), "{err}");
+    // A filter in a leaf's block naming a sibling holds nothing (`hfsc_bind_tcf`: the block's class is
+    // not above the class named), so the sibling can go, as in Linux.
+    tc(
+        &mut e,
+        "class add dev eth0 parent 1:1 classid 1:11 hfsc ls rate 1mbit",
+    );
+    tc(
+        &mut e,
+        "filter add dev eth0 parent 1:11 protocol ip prio 1 u32 match u32 0 0 flowid 1:10",
+    );
+    tc(&mut e, "class del dev eth0 classid 1:10");
+    let out = tc(&mut e, "class show dev eth0");
+    assert!(!out.contains("1:10 "), "{out}");
 }

@@ -1086,9 +1086,19 @@ impl Hfsc {
         }
     }
 
-    /// Is a class named by a filter anywhere in the qdisc (`qdisc_class_in_use`)?
+    /// Is a class named by a filter that holds it (`qdisc_class_in_use`)? `hfsc_bind_tcf` takes no
+    /// hold when the class owning the filter's block is not above the class named (its level is not
+    /// higher): such a filter is never consulted on the way to that class (a leaf's filters, or a
+    /// sibling's), so the class may be deleted under it. Levels are read now, where the kernel read them
+    /// when the filter was added: the same answer unless the tree's shape changed in between.
     fn bound(&self, classid: u32) -> bool {
-        self.blocks.values().any(|b| b.binds(classid))
+        let Some(level) = self.find_idx(classid).map(|i| self.c(i).level) else {
+            return false;
+        };
+        self.blocks.iter().any(|(&owner, b)| {
+            let owner_level = self.find_idx(owner).map_or(u32::MAX, |i| self.c(i).level);
+            owner_level > level && b.binds(classid)
+        })
     }
 
     /// The service curves of a class, as `tc class show` reads them (tests).
