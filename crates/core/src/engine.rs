@@ -401,7 +401,7 @@ impl Device {
     fn follow(&self, path: &[Handle]) -> Option<&Sched> {
         let mut s = &self.root;
         for classid in path {
-            s = s.q.classes()?.leaf(*classid)?;
+            s = s.q.classes()?.attached(*classid)?;
         }
         Some(s)
     }
@@ -433,7 +433,7 @@ impl Device {
         let path = self.path_to(handle)?;
         let mut s = &mut self.root;
         for classid in path {
-            s = s.q.classes_mut()?.leaf_mut(classid)?;
+            s = s.q.classes_mut()?.attached_mut(classid)?;
         }
         Some(s).filter(|s| s.handle == handle)
     }

@@ -411,3 +411,41 @@ fn bad_input_is_refused_and_applies_nothing() {
     let out = tc(&mut e, "class show dev eth0");
     assert!(!out.contains("1:10 "), "{out}");
 }
+
+/// A leaf's qdisc stays attached when the class gains a child (`hfsc_change_class` only purges it): the
+/// kernel's qdisc hash keeps it, so `tc qdisc show` lists it and `qdisc change` reaches it, while `qdisc
+/// del` by the class finds nothing (`cops->leaf` of an inner class is NULL).
+#[test]
+fn an_inner_class_keeps_its_old_leaf_qdisc_listed() {
+    let mut e = setup(&[
+        "qdisc add dev eth0 root handle 1: hfsc default 21",
+        "class add dev eth0 parent 1: classid 1:21 hfsc ls rate 5mbit",
+        "qdisc add dev eth0 parent 1:21 handle 21: fq_codel",
+        "class add dev eth0 parent 1:21 classid 1:211 hfsc ls rate 1mbit",
+    ]);
+    let out = tc(&mut e, "qdisc show dev eth0");
+    assert!(
+        out.contains("qdisc fq_codel 21: parent 1:21 limit 10240p"),
+        "{out}"
+    );
+    tc(
+        &mut e,
+        "qdisc change dev eth0 handle 21: fq_codel limit 100",
+    );
+    let out = tc(&mut e, "qdisc show dev eth0");
+    assert!(
+        out.contains("qdisc fq_codel 21: parent 1:21 limit 100p"),
+        "{out}"
+    );
+    let (code, err) = tc_fails(&mut e, "qdisc del dev eth0 parent 1:21 handle 21:");
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("Cannot find specified qdisc on specified device"),
+        "{err}"
+    );
+    let out = tc(&mut e, "class show dev eth0");
+    assert!(
+        !out.contains("leaf 21:"),
+        "an inner class shows no leaf: {out}"
+    );
+}

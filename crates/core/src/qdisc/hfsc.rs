@@ -1297,6 +1297,17 @@ impl ClassOps for Hfsc {
         (c.level == 0).then_some(&mut c.q)
     }
 
+    /// An inner class keeps its old leaf qdisc (`cl->qdisc`, purged when the class gained a child): the
+    /// kernel's hash still holds it, so `tc qdisc show` lists it and `qdisc_lookup` finds it.
+    fn attached(&self, classid: Handle) -> Option<&Sched> {
+        Some(&self.c(self.find_idx(classid.0)?).q)
+    }
+
+    fn attached_mut(&mut self, classid: Handle) -> Option<&mut Sched> {
+        let i = self.find_idx(classid.0)?;
+        Some(&mut self.cm(i).q)
+    }
+
     /// `hfsc_graft_class`: only a leaf; `None` puts back the default pfifo. The old queue is purged.
     fn graft(
         &mut self,

@@ -818,6 +818,15 @@ pub trait ClassOps {
     /// The qdisc under a class (`cops->leaf`); `None` for an inner class.
     fn leaf(&self, classid: Handle) -> Option<&Sched>;
     fn leaf_mut(&mut self, classid: Handle) -> Option<&mut Sched>;
+    /// The qdisc attached to a class, inner or not, as `qdisc_lookup` finds it in the device's hash:
+    /// HFSC keeps an inner class's old leaf qdisc attached (purged, still listed and changeable);
+    /// every other discipline's is its `leaf`.
+    fn attached(&self, classid: Handle) -> Option<&Sched> {
+        self.leaf(classid)
+    }
+    fn attached_mut(&mut self, classid: Handle) -> Option<&mut Sched> {
+        self.leaf_mut(classid)
+    }
     /// Put `new` under `classid` (or the default qdisc if `None`) and return the previous one.
     fn graft(
         &mut self,
