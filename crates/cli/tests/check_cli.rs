@@ -103,6 +103,9 @@ fn every_code_is_triggered_by_its_fault_and_not_by_a_clean_policy() {
             tclab_tc::check::Severity::Note => 0,
         };
         assert!(r.code >= want, "{code}: exit {} for a {sev:?}", r.code);
+        // Wrapped messages read as prose: no run of spaces left by a string literal's line break.
+        let gap = r.stdout.lines().find(|l| l.trim_start().contains("   "));
+        assert_eq!(gap, None, "{code}: a run of spaces");
     }
     assert_eq!(
         CASES.len(),

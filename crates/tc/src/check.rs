@@ -576,7 +576,9 @@ fn check_device(
             let is_leaf = !classes.iter().filter(mine).any(|k| k.parent == c.classid);
             let message = if is_leaf {
                 format!(
-                    "filters are attached to the leaf class {}: {} reads a class's filters only on the                      way down from the qdisc to a leaf, and stops at the first leaf it reaches, so these                      filters never see a packet",
+                    "filters are attached to the leaf class {}: {} reads a class's filters only on the \
+                     way down from the qdisc to a leaf, and stops at the first leaf it reaches, so these \
+                     filters never see a packet",
                     c.classid,
                     q.kind.to_uppercase()
                 )
@@ -594,7 +596,8 @@ fn check_device(
                 at: format!("{dev_name} class {} {}", q.kind, c.classid),
                 message,
                 fix: format!(
-                    "attach the filters to the qdisc (`parent {}`), or to an inner class a filter there                      points to",
+                    "attach the filters to the qdisc (`parent {}`), or to an inner class a filter there \
+                     points to",
                     q.handle
                 ),
             });
