@@ -309,3 +309,73 @@ qdisc add dev eth0 parent 1:20 pfifo limit 100
     );
     assert!(r.stdout.contains("eth0 class htb 1:10"), "{}", r.stdout);
 }
+
+/// HFSC drops what no filter classifies unless `default` names a leaf (`hfsc_classify`), so a missing or
+/// inner default is an error; its top classes' `ul` is the shaper the line is compared with; its leaves
+/// are checked for idleness and long FIFOs as HTB's are (1 Mbit/s real time behind the default
+/// 1000-packet pfifo: 1000 × 1514 B / 125 000 B/s = 12.1 s).
+#[test]
+fn hfsc_defaults_shaper_and_leaves_are_checked() {
+    let dir = TempDir::new("check-hfsc");
+    let policy = |default: &str| {
+        format!(
+            "qdisc add dev eth0 root handle 1: hfsc{default}\n\
+             class add dev eth0 parent 1: classid 1:1 hfsc sc rate 5mbit ul rate 5mbit\n\
+             class add dev eth0 parent 1:1 classid 1:10 hfsc sc rate 1mbit\n\
+             class add dev eth0 parent 1:1 classid 1:20 hfsc ls rate 4mbit\n\
+             qdisc add dev eth0 parent 1:20 handle 20: fq_codel\n\
+             filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dport 22 0xffff flowid 1:10\n"
+        )
+    };
+    for (default, link, code, expected) in [
+        (
+            " default 99",
+            "10mbit",
+            2,
+            vec![
+                "gso-bursts",
+                "default-missing",
+                "queue-delay",
+                "unreached-class",
+            ],
+        ),
+        (
+            " default 1",
+            "10mbit",
+            2,
+            vec![
+                "gso-bursts",
+                "default-inner",
+                "queue-delay",
+                "unreached-class",
+            ],
+        ),
+        (
+            "",
+            "10mbit",
+            1,
+            vec!["gso-bursts", "no-default", "queue-delay", "unreached-class"],
+        ),
+        (
+            " default 20",
+            "10mbit",
+            1,
+            vec!["gso-bursts", "queue-delay"],
+        ),
+        (
+            " default 20",
+            "5mbit",
+            1,
+            vec!["shaper-at-line-rate", "gso-bursts", "queue-delay"],
+        ),
+    ] {
+        let r = check(&dir, "hfsc.batch", &policy(default), &["--link", link]);
+        let mut got = codes(&r);
+        got.dedup();
+        assert_eq!(got, expected, "hfsc{default} on {link}:\n{}", r.stdout);
+        assert_eq!(r.code, code, "hfsc{default} on {link}");
+        if default == " default 20" && link == "10mbit" {
+            assert!(r.stdout.contains("12.1 s of queueing"), "{}", r.stdout);
+        }
+    }
+}

@@ -57,17 +57,17 @@ pub const CODES: &[(&str, Severity, &str)] = &[
     (
         "default-missing",
         Severity::Error,
-        "HTB's default class does not exist: unclassified traffic is not shaped",
+        "the default class does not exist: unclassified traffic is not shaped (HTB) or dropped (HFSC)",
     ),
     (
         "default-inner",
         Severity::Error,
-        "HTB's default class is an inner class: unclassified traffic is not shaped",
+        "the default class is an inner class: unclassified traffic is not shaped (HTB) or dropped (HFSC)",
     ),
     (
         "no-default",
         Severity::Warning,
-        "HTB has no default class: unclassified traffic goes out unshaped",
+        "no default class: unclassified traffic goes out unshaped (HTB) or is dropped (HFSC)",
     ),
     (
         "quantum",
@@ -231,6 +231,23 @@ fn check_device(
                 _ => None,
             })
             .max_by_key(|r| r.0),
+        // HFSC shapes where every top class has an upper limit (`ul`, how people use it as a shaper):
+        // the largest of them. A top class without one may take the whole device.
+        QdiscOptions::Hfsc(_) => {
+            let tops: Vec<Option<u64>> = classes
+                .iter()
+                .filter(|c| c.parent == root.handle && c.classid != root.handle)
+                .map(|c| match &c.options {
+                    Some(ClassOptions::Hfsc(o)) => o.usc.map(|u| u.m2 as u64),
+                    _ => None,
+                })
+                .collect();
+            tops.iter()
+                .copied()
+                .collect::<Option<Vec<u64>>>()
+                .and_then(|r| r.into_iter().max())
+                .map(|r| (r, tclab_core::units::LinkLayer::Ethernet, 0))
+        }
         // CAKE without `bandwidth` does not shape at all: as if at an infinite rate.
         QdiscOptions::Cake(c) => Some((
             c.base_rate.filter(|r| *r > 0).unwrap_or(u64::MAX),
@@ -560,6 +577,12 @@ fn check_device(
             }
         }
     }
+    // HFSC.
+    for q in qdiscs.iter() {
+        if let QdiscOptions::Hfsc(h) = &q.options {
+            check_hfsc(q, h.defcls, &classes, dev, dev_name, mtu, &bound, out);
+        }
+    }
     // Filters on classes: HTB and HFSC consult a class's filters only after a filter (or skb->priority)
     // chose that class and it is an inner one (`htb_classify`/`hfsc_classify` stop at the first leaf).
     for q in qdiscs.iter().filter(|q| matches!(q.kind, "htb" | "hfsc")) {
@@ -632,6 +655,125 @@ fn check_device(
 }
 
 /// The text report.
+/// HFSC's default class, and its leaves as HTB's are checked. `hfsc_classify` drops what no filter
+/// classifies unless `default` names a leaf (with no `default`, the root class, which is inner once it
+/// has children): where HTB lets such packets out unshaped, HFSC loses them.
+#[allow(clippy::too_many_arguments)]
+fn check_hfsc(
+    q: &tclab_core::engine::QdiscInfo,
+    defcls: u16,
+    classes: &[tclab_core::qdisc::ClassInfo],
+    dev: &tclab_core::engine::Device,
+    dev_name: &str,
+    mtu: u32,
+    bound: &dyn Fn(u32) -> bool,
+    out: &mut Vec<Finding>,
+) {
+    let mine: Vec<_> = classes
+        .iter()
+        .filter(|c| c.classid.major() == q.handle.major() && c.classid != q.handle)
+        .collect();
+    if mine.is_empty() {
+        return; // the root class alone is a leaf and takes everything
+    }
+    let is_leaf = |id: Handle| !mine.iter().any(|k| k.parent == id);
+    let at_q = format!("{dev_name} qdisc hfsc {}", q.handle);
+    let def = Handle(q.handle.0 | defcls as u32);
+    if defcls == 0 {
+        out.push(Finding {
+            code: "no-default",
+            severity: Severity::Warning,
+            at: at_q,
+            message: "no `default` class: HFSC drops every packet no filter classifies".into(),
+            fix: "name a leaf class as the default (`hfsc default 20`) that takes the rest".into(),
+        });
+    } else if !mine.iter().any(|c| c.classid == def) {
+        out.push(Finding {
+            code: "default-missing",
+            severity: Severity::Error,
+            at: at_q,
+            message: format!(
+                "the default class {def} does not exist: HFSC drops every packet no filter classifies"
+            ),
+            fix: format!("create class {def}, or point `default` at an existing leaf"),
+        });
+    } else if !is_leaf(def) {
+        out.push(Finding {
+            code: "default-inner",
+            severity: Severity::Error,
+            at: at_q,
+            message: format!(
+                "the default class {def} has children: HFSC sends unclassified packets to a default \
+                 only if it is a leaf, so it drops them"
+            ),
+            fix: "point `default` at a leaf class".into(),
+        });
+    }
+    for c in mine.iter().filter(|c| is_leaf(c.classid)) {
+        let at = format!("{dev_name} class hfsc {}", c.classid);
+        if c.classid != def && !bound(c.classid.0) {
+            out.push(Finding {
+                code: "unreached-class",
+                severity: Severity::Warning,
+                at: at.clone(),
+                message: "no filter, iptables CLASSIFY rule or `default` sends packets here: the \
+                          class stays idle (unless an application sets skb->priority to it)"
+                    .into(),
+                fix: format!(
+                    "add a filter with `flowid {}`, or remove the class",
+                    c.classid
+                ),
+            });
+        }
+        // Its queue against the rate it is sure of: the real-time curve's, else its upper limit, else
+        // its link-sharing share taken as a rate.
+        let Some(ClassOptions::Hfsc(o)) = &c.options else {
+            continue;
+        };
+        let Some(rate) = [o.rsc, o.usc, o.fsc]
+            .into_iter()
+            .flatten()
+            .map(|sc| sc.m2 as u64)
+            .find(|&r| r > 0)
+        else {
+            continue;
+        };
+        let own = c.leaf.and_then(|l| dev.find(l)).map(|s| s.q.dump());
+        let (limit_pkts, limit_bytes, what) = match own {
+            Some(QdiscOptions::Pfifo(f)) => (f.limit.map(u64::from), None, "pfifo".to_string()),
+            Some(QdiscOptions::Bfifo(f)) => (None, f.limit.map(u64::from), "bfifo".to_string()),
+            Some(_) => continue, // fair queues and AQMs bound the delay of sparse flows themselves
+            None => (
+                Some(dev.txqueuelen as u64),
+                None,
+                "default pfifo (txqueuelen packets)".to_string(),
+            ),
+        };
+        let Some(bytes) = limit_bytes.or(limit_pkts.map(|p| p * mtu as u64)) else {
+            continue;
+        };
+        let secs = bytes as f64 / rate as f64;
+        if secs > 1.0 {
+            out.push(Finding {
+                code: "queue-delay",
+                severity: Severity::Warning,
+                at,
+                message: format!(
+                    "its leaf, a {what}, holds {} of full frames: at {} that is {:.1} s of queueing \
+                     before a packet is dropped",
+                    match limit_pkts {
+                        Some(p) => format!("{p} packets"),
+                        None => format!("{bytes} bytes"),
+                    },
+                    sprint_rate(rate),
+                    secs
+                ),
+                fix: "give the leaf a short queue (`pfifo limit 10`) or an AQM (`fq_codel`)".into(),
+            });
+        }
+    }
+}
+
 pub fn render(findings: &[Finding]) -> String {
     let mut s = String::new();
     for f in findings {
