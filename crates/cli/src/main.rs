@@ -430,7 +430,7 @@ The computed column follows HTB's documented rule; HTB itself departs from it wh
 one priority borrow: each borrower's own bucket keeps refilling, so it turns green for a packet now and
 then and leaves the round robin, and with default bursts the excess is split more evenly than the quanta
 say (rates 3 and 1 Mbit/s borrowing from a 10 Mbit/s parent: 51:49 on Linux, 50:50 simulated, 75:25
-computed). Trust the simulated column there; a note under the table says where the two differ by 2 %.";
+computed). Trust the simulated column there; a note under the table says where the two differ by more than 2 % and one packet over the simulated window.";
 
 /// `tclab explain`.
 fn cmd_explain(args: &[String]) -> Result<u8, String> {
