@@ -63,6 +63,24 @@ pub const BUILTIN: &[Builtin] = &[
         ],
     },
     Builtin {
+        name: "seed000-hfsc-180kbit",
+        description: "seed 000's empty HFSC section: one class sc+ul 180kbit, default pfifo leaf, UDP flood, ping",
+        parts: &[
+            "name = \"seed 000: HFSC sc/ul 180kbit, default leaf\"\nduration = \"100s\"\n",
+            SEED000_LAB,
+            include_str!("../scenarios/seed000/hfsc-180kbit.toml"),
+        ],
+    },
+    Builtin {
+        name: "seed000-hfsc-rt-180kbit",
+        description: "seed 000's HFSC: the same shaper, ICMP in a real-time class (rt umax 1514b dmax 10ms)",
+        parts: &[
+            "name = \"seed 000: HFSC 180kbit, ping in a real-time class\"\nduration = \"100s\"\n",
+            SEED000_LAB,
+            include_str!("../scenarios/seed000/hfsc-rt-180kbit.toml"),
+        ],
+    },
+    Builtin {
         name: "bench-htb",
         description: "the simulator benchmark: 60 s, 30 TCP streams through a 100 Mbit HTB bottleneck, a ping",
         parts: &[include_str!("../scenarios/bench-htb.toml")],

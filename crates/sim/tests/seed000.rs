@@ -51,3 +51,42 @@ fn a_ping_waits_behind_the_whole_default_leaf_queue() {
         );
     }
 }
+
+/// The HFSC section seed 000 left empty, as its lab would have run it. HFSC used as a shaper (`sc` and `ul`
+/// of 180 kbit/s on one class, default pfifo leaf) queues the ping behind the same 1000 frames as HTB:
+/// (1000 × 1490 + 98) × 8 / 180 000 = 66.2 s at worst. Put ICMP in a real-time class (`rt umax 1514b dmax
+/// 10ms rate 20kbit`) and HFSC serves it before link sharing, whatever the bulk class holds: every ping
+/// crosses the idle path — four 100 µs links plus a 98-byte frame at 1 Gbit/s each, 0.403 ms — plus at
+/// most one 1490-byte flood frame ahead of it on each of the two links the flood crosses (11.9 µs each). The flood keeps the rest of the 180 kbit/s:
+/// (180 000 − 784 bit/s of ping) × 1448 / 1490 = 174.2 kbit/s of UDP payload.
+#[test]
+fn hfsc_keeps_the_ping_out_of_the_bulk_queue_with_a_real_time_curve() {
+    let (worst, received, goodput) = worst_ping_ms("seed000-hfsc-180kbit");
+    let full_queue_ms = (1000.0 * 1490.0 + 98.0) * 8.0 / 180e3 * 1e3;
+    assert!(
+        received >= 2,
+        "some pings get through the full queue ({received})"
+    );
+    assert!(
+        worst <= full_queue_ms + 0.5 && worst >= 0.97 * full_queue_ms,
+        "HFSC default leaf: worst ping {worst:.1} ms, a full queue is {full_queue_ms:.1} ms"
+    );
+    let expected = 180e3 * 1448.0 / 1490.0;
+    assert!(
+        (goodput - expected).abs() / expected < 0.01,
+        "goodput {goodput:.0} vs {expected:.0}"
+    );
+
+    let (worst, received, goodput) = worst_ping_ms("seed000-hfsc-rt-180kbit");
+    assert_eq!(received, 100, "every ping answered");
+    let idle_ms = 4.0 * (0.1 + 98.0 * 8.0 / 1e9 * 1e3);
+    assert!(
+        worst <= idle_ms + 2.0 * 1490.0 * 8.0 / 1e9 * 1e3 + 0.001,
+        "real-time ping: worst {worst:.3} ms, the idle path is {idle_ms:.3} ms"
+    );
+    let expected = (180e3 - 98.0 * 8.0) * 1448.0 / 1490.0;
+    assert!(
+        (goodput - expected).abs() / expected < 0.01,
+        "goodput {goodput:.0} vs {expected:.0}"
+    );
+}
