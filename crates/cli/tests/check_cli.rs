@@ -378,4 +378,51 @@ fn hfsc_defaults_shaper_and_leaves_are_checked() {
             assert!(r.stdout.contains("12.1 s of queueing"), "{}", r.stdout);
         }
     }
+    // A top class without `ul` does not shape: as an unlimited CAKE. Two top classes of `ul 8mbit` send
+    // 16 Mbit/s together: above a 10 Mbit/s line. Leaves with only `ls` get their share of the parent's
+    // 1 Mbit/s: 30/100 and 70/100, so their default pfifos hold 1000 × 1514 B / 37 500 B/s = 40.4 s and
+    // / 87 500 B/s = 17.3 s. Filters on an inner class nothing points to: one clean sentence.
+    let cases: [(&str, &str, &[&str]); 3] = [
+        (
+            "qdisc add dev eth0 root handle 1: hfsc default 10
+             class add dev eth0 parent 1: classid 1:1 hfsc sc rate 1mbit
+             class add dev eth0 parent 1:1 classid 1:10 hfsc ls rate 1mbit
+             qdisc add dev eth0 parent 1:10 fq_codel
+",
+            "2mbit",
+            &["no rate (a top class has no `ul`)"],
+        ),
+        (
+            "qdisc add dev eth0 root handle 1: hfsc default 10
+             class add dev eth0 parent 1: classid 1:1 hfsc ls rate 8mbit ul rate 8mbit
+             class add dev eth0 parent 1: classid 1:2 hfsc ls rate 8mbit ul rate 8mbit
+             class add dev eth0 parent 1:1 classid 1:10 hfsc ls rate 1mbit
+             class add dev eth0 parent 1:2 classid 1:20 hfsc ls rate 1mbit
+             qdisc add dev eth0 parent 1:10 fq_codel
+             qdisc add dev eth0 parent 1:20 fq_codel
+             filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dport 22 0xffff flowid 1:20
+",
+            "10mbit",
+            &["shapes at 16Mbit on a 10Mbit line"],
+        ),
+        (
+            "qdisc add dev eth0 root handle 1: hfsc default 20
+             class add dev eth0 parent 1: classid 1:1 hfsc ls rate 1mbit ul rate 1mbit
+             class add dev eth0 parent 1:1 classid 1:10 hfsc ls rate 30mbit
+             class add dev eth0 parent 1:1 classid 1:20 hfsc ls rate 70mbit
+             filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dport 22 0xffff flowid 1:10
+             filter add dev eth0 parent 1:1 protocol ip prio 1 u32 match ip dport 23 0xffff flowid 1:20
+",
+            "10mbit",
+            &["40.4 s of queueing", "17.3 s of queueing", "filters are attached to the inner class 1:1"],
+        ),
+    ];
+    for (policy, link, wanted) in cases {
+        let r = check(&dir, "hfsc2.batch", policy, &["--link", link]);
+        for w in wanted {
+            assert!(r.stdout.contains(w), "{w:?} in\n{}", r.stdout);
+        }
+        let gap = r.stdout.lines().find(|l| l.trim_start().contains("   "));
+        assert_eq!(gap, None, "a run of spaces");
+    }
 }

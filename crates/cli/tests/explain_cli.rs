@@ -396,3 +396,28 @@ fn thousands_of_leaves_raise_no_notes_from_packet_counting() {
             .join("\n")
     );
 }
+
+/// Real-time curves that ask for more than the line (600 + 900 kbit/s on 1 Mbit/s) cannot all meet
+/// their deadlines; HFSC's earliest-deadline-first then serves them in proportion to their rates:
+/// 1000 × 600/1500 = 400 and 1000 × 900/1500 = 600 kbit/s, computed and simulated alike (before, the
+/// computation gave the first class its whole rate and the second the rest).
+#[test]
+fn overbooked_real_time_curves_share_in_proportion() {
+    let f = batch(
+        "rt-overbooked",
+        "qdisc add dev eth0 root handle 1: hfsc default 10\n\
+         class add dev eth0 parent 1: classid 1:1 hfsc ls rate 1mbit ul rate 1mbit\n\
+         class add dev eth0 parent 1:1 classid 1:10 hfsc rt rate 600kbit\n\
+         class add dev eth0 parent 1:1 classid 1:20 hfsc rt rate 900kbit\n",
+    );
+    let out = explain(&f, &["--link", "1mbit"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_within(&stdout, "1:10", 400e3);
+    assert_within(&stdout, "1:20", 600e3);
+    assert!(!stdout.contains("note:"), "{stdout}");
+}

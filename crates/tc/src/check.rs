@@ -232,7 +232,8 @@ fn check_device(
             })
             .max_by_key(|r| r.0),
         // HFSC shapes where every top class has an upper limit (`ul`, how people use it as a shaper):
-        // the largest of them. A top class without one may take the whole device.
+        // together they send at most the sum. A top class without one may take the whole device: no
+        // rate at all, as an unlimited CAKE.
         QdiscOptions::Hfsc(_) => {
             let tops: Vec<Option<u64>> = classes
                 .iter()
@@ -242,11 +243,16 @@ fn check_device(
                     _ => None,
                 })
                 .collect();
-            tops.iter()
-                .copied()
-                .collect::<Option<Vec<u64>>>()
-                .and_then(|r| r.into_iter().max())
-                .map(|r| (r, tclab_core::units::LinkLayer::Ethernet, 0))
+            (!tops.is_empty()).then(|| {
+                let sum = tops
+                    .iter()
+                    .try_fold(0u64, |sum, ul| ul.map(|r| sum.saturating_add(r)));
+                (
+                    sum.unwrap_or(u64::MAX),
+                    tclab_core::units::LinkLayer::Ethernet,
+                    0,
+                )
+            })
         }
         // CAKE without `bandwidth` does not shape at all: as if at an infinite rate.
         QdiscOptions::Cake(c) => Some((
@@ -271,7 +277,11 @@ fn check_device(
                 message: format!(
                     "shapes at {} on a {} line: the queue builds in the modem or the ISP's router, where \
                      this policy cannot order or drop it",
-                    if rate == u64::MAX { "no rate (cake unlimited)".to_string() } else { sprint_rate(rate) },
+                    match (rate, is_cake) {
+                        (u64::MAX, true) => "no rate (cake unlimited)".to_string(),
+                        (u64::MAX, false) => "no rate (a top class has no `ul`)".to_string(),
+                        _ => sprint_rate(rate),
+                    },
                     sprint_rate(link)
                 ),
                 fix: if is_cake {
@@ -279,6 +289,12 @@ fn check_device(
                         "give cake the line's rate, `bandwidth {}` (with the line's overhead keyword, \
                          CAKE can run at 100 % upstream; 90–95 % for an ingress shaper behind the line)",
                         sprint_rate(link)
+                    )
+                } else if root.kind == "hfsc" {
+                    format!(
+                        "give the top classes upper limits that add up to a little below the line, e.g. \
+                         `ul rate {}` (90 %) on a single top class",
+                        sprint_rate(link * 9 / 10)
                     )
                 } else {
                     format!(
@@ -334,6 +350,12 @@ fn check_device(
                     fix: if is_cake {
                         "add the framing's keyword to the cake line (`pppoe-llcsnap`, `pppoa-vcmux`…; \
                          or `atm overhead N`)"
+                            .into()
+                    } else if root.kind == "hfsc" {
+                        // HFSC's curves take no link layer: only a size table charges cells.
+                        "put a size table on the root qdisc: `tc qdisc add dev DEV root handle 1: stab \
+                         linklayer atm overhead N mtu 2048 hfsc …` (N from your encapsulation: 40 for \
+                         PPPoE over LLC/SNAP, 10 for PPPoA VC-mux…)"
                             .into()
                     } else {
                         "add `linklayer atm overhead N` (N from your encapsulation: 40 for PPPoE over \
@@ -580,7 +602,8 @@ fn check_device(
     // HFSC.
     for q in qdiscs.iter() {
         if let QdiscOptions::Hfsc(h) = &q.options {
-            check_hfsc(q, h.defcls, &classes, dev, dev_name, mtu, &bound, out);
+            let link = line.rate;
+            check_hfsc(q, h.defcls, &classes, dev, dev_name, mtu, link, &bound, out);
         }
     }
     // Filters on classes: HTB and HFSC consult a class's filters only after a filter (or skb->priority)
@@ -607,7 +630,8 @@ fn check_device(
                 )
             } else if !bound(c.classid.0) {
                 format!(
-                    "filters are attached to the inner class {}, but no filter at the qdisc (or iptables                      CLASSIFY rule) sends packets to {}: they are read only after one does",
+                    "filters are attached to the inner class {}, but no filter at the qdisc (or iptables \
+                     CLASSIFY rule) sends packets to {}: they are read only after one does",
                     c.classid, c.classid
                 )
             } else {
@@ -666,6 +690,7 @@ fn check_hfsc(
     dev: &tclab_core::engine::Device,
     dev_name: &str,
     mtu: u32,
+    link: Option<u64>,
     bound: &dyn Fn(u32) -> bool,
     out: &mut Vec<Finding>,
 ) {
@@ -678,6 +703,12 @@ fn check_hfsc(
     }
     let is_leaf = |id: Handle| !mine.iter().any(|k| k.parent == id);
     let at_q = format!("{dev_name} qdisc hfsc {}", q.handle);
+    // A leaf to name in the fixes (the last one: often the bulk class).
+    let example = mine
+        .iter()
+        .rev()
+        .find(|c| is_leaf(c.classid))
+        .map_or(0x20, |c| c.classid.minor());
     let def = Handle(q.handle.0 | defcls as u32);
     if defcls == 0 {
         out.push(Finding {
@@ -685,7 +716,9 @@ fn check_hfsc(
             severity: Severity::Warning,
             at: at_q,
             message: "no `default` class: HFSC drops every packet no filter classifies".into(),
-            fix: "name a leaf class as the default (`hfsc default 20`) that takes the rest".into(),
+            fix: format!(
+                "name a leaf class as the default that takes the rest (`hfsc default {example:x}`)"
+            ),
         });
     } else if !mine.iter().any(|c| c.classid == def) {
         out.push(Finding {
@@ -695,7 +728,9 @@ fn check_hfsc(
             message: format!(
                 "the default class {def} does not exist: HFSC drops every packet no filter classifies"
             ),
-            fix: format!("create class {def}, or point `default` at an existing leaf"),
+            fix: format!(
+                "create class {def}, or point `default` at an existing leaf (`hfsc default {example:x}`)"
+            ),
         });
     } else if !is_leaf(def) {
         out.push(Finding {
@@ -725,17 +760,8 @@ fn check_hfsc(
                 ),
             });
         }
-        // Its queue against the rate it is sure of: the real-time curve's, else its upper limit, else
-        // its link-sharing share taken as a rate.
-        let Some(ClassOptions::Hfsc(o)) = &c.options else {
-            continue;
-        };
-        let Some(rate) = [o.rsc, o.usc, o.fsc]
-            .into_iter()
-            .flatten()
-            .map(|sc| sc.m2 as u64)
-            .find(|&r| r > 0)
-        else {
+        // Its queue against the rate it is sure of (see `assured`); none known, nothing to say.
+        let Some(rate) = assured(c.classid, q.handle, &mine, link).filter(|&r| r > 0) else {
             continue;
         };
         let own = c.leaf.and_then(|l| dev.find(l)).map(|s| s.q.dump());
@@ -771,6 +797,46 @@ fn check_hfsc(
                 fix: "give the leaf a short queue (`pfifo limit 10`) or an AQM (`fq_codel`)".into(),
             });
         }
+    }
+}
+
+/// The rate an HFSC class can count on when every class is busy, in bytes/s: its real-time rate, or
+/// its link-sharing share of what its parent can count on (`ls` m2 among its siblings'), the larger of
+/// the two, within its upper limit (or its upper limit alone, when nothing else is known). The root
+/// class counts on the line (`--link`), or on nothing known.
+fn assured(
+    id: Handle,
+    root: Handle,
+    classes: &[&tclab_core::qdisc::ClassInfo],
+    link: Option<u64>,
+) -> Option<u64> {
+    if id == root {
+        return link;
+    }
+    let c = classes.iter().find(|c| c.classid == id)?;
+    let Some(ClassOptions::Hfsc(o)) = &c.options else {
+        return None;
+    };
+    let m2 = |sc: Option<tclab_core::qdisc::hfsc::ServiceCurve>| sc.map(|sc| sc.m2 as u64);
+    let share = m2(o.fsc).filter(|&w| w > 0).and_then(|w| {
+        let weights: u64 = classes
+            .iter()
+            .filter(|k| k.parent == c.parent)
+            .filter_map(|k| match &k.options {
+                Some(ClassOptions::Hfsc(ko)) => m2(ko.fsc),
+                _ => None,
+            })
+            .sum();
+        let parent = assured(c.parent, root, classes, link)?;
+        Some((parent as u128 * w as u128 / weights.max(1) as u128) as u64)
+    });
+    let rate = match (m2(o.rsc), share) {
+        (Some(rt), Some(ls)) => Some(rt.max(ls)),
+        (rt, ls) => rt.or(ls),
+    };
+    match (rate, m2(o.usc)) {
+        (Some(r), Some(ul)) => Some(r.min(ul)),
+        (r, ul) => r.or(ul),
     }
 }
 

@@ -351,12 +351,17 @@ impl Tree {
         let leaves: Vec<usize> = (0..self.nodes.len())
             .filter(|&i| self.nodes[i].leaf())
             .collect();
-        let mut rt_total = 0.0;
-        for &l in &leaves {
-            let n = &mut self.nodes[l];
-            let rt = n.demand.min(n.rate).min((link - rt_total).max(0.0));
-            n.alloc = rt;
-            rt_total += rt;
+        // Real time first: each leaf its curve's rate (at most its demand). Curves that together ask
+        // for more than the link cannot all meet their deadlines; earliest-deadline-first then serves
+        // them in proportion to their rates, not first come first served.
+        let wanted: Vec<f64> = leaves
+            .iter()
+            .map(|&l| self.nodes[l].demand.min(self.nodes[l].rate))
+            .collect();
+        let total: f64 = wanted.iter().sum();
+        let scale = if total > link { link / total } else { 1.0 };
+        for (&l, &w) in leaves.iter().zip(&wanted) {
+            self.nodes[l].alloc = w * scale;
         }
         let tops: Vec<usize> = (0..self.nodes.len())
             .filter(|&i| self.nodes[i].parent.is_none())
@@ -822,7 +827,8 @@ pub fn explain(dev: &mut Device, load: Option<&Load>, link: Option<u64>) -> Resu
                 out,
                 "note: {} gets {} in the simulation against {} computed: the computation applies the \
                  classes' rates and the discipline's rule; the simulation runs everything — leaf \
-                 qdiscs that shape, bursts, HTB's borrowing turns (tclab explain --help)",
+                 qdiscs that shape, bursts, the order of service (HTB's borrowing turns, HFSC's \
+                 deadlines) (tclab explain --help)",
                 n.id,
                 human(s),
                 human(a)
