@@ -535,66 +535,17 @@ fn check_device(
                 });
             }
             if o.level == 0 {
-                // The leaf's queue: its own qdisc, or the default pfifo of txqueuelen packets.
-                let (limit_pkts, limit_bytes, what) =
-                    match c.leaf.and_then(|l| qdiscs.iter().find(|q| q.handle == l)) {
-                        Some(lq) => match &lq.options {
-                            QdiscOptions::Pfifo(f) => (
-                                f.limit.map(|l| l as u64),
-                                None,
-                                format!("pfifo {}", lq.handle),
-                            ),
-                            QdiscOptions::Bfifo(f) => (
-                                None,
-                                f.limit.map(|l| l as u64),
-                                format!("bfifo {}", lq.handle),
-                            ),
-                            // Fair queues (sfq, fq_codel…) isolate flows: a sparse flow does not wait
-                            // behind the whole queue, so their limit is no delay bound to report.
-                            _ => (None, None, String::new()),
-                        },
-                        None => (
-                            Some(dev.txqueuelen as u64),
-                            None,
-                            "default pfifo (txqueuelen packets)".to_string(),
-                        ),
-                    };
-                let bytes = limit_bytes.or(limit_pkts.map(|p| p * mtu as u64));
-                if let Some(bytes) = bytes.filter(|_| o.rate.rate > 0) {
-                    let secs = bytes as f64 / o.rate.rate as f64;
-                    if secs > 1.0 {
-                        out.push(Finding {
-                            code: "queue-delay",
-                            severity: Severity::Warning,
-                            at: at.clone(),
-                            message: format!(
-                                "its leaf, a {what}, holds {} of full frames: at {} that is {:.1} s of \
-                                 queueing before a packet is dropped",
-                                match limit_pkts {
-                                    Some(p) => format!("{p} packets"),
-                                    None => format!("{bytes} bytes"),
-                                },
-                                sprint_rate(o.rate.rate),
-                                secs
-                            ),
-                            fix: "give the leaf a short queue (`pfifo limit 10`) or an AQM (`fq_codel`)".into(),
-                        });
-                    }
-                }
+                out.extend(queue_delay(
+                    &at,
+                    c.leaf,
+                    &qdiscs,
+                    dev.txqueuelen,
+                    mtu,
+                    o.rate.rate,
+                ));
                 let is_default = h.defcls != 0 && c.classid == Handle(q.handle.0 | h.defcls);
                 if !is_default && !bound(c.classid.0) {
-                    out.push(Finding {
-                        code: "unreached-class",
-                        severity: Severity::Warning,
-                        at: at.clone(),
-                        message: "no filter, iptables CLASSIFY rule or `default` sends packets here: the \
-                                  class stays idle (unless an application sets skb->priority to it)"
-                            .into(),
-                        fix: format!(
-                            "add a filter with `flowid {}`, or remove the class",
-                            c.classid
-                        ),
-                    });
+                    out.push(unreached_class(&at, c.classid));
                 }
             }
         }
@@ -744,60 +695,78 @@ fn check_hfsc(
             fix: "point `default` at a leaf class".into(),
         });
     }
+    let qdiscs = dev.qdiscs();
     for c in mine.iter().filter(|c| is_leaf(c.classid)) {
         let at = format!("{dev_name} class hfsc {}", c.classid);
         if c.classid != def && !bound(c.classid.0) {
-            out.push(Finding {
-                code: "unreached-class",
-                severity: Severity::Warning,
-                at: at.clone(),
-                message: "no filter, iptables CLASSIFY rule or `default` sends packets here: the \
-                          class stays idle (unless an application sets skb->priority to it)"
-                    .into(),
-                fix: format!(
-                    "add a filter with `flowid {}`, or remove the class",
-                    c.classid
-                ),
-            });
+            out.push(unreached_class(&at, c.classid));
         }
         // Its queue against the rate it is sure of (see `assured`); none known, nothing to say.
-        let Some(rate) = assured(c.classid, q.handle, &mine, link).filter(|&r| r > 0) else {
-            continue;
-        };
-        let own = c.leaf.and_then(|l| dev.find(l)).map(|s| s.q.dump());
-        let (limit_pkts, limit_bytes, what) = match own {
-            Some(QdiscOptions::Pfifo(f)) => (f.limit.map(u64::from), None, "pfifo".to_string()),
-            Some(QdiscOptions::Bfifo(f)) => (None, f.limit.map(u64::from), "bfifo".to_string()),
-            Some(_) => continue, // fair queues and AQMs bound the delay of sparse flows themselves
+        if let Some(rate) = assured(c.classid, q.handle, &mine, link) {
+            out.extend(queue_delay(&at, c.leaf, &qdiscs, dev.txqueuelen, mtu, rate));
+        }
+    }
+}
+
+/// A leaf class nothing sends packets to.
+fn unreached_class(at: &str, classid: Handle) -> Finding {
+    Finding {
+        code: "unreached-class",
+        severity: Severity::Warning,
+        at: at.to_string(),
+        message:
+            "no filter, iptables CLASSIFY rule or `default` sends packets here: the class stays \
+                  idle (unless an application sets skb->priority to it)"
+                .into(),
+        fix: format!("add a filter with `flowid {classid}`, or remove the class"),
+    }
+}
+
+/// A leaf's FIFO against its class's `rate` (bytes/s): its own pfifo or bfifo, or the default pfifo of
+/// `txqueuelen` packets, holding more than a second. Fair queues (sfq, fq_codel…) isolate flows: a sparse
+/// flow does not wait behind the whole queue, so their limit is no delay bound to report.
+fn queue_delay(
+    at: &str,
+    leaf: Option<Handle>,
+    qdiscs: &[tclab_core::engine::QdiscInfo],
+    txqueuelen: u32,
+    mtu: u32,
+    rate: u64,
+) -> Option<Finding> {
+    let (limit_pkts, limit_bytes, what) =
+        match leaf.and_then(|l| qdiscs.iter().find(|q| q.handle == l)) {
+            Some(lq) => match &lq.options {
+                QdiscOptions::Pfifo(f) => {
+                    (f.limit.map(u64::from), None, format!("pfifo {}", lq.handle))
+                }
+                QdiscOptions::Bfifo(f) => {
+                    (None, f.limit.map(u64::from), format!("bfifo {}", lq.handle))
+                }
+                _ => return None,
+            },
             None => (
-                Some(dev.txqueuelen as u64),
+                Some(txqueuelen as u64),
                 None,
                 "default pfifo (txqueuelen packets)".to_string(),
             ),
         };
-        let Some(bytes) = limit_bytes.or(limit_pkts.map(|p| p * mtu as u64)) else {
-            continue;
-        };
-        let secs = bytes as f64 / rate as f64;
-        if secs > 1.0 {
-            out.push(Finding {
-                code: "queue-delay",
-                severity: Severity::Warning,
-                at,
-                message: format!(
-                    "its leaf, a {what}, holds {} of full frames: at {} that is {:.1} s of queueing \
-                     before a packet is dropped",
-                    match limit_pkts {
-                        Some(p) => format!("{p} packets"),
-                        None => format!("{bytes} bytes"),
-                    },
-                    sprint_rate(rate),
-                    secs
-                ),
-                fix: "give the leaf a short queue (`pfifo limit 10`) or an AQM (`fq_codel`)".into(),
-            });
-        }
-    }
+    let bytes = limit_bytes.or(limit_pkts.map(|p| p * mtu as u64))?;
+    let secs = bytes as f64 / rate as f64;
+    (rate > 0 && secs > 1.0).then(|| Finding {
+        code: "queue-delay",
+        severity: Severity::Warning,
+        at: at.to_string(),
+        message: format!(
+            "its leaf, a {what}, holds {} of full frames: at {} that is {secs:.1} s of queueing before a \
+             packet is dropped",
+            match limit_pkts {
+                Some(p) => format!("{p} packets"),
+                None => format!("{bytes} bytes"),
+            },
+            sprint_rate(rate),
+        ),
+        fix: "give the leaf a short queue (`pfifo limit 10`) or an AQM (`fq_codel`)".into(),
+    })
 }
 
 /// The rate an HFSC class can count on when every class is busy, in bytes/s: its real-time rate, or
