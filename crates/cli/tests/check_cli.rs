@@ -417,6 +417,27 @@ fn hfsc_defaults_shaper_and_leaves_are_checked() {
             &["40.4 s of queueing", "17.3 s of queueing", "filters are attached to the inner class 1:1"],
         ),
     ];
+    // A catch-all filter at the qdisc leaves nothing for a default: no default finding, HTB or HFSC.
+    for kind in ["htb", "hfsc"] {
+        let class = if kind == "htb" {
+            "htb rate 1mbit"
+        } else {
+            "hfsc ls rate 1mbit"
+        };
+        let policy = format!(
+            "qdisc add dev eth0 root handle 1: {kind}\n\
+             class add dev eth0 parent 1: classid 1:30 {class}\n\
+             qdisc add dev eth0 parent 1:30 fq_codel\n\
+             filter add dev eth0 parent 1: protocol all prio 1 matchall classid 1:30\n"
+        );
+        let r = check(&dir, "catchall.batch", &policy, &[]);
+        let got = codes(&r);
+        assert!(
+            !got.iter().any(|c| c.contains("default")),
+            "{kind}: {got:?}\n{}",
+            r.stdout
+        );
+    }
     for (policy, link, wanted) in cases {
         let r = check(&dir, "hfsc2.batch", policy, &["--link", link]);
         for w in wanted {

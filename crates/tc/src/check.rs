@@ -377,7 +377,9 @@ fn check_device(
             .filter(|c| c.classid.major() == q.handle.major())
             .collect();
         let at_q = format!("{dev_name} qdisc htb {}", q.handle);
-        if h.defcls == 0 {
+        if classifies_everything(dev, q.handle) {
+            // A catch-all filter at the qdisc: no packet is left for a default.
+        } else if h.defcls == 0 {
             out.push(Finding {
                 code: "no-default",
                 severity: Severity::Warning,
@@ -661,7 +663,9 @@ fn check_hfsc(
         .find(|c| is_leaf(c.classid))
         .map_or(0x20, |c| c.classid.minor());
     let def = Handle(q.handle.0 | defcls as u32);
-    if defcls == 0 {
+    if classifies_everything(dev, q.handle) {
+        // A catch-all filter at the qdisc: no packet is left for a default.
+    } else if defcls == 0 {
         out.push(Finding {
             code: "no-default",
             severity: Severity::Warning,
@@ -706,6 +710,13 @@ fn check_hfsc(
             out.extend(queue_delay(&at, c.leaf, &qdiscs, dev.txqueuelen, mtu, rate));
         }
     }
+}
+
+/// Whether the filters at qdisc `handle` leave no packet unclassified (a catch-all `matchall`).
+fn classifies_everything(dev: &tclab_core::engine::Device, handle: Handle) -> bool {
+    dev.find(handle)
+        .and_then(|s| s.q.block(handle))
+        .is_some_and(|b| b.classifies_everything())
 }
 
 /// A leaf class nothing sends packets to.

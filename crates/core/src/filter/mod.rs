@@ -232,6 +232,21 @@ impl Block {
         self.chains.get(&0).is_none_or(|c| c.is_empty())
     }
 
+    /// Whether a filter of chain 0 classifies every packet: a `matchall` of protocol `all`, run in
+    /// software, naming a class, with no actions to overrule it. Nothing reaches a `default` then.
+    pub fn classifies_everything(&self) -> bool {
+        self.chains.get(&0).is_some_and(|tps| {
+            tps.iter().any(|tp| {
+                tp.protocol == ETH_P_ALL
+                    && matches!(&tp.cls, Classifier::Matchall(m) if m.filter.as_ref().is_some_and(|f| {
+                        f.classid.is_some()
+                            && f.flags & CLS_FLAGS_SKIP_SW == 0
+                            && f.exts.actions.is_empty()
+                    }))
+            })
+        })
+    }
+
     /// Every instance of every chain, chains in index order.
     pub fn tps(&self) -> impl Iterator<Item = &Tp> {
         self.chains.values().flatten()
