@@ -447,3 +447,45 @@ fn hfsc_defaults_shaper_and_leaves_are_checked() {
         assert_eq!(gap, None, "a run of spaces");
     }
 }
+
+/// A class is reached only by a filter a packet can reach: in chain 0 (the qdisc's filter list) or in a
+/// chain a reachable filter jumps to (`goto chain`), at the qdisc or at an inner class — a leaf's
+/// filters are never read. 1:10 is named only from chain 5: unreached until a chain-0 filter jumps
+/// there. 1:30 is named only by a filter at the leaf 1:20: unreached.
+#[test]
+fn only_reachable_filters_reach_a_class() {
+    let dir = TempDir::new("check-chains");
+    let base = "qdisc add dev eth0 root handle 1: htb default 20\n\
+                class add dev eth0 parent 1: classid 1:10 htb rate 1mbit\n\
+                class add dev eth0 parent 1: classid 1:20 htb rate 1mbit\n\
+                class add dev eth0 parent 1: classid 1:30 htb rate 1mbit\n\
+                qdisc add dev eth0 parent 1:10 fq_codel\n\
+                qdisc add dev eth0 parent 1:20 fq_codel\n\
+                qdisc add dev eth0 parent 1:30 fq_codel\n\
+                filter add dev eth0 parent 1: protocol ip prio 1 chain 5 u32 match ip protocol 1 0xff flowid 1:10\n\
+                filter add dev eth0 parent 1:20 protocol ip prio 1 u32 match ip protocol 6 0xff flowid 1:30\n";
+    let unreached = |r: &RunResult| -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["code"] == "unreached-class")
+            .map(|f| {
+                f["at"]
+                    .as_str()
+                    .unwrap()
+                    .rsplit(' ')
+                    .next()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    };
+    let r = check(&dir, "chains.batch", base, &[]);
+    assert_eq!(unreached(&r), ["1:10", "1:30"], "{}", r.stdout);
+    let jump = format!(
+        "{base}filter add dev eth0 parent 1: protocol ip prio 2 matchall action goto chain 5\n"
+    );
+    let r = check(&dir, "chains.batch", &jump, &[]);
+    assert_eq!(unreached(&r), ["1:30"], "{}", r.stdout);
+}

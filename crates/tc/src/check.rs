@@ -202,15 +202,21 @@ fn check_device(
     let qdiscs = dev.qdiscs();
     let classes = dev.classes(0);
     let mtu = dev.mtu + 14;
+    // Does anything send packets to `classid`: an iptables CLASSIFY rule, or a filter a packet can
+    // reach (chain 0 or a chain it jumps to) at a qdisc or at an inner class (a leaf's filters are
+    // never read)?
+    let is_inner = |id: Handle| classes.iter().any(|k| k.parent == id && k.classid != id);
     let bound = |classid: u32| -> bool {
         classify_targets.contains(&classid)
             || qdiscs.iter().any(|q| {
                 dev.find(q.handle).is_some_and(|s| {
                     s.q.block(Handle(q.handle.0))
-                        .is_some_and(|b| b.binds(classid))
+                        .is_some_and(|b| b.reaches(classid))
                         || classes.iter().any(|c| {
                             c.classid.major() == q.handle.major()
-                                && s.q.block(c.classid).is_some_and(|b| b.binds(classid))
+                                && c.classid != q.handle
+                                && is_inner(c.classid)
+                                && s.q.block(c.classid).is_some_and(|b| b.reaches(classid))
                         })
                 })
             })

@@ -81,7 +81,7 @@ impl ActionParams {
         }
     }
     /// The control codes this action may answer with, for the goto-chain check.
-    fn controls(&self) -> Vec<Control> {
+    pub(crate) fn controls(&self) -> Vec<Control> {
         match self {
             ActionParams::Gact(g) => {
                 let mut v = vec![g.action];

@@ -52,6 +52,16 @@ pub struct Exts {
 }
 
 impl Exts {
+    /// The chains these actions may send a packet on to (`goto chain N`).
+    pub fn goto_chains(&self) -> Vec<u32> {
+        self.actions
+            .iter()
+            .flat_map(|a| a.borrow().params.controls())
+            .filter(|&c| ext_is(c, TC_ACT_GOTO_CHAIN))
+            .map(|c| c as u32 & TC_ACT_EXT_VAL_MASK)
+            .collect()
+    }
+
     /// `tcf_exts_exec`: no actions answer `ok`.
     pub fn exec(&self, pkt: &mut Packet, cx: &mut Cx) -> Control {
         if self.actions.is_empty() {
@@ -243,6 +253,76 @@ impl Block {
                             && f.flags & CLS_FLAGS_SKIP_SW == 0
                             && f.exts.actions.is_empty()
                     }))
+            })
+        })
+    }
+
+    /// Each filter of `tp`, as (the class it names, its actions); u32's nodes are found from the
+    /// instance's root table through the tables its nodes link to.
+    fn tp_filters<'a>(&'a self, tp: &'a Tp) -> Vec<(Option<u32>, &'a Exts)> {
+        match &tp.cls {
+            Classifier::U32(u) => {
+                let mut out = Vec::new();
+                let mut seen = vec![u.root];
+                let mut todo = vec![u.root];
+                while let Some(h) = todo.pop() {
+                    let Some(ht) = self.u32_common.hts.iter().find(|t| t.handle == h) else {
+                        continue;
+                    };
+                    for n in ht.buckets.iter().flatten() {
+                        out.push((n.classid, &n.exts));
+                        if let Some(l) = n.link.filter(|l| !seen.contains(l)) {
+                            seen.push(l);
+                            todo.push(l);
+                        }
+                    }
+                }
+                out
+            }
+            Classifier::Fw(f) => f
+                .filters()
+                .into_iter()
+                .map(|x| (x.classid, &x.exts))
+                .collect(),
+            Classifier::Matchall(m) => m.filter.iter().map(|x| (x.classid, &x.exts)).collect(),
+            Classifier::Basic(b) => b
+                .filters
+                .iter()
+                .map(|x| ((x.classid != 0).then_some(x.classid), &x.exts))
+                .collect(),
+            // A flow filter maps packets onto a range of classes by their keys: no one class.
+            Classifier::Flow(f) => f.filters.iter().map(|x| (None, &x.exts)).collect(),
+        }
+    }
+
+    /// The chains a packet can reach: chain 0 (the filter list), and every chain a filter of a
+    /// reachable chain may `goto`.
+    pub fn reachable_chains(&self) -> Vec<u32> {
+        let mut reached = vec![0];
+        let mut todo = vec![0];
+        while let Some(chain) = todo.pop() {
+            for tp in self.chains.get(&chain).into_iter().flatten() {
+                for (_, exts) in self.tp_filters(tp) {
+                    for c in exts.goto_chains() {
+                        if !reached.contains(&c) {
+                            reached.push(c);
+                            todo.push(c);
+                        }
+                    }
+                }
+            }
+        }
+        reached
+    }
+
+    /// Whether a filter a packet can reach names `classid` (where [`Block::binds`] counts every
+    /// filter, reachable or not, as the kernel's bindings do).
+    pub fn reaches(&self, classid: u32) -> bool {
+        self.reachable_chains().into_iter().any(|chain| {
+            self.chains.get(&chain).into_iter().flatten().any(|tp| {
+                self.tp_filters(tp)
+                    .into_iter()
+                    .any(|(c, _)| c == Some(classid))
             })
         })
     }
