@@ -489,3 +489,33 @@ fn only_reachable_filters_reach_a_class() {
     let r = check(&dir, "chains.batch", &jump, &[]);
     assert_eq!(unreached(&r), ["1:30"], "{}", r.stdout);
 }
+
+/// An iptables CLASSIFY rule limited to an out-interface (`-o eth0`) reaches classes on that device
+/// only: eth1's 1:10, named by nothing else, is unreached; eth0's is reached.
+#[test]
+fn a_classify_rule_reaches_only_its_out_interface() {
+    let dir = TempDir::new("check-classify-o");
+    let mut script = String::from("#!/bin/sh\n");
+    for dev in ["eth0", "eth1"] {
+        script.push_str(&format!(
+            "tc qdisc add dev {dev} root handle 1: htb default 20\n\
+             tc class add dev {dev} parent 1: classid 1:10 htb rate 1mbit\n\
+             tc class add dev {dev} parent 1: classid 1:20 htb rate 1mbit\n\
+             tc qdisc add dev {dev} parent 1:10 fq_codel\n\
+             tc qdisc add dev {dev} parent 1:20 fq_codel\n"
+        ));
+    }
+    script.push_str(
+        "iptables -t mangle -A POSTROUTING -o eth0 -p icmp -j CLASSIFY --set-class 1:10\n",
+    );
+    let r = check(&dir, "classify.sh", &script, &[]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let unreached: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == "unreached-class")
+        .map(|f| f["at"].as_str().unwrap())
+        .collect();
+    assert_eq!(unreached, ["eth1 class htb 1:10"], "{}", r.stdout);
+}

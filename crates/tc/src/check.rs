@@ -166,7 +166,8 @@ pub fn check(
             fix: "correct the command; until then the policy is not what the script says".into(),
         });
     }
-    let classify_targets: Vec<u32> = engine
+    // iptables CLASSIFY rules: the class they set, and the out-interface they are limited to (`-o`).
+    let classify_rules: Vec<(u32, Option<&tclab_core::netfilter::IfaceMatch>)> = engine
         .netfilter()
         .mangle
         .builtin
@@ -181,11 +182,16 @@ pub fn check(
                 .flat_map(|c| c.rules.iter()),
         )
         .filter_map(|r| match r.target {
-            tclab_core::netfilter::Target::Classify(c) => Some(c),
+            tclab_core::netfilter::Target::Classify(c) => Some((c, r.ip.outiface.as_ref())),
             _ => None,
         })
         .collect();
     for (dev_name, dev) in engine.devices() {
+        let classify_targets: Vec<u32> = classify_rules
+            .iter()
+            .filter(|(_, out)| out.is_none_or(|o| o.matches(Some(dev_name))))
+            .map(|&(c, _)| c)
+            .collect();
         check_device(engine, dev_name, dev, &classify_targets, line, &mut out);
     }
     out
