@@ -382,7 +382,19 @@ fn hfsc_defaults_shaper_and_leaves_are_checked() {
     // 16 Mbit/s together: above a 10 Mbit/s line. Leaves with only `ls` get their share of the parent's
     // 1 Mbit/s: 30/100 and 70/100, so their default pfifos hold 1000 × 1514 B / 37 500 B/s = 40.4 s and
     // / 87 500 B/s = 17.3 s. Filters on an inner class nothing points to: one clean sentence.
-    let cases: [(&str, &str, &[&str]); 3] = [
+    let cases: [(&str, &str, &[&str]); 4] = [
+        // Real time ignores `ul`: a 3 Mbit/s rt leaf under a 1 Mbit/s ul sends 3 Mbit/s.
+        (
+            "qdisc add dev eth0 root handle 1: hfsc default 10\n\
+             class add dev eth0 parent 1: classid 1:1 hfsc ls rate 1mbit ul rate 1mbit\n\
+             class add dev eth0 parent 1:1 classid 1:10 hfsc rt rate 3mbit\n\
+             qdisc add dev eth0 parent 1:10 fq_codel\n",
+            "1200kbit",
+            &[
+                "the real-time rates of the leaves below add up to 3Mbit, more than its `ul` 1Mbit",
+                "more than the line 1200Kbit",
+            ],
+        ),
         (
             "qdisc add dev eth0 root handle 1: hfsc default 10
              class add dev eth0 parent 1: classid 1:1 hfsc sc rate 1mbit

@@ -711,6 +711,68 @@ fn check_hfsc(
             fix: "point `default` at a leaf class".into(),
         });
     }
+    // Real time ignores upper limits: leaves whose `rt` rates add up to more than an ancestor's `ul`
+    // (or than the line) send that sum when they are all busy, and the `ul` does not hold.
+    let hfsc_opts = |c: &tclab_core::qdisc::ClassInfo| match &c.options {
+        Some(ClassOptions::Hfsc(o)) => Some(*o),
+        _ => None,
+    };
+    let rt_below = |id: Handle| -> u64 {
+        let mut sum = 0u64;
+        let mut todo = vec![id];
+        while let Some(x) = todo.pop() {
+            for k in mine.iter().filter(|k| k.parent == x) {
+                todo.push(k.classid);
+                if is_leaf(k.classid) {
+                    sum += hfsc_opts(k)
+                        .and_then(|o| o.rsc)
+                        .map_or(0, |sc| sc.m2 as u64);
+                }
+            }
+        }
+        sum
+    };
+    let limits = mine
+        .iter()
+        .filter(|c| !is_leaf(c.classid))
+        .filter_map(|c| {
+            let ul = hfsc_opts(c).and_then(|o| o.usc).map(|u| u.m2 as u64)?;
+            Some((
+                format!("{dev_name} class hfsc {}", c.classid),
+                c.classid,
+                ul,
+                "its `ul`",
+            ))
+        })
+        .chain(link.map(|l| {
+            (
+                format!("{dev_name} qdisc hfsc {}", q.handle),
+                q.handle,
+                l,
+                "the line",
+            )
+        }));
+    for (at, id, limit, what) in limits {
+        let rt = rt_below(id);
+        if rt > limit {
+            out.push(Finding {
+                code: "rates-exceed-parent",
+                severity: Severity::Note,
+                at,
+                message: format!(
+                    "the real-time rates of the leaves below add up to {}, more than {what} {}: HFSC \
+                     serves real time without asking any upper limit, so when they are all busy they \
+                     send {} and their deadlines slip",
+                    sprint_rate(rt),
+                    sprint_rate(limit),
+                    sprint_rate(rt)
+                ),
+                fix: "lower the `rt` curves so that they add up to at most the limit; give the rest as \
+                      link sharing (`ls`)"
+                    .into(),
+            });
+        }
+    }
     let qdiscs = dev.qdiscs();
     for c in mine.iter().filter(|c| is_leaf(c.classid)) {
         let at = format!("{dev_name} class hfsc {}", c.classid);
