@@ -5,7 +5,7 @@
 //! tclab link add|set|del dev DEV [type …] [mtu N] [txqueuelen N] [numtxqueues N]  policy devices
 //! tclab iptables -t mangle …                                       packet marks, as iptables sets them
 //! tclab script run [--strict] FILE [ARGS]                          a Linux shaping script, unmodified
-//! tclab check [--json] [--link RATE] [--linklayer atm] [FILE]     what is wrong with a policy
+//! tclab check [--json] [--link [DEV=]RATE]... [--linklayer atm] [FILE]     what is wrong with a policy
 //! tclab serve [--idle SECONDS]                                     the store's resident engine
 //! tclab sim SCENARIO [--out DIR] [--seed N] [--json]               the simulated lab
 //! tclab demo                                                       seed 004's conditioner, simulated
@@ -34,7 +34,7 @@ Usage:
   tclab script run [--strict] FILE [ARGS…]
                                          run a Linux shell script unmodified, tc/iptables resolved to tclab
   tclab serve [--idle SECONDS]           keep the store in one resident engine for fast calls
-  tclab check [--json] [--link RATE] [--linklayer atm] [FILE]
+  tclab check [--json] [--link [DEV=]RATE]... [--linklayer atm] [FILE]
                                          what is wrong with a policy (script, batch or store), before it runs
   tclab explain [--load CLASS=RATE,…] [--link RATE] [--dev DEV] [FILE]
                                          the class tree, each class's share computed and simulated
@@ -363,7 +363,7 @@ fn cmd_script(args: &[String]) -> Result<u8, String> {
     Ok(code)
 }
 
-const CHECK_HELP: &str = "Usage: tclab check [--json] [--link RATE] [--linklayer atm] [FILE]
+const CHECK_HELP: &str = "Usage: tclab check [--json] [--link [DEV=]RATE]... [--linklayer atm] [FILE]
 
 Applies a policy as tclab tc and tclab script run would, then reports what is wrong with it: commands the
 kernel refuses, classes nothing reaches, default classes that do not exist, quantum and r2q, rates that
@@ -375,6 +375,8 @@ FILE is a shell script (run as tclab script run runs it), a tc -batch file, or a
 FILE, the current store ($TCLAB_STATE).
   --json             the findings as a JSON array (code, severity, at, message, fix)
   --link RATE        the line's rate (e.g. 20mbit): checks that the shaper sits below it
+  --link DEV=RATE    a rate for one device (repeatable), e.g. --link eth1=1mbit --link ifb0=8mbit for an
+                     uplink shaped on eth1 and a download shaped on ifb0; others take --link RATE
   --linklayer atm    the line is ATM/ADSL: checks that the shaper accounts for cells and overhead
 Each finding has a stable code, explained in docs/checks/CODE.md. Exit status: 2 if any error, 1 if any
 warning, 0 otherwise (notes only or nothing).";
@@ -622,16 +624,28 @@ fn cmd_check(args: &[String]) -> Result<u8, String> {
     use tclab_tc::check::{check, exit_status, render, LineFacts};
     let mut json = false;
     let mut facts = LineFacts::default();
+    let mut device_rates: Vec<(String, u64)> = Vec::new();
     let mut file: Option<&str> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--json" => json = true,
             "--link" => {
-                let v = it.next().ok_or("--link needs a rate (e.g. 20mbit)")?;
-                let r = tclab_tc::util::get_rate(v)
-                    .ok_or_else(|| format!("--link: \"{v}\" is not a rate (e.g. 20mbit)"))?;
-                facts.rate = Some(r);
+                let v = it
+                    .next()
+                    .ok_or("--link needs a rate (e.g. 20mbit) or DEV=RATE")?;
+                let (dev, rate) = match v.split_once('=') {
+                    Some((d, r)) => (Some(d), r),
+                    None => (None, v.as_str()),
+                };
+                let r = tclab_tc::util::get_rate(rate)
+                    .filter(|r| *r > 0)
+                    .ok_or_else(|| format!("--link: \"{rate}\" is not a rate (e.g. 20mbit)"))?;
+                match dev {
+                    Some("") => return Err(format!("--link: \"{v}\" names no device")),
+                    Some(d) => device_rates.push((d.to_string(), r)),
+                    None => facts.rate = Some(r),
+                }
             }
             "--linklayer" => match it.next().map(String::as_str) {
                 Some("atm") | Some("adsl") => facts.atm = true,
@@ -656,7 +670,7 @@ fn cmd_check(args: &[String]) -> Result<u8, String> {
         }
     }
     let (engine, refusals) = load_policy(file)?;
-    let findings = check(&engine, &refusals, facts);
+    let findings = check(&engine, &refusals, facts, &device_rates);
     if json {
         println!(
             "{}",

@@ -531,3 +531,40 @@ fn a_classify_rule_reaches_only_its_out_interface() {
         .collect();
     assert_eq!(unreached, ["eth1 class htb 1:10"], "{}", r.stdout);
 }
+
+/// `--link DEV=RATE` gives one device a line of its own (an uplink and a download shaped on another
+/// device); the rest take `--link RATE`. eth1 shapes at 1 Mbit/s, eth2 at 8 Mbit/s: against one
+/// 1.1 Mbit/s line eth2 is over it; with eth2's own 10 Mbit/s line, nothing is.
+#[test]
+fn each_device_may_have_its_own_line() {
+    let dir = TempDir::new("check-link-dev");
+    let mut policy = String::new();
+    for (dev, rate) in [("eth1", "1mbit"), ("eth2", "8mbit")] {
+        policy.push_str(&format!(
+            "qdisc add dev {dev} root handle 1: htb default 10\n\
+             class add dev {dev} parent 1: classid 1:10 htb rate {rate}\n\
+             qdisc add dev {dev} parent 1:10 fq_codel\n"
+        ));
+    }
+    let at_line_rate = |r: &RunResult| -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["code"] == "shaper-at-line-rate")
+            .map(|f| f["at"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let r = check(&dir, "two.batch", &policy, &["--link", "1100kbit"]);
+    assert_eq!(at_line_rate(&r), ["eth2 qdisc htb 1:"], "{}", r.stdout);
+    let r = check(
+        &dir,
+        "two.batch",
+        &policy,
+        &["--link", "1100kbit", "--link", "eth2=10mbit"],
+    );
+    assert!(at_line_rate(&r).is_empty(), "{}", r.stdout);
+    let r = check(&dir, "two.batch", &policy, &["--link", "=10mbit"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("names no device"), "{}", r.stderr);
+}

@@ -146,11 +146,13 @@ pub struct LineFacts {
 pub const HZ: u64 = 1000;
 
 /// Check the policy `engine` holds. `refusals` are the commands that did not apply: (where, command,
-/// message).
+/// message). `device_rates` gives some devices a line rate of their own (`--link DEV=RATE`: a download
+/// shaped on an ifb faces the downlink, not the uplink); the others take `line.rate`.
 pub fn check(
     engine: &Engine,
     refusals: &[(String, String, String)],
     line: LineFacts,
+    device_rates: &[(String, u64)],
 ) -> Vec<Finding> {
     let mut out = Vec::new();
     for (at, cmd, msg) in refusals {
@@ -192,6 +194,14 @@ pub fn check(
             .filter(|(_, out)| out.is_none_or(|o| o.matches(Some(dev_name))))
             .map(|&(c, _)| c)
             .collect();
+        let line = LineFacts {
+            rate: device_rates
+                .iter()
+                .find(|(d, _)| d == dev_name)
+                .map(|&(_, r)| r)
+                .or(line.rate),
+            ..line
+        };
         check_device(engine, dev_name, dev, &classify_targets, line, &mut out);
     }
     out
