@@ -379,7 +379,7 @@ FILE, the current store ($TCLAB_STATE).
                      uplink shaped on eth1 and a download shaped on ifb0; others take --link RATE
   --linklayer atm    the line is ATM/ADSL: checks that the shaper accounts for cells and overhead
 Each finding has a stable code, explained in docs/checks/CODE.md. Exit status: 2 if any error, 1 if any
-warning, 0 otherwise (notes only or nothing).";
+warning, 0 otherwise (notes only or nothing); 64 if the command line or FILE cannot be used.";
 
 /// What a file given to `tclab check` is.
 fn policy_kind(text: &str) -> &'static str {
@@ -620,7 +620,19 @@ fn load_policy(file: Option<&str>) -> Result<(tclab_core::Engine, Refusals), Str
     })
 }
 
+/// `tclab check`: a command line or FILE it cannot use exits 64 (`EX_USAGE`), apart from the findings'
+/// 0, 1 and 2, so that a gate testing for "no errors" does not pass a mistyped command.
 fn cmd_check(args: &[String]) -> Result<u8, String> {
+    match run_check(args) {
+        Ok(code) => Ok(code),
+        Err(e) => {
+            eprintln!("tclab: {}", without_os_error(&e));
+            Ok(64)
+        }
+    }
+}
+
+fn run_check(args: &[String]) -> Result<u8, String> {
     use tclab_tc::check::{check, exit_status, render, LineFacts};
     let mut json = false;
     let mut facts = LineFacts::default();
@@ -643,7 +655,11 @@ fn cmd_check(args: &[String]) -> Result<u8, String> {
                     .ok_or_else(|| format!("--link: \"{rate}\" is not a rate (e.g. 20mbit)"))?;
                 match dev {
                     Some("") => return Err(format!("--link: \"{v}\" names no device")),
+                    Some(d) if device_rates.iter().any(|(x, _)| x == d) => {
+                        return Err(format!("--link given twice for {d}"))
+                    }
                     Some(d) => device_rates.push((d.to_string(), r)),
+                    None if facts.rate.is_some() => return Err("--link given twice".into()),
                     None => facts.rate = Some(r),
                 }
             }
@@ -670,6 +686,19 @@ fn cmd_check(args: &[String]) -> Result<u8, String> {
         }
     }
     let (engine, refusals) = load_policy(file)?;
+    if let Some((d, _)) = device_rates
+        .iter()
+        .find(|(d, _)| engine.device(d).is_none())
+    {
+        return Err(format!(
+            "--link {d}=…: the policy has no device \"{d}\" (it has {})",
+            engine
+                .devices()
+                .map(|(n, _)| n.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     let findings = check(&engine, &refusals, facts, &device_rates);
     if json {
         println!(

@@ -173,11 +173,21 @@ fn bad_arguments_are_refused_clearly() {
             "/nonexistent/policy.sh",
         ),
         (&["check", "--bogus"][..], "unknown option"),
+        (&["check", "--link", "eth0="][..], "is not a rate"),
+        (
+            &["check", "--link", "1mbit", "--link", "2mbit"][..],
+            "--link given twice",
+        ),
+        (
+            &["check", "--link", "eth0=1mbit", "--link", "eth0=2mbit"][..],
+            "--link given twice for eth0",
+        ),
     ] {
         let mut c = cmd(Path::new(TCLAB), args);
         c.env_remove("TCLAB_CONTROL");
         let r = run_with_timeout(c, Duration::from_secs(30), -1);
-        assert_eq!(r.code, 1, "{args:?}: {r:?}");
+        // 64 (EX_USAGE), apart from the findings' 0, 1 and 2.
+        assert_eq!(r.code, 64, "{args:?}: {r:?}");
         assert!(r.stderr.contains(want), "{args:?}: {}", r.stderr);
     }
 }
@@ -402,7 +412,7 @@ fn hfsc_defaults_shaper_and_leaves_are_checked() {
              qdisc add dev eth0 parent 1:10 fq_codel
 ",
             "2mbit",
-            &["no rate (a top class has no `ul`)"],
+            &["no rate (top class 1:1 has no `ul`)"],
         ),
         (
             "qdisc add dev eth0 root handle 1: hfsc default 10
@@ -450,6 +460,18 @@ fn hfsc_defaults_shaper_and_leaves_are_checked() {
             r.stdout
         );
     }
+    // A catch-all that names an inner class classifies nothing for good: the default still matters.
+    let r = check(
+        &dir,
+        "catchall-inner.batch",
+        "qdisc add dev eth0 root handle 1: hfsc\n\
+         class add dev eth0 parent 1: classid 1:1 hfsc ls rate 1mbit ul rate 1mbit\n\
+         class add dev eth0 parent 1:1 classid 1:10 hfsc ls rate 1mbit\n\
+         qdisc add dev eth0 parent 1:10 fq_codel\n\
+         filter add dev eth0 parent 1: protocol all prio 9 matchall classid 1:1\n",
+        &[],
+    );
+    assert!(codes(&r).iter().any(|c| c == "no-default"), "{}", r.stdout);
     for (policy, link, wanted) in cases {
         let r = check(&dir, "hfsc2.batch", policy, &["--link", link]);
         for w in wanted {
@@ -565,6 +587,54 @@ fn each_device_may_have_its_own_line() {
     );
     assert!(at_line_rate(&r).is_empty(), "{}", r.stdout);
     let r = check(&dir, "two.batch", &policy, &["--link", "=10mbit"]);
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(r.code, 64, "{}", r.stderr);
     assert!(r.stderr.contains("names no device"), "{}", r.stderr);
+    // A device the policy does not have is a typo, not a line to ignore.
+    let r = check(&dir, "two.batch", &policy, &["--link", "eth9=10mbit"]);
+    assert_eq!(r.code, 64, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("the policy has no device \"eth9\" (it has eth1, eth2"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// An inner class's filters are read only for packets that reach that class: 1:10 is named only by a
+/// filter at the inner class 1:2, which nothing sends packets to, so 1:10 is unreached too; once a
+/// filter at the qdisc sends packets to 1:2, both are reached.
+#[test]
+fn filters_of_an_unreached_inner_class_reach_nothing() {
+    let dir = TempDir::new("check-inner-chain");
+    let base = "qdisc add dev eth0 root handle 1: htb default 20\n\
+                class add dev eth0 parent 1: classid 1:2 htb rate 2mbit\n\
+                class add dev eth0 parent 1:2 classid 1:10 htb rate 1mbit\n\
+                class add dev eth0 parent 1: classid 1:20 htb rate 1mbit\n\
+                qdisc add dev eth0 parent 1:10 fq_codel\n\
+                qdisc add dev eth0 parent 1:20 fq_codel\n\
+                filter add dev eth0 parent 1:2 protocol ip prio 1 u32 match ip protocol 1 0xff flowid 1:10\n";
+    let unreached = |r: &RunResult| -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["code"] == "unreached-class")
+            .map(|f| {
+                f["at"]
+                    .as_str()
+                    .unwrap()
+                    .rsplit(' ')
+                    .next()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    };
+    let r = check(&dir, "inner.batch", base, &[]);
+    assert_eq!(unreached(&r), ["1:10"], "{}", r.stdout);
+    let to_inner = format!(
+        "{base}filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 1 0xff flowid 1:2\n"
+    );
+    let r = check(&dir, "inner.batch", &to_inner, &[]);
+    assert!(unreached(&r).is_empty(), "{}", r.stdout);
 }

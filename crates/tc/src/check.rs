@@ -218,25 +218,37 @@ fn check_device(
     let qdiscs = dev.qdiscs();
     let classes = dev.classes(0);
     let mtu = dev.mtu + 14;
-    // Does anything send packets to `classid`: an iptables CLASSIFY rule, or a filter a packet can
-    // reach (chain 0 or a chain it jumps to) at a qdisc or at an inner class (a leaf's filters are
-    // never read)?
+    // The classes packets can reach: iptables CLASSIFY targets and what the filters a packet can reach
+    // (chain 0, or a chain it jumps to) at each qdisc name; then what the reachable filters of each
+    // inner class reached name, until nothing is added (a leaf's filters are never read, nor those of
+    // an inner class nothing sends packets to).
     let is_inner = |id: Handle| classes.iter().any(|k| k.parent == id && k.classid != id);
-    let bound = |classid: u32| -> bool {
-        classify_targets.contains(&classid)
-            || qdiscs.iter().any(|q| {
-                dev.find(q.handle).is_some_and(|s| {
-                    s.q.block(Handle(q.handle.0))
-                        .is_some_and(|b| b.reaches(classid))
-                        || classes.iter().any(|c| {
-                            c.classid.major() == q.handle.major()
-                                && c.classid != q.handle
-                                && is_inner(c.classid)
-                                && s.q.block(c.classid).is_some_and(|b| b.reaches(classid))
-                        })
-                })
-            })
-    };
+    let mut reached: Vec<u32> = classify_targets.to_vec();
+    for q in &qdiscs {
+        if let Some(b) = dev.find(q.handle).and_then(|s| s.q.block(q.handle)) {
+            reached.extend(b.reached_classes());
+        }
+    }
+    loop {
+        let before = reached.len();
+        for c in classes.iter() {
+            let owner = Handle(c.classid.0 & 0xffff_0000);
+            if c.classid == owner || !is_inner(c.classid) || !reached.contains(&c.classid.0) {
+                continue;
+            }
+            if let Some(b) = dev.find(owner).and_then(|s| s.q.block(c.classid)) {
+                for id in b.reached_classes() {
+                    if !reached.contains(&id) {
+                        reached.push(id);
+                    }
+                }
+            }
+        }
+        if reached.len() == before {
+            break;
+        }
+    }
+    let bound = |classid: u32| -> bool { reached.contains(&classid) };
     // The root shaper against the line.
     let Some(root) = qdiscs.first() else {
         return; // a device that is down, with nothing attached
@@ -289,6 +301,12 @@ fn check_device(
         _ => None,
     };
     let is_cake = matches!(root.options, QdiscOptions::Cake(_));
+    // HFSC's top class without an upper limit, which the shaper finding names.
+    let unlimited_top = classes
+        .iter()
+        .filter(|c| c.parent == root.handle && c.classid != root.handle)
+        .find(|c| matches!(&c.options, Some(ClassOptions::Hfsc(o)) if o.usc.is_none()))
+        .map(|c| c.classid);
     if let (Some(link), Some((rate, linklayer, overhead))) = (line.rate, root_rate) {
         // CAKE charges what the line charges (its overhead keywords), so its own rate may be the line's.
         if rate > link || (rate == link && !is_cake) {
@@ -301,7 +319,10 @@ fn check_device(
                      this policy cannot order or drop it",
                     match (rate, is_cake) {
                         (u64::MAX, true) => "no rate (cake unlimited)".to_string(),
-                        (u64::MAX, false) => "no rate (a top class has no `ul`)".to_string(),
+                        (u64::MAX, false) => match unlimited_top {
+                            Some(c) => format!("no rate (top class {c} has no `ul`)"),
+                            None => "no rate".to_string(),
+                        },
                         _ => sprint_rate(rate),
                     },
                     sprint_rate(link)
@@ -399,7 +420,7 @@ fn check_device(
             .filter(|c| c.classid.major() == q.handle.major())
             .collect();
         let at_q = format!("{dev_name} qdisc htb {}", q.handle);
-        if classifies_everything(dev, q.handle) {
+        if classifies_everything(dev, q.handle, &classes) {
             // A catch-all filter at the qdisc: no packet is left for a default.
         } else if h.defcls == 0 {
             out.push(Finding {
@@ -685,7 +706,7 @@ fn check_hfsc(
         .find(|c| is_leaf(c.classid))
         .map_or(0x20, |c| c.classid.minor());
     let def = Handle(q.handle.0 | defcls as u32);
-    if classifies_everything(dev, q.handle) {
+    if classifies_everything(dev, q.handle, classes) {
         // A catch-all filter at the qdisc: no packet is left for a default.
     } else if defcls == 0 {
         out.push(Finding {
@@ -796,11 +817,23 @@ fn check_hfsc(
     }
 }
 
-/// Whether the filters at qdisc `handle` leave no packet unclassified (a catch-all `matchall`).
-fn classifies_everything(dev: &tclab_core::engine::Device, handle: Handle) -> bool {
+/// Whether the filters at qdisc `handle` leave no packet unclassified: a catch-all `matchall` that
+/// sends everything to an existing leaf class (to an inner or missing one, the packets still fall to
+/// the default).
+fn classifies_everything(
+    dev: &tclab_core::engine::Device,
+    handle: Handle,
+    classes: &[tclab_core::qdisc::ClassInfo],
+) -> bool {
     dev.find(handle)
         .and_then(|s| s.q.block(handle))
-        .is_some_and(|b| b.classifies_everything())
+        .and_then(|b| b.catch_all())
+        .is_some_and(|id| {
+            classes.iter().any(|c| c.classid.0 == id)
+                && !classes
+                    .iter()
+                    .any(|k| k.parent.0 == id && k.classid.0 != id)
+        })
 }
 
 /// A leaf class nothing sends packets to.

@@ -242,18 +242,23 @@ impl Block {
         self.chains.get(&0).is_none_or(|c| c.is_empty())
     }
 
-    /// Whether a filter of chain 0 classifies every packet: a `matchall` of protocol `all`, run in
-    /// software, naming a class, with no actions to overrule it. Nothing reaches a `default` then.
-    pub fn classifies_everything(&self) -> bool {
-        self.chains.get(&0).is_some_and(|tps| {
-            tps.iter().any(|tp| {
-                tp.protocol == ETH_P_ALL
-                    && matches!(&tp.cls, Classifier::Matchall(m) if m.filter.as_ref().is_some_and(|f| {
-                        f.classid.is_some()
-                            && f.flags & CLS_FLAGS_SKIP_SW == 0
-                            && f.exts.actions.is_empty()
-                    }))
-            })
+    /// The class a filter of chain 0 sends every packet to, if one does: a `matchall` of protocol
+    /// `all`, run in software, naming a class, whose actions (if any) only `pass`. Whether that class
+    /// takes the packet (a leaf) is the caller's to judge.
+    pub fn catch_all(&self) -> Option<u32> {
+        self.chains.get(&0)?.iter().find_map(|tp| match &tp.cls {
+            Classifier::Matchall(m) if tp.protocol == ETH_P_ALL => {
+                let f = m.filter.as_ref()?;
+                let passes = f
+                    .exts
+                    .actions
+                    .iter()
+                    .all(|a| a.borrow().params.controls().iter().all(|&c| c == TC_ACT_OK));
+                (f.flags & CLS_FLAGS_SKIP_SW == 0 && passes)
+                    .then_some(f.classid)
+                    .flatten()
+            }
+            _ => None,
         })
     }
 
@@ -315,16 +320,16 @@ impl Block {
         reached
     }
 
-    /// Whether a filter a packet can reach names `classid` (where [`Block::binds`] counts every
-    /// filter, reachable or not, as the kernel's bindings do).
-    pub fn reaches(&self, classid: u32) -> bool {
-        self.reachable_chains().into_iter().any(|chain| {
-            self.chains.get(&chain).into_iter().flatten().any(|tp| {
-                self.tp_filters(tp)
-                    .into_iter()
-                    .any(|(c, _)| c == Some(classid))
-            })
-        })
+    /// The classes the filters a packet can reach name (where [`Block::binds`] counts every filter,
+    /// reachable or not, as the kernel's bindings do).
+    pub fn reached_classes(&self) -> Vec<u32> {
+        let mut out = Vec::new();
+        for chain in self.reachable_chains() {
+            for tp in self.chains.get(&chain).into_iter().flatten() {
+                out.extend(self.tp_filters(tp).into_iter().filter_map(|(c, _)| c));
+            }
+        }
+        out
     }
 
     /// Every instance of every chain, chains in index order.
