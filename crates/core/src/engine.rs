@@ -905,7 +905,12 @@ impl Engine {
                             "Exclusivity flag on, cannot override",
                         ));
                     }
-                    return Err(KernelError::invalid(QDISC_KIND_MISMATCH));
+                    if kind.is_some_and(|k| k != existing.q.kind()) {
+                        return Err(KernelError::invalid(QDISC_KIND_MISMATCH));
+                    }
+                    // The qdisc is attached under `parent` but is not its leaf: an inner HFSC class
+                    // keeps its old leaf qdisc, and grafting it back is what `hfsc_graft` refuses.
+                    return Err(KernelError::new(Errno::Invalid));
                 }
                 let Some(cur) = q else {
                     return self.create_and_graft(dev_name, parent, handle, opts, flags, now);

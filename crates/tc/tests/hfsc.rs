@@ -437,6 +437,17 @@ fn an_inner_class_keeps_its_old_leaf_qdisc_listed() {
         out.contains("qdisc fq_codel 21: parent 1:21 limit 100p"),
         "{out}"
     );
+    // By parent and handle, Linux grafts it back, which `hfsc_graft` refuses for an inner class; a
+    // different kind is refused before that.
+    let (code, err) = tc_fails(
+        &mut e,
+        "qdisc change dev eth0 parent 1:21 handle 21: fq_codel limit 50",
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("Invalid argument"), "{err}");
+    let (code, err) = tc_fails(&mut e, "qdisc change dev eth0 parent 1:21 handle 21: pfifo");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("Invalid qdisc name"), "{err}");
     let (code, err) = tc_fails(&mut e, "qdisc del dev eth0 parent 1:21 handle 21:");
     assert_eq!(code, 2, "{err}");
     assert!(
