@@ -32,6 +32,26 @@ fn codes(r: &RunResult) -> Vec<String> {
         .collect()
 }
 
+/// Where each finding of `code` is (its `at`), in output order.
+fn found_at(r: &RunResult, code: &str) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_str(&r.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", r.stdout, r.stderr));
+    v.as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == code)
+        .map(|f| f["at"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The classes `unreached-class` names (the last word of its `at`).
+fn unreached(r: &RunResult) -> Vec<String> {
+    found_at(r, "unreached-class")
+        .into_iter()
+        .map(|at| at.rsplit(' ').next().unwrap().to_string())
+        .collect()
+}
+
 const HTB_OK: &str = "qdisc add dev eth0 root handle 1: htb default 20
 class add dev eth0 parent 1: classid 1:1 htb rate 10mbit
 class add dev eth0 parent 1:1 classid 1:10 htb rate 4mbit ceil 10mbit
@@ -498,23 +518,6 @@ fn only_reachable_filters_reach_a_class() {
                 qdisc add dev eth0 parent 1:30 fq_codel\n\
                 filter add dev eth0 parent 1: protocol ip prio 1 chain 5 u32 match ip protocol 1 0xff flowid 1:10\n\
                 filter add dev eth0 parent 1:20 protocol ip prio 1 u32 match ip protocol 6 0xff flowid 1:30\n";
-    let unreached = |r: &RunResult| -> Vec<String> {
-        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
-        v.as_array()
-            .unwrap()
-            .iter()
-            .filter(|f| f["code"] == "unreached-class")
-            .map(|f| {
-                f["at"]
-                    .as_str()
-                    .unwrap()
-                    .rsplit(' ')
-                    .next()
-                    .unwrap()
-                    .to_string()
-            })
-            .collect()
-    };
     let r = check(&dir, "chains.batch", base, &[]);
     assert_eq!(unreached(&r), ["1:10", "1:30"], "{}", r.stdout);
     let jump = format!(
@@ -543,15 +546,12 @@ fn a_classify_rule_reaches_only_its_out_interface() {
         "iptables -t mangle -A POSTROUTING -o eth0 -p icmp -j CLASSIFY --set-class 1:10\n",
     );
     let r = check(&dir, "classify.sh", &script, &[]);
-    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
-    let unreached: Vec<&str> = v
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["code"] == "unreached-class")
-        .map(|f| f["at"].as_str().unwrap())
-        .collect();
-    assert_eq!(unreached, ["eth1 class htb 1:10"], "{}", r.stdout);
+    assert_eq!(
+        found_at(&r, "unreached-class"),
+        ["eth1 class htb 1:10"],
+        "{}",
+        r.stdout
+    );
 }
 
 /// `--link DEV=RATE` gives one device a line of its own (an uplink and a download shaped on another
@@ -568,24 +568,24 @@ fn each_device_may_have_its_own_line() {
              qdisc add dev {dev} parent 1:10 fq_codel\n"
         ));
     }
-    let at_line_rate = |r: &RunResult| -> Vec<String> {
-        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
-        v.as_array()
-            .unwrap()
-            .iter()
-            .filter(|f| f["code"] == "shaper-at-line-rate")
-            .map(|f| f["at"].as_str().unwrap().to_string())
-            .collect()
-    };
     let r = check(&dir, "two.batch", &policy, &["--link", "1100kbit"]);
-    assert_eq!(at_line_rate(&r), ["eth2 qdisc htb 1:"], "{}", r.stdout);
+    assert_eq!(
+        found_at(&r, "shaper-at-line-rate"),
+        ["eth2 qdisc htb 1:"],
+        "{}",
+        r.stdout
+    );
     let r = check(
         &dir,
         "two.batch",
         &policy,
         &["--link", "1100kbit", "--link", "eth2=10mbit"],
     );
-    assert!(at_line_rate(&r).is_empty(), "{}", r.stdout);
+    assert!(
+        found_at(&r, "shaper-at-line-rate").is_empty(),
+        "{}",
+        r.stdout
+    );
     let r = check(&dir, "two.batch", &policy, &["--link", "=10mbit"]);
     assert_eq!(r.code, 64, "{}", r.stderr);
     assert!(r.stderr.contains("names no device"), "{}", r.stderr);
@@ -613,23 +613,6 @@ fn filters_of_an_unreached_inner_class_reach_nothing() {
                 qdisc add dev eth0 parent 1:10 fq_codel\n\
                 qdisc add dev eth0 parent 1:20 fq_codel\n\
                 filter add dev eth0 parent 1:2 protocol ip prio 1 u32 match ip protocol 1 0xff flowid 1:10\n";
-    let unreached = |r: &RunResult| -> Vec<String> {
-        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
-        v.as_array()
-            .unwrap()
-            .iter()
-            .filter(|f| f["code"] == "unreached-class")
-            .map(|f| {
-                f["at"]
-                    .as_str()
-                    .unwrap()
-                    .rsplit(' ')
-                    .next()
-                    .unwrap()
-                    .to_string()
-            })
-            .collect()
-    };
     let r = check(&dir, "inner.batch", base, &[]);
     assert_eq!(unreached(&r), ["1:10"], "{}", r.stdout);
     let to_inner = format!(

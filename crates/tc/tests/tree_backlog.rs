@@ -35,11 +35,8 @@ fn counters(e: &Engine, handle: u32) -> (u32, u32) {
     (q.qlen, q.backlog)
 }
 
-#[test]
-fn a_drop_from_another_flow_leaves_the_parent_exact() {
-    // SFQ limit 4 holds four 1514-byte packets of one flow; a 66-byte packet of another flow then makes
-    // it drop from the longest flow — the first one's. By hand: SFQ holds 3 × 1514 + 66 = 4608 bytes in
-    // 4 packets, and so must its HTB parent (the kernel's qdisc_tree_reduce_backlog(1, 1514)).
+/// HTB 1: with one 1 kbit/s class 1:1 (the default), `leaf` (qdisc 10:) under it.
+fn under_htb(leaf: &str) -> Engine {
     let mut e = Engine::new();
     tc(&mut e, "qdisc add dev eth0 root handle 1: htb default 1");
     tc(
@@ -48,8 +45,17 @@ fn a_drop_from_another_flow_leaves_the_parent_exact() {
     );
     tc(
         &mut e,
-        "qdisc add dev eth0 parent 1:1 handle 10: sfq limit 4",
+        &format!("qdisc add dev eth0 parent 1:1 handle 10: {leaf}"),
     );
+    e
+}
+
+#[test]
+fn a_drop_from_another_flow_leaves_the_parent_exact() {
+    // SFQ limit 4 holds four 1514-byte packets of one flow; a 66-byte packet of another flow then makes
+    // it drop from the longest flow — the first one's. By hand: SFQ holds 3 × 1514 + 66 = 4608 bytes in
+    // 4 packets, and so must its HTB parent (the kernel's qdisc_tree_reduce_backlog(1, 1514)).
+    let mut e = under_htb("sfq limit 4");
     let dev = e.device_mut("eth0").unwrap();
     for i in 0..4 {
         dev.enqueue(udp(1, 1514), &mut Cx::new(i));
@@ -77,16 +83,7 @@ fn a_drop_from_another_flow_leaves_the_parent_exact() {
 /// drop (the kernel's `__qdisc_qstats_drop(sch, drops)` in every ancestor): HTB's root shows 1.
 #[test]
 fn ancestors_count_the_drops_of_fq_codel_below() {
-    let mut e = Engine::new();
-    tc(&mut e, "qdisc add dev eth0 root handle 1: htb default 1");
-    tc(
-        &mut e,
-        "class add dev eth0 parent 1: classid 1:1 htb rate 1kbit",
-    );
-    tc(
-        &mut e,
-        "qdisc add dev eth0 parent 1:1 handle 10: fq_codel limit 2",
-    );
+    let mut e = under_htb("fq_codel limit 2");
     let dev = e.device_mut("eth0").unwrap();
     dev.enqueue(udp(1, 1514), &mut Cx::new(0));
     dev.enqueue(udp(1, 1514), &mut Cx::new(1));
