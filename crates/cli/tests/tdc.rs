@@ -21,7 +21,9 @@
 //!   cargo test -p tclab --test tdc tdc_htb -- --nocapture    # one file
 //!   cargo test -p tclab --test tdc -- --ignored --nocapture  # every file (progress report)
 //!
-//! TCLAB_TDC_DIR overrides the location of the tdc directory.
+//! TCLAB_TDC_DIR overrides the location of the tdc directory. Without either (a clone outside this
+//! workplace), every tdc test passes as skipped and one line on stderr says what is missing and how
+//! to get it: `scripts/fetch-tdc.sh` fetches the cases at the kernel tag this suite was written for.
 
 mod common;
 use common::{run_with_timeout, RunResult, TempDir};
@@ -219,7 +221,9 @@ fn tdc_skbedit() {
 #[test]
 #[ignore]
 fn tdc_report_all() {
-    let root = tdc_dir();
+    let Some(root) = tdc_dir() else {
+        return;
+    };
     let mut files = Vec::new();
     for sub in ["qdiscs", "filters", "actions"] {
         let dir = root.join(sub);
@@ -234,7 +238,7 @@ fn tdc_report_all() {
         files.extend(names.into_iter().map(|n| format!("{sub}/{n}")));
     }
     let files: Vec<&str> = files.iter().map(String::as_str).collect();
-    let totals = run_files(&files);
+    let totals = run_files(&root, &files);
     println!("\nper file:");
     for (file, t) in &totals.per_file {
         println!(
@@ -314,7 +318,10 @@ fn assert_no_failures(files: &[&str]) {
 
 /// Every case passes except the listed ids (which may pass or fail).
 fn assert_no_failures_except(files: &[&str], excused: &[&str]) {
-    let totals = run_files(files);
+    let Some(root) = tdc_dir() else {
+        return;
+    };
+    let totals = run_files(&root, files);
     assert!(
         totals.all.passed > 0,
         "no case of {files:?} passed: did the runner find them?"
@@ -353,7 +360,15 @@ enum Outcome {
     Skip(String),
 }
 
-fn tdc_dir() -> PathBuf {
+/// Where the kernel's cases come from when they are missing (printed in the skip line).
+const HOW_TO_GET: &str = "run scripts/fetch-tdc.sh (the kernel's tools/testing/selftests/tc-testing at \
+                          v6.12, into ../shared/tdc) or set TCLAB_TDC_DIR";
+
+/// The tdc directory: `TCLAB_TDC_DIR`, else `shared/tdc` beside the workspace checkout. `None` when
+/// neither exists (a clone outside this workplace): the caller skips, and the first skip in the
+/// process prints one line saying what is missing and how to get it. A `TCLAB_TDC_DIR` that names no
+/// directory is a mistake, not a missing data set: that fails.
+fn tdc_dir() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("TCLAB_TDC_DIR") {
         let p = PathBuf::from(d);
         assert!(
@@ -361,21 +376,29 @@ fn tdc_dir() -> PathBuf {
             "TCLAB_TDC_DIR={} is not a directory",
             p.display()
         );
-        return p;
+        return Some(p);
     }
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tdc");
     match p.canonicalize() {
-        Ok(c) if c.is_dir() => c,
-        _ => panic!(
-            "the kernel's tdc cases were not found at {} (expected `shared/tdc` beside the workspace \
-             checkout); set TCLAB_TDC_DIR to the directory holding qdiscs/, filters/, actions/",
-            p.display()
-        ),
+        Ok(c) if c.join("qdiscs").is_dir() => Some(c),
+        _ => {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                // Straight to the terminal: the test harness captures print!/eprint! of passing tests,
+                // and this line is the one thing a user running the suite must see.
+                use std::io::Write;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "tdc: SKIPPED: the kernel's tc conformance cases are not at {}; {HOW_TO_GET}",
+                    p.display()
+                );
+            });
+            None
+        }
     }
 }
 
-fn run_files(files: &[&str]) -> Totals {
-    let root = tdc_dir();
+fn run_files(root: &Path, files: &[&str]) -> Totals {
     let shims = Shims::new();
     let mut all = Counts::default();
     let mut per_file = Vec::new();
