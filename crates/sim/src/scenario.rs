@@ -217,13 +217,18 @@ pub struct Scenario {
     pub smooth: u32,
     /// The tc lines applied, per node, for the report.
     pub policies: Vec<(String, Vec<String>)>,
-    /// Things the user should see that did not stop the scenario (what a policy script printed on stderr).
+    /// Things the user should see that did not stop the scenario, each a message of one or more lines
+    /// (`tclab sim` prints them on stderr): a rate taken in tc's bytes-per-second units, what a policy
+    /// script's calls refused or warned of, what the script printed on stderr.
     pub warnings: Vec<String>,
 }
 
 struct Ctx<'a> {
     file: &'a str,
     src: &'a str,
+    /// What the user should see that does not stop the scenario, in the order the file is read:
+    /// [`Scenario::warnings`].
+    notes: std::cell::RefCell<Vec<String>>,
 }
 
 impl Ctx<'_> {
@@ -249,8 +254,35 @@ impl Ctx<'_> {
     fn duration(&self, v: &Spanned<String>, key: &str) -> Result<Nanos, ScenarioError> {
         parse_duration(v.get_ref()).or_else(|m| self.err(v.span(), key, m))
     }
+    /// A rate key's value in bits per second; a value in tc's bytes-per-second units is taken as tc
+    /// takes it, with a note saying so.
     fn rate(&self, v: &Spanned<String>, key: &str) -> Result<u64, ScenarioError> {
-        parse_rate_bps(v.get_ref()).or_else(|m| self.err(v.span(), key, m))
+        let bps = parse_rate_bps(v.get_ref()).or_else(|m| self.err(v.span(), key, m))?;
+        self.note_byte_rate(v, key, v.get_ref());
+        Ok(bps)
+    }
+    /// A note when `word` (a rate in `v`, the value of `key`) is in bytes per second.
+    fn note_byte_rate(&self, v: &Spanned<String>, key: &str, word: &str) {
+        if let Some(what) = byte_rate_note(word) {
+            let value = v.get_ref();
+            let said = if value.trim() == word {
+                format!("\"{value}\" {what}")
+            } else {
+                format!("\"{value}\": {word} {what}")
+            };
+            self.note(format!(
+                "note: {}:{}: {key} = {said}",
+                self.file,
+                self.line_of(v.span())
+            ));
+        }
+    }
+    /// Once: a netem line given for both directions is read twice.
+    fn note(&self, text: String) {
+        let mut notes = self.notes.borrow_mut();
+        if !notes.contains(&text) {
+            notes.push(text);
+        }
     }
     fn node(&self, net: &Network, v: &Spanned<String>, key: &str) -> Result<NodeId, ScenarioError> {
         net.node_by_name(v.get_ref()).map_or_else(
@@ -325,6 +357,53 @@ pub fn parse_rate_bps(s: &str) -> Result<u64, String> {
     }
 }
 
+/// What a rate in one of tc's bytes-per-second units (`bps`, `kbps`, `mbps`, `gbps`, `tbps`, their
+/// `kibps`… forms, in any case) means, for a note: `10mbps` is "is 10 megabytes per second in tc's
+/// units (80 Mbit/s); write "10mbit" for 10 megabits". `None` for a rate in bits, or not a rate.
+pub fn byte_rate_note(s: &str) -> Option<String> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let prefix = lower.strip_suffix("bps")?;
+    // The unit's letters follow the number's last digit (`1.5`, `1e3`).
+    let split = prefix
+        .rfind(|c: char| c.is_ascii_digit() || c == '.')
+        .map_or(0, |i| i + 1);
+    let (number, unit) = (&t[..split], &prefix[split..]);
+    let word = match unit {
+        "" => "",
+        "k" => "kilo",
+        "ki" => "kibi",
+        "m" => "mega",
+        "mi" => "mebi",
+        "g" => "giga",
+        "gi" => "gibi",
+        "t" => "tera",
+        "ti" => "tebi",
+        _ => return None,
+    };
+    let bits = tclab_tc::util::get_rate(t)?.saturating_mul(8);
+    Some(format!(
+        "is {number} {word}bytes per second in tc's units ({}); write \"{number}{unit}bit\" for {number} {word}bits",
+        bit_rate_words(bits)
+    ))
+}
+
+/// `80000000` → "80 Mbit/s", `12500` → "12.5 kbit/s": at most three decimals, none trailing.
+fn bit_rate_words(bits: u64) -> String {
+    let (scale, unit) = [
+        (1e12, "Tbit/s"),
+        (1e9, "Gbit/s"),
+        (1e6, "Mbit/s"),
+        (1e3, "kbit/s"),
+    ]
+    .into_iter()
+    .find(|(scale, _)| bits as f64 >= *scale)
+    .unwrap_or((1.0, "bit/s"));
+    let n = format!("{:.3}", bits as f64 / scale);
+    let n = n.trim_end_matches('0').trim_end_matches('.');
+    format!("{n} {unit}")
+}
+
 /// A byte count with tc's size suffixes ("10M", "64k", "1500").
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let t = s.trim();
@@ -388,7 +467,11 @@ pub fn load_with(
     opts: &LoadOptions,
 ) -> Result<Scenario, ScenarioError> {
     let seed = opts.seed;
-    let cx = Ctx { file, src };
+    let cx = Ctx {
+        file,
+        src,
+        notes: Default::default(),
+    };
     let mut sf: ScenarioFile = toml::from_str(src).map_err(|e| {
         let line = e.span().map_or(1, |s| cx.line_of(s));
         let message = e.message().to_string();
@@ -415,7 +498,7 @@ pub fn load_with(
 fn build(cx: &Ctx, sf: ScenarioFile, base: &std::path::Path) -> Result<Scenario, ScenarioError> {
     let (duration, sample) = run_times(cx, &sf)?;
     let mut net = topology(cx, &sf)?;
-    let (policies, warnings) = apply_policies(cx, &sf, &mut net, base)?;
+    let policies = apply_policies(cx, &sf, &mut net, base)?;
     // The interfaces' devices by id (a policy may have replaced one through a script's journal).
     net.index_devices();
 
@@ -441,7 +524,7 @@ fn build(cx: &Ctx, sf: ScenarioFile, base: &std::path::Path) -> Result<Scenario,
         traffic,
         plot_in_out,
         policies,
-        warnings,
+        warnings: cx.notes.take(),
     })
 }
 
@@ -642,6 +725,9 @@ fn topology(cx: &Ctx, sf: &ScenarioFile) -> Result<Network, ScenarioError> {
             };
             match tclab_tc::qdisc::parse_qdisc("netem", &words, None) {
                 Ok(Some(tclab_core::qdisc::QdiscOptions::Netem(o))) => {
+                    if let Some(r) = words.iter().skip_while(|w| *w != "rate").nth(1) {
+                        cx.note_byte_rate(line, key, r);
+                    }
                     if let Err(e) =
                         tclab_core::qdisc::netem::Netem::new(tclab_core::Handle::UNSPEC, &o, 0)
                     {
@@ -703,16 +789,15 @@ fn topology(cx: &Ctx, sf: &ScenarioFile) -> Result<Network, ScenarioError> {
 }
 
 /// Each `[[policy]]` applied to its node (tc lines, a batch file, or a script run as `tclab script run`
-/// runs it): the lines applied per node, and what the user should see.
-#[allow(clippy::type_complexity)]
+/// runs it): the lines applied per node. What a script's calls refused or warned of, and what it printed
+/// on stderr, go to the notes.
 fn apply_policies(
     cx: &Ctx,
     sf: &ScenarioFile,
     net: &mut Network,
     base: &std::path::Path,
-) -> Result<(Vec<(String, Vec<String>)>, Vec<String>), ScenarioError> {
+) -> Result<Vec<(String, Vec<String>)>, ScenarioError> {
     let mut policies = Vec::new();
-    let mut warnings = Vec::new();
     for p in &sf.policy {
         let node = cx.node(&net, &p.node, "policy.node")?;
         if let Some(script) = &p.script {
@@ -727,47 +812,20 @@ fn apply_policies(
             let path = base.join(script.get_ref());
             let run = tclab_tc::script::run_script(None, &path, &p.args, &[])
                 .or_else(|m| cx.err(script.span(), "policy.script", m))?;
-            // What tc or iptables refused inside the script must not go unseen, even where the script sent
-            // their errors to /dev/null: the report names each refusal with its script line.
-            // (Deletions of what was not there — a script clearing before it builds — are left out.)
-            let mut report = run.report.clone();
-            report.refused.retain(|r| !r.cleanup);
-            let refusals = if report.refused.is_empty() {
-                String::new()
-            } else {
-                report.summary()
-            };
+            let said = script_messages(&run, &path.display().to_string(), script.get_ref());
             if !run.success {
-                return cx.err(
-                    script.span(),
-                    "policy.script",
-                    format!(
-                        "{} {}{}{}",
-                        path.display(),
-                        run.status,
-                        if run.stderr.trim().is_empty() {
-                            String::new()
-                        } else {
-                            format!(": {}", run.stderr.trim_end())
-                        },
-                        if refusals.is_empty() {
-                            String::new()
-                        } else {
-                            format!("\n{}", refusals.trim_end())
-                        }
-                    ),
-                );
+                let mut message = format!("{} {}", path.display(), run.status);
+                for m in &said {
+                    message.push('\n');
+                    message.push_str(m);
+                }
+                return cx.err(script.span(), "policy.script", message);
             }
-            for line in refusals
-                .lines()
-                .chain(run.stderr.lines())
-                .filter(|l| !l.trim().is_empty())
-            {
-                warnings.push(format!(
-                    "{}:{}: policy.script: {}: {line}",
+            for m in said {
+                cx.note(format!(
+                    "{}:{}: policy.script: {m}",
                     cx.file,
                     cx.line_of(script.span()),
-                    script.get_ref()
                 ));
             }
             let journal = run.journal;
@@ -816,7 +874,84 @@ fn apply_policies(
         })?;
         policies.push((net.nodes[node].name.clone(), lines));
     }
-    Ok((policies, warnings))
+    Ok(policies)
+}
+
+/// What a policy script's run has to say, once each, as messages of one or more lines: the commands
+/// refused (each with its script line and tc's or iptables' reason; deletions of what was not there,
+/// a script clearing before it builds, are left out), the warnings of commands that applied, and what
+/// the script printed on stderr itself. tc's messages reach the script's stderr too (unless the script
+/// sent them elsewhere): they are shown once, in the first two, and left out of the third. `path` is the
+/// script as bash was given it, `name` as the scenario names it.
+fn script_messages(run: &tclab_tc::script::ScriptRun, path: &str, name: &str) -> Vec<String> {
+    let report = &run.report;
+    // `…/gateway.sh:64` as the scenario names the script: `gateway.sh:64`.
+    let at = |at: &str| match at.strip_prefix(path).and_then(|l| l.strip_prefix(':')) {
+        Some(line) => format!("{name}:{line}"),
+        None => at.to_string(),
+    };
+    // The lines that say what was wrong: not tc's usage text, nor iptables' `Try \`iptables -h'`.
+    let reason = |message: &str| -> Vec<String> {
+        message
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with("Try `"))
+            .take_while(|l| !l.trim_start().starts_with("Usage:"))
+            .take(3)
+            .map(str::to_string)
+            .collect()
+    };
+    let mut said = Vec::new();
+    let refused: Vec<_> = report.refused.iter().filter(|r| !r.cleanup).collect();
+    let failures = report.failures();
+    if failures > 0 {
+        let mut m = format!(
+            "{name}: {failures} command{} refused and {} not part of the run ({} applied):",
+            if failures == 1 { " was" } else { "s were" },
+            if failures == 1 { "is" } else { "are" },
+            report.applied,
+        );
+        for r in refused {
+            m.push_str(&format!("\n  {}: {}", at(&r.at), r.command));
+            for line in reason(&r.message) {
+                m.push_str(&format!("\n    {line}"));
+            }
+        }
+        said.push(m);
+    }
+    if !report.warned.is_empty() {
+        let mut m = format!("{name}: warnings from commands that applied:");
+        for w in &report.warned {
+            for line in reason(&w.message) {
+                m.push_str(&format!("\n  {}: {line}", at(&w.at)));
+            }
+        }
+        said.push(m);
+    }
+    // The script's stderr less what tclab's calls printed there: each call's message, in order, where
+    // it comes next (a message the script sent elsewhere is not there, and is passed over).
+    let mut rest = run.stderr.as_str();
+    let mut own = String::new();
+    for m in report.printed.iter().filter(|m| !m.is_empty()) {
+        let at_line_start = |i: usize| i == 0 || rest.as_bytes()[i - 1] == b'\n';
+        if let Some(i) = rest
+            .match_indices(m.as_str())
+            .map(|(i, _)| i)
+            .find(|&i| at_line_start(i))
+        {
+            own.push_str(&rest[..i]);
+            rest = &rest[i + m.len()..];
+        }
+    }
+    own.push_str(rest);
+    let own: Vec<&str> = own.lines().filter(|l| !l.trim().is_empty()).collect();
+    if !own.is_empty() {
+        let mut m = format!("{name} printed on stderr:");
+        for line in own {
+            m.push_str(&format!("\n  {line}"));
+        }
+        said.push(m);
+    }
+    said
 }
 
 /// The `[[traffic]]` entries, resolved against the network; names must be unique.

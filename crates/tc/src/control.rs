@@ -61,6 +61,23 @@ pub struct Report {
     /// Lines of batches refused beyond the first of each (a `-force` batch lists all its failures in
     /// one entry of `refused`).
     pub batch_lines_refused: usize,
+    /// Calls that applied and printed on stderr all the same (tc's `Warning: sch_htb: quantum of class
+    /// 10100 is small…`), with where they came from.
+    pub warned: Vec<Warned>,
+    /// What every call printed on stderr, in order: the part of the script's stderr that came from
+    /// tclab, so that a caller showing both the report and the script's stderr can leave it out once.
+    pub printed: Vec<String>,
+}
+
+/// A call that applied with a message on stderr.
+#[derive(Debug, Clone)]
+pub struct Warned {
+    /// `FILE:LINE` of the call, as in [`Refusal::at`].
+    pub at: String,
+    /// The command as a shell line.
+    pub command: String,
+    /// What tc, iptables or tclab said.
+    pub message: String,
 }
 
 #[derive(Debug, Clone)]
@@ -415,6 +432,7 @@ fn answer(store: &mut Option<Store>, report: &mut Report, state: &Path, req: &Re
     if let Some(why) = &req.refuse {
         let message = format!("tclab: {why}\n");
         report.refused.push(refusal(&message, false));
+        report.printed.push(message.clone());
         return Reply {
             stdout: String::new(),
             stderr: message,
@@ -429,8 +447,16 @@ fn answer(store: &mut Option<Store>, report: &mut Report, state: &Path, req: &Re
         };
     }
     let (reply, applied) = handle(store, state, req);
+    if !reply.stderr.is_empty() {
+        report.printed.push(reply.stderr.clone());
+    }
     let args = req.argv.get(1..).unwrap_or_default();
-    if req.argv.first().is_some_and(|t| t == "tc") && crate::store::batch_arg(args).is_some() {
+    let is_batch =
+        req.argv.first().is_some_and(|t| t == "tc") && crate::store::batch_arg(args).is_some();
+    if !is_batch && !crate::store::changes_policy(&req.argv) {
+        return reply;
+    }
+    if is_batch {
         // A batch counts its lines: those applied, and each that failed — it says `Command failed
         // FILE:N`, and `-force` goes on past it. One entry lists them all.
         report.applied += applied;
@@ -439,14 +465,19 @@ fn answer(store: &mut Option<Store>, report: &mut Report, state: &Path, req: &Re
                 reply.stderr.matches("Command failed ").count().max(1) - 1;
             report.refused.push(refusal(&reply.stderr, false));
         }
-    } else if crate::store::changes_policy(&req.argv) {
-        if reply.code == 0 {
-            report.applied += 1;
-        } else {
-            report
-                .refused
-                .push(refusal(&reply.stderr, crate::store::is_removal(&req.argv)));
-        }
+    } else if reply.code == 0 {
+        report.applied += 1;
+    } else {
+        report
+            .refused
+            .push(refusal(&reply.stderr, crate::store::is_removal(&req.argv)));
+    }
+    if reply.code == 0 && !reply.stderr.trim().is_empty() {
+        report.warned.push(Warned {
+            at: req.caller.clone().unwrap_or_else(|| "?".into()),
+            command: crate::script::shell_line(&req.argv),
+            message: reply.stderr.clone(),
+        });
     }
     reply
 }
@@ -691,6 +722,16 @@ mod tests {
             report.refused[1].message,
             "tclab: argument 2 is not valid UTF-8 text\n"
         );
+        // What the calls printed on stderr, in order (the shows printed nothing there); no call that
+        // applied printed anything.
+        assert_eq!(
+            report.printed,
+            [
+                "Error: Exclusivity flag on, cannot modify.\n",
+                "tclab: argument 2 is not valid UTF-8 text\n"
+            ]
+        );
+        assert!(report.warned.is_empty());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
