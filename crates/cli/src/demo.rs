@@ -6,6 +6,7 @@
 //! seed's author measured on his xs4all line, and writes its CSV files and plots under
 //! `tclab-out/demo/NAME/` (or `--out DIR`).
 
+use crate::args::{CmdResult, DemoArgs};
 use crate::sim::{output_files, remove_stale_outputs, run_scenario, write_plots};
 use std::path::PathBuf;
 use tclab_sim::report::{fmt_bps, write_files};
@@ -39,28 +40,8 @@ const RUNS: &[(&str, &str, [f64; 3])] = &[
     ),
 ];
 
-pub fn run(args: &[String]) -> Result<u8, String> {
-    let mut out_dir = PathBuf::from("tclab-out/demo");
-    let mut plots = true;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--out" | "-o" => out_dir = PathBuf::from(it.next().ok_or("--out needs a directory")?),
-            "--no-plots" => plots = false,
-            "--help" | "-h" => {
-                println!(
-                    "tclab demo [--out DIR] [--no-plots]\n\nRuns seed 004's conditioner experiment (five built-in \
-                     scenarios, see tclab sim --list)\nand prints the ping latency table next to the seed's own figures."
-                );
-                return Ok(0);
-            }
-            other => {
-                return Err(format!(
-                    "unknown option \"{other}\"; try \"tclab demo --help\""
-                ))
-            }
-        }
-    }
+pub fn run(a: DemoArgs) -> CmdResult {
+    let (out_dir, plots) = (a.out, !a.no_plots);
     println!("tclab demo: seed 004, \"the ultimate traffic conditioner\" (LARTC 15.8), in the simulated lab");
     println!();
     println!(

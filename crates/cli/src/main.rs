@@ -1,53 +1,20 @@
-//! `tclab`: Linux traffic control in user space.
-//!
-//! ```text
-//! tclab tc [-s] [-d] [-j] [-p] [-r] [-batch FILE] qdisc|class|filter|actions …   the tc language
-//! tclab link add|set|del dev DEV [type …] [mtu N] [txqueuelen N] [numtxqueues N]  policy devices
-//! tclab iptables -t mangle …                                       packet marks, as iptables sets them
-//! tclab script run [--strict] FILE [ARGS]                          a Linux shaping script, unmodified
-//! tclab check [--json] [--link [DEV=]RATE]... [--linklayer atm] [FILE]     what is wrong with a policy
-//! tclab serve [--idle SECONDS]                                     the store's resident engine
-//! tclab sim SCENARIO [--out DIR] [--seed N] [--json]               the simulated lab
-//! tclab demo                                                       seed 004's conditioner, simulated
-//! ```
+//! `tclab`: Linux traffic control in user space. The command line is declared in [`args`]; `tclab tc`,
+//! `link` and `iptables` keep iproute2's and iptables' own grammar and go to the tc crate untouched.
 //!
 //! The policy lives in the file named by `TCLAB_STATE` (default `$XDG_STATE_HOME/tclab/policy.json`, or
 //! `~/.local/state/tclab/policy.json`): see `tclab_tc::store`.
 
+mod args;
 mod demo;
 mod plot;
+mod progress;
 mod sim;
 mod trace;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use args::{usage, Failure, CmdResult, EX_USAGE};
 use tclab_tc::store::{Lock, Store};
-
-const HELP: &str = "tclab — Linux traffic control in user space
-
-Usage:
-  tclab tc [OPTIONS] OBJECT COMMAND …   run a tc(8) command against the stored policy
-  tclab tc [OPTIONS] -batch FILE         run a file of tc commands (one per line, without \"tc\")
-  tclab link add|set|del dev DEV [mtu N] [txqueuelen N] [tso|gso on|off]
-  tclab link show                        list the devices of the stored policy
-  tclab iptables -t mangle …             iptables(8) for the mangle table (MARK, CONNMARK, CLASSIFY, DSCP, TOS)
-  tclab script run [--strict] FILE [ARGS…]
-                                         run a Linux shell script unmodified, tc/iptables resolved to tclab
-  tclab serve [--idle SECONDS]           keep the store in one resident engine for fast calls
-  tclab check [--json] [--link [DEV=]RATE]... [--linklayer atm] [FILE]
-                                         what is wrong with a policy (script, batch or store), before it runs
-  tclab explain [--load CLASS=RATE,…] [--link RATE] [--dev DEV] [FILE]
-                                         the class tree, each class's share computed and simulated
-  tclab sim SCENARIO [--out DIR] [--seed N] [--json] [--no-plots] [--trace FILE]
-                                         run a scenario in the simulated lab (tclab sim --help)
-  tclab trace stats|show|plot FILE [--class C] [--flow F]
-                                         read a per-packet trace (tclab trace --help)
-  tclab demo                             seed 004's traffic conditioner in the simulated lab: the latency table
-  tclab help | --version
-
-The policy is kept in $TCLAB_STATE (default: $XDG_STATE_HOME/tclab/policy.json).
-Devices are created on first use with mtu 1500 and txqueuelen 1000.
-Exit codes are tc's: 0 ok, 1 bad options, 255 syntax error, 2 refused by the (simulated) kernel.";
 
 /// The store's path with symbolic links followed, so that a link to a store is written through (a whole
 /// rewrite renames over the target, not over the link) and every name for one store shares its lock.
@@ -279,33 +246,15 @@ fn forward_signals_to(pid: u32) {
     }
 }
 
-fn cmd_script(args: &[String]) -> Result<u8, String> {
-    use tclab_tc::script::{Sandbox, HELP};
-    let rest = match args.first().map(String::as_str) {
-        Some("run") => &args[1..],
-        None | Some("help") | Some("--help") | Some("-h") => {
-            println!("{HELP}");
-            return Ok(0);
-        }
-        Some(other) => {
-            return Err(format!(
-                "unknown script command \"{other}\"; try \"tclab script --help\""
-            ))
-        }
-    };
-    let strict = rest.first().is_some_and(|a| a == "--strict");
-    let rest = &rest[usize::from(strict)..];
-    let Some(file) = rest.first() else {
-        println!("{HELP}");
-        return Ok(2);
-    };
-    if file == "--help" || file == "-h" {
-        println!("{HELP}");
-        return Ok(0);
-    }
-    let script = PathBuf::from(file);
+fn cmd_script(cmd: args::ScriptCmd) -> CmdResult {
+    use tclab_tc::script::Sandbox;
+    let args::ScriptSub::Run {
+        strict,
+        file: script,
+        args: script_args,
+    } = cmd.command;
     if !script.is_file() {
-        return Err(format!("{file}: no such script"));
+        return Err(usage(format!("{}: no such script", script.display())));
     }
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the tclab executable: {e}"))?;
@@ -328,7 +277,7 @@ fn cmd_script(args: &[String]) -> Result<u8, String> {
     };
     let server = tclab_tc::control::Server::start_for_script(&target, &sb.dir)?;
     let mut child = sb
-        .command(Some(&exe), &script, &rest[1..], &target)
+        .command(Some(&exe), &script, &script_args, &target)
         .envs(server.environment())
         .spawn()
         .map_err(|e| format!("cannot run bash: {e}"))?;
@@ -363,21 +312,16 @@ fn cmd_script(args: &[String]) -> Result<u8, String> {
     Ok(code)
 }
 
-const CHECK_HELP: &str = "Usage: tclab check [--json] [--link [DEV=]RATE]... [--linklayer atm] [FILE]
+const CHECK_HELP: &str = "\
+Applies the policy as tclab tc and tclab script run would, then reports what is wrong with it: commands
+the kernel refuses, classes nothing reaches, default classes that do not exist, quantum and r2q, rates
+that add up to more than the parent's, bursts below one packet or one timer tick, queues that hold
+seconds of traffic, a shaper at the line's own rate, ATM overhead missing, ingress policing, TSO/GSO left
+on under a slow shaper.
 
-Applies a policy as tclab tc and tclab script run would, then reports what is wrong with it: commands the
-kernel refuses, classes nothing reaches, default classes that do not exist, quantum and r2q, rates that
-add up to more than the parent's, bursts below one packet or one timer tick, queues that hold seconds of
-traffic, a shaper at the line's own rate, ATM overhead missing, ingress policing, TSO/GSO left on under a
-slow shaper.
+--link DEV=RATE gives one device its own line (e.g. --link eth1=1mbit --link ifb0=8mbit for an uplink
+shaped on eth1 and a download shaped on ifb0); the other devices take --link RATE.
 
-FILE is a shell script (run as tclab script run runs it), a tc -batch file, or a policy store; without
-FILE, the current store ($TCLAB_STATE).
-  --json             the findings as a JSON array (code, severity, at, message, fix)
-  --link RATE        the line's rate (e.g. 20mbit): checks that the shaper sits below it
-  --link DEV=RATE    a rate for one device (repeatable), e.g. --link eth1=1mbit --link ifb0=8mbit for an
-                     uplink shaped on eth1 and a download shaped on ifb0; others take --link RATE
-  --linklayer atm    the line is ATM/ADSL: checks that the shaper accounts for cells and overhead
 Each finding has a stable code, explained in docs/checks/CODE.md. Exit status: 2 if any error, 1 if any
 warning, 0 otherwise (notes only or nothing); 64 if the command line or FILE cannot be used.";
 
@@ -409,22 +353,14 @@ fn policy_kind(text: &str) -> &'static str {
     }
 }
 
-const EXPLAIN_HELP: &str = "Usage: tclab explain [--load CLASS=RATE,…] [--link RATE] [--dev DEV] [FILE]
-
+const EXPLAIN_HELP: &str = "\
 Draws the class tree of each device's root qdisc with each class's guaranteed rate and ceiling, computes
 the share each class gets under a load from the discipline's rules (HTB: rates first, then each class's
 excess borrowed from the nearest ancestor below its rate, by priority and quantum, up to every ceil; DRR
 and ETS: strict bands first, then quanta; QFQ: weights; PRIO: bands in order; HFSC: real-time m2, then
 link-sharing m2 under each upper limit), and runs the same load through the engine in virtual time:
-both figures side by side (CBQ: the simulation alone).
-
-FILE is a shell script (run as tclab script run runs it), a tc -batch file, or a policy store; without
-FILE, the current store ($TCLAB_STATE).
-  --load 1:10=5mbit,1:20=max   what each leaf class offers (a rate, or max: always backlogged);
-                               leaves not named are idle. Default: every leaf backlogged
-  --link RATE                  the line's rate (HTB without it: the policy alone shapes; the others
-                               need it)
-  --dev DEV                    only this device (default: every device whose root qdisc has classes)
+both figures side by side (CBQ: the simulation alone). --link is needed by every discipline but HTB
+(without it, HTB's policy alone shapes).
 
 The simulation sends 1514-byte packets classified by skb->priority (the classid), so filters are not
 consulted: explain shows how the tree shares the link, tclab check whether traffic reaches the classes.
@@ -432,58 +368,28 @@ The computed column follows HTB's documented rule; HTB itself departs from it wh
 one priority borrow: each borrower's own bucket keeps refilling, so it turns green for a packet now and
 then and leaves the round robin, and with default bursts the excess is split more evenly than the quanta
 say (rates 3 and 1 Mbit/s borrowing from a 10 Mbit/s parent: 51:49 on Linux, 50:50 simulated, 75:25
-computed). Trust the simulated column there; a note under the table says where the two differ by more than 2 % and one packet over the simulated window.";
+computed). Trust the simulated column there; a note under the table says where the two differ by more
+than 2 % and one packet over the simulated window.
+Exit status: 0, or 64 if the command line or FILE cannot be used.";
 
-/// `tclab explain`.
-fn cmd_explain(args: &[String]) -> Result<u8, String> {
-    let mut load = None;
-    let mut link = None;
-    let mut dev: Option<String> = None;
-    let mut file: Option<&str> = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--load" => {
-                let v = it
-                    .next()
-                    .ok_or("--load needs CLASS=RATE,… (e.g. 1:10=5mbit,1:20=max)")?;
-                if load.is_some() {
-                    return Err("--load given twice: name every class in one list".into());
-                }
-                load = Some(tclab_tc::explain::parse_load(v)?);
-            }
-            "--all-backlogged" => load = None,
-            "--link" => {
-                let v = it.next().ok_or("--link needs a rate (e.g. 20mbit)")?;
-                if link.is_some() {
-                    return Err("--link given twice".into());
-                }
-                link = Some(
-                    tclab_tc::util::get_rate(v)
-                        .filter(|r| *r > 0)
-                        .ok_or_else(|| format!("--link: \"{v}\" is not a rate (e.g. 20mbit)"))?,
-                );
-            }
-            "--dev" => {
-                let v = it.next().filter(|v| !v.starts_with('-'));
-                dev = Some(v.ok_or("--dev needs a device name")?.clone());
-            }
-            "--help" | "-h" | "help" => {
-                println!("{EXPLAIN_HELP}");
-                return Ok(0);
-            }
-            f if !f.starts_with('-') => {
-                if file.replace(f).is_some() {
-                    return Err("explain: give one policy file".into());
-                }
-            }
-            other => {
-                return Err(format!(
-                    "explain: unknown option \"{other}\"; try \"tclab explain --help\""
-                ))
-            }
-        }
-    }
+/// `tclab explain`: every error is about its input (the command line, the policy, a class or device
+/// it names), so every error exits 64.
+fn cmd_explain(a: args::ExplainArgs) -> CmdResult {
+    run_explain(a).map_err(|e| match e {
+        Failure::Failed(m) => Failure::Usage(m),
+        u => u,
+    })
+}
+
+fn run_explain(a: args::ExplainArgs) -> CmdResult {
+    let load = a
+        .load
+        .as_deref()
+        .map(tclab_tc::explain::parse_load)
+        .transpose()?;
+    let link = a.link;
+    let dev = a.dev;
+    let file = a.file.as_deref().map(path_text).transpose()?;
     let (mut engine, refusals) = load_policy(file)?;
     for (at, cmd, msg) in &refusals {
         let first = msg.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
@@ -492,7 +398,7 @@ fn cmd_explain(args: &[String]) -> Result<u8, String> {
     let names: Vec<String> = match &dev {
         Some(d) => {
             if engine.device(d).is_none() {
-                return Err(format!("Cannot find device \"{d}\""));
+                return Err(usage(format!("Cannot find device \"{d}\"")));
             }
             vec![d.clone()]
         }
@@ -519,7 +425,10 @@ fn cmd_explain(args: &[String]) -> Result<u8, String> {
                     .keys()
                     .map(|&k| tclab_core::Handle(k).to_string())
                     .collect();
-                return Err(format!("--load: no device has class {}", ids.join(", ")));
+                return Err(usage(format!(
+                    "--load: no device has class {}",
+                    ids.join(", ")
+                )));
             }
             kept
         }
@@ -540,6 +449,12 @@ fn cmd_explain(args: &[String]) -> Result<u8, String> {
         print!("{}", tclab_tc::explain::explain(d, load.as_ref(), link)?);
     }
     Ok(0)
+}
+
+/// A file name from the command line as text (tclab's messages and control requests carry it).
+fn path_text(p: &std::path::Path) -> Result<&str, String> {
+    p.to_str()
+        .ok_or_else(|| format!("{}: the file name is not UTF-8 text", p.to_string_lossy()))
 }
 
 /// The commands that did not apply while loading a policy: (where, command, tc's message).
@@ -622,82 +537,53 @@ fn load_policy(file: Option<&str>) -> Result<(tclab_core::Engine, Refusals), Str
 
 /// `tclab check`: a command line or FILE it cannot use exits 64 (`EX_USAGE`), apart from the findings'
 /// 0, 1 and 2, so that a gate testing for "no errors" does not pass a mistyped command.
-fn cmd_check(args: &[String]) -> Result<u8, String> {
-    match run_check(args) {
-        Ok(code) => Ok(code),
-        Err(e) => {
-            eprintln!("tclab: {}", without_os_error(&e));
-            Ok(64)
-        }
-    }
+fn cmd_check(a: args::CheckArgs) -> CmdResult {
+    run_check(a).map_err(|e| match e {
+        Failure::Failed(m) => Failure::Usage(m),
+        u => u,
+    })
 }
 
-fn run_check(args: &[String]) -> Result<u8, String> {
+fn run_check(a: args::CheckArgs) -> CmdResult {
     use tclab_tc::check::{check, exit_status, render, LineFacts};
-    let mut json = false;
-    let mut facts = LineFacts::default();
+    let json = a.json;
+    let mut facts = LineFacts {
+        atm: a.linklayer.unwrap_or(false),
+        ..LineFacts::default()
+    };
     let mut device_rates: Vec<(String, u64)> = Vec::new();
-    let mut file: Option<&str> = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--json" => json = true,
-            "--link" => {
-                let v = it
-                    .next()
-                    .ok_or("--link needs a rate (e.g. 20mbit) or DEV=RATE")?;
-                let (dev, rate) = match v.split_once('=') {
-                    Some((d, r)) => (Some(d), r),
-                    None => (None, v.as_str()),
-                };
-                let r = tclab_tc::util::get_rate(rate)
-                    .filter(|r| *r > 0)
-                    .ok_or_else(|| format!("--link: \"{rate}\" is not a rate (e.g. 20mbit)"))?;
-                match dev {
-                    Some("") => return Err(format!("--link: \"{v}\" names no device")),
-                    Some(d) if device_rates.iter().any(|(x, _)| x == d) => {
-                        return Err(format!("--link given twice for {d}"))
-                    }
-                    Some(d) => device_rates.push((d.to_string(), r)),
-                    None if facts.rate.is_some() => return Err("--link given twice".into()),
-                    None => facts.rate = Some(r),
-                }
+    for v in &a.link {
+        let (dev, rate) = match v.split_once('=') {
+            Some((d, r)) => (Some(d), r),
+            None => (None, v.as_str()),
+        };
+        let r = tclab_tc::util::get_rate(rate)
+            .filter(|r| *r > 0)
+            .ok_or_else(|| format!("--link: \"{rate}\" is not a rate (e.g. 20mbit)"))?;
+        match dev {
+            Some("") => return Err(usage(format!("--link: \"{v}\" names no device"))),
+            Some(d) if device_rates.iter().any(|(x, _)| x == d) => {
+                return Err(usage(format!("--link given twice for {d}")))
             }
-            "--linklayer" => match it.next().map(String::as_str) {
-                Some("atm") | Some("adsl") => facts.atm = true,
-                Some("ethernet") => facts.atm = false,
-                other => {
-                    return Err(format!(
-                        "--linklayer takes atm or ethernet, not {}",
-                        other.unwrap_or("nothing")
-                    ))
-                }
-            },
-            "--help" | "-h" | "help" => {
-                println!("{CHECK_HELP}");
-                return Ok(0);
-            }
-            f if !f.starts_with('-') && file.is_none() => file = Some(f),
-            other => {
-                return Err(format!(
-                    "check: unknown option \"{other}\"; try \"tclab check --help\""
-                ))
-            }
+            Some(d) => device_rates.push((d.to_string(), r)),
+            None if facts.rate.is_some() => return Err(usage("--link given twice")),
+            None => facts.rate = Some(r),
         }
     }
+    let file = a.file.as_deref().map(path_text).transpose()?;
     let (engine, refusals) = load_policy(file)?;
     if let Some((d, _)) = device_rates
         .iter()
         .find(|(d, _)| engine.device(d).is_none())
     {
-        return Err(format!(
+        return Err(usage(format!(
             "--link {d}=…: the policy has no device \"{d}\" (it has {})",
             engine
                 .devices()
                 .map(|(n, _)| n.to_string())
                 .collect::<Vec<_>>()
                 .join(", ")
-        ));
+        )));
     }
     let findings = check(&engine, &refusals, facts, &device_rates);
     if json {
@@ -711,8 +597,7 @@ fn run_check(args: &[String]) -> Result<u8, String> {
     Ok(exit_status(&findings))
 }
 
-const SERVE_HELP: &str = "Usage: tclab serve [--idle SECONDS] [--auto]
-
+const SERVE_HELP: &str = "\
 Keeps the policy store ($TCLAB_STATE) open in one resident engine, so that every tclab tc, iptables and
 link call on that store costs what the command costs, not a replay of the store: a provisioning system or
 a monitoring loop calling tc thousands of times, or tc -s show on a large policy. Calls find the server by
@@ -721,39 +606,11 @@ the store itself when it is not running. Every change is still written to the st
 call returns; other processes may use the store meanwhile.
 A call that has to replay a store of 2 000 records or more starts one by itself (--auto --idle 300) as it
 exits. TCLAB_SERVE=off (or 0, no, false) in the environment keeps a call standalone: it neither starts an
-engine nor uses a running one.
-  --idle SECONDS   stop after this long without a call (default: run until interrupted)
-  --auto           as started by a call: silent, exits at once if an engine serves the store already,
-                   and stops when the store is deleted";
+engine nor uses a running one.";
 
 /// `tclab serve`: the store's resident engine, until interrupted or idle.
-fn cmd_serve(args: &[String]) -> Result<u8, String> {
-    let mut idle: Option<u64> = None;
-    let mut auto = false;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--auto" => auto = true,
-            "--idle" => {
-                let v = it.next().ok_or("--idle needs a number of seconds")?;
-                idle = Some(
-                    v.parse::<u64>()
-                        .ok()
-                        .filter(|s| *s > 0)
-                        .ok_or_else(|| format!("--idle: \"{v}\" is not a number of seconds"))?,
-                );
-            }
-            "--help" | "-h" | "help" => {
-                println!("{SERVE_HELP}");
-                return Ok(0);
-            }
-            other => {
-                return Err(format!(
-                    "serve: unknown option \"{other}\"; try \"tclab serve --help\""
-                ))
-            }
-        }
-    }
+fn cmd_serve(a: args::ServeArgs) -> CmdResult {
+    let (idle, auto) = (a.idle, a.auto);
     let state = store_path()?;
     let dir = tclab_tc::control::resident_dir(&state);
     if auto {
@@ -791,7 +648,8 @@ fn cmd_serve(args: &[String]) -> Result<u8, String> {
         return Err(format!(
             "a tclab serve is already running for {}",
             state.display()
-        ));
+        )
+        .into());
     }
     // Read the store once now, so that a broken store is reported here and not to the first caller.
     tclab_tc::store::read_journal(&state)?;
@@ -869,28 +727,52 @@ fn main() -> ExitCode {
             }
         }
     }
-    let result = match args.first().map(String::as_str) {
-        Some("tc") | Some("link") | Some("iptables") => cmd_store(&args),
-        Some("script") => cmd_script(&args[1..]),
-        Some("check") => cmd_check(&args[1..]),
-        Some("explain") => cmd_explain(&args[1..]),
-        Some("serve") => cmd_serve(&args[1..]),
-        Some("demo") => demo::run(&args[1..]),
-        Some("sim") => sim::cmd(&args[1..]),
-        Some("trace") => trace::cmd(&args[1..]),
-        Some("--version") | Some("-V") => {
-            println!("tclab {}", env!("CARGO_PKG_VERSION"));
-            Ok(0)
+    // tc, link and iptables keep iproute2's and iptables' grammar, messages and exit codes: their
+    // words go to the tc crate as they are, before clap sees them.
+    if matches!(
+        args.first().map(String::as_str),
+        Some("tc" | "link" | "iptables")
+    ) {
+        return match cmd_store(&args) {
+            Ok(code) => ExitCode::from(code),
+            Err(e) => {
+                eprintln!("tclab: {}", without_os_error(&e));
+                ExitCode::from(1)
+            }
+        };
+    }
+    let cli = match <args::Cli as clap::Parser>::try_parse_from(
+        std::iter::once("tclab".to_string()).chain(args),
+    ) {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let _ = e.print();
+            return match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
+                _ => ExitCode::from(EX_USAGE),
+            };
         }
-        None | Some("help") | Some("--help") | Some("-h") => {
-            println!("{HELP}");
-            Ok(0)
-        }
-        Some(other) => Err(format!("unknown command \"{other}\"; try \"tclab help\"")),
+    };
+    use args::Command as C;
+    let result: CmdResult = match cli.command {
+        C::Tc(_) | C::Link(_) | C::Iptables(_) => unreachable!("dispatched above"),
+        C::Script(a) => cmd_script(a),
+        C::Check(a) => cmd_check(a),
+        C::Explain(a) => cmd_explain(a),
+        C::Serve(a) => cmd_serve(a),
+        C::Demo(a) => demo::run(a),
+        C::Sim(a) => sim::cmd(a),
+        C::Trace(a) => trace::cmd(a),
+        C::Completions { shell } => Ok(args::completions(shell)),
     };
     match result {
         Ok(code) => ExitCode::from(code),
-        Err(e) => {
+        Err(Failure::Usage(e)) => {
+            eprintln!("tclab: {}", without_os_error(&e));
+            ExitCode::from(EX_USAGE)
+        }
+        Err(Failure::Failed(e)) => {
             eprintln!("tclab: {}", without_os_error(&e));
             ExitCode::from(1)
         }

@@ -1,22 +1,18 @@
 //! `tclab sim`: run a scenario in virtual time and report what the policy did.
 
 use crate::plot;
-use std::io::IsTerminal;
+use crate::progress::{Progress, Unit};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+use crate::args::{usage, CmdResult, Failure, SimArgs};
 use tclab_sim::builtin::BUILTIN;
 use tclab_sim::report;
 use tclab_sim::run::{run, Outcome};
 use tclab_sim::scenario::{load_with, LoadOptions, Scenario};
 
-pub const HELP: &str = "tclab sim — run a scenario in the simulated lab
-
-Usage:
-  tclab sim SCENARIO [--out DIR] [--seed N] [--json] [--no-plots] [--trace FILE]
-  tclab sim --list                 list the built-in scenarios
-  tclab sim --show NAME            print a built-in scenario's file (a starting point for your own)
-
-SCENARIO is a TOML file (see docs/SCENARIOS.md) or the name of a built-in scenario.
+/// `tclab sim --help`'s text after the options.
+pub const HELP: &str = "\
+SCENARIO is a TOML file (see docs/SCENARIOS.md) or the name of a built-in scenario (--list).
 Prints a summary table (flows, pings, classes) and writes into DIR (default ./tclab-out/NAME):
   summary.json      the summary (schema tclab-sim/1)
   interfaces.csv    rx/tx bit/s and root backlog of every interface and ifb device, per sample
@@ -25,62 +21,10 @@ Prints a summary table (flows, pings, classes) and writes into DIR (default ./tc
   ping.csv          every ping's RTT
   tc.txt            tc -s qdisc/class/filter show of every device of every node with a policy, at the end
   *.png, *.svg      throughput (IN/OUT, raw and smoothed), classes, backlog, ping, flows
---json prints the summary JSON on stdout instead of the table. --seed replaces the file's seed.
 --trace FILE writes every packet's fate at every qdisc (enqueue and verdict, dequeue and sojourn, drop
-and reason), one line each, to FILE (- for stdout); read it with tclab trace stats|show|plot.";
-
-struct Args {
-    scenario: Option<String>,
-    out: Option<PathBuf>,
-    seed: Option<u64>,
-    json: bool,
-    plots: bool,
-    trace: Option<String>,
-}
-
-fn parse_args(args: &[String]) -> Result<Args, String> {
-    let mut a = Args {
-        scenario: None,
-        out: None,
-        seed: None,
-        json: false,
-        plots: true,
-        trace: None,
-    };
-    let mut it = args.iter();
-    while let Some(w) = it.next() {
-        match w.as_str() {
-            "--out" | "-o" => {
-                a.out = Some(PathBuf::from(it.next().ok_or("--out needs a directory")?))
-            }
-            "--seed" => {
-                let v = it.next().ok_or("--seed needs a number")?;
-                a.seed = Some(
-                    v.parse()
-                        .map_err(|_| format!("--seed: \"{v}\" is not a non-negative integer"))?,
-                );
-            }
-            "--json" => a.json = true,
-            "--no-plots" => a.plots = false,
-            "--trace" => {
-                a.trace = Some(
-                    it.next()
-                        .ok_or("--trace needs a file (or - for stdout)")?
-                        .clone(),
-                )
-            }
-            s if s.starts_with('-') => {
-                return Err(format!("unknown option \"{s}\"; try \"tclab sim --help\""))
-            }
-            s => {
-                if a.scenario.replace(s.to_string()).is_some() {
-                    return Err("give one scenario".into());
-                }
-            }
-        }
-    }
-    Ok(a)
-}
+and reason) to FILE; read it with tclab trace stats|show|plot.
+Exit status: 0; 64 if the scenario cannot be used (no such file or built-in, or an error in it); 1 if
+the run fails.";
 
 /// The scenario's text, the name errors use, and the directory relative paths start from.
 fn scenario_source(name: &str) -> Result<(String, String, PathBuf, String), String> {
@@ -105,43 +49,6 @@ fn scenario_source(name: &str) -> Result<(String, String, PathBuf, String), Stri
         None => Err(format!(
             "no scenario file \"{name}\" and no built-in scenario of that name (tclab sim --list)"
         )),
-    }
-}
-
-/// A progress line on stderr for runs that take more than a second of wall time.
-struct Progress {
-    started: Instant,
-    total: u64,
-    shown: bool,
-    enabled: bool,
-    /// Wall-clock milliseconds of the last redraw (at most ten a second).
-    last_ms: u128,
-}
-
-impl Progress {
-    fn tick(&mut self, now: u64) {
-        let ms = self.started.elapsed().as_millis();
-        if !self.enabled || ms < 1000 || ms < self.last_ms + 100 {
-            return;
-        }
-        self.last_ms = ms;
-        let frac = now as f64 / self.total.max(1) as f64;
-        let width = 30;
-        let done = (frac * width as f64) as usize;
-        eprint!(
-            "\r[{}{}] {:>3.0}%  {:.1}/{:.1} s simulated",
-            "=".repeat(done),
-            " ".repeat(width - done.min(width)),
-            frac * 100.0,
-            now as f64 / 1e9,
-            self.total as f64 / 1e9
-        );
-        self.shown = true;
-    }
-    fn finish(&self) {
-        if self.shown {
-            eprintln!();
-        }
     }
 }
 
@@ -183,7 +90,7 @@ pub fn run_scenario(
     file: &str,
     base: &Path,
     seed: Option<u64>,
-) -> Result<(Scenario, Outcome, f64), String> {
+) -> Result<(Scenario, Outcome, f64), Failure> {
     run_scenario_traced(text, file, base, seed, None)
 }
 
@@ -194,29 +101,23 @@ pub fn run_scenario_traced(
     base: &Path,
     seed: Option<u64>,
     trace: Option<&str>,
-) -> Result<(Scenario, Outcome, f64), String> {
+) -> Result<(Scenario, Outcome, f64), Failure> {
     let opts = LoadOptions { seed };
-    let mut sc = load_with(file, text, base, &opts).map_err(|e| e.to_string())?;
+    let mut sc = load_with(file, text, base, &opts).map_err(usage)?;
     if let Some(path) = trace {
-        let out: Box<dyn std::io::Write> = if path == "-" {
-            Box::new(std::io::BufWriter::new(std::io::stdout()))
+        // stdout gets the text form, for grep and the eye; a file the binary one (docs/TRACES.md).
+        sc.net.trace = Some(if path == "-" {
+            tclab_sim::trace::Trace::text(Box::new(std::io::BufWriter::new(std::io::stdout())))
         } else {
             let f = std::fs::File::create(path)
                 .map_err(|e| format!("--trace: cannot create {path}: {e}"))?;
-            Box::new(std::io::BufWriter::with_capacity(1 << 20, f))
-        };
-        sc.net.trace = Some(tclab_sim::trace::Trace::new(out));
+            tclab_sim::trace::Trace::new(Box::new(std::io::BufWriter::with_capacity(1 << 16, f)))
+        });
     }
     for w in &sc.warnings {
         eprintln!("tclab: {w}");
     }
-    let mut progress = Progress {
-        started: Instant::now(),
-        total: sc.duration,
-        shown: false,
-        enabled: std::io::stderr().is_terminal(),
-        last_ms: 0,
-    };
+    let mut progress = Progress::new(Some(sc.duration), Unit::SimNanos);
     let wall = Instant::now();
     let out = run(&mut sc, &mut |t| progress.tick(t))?;
     progress.finish();
@@ -264,34 +165,26 @@ pub fn write_plots(dir: &Path, sc: &Scenario, out: &Outcome) -> Result<Vec<Strin
     Ok(written)
 }
 
-pub fn cmd(args: &[String]) -> Result<u8, String> {
-    if args.is_empty() {
-        eprintln!("{HELP}");
-        return Ok(1);
-    }
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("{HELP}");
-        return Ok(0);
-    }
-    if args[0] == "--list" {
+pub fn cmd(a: SimArgs) -> CmdResult {
+    if a.list {
         for b in BUILTIN {
             println!("{:<30} {}", b.name, b.description);
         }
         return Ok(0);
     }
-    if args[0] == "--show" {
-        let name = args.get(1).ok_or("--show needs a built-in scenario name")?;
+    if let Some(name) = &a.show {
         let b = tclab_sim::builtin::find(name)
-            .ok_or_else(|| format!("no built-in scenario \"{name}\" (tclab sim --list)"))?;
+            .ok_or_else(|| usage(format!("no built-in scenario \"{name}\" (tclab sim --list)")))?;
         print!("{}", b.toml());
         return Ok(0);
     }
-    let a = parse_args(args)?;
     if a.trace.as_deref() == Some("-") && a.json {
-        return Err("--trace - and --json both write to stdout: give the trace a file".into());
+        return Err(usage(
+            "--trace - and --json both write to stdout: give the trace a file",
+        ));
     }
-    let name = a.scenario.ok_or("give a scenario file or built-in name")?;
-    let (text, file, base, stem) = scenario_source(&name)?;
+    let name = a.scenario.clone().ok_or_else(|| usage("give a scenario file or built-in name"))?;
+    let (text, file, base, stem) = scenario_source(&name).map_err(usage)?;
     let wall_start = Instant::now();
     let (sc, out, sim_wall) = run_scenario_traced(&text, &file, &base, a.seed, a.trace.as_deref())?;
     let dir = a
@@ -299,7 +192,7 @@ pub fn cmd(args: &[String]) -> Result<u8, String> {
         .unwrap_or_else(|| PathBuf::from("tclab-out").join(&stem));
     let files = output_files(&sc, &out)?;
     report::write_files(&dir, &files)?;
-    let plots = if a.plots {
+    let plots = if !a.no_plots {
         write_plots(&dir, &sc, &out)?
     } else {
         Vec::new()

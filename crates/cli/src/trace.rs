@@ -1,199 +1,118 @@
 //! `tclab trace stats|show|plot FILE`: read a trace `tclab sim --trace` wrote.
 
+use crate::args::{usage, CmdResult, TraceCmd, TraceSelect, TraceSub};
 use crate::plot;
-use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
-use tclab_sim::trace::{parse_line, Line};
+use crate::progress::{Progress, Unit};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use tclab_sim::trace::{Ev, Reader, Rec, Sym};
 
-pub const HELP: &str = "Usage: tclab trace stats FILE [--class C] [--flow F] [--dev NODE:DEV] [--event E] [--filter K:P]
-       tclab trace show  FILE [--class C] [--flow F] [--dev NODE:DEV] [--event E] [--filter K:P]
-       tclab trace plot  FILE --class C [--dev NODE:DEV] [--out DIR]
-
-Reads a per-packet trace written by tclab sim SCENARIO --trace FILE (FILE - reads stdin).
-  stats   per device and class (then per flow): packets enqueued, sent, dropped by reason, and the
-          sojourn time of the packets sent (median, 99th percentile, maximum)
-  show    the trace lines that match, as they are
-  plot    the sojourn time of every packet the class sent, over the run: sojourn-CLASS.png and .svg
-          in --out DIR (default: the current directory)
-  --class 1:20     a leaf class (of HTB, HFSC, CBQ, DRR, QFQ, PRIO, ETS)
-  --filter u32:1   the filter (kind:pref) that classified an enqueue (keeps enq lines only)
-  --flow NAME      a traffic entry; NAME< is its reverse direction (a download's ACKs)
-  --dev NODE:DEV   one device (router:eth1)
-  --event E        enq, deq, drop or rxdrop";
-
-struct Filter {
-    class: Option<String>,
-    flow: Option<String>,
-    dev: Option<String>,
-    event: Option<String>,
-    filter: Option<String>,
+/// Which records a command reads: each field given must match (`class` as `Handle` prints it: 1:20).
+pub struct Filter {
+    pub class: Option<String>,
+    pub flow: Option<String>,
+    pub dev: Option<String>,
+    /// enq, deq, drop or rxdrop.
+    pub event: Option<String>,
+    pub filter: Option<String>,
 }
 
-impl Filter {
-    fn keeps(&self, l: &Line) -> bool {
-        self.class.as_ref().is_none_or(|c| *c == l.class)
-            && self.flow.as_ref().is_none_or(|f| *f == l.flow)
-            && self.dev.as_ref().is_none_or(|d| *d == l.dev)
-            && self.event.as_ref().is_none_or(|e| *e == l.event)
-            && self.filter.as_ref().is_none_or(|k| *k == l.filter)
-    }
+/// `tclab trace stats|show|export|plot`. Everything it can fail on is its input (the trace, or a
+/// selection the trace does not have), so every error exits 64.
+pub fn cmd(a: TraceCmd) -> CmdResult {
+    let select = |t: TraceSelect| {
+        (
+            t.file,
+            Filter {
+                class: t.class,
+                flow: t.flow,
+                dev: t.dev,
+                event: t.event,
+                filter: t.filter,
+            },
+        )
+    };
+    let (sub, (file, f), out_dir) = match a.command {
+        TraceSub::Stats(t) => ("stats", select(t), PathBuf::from(".")),
+        TraceSub::Show(t) => ("show", select(t), PathBuf::from(".")),
+        TraceSub::Export(t) => ("export", select(t), PathBuf::from(".")),
+        TraceSub::Plot {
+            file,
+            class,
+            dev,
+            out,
+        } => (
+            "plot",
+            (
+                file,
+                Filter {
+                    class: Some(class),
+                    flow: None,
+                    dev,
+                    event: None,
+                    filter: None,
+                },
+            ),
+            out,
+        ),
+    };
+    run(sub, &file, &f, &out_dir).map_err(usage)
 }
 
-pub fn cmd(args: &[String]) -> Result<u8, String> {
-    let Some(sub) = args.first() else {
-        eprintln!("{HELP}");
-        return Ok(1);
-    };
-    if matches!(sub.as_str(), "--help" | "-h" | "help") {
-        println!("{HELP}");
-        return Ok(0);
-    }
-    let mut file: Option<String> = None;
-    let mut f = Filter {
-        class: None,
-        flow: None,
-        dev: None,
-        event: None,
-        filter: None,
-    };
-    let mut out_dir = PathBuf::from(".");
-    let mut it = args[1..].iter();
-    while let Some(a) = it.next() {
-        let mut val = |what: &str| -> Result<String, String> {
-            it.next()
-                .cloned()
-                .ok_or_else(|| format!("{a} needs {what}"))
-        };
-        match a.as_str() {
-            "--class" => {
-                let v = val("a classid (1:20)")?;
-                let id = tclab_tc::util::get_tc_classid(&v)
-                    .ok_or_else(|| format!("--class: \"{v}\" is not a classid (e.g. 1:20)"))?;
-                f.class = Some(tclab_core::Handle(id).to_string());
-            }
-            "--flow" => f.flow = Some(val("a traffic entry's name")?),
-            "--dev" => f.dev = Some(val("NODE:DEV")?),
-            "--event" => {
-                let v = val("enq, deq, drop or rxdrop")?;
-                if !matches!(v.as_str(), "enq" | "deq" | "drop" | "rxdrop") {
-                    return Err(format!("--event: \"{v}\" is not enq, deq, drop or rxdrop"));
-                }
-                f.event = Some(v);
-            }
-            "--filter" => f.filter = Some(val("a filter as kind:pref (u32:1)")?),
-            "--out" => out_dir = PathBuf::from(val("a directory")?),
-            s if (s == "-" || !s.starts_with('-')) && file.is_none() => file = Some(s.to_string()),
-            s => {
-                return Err(format!(
-                    "trace: unknown option \"{s}\"; try \"tclab trace --help\""
-                ))
-            }
-        }
-    }
-    let file = file.ok_or(
-        "trace: give the trace file (tclab sim SCENARIO --trace FILE wrote it), or - for stdin",
-    )?;
-    if sub == "plot" && (f.flow.is_some() || f.event.is_some() || f.filter.is_some()) {
-        return Err(
-            "trace plot: only --class and --dev apply (it plots a class's dequeues)".into(),
-        );
-    }
-    let reader: Box<dyn BufRead> = if file == "-" {
-        Box::new(BufReader::new(std::io::stdin()))
-    } else {
-        Box::new(BufReader::new(
-            std::fs::File::open(&file).map_err(|e| format!("cannot read {file}: {e}"))?,
-        ))
-    };
-    let mut lines = Vec::new();
-    let mut header_seen = false;
-    // What the trace holds, for the hint when a filter matches nothing.
-    let (mut devs, mut classes, mut flows, mut filters) = (
-        std::collections::BTreeSet::new(),
-        std::collections::BTreeSet::new(),
-        std::collections::BTreeSet::new(),
-        std::collections::BTreeSet::new(),
-    );
-    let mut all = reader.lines().enumerate().peekable();
-    while let Some((n, l)) = all.next() {
-        let l = l.map_err(|e| format!("{file}: {e}"))?;
-        if l.starts_with("# tclab trace") {
-            header_seen = true;
-        }
-        if l.starts_with('#') || l.is_empty() {
-            continue;
-        }
-        if !header_seen {
-            return Err(format!(
-                "{file}: not a tclab trace (no \"# tclab trace\" header)"
-            ));
-        }
-        let Some(p) = parse_line(&l) else {
-            if all.peek().is_none() {
-                // A run cut short leaves its last line half written: keep what came before.
-                eprintln!(
-                    "tclab: {file}:{}: the last line is cut short; ignored",
-                    n + 1
-                );
-                break;
-            }
-            return Err(format!("{file}:{}: not a trace line: {l}", n + 1));
-        };
-        devs.insert(p.dev.clone());
-        classes.insert(p.class.clone());
-        flows.insert(p.flow.clone());
-        filters.insert(p.filter.clone());
-        if sub == "show" {
-            if f.keeps(&p) {
-                let mut o = std::io::stdout().lock();
-                if writeln!(o, "{l}").is_err() {
-                    return Ok(0); // a closed pipe (| head)
-                }
-            }
-            continue;
-        }
-        if f.keeps(&p) {
-            lines.push(p);
-        }
-    }
-    if !header_seen {
-        return Err(format!(
-            "{file}: not a tclab trace (no \"# tclab trace\" header)"
-        ));
-    }
-    // A filter naming something the trace does not have is a typo more often than a question.
-    for (given, seen, what) in [
-        (&f.dev, &devs, "devices"),
-        (&f.class, &classes, "classes"),
-        (&f.flow, &flows, "flows"),
-        (&f.filter, &filters, "filters"),
-    ] {
-        if let Some(g) = given.as_ref().filter(|g| !seen.contains(*g)) {
-            let list: Vec<&str> = seen
-                .iter()
-                .map(String::as_str)
-                .filter(|s| *s != "-")
-                .collect();
-            return Err(format!(
-                "trace: no line has {g}; the {what} in {file}: {}",
-                if list.is_empty() {
-                    "none".into()
-                } else {
-                    list.join(", ")
-                }
-            ));
-        }
-    }
-    match sub.as_str() {
-        "show" => Ok(0),
+/// Run `tclab trace SUB FILE` with the records `f` keeps: `stats`, `show`, `plot` (into `out_dir`) or
+/// `export`. FILE `-` is stdin.
+pub fn run(sub: &str, file: &str, f: &Filter, out_dir: &Path) -> Result<u8, String> {
+    match sub {
         "stats" => {
-            print!("{}", stats(&lines));
+            let mut st = Stats::default();
+            let r = scan(file, f, |r, rec| {
+                st.add(r, rec);
+                Ok(true)
+            })?;
+            print!("{}", st.render(r.names()));
             Ok(0)
         }
+        "show" => {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            let mut line = String::new();
+            let mut closed = false;
+            scan(file, f, |r, rec| {
+                let l = match r.raw_line() {
+                    Some(l) => l,
+                    None => {
+                        line.clear();
+                        r.text_line(rec, &mut line);
+                        &line
+                    }
+                };
+                // A closed pipe (| head) ends the output quietly.
+                closed = writeln!(out, "{l}").is_err();
+                Ok(!closed)
+            })?;
+            if !closed {
+                let _ = out.flush();
+            }
+            Ok(0)
+        }
+        "export" => export(file, f),
         "plot" => {
             let class = f.class.clone().ok_or("trace plot: give --class")?;
-            plot_sojourn(&lines, &class, &out_dir)
+            let mut per_dev: BTreeMap<Sym, Vec<(f64, f64)>> = BTreeMap::new();
+            let r = scan(file, f, |_, rec| {
+                if let (Ev::Deq, Some(s)) = (rec.event, rec.sojourn) {
+                    per_dev
+                        .entry(rec.dev)
+                        .or_default()
+                        .push((rec.time as f64 / 1e9, s as f64 / 1e6));
+                }
+                Ok(true)
+            })?;
+            let per_dev = per_dev
+                .into_iter()
+                .map(|(d, p)| (r.name(d).to_string(), p))
+                .collect();
+            plot_sojourn(per_dev, &class, out_dir)
         }
         other => Err(format!(
             "trace: unknown command \"{other}\"; try \"tclab trace --help\""
@@ -201,12 +120,349 @@ pub fn cmd(args: &[String]) -> Result<u8, String> {
     }
 }
 
+/// `tclab trace export FILE`: the records `f` keeps as CSV on stdout, with a header line, for pandas
+/// (`pd.read_csv`) and polars. A missing sojourn is an empty field (NaN in pandas), other missing
+/// values `-` as in the text form.
+pub fn export(file: &str, f: &Filter) -> Result<u8, String> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    if writeln!(out, "time_ns,dev,event,flow,len,class,reason,sojourn_ns,filter").is_err() {
+        return Ok(0);
+    }
+    let mut closed = false;
+    let mut line = String::new();
+    scan(file, f, |r, rec| {
+        use std::fmt::Write as _;
+        line.clear();
+        let _ = write!(line, "{},", rec.time);
+        csv_field(&mut line, r.name(rec.dev));
+        line.push(',');
+        line.push_str(rec.event.name());
+        line.push(',');
+        csv_field(&mut line, r.name(rec.flow));
+        let _ = write!(line, ",{},", rec.len);
+        csv_field(&mut line, r.name(rec.class));
+        line.push(',');
+        csv_field(&mut line, r.name(rec.reason));
+        line.push(',');
+        if let Some(s) = rec.sojourn {
+            let _ = write!(line, "{s}");
+        }
+        line.push(',');
+        csv_field(&mut line, r.name(rec.filter));
+        line.push('\n');
+        closed = out.write_all(line.as_bytes()).is_err();
+        Ok(!closed)
+    })?;
+    if !closed {
+        let _ = out.flush();
+    }
+    Ok(0)
+}
+
+/// A CSV field, quoted (RFC 4180) only if it must be: names come from the scenario file.
+fn csv_field(out: &mut String, s: &str) {
+    if s.contains([',', '"', '\n', '\r']) {
+        out.push('"');
+        out.push_str(&s.replace('"', "\"\""));
+        out.push('"');
+    } else {
+        out.push_str(s);
+    }
+}
+
+/// A string the user asked for, and its number once the trace has it.
+struct Want<'a> {
+    name: Option<&'a str>,
+    sym: Option<Sym>,
+}
+
+impl Want<'_> {
+    /// Look for the name among the strings from `from` on (each string has one number, given once).
+    fn resolve(&mut self, names: &[String], from: usize) {
+        if let (Some(n), None) = (self.name, self.sym) {
+            self.sym = names[from..]
+                .iter()
+                .position(|s| s == n)
+                .map(|i| (from + i) as Sym);
+        }
+    }
+    fn keeps(&self, s: Sym) -> bool {
+        self.name.is_none() || self.sym == Some(s)
+    }
+}
+
+/// Read FILE (or stdin) once, record by record, giving `each` the records `f` keeps; `each` answers
+/// false to stop. A progress bar shows for long reads. Afterwards, a filter that named something the
+/// trace does not have is an error (a typo more often than a question). The reader is returned for its
+/// string table.
+fn scan(
+    file: &str,
+    f: &Filter,
+    mut each: impl FnMut(&Reader<Box<dyn Read>>, &Rec) -> Result<bool, String>,
+) -> Result<Reader<Box<dyn Read>>, String> {
+    let (input, size): (Box<dyn Read>, Option<u64>) = if file == "-" {
+        (Box::new(std::io::stdin()), None)
+    } else {
+        let h = std::fs::File::open(file).map_err(|e| format!("cannot read {file}: {e}"))?;
+        let size = h.metadata().ok().map(|m| m.len());
+        (Box::new(h), size)
+    };
+    let mut r = Reader::new(input).map_err(|e| format!("{file}: {e}"))?;
+    let mut progress = Progress::new(size, Unit::Bytes);
+    let event = f.event.as_deref().and_then(Ev::parse);
+    let mut wants = [
+        Want { name: f.dev.as_deref(), sym: None },
+        Want { name: f.class.as_deref(), sym: None },
+        Want { name: f.flow.as_deref(), sym: None },
+        Want { name: f.filter.as_deref(), sym: None },
+    ];
+    // Which strings appear as devices, classes, flows and filters, for the hint.
+    let mut seen: [Vec<bool>; 4] = Default::default();
+    let mut known = 0;
+    let mut n: u64 = 0;
+    while let Some(rec) = r.next().map_err(|e| format!("{file}: {e}"))? {
+        let names = r.names().len();
+        if names > known {
+            for w in &mut wants {
+                w.resolve(r.names(), known);
+            }
+            for s in &mut seen {
+                s.resize(names, false);
+            }
+            known = names;
+        }
+        let fields = [rec.dev, rec.class, rec.flow, rec.filter];
+        for (s, v) in seen.iter_mut().zip(fields) {
+            s[v as usize] = true;
+        }
+        n += 1;
+        if n % 4096 == 0 {
+            progress.tick(r.bytes_read());
+        }
+        if event.is_none_or(|e| e == rec.event)
+            && wants.iter().zip(fields).all(|(w, v)| w.keeps(v))
+            && !each(&r, &rec)?
+        {
+            return Ok(r);
+        }
+    }
+    progress.finish();
+    if let Some(w) = &r.cut_short {
+        eprintln!("tclab: {file}: {w}");
+    }
+    for ((w, s), what) in wants
+        .iter()
+        .zip(&seen)
+        .zip(["devices", "classes", "flows", "filters"])
+    {
+        let Some(g) = w.name.filter(|_| w.sym.is_none_or(|v| !s[v as usize])) else {
+            continue;
+        };
+        let list: BTreeSet<&str> = s
+            .iter()
+            .enumerate()
+            .filter(|(_, &on)| on)
+            .map(|(i, _)| r.name(i as Sym))
+            .filter(|n| *n != "-")
+            .collect();
+        return Err(format!(
+            "trace: no line has {g}; the {what} in {file}: {}",
+            if list.is_empty() {
+                "none".into()
+            } else {
+                list.into_iter().collect::<Vec<_>>().join(", ")
+            }
+        ));
+    }
+    Ok(r)
+}
+
 #[derive(Default)]
 struct Tally {
     enq: u64,
     deq: u64,
-    drops: BTreeMap<String, u64>,
+    /// Drops by reason (a string number).
+    drops: BTreeMap<Sym, u64>,
     sojourn: Vec<u64>,
+}
+
+impl Tally {
+    fn add(&mut self, rec: &Rec) {
+        match rec.event {
+            Ev::Enq => self.enq += 1,
+            Ev::Deq => {
+                self.deq += 1;
+                if let Some(s) = rec.sojourn {
+                    self.sojourn.push(s);
+                }
+            }
+            Ev::Drop | Ev::RxDrop => *self.drops.entry(rec.reason).or_default() += 1,
+        }
+    }
+}
+
+/// Tallies by a pair of string numbers, in a table indexed by both: a record costs two array lookups,
+/// not a search by name (the names are few; the records, millions).
+#[derive(Default)]
+struct Grid {
+    at: Vec<Vec<u32>>,
+    tallies: Vec<((Sym, Sym), Tally)>,
+}
+
+impl Grid {
+    fn get(&mut self, a: Sym, b: Sym) -> &mut Tally {
+        let (a, b) = (a as usize, b as usize);
+        if self.at.len() <= a {
+            self.at.resize(a + 1, Vec::new());
+        }
+        let row = &mut self.at[a];
+        if row.len() <= b {
+            row.resize(b + 1, u32::MAX);
+        }
+        if row[b] == u32::MAX {
+            row[b] = self.tallies.len() as u32;
+            self.tallies.push(((a as Sym, b as Sym), Tally::default()));
+        }
+        &mut self.tallies[row[b] as usize].1
+    }
+}
+
+/// What `tclab trace stats` counts, as the records go by.
+#[derive(Default)]
+pub struct Stats {
+    /// By device and side (0 egress, 1 ingress).
+    by_dev: Grid,
+    by_class: Grid,
+    by_flow: Grid,
+    /// Enqueues by device and filter: how many, how many refused.
+    by_filter: BTreeMap<(Sym, Sym), (u64, u64)>,
+}
+
+impl Stats {
+    pub fn add<R: Read>(&mut self, r: &Reader<R>, rec: &Rec) {
+        self.by_dev
+            .get(rec.dev, (rec.event == Ev::RxDrop).into())
+            .add(rec);
+        if r.name(rec.class) != "-" {
+            self.by_class.get(rec.dev, rec.class).add(rec);
+        }
+        self.by_flow.get(rec.dev, rec.flow).add(rec);
+        if rec.event == Ev::Enq {
+            let e = self.by_filter.entry((rec.dev, rec.filter)).or_default();
+            e.0 += 1;
+            if r.name(rec.reason) != "ok" {
+                e.1 += 1;
+            }
+        }
+    }
+
+    /// The tables of `tclab trace stats`: per device (egress qdisc, then what its ingress dropped), per
+    /// class, per flow, per filter; rows in the order of their names.
+    pub fn render(mut self, names: &[String]) -> String {
+        let name = |s: Sym| names[s as usize].as_str();
+        let mut out = String::new();
+        let table = |title: &str, rows: Vec<(&str, &str, &mut Tally)>, out: &mut String| {
+            out.push_str(&format!(
+                "{:<22} {:<10} {:>9} {:>9} {:>7}  {:<28} {:>9} {:>9} {:>9}\n",
+                "dev",
+                title,
+                "enqueued",
+                "sent",
+                "dropped",
+                "drops by reason",
+                "p50 ms",
+                "p99 ms",
+                "max ms"
+            ));
+            for (dev, key, t) in rows {
+                t.sojourn.sort_unstable();
+                let dropped: u64 = t.drops.values().sum();
+                let mut reasons: Vec<(&str, u64)> =
+                    t.drops.iter().map(|(&r, &n)| (name(r), n)).collect();
+                reasons.sort();
+                let reasons = reasons
+                    .iter()
+                    .map(|(r, n)| format!("{r} {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                out.push_str(&format!(
+                    "{:<22} {:<10} {:>9} {:>9} {:>7}  {:<28} {:>9} {:>9} {:>9}\n",
+                    dev,
+                    key,
+                    t.enq,
+                    t.deq,
+                    dropped,
+                    if reasons.is_empty() {
+                        "-".into()
+                    } else {
+                        reasons
+                    },
+                    ms(pct(&t.sojourn, 0.5)),
+                    ms(pct(&t.sojourn, 0.99)),
+                    ms(t.sojourn.last().copied().unwrap_or(0)),
+                ));
+                // Sorted and printed: its memory goes back before the next row's sort.
+                t.sojourn = Vec::new();
+            }
+        };
+        table("side", rows(&mut self.by_dev, names, true), &mut out);
+        if !self.by_class.tallies.is_empty() {
+            out.push('\n');
+            table("class", rows(&mut self.by_class, names, false), &mut out);
+        }
+        out.push('\n');
+        table("flow", rows(&mut self.by_flow, names, false), &mut out);
+        // Which filter classified how many of the enqueues (tc -s filter show's hit counters, per device).
+        let mut by_filter: Vec<(&str, &str, u64, u64)> = self
+            .by_filter
+            .iter()
+            .map(|((d, f), (n, refused))| (name(*d), name(*f), *n, *refused))
+            .collect();
+        by_filter.sort();
+        if by_filter.iter().any(|(_, f, _, _)| *f != "-") {
+            out.push_str(&format!(
+                "\n{:<22} {:<10} {:>9} {:>9}\n",
+                "dev", "filter", "enqueued", "refused"
+            ));
+            // Only the devices where filters classify: elsewhere every row would be `-`.
+            let filtered: BTreeSet<&str> = by_filter
+                .iter()
+                .filter(|(_, f, _, _)| *f != "-")
+                .map(|(d, _, _, _)| *d)
+                .collect();
+            for (dev, filter, n, refused) in &by_filter {
+                if !filtered.contains(dev) {
+                    continue;
+                }
+                out.push_str(&format!("{dev:<22} {filter:<10} {n:>9} {refused:>9}\n"));
+            }
+        }
+        out.push_str(
+            "(egress: packets offered to the root qdisc, sent and dropped there; ingress: dropped by an \
+             ingress action. filter: the enqueues each filter (kind:pref) classified last, - by none; \
+             refused: not queued.)\n",
+        );
+        out
+    }
+}
+
+/// A grid's rows as (device, key, tally), in the order of their names; the key is the side (egress,
+/// ingress) if `sides`, else a string.
+fn rows<'a>(g: &'a mut Grid, names: &'a [String], sides: bool) -> Vec<(&'a str, &'a str, &'a mut Tally)> {
+    let mut rows: Vec<(&str, &str, &mut Tally)> = g
+        .tallies
+        .iter_mut()
+        .map(|((a, b), t)| {
+            let key = match (sides, *b) {
+                (true, 0) => "egress",
+                (true, _) => "ingress",
+                (false, b) => names[b as usize].as_str(),
+            };
+            (names[*a as usize].as_str(), key, t)
+        })
+        .collect();
+    rows.sort_by(|x, y| (x.0, x.1).cmp(&(y.0, y.1)));
+    rows
 }
 
 fn pct(sorted: &[u64], p: f64) -> u64 {
@@ -221,130 +477,11 @@ fn ms(ns: u64) -> String {
     format!("{:.2}", ns as f64 / 1e6)
 }
 
-/// The tables of `tclab trace stats`: per device (egress qdisc, then what its ingress dropped), per
-/// class, per flow.
-pub fn stats(lines: &[Line]) -> String {
-    let mut by_dev: BTreeMap<(String, String), Tally> = BTreeMap::new();
-    let mut by_class: BTreeMap<(String, String), Tally> = BTreeMap::new();
-    let mut by_flow: BTreeMap<(String, String), Tally> = BTreeMap::new();
-    for l in lines {
-        let ingress = l.event == "rxdrop";
-        let dev_key = (
-            l.dev.clone(),
-            if ingress { "ingress" } else { "egress" }.to_string(),
-        );
-        let mut keys = vec![(dev_key, &mut by_dev)];
-        if l.class != "-" {
-            keys.push(((l.dev.clone(), l.class.clone()), &mut by_class));
-        }
-        keys.push(((l.dev.clone(), l.flow.clone()), &mut by_flow));
-        for (key, map) in keys {
-            let t = map.entry(key).or_default();
-            match l.event.as_str() {
-                "enq" => t.enq += 1,
-                "deq" => {
-                    t.deq += 1;
-                    if let Some(s) = l.sojourn {
-                        t.sojourn.push(s);
-                    }
-                }
-                _ => *t.drops.entry(l.reason.clone()).or_default() += 1,
-            }
-        }
-    }
-    let mut out = String::new();
-    let table = |title: &str, map: &mut BTreeMap<(String, String), Tally>, out: &mut String| {
-        out.push_str(&format!(
-            "{:<22} {:<10} {:>9} {:>9} {:>7}  {:<28} {:>9} {:>9} {:>9}\n",
-            "dev",
-            title,
-            "enqueued",
-            "sent",
-            "dropped",
-            "drops by reason",
-            "p50 ms",
-            "p99 ms",
-            "max ms"
-        ));
-        for ((dev, key), t) in map.iter_mut() {
-            t.sojourn.sort_unstable();
-            let dropped: u64 = t.drops.values().sum();
-            let reasons = t
-                .drops
-                .iter()
-                .map(|(r, n)| format!("{r} {n}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            out.push_str(&format!(
-                "{:<22} {:<10} {:>9} {:>9} {:>7}  {:<28} {:>9} {:>9} {:>9}\n",
-                dev,
-                key,
-                t.enq,
-                t.deq,
-                dropped,
-                if reasons.is_empty() {
-                    "-".into()
-                } else {
-                    reasons
-                },
-                ms(pct(&t.sojourn, 0.5)),
-                ms(pct(&t.sojourn, 0.99)),
-                ms(t.sojourn.last().copied().unwrap_or(0)),
-            ));
-        }
-    };
-    table("side", &mut by_dev, &mut out);
-    if !by_class.is_empty() {
-        out.push('\n');
-        table("class", &mut by_class, &mut out);
-    }
-    out.push('\n');
-    table("flow", &mut by_flow, &mut out);
-    // Which filter classified how many of the enqueues (tc -s filter show's hit counters, per device).
-    let mut by_filter: BTreeMap<(&str, &str), (u64, u64)> = BTreeMap::new();
-    for l in lines.iter().filter(|l| l.event == "enq") {
-        let e = by_filter.entry((&l.dev, &l.filter)).or_default();
-        e.0 += 1;
-        if l.reason != "ok" {
-            e.1 += 1;
-        }
-    }
-    if by_filter.keys().any(|(_, f)| *f != "-") {
-        out.push_str(&format!(
-            "\n{:<22} {:<10} {:>9} {:>9}\n",
-            "dev", "filter", "enqueued", "refused"
-        ));
-        // Only the devices where filters classify: elsewhere every row would be `-`.
-        let filtered: std::collections::BTreeSet<&str> = by_filter
-            .keys()
-            .filter(|(_, f)| *f != "-")
-            .map(|(d, _)| *d)
-            .collect();
-        for ((dev, filter), (n, refused)) in &by_filter {
-            if !filtered.contains(dev) {
-                continue;
-            }
-            out.push_str(&format!("{dev:<22} {filter:<10} {n:>9} {refused:>9}\n"));
-        }
-    }
-    out.push_str(
-        "(egress: packets offered to the root qdisc, sent and dropped there; ingress: dropped by an \
-         ingress action. filter: the enqueues each filter (kind:pref) classified last, - by none; \
-         refused: not queued.)\n",
-    );
-    out
-}
-
-fn plot_sojourn(lines: &[Line], class: &str, dir: &std::path::Path) -> Result<u8, String> {
-    let mut per_dev: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
-    for l in lines.iter().filter(|l| l.event == "deq") {
-        if let Some(s) = l.sojourn {
-            per_dev
-                .entry(l.dev.as_str())
-                .or_default()
-                .push((l.time as f64 / 1e9, s as f64 / 1e6));
-        }
-    }
+fn plot_sojourn(
+    per_dev: Vec<(String, Vec<(f64, f64)>)>,
+    class: &str,
+    dir: &std::path::Path,
+) -> Result<u8, String> {
     if per_dev.is_empty() {
         return Err(format!(
             "class {class}: no packet of it was sent in this trace"
@@ -357,18 +494,20 @@ fn plot_sojourn(lines: &[Line], class: &str, dir: &std::path::Path) -> Result<u8
         ));
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut series: Vec<plot::Series> = per_dev
+        .into_iter()
+        .map(|(dev, points)| plot::Series {
+            name: dev,
+            points,
+            faint: false,
+        })
+        .collect();
+    series.sort_by(|a, b| a.name.cmp(&b.name));
     let chart = plot::Chart {
         file_stem: format!("sojourn-{}", class.replace(':', "_")),
         title: format!("class {class}: sojourn of each packet sent"),
         y_desc: "sojourn (ms)".into(),
-        series: per_dev
-            .into_iter()
-            .map(|(dev, points)| plot::Series {
-                name: dev.to_string(),
-                points,
-                faint: false,
-            })
-            .collect(),
+        series,
         rate_axis: false,
         size: (1400, 600),
     };

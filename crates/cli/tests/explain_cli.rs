@@ -198,18 +198,19 @@ fn refusals_are_clear() {
         (vec!["--load", "1:9=1mbit"], "no device has class 1:9"),
         (
             vec!["--load", "1:4=1mbit", "--load", "1:5=1mbit"],
-            "--load given twice",
+            "'--load <CLASS=RATE,…>' cannot be used multiple times",
         ),
-        (vec!["--dev"], "--dev needs a device name"),
+        (vec!["--dev"], "a value is required for '--dev <DEV>'"),
         (vec!["--load", "1:4"], "is not CLASS=RATE"),
         (vec!["--load", "1:4=fast"], "\"fast\" is not a rate"),
         (vec!["--load", "1:4=1mbit,1:4=2mbit"], "1:4 given twice"),
-        (vec!["--link", "0"], "--link: \"0\" is not a rate"),
+        (vec!["--link", "0"], "\"0\" is not a rate"),
         (vec!["--dev", "eth9"], "Cannot find device \"eth9\""),
-        (vec!["--frobnicate"], "unknown option \"--frobnicate\""),
+        (vec!["--frobnicate"], "unexpected argument '--frobnicate'"),
     ] {
         let o = explain(&f, &args);
-        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        // 64 (EX_USAGE): every explain error is about its input.
+        assert_eq!(o.status.code(), Some(64), "{args:?}");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains(msg), "{args:?}: {err}");
     }

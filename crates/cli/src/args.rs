@@ -1,0 +1,300 @@
+//! tclab's command line: every subcommand of its own (sim, check, explain, trace, script, serve, demo,
+//! completions) declared once, with clap, so that `--help`, usage errors and shell completions come from
+//! one description. `tclab tc`, `tclab link` and `tclab iptables` are listed here for help and completion
+//! only: their words go to the tc crate untouched, since they keep iproute2's and iptables' own grammar,
+//! messages and exit codes.
+//!
+//! Exit codes of tclab's own commands: 0 done, 1 the work failed, 64 (`EX_USAGE`) the command line or an
+//! input file cannot be used — an unknown option, a missing value, a scenario, policy, script or trace
+//! file that does not exist or does not load. `tclab check` adds its findings' 1 (warnings) and 2
+//! (errors).
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// `EX_USAGE` from sysexits.h: the command was used incorrectly.
+pub const EX_USAGE: u8 = 64;
+
+/// Why a command stopped: its input could not be used (exit 64), or the work failed (exit 1).
+#[derive(Debug)]
+pub enum Failure {
+    Usage(String),
+    Failed(String),
+}
+
+impl From<String> for Failure {
+    fn from(s: String) -> Failure {
+        Failure::Failed(s)
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(s: &str) -> Failure {
+        Failure::Failed(s.to_string())
+    }
+}
+
+/// What a command returns: its exit code, or why it stopped.
+pub type CmdResult = Result<u8, Failure>;
+
+/// Mark an error as the input's fault (exit 64).
+pub fn usage<E: std::fmt::Display>(e: E) -> Failure {
+    Failure::Usage(e.to_string())
+}
+
+const AFTER_HELP: &str = "\
+The policy is kept in $TCLAB_STATE (default: $XDG_STATE_HOME/tclab/policy.json); devices are created
+on first use with mtu 1500 and txqueuelen 1000. tclab tc, link and iptables exit as tc and iptables do
+(0 ok, 1 bad options, 255 syntax error, 2 refused by the simulated kernel); tclab's own commands exit
+0, 1 when the work failed, 64 when the command line or an input file cannot be used.
+Docs: README.md, docs/ (scenarios, checks, experiments). Shell completions: tclab completions bash.";
+
+#[derive(Parser)]
+#[command(
+    name = "tclab",
+    version,
+    about = "Linux traffic control in user space: the tc language, a simulated lab, a policy checker",
+    after_help = AFTER_HELP,
+    disable_help_subcommand = false,
+    subcommand_required = true,
+    arg_required_else_help = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run a tc(8) command against the stored policy (iproute2's grammar: tclab tc help)
+    #[command(disable_help_flag = true)]
+    Tc(Passthrough),
+    /// Add, change, delete or list the policy's devices (tclab link add|set|del dev DEV …, link show)
+    #[command(disable_help_flag = true)]
+    Link(Passthrough),
+    /// iptables(8) for the mangle table: MARK, CONNMARK, CLASSIFY, DSCP, TOS
+    #[command(disable_help_flag = true)]
+    Iptables(Passthrough),
+    /// Run a Linux shell script unmodified, its tc/ip/iptables calls answered by tclab
+    Script(ScriptCmd),
+    /// What is wrong with a policy (script, tc -batch file or store), before it meets a link
+    #[command(after_help = crate::CHECK_HELP)]
+    Check(CheckArgs),
+    /// The class tree, each class's share computed by the discipline's rule and simulated
+    #[command(after_help = crate::EXPLAIN_HELP)]
+    Explain(ExplainArgs),
+    /// Run a scenario in the simulated lab: summary table, CSV files, plots
+    #[command(after_help = crate::sim::HELP)]
+    Sim(SimArgs),
+    /// Read a per-packet trace written by tclab sim --trace
+    Trace(TraceCmd),
+    /// Seed 004's traffic conditioner in the simulated lab, with the seed's latency table
+    Demo(DemoArgs),
+    /// Keep the policy store in one resident engine for fast calls
+    #[command(after_help = crate::SERVE_HELP)]
+    Serve(ServeArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    #[command(
+        after_help = "Install, e.g.: tclab completions bash > /etc/bash_completion.d/tclab\n           tclab completions zsh > \"${fpath[1]}/_tclab\"\n           tclab completions fish > ~/.config/fish/completions/tclab.fish"
+    )]
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// The words of `tclab tc|link|iptables`, passed on untouched.
+#[derive(Args)]
+pub struct Passthrough {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+    pub args: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct ScriptCmd {
+    #[command(subcommand)]
+    pub command: ScriptSub,
+}
+
+#[derive(Subcommand)]
+pub enum ScriptSub {
+    /// Run FILE under bash with tc, ip, iptables … resolved to tclab, then report what was refused
+    #[command(after_help = tclab_tc::script::HELP)]
+    Run {
+        /// A refused change is fatal: non-zero exit and nothing stored
+        #[arg(long)]
+        strict: bool,
+        /// The shell script
+        file: PathBuf,
+        /// Arguments for the script
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+#[derive(Args)]
+pub struct CheckArgs {
+    /// The findings as a JSON array (code, severity, at, message, fix)
+    #[arg(long)]
+    pub json: bool,
+    /// The line's rate (20mbit), or DEV=RATE for one device (repeatable)
+    #[arg(long, value_name = "[DEV=]RATE")]
+    pub link: Vec<String>,
+    /// The line's link layer: atm (or adsl) checks that the shaper accounts for cells and overhead
+    #[arg(long, value_name = "atm|ethernet", value_parser = parse_linklayer)]
+    pub linklayer: Option<bool>,
+    /// A shell script, a tc -batch file or a policy store (default: the store at $TCLAB_STATE)
+    pub file: Option<PathBuf>,
+}
+
+fn parse_linklayer(s: &str) -> Result<bool, String> {
+    match s {
+        "atm" | "adsl" => Ok(true),
+        "ethernet" => Ok(false),
+        _ => Err(format!("--linklayer takes atm or ethernet, not {s}")),
+    }
+}
+
+#[derive(Args)]
+pub struct ExplainArgs {
+    /// What each leaf offers: CLASS=RATE or CLASS=max, comma-separated (default: every leaf backlogged)
+    #[arg(long, value_name = "CLASS=RATE,…")]
+    pub load: Option<String>,
+    /// Every leaf always backlogged (the default)
+    #[arg(long, hide = true, conflicts_with = "load")]
+    pub all_backlogged: bool,
+    /// The line's rate (e.g. 20mbit)
+    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+    pub link: Option<u64>,
+    /// Only this device (default: every device whose root qdisc has classes)
+    #[arg(long, value_name = "DEV")]
+    pub dev: Option<String>,
+    /// A shell script, a tc -batch file or a policy store (default: the store at $TCLAB_STATE)
+    pub file: Option<PathBuf>,
+}
+
+/// A tc rate (`20mbit`, `1gbit`, `500kbit`) in bytes per second, as tc's `get_rate` reads it.
+fn parse_rate(s: &str) -> Result<u64, String> {
+    tclab_tc::util::get_rate(s)
+        .filter(|r| *r > 0)
+        .ok_or_else(|| format!("\"{s}\" is not a rate (e.g. 20mbit)"))
+}
+
+#[derive(Args)]
+pub struct SimArgs {
+    /// A scenario file (TOML, docs/SCENARIOS.md) or a built-in scenario's name (--list)
+    #[arg(required_unless_present_any = ["list", "show"])]
+    pub scenario: Option<String>,
+    /// Where to write the results (default: ./tclab-out/NAME)
+    #[arg(short, long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Replace the scenario's seed
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Print the summary as JSON on stdout instead of the table
+    #[arg(long)]
+    pub json: bool,
+    /// Write no plots
+    #[arg(long)]
+    pub no_plots: bool,
+    /// Write every packet's fate at every qdisc to FILE (- for stdout)
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<String>,
+    /// List the built-in scenarios
+    #[arg(long, conflicts_with_all = ["scenario", "show"])]
+    pub list: bool,
+    /// Print a built-in scenario's file (a starting point for your own)
+    #[arg(long, value_name = "NAME", conflicts_with = "scenario")]
+    pub show: Option<String>,
+}
+
+const TRACE_HELP: &str = "\
+Reads a per-packet trace written by tclab sim SCENARIO --trace FILE (FILE - reads stdin): docs/TRACES.md.
+Exit status: 0; 64 if the trace cannot be read or holds nothing the selection names.";
+
+#[derive(Args)]
+#[command(after_help = TRACE_HELP)]
+pub struct TraceCmd {
+    #[command(subcommand)]
+    pub command: TraceSub,
+}
+
+#[derive(Subcommand)]
+pub enum TraceSub {
+    /// Per device and class, then per flow: packets enqueued, sent, dropped by reason, sojourn times
+    Stats(TraceSelect),
+    /// The trace lines that match, as text
+    Show(TraceSelect),
+    /// The records that match as CSV on stdout, with a header line (pandas: pd.read_csv)
+    Export(TraceSelect),
+    /// The sojourn time of every packet a class sent, over the run: sojourn-CLASS.png and .svg
+    Plot {
+        /// The trace file (- for stdin)
+        file: String,
+        /// A leaf class (of HTB, HFSC, CBQ, DRR, QFQ, PRIO, ETS)
+        #[arg(long, value_name = "CLASS", value_parser = parse_classid)]
+        class: String,
+        /// One device (router:eth1)
+        #[arg(long, value_name = "NODE:DEV")]
+        dev: Option<String>,
+        /// Where to write the plot (default: the current directory)
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        out: PathBuf,
+    },
+}
+
+/// The lines `tclab trace stats|show` read.
+#[derive(Args)]
+pub struct TraceSelect {
+    /// The trace file (- for stdin)
+    pub file: String,
+    /// A leaf class (of HTB, HFSC, CBQ, DRR, QFQ, PRIO, ETS)
+    #[arg(long, value_name = "CLASS", value_parser = parse_classid)]
+    pub class: Option<String>,
+    /// A traffic entry; NAME< is its reverse direction (a download's ACKs)
+    #[arg(long, value_name = "NAME")]
+    pub flow: Option<String>,
+    /// One device (router:eth1)
+    #[arg(long, value_name = "NODE:DEV")]
+    pub dev: Option<String>,
+    /// One kind of event
+    #[arg(long, value_name = "E", value_parser = ["enq", "deq", "drop", "rxdrop"])]
+    pub event: Option<String>,
+    /// The filter (kind:pref, e.g. u32:1) that classified an enqueue (keeps enq lines only)
+    #[arg(long, value_name = "KIND:PREF")]
+    pub filter: Option<String>,
+}
+
+/// A classid as tc reads it (`1:20`), printed back as tc prints it.
+fn parse_classid(s: &str) -> Result<String, String> {
+    tclab_tc::util::get_tc_classid(s)
+        .map(|id| tclab_core::Handle(id).to_string())
+        .ok_or_else(|| format!("\"{s}\" is not a classid (e.g. 1:20)"))
+}
+
+#[derive(Args)]
+pub struct DemoArgs {
+    /// Where to write each run's results (default: ./tclab-out/demo)
+    #[arg(short, long, value_name = "DIR", default_value = "tclab-out/demo")]
+    pub out: PathBuf,
+    /// Write no plots
+    #[arg(long)]
+    pub no_plots: bool,
+}
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Stop after this many seconds without a call (default: run until interrupted)
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle: Option<u64>,
+    /// As started by a call: silent, exits at once if an engine serves the store already
+    #[arg(long)]
+    pub auto: bool,
+}
+
+/// `tclab completions SHELL`: the completion script on stdout.
+pub fn completions(shell: clap_complete::Shell) -> u8 {
+    use clap::CommandFactory;
+    clap_complete::generate(shell, &mut Cli::command(), "tclab", &mut std::io::stdout());
+    0
+}
