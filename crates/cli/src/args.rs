@@ -90,6 +90,11 @@ pub enum Command {
     Trace(TraceCmd),
     /// Seed 004's traffic conditioner in the simulated lab, with the seed's latency table
     Demo(DemoArgs),
+    /// Shape real frames: bridge two interfaces through the policy, in real time
+    #[command(after_help = LIVE_HELP)]
+    Live(LiveArgs),
+    /// Seed 000's lab of three machines as network namespaces, its router bridged by tclab live
+    Lab(LabCmd),
     /// Keep the policy store in one resident engine for fast calls
     #[command(after_help = crate::SERVE_HELP)]
     Serve(ServeArgs),
@@ -280,6 +285,62 @@ pub struct DemoArgs {
     /// Write no plots
     #[arg(long)]
     pub no_plots: bool,
+}
+
+const LIVE_HELP: &str = "\
+A frame arriving on one device passes that device's ingress (filters, police, mirred to an ifb) and the
+netfilter stage, takes its priority from its TOS byte as a router gives it, and leaves on the other
+device through its egress qdisc tree: the engine tclab sim runs, on CLOCK_MONOTONIC. The devices' GRO,
+LRO, TSO, GSO and checksum offloads are turned off (printed at the start): super-packets defeat
+shapers. Needs root (CAP_NET_RAW, CAP_NET_ADMIN). SIGINT or SIGTERM stops it with a summary: frames
+each way and the tc -s counters of every device. While it is not running nothing passes between the
+devices (unless the kernel bridges them).";
+
+#[derive(Args)]
+pub struct LiveArgs {
+    /// A device to bridge (give two)
+    #[arg(long = "dev", value_name = "DEV", required = true, num_args = 1)]
+    pub devs: Vec<String>,
+    /// The policy: a shell script, a tc -batch file or a policy store, naming the devices as here
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// Stop after this many seconds (default: until interrupted)
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+}
+
+#[derive(Args)]
+pub struct LabCmd {
+    #[command(subcommand)]
+    pub command: LabSub,
+    /// What the lab's namespaces and interfaces are named after (several labs can coexist)
+    #[arg(long, global = true, default_value = "tclab", value_name = "NAME")]
+    pub prefix: String,
+}
+
+#[derive(Subcommand)]
+pub enum LabSub {
+    /// Build node-1 (10.0.1.1) — router — node-2 (10.0.1.2) and start the router's bridge
+    Up {
+        /// The router's policy (its eth0 faces node-1, eth1 node-2): script, tc -batch file or store
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
+        /// Bridge with the kernel instead and apply the policy with this machine's tc (to compare)
+        #[arg(long)]
+        kernel: bool,
+    },
+    /// Stop the bridge (its summary is printed) and remove the lab's namespaces
+    Down,
+    /// Each node's name and address, and the bridge's state
+    Status,
+    /// Run a command in a node: tclab lab exec node-2 -- iperf3 -c 10.0.1.1
+    Exec {
+        /// node-1, router or node-2
+        node: String,
+        /// The command and its arguments
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        command: Vec<String>,
+    },
 }
 
 #[derive(Args)]

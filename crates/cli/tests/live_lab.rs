@@ -1,0 +1,236 @@
+//! Real packets through tclab: `tclab lab` builds seed 000's node-1 — router — node-2 from network
+//! namespaces, `tclab live` bridges the router's two interfaces through a policy, and real iperf3 and
+//! ping run across it. The same lab with the kernel's bridge and this machine's own tc is the reference,
+//! measured in the same test.
+//!
+//! Needs root, `ip netns`, iperf3 and ping (.ci/run installs them); without them each test prints why
+//! and passes (skip). Every lab is removed on drop, also when a check panics; every process has a
+//! time limit.
+//!
+//!   cargo test -p tclab --test live_lab -- --nocapture --test-threads 1
+
+mod common;
+use common::TempDir;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const TCLAB: &str = env!("CARGO_BIN_EXE_tclab");
+/// One lab at a time: the figures should not depend on another lab sharing the two cores.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Why this machine cannot run the lab, if it cannot.
+fn cannot_run() -> Option<String> {
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc_getuid() } != 0 {
+        return Some("not root".into());
+    }
+    for tool in ["ip", "iperf3", "ping"] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !found {
+            return Some(format!("{tool} is not installed"));
+        }
+    }
+    let probe = format!("tclab-probe-{}", std::process::id());
+    let ok = Command::new("ip").args(["netns", "add", &probe]).status().is_ok_and(|s| s.success());
+    let _ = Command::new("ip").args(["netns", "del", &probe]).status();
+    (!ok).then(|| "network namespaces cannot be created here".into())
+}
+
+extern "C" {
+    #[link_name = "getuid"]
+    fn libc_getuid() -> u32;
+}
+
+fn skip(why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "live_lab: SKIPPED: {why}");
+}
+
+/// A lab, removed when dropped.
+struct Lab {
+    prefix: String,
+}
+
+impl Lab {
+    fn up(tag: &str, extra: &[&str]) -> Lab {
+        let prefix = format!("t{tag}{}", std::process::id() % 10_000);
+        let lab = Lab { prefix };
+        let mut args = vec!["lab", "--prefix", &lab.prefix, "up"];
+        args.extend_from_slice(extra);
+        let out = Command::new(TCLAB).args(&args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "tclab {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        lab
+    }
+
+    fn tclab(&self, args: &[&str]) -> std::process::Output {
+        let mut a = vec!["lab", "--prefix", &self.prefix];
+        a.extend_from_slice(args);
+        Command::new(TCLAB).args(&a).output().unwrap()
+    }
+
+    fn spawn(&self, node: &str, cmd: &[&str]) -> Child {
+        let mut a = vec!["lab", "--prefix", &self.prefix, "exec", node, "--"];
+        a.extend_from_slice(cmd);
+        Command::new(TCLAB)
+            .args(&a)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Remove the lab; the bridge's summary (its log).
+    fn down(&self) -> String {
+        let out = self.tclab(&["down"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = self.tclab(&["down"]);
+    }
+}
+
+/// Wait for a child, killing it after `limit`.
+fn finish(mut c: Child, limit: Duration) -> (bool, String, String) {
+    let start = Instant::now();
+    loop {
+        if let Ok(Some(_)) = c.try_wait() {
+            break;
+        }
+        if start.elapsed() > limit {
+            let _ = c.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = c.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// TCP goodput node-2 → node-1 (through the router's eth0, toward node-1) in bit/s, as the receiver
+/// counted it in seconds 1 to `secs` (the first second is slow start; iperf3's own total includes the
+/// drain after the sender stops, so intervals are summed instead).
+fn goodput(lab: &Lab, secs: u32, streams: u32) -> f64 {
+    let server = lab.spawn("node-1", &["iperf3", "-s", "-1", "-J", "-p", "5201"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let t = secs.to_string();
+    let p = streams.to_string();
+    let client = lab.spawn(
+        "node-2",
+        &["iperf3", "-c", "10.0.1.1", "-p", "5201", "-t", &t, "-P", &p, "-C", "cubic", "-J", "--get-server-output"],
+    );
+    let (ok, out, err) = finish(client, Duration::from_secs(secs as u64 + 20));
+    let _ = finish(server, Duration::from_secs(5));
+    assert!(ok, "iperf3 client: {err}\n{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("iperf3 -J output");
+    let intervals = v["server_output_json"]["intervals"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no server intervals in {out}"));
+    let (mut bytes, mut seconds) = (0.0, 0.0);
+    for iv in intervals.iter().skip(1).take(secs as usize - 1) {
+        bytes += iv["sum"]["bytes"].as_f64().unwrap();
+        seconds += iv["sum"]["seconds"].as_f64().unwrap();
+    }
+    bytes * 8.0 / seconds
+}
+
+const HTB_10MBIT: &str = "#!/bin/sh
+tc qdisc add dev eth0 root handle 1: htb default 20
+tc class add dev eth0 parent 1: classid 1:1 htb rate 10mbit ceil 10mbit
+tc class add dev eth0 parent 1:1 classid 1:20 htb rate 10mbit ceil 10mbit
+";
+
+#[test]
+fn htb_10mbit_with_sfq_shapes_real_tcp_as_the_kernels_htb_does() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = cannot_run() {
+        return skip(&why);
+    }
+    let dir = TempDir::new("live-htb");
+    // tclab: HTB with an SFQ leaf (this kernel has no SFQ); the kernel: the same HTB, pfifo leaf.
+    let with_sfq = dir.path.join("htb-sfq.sh");
+    std::fs::write(
+        &with_sfq,
+        format!("{HTB_10MBIT}tc qdisc add dev eth0 parent 1:20 handle 20: sfq perturb 10\n"),
+    )
+    .unwrap();
+    let plain = dir.path.join("htb.sh");
+    std::fs::write(&plain, HTB_10MBIT).unwrap();
+
+    let lab = Lab::up("l", &["--policy", with_sfq.to_str().unwrap()]);
+    let status = String::from_utf8_lossy(&lab.tclab(&["status"]).stdout).into_owned();
+    assert!(status.contains("node-1   10.0.1.1") && status.contains("tclab live"), "{status}");
+    let live = goodput(&lab, 5, 1);
+    let summary = lab.down();
+    drop(lab);
+
+    let kernel_lab = Lab::up("k", &["--kernel", "--policy", plain.to_str().unwrap()]);
+    let kernel = goodput(&kernel_lab, 5, 1);
+    drop(kernel_lab);
+
+    // 10 Mbit/s of frames carry 10 × 1448/1514 Mbit/s of TCP payload (MSS 1448 with timestamps).
+    let payload = 10e6 * 1448.0 / 1514.0;
+    println!(
+        "goodput, seconds 1-5: tclab live {:.3} Mbit/s, kernel HTB {:.3} Mbit/s, payload rate {:.3}",
+        live / 1e6,
+        kernel / 1e6,
+        payload / 1e6
+    );
+    println!("{summary}");
+    assert!(summary.contains("qdisc htb 1: root") && summary.contains("qdisc sfq 20: parent 1:20"), "{summary}");
+    assert!(
+        (live / kernel - 1.0).abs() < 0.05,
+        "tclab live {live:.0} bit/s against the kernel's {kernel:.0}: more than 5 % apart"
+    );
+    assert!(
+        (live / payload - 1.0).abs() < 0.05,
+        "tclab live {live:.0} bit/s against the payload rate {payload:.0}"
+    );
+}
+
+#[test]
+fn without_a_policy_the_bridge_passes_ping_and_the_lab_tools_behave() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = cannot_run() {
+        return skip(&why);
+    }
+    let lab = Lab::up("p", &[]);
+    let ping = lab.spawn("node-1", &["ping", "-c", "5", "-i", "0.05", "-W", "2", "10.0.1.2"]);
+    let (ok, out, err) = finish(ping, Duration::from_secs(15));
+    assert!(ok, "ping through the bridge: {out}{err}");
+    assert!(out.contains("5 received"), "{out}");
+    // exec passes the command's exit status on; an unknown node is a usage error.
+    let o = lab.tclab(&["exec", "node-2", "--", "sh", "-c", "exit 3"]);
+    assert_eq!(o.status.code(), Some(3));
+    let o = lab.tclab(&["exec", "node-9", "--", "true"]);
+    assert_eq!(o.status.code(), Some(64), "{}", String::from_utf8_lossy(&o.stderr));
+    // A second lab of the same prefix is refused, and the first one stays.
+    let o = lab.tclab(&["up"]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("exists already"));
+    let summary = lab.down();
+    assert!(summary.contains("tclab live: stopped after"), "{summary}");
+    assert!(summary.contains("eth0: received"), "{summary}");
+    // Everything is gone.
+    let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let list = String::from_utf8_lossy(&list.stdout);
+    assert!(!list.contains(&format!("{}-router", lab.prefix)), "{list}");
+    let st = String::from_utf8_lossy(&lab.tclab(&["status"]).stdout).into_owned();
+    assert!(st.contains("no lab with prefix"), "{st}");
+}

@@ -1,0 +1,167 @@
+//! Frames and packets. A qdisc sees a packet from its network header on (a u32 filter's `at 0` is the
+//! IP header) with `len` the whole frame (`qdisc_pkt_len`); the wire wants the frame back with its link
+//! header. The link headers a bridge forwards are few (one per pair of talking stations and VLAN), so
+//! each distinct one is kept once in a [`Headers`] table and a packet carries its index in `tag`.
+//!
+//! A frame that cannot be a packet — shorter than an Ethernet header, or a VLAN tag with nothing
+//! after it — is refused here, never passed to a filter: [`to_packet`] returns `None`.
+
+use tclab_core::Packet;
+
+/// 802.1Q and 802.1ad tags: the header runs 4 bytes further, the protocol is the inner EtherType.
+const VLAN_TPIDS: [u16; 2] = [0x8100, 0x88a8];
+
+/// Link headers seen, by index; a packet's `tag` is `generation << 32 | index + 1`.
+#[derive(Default)]
+pub struct Headers {
+    list: Vec<Vec<u8>>,
+    index: std::collections::HashMap<Vec<u8>, u32>,
+    generation: u32,
+}
+
+/// How many distinct link headers are kept before the table starts again (a flood of spoofed
+/// addresses must not grow memory without bound). Packets still queued with an older generation's
+/// tag are dropped when they leave, counted as `stale`.
+pub const MAX_HEADERS: usize = 65_536;
+
+impl Headers {
+    /// The tag of `header`, added if new.
+    pub fn tag(&mut self, header: &[u8]) -> u64 {
+        if let Some(&i) = self.index.get(header) {
+            return ((self.generation as u64) << 32) | (i as u64 + 1);
+        }
+        if self.list.len() >= MAX_HEADERS {
+            self.list.clear();
+            self.index.clear();
+            self.generation = self.generation.wrapping_add(1);
+        }
+        let i = self.list.len() as u32;
+        self.list.push(header.to_vec());
+        self.index.insert(header.to_vec(), i);
+        ((self.generation as u64) << 32) | (i as u64 + 1)
+    }
+
+    /// The link header a tag stands for, if its generation is current.
+    pub fn header(&self, tag: u64) -> Option<&[u8]> {
+        if (tag >> 32) as u32 != self.generation {
+            return None;
+        }
+        let i = (tag & 0xffff_ffff).checked_sub(1)? as usize;
+        self.list.get(i).map(Vec::as_slice)
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+}
+
+/// The link header's length and the EtherType after it, if `frame` has a whole one.
+pub fn link_header(frame: &[u8]) -> Option<(usize, u16)> {
+    let mut at = 12;
+    loop {
+        let t = u16::from_be_bytes([*frame.get(at)?, *frame.get(at + 1)?]);
+        if VLAN_TPIDS.contains(&t) && at < 12 + 4 * 2 {
+            at += 4;
+            continue;
+        }
+        return Some((at + 2, t));
+    }
+}
+
+/// The packet a received frame is, its link header kept in `headers`; `None` for a frame too short
+/// to have one.
+pub fn to_packet(frame: &[u8], headers: &mut Headers) -> Option<Packet> {
+    let (hlen, protocol) = link_header(frame)?;
+    let tag = headers.tag(&frame[..hlen]);
+    Some(Packet {
+        data: frame[hlen..].to_vec(),
+        len: frame.len() as u32,
+        protocol,
+        tag,
+        ..Packet::default()
+    })
+}
+
+/// The frame a packet leaves as: its link header, then its bytes. `None` if its header is gone (the
+/// table started again while it was queued).
+pub fn to_frame(pkt: &Packet, headers: &Headers, out: &mut Vec<u8>) -> bool {
+    let Some(h) = headers.header(pkt.tag) else {
+        return false;
+    };
+    out.clear();
+    out.extend_from_slice(h);
+    out.extend_from_slice(&pkt.data);
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(ethertype: &[u8], rest: &[u8]) -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2];
+        f.extend_from_slice(ethertype);
+        f.extend_from_slice(rest);
+        f
+    }
+
+    #[test]
+    fn a_frame_becomes_a_packet_from_its_network_header_and_back() {
+        let mut h = Headers::default();
+        let f = frame(&[0x08, 0x00], &[0x45, 0x10, 0, 20]);
+        let p = to_packet(&f, &mut h).unwrap();
+        assert_eq!((p.protocol, p.len, p.data[0]), (0x0800, 18, 0x45));
+        assert_eq!(p.ipv4_tos(), Some(0x10));
+        let mut out = Vec::new();
+        assert!(to_frame(&p, &h, &mut out));
+        assert_eq!(out, f);
+        // The same stations again: the same header, kept once.
+        let p2 = to_packet(&f, &mut h).unwrap();
+        assert_eq!((p2.tag, h.len()), (p.tag, 1));
+    }
+
+    #[test]
+    fn vlan_tags_stay_in_the_link_header() {
+        let mut h = Headers::default();
+        let f = frame(&[0x81, 0x00, 0x00, 0x0a, 0x08, 0x00], &[0x45, 0, 0, 20]);
+        let p = to_packet(&f, &mut h).unwrap();
+        assert_eq!((p.protocol, p.data.len()), (0x0800, 4));
+        let mut out = Vec::new();
+        assert!(to_frame(&p, &h, &mut out));
+        assert_eq!(out, f);
+    }
+
+    #[test]
+    fn malformed_frames_are_refused_without_a_panic() {
+        let mut h = Headers::default();
+        for len in 0..14 {
+            assert!(to_packet(&vec![0x81; len], &mut h).is_none(), "{len} bytes");
+        }
+        // A VLAN tag cut short, and stacked tags with nothing after them.
+        assert!(to_packet(&frame(&[0x81, 0x00, 0x00], &[]), &mut h).is_none());
+        assert!(to_packet(&frame(&[0x81, 0, 0, 1, 0x81, 0, 0, 2], &[]), &mut h).is_none());
+        // Every short prefix of a real frame: refused or converted, never a panic.
+        let f = frame(&[0x88, 0xa8, 0, 1, 0x81, 0x00, 0, 2, 0x86, 0xdd], &[0x60; 40]);
+        for n in 0..f.len() {
+            let _ = to_packet(&f[..n], &mut h);
+        }
+    }
+
+    #[test]
+    fn the_table_is_bounded_and_stale_tags_are_refused() {
+        let mut h = Headers::default();
+        let first = h.tag(&[1; 14]);
+        for i in 0..MAX_HEADERS as u32 {
+            let mut hdr = [0u8; 14];
+            hdr[..4].copy_from_slice(&i.to_be_bytes());
+            hdr[4] = 9;
+            h.tag(&hdr);
+        }
+        assert!(h.len() <= MAX_HEADERS);
+        assert!(h.header(first).is_none(), "a tag from before the restart is stale");
+    }
+}

@@ -1,0 +1,311 @@
+//! `tclab lab`: seed 000's three machines as network namespaces on this one.
+//!
+//! ```text
+//!   PREFIX-node-1            PREFIX-router                 PREFIX-node-2
+//!   eth0 10.0.1.1/24 ──veth── eth0   tclab live   eth1 ──veth── eth0 10.0.1.2/24
+//! ```
+//!
+//! The router's two interfaces have no address: `tclab live` bridges them in user space with the
+//! policy given (written for the router's `eth0`, toward node-1, as seed 000 shaped its downloads; or
+//! `eth1`, toward node-2). With `--kernel` the router is a Linux bridge instead and the policy runs on
+//! this machine's own tc, for comparing the two on the same wires. IPv6 is off in every namespace (no
+//! neighbour discovery chatter in the measurements); every veth end has its segmentation, GRO and
+//! checksum offloads off, so that frames on the wire are what a shaper should see.
+//!
+//! Everything it makes carries the prefix (default `tclab`), and `down` removes every namespace with
+//! that prefix and stops the bridge it started, also after a crash. The bridge's log and pid live in
+//! `/run/tclab/lab-PREFIX/`.
+
+use crate::sys;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The lab's nodes: (name, address) — the router has none.
+pub const NODES: &[(&str, Option<&str>)] = &[
+    ("node-1", Some("10.0.1.1")),
+    ("router", None),
+    ("node-2", Some("10.0.1.2")),
+];
+
+pub struct Lab {
+    pub prefix: String,
+}
+
+/// How `up` shapes: tclab's bridge, or the kernel's bridge with this machine's tc.
+pub enum Shaper<'a> {
+    /// `tclab live` with this executable and the policy (a file's absolute path), if any.
+    Tclab { exe: &'a Path, policy: Option<&'a Path> },
+    /// A Linux bridge; the policy is a shell script or `tc -batch` file run in the router's namespace.
+    Kernel { policy: Option<&'a Path> },
+}
+
+fn run(cmd: &mut Command) -> Result<String, String> {
+    let shown = format!("{cmd:?}").replace('"', "");
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{shown}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`{shown}` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn ip(args: &[&str]) -> Result<String, String> {
+    run(Command::new("ip").args(args))
+}
+
+impl Lab {
+    pub fn new(prefix: &str) -> Result<Lab, String> {
+        let ok = !prefix.is_empty()
+            && prefix.len() <= 8
+            && prefix
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-');
+        if !ok {
+            return Err(format!(
+                "--prefix \"{prefix}\": 1 to 8 letters, digits or dashes (it names namespaces and interfaces)"
+            ));
+        }
+        Ok(Lab {
+            prefix: prefix.to_string(),
+        })
+    }
+
+    /// The namespace of a node (`node-1`, `router`, `node-2`).
+    pub fn ns(&self, node: &str) -> String {
+        format!("{}-{node}", self.prefix)
+    }
+
+    pub fn run_dir(&self) -> PathBuf {
+        PathBuf::from(format!("/run/tclab/lab-{}", self.prefix))
+    }
+
+    /// The namespaces of this lab that exist now.
+    pub fn existing(&self) -> Vec<String> {
+        let list = ip(&["netns", "list"]).unwrap_or_default();
+        let want: Vec<String> = NODES.iter().map(|(n, _)| self.ns(n)).collect();
+        list.lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|n| want.iter().any(|w| w == n))
+            .map(String::from)
+            .collect()
+    }
+
+    /// Build the lab and start its shaper. A lab of this prefix that exists already is refused.
+    pub fn up(&self, shaper: Shaper) -> Result<(), String> {
+        if !self.existing().is_empty() {
+            return Err(format!(
+                "a lab with prefix \"{}\" exists already: tclab lab down{} first",
+                self.prefix,
+                self.prefix_flag()
+            ));
+        }
+        let r = self.build(&shaper);
+        if r.is_err() {
+            let _ = self.down();
+        }
+        r
+    }
+
+    fn prefix_flag(&self) -> String {
+        if self.prefix == "tclab" {
+            String::new()
+        } else {
+            format!(" --prefix {}", self.prefix)
+        }
+    }
+
+    fn build(&self, shaper: &Shaper) -> Result<(), String> {
+        for (n, _) in NODES {
+            ip(&["netns", "add", &self.ns(n)])?;
+        }
+        let (n1, r, n2) = (self.ns("node-1"), self.ns("router"), self.ns("node-2"));
+        // Temporary names carry the prefix (interface names are global until they move).
+        let p = &self.prefix;
+        let pairs = [
+            (format!("{p}-a"), &n1, "eth0", format!("{p}-b"), &r, "eth0"),
+            (format!("{p}-c"), &r, "eth1", format!("{p}-d"), &n2, "eth0"),
+        ];
+        for (a, ans, aname, b, bns, bname) in &pairs {
+            ip(&[
+                "link", "add", a, "netns", ans, "type", "veth", "peer", "name", b, "netns", bns,
+            ])?;
+            ip(&["-n", ans, "link", "set", a, "name", aname])?;
+            ip(&["-n", bns, "link", "set", b, "name", bname])?;
+        }
+        for (node, addr) in NODES {
+            let ns = self.ns(node);
+            run(Command::new("ip").args(["netns", "exec", &ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]))?;
+            ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+            let devs: &[&str] = if *node == "router" { &["eth0", "eth1"] } else { &["eth0"] };
+            for d in devs {
+                sys::in_netns(&format!("/run/netns/{ns}"), || sys::offloads_off(d))
+                    .and_then(|r| r)
+                    .map_err(|e| format!("{ns}: {e}"))?;
+                ip(&["-n", &ns, "link", "set", d, "up"])?;
+            }
+            if let Some(a) = addr {
+                ip(&["-n", &ns, "addr", "add", &format!("{a}/24"), "dev", "eth0"])?;
+            }
+        }
+        std::fs::create_dir_all(self.run_dir())
+            .map_err(|e| format!("{}: {e}", self.run_dir().display()))?;
+        match shaper {
+            Shaper::Tclab { exe, policy } => self.start_bridge(exe, *policy),
+            Shaper::Kernel { policy } => {
+                ip(&["-n", &r, "link", "add", "br0", "type", "bridge"])?;
+                for d in ["eth0", "eth1"] {
+                    ip(&["-n", &r, "link", "set", d, "master", "br0"])?;
+                }
+                ip(&["-n", &r, "link", "set", "br0", "up"])?;
+                if let Some(p) = policy {
+                    let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                    let script = text.trim_start().starts_with("#!")
+                        || text.lines().any(|l| l.trim_start().starts_with("tc "));
+                    let mut c = Command::new("ip");
+                    c.args(["netns", "exec", &r]);
+                    if script {
+                        c.arg("bash").arg(p);
+                    } else {
+                        c.args(["tc", "-batch"]).arg(p);
+                    }
+                    run(&mut c)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Start `tclab live` in the router's namespace, detached, and wait until it bridges.
+    fn start_bridge(&self, exe: &Path, policy: Option<&Path>) -> Result<(), String> {
+        let log_path = self.run_dir().join("live.log");
+        let log = std::fs::File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.ns("router")])
+            .arg(exe)
+            .args(["live", "--dev", "eth0", "--dev", "eth1"]);
+        if let Some(p) = policy {
+            c.arg("--policy").arg(p);
+        }
+        c.stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .env_remove("TCLAB_CONTROL");
+        // Its own session: the shell that ran `tclab lab up` may exit, the bridge stays.
+        // SAFETY: setsid is async-signal-safe and allocates nothing, as pre_exec requires.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut c, || {
+                libc::setsid();
+                Ok(())
+            });
+        }
+        let mut child = c.spawn().map_err(|e| format!("starting tclab live: {e}"))?;
+        std::fs::write(self.run_dir().join("live.pid"), format!("{}\n", child.id()))
+            .map_err(|e| e.to_string())?;
+        let start = Instant::now();
+        loop {
+            let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+            if text.contains("tclab live: bridging") {
+                return Ok(());
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!("tclab live stopped ({status}):\n{}", text.trim_end()));
+            }
+            if start.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                return Err(format!("tclab live did not start within 30 s:\n{}", text.trim_end()));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The bridge's process, if it runs.
+    pub fn bridge_pid(&self) -> Option<i32> {
+        let pid: i32 = std::fs::read_to_string(self.run_dir().join("live.pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        // SAFETY: signal 0 only checks that the process exists.
+        (unsafe { libc::kill(pid, 0) } == 0).then_some(pid)
+    }
+
+    /// Stop the bridge (SIGTERM: it prints its summary to its log) and remove every namespace of the
+    /// lab. Returns the bridge's log.
+    pub fn down(&self) -> Result<String, String> {
+        if let Some(pid) = self.bridge_pid() {
+            // SAFETY: plain kill(2) of the bridge we started.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            let start = Instant::now();
+            while self.bridge_pid().is_some() && start.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if let Some(pid) = self.bridge_pid() {
+                // SAFETY: as above.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+        let log = std::fs::read_to_string(self.run_dir().join("live.log")).unwrap_or_default();
+        let mut errors = Vec::new();
+        for ns in self.existing() {
+            if let Err(e) = ip(&["netns", "del", &ns]) {
+                errors.push(e);
+            }
+        }
+        let _ = std::fs::remove_dir_all(self.run_dir());
+        if errors.is_empty() {
+            Ok(log)
+        } else {
+            Err(errors.join("\n"))
+        }
+    }
+
+    /// One line per node: its name, namespace and address; then the bridge's state.
+    pub fn status(&self) -> String {
+        let existing = self.existing();
+        if existing.is_empty() {
+            return format!(
+                "no lab with prefix \"{}\" (tclab lab up{} builds one)\n",
+                self.prefix,
+                self.prefix_flag()
+            );
+        }
+        let mut s = String::new();
+        for (n, addr) in NODES {
+            let ns = self.ns(n);
+            let here = if existing.contains(&ns) { "" } else { "  (missing)" };
+            s.push_str(&format!("{n:<8} {:<10} {ns}{here}\n", addr.unwrap_or("-")));
+        }
+        match self.bridge_pid() {
+            Some(pid) => s.push_str(&format!(
+                "router bridged by tclab live (pid {pid}); log: {}\n",
+                self.run_dir().join("live.log").display()
+            )),
+            None => s.push_str("router: no tclab live running (a kernel bridge, or it stopped: see its log)\n"),
+        }
+        s
+    }
+
+    /// `ip netns exec` of `node`'s namespace.
+    pub fn exec(&self, node: &str, argv: &[String]) -> Result<i32, String> {
+        if !NODES.iter().any(|(n, _)| *n == node) {
+            return Err(format!("no node \"{node}\": the lab has node-1, router and node-2"));
+        }
+        let ns = self.ns(node);
+        if !self.existing().contains(&ns) {
+            return Err(format!("no lab with prefix \"{}\" is up (tclab lab up)", self.prefix));
+        }
+        let (cmd, args) = argv.split_first().ok_or("give the command to run: tclab lab exec NODE -- CMD …")?;
+        let status = Command::new("ip")
+            .args(["netns", "exec", &ns, cmd])
+            .args(args)
+            .status()
+            .map_err(|e| format!("ip netns exec: {e}"))?;
+        Ok(status.code().unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)))
+    }
+}

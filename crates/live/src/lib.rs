@@ -1,0 +1,20 @@
+//! tclab's second driver: the engine that the simulator runs in virtual time, run on real frames.
+//!
+//! - [`bridge`]: `tclab live --dev A --dev B --policy FILE` — a user-space bridge between two
+//!   interfaces. A frame arriving on one passes that device's ingress (filters, police, mirred to an
+//!   ifb) and the netfilter stage, then leaves on the other through its egress qdisc tree, with
+//!   `qdisc_run` from core's `host.rs` as in the simulator. The clock is `CLOCK_MONOTONIC`.
+//! - [`frame`]: frames to packets and back (the link header kept aside, the packet from its network
+//!   header on, as a qdisc sees an skb).
+//! - [`lab`]: `tclab lab up|down|exec|status` — seed 000's node-1 / router / node-2 as network
+//!   namespaces, the router bridged by `tclab live` (or by the kernel, to compare).
+//! - [`sys`]: the system calls, every `unsafe` of the crate.
+//!
+//! Traffic while tclab is not running: the router's interfaces carry no addresses and the kernel does
+//! not bridge them, so nothing passes — a bump in the wire that fails closed. Stopping `tclab live`
+//! (SIGINT, SIGTERM) drops what its queues held.
+
+pub mod bridge;
+pub mod frame;
+pub mod lab;
+pub mod sys;

@@ -1,0 +1,383 @@
+//! The system calls of the live driver, each wrapped once with its error worded for a person: AF_PACKET
+//! sockets bound to one interface (promiscuous, blind to their own transmissions, past the kernel's
+//! qdisc), batched receive and send (`recvmmsg`/`sendmmsg`), `ppoll` with a nanosecond timeout,
+//! `CLOCK_MONOTONIC`, the timer slack, the interface's index and MTU, its offloads (`SIOCETHTOOL`), and
+//! entering a network namespace. Everything `unsafe` in this crate is here.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// `ETH_P_ALL` in network order: every protocol.
+const ETH_P_ALL_BE: u16 = (libc::ETH_P_ALL as u16).to_be();
+/// `PACKET_IGNORE_OUTGOING` (Linux 4.20): do not see the frames this host sends on the interface.
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+/// `PACKET_QDISC_BYPASS` (Linux 3.14): frames sent go to the driver, not through the kernel's qdisc.
+const PACKET_QDISC_BYPASS: libc::c_int = 20;
+
+fn last_error(what: &str) -> io::Error {
+    let e = io::Error::last_os_error();
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T, what: &str) -> io::Result<()> {
+    // SAFETY: `value` is a live reference to a `T` of the size passed.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            value as *const T as *const libc::c_void,
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(last_error(what));
+    }
+    Ok(())
+}
+
+/// The kernel's index of interface `name`.
+pub fn ifindex(name: &str) -> io::Result<i32> {
+    let c = CString::new(name).map_err(|_| io::Error::other(format!("{name:?}: not a device name")))?;
+    // SAFETY: `c` is a NUL-terminated string.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("Cannot find device \"{name}\""),
+        ));
+    }
+    Ok(i as i32)
+}
+
+/// An `ifreq` naming `name`.
+fn ifreq(name: &str) -> io::Result<libc::ifreq> {
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+        return Err(io::Error::other(format!("\"{name}\": not a device name")));
+    }
+    // SAFETY: ifreq is plain old data; all zeroes is a valid value.
+    let mut r: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in r.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = s as libc::c_char;
+    }
+    Ok(r)
+}
+
+/// A datagram socket for interface ioctls.
+fn ioctl_socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2); the descriptor is owned at once.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(last_error("socket"));
+    }
+    // SAFETY: fd is a fresh descriptor nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The MTU of interface `name`.
+pub fn mtu(name: &str) -> io::Result<u32> {
+    let s = ioctl_socket()?;
+    let mut r = ifreq(name)?;
+    // SAFETY: SIOCGIFMTU reads the name and writes ifru_mtu of the ifreq we own.
+    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFMTU, &mut r) } != 0 {
+        return Err(last_error(&format!("{name}: reading the MTU")));
+    }
+    // SAFETY: the kernel filled the mtu member.
+    Ok(unsafe { r.ifr_ifru.ifru_mtu } as u32)
+}
+
+/// The offloads that hand a shaper super-packets (or hand the wire frames without checksums): each
+/// (name, `ETHTOOL_G*`, `ETHTOOL_S*`).
+pub const OFFLOADS: &[(&str, u32, u32)] = &[
+    ("gro", 0x2b, 0x2c),
+    ("tso", 0x1e, 0x1f),
+    ("gso", 0x23, 0x24),
+    ("tx-checksum", 0x16, 0x17),
+];
+/// `ETHTOOL_GFLAGS`/`SFLAGS` and their LRO bit.
+const ETHTOOL_GFLAGS: u32 = 0x25;
+const ETHTOOL_SFLAGS: u32 = 0x26;
+const ETH_FLAG_LRO: u32 = 1 << 15;
+
+#[repr(C)]
+struct EthtoolValue {
+    cmd: u32,
+    data: u32,
+}
+
+fn ethtool(name: &str, cmd: u32, data: u32) -> io::Result<u32> {
+    let s = ioctl_socket()?;
+    let mut v = EthtoolValue { cmd, data };
+    let mut r = ifreq(name)?;
+    r.ifr_ifru.ifru_data = &mut v as *mut EthtoolValue as *mut libc::c_char;
+    // SAFETY: SIOCETHTOOL reads `v` through ifru_data, which lives across the call.
+    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCETHTOOL, &mut r) } != 0 {
+        return Err(last_error(&format!("{name}: ethtool command {cmd:#x}")));
+    }
+    Ok(v.data)
+}
+
+/// Turn off LRO, GRO, TSO, GSO and transmit checksumming on `name`; the names of those that were on
+/// and are now off. Offloads a device does not have (or cannot change) are skipped.
+pub fn offloads_off(name: &str) -> io::Result<Vec<&'static str>> {
+    ifindex(name)?;
+    let mut turned = Vec::new();
+    if let Ok(flags) = ethtool(name, ETHTOOL_GFLAGS, 0) {
+        if flags & ETH_FLAG_LRO != 0 && ethtool(name, ETHTOOL_SFLAGS, flags & !ETH_FLAG_LRO).is_ok() {
+            turned.push("lro");
+        }
+    }
+    for &(what, get, set) in OFFLOADS {
+        if ethtool(name, get, 0).is_ok_and(|on| on != 0) && ethtool(name, set, 0).is_ok() {
+            turned.push(what);
+        }
+    }
+    Ok(turned)
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds.
+pub fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec we own; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// Make the thread's sleeps end when asked (the default slack of 50 µs lets `ppoll` overshoot by that
+/// much and more, which a shaper sending a frame every 12 µs cannot afford).
+pub fn precise_timers() {
+    // SAFETY: PR_SET_TIMERSLACK takes an integer argument.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+}
+
+/// Run the calling thread under `SCHED_FIFO` at a low real-time priority, so that a busy machine (a
+/// compiler on every core) does not delay its wake-ups by milliseconds, as the kernel's own timers and
+/// softirqs are not delayed. Bounded by the kernel's real-time throttling (95 % of each second by
+/// default). False if not permitted.
+pub fn realtime() -> bool {
+    let p = libc::sched_param { sched_priority: 10 };
+    // SAFETY: sched_setscheduler on this thread (pid 0) with a valid parameter.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
+}
+
+/// An AF_PACKET socket on one interface: promiscuous, non-blocking, deaf to the frames it sends, its
+/// frames sent straight to the driver.
+pub struct PacketSocket {
+    fd: OwnedFd,
+    pub ifindex: i32,
+}
+
+impl PacketSocket {
+    pub fn open(name: &str) -> io::Result<PacketSocket> {
+        let ifindex = ifindex(name)?;
+        // SAFETY: plain socket(2); the descriptor is owned at once.
+        let fd = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                ETH_P_ALL_BE as libc::c_int,
+            )
+        };
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(
+                e.kind(),
+                format!("{name}: cannot open a packet socket: {e} (tclab live needs CAP_NET_RAW: run it as root)"),
+            ));
+        }
+        // SAFETY: fd is a fresh descriptor nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let raw = fd.as_raw_fd();
+        // SAFETY: sockaddr_ll is plain old data.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = ETH_P_ALL_BE;
+        sll.sll_ifindex = ifindex;
+        // SAFETY: bind reads the sockaddr_ll we own, of the size given.
+        let r = unsafe {
+            libc::bind(
+                raw,
+                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            return Err(last_error(&format!("{name}: bind")));
+        }
+        let mreq = libc::packet_mreq {
+            mr_ifindex: ifindex,
+            mr_type: libc::PACKET_MR_PROMISC as u16,
+            mr_alen: 0,
+            mr_address: [0; 8],
+        };
+        setsockopt(raw, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mreq, &format!("{name}: promiscuous mode"))?;
+        let one: libc::c_int = 1;
+        setsockopt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, &format!("{name}: PACKET_IGNORE_OUTGOING"))?;
+        setsockopt(raw, libc::SOL_PACKET, PACKET_QDISC_BYPASS, &one, &format!("{name}: PACKET_QDISC_BYPASS"))?;
+        // Room for a burst while the loop is busy elsewhere (as root, past rmem_max).
+        let size: libc::c_int = 8 << 20;
+        let _ = setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &size, "SO_RCVBUFFORCE");
+        let _ = setsockopt(raw, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &size, "SO_SNDBUFFORCE");
+        Ok(PacketSocket { fd, ifindex })
+    }
+
+    pub fn raw(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Receive up to `bufs.len()` frames without waiting; each buffer's frame length (the frame's real
+    /// length: larger than the buffer when truncated) in `lens`. Returns how many arrived.
+    pub fn recv_batch(&self, bufs: &mut [Vec<u8>], lens: &mut [usize]) -> io::Result<usize> {
+        let n = bufs.len().min(lens.len()).min(BATCH);
+        let mut iov: [libc::iovec; BATCH] = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; BATCH];
+        // SAFETY: mmsghdr is plain old data.
+        let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+        for i in 0..n {
+            iov[i] = libc::iovec {
+                iov_base: bufs[i].as_mut_ptr() as *mut libc::c_void,
+                iov_len: bufs[i].len(),
+            };
+            msgs[i].msg_hdr.msg_iov = &mut iov[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+        }
+        // SAFETY: every msghdr points at an iovec over a live buffer of the length given; MSG_TRUNC
+        // makes the kernel report a frame's real length without writing past the buffer.
+        let r = unsafe {
+            libc::recvmmsg(
+                self.raw(),
+                msgs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+                std::ptr::null_mut(),
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                _ => Err(e),
+            };
+        }
+        for i in 0..r as usize {
+            lens[i] = msgs[i].msg_len as usize;
+        }
+        Ok(r as usize)
+    }
+
+    /// Send `frames` in order without waiting; returns how many the kernel took (the rest: try again
+    /// when the socket is writable).
+    pub fn send_batch(&self, frames: &[Vec<u8>]) -> io::Result<usize> {
+        let mut sent = 0;
+        while sent < frames.len() {
+            let n = (frames.len() - sent).min(BATCH);
+            let mut iov: [libc::iovec; BATCH] =
+                [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; BATCH];
+            // SAFETY: mmsghdr is plain old data.
+            let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+            for i in 0..n {
+                let f = &frames[sent + i];
+                iov[i] = libc::iovec {
+                    iov_base: f.as_ptr() as *mut libc::c_void,
+                    iov_len: f.len(),
+                };
+                msgs[i].msg_hdr.msg_iov = &mut iov[i];
+                msgs[i].msg_hdr.msg_iovlen = 1;
+            }
+            // SAFETY: every msghdr points at an iovec over a live frame; the kernel only reads them.
+            let r = unsafe { libc::sendmmsg(self.raw(), msgs.as_mut_ptr(), n as libc::c_uint, libc::MSG_DONTWAIT) };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                return match e.raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => Ok(sent),
+                    _ => Err(e),
+                };
+            }
+            sent += r as usize;
+            if (r as usize) < n {
+                break;
+            }
+        }
+        Ok(sent)
+    }
+}
+
+/// Frames a batch call moves at most.
+pub const BATCH: usize = 64;
+
+/// Wait until one of `fds` is readable (or writable, for those given in `write`), a signal arrives, or
+/// `timeout_ns` passes (`None`: no limit). Returns the readable ones' positions.
+pub fn wait(fds: &[RawFd], write: &[bool], timeout_ns: Option<u64>) -> io::Result<Vec<usize>> {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .zip(write.iter().chain(std::iter::repeat(&false)))
+        .map(|(&fd, &w)| libc::pollfd {
+            fd,
+            events: libc::POLLIN | if w { libc::POLLOUT } else { 0 },
+            revents: 0,
+        })
+        .collect();
+    let ts = timeout_ns.map(|ns| libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    });
+    // SAFETY: the pollfd array and the timespec live across the call.
+    let r = unsafe {
+        libc::ppoll(
+            p.as_mut_ptr(),
+            p.len() as libc::nfds_t,
+            ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec),
+            std::ptr::null(),
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(Vec::new());
+        }
+        return Err(e);
+    }
+    Ok(p.iter()
+        .enumerate()
+        .filter(|(_, q)| q.revents != 0)
+        .map(|(i, _)| i)
+        .collect())
+}
+
+/// SIGINT and SIGTERM set this; the loop ends at its next turn.
+pub static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Make SIGINT and SIGTERM ask the loop to stop (and end any `ppoll` at once).
+pub fn stop_on_signals() {
+    extern "C" fn on_signal(_: libc::c_int) {
+        STOP.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe; no SA_RESTART, so
+        // a wait in progress returns EINTR.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Run `f` inside the network namespace at `path` (`/run/netns/NAME`), then return to this one. The
+/// calling thread switches, so `f` must not start threads that outlive it.
+pub fn in_netns<T>(path: &str, f: impl FnOnce() -> T) -> io::Result<T> {
+    let here = std::fs::File::open("/proc/thread-self/ns/net")
+        .map_err(|e| io::Error::new(e.kind(), format!("/proc/thread-self/ns/net: {e}")))?;
+    let there = std::fs::File::open(path).map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}")))?;
+    // SAFETY: setns with a namespace descriptor we hold open.
+    if unsafe { libc::setns(there.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(last_error(&format!("entering {path}")));
+    }
+    let out = f();
+    // SAFETY: as above, back to the namespace we came from.
+    if unsafe { libc::setns(here.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(last_error("returning to the original network namespace"));
+    }
+    Ok(out)
+}
