@@ -6,6 +6,8 @@
 //!   with N; any other command must exit 0.
 //! - Full-line comments right under a command are its output: each must be a line of what the command
 //!   printed (stdout or stderr; trailing blanks ignored). Any other full-line comment is a remark.
+//! - A fenced block right under an HTML comment `<!-- output of `COMMAND` -->` (invisible on the page) is
+//!   what that command of a ```sh block prints: each of its non-empty lines must be a line it printed.
 //! - Build commands are checked for what they name, not run: `cargo install --path DIR` (DIR's
 //!   Cargo.toml builds a binary named `tclab`), `bash .ci/run` (an executable file; running it would run
 //!   this test again). `cargo run --release -- ARGS` runs `tclab ARGS`. Any other `cargo` line fails:
@@ -153,6 +155,34 @@ fn sh_commands(readme: &str) -> Result<Vec<Cmd>, String> {
         return Err("README.md: a ```sh block is not closed".into());
     }
     Ok(cmds)
+}
+
+/// A fenced block the README marks as a command's output: (line of the marker, the command, its lines).
+fn output_blocks(readme: &str) -> Result<Vec<(usize, String, Vec<String>)>, String> {
+    let lines: Vec<&str> = readme.lines().collect();
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let Some(rest) = l.trim().strip_prefix("<!-- output of `") else {
+            continue;
+        };
+        let cmd = rest
+            .strip_suffix("` -->")
+            .ok_or_else(|| format!("README.md:{}: write the marker as <!-- output of `COMMAND` -->", i + 1))?;
+        if !lines.get(i + 1).is_some_and(|f| f.trim_start().starts_with("```")) {
+            return Err(format!("README.md:{}: no fenced block right under the output marker", i + 1));
+        }
+        let body: Vec<String> = lines[i + 2..]
+            .iter()
+            .take_while(|b| !b.trim_start().starts_with("```"))
+            .filter(|b| !b.trim().is_empty())
+            .map(|b| b.trim_end().to_string())
+            .collect();
+        if body.is_empty() {
+            return Err(format!("README.md:{}: an empty output block", i + 1));
+        }
+        out.push((i + 1, cmd.to_string(), body));
+    }
+    Ok(out)
 }
 
 /// How a line is checked.
@@ -306,9 +336,19 @@ fn tail(s: &str) -> String {
 
 #[test]
 fn every_readme_command_runs_as_written() {
-    let cmds = sh_commands(&readme()).unwrap_or_else(|e| panic!("{e}"));
+    let text = readme();
+    let cmds = sh_commands(&text).unwrap_or_else(|e| panic!("{e}"));
     assert!(cmds.len() >= 10, "too few commands found in README.md: {cmds:?}");
     let mut failures = Vec::new();
+    // Output blocks become expected lines of their command.
+    let mut cmds = cmds;
+    for (line, cmd, body) in output_blocks(&text).unwrap_or_else(|e| panic!("{e}")) {
+        match cmds.iter_mut().find(|c| c.text == cmd) {
+            Some(c) => c.output.extend(body),
+            None => failures.push(format!("README.md:{line}: output of `{cmd}`, a command no ```sh block has")),
+        }
+    }
+    let cmds = cmds;
     let mut to_run: Vec<(Cmd, String)> = Vec::new();
     for c in &cmds {
         match classify(c) {
@@ -540,4 +580,10 @@ fn the_conventions_parse_as_documented() {
     assert_eq!(slug("`tclab sim --trace` and `tclab trace`: every packet's fate"), "tclab-sim---trace-and-tclab-trace-every-packets-fate");
     assert_eq!(slug("Seed 000: HFSC, the section the notes left empty"), "seed-000-hfsc-the-section-the-notes-left-empty");
     assert_eq!(anchors("# A\n## A\n```\n# not\n```\n## B b"), vec!["a", "a-1", "b-b"]);
+    let marked = "<!-- output of `tclab demo` -->\n```\nrow 1  \n\nrow 2\n```\n";
+    assert_eq!(
+        output_blocks(marked).unwrap(),
+        vec![(1, "tclab demo".to_string(), vec!["row 1".to_string(), "row 2".to_string()])]
+    );
+    assert!(output_blocks("<!-- output of `x` -->\ntext\n").is_err());
 }
