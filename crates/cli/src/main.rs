@@ -79,7 +79,11 @@ fn cmd_store(argv: &[String]) -> Result<u8, String> {
     // A script's resident engine (`TCLAB_CONTROL`), else a `tclab serve` running for this store.
     let script_socket = std::env::var_os(control::ENV).filter(|s| !s.is_empty());
     let from_script = script_socket.is_some();
-    let socket = script_socket.map(PathBuf::from).or_else(|| {
+    // Then a `tclab live` bridging in this network namespace (its engine is the policy in force, as
+    // the kernel's is for tc), unless TCLAB_LIVE=off; then a `tclab serve` for this store.
+    let live = control::live_socket()
+        .filter(|s| !from_script && !env_off("TCLAB_LIVE") && s.exists());
+    let socket = script_socket.map(PathBuf::from).or(live).or_else(|| {
         Some(control::resident_dir(&path).join("control.sock"))
             .filter(|s| auto_serve_enabled() && s.exists())
     });
@@ -168,7 +172,12 @@ const AUTO_SERVE_IDLE_SECONDS: &str = "300";
 /// `TCLAB_SERVE=off` (or `0`, `no`, `false`) keeps every call standalone: it neither starts a resident
 /// engine nor uses one that is running.
 fn auto_serve_enabled() -> bool {
-    !std::env::var("TCLAB_SERVE").is_ok_and(|v| {
+    !env_off("TCLAB_SERVE")
+}
+
+/// An environment variable set to off (or 0, no, false).
+fn env_off(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| {
         ["off", "0", "no", "false"]
             .iter()
             .any(|o| v.trim().eq_ignore_ascii_case(o))
@@ -745,17 +754,21 @@ fn cmd_live(a: args::LiveArgs) -> CmdResult {
             );
         }
     }
+    let control = tclab_tc::control::live_socket()
+        .ok_or("cannot name this network namespace (/proc/self/ns/net)")?;
+    bridge.listen(&control)?;
     sys::stop_on_signals();
     if !sys::realtime() {
         println!("tclab live: real-time scheduling refused; wake-ups may be late on a busy machine");
     }
     println!(
-        "tclab live: bridging {} <-> {}{}; SIGINT or SIGTERM stops",
+        "tclab live: bridging {} <-> {}{}; SIGINT or SIGTERM stops\ntclab live: tclab tc in this network namespace reaches the running policy ({})",
         a.devs[0],
         a.devs[1],
         a.policy
             .as_ref()
-            .map_or(" without a policy".to_string(), |p| format!(" through {}", p.display()))
+            .map_or(" without a policy".to_string(), |p| format!(" through {}", p.display())),
+        control.display()
     );
     {
         use std::io::Write;

@@ -78,6 +78,8 @@ struct Ifb {
 
 pub struct Bridge {
     pub engine: Engine,
+    /// Where `tclab tc|iptables` calls of this network namespace reach the engine.
+    control: Option<Control>,
     ports: Vec<Port>,
     ifbs: Vec<Ifb>,
     headers: Headers,
@@ -129,6 +131,7 @@ impl Bridge {
         Ok((
             Bridge {
                 engine,
+                control: None,
                 ports,
                 ifbs,
                 headers: Headers::default(),
@@ -137,6 +140,58 @@ impl Bridge {
             },
             setup,
         ))
+    }
+
+    /// Listen at `path` (mode 0600) for `tclab tc|iptables|link` calls: a show answers from the live
+    /// counters, a change applies at once (queued packets stay where the tree keeps them), as the
+    /// kernel's tc acts on a running qdisc. Refused if another bridge listens there.
+    pub fn listen(&mut self, path: &std::path::Path) -> Result<(), String> {
+        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::net::{UnixListener, UnixStream};
+        if UnixStream::connect(path).is_ok() {
+            return Err(format!(
+                "a tclab live is already running in this network namespace (it listens at {})",
+                path.display()
+            ));
+        }
+        let _ = std::fs::remove_file(path);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        let listener = UnixListener::bind(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        self.control = Some(Control {
+            listener,
+            path: path.to_path_buf(),
+        });
+        Ok(())
+    }
+
+    /// Answer the calls waiting on the control socket.
+    fn serve_calls(&mut self) {
+        loop {
+            let Some(c) = self.control.as_ref() else {
+                return;
+            };
+            let Ok((conn, _)) = c.listener.accept() else {
+                return;
+            };
+            let now = self.now();
+            let engine = &mut self.engine;
+            tclab_tc::control::serve_connection(conn, CALL_TIMEOUT, |req| answer(engine, req, now));
+            // A change may let a tree send now (a higher rate), or hold what it sent (a new shaper).
+            let now = self.now();
+            for o in 0..self.ports.len() {
+                self.kick(now, o);
+            }
+            for v in 0..self.ifbs.len() {
+                self.kick_ifb(now, v);
+            }
+        }
     }
 
     /// Nanoseconds since the bridge started.
@@ -160,13 +215,17 @@ impl Bridge {
             .map(|_| vec![0u8; self.ports.iter().map(|p| p.mtu as usize).max().unwrap_or(1500) + 64])
             .collect();
         let mut lens = vec![0usize; sys::BATCH];
-        let fds: Vec<i32> = self.ports.iter().map(|p| p.sock.raw()).collect();
+        let mut fds: Vec<i32> = self.ports.iter().map(|p| p.sock.raw()).collect();
+        if let Some(c) = &self.control {
+            fds.push(std::os::fd::AsRawFd::as_raw_fd(&c.listener));
+        }
         while !sys::STOP.load(Ordering::Relaxed) {
             let now = self.now();
             if deadline.is_some_and(|d| now >= d) {
                 break;
             }
             self.serve_timers(now);
+            self.serve_calls();
             let mut received = 0;
             for i in 0..self.ports.len() {
                 for _ in 0..RX_BATCHES_PER_TURN {
@@ -436,6 +495,73 @@ impl Bridge {
             }
         }
         self.ifbs[v].running = false;
+    }
+}
+
+/// How long a caller of the control socket may take to send its request or read the answer: the
+/// bridge waits for it (the socket is its owner's only).
+const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// The control socket of a bridge, removed when the bridge is dropped.
+struct Control {
+    listener: std::os::unix::net::UnixListener,
+    path: std::path::PathBuf,
+}
+
+impl Drop for Control {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// A `tclab tc|iptables|link` call on the live engine.
+fn answer(engine: &mut Engine, req: &tclab_tc::control::Request, now: Nanos) -> tclab_tc::Output {
+    let refuse = |msg: String| tclab_tc::Output {
+        stderr: msg,
+        code: 1,
+        ..Default::default()
+    };
+    let Some((cmd, args)) = req.argv.split_first() else {
+        return refuse("tclab live: an empty call\n".into());
+    };
+    match cmd.as_str() {
+        "tc" => match tclab_tc::store::batch_arg(args) {
+            None => tclab_tc::run(engine, args, now),
+            Some(_) => {
+                // A batch: its lines in order, stopping at the first refused one unless -force.
+                let force = args.iter().any(|a| a == "-force" || a == "-f");
+                let text = req.stdin.clone().unwrap_or_default();
+                let mut out = tclab_tc::Output::default();
+                for (n, line) in tclab_tc::store::batch_lines(&text) {
+                    let words: Vec<String> = line.split_whitespace().map(String::from).collect();
+                    let o = tclab_tc::run(engine, &words, now);
+                    out.stdout.push_str(&o.stdout);
+                    if o.code != 0 {
+                        out.stderr.push_str(&format!("{}Command failed -:{n}\n", o.stderr));
+                        out.code = 1;
+                        if !force {
+                            break;
+                        }
+                    } else {
+                        out.stderr.push_str(&o.stderr);
+                    }
+                }
+                out
+            }
+        },
+        "iptables" => tclab_tc::iptables::run(engine, args),
+        "link" if args.first().is_none_or(|a| matches!(a.as_str(), "show" | "list" | "ls")) => {
+            let mut names = engine.device_names();
+            names.sort();
+            tclab_tc::Output {
+                stdout: names.iter().map(|n| format!("{n}\n")).collect(),
+                ..Default::default()
+            }
+        }
+        "link" => refuse(
+            "tclab live: devices cannot be added, changed or removed while bridging; stop it, change the policy and start it again\n".into(),
+        ),
+        other => refuse(format!("tclab live: \"{other}\" is not a tc, iptables or link call\n")),
     }
 }
 

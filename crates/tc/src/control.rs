@@ -608,6 +608,43 @@ pub fn resident_dir(state: &Path) -> PathBuf {
     state.with_file_name(name)
 }
 
+/// Where a running `tclab live` listens for the `tclab tc|iptables|link` calls made in its network
+/// namespace: `/run/tclab/live-INODE.sock`, INODE naming the namespace (`/proc/self/ns/net`), so that
+/// `ip netns exec ROUTER tclab tc …` reaches the bridge of that namespace as `tc` would reach its
+/// kernel. `None` where the namespace cannot be named.
+pub fn live_socket() -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let ino = std::fs::metadata("/proc/self/ns/net").ok()?.ino();
+    Some(PathBuf::from(format!("/run/tclab/live-{ino}.sock")))
+}
+
+/// Answer one request on a connection another loop accepted (`tclab live`'s): read its line within
+/// `timeout`, answer it with `answer`. A caller that sends nothing in time, or garbage, is dropped.
+pub fn serve_connection(
+    conn: UnixStream,
+    timeout: std::time::Duration,
+    answer: impl FnOnce(&Request) -> Output,
+) {
+    let _ = conn.set_nonblocking(false);
+    let _ = conn.set_read_timeout(Some(timeout));
+    let _ = conn.set_write_timeout(Some(timeout));
+    let mut line = String::new();
+    if BufReader::new(&conn).read_line(&mut line).is_err() {
+        return;
+    }
+    let Ok(req) = serde_json::from_str::<Request>(&line) else {
+        return;
+    };
+    let out = answer(&req);
+    let reply = Reply {
+        stdout: out.stdout,
+        stderr: out.stderr,
+        code: out.code,
+    };
+    let text = serde_json::to_string(&reply).expect("strings serialise") + "\n";
+    let _ = (&conn).write_all(text.as_bytes());
+}
+
 /// Send a request to the server at `socket`.
 pub fn call(socket: &Path, req: &Request) -> Result<Reply, CallError> {
     let mut conn = UnixStream::connect(socket).map_err(|_| CallError::Unreachable)?;
