@@ -127,6 +127,11 @@ fn finish(mut c: Child, limit: Duration) -> (bool, String, String) {
 /// counted it in seconds 1 to `secs` (the first second is slow start; iperf3's own total includes the
 /// drain after the sender stops, so intervals are summed instead).
 fn goodput(lab: &Lab, secs: u32, streams: u32) -> f64 {
+    goodput_after(lab, secs, streams, 1)
+}
+
+/// [`goodput`] counted from second `skip` on.
+fn goodput_after(lab: &Lab, secs: u32, streams: u32, skip: usize) -> f64 {
     let server = lab.spawn("node-1", &["iperf3", "-s", "-1", "-J", "-p", "5201"]);
     std::thread::sleep(Duration::from_millis(300));
     let t = secs.to_string();
@@ -143,7 +148,7 @@ fn goodput(lab: &Lab, secs: u32, streams: u32) -> f64 {
         .as_array()
         .unwrap_or_else(|| panic!("no server intervals in {out}"));
     let (mut bytes, mut seconds) = (0.0, 0.0);
-    for iv in intervals.iter().skip(1).take(secs as usize - 1) {
+    for iv in intervals.iter().skip(skip).take(secs as usize - skip) {
         bytes += iv["sum"]["bytes"].as_f64().unwrap();
         seconds += iv["sum"]["seconds"].as_f64().unwrap();
     }
@@ -360,4 +365,119 @@ fn tc_reaches_the_running_bridge_and_a_class_change_moves_the_rate_at_once() {
     let after = per_second[4..7].iter().sum::<f64>() / 3.0;
     assert!((before / 9.564 - 1.0).abs() < 0.05, "before: {before}");
     assert!((after / (4.0 * 1448.0 / 1514.0) - 1.0).abs() < 0.05, "after: {after}");
+}
+
+/// Write `text` as a policy script in `dir`.
+fn policy(dir: &TempDir, name: &str, text: &str) -> String {
+    let p = dir.path.join(name);
+    std::fs::write(&p, format!("#!/bin/sh\n{text}")).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn seed_004s_ingress_policer_holds_a_download_to_its_rate() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = cannot_run() {
+        return skip(&why);
+    }
+    let dir = TempDir::new("live-police");
+    // Seed 004's downlink policer (DOWNLINK=800), on the router's interface the download arrives on.
+    let p = policy(
+        &dir,
+        "police.sh",
+        "DEV=eth1\nDOWNLINK=800\ntc qdisc add dev $DEV handle ffff: ingress\n\
+         tc filter add dev $DEV parent ffff: protocol ip prio 50 u32 match ip src 0.0.0.0/0 \
+         police rate ${DOWNLINK}kbit burst 10k drop flowid :1\n",
+    );
+    let lab = Lab::up("i", &["--policy", &p]);
+    // Seed 004's line: the download reaches the router over ADSL at 1 Mbit/s from a modem queueing 50
+    // packets (this kernel's TBF on node-2 plays the line). Without it the veth delivers TCP's bursts
+    // at memory speed and a 10 KB bucket drops the tail of each (then a 200 ms retransmission timeout),
+    // which is not the seed's experiment.
+    let o = lab.tclab(&[
+        "exec", "node-2", "--", "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "1mbit",
+        "burst", "1600", "limit", "75700",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // From second 3 on: until then TCP recovers from slow start's losses, and the receiver hands the
+    // application data held behind a hole in bursts (a second above the policed rate).
+    let got = goodput_after(&lab, 10, 1, 3);
+    let summary = lab.down();
+    // The payload the policed frames carry (the simulator's seed004-download-conditioned: 764.5 kbit/s).
+    let payload = 800e3 * 1448.0 / 1514.0;
+    println!("download through seed 004's 800 kbit/s policer: {:.1} kbit/s (payload rate {:.1})", got / 1e3, payload / 1e3);
+    assert!(summary.contains("dropped: ") && summary.contains("police"), "{summary}");
+    assert!((got / payload - 1.0).abs() < 0.05, "{got} against {payload}\n{summary}");
+}
+
+#[test]
+fn fq_codel_and_cake_keep_ping_low_under_load_on_a_kernel_that_has_neither() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = cannot_run() {
+        return skip(&why);
+    }
+    let dir = TempDir::new("live-aqm");
+    for (name, text) in [
+        (
+            "fq_codel",
+            "tc qdisc add dev eth0 root handle 1: htb default 1\n\
+             tc class add dev eth0 parent 1: classid 1:1 htb rate 10mbit ceil 10mbit\n\
+             tc qdisc add dev eth0 parent 1:1 handle 10: fq_codel\n",
+        ),
+        ("cake", "tc qdisc add dev eth0 root cake bandwidth 10mbit besteffort\n"),
+    ] {
+        let p = policy(&dir, &format!("{name}.sh"), text);
+        let lab = Lab::up(&name[..1], &["--policy", &p]);
+        let r = ping_under_uploads(&lab);
+        let summary = lab.down();
+        drop(lab);
+        let mut s = r.clone();
+        s.sort_by(f64::total_cmp);
+        let p99 = s[((s.len() as f64 * 0.99).ceil() as usize).min(s.len()) - 1];
+        println!("{name}: ping p99 under 8 uploads {p99:.1} ms (median {:.1})", s[s.len() / 2]);
+        assert!(summary.contains(&format!("qdisc {name}")), "{summary}");
+        assert!(p99 < 20.0, "{name}: p99 {p99} ms: {r:?}");
+    }
+}
+
+#[test]
+fn a_udp_flood_at_twice_the_rate_is_dropped_with_memory_bounded() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = cannot_run() {
+        return skip(&why);
+    }
+    let dir = TempDir::new("live-flood");
+    let p = policy(&dir, "htb.sh", &HTB_10MBIT["#!/bin/sh\n".len()..]);
+    let lab = Lab::up("f", &["--policy", &p]);
+    let pid = std::fs::read_to_string(format!("/run/tclab/lab-{}/live.pid", lab.prefix)).unwrap();
+    let server = lab.spawn("node-1", &["iperf3", "-s", "-1", "-p", "5201"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let client = lab.spawn(
+        "node-2",
+        &["iperf3", "-c", "10.0.1.1", "-p", "5201", "-u", "-b", "20M", "-l", "1400", "-t", "10"],
+    );
+    let (ok, out, err) = finish(client, Duration::from_secs(30));
+    let _ = finish(server, Duration::from_secs(5));
+    assert!(ok, "{out}{err}");
+    // The bridge is `ip netns exec`'s child: its peak resident memory.
+    let children = std::fs::read_to_string(format!("/proc/{}/task/{}/children", pid.trim(), pid.trim()))
+        .unwrap_or_default();
+    let live_pid = children.split_whitespace().next().unwrap_or(pid.trim()).to_string();
+    let status = std::fs::read_to_string(format!("/proc/{live_pid}/status")).unwrap_or_default();
+    let hwm_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    let summary = lab.down();
+    println!("UDP at 20 Mbit/s into HTB 10mbit for 10 s: tclab live peak RSS {} kB", hwm_kb);
+    // The default leaf's FIFO holds txqueuelen (1000) packets; the rest is dropped, and counted.
+    let dropped: u64 = summary
+        .lines()
+        .skip_while(|l| !l.starts_with("class htb 1:20"))
+        .find_map(|l| l.split("dropped ").nth(1))
+        .and_then(|d| d.split(',').next()?.parse().ok())
+        .unwrap_or(0);
+    assert!(dropped > 5_000, "drops counted in 1:20: {summary}");
+    assert!(hwm_kb > 0 && hwm_kb < 64 * 1024, "peak RSS {hwm_kb} kB");
 }
