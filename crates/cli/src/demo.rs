@@ -3,10 +3,11 @@
 //!
 //! Five runs of the built-in seed004 scenarios (`tclab sim --list`): the idle line, then a download and
 //! an upload without the conditioner, then both with it. Each prints its ping RTTs next to the figures the
-//! seed's author measured on his xs4all line, and writes its CSV files and plots under
-//! `tclab-out/demo/NAME/` (or `--out DIR`).
+//! seed's author measured on his xs4all line, and writes its CSV files, plots and page (`index.html`)
+//! under `tclab-out/demo/NAME/` (or `--out DIR`), with a page over the five at `tclab-out/demo/index.html`.
 
 use crate::args::{CmdResult, DemoArgs};
+use crate::plot;
 use crate::sim::{output_files, remove_stale_outputs, run_scenario, write_plots};
 use std::path::PathBuf;
 use tclab_sim::report::{fmt_bps, write_files};
@@ -54,6 +55,7 @@ pub fn run(a: DemoArgs) -> CmdResult {
         "{:<40} {:>26}   {:>26}   {:>12}",
         "ping lan → server, RTT ms", "seed 004 min/avg/max", "tclab min/avg/max", "TCP goodput"
     );
+    let mut rows = Vec::new();
     for (name, title, seed) in RUNS {
         let b = tclab_sim::builtin::find(name)
             .ok_or_else(|| format!("built-in scenario {name} is missing"))?;
@@ -78,20 +80,45 @@ pub fn run(a: DemoArgs) -> CmdResult {
             .flows
             .first()
             .map_or("—".to_string(), |f| fmt_bps(f.goodput_bps) + "/s");
-        println!(
-            "{:<40} {:>26}   {:>26}   {:>12}",
-            title,
+        let cells = vec![
+            title.to_string(),
             format!("{:.1}/{:.1}/{:.1}", seed[0], seed[1], seed[2]),
             format!("{:.1}/{:.1}/{:.1}", r.min_ms, r.avg_ms, r.max_ms),
-            goodput
+            goodput,
+        ];
+        println!(
+            "{:<40} {:>26}   {:>26}   {:>12}",
+            cells[0], cells[1], cells[2], cells[3]
         );
+        rows.push((name.to_string(), cells));
+    }
+    // A page over the five runs, each row linking to the run's own page; only beside those pages.
+    let page = out_dir.join(plot::INDEX);
+    let paged = plots && plot::font_available();
+    if paged {
+        let html = plot::runs_html(
+            "tclab demo: seed 004's traffic conditioner",
+            "Ping RTT from lan to server in ms, min/avg/max, as seed 004's author measured it on his ADSL \
+             line and as the simulated lab gives it, with the TCP transfer's goodput. Each run's page has \
+             its plots, captions and policy.",
+            &["run", "seed 004", "tclab", "TCP goodput"],
+            &rows,
+        );
+        write_files(&out_dir, &[(plot::INDEX.to_string(), html.into_bytes())])?;
+    } else {
+        let _ = std::fs::remove_file(&page);
     }
     println!(
         "\nThe conditioner moves the queue from the modem and the ISP into Linux, where the interactive class\n\
          goes first: tens of milliseconds instead of seconds, for about 10 % of the line's rate.\n\
-         Per-run tables, CSV, plots and `tc -s` output: {}/*/ (tclab sim --show seed004-upload-conditioned\n\
+         Per-run tables, CSV, plots and `tc -s` output: {}/*/{} (tclab sim --show seed004-upload-conditioned\n\
          prints a scenario to start from).",
-        out_dir.display()
+        out_dir.display(),
+        if paged {
+            format!(", all on {}", page.display())
+        } else {
+            String::new()
+        }
     );
     Ok(0)
 }

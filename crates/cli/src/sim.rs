@@ -21,6 +21,7 @@ Prints a summary table (flows, pings, classes) and writes into DIR (default ./tc
   ping.csv          every ping's RTT
   tc.txt            tc -s qdisc/class/filter show of every device of every node with a policy, at the end
   *.png, *.svg      throughput (IN/OUT, raw and smoothed), classes, backlog, ping, flows
+  index.html        the run on one page: summary, every plot with a caption, the policy
 --trace FILE writes every packet's fate at every qdisc (enqueue and verdict, dequeue and sojourn, drop
 and reason) to FILE; read it with tclab trace stats|show|plot.
 Exit status: 0; 64 if the scenario cannot be used (no such file or built-in, or an error in it); 1 if
@@ -62,6 +63,7 @@ pub fn remove_stale_outputs(dir: &Path, files: &[(String, Vec<u8>)], plots: &[St
         "flows.csv",
         "ping.csv",
         "tc.txt",
+        plot::INDEX,
     ]
     .iter()
     .map(|s| s.to_string())
@@ -146,9 +148,9 @@ pub fn output_files(sc: &Scenario, out: &Outcome) -> Result<Vec<(String, Vec<u8>
     Ok(files)
 }
 
-/// Draw the run's charts into `dir`. Without a font the run's other results stand: say so once and go on.
+/// Draw the run's charts and the page showing them (`index.html`) into `dir`. Without a font the run's
+/// other results stand: say so once and go on.
 pub fn write_plots(dir: &Path, sc: &Scenario, out: &Outcome) -> Result<Vec<String>, String> {
-    let mut written = Vec::new();
     if !plot::font_available() {
         static WARNED: std::sync::Once = std::sync::Once::new();
         WARNED.call_once(|| {
@@ -157,12 +159,9 @@ pub fn write_plots(dir: &Path, sc: &Scenario, out: &Outcome) -> Result<Vec<Strin
                 plot::FONT_PATHS.join(", ")
             )
         });
-        return Ok(written);
+        return Ok(Vec::new());
     }
-    for c in plot::charts(sc, out) {
-        written.extend(plot::render(dir, &c)?);
-    }
-    Ok(written)
+    plot::write_run(dir, sc, out)
 }
 
 pub fn cmd(a: SimArgs) -> CmdResult {
