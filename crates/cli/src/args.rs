@@ -333,6 +333,12 @@ pub enum LabSub {
     Down,
     /// Each node's name and address, and the bridge's state
     Status,
+    /// Forwarding rate of tclab live against the kernel's bridge, in a lab of its own (prefix tlbench)
+    Bench {
+        /// Seconds of traffic per measurement
+        #[arg(long, default_value_t = 5, value_name = "SECONDS")]
+        secs: u32,
+    },
     /// Run a command in a node: tclab lab exec node-2 -- iperf3 -c 10.0.1.1
     Exec {
         /// node-1, router or node-2

@@ -6,6 +6,7 @@
 
 mod args;
 mod demo;
+mod labbench;
 mod plot;
 mod progress;
 mod sim;
@@ -846,6 +847,11 @@ fn cmd_lab(a: args::LabCmd) -> CmdResult {
         LabSub::Status => {
             print!("{}", lab.status());
             Ok(0)
+        }
+        LabSub::Bench { secs } => {
+            let exe = std::env::current_exe()
+                .map_err(|e| format!("cannot find the tclab executable: {e}"))?;
+            labbench::run(&exe, secs)
         }
         LabSub::Exec { node, command } => {
             let code = lab.exec(&node, &command).map_err(usage)?;
