@@ -201,6 +201,9 @@ fn script_help_says_what_is_replaced() {
     let h = text(&tclab(&st, &["script", "run", "--help"]));
     for w in [
         "/sbin/tc",
+        "/opt/sbin/tc",
+        "whatever its directory",
+        "private mount namespace",
         "ip6tables",
         "modprobe",
         "ip link set",
@@ -670,4 +673,179 @@ fn an_interrupted_script_run_reports_and_cleans_up() {
                 .starts_with(&format!("tclab-script-{pid}-"))
         });
     assert!(!leftover, "the scratch directory was removed");
+}
+
+/// Whether a private mount namespace can be made here (root), in which tclab puts its wrappers at the
+/// paths of tc and its kin.
+fn mount_namespace() -> bool {
+    Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "--", "true"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A script (`paths.sh`) and the file it sources (`lib.sh`) that reach tc, ip and iptables by paths
+/// in directories the host lacks — Entware's /opt/sbin (asuswrt-merlin's add-ons), /usr/local/sbin, a
+/// router's /jffs — literal, built as the script runs, after an assignment, in a function from the
+/// sourced file, in a command substitution and in a subshell. Devices `tclabpN`.
+const PATHS_SH: &str = r#"PREFIX=/opt
+TC=/opt/sbin/tc
+$TC qdisc add dev tclabp1 root handle 1: htb
+/usr/local/sbin/tc qdisc add dev tclabp2 root handle 1: htb
+"${PREFIX}/sbin/tc" qdisc add dev tclabp3 root handle 1: htb
+/opt/bin/ip link add tclabp4 type ifb
+. "$(dirname "$0")/lib.sh"
+shape tclabp5
+LC_ALL=C /jffs/scripts/bin/tc qdisc add dev tclabp6 root handle 1: htb
+n=$(${TC:-/sbin/tc} qdisc show dev tclabp1 | grep -c htb); echo "in a command substitution: $n"
+( IPT6=/opt/usr/sbin/ip6tables; $IPT6 -t mangle -L 2>/dev/null; echo "ip6tables: $?" )
+$TC qdisc add dev tclabp1 root nonsense 2>/dev/null
+echo last; echo "\$_ is $_"
+"#;
+const LIB_SH: &str = r#"IPT=/opt/sbin/iptables
+shape() {
+  "$PREFIX/sbin/tc" qdisc add dev "$1" root handle 1: htb
+  $IPT -t mangle -A POSTROUTING -o "$1" -j MARK --set-mark 5
+  $TC qdisc add dev "$1" root bogus 2>/dev/null
+}
+"#;
+
+/// What `paths.sh` must have done, in the store at `st`, given its stdout and stderr.
+fn check_paths_run(st: &Path, out: &str, err: &str) {
+    assert_eq!(
+        out, "in a command substitution: 1\nip6tables: 1\nlast\n$_ is last\n",
+        "{err}"
+    );
+    // Five qdiscs, one ifb, one rule; the two refusals at their own lines, one in the sourced file.
+    assert!(err.contains("7 commands applied, 2 refused"), "{err}");
+    assert!(
+        err.contains("lib.sh:5: tc qdisc add dev tclabp5 root bogus"),
+        "{err}"
+    );
+    assert!(
+        err.contains("paths.sh:12: tc qdisc add dev tclabp1 root nonsense"),
+        "{err}"
+    );
+    let q = text(&tclab(st, &["tc", "qdisc", "show"]));
+    for d in ["tclabp1", "tclabp2", "tclabp3", "tclabp5", "tclabp6"] {
+        assert!(q.contains(&format!("dev {d} root")), "{d}: {q}");
+    }
+    assert!(text(&tclab(st, &["link", "show"])).contains(": tclabp4:"));
+    assert_eq!(
+        text(&tclab(
+            st,
+            &["iptables", "-t", "mangle", "-S", "POSTROUTING"]
+        )),
+        "-P POSTROUTING ACCEPT\n-A POSTROUTING -o tclabp5 -j MARK --set-xmark 0x5/0xffffffff\n"
+    );
+    let host = Command::new("ip")
+        .args(["link", "show", "tclabp4"])
+        .output();
+    assert!(
+        !host.is_ok_and(|o| o.status.success()),
+        "tclabp4 on the host"
+    );
+}
+
+#[test]
+fn a_command_is_tclabs_by_its_name_in_any_directory() {
+    // Issue 28: scripts for asuswrt-merlin call Entware's /opt/sbin/tc; tclab covered a fixed list of
+    // spellings (/sbin/tc, /usr/sbin/tc…), so those calls failed ("No such file or directory") or, where
+    // the file existed, reached the host's tc. Every call of PATHS_SH must reach tclab.
+    let st = scratch("paths");
+    let dir = st.parent().unwrap();
+    let opt_existed = Path::new("/opt/sbin").exists();
+    std::fs::write(dir.join("lib.sh"), LIB_SH).unwrap();
+    let (code, out, err) = script_beside(&st, "paths.sh", PATHS_SH);
+    assert_eq!(code, Some(0), "{err}");
+    check_paths_run(&st, &out, &err);
+    // `set -x` shows the script's command as bash ran it, not tclab's functions.
+    let (code, _, err) = script_beside(
+        &st,
+        "traced.sh",
+        "TC=/opt/sbin/tc\nset -x\n$TC qdisc add dev tclabp7 root handle 1: htb\nset +x\n",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.starts_with("+ /opt/sbin/tc qdisc add dev tclabp7 root handle 1: htb\n+ set +x\n"),
+        "{err}"
+    );
+    assert_eq!(
+        Path::new("/opt/sbin").exists(),
+        opt_existed,
+        "the host's /opt is unchanged"
+    );
+}
+
+#[test]
+fn programs_that_are_not_bash_find_the_wrappers_at_any_path_as_root() {
+    // As root, the script's mount namespace has tclab's wrappers at the system's, /usr/local's and
+    // /opt's paths, added where the host has none: `xargs`, `nohup`, `exec` and `sh -c` (dash on
+    // Debian, which has no shell functions) reach tclab by those paths too. The host sees none of it.
+    if !mount_namespace() || !Path::new("/opt").is_dir() || !Path::new("/usr/local").is_dir() {
+        eprintln!("no private mount namespace, /opt or /usr/local here: not checked");
+        return;
+    }
+    let st = scratch("paths-exec");
+    let opt_existed = Path::new("/opt/sbin").exists();
+    let (code, out, err) = script_beside(
+        &st,
+        "exec.sh",
+        "echo qdisc add dev tclabx1 root handle 1: htb | xargs /opt/sbin/tc\n\
+         nohup /usr/local/bin/ip link add tclabx2 type ifb >/dev/null 2>&1\n\
+         ( PATH=/nonexistent; exec /opt/usr/sbin/tc qdisc add dev tclabx3 root handle 1: htb )\n\
+         sh -c '/opt/bin/tc qdisc add dev tclabx4 root handle 1: htb'\n\
+         [ -x /opt/sbin/tc ] && echo found\n",
+    );
+    assert_eq!((code, out.as_str()), (Some(0), "found\n"), "{err}");
+    assert!(err.contains("4 commands applied, 0 refused"), "{err}");
+    let q = text(&tclab(&st, &["tc", "qdisc", "show"]));
+    for d in ["tclabx1", "tclabx3", "tclabx4"] {
+        assert!(q.contains(&format!("dev {d} root")), "{d}: {q}");
+    }
+    assert!(text(&tclab(&st, &["link", "show"])).contains(": tclabx2:"));
+    assert_eq!(
+        Path::new("/opt/sbin").exists(),
+        opt_existed,
+        "the host's /opt is unchanged"
+    );
+    assert!(!Path::new("/usr/local/bin/ip").exists() || Path::new("/usr/local/bin/ip").is_file());
+}
+
+#[test]
+fn without_root_a_path_in_any_directory_still_reaches_tclab() {
+    // Without root there is no mount namespace: the shell functions, defined as the script runs for
+    // whatever path it builds, are what reaches tclab. Run as nobody when the tests run as root.
+    let st = scratch("paths-user");
+    let dir = st.parent().unwrap().to_path_buf();
+    std::fs::write(dir.join("lib.sh"), LIB_SH).unwrap();
+    std::fs::write(dir.join("paths.sh"), PATHS_SH).unwrap();
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout == b"0\n");
+    let mut c = if root {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(env!("CARGO_BIN_EXE_tclab"));
+        c
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_tclab"))
+    };
+    let run = c
+        .args(["script", "run", dir.join("paths.sh").to_str().unwrap()])
+        .env("TCLAB_STATE", &*st)
+        .env_remove("TCLAB_CONTROL")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&run.stderr).into_owned();
+    if root && err.contains("setpriv") {
+        eprintln!("cannot run as nobody here: not checked ({err})");
+        return;
+    }
+    assert!(run.status.success(), "{err}");
+    check_paths_run(&st, &text(&run), &err);
 }

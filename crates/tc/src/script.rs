@@ -1,26 +1,40 @@
 //! Shell scripts written for Linux, run unmodified against tclab's policy store.
 //!
 //! A shaping script is a bash program: variables, `$[...]` and `$((...))` arithmetic, `\` continuations,
-//! `case "$1" in start)`, and calls to `tc` and `iptables` — by bare name, by absolute path (`/sbin/tc`), or
-//! through a variable (`TC=/sbin/tc; $TC qdisc add …`). Rather than interpret shell, tclab lets bash run the
-//! script and replaces the commands underneath it:
+//! `case "$1" in start)`, and calls to `tc` and `iptables` — by bare name, by absolute path (`/sbin/tc`,
+//! Entware's `/opt/sbin/tc`), or through a path built as it runs (`TC=/opt/sbin/tc; $TC qdisc add …`,
+//! `"${PREFIX}/sbin/tc"`), in the script or in a file it sources. Rather than interpret shell, tclab lets
+//! bash run the script and replaces the commands underneath it. A command is tclab's by its name (tc,
+//! iptables, ip, ifconfig, modprobe… [`NAMES`]), whatever its directory:
 //!
 //! - bash sources `$BASH_ENV` before a non-interactive script, so a prelude placed there defines shell
-//!   functions named `tc`, `/sbin/tc`, `/usr/sbin/tc`, `iptables`, `/sbin/iptables`, … (bash outside POSIX
-//!   mode accepts slashes in function names and looks functions up before it looks at the file system). Each
+//!   functions of these names, bare and under the usual directories ([`DIRS`]: `/sbin/tc`,
+//!   `/usr/local/sbin/tc`, `/opt/sbin/tc`…); bash outside POSIX mode accepts slashes in function names
+//!   and looks a command's expanded word up as a function before it looks at the file system. Each
 //!   sends its words to the engine that runs the script (a [`crate::control::Server`] in the calling
 //!   process: `tclab script run`, or the simulator loading a scenario) over a loopback port that bash
 //!   opens by itself (`/dev/tcp`, with a random token), so a call starts no process and the simulator
 //!   needs no tclab binary; the script sees tc's own output, messages and exit statuses, line by line.
 //!   Nested scripts (`$0 stop`) inherit `BASH_ENV` and get the same functions.
-//! - A directory of wrapper executables (bash scripts that load the prelude and make the same call) goes
-//!   first in `PATH`, for commands reached without the shell's function lookup (`xargs tc`, `find -exec
-//!   tc`); `env`, `command` and `sudo` are shell functions that send tc and iptables, by any path, to
-//!   tclab.
-//! - Where a private mount namespace can be made (root and `unshare`, as in CI), the script runs in one in
-//!   which the wrappers are bind-mounted over the real tc and iptables binaries, so that no spelling —
-//!   `nohup /usr/sbin/tc`, `( exec tc … )` after the script resets PATH — reaches the host's traffic
-//!   control.
+//! - Any other path is caught as the script runs: the prelude's DEBUG trap (which `set -T` extends to
+//!   functions, subshells and command substitutions) sees each simple command before bash expands it,
+//!   expands its command word itself where that cannot act twice (`$TC`, `"${PREFIX}/sbin/tc"`,
+//!   `${TC:-/sbin/tc}`, not `$(…)` or `${X?}`), and defines the function for a path whose last
+//!   component is one of the names (`/jffs/bin/tc`, `./tc`), before bash looks the word up. The
+//!   functions themselves run without the trap.
+//! - A directory of wrapper executables (bash scripts that load the prelude and make the same call,
+//!   named by how they are called: `$0`) goes first in `PATH`, for commands reached without the
+//!   shell's function lookup (`xargs tc`, `find -exec tc`); `env`, `command` and `sudo` are shell
+//!   functions that send these names, by any path, to tclab.
+//! - Where a private mount namespace can be made (root and `unshare`, as in CI), the script runs in
+//!   one in which the wrappers are at every path of these names in [`DIRS`] (a read-only overlay of
+//!   each directory, added under `/opt` or `/usr/local` where the host has none) and bound over every
+//!   other such file in `PATH` and every file they lead to, so that no spelling — `nohup /usr/sbin/tc`,
+//!   `xargs /opt/sbin/tc`, `( exec tc … )` after the script resets PATH — reaches the host's traffic
+//!   control or fails for want of a file. The host's file system is not changed.
+//!
+//! A script that sets a DEBUG trap of its own replaces the prelude's: paths other than those in
+//! [`DIRS`] then reach tclab only through the mount namespace.
 //! - `ip link set DEV mtu N txqueuelen N [up|down]` and `ifconfig DEV [mtu N] [txqueuelen N] [up|down]` become `tclab
 //!   link set`; `ip link add NAME type ifb` and `ip link del NAME` become `tclab link add|del`;
 //!   `modprobe ifb [numifbs=N]` (or OpenWrt's `insmod ifb …`) loads the module: it creates ifb0…ifbN-1
@@ -39,47 +53,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Names under which scripts call tc and iptables.
-const TC_NAMES: &[&str] = &[
-    "tc",
-    "/sbin/tc",
-    "/usr/sbin/tc",
-    "/bin/tc",
-    "/usr/bin/tc",
-    "/usr/local/sbin/tc",
-    "/usr/local/bin/tc",
-];
-const IPT_NAMES: &[&str] = &[
-    "iptables",
-    "/sbin/iptables",
-    "/usr/sbin/iptables",
-    "/bin/iptables",
-    "/usr/bin/iptables",
-    "/usr/local/sbin/iptables",
-    "iptables-legacy",
-    "/sbin/iptables-legacy",
-    "/usr/sbin/iptables-legacy",
-    "iptables-nft",
-    "/sbin/iptables-nft",
-    "/usr/sbin/iptables-nft",
-];
-const IP6T_NAMES: &[&str] = &["ip6tables", "/sbin/ip6tables", "/usr/sbin/ip6tables"];
-const IP_NAMES: &[&str] = &["ip", "/sbin/ip", "/bin/ip", "/usr/sbin/ip", "/usr/bin/ip"];
-const IFCONFIG_NAMES: &[&str] = &["ifconfig", "/sbin/ifconfig", "/usr/sbin/ifconfig"];
-const QUIET_NAMES: &[&str] = &[
-    "modprobe",
-    "/sbin/modprobe",
-    "/usr/sbin/modprobe",
-    "insmod",
-    "/sbin/insmod",
-    "rmmod",
-    "/sbin/rmmod",
-];
-const NOTE_NAMES: &[&str] = &["sysctl", "/sbin/sysctl", "/usr/sbin/sysctl"];
-const ETHTOOL_NAMES: &[&str] = &["ethtool", "/sbin/ethtool", "/usr/sbin/ethtool"];
-/// The commands with a wrapper executable (first in PATH, and bound over the real ones where a private
-/// mount namespace can be made): every command tclab answers, however a script reaches it.
-const WRAPPED: &[&str] = &[
+/// The commands tclab answers in a script, by the name they are called under, whatever the directory
+/// (`tc`, `/sbin/tc`, `/opt/sbin/tc`, `$TC`): each has a shell function and a wrapper executable.
+const NAMES: &[&str] = &[
     "tc",
     "iptables",
     "iptables-legacy",
@@ -93,6 +69,23 @@ const WRAPPED: &[&str] = &[
     "sysctl",
     "ethtool",
 ];
+/// Where scripts name them by path: the system's directories, /usr/local's, and Entware's under /opt
+/// (asuswrt-merlin's add-ons and OpenWrt's extroot call `/opt/sbin/tc`, `/opt/bin/ip`). Functions of
+/// these paths are defined before the script starts, and with a private mount namespace the wrappers
+/// are placed at them, where the host lacks them too. A path in any other directory, or built as the
+/// script runs, gets its function when the script is about to run it (`__tclab_debug`).
+const DIRS: &[&str] = &[
+    "/sbin",
+    "/usr/sbin",
+    "/bin",
+    "/usr/bin",
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/opt/sbin",
+    "/opt/bin",
+    "/opt/usr/sbin",
+    "/opt/usr/bin",
+];
 
 /// What `tclab script run --help` says about the commands it replaces.
 pub const HELP: &str = "Usage: tclab script run [--strict] FILE [ARGS…]
@@ -102,8 +95,9 @@ At the end it reports on stderr how many changes applied and, for each one refus
 command and tc's message, even where the script sent tc's errors to /dev/null.
   --strict   a refused change (other than deleting something that was not there) is fatal: the exit
              status is non-zero and nothing is stored; the store is locked for the script's duration.
-Inside the script:
-  tc, /sbin/tc, /usr/sbin/tc, $TC …            -> tclab tc …
+Inside the script, a command is tclab's by its name, whatever its directory (/sbin/tc, Entware's
+/opt/sbin/tc, \"$PREFIX/sbin/tc\" or $TC built as the script runs, in files it sources too):
+  tc, /sbin/tc, /opt/sbin/tc, $TC …            -> tclab tc …
   iptables, /sbin/iptables, iptables-legacy …  -> tclab iptables … (mangle table only)
   ip6tables                                    -> refused (exit 1): tclab's netfilter is IPv4
   ip link set [dev] DEV mtu N txqueuelen N up -> tclab link set dev DEV …
@@ -116,7 +110,13 @@ Inside the script:
   other ip commands (route, addr, rule …), sysctl, other ethtool
                                                -> noted on stderr, succeed without effect
   sudo CMD …                                   -> CMD …
-Everything else (echo, sleep, grep …) runs as usual. The script's exit status is tclab's.";
+Everything else (echo, sleep, grep …) runs as usual. The script's exit status is tclab's.
+Programs the script starts that are not bash (xargs, nohup, timeout, exec, sh -c) find tclab's
+wrappers first in PATH. As root, the script also runs in a private mount namespace where every file
+of these names in /sbin, /bin, /usr/sbin, /usr/bin, /usr/local/{sbin,bin}, /opt/{sbin,bin},
+/opt/usr/{sbin,bin} (added where the host has none, if /opt or /usr/local exists) and in PATH is a
+wrapper: `xargs /opt/sbin/tc` reaches tclab too, and nothing reaches the host's tc. The host's files are
+not changed. Without root there is no such namespace: such a program naming a path runs the file there.";
 
 fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -220,9 +220,46 @@ which() {
 }
 __tclab_ours() {
   case "${1##*/}" in
-    tc|iptables|iptables-legacy|iptables-nft|ip6tables|ip|ifconfig|modprobe|insmod|rmmod|sysctl|ethtool) return 0 ;;
+    @NAMES@) return 0 ;;
     *) return 1 ;;
   esac
+}
+# Before each simple command (the DEBUG trap; `set -T` gives it to functions, subshells and command
+# substitutions too): when the command word is a path to a command tclab answers, literal
+# (`/opt/sbin/tc`) or built as the script runs (`$TC`, `"${PREFIX}/sbin/tc"`, `${TC:-/sbin/tc}`), a
+# function of that name is defined, which bash then calls: it looks functions up by the expanded word
+# before it looks at the file system. The word is expanded here as bash is about to expand it, unless
+# that could act twice (command substitution, arithmetic, `${X?}`, `${a[i++]}`, `${X@P}`): such a
+# word is left alone.
+__tclab_debug() {
+  case "$BASH_COMMAND" in *[/\$\"\'\\=]*) ;; *) return 0 ;; esac
+  local c="$BASH_COMMAND" w
+  # Assignments before the command (`LC_ALL=C $TC …`) are not its name.
+  while :; do
+    w="${c%%[[:space:]]*}"
+    case "$w" in [A-Za-z_]*=*) ;; *) break ;; esac
+    case "${w%%=*}" in *[!A-Za-z0-9_]*) break ;; esac
+    case "$w" in *[\"\'\\]*) return 0 ;; esac
+    c="${c#"$w"}"
+    c="${c#"${c%%[![:space:]]*}"}"
+  done
+  case "$w" in */*|*\$*|*[\"\'\\]*) ;; *) return 0 ;; esac
+  case "$w" in *[\(\`\[\?@]*) return 0 ;; esac
+  local -
+  set +eu -f
+  local v=()
+  builtin eval "v=($w)" || return 0
+  [ ${#v[@]} -eq 0 ] || __tclab_cover "${v[0]}"
+  return 0
+}
+# PATH, if it names a command tclab answers, calls tclab: a function of that name (a name bash can
+# take: letters, digits and `._/+-`).
+__tclab_cover() {
+  case "$1" in */*) ;; *) return 0 ;; esac
+  case "$1" in *[!A-Za-z0-9._/+-]*) return 0 ;; esac
+  __tclab_ours "$1" || return 0
+  builtin declare -F -- "$1" >/dev/null && return 0
+  builtin eval "function $1 { @BODY@; }"
 }
 # NAME ARGS: what the function for NAME does, without looking NAME up again (a script's own `tc()`
 # wrapper that calls `command tc` or `sudo tc` must reach tclab, not itself).
@@ -369,34 +406,41 @@ fn prelude() -> String {
          \x20 builtin command env \"${assigns[@]}\" \"$@\"\n\
          }\n",
     );
-    p.push_str(CALL);
-    // `CALL || return`, never a bare failing call as a function's last command: under the script's
-    // `set -e` that would exit inside the function, where the script's `trap … ERR` (not inherited by
-    // functions) never runs; returned, the failure happens in the script's own context, as a failing
-    // program's would.
-    let mut def = |names: &[&str], body: &str| {
-        for n in names {
-            p.push_str(&format!("function {n} {{ {body}; }}\n"));
+    p.push_str(
+        &CALL
+            .replace("@NAMES@", &NAMES.join("|"))
+            .replace("@BODY@", &escape_for_double_quotes(BODY)),
+    );
+    // The functions, by bare name and by the paths in DIRS; other paths get theirs as the script runs.
+    for n in NAMES {
+        for d in std::iter::once("").chain(DIRS.iter().copied()) {
+            let sep = if d.is_empty() { "" } else { "/" };
+            p.push_str(&format!("function {d}{sep}{n} {{ {BODY}; }}\n"));
         }
-    };
-    def(TC_NAMES, "__tclab_call tc \"$@\" || return");
-    def(IPT_NAMES, "__tclab_call iptables \"$@\" || return");
-    def(
-        IP6T_NAMES,
-        "echo \"ip6tables: not supported by tclab (its netfilter is IPv4 only)\" >&2; return 1",
-    );
-    def(IP_NAMES, "__tclab_ip \"$@\" || return");
-    def(IFCONFIG_NAMES, "__tclab_ifconfig \"$@\" || return");
-    def(
-        QUIET_NAMES,
-        "__tclab_modprobe \"${FUNCNAME[0]}\" \"$@\" || return",
-    );
-    def(ETHTOOL_NAMES, "__tclab_ethtool \"$@\" || return");
-    def(
-        NOTE_NAMES,
-        "echo \"tclab script: ignoring \\\"${FUNCNAME[0]##*/} $*\\\"\" >&2; return 0",
-    );
+    }
+    // `$_` stays the script's (the trap's last word is its old value). The trap's own commands are not
+    // traced (`set -x`): their stderr is closed.
+    p.push_str("set -T\ntrap '{ __tclab_debug \"$_\"; } 2>&-' DEBUG\n");
     p
+}
+
+/// The body of every function that answers a command: the call runs without the DEBUG trap (`set +T`
+/// until it returns; a function entered so runs none), then does what the name says. `CALL || return`,
+/// never a bare failing call as a function's last command: under the script's `set -e` that would exit
+/// inside the function, where the script's `trap … ERR` (not inherited by functions) never runs;
+/// returned, the failure happens in the script's own context, as a failing program's would.
+const BODY: &str = r#"{ local -; set +Tx; } 2>&-; __tclab_run "${FUNCNAME[0]}" "$@" || return"#;
+
+/// `text` as it must be written between double quotes for bash to read it back unchanged.
+fn escape_for_double_quotes(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        if matches!(c, '\\' | '"' | '$' | '`') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// Remove the scratch directories of tclab processes that are gone (killed by a signal, which skips
@@ -419,6 +463,39 @@ fn remove_orphans() {
             let _ = std::fs::remove_dir_all(e.path());
         }
     }
+}
+
+/// The mount points of this process's namespace (`/proc/self/mountinfo`'s fifth field, its `\040`
+/// escapes undone).
+fn mount_points() -> Vec<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|m| {
+            let (b, mut out, mut i) = (m.as_bytes(), Vec::new(), 0);
+            while i < b.len() {
+                let octal = b
+                    .get(i + 1..i + 4)
+                    .filter(|o| o.iter().all(|c| (b'0'..=b'7').contains(c)));
+                match (b[i], octal) {
+                    (b'\\', Some(o)) => {
+                        out.push(o.iter().fold(0u8, |v, c| v.wrapping_mul(8) + (c - b'0')));
+                        i += 4;
+                    }
+                    (c, _) => {
+                        out.push(c);
+                        i += 1;
+                    }
+                }
+            }
+            #[cfg(unix)]
+            let p =
+                PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&out));
+            #[cfg(not(unix))]
+            let p = PathBuf::from(String::from_utf8_lossy(&out).into_owned());
+            p
+        })
+        .collect()
 }
 
 /// A scratch directory with the prelude and the wrapper executables; removed on drop.
@@ -462,7 +539,7 @@ impl Sandbox {
                  . {prelude}\n__tclab_run \"${{0##*/}}\" \"$@\"\n"
             )
         };
-        let wrappers = WRAPPED.iter().map(|n| (*n, call()));
+        let wrappers = NAMES.iter().map(|n| (*n, call()));
         for (name, text) in wrappers {
             let path = bin.join(name);
             std::fs::write(&path, text).map_err(|e| e.to_string())?;
@@ -480,8 +557,17 @@ impl Sandbox {
         self.dir.join("prelude.bash")
     }
 
-    /// The shell lines that bind the wrappers over every real tc/iptables binary, if a private mount
-    /// namespace is possible here; `None` otherwise.
+    /// The shell lines that, in a private mount namespace, put a wrapper at every path where a child of
+    /// the script that is not bash (`xargs`, `nohup`, `exec`, `sh -c`) may find one of [`NAMES`]; `None`
+    /// where no such namespace can be made (not root).
+    ///
+    /// Each directory of [`DIRS`] is overlaid, read-only, with a layer holding every name: what the host
+    /// has there is hidden, what it lacks is added (`/opt/sbin/tc` on a host without Entware: the overlay
+    /// is of `/opt`, the nearest directory that exists; not of `/`, nor of a directory with mounts
+    /// beneath it, which an overlay would hide). Every other file with such a name in [`DIRS`] or `PATH`,
+    /// and every file such a name leads to (`/usr/sbin/iptables` → `xtables-legacy-multi`), has a wrapper
+    /// bound over it; so does each file an overlay would have hidden, if the overlay cannot be made.
+    /// Nothing of the host's file system changes: the mounts live and die with the namespace.
     fn covering_mounts(&self) -> Option<String> {
         static USABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         let usable = *USABLE.get_or_init(|| {
@@ -496,42 +582,114 @@ impl Sandbox {
         if !usable {
             return None;
         }
-        let mut setup = String::new();
-        let mut covered: Vec<PathBuf> = Vec::new();
-        for (names, wrapper) in [
-            (TC_NAMES, "tc"),
-            (IPT_NAMES, "iptables"),
-            (IP6T_NAMES, "ip6tables"),
-            (IP_NAMES, "ip"),
-            (IFCONFIG_NAMES, "ifconfig"),
-            (QUIET_NAMES, "modprobe"),
-            (NOTE_NAMES, "sysctl"),
-            (ETHTOOL_NAMES, "ethtool"),
-        ] {
-            for name in names.iter().filter(|n| n.starts_with('/')) {
-                let Ok(real) = std::fs::canonicalize(name) else {
+        let bin = self.dir.join("bin");
+        let mounted = mount_points();
+        // Overlays: a directory that exists → the directories under it (itself: "") to fill.
+        let mut overlays: Vec<(PathBuf, Vec<PathBuf>)> = Vec::new();
+        for d in DIRS {
+            let (mut at, mut rel) = (PathBuf::from(d), PathBuf::new());
+            while !at.is_dir() {
+                let (Some(parent), Some(name)) = (at.parent(), at.file_name()) else {
+                    break;
+                };
+                rel = Path::new(name).join(rel);
+                at = parent.to_path_buf();
+            }
+            let Ok(target) = std::fs::canonicalize(&at) else {
+                continue;
+            };
+            let usable = target.parent().is_some()
+                && !mounted
+                    .iter()
+                    .any(|m| m != &target && m.starts_with(&target))
+                && ![&target, &bin]
+                    .iter()
+                    .any(|p| p.to_string_lossy().contains([',', ':', '\\']));
+            if !usable {
+                continue;
+            }
+            match overlays.iter_mut().find(|(t, _)| *t == target) {
+                Some((_, rels)) if !rels.contains(&rel) => rels.push(rel),
+                Some(_) => {}
+                None => overlays.push((target, vec![rel])),
+            }
+        }
+        // The binds, and those each overlay stands in for.
+        let bind = |real: &Path| {
+            format!(
+                "mount --bind {} {}",
+                quote(&bin.join("tc").to_string_lossy()),
+                quote(&real.to_string_lossy())
+            )
+        };
+        let mut binds: Vec<PathBuf> = Vec::new();
+        let mut instead: Vec<Vec<PathBuf>> = vec![Vec::new(); overlays.len()];
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let dirs = DIRS
+            .iter()
+            .map(PathBuf::from)
+            .chain(std::env::split_paths(&path));
+        for dir in dirs {
+            for n in NAMES {
+                let Ok(real) = std::fs::canonicalize(dir.join(n)) else {
                     continue;
                 };
-                if covered.contains(&real) || !real.is_file() {
+                if !real.is_file()
+                    || binds.contains(&real)
+                    || instead.iter().flatten().any(|p| *p == real)
+                {
                     continue;
                 }
-                setup.push_str(&format!(
-                    "mount --bind {} {} || exit 126\n",
-                    quote(&self.dir.join("bin").join(wrapper).to_string_lossy()),
-                    quote(&real.to_string_lossy())
-                ));
-                covered.push(real);
+                let hidden = overlays.iter().position(|(target, rels)| {
+                    rels.iter().any(|r| real.parent() == Some(&*target.join(r)))
+                        && real
+                            .file_name()
+                            .is_some_and(|f| NAMES.iter().any(|n| f == *n))
+                });
+                match hidden {
+                    Some(i) => instead[i].push(real),
+                    None => binds.push(real),
+                }
             }
+        }
+        let mut setup = String::new();
+        for (i, (target, rels)) in overlays.iter().enumerate() {
+            let layer = self.dir.join("layers").join(i.to_string());
+            for rel in rels {
+                let d = layer.join(rel);
+                if std::fs::create_dir_all(&d).is_err() {
+                    return None;
+                }
+                for n in NAMES {
+                    #[cfg(unix)]
+                    if std::os::unix::fs::symlink(bin.join(n), d.join(n)).is_err() {
+                        return None;
+                    }
+                }
+            }
+            let mut fallback: Vec<String> = instead[i].iter().map(|r| bind(r)).collect();
+            fallback.push(":".into());
+            setup.push_str(&format!(
+                "mount -t overlay -o ro,lowerdir={}:{} tclab {} 2>/dev/null || {{ {}; }} || exit 126\n",
+                quote(&layer.to_string_lossy()),
+                quote(&target.to_string_lossy()),
+                quote(&target.to_string_lossy()),
+                fallback.join(" && ")
+            ));
+        }
+        for real in binds {
+            setup.push_str(&format!("{} || exit 126\n", bind(&real)));
         }
         Some(setup)
     }
 
     /// `bash SCRIPT ARGS…` with the prelude, the wrappers first in PATH, and the store and executable named.
     ///
-    /// Where a private mount namespace can be made (root, `unshare`), the real tc and iptables binaries are
-    /// also covered there by the wrappers (`mount --bind`), so that no spelling of a call — `env /sbin/tc`,
-    /// `xargs tc` after the script resets PATH, `exec tc` — can reach the host's traffic control. Without
-    /// one, the shell functions and PATH wrappers are the only guard.
+    /// Where a private mount namespace can be made (root, `unshare`), the wrappers are also at every path
+    /// of the names in it ([`Sandbox::covering_mounts`]), so that no spelling of a call — `nohup /sbin/tc`,
+    /// `xargs /opt/sbin/tc` after the script resets PATH, `exec tc` — can reach the host's traffic
+    /// control. Without one, the shell functions (by any path bash runs) and the PATH wrappers (by bare
+    /// name) are the guard.
     pub fn command(
         &self,
         exe: Option<&Path>,
