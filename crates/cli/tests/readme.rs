@@ -18,6 +18,8 @@
 //!   so `tclab-out/`, the files the README writes and the policy store (`TCLAB_STATE`, `HOME`,
 //!   `XDG_STATE_HOME` and `TMPDIR` point inside it) stay there.
 //!
+//! - Every `tclab-out/…` path the README names (in prose or comments) exists once the commands have run.
+//!
 //! A failure names the README's line, the command, its exit status and what it printed.
 
 mod common;
@@ -183,6 +185,26 @@ fn output_blocks(readme: &str) -> Result<Vec<(usize, String, Vec<String>)>, Stri
         out.push((i + 1, cmd.to_string(), body));
     }
     Ok(out)
+}
+
+/// The `tclab-out/…` paths the README names, with their lines.
+fn output_paths(readme: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, l) in readme.lines().enumerate() {
+        let mut rest = l;
+        while let Some(p) = rest.find("tclab-out/") {
+            let path: String = rest[p..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || "-_./*".contains(*c))
+                .collect();
+            rest = &rest[p + path.len()..];
+            let path = path.trim_end_matches(['.', ',']).to_string();
+            if !path.contains('*') {
+                out.push((i + 1, path));
+            }
+        }
+    }
+    out
 }
 
 /// How a line is checked.
@@ -388,6 +410,11 @@ fn every_readme_command_runs_as_written() {
             }
         }
     }
+    for (line, path) in output_paths(&text) {
+        if !scratch.path.join("work").join(&path).exists() {
+            failures.push(format!("README.md:{line}: names {path}, which the commands did not write"));
+        }
+    }
     assert!(failures.is_empty(), "\n{}\n", failures.join("\n"));
 }
 
@@ -586,4 +613,8 @@ fn the_conventions_parse_as_documented() {
         vec![(1, "tclab demo".to_string(), vec!["row 1".to_string(), "row 2".to_string()])]
     );
     assert!(output_blocks("<!-- output of `x` -->\ntext\n").is_err());
+    assert_eq!(
+        output_paths("x\nopen `tclab-out/demo/index.html`, or tclab-out/a/. Not tclab-out/*.csv\n"),
+        vec![(2, "tclab-out/demo/index.html".to_string()), (2, "tclab-out/a/".to_string())]
+    );
 }
