@@ -77,7 +77,8 @@ impl Progress {
                 format!(
                     "{:.1}/{} s simulated",
                     done as f64 / 1e9,
-                    self.total.map_or("?".into(), |t| format!("{:.1}", t as f64 / 1e9))
+                    self.total
+                        .map_or("?".into(), |t| format!("{:.1}", t as f64 / 1e9))
                 ),
                 "",
             ),
@@ -85,7 +86,8 @@ impl Progress {
                 format!(
                     "{}/{} MB",
                     done / 1_000_000,
-                    self.total.map_or("?".into(), |t| (t / 1_000_000).to_string())
+                    self.total
+                        .map_or("?".into(), |t| (t / 1_000_000).to_string())
                 ),
                 " read",
             ),
@@ -141,7 +143,9 @@ mod tests {
             "[==============================] 100%  410/410 MB read  10 s"
         );
         // Past the end (a file that grew while read) the bar stays full.
-        assert!(p.render(500_000_000, 1.0).starts_with("[==============================] 100%"));
+        assert!(p
+            .render(500_000_000, 1.0)
+            .starts_with("[==============================] 100%"));
         // No total (stdin): the amount alone.
         let p = Progress::to(None, Unit::Bytes, false);
         assert_eq!(p.render(12_345_678, 2.0), "12/? MB read  2 s");

@@ -1,4 +1,5 @@
-//! `tclab trace stats|show|plot FILE`: read a trace `tclab sim --trace` wrote.
+//! `tclab trace stats|show|export|plot FILE`: read a trace `tclab sim --trace` wrote, in either form
+//! (binary or text: `tclab_sim::trace`), record by record.
 
 use crate::args::{usage, CmdResult, TraceCmd, TraceSelect, TraceSub};
 use crate::plot;
@@ -125,7 +126,12 @@ pub fn run(sub: &str, file: &str, f: &Filter, out_dir: &Path) -> Result<u8, Stri
 /// values `-` as in the text form.
 pub fn export(file: &str, f: &Filter) -> Result<u8, String> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    if writeln!(out, "time_ns,dev,event,flow,len,class,reason,sojourn_ns,filter").is_err() {
+    if writeln!(
+        out,
+        "time_ns,dev,event,flow,len,class,reason,sojourn_ns,filter"
+    )
+    .is_err()
+    {
         return Ok(0);
     }
     let mut closed = false;
@@ -211,10 +217,22 @@ fn scan(
     let mut progress = Progress::new(size, Unit::Bytes);
     let event = f.event.as_deref().and_then(Ev::parse);
     let mut wants = [
-        Want { name: f.dev.as_deref(), sym: None },
-        Want { name: f.class.as_deref(), sym: None },
-        Want { name: f.flow.as_deref(), sym: None },
-        Want { name: f.filter.as_deref(), sym: None },
+        Want {
+            name: f.dev.as_deref(),
+            sym: None,
+        },
+        Want {
+            name: f.class.as_deref(),
+            sym: None,
+        },
+        Want {
+            name: f.flow.as_deref(),
+            sym: None,
+        },
+        Want {
+            name: f.filter.as_deref(),
+            sym: None,
+        },
     ];
     // Which strings appear as devices, classes, flows and filters, for the hint.
     let mut seen: [Vec<bool>; 4] = Default::default();
@@ -448,7 +466,11 @@ impl Stats {
 
 /// A grid's rows as (device, key, tally), in the order of their names; the key is the side (egress,
 /// ingress) if `sides`, else a string.
-fn rows<'a>(g: &'a mut Grid, names: &'a [String], sides: bool) -> Vec<(&'a str, &'a str, &'a mut Tally)> {
+fn rows<'a>(
+    g: &'a mut Grid,
+    names: &'a [String],
+    sides: bool,
+) -> Vec<(&'a str, &'a str, &'a mut Tally)> {
     let mut rows: Vec<(&str, &str, &mut Tally)> = g
         .tallies
         .iter_mut()

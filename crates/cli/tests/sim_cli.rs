@@ -364,6 +364,60 @@ fn a_trace_is_written_and_read_back() {
     );
     assert_eq!(out.lines().count(), 89);
     assert!(out.lines().all(|l| l.contains(" drop upload ")));
+    // The file is the binary form; `--trace -` writes the text form of the same run, whose records are
+    // what `show` prints of the file, line for line.
+    assert!(std::fs::read(&trace)
+        .unwrap()
+        .starts_with(b"\x89tclabtr\x03"));
+    let (code, text, err) = tclab(
+        &[
+            "sim",
+            "cake-adsl-upload-htb",
+            "--no-plots",
+            "--out",
+            "out",
+            "--trace",
+            "-",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 0, "{err}");
+    let (_, shown, _) = tclab(&["trace", "show", t], &dir);
+    let records: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(shown.lines().collect::<Vec<_>>(), records);
+    // export: the same records as CSV, a header first, an empty field for no sojourn.
+    let (code, csv, err) = tclab(&["trace", "export", t, "--event", "drop"], &dir);
+    assert_eq!(code, 0, "{err}");
+    let mut rows = csv.lines();
+    assert_eq!(
+        rows.next(),
+        Some("time_ns,dev,event,flow,len,class,reason,sojourn_ns,filter")
+    );
+    let drops: Vec<String> = records
+        .iter()
+        .filter(|l| l.split(' ').nth(2) == Some("drop"))
+        .map(|l| l.replace(' ', ",").replace(",-,-", ",,-"))
+        .collect();
+    assert_eq!(drops.len(), 89);
+    assert_eq!(rows.collect::<Vec<_>>(), drops);
+    // A trace cut short (a run stopped mid-write) is read up to its last whole block, with a warning;
+    // this one has a single block, so nothing is left. A damaged one is refused.
+    let bytes = std::fs::read(&trace).unwrap();
+    std::fs::write(dir.join("cut.trace"), &bytes[..bytes.len() / 2]).unwrap();
+    let (code, out, err) = tclab(&["trace", "stats", "cut.trace"], &dir);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("cut.trace: cut short after 0 records"),
+        "{err}"
+    );
+    assert!(out.starts_with("dev "), "{out}");
+    let mut bad = bytes.clone();
+    let mid = bad.len() / 2;
+    bad[mid] ^= 0xff;
+    std::fs::write(dir.join("bad.trace"), &bad).unwrap();
+    let (code, _, err) = tclab(&["trace", "stats", "bad.trace"], &dir);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("bad.trace: corrupt: block 1"), "{err}");
     // Bad input.
     for (args, msg) in [
         (
