@@ -254,7 +254,7 @@ fn scan(
             s[v as usize] = true;
         }
         n += 1;
-        if n % 4096 == 0 {
+        if n.is_multiple_of(4096) {
             progress.tick(r.bytes_read());
         }
         if event.is_none_or(|e| e == rec.event)
