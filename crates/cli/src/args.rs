@@ -333,6 +333,14 @@ pub enum LabSub {
     Down,
     /// Each node's name and address, and the bridge's state
     Status,
+    /// One scenario (three nodes in a chain) simulated, then live in a lab: goodput and RTTs side by side
+    Compare {
+        /// A scenario file or built-in name (tclab sim --list), e.g. seed000-htb-2mbit
+        scenario: String,
+        /// Shorten the scenario to this many seconds (both runs)
+        #[arg(long, value_name = "SECONDS")]
+        duration: Option<f64>,
+    },
     /// Forwarding rate of tclab live against the kernel's bridge, in a lab of its own (prefix tlbench)
     Bench {
         /// Seconds of traffic per measurement

@@ -5,6 +5,7 @@
 //! `~/.local/state/tclab/policy.json`): see `tclab_tc::store`.
 
 mod args;
+mod compare;
 mod demo;
 mod labbench;
 mod plot;
@@ -847,6 +848,11 @@ fn cmd_lab(a: args::LabCmd) -> CmdResult {
         LabSub::Status => {
             print!("{}", lab.status());
             Ok(0)
+        }
+        LabSub::Compare { scenario, duration } => {
+            let exe = std::env::current_exe()
+                .map_err(|e| format!("cannot find the tclab executable: {e}"))?;
+            compare::run(&scenario, &exe, &lab.prefix, duration)
         }
         LabSub::Bench { secs } => {
             let exe = std::env::current_exe()

@@ -28,7 +28,7 @@ Exit status: 0; 64 if the scenario cannot be used (no such file or built-in, or 
 the run fails.";
 
 /// The scenario's text, the name errors use, and the directory relative paths start from.
-fn scenario_source(name: &str) -> Result<(String, String, PathBuf, String), String> {
+pub fn scenario_source(name: &str) -> Result<(String, String, PathBuf, String), String> {
     let p = Path::new(name);
     if p.exists() {
         let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {name}: {e}"))?;
@@ -132,6 +132,18 @@ pub fn run_scenario_traced(
             );
         }
     }
+    Ok((sc, out, wall.elapsed().as_secs_f64()))
+}
+
+/// Run a scenario already loaded (`tclab lab compare` shortens it first), with the progress bar.
+pub fn run_scenario_loaded(mut sc: Scenario) -> Result<(Scenario, Outcome, f64), Failure> {
+    for w in &sc.warnings {
+        eprintln!("tclab: {w}");
+    }
+    let mut progress = Progress::new(Some(sc.duration), Unit::SimNanos);
+    let wall = Instant::now();
+    let out = run(&mut sc, &mut |t| progress.tick(t))?;
+    progress.finish();
     Ok((sc, out, wall.elapsed().as_secs_f64()))
 }
 

@@ -481,3 +481,38 @@ fn a_udp_flood_at_twice_the_rate_is_dropped_with_memory_bounded() {
     assert!(dropped > 5_000, "drops counted in 1:20: {summary}");
     assert!(hwm_kb > 0 && hwm_kb < 64 * 1024, "peak RSS {hwm_kb} kB");
 }
+
+#[test]
+fn lab_compare_runs_seed_000s_htb_simulated_and_live_with_equal_goodput() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = cannot_run() {
+        return skip(&why);
+    }
+    let prefix = format!("tm{}", std::process::id() % 10_000);
+    let out = Command::new(TCLAB)
+        .args(["lab", "--prefix", &prefix, "compare", "seed000-htb-2mbit", "--duration", "6"])
+        .output()
+        .unwrap();
+    let _ = Command::new(TCLAB).args(["lab", "--prefix", &prefix, "down"]).output();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    println!("{text}");
+    // Seed 000's UDP flood through HTB 2mbit: both deliver the shaped rate (1.945 Mbit/s of payload).
+    let row = text.lines().find(|l| l.starts_with("iperf-udp goodput")).expect(&text);
+    let w: Vec<&str> = row.split_whitespace().collect();
+    let (sim, live): (f64, f64) = (w[2].parse().unwrap(), w[4].parse().unwrap());
+    assert!((live / sim - 1.0).abs() < 0.02, "{row}");
+    // The ping waits behind the filling 1 000-packet FIFO (6 s when full at 2 Mbit/s): those that
+    // come back within the 6 s run waited over 3 s, in both.
+    let p99 = text.lines().find(|l| l.starts_with("ping RTT p99")).expect(&text);
+    let w: Vec<&str> = p99.split_whitespace().collect();
+    let (sim, live): (f64, f64) = (w[3].parse().unwrap(), w[5].parse().unwrap());
+    assert!(sim > 3000.0 && (live / sim - 1.0).abs() < 0.10, "{p99}");
+    // A scenario a lab cannot build is refused with the reason.
+    let o = Command::new(TCLAB)
+        .args(["lab", "--prefix", &prefix, "compare", "seed004-download"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("three nodes"), "{}", String::from_utf8_lossy(&o.stderr));
+}

@@ -1,0 +1,486 @@
+//! `tclab lab compare SCENARIO`: one scenario, simulated and live, side by side.
+//!
+//! The scenario must be a lab's shape: three nodes in a chain, the middle one's policy on its `eth0`
+//! (toward the first) and `eth1` (toward the last), TCP, UDP and ping traffic between the two ends. It
+//! runs in the simulator as `tclab sim` runs it; then `tclab lab` builds the chain from namespaces, the
+//! middle node's policy — the commands the simulator applied, as a policy store — goes to `tclab live`
+//! on the router, and real iperf3 and ping send the same traffic at the same times. Each flow's goodput
+//! and each ping's RTTs are printed from both, with the difference.
+//!
+//! What a lab does not reproduce, and says so: the links' rates, delays and losses (veths have none:
+//! the comparison means something where the policy is the bottleneck), TCP ECN negotiation, and a
+//! seed's randomness (the live run is one sample).
+
+use crate::args::{usage, CmdResult, Failure};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tclab_live::lab::{Lab, Shaper};
+use tclab_sim::run::Outcome;
+use tclab_sim::scenario::{Scenario, TrafficKind};
+
+/// The lab's node for each scenario node, and what the lab leaves out.
+struct Mapping {
+    /// Scenario node id → lab node name.
+    nodes: Vec<&'static str>,
+    router: usize,
+    notes: Vec<String>,
+}
+
+fn map_scenario(sc: &Scenario) -> Result<Mapping, String> {
+    let net = &sc.net;
+    if net.nodes.len() != 3 {
+        return Err(format!(
+            "a lab has three nodes in a chain; this scenario has {}",
+            net.nodes.len()
+        ));
+    }
+    // The router: the node with two interfaces, eth0 and eth1.
+    let router = (0..3)
+        .find(|&n| net.nodes[n].ifaces.len() == 2)
+        .ok_or("a lab is a chain: no node has two links")?;
+    let mut nodes = vec![""; 3];
+    nodes[router] = "router";
+    for &i in &net.nodes[router].ifaces {
+        let ifc = &net.ifaces[i];
+        let peer = net.ifaces[ifc.peer].node;
+        nodes[peer] = match ifc.name.as_str() {
+            "eth0" => "node-1",
+            "eth1" => "node-2",
+            other => {
+                return Err(format!(
+                    "the router's interfaces must be eth0 and eth1 (as tclab lab names them), not {other}"
+                ))
+            }
+        };
+    }
+    if nodes.contains(&"") {
+        return Err("a lab is a chain of three nodes".into());
+    }
+    for (node, _) in &sc.policies {
+        if node != &net.nodes[router].name {
+            return Err(format!(
+                "only the middle node ({}) can have a policy in a lab; {node} has one",
+                net.nodes[router].name
+            ));
+        }
+    }
+    let mut notes = Vec::new();
+    let links: Vec<String> = net.nodes[router]
+        .ifaces
+        .iter()
+        .map(|&i| &net.ifaces[i].link)
+        .filter(|l| l.rate_bps < 1_000_000_000 || l.delay > 1_000_000 || l.loss > 0.0 || l.jitter > 0)
+        .map(|l| {
+            format!(
+                "{} Mbit/s, {} µs",
+                l.rate_bps as f64 / 1e6,
+                l.delay / 1000
+            )
+        })
+        .collect();
+    if !links.is_empty() {
+        notes.push(format!(
+            "the lab's veths have no rate, delay or loss; the scenario's links ({}) are not reproduced",
+            links.join("; ")
+        ));
+    }
+    for t in &sc.traffic {
+        if t.from == router || t.to == router {
+            return Err(format!(
+                "traffic \"{}\" starts or ends at the router: a lab's traffic runs between node-1 and node-2",
+                t.name
+            ));
+        }
+        if let TrafficKind::Tcp { ecn: true, .. } = t.kind {
+            notes.push(format!("\"{}\": ECN is not negotiated live", t.name));
+        }
+    }
+    Ok(Mapping {
+        nodes,
+        router,
+        notes,
+    })
+}
+
+/// One traffic entry, live: the processes and how to read their result.
+struct LiveFlow {
+    name: String,
+    server: Option<Running>,
+    client: Running,
+    kind: &'static str,
+    active_secs: f64,
+}
+
+fn address(node: &str) -> &'static str {
+    if node == "node-1" {
+        "10.0.1.1"
+    } else {
+        "10.0.1.2"
+    }
+}
+
+/// Start `argv` in `node`, its output into files (a pipe nobody reads while it runs would fill: iperf3
+/// -J writes everything at the end, hundreds of kilobytes for 30 streams).
+fn spawn_in(lab: &Lab, node: &str, argv: &[String], out: &std::path::Path) -> Result<Running, String> {
+    let file = |ext: &str| {
+        let p = out.with_extension(ext);
+        std::fs::File::create(&p).map(|f| (f, p)).map_err(|e| e.to_string())
+    };
+    let (o, stdout) = file("out")?;
+    let (e, stderr) = file("err")?;
+    let child = Command::new("ip")
+        .args(["netns", "exec", &lab.ns(node)])
+        .args(argv)
+        .stdin(Stdio::null())
+        .stdout(o)
+        .stderr(e)
+        .spawn()
+        .map_err(|e| format!("{}: {e}", argv[0]))?;
+    Ok(Running {
+        child,
+        stdout,
+        stderr,
+    })
+}
+
+/// A process started in a node, and where its output goes.
+struct Running {
+    child: Child,
+    stdout: std::path::PathBuf,
+    stderr: std::path::PathBuf,
+}
+
+pub fn run(name: &str, exe: &std::path::Path, prefix: &str, duration: Option<f64>) -> CmdResult {
+    let (text, file, base, _) = crate::sim::scenario_source(name).map_err(usage)?;
+    let opts = tclab_sim::scenario::LoadOptions { seed: None };
+    let mut sc = tclab_sim::scenario::load_with(&file, &text, &base, &opts).map_err(usage)?;
+    if let Some(d) = duration {
+        if !(d > 0.0 && d.is_finite()) {
+            return Err(usage(format!("--duration {d}: give a positive number of seconds")));
+        }
+        let d = (d * 1e9) as u64;
+        sc.duration = sc.duration.min(d);
+        for t in sc.traffic.iter_mut() {
+            t.stop = t.stop.min(d);
+            t.start = t.start.min(d);
+        }
+    }
+    let map = map_scenario(&sc).map_err(|e| usage(format!("{file}: {e}")))?;
+    // The router's policy as the simulator applied it, as a store tclab live reads.
+    let dir = std::env::temp_dir().join(format!("tclab-compare-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let store = dir.join("router.json");
+    let entries: Vec<Vec<String>> = sc
+        .policies
+        .iter()
+        .flat_map(|(_, lines)| lines.iter())
+        .map(|l| {
+            // tc lines may be written without their `tc` (as in a batch file); store records name it.
+            let mut words: Vec<String> = l.split_whitespace().map(String::from).collect();
+            if !matches!(words.first().map(String::as_str), Some("tc" | "iptables" | "link" | "state")) {
+                words.insert(0, "tc".into());
+            }
+            words
+        })
+        .collect();
+    let has_policy = !entries.is_empty();
+    tclab_tc::store::write_journal(&store, &entries)?;
+    let traffic = sc.traffic.clone();
+    let node_names: Vec<String> = sc.net.nodes.iter().map(|n| n.name.clone()).collect();
+    let secs = sc.duration as f64 / 1e9;
+    eprintln!("tclab lab compare: {file}: simulating {secs:.1} s …");
+    let (sc, sim_out, _) = crate::sim::run_scenario_loaded(sc)?;
+    let _ = sc;
+    eprintln!("tclab lab compare: the same live, in lab \"{prefix}\" …");
+    let lab = Lab::new(prefix).map_err(usage)?;
+    lab.up(Shaper::Tclab {
+        exe,
+        policy: has_policy.then_some(store.as_path()),
+    })?;
+    let live = run_live(&lab, &traffic, &map, secs, &dir);
+    let summary = lab.down().unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    let live = live?;
+    print!(
+        "{}",
+        table(&file, &node_names, &map, &sim_out, &live, secs)
+    );
+    for n in &map.notes {
+        println!("note: {n}");
+    }
+    if std::env::var_os("TCLAB_COMPARE_VERBOSE").is_some() {
+        println!("{summary}");
+    }
+    let _ = map.router;
+    Ok(0)
+}
+
+/// What a live flow got: goodput in bit/s (TCP, UDP) or RTTs in ms (ping).
+enum LiveResult {
+    Goodput(f64),
+    Rtts(Vec<f64>),
+}
+
+fn run_live(
+    lab: &Lab,
+    traffic: &[tclab_sim::scenario::Traffic],
+    map: &Mapping,
+    secs: f64,
+    dir: &std::path::Path,
+) -> Result<Vec<(String, LiveResult)>, Failure> {
+    let start = Instant::now();
+    let mut order: Vec<usize> = (0..traffic.len()).collect();
+    order.sort_by_key(|&i| traffic[i].start);
+    let mut flows: Vec<(usize, LiveFlow)> = Vec::new();
+    for (k, &i) in order.iter().enumerate() {
+        let t = &traffic[i];
+        let at = Duration::from_nanos(t.start);
+        if let Some(wait) = at.checked_sub(start.elapsed()) {
+            std::thread::sleep(wait);
+        }
+        let (from, to) = (map.nodes[t.from], map.nodes[t.to]);
+        let active = (t.stop.saturating_sub(t.start)) as f64 / 1e9;
+        let port = (5300 + k).to_string();
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
+        let flow = match &t.kind {
+            TrafficKind::Ping { interval, size } => {
+                let count = ((active * 1e9) / *interval as f64).floor().max(1.0) as u64;
+                let argv = s(&[
+                    "ping", "-n", "-i", &format!("{:.3}", *interval as f64 / 1e9), "-s", &size.to_string(),
+                    "-Q", &t.tos.to_string(), "-c", &count.to_string(), "-w", &format!("{}", active.ceil().max(1.0)),
+                    address(to),
+                ]);
+                LiveFlow {
+                    name: t.name.clone(),
+                    server: None,
+                    client: spawn_in(lab, from, &argv, &dir.join(format!("{k}-client")))?,
+                    kind: "ping",
+                    active_secs: active,
+                }
+            }
+            TrafficKind::Tcp { bytes, cc, .. } => {
+                let server = spawn_in(
+                    lab,
+                    to,
+                    &s(&["iperf3", "-s", "-1", "-i", "1", "--forceflush", "-p", &port]),
+                    &dir.join(format!("{k}-server")),
+                )?;
+                std::thread::sleep(Duration::from_millis(500));
+                let mut argv = s(&[
+                    "iperf3", "-c", address(to), "-p", &port, "-P", &t.streams.to_string(), "-C", cc, "-S",
+                    &t.tos.to_string(),
+                ]);
+                match bytes {
+                    Some(b) => argv.extend(s(&["-n", &(b * t.streams as u64).to_string()])),
+                    None => argv.extend(s(&["-t", &format!("{}", active.round().max(1.0))])),
+                }
+                LiveFlow {
+                    name: t.name.clone(),
+                    server: Some(server),
+                    client: spawn_in(lab, from, &argv, &dir.join(format!("{k}-client")))?,
+                    kind: "tcp",
+                    active_secs: active,
+                }
+            }
+            TrafficKind::Udp { rate_bps, length } => {
+                let server = spawn_in(
+                    lab,
+                    to,
+                    &s(&["iperf3", "-s", "-1", "-i", "1", "--forceflush", "-p", &port]),
+                    &dir.join(format!("{k}-server")),
+                )?;
+                std::thread::sleep(Duration::from_millis(500));
+                let argv = s(&[
+                    "iperf3", "-c", address(to), "-p", &port, "-u", "-b", &rate_bps.to_string(), "-l",
+                    &length.to_string(), "-P", &t.streams.to_string(), "-S", &t.tos.to_string(), "-t",
+                    &format!("{}", active.round().max(1.0)),
+                ]);
+                LiveFlow {
+                    name: t.name.clone(),
+                    server: Some(server),
+                    client: spawn_in(lab, from, &argv, &dir.join(format!("{k}-client")))?,
+                    kind: "udp",
+                    active_secs: active,
+                }
+            }
+        };
+        flows.push((i, flow));
+    }
+    // A client still running well after its flow's end is stuck in iperf3's closing exchange (its
+    // control connection queued behind the flood it measured): its server's lines tell all the same.
+    let deadline = Instant::now() + Duration::from_secs_f64(secs + 10.0);
+    let mut results = Vec::new();
+    for (_, f) in flows {
+        let (out, client_err) = wait_output(f.client, deadline);
+        let result = match f.kind {
+            "ping" => LiveResult::Rtts(
+                out.lines()
+                    .filter_map(|l| l.split("time=").nth(1))
+                    .filter_map(|t| t.split_whitespace().next()?.parse().ok())
+                    .collect(),
+            ),
+            _ => {
+                let server = f.server.map(|s| wait_until(s, Instant::now())).unwrap_or_default();
+                let bytes = received_while_active(&server, f.active_secs).ok_or_else(|| {
+                    format!(
+                        "\"{}\": the iperf3 server reported nothing; the client said: {}{}",
+                        f.name,
+                        out.trim(),
+                        client_err.trim()
+                    )
+                })?;
+                LiveResult::Goodput(bytes * 8.0 / f.active_secs.max(1e-9))
+            }
+        };
+        results.push((f.name, result));
+    }
+    Ok(results)
+}
+
+/// The process's stdout once it ends, or when `deadline` passes (then it is killed).
+fn wait_until(r: Running, deadline: Instant) -> String {
+    wait_output(r, deadline).0
+}
+
+/// The process's stdout and stderr once it ends, or when `deadline` passes (then it is killed).
+fn wait_output(mut r: Running, deadline: Instant) -> (String, String) {
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = r.child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = r.child.kill();
+    let _ = r.child.wait();
+    (
+        std::fs::read_to_string(&r.stdout).unwrap_or_default(),
+        std::fs::read_to_string(&r.stderr).unwrap_or_default(),
+    )
+}
+
+/// What an iperf3 server (text output, one line per second, flushed) received in the seconds up to
+/// `active`: the `[SUM]` lines of several streams, else the one stream's. `None` if it printed none.
+fn received_while_active(text: &str, active: f64) -> Option<f64> {
+    let mut sums = Vec::new();
+    let mut single = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix('[') else {
+            continue;
+        };
+        let Some((id, rest)) = rest.split_once(']') else {
+            continue;
+        };
+        let w: Vec<&str> = rest.split_whitespace().collect();
+        // "0.00-1.00 sec 212 KBytes 1.74 Mbits/sec …": an interval, not the closing total.
+        let (Some(span), Some(&"sec"), Some(n), Some(unit)) = (w.first(), w.get(1), w.get(2), w.get(3)) else {
+            continue;
+        };
+        let Some((a, b)) = span.split_once('-') else { continue };
+        let (Ok(a), Ok(b), Ok(n)) = (a.parse::<f64>(), b.parse::<f64>(), n.parse::<f64>()) else {
+            continue;
+        };
+        if b - a > 1.5 || line.contains("receiver") || line.contains("sender") || b > active + 0.05 {
+            continue;
+        }
+        let scale = match *unit {
+            "Bytes" => 1.0,
+            "KBytes" => 1024.0,
+            "MBytes" => 1024.0 * 1024.0,
+            "GBytes" => 1024.0 * 1024.0 * 1024.0,
+            _ => continue,
+        };
+        if id.trim() == "SUM" {
+            sums.push(n * scale);
+        } else {
+            single.push(n * scale);
+        }
+    }
+    let chosen = if sums.is_empty() { single } else { sums };
+    (!chosen.is_empty()).then(|| chosen.iter().sum())
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
+}
+
+fn diff(sim: f64, live: f64) -> String {
+    if sim == 0.0 || !sim.is_finite() || !live.is_finite() {
+        return "—".into();
+    }
+    format!("{:+.1} %", (live / sim - 1.0) * 100.0)
+}
+
+fn table(
+    file: &str,
+    nodes: &[String],
+    map: &Mapping,
+    sim: &Outcome,
+    live: &[(String, LiveResult)],
+    secs: f64,
+) -> String {
+    let mut s = format!(
+        "{file}, {secs:.1} s: simulated, and live through tclab live in tclab lab ({})\n",
+        nodes
+            .iter()
+            .zip(&map.nodes)
+            .map(|(n, l)| format!("{n} = {l}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    s.push_str(&format!(
+        "{:<28} {:>22} {:>22} {:>10}\n",
+        "traffic", "simulated", "live", "live/sim"
+    ));
+    for (name, r) in live {
+        match r {
+            LiveResult::Goodput(bps) => {
+                let sim_bps = sim
+                    .flows
+                    .iter()
+                    .find(|f| &f.name == name)
+                    .map_or(f64::NAN, |f| f.goodput_bps);
+                s.push_str(&format!(
+                    "{:<28} {:>15.3} Mbit/s {:>15.3} Mbit/s {:>10}\n",
+                    format!("{name} goodput"),
+                    sim_bps / 1e6,
+                    bps / 1e6,
+                    diff(sim_bps, *bps)
+                ));
+            }
+            LiveResult::Rtts(rtts) => {
+                let mut sorted = rtts.clone();
+                sorted.sort_by(f64::total_cmp);
+                let p = sim.pings.iter().find(|p| &p.name == name);
+                let (smed, s99, sn) = p.map_or((f64::NAN, f64::NAN, 0), |p| {
+                    (p.rtt.p50_ms, p.rtt.p99_ms, p.received)
+                });
+                let (lmed, l99) = (percentile(&sorted, 0.5), percentile(&sorted, 0.99));
+                s.push_str(&format!(
+                    "{:<28} {:>18.2} ms {:>18.2} ms {:>10}\n",
+                    format!("{name} RTT median"),
+                    smed,
+                    lmed,
+                    diff(smed, lmed)
+                ));
+                s.push_str(&format!(
+                    "{:<28} {:>18.2} ms {:>18.2} ms {:>10}\n",
+                    format!("{name} RTT p99"),
+                    s99,
+                    l99,
+                    diff(s99, l99)
+                ));
+                s.push_str(&format!(
+                    "{:<28} {:>21} {:>22} {:>10}\n",
+                    format!("{name} replies"),
+                    sn,
+                    rtts.len(),
+                    ""
+                ));
+            }
+        }
+    }
+    s
+}
