@@ -60,7 +60,9 @@ pub struct PortStats {
 
 struct Port {
     name: String,
-    sock: PacketSocket,
+    /// `None` for a detached port ([`Bridge::detached`]): its frames are kept in `detached_out`.
+    sock: Option<PacketSocket>,
+    detached_out: Vec<Vec<u8>>,
     mtu: u32,
     /// Frames dequeued but not yet taken by the socket.
     pending: Vec<Vec<u8>>,
@@ -112,13 +114,18 @@ impl Bridge {
             dev.mtu = mtu;
             ports.push(Port {
                 name: name.clone(),
-                sock,
+                sock: Some(sock),
+                detached_out: Vec::new(),
                 mtu,
                 pending: Vec::new(),
                 wake: None,
                 stats: PortStats::default(),
             });
         }
+        Ok((Bridge::with_ports(engine, ports), setup))
+    }
+
+    fn with_ports(engine: Engine, ports: Vec<Port>) -> Bridge {
         let ifbs = engine
             .devices()
             .filter(|(_, d)| d.kind == DevKind::Ifb)
@@ -128,18 +135,61 @@ impl Bridge {
                 running: false,
             })
             .collect();
-        Ok((
-            Bridge {
-                engine,
-                control: None,
-                ports,
-                ifbs,
-                headers: Headers::default(),
-                epoch: sys::monotonic_ns(),
-                spare: Vec::new(),
-            },
-            setup,
-        ))
+        Bridge {
+            engine,
+            control: None,
+            ports,
+            ifbs,
+            headers: Headers::default(),
+            epoch: sys::monotonic_ns(),
+            spare: Vec::new(),
+        }
+    }
+
+    /// A bridge whose two ports are not interfaces: frames are handed in with [`Bridge::arrive`] at
+    /// times the caller chooses, and what leaves is kept for [`Bridge::take_sent`]. The receive path,
+    /// the policy and `qdisc_run` are the live ones: for tests and the fuzz target.
+    pub fn detached(mut engine: Engine, devs: [(&str, u32); 2]) -> Bridge {
+        let ports = devs
+            .iter()
+            .map(|&(name, mtu)| {
+                engine.add_device(name, mtu, 1000).mtu = mtu;
+                Port {
+                    name: name.to_string(),
+                    sock: None,
+                    detached_out: Vec::new(),
+                    mtu,
+                    pending: Vec::new(),
+                    wake: None,
+                    stats: PortStats::default(),
+                }
+            })
+            .collect();
+        Bridge::with_ports(engine, ports)
+    }
+
+    /// The frames that left port `i` since the last call (a detached bridge's).
+    pub fn take_sent(&mut self, i: usize) -> Vec<Vec<u8>> {
+        flush(&mut self.ports[i], &mut self.spare);
+        std::mem::take(&mut self.ports[i].detached_out)
+    }
+
+    /// Serve the wake-ups due at `now` and hand what leaves to the ports (a detached bridge's clock).
+    pub fn poll(&mut self, now: Nanos) {
+        self.serve_timers(now);
+        for o in 0..self.ports.len() {
+            flush(&mut self.ports[o], &mut self.spare);
+        }
+    }
+
+    /// The earliest time a tree wants to be asked again.
+    pub fn next_wakeup(&self) -> Option<Nanos> {
+        self.ports
+            .iter()
+            .map(|p| p.wake)
+            .chain(self.ifbs.iter().map(|v| v.wake))
+            .flatten()
+            .min()
     }
 
     /// Listen at `path` (mode 0600) for `tclab tc|iptables|link` calls: a show answers from the live
@@ -215,7 +265,10 @@ impl Bridge {
             .map(|_| vec![0u8; self.ports.iter().map(|p| p.mtu as usize).max().unwrap_or(1500) + 64])
             .collect();
         let mut lens = vec![0usize; sys::BATCH];
-        let mut fds: Vec<i32> = self.ports.iter().map(|p| p.sock.raw()).collect();
+        if self.ports.iter().any(|p| p.sock.is_none()) {
+            return Err("a detached bridge has no interfaces to run on".into());
+        }
+        let mut fds: Vec<i32> = self.ports.iter().filter_map(|p| p.sock.as_ref()).map(PacketSocket::raw).collect();
         if let Some(c) = &self.control {
             fds.push(std::os::fd::AsRawFd::as_raw_fd(&c.listener));
         }
@@ -229,8 +282,10 @@ impl Bridge {
             let mut received = 0;
             for i in 0..self.ports.len() {
                 for _ in 0..RX_BATCHES_PER_TURN {
-                    let n = self.ports[i]
-                        .sock
+                    let Some(sock) = self.ports[i].sock.as_ref() else {
+                        break;
+                    };
+                    let n = sock
                         .recv_batch(&mut bufs, &mut lens)
                         .map_err(|e| format!("{}: receive: {e}", self.ports[i].name))?;
                     let now = self.now();
@@ -570,7 +625,12 @@ fn flush(port: &mut Port, spare: &mut Vec<Vec<u8>>) {
     if port.pending.is_empty() {
         return;
     }
-    match port.sock.send_batch(&port.pending) {
+    let Some(sock) = port.sock.as_ref() else {
+        // Detached: the frames are kept for the caller.
+        port.detached_out.append(&mut port.pending);
+        return;
+    };
+    match sock.send_batch(&port.pending) {
         Ok(n) => {
             spare.extend(port.pending.drain(..n));
         }

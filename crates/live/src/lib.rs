@@ -9,6 +9,7 @@
 //! - [`lab`]: `tclab lab up|down|exec|status` — seed 000's node-1 / router / node-2 as network
 //!   namespaces, the router bridged by `tclab live` (or by the kernel, to compare).
 //! - [`sys`]: the system calls, every `unsafe` of the crate.
+//! - [`fuzz`]: the receive path's fuzz body (hostile frames through a detached bridge).
 //!
 //! Traffic while tclab is not running: the router's interfaces carry no addresses and the kernel does
 //! not bridge them, so nothing passes — a bump in the wire that fails closed. Stopping `tclab live`
@@ -16,5 +17,6 @@
 
 pub mod bridge;
 pub mod frame;
+pub mod fuzz;
 pub mod lab;
 pub mod sys;
