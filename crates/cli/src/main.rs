@@ -763,6 +763,11 @@ fn cmd_live(a: args::LiveArgs) -> CmdResult {
     if !sys::realtime() {
         println!("tclab live: real-time scheduling refused; wake-ups may be late on a busy machine");
     }
+    // Everything privileged is done: the sockets are open, the offloads off, the scheduler set.
+    match sys::drop_capabilities() {
+        Ok(()) => println!("tclab live: all capabilities dropped"),
+        Err(e) => println!("tclab live: could not drop capabilities ({e}); running with them"),
+    }
     println!(
         "tclab live: bridging {} <-> {}{}; SIGINT or SIGTERM stops\ntclab live: tclab tc in this network namespace reaches the running policy ({})",
         a.devs[0],

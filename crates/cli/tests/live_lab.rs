@@ -469,8 +469,16 @@ fn a_udp_flood_at_twice_the_rate_is_dropped_with_memory_bounded() {
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0);
+    // The bridge runs without any capability once its sockets are open.
+    let cap_eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .map(str::trim)
+        .unwrap_or("?")
+        .to_string();
     let summary = lab.down();
     println!("UDP at 20 Mbit/s into HTB 10mbit for 10 s: tclab live peak RSS {} kB", hwm_kb);
+    assert_eq!(cap_eff, "0000000000000000", "the bridge's effective capabilities");
     // The default leaf's FIFO holds txqueuelen (1000) packets; the rest is dropped, and counted.
     let dropped: u64 = summary
         .lines()
@@ -515,4 +523,71 @@ fn lab_compare_runs_seed_000s_htb_simulated_and_live_with_equal_goodput() {
         .unwrap();
     assert_eq!(o.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&o.stderr).contains("three nodes"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// UDP node-2 → node-1 at `offered` bit/s of payload in `len`-byte datagrams for `secs` seconds; the
+/// payload bit rate the receiver got in seconds 1 to `secs` (its JSON intervals).
+fn udp_received(lab: &Lab, offered: u64, len: u32, secs: u32) -> f64 {
+    let server = lab.spawn("node-1", &["iperf3", "-s", "-1", "-J", "-p", "5201"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let (b, l, t) = (offered.to_string(), len.to_string(), secs.to_string());
+    let client = lab.spawn(
+        "node-2",
+        &["iperf3", "-c", "10.0.1.1", "-p", "5201", "-u", "-b", &b, "-l", &l, "-t", &t],
+    );
+    let (ok, out, err) = finish(client, Duration::from_secs(secs as u64 + 20));
+    assert!(ok, "{out}{err}");
+    let (_, out, _) = finish(server, Duration::from_secs(10));
+    let v: serde_json::Value = serde_json::from_str(&out).expect("iperf3 server JSON");
+    let (mut bytes, mut seconds) = (0.0, 0.0);
+    for iv in v["intervals"].as_array().unwrap().iter().skip(1).take(secs as usize - 1) {
+        bytes += iv["sum"]["bytes"].as_f64().unwrap();
+        seconds += iv["sum"]["seconds"].as_f64().unwrap();
+    }
+    bytes * 8.0 / seconds
+}
+
+#[test]
+fn tbf_shapes_real_frames_to_within_one_percent_from_64kbit_to_100mbit() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = cannot_run() {
+        return skip(&why);
+    }
+    let dir = TempDir::new("live-accuracy");
+    let p = policy(&dir, "tbf.sh", "tc qdisc add dev eth0 root tbf rate 64kbit burst 1600 latency 50ms\n");
+    let lab = Lab::up("a", &["--policy", &p]);
+    let mut rows = Vec::new();
+    // (rate, burst, datagram length, seconds): small datagrams at the low rates, so that a second holds
+    // tens of frames; each rate set on the running bridge through tclab tc.
+    for (rate, burst, len, secs) in [
+        (64_000u64, "1600", 200u32, 8u32),
+        (1_000_000, "3000", 1000, 5),
+        (10_000_000, "10k", 1472, 5),
+        (100_000_000, "64k", 1472, 5),
+    ] {
+        let r = format!("{rate}bit");
+        let o = lab.tclab(&[
+            "exec", "router", "--", TCLAB, "tc", "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", &r,
+            "burst", burst, "latency", "50ms",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let got = udp_received(&lab, rate * 5 / 4, len, secs);
+        // The TBF counts whole frames: payload + UDP 8 + IPv4 20 + Ethernet 14.
+        let want = rate as f64 * len as f64 / (len + 42) as f64;
+        rows.push((rate, got, want));
+    }
+    let summary = lab.down();
+    for (rate, got, want) in &rows {
+        println!(
+            "TBF {:>9} bit/s: UDP payload {:>12.0} bit/s, expected {:>12.0} ({:+.2} %)",
+            rate,
+            got,
+            want,
+            (got / want - 1.0) * 100.0
+        );
+    }
+    println!("{}", summary.lines().filter(|l| l.contains("wake-ups")).collect::<Vec<_>>().join("\n"));
+    for (rate, got, want) in rows {
+        assert!((got / want - 1.0).abs() < 0.01, "TBF {rate}: {got} against {want}");
+    }
 }

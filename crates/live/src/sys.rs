@@ -161,6 +161,48 @@ pub fn realtime() -> bool {
     unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
 }
 
+/// Give up every capability, for good: the sockets are open, the offloads set, the scheduling class
+/// chosen, so a bridge that a hostile frame subverted could do no more than any unprivileged process
+/// (`PR_SET_NO_NEW_PRIVS`, the bounding set emptied, then effective, permitted and inheritable sets
+/// cleared with `capset`, which clears the ambient set too).
+pub fn drop_capabilities() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
+        return Err(last_error("PR_SET_NO_NEW_PRIVS"));
+    }
+    // CAP_SETPCAP (8), needed to drop the others from the bounding set, goes last.
+    for cap in (0..64).filter(|&c| c != 8).chain([8]) {
+        // SAFETY: prctl with integer arguments; EINVAL for capabilities this kernel does not have.
+        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+    }
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let header = Header {
+        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3: two Data words
+        pid: 0,
+    };
+    let data = [Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: capset reads a version-3 header and two data words we own.
+    if unsafe { libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr()) } != 0 {
+        return Err(last_error("capset"));
+    }
+    Ok(())
+}
+
 /// An AF_PACKET socket on one interface: promiscuous, non-blocking, deaf to the frames it sends, its
 /// frames sent straight to the driver.
 pub struct PacketSocket {
