@@ -307,6 +307,15 @@ pub struct LiveArgs {
     /// Stop after this many seconds (default: until interrupted)
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<f64>,
+    /// Write interfaces.csv, classes.csv, tc.txt, plots and index.html here when it stops
+    #[arg(short, long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// How often to sample the counters for --out, in milliseconds
+    #[arg(long, value_name = "MS", default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
+    pub sample_ms: u64,
+    /// With --out: CSV files and tc.txt only
+    #[arg(long)]
+    pub no_plots: bool,
 }
 
 #[derive(Args)]
@@ -328,6 +337,9 @@ pub enum LabSub {
         /// Bridge with the kernel instead and apply the policy with this machine's tc (to compare)
         #[arg(long)]
         kernel: bool,
+        /// tclab live writes its samples, plots and counters here when the lab goes down
+        #[arg(short, long, value_name = "DIR", conflicts_with = "kernel")]
+        out: Option<PathBuf>,
     },
     /// Stop the bridge (its summary is printed) and remove the lab's namespaces
     Down,

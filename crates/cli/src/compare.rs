@@ -196,6 +196,7 @@ pub fn run(name: &str, exe: &std::path::Path, prefix: &str, duration: Option<f64
     lab.up(Shaper::Tclab {
         exe,
         policy: has_policy.then_some(store.as_path()),
+        out: None,
     })?;
     let live = run_live(&lab, &traffic, &map, secs, &dir);
     let summary = lab.down().unwrap_or_default();

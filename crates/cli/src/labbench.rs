@@ -62,8 +62,8 @@ pub fn run(exe: &Path, secs: u32) -> CmdResult {
     std::fs::write(&htb, htb_classes(1000)).map_err(|e| e.to_string())?;
     let lab = Lab::new("tlbench").map_err(usage)?;
     let cases: [(&str, Shaper); 4] = [
-        ("tclab live, no policy", Shaper::Tclab { exe, policy: None }),
-        ("tclab live, HTB 1 000 classes", Shaper::Tclab { exe, policy: Some(&htb) }),
+        ("tclab live, no policy", Shaper::Tclab { exe, policy: None, out: None }),
+        ("tclab live, HTB 1 000 classes", Shaper::Tclab { exe, policy: Some(&htb), out: None }),
         ("kernel bridge, no policy", Shaper::Kernel { policy: None }),
         ("kernel bridge, HTB 1 000 classes", Shaper::Kernel { policy: Some(&htb) }),
     ];

@@ -8,6 +8,7 @@ mod args;
 mod compare;
 mod demo;
 mod labbench;
+mod liveout;
 mod plot;
 mod progress;
 mod sim;
@@ -746,6 +747,9 @@ fn cmd_live(a: args::LiveArgs) -> CmdResult {
         }
     }
     let (mut bridge, setup) = Bridge::new(engine, &a.devs)?;
+    if a.out.is_some() {
+        bridge.sampler = Some(tclab_live::sampler::Sampler::new(a.sample_ms * 1_000_000));
+    }
     for (dev, turned) in &setup.offloads {
         if turned.is_empty() {
             println!("tclab live: {dev}: no segmentation, GRO or checksum offload on");
@@ -800,11 +804,19 @@ fn cmd_live(a: args::LiveArgs) -> CmdResult {
         }
     }
     let now = bridge.now();
+    let mut tc_text = String::new();
     for dev in bridge.engine.device_names() {
         for what in ["qdisc", "class"] {
             let argv: Vec<String> = ["-s", what, "show", "dev", &dev].iter().map(|s| s.to_string()).collect();
-            print!("{}", tclab_tc::run(&mut bridge.engine, &argv, now).stdout);
+            tc_text.push_str(&tclab_tc::run(&mut bridge.engine, &argv, now).stdout);
         }
+    }
+    print!("{tc_text}");
+    if let (Some(dir), Some(sampler)) = (&a.out, bridge.sampler.as_mut()) {
+        sampler.tick(now.max(sampler.next_due()), &bridge.engine);
+        let title = format!("tclab live {} <-> {}", a.devs[0], a.devs[1]);
+        let files = liveout::write(dir, sampler, &tc_text, &title, !a.no_plots)?;
+        println!("tclab live: {} files in {}/ (open index.html)", files.len(), dir.display());
     }
     result?;
     Ok(0)
@@ -816,7 +828,11 @@ fn cmd_lab(a: args::LabCmd) -> CmdResult {
     use tclab_live::lab::{Lab, Shaper};
     let lab = Lab::new(&a.prefix).map_err(usage)?;
     match a.command {
-        LabSub::Up { policy, kernel } => {
+        LabSub::Up {
+            policy,
+            kernel,
+            out,
+        } => {
             let policy = match policy {
                 Some(p) => Some(
                     std::fs::canonicalize(&p)
@@ -826,6 +842,11 @@ fn cmd_lab(a: args::LabCmd) -> CmdResult {
             };
             let exe = std::env::current_exe()
                 .map_err(|e| format!("cannot find the tclab executable: {e}"))?;
+            // The bridge outlives this command: a relative --out is made absolute now.
+            let out = match out {
+                Some(o) => Some(std::path::absolute(&o).map_err(|e| usage(format!("{}: {e}", o.display())))?),
+                None => None,
+            };
             let shaper = if kernel {
                 Shaper::Kernel {
                     policy: policy.as_deref(),
@@ -834,6 +855,7 @@ fn cmd_lab(a: args::LabCmd) -> CmdResult {
                 Shaper::Tclab {
                     exe: &exe,
                     policy: policy.as_deref(),
+                    out: out.as_deref(),
                 }
             };
             lab.up(shaper)?;

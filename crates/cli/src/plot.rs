@@ -31,7 +31,7 @@ use tclab_sim::report::fmt_bps;
 use tclab_sim::run::Outcome;
 use tclab_sim::scenario::Scenario;
 
-pub use index::{index_html, runs_html};
+pub use index::{escape, index_html, runs_html};
 pub use text::FONT_PATHS;
 
 /// One line of a chart.

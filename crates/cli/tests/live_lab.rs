@@ -178,7 +178,11 @@ fn htb_10mbit_with_sfq_shapes_real_tcp_as_the_kernels_htb_does() {
     let plain = dir.path.join("htb.sh");
     std::fs::write(&plain, HTB_10MBIT).unwrap();
 
-    let lab = Lab::up("l", &["--policy", with_sfq.to_str().unwrap()]);
+    let out = dir.path.join("out");
+    let lab = Lab::up(
+        "l",
+        &["--policy", with_sfq.to_str().unwrap(), "--out", out.to_str().unwrap()],
+    );
     let status = String::from_utf8_lossy(&lab.tclab(&["status"]).stdout).into_owned();
     assert!(status.contains("node-1   10.0.1.1") && status.contains("tclab live"), "{status}");
     let live = goodput(&lab, 5, 1);
@@ -199,6 +203,19 @@ fn htb_10mbit_with_sfq_shapes_real_tcp_as_the_kernels_htb_does() {
     );
     println!("{summary}");
     assert!(summary.contains("qdisc htb 1: root") && summary.contains("qdisc sfq 20: parent 1:20"), "{summary}");
+    // The live sampler's series (--out): while iperf3 ran, class 1:20 sent 10 Mbit/s of frames.
+    let csv = std::fs::read_to_string(out.join("classes.csv")).unwrap();
+    let mut rates: Vec<f64> = csv
+        .lines()
+        .filter(|l| l.contains(",eth0,1:20,"))
+        .filter_map(|l| l.split(',').nth(3)?.parse().ok())
+        .collect();
+    rates.sort_by(f64::total_cmp);
+    let median = rates[rates.len() / 2];
+    assert!((median / 10e6 - 1.0).abs() < 0.01, "1:20's median sampled rate {median}: {csv}");
+    for f in ["interfaces.csv", "tc.txt", "index.html"] {
+        assert!(out.join(f).exists(), "{f} written");
+    }
     assert!(
         (live / kernel - 1.0).abs() < 0.05,
         "tclab live {live:.0} bit/s against the kernel's {kernel:.0}: more than 5 % apart"

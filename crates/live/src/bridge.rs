@@ -83,6 +83,8 @@ struct Ifb {
 
 pub struct Bridge {
     pub engine: Engine,
+    /// Samples of every device's and class's counters, if asked for (`tclab live --out`).
+    pub sampler: Option<crate::sampler::Sampler>,
     /// Where `tclab tc|iptables` calls of this network namespace reach the engine.
     control: Option<Control>,
     ports: Vec<Port>,
@@ -140,6 +142,7 @@ impl Bridge {
             .collect();
         Bridge {
             engine,
+            sampler: None,
             control: None,
             ports,
             ifbs,
@@ -288,6 +291,9 @@ impl Bridge {
                 break;
             }
             self.serve_timers(now);
+            if let Some(s) = self.sampler.as_mut() {
+                s.tick(now, &self.engine);
+            }
             turns = turns.wrapping_add(1);
             if calls_waiting || turns % 1024 == 0 {
                 calls_waiting = false;
@@ -331,6 +337,7 @@ impl Bridge {
                 .chain(self.ifbs.iter().map(|v| v.wake))
                 .flatten()
                 .chain(deadline)
+                .chain(self.sampler.as_ref().map(|s| s.next_due()))
                 .min();
             let timeout = next.map(|t| t.saturating_sub(now));
             if timeout.is_some_and(|t| t < SPIN_NS) {

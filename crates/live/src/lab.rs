@@ -34,8 +34,13 @@ pub struct Lab {
 
 /// How `up` shapes: tclab's bridge, or the kernel's bridge with this machine's tc.
 pub enum Shaper<'a> {
-    /// `tclab live` with this executable and the policy (a file's absolute path), if any.
-    Tclab { exe: &'a Path, policy: Option<&'a Path> },
+    /// `tclab live` with this executable, the policy (a file's absolute path) and where it writes its
+    /// samples and plots when it stops (`--out`), if any.
+    Tclab {
+        exe: &'a Path,
+        policy: Option<&'a Path>,
+        out: Option<&'a Path>,
+    },
     /// A Linux bridge; the policy is a shell script or `tc -batch` file run in the router's namespace.
     Kernel { policy: Option<&'a Path> },
 }
@@ -156,7 +161,7 @@ impl Lab {
         std::fs::create_dir_all(self.run_dir())
             .map_err(|e| format!("{}: {e}", self.run_dir().display()))?;
         match shaper {
-            Shaper::Tclab { exe, policy } => self.start_bridge(exe, *policy),
+            Shaper::Tclab { exe, policy, out } => self.start_bridge(exe, *policy, *out),
             Shaper::Kernel { policy } => {
                 ip(&["-n", &r, "link", "add", "br0", "type", "bridge"])?;
                 for d in ["eth0", "eth1"] {
@@ -182,7 +187,7 @@ impl Lab {
     }
 
     /// Start `tclab live` in the router's namespace, detached, and wait until it bridges.
-    fn start_bridge(&self, exe: &Path, policy: Option<&Path>) -> Result<(), String> {
+    fn start_bridge(&self, exe: &Path, policy: Option<&Path>, out: Option<&Path>) -> Result<(), String> {
         let log_path = self.run_dir().join("live.log");
         let log = std::fs::File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
         let mut c = Command::new("ip");
@@ -191,6 +196,9 @@ impl Lab {
             .args(["live", "--dev", "eth0", "--dev", "eth1"]);
         if let Some(p) = policy {
             c.arg("--policy").arg(p);
+        }
+        if let Some(o) = out {
+            c.arg("--out").arg(o);
         }
         c.stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| e.to_string())?)

@@ -8,6 +8,7 @@
 //!   header on, as a qdisc sees an skb).
 //! - [`lab`]: `tclab lab up|down|exec|status` — seed 000's node-1 / router / node-2 as network
 //!   namespaces, the router bridged by `tclab live` (or by the kernel, to compare).
+//! - [`sampler`]: rates, backlogs and drops of every device and class over a live run (CSV).
 //! - [`sys`]: the system calls, every `unsafe` of the crate.
 //! - [`fuzz`]: the receive path's fuzz body (hostile frames through a detached bridge).
 //!
@@ -19,4 +20,5 @@ pub mod bridge;
 pub mod frame;
 pub mod fuzz;
 pub mod lab;
+pub mod sampler;
 pub mod sys;
