@@ -187,6 +187,11 @@ fn tdc_flow() {
 }
 
 #[test]
+fn tdc_flower() {
+    assert_no_failures(&["filters/flower.json"]);
+}
+
+#[test]
 fn tdc_basic() {
     assert_no_failures_except(&["filters/basic.json"], &[]);
 }

@@ -1338,6 +1338,7 @@ impl Engine {
         let indev = match &req.opts {
             Some(crate::filter::FilterOptions::U32(o)) => o.indev.as_deref(),
             Some(crate::filter::FilterOptions::Fw(o)) => o.indev.as_deref(),
+            Some(crate::filter::FilterOptions::Flower(o)) => o.indev.as_deref(),
             _ => None,
         };
         if indev.is_some_and(|d| !self.by_name.contains_key(d)) {
@@ -1347,10 +1348,25 @@ impl Engine {
                 "Network device not found",
             ));
         }
+        // flower keys on the device's index (`tcf_change_indev`).
+        let flower_indev = match &req.opts {
+            Some(crate::filter::FilterOptions::Flower(o)) => indev
+                .and_then(|d| self.by_name.get(d))
+                .map(|id| crate::filter::flower::FlowerOptions {
+                    indev_ifindex: id.0 + 1,
+                    ..o.clone()
+                }),
+            _ => None,
+        };
         let dev = slot_mut(&mut self.slots, &self.by_name, dev_name).ok_or_else(no_device)?;
         let (block, at) = resolve_block(dev, parent)?;
         // `block->classid = parent`: a dump reports the parent the last request named.
         block.classid = at.0;
+        if let Some(o) = flower_indev {
+            let mut req = req.clone();
+            req.opts = Some(crate::filter::FilterOptions::Flower(o));
+            return block.change(&req, flags, &mut self.actions, now);
+        }
         if let Some(crate::filter::FilterOptions::Flow(o)) = &req.opts {
             // cls_flow reads the handle of the block's qdisc for its default baseclass.
             let mut req = req.clone();

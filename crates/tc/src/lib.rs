@@ -87,6 +87,8 @@ pub struct ShowFlags {
     pub json: bool,
     pub pretty: bool,
     pub raw: bool,
+    /// `-br[ief]`: filter listings ask the kernel for a terse dump.
+    pub brief: bool,
 }
 
 /// The cursor over the words of a command, for every parser of the crate: iproute2's style (`peek`,
@@ -257,6 +259,8 @@ fn run_line(engine: &mut Engine, argv: &[String], now: Nanos) -> Output {
             _ if matches(o, "json") => flags.json = true,
             _ if matches(o, "pretty") => flags.pretty = true,
             _ if matches(o, "raw") => flags.raw = true,
+            // tc tests `-batch` first: `-b` and `-ba…` are batch, `-br…` is brief.
+            _ if matches(o, "brief") && o.len() > 1 => flags.brief = true,
             _ if matches(o, "iec") || matches(o, "force") || o == "n" || o == "netns" => {}
             _ if matches(o, "batch") => {
                 out.stderr =

@@ -223,6 +223,47 @@ pub fn get_addr_ipv4(s: &str) -> Option<u32> {
     None
 }
 
+/// `ll_addr_a2n(lladdr, 6, arg)` for an Ethernet address: a dotted IPv4 address (its 4 bytes), or up to six
+/// colon-separated parts each read by `sscanf("%x")` (leading blanks, `0x`, trailing junk ignored) and at
+/// most 255. Bytes the text does not reach are 0. The error is tc's line (`"ARG" is invalid lladdr.`).
+pub fn ll_addr_a2n(s: &str) -> std::result::Result<[u8; 6], String> {
+    let bad = |part: &str| format!("\"{part}\" is invalid lladdr.\n");
+    let mut out = [0u8; 6];
+    if s.contains('.') {
+        let a = get_addr_ipv4(s).ok_or_else(|| bad(s))?;
+        out[..4].copy_from_slice(&a.to_be_bytes());
+        return Ok(out);
+    }
+    let mut rest = s;
+    for b in out.iter_mut() {
+        let (part, next) = match rest.split_once(':') {
+            Some((p, n)) => (p, Some(n)),
+            None => (rest, None),
+        };
+        let t = part.trim_start();
+        let neg = t.starts_with('-');
+        let t = t.strip_prefix(['-', '+']).unwrap_or(t);
+        let t = t
+            .strip_prefix("0x")
+            .or_else(|| t.strip_prefix("0X"))
+            .filter(|r| r.starts_with(|c: char| c.is_ascii_hexdigit()))
+            .unwrap_or(t);
+        let digits = t.find(|c: char| !c.is_ascii_hexdigit()).unwrap_or(t.len());
+        if digits == 0 {
+            return Err(bad(part));
+        }
+        match u64::from_str_radix(&t[..digits.min(16)], 16) {
+            Ok(v) if v <= 255 && (!neg || v == 0) => *b = v as u8,
+            _ => return Err(bad(part)),
+        }
+        match next {
+            Some(n) => rest = n,
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
 /// `get_unsigned(…, 0)`: a whole word read by `strtoul(…, 0)`, at most `UINT_MAX`.
 pub fn get_unsigned(s: &str) -> Option<u32> {
     match strtoul(s, 0) {

@@ -19,6 +19,7 @@
 pub mod basic;
 pub mod ematch;
 pub mod flow;
+pub mod flower;
 pub mod fw;
 pub mod matchall;
 pub mod u32;
@@ -120,6 +121,7 @@ pub enum FilterOptions {
     Matchall(matchall::MatchallOptions),
     Basic(basic::BasicOptions),
     Flow(flow::FlowOptions),
+    Flower(flower::FlowerOptions),
 }
 
 impl FilterOptions {
@@ -130,6 +132,7 @@ impl FilterOptions {
             FilterOptions::Matchall(_) => "matchall",
             FilterOptions::Basic(_) => "basic",
             FilterOptions::Flow(_) => "flow",
+            FilterOptions::Flower(_) => "flower",
         }
     }
     fn exts(&self) -> &ExtsSpec {
@@ -139,6 +142,7 @@ impl FilterOptions {
             FilterOptions::Matchall(o) => &o.exts,
             FilterOptions::Basic(o) => &o.exts,
             FilterOptions::Flow(o) => &o.exts,
+            FilterOptions::Flower(o) => &o.exts,
         }
     }
 }
@@ -151,6 +155,7 @@ pub enum Classifier {
     Matchall(matchall::Matchall),
     Basic(basic::BasicHead),
     Flow(flow::FlowHead),
+    Flower(flower::FlowerHead),
 }
 
 impl Classifier {
@@ -161,6 +166,7 @@ impl Classifier {
             Classifier::Matchall(_) => "matchall",
             Classifier::Basic(_) => "basic",
             Classifier::Flow(_) => "flow",
+            Classifier::Flower(_) => "flower",
         }
     }
 }
@@ -297,6 +303,7 @@ impl Block {
                 .collect(),
             // A flow filter maps packets onto a range of classes by their keys: no one class.
             Classifier::Flow(f) => f.filters.iter().map(|x| (None, &x.exts)).collect(),
+            Classifier::Flower(f) => f.filters.values().map(|x| (x.classid, &x.exts)).collect(),
         }
     }
 
@@ -387,6 +394,7 @@ impl Block {
             Classifier::Matchall(m) => m.classify(pkt, cx, res),
             Classifier::Basic(b) => b.classify(pkt, cx, res),
             Classifier::Flow(f) => f.classify(pkt, cx, res),
+            Classifier::Flower(f) => f.classify(pkt, cx, res),
         }
     }
 
@@ -460,6 +468,7 @@ impl Block {
                     "matchall" => Classifier::Matchall(matchall::Matchall::default()),
                     "basic" => Classifier::Basic(basic::BasicHead::default()),
                     "flow" => Classifier::Flow(flow::FlowHead::default()),
+                    "flower" => Classifier::Flower(flower::FlowerHead::default()),
                     _ => return Err(KernelError::msg(Errno::NoEntry, "TC classifier not found")),
                 };
                 let list = self.chains.entry(req.chain).or_default();
@@ -560,6 +569,13 @@ impl Block {
                 };
                 f.change(req.handle, o, actions, now)
             }
+            (Classifier::Flower(f), o) => {
+                let o = match o {
+                    Some(FilterOptions::Flower(o)) => Some(o),
+                    _ => None,
+                };
+                f.change(req.handle, o, actions, now)
+            }
         }
     }
 
@@ -571,6 +587,7 @@ impl Block {
             Classifier::Matchall(m) => m.get(handle),
             Classifier::Basic(b) => b.get(handle),
             Classifier::Flow(f) => f.get(handle),
+            Classifier::Flower(f) => f.get(handle),
         }
     }
 
@@ -588,6 +605,7 @@ impl Block {
             Classifier::Matchall(m) => m.destroy(actions),
             Classifier::Basic(b) => b.destroy(actions),
             Classifier::Flow(f) => f.destroy(actions),
+            Classifier::Flower(f) => f.destroy(actions),
         }
         if self.chains.get(&chain).is_some_and(|l| l.is_empty()) {
             self.chains.remove(&chain);
@@ -597,7 +615,7 @@ impl Block {
     /// Does a filter of this block name `classid` as its result (`tcf_bind_filter` bound it, or
     /// `tc_bind_tclass` did when the class appeared)? The kernel counts these bindings in the class's
     /// `filter_cnt`; `qdisc_class_in_use` refuses to delete a class while it is non-zero. u32, fw,
-    /// matchall and basic bind; flow's `baseclass` arithmetic does not.
+    /// matchall, basic and flower bind; flow's `baseclass` arithmetic does not.
     pub fn binds(&self, classid: u32) -> bool {
         let u32_binds = self
             .u32_common
@@ -614,6 +632,7 @@ impl Block {
                     .as_ref()
                     .is_some_and(|x| x.classid == Some(classid)),
                 Classifier::Basic(b) => b.filters.iter().any(|x| x.classid == classid),
+                Classifier::Flower(f) => f.filters.values().any(|x| x.classid == Some(classid)),
             })
     }
 
@@ -692,6 +711,7 @@ impl Block {
             Classifier::Matchall(m) => m.delete(actions),
             Classifier::Basic(b) => b.delete(req.handle, actions),
             Classifier::Flow(f) => f.delete(req.handle, actions),
+            Classifier::Flower(f) => f.delete(req.handle, actions),
         };
         if last {
             self.remove_tp(req.chain, idx, actions);

@@ -336,27 +336,7 @@ pub fn print_action(
     p.number("order", format_args!("\taction order {order}: "), order);
     print_aopt(p, a, flags, now);
     if flags.stats {
-        let s = &a.stats;
-        p.fp("\tAction statistics:");
-        p.nl();
-        p.open_object(Some("stats"));
-        p.fp("\t");
-        p.number("bytes", format_args!("Sent {} bytes", s.bytes), s.bytes);
-        p.number("packets", format_args!(" {} pkt", s.packets), s.packets);
-        p.number("drops", format_args!(" (dropped {}", s.drops), s.drops);
-        p.number(
-            "overlimits",
-            format_args!(", overlimits {}", s.overlimits),
-            s.overlimits,
-        );
-        p.number("requeues", " requeues 0) ", 0);
-        p.nl();
-        p.fp("\t");
-        p.number("backlog", "backlog 0b", 0);
-        p.number("qlen", " 0p", 0);
-        p.fp(" requeues 0");
-        p.close_object();
-        p.nl();
+        print_stats(p, &a.stats);
     }
     if let Some(ck) = &a.cookie {
         let hex: String = ck.iter().map(|b| format!("{b:02x}")).collect();
@@ -388,6 +368,30 @@ pub fn print_action(
     p.close_object();
 }
 
+/// `Action statistics:` and `print_tcstats2_attr`'s lines.
+fn print_stats(p: &mut Printer, s: &tclab_core::action::ActionStats) {
+    p.fp("\tAction statistics:");
+    p.nl();
+    p.open_object(Some("stats"));
+    p.fp("\t");
+    p.number("bytes", format_args!("Sent {} bytes", s.bytes), s.bytes);
+    p.number("packets", format_args!(" {} pkt", s.packets), s.packets);
+    p.number("drops", format_args!(" (dropped {}", s.drops), s.drops);
+    p.number(
+        "overlimits",
+        format_args!(", overlimits {}", s.overlimits),
+        s.overlimits,
+    );
+    p.number("requeues", " requeues 0) ", 0);
+    p.nl();
+    p.fp("\t");
+    p.number("backlog", "backlog 0b", 0);
+    p.number("qlen", " 0p", 0);
+    p.fp(" requeues 0");
+    p.close_object();
+    p.nl();
+}
+
 /// `tc_dump_action`: a filter's (or a listing's) actions, in order from `first`.
 pub fn print_actions(
     actions: &[std::rc::Rc<std::cell::RefCell<Action>>],
@@ -400,6 +404,39 @@ pub fn print_actions(
     p.open_array("actions");
     for (i, a) in actions.iter().enumerate() {
         print_action(&a.borrow(), first + i as u32, bind, flags, now, p);
+    }
+    p.close_array();
+}
+
+/// A filter's actions in a terse dump (`tcf_action_dump_terse`: the kind, statistics and cookie, no
+/// options and no index), as `tc_dump_action` prints them: each kind's printer prints its name, if it
+/// does, before it finds no options.
+pub fn print_actions_terse(
+    actions: &[std::rc::Rc<std::cell::RefCell<Action>>],
+    first: u32,
+    flags: ShowFlags,
+    p: &mut Printer,
+) {
+    p.open_array("actions");
+    for (i, a) in actions.iter().enumerate() {
+        let a = a.borrow();
+        let order = first + i as u32;
+        p.open_object(None);
+        p.nl();
+        p.number("order", format_args!("\taction order {order}: "), order);
+        match a.kind() {
+            "police" => p.json_string("kind", "police"),
+            k => p.string("kind", format_args!("{k} "), k),
+        }
+        if flags.stats {
+            print_stats(p, &a.stats);
+        }
+        if let Some(ck) = &a.cookie {
+            let hex: String = ck.iter().map(|b| format!("{b:02x}")).collect();
+            p.string("cookie", format_args!("\tcookie {hex}"), &hex);
+            p.nl();
+        }
+        p.close_object();
     }
     p.close_array();
 }

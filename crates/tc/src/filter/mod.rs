@@ -1,6 +1,6 @@
 //! `tc filter …`: the command (iproute2's `tc/tc_filter.c`) and the listing, with one file per
 //! classifier for its language, as iproute2 has one `f_X.c`: `u32.rs`, `fw.rs`, `matchall.rs`,
-//! `basic.rs`, `flow.rs` (the ematch language of basic and flow is in [`crate::ematch`]). A kind's file
+//! `basic.rs`, `flow.rs`, `flower.rs` (the ematch language of basic and flow is in [`crate::ematch`]). A kind's file
 //! holds its parser (`parse_X`: handle and options) and its printer (`print`); [`parse_fopt`] and
 //! `print_entry` dispatch to them, one line each.
 //!
@@ -10,6 +10,7 @@
 
 mod basic;
 mod flow;
+mod flower;
 mod fw;
 mod matchall;
 mod u32;
@@ -292,7 +293,7 @@ fn modify(engine: &mut Engine, argv: &[String], ff: Option<FilterFlags>, now: Na
     devices = crate::action::device_names(engine, argv);
     c.devices = &devices;
     let (handle, opts) = match m.kind {
-        Some(k) => parse_fopt(k, m.handle, &mut c)?,
+        Some(k) => parse_fopt(k, m.handle, protocol, m.parent, &mut c)?,
         None => {
             if m.handle.is_some() {
                 return Err(Failure::syntax(
@@ -333,14 +334,15 @@ fn modify(engine: &mut Engine, argv: &[String], ff: Option<FilterFlags>, now: Na
 }
 
 /// The kinds tc knows but tclab's "kernel" has no module for.
-const KNOWN_TO_TC: &[&str] = &[
-    "flower", "bpf", "cgroup", "route", "rsvp", "rsvp6", "tcindex",
-];
+const KNOWN_TO_TC: &[&str] = &["bpf", "cgroup", "route", "rsvp", "rsvp6", "tcindex"];
 
-/// A filter kind's `parse_fopt`: the handle and the options (`None`: no `TCA_OPTIONS`).
+/// A filter kind's `parse_fopt`: the handle and the options (`None`: no `TCA_OPTIONS`). The request's
+/// protocol and parent are there for the kinds that read them (`tcm_info`, `tcm_parent`: flower).
 fn parse_fopt(
     kind: &str,
     handle: Option<&str>,
+    protocol: u16,
+    parent: u32,
     c: &mut Cur,
 ) -> Result<(u32, Option<FilterOptions>)> {
     match kind {
@@ -349,6 +351,7 @@ fn parse_fopt(
         "matchall" => matchall::parse_matchall(handle, c),
         "basic" => basic::parse_basic(handle, c),
         "flow" => flow::parse_flow(handle, c),
+        "flower" => flower::parse_flower(handle, protocol, parent, c),
         k if KNOWN_TO_TC.contains(&k) => Err(kernel(KernelError::msg(
             Errno::NoEntry,
             "TC classifier not found",
@@ -497,7 +500,7 @@ fn get(
     if engine.device(dev).is_none() {
         return Err(Failure::options(format!("Cannot find device \"{dev}\"")));
     }
-    let (handle, _) = parse_fopt(kind, m.handle, &mut c)?;
+    let (handle, _) = parse_fopt(kind, m.handle, protocol, m.parent, &mut c)?;
     if m.handle.is_none() {
         return Err(Failure::syntax("Must specify filter \"handle\""));
     }
@@ -583,7 +586,13 @@ fn list(
         print_header(&view, parent.0, tp, &mut p);
         p.nl();
         p.close_object();
-        for e in entries(block, tp) {
+        let filters = entries(block, tp);
+        if flags.brief && !filters.is_empty() && !matches!(tp.cls, Classifier::Flower(_)) {
+            // A terse dump (`-br`) of a kind without `terse_dump` fails with EOPNOTSUPP on its first
+            // filter, and the dump ends there (`tcf_chain_dump`).
+            break;
+        }
+        for e in filters {
             print_entry(&view, parent.0, tp, &e, flags, now, &mut p);
         }
     }
@@ -598,6 +607,7 @@ enum Entry<'a> {
     Matchall(&'a tclab_core::filter::matchall::MatchallFilter),
     Basic(&'a tclab_core::filter::basic::BasicFilter),
     Flow(&'a tclab_core::filter::flow::FlowFilter),
+    Flower(&'a tclab_core::filter::flower::FlowerFilter),
 }
 
 fn entries<'a>(block: &'a tclab_core::filter::Block, tp: &'a Tp) -> Vec<Entry<'a>> {
@@ -616,6 +626,7 @@ fn entries<'a>(block: &'a tclab_core::filter::Block, tp: &'a Tp) -> Vec<Entry<'a
         Classifier::Matchall(m) => m.filter.iter().map(Entry::Matchall).collect(),
         Classifier::Basic(b) => b.filters.iter().map(Entry::Basic).collect(),
         Classifier::Flow(f) => f.filters.iter().map(Entry::Flow).collect(),
+        Classifier::Flower(f) => f.filters.values().map(Entry::Flower).collect(),
     }
 }
 
@@ -627,6 +638,7 @@ fn entry_handle(e: &Entry) -> u32 {
         Entry::Matchall(m) => m.handle,
         Entry::Basic(b) => b.handle,
         Entry::Flow(f) => f.handle,
+        Entry::Flower(f) => f.handle,
     }
 }
 
@@ -691,6 +703,7 @@ fn print_entry(
         Entry::Matchall(m) => matchall::print(m, flags, now, p),
         Entry::Basic(b) => basic::print(b, flags, now, p),
         Entry::Flow(f) => flow::print(f, flags, now, p),
+        Entry::Flower(f) => flower::print(f, flags.brief, flags, now, p),
     }
     p.close_object();
     p.nl();

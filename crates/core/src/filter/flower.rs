@@ -1,0 +1,778 @@
+//! flower (`net/sched/cls_flower.c`): match a packet on the fields a flow dissector finds in it — EtherType,
+//! addresses, IP protocol, TOS and TTL, ports and port ranges, TCP flags, ICMP type and code — each under a
+//! mask, in one lookup per *mask* rather than one test per filter.
+//!
+//! A filter is a key and a mask over the same structure ([`FlowKey`]), built from the attributes tc sends
+//! as `fl_set_key` builds them: a field the command named gets its value and its mask (all ones unless the
+//! command gave one), every other field a zero mask. Filters with the same mask share one entry in the
+//! instance's *mask list* (`head->masks`, in the order the masks first appeared), and each mask keeps its
+//! filters in a table keyed by `key & mask` (`fl_set_masked_key`). Two filters with the same masked key
+//! under one mask cannot coexist: the second `add` is refused (`EEXIST`). Classification (`fl_classify`)
+//! dissects the packet once into a [`FlowKey`], then for each mask in list order looks the masked packet
+//! key up in that mask's table; the first filter found runs its actions, and what they answer is the
+//! instance's answer (`continue` passes on to the next instance, not to the next mask). A mask with a port
+//! range (`dst_port 1000-2000`) cannot be looked up directly, since the packet has a port and the filter a
+//! range: the kernel walks the mask's filters in the order they were added, and for each whose range holds
+//! the packet's port, looks the packet key up with that filter's range in place (`fl_lookup_range`).
+//!
+//! What a tclab packet carries, and therefore what can match: [`Packet::data`] starts at the network
+//! header, so the EtherType is `Packet::protocol` and the Ethernet addresses are not there at all — a
+//! filter with `dst_mac` or `src_mac` never matches (its mask is skipped), where the kernel would compare
+//! them. Packets carry no VLAN tag either, so a VLAN key behaves as on an untagged packet (its fields are
+//! zero, and a filter of protocol 802.1Q or 802.1ad never sees such a packet). `indev` never matches, as
+//! with u32 and fw: a tclab packet carries no input device. IPv4 and IPv6 are dissected as
+//! `__skb_flow_dissect` does with flower's flags: IPv6 extension headers (hop-by-hop, routing,
+//! destination options, fragment) are walked; a fragment sets `ip_flags frag` (and `firstfrag` when its
+//! offset is 0) and carries no ports, TCP flags or ICMP fields, since flower does not ask to parse the
+//! first fragment; a header cut short leaves the fields it would have filled at zero.
+//!
+//! Hardware offload: no tclab device offloads filters, so every filter runs in software and is reported
+//! `not_in_hw` (`in_hw_count` 0); `skip_sw` asks for a filter that runs only in hardware, which a block of
+//! such devices cannot place (`EOPNOTSUPP`, as `tc_setup_cb_add` answers for a block with a device that
+//! cannot offload), and `skip_sw` together with `skip_hw` is no valid combination (`EINVAL`).
+
+use super::NO_MATCH;
+use super::{Exts, ExtsSpec, TcfResult, CLS_FLAGS_NOT_IN_HW, CLS_FLAGS_SKIP_HW, CLS_FLAGS_SKIP_SW};
+use crate::action::{ActionTable, Control};
+use crate::error::{Errno, KernelError};
+use crate::packet::Packet;
+use crate::qdisc::Cx;
+use crate::wire::{be16, byte, Ipv4};
+use crate::Nanos;
+use std::collections::BTreeMap;
+
+/// `TCA_CLS_FLAGS_VERBOSE`: kept and dumped, never printed by tc.
+pub const CLS_FLAGS_VERBOSE: u32 = 16;
+
+/// `FLOW_DIS_IS_FRAGMENT` and `FLOW_DIS_FIRST_FRAG` (the same bits as `TCA_FLOWER_KEY_FLAGS_*`).
+pub const FLAG_IS_FRAGMENT: u8 = 1;
+pub const FLAG_FIRST_FRAG: u8 = 2;
+
+/// `control.addr_type`: which address pair the key holds.
+pub const ADDR_IPV4: u8 = 1;
+pub const ADDR_IPV6: u8 = 2;
+
+pub const ETH_P_IP: u16 = 0x0800;
+pub const ETH_P_IPV6: u16 = 0x86dd;
+pub const ETH_P_8021Q: u16 = 0x8100;
+pub const ETH_P_8021AD: u16 = 0x88a8;
+pub const IPPROTO_TCP: u8 = 6;
+pub const IPPROTO_UDP: u8 = 17;
+pub const IPPROTO_SCTP: u8 = 132;
+pub const IPPROTO_ICMP: u8 = 1;
+pub const IPPROTO_ICMPV6: u8 = 58;
+
+/// `struct flow_dissector_key_vlan`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct VlanKey {
+    pub id: u16,
+    pub prio: u8,
+    pub tpid: u16,
+    pub eth_type: u16,
+}
+
+/// `struct fl_flow_key`, the fields tclab dissects: the packet's key, a filter's key, or a mask (a field
+/// of a mask is all ones where the field counts). Ports, EtherTypes and flags in host order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FlowKey {
+    /// `meta.ingress_ifindex`: the device a packet came in on (`indev`); 0 in a packet's key, as tclab
+    /// packets carry no input device.
+    pub ingress_ifindex: u32,
+    pub eth_dst: [u8; 6],
+    pub eth_src: [u8; 6],
+    /// `num_of_vlans`: how many VLAN tags the packet carries (0 for every tclab packet).
+    pub num_of_vlans: u8,
+    /// `basic.n_proto`.
+    pub n_proto: u16,
+    /// `basic.ip_proto`.
+    pub ip_proto: u8,
+    /// `control.addr_type`: [`ADDR_IPV4`], [`ADDR_IPV6`] or 0.
+    pub addr_type: u8,
+    /// `control.flags`: [`FLAG_IS_FRAGMENT`], [`FLAG_FIRST_FRAG`].
+    pub ip_flags: u8,
+    pub vlan: VlanKey,
+    pub cvlan: VlanKey,
+    /// IPv4 addresses in the first 4 bytes, IPv6 in all 16 (the kernel's union of the two).
+    pub src: [u8; 16],
+    pub dst: [u8; 16],
+    pub tos: u8,
+    pub ttl: u8,
+    /// `tp`: source and destination ports (TCP, UDP, SCTP, DCCP, UDP-Lite; the SPI's halves for ESP).
+    pub sport: u16,
+    pub dport: u16,
+    /// `tcp.flags`: the 12 bits after the data offset.
+    pub tcp_flags: u16,
+    pub icmp_type: u8,
+    pub icmp_code: u8,
+    /// `tp_range`: [source, destination] minimum and maximum ports of a range filter.
+    pub port_min: [u16; 2],
+    pub port_max: [u16; 2],
+}
+
+fn and6(a: [u8; 6], b: [u8; 6]) -> [u8; 6] {
+    std::array::from_fn(|i| a[i] & b[i])
+}
+fn and16(a: [u8; 16], b: [u8; 16]) -> [u8; 16] {
+    std::array::from_fn(|i| a[i] & b[i])
+}
+
+impl VlanKey {
+    fn and(&self, m: &VlanKey) -> VlanKey {
+        VlanKey {
+            id: self.id & m.id,
+            prio: self.prio & m.prio,
+            tpid: self.tpid & m.tpid,
+            eth_type: self.eth_type & m.eth_type,
+        }
+    }
+}
+
+impl FlowKey {
+    /// `fl_set_masked_key`: every field under the mask.
+    pub fn and(&self, m: &FlowKey) -> FlowKey {
+        FlowKey {
+            ingress_ifindex: self.ingress_ifindex & m.ingress_ifindex,
+            eth_dst: and6(self.eth_dst, m.eth_dst),
+            eth_src: and6(self.eth_src, m.eth_src),
+            num_of_vlans: self.num_of_vlans & m.num_of_vlans,
+            n_proto: self.n_proto & m.n_proto,
+            ip_proto: self.ip_proto & m.ip_proto,
+            addr_type: self.addr_type & m.addr_type,
+            ip_flags: self.ip_flags & m.ip_flags,
+            vlan: self.vlan.and(&m.vlan),
+            cvlan: self.cvlan.and(&m.cvlan),
+            src: and16(self.src, m.src),
+            dst: and16(self.dst, m.dst),
+            tos: self.tos & m.tos,
+            ttl: self.ttl & m.ttl,
+            sport: self.sport & m.sport,
+            dport: self.dport & m.dport,
+            tcp_flags: self.tcp_flags & m.tcp_flags,
+            icmp_type: self.icmp_type & m.icmp_type,
+            icmp_code: self.icmp_code & m.icmp_code,
+            port_min: [
+                self.port_min[0] & m.port_min[0],
+                self.port_min[1] & m.port_min[1],
+            ],
+            port_max: [
+                self.port_max[0] & m.port_max[0],
+                self.port_max[1] & m.port_max[1],
+            ],
+        }
+    }
+
+    /// Does this mask range over source (`0`) or destination (`1`) ports (`TCA_FLOWER_MASK_FLAGS_RANGE`)?
+    fn has_range(&self, end: usize) -> bool {
+        self.port_min[end] != 0 && self.port_max[end] != 0
+    }
+
+    /// The key `__skb_flow_dissect` finds in `pkt` with flower's dissector (see the module's essay).
+    pub fn dissect(pkt: &Packet) -> FlowKey {
+        let mut k = FlowKey {
+            n_proto: pkt.protocol,
+            ..Default::default()
+        };
+        let d = &pkt.data;
+        let (proto, l4) = match pkt.protocol {
+            ETH_P_IP => {
+                let Some(ip) = Ipv4::parse(d) else {
+                    return k;
+                };
+                k.addr_type = ADDR_IPV4;
+                k.src[..4].copy_from_slice(&ip.src().to_be_bytes());
+                k.dst[..4].copy_from_slice(&ip.dst().to_be_bytes());
+                k.tos = ip.tos();
+                k.ttl = ip.ttl();
+                k.ip_proto = ip.protocol();
+                if ip.is_fragment() {
+                    // `goto out_good`: flower does not ask for the first fragment's ports.
+                    k.ip_flags = FLAG_IS_FRAGMENT;
+                    if ip.frag_offset() == 0 {
+                        k.ip_flags |= FLAG_FIRST_FRAG;
+                    }
+                    return k;
+                }
+                (ip.protocol(), ip.header_len())
+            }
+            ETH_P_IPV6 => {
+                if d.len() < 40 || d[0] >> 4 != 6 {
+                    return k;
+                }
+                k.addr_type = ADDR_IPV6;
+                k.src.copy_from_slice(&d[8..24]);
+                k.dst.copy_from_slice(&d[24..40]);
+                // `ipv6_get_dsfield`: the traffic class straddles the first two bytes.
+                k.tos = (u16::from_be_bytes([d[0], d[1]]) >> 4) as u8;
+                k.ttl = d[7];
+                let mut proto = d[6];
+                let mut off = 40usize;
+                loop {
+                    k.ip_proto = proto;
+                    match proto {
+                        // NEXTHDR_HOP, NEXTHDR_ROUTING, NEXTHDR_DEST.
+                        0 | 43 | 60 => {
+                            let (Some(next), Some(len)) =
+                                (byte(d, off as i64), byte(d, off as i64 + 1))
+                            else {
+                                return k;
+                            };
+                            proto = next;
+                            off += (len as usize + 1) << 3;
+                        }
+                        // NEXTHDR_FRAGMENT.
+                        44 => {
+                            let (Some(next), Some(frag)) =
+                                (byte(d, off as i64), be16(d, off as i64 + 2))
+                            else {
+                                return k;
+                            };
+                            k.ip_proto = next;
+                            k.ip_flags = FLAG_IS_FRAGMENT;
+                            if frag & 0xfff8 == 0 {
+                                k.ip_flags |= FLAG_FIRST_FRAG;
+                            }
+                            return k;
+                        }
+                        _ => break,
+                    }
+                }
+                (proto, off)
+            }
+            _ => return k,
+        };
+        let l4 = l4 as i64;
+        // `proto_ports_offset`: where the ports are, for the protocols that have them.
+        let ports_at = match proto {
+            6 | 17 | 33 | 50 | 132 | 136 => Some(l4),
+            51 => Some(l4 + 4),
+            _ => None,
+        };
+        if let Some(at) = ports_at {
+            if let (Some(s), Some(t)) = (be16(d, at), be16(d, at + 2)) {
+                (k.sport, k.dport) = (s, t);
+            }
+        }
+        match proto {
+            IPPROTO_TCP => {
+                // `__skb_flow_dissect_tcp`: a header that claims to be shorter than 20 bytes has no flags.
+                if let (Some(_), Some(w)) = (byte(d, l4 + 19), be16(d, l4 + 12)) {
+                    if (w >> 12) >= 5 {
+                        k.tcp_flags = w & 0x0fff;
+                    }
+                }
+            }
+            IPPROTO_ICMP | IPPROTO_ICMPV6 => {
+                if let (Some(t), Some(c)) = (byte(d, l4), byte(d, l4 + 1)) {
+                    (k.icmp_type, k.icmp_code) = (t, c);
+                }
+            }
+            _ => {}
+        }
+        k
+    }
+}
+
+/// A value and its mask, as tc sends a `TCA_FLOWER_KEY_X` / `TCA_FLOWER_KEY_X_MASK` pair.
+pub type Masked<T> = (T, T);
+
+/// What `tc filter … flower …` sends (`TCA_FLOWER_*`); [`FlowerOptions::set_key`] turns it into a key and a
+/// mask as `fl_set_key` does.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FlowerOptions {
+    pub classid: Option<u32>,
+    /// `TCA_FLOWER_FLAGS`: skip_hw, skip_sw, verbose.
+    pub flags: u32,
+    pub indev: Option<String>,
+    /// The index of `indev`'s device (`tcf_change_indev`), which the engine fills in: its [`DevId`] + 1.
+    ///
+    /// [`DevId`]: crate::engine::DevId
+    pub indev_ifindex: u32,
+    /// `TCA_FLOWER_KEY_ETH_TYPE`: the filter's protocol unless it is `all`.
+    pub eth_type: Option<u16>,
+    pub eth_dst: Option<Masked<[u8; 6]>>,
+    pub eth_src: Option<Masked<[u8; 6]>>,
+    pub num_of_vlans: Option<u8>,
+    pub vlan_id: Option<u16>,
+    pub vlan_prio: Option<u8>,
+    pub vlan_eth_type: Option<u16>,
+    pub cvlan_id: Option<u16>,
+    pub cvlan_prio: Option<u8>,
+    pub cvlan_eth_type: Option<u16>,
+    pub ip_proto: Option<u8>,
+    pub ip_tos: Option<Masked<u8>>,
+    pub ip_ttl: Option<Masked<u8>>,
+    pub ipv4_src: Option<Masked<[u8; 4]>>,
+    pub ipv4_dst: Option<Masked<[u8; 4]>>,
+    pub ipv6_src: Option<Masked<[u8; 16]>>,
+    pub ipv6_dst: Option<Masked<[u8; 16]>>,
+    /// `TCA_FLOWER_KEY_{TCP,UDP,SCTP}_{SRC,DST}` (the protocol's own pair): [source, destination].
+    pub ports: [Option<Masked<u16>>; 2],
+    /// `TCA_FLOWER_KEY_PORT_{SRC,DST}_{MIN,MAX}`: [source, destination] (min, max).
+    pub port_range: [Option<(u16, u16)>; 2],
+    pub tcp_flags: Option<Masked<u16>>,
+    pub icmp_type: Option<Masked<u8>>,
+    pub icmp_code: Option<Masked<u8>>,
+    /// `TCA_FLOWER_KEY_FLAGS` and its mask (`ip_flags frag/firstfrag`).
+    pub key_flags: Option<Masked<u32>>,
+    pub exts: ExtsSpec,
+}
+
+fn vlan_type(t: u16) -> bool {
+    t == ETH_P_8021Q || t == ETH_P_8021AD
+}
+
+impl FlowerOptions {
+    /// `fl_set_key`: the filter's key and mask.
+    pub fn set_key(&self) -> Result<(FlowKey, FlowKey), KernelError> {
+        let mut k = FlowKey::default();
+        let mut m = FlowKey::default();
+        if self.indev.is_some() {
+            k.ingress_ifindex = self.indev_ifindex;
+            m.ingress_ifindex = u32::MAX;
+        }
+        if let Some((v, mask)) = self.eth_dst {
+            (k.eth_dst, m.eth_dst) = (v, mask);
+        }
+        if let Some((v, mask)) = self.eth_src {
+            (k.eth_src, m.eth_src) = (v, mask);
+        }
+        if let Some(n) = self.num_of_vlans {
+            k.num_of_vlans = n;
+            m.num_of_vlans = 0xff;
+        }
+        // `is_vlan_key`: a VLAN EtherType (or enough tags by `num_of_vlans`) opens the tag's keys; any
+        // other EtherType is the packet's protocol.
+        let is_vlan_key = |t: Option<u16>, k: &mut FlowKey, m: &mut FlowKey, vthresh: u8| {
+            let good = k.num_of_vlans > vthresh;
+            match t {
+                None => (good, 0),
+                Some(t) if good || vlan_type(t) => (true, t),
+                Some(t) => {
+                    k.n_proto = t;
+                    m.n_proto = 0xffff;
+                    (false, t)
+                }
+            }
+        };
+        // `fl_set_key_vlan`.
+        let set_vlan = |key: &mut VlanKey, mask: &mut VlanKey, tpid: u16, id, prio, eth| {
+            if let Some(id) = id {
+                key.id = id & 0x0fff;
+                mask.id = 0x0fff;
+            }
+            if let Some(p) = prio {
+                key.prio = p & 7;
+                mask.prio = 7;
+            }
+            if tpid != 0 {
+                key.tpid = tpid;
+                mask.tpid = 0xffff;
+            }
+            if let Some(e) = eth {
+                key.eth_type = e;
+                mask.eth_type = 0xffff;
+            }
+        };
+        let (outer, tpid) = is_vlan_key(self.eth_type, &mut k, &mut m, 0);
+        if outer {
+            let (id, prio, eth) = (self.vlan_id, self.vlan_prio, self.vlan_eth_type);
+            set_vlan(&mut k.vlan, &mut m.vlan, tpid, id, prio, eth);
+            let (inner, tpid) = is_vlan_key(self.vlan_eth_type, &mut k, &mut m, 1);
+            if inner {
+                let (id, prio, eth) = (self.cvlan_id, self.cvlan_prio, self.cvlan_eth_type);
+                set_vlan(&mut k.cvlan, &mut m.cvlan, tpid, id, prio, eth);
+                if let Some(p) = self.cvlan_eth_type {
+                    k.n_proto = p;
+                    m.n_proto = 0xffff;
+                }
+            }
+        }
+        if k.n_proto == ETH_P_IP || k.n_proto == ETH_P_IPV6 {
+            if let Some(p) = self.ip_proto {
+                k.ip_proto = p;
+                m.ip_proto = 0xff;
+            }
+            if let Some((v, mask)) = self.ip_tos {
+                (k.tos, m.tos) = (v, mask);
+            }
+            if let Some((v, mask)) = self.ip_ttl {
+                (k.ttl, m.ttl) = (v, mask);
+            }
+        }
+        let put = |dst: &mut [u8; 16], src: &[u8]| dst[..src.len()].copy_from_slice(src);
+        if self.ipv4_src.is_some() || self.ipv4_dst.is_some() {
+            k.addr_type = ADDR_IPV4;
+            m.addr_type = 0xff;
+            if let Some((v, mask)) = self.ipv4_src {
+                put(&mut k.src, &v);
+                put(&mut m.src, &mask);
+            }
+            if let Some((v, mask)) = self.ipv4_dst {
+                put(&mut k.dst, &v);
+                put(&mut m.dst, &mask);
+            }
+        } else if self.ipv6_src.is_some() || self.ipv6_dst.is_some() {
+            k.addr_type = ADDR_IPV6;
+            m.addr_type = 0xff;
+            if let Some((v, mask)) = self.ipv6_src {
+                (k.src, m.src) = (v, mask);
+            }
+            if let Some((v, mask)) = self.ipv6_dst {
+                (k.dst, m.dst) = (v, mask);
+            }
+        }
+        let l4 = matches!(k.ip_proto, IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP);
+        if l4 {
+            if let Some((v, mask)) = self.ports[0] {
+                (k.sport, m.sport) = (v, mask);
+            }
+            if let Some((v, mask)) = self.ports[1] {
+                (k.dport, m.dport) = (v, mask);
+            }
+            if k.ip_proto == IPPROTO_TCP {
+                if let Some((v, mask)) = self.tcp_flags {
+                    (k.tcp_flags, m.tcp_flags) = (v, mask);
+                }
+            }
+        } else if (k.n_proto == ETH_P_IP && k.ip_proto == IPPROTO_ICMP)
+            || (k.n_proto == ETH_P_IPV6 && k.ip_proto == IPPROTO_ICMPV6)
+        {
+            if let Some((v, mask)) = self.icmp_type {
+                (k.icmp_type, m.icmp_type) = (v, mask);
+            }
+            if let Some((v, mask)) = self.icmp_code {
+                (k.icmp_code, m.icmp_code) = (v, mask);
+            }
+        }
+        if l4 {
+            // `fl_set_key_port_range`.
+            for (end, what) in [(1, "destination"), (0, "source")] {
+                if let Some((lo, hi)) = self.port_range[end] {
+                    (k.port_min[end], k.port_max[end]) = (lo, hi);
+                    (m.port_min[end], m.port_max[end]) = (0xffff, 0xffff);
+                    if hi <= lo {
+                        return Err(KernelError::invalid(format!(
+                            "Invalid {what} port range (min must be strictly smaller than max)"
+                        )));
+                    }
+                }
+            }
+        }
+        if let Some((v, mask)) = self.key_flags {
+            // `fl_set_key_flags`: the fragment bits only.
+            let bits = (FLAG_IS_FRAGMENT | FLAG_FIRST_FRAG) as u32;
+            m.ip_flags = (mask & bits) as u8;
+            k.ip_flags = (v & mask & bits) as u8;
+        }
+        Ok((k, m))
+    }
+}
+
+/// One filter (`struct cls_fl_filter`).
+#[derive(Clone, Debug)]
+pub struct FlowerFilter {
+    pub handle: u32,
+    pub key: FlowKey,
+    /// Its mask's key (`f->mask->key`), for the dump.
+    pub mask: FlowKey,
+    /// `key & mask`, what the mask's table holds it by.
+    mkey: FlowKey,
+    pub classid: Option<u32>,
+    /// `TCA_FLOWER_FLAGS` as kept: what tc sent, and [`CLS_FLAGS_NOT_IN_HW`].
+    pub flags: u32,
+    pub indev: Option<String>,
+    pub exts: Exts,
+}
+
+/// One entry of the mask list (`struct fl_flow_mask`).
+#[derive(Clone, Debug)]
+struct Mask {
+    key: FlowKey,
+    /// Its filters in the order they were added (`mask->filters`), which range lookups walk.
+    filters: Vec<u32>,
+    /// The filters by masked key (`mask->ht`), newest first where a `change` left two under one key.
+    table: BTreeMap<FlowKey, Vec<u32>>,
+}
+
+impl Mask {
+    fn lookup(&self, mkey: &FlowKey) -> Option<u32> {
+        self.table.get(mkey).and_then(|v| v.first().copied())
+    }
+    fn unlink(&mut self, f: &FlowerFilter) {
+        self.filters.retain(|&h| h != f.handle);
+        if let Some(v) = self.table.get_mut(&f.mkey) {
+            v.retain(|&h| h != f.handle);
+            if v.is_empty() {
+                self.table.remove(&f.mkey);
+            }
+        }
+    }
+}
+
+/// The instance (`struct cls_fl_head`): filters by handle (`handle_idr`, the order a dump walks) and the
+/// mask list.
+#[derive(Clone, Debug, Default)]
+pub struct FlowerHead {
+    pub filters: BTreeMap<u32, FlowerFilter>,
+    masks: Vec<Mask>,
+}
+
+impl FlowerHead {
+    /// The masks in list order (for tests and `tclab explain`-like readers).
+    pub fn mask_count(&self) -> usize {
+        self.masks.len()
+    }
+
+    /// `fl_classify`.
+    pub fn classify(&self, pkt: &mut Packet, cx: &mut Cx, res: &mut TcfResult) -> Control {
+        if self.masks.is_empty() {
+            return NO_MATCH;
+        }
+        let key = FlowKey::dissect(pkt);
+        for mask in &self.masks {
+            let Some(h) = self.mask_lookup(mask, &key) else {
+                continue;
+            };
+            let f = &self.filters[&h];
+            if f.flags & CLS_FLAGS_SKIP_SW != 0 {
+                continue;
+            }
+            res.classid = f.classid.unwrap_or(0);
+            return f.exts.exec(pkt, cx);
+        }
+        NO_MATCH
+    }
+
+    /// `fl_mask_lookup`, for a packet key.
+    fn mask_lookup(&self, mask: &Mask, key: &FlowKey) -> Option<u32> {
+        let m = &mask.key;
+        if m.eth_dst != [0; 6] || m.eth_src != [0; 6] {
+            // The packet carries no Ethernet header (see the essay).
+            return None;
+        }
+        let mut mkey = key.and(m);
+        let ranges = [m.has_range(0), m.has_range(1)];
+        if !ranges[0] && !ranges[1] {
+            return mask.lookup(&mkey);
+        }
+        // `fl_lookup_range`.
+        let ports = [key.sport, key.dport];
+        for h in &mask.filters {
+            let f = &self.filters[h];
+            let mut holds = true;
+            for end in 0..2 {
+                if !ranges[end] {
+                    continue;
+                }
+                if ports[end] < f.key.port_min[end] || ports[end] > f.key.port_max[end] {
+                    holds = false;
+                    break;
+                }
+                mkey.port_min[end] = f.mkey.port_min[end];
+                mkey.port_max[end] = f.mkey.port_max[end];
+            }
+            if !holds {
+                continue;
+            }
+            if let Some(found) = mask.lookup(&mkey) {
+                return Some(found);
+            }
+        }
+        None
+    }
+
+    pub fn get(&self, handle: u32) -> bool {
+        self.filters.contains_key(&handle)
+    }
+
+    /// `fl_change`: a new filter, or (handle of an existing one) its replacement, which must keep its mask.
+    pub fn change(
+        &mut self,
+        handle: u32,
+        opts: Option<&FlowerOptions>,
+        actions: &mut ActionTable,
+        now: Nanos,
+    ) -> Result<(), KernelError> {
+        let o = opts.ok_or_else(|| KernelError::new(Errno::Invalid))?;
+        let fold = (handle != 0).then(|| self.filters.get(&handle)).flatten();
+        // `tc_flags_valid`.
+        let known = CLS_FLAGS_SKIP_HW | CLS_FLAGS_SKIP_SW | CLS_FLAGS_VERBOSE;
+        if o.flags & !known != 0 || o.flags & (CLS_FLAGS_SKIP_HW | CLS_FLAGS_SKIP_SW) == 3 {
+            return Err(KernelError::new(Errno::Invalid));
+        }
+        let handle = match (fold, handle) {
+            (Some(_), h) => h,
+            // `idr_alloc_u32` from 1 to INT_MAX.
+            (None, 0) => {
+                let mut h = 1u32;
+                for &used in self.filters.keys() {
+                    if used != h {
+                        break;
+                    }
+                    h += 1;
+                }
+                if h > i32::MAX as u32 {
+                    return Err(KernelError::new(Errno::NoSpace));
+                }
+                h
+            }
+            (None, h) => h,
+        };
+        let (key, mask) = o.set_key()?;
+        let mkey = key.and(&mask);
+        let at = self.masks.iter().position(|m| m.key == mask);
+        match (fold, at) {
+            // `fl_check_assign_mask`: a replacement keeps its filter's mask.
+            (Some(_), None) => return Err(KernelError::new(Errno::Invalid)),
+            (Some(f), Some(_)) if f.mask != mask => return Err(KernelError::new(Errno::Invalid)),
+            // `fl_ht_insert_unique`: one filter per masked key, unless it replaces one.
+            (None, Some(i)) if self.masks[i].table.contains_key(&mkey) => {
+                return Err(KernelError::new(Errno::Exists))
+            }
+            _ => {}
+        }
+        if o.flags & CLS_FLAGS_SKIP_SW != 0 {
+            // `fl_hw_replace_filter`: only hardware may run it, and no device here offloads.
+            return Err(KernelError::new(Errno::NotSupported));
+        }
+        let exts = o.exts.instantiate(actions, now)?;
+        let f = FlowerFilter {
+            handle,
+            key,
+            mask,
+            mkey,
+            classid: o.classid,
+            flags: o.flags | CLS_FLAGS_NOT_IN_HW,
+            indev: o.indev.clone(),
+            exts,
+        };
+        let i = at.unwrap_or_else(|| {
+            self.masks.push(Mask {
+                key: mask,
+                filters: Vec::new(),
+                table: BTreeMap::new(),
+            });
+            self.masks.len() - 1
+        });
+        if let Some(old) = self.filters.remove(&handle) {
+            // `list_replace_rcu`: the new filter takes the old one's place in the mask's list.
+            let m = &mut self.masks[i];
+            if let Some(v) = m.table.get_mut(&old.mkey) {
+                v.retain(|&h| h != handle);
+                if v.is_empty() {
+                    m.table.remove(&old.mkey);
+                }
+            }
+            m.table.entry(mkey).or_default().insert(0, handle);
+            actions.release_bound(&old.exts.actions);
+        } else {
+            let m = &mut self.masks[i];
+            m.filters.push(handle);
+            m.table.entry(mkey).or_default().insert(0, handle);
+        }
+        self.filters.insert(handle, f);
+        Ok(())
+    }
+
+    /// `fl_delete`: returns whether the instance is now empty. A mask goes with its last filter.
+    pub fn delete(&mut self, handle: u32, actions: &mut ActionTable) -> bool {
+        if let Some(f) = self.filters.remove(&handle) {
+            if let Some(i) = self.masks.iter().position(|m| m.key == f.mask) {
+                self.masks[i].unlink(&f);
+                if self.masks[i].filters.is_empty() {
+                    self.masks.remove(i);
+                }
+            }
+            actions.release_bound(&f.exts.actions);
+        }
+        self.filters.is_empty()
+    }
+
+    pub fn destroy(self, actions: &mut ActionTable) {
+        for f in self.filters.values() {
+            actions.release_bound(&f.exts.actions);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts_ip() -> FlowerOptions {
+        FlowerOptions {
+            eth_type: Some(ETH_P_IP),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn dissects_ipv4_tcp_and_a_later_fragment() {
+        let p = Packet::tcp4([10, 0, 0, 1], 1234, [10, 0, 0, 2], 80, 0x12, 1, 2, &[], 0);
+        let k = FlowKey::dissect(&p);
+        assert_eq!(
+            (k.n_proto, k.ip_proto, k.addr_type),
+            (ETH_P_IP, 6, ADDR_IPV4)
+        );
+        assert_eq!(&k.src[..4], &[10, 0, 0, 1]);
+        assert_eq!((k.sport, k.dport, k.tcp_flags, k.ttl), (1234, 80, 0x12, 64));
+        let mut frag = p.clone();
+        frag.data[6] = 0x00;
+        frag.data[7] = 0x10; // offset 16 × 8 bytes: a later fragment
+        let k = FlowKey::dissect(&frag);
+        assert_eq!(k.ip_flags, FLAG_IS_FRAGMENT);
+        assert_eq!(
+            (k.sport, k.dport, k.tcp_flags),
+            (0, 0, 0),
+            "no L4 fields in a fragment"
+        );
+    }
+
+    #[test]
+    fn dissects_ipv6_past_a_hop_by_hop_header() {
+        let mut d = vec![0x6b, 0x80, 0, 0, 0, 16, 0, 33];
+        d.extend_from_slice(&[0x20, 1, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        d.extend_from_slice(&[0x20, 1, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        d.extend_from_slice(&[17, 0, 1, 4, 0, 0, 0, 0]); // hop-by-hop, 8 bytes, then UDP
+        d.extend_from_slice(&[0x13, 0x88, 0x00, 0x35, 0, 8, 0, 0]);
+        let p = Packet {
+            data: d,
+            len: 78,
+            protocol: ETH_P_IPV6,
+            ..Default::default()
+        };
+        let k = FlowKey::dissect(&p);
+        assert_eq!((k.addr_type, k.ip_proto), (ADDR_IPV6, 17));
+        assert_eq!((k.sport, k.dport), (5000, 53));
+        assert_eq!((k.tos, k.ttl), (0xb8, 33), "traffic class from bits 4..12");
+    }
+
+    #[test]
+    fn duplicate_masked_key_is_refused_and_changes_keep_the_mask() {
+        let mut head = FlowerHead::default();
+        let mut t = ActionTable::default();
+        let mut o = opts_ip();
+        o.ip_proto = Some(6);
+        head.change(0, Some(&o), &mut t, 0).unwrap();
+        let e = head.change(0, Some(&o), &mut t, 0).unwrap_err();
+        assert_eq!(e.errno, Errno::Exists, "fl_ht_insert_unique");
+        let mut other = opts_ip();
+        other.ip_proto = Some(17);
+        head.change(0, Some(&other), &mut t, 0).unwrap();
+        assert_eq!(head.mask_count(), 1, "same mask, another key");
+        let mut new_mask = opts_ip();
+        new_mask.ipv4_dst = Some(([10, 0, 0, 1], [255; 4]));
+        assert_eq!(
+            head.change(1, Some(&new_mask), &mut t, 0)
+                .unwrap_err()
+                .errno,
+            Errno::Invalid,
+            "a replacement must keep its mask"
+        );
+        head.change(0, Some(&new_mask), &mut t, 0).unwrap();
+        assert_eq!(head.filters.keys().copied().collect::<Vec<_>>(), [1, 2, 3]);
+        assert_eq!(head.mask_count(), 2);
+        assert!(!head.delete(3, &mut t));
+        assert_eq!(head.mask_count(), 1, "a mask goes with its last filter");
+    }
+}

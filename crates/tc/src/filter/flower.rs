@@ -1,0 +1,853 @@
+//! `flower` (`f_flower.c`): the keys a packet's headers give (EtherType, VLAN, MAC and IP addresses, IP
+//! protocol, TOS/TTL, ports and port ranges, TCP flags, ICMP type and code, fragment flags) and their
+//! masks, as tc 6.1 parses them; and the printer, which prints what the kernel dumps (`fl_dump_key`:
+//! a field whose mask is zero is not dumped) the way `flower_print_opt` prints it. MPLS, ARP, PPPoE,
+//! tunnel (`enc_*`, `*_opts`) and conntrack (`ct_*`) keys are refused: tclab does not dissect them.
+
+use super::*;
+use crate::util::get_u16;
+use tclab_core::filter::flower::{
+    FlowKey, FlowerFilter, FlowerOptions, ETH_P_8021AD, ETH_P_8021Q, ETH_P_IP, ETH_P_IPV6,
+    FLAG_FIRST_FRAG, FLAG_IS_FRAGMENT, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP,
+    IPPROTO_UDP,
+};
+
+pub(super) const FLOWER_USAGE: &str = "Usage: ... flower\t[ MATCH-LIST ] [ verbose ]\n\t\t\t[ skip_sw | skip_hw ]\n\t\t\t[ action ACTION-SPEC ] [ classid CLASSID ]\n\nWhere: MATCH-LIST := [ MATCH-LIST ] MATCH\n       MATCH      := {\tindev DEV-NAME |\n\t\t\tnum_of_vlans VLANS_COUNT |\n\t\t\tvlan_id VID |\n\t\t\tvlan_prio PRIORITY |\n\t\t\tvlan_ethtype [ ipv4 | ipv6 | ETH-TYPE ] |\n\t\t\tcvlan_id VID |\n\t\t\tcvlan_prio PRIORITY |\n\t\t\tcvlan_ethtype [ ipv4 | ipv6 | ETH-TYPE ] |\n\t\t\tpppoe_sid PSID |\n\t\t\tppp_proto [ ipv4 | ipv6 | mpls_uc | mpls_mc | PPP_PROTO ]\t\t\tdst_mac MASKED-LLADDR |\n\t\t\tsrc_mac MASKED-LLADDR |\n\t\t\tip_proto [tcp | udp | sctp | icmp | icmpv6 | IP-PROTO ] |\n\t\t\tip_tos MASKED-IP_TOS |\n\t\t\tip_ttl MASKED-IP_TTL |\n\t\t\tmpls LSE-LIST |\n\t\t\tmpls_label LABEL |\n\t\t\tmpls_tc TC |\n\t\t\tmpls_bos BOS |\n\t\t\tmpls_ttl TTL |\n\t\t\tdst_ip PREFIX |\n\t\t\tsrc_ip PREFIX |\n\t\t\tdst_port PORT-NUMBER |\n\t\t\tsrc_port PORT-NUMBER |\n\t\t\ttcp_flags MASKED-TCP_FLAGS |\n\t\t\ttype MASKED-ICMP-TYPE |\n\t\t\tcode MASKED-ICMP-CODE |\n\t\t\tarp_tip IPV4-PREFIX |\n\t\t\tarp_sip IPV4-PREFIX |\n\t\t\tarp_op [ request | reply | OP ] |\n\t\t\tarp_tha MASKED-LLADDR |\n\t\t\tarp_sha MASKED-LLADDR |\n\t\t\tenc_dst_ip [ IPV4-ADDR | IPV6-ADDR ] |\n\t\t\tenc_src_ip [ IPV4-ADDR | IPV6-ADDR ] |\n\t\t\tenc_key_id [ KEY-ID ] |\n\t\t\tenc_tos MASKED-IP_TOS |\n\t\t\tenc_ttl MASKED-IP_TTL |\n\t\t\tgeneve_opts MASKED-OPTIONS |\n\t\t\tvxlan_opts MASKED-OPTIONS |\n                       erspan_opts MASKED-OPTIONS |\n\t\t\tgtp_opts MASKED-OPTIONS |\n\t\t\tip_flags IP-FLAGS |\n\t\t\tenc_dst_port [ port_number ] |\n\t\t\tct_state MASKED_CT_STATE |\n\t\t\tct_label MASKED_CT_LABEL |\n\t\t\tct_mark MASKED_CT_MARK |\n\t\t\tct_zone MASKED_CT_ZONE }\n\tLSE-LIST := [ LSE-LIST ] LSE\n\tLSE := lse depth DEPTH { label LABEL | tc TC | bos BOS | ttl TTL }\n\tFILTERID := X:Y:Z\n\tMASKED_LLADDR := { LLADDR | LLADDR/MASK | LLADDR/BITS }\n\tMASKED_CT_STATE := combination of {+|-} and flags trk,est,new,rel,rpl,inv\n\tACTION-SPEC := ... look at individual actions\n\nNOTE:\tCLASSID, IP-PROTO are parsed as hexadecimal input.\nNOTE:\tThere can be only used one mask per one prio. If user needs\n\tto specify different mask, he has to use different prio.";
+
+/// flower's keywords in the order `flower_parse_opt` tests them (the first a word is a prefix of wins;
+/// `true`: compared whole, with `strcmp`).
+const WORDS: &[(&str, bool)] = &[
+    ("classid", false),
+    ("flowid", false),
+    ("hw_tc", false),
+    ("ip_flags", false),
+    ("verbose", false),
+    ("skip_hw", false),
+    ("skip_sw", false),
+    ("ct_state", false),
+    ("ct_zone", false),
+    ("ct_mark", false),
+    ("ct_label", false),
+    ("indev", false),
+    ("num_of_vlans", true),
+    ("vlan_id", false),
+    ("vlan_prio", false),
+    ("vlan_ethtype", false),
+    ("cvlan_id", false),
+    ("cvlan_prio", false),
+    ("cvlan_ethtype", false),
+    ("mpls", false),
+    ("mpls_label", false),
+    ("mpls_tc", false),
+    ("mpls_bos", false),
+    ("mpls_ttl", false),
+    ("dst_mac", false),
+    ("src_mac", false),
+    ("ip_proto", false),
+    ("ip_tos", false),
+    ("ip_ttl", false),
+    ("dst_ip", false),
+    ("src_ip", false),
+    ("dst_port", false),
+    ("src_port", false),
+    ("tcp_flags", false),
+    ("type", false),
+    ("code", false),
+    ("arp_tip", false),
+    ("arp_sip", false),
+    ("arp_op", false),
+    ("arp_tha", false),
+    ("arp_sha", false),
+    ("pppoe_sid", true),
+    ("ppp_proto", true),
+    ("enc_dst_ip", false),
+    ("enc_src_ip", false),
+    ("enc_key_id", false),
+    ("enc_dst_port", false),
+    ("enc_tos", false),
+    ("enc_ttl", false),
+    ("geneve_opts", false),
+    ("vxlan_opts", false),
+    ("erspan_opts", false),
+    ("gtp_opts", true),
+    ("action", false),
+];
+
+/// The keywords of keys tclab's dissector does not produce.
+const NOT_DISSECTED: &[&str] = &[
+    "ct_state",
+    "ct_zone",
+    "ct_mark",
+    "ct_label",
+    "mpls",
+    "mpls_label",
+    "mpls_tc",
+    "mpls_bos",
+    "mpls_ttl",
+    "arp_tip",
+    "arp_sip",
+    "arp_op",
+    "arp_tha",
+    "arp_sha",
+    "pppoe_sid",
+    "ppp_proto",
+    "enc_dst_ip",
+    "enc_src_ip",
+    "enc_key_id",
+    "enc_dst_port",
+    "enc_tos",
+    "enc_ttl",
+    "geneve_opts",
+    "vxlan_opts",
+    "erspan_opts",
+    "gtp_opts",
+];
+
+/// `TC_H_MIN_PRIORITY` and `TC_QOPT_MAX_QUEUE`: `hw_tc N` is classid `MAJ:ffe0+N`.
+const TC_H_MIN_PRIORITY: u32 = 0xffe0;
+const TC_QOPT_MAX_QUEUE: u32 = 16;
+
+fn get_u8(s: &str, base: u32) -> Option<u8> {
+    get_u32(s, base).and_then(|v| u8::try_from(v).ok())
+}
+
+fn illegal(what: &str) -> Failure {
+    Failure::options(format!("Illegal \"{what}\""))
+}
+
+/// `VALUE[/MASK]` split at the first slash.
+fn split_mask(s: &str) -> (&str, Option<&str>) {
+    match s.split_once('/') {
+        Some((v, m)) => (v, Some(m)),
+        None => (s, None),
+    }
+}
+
+/// `flower_parse_eth_addr`: `LLADDR`, `LLADDR/BITS` or `LLADDR/MASK`.
+fn parse_eth_addr(s: &str) -> std::result::Result<([u8; 6], [u8; 6]), String> {
+    let (a, m) = split_mask(s);
+    let addr = crate::util::ll_addr_a2n(a)?;
+    let mask = match m {
+        None => [0xff; 6],
+        Some(m) => match crate::util::get_unsigned(m) {
+            Some(bits) => {
+                // `htonll(0xffffffffffffULL << (16 + 48 - bits))`, the shift as x86 performs it.
+                let shift = 64u32.wrapping_sub(bits) & 63;
+                let v = 0xffff_ffff_ffffu64 << shift;
+                let b = v.to_be_bytes();
+                [b[0], b[1], b[2], b[3], b[4], b[5]]
+            }
+            None => crate::util::ll_addr_a2n(m)?,
+        },
+    };
+    Ok((addr, mask))
+}
+
+/// `get_prefix(…, family)` as flower uses it: the address and its prefix as a mask.
+enum Prefix {
+    V4([u8; 4], [u8; 4]),
+    V6([u8; 16], [u8; 16]),
+}
+
+fn prefix_mask<const N: usize>(bits: u32) -> [u8; N] {
+    std::array::from_fn(|i| {
+        let have = bits.saturating_sub(8 * i as u32).min(8);
+        (0xffu16 << (8 - have)) as u8
+    })
+}
+
+/// `flower_parse_ip_addr`: the family follows the EtherType (0: either).
+fn parse_ip_addr(s: &str, eth_type: u16) -> std::result::Result<Prefix, Option<&'static str>> {
+    let family6 = match eth_type {
+        ETH_P_IP => Some(false),
+        ETH_P_IPV6 => Some(true),
+        0 => None,
+        _ => return Err(None),
+    };
+    let (a, len) = split_mask(s);
+    let is6 = a.contains(':');
+    let special = matches!(a, "default" | "any" | "all");
+    if special {
+        if len.is_some() {
+            return Err(None);
+        }
+        return Ok(match family6 {
+            Some(true) => Prefix::V6([0; 16], [0; 16]),
+            _ => Prefix::V4([0; 4], [0; 4]),
+        });
+    }
+    if family6.is_some_and(|f6| f6 != is6) {
+        // `get_prefix` itself refuses the other family's address.
+        return Err(None);
+    }
+    let max = if is6 { 128 } else { 32 };
+    let bits = match len {
+        None => max,
+        Some(l) => match crate::util::get_unsigned(l) {
+            Some(n) => n,
+            None => {
+                let m = crate::util::get_addr_ipv4(l)
+                    .filter(|_| !l.contains(':'))
+                    .ok_or(None)?;
+                let host = !m;
+                if host & host.wrapping_add(1) != 0 {
+                    return Err(None);
+                }
+                m.count_ones()
+            }
+        },
+    };
+    if bits > max {
+        return Err(None);
+    }
+    if is6 {
+        let addr: std::net::Ipv6Addr = a.parse().map_err(|_| None)?;
+        Ok(Prefix::V6(addr.octets(), prefix_mask(bits)))
+    } else {
+        let addr = crate::util::get_addr_ipv4(a).ok_or(None)?;
+        Ok(Prefix::V4(addr.to_be_bytes(), prefix_mask(bits)))
+    }
+}
+
+/// `flower_parse_port`: `PORT`, `MIN-MAX` or `PORT/MASK`.
+enum Port {
+    One(u16, u16),
+    Range(u16, u16),
+}
+
+fn parse_port(s: &str, ip_proto: u8) -> Option<Port> {
+    let l4 = matches!(ip_proto, IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP);
+    let range = match s.split_once('-') {
+        Some((a, b)) => get_u16(a, 10).zip(get_u16(b, 10)),
+        None => get_u16(s, 10).map(|a| (a, 0)),
+    };
+    match range {
+        Some((min, max)) if min != 0 && max != 0 => {
+            if max <= min {
+                crate::notice("max value should be greater than min value");
+                return None;
+            }
+            l4.then_some(Port::Range(min, max))
+        }
+        Some((min, 0)) if min != 0 => l4.then_some(Port::One(min, 0xffff)),
+        Some(_) => None,
+        None => {
+            let (v, m) = s.split_once('/')?;
+            if !l4 {
+                return None;
+            }
+            Some(Port::One(get_u16(v, 0)?, get_u16(m, 0)?))
+        }
+    }
+}
+
+/// `flower_parse_ip_tos_ttl`: decimal or hex, the mask hex.
+fn parse_tos_ttl(s: &str) -> Option<(u8, u8)> {
+    let (v, m) = split_mask(s);
+    let v = get_u8(v, 10).or_else(|| get_u8(v, 16))?;
+    let m = match m {
+        Some(m) => get_u8(m, 16)?,
+        None => 0xff,
+    };
+    Some((v, m))
+}
+
+/// `flower_parse_u8` without names: decimal value and mask.
+fn parse_masked_u8(s: &str) -> Option<(u8, u8)> {
+    let (v, m) = split_mask(s);
+    let v = get_u8(v, 10)?;
+    let m = match m {
+        Some(m) => get_u8(m, 10)?,
+        None => 0xff,
+    };
+    Some((v, m))
+}
+
+/// `flower_parse_tcp_flags`: 12 bits, hex.
+fn parse_tcp_flags(s: &str) -> Option<(u16, u16)> {
+    let (v, m) = split_mask(s);
+    let v = get_u16(v, 16).filter(|v| v & !0xfff == 0)?;
+    let m = match m {
+        Some(m) => get_u16(m, 16).filter(|m| m & !0xfff == 0)?,
+        None => 0xfff,
+    };
+    Some((v, m))
+}
+
+/// `flower_parse_matching_flags`: `[no]frag/[no]firstfrag`.
+fn parse_ip_flags(s: &str, mtf: &mut u32, mask: &mut u32) -> Option<()> {
+    for token in s.split('/').filter(|t| !t.is_empty()) {
+        let (no, name) = match token.strip_prefix("no") {
+            Some(rest) => (true, rest),
+            None => (false, token),
+        };
+        let bit = match name {
+            "frag" => FLAG_IS_FRAGMENT as u32,
+            "firstfrag" => FLAG_FIRST_FRAG as u32,
+            _ => return None,
+        };
+        if no {
+            *mtf &= !bit;
+        } else {
+            *mtf |= bit;
+        }
+        *mask |= bit;
+    }
+    Some(())
+}
+
+fn eth_type_vlan(t: u16, good_num_of_vlans: bool) -> bool {
+    t == ETH_P_8021Q || t == ETH_P_8021AD || good_num_of_vlans
+}
+
+/// `flower_parse_opt`.
+pub(super) fn parse_flower(
+    handle: Option<&str>,
+    protocol: u16,
+    parent: u32,
+    c: &mut Cur,
+) -> Result<(u32, Option<FilterOptions>)> {
+    let h = match handle {
+        Some(s) => get_u32(s, 0).ok_or_else(|| illegal("handle"))?,
+        None => 0,
+    };
+    let tc_proto = protocol;
+    let mut eth_type = tc_proto;
+    let mut vlan_ethtype = 0u16;
+    let mut num_of_vlans = 0u8;
+    let mut ip_proto = 0xffu8;
+    let (mut mtf, mut mtf_mask) = (0u32, 0u32);
+    let mut o = FlowerOptions::default();
+    while let Some(w) = c.peek() {
+        let word = WORDS
+            .iter()
+            .find(|(k, exact)| if *exact { w == *k } else { matches(w, k) })
+            .map(|(k, _)| *k);
+        let Some(word) = word else {
+            if w == "help" {
+                return Err(Failure::options(FLOWER_USAGE));
+            }
+            return Err(Failure::options(format!(
+                "What is \"{w}\"?\n{FLOWER_USAGE}"
+            )));
+        };
+        if NOT_DISSECTED.contains(&word) {
+            return Err(Failure::syntax(format!(
+                "Error: tclab does not support flower's \"{word}\" yet."
+            )));
+        }
+        match word {
+            "classid" | "flowid" => o.classid = Some(classid_arg(c)?),
+            "hw_tc" => {
+                let v = c.next_arg()?;
+                let (n, rest) = crate::util::strtoul(v, 0);
+                if !rest.is_empty() || n.is_none() {
+                    return Err(Failure::options("Illegal TC index"));
+                }
+                let n = n.unwrap_or(0);
+                if n >= TC_QOPT_MAX_QUEUE as u64 {
+                    return Err(Failure::options("TC index exceeds max range"));
+                }
+                let tc = (n as u32 + TC_H_MIN_PRIORITY) & 0xffff;
+                o.classid = Some((parent & 0xffff_0000) | tc);
+            }
+            "ip_flags" => {
+                let v = c.next_arg()?;
+                parse_ip_flags(v, &mut mtf, &mut mtf_mask).ok_or_else(|| illegal("ip_flags"))?;
+            }
+            "verbose" => o.flags |= tclab_core::filter::flower::CLS_FLAGS_VERBOSE,
+            "skip_hw" => o.flags |= CLS_FLAGS_SKIP_HW,
+            "skip_sw" => o.flags |= CLS_FLAGS_SKIP_SW,
+            "indev" => {
+                let v = c.next_arg()?;
+                if !crate::valid_ifname(v) {
+                    return Err(invarg("\"indev\" not a valid ifname", v));
+                }
+                o.indev = Some(v.to_string());
+            }
+            "num_of_vlans" => {
+                let v = c.next_arg()?;
+                num_of_vlans = get_u8(v, 10).ok_or_else(|| illegal("num_of_vlans"))?;
+                o.num_of_vlans = Some(num_of_vlans);
+            }
+            "vlan_id" | "cvlan_id" => {
+                let inner = word == "cvlan_id";
+                let v = c.next_arg()?;
+                if inner && !eth_type_vlan(vlan_ethtype, num_of_vlans > 1) {
+                    return Err(Failure::options("Can't set \"cvlan_id\" if inner vlan ethertype isn't 802.1Q or 802.1AD and num_of_vlans is less than 2"));
+                }
+                if !inner && !eth_type_vlan(tc_proto, num_of_vlans > 0) {
+                    return Err(Failure::options("Can't set \"vlan_id\" if ethertype isn't 802.1Q or 802.1AD and num_of_vlans is 0"));
+                }
+                let vid = get_u16(v, 10)
+                    .filter(|v| v & !0xfff == 0)
+                    .ok_or_else(|| illegal(word))?;
+                if inner {
+                    o.cvlan_id = Some(vid);
+                } else {
+                    o.vlan_id = Some(vid);
+                }
+            }
+            "vlan_prio" | "cvlan_prio" => {
+                let inner = word == "cvlan_prio";
+                let v = c.next_arg()?;
+                if inner && !eth_type_vlan(vlan_ethtype, num_of_vlans > 1) {
+                    return Err(Failure::options("Can't set \"cvlan_prio\" if inner vlan ethertype isn't 802.1Q or 802.1AD and num_of_vlans is less than 2"));
+                }
+                if !inner && !eth_type_vlan(tc_proto, num_of_vlans > 0) {
+                    return Err(Failure::options("Can't set \"vlan_prio\" if ethertype isn't 802.1Q or 802.1AD and num_of_vlans is 0"));
+                }
+                let prio = get_u8(v, 10)
+                    .filter(|p| p & !7 == 0)
+                    .ok_or_else(|| illegal(word))?;
+                if inner {
+                    o.cvlan_prio = Some(prio);
+                } else {
+                    o.vlan_prio = Some(prio);
+                }
+            }
+            "vlan_ethtype" | "cvlan_ethtype" => {
+                let inner = word == "cvlan_ethtype";
+                let v = c.next_arg()?;
+                let (outer, good) = if inner {
+                    (vlan_ethtype, num_of_vlans > 1)
+                } else {
+                    (eth_type, num_of_vlans > 0)
+                };
+                if !eth_type_vlan(outer, good) {
+                    return Err(Failure::options(format!(
+                        "Can't set \"{word}\" if ethertype isn't 802.1Q or 802.1AD and num_of_vlans {}",
+                        if inner { "less than 2" } else { "is 0" }
+                    )));
+                }
+                let t = proto_a2n(v).ok_or_else(|| invarg("invalid vlan_ethtype", v))?;
+                if inner {
+                    o.cvlan_eth_type = Some(t);
+                    eth_type = t;
+                } else {
+                    o.vlan_eth_type = Some(t);
+                    vlan_ethtype = t;
+                    eth_type = t;
+                }
+            }
+            "dst_mac" | "src_mac" => {
+                let v = c.next_arg()?;
+                let m = parse_eth_addr(v)
+                    .map_err(|e| Failure::options(format!("{e}Illegal \"{word}\"")))?;
+                if word == "dst_mac" {
+                    o.eth_dst = Some(m);
+                } else {
+                    o.eth_src = Some(m);
+                }
+            }
+            "ip_proto" => {
+                let v = c.next_arg()?;
+                let bad_eth =
+                    || Failure::options("Illegal \"eth_type\" for ip proto\nIllegal \"ip_proto\"");
+                if eth_type != ETH_P_IP && eth_type != ETH_P_IPV6 {
+                    return Err(bad_eth());
+                }
+                let p = if matches(v, "tcp") {
+                    IPPROTO_TCP
+                } else if matches(v, "udp") {
+                    IPPROTO_UDP
+                } else if matches(v, "sctp") {
+                    IPPROTO_SCTP
+                } else if matches(v, "icmp") {
+                    if eth_type != ETH_P_IP {
+                        return Err(bad_eth());
+                    }
+                    IPPROTO_ICMP
+                } else if matches(v, "icmpv6") {
+                    if eth_type != ETH_P_IPV6 {
+                        return Err(bad_eth());
+                    }
+                    IPPROTO_ICMPV6
+                } else {
+                    get_u8(v, 16).ok_or_else(|| illegal("ip_proto"))?
+                };
+                o.ip_proto = Some(p);
+                ip_proto = p;
+            }
+            "ip_tos" | "ip_ttl" => {
+                let v = c.next_arg()?;
+                let m = parse_tos_ttl(v).ok_or_else(|| illegal(word))?;
+                if word == "ip_tos" {
+                    o.ip_tos = Some(m);
+                } else {
+                    o.ip_ttl = Some(m);
+                }
+            }
+            "dst_ip" | "src_ip" => {
+                let v = c.next_arg()?;
+                let p = parse_ip_addr(v, eth_type).map_err(|why| {
+                    Failure::options(format!("{}Illegal \"{word}\"", why.unwrap_or("")))
+                })?;
+                let dst = word == "dst_ip";
+                match p {
+                    Prefix::V4(a, m) if dst => o.ipv4_dst = Some((a, m)),
+                    Prefix::V4(a, m) => o.ipv4_src = Some((a, m)),
+                    Prefix::V6(a, m) if dst => o.ipv6_dst = Some((a, m)),
+                    Prefix::V6(a, m) => o.ipv6_src = Some((a, m)),
+                }
+            }
+            "dst_port" | "src_port" => {
+                let v = c.next_arg()?;
+                let end = usize::from(word == "dst_port");
+                match parse_port(v, ip_proto).ok_or_else(|| illegal(word))? {
+                    Port::One(p, m) => o.ports[end] = Some((p, m)),
+                    Port::Range(lo, hi) => o.port_range[end] = Some((lo, hi)),
+                }
+            }
+            "tcp_flags" => {
+                let v = c.next_arg()?;
+                o.tcp_flags = Some(parse_tcp_flags(v).ok_or_else(|| illegal("tcp_flags"))?);
+            }
+            "type" | "code" => {
+                let v = c.next_arg()?;
+                let icmp = (eth_type == ETH_P_IP && ip_proto == IPPROTO_ICMP)
+                    || (eth_type == ETH_P_IPV6 && ip_proto == IPPROTO_ICMPV6);
+                let what = format!("icmp {word}");
+                let m = icmp
+                    .then(|| parse_masked_u8(v))
+                    .flatten()
+                    .ok_or_else(|| illegal(&what))?;
+                if word == "type" {
+                    o.icmp_type = Some(m);
+                } else {
+                    o.icmp_code = Some(m);
+                }
+            }
+            "action" => {
+                o.exts.actions = filter_actions(c, "\"action\"")?;
+                continue;
+            }
+            _ => unreachable!("every keyword of WORDS is handled or refused"),
+        }
+        c.fwd();
+    }
+    if mtf_mask != 0 {
+        o.key_flags = Some((mtf, mtf_mask));
+    }
+    if tc_proto != ETH_P_ALL {
+        o.eth_type = Some(tc_proto);
+    }
+    o.exts.cls_flags = cls_to_act_flags(o.flags);
+    Ok((h, Some(FilterOptions::Flower(o))))
+}
+
+/// `__mask_bits`: the length of a prefix mask, `None` for any other (all zeros included).
+fn mask_bits(m: &[u8]) -> Option<u32> {
+    let mut bits = 0;
+    let mut hole = false;
+    for b in m {
+        for j in (0..8).rev() {
+            if (b >> j) & 1 == 1 {
+                if hole {
+                    return None;
+                }
+                bits += 1;
+            } else if bits > 0 {
+                hole = true;
+            } else {
+                return None;
+            }
+        }
+    }
+    Some(bits)
+}
+
+fn mac(a: &[u8; 6]) -> String {
+    a.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// `print_indent_name_value`: `\n  NAME VALUE`, in JSON `"NAME": "VALUE"`.
+fn indent_name_value(p: &mut Printer, name: &str, value: &str) {
+    p.fp("\n  ");
+    p.string(name, format_args!("{name} {value}"), value);
+}
+
+/// `flower_print_eth_addr`.
+fn print_eth_addr(p: &mut Printer, name: &str, addr: &[u8; 6], mask: &[u8; 6]) {
+    let mut out = mac(addr);
+    match mask_bits(mask) {
+        None => out.push_str(&format!("/{}", mac(mask))),
+        Some(b) if b < 48 => out.push_str(&format!("/{b}")),
+        Some(_) => {}
+    }
+    indent_name_value(p, name, &out);
+}
+
+/// `flower_print_ip_addr`.
+fn print_ip_addr(p: &mut Printer, name: &str, v6: bool, addr: &[u8; 16], mask: &[u8; 16]) {
+    let len = if v6 { 16 } else { 4 };
+    let show = |b: &[u8]| -> String {
+        if v6 {
+            std::net::Ipv6Addr::from(<[u8; 16]>::try_from(b).unwrap_or([0; 16])).to_string()
+        } else {
+            std::net::Ipv4Addr::new(b[0], b[1], b[2], b[3]).to_string()
+        }
+    };
+    let mut out = show(&addr[..len]);
+    match mask_bits(&mask[..len]) {
+        None => out.push_str(&format!("/{}", show(&mask[..len]))),
+        Some(b) if b < 8 * len as u32 => out.push_str(&format!("/{b}")),
+        Some(_) => {}
+    }
+    indent_name_value(p, name, &out);
+}
+
+/// `print_masked_u8`/`print_masked_be16` with a newline: `\n  NAME V[/0xM]`.
+fn print_masked(p: &mut Printer, name: &str, v: u32, m: u32, full: u32) {
+    p.fp("\n  ");
+    p.number(name, format_args!("{name} {v}"), v);
+    if m != full {
+        p.hex(&format!("{name}_mask"), format_args!("/{m:#x}"), m);
+    }
+}
+
+/// `flower_print_masked_u8` (ICMP type and code): `V[/M]` in decimal, a string in JSON.
+fn print_masked_dec(p: &mut Printer, name: &str, v: u8, m: u8) {
+    let out = if m == 0xff {
+        v.to_string()
+    } else {
+        format!("{v}/{m}")
+    };
+    indent_name_value(p, name, &out);
+}
+
+fn eth_type_name(t: u16) -> String {
+    match t {
+        ETH_P_IP => "ipv4".into(),
+        ETH_P_IPV6 => "ipv6".into(),
+        0x0806 => "arp".into(),
+        0x8035 => "rarp".into(),
+        t => format!("{t:04x}"),
+    }
+}
+
+fn ip_proto_name(p: u8) -> String {
+    match p {
+        IPPROTO_TCP => "tcp".into(),
+        IPPROTO_UDP => "udp".into(),
+        IPPROTO_SCTP => "sctp".into(),
+        IPPROTO_ICMP => "icmp".into(),
+        IPPROTO_ICMPV6 => "icmpv6".into(),
+        p => format!("{p:02x}"),
+    }
+}
+
+/// `fl_dump` (or `fl_terse_dump` under `-br`) printed by `flower_print_opt`.
+pub(super) fn print(f: &FlowerFilter, brief: bool, flags: ShowFlags, now: Nanos, p: &mut Printer) {
+    if f.handle != 0 {
+        p.number("handle", format_args!("handle {:#x} ", f.handle), f.handle);
+    }
+    if !brief {
+        print_classid_and_keys(f, p);
+    } else {
+        p.open_object(Some("keys"));
+        p.close_object();
+    }
+    if f.flags & CLS_FLAGS_SKIP_HW != 0 {
+        p.fp("\n");
+        p.boolean("skip_hw", "  skip_hw", true);
+    }
+    if f.flags & CLS_FLAGS_SKIP_SW != 0 {
+        p.fp("\n");
+        p.boolean("skip_sw", "  skip_sw", true);
+    }
+    if f.flags & CLS_FLAGS_NOT_IN_HW != 0 {
+        p.fp("\n");
+        p.boolean("not_in_hw", "  not_in_hw", true);
+    }
+    if !f.exts.actions.is_empty() {
+        if brief {
+            crate::action::print_actions_terse(&f.exts.actions, 1, flags, p);
+        } else {
+            print_exts(&f.exts, flags, now, p);
+        }
+    }
+}
+
+fn print_classid_and_keys(f: &FlowerFilter, p: &mut Printer) {
+    let (k, m): (&FlowKey, &FlowKey) = (&f.key, &f.mask);
+    if let Some(h) = f.classid.filter(|&h| h != 0) {
+        let min = h & 0xffff;
+        if (TC_H_MIN_PRIORITY..TC_H_MIN_PRIORITY + TC_QOPT_MAX_QUEUE).contains(&min) {
+            let n = min - TC_H_MIN_PRIORITY;
+            p.number("hw_tc", format_args!("hw_tc {n} "), n);
+        } else {
+            let c = sprint_classid(h);
+            p.string("classid", format_args!("classid {c} "), &c);
+        }
+    }
+    if let Some(d) = &f.indev {
+        p.fp("\n");
+        p.string("indev", format_args!("  indev {d}"), d);
+    }
+    p.open_object(Some("keys"));
+    if m.num_of_vlans != 0 {
+        p.fp("\n");
+        let n = k.num_of_vlans;
+        p.number("num_of_vlans", format_args!("  num_of_vlans {n}"), n);
+    }
+    // `fl_dump_key_vlan` and the EtherTypes after the tags, then `flower_print_opt`'s order.
+    let mut vlan_eth = None;
+    let mut cvlan_eth = None;
+    if m.cvlan.tpid != 0 {
+        vlan_eth = Some(k.cvlan.tpid);
+    }
+    if m.n_proto != 0 {
+        if m.cvlan.eth_type != 0 {
+            cvlan_eth = Some(k.n_proto);
+        } else if m.vlan.eth_type != 0 {
+            vlan_eth = Some(k.vlan.eth_type);
+        }
+    }
+    for (tag, mask, id_name, prio_name, eth_name, eth) in [
+        (
+            &k.vlan,
+            &m.vlan,
+            "vlan_id",
+            "vlan_prio",
+            "vlan_ethtype",
+            vlan_eth,
+        ),
+        (
+            &k.cvlan,
+            &m.cvlan,
+            "cvlan_id",
+            "cvlan_prio",
+            "cvlan_ethtype",
+            cvlan_eth,
+        ),
+    ] {
+        if mask.id != 0 {
+            p.fp("\n");
+            p.number(id_name, format_args!("  {id_name} {}", tag.id), tag.id);
+        }
+        if mask.prio != 0 {
+            p.fp("\n");
+            p.number(
+                prio_name,
+                format_args!("  {prio_name} {}", tag.prio),
+                tag.prio,
+            );
+        }
+        if let Some(t) = eth {
+            p.fp("\n");
+            let n = proto_n2a(t);
+            p.string(eth_name, format_args!("  {eth_name} {n}"), &n);
+        }
+    }
+    if m.eth_dst != [0; 6] {
+        print_eth_addr(p, "dst_mac", &k.eth_dst, &m.eth_dst);
+    }
+    if m.eth_src != [0; 6] {
+        print_eth_addr(p, "src_mac", &k.eth_src, &m.eth_src);
+    }
+    // What tc read of the dump decides what it prints next: its EtherType and IP protocol.
+    let eth_type = if m.n_proto != 0 { k.n_proto } else { 0 };
+    if m.n_proto != 0 {
+        p.fp("\n");
+        let n = eth_type_name(k.n_proto);
+        p.string("eth_type", format_args!("  eth_type {n}"), &n);
+    }
+    let ip = k.n_proto == ETH_P_IP || k.n_proto == ETH_P_IPV6;
+    let ip_proto = if ip && m.ip_proto != 0 {
+        k.ip_proto
+    } else {
+        0xff
+    };
+    if ip && m.ip_proto != 0 {
+        p.fp("\n");
+        let n = ip_proto_name(k.ip_proto);
+        p.string("ip_proto", format_args!("  ip_proto {n}"), &n);
+    }
+    if ip && m.tos != 0 {
+        print_masked(p, "ip_tos", k.tos as u32, m.tos as u32, 0xff);
+    }
+    if ip && m.ttl != 0 {
+        print_masked(p, "ip_ttl", k.ttl as u32, m.ttl as u32, 0xff);
+    }
+    let v6 = match (k.addr_type, eth_type) {
+        (tclab_core::filter::flower::ADDR_IPV4, ETH_P_IP) => Some(false),
+        (tclab_core::filter::flower::ADDR_IPV6, ETH_P_IPV6) => Some(true),
+        _ => None,
+    };
+    if let Some(v6) = v6 {
+        let len = if v6 { 16 } else { 4 };
+        if m.dst[..len].iter().any(|&b| b != 0) {
+            print_ip_addr(p, "dst_ip", v6, &k.dst, &m.dst);
+        }
+        if m.src[..len].iter().any(|&b| b != 0) {
+            print_ip_addr(p, "src_ip", v6, &k.src, &m.src);
+        }
+    }
+    let l4 = matches!(k.ip_proto, IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP)
+        && matches!(ip_proto, IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP);
+    if l4 {
+        if m.dport != 0 {
+            print_masked(p, "dst_port", k.dport as u32, m.dport as u32, 0xffff);
+        }
+        if m.sport != 0 {
+            print_masked(p, "src_port", k.sport as u32, m.sport as u32, 0xffff);
+        }
+        for (end, name) in [(1, "dst_port"), (0, "src_port")] {
+            if m.port_min[end] == 0 || m.port_max[end] == 0 {
+                continue;
+            }
+            let (lo, hi) = (k.port_min[end], k.port_max[end]);
+            if p.is_json() {
+                p.open_object(Some(name));
+                p.json_number("start", lo);
+                p.json_number("end", hi);
+                p.close_object();
+            } else {
+                indent_name_value(p, name, &format!("{lo}-{hi}"));
+            }
+        }
+    }
+    if k.ip_proto == IPPROTO_TCP && ip_proto == IPPROTO_TCP && m.tcp_flags != 0 {
+        let out = format!("{:#x}/{:x}", k.tcp_flags, m.tcp_flags);
+        indent_name_value(p, "tcp_flags", &out);
+    }
+    let icmp = (eth_type == ETH_P_IP && ip_proto == IPPROTO_ICMP)
+        || (eth_type == ETH_P_IPV6 && ip_proto == IPPROTO_ICMPV6);
+    if icmp {
+        if m.icmp_type != 0 {
+            print_masked_dec(p, "icmp_type", k.icmp_type, m.icmp_type);
+        }
+        if m.icmp_code != 0 {
+            print_masked_dec(p, "icmp_code", k.icmp_code, m.icmp_code);
+        }
+    }
+    if m.ip_flags != 0 {
+        // `flower_print_matching_flags`.
+        p.fp("\n  ip_flags ");
+        p.open_object(Some("ip_flags"));
+        let mut first = true;
+        for (bit, name) in [(FLAG_IS_FRAGMENT, "frag"), (FLAG_FIRST_FRAG, "firstfrag")] {
+            if m.ip_flags & bit == 0 {
+                continue;
+            }
+            if !first {
+                p.fp("/");
+            }
+            first = false;
+            let on = k.ip_flags & bit != 0;
+            if p.is_json() {
+                p.boolean(name, "", on);
+            } else if on {
+                p.fp(name);
+            } else {
+                p.fp(format_args!("no{name}"));
+            }
+        }
+        p.close_object();
+    }
+    p.close_object();
+}
