@@ -928,6 +928,12 @@ fn main() -> ExitCode {
     }
     // tc, link and iptables keep iproute2's and iptables' grammar, messages and exit codes: their
     // words go to the tc crate as they are, before clap sees them.
+    if args.first().is_some_and(|a| a == "link")
+        && matches!(args.get(1).map(String::as_str), Some("help" | "--help" | "-h"))
+    {
+        println!("{}", tclab_tc::store::LINK_USAGE);
+        return ExitCode::SUCCESS;
+    }
     if matches!(
         args.first().map(String::as_str),
         Some("tc" | "link" | "iptables")

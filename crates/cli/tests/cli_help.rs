@@ -148,6 +148,15 @@ fn tc_link_and_iptables_keep_their_own_grammar() {
     let (code, _, err) = text(&tclab(&dir, &["tc", "frobnicate"]));
     assert_eq!(code, 255, "{err}");
     assert!(err.contains("Object \"frobnicate\" is unknown"), "{err}");
+    // link: ip's grammar, its own help, and an unknown verb named as ip names it.
+    let (code, out, _) = text(&tclab(&dir, &["link", "help"]));
+    assert_eq!(code, 0);
+    assert!(out.contains("Usage: tclab link { add | set | del }"), "{out}");
+    let (code, out, _) = text(&tclab(&dir, &["link", "--help"]));
+    assert_eq!(code, 0, "{out}");
+    let (code, _, err) = text(&tclab(&dir, &["link", "frob", "dev", "eth0"]));
+    assert_eq!(code, 1);
+    assert!(err.contains("Command \"frob\" is unknown, try \"tclab link help\""), "{err}");
     // Options that look like tclab's pass through untouched.
     let (code, _, err) = text(&tclab(&dir, &["tc", "-s", "qdisc", "show"]));
     assert_eq!(code, 0, "{err}");

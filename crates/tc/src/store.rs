@@ -1080,14 +1080,25 @@ fn apply_entry(engine: &mut Engine, entry: &[String], problems: &mut Vec<String>
     }
 }
 
+/// `tclab link`'s grammar (`ip link`'s, for the devices of a policy).
+pub const LINK_USAGE: &str = "Usage: tclab link { add | set | del } dev DEV [ type ifb|veth [peer name PEER]|dummy|vlan… ]
+                  [ mtu N ] [ txqueuelen N ] [ numtxqueues N ] [ tso|gso on|off ] [ up | down ]
+       tclab link show [ type ifb ] [ [dev] DEV ]
+The policy's devices (ip link's grammar): a device is created on first use by tc with mtu 1500 and
+txqueuelen 1000; numtxqueues N makes it multiqueue (mq); an ifb starts down. Exit codes are ip's: 1 for
+bad options, 2 when the (simulated) kernel refuses.";
+
 /// `link add|set|del dev DEV [type ifb] [mtu N] [txqueuelen N] [numtxqueues N] [tso|gso on|off] [up|down]`: the devices of an offline
 /// policy. `add … type ifb` makes an ifb (down until `set … up`, as `ip link add` makes it) and refuses a
 /// name in use, as RTNETLINK does; `del` removes a device with its qdiscs.
 pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
     let mut it = args.iter().map(String::as_str);
-    let cmd = it.next().ok_or(
-        "usage: link { add | set | del | show } dev DEV [ type ifb|veth [peer name PEER]|dummy|vlan… ] [ mtu N ] [ txqueuelen N ] [ numtxqueues N ] [ tso|gso on|off ] [ up | down ]",
-    )?;
+    let cmd = it.next().ok_or(LINK_USAGE)?;
+    if !matches!(cmd, "add" | "set" | "change" | "del" | "delete") {
+        return Err(format!(
+            "Command \"{cmd}\" is unknown, try \"tclab link help\".\n{LINK_USAGE}"
+        ));
+    }
     let mut dev = None;
     let (mut mtu, mut txq, mut up, mut kind) = (None, None, None, None);
     let mut txqueues = None;
