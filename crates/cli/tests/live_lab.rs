@@ -608,3 +608,31 @@ fn tbf_shapes_real_frames_to_within_one_percent_from_64kbit_to_100mbit() {
         assert!((got / want - 1.0).abs() < 0.01, "TBF {rate}: {got} against {want}");
     }
 }
+
+#[test]
+fn ingress_shaping_through_an_ifb_holds_a_download_to_its_rate() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = cannot_run() {
+        return skip(&why);
+    }
+    let dir = TempDir::new("live-ifb");
+    // sqm-scripts' ingress: what arrives on the router's eth1 (from node-2) is redirected to ifb0 and
+    // shaped there by HTB at 5 Mbit/s with an fq_codel leaf, then bridged on to node-1.
+    let p = policy(
+        &dir,
+        "ifb.sh",
+        "ip link add name ifb0 type ifb\nip link set dev ifb0 up\n\
+         tc qdisc add dev eth1 handle ffff: ingress\n\
+         tc filter add dev eth1 parent ffff: protocol all prio 10 u32 match u32 0 0 flowid 1:1 action mirred egress redirect dev ifb0\n\
+         tc qdisc add dev ifb0 root handle 1: htb default 10\n\
+         tc class add dev ifb0 parent 1: classid 1:10 htb rate 5mbit\n\
+         tc qdisc add dev ifb0 parent 1:10 fq_codel\n",
+    );
+    let lab = Lab::up("b", &["--policy", &p]);
+    let got = goodput(&lab, 5, 2);
+    let summary = lab.down();
+    let payload = 5e6 * 1448.0 / 1514.0;
+    println!("download shaped on ifb0 at 5 Mbit/s: {:.3} Mbit/s (payload rate {:.3})", got / 1e6, payload / 1e6);
+    assert!(summary.contains("qdisc fq_codel") && summary.contains("class htb 1:10"), "{summary}");
+    assert!((got / payload - 1.0).abs() < 0.03, "{got} against {payload}\n{summary}");
+}
