@@ -243,7 +243,8 @@ fn run_live(
         let active = (t.stop.saturating_sub(t.start)) as f64 / 1e9;
         let port = (5300 + k).to_string();
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
-        let flow = match &t.kind {
+        // The client's words; iperf3 also needs its server started (and listening) first.
+        let (kind, argv) = match &t.kind {
             TrafficKind::Ping { interval, size } => {
                 let count = ((active * 1e9) / *interval as f64).floor().max(1.0) as u64;
                 let argv = s(&[
@@ -251,22 +252,9 @@ fn run_live(
                     "-Q", &t.tos.to_string(), "-c", &count.to_string(), "-w", &format!("{}", active.ceil().max(1.0)),
                     address(to),
                 ]);
-                LiveFlow {
-                    name: t.name.clone(),
-                    server: None,
-                    client: spawn_in(lab, from, &argv, &dir.join(format!("{k}-client")))?,
-                    kind: "ping",
-                    active_secs: active,
-                }
+                ("ping", argv)
             }
             TrafficKind::Tcp { bytes, cc, .. } => {
-                let server = spawn_in(
-                    lab,
-                    to,
-                    &s(&["iperf3", "-s", "-1", "-i", "1", "--forceflush", "-p", &port]),
-                    &dir.join(format!("{k}-server")),
-                )?;
-                std::thread::sleep(Duration::from_millis(500));
                 let mut argv = s(&[
                     "iperf3", "-c", address(to), "-p", &port, "-P", &t.streams.to_string(), "-C", cc, "-S",
                     &t.tos.to_string(),
@@ -275,35 +263,35 @@ fn run_live(
                     Some(b) => argv.extend(s(&["-n", &(b * t.streams as u64).to_string()])),
                     None => argv.extend(s(&["-t", &format!("{}", active.round().max(1.0))])),
                 }
-                LiveFlow {
-                    name: t.name.clone(),
-                    server: Some(server),
-                    client: spawn_in(lab, from, &argv, &dir.join(format!("{k}-client")))?,
-                    kind: "tcp",
-                    active_secs: active,
-                }
+                ("tcp", argv)
             }
             TrafficKind::Udp { rate_bps, length } => {
-                let server = spawn_in(
-                    lab,
-                    to,
-                    &s(&["iperf3", "-s", "-1", "-i", "1", "--forceflush", "-p", &port]),
-                    &dir.join(format!("{k}-server")),
-                )?;
-                std::thread::sleep(Duration::from_millis(500));
                 let argv = s(&[
                     "iperf3", "-c", address(to), "-p", &port, "-u", "-b", &rate_bps.to_string(), "-l",
                     &length.to_string(), "-P", &t.streams.to_string(), "-S", &t.tos.to_string(), "-t",
                     &format!("{}", active.round().max(1.0)),
                 ]);
-                LiveFlow {
-                    name: t.name.clone(),
-                    server: Some(server),
-                    client: spawn_in(lab, from, &argv, &dir.join(format!("{k}-client")))?,
-                    kind: "udp",
-                    active_secs: active,
-                }
+                ("udp", argv)
             }
+        };
+        let server = if kind == "ping" {
+            None
+        } else {
+            let server = spawn_in(
+                lab,
+                to,
+                &s(&["iperf3", "-s", "-1", "-i", "1", "--forceflush", "-p", &port]),
+                &dir.join(format!("{k}-server")),
+            )?;
+            std::thread::sleep(Duration::from_millis(500));
+            Some(server)
+        };
+        let flow = LiveFlow {
+            name: t.name.clone(),
+            server,
+            client: spawn_in(lab, from, &argv, &dir.join(format!("{k}-client")))?,
+            kind,
+            active_secs: active,
         };
         flows.push((i, flow));
     }
