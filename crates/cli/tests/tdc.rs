@@ -217,6 +217,21 @@ fn tdc_gact() {
 }
 
 #[test]
+fn tdc_nat() {
+    assert_no_failures(&["actions/nat.json"]);
+}
+
+#[test]
+fn tdc_csum() {
+    assert_no_failures(&["actions/csum.json"]);
+}
+
+#[test]
+fn tdc_pedit() {
+    assert_no_failures(&["actions/pedit.json"]);
+}
+
+#[test]
 fn tdc_skbedit() {
     assert_no_failures(&["actions/skbedit.json"]);
 }

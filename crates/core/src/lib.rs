@@ -26,10 +26,12 @@
 //!   tracking it needs, run at the five IPv4 hooks.
 //! - [`filter`]: classifiers (u32, fw, matchall) in blocks of chains, walked as `tcf_classify` walks them;
 //!   [`action`]: what a matched filter does (gact, police, skbedit) and the shared action table.
-//! - [`wire`]: bounds-checked views of packet bytes for the classifiers.
+//! - [`wire`]: bounds-checked views of packet bytes for the classifiers; [`csum`]: Internet checksums as
+//!   the kernel computes them, for the actions that rewrite bytes (nat, csum, pedit).
 //! - [`error`]: the errors the "kernel" answers with, worded as Linux words them.
 
 pub mod action;
+pub mod csum;
 pub mod engine;
 pub mod error;
 pub mod filter;

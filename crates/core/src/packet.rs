@@ -68,6 +68,26 @@ impl Packet {
         }
     }
 
+    /// The length from the network header on (`skb->len` at the ingress hook): the real wire length less
+    /// the 14-byte Ethernet header, and never less than the bytes the packet carries. Bytes past `data` are
+    /// payload tclab does not materialise; they read as zeros.
+    pub fn l3_len(&self) -> usize {
+        let wire = self.wire_len.unwrap_or(self.len) as usize;
+        wire.saturating_sub(14).max(self.data.len())
+    }
+
+    /// Make the first `n` bytes of the packet writable, materialising payload zeros where `data` stops
+    /// short; `false` when the packet is shorter than `n` (`skb_ensure_writable` failing).
+    pub fn materialise(&mut self, n: usize) -> bool {
+        if n > self.l3_len() {
+            return false;
+        }
+        if self.data.len() < n {
+            self.data.resize(n, 0);
+        }
+        true
+    }
+
     /// The IPv4 TOS byte, if the packet carries an IPv4 header.
     pub fn ipv4_tos(&self) -> Option<u8> {
         if self.protocol != 0x0800 || self.data.len() < 2 || self.data[0] >> 4 != 4 {

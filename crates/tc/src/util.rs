@@ -225,16 +225,18 @@ pub fn get_addr_ipv4(s: &str) -> Option<u32> {
 
 /// `ll_addr_a2n(lladdr, 6, arg)` for an Ethernet address: a dotted IPv4 address (its 4 bytes), or up to six
 /// colon-separated parts each read by `sscanf("%x")` (leading blanks, `0x`, trailing junk ignored) and at
-/// most 255. Bytes the text does not reach are 0. The error is tc's line (`"ARG" is invalid lladdr.`).
-pub fn ll_addr_a2n(s: &str) -> std::result::Result<[u8; 6], String> {
+/// most 255. Bytes the text does not reach are 0. Returns the bytes and how many the text gave; the error
+/// is tc's line (`"ARG" is invalid lladdr.`).
+pub fn ll_addr_a2n(s: &str) -> std::result::Result<([u8; 6], usize), String> {
     let bad = |part: &str| format!("\"{part}\" is invalid lladdr.\n");
     let mut out = [0u8; 6];
     if s.contains('.') {
         let a = get_addr_ipv4(s).ok_or_else(|| bad(s))?;
         out[..4].copy_from_slice(&a.to_be_bytes());
-        return Ok(out);
+        return Ok((out, 4));
     }
     let mut rest = s;
+    let mut n = 0;
     for b in out.iter_mut() {
         let (part, next) = match rest.split_once(':') {
             Some((p, n)) => (p, Some(n)),
@@ -256,12 +258,13 @@ pub fn ll_addr_a2n(s: &str) -> std::result::Result<[u8; 6], String> {
             Ok(v) if v <= 255 && (!neg || v == 0) => *b = v as u8,
             _ => return Err(bad(part)),
         }
+        n += 1;
         match next {
-            Some(n) => rest = n,
+            Some(next) => rest = next,
             None => break,
         }
     }
-    Ok(out)
+    Ok((out, n))
 }
 
 /// `get_unsigned(…, 0)`: a whole word read by `strtoul(…, 0)`, at most `UINT_MAX`.

@@ -14,8 +14,11 @@
 //! bindings; an action whose `ref` drops to zero leaves the table.
 
 pub mod connmark;
+pub mod csum;
 pub mod gact;
 pub mod mirred;
+pub mod nat;
+pub mod pedit;
 pub mod police;
 pub mod skbedit;
 
@@ -68,6 +71,9 @@ pub enum ActionParams {
     Skbedit(skbedit::Skbedit),
     Connmark(connmark::Connmark),
     Mirred(mirred::Mirred),
+    Nat(nat::Nat),
+    Csum(csum::Csum),
+    Pedit(pedit::Pedit),
 }
 
 impl ActionParams {
@@ -78,6 +84,9 @@ impl ActionParams {
             ActionParams::Skbedit(_) => "skbedit",
             ActionParams::Connmark(_) => "connmark",
             ActionParams::Mirred(_) => "mirred",
+            ActionParams::Nat(_) => "nat",
+            ActionParams::Csum(_) => "csum",
+            ActionParams::Pedit(_) => "pedit",
         }
     }
     /// The control codes this action may answer with, for the goto-chain check.
@@ -94,6 +103,9 @@ impl ActionParams {
             ActionParams::Skbedit(s) => vec![s.action],
             ActionParams::Connmark(c) => vec![c.action],
             ActionParams::Mirred(m) => vec![m.action],
+            ActionParams::Nat(n) => vec![n.action],
+            ActionParams::Csum(c) => vec![c.action],
+            ActionParams::Pedit(p) => vec![p.action],
         }
     }
 }
@@ -152,6 +164,15 @@ impl Action {
             }
             // Handled above (`act_mirred`).
             ActionParams::Mirred(m) => m.action,
+            ActionParams::Nat(n) => n.act(pkt),
+            ActionParams::Csum(c) => c.act(pkt),
+            ActionParams::Pedit(p) => {
+                let (c, bad) = p.act(pkt);
+                if bad {
+                    self.stats.overlimits += 1;
+                }
+                c
+            }
             ActionParams::Police(p) => {
                 let (c, over) = self.police.act(p, pkt, now);
                 if over {
@@ -281,6 +302,9 @@ impl ActionTable {
                 }
                 if let ActionParams::Police(pp) = p {
                     pp.validate()?;
+                }
+                if let ActionParams::Pedit(pe) = p {
+                    pe.validate()?;
                 }
             }
         }

@@ -1,15 +1,19 @@
 //! Actions in the tc language: `action …` lists inside filters and the `tc actions` command, after
 //! iproute2's `tc/m_action.c` and `tc_util.c` (6.1), with one file per action kind for its parser and
 //! printer, as iproute2 has one `m_X.c`: `gact.rs`, `police.rs`, `skbedit.rs`, `connmark.rs`,
-//! `mirred.rs`; `parse_actions` and `print_aopt` dispatch to them, one line each.
+//! `mirred.rs`, `nat.rs`, `csum.rs`, `pedit.rs`; `parse_actions` and `print_aopt` dispatch to them, one
+//! line each.
 //!
 //! Parsers follow tc's return conventions through [`Failure`]: tc's `exit(-1)` (usage, `invarg`) is a
 //! code-255 failure that ends the command wherever it happens; a parser's `return -1` is a code-1 failure,
 //! which the caller turns into its own exit code (1 for `tc filter`, 255 for `tc actions`).
 
 mod connmark;
+mod csum;
 mod gact;
 mod mirred;
+mod nat;
+mod pedit;
 mod police;
 mod skbedit;
 
@@ -184,6 +188,9 @@ pub fn parse_actions(c: &mut Cur) -> Result<Vec<ActionSpec>> {
             "skbedit" => skbedit::parse_skbedit(c),
             "connmark" => connmark::parse_connmark(c),
             "mirred" => mirred::parse_mirred(c),
+            "nat" => nat::parse_nat(c),
+            "csum" => csum::parse_csum(c),
+            "pedit" => pedit::parse_pedit(c),
             // tc falls back on gact for any kind it has no module for: `action pump` is gact's "Bad
             // action type pump".
             _ => gact::parse_gact(c),
@@ -318,6 +325,9 @@ fn print_aopt(p: &mut Printer, a: &Action, flags: ShowFlags, now: u64) {
         ActionParams::Mirred(m) => mirred::print(p, a, m, flags, now),
         ActionParams::Connmark(cm) => connmark::print(p, a, cm, flags, now),
         ActionParams::Police(pp) => police::print(p, a, pp, flags, now),
+        ActionParams::Nat(n) => nat::print(p, a, n, flags, now),
+        ActionParams::Csum(cs) => csum::print(p, a, cs, flags, now),
+        ActionParams::Pedit(e) => pedit::print(p, a, e, flags, now),
     }
 }
 
@@ -424,8 +434,12 @@ pub fn print_actions_terse(
         p.open_object(None);
         p.nl();
         p.number("order", format_args!("\taction order {order}: "), order);
+        // Each kind's printer up to where it finds no options: police prints its name in JSON only,
+        // nat as `type`, pedit with a space before.
         match a.kind() {
             "police" => p.json_string("kind", "police"),
+            "nat" => p.string("type", " nat ", "nat"),
+            "pedit" => p.string("kind", " pedit ", "pedit"),
             k => p.string("kind", format_args!("{k} "), k),
         }
         if flags.stats {
@@ -444,7 +458,9 @@ pub fn print_actions_terse(
 const ACT_USAGE: &str = "usage: tc actions <ACTSPECOP>*\nWhere: \tACTSPECOP := ACR | GD | FL\n\tACR := add | change | replace <ACTSPEC>*\n\tGD := get | delete | <ACTISPEC>*\n\tFL := ls | list | flush | <ACTNAMESPEC>\n\tACTNAMESPEC :=  action <ACTNAME>\n\tACTISPEC := <ACTNAMESPEC> <INDEXSPEC>\n\tACTSPEC := action <ACTDETAIL> [INDEXSPEC] [HWSTATSSPEC] [SKIPSPEC]\n\tINDEXSPEC := index <32 bit indexvalue>\n\tHWSTATSSPEC := hw_stats [ immediate | delayed | disabled ]\n\tSKIPSPEC := [ skip_sw | skip_hw ]\n\tACTDETAIL := <ACTNAME> <ACTPARAMS>\n\t\tExample ACTNAME is gact, mirred, bpf, etc\n\t\tEach action has its own parameters (ACTPARAMS)\n";
 
 /// The action kinds tclab's "kernel" has.
-pub const KINDS: &[&str] = &["gact", "police", "skbedit", "connmark", "mirred"];
+pub const KINDS: &[&str] = &[
+    "gact", "police", "skbedit", "connmark", "mirred", "nat", "csum", "pedit",
+];
 
 const TALK: &str = "We have an error talking to the kernel";
 

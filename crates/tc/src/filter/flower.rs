@@ -126,7 +126,7 @@ fn split_mask(s: &str) -> (&str, Option<&str>) {
 /// `flower_parse_eth_addr`: `LLADDR`, `LLADDR/BITS` or `LLADDR/MASK`.
 fn parse_eth_addr(s: &str) -> std::result::Result<([u8; 6], [u8; 6]), String> {
     let (a, m) = split_mask(s);
-    let addr = crate::util::ll_addr_a2n(a)?;
+    let (addr, _) = crate::util::ll_addr_a2n(a)?;
     let mask = match m {
         None => [0xff; 6],
         Some(m) => match crate::util::get_unsigned(m) {
@@ -137,7 +137,7 @@ fn parse_eth_addr(s: &str) -> std::result::Result<([u8; 6], [u8; 6]), String> {
                 let b = v.to_be_bytes();
                 [b[0], b[1], b[2], b[3], b[4], b[5]]
             }
-            None => crate::util::ll_addr_a2n(m)?,
+            None => crate::util::ll_addr_a2n(m)?.0,
         },
     };
     Ok((addr, mask))
