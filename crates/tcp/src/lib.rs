@@ -71,7 +71,9 @@
 //! * **RTO recovery** (`tcp_retransmit_timer`, `tcp_enter_loss`): ssthresh
 //!   from the CC module, every un-SACKed segment marked lost, cwnd = 1,
 //!   go-back-N from `snd_una` in slow start, RTO doubled each time. CUBIC is
-//!   reset on entering Loss (`cubictcp_state`).
+//!   reset on entering Loss (`cubictcp_state`). A timeout repeated before
+//!   snd_una advances keeps the ssthresh of the first (`icsk_retransmits`,
+//!   which an RTT sample does not clear, unlike the backoff).
 //! * **Delayed ACKs** (`__tcp_ack_snd_check`, `tcp_send_delayed_ack`,
 //!   `tcp_incr_quickack`): quickack mode for the first
 //!   `min(rcv_wnd / (2·rcv_mss), 16)` ACKs, then an ACK when more than one
@@ -493,6 +495,9 @@ pub struct Connection {
     min_rtt: u64,
     rto: Nanos,
     backoff: u32,
+    /// RTO expirations since snd_una last advanced (`icsk_retransmits`): unlike the backoff, an RTT
+    /// sample does not clear it, so `enter_loss` can tell a repeated timeout in one Loss episode.
+    rto_retransmits: u32,
 
     // ---- timers ----
     rto_at: Option<Nanos>,
@@ -608,6 +613,7 @@ impl Connection {
             min_rtt: 0,
             rto,
             backoff: 0,
+            rto_retransmits: 0,
             rto_at: None,
             delack_at: None,
             probe_at: None,
@@ -1089,6 +1095,7 @@ impl Connection {
             self.ts_recent = tsval;
         }
         self.snd_una = 1;
+        self.rto_retransmits = 0;
         self.snd_wl1 = 0;
         self.snd_wnd = seg.window as u64;
         self.max_window = self.snd_wnd;
@@ -1167,6 +1174,7 @@ impl Connection {
         if self.state == State::SynReceived {
             if seg.ack == self.snd_wire(1) {
                 self.snd_una = 1;
+                self.rto_retransmits = 0;
                 self.syn_tx = SynTx::None;
                 if !self.syn_retransmitted {
                     self.ack_update_rtt(Some(now.saturating_sub(self.syn_sent_at)));
@@ -1344,6 +1352,7 @@ impl Connection {
             }
             self.snd_una = ack;
             self.probes_out = 0;
+            self.rto_retransmits = 0;
         }
         // Partially acked head segment: trim it (tcp_trim_head).
         if let Some(t) = self.rtx.front_mut() {
@@ -1849,6 +1858,7 @@ impl Connection {
                 self.syn_tx = SynTx::Syn;
                 self.syn_retransmitted = true;
                 self.retransmits += 1;
+                self.rto_retransmits += 1;
                 self.backoff += 1;
                 self.rto = (self.rto * 2).min(TCP_RTO_MAX);
                 return;
@@ -1857,6 +1867,7 @@ impl Connection {
                 self.syn_tx = SynTx::SynAck;
                 self.syn_retransmitted = true;
                 self.retransmits += 1;
+                self.rto_retransmits += 1;
                 self.backoff += 1;
                 self.rto = (self.rto * 2).min(TCP_RTO_MAX);
                 return;
@@ -1868,6 +1879,8 @@ impl Connection {
         }
         self.timeouts += 1;
         self.enter_loss();
+        // tcp_update_rto_stats()
+        self.rto_retransmits += 1;
         self.backoff += 1;
         // The head is retransmitted now (it is lost; cwnd = 1 allows it);
         // the timer is re-armed with the doubled RTO when it leaves.
@@ -1875,16 +1888,10 @@ impl Connection {
         let _ = now;
     }
 
-    /// `tcp_enter_loss()`.
+    /// `tcp_enter_loss()`, called by the retransmission timer before `rto_retransmits` counts this
+    /// expiry.
     fn enter_loss(&mut self) {
-        if self.ca_state <= CaState::Disorder
-            || self.high_seq <= self.snd_una
-            || (self.ca_state == CaState::Loss && self.backoff == 0)
-        {
-            self.prior_cwnd = self.cwnd;
-            self.ssthresh = self.ca_ssthresh();
-        }
-        // tcp_timeout_mark_lost(): every un-SACKed segment is lost
+        // tcp_timeout_mark_lost(): every un-SACKed segment is lost (a lost retransmission is lost again)
         for i in 0..self.rtx.len() {
             if self.rtx[i].lost && self.rtx[i].retrans {
                 self.rtx[i].retrans = false;
@@ -1893,6 +1900,15 @@ impl Connection {
             } else {
                 self.mark_lost(i);
             }
+        }
+        // Reduce ssthresh unless it was already reduced in this window: a repeated timeout in the same
+        // Loss episode (snd_una has not moved since the last one) keeps it.
+        if self.ca_state <= CaState::Disorder
+            || self.high_seq <= self.snd_una
+            || (self.ca_state == CaState::Loss && self.rto_retransmits == 0)
+        {
+            self.prior_cwnd = self.cwnd;
+            self.ssthresh = self.ca_ssthresh();
         }
         self.cwnd = self.in_flight() + 1;
         self.cwnd_cnt = 0;
@@ -1907,6 +1923,10 @@ impl Connection {
         }
         self.ca_state = CaState::Loss;
         self.high_seq = self.snd_nxt;
+        // tcp_ecn_queue_cwr(): an ECN peer hears of the reduction on the next new data.
+        if self.ecn_ok {
+            self.ecn_queue_cwr = true;
+        }
     }
 
     /// The zero-window probe timer (`tcp_probe_timer`).

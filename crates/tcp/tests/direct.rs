@@ -409,3 +409,61 @@ fn ecn_negotiation_marking_and_reaction() {
         .iter()
         .all(|s| s.ecn == ecn::NOT_ECT));
 }
+
+/// A second retransmission timeout while still in Loss keeps ssthresh (issue 27's bug). Linux's
+/// `tcp_enter_loss` recomputes ssthresh in Loss only when `icsk_retransmits` is 0, and that counter is
+/// cleared only when snd_una advances (`tcp_ack`); the backoff, which any RTT sample clears (SACKed
+/// segments included, `tcp_ack_update_rtt`), is not the test.
+///
+/// By hand, after the handshake of `pair` (srtt 20 ms, RTO 20 + 200 = 220 ms): ten segments leave at
+/// 30 ms. Nothing arrives; the RTO fires at 30 + 220 = 250 ms: ssthresh = 10 × 717 / 1024 = 7 (CUBIC),
+/// cwnd 1, the head is retransmitted and the RTO doubles to 440 ms (next expiry 690 ms). The nine
+/// originals behind the head then arrive late and are SACKed; they were never retransmitted, so they
+/// give an RTT sample that clears the backoff, but the head's retransmission was lost, so snd_una stays.
+/// At 690 ms the RTO fires again in Loss: ssthresh must stay 7, not fall to CUBIC's floor of
+/// max(1 × 717 / 1024, 2) = 2 computed from the Loss-state cwnd of 1.
+#[test]
+fn second_rto_in_loss_keeps_ssthresh() {
+    let (mut cl, mut sv) = pair(Config::default(), Config::default());
+    cl.write(10 * 1448);
+    let segs = drain(&mut cl, 30 * MS);
+    assert_eq!(segs.len(), 10);
+    assert_eq!(cl.poll_at(), Some(250 * MS));
+    let rexmit = drain(&mut cl, 250 * MS);
+    assert_eq!(rexmit.len(), 1, "cwnd 1 after the timeout");
+    assert_eq!(rexmit[0].seq, segs[0].seq);
+    let st = cl.stats();
+    assert_eq!((st.ca_state, st.ssthresh, st.cwnd, st.backoff), (CaState::Loss, 7, 1, 1));
+    // The late originals 1..9 reach the receiver; the head's retransmission is lost.
+    let mut acks = vec![];
+    for s in &segs[1..] {
+        sv.on_segment(300 * MS, s);
+        acks.extend(drain(&mut sv, 300 * MS));
+    }
+    assert_eq!(acks.len(), 9, "one immediate ACK with SACK per out-of-order segment");
+    for a in &acks {
+        assert_eq!(a.ack, segs[0].seq, "no cumulative progress");
+        cl.on_segment(310 * MS, a);
+    }
+    assert!(drain(&mut cl, 310 * MS).is_empty());
+    let st = cl.stats();
+    assert_eq!(st.sacked_out, 9);
+    assert_eq!(st.backoff, 0, "the SACK RTT sample cleared the backoff");
+    assert_eq!(st.ca_state, CaState::Loss);
+    assert_eq!(cl.poll_at(), Some(690 * MS));
+    let again = drain(&mut cl, 690 * MS);
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].seq, segs[0].seq);
+    let st = cl.stats();
+    assert_eq!(st.timeouts, 2);
+    assert_eq!(st.ca_state, CaState::Loss);
+    assert_eq!(st.ssthresh, 7, "ssthresh is not recomputed from the Loss-state cwnd");
+    cl.check_invariants().unwrap();
+    // The head gets through: everything is acknowledged and the connection leaves Loss.
+    sv.on_segment(700 * MS, &again[0]);
+    let fin_ack = drain(&mut sv, 700 * MS);
+    cl.on_segment(710 * MS, fin_ack.last().unwrap());
+    let st = cl.stats();
+    assert_eq!(st.bytes_acked, 10 * 1448);
+    assert_eq!(st.ca_state, CaState::Open);
+}
