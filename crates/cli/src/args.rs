@@ -148,8 +148,35 @@ pub struct CheckArgs {
     /// The line's link layer: atm (or adsl) checks that the shaper accounts for cells and overhead
     #[arg(long, value_name = "atm|ethernet", value_parser = parse_linklayer)]
     pub linklayer: Option<bool>,
+    /// The kernel's timer frequency: judge every burst, tc's defaults too, against one tick of its rate
+    #[arg(long, value_name = "HZ", value_parser = parse_hz)]
+    pub hz: Option<u64>,
+    /// The kernel the policy is for (5.10): what it lacks, or no longer has
+    #[arg(long, value_name = "VERSION", value_parser = parse_kernel)]
+    pub kernel: Option<(u32, u32)>,
+    /// Make DEV a multiqueue device of N transmit queues before the policy runs (repeatable)
+    #[arg(long, value_name = "DEV=N")]
+    pub txqueues: Vec<String>,
     /// A shell script, a tc -batch file or a policy store (default: the store at $TCLAB_STATE)
     pub file: Option<PathBuf>,
+}
+
+fn parse_hz(s: &str) -> Result<u64, String> {
+    s.parse::<u64>()
+        .ok()
+        .filter(|h| (24..=100_000).contains(h))
+        .ok_or_else(|| format!("--hz takes the kernel's CONFIG_HZ (100, 250, 300, 1000), not {s}"))
+}
+
+/// `5.10`, `6.1.0-13-amd64`: the major and minor version.
+fn parse_kernel(s: &str) -> Result<(u32, u32), String> {
+    let mut parts = s.split(['.', '-']);
+    let major = parts.next().and_then(|p| p.parse().ok());
+    let minor = parts.next().and_then(|p| p.parse().ok());
+    match (major, minor) {
+        (Some(a), Some(b)) if (2..=9).contains(&a) && b < 100 => Ok((a, b)),
+        _ => Err(format!("--kernel takes a version such as 5.10 or 6.1, not {s}")),
+    }
 }
 
 fn parse_linklayer(s: &str) -> Result<bool, String> {
@@ -168,21 +195,14 @@ pub struct ExplainArgs {
     /// Every leaf always backlogged (the default)
     #[arg(long, hide = true, conflicts_with = "load")]
     pub all_backlogged: bool,
-    /// The line's rate (e.g. 20mbit)
-    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
-    pub link: Option<u64>,
+    /// The line's rate (e.g. 20mbit), or DEV=RATE for one device (repeatable)
+    #[arg(long, value_name = "[DEV=]RATE")]
+    pub link: Vec<String>,
     /// Only this device (default: every device whose root qdisc has classes)
     #[arg(long, value_name = "DEV")]
     pub dev: Option<String>,
     /// A shell script, a tc -batch file or a policy store (default: the store at $TCLAB_STATE)
     pub file: Option<PathBuf>,
-}
-
-/// A tc rate (`20mbit`, `1gbit`, `500kbit`) in bytes per second, as tc's `get_rate` reads it.
-fn parse_rate(s: &str) -> Result<u64, String> {
-    tclab_tc::util::get_rate(s)
-        .filter(|r| *r > 0)
-        .ok_or_else(|| format!("\"{s}\" is not a rate (e.g. 20mbit)"))
 }
 
 #[derive(Args)]

@@ -325,17 +325,21 @@ fn cmd_script(cmd: args::ScriptCmd) -> CmdResult {
 }
 
 const CHECK_HELP: &str = "\
-Applies the policy as tclab tc and tclab script run would, then reports what is wrong with it: commands
-the kernel refuses, classes nothing reaches, default classes that do not exist, quantum and r2q, rates
-that add up to more than the parent's, bursts below one packet or one timer tick, queues that hold
-seconds of traffic, a shaper at the line's own rate, ATM overhead missing, ingress policing, TSO/GSO left
-on under a slow shaper.
+Applies the policy as tclab tc and tclab script run would, then reviews it: commands the kernel refuses
+(one finding per cause), a script bash stops, default classes that do not exist, classes nothing reaches,
+ifb devices that are down or that nothing redirects to, redirects that let IPv6 bypass the shaper, token
+buckets smaller than a packet or too large to act, bursts below a timer tick, quanta that distort the
+sharing, queues that hold seconds of traffic, a shaper at the line's own rate, ATM overhead missing,
+kinds the kernel lacks. Each finding names the device, class or filter and the script line.
 
 --link DEV=RATE gives one device its own line (e.g. --link eth1=1mbit --link ifb0=8mbit for an uplink
-shaped on eth1 and a download shaped on ifb0); the other devices take --link RATE.
+shaped on eth1 and a download shaped on ifb0); the other devices take --link RATE. --hz judges every
+burst, tc's defaults too, against the kernel's timer; --kernel 5.10 checks what that kernel has;
+--txqueues eth1=4 makes the multiqueue devices an mq root needs.
 
 Each finding has a stable code, explained in docs/checks/CODE.md. Exit status: 2 if any error, 1 if any
-warning, 0 otherwise (notes only or nothing); 64 if the command line or FILE cannot be used.";
+warning, 0 otherwise (notes only or nothing); 64 if the command line or FILE cannot be used, or there is
+no FILE and no store.";
 
 /// What a file given to `tclab check` is.
 fn policy_kind(text: &str) -> &'static str {
@@ -399,10 +403,15 @@ fn run_explain(a: args::ExplainArgs) -> CmdResult {
         .as_deref()
         .map(tclab_tc::explain::parse_load)
         .transpose()?;
-    let link = a.link;
+    let (link, device_rates) = parse_links(&a.link)?;
     let dev = a.dev;
     let file = a.file.as_deref().map(path_text).transpose()?;
-    let (mut engine, refusals) = load_policy(file)?;
+    let Loaded {
+        mut engine,
+        refusals,
+        ..
+    } = load_policy(file, &[])?;
+    known_devices(&engine, &device_rates)?;
     for (at, cmd, msg) in &refusals {
         let first = msg.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
         eprintln!("tclab explain: {at}: `{cmd}` did not apply: {first}");
@@ -458,6 +467,11 @@ fn run_explain(a: args::ExplainArgs) -> CmdResult {
         if k > 0 {
             println!();
         }
+        let link = device_rates
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|&(_, r)| r)
+            .or(link);
         print!("{}", tclab_tc::explain::explain(d, load.as_ref(), link)?);
     }
     Ok(0)
@@ -472,79 +486,210 @@ fn path_text(p: &std::path::Path) -> Result<&str, String> {
 /// The commands that did not apply while loading a policy: (where, command, tc's message).
 type Refusals = Vec<(String, String, String)>;
 
+/// A policy loaded for `check`, `explain` or `live`.
+struct Loaded {
+    engine: tclab_core::Engine,
+    refusals: Refusals,
+    /// Every record that applied, with where it came from (a script's line, a batch file's, a store's
+    /// record number).
+    records: Vec<tclab_tc::check::origins::Record>,
+    /// A script that stopped with an error: where (`FILE:LINE` when bash says) and bash's message.
+    script_error: Option<tclab_tc::check::ScriptError>,
+}
+
 /// Load a policy the way `tclab check` and `tclab explain` read one: FILE is a store, a `tc -batch`
 /// file or a shell script (run unmodified, as `tclab script run` runs it); no FILE is the store at
-/// $TCLAB_STATE.
-fn load_policy(file: Option<&str>) -> Result<(tclab_core::Engine, Refusals), String> {
-    Ok(match file {
-        None => {
-            let path = store_path()?;
-            let journal = tclab_tc::store::read_journal(&path)?;
-            let (engine, problems) = tclab_tc::store::replay(&journal.entries);
-            let refusals = problems
-                .into_iter()
-                .map(|p| (path.display().to_string(), "journal entry".to_string(), p))
-                .collect::<Vec<_>>();
-            (engine, refusals)
+/// $TCLAB_STATE, which must exist. `setup` (`link add dev eth1 numtxqueues 2`) is the host a script or
+/// batch file runs on.
+fn load_policy(file: Option<&str>, setup: &[Vec<String>]) -> Result<Loaded, Failure> {
+    use tclab_tc::check::origins::Record;
+    let from_store = |path: &std::path::Path, name: &str| -> Result<Loaded, Failure> {
+        if !setup.is_empty() {
+            return Err(usage(format!(
+                "{name} is a store: its devices are already made (--txqueues is for a script or a batch \
+                 file)"
+            )));
         }
-        Some(f) => {
-            let path = PathBuf::from(f);
-            let text = std::fs::read_to_string(&path).map_err(|e| format!("{f}: {e}"))?;
-            match policy_kind(&text) {
-                "store" => {
-                    let journal = tclab_tc::store::read_journal(&path)?;
-                    let (engine, problems) = tclab_tc::store::replay(&journal.entries);
-                    let refusals = problems
-                        .into_iter()
-                        .map(|p| (f.to_string(), "journal entry".to_string(), p))
-                        .collect::<Vec<_>>();
-                    (engine, refusals)
+        let journal = tclab_tc::store::read_journal(path)?;
+        let (engine, problems) = tclab_tc::store::replay(&journal.entries);
+        let refusals = problems
+            .into_iter()
+            .map(|p| (name.to_string(), "journal entry".to_string(), p))
+            .collect();
+        let records = journal
+            .entries
+            .into_iter()
+            .enumerate()
+            .map(|(n, entry)| Record {
+                at: format!("{name} record {}", n + 1),
+                entry,
+            })
+            .collect();
+        Ok(Loaded {
+            engine,
+            refusals,
+            records,
+            script_error: None,
+        })
+    };
+    let Some(f) = file else {
+        let path = store_path()?;
+        if !path.exists() {
+            return Err(usage(format!(
+                "no policy to read: give a script, a tc -batch file or a store, or set TCLAB_STATE to a \
+                 store ({} does not exist)",
+                path.display()
+            )));
+        }
+        let name = path.display().to_string();
+        return from_store(&path, &name);
+    };
+    let path = PathBuf::from(f);
+    let text = std::fs::read_to_string(&path).map_err(|e| usage(format!("{f}: {e}")))?;
+    match policy_kind(&text) {
+        "store" => from_store(&path, f),
+        "batch" => {
+            let mut engine = tclab_core::Engine::new();
+            let mut refusals = Vec::new();
+            let mut records = Vec::new();
+            for entry in setup {
+                tclab_tc::store::apply_record(&mut engine, entry).map_err(usage)?;
+            }
+            for (n, line) in text.lines().enumerate() {
+                let line = line.split('#').next().unwrap_or("").trim();
+                if line.is_empty() {
+                    continue;
                 }
-                "batch" => {
-                    let mut engine = tclab_core::Engine::new();
-                    let mut refusals = Vec::new();
-                    for (n, line) in text.lines().enumerate() {
-                        let line = line.split('#').next().unwrap_or("").trim();
-                        if line.is_empty() {
-                            continue;
-                        }
-                        let words: Vec<String> =
-                            line.split_whitespace().map(String::from).collect();
-                        let out = tclab_tc::run(&mut engine, &words, 0);
-                        if out.code != 0 {
-                            refusals.push((
-                                format!("{f}:{}", n + 1),
-                                format!("tc {line}"),
-                                out.stderr,
-                            ));
-                        }
-                    }
-                    (engine, refusals)
-                }
-                _ => {
-                    let exe = std::env::current_exe()
-                        .map_err(|e| format!("cannot find the tclab executable: {e}"))?;
-                    let run = tclab_tc::script::run_script(Some(&exe), &path, &[], &[])?;
-                    let (engine, _) = tclab_tc::store::replay(&run.journal);
-                    let mut refusals: Vec<_> = run
-                        .report
-                        .refused
-                        .iter()
-                        .filter(|r| !r.cleanup)
-                        .map(|r| (r.at.clone(), r.command.clone(), r.message.clone()))
-                        .collect();
-                    if !run.success {
-                        refusals.push((
-                            f.to_string(),
-                            "the script".to_string(),
-                            run.status.clone(),
-                        ));
-                    }
-                    (engine, refusals)
+                let words: Vec<String> = line.split_whitespace().map(String::from).collect();
+                let out = tclab_tc::run(&mut engine, &words, 0);
+                let at = format!("{f}:{}", n + 1);
+                if out.code != 0 {
+                    refusals.push((at, format!("tc {line}"), out.stderr));
+                } else {
+                    let mut entry = vec!["tc".to_string()];
+                    entry.extend(words);
+                    records.push(Record { at, entry });
                 }
             }
+            Ok(Loaded {
+                engine,
+                refusals,
+                records,
+                script_error: None,
+            })
+        }
+        _ => {
+            let exe = std::env::current_exe()
+                .map_err(|e| format!("cannot find the tclab executable: {e}"))?;
+            let run = tclab_tc::script::run_script_on(Some(&exe), &path, &[], &[], setup)?;
+            let (engine, _) = tclab_tc::store::replay(&run.journal);
+            let refusals: Vec<_> = run
+                .report
+                .refused
+                .iter()
+                .filter(|r| !r.cleanup)
+                .map(|r| (r.at.clone(), r.command.clone(), r.message.clone()))
+                .collect();
+            let script_error = (!run.success).then(|| script_error(f, &run));
+            let records = run
+                .report
+                .changes
+                .into_iter()
+                .map(|c| Record {
+                    at: c.at,
+                    entry: c.entry,
+                })
+                .collect();
+            Ok(Loaded {
+                engine,
+                refusals,
+                records,
+                script_error,
+            })
+        }
+    }
+}
+
+/// How a script that failed ended, as bash said it: its first `FILE: line N: …` message (a syntax
+/// error, a command not found) with the line, else the exit status and the last thing it printed
+/// that was not tclab's.
+fn script_error(f: &str, run: &tclab_tc::script::ScriptRun) -> tclab_tc::check::ScriptError {
+    use tclab_tc::check::ScriptError;
+    let printed: Vec<&str> = run
+        .report
+        .printed
+        .iter()
+        .flat_map(|p| p.lines())
+        .collect();
+    let own: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !printed.contains(l))
+        .collect();
+    let bash = own.iter().enumerate().find_map(|(i, l)| {
+        let (_, rest) = l.split_once(": line ")?;
+        let (n, msg) = rest.split_once(": ")?;
+        let n: u32 = n.parse().ok()?;
+        // bash follows a syntax error with the line's text.
+        let quoted = own
+            .get(i + 1)
+            .and_then(|next| next.split_once(&format!(": line {n}: ")))
+            .map(|(_, q)| format!(" ({q})"))
+            .unwrap_or_default();
+        Some(ScriptError {
+            at: format!("{f}:{n}"),
+            message: format!("bash: {msg}{quoted}"),
+            located: true,
+        })
+    });
+    bash.unwrap_or_else(|| {
+        let last = own.last().map(|l| format!(": {l}")).unwrap_or_default();
+        ScriptError {
+            at: f.to_string(),
+            message: format!("the script {}{last}", run.status),
+            located: false,
         }
     })
+}
+
+/// `--link [DEV=]RATE`, repeated: the line of every device, and the devices with one of their own.
+fn parse_links(links: &[String]) -> Result<(Option<u64>, Vec<(String, u64)>), Failure> {
+    let mut all = None;
+    let mut device_rates: Vec<(String, u64)> = Vec::new();
+    for v in links {
+        let (dev, rate) = match v.split_once('=') {
+            Some((d, r)) => (Some(d), r),
+            None => (None, v.as_str()),
+        };
+        let r = tclab_tc::util::get_rate(rate)
+            .filter(|r| *r > 0)
+            .ok_or_else(|| usage(format!("--link: \"{rate}\" is not a rate (e.g. 20mbit)")))?;
+        match dev {
+            Some("") => return Err(usage(format!("--link: \"{v}\" names no device"))),
+            Some(d) if device_rates.iter().any(|(x, _)| x == d) => {
+                return Err(usage(format!("--link given twice for {d}")))
+            }
+            Some(d) => device_rates.push((d.to_string(), r)),
+            None if all.is_some() => return Err(usage("--link given twice")),
+            None => all = Some(r),
+        }
+    }
+    Ok((all, device_rates))
+}
+
+/// A device a `--link DEV=…` names must be one the policy has.
+fn known_devices(engine: &tclab_core::Engine, named: &[(String, u64)]) -> Result<(), Failure> {
+    match named.iter().find(|(d, _)| engine.device(d).is_none()) {
+        Some((d, _)) => Err(usage(format!(
+            "--link {d}=…: the policy has no device \"{d}\" (it has {})",
+            engine
+                .devices()
+                .map(|(n, _)| n.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// `tclab check`: a command line or FILE it cannot use exits 64 (`EX_USAGE`), apart from the findings'
@@ -557,48 +702,43 @@ fn cmd_check(a: args::CheckArgs) -> CmdResult {
 }
 
 fn run_check(a: args::CheckArgs) -> CmdResult {
-    use tclab_tc::check::{check, exit_status, render, LineFacts};
-    let json = a.json;
-    let mut facts = LineFacts {
-        atm: a.linklayer.unwrap_or(false),
-        ..LineFacts::default()
-    };
-    let mut device_rates: Vec<(String, u64)> = Vec::new();
-    for v in &a.link {
-        let (dev, rate) = match v.split_once('=') {
-            Some((d, r)) => (Some(d), r),
-            None => (None, v.as_str()),
-        };
-        let r = tclab_tc::util::get_rate(rate)
-            .filter(|r| *r > 0)
-            .ok_or_else(|| format!("--link: \"{rate}\" is not a rate (e.g. 20mbit)"))?;
-        match dev {
-            Some("") => return Err(usage(format!("--link: \"{v}\" names no device"))),
-            Some(d) if device_rates.iter().any(|(x, _)| x == d) => {
-                return Err(usage(format!("--link given twice for {d}")))
-            }
-            Some(d) => device_rates.push((d.to_string(), r)),
-            None if facts.rate.is_some() => return Err(usage("--link given twice")),
-            None => facts.rate = Some(r),
+    use tclab_tc::check::{check, exit_status, origins::Origins, render, LineFacts, Options};
+    let (rate, device_rates) = parse_links(&a.link)?;
+    let mut setup: Vec<Vec<String>> = Vec::new();
+    for v in &a.txqueues {
+        let bad = || usage(format!("--txqueues: \"{v}\" is not DEV=N (e.g. eth1=4)"));
+        let (d, n) = v.split_once('=').ok_or_else(bad)?;
+        let n: u32 = n.parse().ok().filter(|n| (1..=4096).contains(n)).ok_or_else(bad)?;
+        if d.is_empty() || setup.iter().any(|e| e[3] == d) {
+            return Err(bad());
         }
+        setup.push(
+            ["link", "add", "dev", d, "numtxqueues", &n.to_string()]
+                .map(String::from)
+                .to_vec(),
+        );
     }
     let file = a.file.as_deref().map(path_text).transpose()?;
-    let (engine, refusals) = load_policy(file)?;
-    if let Some((d, _)) = device_rates
-        .iter()
-        .find(|(d, _)| engine.device(d).is_none())
-    {
-        return Err(usage(format!(
-            "--link {d}=…: the policy has no device \"{d}\" (it has {})",
-            engine
-                .devices()
-                .map(|(n, _)| n.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
-    }
-    let findings = check(&engine, &refusals, facts, &device_rates);
-    if json {
+    let loaded = load_policy(file, &setup)?;
+    known_devices(&loaded.engine, &device_rates)?;
+    let opts = Options {
+        line: LineFacts {
+            rate,
+            atm: a.linklayer.unwrap_or(false),
+        },
+        device_rates,
+        hz: a.hz,
+        kernel: a.kernel,
+    };
+    let origins = Origins::new(loaded.records);
+    let findings = check(
+        &loaded.engine,
+        &loaded.refusals,
+        loaded.script_error,
+        &origins,
+        &opts,
+    );
+    if a.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&findings).map_err(|e| e.to_string())?
@@ -725,7 +865,12 @@ fn cmd_live(a: args::LiveArgs) -> CmdResult {
             if !p.is_file() {
                 return Err(usage(format!("{f}: no such policy file")));
             }
-            let (engine, refusals) = load_policy(Some(f)).map_err(usage)?;
+            let Loaded {
+                engine, refusals, ..
+            } = load_policy(Some(f), &[]).map_err(|e| match e {
+                Failure::Failed(m) => Failure::Usage(m),
+                u => u,
+            })?;
             if !refusals.is_empty() {
                 let lines: Vec<String> = refusals
                     .iter()

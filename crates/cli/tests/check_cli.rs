@@ -67,7 +67,9 @@ const CASES: &[(&str, &str, &[&str])] = &[
     ("default-missing", "qdisc add dev eth0 root handle 1: htb default 30\nclass add dev eth0 parent 1: classid 1:20 htb rate 1mbit\nqdisc add dev eth0 parent 1:20 pfifo limit 10\n", &[]),
     ("default-inner", "qdisc add dev eth0 root handle 1: htb default 1\nclass add dev eth0 parent 1: classid 1:1 htb rate 10mbit\nclass add dev eth0 parent 1:1 classid 1:10 htb rate 5mbit\n", &[]),
     ("no-default", "qdisc add dev eth0 root handle 1: htb\n", &[]),
-    ("quantum", "qdisc add dev eth0 root handle 1: htb r2q 40 default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 160kbit\nqdisc add dev eth0 parent 1:10 pfifo limit 5\n", &[]),
+    ("script-failed", "#!/bin/sh\ntc qdisc add dev eth0 root fq_codel\nif true; then\nfi fi\n", &[]),
+    ("quantum", "qdisc add dev eth0 root handle 1: htb default 20\nclass add dev eth0 parent 1: classid 1:1 htb rate 100mbit\nclass add dev eth0 parent 1:1 classid 1:10 htb rate 20mbit ceil 100mbit\nclass add dev eth0 parent 1:1 classid 1:20 htb rate 40mbit ceil 100mbit\n", &[]),
+    ("classes-by-priority", "qdisc add dev eth0 root handle 7fff: mq\nqdisc add dev eth0 parent 7fff:1 handle 1: htb default 2\nclass add dev eth0 parent 1: classid 1:1 htb rate 1gbit\nclass add dev eth0 parent 1:1 classid 1:2 htb rate 100mbit ceil 1gbit\nclass add dev eth0 parent 1:1 classid 1:3 htb rate 100mbit ceil 1gbit\n", &["--txqueues", "eth0=2"]),
     ("rates-exceed-parent", "qdisc add dev eth0 root handle 1: htb default 20\nclass add dev eth0 parent 1: classid 1:1 htb rate 220kbit\nclass add dev eth0 parent 1:1 classid 1:10 htb rate 220kbit\nclass add dev eth0 parent 1:1 classid 1:20 htb rate 198kbit\n", &[]),
     ("ceil-below-rate", "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 2mbit ceil 1mbit\n", &[]),
     ("burst-below-mtu", "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 1mbit burst 1000\n", &[]),
@@ -77,7 +79,15 @@ const CASES: &[(&str, &str, &[&str])] = &[
     ("filter-unreached", "qdisc add dev eth0 root handle 1: htb default 20\nclass add dev eth0 parent 1: classid 1:20 htb rate 1mbit\nfilter add dev eth0 parent 1:20 protocol ip prio 1 u32 match ip dport 22 0xffff flowid 1:20\n", &[]),
     ("shaper-at-line-rate", "qdisc add dev ppp0 root tbf rate 1mbit burst 10k latency 50ms\n", &["--link", "1mbit"]),
     ("linklayer-missing", "qdisc add dev ppp0 root tbf rate 900kbit burst 10k latency 50ms\n", &["--linklayer", "atm"]),
-    ("gso-bursts", "qdisc add dev ppp0 root tbf rate 1mbit burst 10k latency 50ms\n", &[]),
+    ("gso-bursts", "qdisc add dev ppp0 root handle 1: htb default 1\nclass add dev ppp0 parent 1: classid 1:1 htb rate 1mbit\n", &[]),
+    ("ifb-down", "#!/bin/sh\nip link add ifb0 type ifb\ntc qdisc add dev eth0 handle ffff: ingress\ntc filter add dev eth0 parent ffff: protocol all matchall action mirred egress redirect dev ifb0\ntc qdisc add dev ifb0 root tbf rate 2mbit burst 10k latency 50ms\n", &[]),
+    ("ifb-unfed", "#!/bin/sh\nip link add ifb0 type ifb\nip link set dev ifb0 up\ntc qdisc add dev ifb0 root tbf rate 2mbit burst 10k latency 50ms\n", &[]),
+    ("redirect-one-protocol", "#!/bin/sh\nip link add ifb0 type ifb\nip link set dev ifb0 up\ntc qdisc add dev eth0 handle ffff: ingress\ntc filter add dev eth0 parent ffff: protocol ip u32 match u32 0 0 action mirred egress redirect dev ifb0\ntc qdisc add dev ifb0 root tbf rate 2mbit burst 10k latency 50ms\n", &[]),
+    ("bucket-below-packet", "qdisc add dev eth0 root tbf rate 2mbit burst 1000 latency 50ms\n", &[]),
+    ("bucket-too-large", "qdisc add dev eth0 root tbf rate 10mbit burst 200mb latency 50ms\n", &[]),
+    ("tbf-limit-short", "qdisc add dev eth0 root tbf rate 10mbit burst 12k limit 1600\n", &[]),
+    ("kernel-lacks", "qdisc add dev eth0 root cake bandwidth 10mbit\n", &["--kernel", "4.4"]),
+    ("kind-removed", "qdisc add dev eth0 root handle 1: cbq avpkt 1000 bandwidth 10mbit\n", &[]),
     ("ingress-police", "qdisc add dev eth0 handle ffff: ingress\nfilter add dev eth0 parent ffff: protocol ip u32 match ip src 0.0.0.0/0 police rate 800kbit burst 10k drop flowid :1\n", &[]),
 ];
 
@@ -259,10 +269,12 @@ fn cake_is_checked_against_the_line_in_cakes_words() {
 
 #[test]
 fn offloads_turned_off_by_the_script_silence_the_gso_note() {
-    // A 1 Mbit/s TBF: a 64 KB super-packet holds the link 524 ms. sqm's way out, `ethtool -K … off`, is
+    // A 1 Mbit/s HTB: a 64 KB super-packet holds the link 524 ms. sqm's way out, `ethtool -K … off`, is
     // recorded by the script runner (`tclab link set dev DEV tso off gso off`) and the note goes.
     let dir = TempDir::new("check-gso");
-    let tbf = "tc qdisc add dev ppp0 root tbf rate 1mbit burst 10k latency 50ms\n";
+    let tbf = "tc qdisc add dev ppp0 root handle 1: htb default 1\n\
+               tc class add dev ppp0 parent 1: classid 1:1 htb rate 1mbit\n\
+               tc qdisc add dev ppp0 parent 1:1 fq_codel\n";
     let r = check(&dir, "on.sh", &format!("#!/bin/bash\n{tbf}"), &[]);
     assert_eq!(codes(&r), vec!["gso-bursts"]);
     assert!(r.stdout.contains("for 524 ms"), "{}", r.stdout);
@@ -281,6 +293,26 @@ fn offloads_turned_off_by_the_script_silence_the_gso_note() {
         &[],
     );
     assert_eq!(codes(&r), vec!["gso-bursts"]);
+    // TBF splits a super-packet larger than its bucket (`tbf_segment`); an ifb gets what GRO built on
+    // the device that redirects to it, which its own offloads do not change.
+    let r = check(
+        &dir,
+        "tbf.sh",
+        "#!/bin/bash\ntc qdisc add dev ppp0 root tbf rate 1mbit burst 10k latency 50ms\n",
+        &[],
+    );
+    assert_eq!(codes(&r), Vec::<String>::new(), "{}", r.stdout);
+    let r = check(
+        &dir,
+        "ifb.sh",
+        "#!/bin/bash\nip link add ifb0 type ifb\nip link set dev ifb0 up\n\
+         tc qdisc add dev ppp0 handle ffff: ingress\n\
+         tc filter add dev ppp0 parent ffff: protocol all matchall action mirred egress redirect dev ifb0\n\
+         tc qdisc add dev ifb0 root handle 1: htb default 1\n\
+         tc class add dev ifb0 parent 1: classid 1:1 htb rate 1mbit\n",
+        &[],
+    );
+    assert!(!codes(&r).contains(&"gso-bursts".to_string()), "{}", r.stdout);
     // CAKE splits them itself, unless told not to.
     let r = check(
         &dir,

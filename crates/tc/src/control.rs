@@ -67,6 +67,18 @@ pub struct Report {
     /// What every call printed on stderr, in order: the part of the script's stderr that came from
     /// tclab, so that a caller showing both the report and the script's stderr can leave it out once.
     pub printed: Vec<String>,
+    /// Every record the calls added to the journal, with the line of the call that added it, in order
+    /// (kept by a script's server only: `tclab check` names the line that made each object).
+    pub changes: Vec<Change>,
+    keep_changes: bool,
+}
+
+/// A journal record and the call that added it.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// `FILE:LINE` of the call, as in [`Refusal::at`].
+    pub at: String,
+    pub entry: Vec<String>,
 }
 
 /// A call that applied with a message on stderr.
@@ -200,7 +212,10 @@ impl Server {
         let (jobs, inbox) = std::sync::mpsc::channel::<Job>();
         server.engine = Some(std::thread::spawn(move || {
             let mut store: Option<Store> = None;
-            let mut report = Report::default();
+            let mut report = Report {
+                keep_changes: shell,
+                ..Report::default()
+            };
             for (req, reply_to) in inbox {
                 let _ = reply_to.send(answer(&mut store, &mut report, &state, &req));
             }
@@ -446,7 +461,15 @@ fn answer(store: &mut Option<Store>, report: &mut Report, state: &Path, req: &Re
             code: -1,
         };
     }
-    let (reply, applied) = handle(store, state, req);
+    let (reply, changes) = handle(store, state, req);
+    let applied = changes.len();
+    if report.keep_changes {
+        let at = req.caller.clone().unwrap_or_else(|| "?".into());
+        report.changes.extend(changes.into_iter().map(|entry| Change {
+            at: at.clone(),
+            entry,
+        }));
+    }
     if !reply.stderr.is_empty() {
         report.printed.push(reply.stderr.clone());
     }
@@ -470,7 +493,7 @@ fn answer(store: &mut Option<Store>, report: &mut Report, state: &Path, req: &Re
     } else {
         report
             .refused
-            .push(refusal(&reply.stderr, crate::store::is_removal(&req.argv)));
+            .push(refusal(&reply.stderr, is_teardown(&req.argv)));
     }
     if reply.code == 0 && !reply.stderr.trim().is_empty() {
         report.warned.push(Warned {
@@ -480,6 +503,16 @@ fn answer(store: &mut Option<Store>, report: &mut Report, state: &Path, req: &Re
         });
     }
     reply
+}
+
+/// A command that takes something down: a removal ([`crate::store::is_removal`]), or `ip link set DEV
+/// down` (`ifconfig DEV down`), which scripts run before they re-create a device. Refused, it found
+/// nothing to take down: a clean-up, not a failure.
+fn is_teardown(argv: &[String]) -> bool {
+    crate::store::is_removal(argv)
+        || (argv.first().is_some_and(|w| w == "link")
+            && argv.get(1).is_some_and(|w| w == "set")
+            && argv.iter().skip(2).any(|w| w == "down"))
 }
 
 /// A request from the shell functions: NUL-terminated fields `TOKEN STATE CALLER ARGC ARG… HAS_STDIN
@@ -537,8 +570,9 @@ fn read_request(conn: &UnixStream) -> Result<Request, String> {
     serde_json::from_str(&line).map_err(|e| e.to_string())
 }
 
-/// One request, under the store's lock, against the resident engine (re-read if the file changed).
-fn handle(store: &mut Option<Store>, state: &Path, req: &Request) -> (Reply, usize) {
+/// One request, under the store's lock, against the resident engine (re-read if the file changed), and
+/// the records it added.
+fn handle(store: &mut Option<Store>, state: &Path, req: &Request) -> (Reply, Vec<Vec<String>>) {
     let failed = |e: String| Reply {
         stdout: String::new(),
         stderr: format!("tclab: {e}\n"),
@@ -546,7 +580,7 @@ fn handle(store: &mut Option<Store>, state: &Path, req: &Request) -> (Reply, usi
     };
     let _lock = match Lock::take(state, true) {
         Ok(l) => l,
-        Err(e) => return (failed(e), 0),
+        Err(e) => return (failed(e), Vec::new()),
     };
     let mut warnings = String::new();
     let open = match store.as_mut() {
@@ -564,7 +598,7 @@ fn handle(store: &mut Option<Store>, state: &Path, req: &Request) -> (Reply, usi
         }
         Err(e) => {
             *store = None;
-            return (failed(e), 0);
+            return (failed(e), Vec::new());
         }
     }
     let s = store.as_mut().expect("opened above");
@@ -579,12 +613,12 @@ fn handle(store: &mut Option<Store>, state: &Path, req: &Request) -> (Reply, usi
                 stderr: warnings + &stderr,
                 code,
             },
-            s.last_applied(),
+            s.last_changes().to_vec(),
         ),
         Err(e) => {
             // The engine may be ahead of the file now: read it again next time.
             *store = None;
-            (failed(e), 0)
+            (failed(e), Vec::new())
         }
     }
 }

@@ -804,11 +804,26 @@ pub fn run_script(
     args: &[String],
     env: &[(String, String)],
 ) -> Result<ScriptRun, String> {
+    run_script_on(exe, script, args, env, &[])
+}
+
+/// [`run_script`] on a host that `setup`'s records (`link add dev eth1 numtxqueues 4`) made first: they
+/// open the journal the script leaves.
+pub fn run_script_on(
+    exe: Option<&Path>,
+    script: &Path,
+    args: &[String],
+    env: &[(String, String)],
+    setup: &[Vec<String>],
+) -> Result<ScriptRun, String> {
     if !script.is_file() {
         return Err(format!("{}: no such script", script.display()));
     }
     let sb = Sandbox::new()?;
     let state = sb.dir.join("policy.json");
+    if !setup.is_empty() {
+        crate::store::write_journal(&state, setup)?;
+    }
     let limit = std::env::var("TCLAB_SCRIPT_TIMEOUT")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())

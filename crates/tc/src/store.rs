@@ -443,8 +443,9 @@ pub struct Store {
     engine: Engine,
     /// Opened by [`Store::open_to_read`]: the journal's records were not kept, so nothing may be written.
     read_only: bool,
-    /// How many changes the last [`Store::execute`] applied (a batch's lines count one each).
-    last_applied: usize,
+    /// The records the last [`Store::execute`] appended (a batch's lines one each), before any
+    /// compaction: what a script's report attributes to the call's line.
+    last_new: Vec<Vec<String>>,
 }
 
 impl Store {
@@ -462,7 +463,7 @@ impl Store {
                 journal,
                 engine,
                 read_only: false,
-                last_applied: 0,
+                last_new: Vec::new(),
             },
             problems,
         ))
@@ -492,7 +493,7 @@ impl Store {
                 journal,
                 engine,
                 read_only: true,
-                last_applied: 0,
+                last_new: Vec::new(),
             },
             problems,
         ))
@@ -517,7 +518,11 @@ impl Store {
     }
     /// How many changes the last [`Store::execute`] applied: one for a command, one per line of a batch.
     pub fn last_applied(&self) -> usize {
-        self.last_applied
+        self.last_new.len()
+    }
+    /// The records the last [`Store::execute`] appended, in order.
+    pub fn last_changes(&self) -> &[Vec<String>] {
+        &self.last_new
     }
     /// How many records opening the store read (what a call without a resident engine replays).
     pub fn records_read(&self) -> usize {
@@ -660,8 +665,8 @@ impl Store {
             other => return Err(format!("unknown store command \"{other}\"")),
         };
         let resets = new.iter().any(|e| is_removal(e));
-        self.last_applied = new.len();
         self.append(&new)?;
+        self.last_new = new;
         if resets {
             self.compact()?;
         }

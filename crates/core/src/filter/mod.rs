@@ -270,7 +270,7 @@ impl Block {
 
     /// Each filter of `tp`, as (the class it names, its actions); u32's nodes are found from the
     /// instance's root table through the tables its nodes link to.
-    fn tp_filters<'a>(&'a self, tp: &'a Tp) -> Vec<(Option<u32>, &'a Exts)> {
+    pub fn tp_filters<'a>(&'a self, tp: &'a Tp) -> Vec<(Option<u32>, &'a Exts)> {
         match &tp.cls {
             Classifier::U32(u) => {
                 let mut out = Vec::new();
@@ -328,12 +328,21 @@ impl Block {
     }
 
     /// The classes the filters a packet can reach name (where [`Block::binds`] counts every filter,
-    /// reachable or not, as the kernel's bindings do).
+    /// reachable or not, as the kernel's bindings do); a `flow` filter with a divisor names the
+    /// `divisor` classes from its baseclass on.
     pub fn reached_classes(&self) -> Vec<u32> {
         let mut out = Vec::new();
         for chain in self.reachable_chains() {
             for tp in self.chains.get(&chain).into_iter().flatten() {
                 out.extend(self.tp_filters(tp).into_iter().filter_map(|(c, _)| c));
+                if let Classifier::Flow(f) = &tp.cls {
+                    for x in f.filters.iter().filter(|x| x.divisor != 0) {
+                        let major = x.baseclass & 0xffff_0000;
+                        out.extend((0..x.divisor.min(0x1_0000)).map(|n| {
+                            major | (x.baseclass.wrapping_add(n) & 0xffff)
+                        }));
+                    }
+                }
             }
         }
         out

@@ -347,10 +347,12 @@ impl Qdisc for Red {
     }
 }
 
-/// RED has one class, `handle:1`, whose leaf is the queue; `red_find` answers for minor 1 only.
+/// RED has one class, `handle:1`, whose leaf is the queue. `red_find` returns it for any classid, so a
+/// child grafted at `parent 6:` (mininet's TCLink writes that under its RED) or `6:5` lands there too;
+/// the class is listed as `6:1` (`red_dump_class`).
 impl ClassOps for Red {
-    fn find(&self, classid: Handle) -> bool {
-        classid.minor() == 1
+    fn find(&self, _classid: Handle) -> bool {
+        true
     }
     fn leaf(&self, classid: Handle) -> Option<&Sched> {
         self.find(classid).then_some(())?;

@@ -1,0 +1,540 @@
+//! `tclab check` as a policy reviewer (issue 23): correct modern policies pass a CI gate, every
+//! finding names its script line, and the mistakes that cut traffic to nothing or leave it unshaped are
+//! found — each one's damage measured by running the same policy in the simulator (`tclab_sim`), not
+//! asserted.
+
+mod common;
+use common::{cmd, run_with_timeout, RunResult, TempDir};
+use std::path::Path;
+use std::time::Duration;
+use tclab_sim::run::{run, Outcome};
+use tclab_sim::scenario::load;
+
+const TCLAB: &str = env!("CARGO_BIN_EXE_tclab");
+
+/// `tclab check --json EXTRA… FILE` on `policy` written to `name`.
+fn check(dir: &TempDir, name: &str, policy: &str, extra: &[&str]) -> RunResult {
+    let f = dir.path.join(name);
+    std::fs::write(&f, policy).unwrap();
+    let path = f.to_string_lossy().into_owned();
+    let mut args = vec!["check", "--json"];
+    args.extend_from_slice(extra);
+    args.push(&path);
+    let mut c = cmd(Path::new(TCLAB), &args);
+    c.env("TCLAB_STATE", dir.path.join("unused.json"))
+        .env_remove("TCLAB_CONTROL");
+    run_with_timeout(c, Duration::from_secs(60), -1)
+}
+
+fn findings(r: &RunResult) -> Vec<serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_str(&r.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", r.stdout, r.stderr));
+    v.as_array().unwrap().clone()
+}
+
+fn codes(r: &RunResult) -> Vec<String> {
+    findings(r)
+        .iter()
+        .map(|f| f["code"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The one finding of `code` (there must be exactly one).
+fn the(r: &RunResult, code: &str) -> serde_json::Value {
+    let all: Vec<_> = findings(r)
+        .into_iter()
+        .filter(|f| f["code"] == code)
+        .collect();
+    assert_eq!(all.len(), 1, "one {code}: {}", r.stdout);
+    all[0].clone()
+}
+
+/// The script line a finding names: `NAME:LINE` (the file's base name and the line).
+fn line_of(f: &serde_json::Value) -> String {
+    let l = f["line"].as_str().unwrap_or_else(|| panic!("no line: {f}"));
+    let (path, n) = l.rsplit_once(':').unwrap();
+    format!("{}:{n}", path.rsplit('/').next().unwrap())
+}
+
+fn simulate(text: &str) -> (tclab_sim::scenario::Scenario, Outcome) {
+    let mut sc = match load("test.toml", text, Path::new(".")) {
+        Ok(s) => s,
+        Err(e) => panic!("{e}"),
+    };
+    let out = run(&mut sc, &mut |_| {}).expect("the run completes");
+    (sc, out)
+}
+
+/// Mean goodput (bit/s) of traffic entry `flow` over the samples after `from_s` seconds.
+fn goodput(out: &Outcome, flow: usize, from_s: u64) -> f64 {
+    let s: Vec<f64> = out
+        .recorder
+        .flow_samples
+        .iter()
+        .filter(|s| s.flow == flow && s.t > from_s * 1_000_000_000)
+        .map(|s| s.goodput_bps)
+        .collect();
+    s.iter().sum::<f64>() / s.len().max(1) as f64
+}
+
+/// sqm's simple.qos in spirit, at 95/9.5 Mbit/s on a cable line: HTB + fq_codel each way, explicit
+/// quanta and bursts, ingress through an ifb for every protocol, offloads off.
+const SQM_LIKE: &str = "#!/bin/sh
+ethtool -K eth0 tso off gso off gro off
+ip link set dev ifb4eth0 down 2>/dev/null
+ip link del ifb4eth0 2>/dev/null
+tc qdisc del dev eth0 root 2>/dev/null
+ip link add name ifb4eth0 type ifb
+ip link set dev ifb4eth0 up
+tc qdisc add dev eth0 root handle 1: htb default 12
+tc class add dev eth0 parent 1: classid 1:1 htb quantum 1514 rate 9500kbit ceil 9500kbit burst 1749b
+tc class add dev eth0 parent 1:1 classid 1:11 htb quantum 1514 rate 1000kbit ceil 3000kbit prio 1
+tc class add dev eth0 parent 1:1 classid 1:12 htb quantum 1514 rate 2000kbit ceil 9000kbit prio 2
+tc qdisc add dev eth0 parent 1:11 handle 110: fq_codel target 5ms interval 100ms
+tc qdisc add dev eth0 parent 1:12 handle 120: fq_codel target 5ms interval 100ms
+tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 1 0xff flowid 1:11
+tc filter add dev eth0 parent 1: protocol ipv6 prio 2 u32 match ip6 protocol 58 0xff flowid 1:11
+tc qdisc add dev eth0 handle ffff: ingress
+tc filter add dev eth0 parent ffff: protocol all prio 10 u32 match u32 0 0 flowid 1:1 action mirred egress redirect dev ifb4eth0
+tc qdisc add dev ifb4eth0 root handle 1: htb default 10
+tc class add dev ifb4eth0 parent 1: classid 1:1 htb quantum 1514 rate 95mbit ceil 95mbit burst 11875b
+tc class add dev ifb4eth0 parent 1:1 classid 1:10 htb quantum 1514 rate 95mbit ceil 95mbit prio 0
+tc qdisc add dev ifb4eth0 parent 1:10 handle 110: fq_codel target 5ms interval 100ms
+";
+
+/// Correct policies give nothing above a note, so `check` can gate CI: an sqm-like policy with HTB
+/// classes above 16 Mbit/s (whose quantum tc's r2q would clamp), a lone multi-gigabit root class, and
+/// a script that takes down what it is about to re-create.
+#[test]
+fn correct_modern_policies_pass_the_gate() {
+    let dir = TempDir::new("review-ok");
+    let r = check(&dir, "sqm.sh", SQM_LIKE, &["--link", "eth0=10mbit", "--link", "ifb4eth0=100mbit"]);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert_eq!(codes(&r), Vec::<String>::new(), "{}", r.stdout);
+    // A 10 Gbit/s root class: its computed quantum is clamped, and nothing shares by it.
+    let r = check(
+        &dir,
+        "big.batch",
+        "qdisc add dev eth0 root handle 1: htb default 1\nclass add dev eth0 parent 1: classid 1:1 htb rate 10gbit\n",
+        &[],
+    );
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    // Three leaves above 16 Mbit/s that cannot borrow (ceil = rate): the quantum changes nothing.
+    let r = check(
+        &dir,
+        "flat.batch",
+        "qdisc add dev eth0 root handle 1: htb default 30\n\
+         class add dev eth0 parent 1: classid 1:1 htb rate 900mbit\n\
+         class add dev eth0 parent 1:1 classid 1:10 htb rate 100mbit\n\
+         class add dev eth0 parent 1:1 classid 1:20 htb rate 300mbit\n\
+         class add dev eth0 parent 1:1 classid 1:30 htb rate 500mbit\n\
+         filter add dev eth0 parent 1: protocol all prio 1 u32 match u32 0 0 flowid 1:10\n\
+         filter add dev eth0 parent 1: protocol all prio 2 u32 match u32 0 0 flowid 1:20\n",
+        &[],
+    );
+    assert_eq!(r.code, 0, "{}", r.stdout);
+}
+
+/// Two leaves of 2 and 4 Mbit/s borrowing from a 10 Mbit/s parent, with `r2q 1`: HTB clamps both
+/// quanta (250 000 and 500 000 bytes) to 200 000, so they share the 4 Mbit/s left over 1:1 instead of
+/// 1:2. check names the pair once; the simulator shows the 2 Mbit/s class taking 4 Mbit/s (2 + 2)
+/// where r2q 10 (quanta 25 000 and 50 000) gives it 3.3 (2 + 1.33).
+#[test]
+fn a_clamped_quantum_is_reported_where_it_changes_the_sharing() {
+    let tree = |r2q: u32| {
+        format!(
+            "qdisc add dev eth0 root handle 1: htb r2q {r2q} default 20\n\
+             class add dev eth0 parent 1: classid 1:1 htb rate 10mbit\n\
+             class add dev eth0 parent 1:1 classid 1:10 htb rate 2mbit ceil 10mbit\n\
+             class add dev eth0 parent 1:1 classid 1:20 htb rate 4mbit ceil 10mbit\n\
+             qdisc add dev eth0 parent 1:10 pfifo limit 50\n\
+             qdisc add dev eth0 parent 1:20 pfifo limit 50\n\
+             filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dport 5001 0xffff flowid 1:10\n"
+        )
+    };
+    let dir = TempDir::new("review-quantum");
+    let r = check(&dir, "clamped.batch", &tree(1), &[]);
+    let f = the(&r, "quantum");
+    assert_eq!(line_of(&f), "clamped.batch:3");
+    let msg = f["message"].as_str().unwrap();
+    assert!(msg.contains("1:10, 1:20") && msg.contains("200000:200000"), "{msg}");
+    assert!(msg.contains("gets 50 %") && msg.contains("ask for 33 %"), "{msg}");
+    let r = check(&dir, "fine.batch", &tree(10), &[]);
+    assert!(!codes(&r).contains(&"quantum".to_string()), "{}", r.stdout);
+    // The damage: 1:10's rate with r2q 1 and with r2q 10, each class offered 10 Mbit/s of UDP.
+    let rate_of_1_10 = |r2q: u32| {
+        let text = format!(
+            "duration = \"12s\"\n[[node]]\nname = \"s\"\n[[node]]\nname = \"c\"\n\
+             [[link]]\na = \"s:eth0\"\nb = \"c:eth0\"\nrate = \"100mbit\"\n\
+             [[policy]]\nnode = \"s\"\ntc = \"\"\"\n{}\"\"\"\n\
+             [[traffic]]\nkind = \"udp\"\nfrom = \"s\"\nto = \"c\"\nrate = \"10mbit\"\nport = 5001\n\
+             [[traffic]]\nkind = \"udp\"\nfrom = \"s\"\nto = \"c\"\nrate = \"10mbit\"\nport = 5002\n",
+            tree(r2q)
+        );
+        let (_, out) = simulate(&text);
+        (goodput(&out, 0, 2), goodput(&out, 1, 2))
+    };
+    let (a1, b1) = rate_of_1_10(1);
+    let (a10, b10) = rate_of_1_10(10);
+    eprintln!("r2q 1: 1:10 {a1:.0} 1:20 {b1:.0}; r2q 10: 1:10 {a10:.0} 1:20 {b10:.0} bit/s");
+    // UDP payload of 1472 in a 1514-byte frame: 10 Mbit/s of frames is 9.72 of payload.
+    assert!(a1 / (a1 + b1) > 0.37, "clamped: 1:10 gets {a1:.0} of {:.0}", a1 + b1);
+    assert!(a10 / (a10 + b10) < 0.36, "r2q 10: 1:10 gets {a10:.0} of {:.0}", a10 + b10);
+}
+
+/// A refused root qdisc, and every command that needed it, is one finding naming their lines; a
+/// teardown of what is not there yet is none.
+#[test]
+fn one_finding_per_cause_and_no_teardown_errors() {
+    let dir = TempDir::new("review-cascade");
+    let r = check(
+        &dir,
+        "cascade.sh",
+        "#!/bin/sh\n\
+         ip link set dev ifb0 down\n\
+         ifconfig ifb1 down\n\
+         tc qdisc add dev eth0 root handle 1: htb default 30 r2q\n\
+         tc class add dev eth0 parent 1: classid 1:1 htb rate 10mbit\n\
+         tc class add dev eth0 parent 1:1 classid 1:10 htb rate 5mbit\n\
+         tc class add dev eth0 parent 1:1 classid 1:30 htb rate 5mbit\n\
+         tc qdisc add dev eth0 parent 1:10 fq_codel\n\
+         tc qdisc add dev eth0 parent 1:30 fq_codel\n\
+         tc class add dev eth0 parent 1:1 classid 1:40 htb rate 5mbiit\n",
+        &[],
+    );
+    let refused: Vec<_> = findings(&r)
+        .into_iter()
+        .filter(|f| f["code"] == "refused")
+        .collect();
+    assert_eq!(refused.len(), 2, "{}", r.stdout);
+    assert_eq!(line_of(&refused[0]), "cascade.sh:4");
+    assert!(
+        refused[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("5 later commands that depend on it are refused too (lines 5, 6, 7, 8, 9)"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(line_of(&refused[1]), "cascade.sh:10");
+    assert_eq!(codes(&r), ["refused", "refused"], "{}", r.stdout);
+}
+
+/// The interface: no file and no store is a usage error; bash's own message and line for a script it
+/// cannot parse; `--txqueues` makes the multiqueue devices LibreQoS's mq needs.
+#[test]
+fn interface_usage_bash_errors_and_txqueues() {
+    let dir = TempDir::new("review-cli");
+    let mut c = cmd(Path::new(TCLAB), &["check"]);
+    c.env("TCLAB_STATE", dir.path.join("none.json"))
+        .env_remove("TCLAB_CONTROL");
+    let r = run_with_timeout(c, Duration::from_secs(30), -1);
+    assert_eq!(r.code, 64, "{r:?}");
+    assert!(r.stderr.contains("no policy to read"), "{}", r.stderr);
+    let r = check(
+        &dir,
+        "syntax.sh",
+        "#!/bin/sh\ntc qdisc add dev eth0 root fq_codel\nif true; then\n  :\nfi fi\n",
+        &[],
+    );
+    let f = the(&r, "script-failed");
+    assert_eq!(line_of(&f), "syntax.sh:5");
+    assert!(
+        f["message"].as_str().unwrap().starts_with("bash: syntax error near unexpected token"),
+        "{f}"
+    );
+    let libreqos = format!(
+        "{}/tests/fixtures/field/libreqos.sh",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let run = |extra: &[&str]| {
+        let mut args = vec!["check", "--json"];
+        args.extend_from_slice(extra);
+        args.push(&libreqos);
+        let mut c = cmd(Path::new(TCLAB), &args);
+        c.env_remove("TCLAB_CONTROL");
+        run_with_timeout(c, Duration::from_secs(60), -1)
+    };
+    let r = run(&[]);
+    assert!(codes(&r).contains(&"refused".to_string()), "{}", r.stdout);
+    assert!(r.stdout.contains("--txqueues"), "{}", r.stdout);
+    let r = run(&["--txqueues", "eth1=2", "--txqueues", "eth2=2"]);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert_eq!(codes(&r), ["classes-by-priority", "classes-by-priority"], "{}", r.stdout);
+    for bad in ["eth1", "eth1=0", "=2"] {
+        let mut c = cmd(Path::new(TCLAB), &["check", "--txqueues", bad, &libreqos]);
+        c.env_remove("TCLAB_CONTROL");
+        let r = run_with_timeout(c, Duration::from_secs(30), -1);
+        assert_eq!(r.code, 64, "{bad}: {r:?}");
+    }
+}
+
+/// mininet's TCLink with `enable_red` puts its netem at `parent 6:` under RED: `red_find` answers for
+/// any minor, so Linux accepts it (and tclab did not).
+#[test]
+fn a_child_at_parent_major_under_red_applies() {
+    let dir = TempDir::new("review-red");
+    let r = check(
+        &dir,
+        "mininet-red.sh",
+        "#!/bin/sh\n\
+         tc qdisc add dev s1-eth1 root handle 5:0 htb default 1\n\
+         tc class add dev s1-eth1 parent 5:0 classid 5:1 htb rate 10mbit burst 15k\n\
+         tc qdisc add dev s1-eth1 parent 5:1 handle 6: red limit 1000000 min 30000 max 35000 avpkt 1500 burst 20 bandwidth 10mbit probability 1 ecn\n\
+         tc qdisc add dev s1-eth1  parent 6:  handle 10: netem delay 5ms\n",
+        &[],
+    );
+    assert!(!codes(&r).contains(&"refused".to_string()), "{}", r.stdout);
+}
+
+/// `explain --link DEV=RATE` takes a line per device, as `check` does.
+#[test]
+fn explain_takes_a_line_per_device() {
+    let dir = TempDir::new("review-explain");
+    let f = dir.path.join("two.batch");
+    std::fs::write(
+        &f,
+        "qdisc add dev eth0 root handle 1: htb default 10\n\
+         class add dev eth0 parent 1: classid 1:10 htb rate 1mbit\n\
+         qdisc add dev eth1 root handle 1: drr\n\
+         class add dev eth1 parent 1: classid 1:10 drr\n",
+    )
+    .unwrap();
+    let path = f.to_string_lossy().into_owned();
+    let mut c = cmd(
+        Path::new(TCLAB),
+        &["explain", "--link", "eth1=5mbit", "--dev", "eth1", &path],
+    );
+    c.env_remove("TCLAB_CONTROL");
+    let r = run_with_timeout(c, Duration::from_secs(60), -1);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("link 5.00 Mbit/s (--link)"), "{}", r.stdout);
+    let mut c = cmd(Path::new(TCLAB), &["explain", "--link", "eth9=5mbit", &path]);
+    c.env_remove("TCLAB_CONTROL");
+    let r = run_with_timeout(c, Duration::from_secs(60), -1);
+    assert_eq!(r.code, 64, "{r:?}");
+}
+
+/// A two-node lab: s --(10 Mbit/s, 10 ms each way)-- c, one TCP transfer from s to c for `secs`, and
+/// the policy `tc` (tc and `ip link` lines) on `node`.
+fn download(node: &str, tc: &str, secs: u32) -> String {
+    format!(
+        "duration = \"{secs}s\"\nsample = \"500ms\"\n[[node]]\nname = \"s\"\n[[node]]\nname = \"c\"\n\
+         [[link]]\na = \"s:eth0\"\nb = \"c:eth0\"\nrate = \"10mbit\"\ndelay = \"10ms\"\n\
+         [[policy]]\nnode = \"{node}\"\ntc = \"\"\"\n{tc}\"\"\"\n\
+         [[traffic]]\nkind = \"tcp\"\nfrom = \"s\"\nto = \"c\"\n"
+    )
+}
+
+/// The policy lines of a `#!/bin/sh` script, as a scenario's `tc` block takes them.
+fn lines(script: &str) -> String {
+    script
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.trim_start_matches("tc ").to_string() + "\n")
+        .collect()
+}
+
+const IFB_DOWN: &str = "#!/bin/sh
+ip link add ifb0 type ifb
+tc qdisc add dev eth0 handle ffff: ingress
+tc filter add dev eth0 parent ffff: protocol all u32 match u32 0 0 action mirred egress redirect dev ifb0
+tc qdisc add dev ifb0 root tbf rate 2mbit burst 10k latency 50ms
+";
+
+/// An ifb never set up: the redirect drops everything. check names the filter's line and the ifb's;
+/// simulated, the download delivers nothing, and 2 Mbit/s once the ifb is up.
+#[test]
+fn a_redirect_to_a_down_ifb_is_an_error_and_delivers_nothing() {
+    let dir = TempDir::new("review-ifb-down");
+    let r = check(&dir, "down.sh", IFB_DOWN, &[]);
+    assert_eq!(r.code, 2, "{}", r.stdout);
+    let f = the(&r, "ifb-down");
+    assert_eq!(line_of(&f), "down.sh:4");
+    assert_eq!(f["at"], "eth0 filter parent ffff: pref 49152");
+    assert!(f["message"].as_str().unwrap().contains("down.sh:2, never set up"), "{f}");
+    let up = IFB_DOWN.replace(
+        "ip link add ifb0 type ifb\n",
+        "ip link add ifb0 type ifb\nip link set dev ifb0 up\n",
+    );
+    let r = check(&dir, "up.sh", &up, &[]);
+    assert_eq!(codes(&r), Vec::<String>::new(), "{}", r.stdout);
+    let (_, out) = simulate(&download("c", &lines(IFB_DOWN), 10));
+    assert_eq!(out.flows[0].delivered_bytes, 0, "nothing arrives through a down ifb");
+    let (_, out) = simulate(&download("c", &lines(&up), 10));
+    let g = goodput(&out, 0, 4);
+    assert!((g - 2e6 * 1448.0 / 1514.0).abs() < 0.05e6, "up: {g:.0} bit/s");
+}
+
+/// The shaper on ifb0, the redirect to ifb1: the download runs at the line's rate.
+#[test]
+fn a_shaper_on_another_ifb_than_the_redirects_leaves_the_download_unshaped() {
+    let script = "#!/bin/sh
+ip link add ifb0 type ifb
+ip link add ifb1 type ifb
+ip link set dev ifb0 up
+ip link set dev ifb1 up
+tc qdisc add dev eth0 handle ffff: ingress
+tc filter add dev eth0 parent ffff: protocol all u32 match u32 0 0 action mirred egress redirect dev ifb1
+tc qdisc add dev ifb0 root tbf rate 2mbit burst 10k latency 50ms
+";
+    let dir = TempDir::new("review-ifb-unfed");
+    let r = check(&dir, "other.sh", script, &[]);
+    let f = the(&r, "ifb-unfed");
+    assert_eq!(line_of(&f), "other.sh:8");
+    let msg = f["message"].as_str().unwrap();
+    assert!(msg.contains("redirects to ifb1 instead") && msg.contains("other.sh:7"), "{msg}");
+    assert_eq!(codes(&r), ["ifb-unfed"], "{}", r.stdout);
+    let (_, out) = simulate(&download("c", &lines(script), 10));
+    let g = goodput(&out, 0, 4);
+    // The 10 Mbit/s line's payload rate, 9.56 Mbit/s, not the shaper's 1.91.
+    assert!(g > 9.0e6, "unshaped: {g:.0} bit/s");
+    // A mirror instead of a redirect: the same, named so.
+    let mirror = "#!/bin/sh
+ip link add ifb0 type ifb
+ip link set dev ifb0 up
+tc qdisc add dev eth0 handle ffff: ingress
+tc filter add dev eth0 parent ffff: protocol all u32 match u32 0 0 action mirred egress mirror dev ifb0
+tc qdisc add dev ifb0 root tbf rate 2mbit burst 10k latency 50ms
+";
+    let r = check(&dir, "mirror.sh", mirror, &[]);
+    let f = the(&r, "ifb-unfed");
+    assert!(f["message"].as_str().unwrap().contains("only mirrors copies"), "{f}");
+    let (_, out) = simulate(&download("c", &lines(mirror), 10));
+    assert!(goodput(&out, 0, 4) > 9.0e6);
+}
+
+/// `protocol ip` on the redirect: IPv6 bypasses the ifb. The simulator carries IPv4 only, so the
+/// damage is shown on the ingress hook itself: an IPv6 packet arriving at eth0 is not redirected (and
+/// is given back to the stack unshaped) where an IPv4 packet is.
+#[test]
+fn an_ipv4_only_redirect_lets_ipv6_bypass_the_shaper() {
+    let script = "#!/bin/sh
+ip link add ifb0 type ifb
+ip link set dev ifb0 up
+tc qdisc add dev eth0 handle ffff: ingress
+tc filter add dev eth0 parent ffff: protocol ip u32 match u32 0 0 action mirred egress redirect dev ifb0
+tc qdisc add dev ifb0 root tbf rate 2mbit burst 10k latency 50ms
+";
+    let dir = TempDir::new("review-ipv6");
+    let r = check(&dir, "v4.sh", script, &[]);
+    let f = the(&r, "redirect-one-protocol");
+    assert_eq!(line_of(&f), "v4.sh:5");
+    assert!(f["message"].as_str().unwrap().contains("IPv6 packets arriving on eth0 skip"), "{f}");
+    let all = script.replace("protocol ip u32", "protocol all u32");
+    assert_eq!(codes(&check(&dir, "all.sh", &all, &[])), Vec::<String>::new());
+    for (policy, v6_redirected) in [(script.to_string(), false), (all, true)] {
+        let (mut sc, _) = simulate(&download("c", &lines(&policy), 1));
+        let c = sc.net.node_by_name("c").unwrap();
+        let eth0 = sc.net.nodes[c].engine.device_mut("eth0").unwrap();
+        let v4 = tclab_core::Packet::udp4([10, 0, 1, 1], 5000, [10, 0, 1, 2], 5001, 0, 1000);
+        // An IPv6/UDP packet: version 6, payload length, next header 17, hop limit 64, addresses.
+        let mut data = vec![0x60, 0, 0, 0, 0x03, 0xb6, 17, 64];
+        data.extend([0x20, 0x01, 0x0d, 0xb8].iter().chain([0u8; 12].iter()));
+        data.extend([0x20, 0x01, 0x0d, 0xb8].iter().chain([1u8; 12].iter()));
+        data.extend([0x13, 0x88, 0x13, 0x89, 0x03, 0xb6, 0, 0]);
+        let v6 = tclab_core::Packet {
+            data,
+            len: 1000,
+            protocol: 0x86dd,
+            ..Default::default()
+        };
+        for (pkt, want) in [(v4, true), (v6, v6_redirected)] {
+            let mut cx = tclab_core::qdisc::Cx::new(0);
+            let back = eth0.receive(pkt.clone(), &mut cx);
+            let redirected = cx.mirred.take();
+            assert_eq!(
+                !redirected.is_empty(),
+                want,
+                "protocol 0x{:04x}: redirected {}",
+                pkt.protocol,
+                redirected.len()
+            );
+            assert_eq!(back.is_none(), want, "what is not redirected goes on, unshaped");
+        }
+    }
+}
+
+/// Bucket sizes, each simulated: a TBF burst of 1000 bytes passes no full-size segment; a TBF queue of
+/// one frame holds TCP far below the rate; a policer's burst below a frame passes nothing, and one of
+/// 100 MB does not act within a 10 s test.
+#[test]
+fn bucket_sizes_that_stop_traffic_or_never_act() {
+    let dir = TempDir::new("review-buckets");
+    // TBF burst 1000 bytes on the sender.
+    let tbf = |opts: &str| format!("qdisc add dev eth0 root tbf rate 2mbit {opts}\n");
+    let r = check(&dir, "small.batch", &tbf("burst 1000 latency 50ms"), &[]);
+    let f = the(&r, "bucket-below-packet");
+    assert_eq!(line_of(&f), "small.batch:1");
+    assert_eq!(r.code, 2);
+    let (_, out) = simulate(&download("s", &tbf("burst 1000 latency 50ms"), 10));
+    assert_eq!(out.flows[0].delivered_bytes, 0, "no full-size segment passes");
+    let (_, out) = simulate(&download("s", &tbf("burst 3000 latency 50ms"), 10));
+    assert!(goodput(&out, 0, 4) > 1.8e6);
+    // TBF limit of one frame, against tc's latency 50 ms.
+    let q = |opts: &str| format!("qdisc add dev eth0 root tbf rate 8mbit burst 10k {opts}\n");
+    let r = check(&dir, "short.batch", &q("limit 1600"), &[]);
+    assert_eq!(line_of(&the(&r, "tbf-limit-short")), "short.batch:1");
+    assert!(!codes(&check(&dir, "ok.batch", &q("latency 50ms"), &[])).contains(&"tbf-limit-short".to_string()));
+    let (_, out) = simulate(&download("s", &q("limit 1600"), 20));
+    let short = goodput(&out, 0, 5);
+    let (_, out) = simulate(&download("s", &q("latency 50ms"), 20));
+    let full = goodput(&out, 0, 5);
+    eprintln!("TBF 8 Mbit/s: limit 1600 {short:.0}, latency 50ms {full:.0} bit/s");
+    assert!(full > 7.3e6 && short < 0.8 * full, "limit 1600 {short:.0}, latency 50ms {full:.0}");
+    // Ingress policers on the receiver.
+    let police = |burst: &str| {
+        format!(
+            "qdisc add dev eth0 handle ffff: ingress\n\
+             filter add dev eth0 parent ffff: protocol all u32 match u32 0 0 police rate 1mbit burst {burst} drop flowid :1\n"
+        )
+    };
+    let r = check(&dir, "p-small.batch", &police("1000"), &[]);
+    let f = the(&r, "bucket-below-packet");
+    assert_eq!(line_of(&f), "p-small.batch:2");
+    assert_eq!(f["at"], "eth0 filter parent ffff: pref 49152");
+    let (_, out) = simulate(&download("c", &police("1000"), 10));
+    assert_eq!(out.flows[0].delivered_bytes, 0, "a full-size segment never conforms");
+    let r = check(&dir, "p-huge.batch", &police("100mb"), &[]);
+    assert_eq!(line_of(&the(&r, "bucket-too-large")), "p-huge.batch:2");
+    let (_, out) = simulate(&download("c", &police("100mb"), 10));
+    let g = out.flows[0].goodput_bps;
+    assert!(g > 8e6, "a 100 MB bucket at 1 Mbit/s lets a 10 s download run at {g:.0} bit/s");
+    let (_, out) = simulate(&download("c", &police("20k"), 10));
+    assert!(out.flows[0].goodput_bps < 1.1e6);
+}
+
+/// `--hz`: a class with tc's default burst at 100 Mbit/s is one tick short at HZ 250 (50 000 bytes a
+/// tick); without `--hz` tc's choice is not judged.
+#[test]
+fn hz_judges_default_bursts_too() {
+    let dir = TempDir::new("review-hz");
+    let p = "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 100mbit\n";
+    assert!(!codes(&check(&dir, "a.batch", p, &[])).contains(&"burst-below-tick".to_string()));
+    let r = check(&dir, "b.batch", p, &["--hz", "250"]);
+    let f = the(&r, "burst-below-tick");
+    assert_eq!(line_of(&f), "b.batch:2");
+    assert!(f["message"].as_str().unwrap().contains("(tc's default)"), "{f}");
+    assert!(f["message"].as_str().unwrap().contains("250 Hz timer (50000 bytes)"), "{f}");
+}
+
+/// `--kernel`: CAKE is refused by 4.4, fq_codel's memory_limit silently dropped by it; CBQ is gone
+/// from 6.3 on (a warning without `--kernel`, nothing for a kernel that has it).
+#[test]
+fn kernel_compatibility() {
+    let dir = TempDir::new("review-kernel");
+    let p = "qdisc add dev eth0 root cake bandwidth 10mbit\nqdisc add dev eth1 root fq_codel memory_limit 4mb\n";
+    let r = check(&dir, "new.batch", p, &["--kernel", "4.4"]);
+    let lacks: Vec<_> = findings(&r)
+        .into_iter()
+        .filter(|f| f["code"] == "kernel-lacks")
+        .collect();
+    assert_eq!(lacks.len(), 2, "{}", r.stdout);
+    assert_eq!(line_of(&lacks[0]), "new.batch:1");
+    assert!(lacks[1]["message"].as_str().unwrap().contains("`memory_limit` came with Linux 4.7"));
+    assert_eq!(check(&dir, "new2.batch", p, &["--kernel", "5.10"]).code, 0);
+    let cbq = "qdisc add dev eth0 root handle 1: cbq avpkt 1000 bandwidth 10mbit\n";
+    assert_eq!(codes(&check(&dir, "cbq.batch", cbq, &[])), ["kind-removed"]);
+    assert_eq!(codes(&check(&dir, "cbq2.batch", cbq, &["--kernel", "6.6"])), ["kernel-lacks"]);
+    assert_eq!(codes(&check(&dir, "cbq3.batch", cbq, &["--kernel", "5.10"])), Vec::<String>::new());
+}

@@ -1,0 +1,157 @@
+//! Kernel versions: disciplines and classifiers the kernel the policy is meant for lacks (`--kernel
+//! 5.10` and `cake`: 4.19, fine; `fq_pie`: 5.6; `ets`: 5.6), and those current kernels no longer have
+//! (CBQ, removed in 6.3 with ATM, dsmark, tcindex and rsvp; tclab models CBQ alone of them, as a
+//! pre-6.3 kernel runs it).
+
+use super::origins::Origins;
+use super::{Finding, Options};
+use tclab_core::{Engine, Handle};
+
+/// The release that first had a kind (the merge window it was merged in), for kinds younger than the
+/// 3.0 kernels anyone still runs.
+const SINCE: &[(&str, (u32, u32))] = &[
+    ("qfq", (3, 0)),
+    ("plug", (3, 4)),
+    ("codel", (3, 5)),
+    ("fq_codel", (3, 5)),
+    ("hhf", (3, 13)),
+    ("pie", (3, 14)),
+    ("flower", (4, 2)),
+    ("matchall", (4, 8)),
+    ("cake", (4, 19)),
+    ("skbprio", (4, 19)),
+    ("fq_pie", (5, 6)),
+    ("ets", (5, 6)),
+];
+
+/// Kinds removed, and the release that no longer has them.
+const REMOVED: &[(&str, (u32, u32))] = &[("cbq", (6, 3))];
+
+fn version((a, b): (u32, u32)) -> String {
+    format!("{a}.{b}")
+}
+
+/// Options younger than their discipline: (kind, the word tc takes, the release that reads it).
+const OPTIONS: &[(&str, &str, (u32, u32))] = &[
+    ("fq_codel", "ce_threshold", (4, 2)),
+    ("fq_codel", "memory_limit", (4, 7)),
+    ("fq_codel", "drop_batch", (4, 7)),
+];
+
+pub(super) fn check(engine: &Engine, origins: &Origins, opts: &Options, out: &mut Vec<Finding>) {
+    for (name, dev) in engine.devices() {
+        // Every qdisc and every filter instance, with where it is and its line.
+        let mut kinds: Vec<(&str, String, Option<&str>)> = Vec::new();
+        let qdiscs = dev.qdiscs();
+        for q in &qdiscs {
+            let at = format!("{name} qdisc {} {}", q.kind, q.handle);
+            let line = origins.qdisc(name, q.handle, q.parent);
+            kinds.push((q.kind, at.clone(), line));
+            // The options the line wrote (the engine holds the kernel's defaults too).
+            let Some(k) = opts.kernel else {
+                continue;
+            };
+            let Some(record) = origins.qdisc_record(name, q.handle, q.parent) else {
+                continue;
+            };
+            for &(_, option, since) in OPTIONS.iter().filter(|o| o.0 == q.kind) {
+                if k < since && record.entry.iter().any(|w| w == option) {
+                    out.push(
+                        Finding::new(
+                            "kernel-lacks",
+                            at.clone(),
+                            format!(
+                                "{}'s `{option}` came with Linux {}: the {} kernel does not know the \
+                                 attribute and drops it without a word, so the option does not apply",
+                                q.kind,
+                                version(since),
+                                version(k)
+                            ),
+                            format!("leave `{option}` out, or use Linux {} or newer", version(since)),
+                        )
+                        .line(line),
+                    );
+                }
+            }
+        }
+        let classes = dev.classes(0);
+        let mut blocks = Vec::new();
+        if let Some(ing) = dev.ingress() {
+            blocks.extend(ing.q.block(Handle(0xffff_0000)).map(|b| (Handle(0xffff_0000), b)));
+        }
+        for q in qdiscs.iter().filter(|q| q.parent != Handle::INGRESS) {
+            if let Some(s) = dev.find(q.handle) {
+                let ids = classes
+                    .iter()
+                    .filter(|c| c.classid.major() == q.handle.major())
+                    .map(|c| c.classid);
+                for id in std::iter::once(q.handle).chain(ids) {
+                    blocks.extend(s.q.block(id).map(|b| (id, b)));
+                }
+            }
+        }
+        for (parent, b) in blocks {
+            for tp in b.tps() {
+                let kind = tp.cls.kind();
+                if kinds.iter().any(|(k, _, _)| *k == kind) {
+                    continue;
+                }
+                let at = format!("{name} filter parent {parent} pref {} {kind}", tp.prio);
+                kinds.push((kind, at, origins.filter(name, parent, Some(tp.prio)).map(|r| r.at.as_str())));
+            }
+        }
+        for (kind, at, line) in kinds {
+            if let Some(&(_, gone)) = REMOVED.iter().find(|(k, _)| *k == kind) {
+                match opts.kernel {
+                    Some(k) if k >= gone => {
+                        out.push(lacks(&at, line, &format!("{kind} was removed in"), gone, k))
+                    }
+                    Some(_) => {}
+                    None => out.push(
+                        Finding::new(
+                            "kind-removed",
+                            at.clone(),
+                            format!(
+                                "{kind} was removed from Linux {}: on current kernels this command is \
+                                 refused (\"Error: Specified qdisc kind is unknown.\") and everything \
+                                 built on it with it",
+                                version(gone)
+                            ),
+                            match kind {
+                                "cbq" => "rewrite the tree with HTB (rate, ceil, prio as CBQ's rate, \
+                                          bounded/isolated and priority), or name the old kernel it is for \
+                                          with `--kernel`",
+                                _ => "use a discipline current kernels have",
+                            },
+                        )
+                        .line(line),
+                    ),
+                }
+            }
+            if let (Some(&(_, since)), Some(k)) =
+                (SINCE.iter().find(|(x, _)| *x == kind), opts.kernel)
+            {
+                if k < since {
+                    out.push(lacks(&at, line, &format!("{kind} came with"), since, k));
+                }
+            }
+        }
+    }
+}
+
+/// A kind or option the named kernel does not have: `what` says how (`cake came with`, `cbq was
+/// removed in`) Linux `v`.
+fn lacks(at: &str, line: Option<&str>, what: &str, v: (u32, u32), k: (u32, u32)) -> Finding {
+    Finding::new(
+        "kernel-lacks",
+        at,
+        format!(
+            "{what} Linux {}: the {} kernel refuses this command (it has no such kind), and the \
+             commands built on it",
+            version(v),
+            version(k)
+        ),
+        format!("use what Linux {} has, or a newer kernel", version(k)),
+    )
+    .line(line)
+}

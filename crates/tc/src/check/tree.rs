@@ -1,0 +1,692 @@
+//! HTB and HFSC trees: default classes, quantum, ceilings, bursts, rates against the parent, queue
+//! delay of FIFO leaves, classes nothing reaches, filters where the discipline never reads them.
+
+use super::{DevCx, Finding, HZ};
+use crate::util::{calc_xmitsize, calc_xmittime, sprint_rate};
+use tclab_core::engine::QdiscInfo;
+use tclab_core::filter::{Classifier, ETH_P_ALL};
+use tclab_core::qdisc::hfsc::{HfscClassOptions, ServiceCurve};
+use tclab_core::qdisc::htb::{HtbClassOptions, HtbOptions};
+use tclab_core::qdisc::{ClassInfo, ClassOptions, QdiscOptions};
+use tclab_core::Handle;
+
+pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
+    for q in &cx.qdiscs {
+        match &q.options {
+            QdiscOptions::Htb(h) => htb(cx, q, h, out),
+            QdiscOptions::Hfsc(h) => hfsc(cx, q, h.defcls, out),
+            _ => {}
+        }
+    }
+    filters_on_classes(cx, out);
+    classes_by_priority(cx, out);
+}
+
+fn htb_opts(c: &ClassInfo) -> Option<&HtbClassOptions> {
+    match &c.options {
+        Some(ClassOptions::Htb(o)) => Some(o),
+        _ => None,
+    }
+}
+
+/// HTB's quantum when the class gives none: rate / r2q, clamped into 1000..200000 (`htb_change_class`).
+fn computed_quantum(rate: u64, r2q: u32) -> (u64, u32) {
+    let q = rate / r2q.max(1) as u64;
+    (q, q.clamp(1000, 200_000) as u32)
+}
+
+fn htb(cx: &DevCx, q: &QdiscInfo, h: &HtbOptions, out: &mut Vec<Finding>) {
+    let mine: Vec<&ClassInfo> = cx
+        .classes
+        .iter()
+        .filter(|c| c.classid.major() == q.handle.major() && htb_opts(c).is_some())
+        .collect();
+    let at_q = cx.qdisc_at(q);
+    let q_line = cx.qdisc_line(q);
+    if classifies_everything(cx, q.handle) {
+        // A catch-all filter at the qdisc: no packet is left for a default.
+    } else if h.defcls == 0 {
+        out.push(
+            Finding::new(
+                "no-default",
+                at_q.clone(),
+                "no `default` class: packets no filter classifies go to HTB's direct queue and leave \
+                 at the device's full speed, unshaped",
+                "name a leaf class as the default (`htb default 20`) that takes the rest",
+            )
+            .line(q_line),
+        );
+    } else {
+        let def = Handle(q.handle.0 | h.defcls);
+        match mine.iter().find(|c| c.classid == def) {
+            None => out.push(
+                Finding::new(
+                    "default-missing",
+                    at_q.clone(),
+                    format!(
+                        "the default class {def} does not exist: unclassified packets go to the \
+                         direct queue, unshaped"
+                    ),
+                    format!("create class {def}, or point `default` at an existing leaf"),
+                )
+                .line(q_line),
+            ),
+            Some(c) if htb_opts(c).is_some_and(|o| o.level > 0) => out.push(
+                Finding::new(
+                    "default-inner",
+                    at_q.clone(),
+                    format!(
+                        "the default class {def} has children: HTB sends unclassified packets to a \
+                         default only if it is a leaf, so they go to the direct queue, unshaped"
+                    ),
+                    "point `default` at a leaf class",
+                )
+                .line(q_line),
+            ),
+            _ => {}
+        }
+    }
+    quantum(cx, q, h, &mine, out);
+    for c in &mine {
+        let o = htb_opts(c).expect("filtered");
+        let at = format!("{} class htb {}", cx.name, c.classid);
+        let line = cx.class_line(c.classid);
+        if o.ceil.rate < o.rate.rate {
+            out.push(
+                Finding::new(
+                    "ceil-below-rate",
+                    at.clone(),
+                    format!(
+                        "ceil {} is below rate {}: the class can never use the rate it is guaranteed",
+                        sprint_rate(o.ceil.rate),
+                        sprint_rate(o.rate.rate)
+                    ),
+                    "make ceil at least the rate (tc's default ceil is the rate)",
+                )
+                .line(line),
+            );
+        }
+        out.extend(bursts(cx, &at, line, o));
+        // Children's rates against this class's.
+        let kids: Vec<&&ClassInfo> = mine.iter().filter(|k| k.parent == c.classid).collect();
+        let sum: u64 = kids
+            .iter()
+            .filter_map(|k| htb_opts(k))
+            .map(|ko| ko.rate.rate)
+            .sum();
+        if !kids.is_empty() && sum > o.rate.rate {
+            out.push(
+                Finding::new(
+                    "rates-exceed-parent",
+                    at.clone(),
+                    format!(
+                        "its {} children are guaranteed {} in all, more than its own rate {}: HTB lets \
+                         each child send its own rate without asking the parent, so when they are all \
+                         busy the subtree sends the sum, and the parent does not shape it (tclab explain \
+                         shows the shares)",
+                        kids.len(),
+                        sprint_rate(sum),
+                        sprint_rate(o.rate.rate)
+                    ),
+                    "lower the children's rates so that they add up to at most the parent's, and give \
+                     the rest as ceil (borrowing)",
+                )
+                .line(line),
+            );
+        }
+        if o.level == 0 {
+            out.extend(
+                queue_delay(cx, &at, c.leaf, o.rate.rate).map(|f| f.line(line)),
+            );
+            let is_default = h.defcls != 0 && c.classid == Handle(q.handle.0 | h.defcls);
+            if !is_default && !cx.bound(c.classid.0) && !priority_classified(cx, q.handle) {
+                out.push(unreached_class(&at, c.classid).line(line));
+            }
+        }
+    }
+}
+
+/// The burst rules of one HTB class: below one frame, below one timer tick.
+fn bursts(cx: &DevCx, at: &str, line: Option<&str>, o: &HtbClassOptions) -> Option<Finding> {
+    let burst = calc_xmitsize(o.rate.rate, o.buffer) as u64;
+    let cburst = calc_xmitsize(o.ceil.rate, o.cbuffer) as u64;
+    let mtu = cx.mtu as u64;
+    // What tc gives a bucket by default (`rate / get_hz() + mtu`, get_hz() being 10^9 on a
+    // high-resolution kernel), after the same tick rounding: a burst tc chose is not the author's
+    // mistake; only bursts the author wrote are judged — unless the user names the kernel's HZ.
+    let default_burst = |rate: u64| {
+        let bytes = (rate / 1_000_000_000) as u32 + 1600;
+        calc_xmitsize(rate, calc_xmittime(rate, bytes)) as u64
+    };
+    let chose_burst = burst.abs_diff(default_burst(o.rate.rate)) > 2;
+    let chose_cburst = cburst.abs_diff(default_burst(o.ceil.rate)) > 2;
+    let hz = cx.opts.hz.unwrap_or(HZ);
+    let judged = |chosen: bool| chosen || cx.opts.hz.is_some();
+    if (chose_burst && burst < mtu) || (chose_cburst && cburst < mtu) {
+        return Some(
+            Finding::new(
+                "burst-below-mtu",
+                at,
+                format!(
+                    "burst {burst} bytes / cburst {cburst} bytes, less than one {mtu}-byte frame: the \
+                     class waits for tokens before every full packet"
+                ),
+                format!("leave burst to tc's default, or give at least {mtu} bytes"),
+            )
+            .line(line),
+        );
+    }
+    // The ceil's bucket limits borrowing as the rate's limits the guarantee.
+    let (what, b, rate, chosen) = if judged(chose_burst) && burst < o.rate.rate / hz {
+        ("burst", burst, o.rate.rate, chose_burst)
+    } else if judged(chose_cburst) && cburst < o.ceil.rate / hz {
+        ("cburst", cburst, o.ceil.rate, chose_cburst)
+    } else {
+        return None;
+    };
+    Some(
+        Finding::new(
+            "burst-below-tick",
+            at,
+            format!(
+                "{what} {b} bytes{} is less than what {} sends in one tick of a {hz} Hz timer ({} \
+                 bytes): on a tick-based kernel the class cannot reach that rate",
+                if chosen { "" } else { " (tc's default)" },
+                sprint_rate(rate),
+                rate / hz
+            ),
+            format!("`{what} {}` at least (rate/HZ)", rate / hz + mtu),
+        )
+        .line(line),
+    )
+}
+
+/// Quanta that change the sharing. HTB shares a parent's spare bandwidth among the leaves of one
+/// priority that borrow from it by deficit round robin, `quantum` bytes a turn — and at least one packet
+/// a turn, whatever the quantum (`htb_dequeue_tree` adds a quantum to a negative deficit and moves on).
+/// So the shares follow max(quantum, packet). Their author meant rate / r2q (or the quanta they wrote):
+/// where the two disagree by more than a quarter — quanta clamped to 200000 for classes of different
+/// rates, or quanta below a packet — the leaves are named once, with the shares they get and were meant
+/// to get. A lone leaf, a leaf that cannot borrow (ceil = rate), or classes whose quanta keep the rates'
+/// proportions say nothing: the quantum changes nothing there.
+fn quantum(cx: &DevCx, q: &QdiscInfo, h: &HtbOptions, mine: &[&ClassInfo], out: &mut Vec<Finding>) {
+    let by_id = |id: Handle| mine.iter().find(|c| c.classid == id);
+    // The class under the root each leaf borrows through.
+    let top = |c: &ClassInfo| -> Handle {
+        let mut id = c.classid;
+        let mut steps = 0;
+        while let Some(p) = by_id(id).map(|k| k.parent).filter(|p| by_id(*p).is_some()) {
+            id = p;
+            steps += 1;
+            if steps > 16 {
+                break;
+            }
+        }
+        id
+    };
+    let mut groups: Vec<((Handle, u32), Vec<(&ClassInfo, f64, f64)>)> = Vec::new();
+    for c in mine {
+        let o = htb_opts(c).expect("filtered");
+        if o.level != 0 || o.ceil.rate <= o.rate.rate || c.parent == Handle::ROOT {
+            continue;
+        }
+        let (raw, computed) = computed_quantum(o.rate.rate, h.r2q);
+        let meant = if o.quantum == computed {
+            raw as f64
+        } else {
+            o.quantum as f64
+        };
+        let got = o.quantum.max(cx.mtu) as f64;
+        let key = (top(c), o.prio);
+        match groups.iter_mut().find(|g| g.0 == key) {
+            Some(g) => g.1.push((c, meant, got)),
+            None => groups.push((key, vec![(c, meant, got)])),
+        }
+    }
+    for (_, g) in groups.iter().filter(|g| g.1.len() > 1) {
+        let meant_sum: f64 = g.iter().map(|x| x.1).sum();
+        let got_sum: f64 = g.iter().map(|x| x.2).sum();
+        let worst = g
+            .iter()
+            .map(|x| (x, (x.2 / got_sum) / (x.1 / meant_sum)))
+            .max_by(|a, b| (a.1 - 1.0).abs().total_cmp(&(b.1 - 1.0).abs()))
+            .expect("two or more");
+        if (worst.1 - 1.0).abs() <= 0.25 {
+            continue;
+        }
+        let (c, meant, got) = *worst.0;
+        let o = htb_opts(c).expect("filtered");
+        let names: Vec<String> = g.iter().map(|x| x.0.classid.to_string()).collect();
+        let quanta: Vec<String> = g
+            .iter()
+            .map(|x| htb_opts(x.0).map_or(0, |o| o.quantum).to_string())
+            .collect();
+        let below = o.quantum < cx.mtu;
+        let biggest = g
+            .iter()
+            .filter_map(|x| htb_opts(x.0))
+            .map(|o| o.rate.rate)
+            .max()
+            .unwrap_or(1);
+        let r2q = (biggest / 200_000 + 1).max(1);
+        out.push(
+            Finding::new(
+                "quantum",
+                format!("{} class htb {}", cx.name, c.classid),
+                format!(
+                    "classes {} share their parent's spare bandwidth by quanta {} bytes{}: {} gets {:.0} % \
+                     of it where its {} ask for {:.0} %",
+                    names.join(", "),
+                    quanta.join(":"),
+                    if below {
+                        format!(", and a quantum below one {}-byte packet still sends a packet a turn", cx.mtu)
+                    } else {
+                        " (HTB clamps rate/r2q to 200000)".to_string()
+                    },
+                    c.classid,
+                    got / got_sum * 100.0,
+                    if o.quantum == computed_quantum(o.rate.rate, h.r2q).1 {
+                        "rates"
+                    } else {
+                        "quanta"
+                    },
+                    meant / meant_sum * 100.0,
+                ),
+                if below {
+                    format!(
+                        "give each class a quantum of at least one packet ({} bytes), in proportion to \
+                         its rate",
+                        cx.mtu
+                    )
+                } else {
+                    format!(
+                        "`r2q {r2q}` on `qdisc … htb` keeps every rate/r2q below 200000, or set `quantum` \
+                         on each class in proportion to its rate"
+                    )
+                },
+            )
+            .line(cx.class_line(c.classid).or(cx.qdisc_line(q))),
+        );
+    }
+}
+
+/// Whether the filters at qdisc `handle` leave no packet unclassified: a catch-all `matchall` that
+/// sends everything to an existing leaf class (to an inner or missing one, the packets still fall to
+/// the default); or, on an ifb fed by redirects of some protocols only, a filter for each of those
+/// protocols that matches every packet (`u32 match ip src 0.0.0.0/0`, `match u32 0 0`) — nothing else
+/// arrives there.
+fn classifies_everything(cx: &DevCx, handle: Handle) -> bool {
+    let Some(b) = cx.dev.find(handle).and_then(|s| s.q.block(handle)) else {
+        return false;
+    };
+    let is_leaf = |id: u32| {
+        cx.classes.iter().any(|c| c.classid.0 == id)
+            && !cx
+                .classes
+                .iter()
+                .any(|k| k.parent.0 == id && k.classid.0 != id)
+    };
+    if b.catch_all().is_some_and(is_leaf) {
+        return true;
+    }
+    if cx.dev.kind != tclab_core::engine::DevKind::Ifb {
+        return false;
+    }
+    let fed = super::ifb::fed_protocols(cx.redirects, cx.name);
+    let caught: Vec<u16> = b
+        .chains
+        .get(&0)
+        .into_iter()
+        .flatten()
+        .filter(|tp| match &tp.cls {
+            Classifier::U32(u) => b
+                .u32_common
+                .hts
+                .iter()
+                .filter(|h| h.handle == u.root)
+                .flat_map(|h| h.buckets.iter().flatten())
+                .any(|n| {
+                    n.sel.keys.iter().all(|k| k.mask == 0)
+                        && n.link.is_none()
+                        && n.exts.actions.is_empty()
+                        && n.classid.is_some_and(is_leaf)
+                }),
+            _ => false,
+        })
+        .map(|tp| tp.protocol)
+        .collect();
+    !fed.is_empty() && fed.iter().all(|p| *p != ETH_P_ALL && caught.contains(p))
+}
+
+/// A tree built for classification outside tc: no filter on the device, no CLASSIFY rule anywhere, and
+/// the shape LibreQoS's xdp-cpumap-tc drives (a shaper per transmit queue under mq, whose packets arrive
+/// with skb->priority set to their class), or more leaves than anyone classifies by hand without a
+/// filter (16). One note says so instead of a finding per class; a small tree without filters keeps its
+/// `unreached-class` warnings (forgotten filters are the likelier story).
+fn priority_classified(cx: &DevCx, handle: Handle) -> bool {
+    let Some(q) = cx.qdiscs.iter().find(|q| q.handle == handle) else {
+        return false;
+    };
+    let under_mq = cx
+        .qdiscs
+        .iter()
+        .any(|p| p.kind == "mq" && p.handle.major() == q.parent.major() && !q.parent.is_root());
+    let leaves = cx
+        .classes
+        .iter()
+        .filter(|c| c.classid.major() == handle.major())
+        .filter(|c| !cx.classes.iter().any(|k| k.parent == c.classid && k.classid != c.classid))
+        .count();
+    let filtered = cx.qdiscs.iter().any(|q| {
+        cx.dev.find(q.handle).is_some_and(|s| {
+            s.q.block(q.handle).is_some_and(|b| !b.is_empty())
+                || cx
+                    .classes
+                    .iter()
+                    .filter(|c| c.classid.major() == q.handle.major())
+                    .any(|c| s.q.block(c.classid).is_some_and(|b| !b.is_empty()))
+        })
+    });
+    leaves > 1 && (under_mq || leaves >= 16) && !filtered && !cx.marks.any_classify()
+}
+
+fn classes_by_priority(cx: &DevCx, out: &mut Vec<Finding>) {
+    for q in cx.qdiscs.iter().filter(|q| matches!(q.kind, "htb" | "hfsc")) {
+        if !priority_classified(cx, q.handle) {
+            continue;
+        }
+        let n = cx
+            .classes
+            .iter()
+            .filter(|c| c.classid.major() == q.handle.major())
+            .count();
+        out.push(
+            Finding::new(
+                "classes-by-priority",
+                cx.qdisc_at(q),
+                format!(
+                    "no filter and no iptables CLASSIFY rule chooses any of its {n} classes: packets reach \
+                     them only by skb->priority set outside tc (LibreQoS's xdp-cpumap-tc, SO_PRIORITY); \
+                     without that, everything goes to the default"
+                ),
+                "nothing, if a tool outside tc classifies (as LibreQoS's does); otherwise add filters \
+                 (`flowid 1:10`)",
+            )
+            .line(cx.qdisc_line(q)),
+        );
+    }
+}
+
+/// A leaf class nothing sends packets to.
+fn unreached_class(at: &str, classid: Handle) -> Finding {
+    Finding::new(
+        "unreached-class",
+        at,
+        "no filter, iptables CLASSIFY rule or `default` sends packets here: the class stays idle \
+         (unless an application sets skb->priority to it)",
+        format!("add a filter with `flowid {classid}`, or remove the class"),
+    )
+}
+
+/// A leaf's FIFO against its class's `rate` (bytes/s): its own pfifo or bfifo, or the default pfifo of
+/// `txqueuelen` packets, holding more than a second. Fair queues (sfq, fq_codel…) isolate flows: a
+/// sparse flow does not wait behind the whole queue, so their limit is no delay bound to report.
+fn queue_delay(cx: &DevCx, at: &str, leaf: Option<Handle>, rate: u64) -> Option<Finding> {
+    let (limit_pkts, limit_bytes, what) =
+        match leaf.and_then(|l| cx.qdiscs.iter().find(|q| q.handle == l)) {
+            Some(lq) => match &lq.options {
+                QdiscOptions::Pfifo(f) => {
+                    (f.limit.map(u64::from), None, format!("pfifo {}", lq.handle))
+                }
+                QdiscOptions::Bfifo(f) => {
+                    (None, f.limit.map(u64::from), format!("bfifo {}", lq.handle))
+                }
+                _ => return None,
+            },
+            None => (
+                Some(cx.dev.txqueuelen as u64),
+                None,
+                "default pfifo (txqueuelen packets)".to_string(),
+            ),
+        };
+    let bytes = limit_bytes.or(limit_pkts.map(|p| p * cx.mtu as u64))?;
+    let secs = bytes as f64 / rate as f64;
+    (rate > 0 && secs > 1.0).then(|| {
+        Finding::new(
+            "queue-delay",
+            at,
+            format!(
+                "its leaf, a {what}, holds {} of full frames: at {} that is {secs:.1} s of queueing \
+                 before a packet is dropped",
+                match limit_pkts {
+                    Some(p) => format!("{p} packets"),
+                    None => format!("{bytes} bytes"),
+                },
+                sprint_rate(rate),
+            ),
+            "give the leaf a short queue (`pfifo limit 10`) or an AQM (`fq_codel`)",
+        )
+    })
+}
+
+/// Filters on classes: HTB and HFSC consult a class's filters only after a filter (or skb->priority)
+/// chose that class and it is an inner one (`htb_classify`/`hfsc_classify` stop at the first leaf).
+fn filters_on_classes(cx: &DevCx, out: &mut Vec<Finding>) {
+    for q in cx.qdiscs.iter().filter(|q| matches!(q.kind, "htb" | "hfsc")) {
+        let Some(sched) = cx.dev.find(q.handle) else {
+            continue;
+        };
+        let mine = |c: &&ClassInfo| c.classid.major() == q.handle.major() && c.classid.minor() != 0;
+        for c in cx.classes.iter().filter(mine) {
+            if sched.q.block(c.classid).is_none_or(|b| b.is_empty()) {
+                continue;
+            }
+            let is_leaf = !cx.classes.iter().filter(mine).any(|k| k.parent == c.classid);
+            let message = if is_leaf {
+                format!(
+                    "filters are attached to the leaf class {}: {} reads a class's filters only on the \
+                     way down from the qdisc to a leaf, and stops at the first leaf it reaches, so these \
+                     filters never see a packet",
+                    c.classid,
+                    q.kind.to_uppercase()
+                )
+            } else if !cx.bound(c.classid.0) {
+                format!(
+                    "filters are attached to the inner class {}, but no filter at the qdisc (or iptables \
+                     CLASSIFY rule) sends packets to {}: they are read only after one does",
+                    c.classid, c.classid
+                )
+            } else {
+                continue;
+            };
+            out.push(
+                Finding::new(
+                    "filter-unreached",
+                    format!("{} class {} {}", cx.name, q.kind, c.classid),
+                    message,
+                    format!(
+                        "attach the filters to the qdisc (`parent {}`), or to an inner class a filter \
+                         there points to",
+                        q.handle
+                    ),
+                )
+                .line(cx.origins.filter(cx.name, c.classid, None).map(|r| r.at.as_str())),
+            );
+        }
+    }
+}
+
+fn hfsc_opts(c: &ClassInfo) -> Option<HfscClassOptions> {
+    match &c.options {
+        Some(ClassOptions::Hfsc(o)) => Some(*o),
+        _ => None,
+    }
+}
+
+/// HFSC's default class, and its leaves as HTB's are checked. `hfsc_classify` drops what no filter
+/// classifies unless `default` names a leaf (with no `default`, the root class, which is inner once it
+/// has children): where HTB lets such packets out unshaped, HFSC loses them.
+fn hfsc(cx: &DevCx, q: &QdiscInfo, defcls: u16, out: &mut Vec<Finding>) {
+    let mine: Vec<&ClassInfo> = cx
+        .classes
+        .iter()
+        .filter(|c| c.classid.major() == q.handle.major() && c.classid != q.handle)
+        .collect();
+    if mine.is_empty() {
+        return; // the root class alone is a leaf and takes everything
+    }
+    let link = cx.line.rate;
+    let is_leaf = |id: Handle| !mine.iter().any(|k| k.parent == id);
+    let at_q = cx.qdisc_at(q);
+    let q_line = cx.qdisc_line(q);
+    // A leaf to name in the fixes (the last one: often the bulk class).
+    let example = mine
+        .iter()
+        .rev()
+        .find(|c| is_leaf(c.classid))
+        .map_or(0x20, |c| c.classid.minor());
+    let def = Handle(q.handle.0 | defcls as u32);
+    if classifies_everything(cx, q.handle) {
+        // A catch-all filter at the qdisc: no packet is left for a default.
+    } else if defcls == 0 {
+        out.push(
+            Finding::new(
+                "no-default",
+                at_q,
+                "no `default` class: HFSC drops every packet no filter classifies",
+                format!(
+                    "name a leaf class as the default that takes the rest (`hfsc default {example:x}`)"
+                ),
+            )
+            .line(q_line),
+        );
+    } else if !mine.iter().any(|c| c.classid == def) {
+        out.push(
+            Finding::new(
+                "default-missing",
+                at_q,
+                format!(
+                    "the default class {def} does not exist: HFSC drops every packet no filter \
+                     classifies"
+                ),
+                format!(
+                    "create class {def}, or point `default` at an existing leaf (`hfsc default \
+                     {example:x}`)"
+                ),
+            )
+            .line(q_line),
+        );
+    } else if !is_leaf(def) {
+        out.push(
+            Finding::new(
+                "default-inner",
+                at_q,
+                format!(
+                    "the default class {def} has children: HFSC sends unclassified packets to a \
+                     default only if it is a leaf, so it drops them"
+                ),
+                "point `default` at a leaf class",
+            )
+            .line(q_line),
+        );
+    }
+    // Real time ignores upper limits: leaves whose `rt` rates add up to more than an ancestor's `ul`
+    // (or than the line) send that sum when they are all busy, and the `ul` does not hold.
+    let rt_below = |id: Handle| -> u64 {
+        let mut sum = 0u64;
+        let mut todo = vec![id];
+        while let Some(x) = todo.pop() {
+            for k in mine.iter().filter(|k| k.parent == x) {
+                todo.push(k.classid);
+                if is_leaf(k.classid) {
+                    sum += hfsc_opts(k)
+                        .and_then(|o| o.rsc)
+                        .map_or(0, |sc| sc.m2 as u64);
+                }
+            }
+        }
+        sum
+    };
+    let limits = mine
+        .iter()
+        .filter(|c| !is_leaf(c.classid))
+        .filter_map(|c| {
+            let ul = hfsc_opts(c).and_then(|o| o.usc).map(|u| u.m2 as u64)?;
+            Some((
+                format!("{} class hfsc {}", cx.name, c.classid),
+                cx.class_line(c.classid),
+                c.classid,
+                ul,
+                "its `ul`",
+            ))
+        })
+        .chain(link.map(|l| (cx.qdisc_at(q), q_line, q.handle, l, "the line")));
+    for (at, line, id, limit, what) in limits {
+        let rt = rt_below(id);
+        if rt > limit {
+            out.push(
+                Finding::new(
+                    "rates-exceed-parent",
+                    at,
+                    format!(
+                        "the real-time rates of the leaves below add up to {}, more than {what} {}: HFSC \
+                         serves real time without asking any upper limit, so when they are all busy they \
+                         send {} and their deadlines slip",
+                        sprint_rate(rt),
+                        sprint_rate(limit),
+                        sprint_rate(rt)
+                    ),
+                    "lower the `rt` curves so that they add up to at most the limit; give the rest as \
+                     link sharing (`ls`)",
+                )
+                .line(line),
+            );
+        }
+    }
+    for c in mine.iter().filter(|c| is_leaf(c.classid)) {
+        let at = format!("{} class hfsc {}", cx.name, c.classid);
+        let line = cx.class_line(c.classid);
+        if c.classid != def && !cx.bound(c.classid.0) && !priority_classified(cx, q.handle) {
+            out.push(unreached_class(&at, c.classid).line(line));
+        }
+        // Its queue against the rate it is sure of (see `assured`); none known, nothing to say.
+        if let Some(rate) = assured(c.classid, q.handle, &mine, link) {
+            out.extend(queue_delay(cx, &at, c.leaf, rate).map(|f| f.line(line)));
+        }
+    }
+}
+
+/// The rate an HFSC class can count on when every class is busy, in bytes/s: its real-time rate, or
+/// its link-sharing share of what its parent can count on (`ls` m2 among its siblings'), the larger of
+/// the two, within its upper limit (or its upper limit alone, when nothing else is known). The root
+/// class counts on the line (`--link`), or on nothing known.
+pub(super) fn assured(
+    id: Handle,
+    root: Handle,
+    classes: &[&ClassInfo],
+    link: Option<u64>,
+) -> Option<u64> {
+    if id == root {
+        return link;
+    }
+    let c = classes.iter().find(|c| c.classid == id)?;
+    let o = hfsc_opts(c)?;
+    let m2 = |sc: Option<ServiceCurve>| sc.map(|sc| sc.m2 as u64);
+    let share = m2(o.fsc).filter(|&w| w > 0).and_then(|w| {
+        let weights: u64 = classes
+            .iter()
+            .filter(|k| k.parent == c.parent)
+            .filter_map(|k| hfsc_opts(k).and_then(|ko| m2(ko.fsc)))
+            .sum();
+        let parent = assured(c.parent, root, classes, link)?;
+        Some((parent as u128 * w as u128 / weights.max(1) as u128) as u64)
+    });
+    let rate = match (m2(o.rsc), share) {
+        (Some(rt), Some(ls)) => Some(rt.max(ls)),
+        (rt, ls) => rt.or(ls),
+    };
+    match (rate, m2(o.usc)) {
+        (Some(r), Some(ul)) => Some(r.min(ul)),
+        (r, ul) => r.or(ul),
+    }
+}
