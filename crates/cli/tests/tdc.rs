@@ -232,6 +232,16 @@ fn tdc_pedit() {
 }
 
 #[test]
+fn tdc_simple() {
+    assert_no_failures(&["actions/simple.json"]);
+}
+
+#[test]
+fn tdc_skbmod() {
+    assert_no_failures(&["actions/skbmod.json"]);
+}
+
+#[test]
 fn tdc_skbedit() {
     assert_no_failures(&["actions/skbedit.json"]);
 }

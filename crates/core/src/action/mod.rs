@@ -20,7 +20,9 @@ pub mod mirred;
 pub mod nat;
 pub mod pedit;
 pub mod police;
+pub mod simple;
 pub mod skbedit;
+pub mod skbmod;
 
 use crate::error::{Errno, KernelError};
 use crate::packet::Packet;
@@ -74,6 +76,8 @@ pub enum ActionParams {
     Nat(nat::Nat),
     Csum(csum::Csum),
     Pedit(pedit::Pedit),
+    Simple(simple::Simple),
+    Skbmod(skbmod::Skbmod),
 }
 
 impl ActionParams {
@@ -87,6 +91,8 @@ impl ActionParams {
             ActionParams::Nat(_) => "nat",
             ActionParams::Csum(_) => "csum",
             ActionParams::Pedit(_) => "pedit",
+            ActionParams::Simple(_) => "simple",
+            ActionParams::Skbmod(_) => "skbmod",
         }
     }
     /// The control codes this action may answer with, for the goto-chain check.
@@ -106,6 +112,8 @@ impl ActionParams {
             ActionParams::Nat(n) => vec![n.action],
             ActionParams::Csum(c) => vec![c.action],
             ActionParams::Pedit(p) => vec![p.action],
+            ActionParams::Simple(p) => vec![p.action],
+            ActionParams::Skbmod(p) => vec![p.action],
         }
     }
 }
@@ -166,12 +174,21 @@ impl Action {
             ActionParams::Mirred(m) => m.action,
             ActionParams::Nat(n) => n.act(pkt),
             ActionParams::Csum(c) => c.act(pkt),
+            // pedit, simple and skbmod count no drop for a `drop` answer (their kernel code does not).
             ActionParams::Pedit(p) => {
                 let (c, bad) = p.act(pkt);
                 if bad {
                     self.stats.overlimits += 1;
                 }
-                c
+                return c;
+            }
+            ActionParams::Simple(p) => return p.action,
+            ActionParams::Skbmod(p) => {
+                let (c, over) = p.act(pkt);
+                if over {
+                    self.stats.overlimits += 1;
+                }
+                return c;
             }
             ActionParams::Police(p) => {
                 let (c, over) = self.police.act(p, pkt, now);
@@ -303,8 +320,11 @@ impl ActionTable {
                 if let ActionParams::Police(pp) = p {
                     pp.validate()?;
                 }
-                if let ActionParams::Pedit(pe) = p {
-                    pe.validate()?;
+                match p {
+                    ActionParams::Pedit(pe) => pe.validate()?,
+                    ActionParams::Simple(si) => si.validate()?,
+                    ActionParams::Skbmod(sm) => sm.validate()?,
+                    _ => {}
                 }
             }
         }

@@ -1,7 +1,7 @@
 //! Actions in the tc language: `action …` lists inside filters and the `tc actions` command, after
 //! iproute2's `tc/m_action.c` and `tc_util.c` (6.1), with one file per action kind for its parser and
 //! printer, as iproute2 has one `m_X.c`: `gact.rs`, `police.rs`, `skbedit.rs`, `connmark.rs`,
-//! `mirred.rs`, `nat.rs`, `csum.rs`, `pedit.rs`; `parse_actions` and `print_aopt` dispatch to them, one
+//! `mirred.rs`, `nat.rs`, `csum.rs`, `pedit.rs`, `simple.rs`, `skbmod.rs`; `parse_actions` and `print_aopt` dispatch to them, one
 //! line each.
 //!
 //! Parsers follow tc's return conventions through [`Failure`]: tc's `exit(-1)` (usage, `invarg`) is a
@@ -15,7 +15,9 @@ mod mirred;
 mod nat;
 mod pedit;
 mod police;
+mod simple;
 mod skbedit;
+mod skbmod;
 
 pub use police::{parse_police, print_police_compat};
 
@@ -191,6 +193,8 @@ pub fn parse_actions(c: &mut Cur) -> Result<Vec<ActionSpec>> {
             "nat" => nat::parse_nat(c),
             "csum" => csum::parse_csum(c),
             "pedit" => pedit::parse_pedit(c),
+            "simple" => simple::parse_simple(c),
+            "skbmod" => skbmod::parse_skbmod(c),
             // tc falls back on gact for any kind it has no module for: `action pump` is gact's "Bad
             // action type pump".
             _ => gact::parse_gact(c),
@@ -328,6 +332,8 @@ fn print_aopt(p: &mut Printer, a: &Action, flags: ShowFlags, now: u64) {
         ActionParams::Nat(n) => nat::print(p, a, n, flags, now),
         ActionParams::Csum(cs) => csum::print(p, a, cs, flags, now),
         ActionParams::Pedit(e) => pedit::print(p, a, e, flags, now),
+        ActionParams::Simple(si) => simple::print(p, a, si, flags, now),
+        ActionParams::Skbmod(sm) => skbmod::print(p, a, sm, flags, now),
     }
 }
 
@@ -435,9 +441,10 @@ pub fn print_actions_terse(
         p.nl();
         p.number("order", format_args!("\taction order {order}: "), order);
         // Each kind's printer up to where it finds no options: police prints its name in JSON only,
-        // nat as `type`, pedit with a space before.
+        // nat as `type`, pedit with a space before, simple and skbmod not at all.
         match a.kind() {
             "police" => p.json_string("kind", "police"),
+            "simple" | "skbmod" => {}
             "nat" => p.string("type", " nat ", "nat"),
             "pedit" => p.string("kind", " pedit ", "pedit"),
             k => p.string("kind", format_args!("{k} "), k),
@@ -459,7 +466,7 @@ const ACT_USAGE: &str = "usage: tc actions <ACTSPECOP>*\nWhere: \tACTSPECOP := A
 
 /// The action kinds tclab's "kernel" has.
 pub const KINDS: &[&str] = &[
-    "gact", "police", "skbedit", "connmark", "mirred", "nat", "csum", "pedit",
+    "gact", "police", "skbedit", "connmark", "mirred", "nat", "csum", "pedit", "simple", "skbmod",
 ];
 
 const TALK: &str = "We have an error talking to the kernel";
