@@ -433,14 +433,21 @@ fn second_rto_in_loss_keeps_ssthresh() {
     assert_eq!(rexmit.len(), 1, "cwnd 1 after the timeout");
     assert_eq!(rexmit[0].seq, segs[0].seq);
     let st = cl.stats();
-    assert_eq!((st.ca_state, st.ssthresh, st.cwnd, st.backoff), (CaState::Loss, 7, 1, 1));
+    assert_eq!(
+        (st.ca_state, st.ssthresh, st.cwnd, st.backoff),
+        (CaState::Loss, 7, 1, 1)
+    );
     // The late originals 1..9 reach the receiver; the head's retransmission is lost.
     let mut acks = vec![];
     for s in &segs[1..] {
         sv.on_segment(300 * MS, s);
         acks.extend(drain(&mut sv, 300 * MS));
     }
-    assert_eq!(acks.len(), 9, "one immediate ACK with SACK per out-of-order segment");
+    assert_eq!(
+        acks.len(),
+        9,
+        "one immediate ACK with SACK per out-of-order segment"
+    );
     for a in &acks {
         assert_eq!(a.ack, segs[0].seq, "no cumulative progress");
         cl.on_segment(310 * MS, a);
@@ -457,7 +464,10 @@ fn second_rto_in_loss_keeps_ssthresh() {
     let st = cl.stats();
     assert_eq!(st.timeouts, 2);
     assert_eq!(st.ca_state, CaState::Loss);
-    assert_eq!(st.ssthresh, 7, "ssthresh is not recomputed from the Loss-state cwnd");
+    assert_eq!(
+        st.ssthresh, 7,
+        "ssthresh is not recomputed from the Loss-state cwnd"
+    );
     cl.check_invariants().unwrap();
     // The head gets through: everything is acknowledged and the connection leaves Loss.
     sv.on_segment(700 * MS, &again[0]);

@@ -1,45 +1,9 @@
-//! Congestion control modules: Reno (`net/ipv4/tcp_cong.c`) and CUBIC with
-//! HyStart (`net/ipv4/tcp_cubic.c`), in the kernel's integer arithmetic.
-//!
-//! The kernel's CUBIC counts time in jiffies; this model fixes `HZ = 1000`
-//! (one jiffy = 1 ms of virtual time). Debian's kernels run with `HZ = 250`,
-//! which only coarsens the once-per-jiffy update of `ca->cnt`.
+//! CUBIC (`net/ipv4/tcp_cubic.c`, module defaults) with HyStart, in the kernel's integer arithmetic:
+//! beta 717/1024, C = 0.4 (`bic_scale` 41), fast convergence, TCP friendliness, `cubic_root` and the
+//! once-per-jiffy update of `ca->cnt`. Time is in jiffies of [`HZ`](crate::HZ) = 1000.
 
+use crate::cong::{jiffies, HZ};
 use crate::Nanos;
-
-/// Jiffies per second of the modelled kernel.
-pub const HZ: u64 = 1000;
-const NS_PER_JIFFY: u64 = 1_000_000_000 / HZ;
-
-pub(crate) fn jiffies(now: Nanos) -> u64 {
-    now / NS_PER_JIFFY
-}
-
-/// `tcp_slow_start()`: ABC, cwnd grows by the number of segments acked, up to
-/// ssthresh; returns the acked segments left over for congestion avoidance.
-pub(crate) fn tcp_slow_start(cwnd: &mut u32, ssthresh: u32, acked: u32) -> u32 {
-    let new = cwnd.saturating_add(acked).min(ssthresh);
-    let used = new.saturating_sub(*cwnd);
-    *cwnd = new.max(*cwnd);
-    acked.saturating_sub(used)
-}
-
-/// `tcp_cong_avoid_ai()`: cwnd += 1 for every `w` segments acked.
-pub(crate) fn tcp_cong_avoid_ai(cwnd: &mut u32, cwnd_cnt: &mut u32, w: u32, acked: u32) {
-    let w = w.max(1);
-    if *cwnd_cnt >= w {
-        *cwnd_cnt = 0;
-        *cwnd = cwnd.saturating_add(1);
-    }
-    *cwnd_cnt = cwnd_cnt.saturating_add(acked);
-    if *cwnd_cnt >= w {
-        let delta = *cwnd_cnt / w;
-        *cwnd_cnt -= delta * w;
-        *cwnd = cwnd.saturating_add(delta);
-    }
-}
-
-// ---------------------------------------------------------------- CUBIC ----
 
 const BICTCP_BETA_SCALE: u32 = 1024;
 const BICTCP_HZ: u32 = 10;
@@ -314,15 +278,5 @@ mod tests {
         assert_eq!(beta_scale(), 15);
         // cube_factor = 2^40 / 410
         assert_eq!(CUBE_FACTOR, 2681735677);
-    }
-
-    #[test]
-    fn slow_start_abc() {
-        let mut cwnd = 10;
-        assert_eq!(tcp_slow_start(&mut cwnd, 100, 2), 0);
-        assert_eq!(cwnd, 12);
-        // crossing ssthresh leaves the remainder for congestion avoidance
-        assert_eq!(tcp_slow_start(&mut cwnd, 13, 3), 2);
-        assert_eq!(cwnd, 13);
     }
 }

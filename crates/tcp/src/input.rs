@@ -1,0 +1,676 @@
+//! The receive path (`net/ipv4/tcp_input.c`): the handshake's answers, ACK processing (`tcp_ack`: the
+//! window, the SACK scoreboard, the retransmission queue cleaned, RTT samples), the RTT estimator and
+//! RTO, and data reception with the ACKs it calls for (delayed ACKs, quickack, SACK blocks).
+
+use crate::{
+    ecn, flags, CaState, Connection, Nanos, Segment, State, SynTx, TcpOptions, MS, TCP_DELACK_MIN,
+    TCP_MAX_QUICKACKS, TCP_MSS_DEFAULT, TCP_RTO_MAX, TS_OPTLEN,
+};
+
+impl Connection {
+    /// A segment arrived from the peer. Never panics on any input.
+    pub fn on_segment(&mut self, now: Nanos, seg: &Segment) {
+        self.run_timers(now);
+        self.segs_in += 1;
+        match self.state {
+            State::Closed => {}
+            State::Listen => self.rcv_listen(now, seg),
+            State::SynSent => self.rcv_synsent(now, seg),
+            _ => self.rcv_established(now, seg),
+        }
+    }
+
+    fn rcv_listen(&mut self, now: Nanos, seg: &Segment) {
+        if seg.has(flags::RST) || seg.has(flags::ACK) || !seg.has(flags::SYN) {
+            return;
+        }
+        self.irs = seg.seq;
+        self.have_irs = true;
+        self.rcv_nxt = 1;
+        self.rcv_wup = 1;
+        self.negotiate(&seg.options, true);
+        // `tcp_ecn_create_request`: a SYN with ECE and CWR asks for ECN.
+        self.ecn_ok = seg.has(flags::ECE) && seg.has(flags::CWR);
+        self.snd_wnd = seg.window as u64; // SYN windows are never scaled
+        self.max_window = self.snd_wnd;
+        if let Some((tsval, _)) = seg.options.timestamps {
+            self.ts_recent = tsval;
+        }
+        self.state = State::SynReceived;
+        self.syn_tx = SynTx::SynAck;
+        self.syn_sent_at = now;
+    }
+
+    /// Option negotiation from the peer's SYN or SYN-ACK (`tcp_parse_options`,
+    /// `tcp_sync_mss`).
+    fn negotiate(&mut self, o: &TcpOptions, we_are_server: bool) {
+        let peer_mss = o.mss.map(|m| m as u32).unwrap_or(TCP_MSS_DEFAULT).max(88);
+        self.ts_ok = self.cfg.timestamps && o.timestamps.is_some();
+        self.sack_ok = self.cfg.sack && o.sack_permitted;
+        self.ws_ok = o.wscale.is_some();
+        if self.ws_ok {
+            self.snd_wscale = o.wscale.unwrap_or(0).min(14);
+        } else {
+            self.snd_wscale = 0;
+            self.rcv_wscale = 0;
+        }
+        let _ = we_are_server;
+        let mut mss = self.cfg.mss.min(peer_mss);
+        if self.ts_ok {
+            mss = mss.saturating_sub(TS_OPTLEN);
+        }
+        self.mss = mss.max(48);
+        // tcp_initialize_rcv_mss()
+        self.rcv_mss = self
+            .cfg
+            .mss
+            .min(peer_mss)
+            .min(self.cfg.rcv_wnd / 2)
+            .clamp(88, TCP_MSS_DEFAULT);
+    }
+
+    fn rcv_synsent(&mut self, now: Nanos, seg: &Segment) {
+        let ack_ok = seg.has(flags::ACK) && seg.ack == self.snd_wire(1);
+        if seg.has(flags::RST) {
+            if ack_ok {
+                self.state = State::Closed;
+                self.clear_timers();
+            }
+            return;
+        }
+        if !seg.has(flags::SYN) || !ack_ok {
+            return; // simultaneous open and bad ACKs are ignored
+        }
+        self.irs = seg.seq;
+        self.have_irs = true;
+        self.rcv_nxt = 1;
+        self.rcv_wup = 1;
+        self.negotiate(&seg.options, false);
+        // `tcp_ecn_rcv_synack`: ECE without CWR on the SYN-ACK accepts ours.
+        self.ecn_ok = self.cfg.ecn && seg.has(flags::ECE) && !seg.has(flags::CWR);
+        if let Some((tsval, _)) = seg.options.timestamps {
+            self.ts_recent = tsval;
+        }
+        self.snd_una = 1;
+        self.rto_retransmits = 0;
+        self.snd_wl1 = 0;
+        self.snd_wnd = seg.window as u64;
+        self.max_window = self.snd_wnd;
+        self.syn_tx = SynTx::None;
+        // RTT from the handshake (tcp_synack_rtt_meas / FLAG_SYN_ACKED)
+        if !self.syn_retransmitted {
+            self.ack_update_rtt(Some(now.saturating_sub(self.syn_sent_at)));
+        } else {
+            self.rto = self.cfg.initial_rto; // RFC 6298 5.7, approximately
+        }
+        self.backoff = 0;
+        self.state = State::Established;
+        self.established(now);
+        self.ack_now = true;
+        self.rto_at = None;
+        if self.fin_queued {
+            self.state = State::FinWait1;
+        }
+        // data on the SYN-ACK is not modelled (no TFO)
+    }
+
+    /// `tcp_init_transfer()`: cwnd and CC state at the start of data.
+    fn established(&mut self, now: Nanos) {
+        self.cwnd = self.cfg.initial_cwnd.max(1);
+        self.ca.init(now, self.snd_nxt);
+    }
+
+    fn rcv_established(&mut self, now: Nanos, seg: &Segment) {
+        let len = seg.payload_len as u64;
+        let seq = self.rcv_abs(seg.seq);
+        let fin = seg.has(flags::FIN);
+        let end = seq + len as i64 + fin as i64;
+        let rcv_wup = self.rcv_wup as i64;
+        let win_right = (self.rcv_nxt + self.cur_rcv_window()) as i64;
+
+        // A retransmitted SYN (our SYN-ACK was lost): answer it again.
+        if seg.has(flags::SYN) {
+            if self.state == State::SynReceived && seg.seq == self.irs && !seg.has(flags::ACK) {
+                self.syn_tx = SynTx::SynAck;
+            } else {
+                self.ack_now = true;
+            }
+            return;
+        }
+        // tcp_sequence(): acceptable if it touches [rcv_wup, rcv_nxt + window]
+        let acceptable = end >= rcv_wup && seq <= win_right.max(self.rcv_nxt as i64);
+        if seg.has(flags::RST) {
+            if acceptable {
+                self.state = State::Closed;
+                self.clear_timers();
+                self.rtx.clear();
+                self.packets_out = 0;
+                self.sacked_out = 0;
+                self.lost_out = 0;
+                self.retrans_out = 0;
+                self.lost_pending = 0;
+            }
+            return;
+        }
+        if !acceptable {
+            self.ack_now = true; // tcp_send_dupack
+            return;
+        }
+        if !seg.has(flags::ACK) {
+            return;
+        }
+        // Timestamps: tcp_store_ts_recent() when the segment covers rcv_wup.
+        if self.ts_ok {
+            if let Some((tsval, _)) = seg.options.timestamps {
+                if seq <= rcv_wup {
+                    self.ts_recent = tsval;
+                }
+            }
+        }
+        if self.state == State::SynReceived {
+            if seg.ack == self.snd_wire(1) {
+                self.snd_una = 1;
+                self.rto_retransmits = 0;
+                self.syn_tx = SynTx::None;
+                if !self.syn_retransmitted {
+                    self.ack_update_rtt(Some(now.saturating_sub(self.syn_sent_at)));
+                }
+                self.backoff = 0;
+                self.snd_wnd = (seg.window as u64) << self.snd_wscale;
+                self.max_window = self.max_window.max(self.snd_wnd);
+                self.snd_wl1 = seq.max(0) as u64;
+                self.state = if self.fin_queued {
+                    State::FinWait1
+                } else {
+                    State::Established
+                };
+                self.rto_at = None;
+                self.established(now);
+            } else {
+                return;
+            }
+        }
+        if !self.process_ack(now, seg, seq) {
+            return;
+        }
+        if self.state == State::Closed {
+            return;
+        }
+        if self.ecn_ok && len > 0 {
+            // `tcp_ecn_accept_cwr`, then `tcp_ecn_check_ce`.
+            if seg.has(flags::CWR) {
+                self.ecn_demand_cwr = false;
+            }
+            if seg.ecn == ecn::CE {
+                self.ce_received += 1;
+                if !self.ecn_demand_cwr {
+                    self.ecn_demand_cwr = true;
+                    self.incr_quickack();
+                }
+                self.ack_now = true;
+            }
+        }
+        if len > 0 || fin {
+            self.process_data(now, seq, len, fin);
+        }
+    }
+
+    /// `tcp_ack()`; `false` means the segment is to be discarded.
+    fn process_ack(&mut self, now: Nanos, seg: &Segment, seq: i64) -> bool {
+        let Some(ack) = self.snd_abs(seg.ack) else {
+            return true;
+        };
+        if ack > self.snd_nxt {
+            self.ack_now = true; // ACK of unsent data: discarded, answered
+            return false;
+        }
+        if ack < self.snd_una {
+            return true; // old ACK: ignored, data still processed
+        }
+        self.local_block = false;
+        // `tcp_try_to_open` → `tcp_enter_cwr` on FLAG_ECE: once per window, in the Open or Disorder
+        // state; loss recovery already reduces the window.
+        if self.ecn_ok
+            && seg.has(flags::ECE)
+            && self.ca_state < CaState::Cwr
+            && self.can_send_data()
+        {
+            self.ece_reductions += 1;
+            self.init_cwnd_reduction();
+            self.ca_state = CaState::Cwr;
+        }
+        let prior_snd_una = self.snd_una;
+        let prior_in_flight = self.in_flight();
+        let mut flag_win_update = false;
+        // tcp_ack_update_window()
+        let nwin = (seg.window as u64) << self.snd_wscale;
+        let seq_u = seq.max(0) as u64;
+        if ack > self.snd_una
+            || seq_u > self.snd_wl1
+            || (seq_u == self.snd_wl1 && (nwin > self.snd_wnd || nwin == 0))
+        {
+            if self.snd_wnd != nwin {
+                flag_win_update = true;
+            }
+            self.snd_wnd = nwin;
+            self.snd_wl1 = seq_u;
+            self.max_window = self.max_window.max(nwin);
+        }
+
+        // SACK processing (tcp_sacktag_write_queue)
+        let mut newly_sacked = 0u32;
+        let mut sack_rtt: Option<u64> = None;
+        let mut ca_rtt_sent: Option<Nanos> = None;
+        if self.sack_ok && !seg.options.sack_blocks.is_empty() {
+            for &(l, r) in seg.options.sack_blocks.iter().take(4) {
+                let (Some(s), Some(e)) = (self.snd_abs(l), self.snd_abs(r)) else {
+                    continue;
+                };
+                if s >= e || s < ack.max(self.snd_una) || e > self.snd_nxt {
+                    continue; // D-SACK or bogus
+                }
+                let i0 = self.rtx.partition_point(|t| t.start < s);
+                let mut i = i0;
+                while i < self.rtx.len() {
+                    let t = &mut self.rtx[i];
+                    if t.start >= e {
+                        break;
+                    }
+                    if t.seq_end() <= e && !t.sacked {
+                        t.sacked = true;
+                        newly_sacked += 1;
+                        if !t.ever_retrans {
+                            let rtt = now.saturating_sub(t.sent_at);
+                            sack_rtt = Some(sack_rtt.map_or(rtt, |x: u64| x.max(rtt)));
+                            ca_rtt_sent = Some(ca_rtt_sent.map_or(t.sent_at, |x| x.max(t.sent_at)));
+                        }
+                        if t.lost {
+                            t.lost = false;
+                            self.lost_out -= 1;
+                            if !t.retrans {
+                                self.lost_pending -= 1;
+                            }
+                        }
+                        if t.retrans {
+                            t.retrans = false;
+                            self.retrans_out -= 1;
+                        }
+                        self.sacked_out += 1;
+                    }
+                    i += 1;
+                }
+            }
+        }
+
+        // tcp_clean_rtx_queue()
+        let mut acked_pkts = 0u32;
+        let mut acked_sacked_before = 0u32;
+        let mut seq_rtt: Option<u64> = None;
+        let mut any_retrans_acked = false;
+        let mut fin_acked = false;
+        while let Some(t) = self.rtx.front() {
+            if t.seq_end() > ack {
+                break;
+            }
+            let t = self.rtx.pop_front().unwrap_or_else(|| unreachable!());
+            acked_pkts += 1;
+            self.packets_out -= 1;
+            if t.sacked {
+                self.sacked_out -= 1;
+                acked_sacked_before += 1;
+            }
+            if t.lost {
+                self.lost_out -= 1;
+                if !t.retrans {
+                    self.lost_pending -= 1;
+                }
+            }
+            if t.retrans {
+                self.retrans_out -= 1;
+            }
+            if t.ever_retrans {
+                any_retrans_acked = true;
+            } else if !t.sacked {
+                if seq_rtt.is_none() {
+                    seq_rtt = Some(now.saturating_sub(t.sent_at));
+                }
+                ca_rtt_sent = Some(ca_rtt_sent.map_or(t.sent_at, |x| x.max(t.sent_at)));
+            }
+            if t.fin {
+                fin_acked = true;
+            }
+        }
+        let snd_una_advanced = ack > self.snd_una;
+        if snd_una_advanced {
+            let data_end = ack.min(self.write_end);
+            if data_end > self.snd_una {
+                self.bytes_acked += data_end - self.snd_una.max(1);
+            }
+            self.snd_una = ack;
+            self.probes_out = 0;
+            self.rto_retransmits = 0;
+        }
+        // Partially acked head segment: trim it (tcp_trim_head).
+        if let Some(t) = self.rtx.front_mut() {
+            if t.start < ack && ack < t.end {
+                t.start = ack;
+            }
+        }
+        let data_acked = acked_pkts > 0;
+        let delivered = (acked_pkts - acked_sacked_before) + newly_sacked;
+
+        // RTT: seq_rtt, else SACK RTT, else the timestamp echo.
+        let mut rtt = seq_rtt.or(sack_rtt);
+        if rtt.is_none() && self.ts_ok && (data_acked && any_retrans_acked) {
+            if let Some((_, tsecr)) = seg.options.timestamps {
+                let d = Self::ts_now(now).wrapping_sub(tsecr);
+                if tsecr != 0 && d < 0x7fff_ffff {
+                    rtt = Some((d.max(1) as u64) * MS);
+                }
+            }
+        }
+        self.ack_update_rtt(rtt);
+        let ca_rtt_us = ca_rtt_sent.map(|s| now.saturating_sub(s) / 1000);
+        if data_acked {
+            if let Some(ss) = self.ca.acked(
+                now,
+                ca_rtt_us,
+                self.cwnd,
+                self.ssthresh,
+                self.snd_una,
+                self.snd_nxt,
+                self.pacing_rate(),
+            ) {
+                self.ssthresh = ss;
+            }
+        }
+
+        // Reno "SACKs": duplicate ACKs count as sacked segments.
+        let is_dup = !snd_una_advanced
+            && seg.payload_len == 0
+            && !seg.has(flags::FIN)
+            && !flag_win_update
+            && self.packets_out > 0;
+        if is_dup {
+            self.dupacks_in += 1;
+        }
+        if !self.sack_ok {
+            if snd_una_advanced && self.sacked_out > 0 {
+                // tcp_remove_reno_sacks()
+                let dec = acked_pkts.saturating_sub(1).min(self.sacked_out);
+                self.sacked_out -= dec;
+                if self.ca_state != CaState::Recovery {
+                    self.sacked_out = 0;
+                }
+            }
+            if is_dup {
+                // tcp_add_reno_sack(): capped so packets_out > sacked_out
+                self.sacked_out = (self.sacked_out + 1).min(self.packets_out.saturating_sub(1));
+            }
+            self.sacked_out = self.sacked_out.min(self.packets_out);
+        }
+
+        if snd_una_advanced {
+            if self.packets_out > 0 {
+                self.rearm_rto(now);
+            } else {
+                self.rto_at = None;
+            }
+        }
+
+        if fin_acked {
+            self.on_fin_acked();
+        }
+
+        // tcp_fastretrans_alert()
+        let dubious = is_dup || newly_sacked > 0 || self.ca_state != CaState::Open;
+        let mut newly_lost = 0;
+        if dubious {
+            newly_lost = self.fastretrans_alert(now, prior_snd_una, is_dup, snd_una_advanced);
+        }
+        // tcp_cong_control()
+        if self.in_cwnd_reduction() {
+            self.cwnd_reduction(delivered, newly_lost, snd_una_advanced);
+        } else if data_acked {
+            self.cong_avoid(now, delivered.max(1));
+        }
+        let _ = prior_in_flight;
+        if self.packets_out == 0 && self.snd_nxt < self.send_limit_end() && self.snd_wnd == 0 {
+            self.arm_probe(now);
+        }
+        true
+    }
+
+    fn on_fin_acked(&mut self) {
+        match self.state {
+            State::FinWait1 => self.state = State::FinWait2,
+            State::Closing => {
+                self.state = State::TimeWait;
+                self.clear_timers();
+            }
+            State::LastAck => {
+                self.state = State::Closed;
+                self.clear_timers();
+            }
+            _ => {}
+        }
+    }
+
+    /// `tcp_rtt_estimator()` + `tcp_set_rto()`, in ns.
+    fn rtt_estimator(&mut self, m: u64) {
+        let m = m.max(1);
+        let rto_min = self.cfg.min_rto;
+        if self.srtt8 != 0 {
+            let mut err = m as i64 - (self.srtt8 >> 3) as i64;
+            self.srtt8 = (self.srtt8 as i64 + err).max(1) as u64;
+            if err < 0 {
+                err = -err;
+                err -= (self.mdev4 >> 2) as i64;
+                if err > 0 {
+                    err >>= 3;
+                }
+            } else {
+                err -= (self.mdev4 >> 2) as i64;
+            }
+            self.mdev4 = (self.mdev4 as i64 + err).max(0) as u64;
+            if self.mdev4 > self.mdev_max4 {
+                self.mdev_max4 = self.mdev4;
+                if self.mdev_max4 > self.rttvar4 {
+                    self.rttvar4 = self.mdev_max4;
+                }
+            }
+            if self.snd_una > self.rtt_seq {
+                if self.mdev_max4 < self.rttvar4 {
+                    self.rttvar4 -= (self.rttvar4 - self.mdev_max4) >> 2;
+                }
+                self.rtt_seq = self.snd_nxt;
+                self.mdev_max4 = rto_min;
+            }
+        } else {
+            self.srtt8 = m << 3;
+            self.mdev4 = m << 1;
+            self.rttvar4 = self.mdev4.max(rto_min);
+            self.mdev_max4 = self.rttvar4;
+            self.rtt_seq = self.snd_nxt;
+        }
+        self.rto = ((self.srtt8 >> 3) + self.rttvar4).min(TCP_RTO_MAX);
+        if self.min_rtt == 0 || m < self.min_rtt {
+            self.min_rtt = m;
+        }
+    }
+
+    /// `tcp_ack_update_rtt()`: a valid sample also resets the backoff.
+    fn ack_update_rtt(&mut self, sample: Option<u64>) {
+        if let Some(m) = sample {
+            self.rtt_estimator(m);
+            self.backoff = 0;
+        }
+    }
+
+    fn rearm_rto(&mut self, now: Nanos) {
+        if self.packets_out == 0 && self.syn_tx == SynTx::None && !self.syn_outstanding() {
+            self.rto_at = None;
+        } else {
+            self.rto_at = Some(now + self.rto);
+        }
+    }
+
+    /// `tcp_update_pacing_rate()`: bytes per second (used by HyStart only).
+    pub(crate) fn pacing_rate(&self) -> u64 {
+        if self.srtt8 == 0 {
+            return 0;
+        }
+        let ratio = if self.cwnd < self.ssthresh / 2 {
+            200
+        } else {
+            120
+        };
+        let srtt8_us = (self.srtt8 / 1000).max(1);
+        (self.mss as u64 * 80_000 * ratio * self.cwnd.max(self.packets_out) as u64) / srtt8_us
+    }
+
+    /// Receive data (`tcp_data_queue`), and schedule the ACK (`__tcp_ack_snd_check`).
+    fn process_data(&mut self, now: Nanos, seq: i64, len: u64, fin: bool) {
+        if self.fin_received {
+            // Anything after the FIN: just acknowledge.
+            self.ack_now = true;
+            return;
+        }
+        let rcv_nxt = self.rcv_nxt as i64;
+        let data_end = seq + len as i64;
+        if len > 0 {
+            // tcp_measure_rcv_mss()
+            if len as u32 >= self.rcv_mss {
+                self.rcv_mss = (len as u32).min(self.cfg.mss);
+            }
+            // tcp_event_data_recv(): the first data starts quickack mode
+            if !self.first_data_seen {
+                self.first_data_seen = true;
+                self.incr_quickack();
+            }
+        }
+        let win_right = (self.rcv_nxt + self.cur_rcv_window().max(self.free_space())) as i64;
+        if data_end <= rcv_nxt && len > 0 {
+            // Duplicate: tcp_data_queue out_of_window → quickack + dupack.
+            self.incr_quickack();
+            self.ack_now = true;
+            return;
+        }
+        let s = seq.max(rcv_nxt);
+        let e = data_end.min(win_right);
+        let had_ooo = !self.ooo.is_empty();
+        if s < e {
+            if s == rcv_nxt {
+                // in order
+                let mut new_nxt = e as u64;
+                // merge the out-of-order queue (tcp_ofo_queue)
+                while let Some(&(os, oe)) = self.ooo.first() {
+                    if os > new_nxt {
+                        break;
+                    }
+                    new_nxt = new_nxt.max(oe);
+                    self.ooo.remove(0);
+                }
+                let got = new_nxt - self.rcv_nxt;
+                self.rcv_nxt = new_nxt;
+                self.deliver(got);
+                self.sack_recent.retain(|&(_, be)| be > new_nxt);
+                if had_ooo {
+                    // RFC 5681 4.2: ACK at once when a gap is filled
+                    self.ack_now = true;
+                }
+            } else {
+                // out of order: queue, SACK, immediate ACK (tcp_data_queue_ofo)
+                self.ooo_insert(s as u64, e as u64);
+                self.incr_quickack();
+                self.ack_now = true;
+            }
+        } else if len > 0 {
+            // Beyond the window: drop, ACK at once.
+            self.ack_now = true;
+        }
+        if fin {
+            let fin_seq = data_end.max(0) as u64;
+            self.peer_fin = Some(fin_seq);
+        }
+        if let Some(f) = self.peer_fin {
+            if self.rcv_nxt == f && !self.fin_received {
+                self.rcv_nxt += 1;
+                self.fin_received = true;
+                self.ack_now = true; // tcp_fin(): ACK the FIN at once (model)
+                self.state = match self.state {
+                    State::Established | State::SynReceived => State::CloseWait,
+                    State::FinWait1 => State::Closing,
+                    State::FinWait2 => {
+                        self.clear_timers();
+                        State::TimeWait
+                    }
+                    s => s,
+                };
+                // A FIN_WAIT1 whose FIN was acked by this very segment is
+                // already in FIN_WAIT2 and goes to TIME_WAIT above.
+            }
+        }
+        if len > 0 && !self.ack_now {
+            self.ack_pending = true;
+            // __tcp_ack_snd_check()
+            let more_than_one = self.rcv_nxt - self.rcv_wup > self.rcv_mss as u64;
+            if more_than_one || self.quick > 0 || !self.cfg.delayed_ack {
+                self.ack_now = true;
+            } else if self.delack_at.is_none() {
+                self.delack_at = Some(now + TCP_DELACK_MIN);
+            }
+        }
+    }
+
+    fn deliver(&mut self, got: u64) {
+        // Sequence space counts payload only here (FIN handled separately).
+        self.bytes_delivered += got;
+        if self.autoread {
+            self.bytes_read += got;
+        } else {
+            self.unread += got;
+        }
+    }
+
+    fn incr_quickack(&mut self) {
+        let mut q = self.cfg.rcv_wnd / (2 * self.rcv_mss.max(1));
+        if q == 0 {
+            q = 2;
+        }
+        q = q.min(TCP_MAX_QUICKACKS);
+        if q > self.quick {
+            self.quick = q;
+        }
+    }
+
+    fn ooo_insert(&mut self, s: u64, e: u64) {
+        // merge into the sorted, disjoint interval list
+        let mut ns = s;
+        let mut ne = e;
+        let mut out = Vec::with_capacity(self.ooo.len() + 1);
+        let mut placed = false;
+        for &(a, b) in &self.ooo {
+            if b < ns {
+                out.push((a, b));
+            } else if a > ne {
+                if !placed {
+                    out.push((ns, ne));
+                    placed = true;
+                }
+                out.push((a, b));
+            } else {
+                ns = ns.min(a);
+                ne = ne.max(b);
+            }
+        }
+        if !placed {
+            out.push((ns, ne));
+        }
+        self.ooo = out;
+        // tcp_sack_new_ofo_skb(): the block holding this segment goes first
+        self.sack_recent.retain(|&(a, b)| b < ns || a > ne);
+        self.sack_recent.insert(0, (ns, ne));
+        self.sack_recent.truncate(4);
+    }
+}

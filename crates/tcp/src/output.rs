@@ -1,0 +1,389 @@
+//! The send path (`net/ipv4/tcp_output.c`): what to send now (`tcp_write_xmit`,
+//! `tcp_xmit_retransmit_queue`, zero-window probes), each segment built with the ACK state, options and
+//! the receive window it advertises (`tcp_transmit_skb`, `tcp_select_window`), TCP small queues, and the
+//! local qdisc's verdicts on what was sent.
+
+use crate::{ecn, flags, CaState, Connection, Nanos, Segment, State, SynTx, TcpOptions, TxSeg};
+
+impl Connection {
+    /// `__tcp_select_window()` + `tcp_select_window()`: the right edge never
+    /// moves left; receiver SWS avoidance; rounded to the window scale.
+    pub(crate) fn select_window_bytes(&self) -> u64 {
+        let full = self.cfg.rcv_wnd as u64;
+        let mut free = self.free_space();
+        let mss = self.rcv_mss as u64;
+        if free < full / 2 && free < mss {
+            free = 0;
+        }
+        let cur = self.cur_rcv_window();
+        let mut win = free.max(cur);
+        let gran = 1u64 << self.rcv_wscale;
+        if win > cur {
+            win = win / gran * gran;
+        }
+        win.min(65535u64 << self.rcv_wscale)
+    }
+
+    /// Build a segment carrying our current ACK state (`tcp_transmit_skb`).
+    fn build(&mut self, now: Nanos, seq_abs: u64, len: u32, fl: u8) -> Segment {
+        let syn = fl & flags::SYN != 0;
+        let mut options = TcpOptions::default();
+        if syn {
+            options.mss = Some(self.cfg.mss.min(65535) as u16);
+            let server = self.have_irs;
+            if self.cfg.timestamps && (!server || self.ts_ok) {
+                options.timestamps =
+                    Some((Self::ts_now(now), if server { self.ts_recent } else { 0 }));
+            }
+            if self.cfg.sack && (!server || self.sack_ok) {
+                options.sack_permitted = true;
+            }
+            if !server || self.ws_ok {
+                options.wscale = Some(self.rcv_wscale);
+            }
+        } else {
+            if self.ts_ok {
+                options.timestamps = Some((Self::ts_now(now), self.ts_recent));
+            }
+            if self.sack_ok && !self.sack_recent.is_empty() {
+                let max = if self.ts_ok { 3 } else { 4 };
+                options.sack_blocks = self
+                    .sack_recent
+                    .iter()
+                    .take(max)
+                    .map(|&(a, b)| (self.rcv_wire(a), self.rcv_wire(b)))
+                    .collect();
+            }
+        }
+        let mut flags_out = fl;
+        if syn {
+            if self.have_irs {
+                if self.ecn_ok {
+                    flags_out |= flags::ECE; // SYN-ACK accepting ECN
+                }
+            } else if self.cfg.ecn {
+                flags_out |= flags::ECE | flags::CWR; // SYN asking for it
+            }
+        } else if self.ecn_ok && self.ecn_demand_cwr {
+            flags_out |= flags::ECE;
+        }
+        let window;
+        if self.have_irs {
+            flags_out |= flags::ACK;
+            let win = self.select_window_bytes();
+            if syn {
+                window = win.min(65535) as u16;
+                self.rcv_wnd_adv = window as u64;
+            } else {
+                window = (win >> self.rcv_wscale).min(65535) as u16;
+                self.rcv_wnd_adv = (window as u64) << self.rcv_wscale;
+            }
+            // tcp_event_ack_sent()
+            if self.ack_pending && self.quick > 0 {
+                self.quick -= 1;
+            }
+            self.rcv_wup = self.rcv_nxt;
+            self.ack_pending = false;
+            self.ack_now = false;
+            self.delack_at = None;
+        } else {
+            window = self.select_window_bytes().min(65535) as u16;
+        }
+        self.segs_out += 1;
+        Segment {
+            seq: self.snd_wire(seq_abs),
+            ack: if self.have_irs {
+                self.rcv_wire(self.rcv_nxt)
+            } else {
+                0
+            },
+            flags: flags_out,
+            window,
+            payload_len: len,
+            options,
+            ecn: ecn::NOT_ECT,
+        }
+    }
+
+    /// What to send now; call until `None` after every event. Due timers
+    /// fire here.
+    pub fn poll_transmit(&mut self, now: Nanos) -> Option<Segment> {
+        self.run_timers(now);
+        if self.state == State::Closed {
+            return None;
+        }
+        // SYN / SYN-ACK
+        match self.syn_tx {
+            SynTx::Syn => {
+                self.syn_tx = SynTx::None;
+                self.syn_sent_at = now;
+                self.snd_nxt = self.snd_nxt.max(1);
+                self.rto_at = Some(now + self.rto);
+                return Some(self.build(now, 0, 0, flags::SYN));
+            }
+            SynTx::SynAck => {
+                self.syn_tx = SynTx::None;
+                self.syn_sent_at = now;
+                self.snd_nxt = self.snd_nxt.max(1);
+                self.rto_at = Some(now + self.rto);
+                return Some(self.build(now, 0, 0, flags::SYN));
+            }
+            SynTx::None => {}
+        }
+        if matches!(
+            self.state,
+            State::Listen | State::SynSent | State::SynReceived
+        ) {
+            return None;
+        }
+        if !self.local_block && !self.tsq_throttled && self.can_send_data() {
+            if self.probe_pending {
+                // tcp_send_probe0() → tcp_write_wakeup(): send what fits in
+                // a non-zero window, else a probe with an old sequence number.
+                self.probe_pending = false;
+                let room = (self.snd_una + self.snd_wnd).saturating_sub(self.snd_nxt);
+                if room > 0 {
+                    if let Some(seg) = self.send_new(now, true) {
+                        return Some(seg);
+                    }
+                } else if self.snd_nxt < self.send_limit_end() {
+                    self.zwp_sent += 1;
+                    let seq = self.snd_una.saturating_sub(1);
+                    let seg = self.build(now, seq, 0, 0);
+                    self.arm_probe(now);
+                    return Some(seg);
+                }
+            }
+            if let Some(seg) = self.retransmit_lost(now) {
+                return Some(seg);
+            }
+            if let Some(seg) = self.send_new(now, false) {
+                return Some(seg);
+            }
+        }
+        if self.ack_now && self.have_irs {
+            return Some(self.build(now, self.snd_nxt, 0, 0));
+        }
+        None
+    }
+
+    /// `tcp_xmit_retransmit_queue()`: lost segments first, within cwnd.
+    fn retransmit_lost(&mut self, now: Nanos) -> Option<Segment> {
+        if self.lost_pending == 0 || self.in_flight() >= self.cwnd {
+            return None;
+        }
+        let i = self
+            .rtx
+            .iter()
+            .position(|t| t.lost && !t.retrans && !t.sacked)?;
+        let t = &mut self.rtx[i];
+        t.retrans = true;
+        t.ever_retrans = true;
+        t.sent_at = now;
+        let (start, len, fin) = (t.start, t.len(), t.fin);
+        self.retrans_out += 1;
+        self.lost_pending -= 1;
+        if self.in_cwnd_reduction() {
+            self.prr_out += 1;
+        }
+        self.retransmits += 1;
+        self.bytes_retrans += len as u64;
+        self.bytes_sent += len as u64;
+        if len > 0 {
+            self.data_segs_out += 1;
+        }
+        if i == 0 || self.rto_at.is_none() {
+            self.rto_at = Some(now + self.rto);
+        }
+        let fl = if fin { flags::FIN } else { 0 };
+        Some(self.build(now, start, len, fl))
+    }
+
+    /// `tcp_write_xmit()`: new data within cwnd and the peer's window.
+    /// `wakeup` (`tcp_write_wakeup`) sends whatever fits in the window.
+    fn send_new(&mut self, now: Nanos, wakeup: bool) -> Option<Segment> {
+        let limit = self.send_limit_end();
+        if self.snd_nxt >= limit || self.fin_sent {
+            return None;
+        }
+        let avail = self.write_end.saturating_sub(self.snd_nxt);
+        let in_flight = self.in_flight();
+        if in_flight >= self.cwnd && !wakeup {
+            self.cwnd_validate(true);
+            return None;
+        }
+        let wnd_end = self.snd_una + self.snd_wnd;
+        let room = wnd_end.saturating_sub(self.snd_nxt);
+        let mss = self.mss as u64;
+        let mut len = avail.min(mss);
+        let fin_here = self.fin_queued && self.snd_nxt + len == self.write_end;
+        if len > room {
+            // tcp_snd_wnd_test() fails; send what fits only if it is at
+            // least half the largest window seen (sender SWS avoidance).
+            if room > 0 && (wakeup || room >= self.max_window / 2) {
+                len = room;
+            } else {
+                if self.packets_out == 0 {
+                    self.arm_probe(now);
+                }
+                return None;
+            }
+        }
+        let fin = fin_here && self.snd_nxt + len == self.write_end;
+        if len < mss && len > 0 && !fin && !wakeup {
+            // Nagle, Minshall's variant (tcp_nagle_check / tcp_minshall_check)
+            if self.snd_sml > self.snd_una && self.packets_out > 0 {
+                return None;
+            }
+        }
+        if len == 0 && !fin {
+            return None;
+        }
+        let start = self.snd_nxt;
+        let end = start + len;
+        self.snd_nxt = end + fin as u64;
+        if fin {
+            self.fin_sent = true;
+        }
+        if len < mss && len > 0 {
+            self.snd_sml = end;
+        }
+        let was_empty = self.packets_out == 0;
+        self.rtx.push_back(TxSeg {
+            start,
+            end,
+            fin,
+            sent_at: now,
+            ever_retrans: false,
+            sacked: false,
+            lost: false,
+            retrans: false,
+        });
+        self.packets_out += 1;
+        if self.in_cwnd_reduction() {
+            self.prr_out += 1;
+        }
+        self.bytes_sent += len;
+        if len > 0 {
+            self.data_segs_out += 1;
+        }
+        self.probe_at = None;
+        self.probes_out = 0;
+        if was_empty || self.rto_at.is_none() {
+            self.rto_at = Some(now + self.rto);
+        }
+        let limited = self.in_flight() >= self.cwnd;
+        self.cwnd_validate(limited);
+        let mut fl = if fin { flags::FIN } else { 0 };
+        if len > 0 && self.snd_nxt >= self.write_end {
+            fl |= flags::PSH; // tcp_push() marks the last segment of a write
+        }
+        // `tcp_ecn_send`: new data is ECT(0), and carries a queued CWR (retransmissions and pure ACKs
+        // are Not-ECT).
+        if self.ecn_ok && len > 0 && self.ecn_queue_cwr {
+            fl |= flags::CWR;
+            self.ecn_queue_cwr = false;
+        }
+        let mut seg = self.build(now, start, len as u32, fl);
+        if self.ecn_ok && len > 0 {
+            seg.ecn = ecn::ECT0;
+        }
+        Some(seg)
+    }
+
+    /// `tcp_cwnd_validate()`: remember whether the window was used.
+    fn cwnd_validate(&mut self, is_cwnd_limited: bool) {
+        if self.snd_una >= self.cwnd_usage_seq
+            || is_cwnd_limited
+            || (!self.is_cwnd_limited && self.packets_out > self.max_packets_out)
+        {
+            self.is_cwnd_limited = is_cwnd_limited;
+            self.max_packets_out = self.packets_out;
+            self.cwnd_usage_seq = self.snd_nxt;
+        }
+    }
+
+    /// TCP small queues (`tcp_small_queue_check`): the driver says whether the host's queues below this
+    /// socket (qdisc and NIC) already hold as much of its data as Linux allows (`tsq_limit`); while they
+    /// do, `poll_transmit` sends no data, only ACKs and control segments.
+    pub fn set_tsq_throttled(&mut self, throttled: bool) {
+        self.tsq_throttled = throttled;
+    }
+
+    /// The bytes (of skb truesize) Linux lets a socket keep in the queues below it,
+    /// `tcp_small_queue_check`: `max(2 × truesize, pacing rate >> 10)` — about a millisecond of data at the
+    /// pacing rate (`sk_pacing_shift` = 10) — at most `tcp_limit_output_bytes` (1 MiB). The pacing rate is
+    /// `tcp_update_pacing_rate`'s, unlimited before the first RTT sample. `truesize` is that of one
+    /// full-sized segment's skb, which the driver knows.
+    pub fn tsq_limit(&self, truesize: u64) -> u64 {
+        const TCP_LIMIT_OUTPUT_BYTES: u64 = 16 * 65536;
+        let rate = match self.pacing_rate() {
+            0 => u64::MAX,
+            r => r,
+        };
+        (rate >> 10).max(2 * truesize).min(TCP_LIMIT_OUTPUT_BYTES)
+    }
+
+    /// `tcp_small_queue_check` always lets a segment go when the retransmission queue holds at most one.
+    pub fn tsq_exempt(&self) -> bool {
+        self.packets_out <= 1
+    }
+
+    /// The local qdisc queued a segment but answered `NET_XMIT_CN`: the segment counts as sent, and the
+    /// window is reduced as `tcp_enter_cwr` does.
+    pub fn on_local_congestion(&mut self, _now: Nanos) {
+        if self.ca_state < CaState::Cwr && self.can_send_data() {
+            self.init_cwnd_reduction();
+            self.ca_state = CaState::Cwr;
+        }
+    }
+
+    /// The local qdisc refused `seg` (`NET_XMIT_DROP`): `tcp_enter_cwr()`,
+    /// the segment is taken back (or marked lost if later data already
+    /// left), and sending pauses until the next ACK or timer.
+    pub fn on_local_drop(&mut self, now: Nanos, seg: &Segment) {
+        self.local_drops += 1;
+        self.local_block = true;
+        if seg.payload_len > 0 || seg.has(flags::FIN) {
+            if let Some(start) = self.snd_abs(seg.seq) {
+                if let Ok(i) = self.rtx.binary_search_by(|t| t.start.cmp(&start)) {
+                    let last = i + 1 == self.rtx.len();
+                    let t = &self.rtx[i];
+                    let never_retrans = !t.ever_retrans;
+                    if last && never_retrans && !t.sacked {
+                        // Not sent: roll back snd_nxt.
+                        let t = self.rtx.pop_back().unwrap_or_else(|| unreachable!());
+                        self.packets_out -= 1;
+                        self.snd_nxt = t.start;
+                        if t.fin {
+                            self.fin_sent = false;
+                        }
+                        self.bytes_sent = self.bytes_sent.saturating_sub(t.len() as u64);
+                        self.data_segs_out = self.data_segs_out.saturating_sub(1);
+                        if self.prr_out > 0 && self.in_cwnd_reduction() {
+                            self.prr_out -= 1;
+                        }
+                    } else if self.rtx[i].retrans {
+                        // A refused retransmission is still to be sent.
+                        self.rtx[i].retrans = false;
+                        self.retrans_out -= 1;
+                        self.lost_pending += 1;
+                    } else {
+                        self.mark_lost(i);
+                    }
+                }
+            }
+        }
+        if self.ca_state < CaState::Cwr && self.can_send_data() {
+            self.init_cwnd_reduction();
+            self.ca_state = CaState::Cwr;
+        }
+        // If nothing is in flight no ACK will come: retry on a timer.
+        if self.packets_out == 0 {
+            self.rto_at = None;
+            self.probe_at = Some(now + self.cfg.min_rto);
+        } else if self.rto_at.is_none() {
+            self.rto_at = Some(now + self.rto);
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! Loss recovery (`net/ipv4/tcp_input.c`): the congestion state machine run on dubious ACKs
+//! (`tcp_fastretrans_alert`: Open, Disorder, CWR, Recovery, Loss), marking segments lost (the dupthresh
+//! rule with SACK, NewReno's head without), the cwnd reduction of Recovery and CWR (PRR, RFC 6937), and
+//! entering Loss on a retransmission timeout (`tcp_enter_loss`).
+
+use crate::{CaState, Connection, Nanos, REORDERING, TCP_INFINITE_SSTHRESH};
+
+impl Connection {
+    /// `tcp_fastretrans_alert()`; returns the number of segments newly marked lost.
+    pub(crate) fn fastretrans_alert(
+        &mut self,
+        now: Nanos,
+        prior_snd_una: u64,
+        is_dup: bool,
+        una_advanced: bool,
+    ) -> u32 {
+        let _ = prior_snd_una;
+        // D. exit conditions
+        match self.ca_state {
+            CaState::Cwr if self.snd_una > self.high_seq => {
+                self.end_cwnd_reduction();
+                self.ca_state = CaState::Open;
+            }
+            CaState::Recovery if self.snd_una >= self.high_seq => {
+                if !self.sack_ok {
+                    self.sacked_out = 0;
+                }
+                self.end_cwnd_reduction();
+                self.ca_state = CaState::Open;
+            }
+            CaState::Loss if self.snd_una >= self.high_seq => {
+                self.ca_state = CaState::Open;
+            }
+            _ => {}
+        }
+        let mut newly_lost = 0;
+        match self.ca_state {
+            CaState::Recovery => {
+                if una_advanced && !self.sack_ok {
+                    // NewReno partial ACK: the new head is lost
+                    newly_lost += self.mark_head_lost();
+                }
+                if self.sack_ok {
+                    newly_lost += self.mark_lost_sack();
+                }
+            }
+            CaState::Loss => {
+                if self.sack_ok {
+                    newly_lost += self.mark_lost_sack();
+                }
+            }
+            _ => {
+                if self.sack_ok {
+                    newly_lost += self.mark_lost_sack();
+                }
+                // tcp_time_to_recover()
+                let time_to_recover = self.lost_out > 0 || self.sacked_out + 1 > REORDERING;
+                if !time_to_recover {
+                    // tcp_try_to_open()
+                    if self.ca_state != CaState::Cwr {
+                        self.ca_state = if self.sacked_out > 0 || self.retrans_out > 0 {
+                            CaState::Disorder
+                        } else {
+                            CaState::Open
+                        };
+                    }
+                    return newly_lost;
+                }
+                self.enter_recovery(now);
+                newly_lost += self.mark_head_lost();
+                if self.sack_ok {
+                    newly_lost += self.mark_lost_sack();
+                }
+            }
+        }
+        let _ = is_dup;
+        newly_lost
+    }
+
+    /// `tcp_enter_recovery()` + `tcp_init_cwnd_reduction()`.
+    fn enter_recovery(&mut self, _now: Nanos) {
+        self.fast_retransmits += 1;
+        if self.ca_state < CaState::Cwr {
+            self.init_cwnd_reduction();
+        }
+        self.ca_state = CaState::Recovery;
+    }
+
+    pub(crate) fn init_cwnd_reduction(&mut self) {
+        // `tcp_ecn_queue_cwr`: tell an ECN peer its echo was heard.
+        if self.ecn_ok {
+            self.ecn_queue_cwr = true;
+        }
+        self.high_seq = self.snd_nxt;
+        self.cwnd_cnt = 0;
+        self.prior_cwnd = self.cwnd;
+        self.prr_delivered = 0;
+        self.prr_out = 0;
+        self.ssthresh = self.ca_ssthresh();
+    }
+
+    /// `tcp_cwnd_reduction()`: Proportional Rate Reduction.
+    pub(crate) fn cwnd_reduction(
+        &mut self,
+        newly_acked_sacked: u32,
+        newly_lost: u32,
+        una_advanced: bool,
+    ) {
+        if newly_acked_sacked == 0 || self.prior_cwnd == 0 {
+            return;
+        }
+        let in_flight = self.in_flight() as i64;
+        let delta = self.ssthresh as i64 - in_flight;
+        self.prr_delivered += newly_acked_sacked;
+        let mut sndcnt: i64;
+        if delta < 0 {
+            let dividend =
+                self.ssthresh as u64 * self.prr_delivered as u64 + self.prior_cwnd as u64 - 1;
+            sndcnt = (dividend / self.prior_cwnd as u64) as i64 - self.prr_out as i64;
+        } else {
+            sndcnt =
+                (self.prr_delivered as i64 - self.prr_out as i64).max(newly_acked_sacked as i64);
+            if una_advanced && newly_lost == 0 {
+                sndcnt += 1;
+            }
+            sndcnt = sndcnt.min(delta);
+        }
+        sndcnt = sndcnt.max(if self.prr_out > 0 { 0 } else { 1 });
+        self.cwnd = (in_flight + sndcnt).clamp(1, u32::MAX as i64) as u32;
+    }
+
+    /// `tcp_end_cwnd_reduction()`.
+    fn end_cwnd_reduction(&mut self) {
+        if self.ssthresh < TCP_INFINITE_SSTHRESH {
+            self.cwnd = self.ssthresh;
+        }
+    }
+
+    pub(crate) fn mark_lost(&mut self, i: usize) -> bool {
+        let t = &mut self.rtx[i];
+        if t.sacked || t.lost {
+            return false;
+        }
+        t.lost = true;
+        self.lost_out += 1;
+        if t.retrans {
+            // A retransmission counted lost is no longer in flight.
+            t.retrans = false;
+            self.retrans_out -= 1;
+        }
+        self.lost_pending += 1;
+        true
+    }
+
+    /// Mark the head segment lost (the fast retransmit).
+    fn mark_head_lost(&mut self) -> u32 {
+        if self.rtx.is_empty() {
+            return 0;
+        }
+        if self.rtx[0].retrans {
+            return 0; // already retransmitted in this recovery
+        }
+        self.mark_lost(0) as u32
+    }
+
+    /// RFC 6675 `IsLost()`: un-SACKed segments with at least dupthresh
+    /// SACKed segments above them. Retransmitted segments are left alone
+    /// (their loss is found by the RTO, as RACK is not modelled).
+    fn mark_lost_sack(&mut self) -> u32 {
+        if self.sacked_out < REORDERING {
+            return 0;
+        }
+        let mut above = 0u32;
+        let mut n = 0;
+        for i in (0..self.rtx.len()).rev() {
+            let t = &self.rtx[i];
+            if t.sacked {
+                above += 1;
+                continue;
+            }
+            if above >= REORDERING {
+                if t.lost || t.retrans || t.ever_retrans {
+                    // everything below was already handled in an earlier pass
+                    if t.lost && !t.retrans {
+                        continue;
+                    }
+                    continue;
+                }
+                if self.mark_lost(i) {
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// `tcp_enter_loss()`, called by the retransmission timer before `rto_retransmits` counts this
+    /// expiry.
+    pub(crate) fn enter_loss(&mut self) {
+        // tcp_timeout_mark_lost(): every un-SACKed segment is lost (a lost retransmission is lost again)
+        for i in 0..self.rtx.len() {
+            if self.rtx[i].lost && self.rtx[i].retrans {
+                self.rtx[i].retrans = false;
+                self.retrans_out -= 1;
+                self.lost_pending += 1;
+            } else {
+                self.mark_lost(i);
+            }
+        }
+        // Reduce ssthresh unless it was already reduced in this window: a repeated timeout in the same
+        // Loss episode (snd_una has not moved since the last one) keeps it.
+        if self.ca_state <= CaState::Disorder
+            || self.high_seq <= self.snd_una
+            || (self.ca_state == CaState::Loss && self.rto_retransmits == 0)
+        {
+            self.prior_cwnd = self.cwnd;
+            self.ssthresh = self.ca_ssthresh();
+        }
+        self.cwnd = self.in_flight() + 1;
+        self.cwnd_cnt = 0;
+        self.ca.on_loss(self.snd_nxt);
+        if !self.sack_ok {
+            self.sacked_out = 0;
+        }
+        self.ca_state = CaState::Loss;
+        self.high_seq = self.snd_nxt;
+        // tcp_ecn_queue_cwr(): an ECN peer hears of the reduction on the next new data.
+        if self.ecn_ok {
+            self.ecn_queue_cwr = true;
+        }
+    }
+}

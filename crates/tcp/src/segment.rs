@@ -1,0 +1,95 @@
+//! Segments as the simulator carries them: header fields, options and a payload length (no payload
+//! bytes), with the option layout Linux writes (`tcp_options_write`), which sets the header's length.
+
+/// TCP header flags, as on the wire.
+pub mod flags {
+    pub const FIN: u8 = 0x01;
+    pub const SYN: u8 = 0x02;
+    pub const RST: u8 = 0x04;
+    pub const PSH: u8 = 0x08;
+    pub const ACK: u8 = 0x10;
+    /// ECN-Echo (RFC 3168): the receiver saw a CE mark; on a SYN, "I do ECN".
+    pub const ECE: u8 = 0x40;
+    /// Congestion Window Reduced: the sender reacted to an ECE.
+    pub const CWR: u8 = 0x80;
+}
+
+/// The IP header's ECN field ([`Segment::ecn`]).
+pub mod ecn {
+    pub const NOT_ECT: u8 = 0;
+    pub const ECT0: u8 = 2;
+    pub const CE: u8 = 3;
+}
+
+/// TCP options carried by a segment.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TcpOptions {
+    pub mss: Option<u16>,
+    pub wscale: Option<u8>,
+    pub sack_permitted: bool,
+    /// (TSval, TSecr)
+    pub timestamps: Option<(u32, u32)>,
+    /// SACK blocks (left edge, right edge), most recent first; at most 4
+    /// (3 when timestamps are present) so that options fit in 40 bytes.
+    pub sack_blocks: Vec<(u32, u32)>,
+}
+
+impl TcpOptions {
+    /// Option bytes as Linux lays them out (`tcp_options_write`), padded to 4.
+    pub fn len(&self) -> u32 {
+        let mut n = 0;
+        if self.mss.is_some() {
+            n += 4;
+        }
+        if self.timestamps.is_some() {
+            n += 12; // SACKOK+TS or NOP,NOP,TS
+        } else if self.sack_permitted {
+            n += 4; // NOP,NOP,SACKOK
+        }
+        if self.wscale.is_some() {
+            n += 4; // NOP,WS
+        }
+        if !self.sack_blocks.is_empty() {
+            n += 4 + 8 * self.sack_blocks.len() as u32; // NOP,NOP,SACK hdr
+        }
+        (n + 3) & !3
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One TCP segment, without payload bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Segment {
+    pub seq: u32,
+    pub ack: u32,
+    /// FIN=1 SYN=2 RST=4 PSH=8 ACK=16, see [`flags`].
+    pub flags: u8,
+    /// As on the wire: scaled by the sender's window scale (not on SYNs).
+    pub window: u16,
+    pub payload_len: u32,
+    pub options: TcpOptions,
+    /// The ECN field of the IP header carrying it ([`ecn`]): the sender sets ECT(0) on new data of an
+    /// ECN connection; a router's AQM may change it to CE; the receiver reads it.
+    pub ecn: u8,
+}
+
+impl Segment {
+    /// TCP header length: 20 plus the options padded to 4 bytes.
+    pub fn header_len(&self) -> u32 {
+        20 + self.options.len().min(40)
+    }
+
+    /// Sequence space the segment occupies (payload, plus one each for SYN and FIN).
+    pub fn seq_len(&self) -> u32 {
+        self.payload_len
+            .saturating_add((self.flags & flags::SYN != 0) as u32)
+            .saturating_add((self.flags & flags::FIN != 0) as u32)
+    }
+
+    pub fn has(&self, f: u8) -> bool {
+        self.flags & f != 0
+    }
+}

@@ -1,0 +1,378 @@
+//! The application's side of a connection (`net/ipv4/tcp.c`): opening, writing, closing, reading, and
+//! the counters `tcp_get_info` reports.
+
+use crate::cong::Ca;
+use crate::{
+    CaState, Config, Connection, Nanos, State, SynTx, TCP_INFINITE_SSTHRESH, TCP_MSS_DEFAULT,
+};
+use std::collections::VecDeque;
+
+/// Counters and the current state of a connection (after `tcp_info`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcpStats {
+    pub state: State,
+    pub ca_state: CaState,
+    /// Sending MSS in use (payload bytes per full segment).
+    pub mss: u32,
+    /// Bytes the application wrote.
+    pub bytes_written: u64,
+    /// Payload bytes sent, retransmissions included (`tcpi_bytes_sent`).
+    pub bytes_sent: u64,
+    /// Payload bytes retransmitted (`tcpi_bytes_retrans`).
+    pub bytes_retrans: u64,
+    /// Payload bytes cumulatively acknowledged by the peer (`tcpi_bytes_acked`).
+    pub bytes_acked: u64,
+    /// Payload bytes received in order and handed to the application
+    /// (`tcpi_bytes_received`).
+    pub bytes_delivered: u64,
+    /// Bytes the application has read (equals `bytes_delivered` with auto-read).
+    pub bytes_read: u64,
+    pub segs_out: u64,
+    pub segs_in: u64,
+    pub data_segs_out: u64,
+    /// Segments retransmitted (`tcpi_total_retrans`).
+    pub retransmits: u64,
+    /// RTO expirations with data outstanding.
+    pub timeouts: u64,
+    /// Entries into fast recovery.
+    pub fast_retransmits: u64,
+    /// Segments the local qdisc refused.
+    pub local_drops: u64,
+    /// Zero-window probes sent.
+    pub zero_window_probes: u64,
+    /// Congestion window, segments.
+    pub cwnd: u32,
+    pub ssthresh: u32,
+    pub srtt_ns: u64,
+    /// Mean deviation (RFC 6298 RTTVAR, Linux `mdev_us/4` as `tcpi_rttvar`).
+    pub rttvar_ns: u64,
+    /// Current retransmission timeout including backoff.
+    pub rto_ns: u64,
+    /// Minimum RTT seen; 0 before any sample.
+    pub min_rtt_ns: u64,
+    pub backoff: u32,
+    pub packets_out: u32,
+    pub in_flight: u32,
+    pub sacked_out: u32,
+    pub lost_out: u32,
+    pub retrans_out: u32,
+    /// Peer's window in bytes.
+    pub snd_wnd: u64,
+    /// Window this end last advertised, in bytes.
+    pub rcv_wnd: u64,
+    /// Duplicate ACKs received.
+    pub dupacks_in: u64,
+}
+
+impl Connection {
+    fn new(cfg: Config, isn: u32, state: State) -> Connection {
+        let mut rcv_wscale = 0u8;
+        while rcv_wscale < 14 && (cfg.rcv_wnd as u64 >> rcv_wscale) > 65535 {
+            rcv_wscale += 1;
+        }
+        let mss = cfg.mss.max(88);
+        let rcv_mss = mss.min(cfg.rcv_wnd / 2).clamp(88, TCP_MSS_DEFAULT);
+        let cwnd = cfg.initial_cwnd.max(1);
+        let rto = cfg.initial_rto;
+        let hystart = cfg.hystart;
+        Connection {
+            state,
+            iss: isn,
+            snd_una: 0,
+            snd_nxt: 0,
+            write_end: 1,
+            fin_queued: false,
+            fin_sent: false,
+            snd_wnd: 0,
+            max_window: 0,
+            snd_wl1: 0,
+            snd_wscale: 0,
+            rcv_wscale,
+            ws_ok: false,
+            ts_ok: false,
+            sack_ok: false,
+            mss,
+            snd_sml: 0,
+            rtx: VecDeque::new(),
+            packets_out: 0,
+            sacked_out: 0,
+            lost_out: 0,
+            retrans_out: 0,
+            lost_pending: 0,
+            syn_tx: SynTx::None,
+            syn_sent_at: 0,
+            syn_retransmitted: false,
+            cwnd,
+            ssthresh: TCP_INFINITE_SSTHRESH,
+            cwnd_cnt: 0,
+            ca_state: CaState::Open,
+            high_seq: 0,
+            prior_cwnd: 0,
+            prr_delivered: 0,
+            prr_out: 0,
+            is_cwnd_limited: false,
+            max_packets_out: 0,
+            cwnd_usage_seq: 0,
+            ca: Ca::new(cfg.cc, hystart),
+            srtt8: 0,
+            mdev4: 0,
+            mdev_max4: 0,
+            rttvar4: 0,
+            rtt_seq: 0,
+            min_rtt: 0,
+            rto,
+            backoff: 0,
+            rto_retransmits: 0,
+            rto_at: None,
+            delack_at: None,
+            probe_at: None,
+            probe_pending: false,
+            probes_out: 0,
+            local_block: false,
+            tsq_throttled: false,
+            irs: 0,
+            have_irs: false,
+            rcv_nxt: 0,
+            rcv_wup: 0,
+            rcv_wnd_adv: 0,
+            ooo: Vec::new(),
+            sack_recent: Vec::new(),
+            peer_fin: None,
+            fin_received: false,
+            unread: 0,
+            autoread: true,
+            ack_pending: false,
+            ack_now: false,
+            ecn_ok: false,
+            ecn_demand_cwr: false,
+            ecn_queue_cwr: false,
+            ce_received: 0,
+            ece_reductions: 0,
+            quick: 0,
+            rcv_mss,
+            first_data_seen: false,
+            ts_recent: 0,
+            written: 0,
+            bytes_sent: 0,
+            bytes_retrans: 0,
+            bytes_acked: 0,
+            bytes_delivered: 0,
+            bytes_read: 0,
+            segs_out: 0,
+            segs_in: 0,
+            data_segs_out: 0,
+            retransmits: 0,
+            timeouts: 0,
+            fast_retransmits: 0,
+            local_drops: 0,
+            zwp_sent: 0,
+            dupacks_in: 0,
+            cfg,
+        }
+    }
+
+    /// Active open: the first `poll_transmit` gives the SYN.
+    pub fn client(cfg: Config, now: Nanos, isn: u32) -> Connection {
+        let mut c = Connection::new(cfg, isn, State::SynSent);
+        c.syn_tx = SynTx::Syn;
+        c.syn_sent_at = now;
+        c
+    }
+
+    /// Passive open: answers the first SYN it gets.
+    pub fn server(cfg: Config, isn: u32) -> Connection {
+        Connection::new(cfg, isn, State::Listen)
+    }
+
+    /// The application makes `bytes` more bytes available to send.
+    /// Ignored after `close`.
+    pub fn write(&mut self, bytes: u64) {
+        if self.fin_queued || matches!(self.state, State::Closed | State::TimeWait) {
+            return;
+        }
+        self.written = self.written.saturating_add(bytes);
+        self.write_end = self.write_end.saturating_add(bytes);
+    }
+
+    /// Send a FIN after all written data (`tcp_close` → `tcp_send_fin`).
+    pub fn close(&mut self) {
+        if self.fin_queued {
+            return;
+        }
+        match self.state {
+            State::Listen => {
+                self.state = State::Closed;
+                self.clear_timers();
+            }
+            State::SynSent => {
+                // Queued: the FIN follows the data once established.
+                self.fin_queued = true;
+            }
+            State::Closed | State::TimeWait => {}
+            _ => {
+                self.fin_queued = true;
+                self.state = match self.state {
+                    State::CloseWait => State::LastAck,
+                    State::SynReceived | State::Established => State::FinWait1,
+                    s => s,
+                };
+            }
+        }
+    }
+
+    /// Manual reading: when `false`, received bytes stay in the receive
+    /// buffer (closing the advertised window) until [`Connection::read`].
+    pub fn set_autoread(&mut self, on: bool) {
+        self.autoread = on;
+        if on {
+            self.read(u64::MAX);
+        }
+    }
+
+    /// The application reads up to `max` bytes; returns how many it got.
+    /// Sends a window update when the window has at least doubled
+    /// (`tcp_cleanup_rbuf`).
+    pub fn read(&mut self, max: u64) -> u64 {
+        let n = self.unread.min(max);
+        if n == 0 {
+            return 0;
+        }
+        let before = self.cur_rcv_window();
+        self.unread -= n;
+        self.bytes_read += n;
+        if self.have_irs && !self.fin_received {
+            let new = self.select_window_bytes();
+            if 2 * before <= self.cfg.rcv_wnd as u64 && new >= 2 * before && new > 0 {
+                self.ack_now = true;
+            }
+        }
+        n
+    }
+
+    /// Current state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// Sending MSS in use.
+    pub fn mss(&self) -> u32 {
+        self.mss
+    }
+
+    /// The connection is finished: closed, or in TIME_WAIT.
+    pub fn is_closed(&self) -> bool {
+        matches!(self.state, State::Closed | State::TimeWait)
+    }
+
+    /// The peer has sent its FIN and everything before it was delivered.
+    pub fn peer_closed(&self) -> bool {
+        self.fin_received
+    }
+
+    /// Earliest pending timer (RTO/SYN retransmit, delayed ACK, zero-window probe).
+    pub fn poll_at(&self) -> Option<Nanos> {
+        [self.rto_at, self.delack_at, self.probe_at]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    pub fn stats(&self) -> TcpStats {
+        TcpStats {
+            state: self.state,
+            ca_state: self.ca_state,
+            mss: self.mss,
+            bytes_written: self.written,
+            bytes_sent: self.bytes_sent,
+            bytes_retrans: self.bytes_retrans,
+            bytes_acked: self.bytes_acked,
+            bytes_delivered: self.bytes_delivered,
+            bytes_read: self.bytes_read,
+            segs_out: self.segs_out,
+            segs_in: self.segs_in,
+            data_segs_out: self.data_segs_out,
+            retransmits: self.retransmits,
+            timeouts: self.timeouts,
+            fast_retransmits: self.fast_retransmits,
+            local_drops: self.local_drops,
+            zero_window_probes: self.zwp_sent,
+            cwnd: self.cwnd,
+            ssthresh: self.ssthresh,
+            srtt_ns: self.srtt8 >> 3,
+            rttvar_ns: self.mdev4 >> 2,
+            rto_ns: self.rto,
+            min_rtt_ns: self.min_rtt,
+            backoff: self.backoff,
+            packets_out: self.packets_out,
+            in_flight: self.in_flight(),
+            sacked_out: self.sacked_out,
+            lost_out: self.lost_out,
+            retrans_out: self.retrans_out,
+            snd_wnd: self.snd_wnd,
+            rcv_wnd: self.rcv_wnd_adv,
+            dupacks_in: self.dupacks_in,
+        }
+    }
+
+    /// Payload bytes delivered in order to the application, without building the whole [`TcpStats`].
+    pub fn bytes_delivered(&self) -> u64 {
+        self.bytes_delivered
+    }
+
+    /// Segments sent and not yet acknowledged (`packets_out`), without building the whole [`TcpStats`].
+    pub fn packets_out(&self) -> u32 {
+        self.packets_out
+    }
+
+    /// Bytes the application wrote that are not acknowledged yet (the send buffer's fill).
+    pub fn unacked_written(&self) -> u64 {
+        self.written.saturating_sub(self.bytes_acked)
+    }
+
+    /// Consistency of the internal counters with the retransmission queue
+    /// (for tests and fuzzing).
+    #[doc(hidden)]
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let sacked = self.rtx.iter().filter(|t| t.sacked).count() as u32;
+        let lost = self.rtx.iter().filter(|t| t.lost).count() as u32;
+        let retrans = self.rtx.iter().filter(|t| t.retrans).count() as u32;
+        let pending = self
+            .rtx
+            .iter()
+            .filter(|t| t.lost && !t.retrans && !t.sacked)
+            .count() as u32;
+        let check = |name: &str, a: u32, b: u32| {
+            if a == b {
+                Ok(())
+            } else {
+                Err(format!("{name}: counter {a} != queue {b}"))
+            }
+        };
+        check("packets_out", self.packets_out, self.rtx.len() as u32)?;
+        if self.sack_ok {
+            check("sacked_out", self.sacked_out, sacked)?;
+        } else if self.sacked_out > self.packets_out {
+            return Err("reno sacked_out > packets_out".into());
+        }
+        check("lost_out", self.lost_out, lost)?;
+        check("retrans_out", self.retrans_out, retrans)?;
+        check("lost_pending", self.lost_pending, pending)?;
+        if self.snd_una > self.snd_nxt {
+            return Err("snd_una > snd_nxt".into());
+        }
+        let mut prev = self.snd_una;
+        for t in &self.rtx {
+            if t.start < prev.min(t.start) || t.end < t.start {
+                return Err("queue out of order".into());
+            }
+            prev = t.seq_end();
+        }
+        if prev > self.snd_nxt {
+            return Err("queue beyond snd_nxt".into());
+        }
+        if self.cwnd == 0 {
+            return Err("cwnd 0".into());
+        }
+        Ok(())
+    }
+}
