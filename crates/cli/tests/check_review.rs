@@ -538,3 +538,171 @@ fn kernel_compatibility() {
     assert_eq!(codes(&check(&dir, "cbq2.batch", cbq, &["--kernel", "6.6"])), ["kernel-lacks"]);
     assert_eq!(codes(&check(&dir, "cbq3.batch", cbq, &["--kernel", "5.10"])), Vec::<String>::new());
 }
+
+/// Bytes class `classid` of device `dev` on node `node` sent in the run.
+fn class_bytes(sc: &tclab_sim::scenario::Scenario, node: &str, dev: &str, classid: &str) -> u64 {
+    let n = sc.net.node_by_name(node).unwrap();
+    let d = sc.net.nodes[n].engine.device(dev).unwrap();
+    d.classes(0)
+        .iter()
+        .find(|c| c.classid.to_string() == classid)
+        .unwrap_or_else(|| panic!("no class {classid}"))
+        .stats
+        .bytes
+}
+
+/// An HTB sender with an interactive class 1:10 and a bulk default 1:20, the filter line `filter`, and
+/// one TCP transfer to port `port` (ECN negotiated when `ecn`, TOS `tos`).
+fn classified(filter: &str, port: u16, tos: u8, ecn: bool) -> String {
+    format!(
+        "duration = \"6s\"\n[[node]]\nname = \"s\"\n[[node]]\nname = \"c\"\n\
+         [[link]]\na = \"s:eth0\"\nb = \"c:eth0\"\nrate = \"10mbit\"\ndelay = \"5ms\"\n\
+         [[policy]]\nnode = \"s\"\ntc = \"\"\"\n\
+         qdisc add dev eth0 root handle 1: htb default 20\n\
+         class add dev eth0 parent 1: classid 1:1 htb rate 8mbit\n\
+         class add dev eth0 parent 1:1 classid 1:10 htb rate 2mbit ceil 8mbit prio 1\n\
+         class add dev eth0 parent 1:1 classid 1:20 htb rate 6mbit ceil 8mbit prio 2\n\
+         qdisc add dev eth0 parent 1:10 fq_codel\n\
+         qdisc add dev eth0 parent 1:20 fq_codel\n\
+         {filter}\n\"\"\"\n\
+         [[traffic]]\nkind = \"tcp\"\nfrom = \"s\"\nto = \"c\"\nport = {port}\ntos = {tos}\necn = {ecn}\n"
+    )
+}
+
+/// The body of a scenario's `tc` block as a batch file for check.
+fn batch_of(scenario: &str) -> String {
+    let start = scenario.find("tc = \"\"\"\n").unwrap() + 9;
+    let end = scenario[start..].find("\"\"\"").unwrap() + start;
+    scenario[start..end].to_string()
+}
+
+/// Filters: a flowid of a class that does not exist (its packets land in the default, which check
+/// names), a TOS match that takes in the ECN bits (an ECN-capable connection's packets miss it), an
+/// IPv6 field under `protocol ip` (it reads TCP's header instead), a raw `at 20` read as the
+/// destination port: each measured by where the transfer's bytes went.
+#[test]
+fn filters_that_send_traffic_elsewhere() {
+    let dir = TempDir::new("review-filters");
+    // flowid 1:11 for 1:10.
+    let sc_text = classified(
+        "filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dport 22 0xffff flowid 1:11",
+        22,
+        0,
+        false,
+    );
+    let r = check(&dir, "typo.batch", &batch_of(&sc_text), &[]);
+    let f = the(&r, "filter-class-missing");
+    assert_eq!(line_of(&f), "typo.batch:7");
+    let msg = f["message"].as_str().unwrap();
+    assert!(msg.contains("class 1:11") && msg.contains("to the default class 1:20"), "{msg}");
+    let (sc, _) = simulate(&sc_text);
+    assert_eq!(class_bytes(&sc, "s", "eth0", "1:10"), 0);
+    assert!(class_bytes(&sc, "s", "eth0", "1:20") > 1_000_000);
+    // TOS 0x10 with mask 0xff, an ECN-capable transfer with TOS 0x10 (its data carries 0x12).
+    let tos = |mask: &str| {
+        classified(
+            &format!("filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip tos 0x10 {mask} flowid 1:10"),
+            5001,
+            0x10,
+            true,
+        )
+    };
+    let r = check(&dir, "tos.batch", &batch_of(&tos("0xff")), &[]);
+    let f = the(&r, "tos-ecn");
+    assert_eq!(line_of(&f), "tos.batch:7");
+    assert!(f["message"].as_str().unwrap().contains("ECT(0) there (0x12)"), "{f}");
+    assert!(!codes(&check(&dir, "dscp.batch", &batch_of(&tos("0xfc")), &[])).contains(&"tos-ecn".to_string()));
+    let (sc, _) = simulate(&tos("0xff"));
+    let (in_10, in_20) = (class_bytes(&sc, "s", "eth0", "1:10"), class_bytes(&sc, "s", "eth0", "1:20"));
+    eprintln!("tos 0x10/0xff with ECN: 1:10 {in_10} bytes, 1:20 {in_20}");
+    // Only the handshake (no ECT on a SYN) and pure ACKs: the data all went to the bulk class.
+    assert!(in_10 < 2_000 && in_20 > 1_000_000, "1:10 {in_10}, 1:20 {in_20}");
+    let (sc, _) = simulate(&tos("0xfc"));
+    assert!(class_bytes(&sc, "s", "eth0", "1:10") > 1_000_000);
+    // `match ip6 dport 22` under `protocol ip`: offset 42, inside TCP's header.
+    let fam = classified(
+        "filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip6 dport 22 0xffff flowid 1:10",
+        22,
+        0,
+        false,
+    );
+    let r = check(&dir, "fam.batch", &batch_of(&fam), &[]);
+    let f = the(&r, "filter-family");
+    assert_eq!(line_of(&f), "fam.batch:7");
+    let (sc, _) = simulate(&fam);
+    assert!(class_bytes(&sc, "s", "eth0", "1:10") < 10_000, "SSH is not in 1:10");
+    // `match u16 22 0xffff at 20` (the source port) where `ip dport 22` is written elsewhere.
+    let raw = classified(
+        "filter add dev eth0 parent 1: protocol ip prio 1 u32 match u16 22 0xffff at 20 flowid 1:10\n\
+         filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dport 22 0xffff flowid 1:20",
+        22,
+        0,
+        false,
+    );
+    let r = check(&dir, "raw.batch", &batch_of(&raw), &[]);
+    let f = the(&r, "u32-offset");
+    assert_eq!(line_of(&f), "raw.batch:7");
+    let (sc, _) = simulate(&raw);
+    assert_eq!(class_bytes(&sc, "s", "eth0", "1:10"), 0, "the upload to port 22 misses `at 20`");
+}
+
+/// `protocol ipv6` with an IPv4 field (sqm's simple.qos writes `protocol ipv6 … match ip protocol 1`)
+/// and IPv4-only classification: IPv6 packets, classified by the engine itself, miss the filter and
+/// land in the default class.
+#[test]
+fn ipv4_fields_under_ipv6_and_ipv4_only_classes() {
+    let dir = TempDir::new("review-v6");
+    let policy = |filter: &str| {
+        format!(
+            "qdisc add dev eth0 root handle 1: htb default 20\n\
+             class add dev eth0 parent 1: classid 1:10 htb rate 1mbit\n\
+             class add dev eth0 parent 1: classid 1:20 htb rate 1mbit\n\
+             {filter}\n\
+             qdisc add dev eth0 parent 1:10 fq_codel\n\
+             qdisc add dev eth0 parent 1:20 fq_codel\n"
+        )
+    };
+    let wrong = policy("filter add dev eth0 parent 1: protocol ipv6 prio 1 u32 match ip protocol 58 0xff flowid 1:10");
+    let right = policy("filter add dev eth0 parent 1: protocol ipv6 prio 1 u32 match ip6 protocol 58 0xff flowid 1:10");
+    let v4only = policy("filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 1 0xff flowid 1:10");
+    let r = check(&dir, "v6.batch", &wrong, &[]);
+    assert_eq!(line_of(&the(&r, "filter-family")), "v6.batch:4");
+    assert!(!codes(&check(&dir, "v6ok.batch", &right, &[])).contains(&"filter-family".to_string()));
+    let r = check(&dir, "v4.batch", &v4only, &[]);
+    assert_eq!(the(&r, "ipv4-only-classes")["severity"], "note");
+    assert_eq!(r.code, 0);
+    // An ICMPv6 echo request (next header 58) and an ICMP one, enqueued on each policy.
+    let mut v6 = vec![0x60, 0, 0, 0, 0, 8, 58, 64];
+    v6.extend([0u8; 32]);
+    v6.extend([128, 0, 0, 0, 0, 1, 0, 1]);
+    let icmp6 = tclab_core::Packet {
+        data: v6,
+        len: 62,
+        protocol: 0x86dd,
+        ..Default::default()
+    };
+    let mut icmp4 = tclab_core::Packet::udp4([10, 0, 0, 1], 0, [10, 0, 0, 2], 0, 0, 98);
+    icmp4.data[9] = 1;
+    for (text, pkt, want) in [
+        (&wrong, icmp6.clone(), "1:20"),
+        (&right, icmp6.clone(), "1:10"),
+        (&v4only, icmp4, "1:10"),
+        (&v4only, icmp6, "1:20"),
+    ] {
+        let mut engine = tclab_core::Engine::new();
+        for line in text.lines() {
+            let words: Vec<String> = line.split_whitespace().map(String::from).collect();
+            assert_eq!(tclab_tc::run(&mut engine, &words, 0).code, 0, "{line}");
+        }
+        let dev = engine.device_mut("eth0").unwrap();
+        let mut cx = tclab_core::qdisc::Cx::new(0);
+        let _ = dev.enqueue(pkt, &mut cx);
+        let queued: Vec<String> = dev
+            .classes(0)
+            .iter()
+            .filter(|c| c.classid.major() == 1 && c.stats.qlen > 0)
+            .map(|c| c.classid.to_string())
+            .collect();
+        assert_eq!(queued, [want], "{text}");
+    }
+}

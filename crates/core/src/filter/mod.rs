@@ -268,28 +268,38 @@ impl Block {
         })
     }
 
-    /// Each filter of `tp`, as (the class it names, its actions); u32's nodes are found from the
-    /// instance's root table through the tables its nodes link to.
+    /// The nodes of a u32 instance: from its root table through the tables its nodes link to (none
+    /// for another kind).
+    pub fn u32_nodes<'a>(&'a self, tp: &'a Tp) -> Vec<&'a u32::Knode> {
+        let Classifier::U32(u) = &tp.cls else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut seen = vec![u.root];
+        let mut todo = vec![u.root];
+        while let Some(h) = todo.pop() {
+            let Some(ht) = self.u32_common.hts.iter().find(|t| t.handle == h) else {
+                continue;
+            };
+            for n in ht.buckets.iter().flatten() {
+                out.push(&**n);
+                if let Some(l) = n.link.filter(|l| !seen.contains(l)) {
+                    seen.push(l);
+                    todo.push(l);
+                }
+            }
+        }
+        out
+    }
+
+    /// Each filter of `tp`, as (the class it names, its actions).
     pub fn tp_filters<'a>(&'a self, tp: &'a Tp) -> Vec<(Option<u32>, &'a Exts)> {
         match &tp.cls {
-            Classifier::U32(u) => {
-                let mut out = Vec::new();
-                let mut seen = vec![u.root];
-                let mut todo = vec![u.root];
-                while let Some(h) = todo.pop() {
-                    let Some(ht) = self.u32_common.hts.iter().find(|t| t.handle == h) else {
-                        continue;
-                    };
-                    for n in ht.buckets.iter().flatten() {
-                        out.push((n.classid, &n.exts));
-                        if let Some(l) = n.link.filter(|l| !seen.contains(l)) {
-                            seen.push(l);
-                            todo.push(l);
-                        }
-                    }
-                }
-                out
-            }
+            Classifier::U32(_) => self
+                .u32_nodes(tp)
+                .into_iter()
+                .map(|n| (n.classid, &n.exts))
+                .collect(),
             Classifier::Fw(f) => f
                 .filters()
                 .into_iter()

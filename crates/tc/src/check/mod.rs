@@ -22,6 +22,7 @@
 
 mod buckets;
 mod compat;
+mod filters;
 mod ifb;
 mod line;
 mod marks;
@@ -203,6 +204,31 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "tbf-limit-short",
         Severity::Warning,
         "TBF's queue holds fewer than three full packets: TCP loses a packet on every burst",
+    ),
+    (
+        "filter-class-missing",
+        Severity::Warning,
+        "a filter sends packets to a class that does not exist: they fall to the default (or are lost)",
+    ),
+    (
+        "filter-family",
+        Severity::Warning,
+        "IPv4 match fields under protocol ipv6, or IPv6 ones under protocol ip",
+    ),
+    (
+        "tos-ecn",
+        Severity::Warning,
+        "a TOS match whose mask includes the ECN bits: ECN-capable packets never match",
+    ),
+    (
+        "u32-offset",
+        Severity::Warning,
+        "a raw u32 offset that reads the source port where the policy names the destination port",
+    ),
+    (
+        "ipv4-only-classes",
+        Severity::Note,
+        "every filter is protocol ip: on a dual-stack line IPv6 takes the default",
     ),
     (
         "kernel-lacks",
@@ -435,6 +461,7 @@ impl<'a> DevCx<'a> {
         line::check(self, out);
         tree::check(self, out);
         buckets::check(self, out);
+        filters::check(self, out);
         self.ingress_police(out);
     }
 

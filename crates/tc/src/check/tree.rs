@@ -4,7 +4,7 @@
 use super::{DevCx, Finding, HZ};
 use crate::util::{calc_xmitsize, calc_xmittime, sprint_rate};
 use tclab_core::engine::QdiscInfo;
-use tclab_core::filter::{Classifier, ETH_P_ALL};
+use tclab_core::filter::ETH_P_ALL;
 use tclab_core::qdisc::hfsc::{HfscClassOptions, ServiceCurve};
 use tclab_core::qdisc::htb::{HtbClassOptions, HtbOptions};
 use tclab_core::qdisc::{ClassInfo, ClassOptions, QdiscOptions};
@@ -177,9 +177,11 @@ fn bursts(cx: &DevCx, at: &str, line: Option<&str>, o: &HtbClassOptions) -> Opti
         );
     }
     // The ceil's bucket limits borrowing as the rate's limits the guarantee.
-    let (what, b, rate, chosen) = if judged(chose_burst) && burst < o.rate.rate / hz {
+    // Tick rounding leaves a burst of exactly rate/HZ a byte or two short: within 1 % is the tick.
+    let short = |b: u64, rate: u64| b * 100 < rate / hz * 99;
+    let (what, b, rate, chosen) = if judged(chose_burst) && short(burst, o.rate.rate) {
         ("burst", burst, o.rate.rate, chose_burst)
-    } else if judged(chose_cburst) && cburst < o.ceil.rate / hz {
+    } else if judged(chose_cburst) && short(cburst, o.ceil.rate) {
         ("cburst", cburst, o.ceil.rate, chose_cburst)
     } else {
         return None;
@@ -338,20 +340,13 @@ fn classifies_everything(cx: &DevCx, handle: Handle) -> bool {
         .get(&0)
         .into_iter()
         .flatten()
-        .filter(|tp| match &tp.cls {
-            Classifier::U32(u) => b
-                .u32_common
-                .hts
-                .iter()
-                .filter(|h| h.handle == u.root)
-                .flat_map(|h| h.buckets.iter().flatten())
-                .any(|n| {
-                    n.sel.keys.iter().all(|k| k.mask == 0)
-                        && n.link.is_none()
-                        && n.exts.actions.is_empty()
-                        && n.classid.is_some_and(is_leaf)
-                }),
-            _ => false,
+        .filter(|tp| {
+            b.u32_nodes(tp).iter().any(|n| {
+                n.sel.keys.iter().all(|k| k.mask == 0)
+                    && n.link.is_none()
+                    && n.exts.actions.is_empty()
+                    && n.classid.is_some_and(is_leaf)
+            })
         })
         .map(|tp| tp.protocol)
         .collect();

@@ -1,0 +1,351 @@
+//! What filters name and what they read: a `flowid` of a class that does not exist (the packets fall
+//! where the discipline sends what no filter classified — say where), IPv4 match fields under
+//! `protocol ipv6` and the reverse (u32 reads fixed offsets of whatever header is there), a TOS match
+//! whose mask takes in the ECN bits (ECN-capable packets, ECT(0) or CE, then never match), a raw u32
+//! offset that reads the source port where the policy means the destination port elsewhere, and
+//! classification for IPv4 only on a qdisc that has classes to choose.
+
+use super::{DevCx, Finding};
+use tclab_core::engine::QdiscInfo;
+use tclab_core::filter::{Block, ETH_P_ALL};
+use tclab_core::qdisc::QdiscOptions;
+use tclab_core::Handle;
+
+const ETH_P_IP: u16 = 0x0800;
+const ETH_P_IPV6: u16 = 0x86dd;
+
+pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
+    for q in &cx.qdiscs {
+        let Some(s) = cx.dev.find(q.handle) else {
+            continue;
+        };
+        // The qdisc's own filters and those of its inner classes (HTB, HFSC read them on the way down).
+        let ids = cx
+            .classes
+            .iter()
+            .filter(|c| c.classid.major() == q.handle.major() && c.classid != q.handle)
+            .map(|c| c.classid);
+        let mut blocks: Vec<(Handle, &Block)> = Vec::new();
+        for id in std::iter::once(q.handle).chain(ids) {
+            if let Some(b) = s.q.block(id).filter(|b| !b.is_empty()) {
+                if !blocks.iter().any(|&(_, x)| std::ptr::eq(x, b)) {
+                    blocks.push((id, b));
+                }
+            }
+        }
+        for &(parent, b) in &blocks {
+            missing_classes(cx, q, parent, b, out);
+            tos_ecn(cx, parent, b, out);
+        }
+        ipv4_only(cx, q, &blocks, out);
+    }
+    families(cx, out);
+    raw_ports(cx, out);
+}
+
+/// Where a qdisc sends a packet whose filter named a class it does not have: a description, and the
+/// class if it is one.
+fn falls_to(cx: &DevCx, q: &QdiscInfo) -> Option<(String, Option<Handle>)> {
+    let leaf = |id: Handle| {
+        cx.classes.iter().any(|c| c.classid == id)
+            && !cx
+                .classes
+                .iter()
+                .any(|k| k.parent == id && k.classid != id)
+    };
+    let default = |defcls: u32, otherwise: &str| {
+        let def = Handle(q.handle.0 | defcls);
+        if defcls != 0 && leaf(def) {
+            (format!("to the default class {def}"), Some(def))
+        } else {
+            (otherwise.to_string(), None)
+        }
+    };
+    Some(match &q.options {
+        // `htb_classify`: "filter selected invalid classid" breaks out to the default class, or the
+        // direct queue when that is missing or inner.
+        QdiscOptions::Htb(h) => default(
+            h.defcls,
+            "to HTB's direct queue, unshaped (there is no default leaf)",
+        ),
+        QdiscOptions::Hfsc(h) => default(
+            h.defcls as u32,
+            "nowhere: HFSC drops them (there is no default leaf)",
+        ),
+        // `prio_classify`: a band past the last is the band of priority 0 in the priomap.
+        QdiscOptions::Prio(p) => {
+            let band = Handle(q.handle.0 | (p.priomap[0] as u32 + 1));
+            (
+                format!("to band {band} (the priomap's band for priority 0)"),
+                Some(band),
+            )
+        }
+        // `drr_classify`/`qfq_classify` find no class: the packet is dropped.
+        QdiscOptions::Drr | QdiscOptions::Qfq => {
+            (format!("nowhere: {} drops them", q.kind.to_uppercase()), None)
+        }
+        _ => return None,
+    })
+}
+
+fn missing_classes(cx: &DevCx, q: &QdiscInfo, parent: Handle, b: &Block, out: &mut Vec<Finding>) {
+    let Some((falls, fallback)) = falls_to(cx, q) else {
+        return;
+    };
+    for chain in b.reachable_chains() {
+        for tp in b.chains.get(&chain).into_iter().flatten() {
+            for (classid, _) in b.tp_filters(tp) {
+                let Some(id) = classid.map(Handle) else {
+                    continue;
+                };
+                // `flowid 1:0` is HTB's direct queue by design; a class of this qdisc is fine.
+                if id == q.handle || cx.classes.iter().any(|c| c.classid == id) {
+                    continue;
+                }
+                // PRIO's classes are its bands, which exist whenever the minor is in range.
+                if let QdiscOptions::Prio(p) = &q.options {
+                    if id.major() == q.handle.major()
+                        && (1..=p.bands.max(0) as u16).contains(&id.minor())
+                    {
+                        continue;
+                    }
+                }
+                // `flowid 1` (0:1) where the default is 1:1: the class meant, by another road.
+                if fallback == Some(Handle(q.handle.0 | id.minor() as u32)) {
+                    continue;
+                }
+                let record = cx.origins.filter(cx.name, parent, Some(tp.prio));
+                out.push(
+                    Finding::new(
+                        "filter-class-missing",
+                        format!("{} filter parent {parent} pref {} {}", cx.name, tp.prio, tp.cls.kind()),
+                        format!(
+                            "sends packets to class {id}, which {} {} does not have: they fall {falls}",
+                            q.kind,
+                            q.handle
+                        ),
+                        format!(
+                            "create class {id}, or point the filter at an existing class of {} \
+                             (`flowid {}:…`)",
+                            q.handle,
+                            q.handle.major()
+                        ),
+                    )
+                    .line(record.map(|r| r.at.as_str())),
+                );
+            }
+        }
+    }
+}
+
+/// The TOS byte (IPv4: the second byte of word 0) or the traffic class (IPv6: bits 20..27 of word 0)
+/// matched with a mask that takes in the two ECN bits as well as the DSCP: an ECN-capable packet
+/// (ECT(0), ECT(1), CE) never matches a value whose ECN bits are 0, and ECN is what modern TCP
+/// stacks negotiate.
+fn tos_ecn(cx: &DevCx, parent: Handle, b: &Block, out: &mut Vec<Finding>) {
+    for chain in b.reachable_chains() {
+        for tp in b.chains.get(&chain).into_iter().flatten() {
+            let (ecn, dscp, shift) = match tp.protocol {
+                ETH_P_IP | ETH_P_ALL => (0x0003_0000u32, 0x00fc_0000u32, 16),
+                ETH_P_IPV6 => (0x0030_0000, 0x0fc0_0000, 20),
+                _ => continue,
+            };
+            for n in b.u32_nodes(tp) {
+                let Some(k) = n.sel.keys.iter().find(|k| {
+                    k.off == 0
+                        && k.offmask == 0
+                        && k.mask & ecn != 0
+                        && k.mask & dscp != 0
+                        && k.val & ecn == 0
+                }) else {
+                    continue;
+                };
+                let value = (k.val & (ecn | dscp)) >> shift;
+                let mask = (k.mask & (ecn | dscp)) >> shift;
+                let record = cx.origins.filter(cx.name, parent, Some(tp.prio));
+                out.push(
+                    Finding::new(
+                        "tos-ecn",
+                        format!("{} filter parent {parent} pref {} u32", cx.name, tp.prio),
+                        format!(
+                            "matches the {} byte {value:#04x} with mask {mask:#04x}, which includes the \
+                             two ECN bits: a packet of an ECN-capable connection carries ECT(0) there \
+                             ({:#04x}) or CE, and never matches, so it goes to the class the others go to",
+                            if shift == 16 { "TOS" } else { "traffic class" },
+                            value | 0x02
+                        ),
+                        format!(
+                            "mask the DSCP only: `match ip dsfield {value:#04x} {:#04x}` (mask 0xfc)",
+                            mask & 0xfc
+                        ),
+                    )
+                    .line(record.map(|r| r.at.as_str())),
+                );
+            }
+        }
+    }
+}
+
+/// u32's `match ip …` fields are IPv4 header offsets and `match ip6 …` IPv6 ones: under a filter of
+/// the other protocol they read the wrong bytes (`ip dport` under `protocol ipv6` reads the middle of
+/// the source address). Read from the lines as written: the engine keeps offsets, not names.
+fn families(cx: &DevCx, out: &mut Vec<Finding>) {
+    for (record, l) in cx.origins.filter_lines() {
+        if l.dev != Some(cx.name) || l.kind != Some("u32") {
+            continue;
+        }
+        let protocol = l.protocol.unwrap_or("all");
+        let fields: Vec<(&str, &str)> = l
+            .rest
+            .windows(3)
+            .filter(|w| w[0] == "match" && (w[1] == "ip" || w[1] == "ip6"))
+            .map(|w| (w[1].as_str(), w[2].as_str()))
+            .collect();
+        let wrong = fields.iter().find(|(family, _)| {
+            (*family == "ip" && protocol == "ipv6") || (*family == "ip6" && protocol == "ip")
+        });
+        let Some((family, field)) = wrong else {
+            continue;
+        };
+        let (reads, right) = if *family == "ip" {
+            ("an IPv4 field", "ip")
+        } else {
+            ("an IPv6 field", "ipv6")
+        };
+        out.push(
+            Finding::new(
+                "filter-family",
+                format!(
+                    "{} filter parent {} pref {} u32",
+                    cx.name,
+                    l.parent.map_or("root".to_string(), |p| Handle(p).to_string()),
+                    l.pref.map_or("?".to_string(), |p| p.to_string())
+                ),
+                format!(
+                    "`match {family} {field}` reads {reads} at its fixed offset, but the filter is \
+                     `protocol {protocol}`: on those packets it reads other bytes of the header, so it \
+                     does not match what it says"
+                ),
+                format!(
+                    "`protocol {right}` for `match {family}` fields, or the {} fields (`match {} …`) for \
+                     `protocol {protocol}`",
+                    if *family == "ip" { "IPv6" } else { "IPv4" },
+                    if *family == "ip" { "ip6" } else { "ip" }
+                ),
+            )
+            .line(Some(&record.at)),
+        );
+    }
+}
+
+/// A raw `match u16 P 0xffff at 20` reads the IPv4 source port (20 bytes of header without options);
+/// written where the policy names the same port as a destination elsewhere (`ip dport P`, `at 22`),
+/// the offset is almost certainly a mistake for 22.
+fn raw_ports(cx: &DevCx, out: &mut Vec<Finding>) {
+    let lines: Vec<_> = cx
+        .origins
+        .filter_lines()
+        .filter(|(_, l)| l.kind == Some("u32"))
+        .collect();
+    let dports: Vec<&str> = lines
+        .iter()
+        .flat_map(|(_, l)| {
+            l.rest.windows(4).filter_map(|w| match w {
+                [m, ip, f, v] if m == "match" && ip == "ip" && f == "dport" => Some(v.as_str()),
+                _ => None,
+            })
+        })
+        .chain(lines.iter().flat_map(|(_, l)| {
+            l.rest.windows(6).filter_map(|w| match w {
+                [m, u, v, _, at, off] if m == "match" && u == "u16" && at == "at" && off == "22" => {
+                    Some(v.as_str())
+                }
+                _ => None,
+            })
+        }))
+        .collect();
+    let port = |v: &str| crate::util::get_u32(v, 0);
+    for (record, l) in lines.iter().filter(|(_, l)| l.dev == Some(cx.name)) {
+        let raw = l.rest.windows(6).find_map(|w| match w {
+            [m, u, v, _, at, off] if m == "match" && u == "u16" && at == "at" && off == "20" => {
+                Some(v.as_str())
+            }
+            _ => None,
+        });
+        let Some(p) = raw.and_then(port) else {
+            continue;
+        };
+        if !dports.iter().any(|d| port(d) == Some(p)) {
+            continue;
+        }
+        out.push(
+            Finding::new(
+                "u32-offset",
+                format!(
+                    "{} filter parent {} pref {} u32",
+                    cx.name,
+                    l.parent.map_or("root".to_string(), |x| Handle(x).to_string()),
+                    l.pref.map_or("?".to_string(), |x| x.to_string())
+                ),
+                format!(
+                    "`match u16 {p} 0xffff at 20` reads the source port (an IPv4 header without options \
+                     is 20 bytes; the destination port is at 22), while the policy names port {p} as a \
+                     destination elsewhere: this filter matches the other direction's packets"
+                ),
+                format!("`match ip dport {p} 0xffff` (offset 22), or `match ip sport` if the source is meant"),
+            )
+            .line(Some(&record.at)),
+        );
+    }
+}
+
+/// Filters for IPv4 only on a qdisc with classes to choose: every IPv6 packet takes the default.
+fn ipv4_only(cx: &DevCx, q: &QdiscInfo, blocks: &[(Handle, &Block)], out: &mut Vec<Finding>) {
+    if !matches!(q.kind, "htb" | "hfsc" | "prio" | "drr" | "qfq") {
+        return;
+    }
+    let protocols: Vec<u16> = blocks
+        .iter()
+        .flat_map(|(_, b)| b.tps().map(|tp| tp.protocol))
+        .collect();
+    if protocols.is_empty() || protocols.iter().any(|&p| p != ETH_P_IP) {
+        return;
+    }
+    // An ifb that only IPv4 redirects feed sees no IPv6: the redirect's finding says it once.
+    if cx.dev.kind == tclab_core::engine::DevKind::Ifb
+        && super::ifb::fed_protocols(cx.redirects, cx.name) == [ETH_P_IP]
+    {
+        return;
+    }
+    // Only where the classes chosen differ from where IPv6 goes.
+    let chosen: Vec<u32> = blocks
+        .iter()
+        .flat_map(|(_, b)| b.reached_classes())
+        .collect();
+    let default = match &q.options {
+        QdiscOptions::Htb(h) if h.defcls != 0 => Some(Handle(q.handle.0 | h.defcls)),
+        QdiscOptions::Hfsc(h) if h.defcls != 0 => Some(Handle(q.handle.0 | h.defcls as u32)),
+        _ => None,
+    };
+    if chosen.iter().all(|&c| Some(Handle(c)) == default) {
+        return;
+    }
+    out.push(
+        Finding::new(
+            "ipv4-only-classes",
+            cx.qdisc_at(q),
+            format!(
+                "every filter here is `protocol ip`: IPv6 packets match none, so on a dual-stack line \
+                 they all go {}, whatever class their IPv4 twins get",
+                match default {
+                    Some(d) => format!("to the default class {d}"),
+                    None if q.kind == "prio" => "to the priomap's band for their priority".to_string(),
+                    None => "where nothing classified goes".to_string(),
+                }
+            ),
+            "give each filter an IPv6 twin (`protocol ipv6 … match ip6 …`), or classify on what \
+             both families carry (`protocol all` with fw marks or skbedit)",
+        )
+        .line(cx.qdisc_line(q)),
+    );
+}
