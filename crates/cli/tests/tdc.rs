@@ -192,6 +192,11 @@ fn tdc_flower() {
 }
 
 #[test]
+fn tdc_chain() {
+    assert_no_failures(&["infra/filter.json"]);
+}
+
+#[test]
 fn tdc_basic() {
     assert_no_failures_except(&["filters/basic.json"], &[]);
 }

@@ -1381,6 +1381,25 @@ impl Engine {
         block.change(req, flags, &mut self.actions, now)
     }
 
+    /// `tc chain add|del|get` (`tc_ctl_chain`) on the block `parent` names (the root qdisc's for none):
+    /// the handle of the block's qdisc, which a chain is reported under.
+    pub fn chain_op(
+        &mut self,
+        dev_name: &str,
+        parent: Handle,
+        chain: u32,
+        op: crate::filter::ChainOp,
+    ) -> Result<Handle, KernelError> {
+        let dev = slot_mut(&mut self.slots, &self.by_name, dev_name).ok_or_else(no_device)?;
+        let (block, at) = resolve_block(dev, parent)?;
+        match op {
+            crate::filter::ChainOp::Add => block.chain_add(chain)?,
+            crate::filter::ChainOp::Del => block.chain_del(chain, &mut self.actions)?,
+            crate::filter::ChainOp::Get => block.chain_get(chain)?,
+        }
+        Ok(at.qdisc())
+    }
+
     /// `tc filter delete` (`tc_del_tfilter`).
     pub fn delete_filter(
         &mut self,

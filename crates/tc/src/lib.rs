@@ -331,6 +331,8 @@ fn run_object(
         class_cmd(engine, rest, flags, now, out)
     } else if matches(obj, "filter") {
         filter::filter_cmd(engine, rest, flags, now, out)
+    } else if matches(obj, "chain") {
+        filter::chain_cmd(engine, rest, flags, out)
     } else if matches(obj, "actions") {
         action::actions_cmd(engine, rest, flags, now, out)
     } else if matches(obj, "help") {

@@ -222,6 +222,19 @@ pub struct Block {
     pub classid: u32,
     /// u32's hash tables are shared by every u32 instance of the block (`tc_u_common`).
     pub u32_common: u32::U32Common,
+    /// The chains that exist, in the order they came to be (`block->chain_list`, what `tc chain show`
+    /// lists): each one holding a filter instance or made by `tc chain add`.
+    pub chain_list: Vec<u32>,
+    /// The chains `tc chain add` made (`explicitly_created`): they stay, empty, until `tc chain del`.
+    pub explicit_chains: Vec<u32>,
+}
+
+/// What `tc chain` asks of a block (`RTM_NEWCHAIN`, `RTM_DELCHAIN`, `RTM_GETCHAIN`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChainOp {
+    Add,
+    Del,
+    Get,
 }
 
 /// How a `tc filter add|change|replace` may act: the netlink flags.
@@ -426,8 +439,74 @@ impl Block {
         }
     }
 
-    /// `tc filter add|change|replace` on this block (`tc_new_tfilter` from the chain on).
+    /// `tc filter add|change|replace` on this block (`tc_new_tfilter` from the chain on). The chain
+    /// comes to be with its first instance, and goes again if the request fails (`tcf_chain_put`).
     pub fn change(
+        &mut self,
+        req: &FilterRequest,
+        flags: FilterFlags,
+        actions: &mut ActionTable,
+        now: Nanos,
+    ) -> Result<(), KernelError> {
+        let r = self.change_tps(req, flags, actions, now);
+        self.settle_chain(req.chain);
+        r
+    }
+
+    /// A chain that holds an instance or was made by `tc chain add` is on the chain list (appended when
+    /// it first is); any other is gone.
+    fn settle_chain(&mut self, chain: u32) {
+        let held = self.chains.get(&chain).is_some_and(|l| !l.is_empty());
+        if !held {
+            self.chains.remove(&chain);
+        }
+        let exists = held || self.explicit_chains.contains(&chain);
+        let listed = self.chain_list.iter().position(|&c| c == chain);
+        match (exists, listed) {
+            (true, None) => self.chain_list.push(chain),
+            (false, Some(i)) => {
+                self.chain_list.remove(i);
+            }
+            _ => {}
+        }
+    }
+
+    /// `tc chain add` (`tc_ctl_chain`, `RTM_NEWCHAIN` with `NLM_F_CREATE|NLM_F_EXCL`): an empty chain
+    /// that stays until `tc chain del`.
+    pub fn chain_add(&mut self, chain: u32) -> Result<(), KernelError> {
+        check_chain_index(chain)?;
+        if self.chain_list.contains(&chain) {
+            return Err(KernelError::msg(
+                Errno::Exists,
+                "Filter chain already exists",
+            ));
+        }
+        self.explicit_chains.push(chain);
+        self.settle_chain(chain);
+        Ok(())
+    }
+
+    /// `tc chain del` (`RTM_DELCHAIN`): the chain's filters flushed, the chain gone.
+    pub fn chain_del(&mut self, chain: u32, actions: &mut ActionTable) -> Result<(), KernelError> {
+        self.chain_get(chain)?;
+        while self.chains.get(&chain).is_some_and(|l| !l.is_empty()) {
+            self.remove_tp(chain, 0, actions);
+        }
+        self.explicit_chains.retain(|&c| c != chain);
+        self.settle_chain(chain);
+        Ok(())
+    }
+
+    /// `tc chain get` (`RTM_GETCHAIN`): the chain must exist.
+    pub fn chain_get(&self, chain: u32) -> Result<(), KernelError> {
+        check_chain_index(chain)?;
+        if !self.chain_list.contains(&chain) {
+            return Err(KernelError::invalid("Cannot find specified filter chain"));
+        }
+        Ok(())
+    }
+
+    fn change_tps(
         &mut self,
         req: &FilterRequest,
         flags: FilterFlags,
@@ -626,9 +705,7 @@ impl Block {
             Classifier::Flow(f) => f.destroy(actions),
             Classifier::Flower(f) => f.destroy(actions),
         }
-        if self.chains.get(&chain).is_some_and(|l| l.is_empty()) {
-            self.chains.remove(&chain);
-        }
+        self.settle_chain(chain);
     }
 
     /// Does a filter of this block name `classid` as its result (`tcf_bind_filter` bound it, or
@@ -657,12 +734,14 @@ impl Block {
 
     /// Remove everything (the qdisc or class is going away).
     pub fn destroy(&mut self, actions: &mut ActionTable) {
+        self.explicit_chains.clear();
         let chains: Vec<u32> = self.chains.keys().copied().collect();
         for c in chains {
             while self.chains.get(&c).is_some_and(|l| !l.is_empty()) {
                 self.remove_tp(c, 0, actions);
             }
         }
+        self.chain_list.clear();
     }
 
     /// `tc filter delete` (`tc_del_tfilter` from the chain on).
@@ -791,6 +870,16 @@ pub fn classify(block: &Block, pkt: &mut Packet, cx: &mut Cx) -> Verdict {
             control: c,
         },
     }
+}
+
+/// A chain index above `TC_ACT_EXT_VAL_MASK` is refused.
+fn check_chain_index(chain: u32) -> Result<(), KernelError> {
+    if chain > TC_ACT_EXT_VAL_MASK {
+        return Err(KernelError::invalid(
+            "Specified chain index exceeds upper limit",
+        ));
+    }
+    Ok(())
 }
 
 /// `TC_ACT_UNSPEC` as a named constant for the kinds' matchers.

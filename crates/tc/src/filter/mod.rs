@@ -28,7 +28,7 @@ use tclab_core::filter::fw::FwOptions;
 use tclab_core::filter::matchall::MatchallOptions;
 use tclab_core::filter::u32::{self as cu32, Key, Sel, U32Entry, U32Options};
 use tclab_core::filter::{
-    Classifier, Exts, FilterFlags, FilterOptions, FilterRequest, Tp, CLS_FLAGS_NOT_IN_HW,
+    ChainOp, Classifier, Exts, FilterFlags, FilterOptions, FilterRequest, Tp, CLS_FLAGS_NOT_IN_HW,
     CLS_FLAGS_SKIP_HW, CLS_FLAGS_SKIP_SW, ETH_P_ALL,
 };
 use tclab_core::{Engine, Handle, Nanos};
@@ -645,17 +645,7 @@ fn entry_handle(e: &Entry) -> u32 {
 /// `print_filter` up to the kind's options: `filter parent 1: protocol ip pref 10 u32 chain 0 `.
 fn print_header(v: &View, parent: u32, tp: &Tp, p: &mut Printer) {
     p.fp("filter ");
-    if v.parent != Some(parent) {
-        match parent {
-            0xffff_ffff => p.boolean("root", "root ", true),
-            PARENT_INGRESS => p.boolean("ingress", "ingress ", true),
-            PARENT_EGRESS => p.boolean("egress", "egress ", true),
-            x => {
-                let h = Handle(x).to_string();
-                p.string("parent", format_args!("parent {h} "), &h);
-            }
-        }
-    }
+    print_parent(v, parent, p);
     if v.protocol != Some(tp.protocol) && tp.protocol != 0 {
         let name = proto_n2a(tp.protocol);
         p.string("protocol", format_args!("protocol {name} "), &name);
@@ -667,6 +657,22 @@ fn print_header(v: &View, parent: u32, tp: &Tp, p: &mut Printer) {
     p.string("kind", format_args!("{kind} "), kind);
     if v.chain != Some(tp.chain) {
         p.number("chain", format_args!("chain {} ", tp.chain), tp.chain);
+    }
+}
+
+/// `print_filter`'s parent, unless the request named it.
+fn print_parent(v: &View, parent: u32, p: &mut Printer) {
+    if v.parent == Some(parent) {
+        return;
+    }
+    match parent {
+        0xffff_ffff => p.boolean("root", "root ", true),
+        PARENT_INGRESS => p.boolean("ingress", "ingress ", true),
+        PARENT_EGRESS => p.boolean("egress", "egress ", true),
+        x => {
+            let h = Handle(x).to_string();
+            p.string("parent", format_args!("parent {h} "), &h);
+        }
     }
 }
 
@@ -708,6 +714,180 @@ fn print_entry(
     p.close_object();
     p.nl();
     p.close_object();
+}
+
+// ----- tc chain -----
+
+const CHAIN_USAGE: &str = "Usage: tc chain [ add | del | get | show ] [ dev STRING ]\n       tc chain [ add | del | get | show ] [ block BLOCK_INDEX ] ]";
+
+/// `tc chain …` (`do_chain`): chains as objects of their own (`tc_ctl_chain`, `tc_dump_chain`).
+pub fn chain_cmd(
+    engine: &mut Engine,
+    argv: &[String],
+    flags: ShowFlags,
+    out: &mut Output,
+) -> Result<()> {
+    let Some(cmd) = argv.first().map(String::as_str) else {
+        // `tc_filter_list` with no device: the kernel dumps nothing.
+        return Ok(());
+    };
+    let rest = &argv[1..];
+    if matches(cmd, "add") {
+        chain_modify(engine, rest, ChainOp::Add)
+    } else if matches(cmd, "delete") {
+        chain_modify(engine, rest, ChainOp::Del)
+    } else if matches(cmd, "get") {
+        chain_get(engine, rest, flags, out)
+    } else if matches(cmd, "list") || matches(cmd, "show") || matches(cmd, "lst") {
+        chain_list(engine, rest, flags, out)
+    } else if matches(cmd, "help") {
+        out.stderr = format!("{CHAIN_USAGE}\n");
+        Ok(())
+    } else {
+        Err(Failure::syntax(format!(
+            "Command \"{cmd}\" is unknown, try \"tc chain help\"."
+        )))
+    }
+}
+
+/// `Garbage instead of arguments`.
+fn garbage(w: &str) -> Failure {
+    Failure::syntax(format!(
+        "Garbage instead of arguments \"{w} ...\". Try \"tc filter help\"."
+    ))
+}
+
+/// A chain template (`tc chain add … KIND OPTIONS`): tc parses the kind's options, then the kernel
+/// takes templates from flower only, which tclab does not keep.
+fn chain_template(kind: &str, handle: Option<&str>, parent: u32, c: &mut Cur) -> Result<()> {
+    parse_fopt(kind, handle, 0, parent, c)?;
+    if let Some(w) = c.peek() {
+        return Err(garbage(w));
+    }
+    Err(if kind == "flower" {
+        Failure {
+            code: 2,
+            msg: format!("Error: tclab does not support chain templates yet.\n{TALK}"),
+        }
+    } else {
+        kernel(KernelError::msg(
+            Errno::NotSupported,
+            "Chain templates are not supported with specified classifier",
+        ))
+    })
+}
+
+/// `tc chain add|del` (`tc_filter_modify` with `RTM_NEWCHAIN`/`RTM_DELCHAIN`).
+fn chain_modify(engine: &mut Engine, argv: &[String], op: ChainOp) -> Result<()> {
+    let mut c = Cur::new(argv);
+    let m = parse_common(&mut c, false)?;
+    if let Some(d) = m.dev {
+        crate::ensure_device(engine, d, false)?;
+    }
+    if let Some(kind) = m.kind {
+        return chain_template(kind, m.handle, m.parent, &mut c);
+    }
+    if m.handle.is_some() {
+        return Err(Failure::syntax(
+            "Must specify filter type when using \"handle\"",
+        ));
+    }
+    if let Some(w) = c.peek() {
+        return Err(garbage(w));
+    }
+    let Some(dev) = m.dev else {
+        return Err(kernel(KernelError::new(Errno::NoDevice)));
+    };
+    engine
+        .chain_op(dev, Handle(m.parent), m.chain.unwrap_or(0), op)
+        .map(|_| ())
+        .map_err(kernel)
+}
+
+/// One chain as `print_filter` prints an `RTM_NEWCHAIN` message.
+fn print_chain(v: &View, parent: u32, chain: u32, p: &mut Printer) {
+    p.open_object(None);
+    p.fp("chain ");
+    print_parent(v, parent, p);
+    if v.chain != Some(chain) {
+        p.number("chain", format_args!("chain {chain} "), chain);
+    }
+    p.nl();
+    p.close_object();
+}
+
+/// `tc chain get` (`tc_filter_get` with `RTM_GETCHAIN`).
+fn chain_get(
+    engine: &mut Engine,
+    argv: &[String],
+    flags: ShowFlags,
+    out: &mut Output,
+) -> Result<()> {
+    let mut c = Cur::new(argv);
+    let m = parse_common(&mut c, false)?;
+    if m.parent == 0 {
+        return Err(Failure::syntax("Must specify filter parent"));
+    }
+    let Some(dev) = m.dev else {
+        return Err(Failure::syntax(
+            "Must specify netdevice \"dev\" or block index \"block\"",
+        ));
+    };
+    if engine.device(dev).is_none() {
+        return Err(Failure::options(format!("Cannot find device \"{dev}\"")));
+    }
+    if let Some(w) = m.kind.or_else(|| c.peek()) {
+        return Err(garbage(w));
+    }
+    let chain = m.chain.unwrap_or(0);
+    let q = engine
+        .chain_op(dev, Handle(m.parent), chain, ChainOp::Get)
+        .map_err(kernel)?;
+    let view = View {
+        parent: None,
+        protocol: None,
+        prio: None,
+        chain: None,
+    };
+    let mut p = Printer::new(flags);
+    print_chain(&view, q.0, chain, &mut p);
+    out.stdout.push_str(&p.finish());
+    Ok(())
+}
+
+/// `tc chain show dev DEV [parent P] [chain N]` (`tc_dump_chain`): the block's chains in the order
+/// they came to be, each reported under the block's qdisc.
+fn chain_list(
+    engine: &mut Engine,
+    argv: &[String],
+    flags: ShowFlags,
+    out: &mut Output,
+) -> Result<()> {
+    let mut c = Cur::new(argv);
+    let m = parse_common(&mut c, true)?;
+    let Some(dev) = m.dev else {
+        return Ok(());
+    };
+    if engine.device(dev).is_none() {
+        return Err(Failure::options(format!("Cannot find device \"{dev}\"")));
+    }
+    let mut p = Printer::new(flags);
+    if let Ok(Some((block, parent))) = engine.filter_block(dev, Handle(m.parent)) {
+        let view = View {
+            parent: (m.parent != 0).then_some(m.parent),
+            protocol: None,
+            prio: None,
+            chain: m.chain,
+        };
+        let q = parent.qdisc().0;
+        for &chain in &block.chain_list {
+            if m.chain.is_none_or(|w| w == chain) {
+                print_chain(&view, q, chain, &mut p);
+            }
+        }
+    }
+    out.stdout.push_str(&p.finish());
+    Ok(())
 }
 
 /// `sprint_tc_classid`: as a handle prints, but `:3` for a classid with no major.
