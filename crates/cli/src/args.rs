@@ -53,7 +53,7 @@ Docs: README.md, docs/ (scenarios, checks, experiments). Shell completions: tcla
 #[command(
     name = "tclab",
     version,
-    about = "Linux traffic control in user space: the tc language, a simulated lab, a policy checker",
+    about = "Linux traffic control in user space: the tc language, a simulated lab, a policy checker, and a live bridge that shapes real traffic",
     after_help = AFTER_HELP,
     disable_help_subcommand = false,
     subcommand_required = true,
@@ -316,22 +316,25 @@ shapers. Needs root (CAP_NET_RAW, CAP_NET_ADMIN). SIGINT or SIGTERM stops it wit
 each way and the tc -s counters of every device. While it is not running nothing passes between the
 devices (unless the kernel bridges them).";
 
+/// `tclab live --sample-ms`'s default.
+pub const SAMPLE_MS: u64 = 500;
+
 #[derive(Args)]
 pub struct LiveArgs {
-    /// A device to bridge (give two)
+    /// A device to bridge: give two (--dev A --dev B)
     #[arg(long = "dev", value_name = "DEV", required = true, num_args = 1)]
     pub devs: Vec<String>,
     /// The policy: a shell script, a tc -batch file or a policy store, naming the devices as here
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
     /// Stop after this many seconds (default: until interrupted)
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub duration: Option<f64>,
-    /// Write interfaces.csv, classes.csv, tc.txt, plots and index.html here when it stops
+    /// Write interfaces.csv and classes.csv (as it runs), tc.txt, plots and index.html (when it stops)
     #[arg(short, long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// How often to sample the counters for --out, in milliseconds
-    #[arg(long, value_name = "MS", default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "MS", default_value_t = SAMPLE_MS, value_parser = clap::value_parser!(u64).range(10..))]
     pub sample_ms: u64,
     /// With --out: CSV files and tc.txt only
     #[arg(long)]

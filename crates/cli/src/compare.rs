@@ -94,6 +94,12 @@ fn map_scenario(sc: &Scenario) -> Result<Mapping, String> {
         if let TrafficKind::Tcp { ecn: true, .. } = t.kind {
             notes.push(format!("\"{}\": ECN is not negotiated live", t.name));
         }
+        if t.streams > 1 && !matches!(t.kind, TrafficKind::Ping { .. }) {
+            notes.push(format!(
+                "\"{}\": its {} streams share port {} live (iperf3 -P); the simulator gives stream s port {} + s",
+                t.name, t.streams, t.port, t.port
+            ));
+        }
     }
     Ok(Mapping {
         nodes,
@@ -150,7 +156,29 @@ struct Running {
     stderr: std::path::PathBuf,
 }
 
+/// What `compare` made, removed however it ends (an error, SIGINT): the scratch directory and the lab.
+struct Cleanup<'a> {
+    dir: std::path::PathBuf,
+    lab: Option<&'a Lab>,
+}
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        if let Some(lab) = self.lab {
+            let _ = lab.down();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 pub fn run(name: &str, exe: &std::path::Path, prefix: &str, duration: Option<f64>) -> CmdResult {
+    Lab::check_root().map_err(usage)?;
+    let lab = Lab::new(prefix).map_err(usage)?;
+    if !lab.existing().is_empty() {
+        return Err(usage(format!(
+            "a lab with prefix \"{prefix}\" exists already: tclab lab --prefix {prefix} down, or compare --prefix OTHER"
+        )));
+    }
     let (text, file, base, _) = crate::sim::scenario_source(name).map_err(usage)?;
     let opts = tclab_sim::scenario::LoadOptions { seed: None };
     let mut sc = tclab_sim::scenario::load_with(&file, &text, &base, &opts).map_err(usage)?;
@@ -169,6 +197,12 @@ pub fn run(name: &str, exe: &std::path::Path, prefix: &str, duration: Option<f64
     // The router's policy as the simulator applied it, as a store tclab live reads.
     let dir = std::env::temp_dir().join(format!("tclab-compare-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let mut cleanup = Cleanup {
+        dir: dir.clone(),
+        lab: None,
+    };
+    // Ctrl-C ends the waits below; the lab and the scratch directory go as on any other end.
+    tclab_live::sys::stop_on_signals();
     let store = dir.join("router.json");
     let entries: Vec<Vec<String>> = sc
         .policies
@@ -191,17 +225,24 @@ pub fn run(name: &str, exe: &std::path::Path, prefix: &str, duration: Option<f64
     eprintln!("tclab lab compare: {file}: simulating {secs:.1} s …");
     let (sc, sim_out, _) = crate::sim::run_scenario_loaded(sc)?;
     let _ = sc;
+    if tclab_live::sys::STOP.load(std::sync::atomic::Ordering::SeqCst) {
+        return Err(Failure::Failed("interrupted".into()));
+    }
     eprintln!("tclab lab compare: the same live, in lab \"{prefix}\" …");
-    let lab = Lab::new(prefix).map_err(usage)?;
+    cleanup.lab = Some(&lab);
     lab.up(Shaper::Tclab {
         exe,
         policy: has_policy.then_some(store.as_path()),
         out: None,
     })?;
     let live = run_live(&lab, &traffic, &map, secs, &dir);
-    let summary = lab.down().unwrap_or_default();
-    let _ = std::fs::remove_dir_all(&dir);
+    cleanup.lab = None;
+    let summary = lab.down().map(|d| d.log).unwrap_or_default();
+    drop(cleanup);
     let live = live?;
+    if tclab_live::sys::STOP.load(std::sync::atomic::Ordering::SeqCst) {
+        return Err(Failure::Failed("interrupted: the lab is removed".into()));
+    }
     print!(
         "{}",
         table(&file, &node_names, &map, &sim_out, &live, secs)
@@ -233,15 +274,22 @@ fn run_live(
     let mut order: Vec<usize> = (0..traffic.len()).collect();
     order.sort_by_key(|&i| traffic[i].start);
     let mut flows: Vec<(usize, LiveFlow)> = Vec::new();
+    let mut used_ports = std::collections::BTreeSet::new();
     for (k, &i) in order.iter().enumerate() {
         let t = &traffic[i];
         let at = Duration::from_nanos(t.start);
-        if let Some(wait) = at.checked_sub(start.elapsed()) {
-            std::thread::sleep(wait);
+        while start.elapsed() < at && !stopped() {
+            std::thread::sleep(Duration::from_millis(20).min(at - start.elapsed()));
+        }
+        if stopped() {
+            break;
         }
         let (from, to) = (map.nodes[t.from], map.nodes[t.to]);
         let active = (t.stop.saturating_sub(t.start)) as f64 / 1e9;
-        let port = (5300 + k).to_string();
+        // The scenario's port (its streams share it live: iperf3 -P; the simulator gives stream s
+        // port + s), unless an earlier entry took it.
+        let port = if used_ports.insert(t.port) { t.port } else { 5300 + k as u16 };
+        let port = port.to_string();
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
         // The client's words; iperf3 also needs its server started (and listening) first.
         let (kind, argv) = match &t.kind {
@@ -326,6 +374,11 @@ fn run_live(
     Ok(results)
 }
 
+/// SIGINT or SIGTERM came.
+fn stopped() -> bool {
+    tclab_live::sys::STOP.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// The process's stdout once it ends, or when `deadline` passes (then it is killed).
 fn wait_until(r: Running, deadline: Instant) -> String {
     wait_output(r, deadline).0
@@ -333,7 +386,7 @@ fn wait_until(r: Running, deadline: Instant) -> String {
 
 /// The process's stdout and stderr once it ends, or when `deadline` passes (then it is killed).
 fn wait_output(mut r: Running, deadline: Instant) -> (String, String) {
-    while Instant::now() < deadline {
+    while Instant::now() < deadline && !stopped() {
         if let Ok(Some(_)) = r.child.try_wait() {
             break;
         }

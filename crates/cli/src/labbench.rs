@@ -52,7 +52,8 @@ fn udp_rate(lab: &Lab, payload: u32, secs: u32) -> Result<(f64, f64), String> {
     Ok((pps, pps * (payload + 42) as f64 * 8.0))
 }
 
-pub fn run(exe: &Path, secs: u32) -> CmdResult {
+pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
+    Lab::check_root().map_err(usage)?;
     if secs == 0 {
         return Err(usage("--secs must be at least 1"));
     }
@@ -60,7 +61,6 @@ pub fn run(exe: &Path, secs: u32) -> CmdResult {
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let htb = dir.join("htb1000.sh");
     std::fs::write(&htb, htb_classes(1000)).map_err(|e| e.to_string())?;
-    let lab = Lab::new("tlbench").map_err(usage)?;
     let cases: [(&str, Shaper); 4] = [
         ("tclab live, no policy", Shaper::Tclab { exe, policy: None, out: None }),
         ("tclab live, HTB 1 000 classes", Shaper::Tclab { exe, policy: Some(&htb), out: None }),
@@ -72,8 +72,8 @@ pub fn run(exe: &Path, secs: u32) -> CmdResult {
     let mut rows = Vec::new();
     for (name, shaper) in cases {
         lab.up(shaper)?;
-        let small = udp_rate(&lab, 22, secs);
-        let large = udp_rate(&lab, 1472, secs);
+        let small = udp_rate(lab, 22, secs);
+        let large = udp_rate(lab, 1472, secs);
         let _ = lab.down();
         let (small, large) = (small?, large?);
         println!("{name:<34} {:>10.0} pps {:>10.3} Gbit/s", small.0, large.1 / 1e9);

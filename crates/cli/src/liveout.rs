@@ -1,39 +1,28 @@
-//! What `tclab live --out DIR` leaves behind: the sampler's interfaces.csv and classes.csv, tc.txt (the
-//! `tc -s` counters at the end), the plots a `tclab sim` run has for the same series (sent rate per
-//! device, rate per class, backlog per device), and an index.html showing them.
+//! What `tclab live --out DIR` leaves behind when it stops: tc.txt (the `tc -s` counters at the end),
+//! the plots a `tclab sim` run has for the same series (sent rate per device, rate per class, backlog
+//! per device), and an index.html showing them, beside the interfaces.csv and classes.csv the sampler
+//! wrote as it ran.
 
 use crate::plot::{self, Chart, Series};
 use std::collections::BTreeMap;
 use std::path::Path;
 use tclab_live::sampler::Sampler;
 
-/// Series of `(time s, value)` per name, in name order.
-fn series(points: impl Iterator<Item = (String, f64, f64)>) -> Vec<Series> {
-    let mut by: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-    for (name, t, v) in points {
-        by.entry(name).or_default().push((t, v));
-    }
-    by.into_iter()
-        .map(|(name, points)| Series {
-            name,
-            points,
+/// The plotted series of one quantity, by name.
+fn series(by: &BTreeMap<String, tclab_live::sampler::Series>) -> Vec<Series> {
+    by.iter()
+        .map(|(name, s)| Series {
+            name: name.clone(),
+            points: s.points.clone(),
             faint: false,
         })
         .collect()
 }
 
-/// Write the run's files into `dir`; the names written.
+/// Write the run's files into `dir`; the names written (the CSV files included).
 pub fn write(dir: &Path, s: &Sampler, tc_text: &str, title: &str, plots: bool) -> Result<Vec<String>, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut written = Vec::new();
-    for (name, text) in [
-        ("interfaces.csv", s.interfaces_csv()),
-        ("classes.csv", s.classes_csv()),
-        ("tc.txt", tc_text.to_string()),
-    ] {
-        std::fs::write(dir.join(name), text).map_err(|e| format!("{}: {e}", dir.join(name).display()))?;
-        written.push(name.to_string());
-    }
+    std::fs::write(dir.join("tc.txt"), tc_text).map_err(|e| format!("{}: {e}", dir.join("tc.txt").display()))?;
+    let mut written: Vec<String> = ["interfaces.csv", "classes.csv", "tc.txt"].iter().map(|s| s.to_string()).collect();
     if !plots {
         return Ok(written);
     }
@@ -41,14 +30,14 @@ pub fn write(dir: &Path, s: &Sampler, tc_text: &str, title: &str, plots: bool) -
         eprintln!("tclab live: no TrueType font (install fonts-dejavu-core): plots skipped");
         return Ok(written);
     }
-    let secs = |t: u64| t as f64 / 1e9;
+    let p = &s.plotted;
     let charts = [
         (
             Chart {
                 file_stem: "throughput".into(),
                 title: format!("{title}: sent by each device"),
                 y_desc: "bit/s".into(),
-                series: series(s.devs.iter().map(|d| (d.dev.clone(), secs(d.t), d.tx_bps))),
+                series: series(&p.tx_bps),
                 rate_axis: true,
                 size: (1400, 600),
             },
@@ -59,11 +48,7 @@ pub fn write(dir: &Path, s: &Sampler, tc_text: &str, title: &str, plots: bool) -
                 file_stem: "classes".into(),
                 title: format!("{title}: rate of each class"),
                 y_desc: "bit/s".into(),
-                series: series(
-                    s.classes
-                        .iter()
-                        .map(|c| (format!("{} {}", c.dev, c.class), secs(c.t), c.rate_bps)),
-                ),
+                series: series(&p.class_bps),
                 rate_axis: true,
                 size: (1400, 600),
             },
@@ -74,7 +59,7 @@ pub fn write(dir: &Path, s: &Sampler, tc_text: &str, title: &str, plots: bool) -
                 file_stem: "backlog".into(),
                 title: format!("{title}: backlog of each device"),
                 y_desc: "bytes queued".into(),
-                series: series(s.devs.iter().map(|d| (d.dev.clone(), secs(d.t), d.backlog_bytes as f64))),
+                series: series(&p.backlog),
                 rate_axis: false,
                 size: (1400, 600),
             },

@@ -8,6 +8,7 @@ mod args;
 mod compare;
 mod demo;
 mod labbench;
+mod livecmd;
 mod liveout;
 mod plot;
 mod progress;
@@ -86,6 +87,7 @@ fn cmd_store(argv: &[String]) -> Result<u8, String> {
     // the kernel's is for tc), unless TCLAB_LIVE=off; then a `tclab serve` for this store.
     let live = control::live_socket()
         .filter(|s| !from_script && !env_off("TCLAB_LIVE") && s.exists());
+    let through_live = script_socket.is_none() && live.is_some();
     let socket = script_socket.map(PathBuf::from).or(live).or_else(|| {
         Some(control::resident_dir(&path).join("control.sock"))
             .filter(|s| auto_serve_enabled() && s.exists())
@@ -137,6 +139,15 @@ fn cmd_store(argv: &[String]) -> Result<u8, String> {
                 return Err(
                     "the script that started this call has ended; this call was not applied".into(),
                 )
+            }
+            // A bridge's socket with no bridge behind it: it crashed or was killed. Its policy is
+            // gone with it; applying the call to the store instead would change something else.
+            Err(control::CallError::Unreachable) if through_live => {
+                return Err(format!(
+                    "a tclab live served this network namespace ({}) but is not running (it crashed or was killed); \
+                     remove that socket, or set TCLAB_LIVE=off to use the store",
+                    socket.display()
+                ))
             }
             Err(control::CallError::Unreachable | control::CallError::Elsewhere) => {}
         }
@@ -846,198 +857,6 @@ fn cmd_serve(a: args::ServeArgs) -> CmdResult {
     Ok(0)
 }
 
-/// `tclab live`: bridge two interfaces through the policy until interrupted (or `--duration`).
-fn cmd_live(a: args::LiveArgs) -> CmdResult {
-    use tclab_live::{bridge::Bridge, sys};
-    if a.devs.len() != 2 || a.devs[0] == a.devs[1] {
-        return Err(usage("give two different devices: --dev A --dev B"));
-    }
-    let duration = match a.duration {
-        Some(d) if !(d > 0.0 && d.is_finite()) => {
-            return Err(usage(format!("--duration {d}: give a positive number of seconds")))
-        }
-        d => d.map(|s| (s * 1e9) as u64),
-    };
-    let engine = match &a.policy {
-        None => tclab_core::Engine::new(),
-        Some(p) => {
-            let f = path_text(p)?;
-            if !p.is_file() {
-                return Err(usage(format!("{f}: no such policy file")));
-            }
-            let Loaded {
-                engine, refusals, ..
-            } = load_policy(Some(f), &[]).map_err(|e| match e {
-                Failure::Failed(m) => Failure::Usage(m),
-                u => u,
-            })?;
-            if !refusals.is_empty() {
-                let lines: Vec<String> = refusals
-                    .iter()
-                    .map(|(at, cmd, msg)| {
-                        format!("  {at}: `{cmd}`: {}", msg.lines().next().unwrap_or("").trim())
-                    })
-                    .collect();
-                return Err(usage(format!(
-                    "{f}: the policy does not apply whole, so nothing is bridged:\n{}",
-                    lines.join("\n")
-                )));
-            }
-            engine
-        }
-    };
-    for d in &a.devs {
-        if let Err(e) = sys::ifindex(d) {
-            return Err(usage(e));
-        }
-    }
-    let (mut bridge, setup) = Bridge::new(engine, &a.devs)?;
-    if a.out.is_some() {
-        bridge.sampler = Some(tclab_live::sampler::Sampler::new(a.sample_ms * 1_000_000));
-    }
-    for (dev, turned) in &setup.offloads {
-        if turned.is_empty() {
-            println!("tclab live: {dev}: no segmentation, GRO or checksum offload on");
-        } else {
-            println!(
-                "tclab live: {dev}: turned off {} (offloads hand a shaper super-packets)",
-                turned.join(", ")
-            );
-        }
-    }
-    let control = tclab_tc::control::live_socket()
-        .ok_or("cannot name this network namespace (/proc/self/ns/net)")?;
-    bridge.listen(&control)?;
-    sys::stop_on_signals();
-    if !sys::realtime() {
-        println!("tclab live: real-time scheduling refused; wake-ups may be late on a busy machine");
-    }
-    // Everything privileged is done: the sockets are open, the offloads off, the scheduler set.
-    match sys::drop_capabilities() {
-        Ok(()) => println!("tclab live: all capabilities dropped"),
-        Err(e) => println!("tclab live: could not drop capabilities ({e}); running with them"),
-    }
-    println!(
-        "tclab live: bridging {} <-> {}{}; SIGINT or SIGTERM stops\ntclab live: tclab tc in this network namespace reaches the running policy ({})",
-        a.devs[0],
-        a.devs[1],
-        a.policy
-            .as_ref()
-            .map_or(" without a policy".to_string(), |p| format!(" through {}", p.display())),
-        control.display()
-    );
-    {
-        use std::io::Write;
-        let _ = std::io::stdout().flush();
-    }
-    let started = std::time::Instant::now();
-    let result = bridge.run(duration);
-    let secs = started.elapsed().as_secs_f64();
-    println!("\ntclab live: stopped after {secs:.1} s");
-    for (name, st) in bridge.stats() {
-        println!(
-            "{name}: received {} frames ({} bytes), sent {} ({} bytes); dropped: {} by ingress actions, {} malformed, {} oversize, {} stale, {} send errors",
-            st.rx_packets, st.rx_bytes, st.tx_packets, st.tx_bytes, st.rx_dropped, st.malformed, st.oversize, st.stale, st.tx_errors
-        );
-        if st.wakeups > 0 {
-            println!(
-                "{name}: {} shaper wake-ups, late by {:.1} µs on average, {:.1} µs at most",
-                st.wakeups,
-                st.late_ns_sum as f64 / st.wakeups as f64 / 1e3,
-                st.late_ns_max as f64 / 1e3
-            );
-        }
-    }
-    let now = bridge.now();
-    let mut tc_text = String::new();
-    for dev in bridge.engine.device_names() {
-        for what in ["qdisc", "class"] {
-            let argv: Vec<String> = ["-s", what, "show", "dev", &dev].iter().map(|s| s.to_string()).collect();
-            tc_text.push_str(&tclab_tc::run(&mut bridge.engine, &argv, now).stdout);
-        }
-    }
-    print!("{tc_text}");
-    if let (Some(dir), Some(sampler)) = (&a.out, bridge.sampler.as_mut()) {
-        sampler.tick(now.max(sampler.next_due()), &bridge.engine);
-        let title = format!("tclab live {} <-> {}", a.devs[0], a.devs[1]);
-        let files = liveout::write(dir, sampler, &tc_text, &title, !a.no_plots)?;
-        println!("tclab live: {} files in {}/ (open index.html)", files.len(), dir.display());
-    }
-    result?;
-    Ok(0)
-}
-
-/// `tclab lab up|down|status|exec`.
-fn cmd_lab(a: args::LabCmd) -> CmdResult {
-    use args::LabSub;
-    use tclab_live::lab::{Lab, Shaper};
-    let lab = Lab::new(&a.prefix).map_err(usage)?;
-    match a.command {
-        LabSub::Up {
-            policy,
-            kernel,
-            out,
-        } => {
-            let policy = match policy {
-                Some(p) => Some(
-                    std::fs::canonicalize(&p)
-                        .map_err(|e| usage(format!("{}: {e}", p.display())))?,
-                ),
-                None => None,
-            };
-            let exe = std::env::current_exe()
-                .map_err(|e| format!("cannot find the tclab executable: {e}"))?;
-            // The bridge outlives this command: a relative --out is made absolute now.
-            let out = match out {
-                Some(o) => Some(std::path::absolute(&o).map_err(|e| usage(format!("{}: {e}", o.display())))?),
-                None => None,
-            };
-            let shaper = if kernel {
-                Shaper::Kernel {
-                    policy: policy.as_deref(),
-                }
-            } else {
-                Shaper::Tclab {
-                    exe: &exe,
-                    policy: policy.as_deref(),
-                    out: out.as_deref(),
-                }
-            };
-            lab.up(shaper)?;
-            print!("{}", lab.status());
-            Ok(0)
-        }
-        LabSub::Down => {
-            if lab.existing().is_empty() && lab.bridge_pid().is_none() {
-                println!("no lab with prefix \"{}\": nothing to remove", lab.prefix);
-                return Ok(0);
-            }
-            let log = lab.down()?;
-            print!("{log}");
-            println!("tclab lab: removed the lab \"{}\"", lab.prefix);
-            Ok(0)
-        }
-        LabSub::Status => {
-            print!("{}", lab.status());
-            Ok(0)
-        }
-        LabSub::Compare { scenario, duration } => {
-            let exe = std::env::current_exe()
-                .map_err(|e| format!("cannot find the tclab executable: {e}"))?;
-            compare::run(&scenario, &exe, &lab.prefix, duration)
-        }
-        LabSub::Bench { secs } => {
-            let exe = std::env::current_exe()
-                .map_err(|e| format!("cannot find the tclab executable: {e}"))?;
-            labbench::run(&exe, secs)
-        }
-        LabSub::Exec { node, command } => {
-            let code = lab.exec(&node, &command).map_err(usage)?;
-            Ok(code.clamp(0, 255) as u8)
-        }
-    }
-}
-
 /// Die quietly on a closed pipe (`tclab sim … | head`), as command-line tools do, instead of panicking
 /// on the failed print: restore SIGPIPE's default action, which Rust's runtime sets to "ignore".
 fn default_sigpipe() {
@@ -1112,8 +931,8 @@ fn main() -> ExitCode {
         C::Explain(a) => cmd_explain(a),
         C::Serve(a) => cmd_serve(a),
         C::Demo(a) => demo::run(a),
-        C::Live(a) => cmd_live(a),
-        C::Lab(a) => cmd_lab(a),
+        C::Live(a) => livecmd::live(a),
+        C::Lab(a) => livecmd::lab(a),
         C::Sim(a) => sim::cmd(a),
         C::Trace(a) => trace::cmd(a),
         C::Completions { shell } => Ok(args::completions(shell)),

@@ -638,3 +638,49 @@ fn ingress_shaping_through_an_ifb_holds_a_download_to_its_rate() {
     assert!(summary.contains("qdisc fq_codel") && summary.contains("class htb 1:10"), "{summary}");
     assert!((got / payload - 1.0).abs() < 0.03, "{got} against {payload}\n{summary}");
 }
+
+#[test]
+fn mistakes_are_refused_before_anything_runs_and_a_crash_is_cleaned_up() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = cannot_run() {
+        return skip(&why);
+    }
+    let dir = TempDir::new("live-mistakes");
+    // A policy for a device the bridge lacks (a typo): refused before the lab is built.
+    let typo = policy(&dir, "typo.sh", "tc qdisc add dev Eth0 root tbf rate 1mbit burst 10k latency 50ms\n");
+    let prefix = format!("tx{}", std::process::id() % 10_000);
+    let o = Command::new(TCLAB).args(["lab", "--prefix", &prefix, "up", "--policy", &typo]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(64), "{err}");
+    assert!(err.contains("names device \"Eth0\"") && err.contains("eth0 and eth1"), "{err}");
+    let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&list.stdout).contains(&prefix), "nothing was built");
+
+    let lab = Lab::up("y", &[]);
+    // At run time too: the kernel's answer for a device that is not there.
+    let o = lab.tclab(&["exec", "router", "--", TCLAB, "tc", "qdisc", "add", "dev", "eth7", "root", "pfifo"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Cannot find device \"eth7\""));
+    // A daemon started in a node goes with the lab.
+    let o = lab.tclab(&["exec", "node-1", "--", "iperf3", "-s", "-D", "-p", "5977"]);
+    assert!(o.status.success());
+    // The bridge killed: tclab tc in the router says so instead of writing to a store; down removes
+    // everything and reports the crash.
+    let pid = std::fs::read_to_string(format!("/run/tclab/lab-{}/live.pid", lab.prefix)).unwrap();
+    let _ = Command::new("kill").args(["-9", pid.trim()]).status();
+    std::thread::sleep(Duration::from_millis(300));
+    let o = lab.tclab(&["exec", "router", "--", TCLAB, "tc", "qdisc", "show"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is not running"), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = lab.tclab(&["status"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("no tclab live running"));
+    let o = lab.tclab(&["down"]);
+    assert_eq!(o.status.code(), Some(1), "a crashed bridge is reported");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("crashed or killed"));
+    let daemons = Command::new("pgrep").args(["-f", "iperf3 -s -D -p 5977"]).output().unwrap();
+    assert!(daemons.stdout.is_empty(), "the node's daemon was stopped");
+    let sockets: Vec<String> = std::fs::read_dir("/run/tclab")
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    assert!(!sockets.iter().any(|s| s.starts_with("live-")), "stale control sockets: {sockets:?}");
+}

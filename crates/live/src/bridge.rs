@@ -607,7 +607,21 @@ fn answer(engine: &mut Engine, req: &tclab_tc::control::Request, now: Nanos) -> 
     let Some((cmd, args)) = req.argv.split_first() else {
         return refuse("tclab live: an empty call\n".into());
     };
+    // A device the bridge does not have: the kernel's answer, not a new device no frame reaches.
+    fn unknown(engine: &Engine, words: &[String]) -> Option<tclab_tc::Output> {
+        words
+            .windows(2)
+            .find(|w| w[0] == "dev" && engine.device(&w[1]).is_none())
+            .map(|w| tclab_tc::Output {
+                stderr: format!("Cannot find device \"{}\"\n", w[1]),
+                code: 1,
+                ..Default::default()
+            })
+    }
     match cmd.as_str() {
+        "tc" if tclab_tc::store::batch_arg(args).is_none() && unknown(engine, args).is_some() => {
+            unknown(engine, args).unwrap_or_default()
+        }
         "tc" => match tclab_tc::store::batch_arg(args) {
             None => tclab_tc::run(engine, args, now),
             Some(_) => {
@@ -617,7 +631,10 @@ fn answer(engine: &mut Engine, req: &tclab_tc::control::Request, now: Nanos) -> 
                 let mut out = tclab_tc::Output::default();
                 for (n, line) in tclab_tc::store::batch_lines(&text) {
                     let words: Vec<String> = line.split_whitespace().map(String::from).collect();
-                    let o = tclab_tc::run(engine, &words, now);
+                    let o = match unknown(engine, &words) {
+                        Some(refused) => refused,
+                        None => tclab_tc::run(engine, &words, now),
+                    };
                     out.stdout.push_str(&o.stdout);
                     if o.code != 0 {
                         out.stderr.push_str(&format!("{}Command failed -:{n}\n", o.stderr));

@@ -64,7 +64,22 @@ fn ip(args: &[&str]) -> Result<String, String> {
     run(Command::new("ip").args(args))
 }
 
+/// What `down` found: the bridge's log, and its error if it stopped on one.
+pub struct Down {
+    pub log: String,
+    pub bridge_error: Option<String>,
+}
+
 impl Lab {
+    /// Namespaces, veths and packet sockets need root.
+    pub fn check_root() -> Result<(), String> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err("tclab lab needs root (network namespaces, veth pairs, packet sockets): run it with sudo".into());
+        }
+        Ok(())
+    }
+
     pub fn new(prefix: &str) -> Result<Lab, String> {
         let ok = !prefix.is_empty()
             && prefix.len() <= 8
@@ -170,16 +185,32 @@ impl Lab {
                 ip(&["-n", &r, "link", "set", "br0", "up"])?;
                 if let Some(p) = policy {
                     let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                    if text.trim_start().starts_with('{') {
+                        return Err(format!(
+                            "{}: --kernel applies a shell script or a tc -batch file with this machine's tc, not a tclab store",
+                            p.display()
+                        ));
+                    }
                     let script = text.trim_start().starts_with("#!")
                         || text.lines().any(|l| l.trim_start().starts_with("tc "));
                     let mut c = Command::new("ip");
                     c.args(["netns", "exec", &r]);
                     if script {
-                        c.arg("bash").arg(p);
+                        // Every command must apply (-e), and what the kernel's tc says is shown.
+                        c.args(["bash", "-e"]).arg(p);
                     } else {
                         c.args(["tc", "-batch"]).arg(p);
                     }
-                    run(&mut c)?;
+                    let out = c.stdin(Stdio::null()).output().map_err(|e| format!("{}: {e}", p.display()))?;
+                    let said = String::from_utf8_lossy(&out.stderr);
+                    if !out.status.success() || !said.trim().is_empty() {
+                        return Err(format!(
+                            "{}: this machine's tc did not apply the policy whole ({}):\n{}",
+                            p.display(),
+                            out.status,
+                            said.trim_end()
+                        ));
+                    }
                 }
                 Ok(())
             }
@@ -239,15 +270,23 @@ impl Lab {
             .trim()
             .parse()
             .ok()?;
-        // SAFETY: signal 0 only checks that the process exists.
-        (unsafe { libc::kill(pid, 0) } == 0).then_some(pid)
+        // The pid is ours only while it is a running `tclab live` (not a zombie, not a process that
+        // took a crashed bridge's number since).
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let words: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        let is_bridge = words.iter().any(|w| w.ends_with(b"tclab")) && words.contains(&&b"live"[..]);
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let zombie = stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'));
+        (is_bridge && !zombie).then_some(pid)
     }
 
-    /// Stop the bridge (SIGTERM: it prints its summary to its log) and remove every namespace of the
-    /// lab. Returns the bridge's log.
-    pub fn down(&self) -> Result<String, String> {
-        if let Some(pid) = self.bridge_pid() {
-            // SAFETY: plain kill(2) of the bridge we started.
+    /// Stop the bridge (SIGTERM: it prints its summary to its log), stop every process left in the
+    /// nodes (`exec node-1 -- iperf3 -s -D`), and remove every namespace of the lab and the bridge's
+    /// control socket.
+    pub fn down(&self) -> Result<Down, String> {
+        let running = self.bridge_pid();
+        if let Some(pid) = running {
+            // SAFETY: plain kill(2) of the bridge we started (checked by bridge_pid).
             unsafe { libc::kill(pid, libc::SIGTERM) };
             let start = Instant::now();
             while self.bridge_pid().is_some() && start.elapsed() < Duration::from_secs(5) {
@@ -259,15 +298,42 @@ impl Lab {
             }
         }
         let log = std::fs::read_to_string(self.run_dir().join("live.log")).unwrap_or_default();
+        // tclab prints its errors as "tclab: …"; a bridge that was started but is gone without its
+        // summary crashed or was killed.
+        let mut bridge_error = log
+            .lines()
+            .find(|l| l.starts_with("tclab: "))
+            .map(|l| l.trim_start_matches("tclab: ").to_string());
+        if bridge_error.is_none()
+            && running.is_none()
+            && self.run_dir().join("live.pid").exists()
+            && !log.contains("tclab live: stopped after")
+        {
+            bridge_error = Some("the bridge had stopped before tclab lab down (crashed or killed); see its log above".into());
+        }
         let mut errors = Vec::new();
         for ns in self.existing() {
+            // What was started in the node (a daemon) would outlive its namespace's name.
+            if let Ok(pids) = ip(&["netns", "pids", &ns]) {
+                for pid in pids.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
+                    // SAFETY: plain kill(2) of a process inside the lab's own namespace.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+            if ns == self.ns("router") {
+                // The bridge's control socket is named after the namespace's inode.
+                use std::os::unix::fs::MetadataExt;
+                if let Ok(m) = std::fs::metadata(format!("/run/netns/{ns}")) {
+                    let _ = std::fs::remove_file(format!("/run/tclab/live-{}.sock", m.ino()));
+                }
+            }
             if let Err(e) = ip(&["netns", "del", &ns]) {
                 errors.push(e);
             }
         }
         let _ = std::fs::remove_dir_all(self.run_dir());
         if errors.is_empty() {
-            Ok(log)
+            Ok(Down { log, bridge_error })
         } else {
             Err(errors.join("\n"))
         }

@@ -3,28 +3,58 @@
 //! series `tclab sim` writes as interfaces.csv and classes.csv, here from a real run, for the same plots.
 //! Rates are the difference of the byte counters between two samples over the time between them (the
 //! loop takes a sample at its first turn past the due time, so intervals are measured, not assumed).
+//!
+//! A bridge may run for weeks: every sample goes to the CSV files as it is taken (flushed, so a crash
+//! loses nothing written), and memory keeps only what the plots need — each series at most
+//! [`MAX_POINTS`] points, two neighbours averaged into one whenever a series fills up.
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
+use std::io::Write;
+use std::path::Path;
 use tclab_core::{Engine, Nanos};
 
-/// One device at one sample.
-pub struct DevSample {
-    pub t: Nanos,
-    pub dev: String,
-    pub tx_bps: f64,
-    pub backlog_bytes: u32,
-    pub drops: u64,
+/// Points kept per plotted series.
+pub const MAX_POINTS: usize = 2048;
+
+/// One plotted series: (seconds, value), at most [`MAX_POINTS`], each the mean of `width` samples.
+#[derive(Default)]
+pub struct Series {
+    pub points: Vec<(f64, f64)>,
+    /// Samples per point, and the part-filled point being gathered.
+    width: usize,
+    pending: Vec<(f64, f64)>,
 }
 
-/// One class at one sample.
-pub struct ClassSample {
-    pub t: Nanos,
-    pub dev: String,
-    pub class: String,
-    pub rate_bps: f64,
-    pub backlog_bytes: u32,
-    pub drops: u64,
+impl Series {
+    fn push(&mut self, t: f64, v: f64) {
+        self.width = self.width.max(1);
+        self.pending.push((t, v));
+        if self.pending.len() < self.width {
+            return;
+        }
+        let n = self.pending.len() as f64;
+        let (st, sv) = self.pending.drain(..).fold((0.0, 0.0), |a, p| (a.0 + p.0, a.1 + p.1));
+        self.points.push((st / n, sv / n));
+        if self.points.len() >= MAX_POINTS {
+            self.points = self
+                .points
+                .chunks(2)
+                .map(|c| {
+                    let n = c.len() as f64;
+                    (c.iter().map(|p| p.0).sum::<f64>() / n, c.iter().map(|p| p.1).sum::<f64>() / n)
+                })
+                .collect();
+            self.width *= 2;
+        }
+    }
+}
+
+/// The series of a run, by name (`eth0`, `eth0 1:20`).
+#[derive(Default)]
+pub struct Plotted {
+    pub tx_bps: BTreeMap<String, Series>,
+    pub backlog: BTreeMap<String, Series>,
+    pub class_bps: BTreeMap<String, Series>,
 }
 
 pub struct Sampler {
@@ -33,20 +63,34 @@ pub struct Sampler {
     last_t: Nanos,
     /// (device, class or "") → bytes sent at the last sample.
     last_bytes: BTreeMap<(String, String), u64>,
-    pub devs: Vec<DevSample>,
-    pub classes: Vec<ClassSample>,
+    pub plotted: Plotted,
+    /// interfaces.csv and classes.csv, written as samples are taken.
+    files: Option<(std::io::BufWriter<std::fs::File>, std::io::BufWriter<std::fs::File>)>,
 }
 
 impl Sampler {
-    pub fn new(every: Nanos) -> Sampler {
-        Sampler {
+    /// A sampler every `every` ns; with `dir`, interfaces.csv and classes.csv are created there now.
+    pub fn new(every: Nanos, dir: Option<&Path>) -> std::io::Result<Sampler> {
+        let files = match dir {
+            Some(d) => {
+                let mut i = std::io::BufWriter::new(std::fs::File::create(d.join("interfaces.csv"))?);
+                let mut c = std::io::BufWriter::new(std::fs::File::create(d.join("classes.csv"))?);
+                writeln!(i, "time_s,device,tx_bps,backlog_bytes,drops")?;
+                writeln!(c, "time_s,device,class,rate_bps,backlog_bytes,drops")?;
+                i.flush()?;
+                c.flush()?;
+                Some((i, c))
+            }
+            None => None,
+        };
+        Ok(Sampler {
             every: every.max(1_000_000),
             next: 0,
             last_t: 0,
             last_bytes: BTreeMap::new(),
-            devs: Vec::new(),
-            classes: Vec::new(),
-        }
+            plotted: Plotted::default(),
+            files,
+        })
     }
 
     /// When the next sample is due.
@@ -60,75 +104,50 @@ impl Sampler {
             return;
         }
         let dt = now.saturating_sub(self.last_t).max(1) as f64 / 1e9;
+        let t = now as f64 / 1e9;
         let first = self.last_bytes.is_empty();
+        let mut rate = |key: (String, String), bytes: u64| -> f64 {
+            let before = self.last_bytes.insert(key, bytes).unwrap_or(bytes);
+            bytes.saturating_sub(before) as f64 * 8.0 / dt
+        };
+        let mut devs = Vec::new();
+        let mut classes = Vec::new();
         for (name, dev) in engine.devices() {
             let st = dev.root().q.stats();
-            let key = (name.to_string(), String::new());
-            let before = self.last_bytes.insert(key, st.bytes).unwrap_or(st.bytes);
-            if !first {
-                self.devs.push(DevSample {
-                    t: now,
-                    dev: name.to_string(),
-                    tx_bps: (st.bytes - before.min(st.bytes)) as f64 * 8.0 / dt,
-                    backlog_bytes: st.backlog,
-                    drops: st.drops as u64,
-                });
-            }
+            let bps = rate((name.to_string(), String::new()), st.bytes);
+            devs.push((name.to_string(), bps, st.backlog, st.drops));
             for c in dev.classes(now).iter().filter(|c| !c.is_flow_queue()) {
-                let key = (name.to_string(), c.classid.to_string());
-                let before = self
-                    .last_bytes
-                    .insert(key, c.stats.bytes)
-                    .unwrap_or(c.stats.bytes);
-                if !first {
-                    self.classes.push(ClassSample {
-                        t: now,
-                        dev: name.to_string(),
-                        class: c.classid.to_string(),
-                        rate_bps: (c.stats.bytes - before.min(c.stats.bytes)) as f64 * 8.0 / dt,
-                        backlog_bytes: c.stats.backlog,
-                        drops: c.stats.drops as u64,
-                    });
-                }
+                let id = c.classid.to_string();
+                let bps = rate((name.to_string(), id.clone()), c.stats.bytes);
+                classes.push((name.to_string(), id, bps, c.stats.backlog, c.stats.drops));
             }
         }
         self.last_t = now;
         self.next = now + self.every;
-    }
-
-    /// interfaces.csv: time, device, sent bit/s, backlog, drops so far.
-    pub fn interfaces_csv(&self) -> String {
-        let mut s = String::from("time_s,device,tx_bps,backlog_bytes,drops\n");
-        for d in &self.devs {
-            let _ = writeln!(
-                s,
-                "{:.3},{},{:.0},{},{}",
-                d.t as f64 / 1e9,
-                d.dev,
-                d.tx_bps,
-                d.backlog_bytes,
-                d.drops
-            );
+        if first {
+            return;
         }
-        s
-    }
-
-    /// classes.csv: time, device, class, sent bit/s, backlog, drops so far.
-    pub fn classes_csv(&self) -> String {
-        let mut s = String::from("time_s,device,class,rate_bps,backlog_bytes,drops\n");
-        for c in &self.classes {
-            let _ = writeln!(
-                s,
-                "{:.3},{},{},{:.0},{},{}",
-                c.t as f64 / 1e9,
-                c.dev,
-                c.class,
-                c.rate_bps,
-                c.backlog_bytes,
-                c.drops
-            );
+        for (dev, bps, backlog, drops) in devs {
+            if let Some((f, _)) = self.files.as_mut() {
+                let _ = writeln!(f, "{t:.3},{dev},{bps:.0},{backlog},{drops}");
+            }
+            self.plotted.tx_bps.entry(dev.clone()).or_default().push(t, bps);
+            self.plotted.backlog.entry(dev).or_default().push(t, backlog as f64);
         }
-        s
+        for (dev, id, bps, backlog, drops) in classes {
+            if let Some((_, f)) = self.files.as_mut() {
+                let _ = writeln!(f, "{t:.3},{dev},{id},{bps:.0},{backlog},{drops}");
+            }
+            self.plotted
+                .class_bps
+                .entry(format!("{dev} {id}"))
+                .or_default()
+                .push(t, bps);
+        }
+        if let Some((i, c)) = self.files.as_mut() {
+            let _ = i.flush();
+            let _ = c.flush();
+        }
     }
 }
 
@@ -140,9 +159,11 @@ mod tests {
 
     #[test]
     fn rates_are_bytes_sent_between_samples_over_the_time_between_them() {
+        let dir = std::env::temp_dir().join(format!("tclab-sampler-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
         let mut e = Engine::new();
         e.add_device("eth0", 1500, 1000);
-        let mut s = Sampler::new(500_000_000);
+        let mut s = Sampler::new(500_000_000, Some(&dir)).unwrap();
         s.tick(0, &e);
         // 100 frames of 1250 bytes leave in the first 0.5 s: 2 Mbit/s.
         let dev = e.device_mut("eth0").unwrap();
@@ -153,8 +174,22 @@ mod tests {
         s.tick(400_000_000, &e); // not due yet
         s.tick(500_000_000, &e);
         s.tick(1_000_000_000, &e);
-        let rates: Vec<f64> = s.devs.iter().map(|d| d.tx_bps).collect();
+        let rates: Vec<f64> = s.plotted.tx_bps["eth0"].points.iter().map(|p| p.1).collect();
         assert_eq!(rates, vec![2_000_000.0, 0.0]);
-        assert!(s.interfaces_csv().contains("\n0.500,eth0,2000000,0,0\n"));
+        // Already on disk, before the run ends.
+        let csv = std::fs::read_to_string(dir.join("interfaces.csv")).unwrap();
+        assert!(csv.contains("\n0.500,eth0,2000000,0,0\n"), "{csv}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_long_run_keeps_a_bounded_number_of_points_whose_mean_is_the_runs() {
+        let mut s = Series::default();
+        for k in 0..100_000 {
+            s.push(k as f64, (k % 2) as f64 * 2.0);
+        }
+        assert!(s.points.len() < MAX_POINTS, "{}", s.points.len());
+        let mean = s.points.iter().map(|p| p.1).sum::<f64>() / s.points.len() as f64;
+        assert!((mean - 1.0).abs() < 1e-9, "{mean}");
     }
 }

@@ -87,6 +87,30 @@ pub fn mtu(name: &str) -> io::Result<u32> {
     Ok(unsafe { r.ifr_ifru.ifru_mtu } as u32)
 }
 
+/// Can `name` be one of a bridge's ports? It must exist, be up, and not be a port of a kernel bridge
+/// (or bond) already: the kernel would forward its frames too, and every frame would arrive twice.
+pub fn check_bridgeable(name: &str) -> Result<(), String> {
+    ifindex(name).map_err(|e| e.to_string())?;
+    let s = ioctl_socket().map_err(|e| e.to_string())?;
+    let mut r = ifreq(name).map_err(|e| e.to_string())?;
+    // SAFETY: SIOCGIFFLAGS reads the name and writes ifru_flags of the ifreq we own.
+    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFFLAGS, &mut r) } != 0 {
+        return Err(last_error(&format!("{name}: reading its flags")).to_string());
+    }
+    // SAFETY: the kernel filled the flags member.
+    let flags = unsafe { r.ifr_ifru.ifru_flags } as i32;
+    if flags & libc::IFF_UP == 0 {
+        return Err(format!("{name} is down: ip link set dev {name} up first"));
+    }
+    if let Ok(master) = std::fs::read_link(format!("/sys/class/net/{name}/master")) {
+        let m = master.file_name().map(|m| m.to_string_lossy().into_owned()).unwrap_or_default();
+        return Err(format!(
+            "{name} is a port of {m}: the kernel bridges it already (ip link set dev {name} nomaster)"
+        ));
+    }
+    Ok(())
+}
+
 /// The offloads that hand a shaper super-packets (or hand the wire frames without checksums): each
 /// (name, `ETHTOOL_G*`, `ETHTOOL_S*`).
 pub const OFFLOADS: &[(&str, u32, u32)] = &[

@@ -1,0 +1,256 @@
+//! `tclab live` and `tclab lab`: the commands around crates/live's bridge and lab.
+
+use crate::args::{self, usage, CmdResult, Failure};
+use crate::{compare, labbench, liveout, load_policy, path_text, Loaded};
+use tclab_core::engine::DevKind;
+use tclab_core::Engine;
+
+/// A policy for a bridge between `ports`, loaded and checked: it applies whole, and it names no device
+/// but the ports and its own ifbs (a typo such as `dev Eth0` would otherwise shape a device no frame
+/// ever reaches, and say nothing).
+pub fn load_bridge_policy(file: &std::path::Path, ports: &[String]) -> Result<Engine, Failure> {
+    let f = path_text(file)?;
+    if !file.is_file() {
+        return Err(usage(format!("{f}: no such policy file")));
+    }
+    let Loaded {
+        engine, refusals, ..
+    } = load_policy(Some(f), &[]).map_err(|e| match e {
+        Failure::Failed(m) => Failure::Usage(m),
+        u => u,
+    })?;
+    if !refusals.is_empty() {
+        let lines: Vec<String> = refusals
+            .iter()
+            .map(|(at, cmd, msg)| format!("  {at}: `{cmd}`: {}", msg.lines().next().unwrap_or("").trim()))
+            .collect();
+        return Err(usage(format!(
+            "{f}: the policy does not apply whole, so nothing is bridged:\n{}",
+            lines.join("\n")
+        )));
+    }
+    let strays: Vec<String> = engine
+        .devices()
+        .filter(|(n, d)| d.kind != DevKind::Ifb && !ports.iter().any(|p| p == n))
+        .map(|(n, _)| format!("\"{n}\""))
+        .collect();
+    if !strays.is_empty() {
+        return Err(usage(format!(
+            "{f}: the policy names device {} but the bridge has {} (and the policy's ifb devices): \
+             no frame would reach it",
+            strays.join(", "),
+            ports.join(" and ")
+        )));
+    }
+    Ok(engine)
+}
+
+/// `tclab live`: bridge two interfaces through the policy until interrupted (or `--duration`).
+pub fn live(a: args::LiveArgs) -> CmdResult {
+    use tclab_live::{bridge::Bridge, sys};
+    if a.devs.len() != 2 || a.devs[0] == a.devs[1] {
+        return Err(usage("give two different devices: --dev A --dev B"));
+    }
+    let duration = match a.duration {
+        Some(d) if !(d > 0.0 && d.is_finite()) => {
+            return Err(usage(format!("--duration {d}: give a positive number of seconds")))
+        }
+        d => d.map(|s| (s * 1e9) as u64),
+    };
+    if a.out.is_none() && (a.no_plots || a.sample_ms != args::SAMPLE_MS) {
+        return Err(usage("--sample-ms and --no-plots go with --out DIR"));
+    }
+    for d in &a.devs {
+        sys::check_bridgeable(d).map_err(usage)?;
+    }
+    let engine = match &a.policy {
+        None => Engine::new(),
+        Some(p) => load_bridge_policy(p, &a.devs)?,
+    };
+    // The results are written after the capabilities are gone: the directory is made now, as root.
+    let sampler = match &a.out {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).map_err(|e| usage(format!("--out {}: {e}", dir.display())))?;
+            Some(
+                tclab_live::sampler::Sampler::new(a.sample_ms * 1_000_000, Some(dir))
+                    .map_err(|e| usage(format!("--out {}: {e}", dir.display())))?,
+            )
+        }
+        None => None,
+    };
+    let control = tclab_tc::control::live_socket()
+        .ok_or("cannot name this network namespace (/proc/self/ns/net)")?;
+    let (mut bridge, setup) = Bridge::new(engine, &a.devs)?;
+    bridge.sampler = sampler;
+    bridge.listen(&control)?;
+    for (dev, turned) in &setup.offloads {
+        if turned.is_empty() {
+            println!("tclab live: {dev}: no segmentation, GRO or checksum offload on");
+        } else {
+            println!(
+                "tclab live: {dev}: turned off {} (offloads hand a shaper super-packets); they stay off \
+                 after tclab stops: ethtool -K {dev} {} restores them",
+                turned.join(", "),
+                turned
+                    .iter()
+                    .map(|o| format!("{o} on"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+        }
+    }
+    sys::stop_on_signals();
+    if !sys::realtime() {
+        println!("tclab live: real-time scheduling refused; wake-ups may be late on a busy machine");
+    }
+    // Everything privileged is done: the sockets are open, the offloads off, the scheduler set.
+    match sys::drop_capabilities() {
+        Ok(()) => println!("tclab live: all capabilities dropped"),
+        Err(e) => println!("tclab live: could not drop capabilities ({e}); running with them"),
+    }
+    println!(
+        "tclab live: bridging {} <-> {}{}; SIGINT or SIGTERM stops\ntclab live: tclab tc in this network namespace reaches the running policy ({})",
+        a.devs[0],
+        a.devs[1],
+        a.policy
+            .as_ref()
+            .map_or(" without a policy".to_string(), |p| format!(" through {}", p.display())),
+        control.display()
+    );
+    {
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+    }
+    let started = std::time::Instant::now();
+    let result = bridge.run(duration);
+    let secs = started.elapsed().as_secs_f64();
+    println!("\ntclab live: stopped after {secs:.1} s");
+    for (name, st) in bridge.stats() {
+        println!(
+            "{name}: received {} frames ({} bytes), sent {} ({} bytes); dropped: {} by ingress actions, {} malformed, {} oversize, {} stale, {} send errors",
+            st.rx_packets, st.rx_bytes, st.tx_packets, st.tx_bytes, st.rx_dropped, st.malformed, st.oversize, st.stale, st.tx_errors
+        );
+        if st.wakeups > 0 {
+            println!(
+                "{name}: {} shaper wake-ups, late by {:.1} µs on average, {:.1} µs at most",
+                st.wakeups,
+                st.late_ns_sum as f64 / st.wakeups as f64 / 1e3,
+                st.late_ns_max as f64 / 1e3
+            );
+        }
+    }
+    let now = bridge.now();
+    let tc_text = tc_show_all(&mut bridge.engine, now);
+    print!("{tc_text}");
+    if let (Some(dir), Some(sampler)) = (&a.out, bridge.sampler.as_mut()) {
+        sampler.tick(now.max(sampler.next_due()), &bridge.engine);
+        let title = format!("tclab live {} <-> {}", a.devs[0], a.devs[1]);
+        let files = liveout::write(dir, sampler, &tc_text, &title, !a.no_plots)?;
+        println!(
+            "tclab live: {} files in {}/{}",
+            files.len(),
+            dir.display(),
+            if a.no_plots { "" } else { " (open index.html)" }
+        );
+    }
+    result?;
+    Ok(0)
+}
+
+/// `tc -s qdisc|class|filter show` of every device (ingress filters too), each under a heading naming
+/// it, as `tclab sim` writes tc.txt.
+fn tc_show_all(engine: &mut Engine, now: tclab_core::Nanos) -> String {
+    let mut text = String::new();
+    for dev in engine.device_names() {
+        text.push_str(&format!("### tc -s qdisc|class|filter show dev {dev}\n"));
+        let has_ingress = engine.device(&dev).is_some_and(|d| d.ingress().is_some());
+        let mut commands = vec![
+            vec!["-s", "qdisc", "show", "dev", &dev],
+            vec!["-s", "class", "show", "dev", &dev],
+            vec!["-s", "filter", "show", "dev", &dev],
+        ];
+        if has_ingress {
+            commands.push(vec!["-s", "filter", "show", "dev", &dev, "parent", "ffff:"]);
+        }
+        for argv in commands {
+            let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+            text.push_str(&tclab_tc::run(engine, &argv, now).stdout);
+        }
+    }
+    text
+}
+
+/// `tclab lab up|down|status|exec|compare|bench`.
+pub fn lab(a: args::LabCmd) -> CmdResult {
+    use args::LabSub;
+    use tclab_live::lab::{Lab, Shaper};
+    let lab = Lab::new(&a.prefix).map_err(usage)?;
+    let exe = || {
+        std::env::current_exe().map_err(|e| Failure::from(format!("cannot find the tclab executable: {e}")))
+    };
+    match a.command {
+        LabSub::Up {
+            policy,
+            kernel,
+            out,
+        } => {
+            Lab::check_root().map_err(usage)?;
+            let policy = match policy {
+                Some(p) => Some(
+                    std::fs::canonicalize(&p).map_err(|e| usage(format!("{}: {e}", p.display())))?,
+                ),
+                None => None,
+            };
+            // The policy is loaded here first, so that a mistake is reported before anything is built.
+            if let (Some(p), false) = (&policy, kernel) {
+                load_bridge_policy(p, &["eth0".to_string(), "eth1".to_string()])?;
+            }
+            // The bridge outlives this command: a relative --out is made absolute now.
+            let out = match out {
+                Some(o) => {
+                    Some(std::path::absolute(&o).map_err(|e| usage(format!("{}: {e}", o.display())))?)
+                }
+                None => None,
+            };
+            let exe = exe()?;
+            let shaper = if kernel {
+                Shaper::Kernel {
+                    policy: policy.as_deref(),
+                }
+            } else {
+                Shaper::Tclab {
+                    exe: &exe,
+                    policy: policy.as_deref(),
+                    out: out.as_deref(),
+                }
+            };
+            lab.up(shaper)?;
+            print!("{}", lab.status());
+            Ok(0)
+        }
+        LabSub::Down => {
+            if lab.existing().is_empty() && lab.bridge_pid().is_none() {
+                println!("no lab with prefix \"{}\": nothing to remove", lab.prefix);
+                return Ok(0);
+            }
+            let down = lab.down()?;
+            print!("{}", down.log);
+            println!("tclab lab: removed the lab \"{}\"", lab.prefix);
+            // The bridge's own failure (results it could not write, an interface that went away).
+            match down.bridge_error {
+                Some(e) => Err(Failure::Failed(format!("tclab live failed: {e}"))),
+                None => Ok(0),
+            }
+        }
+        LabSub::Status => {
+            print!("{}", lab.status());
+            Ok(0)
+        }
+        LabSub::Compare { scenario, duration } => compare::run(&scenario, &exe()?, &lab.prefix, duration),
+        LabSub::Bench { secs } => labbench::run(&exe()?, &lab, secs),
+        LabSub::Exec { node, command } => {
+            let code = lab.exec(&node, &command).map_err(usage)?;
+            Ok(code.clamp(0, 255) as u8)
+        }
+    }
+}
