@@ -124,7 +124,7 @@ pub struct ScriptCmd {
 #[derive(Subcommand)]
 pub enum ScriptSub {
     /// Run FILE under bash with tc, ip, iptables … resolved to tclab, then report what was refused
-    #[command(after_help = tclab_tc::script::HELP)]
+    #[command(after_help = script_help())]
     Run {
         /// A refused change is fatal: non-zero exit and nothing stored
         #[arg(long)]
@@ -135,6 +135,16 @@ pub enum ScriptSub {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+}
+
+/// `tclab script run --help`'s text after the options: the script module's help without its usage
+/// line, which clap writes.
+fn script_help() -> String {
+    let h = tclab_tc::script::HELP;
+    match h.split_once("\n\n") {
+        Some((first, rest)) if first.starts_with("Usage:") => rest.to_string(),
+        _ => h.to_string(),
+    }
 }
 
 #[derive(Args)]
@@ -299,7 +309,7 @@ fn parse_classid(s: &str) -> Result<String, String> {
 
 #[derive(Args)]
 pub struct DemoArgs {
-    /// Where to write each run's results (default: ./tclab-out/demo)
+    /// Where to write each run's results
     #[arg(short, long, value_name = "DIR", default_value = "tclab-out/demo")]
     pub out: PathBuf,
     /// Write no plots
