@@ -36,18 +36,8 @@ pub(super) fn connmark_body(c: &mut Cur) -> Result<(ActionParams, u32)> {
     }
     // `parse_action_control_dflt`: a word that is no control (or a malformed one) leaves the default and
     // the cursor where it was.
-    let at = c.i;
-    match parse_control(c, false, true) {
-        Ok(Some(r)) => cm.action = r,
-        Err(f) if f.code != 1 => return Err(f),
-        _ => c.i = at,
-    }
-    let mut index = 0;
-    if c.peek().is_some_and(|w| matches(w, "index")) {
-        let v = c.next_arg()?;
-        index = get_u32(v, 10).ok_or_else(|| bad("connmark: Illegal \"index\""))?;
-        c.fwd();
-    }
+    cm.action = control_or(c, cm.action)?;
+    let index = index_arg(c, 10, |_| "connmark: Illegal \"index\"".into())?.unwrap_or(0);
     Ok((ActionParams::Connmark(cm), index))
 }
 

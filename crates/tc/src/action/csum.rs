@@ -62,19 +62,9 @@ pub(super) fn parse_csum(c: &mut Cur) -> Result<(ActionParams, u32)> {
         if s.update_flags == 0 {
             return Err(bad("Illegal csum construct, empty <UPDATE> list"));
         }
-        let at = c.i;
-        match parse_control(c, false, true) {
-            Ok(Some(r)) => s.action = r,
-            Err(f) if f.code != 1 => return Err(f),
-            _ => c.i = at,
-        }
+        s.action = control_or(c, s.action)?;
     }
-    let mut index = 0;
-    if c.peek().is_some_and(|w| matches(w, "index")) {
-        let v = c.next_arg()?;
-        index = get_u32(v, 10).ok_or_else(|| bad(format!("Illegal \"index\" ({v}) <csum>")))?;
-        c.fwd();
-    }
+    let index = index_arg(c, 10, |v| format!("Illegal \"index\" ({v}) <csum>"))?.unwrap_or(0);
     Ok((ActionParams::Csum(s), index))
 }
 

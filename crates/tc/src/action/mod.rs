@@ -147,6 +147,31 @@ fn parse_control(c: &mut Cur, allow_num: bool, quiet: bool) -> Result<Option<Con
     Ok(Some(r))
 }
 
+/// `parse_action_control_dflt(…, false, dflt)`: the control word at the cursor, or (for a word that is
+/// none, or a malformed one) `dflt` with the cursor where it was.
+fn control_or(c: &mut Cur, dflt: Control) -> Result<Control> {
+    let at = c.i;
+    match parse_control(c, false, true) {
+        Ok(Some(r)) => Ok(r),
+        Err(f) if f.code != 1 => Err(f),
+        _ => {
+            c.i = at;
+            Ok(dflt)
+        }
+    }
+}
+
+/// `index N` at the cursor, if it is there, read in `base`; `illegal` is the kind's complaint about N.
+fn index_arg(c: &mut Cur, base: u32, illegal: impl FnOnce(&str) -> String) -> Result<Option<u32>> {
+    if !c.peek().is_some_and(|w| matches(w, "index")) {
+        return Ok(None);
+    }
+    let v = c.next_arg()?;
+    let index = get_u32(v, base).ok_or_else(|| bad(illegal(v)))?;
+    c.fwd();
+    Ok(Some(index))
+}
+
 /// `new_cmd`: a word that starts the next `tc actions` command.
 fn new_cmd(w: &str) -> bool {
     ["change", "replace", "delete", "get", "add"]
@@ -354,11 +379,7 @@ pub fn print_action(
     if flags.stats {
         print_stats(p, &a.stats);
     }
-    if let Some(ck) = &a.cookie {
-        let hex: String = ck.iter().map(|b| format!("{b:02x}")).collect();
-        p.string("cookie", format_args!("\tcookie {hex}"), &hex);
-        p.nl();
-    }
+    print_cookie(p, a);
     let mut newline = false;
     if a.flags & ACT_FLAG_NO_PERCPU != 0 {
         newline = true;
@@ -382,6 +403,15 @@ pub fn print_action(
         p.nl();
     }
     p.close_object();
+}
+
+/// The action's cookie, in hex.
+fn print_cookie(p: &mut Printer, a: &Action) {
+    if let Some(ck) = &a.cookie {
+        let hex: String = ck.iter().map(|b| format!("{b:02x}")).collect();
+        p.string("cookie", format_args!("\tcookie {hex}"), &hex);
+        p.nl();
+    }
 }
 
 /// `Action statistics:` and `print_tcstats2_attr`'s lines.
@@ -452,11 +482,7 @@ pub fn print_actions_terse(
         if flags.stats {
             print_stats(p, &a.stats);
         }
-        if let Some(ck) = &a.cookie {
-            let hex: String = ck.iter().map(|b| format!("{b:02x}")).collect();
-            p.string("cookie", format_args!("\tcookie {hex}"), &hex);
-            p.nl();
-        }
+        print_cookie(p, &a);
         p.close_object();
     }
     p.close_array();

@@ -69,19 +69,9 @@ pub(super) fn parse_nat(c: &mut Cur) -> Result<(ActionParams, u32)> {
         if ok == 0 {
             return Err(bad(NAT_USAGE));
         }
-        let at = c.i;
-        match parse_control(c, false, true) {
-            Ok(Some(r)) => n.action = r,
-            Err(f) if f.code != 1 => return Err(f),
-            _ => c.i = at,
-        }
+        n.action = control_or(c, n.action)?;
     }
-    let mut index = 0;
-    if c.peek().is_some_and(|w| matches(w, "index")) {
-        let v = c.next_arg()?;
-        index = get_u32(v, 10).ok_or_else(|| bad("Nat: Illegal \"index\""))?;
-        c.fwd();
-    }
+    let index = index_arg(c, 10, |_| "Nat: Illegal \"index\"".into())?.unwrap_or(0);
     Ok((ActionParams::Nat(n), index))
 }
 

@@ -83,34 +83,27 @@ fn pack_key32(retain: u32, sel: &mut Sel, t: &mut TKey) -> Step<()> {
     pack_key(sel, t)
 }
 
-fn pack_key16(retain: u32, sel: &mut Sel, t: &mut TKey) -> Step<()> {
-    const M: [u32; 3] = [0x0000_ffff, 0xff00_00ff, 0xffff_0000];
-    if t.val > 0xffff || t.mask > 0xffff {
-        return Err("pack_key16 bad value\n".into());
+/// `pack_key16` and `pack_key8`: a field of `len` (2 or 1) bytes moved to its place in the word at
+/// `t.off & !3`, the rest of the word kept by the mask.
+fn pack_narrow(len: u32, retain: u32, sel: &mut Sel, t: &mut TKey) -> Step<()> {
+    const M16: [u32; 3] = [0x0000_ffff, 0xff00_00ff, 0xffff_0000];
+    const M8: [u32; 4] = [0x00ff_ffff, 0xff00_ffff, 0xffff_00ff, 0xffff_ff00];
+    let max = if len == 2 { 0xffff } else { 0xff };
+    if t.val > max || t.mask > max {
+        return Err(if len == 2 {
+            "pack_key16 bad value\n".into()
+        } else {
+            format!("pack_key8 bad value (val {:x} mask {:x}\n", t.val, t.mask)
+        });
     }
     let ind = (t.off & 3) as usize;
-    if ind == 3 {
+    if len == 2 && ind == 3 {
         return Err(format!("pack_key16 bad index value {ind}\n"));
     }
-    let stride = 8 * (2 - ind as u32);
+    let stride = 8 * (4 - len - ind as u32);
+    let m = if len == 2 { M16[ind] } else { M8[ind] };
     t.val = (t.val & retain) << stride;
-    t.mask = ((t.mask | !retain) << stride) | M[ind];
-    t.off &= !3;
-    pack_key(sel, t)
-}
-
-fn pack_key8(retain: u32, sel: &mut Sel, t: &mut TKey) -> Step<()> {
-    const M: [u32; 4] = [0x00ff_ffff, 0xff00_ffff, 0xffff_00ff, 0xffff_ff00];
-    if t.val > 0xff || t.mask > 0xff {
-        return Err(format!(
-            "pack_key8 bad value (val {:x} mask {:x}\n",
-            t.val, t.mask
-        ));
-    }
-    let ind = (t.off & 3) as usize;
-    let stride = 8 * (3 - ind as u32);
-    t.val = (t.val & retain) << stride;
-    t.mask = ((t.mask | !retain) << stride) | M[ind];
+    t.mask = ((t.mask | !retain) << stride) | m;
     t.off &= !3;
     pack_key(sel, t)
 }
@@ -126,12 +119,12 @@ fn pack_mac(sel: &mut Sel, t: &mut TKey, mac: &[u8; 16]) -> Step<()> {
         t.off = t.off.wrapping_add(4);
         t.mask = 0;
         t.val = w16(4);
-        let b = pack_key16(!0, sel, t);
+        let b = pack_narrow(2, !0, sel, t);
         a.and(b)
     } else if t.off & 1 == 0 {
         t.mask = 0;
         t.val = w16(0);
-        let a = pack_key16(!0, sel, t);
+        let a = pack_narrow(2, !0, sel, t);
         t.off = t.off.wrapping_add(4);
         t.mask = 0;
         t.val = w32(2);
@@ -280,8 +273,7 @@ fn parse_cmd(
             };
             t.mask = m0;
             match len {
-                1 => pack_key8(retain, sel, t),
-                2 => pack_key16(retain, sel, t),
+                1 | 2 => pack_narrow(len, retain, sel, t),
                 _ => pack_key32(retain, sel, t),
             }
         }
@@ -511,18 +503,8 @@ pub(super) fn parse_pedit(c: &mut Cur) -> Result<(ActionParams, u32)> {
         keys: sel.keys,
         extended: sel.extended,
     };
-    let at = c.i;
-    match parse_control(c, false, true) {
-        Ok(Some(r)) => p.action = r,
-        Err(f) if f.code != 1 => return Err(f),
-        _ => c.i = at,
-    }
-    let mut index = 0;
-    if c.peek().is_some_and(|w| matches(w, "index")) {
-        let v = c.next_arg()?;
-        index = get_u32(v, 10).ok_or_else(|| bad("Pedit: Illegal \"index\""))?;
-        c.fwd();
-    }
+    p.action = control_or(c, p.action)?;
+    let index = index_arg(c, 10, |_| "Pedit: Illegal \"index\"".into())?.unwrap_or(0);
     Ok((ActionParams::Pedit(p), index))
 }
 

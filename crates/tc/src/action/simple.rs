@@ -30,19 +30,10 @@ pub(super) fn parse_simple(c: &mut Cur) -> Result<(ActionParams, u32)> {
             break;
         }
     }
-    let at = c.i;
-    match parse_control(c, false, true) {
-        Ok(Some(r)) => s.action = r,
-        Err(f) if f.code != 1 => return Err(f),
-        _ => c.i = at,
-    }
-    let mut index = 0;
-    if c.peek().is_some_and(|w| matches(w, "index")) {
-        let v = c.next_arg()?;
-        index = get_u32(v, 10).ok_or_else(|| bad(format!("simple: Illegal \"index\" ({v})")))?;
-        ok += 1;
-        c.fwd();
-    }
+    s.action = control_or(c, s.action)?;
+    let index = index_arg(c, 10, |v| format!("simple: Illegal \"index\" ({v})"))?;
+    ok += usize::from(index.is_some());
+    let index = index.unwrap_or(0);
     if ok == 0 {
         return Err(bad(SIMPLE_USAGE));
     }

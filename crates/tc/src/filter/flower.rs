@@ -370,40 +370,33 @@ pub(super) fn parse_flower(
                 num_of_vlans = get_u8(v, 10).ok_or_else(|| illegal("num_of_vlans"))?;
                 o.num_of_vlans = Some(num_of_vlans);
             }
-            "vlan_id" | "cvlan_id" => {
-                let inner = word == "cvlan_id";
+            "vlan_id" | "cvlan_id" | "vlan_prio" | "cvlan_prio" => {
+                let inner = word.starts_with('c');
                 let v = c.next_arg()?;
                 if inner && !eth_type_vlan(vlan_ethtype, num_of_vlans > 1) {
-                    return Err(Failure::options("Can't set \"cvlan_id\" if inner vlan ethertype isn't 802.1Q or 802.1AD and num_of_vlans is less than 2"));
+                    return Err(Failure::options(format!("Can't set \"{word}\" if inner vlan ethertype isn't 802.1Q or 802.1AD and num_of_vlans is less than 2")));
                 }
                 if !inner && !eth_type_vlan(tc_proto, num_of_vlans > 0) {
-                    return Err(Failure::options("Can't set \"vlan_id\" if ethertype isn't 802.1Q or 802.1AD and num_of_vlans is 0"));
+                    return Err(Failure::options(format!("Can't set \"{word}\" if ethertype isn't 802.1Q or 802.1AD and num_of_vlans is 0")));
                 }
-                let vid = get_u16(v, 10)
-                    .filter(|v| v & !0xfff == 0)
-                    .ok_or_else(|| illegal(word))?;
-                if inner {
-                    o.cvlan_id = Some(vid);
+                if word.ends_with("_id") {
+                    let vid = get_u16(v, 10)
+                        .filter(|v| v & !0xfff == 0)
+                        .ok_or_else(|| illegal(word))?;
+                    *if inner {
+                        &mut o.cvlan_id
+                    } else {
+                        &mut o.vlan_id
+                    } = Some(vid);
                 } else {
-                    o.vlan_id = Some(vid);
-                }
-            }
-            "vlan_prio" | "cvlan_prio" => {
-                let inner = word == "cvlan_prio";
-                let v = c.next_arg()?;
-                if inner && !eth_type_vlan(vlan_ethtype, num_of_vlans > 1) {
-                    return Err(Failure::options("Can't set \"cvlan_prio\" if inner vlan ethertype isn't 802.1Q or 802.1AD and num_of_vlans is less than 2"));
-                }
-                if !inner && !eth_type_vlan(tc_proto, num_of_vlans > 0) {
-                    return Err(Failure::options("Can't set \"vlan_prio\" if ethertype isn't 802.1Q or 802.1AD and num_of_vlans is 0"));
-                }
-                let prio = get_u8(v, 10)
-                    .filter(|p| p & !7 == 0)
-                    .ok_or_else(|| illegal(word))?;
-                if inner {
-                    o.cvlan_prio = Some(prio);
-                } else {
-                    o.vlan_prio = Some(prio);
+                    let prio = get_u8(v, 10)
+                        .filter(|p| p & !7 == 0)
+                        .ok_or_else(|| illegal(word))?;
+                    *if inner {
+                        &mut o.cvlan_prio
+                    } else {
+                        &mut o.vlan_prio
+                    } = Some(prio);
                 }
             }
             "vlan_ethtype" | "cvlan_ethtype" => {

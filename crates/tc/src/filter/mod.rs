@@ -492,14 +492,7 @@ fn get(
     let Some(kind) = m.kind else {
         return Err(Failure::syntax("Must specify filter type"));
     };
-    let Some(dev) = m.dev else {
-        return Err(Failure::syntax(
-            "Must specify netdevice \"dev\" or block index \"block\"",
-        ));
-    };
-    if engine.device(dev).is_none() {
-        return Err(Failure::options(format!("Cannot find device \"{dev}\"")));
-    }
+    let dev = get_device(engine, &m)?;
     let (handle, _) = parse_fopt(kind, m.handle, protocol, m.parent, &mut c)?;
     if m.handle.is_none() {
         return Err(Failure::syntax("Must specify filter \"handle\""));
@@ -538,6 +531,19 @@ fn get(
     Ok(())
 }
 
+/// The device a `get` names: tc's complaints when there is none, or it does not exist.
+fn get_device<'a>(engine: &Engine, m: &Common<'a>) -> Result<&'a str> {
+    let Some(dev) = m.dev else {
+        return Err(Failure::syntax(
+            "Must specify netdevice \"dev\" or block index \"block\"",
+        ));
+    };
+    if engine.device(dev).is_none() {
+        return Err(Failure::options(format!("Cannot find device \"{dev}\"")));
+    }
+    Ok(dev)
+}
+
 /// What the listing request named, which the printer then leaves out (`filter_parent` and friends).
 struct View {
     parent: Option<u32>,
@@ -554,14 +560,9 @@ fn list(
     now: Nanos,
     out: &mut Output,
 ) -> Result<()> {
-    let mut c = Cur::new(argv);
-    let m = parse_common(&mut c, true)?;
-    let Some(dev) = m.dev else {
+    let Some((m, dev)) = list_request(engine, argv)? else {
         return Ok(());
     };
-    if engine.device(dev).is_none() {
-        return Err(Failure::options(format!("Cannot find device \"{dev}\"")));
-    }
     // `new_json_obj`: under -j the listing is an array even when there is nothing to list.
     let mut p = crate::jprint::Printer::new(flags);
     let Ok(Some((block, parent))) = engine.filter_block(dev, Handle(m.parent)) else {
@@ -598,6 +599,20 @@ fn list(
     }
     out.stdout.push_str(&p.finish());
     Ok(())
+}
+
+/// The words of a listing (`tc_filter_list`) and its device: `None` without one (the kernel dumps
+/// nothing), tc's `Cannot find device` for one that does not exist.
+fn list_request<'a>(engine: &Engine, argv: &'a [String]) -> Result<Option<(Common<'a>, &'a str)>> {
+    let mut c = Cur::new(argv);
+    let m = parse_common(&mut c, true)?;
+    let Some(dev) = m.dev else {
+        return Ok(None);
+    };
+    if engine.device(dev).is_none() {
+        return Err(Failure::options(format!("Cannot find device \"{dev}\"")));
+    }
+    Ok(Some((m, dev)))
 }
 
 /// One filter of an instance, whatever its kind.
@@ -828,14 +843,7 @@ fn chain_get(
     if m.parent == 0 {
         return Err(Failure::syntax("Must specify filter parent"));
     }
-    let Some(dev) = m.dev else {
-        return Err(Failure::syntax(
-            "Must specify netdevice \"dev\" or block index \"block\"",
-        ));
-    };
-    if engine.device(dev).is_none() {
-        return Err(Failure::options(format!("Cannot find device \"{dev}\"")));
-    }
+    let dev = get_device(engine, &m)?;
     if let Some(w) = m.kind.or_else(|| c.peek()) {
         return Err(garbage(w));
     }
@@ -863,14 +871,9 @@ fn chain_list(
     flags: ShowFlags,
     out: &mut Output,
 ) -> Result<()> {
-    let mut c = Cur::new(argv);
-    let m = parse_common(&mut c, true)?;
-    let Some(dev) = m.dev else {
+    let Some((m, dev)) = list_request(engine, argv)? else {
         return Ok(());
     };
-    if engine.device(dev).is_none() {
-        return Err(Failure::options(format!("Cannot find device \"{dev}\"")));
-    }
     let mut p = Printer::new(flags);
     if let Ok(Some((block, parent))) = engine.filter_block(dev, Handle(m.parent)) {
         let view = View {
