@@ -91,6 +91,10 @@ const CASES: &[(&str, &str, &[&str])] = &[
     ("tos-ecn", "qdisc add dev eth0 root handle 1: prio\nfilter add dev eth0 parent 1: protocol all prio 1 u32 match ip tos 0x10 0xff flowid 1:1\n", &[]),
     ("u32-offset", "qdisc add dev eth0 root handle 1: prio\nfilter add dev eth0 parent 1: protocol ip prio 1 u32 match u16 22 0xffff at 20 flowid 1:1\nfilter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dport 22 0xffff flowid 1:2\n", &[]),
     ("ipv4-only-classes", "qdisc add dev eth0 root handle 1: htb default 20\nclass add dev eth0 parent 1: classid 1:10 htb rate 1mbit\nclass add dev eth0 parent 1: classid 1:20 htb rate 1mbit\nfilter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 1 0xff flowid 1:10\n", &[]),
+    ("mark-unset", "#!/bin/sh\ntc qdisc add dev eth0 root handle 1: htb default 20\ntc class add dev eth0 parent 1: classid 1:10 htb rate 1mbit\ntc class add dev eth0 parent 1: classid 1:20 htb rate 1mbit\ntc filter add dev eth0 parent 1: protocol ip prio 1 handle 1 fw flowid 1:10\niptables -t mangle -N qos\niptables -t mangle -A qos -j MARK --set-mark 1\n", &[]),
+    ("prio-inverted", "qdisc add dev eth0 root handle 1: htb default 20\nclass add dev eth0 parent 1: classid 1:1 htb rate 8mbit\nclass add dev eth0 parent 1:1 classid 1:10 htb rate 100kbit ceil 8mbit prio 3\nclass add dev eth0 parent 1:1 classid 1:20 htb rate 2mbit ceil 8mbit prio 1\nfilter add dev eth0 parent 1: protocol all prio 1 u32 match ip dport 5060 0xffff flowid 1:10\n", &[]),
+    ("atm-overhead", "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 900kbit linklayer atm overhead 0\n", &[]),
+    ("aqm-target-short", "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 256kbit\nqdisc add dev eth0 parent 1:10 fq_codel\n", &[]),
     ("kernel-lacks", "qdisc add dev eth0 root cake bandwidth 10mbit\n", &["--kernel", "4.4"]),
     ("kind-removed", "qdisc add dev eth0 root handle 1: cbq avpkt 1000 bandwidth 10mbit\n", &[]),
     ("ingress-police", "qdisc add dev eth0 handle ffff: ingress\nfilter add dev eth0 parent ffff: protocol ip u32 match ip src 0.0.0.0/0 police rate 800kbit burst 10k drop flowid :1\n", &[]),
@@ -281,7 +285,7 @@ fn offloads_turned_off_by_the_script_silence_the_gso_note() {
     let dir = TempDir::new("check-gso");
     let tbf = "tc qdisc add dev ppp0 root handle 1: htb default 1\n\
                tc class add dev ppp0 parent 1: classid 1:1 htb rate 1mbit\n\
-               tc qdisc add dev ppp0 parent 1:1 fq_codel\n";
+               tc qdisc add dev ppp0 parent 1:1 sfq\n";
     let r = check(&dir, "on.sh", &format!("#!/bin/bash\n{tbf}"), &[]);
     assert_eq!(codes(&r), vec!["gso-bursts"]);
     assert!(r.stdout.contains("for 524 ms"), "{}", r.stdout);

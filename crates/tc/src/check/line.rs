@@ -117,6 +117,8 @@ pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
         }
     }
     gso(cx, rate, out);
+    atm_overhead(cx, out);
+    aqm_target(cx, out);
     if cx.line.atm {
         // A size table on the root with linklayer atm (or an overhead) accounts for the cells too.
         let stab_covers = root
@@ -193,4 +195,185 @@ fn gso(cx: &DevCx, rate: Option<(u64, LinkLayer, u16)>, out: &mut Vec<Finding>) 
         )
         .line(cx.qdisc_line(root)),
     );
+}
+
+/// ATM accounting with an overhead of 0, or one no encapsulation has. On ADSL every packet travels
+/// with its encapsulation's bytes (8 for IPoA VC-mux up to 40 for PPPoE over LLC/SNAP, a few more with
+/// a VLAN tag or an FCS) in 48-byte cells: `linklayer atm` without them counts the cells of the bare
+/// packet, one cell short for a third of packet sizes and for every small one; an overhead beyond 64
+/// bytes charges cells the line never sends.
+pub(super) fn atm_overhead(cx: &DevCx, out: &mut Vec<Finding>) {
+    // (what, where, its line, the overhead) for every ATM accounting of the device.
+    let mut atm: Vec<(String, String, Option<&str>, i64)> = Vec::new();
+    for q in &cx.qdiscs {
+        if let Some(s) = q.stab.as_ref().filter(|s| s.linklayer == 2) {
+            atm.push((
+                "its size table".into(),
+                cx.qdisc_at(q),
+                cx.qdisc_line(q),
+                s.overhead as i64,
+            ));
+        }
+        match &q.options {
+            QdiscOptions::Tbf(t) if t.rate.linklayer == LinkLayer::Atm => atm.push((
+                "its rate".into(),
+                cx.qdisc_at(q),
+                cx.qdisc_line(q),
+                t.rate.overhead as i64,
+            )),
+            QdiscOptions::Cake(c) if c.atm == Some(tclab_core::qdisc::cake::atm::ATM) => atm.push((
+                "cake's `atm`".into(),
+                cx.qdisc_at(q),
+                cx.qdisc_line(q),
+                c.overhead.unwrap_or(0) as i64,
+            )),
+            _ => {}
+        }
+    }
+    // HTB classes: one entry for the classes of a qdisc that share an overhead (one cause).
+    for c in &cx.classes {
+        let Some(ClassOptions::Htb(o)) = &c.options else {
+            continue;
+        };
+        for r in [&o.rate, &o.ceil] {
+            if r.linklayer != LinkLayer::Atm {
+                continue;
+            }
+            let what = format!("the classes of htb {}:", c.classid.major());
+            if !atm.iter().any(|(w, _, _, ov)| *w == what && *ov == r.overhead as i64) {
+                atm.push((
+                    what,
+                    format!("{} class htb {}", cx.name, c.classid),
+                    cx.class_line(c.classid),
+                    r.overhead as i64,
+                ));
+            }
+        }
+    }
+    for (what, at, line, overhead) in atm {
+        let message = if overhead == 0 {
+            format!(
+                "{what} count ATM cells with an overhead of 0: every packet also carries its \
+                 encapsulation (8 to 40 bytes and more), so the shaper misses a cell for a third of \
+                 packet sizes and for every small one — a 40-byte ACK takes 2 cells on PPPoE, not 1 — \
+                 and the line fills behind it"
+            )
+        } else if !(1..=64).contains(&overhead) {
+            format!(
+                "{what} count ATM cells with an overhead of {overhead} bytes, which no encapsulation \
+                 has (8 for IPoA VC-mux up to 40 for PPPoE LLC/SNAP, a few more with VLAN or FCS): \
+                 the shaper charges cells the line never sends"
+            )
+        } else {
+            continue;
+        };
+        out.push(
+            Finding::new(
+                "atm-overhead",
+                at,
+                message,
+                "give the encapsulation's overhead: `overhead 40` for PPPoE over LLC/SNAP, 32 for \
+                 PPPoE VC-mux, 10 for PPPoA VC-mux, 14 for PPPoA LLC (cake: `pppoe-llcsnap`, …)",
+            )
+            .line(line),
+        );
+    }
+}
+
+/// The fastest a qdisc's packets can leave: the ceilings of the classes above it, the rates of the
+/// TBF and CAKE shapers above it, and the line; `None` when nothing bounds it.
+fn drain_rate(cx: &DevCx, q: &tclab_core::engine::QdiscInfo) -> Option<u64> {
+    let mut rate = u64::MAX;
+    let mut p = q.parent;
+    for _ in 0..64 {
+        if p == Handle::ROOT {
+            rate = rate.min(cx.line.rate.unwrap_or(u64::MAX));
+            break;
+        }
+        if let Some(c) = cx.classes.iter().find(|c| c.classid == p) {
+            match &c.options {
+                Some(ClassOptions::Htb(o)) => rate = rate.min(o.ceil.rate),
+                Some(ClassOptions::Hfsc(o)) => {
+                    if let Some(ul) = o.usc {
+                        rate = rate.min(ul.m2 as u64)
+                    }
+                }
+                _ => {}
+            }
+            if c.parent != Handle::ROOT && c.parent.major() == p.major() && c.parent != p {
+                p = c.parent;
+                continue;
+            }
+        }
+        // Up to the qdisc that owns class `p`.
+        let Some(owner) = cx.qdiscs.iter().find(|x| x.handle.major() == p.major()) else {
+            break;
+        };
+        match &owner.options {
+            QdiscOptions::Tbf(t) => rate = rate.min(t.rate.rate),
+            QdiscOptions::Cake(c) => rate = rate.min(c.base_rate.filter(|r| *r > 0).unwrap_or(u64::MAX)),
+            _ => {}
+        }
+        p = owner.parent;
+    }
+    (rate != u64::MAX && rate > 0).then_some(rate)
+}
+
+/// fq_codel's and CoDel's `target` below the time one full frame takes at the rate they drain at
+/// (RFC 8289 §4.4, RFC 8290 §5.2.3: at low rates, the target must be at least one MTU's transmission
+/// time). CoDel never drops the last MTU of a queue, so TCP still fills the rate; but any second packet
+/// is above target, and CoDel drops far more than it needs to (simulated at 256 kbit/s: 56 segments
+/// retransmitted in 30 s against 15 with a target of a frame's time and a half, at the same rate). A
+/// note, one for a device's AQM leaves with one target.
+pub(super) fn aqm_target(cx: &DevCx, out: &mut Vec<Finding>) {
+    let mut short: Vec<(&tclab_core::engine::QdiscInfo, u32, u64)> = Vec::new();
+    for q in &cx.qdiscs {
+        let target = match &q.options {
+            QdiscOptions::FqCodel(o) => o.target,
+            QdiscOptions::Codel(o) => o.target,
+            _ => continue,
+        };
+        let target = target.unwrap_or(5000);
+        let Some(rate) = drain_rate(cx, q) else {
+            continue;
+        };
+        let frame_us = cx.mtu as u64 * 1_000_000 / rate;
+        if (target as u64) < frame_us {
+            short.push((q, target, rate));
+        }
+    }
+    let mut targets: Vec<u32> = short.iter().map(|s| s.1).collect();
+    targets.dedup();
+    for t in targets {
+        let group: Vec<_> = short.iter().filter(|s| s.1 == t).collect();
+        let (q, _, rate) = group[0];
+        let fastest = group.iter().map(|g| g.2).max().unwrap_or(*rate);
+        let frame_ms = cx.mtu as f64 * 1e3 / fastest as f64;
+        let names: Vec<String> = group
+            .iter()
+            .map(|g| format!("{} {}", g.0.kind, g.0.handle))
+            .collect();
+        out.push(
+            Finding::new(
+                "aqm-target-short",
+                cx.qdisc_at(q),
+                format!(
+                    "target {:.1} ms ({}) is less than one {}-byte frame takes at {} ({frame_ms:.1} ms): \
+                     whenever a second packet waits, the queue is above target, and CoDel drops several \
+                     times as many packets as with a target of a frame's time (TCP still fills the rate; \
+                     it retransmits more)",
+                    t as f64 / 1000.0,
+                    names.join(", "),
+                    cx.mtu,
+                    sprint_rate(fastest)
+                ),
+                format!(
+                    "`target {:.0}ms` (a frame's time and a half) and `interval` about 20 times that, as \
+                     sqm-scripts does below 4 Mbit/s; or cake, which adjusts its target to the rate",
+                    (frame_ms * 1.5).ceil()
+                ),
+            )
+            .line(cx.qdisc_line(q)),
+        );
+    }
 }

@@ -231,6 +231,26 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "every filter is protocol ip: on a dual-stack line IPv6 takes the default",
     ),
     (
+        "atm-overhead",
+        Severity::Warning,
+        "ATM cells counted with an overhead of 0, or one no encapsulation has",
+    ),
+    (
+        "aqm-target-short",
+        Severity::Note,
+        "fq_codel/CoDel target below one full frame's time at the rate it drains at",
+    ),
+    (
+        "mark-unset",
+        Severity::Warning,
+        "an fw filter reads a mark no reachable iptables rule or tc action sets on that device",
+    ),
+    (
+        "prio-inverted",
+        Severity::Warning,
+        "an HTB class for interactive traffic has a worse prio than a bulk sibling",
+    ),
+    (
         "kernel-lacks",
         Severity::Error,
         "a kind or option the kernel named with --kernel does not have (too new, or removed)",
@@ -362,7 +382,7 @@ struct DevCx<'a> {
     line: LineFacts,
     /// The classes packets can reach (filters, CLASSIFY rules).
     reached: BTreeSet<u32>,
-    marks: &'a marks::MarkSetters,
+    marks: &'a marks::MarkSetters<'a>,
     /// Every action of the policy's reachable filters.
     actions: &'a [FilterAction],
     /// Those that redirect or mirror to a device.
@@ -376,7 +396,7 @@ impl<'a> DevCx<'a> {
         name: &'a str,
         dev: &'a Device,
         line: LineFacts,
-        marks: &'a marks::MarkSetters,
+        marks: &'a marks::MarkSetters<'a>,
         actions: &'a [FilterAction],
         redirects: &'a [ifb::Redirect],
     ) -> DevCx<'a> {
@@ -462,6 +482,7 @@ impl<'a> DevCx<'a> {
         tree::check(self, out);
         buckets::check(self, out);
         filters::check(self, out);
+        marks::check(self, out);
         self.ingress_police(out);
     }
 
