@@ -33,8 +33,8 @@ pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
                 }
             }
         }
+        missing_classes(cx, q, out);
         for &(parent, b) in &blocks {
-            missing_classes(cx, q, parent, b, out);
             tos_ecn(cx, parent, b, out);
         }
         ipv4_only(cx, q, &blocks, out);
@@ -88,53 +88,102 @@ fn falls_to(cx: &DevCx, q: &QdiscInfo) -> Option<(String, Option<Handle>)> {
     })
 }
 
-fn missing_classes(cx: &DevCx, q: &QdiscInfo, parent: Handle, b: &Block, out: &mut Vec<Finding>) {
-    let Some((falls, fallback)) = falls_to(cx, q) else {
-        return;
+/// The filters of `q`'s blocks a packet can reach that name a class `q` does not have: (the block's
+/// parent, the filter's preference and kind, the class).
+fn missing<'c>(cx: &'c DevCx, q: &QdiscInfo) -> Vec<(Handle, u32, &'static str, Handle)> {
+    let mut out = Vec::new();
+    let Some((_, fallback)) = falls_to(cx, q) else {
+        return out;
     };
-    for chain in b.reachable_chains() {
-        for tp in b.chains.get(&chain).into_iter().flatten() {
-            for (classid, _) in b.tp_filters(tp) {
-                let Some(id) = classid.map(Handle) else {
-                    continue;
-                };
-                // `flowid 1:0` is HTB's direct queue by design; a class of this qdisc is fine.
-                if id == q.handle || cx.classes.iter().any(|c| c.classid == id) {
-                    continue;
-                }
-                // PRIO's classes are its bands, which exist whenever the minor is in range.
-                if let QdiscOptions::Prio(p) = &q.options {
-                    if id.major() == q.handle.major()
-                        && (1..=p.bands.max(0) as u16).contains(&id.minor())
-                    {
+    let Some(s) = cx.dev.find(q.handle) else {
+        return out;
+    };
+    let ids = cx
+        .classes
+        .iter()
+        .filter(|c| c.classid.major() == q.handle.major() && c.classid != q.handle)
+        .map(|c| c.classid);
+    let mut seen: Vec<*const Block> = Vec::new();
+    for parent in std::iter::once(q.handle).chain(ids) {
+        let Some(b) = s.q.block(parent).filter(|b| !b.is_empty()) else {
+            continue;
+        };
+        if seen.contains(&(b as *const Block)) {
+            continue;
+        }
+        seen.push(b);
+        for chain in b.reachable_chains() {
+            for tp in b.chains.get(&chain).into_iter().flatten() {
+                for (classid, _) in b.tp_filters(tp) {
+                    let Some(id) = classid.map(Handle) else {
+                        continue;
+                    };
+                    // `flowid 1:0` is HTB's direct queue by design; a class of this qdisc is fine.
+                    if id == q.handle || cx.classes.iter().any(|c| c.classid == id) {
                         continue;
                     }
+                    // PRIO's classes are its bands, which exist whenever the minor is in range.
+                    if let QdiscOptions::Prio(p) = &q.options {
+                        if id.major() == q.handle.major()
+                            && (1..=p.bands.max(0) as u16).contains(&id.minor())
+                        {
+                            continue;
+                        }
+                    }
+                    // `flowid 1` (0:1) where the default is 1:1: the class meant, by another road.
+                    if fallback == Some(Handle(q.handle.0 | id.minor() as u32)) {
+                        continue;
+                    }
+                    out.push((parent, tp.prio, tp.cls.kind(), id));
                 }
-                // `flowid 1` (0:1) where the default is 1:1: the class meant, by another road.
-                if fallback == Some(Handle(q.handle.0 | id.minor() as u32)) {
-                    continue;
-                }
-                let record = cx.origins.filter(cx.name, parent, Some(tp.prio));
-                out.push(
-                    Finding::new(
-                        "filter-class-missing",
-                        format!("{} filter parent {parent} pref {} {}", cx.name, tp.prio, tp.cls.kind()),
-                        format!(
-                            "sends packets to class {id}, which {} {} does not have: they fall {falls}",
-                            q.kind,
-                            q.handle
-                        ),
-                        format!(
-                            "create class {id}, or point the filter at an existing class of {} \
-                             (`flowid {}:…`)",
-                            q.handle,
-                            q.handle.major()
-                        ),
-                    )
-                    .line(record.map(|r| r.at.as_str())),
-                );
             }
         }
+    }
+    out
+}
+
+/// Whether a filter of `q` names a class it does not have.
+pub(super) fn names_missing_class(cx: &DevCx, q: &QdiscInfo) -> bool {
+    !missing(cx, q).is_empty()
+}
+
+fn missing_classes(cx: &DevCx, q: &QdiscInfo, out: &mut Vec<Finding>) {
+    let Some((falls, _)) = falls_to(cx, q) else {
+        return;
+    };
+    // The leaves nothing else reaches: the class a mistyped flowid meant is likely among them.
+    let idle: Vec<String> = cx
+        .classes
+        .iter()
+        .filter(|c| c.classid.major() == q.handle.major() && c.classid != q.handle)
+        .filter(|c| !cx.classes.iter().any(|k| k.parent == c.classid && k.classid != c.classid))
+        .filter(|c| !cx.bound(c.classid.0) && !falls.contains(&c.classid.to_string()))
+        .map(|c| c.classid.to_string())
+        .collect();
+    let idle = if idle.is_empty() {
+        String::new()
+    } else {
+        format!("; nothing reaches {} (the class meant?)", idle.join(", "))
+    };
+    for (parent, pref, kind, id) in missing(cx, q) {
+        let record = cx.origins.filter(cx.name, parent, Some(pref));
+        out.push(
+            Finding::new(
+                "filter-class-missing",
+                format!("{} filter parent {parent} pref {pref} {kind}", cx.name),
+                format!(
+                    "sends packets to class {id}, which {} {} does not have: they fall {falls}{idle}",
+                    q.kind, q.handle
+                ),
+                format!(
+                    "create class {id}, or point the filter at an existing class of {} (`flowid \
+                     {}:…`)",
+                    q.handle,
+                    q.handle.major()
+                ),
+            )
+            .line(record.map(|r| r.at.as_str())),
+        );
     }
 }
 

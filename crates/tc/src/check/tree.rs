@@ -139,7 +139,11 @@ fn htb(cx: &DevCx, q: &QdiscInfo, h: &HtbOptions, out: &mut Vec<Finding>) {
                 queue_delay(cx, &at, c.leaf, o.rate.rate).map(|f| f.line(line)),
             );
             let is_default = h.defcls != 0 && c.classid == Handle(q.handle.0 | h.defcls);
-            if !is_default && !cx.bound(c.classid.0) && !priority_classified(cx, q.handle) {
+            if !is_default
+                && !cx.bound(c.classid.0)
+                && !priority_classified(cx, q.handle)
+                && !unreached_elsewhere(cx, q, c.classid)
+            {
                 out.push(unreached_class(&at, c.classid).line(line));
             }
         }
@@ -467,16 +471,25 @@ fn queue_delay(cx: &DevCx, at: &str, leaf: Option<Handle>, rate: u64) -> Option<
 /// Filters on classes: HTB and HFSC consult a class's filters only after a filter (or skb->priority)
 /// chose that class and it is an inner one (`htb_classify`/`hfsc_classify` stop at the first leaf).
 fn filters_on_classes(cx: &DevCx, out: &mut Vec<Finding>) {
-    for q in cx.qdiscs.iter().filter(|q| matches!(q.kind, "htb" | "hfsc")) {
-        let Some(sched) = cx.dev.find(q.handle) else {
-            continue;
+    for (q, c, is_leaf, b) in unread_filters(cx) {
+        // The classes only these filters name get nothing: said here, not once more per class.
+        let starved: Vec<String> = b
+            .reached_classes()
+            .into_iter()
+            .filter(|&id| !cx.bound(id) && cx.classes.iter().any(|k| k.classid.0 == id))
+            .map(|id| Handle(id).to_string())
+            .collect();
+        let starved = if starved.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; the class{} they name, {}, get{} nothing",
+                if starved.len() == 1 { "" } else { "es" },
+                starved.join(", "),
+                if starved.len() == 1 { "s" } else { "" }
+            )
         };
-        let mine = |c: &&ClassInfo| c.classid.major() == q.handle.major() && c.classid.minor() != 0;
-        for c in cx.classes.iter().filter(mine) {
-            if sched.q.block(c.classid).is_none_or(|b| b.is_empty()) {
-                continue;
-            }
-            let is_leaf = !cx.classes.iter().filter(mine).any(|k| k.parent == c.classid);
+        {
             let message = if is_leaf {
                 format!(
                     "filters are attached to the leaf class {}: {} reads a class's filters only on the \
@@ -485,20 +498,18 @@ fn filters_on_classes(cx: &DevCx, out: &mut Vec<Finding>) {
                     c.classid,
                     q.kind.to_uppercase()
                 )
-            } else if !cx.bound(c.classid.0) {
+            } else {
                 format!(
                     "filters are attached to the inner class {}, but no filter at the qdisc (or iptables \
                      CLASSIFY rule) sends packets to {}: they are read only after one does",
                     c.classid, c.classid
                 )
-            } else {
-                continue;
             };
             out.push(
                 Finding::new(
                     "filter-unreached",
                     format!("{} class {} {}", cx.name, q.kind, c.classid),
-                    message,
+                    message + &starved,
                     format!(
                         "attach the filters to the qdisc (`parent {}`), or to an inner class a filter \
                          there points to",
@@ -509,6 +520,40 @@ fn filters_on_classes(cx: &DevCx, out: &mut Vec<Finding>) {
             );
         }
     }
+}
+
+/// Filters HTB/HFSC never read: those of a leaf class, or of an inner class nothing sends packets
+/// to: (the qdisc, the class they hang on, whether it is a leaf, their block).
+fn unread_filters<'c>(
+    cx: &'c DevCx,
+) -> Vec<(&'c QdiscInfo, &'c ClassInfo, bool, &'c tclab_core::filter::Block)> {
+    let mut out = Vec::new();
+    for q in cx.qdiscs.iter().filter(|q| matches!(q.kind, "htb" | "hfsc")) {
+        let Some(sched) = cx.dev.find(q.handle) else {
+            continue;
+        };
+        let mine = |c: &&ClassInfo| c.classid.major() == q.handle.major() && c.classid.minor() != 0;
+        for c in cx.classes.iter().filter(mine) {
+            let Some(b) = sched.q.block(c.classid).filter(|b| !b.is_empty()) else {
+                continue;
+            };
+            let is_leaf = !cx.classes.iter().filter(mine).any(|k| k.parent == c.classid);
+            if is_leaf || !cx.bound(c.classid.0) {
+                out.push((q, c, is_leaf, b));
+            }
+        }
+    }
+    out
+}
+
+/// Whether a leaf's `unreached-class` is another finding's consequence, said there: a filter that
+/// names it is never read (`filter-unreached`), or the qdisc has a filter naming a class that does
+/// not exist, likely this one mistyped (`filter-class-missing`).
+fn unreached_elsewhere(cx: &DevCx, q: &QdiscInfo, classid: Handle) -> bool {
+    unread_filters(cx)
+        .iter()
+        .any(|(_, _, _, b)| b.reached_classes().contains(&classid.0))
+        || super::filters::names_missing_class(cx, q)
 }
 
 fn hfsc_opts(c: &ClassInfo) -> Option<HfscClassOptions> {
@@ -641,7 +686,11 @@ fn hfsc(cx: &DevCx, q: &QdiscInfo, defcls: u16, out: &mut Vec<Finding>) {
     for c in mine.iter().filter(|c| is_leaf(c.classid)) {
         let at = format!("{} class hfsc {}", cx.name, c.classid);
         let line = cx.class_line(c.classid);
-        if c.classid != def && !cx.bound(c.classid.0) && !priority_classified(cx, q.handle) {
+        if c.classid != def
+            && !cx.bound(c.classid.0)
+            && !priority_classified(cx, q.handle)
+            && !unreached_elsewhere(cx, q, c.classid)
+        {
             out.push(unreached_class(&at, c.classid).line(line));
         }
         // Its queue against the rate it is sure of (see `assured`); none known, nothing to say.
