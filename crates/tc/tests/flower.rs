@@ -307,3 +307,35 @@ fn show_prints_what_the_kernel_dumps() {
          not_in_hw\n"
     );
 }
+
+#[test]
+fn terse_dumps_print_what_the_kernel_puts_in_them() {
+    let mut e = htb();
+    ok(
+        &mut e,
+        "filter add dev eth0 parent 1: protocol ip prio 1 flower ip_proto tcp classid 1:1 action drop",
+    );
+    ok(
+        &mut e,
+        "filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dst 10.0.0.1/32 classid 1:2",
+    );
+    ok(
+        &mut e,
+        "filter add dev eth0 parent 1: protocol ip prio 3 flower classid 1:3",
+    );
+    // fl_terse_dump: the handle, the flags and the actions' kinds; no keys, no classid. u32 has no
+    // terse_dump: its first filter ends the kernel's dump, so prio 3 is never listed.
+    assert_eq!(
+        tc(&mut e, "-br filter show dev eth0").stdout,
+        "filter parent 1: protocol ip pref 1 flower chain 0 \n\
+         filter parent 1: protocol ip pref 1 flower chain 0 handle 0x1 \n  \
+         not_in_hw\n\
+         \taction order 1: gact \n\
+         filter parent 1: protocol ip pref 2 u32 chain 0 \n"
+    );
+    // The action table's terse dump carries the index, which tc prints.
+    assert_eq!(
+        tc(&mut e, "-br actions ls action gact").stdout,
+        "total acts 1\n\n\taction order 0: gact \t index 1\n"
+    );
+}

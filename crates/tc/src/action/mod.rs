@@ -463,6 +463,18 @@ pub fn print_actions_terse(
     flags: ShowFlags,
     p: &mut Printer,
 ) {
+    terse(actions, first, false, flags, p);
+}
+
+/// The terse dump's actions; `with_index` for `tc -br actions ls` (`tcf_action_dump_terse` from the
+/// action table puts the index, which tc then prints).
+fn terse(
+    actions: &[std::rc::Rc<std::cell::RefCell<Action>>],
+    first: u32,
+    with_index: bool,
+    flags: ShowFlags,
+    p: &mut Printer,
+) {
     p.open_array("actions");
     for (i, a) in actions.iter().enumerate() {
         let a = a.borrow();
@@ -478,6 +490,10 @@ pub fn print_actions_terse(
             "nat" => p.string("type", " nat ", "nat"),
             "pedit" => p.string("kind", " pedit ", "pedit"),
             k => p.string("kind", format_args!("{k} "), k),
+        }
+        if with_index {
+            p.number("index", format_args!("\t index {}", a.index), a.index);
+            p.nl();
         }
         if flags.stats {
             print_stats(p, &a.stats);
@@ -658,7 +674,11 @@ pub fn actions_cmd(
                     p.nl();
                     p.close_object();
                     p.open_object(None);
-                    print_actions(&list, 0, false, flags, now, &mut p);
+                    if flags.brief {
+                        terse(&list, 0, true, flags, &mut p);
+                    } else {
+                        print_actions(&list, 0, false, flags, now, &mut p);
+                    }
                     p.close_object();
                 }
                 out.stdout.push_str(&p.finish());
