@@ -192,6 +192,11 @@ fn tdc_flower() {
 }
 
 #[test]
+fn tdc_route() {
+    assert_no_failures(&["filters/route.json"]);
+}
+
+#[test]
 fn tdc_chain() {
     assert_no_failures(&["infra/filter.json"]);
 }

@@ -710,6 +710,12 @@ impl Engine {
         self.by_name.get(name).copied()
     }
 
+    /// The interface index of the device named `name` as filters key on it (`ifindex`): its id + 1, the
+    /// number flower's `indev` matches and route's `fromif` builds its handle from.
+    pub fn ifindex(&self, name: &str) -> Option<u32> {
+        self.by_name.get(name).map(|id| id.0 + 1)
+    }
+
     /// The device with this id, if it still exists.
     pub fn device_by_id(&self, id: DevId) -> Option<&Device> {
         self.slots.get(id.0 as usize)?.as_ref()

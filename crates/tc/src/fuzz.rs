@@ -183,6 +183,10 @@ const GENERIC: &[&str] = &[
     "sdata",
     "skbmod",
     "ecn",
+    "route",
+    "to",
+    "from",
+    "fromif",
 ];
 
 /// The fuzz vocabulary: the generic words, then every kind of the registry and its option keywords.

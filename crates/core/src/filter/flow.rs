@@ -492,17 +492,11 @@ impl FlowHead {
 
     /// `flow_delete`: returns whether the instance is now empty.
     pub fn delete(&mut self, handle: u32, actions: &mut ActionTable) -> bool {
-        if let Some(i) = self.filters.iter().position(|f| f.handle == handle) {
-            let f = self.filters.remove(i);
-            actions.release_bound(&f.exts.actions);
-        }
-        self.filters.is_empty()
+        super::delete_from(&mut self.filters, handle, actions, |f| (f.handle, &f.exts))
     }
 
     pub fn destroy(self, actions: &mut ActionTable) {
-        for f in &self.filters {
-            actions.release_bound(&f.exts.actions);
-        }
+        super::destroy_all(&self.filters, actions, |f| (f.handle, &f.exts));
     }
 }
 

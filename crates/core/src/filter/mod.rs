@@ -22,6 +22,7 @@ pub mod flow;
 pub mod flower;
 pub mod fw;
 pub mod matchall;
+pub mod route;
 pub mod u32;
 
 use crate::action::{
@@ -122,6 +123,7 @@ pub enum FilterOptions {
     Basic(basic::BasicOptions),
     Flow(flow::FlowOptions),
     Flower(flower::FlowerOptions),
+    Route(route::RouteOptions),
 }
 
 impl FilterOptions {
@@ -133,6 +135,7 @@ impl FilterOptions {
             FilterOptions::Basic(_) => "basic",
             FilterOptions::Flow(_) => "flow",
             FilterOptions::Flower(_) => "flower",
+            FilterOptions::Route(_) => "route",
         }
     }
     fn exts(&self) -> &ExtsSpec {
@@ -143,6 +146,7 @@ impl FilterOptions {
             FilterOptions::Basic(o) => &o.exts,
             FilterOptions::Flow(o) => &o.exts,
             FilterOptions::Flower(o) => &o.exts,
+            FilterOptions::Route(o) => &o.exts,
         }
     }
 }
@@ -156,6 +160,7 @@ pub enum Classifier {
     Basic(basic::BasicHead),
     Flow(flow::FlowHead),
     Flower(flower::FlowerHead),
+    Route(route::RouteHead),
 }
 
 impl Classifier {
@@ -167,6 +172,7 @@ impl Classifier {
             Classifier::Basic(_) => "basic",
             Classifier::Flow(_) => "flow",
             Classifier::Flower(_) => "flower",
+            Classifier::Route(_) => "route",
         }
     }
 }
@@ -327,6 +333,7 @@ impl Block {
             // A flow filter maps packets onto a range of classes by their keys: no one class.
             Classifier::Flow(f) => f.filters.iter().map(|x| (None, &x.exts)).collect(),
             Classifier::Flower(f) => f.filters.values().map(|x| (x.classid, &x.exts)).collect(),
+            Classifier::Route(r) => r.filters.iter().map(|x| (x.classid, &x.exts)).collect(),
         }
     }
 
@@ -427,6 +434,7 @@ impl Block {
             Classifier::Basic(b) => b.classify(pkt, cx, res),
             Classifier::Flow(f) => f.classify(pkt, cx, res),
             Classifier::Flower(f) => f.classify(pkt, cx, res),
+            Classifier::Route(r) => r.classify(pkt, cx, res),
         }
     }
 
@@ -567,6 +575,7 @@ impl Block {
                     "basic" => Classifier::Basic(basic::BasicHead::default()),
                     "flow" => Classifier::Flow(flow::FlowHead::default()),
                     "flower" => Classifier::Flower(flower::FlowerHead::default()),
+                    "route" => Classifier::Route(route::RouteHead::default()),
                     _ => return Err(KernelError::msg(Errno::NoEntry, "TC classifier not found")),
                 };
                 let list = self.chains.entry(req.chain).or_default();
@@ -674,6 +683,13 @@ impl Block {
                 };
                 f.change(req.handle, o, actions, now)
             }
+            (Classifier::Route(r), o) => {
+                let o = match o {
+                    Some(FilterOptions::Route(o)) => Some(o),
+                    _ => None,
+                };
+                r.change(req.handle, o, actions, now)
+            }
         }
     }
 
@@ -686,6 +702,7 @@ impl Block {
             Classifier::Basic(b) => b.get(handle),
             Classifier::Flow(f) => f.get(handle),
             Classifier::Flower(f) => f.get(handle),
+            Classifier::Route(r) => r.get(handle),
         }
     }
 
@@ -704,6 +721,7 @@ impl Block {
             Classifier::Basic(b) => b.destroy(actions),
             Classifier::Flow(f) => f.destroy(actions),
             Classifier::Flower(f) => f.destroy(actions),
+            Classifier::Route(r) => r.destroy(actions),
         }
         self.settle_chain(chain);
     }
@@ -711,7 +729,7 @@ impl Block {
     /// Does a filter of this block name `classid` as its result (`tcf_bind_filter` bound it, or
     /// `tc_bind_tclass` did when the class appeared)? The kernel counts these bindings in the class's
     /// `filter_cnt`; `qdisc_class_in_use` refuses to delete a class while it is non-zero. u32, fw,
-    /// matchall, basic and flower bind; flow's `baseclass` arithmetic does not.
+    /// matchall, basic, flower and route bind; flow's `baseclass` arithmetic does not.
     pub fn binds(&self, classid: u32) -> bool {
         let u32_binds = self
             .u32_common
@@ -729,6 +747,7 @@ impl Block {
                     .is_some_and(|x| x.classid == Some(classid)),
                 Classifier::Basic(b) => b.filters.iter().any(|x| x.classid == classid),
                 Classifier::Flower(f) => f.filters.values().any(|x| x.classid == Some(classid)),
+                Classifier::Route(r) => r.filters.iter().any(|x| x.classid == Some(classid)),
             })
     }
 
@@ -810,6 +829,7 @@ impl Block {
             Classifier::Basic(b) => b.delete(req.handle, actions),
             Classifier::Flow(f) => f.delete(req.handle, actions),
             Classifier::Flower(f) => f.delete(req.handle, actions),
+            Classifier::Route(r) => r.delete(req.handle, actions),
         };
         if last {
             self.remove_tp(req.chain, idx, actions);
@@ -873,6 +893,28 @@ pub fn classify(block: &Block, pkt: &mut Packet, cx: &mut Cx) -> Verdict {
 }
 
 /// A chain index above `TC_ACT_EXT_VAL_MASK` is refused.
+/// `X_delete` of the kinds that keep their filters in a list (basic, flow, route): the filter with
+/// `handle` goes and its actions are unbound; returns whether the instance is now empty.
+fn delete_from<F>(
+    filters: &mut Vec<F>,
+    handle: u32,
+    actions: &mut ActionTable,
+    key: impl Fn(&F) -> (u32, &Exts),
+) -> bool {
+    if let Some(i) = filters.iter().position(|f| key(f).0 == handle) {
+        let f = filters.remove(i);
+        actions.release_bound(&key(&f).1.actions);
+    }
+    filters.is_empty()
+}
+
+/// `X_destroy` of the same kinds: every filter's actions unbound.
+fn destroy_all<F>(filters: &[F], actions: &mut ActionTable, key: impl Fn(&F) -> (u32, &Exts)) {
+    for f in filters {
+        actions.release_bound(&key(f).1.actions);
+    }
+}
+
 fn check_chain_index(chain: u32) -> Result<(), KernelError> {
     if chain > TC_ACT_EXT_VAL_MASK {
         return Err(KernelError::invalid(

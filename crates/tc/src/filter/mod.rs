@@ -1,6 +1,6 @@
 //! `tc filter …`: the command (iproute2's `tc/tc_filter.c`) and the listing, with one file per
 //! classifier for its language, as iproute2 has one `f_X.c`: `u32.rs`, `fw.rs`, `matchall.rs`,
-//! `basic.rs`, `flow.rs`, `flower.rs` (the ematch language of basic and flow is in [`crate::ematch`]). A kind's file
+//! `basic.rs`, `flow.rs`, `flower.rs`, `route.rs` (the ematch language of basic and flow is in [`crate::ematch`]). A kind's file
 //! holds its parser (`parse_X`: handle and options) and its printer (`print`); [`parse_fopt`] and
 //! `print_entry` dispatch to them, one line each.
 //!
@@ -13,6 +13,7 @@ mod flow;
 mod flower;
 mod fw;
 mod matchall;
+mod route;
 mod u32;
 
 use crate::action::{invarg, parse_actions, parse_police, print_police_compat, Cur};
@@ -293,7 +294,7 @@ fn modify(engine: &mut Engine, argv: &[String], ff: Option<FilterFlags>, now: Na
     devices = crate::action::device_names(engine, argv);
     c.devices = &devices;
     let (handle, opts) = match m.kind {
-        Some(k) => parse_fopt(k, m.handle, protocol, m.parent, &mut c)?,
+        Some(k) => parse_fopt(k, m.handle, protocol, m.parent, engine, &mut c)?,
         None => {
             if m.handle.is_some() {
                 return Err(Failure::syntax(
@@ -334,15 +335,17 @@ fn modify(engine: &mut Engine, argv: &[String], ff: Option<FilterFlags>, now: Na
 }
 
 /// The kinds tc knows but tclab's "kernel" has no module for.
-const KNOWN_TO_TC: &[&str] = &["bpf", "cgroup", "route", "rsvp", "rsvp6", "tcindex"];
+const KNOWN_TO_TC: &[&str] = &["bpf", "cgroup", "rsvp", "rsvp6", "tcindex"];
 
 /// A filter kind's `parse_fopt`: the handle and the options (`None`: no `TCA_OPTIONS`). The request's
-/// protocol and parent are there for the kinds that read them (`tcm_info`, `tcm_parent`: flower).
+/// protocol and parent are there for the kinds that read them (`tcm_info`, `tcm_parent`: flower), the
+/// engine for device indexes (`ll_name_to_index`: route's `fromif`).
 fn parse_fopt(
     kind: &str,
     handle: Option<&str>,
     protocol: u16,
     parent: u32,
+    engine: &Engine,
     c: &mut Cur,
 ) -> Result<(u32, Option<FilterOptions>)> {
     match kind {
@@ -352,6 +355,7 @@ fn parse_fopt(
         "basic" => basic::parse_basic(handle, c),
         "flow" => flow::parse_flow(handle, c),
         "flower" => flower::parse_flower(handle, protocol, parent, c),
+        "route" => route::parse_route(handle, c, |d| engine.ifindex(d)),
         k if KNOWN_TO_TC.contains(&k) => Err(kernel(KernelError::msg(
             Errno::NoEntry,
             "TC classifier not found",
@@ -493,7 +497,7 @@ fn get(
         return Err(Failure::syntax("Must specify filter type"));
     };
     let dev = get_device(engine, &m)?;
-    let (handle, _) = parse_fopt(kind, m.handle, protocol, m.parent, &mut c)?;
+    let (handle, _) = parse_fopt(kind, m.handle, protocol, m.parent, engine, &mut c)?;
     if m.handle.is_none() {
         return Err(Failure::syntax("Must specify filter \"handle\""));
     }
@@ -623,6 +627,7 @@ enum Entry<'a> {
     Basic(&'a tclab_core::filter::basic::BasicFilter),
     Flow(&'a tclab_core::filter::flow::FlowFilter),
     Flower(&'a tclab_core::filter::flower::FlowerFilter),
+    Route(&'a tclab_core::filter::route::RouteFilter),
 }
 
 fn entries<'a>(block: &'a tclab_core::filter::Block, tp: &'a Tp) -> Vec<Entry<'a>> {
@@ -642,6 +647,7 @@ fn entries<'a>(block: &'a tclab_core::filter::Block, tp: &'a Tp) -> Vec<Entry<'a
         Classifier::Basic(b) => b.filters.iter().map(Entry::Basic).collect(),
         Classifier::Flow(f) => f.filters.iter().map(Entry::Flow).collect(),
         Classifier::Flower(f) => f.filters.values().map(Entry::Flower).collect(),
+        Classifier::Route(r) => r.filters.iter().map(Entry::Route).collect(),
     }
 }
 
@@ -654,6 +660,7 @@ fn entry_handle(e: &Entry) -> u32 {
         Entry::Basic(b) => b.handle,
         Entry::Flow(f) => f.handle,
         Entry::Flower(f) => f.handle,
+        Entry::Route(r) => r.handle,
     }
 }
 
@@ -725,6 +732,7 @@ fn print_entry(
         Entry::Basic(b) => basic::print(b, flags, now, p),
         Entry::Flow(f) => flow::print(f, flags, now, p),
         Entry::Flower(f) => flower::print(f, flags.brief, flags, now, p),
+        Entry::Route(r) => route::print(r, flags, now, p),
     }
     p.close_object();
     p.nl();
@@ -774,8 +782,14 @@ fn garbage(w: &str) -> Failure {
 
 /// A chain template (`tc chain add … KIND OPTIONS`): tc parses the kind's options, then the kernel
 /// takes templates from flower only, which tclab does not keep.
-fn chain_template(kind: &str, handle: Option<&str>, parent: u32, c: &mut Cur) -> Result<()> {
-    parse_fopt(kind, handle, 0, parent, c)?;
+fn chain_template(
+    kind: &str,
+    handle: Option<&str>,
+    parent: u32,
+    engine: &Engine,
+    c: &mut Cur,
+) -> Result<()> {
+    parse_fopt(kind, handle, 0, parent, engine, c)?;
     if let Some(w) = c.peek() {
         return Err(garbage(w));
     }
@@ -800,7 +814,7 @@ fn chain_modify(engine: &mut Engine, argv: &[String], op: ChainOp) -> Result<()>
         crate::ensure_device(engine, d, false)?;
     }
     if let Some(kind) = m.kind {
-        return chain_template(kind, m.handle, m.parent, &mut c);
+        return chain_template(kind, m.handle, m.parent, engine, &mut c);
     }
     if m.handle.is_some() {
         return Err(Failure::syntax(
