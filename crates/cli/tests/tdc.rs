@@ -252,6 +252,11 @@ fn tdc_skbmod() {
 }
 
 #[test]
+fn tdc_vlan() {
+    assert_no_failures(&["actions/vlan.json"]);
+}
+
+#[test]
 fn tdc_skbedit() {
     assert_no_failures(&["actions/skbedit.json"]);
 }

@@ -28,6 +28,8 @@ pub enum Errno {
     NoSpace,
     /// ENOSYS
     NoSys,
+    /// EPROTONOSUPPORT
+    ProtoNotSupported,
 }
 
 impl Errno {
@@ -44,6 +46,7 @@ impl Errno {
             Errno::Perm => "Operation not permitted",
             Errno::NoSpace => "No space left on device",
             Errno::NoSys => "Function not implemented",
+            Errno::ProtoNotSupported => "Protocol not supported",
         }
     }
 }

@@ -86,11 +86,13 @@ pub fn forward(
 
 /// The skb `ip_forward` sends on: the same bytes, length, protocol, mark and `tc_index` (an ingress
 /// filter's class minor, which GRED on the way out reads as the drop precedence); the priority from the
-/// TOS byte; nothing else of the arriving skb (its time in the previous device's queue).
+/// TOS byte; nothing else of the arriving skb (its time in the previous device's queue). VLAN tags stay
+/// behind with the VLAN device that took them off (the simulated hosts receive tagged packets as if they
+/// had one), and so do the header tags' 4 bytes each.
 pub fn forwarded(pkt: Packet, tos: u8) -> Packet {
     Packet {
+        len: pkt.len.saturating_sub(4 * pkt.vlan_inline.len() as u32),
         data: pkt.data,
-        len: pkt.len,
         protocol: pkt.protocol,
         mark: pkt.mark,
         tc_index: pkt.tc_index,

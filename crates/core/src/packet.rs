@@ -51,6 +51,19 @@ pub struct Packet {
     /// The leaf class the innermost classful qdisc queued the packet in (`Cx::tag_leaf`), for traces
     /// (`tclab sim --trace`); 0 if none. No discipline reads it.
     pub leaf_class: u32,
+    /// The accelerated VLAN tag (`skb->vlan_proto`, `skb->vlan_tci`): metadata the device writes into
+    /// the frame when it sends it, so not part of `len` (`qdisc_pkt_len` does not count it either).
+    pub vlan: Option<VlanTag>,
+    /// VLAN tags inside the link header, outermost first: 4 bytes each, counted in `len`. The network
+    /// header (and `protocol`) come after them.
+    pub vlan_inline: Vec<VlanTag>,
+}
+
+/// One 802.1Q/802.1ad tag: its TPID and its TCI (priority << 13 | DEI << 12 | VLAN id).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VlanTag {
+    pub proto: u16,
+    pub tci: u16,
 }
 
 impl Packet {
@@ -58,6 +71,17 @@ impl Packet {
     pub const REDIRECTED: u8 = 1;
     /// `redirect` flag: it was redirected from a device's ingress hook.
     pub const FROM_INGRESS: u8 = 2;
+
+    /// `skb->protocol`: the outermost in-header VLAN tag's TPID, else the network protocol.
+    pub fn skb_protocol(&self) -> u16 {
+        self.vlan_inline.first().map_or(self.protocol, |t| t.proto)
+    }
+
+    /// `skb_protocol(skb, false)`, what `tcf_classify` compares with a filter's protocol: the
+    /// accelerated tag's TPID when there is one.
+    pub fn tc_protocol(&self) -> u16 {
+        self.vlan.map_or_else(|| self.skb_protocol(), |t| t.proto)
+    }
 
     /// A packet of `len` wire bytes with no header bytes, for tests and benchmarks.
     pub fn of_len(len: u32) -> Packet {

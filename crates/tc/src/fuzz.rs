@@ -187,6 +187,11 @@ const GENERIC: &[&str] = &[
     "to",
     "from",
     "fromif",
+    "vlan",
+    "push",
+    "pop",
+    "modify",
+    "802.1ad",
 ];
 
 /// The fuzz vocabulary: the generic words, then every kind of the registry and its option keywords.

@@ -189,6 +189,11 @@ impl MirredCx {
         s.depth = depth;
     }
 
+    /// Whether classification runs at a device's ingress hook (`skb_at_tc_ingress`).
+    pub fn at_ingress(&self) -> bool {
+        self.input().2
+    }
+
     /// Classification runs at a device's ingress hook (`skb_at_tc_ingress`).
     pub fn set_at_ingress(&mut self, at: bool) {
         if at || self.0.is_some() {

@@ -23,6 +23,7 @@ pub mod police;
 pub mod simple;
 pub mod skbedit;
 pub mod skbmod;
+pub mod vlan;
 
 use crate::error::{Errno, KernelError};
 use crate::packet::Packet;
@@ -78,6 +79,7 @@ pub enum ActionParams {
     Pedit(pedit::Pedit),
     Simple(simple::Simple),
     Skbmod(skbmod::Skbmod),
+    Vlan(vlan::Vlan),
 }
 
 impl ActionParams {
@@ -93,6 +95,7 @@ impl ActionParams {
             ActionParams::Pedit(_) => "pedit",
             ActionParams::Simple(_) => "simple",
             ActionParams::Skbmod(_) => "skbmod",
+            ActionParams::Vlan(_) => "vlan",
         }
     }
     /// The control codes this action may answer with, for the goto-chain check.
@@ -114,6 +117,7 @@ impl ActionParams {
             ActionParams::Pedit(p) => vec![p.action],
             ActionParams::Simple(p) => vec![p.action],
             ActionParams::Skbmod(p) => vec![p.action],
+            ActionParams::Vlan(p) => vec![p.action],
         }
     }
 }
@@ -174,7 +178,9 @@ impl Action {
             ActionParams::Mirred(m) => m.action,
             ActionParams::Nat(n) => n.act(pkt),
             ActionParams::Csum(c) => c.act(pkt),
-            // pedit, simple and skbmod count no drop for a `drop` answer (their kernel code does not).
+            // pedit, simple, skbmod and vlan count no drop for a `drop` answer (their kernel code does
+            // not).
+            ActionParams::Vlan(v) => return v.act(pkt, cx.mirred.at_ingress()),
             ActionParams::Pedit(p) => {
                 let (c, bad) = p.act(pkt);
                 if bad {
@@ -324,6 +330,7 @@ impl ActionTable {
                     ActionParams::Pedit(pe) => pe.validate()?,
                     ActionParams::Simple(si) => si.validate()?,
                     ActionParams::Skbmod(sm) => sm.validate()?,
+                    ActionParams::Vlan(v) => v.validate()?,
                     _ => {}
                 }
             }

@@ -80,7 +80,8 @@ pub struct FlowKey {
     pub ingress_ifindex: u32,
     pub eth_dst: [u8; 6],
     pub eth_src: [u8; 6],
-    /// `num_of_vlans`: how many VLAN tags the packet carries (0 for every tclab packet).
+    /// `num_of_vlans`: how many VLAN tags the packet carries (the accelerated one and those in its
+    /// link header; a `vlan` action puts them there).
     pub num_of_vlans: u8,
     /// `basic.n_proto`.
     pub n_proto: u16,
@@ -172,6 +173,23 @@ impl FlowKey {
             n_proto: pkt.protocol,
             ..Default::default()
         };
+        // `__skb_flow_dissect`'s VLAN case: the accelerated tag first, then those in the header; the
+        // first two fill `vlan` and `cvlan`, each with the EtherType that follows it.
+        let tags: Vec<_> = pkt.vlan.iter().chain(&pkt.vlan_inline).collect();
+        for (i, t) in tags.iter().enumerate() {
+            let key = VlanKey {
+                id: t.tci & 0x0fff,
+                prio: (t.tci >> 13) as u8,
+                tpid: t.proto,
+                eth_type: tags.get(i + 1).map_or(pkt.protocol, |n| n.proto),
+            };
+            match i {
+                0 => k.vlan = key,
+                1 => k.cvlan = key,
+                _ => {}
+            }
+        }
+        k.num_of_vlans = tags.len().min(255) as u8;
         let d = &pkt.data;
         let (proto, l4) = match pkt.protocol {
             ETH_P_IP => {

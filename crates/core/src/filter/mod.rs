@@ -392,7 +392,7 @@ impl Block {
                 return None;
             };
             for tp in tps {
-                if tp.protocol != ETH_P_ALL && tp.protocol != pkt.protocol {
+                if tp.protocol != ETH_P_ALL && tp.protocol != pkt.tc_protocol() {
                     continue;
                 }
                 let mut res = TcfResult::default();

@@ -1,7 +1,7 @@
 //! Actions in the tc language: `action …` lists inside filters and the `tc actions` command, after
 //! iproute2's `tc/m_action.c` and `tc_util.c` (6.1), with one file per action kind for its parser and
 //! printer, as iproute2 has one `m_X.c`: `gact.rs`, `police.rs`, `skbedit.rs`, `connmark.rs`,
-//! `mirred.rs`, `nat.rs`, `csum.rs`, `pedit.rs`, `simple.rs`, `skbmod.rs`; `parse_actions` and `print_aopt` dispatch to them, one
+//! `mirred.rs`, `nat.rs`, `csum.rs`, `pedit.rs`, `simple.rs`, `skbmod.rs`, `vlan.rs`; `parse_actions` and `print_aopt` dispatch to them, one
 //! line each.
 //!
 //! Parsers follow tc's return conventions through [`Failure`]: tc's `exit(-1)` (usage, `invarg`) is a
@@ -18,6 +18,7 @@ mod police;
 mod simple;
 mod skbedit;
 mod skbmod;
+mod vlan;
 
 pub use police::{parse_police, print_police_compat};
 
@@ -220,6 +221,7 @@ pub fn parse_actions(c: &mut Cur) -> Result<Vec<ActionSpec>> {
             "pedit" => pedit::parse_pedit(c),
             "simple" => simple::parse_simple(c),
             "skbmod" => skbmod::parse_skbmod(c),
+            "vlan" => vlan::parse_vlan(c),
             // tc falls back on gact for any kind it has no module for: `action pump` is gact's "Bad
             // action type pump".
             _ => gact::parse_gact(c),
@@ -359,6 +361,7 @@ fn print_aopt(p: &mut Printer, a: &Action, flags: ShowFlags, now: u64) {
         ActionParams::Pedit(e) => pedit::print(p, a, e, flags, now),
         ActionParams::Simple(si) => simple::print(p, a, si, flags, now),
         ActionParams::Skbmod(sm) => skbmod::print(p, a, sm, flags, now),
+        ActionParams::Vlan(v) => vlan::print(p, a, v, flags, now),
     }
 }
 
@@ -508,7 +511,7 @@ const ACT_USAGE: &str = "usage: tc actions <ACTSPECOP>*\nWhere: \tACTSPECOP := A
 
 /// The action kinds tclab's "kernel" has.
 pub const KINDS: &[&str] = &[
-    "gact", "police", "skbedit", "connmark", "mirred", "nat", "csum", "pedit", "simple", "skbmod",
+    "gact", "police", "skbedit", "connmark", "mirred", "nat", "csum", "pedit", "simple", "skbmod", "vlan",
 ];
 
 const TALK: &str = "We have an error talking to the kernel";

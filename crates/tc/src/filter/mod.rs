@@ -101,7 +101,7 @@ const PROTOS: &[(u16, &str)] = &[
 ];
 
 /// `ll_proto_a2n`.
-fn proto_a2n(s: &str) -> Option<u16> {
+pub(crate) fn proto_a2n(s: &str) -> Option<u16> {
     PROTOS
         .iter()
         .find(|(_, n)| n.eq_ignore_ascii_case(s))
