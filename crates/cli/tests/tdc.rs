@@ -197,6 +197,11 @@ fn tdc_route() {
 }
 
 #[test]
+fn tdc_cgroup() {
+    assert_no_failures(&["filters/cgroup.json"]);
+}
+
+#[test]
 fn tdc_chain() {
     assert_no_failures(&["infra/filter.json"]);
 }

@@ -57,6 +57,9 @@ pub struct Packet {
     /// VLAN tags inside the link header, outermost first: 4 bytes each, counted in `len`. The network
     /// header (and `protocol`) come after them.
     pub vlan_inline: Vec<VlanTag>,
+    /// The `net_cls.classid` of the sending socket's cgroup (`task_get_classid`), which the cgroup
+    /// classifier gives as its result; 0 for none (a forwarded packet has none).
+    pub cgroup_classid: u32,
 }
 
 /// One 802.1Q/802.1ad tag: its TPID and its TCI (priority << 13 | DEI << 12 | VLAN id).

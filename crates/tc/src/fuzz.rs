@@ -192,6 +192,7 @@ const GENERIC: &[&str] = &[
     "pop",
     "modify",
     "802.1ad",
+    "cgroup",
 ];
 
 /// The fuzz vocabulary: the generic words, then every kind of the registry and its option keywords.

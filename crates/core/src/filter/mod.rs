@@ -17,6 +17,7 @@
 //! `change` validate everything and apply it whole, so a refused command leaves the block as it was.
 
 pub mod basic;
+pub mod cgroup;
 pub mod ematch;
 pub mod flow;
 pub mod flower;
@@ -124,6 +125,7 @@ pub enum FilterOptions {
     Flow(flow::FlowOptions),
     Flower(flower::FlowerOptions),
     Route(route::RouteOptions),
+    Cgroup(cgroup::CgroupOptions),
 }
 
 impl FilterOptions {
@@ -136,6 +138,7 @@ impl FilterOptions {
             FilterOptions::Flow(_) => "flow",
             FilterOptions::Flower(_) => "flower",
             FilterOptions::Route(_) => "route",
+            FilterOptions::Cgroup(_) => "cgroup",
         }
     }
     fn exts(&self) -> &ExtsSpec {
@@ -147,6 +150,7 @@ impl FilterOptions {
             FilterOptions::Flow(o) => &o.exts,
             FilterOptions::Flower(o) => &o.exts,
             FilterOptions::Route(o) => &o.exts,
+            FilterOptions::Cgroup(o) => &o.exts,
         }
     }
 }
@@ -161,6 +165,7 @@ pub enum Classifier {
     Flow(flow::FlowHead),
     Flower(flower::FlowerHead),
     Route(route::RouteHead),
+    Cgroup(cgroup::CgroupHead),
 }
 
 impl Classifier {
@@ -173,6 +178,7 @@ impl Classifier {
             Classifier::Flow(_) => "flow",
             Classifier::Flower(_) => "flower",
             Classifier::Route(_) => "route",
+            Classifier::Cgroup(_) => "cgroup",
         }
     }
 }
@@ -334,6 +340,8 @@ impl Block {
             Classifier::Flow(f) => f.filters.iter().map(|x| (None, &x.exts)).collect(),
             Classifier::Flower(f) => f.filters.values().map(|x| (x.classid, &x.exts)).collect(),
             Classifier::Route(r) => r.filters.iter().map(|x| (x.classid, &x.exts)).collect(),
+            // The class is the sending cgroup's: no one class.
+            Classifier::Cgroup(c) => c.filter.iter().map(|x| (None, &x.exts)).collect(),
         }
     }
 
@@ -435,6 +443,7 @@ impl Block {
             Classifier::Flow(f) => f.classify(pkt, cx, res),
             Classifier::Flower(f) => f.classify(pkt, cx, res),
             Classifier::Route(r) => r.classify(pkt, cx, res),
+            Classifier::Cgroup(c) => c.classify(pkt, cx, res),
         }
     }
 
@@ -576,6 +585,7 @@ impl Block {
                     "flow" => Classifier::Flow(flow::FlowHead::default()),
                     "flower" => Classifier::Flower(flower::FlowerHead::default()),
                     "route" => Classifier::Route(route::RouteHead::default()),
+                    "cgroup" => Classifier::Cgroup(cgroup::CgroupHead::default()),
                     _ => return Err(KernelError::msg(Errno::NoEntry, "TC classifier not found")),
                 };
                 let list = self.chains.entry(req.chain).or_default();
@@ -690,6 +700,13 @@ impl Block {
                 };
                 r.change(req.handle, o, actions, now)
             }
+            (Classifier::Cgroup(c), o) => {
+                let o = match o {
+                    Some(FilterOptions::Cgroup(o)) => Some(o),
+                    _ => None,
+                };
+                c.change(req.handle, o, actions, now)
+            }
         }
     }
 
@@ -703,6 +720,7 @@ impl Block {
             Classifier::Flow(f) => f.get(handle),
             Classifier::Flower(f) => f.get(handle),
             Classifier::Route(r) => r.get(handle),
+            Classifier::Cgroup(c) => c.get(handle),
         }
     }
 
@@ -722,6 +740,7 @@ impl Block {
             Classifier::Flow(f) => f.destroy(actions),
             Classifier::Flower(f) => f.destroy(actions),
             Classifier::Route(r) => r.destroy(actions),
+            Classifier::Cgroup(c) => c.destroy(actions),
         }
         self.settle_chain(chain);
     }
@@ -729,7 +748,8 @@ impl Block {
     /// Does a filter of this block name `classid` as its result (`tcf_bind_filter` bound it, or
     /// `tc_bind_tclass` did when the class appeared)? The kernel counts these bindings in the class's
     /// `filter_cnt`; `qdisc_class_in_use` refuses to delete a class while it is non-zero. u32, fw,
-    /// matchall, basic, flower and route bind; flow's `baseclass` arithmetic does not.
+    /// matchall, basic, flower and route bind; flow's `baseclass` arithmetic and cgroup (whose class is
+    /// the packet's) do not.
     pub fn binds(&self, classid: u32) -> bool {
         let u32_binds = self
             .u32_common
@@ -739,7 +759,7 @@ impl Block {
             .any(|n| n.classid == Some(classid));
         u32_binds
             || self.tps().any(|tp| match &tp.cls {
-                Classifier::U32(_) | Classifier::Flow(_) => false,
+                Classifier::U32(_) | Classifier::Flow(_) | Classifier::Cgroup(_) => false,
                 Classifier::Fw(f) => f.filters().iter().any(|x| x.classid == Some(classid)),
                 Classifier::Matchall(m) => m
                     .filter
@@ -830,6 +850,7 @@ impl Block {
             Classifier::Flow(f) => f.delete(req.handle, actions),
             Classifier::Flower(f) => f.delete(req.handle, actions),
             Classifier::Route(r) => r.delete(req.handle, actions),
+            Classifier::Cgroup(c) => c.delete(req.handle, actions),
         };
         if last {
             self.remove_tp(req.chain, idx, actions);
