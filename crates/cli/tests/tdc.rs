@@ -202,6 +202,11 @@ fn tdc_cgroup() {
 }
 
 #[test]
+fn tdc_bpf() {
+    assert_no_failures(&["filters/bpf.json"]);
+}
+
+#[test]
 fn tdc_chain() {
     assert_no_failures(&["infra/filter.json"]);
 }

@@ -27,10 +27,12 @@
 //! - [`filter`]: classifiers (u32, fw, matchall) in blocks of chains, walked as `tcf_classify` walks them;
 //!   [`action`]: what a matched filter does (gact, police, skbedit) and the shared action table.
 //! - [`wire`]: bounds-checked views of packet bytes for the classifiers; [`csum`]: Internet checksums as
-//!   the kernel computes them, for the actions that rewrite bytes (nat, csum, pedit).
+//!   the kernel computes them, for the actions that rewrite bytes (nat, csum, pedit); [`bpf`]: classic
+//!   BPF, checked as `bpf_check_classic` checks it and run over a packet's frame (cls_bpf).
 //! - [`error`]: the errors the "kernel" answers with, worded as Linux words them.
 
 pub mod action;
+pub mod bpf;
 pub mod csum;
 pub mod engine;
 pub mod error;

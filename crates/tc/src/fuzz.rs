@@ -193,6 +193,9 @@ const GENERIC: &[&str] = &[
     "modify",
     "802.1ad",
     "cgroup",
+    "bpf",
+    "bytecode",
+    "4,40 0 0 12,21 0 1 2048,6 0 0 65539,6 0 0 0",
 ];
 
 /// The fuzz vocabulary: the generic words, then every kind of the registry and its option keywords.

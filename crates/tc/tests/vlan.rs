@@ -36,16 +36,34 @@ fn qinq_push_reclassifies_by_the_outer_tpid_and_grows_the_frame_past_the_root() 
     let dev = e.device_mut("eth0").unwrap();
     let _ = dev.enqueue(Packet::of_len(1000), &mut cx);
     let p = dev.dequeue(&mut cx).expect("queued");
-    assert_eq!(p.vlan, Some(VlanTag { proto: 0x88a8, tci: 7 }));
-    assert_eq!(p.vlan_inline, [VlanTag { proto: 0x8100, tci: 2 << 13 | 5 }]);
-    assert_eq!(p.len, 1004, "the inner tag is 4 bytes of the frame that leaves");
+    assert_eq!(
+        p.vlan,
+        Some(VlanTag {
+            proto: 0x88a8,
+            tci: 7
+        })
+    );
+    assert_eq!(
+        p.vlan_inline,
+        [VlanTag {
+            proto: 0x8100,
+            tci: 2 << 13 | 5
+        }]
+    );
+    assert_eq!(
+        p.len, 1004,
+        "the inner tag is 4 bytes of the frame that leaves"
+    );
     let s = show(&mut e, "-s class show dev eth0");
     assert!(
         s.contains("class prio 1:3 parent 1: \n Sent 1000 bytes 1 pkt"),
         "band 3, charged as measured at the root: {s}"
     );
     let a = show(&mut e, "-s filter show dev eth0");
-    assert!(a.contains("vlan  push id 7 protocol 802.1ad priority 0 reclassify"), "{a}");
+    assert!(
+        a.contains("vlan  push id 7 protocol 802.1ad priority 0 reclassify"),
+        "{a}"
+    );
 }
 
 #[test]
@@ -85,8 +103,23 @@ fn flower_matches_the_tag_a_push_gave() {
     let dev = e.device_mut("eth0").unwrap();
     let _ = dev.enqueue(Packet::of_len(800), &mut cx);
     let p = dev.dequeue(&mut cx).expect("queued");
-    assert_eq!((p.vlan, p.len), (Some(VlanTag { proto: 0x8100, tci: 3 << 13 | 5 }), 800));
+    assert_eq!(
+        (p.vlan, p.len),
+        (
+            Some(VlanTag {
+                proto: 0x8100,
+                tci: 3 << 13 | 5
+            }),
+            800
+        )
+    );
     let s = show(&mut e, "-s class show dev eth0");
-    assert!(s.contains("class prio 1:2 parent 1: \n Sent 800 bytes 1 pkt"), "{s}");
-    assert!(s.contains("class prio 1:3 parent 1: \n Sent 0 bytes 0 pkt"), "{s}");
+    assert!(
+        s.contains("class prio 1:2 parent 1: \n Sent 800 bytes 1 pkt"),
+        "{s}"
+    );
+    assert!(
+        s.contains("class prio 1:3 parent 1: \n Sent 0 bytes 0 pkt"),
+        "{s}"
+    );
 }

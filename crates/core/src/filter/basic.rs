@@ -80,17 +80,7 @@ impl BasicHead {
             .position(|f| f.handle == handle && handle != 0);
         let handle = match (existing, handle) {
             (Some(_), h) => h,
-            (None, 0) => {
-                // `idr_alloc_u32` from 1 to INT_MAX.
-                let mut h = 1u32;
-                while self.get(h) {
-                    h += 1;
-                }
-                if h > i32::MAX as u32 {
-                    return Err(KernelError::new(Errno::NoSpace));
-                }
-                h
-            }
+            (None, 0) => super::alloc_handle(|h| self.get(h))?,
             (None, h) => h,
         };
         let mut ematches = o.ematches.clone().unwrap_or_default();

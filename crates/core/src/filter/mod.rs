@@ -17,6 +17,7 @@
 //! `change` validate everything and apply it whole, so a refused command leaves the block as it was.
 
 pub mod basic;
+pub mod bpf;
 pub mod cgroup;
 pub mod ematch;
 pub mod flow;
@@ -126,6 +127,7 @@ pub enum FilterOptions {
     Flower(flower::FlowerOptions),
     Route(route::RouteOptions),
     Cgroup(cgroup::CgroupOptions),
+    Bpf(bpf::BpfOptions),
 }
 
 impl FilterOptions {
@@ -139,6 +141,7 @@ impl FilterOptions {
             FilterOptions::Flower(_) => "flower",
             FilterOptions::Route(_) => "route",
             FilterOptions::Cgroup(_) => "cgroup",
+            FilterOptions::Bpf(_) => "bpf",
         }
     }
     fn exts(&self) -> &ExtsSpec {
@@ -151,6 +154,7 @@ impl FilterOptions {
             FilterOptions::Flower(o) => &o.exts,
             FilterOptions::Route(o) => &o.exts,
             FilterOptions::Cgroup(o) => &o.exts,
+            FilterOptions::Bpf(o) => &o.exts,
         }
     }
 }
@@ -166,6 +170,7 @@ pub enum Classifier {
     Flower(flower::FlowerHead),
     Route(route::RouteHead),
     Cgroup(cgroup::CgroupHead),
+    Bpf(bpf::BpfHead),
 }
 
 impl Classifier {
@@ -179,6 +184,7 @@ impl Classifier {
             Classifier::Flower(_) => "flower",
             Classifier::Route(_) => "route",
             Classifier::Cgroup(_) => "cgroup",
+            Classifier::Bpf(_) => "bpf",
         }
     }
 }
@@ -342,6 +348,8 @@ impl Block {
             Classifier::Route(r) => r.filters.iter().map(|x| (x.classid, &x.exts)).collect(),
             // The class is the sending cgroup's: no one class.
             Classifier::Cgroup(c) => c.filter.iter().map(|x| (None, &x.exts)).collect(),
+            // A program may answer with any class.
+            Classifier::Bpf(b) => b.filters.iter().map(|x| (None, &x.exts)).collect(),
         }
     }
 
@@ -444,6 +452,7 @@ impl Block {
             Classifier::Flower(f) => f.classify(pkt, cx, res),
             Classifier::Route(r) => r.classify(pkt, cx, res),
             Classifier::Cgroup(c) => c.classify(pkt, cx, res),
+            Classifier::Bpf(b) => b.classify(pkt, cx, res),
         }
     }
 
@@ -586,6 +595,7 @@ impl Block {
                     "flower" => Classifier::Flower(flower::FlowerHead::default()),
                     "route" => Classifier::Route(route::RouteHead::default()),
                     "cgroup" => Classifier::Cgroup(cgroup::CgroupHead::default()),
+                    "bpf" => Classifier::Bpf(bpf::BpfHead::default()),
                     _ => return Err(KernelError::msg(Errno::NoEntry, "TC classifier not found")),
                 };
                 let list = self.chains.entry(req.chain).or_default();
@@ -707,6 +717,13 @@ impl Block {
                 };
                 c.change(req.handle, o, actions, now)
             }
+            (Classifier::Bpf(b), o) => {
+                let o = match o {
+                    Some(FilterOptions::Bpf(o)) => Some(o),
+                    _ => None,
+                };
+                b.change(req.handle, o, actions, now)
+            }
         }
     }
 
@@ -721,6 +738,7 @@ impl Block {
             Classifier::Flower(f) => f.get(handle),
             Classifier::Route(r) => r.get(handle),
             Classifier::Cgroup(c) => c.get(handle),
+            Classifier::Bpf(b) => b.get(handle),
         }
     }
 
@@ -741,6 +759,7 @@ impl Block {
             Classifier::Flower(f) => f.destroy(actions),
             Classifier::Route(r) => r.destroy(actions),
             Classifier::Cgroup(c) => c.destroy(actions),
+            Classifier::Bpf(b) => b.destroy(actions),
         }
         self.settle_chain(chain);
     }
@@ -748,7 +767,7 @@ impl Block {
     /// Does a filter of this block name `classid` as its result (`tcf_bind_filter` bound it, or
     /// `tc_bind_tclass` did when the class appeared)? The kernel counts these bindings in the class's
     /// `filter_cnt`; `qdisc_class_in_use` refuses to delete a class while it is non-zero. u32, fw,
-    /// matchall, basic, flower and route bind; flow's `baseclass` arithmetic and cgroup (whose class is
+    /// matchall, basic, flower, route and bpf (its `classid`) bind; flow's `baseclass` arithmetic and cgroup (whose class is
     /// the packet's) do not.
     pub fn binds(&self, classid: u32) -> bool {
         let u32_binds = self
@@ -768,6 +787,7 @@ impl Block {
                 Classifier::Basic(b) => b.filters.iter().any(|x| x.classid == classid),
                 Classifier::Flower(f) => f.filters.values().any(|x| x.classid == Some(classid)),
                 Classifier::Route(r) => r.filters.iter().any(|x| x.classid == Some(classid)),
+                Classifier::Bpf(b) => b.filters.iter().any(|x| x.classid == Some(classid)),
             })
     }
 
@@ -851,6 +871,7 @@ impl Block {
             Classifier::Flower(f) => f.delete(req.handle, actions),
             Classifier::Route(r) => r.delete(req.handle, actions),
             Classifier::Cgroup(c) => c.delete(req.handle, actions),
+            Classifier::Bpf(b) => b.delete(req.handle, actions),
         };
         if last {
             self.remove_tp(req.chain, idx, actions);
@@ -927,6 +948,19 @@ fn delete_from<F>(
         actions.release_bound(&key(&f).1.actions);
     }
     filters.is_empty()
+}
+
+/// `idr_alloc_u32` from 1 to `INT_MAX` for a filter made without a handle (basic, bpf): the lowest
+/// handle `taken` does not hold.
+fn alloc_handle(taken: impl Fn(u32) -> bool) -> Result<u32, KernelError> {
+    let mut h = 1u32;
+    while taken(h) {
+        h += 1;
+    }
+    if h > i32::MAX as u32 {
+        return Err(KernelError::new(Errno::NoSpace));
+    }
+    Ok(h)
 }
 
 /// `X_destroy` of the same kinds: every filter's actions unbound.

@@ -1,6 +1,6 @@
 //! `tc filter …`: the command (iproute2's `tc/tc_filter.c`) and the listing, with one file per
 //! classifier for its language, as iproute2 has one `f_X.c`: `u32.rs`, `fw.rs`, `matchall.rs`,
-//! `basic.rs`, `flow.rs`, `flower.rs`, `route.rs`, `cgroup.rs` (the ematch language of basic and flow is in [`crate::ematch`]). A kind's file
+//! `basic.rs`, `flow.rs`, `flower.rs`, `route.rs`, `cgroup.rs`, `bpf.rs` (the ematch language of basic and flow is in [`crate::ematch`]). A kind's file
 //! holds its parser (`parse_X`: handle and options) and its printer (`print`); [`parse_fopt`] and
 //! `print_entry` dispatch to them, one line each.
 //!
@@ -9,6 +9,7 @@
 //! kernel's own tdc cases expect.
 
 mod basic;
+mod bpf;
 mod cgroup;
 mod flow;
 mod flower;
@@ -336,7 +337,7 @@ fn modify(engine: &mut Engine, argv: &[String], ff: Option<FilterFlags>, now: Na
 }
 
 /// The kinds tc knows but tclab's "kernel" has no module for.
-const KNOWN_TO_TC: &[&str] = &["bpf", "rsvp", "rsvp6", "tcindex"];
+const KNOWN_TO_TC: &[&str] = &["rsvp", "rsvp6", "tcindex"];
 
 /// A filter kind's `parse_fopt`: the handle and the options (`None`: no `TCA_OPTIONS`). The request's
 /// protocol and parent are there for the kinds that read them (`tcm_info`, `tcm_parent`: flower), the
@@ -358,6 +359,7 @@ fn parse_fopt(
         "flower" => flower::parse_flower(handle, protocol, parent, c),
         "route" => route::parse_route(handle, c, |d| engine.ifindex(d)),
         "cgroup" => cgroup::parse_cgroup(handle, c),
+        "bpf" => bpf::parse_bpf(handle, c),
         k if KNOWN_TO_TC.contains(&k) => Err(kernel(KernelError::msg(
             Errno::NoEntry,
             "TC classifier not found",
@@ -631,6 +633,7 @@ enum Entry<'a> {
     Flower(&'a tclab_core::filter::flower::FlowerFilter),
     Route(&'a tclab_core::filter::route::RouteFilter),
     Cgroup(&'a tclab_core::filter::cgroup::CgroupFilter),
+    Bpf(&'a tclab_core::filter::bpf::BpfFilter),
 }
 
 fn entries<'a>(block: &'a tclab_core::filter::Block, tp: &'a Tp) -> Vec<Entry<'a>> {
@@ -652,6 +655,7 @@ fn entries<'a>(block: &'a tclab_core::filter::Block, tp: &'a Tp) -> Vec<Entry<'a
         Classifier::Flower(f) => f.filters.values().map(Entry::Flower).collect(),
         Classifier::Route(r) => r.filters.iter().map(Entry::Route).collect(),
         Classifier::Cgroup(c) => c.filter.iter().map(Entry::Cgroup).collect(),
+        Classifier::Bpf(b) => b.filters.iter().map(Entry::Bpf).collect(),
     }
 }
 
@@ -666,6 +670,7 @@ fn entry_handle(e: &Entry) -> u32 {
         Entry::Flower(f) => f.handle,
         Entry::Route(r) => r.handle,
         Entry::Cgroup(c) => c.handle,
+        Entry::Bpf(b) => b.handle,
     }
 }
 
@@ -739,6 +744,7 @@ fn print_entry(
         Entry::Flower(f) => flower::print(f, flags.brief, flags, now, p),
         Entry::Route(r) => route::print(r, flags, now, p),
         Entry::Cgroup(c) => cgroup::print(c, flags, now, p),
+        Entry::Bpf(b) => bpf::print(b, flags, now, p),
     }
     p.close_object();
     p.nl();
