@@ -57,6 +57,10 @@
 //!   first 250 ms; tclab does the same.
 //! - Leftover packets of tins a `change` removes are freed without telling the parents, as the kernel's
 //!   `cake_clear_tin` does.
+//! - Memory: `cake_init` allocates every tin's 1 024 queues at once; tclab makes a tin's queues, tags
+//!   and hosts with its first packet, and the overflow heap with the instance's first, so an idle CAKE
+//!   costs a few hundred bytes instead of ~0.9 MB (LibreQoS puts one on each of tens of thousands of
+//!   circuits). Queues not made yet count as empty in the heap.
 //!
 //! # Invariants
 //!
@@ -276,7 +280,6 @@ struct Tin {
     flows: Vec<Flow>,
     backlogs: Vec<u32>,
     tags: Vec<u32>,
-    overflow_idx: Vec<u16>,
     hosts: Vec<Host>,
     /// Head and tail of each [`Chain`].
     lists: [(u16, u16); 3],
@@ -310,19 +313,14 @@ struct Tin {
 }
 
 impl Tin {
-    fn new(tin: usize) -> Tin {
+    /// A tin without its queues: [`Tin::ensure`] makes them when the first packet comes (a policy of
+    /// 20 000 idle CAKE leaves, LibreQoS's circuits, does not hold 160 000 tables of 1 024).
+    fn new() -> Tin {
         Tin {
-            flows: (0..QUEUES)
-                .map(|_| Flow {
-                    prev: NIL,
-                    next: NIL,
-                    ..Default::default()
-                })
-                .collect(),
-            backlogs: vec![0; QUEUES],
-            tags: vec![0; QUEUES],
-            overflow_idx: (0..QUEUES).map(|j| (j * MAX_TINS + tin) as u16).collect(),
-            hosts: vec![Host::default(); QUEUES],
+            flows: Vec::new(),
+            backlogs: Vec::new(),
+            tags: Vec::new(),
+            hosts: Vec::new(),
             lists: [(NIL, NIL); 3],
             flow_quantum: 0,
             cparams: CobaltParams::default(),
@@ -448,7 +446,24 @@ impl Tin {
 
     /// `cake_hash`'s set-associative lookup: the queue of `flow_hash`, allocating a way of its set (and
     /// host slots for the dual modes) if the flow has none.
+    /// The tin's queues, hash tags and hosts, made on first use (`cake_init` makes them at once).
+    fn ensure(&mut self) {
+        if self.flows.is_empty() {
+            self.flows = (0..QUEUES)
+                .map(|_| Flow {
+                    prev: NIL,
+                    next: NIL,
+                    ..Default::default()
+                })
+                .collect();
+            self.backlogs = vec![0; QUEUES];
+            self.tags = vec![0; QUEUES];
+            self.hosts = vec![Host::default(); QUEUES];
+        }
+    }
+
     fn lookup(&mut self, flow_hash: u32, src_hash: u32, dst_hash: u32, mode: u32) -> usize {
+        self.ensure();
         let reduced = flow_hash as usize % QUEUES;
         if self.tags[reduced] == flow_hash && self.flows[reduced].set != FlowSet::None {
             self.way_directs += 1;
@@ -630,6 +645,8 @@ pub struct Cake {
     tins: Vec<Tin>,
     /// `overflow_heap`: (tin, queue) pairs, a max-heap by backlog when `overflow_timeout` is not 0.
     heap: Vec<(u8, u16)>,
+    /// Each queue's place in `heap`, by tin and queue (`tin * QUEUES + queue`).
+    overflow_idx: Vec<u16>,
     overflow_timeout: u16,
     tin_cnt: usize,
     tin_mode: u32,
@@ -691,6 +708,7 @@ impl Cake {
             handle,
             tins: Vec::new(),
             heap: Vec::new(),
+            overflow_idx: Vec::new(),
             overflow_timeout: 0,
             tin_cnt: 0,
             tin_mode: diffserv::DIFFSERV3,
@@ -738,10 +756,7 @@ impl Cake {
             last_now: 0,
         };
         q.apply(o);
-        q.tins = (0..MAX_TINS).map(Tin::new).collect();
-        q.heap = (0..QUEUES * MAX_TINS)
-            .map(|k| ((k % MAX_TINS) as u8, (k / MAX_TINS) as u16))
-            .collect();
+        q.tins = (0..MAX_TINS).map(|_| Tin::new()).collect();
         q.reconfigure(&mut Cx::new(0));
         q.avg_peak_bandwidth = q.rate_bps;
         q.min_netlen = !0;
@@ -1105,17 +1120,39 @@ impl Cake {
         len
     }
 
+    /// The overflow heap and each queue's place in it, made with the first packet (see [`Tin::new`]):
+    /// every (tin, queue), the queues of tins not used yet holding nothing.
+    fn ensure_heap(&mut self) {
+        if self.heap.is_empty() {
+            self.heap = (0..QUEUES * MAX_TINS)
+                .map(|k| ((k % MAX_TINS) as u8, (k / MAX_TINS) as u16))
+                .collect();
+            self.overflow_idx = (0..MAX_TINS * QUEUES)
+                .map(|k| ((k % QUEUES) * MAX_TINS + k / QUEUES) as u16)
+                .collect();
+        }
+    }
+
+    /// Where queue `b` of tin `t` is in the heap.
+    fn heap_pos(&self, t: usize, b: usize) -> usize {
+        self.overflow_idx[t * QUEUES + b] as usize
+    }
+
     fn heap_backlog(&self, i: usize) -> u32 {
         let (t, b) = self.heap[i];
-        self.tins[t as usize].backlogs[b as usize]
+        self.tins[t as usize]
+            .backlogs
+            .get(b as usize)
+            .copied()
+            .unwrap_or(0)
     }
 
     fn heap_swap(&mut self, i: usize, j: usize) {
         self.heap.swap(i, j);
         let (ti, bi) = self.heap[i];
         let (tj, bj) = self.heap[j];
-        self.tins[ti as usize].overflow_idx[bi as usize] = i as u16;
-        self.tins[tj as usize].overflow_idx[bj as usize] = j as u16;
+        self.overflow_idx[ti as usize * QUEUES + bi as usize] = i as u16;
+        self.overflow_idx[tj as usize * QUEUES + bj as usize] = j as u16;
     }
 
     /// `cake_heapify`: sift entry `i` down.
@@ -1164,6 +1201,9 @@ impl Cake {
     /// `cake_drop`: drop the head of the longest queue of any tin. Returns (tin, queue), or `None` if
     /// the heap found nothing to drop.
     fn drop_longest(&mut self, now: i64, cx: &mut Cx) -> Option<(usize, usize)> {
+        if self.heap.is_empty() {
+            return None;
+        }
         if self.overflow_timeout == 0 {
             for i in (0..self.heap.len() / 2).rev() {
                 self.heapify(i);
@@ -1173,7 +1213,7 @@ impl Cake {
         let (t, idx) = self.heap[0];
         let (tin, idx) = (t as usize, idx as usize);
         let b = &mut self.tins[tin];
-        let Some(q) = b.flows[idx].queue.pop_front() else {
+        let Some(q) = b.flows.get_mut(idx).and_then(|f| f.queue.pop_front()) else {
             // The heap has gone wrong: rebuild it next time.
             self.overflow_timeout = 0;
             return None;
@@ -1203,7 +1243,7 @@ impl Cake {
     fn dequeue_one(&mut self) -> Option<Queued> {
         let (tin, f) = (self.cur_tin, self.cur_flow);
         let b = &mut self.tins[tin];
-        let q = b.flows[f].queue.pop_front()?;
+        let q = b.flows.get_mut(f)?.queue.pop_front()?;
         let len = q.pkt.len;
         b.backlogs[f] -= len;
         b.tin_backlog -= len;
@@ -1211,7 +1251,7 @@ impl Cake {
         self.buffer_used -= q.truesize;
         self.stats.qlen -= 1;
         if self.overflow_timeout != 0 {
-            let i = self.tins[tin].overflow_idx[f] as usize;
+            let i = self.heap_pos(tin, f);
             self.heapify(i);
         }
         Some(q)
@@ -1838,6 +1878,7 @@ impl Qdisc for Cake {
             }
         };
         let len = pkt.len;
+        self.ensure_heap();
 
         // Keep the shaper's state from going stale.
         if self.tins[tin].tin_backlog == 0 {
@@ -1903,7 +1944,7 @@ impl Qdisc for Cake {
             .wrapping_add(delta as i32 as i64 as u64);
 
         if self.overflow_timeout != 0 {
-            let i = self.tins[tin].overflow_idx[idx] as usize;
+            let i = self.heap_pos(tin, idx);
             self.heapify_up(i);
         }
         self.estimate_capacity(now, cx);

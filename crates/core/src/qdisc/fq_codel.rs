@@ -31,7 +31,8 @@
 //!   of all flows in one slab with per-flow FIFO links ([`super::packet_lists`], the kernel's `skb->next`
 //!   lists), the new and old lists threaded through the flows (the kernel's `flowchain`), a flow's state
 //!   in one 48-byte entry and its backlog in a dense array beside (`q->backlogs`, for the fat-flow scan). The lists say which flows the next dequeues serve, so each dequeue prefetches
-//!   the state of the flow two places on and the head packet of the next one.
+//!   the state of the flow two places on and the head packet of the next one. The flow table is made
+//!   by the first packet (the kernel's `fq_codel_init` makes it at once): an idle fq_codel holds none.
 
 use super::codel_impl::{
     codel_dequeue, codel_to_us, us_to_codel, CodelParams, CodelQueue, CodelStats, CodelVars,
@@ -165,6 +166,9 @@ impl FlowList {
 pub struct FqCodel {
     handle: Handle,
     flows: Vec<Flow>,
+    /// How many flows there are (`flows_cnt`). The table is allocated by the first packet: a policy
+    /// of 20 000 idle fq_codel leaves (LibreQoS's circuits) does not hold 20 000 tables of 1 024.
+    flows_cnt: u32,
     /// Every flow's packets, in one slab.
     queued: PacketLists,
     /// Bytes queued per flow, apart from the flows as the kernel keeps them: the fat-flow drop scans
@@ -263,6 +267,7 @@ impl FqCodel {
         let mut q = FqCodel {
             handle,
             flows: Vec::new(),
+            flows_cnt: 0,
             queued: PacketLists::new(),
             backlogs: Vec::new(),
             new_flows: FlowList::EMPTY,
@@ -286,8 +291,7 @@ impl FqCodel {
         };
         let flows = q.validate(o, true)?.unwrap_or(1024);
         q.apply(o);
-        q.flows = (0..flows).map(|_| Flow::default()).collect();
-        q.backlogs = vec![0; flows as usize];
+        q.flows_cnt = flows;
         q.set_seed(DEFAULT_SEED);
         Ok(q)
     }
@@ -340,7 +344,7 @@ impl FqCodel {
     fn classify(&self, pkt: &mut Packet, cx: &mut Cx) -> Result<u32, Verdict> {
         classify_flow(
             self.handle,
-            self.flows.len() as u32,
+            self.flows_cnt,
             &self.block,
             self.secret,
             pkt,
@@ -537,6 +541,10 @@ impl Qdisc for FqCodel {
         let len = pkt.len;
         // The buffer memory a packet is charged (see the essay); taken back from its length at dequeue.
         let mem = len + SKB_OVERHEAD;
+        if self.flows.is_empty() {
+            self.flows = (0..self.flows_cnt).map(|_| Flow::default()).collect();
+            self.backlogs = vec![0; self.flows_cnt as usize];
+        }
         let flow = &mut self.flows[idx];
         self.queued.push_back(&mut flow.packets, pkt);
         self.backlogs[idx] += len;
@@ -604,7 +612,7 @@ impl Qdisc for FqCodel {
         let ce = self.params.ce_threshold != CODEL_DISABLED_THRESHOLD;
         QdiscOptions::FqCodel(FqCodelOptions {
             limit: Some(self.limit),
-            flows: Some(self.flows.len() as u32),
+            flows: Some(self.flows_cnt),
             quantum: Some(self.quantum),
             target: Some(codel_to_us(self.params.target)),
             interval: Some(codel_to_us(self.params.interval)),

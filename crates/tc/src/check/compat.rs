@@ -3,9 +3,7 @@
 //! (CBQ, removed in 6.3 with ATM, dsmark, tcindex and rsvp; tclab models CBQ alone of them, as a
 //! pre-6.3 kernel runs it).
 
-use super::origins::Origins;
-use super::{Finding, Options};
-use tclab_core::{Engine, Handle};
+use super::{DevCx, Finding};
 
 /// The release that first had a kind (the merge window it was merged in), for kinds younger than the
 /// 3.0 kernels anyone still runs.
@@ -38,102 +36,85 @@ const OPTIONS: &[(&str, &str, (u32, u32))] = &[
     ("fq_codel", "drop_batch", (4, 7)),
 ];
 
-pub(super) fn check(engine: &Engine, origins: &Origins, opts: &Options, out: &mut Vec<Finding>) {
-    for (name, dev) in engine.devices() {
-        // Every qdisc and every filter instance, with where it is and its line.
-        let mut kinds: Vec<(&str, String, Option<&str>)> = Vec::new();
-        let qdiscs = dev.qdiscs();
-        for q in &qdiscs {
-            let at = format!("{name} qdisc {} {}", q.kind, q.handle);
-            let line = origins.qdisc(name, q.handle, q.parent);
+pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
+    let (name, origins, opts) = (cx.name, cx.origins, cx.opts);
+    // Every kind on the device (once: 20 000 CAKE leaves are one finding), where it first is, its line.
+    let mut kinds: Vec<(&str, String, Option<&str>)> = Vec::new();
+    for q in &cx.qdiscs {
+        let at = format!("{name} qdisc {} {}", q.kind, q.handle);
+        let line = origins.qdisc(name, q.handle, q.parent);
+        if !kinds.iter().any(|(k, _, _)| *k == q.kind) {
             kinds.push((q.kind, at.clone(), line));
-            // The options the line wrote (the engine holds the kernel's defaults too).
-            let Some(k) = opts.kernel else {
+        }
+        // The options the line wrote (the engine holds the kernel's defaults too).
+        let Some(k) = opts.kernel else {
+            continue;
+        };
+        let Some(record) = origins.qdisc_record(name, q.handle, q.parent) else {
+            continue;
+        };
+        for &(_, option, since) in OPTIONS.iter().filter(|o| o.0 == q.kind) {
+            if k < since && record.entry.iter().any(|w| w == option) {
+                out.push(
+                    Finding::new(
+                        "kernel-lacks",
+                        at.clone(),
+                        format!(
+                            "{}'s `{option}` came with Linux {}: the {} kernel does not know the \
+                             attribute and drops it without a word, so the option does not apply",
+                            q.kind,
+                            version(since),
+                            version(k)
+                        ),
+                        format!("leave `{option}` out, or use Linux {} or newer", version(since)),
+                    )
+                    .line(line),
+                );
+            }
+        }
+    }
+    for &(parent, b) in &cx.blocks {
+        for tp in b.tps() {
+            let kind = tp.cls.kind();
+            if kinds.iter().any(|(k, _, _)| *k == kind) {
                 continue;
-            };
-            let Some(record) = origins.qdisc_record(name, q.handle, q.parent) else {
-                continue;
-            };
-            for &(_, option, since) in OPTIONS.iter().filter(|o| o.0 == q.kind) {
-                if k < since && record.entry.iter().any(|w| w == option) {
-                    out.push(
-                        Finding::new(
-                            "kernel-lacks",
-                            at.clone(),
-                            format!(
-                                "{}'s `{option}` came with Linux {}: the {} kernel does not know the \
-                                 attribute and drops it without a word, so the option does not apply",
-                                q.kind,
-                                version(since),
-                                version(k)
-                            ),
-                            format!("leave `{option}` out, or use Linux {} or newer", version(since)),
-                        )
-                        .line(line),
-                    );
+            }
+            let at = format!("{name} filter parent {parent} pref {} {kind}", tp.prio);
+            let line = origins.filter(name, parent, Some(tp.prio)).map(|r| r.at.as_str());
+            kinds.push((kind, at, line));
+        }
+    }
+    for (kind, at, line) in kinds {
+        if let Some(&(_, gone)) = REMOVED.iter().find(|(k, _)| *k == kind) {
+            match opts.kernel {
+                Some(k) if k >= gone => {
+                    out.push(lacks(&at, line, &format!("{kind} was removed in"), gone, k))
                 }
+                Some(_) => {}
+                None => out.push(
+                    Finding::new(
+                        "kind-removed",
+                        at.clone(),
+                        format!(
+                            "{kind} was removed from Linux {}: on current kernels this command is \
+                             refused (\"Error: Specified qdisc kind is unknown.\") and everything \
+                             built on it with it",
+                            version(gone)
+                        ),
+                        match kind {
+                            "cbq" => "rewrite the tree with HTB (rate, ceil, prio as CBQ's rate, \
+                                      bounded/isolated and priority), or name the old kernel it is for \
+                                      with `--kernel`",
+                            _ => "use a discipline current kernels have",
+                        },
+                    )
+                    .line(line),
+                ),
             }
         }
-        let classes = dev.classes(0);
-        let mut blocks = Vec::new();
-        if let Some(ing) = dev.ingress() {
-            blocks.extend(ing.q.block(Handle(0xffff_0000)).map(|b| (Handle(0xffff_0000), b)));
-        }
-        for q in qdiscs.iter().filter(|q| q.parent != Handle::INGRESS) {
-            if let Some(s) = dev.find(q.handle) {
-                let ids = classes
-                    .iter()
-                    .filter(|c| c.classid.major() == q.handle.major())
-                    .map(|c| c.classid);
-                for id in std::iter::once(q.handle).chain(ids) {
-                    blocks.extend(s.q.block(id).map(|b| (id, b)));
-                }
-            }
-        }
-        for (parent, b) in blocks {
-            for tp in b.tps() {
-                let kind = tp.cls.kind();
-                if kinds.iter().any(|(k, _, _)| *k == kind) {
-                    continue;
-                }
-                let at = format!("{name} filter parent {parent} pref {} {kind}", tp.prio);
-                kinds.push((kind, at, origins.filter(name, parent, Some(tp.prio)).map(|r| r.at.as_str())));
-            }
-        }
-        for (kind, at, line) in kinds {
-            if let Some(&(_, gone)) = REMOVED.iter().find(|(k, _)| *k == kind) {
-                match opts.kernel {
-                    Some(k) if k >= gone => {
-                        out.push(lacks(&at, line, &format!("{kind} was removed in"), gone, k))
-                    }
-                    Some(_) => {}
-                    None => out.push(
-                        Finding::new(
-                            "kind-removed",
-                            at.clone(),
-                            format!(
-                                "{kind} was removed from Linux {}: on current kernels this command is \
-                                 refused (\"Error: Specified qdisc kind is unknown.\") and everything \
-                                 built on it with it",
-                                version(gone)
-                            ),
-                            match kind {
-                                "cbq" => "rewrite the tree with HTB (rate, ceil, prio as CBQ's rate, \
-                                          bounded/isolated and priority), or name the old kernel it is for \
-                                          with `--kernel`",
-                                _ => "use a discipline current kernels have",
-                            },
-                        )
-                        .line(line),
-                    ),
-                }
-            }
-            if let (Some(&(_, since)), Some(k)) =
-                (SINCE.iter().find(|(x, _)| *x == kind), opts.kernel)
-            {
-                if k < since {
-                    out.push(lacks(&at, line, &format!("{kind} came with"), since, k));
-                }
+        if let (Some(&(_, since)), Some(k)) = (SINCE.iter().find(|(x, _)| *x == kind), opts.kernel) {
+            if k < since {
+                out.push(lacks(&at, line, &format!("{kind} came with"), since, k));
             }
         }
     }

@@ -21,9 +21,8 @@ pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
         };
         // The qdisc's own filters and those of its inner classes (HTB, HFSC read them on the way down).
         let ids = cx
-            .classes
-            .iter()
-            .filter(|c| c.classid.major() == q.handle.major() && c.classid != q.handle)
+            .classes_of(q.handle.major())
+            .filter(|c| c.classid != q.handle)
             .map(|c| c.classid);
         let mut blocks: Vec<(Handle, &Block)> = Vec::new();
         for id in std::iter::once(q.handle).chain(ids) {
@@ -46,13 +45,7 @@ pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
 /// Where a qdisc sends a packet whose filter named a class it does not have: a description, and the
 /// class if it is one.
 fn falls_to(cx: &DevCx, q: &QdiscInfo) -> Option<(String, Option<Handle>)> {
-    let leaf = |id: Handle| {
-        cx.classes.iter().any(|c| c.classid == id)
-            && !cx
-                .classes
-                .iter()
-                .any(|k| k.parent == id && k.classid != id)
-    };
+    let leaf = |id: Handle| cx.class(id).is_some() && cx.is_leaf(id);
     let default = |defcls: u32, otherwise: &str| {
         let def = Handle(q.handle.0 | defcls);
         if defcls != 0 && leaf(def) {
@@ -99,9 +92,8 @@ fn missing<'c>(cx: &'c DevCx, q: &QdiscInfo) -> Vec<(Handle, u32, &'static str, 
         return out;
     };
     let ids = cx
-        .classes
-        .iter()
-        .filter(|c| c.classid.major() == q.handle.major() && c.classid != q.handle)
+        .classes_of(q.handle.major())
+        .filter(|c| c.classid != q.handle)
         .map(|c| c.classid);
     let mut seen: Vec<*const Block> = Vec::new();
     for parent in std::iter::once(q.handle).chain(ids) {
@@ -119,7 +111,7 @@ fn missing<'c>(cx: &'c DevCx, q: &QdiscInfo) -> Vec<(Handle, u32, &'static str, 
                         continue;
                     };
                     // `flowid 1:0` is HTB's direct queue by design; a class of this qdisc is fine.
-                    if id == q.handle || cx.classes.iter().any(|c| c.classid == id) {
+                    if id == q.handle || cx.class(id).is_some() {
                         continue;
                     }
                     // PRIO's classes are its bands, which exist whenever the minor is in range.
@@ -153,10 +145,8 @@ fn missing_classes(cx: &DevCx, q: &QdiscInfo, out: &mut Vec<Finding>) {
     };
     // The leaves nothing else reaches: the class a mistyped flowid meant is likely among them.
     let idle: Vec<String> = cx
-        .classes
-        .iter()
-        .filter(|c| c.classid.major() == q.handle.major() && c.classid != q.handle)
-        .filter(|c| !cx.classes.iter().any(|k| k.parent == c.classid && k.classid != c.classid))
+        .classes_of(q.handle.major())
+        .filter(|c| c.classid != q.handle && cx.is_leaf(c.classid))
         .filter(|c| !cx.bound(c.classid.0) && !falls.contains(&c.classid.to_string()))
         .map(|c| c.classid.to_string())
         .collect();

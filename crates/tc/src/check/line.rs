@@ -290,7 +290,7 @@ fn drain_rate(cx: &DevCx, q: &tclab_core::engine::QdiscInfo) -> Option<u64> {
             rate = rate.min(cx.line.rate.unwrap_or(u64::MAX));
             break;
         }
-        if let Some(c) = cx.classes.iter().find(|c| c.classid == p) {
+        if let Some(c) = cx.class(p) {
             match &c.options {
                 Some(ClassOptions::Htb(o)) => rate = rate.min(o.ceil.rate),
                 Some(ClassOptions::Hfsc(o)) => {
@@ -306,7 +306,7 @@ fn drain_rate(cx: &DevCx, q: &tclab_core::engine::QdiscInfo) -> Option<u64> {
             }
         }
         // Up to the qdisc that owns class `p`.
-        let Some(owner) = cx.qdiscs.iter().find(|x| x.handle.major() == p.major()) else {
+        let Some(owner) = cx.qdisc(Handle(p.0 & 0xffff_0000)) else {
             break;
         };
         match &owner.options {

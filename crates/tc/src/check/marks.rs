@@ -380,13 +380,13 @@ fn inverted_priorities(cx: &DevCx, out: &mut Vec<Finding>) {
             _ => 0,
         };
         for &(id, what, pref) in &interactive {
-            let Some(c) = cx.classes.iter().find(|c| c.classid == id) else {
+            let Some(c) = cx.class(id) else {
                 continue;
             };
             let Some(p) = prio_of(c) else {
                 continue;
             };
-            let bulk = cx.classes.iter().find(|k| {
+            let bulk = cx.classes_of(c.classid.major()).find(|k| {
                 k.parent == c.parent
                     && k.classid != id
                     && !interactive.iter().any(|x| x.0 == k.classid)

@@ -31,7 +31,7 @@ mod tree;
 
 use origins::Origins;
 use serde::Serialize;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use tclab_core::engine::{Device, QdiscInfo};
 use tclab_core::qdisc::ClassInfo;
 use tclab_core::{Engine, Handle};
@@ -349,9 +349,14 @@ pub fn check(
     }
     out.extend(refused(refusals));
     let marks = marks::MarkSetters::of(engine);
-    let actions = filter_actions(engine);
+    let trees: Vec<(&str, &Device, Tree)> = engine
+        .devices()
+        .map(|(n, d)| (n, d, Tree::of(d)))
+        .collect();
+    let actions = filter_actions(&trees);
     let redirects = ifb::redirects(&actions);
-    for (dev_name, dev) in engine.devices() {
+    let mut kernel = Vec::new();
+    for (dev_name, dev, tree) in trees {
         let line = LineFacts {
             rate: opts
                 .device_rates
@@ -361,12 +366,96 @@ pub fn check(
                 .or(opts.line.rate),
             ..opts.line
         };
-        let cx = DevCx::new(origins, opts, dev_name, dev, line, &marks, &actions, &redirects);
+        let cx = DevCx::new(
+            origins, opts, dev_name, dev, tree, line, &marks, &actions, &redirects,
+        );
         cx.check(&mut out);
+        compat::check(&cx, &mut kernel);
     }
     ifb::check(engine, origins, &redirects, &mut out);
-    compat::check(engine, origins, opts, &mut out);
+    out.extend(kernel);
     out
+}
+
+/// A device's qdiscs and classes, read once, with the indexes the rules look them up by (a LibreQoS
+/// policy has 20 000 of each: no rule may scan them for every class). Flow queues that sfq, fq_codel
+/// and CAKE list as classes are left out: no rule reads them, and listing them walks every flow.
+struct Tree {
+    qdiscs: Vec<QdiscInfo>,
+    classes: Vec<ClassInfo>,
+    /// `classes` by classid, by the owning qdisc's major; the classes that have children; `qdiscs`
+    /// by handle.
+    class_at: BTreeMap<u32, usize>,
+    by_major: BTreeMap<u16, Vec<usize>>,
+    parents: BTreeSet<u32>,
+    qdisc_at: BTreeMap<u32, usize>,
+}
+
+impl Tree {
+    fn of(dev: &Device) -> Tree {
+        let qdiscs = dev.qdiscs();
+        let classes: Vec<ClassInfo> = qdiscs
+            .iter()
+            .filter(|q| !matches!(q.kind, "sfq" | "fq_codel" | "cake"))
+            .filter_map(|q| dev.find(q.handle))
+            .filter_map(|s| s.q.classes())
+            .flat_map(|c| c.walk(0))
+            .collect();
+        let mut class_at = BTreeMap::new();
+        let mut by_major: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+        let mut parents = BTreeSet::new();
+        for (i, c) in classes.iter().enumerate() {
+            class_at.insert(c.classid.0, i);
+            by_major.entry(c.classid.major()).or_default().push(i);
+            if c.parent != c.classid {
+                parents.insert(c.parent.0);
+            }
+        }
+        let qdisc_at = qdiscs
+            .iter()
+            .enumerate()
+            .map(|(i, q)| (q.handle.0, i))
+            .collect();
+        Tree {
+            qdiscs,
+            classes,
+            class_at,
+            by_major,
+            parents,
+            qdisc_at,
+        }
+    }
+
+    /// Every non-empty filter block of the device, with the parent it hangs on: the ingress hook's
+    /// (ingress, clsact's two), and each qdisc's and each class's of the egress trees.
+    fn blocks<'d>(&self, dev: &'d Device) -> Vec<(Handle, &'d tclab_core::filter::Block)> {
+        let mut blocks: Vec<(Handle, &tclab_core::filter::Block)> = Vec::new();
+        let mut at = |id: Handle, b: Option<&'d tclab_core::filter::Block>| {
+            // ingress names one block by every minor; a classless qdisc, one by each class.
+            if let Some(b) = b.filter(|b| !b.is_empty()) {
+                if !blocks.iter().any(|&(_, x)| std::ptr::eq(x, b)) {
+                    blocks.push((id, b));
+                }
+            }
+        };
+        if let Some(ing) = dev.ingress() {
+            for h in [Handle(0xffff_0000), Handle(0xffff_fff3)] {
+                at(h, ing.q.block(h));
+            }
+        }
+        for q in self.qdiscs.iter().filter(|q| q.parent != Handle::INGRESS) {
+            let Some(s) = dev.find(q.handle) else {
+                continue;
+            };
+            let ids = self.by_major.get(&q.handle.major()).into_iter().flatten();
+            at(q.handle, s.q.block(q.handle));
+            for &i in ids {
+                let id = self.classes[i].classid;
+                at(id, s.q.block(id));
+            }
+        }
+        blocks
+    }
 }
 
 /// One device under review: what every rule reads.
@@ -377,11 +466,20 @@ struct DevCx<'a> {
     dev: &'a Device,
     qdiscs: Vec<QdiscInfo>,
     classes: Vec<ClassInfo>,
+    /// Every non-empty filter block of the device (see [`Tree::blocks`]).
+    blocks: Vec<(Handle, &'a tclab_core::filter::Block)>,
     /// A full frame: the MTU and the Ethernet header.
     mtu: u32,
     line: LineFacts,
     /// The classes packets can reach (filters, CLASSIFY rules).
     reached: BTreeSet<u32>,
+    /// The indexes of [`Tree`].
+    class_at: BTreeMap<u32, usize>,
+    by_major: BTreeMap<u16, Vec<usize>>,
+    parents: BTreeSet<u32>,
+    qdisc_at: BTreeMap<u32, usize>,
+    /// Whether any filter hangs anywhere on the device's egress tree.
+    filtered: bool,
     marks: &'a marks::MarkSetters<'a>,
     /// Every action of the policy's reachable filters.
     actions: &'a [FilterAction],
@@ -390,18 +488,28 @@ struct DevCx<'a> {
 }
 
 impl<'a> DevCx<'a> {
+    #[allow(clippy::too_many_arguments)]
     fn new(
         origins: &'a Origins,
         opts: &'a Options,
         name: &'a str,
         dev: &'a Device,
+        tree: Tree,
         line: LineFacts,
         marks: &'a marks::MarkSetters<'a>,
         actions: &'a [FilterAction],
         redirects: &'a [ifb::Redirect],
     ) -> DevCx<'a> {
-        let qdiscs = dev.qdiscs();
-        let classes = dev.classes(0);
+        let blocks = tree.blocks(dev);
+        let Tree {
+            qdiscs,
+            classes,
+            class_at,
+            by_major,
+            parents,
+            qdisc_at,
+        } = tree;
+        let filtered = blocks.iter().any(|(h, _)| h.major() != 0xffff);
         let mut cx = DevCx {
             origins,
             opts,
@@ -409,9 +517,15 @@ impl<'a> DevCx<'a> {
             dev,
             qdiscs,
             classes,
+            blocks,
             mtu: dev.mtu + 14,
             line,
             reached: BTreeSet::new(),
+            class_at,
+            by_major,
+            parents,
+            qdisc_at,
+            filtered,
             marks,
             actions,
             redirects,
@@ -431,12 +545,7 @@ impl<'a> DevCx<'a> {
                 reached.extend(b.reached_classes());
             }
         }
-        let parents: BTreeSet<u32> = self
-            .classes
-            .iter()
-            .filter(|c| c.parent != c.classid)
-            .map(|c| c.parent.0)
-            .collect();
+        let parents = &self.parents;
         let mut todo: Vec<u32> = reached.iter().copied().collect();
         while let Some(id) = todo.pop() {
             let c = Handle(id);
@@ -457,6 +566,28 @@ impl<'a> DevCx<'a> {
 
     fn bound(&self, classid: u32) -> bool {
         self.reached.contains(&classid)
+    }
+
+    fn class(&self, classid: Handle) -> Option<&ClassInfo> {
+        self.class_at.get(&classid.0).map(|&i| &self.classes[i])
+    }
+
+    /// A class no other class has as its parent.
+    fn is_leaf(&self, classid: Handle) -> bool {
+        !self.parents.contains(&classid.0)
+    }
+
+    /// The classes of the qdisc of major `major` (its root class too, for HFSC).
+    fn classes_of(&self, major: u16) -> impl Iterator<Item = &ClassInfo> {
+        self.by_major
+            .get(&major)
+            .into_iter()
+            .flatten()
+            .map(|&i| &self.classes[i])
+    }
+
+    fn qdisc(&self, handle: Handle) -> Option<&QdiscInfo> {
+        self.qdisc_at.get(&handle.0).map(|&i| &self.qdiscs[i])
     }
 
     fn qdisc_at(&self, q: &QdiscInfo) -> String {
@@ -552,41 +683,11 @@ impl FilterAction {
     }
 }
 
-/// Every action of every reachable filter of the policy: at the ingress hook (ingress, clsact's two
-/// blocks), at each qdisc and at each class of the egress trees.
-fn filter_actions(engine: &Engine) -> Vec<FilterAction> {
+/// Every action of every reachable filter of the policy.
+fn filter_actions(trees: &[(&str, &Device, Tree)]) -> Vec<FilterAction> {
     let mut out = Vec::new();
-    for (name, dev) in engine.devices() {
-        let mut blocks: Vec<(Handle, &tclab_core::filter::Block)> = Vec::new();
-        if let Some(ing) = dev.ingress() {
-            for h in [Handle(0xffff_0000), Handle(0xffff_fff3)] {
-                if let Some(b) = ing.q.block(h) {
-                    // ingress names one block by every minor; clsact has two.
-                    if !blocks.iter().any(|&(_, x)| std::ptr::eq(x, b)) {
-                        blocks.push((h, b));
-                    }
-                }
-            }
-        }
-        let egress = dev.qdiscs();
-        let classes = dev.classes(0);
-        for q in egress.iter().filter(|q| q.parent != Handle::INGRESS) {
-            let Some(s) = dev.find(q.handle) else {
-                continue;
-            };
-            let ids = classes
-                .iter()
-                .filter(|c| c.classid.major() == q.handle.major() && c.classid != q.handle)
-                .map(|c| c.classid);
-            for id in std::iter::once(q.handle).chain(ids) {
-                if let Some(b) = s.q.block(id).filter(|b| !b.is_empty()) {
-                    if !blocks.iter().any(|&(_, x)| std::ptr::eq(x, b)) {
-                        blocks.push((id, b));
-                    }
-                }
-            }
-        }
-        for (parent, b) in blocks {
+    for &(name, dev, ref tree) in trees {
+        for (parent, b) in tree.blocks(dev) {
             for chain in b.reachable_chains() {
                 for tp in b.chains.get(&chain).into_iter().flatten() {
                     for (_, exts) in b.tp_filters(tp) {

@@ -8,18 +8,36 @@ use tclab_core::filter::ETH_P_ALL;
 use tclab_core::qdisc::hfsc::{HfscClassOptions, ServiceCurve};
 use tclab_core::qdisc::htb::{HtbClassOptions, HtbOptions};
 use tclab_core::qdisc::{ClassInfo, ClassOptions, QdiscOptions};
+use std::collections::{BTreeMap, BTreeSet};
 use tclab_core::Handle;
 
+/// What the tree rules of one device share, computed once.
+struct Facts {
+    /// Classes whose `unreached-class` another finding carries (see [`unreached_elsewhere`]).
+    elsewhere: BTreeSet<u32>,
+    /// The qdiscs whose classes are chosen by skb->priority from outside tc.
+    by_priority: BTreeSet<u32>,
+}
+
 pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
+    let facts = Facts {
+        elsewhere: unreached_elsewhere(cx),
+        by_priority: cx
+            .qdiscs
+            .iter()
+            .filter(|q| matches!(q.kind, "htb" | "hfsc") && priority_classified(cx, q.handle))
+            .map(|q| q.handle.0)
+            .collect(),
+    };
     for q in &cx.qdiscs {
         match &q.options {
-            QdiscOptions::Htb(h) => htb(cx, q, h, out),
-            QdiscOptions::Hfsc(h) => hfsc(cx, q, h.defcls, out),
+            QdiscOptions::Htb(h) => htb(cx, &facts, q, h, out),
+            QdiscOptions::Hfsc(h) => hfsc(cx, &facts, q, h.defcls, out),
             _ => {}
         }
     }
     filters_on_classes(cx, out);
-    classes_by_priority(cx, out);
+    classes_by_priority(cx, &facts, out);
 }
 
 fn htb_opts(c: &ClassInfo) -> Option<&HtbClassOptions> {
@@ -35,12 +53,18 @@ fn computed_quantum(rate: u64, r2q: u32) -> (u64, u32) {
     (q, q.clamp(1000, 200_000) as u32)
 }
 
-fn htb(cx: &DevCx, q: &QdiscInfo, h: &HtbOptions, out: &mut Vec<Finding>) {
+fn htb(cx: &DevCx, facts: &Facts, q: &QdiscInfo, h: &HtbOptions, out: &mut Vec<Finding>) {
     let mine: Vec<&ClassInfo> = cx
-        .classes
-        .iter()
-        .filter(|c| c.classid.major() == q.handle.major() && htb_opts(c).is_some())
+        .classes_of(q.handle.major())
+        .filter(|c| htb_opts(c).is_some())
         .collect();
+    // Each class's children: how many, and their rates' sum.
+    let mut kids: BTreeMap<u32, (usize, u64)> = BTreeMap::new();
+    for k in &mine {
+        let e = kids.entry(k.parent.0).or_default();
+        e.0 += 1;
+        e.1 += htb_opts(k).map_or(0, |o| o.rate.rate);
+    }
     let at_q = cx.qdisc_at(q);
     let q_line = cx.qdisc_line(q);
     if classifies_everything(cx, q.handle) {
@@ -58,7 +82,7 @@ fn htb(cx: &DevCx, q: &QdiscInfo, h: &HtbOptions, out: &mut Vec<Finding>) {
         );
     } else {
         let def = Handle(q.handle.0 | h.defcls);
-        match mine.iter().find(|c| c.classid == def) {
+        match cx.class(def).filter(|c| htb_opts(c).is_some()) {
             None => out.push(
                 Finding::new(
                     "default-missing",
@@ -108,13 +132,8 @@ fn htb(cx: &DevCx, q: &QdiscInfo, h: &HtbOptions, out: &mut Vec<Finding>) {
         }
         out.extend(bursts(cx, &at, line, o));
         // Children's rates against this class's.
-        let kids: Vec<&&ClassInfo> = mine.iter().filter(|k| k.parent == c.classid).collect();
-        let sum: u64 = kids
-            .iter()
-            .filter_map(|k| htb_opts(k))
-            .map(|ko| ko.rate.rate)
-            .sum();
-        if !kids.is_empty() && sum > o.rate.rate {
+        let (n, sum) = kids.get(&c.classid.0).copied().unwrap_or_default();
+        if n > 0 && sum > o.rate.rate {
             out.push(
                 Finding::new(
                     "rates-exceed-parent",
@@ -124,7 +143,7 @@ fn htb(cx: &DevCx, q: &QdiscInfo, h: &HtbOptions, out: &mut Vec<Finding>) {
                          each child send its own rate without asking the parent, so when they are all \
                          busy the subtree sends the sum, and the parent does not shape it (tclab explain \
                          shows the shares)",
-                        kids.len(),
+                        n,
                         sprint_rate(sum),
                         sprint_rate(o.rate.rate)
                     ),
@@ -141,8 +160,8 @@ fn htb(cx: &DevCx, q: &QdiscInfo, h: &HtbOptions, out: &mut Vec<Finding>) {
             let is_default = h.defcls != 0 && c.classid == Handle(q.handle.0 | h.defcls);
             if !is_default
                 && !cx.bound(c.classid.0)
-                && !priority_classified(cx, q.handle)
-                && !unreached_elsewhere(cx, q, c.classid)
+                && !facts.by_priority.contains(&q.handle.0)
+                && !facts.elsewhere.contains(&c.classid.0)
             {
                 out.push(unreached_class(&at, c.classid).line(line));
             }
@@ -216,7 +235,7 @@ fn bursts(cx: &DevCx, at: &str, line: Option<&str>, o: &HtbClassOptions) -> Opti
 /// to get. A lone leaf, a leaf that cannot borrow (ceil = rate), or classes whose quanta keep the rates'
 /// proportions say nothing: the quantum changes nothing there.
 fn quantum(cx: &DevCx, q: &QdiscInfo, h: &HtbOptions, mine: &[&ClassInfo], out: &mut Vec<Finding>) {
-    let by_id = |id: Handle| mine.iter().find(|c| c.classid == id);
+    let by_id = |id: Handle| cx.class(id).filter(|c| c.classid.major() == q.handle.major());
     // The class under the root each leaf borrows through.
     let top = |c: &ClassInfo| -> Handle {
         let mut id = c.classid;
@@ -325,13 +344,7 @@ fn classifies_everything(cx: &DevCx, handle: Handle) -> bool {
     let Some(b) = cx.dev.find(handle).and_then(|s| s.q.block(handle)) else {
         return false;
     };
-    let is_leaf = |id: u32| {
-        cx.classes.iter().any(|c| c.classid.0 == id)
-            && !cx
-                .classes
-                .iter()
-                .any(|k| k.parent.0 == id && k.classid.0 != id)
-    };
+    let is_leaf = |id: u32| cx.class(Handle(id)).is_some() && cx.is_leaf(Handle(id));
     if b.catch_all().is_some_and(is_leaf) {
         return true;
     }
@@ -363,7 +376,7 @@ fn classifies_everything(cx: &DevCx, handle: Handle) -> bool {
 /// filter (16). One note says so instead of a finding per class; a small tree without filters keeps its
 /// `unreached-class` warnings (forgotten filters are the likelier story).
 fn priority_classified(cx: &DevCx, handle: Handle) -> bool {
-    let Some(q) = cx.qdiscs.iter().find(|q| q.handle == handle) else {
+    let Some(q) = cx.qdisc(handle) else {
         return false;
     };
     let under_mq = cx
@@ -371,34 +384,15 @@ fn priority_classified(cx: &DevCx, handle: Handle) -> bool {
         .iter()
         .any(|p| p.kind == "mq" && p.handle.major() == q.parent.major() && !q.parent.is_root());
     let leaves = cx
-        .classes
-        .iter()
-        .filter(|c| c.classid.major() == handle.major())
-        .filter(|c| !cx.classes.iter().any(|k| k.parent == c.classid && k.classid != c.classid))
+        .classes_of(handle.major())
+        .filter(|c| cx.is_leaf(c.classid))
         .count();
-    let filtered = cx.qdiscs.iter().any(|q| {
-        cx.dev.find(q.handle).is_some_and(|s| {
-            s.q.block(q.handle).is_some_and(|b| !b.is_empty())
-                || cx
-                    .classes
-                    .iter()
-                    .filter(|c| c.classid.major() == q.handle.major())
-                    .any(|c| s.q.block(c.classid).is_some_and(|b| !b.is_empty()))
-        })
-    });
-    leaves > 1 && (under_mq || leaves >= 16) && !filtered && !cx.marks.any_classify()
+    leaves > 1 && (under_mq || leaves >= 16) && !cx.filtered && !cx.marks.any_classify()
 }
 
-fn classes_by_priority(cx: &DevCx, out: &mut Vec<Finding>) {
-    for q in cx.qdiscs.iter().filter(|q| matches!(q.kind, "htb" | "hfsc")) {
-        if !priority_classified(cx, q.handle) {
-            continue;
-        }
-        let n = cx
-            .classes
-            .iter()
-            .filter(|c| c.classid.major() == q.handle.major())
-            .count();
+fn classes_by_priority(cx: &DevCx, facts: &Facts, out: &mut Vec<Finding>) {
+    for q in cx.qdiscs.iter().filter(|q| facts.by_priority.contains(&q.handle.0)) {
+        let n = cx.classes_of(q.handle.major()).count();
         out.push(
             Finding::new(
                 "classes-by-priority",
@@ -432,7 +426,7 @@ fn unreached_class(at: &str, classid: Handle) -> Finding {
 /// sparse flow does not wait behind the whole queue, so their limit is no delay bound to report.
 fn queue_delay(cx: &DevCx, at: &str, leaf: Option<Handle>, rate: u64) -> Option<Finding> {
     let (limit_pkts, limit_bytes, what) =
-        match leaf.and_then(|l| cx.qdiscs.iter().find(|q| q.handle == l)) {
+        match leaf.and_then(|l| cx.qdisc(l)) {
             Some(lq) => match &lq.options {
                 QdiscOptions::Pfifo(f) => {
                     (f.limit.map(u64::from), None, format!("pfifo {}", lq.handle))
@@ -476,7 +470,7 @@ fn filters_on_classes(cx: &DevCx, out: &mut Vec<Finding>) {
         let starved: Vec<String> = b
             .reached_classes()
             .into_iter()
-            .filter(|&id| !cx.bound(id) && cx.classes.iter().any(|k| k.classid.0 == id))
+            .filter(|&id| !cx.bound(id) && cx.class(Handle(id)).is_some())
             .map(|id| Handle(id).to_string())
             .collect();
         let starved = if starved.is_empty() {
@@ -532,12 +526,14 @@ fn unread_filters<'c>(
         let Some(sched) = cx.dev.find(q.handle) else {
             continue;
         };
-        let mine = |c: &&ClassInfo| c.classid.major() == q.handle.major() && c.classid.minor() != 0;
-        for c in cx.classes.iter().filter(mine) {
+        for c in cx
+            .classes_of(q.handle.major())
+            .filter(|c| c.classid.minor() != 0)
+        {
             let Some(b) = sched.q.block(c.classid).filter(|b| !b.is_empty()) else {
                 continue;
             };
-            let is_leaf = !cx.classes.iter().filter(mine).any(|k| k.parent == c.classid);
+            let is_leaf = cx.is_leaf(c.classid);
             if is_leaf || !cx.bound(c.classid.0) {
                 out.push((q, c, is_leaf, b));
             }
@@ -546,14 +542,20 @@ fn unread_filters<'c>(
     out
 }
 
-/// Whether a leaf's `unreached-class` is another finding's consequence, said there: a filter that
-/// names it is never read (`filter-unreached`), or the qdisc has a filter naming a class that does
+/// The leaves whose `unreached-class` is another finding's consequence, said there: a filter that
+/// names it is never read (`filter-unreached`), or its qdisc has a filter naming a class that does
 /// not exist, likely this one mistyped (`filter-class-missing`).
-fn unreached_elsewhere(cx: &DevCx, q: &QdiscInfo, classid: Handle) -> bool {
-    unread_filters(cx)
+fn unreached_elsewhere(cx: &DevCx) -> BTreeSet<u32> {
+    let mut out: BTreeSet<u32> = unread_filters(cx)
         .iter()
-        .any(|(_, _, _, b)| b.reached_classes().contains(&classid.0))
-        || super::filters::names_missing_class(cx, q)
+        .flat_map(|(_, _, _, b)| b.reached_classes())
+        .collect();
+    for q in cx.qdiscs.iter().filter(|q| matches!(q.kind, "htb" | "hfsc")) {
+        if super::filters::names_missing_class(cx, q) {
+            out.extend(cx.classes_of(q.handle.major()).map(|c| c.classid.0));
+        }
+    }
+    out
 }
 
 fn hfsc_opts(c: &ClassInfo) -> Option<HfscClassOptions> {
@@ -566,17 +568,16 @@ fn hfsc_opts(c: &ClassInfo) -> Option<HfscClassOptions> {
 /// HFSC's default class, and its leaves as HTB's are checked. `hfsc_classify` drops what no filter
 /// classifies unless `default` names a leaf (with no `default`, the root class, which is inner once it
 /// has children): where HTB lets such packets out unshaped, HFSC loses them.
-fn hfsc(cx: &DevCx, q: &QdiscInfo, defcls: u16, out: &mut Vec<Finding>) {
+fn hfsc(cx: &DevCx, facts: &Facts, q: &QdiscInfo, defcls: u16, out: &mut Vec<Finding>) {
     let mine: Vec<&ClassInfo> = cx
-        .classes
-        .iter()
-        .filter(|c| c.classid.major() == q.handle.major() && c.classid != q.handle)
+        .classes_of(q.handle.major())
+        .filter(|c| c.classid != q.handle)
         .collect();
     if mine.is_empty() {
         return; // the root class alone is a leaf and takes everything
     }
     let link = cx.line.rate;
-    let is_leaf = |id: Handle| !mine.iter().any(|k| k.parent == id);
+    let is_leaf = |id: Handle| cx.is_leaf(id);
     let at_q = cx.qdisc_at(q);
     let q_line = cx.qdisc_line(q);
     // A leaf to name in the fixes (the last one: often the bulk class).
@@ -600,7 +601,7 @@ fn hfsc(cx: &DevCx, q: &QdiscInfo, defcls: u16, out: &mut Vec<Finding>) {
             )
             .line(q_line),
         );
-    } else if !mine.iter().any(|c| c.classid == def) {
+    } else if cx.class(def).is_none() || def == q.handle {
         out.push(
             Finding::new(
                 "default-missing",
@@ -688,8 +689,8 @@ fn hfsc(cx: &DevCx, q: &QdiscInfo, defcls: u16, out: &mut Vec<Finding>) {
         let line = cx.class_line(c.classid);
         if c.classid != def
             && !cx.bound(c.classid.0)
-            && !priority_classified(cx, q.handle)
-            && !unreached_elsewhere(cx, q, c.classid)
+            && !facts.by_priority.contains(&q.handle.0)
+            && !facts.elsewhere.contains(&c.classid.0)
         {
             out.push(unreached_class(&at, c.classid).line(line));
         }
