@@ -334,7 +334,7 @@ fn a_trace_is_written_and_read_back() {
     );
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("events written to"), "{err}");
-    // The bulk class's figures: 983 packets sent, 89 tail drops (its `tc -s class show` line says the
+    // The bulk class's figures: 983 packets sent, 90 tail drops (its `tc -s class show` line says the
     // same: crates/sim/tests/trace.rs holds them equal).
     let (code, out, err) = tclab(&["trace", "stats", t, "--class", "1:20"], &dir);
     assert_eq!(code, 0, "{err}");
@@ -343,7 +343,7 @@ fn a_trace_is_written_and_read_back() {
         .find(|l| l.starts_with("router:ppp0") && l.contains(" 1:20 "))
         .unwrap_or_else(|| panic!("{out}"));
     let w: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!(&w[3..6], ["983", "89", "tail_drop"], "{row}");
+    assert_eq!(&w[3..6], ["983", "90", "tail_drop"], "{row}");
     // Seed 004's pings are the 100 packets its u32 at pref 10 (`match ip protocol 1`) classified.
     let (_, out, _) = tclab(&["trace", "stats", t], &dir);
     assert!(
@@ -362,7 +362,7 @@ fn a_trace_is_written_and_read_back() {
         &["trace", "show", t, "--flow", "upload", "--event", "drop"],
         &dir,
     );
-    assert_eq!(out.lines().count(), 89);
+    assert_eq!(out.lines().count(), 90);
     assert!(out.lines().all(|l| l.contains(" drop upload ")));
     // The file is the binary form; `--trace -` writes the text form of the same run, whose records are
     // what `show` prints of the file, line for line.
@@ -398,7 +398,7 @@ fn a_trace_is_written_and_read_back() {
         .filter(|l| l.split(' ').nth(2) == Some("drop"))
         .map(|l| l.replace(' ', ",").replace(",-,-", ",,-"))
         .collect();
-    assert_eq!(drops.len(), 89);
+    assert_eq!(drops.len(), 90);
     assert_eq!(rows.collect::<Vec<_>>(), drops);
     // A trace cut short (a run stopped mid-write) is read up to its last whole block, with a warning;
     // this one has a single block, so nothing is left. A damaged one is refused.

@@ -27,6 +27,26 @@ pub struct FlowResult {
     pub lost_packets: u64,
     /// TCP: segments retransmitted.
     pub retransmits: u64,
+    /// TCP: the senders' loss-recovery counters, named as `nstat` names Linux's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nstat: Option<TcpNstat>,
+}
+
+/// A TCP entry's loss recovery, summed over its senders, under `nstat`'s names for Linux's counters.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct TcpNstat {
+    /// Retransmission timeouts.
+    #[serde(rename = "TCPTimeouts")]
+    pub timeouts: u64,
+    /// Tail loss probes sent.
+    #[serde(rename = "TCPLossProbes")]
+    pub loss_probes: u64,
+    /// Loss probes that repaired a loss.
+    #[serde(rename = "TCPLossProbeRecovery")]
+    pub loss_probe_recoveries: u64,
+    /// Retransmissions found lost (by RACK or a timeout) and sent again.
+    #[serde(rename = "TCPLostRetransmit")]
+    pub lost_retransmits: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -234,6 +254,7 @@ pub fn run(sc: &mut Scenario, progress: &mut dyn FnMut(Nanos)) -> Result<Outcome
                     .sum();
                 let (mut sent_bytes, mut sent_pkts, mut recv_pkts) = (0, 0, 0);
                 let mut retransmits = 0;
+                let mut nstat = TcpNstat::default();
                 for &a in &s.senders {
                     match &sc.net.apps[a] {
                         App::UdpSender(u) => {
@@ -244,6 +265,10 @@ pub fn run(sc: &mut Scenario, progress: &mut dyn FnMut(Nanos)) -> Result<Outcome
                             let st = t.stats();
                             sent_bytes += st.bytes_acked;
                             retransmits += st.retransmits;
+                            nstat.timeouts += st.timeouts;
+                            nstat.loss_probes += st.loss_probes;
+                            nstat.loss_probe_recoveries += st.loss_probe_recoveries;
+                            nstat.lost_retransmits += st.lost_retransmits;
                         }
                         _ => {}
                     }
@@ -289,6 +314,7 @@ pub fn run(sc: &mut Scenario, progress: &mut dyn FnMut(Nanos)) -> Result<Outcome
                     goodput_bps: delivered as f64 * 8e9 / active as f64,
                     lost_packets: sent_pkts.saturating_sub(recv_pkts),
                     retransmits,
+                    nstat: matches!(t.kind, TrafficKind::Tcp { .. }).then_some(nstat),
                 });
             }
         }

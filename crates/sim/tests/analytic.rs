@@ -188,6 +188,11 @@ fn a_burst_smaller_than_rate_over_hz_starves_a_tick_based_shaper() {
     let hz1000 = run("hz = 1000\n", "2000");
     let hz100 = run("hz = 100\n", "2000");
     let hz100_big = run("hz = 100\n", "15k");
+    // docs/EXPERIMENTS.md (seed 001) quotes these.
+    eprintln!(
+        "burst 2000 B: high resolution {highres:.0}, HZ=1000 {hz1000:.0}, HZ=100 {hz100:.0}; \
+         burst 15 kB, HZ=100: {hz100_big:.0} bit/s"
+    );
     assert!(
         highres > 0.95 * ceiling,
         "high resolution, 2000 B: {highres:.0}"

@@ -3,8 +3,8 @@
 //! RTO, and data reception with the ACKs it calls for (delayed ACKs, quickack, SACK blocks).
 
 use crate::{
-    ecn, flags, CaState, Connection, Nanos, Segment, State, SynTx, TcpOptions, MS, TCP_DELACK_MIN,
-    TCP_MAX_QUICKACKS, TCP_MSS_DEFAULT, TCP_RTO_MAX, TS_OPTLEN,
+    ecn, flags, CaState, Connection, Nanos, Segment, State, SynTx, TcpOptions, XmitTimer, MS,
+    TCP_DELACK_MIN, TCP_MAX_QUICKACKS, TCP_MSS_DEFAULT, TCP_RTO_MAX, TS_OPTLEN,
 };
 
 impl Connection {
@@ -107,7 +107,7 @@ impl Connection {
         self.state = State::Established;
         self.established(now);
         self.ack_now = true;
-        self.rto_at = None;
+        self.clear_xmit_timer();
         if self.fin_queued {
             self.state = State::FinWait1;
         }
@@ -184,7 +184,7 @@ impl Connection {
                 } else {
                     State::Established
                 };
-                self.rto_at = None;
+                self.clear_xmit_timer();
                 self.established(now);
             } else {
                 return;
@@ -239,8 +239,7 @@ impl Connection {
             self.init_cwnd_reduction();
             self.ca_state = CaState::Cwr;
         }
-        let prior_snd_una = self.snd_una;
-        let prior_in_flight = self.in_flight();
+        let prior_fack = self.fack(self.snd_una);
         let mut flag_win_update = false;
         // tcp_ack_update_window()
         let nwin = (seg.window as u64) << self.snd_wscale;
@@ -257,11 +256,13 @@ impl Connection {
             self.max_window = self.max_window.max(nwin);
         }
 
-        // SACK processing (tcp_sacktag_write_queue)
+        // SACK processing (tcp_sacktag_write_queue): the valid blocks, in sequence order.
         let mut newly_sacked = 0u32;
         let mut sack_rtt: Option<u64> = None;
         let mut ca_rtt_sent: Option<Nanos> = None;
         if self.sack_ok && !seg.options.sack_blocks.is_empty() {
+            let mut blocks = [(0u64, 0u64); 4];
+            let mut n = 0;
             for &(l, r) in seg.options.sack_blocks.iter().take(4) {
                 let (Some(s), Some(e)) = (self.snd_abs(l), self.snd_abs(r)) else {
                     continue;
@@ -269,14 +270,23 @@ impl Connection {
                 if s >= e || s < ack.max(self.snd_una) || e > self.snd_nxt {
                     continue; // D-SACK or bogus
                 }
-                let i0 = self.rtx.partition_point(|t| t.start < s);
-                let mut i = i0;
+                blocks[n] = (s, e);
+                n += 1;
+            }
+            blocks[..n].sort_unstable();
+            let mut fack = self.fack(ack);
+            // The lowest original (never retransmitted) segment newly SACKed below the highest SACK:
+            // it was reordered, not lost (`state->reord`).
+            let mut reord = self.snd_nxt;
+            for &(s, e) in &blocks[..n] {
+                let mut i = self.rtx.partition_point(|t| t.start < s);
                 while i < self.rtx.len() {
                     let t = &mut self.rtx[i];
                     if t.start >= e {
                         break;
                     }
                     if t.seq_end() <= e && !t.sacked {
+                        // tcp_sacktag_one()
                         t.sacked = true;
                         newly_sacked += 1;
                         if !t.ever_retrans {
@@ -296,11 +306,25 @@ impl Connection {
                             self.retrans_out -= 1;
                         }
                         self.sacked_out += 1;
+                        let (ever, start, end, sent) =
+                            (t.ever_retrans, t.start, t.seq_end(), t.sent_at);
+                        if !ever && start < fack {
+                            reord = reord.min(start);
+                        }
+                        fack = fack.max(end);
+                        self.rack_advance(ever, end, sent, now);
                     }
                     i += 1;
                 }
             }
+            self.highest_sack = fack;
+            // tcp_check_sack_reordering()
+            if reord < fack {
+                self.reord_seen += 1;
+            }
         }
+        // The echo of this ACK's timestamp, to tell a retransmission acknowledged for its original.
+        let tsecr = seg.options.timestamps.map_or(0, |(_, e)| e);
 
         // tcp_clean_rtx_queue()
         let mut acked_pkts = 0u32;
@@ -308,6 +332,9 @@ impl Connection {
         let mut seq_rtt: Option<u64> = None;
         let mut any_retrans_acked = false;
         let mut fin_acked = false;
+        // The lowest original segment acknowledged without a SACK first: below the highest SACK, the
+        // hole it filled was reordering.
+        let mut reord = self.snd_nxt;
         while let Some(t) = self.rtx.front() {
             if t.seq_end() > ack {
                 break;
@@ -338,6 +365,20 @@ impl Connection {
             }
             if t.fin {
                 fin_acked = true;
+            }
+            if !t.sacked && self.sack_ok {
+                if !t.ever_retrans {
+                    reord = reord.min(t.start);
+                }
+                // Delivered now, unless the echo predates the retransmission: then the original was
+                // (tcp_skb_spurious_retrans).
+                let spurious = t.ever_retrans
+                    && self.ts_ok
+                    && tsecr != 0
+                    && (tsecr.wrapping_sub(Self::ts_now(t.sent_at)) as i32) < 0;
+                if !spurious {
+                    self.rack_advance(t.ever_retrans, t.seq_end(), t.sent_at, now);
+                }
             }
         }
         let snd_una_advanced = ack > self.snd_una;
@@ -370,6 +411,18 @@ impl Connection {
             }
         }
         self.ack_update_rtt(rtt);
+        if data_acked && reord < prior_fack && reord < self.fack(self.snd_una) {
+            self.reord_seen += 1;
+        }
+        // FLAG_SET_XMIT_TIMER: arm the probe or RTO timer again when data was acknowledged, or when a
+        // SACK measured an RTT from data sent before the head's last (re)transmission.
+        let mut set_xmit_timer = data_acked
+            || (rtt.is_some()
+                && sack_rtt.is_some_and(|r| {
+                    self.rtx
+                        .front()
+                        .is_some_and(|h| r > now.saturating_sub(h.sent_at))
+                }));
         let ca_rtt_us = ca_rtt_sent.map(|s| now.saturating_sub(s) / 1000);
         if data_acked {
             if let Some(ss) = self.ca.acked(
@@ -410,12 +463,9 @@ impl Connection {
             self.sacked_out = self.sacked_out.min(self.packets_out);
         }
 
-        if snd_una_advanced {
-            if self.packets_out > 0 {
-                self.rearm_rto(now);
-            } else {
-                self.rto_at = None;
-            }
+        if self.tlp_high_seq != 0 {
+            let not_dup = seg.payload_len > 0 || flag_win_update || data_acked;
+            self.process_tlp_ack(ack, snd_una_advanced, not_dup, newly_sacked > 0);
         }
 
         if fin_acked {
@@ -426,7 +476,11 @@ impl Connection {
         let dubious = is_dup || newly_sacked > 0 || self.ca_state != CaState::Open;
         let mut newly_lost = 0;
         if dubious {
-            newly_lost = self.fastretrans_alert(now, prior_snd_una, is_dup, snd_una_advanced);
+            newly_lost = self.fastretrans_alert(now, snd_una_advanced, &mut set_xmit_timer);
+        }
+        // tcp_set_xmit_timer()
+        if set_xmit_timer && !self.schedule_loss_probe(now, true) {
+            self.rearm_rto(now);
         }
         // tcp_cong_control()
         if self.in_cwnd_reduction() {
@@ -434,7 +488,6 @@ impl Connection {
         } else if data_acked {
             self.cong_avoid(now, delivered.max(1));
         }
-        let _ = prior_in_flight;
         if self.packets_out == 0 && self.snd_nxt < self.send_limit_end() && self.snd_wnd == 0 {
             self.arm_probe(now);
         }
@@ -507,12 +560,19 @@ impl Connection {
         }
     }
 
-    fn rearm_rto(&mut self, now: Nanos) {
+    /// `tcp_rearm_rto()`: the RTO from now — or, when it replaces RACK's reordering timer or the loss
+    /// probe's, from the head's send time (`tcp_rto_delta_us`), so that those timers do not put the
+    /// RTO off. Nothing out: no timer.
+    pub(crate) fn rearm_rto(&mut self, now: Nanos) {
         if self.packets_out == 0 && self.syn_tx == SynTx::None && !self.syn_outstanding() {
-            self.rto_at = None;
-        } else {
-            self.rto_at = Some(now + self.rto);
+            self.clear_xmit_timer();
+            return;
         }
+        let mut rto = self.rto;
+        if self.xmit_timer != XmitTimer::Retrans {
+            rto = self.rto_delta(now).max(1) as Nanos;
+        }
+        self.reset_xmit_timer(now + rto);
     }
 
     /// `tcp_update_pacing_rate()`: bytes per second (used by HyStart only).

@@ -51,9 +51,16 @@
 //!   without pacing), as Linux enables it by default.
 //! * **Loss detection and recovery** (`tcp_fastretrans_alert`,
 //!   `tcp_enter_recovery`, `tcp_cwnd_reduction`): with SACK a SACK scoreboard
-//!   (`tcp_sacktag_write_queue`): recovery starts when three segments are
-//!   SACKed above the hole (`tcp_time_to_recover`: `sacked_out + 1 >
-//!   reordering`, reordering = 3); a segment is lost once three SACKed
+//!   (`tcp_sacktag_write_queue`) and **RACK-TLP** (RFC 8985, Linux's default
+//!   `tcp_recovery = 1`, `tcp_early_retrans = 3`; `rack.rs`): a segment is
+//!   lost once one sent after it was delivered and a reordering window
+//!   (min RTT / 4, or none once recovering or three segments are SACKed)
+//!   has passed, retransmissions included (`TCPLostRetransmit`); recovery
+//!   starts when a loss is proven; a tail loss draws a probe after about
+//!   two RTTs (`TCPLossProbes`, `TCPLossProbeRecovery`), not an RTO. With
+//!   `Config::rack` off, the dupthresh rule: recovery when three segments
+//!   are SACKed above the hole (`tcp_time_to_recover`: `sacked_out + 1 >
+//!   reordering`, reordering = 3), a segment lost once three SACKed
 //!   segments lie above it (RFC 6675 `IsLost`, which is what Linux's
 //!   non-RACK `tcp_mark_head_lost` amounts to). Without SACK, NewReno: three
 //!   duplicate ACKs count as "reno SACKs" (`tcp_add_reno_sack`), the head is
@@ -106,11 +113,10 @@
 //!   fast as cwnd and the window allow, one MSS each; the simulator's qdisc
 //!   sees MSS-sized packets in bursts. (Linux without `fq` does not pace either,
 //!   but TSO makes bursts of up to 64 KB and TSQ limits what sits in the qdisc.)
-//! * **No RACK-TLP** (Linux's default loss detection since 4.18): no tail
-//!   loss probe, so a tail loss is repaired by the RTO; lost retransmissions
-//!   are found only by the RTO. Loss marking is the classic dupthresh rule.
-//! * **No F-RTO, no undo** (DSACK, Eifel/timestamps), no D-SACK generation,
-//!   no reordering estimation (reordering stays 3), no SACK reneging, no ACK
+//! * **No F-RTO, no undo** (DSACK, Eifel/timestamps), no D-SACK generation
+//!   (so RACK's reordering window never widens, `reo_wnd_steps`), no
+//!   reordering degree (reordering stays 3; that reordering was seen is
+//!   kept, for RACK), no SACK reneging, no ACK
 //!   compression of SACKs (`tcp_comp_sack_nr`): every out-of-order segment is
 //!   acknowledged at once.
 //! * **Fixed receive window**: no receive-buffer autotuning
@@ -142,9 +148,12 @@
 //!   the ACKs it owes.
 //! * `recovery.rs` (`tcp_input.c`'s loss recovery): the congestion state
 //!   machine (`tcp_fastretrans_alert`), loss marking, PRR, entering Loss.
+//! * `rack.rs` (`tcp_recovery.c` and the loss probe of `tcp_output.c`):
+//!   RACK-TLP.
 //! * `output.rs` (`tcp_output.c`): what to send now, building segments, the
 //!   receive window advertised, TCP small queues, the local qdisc's verdicts.
-//! * `timer.rs` (`tcp_timer.c`): the retransmission, delayed-ACK and
+//! * `timer.rs` (`tcp_timer.c`): the retransmission timer (which RACK's
+//!   reordering timer and the loss probe share), delayed-ACK and
 //!   zero-window-probe timers.
 //! * `cong.rs` (`tcp_cong.c`): the congestion control modules' interface,
 //!   slow start and additive increase; `reno.rs` and `cubic.rs`
@@ -154,6 +163,7 @@ mod cong;
 mod cubic;
 mod input;
 mod output;
+mod rack;
 mod recovery;
 mod reno;
 mod segment;
@@ -177,6 +187,12 @@ pub const TCP_RTO_MAX: Nanos = 120_000 * MS;
 pub const TCP_DELACK_MIN: Nanos = 40 * MS;
 /// `TCP_INFINITE_SSTHRESH`.
 pub const TCP_INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
+/// `TCP_RTO_MIN` (the constant, not the route's `rto_min`): the loss probe's delayed-ACK allowance.
+const TCP_RTO_MIN: Nanos = 200 * MS;
+/// `TCP_TIMEOUT_MIN`: 2 jiffies, the slack RACK's and the loss probe's timers add.
+const TCP_TIMEOUT_MIN: Nanos = 2 * MS;
+/// `TCP_TIMEOUT_INIT`: the loss probe's timeout before any RTT sample.
+const TCP_TIMEOUT_INIT: Nanos = 1000 * MS;
 const TCP_MAX_QUICKACKS: u32 = 16;
 /// `sysctl_tcp_reordering`: the dupthresh.
 const REORDERING: u32 = 3;
@@ -216,6 +232,14 @@ pub struct Config {
     /// `net.ipv4.tcp_ecn = 1`: ask for ECN on connections this end opens (RFC 3168). Either way, an end
     /// accepts ECN when the peer's SYN asks for it (Linux's default `tcp_ecn = 2`).
     pub ecn: bool,
+    /// RACK loss detection (`net.ipv4.tcp_recovery = 1`, Linux's default): a segment is lost once one
+    /// sent after it was delivered and a reordering window has passed (RFC 8985). Off: the dupthresh
+    /// rule (three SACKed segments above a hole). SACK connections only.
+    pub rack: bool,
+    /// Tail loss probes (`net.ipv4.tcp_early_retrans = 3`, Linux's default): when ACKs stop in the Open
+    /// or CWR state, one segment is sent after about two RTTs to draw an ACK that RACK can read, before
+    /// the RTO would fire. SACK connections only.
+    pub tlp: bool,
 }
 
 impl Default for Config {
@@ -232,6 +256,8 @@ impl Default for Config {
             sack: true,
             hystart: true,
             ecn: false,
+            rack: true,
+            tlp: true,
         }
     }
 }
@@ -384,7 +410,10 @@ pub struct Connection {
     rto_retransmits: u32,
 
     // ---- timers ----
+    /// The retransmission timer (`icsk_timeout`), which RACK's reordering timer and the loss probe
+    /// also use: `xmit_timer` says which is armed (`icsk_pending`).
     rto_at: Option<Nanos>,
+    xmit_timer: XmitTimer,
     delack_at: Option<Nanos>,
     probe_at: Option<Nanos>,
     probe_pending: bool,
@@ -394,6 +423,17 @@ pub struct Connection {
     /// TCP small queues: the host holds enough of this socket's data below it (`TSQ_THROTTLED`); data
     /// waits, pure ACKs still go.
     tsq_throttled: bool,
+
+    // ---- RACK-TLP (rack.rs) ----
+    rack: rack::Rack,
+    /// Highest SACKed sequence end (`tcp_highest_sack_seq` while `sacked_out` > 0).
+    highest_sack: u64,
+    /// snd_nxt when the outstanding loss probe left; 0 = none (`tlp_high_seq`).
+    tlp_high_seq: u64,
+    /// That probe retransmitted data rather than sending new data (`tlp_retrans`).
+    tlp_retrans: bool,
+    /// A probe the loss-probe timer built, for the next `poll_transmit`.
+    tlp_out: Option<Segment>,
 
     // ---- receive side; absolute u64, 0 = peer's SYN ----
     irs: u32,
@@ -432,6 +472,21 @@ pub struct Connection {
     local_drops: u64,
     zwp_sent: u64,
     dupacks_in: u64,
+    lost_retransmits: u64,
+    loss_probes: u64,
+    loss_probe_recoveries: u64,
+    reord_seen: u64,
+}
+
+/// What the retransmission timer is armed for (`ICSK_TIME_*` in `icsk_pending`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum XmitTimer {
+    /// The RTO (`ICSK_TIME_RETRANS`).
+    Retrans,
+    /// RACK's reordering timer (`ICSK_TIME_REO_TIMEOUT`).
+    ReoTimeout,
+    /// The tail loss probe (`ICSK_TIME_LOSS_PROBE`).
+    LossProbe,
 }
 
 /// Signed distance from `reference` (a u32 on the wire) to `wire`.
@@ -505,6 +560,16 @@ impl Connection {
     fn free_space(&self) -> u64 {
         let ooo: u64 = self.ooo.iter().map(|(s, e)| e - s).sum();
         (self.cfg.rcv_wnd as u64).saturating_sub(self.unread + ooo)
+    }
+
+    /// `tcp_highest_sack_seq()`: the end of the highest SACKed segment, or `snd_una` when nothing is
+    /// SACKed.
+    fn fack(&self, snd_una: u64) -> u64 {
+        if self.sacked_out == 0 {
+            snd_una
+        } else {
+            self.highest_sack.max(snd_una)
+        }
     }
 
     /// `tcp_receive_window()`: what remains of the last advertised window.

@@ -3,7 +3,20 @@
 //! the receive window it advertises (`tcp_transmit_skb`, `tcp_select_window`), TCP small queues, and the
 //! local qdisc's verdicts on what was sent.
 
-use crate::{ecn, flags, CaState, Connection, Nanos, Segment, State, SynTx, TcpOptions, TxSeg};
+use crate::{
+    ecn, flags, CaState, Connection, Nanos, Segment, State, SynTx, TcpOptions, TxSeg, XmitTimer,
+};
+
+/// How `send_new` treats cwnd, Nagle and a window too small for a full segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SendMode {
+    /// `tcp_write_xmit`: within cwnd, Nagle, sender SWS avoidance.
+    Normal,
+    /// `tcp_write_wakeup` (zero-window probe): whatever fits in the window.
+    Wakeup,
+    /// The loss probe (`tcp_write_xmit` with `push_one = 2`): one segment whatever cwnd says.
+    Probe,
+}
 
 impl Connection {
     /// `__tcp_select_window()` + `tcp_select_window()`: the right edge never
@@ -51,7 +64,12 @@ impl Connection {
                     .sack_recent
                     .iter()
                     .take(max)
-                    .map(|&(a, b)| (self.rcv_wire(a), self.rcv_wire(b)))
+                    .map(|&(a, b)| {
+                        // A block ending where an out-of-order FIN sits covers the FIN too, as the
+                        // kernel's SACKs its skb (end_seq counts the FIN): the queue keeps data only.
+                        let b = b + (self.peer_fin == Some(b)) as u64;
+                        (self.rcv_wire(a), self.rcv_wire(b))
+                    })
                     .collect();
             }
         }
@@ -113,28 +131,23 @@ impl Connection {
             return None;
         }
         // SYN / SYN-ACK
-        match self.syn_tx {
-            SynTx::Syn => {
-                self.syn_tx = SynTx::None;
-                self.syn_sent_at = now;
-                self.snd_nxt = self.snd_nxt.max(1);
-                self.rto_at = Some(now + self.rto);
-                return Some(self.build(now, 0, 0, flags::SYN));
-            }
-            SynTx::SynAck => {
-                self.syn_tx = SynTx::None;
-                self.syn_sent_at = now;
-                self.snd_nxt = self.snd_nxt.max(1);
-                self.rto_at = Some(now + self.rto);
-                return Some(self.build(now, 0, 0, flags::SYN));
-            }
-            SynTx::None => {}
+        // (`build` makes a SYN a SYN-ACK once the peer's SYN is known.)
+        if self.syn_tx != SynTx::None {
+            self.syn_tx = SynTx::None;
+            self.syn_sent_at = now;
+            self.snd_nxt = self.snd_nxt.max(1);
+            self.reset_xmit_timer(now + self.rto);
+            return Some(self.build(now, 0, 0, flags::SYN));
         }
         if matches!(
             self.state,
             State::Listen | State::SynSent | State::SynReceived
         ) {
             return None;
+        }
+        // The loss probe the timer built.
+        if let Some(seg) = self.tlp_out.take() {
+            return Some(seg);
         }
         if !self.local_block && !self.tsq_throttled && self.can_send_data() {
             if self.probe_pending {
@@ -143,7 +156,7 @@ impl Connection {
                 self.probe_pending = false;
                 let room = (self.snd_una + self.snd_wnd).saturating_sub(self.snd_nxt);
                 if room > 0 {
-                    if let Some(seg) = self.send_new(now, true) {
+                    if let Some(seg) = self.send_new(now, SendMode::Wakeup) {
                         return Some(seg);
                     }
                 } else if self.snd_nxt < self.send_limit_end() {
@@ -157,7 +170,7 @@ impl Connection {
             if let Some(seg) = self.retransmit_lost(now) {
                 return Some(seg);
             }
-            if let Some(seg) = self.send_new(now, false) {
+            if let Some(seg) = self.send_new(now, SendMode::Normal) {
                 return Some(seg);
             }
         }
@@ -176,15 +189,29 @@ impl Connection {
             .rtx
             .iter()
             .position(|t| t.lost && !t.retrans && !t.sacked)?;
+        let seg = self.retransmit(now, i, true);
+        if self.in_cwnd_reduction() {
+            self.prr_out += 1;
+        }
+        // The head's retransmission restarts the RTO, unless RACK's reordering timer is pending.
+        if (i == 0 && self.xmit_timer != XmitTimer::ReoTimeout) || self.rto_at.is_none() {
+            self.reset_xmit_timer(now + self.rto);
+        }
+        Some(seg)
+    }
+
+    /// `__tcp_retransmit_skb()`: send the segment at `i` again. `lost`: it is a lost segment's
+    /// retransmission, in flight again (`tcp_retransmit_skb`: `TCPCB_SACKED_RETRANS`, `retrans_out`);
+    /// a loss probe's is not.
+    pub(crate) fn retransmit(&mut self, now: Nanos, i: usize, lost: bool) -> Segment {
         let t = &mut self.rtx[i];
-        t.retrans = true;
+        t.retrans |= lost;
         t.ever_retrans = true;
         t.sent_at = now;
         let (start, len, fin) = (t.start, t.len(), t.fin);
-        self.retrans_out += 1;
-        self.lost_pending -= 1;
-        if self.in_cwnd_reduction() {
-            self.prr_out += 1;
+        if lost {
+            self.retrans_out += 1;
+            self.lost_pending -= 1;
         }
         self.retransmits += 1;
         self.bytes_retrans += len as u64;
@@ -192,23 +219,22 @@ impl Connection {
         if len > 0 {
             self.data_segs_out += 1;
         }
-        if i == 0 || self.rto_at.is_none() {
-            self.rto_at = Some(now + self.rto);
-        }
         let fl = if fin { flags::FIN } else { 0 };
-        Some(self.build(now, start, len, fl))
+        self.build(now, start, len, fl)
     }
 
-    /// `tcp_write_xmit()`: new data within cwnd and the peer's window.
-    /// `wakeup` (`tcp_write_wakeup`) sends whatever fits in the window.
-    fn send_new(&mut self, now: Nanos, wakeup: bool) -> Option<Segment> {
+    /// `tcp_write_xmit()`: new data within cwnd and the peer's window. `SendMode::Wakeup`
+    /// (`tcp_write_wakeup`) sends whatever fits in the window; `SendMode::Probe` one segment whatever
+    /// cwnd says (`push_one = 2`, the loss probe).
+    pub(crate) fn send_new(&mut self, now: Nanos, mode: SendMode) -> Option<Segment> {
+        let wakeup = mode == SendMode::Wakeup;
         let limit = self.send_limit_end();
         if self.snd_nxt >= limit || self.fin_sent {
             return None;
         }
         let avail = self.write_end.saturating_sub(self.snd_nxt);
         let in_flight = self.in_flight();
-        if in_flight >= self.cwnd && !wakeup {
+        if in_flight >= self.cwnd && mode == SendMode::Normal {
             self.cwnd_validate(true);
             return None;
         }
@@ -230,7 +256,7 @@ impl Connection {
             }
         }
         let fin = fin_here && self.snd_nxt + len == self.write_end;
-        if len < mss && len > 0 && !fin && !wakeup {
+        if len < mss && len > 0 && !fin && mode == SendMode::Normal {
             // Nagle, Minshall's variant (tcp_nagle_check / tcp_minshall_check)
             if self.snd_sml > self.snd_una && self.packets_out > 0 {
                 return None;
@@ -269,8 +295,16 @@ impl Connection {
         }
         self.probe_at = None;
         self.probes_out = 0;
-        if was_empty || self.rto_at.is_none() {
-            self.rto_at = Some(now + self.rto);
+        // tcp_event_new_data_sent(): the first segment out, or one sent while a probe is pending, arms
+        // the RTO; then tcp_write_xmit arms the loss probe (one per tail loss episode). The probe's own
+        // segment leaves that to tcp_send_loss_probe.
+        if mode != SendMode::Probe {
+            if was_empty || self.xmit_timer == XmitTimer::LossProbe || self.rto_at.is_none() {
+                self.rearm_rto(now);
+            }
+            if mode == SendMode::Normal {
+                self.schedule_loss_probe(now, false);
+            }
         }
         let limited = self.in_flight() >= self.cwnd;
         self.cwnd_validate(limited);
@@ -348,6 +382,12 @@ impl Connection {
             if let Some(start) = self.snd_abs(seg.seq) {
                 if let Ok(i) = self.rtx.binary_search_by(|t| t.start.cmp(&start)) {
                     let last = i + 1 == self.rtx.len();
+                    // A refused loss probe is no probe (tcp_send_loss_probe's error path).
+                    let probe = last && self.tlp_high_seq != 0 && self.tlp_high_seq == self.snd_nxt;
+                    if probe {
+                        self.tlp_high_seq = 0;
+                        self.loss_probes -= 1;
+                    }
                     let t = &self.rtx[i];
                     let never_retrans = !t.ever_retrans;
                     if last && never_retrans && !t.sacked {
@@ -368,7 +408,7 @@ impl Connection {
                         self.rtx[i].retrans = false;
                         self.retrans_out -= 1;
                         self.lost_pending += 1;
-                    } else {
+                    } else if !(probe && self.tlp_retrans) {
                         self.mark_lost(i);
                     }
                 }
@@ -380,10 +420,10 @@ impl Connection {
         }
         // If nothing is in flight no ACK will come: retry on a timer.
         if self.packets_out == 0 {
-            self.rto_at = None;
+            self.clear_xmit_timer();
             self.probe_at = Some(now + self.cfg.min_rto);
         } else if self.rto_at.is_none() {
-            self.rto_at = Some(now + self.rto);
+            self.reset_xmit_timer(now + self.rto);
         }
     }
 }

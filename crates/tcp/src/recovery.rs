@@ -1,20 +1,21 @@
 //! Loss recovery (`net/ipv4/tcp_input.c`): the congestion state machine run on dubious ACKs
-//! (`tcp_fastretrans_alert`: Open, Disorder, CWR, Recovery, Loss), marking segments lost (the dupthresh
-//! rule with SACK, NewReno's head without), the cwnd reduction of Recovery and CWR (PRR, RFC 6937), and
-//! entering Loss on a retransmission timeout (`tcp_enter_loss`).
+//! (`tcp_fastretrans_alert`: Open, Disorder, CWR, Recovery, Loss), marking segments lost (RACK in
+//! `rack.rs`; with it off the dupthresh rule with SACK, NewReno's head without), the cwnd reduction of
+//! Recovery and CWR (PRR, RFC 6937), and entering Loss on a retransmission timeout (`tcp_enter_loss`).
 
 use crate::{CaState, Connection, Nanos, REORDERING, TCP_INFINITE_SSTHRESH};
 
 impl Connection {
-    /// `tcp_fastretrans_alert()`; returns the number of segments newly marked lost.
+    /// `tcp_fastretrans_alert()`, on a dubious ACK: leave a state whose episode is over, find losses
+    /// (RACK, or without it the dupthresh rule and NewReno's head), and enter Recovery when something
+    /// is lost. Returns the number of segments newly marked lost; clears `set_xmit_timer` when RACK
+    /// armed its reordering timer instead.
     pub(crate) fn fastretrans_alert(
         &mut self,
         now: Nanos,
-        prior_snd_una: u64,
-        is_dup: bool,
         una_advanced: bool,
+        set_xmit_timer: &mut bool,
     ) -> u32 {
-        let _ = prior_snd_una;
         // D. exit conditions
         match self.ca_state {
             CaState::Cwr if self.snd_una > self.high_seq => {
@@ -33,54 +34,96 @@ impl Connection {
             }
             _ => {}
         }
+        let rack = self.rack_on();
         let mut newly_lost = 0;
+        // E. process the state
         match self.ca_state {
             CaState::Recovery => {
-                if una_advanced && !self.sack_ok {
+                if rack {
+                    newly_lost += self.identify_packet_loss(now, set_xmit_timer).1;
+                } else if self.sack_ok {
+                    newly_lost += self.mark_lost_sack();
+                } else if una_advanced {
                     // NewReno partial ACK: the new head is lost
                     newly_lost += self.mark_head_lost();
                 }
-                if self.sack_ok {
-                    newly_lost += self.mark_lost_sack();
-                }
+                return newly_lost;
             }
             CaState::Loss => {
-                if self.sack_ok {
-                    newly_lost += self.mark_lost_sack();
-                }
-            }
-            _ => {
-                if self.sack_ok {
-                    newly_lost += self.mark_lost_sack();
-                }
-                // tcp_time_to_recover()
-                let time_to_recover = self.lost_out > 0 || self.sacked_out + 1 > REORDERING;
-                if !time_to_recover {
-                    // tcp_try_to_open()
-                    if self.ca_state != CaState::Cwr {
-                        self.ca_state = if self.sacked_out > 0 || self.retrans_out > 0 {
-                            CaState::Disorder
-                        } else {
-                            CaState::Open
-                        };
+                if !rack {
+                    if self.sack_ok {
+                        newly_lost += self.mark_lost_sack();
                     }
                     return newly_lost;
                 }
-                self.enter_recovery(now);
-                newly_lost += self.mark_head_lost();
-                if self.sack_ok {
-                    newly_lost += self.mark_lost_sack();
+                let (lost_retrans, n) = self.identify_packet_loss(now, set_xmit_timer);
+                if !lost_retrans {
+                    return n;
                 }
+                // Retransmissions were lost: on to Recovery, as from Open.
+                newly_lost += n;
+            }
+            _ => {}
+        }
+        if rack {
+            newly_lost += self.identify_packet_loss(now, set_xmit_timer).1;
+        } else if self.sack_ok {
+            newly_lost += self.mark_lost_sack();
+        }
+        // tcp_time_to_recover(): a loss is proven, or (without RACK) the dupthresh is met.
+        if !(self.lost_out > 0 || (!rack && self.sacked_out + 1 > REORDERING)) {
+            self.try_to_open();
+            return newly_lost;
+        }
+        self.enter_recovery(now);
+        if !rack {
+            newly_lost += self.mark_head_lost();
+            if self.sack_ok {
+                newly_lost += self.mark_lost_sack();
             }
         }
-        let _ = is_dup;
         newly_lost
     }
 
-    /// `tcp_enter_recovery()` + `tcp_init_cwnd_reduction()`.
-    fn enter_recovery(&mut self, _now: Nanos) {
+    /// `tcp_identify_packet_loss()` with RACK: returns whether a retransmission was found lost
+    /// (`FLAG_LOST_RETRANS`) and how many segments were newly marked lost.
+    fn identify_packet_loss(&mut self, now: Nanos, set_xmit_timer: &mut bool) -> (bool, u32) {
+        if self.rtx.is_empty() {
+            return (false, 0);
+        }
+        let (armed, lost_retrans, lost) = self.rack_mark_lost(now);
+        if armed {
+            *set_xmit_timer = false;
+        }
+        (lost_retrans, lost)
+    }
+
+    /// `tcp_try_to_open()` (the ECN echo is handled on the ACK's arrival).
+    fn try_to_open(&mut self) {
+        if self.ca_state != CaState::Cwr {
+            self.try_keep_open();
+        }
+    }
+
+    /// `tcp_try_keep_open()`: Open, or Disorder while anything is SACKed, lost or retransmitted.
+    pub(crate) fn try_keep_open(&mut self) {
+        let any_retrans = self.retrans_out > 0 || self.rtx.front().is_some_and(|t| t.ever_retrans);
+        let state = if self.sacked_out + self.lost_out > 0 || any_retrans {
+            CaState::Disorder
+        } else {
+            CaState::Open
+        };
+        if self.ca_state != state {
+            self.ca_state = state;
+            self.high_seq = self.snd_nxt;
+        }
+    }
+
+    /// `tcp_enter_recovery()`: the window is reduced unless a reduction is already under way (CWR,
+    /// Recovery); from Loss it is reduced again.
+    pub(crate) fn enter_recovery(&mut self, _now: Nanos) {
         self.fast_retransmits += 1;
-        if self.ca_state < CaState::Cwr {
+        if !self.in_cwnd_reduction() {
             self.init_cwnd_reduction();
         }
         self.ca_state = CaState::Recovery;
@@ -92,6 +135,7 @@ impl Connection {
             self.ecn_queue_cwr = true;
         }
         self.high_seq = self.snd_nxt;
+        self.tlp_high_seq = 0;
         self.cwnd_cnt = 0;
         self.prior_cwnd = self.cwnd;
         self.prr_delivered = 0;
@@ -130,16 +174,28 @@ impl Connection {
     }
 
     /// `tcp_end_cwnd_reduction()`.
-    fn end_cwnd_reduction(&mut self) {
+    pub(crate) fn end_cwnd_reduction(&mut self) {
         if self.ssthresh < TCP_INFINITE_SSTHRESH {
             self.cwnd = self.ssthresh;
         }
     }
 
+    /// `tcp_mark_skb_lost()`: the segment at `i` is lost — or, if it was lost and retransmitted, the
+    /// retransmission is (`TCPLostRetransmit`): it is to be sent again. Returns whether this is news.
     pub(crate) fn mark_lost(&mut self, i: usize) -> bool {
         let t = &mut self.rtx[i];
-        if t.sacked || t.lost {
+        if t.sacked {
             return false;
+        }
+        if t.lost {
+            if !t.retrans {
+                return false;
+            }
+            t.retrans = false;
+            self.retrans_out -= 1;
+            self.lost_pending += 1;
+            self.lost_retransmits += 1;
+            return true;
         }
         t.lost = true;
         self.lost_out += 1;
@@ -163,9 +219,9 @@ impl Connection {
         self.mark_lost(0) as u32
     }
 
-    /// RFC 6675 `IsLost()`: un-SACKed segments with at least dupthresh
+    /// RFC 6675 `IsLost()`, without RACK: un-SACKed segments with at least dupthresh
     /// SACKed segments above them. Retransmitted segments are left alone
-    /// (their loss is found by the RTO, as RACK is not modelled).
+    /// (their loss is found by the RTO).
     fn mark_lost_sack(&mut self) -> u32 {
         if self.sacked_out < REORDERING {
             return 0;
@@ -196,16 +252,15 @@ impl Connection {
 
     /// `tcp_enter_loss()`, called by the retransmission timer before `rto_retransmits` counts this
     /// expiry.
-    pub(crate) fn enter_loss(&mut self) {
-        // tcp_timeout_mark_lost(): every un-SACKed segment is lost (a lost retransmission is lost again)
+    pub(crate) fn enter_loss(&mut self, now: Nanos) {
+        // tcp_timeout_mark_lost(): every un-SACKed segment is lost (a lost retransmission is lost
+        // again), but for the head RACK spares those sent less than its RTT ago.
+        let rack = self.rack_on();
         for i in 0..self.rtx.len() {
-            if self.rtx[i].lost && self.rtx[i].retrans {
-                self.rtx[i].retrans = false;
-                self.retrans_out -= 1;
-                self.lost_pending += 1;
-            } else {
-                self.mark_lost(i);
+            if rack && i != 0 && self.rack_skb_timeout(self.rtx[i].sent_at, now, 0) > 0 {
+                continue;
             }
+            self.mark_lost(i);
         }
         // Reduce ssthresh unless it was already reduced in this window: a repeated timeout in the same
         // Loss episode (snd_una has not moved since the last one) keeps it.

@@ -2,8 +2,10 @@
 //! the counters `tcp_get_info` reports.
 
 use crate::cong::Ca;
+use crate::rack::Rack;
 use crate::{
-    CaState, Config, Connection, Nanos, State, SynTx, TCP_INFINITE_SSTHRESH, TCP_MSS_DEFAULT,
+    CaState, Config, Connection, Nanos, State, SynTx, XmitTimer, TCP_INFINITE_SSTHRESH,
+    TCP_MSS_DEFAULT,
 };
 use std::collections::VecDeque;
 
@@ -62,6 +64,15 @@ pub struct TcpStats {
     pub rcv_wnd: u64,
     /// Duplicate ACKs received.
     pub dupacks_in: u64,
+    /// Retransmissions found lost (RACK, or a timeout) and sent again (`TCPLostRetransmit`).
+    pub lost_retransmits: u64,
+    /// Tail loss probes sent (`TCPLossProbes`).
+    pub loss_probes: u64,
+    /// Loss probes that repaired a loss: the window was reduced (`TCPLossProbeRecovery`).
+    pub loss_probe_recoveries: u64,
+    /// Reordering seen: an original segment delivered below one SACKed before it (`reord_seen`,
+    /// `TCPSACKReorder`); it opens RACK's reordering window.
+    pub reord_seen: u64,
 }
 
 impl Connection {
@@ -124,12 +135,18 @@ impl Connection {
             backoff: 0,
             rto_retransmits: 0,
             rto_at: None,
+            xmit_timer: XmitTimer::Retrans,
             delack_at: None,
             probe_at: None,
             probe_pending: false,
             probes_out: 0,
             local_block: false,
             tsq_throttled: false,
+            rack: Rack::default(),
+            highest_sack: 0,
+            tlp_high_seq: 0,
+            tlp_retrans: false,
+            tlp_out: None,
             irs: 0,
             have_irs: false,
             rcv_nxt: 0,
@@ -167,6 +184,10 @@ impl Connection {
             local_drops: 0,
             zwp_sent: 0,
             dupacks_in: 0,
+            lost_retransmits: 0,
+            loss_probes: 0,
+            loss_probe_recoveries: 0,
+            reord_seen: 0,
             cfg,
         }
     }
@@ -311,6 +332,10 @@ impl Connection {
             snd_wnd: self.snd_wnd,
             rcv_wnd: self.rcv_wnd_adv,
             dupacks_in: self.dupacks_in,
+            lost_retransmits: self.lost_retransmits,
+            loss_probes: self.loss_probes,
+            loss_probe_recoveries: self.loss_probe_recoveries,
+            reord_seen: self.reord_seen,
         }
     }
 

@@ -240,7 +240,12 @@ fn random_segment(r: &mut Rng, near_seq: u32, near_ack: u32) -> Segment {
     Segment {
         seq: pick(r, near_seq),
         ack: pick(r, near_ack),
-        flags: (r.next() & 0x1f) as u8 | if r.next() % 3 > 0 { flags::ACK } else { 0 },
+        flags: (r.next() & 0x1f) as u8
+            | if !r.next().is_multiple_of(3) {
+                flags::ACK
+            } else {
+                0
+            },
         window: r.u32() as u16,
         payload_len: match r.next() % 4 {
             0 => 0,
@@ -249,10 +254,10 @@ fn random_segment(r: &mut Rng, near_seq: u32, near_ack: u32) -> Segment {
             _ => r.u32(),
         },
         options: TcpOptions {
-            mss: (r.next() % 4 == 0).then(|| r.u32() as u16),
-            wscale: (r.next() % 4 == 0).then(|| r.u32() as u8),
-            sack_permitted: r.next() % 2 == 0,
-            timestamps: (r.next() % 2 == 0).then(|| (r.u32(), r.u32())),
+            mss: (r.next().is_multiple_of(4)).then(|| r.u32() as u16),
+            wscale: (r.next().is_multiple_of(4)).then(|| r.u32() as u8),
+            sack_permitted: r.next().is_multiple_of(2),
+            timestamps: (r.next().is_multiple_of(2)).then(|| (r.u32(), r.u32())),
             sack_blocks,
         },
         ecn: (r.next() % 4) as u8,
@@ -271,7 +276,7 @@ fn fuzz_on_segment_never_panics() {
         let mut l = Connection::server(Config::default(), 1);
         let mut c = Connection::client(
             Config {
-                sack: r.next() % 2 == 0,
+                sack: r.next().is_multiple_of(2),
                 ..Config::default()
             },
             0,
@@ -285,13 +290,13 @@ fn fuzz_on_segment_never_panics() {
             l.on_segment(now, &s);
             c.on_segment(now, &s);
             for x in drain(&mut l, now).iter().chain(drain(&mut c, now).iter()) {
-                if r.next() % 5 == 0 {
+                if r.next().is_multiple_of(5) {
                     l.on_local_drop(now, x);
                 }
             }
             l.write(r.next() % 5000);
             c.write(r.next() % 5000);
-            if r.next() % 20 == 0 {
+            if r.next().is_multiple_of(20) {
                 c.close();
             }
             l.check_invariants().unwrap();
@@ -319,13 +324,13 @@ fn fuzz_on_segment_never_panics() {
             sim.hosts[h].on_segment(now, &s);
             let out = drain(&mut sim.hosts[h], now);
             if let Some(x) = out.first() {
-                if r.next() % 7 == 0 {
+                if r.next().is_multiple_of(7) {
                     sim.hosts[h].on_local_drop(now, x);
                 }
             }
-            if r.next() % 50 == 0 {
+            if r.next().is_multiple_of(50) {
                 sim.hosts[h].read(r.next() % 100_000);
-                sim.hosts[h].set_autoread(r.next() % 2 == 0);
+                sim.hosts[h].set_autoread(r.next().is_multiple_of(2));
             }
             sim.hosts[h].check_invariants().unwrap();
             let _ = sim.hosts[h].poll_at();
@@ -420,11 +425,18 @@ fn ecn_negotiation_marking_and_reaction() {
 /// cwnd 1, the head is retransmitted and the RTO doubles to 440 ms (next expiry 690 ms). The nine
 /// originals behind the head then arrive late and are SACKed; they were never retransmitted, so they
 /// give an RTT sample that clears the backoff, but the head's retransmission was lost, so snd_una stays.
-/// At 690 ms the RTO fires again in Loss: ssthresh must stay 7, not fall to CUBIC's floor of
-/// max(1 × 717 / 1024, 2) = 2 computed from the Loss-state cwnd of 1.
+/// The SACKed data was sent before the head's retransmission, so the RTO is armed again from the last
+/// SACK (`tcp_clean_rtx_queue`'s `FLAG_SET_XMIT_TIMER`) with the RTO the samples set. When it fires
+/// in Loss, ssthresh must stay 7, not fall to CUBIC's floor of
+/// max(1 × 717 / 1024, 2) = 2 computed from the Loss-state cwnd of 1. (Loss probes are off: one would
+/// leave first, at 30 + 2 × 20 + 2 = 72 ms, and this is about the RTO.)
 #[test]
 fn second_rto_in_loss_keeps_ssthresh() {
-    let (mut cl, mut sv) = pair(Config::default(), Config::default());
+    let no_tlp = Config {
+        tlp: false,
+        ..Config::default()
+    };
+    let (mut cl, mut sv) = pair(no_tlp, Config::default());
     cl.write(10 * 1448);
     let segs = drain(&mut cl, 30 * MS);
     assert_eq!(segs.len(), 10);
@@ -457,8 +469,10 @@ fn second_rto_in_loss_keeps_ssthresh() {
     assert_eq!(st.sacked_out, 9);
     assert_eq!(st.backoff, 0, "the SACK RTT sample cleared the backoff");
     assert_eq!(st.ca_state, CaState::Loss);
-    assert_eq!(cl.poll_at(), Some(690 * MS));
-    let again = drain(&mut cl, 690 * MS);
+    let second = 310 * MS + st.rto_ns;
+    assert_eq!(cl.poll_at(), Some(second));
+    assert!(drain(&mut cl, second - 1).is_empty());
+    let again = drain(&mut cl, second);
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].seq, segs[0].seq);
     let st = cl.stats();
@@ -470,10 +484,131 @@ fn second_rto_in_loss_keeps_ssthresh() {
     );
     cl.check_invariants().unwrap();
     // The head gets through: everything is acknowledged and the connection leaves Loss.
-    sv.on_segment(700 * MS, &again[0]);
-    let fin_ack = drain(&mut sv, 700 * MS);
-    cl.on_segment(710 * MS, fin_ack.last().unwrap());
+    sv.on_segment(second + 10 * MS, &again[0]);
+    let fin_ack = drain(&mut sv, second + 10 * MS);
+    cl.on_segment(second + 20 * MS, fin_ack.last().unwrap());
     let st = cl.stats();
     assert_eq!(st.bytes_acked, 10 * 1448);
     assert_eq!(st.ca_state, CaState::Open);
+}
+
+/// After `pair`, `segments` are written; the first ten leave at 30 ms, only the second arrives (at
+/// 40 ms) and its SACK is back at 50 ms. Returns both ends, the ten segments and what the sender sent on
+/// the SACK.
+fn second_of_ten_sacked(segments: u32) -> (Connection, Connection, Vec<Segment>, Vec<Segment>) {
+    let (mut cl, mut sv) = pair(Config::default(), Config::default());
+    cl.write(segments as u64 * 1448);
+    let segs = drain(&mut cl, 30 * MS);
+    assert_eq!(segs.len(), 10);
+    sv.on_segment(40 * MS, &segs[1]);
+    let sack = drain(&mut sv, 40 * MS);
+    assert_eq!(sack.len(), 1);
+    assert_eq!(
+        sack[0].options.sack_blocks,
+        vec![(segs[1].seq, segs[2].seq)]
+    );
+    cl.on_segment(50 * MS, &sack[0]);
+    let sent = drain(&mut cl, 50 * MS);
+    (cl, sv, segs, sent)
+}
+
+/// RACK (RFC 8985 §6.2, `tcp_rack_detect_loss`): a segment is lost once another sent after it has been
+/// delivered and a reordering window has passed, not after three duplicate ACKs.
+///
+/// By hand, after `pair`'s handshake (srtt = min RTT = 20 ms): ten segments leave at 30 ms. Only the
+/// second reaches the receiver; its SACK is back at 50 ms. RACK's reference is that segment: sent at
+/// 30 ms, delivered after rack.rtt = 20 ms. The first was sent in the same instant, before it in
+/// sequence, so it is lost once rack.rtt + reo_wnd has passed since 30 ms. With no reordering seen, one
+/// segment SACKed (fewer than three) and the connection not yet recovering, reo_wnd = min RTT / 4 =
+/// 5 ms: lost at 30 + 20 + 5 = 55 ms, one reordering window after the SACK. So at 50 ms nothing is lost
+/// (the connection is in Disorder) and the reordering timer is armed for those 5 ms plus Linux's
+/// `TCP_TIMEOUT_MIN` (2 ms): 57 ms. Then the segment is marked lost, recovery starts and it is
+/// retransmitted — with nothing else SACKed, long before three duplicate ACKs could come.
+#[test]
+fn rack_marks_lost_one_reordering_window_after_a_later_sack() {
+    let (mut cl, _sv, segs, sent) = second_of_ten_sacked(10);
+    assert!(sent.is_empty());
+    let st = cl.stats();
+    assert_eq!(
+        (st.ca_state, st.lost_out, st.sacked_out),
+        (CaState::Disorder, 0, 1)
+    );
+    assert_eq!(cl.poll_at(), Some(57 * MS), "the reordering timer");
+    assert!(drain(&mut cl, 57 * MS - 1).is_empty());
+    let rexmit = drain(&mut cl, 57 * MS);
+    assert_eq!(rexmit.len(), 1);
+    assert_eq!(rexmit[0].seq, segs[0].seq);
+    let st = cl.stats();
+    assert_eq!(st.ca_state, CaState::Recovery);
+    assert_eq!(
+        (st.retransmits, st.fast_retransmits, st.timeouts),
+        (1, 1, 0)
+    );
+    cl.check_invariants().unwrap();
+}
+
+/// A lost retransmission found by RACK, not by the RTO (`TCPLostRetransmit`): RACK orders segments by
+/// when they were last sent, so a retransmission is lost like any segment once something sent after it
+/// is delivered and its time is up.
+///
+/// By hand, as in the test above but with twenty segments written: segments 0–9 leave at 30 ms; the
+/// SACK of segment 1 arrives at 50 ms and lets segment 10 go (nine in flight, cwnd 10); RACK's timer
+/// marks segment 0 lost at 57 ms and it is retransmitted then (the RTO moves to 57 + 220 = 277 ms).
+/// That retransmission is lost too. Segments 2–10 arrive; their SACKs, back at 70 ms, make segment 10
+/// (sent at 50 ms) RACK's reference: the retransmission, sent later, is not judged by it, and the
+/// recovery sends new data. Those segments arrive and their SACKs are back at 90 ms: RACK's reference
+/// is now data sent at 70 ms, after the retransmission at 57 ms, which is lost once rack.rtt (20 ms) +
+/// reo_wnd (0 in recovery) has passed: at 77 ms. So on that ACK segment 0 is found lost again and sent
+/// a third time at 90 ms, 187 ms before the RTO would fire.
+#[test]
+fn rack_finds_a_lost_retransmission_before_the_rto() {
+    let (mut cl, mut sv, segs, seg10) = second_of_ten_sacked(20);
+    assert_eq!(seg10.len(), 1);
+    assert_eq!(seg10[0].seq, segs[9].seq.wrapping_add(1448));
+    let first_rexmit = drain(&mut cl, 57 * MS);
+    assert_eq!(first_rexmit.len(), 1);
+    assert_eq!(first_rexmit[0].seq, segs[0].seq);
+    assert_eq!(
+        cl.poll_at(),
+        Some(277 * MS),
+        "the RTO after the head's retransmission"
+    );
+    // The retransmission is lost; segments 2-10 arrive.
+    let mut acks = vec![];
+    for s in segs[2..].iter().chain(&seg10) {
+        sv.on_segment(60 * MS, s);
+        acks.extend(drain(&mut sv, 60 * MS));
+    }
+    let mut new = vec![];
+    for a in &acks {
+        cl.on_segment(70 * MS, a);
+        new.extend(drain(&mut cl, 70 * MS));
+    }
+    assert!(!new.is_empty());
+    assert!(
+        new.iter().all(|s| s.seq != segs[0].seq),
+        "the retransmission sent at 57 ms is not judged by data sent at 50 ms"
+    );
+    assert_eq!(cl.stats().lost_retransmits, 0);
+    let mut acks = vec![];
+    for s in &new {
+        sv.on_segment(80 * MS, s);
+        acks.extend(drain(&mut sv, 80 * MS));
+    }
+    let mut out = vec![];
+    for a in &acks {
+        cl.on_segment(90 * MS, a);
+        out.extend(drain(&mut cl, 90 * MS));
+    }
+    let st = cl.stats();
+    assert_eq!(st.lost_retransmits, 1);
+    assert_eq!(st.timeouts, 0);
+    assert_eq!(st.ca_state, CaState::Recovery);
+    assert_eq!(
+        out.first().map(|s| s.seq),
+        Some(segs[0].seq),
+        "segment 0 goes a third time at 90 ms"
+    );
+    assert_eq!(st.retransmits, 2);
+    cl.check_invariants().unwrap();
 }

@@ -164,8 +164,11 @@ fn goodput_one_flow_10mbit() {
         );
         assert!(ratio >= 0.95, "{cc:?}: {:.2} %", ratio * 100.0);
         // Delivery is counted in order at the receiver, so a hole open at
-        // 2 s and filled later can push the measured figure a hair over.
-        assert!(ratio <= 1.001);
+        // 2 s and filled later can push the measured figure over: by at most
+        // the data above the hole, one flight — the queue (17) plus the
+        // path's BDP (17) — 34 segments, 0.41 % of 10 s at this rate.
+        let hidden = 34.0 * 1448.0 * 8.0 / (10.0 * max_goodput_bps);
+        assert!(ratio <= 1.0 + hidden, "{cc:?}: {:.2} %", ratio * 100.0);
         assert_eq!(
             st.timeouts, 0,
             "{cc:?}: losses at the queue are repaired without RTO"
@@ -233,50 +236,97 @@ fn single_drop_fast_retransmit() {
     }
 }
 
-/// Tail loss: the last two of 30 segments are dropped, so no duplicate ACK
-/// can come and only the RTO repairs it. The timer was last re-armed by the
-/// last ACK that advanced snd_una, with RTO = srtt + rttvar, where Linux's
-/// rttvar is max(4·mdev, TCP_RTO_MIN) = 200 ms on this quiet path. So the
-/// retransmission leaves exactly at that ACK's time + srtt + 200 ms. Then
-/// cwnd = 1 and go-back-N resends both segments.
-#[test]
-fn tail_loss_rto() {
+/// The ACK that last advanced snd_una before `t`: the sample taken on its arrival.
+fn last_advance_before(sim: &Sim, t: Nanos) -> Sample {
+    let before: Vec<_> = sim.samples.iter().filter(|s| s.t < t).collect();
+    before
+        .windows(2)
+        .rev()
+        .find(|w| w[1].bytes_acked > w[0].bytes_acked)
+        .map(|w| w[1].clone())
+        .unwrap()
+}
+
+/// A 30-segment transfer on a 10 Mbit/s, 20 ms RTT path whose last two segments are dropped.
+fn tail_loss(client: Config) -> Sim {
     let mut path = PathCfg::new(10_000_000, 10 * MS, 100);
     path.drop_offsets.insert(28 * 1448);
     path.drop_offsets.insert(29 * 1448);
-    let mut sim = Sim::new(cfg(), cfg(), path, 30 * 1448);
+    let mut sim = Sim::new(client, cfg(), path, 30 * 1448);
     sim.run_to_completion(60 * SEC);
+    sim
+}
+
+/// The `n`th (from 0) transmission of the data segment at payload offset `off`.
+fn nth_send(sim: &Sim, off: u64, n: usize) -> Nanos {
+    sim.data_sent()
+        .into_iter()
+        .filter(|d| d.1 == off)
+        .nth(n)
+        .unwrap()
+        .0
+}
+
+/// Tail loss repaired by a loss probe, not an RTO (RFC 8985 §7, Linux's `tcp_early_retrans = 3`): the
+/// last two of 30 segments are dropped, so no duplicate ACK can come. The last ACK that advances
+/// snd_una (for 28 segments) arms the probe timer instead of the RTO (`tcp_set_xmit_timer` →
+/// `tcp_schedule_loss_probe`): PTO = 2·srtt + `TCP_TIMEOUT_MIN` (2 ms; two segments are out, so no
+/// delayed-ACK allowance), well before the RTO of srtt + 200 ms. When it fires no new data is left (the
+/// FIN rides on segment 29), so segment 29 is sent again (`TCPLossProbes` 1). Its SACK comes back one
+/// RTT later and shows RACK that segment 28, sent before it and long unacknowledged, is lost: fast
+/// recovery retransmits it at once. No timeout; two retransmissions, one recovery.
+#[test]
+fn tail_loss_probe_not_rto() {
+    let sim = tail_loss(cfg());
+    let st = sim.hosts[0].stats();
+    assert_eq!(st.timeouts, 0);
+    assert_eq!(st.loss_probes, 1);
+    assert_eq!(st.retransmits, 2);
+    assert_eq!(st.fast_retransmits, 1);
+    assert_eq!(st.lost_retransmits, 0);
+    assert_eq!(sim.hosts[1].stats().bytes_delivered, 30 * 1448);
+    let probe = nth_send(&sim, 29 * 1448, 1);
+    let last_adv = last_advance_before(&sim, probe);
+    assert_eq!(last_adv.bytes_acked, 28 * 1448);
+    // 2·srtt from Linux's srtt_us >> 2 may exceed twice the reported srtt by 1 ns of rounding.
+    let pto = probe - last_adv.t;
+    assert!(
+        pto == 2 * last_adv.srtt + 2 * MS || pto == 2 * last_adv.srtt + 2 * MS + 1,
+        "probe {pto} ns after the last advance, srtt {}",
+        last_adv.srtt
+    );
+    assert!(pto < last_adv.rto, "the probe leaves before the RTO would");
+    let rexmit = nth_send(&sim, 28 * 1448, 1);
+    assert!(
+        rexmit - probe >= 20 * MS && rexmit - probe < 30 * MS,
+        "segment 28 goes again when the probe's SACK is back, one RTT later: {} ns",
+        rexmit - probe
+    );
+}
+
+/// The same tail loss without loss probes (`tcp_early_retrans = 0`): only the RTO repairs it. The timer
+/// was last re-armed by the last ACK that advanced snd_una, with RTO = srtt + rttvar, where Linux's
+/// rttvar is max(4·mdev, TCP_RTO_MIN) = 200 ms on this quiet path. So the retransmission leaves
+/// exactly at that ACK's time + srtt + 200 ms. Then cwnd = 1 and go-back-N resends both segments.
+#[test]
+fn tail_loss_rto_without_tlp() {
+    let mut c = cfg();
+    c.tlp = false;
+    let sim = tail_loss(c);
     let st = sim.hosts[0].stats();
     assert_eq!(st.timeouts, 1);
     assert_eq!(st.retransmits, 2);
     assert_eq!(st.fast_retransmits, 0);
+    assert_eq!(st.loss_probes, 0);
     assert_eq!(sim.hosts[1].stats().bytes_delivered, 30 * 1448);
-    let rexmit = sim
-        .data_sent()
-        .into_iter()
-        .filter(|d| d.1 == 28 * 1448)
-        .nth(1)
-        .unwrap()
-        .0;
-    let before: Vec<_> = sim.samples.iter().filter(|s| s.t < rexmit).collect();
-    let last_adv = before
-        .windows(2)
-        .rev()
-        .find(|w| w[1].bytes_acked > w[0].bytes_acked)
-        .map(|w| w[1])
-        .unwrap();
+    let rexmit = nth_send(&sim, 28 * 1448, 1);
+    let last_adv = last_advance_before(&sim, rexmit);
     assert_eq!(last_adv.bytes_acked, 28 * 1448);
     assert_eq!(last_adv.rto, last_adv.srtt + 200 * MS);
     assert_eq!(rexmit, last_adv.t + last_adv.rto);
     // After the timeout: Loss state, cwnd 1 → the second segment goes out
     // only after the first is acknowledged (one RTT later).
-    let second = sim
-        .data_sent()
-        .into_iter()
-        .filter(|d| d.1 == 29 * 1448)
-        .nth(1)
-        .unwrap()
-        .0;
+    let second = nth_send(&sim, 29 * 1448, 1);
     assert!(
         second - rexmit >= 20 * MS,
         "go-back-N in slow start from cwnd 1"

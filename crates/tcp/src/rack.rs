@@ -1,0 +1,273 @@
+//! RACK-TLP (RFC 8985), as Linux 6.x runs it by default (`net.ipv4.tcp_recovery = 1`,
+//! `net.ipv4.tcp_early_retrans = 3`): RACK's time-based loss detection (`net/ipv4/tcp_recovery.c`) and
+//! the tail loss probe (`tcp_schedule_loss_probe`, `tcp_send_loss_probe` in `tcp_output.c`,
+//! `tcp_process_tlp_ack` in `tcp_input.c`). SACK connections only.
+//!
+//! **RACK** remembers the most recently sent segment that was delivered — cumulatively acknowledged or
+//! SACKed — (`rack.mstamp`, its send time, with its end sequence to order segments sent in the same
+//! instant) and the RTT that delivery measured (`rack.rtt`). A segment sent before it and still not
+//! delivered is lost once `rack.rtt + reo_wnd` has passed since it was sent: the reordering window
+//! `reo_wnd` is a quarter of the min RTT (at most srtt), or 0 while no reordering was ever seen and
+//! either the connection is already recovering or three segments are SACKed (the dupthresh case).
+//! Where time remains, the reordering timer fires when it has passed (plus `TCP_TIMEOUT_MIN`). As
+//! send times include retransmissions, a retransmission that is lost again is found the same way —
+//! when something sent after it is delivered — instead of by the RTO (`TCPLostRetransmit`).
+//!
+//! **The tail loss probe**: when the last segments of a flight are lost no SACK comes back to trigger
+//! RACK. In the Open and CWR states each transmission and each ACK that acknowledges data arm a probe
+//! timeout, `PTO = 2·srtt + 2 ms` (`+ TCP_RTO_MIN` with a single segment out, for the peer's delayed
+//! ACK), never later than the RTO. When it fires, one segment goes out whatever cwnd says: new data if
+//! the peer's window takes it, else the last segment again (`TCPLossProbes`). Its ACK — a SACK above
+//! the hole — lets RACK repair the tail by fast recovery instead of a timeout. An episode in which the
+//! probe retransmitted data ends when an ACK acknowledges beyond it (the loss was real: the window is
+//! reduced as in CWR, `TCPLossProbeRecovery`) or a pure duplicate ACK shows both the original and the
+//! probe arrived. At most one probe is out at a time.
+//!
+//! Not modelled: D-SACK (tclab-tcp's receiver sends none, so the reordering window never grows by
+//! `reo_wnd_steps` and a spurious probe is told by its duplicate ACK only), the reordering degree
+//! (`tp->reordering` stays 3), and `skb_still_in_host_queue` (a probe is not held back because the
+//! original still waits in the sender's own qdisc; TCP small queues still hold it back).
+
+use crate::output::SendMode;
+use crate::{
+    CaState, Connection, Nanos, XmitTimer, REORDERING, TCP_RTO_MIN, TCP_TIMEOUT_INIT,
+    TCP_TIMEOUT_MIN,
+};
+
+/// RACK's state (`tp->rack`).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Rack {
+    /// Send time of the most recently sent segment delivered so far (`rack.mstamp`), 0 before any.
+    xmit_time: Nanos,
+    /// Its end sequence, to order segments sent in the same instant (`rack.end_seq`).
+    end_seq: u64,
+    /// The RTT that the last delivery measured (`rack.rtt_us`).
+    rtt: Nanos,
+    /// Advanced since the last loss detection (`rack.advanced`).
+    advanced: bool,
+}
+
+/// `tcp_skb_sent_after()`: (t1, seq1) was sent after (t2, seq2).
+fn sent_after(t1: Nanos, t2: Nanos, seq1: u64, seq2: u64) -> bool {
+    t1 > t2 || (t1 == t2 && seq1 > seq2)
+}
+
+impl Connection {
+    /// RACK runs on this connection (`tcp_is_rack` and SACK).
+    pub(crate) fn rack_on(&self) -> bool {
+        self.cfg.rack && self.sack_ok
+    }
+
+    /// `tcp_rack_advance()`: a segment was delivered (newly SACKed, or cumulatively acknowledged without
+    /// a SACK first). A retransmitted one that comes back sooner than the min RTT may be the original's
+    /// delivery, so it does not count.
+    pub(crate) fn rack_advance(
+        &mut self,
+        ever_retrans: bool,
+        end_seq: u64,
+        xmit_time: Nanos,
+        now: Nanos,
+    ) {
+        let rtt = now.saturating_sub(xmit_time);
+        let min_rtt = if self.min_rtt == 0 {
+            u64::MAX
+        } else {
+            self.min_rtt
+        };
+        if ever_retrans && rtt < min_rtt {
+            return;
+        }
+        self.rack.advanced = true;
+        self.rack.rtt = rtt;
+        if sent_after(xmit_time, self.rack.xmit_time, end_seq, self.rack.end_seq) {
+            self.rack.xmit_time = xmit_time;
+            self.rack.end_seq = end_seq;
+        }
+    }
+
+    /// `tcp_rack_reo_wnd()`: the reordering window. Without reordering seen, none once the connection
+    /// recovers or the dupthresh is met: loss is then assumed at once.
+    fn rack_reo_wnd(&self) -> Nanos {
+        if self.reord_seen == 0
+            && (self.ca_state >= CaState::Recovery || self.sacked_out >= REORDERING)
+        {
+            return 0;
+        }
+        let min_rtt = if self.min_rtt == 0 {
+            u64::MAX
+        } else {
+            self.min_rtt
+        };
+        (min_rtt >> 2).min(self.srtt8 >> 3)
+    }
+
+    /// `tcp_rack_skb_timeout()`: time left before the segment at `i`, sent at `sent_at`, counts as
+    /// lost; negative or zero once it does.
+    pub(crate) fn rack_skb_timeout(&self, sent_at: Nanos, now: Nanos, reo_wnd: Nanos) -> i64 {
+        (self.rack.rtt + reo_wnd) as i64 - now.saturating_sub(sent_at) as i64
+    }
+
+    /// `tcp_rack_detect_loss()`: marks lost every undelivered segment sent before RACK's reference whose
+    /// time is up. Returns the longest time left among the others (0: none) and how many segments were
+    /// newly marked lost (a lost retransmission counts). Linux walks its send-time-ordered list and
+    /// stops at the first segment not sent before the reference; testing every segment is the same.
+    fn rack_detect_loss(&mut self, now: Nanos) -> (Nanos, u32) {
+        let reo_wnd = self.rack_reo_wnd();
+        let mut timeout = 0;
+        let mut lost = 0;
+        for i in 0..self.rtx.len() {
+            let t = &self.rtx[i];
+            // SACKed segments, and lost ones not retransmitted yet, left the time-ordered list.
+            if t.sacked || (t.lost && !t.retrans) {
+                continue;
+            }
+            if !sent_after(
+                self.rack.xmit_time,
+                t.sent_at,
+                self.rack.end_seq,
+                t.seq_end(),
+            ) {
+                continue;
+            }
+            let remaining = self.rack_skb_timeout(t.sent_at, now, reo_wnd);
+            if remaining <= 0 {
+                lost += self.mark_lost(i) as u32;
+            } else {
+                timeout = timeout.max(remaining as Nanos);
+            }
+        }
+        (timeout, lost)
+    }
+
+    /// `tcp_rack_mark_lost()` (through `tcp_identify_packet_loss`): detect losses if RACK advanced
+    /// since last time, and arm the reordering timer for segments whose time is not up yet (replacing
+    /// the RTO or probe timer, never later than an RTO from now). Returns whether it armed the timer,
+    /// whether a retransmission was found lost, and how many segments were newly marked lost.
+    pub(crate) fn rack_mark_lost(&mut self, now: Nanos) -> (bool, bool, u32) {
+        if !self.rack.advanced {
+            return (false, false, 0);
+        }
+        self.rack.advanced = false;
+        let prior_retrans = self.retrans_out;
+        let (timeout, lost) = self.rack_detect_loss(now);
+        if timeout > 0 {
+            let when = (timeout + TCP_TIMEOUT_MIN).min(self.rto);
+            self.arm_xmit_timer(XmitTimer::ReoTimeout, now + when);
+        }
+        (timeout > 0, prior_retrans > self.retrans_out, lost)
+    }
+
+    /// `tcp_rack_reo_timeout()`: the reordering timer fired. Segments whose time is up are lost; if any
+    /// is, recovery starts (with one PRR step) and they are retransmitted. The RTO is armed again from
+    /// the head's send time.
+    pub(crate) fn rack_reo_timeout(&mut self, now: Nanos) {
+        let prior_in_flight = self.in_flight();
+        let (_, lost) = self.rack_detect_loss(now);
+        if prior_in_flight != self.in_flight() && self.ca_state != CaState::Recovery {
+            self.enter_recovery(now);
+            self.cwnd_reduction(1, lost, false);
+        }
+        if self.xmit_timer != XmitTimer::Retrans {
+            self.rearm_rto(now);
+        }
+    }
+
+    /// `tcp_schedule_loss_probe()`: in the Open and CWR states, arm the probe timer: 2·srtt plus
+    /// `TCP_TIMEOUT_MIN`, or plus `TCP_RTO_MIN` when a single segment is out (the peer may delay its
+    /// ACK), 1 s before any RTT sample; never later than the RTO would fire (`advancing_rto`: an RTO
+    /// from now, else from the head's send time). Returns false when no probe applies.
+    pub(crate) fn schedule_loss_probe(&mut self, now: Nanos, advancing_rto: bool) -> bool {
+        if !self.cfg.tlp
+            || self.packets_out == 0
+            || !self.sack_ok
+            || !matches!(self.ca_state, CaState::Open | CaState::Cwr)
+        {
+            return false;
+        }
+        let mut timeout = if self.srtt8 != 0 {
+            (self.srtt8 >> 2)
+                + if self.packets_out == 1 {
+                    TCP_RTO_MIN
+                } else {
+                    TCP_TIMEOUT_MIN
+                }
+        } else {
+            TCP_TIMEOUT_INIT
+        };
+        let rto_delta = if advancing_rto {
+            self.rto as i64
+        } else {
+            self.rto_delta(now)
+        };
+        if rto_delta > 0 {
+            timeout = timeout.min(rto_delta as Nanos);
+        }
+        self.arm_xmit_timer(XmitTimer::LossProbe, now + timeout);
+        true
+    }
+
+    /// `tcp_rto_delta_us()`: how far in the future the RTO falls, counted from the head's send time.
+    pub(crate) fn rto_delta(&self, now: Nanos) -> i64 {
+        let head = self.rtx.front().map_or(now, |t| t.sent_at);
+        (head + self.rto) as i64 - now as i64
+    }
+
+    /// `tcp_send_loss_probe()`: the probe timer fired. Unless a probe is already out, send one segment
+    /// whatever cwnd allows — new data if the peer's window takes a full segment of it, else the last
+    /// segment sent again — and arm the RTO. The segment waits in `tlp_out` for `poll_transmit`.
+    pub(crate) fn send_loss_probe(&mut self, now: Nanos) {
+        let mut sent = false;
+        if self.tlp_high_seq == 0 && !self.tsq_throttled && self.can_send_data() {
+            self.tlp_retrans = false;
+            let len = self
+                .write_end
+                .saturating_sub(self.snd_nxt)
+                .min(self.mss as u64);
+            let has_new = self.snd_nxt < self.send_limit_end() && !self.fin_sent;
+            if has_new && self.snd_nxt + len <= self.snd_una + self.snd_wnd {
+                // tcp_write_xmit(push_one = 2): one new segment, Nagle off, cwnd not consulted.
+                self.tlp_out = self.send_new(now, SendMode::Probe);
+                sent = self.tlp_out.is_some();
+            } else if !self.rtx.is_empty() {
+                // __tcp_retransmit_skb() of the last segment: not counted in retrans_out.
+                self.tlp_out = Some(self.retransmit(now, self.rtx.len() - 1, false));
+                self.tlp_retrans = true;
+                sent = true;
+            }
+        }
+        if sent {
+            self.tlp_high_seq = self.snd_nxt;
+            self.loss_probes += 1;
+            // The probe timer is no longer pending: the RTO counts from now.
+            self.xmit_timer = XmitTimer::Retrans;
+        }
+        self.rearm_rto(now);
+    }
+
+    /// `tcp_process_tlp_ack()`: an ACK during a probe episode. A probe of new data needs nothing more.
+    /// After a retransmitted probe, an ACK beyond the probe means the original was lost and the probe
+    /// repaired it: the window is reduced once, as in CWR. A pure duplicate ACK means the original and
+    /// the probe both arrived: no loss.
+    pub(crate) fn process_tlp_ack(
+        &mut self,
+        ack: u64,
+        una_advanced: bool,
+        not_dup: bool,
+        sacked: bool,
+    ) {
+        if ack < self.tlp_high_seq {
+            return;
+        }
+        if !self.tlp_retrans {
+            self.tlp_high_seq = 0;
+        } else if ack > self.tlp_high_seq {
+            self.init_cwnd_reduction();
+            self.ca_state = CaState::Cwr;
+            self.end_cwnd_reduction();
+            self.try_keep_open();
+            self.loss_probe_recoveries += 1;
+        } else if !(una_advanced || not_dup || sacked) {
+            self.tlp_high_seq = 0;
+        }
+    }
+}
