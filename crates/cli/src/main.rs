@@ -663,8 +663,11 @@ fn script_error(f: &str, run: &tclab_tc::script::ScriptRun) -> tclab_tc::check::
     })
 }
 
-/// `--link [DEV=]RATE`, repeated: the line of every device, and the devices with one of their own.
-fn parse_links(links: &[String]) -> Result<(Option<u64>, Vec<(String, u64)>), Failure> {
+/// The line of every device (bytes/s), and the devices with one of their own.
+type Links = (Option<u64>, Vec<(String, u64)>);
+
+/// `--link [DEV=]RATE`, repeated.
+fn parse_links(links: &[String]) -> Result<Links, Failure> {
     let mut all = None;
     let mut device_rates: Vec<(String, u64)> = Vec::new();
     for v in links {

@@ -83,7 +83,7 @@ fn falls_to(cx: &DevCx, q: &QdiscInfo) -> Option<(String, Option<Handle>)> {
 
 /// The filters of `q`'s blocks a packet can reach that name a class `q` does not have: (the block's
 /// parent, the filter's preference and kind, the class).
-fn missing<'c>(cx: &'c DevCx, q: &QdiscInfo) -> Vec<(Handle, u32, &'static str, Handle)> {
+fn missing(cx: &DevCx, q: &QdiscInfo) -> Vec<(Handle, u32, &'static str, Handle)> {
     let mut out = Vec::new();
     let Some((_, fallback)) = falls_to(cx, q) else {
         return out;
@@ -254,12 +254,7 @@ fn families(cx: &DevCx, out: &mut Vec<Finding>) {
         out.push(
             Finding::new(
                 "filter-family",
-                format!(
-                    "{} filter parent {} pref {} u32",
-                    cx.name,
-                    l.parent.map_or("root".to_string(), |p| Handle(p).to_string()),
-                    l.pref.map_or("?".to_string(), |p| p.to_string())
-                ),
+                line_at(cx.name, &l),
                 format!(
                     "`match {family} {field}` reads {reads} at its fixed offset, but the filter is \
                      `protocol {protocol}`: on those packets it reads other bytes of the header, so it \
@@ -275,6 +270,15 @@ fn families(cx: &DevCx, out: &mut Vec<Finding>) {
             .line(Some(&record.at)),
         );
     }
+}
+
+/// Where a u32 filter line is: `eth0 filter parent 1: pref 3 u32`.
+fn line_at(dev: &str, l: &super::origins::TcLine) -> String {
+    format!(
+        "{dev} filter parent {} pref {} u32",
+        l.parent.map_or("root".to_string(), |p| Handle(p).to_string()),
+        l.pref.map_or("?".to_string(), |p| p.to_string())
+    )
 }
 
 /// A raw `match u16 P 0xffff at 20` reads the IPv4 source port (20 bytes of header without options);
@@ -320,12 +324,7 @@ fn raw_ports(cx: &DevCx, out: &mut Vec<Finding>) {
         out.push(
             Finding::new(
                 "u32-offset",
-                format!(
-                    "{} filter parent {} pref {} u32",
-                    cx.name,
-                    l.parent.map_or("root".to_string(), |x| Handle(x).to_string()),
-                    l.pref.map_or("?".to_string(), |x| x.to_string())
-                ),
+                line_at(cx.name, l),
                 format!(
                     "`match u16 {p} 0xffff at 20` reads the source port (an IPv4 header without options \
                      is 20 bytes; the destination port is at 22), while the policy names port {p} as a \

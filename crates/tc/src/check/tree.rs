@@ -249,7 +249,9 @@ fn quantum(cx: &DevCx, q: &QdiscInfo, h: &HtbOptions, mine: &[&ClassInfo], out: 
         }
         id
     };
-    let mut groups: Vec<((Handle, u32), Vec<(&ClassInfo, f64, f64)>)> = Vec::new();
+    // Leaves by (top class, prio), each with the share its quantum is meant to give and gets.
+    type Group<'c> = ((Handle, u32), Vec<(&'c ClassInfo, f64, f64)>);
+    let mut groups: Vec<Group> = Vec::new();
     for c in mine {
         let o = htb_opts(c).expect("filtered");
         if o.level != 0 || o.ceil.rate <= o.rate.rate || c.parent == Handle::ROOT {
