@@ -267,6 +267,11 @@ fn tdc_vlan() {
 }
 
 #[test]
+fn tdc_bpf_action() {
+    assert_no_failures(&["actions/bpf.json"]);
+}
+
+#[test]
 fn tdc_skbedit() {
     assert_no_failures(&["actions/skbedit.json"]);
 }

@@ -17,6 +17,7 @@
 //! - [`fuzz`]: the property checks behind the parser's fuzz target and its deterministic test.
 
 pub mod action;
+mod bpf;
 pub mod check;
 pub mod control;
 pub mod ematch;

@@ -113,3 +113,28 @@ fn refusals() {
         "nothing applied"
     );
 }
+
+#[test]
+fn the_action_answers_with_its_program_or_its_default() {
+    let mut e = Engine::new();
+    ok(&mut e, "qdisc add dev eth0 ingress");
+    // IPv4 → 2 (shot, a counted drop); anything else → -1 (the default action, pass).
+    ok(
+        &mut e,
+        "filter add dev eth0 parent ffff: protocol all prio 1 matchall action bpf bytecode '4,40 0 0 12,21 0 1 2048,6 0 0 2,6 0 0 4294967295' pass index 7",
+    );
+    let mut cx = Cx::new(0);
+    let dev = e.device_mut("eth0").unwrap();
+    let v4 = Packet::udp4([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, 0, 100);
+    let mut v6 = Packet::of_len(100);
+    v6.protocol = 0x86dd;
+    assert!(dev.receive(v4, &mut cx).is_none(), "IPv4 shot");
+    assert!(dev.receive(v6, &mut cx).is_some(), "IPv6 passes");
+    // Made by the filter: one reference, one binding; both packets counted, the IPv4 one as a drop.
+    let s = tc(&mut e, "-s actions get action bpf index 7").stdout;
+    assert!(
+        s.contains("bpf bytecode '4,40 0 0 12,21 0 1 2048,6 0 0 2,6 0 0 4294967295' default-action pass\n\t index 7 ref 1 bind 1"),
+        "{s}"
+    );
+    assert!(s.contains("Sent 200 bytes 2 pkt (dropped 1,"), "{s}");
+}

@@ -13,6 +13,7 @@
 //! reference counts are the kernel's: `ref` counts the table's own hold plus every binding, `bind` the
 //! bindings; an action whose `ref` drops to zero leaves the table.
 
+pub mod bpf;
 pub mod connmark;
 pub mod csum;
 pub mod gact;
@@ -80,6 +81,7 @@ pub enum ActionParams {
     Simple(simple::Simple),
     Skbmod(skbmod::Skbmod),
     Vlan(vlan::Vlan),
+    Bpf(bpf::Bpf),
 }
 
 impl ActionParams {
@@ -96,6 +98,7 @@ impl ActionParams {
             ActionParams::Simple(_) => "simple",
             ActionParams::Skbmod(_) => "skbmod",
             ActionParams::Vlan(_) => "vlan",
+            ActionParams::Bpf(_) => "bpf",
         }
     }
     /// The control codes this action may answer with, for the goto-chain check.
@@ -118,6 +121,7 @@ impl ActionParams {
             ActionParams::Simple(p) => vec![p.action],
             ActionParams::Skbmod(p) => vec![p.action],
             ActionParams::Vlan(p) => vec![p.action],
+            ActionParams::Bpf(p) => vec![p.action],
         }
     }
 }
@@ -181,6 +185,14 @@ impl Action {
             // pedit, simple, skbmod and vlan count no drop for a `drop` answer (their kernel code does
             // not).
             ActionParams::Vlan(v) => return v.act(pkt, cx.mirred.at_ingress()),
+            // bpf counts a drop only when its program answered `shot`.
+            ActionParams::Bpf(b) => {
+                let (c, drop) = b.act(pkt, cx.mirred.at_ingress());
+                if drop {
+                    self.stats.drops += 1;
+                }
+                return c;
+            }
             ActionParams::Pedit(p) => {
                 let (c, bad) = p.act(pkt);
                 if bad {
@@ -331,6 +343,7 @@ impl ActionTable {
                     ActionParams::Simple(si) => si.validate()?,
                     ActionParams::Skbmod(sm) => sm.validate()?,
                     ActionParams::Vlan(v) => v.validate()?,
+                    ActionParams::Bpf(b) => b.validate()?,
                     _ => {}
                 }
             }

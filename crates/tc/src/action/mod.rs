@@ -1,13 +1,14 @@
 //! Actions in the tc language: `action …` lists inside filters and the `tc actions` command, after
 //! iproute2's `tc/m_action.c` and `tc_util.c` (6.1), with one file per action kind for its parser and
 //! printer, as iproute2 has one `m_X.c`: `gact.rs`, `police.rs`, `skbedit.rs`, `connmark.rs`,
-//! `mirred.rs`, `nat.rs`, `csum.rs`, `pedit.rs`, `simple.rs`, `skbmod.rs`, `vlan.rs`; `parse_actions` and `print_aopt` dispatch to them, one
+//! `mirred.rs`, `nat.rs`, `csum.rs`, `pedit.rs`, `simple.rs`, `skbmod.rs`, `vlan.rs`, `bpf.rs`; `parse_actions` and `print_aopt` dispatch to them, one
 //! line each.
 //!
 //! Parsers follow tc's return conventions through [`Failure`]: tc's `exit(-1)` (usage, `invarg`) is a
 //! code-255 failure that ends the command wherever it happens; a parser's `return -1` is a code-1 failure,
 //! which the caller turns into its own exit code (1 for `tc filter`, 255 for `tc actions`).
 
+mod bpf;
 mod connmark;
 mod csum;
 mod gact;
@@ -222,6 +223,7 @@ pub fn parse_actions(c: &mut Cur) -> Result<Vec<ActionSpec>> {
             "simple" => simple::parse_simple(c),
             "skbmod" => skbmod::parse_skbmod(c),
             "vlan" => vlan::parse_vlan(c),
+            "bpf" => bpf::parse_bpf(c),
             // tc falls back on gact for any kind it has no module for: `action pump` is gact's "Bad
             // action type pump".
             _ => gact::parse_gact(c),
@@ -339,13 +341,18 @@ fn print_tm(p: &mut Printer, a: &Action, now: u64) {
 /// times under `-s`, and the newline.
 fn print_index_refs(p: &mut Printer, a: &Action, index_text: &str, flags: ShowFlags, now: u64) {
     p.nl();
+    index_refs(p, a, index_text, flags, now);
+    p.nl();
+}
+
+/// `index`, `ref` and `bind` after `index_text`, and the times under `-s`, with nothing around them.
+fn index_refs(p: &mut Printer, a: &Action, index_text: &str, flags: ShowFlags, now: u64) {
     p.number("index", format_args!("{index_text}{}", a.index), a.index);
     p.number("ref", format_args!(" ref {}", a.refcnt), a.refcnt);
     p.number("bind", format_args!(" bind {}", a.bindcnt), a.bindcnt);
     if flags.stats {
         print_tm(p, a, now);
     }
-    p.nl();
 }
 
 /// The kind's own part of one action (`print_aopt`).
@@ -362,6 +369,7 @@ fn print_aopt(p: &mut Printer, a: &Action, flags: ShowFlags, now: u64) {
         ActionParams::Simple(si) => simple::print(p, a, si, flags, now),
         ActionParams::Skbmod(sm) => skbmod::print(p, a, sm, flags, now),
         ActionParams::Vlan(v) => vlan::print(p, a, v, flags, now),
+        ActionParams::Bpf(b) => bpf::print(p, a, b, flags, now),
     }
 }
 
@@ -511,7 +519,8 @@ const ACT_USAGE: &str = "usage: tc actions <ACTSPECOP>*\nWhere: \tACTSPECOP := A
 
 /// The action kinds tclab's "kernel" has.
 pub const KINDS: &[&str] = &[
-    "gact", "police", "skbedit", "connmark", "mirred", "nat", "csum", "pedit", "simple", "skbmod", "vlan",
+    "gact", "police", "skbedit", "connmark", "mirred", "nat", "csum", "pedit", "simple", "skbmod",
+    "vlan", "bpf",
 ];
 
 const TALK: &str = "We have an error talking to the kernel";

@@ -514,12 +514,7 @@ pub(super) fn print(p: &mut Printer, a: &Action, e: &Pedit, flags: ShowFlags, no
     print_control(p, "action ", e.action, " ");
     let n = e.keys.len();
     p.number("nkeys", format_args!("keys {n}\n"), n);
-    p.number("index", format_args!(" \t index {}", a.index), a.index);
-    p.number("ref", format_args!(" ref {}", a.refcnt), a.refcnt);
-    p.number("bind", format_args!(" bind {}", a.bindcnt), a.bindcnt);
-    if flags.stats {
-        print_tm(p, a, now);
-    }
+    index_refs(p, a, " \t index ", flags, now);
     p.open_array("keys");
     for (i, k) in e.keys.iter().enumerate() {
         p.open_object(None);
