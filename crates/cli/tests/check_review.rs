@@ -875,3 +875,28 @@ fn an_aqm_target_below_a_frame_drops_more() {
     assert!((g5 - g71).abs() / g71 < 0.05, "the rate is filled either way");
     assert!(rx5 > 2 * rx71, "target 5ms: {rx5} retransmissions, 71ms: {rx71}");
 }
+
+/// A `flow` filter with a divisor maps packets onto `divisor` classes from its baseclass: they are
+/// reached (one per destination here), and a class past the range is not.
+#[test]
+fn flow_filters_reach_their_range_of_classes() {
+    let mut p = String::from(
+        "qdisc add dev eth0 root handle 1: htb default 10\n\
+         class add dev eth0 parent 1: classid 1:1 htb rate 10mbit\n",
+    );
+    for minor in ["10", "11", "12", "13", "14"] {
+        p.push_str(&format!(
+            "class add dev eth0 parent 1:1 classid 1:{minor} htb rate 2mbit ceil 10mbit\n\
+             qdisc add dev eth0 parent 1:{minor} fq_codel\n"
+        ));
+    }
+    p.push_str("filter add dev eth0 parent 1: protocol all prio 1 handle 1 flow hash keys dst divisor 4 baseclass 1:10\n");
+    let dir = TempDir::new("review-flow");
+    let r = check(&dir, "flow.batch", &p, &[]);
+    let unreached: Vec<String> = findings(&r)
+        .iter()
+        .filter(|f| f["code"] == "unreached-class")
+        .map(|f| f["at"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(unreached, ["eth0 class htb 1:14"], "{}", r.stdout);
+}
