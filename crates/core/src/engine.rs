@@ -208,11 +208,8 @@ impl Device {
         pkt.enqueue_ns = cx.now;
         let first = cx.drops.len();
         let sent = cx.mirred.len();
-        if let Some(ing) = self.ingress.as_ref().filter(|s| s.q.kind() == "clsact") {
-            let egress = ing.q.block(Handle(0xffff_fff3));
-            if let Some(v) =
-                egress.and_then(|b| crate::qdisc::ingress::Ingress::egress(b, &mut pkt, cx))
-            {
+        if let Some(ing) = self.ingress.as_mut() {
+            if let Some(v) = ing.q.egress_hook(&mut pkt, cx) {
                 if v == Verdict::Drop {
                     self.drop_counts.add(DropReason::Action);
                     cx.drop_arriving(pkt, DropReason::Action);

@@ -8,14 +8,19 @@
 //!
 //! In tclab the driver hands a received packet to [`Qdisc::enqueue`]; a packet that is not dropped is
 //! immediately available from [`Qdisc::dequeue`] and goes on its way (`Device::receive` does both).
-//! Counters: `Sent` counts packets that passed, `dropped` those an action shot (`tc_run` counts
-//! `TC_ACT_SHOT` only: a packet an action stole is gone without being a drop).
+//! Counters, as `tc_run` keeps them: `Sent` counts every packet the filters see, before they classify it —
+//! passed, shot or stolen (`mini_qdisc_bstats_cpu_update`) — and `dropped` those an action shot
+//! (`TC_ACT_SHOT` only: a packet an action stole, redirected to an ifb say, is gone without being a
+//! drop). With no filter on chain 0 the kernel has no mini-qdisc on the hook and counts nothing. A
+//! received packet's bytes are its length at the hook, where the Ethernet header has already been
+//! pulled (`qdisc_pkt_len` = `skb->len`: the IP packet); clsact's egress hook sees whole frames.
 
 use super::{Cx, DevEnv, DropReason, Qdisc, QdiscOptions, QdiscStats, Verdict};
 use crate::action::{TC_ACT_OK, TC_ACT_RECLASSIFY};
 use crate::error::{KernelError, Warning};
 use crate::filter::{self, Block};
 use crate::handle::Handle;
+use crate::host::ETH_HLEN;
 use crate::packet::Packet;
 use crate::Nanos;
 
@@ -38,18 +43,13 @@ impl Ingress {
         }
     }
 
-    /// `sch_handle_egress`: a clsact's egress filters on a packet about to be queued. `None` lets it go
-    /// on to the root qdisc; otherwise the verdict `dev_queue_xmit` returns: `Drop` for an action that
-    /// shot it, `Stolen` for one that took it.
-    pub fn egress(block: &Block, pkt: &mut Packet, cx: &mut Cx) -> Option<Verdict> {
-        match filter::classify(block, pkt, cx) {
-            filter::Verdict::Shot => Some(Verdict::Drop),
-            filter::Verdict::Stolen => Some(Verdict::Stolen),
-            v => {
-                set_tc_index(pkt, &v);
-                None
-            }
-        }
+}
+
+/// `tc_run`'s counting: a hook with filters on chain 0 counts every packet it sees, `len` bytes.
+fn count_seen(stats: &mut QdiscStats, block: &Block, len: u32) {
+    if !block.filter_list_is_empty() {
+        stats.bytes += len as u64;
+        stats.packets += 1;
     }
 }
 
@@ -74,8 +74,9 @@ impl Qdisc for Ingress {
         }
     }
 
-    /// `tcf_classify` at `sch_handle_ingress`: drop, steal, or let through.
+    /// `tc_run` at `sch_handle_ingress`: count, then drop, steal, or let through.
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
+        count_seen(&mut self.stats, &self.block, pkt.len.saturating_sub(ETH_HLEN));
         match filter::classify(&self.block, &mut pkt, cx) {
             filter::Verdict::Shot => {
                 self.stats.drops += 1;
@@ -85,9 +86,30 @@ impl Qdisc for Ingress {
             filter::Verdict::Stolen => Verdict::Stolen,
             v => {
                 set_tc_index(&mut pkt, &v);
-                self.stats.count_sent(&pkt);
                 self.passed = Some(pkt);
                 Verdict::Success
+            }
+        }
+    }
+
+    /// `sch_handle_egress`: a clsact's egress filters on a packet about to be queued, counted as at
+    /// ingress (the same qdisc's counters). `None` lets it go on to the root qdisc; otherwise the
+    /// verdict `dev_queue_xmit` returns: `Drop` for an action that shot it, `Stolen` for one that took
+    /// it.
+    fn egress_hook(&mut self, pkt: &mut Packet, cx: &mut Cx) -> Option<Verdict> {
+        if !self.clsact {
+            return None;
+        }
+        count_seen(&mut self.stats, &self.egress, pkt.len);
+        match filter::classify(&self.egress, pkt, cx) {
+            filter::Verdict::Shot => {
+                self.stats.drops += 1;
+                Some(Verdict::Drop)
+            }
+            filter::Verdict::Stolen => Some(Verdict::Stolen),
+            v => {
+                set_tc_index(pkt, &v);
+                None
             }
         }
     }

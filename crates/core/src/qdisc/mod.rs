@@ -719,6 +719,11 @@ pub trait Qdisc {
         env: &DevEnv,
         now: Nanos,
     ) -> Result<Vec<Warning>, KernelError>;
+    /// clsact's egress hook (`sch_handle_egress`) on a packet about to reach the root qdisc: `None` lets
+    /// it go on, else the verdict for the sender. Only clsact has one.
+    fn egress_hook(&mut self, _pkt: &mut Packet, _cx: &mut Cx) -> Option<Verdict> {
+        None
+    }
     /// `fifo_set_limit`: used by TBF to resize its default child.
     /// `fifo_set_limit` (used by TBF on its child): only FIFOs change; others ignore it, as in the kernel.
     fn set_limit(&mut self, _limit: u32) {}
