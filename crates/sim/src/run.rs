@@ -97,8 +97,10 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
         receivers: Vec::new(),
         ports: Vec::new(),
     };
-    // Parallel streams do not start in lock-step (iperf opens them one after another): each stream after
-    // the first starts up to one packet interval (UDP) or 10 ms (TCP) late, drawn from the run's seed.
+    // What differs between two runs of the same test on Linux comes from the run's seed: no stream starts
+    // exactly at its entry's start (a process starts, iperf opens its streams one after another) but up
+    // to one packet interval (UDP) or 10 ms (TCP) late, a ping's phase against the traffic is anywhere in
+    // one interval, and each TCP end draws its initial sequence number.
     let mut spread = crate::rng::Rng::stream(sc.net.seed, &format!("start:{}", t.name));
     for s in 0..t.streams {
         let sport = *next_port;
@@ -108,11 +110,7 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
         match &t.kind {
             TrafficKind::Udp { rate_bps, length } => {
                 let interval = *length as u64 * 8 * 1_000_000_000 / (*rate_bps).max(1);
-                let start = if s == 0 {
-                    t.start
-                } else {
-                    t.start + spread.below(interval.max(1))
-                };
+                let start = t.start + spread.below(interval.max(1));
                 let tx = UdpSender::new(
                     src, dst, sport, dport, t.tos, *length, *rate_bps, start, t.stop,
                 );
@@ -124,8 +122,9 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
             }
             TrafficKind::Ping { interval, size } => {
                 let ident = sport;
-                let p = Ping::new(src, dst, ident, *size, t.tos, *interval, t.start, t.stop);
-                let a = sc.net.add_app(t.from, App::Ping(p), Some(t.start));
+                let start = t.start + spread.below((*interval).max(1));
+                let p = Ping::new(src, dst, ident, *size, t.tos, *interval, start, t.stop);
+                let a = sc.net.add_app(t.from, App::Ping(p), Some(start));
                 sc.net.bind_ping(t.from, ident, a);
                 st.senders.push(a);
             }
@@ -138,11 +137,7 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
                 } else {
                     tclab_tcp::CongestionControl::Cubic
                 };
-                let start = if s == 0 {
-                    t.start
-                } else {
-                    t.start + spread.below(10_000_000)
-                };
+                let start = t.start + spread.below(10_000_000);
                 let isn = spread.next_u32();
                 let tx = TcpEndpoint::sender(
                     cfg.clone(),

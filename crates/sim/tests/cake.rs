@@ -48,7 +48,17 @@ fn cake_at_the_line_rate_keeps_an_adsl_upload_fast_and_pings_short() {
     assert!(g_cake > 1.05 * g_htb, "CAKE {g_cake} vs HTB {g_htb}");
     let r = &cake.pings[0].rtt;
     assert!(r.avg_ms < 80.0 && r.max_ms < 120.0, "CAKE pings {r:?}");
-    assert_eq!(cake.pings[0].received, cake.pings[0].sent);
+    // Every ping is answered, but the last one may still be on its way when the 60 s run ends: the seed
+    // draws the pings' phase, so the last leaves up to one interval (500 ms) before the end, and a reply
+    // takes up to 120 ms.
+    let p = &cake.pings[0];
+    let last_answered = p.samples.iter().map(|s| s.0).max().unwrap();
+    let unanswered = p.sent - p.received;
+    assert!(
+        unanswered == 0 || (unanswered == 1 && last_answered + 620_000_000 > 60_000_000_000),
+        "{unanswered} of {} pings unanswered, the last answered sent at {last_answered} ns",
+        p.sent
+    );
 }
 
 #[test]

@@ -196,7 +196,10 @@ fn mirror_counts_the_bytes_again_on_the_target_and_changes_nothing_else() {
     // on receive), the ifb's as frames (mirred pushes the header back on the copy it sends to egress).
     assert_eq!(ing.packets, rx.rx_packets);
     assert_eq!(ing.bytes, rx.rx_bytes - 14 * rx.rx_packets);
-    assert_eq!(ifb.bytes, rx.rx_bytes, "the mirror target counts the frames");
+    assert_eq!(
+        ifb.bytes, rx.rx_bytes,
+        "the mirror target counts the frames"
+    );
     assert_eq!(ifb.packets, ing.packets);
     // The copies were not redirected, so the ifb drops them after its qdisc (`ifb_xmit`).
     let v = with.net.vdevs.iter().find(|v| v.name == "ifb0").unwrap();
