@@ -101,7 +101,7 @@ impl Connection {
         (min_rtt >> 2).min(self.srtt8 >> 3)
     }
 
-    /// `tcp_rack_skb_timeout()`: time left before the segment at `i`, sent at `sent_at`, counts as
+    /// `tcp_rack_skb_timeout()`: time left before a segment sent at `sent_at` counts as
     /// lost; negative or zero once it does.
     pub(crate) fn rack_skb_timeout(&self, sent_at: Nanos, now: Nanos, reo_wnd: Nanos) -> i64 {
         (self.rack.rtt + reo_wnd) as i64 - now.saturating_sub(sent_at) as i64
