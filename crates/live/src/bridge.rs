@@ -295,7 +295,7 @@ impl Bridge {
                 s.tick(now, &self.engine);
             }
             turns = turns.wrapping_add(1);
-            if calls_waiting || turns % 1024 == 0 {
+            if calls_waiting || turns.is_multiple_of(1024) {
                 calls_waiting = false;
                 self.serve_calls();
             }
@@ -549,10 +549,7 @@ impl Bridge {
             return;
         }
         self.ifbs[v].running = true;
-        loop {
-            let Some(dev) = self.engine.device_mut(&self.ifbs[v].name) else {
-                break;
-            };
+        while let Some(dev) = self.engine.device_mut(&self.ifbs[v].name) {
             let (pkt, cx) = host::qdisc_restart(dev, now);
             let Some(mut pkt) = pkt else {
                 if let Some(w) = cx.wake_at {

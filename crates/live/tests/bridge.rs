@@ -149,12 +149,12 @@ fn twenty_thousand_hostile_frames_never_panic_and_every_frame_is_counted() {
             f[13] = 0x00;
             f[14] = 0x40 | (r >> 8) as u8 & 0x0f;
         }
-        if len >= 18 && r % 7 == 0 {
+        if len >= 18 && r.is_multiple_of(7) {
             f[12] = 0x81;
             f[13] = 0x00;
         }
         data.extend_from_slice(&(len as u16).to_be_bytes());
-        data.push(((r >> 20) & 1) as u8 | if r % 97 == 0 { 2 } else { 0 });
+        data.push(((r >> 20) & 1) as u8 | if r.is_multiple_of(97) { 2 } else { 0 });
         data.push((r >> 24) as u8 % 20);
         data.extend_from_slice(&f);
     }
