@@ -111,7 +111,11 @@ pub enum Command {
 /// The words of `tclab tc|link|iptables`, passed on untouched.
 #[derive(Args)]
 pub struct Passthrough {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGS"
+    )]
     pub args: Vec<String>,
 }
 
@@ -185,7 +189,9 @@ fn parse_kernel(s: &str) -> Result<(u32, u32), String> {
     let minor = parts.next().and_then(|p| p.parse().ok());
     match (major, minor) {
         (Some(a), Some(b)) if (2..=9).contains(&a) && b < 100 => Ok((a, b)),
-        _ => Err(format!("--kernel takes a version such as 5.10 or 6.1, not {s}")),
+        _ => Err(format!(
+            "--kernel takes a version such as 5.10 or 6.1, not {s}"
+        )),
     }
 }
 

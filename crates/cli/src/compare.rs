@@ -69,14 +69,10 @@ fn map_scenario(sc: &Scenario) -> Result<Mapping, String> {
         .ifaces
         .iter()
         .map(|&i| &net.ifaces[i].link)
-        .filter(|l| l.rate_bps < 1_000_000_000 || l.delay > 1_000_000 || l.loss > 0.0 || l.jitter > 0)
-        .map(|l| {
-            format!(
-                "{} Mbit/s, {} µs",
-                l.rate_bps as f64 / 1e6,
-                l.delay / 1000
-            )
+        .filter(|l| {
+            l.rate_bps < 1_000_000_000 || l.delay > 1_000_000 || l.loss > 0.0 || l.jitter > 0
         })
+        .map(|l| format!("{} Mbit/s, {} µs", l.rate_bps as f64 / 1e6, l.delay / 1000))
         .collect();
     if !links.is_empty() {
         notes.push(format!(
@@ -127,10 +123,17 @@ fn address(node: &str) -> &'static str {
 
 /// Start `argv` in `node`, its output into files (a pipe nobody reads while it runs would fill: iperf3
 /// -J writes everything at the end, hundreds of kilobytes for 30 streams).
-fn spawn_in(lab: &Lab, node: &str, argv: &[String], out: &std::path::Path) -> Result<Running, String> {
+fn spawn_in(
+    lab: &Lab,
+    node: &str,
+    argv: &[String],
+    out: &std::path::Path,
+) -> Result<Running, String> {
     let file = |ext: &str| {
         let p = out.with_extension(ext);
-        std::fs::File::create(&p).map(|f| (f, p)).map_err(|e| e.to_string())
+        std::fs::File::create(&p)
+            .map(|f| (f, p))
+            .map_err(|e| e.to_string())
     };
     let (o, stdout) = file("out")?;
     let (e, stderr) = file("err")?;
@@ -184,7 +187,9 @@ pub fn run(name: &str, exe: &std::path::Path, prefix: &str, duration: Option<f64
     let mut sc = tclab_sim::scenario::load_with(&file, &text, &base, &opts).map_err(usage)?;
     if let Some(d) = duration {
         if !(d > 0.0 && d.is_finite()) {
-            return Err(usage(format!("--duration {d}: give a positive number of seconds")));
+            return Err(usage(format!(
+                "--duration {d}: give a positive number of seconds"
+            )));
         }
         let d = (d * 1e9) as u64;
         sc.duration = sc.duration.min(d);
@@ -211,7 +216,10 @@ pub fn run(name: &str, exe: &std::path::Path, prefix: &str, duration: Option<f64
         .map(|l| {
             // tc lines may be written without their `tc` (as in a batch file); store records name it.
             let mut words: Vec<String> = l.split_whitespace().map(String::from).collect();
-            if !matches!(words.first().map(String::as_str), Some("tc" | "iptables" | "link" | "state")) {
+            if !matches!(
+                words.first().map(String::as_str),
+                Some("tc" | "iptables" | "link" | "state")
+            ) {
                 words.insert(0, "tc".into());
             }
             words
@@ -243,10 +251,7 @@ pub fn run(name: &str, exe: &std::path::Path, prefix: &str, duration: Option<f64
     if tclab_live::sys::STOP.load(std::sync::atomic::Ordering::SeqCst) {
         return Err(Failure::Failed("interrupted: the lab is removed".into()));
     }
-    print!(
-        "{}",
-        table(&file, &node_names, &map, &sim_out, &live, secs)
-    );
+    print!("{}", table(&file, &node_names, &map, &sim_out, &live, secs));
     for n in &map.notes {
         println!("note: {n}");
     }
@@ -288,7 +293,11 @@ fn run_live(
         let active = (t.stop.saturating_sub(t.start)) as f64 / 1e9;
         // The scenario's port (its streams share it live: iperf3 -P; the simulator gives stream s
         // port + s), unless an earlier entry took it.
-        let port = if used_ports.insert(t.port) { t.port } else { 5300 + k as u16 };
+        let port = if used_ports.insert(t.port) {
+            t.port
+        } else {
+            5300 + k as u16
+        };
         let port = port.to_string();
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
         // The client's words; iperf3 also needs its server started (and listening) first.
@@ -296,15 +305,34 @@ fn run_live(
             TrafficKind::Ping { interval, size } => {
                 let count = ((active * 1e9) / *interval as f64).floor().max(1.0) as u64;
                 let argv = s(&[
-                    "ping", "-n", "-i", &format!("{:.3}", *interval as f64 / 1e9), "-s", &size.to_string(),
-                    "-Q", &t.tos.to_string(), "-c", &count.to_string(), "-w", &format!("{}", active.ceil().max(1.0)),
+                    "ping",
+                    "-n",
+                    "-i",
+                    &format!("{:.3}", *interval as f64 / 1e9),
+                    "-s",
+                    &size.to_string(),
+                    "-Q",
+                    &t.tos.to_string(),
+                    "-c",
+                    &count.to_string(),
+                    "-w",
+                    &format!("{}", active.ceil().max(1.0)),
                     address(to),
                 ]);
                 ("ping", argv)
             }
             TrafficKind::Tcp { bytes, cc, .. } => {
                 let mut argv = s(&[
-                    "iperf3", "-c", address(to), "-p", &port, "-P", &t.streams.to_string(), "-C", cc, "-S",
+                    "iperf3",
+                    "-c",
+                    address(to),
+                    "-p",
+                    &port,
+                    "-P",
+                    &t.streams.to_string(),
+                    "-C",
+                    cc,
+                    "-S",
                     &t.tos.to_string(),
                 ]);
                 match bytes {
@@ -315,8 +343,21 @@ fn run_live(
             }
             TrafficKind::Udp { rate_bps, length } => {
                 let argv = s(&[
-                    "iperf3", "-c", address(to), "-p", &port, "-u", "-b", &rate_bps.to_string(), "-l",
-                    &length.to_string(), "-P", &t.streams.to_string(), "-S", &t.tos.to_string(), "-t",
+                    "iperf3",
+                    "-c",
+                    address(to),
+                    "-p",
+                    &port,
+                    "-u",
+                    "-b",
+                    &rate_bps.to_string(),
+                    "-l",
+                    &length.to_string(),
+                    "-P",
+                    &t.streams.to_string(),
+                    "-S",
+                    &t.tos.to_string(),
+                    "-t",
                     &format!("{}", active.round().max(1.0)),
                 ]);
                 ("udp", argv)
@@ -357,7 +398,10 @@ fn run_live(
                     .collect(),
             ),
             _ => {
-                let server = f.server.map(|s| wait_until(s, Instant::now())).unwrap_or_default();
+                let server = f
+                    .server
+                    .map(|s| wait_until(s, Instant::now()))
+                    .unwrap_or_default();
                 let bytes = received_while_active(&server, f.active_secs).ok_or_else(|| {
                     format!(
                         "\"{}\": the iperf3 server reported nothing; the client said: {}{}",
@@ -414,14 +458,19 @@ fn received_while_active(text: &str, active: f64) -> Option<f64> {
         };
         let w: Vec<&str> = rest.split_whitespace().collect();
         // "0.00-1.00 sec 212 KBytes 1.74 Mbits/sec …": an interval, not the closing total.
-        let (Some(span), Some(&"sec"), Some(n), Some(unit)) = (w.first(), w.get(1), w.get(2), w.get(3)) else {
+        let (Some(span), Some(&"sec"), Some(n), Some(unit)) =
+            (w.first(), w.get(1), w.get(2), w.get(3))
+        else {
             continue;
         };
-        let Some((a, b)) = span.split_once('-') else { continue };
+        let Some((a, b)) = span.split_once('-') else {
+            continue;
+        };
         let (Ok(a), Ok(b), Ok(n)) = (a.parse::<f64>(), b.parse::<f64>(), n.parse::<f64>()) else {
             continue;
         };
-        if b - a > 1.5 || line.contains("receiver") || line.contains("sender") || b > active + 0.05 {
+        if b - a > 1.5 || line.contains("receiver") || line.contains("sender") || b > active + 0.05
+        {
             continue;
         }
         let scale = match *unit {

@@ -28,7 +28,16 @@ fn htb_classes(n: u32) -> String {
 fn udp_rate(lab: &Lab, payload: u32, secs: u32) -> Result<(f64, f64), String> {
     let ns = |n: &str| lab.ns(n);
     let mut server = Command::new("ip")
-        .args(["netns", "exec", &ns("node-1"), "iperf3", "-s", "-1", "-p", "5299"])
+        .args([
+            "netns",
+            "exec",
+            &ns("node-1"),
+            "iperf3",
+            "-s",
+            "-1",
+            "-p",
+            "5299",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -36,17 +45,38 @@ fn udp_rate(lab: &Lab, payload: u32, secs: u32) -> Result<(f64, f64), String> {
     std::thread::sleep(std::time::Duration::from_millis(300));
     let out = Command::new("timeout")
         .arg((secs + 20).to_string())
-        .args(["ip", "netns", "exec", &ns("node-2"), "iperf3", "-c", "10.0.1.1", "-p", "5299", "-u", "-b", "0"])
+        .args([
+            "ip",
+            "netns",
+            "exec",
+            &ns("node-2"),
+            "iperf3",
+            "-c",
+            "10.0.1.1",
+            "-p",
+            "5299",
+            "-u",
+            "-b",
+            "0",
+        ])
         .args(["-l", &payload.to_string(), "-t", &secs.to_string(), "-J"])
         .output()
         .map_err(|e| format!("iperf3: {e}"))?;
     let _ = server.kill();
     let _ = server.wait();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| format!("iperf3's output: {e}: {}", String::from_utf8_lossy(&out.stderr)))?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+        format!(
+            "iperf3's output: {e}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })?;
     let sum = &v["end"]["sum"];
-    let packets = sum["packets"].as_f64().unwrap_or(0.0) - sum["lost_packets"].as_f64().unwrap_or(0.0);
-    let seconds = sum["seconds"].as_f64().filter(|s| *s > 0.0).ok_or("iperf3 ran no time")?;
+    let packets =
+        sum["packets"].as_f64().unwrap_or(0.0) - sum["lost_packets"].as_f64().unwrap_or(0.0);
+    let seconds = sum["seconds"]
+        .as_f64()
+        .filter(|s| *s > 0.0)
+        .ok_or("iperf3 ran no time")?;
     let pps = packets / seconds;
     // A frame: payload + UDP 8 + IPv4 20 + Ethernet 14.
     Ok((pps, pps * (payload + 42) as f64 * 8.0))
@@ -62,13 +92,33 @@ pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
     let htb = dir.join("htb1000.sh");
     std::fs::write(&htb, htb_classes(1000)).map_err(|e| e.to_string())?;
     let cases: [(&str, Shaper); 4] = [
-        ("tclab live, no policy", Shaper::Tclab { exe, policy: None, out: None }),
-        ("tclab live, HTB 1 000 classes", Shaper::Tclab { exe, policy: Some(&htb), out: None }),
+        (
+            "tclab live, no policy",
+            Shaper::Tclab {
+                exe,
+                policy: None,
+                out: None,
+            },
+        ),
+        (
+            "tclab live, HTB 1 000 classes",
+            Shaper::Tclab {
+                exe,
+                policy: Some(&htb),
+                out: None,
+            },
+        ),
         ("kernel bridge, no policy", Shaper::Kernel { policy: None }),
-        ("kernel bridge, HTB 1 000 classes", Shaper::Kernel { policy: Some(&htb) }),
+        (
+            "kernel bridge, HTB 1 000 classes",
+            Shaper::Kernel { policy: Some(&htb) },
+        ),
     ];
     println!("UDP node-2 -> node-1 through the router, iperf3 -b 0 for {secs} s each (one sender thread)");
-    println!("{:<34} {:>14} {:>16}", "router", "64 B frames", "1514 B frames");
+    println!(
+        "{:<34} {:>14} {:>16}",
+        "router", "64 B frames", "1514 B frames"
+    );
     let mut rows = Vec::new();
     for (name, shaper) in cases {
         lab.up(shaper)?;
@@ -76,7 +126,11 @@ pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
         let large = udp_rate(lab, 1472, secs);
         let _ = lab.down();
         let (small, large) = (small?, large?);
-        println!("{name:<34} {:>10.0} pps {:>10.3} Gbit/s", small.0, large.1 / 1e9);
+        println!(
+            "{name:<34} {:>10.0} pps {:>10.3} Gbit/s",
+            small.0,
+            large.1 / 1e9
+        );
         rows.push((small.0, large.1));
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -22,7 +22,12 @@ pub fn load_bridge_policy(file: &std::path::Path, ports: &[String]) -> Result<En
     if !refusals.is_empty() {
         let lines: Vec<String> = refusals
             .iter()
-            .map(|(at, cmd, msg)| format!("  {at}: `{cmd}`: {}", msg.lines().next().unwrap_or("").trim()))
+            .map(|(at, cmd, msg)| {
+                format!(
+                    "  {at}: `{cmd}`: {}",
+                    msg.lines().next().unwrap_or("").trim()
+                )
+            })
             .collect();
         return Err(usage(format!(
             "{f}: the policy does not apply whole, so nothing is bridged:\n{}",
@@ -53,7 +58,9 @@ pub fn live(a: args::LiveArgs) -> CmdResult {
     }
     let duration = match a.duration {
         Some(d) if !(d > 0.0 && d.is_finite()) => {
-            return Err(usage(format!("--duration {d}: give a positive number of seconds")))
+            return Err(usage(format!(
+                "--duration {d}: give a positive number of seconds"
+            )))
         }
         d => d.map(|s| (s * 1e9) as u64),
     };
@@ -70,7 +77,8 @@ pub fn live(a: args::LiveArgs) -> CmdResult {
     // The results are written after the capabilities are gone: the directory is made now, as root.
     let sampler = match &a.out {
         Some(dir) => {
-            std::fs::create_dir_all(dir).map_err(|e| usage(format!("--out {}: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| usage(format!("--out {}: {e}", dir.display())))?;
             Some(
                 tclab_live::sampler::Sampler::new(a.sample_ms * 1_000_000, Some(dir))
                     .map_err(|e| usage(format!("--out {}: {e}", dir.display())))?,
@@ -101,7 +109,9 @@ pub fn live(a: args::LiveArgs) -> CmdResult {
     }
     sys::stop_on_signals();
     if !sys::realtime() {
-        println!("tclab live: real-time scheduling refused; wake-ups may be late on a busy machine");
+        println!(
+            "tclab live: real-time scheduling refused; wake-ups may be late on a busy machine"
+        );
     }
     // Everything privileged is done: the sockets are open, the offloads off, the scheduler set.
     match sys::drop_capabilities() {
@@ -186,7 +196,8 @@ pub fn lab(a: args::LabCmd) -> CmdResult {
     use tclab_live::lab::{Lab, Shaper};
     let lab = Lab::new(&a.prefix).map_err(usage)?;
     let exe = || {
-        std::env::current_exe().map_err(|e| Failure::from(format!("cannot find the tclab executable: {e}")))
+        std::env::current_exe()
+            .map_err(|e| Failure::from(format!("cannot find the tclab executable: {e}")))
     };
     match a.command {
         LabSub::Up {
@@ -197,7 +208,8 @@ pub fn lab(a: args::LabCmd) -> CmdResult {
             Lab::check_root().map_err(usage)?;
             let policy = match policy {
                 Some(p) => Some(
-                    std::fs::canonicalize(&p).map_err(|e| usage(format!("{}: {e}", p.display())))?,
+                    std::fs::canonicalize(&p)
+                        .map_err(|e| usage(format!("{}: {e}", p.display())))?,
                 ),
                 None => None,
             };
@@ -207,9 +219,9 @@ pub fn lab(a: args::LabCmd) -> CmdResult {
             }
             // The bridge outlives this command: a relative --out is made absolute now.
             let out = match out {
-                Some(o) => {
-                    Some(std::path::absolute(&o).map_err(|e| usage(format!("{}: {e}", o.display())))?)
-                }
+                Some(o) => Some(
+                    std::path::absolute(&o).map_err(|e| usage(format!("{}: {e}", o.display())))?,
+                ),
                 None => None,
             };
             let exe = exe()?;
@@ -246,7 +258,9 @@ pub fn lab(a: args::LabCmd) -> CmdResult {
             print!("{}", lab.status());
             Ok(0)
         }
-        LabSub::Compare { scenario, duration } => compare::run(&scenario, &exe()?, &lab.prefix, duration),
+        LabSub::Compare { scenario, duration } => {
+            compare::run(&scenario, &exe()?, &lab.prefix, duration)
+        }
         LabSub::Bench { secs } => labbench::run(&exe()?, &lab, secs),
         LabSub::Exec { node, command } => {
             let code = lab.exec(&node, &command).map_err(usage)?;

@@ -20,9 +20,19 @@ fn series(by: &BTreeMap<String, tclab_live::sampler::Series>) -> Vec<Series> {
 }
 
 /// Write the run's files into `dir`; the names written (the CSV files included).
-pub fn write(dir: &Path, s: &Sampler, tc_text: &str, title: &str, plots: bool) -> Result<Vec<String>, String> {
-    std::fs::write(dir.join("tc.txt"), tc_text).map_err(|e| format!("{}: {e}", dir.join("tc.txt").display()))?;
-    let mut written: Vec<String> = ["interfaces.csv", "classes.csv", "tc.txt"].iter().map(|s| s.to_string()).collect();
+pub fn write(
+    dir: &Path,
+    s: &Sampler,
+    tc_text: &str,
+    title: &str,
+    plots: bool,
+) -> Result<Vec<String>, String> {
+    std::fs::write(dir.join("tc.txt"), tc_text)
+        .map_err(|e| format!("{}: {e}", dir.join("tc.txt").display()))?;
+    let mut written: Vec<String> = ["interfaces.csv", "classes.csv", "tc.txt"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     if !plots {
         return Ok(written);
     }

@@ -15,9 +15,9 @@ mod progress;
 mod sim;
 mod trace;
 
+use args::{usage, CmdResult, Failure, EX_USAGE};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use args::{usage, Failure, CmdResult, EX_USAGE};
 use tclab_tc::store::{Lock, Store};
 
 /// The store's path with symbolic links followed, so that a link to a store is written through (a whole
@@ -85,8 +85,8 @@ fn cmd_store(argv: &[String]) -> Result<u8, String> {
     let from_script = script_socket.is_some();
     // Then a `tclab live` bridging in this network namespace (its engine is the policy in force, as
     // the kernel's is for tc), unless TCLAB_LIVE=off; then a `tclab serve` for this store.
-    let live = control::live_socket()
-        .filter(|s| !from_script && !env_off("TCLAB_LIVE") && s.exists());
+    let live =
+        control::live_socket().filter(|s| !from_script && !env_off("TCLAB_LIVE") && s.exists());
     let through_live = script_socket.is_none() && live.is_some();
     let socket = script_socket.map(PathBuf::from).or(live).or_else(|| {
         Some(control::resident_dir(&path).join("control.sock"))
@@ -626,12 +626,7 @@ fn load_policy(file: Option<&str>, setup: &[Vec<String>]) -> Result<Loaded, Fail
 /// that was not tclab's.
 fn script_error(f: &str, run: &tclab_tc::script::ScriptRun) -> tclab_tc::check::ScriptError {
     use tclab_tc::check::ScriptError;
-    let printed: Vec<&str> = run
-        .report
-        .printed
-        .iter()
-        .flat_map(|p| p.lines())
-        .collect();
+    let printed: Vec<&str> = run.report.printed.iter().flat_map(|p| p.lines()).collect();
     let own: Vec<&str> = run
         .stderr
         .lines()
@@ -722,7 +717,11 @@ fn run_check(a: args::CheckArgs) -> CmdResult {
     for v in &a.txqueues {
         let bad = || usage(format!("--txqueues: \"{v}\" is not DEV=N (e.g. eth1=4)"));
         let (d, n) = v.split_once('=').ok_or_else(bad)?;
-        let n: u32 = n.parse().ok().filter(|n| (1..=4096).contains(n)).ok_or_else(bad)?;
+        let n: u32 = n
+            .parse()
+            .ok()
+            .filter(|n| (1..=4096).contains(n))
+            .ok_or_else(bad)?;
         if d.is_empty() || setup.iter().any(|e| e[3] == d) {
             return Err(bad());
         }
@@ -811,11 +810,7 @@ fn cmd_serve(a: args::ServeArgs) -> CmdResult {
         if auto {
             return Ok(0);
         }
-        return Err(format!(
-            "a tclab serve is already running for {}",
-            state.display()
-        )
-        .into());
+        return Err(format!("a tclab serve is already running for {}", state.display()).into());
     }
     // Read the store once now, so that a broken store is reported here and not to the first caller.
     tclab_tc::store::read_journal(&state)?;
@@ -896,7 +891,10 @@ fn main() -> ExitCode {
     // tc, link and iptables keep iproute2's and iptables' grammar, messages and exit codes: their
     // words go to the tc crate as they are, before clap sees them.
     if args.first().is_some_and(|a| a == "link")
-        && matches!(args.get(1).map(String::as_str), Some("help" | "--help" | "-h"))
+        && matches!(
+            args.get(1).map(String::as_str),
+            Some("help" | "--help" | "-h")
+        )
     {
         println!("{}", tclab_tc::store::LINK_USAGE);
         return ExitCode::SUCCESS;

@@ -1,10 +1,10 @@
 //! `tclab sim`: run a scenario in virtual time and report what the policy did.
 
+use crate::args::{usage, CmdResult, Failure, SimArgs};
 use crate::plot;
 use crate::progress::{Progress, Unit};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use crate::args::{usage, CmdResult, Failure, SimArgs};
 use tclab_sim::builtin::BUILTIN;
 use tclab_sim::report;
 use tclab_sim::run::{run, Outcome};
@@ -184,8 +184,11 @@ pub fn cmd(a: SimArgs) -> CmdResult {
         return Ok(0);
     }
     if let Some(name) = &a.show {
-        let b = tclab_sim::builtin::find(name)
-            .ok_or_else(|| usage(format!("no built-in scenario \"{name}\" (tclab sim --list)")))?;
+        let b = tclab_sim::builtin::find(name).ok_or_else(|| {
+            usage(format!(
+                "no built-in scenario \"{name}\" (tclab sim --list)"
+            ))
+        })?;
         print!("{}", b.toml());
         return Ok(0);
     }
@@ -194,7 +197,10 @@ pub fn cmd(a: SimArgs) -> CmdResult {
             "--trace - and --json both write to stdout: give the trace a file",
         ));
     }
-    let name = a.scenario.clone().ok_or_else(|| usage("give a scenario file or built-in name"))?;
+    let name = a
+        .scenario
+        .clone()
+        .ok_or_else(|| usage("give a scenario file or built-in name"))?;
     let (text, file, base, stem) = scenario_source(&name).map_err(usage)?;
     let wall_start = Instant::now();
     let (sc, out, sim_wall) = run_scenario_traced(&text, &file, &base, a.seed, a.trace.as_deref())?;

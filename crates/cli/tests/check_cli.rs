@@ -57,7 +57,12 @@ fn unreached(r: &RunResult) -> Vec<String> {
 fn starved(r: &RunResult) -> Vec<String> {
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     let mut out = unreached(r);
-    for f in v.as_array().unwrap().iter().filter(|f| f["code"] == "filter-unreached") {
+    for f in v
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == "filter-unreached")
+    {
         let m = f["message"].as_str().unwrap();
         if let Some((_, rest)) = m.split_once(" they name, ") {
             let list = rest.split(", get").next().unwrap();
@@ -339,7 +344,11 @@ fn offloads_turned_off_by_the_script_silence_the_gso_note() {
          tc class add dev ifb0 parent 1: classid 1:1 htb rate 1mbit\n",
         &[],
     );
-    assert!(!codes(&r).contains(&"gso-bursts".to_string()), "{}", r.stdout);
+    assert!(
+        !codes(&r).contains(&"gso-bursts".to_string()),
+        "{}",
+        r.stdout
+    );
     // CAKE splits them itself, unless told not to.
     let r = check(
         &dir,

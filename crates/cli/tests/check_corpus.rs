@@ -14,7 +14,9 @@ use std::time::Duration;
 const TCLAB: &str = env!("CARGO_BIN_EXE_tclab");
 
 fn fixtures(dir: &str) -> Vec<PathBuf> {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(dir);
+    let d = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(dir);
     let mut v: Vec<PathBuf> = std::fs::read_dir(&d)
         .unwrap_or_else(|e| panic!("{}: {e}", d.display()))
         .map(|e| e.unwrap().path())
@@ -69,7 +71,9 @@ fn each_mistake_is_named_and_nothing_else_above_a_note() {
         let got: Vec<&str> = above.iter().map(|x| x["code"].as_str().unwrap()).collect();
         assert_eq!(got, [expect.as_str()], "{name}:\n{}", r.stdout);
         // It names the line of the file (bash's own for a syntax error).
-        let line = above[0]["line"].as_str().unwrap_or_else(|| panic!("{name}: no line"));
+        let line = above[0]["line"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: no line"));
         let (file, n) = line.rsplit_once(':').unwrap();
         assert!(file.ends_with(&*name), "{name}: line {line}");
         let n: usize = n.parse().unwrap();
@@ -104,13 +108,25 @@ fn correct_policies_give_nothing_above_a_note() {
 /// What each field fixture gets (docs/checks/README.md says why each is right): (fixture, check's
 /// options, the codes in output order).
 const FIELD: &[(&str, &str, &[&str])] = &[
-    ("cni_bandwidth.sh", "", &["bucket-too-large", "bucket-too-large"]),
+    (
+        "cni_bandwidth.sh",
+        "",
+        &["bucket-too-large", "bucket-too-large"],
+    ),
     (
         "libreqos.sh",
         "--txqueues eth1=2 --txqueues eth2=2",
-        &["classes-by-priority", "aqm-target-short", "classes-by-priority"],
+        &[
+            "classes-by-priority",
+            "aqm-target-short",
+            "classes-by-priority",
+        ],
     ),
-    ("libvirt_bandwidth.sh", "", &["gso-bursts", "ingress-police"]),
+    (
+        "libvirt_bandwidth.sh",
+        "",
+        &["gso-bursts", "ingress-police"],
+    ),
     (
         "mininet_tclink.sh",
         "",
@@ -161,7 +177,9 @@ fn field_fixtures_get_what_the_readme_lists() {
     .unwrap();
     for (name, args, want) in FIELD {
         let r = check(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/field").join(name),
+            &Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/field")
+                .join(name),
             args,
         );
         let got: Vec<String> = findings(&r)
@@ -175,7 +193,10 @@ fn field_fixtures_get_what_the_readme_lists() {
             .find(|l| l.starts_with(&format!("| `{name}`")))
             .unwrap_or_else(|| panic!("docs/checks/README.md has no row for {name}"));
         for code in *want {
-            assert!(row.contains(&format!("`{code}`")), "{name}'s row lacks {code}: {row}");
+            assert!(
+                row.contains(&format!("`{code}`")),
+                "{name}'s row lacks {code}: {row}"
+            );
         }
     }
 }

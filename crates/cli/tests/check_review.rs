@@ -108,7 +108,12 @@ tc qdisc add dev ifb4eth0 parent 1:10 handle 110: fq_codel target 5ms interval 1
 #[test]
 fn correct_modern_policies_pass_the_gate() {
     let dir = TempDir::new("review-ok");
-    let r = check(&dir, "sqm.sh", SQM_LIKE, &["--link", "eth0=10mbit", "--link", "ifb4eth0=100mbit"]);
+    let r = check(
+        &dir,
+        "sqm.sh",
+        SQM_LIKE,
+        &["--link", "eth0=10mbit", "--link", "ifb4eth0=100mbit"],
+    );
     assert_eq!(r.code, 0, "{}", r.stdout);
     assert_eq!(codes(&r), Vec::<String>::new(), "{}", r.stdout);
     // A 10 Gbit/s root class: its computed quantum is clamped, and nothing shares by it.
@@ -157,8 +162,14 @@ fn a_clamped_quantum_is_reported_where_it_changes_the_sharing() {
     let f = the(&r, "quantum");
     assert_eq!(line_of(&f), "clamped.batch:3");
     let msg = f["message"].as_str().unwrap();
-    assert!(msg.contains("1:10, 1:20") && msg.contains("200000:200000"), "{msg}");
-    assert!(msg.contains("gets 50 %") && msg.contains("ask for 33 %"), "{msg}");
+    assert!(
+        msg.contains("1:10, 1:20") && msg.contains("200000:200000"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("gets 50 %") && msg.contains("ask for 33 %"),
+        "{msg}"
+    );
     let r = check(&dir, "fine.batch", &tree(10), &[]);
     assert!(!codes(&r).contains(&"quantum".to_string()), "{}", r.stdout);
     // The damage: 1:10's rate with r2q 1 and with r2q 10, each class offered 10 Mbit/s of UDP.
@@ -178,8 +189,16 @@ fn a_clamped_quantum_is_reported_where_it_changes_the_sharing() {
     let (a10, b10) = rate_of_1_10(10);
     eprintln!("r2q 1: 1:10 {a1:.0} 1:20 {b1:.0}; r2q 10: 1:10 {a10:.0} 1:20 {b10:.0} bit/s");
     // UDP payload of 1472 in a 1514-byte frame: 10 Mbit/s of frames is 9.72 of payload.
-    assert!(a1 / (a1 + b1) > 0.37, "clamped: 1:10 gets {a1:.0} of {:.0}", a1 + b1);
-    assert!(a10 / (a10 + b10) < 0.36, "r2q 10: 1:10 gets {a10:.0} of {:.0}", a10 + b10);
+    assert!(
+        a1 / (a1 + b1) > 0.37,
+        "clamped: 1:10 gets {a1:.0} of {:.0}",
+        a1 + b1
+    );
+    assert!(
+        a10 / (a10 + b10) < 0.36,
+        "r2q 10: 1:10 gets {a10:.0} of {:.0}",
+        a10 + b10
+    );
 }
 
 /// A refused root qdisc, and every command that needed it, is one finding naming their lines; a
@@ -240,7 +259,10 @@ fn interface_usage_bash_errors_and_txqueues() {
     let f = the(&r, "script-failed");
     assert_eq!(line_of(&f), "syntax.sh:5");
     assert!(
-        f["message"].as_str().unwrap().starts_with("bash: syntax error near unexpected token"),
+        f["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("bash: syntax error near unexpected token"),
         "{f}"
     );
     let libreqos = format!(
@@ -265,7 +287,11 @@ fn interface_usage_bash_errors_and_txqueues() {
     got.sort();
     assert_eq!(
         got,
-        ["aqm-target-short", "classes-by-priority", "classes-by-priority"],
+        [
+            "aqm-target-short",
+            "classes-by-priority",
+            "classes-by-priority"
+        ],
         "{}",
         r.stdout
     );
@@ -316,8 +342,15 @@ fn explain_takes_a_line_per_device() {
     c.env_remove("TCLAB_CONTROL");
     let r = run_with_timeout(c, Duration::from_secs(60), -1);
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(r.stdout.contains("link 5.00 Mbit/s (--link)"), "{}", r.stdout);
-    let mut c = cmd(Path::new(TCLAB), &["explain", "--link", "eth9=5mbit", &path]);
+    assert!(
+        r.stdout.contains("link 5.00 Mbit/s (--link)"),
+        "{}",
+        r.stdout
+    );
+    let mut c = cmd(
+        Path::new(TCLAB),
+        &["explain", "--link", "eth9=5mbit", &path],
+    );
     c.env_remove("TCLAB_CONTROL");
     let r = run_with_timeout(c, Duration::from_secs(60), -1);
     assert_eq!(r.code, 64, "{r:?}");
@@ -360,7 +393,13 @@ fn a_redirect_to_a_down_ifb_is_an_error_and_delivers_nothing() {
     let f = the(&r, "ifb-down");
     assert_eq!(line_of(&f), "down.sh:4");
     assert_eq!(f["at"], "eth0 filter parent ffff: pref 49152");
-    assert!(f["message"].as_str().unwrap().contains("down.sh:2, never set up"), "{f}");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("down.sh:2, never set up"),
+        "{f}"
+    );
     let up = IFB_DOWN.replace(
         "ip link add ifb0 type ifb\n",
         "ip link add ifb0 type ifb\nip link set dev ifb0 up\n",
@@ -368,10 +407,16 @@ fn a_redirect_to_a_down_ifb_is_an_error_and_delivers_nothing() {
     let r = check(&dir, "up.sh", &up, &[]);
     assert_eq!(codes(&r), Vec::<String>::new(), "{}", r.stdout);
     let (_, out) = simulate(&download("c", &lines(IFB_DOWN), 10));
-    assert_eq!(out.flows[0].delivered_bytes, 0, "nothing arrives through a down ifb");
+    assert_eq!(
+        out.flows[0].delivered_bytes, 0,
+        "nothing arrives through a down ifb"
+    );
     let (_, out) = simulate(&download("c", &lines(&up), 10));
     let g = goodput(&out, 0, 4);
-    assert!((g - 2e6 * 1448.0 / 1514.0).abs() < 0.05e6, "up: {g:.0} bit/s");
+    assert!(
+        (g - 2e6 * 1448.0 / 1514.0).abs() < 0.05e6,
+        "up: {g:.0} bit/s"
+    );
 }
 
 /// The shaper on ifb0, the redirect to ifb1: the download runs at the line's rate.
@@ -391,7 +436,10 @@ tc qdisc add dev ifb0 root tbf rate 2mbit burst 10k latency 50ms
     let f = the(&r, "ifb-unfed");
     assert_eq!(line_of(&f), "other.sh:8");
     let msg = f["message"].as_str().unwrap();
-    assert!(msg.contains("redirects to ifb1 instead") && msg.contains("other.sh:7"), "{msg}");
+    assert!(
+        msg.contains("redirects to ifb1 instead") && msg.contains("other.sh:7"),
+        "{msg}"
+    );
     assert_eq!(codes(&r), ["ifb-unfed"], "{}", r.stdout);
     let (_, out) = simulate(&download("c", &lines(script), 10));
     let g = goodput(&out, 0, 4);
@@ -407,7 +455,13 @@ tc qdisc add dev ifb0 root tbf rate 2mbit burst 10k latency 50ms
 ";
     let r = check(&dir, "mirror.sh", mirror, &[]);
     let f = the(&r, "ifb-unfed");
-    assert!(f["message"].as_str().unwrap().contains("only mirrors copies"), "{f}");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("only mirrors copies"),
+        "{f}"
+    );
     let (_, out) = simulate(&download("c", &lines(mirror), 10));
     assert!(goodput(&out, 0, 4) > 9.0e6);
 }
@@ -428,9 +482,18 @@ tc qdisc add dev ifb0 root tbf rate 2mbit burst 10k latency 50ms
     let r = check(&dir, "v4.sh", script, &[]);
     let f = the(&r, "redirect-one-protocol");
     assert_eq!(line_of(&f), "v4.sh:5");
-    assert!(f["message"].as_str().unwrap().contains("IPv6 packets arriving on eth0 skip"), "{f}");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("IPv6 packets arriving on eth0 skip"),
+        "{f}"
+    );
     let all = script.replace("protocol ip u32", "protocol all u32");
-    assert_eq!(codes(&check(&dir, "all.sh", &all, &[])), Vec::<String>::new());
+    assert_eq!(
+        codes(&check(&dir, "all.sh", &all, &[])),
+        Vec::<String>::new()
+    );
     for (policy, v6_redirected) in [(script.to_string(), false), (all, true)] {
         let (mut sc, _) = simulate(&download("c", &lines(&policy), 1));
         let c = sc.net.node_by_name("c").unwrap();
@@ -458,7 +521,11 @@ tc qdisc add dev ifb0 root tbf rate 2mbit burst 10k latency 50ms
                 pkt.protocol,
                 redirected.len()
             );
-            assert_eq!(back.is_none(), want, "what is not redirected goes on, unshaped");
+            assert_eq!(
+                back.is_none(),
+                want,
+                "what is not redirected goes on, unshaped"
+            );
         }
     }
 }
@@ -476,20 +543,27 @@ fn bucket_sizes_that_stop_traffic_or_never_act() {
     assert_eq!(line_of(&f), "small.batch:1");
     assert_eq!(r.code, 2);
     let (_, out) = simulate(&download("s", &tbf("burst 1000 latency 50ms"), 10));
-    assert_eq!(out.flows[0].delivered_bytes, 0, "no full-size segment passes");
+    assert_eq!(
+        out.flows[0].delivered_bytes, 0,
+        "no full-size segment passes"
+    );
     let (_, out) = simulate(&download("s", &tbf("burst 3000 latency 50ms"), 10));
     assert!(goodput(&out, 0, 4) > 1.8e6);
     // TBF limit of one frame, against tc's latency 50 ms.
     let q = |opts: &str| format!("qdisc add dev eth0 root tbf rate 8mbit burst 10k {opts}\n");
     let r = check(&dir, "short.batch", &q("limit 1600"), &[]);
     assert_eq!(line_of(&the(&r, "tbf-limit-short")), "short.batch:1");
-    assert!(!codes(&check(&dir, "ok.batch", &q("latency 50ms"), &[])).contains(&"tbf-limit-short".to_string()));
+    assert!(!codes(&check(&dir, "ok.batch", &q("latency 50ms"), &[]))
+        .contains(&"tbf-limit-short".to_string()));
     let (_, out) = simulate(&download("s", &q("limit 1600"), 20));
     let short = goodput(&out, 0, 5);
     let (_, out) = simulate(&download("s", &q("latency 50ms"), 20));
     let full = goodput(&out, 0, 5);
     eprintln!("TBF 8 Mbit/s: limit 1600 {short:.0}, latency 50ms {full:.0} bit/s");
-    assert!(full > 7.3e6 && short < 0.8 * full, "limit 1600 {short:.0}, latency 50ms {full:.0}");
+    assert!(
+        full > 7.3e6 && short < 0.8 * full,
+        "limit 1600 {short:.0}, latency 50ms {full:.0}"
+    );
     // Ingress policers on the receiver.
     let police = |burst: &str| {
         format!(
@@ -502,12 +576,18 @@ fn bucket_sizes_that_stop_traffic_or_never_act() {
     assert_eq!(line_of(&f), "p-small.batch:2");
     assert_eq!(f["at"], "eth0 filter parent ffff: pref 49152");
     let (_, out) = simulate(&download("c", &police("1000"), 10));
-    assert_eq!(out.flows[0].delivered_bytes, 0, "a full-size segment never conforms");
+    assert_eq!(
+        out.flows[0].delivered_bytes, 0,
+        "a full-size segment never conforms"
+    );
     let r = check(&dir, "p-huge.batch", &police("100mb"), &[]);
     assert_eq!(line_of(&the(&r, "bucket-too-large")), "p-huge.batch:2");
     let (_, out) = simulate(&download("c", &police("100mb"), 10));
     let g = out.flows[0].goodput_bps;
-    assert!(g > 8e6, "a 100 MB bucket at 1 Mbit/s lets a 10 s download run at {g:.0} bit/s");
+    assert!(
+        g > 8e6,
+        "a 100 MB bucket at 1 Mbit/s lets a 10 s download run at {g:.0} bit/s"
+    );
     let (_, out) = simulate(&download("c", &police("20k"), 10));
     assert!(out.flows[0].goodput_bps < 1.1e6);
 }
@@ -522,8 +602,17 @@ fn hz_judges_default_bursts_too() {
     let r = check(&dir, "b.batch", p, &["--hz", "250"]);
     let f = the(&r, "burst-below-tick");
     assert_eq!(line_of(&f), "b.batch:2");
-    assert!(f["message"].as_str().unwrap().contains("(tc's default)"), "{f}");
-    assert!(f["message"].as_str().unwrap().contains("250 Hz timer (50000 bytes)"), "{f}");
+    assert!(
+        f["message"].as_str().unwrap().contains("(tc's default)"),
+        "{f}"
+    );
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("250 Hz timer (50000 bytes)"),
+        "{f}"
+    );
 }
 
 /// `--kernel`: CAKE is refused by 4.4, fq_codel's memory_limit silently dropped by it; CBQ is gone
@@ -539,12 +628,21 @@ fn kernel_compatibility() {
         .collect();
     assert_eq!(lacks.len(), 2, "{}", r.stdout);
     assert_eq!(line_of(&lacks[0]), "new.batch:1");
-    assert!(lacks[1]["message"].as_str().unwrap().contains("`memory_limit` came with Linux 4.7"));
+    assert!(lacks[1]["message"]
+        .as_str()
+        .unwrap()
+        .contains("`memory_limit` came with Linux 4.7"));
     assert_eq!(check(&dir, "new2.batch", p, &["--kernel", "5.10"]).code, 0);
     let cbq = "qdisc add dev eth0 root handle 1: cbq avpkt 1000 bandwidth 10mbit\n";
     assert_eq!(codes(&check(&dir, "cbq.batch", cbq, &[])), ["kind-removed"]);
-    assert_eq!(codes(&check(&dir, "cbq2.batch", cbq, &["--kernel", "6.6"])), ["kernel-lacks"]);
-    assert_eq!(codes(&check(&dir, "cbq3.batch", cbq, &["--kernel", "5.10"])), Vec::<String>::new());
+    assert_eq!(
+        codes(&check(&dir, "cbq2.batch", cbq, &["--kernel", "6.6"])),
+        ["kernel-lacks"]
+    );
+    assert_eq!(
+        codes(&check(&dir, "cbq3.batch", cbq, &["--kernel", "5.10"])),
+        Vec::<String>::new()
+    );
 }
 
 /// Bytes class `classid` of device `dev` on node `node` sent in the run.
@@ -602,7 +700,10 @@ fn filters_that_send_traffic_elsewhere() {
     let f = the(&r, "filter-class-missing");
     assert_eq!(line_of(&f), "typo.batch:7");
     let msg = f["message"].as_str().unwrap();
-    assert!(msg.contains("class 1:11") && msg.contains("to the default class 1:20"), "{msg}");
+    assert!(
+        msg.contains("class 1:11") && msg.contains("to the default class 1:20"),
+        "{msg}"
+    );
     let (sc, _) = simulate(&sc_text);
     assert_eq!(class_bytes(&sc, "s", "eth0", "1:10"), 0);
     assert!(class_bytes(&sc, "s", "eth0", "1:20") > 1_000_000);
@@ -618,13 +719,28 @@ fn filters_that_send_traffic_elsewhere() {
     let r = check(&dir, "tos.batch", &batch_of(&tos("0xff")), &[]);
     let f = the(&r, "tos-ecn");
     assert_eq!(line_of(&f), "tos.batch:7");
-    assert!(f["message"].as_str().unwrap().contains("ECT(0) there (0x12)"), "{f}");
-    assert!(!codes(&check(&dir, "dscp.batch", &batch_of(&tos("0xfc")), &[])).contains(&"tos-ecn".to_string()));
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("ECT(0) there (0x12)"),
+        "{f}"
+    );
+    assert!(
+        !codes(&check(&dir, "dscp.batch", &batch_of(&tos("0xfc")), &[]))
+            .contains(&"tos-ecn".to_string())
+    );
     let (sc, _) = simulate(&tos("0xff"));
-    let (in_10, in_20) = (class_bytes(&sc, "s", "eth0", "1:10"), class_bytes(&sc, "s", "eth0", "1:20"));
+    let (in_10, in_20) = (
+        class_bytes(&sc, "s", "eth0", "1:10"),
+        class_bytes(&sc, "s", "eth0", "1:20"),
+    );
     eprintln!("tos 0x10/0xff with ECN: 1:10 {in_10} bytes, 1:20 {in_20}");
     // Only the handshake (no ECT on a SYN) and pure ACKs: the data all went to the bulk class.
-    assert!(in_10 < 2_000 && in_20 > 1_000_000, "1:10 {in_10}, 1:20 {in_20}");
+    assert!(
+        in_10 < 2_000 && in_20 > 1_000_000,
+        "1:10 {in_10}, 1:20 {in_20}"
+    );
     let (sc, _) = simulate(&tos("0xfc"));
     assert!(class_bytes(&sc, "s", "eth0", "1:10") > 1_000_000);
     // `match ip6 dport 22` under `protocol ip`: offset 42, inside TCP's header.
@@ -638,7 +754,10 @@ fn filters_that_send_traffic_elsewhere() {
     let f = the(&r, "filter-family");
     assert_eq!(line_of(&f), "fam.batch:7");
     let (sc, _) = simulate(&fam);
-    assert!(class_bytes(&sc, "s", "eth0", "1:10") < 10_000, "SSH is not in 1:10");
+    assert!(
+        class_bytes(&sc, "s", "eth0", "1:10") < 10_000,
+        "SSH is not in 1:10"
+    );
     // `match u16 22 0xffff at 20` (the source port) where `ip dport 22` is written elsewhere.
     let raw = classified(
         "filter add dev eth0 parent 1: protocol ip prio 1 u32 match u16 22 0xffff at 20 flowid 1:10\n\
@@ -651,7 +770,11 @@ fn filters_that_send_traffic_elsewhere() {
     let f = the(&r, "u32-offset");
     assert_eq!(line_of(&f), "raw.batch:7");
     let (sc, _) = simulate(&raw);
-    assert_eq!(class_bytes(&sc, "s", "eth0", "1:10"), 0, "the upload to port 22 misses `at 20`");
+    assert_eq!(
+        class_bytes(&sc, "s", "eth0", "1:10"),
+        0,
+        "the upload to port 22 misses `at 20`"
+    );
 }
 
 /// `protocol ipv6` with an IPv4 field (sqm's simple.qos writes `protocol ipv6 … match ip protocol 1`)
@@ -672,7 +795,9 @@ fn ipv4_fields_under_ipv6_and_ipv4_only_classes() {
     };
     let wrong = policy("filter add dev eth0 parent 1: protocol ipv6 prio 1 u32 match ip protocol 58 0xff flowid 1:10");
     let right = policy("filter add dev eth0 parent 1: protocol ipv6 prio 1 u32 match ip6 protocol 58 0xff flowid 1:10");
-    let v4only = policy("filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 1 0xff flowid 1:10");
+    let v4only = policy(
+        "filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 1 0xff flowid 1:10",
+    );
     let r = check(&dir, "v6.batch", &wrong, &[]);
     assert_eq!(line_of(&the(&r, "filter-family")), "v6.batch:4");
     assert!(!codes(&check(&dir, "v6ok.batch", &right, &[])).contains(&"filter-family".to_string()));
@@ -716,7 +841,12 @@ fn ipv4_fields_under_ipv6_and_ipv4_only_classes() {
 }
 
 /// A scenario that runs `script` (written beside it in `dir`) as node `node`'s policy.
-fn with_script(dir: &TempDir, lab: &str, node: &str, script: &str) -> (tclab_sim::scenario::Scenario, Outcome) {
+fn with_script(
+    dir: &TempDir,
+    lab: &str,
+    node: &str,
+    script: &str,
+) -> (tclab_sim::scenario::Scenario, Outcome) {
     std::fs::write(dir.path.join("policy.sh"), script).unwrap();
     let text = format!("{lab}[[policy]]\nnode = \"{node}\"\nscript = \"policy.sh\"\n");
     let mut sc = match load("lab.toml", &text, &dir.path) {
@@ -746,9 +876,18 @@ fn marks_no_reachable_rule_sets() {
     let r = check(&dir, "marks.sh", MARKS, &[]);
     let f = the(&r, "mark-unset");
     assert_eq!(line_of(&f), "marks.sh:7");
-    assert!(f["message"].as_str().unwrap().contains("chain qos, which no rule for packets leaving eth0 jumps to"), "{f}");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("chain qos, which no rule for packets leaving eth0 jumps to"),
+        "{f}"
+    );
     let other = format!("{MARKS}iptables -t mangle -A POSTROUTING -o eth1 -j qos\n");
-    assert_eq!(line_of(&the(&check(&dir, "other.sh", &other, &[]), "mark-unset")), "other.sh:7");
+    assert_eq!(
+        line_of(&the(&check(&dir, "other.sh", &other, &[]), "mark-unset")),
+        "other.sh:7"
+    );
     let fixed = format!("{MARKS}iptables -t mangle -A POSTROUTING -o eth0 -j qos\n");
     assert!(!codes(&check(&dir, "fixed.sh", &fixed, &[])).contains(&"mark-unset".to_string()));
     let lab = "duration = \"6s\"\n[[node]]\nname = \"s\"\n[[node]]\nname = \"c\"\n\
@@ -781,8 +920,13 @@ fn interactive_traffic_behind_the_bulk() {
     let r = check(&dir, "voip.batch", &policy(3), &[]);
     let f = the(&r, "prio-inverted");
     assert_eq!(line_of(&f), "voip.batch:3");
-    assert!(f["message"].as_str().unwrap().contains("takes SIP traffic"), "{f}");
-    assert!(!codes(&check(&dir, "ok.batch", &policy(0), &[])).contains(&"prio-inverted".to_string()));
+    assert!(
+        f["message"].as_str().unwrap().contains("takes SIP traffic"),
+        "{f}"
+    );
+    assert!(
+        !codes(&check(&dir, "ok.batch", &policy(0), &[])).contains(&"prio-inverted".to_string())
+    );
     let lab = |prio: u32| {
         format!(
             "duration = \"10s\"\n[[node]]\nname = \"s\"\n[[node]]\nname = \"c\"\n\
@@ -797,8 +941,13 @@ fn interactive_traffic_behind_the_bulk() {
     let (inverted, lost_inv) = (out.flows[1].goodput_bps, out.flows[1].lost_packets);
     let (_, out) = simulate(&lab(0));
     let (right, lost_ok) = (out.flows[1].goodput_bps, out.flows[1].lost_packets);
-    eprintln!("VoIP prio 3: {inverted:.0} bit/s, {lost_inv} lost; prio 0: {right:.0}, {lost_ok} lost");
-    assert!(right > 0.95 * 300e3 && inverted < 0.6 * right, "prio 3 {inverted:.0}, prio 0 {right:.0}");
+    eprintln!(
+        "VoIP prio 3: {inverted:.0} bit/s, {lost_inv} lost; prio 0: {right:.0}, {lost_ok} lost"
+    );
+    assert!(
+        right > 0.95 * 300e3 && inverted < 0.6 * right,
+        "prio 3 {inverted:.0}, prio 0 {right:.0}"
+    );
 }
 
 /// `linklayer atm overhead 0` on a PPPoE/LLC line (40 bytes a packet): the shaper undercounts small
@@ -817,8 +966,11 @@ fn atm_without_overhead_fills_the_modem() {
     let r = check(&dir, "atm.batch", &policy(0), &[]);
     let f = the(&r, "atm-overhead");
     assert_eq!(line_of(&f), "atm.batch:2");
-    assert!(!codes(&check(&dir, "atm40.batch", &policy(40), &[])).contains(&"atm-overhead".to_string()));
-    assert!(codes(&check(&dir, "atm200.batch", &policy(200), &[])).contains(&"atm-overhead".to_string()));
+    assert!(
+        !codes(&check(&dir, "atm40.batch", &policy(40), &[])).contains(&"atm-overhead".to_string())
+    );
+    assert!(codes(&check(&dir, "atm200.batch", &policy(200), &[]))
+        .contains(&"atm-overhead".to_string()));
     let lab = |overhead: u32| {
         format!(
             "duration = \"20s\"\n[[node]]\nname = \"s\"\n[[node]]\nname = \"m\"\nkind = \"router\"\n[[node]]\nname = \"isp\"\n\
@@ -836,7 +988,10 @@ fn atm_without_overhead_fills_the_modem() {
     let (_, out) = simulate(&lab(40));
     let forty = out.pings[0].rtt.p50_ms;
     eprintln!("ping p50 through the modem: overhead 0 {zero:.1} ms, overhead 40 {forty:.1} ms");
-    assert!(zero > 3.0 * forty, "overhead 0: {zero:.1} ms, 40: {forty:.1} ms");
+    assert!(
+        zero > 3.0 * forty,
+        "overhead 0: {zero:.1} ms, 40: {forty:.1} ms"
+    );
 }
 
 /// fq_codel's default 5 ms target under a 256 kbit/s class (95 ms a frame): a note. Simulated through a
@@ -854,9 +1009,24 @@ fn an_aqm_target_below_a_frame_drops_more() {
     let dir = TempDir::new("review-aqm");
     let r = check(&dir, "aqm.batch", &policy(""), &[]);
     let f = the(&r, "aqm-target-short");
-    assert_eq!((line_of(&f).as_str(), f["severity"].as_str()), ("aqm.batch:3", Some("note")));
-    assert!(f["message"].as_str().unwrap().contains("at 256Kbit (47.3 ms)"), "{f}");
-    assert!(!codes(&check(&dir, "ok.batch", &policy("target 71ms interval 1420ms"), &[])).contains(&"aqm-target-short".to_string()));
+    assert_eq!(
+        (line_of(&f).as_str(), f["severity"].as_str()),
+        ("aqm.batch:3", Some("note"))
+    );
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("at 256Kbit (47.3 ms)"),
+        "{f}"
+    );
+    assert!(!codes(&check(
+        &dir,
+        "ok.batch",
+        &policy("target 71ms interval 1420ms"),
+        &[]
+    ))
+    .contains(&"aqm-target-short".to_string()));
     let lab = |fq: &str| {
         format!(
             "duration = \"30s\"\n[[node]]\nname = \"s\"\n[[node]]\nname = \"r\"\nkind = \"router\"\n[[node]]\nname = \"c\"\n\
@@ -872,8 +1042,14 @@ fn an_aqm_target_below_a_frame_drops_more() {
     let (_, out) = simulate(&lab("target 71ms interval 1420ms"));
     let (g71, rx71) = (out.flows[0].goodput_bps, out.flows[0].retransmits);
     eprintln!("256 kbit/s: target 5ms {g5:.0} bit/s {rx5} retransmitted; 71ms {g71:.0}, {rx71}");
-    assert!((g5 - g71).abs() / g71 < 0.05, "the rate is filled either way");
-    assert!(rx5 > 2 * rx71, "target 5ms: {rx5} retransmissions, 71ms: {rx71}");
+    assert!(
+        (g5 - g71).abs() / g71 < 0.05,
+        "the rate is filled either way"
+    );
+    assert!(
+        rx5 > 2 * rx71,
+        "target 5ms: {rx5} retransmissions, 71ms: {rx71}"
+    );
 }
 
 /// A `flow` filter with a divisor maps packets onto `divisor` classes from its baseclass: they are

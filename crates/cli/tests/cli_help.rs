@@ -72,7 +72,10 @@ fn every_subcommand_has_a_help_that_exits_0() {
             "tclab --help lists {want}: {names:?}"
         );
     }
-    for name in names.iter().filter(|n| !matches!(n.as_str(), "tc" | "link" | "iptables" | "help")) {
+    for name in names
+        .iter()
+        .filter(|n| !matches!(n.as_str(), "tc" | "link" | "iptables" | "help"))
+    {
         let (code, out, err) = text(&tclab(&dir, &[name, "--help"]));
         assert_eq!(code, 0, "tclab {name} --help: {err}");
         assert!(
@@ -95,13 +98,19 @@ fn every_subcommand_has_a_help_that_exits_0() {
     }
     // The long explanations survive the move to clap.
     let (_, sim, _) = text(&tclab(&dir, &["sim", "--help"]));
-    assert!(sim.contains("summary.json") && sim.contains("--trace"), "{sim}");
+    assert!(
+        sim.contains("summary.json") && sim.contains("--trace"),
+        "{sim}"
+    );
     let (_, check, _) = text(&tclab(&dir, &["check", "--help"]));
     assert!(check.contains("docs/checks/"), "{check}");
     let (_, script, _) = text(&tclab(&dir, &["script", "run", "--help"]));
     assert!(script.contains("/sbin/tc"), "{script}");
     let (code, out, _) = text(&tclab(&dir, &["--version"]));
-    assert_eq!((code, out.trim()), (0, concat!("tclab ", env!("CARGO_PKG_VERSION"))));
+    assert_eq!(
+        (code, out.trim()),
+        (0, concat!("tclab ", env!("CARGO_PKG_VERSION")))
+    );
 }
 
 #[test]
@@ -117,18 +126,30 @@ fn usage_errors_exit_64_everywhere_and_name_the_problem() {
         (&["sim", "seed004-idle", "--seed", "minus-one"], "minus-one"),
         (&["sim", "--show", "nope"], "no built-in scenario \"nope\""),
         (&["check", "--frobnicate"], "--frobnicate"),
-        (&["check", "/nonexistent/policy.sh"], "/nonexistent/policy.sh"),
+        (
+            &["check", "/nonexistent/policy.sh"],
+            "/nonexistent/policy.sh",
+        ),
         (&["explain", "--frobnicate"], "--frobnicate"),
-        (&["explain", "/nonexistent/policy.sh"], "/nonexistent/policy.sh"),
+        (
+            &["explain", "/nonexistent/policy.sh"],
+            "/nonexistent/policy.sh",
+        ),
         (&["explain", "--link", "fast"], "\"fast\" is not a rate"),
         (&["trace"], "Usage"),
         (&["trace", "frob"], "frob"),
-        (&["trace", "stats", "/nonexistent.trace"], "/nonexistent.trace"),
+        (
+            &["trace", "stats", "/nonexistent.trace"],
+            "/nonexistent.trace",
+        ),
         (&["trace", "stats", "empty.trace"], "not a tclab trace"),
         (&["trace", "show", "x", "--event", "boom"], "boom"),
         (&["trace", "plot", "x"], "--class"),
         (&["script", "run"], "FILE"),
-        (&["script", "run", "/nonexistent.sh"], "/nonexistent.sh: no such script"),
+        (
+            &["script", "run", "/nonexistent.sh"],
+            "/nonexistent.sh: no such script",
+        ),
         (&["script", "walk"], "walk"),
         (&["demo", "--frobnicate"], "--frobnicate"),
         (&["serve", "--idle", "0"], "0"),
@@ -151,12 +172,18 @@ fn tc_link_and_iptables_keep_their_own_grammar() {
     // link: ip's grammar, its own help, and an unknown verb named as ip names it.
     let (code, out, _) = text(&tclab(&dir, &["link", "help"]));
     assert_eq!(code, 0);
-    assert!(out.contains("Usage: tclab link { add | set | del }"), "{out}");
+    assert!(
+        out.contains("Usage: tclab link { add | set | del }"),
+        "{out}"
+    );
     let (code, out, _) = text(&tclab(&dir, &["link", "--help"]));
     assert_eq!(code, 0, "{out}");
     let (code, _, err) = text(&tclab(&dir, &["link", "frob", "dev", "eth0"]));
     assert_eq!(code, 1);
-    assert!(err.contains("Command \"frob\" is unknown, try \"tclab link help\""), "{err}");
+    assert!(
+        err.contains("Command \"frob\" is unknown, try \"tclab link help\""),
+        "{err}"
+    );
     // Options that look like tclab's pass through untouched.
     let (code, _, err) = text(&tclab(&dir, &["tc", "-s", "qdisc", "show"]));
     assert_eq!(code, 0, "{err}");
@@ -168,10 +195,15 @@ fn completions_name_every_subcommand() {
     for shell in ["bash", "zsh", "fish"] {
         let (code, out, err) = text(&tclab(&dir, &["completions", shell]));
         assert_eq!(code, 0, "{shell}: {err}");
-        for sub in ["sim", "check", "explain", "trace", "script", "serve", "demo", "tc"] {
+        for sub in [
+            "sim", "check", "explain", "trace", "script", "serve", "demo", "tc",
+        ] {
             assert!(out.contains(sub), "{shell} completions name {sub}");
         }
-        assert!(out.contains("no-plots"), "{shell} completions carry options");
+        assert!(
+            out.contains("no-plots"),
+            "{shell} completions carry options"
+        );
     }
     // The bash script is valid bash.
     let (_, script, _) = text(&tclab(&dir, &["completions", "bash"]));

@@ -19,7 +19,13 @@ const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 /// The repository's files, relative to its root: git's list when this is a git checkout.
 fn repository_files(root: &Path) -> Option<Vec<String>> {
     let out = Command::new("git")
-        .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        .args([
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ])
         .current_dir(root)
         .output()
         .ok()?;
@@ -43,7 +49,10 @@ fn ci_passes_on_a_clone_without_shared_and_skips_tdc_with_one_line() {
     }
     let root = Path::new(ROOT).canonicalize().expect("workspace root");
     let Some(files) = repository_files(&root) else {
-        eprintln!("fresh_clone: SKIPPED: {} is not a git checkout", root.display());
+        eprintln!(
+            "fresh_clone: SKIPPED: {} is not a git checkout",
+            root.display()
+        );
         return;
     };
     let scratch = TempDir::new("fresh-clone");
@@ -51,8 +60,7 @@ fn ci_passes_on_a_clone_without_shared_and_skips_tdc_with_one_line() {
     for f in &files {
         let to = copy.join(f);
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(root.join(f), &to)
-            .unwrap_or_else(|e| panic!("copying {f}: {e}"));
+        std::fs::copy(root.join(f), &to).unwrap_or_else(|e| panic!("copying {f}: {e}"));
     }
     assert!(
         !scratch.path.join("shared").exists(),
@@ -100,7 +108,11 @@ fn ci_passes_on_a_clone_without_shared_and_skips_tdc_with_one_line() {
         .unwrap_or_else(|| panic!("no cargo test result line:\n{text}"));
     assert!(result.starts_with("test result: ok."), "{result}");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let last = stdout.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let last = stdout
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
     assert!(
         last.starts_with("summary: ") && last.contains(" passed, 0 failed"),
         ".ci/run must end with its summary line, not {last:?}"

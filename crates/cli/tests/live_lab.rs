@@ -36,7 +36,10 @@ fn cannot_run() -> Option<String> {
         }
     }
     let probe = format!("tclab-probe-{}", std::process::id());
-    let ok = Command::new("ip").args(["netns", "add", &probe]).status().is_ok_and(|s| s.success());
+    let ok = Command::new("ip")
+        .args(["netns", "add", &probe])
+        .status()
+        .is_ok_and(|s| s.success());
     let _ = Command::new("ip").args(["netns", "del", &probe]).status();
     (!ok).then(|| "network namespaces cannot be created here".into())
 }
@@ -138,7 +141,21 @@ fn goodput_after(lab: &Lab, secs: u32, streams: u32, skip: usize) -> f64 {
     let p = streams.to_string();
     let client = lab.spawn(
         "node-2",
-        &["iperf3", "-c", "10.0.1.1", "-p", "5201", "-t", &t, "-P", &p, "-C", "cubic", "-J", "--get-server-output"],
+        &[
+            "iperf3",
+            "-c",
+            "10.0.1.1",
+            "-p",
+            "5201",
+            "-t",
+            &t,
+            "-P",
+            &p,
+            "-C",
+            "cubic",
+            "-J",
+            "--get-server-output",
+        ],
     );
     let (ok, out, err) = finish(client, Duration::from_secs(secs as u64 + 20));
     let _ = finish(server, Duration::from_secs(5));
@@ -181,10 +198,18 @@ fn htb_10mbit_with_sfq_shapes_real_tcp_as_the_kernels_htb_does() {
     let out = dir.path.join("out");
     let lab = Lab::up(
         "l",
-        &["--policy", with_sfq.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        &[
+            "--policy",
+            with_sfq.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
     );
     let status = String::from_utf8_lossy(&lab.tclab(&["status"]).stdout).into_owned();
-    assert!(status.contains("node-1   10.0.1.1") && status.contains("tclab live"), "{status}");
+    assert!(
+        status.contains("node-1   10.0.1.1") && status.contains("tclab live"),
+        "{status}"
+    );
     let live = goodput(&lab, 5, 1);
     let summary = lab.down();
     drop(lab);
@@ -202,7 +227,10 @@ fn htb_10mbit_with_sfq_shapes_real_tcp_as_the_kernels_htb_does() {
         payload / 1e6
     );
     println!("{summary}");
-    assert!(summary.contains("qdisc htb 1: root") && summary.contains("qdisc sfq 20: parent 1:20"), "{summary}");
+    assert!(
+        summary.contains("qdisc htb 1: root") && summary.contains("qdisc sfq 20: parent 1:20"),
+        "{summary}"
+    );
     // The live sampler's series (--out): while iperf3 ran, class 1:20 sent 10 Mbit/s of frames.
     let csv = std::fs::read_to_string(out.join("classes.csv")).unwrap();
     let mut rates: Vec<f64> = csv
@@ -212,7 +240,10 @@ fn htb_10mbit_with_sfq_shapes_real_tcp_as_the_kernels_htb_does() {
         .collect();
     rates.sort_by(f64::total_cmp);
     let median = rates[rates.len() / 2];
-    assert!((median / 10e6 - 1.0).abs() < 0.01, "1:20's median sampled rate {median}: {csv}");
+    assert!(
+        (median / 10e6 - 1.0).abs() < 0.01,
+        "1:20's median sampled rate {median}: {csv}"
+    );
     for f in ["interfaces.csv", "tc.txt", "index.html"] {
         assert!(out.join(f).exists(), "{f} written");
     }
@@ -233,7 +264,10 @@ fn without_a_policy_the_bridge_passes_ping_and_the_lab_tools_behave() {
         return skip(&why);
     }
     let lab = Lab::up("p", &[]);
-    let ping = lab.spawn("node-1", &["ping", "-c", "5", "-i", "0.05", "-W", "2", "10.0.1.2"]);
+    let ping = lab.spawn(
+        "node-1",
+        &["ping", "-c", "5", "-i", "0.05", "-W", "2", "10.0.1.2"],
+    );
     let (ok, out, err) = finish(ping, Duration::from_secs(15));
     assert!(ok, "ping through the bridge: {out}{err}");
     assert!(out.contains("5 received"), "{out}");
@@ -241,7 +275,12 @@ fn without_a_policy_the_bridge_passes_ping_and_the_lab_tools_behave() {
     let o = lab.tclab(&["exec", "node-2", "--", "sh", "-c", "exit 3"]);
     assert_eq!(o.status.code(), Some(3));
     let o = lab.tclab(&["exec", "node-9", "--", "true"]);
-    assert_eq!(o.status.code(), Some(64), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(64),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     // A second lab of the same prefix is refused, and the first one stays.
     let o = lab.tclab(&["up"]);
     assert_ne!(o.status.code(), Some(0));
@@ -277,10 +316,15 @@ fn ping_under_uploads(lab: &Lab) -> Vec<f64> {
     std::thread::sleep(Duration::from_millis(300));
     let client = lab.spawn(
         "node-2",
-        &["iperf3", "-c", "10.0.1.1", "-p", "5201", "-t", "6", "-P", "8", "-C", "cubic"],
+        &[
+            "iperf3", "-c", "10.0.1.1", "-p", "5201", "-t", "6", "-P", "8", "-C", "cubic",
+        ],
     );
     std::thread::sleep(Duration::from_millis(1500));
-    let ping = lab.spawn("node-2", &["ping", "-c", "30", "-i", "0.1", "-W", "5", "10.0.1.1"]);
+    let ping = lab.spawn(
+        "node-2",
+        &["ping", "-c", "30", "-i", "0.1", "-W", "5", "10.0.1.1"],
+    );
     let (_, out, err) = finish(ping, Duration::from_secs(20));
     let (ok, _, cerr) = finish(client, Duration::from_secs(25));
     let _ = finish(server, Duration::from_secs(5));
@@ -326,7 +370,10 @@ tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 1 0xff
     println!("ping p95 under 8 uploads: tclab live, ICMP in a priority class {l95:.1} ms; kernel HTB with its FIFO leaf {k95:.1} ms");
     assert!(summary.contains("class htb 1:10"), "{summary}");
     assert!(l95 < 20.0, "tclab live: p95 {l95} ms, RTTs {live:?}");
-    assert!(k95 > 100.0, "the kernel's FIFO leaf: p95 {k95} ms, RTTs {kernel:?}");
+    assert!(
+        k95 > 100.0,
+        "the kernel's FIFO leaf: p95 {k95} ms, RTTs {kernel:?}"
+    );
 }
 
 #[test]
@@ -343,25 +390,42 @@ fn tc_reaches_the_running_bridge_and_a_class_change_moves_the_rate_at_once() {
     std::thread::sleep(Duration::from_millis(300));
     let client = lab.spawn(
         "node-2",
-        &["iperf3", "-c", "10.0.1.1", "-p", "5201", "-t", "7", "-C", "cubic", "-J", "--get-server-output"],
+        &[
+            "iperf3",
+            "-c",
+            "10.0.1.1",
+            "-p",
+            "5201",
+            "-t",
+            "7",
+            "-C",
+            "cubic",
+            "-J",
+            "--get-server-output",
+        ],
     );
     std::thread::sleep(Duration::from_millis(3000));
     // At about 3 s: both classes down to 4 Mbit/s, through `tclab tc` in the router's namespace.
     for class in ["1:1", "1:20"] {
         let parent = if class == "1:1" { "1:" } else { "1:1" };
         let o = lab.tclab(&[
-            "exec", "router", "--", TCLAB, "tc", "class", "change", "dev", "eth0", "parent", parent,
-            "classid", class, "htb", "rate", "4mbit", "ceil", "4mbit",
+            "exec", "router", "--", TCLAB, "tc", "class", "change", "dev", "eth0", "parent",
+            parent, "classid", class, "htb", "rate", "4mbit", "ceil", "4mbit",
         ]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
-    let shown = lab.tclab(&["exec", "router", "--", TCLAB, "tc", "-s", "class", "show", "dev", "eth0"]);
+    let shown = lab.tclab(&[
+        "exec", "router", "--", TCLAB, "tc", "-s", "class", "show", "dev", "eth0",
+    ]);
     let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
     let (ok, out, err) = finish(client, Duration::from_secs(30));
     let _ = finish(server, Duration::from_secs(5));
     assert!(ok, "{err}");
     // The live counters: the leaf has sent megabytes, at its new rate.
-    assert!(shown.contains("class htb 1:20 parent 1:1 prio 0 rate 4Mbit ceil 4Mbit"), "{shown}");
+    assert!(
+        shown.contains("class htb 1:20 parent 1:1 prio 0 rate 4Mbit ceil 4Mbit"),
+        "{shown}"
+    );
     let sent: u64 = shown
         .lines()
         .skip_while(|l| !l.starts_with("class htb 1:20"))
@@ -381,7 +445,10 @@ fn tc_reaches_the_running_bridge_and_a_class_change_moves_the_rate_at_once() {
     // Within one second of the change (made at ~3.0-3.1 s) the rate is the new one.
     let after = per_second[4..7].iter().sum::<f64>() / 3.0;
     assert!((before / 9.564 - 1.0).abs() < 0.05, "before: {before}");
-    assert!((after / (4.0 * 1448.0 / 1514.0) - 1.0).abs() < 0.05, "after: {after}");
+    assert!(
+        (after / (4.0 * 1448.0 / 1514.0) - 1.0).abs() < 0.05,
+        "after: {after}"
+    );
 }
 
 /// Write `text` as a policy script in `dir`.
@@ -412,8 +479,8 @@ fn seed_004s_ingress_policer_holds_a_download_to_its_rate() {
     // at memory speed and a 10 KB bucket drops the tail of each (then a 200 ms retransmission timeout),
     // which is not the seed's experiment.
     let o = lab.tclab(&[
-        "exec", "node-2", "--", "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "1mbit",
-        "burst", "1600", "limit", "75700",
+        "exec", "node-2", "--", "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate",
+        "1mbit", "burst", "1600", "limit", "75700",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // From second 3 on: until then TCP recovers from slow start's losses, and the receiver hands the
@@ -422,9 +489,19 @@ fn seed_004s_ingress_policer_holds_a_download_to_its_rate() {
     let summary = lab.down();
     // The payload the policed frames carry (the simulator's seed004-download-conditioned: 764.5 kbit/s).
     let payload = 800e3 * 1448.0 / 1514.0;
-    println!("download through seed 004's 800 kbit/s policer: {:.1} kbit/s (payload rate {:.1})", got / 1e3, payload / 1e3);
-    assert!(summary.contains("dropped: ") && summary.contains("police"), "{summary}");
-    assert!((got / payload - 1.0).abs() < 0.05, "{got} against {payload}\n{summary}");
+    println!(
+        "download through seed 004's 800 kbit/s policer: {:.1} kbit/s (payload rate {:.1})",
+        got / 1e3,
+        payload / 1e3
+    );
+    assert!(
+        summary.contains("dropped: ") && summary.contains("police"),
+        "{summary}"
+    );
+    assert!(
+        (got / payload - 1.0).abs() < 0.05,
+        "{got} against {payload}\n{summary}"
+    );
 }
 
 #[test]
@@ -441,7 +518,10 @@ fn fq_codel_and_cake_keep_ping_low_under_load_on_a_kernel_that_has_neither() {
              tc class add dev eth0 parent 1: classid 1:1 htb rate 10mbit ceil 10mbit\n\
              tc qdisc add dev eth0 parent 1:1 handle 10: fq_codel\n",
         ),
-        ("cake", "tc qdisc add dev eth0 root cake bandwidth 10mbit besteffort\n"),
+        (
+            "cake",
+            "tc qdisc add dev eth0 root cake bandwidth 10mbit besteffort\n",
+        ),
     ] {
         let p = policy(&dir, &format!("{name}.sh"), text);
         let lab = Lab::up(&name[..1], &["--policy", &p]);
@@ -451,7 +531,10 @@ fn fq_codel_and_cake_keep_ping_low_under_load_on_a_kernel_that_has_neither() {
         let mut s = r.clone();
         s.sort_by(f64::total_cmp);
         let p99 = s[((s.len() as f64 * 0.99).ceil() as usize).min(s.len()) - 1];
-        println!("{name}: ping p99 under 8 uploads {p99:.1} ms (median {:.1})", s[s.len() / 2]);
+        println!(
+            "{name}: ping p99 under 8 uploads {p99:.1} ms (median {:.1})",
+            s[s.len() / 2]
+        );
         assert!(summary.contains(&format!("qdisc {name}")), "{summary}");
         assert!(p99 < 20.0, "{name}: p99 {p99} ms: {r:?}");
     }
@@ -471,15 +554,22 @@ fn a_udp_flood_at_twice_the_rate_is_dropped_with_memory_bounded() {
     std::thread::sleep(Duration::from_millis(300));
     let client = lab.spawn(
         "node-2",
-        &["iperf3", "-c", "10.0.1.1", "-p", "5201", "-u", "-b", "20M", "-l", "1400", "-t", "10"],
+        &[
+            "iperf3", "-c", "10.0.1.1", "-p", "5201", "-u", "-b", "20M", "-l", "1400", "-t", "10",
+        ],
     );
     let (ok, out, err) = finish(client, Duration::from_secs(30));
     let _ = finish(server, Duration::from_secs(5));
     assert!(ok, "{out}{err}");
     // The bridge is `ip netns exec`'s child: its peak resident memory.
-    let children = std::fs::read_to_string(format!("/proc/{}/task/{}/children", pid.trim(), pid.trim()))
-        .unwrap_or_default();
-    let live_pid = children.split_whitespace().next().unwrap_or(pid.trim()).to_string();
+    let children =
+        std::fs::read_to_string(format!("/proc/{}/task/{}/children", pid.trim(), pid.trim()))
+            .unwrap_or_default();
+    let live_pid = children
+        .split_whitespace()
+        .next()
+        .unwrap_or(pid.trim())
+        .to_string();
     let status = std::fs::read_to_string(format!("/proc/{live_pid}/status")).unwrap_or_default();
     let hwm_kb: u64 = status
         .lines()
@@ -494,8 +584,14 @@ fn a_udp_flood_at_twice_the_rate_is_dropped_with_memory_bounded() {
         .unwrap_or("?")
         .to_string();
     let summary = lab.down();
-    println!("UDP at 20 Mbit/s into HTB 10mbit for 10 s: tclab live peak RSS {} kB", hwm_kb);
-    assert_eq!(cap_eff, "0000000000000000", "the bridge's effective capabilities");
+    println!(
+        "UDP at 20 Mbit/s into HTB 10mbit for 10 s: tclab live peak RSS {} kB",
+        hwm_kb
+    );
+    assert_eq!(
+        cap_eff, "0000000000000000",
+        "the bridge's effective capabilities"
+    );
     // The default leaf's FIFO holds txqueuelen (1000) packets; the rest is dropped, and counted.
     let dropped: u64 = summary
         .lines()
@@ -515,15 +611,32 @@ fn lab_compare_runs_seed_000s_htb_simulated_and_live_with_equal_goodput() {
     }
     let prefix = format!("tm{}", std::process::id() % 10_000);
     let out = Command::new(TCLAB)
-        .args(["lab", "--prefix", &prefix, "compare", "seed000-htb-2mbit", "--duration", "6"])
+        .args([
+            "lab",
+            "--prefix",
+            &prefix,
+            "compare",
+            "seed000-htb-2mbit",
+            "--duration",
+            "6",
+        ])
         .output()
         .unwrap();
-    let _ = Command::new(TCLAB).args(["lab", "--prefix", &prefix, "down"]).output();
+    let _ = Command::new(TCLAB)
+        .args(["lab", "--prefix", &prefix, "down"])
+        .output();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     println!("{text}");
     // Seed 000's UDP flood through HTB 2mbit: both deliver the shaped rate (1.945 Mbit/s of payload).
-    let row = text.lines().find(|l| l.starts_with("iperf-udp goodput")).expect(&text);
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("iperf-udp goodput"))
+        .expect(&text);
     let w: Vec<&str> = row.split_whitespace().collect();
     let (sim, live): (f64, f64) = (w[2].parse().unwrap(), w[4].parse().unwrap());
     assert!((live / sim - 1.0).abs() < 0.02, "{row}");
@@ -531,7 +644,10 @@ fn lab_compare_runs_seed_000s_htb_simulated_and_live_with_equal_goodput() {
     // the few pings that find room and come back within the 6 s are counted (3 or 4 here), and which
     // ones do depends on the phase between the ping and the flood, so their RTTs are compared by
     // order of magnitude only: seconds, not milliseconds.
-    let p99 = text.lines().find(|l| l.starts_with("ping RTT p99")).expect(&text);
+    let p99 = text
+        .lines()
+        .find(|l| l.starts_with("ping RTT p99"))
+        .expect(&text);
     let w: Vec<&str> = p99.split_whitespace().collect();
     let (sim, live): (f64, f64) = (w[3].parse().unwrap(), w[5].parse().unwrap());
     assert!(sim > 1000.0 && live > 1000.0, "{p99}");
@@ -541,7 +657,11 @@ fn lab_compare_runs_seed_000s_htb_simulated_and_live_with_equal_goodput() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(64));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("three nodes"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("three nodes"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 /// UDP node-2 → node-1 at `offered` bit/s of payload in `len`-byte datagrams for `secs` seconds; the
@@ -552,14 +672,22 @@ fn udp_received(lab: &Lab, offered: u64, len: u32, secs: u32) -> f64 {
     let (b, l, t) = (offered.to_string(), len.to_string(), secs.to_string());
     let client = lab.spawn(
         "node-2",
-        &["iperf3", "-c", "10.0.1.1", "-p", "5201", "-u", "-b", &b, "-l", &l, "-t", &t],
+        &[
+            "iperf3", "-c", "10.0.1.1", "-p", "5201", "-u", "-b", &b, "-l", &l, "-t", &t,
+        ],
     );
     let (ok, out, err) = finish(client, Duration::from_secs(secs as u64 + 20));
     assert!(ok, "{out}{err}");
     let (_, out, _) = finish(server, Duration::from_secs(10));
     let v: serde_json::Value = serde_json::from_str(&out).expect("iperf3 server JSON");
     let (mut bytes, mut seconds) = (0.0, 0.0);
-    for iv in v["intervals"].as_array().unwrap().iter().skip(1).take(secs as usize - 1) {
+    for iv in v["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .skip(1)
+        .take(secs as usize - 1)
+    {
         bytes += iv["sum"]["bytes"].as_f64().unwrap();
         seconds += iv["sum"]["seconds"].as_f64().unwrap();
     }
@@ -573,7 +701,11 @@ fn tbf_shapes_real_frames_to_within_one_percent_from_64kbit_to_100mbit() {
         return skip(&why);
     }
     let dir = TempDir::new("live-accuracy");
-    let p = policy(&dir, "tbf.sh", "tc qdisc add dev eth0 root tbf rate 64kbit burst 1600 latency 50ms\n");
+    let p = policy(
+        &dir,
+        "tbf.sh",
+        "tc qdisc add dev eth0 root tbf rate 64kbit burst 1600 latency 50ms\n",
+    );
     let lab = Lab::up("a", &["--policy", &p]);
     let mut rows = Vec::new();
     // (rate, burst, datagram length, seconds): small datagrams at the low rates, so that a second holds
@@ -586,8 +718,8 @@ fn tbf_shapes_real_frames_to_within_one_percent_from_64kbit_to_100mbit() {
     ] {
         let r = format!("{rate}bit");
         let o = lab.tclab(&[
-            "exec", "router", "--", TCLAB, "tc", "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", &r,
-            "burst", burst, "latency", "50ms",
+            "exec", "router", "--", TCLAB, "tc", "qdisc", "replace", "dev", "eth0", "root", "tbf",
+            "rate", &r, "burst", burst, "latency", "50ms",
         ]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let got = udp_received(&lab, rate * 5 / 4, len, secs);
@@ -605,9 +737,19 @@ fn tbf_shapes_real_frames_to_within_one_percent_from_64kbit_to_100mbit() {
             (got / want - 1.0) * 100.0
         );
     }
-    println!("{}", summary.lines().filter(|l| l.contains("wake-ups")).collect::<Vec<_>>().join("\n"));
+    println!(
+        "{}",
+        summary
+            .lines()
+            .filter(|l| l.contains("wake-ups"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     for (rate, got, want) in rows {
-        assert!((got / want - 1.0).abs() < 0.01, "TBF {rate}: {got} against {want}");
+        assert!(
+            (got / want - 1.0).abs() < 0.01,
+            "TBF {rate}: {got} against {want}"
+        );
     }
 }
 
@@ -634,9 +776,19 @@ fn ingress_shaping_through_an_ifb_holds_a_download_to_its_rate() {
     let got = goodput(&lab, 5, 2);
     let summary = lab.down();
     let payload = 5e6 * 1448.0 / 1514.0;
-    println!("download shaped on ifb0 at 5 Mbit/s: {:.3} Mbit/s (payload rate {:.3})", got / 1e6, payload / 1e6);
-    assert!(summary.contains("qdisc fq_codel") && summary.contains("class htb 1:10"), "{summary}");
-    assert!((got / payload - 1.0).abs() < 0.03, "{got} against {payload}\n{summary}");
+    println!(
+        "download shaped on ifb0 at 5 Mbit/s: {:.3} Mbit/s (payload rate {:.3})",
+        got / 1e6,
+        payload / 1e6
+    );
+    assert!(
+        summary.contains("qdisc fq_codel") && summary.contains("class htb 1:10"),
+        "{summary}"
+    );
+    assert!(
+        (got / payload - 1.0).abs() < 0.03,
+        "{got} against {payload}\n{summary}"
+    );
 }
 
 #[test]
@@ -647,18 +799,33 @@ fn mistakes_are_refused_before_anything_runs_and_a_crash_is_cleaned_up() {
     }
     let dir = TempDir::new("live-mistakes");
     // A policy for a device the bridge lacks (a typo): refused before the lab is built.
-    let typo = policy(&dir, "typo.sh", "tc qdisc add dev Eth0 root tbf rate 1mbit burst 10k latency 50ms\n");
+    let typo = policy(
+        &dir,
+        "typo.sh",
+        "tc qdisc add dev Eth0 root tbf rate 1mbit burst 10k latency 50ms\n",
+    );
     let prefix = format!("tx{}", std::process::id() % 10_000);
-    let o = Command::new(TCLAB).args(["lab", "--prefix", &prefix, "up", "--policy", &typo]).output().unwrap();
+    let o = Command::new(TCLAB)
+        .args(["lab", "--prefix", &prefix, "up", "--policy", &typo])
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(64), "{err}");
-    assert!(err.contains("names device \"Eth0\"") && err.contains("eth0 and eth1"), "{err}");
+    assert!(
+        err.contains("names device \"Eth0\"") && err.contains("eth0 and eth1"),
+        "{err}"
+    );
     let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    assert!(!String::from_utf8_lossy(&list.stdout).contains(&prefix), "nothing was built");
+    assert!(
+        !String::from_utf8_lossy(&list.stdout).contains(&prefix),
+        "nothing was built"
+    );
 
     let lab = Lab::up("y", &[]);
     // At run time too: the kernel's answer for a device that is not there.
-    let o = lab.tclab(&["exec", "router", "--", TCLAB, "tc", "qdisc", "add", "dev", "eth7", "root", "pfifo"]);
+    let o = lab.tclab(&[
+        "exec", "router", "--", TCLAB, "tc", "qdisc", "add", "dev", "eth7", "root", "pfifo",
+    ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("Cannot find device \"eth7\""));
     // A daemon started in a node goes with the lab.
@@ -671,16 +838,30 @@ fn mistakes_are_refused_before_anything_runs_and_a_crash_is_cleaned_up() {
     std::thread::sleep(Duration::from_millis(300));
     let o = lab.tclab(&["exec", "router", "--", TCLAB, "tc", "qdisc", "show"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("is not running"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("is not running"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let o = lab.tclab(&["status"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("no tclab live running"));
     let o = lab.tclab(&["down"]);
     assert_eq!(o.status.code(), Some(1), "a crashed bridge is reported");
     assert!(String::from_utf8_lossy(&o.stderr).contains("crashed or killed"));
-    let daemons = Command::new("pgrep").args(["-f", "iperf3 -s -D -p 5977"]).output().unwrap();
+    let daemons = Command::new("pgrep")
+        .args(["-f", "iperf3 -s -D -p 5977"])
+        .output()
+        .unwrap();
     assert!(daemons.stdout.is_empty(), "the node's daemon was stopped");
     let sockets: Vec<String> = std::fs::read_dir("/run/tclab")
-        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
         .unwrap_or_default();
-    assert!(!sockets.iter().any(|s| s.starts_with("live-")), "stale control sockets: {sockets:?}");
+    assert!(
+        !sockets.iter().any(|s| s.starts_with("live-")),
+        "stale control sockets: {sockets:?}"
+    );
 }

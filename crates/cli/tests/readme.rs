@@ -123,7 +123,10 @@ fn sh_commands(readme: &str) -> Result<Vec<Cmd>, String> {
             if after_command {
                 let shown = t.trim_start_matches('#');
                 let shown = shown.strip_prefix(' ').unwrap_or(shown);
-                cmds.last_mut().unwrap().output.push(shown.trim_end().to_string());
+                cmds.last_mut()
+                    .unwrap()
+                    .output
+                    .push(shown.trim_end().to_string());
             }
             continue;
         }
@@ -167,11 +170,20 @@ fn output_blocks(readme: &str) -> Result<Vec<(usize, String, Vec<String>)>, Stri
         let Some(rest) = l.trim().strip_prefix("<!-- output of `") else {
             continue;
         };
-        let cmd = rest
-            .strip_suffix("` -->")
-            .ok_or_else(|| format!("README.md:{}: write the marker as <!-- output of `COMMAND` -->", i + 1))?;
-        if !lines.get(i + 1).is_some_and(|f| f.trim_start().starts_with("```")) {
-            return Err(format!("README.md:{}: no fenced block right under the output marker", i + 1));
+        let cmd = rest.strip_suffix("` -->").ok_or_else(|| {
+            format!(
+                "README.md:{}: write the marker as <!-- output of `COMMAND` -->",
+                i + 1
+            )
+        })?;
+        if !lines
+            .get(i + 1)
+            .is_some_and(|f| f.trim_start().starts_with("```"))
+        {
+            return Err(format!(
+                "README.md:{}: no fenced block right under the output marker",
+                i + 1
+            ));
         }
         let body: Vec<String> = lines[i + 2..]
             .iter()
@@ -219,11 +231,14 @@ fn classify(cmd: &Cmd) -> Check {
     let root = Path::new(ROOT);
     let words: Vec<&str> = cmd.text.split_whitespace().collect();
     match words.as_slice() {
-        ["cargo", "run", "--release", "--", rest @ ..] => Check::Run(format!("tclab {}", rest.join(" "))),
+        ["cargo", "run", "--release", "--", rest @ ..] => {
+            Check::Run(format!("tclab {}", rest.join(" ")))
+        }
         ["cargo", "install", "--path", dir] => Check::Static(builds_tclab(&root.join(dir))),
         ["bash", ".ci/run"] => Check::Static(executable(&root.join(".ci/run"))),
         ["cargo", ..] | ["bash", ".ci/run", ..] => Check::Static(Err(
-            "a build command this test has no rule for: add one to crates/cli/tests/readme.rs".into(),
+            "a build command this test has no rule for: add one to crates/cli/tests/readme.rs"
+                .into(),
         )),
         _ => Check::Run(cmd.text.clone()),
     }
@@ -233,8 +248,8 @@ fn classify(cmd: &Cmd) -> Check {
 /// with a `src/main.rs`.
 fn builds_tclab(dir: &Path) -> Result<(), String> {
     let manifest = dir.join("Cargo.toml");
-    let text = std::fs::read_to_string(&manifest)
-        .map_err(|e| format!("{}: {e}", manifest.display()))?;
+    let text =
+        std::fs::read_to_string(&manifest).map_err(|e| format!("{}: {e}", manifest.display()))?;
     let mut section = String::new();
     let mut package_named = false;
     for l in text.lines() {
@@ -259,7 +274,10 @@ fn builds_tclab(dir: &Path) -> Result<(), String> {
     if package_named && dir.join("src/main.rs").is_file() {
         return Ok(());
     }
-    Err(format!("{} builds no binary named tclab", manifest.display()))
+    Err(format!(
+        "{} builds no binary named tclab",
+        manifest.display()
+    ))
 }
 
 fn executable(path: &Path) -> Result<(), String> {
@@ -291,7 +309,14 @@ fn run_session(lines: &[String], scratch: &Path) -> Vec<Ran> {
     let bin = scratch.join("bin");
     let out = scratch.join("out");
     let tmp = scratch.join("tmp");
-    for d in [&work, &bin, &out, &tmp, &scratch.join("home"), &scratch.join("state")] {
+    for d in [
+        &work,
+        &bin,
+        &out,
+        &tmp,
+        &scratch.join("home"),
+        &scratch.join("state"),
+    ] {
         std::fs::create_dir_all(d).unwrap();
     }
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_tclab"), bin.join("tclab")).unwrap();
@@ -360,14 +385,19 @@ fn tail(s: &str) -> String {
 fn every_readme_command_runs_as_written() {
     let text = readme();
     let cmds = sh_commands(&text).unwrap_or_else(|e| panic!("{e}"));
-    assert!(cmds.len() >= 10, "too few commands found in README.md: {cmds:?}");
+    assert!(
+        cmds.len() >= 10,
+        "too few commands found in README.md: {cmds:?}"
+    );
     let mut failures = Vec::new();
     // Output blocks become expected lines of their command.
     let mut cmds = cmds;
     for (line, cmd, body) in output_blocks(&text).unwrap_or_else(|e| panic!("{e}")) {
         match cmds.iter_mut().find(|c| c.text == cmd) {
             Some(c) => c.output.extend(body),
-            None => failures.push(format!("README.md:{line}: output of `{cmd}`, a command no ```sh block has")),
+            None => failures.push(format!(
+                "README.md:{line}: output of `{cmd}`, a command no ```sh block has"
+            )),
         }
     }
     let cmds = cmds;
@@ -375,7 +405,9 @@ fn every_readme_command_runs_as_written() {
     for c in &cmds {
         match classify(c) {
             Check::Static(Ok(())) => {}
-            Check::Static(Err(e)) => failures.push(format!("README.md:{}: `{}`: {e}", c.line, c.text)),
+            Check::Static(Err(e)) => {
+                failures.push(format!("README.md:{}: `{}`: {e}", c.line, c.text))
+            }
             Check::Run(s) => to_run.push((c.clone(), s)),
         }
     }
@@ -384,7 +416,11 @@ fn every_readme_command_runs_as_written() {
     let ran = run_session(&lines, &scratch.path);
     for ((c, run_as), r) in to_run.iter().zip(&ran) {
         let at = format!("README.md:{}: `{}`", c.line, c.text);
-        let shown = if *run_as == c.text { String::new() } else { format!(" (run as `{run_as}`)") };
+        let shown = if *run_as == c.text {
+            String::new()
+        } else {
+            format!(" (run as `{run_as}`)")
+        };
         match r.code {
             None => failures.push(format!("{at}{shown}: never ran (an earlier line ended the shell, or the session timed out)")),
             Some(code) if code != c.code => failures.push(format!(
@@ -412,7 +448,9 @@ fn every_readme_command_runs_as_written() {
     }
     for (line, path) in output_paths(&text) {
         if !scratch.path.join("work").join(&path).exists() {
-            failures.push(format!("README.md:{line}: names {path}, which the commands did not write"));
+            failures.push(format!(
+                "README.md:{line}: names {path}, which the commands did not write"
+            ));
         }
     }
     assert!(failures.is_empty(), "\n{}\n", failures.join("\n"));
@@ -422,7 +460,10 @@ fn every_readme_command_runs_as_written() {
 fn readme_opens_with_the_two_commands_and_installs_before_the_first_tclab_command() {
     let cmds = sh_commands(&readme()).unwrap_or_else(|e| panic!("{e}"));
     let first: Vec<&str> = cmds.iter().take(2).map(|c| c.text.as_str()).collect();
-    assert_eq!(first, FIRST_TWO, "README.md's first two commands (a project rule)");
+    assert_eq!(
+        first, FIRST_TWO,
+        "README.md's first two commands (a project rule)"
+    );
     let install = cmds
         .iter()
         .position(|c| c.text.starts_with("cargo install"))
@@ -484,7 +525,11 @@ fn anchors(md: &str) -> Vec<String> {
         let base = slug(&l[hashes..]);
         let n = seen
             .iter()
-            .filter(|s| **s == base || s.strip_prefix(&format!("{base}-")).is_some_and(|r| r.parse::<u32>().is_ok()))
+            .filter(|s| {
+                **s == base
+                    || s.strip_prefix(&format!("{base}-"))
+                        .is_some_and(|r| r.parse::<u32>().is_ok())
+            })
             .count();
         seen.push(if n == 0 { base } else { format!("{base}-{n}") });
     }
@@ -548,7 +593,10 @@ fn every_relative_link_in_the_markdown_files_resolves() {
     let root = Path::new(ROOT).canonicalize().unwrap();
     let mut files = Vec::new();
     markdown_files(&root, &mut files);
-    assert!(files.iter().any(|f| f.ends_with("README.md")) && files.len() > 10, "{files:?}");
+    assert!(
+        files.iter().any(|f| f.ends_with("README.md")) && files.len() > 10,
+        "{files:?}"
+    );
     let mut broken = Vec::new();
     let mut checked = 0;
     for f in &files {
@@ -582,7 +630,10 @@ fn every_relative_link_in_the_markdown_files_resolves() {
             }
         }
     }
-    assert!(checked > 50, "only {checked} relative links found: is the parser right?");
+    assert!(
+        checked > 50,
+        "only {checked} relative links found: is the parser right?"
+    );
     assert!(broken.is_empty(), "\n{}\n", broken.join("\n"));
 }
 
@@ -604,17 +655,33 @@ fn the_conventions_parse_as_documented() {
         ]
     );
     assert_eq!(comment_start("echo 'a # b' \"#\" x#y # c"), Some(21));
-    assert_eq!(slug("`tclab sim --trace` and `tclab trace`: every packet's fate"), "tclab-sim---trace-and-tclab-trace-every-packets-fate");
-    assert_eq!(slug("Seed 000: HFSC, the section the notes left empty"), "seed-000-hfsc-the-section-the-notes-left-empty");
-    assert_eq!(anchors("# A\n## A\n```\n# not\n```\n## B b"), vec!["a", "a-1", "b-b"]);
+    assert_eq!(
+        slug("`tclab sim --trace` and `tclab trace`: every packet's fate"),
+        "tclab-sim---trace-and-tclab-trace-every-packets-fate"
+    );
+    assert_eq!(
+        slug("Seed 000: HFSC, the section the notes left empty"),
+        "seed-000-hfsc-the-section-the-notes-left-empty"
+    );
+    assert_eq!(
+        anchors("# A\n## A\n```\n# not\n```\n## B b"),
+        vec!["a", "a-1", "b-b"]
+    );
     let marked = "<!-- output of `tclab demo` -->\n```\nrow 1  \n\nrow 2\n```\n";
     assert_eq!(
         output_blocks(marked).unwrap(),
-        vec![(1, "tclab demo".to_string(), vec!["row 1".to_string(), "row 2".to_string()])]
+        vec![(
+            1,
+            "tclab demo".to_string(),
+            vec!["row 1".to_string(), "row 2".to_string()]
+        )]
     );
     assert!(output_blocks("<!-- output of `x` -->\ntext\n").is_err());
     assert_eq!(
         output_paths("x\nopen `tclab-out/demo/index.html`, or tclab-out/a/. Not tclab-out/*.csv\n"),
-        vec![(2, "tclab-out/demo/index.html".to_string()), (2, "tclab-out/a/".to_string())]
+        vec![
+            (2, "tclab-out/demo/index.html".to_string()),
+            (2, "tclab-out/a/".to_string())
+        ]
     );
 }

@@ -421,7 +421,8 @@ enum Outcome {
 }
 
 /// Where the kernel's cases come from when they are missing (printed in the skip line).
-const HOW_TO_GET: &str = "run scripts/fetch-tdc.sh (the kernel's tools/testing/selftests/tc-testing at \
+const HOW_TO_GET: &str =
+    "run scripts/fetch-tdc.sh (the kernel's tools/testing/selftests/tc-testing at \
                           v6.12, into ../shared/tdc) or set TCLAB_TDC_DIR";
 
 /// The tdc directory: `TCLAB_TDC_DIR`, else `shared/tdc` beside the workspace checkout. `None` when

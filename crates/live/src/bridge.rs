@@ -109,7 +109,9 @@ impl Bridge {
             return Err("tclab live bridges two different devices: --dev A --dev B".into());
         }
         let mut ports = Vec::new();
-        let mut setup = Setup { offloads: Vec::new() };
+        let mut setup = Setup {
+            offloads: Vec::new(),
+        };
         for name in devs {
             let mtu = sys::mtu(name).map_err(|e| e.to_string())?;
             let turned = sys::offloads_off(name).map_err(|e| e.to_string())?;
@@ -260,7 +262,10 @@ impl Bridge {
     }
 
     pub fn stats(&self) -> Vec<(String, PortStats)> {
-        self.ports.iter().map(|p| (p.name.clone(), p.stats)).collect()
+        self.ports
+            .iter()
+            .map(|p| (p.name.clone(), p.stats))
+            .collect()
     }
 
     /// Bridge until SIGINT/SIGTERM ([`sys::STOP`]) or until `duration` has passed.
@@ -268,13 +273,28 @@ impl Bridge {
         sys::precise_timers();
         let deadline = duration.map(|d| self.now().saturating_add(d));
         let mut bufs: Vec<Vec<u8>> = (0..sys::BATCH)
-            .map(|_| vec![0u8; self.ports.iter().map(|p| p.mtu as usize).max().unwrap_or(1500) + 64])
+            .map(|_| {
+                vec![
+                    0u8;
+                    self.ports
+                        .iter()
+                        .map(|p| p.mtu as usize)
+                        .max()
+                        .unwrap_or(1500)
+                        + 64
+                ]
+            })
             .collect();
         let mut lens = vec![0usize; sys::BATCH];
         if self.ports.iter().any(|p| p.sock.is_none()) {
             return Err("a detached bridge has no interfaces to run on".into());
         }
-        let mut fds: Vec<i32> = self.ports.iter().filter_map(|p| p.sock.as_ref()).map(PacketSocket::raw).collect();
+        let mut fds: Vec<i32> = self
+            .ports
+            .iter()
+            .filter_map(|p| p.sock.as_ref())
+            .map(PacketSocket::raw)
+            .collect();
         if let Some(c) = &self.control {
             fds.push(std::os::fd::AsRawFd::as_raw_fd(&c.listener));
         }
@@ -410,7 +430,9 @@ impl Bridge {
         if !self.engine.netfilter().is_empty() {
             let (inp, out) = (self.ports[i].name.clone(), self.ports[other].name.clone());
             let nf = self.engine.netfilter_mut();
-            if !host::pre_routing(nf, &mut pkt, &inp, now) || !host::forward(nf, &mut pkt, &inp, &out, now) {
+            if !host::pre_routing(nf, &mut pkt, &inp, now)
+                || !host::forward(nf, &mut pkt, &inp, &out, now)
+            {
                 return;
             }
         }
@@ -500,7 +522,12 @@ impl Bridge {
         let mut pkt = m.pkt;
         pkt.iif = self.port_of(&m.from_dev).map_or(0, |i| i as u32 + 1);
         pkt.redirect = if m.redirected {
-            Packet::REDIRECTED | if m.from_ingress { Packet::FROM_INGRESS } else { 0 }
+            Packet::REDIRECTED
+                | if m.from_ingress {
+                    Packet::FROM_INGRESS
+                } else {
+                    0
+                }
         } else {
             0
         };

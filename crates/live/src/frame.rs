@@ -145,7 +145,10 @@ mod tests {
         assert!(to_packet(&frame(&[0x81, 0x00, 0x00], &[]), &mut h).is_none());
         assert!(to_packet(&frame(&[0x81, 0, 0, 1, 0x81, 0, 0, 2], &[]), &mut h).is_none());
         // Every short prefix of a real frame: refused or converted, never a panic.
-        let f = frame(&[0x88, 0xa8, 0, 1, 0x81, 0x00, 0, 2, 0x86, 0xdd], &[0x60; 40]);
+        let f = frame(
+            &[0x88, 0xa8, 0, 1, 0x81, 0x00, 0, 2, 0x86, 0xdd],
+            &[0x60; 40],
+        );
         for n in 0..f.len() {
             let _ = to_packet(&f[..n], &mut h);
         }
@@ -162,6 +165,9 @@ mod tests {
             h.tag(&hdr);
         }
         assert!(h.len() <= MAX_HEADERS);
-        assert!(h.header(first).is_none(), "a tag from before the restart is stale");
+        assert!(
+            h.header(first).is_none(),
+            "a tag from before the restart is stale"
+        );
     }
 }

@@ -160,9 +160,21 @@ impl Lab {
         }
         for (node, addr) in NODES {
             let ns = self.ns(node);
-            run(Command::new("ip").args(["netns", "exec", &ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]))?;
+            run(Command::new("ip").args([
+                "netns",
+                "exec",
+                &ns,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+                "net.ipv6.conf.default.disable_ipv6=1",
+            ]))?;
             ip(&["-n", &ns, "link", "set", "lo", "up"])?;
-            let devs: &[&str] = if *node == "router" { &["eth0", "eth1"] } else { &["eth0"] };
+            let devs: &[&str] = if *node == "router" {
+                &["eth0", "eth1"]
+            } else {
+                &["eth0"]
+            };
             for d in devs {
                 sys::in_netns(&format!("/run/netns/{ns}"), || sys::offloads_off(d))
                     .and_then(|r| r)
@@ -184,7 +196,8 @@ impl Lab {
                 }
                 ip(&["-n", &r, "link", "set", "br0", "up"])?;
                 if let Some(p) = policy {
-                    let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                    let text =
+                        std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
                     if text.trim_start().starts_with('{') {
                         return Err(format!(
                             "{}: --kernel applies a shell script or a tc -batch file with this machine's tc, not a tclab store",
@@ -201,7 +214,10 @@ impl Lab {
                     } else {
                         c.args(["tc", "-batch"]).arg(p);
                     }
-                    let out = c.stdin(Stdio::null()).output().map_err(|e| format!("{}: {e}", p.display()))?;
+                    let out = c
+                        .stdin(Stdio::null())
+                        .output()
+                        .map_err(|e| format!("{}: {e}", p.display()))?;
                     let said = String::from_utf8_lossy(&out.stderr);
                     if !out.status.success() || !said.trim().is_empty() {
                         return Err(format!(
@@ -218,9 +234,15 @@ impl Lab {
     }
 
     /// Start `tclab live` in the router's namespace, detached, and wait until it bridges.
-    fn start_bridge(&self, exe: &Path, policy: Option<&Path>, out: Option<&Path>) -> Result<(), String> {
+    fn start_bridge(
+        &self,
+        exe: &Path,
+        policy: Option<&Path>,
+        out: Option<&Path>,
+    ) -> Result<(), String> {
         let log_path = self.run_dir().join("live.log");
-        let log = std::fs::File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
+        let log =
+            std::fs::File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &self.ns("router")])
             .arg(exe)
@@ -253,11 +275,17 @@ impl Lab {
                 return Ok(());
             }
             if let Ok(Some(status)) = child.try_wait() {
-                return Err(format!("tclab live stopped ({status}):\n{}", text.trim_end()));
+                return Err(format!(
+                    "tclab live stopped ({status}):\n{}",
+                    text.trim_end()
+                ));
             }
             if start.elapsed() > Duration::from_secs(30) {
                 let _ = child.kill();
-                return Err(format!("tclab live did not start within 30 s:\n{}", text.trim_end()));
+                return Err(format!(
+                    "tclab live did not start within 30 s:\n{}",
+                    text.trim_end()
+                ));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -274,9 +302,13 @@ impl Lab {
         // took a crashed bridge's number since).
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
         let words: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        let is_bridge = words.iter().any(|w| w.ends_with(b"tclab")) && words.contains(&&b"live"[..]);
+        let is_bridge =
+            words.iter().any(|w| w.ends_with(b"tclab")) && words.contains(&&b"live"[..]);
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let zombie = stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'));
+        let zombie = stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z'));
         (is_bridge && !zombie).then_some(pid)
     }
 
@@ -315,7 +347,10 @@ impl Lab {
         for ns in self.existing() {
             // What was started in the node (a daemon) would outlive its namespace's name.
             if let Ok(pids) = ip(&["netns", "pids", &ns]) {
-                for pid in pids.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
+                for pid in pids
+                    .split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok())
+                {
                     // SAFETY: plain kill(2) of a process inside the lab's own namespace.
                     unsafe { libc::kill(pid, libc::SIGKILL) };
                 }
@@ -352,7 +387,11 @@ impl Lab {
         let mut s = String::new();
         for (n, addr) in NODES {
             let ns = self.ns(n);
-            let here = if existing.contains(&ns) { "" } else { "  (missing)" };
+            let here = if existing.contains(&ns) {
+                ""
+            } else {
+                "  (missing)"
+            };
             s.push_str(&format!("{n:<8} {:<10} {ns}{here}\n", addr.unwrap_or("-")));
         }
         match self.bridge_pid() {
@@ -360,7 +399,9 @@ impl Lab {
                 "router bridged by tclab live (pid {pid}); log: {}\n",
                 self.run_dir().join("live.log").display()
             )),
-            None => s.push_str("router: no tclab live running (a kernel bridge, or it stopped: see its log)\n"),
+            None => s.push_str(
+                "router: no tclab live running (a kernel bridge, or it stopped: see its log)\n",
+            ),
         }
         s
     }
@@ -368,18 +409,27 @@ impl Lab {
     /// `ip netns exec` of `node`'s namespace.
     pub fn exec(&self, node: &str, argv: &[String]) -> Result<i32, String> {
         if !NODES.iter().any(|(n, _)| *n == node) {
-            return Err(format!("no node \"{node}\": the lab has node-1, router and node-2"));
+            return Err(format!(
+                "no node \"{node}\": the lab has node-1, router and node-2"
+            ));
         }
         let ns = self.ns(node);
         if !self.existing().contains(&ns) {
-            return Err(format!("no lab with prefix \"{}\" is up (tclab lab up)", self.prefix));
+            return Err(format!(
+                "no lab with prefix \"{}\" is up (tclab lab up)",
+                self.prefix
+            ));
         }
-        let (cmd, args) = argv.split_first().ok_or("give the command to run: tclab lab exec NODE -- CMD …")?;
+        let (cmd, args) = argv
+            .split_first()
+            .ok_or("give the command to run: tclab lab exec NODE -- CMD …")?;
         let status = Command::new("ip")
             .args(["netns", "exec", &ns, cmd])
             .args(args)
             .status()
             .map_err(|e| format!("ip netns exec: {e}"))?;
-        Ok(status.code().unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)))
+        Ok(status
+            .code()
+            .unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)))
     }
 }

@@ -33,7 +33,10 @@ impl Series {
             return;
         }
         let n = self.pending.len() as f64;
-        let (st, sv) = self.pending.drain(..).fold((0.0, 0.0), |a, p| (a.0 + p.0, a.1 + p.1));
+        let (st, sv) = self
+            .pending
+            .drain(..)
+            .fold((0.0, 0.0), |a, p| (a.0 + p.0, a.1 + p.1));
         self.points.push((st / n, sv / n));
         if self.points.len() >= MAX_POINTS {
             self.points = self
@@ -41,7 +44,10 @@ impl Series {
                 .chunks(2)
                 .map(|c| {
                     let n = c.len() as f64;
-                    (c.iter().map(|p| p.0).sum::<f64>() / n, c.iter().map(|p| p.1).sum::<f64>() / n)
+                    (
+                        c.iter().map(|p| p.0).sum::<f64>() / n,
+                        c.iter().map(|p| p.1).sum::<f64>() / n,
+                    )
                 })
                 .collect();
             self.width *= 2;
@@ -65,7 +71,10 @@ pub struct Sampler {
     last_bytes: BTreeMap<(String, String), u64>,
     pub plotted: Plotted,
     /// interfaces.csv and classes.csv, written as samples are taken.
-    files: Option<(std::io::BufWriter<std::fs::File>, std::io::BufWriter<std::fs::File>)>,
+    files: Option<(
+        std::io::BufWriter<std::fs::File>,
+        std::io::BufWriter<std::fs::File>,
+    )>,
 }
 
 impl Sampler {
@@ -73,7 +82,8 @@ impl Sampler {
     pub fn new(every: Nanos, dir: Option<&Path>) -> std::io::Result<Sampler> {
         let files = match dir {
             Some(d) => {
-                let mut i = std::io::BufWriter::new(std::fs::File::create(d.join("interfaces.csv"))?);
+                let mut i =
+                    std::io::BufWriter::new(std::fs::File::create(d.join("interfaces.csv"))?);
                 let mut c = std::io::BufWriter::new(std::fs::File::create(d.join("classes.csv"))?);
                 writeln!(i, "time_s,device,tx_bps,backlog_bytes,drops")?;
                 writeln!(c, "time_s,device,class,rate_bps,backlog_bytes,drops")?;
@@ -131,8 +141,16 @@ impl Sampler {
             if let Some((f, _)) = self.files.as_mut() {
                 let _ = writeln!(f, "{t:.3},{dev},{bps:.0},{backlog},{drops}");
             }
-            self.plotted.tx_bps.entry(dev.clone()).or_default().push(t, bps);
-            self.plotted.backlog.entry(dev).or_default().push(t, backlog as f64);
+            self.plotted
+                .tx_bps
+                .entry(dev.clone())
+                .or_default()
+                .push(t, bps);
+            self.plotted
+                .backlog
+                .entry(dev)
+                .or_default()
+                .push(t, backlog as f64);
         }
         for (dev, id, bps, backlog, drops) in classes {
             if let Some((_, f)) = self.files.as_mut() {
@@ -174,7 +192,11 @@ mod tests {
         s.tick(400_000_000, &e); // not due yet
         s.tick(500_000_000, &e);
         s.tick(1_000_000_000, &e);
-        let rates: Vec<f64> = s.plotted.tx_bps["eth0"].points.iter().map(|p| p.1).collect();
+        let rates: Vec<f64> = s.plotted.tx_bps["eth0"]
+            .points
+            .iter()
+            .map(|p| p.1)
+            .collect();
         assert_eq!(rates, vec![2_000_000.0, 0.0]);
         // Already on disk, before the run ends.
         let csv = std::fs::read_to_string(dir.join("interfaces.csv")).unwrap();

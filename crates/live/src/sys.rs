@@ -20,7 +20,13 @@ fn last_error(what: &str) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
-fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T, what: &str) -> io::Result<()> {
+fn setsockopt<T>(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+    what: &str,
+) -> io::Result<()> {
     // SAFETY: `value` is a live reference to a `T` of the size passed.
     let r = unsafe {
         libc::setsockopt(
@@ -39,7 +45,8 @@ fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T, wh
 
 /// The kernel's index of interface `name`.
 pub fn ifindex(name: &str) -> io::Result<i32> {
-    let c = CString::new(name).map_err(|_| io::Error::other(format!("{name:?}: not a device name")))?;
+    let c =
+        CString::new(name).map_err(|_| io::Error::other(format!("{name:?}: not a device name")))?;
     // SAFETY: `c` is a NUL-terminated string.
     let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
     if i == 0 {
@@ -103,7 +110,10 @@ pub fn check_bridgeable(name: &str) -> Result<(), String> {
         return Err(format!("{name} is down: ip link set dev {name} up first"));
     }
     if let Ok(master) = std::fs::read_link(format!("/sys/class/net/{name}/master")) {
-        let m = master.file_name().map(|m| m.to_string_lossy().into_owned()).unwrap_or_default();
+        let m = master
+            .file_name()
+            .map(|m| m.to_string_lossy().into_owned())
+            .unwrap_or_default();
         return Err(format!(
             "{name} is a port of {m}: the kernel bridges it already (ip link set dev {name} nomaster)"
         ));
@@ -148,7 +158,8 @@ pub fn offloads_off(name: &str) -> io::Result<Vec<&'static str>> {
     ifindex(name)?;
     let mut turned = Vec::new();
     if let Ok(flags) = ethtool(name, ETHTOOL_GFLAGS, 0) {
-        if flags & ETH_FLAG_LRO != 0 && ethtool(name, ETHTOOL_SFLAGS, flags & !ETH_FLAG_LRO).is_ok() {
+        if flags & ETH_FLAG_LRO != 0 && ethtool(name, ETHTOOL_SFLAGS, flags & !ETH_FLAG_LRO).is_ok()
+        {
             turned.push("lro");
         }
     }
@@ -162,7 +173,10 @@ pub fn offloads_off(name: &str) -> io::Result<Vec<&'static str>> {
 
 /// `CLOCK_MONOTONIC` in nanoseconds.
 pub fn monotonic_ns() -> u64 {
-    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes the timespec we own; CLOCK_MONOTONIC always exists.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
@@ -277,14 +291,44 @@ impl PacketSocket {
             mr_alen: 0,
             mr_address: [0; 8],
         };
-        setsockopt(raw, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mreq, &format!("{name}: promiscuous mode"))?;
+        setsockopt(
+            raw,
+            libc::SOL_PACKET,
+            libc::PACKET_ADD_MEMBERSHIP,
+            &mreq,
+            &format!("{name}: promiscuous mode"),
+        )?;
         let one: libc::c_int = 1;
-        setsockopt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, &format!("{name}: PACKET_IGNORE_OUTGOING"))?;
-        setsockopt(raw, libc::SOL_PACKET, PACKET_QDISC_BYPASS, &one, &format!("{name}: PACKET_QDISC_BYPASS"))?;
+        setsockopt(
+            raw,
+            libc::SOL_PACKET,
+            PACKET_IGNORE_OUTGOING,
+            &one,
+            &format!("{name}: PACKET_IGNORE_OUTGOING"),
+        )?;
+        setsockopt(
+            raw,
+            libc::SOL_PACKET,
+            PACKET_QDISC_BYPASS,
+            &one,
+            &format!("{name}: PACKET_QDISC_BYPASS"),
+        )?;
         // Room for a burst while the loop is busy elsewhere (as root, past rmem_max).
         let size: libc::c_int = 8 << 20;
-        let _ = setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &size, "SO_RCVBUFFORCE");
-        let _ = setsockopt(raw, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &size, "SO_SNDBUFFORCE");
+        let _ = setsockopt(
+            raw,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            &size,
+            "SO_RCVBUFFORCE",
+        );
+        let _ = setsockopt(
+            raw,
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUFFORCE,
+            &size,
+            "SO_SNDBUFFORCE",
+        );
         Ok(PacketSocket { fd, ifindex })
     }
 
@@ -296,7 +340,10 @@ impl PacketSocket {
     /// length: larger than the buffer when truncated) in `lens`. Returns how many arrived.
     pub fn recv_batch(&self, bufs: &mut [Vec<u8>], lens: &mut [usize]) -> io::Result<usize> {
         let n = bufs.len().min(lens.len()).min(BATCH);
-        let mut iov: [libc::iovec; BATCH] = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; BATCH];
+        let mut iov: [libc::iovec; BATCH] = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; BATCH];
         // SAFETY: mmsghdr is plain old data.
         let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
         for i in 0..n {
@@ -337,8 +384,10 @@ impl PacketSocket {
         let mut sent = 0;
         while sent < frames.len() {
             let n = (frames.len() - sent).min(BATCH);
-            let mut iov: [libc::iovec; BATCH] =
-                [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; BATCH];
+            let mut iov: [libc::iovec; BATCH] = [libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
+            }; BATCH];
             // SAFETY: mmsghdr is plain old data.
             let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
             for i in 0..n {
@@ -351,7 +400,14 @@ impl PacketSocket {
                 msgs[i].msg_hdr.msg_iovlen = 1;
             }
             // SAFETY: every msghdr points at an iovec over a live frame; the kernel only reads them.
-            let r = unsafe { libc::sendmmsg(self.raw(), msgs.as_mut_ptr(), n as libc::c_uint, libc::MSG_DONTWAIT) };
+            let r = unsafe {
+                libc::sendmmsg(
+                    self.raw(),
+                    msgs.as_mut_ptr(),
+                    n as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                )
+            };
             if r < 0 {
                 let e = io::Error::last_os_error();
                 return match e.raw_os_error() {
@@ -392,7 +448,8 @@ pub fn wait(fds: &[RawFd], write: &[bool], timeout_ns: Option<u64>) -> io::Resul
         libc::ppoll(
             p.as_mut_ptr(),
             p.len() as libc::nfds_t,
-            ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec),
+            ts.as_ref()
+                .map_or(std::ptr::null(), |t| t as *const libc::timespec),
             std::ptr::null(),
         )
     };
@@ -435,7 +492,8 @@ pub fn stop_on_signals() {
 pub fn in_netns<T>(path: &str, f: impl FnOnce() -> T) -> io::Result<T> {
     let here = std::fs::File::open("/proc/thread-self/ns/net")
         .map_err(|e| io::Error::new(e.kind(), format!("/proc/thread-self/ns/net: {e}")))?;
-    let there = std::fs::File::open(path).map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}")))?;
+    let there =
+        std::fs::File::open(path).map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}")))?;
     // SAFETY: setns with a namespace descriptor we hold open.
     if unsafe { libc::setns(there.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
         return Err(last_error(&format!("entering {path}")));

@@ -42,7 +42,11 @@ fn without_a_policy_a_frame_leaves_the_other_port_unchanged() {
     let mut b = Bridge::detached(policy(&[]), [("eth0", 1500), ("eth1", 1500)]);
     let f = udp_frame(1514, 5201, 0);
     b.arrive(0, 1, &f, false);
-    assert_eq!(b.take_sent(0), vec![f.clone()], "from eth1 out of eth0, byte for byte");
+    assert_eq!(
+        b.take_sent(0),
+        vec![f.clone()],
+        "from eth1 out of eth0, byte for byte"
+    );
     assert!(b.take_sent(1).is_empty());
     // ARP (not IP) is bridged too, through the same tree.
     let mut arp = f[..12].to_vec();
@@ -109,7 +113,11 @@ fn ingress_police_and_an_ifb_shape_what_arrives() {
 fn an_ip_packet_takes_its_priority_from_tos_as_ip_forward_gives_it() {
     // prio's priomap: TOS 0x10 (minimize delay) is priority 6, band 0; TOS 0 is band 1.
     let mut b = Bridge::detached(
-        policy(&["qdisc add dev eth0 root handle 1: prio", "qdisc add dev eth0 parent 1:1 handle 10: tbf rate 8mbit burst 1514 limit 100000", "qdisc add dev eth0 parent 1:2 handle 20: tbf rate 8mbit burst 1514 limit 100000"]),
+        policy(&[
+            "qdisc add dev eth0 root handle 1: prio",
+            "qdisc add dev eth0 parent 1:1 handle 10: tbf rate 8mbit burst 1514 limit 100000",
+            "qdisc add dev eth0 parent 1:2 handle 20: tbf rate 8mbit burst 1514 limit 100000",
+        ]),
         [("eth0", 1500), ("eth1", 1500)],
     );
     b.arrive(0, 1, &udp_frame(1514, 1, 0), false);
@@ -163,8 +171,13 @@ fn twenty_thousand_hostile_frames_never_panic_and_every_frame_is_counted() {
     let st = b.stats();
     let received: u64 = st.iter().map(|(_, s)| s.rx_packets).sum();
     assert_eq!(received, 20_000, "every frame counted once");
-    let (m, o): (u64, u64) = st.iter().fold((0, 0), |a, (_, s)| (a.0 + s.malformed, a.1 + s.oversize));
-    assert!(m > 0 && o > 0, "short and oversize frames were among them: {m} {o}");
+    let (m, o): (u64, u64) = st
+        .iter()
+        .fold((0, 0), |a, (_, s)| (a.0 + s.malformed, a.1 + s.oversize));
+    assert!(
+        m > 0 && o > 0,
+        "short and oversize frames were among them: {m} {o}"
+    );
     // Arbitrary bytes as the whole input, too.
     let mut b = tclab_live::fuzz::bridge();
     let junk: Vec<u8> = (0..200_000).map(|_| next(&mut seed) as u8).collect();

@@ -151,11 +151,17 @@ fn the_seed_draws_each_streams_start_and_the_pings_phase() {
         for (k, &(t, _)) in p.samples.iter().enumerate() {
             assert_eq!(t, first + k as u64 * 1_000_000_000, "probe {k}");
         }
-        assert!(first < 1_000_000_000, "the phase is within one interval: {first} ns");
+        assert!(
+            first < 1_000_000_000,
+            "the phase is within one interval: {first} ns"
+        );
         first
     };
     let one = go(&format!("seed = 1\n{text}"));
-    assert_eq!(summarise(&one), summarise(&go(&format!("seed = 1\n{text}"))));
+    assert_eq!(
+        summarise(&one),
+        summarise(&go(&format!("seed = 1\n{text}")))
+    );
     let two = go(&format!("seed = 2\n{text}"));
     assert_ne!(phase(&one), phase(&two), "another seed, another phase");
     // A byte count's goodput runs from the entry's start to the last delivery, which moves with the

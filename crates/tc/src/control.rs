@@ -465,10 +465,12 @@ fn answer(store: &mut Option<Store>, report: &mut Report, state: &Path, req: &Re
     let applied = changes.len();
     if report.keep_changes {
         let at = req.caller.clone().unwrap_or_else(|| "?".into());
-        report.changes.extend(changes.into_iter().map(|entry| Change {
-            at: at.clone(),
-            entry,
-        }));
+        report
+            .changes
+            .extend(changes.into_iter().map(|entry| Change {
+                at: at.clone(),
+                entry,
+            }));
     }
     if !reply.stderr.is_empty() {
         report.printed.push(reply.stderr.clone());

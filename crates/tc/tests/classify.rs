@@ -215,7 +215,11 @@ fn ingress_counts_every_packet_its_filters_see() {
         let dev = e.device_mut("eth0").unwrap();
         let mut cx = Cx::new(0);
         outcome.push(dev.receive(frame(proto), &mut cx).is_some());
-        assert_eq!(cx.mirred.len(), (proto == 1) as usize, "ICMP goes to the ifb");
+        assert_eq!(
+            cx.mirred.len(),
+            (proto == 1) as usize,
+            "ICMP goes to the ifb"
+        );
     }
     assert_eq!(outcome, [true, false, false, false, false, true, true]);
     assert_eq!(counters(&e), (7, 7 * 1000, 2), "7 seen, 2 shot");
@@ -227,7 +231,10 @@ fn ingress_counts_every_packet_its_filters_see() {
     // clsact's egress hook counts into the same qdisc, with whole frames (on transmit the skb starts at
     // its Ethernet header): 3 TCP frames pass to the root, 1 UDP frame is shot.
     tc(&mut e, "qdisc add dev eth1 clsact");
-    tc(&mut e, "filter add dev eth1 egress protocol ip prio 1 u32 match ip protocol 17 0xff action drop");
+    tc(
+        &mut e,
+        "filter add dev eth1 egress protocol ip prio 1 u32 match ip protocol 17 0xff action drop",
+    );
     for proto in [6, 17, 6, 6] {
         let dev = e.device_mut("eth1").unwrap();
         dev.enqueue(frame(proto), &mut Cx::new(0));

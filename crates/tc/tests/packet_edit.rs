@@ -183,7 +183,11 @@ fn skbmod_ecn_marks_ect_and_simple_only_counts() {
     assert_eq!(receive(&mut e, not_ect.clone()).unwrap(), not_ect);
     let out = tc(&mut e, "-s actions ls action simple");
     assert!(out.stdout.contains("Simple <seen>"), "{}", out.stdout);
-    assert!(out.stdout.contains("Sent 200 bytes 2 pkt"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("Sent 200 bytes 2 pkt"),
+        "{}",
+        out.stdout
+    );
     // The MAC edits have no header to write on a tclab packet: the packet passes as it was.
     let mut e = ingress("action skbmod set dmac 02:00:00:00:00:09 set etype 0x88b5");
     let u = Packet::udp4([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, 0, 100);
@@ -192,5 +196,9 @@ fn skbmod_ecn_marks_ect_and_simple_only_counts() {
     let mut e = ingress("action pedit munge ip ttl set 1 drop");
     assert!(receive(&mut e, u.clone()).is_none());
     let out = tc(&mut e, "-s actions ls action pedit");
-    assert!(out.stdout.contains("(dropped 0, overlimits 0"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("(dropped 0, overlimits 0"),
+        "{}",
+        out.stdout
+    );
 }

@@ -384,9 +384,10 @@ impl Block {
                 if let Classifier::Flow(f) = &tp.cls {
                     for x in f.filters.iter().filter(|x| x.divisor != 0) {
                         let major = x.baseclass & 0xffff_0000;
-                        out.extend((0..x.divisor.min(0x1_0000)).map(|n| {
-                            major | (x.baseclass.wrapping_add(n) & 0xffff)
-                        }));
+                        out.extend(
+                            (0..x.divisor.min(0x1_0000))
+                                .map(|n| major | (x.baseclass.wrapping_add(n) & 0xffff)),
+                        );
                     }
                 }
             }

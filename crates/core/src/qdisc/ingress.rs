@@ -42,7 +42,6 @@ impl Ingress {
             ..Default::default()
         }
     }
-
 }
 
 /// `tc_run`'s counting: a hook with filters on chain 0 counts every packet it sees, `len` bytes.
@@ -76,7 +75,11 @@ impl Qdisc for Ingress {
 
     /// `tc_run` at `sch_handle_ingress`: count, then drop, steal, or let through.
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
-        count_seen(&mut self.stats, &self.block, pkt.len.saturating_sub(ETH_HLEN));
+        count_seen(
+            &mut self.stats,
+            &self.block,
+            pkt.len.saturating_sub(ETH_HLEN),
+        );
         match filter::classify(&self.block, &mut pkt, cx) {
             filter::Verdict::Shot => {
                 self.stats.drops += 1;

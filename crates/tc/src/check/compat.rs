@@ -66,7 +66,10 @@ pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
                             version(since),
                             version(k)
                         ),
-                        format!("leave `{option}` out, or use Linux {} or newer", version(since)),
+                        format!(
+                            "leave `{option}` out, or use Linux {} or newer",
+                            version(since)
+                        ),
                     )
                     .line(line),
                 );
@@ -80,7 +83,9 @@ pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
                 continue;
             }
             let at = format!("{name} filter parent {parent} pref {} {kind}", tp.prio);
-            let line = origins.filter(name, parent, Some(tp.prio)).map(|r| r.at.as_str());
+            let line = origins
+                .filter(name, parent, Some(tp.prio))
+                .map(|r| r.at.as_str());
             kinds.push((kind, at, line));
         }
     }
@@ -112,7 +117,8 @@ pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
                 ),
             }
         }
-        if let (Some(&(_, since)), Some(k)) = (SINCE.iter().find(|(x, _)| *x == kind), opts.kernel) {
+        if let (Some(&(_, since)), Some(k)) = (SINCE.iter().find(|(x, _)| *x == kind), opts.kernel)
+        {
             if k < since {
                 out.push(lacks(&at, line, &format!("{kind} came with"), since, k));
             }

@@ -74,9 +74,10 @@ fn falls_to(cx: &DevCx, q: &QdiscInfo) -> Option<(String, Option<Handle>)> {
             )
         }
         // `drr_classify`/`qfq_classify` find no class: the packet is dropped.
-        QdiscOptions::Drr | QdiscOptions::Qfq => {
-            (format!("nowhere: {} drops them", q.kind.to_uppercase()), None)
-        }
+        QdiscOptions::Drr | QdiscOptions::Qfq => (
+            format!("nowhere: {} drops them", q.kind.to_uppercase()),
+            None,
+        ),
         _ => return None,
     })
 }
@@ -276,7 +277,8 @@ fn families(cx: &DevCx, out: &mut Vec<Finding>) {
 fn line_at(dev: &str, l: &super::origins::TcLine) -> String {
     format!(
         "{dev} filter parent {} pref {} u32",
-        l.parent.map_or("root".to_string(), |p| Handle(p).to_string()),
+        l.parent
+            .map_or("root".to_string(), |p| Handle(p).to_string()),
         l.pref.map_or("?".to_string(), |p| p.to_string())
     )
 }
@@ -300,7 +302,9 @@ fn raw_ports(cx: &DevCx, out: &mut Vec<Finding>) {
         })
         .chain(lines.iter().flat_map(|(_, l)| {
             l.rest.windows(6).filter_map(|w| match w {
-                [m, u, v, _, at, off] if m == "match" && u == "u16" && at == "at" && off == "22" => {
+                [m, u, v, _, at, off]
+                    if m == "match" && u == "u16" && at == "at" && off == "22" =>
+                {
                     Some(v.as_str())
                 }
                 _ => None,

@@ -66,7 +66,12 @@ fn protocol_name(p: u16) -> String {
     }
 }
 
-pub(super) fn check(engine: &Engine, origins: &Origins, redirects: &[Redirect], out: &mut Vec<Finding>) {
+pub(super) fn check(
+    engine: &Engine,
+    origins: &Origins,
+    redirects: &[Redirect],
+    out: &mut Vec<Finding>,
+) {
     let shapes = |name: &str| {
         engine
             .device(name)
@@ -181,7 +186,9 @@ pub(super) fn check(engine: &Engine, origins: &Origins, redirects: &[Redirect], 
         pairs.push(pair);
         let same: Vec<&Redirect> = redirects
             .iter()
-            .filter(|x| x.mirred.is_redirect() && (x.filter.dev.as_str(), x.mirred.dev.as_str()) == pair)
+            .filter(|x| {
+                x.mirred.is_redirect() && (x.filter.dev.as_str(), x.mirred.dev.as_str()) == pair
+            })
             .collect();
         let protocols: Vec<u16> = same.iter().map(|x| x.filter.protocol).collect();
         let ip4 = protocols.iter().any(|&p| p == ETH_P_ALL || p == 0x0800);
@@ -189,7 +196,11 @@ pub(super) fn check(engine: &Engine, origins: &Origins, redirects: &[Redirect], 
         if ip4 == ip6 || !shapes(&r.mirred.dev) {
             continue;
         }
-        let (has, lacks) = if ip4 { ("ip", "IPv6") } else { ("ipv6", "IPv4") };
+        let (has, lacks) = if ip4 {
+            ("ip", "IPv6")
+        } else {
+            ("ipv6", "IPv4")
+        };
         out.push(
             Finding::new(
                 "redirect-one-protocol",

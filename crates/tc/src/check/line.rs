@@ -221,12 +221,14 @@ pub(super) fn atm_overhead(cx: &DevCx, out: &mut Vec<Finding>) {
                 cx.qdisc_line(q),
                 t.rate.overhead as i64,
             )),
-            QdiscOptions::Cake(c) if c.atm == Some(tclab_core::qdisc::cake::atm::ATM) => atm.push((
-                "cake's `atm`".into(),
-                cx.qdisc_at(q),
-                cx.qdisc_line(q),
-                c.overhead.unwrap_or(0) as i64,
-            )),
+            QdiscOptions::Cake(c) if c.atm == Some(tclab_core::qdisc::cake::atm::ATM) => {
+                atm.push((
+                    "cake's `atm`".into(),
+                    cx.qdisc_at(q),
+                    cx.qdisc_line(q),
+                    c.overhead.unwrap_or(0) as i64,
+                ))
+            }
             _ => {}
         }
     }
@@ -240,7 +242,10 @@ pub(super) fn atm_overhead(cx: &DevCx, out: &mut Vec<Finding>) {
                 continue;
             }
             let what = format!("the classes of htb {}:", c.classid.major());
-            if !atm.iter().any(|(w, _, _, ov)| *w == what && *ov == r.overhead as i64) {
+            if !atm
+                .iter()
+                .any(|(w, _, _, ov)| *w == what && *ov == r.overhead as i64)
+            {
                 atm.push((
                     what,
                     format!("{} class htb {}", cx.name, c.classid),
@@ -311,7 +316,9 @@ fn drain_rate(cx: &DevCx, q: &tclab_core::engine::QdiscInfo) -> Option<u64> {
         };
         match &owner.options {
             QdiscOptions::Tbf(t) => rate = rate.min(t.rate.rate),
-            QdiscOptions::Cake(c) => rate = rate.min(c.base_rate.filter(|r| *r > 0).unwrap_or(u64::MAX)),
+            QdiscOptions::Cake(c) => {
+                rate = rate.min(c.base_rate.filter(|r| *r > 0).unwrap_or(u64::MAX))
+            }
             _ => {}
         }
         p = owner.parent;

@@ -176,7 +176,10 @@ impl<'a> MarkSetters<'a> {
 
 /// A rule limited to an out-interface applies to packets leaving `dev` only if it matches it.
 fn applies(rule: &Rule, dev: &str) -> bool {
-    rule.ip.outiface.as_ref().is_none_or(|o| o.matches(Some(dev)))
+    rule.ip
+        .outiface
+        .as_ref()
+        .is_none_or(|o| o.matches(Some(dev)))
 }
 
 /// Every rule of the mangle table, with its chain's name (`PreRouting`… for the built-in chains).
@@ -233,9 +236,9 @@ fn unset_marks(cx: &DevCx, out: &mut Vec<Finding>) {
     }
     for a in cx.actions.iter().filter(|a| {
         a.dev == cx.name
-            || redirects
-                .iter()
-                .any(|r| r.filter.dev == a.dev && r.filter.parent == a.parent && r.filter.pref == a.pref)
+            || redirects.iter().any(|r| {
+                r.filter.dev == a.dev && r.filter.parent == a.parent && r.filter.pref == a.pref
+            })
     }) {
         match &a.params {
             ActionParams::Skbedit(s) => {
@@ -332,7 +335,9 @@ fn interactive_key(k: &tclab_core::filter::u32::Key) -> Option<&'static str> {
     let byte = |shift: u32| (k.val >> shift) & 0xff;
     match (k.off, k.mask) {
         (8, 0x00ff_0000) if byte(16) == 1 => Some("ICMP"),
-        (0, 0x00ff_0000) | (0, 0x00fc_0000) if byte(16) & 0xfc == 0x10 => Some("TOS minimize-delay"),
+        (0, 0x00ff_0000) | (0, 0x00fc_0000) if byte(16) & 0xfc == 0x10 => {
+            Some("TOS minimize-delay")
+        }
         (0, 0x00ff_0000) | (0, 0x00fc_0000) if byte(16) & 0xfc == 0xb8 => Some("DSCP EF"),
         (20, 0x0000_ffff) => PORTS.iter().find(|p| p.0 == k.val & 0xffff).map(|p| p.1),
         (20, 0xffff_0000) => PORTS.iter().find(|p| p.0 == k.val >> 16).map(|p| p.1),
@@ -355,10 +360,9 @@ fn inverted_priorities(cx: &DevCx, out: &mut Vec<Finding>) {
         for chain in b.reachable_chains() {
             for tp in b.chains.get(&chain).into_iter().flatten() {
                 for n in b.u32_nodes(tp) {
-                    let (Some(c), Some(what)) = (
-                        n.classid,
-                        n.sel.keys.iter().find_map(interactive_key),
-                    ) else {
+                    let (Some(c), Some(what)) =
+                        (n.classid, n.sel.keys.iter().find_map(interactive_key))
+                    else {
                         continue;
                     };
                     if !interactive.iter().any(|x| x.0 == Handle(c)) {

@@ -80,7 +80,10 @@ impl Finding {
             .iter()
             .find(|c| c.0 == code)
             .map_or(Severity::Error, |c| c.1);
-        debug_assert!(CODES.iter().any(|c| c.0 == code), "unregistered code {code}");
+        debug_assert!(
+            CODES.iter().any(|c| c.0 == code),
+            "unregistered code {code}"
+        );
         Finding {
             code,
             severity,
@@ -349,10 +352,8 @@ pub fn check(
     }
     out.extend(refused(refusals));
     let marks = marks::MarkSetters::of(engine);
-    let trees: Vec<(&str, &Device, Tree)> = engine
-        .devices()
-        .map(|(n, d)| (n, d, Tree::of(d)))
-        .collect();
+    let trees: Vec<(&str, &Device, Tree)> =
+        engine.devices().map(|(n, d)| (n, d, Tree::of(d))).collect();
     let actions = filter_actions(&trees);
     let redirects = ifb::redirects(&actions);
     let mut kernel = Vec::new();
@@ -749,7 +750,8 @@ fn refused(refusals: &[Refusal]) -> Vec<Finding> {
             let parent = l.parent.filter(|&p| p != Handle::ROOT.0);
             let named = [parent, l.classid].into_iter().flatten();
             named.into_iter().any(|id| {
-                c.majors.contains(&(d.clone(), id & 0xffff_0000)) || c.classes.contains(&(d.clone(), id))
+                c.majors.contains(&(d.clone(), id & 0xffff_0000))
+                    || c.classes.contains(&(d.clone(), id))
             })
         };
         let found = if missing {
@@ -777,7 +779,8 @@ fn refused(refusals: &[Refusal]) -> Vec<Finding> {
         };
         // What this refused command would have made, for the commands after it.
         if let Some(d) = dev {
-            if words.first().is_some_and(|w| w == "link") && words.get(1).is_some_and(|w| w == "add")
+            if words.first().is_some_and(|w| w == "link")
+                && words.get(1).is_some_and(|w| w == "add")
             {
                 cause.devices.push(d.clone());
             }

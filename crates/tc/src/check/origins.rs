@@ -88,7 +88,11 @@ impl<'a> TcLine<'a> {
                 }
                 "ingress" | "egress" => {
                     // `tc filter add dev X ingress`: clsact's ingress or egress hook.
-                    line.parent = Some(if w == "ingress" { 0xffff_fff2 } else { 0xffff_fff3 });
+                    line.parent = Some(if w == "ingress" {
+                        0xffff_fff2
+                    } else {
+                        0xffff_fff3
+                    });
                     i += 1;
                     continue;
                 }
@@ -160,7 +164,8 @@ impl Origins {
 
     /// The line of the qdisc `handle` (whose parent is `parent`) on `dev`.
     pub fn qdisc(&self, dev: &str, handle: Handle, parent: Handle) -> Option<&str> {
-        self.qdisc_record(dev, handle, parent).map(|r| r.at.as_str())
+        self.qdisc_record(dev, handle, parent)
+            .map(|r| r.at.as_str())
     }
 
     /// The record itself, for its words.
@@ -219,7 +224,11 @@ pub fn link_device(entry: &[String]) -> Option<&str> {
     };
     after("dev")
         .or_else(|| after("name"))
-        .or_else(|| words.first().filter(|w| !["link", "type"].contains(&w.as_str())))
+        .or_else(|| {
+            words
+                .first()
+                .filter(|w| !["link", "type"].contains(&w.as_str()))
+        })
         .map(String::as_str)
 }
 
@@ -277,26 +286,53 @@ mod tests {
     #[test]
     fn the_last_line_naming_an_object_is_its_origin() {
         let o = Origins::new(vec![
-            rec("a.sh:3", "tc qdisc add dev eth0 root handle 1: htb default 20"),
-            rec("a.sh:4", "tc class add dev eth0 parent 1: classid 1:20 htb rate 1mbit"),
-            rec("a.sh:5", "tc -s class change dev eth0 classid 0x1:0x20 htb rate 2mbit"),
+            rec(
+                "a.sh:3",
+                "tc qdisc add dev eth0 root handle 1: htb default 20",
+            ),
+            rec(
+                "a.sh:4",
+                "tc class add dev eth0 parent 1: classid 1:20 htb rate 1mbit",
+            ),
+            rec(
+                "a.sh:5",
+                "tc -s class change dev eth0 classid 0x1:0x20 htb rate 2mbit",
+            ),
             rec("a.sh:6", "tc qdisc add dev eth0 parent 1:20 fq_codel"),
-            rec("a.sh:7", "tc qdisc add dev eth0 stab overhead 40 linklayer atm handle ffff: ingress"),
-            rec("a.sh:8", "tc filter add dev eth0 parent ffff: protocol ip prio 5 u32 match u32 0 0"),
+            rec(
+                "a.sh:7",
+                "tc qdisc add dev eth0 stab overhead 40 linklayer atm handle ffff: ingress",
+            ),
+            rec(
+                "a.sh:8",
+                "tc filter add dev eth0 parent ffff: protocol ip prio 5 u32 match u32 0 0",
+            ),
             rec("a.sh:9", "link set dev ifb0 up"),
             rec("a.sh:10", "link add ifb1 type ifb"),
         ]);
-        assert_eq!(o.qdisc("eth0", Handle(0x10000), Handle::ROOT), Some("a.sh:3"));
+        assert_eq!(
+            o.qdisc("eth0", Handle(0x10000), Handle::ROOT),
+            Some("a.sh:3")
+        );
         assert_eq!(o.class("eth0", Handle(0x10020)), Some("a.sh:5"));
         // A qdisc without a handle is found by its parent.
-        assert_eq!(o.qdisc("eth0", Handle(0x80010000), Handle(0x10020)), Some("a.sh:6"));
-        assert_eq!(o.qdisc("eth0", Handle(0xffff0000), Handle::ROOT), Some("a.sh:7"));
+        assert_eq!(
+            o.qdisc("eth0", Handle(0x80010000), Handle(0x10020)),
+            Some("a.sh:6")
+        );
+        assert_eq!(
+            o.qdisc("eth0", Handle(0xffff0000), Handle::ROOT),
+            Some("a.sh:7")
+        );
         let f = o.filter("eth0", Handle(0xffff0000), Some(5)).unwrap();
         assert_eq!(f.at, "a.sh:8");
         assert_eq!(o.link("ifb0"), Some("a.sh:9"));
         assert_eq!(o.link("ifb1"), Some("a.sh:10"));
         assert_eq!(o.class("eth1", Handle(0x10020)), None);
         let (_, l) = o.filter_lines().next().unwrap();
-        assert_eq!((l.kind, l.protocol, l.pref), (Some("u32"), Some("ip"), Some(5)));
+        assert_eq!(
+            (l.kind, l.protocol, l.pref),
+            (Some("u32"), Some("ip"), Some(5))
+        );
     }
 }

@@ -3,12 +3,12 @@
 
 use super::{DevCx, Finding, HZ};
 use crate::util::{calc_xmitsize, calc_xmittime, sprint_rate};
+use std::collections::{BTreeMap, BTreeSet};
 use tclab_core::engine::QdiscInfo;
 use tclab_core::filter::ETH_P_ALL;
 use tclab_core::qdisc::hfsc::{HfscClassOptions, ServiceCurve};
 use tclab_core::qdisc::htb::{HtbClassOptions, HtbOptions};
 use tclab_core::qdisc::{ClassInfo, ClassOptions, QdiscOptions};
-use std::collections::{BTreeMap, BTreeSet};
 use tclab_core::Handle;
 
 /// What the tree rules of one device share, computed once.
@@ -154,9 +154,7 @@ fn htb(cx: &DevCx, facts: &Facts, q: &QdiscInfo, h: &HtbOptions, out: &mut Vec<F
             );
         }
         if o.level == 0 {
-            out.extend(
-                queue_delay(cx, &at, c.leaf, o.rate.rate).map(|f| f.line(line)),
-            );
+            out.extend(queue_delay(cx, &at, c.leaf, o.rate.rate).map(|f| f.line(line)));
             let is_default = h.defcls != 0 && c.classid == Handle(q.handle.0 | h.defcls);
             if !is_default
                 && !cx.bound(c.classid.0)
@@ -235,7 +233,10 @@ fn bursts(cx: &DevCx, at: &str, line: Option<&str>, o: &HtbClassOptions) -> Opti
 /// to get. A lone leaf, a leaf that cannot borrow (ceil = rate), or classes whose quanta keep the rates'
 /// proportions say nothing: the quantum changes nothing there.
 fn quantum(cx: &DevCx, q: &QdiscInfo, h: &HtbOptions, mine: &[&ClassInfo], out: &mut Vec<Finding>) {
-    let by_id = |id: Handle| cx.class(id).filter(|c| c.classid.major() == q.handle.major());
+    let by_id = |id: Handle| {
+        cx.class(id)
+            .filter(|c| c.classid.major() == q.handle.major())
+    };
     // The class under the root each leaf borrows through.
     let top = |c: &ClassInfo| -> Handle {
         let mut id = c.classid;
@@ -393,7 +394,11 @@ fn priority_classified(cx: &DevCx, handle: Handle) -> bool {
 }
 
 fn classes_by_priority(cx: &DevCx, facts: &Facts, out: &mut Vec<Finding>) {
-    for q in cx.qdiscs.iter().filter(|q| facts.by_priority.contains(&q.handle.0)) {
+    for q in cx
+        .qdiscs
+        .iter()
+        .filter(|q| facts.by_priority.contains(&q.handle.0))
+    {
         let n = cx.classes_of(q.handle.major()).count();
         out.push(
             Finding::new(
@@ -427,23 +432,22 @@ fn unreached_class(at: &str, classid: Handle) -> Finding {
 /// `txqueuelen` packets, holding more than a second. Fair queues (sfq, fq_codel…) isolate flows: a
 /// sparse flow does not wait behind the whole queue, so their limit is no delay bound to report.
 fn queue_delay(cx: &DevCx, at: &str, leaf: Option<Handle>, rate: u64) -> Option<Finding> {
-    let (limit_pkts, limit_bytes, what) =
-        match leaf.and_then(|l| cx.qdisc(l)) {
-            Some(lq) => match &lq.options {
-                QdiscOptions::Pfifo(f) => {
-                    (f.limit.map(u64::from), None, format!("pfifo {}", lq.handle))
-                }
-                QdiscOptions::Bfifo(f) => {
-                    (None, f.limit.map(u64::from), format!("bfifo {}", lq.handle))
-                }
-                _ => return None,
-            },
-            None => (
-                Some(cx.dev.txqueuelen as u64),
-                None,
-                "default pfifo (txqueuelen packets)".to_string(),
-            ),
-        };
+    let (limit_pkts, limit_bytes, what) = match leaf.and_then(|l| cx.qdisc(l)) {
+        Some(lq) => match &lq.options {
+            QdiscOptions::Pfifo(f) => {
+                (f.limit.map(u64::from), None, format!("pfifo {}", lq.handle))
+            }
+            QdiscOptions::Bfifo(f) => {
+                (None, f.limit.map(u64::from), format!("bfifo {}", lq.handle))
+            }
+            _ => return None,
+        },
+        None => (
+            Some(cx.dev.txqueuelen as u64),
+            None,
+            "default pfifo (txqueuelen packets)".to_string(),
+        ),
+    };
     let bytes = limit_bytes.or(limit_pkts.map(|p| p * cx.mtu as u64))?;
     let secs = bytes as f64 / rate as f64;
     (rate > 0 && secs > 1.0).then(|| {
@@ -522,9 +526,18 @@ fn filters_on_classes(cx: &DevCx, out: &mut Vec<Finding>) {
 /// to: (the qdisc, the class they hang on, whether it is a leaf, their block).
 fn unread_filters<'c>(
     cx: &'c DevCx,
-) -> Vec<(&'c QdiscInfo, &'c ClassInfo, bool, &'c tclab_core::filter::Block)> {
+) -> Vec<(
+    &'c QdiscInfo,
+    &'c ClassInfo,
+    bool,
+    &'c tclab_core::filter::Block,
+)> {
     let mut out = Vec::new();
-    for q in cx.qdiscs.iter().filter(|q| matches!(q.kind, "htb" | "hfsc")) {
+    for q in cx
+        .qdiscs
+        .iter()
+        .filter(|q| matches!(q.kind, "htb" | "hfsc"))
+    {
         let Some(sched) = cx.dev.find(q.handle) else {
             continue;
         };
@@ -552,7 +565,11 @@ fn unreached_elsewhere(cx: &DevCx) -> BTreeSet<u32> {
         .iter()
         .flat_map(|(_, _, _, b)| b.reached_classes())
         .collect();
-    for q in cx.qdiscs.iter().filter(|q| matches!(q.kind, "htb" | "hfsc")) {
+    for q in cx
+        .qdiscs
+        .iter()
+        .filter(|q| matches!(q.kind, "htb" | "hfsc"))
+    {
         if super::filters::names_missing_class(cx, q) {
             out.extend(cx.classes_of(q.handle.major()).map(|c| c.classid.0));
         }
