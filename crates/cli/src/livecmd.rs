@@ -173,19 +173,7 @@ fn tc_show_all(engine: &mut Engine, now: tclab_core::Nanos) -> String {
     let mut text = String::new();
     for dev in engine.device_names() {
         text.push_str(&format!("### tc -s qdisc|class|filter show dev {dev}\n"));
-        let has_ingress = engine.device(&dev).is_some_and(|d| d.ingress().is_some());
-        let mut commands = vec![
-            vec!["-s", "qdisc", "show", "dev", &dev],
-            vec!["-s", "class", "show", "dev", &dev],
-            vec!["-s", "filter", "show", "dev", &dev],
-        ];
-        if has_ingress {
-            commands.push(vec!["-s", "filter", "show", "dev", &dev, "parent", "ffff:"]);
-        }
-        for argv in commands {
-            let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
-            text.push_str(&tclab_tc::run(engine, &argv, now).stdout);
-        }
+        text.push_str(&tclab_tc::show_device(engine, &dev, now));
     }
     text
 }

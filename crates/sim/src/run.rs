@@ -322,23 +322,7 @@ pub fn run(sc: &mut Scenario, progress: &mut dyn FnMut(Nanos)) -> Result<Outcome
         }
         let devs: Vec<String> = node.engine.device_names();
         for dev in devs {
-            let mut text = String::new();
-            let has_ingress = node
-                .engine
-                .device(&dev)
-                .is_some_and(|d| d.ingress().is_some());
-            let mut commands = vec![
-                vec!["-s", "qdisc", "show", "dev", &dev],
-                vec!["-s", "class", "show", "dev", &dev],
-                vec!["-s", "filter", "show", "dev", &dev],
-            ];
-            if has_ingress {
-                commands.push(vec!["-s", "filter", "show", "dev", &dev, "parent", "ffff:"]);
-            }
-            for argv in commands {
-                let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
-                text.push_str(&tclab_tc::run(&mut node.engine, &argv, end).stdout);
-            }
+            let text = tclab_tc::show_device(&mut node.engine, &dev, end);
             tc_show.push((node.name.clone(), dev, text));
         }
     }

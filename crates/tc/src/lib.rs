@@ -237,6 +237,27 @@ pub(crate) fn notice(line: &str) {
     });
 }
 
+/// `tc -s qdisc|class|filter show dev DEV` (and the ingress filters, `parent ffff:`, when the device has
+/// an ingress qdisc): a device's whole policy with its counters, as `tclab sim`'s tc.txt and `tclab
+/// live`'s summary print it.
+pub fn show_device(engine: &mut Engine, dev: &str, now: Nanos) -> String {
+    let has_ingress = engine.device(dev).is_some_and(|d| d.ingress().is_some());
+    let mut commands = vec![
+        vec!["-s", "qdisc", "show", "dev", dev],
+        vec!["-s", "class", "show", "dev", dev],
+        vec!["-s", "filter", "show", "dev", dev],
+    ];
+    if has_ingress {
+        commands.push(vec!["-s", "filter", "show", "dev", dev, "parent", "ffff:"]);
+    }
+    let mut text = String::new();
+    for argv in commands {
+        let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+        text.push_str(&run(engine, &argv, now).stdout);
+    }
+    text
+}
+
 /// Run one tc command line (without the leading `tc`). Global options come first, as in tc.
 pub fn run(engine: &mut Engine, argv: &[String], now: Nanos) -> Output {
     NOTICES.with(|n| n.borrow_mut().clear());
