@@ -60,6 +60,16 @@ pub struct Packet {
     /// The `net_cls.classid` of the sending socket's cgroup (`task_get_classid`), which the cgroup
     /// classifier gives as its result; 0 for none (a forwarded packet has none).
     pub cgroup_classid: u32,
+    /// `skb->sk`: the driver's number (≥ 1) for the socket that sent the packet, while the packet is
+    /// still that socket's (on its own host's egress); 0 for a forwarded packet, a copy, or a socket
+    /// sch_fq treats as unconnected (ping, `TCP_CLOSE`). sch_fq keeps one flow per socket.
+    pub sk: u32,
+    /// `skb->tstamp` as an earliest departure time (EDT): a pacing TCP stamps each packet with the
+    /// time it may leave (`tcp_wstamp_ns`), and sch_fq holds it until then. 0: none.
+    pub tstamp: Nanos,
+    /// The sending socket's `sk_pacing_rate` in bytes per second, read by sch_fq for a packet without
+    /// `tstamp` (a socket with `SO_MAX_PACING_RATE`); 0 stands for the kernel's `~0UL`, no limit.
+    pub pacing_rate: u64,
 }
 
 /// One 802.1Q/802.1ad tag: its TPID and its TCI (priority << 13 | DEI << 12 | VLAN id).

@@ -82,6 +82,10 @@ pub struct Cx {
     /// The filter that classified the packet last on this call's path (the innermost block's), for
     /// traces; no discipline reads it.
     pub matched: Option<crate::filter::FilterMatch>,
+    /// A sch_fq with pacing on took a packet of its own socket (`Packet::sk`) during this call: the
+    /// socket's `sk_pacing_status` becomes `SK_PACING_FQ`, and its TCP leaves the pacing to the qdisc
+    /// (no internal pacing), as `fq_classify` tells the kernel's socket.
+    pub pacing_fq: bool,
 }
 
 impl Cx {
@@ -95,6 +99,7 @@ impl Cx {
             to_root: None,
             leaf: 0,
             matched: None,
+            pacing_fq: false,
         }
     }
 
