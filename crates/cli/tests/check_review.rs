@@ -466,9 +466,14 @@ tc qdisc add dev ifb0 root tbf rate 2mbit burst 10k latency 50ms
     assert!(goodput(&out, 0, 4) > 9.0e6);
 }
 
-/// `protocol ip` on the redirect: IPv6 bypasses the ifb. The simulator carries IPv4 only, so the
-/// damage is shown on the ingress hook itself: an IPv6 packet arriving at eth0 is not redirected (and
-/// is given back to the stack unshaped) where an IPv4 packet is.
+/// `protocol ip` on the redirect: IPv6 bypasses the ifb. The simulator's hosts speak IPv4 only, so the
+/// damage is measured on the path `tclab live` runs — the same engine, ingress hook, ifb and
+/// `qdisc_run`, driven by a clock the test chooses (`Bridge::detached`): 8 Mbit/s of IPv4 and 8 Mbit/s
+/// of IPv6 arrive on eth0 for 2 s. Behind the IPv4-only redirect the ifb's 2 Mbit/s TBF holds IPv4 to
+/// its rate while every IPv6 frame leaves; with `protocol all` both families share the 2 Mbit/s.
+/// (Rates are counted over IP bytes; the TBF charges the link header mirred pushes back, 14 of 1 000
+/// bytes, and the first 10 KB of burst: 2.01 Mbit/s.)
+/// The ingress hook itself is checked too: an IPv6 packet is not redirected, and goes on unshaped.
 #[test]
 fn an_ipv4_only_redirect_lets_ipv6_bypass_the_shaper() {
     let script = "#!/bin/sh
@@ -527,7 +532,89 @@ tc qdisc add dev ifb0 root tbf rate 2mbit burst 10k latency 50ms
                 "what is not redirected goes on, unshaped"
             );
         }
+        let (v4_bps, v6_bps) = bridged_rates(&policy);
+        if v6_redirected {
+            let sum = v4_bps + v6_bps;
+            assert!(
+                (sum / 2e6 - 1.0).abs() < 0.05,
+                "protocol all: both families share the ifb's 2 Mbit/s ({v4_bps} + {v6_bps} bit/s)"
+            );
+        } else {
+            assert!(
+                (v4_bps / 2e6 - 1.0).abs() < 0.05,
+                "IPv4 through the ifb at its 2 Mbit/s: {v4_bps} bit/s"
+            );
+            // 2 000 frames of 986 IP bytes in 2 s: every one offered leaves, at 7.888 Mbit/s.
+            assert_eq!(
+                v6_bps, 7_888_000.0,
+                "IPv6 bypasses the shaper: every frame offered leaves"
+            );
+        }
     }
+}
+
+/// The policy lines of a script, applied to an engine with devices eth0 and eth1 (`ip link` lines as
+/// the store's records, `tc` lines as tc's words).
+fn bridge_engine(script: &str) -> tclab_core::Engine {
+    let mut e = tclab_core::Engine::new();
+    e.add_device("eth0", 1500, 1000);
+    e.add_device("eth1", 1500, 1000);
+    for l in script.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+        let words: Vec<String> = l.split_whitespace().skip(1).map(String::from).collect();
+        if l.starts_with("ip ") {
+            tclab_tc::store::apply_record(&mut e, &words).unwrap_or_else(|m| panic!("{l}: {m}"));
+        } else {
+            let out = tclab_tc::run(&mut e, &words, 0);
+            assert_eq!(out.code, 0, "{l}: {}", out.stderr);
+        }
+    }
+    e
+}
+
+/// An Ethernet frame of 1 000 bytes carrying UDP over IPv4 (`v6` false) or IPv6.
+fn udp_frame(v6: bool) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2];
+    if v6 {
+        // Version 6, payload length 946, next header UDP, hop limit 64, 2001:db8::/32 addresses.
+        f.extend([0x86, 0xdd, 0x60, 0, 0, 0, 0x03, 0xb2, 17, 64]);
+        f.extend([0x20, 0x01, 0x0d, 0xb8].iter().chain([0u8; 12].iter()));
+        f.extend([0x20, 0x01, 0x0d, 0xb8].iter().chain([1u8; 12].iter()));
+        f.extend([0x13, 0x88, 0x13, 0x89, 0x03, 0xb2, 0, 0]);
+    } else {
+        f.extend([0x08, 0x00, 0x45, 0, 0x03, 0xd6, 0, 0, 0x40, 0, 64, 17, 0, 0]);
+        f.extend([10, 0, 1, 2, 10, 0, 1, 1, 0x13, 0x88, 0x13, 0x89, 0x03, 0xc2, 0, 0]);
+    }
+    f.resize(1000, 0xab);
+    f
+}
+
+/// Through a detached live bridge with `script`'s policy: a 1 000-byte IPv4 frame and an IPv6 one
+/// arrive on eth0 every millisecond for 2 s (8 Mbit/s each); the bit rates of each family that leave
+/// eth1, counted over the IP packets (the link header is not charged by the qdiscs either).
+fn bridged_rates(script: &str) -> (f64, f64) {
+    let mut b = tclab_live::bridge::Bridge::detached(
+        bridge_engine(script),
+        [("eth0", 1500), ("eth1", 1500)],
+    );
+    let (v4, v6) = (udp_frame(false), udp_frame(true));
+    let mut bits = [0u64; 2];
+    let mut count = |frames: Vec<Vec<u8>>| {
+        for f in frames {
+            let family = usize::from(f[12..14] == [0x86, 0xdd]);
+            bits[family] += (f.len() as u64 - 14) * 8;
+        }
+    };
+    const MS: u64 = 1_000_000;
+    for t in 0..2_000u64 {
+        b.poll(t * MS);
+        b.arrive(t * MS, 0, &v4, false);
+        b.arrive(t * MS, 0, &v6, false);
+        count(b.take_sent(1));
+    }
+    // Only what left within the 2 s counts (the TBF still holds what arrived late).
+    b.poll(2_000 * MS - 1);
+    count(b.take_sent(1));
+    (bits[0] as f64 / 2.0, bits[1] as f64 / 2.0)
 }
 
 /// Bucket sizes, each simulated: a TBF burst of 1000 bytes passes no full-size segment; a TBF queue of
