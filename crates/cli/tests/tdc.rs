@@ -272,6 +272,11 @@ fn tdc_bpf_action() {
 }
 
 #[test]
+fn tdc_mpls() {
+    assert_no_failures(&["actions/mpls.json"]);
+}
+
+#[test]
 fn tdc_skbedit() {
     assert_no_failures(&["actions/skbedit.json"]);
 }

@@ -196,6 +196,11 @@ const GENERIC: &[&str] = &[
     "bpf",
     "bytecode",
     "4,40 0 0 12,21 0 1 2048,6 0 0 65539,6 0 0 0",
+    "mpls",
+    "label",
+    "dec_ttl",
+    "bos",
+    "mpls_uc",
 ];
 
 /// The fuzz vocabulary: the generic words, then every kind of the registry and its option keywords.

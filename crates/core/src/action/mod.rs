@@ -18,6 +18,7 @@ pub mod connmark;
 pub mod csum;
 pub mod gact;
 pub mod mirred;
+pub mod mpls;
 pub mod nat;
 pub mod pedit;
 pub mod police;
@@ -82,6 +83,7 @@ pub enum ActionParams {
     Skbmod(skbmod::Skbmod),
     Vlan(vlan::Vlan),
     Bpf(bpf::Bpf),
+    Mpls(mpls::Mpls),
 }
 
 impl ActionParams {
@@ -99,6 +101,7 @@ impl ActionParams {
             ActionParams::Skbmod(_) => "skbmod",
             ActionParams::Vlan(_) => "vlan",
             ActionParams::Bpf(_) => "bpf",
+            ActionParams::Mpls(_) => "mpls",
         }
     }
     /// The control codes this action may answer with, for the goto-chain check.
@@ -122,6 +125,7 @@ impl ActionParams {
             ActionParams::Skbmod(p) => vec![p.action],
             ActionParams::Vlan(p) => vec![p.action],
             ActionParams::Bpf(p) => vec![p.action],
+            ActionParams::Mpls(p) => vec![p.action],
         }
     }
 }
@@ -185,9 +189,16 @@ impl Action {
             // pedit, simple, skbmod and vlan count no drop for a `drop` answer (their kernel code does
             // not).
             ActionParams::Vlan(v) => return v.act(pkt, cx.mirred.at_ingress()),
-            // bpf counts a drop only when its program answered `shot`.
+            // bpf counts a drop only when its program answered `shot`, mpls when it could not edit.
             ActionParams::Bpf(b) => {
                 let (c, drop) = b.act(pkt, cx.mirred.at_ingress());
+                if drop {
+                    self.stats.drops += 1;
+                }
+                return c;
+            }
+            ActionParams::Mpls(m) => {
+                let (c, drop) = m.act(pkt, cx.mirred.at_ingress());
                 if drop {
                     self.stats.drops += 1;
                 }
@@ -344,6 +355,7 @@ impl ActionTable {
                     ActionParams::Skbmod(sm) => sm.validate()?,
                     ActionParams::Vlan(v) => v.validate()?,
                     ActionParams::Bpf(b) => b.validate()?,
+                    ActionParams::Mpls(m) => m.validate()?,
                     _ => {}
                 }
             }
@@ -497,6 +509,18 @@ impl ActionTable {
             n += 1;
         }
         (n, None)
+    }
+}
+
+/// Grow or shrink the packet's frame by `bytes` (a VLAN tag or an MPLS entry pushed or popped): at
+/// ingress its length from here on; on egress the length it leaves its root with, since the root
+/// charged it when it arrived (`qdisc_pkt_len`).
+pub(crate) fn resize_frame(pkt: &mut Packet, bytes: i32, at_ingress: bool) {
+    let by = |l: u32| l.saturating_add_signed(bytes);
+    if at_ingress {
+        pkt.len = by(pkt.len);
+    } else {
+        pkt.wire_len = Some(by(pkt.wire_len.unwrap_or(pkt.len)));
     }
 }
 

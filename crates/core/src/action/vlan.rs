@@ -142,15 +142,9 @@ impl Vlan {
     }
 }
 
-/// Grow or shrink the packet by `tags` header tags: at ingress its length from here on, on egress the
-/// length it leaves its root with.
+/// Grow or shrink the packet by `tags` header tags.
 fn resize(pkt: &mut Packet, tags: i32, at_ingress: bool) {
-    let by = |l: u32| l.saturating_add_signed(tags * VLAN_HLEN as i32);
-    if at_ingress {
-        pkt.len = by(pkt.len);
-    } else {
-        pkt.wire_len = Some(by(pkt.wire_len.unwrap_or(pkt.len)));
-    }
+    super::resize_frame(pkt, tags * VLAN_HLEN as i32, at_ingress);
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Actions in the tc language: `action …` lists inside filters and the `tc actions` command, after
 //! iproute2's `tc/m_action.c` and `tc_util.c` (6.1), with one file per action kind for its parser and
 //! printer, as iproute2 has one `m_X.c`: `gact.rs`, `police.rs`, `skbedit.rs`, `connmark.rs`,
-//! `mirred.rs`, `nat.rs`, `csum.rs`, `pedit.rs`, `simple.rs`, `skbmod.rs`, `vlan.rs`, `bpf.rs`; `parse_actions` and `print_aopt` dispatch to them, one
+//! `mirred.rs`, `nat.rs`, `csum.rs`, `pedit.rs`, `simple.rs`, `skbmod.rs`, `vlan.rs`, `bpf.rs`, `mpls.rs`; `parse_actions` and `print_aopt` dispatch to them, one
 //! line each.
 //!
 //! Parsers follow tc's return conventions through [`Failure`]: tc's `exit(-1)` (usage, `invarg`) is a
@@ -13,6 +13,7 @@ mod connmark;
 mod csum;
 mod gact;
 mod mirred;
+mod mpls;
 mod nat;
 mod pedit;
 mod police;
@@ -224,6 +225,7 @@ pub fn parse_actions(c: &mut Cur) -> Result<Vec<ActionSpec>> {
             "skbmod" => skbmod::parse_skbmod(c),
             "vlan" => vlan::parse_vlan(c),
             "bpf" => bpf::parse_bpf(c),
+            "mpls" => mpls::parse_mpls(c),
             // tc falls back on gact for any kind it has no module for: `action pump` is gact's "Bad
             // action type pump".
             _ => gact::parse_gact(c),
@@ -370,6 +372,7 @@ fn print_aopt(p: &mut Printer, a: &Action, flags: ShowFlags, now: u64) {
         ActionParams::Skbmod(sm) => skbmod::print(p, a, sm, flags, now),
         ActionParams::Vlan(v) => vlan::print(p, a, v, flags, now),
         ActionParams::Bpf(b) => bpf::print(p, a, b, flags, now),
+        ActionParams::Mpls(m) => mpls::print(p, a, m, flags, now),
     }
 }
 
@@ -520,7 +523,7 @@ const ACT_USAGE: &str = "usage: tc actions <ACTSPECOP>*\nWhere: \tACTSPECOP := A
 /// The action kinds tclab's "kernel" has.
 pub const KINDS: &[&str] = &[
     "gact", "police", "skbedit", "connmark", "mirred", "nat", "csum", "pedit", "simple", "skbmod",
-    "vlan", "bpf",
+    "vlan", "bpf", "mpls",
 ];
 
 const TALK: &str = "We have an error talking to the kernel";
