@@ -86,6 +86,9 @@ pub enum Command {
     /// Run a scenario in the simulated lab: summary table, CSV files, plots
     #[command(after_help = crate::sim::HELP)]
     Sim(SimArgs),
+    /// Run a scenario over a grid of values (any scenario key, or a tc option of a policy), in parallel
+    #[command(after_help = crate::sweep::HELP)]
+    Sweep(SweepArgs),
     /// Read a per-packet trace written by tclab sim --trace
     Trace(TraceCmd),
     /// Seed 004's traffic conditioner in the simulated lab, with the seed's latency table
@@ -247,6 +250,39 @@ pub struct SimArgs {
     /// Print a built-in scenario's file (a starting point for your own)
     #[arg(long, value_name = "NAME", conflicts_with = "scenario")]
     pub show: Option<String>,
+}
+
+#[derive(Args)]
+pub struct SweepArgs {
+    /// A scenario file (TOML, docs/SCENARIOS.md) or a built-in scenario's name (tclab sim --list)
+    pub scenario: String,
+    /// A key and the values it takes: link.rate=1mbit,10mbit or policy.router.burst=2k,15k (repeatable)
+    #[arg(long, value_name = "KEY=V1,V2,…")]
+    pub set: Vec<String>,
+    /// Where to write the results (default: ./tclab-out/sweep-NAME)
+    #[arg(short, long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Points run at once (default: the number of cores)
+    #[arg(short, long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub jobs: Option<u32>,
+    /// A metric to plot against each key (repeatable; default: every goodput and ping 99th percentile)
+    #[arg(long, value_name = "NAME")]
+    pub metric: Vec<String>,
+    /// Replace the scenario's seed at every point
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Write no plots
+    #[arg(long)]
+    pub no_plots: bool,
+    /// Print the number of points and stop
+    #[arg(long, conflicts_with_all = ["point", "merge"])]
+    pub points: bool,
+    /// Run this point only and write its file into DIR/points (env: the job array's index)
+    #[arg(long, value_name = "I|env", conflicts_with = "merge")]
+    pub point: Option<String>,
+    /// Assemble the table and plots from the point files in DIR/points, into DIR
+    #[arg(long, value_name = "DIR")]
+    pub merge: Option<PathBuf>,
 }
 
 const TRACE_HELP: &str = "\

@@ -13,6 +13,7 @@ mod liveout;
 mod plot;
 mod progress;
 mod sim;
+mod sweep;
 mod trace;
 
 use args::{usage, CmdResult, Failure, EX_USAGE};
@@ -935,6 +936,7 @@ fn main() -> ExitCode {
         C::Live(a) => livecmd::live(a),
         C::Lab(a) => livecmd::lab(a),
         C::Sim(a) => sim::cmd(a),
+        C::Sweep(a) => sweep::cmd(a),
         C::Trace(a) => trace::cmd(a),
         C::Completions { shell } => Ok(args::completions(shell)),
     };

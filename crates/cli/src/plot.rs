@@ -410,12 +410,34 @@ fn font(size: f64) -> TextStyle<'static> {
     TextStyle::from((text::FAMILY, size).into_font()).color(&BLACK)
 }
 
+/// What a chart's x axis is.
+pub enum XAxis {
+    /// Seconds of a run.
+    Time,
+    /// The values of a swept key at x = 0, 1, 2…: the points are marked, the values are the labels.
+    Values { desc: String, labels: Vec<String> },
+}
+
 /// Draw `c` on `root` as `l` lays it out. Returns the plotting area plotters drew in (x and y pixel
 /// ranges, ends excluded), which is `l.plot`.
+#[cfg(test)]
 fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     c: &Chart,
     l: &Layout,
+) -> Result<(Range<i32>, Range<i32>), String>
+where
+    DB::ErrorType: 'static,
+{
+    draw_against(root, c, l, &XAxis::Time)
+}
+
+/// [`draw`] with the x axis `x`.
+fn draw_against<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    c: &Chart,
+    l: &Layout,
+    x: &XAxis,
 ) -> Result<(Range<i32>, Range<i32>), String>
 where
     DB::ErrorType: 'static,
@@ -455,9 +477,28 @@ where
             format!("{v:.1}")
         }
     };
-    chart
-        .configure_mesh()
-        .x_desc("time, s")
+    let (x_desc, labels) = match x {
+        XAxis::Time => ("time, s", &[][..]),
+        XAxis::Values { desc, labels } => (desc.as_str(), &labels[..]),
+    };
+    // A value's label at its whole x; plotters' in-between ticks stay blank.
+    let fmt_x = move |v: &f64| {
+        if labels.is_empty() {
+            return format!("{v}");
+        }
+        let k = v.round();
+        if (v - k).abs() < 1e-9 && k >= 0.0 {
+            labels.get(k as usize).cloned().unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+    let mut mesh = chart.configure_mesh();
+    if !labels.is_empty() {
+        // Enough ticks that plotters' step is at most one value.
+        mesh.x_labels(labels.len() + 2).x_label_formatter(&fmt_x);
+    }
+    mesh.x_desc(x_desc)
         .y_desc(c.y_desc.as_str())
         .y_label_formatter(&fmt_y)
         .label_style(font(LABEL_SIZE))
@@ -482,6 +523,12 @@ where
                 .map(|_| ()),
         }
         .map_err(err)?;
+        if matches!(x, XAxis::Values { .. }) {
+            let dot = style_of(look).filled();
+            chart
+                .draw_series(c.series[k].points.iter().map(|&p| Circle::new(p, 5, dot)))
+                .map_err(err)?;
+        }
     }
     let drawn = chart.plotting_area().get_pixel_range();
     if let Some(b) = l.legend {
@@ -531,6 +578,16 @@ where
 
 /// Write `c` as DIR/STEM.svg and DIR/STEM.png, `subtitle` under its title. Returns the files written.
 pub fn render_with(dir: &Path, c: &Chart, subtitle: &str) -> Result<Vec<String>, String> {
+    render_against(dir, c, subtitle, &XAxis::Time)
+}
+
+/// [`render_with`], the x axis `x` (`tclab sweep`'s charts: a metric against a key's values).
+pub fn render_against(
+    dir: &Path,
+    c: &Chart,
+    subtitle: &str,
+    x: &XAxis,
+) -> Result<Vec<String>, String> {
     // Both backends lay text out with the registered font.
     if !font_available() {
         return Err(format!(
@@ -538,16 +595,21 @@ pub fn render_with(dir: &Path, c: &Chart, subtitle: &str) -> Result<Vec<String>,
             FONT_PATHS.join(", ")
         ));
     }
-    let l = layout(c, subtitle);
+    let mut l = layout(c, subtitle);
+    if let XAxis::Values { labels, .. } = x {
+        // Half a step of room beside the first and the last value, for their marks and labels.
+        l.x_range = -0.5..(labels.len().max(1) as f64 - 0.5);
+    }
     let mut written = Vec::new();
     let svg = dir.join(format!("{}.svg", c.file_stem));
-    draw(SVGBackend::new(&svg, c.size).into_drawing_area(), c, &l)?;
+    draw_against(SVGBackend::new(&svg, c.size).into_drawing_area(), c, &l, x)?;
     written.push(svg.display().to_string());
     let png = dir.join(format!("{}.png", c.file_stem));
-    draw(
+    draw_against(
         text::Glyphs(BitMapBackend::new(&png, c.size)).into_drawing_area(),
         c,
         &l,
+        x,
     )?;
     written.push(png.display().to_string());
     Ok(written)

@@ -1,0 +1,1085 @@
+//! `tclab sweep`: one scenario run over a grid of values, each point its own deterministic simulation.
+//!
+//! The grid is the product of the `--set KEY=V1,V2,…` lists, numbered with the last key varying
+//! fastest (nested loops in the order given). A point's scenario is the original with each key's value
+//! put in: either a key path of the TOML file (`link.rate`, `traffic.1.streams`, `seed`) or a word of a
+//! node's inline tc lines (`policy.router.burst`): see [`set_value`] and docs/SWEEP.md.
+//!
+//! A point's result is a small JSON file (`points/point-NNNNN.json`) holding its values and its
+//! metrics as text — Rust's shortest round-trip form of each `f64` — so that a table assembled from
+//! files written by other processes, or other machines (`--point I`, then `--merge DIR`), is the
+//! very table a local run writes: the local run assembles its table from the same bytes. Threads run
+//! the points of a local sweep; the simulator stays single-threaded, and rows are ordered by point
+//! index, so the outputs do not depend on `--jobs`.
+
+use crate::args::{usage, CmdResult, Failure, SweepArgs};
+use crate::plot;
+use crate::sim::scenario_source;
+use serde_json::{json, Value};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use tclab_sim::report::{fmt_bps, write_files};
+use tclab_sim::run::{run, Outcome};
+use tclab_sim::scenario::{load_with, LoadOptions, Scenario, TrafficKind};
+
+/// `tclab sweep --help`'s text after the options.
+pub const HELP: &str = "\
+KEY is a scenario key path (seed, duration, link.rate, link.1.delay, traffic.0.streams: an array's
+entry by index, which may be left out when the array has one entry, * for every entry), or
+policy.NODE[.WORD…].OPTION: the value after OPTION in NODE's inline tc lines (policy.router.burst), the
+WORDs picking the line when OPTION is on several (policy.router.1:10.burst). Values are separated by
+commas. Points are numbered from 0, the last --set varying fastest.
+Writes into DIR (default ./tclab-out/sweep-NAME): sweep.csv and sweep.md (a row per point: the swept
+values, then every metric), sweep-METRIC-KEY.svg/.png (each --metric against each key), and
+points/point-NNNNN.json (each point's result).
+On a cluster: --points prints the number of points; --point I (or --point env: $SLURM_ARRAY_TASK_ID or
+$JOB_COMPLETION_INDEX) runs one and writes its file into DIR/points; --merge DIR assembles the table and
+plots, identical to a local run's (docs/SWEEP.md).
+Exit status: 0; 64 if the command line, the scenario or a point's value cannot be used (the point and
+the key named, nothing written); 1 if a run fails.";
+
+/// The version of a point file's layout.
+const SCHEMA: &str = "tclab-sweep/1";
+const POINTS_DIR: &str = "points";
+
+// ---- The grid ---------------------------------------------------------------------------------------
+
+/// One `--set`: a key and the values it takes.
+struct Axis {
+    key: String,
+    values: Vec<String>,
+}
+
+struct Grid {
+    axes: Vec<Axis>,
+}
+
+impl Grid {
+    fn parse(sets: &[String]) -> Result<Grid, String> {
+        if sets.is_empty() {
+            return Err("give at least one --set KEY=V1,V2,…".into());
+        }
+        let mut axes: Vec<Axis> = Vec::new();
+        for s in sets {
+            let (key, list) = s
+                .split_once('=')
+                .ok_or_else(|| format!("--set {s}: write KEY=V1,V2,…"))?;
+            let key = key.trim();
+            if key.is_empty() || key.split('.').any(str::is_empty) {
+                return Err(format!(
+                    "--set {s}: \"{key}\" is not a key path (e.g. link.rate)"
+                ));
+            }
+            let values: Vec<String> = list.split(',').map(|v| v.trim().to_string()).collect();
+            if values.iter().all(String::is_empty) {
+                return Err(format!("--set {key}: the list of values is empty"));
+            }
+            if let Some(i) = values.iter().position(String::is_empty) {
+                return Err(format!(
+                    "--set {key}: value {} of \"{list}\" is empty",
+                    i + 1
+                ));
+            }
+            if axes.iter().any(|a| a.key == key) {
+                return Err(format!(
+                    "--set {key}: the key is set twice; give all its values in one list"
+                ));
+            }
+            axes.push(Axis {
+                key: key.to_string(),
+                values,
+            });
+        }
+        Ok(Grid { axes })
+    }
+
+    fn len(&self) -> usize {
+        self.axes.iter().map(|a| a.values.len()).product()
+    }
+
+    /// Each axis's value index at point `i`: the last axis varies fastest.
+    fn digits(&self, mut i: usize) -> Vec<usize> {
+        let mut d = vec![0; self.axes.len()];
+        for (k, a) in self.axes.iter().enumerate().rev() {
+            d[k] = i % a.values.len();
+            i /= a.values.len();
+        }
+        d
+    }
+
+    fn values(&self, i: usize) -> Vec<&str> {
+        self.digits(i)
+            .iter()
+            .zip(&self.axes)
+            .map(|(&d, a)| a.values[d].as_str())
+            .collect()
+    }
+
+    /// "point 3 (link.rate=10mbit, seed=2)": how a message names a point.
+    fn name(&self, i: usize) -> String {
+        let kv: Vec<String> = self
+            .axes
+            .iter()
+            .zip(self.values(i))
+            .map(|(a, v)| format!("{}={v}", a.key))
+            .collect();
+        format!("point {i} ({})", kv.join(", "))
+    }
+}
+
+// ---- A point's scenario -----------------------------------------------------------------------------
+
+/// The scenario of point `i`: the original text with every axis's value put in.
+fn point_text(text: &str, grid: &Grid, i: usize) -> Result<String, String> {
+    let mut doc: toml::Table = text.parse().map_err(|e| format!("{e}"))?;
+    for (a, v) in grid.axes.iter().zip(grid.values(i)) {
+        set_value(&mut doc, &a.key, v).map_err(|e| format!("{}: {}: {e}", grid.name(i), a.key))?;
+    }
+    toml::to_string(&doc).map_err(|e| e.to_string())
+}
+
+/// Put `value` at `key` in the scenario `doc`.
+///
+/// `policy.NODE…` with NODE a node that has a `[[policy]]` entry rewrites a word of its tc lines
+/// ([`set_tc_word`]). Any other key is a path of the TOML document: a table's key, an array's entry by
+/// index (`link.1.rate`; left out when the array has exactly one entry; `*` for every entry). A key
+/// that exists keeps its type (a string stays a string, an integer must be one); a new one is an
+/// integer, a float or a boolean when it reads as one, else a string. Whether the scenario accepts it
+/// is for the scenario's loader to say.
+fn set_value(doc: &mut toml::Table, key: &str, value: &str) -> Result<(), String> {
+    let segs: Vec<&str> = key.split('.').collect();
+    if segs[0] == "policy" && segs.len() >= 3 {
+        let node = segs[1];
+        let has_node = doc
+            .get("policy")
+            .and_then(toml::Value::as_array)
+            .is_some_and(|ps| {
+                ps.iter()
+                    .any(|p| p.get("node").and_then(toml::Value::as_str) == Some(node))
+            });
+        if has_node {
+            return set_tc_word(
+                doc,
+                node,
+                &segs[2..segs.len() - 1],
+                segs[segs.len() - 1],
+                value,
+            );
+        }
+        if segs[1].parse::<usize>().is_err() && segs[1] != "*" {
+            return Err(format!("no [[policy]] entry has node = \"{node}\""));
+        }
+    }
+    let mut slot = toml::Value::Table(std::mem::take(doc));
+    let r = set_path(&mut slot, &segs, value, key);
+    if let toml::Value::Table(t) = slot {
+        *doc = t;
+    }
+    r
+}
+
+fn set_path(at: &mut toml::Value, segs: &[&str], value: &str, key: &str) -> Result<(), String> {
+    let (seg, rest) = (segs[0], &segs[1..]);
+    match at {
+        toml::Value::Array(items) => {
+            let picked: Vec<usize> = if seg == "*" {
+                (0..items.len()).collect()
+            } else if let Ok(n) = seg.parse::<usize>() {
+                if n >= items.len() {
+                    return Err(format!(
+                        "index {n} is past the {} entries there",
+                        items.len()
+                    ));
+                }
+                vec![n]
+            } else if items.len() == 1 {
+                // The one entry, with this segment read inside it.
+                return set_path(&mut items[0], segs, value, key);
+            } else {
+                return Err(format!(
+                    "there are {} entries: name one by index (0 to {}) before \"{seg}\", or * for all",
+                    items.len(),
+                    items.len() - 1
+                ));
+            };
+            if rest.is_empty() {
+                return Err("a key names a value, not an entry of an array".into());
+            }
+            for n in picked {
+                set_path(&mut items[n], rest, value, key)?;
+            }
+            Ok(())
+        }
+        toml::Value::Table(t) if rest.is_empty() => {
+            let new = match t.get(seg) {
+                Some(old) => typed_as(old, value)?,
+                None => inferred(value),
+            };
+            t.insert(seg.to_string(), new);
+            Ok(())
+        }
+        toml::Value::Table(t) => match t.get_mut(seg) {
+            Some(next) => set_path(next, rest, value, key),
+            None => {
+                let mut known: Vec<&str> = t.keys().map(String::as_str).collect();
+                known.sort_unstable();
+                Err(format!(
+                    "unknown key \"{seg}\" (here: {})",
+                    known.join(", ")
+                ))
+            }
+        },
+        _ => Err(format!("\"{seg}\" is inside a value, not a table")),
+    }
+}
+
+/// `value` as the type of the value it replaces.
+fn typed_as(old: &toml::Value, value: &str) -> Result<toml::Value, String> {
+    use toml::Value as V;
+    Ok(match old {
+        V::String(_) => V::String(value.to_string()),
+        V::Integer(_) => V::Integer(
+            value
+                .parse()
+                .map_err(|_| format!("takes an integer, not \"{value}\""))?,
+        ),
+        V::Float(_) => V::Float(
+            value
+                .parse()
+                .map_err(|_| format!("takes a number, not \"{value}\""))?,
+        ),
+        V::Boolean(_) => V::Boolean(
+            value
+                .parse()
+                .map_err(|_| format!("takes true or false, not \"{value}\""))?,
+        ),
+        _ => {
+            return Err(format!(
+                "is a {}, which --set cannot replace",
+                old.type_str()
+            ))
+        }
+    })
+}
+
+fn inferred(value: &str) -> toml::Value {
+    use toml::Value as V;
+    if let Ok(i) = value.parse::<i64>() {
+        V::Integer(i)
+    } else if let Ok(b) = value.parse::<bool>() {
+        V::Boolean(b)
+    } else if let Some(f) = value.parse::<f64>().ok().filter(|f| f.is_finite()) {
+        V::Float(f)
+    } else {
+        V::String(value.to_string())
+    }
+}
+
+/// Replace the word after `option` in `node`'s inline tc lines, on the one line that has it and every
+/// word of `pick`. Comments (from `#`) are not searched. None or several such places: refused, naming
+/// them, rather than guessed.
+fn set_tc_word(
+    doc: &mut toml::Table,
+    node: &str,
+    pick: &[&str],
+    option: &str,
+    value: &str,
+) -> Result<(), String> {
+    if value.split_whitespace().count() != 1 {
+        return Err(format!("a tc option's value is one word, not \"{value}\""));
+    }
+    let Some(toml::Value::Array(policies)) = doc.get_mut("policy") else {
+        unreachable!("the caller found the node's policy");
+    };
+    // (entry, line number, byte range of the value) of every place.
+    let mut places: Vec<(usize, usize, std::ops::Range<usize>, String)> = Vec::new();
+    for (e, p) in policies.iter().enumerate() {
+        if p.get("node").and_then(toml::Value::as_str) != Some(node) {
+            continue;
+        }
+        let Some(tc) = p.get("tc").and_then(toml::Value::as_str) else {
+            let what = if p.get("script").is_some() {
+                "script"
+            } else {
+                "batch"
+            };
+            return Err(format!(
+                "{node}'s policy is a {what} file: only inline tc lines (tc = \"\"\"…\"\"\") can be rewritten"
+            ));
+        };
+        let mut start = 0;
+        for (n, line) in tc.split('\n').enumerate() {
+            let code = line.split('#').next().unwrap_or("");
+            let words = words_at(code);
+            let has_pick = pick.iter().all(|w| words.iter().any(|(_, x)| x == w));
+            for k in 0..words.len() {
+                if words[k].1 != option || !has_pick {
+                    continue;
+                }
+                let Some((at, v)) = words.get(k + 1) else {
+                    return Err(format!(
+                        "line {} of {node}'s tc has {option} with no value after it",
+                        n + 1
+                    ));
+                };
+                places.push((
+                    e,
+                    n + 1,
+                    start + at..start + at + v.len(),
+                    line.trim().to_string(),
+                ));
+            }
+            start += line.len() + 1;
+        }
+    }
+    let picked = if pick.is_empty() {
+        String::new()
+    } else {
+        format!(" and {}", pick.join(" "))
+    };
+    match places.as_slice() {
+        [] => Err(format!("no tc line of {node}'s policy has {option}{picked} (rewriting is of an option already written)")),
+        [(e, _, range, _)] => {
+            let entry = policies[*e].as_table_mut().expect("a policy entry is a table");
+            let tc = entry["tc"].as_str().expect("checked above");
+            let new = format!("{}{value}{}", &tc[..range.start], &tc[range.end..]);
+            entry.insert("tc".into(), toml::Value::String(new));
+            Ok(())
+        }
+        many => {
+            let lines: Vec<String> = many
+                .iter()
+                .map(|(_, n, _, l)| format!("line {n}: {l}"))
+                .collect();
+            Err(format!(
+                "{option}{picked} is on {} places of {node}'s tc lines ({}): add a word of the one meant \
+                 before {option}, e.g. policy.{node}.1:10.{option} or policy.{node}.eth1.{option}",
+                many.len(),
+                lines.join("; ")
+            ))
+        }
+    }
+}
+
+/// The whitespace-separated words of `s` with their byte offsets.
+fn words_at(s: &str) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (i, c) in s.char_indices() {
+        match (c.is_whitespace(), start) {
+            (true, Some(b)) => {
+                out.push((b, &s[b..i]));
+                start = None;
+            }
+            (false, None) => start = Some(i),
+            _ => {}
+        }
+    }
+    if let Some(b) = start {
+        out.push((b, &s[b..]));
+    }
+    out
+}
+
+// ---- Metrics ------------------------------------------------------------------------------------------
+
+/// The metrics of a run, in the scenario's order: per flow its goodput and losses, per ping its RTT
+/// percentiles and losses, and the packets every interface's qdiscs dropped.
+fn metrics(sc: &Scenario, out: &Outcome) -> Vec<(String, Option<f64>)> {
+    let mut m = Vec::new();
+    for t in &sc.traffic {
+        match &t.kind {
+            TrafficKind::Ping { .. } => {
+                let Some(p) = out.pings.iter().find(|p| p.name == t.name) else {
+                    continue;
+                };
+                let rtt = |x: f64| (p.rtt.count > 0).then_some(x);
+                m.push((format!("{}.rtt_p50_ms", t.name), rtt(p.rtt.p50_ms)));
+                m.push((format!("{}.rtt_p99_ms", t.name), rtt(p.rtt.p99_ms)));
+                m.push((format!("{}.rtt_avg_ms", t.name), rtt(p.rtt.avg_ms)));
+                let lost = p.sent.saturating_sub(p.received) as f64;
+                m.push((
+                    format!("{}.loss_pct", t.name),
+                    (p.sent > 0).then(|| 100.0 * lost / p.sent as f64),
+                ));
+            }
+            kind => {
+                let Some(f) = out.flows.iter().find(|f| f.name == t.name) else {
+                    continue;
+                };
+                m.push((format!("{}.goodput_bps", t.name), Some(f.goodput_bps)));
+                if matches!(kind, TrafficKind::Udp { .. }) {
+                    m.push((
+                        format!("{}.lost_packets", t.name),
+                        Some(f.lost_packets as f64),
+                    ));
+                } else {
+                    m.push((
+                        format!("{}.retransmits", t.name),
+                        Some(f.retransmits as f64),
+                    ));
+                }
+            }
+        }
+    }
+    let drops: u64 = sc.net.ifaces.iter().map(|f| f.counters.tx_dropped).sum();
+    m.push(("drops".into(), Some(drops as f64)));
+    m
+}
+
+/// The metric names a scenario's run reports, without running it.
+fn metric_names(sc: &Scenario) -> Vec<String> {
+    let mut names = Vec::new();
+    for t in &sc.traffic {
+        let ends: &[&str] = match t.kind {
+            TrafficKind::Ping { .. } => &["rtt_p50_ms", "rtt_p99_ms", "rtt_avg_ms", "loss_pct"],
+            TrafficKind::Udp { .. } => &["goodput_bps", "lost_packets"],
+            TrafficKind::Tcp { .. } => &["goodput_bps", "retransmits"],
+        };
+        names.extend(ends.iter().map(|e| format!("{}.{e}", t.name)));
+    }
+    names.push("drops".into());
+    names
+}
+
+/// Without `--metric`: every flow's goodput and every ping's 99th percentile, or the drops.
+fn default_metrics(names: &[String]) -> Vec<String> {
+    let picked: Vec<String> = names
+        .iter()
+        .filter(|n| n.ends_with(".goodput_bps") || n.ends_with(".rtt_p99_ms"))
+        .cloned()
+        .collect();
+    if picked.is_empty() {
+        vec!["drops".into()]
+    } else {
+        picked
+    }
+}
+
+// ---- Point files --------------------------------------------------------------------------------------
+
+/// What identifies a sweep: the scenario's text, the grid and the seed. A point file of another sweep
+/// is foreign to this one's merge.
+fn fingerprint(text: &str, grid: &Grid, seed: Option<u64>) -> String {
+    // FNV-1a, 64 bits: stable across builds and machines (std's hasher is not).
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    eat(text.as_bytes());
+    for a in &grid.axes {
+        eat(b"\0");
+        eat(a.key.as_bytes());
+        for v in &a.values {
+            eat(b"\x01");
+            eat(v.as_bytes());
+        }
+    }
+    eat(format!("\0{seed:?}").as_bytes());
+    format!("{h:016x}")
+}
+
+fn point_file_name(i: usize) -> String {
+    format!("point-{i:05}.json")
+}
+
+/// A point's result as its file's bytes. Numbers are kept as text (`f64`'s shortest round-trip form):
+/// read back, they are the same numbers, whatever JSON parser reads them.
+fn point_json(sweep: &str, grid: &Grid, i: usize, metrics: &[(String, Option<f64>)]) -> Vec<u8> {
+    let m: Vec<Value> = metrics
+        .iter()
+        .map(|(k, v)| json!([k, v.map(|x| x.to_string())]))
+        .collect();
+    let v = json!({
+        "schema": SCHEMA,
+        "sweep": sweep,
+        "points": grid.len(),
+        "point": i,
+        "keys": grid.axes.iter().map(|a| a.key.as_str()).collect::<Vec<_>>(),
+        "values": grid.values(i),
+        "metrics": m,
+    });
+    let mut s = serde_json::to_string_pretty(&v).expect("JSON of strings and numbers");
+    s.push('\n');
+    s.into_bytes()
+}
+
+/// A point's result read back.
+struct PointResult {
+    metrics: Vec<(String, Option<f64>)>,
+}
+
+/// Read a point file; `None` if it is not one of this sweep's (its schema, sweep or point differ).
+fn read_point(bytes: &[u8], sweep: &str, grid: &Grid) -> Result<(usize, PointResult), String> {
+    let v: Value = serde_json::from_slice(bytes).map_err(|e| format!("not a point file ({e})"))?;
+    if v["schema"] != SCHEMA {
+        return Err(format!("not a point file of {SCHEMA}"));
+    }
+    if v["sweep"] != sweep {
+        return Err("a point of another sweep (its scenario, --set lists or --seed differ)".into());
+    }
+    let i = v["point"]
+        .as_u64()
+        .map(|i| i as usize)
+        .filter(|&i| i < grid.len())
+        .ok_or("its point number is not one of this sweep's")?;
+    if v["values"] != json!(grid.values(i)) {
+        return Err(format!("its values are not those of {}", grid.name(i)));
+    }
+    let mut metrics = Vec::new();
+    for m in v["metrics"].as_array().ok_or("no metrics")? {
+        let name = m[0].as_str().ok_or("a metric without a name")?;
+        let value = match &m[1] {
+            Value::Null => None,
+            Value::String(s) => Some(
+                s.parse::<f64>()
+                    .map_err(|_| format!("metric {name}: \"{s}\" is not a number"))?,
+            ),
+            _ => return Err(format!("metric {name}: not a number as text")),
+        };
+        metrics.push((name.to_string(), value));
+    }
+    Ok((i, PointResult { metrics }))
+}
+
+// ---- Table and plots ---------------------------------------------------------------------------------
+
+/// Every metric name of the points, in the order first seen (point by point).
+fn columns(points: &[PointResult]) -> Vec<String> {
+    let mut cols: Vec<String> = Vec::new();
+    for p in points {
+        for (n, _) in &p.metrics {
+            if !cols.contains(n) {
+                cols.push(n.clone());
+            }
+        }
+    }
+    cols
+}
+
+fn value_of(p: &PointResult, col: &str) -> Option<f64> {
+    p.metrics
+        .iter()
+        .find(|(n, _)| n == col)
+        .and_then(|(_, v)| *v)
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn table_csv(grid: &Grid, points: &[PointResult], cols: &[String]) -> String {
+    let mut head = vec!["point".to_string()];
+    head.extend(grid.axes.iter().map(|a| csv_field(&a.key)));
+    head.extend(cols.iter().map(|c| csv_field(c)));
+    let mut s = head.join(",") + "\n";
+    for (i, p) in points.iter().enumerate() {
+        let mut row = vec![i.to_string()];
+        row.extend(grid.values(i).iter().map(|v| csv_field(v)));
+        row.extend(
+            cols.iter()
+                .map(|c| value_of(p, c).map_or(String::new(), |v| v.to_string())),
+        );
+        s += &(row.join(",") + "\n");
+    }
+    s
+}
+
+/// A metric as a person reads it: bit rates in tc's units, the rest to four significant digits.
+fn human(col: &str, v: Option<f64>) -> String {
+    match v {
+        None => "—".into(),
+        Some(v) if col.ends_with("_bps") => fmt_bps(v),
+        // Counts whole.
+        Some(v) if v.fract() == 0.0 && v.abs() < 1e15 => format!("{}", v as i64),
+        Some(v) => tclab_tc::util::fmt_g(v, 4),
+    }
+}
+
+fn table_md(title: &str, grid: &Grid, points: &[PointResult], cols: &[String]) -> String {
+    let cell = |s: &str| s.replace('|', "\\|");
+    let mut s = format!("# {}\n\n", cell(title));
+    let mut head = vec!["point".to_string()];
+    head.extend(grid.axes.iter().map(|a| cell(&a.key)));
+    head.extend(cols.iter().map(|c| cell(c)));
+    s += &format!("| {} |\n", head.join(" | "));
+    let align: Vec<&str> = (0..head.len())
+        .map(|k| if k > grid.axes.len() { "---:" } else { "---" })
+        .collect();
+    s += &format!("|{}|\n", align.join("|"));
+    for (i, p) in points.iter().enumerate() {
+        let mut row = vec![i.to_string()];
+        row.extend(grid.values(i).iter().map(|v| cell(v)));
+        row.extend(cols.iter().map(|c| human(c, value_of(p, c))));
+        s += &format!("| {} |\n", row.join(" | "));
+    }
+    s
+}
+
+/// A file name's part from a key or metric: letters, digits, `-` and `_` kept, the rest `_`.
+fn stem_part(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// One chart per metric and key: the metric against the key's values, one line per combination of the
+/// other keys' values.
+fn charts(
+    title: &str,
+    grid: &Grid,
+    points: &[PointResult],
+    metrics: &[String],
+) -> Vec<(plot::Chart, plot::XAxis)> {
+    let mut out = Vec::new();
+    for m in metrics {
+        // A key given one value is a setting, not an axis: no chart, and not in the lines' names.
+        for (k, axis) in grid
+            .axes
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.values.len() > 1)
+        {
+            // Lines keyed by the other axes' digits, in point order.
+            let mut lines: Vec<(Vec<usize>, plot::Series)> = Vec::new();
+            for (i, p) in points.iter().enumerate() {
+                let d = grid.digits(i);
+                let mut others = d.clone();
+                others.remove(k);
+                let Some(y) = value_of(p, m) else { continue };
+                let pos = match lines.iter().position(|(o, _)| *o == others) {
+                    Some(pos) => pos,
+                    None => {
+                        let name: Vec<String> = grid
+                            .axes
+                            .iter()
+                            .enumerate()
+                            .filter(|&(j, a)| j != k && a.values.len() > 1)
+                            .map(|(j, a)| format!("{}={}", a.key, a.values[d[j]]))
+                            .collect();
+                        let name = if name.is_empty() {
+                            m.clone()
+                        } else {
+                            name.join(", ")
+                        };
+                        lines.push((
+                            others,
+                            plot::Series {
+                                name,
+                                points: Vec::new(),
+                                faint: false,
+                            },
+                        ));
+                        lines.len() - 1
+                    }
+                };
+                lines[pos].1.points.push((d[k] as f64, y));
+            }
+            let chart = plot::Chart {
+                file_stem: format!("sweep-{}-{}", stem_part(m), stem_part(&axis.key)),
+                title: format!("{title}: {m} against {}", axis.key),
+                y_desc: m.clone(),
+                series: lines.into_iter().map(|(_, s)| s).collect(),
+                rate_axis: m.ends_with("_bps"),
+                size: (1400, 600),
+            };
+            let x = plot::XAxis::Values {
+                desc: axis.key.clone(),
+                labels: axis.values.clone(),
+            };
+            out.push((chart, x));
+        }
+    }
+    out
+}
+
+/// The table, its Markdown and the plots of a sweep, written into `dir` whole: everything is made
+/// first (plots in a scratch directory), then renamed into place.
+fn write_results(
+    dir: &Path,
+    title: &str,
+    grid: &Grid,
+    points: &[PointResult],
+    chosen: &[String],
+    plots: bool,
+) -> Result<Vec<String>, String> {
+    let cols = columns(points);
+    let mut files = vec![
+        (
+            "sweep.csv".to_string(),
+            table_csv(grid, points, &cols).into_bytes(),
+        ),
+        (
+            "sweep.md".to_string(),
+            table_md(title, grid, points, &cols).into_bytes(),
+        ),
+    ];
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    if plots && !plot::font_available() {
+        eprintln!(
+            "tclab: warning: no TrueType font found ({}); plots skipped. Install fonts-dejavu-core to get them.",
+            plot::FONT_PATHS.join(", ")
+        );
+    } else if plots {
+        let scratch = dir.join(format!(".sweep-plots.{}", std::process::id()));
+        let drawn = draw_charts(&scratch, title, grid, points, chosen);
+        let _ = std::fs::remove_dir_all(&scratch);
+        files.extend(drawn?);
+    }
+    remove_stale(dir, &files);
+    write_files(dir, &files)?;
+    Ok(files
+        .into_iter()
+        .map(|(n, _)| dir.join(n).display().to_string())
+        .collect())
+}
+
+fn draw_charts(
+    scratch: &Path,
+    title: &str,
+    grid: &Grid,
+    points: &[PointResult],
+    chosen: &[String],
+) -> Result<Vec<(String, Vec<u8>)>, String> {
+    std::fs::create_dir_all(scratch)
+        .map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
+    let mut files = Vec::new();
+    for (chart, x) in charts(title, grid, points, chosen) {
+        for path in plot::render_against(scratch, &chart, "", &x)? {
+            let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {path}: {e}"))?;
+            let name = Path::new(&path)
+                .file_name()
+                .map(|n| n.to_string_lossy().to_string())
+                .unwrap_or_default();
+            files.push((name, bytes));
+        }
+    }
+    Ok(files)
+}
+
+/// The plots and tables of an earlier sweep in `dir` that this one does not write.
+fn remove_stale(dir: &Path, files: &[(String, Vec<u8>)]) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let ours = name.starts_with("sweep-") && (name.ends_with(".svg") || name.ends_with(".png"));
+        if ours && !files.iter().any(|(n, _)| *n == name) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+// ---- Running points ---------------------------------------------------------------------------------
+
+/// What every mode needs: the scenario, the grid and the checks done before anything runs.
+struct Sweep {
+    text: String,
+    file: String,
+    base: PathBuf,
+    stem: String,
+    title: String,
+    grid: Grid,
+    seed: Option<u64>,
+    id: String,
+    chosen: Vec<String>,
+}
+
+impl Sweep {
+    fn new(a: &SweepArgs) -> Result<Sweep, Failure> {
+        let grid = Grid::parse(&a.set).map_err(usage)?;
+        let (text, file, base, stem) = scenario_source(&a.scenario).map_err(usage)?;
+        let opts = LoadOptions { seed: a.seed };
+        // The scenario as written first: its own errors keep their lines.
+        let sc = load_with(&file, &text, &base, &opts).map_err(usage)?;
+        for w in &sc.warnings {
+            eprintln!("tclab: {w}");
+        }
+        let names = metric_names(&sc);
+        let chosen = if a.metric.is_empty() {
+            default_metrics(&names)
+        } else {
+            for m in &a.metric {
+                if !names.contains(m) {
+                    return Err(usage(format!(
+                        "--metric {m}: this scenario's metrics are {}",
+                        names.join(", ")
+                    )));
+                }
+            }
+            a.metric.clone()
+        };
+        let id = fingerprint(&text, &grid, a.seed);
+        Ok(Sweep {
+            title: sc.name.clone(),
+            text,
+            file,
+            base,
+            stem,
+            grid,
+            seed: a.seed,
+            id,
+            chosen,
+        })
+    }
+
+    /// Point `i`'s scenario text, checked by loading it: refused values name the point and the key.
+    fn point_scenario(&self, i: usize) -> Result<String, Failure> {
+        let text = point_text(&self.text, &self.grid, i).map_err(usage)?;
+        self.load_point(i, &text)?;
+        Ok(text)
+    }
+
+    /// Load point `i`'s scenario. Its errors name the key but not the line: the text is rewritten.
+    fn load_point(&self, i: usize, text: &str) -> Result<Scenario, Failure> {
+        load_with(
+            &self.file,
+            text,
+            &self.base,
+            &LoadOptions { seed: self.seed },
+        )
+        .map_err(|e| {
+            let key = if e.key.is_empty() {
+                String::new()
+            } else {
+                format!("{}: ", e.key)
+            };
+            usage(format!(
+                "{}: {} refuses it: {key}{}",
+                self.grid.name(i),
+                self.file,
+                e.message
+            ))
+        })
+    }
+
+    /// Run point `i` from its checked text: its point file's bytes.
+    fn run_point(&self, i: usize, text: &str) -> Result<Vec<u8>, Failure> {
+        let mut sc = self.load_point(i, text)?;
+        let out = run(&mut sc, &mut |_| {})
+            .map_err(|e| format!("{}: the run failed: {e}", self.grid.name(i)))?;
+        Ok(point_json(&self.id, &self.grid, i, &metrics(&sc, &out)))
+    }
+}
+
+/// Run every point on `jobs` threads; each point's file's bytes, by point index.
+fn run_all(sw: &Sweep, texts: &[String], jobs: usize) -> Result<Vec<Vec<u8>>, Failure> {
+    let n = texts.len();
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = mpsc::channel::<(usize, Result<Vec<u8>, Failure>)>();
+    let mut results: Vec<Option<Vec<u8>>> = vec![None; n];
+    let mut first_error: Option<(usize, Failure)> = None;
+    let tty = std::io::stderr().is_terminal();
+    std::thread::scope(|s| {
+        for _ in 0..jobs.min(n) {
+            let tx = tx.clone();
+            let next = &next;
+            s.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                let r = sw.run_point(i, &texts[i]);
+                let failed = r.is_err();
+                if tx.send((i, r)).is_err() || failed {
+                    // Stop handing out points: the sweep has failed.
+                    next.store(n, Ordering::Relaxed);
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        let mut done = 0;
+        for (i, r) in rx {
+            done += 1;
+            match r {
+                Ok(bytes) => results[i] = Some(bytes),
+                Err(e) => {
+                    if first_error.as_ref().is_none_or(|(j, _)| i < *j) {
+                        first_error = Some((i, e));
+                    }
+                }
+            }
+            let mut err = std::io::stderr();
+            if tty {
+                let _ = write!(err, "\r\x1b[Ktclab sweep: {done}/{n} points done");
+            } else {
+                let _ = writeln!(err, "tclab: sweep: {done}/{n}: {} done", sw.grid.name(i));
+            }
+        }
+        if tty {
+            let _ = write!(std::io::stderr(), "\r\x1b[K");
+        }
+    });
+    if let Some((_, e)) = first_error {
+        return Err(e);
+    }
+    Ok(results
+        .into_iter()
+        .map(|r| r.expect("every point ran"))
+        .collect())
+}
+
+/// `--point env`: the index a job array gives this task.
+fn point_from_env() -> Result<usize, String> {
+    for var in ["SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX"] {
+        if let Ok(v) = std::env::var(var) {
+            return v
+                .trim()
+                .parse()
+                .map_err(|_| format!("--point env: {var}={v} is not a point number"));
+        }
+    }
+    Err("--point env: neither SLURM_ARRAY_TASK_ID (Slurm job array) nor JOB_COMPLETION_INDEX (Kubernetes Indexed Job) is set".into())
+}
+
+/// Read every point file in `dir`/points: all of this sweep's points, once each, and nothing else.
+fn read_points(sw: &Sweep, dir: &Path) -> Result<Vec<PointResult>, Failure> {
+    let pdir = dir.join(POINTS_DIR);
+    let entries = std::fs::read_dir(&pdir)
+        .map_err(|e| usage(format!("--merge: cannot read {}: {e}", pdir.display())))?;
+    let mut names: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            !p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
+        .collect();
+    names.sort();
+    let n = sw.grid.len();
+    let mut got: Vec<Option<(PathBuf, PointResult)>> = (0..n).map(|_| None).collect();
+    let mut problems = Vec::new();
+    for path in names {
+        let bytes =
+            std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        match read_point(&bytes, &sw.id, &sw.grid) {
+            Err(e) => problems.push(format!("{}: {e}", path.display())),
+            Ok((i, p)) => match &got[i] {
+                Some((first, _)) => problems.push(format!(
+                    "{}: point {i} again (also in {})",
+                    path.display(),
+                    first.display()
+                )),
+                None => got[i] = Some((path, p)),
+            },
+        }
+    }
+    let missing: Vec<String> = (0..n)
+        .filter(|&i| got[i].is_none())
+        .map(|i| i.to_string())
+        .collect();
+    if !missing.is_empty() {
+        problems.push(format!(
+            "{} of {n} points missing from {}: {}",
+            missing.len(),
+            pdir.display(),
+            missing.join(", ")
+        ));
+    }
+    if !problems.is_empty() {
+        return Err(usage(format!("--merge: {}", problems.join("\n  "))));
+    }
+    Ok(got.into_iter().map(|g| g.expect("checked").1).collect())
+}
+
+pub fn cmd(a: SweepArgs) -> CmdResult {
+    let sw = Sweep::new(&a)?;
+    let n = sw.grid.len();
+    if a.points {
+        println!("{n}");
+        return Ok(0);
+    }
+    let dir = a
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("tclab-out").join(format!("sweep-{}", sw.stem)));
+    if let Some(mdir) = &a.merge {
+        let points = read_points(&sw, mdir)?;
+        let written = write_results(mdir, &sw.title, &sw.grid, &points, &sw.chosen, !a.no_plots)?;
+        println!("{n} points merged: {}", written.join(" "));
+        return Ok(0);
+    }
+    if let Some(p) = &a.point {
+        let i = if p == "env" {
+            point_from_env().map_err(usage)?
+        } else {
+            p.parse::<usize>()
+                .map_err(|_| usage(format!("--point takes a point number or env, not {p}")))?
+        };
+        if i >= n {
+            return Err(usage(format!(
+                "--point {i}: the sweep has {n} points (0 to {})",
+                n - 1
+            )));
+        }
+        let text = sw.point_scenario(i)?;
+        let bytes = sw.run_point(i, &text)?;
+        let pdir = dir.join(POINTS_DIR);
+        write_files(&pdir, &[(point_file_name(i), bytes)])?;
+        println!("{}", pdir.join(point_file_name(i)).display());
+        return Ok(0);
+    }
+    // Every point's value is checked before any runs: a refused one stops the sweep with nothing done.
+    let texts = (0..n)
+        .map(|i| sw.point_scenario(i))
+        .collect::<Result<Vec<_>, _>>()?;
+    let jobs = a.jobs.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |j| j.get()),
+        |j| j as usize,
+    );
+    let files = run_all(&sw, &texts, jobs)?;
+    let points = files
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            read_point(b, &sw.id, &sw.grid)
+                .map(|(_, p)| p)
+                .map_err(|e| format!("point {i}: {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let named: Vec<(String, Vec<u8>)> = files
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| (point_file_name(i), b))
+        .collect();
+    let pdir = dir.join(POINTS_DIR);
+    // Point files of an earlier sweep in the same place would be foreign to this one's merge.
+    if let Ok(entries) = std::fs::read_dir(&pdir) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.starts_with("point-") && !named.iter().any(|(n, _)| *n == name) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    write_files(&pdir, &named)?;
+    let written = write_results(&dir, &sw.title, &sw.grid, &points, &sw.chosen, !a.no_plots)?;
+    print!(
+        "{}",
+        table_md(&sw.title, &sw.grid, &points, &columns(&points))
+    );
+    println!(
+        "\n{n} points on {} threads. Results in {}/ ({} files).",
+        jobs.min(n),
+        dir.display(),
+        written.len()
+    );
+    Ok(0)
+}

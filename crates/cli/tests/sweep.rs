@@ -1,0 +1,504 @@
+//! `tclab sweep` as a user and a cluster run it: the grid's results, outputs independent of the number of
+//! threads, points run as separate processes (a Slurm job array, a Kubernetes Indexed Job) merged into
+//! the local sweep's very bytes, and bad input refused with nothing written.
+
+mod common;
+use std::path::Path;
+use std::process::Command;
+
+const TCLAB: &str = env!("CARGO_BIN_EXE_tclab");
+
+fn scratch(name: &str) -> common::Scratch {
+    common::Scratch::new(&format!("sweep-{name}"), "")
+}
+
+fn tclab(args: &[&str], env: &[(&str, String)]) -> (i32, String, String) {
+    let mut c = Command::new(TCLAB);
+    c.args(args)
+        .env_remove("SLURM_ARRAY_TASK_ID")
+        .env_remove("JOB_COMPLETION_INDEX");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().expect("tclab runs");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Every file under `dir` (one level of subdirectories), by relative path.
+fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().map(|e| e.unwrap()) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if e.path().is_dir() {
+            for (n, b) in files(&e.path()) {
+                v.push((format!("{name}/{n}"), b));
+            }
+        } else {
+            v.push((name, std::fs::read(e.path()).unwrap()));
+        }
+    }
+    v.sort();
+    v
+}
+
+/// Seed 000's TBF flooded by 90 Mbit/s of UDP for 2 s, over two TBF rates and two delays of the
+/// router's far link: four points.
+const GRID: &[&str] = &[
+    "seed000-tbf",
+    "--set",
+    "duration=2s",
+    "--set",
+    "policy.router0.rate=180kbit,1mbit",
+    "--set",
+    "link.1.delay=200us,5ms",
+];
+
+fn sweep(extra: &[&str]) -> (i32, String, String) {
+    let mut args = vec!["sweep"];
+    args.extend_from_slice(GRID);
+    args.extend_from_slice(extra);
+    tclab(&args, &[])
+}
+
+/// The CSV as rows of fields, its header first.
+fn csv(dir: &Path) -> Vec<Vec<String>> {
+    std::fs::read_to_string(dir.join("sweep.csv"))
+        .unwrap()
+        .lines()
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect()
+}
+
+fn col(rows: &[Vec<String>], name: &str) -> usize {
+    rows[0]
+        .iter()
+        .position(|c| c == name)
+        .unwrap_or_else(|| panic!("no column {name} in {:?}", rows[0]))
+}
+
+#[test]
+fn the_grid_is_run_point_by_point_and_the_bytes_do_not_depend_on_the_threads() {
+    let (one, two) = (scratch("j1"), scratch("j2"));
+    let (code, out, err) = sweep(&["--jobs", "1", "--out", one.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, _, err) = sweep(&["--jobs", "2", "--out", two.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let (a, b) = (files(&one), files(&two));
+    let names: Vec<&str> = a.iter().map(|(n, _)| n.as_str()).collect();
+    for want in [
+        "sweep.csv",
+        "sweep.md",
+        "points/point-00000.json",
+        "points/point-00003.json",
+    ] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    assert_eq!(
+        names,
+        b.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        "the same files with 1 and 2 threads"
+    );
+    for ((n, x), (_, y)) in a.iter().zip(&b) {
+        assert!(x == y, "{n} differs between --jobs 1 and --jobs 2");
+    }
+
+    // Rows in point order, the last --set varying fastest.
+    let rows = csv(&one);
+    let (rate, delay) = (
+        col(&rows, "policy.router0.rate"),
+        col(&rows, "link.1.delay"),
+    );
+    let order: Vec<(&str, &str)> = rows[1..]
+        .iter()
+        .map(|r| (r[rate].as_str(), r[delay].as_str()))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("180kbit", "200us"),
+            ("180kbit", "5ms"),
+            ("1mbit", "200us"),
+            ("1mbit", "5ms")
+        ]
+    );
+    // The rewritten tc line took effect: the flood's goodput is the TBF's rate less the headers
+    // (1400 B of payload in 1442 B frames: 97 %), within 5 %.
+    let goodput = col(&rows, "iperf-udp.goodput_bps");
+    for r in &rows[1..] {
+        let shaped = if r[rate] == "180kbit" { 180e3 } else { 1e6 };
+        let g: f64 = r[goodput].parse().unwrap();
+        assert!(
+            (g / (shaped * 1400.0 / 1442.0) - 1.0).abs() < 0.05,
+            "goodput {g} at rate {}",
+            r[rate]
+        );
+    }
+    // The rewritten link delay took effect: 4.8 ms more each way on the far link adds 9.6 ms to
+    // every ping's round trip; the queue in front of it differs a little between the runs.
+    let p50 = col(&rows, "ping.rtt_p50_ms");
+    for pair in rows[1..].chunks(2) {
+        let near: f64 = pair[0][p50].parse().unwrap();
+        let far: f64 = pair[1][p50].parse().unwrap();
+        assert!(far - near > 5.0, "p50 {near} ms at 200us, {far} ms at 5ms");
+    }
+    // A plot per default metric against each key.
+    for stem in [
+        "sweep-iperf-udp_goodput_bps-policy_router0_rate",
+        "sweep-ping_rtt_p99_ms-link_1_delay",
+    ] {
+        if names.iter().any(|n| n.ends_with(".svg")) {
+            assert!(
+                names.contains(&format!("{stem}.svg").as_str()),
+                "{stem}.svg"
+            );
+            assert!(
+                names.contains(&format!("{stem}.png").as_str()),
+                "{stem}.png"
+            );
+        }
+    }
+    // A key given one value is a setting: no chart against it.
+    assert!(!names.iter().any(|n| n.contains("-duration.")), "{names:?}");
+}
+
+/// The files under `a` and `b` are the same, byte for byte.
+fn same_files(a: &Path, b: &Path, what: &str) {
+    let (a, b) = (files(a), files(b));
+    assert_eq!(
+        a.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+        b.iter()
+            .map(|(n, _)| n)
+            .filter(|n| !n.ends_with(".log"))
+            .collect::<Vec<_>>(),
+        "{what}"
+    );
+    for ((n, x), (_, y)) in a.iter().zip(&b) {
+        assert!(x == y, "{what}: {n} differs from the local sweep's");
+    }
+}
+
+#[test]
+fn points_run_as_job_array_tasks_merge_into_the_local_sweeps_bytes() {
+    let (local, cluster) = (scratch("local"), scratch("cluster"));
+    let (code, _, err) = sweep(&["--out", local.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let (code, count, err) = sweep(&["--points"]);
+    assert_eq!((code, count.trim()), (0, "4"), "{err}");
+    // Each point its own process, as the scheduler starts them: Slurm's index for two, Kubernetes'
+    // for the others.
+    for i in 0..4 {
+        let var = if i % 2 == 0 {
+            "SLURM_ARRAY_TASK_ID"
+        } else {
+            "JOB_COMPLETION_INDEX"
+        };
+        let mut args = vec!["sweep"];
+        args.extend_from_slice(GRID);
+        args.extend_from_slice(&["--point", "env", "--out", cluster.to_str().unwrap()]);
+        let (code, out, err) = tclab(&args, &[(var, i.to_string())]);
+        assert_eq!(code, 0, "point {i}: {err}");
+        assert!(out.contains(&format!("point-{i:05}.json")), "{out}");
+    }
+    let (code, _, err) = sweep(&["--merge", cluster.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    same_files(&local, &cluster, "separate processes");
+
+    // examples/sweep/submit-slurm.sh and sweep.sbatch, under an sbatch that runs each job at once
+    // (an array's tasks one after the other, each with its SLURM_ARRAY_TASK_ID).
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/sweep");
+    let slurm = scratch("slurm");
+    let bin = slurm.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let sbatch = bin.join("sbatch");
+    std::fs::write(
+        &sbatch,
+        r#"#!/bin/sh
+array=
+while [ $# -gt 0 ]; do
+    case $1 in
+        --array=*) array=${1#--array=}; shift ;;
+        --*) shift ;;
+        *) break ;;
+    esac
+done
+script=$1; shift
+if [ -n "$array" ]; then
+    i=${array%-*}
+    while [ "$i" -le "${array#*-}" ]; do
+        SLURM_ARRAY_TASK_ID=$i bash "$script" "$@" >&2 || exit 1
+        i=$((i + 1))
+    done
+    echo 101
+else
+    bash "$script" "$@" >&2 || exit 1
+    echo 102
+fi
+"#,
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&sbatch, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = slurm.join("out");
+    let o = Command::new("sh")
+        .arg(examples.join("submit-slurm.sh"))
+        .arg(&out)
+        .args(GRID)
+        .env("TCLAB", TCLAB)
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        )
+        .env_remove("SLURM_ARRAY_TASK_ID")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(said.contains("job 101 (4 tasks); merge: job 102"), "{said}");
+    same_files(&local, &out, "submit-slurm.sh");
+
+    // The Kubernetes manifests' commands, run as the Indexed Job's pods and then the merge Job run
+    // them (shortened to this test's 2 s, the volume a scratch directory).
+    let k8s = scratch("k8s");
+    let command = |file: &str| -> Vec<String> {
+        let yaml = std::fs::read_to_string(examples.join(file)).unwrap();
+        let line = yaml
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("command: "))
+            .unwrap_or_else(|| panic!("{file} has a command line"));
+        let mut argv: Vec<String> = serde_json::from_str(line).unwrap();
+        assert_eq!(&argv[..3], ["tclab", "sweep", "seed000-tbf"], "{file}");
+        argv.splice(3..3, ["--set".to_string(), "duration=2s".to_string()]);
+        argv.into_iter()
+            .skip(1)
+            .map(|a| a.replace("/results", k8s.to_str().unwrap()))
+            .collect()
+    };
+    let job = std::fs::read_to_string(examples.join("k8s-indexed-job.yaml")).unwrap();
+    assert!(job.contains("completionMode: Indexed") && job.contains("completions: 4"));
+    let point = command("k8s-indexed-job.yaml");
+    let point: Vec<&str> = point.iter().map(String::as_str).collect();
+    for i in 0..4 {
+        let (code, _, err) = tclab(&point, &[("JOB_COMPLETION_INDEX", i.to_string())]);
+        assert_eq!(code, 0, "pod {i}: {err}");
+    }
+    let merge = command("k8s-merge-job.yaml");
+    let merge: Vec<&str> = merge.iter().map(String::as_str).collect();
+    let (code, _, err) = tclab(&merge, &[]);
+    assert_eq!(code, 0, "{err}");
+    same_files(&local, &k8s, "the Kubernetes Jobs");
+}
+
+#[test]
+fn a_merge_names_missing_duplicate_and_foreign_point_files_and_writes_nothing() {
+    let dir = scratch("merge");
+    let d = dir.to_str().unwrap();
+    for i in ["0", "1", "2"] {
+        let (code, _, err) = sweep(&["--point", i, "--out", d]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let (code, _, err) = sweep(&["--merge", d]);
+    assert_eq!(code, 64, "{err}");
+    assert!(
+        err.contains("1 of 4 points missing") && err.contains(": 3"),
+        "{err}"
+    );
+    assert!(!dir.join("sweep.csv").exists());
+
+    let pdir = dir.join("points");
+    std::fs::copy(pdir.join("point-00001.json"), pdir.join("copy.json")).unwrap();
+    // A point of another sweep: the same scenario, other rates.
+    let other = scratch("other");
+    let (code, _, err) = tclab(
+        &[
+            "sweep",
+            "seed000-tbf",
+            "--set",
+            "duration=2s",
+            "--set",
+            "policy.router0.rate=2mbit,3mbit",
+            "--set",
+            "link.1.delay=200us,5ms",
+            "--point",
+            "3",
+            "--out",
+            other.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    std::fs::copy(
+        other.join("points/point-00003.json"),
+        pdir.join("point-00003.json"),
+    )
+    .unwrap();
+    let (code, _, err) = sweep(&["--merge", d]);
+    assert_eq!(code, 64, "{err}");
+    assert!(
+        err.contains("point 1 again")
+            && err.contains("copy.json")
+            && err.contains("point-00001.json"),
+        "{err}"
+    );
+    assert!(
+        err.contains("point-00003.json: a point of another sweep"),
+        "{err}"
+    );
+    assert!(err.contains("missing") && err.contains(": 3"), "{err}");
+    assert!(!dir.join("sweep.csv").exists() && !dir.join("sweep.md").exists());
+}
+
+#[test]
+fn bad_keys_and_values_name_the_point_and_the_key_and_write_nothing() {
+    let dir = scratch("bad");
+    let out = dir.join("out");
+    let o = out.to_str().unwrap();
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["lnk.rate=1mbit"],
+            &["point 0", "lnk.rate", "unknown key \"lnk\""],
+        ),
+        (
+            &["link.rate=1mbit"],
+            &["link.rate", "2 entries", "by index"],
+        ),
+        (&["link.0.rate="], &["link.0.rate", "empty"]),
+        (
+            &["link.0.rate=10mbit,fast"],
+            &[
+                "point 1 (link.0.rate=fast)",
+                "link.rate",
+                "invalid rate \"fast\"",
+            ],
+        ),
+        (
+            &["duration=2s", "policy.router0.rate=1mbit,banana"],
+            &[
+                "point 1",
+                "policy.router0.rate=banana",
+                "illegal value for \"rate\"",
+            ],
+        ),
+        (
+            &["policy.router0.burst=2k"],
+            &[
+                "policy.router0.burst",
+                "no tc line of router0's policy has burst",
+            ],
+        ),
+        (&["seed=1,two"], &["point 1 (seed=two)", "takes an integer"]),
+    ];
+    for (sets, want) in cases {
+        let mut args = vec!["sweep", "seed000-tbf", "--out", o];
+        for s in *sets {
+            args.extend_from_slice(&["--set", s]);
+        }
+        let (code, _, err) = tclab(&args, &[]);
+        assert_eq!(code, 64, "{sets:?}: {err}");
+        for w in *want {
+            assert!(err.contains(w), "{sets:?}: {w:?} not in {err}");
+        }
+        assert!(!out.exists(), "{sets:?} wrote {}", out.display());
+    }
+    let (code, _, err) = tclab(
+        &[
+            "sweep",
+            "seed000-tbf",
+            "--set",
+            "seed=1",
+            "--metric",
+            "nope",
+        ],
+        &[],
+    );
+    assert_eq!(code, 64);
+    assert!(
+        err.contains("--metric nope") && err.contains("iperf-udp.goodput_bps"),
+        "{err}"
+    );
+    let (code, _, err) = tclab(
+        &["sweep", "seed000-tbf", "--set", "seed=1,2", "--point", "2"],
+        &[],
+    );
+    assert_eq!(code, 64);
+    assert!(err.contains("the sweep has 2 points"), "{err}");
+    let (code, _, err) = tclab(
+        &[
+            "sweep",
+            "seed000-tbf",
+            "--set",
+            "seed=1,2",
+            "--point",
+            "env",
+        ],
+        &[],
+    );
+    assert_eq!(code, 64);
+    assert!(
+        err.contains("SLURM_ARRAY_TASK_ID") && err.contains("JOB_COMPLETION_INDEX"),
+        "{err}"
+    );
+}
+
+/// Two HTB classes both have `rate`: the bare option is ambiguous and refused with both lines; a
+/// word of the line (the classid) picks one.
+#[test]
+fn a_tc_option_on_several_lines_is_refused_until_a_word_picks_one() {
+    let dir = scratch("htb");
+    let file = dir.join("htb.toml");
+    let tbf = tclab(&["sim", "--show", "seed000-tbf"], &[]).1;
+    let htb = tbf.replace(
+        "qdisc add dev eth1 root tbf rate 180kbit latency 20ms buffer 1540\n",
+        "qdisc add dev eth1 root handle 1: htb default 20\n\
+         class add dev eth1 parent 1: classid 1:10 htb rate 1mbit\n\
+         class add dev eth1 parent 1: classid 1:20 htb rate 500kbit\n",
+    );
+    assert_ne!(htb, tbf);
+    std::fs::write(&file, htb).unwrap();
+    let f = file.to_str().unwrap();
+    let (code, _, err) = tclab(
+        &["sweep", f, "--set", "policy.router0.rate=1mbit,2mbit"],
+        &[],
+    );
+    assert_eq!(code, 64, "{err}");
+    assert!(
+        err.contains("on 2 places")
+            && err.contains("classid 1:10 htb rate 1mbit")
+            && err.contains("classid 1:20 htb rate 500kbit"),
+        "{err}"
+    );
+    let out = dir.join("out");
+    let (code, _, err) = tclab(
+        &[
+            "sweep",
+            f,
+            "--set",
+            "duration=4s",
+            "--set",
+            "policy.router0.1:20.rate=250kbit,750kbit",
+            "--no-plots",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    // The flood goes to the default class 1:20, whose rate is what was swept (3 s of flood: HTB's
+    // default burst, some 1.6 kB, is under 2 % of it).
+    let rows = csv(&out);
+    let g = col(&rows, "iperf-udp.goodput_bps");
+    for (r, rate) in rows[1..].iter().zip([250e3, 750e3]) {
+        let got: f64 = r[g].parse().unwrap();
+        assert!(
+            (got / (rate * 1400.0 / 1442.0) - 1.0).abs() < 0.05,
+            "{got} at {rate}"
+        );
+    }
+}
