@@ -559,7 +559,10 @@ fn bridge_engine(script: &str) -> tclab_core::Engine {
     let mut e = tclab_core::Engine::new();
     e.add_device("eth0", 1500, 1000);
     e.add_device("eth1", 1500, 1000);
-    for l in script.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+    for l in script
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
         let words: Vec<String> = l.split_whitespace().skip(1).map(String::from).collect();
         if l.starts_with("ip ") {
             tclab_tc::store::apply_record(&mut e, &words).unwrap_or_else(|m| panic!("{l}: {m}"));
@@ -582,7 +585,9 @@ fn udp_frame(v6: bool) -> Vec<u8> {
         f.extend([0x13, 0x88, 0x13, 0x89, 0x03, 0xb2, 0, 0]);
     } else {
         f.extend([0x08, 0x00, 0x45, 0, 0x03, 0xd6, 0, 0, 0x40, 0, 64, 17, 0, 0]);
-        f.extend([10, 0, 1, 2, 10, 0, 1, 1, 0x13, 0x88, 0x13, 0x89, 0x03, 0xc2, 0, 0]);
+        f.extend([
+            10, 0, 1, 2, 10, 0, 1, 1, 0x13, 0x88, 0x13, 0x89, 0x03, 0xc2, 0, 0,
+        ]);
     }
     f.resize(1000, 0xab);
     f
@@ -720,6 +725,20 @@ fn kernel_compatibility() {
         .unwrap()
         .contains("`memory_limit` came with Linux 4.7"));
     assert_eq!(check(&dir, "new2.batch", p, &["--kernel", "5.10"]).code, 0);
+    // clsact came with 4.5 (commit 1f211a1b929c, 2016), netem's `slot` with 4.19 (836af83b54e3).
+    let p2 = "qdisc add dev eth0 clsact\nqdisc add dev eth1 root netem delay 10ms slot 1ms 2ms\n";
+    let msgs: Vec<String> = findings(&check(&dir, "newer.batch", p2, &["--kernel", "4.4"]))
+        .into_iter()
+        .filter(|f| f["code"] == "kernel-lacks")
+        .map(|f| f["message"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(msgs.len(), 2, "{msgs:?}");
+    assert!(msgs[0].contains("clsact came with Linux 4.5"), "{msgs:?}");
+    assert!(msgs[1].contains("`slot` came with Linux 4.19"), "{msgs:?}");
+    assert_eq!(
+        check(&dir, "newer2.batch", p2, &["--kernel", "4.19"]).code,
+        0
+    );
     let cbq = "qdisc add dev eth0 root handle 1: cbq avpkt 1000 bandwidth 10mbit\n";
     assert_eq!(codes(&check(&dir, "cbq.batch", cbq, &[])), ["kind-removed"]);
     assert_eq!(
@@ -861,6 +880,72 @@ fn filters_that_send_traffic_elsewhere() {
         class_bytes(&sc, "s", "eth0", "1:10"),
         0,
         "the upload to port 22 misses `at 20`"
+    );
+    // The same slip in a 32-bit key, and not where the policy names port 22 as a source by name too
+    // (a policy for both directions).
+    let wide = raw.replace(
+        "match u16 22 0xffff at 20",
+        "match u32 0x00160000 0xffff0000 at 20",
+    );
+    let f = the(
+        &check(&dir, "wide.batch", &batch_of(&wide), &[]),
+        "u32-offset",
+    );
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("reads the source port"),
+        "{f}"
+    );
+    let both = raw.replace(
+        "flowid 1:20",
+        "flowid 1:20\nfilter add dev eth0 parent 1: protocol ip prio 3 u32 match ip sport 22 0xffff flowid 1:20",
+    );
+    assert!(!codes(&check(&dir, "both.batch", &batch_of(&both), &[]))
+        .contains(&"u32-offset".to_string()));
+    // On addresses: c (10.0.1.2) read at 12, the source address, where `ip dst 10.0.1.2/32` is written:
+    // the upload to c misses 1:10; at 16, the destination, it lands there.
+    let addr = |off: u32| {
+        classified(
+            &format!(
+                "filter add dev eth0 parent 1: protocol ip prio 1 u32 match u32 0x0a000102 0xffffffff at {off} flowid 1:10\n\
+                 filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dst 10.0.1.2/32 flowid 1:20"
+            ),
+            5001,
+            0,
+            false,
+        )
+    };
+    let r = check(&dir, "addr.batch", &batch_of(&addr(12)), &[]);
+    let f = the(&r, "u32-offset");
+    assert_eq!(line_of(&f), "addr.batch:7");
+    let msg = f["message"].as_str().unwrap();
+    assert!(
+        msg.contains("reads the source address") && msg.contains("names 10.0.1.2 as a destination"),
+        "{msg}"
+    );
+    assert!(
+        f["fix"]
+            .as_str()
+            .unwrap()
+            .contains("`match ip dst 10.0.1.2` (offset 16)"),
+        "{f}"
+    );
+    assert!(
+        !codes(&check(&dir, "addr16.batch", &batch_of(&addr(16)), &[]))
+            .contains(&"u32-offset".to_string())
+    );
+    let (sc, _) = simulate(&addr(12));
+    assert_eq!(
+        class_bytes(&sc, "s", "eth0", "1:10"),
+        0,
+        "the upload to c misses `at 12`"
+    );
+    let (sc, _) = simulate(&addr(16));
+    assert!(
+        class_bytes(&sc, "s", "eth0", "1:10") > 1_000_000,
+        "at 16 it is classified"
     );
 }
 

@@ -7,17 +7,24 @@ use super::{DevCx, Finding};
 
 /// The release that first had a kind (the merge window it was merged in), for kinds younger than the
 /// 3.0 kernels anyone still runs.
+/// Qdiscs and classifiers both (`bpf` here is cls_bpf).
 const SINCE: &[(&str, (u32, u32))] = &[
     ("qfq", (3, 0)),
     ("plug", (3, 4)),
     ("codel", (3, 5)),
     ("fq_codel", (3, 5)),
+    ("fq", (3, 12)),
     ("hhf", (3, 13)),
+    ("bpf", (3, 13)),
     ("pie", (3, 14)),
     ("flower", (4, 2)),
+    ("clsact", (4, 5)),
     ("matchall", (4, 8)),
+    ("cbs", (4, 15)),
     ("cake", (4, 19)),
+    ("etf", (4, 19)),
     ("skbprio", (4, 19)),
+    ("taprio", (4, 20)),
     ("fq_pie", (5, 6)),
     ("ets", (5, 6)),
 ];
@@ -34,6 +41,7 @@ const OPTIONS: &[(&str, &str, (u32, u32))] = &[
     ("fq_codel", "ce_threshold", (4, 2)),
     ("fq_codel", "memory_limit", (4, 7)),
     ("fq_codel", "drop_batch", (4, 7)),
+    ("netem", "slot", (4, 19)),
 ];
 
 pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {

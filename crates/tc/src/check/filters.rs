@@ -2,7 +2,7 @@
 //! where the discipline sends what no filter classified — say where), IPv4 match fields under
 //! `protocol ipv6` and the reverse (u32 reads fixed offsets of whatever header is there), a TOS match
 //! whose mask takes in the ECN bits (ECN-capable packets, ECT(0) or CE, then never match), a raw u32
-//! offset that reads the source port where the policy means the destination port elsewhere, and
+//! offset that reads a source port or address where the policy means the destination elsewhere, and
 //! classification for IPv4 only on a qdisc that has classes to choose.
 
 use super::{DevCx, Finding};
@@ -283,61 +283,190 @@ fn line_at(dev: &str, l: &super::origins::TcLine) -> String {
     )
 }
 
-/// A raw `match u16 P 0xffff at 20` reads the IPv4 source port (20 bytes of header without options);
-/// written where the policy names the same port as a destination elsewhere (`ip dport P`, `at 22`),
-/// the offset is almost certainly a mistake for 22.
+/// The IPv4 header fields (without options) a raw u32 key is read against: name, offset, length,
+/// and whether it is the source of its pair (addresses at 12 and 16, ports at 20 and 22).
+const FIELDS: [(&str, u32, u32, bool); 4] = [
+    ("source address", 12, 4, true),
+    ("destination address", 16, 4, false),
+    ("source port", 20, 2, true),
+    ("destination port", 22, 2, false),
+];
+
+/// What one key of a u32 line reads: a field of [`FIELDS`] (its index), the value and mask over the
+/// field's bytes, and whether it was written raw (`match u16 22 0xffff at 20`) or by name
+/// (`match ip dport 22 0xffff`, `match ip dst 10.0.0.1/32`).
+#[derive(Clone, Copy, PartialEq)]
+struct FieldKey {
+    field: usize,
+    value: u32,
+    mask: u32,
+    raw: bool,
+}
+
+/// The keys of a u32 line's words that read one whole or masked IPv4 address or port.
+fn field_keys(rest: &[String]) -> Vec<(FieldKey, String)> {
+    let num = |v: &str| crate::util::get_u32(v, 0);
+    let mut keys = Vec::new();
+    for (i, w) in rest.iter().enumerate() {
+        if w != "match" {
+            continue;
+        }
+        let at = |k: usize| rest.get(i + k).map(String::as_str);
+        let written = rest[i..rest.len().min(i + 6)].join(" ");
+        match (at(1), at(2), at(3), at(4)) {
+            (Some("ip"), Some(f @ ("sport" | "dport")), Some(v), Some(m)) => {
+                if let (Some(v), Some(m)) = (num(v), num(m)) {
+                    let field = if f == "sport" { 2 } else { 3 };
+                    let key = FieldKey {
+                        field,
+                        value: v & m & 0xffff,
+                        mask: m & 0xffff,
+                        raw: false,
+                    };
+                    keys.push((key, rest[i..i + 5].join(" ")));
+                }
+            }
+            (Some("ip"), Some(f @ ("src" | "dst")), Some(a), _) => {
+                if let Some((value, mask)) = prefix(a) {
+                    let field = if f == "src" { 0 } else { 1 };
+                    keys.push((
+                        FieldKey {
+                            field,
+                            value,
+                            mask,
+                            raw: false,
+                        },
+                        rest[i..i + 4].join(" "),
+                    ));
+                }
+            }
+            (Some(width @ ("u8" | "u16" | "u32")), Some(v), Some(m), Some("at")) => {
+                let (Some(v), Some(m), Some(off)) = (num(v), num(m), at(5).and_then(num)) else {
+                    continue;
+                };
+                let len = match width {
+                    "u8" => 1,
+                    "u16" => 2,
+                    _ => 4,
+                };
+                if let Some(key) = raw_field(off, len, v, m) {
+                    keys.push((key, written));
+                }
+            }
+            _ => {}
+        }
+    }
+    keys
+}
+
+/// `A.B.C.D[/LEN]` as a value and mask.
+fn prefix(a: &str) -> Option<(u32, u32)> {
+    let (addr, len) = a.split_once('/').unwrap_or((a, "32"));
+    let addr: std::net::Ipv4Addr = addr.parse().ok()?;
+    let len: u32 = len.parse().ok().filter(|l| *l <= 32)?;
+    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+    Some((u32::from(addr) & mask, mask))
+}
+
+/// A raw key of `len` bytes at `off` with value `v` and mask `m`, if the bytes it masks all lie in
+/// one field of [`FIELDS`]: that field, with the value and mask over the field's bytes.
+fn raw_field(off: u32, len: u32, v: u32, m: u32) -> Option<FieldKey> {
+    // Byte k of the key (k = 0 the first on the wire) with its mask byte.
+    let byte = |x: u32, k: u32| (x >> (8 * (len - 1 - k))) & 0xff;
+    let masked: Vec<u32> = (0..len).filter(|&k| byte(m, k) != 0).collect();
+    let (first, last) = (off + *masked.first()?, off + *masked.last()?);
+    let field = FIELDS
+        .iter()
+        .position(|&(_, o, l, _)| first >= o && last < o + l)?;
+    let (_, o, l, _) = FIELDS[field];
+    let (mut value, mut mask) = (0, 0);
+    for b in o..o + l {
+        let (vb, mb) = match b.checked_sub(off).filter(|&k| k < len) {
+            Some(k) => (byte(v, k), byte(m, k)),
+            None => (0, 0),
+        };
+        value = value << 8 | (vb & mb);
+        mask = mask << 8 | mb;
+    }
+    Some(FieldKey {
+        field,
+        value,
+        mask,
+        raw: true,
+    })
+}
+
+/// How a field key's value reads: an address with its prefix, or a port.
+fn field_value(k: &FieldKey) -> String {
+    if FIELDS[k.field].2 == 4 {
+        let addr = std::net::Ipv4Addr::from(k.value);
+        match k.mask {
+            u32::MAX => addr.to_string(),
+            m if m.leading_ones() + m.trailing_zeros() == 32 => {
+                format!("{addr}/{}", m.leading_ones())
+            }
+            m => format!("{addr} (mask 0x{m:08x})"),
+        }
+    } else {
+        k.value.to_string()
+    }
+}
+
+/// A raw u32 key that reads a source field (`at 20`, the source port; `at 12`, the source address)
+/// for a value the policy names as the destination elsewhere (`ip dport 22`, `ip dst 10.0.0.1`, or a
+/// raw key at the destination's offset), and never by name as a source: the offset is almost
+/// certainly a slip (ports start at 20 with the source), and the filter matches the other
+/// direction's packets.
 fn raw_ports(cx: &DevCx, out: &mut Vec<Finding>) {
     let lines: Vec<_> = cx
         .origins
         .filter_lines()
         .filter(|(_, l)| l.kind == Some("u32"))
         .collect();
-    let dports: Vec<&str> = lines
+    let all: Vec<FieldKey> = lines
         .iter()
-        .flat_map(|(_, l)| {
-            l.rest.windows(4).filter_map(|w| match w {
-                [m, ip, f, v] if m == "match" && ip == "ip" && f == "dport" => Some(v.as_str()),
-                _ => None,
-            })
-        })
-        .chain(lines.iter().flat_map(|(_, l)| {
-            l.rest.windows(6).filter_map(|w| match w {
-                [m, u, v, _, at, off]
-                    if m == "match" && u == "u16" && at == "at" && off == "22" =>
-                {
-                    Some(v.as_str())
-                }
-                _ => None,
-            })
-        }))
+        .flat_map(|(_, l)| field_keys(l.rest).into_iter().map(|(k, _)| k))
         .collect();
-    let port = |v: &str| crate::util::get_u32(v, 0);
+    let same_value = |a: &FieldKey, b: &FieldKey| a.value == b.value && a.mask == b.mask;
     for (record, l) in lines.iter().filter(|(_, l)| l.dev == Some(cx.name)) {
-        let raw = l.rest.windows(6).find_map(|w| match w {
-            [m, u, v, _, at, off] if m == "match" && u == "u16" && at == "at" && off == "20" => {
-                Some(v.as_str())
+        for (key, written) in field_keys(l.rest) {
+            let (name, _, _, is_source) = FIELDS[key.field];
+            if !key.raw || !is_source {
+                continue;
             }
-            _ => None,
-        });
-        let Some(p) = raw.and_then(port) else {
-            continue;
-        };
-        if !dports.iter().any(|d| port(d) == Some(p)) {
-            continue;
+            let twin = key.field + 1;
+            let named_dest = all.iter().any(|k| k.field == twin && same_value(k, &key));
+            let named_source = all
+                .iter()
+                .any(|k| k.field == key.field && !k.raw && same_value(k, &key));
+            if !named_dest || named_source {
+                continue;
+            }
+            let (twin_name, twin_off, _, _) = FIELDS[twin];
+            let value = field_value(&key);
+            let (by_name, by_source) = if key.field == 2 {
+                (
+                    format!("`match ip dport {value} 0xffff`"),
+                    "`match ip sport`",
+                )
+            } else {
+                (format!("`match ip dst {value}`"), "`match ip src`")
+            };
+            out.push(
+                Finding::new(
+                    "u32-offset",
+                    line_at(cx.name, l),
+                    format!(
+                        "`{written}` reads the {name} (offset {} of an IPv4 header without options; the \
+                         {twin_name} is at {twin_off}), while the policy names {value} as a destination \
+                         elsewhere: this filter matches the other direction's packets",
+                        FIELDS[key.field].1
+                    ),
+                    format!("{by_name} (offset {twin_off}), or {by_source} if the source is meant"),
+                )
+                .line(Some(&record.at)),
+            );
         }
-        out.push(
-            Finding::new(
-                "u32-offset",
-                line_at(cx.name, l),
-                format!(
-                    "`match u16 {p} 0xffff at 20` reads the source port (an IPv4 header without options \
-                     is 20 bytes; the destination port is at 22), while the policy names port {p} as a \
-                     destination elsewhere: this filter matches the other direction's packets"
-                ),
-                format!("`match ip dport {p} 0xffff` (offset 22), or `match ip sport` if the source is meant"),
-            )
-            .line(Some(&record.at)),
-        );
     }
 }
 

@@ -226,7 +226,7 @@ pub const CODES: &[(&str, Severity, &str)] = &[
     (
         "u32-offset",
         Severity::Warning,
-        "a raw u32 offset that reads the source port where the policy names the destination port",
+        "a raw u32 offset that reads the source port or address where the policy names it as a destination",
     ),
     (
         "ipv4-only-classes",
