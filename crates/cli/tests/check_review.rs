@@ -301,6 +301,34 @@ fn interface_usage_bash_errors_and_txqueues() {
         let r = run_with_timeout(c, Duration::from_secs(30), -1);
         assert_eq!(r.code, 64, "{bad}: {r:?}");
     }
+    // A store's devices carry their transmit queues (`link add … numtxqueues 2` is one of its records):
+    // an mq policy made there is checked as it is, and --txqueues, for scripts, is refused with it.
+    let store = dir.path.join("mq-store");
+    let tclab = |args: &[&str]| {
+        let mut c = cmd(Path::new(TCLAB), args);
+        c.env("TCLAB_STATE", &store)
+            .env("TCLAB_SERVE", "off")
+            .env_remove("TCLAB_CONTROL");
+        run_with_timeout(c, Duration::from_secs(30), -1)
+    };
+    for line in [
+        "link add dev eth1 numtxqueues 2",
+        "tc qdisc add dev eth1 root handle 1: mq",
+        "tc qdisc add dev eth1 parent 1:1 handle 10: fq_codel",
+        "tc qdisc add dev eth1 parent 1:2 handle 20: fq_codel",
+    ] {
+        let words: Vec<&str> = line.split(' ').collect();
+        assert_eq!(tclab(&words).code, 0, "{line}");
+    }
+    let r = tclab(&["check"]);
+    assert_eq!(
+        (r.code, r.stdout.trim()),
+        (0, "0 errors, 0 warnings, 0 notes"),
+        "{r:?}"
+    );
+    let r = tclab(&["check", "--txqueues", "eth1=2"]);
+    assert_eq!(r.code, 64, "{r:?}");
+    assert!(r.stderr.contains("is a store: its devices are already made"), "{}", r.stderr);
 }
 
 /// mininet's TCLink with `enable_red` puts its netem at `parent 6:` under RED: `red_find` answers for
