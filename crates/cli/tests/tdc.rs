@@ -117,6 +117,11 @@ fn tdc_fq_codel() {
 }
 
 #[test]
+fn tdc_fq() {
+    assert_no_failures(&["qdiscs/fq.json"]);
+}
+
+#[test]
 fn tdc_netem() {
     assert_no_failures(&["qdiscs/netem.json"]);
 }
@@ -274,6 +279,11 @@ fn tdc_bpf_action() {
 #[test]
 fn tdc_mpls() {
     assert_no_failures(&["actions/mpls.json"]);
+}
+
+#[test]
+fn tdc_tunnel_key() {
+    assert_no_failures(&["actions/tunnel_key.json"]);
 }
 
 #[test]

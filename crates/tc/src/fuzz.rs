@@ -201,6 +201,12 @@ const GENERIC: &[&str] = &[
     "dec_ttl",
     "bos",
     "mpls_uc",
+    "tunnel_key",
+    "src_ip",
+    "dst_ip",
+    "geneve_opts",
+    "0102:80:00880022",
+    "nocsum",
 ];
 
 /// The fuzz vocabulary: the generic words, then every kind of the registry and its option keywords.

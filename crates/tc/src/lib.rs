@@ -70,6 +70,15 @@ impl Failure {
             msg: msg.into(),
         }
     }
+    /// tc's `exit(code)` from deep inside a parser (`get_addr`'s `exit(1)`): the command ends with
+    /// `code` whatever its caller makes of a parser's failure. Kept apart from a parser's `return -1`
+    /// (code 1) by a bit the exit status drops, as `exit(257)` is `exit(1)`.
+    pub fn exit(code: u8, msg: impl Into<String>) -> Failure {
+        Failure {
+            code: 0x100 | i32::from(code),
+            msg: msg.into(),
+        }
+    }
     pub fn kernel(e: KernelError) -> Failure {
         Failure {
             code: 2,
@@ -313,7 +322,7 @@ fn run_line(engine: &mut Engine, argv: &[String], now: Nanos) -> Output {
             if !f.msg.is_empty() && !f.msg.ends_with('\n') {
                 out.stderr.push('\n');
             }
-            out.code = f.code;
+            out.code = f.code & 0xff;
         }
     }
     out

@@ -25,6 +25,7 @@ pub mod police;
 pub mod simple;
 pub mod skbedit;
 pub mod skbmod;
+pub mod tunnel_key;
 pub mod vlan;
 
 use crate::error::{Errno, KernelError};
@@ -84,6 +85,7 @@ pub enum ActionParams {
     Vlan(vlan::Vlan),
     Bpf(bpf::Bpf),
     Mpls(mpls::Mpls),
+    TunnelKey(tunnel_key::TunnelKey),
 }
 
 impl ActionParams {
@@ -102,6 +104,7 @@ impl ActionParams {
             ActionParams::Vlan(_) => "vlan",
             ActionParams::Bpf(_) => "bpf",
             ActionParams::Mpls(_) => "mpls",
+            ActionParams::TunnelKey(_) => "tunnel_key",
         }
     }
     /// The control codes this action may answer with, for the goto-chain check.
@@ -126,6 +129,7 @@ impl ActionParams {
             ActionParams::Vlan(p) => vec![p.action],
             ActionParams::Bpf(p) => vec![p.action],
             ActionParams::Mpls(p) => vec![p.action],
+            ActionParams::TunnelKey(p) => vec![p.action],
         }
     }
 }
@@ -186,9 +190,10 @@ impl Action {
             ActionParams::Mirred(m) => m.action,
             ActionParams::Nat(n) => n.act(pkt),
             ActionParams::Csum(c) => c.act(pkt),
-            // pedit, simple, skbmod and vlan count no drop for a `drop` answer (their kernel code does
-            // not).
+            // pedit, simple, skbmod, vlan and tunnel_key count no drop for a `drop` answer (their kernel
+            // code does not).
             ActionParams::Vlan(v) => return v.act(pkt, cx.mirred.at_ingress()),
+            ActionParams::TunnelKey(t) => return t.act(pkt),
             // bpf counts a drop only when its program answered `shot`, mpls when it could not edit.
             ActionParams::Bpf(b) => {
                 let (c, drop) = b.act(pkt, cx.mirred.at_ingress());
@@ -356,6 +361,7 @@ impl ActionTable {
                     ActionParams::Vlan(v) => v.validate()?,
                     ActionParams::Bpf(b) => b.validate()?,
                     ActionParams::Mpls(m) => m.validate()?,
+                    ActionParams::TunnelKey(t) => t.validate()?,
                     _ => {}
                 }
             }

@@ -1,7 +1,7 @@
 //! Actions in the tc language: `action …` lists inside filters and the `tc actions` command, after
 //! iproute2's `tc/m_action.c` and `tc_util.c` (6.1), with one file per action kind for its parser and
 //! printer, as iproute2 has one `m_X.c`: `gact.rs`, `police.rs`, `skbedit.rs`, `connmark.rs`,
-//! `mirred.rs`, `nat.rs`, `csum.rs`, `pedit.rs`, `simple.rs`, `skbmod.rs`, `vlan.rs`, `bpf.rs`, `mpls.rs`; `parse_actions` and `print_aopt` dispatch to them, one
+//! `mirred.rs`, `nat.rs`, `csum.rs`, `pedit.rs`, `simple.rs`, `skbmod.rs`, `vlan.rs`, `bpf.rs`, `mpls.rs`, `tunnel_key.rs`; `parse_actions` and `print_aopt` dispatch to them, one
 //! line each.
 //!
 //! Parsers follow tc's return conventions through [`Failure`]: tc's `exit(-1)` (usage, `invarg`) is a
@@ -20,6 +20,7 @@ mod police;
 mod simple;
 mod skbedit;
 mod skbmod;
+mod tunnel_key;
 mod vlan;
 
 pub use police::{parse_police, print_police_compat};
@@ -226,6 +227,7 @@ pub fn parse_actions(c: &mut Cur) -> Result<Vec<ActionSpec>> {
             "vlan" => vlan::parse_vlan(c),
             "bpf" => bpf::parse_bpf(c),
             "mpls" => mpls::parse_mpls(c),
+            "tunnel_key" => tunnel_key::parse_tunnel_key(c),
             // tc falls back on gact for any kind it has no module for: `action pump` is gact's "Bad
             // action type pump".
             _ => gact::parse_gact(c),
@@ -373,6 +375,7 @@ fn print_aopt(p: &mut Printer, a: &Action, flags: ShowFlags, now: u64) {
         ActionParams::Vlan(v) => vlan::print(p, a, v, flags, now),
         ActionParams::Bpf(b) => bpf::print(p, a, b, flags, now),
         ActionParams::Mpls(m) => mpls::print(p, a, m, flags, now),
+        ActionParams::TunnelKey(t) => tunnel_key::print(p, a, t, flags, now),
     }
 }
 
@@ -523,7 +526,7 @@ const ACT_USAGE: &str = "usage: tc actions <ACTSPECOP>*\nWhere: \tACTSPECOP := A
 /// The action kinds tclab's "kernel" has.
 pub const KINDS: &[&str] = &[
     "gact", "police", "skbedit", "connmark", "mirred", "nat", "csum", "pedit", "simple", "skbmod",
-    "vlan", "bpf", "mpls",
+    "vlan", "bpf", "mpls", "tunnel_key",
 ];
 
 const TALK: &str = "We have an error talking to the kernel";
@@ -552,6 +555,10 @@ pub fn actions_cmd(
             let replace = !matches(w, "add");
             c.fwd();
             let specs = parse_actions(&mut c).map_err(|f| {
+                if f.code & 0x100 != 0 {
+                    // tc's own `exit(N)` (`Failure::exit`).
+                    return f;
+                }
                 let msg = if f.code == 1 {
                     format!("{}\nIllegal \"action\"", f.msg)
                         .trim_start()
