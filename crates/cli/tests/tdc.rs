@@ -122,6 +122,11 @@ fn tdc_fq() {
 }
 
 #[test]
+fn tdc_fq() {
+    assert_no_failures(&["qdiscs/fq.json"]);
+}
+
+#[test]
 fn tdc_netem() {
     assert_no_failures(&["qdiscs/netem.json"]);
 }

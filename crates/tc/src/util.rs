@@ -42,6 +42,15 @@ fn split_number(s: &str) -> Option<(f64, &str)> {
 /// `get_rate64`: bits per second by default; `kbit`, `mbit`, `bps` (bytes), `kibit`… case-insensitive.
 /// Returns bytes per second.
 pub fn get_rate(s: &str) -> Option<u64> {
+    let bps = bytes_per_sec(s)?;
+    if !bps.is_finite() || bps >= u64::MAX as f64 {
+        return None;
+    }
+    Some(bps as u64)
+}
+
+/// A rate's bytes per second, unrounded (`strtod` times the unit's scale, over 8).
+fn bytes_per_sec(s: &str) -> Option<f64> {
     let (n, unit) = split_number(s)?;
     if n < 0.0 {
         return None;
@@ -71,11 +80,14 @@ pub fn get_rate(s: &str) -> Option<u64> {
     } else {
         UNITS.iter().find(|(u, _)| u.eq_ignore_ascii_case(unit))?.1
     };
-    let bps = n * scale / 8.0;
-    if !bps.is_finite() || bps >= u64::MAX as f64 {
-        return None;
-    }
-    Some(bps as u64)
+    Some(n * scale / 8.0)
+}
+
+/// `get_rate` (tc's 32-bit one, for attributes of 32 bits): as [`get_rate`], but the bytes per second
+/// must be a whole number that fits 32 bits (`1001bit`, 125.125 bytes/s, is refused).
+pub fn get_rate32(s: &str) -> Option<u32> {
+    let bps = bytes_per_sec(s)?;
+    (bps.floor() == bps && bps <= u32::MAX as f64).then_some(bps as u32)
 }
 
 /// `get_size`: bytes; `k`/`kb` = 1024, `m`/`mb`, `g`/`gb`, `kbit`, `mbit`, `gbit`, `b`. Must fit 32 bits.

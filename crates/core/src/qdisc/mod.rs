@@ -21,6 +21,7 @@ pub mod codel_impl;
 pub mod drr;
 pub mod ets;
 pub mod fifo;
+pub mod fq;
 pub mod fq_codel;
 pub mod fq_pie;
 pub mod gred;
@@ -470,6 +471,7 @@ pub enum QdiscOptions {
     Multiq(multiq::MultiqOptions),
     Pie(pie::PieOptions),
     FqPie(fq_pie::FqPieOptions),
+    Fq(fq::FqOptions),
 }
 
 impl QdiscOptions {
@@ -504,6 +506,7 @@ impl QdiscOptions {
             QdiscOptions::Multiq(_) => "multiq",
             QdiscOptions::Pie(_) => "pie",
             QdiscOptions::FqPie(_) => "fq_pie",
+            QdiscOptions::Fq(_) => "fq",
             QdiscOptions::Plug(_) => "plug",
         }
     }
@@ -555,6 +558,7 @@ pub const KINDS: &[QdiscKind] = &[
     multiq::KIND,
     pie::KIND,
     fq_pie::KIND,
+    fq::KIND,
 ];
 
 /// A qdisc with one class, `handle:1`, whose leaf is its queue (TBF, RED): that class as `tc class
@@ -648,6 +652,8 @@ pub enum Xstats {
     Pie(pie::PieXstats),
     /// `struct tc_fq_pie_xstats`.
     FqPie(fq_pie::FqPieXstats),
+    /// `struct tc_fq_qd_stats`.
+    Fq(fq::FqXstats),
 }
 
 /// Extra per-class counters (`tc -s class show`): HTB's `struct tc_htb_xstats`.

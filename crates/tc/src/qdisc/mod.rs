@@ -19,6 +19,7 @@ pub mod codel;
 pub mod drr;
 pub mod ets;
 pub mod fifo;
+pub mod fq;
 pub mod fq_codel;
 pub mod fq_pie;
 pub mod gred;
@@ -95,6 +96,7 @@ pub const KINDS: &[QdiscLang] = &[
     sfb::LANG,
     pie::LANG,
     fq_pie::LANG,
+    fq::LANG,
     ets::LANG,
     qfq::LANG,
     skbprio::LANG,
@@ -111,7 +113,7 @@ pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | 
 
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
-pub const KNOWN_TO_TC: &[&str] = &["fq", "mqprio", "taprio", "etf", "cbs"];
+pub const KNOWN_TO_TC: &[&str] = &["mqprio", "taprio", "etf", "cbs"];
 
 /// Those of [`KNOWN_TO_TC`] whose tc has a class parser (`parse_copt`).
 const KNOWN_CLASSFUL: &[&str] = &[];
