@@ -122,11 +122,6 @@ fn tdc_fq() {
 }
 
 #[test]
-fn tdc_fq() {
-    assert_no_failures(&["qdiscs/fq.json"]);
-}
-
-#[test]
 fn tdc_netem() {
     assert_no_failures(&["qdiscs/netem.json"]);
 }
@@ -289,6 +284,11 @@ fn tdc_mpls() {
 #[test]
 fn tdc_tunnel_key() {
     assert_no_failures(&["actions/tunnel_key.json"]);
+}
+
+#[test]
+fn tdc_sample() {
+    assert_no_failures(&["actions/sample.json"]);
 }
 
 #[test]

@@ -207,6 +207,9 @@ const GENERIC: &[&str] = &[
     "geneve_opts",
     "0102:80:00880022",
     "nocsum",
+    "sample",
+    "group",
+    "trunc",
 ];
 
 /// The fuzz vocabulary: the generic words, then every kind of the registry and its option keywords.

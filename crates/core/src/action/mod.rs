@@ -22,6 +22,7 @@ pub mod mpls;
 pub mod nat;
 pub mod pedit;
 pub mod police;
+pub mod sample;
 pub mod simple;
 pub mod skbedit;
 pub mod skbmod;
@@ -86,6 +87,7 @@ pub enum ActionParams {
     Bpf(bpf::Bpf),
     Mpls(mpls::Mpls),
     TunnelKey(tunnel_key::TunnelKey),
+    Sample(sample::Sample),
 }
 
 impl ActionParams {
@@ -105,6 +107,7 @@ impl ActionParams {
             ActionParams::Bpf(_) => "bpf",
             ActionParams::Mpls(_) => "mpls",
             ActionParams::TunnelKey(_) => "tunnel_key",
+            ActionParams::Sample(_) => "sample",
         }
     }
     /// The control codes this action may answer with, for the goto-chain check.
@@ -130,6 +133,7 @@ impl ActionParams {
             ActionParams::Bpf(p) => vec![p.action],
             ActionParams::Mpls(p) => vec![p.action],
             ActionParams::TunnelKey(p) => vec![p.action],
+            ActionParams::Sample(p) => vec![p.action],
         }
     }
 }
@@ -158,6 +162,8 @@ pub struct Action {
     pub installed: Nanos,
     pub lastuse: Option<Nanos>,
     police: police::PoliceState,
+    /// What a `sample` action sent to its PSAMPLE group (zero for other kinds).
+    pub psample: sample::Psample,
 }
 
 pub type ActionRef = Rc<RefCell<Action>>;
@@ -190,10 +196,11 @@ impl Action {
             ActionParams::Mirred(m) => m.action,
             ActionParams::Nat(n) => n.act(pkt),
             ActionParams::Csum(c) => c.act(pkt),
-            // pedit, simple, skbmod, vlan and tunnel_key count no drop for a `drop` answer (their kernel
+            // pedit, simple, skbmod, vlan, tunnel_key and sample count no drop for a `drop` answer (their kernel
             // code does not).
             ActionParams::Vlan(v) => return v.act(pkt, cx.mirred.at_ingress()),
             ActionParams::TunnelKey(t) => return t.act(pkt),
+            ActionParams::Sample(sa) => return sa.act(pkt, &mut self.psample),
             // bpf counts a drop only when its program answered `shot`, mpls when it could not edit.
             ActionParams::Bpf(b) => {
                 let (c, drop) = b.act(pkt, cx.mirred.at_ingress());
@@ -362,6 +369,7 @@ impl ActionTable {
                     ActionParams::Bpf(b) => b.validate()?,
                     ActionParams::Mpls(m) => m.validate()?,
                     ActionParams::TunnelKey(t) => t.validate()?,
+                    ActionParams::Sample(sa) => sa.validate()?,
                     _ => {}
                 }
             }
@@ -429,6 +437,7 @@ impl ActionTable {
                     let a = Rc::new(RefCell::new(Action {
                         index,
                         police: police::PoliceState::new(&params, now),
+                        psample: sample::Psample::new(index),
                         params,
                         cookie: s.cookie.clone(),
                         flags: s.flags,

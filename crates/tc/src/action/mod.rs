@@ -1,7 +1,7 @@
 //! Actions in the tc language: `action …` lists inside filters and the `tc actions` command, after
 //! iproute2's `tc/m_action.c` and `tc_util.c` (6.1), with one file per action kind for its parser and
 //! printer, as iproute2 has one `m_X.c`: `gact.rs`, `police.rs`, `skbedit.rs`, `connmark.rs`,
-//! `mirred.rs`, `nat.rs`, `csum.rs`, `pedit.rs`, `simple.rs`, `skbmod.rs`, `vlan.rs`, `bpf.rs`, `mpls.rs`, `tunnel_key.rs`; `parse_actions` and `print_aopt` dispatch to them, one
+//! `mirred.rs`, `nat.rs`, `csum.rs`, `pedit.rs`, `simple.rs`, `skbmod.rs`, `vlan.rs`, `bpf.rs`, `mpls.rs`, `tunnel_key.rs`, `sample.rs`; `parse_actions` and `print_aopt` dispatch to them, one
 //! line each.
 //!
 //! Parsers follow tc's return conventions through [`Failure`]: tc's `exit(-1)` (usage, `invarg`) is a
@@ -17,6 +17,7 @@ mod mpls;
 mod nat;
 mod pedit;
 mod police;
+mod sample;
 mod simple;
 mod skbedit;
 mod skbmod;
@@ -228,6 +229,7 @@ pub fn parse_actions(c: &mut Cur) -> Result<Vec<ActionSpec>> {
             "bpf" => bpf::parse_bpf(c),
             "mpls" => mpls::parse_mpls(c),
             "tunnel_key" => tunnel_key::parse_tunnel_key(c),
+            "sample" => sample::parse_sample(c),
             // tc falls back on gact for any kind it has no module for: `action pump` is gact's "Bad
             // action type pump".
             _ => gact::parse_gact(c),
@@ -376,6 +378,7 @@ fn print_aopt(p: &mut Printer, a: &Action, flags: ShowFlags, now: u64) {
         ActionParams::Bpf(b) => bpf::print(p, a, b, flags, now),
         ActionParams::Mpls(m) => mpls::print(p, a, m, flags, now),
         ActionParams::TunnelKey(t) => tunnel_key::print(p, a, t, flags, now),
+        ActionParams::Sample(sa) => sample::print(p, a, sa, flags, now),
     }
 }
 
@@ -526,7 +529,7 @@ const ACT_USAGE: &str = "usage: tc actions <ACTSPECOP>*\nWhere: \tACTSPECOP := A
 /// The action kinds tclab's "kernel" has.
 pub const KINDS: &[&str] = &[
     "gact", "police", "skbedit", "connmark", "mirred", "nat", "csum", "pedit", "simple", "skbmod",
-    "vlan", "bpf", "mpls", "tunnel_key",
+    "vlan", "bpf", "mpls", "tunnel_key", "sample",
 ];
 
 const TALK: &str = "We have an error talking to the kernel";
