@@ -292,6 +292,11 @@ fn tdc_sample() {
 }
 
 #[test]
+fn tdc_gate() {
+    assert_no_failures(&["actions/gate.json"]);
+}
+
+#[test]
 fn tdc_skbedit() {
     assert_no_failures(&["actions/skbedit.json"]);
 }

@@ -210,6 +210,13 @@ const GENERIC: &[&str] = &[
     "sample",
     "group",
     "trunc",
+    "gate",
+    "sched-entry",
+    "open",
+    "close",
+    "base-time",
+    "cycle-time",
+    "300us",
 ];
 
 /// The fuzz vocabulary: the generic words, then every kind of the registry and its option keywords.

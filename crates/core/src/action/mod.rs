@@ -17,6 +17,7 @@ pub mod bpf;
 pub mod connmark;
 pub mod csum;
 pub mod gact;
+pub mod gate;
 pub mod mirred;
 pub mod mpls;
 pub mod nat;
@@ -88,6 +89,7 @@ pub enum ActionParams {
     Mpls(mpls::Mpls),
     TunnelKey(tunnel_key::TunnelKey),
     Sample(sample::Sample),
+    Gate(gate::Gate),
 }
 
 impl ActionParams {
@@ -108,6 +110,7 @@ impl ActionParams {
             ActionParams::Mpls(_) => "mpls",
             ActionParams::TunnelKey(_) => "tunnel_key",
             ActionParams::Sample(_) => "sample",
+            ActionParams::Gate(_) => "gate",
         }
     }
     /// The control codes this action may answer with, for the goto-chain check.
@@ -134,6 +137,7 @@ impl ActionParams {
             ActionParams::Mpls(p) => vec![p.action],
             ActionParams::TunnelKey(p) => vec![p.action],
             ActionParams::Sample(p) => vec![p.action],
+            ActionParams::Gate(p) => vec![p.action],
         }
     }
 }
@@ -164,6 +168,7 @@ pub struct Action {
     police: police::PoliceState,
     /// What a `sample` action sent to its PSAMPLE group (zero for other kinds).
     pub psample: sample::Psample,
+    gate: gate::GateState,
 }
 
 pub type ActionRef = Rc<RefCell<Action>>;
@@ -201,6 +206,13 @@ impl Action {
             ActionParams::Vlan(v) => return v.act(pkt, cx.mirred.at_ingress()),
             ActionParams::TunnelKey(t) => return t.act(pkt),
             ActionParams::Sample(sa) => return sa.act(pkt, &mut self.psample),
+            ActionParams::Gate(g) => match self.gate.act(g, pkt.len, now) {
+                Ok(c) => return c,
+                Err(over) => {
+                    self.stats.overlimits += u32::from(over);
+                    TC_ACT_SHOT
+                }
+            },
             // bpf counts a drop only when its program answered `shot`, mpls when it could not edit.
             ActionParams::Bpf(b) => {
                 let (c, drop) = b.act(pkt, cx.mirred.at_ingress());
@@ -370,6 +382,7 @@ impl ActionTable {
                     ActionParams::Mpls(m) => m.validate()?,
                     ActionParams::TunnelKey(t) => t.validate()?,
                     ActionParams::Sample(sa) => sa.validate()?,
+                    ActionParams::Gate(g) => g.validate(existing.is_none())?,
                     _ => {}
                 }
             }
@@ -417,8 +430,15 @@ impl ActionTable {
                     if !bind {
                         if let Some(p) = &s.params {
                             let mut m = a.borrow_mut();
-                            m.params = p.clone();
+                            m.params = match (p, &m.params) {
+                                // A replace keeps what it does not give (`tcf_gate_init`).
+                                (ActionParams::Gate(new), ActionParams::Gate(old)) => {
+                                    ActionParams::Gate(new.replacing(old))
+                                }
+                                _ => p.clone(),
+                            };
                             m.police = police::PoliceState::new(&m.params, now);
+                            m.gate = gate::GateState::new_for(&m.params, now);
                             if s.cookie.is_some() {
                                 m.cookie = s.cookie.clone();
                             }
@@ -438,6 +458,7 @@ impl ActionTable {
                         index,
                         police: police::PoliceState::new(&params, now),
                         psample: sample::Psample::new(index),
+                        gate: gate::GateState::new_for(&params, now),
                         params,
                         cookie: s.cookie.clone(),
                         flags: s.flags,

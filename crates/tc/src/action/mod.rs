@@ -1,7 +1,7 @@
 //! Actions in the tc language: `action …` lists inside filters and the `tc actions` command, after
 //! iproute2's `tc/m_action.c` and `tc_util.c` (6.1), with one file per action kind for its parser and
 //! printer, as iproute2 has one `m_X.c`: `gact.rs`, `police.rs`, `skbedit.rs`, `connmark.rs`,
-//! `mirred.rs`, `nat.rs`, `csum.rs`, `pedit.rs`, `simple.rs`, `skbmod.rs`, `vlan.rs`, `bpf.rs`, `mpls.rs`, `tunnel_key.rs`, `sample.rs`; `parse_actions` and `print_aopt` dispatch to them, one
+//! `mirred.rs`, `nat.rs`, `csum.rs`, `pedit.rs`, `simple.rs`, `skbmod.rs`, `vlan.rs`, `bpf.rs`, `mpls.rs`, `tunnel_key.rs`, `sample.rs`, `gate.rs`; `parse_actions` and `print_aopt` dispatch to them, one
 //! line each.
 //!
 //! Parsers follow tc's return conventions through [`Failure`]: tc's `exit(-1)` (usage, `invarg`) is a
@@ -12,6 +12,7 @@ mod bpf;
 mod connmark;
 mod csum;
 mod gact;
+mod gate;
 mod mirred;
 mod mpls;
 mod nat;
@@ -230,6 +231,7 @@ pub fn parse_actions(c: &mut Cur) -> Result<Vec<ActionSpec>> {
             "mpls" => mpls::parse_mpls(c),
             "tunnel_key" => tunnel_key::parse_tunnel_key(c),
             "sample" => sample::parse_sample(c),
+            "gate" => gate::parse_gate(c),
             // tc falls back on gact for any kind it has no module for: `action pump` is gact's "Bad
             // action type pump".
             _ => gact::parse_gact(c),
@@ -379,6 +381,7 @@ fn print_aopt(p: &mut Printer, a: &Action, flags: ShowFlags, now: u64) {
         ActionParams::Mpls(m) => mpls::print(p, a, m, flags, now),
         ActionParams::TunnelKey(t) => tunnel_key::print(p, a, t, flags, now),
         ActionParams::Sample(sa) => sample::print(p, a, sa, flags, now),
+        ActionParams::Gate(g) => gate::print(p, a, g, flags, now),
     }
 }
 
@@ -503,10 +506,10 @@ fn terse(
         p.nl();
         p.number("order", format_args!("\taction order {order}: "), order);
         // Each kind's printer up to where it finds no options: police prints its name in JSON only,
-        // nat as `type`, pedit with a space before, simple and skbmod not at all.
+        // nat as `type`, pedit with a space before, simple, skbmod and gate not at all.
         match a.kind() {
             "police" => p.json_string("kind", "police"),
-            "simple" | "skbmod" => {}
+            "simple" | "skbmod" | "gate" => {}
             "nat" => p.string("type", " nat ", "nat"),
             "pedit" => p.string("kind", " pedit ", "pedit"),
             k => p.string("kind", format_args!("{k} "), k),
@@ -529,7 +532,7 @@ const ACT_USAGE: &str = "usage: tc actions <ACTSPECOP>*\nWhere: \tACTSPECOP := A
 /// The action kinds tclab's "kernel" has.
 pub const KINDS: &[&str] = &[
     "gact", "police", "skbedit", "connmark", "mirred", "nat", "csum", "pedit", "simple", "skbmod",
-    "vlan", "bpf", "mpls", "tunnel_key", "sample",
+    "vlan", "bpf", "mpls", "tunnel_key", "sample", "gate",
 ];
 
 const TALK: &str = "We have an error talking to the kernel";
