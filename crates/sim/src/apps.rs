@@ -16,6 +16,9 @@ use tclab_core::{Nanos, NSEC_PER_SEC};
 #[derive(Default)]
 pub struct Outbox {
     pub datagrams: Vec<Datagram>,
+    /// The departure time (`skb->tstamp`, EDT) of each datagram, index for index, when the sender
+    /// stamps them (TCP); a datagram without one is due now.
+    pub tstamps: Vec<Nanos>,
 }
 
 /// Constant-bitrate UDP, like `iperf3 -u -b RATE -l LEN`: the rate counts payload bits, as iperf3's does.
@@ -246,6 +249,13 @@ impl App {
     pub fn on_local_drop(&mut self, now: Nanos, d: &Datagram) {
         if let App::Tcp(t) = self {
             t.on_local_drop(now, d);
+        }
+    }
+
+    /// A sch_fq on the node took one of this application's packets and paces its socket from now on.
+    pub fn on_paced_by_fq(&mut self) {
+        if let App::Tcp(t) = self {
+            t.conn.set_paced_by_fq();
         }
     }
 

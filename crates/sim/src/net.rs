@@ -36,7 +36,7 @@
 use crate::apps::{App, Outbox};
 use crate::des::EventQueue;
 use crate::rng::Rng;
-use crate::wire::Datagram;
+use crate::wire::{Datagram, L4};
 use std::collections::BTreeMap;
 use tclab_core::action::mirred::Mirrored;
 use tclab_core::engine::DefaultRoot;
@@ -254,6 +254,8 @@ pub struct Network {
     /// current event is done, as `tcp_wfree` defers to the TSQ tasklet, so that no socket sends from
     /// inside another's transmit.
     freed: Vec<(AppId, u32)>,
+    /// A sch_fq took a packet of the socket being flushed (`Cx::pacing_fq`): the socket is told.
+    paced_by_fq: bool,
     /// The per-packet trace being written (`tclab sim --trace`), if any.
     pub trace: Option<crate::trace::Trace>,
 }
@@ -278,6 +280,7 @@ impl Network {
             frames_sent: 0,
             ip_id: 0,
             freed: Vec::new(),
+            paced_by_fq: false,
             trace: None,
         }
     }
@@ -602,12 +605,16 @@ impl Network {
     /// Send what an application produced, and arm its next timer.
     fn flush(&mut self, now: Nanos, app: AppId, out: Outbox) {
         let node = self.app_node[app];
-        for d in out.datagrams {
+        for (i, d) in out.datagrams.iter().enumerate() {
+            let tstamp = out.tstamps.get(i).copied().unwrap_or(0);
             // The packet remembers its sender, so the NIC can report its transmission (TCP small queues).
-            match self.send_from(now, node, &d, app as u64 + 1) {
-                Verdict::Drop => self.apps[app].on_local_drop(now, &d),
+            match self.send_from(now, node, d, app as u64 + 1, tstamp) {
+                Verdict::Drop => self.apps[app].on_local_drop(now, d),
                 Verdict::Cn => self.apps[app].on_congestion_notified(now),
                 _ => {}
+            }
+            if std::mem::take(&mut self.paced_by_fq) {
+                self.apps[app].on_paced_by_fq();
             }
         }
         if let Some(t) = self.apps[app].next_timer() {
@@ -619,8 +626,16 @@ impl Network {
     /// sending socket learns (`dev_queue_xmit`'s return): `Success`, `Drop` (this datagram was refused
     /// here: no route, a netfilter rule, the qdisc), or `Cn` (queued, or dropped with others of its flow:
     /// the sender takes it as sent and slows down).
-    /// `owner` is 1 + the sending application's id (0 for the stack's own packets, like echo replies).
-    pub fn send_from(&mut self, now: Nanos, node: NodeId, d: &Datagram, owner: u64) -> Verdict {
+    /// `owner` is 1 + the sending application's id (0 for the stack's own packets, like echo replies);
+    /// `tstamp` the datagram's departure time (0: due now).
+    pub fn send_from(
+        &mut self,
+        now: Nanos,
+        node: NodeId,
+        d: &Datagram,
+        owner: u64,
+        tstamp: Nanos,
+    ) -> Verdict {
         let Some(dst_node) = self.owner_of(d.ip.dst) else {
             return Verdict::Drop;
         };
@@ -639,6 +654,12 @@ impl Network {
         self.ip_id = self.ip_id.wrapping_add(1);
         let mut pkt = self.packet_of(d, self.ip_id);
         pkt.tag = owner;
+        // `skb->sk` for sch_fq: a TCP or (connected) UDP socket's packets are its flow; ping's socket
+        // is unconnected (`TCP_CLOSE`), which fq hashes as it hashes packets without a socket.
+        if matches!(d.l4, L4::Tcp(_) | L4::Udp(_)) {
+            pkt.sk = owner as u32;
+        }
+        pkt.tstamp = tstamp;
         if !self.netfilter(node, &mut pkt, None, Some(out), |nf, p, _, o| {
             host::local_out(nf, p, o.unwrap_or(""), now)
         }) {
@@ -699,6 +720,7 @@ impl Network {
         };
         let raw = dev.enqueue(pkt, &mut cx);
         let verdict = raw.to_sender();
+        self.paced_by_fq |= cx.pacing_fq;
         if let Some(p) = traced {
             self.trace_enqueue(now, &self.iface_label(iface), raw, p, &cx);
         }
@@ -737,6 +759,7 @@ impl Network {
         let mut pkt = m.pkt;
         // A copy belongs to no socket (`skb_clone` drops the destructor).
         pkt.tag = 0;
+        pkt.sk = 0;
         pkt.iif = self
             .iface_by_name(node, &m.from_dev)
             .map_or(0, |i| i as u32 + 1);
@@ -1143,7 +1166,7 @@ impl Network {
                         ..*i
                     }),
                 };
-                self.send_from(now, node, &reply, 0);
+                self.send_from(now, node, &reply, 0, 0);
                 return;
             }
             L4::Icmp(i) if i.kind == ICMP_ECHO_REPLY => {

@@ -174,6 +174,7 @@ impl TcpEndpoint {
             };
             self.host_truesize += frame_len(&seg) + SKB_OVERHEAD;
             out.datagrams.push(self.datagram(&seg));
+            out.tstamps.push(self.conn.departure_time());
         }
     }
 

@@ -575,20 +575,6 @@ impl Connection {
         self.reset_xmit_timer(now + rto);
     }
 
-    /// `tcp_update_pacing_rate()`: bytes per second (used by HyStart only).
-    pub(crate) fn pacing_rate(&self) -> u64 {
-        if self.srtt8 == 0 {
-            return 0;
-        }
-        let ratio = if self.cwnd < self.ssthresh / 2 {
-            200
-        } else {
-            120
-        };
-        let srtt8_us = (self.srtt8 / 1000).max(1);
-        (self.mss as u64 * 80_000 * ratio * self.cwnd.max(self.packets_out) as u64) / srtt8_us
-    }
-
     /// Receive data (`tcp_data_queue`), and schedule the ACK (`__tcp_ack_snd_check`).
     fn process_data(&mut self, now: Nanos, seq: i64, len: u64, fin: bool) {
         if self.fin_received {

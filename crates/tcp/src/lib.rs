@@ -103,16 +103,21 @@
 //! * **Close**: FIN after the written bytes (piggybacked on the last data
 //!   segment, as `tcp_send_fin` does), FIN_WAIT1/2, CLOSING, TIME_WAIT,
 //!   CLOSE_WAIT, LAST_ACK; a byte-count transfer ends with both sides closed.
+//! * **Pacing** (`pacing.rs`, Linux 6.12): `sk_pacing_rate` (×2 the window's
+//!   rate in slow start, ×1.2 after), departure times on every segment, moved on
+//!   by each data segment at that rate when the socket is paced — by a sch_fq
+//!   that took its packets (`set_paced_by_fq`) or by itself when it asked
+//!   (`Config::max_pacing_rate`, `SO_MAX_PACING_RATE`: internal pacing). As in
+//!   Linux, CUBIC and Reno over other qdiscs are not paced.
 //! * **Nagle** with Minshall's variant (`tcp_nagle_check`): a sub-MSS segment
 //!   waits only while another sub-MSS segment is unacknowledged, unless it
 //!   carries the FIN.
 //!
 //! ## What is left out, compared with Linux
 //!
-//! * **No pacing, no TSO/GSO/GRO, no TCP small queues**: segments leave as
-//!   fast as cwnd and the window allow, one MSS each; the simulator's qdisc
-//!   sees MSS-sized packets in bursts. (Linux without `fq` does not pace either,
-//!   but TSO makes bursts of up to 64 KB and TSQ limits what sits in the qdisc.)
+//! * **No TSO/GSO/GRO**: segments are one MSS each; the simulator's qdisc
+//!   sees MSS-sized packets (Linux's TSO makes bursts of up to 64 KB). TCP small
+//!   queues is the driver's (`tsq_limit`, `set_tsq_throttled`).
 //! * **No F-RTO, no undo** (DSACK, Eifel/timestamps), no D-SACK generation
 //!   (so RACK's reordering window never widens, `reo_wnd_steps`), no
 //!   reordering degree (reordering stays 3; that reordering was seen is
@@ -163,6 +168,7 @@ mod cong;
 mod cubic;
 mod input;
 mod output;
+mod pacing;
 mod rack;
 mod recovery;
 mod reno;
@@ -173,6 +179,7 @@ mod timer;
 use std::collections::VecDeque;
 
 pub use cong::HZ;
+pub use pacing::PacingStatus;
 pub use segment::{ecn, flags, Segment, TcpOptions};
 pub use socket::TcpStats;
 
@@ -240,6 +247,9 @@ pub struct Config {
     /// or CWR state, one segment is sent after about two RTTs to draw an ACK that RACK can read, before
     /// the RTO would fire. SACK connections only.
     pub tlp: bool,
+    /// `SO_MAX_PACING_RATE` in bytes per second (iperf3's `--fq-rate`), 0 for none: caps the pacing rate,
+    /// and asks for pacing (`SK_PACING_NEEDED`): the socket paces itself unless a sch_fq does.
+    pub max_pacing_rate: u64,
 }
 
 impl Default for Config {
@@ -258,6 +268,7 @@ impl Default for Config {
             ecn: false,
             rack: true,
             tlp: true,
+            max_pacing_rate: 0,
         }
     }
 }
@@ -423,6 +434,18 @@ pub struct Connection {
     /// TCP small queues: the host holds enough of this socket's data below it (`TSQ_THROTTLED`); data
     /// waits, pure ACKs still go.
     tsq_throttled: bool,
+
+    // ---- pacing (pacing.rs) ----
+    /// `sk_pacing_status`.
+    pacing_status: PacingStatus,
+    /// `tcp_wstamp_ns`: the earliest departure time of the next segment.
+    wstamp: Nanos,
+    /// `wstamp` before the segment being sent was stamped (`prior_wstamp`).
+    prior_wstamp: Nanos,
+    /// The departure time of the last segment `poll_transmit` returned.
+    tx_tstamp: Nanos,
+    /// The pacing timer (internal pacing): when held data may leave.
+    pacing_at: Option<Nanos>,
 
     // ---- RACK-TLP (rack.rs) ----
     rack: rack::Rack,

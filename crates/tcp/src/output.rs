@@ -108,6 +108,7 @@ impl Connection {
             window = self.select_window_bytes().min(65535) as u16;
         }
         self.segs_out += 1;
+        self.stamp_departure(now);
         Segment {
             seq: self.snd_wire(seq_abs),
             ack: if self.have_irs {
@@ -149,7 +150,11 @@ impl Connection {
         if let Some(seg) = self.tlp_out.take() {
             return Some(seg);
         }
-        if !self.local_block && !self.tsq_throttled && self.can_send_data() {
+        if !self.local_block
+            && !self.tsq_throttled
+            && self.can_send_data()
+            && !self.pacing_holds(now)
+        {
             if self.probe_pending {
                 // tcp_send_probe0() → tcp_write_wakeup(): send what fits in
                 // a non-zero window, else a probe with an old sequence number.
@@ -220,7 +225,9 @@ impl Connection {
             self.data_segs_out += 1;
         }
         let fl = if fin { flags::FIN } else { 0 };
-        self.build(now, start, len, fl)
+        let seg = self.build(now, start, len, fl);
+        self.advance_departure(len);
+        seg
     }
 
     /// `tcp_write_xmit()`: new data within cwnd and the peer's window. `SendMode::Wakeup`
@@ -319,6 +326,7 @@ impl Connection {
             self.ecn_queue_cwr = false;
         }
         let mut seg = self.build(now, start, len as u32, fl);
+        self.advance_departure(len as u32);
         if self.ecn_ok && len > 0 {
             seg.ecn = ecn::ECT0;
         }
@@ -346,16 +354,21 @@ impl Connection {
 
     /// The bytes (of skb truesize) Linux lets a socket keep in the queues below it,
     /// `tcp_small_queue_check`: `max(2 × truesize, pacing rate >> 10)` — about a millisecond of data at the
-    /// pacing rate (`sk_pacing_shift` = 10) — at most `tcp_limit_output_bytes` (1 MiB). The pacing rate is
-    /// `tcp_update_pacing_rate`'s, unlimited before the first RTT sample. `truesize` is that of one
-    /// full-sized segment's skb, which the driver knows.
+    /// pacing rate (`sk_pacing_shift` = 10) — at most `tcp_limit_output_bytes` (1 MiB) unless the socket
+    /// is paced. The pacing rate is `tcp_update_pacing_rate`'s, unlimited before the first RTT sample.
+    /// `truesize` is that of one full-sized segment's skb, which the driver knows.
     pub fn tsq_limit(&self, truesize: u64) -> u64 {
         const TCP_LIMIT_OUTPUT_BYTES: u64 = 16 * 65536;
         let rate = match self.pacing_rate() {
             0 => u64::MAX,
             r => r,
         };
-        (rate >> 10).max(2 * truesize).min(TCP_LIMIT_OUTPUT_BYTES)
+        let limit = (rate >> 10).max(2 * truesize);
+        if self.pacing_status == crate::PacingStatus::None {
+            limit.min(TCP_LIMIT_OUTPUT_BYTES)
+        } else {
+            limit
+        }
     }
 
     /// `tcp_small_queue_check` always lets a segment go when the retransmission queue holds at most one.

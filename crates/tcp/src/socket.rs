@@ -142,6 +142,15 @@ impl Connection {
             probes_out: 0,
             local_block: false,
             tsq_throttled: false,
+            pacing_status: if cfg.max_pacing_rate != 0 {
+                crate::PacingStatus::Needed
+            } else {
+                crate::PacingStatus::None
+            },
+            wstamp: 0,
+            prior_wstamp: 0,
+            tx_tstamp: 0,
+            pacing_at: None,
             rack: Rack::default(),
             highest_sack: 0,
             tlp_high_seq: 0,
@@ -292,7 +301,7 @@ impl Connection {
 
     /// Earliest pending timer (RTO/SYN retransmit, delayed ACK, zero-window probe).
     pub fn poll_at(&self) -> Option<Nanos> {
-        [self.rto_at, self.delack_at, self.probe_at]
+        [self.rto_at, self.delack_at, self.probe_at, self.pacing_at]
             .into_iter()
             .flatten()
             .min()

@@ -19,6 +19,10 @@ impl Connection {
         if due(self.delack_at) || due(self.probe_at) || due(self.rto_at) {
             self.fire_timers(now);
         }
+        // The pacing timer (`tcp_pace_kick`) only lets held data go: `poll_transmit` checks again.
+        if due(self.pacing_at) {
+            self.pacing_at = None;
+        }
     }
 
     #[cold]

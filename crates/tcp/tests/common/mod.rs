@@ -88,6 +88,9 @@ pub struct Sim {
     pub trace: Trace,
     /// Every segment a host emitted: (time, host, segment).
     pub sent: Trace,
+    /// The client's segments as it sent them: (time sent, departure time stamped, pacing rate then,
+    /// payload length).
+    pub departures: Vec<(Nanos, Nanos, u64, u32)>,
     /// Sender (client) state after every segment it receives.
     pub samples: Vec<Sample>,
     pub to_write: u64,
@@ -122,6 +125,7 @@ impl Sim {
             dropped_once: BTreeSet::new(),
             trace: Vec::new(),
             sent: Vec::new(),
+            departures: Vec::new(),
             samples: Vec::new(),
             to_write: bytes,
             server_closes: true,
@@ -142,6 +146,16 @@ impl Sim {
 
     fn transmit(&mut self, host: usize, seg: Segment) {
         self.sent.push((self.now, host, seg.clone()));
+        if host == 0 {
+            let c = &self.hosts[0];
+            let d = (
+                self.now,
+                c.departure_time(),
+                c.pacing_rate(),
+                seg.payload_len,
+            );
+            self.departures.push(d);
+        }
         if host == 0 && seg.payload_len > 0 {
             let off = seg.seq.wrapping_sub(CLIENT_ISN.wrapping_add(1)) as u64;
             if self.path.drop_offsets.contains(&off) && self.dropped_once.insert(off) {

@@ -1,0 +1,101 @@
+//! Pacing by hand (Linux 6.12: `tcp_update_pacing_rate`, `tcp_update_skb_after_send`,
+//! `tcp_pacing_check`): the pacing rate is twice the window's rate in slow start and 1.2 times after;
+//! a socket asking for pacing (`SO_MAX_PACING_RATE`) with no sch_fq paces itself at its rate; a socket
+//! sch_fq paces stamps departure times spaced by each segment's time at its pacing rate, and sends at
+//! once.
+
+mod common;
+use common::*;
+use tclab_tcp::{Config, CongestionControl, Nanos, PacingStatus};
+
+fn cfg() -> Config {
+    Config::default()
+}
+
+/// 1 Gbit/s, 10 ms each way, a queue that never fills: the RTT is 20 ms plus serialisation.
+fn fast_path() -> PathCfg {
+    PathCfg::new(1_000_000_000, 10 * MS, 10_000)
+}
+
+#[test]
+fn the_pacing_rate_is_twice_the_window_rate_in_slow_start_then_1_2_times() {
+    // Right after the handshake: cwnd 10 segments of 1448 bytes, srtt 20 ms (the SYN's RTT), ssthresh
+    // not set: 2 × 10 × 1448 B / 20 ms = 1 448 000 B/s.
+    let mut sim = Sim::new(cfg(), cfg(), fast_path(), 1 << 40);
+    sim.run_until(21 * MS);
+    let r = sim.hosts[0].pacing_rate() as f64;
+    assert!((r / 1_448_000.0 - 1.0).abs() < 0.001, "{r} B/s");
+    assert_eq!(sim.hosts[0].pacing_status(), PacingStatus::None);
+
+    // Reno after one loss, in congestion avoidance (cwnd ≥ ssthresh / 2): 1.2 × cwnd × mss / srtt.
+    let mut c = cfg();
+    c.cc = CongestionControl::Reno;
+    let mut path = PathCfg::new(10_000_000, 10 * MS, 17);
+    path.drop_offsets.insert(300 * 1448);
+    let mut sim = Sim::new(c, cfg(), path, 1 << 40);
+    sim.run_until(3 * SEC);
+    let s = sim.hosts[0].stats();
+    assert!(s.cwnd >= s.ssthresh / 2 && s.ssthresh < 1000, "{s:?}");
+    let want = 1.2 * s.cwnd as f64 * s.mss as f64 / (s.srtt_ns as f64 / 1e9);
+    let r = sim.hosts[0].pacing_rate() as f64;
+    assert!((r / want - 1.0).abs() < 0.01, "{r} B/s, want {want}");
+}
+
+#[test]
+fn max_pacing_rate_paces_the_socket_itself() {
+    // SO_MAX_PACING_RATE 10 Mbit/s (1.25 MB/s) and no sch_fq: SK_PACING_NEEDED, internal pacing. The
+    // first ten data segments leave at once (the initial window); once the window has outgrown the
+    // path's 17 segments (a few RTTs of slow start; CUBIC's own rate, twice the window's, is above the
+    // cap from the start), each segment waits for the previous one's departure time plus
+    // 1448 B / 1.25 MB/s = 1.1584 ms (the pacing timer fires exactly then, so no credit).
+    let mut c = cfg();
+    c.max_pacing_rate = 1_250_000;
+    let mut sim = Sim::new(c, cfg(), fast_path(), 1 << 40);
+    assert_eq!(sim.hosts[0].pacing_status(), PacingStatus::Needed);
+    sim.run_until(3 * SEC);
+    let sent = sim.data_sent();
+    assert!(
+        sent[..10].iter().all(|(t, _, _)| *t == sent[0].0),
+        "the first ten at once"
+    );
+    let later: Vec<_> = sent.iter().filter(|(t, _, _)| *t >= 200 * MS).collect();
+    assert!(later.len() > 2000);
+    for w in later.windows(2) {
+        assert_eq!(w[1].0 - w[0].0, 1_158_400, "segment at offset {}", w[1].1);
+    }
+    // Goodput at the pacing rate, ±2 %.
+    let acked = |t: Nanos| {
+        sim.samples
+            .iter()
+            .take_while(|s| s.t <= t)
+            .last()
+            .map_or(0, |s| s.bytes_acked)
+    };
+    let rate = (acked(3 * SEC) - acked(SEC)) as f64 / 2.0;
+    assert!((rate / 1_250_000.0 - 1.0).abs() < 0.02, "{rate} B/s");
+}
+
+#[test]
+fn a_socket_fq_paces_stamps_departures_at_its_pacing_rate() {
+    // CUBIC, paced by sch_fq (SK_PACING_FQ): segments go at once (no internal pacing), each stamped
+    // with the socket's departure time. While the socket is ahead of the clock, consecutive data
+    // segments' departure times differ by exactly the first one's payload at the pacing rate of the
+    // moment (`tcp_update_skb_after_send`, no credit): inter-departure times on a link that honours
+    // them (fq) match the pacing rate.
+    let mut sim = Sim::new(cfg(), cfg(), fast_path(), 1 << 40);
+    sim.hosts[0].set_paced_by_fq();
+    sim.run_until(2 * SEC);
+    let data: Vec<_> = sim.departures.iter().filter(|d| d.3 > 0).copied().collect();
+    let mut checked = 0;
+    for w in data[9..].windows(2) {
+        let ((s0, d0, r0, len0), (s1, d1, _, _)) = (w[0], w[1]);
+        if d0 > s0 && d1 > s1 {
+            assert_eq!(d1 - d0, len0 as u64 * SEC / r0, "departures {d0} → {d1}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 1000, "{checked} pairs ahead of the clock");
+    let bursts = data.windows(2).filter(|w| w[0].0 == w[1].0).count();
+    assert!(bursts > 1000, "sent in bursts, not held: {bursts}");
+    assert_eq!(sim.hosts[0].pacing_status(), PacingStatus::Fq);
+}
