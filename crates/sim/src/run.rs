@@ -128,10 +128,16 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
                 sc.net.bind_ping(t.from, ident, a);
                 st.senders.push(a);
             }
-            TrafficKind::Tcp { bytes, cc, ecn } => {
+            TrafficKind::Tcp {
+                bytes,
+                cc,
+                ecn,
+                fq_rate,
+            } => {
                 let mtu = sc.net.device(out_iface).map_or(1500, |d| d.mtu);
                 let mut cfg = tclab_tcp::Config::mss_from_mtu(mtu);
                 cfg.ecn = *ecn;
+                cfg.max_pacing_rate = *fq_rate;
                 cfg.cc = if cc == "reno" {
                     tclab_tcp::CongestionControl::Reno
                 } else {

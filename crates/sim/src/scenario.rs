@@ -134,6 +134,9 @@ pub struct TrafficSpec {
     pub cc: Option<Spanned<String>>,
     /// TCP: negotiate ECN (RFC 3168), so that an AQM marks instead of dropping (`net.ipv4.tcp_ecn = 1`).
     pub ecn: Option<Spanned<bool>>,
+    /// TCP: `SO_MAX_PACING_RATE` per stream (iperf3's `--fq-rate`): the socket is paced at most at this
+    /// rate, by a sch_fq on its host or else by itself.
+    pub fq_rate: Option<Spanned<String>>,
     pub port: Option<Spanned<u16>>,
 }
 
@@ -180,6 +183,8 @@ pub enum TrafficKind {
         bytes: Option<u64>,
         cc: String,
         ecn: bool,
+        /// `SO_MAX_PACING_RATE` in bytes per second; 0 for none.
+        fq_rate: u64,
     },
     Udp {
         rate_bps: u64,
@@ -1289,7 +1294,7 @@ fn resolve_traffic(
     // Keys that do not apply to this kind are mistakes, not options to ignore.
     let kind_name = t.kind.get_ref().as_str();
     let applies: &[&str] = match kind_name {
-        "tcp" => &["bytes", "cc", "ecn"],
+        "tcp" => &["bytes", "cc", "ecn", "fq_rate"],
         "udp" => &["rate", "length"],
         "ping" => &["interval", "length"],
         _ => &[],
@@ -1298,6 +1303,7 @@ fn resolve_traffic(
         ("bytes", t.bytes.as_ref().map(|v| v.span())),
         ("cc", t.cc.as_ref().map(|v| v.span())),
         ("ecn", t.ecn.as_ref().map(|v| v.span())),
+        ("fq_rate", t.fq_rate.as_ref().map(|v| v.span())),
         ("rate", t.rate.as_ref().map(|v| v.span())),
         ("length", t.length.as_ref().map(|v| v.span())),
         ("interval", t.interval.as_ref().map(|v| v.span())),
@@ -1376,6 +1382,11 @@ fn resolve_traffic(
     let kind = match t.kind.get_ref().as_str() {
         "tcp" => TrafficKind::Tcp {
             ecn: t.ecn.as_ref().is_some_and(|e| *e.get_ref()),
+            // (iperf3 takes bits per second; the socket option bytes.)
+            fq_rate: match &t.fq_rate {
+                Some(r) => cx.rate(r, "traffic.fq_rate")? / 8,
+                None => 0,
+            },
             bytes: t
                 .bytes
                 .as_ref()

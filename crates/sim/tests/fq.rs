@@ -1,6 +1,7 @@
 //! sch_fq under simulated TCP: `maxrate 1mbit` holds each flow to 1 Mbit/s on the wire; a socket whose
 //! packets a pacing fq takes is told (`SK_PACING_FQ`) and fq holds its packets to their departure times;
-//! with `nopacing`, or another qdisc, the socket stays unpaced.
+//! with `nopacing`, or another qdisc, the socket stays unpaced; `fq_rate` (SO_MAX_PACING_RATE) paces a
+//! flow at its rate through fq or, without one, by the socket itself.
 
 use tclab_core::qdisc::Xstats;
 use tclab_sim::apps::App;
@@ -10,6 +11,11 @@ use tclab_tcp::PacingStatus;
 
 /// a --(rate, 10 ms)-- b; `qdisc` at a's eth0; TCP entries from a to b (one stream each).
 fn lab(rate: &str, qdisc: &str, flows: usize, duration: &str) -> Scenario {
+    lab_with(rate, qdisc, flows, duration, "")
+}
+
+/// As [`lab`], with `extra` keys in each traffic entry.
+fn lab_with(rate: &str, qdisc: &str, flows: usize, duration: &str, extra: &str) -> Scenario {
     let mut text = format!(
         r#"
 duration = "{duration}"
@@ -29,6 +35,7 @@ tc = "qdisc add dev eth0 root handle 1: {qdisc}"
     );
     for _ in 0..flows {
         text.push_str("[[traffic]]\nkind = \"tcp\"\nfrom = \"a\"\nto = \"b\"\n");
+        text.push_str(extra);
     }
     load("fq.toml", &text, std::path::Path::new(".")).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -97,4 +104,25 @@ fn a_pacing_fq_tells_the_socket_and_holds_its_packets_to_their_departure_times()
     let mut sc = lab("1gbit", "fq_codel", 1, "2s");
     go(&mut sc);
     assert_eq!(senders(&sc), [PacingStatus::None]);
+}
+
+#[test]
+fn fq_rate_paces_a_flow_by_fq_or_by_itself() {
+    // `fq_rate = "10mbit"` (SO_MAX_PACING_RATE, 1.25 MB/s) on a 1 Gbit/s path: the socket's pacing
+    // rate is the cap once its window outgrows the path (CUBIC's own rate, twice the window's, is above
+    // it from the first RTT), and departures are spaced by each segment's payload at that rate — so the
+    // goodput is 10 Mbit/s, ±1 % (the first RTTs of slow start are under 1 % of 10 s). Through fq the
+    // qdisc holds the packets to their departure times (SK_PACING_FQ); through pfifo the socket waits
+    // itself (SK_PACING_NEEDED, internal pacing).
+    for (qdisc, status) in [
+        ("fq", PacingStatus::Fq),
+        ("pfifo limit 1000", PacingStatus::Needed),
+    ] {
+        let mut sc = lab_with("1gbit", qdisc, 1, "10s", "fq_rate = \"10mbit\"\n");
+        let out = go(&mut sc);
+        let g = out.flows[0].goodput_bps;
+        eprintln!("{qdisc}: {g:.0} bit/s");
+        assert!((g / 1e7 - 1.0).abs() < 0.01, "{qdisc}: {g} bit/s");
+        assert_eq!(senders(&sc), [status]);
+    }
 }
