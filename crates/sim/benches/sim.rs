@@ -1,37 +1,80 @@
-//! `cargo bench -p tclab-sim`: the simulator's speed on the benchmark scenario (60 s of virtual time,
-//! 30 TCP streams through a 100 Mbit/s HTB bottleneck, a ping alongside). Prints wall time, events per
-//! second and simulated frames per second, best of three runs.
+//! `cargo bench -p tclab-sim`: the simulator's speed on its benchmark scenarios, best of three runs each.
+//!
+//! - `bench-htb`: 60 s of virtual time, 30 TCP streams through a 100 Mbit/s HTB bottleneck, a ping alongside.
+//! - `bench-isp`: 10 s, 1 000 subscribers behind a 1 Gbit/s line (HTB class + fq_codel leaf each, u32
+//!   filters hashed on the destination port), a CUBIC download per subscriber.
+//!
+//! For each: wall time, events per second, simulated frames per second, speed over real time, and the
+//! process's peak resident memory while it ran (VmHWM, reset before each scenario through
+//! `/proc/self/clear_refs`). `cargo bench -p tclab-sim -- isp` runs the scenarios whose name contains "isp".
 
 use std::time::Instant;
 use tclab_sim::run::run;
 use tclab_sim::scenario::load;
 
-fn main() {
-    let b = tclab_sim::builtin::find("bench-htb").expect("the bench scenario is built in");
+const SCENARIOS: &[&str] = &["bench-htb", "bench-isp"];
+
+/// The process's peak resident set in kB (VmHWM), if /proc says.
+fn peak_kb() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Start a new peak: "5" resets VmHWM to the current resident set (proc(5), Linux 4.0 and later).
+fn reset_peak() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+fn bench(name: &str) {
+    let b = tclab_sim::builtin::find(name).expect("the bench scenario is built in");
     let toml = b.toml();
+    let reset = reset_peak();
     let mut best = f64::MAX;
-    let (mut events, mut frames, mut goodput) = (0, 0, 0.0);
+    let (mut events, mut frames, mut goodput, mut duration) = (0, 0, 0.0, 0);
     for _ in 0..3 {
-        let mut sc =
-            load(b.name, &toml, std::path::Path::new(".")).expect("the bench scenario loads");
+        let mut sc = load(b.name, &toml, std::path::Path::new(".")).expect("the scenario loads");
+        duration = sc.duration;
         let t = Instant::now();
-        let out = run(&mut sc, &mut |_| {}).expect("the bench scenario runs");
+        let out = run(&mut sc, &mut |_| {}).expect("the scenario runs");
         let wall = t.elapsed().as_secs_f64();
         best = best.min(wall);
         events = out.events;
         frames = out.frames;
         goodput = out.flows[0].goodput_bps;
     }
-    println!("bench-htb: 60 s simulated, 30 TCP streams + ping, 100 Mbit HTB");
-    println!("  wall time (best of 3)  {best:.3} s");
+    let secs = duration as f64 / 1e9;
+    println!("{name}: {}", b.description);
+    println!("  wall time (best of 3)   {best:.3} s");
     println!(
-        "  events                 {events}  ({:.2} M events/s)",
+        "  events                  {events}  ({:.2} M events/s)",
         events as f64 / best / 1e6
     );
     println!(
-        "  frames on the wires    {frames}  ({:.2} M frames/s)",
+        "  frames on the wires     {frames}  ({:.2} M frames/s)",
         frames as f64 / best / 1e6
     );
-    println!("  TCP goodput            {:.2} Mbit/s", goodput / 1e6);
-    println!("  speed-up over real time {:.0}x", 60.0 / best);
+    println!("  TCP goodput             {:.2} Mbit/s", goodput / 1e6);
+    println!("  speed-up over real time {:.1}x", secs / best);
+    match peak_kb() {
+        Some(kb) => println!(
+            "  peak memory             {:.0} MB{}",
+            kb as f64 / 1024.0,
+            if reset { "" } else { " (VmHWM could not be reset: the process's peak so far)" }
+        ),
+        None => println!("  peak memory             unknown (no VmHWM in /proc/self/status)"),
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; any other argument filters the scenarios by name.
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    for name in SCENARIOS {
+        if filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())) {
+            bench(name);
+        }
+    }
 }

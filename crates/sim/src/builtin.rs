@@ -1,19 +1,111 @@
 //! Scenarios shipped with tclab: `tclab sim NAME` runs one, `tclab sim --show NAME` prints its file.
 //!
 //! A built-in scenario is the concatenation of TOML parts from `crates/sim/scenarios/`, so that seed 004's
-//! lab, its conditioner and its traffic are each written once.
+//! lab, its conditioner and its traffic are each written once, or, for the ISP benchmark whose policy has a
+//! class, a leaf and a filter per subscriber, a file written by a function.
+
+use std::fmt::Write;
+use Source::{Generated, Parts};
 
 pub struct Builtin {
     pub name: &'static str,
     pub description: &'static str,
-    parts: &'static [&'static str],
+    source: Source,
+}
+
+enum Source {
+    Parts(&'static [&'static str]),
+    Generated(fn() -> String),
 }
 
 impl Builtin {
     /// The scenario file.
     pub fn toml(&self) -> String {
-        self.parts.concat()
+        match self.source {
+            Parts(parts) => parts.concat(),
+            Generated(f) => f(),
+        }
     }
+}
+
+/// The ISP benchmark (issue 26): a 1 Gbit/s line to `subscribers` subscribers, each an HTB class of rate
+/// 1 mbit and ceil 20 mbit with an fq_codel leaf, found by u32 filters hashed on the destination port
+/// (a 256-bucket table keyed by the port's low byte, so about subscribers/256 filters a bucket), one CUBIC
+/// download per subscriber. Subscriber i's class is 1:(100 + i) in hex, its leaf (100 + i):, its port
+/// 10000 + i; the default class 1:2 carries the ping.
+fn isp(subscribers: u32) -> String {
+    let mut s = format!(
+        r#"# The ISP benchmark (issue 26): what a LibreQoS box shapes, {subscribers} subscribers behind one 1 Gbit/s
+# line. `cargo bench -p tclab-sim` runs it and reports events/s, frames/s, speed over real time and peak
+# memory. Written by crates/sim/src/builtin.rs (`isp`).
+name = "benchmark: {subscribers} subscribers, HTB + fq_codel each, hashed u32, 1 Gbit/s"
+seed = 1
+duration = "10s"
+sample = "500ms"
+
+[[node]]
+name = "internet"
+
+[[node]]
+name = "router"
+kind = "router"
+
+[[node]]
+name = "subscribers"
+
+[[link]]
+a = "internet:eth0"
+b = "router:eth0"
+rate = "10gbit"
+delay = "5ms"
+
+[[link]]
+a = "router:eth1"
+b = "subscribers:eth0"
+rate = "1gbit"
+delay = "1ms"
+
+[[policy]]
+node = "router"
+tc = """
+qdisc add dev eth1 root handle 1: htb default 2
+class add dev eth1 parent 1: classid 1:1 htb rate 1gbit ceil 1gbit quantum 3028
+class add dev eth1 parent 1:1 classid 1:2 htb rate 1mbit ceil 20mbit
+filter add dev eth1 parent 1: prio 5 handle 2: protocol ip u32 divisor 256
+filter add dev eth1 parent 1: prio 5 protocol ip u32 ht 800:: match ip protocol 6 0xff hashkey mask 0x000000ff at 20 link 2:
+"#
+    );
+    for i in 0..subscribers {
+        let (id, port) = (0x100 + i, 10000 + i);
+        let _ = writeln!(
+            s,
+            "class add dev eth1 parent 1:1 classid 1:{id:x} htb rate 1mbit ceil 20mbit\n\
+             qdisc add dev eth1 parent 1:{id:x} handle {id:x}: fq_codel\n\
+             filter add dev eth1 parent 1: prio 5 protocol ip u32 ht 2:{:x}: match ip dport {port} 0xffff flowid 1:{id:x}",
+            port & 0xff
+        );
+    }
+    let _ = write!(
+        s,
+        r#""""
+
+[[traffic]]
+name = "downloads"
+kind = "tcp"
+from = "internet"
+to = "subscribers"
+port = 10000
+streams = {subscribers}
+
+[[traffic]]
+name = "ping"
+kind = "ping"
+from = "internet"
+to = "subscribers"
+interval = "100ms"
+"#
+    );
+    s
 }
 
 const SEED000_LAB: &str = include_str!("../scenarios/seed000/lab.toml");
@@ -33,284 +125,289 @@ pub const BUILTIN: &[Builtin] = &[
     Builtin {
         name: "seed000-tbf",
         description: "seed 000's lab: TBF 180kbit latency 20ms buffer 1540 on the router, 30 UDP streams, a ping",
-        parts: &[include_str!("../scenarios/seed000-tbf.toml")],
+        source: Parts(&[include_str!("../scenarios/seed000-tbf.toml")]),
     },
     Builtin {
         name: "seed000-htb-180kbit",
         description: "seed 000: HTB one class 180kbit with its default pfifo leaf, UDP flood, ping (the seed: 65 s)",
-        parts: &[
+        source: Parts(&[
             "name = \"seed 000: HTB rate 180kbit, default leaf\"\nduration = \"100s\"\n",
             SEED000_LAB,
             include_str!("../scenarios/seed000/htb-180kbit.toml"),
-        ],
+        ]),
     },
     Builtin {
         name: "seed000-htb-2mbit",
         description: "seed 000: HTB one class 2mbit with its default pfifo leaf, UDP flood, ping (the seed: 6 s)",
-        parts: &[
+        source: Parts(&[
             "name = \"seed 000: HTB rate 2mbit, default leaf\"\nduration = \"30s\"\n",
             SEED000_LAB,
             include_str!("../scenarios/seed000/htb-2mbit.toml"),
-        ],
+        ]),
     },
     Builtin {
         name: "seed000-htb-128mbit",
         description: "seed 000: HTB one class 128mbit with its default pfifo leaf, UDP flood, ping (the seed: 100 ms)",
-        parts: &[
+        source: Parts(&[
             "name = \"seed 000: HTB rate 128mbit, default leaf\"\nduration = \"20s\"\n",
             SEED000_LAB,
             include_str!("../scenarios/seed000/htb-128mbit.toml"),
-        ],
+        ]),
     },
     Builtin {
         name: "seed000-hfsc-180kbit",
         description: "seed 000's empty HFSC section: one class sc+ul 180kbit, default pfifo leaf, UDP flood, ping",
-        parts: &[
+        source: Parts(&[
             "name = \"seed 000: HFSC sc/ul 180kbit, default leaf\"\nduration = \"100s\"\n",
             SEED000_LAB,
             include_str!("../scenarios/seed000/hfsc-180kbit.toml"),
-        ],
+        ]),
     },
     Builtin {
         name: "seed000-hfsc-rt-180kbit",
         description: "seed 000's HFSC: the same shaper, ICMP in a real-time class (rt umax 1514b dmax 10ms)",
-        parts: &[
+        source: Parts(&[
             "name = \"seed 000: HFSC 180kbit, ping in a real-time class\"\nduration = \"100s\"\n",
             SEED000_LAB,
             include_str!("../scenarios/seed000/hfsc-rt-180kbit.toml"),
-        ],
+        ]),
     },
     Builtin {
         name: "bench-htb",
         description: "the simulator benchmark: 60 s, 30 TCP streams through a 100 Mbit HTB bottleneck, a ping",
-        parts: &[include_str!("../scenarios/bench-htb.toml")],
+        source: Parts(&[include_str!("../scenarios/bench-htb.toml")]),
+    },
+    Builtin {
+        name: "bench-isp",
+        description: "the ISP benchmark: 10 s, 1 000 subscribers (HTB 1mbit/20mbit + fq_codel each, hashed u32), 1 000 TCP downloads, 1 Gbit/s",
+        source: Generated(|| isp(1000)),
     },
     Builtin {
         name: "seed004-idle",
         description: "seed 004's ADSL lab, no conditioner, idle line: the baseline ping",
-        parts: &["name = \"seed 004: baseline, idle line\"\n", SEED004_LAB, SEED004_DSL, SEED004_PING],
+        source: Parts(&["name = \"seed 004: baseline, idle line\"\n", SEED004_LAB, SEED004_DSL, SEED004_PING]),
     },
     Builtin {
         name: "seed004-download",
         description: "seed 004's ADSL lab, no conditioner, ping while downloading",
-        parts: &["name = \"seed 004: downloading, no conditioner\"\n", SEED004_LAB, SEED004_DSL, SEED004_DOWNLOAD, SEED004_PING],
+        source: Parts(&["name = \"seed 004: downloading, no conditioner\"\n", SEED004_LAB, SEED004_DSL, SEED004_DOWNLOAD, SEED004_PING]),
     },
     Builtin {
         name: "seed004-upload",
         description: "seed 004's ADSL lab, no conditioner, ping while uploading",
-        parts: &["name = \"seed 004: uploading, no conditioner\"\n", SEED004_LAB, SEED004_DSL, SEED004_UPLOAD, SEED004_PING],
+        source: Parts(&["name = \"seed 004: uploading, no conditioner\"\n", SEED004_LAB, SEED004_DSL, SEED004_UPLOAD, SEED004_PING]),
     },
     Builtin {
         name: "seed004-upload-conditioned",
         description: "seed 004's ADSL lab with the HTB conditioner, ping while uploading",
-        parts: &[
+        source: Parts(&[
             "name = \"seed 004: uploading, with the conditioner\"\n",
             SEED004_LAB, SEED004_DSL,
             SEED004_CONDITIONER,
             SEED004_UPLOAD,
             SEED004_PING,
-        ],
+        ]),
     },
     Builtin {
         name: "seed004-download-conditioned",
         description: "seed 004's ADSL lab with the HTB conditioner, ping while downloading",
-        parts: &[
+        source: Parts(&[
             "name = \"seed 004: downloading, with the conditioner\"\n",
             SEED004_LAB, SEED004_DSL,
             SEED004_CONDITIONER,
             SEED004_DOWNLOAD,
             SEED004_PING,
-        ],
+        ]),
     },
     Builtin {
         name: "cake-adsl-upload",
         description: "seed 004's line as ATM, no conditioner, ping while uploading (the CAKE comparison's baseline)",
-        parts: &["name = \"ADSL over ATM: uploading, no conditioner\"\n", SEED004_LAB, SEED004_DSL_ATM, SEED004_UPLOAD, SEED004_PING],
+        source: Parts(&["name = \"ADSL over ATM: uploading, no conditioner\"\n", SEED004_LAB, SEED004_DSL_ATM, SEED004_UPLOAD, SEED004_PING]),
     },
     Builtin {
         name: "cake-adsl-upload-htb",
         description: "seed 004's line as ATM with the seed's HTB conditioner (86 % of the line), ping while uploading",
-        parts: &["name = \"ADSL over ATM: uploading, HTB conditioner\"\n", SEED004_LAB, SEED004_DSL_ATM, SEED004_CONDITIONER, SEED004_UPLOAD, SEED004_PING],
+        source: Parts(&["name = \"ADSL over ATM: uploading, HTB conditioner\"\n", SEED004_LAB, SEED004_DSL_ATM, SEED004_CONDITIONER, SEED004_UPLOAD, SEED004_PING]),
     },
     Builtin {
         name: "cake-adsl-upload-cake",
         description: "seed 004's line as ATM with CAKE at 100 % of the line (pppoe-llcsnap), ping while uploading",
-        parts: &["name = \"ADSL over ATM: uploading, CAKE at the line rate\"\n", SEED004_LAB, SEED004_DSL_ATM, SEED004_CAKE, SEED004_UPLOAD, SEED004_PING],
+        source: Parts(&["name = \"ADSL over ATM: uploading, CAKE at the line rate\"\n", SEED004_LAB, SEED004_DSL_ATM, SEED004_CAKE, SEED004_UPLOAD, SEED004_PING]),
     },
     Builtin {
         name: "cake-adsl-download",
         description: "seed 004's line as ATM, no conditioner, ping while downloading",
-        parts: &["name = \"ADSL over ATM: downloading, no conditioner\"\n", SEED004_LAB, SEED004_DSL_ATM, SEED004_DOWNLOAD, SEED004_PING],
+        source: Parts(&["name = \"ADSL over ATM: downloading, no conditioner\"\n", SEED004_LAB, SEED004_DSL_ATM, SEED004_DOWNLOAD, SEED004_PING]),
     },
     Builtin {
         name: "cake-adsl-download-htb",
         description: "seed 004's line as ATM with the seed's HTB conditioner (download policed at 80 %), ping while downloading",
-        parts: &["name = \"ADSL over ATM: downloading, HTB conditioner\"\n", SEED004_LAB, SEED004_DSL_ATM, SEED004_CONDITIONER, SEED004_DOWNLOAD, SEED004_PING],
+        source: Parts(&["name = \"ADSL over ATM: downloading, HTB conditioner\"\n", SEED004_LAB, SEED004_DSL_ATM, SEED004_CONDITIONER, SEED004_DOWNLOAD, SEED004_PING]),
     },
     Builtin {
         name: "cake-adsl-download-cake",
         description: "seed 004's line as ATM with CAKE at 95 % of the downstream rate on an ifb, ping while downloading",
-        parts: &["name = \"ADSL over ATM: downloading, CAKE at 95 % on an ifb\"\n", SEED004_LAB, SEED004_DSL_ATM, SEED004_CAKE, SEED004_DOWNLOAD, SEED004_PING],
+        source: Parts(&["name = \"ADSL over ATM: downloading, CAKE at 95 % on an ifb\"\n", SEED004_LAB, SEED004_DSL_ATM, SEED004_CAKE, SEED004_DOWNLOAD, SEED004_PING]),
     },
     Builtin {
         name: "cake-hosts-fq_codel",
         description: "two hosts share a 10 Mbit/s uplink, one with 1 TCP upload, one with 8: HTB + fq_codel (per-flow fairness)",
-        parts: &["name = \"host fairness: HTB + fq_codel\"\n", CAKE_HOSTS_LAB, include_str!("../scenarios/cake/hosts-fq_codel.toml")],
+        source: Parts(&["name = \"host fairness: HTB + fq_codel\"\n", CAKE_HOSTS_LAB, include_str!("../scenarios/cake/hosts-fq_codel.toml")]),
     },
     Builtin {
         name: "cake-hosts-cake",
         description: "two hosts share a 10 Mbit/s uplink, one with 1 TCP upload, one with 8: CAKE triple-isolate (per-host fairness)",
-        parts: &["name = \"host fairness: CAKE triple-isolate\"\n", CAKE_HOSTS_LAB, include_str!("../scenarios/cake/hosts-cake.toml")],
+        source: Parts(&["name = \"host fairness: CAKE triple-isolate\"\n", CAKE_HOSTS_LAB, include_str!("../scenarios/cake/hosts-cake.toml")]),
     },
     Builtin {
         name: "cake-ack-filter-off",
         description: "1 Mbit/s up / 20 Mbit/s down, a download beside 4 uploads, CAKE on the uplink without the ACK filter",
-        parts: &["name = \"ACK filter: off\"\n", CAKE_ACK_LAB, include_str!("../scenarios/cake/ack-off.toml")],
+        source: Parts(&["name = \"ACK filter: off\"\n", CAKE_ACK_LAB, include_str!("../scenarios/cake/ack-off.toml")]),
     },
     Builtin {
         name: "cake-ack-filter-on",
         description: "1 Mbit/s up / 20 Mbit/s down, a download beside 4 uploads, CAKE on the uplink with ack-filter",
-        parts: &["name = \"ACK filter: on\"\n", CAKE_ACK_LAB, include_str!("../scenarios/cake/ack-on.toml")],
+        source: Parts(&["name = \"ACK filter: on\"\n", CAKE_ACK_LAB, include_str!("../scenarios/cake/ack-on.toml")]),
     },
     Builtin {
         name: "rrul-10mbit-pfifo_fast",
         description: "RRUL (4+4 TCP, ping, VoIP) over a 10 Mbit/s line, 40 ms RTT: pfifo_fast (no policy)",
-        parts: &[
+        source: Parts(&[
             "name = \"RRUL 10 Mbit/s: pfifo_fast (no policy)\"\n",
             RRUL_LAB,
             include_str!("../scenarios/rrul/line-10.toml"),
             include_str!("../scenarios/rrul/pfifo_fast.toml"),
-        ],
+        ]),
     },
     Builtin {
         name: "rrul-10mbit-htb-pfifo",
         description: "RRUL (4+4 TCP, ping, VoIP) over a 10 Mbit/s line, 40 ms RTT: HTB at the line rate over pfifo",
-        parts: &[
+        source: Parts(&[
             "name = \"RRUL 10 Mbit/s: HTB at the line rate over pfifo\"\n",
             RRUL_LAB,
             include_str!("../scenarios/rrul/line-10.toml"),
             include_str!("../scenarios/rrul/htb-pfifo-10.toml"),
-        ],
+        ]),
     },
     Builtin {
         name: "rrul-10mbit-htb-fq_codel",
         description: "RRUL (4+4 TCP, ping, VoIP) over a 10 Mbit/s line, 40 ms RTT: HTB at the line rate over fq_codel",
-        parts: &[
+        source: Parts(&[
             "name = \"RRUL 10 Mbit/s: HTB at the line rate over fq_codel\"\n",
             RRUL_LAB,
             include_str!("../scenarios/rrul/line-10.toml"),
             include_str!("../scenarios/rrul/htb-fq_codel-10.toml"),
-        ],
+        ]),
     },
     Builtin {
         name: "rrul-10mbit-fq_codel",
         description: "RRUL (4+4 TCP, ping, VoIP) over a 10 Mbit/s line, 40 ms RTT: fq_codel alone",
-        parts: &[
+        source: Parts(&[
             "name = \"RRUL 10 Mbit/s: fq_codel alone\"\n",
             RRUL_LAB,
             include_str!("../scenarios/rrul/line-10.toml"),
             include_str!("../scenarios/rrul/fq_codel.toml"),
-        ],
+        ]),
     },
     Builtin {
         name: "rrul-10mbit-cake",
         description: "RRUL (4+4 TCP, ping, VoIP) over a 10 Mbit/s line, 40 ms RTT: CAKE at the line rate",
-        parts: &[
+        source: Parts(&[
             "name = \"RRUL 10 Mbit/s: CAKE at the line rate\"\n",
             RRUL_LAB,
             include_str!("../scenarios/rrul/line-10.toml"),
             include_str!("../scenarios/rrul/cake-10.toml"),
-        ],
+        ]),
     },
     Builtin {
         name: "rrul-100mbit-pfifo_fast",
         description: "RRUL (4+4 TCP, ping, VoIP) over a 100 Mbit/s line, 40 ms RTT: pfifo_fast (no policy)",
-        parts: &[
+        source: Parts(&[
             "name = \"RRUL 100 Mbit/s: pfifo_fast (no policy)\"\n",
             RRUL_LAB,
             include_str!("../scenarios/rrul/line-100.toml"),
             include_str!("../scenarios/rrul/pfifo_fast.toml"),
-        ],
+        ]),
     },
     Builtin {
         name: "rrul-100mbit-htb-pfifo",
         description: "RRUL (4+4 TCP, ping, VoIP) over a 100 Mbit/s line, 40 ms RTT: HTB at the line rate over pfifo",
-        parts: &[
+        source: Parts(&[
             "name = \"RRUL 100 Mbit/s: HTB at the line rate over pfifo\"\n",
             RRUL_LAB,
             include_str!("../scenarios/rrul/line-100.toml"),
             include_str!("../scenarios/rrul/htb-pfifo-100.toml"),
-        ],
+        ]),
     },
     Builtin {
         name: "rrul-100mbit-htb-fq_codel",
         description: "RRUL (4+4 TCP, ping, VoIP) over a 100 Mbit/s line, 40 ms RTT: HTB at the line rate over fq_codel",
-        parts: &[
+        source: Parts(&[
             "name = \"RRUL 100 Mbit/s: HTB at the line rate over fq_codel\"\n",
             RRUL_LAB,
             include_str!("../scenarios/rrul/line-100.toml"),
             include_str!("../scenarios/rrul/htb-fq_codel-100.toml"),
-        ],
+        ]),
     },
     Builtin {
         name: "rrul-100mbit-fq_codel",
         description: "RRUL (4+4 TCP, ping, VoIP) over a 100 Mbit/s line, 40 ms RTT: fq_codel alone",
-        parts: &[
+        source: Parts(&[
             "name = \"RRUL 100 Mbit/s: fq_codel alone\"\n",
             RRUL_LAB,
             include_str!("../scenarios/rrul/line-100.toml"),
             include_str!("../scenarios/rrul/fq_codel.toml"),
-        ],
+        ]),
     },
     Builtin {
         name: "rrul-100mbit-cake",
         description: "RRUL (4+4 TCP, ping, VoIP) over a 100 Mbit/s line, 40 ms RTT: CAKE at the line rate",
-        parts: &[
+        source: Parts(&[
             "name = \"RRUL 100 Mbit/s: CAKE at the line rate\"\n",
             RRUL_LAB,
             include_str!("../scenarios/rrul/line-100.toml"),
             include_str!("../scenarios/rrul/cake-100.toml"),
-        ],
+        ]),
     },
     Builtin {
         name: "rrul-10mbit-pie",
         description: "RRUL (4+4 TCP, ping, VoIP) over a 10 Mbit/s line, 40 ms RTT: PIE alone",
-        parts: &[
+        source: Parts(&[
             "name = \"RRUL 10 Mbit/s: PIE alone\"\n",
             RRUL_LAB,
             include_str!("../scenarios/rrul/line-10.toml"),
             include_str!("../scenarios/rrul/pie.toml"),
-        ],
+        ]),
     },
     Builtin {
         name: "rrul-10mbit-red",
         description: "RRUL (4+4 TCP, ping, VoIP) over a 10 Mbit/s line, 40 ms RTT: RED alone",
-        parts: &[
+        source: Parts(&[
             "name = \"RRUL 10 Mbit/s: RED alone\"\n",
             RRUL_LAB,
             include_str!("../scenarios/rrul/line-10.toml"),
             include_str!("../scenarios/rrul/red-10.toml"),
-        ],
+        ]),
     },
     Builtin {
         name: "rrul-100mbit-pie",
         description: "RRUL (4+4 TCP, ping, VoIP) over a 100 Mbit/s line, 40 ms RTT: PIE alone",
-        parts: &[
+        source: Parts(&[
             "name = \"RRUL 100 Mbit/s: PIE alone\"\n",
             RRUL_LAB,
             include_str!("../scenarios/rrul/line-100.toml"),
             include_str!("../scenarios/rrul/pie.toml"),
-        ],
+        ]),
     },
     Builtin {
         name: "rrul-100mbit-red",
         description: "RRUL (4+4 TCP, ping, VoIP) over a 100 Mbit/s line, 40 ms RTT: RED alone",
-        parts: &[
+        source: Parts(&[
             "name = \"RRUL 100 Mbit/s: RED alone\"\n",
             RRUL_LAB,
             include_str!("../scenarios/rrul/line-100.toml"),
             include_str!("../scenarios/rrul/red-100.toml"),
-        ],
+        ]),
     },
 ];
 
