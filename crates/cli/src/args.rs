@@ -391,6 +391,10 @@ pub struct LiveArgs {
     /// With --out: CSV files and tc.txt only
     #[arg(long)]
     pub no_plots: bool,
+    /// Transmit queues, one thread and engine each, frames spread over them by flow; the ports' roots
+    /// must then be mq with a tree per queue (docs/LIVE.md)
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub queues: u16,
 }
 
 #[derive(Args)]
@@ -415,6 +419,9 @@ pub enum LabSub {
         /// tclab live writes its samples, plots and counters here when the lab goes down
         #[arg(short, long, value_name = "DIR", conflicts_with = "kernel")]
         out: Option<PathBuf>,
+        /// tclab live's transmit queues (threads); the policy's roots must then be mq
+        #[arg(long, value_name = "N", default_value_t = 1, conflicts_with = "kernel", value_parser = clap::value_parser!(u16).range(1..=64))]
+        queues: u16,
     },
     /// Stop the bridge (its summary is printed) and remove the lab's namespaces
     Down,

@@ -242,6 +242,7 @@ pub fn run(name: &str, exe: &std::path::Path, prefix: &str, duration: Option<f64
         exe,
         policy: has_policy.then_some(store.as_path()),
         out: None,
+        queues: 1,
     })?;
     let live = run_live(&lab, &traffic, &map, secs, &dir);
     cleanup.lab = None;

@@ -24,60 +24,92 @@ fn htb_classes(n: u32) -> String {
     s
 }
 
-/// (packets per second, bits per second of frames) the receiver got from one iperf3 UDP run.
-fn udp_rate(lab: &Lab, payload: u32, secs: u32) -> Result<(f64, f64), String> {
+/// The same tree, once per transmit queue under an mq root (`tclab live --queues N`): `n` leaves each.
+fn mq_htb_classes(queues: u32, n: u32) -> String {
+    let mut s = String::from("#!/bin/sh\ntc qdisc add dev eth0 root handle 7fff: mq\n");
+    for q in 1..=queues {
+        s.push_str(&format!(
+            "tc qdisc add dev eth0 parent 7fff:{q:x} handle {q:x}: htb default 2\n\
+             tc class add dev eth0 parent {q:x}: classid {q:x}:1 htb rate 10gbit ceil 10gbit\n"
+        ));
+        for i in 2..n + 2 {
+            s.push_str(&format!(
+                "tc class add dev eth0 parent {q:x}:1 classid {q:x}:{i:x} htb rate 10mbit ceil 10gbit\n"
+            ));
+        }
+    }
+    s
+}
+
+/// (packets per second, bits per second of frames) the receiver got from `streams` iperf3 UDP senders
+/// run at once (separate processes: iperf3 3.12 sends from one thread), each its own flow.
+fn udp_rate(lab: &Lab, payload: u32, secs: u32, streams: u16) -> Result<(f64, f64), String> {
     let ns = |n: &str| lab.ns(n);
-    let mut server = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &ns("node-1"),
-            "iperf3",
-            "-s",
-            "-1",
-            "-p",
-            "5299",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("iperf3: {e}"))?;
+    let mut servers = Vec::new();
+    for i in 0..streams {
+        let server = Command::new("ip")
+            .args(["netns", "exec", &ns("node-1"), "iperf3", "-s", "-1", "-p"])
+            .arg((5299 + i).to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("iperf3: {e}"))?;
+        servers.push(server);
+    }
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let out = Command::new("timeout")
-        .arg((secs + 20).to_string())
-        .args([
-            "ip",
-            "netns",
-            "exec",
-            &ns("node-2"),
-            "iperf3",
-            "-c",
-            "10.0.1.1",
-            "-p",
-            "5299",
-            "-u",
-            "-b",
-            "0",
-        ])
-        .args(["-l", &payload.to_string(), "-t", &secs.to_string(), "-J"])
-        .output()
-        .map_err(|e| format!("iperf3: {e}"))?;
-    let _ = server.kill();
-    let _ = server.wait();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
-        format!(
-            "iperf3's output: {e}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })?;
-    let sum = &v["end"]["sum"];
-    let packets =
-        sum["packets"].as_f64().unwrap_or(0.0) - sum["lost_packets"].as_f64().unwrap_or(0.0);
-    let seconds = sum["seconds"]
-        .as_f64()
-        .filter(|s| *s > 0.0)
-        .ok_or("iperf3 ran no time")?;
-    let pps = packets / seconds;
+    let clients: Vec<_> = (0..streams)
+        .map(|i| {
+            Command::new("timeout")
+                .arg((secs + 20).to_string())
+                .args([
+                    "ip",
+                    "netns",
+                    "exec",
+                    &ns("node-2"),
+                    "iperf3",
+                    "-c",
+                    "10.0.1.1",
+                    "-p",
+                ])
+                .arg((5299 + i).to_string())
+                .args([
+                    "-u",
+                    "-b",
+                    "0",
+                    "-l",
+                    &payload.to_string(),
+                    "-t",
+                    &secs.to_string(),
+                    "-J",
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("iperf3: {e}"))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut pps = 0.0;
+    for c in clients {
+        let out = c.wait_with_output().map_err(|e| format!("iperf3: {e}"))?;
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+            format!(
+                "iperf3's output: {e}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })?;
+        let sum = &v["end"]["sum"];
+        let packets =
+            sum["packets"].as_f64().unwrap_or(0.0) - sum["lost_packets"].as_f64().unwrap_or(0.0);
+        let seconds = sum["seconds"]
+            .as_f64()
+            .filter(|s| *s > 0.0)
+            .ok_or("iperf3 ran no time")?;
+        pps += packets / seconds;
+    }
+    for mut s in servers {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
     // A frame: payload + UDP 8 + IPv4 20 + Ethernet 14.
     Ok((pps, pps * (payload + 42) as f64 * 8.0))
 }
@@ -91,22 +123,23 @@ pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let htb = dir.join("htb1000.sh");
     std::fs::write(&htb, htb_classes(1000)).map_err(|e| e.to_string())?;
-    let cases: [(&str, Shaper); 4] = [
+    let mq_htb = dir.join("mq-htb1000.sh");
+    std::fs::write(&mq_htb, mq_htb_classes(2, 1000)).map_err(|e| e.to_string())?;
+    fn tclab<'a>(exe: &'a Path, policy: Option<&'a Path>, queues: u16) -> Shaper<'a> {
+        Shaper::Tclab {
+            exe,
+            policy,
+            out: None,
+            queues,
+        }
+    }
+    let cases: [(&str, Shaper); 6] = [
+        ("tclab live, no policy", tclab(exe, None, 1)),
+        ("tclab live --queues 2, no policy", tclab(exe, None, 2)),
+        ("tclab live, HTB 1 000 classes", tclab(exe, Some(&htb), 1)),
         (
-            "tclab live, no policy",
-            Shaper::Tclab {
-                exe,
-                policy: None,
-                out: None,
-            },
-        ),
-        (
-            "tclab live, HTB 1 000 classes",
-            Shaper::Tclab {
-                exe,
-                policy: Some(&htb),
-                out: None,
-            },
+            "tclab live --queues 2, mq + 2 such HTBs",
+            tclab(exe, Some(&mq_htb), 2),
         ),
         ("kernel bridge, no policy", Shaper::Kernel { policy: None }),
         (
@@ -114,20 +147,23 @@ pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
             Shaper::Kernel { policy: Some(&htb) },
         ),
     ];
-    println!("UDP node-2 -> node-1 through the router, iperf3 -b 0 for {secs} s each (one sender thread)");
+    const STREAMS: u16 = 2;
     println!(
-        "{:<34} {:>14} {:>16}",
+        "UDP node-2 -> node-1 through the router, {STREAMS} iperf3 senders (-b 0, a process each) for {secs} s each"
+    );
+    println!(
+        "{:<42} {:>14} {:>16}",
         "router", "64 B frames", "1514 B frames"
     );
     let mut rows = Vec::new();
     for (name, shaper) in cases {
         lab.up(shaper)?;
-        let small = udp_rate(lab, 22, secs);
-        let large = udp_rate(lab, 1472, secs);
+        let small = udp_rate(lab, 22, secs, STREAMS);
+        let large = udp_rate(lab, 1472, secs, STREAMS);
         let _ = lab.down();
         let (small, large) = (small?, large?);
         println!(
-            "{name:<34} {:>10.0} pps {:>10.3} Gbit/s",
+            "{name:<42} {:>10.0} pps {:>10.3} Gbit/s",
             small.0,
             large.1 / 1e9
         );
@@ -135,11 +171,23 @@ pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
     }
     let _ = std::fs::remove_dir_all(&dir);
     println!(
-        "tclab / kernel: {:.2} of the packet rate and {:.2} of the bit rate without a policy; {:.2} and {:.2} with HTB",
-        rows[0].0 / rows[2].0,
-        rows[0].1 / rows[2].1,
-        rows[1].0 / rows[3].0,
-        rows[1].1 / rows[3].1
+        "tclab / kernel, without a policy: {:.2} of the packet rate and {:.2} of the bit rate on 1 queue, {:.2} and {:.2} on 2",
+        rows[0].0 / rows[4].0,
+        rows[0].1 / rows[4].1,
+        rows[1].0 / rows[4].0,
+        rows[1].1 / rows[4].1,
+    );
+    println!(
+        "tclab / kernel, with HTB: {:.2} and {:.2} on 1 queue, {:.2} and {:.2} on 2 (each queue its own HTB)",
+        rows[2].0 / rows[5].0,
+        rows[2].1 / rows[5].1,
+        rows[3].0 / rows[5].0,
+        rows[3].1 / rows[5].1,
+    );
+    println!(
+        "2 queues / 1 queue: {:.2} of the packet rate without a policy, {:.2} with HTB",
+        rows[1].0 / rows[0].0,
+        rows[3].0 / rows[2].0
     );
     Ok(0)
 }

@@ -5,17 +5,38 @@ use crate::{compare, labbench, liveout, load_policy, path_text, Loaded};
 use tclab_core::engine::DevKind;
 use tclab_core::Engine;
 
-/// A policy for a bridge between `ports`, loaded and checked: it applies whole, and it names no device
-/// but the ports and its own ifbs (a typo such as `dev Eth0` would otherwise shape a device no frame
-/// ever reaches, and say nothing).
-pub fn load_bridge_policy(file: &std::path::Path, ports: &[String]) -> Result<Engine, Failure> {
+/// A policy for a bridge between `ports` with `queues` transmit queues, loaded and checked: it applies
+/// whole, it names no device but the ports and its own ifbs (a typo such as `dev Eth0` would otherwise
+/// shape a device no frame ever reaches, and say nothing), and with several queues it can be split
+/// over them. Returns the engine and the records that rebuild it (one engine per queue's thread).
+pub fn load_bridge_policy(
+    file: &std::path::Path,
+    ports: &[String],
+    queues: u16,
+) -> Result<(Engine, Vec<Vec<String>>), Failure> {
     let f = path_text(file)?;
     if !file.is_file() {
         return Err(usage(format!("{f}: no such policy file")));
     }
+    // With several queues the ports are multiqueue devices, so that an mq root has a class per queue.
+    let setup: Vec<Vec<String>> = if queues > 1 {
+        ports
+            .iter()
+            .map(|p| {
+                ["link", "add", "dev", p, "numtxqueues", &queues.to_string()]
+                    .map(String::from)
+                    .to_vec()
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let Loaded {
-        engine, refusals, ..
-    } = load_policy(Some(f), &[]).map_err(|e| match e {
+        engine,
+        refusals,
+        journal,
+        ..
+    } = load_policy(Some(f), &setup).map_err(|e| match e {
         Failure::Failed(m) => Failure::Usage(m),
         u => u,
     })?;
@@ -47,7 +68,10 @@ pub fn load_bridge_policy(file: &std::path::Path, ports: &[String]) -> Result<En
             ports.join(" and ")
         )));
     }
-    Ok(engine)
+    if let Some(why) = tclab_live::queues::refuse(&engine, ports, queues as usize) {
+        return Err(usage(format!("{f}: {why}")));
+    }
+    Ok((engine, journal))
 }
 
 /// `tclab live`: bridge two interfaces through the policy until interrupted (or `--duration`).
@@ -70,9 +94,15 @@ pub fn live(a: args::LiveArgs) -> CmdResult {
     for d in &a.devs {
         sys::check_bridgeable(d).map_err(usage)?;
     }
-    let engine = match &a.policy {
-        None => Engine::new(),
-        Some(p) => load_bridge_policy(p, &a.devs)?,
+    if a.queues > 1 && a.out.is_some() {
+        return Err(usage(
+            "--out samples one engine: with --queues it is not yet supported (tc -s shows the \
+             queues' counters merged)",
+        ));
+    }
+    let (engine, journal) = match &a.policy {
+        None => (Engine::new(), Vec::new()),
+        Some(p) => load_bridge_policy(p, &a.devs, a.queues)?,
     };
     // The results are written after the capabilities are gone: the directory is made now, as root.
     let sampler = match &a.out {
@@ -88,67 +118,21 @@ pub fn live(a: args::LiveArgs) -> CmdResult {
     };
     let control = tclab_tc::control::live_socket()
         .ok_or("cannot name this network namespace (/proc/self/ns/net)")?;
+    if a.queues > 1 {
+        return live_queues(&a, journal, duration, &control);
+    }
     let (mut bridge, setup) = Bridge::new(engine, &a.devs)?;
     bridge.sampler = sampler;
     bridge.listen(&control)?;
-    for (dev, turned) in &setup.offloads {
-        if turned.is_empty() {
-            println!("tclab live: {dev}: no segmentation, GRO or checksum offload on");
-        } else {
-            println!(
-                "tclab live: {dev}: turned off {} (offloads hand a shaper super-packets); they stay off \
-                 after tclab stops: ethtool -K {dev} {} restores them",
-                turned.join(", "),
-                turned
-                    .iter()
-                    .map(|o| format!("{o} on"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            );
-        }
-    }
+    print_setup(&setup);
     sys::stop_on_signals();
-    if !sys::realtime() {
-        println!(
-            "tclab live: real-time scheduling refused; wake-ups may be late on a busy machine"
-        );
-    }
-    // Everything privileged is done: the sockets are open, the offloads off, the scheduler set.
-    match sys::drop_capabilities() {
-        Ok(()) => println!("tclab live: all capabilities dropped"),
-        Err(e) => println!("tclab live: could not drop capabilities ({e}); running with them"),
-    }
-    println!(
-        "tclab live: bridging {} <-> {}{}; SIGINT or SIGTERM stops\ntclab live: tclab tc in this network namespace reaches the running policy ({})",
-        a.devs[0],
-        a.devs[1],
-        a.policy
-            .as_ref()
-            .map_or(" without a policy".to_string(), |p| format!(" through {}", p.display())),
-        control.display()
-    );
-    {
-        use std::io::Write;
-        let _ = std::io::stdout().flush();
-    }
+    give_up_privileges();
+    print_bridging(&a, &control, "");
     let started = std::time::Instant::now();
     let result = bridge.run(duration);
     let secs = started.elapsed().as_secs_f64();
     println!("\ntclab live: stopped after {secs:.1} s");
-    for (name, st) in bridge.stats() {
-        println!(
-            "{name}: received {} frames ({} bytes), sent {} ({} bytes); dropped: {} by ingress actions, {} malformed, {} oversize, {} stale, {} send errors",
-            st.rx_packets, st.rx_bytes, st.tx_packets, st.tx_bytes, st.rx_dropped, st.malformed, st.oversize, st.stale, st.tx_errors
-        );
-        if st.wakeups > 0 {
-            println!(
-                "{name}: {} shaper wake-ups, late by {:.1} µs on average, {:.1} µs at most",
-                st.wakeups,
-                st.late_ns_sum as f64 / st.wakeups as f64 / 1e3,
-                st.late_ns_max as f64 / 1e3
-            );
-        }
-    }
+    print_port_stats(&bridge.stats());
     let now = bridge.now();
     let tc_text = tc_show_all(&mut bridge.engine, now);
     print!("{tc_text}");
@@ -165,6 +149,106 @@ pub fn live(a: args::LiveArgs) -> CmdResult {
     }
     result?;
     Ok(0)
+}
+
+/// `tclab live --queues N` (N > 1): a thread and an engine per queue (`tclab_live::queues`).
+fn live_queues(
+    a: &args::LiveArgs,
+    journal: Vec<Vec<String>>,
+    duration: Option<u64>,
+    control: &std::path::Path,
+) -> CmdResult {
+    use tclab_live::queues::Queues;
+    use tclab_live::sys;
+    let n = a.queues as usize;
+    let (ports, setup) = Queues::open(&a.devs, n)?;
+    print_setup(&setup);
+    sys::stop_on_signals();
+    // The threads inherit the scheduling policy and the (dropped) capabilities of this one.
+    give_up_privileges();
+    let mut queues = Queues::start(journal, ports)?;
+    queues.listen(control)?;
+    print_bridging(
+        a,
+        control,
+        &format!(" on {n} queues (a thread each, frames spread by flow)"),
+    );
+    let started = std::time::Instant::now();
+    queues.run(duration);
+    let secs = started.elapsed().as_secs_f64();
+    println!("\ntclab live: stopped after {secs:.1} s");
+    let tc_text = queues.show_all();
+    let stats = queues.finish()?;
+    print_port_stats(&stats);
+    print!("{tc_text}");
+    Ok(0)
+}
+
+/// What was done to the devices' offloads.
+fn print_setup(setup: &tclab_live::bridge::Setup) {
+    for (dev, turned) in &setup.offloads {
+        if turned.is_empty() {
+            println!("tclab live: {dev}: no segmentation, GRO or checksum offload on");
+        } else {
+            println!(
+                "tclab live: {dev}: turned off {} (offloads hand a shaper super-packets); they stay off \
+                 after tclab stops: ethtool -K {dev} {} restores them",
+                turned.join(", "),
+                turned
+                    .iter()
+                    .map(|o| format!("{o} on"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+        }
+    }
+}
+
+/// Real-time scheduling, then every capability dropped: the sockets are open and the offloads off.
+fn give_up_privileges() {
+    use tclab_live::sys;
+    if !sys::realtime() {
+        println!(
+            "tclab live: real-time scheduling refused; wake-ups may be late on a busy machine"
+        );
+    }
+    match sys::drop_capabilities() {
+        Ok(()) => println!("tclab live: all capabilities dropped"),
+        Err(e) => println!("tclab live: could not drop capabilities ({e}); running with them"),
+    }
+}
+
+/// The line `tclab lab up` waits for: the bridge is running.
+fn print_bridging(a: &args::LiveArgs, control: &std::path::Path, how: &str) {
+    println!(
+        "tclab live: bridging {} <-> {}{}{how}; SIGINT or SIGTERM stops\ntclab live: tclab tc in this network namespace reaches the running policy ({})",
+        a.devs[0],
+        a.devs[1],
+        a.policy
+            .as_ref()
+            .map_or(" without a policy".to_string(), |p| format!(" through {}", p.display())),
+        control.display()
+    );
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+}
+
+/// What each port received, sent and dropped, and how late the shaper's wake-ups were.
+fn print_port_stats(stats: &[(String, tclab_live::bridge::PortStats)]) {
+    for (name, st) in stats {
+        println!(
+            "{name}: received {} frames ({} bytes), sent {} ({} bytes); dropped: {} by ingress actions, {} malformed, {} oversize, {} stale, {} send errors",
+            st.rx_packets, st.rx_bytes, st.tx_packets, st.tx_bytes, st.rx_dropped, st.malformed, st.oversize, st.stale, st.tx_errors
+        );
+        if st.wakeups > 0 {
+            println!(
+                "{name}: {} shaper wake-ups, late by {:.1} µs on average, {:.1} µs at most",
+                st.wakeups,
+                st.late_ns_sum as f64 / st.wakeups as f64 / 1e3,
+                st.late_ns_max as f64 / 1e3
+            );
+        }
+    }
 }
 
 /// `tc -s qdisc|class|filter show` of every device (ingress filters too), each under a heading naming
@@ -192,6 +276,7 @@ pub fn lab(a: args::LabCmd) -> CmdResult {
             policy,
             kernel,
             out,
+            queues,
         } => {
             Lab::check_root().map_err(usage)?;
             let policy = match policy {
@@ -203,7 +288,7 @@ pub fn lab(a: args::LabCmd) -> CmdResult {
             };
             // The policy is loaded here first, so that a mistake is reported before anything is built.
             if let (Some(p), false) = (&policy, kernel) {
-                load_bridge_policy(p, &["eth0".to_string(), "eth1".to_string()])?;
+                load_bridge_policy(p, &["eth0".to_string(), "eth1".to_string()], queues)?;
             }
             // The bridge outlives this command: a relative --out is made absolute now.
             let out = match out {
@@ -222,6 +307,7 @@ pub fn lab(a: args::LabCmd) -> CmdResult {
                     exe: &exe,
                     policy: policy.as_deref(),
                     out: out.as_deref(),
+                    queues,
                 }
             };
             lab.up(shaper)?;

@@ -507,6 +507,9 @@ struct Loaded {
     records: Vec<tclab_tc::check::origins::Record>,
     /// A script that stopped with an error: where (`FILE:LINE` when bash says) and bash's message.
     script_error: Option<tclab_tc::check::ScriptError>,
+    /// The records that rebuild `engine` from nothing (`tclab_tc::store::replay`), setup included:
+    /// `tclab live --queues N` replays them once per queue's thread.
+    journal: Vec<Vec<String>>,
 }
 
 /// Load a policy the way `tclab check` and `tclab explain` read one: FILE is a store, a `tc -batch`
@@ -524,6 +527,7 @@ fn load_policy(file: Option<&str>, setup: &[Vec<String>]) -> Result<Loaded, Fail
         }
         let journal = tclab_tc::store::read_journal(path)?;
         let (engine, problems) = tclab_tc::store::replay(&journal.entries);
+        let replayable = journal.entries.clone();
         let refusals = problems
             .into_iter()
             .map(|p| (name.to_string(), "journal entry".to_string(), p))
@@ -542,6 +546,7 @@ fn load_policy(file: Option<&str>, setup: &[Vec<String>]) -> Result<Loaded, Fail
             refusals,
             records,
             script_error: None,
+            journal: replayable,
         })
     };
     let Some(f) = file else {
@@ -583,11 +588,17 @@ fn load_policy(file: Option<&str>, setup: &[Vec<String>]) -> Result<Loaded, Fail
                     records.push(Record { at, entry });
                 }
             }
+            let journal = setup
+                .iter()
+                .cloned()
+                .chain(records.iter().map(|r| r.entry.clone()))
+                .collect();
             Ok(Loaded {
                 engine,
                 refusals,
                 records,
                 script_error: None,
+                journal,
             })
         }
         _ => {
@@ -617,6 +628,7 @@ fn load_policy(file: Option<&str>, setup: &[Vec<String>]) -> Result<Loaded, Fail
                 refusals,
                 records,
                 script_error,
+                journal: run.journal,
             })
         }
     }

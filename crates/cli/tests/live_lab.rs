@@ -865,3 +865,104 @@ fn mistakes_are_refused_before_anything_runs_and_a_crash_is_cleaned_up() {
         "stale control sockets: {sockets:?}"
     );
 }
+
+/// The mq layout LibreQoS uses, on two queues: an HTB of 5 Mbit/s with an fq_codel leaf per queue.
+const MQ_TWO_HTBS: &str = "#!/bin/sh
+tc qdisc add dev eth0 root handle 7fff: mq
+tc qdisc add dev eth0 parent 7fff:1 handle 1: htb default 10
+tc class add dev eth0 parent 1: classid 1:10 htb rate 5mbit
+tc qdisc add dev eth0 parent 1:10 handle 10: fq_codel
+tc qdisc add dev eth0 parent 7fff:2 handle 2: htb default 10
+tc class add dev eth0 parent 2: classid 2:10 htb rate 5mbit
+tc qdisc add dev eth0 parent 2:10 handle 20: fq_codel
+";
+
+/// The `Sent` bytes of the object whose line starts with `header` in a `tc -s` show.
+fn sent_by(shown: &str, header: &str) -> u64 {
+    shown
+        .lines()
+        .skip_while(|l| !l.starts_with(header))
+        .find_map(|l| l.trim().strip_prefix("Sent "))
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no {header} in {shown}"))
+}
+
+/// `tclab live --queues 2`: a thread and an engine per queue, flows spread over them by hash. Eight
+/// TCP flows: each queue that gets flows gives them its tree's 5 Mbit/s (TCP payload 5 × 1448/1514),
+/// so the goodput is that times the queues used; `tc -s` answers from every queue, each tree's
+/// counters from its own queue and the mq root's their sum; a change that would undo the split is
+/// refused at run time, and a policy that cannot be split is refused before anything is built.
+#[test]
+fn two_queues_each_shape_their_flows_and_tc_shows_them_merged() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = cannot_run() {
+        return skip(&why);
+    }
+    let dir = TempDir::new("live-queues");
+    let mq = policy(&dir, "mq.sh", MQ_TWO_HTBS.trim_start_matches("#!/bin/sh\n"));
+    let lab = Lab::up("q", &["--policy", &mq, "--queues", "2"]);
+    let got = goodput(&lab, 5, 8);
+    let show = |what: &str| {
+        let o = lab.tclab(&[
+            "exec", "router", "--", TCLAB, "tc", "-s", what, "show", "dev", "eth0",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let classes = show("class");
+    let qdiscs = show("qdisc");
+    let per_queue = [
+        sent_by(&classes, "class mq 7fff:1 "),
+        sent_by(&classes, "class mq 7fff:2 "),
+    ];
+    // Each mq class is its queue's tree, counted by that queue's engine.
+    assert_eq!(
+        per_queue[0],
+        sent_by(&classes, "class htb 1:10 "),
+        "{classes}"
+    );
+    assert_eq!(
+        per_queue[1],
+        sent_by(&classes, "class htb 2:10 "),
+        "{classes}"
+    );
+    assert_eq!(
+        sent_by(&qdiscs, "qdisc mq 7fff: root"),
+        per_queue[0] + per_queue[1],
+        "the root adds up the queues: {qdiscs}"
+    );
+    let used = per_queue.iter().filter(|&&b| b > 200_000).count();
+    println!("two queues: {got:.0} bit/s over {used} queue(s), bytes per queue {per_queue:?}");
+    assert!(used >= 1, "{classes}");
+    let want = used as f64 * 5e6 * 1448.0 / 1514.0;
+    assert!(
+        (got / want - 1.0).abs() < 0.05,
+        "goodput {got} against {want}"
+    );
+    let o = lab.tclab(&[
+        "exec", "router", "--", TCLAB, "tc", "qdisc", "replace", "dev", "eth0", "root", "handle",
+        "1:", "htb",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("the root must stay mq"));
+    let summary = lab.down();
+    assert!(summary.contains("on 2 queues"), "{summary}");
+    // One HTB at the root cannot be split over queues: refused before the lab is built.
+    let htb = policy(&dir, "htb.sh", HTB_10MBIT.trim_start_matches("#!/bin/sh\n"));
+    let prefix = format!("tqr{}", std::process::id() % 10_000);
+    let o = Command::new(TCLAB)
+        .args([
+            "lab", "--prefix", &prefix, "up", "--policy", &htb, "--queues", "2",
+        ])
+        .output()
+        .unwrap();
+    let _ = Command::new(TCLAB)
+        .args(["lab", "--prefix", &prefix, "down"])
+        .output();
+    assert_eq!(o.status.code(), Some(64));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("eth0's root is htb 1:"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -13,8 +13,8 @@
 //! microseconds here, several frames at 1 Gbit/s). Work is done in batches: up to [`sys::BATCH`] frames
 //! per system call each way, all due wake-ups served before each wait.
 //!
-//! What it does not do yet: one thread serves both directions (no per-queue threads); frames are copied
-//! in and out (no mmap rings); a frame larger than the outgoing port's MTU (a GRO or TSO super-packet
+//! One thread serves both directions; with several transmit queues, several such bridges run, one per
+//! queue (see [`crate::queues`]). What it does not do yet: frames are copied in and out (no mmap rings); a frame larger than the outgoing port's MTU (a GRO or TSO super-packet
 //! when the offloads could not be turned off) is dropped and counted as `oversize`.
 
 use crate::frame::{self, Headers};
@@ -93,6 +93,34 @@ pub struct Bridge {
     epoch: u64,
     /// Spare buffers for frames on their way out.
     spare: Vec<Vec<u8>>,
+    /// The transmit queue this bridge serves when it is one of several (`tclab live --queues N`):
+    /// every packet it forwards is enqueued with `queue_mapping` set to it, so that the egress mq
+    /// root hands it to this queue's tree.
+    queue: Option<u16>,
+    /// Calls from the thread that coordinates several queues, and when to stop (instead of the
+    /// control socket and the signals, which that thread watches).
+    calls: Option<Calls>,
+}
+
+/// A port's interface, opened: its name, MTU and packet socket (moved to the thread that bridges it).
+pub struct OpenPort {
+    pub name: String,
+    pub mtu: u32,
+    pub sock: PacketSocket,
+}
+
+/// A `tclab tc|iptables|link` call handed to one queue's bridge, and where its answer goes.
+pub struct Call {
+    pub argv: Vec<String>,
+    pub stdin: Option<String>,
+    pub reply: std::sync::mpsc::Sender<crate::queues::Answer>,
+}
+
+/// What one queue's bridge listens to besides its ports.
+pub struct Calls {
+    pub rx: std::sync::mpsc::Receiver<Call>,
+    pub waker: std::sync::Arc<sys::Waker>,
+    pub quit: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What `tclab live` prints at the start: what it did to the devices.
@@ -104,32 +132,36 @@ pub struct Setup {
 impl Bridge {
     /// Open both ports, turn their offloads off, and take the policy `engine` (devices it lacks are
     /// added with the interface's MTU).
-    pub fn new(mut engine: Engine, devs: &[String]) -> Result<(Bridge, Setup), String> {
-        if devs.len() != 2 || devs[0] == devs[1] {
-            return Err("tclab live bridges two different devices: --dev A --dev B".into());
-        }
-        let mut ports = Vec::new();
-        let mut setup = Setup {
-            offloads: Vec::new(),
-        };
-        for name in devs {
-            let mtu = sys::mtu(name).map_err(|e| e.to_string())?;
-            let turned = sys::offloads_off(name).map_err(|e| e.to_string())?;
-            setup.offloads.push((name.clone(), turned));
-            let sock = PacketSocket::open(name).map_err(|e| e.to_string())?;
-            let dev = engine.add_device(name, mtu, 1000);
-            dev.mtu = mtu;
-            ports.push(Port {
-                name: name.clone(),
-                sock: Some(sock),
-                detached_out: Vec::new(),
-                mtu,
-                pending: Vec::new(),
-                wake: None,
-                stats: PortStats::default(),
-            });
-        }
-        Ok((Bridge::with_ports(engine, ports), setup))
+    pub fn new(engine: Engine, devs: &[String]) -> Result<(Bridge, Setup), String> {
+        let (mut queues, setup) = open_ports(devs, 1)?;
+        Ok((Bridge::on_ports(engine, queues.remove(0)), setup))
+    }
+
+    /// A bridge between ports already open, with the policy `engine` (devices it lacks are added with
+    /// the interface's MTU).
+    pub fn on_ports(mut engine: Engine, open: Vec<OpenPort>) -> Bridge {
+        let ports = open
+            .into_iter()
+            .map(|o| {
+                engine.add_device(&o.name, o.mtu, 1000).mtu = o.mtu;
+                Port {
+                    name: o.name,
+                    sock: Some(o.sock),
+                    detached_out: Vec::new(),
+                    mtu: o.mtu,
+                    pending: Vec::new(),
+                    wake: None,
+                    stats: PortStats::default(),
+                }
+            })
+            .collect();
+        Bridge::with_ports(engine, ports)
+    }
+
+    /// Serve transmit queue `queue` of several, taking calls from `calls` (see [`crate::queues`]).
+    pub fn serve_queue(&mut self, queue: u16, calls: Calls) {
+        self.queue = Some(queue);
+        self.calls = Some(calls);
     }
 
     fn with_ports(engine: Engine, ports: Vec<Port>) -> Bridge {
@@ -151,6 +183,8 @@ impl Bridge {
             headers: Headers::default(),
             epoch: sys::monotonic_ns(),
             spare: Vec::new(),
+            queue: None,
+            calls: None,
         }
     }
 
@@ -204,51 +238,60 @@ impl Bridge {
     /// counters, a change applies at once (queued packets stay where the tree keeps them), as the
     /// kernel's tc acts on a running qdisc. Refused if another bridge listens there.
     pub fn listen(&mut self, path: &std::path::Path) -> Result<(), String> {
-        use std::os::unix::fs::PermissionsExt;
-        use std::os::unix::net::{UnixListener, UnixStream};
-        if UnixStream::connect(path).is_ok() {
-            return Err(format!(
-                "a tclab live is already running in this network namespace (it listens at {})",
-                path.display()
-            ));
-        }
-        let _ = std::fs::remove_file(path);
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        }
-        let listener = UnixListener::bind(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        self.control = Some(Control {
-            listener,
-            path: path.to_path_buf(),
-        });
+        self.control = Some(Control::bind(path)?);
         Ok(())
     }
 
     /// Answer the calls waiting on the control socket.
     fn serve_calls(&mut self) {
         loop {
-            let Some(c) = self.control.as_ref() else {
-                return;
-            };
-            let Ok((conn, _)) = c.listener.accept() else {
+            let Some(conn) = self.control.as_ref().and_then(Control::accept) else {
                 return;
             };
             let now = self.now();
             let engine = &mut self.engine;
             tclab_tc::control::serve_connection(conn, CALL_TIMEOUT, |req| answer(engine, req, now));
-            // A change may let a tree send now (a higher rate), or hold what it sent (a new shaper).
+            self.after_call();
+        }
+    }
+
+    /// A change may let a tree send now (a higher rate), or hold what it sent (a new shaper).
+    fn after_call(&mut self) {
+        let now = self.now();
+        for o in 0..self.ports.len() {
+            self.kick(now, o);
+        }
+        for v in 0..self.ifbs.len() {
+            self.kick_ifb(now, v);
+        }
+    }
+
+    /// Answer the calls the coordinating thread handed over (one queue of several).
+    fn serve_queue_calls(&mut self) {
+        let Some(c) = self.calls.as_ref() else {
+            return;
+        };
+        c.waker.clear();
+        let calls: Vec<Call> = c.rx.try_iter().collect();
+        for call in calls {
             let now = self.now();
-            for o in 0..self.ports.len() {
-                self.kick(now, o);
-            }
-            for v in 0..self.ifbs.len() {
-                self.kick_ifb(now, v);
-            }
+            let req = tclab_tc::control::Request {
+                argv: call.argv,
+                stdin: call.stdin,
+                ..Default::default()
+            };
+            let out = answer(&mut self.engine, &req, now);
+            let layout = crate::queues::layout(&self.engine);
+            let _ = call.reply.send(crate::queues::Answer { out, layout });
+            self.after_call();
+        }
+    }
+
+    /// Whether to stop: a signal, or (one queue of several) the coordinating thread says so.
+    fn stopping(&self) -> bool {
+        match &self.calls {
+            Some(c) => c.quit.load(Ordering::Relaxed),
+            None => sys::STOP.load(Ordering::Relaxed),
         }
     }
 
@@ -296,7 +339,10 @@ impl Bridge {
             .map(PacketSocket::raw)
             .collect();
         if let Some(c) = &self.control {
-            fds.push(std::os::fd::AsRawFd::as_raw_fd(&c.listener));
+            fds.push(c.raw());
+        }
+        if let Some(c) = &self.calls {
+            fds.push(c.waker.raw());
         }
         // The control socket is looked at when ppoll says it is readable, and every so many busy
         // turns (under steady traffic the loop may not sleep for a long time).
@@ -305,7 +351,7 @@ impl Bridge {
         // When the last frame arrived: the loop keeps polling the sockets for IDLE_SPIN_NS after it
         // before it sleeps, so that a steady stream costs no wake-up per frame.
         let mut last_rx = 0;
-        while !sys::STOP.load(Ordering::Relaxed) {
+        while !self.stopping() {
             let now = self.now();
             if deadline.is_some_and(|d| now >= d) {
                 break;
@@ -318,6 +364,7 @@ impl Bridge {
             if calls_waiting || turns.is_multiple_of(1024) {
                 calls_waiting = false;
                 self.serve_calls();
+                self.serve_queue_calls();
             }
             let mut received = 0;
             for i in 0..self.ports.len() {
@@ -366,7 +413,7 @@ impl Bridge {
             let writable: Vec<bool> = self.ports.iter().map(|p| !p.pending.is_empty()).collect();
             let ready = sys::wait(&fds, &writable, timeout.map(|t| t - SPIN_NS / 2))
                 .map_err(|e| format!("ppoll: {e}"))?;
-            calls_waiting = ready.contains(&self.ports.len());
+            calls_waiting = ready.iter().any(|&r| r >= self.ports.len());
         }
         Ok(())
     }
@@ -438,6 +485,10 @@ impl Bridge {
         }
         if let Some(tos) = pkt.ipv4_tos() {
             pkt.priority = tclab_core::qdisc::pfifo_fast::tos_to_priority(tos);
+        }
+        if let Some(q) = self.queue {
+            // This thread's queue: the other queues' trees live in other threads' engines.
+            pkt.queue_mapping = Some(q);
         }
         self.transmit(now, other, pkt, Cx::new(now));
     }
@@ -605,14 +656,87 @@ impl Bridge {
     }
 }
 
+/// Open `queues` packet sockets on each of `devs`, after checking the devices and turning their
+/// offloads off: per queue, one port per device. With several queues each device's sockets join one
+/// fanout group (`PACKET_FANOUT_HASH`), so that the kernel spreads arriving frames over the queues'
+/// threads by flow.
+pub fn open_ports(devs: &[String], queues: usize) -> Result<(Vec<Vec<OpenPort>>, Setup), String> {
+    if devs.len() != 2 || devs[0] == devs[1] {
+        return Err("tclab live bridges two different devices: --dev A --dev B".into());
+    }
+    let mut setup = Setup {
+        offloads: Vec::new(),
+    };
+    let mut out: Vec<Vec<OpenPort>> = (0..queues).map(|_| Vec::new()).collect();
+    for (i, name) in devs.iter().enumerate() {
+        let mtu = sys::mtu(name).map_err(|e| e.to_string())?;
+        let turned = sys::offloads_off(name).map_err(|e| e.to_string())?;
+        setup.offloads.push((name.clone(), turned));
+        // A group id of this process's own: groups are named per network namespace.
+        let group = (std::process::id() as u16)
+            .wrapping_mul(2)
+            .wrapping_add(i as u16);
+        for port in out.iter_mut() {
+            let sock = PacketSocket::open(name).map_err(|e| e.to_string())?;
+            if queues > 1 {
+                sock.join_fanout(group)
+                    .map_err(|e| format!("{name}: {e}"))?;
+            }
+            port.push(OpenPort {
+                name: name.clone(),
+                mtu,
+                sock,
+            });
+        }
+    }
+    Ok((out, setup))
+}
+
 /// How long a caller of the control socket may take to send its request or read the answer: the
 /// bridge waits for it (the socket is its owner's only).
-const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(200);
+pub(crate) const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// The control socket of a bridge, removed when the bridge is dropped.
-struct Control {
+pub(crate) struct Control {
     listener: std::os::unix::net::UnixListener,
     path: std::path::PathBuf,
+}
+
+impl Control {
+    /// Listen at `path` (mode 0600, non-blocking); refused if another bridge listens there.
+    pub(crate) fn bind(path: &std::path::Path) -> Result<Control, String> {
+        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::net::{UnixListener, UnixStream};
+        if UnixStream::connect(path).is_ok() {
+            return Err(format!(
+                "a tclab live is already running in this network namespace (it listens at {})",
+                path.display()
+            ));
+        }
+        let _ = std::fs::remove_file(path);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        let listener = UnixListener::bind(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Control {
+            listener,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The next waiting connection, if any.
+    pub(crate) fn accept(&self) -> Option<std::os::unix::net::UnixStream> {
+        self.listener.accept().ok().map(|(c, _)| c)
+    }
+
+    pub(crate) fn raw(&self) -> i32 {
+        std::os::fd::AsRawFd::as_raw_fd(&self.listener)
+    }
 }
 
 impl Drop for Control {
@@ -622,7 +746,11 @@ impl Drop for Control {
 }
 
 /// A `tclab tc|iptables|link` call on the live engine.
-fn answer(engine: &mut Engine, req: &tclab_tc::control::Request, now: Nanos) -> tclab_tc::Output {
+pub(crate) fn answer(
+    engine: &mut Engine,
+    req: &tclab_tc::control::Request,
+    now: Nanos,
+) -> tclab_tc::Output {
     let refuse = |msg: String| tclab_tc::Output {
         stderr: msg,
         code: 1,

@@ -40,6 +40,8 @@ pub enum Shaper<'a> {
         exe: &'a Path,
         policy: Option<&'a Path>,
         out: Option<&'a Path>,
+        /// `--queues N`: threads, one per transmit queue.
+        queues: u16,
     },
     /// A Linux bridge; the policy is a shell script or `tc -batch` file run in the router's namespace.
     Kernel { policy: Option<&'a Path> },
@@ -188,7 +190,12 @@ impl Lab {
         std::fs::create_dir_all(self.run_dir())
             .map_err(|e| format!("{}: {e}", self.run_dir().display()))?;
         match shaper {
-            Shaper::Tclab { exe, policy, out } => self.start_bridge(exe, *policy, *out),
+            Shaper::Tclab {
+                exe,
+                policy,
+                out,
+                queues,
+            } => self.start_bridge(exe, *policy, *out, *queues),
             Shaper::Kernel { policy } => {
                 ip(&["-n", &r, "link", "add", "br0", "type", "bridge"])?;
                 for d in ["eth0", "eth1"] {
@@ -239,6 +246,7 @@ impl Lab {
         exe: &Path,
         policy: Option<&Path>,
         out: Option<&Path>,
+        queues: u16,
     ) -> Result<(), String> {
         let log_path = self.run_dir().join("live.log");
         let log =
@@ -252,6 +260,9 @@ impl Lab {
         }
         if let Some(o) = out {
             c.arg("--out").arg(o);
+        }
+        if queues > 1 {
+            c.args(["--queues", &queues.to_string()]);
         }
         c.stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| e.to_string())?)

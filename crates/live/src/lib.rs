@@ -4,6 +4,8 @@
 //!   interfaces. A frame arriving on one passes that device's ingress (filters, police, mirred to an
 //!   ifb) and the netfilter stage, then leaves on the other through its egress qdisc tree, with
 //!   `qdisc_run` from core's `host.rs` as in the simulator. The clock is `CLOCK_MONOTONIC`.
+//! - [`queues`]: `tclab live --queues N` — one engine and thread per transmit queue under an mq root,
+//!   frames spread over them by flow (`PACKET_FANOUT_HASH`), control calls answered by all of them.
 //! - [`frame`]: frames to packets and back (the link header kept aside, the packet from its network
 //!   header on, as a qdisc sees an skb).
 //! - [`lab`]: `tclab lab up|down|exec|status` — seed 000's node-1 / router / node-2 as network
@@ -20,5 +22,6 @@ pub mod bridge;
 pub mod frame;
 pub mod fuzz;
 pub mod lab;
+pub mod queues;
 pub mod sampler;
 pub mod sys;

@@ -332,6 +332,22 @@ impl PacketSocket {
         Ok(PacketSocket { fd, ifindex })
     }
 
+    /// Join fanout group `group` of this network namespace with `PACKET_FANOUT_HASH`: the kernel hands
+    /// each frame that arrives on the interface to one socket of the group, chosen by the frame's flow
+    /// hash (`skb_get_hash`), so that a flow keeps to one socket (one thread) and its order.
+    pub fn join_fanout(&self, group: u16) -> io::Result<()> {
+        const PACKET_FANOUT: libc::c_int = 18;
+        const PACKET_FANOUT_HASH: libc::c_int = 0;
+        let arg: libc::c_int = group as libc::c_int | (PACKET_FANOUT_HASH << 16);
+        setsockopt(
+            self.fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            PACKET_FANOUT,
+            &arg,
+            "PACKET_FANOUT",
+        )
+    }
+
     pub fn raw(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
@@ -504,4 +520,41 @@ pub fn in_netns<T>(path: &str, f: impl FnOnce() -> T) -> io::Result<T> {
         return Err(last_error("returning to the original network namespace"));
     }
     Ok(out)
+}
+
+/// An eventfd one thread writes to wake another out of its [`wait`].
+pub struct Waker {
+    fd: OwnedFd,
+}
+
+impl Waker {
+    pub fn new() -> io::Result<Waker> {
+        // SAFETY: plain eventfd(2); the descriptor is owned at once.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(last_error("eventfd"));
+        }
+        // SAFETY: fd is a fresh descriptor nothing else owns.
+        Ok(Waker {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    pub fn raw(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Make the descriptor readable (a waiting [`wait`] returns).
+    pub fn wake(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes the 8 bytes of a u64 we own; a full counter (EAGAIN) is already a wake-up.
+        unsafe { libc::write(self.raw(), &one as *const u64 as *const libc::c_void, 8) };
+    }
+
+    /// Take the wake-ups given so far.
+    pub fn clear(&self) {
+        let mut n: u64 = 0;
+        // SAFETY: reads 8 bytes into a u64 we own; nonblocking, EAGAIN when there is none.
+        unsafe { libc::read(self.raw(), &mut n as *mut u64 as *mut libc::c_void, 8) };
+    }
 }

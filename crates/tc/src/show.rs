@@ -39,6 +39,14 @@ fn stats_block(s: &QdiscStats, out: &mut String) {
     );
 }
 
+/// The two lines of counters `tc -s` prints under a qdisc (for a caller that adds up several engines'
+/// counters, as `tclab live --queues N` does for its mq roots).
+pub fn stats_text(s: &QdiscStats) -> String {
+    let mut out = String::new();
+    stats_block(s, &mut out);
+    out
+}
+
 /// A class whose discipline reports queue counters only (`gnet_stats_copy_queue` without basic counters:
 /// sfq's, fq_codel's and cake's flows): tc prints no `Sent` part.
 fn queue_stats_block(s: &QdiscStats, out: &mut String) {
