@@ -173,14 +173,14 @@ fn set_value(doc: &mut toml::Table, key: &str, value: &str) -> Result<(), String
         }
     }
     let mut slot = toml::Value::Table(std::mem::take(doc));
-    let r = set_path(&mut slot, &segs, value, key);
+    let r = set_path(&mut slot, &segs, value);
     if let toml::Value::Table(t) = slot {
         *doc = t;
     }
     r
 }
 
-fn set_path(at: &mut toml::Value, segs: &[&str], value: &str, key: &str) -> Result<(), String> {
+fn set_path(at: &mut toml::Value, segs: &[&str], value: &str) -> Result<(), String> {
     let (seg, rest) = (segs[0], &segs[1..]);
     match at {
         toml::Value::Array(items) => {
@@ -196,7 +196,7 @@ fn set_path(at: &mut toml::Value, segs: &[&str], value: &str, key: &str) -> Resu
                 vec![n]
             } else if items.len() == 1 {
                 // The one entry, with this segment read inside it.
-                return set_path(&mut items[0], segs, value, key);
+                return set_path(&mut items[0], segs, value);
             } else {
                 return Err(format!(
                     "there are {} entries: name one by index (0 to {}) before \"{seg}\", or * for all",
@@ -208,7 +208,7 @@ fn set_path(at: &mut toml::Value, segs: &[&str], value: &str, key: &str) -> Resu
                 return Err("a key names a value, not an entry of an array".into());
             }
             for n in picked {
-                set_path(&mut items[n], rest, value, key)?;
+                set_path(&mut items[n], rest, value)?;
             }
             Ok(())
         }
@@ -221,7 +221,7 @@ fn set_path(at: &mut toml::Value, segs: &[&str], value: &str, key: &str) -> Resu
             Ok(())
         }
         toml::Value::Table(t) => match t.get_mut(seg) {
-            Some(next) => set_path(next, rest, value, key),
+            Some(next) => set_path(next, rest, value),
             None => {
                 let mut known: Vec<&str> = t.keys().map(String::as_str).collect();
                 known.sort_unstable();

@@ -407,44 +407,28 @@ fn bad_keys_and_values_name_the_point_and_the_key_and_write_nothing() {
         }
         assert!(!out.exists(), "{sets:?} wrote {}", out.display());
     }
-    let (code, _, err) = tclab(
-        &[
-            "sweep",
-            "seed000-tbf",
-            "--set",
-            "seed=1",
-            "--metric",
-            "nope",
-        ],
-        &[],
-    );
-    assert_eq!(code, 64);
-    assert!(
-        err.contains("--metric nope") && err.contains("iperf-udp.goodput_bps"),
-        "{err}"
-    );
-    let (code, _, err) = tclab(
-        &["sweep", "seed000-tbf", "--set", "seed=1,2", "--point", "2"],
-        &[],
-    );
-    assert_eq!(code, 64);
-    assert!(err.contains("the sweep has 2 points"), "{err}");
-    let (code, _, err) = tclab(
-        &[
-            "sweep",
-            "seed000-tbf",
-            "--set",
-            "seed=1,2",
-            "--point",
-            "env",
-        ],
-        &[],
-    );
-    assert_eq!(code, 64);
-    assert!(
-        err.contains("SLURM_ARRAY_TASK_ID") && err.contains("JOB_COMPLETION_INDEX"),
-        "{err}"
-    );
+    // Options that do not fit the grid.
+    let options: &[(&[&str], &[&str])] = &[
+        (
+            &["--metric", "nope"],
+            &["--metric nope", "iperf-udp.goodput_bps"],
+        ),
+        (&["--point", "2"], &["the sweep has 2 points"]),
+        (
+            &["--point", "env"],
+            &["SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX"],
+        ),
+    ];
+    for (extra, want) in options {
+        let mut args = vec!["sweep", "seed000-tbf", "--set", "seed=1,2", "--out", o];
+        args.extend_from_slice(extra);
+        let (code, _, err) = tclab(&args, &[]);
+        assert_eq!(code, 64, "{extra:?}: {err}");
+        for w in *want {
+            assert!(err.contains(w), "{extra:?}: {w:?} not in {err}");
+        }
+        assert!(!out.exists(), "{extra:?} wrote {}", out.display());
+    }
 }
 
 /// Two HTB classes both have `rate`: the bare option is ambiguous and refused with both lines; a
