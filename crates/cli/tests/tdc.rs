@@ -297,6 +297,11 @@ fn tdc_gate() {
 }
 
 #[test]
+fn tdc_ctinfo() {
+    assert_no_failures(&["actions/ctinfo.json"]);
+}
+
+#[test]
 fn tdc_skbedit() {
     assert_no_failures(&["actions/skbedit.json"]);
 }

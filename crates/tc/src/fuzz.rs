@@ -217,6 +217,11 @@ const GENERIC: &[&str] = &[
     "base-time",
     "cycle-time",
     "300us",
+    "ctinfo",
+    "dscp",
+    "0xfc000000",
+    "cpmark",
+    "zone",
 ];
 
 /// The fuzz vocabulary: the generic words, then every kind of the registry and its option keywords.

@@ -16,6 +16,7 @@
 pub mod bpf;
 pub mod connmark;
 pub mod csum;
+pub mod ctinfo;
 pub mod gact;
 pub mod gate;
 pub mod mirred;
@@ -90,6 +91,7 @@ pub enum ActionParams {
     TunnelKey(tunnel_key::TunnelKey),
     Sample(sample::Sample),
     Gate(gate::Gate),
+    Ctinfo(ctinfo::Ctinfo),
 }
 
 impl ActionParams {
@@ -111,6 +113,7 @@ impl ActionParams {
             ActionParams::TunnelKey(_) => "tunnel_key",
             ActionParams::Sample(_) => "sample",
             ActionParams::Gate(_) => "gate",
+            ActionParams::Ctinfo(_) => "ctinfo",
         }
     }
     /// The control codes this action may answer with, for the goto-chain check.
@@ -138,6 +141,7 @@ impl ActionParams {
             ActionParams::TunnelKey(p) => vec![p.action],
             ActionParams::Sample(p) => vec![p.action],
             ActionParams::Gate(p) => vec![p.action],
+            ActionParams::Ctinfo(p) => vec![p.action],
         }
     }
 }
@@ -169,6 +173,8 @@ pub struct Action {
     /// What a `sample` action sent to its PSAMPLE group (zero for other kinds).
     pub psample: sample::Psample,
     gate: gate::GateState,
+    /// What a `ctinfo` action restored (zero for other kinds).
+    pub ctinfo: ctinfo::CtinfoStats,
 }
 
 pub type ActionRef = Rc<RefCell<Action>>;
@@ -201,11 +207,12 @@ impl Action {
             ActionParams::Mirred(m) => m.action,
             ActionParams::Nat(n) => n.act(pkt),
             ActionParams::Csum(c) => c.act(pkt),
-            // pedit, simple, skbmod, vlan, tunnel_key and sample count no drop for a `drop` answer (their kernel
+            // pedit, simple, skbmod, vlan, tunnel_key, sample and ctinfo count no drop for a `drop` answer (their kernel
             // code does not).
             ActionParams::Vlan(v) => return v.act(pkt, cx.mirred.at_ingress()),
             ActionParams::TunnelKey(t) => return t.act(pkt),
             ActionParams::Sample(sa) => return sa.act(pkt, &mut self.psample),
+            ActionParams::Ctinfo(ci) => return ci.act(pkt, &mut self.ctinfo),
             ActionParams::Gate(g) => match self.gate.act(g, pkt.len, now) {
                 Ok(c) => return c,
                 Err(over) => {
@@ -382,6 +389,7 @@ impl ActionTable {
                     ActionParams::Mpls(m) => m.validate()?,
                     ActionParams::TunnelKey(t) => t.validate()?,
                     ActionParams::Sample(sa) => sa.validate()?,
+                    ActionParams::Ctinfo(ci) => ci.validate()?,
                     ActionParams::Gate(g) => g.validate(existing.is_none())?,
                     _ => {}
                 }
@@ -459,6 +467,7 @@ impl ActionTable {
                         police: police::PoliceState::new(&params, now),
                         psample: sample::Psample::new(index),
                         gate: gate::GateState::new_for(&params, now),
+                        ctinfo: ctinfo::CtinfoStats::default(),
                         params,
                         cookie: s.cookie.clone(),
                         flags: s.flags,

@@ -1,8 +1,9 @@
 //! Actions in the tc language: `action …` lists inside filters and the `tc actions` command, after
 //! iproute2's `tc/m_action.c` and `tc_util.c` (6.1), with one file per action kind for its parser and
 //! printer, as iproute2 has one `m_X.c`: `gact.rs`, `police.rs`, `skbedit.rs`, `connmark.rs`,
-//! `mirred.rs`, `nat.rs`, `csum.rs`, `pedit.rs`, `simple.rs`, `skbmod.rs`, `vlan.rs`, `bpf.rs`, `mpls.rs`, `tunnel_key.rs`, `sample.rs`, `gate.rs`; `parse_actions` and `print_aopt` dispatch to them, one
-//! line each.
+//! `mirred.rs`, `nat.rs`, `csum.rs`, `pedit.rs`, `simple.rs`, `skbmod.rs`, `vlan.rs`, `bpf.rs`,
+//! `mpls.rs`, `tunnel_key.rs`, `sample.rs`, `gate.rs`, `ctinfo.rs`; `parse_actions` and `print_aopt`
+//! dispatch to them, one line each.
 //!
 //! Parsers follow tc's return conventions through [`Failure`]: tc's `exit(-1)` (usage, `invarg`) is a
 //! code-255 failure that ends the command wherever it happens; a parser's `return -1` is a code-1 failure,
@@ -11,6 +12,7 @@
 mod bpf;
 mod connmark;
 mod csum;
+mod ctinfo;
 mod gact;
 mod gate;
 mod mirred;
@@ -232,6 +234,7 @@ pub fn parse_actions(c: &mut Cur) -> Result<Vec<ActionSpec>> {
             "tunnel_key" => tunnel_key::parse_tunnel_key(c),
             "sample" => sample::parse_sample(c),
             "gate" => gate::parse_gate(c),
+            "ctinfo" => ctinfo::parse_ctinfo(c),
             // tc falls back on gact for any kind it has no module for: `action pump` is gact's "Bad
             // action type pump".
             _ => gact::parse_gact(c),
@@ -382,6 +385,7 @@ fn print_aopt(p: &mut Printer, a: &Action, flags: ShowFlags, now: u64) {
         ActionParams::TunnelKey(t) => tunnel_key::print(p, a, t, flags, now),
         ActionParams::Sample(sa) => sample::print(p, a, sa, flags, now),
         ActionParams::Gate(g) => gate::print(p, a, g, flags, now),
+        ActionParams::Ctinfo(ci) => ctinfo::print(p, a, ci, flags, now),
     }
 }
 
@@ -532,7 +536,7 @@ const ACT_USAGE: &str = "usage: tc actions <ACTSPECOP>*\nWhere: \tACTSPECOP := A
 /// The action kinds tclab's "kernel" has.
 pub const KINDS: &[&str] = &[
     "gact", "police", "skbedit", "connmark", "mirred", "nat", "csum", "pedit", "simple", "skbmod",
-    "vlan", "bpf", "mpls", "tunnel_key", "sample", "gate",
+    "vlan", "bpf", "mpls", "tunnel_key", "sample", "gate", "ctinfo",
 ];
 
 const TALK: &str = "We have an error talking to the kernel";
