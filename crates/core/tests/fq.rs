@@ -378,3 +378,49 @@ fn refused_options_change_nothing() {
     assert_eq!(o.refill_delay, Some(40_000));
     assert_eq!(o.horizon, Some(10_000_000));
 }
+
+#[test]
+fn the_bands_share_by_their_weights() {
+    // nopacing, three backlogged sockets: priority 6 (band 0), 0 (band 1) and 2 (band 2), one flow
+    // each. A band's turn is worth its weight in bytes (589 824, 196 608 and 65 536: 9:3:1); the last
+    // packet of a turn may overdraw it, and the debt is carried to the band's next turn. So every turn
+    // but the first sends its weight in 1514-byte packets within one packet: 389–390, 129–130 and 43–44.
+    // Expectation from fq_dequeue's band loop.
+    let mut q = fq(FqOptions {
+        rate_enable: Some(0),
+        flow_limit: Some(10_000),
+        ..Default::default()
+    });
+    for _ in 0..3000 {
+        for (sk, prio) in [(1, 6), (2, 0), (3, 2)] {
+            let mut p = pkt(sk, 0);
+            p.priority = prio;
+            // A departure time closes the fast path (the packet is due, but not "now" at an idle fq).
+            p.tstamp = 1;
+            q.enqueue(p, &mut Cx::new(0));
+        }
+    }
+    // Turns: runs of one socket in the dequeue order.
+    let mut turns: Vec<(u32, u64)> = Vec::new();
+    for _ in 0..4000 {
+        let p = q.dequeue(&mut Cx::new(1)).unwrap();
+        match turns.last_mut() {
+            Some((sk, n)) if *sk == p.sk => *n += 1,
+            _ => turns.push((p.sk, 1)),
+        }
+    }
+    let order: Vec<u32> = turns.iter().map(|t| t.0).take(6).collect();
+    assert_eq!(
+        order,
+        [2, 3, 1, 2, 3, 1],
+        "band 1 first (band 0's credit starts at 0)"
+    );
+    assert!(turns.len() > 12);
+    for &(sk, n) in &turns[1..turns.len() - 1] {
+        let weight = [589_824i64, 196_608, 65_536][sk as usize - 1];
+        assert!(
+            (n as i64 * 1514 - weight).abs() <= 1514,
+            "socket {sk}: {n} packets in a turn"
+        );
+    }
+}
