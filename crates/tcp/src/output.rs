@@ -226,6 +226,8 @@ impl Connection {
         }
         let fl = if fin { flags::FIN } else { 0 };
         let seg = self.build(now, start, len, fl);
+        // The skb's send time (`skb_mstamp_ns`, for RTT samples and RACK) is its departure time.
+        self.rtx[i].sent_at = self.tx_tstamp;
         self.advance_departure(len);
         seg
     }
@@ -326,6 +328,9 @@ impl Connection {
             self.ecn_queue_cwr = false;
         }
         let mut seg = self.build(now, start, len as u32, fl);
+        if let Some(t) = self.rtx.back_mut() {
+            t.sent_at = self.tx_tstamp;
+        }
         self.advance_departure(len as u32);
         if self.ecn_ok && len > 0 {
             seg.ecn = ecn::ECT0;

@@ -13,7 +13,9 @@
 //!   took it: TCP paces itself (*internal pacing*), holding data until its departure time.
 //!
 //! Linux uses departure times (EDT) either way: each segment leaves stamped with the socket's
-//! `tcp_wstamp_ns` (never earlier than now), which every data segment sent pushes on by its payload's
+//! `tcp_wstamp_ns` (never earlier than now) — which is also its send time for RTT samples and RACK
+//! (`skb_mstamp_ns`), so time a paced segment waits is not counted as path delay —, which every data
+//! segment sent pushes on by its payload's
 //! time at the pacing rate — from the tenth data segment on (the first ten go unpaced, as the original
 //! sch_fq let them) and less the time the socket was already late (up to half). sch_fq holds a stamped
 //! packet until its time; internal pacing holds the next segment in the socket until then. A socket
