@@ -302,6 +302,11 @@ fn tdc_ctinfo() {
 }
 
 #[test]
+fn tdc_ife() {
+    assert_no_failures(&["actions/ife.json"]);
+}
+
+#[test]
 fn tdc_skbedit() {
     assert_no_failures(&["actions/skbedit.json"]);
 }

@@ -222,6 +222,12 @@ const GENERIC: &[&str] = &[
     "0xfc000000",
     "cpmark",
     "zone",
+    "ife",
+    "encode",
+    "decode",
+    "allow",
+    "use",
+    "tcindex",
 ];
 
 /// The fuzz vocabulary: the generic words, then every kind of the registry and its option keywords.

@@ -19,6 +19,7 @@ pub mod csum;
 pub mod ctinfo;
 pub mod gact;
 pub mod gate;
+pub mod ife;
 pub mod mirred;
 pub mod mpls;
 pub mod nat;
@@ -92,6 +93,7 @@ pub enum ActionParams {
     Sample(sample::Sample),
     Gate(gate::Gate),
     Ctinfo(ctinfo::Ctinfo),
+    Ife(ife::Ife),
 }
 
 impl ActionParams {
@@ -114,6 +116,7 @@ impl ActionParams {
             ActionParams::Sample(_) => "sample",
             ActionParams::Gate(_) => "gate",
             ActionParams::Ctinfo(_) => "ctinfo",
+            ActionParams::Ife(_) => "ife",
         }
     }
     /// The control codes this action may answer with, for the goto-chain check.
@@ -142,6 +145,7 @@ impl ActionParams {
             ActionParams::Sample(p) => vec![p.action],
             ActionParams::Gate(p) => vec![p.action],
             ActionParams::Ctinfo(p) => vec![p.action],
+            ActionParams::Ife(p) => vec![p.action],
         }
     }
 }
@@ -213,6 +217,12 @@ impl Action {
             ActionParams::TunnelKey(t) => return t.act(pkt),
             ActionParams::Sample(sa) => return sa.act(pkt, &mut self.psample),
             ActionParams::Ctinfo(ci) => return ci.act(pkt, &mut self.ctinfo),
+            ActionParams::Ife(i) => {
+                let (c, drop, over) = i.act(pkt, cx.mirred.at_ingress());
+                self.stats.drops += u32::from(drop);
+                self.stats.overlimits += u32::from(over);
+                return c;
+            }
             ActionParams::Gate(g) => match self.gate.act(g, pkt.len, now) {
                 Ok(c) => return c,
                 Err(over) => {

@@ -2,8 +2,8 @@
 //! iproute2's `tc/m_action.c` and `tc_util.c` (6.1), with one file per action kind for its parser and
 //! printer, as iproute2 has one `m_X.c`: `gact.rs`, `police.rs`, `skbedit.rs`, `connmark.rs`,
 //! `mirred.rs`, `nat.rs`, `csum.rs`, `pedit.rs`, `simple.rs`, `skbmod.rs`, `vlan.rs`, `bpf.rs`,
-//! `mpls.rs`, `tunnel_key.rs`, `sample.rs`, `gate.rs`, `ctinfo.rs`; `parse_actions` and `print_aopt`
-//! dispatch to them, one line each.
+//! `mpls.rs`, `tunnel_key.rs`, `sample.rs`, `gate.rs`, `ctinfo.rs`, `ife.rs`; `parse_actions` and
+//! `print_aopt` dispatch to them, one line each.
 //!
 //! Parsers follow tc's return conventions through [`Failure`]: tc's `exit(-1)` (usage, `invarg`) is a
 //! code-255 failure that ends the command wherever it happens; a parser's `return -1` is a code-1 failure,
@@ -15,6 +15,7 @@ mod csum;
 mod ctinfo;
 mod gact;
 mod gate;
+mod ife;
 mod mirred;
 mod mpls;
 mod nat;
@@ -235,6 +236,7 @@ pub fn parse_actions(c: &mut Cur) -> Result<Vec<ActionSpec>> {
             "sample" => sample::parse_sample(c),
             "gate" => gate::parse_gate(c),
             "ctinfo" => ctinfo::parse_ctinfo(c),
+            "ife" => ife::parse_ife(c),
             // tc falls back on gact for any kind it has no module for: `action pump` is gact's "Bad
             // action type pump".
             _ => gact::parse_gact(c),
@@ -386,6 +388,7 @@ fn print_aopt(p: &mut Printer, a: &Action, flags: ShowFlags, now: u64) {
         ActionParams::Sample(sa) => sample::print(p, a, sa, flags, now),
         ActionParams::Gate(g) => gate::print(p, a, g, flags, now),
         ActionParams::Ctinfo(ci) => ctinfo::print(p, a, ci, flags, now),
+        ActionParams::Ife(i) => ife::print(p, a, i, flags, now),
     }
 }
 
@@ -536,7 +539,7 @@ const ACT_USAGE: &str = "usage: tc actions <ACTSPECOP>*\nWhere: \tACTSPECOP := A
 /// The action kinds tclab's "kernel" has.
 pub const KINDS: &[&str] = &[
     "gact", "police", "skbedit", "connmark", "mirred", "nat", "csum", "pedit", "simple", "skbmod",
-    "vlan", "bpf", "mpls", "tunnel_key", "sample", "gate", "ctinfo",
+    "vlan", "bpf", "mpls", "tunnel_key", "sample", "gate", "ctinfo", "ife",
 ];
 
 const TALK: &str = "We have an error talking to the kernel";

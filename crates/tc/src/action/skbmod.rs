@@ -8,7 +8,7 @@ use tclab_core::action::skbmod::{Skbmod, F_ECN, F_SWAPMAC};
 pub(super) const SKBMOD_USAGE: &str = "Usage:... skbmod { set <SETTABLE> | swap <SWAPPABLE> | ecn } [CONTROL] [index INDEX]\nwhere SETTABLE is: [dmac DMAC] [smac SMAC] [etype ETYPE]\nwhere SWAPPABLE is: \"mac\" to swap mac addresses\n\tDMAC := 6 byte Destination MAC address\n\tSMAC := optional 6 byte Source MAC address\n\tETYPE := optional 16 bit ethertype\n\tCONTROL := reclassify | pipe | drop | continue | ok |\n\t           goto chain <CHAIN_INDEX>\n\tINDEX := skbmod index value to use";
 
 /// `sscanf(s, "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx")` reading all six.
-fn scan_mac(s: &str) -> Option<[u8; 6]> {
+pub(super) fn scan_mac(s: &str) -> Option<[u8; 6]> {
     let mut out = [0u8; 6];
     let mut rest = s;
     for (i, b) in out.iter_mut().enumerate() {
@@ -97,7 +97,7 @@ pub(super) fn parse_skbmod(c: &mut Cur) -> Result<(ActionParams, u32)> {
     Ok((ActionParams::Skbmod(s), index))
 }
 
-fn mac(a: &[u8; 6]) -> String {
+pub(super) fn mac(a: &[u8; 6]) -> String {
     a.iter()
         .map(|b| format!("{b:02x}"))
         .collect::<Vec<_>>()
