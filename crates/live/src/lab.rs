@@ -226,7 +226,13 @@ impl Lab {
                         .output()
                         .map_err(|e| format!("{}: {e}", p.display()))?;
                     let said = String::from_utf8_lossy(&out.stderr);
-                    if !out.status.success() || !said.trim().is_empty() {
+                    // tc -batch goes on past a refused line and exits 0, so its errors are read from
+                    // what it says; its warnings (`Warning: sch_htb: quantum of class … is big`) are not
+                    // refusals.
+                    let refused = said
+                        .lines()
+                        .any(|l| !l.trim().is_empty() && !l.starts_with("Warning:"));
+                    if !out.status.success() || refused {
                         return Err(format!(
                             "{}: this machine's tc did not apply the policy whole ({}):\n{}",
                             p.display(),
