@@ -274,6 +274,10 @@ fn without_a_policy_the_bridge_passes_ping_and_the_lab_tools_behave() {
     // exec passes the command's exit status on; an unknown node is a usage error.
     let o = lab.tclab(&["exec", "node-2", "--", "sh", "-c", "exit 3"]);
     assert_eq!(o.status.code(), Some(3));
+    // A command that is not there: a shell's 127, not the 1 of a command that failed.
+    let o = lab.tclab(&["exec", "node-2", "--", "no-such-command-here"]);
+    assert_eq!(o.status.code(), Some(127));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("command not found"));
     let o = lab.tclab(&["exec", "node-9", "--", "true"]);
     assert_eq!(
         o.status.code(),

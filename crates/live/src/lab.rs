@@ -440,6 +440,19 @@ impl Lab {
         let (cmd, args) = argv
             .split_first()
             .ok_or("give the command to run: tclab lab exec NODE -- CMD …")?;
+        // `ip netns exec` answers a command it cannot run with exit 1, as a failed command would; a
+        // shell's 127 (not found) and 126 (not executable) tell a script which it was.
+        match find_command(cmd) {
+            Some(true) => {}
+            Some(false) => {
+                eprintln!("tclab lab exec: {cmd}: permission denied (not executable)");
+                return Ok(126);
+            }
+            None => {
+                eprintln!("tclab lab exec: {cmd}: command not found");
+                return Ok(127);
+            }
+        }
         let status = Command::new("ip")
             .args(["netns", "exec", &ns, cmd])
             .args(args)
@@ -449,4 +462,30 @@ impl Lab {
             .code()
             .unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)))
     }
+}
+
+/// Whether `cmd` names a file to run, as a shell looks for it (a path if it has a slash, else each
+/// directory of `PATH`): `Some(true)` executable, `Some(false)` there but not executable, `None`
+/// nowhere.
+fn find_command(cmd: &str) -> Option<bool> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| {
+        std::fs::metadata(p)
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.permissions().mode() & 0o111 != 0)
+    };
+    if cmd.contains('/') {
+        return runnable(Path::new(cmd));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into());
+    let mut seen = None;
+    for dir in std::env::split_paths(&path) {
+        match runnable(&dir.join(cmd)) {
+            Some(true) => return Some(true),
+            Some(false) => seen = Some(false),
+            None => {}
+        }
+    }
+    seen
 }
