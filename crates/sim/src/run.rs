@@ -138,10 +138,10 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
                 let mut cfg = tclab_tcp::Config::mss_from_mtu(mtu);
                 cfg.ecn = *ecn;
                 cfg.max_pacing_rate = *fq_rate;
-                cfg.cc = if cc == "reno" {
-                    tclab_tcp::CongestionControl::Reno
-                } else {
-                    tclab_tcp::CongestionControl::Cubic
+                cfg.cc = match cc.as_str() {
+                    "reno" => tclab_tcp::CongestionControl::Reno,
+                    "bbr" => tclab_tcp::CongestionControl::Bbr,
+                    _ => tclab_tcp::CongestionControl::Cubic,
                 };
                 let start = t.start + spread.below(10_000_000);
                 let isn = spread.next_u32();

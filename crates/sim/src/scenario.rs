@@ -130,7 +130,7 @@ pub struct TrafficSpec {
     /// Ping interval.
     pub interval: Option<Spanned<String>>,
     pub tos: Option<Spanned<toml::Value>>,
-    /// TCP congestion control: cubic (default) or reno.
+    /// TCP congestion control: cubic (default), reno or bbr.
     pub cc: Option<Spanned<String>>,
     /// TCP: negotiate ECN (RFC 3168), so that an AQM marks instead of dropping (`net.ipv4.tcp_ecn = 1`).
     pub ecn: Option<Spanned<bool>>,
@@ -1395,11 +1395,12 @@ fn resolve_traffic(
             cc: match t.cc.as_ref().map(|c| c.get_ref().as_str()) {
                 None | Some("cubic") => "cubic".into(),
                 Some("reno") => "reno".into(),
+                Some("bbr") => "bbr".into(),
                 Some(other) => {
                     return cx.err(
                         t.cc.as_ref().unwrap().span(),
                         "traffic.cc",
-                        format!("unknown \"{other}\" (cubic or reno)"),
+                        format!("unknown \"{other}\" (cubic, reno or bbr)"),
                     )
                 }
             },

@@ -1,7 +1,8 @@
 //! The congestion control modules' interface (`net/ipv4/tcp_cong.c`): which module a connection runs
 //! (`icsk_ca_ops`, chosen by [`CongestionControl`]) and what the stack asks of it — `ssthresh` on a
 //! loss, `cong_avoid` on an ACK, the Loss state's reset, `acked` with the ACK's RTT — with slow start and
-//! additive increase, which every module shares. One file per module: `reno.rs`, `cubic.rs`.
+//! additive increase, which every module shares. One file per module: `reno.rs`, `cubic.rs`, `bbr.rs`
+//! (a `cong_control` module: it sets cwnd and the pacing rate itself, see `Connection::bbr_main`).
 //!
 //! The kernel's CUBIC counts time in jiffies; this model fixes `HZ = 1000`
 //! (one jiffy = 1 ms of virtual time). Debian's kernels run with `HZ = 250`,
@@ -48,13 +49,16 @@ pub(crate) fn tcp_cong_avoid_ai(cwnd: &mut u32, cwnd_cnt: &mut u32, w: u32, acke
 pub(crate) enum Ca {
     Reno(Reno),
     Cubic(Cubic),
+    Bbr(Box<crate::bbr::Bbr>),
 }
 
 impl Ca {
-    pub(crate) fn new(cc: CongestionControl, hystart: bool) -> Ca {
+    /// `seed`: for a module's random choices (BBR's gain cycle start).
+    pub(crate) fn new(cc: CongestionControl, hystart: bool, seed: u64) -> Ca {
         match cc {
             CongestionControl::Reno => Ca::Reno(Reno),
             CongestionControl::Cubic => Ca::Cubic(Cubic::new(hystart)),
+            CongestionControl::Bbr => Ca::Bbr(Box::new(crate::bbr::Bbr::new(seed))),
         }
     }
 
@@ -71,6 +75,8 @@ impl Ca {
         match self {
             Ca::Reno(r) => r.ssthresh(cwnd),
             Ca::Cubic(c) => c.ssthresh(cwnd),
+            // (Connection::ca_ssthresh asks BBR itself.)
+            Ca::Bbr(_) => crate::TCP_INFINITE_SSTHRESH,
         }
     }
 
@@ -97,7 +103,7 @@ impl Ca {
         pacing_rate: u64,
     ) -> Option<u32> {
         match self {
-            Ca::Reno(_) => None,
+            Ca::Reno(_) | Ca::Bbr(_) => None,
             Ca::Cubic(c) => c.acked(now, rtt_us, cwnd, ssthresh, snd_una, snd_nxt, pacing_rate),
         }
     }
@@ -106,6 +112,9 @@ impl Ca {
 impl Connection {
     /// The module's `ssthresh()`.
     pub(crate) fn ca_ssthresh(&mut self) -> u32 {
+        if let Some(s) = self.bbr_ssthresh() {
+            return s;
+        }
         self.ca.ssthresh(self.cwnd)
     }
 
@@ -126,6 +135,7 @@ impl Connection {
             }
         }
         match &mut self.ca {
+            Ca::Bbr(_) => {}
             Ca::Reno(_) => Reno::cong_avoid(&mut self.cwnd, &mut self.cwnd_cnt, acked),
             Ca::Cubic(c) => {
                 c.update(now, self.cwnd, acked);

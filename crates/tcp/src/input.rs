@@ -118,6 +118,9 @@ impl Connection {
     fn established(&mut self, now: Nanos) {
         self.cwnd = self.cfg.initial_cwnd.max(1);
         self.ca.init(now, self.snd_nxt);
+        if self.ca_is_bbr() {
+            self.bbr_init(now);
+        }
     }
 
     fn rcv_established(&mut self, now: Nanos, seg: &Segment) {
@@ -240,6 +243,13 @@ impl Connection {
             self.ca_state = CaState::Cwr;
         }
         let prior_fack = self.fack(self.snd_una);
+        // The rate sample this ACK builds (tcp_rate.c), and what was lost before it.
+        self.rs = crate::rate::RateSample {
+            prior_in_flight: self.in_flight(),
+            ..Default::default()
+        };
+        let lost_before = self.lost_total;
+        let prior_una = self.snd_una;
         let mut flag_win_update = false;
         // tcp_ack_update_window()
         let nwin = (seg.window as u64) << self.snd_wscale;
@@ -312,6 +322,9 @@ impl Connection {
                             reord = reord.min(start);
                         }
                         fack = fack.max(end);
+                        let seg = self.rtx[i].clone();
+                        self.rate_skb_delivered(&seg);
+                        self.rtx[i].tx_delivered_mstamp = 0;
                         self.rack_advance(ever, end, sent, now);
                     }
                     i += 1;
@@ -340,6 +353,7 @@ impl Connection {
                 break;
             }
             let t = self.rtx.pop_front().unwrap_or_else(|| unreachable!());
+            self.rate_skb_delivered(&t);
             acked_pkts += 1;
             self.packets_out -= 1;
             if t.sacked {
@@ -399,6 +413,7 @@ impl Connection {
         }
         let data_acked = acked_pkts > 0;
         let delivered = (acked_pkts - acked_sacked_before) + newly_sacked;
+        self.delivered = self.delivered.wrapping_add(delivered);
 
         // RTT: seq_rtt, else SACK RTT, else the timestamp echo.
         let mut rtt = seq_rtt.or(sack_rtt);
@@ -424,6 +439,14 @@ impl Connection {
                         .is_some_and(|h| r > now.saturating_sub(h.sent_at))
                 }));
         let ca_rtt_us = ca_rtt_sent.map(|s| now.saturating_sub(s) / 1000);
+        self.rs.rtt_us = ca_rtt_us.map_or(-1, |r| r as i64);
+        // FLAG_ACK_MAYBE_DELAYED: one runt segment ACKed alone, probably by a delayed ACK.
+        self.rs.is_ack_delayed = seq_rtt.is_some()
+            && acked_pkts == 1
+            && acked_sacked_before == 0
+            && newly_sacked == 0
+            && ack - prior_una < self.mss as u64
+            && self.rs.prior_delivered.wrapping_add(1) == self.delivered;
         if data_acked {
             if let Some(ss) = self.ca.acked(
                 now,
@@ -482,8 +505,11 @@ impl Connection {
         if set_xmit_timer && !self.schedule_loss_probe(now, true) {
             self.rearm_rto(now);
         }
-        // tcp_cong_control()
-        if self.in_cwnd_reduction() {
+        self.rate_gen(now, delivered, self.lost_total.wrapping_sub(lost_before));
+        // tcp_cong_control(): a `cong_control` module (BBR) does it all.
+        if self.ca_is_bbr() {
+            self.bbr_main(now);
+        } else if self.in_cwnd_reduction() {
             self.cwnd_reduction(delivered, newly_lost, snd_una_advanced);
         } else if data_acked {
             self.cong_avoid(now, delivered.max(1));

@@ -103,6 +103,10 @@
 //! * **Close**: FIN after the written bytes (piggybacked on the last data
 //!   segment, as `tcp_send_fin` does), FIN_WAIT1/2, CLOSING, TIME_WAIT,
 //!   CLOSE_WAIT, LAST_ACK; a byte-count transfer ends with both sides closed.
+//! * **BBR** (`bbr.rs`, `tcp_bbr.c` of Linux 6.12, BBR v1) over the delivery
+//!   rate estimator (`rate.rs`, `tcp_rate.c`): startup, drain, the ProbeBW gain
+//!   cycle, ProbeRTT, the long-term policer estimator, ACK aggregation; it sets
+//!   cwnd and the pacing rate on every ACK (no PRR) and asks for pacing.
 //! * **Pacing** (`pacing.rs`, Linux 6.12): `sk_pacing_rate` (×2 the window's
 //!   rate in slow start, ×1.2 after), departure times on every segment, moved on
 //!   by each data segment at that rate when the socket is paced — by a sch_fq
@@ -164,12 +168,14 @@
 //!   slow start and additive increase; `reno.rs` and `cubic.rs`
 //!   (`tcp_cubic.c`): one file per module.
 
+mod bbr;
 mod cong;
 mod cubic;
 mod input;
 mod output;
 mod pacing;
 mod rack;
+mod rate;
 mod recovery;
 mod reno;
 mod segment;
@@ -178,6 +184,7 @@ mod timer;
 
 use std::collections::VecDeque;
 
+pub use bbr::{BbrInfo, BbrMode};
 pub use cong::HZ;
 pub use pacing::PacingStatus;
 pub use segment::{ecn, flags, Segment, TcpOptions};
@@ -214,6 +221,8 @@ pub enum CongestionControl {
     #[default]
     Cubic,
     Reno,
+    /// BBR v1 (`tcp_bbr.c`): paces itself unless a sch_fq does.
+    Bbr,
 }
 
 /// Connection configuration. Defaults are Linux's.
@@ -326,6 +335,12 @@ struct TxSeg {
     lost: bool,
     /// A retransmission is in flight (`TCPCB_SACKED_RETRANS`).
     retrans: bool,
+    // The delivery state when it was sent (`tx` of `tcp_skb_cb`, rate.rs); times in µs.
+    tx_delivered: u32,
+    /// 0 once SACKed (sampled already).
+    tx_delivered_mstamp: u64,
+    tx_first_tx_mstamp: u64,
+    tx_app_limited: bool,
 }
 
 impl TxSeg {
@@ -435,7 +450,23 @@ pub struct Connection {
     /// waits, pure ACKs still go.
     tsq_throttled: bool,
 
+    // ---- delivery rate (rate.rs) ----
+    /// `tp->delivered`: packets delivered (ACKed or SACKed) so far.
+    delivered: u32,
+    /// `tp->delivered_mstamp`, µs.
+    delivered_mstamp: u64,
+    /// `tp->first_tx_mstamp`, µs.
+    first_tx_mstamp: u64,
+    /// `tp->app_limited`: application-limited until `delivered` passes this (0: not).
+    app_limited: u32,
+    /// `tp->lost`: packets marked lost so far.
+    lost_total: u32,
+    /// The rate sample of the ACK being processed.
+    rs: rate::RateSample,
+
     // ---- pacing (pacing.rs) ----
+    /// `sk_pacing_rate` as a `cong_control` module (BBR) sets it, bytes/s.
+    sk_pacing_rate: u64,
     /// `sk_pacing_status`.
     pacing_status: PacingStatus,
     /// `tcp_wstamp_ns`: the earliest departure time of the next segment.

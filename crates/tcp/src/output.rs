@@ -228,6 +228,7 @@ impl Connection {
         let seg = self.build(now, start, len, fl);
         // The skb's send time (`skb_mstamp_ns`, for RTT samples and RACK) is its departure time.
         self.rtx[i].sent_at = self.tx_tstamp;
+        self.rate_skb_sent(i, false);
         self.advance_departure(len);
         seg
     }
@@ -293,6 +294,10 @@ impl Connection {
             sacked: false,
             lost: false,
             retrans: false,
+            tx_delivered: 0,
+            tx_delivered_mstamp: 0,
+            tx_first_tx_mstamp: 0,
+            tx_app_limited: false,
         });
         self.packets_out += 1;
         if self.in_cwnd_reduction() {
@@ -331,6 +336,11 @@ impl Connection {
         if let Some(t) = self.rtx.back_mut() {
             t.sent_at = self.tx_tstamp;
         }
+        if was_empty && self.retrans_out == 0 && self.ca_is_bbr() {
+            // tcp_event_data_sent: CA_EVENT_TX_START.
+            self.bbr_tx_start(now);
+        }
+        self.rate_skb_sent(self.rtx.len() - 1, was_empty);
         self.advance_departure(len as u32);
         if self.ecn_ok && len > 0 {
             seg.ecn = ecn::ECT0;

@@ -48,6 +48,10 @@ impl Connection {
     /// `sk_pacing_rate` in bytes per second as `tcp_update_pacing_rate` computes it, capped by
     /// `SO_MAX_PACING_RATE`; 0 for no limit (the kernel's `~0UL`: no RTT measured yet, no cap).
     pub fn pacing_rate(&self) -> u64 {
+        if self.ca_is_bbr() {
+            // BBR sets it (capped by SO_MAX_PACING_RATE already); 0 until it starts.
+            return self.sk_pacing_rate;
+        }
         let max = self.cfg.max_pacing_rate;
         if self.srtt8 == 0 {
             return max;

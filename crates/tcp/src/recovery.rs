@@ -175,7 +175,8 @@ impl Connection {
 
     /// `tcp_end_cwnd_reduction()`.
     pub(crate) fn end_cwnd_reduction(&mut self) {
-        if self.ssthresh < TCP_INFINITE_SSTHRESH {
+        // A `cong_control` module (BBR) restores its own cwnd.
+        if self.ssthresh < TCP_INFINITE_SSTHRESH && !self.ca_is_bbr() {
             self.cwnd = self.ssthresh;
         }
     }
@@ -195,9 +196,11 @@ impl Connection {
             self.retrans_out -= 1;
             self.lost_pending += 1;
             self.lost_retransmits += 1;
+            self.lost_total = self.lost_total.wrapping_add(1);
             return true;
         }
         t.lost = true;
+        self.lost_total = self.lost_total.wrapping_add(1);
         self.lost_out += 1;
         if t.retrans {
             // A retransmission counted lost is no longer in flight.
@@ -274,6 +277,7 @@ impl Connection {
         self.cwnd = self.in_flight() + 1;
         self.cwnd_cnt = 0;
         self.ca.on_loss(self.snd_nxt);
+        self.bbr_on_loss();
         if !self.sack_ok {
             self.sacked_out = 0;
         }

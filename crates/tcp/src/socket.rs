@@ -124,7 +124,7 @@ impl Connection {
             is_cwnd_limited: false,
             max_packets_out: 0,
             cwnd_usage_seq: 0,
-            ca: Ca::new(cfg.cc, hystart),
+            ca: Ca::new(cfg.cc, hystart, isn as u64),
             srtt8: 0,
             mdev4: 0,
             mdev_max4: 0,
@@ -147,6 +147,13 @@ impl Connection {
             } else {
                 crate::PacingStatus::None
             },
+            delivered: 0,
+            delivered_mstamp: 0,
+            first_tx_mstamp: 0,
+            app_limited: 0,
+            lost_total: 0,
+            rs: Default::default(),
+            sk_pacing_rate: 0,
             wstamp: 0,
             prior_wstamp: 0,
             tx_tstamp: 0,
@@ -220,6 +227,7 @@ impl Connection {
         if self.fin_queued || matches!(self.state, State::Closed | State::TimeWait) {
             return;
         }
+        self.rate_check_app_limited();
         self.written = self.written.saturating_add(bytes);
         self.write_end = self.write_end.saturating_add(bytes);
     }
