@@ -1,11 +1,14 @@
 //! Frames and packets. A qdisc sees a packet from its network header on (a u32 filter's `at 0` is the
-//! IP header) with `len` the whole frame (`qdisc_pkt_len`); the wire wants the frame back with its link
-//! header. The link headers a bridge forwards are few (one per pair of talking stations and VLAN), so
-//! each distinct one is kept once in a [`Headers`] table and a packet carries its index in `tag`.
+//! IP header) with `len` the whole frame but its accelerated VLAN tag (`qdisc_pkt_len`); the wire wants
+//! the frame back with its link header. VLAN tags travel with the packet (`Packet::vlan`,
+//! `vlan_inline`), so actions can push and pop them; the stations' addresses a bridge forwards are few
+//! (one pair per conversation), so each distinct pair is kept once in a [`Headers`] table and a packet
+//! carries its index in `tag`.
 //!
 //! A frame that cannot be a packet — shorter than an Ethernet header, or a VLAN tag with nothing
 //! after it — is refused here, never passed to a filter: [`to_packet`] returns `None`.
 
+use tclab_core::packet::VlanTag;
 use tclab_core::Packet;
 
 /// 802.1Q and 802.1ad tags: the header runs 4 bytes further, the protocol is the inner EtherType.
@@ -72,28 +75,46 @@ pub fn link_header(frame: &[u8]) -> Option<(usize, u16)> {
     }
 }
 
-/// The packet a received frame is, its link header kept in `headers`; `None` for a frame too short
-/// to have one.
+/// The packet a received frame is, as `__netif_receive_skb` hands it to the ingress hook: the outer
+/// VLAN tag taken out of the header into the accelerated tag (`skb_vlan_untag`, which Linux does to
+/// every tagged frame it receives), inner tags left in it (`vlan_inline`), the stations' addresses kept
+/// in `headers`. `None` for a frame too short to have a link header.
 pub fn to_packet(frame: &[u8], headers: &mut Headers) -> Option<Packet> {
     let (hlen, protocol) = link_header(frame)?;
-    let tag = headers.tag(&frame[..hlen]);
+    let mut tags = frame[12..hlen - 2].chunks_exact(4).map(|t| VlanTag {
+        proto: u16::from_be_bytes([t[0], t[1]]),
+        tci: u16::from_be_bytes([t[2], t[3]]),
+    });
+    let vlan = tags.next();
+    let vlan_inline: Vec<VlanTag> = tags.collect();
+    let tag = headers.tag(&frame[..12]);
     Some(Packet {
         data: frame[hlen..].to_vec(),
-        len: frame.len() as u32,
+        // The accelerated tag is metadata, not bytes of the packet (`qdisc_pkt_len` leaves it out).
+        len: frame.len() as u32 - if vlan.is_some() { 4 } else { 0 },
         protocol,
         tag,
+        vlan,
+        vlan_inline,
         ..Packet::default()
     })
 }
 
-/// The frame a packet leaves as: its link header, then its bytes. `None` if its header is gone (the
-/// table started again while it was queued).
+/// The frame a packet leaves as: the stations' addresses, its VLAN tags (the accelerated one first,
+/// written as a device without VLAN offload writes it, then those in its header: a `vlan push` or
+/// `pop` on the way shows on the wire), its protocol, its bytes. `false` if its addresses are gone
+/// (the table started again while it was queued).
 pub fn to_frame(pkt: &Packet, headers: &Headers, out: &mut Vec<u8>) -> bool {
     let Some(h) = headers.header(pkt.tag) else {
         return false;
     };
     out.clear();
-    out.extend_from_slice(h);
+    out.extend_from_slice(&h[..12.min(h.len())]);
+    for t in pkt.vlan.iter().chain(pkt.vlan_inline.iter()) {
+        out.extend_from_slice(&t.proto.to_be_bytes());
+        out.extend_from_slice(&t.tci.to_be_bytes());
+    }
+    out.extend_from_slice(&pkt.protocol.to_be_bytes());
     out.extend_from_slice(&pkt.data);
     true
 }
@@ -125,14 +146,39 @@ mod tests {
     }
 
     #[test]
-    fn vlan_tags_stay_in_the_link_header() {
+    fn the_outer_vlan_tag_is_accelerated_the_inner_stays_and_the_frame_comes_back_whole() {
         let mut h = Headers::default();
-        let f = frame(&[0x81, 0x00, 0x00, 0x0a, 0x08, 0x00], &[0x45, 0, 0, 20]);
+        // 802.1ad 1 outside 802.1Q 10, then IPv4: as skb_vlan_untag leaves it.
+        let f = frame(
+            &[0x88, 0xa8, 0x00, 0x01, 0x81, 0x00, 0x00, 0x0a, 0x08, 0x00],
+            &[0x45, 0, 0, 20],
+        );
         let p = to_packet(&f, &mut h).unwrap();
+        let tag = |proto, tci| tclab_core::packet::VlanTag { proto, tci };
+        assert_eq!(p.vlan, Some(tag(0x88a8, 1)));
+        assert_eq!(p.vlan_inline, vec![tag(0x8100, 10)]);
         assert_eq!((p.protocol, p.data.len()), (0x0800, 4));
+        assert_eq!(
+            p.len as usize,
+            f.len() - 4,
+            "the accelerated tag is not counted"
+        );
+        assert_eq!(
+            p.tc_protocol(),
+            0x88a8,
+            "what a filter's protocol is compared with"
+        );
         let mut out = Vec::new();
         assert!(to_frame(&p, &h, &mut out));
         assert_eq!(out, f);
+        // Popped: the frame leaves with the inner tag only.
+        let mut popped = p.clone();
+        popped.vlan = None;
+        assert!(to_frame(&popped, &h, &mut out));
+        assert_eq!(
+            out,
+            frame(&[0x81, 0x00, 0x00, 0x0a, 0x08, 0x00], &[0x45, 0, 0, 20])
+        );
     }
 
     #[test]

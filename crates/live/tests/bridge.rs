@@ -183,3 +183,30 @@ fn twenty_thousand_hostile_frames_never_panic_and_every_frame_is_counted() {
     let junk: Vec<u8> = (0..200_000).map(|_| next(&mut seed) as u8).collect();
     tclab_live::fuzz::fuzz_one(&mut b, &junk, 0);
 }
+
+/// VLAN tags travel with the packet, so the vlan action's push and pop show on the wire: a frame
+/// bridged to eth0 leaves with the tag an egress filter pushed, and a tagged frame arriving on eth0
+/// leaves eth1 without the tag an ingress filter popped. A tagged frame's filters see its TPID as
+/// the protocol, as the kernel's `skb_protocol` gives it (`protocol 802.1q`, not `ip`).
+#[test]
+fn a_vlan_action_writes_and_removes_tags_on_the_wire() {
+    let mut b = Bridge::detached(
+        policy(&[
+            "qdisc add dev eth0 clsact",
+            "filter add dev eth0 egress protocol ip matchall action vlan push id 10 priority 3",
+            "filter add dev eth0 ingress protocol 802.1q matchall action vlan pop",
+        ]),
+        [("eth0", 1500), ("eth1", 1500)],
+    );
+    let plain = udp_frame(1000, 5201, 0);
+    b.arrive(0, 1, &plain, false);
+    let sent = b.take_sent(0);
+    assert_eq!(sent.len(), 1);
+    // 802.1Q, PCP 3, VLAN 10, then IPv4 and the same bytes.
+    let mut tagged = plain[..12].to_vec();
+    tagged.extend_from_slice(&[0x81, 0x00, 0x60, 0x0a]);
+    tagged.extend_from_slice(&plain[12..]);
+    assert_eq!(sent[0], tagged);
+    b.arrive(1, 0, &tagged, false);
+    assert_eq!(b.take_sent(1), vec![plain], "popped on eth0's ingress");
+}
