@@ -307,6 +307,11 @@ fn tdc_ife() {
 }
 
 #[test]
+fn tdc_cbs() {
+    assert_no_failures(&["qdiscs/cbs.json"]);
+}
+
+#[test]
 fn tdc_skbedit() {
     assert_no_failures(&["actions/skbedit.json"]);
 }

@@ -11,6 +11,7 @@
 //! validates all of it, and only then applies it whole (`change`), so a refused change leaves no trace.
 
 pub mod cake;
+pub mod cbs;
 pub mod cbq;
 pub mod choke;
 pub(crate) mod class_hash;
@@ -472,6 +473,7 @@ pub enum QdiscOptions {
     Pie(pie::PieOptions),
     FqPie(fq_pie::FqPieOptions),
     Fq(fq::FqOptions),
+    Cbs(cbs::CbsOptions),
 }
 
 impl QdiscOptions {
@@ -507,6 +509,7 @@ impl QdiscOptions {
             QdiscOptions::Pie(_) => "pie",
             QdiscOptions::FqPie(_) => "fq_pie",
             QdiscOptions::Fq(_) => "fq",
+            QdiscOptions::Cbs(_) => "cbs",
             QdiscOptions::Plug(_) => "plug",
         }
     }
@@ -559,6 +562,7 @@ pub const KINDS: &[QdiscKind] = &[
     pie::KIND,
     fq_pie::KIND,
     fq::KIND,
+    cbs::KIND,
 ];
 
 /// A qdisc with one class, `handle:1`, whose leaf is its queue (TBF, RED): that class as `tc class

@@ -13,6 +13,7 @@ use tclab_core::qdisc::{ClassInfo, ClassOptions, DevEnv, QdiscOptions, Xstats};
 use tclab_core::units::LinkLayer;
 
 pub mod cake;
+pub mod cbs;
 pub mod cbq;
 pub mod choke;
 pub mod codel;
@@ -101,6 +102,7 @@ pub const KINDS: &[QdiscLang] = &[
     qfq::LANG,
     skbprio::LANG,
     plug::LANG,
+    cbs::LANG,
 ];
 
 pub fn lang(kind: &str) -> Option<&'static QdiscLang> {
@@ -113,7 +115,7 @@ pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | 
 
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
-pub const KNOWN_TO_TC: &[&str] = &["mqprio", "taprio", "etf", "cbs"];
+pub const KNOWN_TO_TC: &[&str] = &["mqprio", "taprio", "etf"];
 
 /// Those of [`KNOWN_TO_TC`] whose tc has a class parser (`parse_copt`).
 const KNOWN_CLASSFUL: &[&str] = &[];
