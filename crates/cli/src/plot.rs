@@ -483,9 +483,6 @@ where
     };
     // A value's label at its whole x; plotters' in-between ticks stay blank.
     let fmt_x = move |v: &f64| {
-        if labels.is_empty() {
-            return format!("{v}");
-        }
         let k = v.round();
         if (v - k).abs() < 1e-9 && k >= 0.0 {
             labels.get(k as usize).cloned().unwrap_or_default()

@@ -514,7 +514,8 @@ struct PointResult {
     metrics: Vec<(String, Option<f64>)>,
 }
 
-/// Read a point file; `None` if it is not one of this sweep's (its schema, sweep or point differ).
+/// Read a point file: its point and result, or why it is not one of this sweep's (its schema, sweep,
+/// point or values differ).
 fn read_point(bytes: &[u8], sweep: &str, grid: &Grid) -> Result<(usize, PointResult), String> {
     let v: Value = serde_json::from_slice(bytes).map_err(|e| format!("not a point file ({e})"))?;
     if v["schema"] != SCHEMA {
