@@ -493,6 +493,22 @@ impl Device {
         }
         out
     }
+
+    /// `classes` without the flow queues ([`ClassInfo::is_flow_queue`]), as a sampler follows them: the
+    /// flow tables of sfq, fq_codel and cake are not walked (a thousand fq_codel leaves hold a million
+    /// flow slots).
+    pub fn classes_without_flows(&self, now: Nanos) -> Vec<ClassInfo> {
+        let mut out = Vec::new();
+        for s in self.listed() {
+            if crate::qdisc::lists_flow_queues(s.q.kind()) {
+                continue;
+            }
+            if let Some(c) = s.q.classes() {
+                out.extend(c.walk(now).into_iter().filter(|c| !c.is_flow_queue()));
+            }
+        }
+        out
+    }
 }
 
 fn find_in(s: &Sched, handle: Handle) -> Option<&Sched> {

@@ -112,7 +112,7 @@ impl Observer for Recorder {
             if let Some(dev) = net.port_device(i) {
                 // Flow queues (sfq's, fq_codel's, cake's) are listed as classes while they are active; they come
                 // and go with the traffic and carry no rate of their own, so they are not sampled.
-                for cl in dev.classes(now).into_iter().filter(|c| !c.is_flow_queue()) {
+                for cl in dev.classes_without_flows(now) {
                     let prev = self
                         .last_class
                         .insert((i, cl.classid.0), cl.stats.bytes)

@@ -39,11 +39,7 @@ fn classes(sc: &Scenario) -> Vec<Value> {
             continue;
         };
         // Flow queues (sfq, fq_codel, cake) are classes only while active, with no rate of their own.
-        for c in dev
-            .classes(sc.duration)
-            .into_iter()
-            .filter(|c| !c.is_flow_queue())
-        {
+        for c in dev.classes_without_flows(sc.duration) {
             v.push(json!({
                 "node": sc.net.nodes[iface.node].name,
                 "dev": iface.name,
@@ -63,11 +59,7 @@ fn classes(sc: &Scenario) -> Vec<Value> {
             if dev.kind != tclab_core::engine::DevKind::Ifb {
                 continue;
             }
-            for c in dev
-                .classes(sc.duration)
-                .into_iter()
-                .filter(|c| !c.is_flow_queue())
-            {
+            for c in dev.classes_without_flows(sc.duration) {
                 v.push(json!({
                     "node": node.name,
                     "dev": name,

@@ -691,8 +691,13 @@ impl ClassInfo {
     /// A flow queue listed as a class (sfq's, fq_codel's, cake's): it exists while the flow is active,
     /// has no configuration and reports queue counters only (no bytes sent).
     pub fn is_flow_queue(&self) -> bool {
-        matches!(self.kind, "sfq" | "fq_codel" | "cake")
+        lists_flow_queues(self.kind)
     }
+}
+
+/// Does a discipline of this kind list its flow queues as its classes (and nothing else)?
+pub fn lists_flow_queues(kind: &str) -> bool {
+    matches!(kind, "sfq" | "fq_codel" | "cake")
 }
 
 /// A qdisc attached somewhere: its handle (0 for the invisible defaults the kernel creates), its parent, and
