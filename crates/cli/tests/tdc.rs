@@ -312,6 +312,11 @@ fn tdc_cbs() {
 }
 
 #[test]
+fn tdc_etf() {
+    assert_no_failures(&["qdiscs/etf.json"]);
+}
+
+#[test]
 fn tdc_skbedit() {
     assert_no_failures(&["actions/skbedit.json"]);
 }

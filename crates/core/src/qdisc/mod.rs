@@ -20,6 +20,7 @@ pub mod cobalt;
 pub mod codel;
 pub mod codel_impl;
 pub mod drr;
+pub mod etf;
 pub mod ets;
 pub mod fifo;
 pub mod fq;
@@ -474,6 +475,7 @@ pub enum QdiscOptions {
     FqPie(fq_pie::FqPieOptions),
     Fq(fq::FqOptions),
     Cbs(cbs::CbsOptions),
+    Etf(etf::EtfOptions),
 }
 
 impl QdiscOptions {
@@ -510,6 +512,7 @@ impl QdiscOptions {
             QdiscOptions::FqPie(_) => "fq_pie",
             QdiscOptions::Fq(_) => "fq",
             QdiscOptions::Cbs(_) => "cbs",
+            QdiscOptions::Etf(_) => "etf",
             QdiscOptions::Plug(_) => "plug",
         }
     }
@@ -563,6 +566,7 @@ pub const KINDS: &[QdiscKind] = &[
     fq_pie::KIND,
     fq::KIND,
     cbs::KIND,
+    etf::KIND,
 ];
 
 /// A qdisc with one class, `handle:1`, whose leaf is its queue (TBF, RED): that class as `tc class

@@ -18,6 +18,7 @@ pub mod cbq;
 pub mod choke;
 pub mod codel;
 pub mod drr;
+pub mod etf;
 pub mod ets;
 pub mod fifo;
 pub mod fq;
@@ -103,6 +104,7 @@ pub const KINDS: &[QdiscLang] = &[
     skbprio::LANG,
     plug::LANG,
     cbs::LANG,
+    etf::LANG,
 ];
 
 pub fn lang(kind: &str) -> Option<&'static QdiscLang> {
@@ -115,7 +117,7 @@ pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | 
 
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
-pub const KNOWN_TO_TC: &[&str] = &["mqprio", "taprio", "etf"];
+pub const KNOWN_TO_TC: &[&str] = &["mqprio", "taprio"];
 
 /// Those of [`KNOWN_TO_TC`] whose tc has a class parser (`parse_copt`).
 const KNOWN_CLASSFUL: &[&str] = &[];
