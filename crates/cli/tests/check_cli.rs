@@ -689,3 +689,81 @@ fn filters_of_an_unreached_inner_class_reach_nothing() {
     let r = check(&dir, "inner.batch", &to_inner, &[]);
     assert!(starved(&r).is_empty(), "{}", r.stdout);
 }
+
+/// A dual-stack policy marks IPv4 with iptables and IPv6 with ip6tables, whose rules tclab's IPv4
+/// netfilter does not hold: the `protocol ipv6` fw filter on the mark ip6tables sets is not reported as
+/// reading a mark nothing sets, while an IPv4 filter on a mark no rule sets still is.
+#[test]
+fn fw_filters_for_ipv6_are_not_judged_by_the_ipv4_rules() {
+    let dir = TempDir::new("check-ip6-marks");
+    let policy = |v4_mark: u32| {
+        format!(
+            "iptables -t mangle -A POSTROUTING -o eth0 -p udp --dport 5060 -j MARK --set-mark 1
+ip6tables -t mangle -A POSTROUTING -o eth0 -p udp --dport 5060 -j MARK --set-mark 2
+tc qdisc add dev eth0 root handle 1: htb default 20
+tc class add dev eth0 parent 1: classid 1:10 htb rate 1mbit ceil 5mbit prio 0
+tc class add dev eth0 parent 1: classid 1:20 htb rate 4mbit ceil 5mbit prio 1
+tc qdisc add dev eth0 parent 1:10 fq_codel
+tc qdisc add dev eth0 parent 1:20 fq_codel
+tc filter add dev eth0 parent 1: protocol ip prio 1 handle {v4_mark} fw flowid 1:10
+tc filter add dev eth0 parent 1: protocol ipv6 prio 2 handle 2 fw flowid 1:10
+"
+        )
+    };
+    let r = check(&dir, "dual.sh", &policy(1), &[]);
+    assert!(!codes(&r).iter().any(|c| c == "mark-unset"), "{}", r.stdout);
+    let r = check(&dir, "typo.sh", &policy(3), &[]);
+    assert_eq!(
+        found_at(&r, "mark-unset"),
+        vec!["eth0 filter parent 1: pref 1 fw"],
+        "{}",
+        r.stdout
+    );
+}
+
+/// A per-host policy for both directions reads the host as the source at offset 12 (and its SSH
+/// server's port at 20) on the uplink eth0, and as the destination on the LAN side eth1: each device
+/// carries one direction, so the raw source keys are right there. The same keys beside a destination
+/// named on their own device are the slip `u32-offset` reports.
+#[test]
+fn a_raw_source_key_is_judged_by_its_own_devices_destinations() {
+    let dir = TempDir::new("check-u32-per-dev");
+    let tree = |dev: &str| {
+        format!(
+            "tc qdisc add dev {dev} root handle 1: htb default 20
+tc class add dev {dev} parent 1: classid 1:10 htb rate 3mbit ceil 10mbit
+tc class add dev {dev} parent 1: classid 1:20 htb rate 7mbit ceil 10mbit
+tc qdisc add dev {dev} parent 1:10 fq_codel
+tc qdisc add dev {dev} parent 1:20 fq_codel
+"
+        )
+    };
+    let policy = |lan: &str| {
+        format!(
+            "{}{}tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match u32 0xc0a80164 0xffffffff at 12 flowid 1:10
+tc filter add dev eth0 parent 1: protocol ip prio 2 u32 match u16 0x0016 0xffff at 20 flowid 1:10
+tc filter add dev {lan} parent 1: protocol ip prio 3 u32 match ip dst 192.168.1.100/32 flowid 1:10
+tc filter add dev {lan} parent 1: protocol ip prio 4 u32 match ip dport 22 0xffff flowid 1:10
+",
+            tree("eth0"),
+            tree("eth1")
+        )
+    };
+    let r = check(&dir, "both-ways.sh", &policy("eth1"), &[]);
+    assert_eq!(
+        found_at(&r, "u32-offset"),
+        Vec::<String>::new(),
+        "{}",
+        r.stdout
+    );
+    let r = check(&dir, "slip.sh", &policy("eth0"), &[]);
+    assert_eq!(
+        found_at(&r, "u32-offset"),
+        vec![
+            "eth0 filter parent 1: pref 1 u32",
+            "eth0 filter parent 1: pref 2 u32"
+        ],
+        "{}",
+        r.stdout
+    );
+}

@@ -413,22 +413,23 @@ fn field_value(k: &FieldKey) -> String {
 }
 
 /// A raw u32 key that reads a source field (`at 20`, the source port; `at 12`, the source address)
-/// for a value the policy names as the destination elsewhere (`ip dport 22`, `ip dst 10.0.0.1`, or a
-/// raw key at the destination's offset), and never by name as a source: the offset is almost
-/// certainly a slip (ports start at 20 with the source), and the filter matches the other
-/// direction's packets.
+/// for a value the policy names as the destination elsewhere on the same device (`ip dport 22`, `ip
+/// dst 10.0.0.1`, or a raw key at the destination's offset), and never by name as a source: the offset
+/// is almost certainly a slip (ports start at 20 with the source), and the filter matches the other
+/// direction's packets. Another device carries the other direction (the LAN side, an ifb for the
+/// download): a destination named there is the source here, as a per-host policy writes it.
 fn raw_ports(cx: &DevCx, out: &mut Vec<Finding>) {
     let lines: Vec<_> = cx
         .origins
         .filter_lines()
-        .filter(|(_, l)| l.kind == Some("u32"))
+        .filter(|(_, l)| l.kind == Some("u32") && l.dev == Some(cx.name))
         .collect();
     let all: Vec<FieldKey> = lines
         .iter()
         .flat_map(|(_, l)| field_keys(l.rest).into_iter().map(|(k, _)| k))
         .collect();
     let same_value = |a: &FieldKey, b: &FieldKey| a.value == b.value && a.mask == b.mask;
-    for (record, l) in lines.iter().filter(|(_, l)| l.dev == Some(cx.name)) {
+    for (record, l) in &lines {
         for (key, written) in field_keys(l.rest) {
             let (name, _, _, is_source) = FIELDS[key.field];
             if !key.raw || !is_source {

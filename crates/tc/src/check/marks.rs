@@ -214,6 +214,8 @@ pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
     inverted_priorities(cx, out);
 }
 
+const ETH_P_IPV6: u16 = 0x86dd;
+
 /// `fw` filters on marks nothing in the policy sets for packets on this device.
 fn unset_marks(cx: &DevCx, out: &mut Vec<Finding>) {
     if !cx.marks.sets_marks(cx.actions) {
@@ -258,7 +260,15 @@ fn unset_marks(cx: &DevCx, out: &mut Vec<Finding>) {
             continue;
         };
         for chain in b.reachable_chains() {
-            for tp in b.chains.get(&chain).into_iter().flatten() {
+            // tclab's netfilter is IPv4's: the marks ip6tables sets are not known, so a filter that
+            // sees IPv6 packets alone is not judged (a dual-stack policy marks them by ip6tables).
+            for tp in b
+                .chains
+                .get(&chain)
+                .into_iter()
+                .flatten()
+                .filter(|tp| tp.protocol != ETH_P_IPV6)
+            {
                 let Classifier::Fw(head) = &tp.cls else {
                     continue;
                 };
