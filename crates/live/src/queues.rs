@@ -499,6 +499,14 @@ impl<'a> Ident<'a> {
         id
     }
 
+    /// A filter listed without its parent hangs on the one the show asked for.
+    fn asked(mut self, parent: Option<Handle>) -> Ident<'a> {
+        if self.object == "filter" && self.parent.is_none() {
+            self.parent = parent;
+        }
+        self
+    }
+
     fn owner(&self, layout: &[DevLayout], dev: Option<&str>) -> Owner {
         let dev = self.dev.or(dev);
         let Some(l) = layout
@@ -531,8 +539,17 @@ impl<'a> Ident<'a> {
     }
 }
 
-/// The object a `tc` call shows (`qdisc`, `class`, `filter`), and the device it names.
-fn shown(argv: &[String]) -> (Option<&'static str>, Option<&str>, bool) {
+/// What a `tc` call shows: the object (`qdisc`, `class`, `filter`), the device it names, whether as
+/// JSON, and the `parent` it names — tc leaves that parent out of each filter's line (it prints a
+/// filter's parent only when it differs from the one asked for), so the merge must take it from here.
+struct Shown<'a> {
+    object: Option<&'static str>,
+    dev: Option<&'a str>,
+    json: bool,
+    parent: Option<Handle>,
+}
+
+fn shown(argv: &[String]) -> Shown<'_> {
     let words: Vec<&str> = argv.iter().map(String::as_str).collect();
     let json = words
         .iter()
@@ -544,7 +561,16 @@ fn shown(argv: &[String]) -> (Option<&'static str>, Option<&str>, bool) {
         _ => None,
     });
     let dev = words.windows(2).find(|w| w[0] == "dev").map(|w| w[1]);
-    (object, dev, json)
+    let parent = words
+        .windows(2)
+        .find(|w| w[0] == "parent")
+        .and_then(|w| parse_handle(w[1]));
+    Shown {
+        object,
+        dev,
+        json,
+        parent,
+    }
 }
 
 /// The queues' answers to one call as one: identical answers are that answer; a show whose counters
@@ -556,18 +582,18 @@ fn merge(argv: &[String], answers: &[Answer]) -> tclab_tc::Output {
     if answers.iter().all(|a| a.out == first.out) {
         return first.out.clone();
     }
-    let (object, dev, json) = shown(argv);
-    let (Some(object), true) = (object, argv.first().is_some_and(|c| c == "tc")) else {
+    let asked = shown(argv);
+    let (Some(object), true) = (asked.object, argv.first().is_some_and(|c| c == "tc")) else {
         return first.out.clone();
     };
     let mut out = first.out.clone();
-    if json {
-        if let Some(text) = merge_json(object, dev, answers, argv) {
+    if asked.json {
+        if let Some(text) = merge_json(object, &asked, answers, argv) {
             out.stdout = text;
             return out;
         }
     }
-    out.stdout = merge_text(object, dev, answers);
+    out.stdout = merge_text(object, &asked, answers);
     out
 }
 
@@ -596,11 +622,12 @@ fn blocks(text: &str) -> Vec<&str> {
     out
 }
 
-fn merge_text(object: &str, dev: Option<&str>, answers: &[Answer]) -> String {
+fn merge_text(object: &str, asked: &Shown, answers: &[Answer]) -> String {
+    let dev = asked.dev;
     let split: Vec<Vec<&str>> = answers.iter().map(|a| blocks(&a.out.stdout)).collect();
     let layout = &answers[0].layout;
     if object != "qdisc" {
-        return merge_sections(dev, &split, layout);
+        return merge_sections(dev, asked.parent, &split, layout);
     }
     if split.iter().any(|b| b.len() != split[0].len()) {
         // Not the same qdiscs (a call raced a change): the first queue's view, unmerged.
@@ -622,14 +649,20 @@ fn merge_text(object: &str, dev: Option<&str>, answers: &[Answer]) -> String {
 /// attached to it or its classes) come from the queue that owns that qdisc — whole, since a queue's
 /// engine may list objects the others do not have (fq_codel's and CAKE's active flows are classes) —
 /// and the sections follow the order the qdiscs are listed in. The mq root's own classes are taken
-/// one by one from the queue each leads to.
-fn merge_sections(dev: Option<&str>, split: &[Vec<&str>], layout: &[DevLayout]) -> String {
+/// one by one from the queue each leads to. `asked`: the parent the show named, which its filters'
+/// lines leave out.
+fn merge_sections(
+    dev: Option<&str>,
+    asked: Option<Handle>,
+    split: &[Vec<&str>],
+    layout: &[DevLayout],
+) -> String {
     let l = layout
         .iter()
         .find(|l| Some(l.dev.as_str()) == dev)
         .or_else(|| (layout.len() == 1).then(|| &layout[0]));
     let section = |block: &str| -> Option<u16> {
-        let id = Ident::from_header(block.lines().next().unwrap_or(""));
+        let id = Ident::from_header(block.lines().next().unwrap_or("")).asked(asked);
         match id.object {
             "class" => id.handle.map(|h| h.major()),
             "filter" => id.parent.map(|p| p.major()),
@@ -666,7 +699,7 @@ fn merge_sections(dev: Option<&str>, split: &[Vec<&str>], layout: &[DevLayout]) 
         if Some(s) == mq {
             for b in split[0].iter().filter(|b| section(b) == Some(s)) {
                 let header = b.lines().next().unwrap_or("");
-                let k = match Ident::from_header(header).owner(layout, dev) {
+                let k = match Ident::from_header(header).asked(asked).owner(layout, dev) {
                     Owner::Queue(k) if k < split.len() => k,
                     _ => 0,
                 };
@@ -723,7 +756,7 @@ fn summed_block(block: &str, header: &str, dev: Option<&str>, answers: &[Answer]
 /// A JSON show merged element by element; `None` if an answer is not a JSON array.
 fn merge_json(
     object: &'static str,
-    dev: Option<&str>,
+    asked: &Shown,
     answers: &[Answer],
     argv: &[String],
 ) -> Option<String> {
@@ -737,7 +770,9 @@ fn merge_json(
     let layout = &answers[0].layout;
     let mut merged = Vec::new();
     for (i, v) in parsed[0].iter().enumerate() {
-        let owner = Ident::from_json(v, object).owner(layout, dev);
+        let owner = Ident::from_json(v, object)
+            .asked(asked.parent)
+            .owner(layout, asked.dev);
         merged.push(match owner {
             Owner::Queue(k) if k < parsed.len() => parsed[k][i].clone(),
             Owner::Sum => {
@@ -887,6 +922,63 @@ class fq_codel 20:2a parent 20: \n backlog 1514b 1p\n"
                 "{header}"
             );
         }
+    }
+
+    /// `tc -s filter show dev eth0 parent 2:` lists the filters without `parent 2:` (tc prints a
+    /// filter's parent only when it differs from the one asked for): they are still queue 1's, whose
+    /// engine counted the hits, not queue 0's idle copy — as text and as JSON.
+    #[test]
+    fn a_filter_show_naming_its_parent_comes_from_that_parents_queue() {
+        let mut e = Engine::new();
+        tclab_tc::store::apply_record(
+            &mut e,
+            &["link", "add", "dev", "eth0", "numtxqueues", "2"].map(String::from),
+        )
+        .unwrap();
+        for l in [
+            "qdisc add dev eth0 root handle 7fff: mq",
+            "qdisc add dev eth0 parent 7fff:1 handle 1: htb default 10",
+            "qdisc add dev eth0 parent 7fff:2 handle 2: htb default 10",
+        ] {
+            let w: Vec<String> = l.split_whitespace().map(String::from).collect();
+            assert_eq!(tclab_tc::run(&mut e, &w, 0).code, 0, "{l}");
+        }
+        let l = layout(&e);
+        let text = |hits: u32| {
+            format!(
+                "filter protocol ip pref 1 u32 chain 0 \nfilter protocol ip pref 1 u32 chain 0 fh 800::800 \
+order 2048 key ht 800 bkt 0 flowid 2:10 not_in_hw (rule hit {hits} success {hits})\n  match 00001451/0000ffff at 20 \
+(success {hits} ) \n"
+            )
+        };
+        let argv: Vec<String> = "tc -s filter show dev eth0 parent 2:"
+            .split(' ')
+            .map(String::from)
+            .collect();
+        let out = merge(
+            &argv,
+            &[answer(&text(0), l.clone()), answer(&text(7), l.clone())],
+        );
+        assert_eq!(out.stdout, text(7));
+        let json = |hits: u32| {
+            format!("[{{\"protocol\":\"ip\",\"pref\":1,\"kind\":\"u32\",\"chain\":0,\"options\":{{\"flowid\":\"2:10\",\"hits\":{hits}}}}}]")
+        };
+        let argv: Vec<String> = "tc -s -j filter show dev eth0 parent 2:"
+            .split(' ')
+            .map(String::from)
+            .collect();
+        let out = merge(
+            &argv,
+            &[answer(&json(0), l.clone()), answer(&json(7), l.clone())],
+        );
+        assert!(out.stdout.contains("\"hits\":7"), "{}", out.stdout);
+        // A filter of the first queue's HTB, asked for by its parent, stays the first queue's.
+        let argv: Vec<String> = "tc -s filter show dev eth0 parent 1:"
+            .split(' ')
+            .map(String::from)
+            .collect();
+        let out = merge(&argv, &[answer(&text(3), l.clone()), answer(&text(0), l)]);
+        assert_eq!(out.stdout, text(3));
     }
 
     #[test]
