@@ -317,6 +317,11 @@ fn tdc_etf() {
 }
 
 #[test]
+fn tdc_teql() {
+    assert_no_failures(&["qdiscs/teql.json"]);
+}
+
+#[test]
 fn tdc_skbedit() {
     assert_no_failures(&["actions/skbedit.json"]);
 }

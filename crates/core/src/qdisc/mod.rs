@@ -49,6 +49,7 @@ pub mod sfb;
 pub mod sfq;
 pub mod skbprio;
 pub mod tbf;
+pub mod teql;
 pub(crate) mod treap;
 
 use crate::error::{Errno, KernelError, Warning};
@@ -476,6 +477,8 @@ pub enum QdiscOptions {
     Fq(fq::FqOptions),
     Cbs(cbs::CbsOptions),
     Etf(etf::EtfOptions),
+    /// teql has no options.
+    Teql,
 }
 
 impl QdiscOptions {
@@ -513,6 +516,7 @@ impl QdiscOptions {
             QdiscOptions::Fq(_) => "fq",
             QdiscOptions::Cbs(_) => "cbs",
             QdiscOptions::Etf(_) => "etf",
+            QdiscOptions::Teql => "teql0",
             QdiscOptions::Plug(_) => "plug",
         }
     }
@@ -567,6 +571,7 @@ pub const KINDS: &[QdiscKind] = &[
     fq::KIND,
     cbs::KIND,
     etf::KIND,
+    teql::KIND,
 ];
 
 /// A qdisc with one class, `handle:1`, whose leaf is its queue (TBF, RED): that class as `tc class

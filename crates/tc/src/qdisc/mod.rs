@@ -43,6 +43,7 @@ pub mod sfb;
 pub mod sfq;
 pub mod skbprio;
 pub mod tbf;
+pub mod teql;
 
 /// One discipline's language.
 pub struct QdiscLang {
@@ -105,6 +106,7 @@ pub const KINDS: &[QdiscLang] = &[
     plug::LANG,
     cbs::LANG,
     etf::LANG,
+    teql::LANG,
 ];
 
 pub fn lang(kind: &str) -> Option<&'static QdiscLang> {
