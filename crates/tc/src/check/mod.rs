@@ -124,6 +124,11 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "the default class is an inner class: unclassified traffic is not shaped (HTB) or dropped (HFSC)",
     ),
     (
+        "mq-queue-unshaped",
+        Severity::Error,
+        "an mq root whose transmit queues are not all given the policy's tree: the others' flows go unshaped",
+    ),
+    (
         "no-default",
         Severity::Warning,
         "no default class: unclassified traffic goes out unshaped (HTB) or is dropped (HFSC)",

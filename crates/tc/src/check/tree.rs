@@ -1,5 +1,6 @@
 //! HTB and HFSC trees: default classes, quantum, ceilings, bursts, rates against the parent, queue
-//! delay of FIFO leaves, classes nothing reaches, filters where the discipline never reads them.
+//! delay of FIFO leaves, classes nothing reaches, filters where the discipline never reads them; and
+//! an mq root's transmit queues left without the tree the others have.
 
 use super::{DevCx, Finding, HZ};
 use crate::util::{calc_xmitsize, calc_xmittime, sprint_rate};
@@ -38,6 +39,70 @@ pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
     }
     filters_on_classes(cx, out);
     classes_by_priority(cx, &facts, out);
+    mq_default_queues(cx, out);
+}
+
+/// An mq root gives every transmit queue a default qdisc (`mq_init`: pfifo_fast, handle 0:) and the
+/// policy replaces them one by one (`parent 7fff:1` …). Where it built some queues' trees and left
+/// others at the default — written for fewer queues than the device has (LibreQoS's one tree per CPU,
+/// on a host with more) — the flows the device's hash puts on those queues get none of the policy:
+/// unshaped, at the line's rate.
+fn mq_default_queues(cx: &DevCx, out: &mut Vec<Finding>) {
+    for q in cx
+        .qdiscs
+        .iter()
+        .filter(|q| q.kind == "mq" && q.parent == Handle::ROOT)
+    {
+        let child = |c: &ClassInfo| cx.qdiscs.iter().find(|x| x.parent == c.classid);
+        let queues: Vec<&ClassInfo> = cx.classes_of(q.handle.major()).collect();
+        let (default, built): (Vec<&ClassInfo>, Vec<&ClassInfo>) = queues
+            .iter()
+            .partition(|c| child(c).is_none_or(|x| x.handle.0 == 0));
+        if default.is_empty() || built.is_empty() {
+            continue;
+        }
+        let names = |cs: &[&ClassInfo]| {
+            let ids: Vec<String> = cs.iter().map(|c| c.classid.to_string()).collect();
+            match ids.len() {
+                1..=4 => ids.join(", "),
+                n => format!("{} … {} ({n} queues)", ids[0], ids[n - 1]),
+            }
+        };
+        let kind = default
+            .iter()
+            .find_map(|c| child(c))
+            .map_or("default", |x| x.kind);
+        out.push(
+            Finding::new(
+                "mq-queue-unshaped",
+                cx.qdisc_at(q),
+                format!(
+                    "{} of the device's {} transmit queues {} mq's default {kind} ({}), while {} \
+                     {} the policy's tree: the flows {}'s hash puts on those queues (about {} in {}) \
+                     skip the policy, unshaped",
+                    default.len(),
+                    queues.len(),
+                    if default.len() == 1 { "keeps" } else { "keep" },
+                    names(&default),
+                    names(&built),
+                    if built.len() == 1 { "has" } else { "have" },
+                    cx.name,
+                    default.len(),
+                    queues.len()
+                ),
+                format!(
+                    "add the same tree under each of them (`parent {}` …), looping over the device's \
+                     queues rather than the CPUs the script assumed; or give {} only as many queues as \
+                     there are trees (`ethtool -L {} combined {}`)",
+                    default[0].classid,
+                    cx.name,
+                    cx.name,
+                    built.len()
+                ),
+            )
+            .line(cx.qdisc_line(q)),
+        );
+    }
 }
 
 fn htb_opts(c: &ClassInfo) -> Option<&HtbClassOptions> {
