@@ -152,24 +152,12 @@ impl Qdisc for Cbs {
             self.credits = 0;
             self.last = cx.now as i64;
         }
-        let len = pkt.len;
         let Some(child) = self.child.as_mut() else {
             self.stats.drops += 1;
             cx.drop_arriving(pkt, DropReason::Unclassified);
             return Verdict::Drop;
         };
-        let mark = cx.tree_reduced;
-        let v = child.q.enqueue(pkt, cx);
-        self.stats.reduce(cx.reduced_since(mark));
-        if v != Verdict::Success {
-            if v.counts_drop() {
-                self.stats.drops += 1;
-            }
-            return v;
-        }
-        self.stats.backlog += len;
-        self.stats.qlen += 1;
-        Verdict::Success
+        super::one_child_enqueue(child, &mut self.stats, pkt, cx)
     }
 
     fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {

@@ -596,6 +596,29 @@ pub(crate) fn one_child_walk(
     }]
 }
 
+/// Enqueue into the one child of a qdisc that has one (TBF, CBS): the child's verdict passed on (a drop
+/// it counts, counted here too), the parent's queue counters kept.
+pub(crate) fn one_child_enqueue(
+    child: &mut Sched,
+    stats: &mut QdiscStats,
+    pkt: Packet,
+    cx: &mut Cx,
+) -> Verdict {
+    let len = pkt.len;
+    let mark = cx.tree_reduced;
+    let v = child.q.enqueue(pkt, cx);
+    stats.reduce(cx.reduced_since(mark));
+    if v != Verdict::Success {
+        if v.counts_drop() {
+            stats.drops += 1;
+        }
+        return v;
+    }
+    stats.backlog += len;
+    stats.qlen += 1;
+    Verdict::Success
+}
+
 /// Graft `new` as the one child: the old child is returned, and the parent's queue counters become
 /// the new child's.
 pub(crate) fn one_child_graft(

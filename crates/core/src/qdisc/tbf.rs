@@ -203,18 +203,7 @@ impl Qdisc for Tbf {
             cx.drop_arriving(pkt, DropReason::Unclassified);
             return Verdict::Cn;
         };
-        let mark = cx.tree_reduced;
-        let v = child.q.enqueue(pkt, cx);
-        self.stats.reduce(cx.reduced_since(mark));
-        if v != Verdict::Success {
-            if v.counts_drop() {
-                self.stats.drops += 1;
-            }
-            return v;
-        }
-        self.stats.backlog += len;
-        self.stats.qlen += 1;
-        Verdict::Success
+        super::one_child_enqueue(child, &mut self.stats, pkt, cx)
     }
 
     /// `tbf_dequeue`: the child's head leaves if both buckets hold its cost; otherwise TBF asks to be
