@@ -342,7 +342,9 @@ Applies the policy as tclab tc and tclab script run would, then reviews it: comm
 ifb devices that are down or that nothing redirects to, redirects that let IPv6 bypass the shaper, token
 buckets smaller than a packet or too large to act, bursts below a timer tick, quanta that distort the
 sharing, queues that hold seconds of traffic, a shaper at the line's own rate, ATM overhead missing,
-kinds the kernel lacks. Each finding names the device, class or filter and the script line.
+kinds the kernel lacks, mq queues left without the policy's tree. Each finding names the device, class or
+filter and the script line. A shell script runs under bash as tclab script run runs it: its tc, ip,
+iptables, ethtool… calls are tclab's, but any other command it calls runs for real on this host.
 
 --link DEV=RATE gives one device its own line (e.g. --link eth1=1mbit --link ifb0=8mbit for an uplink
 shaped on eth1 and a download shaped on ifb0); the other devices take --link RATE. --hz judges every
@@ -563,6 +565,12 @@ fn load_policy(file: Option<&str>, setup: &[Vec<String>]) -> Result<Loaded, Fail
     };
     let path = PathBuf::from(f);
     let text = std::fs::read_to_string(&path).map_err(|e| usage(format!("{f}: {e}")))?;
+    if text.contains('\0') {
+        // bash would refuse it as "cannot execute binary file": not a policy, whatever its bytes.
+        return Err(usage(format!(
+            "{f}: a binary file, not a shell script, a tc -batch file or a store"
+        )));
+    }
     match policy_kind(&text) {
         "store" => from_store(&path, f),
         "batch" => {

@@ -816,3 +816,24 @@ tc qdisc add dev eth0 parent {k}:10 fq_codel
     let r = check(&dir, "two.sh", &policy(2), &["--txqueues", "eth0=2"]);
     assert_eq!(codes(&r), Vec::<String>::new(), "{}", r.stdout);
 }
+
+/// A binary file is a file check cannot use (exit 64, as a file that is not UTF-8), not a script that
+/// failed: bash would only say "cannot execute binary file", and the exit 2 read as a policy's error.
+#[test]
+fn a_binary_file_is_a_usage_error() {
+    let dir = TempDir::new("check-binary");
+    let r = check(
+        &dir,
+        "policy.bin",
+        "\0\0\0tc qdisc add dev eth0 root fq_codel\n\0",
+        &[],
+    );
+    assert_eq!(r.code, 64, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("policy.bin: a binary file, not a shell script"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(r.stdout, "");
+}
