@@ -486,3 +486,62 @@ fn a_tc_option_on_several_lines_is_refused_until_a_word_picks_one() {
         );
     }
 }
+
+/// Seed 003's bufferbloat as a sweep (docs/SWEEP.md), shortened: 20 s, the ping from 10 s on (at
+/// 10 Mbit/s CUBIC has refilled the queue by then, after the losses that ended its slow start), at 100
+/// and 10 Mbit/s, four queues. The bands are the seed's: a 1000-packet FIFO at 10 Mbit/s queues the
+/// ping for most of a second (the seed: 940 ms; a full queue drains in 1.21 s), 32 packets for tens of
+/// milliseconds (the seed: about 50 ms; 32 frames drain in 39 ms), and at 100 Mbit/s for about a tenth
+/// of a second (121 ms full). fq_codel and CAKE give the ping a queue of its own: a few milliseconds
+/// at most. The upload keeps the link either way.
+#[test]
+fn seed003_bufferbloat_as_a_sweep_keeps_the_seeds_bands() {
+    let dir = scratch("seed003");
+    let (code, _, err) = tclab(
+        &[
+            "sweep",
+            "seed003-bufferbloat",
+            "--set",
+            "duration=20s",
+            "--set",
+            "traffic.1.start=10s",
+            "--set",
+            "link.1.rate=100mbit,10mbit",
+            "--set",
+            "policy.0.tc=qdisc add dev eth1 root pfifo_fast,qdisc add dev eth1 root pfifo limit 32,\
+             qdisc add dev eth1 root fq_codel,qdisc add dev eth1 root cake",
+            "--no-plots",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let rows = csv(&dir);
+    let (rate, tc, p50, goodput) = (
+        col(&rows, "link.1.rate"),
+        col(&rows, "policy.0.tc"),
+        col(&rows, "ping.rtt_p50_ms"),
+        col(&rows, "nttcp.goodput_bps"),
+    );
+    for r in &rows[1..] {
+        let queue = r[tc].rsplit(" root ").next().unwrap();
+        let ms: f64 = r[p50].parse().unwrap();
+        let band = match (r[rate].as_str(), queue) {
+            ("10mbit", "pfifo_fast") => 700.0..1250.0,
+            ("10mbit", "pfifo limit 32") => 20.0..60.0,
+            ("100mbit", "pfifo_fast") => 60.0..130.0,
+            ("100mbit", "pfifo limit 32") => 1.0..10.0,
+            (_, "fq_codel" | "cake") => 0.0..5.0,
+            other => panic!("unexpected point {other:?}"),
+        };
+        assert!(
+            band.contains(&ms),
+            "{} {queue}: ping p50 {ms} ms, outside {band:?}",
+            r[rate]
+        );
+        let line = if r[rate] == "10mbit" { 10e6 } else { 100e6 };
+        let g: f64 = r[goodput].parse().unwrap();
+        assert!(g > 0.9 * line, "{} {queue}: goodput {g}", r[rate]);
+    }
+}

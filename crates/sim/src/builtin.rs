@@ -173,6 +173,11 @@ pub const BUILTIN: &[Builtin] = &[
         ]),
     },
     Builtin {
+        name: "seed003-bufferbloat",
+        description: "seed 003: ping beside a bulk upload, a 1000-packet FIFO before a 10 Mbit/s link (the seed: 940 ms)",
+        source: Parts(&[include_str!("../scenarios/seed003/bufferbloat.toml")]),
+    },
+    Builtin {
         name: "bench-htb",
         description: "the simulator benchmark: 60 s, 30 TCP streams through a 100 Mbit HTB bottleneck, a ping",
         source: Parts(&[include_str!("../scenarios/bench-htb.toml")]),
