@@ -837,3 +837,48 @@ fn a_binary_file_is_a_usage_error() {
     );
     assert_eq!(r.stdout, "");
 }
+
+/// CAKE above the line on the uplink is told the line's rate (its overhead keywords let it run at
+/// 100 %); on the ifb that shapes the download, behind the line, 90 % of it — not the line's rate that
+/// the message's own advice says an ingress shaper must stay below.
+#[test]
+fn cake_on_an_ifb_above_the_downlink_is_told_to_stay_below_it() {
+    let dir = TempDir::new("check-cake-ifb");
+    let policy = "#!/bin/sh
+ip link add name ifb0 type ifb
+ip link set dev ifb0 up
+tc qdisc replace dev eth0 root cake bandwidth 18mbit diffserv4 nat
+tc qdisc add dev eth0 handle ffff: ingress
+tc filter add dev eth0 parent ffff: matchall action mirred egress redirect dev ifb0
+tc qdisc replace dev ifb0 root cake bandwidth 90mbit besteffort nat ingress
+";
+    let r = check(
+        &dir,
+        "cake.sh",
+        policy,
+        &["--link", "eth0=15mbit", "--link", "ifb0=80mbit"],
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let fix = |dev: &str| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|f| {
+                f["code"] == "shaper-at-line-rate" && f["at"].as_str().unwrap().starts_with(dev)
+            })
+            .unwrap_or_else(|| panic!("{dev}: {}", r.stdout))["fix"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(
+        fix("eth0 ").starts_with("give cake the line's rate, `bandwidth 15Mbit`"),
+        "{}",
+        fix("eth0 ")
+    );
+    assert!(
+        fix("ifb0 ").starts_with("shape the download a little below the line, `bandwidth 72Mbit`"),
+        "{}",
+        fix("ifb0 ")
+    );
+}

@@ -92,7 +92,16 @@ pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
                         },
                         sprint_rate(link)
                     ),
-                    if is_cake {
+                    if is_cake && cx.dev.kind == tclab_core::engine::DevKind::Ifb {
+                        // Behind the line (a download through an ifb) the line's own rate leaves the
+                        // queue at the ISP: the 90–95 % the upstream advice below gives for this case.
+                        format!(
+                            "shape the download a little below the line, `bandwidth {}` (90 %; an \
+                             ingress shaper behind the line needs 90–95 % of it, with cake's `ingress` \
+                             keyword)",
+                            sprint_rate(link * 9 / 10)
+                        )
+                    } else if is_cake {
                         format!(
                             "give cake the line's rate, `bandwidth {}` (with the line's overhead \
                              keyword, CAKE can run at 100 % upstream; 90–95 % for an ingress shaper \
