@@ -328,7 +328,12 @@ fn interface_usage_bash_errors_and_txqueues() {
     );
     let r = tclab(&["check", "--txqueues", "eth1=2"]);
     assert_eq!(r.code, 64, "{r:?}");
-    assert!(r.stderr.contains("is a store: its devices are already made"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("is a store: its devices are already made"),
+        "{}",
+        r.stderr
+    );
 }
 
 /// mininet's TCLink with `enable_red` puts its netem at `parent 6:` under RED: `red_find` answers for
@@ -1275,4 +1280,54 @@ fn flow_filters_reach_their_range_of_classes() {
         .map(|f| f["at"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(unreached, ["eth0 class htb 1:14"], "{}", r.stdout);
+}
+
+/// An iptables CLASSIFY rule naming a class HTB does not have (1:30 for 1:10): check names the rule's
+/// line and where its packets fall, and folds the idle 1:10 into that finding; simulated, the SSH
+/// upload puts nothing in 1:10 and all of it in the default 1:20, and with `--set-class 1:10` the
+/// reverse.
+#[test]
+fn a_classify_rule_to_a_missing_class_leaves_its_traffic_in_the_default() {
+    let dir = TempDir::new("review-classify");
+    let policy = |class: &str| {
+        format!(
+            "#!/bin/sh
+tc qdisc add dev eth0 root handle 1: htb default 20
+tc class add dev eth0 parent 1: classid 1:10 htb rate 2mbit ceil 8mbit prio 1
+tc class add dev eth0 parent 1: classid 1:20 htb rate 6mbit ceil 8mbit prio 2
+tc qdisc add dev eth0 parent 1:10 fq_codel
+tc qdisc add dev eth0 parent 1:20 fq_codel
+iptables -t mangle -A POSTROUTING -o eth0 -p tcp --dport 22 -j CLASSIFY --set-class {class}
+"
+        )
+    };
+    let r = check(&dir, "classify.sh", &policy("1:30"), &[]);
+    assert_eq!(
+        codes(&r),
+        vec!["gso-bursts", "filter-class-missing"],
+        "{}",
+        r.stdout
+    );
+    let f = the(&r, "filter-class-missing");
+    assert_eq!(line_of(&f), "classify.sh:7");
+    assert_eq!(f["at"], "eth0 iptables CLASSIFY --set-class 1:30");
+    assert!(
+        f["message"].as_str().unwrap().ends_with(
+            "they fall to the default class 1:20; nothing reaches 1:10 (the class meant?)"
+        ),
+        "{f}"
+    );
+    assert_eq!(
+        codes(&check(&dir, "fixed.sh", &policy("1:10"), &[])),
+        vec!["gso-bursts"]
+    );
+    let lab = "duration = \"6s\"\n[[node]]\nname = \"s\"\n[[node]]\nname = \"c\"\n\
+               [[link]]\na = \"s:eth0\"\nb = \"c:eth0\"\nrate = \"10mbit\"\ndelay = \"5ms\"\n\
+               [[traffic]]\nkind = \"tcp\"\nfrom = \"s\"\nto = \"c\"\nport = 22\n";
+    let (sc, _) = with_script(&dir, lab, "s", &policy("1:30"));
+    assert_eq!(class_bytes(&sc, "s", "eth0", "1:10"), 0);
+    assert!(class_bytes(&sc, "s", "eth0", "1:20") > 1_000_000);
+    let (sc, _) = with_script(&dir, lab, "s", &policy("1:10"));
+    assert!(class_bytes(&sc, "s", "eth0", "1:10") > 1_000_000);
+    assert!(class_bytes(&sc, "s", "eth0", "1:20") < 10_000);
 }

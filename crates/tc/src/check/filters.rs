@@ -135,9 +135,48 @@ fn missing(cx: &DevCx, q: &QdiscInfo) -> Vec<(Handle, u32, &'static str, Handle)
     out
 }
 
-/// Whether a filter of `q` names a class it does not have.
+/// The classes of `q`'s major that iptables CLASSIFY rules set on packets leaving this device and that
+/// `q` does not have (HTB and HFSC read skb->priority first; a class they cannot find sends the packet
+/// on to the filters and the default, as a mistyped `flowid` does).
+fn classify_missing(cx: &DevCx, q: &QdiscInfo) -> Vec<Handle> {
+    if !matches!(q.kind, "htb" | "hfsc") {
+        return Vec::new();
+    }
+    let mut out: Vec<Handle> = cx
+        .marks
+        .classify_targets(cx.name)
+        .map(Handle)
+        .filter(|&id| id.major() == q.handle.major() && id != q.handle && cx.class(id).is_none())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The line of the CLASSIFY rule that sets `id`: the last `iptables … -j CLASSIFY --set-class` record
+/// naming it.
+fn classify_line<'o>(cx: &DevCx<'o>, id: Handle) -> Option<&'o str> {
+    let names = |v: &str| {
+        let (maj, min) = v.split_once(':').unwrap_or((v, "0"));
+        let num = |x: &str| u16::from_str_radix(if x.is_empty() { "0" } else { x }, 16).ok();
+        num(maj).zip(num(min)) == Some((id.major(), id.minor()))
+    };
+    cx.origins
+        .records
+        .iter()
+        .rev()
+        .find(|r| {
+            r.entry.first().is_some_and(|w| w == "iptables")
+                && r.entry
+                    .windows(2)
+                    .any(|w| w[0] == "--set-class" && names(&w[1]))
+        })
+        .map(|r| r.at.as_str())
+}
+
+/// Whether a filter of `q`, or a CLASSIFY rule, names a class it does not have.
 pub(super) fn names_missing_class(cx: &DevCx, q: &QdiscInfo) -> bool {
-    !missing(cx, q).is_empty()
+    !missing(cx, q).is_empty() || !classify_missing(cx, q).is_empty()
 }
 
 fn missing_classes(cx: &DevCx, q: &QdiscInfo, out: &mut Vec<Finding>) {
@@ -174,6 +213,26 @@ fn missing_classes(cx: &DevCx, q: &QdiscInfo, out: &mut Vec<Finding>) {
                 ),
             )
             .line(record.map(|r| r.at.as_str())),
+        );
+    }
+    for id in classify_missing(cx, q) {
+        out.push(
+            Finding::new(
+                "filter-class-missing",
+                format!("{} iptables CLASSIFY --set-class {id}", cx.name),
+                format!(
+                    "an iptables CLASSIFY rule gives packets leaving {} class {id}, which {} {} does \
+                     not have: they fall {falls}{idle}",
+                    cx.name, q.kind, q.handle
+                ),
+                format!(
+                    "create class {id}, or point the rule at an existing class of {} (`--set-class \
+                     {:x}:…`)",
+                    q.handle,
+                    q.handle.major()
+                ),
+            )
+            .line(classify_line(cx, id)),
         );
     }
 }
