@@ -96,14 +96,7 @@ fn startup_ends_after_three_rounds_without_25_percent_growth() {
 fn probe_bw_fills_the_link_and_probe_rtt_comes_after_10_seconds() {
     let (sim, seen) = run(13);
     // Goodput over [2 s, 9 s], in ProbeBW: the link's payload rate, ±3 %.
-    let acked = |t: Nanos| {
-        sim.samples
-            .iter()
-            .take_while(|s| s.t <= t)
-            .last()
-            .map_or(0, |s| s.bytes_acked)
-    };
-    let rate = (acked(9 * SEC) - acked(2 * SEC)) as f64 / 7.0;
+    let rate = (sim.acked_by(9 * SEC) - sim.acked_by(2 * SEC)) as f64 / 7.0;
     eprintln!("ProbeBW goodput {rate} B/s");
     assert!((rate / PAYLOAD_RATE - 1.0).abs() < 0.03, "{rate} B/s");
     // The gain cycle: 5/4 and 3/4 phases among the 1s.

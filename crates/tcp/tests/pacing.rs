@@ -6,7 +6,7 @@
 
 mod common;
 use common::*;
-use tclab_tcp::{Config, CongestionControl, Nanos, PacingStatus};
+use tclab_tcp::{Config, CongestionControl, PacingStatus};
 
 fn cfg() -> Config {
     Config::default()
@@ -64,14 +64,7 @@ fn max_pacing_rate_paces_the_socket_itself() {
         assert_eq!(w[1].0 - w[0].0, 1_158_400, "segment at offset {}", w[1].1);
     }
     // Goodput at the pacing rate, ±2 %.
-    let acked = |t: Nanos| {
-        sim.samples
-            .iter()
-            .take_while(|s| s.t <= t)
-            .last()
-            .map_or(0, |s| s.bytes_acked)
-    };
-    let rate = (acked(3 * SEC) - acked(SEC)) as f64 / 2.0;
+    let rate = (sim.acked_by(3 * SEC) - sim.acked_by(SEC)) as f64 / 2.0;
     assert!((rate / 1_250_000.0 - 1.0).abs() < 0.02, "{rate} B/s");
 }
 

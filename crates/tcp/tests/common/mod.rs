@@ -280,6 +280,15 @@ impl Sim {
         self.now
     }
 
+    /// Bytes the client had had acknowledged by `t` (its last sample at or before `t`).
+    pub fn acked_by(&self, t: Nanos) -> u64 {
+        self.samples
+            .iter()
+            .take_while(|s| s.t <= t)
+            .last()
+            .map_or(0, |s| s.bytes_acked)
+    }
+
     /// Client → server data segments sent (time, payload offset, len).
     pub fn data_sent(&self) -> Vec<(Nanos, u64, u32)> {
         self.sent
