@@ -826,25 +826,31 @@ mod tests {
 
     /// Two queues' engines of the policy `mq` 7fff: with an HTB 1: at 7fff:1 and an HTB 2: at 7fff:2:
     /// each object is taken from the queue that owns it, the mq root's counters added up.
-    #[test]
-    fn a_show_takes_each_object_from_its_queue_and_adds_up_the_root() {
+    /// An engine whose eth0 has two transmit queues, with the tc commands `lines` applied.
+    fn two_queues(lines: &[&str]) -> Engine {
         let mut e = Engine::new();
         tclab_tc::store::apply_record(
             &mut e,
             &["link", "add", "dev", "eth0", "numtxqueues", "2"].map(String::from),
         )
         .unwrap();
-        for l in [
+        for l in lines {
+            let w: Vec<String> = l.split_whitespace().map(String::from).collect();
+            assert_eq!(tclab_tc::run(&mut e, &w, 0).code, 0, "{l}");
+        }
+        e
+    }
+
+    #[test]
+    fn a_show_takes_each_object_from_its_queue_and_adds_up_the_root() {
+        let e = two_queues(&[
             "qdisc add dev eth0 root handle 7fff: mq",
             "qdisc add dev eth0 parent 7fff:1 handle 1: htb default 10",
             "class add dev eth0 parent 1: classid 1:10 htb rate 1mbit",
             "qdisc add dev eth0 parent 7fff:2 handle 2: htb default 10",
             "class add dev eth0 parent 2: classid 2:10 htb rate 1mbit",
             "qdisc add dev eth0 parent 2:10 handle 20: fq_codel",
-        ] {
-            let w: Vec<String> = l.split_whitespace().map(String::from).collect();
-            assert_eq!(tclab_tc::run(&mut e, &w, 0).code, 0, "{l}");
-        }
+        ]);
         let mut l = layout(&e);
         let eth0 = l.iter_mut().find(|l| l.dev == "eth0").unwrap();
         assert_eq!(eth0.mq.map(|m| m.0), Some(Handle::new(0x7fff, 0)));
@@ -929,21 +935,11 @@ class fq_codel 20:2a parent 20: \n backlog 1514b 1p\n"
     /// engine counted the hits, not queue 0's idle copy — as text and as JSON.
     #[test]
     fn a_filter_show_naming_its_parent_comes_from_that_parents_queue() {
-        let mut e = Engine::new();
-        tclab_tc::store::apply_record(
-            &mut e,
-            &["link", "add", "dev", "eth0", "numtxqueues", "2"].map(String::from),
-        )
-        .unwrap();
-        for l in [
+        let l = layout(&two_queues(&[
             "qdisc add dev eth0 root handle 7fff: mq",
             "qdisc add dev eth0 parent 7fff:1 handle 1: htb default 10",
             "qdisc add dev eth0 parent 7fff:2 handle 2: htb default 10",
-        ] {
-            let w: Vec<String> = l.split_whitespace().map(String::from).collect();
-            assert_eq!(tclab_tc::run(&mut e, &w, 0).code, 0, "{l}");
-        }
-        let l = layout(&e);
+        ]));
         let text = |hits: u32| {
             format!(
                 "filter protocol ip pref 1 u32 chain 0 \nfilter protocol ip pref 1 u32 chain 0 fh 800::800 \
