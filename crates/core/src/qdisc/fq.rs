@@ -53,6 +53,8 @@
 //!   (the kernel's `timer_slack` only widens the hrtimer's window).
 //! - `change` checks every option before it applies any: the kernel's `fq_change` applies the valid ones
 //!   before it answers EINVAL for a bad `buckets` or `pacing` value.
+//! - `tc -s`'s `next_packet_delay` counts from the qdisc's last enqueue or dequeue (a dump has no clock
+//!   here), where the kernel counts from the dump.
 //! - Drops when `change` lowers `limit` take packets through dequeue, as the kernel's
 //!   `qdisc_dequeue_internal` does (counted as sent, and only packets due now).
 
