@@ -1,7 +1,9 @@
 //! The flow dissector: what identifies a packet's flow (`skb_get_hash` and the flow keys behind it), for the
 //! disciplines that queue per flow — SFQ's buckets, fq_codel's flows (CAKE's later) — each with its own
 //! secret. The kernel keys its hash with a random secret (`hashrnd`, a qdisc's perturbation); tclab draws
-//! every secret from the run's seed, so that a run is reproducible.
+//! every secret from the run's seed, so that a run is reproducible. As in the kernel, the disciplines that
+//! call `skb_get_hash` (fq_codel, fq_pie, mq's and multiq's `skb_tx_hash`) share the hash the packet
+//! carries; SFQ, SFB, HHF and CAKE hash the keys again with their own perturbation, as theirs do.
 
 use crate::packet::Packet;
 
@@ -23,6 +25,28 @@ pub fn keyed_hash(key: [u64; 2], words: &[u64]) -> u32 {
     }
     let mut s = h ^ (words.len() as u64);
     (splitmix64(&mut s) >> 32) as u32
+}
+
+/// `skb_get_hash`: the packet's flow hash (`skb->hash`), computed from its flow keys with `key` the first
+/// time it is asked for and kept on the packet, so that every later discipline on the packet's path
+/// (fq_codel, fq_pie, mq's and multiq's queue choice) reads the same value without hashing again. A
+/// driver may set it when it makes the packet, as a NIC's receive hash or a socket does; the simulator
+/// does, with one key per run (the kernel's `hashrnd`). Never 0, which means "not computed".
+pub fn skb_get_hash(pkt: &mut Packet, key: [u64; 2]) -> u32 {
+    if pkt.hash == 0 {
+        pkt.hash = flow_hash(pkt, key);
+    }
+    pkt.hash
+}
+
+/// The hash `skb_get_hash` gives, for a caller that holds the packet by reference (mq's queue choice):
+/// the one the packet carries, else computed and not kept.
+pub fn flow_hash(pkt: &Packet, key: [u64; 2]) -> u32 {
+    if pkt.hash != 0 {
+        pkt.hash
+    } else {
+        keyed_hash(key, &flow_keys(pkt)).max(1)
+    }
 }
 
 /// The flow keys the kernel's dissector extracts (`skb_get_hash`): for IPv4/IPv6 the addresses, the L4
@@ -166,6 +190,20 @@ pub fn host_addrs(pkt: &Packet) -> Option<([u64; 3], [u64; 3])> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `skb_get_hash` computes the keyed hash once and keeps it: a second key does not change it, and the
+    /// value is the keyed hash of the flow keys (never 0); a hash already set is left alone.
+    #[test]
+    fn the_hash_is_computed_once_and_kept() {
+        let mut p = Packet::udp4([10, 0, 0, 1], 1000, [10, 0, 0, 2], 2000, 0, 100);
+        let h = skb_get_hash(&mut p, [1, 2]);
+        assert_eq!(h, keyed_hash([1, 2], &flow_keys(&p)).max(1));
+        assert_eq!((p.hash, skb_get_hash(&mut p, [3, 4])), (h, h));
+        let mut q = Packet::udp4([10, 0, 0, 1], 1000, [10, 0, 0, 2], 2000, 0, 100);
+        q.hash = 7;
+        assert_eq!(skb_get_hash(&mut q, [1, 2]), 7);
+        assert_ne!(keyed_hash([1, 2], &flow_keys(&q)), 7, "the test's 7 is not the computed hash");
+    }
 
     /// IPv4's keys are built without `consistent_keys`' slices; they must be the words it builds, for
     /// every order of addresses and ports, with and without ports, so that no flow's hash changed.

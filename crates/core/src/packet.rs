@@ -70,6 +70,9 @@ pub struct Packet {
     /// The sending socket's `sk_pacing_rate` in bytes per second, read by sch_fq for a packet without
     /// `tstamp` (a socket with `SO_MAX_PACING_RATE`); 0 stands for the kernel's `~0UL`, no limit.
     pub pacing_rate: u64,
+    /// `skb->hash`: the flow hash, computed once ([`crate::flow::skb_get_hash`]) and kept for every
+    /// discipline after; 0 while not computed (a computed hash is never 0, as in the kernel).
+    pub hash: u32,
     /// The tunnel the packet is to be sent in (the kernel's metadata dst, `skb_tunnel_info`), which a
     /// `tunnel_key set` action attached; `None` for none. Boxed: most packets have none.
     pub tunnel: Option<Box<crate::action::tunnel_key::TunnelInfo>>,

@@ -286,6 +286,8 @@ pub struct Network {
     pub seed: u64,
     /// Packets put on a wire so far.
     pub frames_sent: u64,
+    /// The key of every packet's flow hash (`skb->hash`), the kernel's `hashrnd`: one per run.
+    hashrnd: [u64; 2],
     ip_id: u16,
     /// Sockets' skbs freed without a TX completion — dropped by a qdisc after it had accepted them, or
     /// delivered on the host itself — as (application, frame length). Their owners hear of it when the
@@ -316,6 +318,10 @@ impl Network {
             tick: None,
             seed,
             frames_sent: 0,
+            hashrnd: {
+                let mut r = Rng::stream(seed, "hashrnd");
+                [r.next_u64(), r.next_u64()]
+            },
             ip_id: 0,
             freed: Vec::new(),
             paced_by_fq: false,
@@ -730,13 +736,17 @@ impl Network {
     }
 
     fn packet_of(&self, d: &Datagram, id: u16) -> Packet {
-        Packet {
+        let mut pkt = Packet {
             data: d.emit_with_id(id),
             len: pkt_len_of(d),
             protocol: 0x0800,
             priority: tos_to_priority(d.ip.tos),
             ..Packet::default()
-        }
+        };
+        // `skb->hash`, set once as a NIC's receive hash or a socket sets it, with the run's key: every
+        // fq_codel, fq_pie and mq on the packet's path reads it instead of hashing the keys again.
+        tclab_core::flow::skb_get_hash(&mut pkt, self.hashrnd);
+        pkt
     }
 
     /// Enqueue on an interface's egress qdisc and start the transmitter if idle. Returns what the sender

@@ -23,8 +23,10 @@
 //!
 //! - Buffers: the kernel counts `skb->truesize` against `memory_limit`; tclab counts the packet's length
 //!   plus a fixed 256-byte `sk_buff` overhead (a real truesize depends on the driver's allocation).
-//! - The hash: the kernel uses `skb_get_hash` (keyed with the boot's random `hashrnd`); tclab keys the same
-//!   flow keys with a secret drawn from the run's seed ([`Qdisc::set_seed`]).
+//! - The hash: the kernel uses `skb_get_hash` (keyed with the boot's random `hashrnd`, computed once per
+//!   skb and kept in `skb->hash`); tclab reads the packet's `hash` likewise ([`crate::flow::skb_get_hash`]:
+//!   the simulator sets it when it makes the packet, with one key per run), and for a packet without one
+//!   hashes the same flow keys with a secret drawn from the run's seed ([`Qdisc::set_seed`]).
 //! - Every packet CoDel or the overlimit path drops is named in `Cx::drops` (AQM or overlimit) and taken off
 //!   the ancestors' counters.
 //! - Memory, as the kernel lays it out and for the same reason (tens of thousands of flows): the packets
@@ -46,7 +48,7 @@ use super::{
 };
 use crate::error::{Errno, KernelError, Warning};
 use crate::filter::{Block, Verdict as FilterVerdict};
-use crate::flow::{flow_keys, keyed_hash, splitmix64};
+use crate::flow::{skb_get_hash, splitmix64};
 use crate::handle::Handle;
 use crate::packet::Packet;
 use crate::Nanos;
@@ -223,8 +225,9 @@ impl CodelQueue for FlowQueue<'_> {
 }
 
 /// `fq_codel_classify` / `fq_pie_classify`: the flow (1-based) a packet goes to — `skb->priority` naming
-/// one of this qdisc's flows, else the filters' class minor, else the keyed flow hash scaled to
-/// `flows_cnt` (`reciprocal_scale`). `Err` with the verdict when a filter drops or steals it or names no
+/// one of this qdisc's flows, else the filters' class minor, else the packet's flow hash
+/// (`skb_get_hash`: the one it carries, or computed here with `secret`) scaled to `flows_cnt`
+/// (`reciprocal_scale`). `Err` with the verdict when a filter drops or steals it or names no
 /// flow.
 pub(crate) fn classify_flow(
     handle: Handle,
@@ -241,7 +244,7 @@ pub(crate) fn classify_flow(
         return Ok(minor);
     }
     if block.filter_list_is_empty() {
-        let h = keyed_hash(secret, &flow_keys(pkt));
+        let h = skb_get_hash(pkt, secret);
         return Ok(((h as u64 * n as u64) >> 32) as u32 + 1);
     }
     match crate::filter::classify(block, pkt, cx) {
@@ -716,9 +719,41 @@ pub const KIND: super::QdiscKind = super::QdiscKind {
 
 #[cfg(test)]
 mod tests {
+    use super::super::FlowClasses;
+    use super::*;
+
     /// The essay's layout claim: a flow's state is one 48-byte entry (its backlog lives apart).
     #[test]
     fn a_flow_is_48_bytes() {
         assert_eq!(std::mem::size_of::<super::Flow>(), 48);
+    }
+
+    /// `skb->hash`: a packet that carries its hash goes to the flow `reciprocal_scale` of that hash
+    /// names (fq_codel_hash), whatever the qdisc's own secret; one without is hashed with the secret.
+    #[test]
+    fn a_carried_hash_names_the_flow() {
+        let env = DevEnv {
+            txqueues: 1,
+            txqueuelen: 1000,
+            mtu: 1500,
+            hard_header_len: 14,
+        };
+        let active = |seed: u64, hash: u32| {
+            let mut q = FqCodel::new(Handle(0x10000), &FqCodelOptions::default(), &env).unwrap();
+            q.set_seed(seed);
+            let mut p = Packet::udp4([10, 0, 0, 1], 1000, [10, 0, 0, 2], 2000, 0, 100);
+            p.hash = hash;
+            let _ = q.enqueue(p, &mut Cx::new(0));
+            let flows: Vec<u32> = q.flow_walk(0).iter().map(|c| c.classid.0 & 0xffff).collect();
+            flows
+        };
+        // 1024 flows: 0x8000_0000 is half way, flow 513; 0x0040_0000 is 1/1024 of the way, flow 2.
+        for seed in [1, 2, 3] {
+            assert_eq!(active(seed, 0x8000_0000), vec![513]);
+            assert_eq!(active(seed, 0x0040_0000), vec![2]);
+        }
+        // Without a hash, the secret decides: the same packet lands in other flows under other seeds.
+        let own: Vec<Vec<u32>> = (1..=8).map(|seed| active(seed, 0)).collect();
+        assert!(own.iter().any(|f| f != &own[0]), "{own:?}");
     }
 }

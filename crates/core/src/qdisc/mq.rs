@@ -21,7 +21,7 @@ use super::{
     ClassInfo, ClassOps, Cx, DevEnv, DropReason, Qdisc, QdiscOptions, QdiscStats, Sched, Verdict,
 };
 use crate::error::{Errno, KernelError, Warning};
-use crate::flow::{flow_keys, keyed_hash, splitmix64};
+use crate::flow::{flow_hash, splitmix64};
 use crate::handle::Handle;
 use crate::packet::Packet;
 use crate::Nanos;
@@ -70,11 +70,12 @@ impl Qdisc for Noop {
 
 /// `netdev_pick_tx`: the transmit queue (0-based) of `pkt` on a device with `queues` queues — the one an
 /// action chose, if the device has it (`act_skbedit` checks `real_num_tx_queues`), else `skb_tx_hash`:
-/// the flow hash keyed by `secret` scaled to the queues, so that a flow keeps to one queue.
+/// the packet's flow hash (`skb_get_hash`: the one it carries, or computed with `secret`) scaled to the
+/// queues, so that a flow keeps to one queue.
 pub(crate) fn pick_tx(pkt: &Packet, queues: usize, secret: [u64; 2]) -> usize {
     match pkt.queue_mapping {
         Some(q) if (q as usize) < queues => q as usize,
-        _ => ((keyed_hash(secret, &flow_keys(pkt)) as u64 * queues as u64) >> 32) as usize,
+        _ => ((flow_hash(pkt, secret) as u64 * queues as u64) >> 32) as usize,
     }
 }
 
@@ -258,3 +259,22 @@ pub const KIND: super::QdiscKind = super::QdiscKind {
     name: "mq",
     create: |handle, _opts, env, _now| Ok((Box::new(Mq::new(handle, env)?), Vec::new())),
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `skb_tx_hash` scales the packet's own hash when it carries one (the secret does not matter), and
+    /// an action's queue_mapping within range overrides it.
+    #[test]
+    fn the_queue_follows_the_carried_hash() {
+        let mut p = Packet::udp4([10, 0, 0, 1], 1000, [10, 0, 0, 2], 2000, 0, 100);
+        p.hash = 0xc000_0000; // three quarters of the way: queue 3 of 4, queue 6 of 8
+        assert_eq!(pick_tx(&p, 4, [1, 2]), 3);
+        assert_eq!(pick_tx(&p, 8, [5, 6]), 6);
+        p.queue_mapping = Some(1);
+        assert_eq!(pick_tx(&p, 4, [1, 2]), 1);
+        p.queue_mapping = Some(9); // past the device's queues: the hash again
+        assert_eq!(pick_tx(&p, 4, [1, 2]), 3);
+    }
+}
