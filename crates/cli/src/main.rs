@@ -669,7 +669,27 @@ fn script_error(f: &str, run: &tclab_tc::script::ScriptRun) -> tclab_tc::check::
             located: true,
         })
     });
-    bash.unwrap_or_else(|| {
+    // A teardown that found nothing to remove (`tc qdisc del dev eth0 root` on a fresh host), made after
+    // every change the script applied: under `set -e` that failure is what ended the script.
+    let line_no = |at: &str| at.rsplit_once(':').and_then(|(_, n)| n.parse::<u32>().ok());
+    let last_change = run.report.changes.last().and_then(|c| line_no(&c.at));
+    let teardown = run.report.refused.last().filter(|r| {
+        r.cleanup
+            && line_no(&r.at).is_some_and(|n| last_change.is_none_or(|c| n > c))
+            && r.at.rsplit_once(':').is_some_and(|(file, _)| file == f)
+    });
+    let teardown = teardown.map(|r| ScriptError {
+        at: r.at.clone(),
+        message: format!(
+            "the script {} at `{}`, a teardown that found nothing to remove ({}): under `set -e` its \
+             failure stops the script (append `|| true` to teardown commands)",
+            run.status,
+            r.command,
+            r.message.trim()
+        ),
+        located: true,
+    });
+    bash.or(teardown).unwrap_or_else(|| {
         let last = own.last().map(|l| format!(": {l}")).unwrap_or_default();
         ScriptError {
             at: f.to_string(),

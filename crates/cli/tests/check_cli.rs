@@ -882,3 +882,44 @@ tc qdisc replace dev ifb0 root cake bandwidth 90mbit besteffort nat ingress
         fix("ifb0 ")
     );
 }
+
+/// Under `set -e`, a teardown that finds nothing to remove (`tc qdisc del dev eth0 root` before the
+/// policy exists) ends the script before anything is built: script-failed names that call and its line,
+/// not only "the script exited with 1"; with `|| true` the script runs through and nothing is found.
+#[test]
+fn a_teardown_that_stops_a_set_e_script_is_named_at_its_line() {
+    let dir = TempDir::new("check-set-e");
+    let policy = |teardown: &str| {
+        format!(
+            "#!/bin/sh
+set -e
+{teardown}
+tc qdisc add dev eth0 root handle 1: htb default 10
+tc class add dev eth0 parent 1: classid 1:10 htb rate 10mbit
+tc qdisc add dev eth0 parent 1:10 fq_codel
+ethtool -K eth0 tso off gso off
+"
+        )
+    };
+    let r = check(&dir, "sete.sh", &policy("tc qdisc del dev eth0 root"), &[]);
+    assert_eq!(r.code, 2, "{}", r.stdout);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let f = &v.as_array().unwrap()[0];
+    assert_eq!(f["code"], "script-failed", "{}", r.stdout);
+    assert!(f["line"].as_str().unwrap().ends_with("sete.sh:3"), "{f}");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("at `tc qdisc del dev eth0 root`, a teardown that found nothing to remove"),
+        "{f}"
+    );
+    let r = check(
+        &dir,
+        "sete-ok.sh",
+        &policy("tc qdisc del dev eth0 root 2>/dev/null || true"),
+        &[],
+    );
+    assert_eq!(codes(&r), Vec::<String>::new(), "{}", r.stdout);
+    assert_eq!(r.code, 0);
+}
