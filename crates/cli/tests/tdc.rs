@@ -322,6 +322,11 @@ fn tdc_teql() {
 }
 
 #[test]
+fn tdc_mqprio() {
+    assert_no_failures(&["qdiscs/mqprio.json"]);
+}
+
+#[test]
 fn tdc_skbedit() {
     assert_no_failures(&["actions/skbedit.json"]);
 }

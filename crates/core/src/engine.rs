@@ -1059,8 +1059,8 @@ impl Engine {
         };
         let dev = slot_mut(&mut self.slots, &self.by_name, dev_name).ok_or_else(no_device)?;
         let env = dev.env();
-        // `mq_init`: only as the root.
-        if opts.kind() == "mq" && parent != Handle::ROOT {
+        // `mq_init`, `mqprio_init`: only as the root.
+        if matches!(opts.kind(), "mq" | "mqprio") && parent != Handle::ROOT {
             return Err(KernelError::new(Errno::NotSupported));
         }
         let (q, warnings) = create_qdisc(handle, opts, &env, now)?;

@@ -90,7 +90,7 @@ fn qdisc_line(
         }
         if q.parent == Handle::ROOT {
             m.insert("root".into(), json!(true));
-            if q.kind != "mq" {
+            if !matches!(q.kind, "mq" | "mqprio") {
                 m.insert("refcnt".into(), json!(root_refcnt(q, txqueues)));
             }
         } else if q.parent == Handle::INGRESS {
@@ -120,8 +120,9 @@ fn qdisc_line(
         let _ = write!(out, "dev {d} ");
     }
     if q.parent == Handle::ROOT {
-        // tc prints the refcount only when it is not 1: mq's is (it holds no transmit queue itself).
-        if q.kind == "mq" {
+        // tc prints the refcount only when it is not 1: mq's and mqprio's is (they hold no transmit
+        // queue themselves).
+        if matches!(q.kind, "mq" | "mqprio") {
             out.push_str("root ");
         } else {
             let _ = write!(out, "root refcnt {} ", root_refcnt(q, txqueues));
@@ -219,7 +220,7 @@ pub fn classes(
                 queue_stats_block(&c.stats, out);
             } else if c.options.is_some()
                 || c.xstats.is_some()
-                || matches!(c.kind, "prio" | "mq" | "multiq")
+                || matches!(c.kind, "prio" | "mq" | "multiq" | "mqprio")
             {
                 stats_block(&c.stats, out);
             } else {

@@ -32,6 +32,7 @@ pub mod hhf;
 pub mod htb;
 pub mod ingress;
 pub mod mq;
+pub mod mqprio;
 pub mod multiq;
 pub mod netem;
 pub mod netem_dist;
@@ -479,6 +480,7 @@ pub enum QdiscOptions {
     Etf(etf::EtfOptions),
     /// teql has no options.
     Teql,
+    Mqprio(mqprio::MqprioOptions),
 }
 
 impl QdiscOptions {
@@ -517,6 +519,7 @@ impl QdiscOptions {
             QdiscOptions::Cbs(_) => "cbs",
             QdiscOptions::Etf(_) => "etf",
             QdiscOptions::Teql => "teql0",
+            QdiscOptions::Mqprio(_) => "mqprio",
             QdiscOptions::Plug(_) => "plug",
         }
     }
@@ -572,6 +575,7 @@ pub const KINDS: &[QdiscKind] = &[
     cbs::KIND,
     etf::KIND,
     teql::KIND,
+    mqprio::KIND,
 ];
 
 /// A qdisc with one class, `handle:1`, whose leaf is its queue (TBF, RED): that class as `tc class

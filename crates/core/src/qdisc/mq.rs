@@ -104,6 +104,22 @@ impl Mq {
         Ok(q)
     }
 
+    /// Enqueue on the queue `netdev_pick_tx` picks among `first..first + count` (mqprio's traffic
+    /// class: `skb_tx_hash` within the class's queues), or on the one an action chose.
+    pub(crate) fn enqueue_in(
+        &mut self,
+        first: usize,
+        count: usize,
+        pkt: Packet,
+        cx: &mut Cx,
+    ) -> Verdict {
+        let i = match pkt.queue_mapping {
+            Some(q) if (q as usize) < self.queues.len() => q as usize,
+            _ => first + pick_tx(&pkt, count, self.secret),
+        };
+        self.queues[i].q.enqueue(pkt, cx)
+    }
+
     fn queue_of(&self, classid: Handle) -> Option<usize> {
         let n = classid.minor() as usize;
         (classid.major() == self.handle.major() && n >= 1 && n <= self.queues.len()).then(|| n - 1)
@@ -117,8 +133,8 @@ impl Qdisc for Mq {
 
     /// `netdev_pick_tx`: the packet's queue, then that queue's qdisc.
     fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
-        let i = pick_tx(&pkt, self.queues.len(), self.secret);
-        self.queues[i].q.enqueue(pkt, cx)
+        let n = self.queues.len();
+        self.enqueue_in(0, n, pkt, cx)
     }
 
     /// The queues served in turn: the first one with a packet to send, from where the last turn ended.

@@ -30,6 +30,7 @@ pub mod hhf;
 pub mod htb;
 pub mod ingress;
 pub mod mq;
+pub mod mqprio;
 pub mod multiq;
 pub mod netem;
 pub mod noqueue;
@@ -107,6 +108,7 @@ pub const KINDS: &[QdiscLang] = &[
     cbs::LANG,
     etf::LANG,
     teql::LANG,
+    mqprio::LANG,
 ];
 
 pub fn lang(kind: &str) -> Option<&'static QdiscLang> {
@@ -119,7 +121,7 @@ pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | 
 
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
-pub const KNOWN_TO_TC: &[&str] = &["mqprio", "taprio"];
+pub const KNOWN_TO_TC: &[&str] = &["taprio"];
 
 /// Those of [`KNOWN_TO_TC`] whose tc has a class parser (`parse_copt`).
 const KNOWN_CLASSFUL: &[&str] = &[];
