@@ -171,19 +171,21 @@ pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
         rows.push((small.0, large.1));
     }
     let _ = std::fs::remove_dir_all(&dir);
+    // tclab's rows `one` (1 queue) and `two` (2 queues) against the kernel's row `k`: the packet and
+    // bit rates' ratios.
+    let against = |one: usize, two: usize, k: usize| {
+        let (a, b, c) = (rows[one], rows[two], rows[k]);
+        [a.0 / c.0, a.1 / c.1, b.0 / c.0, b.1 / c.1]
+    };
+    let r = against(0, 1, 4);
     println!(
         "tclab / kernel, without a policy: {:.2} of the packet rate and {:.2} of the bit rate on 1 queue, {:.2} and {:.2} on 2",
-        rows[0].0 / rows[4].0,
-        rows[0].1 / rows[4].1,
-        rows[1].0 / rows[4].0,
-        rows[1].1 / rows[4].1,
+        r[0], r[1], r[2], r[3]
     );
+    let r = against(2, 3, 5);
     println!(
         "tclab / kernel, with HTB: {:.2} and {:.2} on 1 queue, {:.2} and {:.2} on 2 (each queue its own HTB)",
-        rows[2].0 / rows[5].0,
-        rows[2].1 / rows[5].1,
-        rows[3].0 / rows[5].0,
-        rows[3].1 / rows[5].1,
+        r[0], r[1], r[2], r[3]
     );
     println!(
         "2 queues / 1 queue: {:.2} of the packet rate without a policy, {:.2} with HTB",
