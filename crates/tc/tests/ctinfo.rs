@@ -29,7 +29,11 @@ fn the_connection_mark_restores_dscp_and_mark_on_ingress() {
     };
     // DSCP 10 (AF11) stored with the state bit: the packet leaves with TOS 10 << 2 | ECT(0).
     let p = recv(Some(10 << 26 | 1 << 24 | 0x55));
-    assert_eq!((p.data[1], p.mark), (10 << 2 | 0x02, 0x55), "the mark masked by 0x00ffffff");
+    assert_eq!(
+        (p.data[1], p.mark),
+        (10 << 2 | 0x02, 0x55),
+        "the mark masked by 0x00ffffff"
+    );
     assert_eq!(tclab_core::wire::checksum(&p.data[..20]), 0);
     // No state bit: DSCP untouched, the mark still copied. Untracked: nothing.
     let p = recv(Some(10 << 26));

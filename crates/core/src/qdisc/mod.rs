@@ -11,8 +11,8 @@
 //! validates all of it, and only then applies it whole (`change`), so a refused change leaves no trace.
 
 pub mod cake;
-pub mod cbs;
 pub mod cbq;
+pub mod cbs;
 pub mod choke;
 pub(crate) mod class_hash;
 pub(crate) mod class_table;

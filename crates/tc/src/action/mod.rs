@@ -538,8 +538,24 @@ const ACT_USAGE: &str = "usage: tc actions <ACTSPECOP>*\nWhere: \tACTSPECOP := A
 
 /// The action kinds tclab's "kernel" has.
 pub const KINDS: &[&str] = &[
-    "gact", "police", "skbedit", "connmark", "mirred", "nat", "csum", "pedit", "simple", "skbmod",
-    "vlan", "bpf", "mpls", "tunnel_key", "sample", "gate", "ctinfo", "ife",
+    "gact",
+    "police",
+    "skbedit",
+    "connmark",
+    "mirred",
+    "nat",
+    "csum",
+    "pedit",
+    "simple",
+    "skbmod",
+    "vlan",
+    "bpf",
+    "mpls",
+    "tunnel_key",
+    "sample",
+    "gate",
+    "ctinfo",
+    "ife",
 ];
 
 const TALK: &str = "We have an error talking to the kernel";

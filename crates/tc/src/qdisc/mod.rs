@@ -13,8 +13,8 @@ use tclab_core::qdisc::{ClassInfo, ClassOptions, DevEnv, QdiscOptions, Xstats};
 use tclab_core::units::LinkLayer;
 
 pub mod cake;
-pub mod cbs;
 pub mod cbq;
+pub mod cbs;
 pub mod choke;
 pub mod codel;
 pub mod drr;
