@@ -80,6 +80,7 @@ class add dev eth0 parent 1:1 classid 1:20 htb rate 6mbit ceil 10mbit
 qdisc add dev eth0 parent 1:10 handle 10: fq_codel
 qdisc add dev eth0 parent 1:20 handle 20: pfifo limit 100
 filter add dev eth0 parent 1: protocol all prio 1 u32 match ip dport 22 0xffff flowid 1:10
+filter add dev eth0 parent 1: protocol ipv6 prio 2 u32 match ip6 dport 22 0xffff flowid 1:10
 ";
 
 /// (code, a batch with the fault, extra arguments). The clean policy above must give none of them.
@@ -423,7 +424,8 @@ fn hfsc_defaults_shaper_and_leaves_are_checked() {
              class add dev eth0 parent 1:1 classid 1:10 hfsc sc rate 1mbit\n\
              class add dev eth0 parent 1:1 classid 1:20 hfsc ls rate 4mbit\n\
              qdisc add dev eth0 parent 1:20 handle 20: fq_codel\n\
-             filter add dev eth0 parent 1: protocol all prio 1 u32 match ip dport 22 0xffff flowid 1:10\n"
+             filter add dev eth0 parent 1: protocol all prio 1 u32 match ip dport 22 0xffff flowid 1:10\n\
+             filter add dev eth0 parent 1: protocol ipv6 prio 2 u32 match ip6 dport 22 0xffff flowid 1:10\n"
         )
     };
     for (default, link, code, expected) in [
@@ -922,4 +924,43 @@ ethtool -K eth0 tso off gso off
     );
     assert_eq!(codes(&r), Vec::<String>::new(), "{}", r.stdout);
     assert_eq!(r.code, 0);
+}
+
+/// `protocol all` with `match ip …` fields reads IPv4 offsets in every packet, so it classifies IPv4
+/// only, as `protocol ip` does: a qdisc whose filters are all such gets the ipv4-only-classes note;
+/// with an IPv6 twin (`match ip6 …`), or `match u32 0 0` for every packet, it does not.
+#[test]
+fn protocol_all_with_ipv4_fields_is_ipv4_only() {
+    let dir = TempDir::new("check-all-ip");
+    let policy = |filters: &str| {
+        format!(
+            "qdisc add dev eth0 root handle 1: htb default 20
+class add dev eth0 parent 1: classid 1:10 htb rate 2mbit ceil 10mbit
+class add dev eth0 parent 1: classid 1:20 htb rate 8mbit ceil 10mbit
+qdisc add dev eth0 parent 1:10 fq_codel
+qdisc add dev eth0 parent 1:20 fq_codel
+{filters}"
+        )
+    };
+    let v4 = "filter add dev eth0 parent 1: protocol all prio 1 u32 match ip dport 53 0xffff flowid 1:10\n";
+    let r = check(&dir, "all-ip.batch", &policy(v4), &[]);
+    assert_eq!(
+        codes(&r),
+        vec!["gso-bursts", "ipv4-only-classes"],
+        "{}",
+        r.stdout
+    );
+    assert_eq!(r.code, 0, "a note");
+    let twin = format!(
+        "{v4}filter add dev eth0 parent 1: protocol ipv6 prio 2 u32 match ip6 dport 53 0xffff flowid 1:10\n"
+    );
+    let r = check(&dir, "twin.batch", &policy(&twin), &[]);
+    assert_eq!(codes(&r), vec!["gso-bursts"], "{}", r.stdout);
+    let every = "filter add dev eth0 parent 1: protocol all prio 1 u32 match u32 0 0 flowid 1:10\n";
+    let r = check(&dir, "every.batch", &policy(every), &[]);
+    assert!(
+        !codes(&r).contains(&"ipv4-only-classes".to_string()),
+        "{}",
+        r.stdout
+    );
 }

@@ -1009,6 +1009,13 @@ fn ipv4_fields_under_ipv6_and_ipv4_only_classes() {
     let r = check(&dir, "v4.batch", &v4only, &[]);
     assert_eq!(the(&r, "ipv4-only-classes")["severity"], "note");
     assert_eq!(r.code, 0);
+    // `protocol all` with an IPv4 field reads byte 9 of IPv6 packets too (the source address): IPv4
+    // only all the same.
+    let all_v4 = policy(
+        "filter add dev eth0 parent 1: protocol all prio 1 u32 match ip protocol 1 0xff flowid 1:10",
+    );
+    let r = check(&dir, "all.batch", &all_v4, &[]);
+    assert_eq!(line_of(&the(&r, "ipv4-only-classes")), "all.batch:1");
     // An ICMPv6 echo request (next header 58) and an ICMP one, enqueued on each policy.
     let mut v6 = vec![0x60, 0, 0, 0, 0, 8, 58, 64];
     v6.extend([0u8; 32]);
@@ -1024,8 +1031,10 @@ fn ipv4_fields_under_ipv6_and_ipv4_only_classes() {
     for (text, pkt, want) in [
         (&wrong, icmp6.clone(), "1:20"),
         (&right, icmp6.clone(), "1:10"),
-        (&v4only, icmp4, "1:10"),
-        (&v4only, icmp6, "1:20"),
+        (&v4only, icmp4.clone(), "1:10"),
+        (&v4only, icmp6.clone(), "1:20"),
+        (&all_v4, icmp4, "1:10"),
+        (&all_v4, icmp6, "1:20"),
     ] {
         let mut engine = tclab_core::Engine::new();
         for line in text.lines() {

@@ -535,9 +535,34 @@ fn ipv4_only(cx: &DevCx, q: &QdiscInfo, blocks: &[(Handle, &Block)], out: &mut V
     if !matches!(q.kind, "htb" | "hfsc" | "prio" | "drr" | "qfq") {
         return;
     }
+    // A u32 filter of `protocol all` whose keys are all `match ip …` fields reads IPv4 offsets in
+    // every packet: an IPv6 packet matches only by accident of its address bytes, so it is IPv4's.
+    let ipv4_fields = |parent: Handle, tp: &tclab_core::filter::Tp| {
+        let Some(r) = cx.origins.filter(cx.name, parent, Some(tp.prio)) else {
+            return false;
+        };
+        let Some(l) = super::origins::TcLine::parse(&r.entry) else {
+            return false;
+        };
+        let families: Vec<&str> = l
+            .rest
+            .windows(2)
+            .filter(|w| w[0] == "match")
+            .map(|w| w[1].as_str())
+            .collect();
+        l.kind == Some("u32")
+            && l.pref.is_none_or(|p| p == tp.prio)
+            && !families.is_empty()
+            && families.iter().all(|f| *f == "ip")
+    };
     let protocols: Vec<u16> = blocks
         .iter()
-        .flat_map(|(_, b)| b.tps().map(|tp| tp.protocol))
+        .flat_map(|&(parent, b)| {
+            b.tps().map(move |tp| match tp.protocol {
+                ETH_P_ALL if ipv4_fields(parent, tp) => ETH_P_IP,
+                p => p,
+            })
+        })
         .collect();
     if protocols.is_empty() || protocols.iter().any(|&p| p != ETH_P_IP) {
         return;
@@ -566,8 +591,10 @@ fn ipv4_only(cx: &DevCx, q: &QdiscInfo, blocks: &[(Handle, &Block)], out: &mut V
             "ipv4-only-classes",
             cx.qdisc_at(q),
             format!(
-                "every filter here is `protocol ip`: IPv6 packets match none, so on a dual-stack line \
-                 they all go {}, whatever class their IPv4 twins get",
+                "every filter here reads IPv4 only (`protocol ip`, or `match ip …` fields, which \
+                 under `protocol all` read IPv4 offsets in IPv6 packets too): IPv6 packets match none (but by accident of their \
+                 address bytes), \
+                 so on a dual-stack line they all go {}, whatever class their IPv4 twins get",
                 match default {
                     Some(d) => format!("to the default class {d}"),
                     None if q.kind == "prio" => "to the priomap's band for their priority".to_string(),

@@ -236,7 +236,7 @@ pub const CODES: &[(&str, Severity, &str)] = &[
     (
         "ipv4-only-classes",
         Severity::Note,
-        "every filter is protocol ip: on a dual-stack line IPv6 takes the default",
+        "every filter is protocol ip (or reads `match ip` fields under protocol all): IPv6 takes the default",
     ),
     (
         "atm-overhead",
