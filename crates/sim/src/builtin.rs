@@ -128,6 +128,15 @@ pub const BUILTIN: &[Builtin] = &[
         source: Parts(&[include_str!("../scenarios/seed000-tbf.toml")]),
     },
     Builtin {
+        name: "seed000-tbf-burst",
+        description: "seed 000: TBF rate 40mbit burst 159900000 latency 10s, a 926 Mbit/s UDP flood: the spike, then the rate",
+        source: Parts(&[
+            "name = \"seed 000: TBF rate 40mbit burst 159900000 latency 10s\"\nduration = \"10s\"\n",
+            SEED000_LAB,
+            include_str!("../scenarios/seed000/tbf-burst.toml"),
+        ]),
+    },
+    Builtin {
         name: "seed000-htb-180kbit",
         description: "seed 000: HTB one class 180kbit with its default pfifo leaf, UDP flood, ping (the seed: 65 s)",
         source: Parts(&[
