@@ -352,8 +352,8 @@ burst, tc's defaults too, against the kernel's timer; --kernel 5.10 checks what 
 --txqueues eth1=4 makes the multiqueue devices an mq root needs.
 
 Each finding has a stable code, explained in docs/checks/CODE.md. Exit status: 2 if any error, 1 if any
-warning, 0 otherwise (notes only or nothing); 64 if the command line or FILE cannot be used, or there is
-no FILE and no store.";
+warning, 0 otherwise (notes only or nothing); 64 if the command line or FILE cannot be used, there is
+no FILE and no store, or the policy makes nothing (a script that exits before it builds).";
 
 /// What a file given to `tclab check` is.
 fn policy_kind(text: &str) -> &'static str {
@@ -774,6 +774,15 @@ fn run_check(a: args::CheckArgs) -> CmdResult {
     }
     let file = a.file.as_deref().map(path_text).transpose()?;
     let loaded = load_policy(file, &setup)?;
+    // A policy that made nothing passes no review: "0 errors" would pass a CI gate on a script that
+    // exited before it built (on a missing argument: check runs it with none) or an empty file.
+    if loaded.records.is_empty() && loaded.refusals.is_empty() && loaded.script_error.is_none() {
+        return Err(usage(format!(
+            "{}: the policy made no tc, ip or iptables change, so there is nothing to check (a script \
+             that exits before it builds — check runs it without arguments — or an empty file)",
+            file.unwrap_or("the store")
+        )));
+    }
     known_devices(&loaded.engine, &device_rates)?;
     let opts = Options {
         line: LineFacts {

@@ -964,3 +964,27 @@ qdisc add dev eth0 parent 1:20 fq_codel
         r.stdout
     );
 }
+
+/// A policy that makes nothing is not "0 errors": an empty file, and a script that exits before it
+/// builds (its device was to come as `$1`, which check does not give), are usage errors (64) saying
+/// so, where a CI gate would have passed them.
+#[test]
+fn a_policy_that_makes_nothing_is_not_passed() {
+    let dir = TempDir::new("check-empty");
+    for (name, text) in [
+        ("empty.sh", ""),
+        (
+            "guard.sh",
+            "#!/bin/sh\nDEV=$1\n[ -z \"$DEV\" ] && exit 0\ntc qdisc add dev $DEV root fq_codel\n",
+        ),
+    ] {
+        let r = check(&dir, name, text, &[]);
+        assert_eq!(r.code, 64, "{name}: {r:?}");
+        assert!(
+            r.stderr
+                .contains("the policy made no tc, ip or iptables change"),
+            "{name}: {}",
+            r.stderr
+        );
+    }
+}
