@@ -164,6 +164,15 @@ pub const BUILTIN: &[Builtin] = &[
         ]),
     },
     Builtin {
+        name: "seed000-htb-rates",
+        description: "seed 000: HTB one class (rate 128mbit; sweep policy.router0.rate) with its default leaf, UDP flood, ping every 10 ms",
+        source: Parts(&[
+            "name = \"seed 000: HTB one class, default leaf\"\nduration = \"30s\"\n",
+            SEED000_LAB,
+            include_str!("../scenarios/seed000/htb-rates.toml"),
+        ]),
+    },
+    Builtin {
         name: "seed000-hfsc-180kbit",
         description: "seed 000's empty HFSC section: one class sc+ul 180kbit, default pfifo leaf, UDP flood, ping",
         source: Parts(&[
