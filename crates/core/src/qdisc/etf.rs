@@ -194,10 +194,7 @@ impl Qdisc for Etf {
         _env: &DevEnv,
         _now: Nanos,
     ) -> Result<Vec<Warning>, KernelError> {
-        Err(KernelError::msg(
-            Errno::NotSupported,
-            "Change operation not supported by specified qdisc",
-        ))
+        Err(super::change_not_supported())
     }
 }
 

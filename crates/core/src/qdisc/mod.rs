@@ -600,6 +600,14 @@ pub(crate) fn one_child_walk(
     }]
 }
 
+/// `qdisc_change`'s answer for a discipline without `change` (ETF, teql).
+pub(crate) fn change_not_supported() -> KernelError {
+    KernelError::msg(
+        Errno::NotSupported,
+        "Change operation not supported by specified qdisc",
+    )
+}
+
 /// Enqueue into the one child of a qdisc that has one (TBF, CBS): the child's verdict passed on (a drop
 /// it counts, counted here too), the parent's queue counters kept.
 pub(crate) fn one_child_enqueue(

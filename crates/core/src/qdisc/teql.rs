@@ -10,7 +10,7 @@
 //! master, which a tclab qdisc does not see: not made. It has no options, and no `change`.
 
 use super::{Cx, DevEnv, DropReason, Qdisc, QdiscOptions, QdiscStats, Verdict};
-use crate::error::{Errno, KernelError, Warning};
+use crate::error::{KernelError, Warning};
 use crate::packet::Packet;
 use crate::Nanos;
 use std::collections::VecDeque;
@@ -70,10 +70,7 @@ impl Qdisc for Teql {
         _env: &DevEnv,
         _now: Nanos,
     ) -> Result<Vec<Warning>, KernelError> {
-        Err(KernelError::msg(
-            Errno::NotSupported,
-            "Change operation not supported by specified qdisc",
-        ))
+        Err(super::change_not_supported())
     }
 }
 
