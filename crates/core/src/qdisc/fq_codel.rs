@@ -58,7 +58,7 @@ use serde::{Deserialize, Serialize};
 pub const QUANTUM_MAX: u32 = 1 << 20;
 /// The per-packet buffer overhead tclab charges against `memory_limit` (see the essay).
 const SKB_OVERHEAD: u32 = 256;
-pub const DEFAULT_SEED: u64 = 0xf0c0_de1_5eed;
+pub const DEFAULT_SEED: u64 = 0x0f0c_0de1_5eed;
 
 /// What tc sends (`TCA_FQ_CODEL_*`): each attribute present or not; times in microseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -369,10 +369,7 @@ impl FqCodel {
         let threshold = maxbacklog >> 1;
         let flow = &mut self.flows[idx];
         let (mut len, mut n, mut mem) = (0u32, 0u32, 0u32);
-        loop {
-            let Some(p) = self.queued.pop_front(&mut flow.packets) else {
-                break;
-            };
+        while let Some(p) = self.queued.pop_front(&mut flow.packets) {
             len += p.len;
             mem += p.len + SKB_OVERHEAD;
             n += 1;
