@@ -173,6 +173,15 @@ pub const BUILTIN: &[Builtin] = &[
         ]),
     },
     Builtin {
+        name: "seed000-htb-leaf",
+        description: "seed 000: HTB 1mbit burst 1600 cburst 1600, its leaf a pfifo of 1000 (sweep policy.1.tc for TBF or SFQ), UDP flood, ping",
+        source: Parts(&[
+            "name = \"seed 000: HTB 1mbit, a leaf qdisc\"\nduration = \"40s\"\n",
+            SEED000_LAB,
+            include_str!("../scenarios/seed000/htb-leaf.toml"),
+        ]),
+    },
+    Builtin {
         name: "seed000-hfsc-180kbit",
         description: "seed 000's empty HFSC section: one class sc+ul 180kbit, default pfifo leaf, UDP flood, ping",
         source: Parts(&[
