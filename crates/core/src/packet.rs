@@ -119,6 +119,18 @@ impl Packet {
         wire.saturating_sub(14).max(self.data.len())
     }
 
+    /// `skb->len` where a tc action runs: at a device's ingress hook the Ethernet header has been
+    /// pulled (`eth_type_trans`), so a policer charges and an action counts the network packet; on
+    /// egress (clsact's egress hook, a qdisc's filters) the whole frame. `len` itself always holds the
+    /// frame, as the qdiscs account it.
+    pub fn hook_len(&self, at_ingress: bool) -> u32 {
+        if at_ingress {
+            self.len.saturating_sub(14)
+        } else {
+            self.len
+        }
+    }
+
     /// Make the first `n` bytes of the packet writable, materialising payload zeros where `data` stops
     /// short; `false` when the packet is shorter than `n` (`skb_ensure_writable` failing).
     pub fn materialise(&mut self, n: usize) -> bool {

@@ -130,11 +130,12 @@ fn the_action_answers_with_its_program_or_its_default() {
     v6.protocol = 0x86dd;
     assert!(dev.receive(v4, &mut cx).is_none(), "IPv4 shot");
     assert!(dev.receive(v6, &mut cx).is_some(), "IPv6 passes");
-    // Made by the filter: one reference, one binding; both packets counted, the IPv4 one as a drop.
+    // Made by the filter: one reference, one binding; both packets counted, the IPv4 one as a drop,
+    // each at its length at the ingress hook (`skb->len`: 100 less the 14-byte Ethernet header).
     let s = tc(&mut e, "-s actions get action bpf index 7").stdout;
     assert!(
         s.contains("bpf bytecode '4,40 0 0 12,21 0 1 2048,6 0 0 2,6 0 0 4294967295' default-action pass\n\t index 7 ref 1 bind 1"),
         "{s}"
     );
-    assert!(s.contains("Sent 200 bytes 2 pkt (dropped 1,"), "{s}");
+    assert!(s.contains("Sent 172 bytes 2 pkt (dropped 1,"), "{s}");
 }

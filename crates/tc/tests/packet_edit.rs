@@ -183,8 +183,9 @@ fn skbmod_ecn_marks_ect_and_simple_only_counts() {
     assert_eq!(receive(&mut e, not_ect.clone()).unwrap(), not_ect);
     let out = tc(&mut e, "-s actions ls action simple");
     assert!(out.stdout.contains("Simple <seen>"), "{}", out.stdout);
+    // Counted at the ingress hook: 100-byte frames without their 14-byte Ethernet header.
     assert!(
-        out.stdout.contains("Sent 200 bytes 2 pkt"),
+        out.stdout.contains("Sent 172 bytes 2 pkt"),
         "{}",
         out.stdout
     );

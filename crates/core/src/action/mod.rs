@@ -195,7 +195,8 @@ impl Action {
             return self.act_mirred(m.clone(), pkt, cx);
         }
         self.lastuse = Some(now);
-        self.stats.bytes += pkt.len as u64;
+        let len = pkt.hook_len(cx.mirred.at_ingress());
+        self.stats.bytes += len as u64;
         self.stats.packets += 1;
         let c = match &self.params {
             ActionParams::Gact(g) => g.act(pkt),
@@ -261,7 +262,7 @@ impl Action {
                 return c;
             }
             ActionParams::Police(p) => {
-                let (c, over) = self.police.act(p, pkt, now);
+                let (c, over) = self.police.act(p, len, now);
                 if over {
                     self.stats.overlimits += 1;
                 }
@@ -278,10 +279,11 @@ impl Action {
     /// overlimit, never a drop (mirred does not count what it shoots).
     #[cold]
     fn act_mirred(&mut self, m: mirred::Mirred, pkt: &mut Packet, cx: &mut Cx) -> Control {
+        let len = pkt.hook_len(cx.mirred.at_ingress());
         let (c, counted) = m.act(pkt, &mut cx.mirred, self.index);
         if let Some(over) = counted {
             self.lastuse = Some(cx.now);
-            self.stats.bytes += pkt.len as u64;
+            self.stats.bytes += len as u64;
             self.stats.packets += 1;
             if over {
                 self.stats.overlimits += 1;

@@ -16,7 +16,6 @@
 
 use super::{ActionParams, Control, TC_ACT_OK, TC_ACT_RECLASSIFY};
 use crate::error::{Errno, KernelError};
-use crate::packet::Packet;
 use crate::units::{ticks_to_ns, RateCfg, RateSpec};
 use crate::Nanos;
 
@@ -130,9 +129,10 @@ impl PoliceState {
         }
     }
 
-    /// `tcf_police_act`: the control code, and whether the packet exceeded.
-    pub fn act(&mut self, p: &PoliceParams, pkt: &Packet, now: Nanos) -> (Control, bool) {
-        if pkt.len <= Self::mtu(p) {
+    /// `tcf_police_act` on a packet of `len` bytes (`qdisc_pkt_len` where the action runs: without
+    /// the Ethernet header at ingress): the control code, and whether the packet exceeded.
+    pub fn act(&mut self, p: &PoliceParams, len: u32, now: Nanos) -> (Control, bool) {
+        if len <= Self::mtu(p) {
             if self.rate.is_none() && p.pkt_rate.is_none() {
                 return (p.result, false);
             }
@@ -141,10 +141,10 @@ impl PoliceState {
             let mut ptoks = 0;
             let mut pkttoks = 0;
             if let Some(peak) = &self.peak {
-                ptoks = (toks + self.ptoks).min(self.mtu_ptoks) - peak.l2t_ns(pkt.len) as i64;
+                ptoks = (toks + self.ptoks).min(self.mtu_ptoks) - peak.l2t_ns(len) as i64;
             }
             if let Some(rate) = &self.rate {
-                toks = (toks + self.toks).min(self.burst_ns) - rate.l2t_ns(pkt.len) as i64;
+                toks = (toks + self.toks).min(self.burst_ns) - rate.l2t_ns(len) as i64;
             } else if p.pkt_rate.is_some() {
                 pkttoks = (elapsed.min(self.pkt_burst_ns) + self.pkttoks).min(self.pkt_burst_ns)
                     - self.pkt_ns;
@@ -182,16 +182,16 @@ mod tests {
             ..Default::default()
         };
         let mut st = PoliceState::new(&ActionParams::Police(p.clone()), 0);
-        let pkt = Packet::of_len(1000);
+        let len = 1000;
         let mut passed = 0;
         for _ in 0..11 {
-            if st.act(&p, &pkt, 0).0 == TC_ACT_OK {
+            if st.act(&p, len, 0).0 == TC_ACT_OK {
                 passed += 1;
             }
         }
         assert_eq!(passed, 10);
         // 80 ms later 1000 bytes of tokens have come back (plus the 240 left): one more conforms.
-        assert_eq!(st.act(&p, &pkt, 80_000_000).0, TC_ACT_OK);
-        assert_eq!(st.act(&p, &pkt, 80_000_000).0, TC_ACT_SHOT);
+        assert_eq!(st.act(&p, len, 80_000_000).0, TC_ACT_OK);
+        assert_eq!(st.act(&p, len, 80_000_000).0, TC_ACT_SHOT);
     }
 }

@@ -13,8 +13,8 @@
 //! (`TC_ACT_SHOT` only: a packet an action stole, redirected to an ifb say, is gone without being a
 //! drop). With no filter on chain 0 the kernel has no mini-qdisc on the hook and counts nothing. A
 //! received packet's bytes are its length at the hook, where the Ethernet header has already been
-//! pulled (`qdisc_pkt_len` = `skb->len`: the IP packet), and so are what its actions count and police;
-//! clsact's egress hook sees whole frames.
+//! pulled (`qdisc_pkt_len` = `skb->len`: the IP packet), and so are what its actions count and police
+//! (`Packet::hook_len`); clsact's egress hook sees whole frames.
 
 use super::{Cx, DevEnv, DropReason, Qdisc, QdiscOptions, QdiscStats, Verdict};
 use crate::action::{TC_ACT_OK, TC_ACT_RECLASSIFY};
@@ -76,20 +76,14 @@ impl Qdisc for Ingress {
 
     /// `tc_run` at `sch_handle_ingress`: count, then drop, steal, or let through.
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
-        // The Ethernet header is pulled before the hook (`eth_type_trans`): its filters, its actions (a
-        // policer's tokens, their byte counters) and its own counters see `skb->len`, the network
-        // packet. What leaves the hook — the packet going on, what mirred sent elsewhere — has it back,
-        // as tclab's packets carry it (mirred's egress redirect pushes it back: `skb_push_rcsum`).
-        let mac = ETH_HLEN.min(pkt.len);
-        pkt.len -= mac;
-        count_seen(&mut self.stats, &self.block, pkt.len);
-        let sent = cx.mirred.len();
-        let verdict = filter::classify(&self.block, &mut pkt, cx);
-        for m in cx.mirred.since_mut(sent) {
-            m.pkt.len += mac;
-        }
-        pkt.len += mac;
-        match verdict {
+        // The Ethernet header is pulled before the hook (`eth_type_trans`): it counts `skb->len`, the
+        // network packet, as the actions on it do (`Packet::hook_len`).
+        count_seen(
+            &mut self.stats,
+            &self.block,
+            pkt.len.saturating_sub(ETH_HLEN),
+        );
+        match filter::classify(&self.block, &mut pkt, cx) {
             filter::Verdict::Shot => {
                 self.stats.drops += 1;
                 cx.drop_arriving(pkt, DropReason::Action);
