@@ -119,6 +119,9 @@ pub fn live(a: args::LiveArgs) -> CmdResult {
     let control = tclab_tc::control::live_socket()
         .ok_or("cannot name this network namespace (/proc/self/ns/net)")?;
     if a.queues > 1 {
+        for w in tclab_live::queues::unshaped_queues(&engine, &a.devs) {
+            println!("tclab live: warning: {w}");
+        }
         return live_queues(&a, journal, duration, &control);
     }
     let (mut bridge, setup) = Bridge::new(engine, &a.devs)?;

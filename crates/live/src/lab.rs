@@ -289,6 +289,13 @@ impl Lab {
         loop {
             let text = std::fs::read_to_string(&log_path).unwrap_or_default();
             if text.contains("tclab live: bridging") {
+                // What the bridge warns about at its start (queues left unshaped) is the user's to see.
+                for w in text
+                    .lines()
+                    .filter(|l| l.starts_with("tclab live: warning:"))
+                {
+                    eprintln!("{w}");
+                }
                 return Ok(());
             }
             if let Ok(Some(status)) = child.try_wait() {

@@ -113,6 +113,48 @@ pub fn layout(engine: &Engine) -> Vec<DevLayout> {
     out
 }
 
+/// The transmit queues of each port whose mq class still has the default qdisc mq gave it while another
+/// queue has a tree of the policy's: the flows the fanout hash puts there are not shaped at all (half
+/// the traffic, when two trees are written for four queues). One line per port, for the start.
+pub fn unshaped_queues(engine: &Engine, ports: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, d) in engine.devices() {
+        if !ports.iter().any(|p| p == name) {
+            continue;
+        }
+        let qdiscs = d.qdiscs();
+        let Some(mq) = qdiscs
+            .iter()
+            .find(|q| q.parent == Handle::ROOT && q.kind == "mq")
+            .map(|q| q.handle)
+        else {
+            continue;
+        };
+        // mq's children: a default one has no handle (`qdisc pfifo_fast 0: parent 7fff:3`).
+        let children: Vec<_> = qdiscs
+            .iter()
+            .filter(|q| q.parent.major() == mq.major() && q.parent != Handle::ROOT)
+            .collect();
+        let default: Vec<String> = children
+            .iter()
+            .filter(|q| q.handle.major() == 0)
+            .map(|q| q.parent.to_string())
+            .collect();
+        if !default.is_empty() && default.len() < children.len() {
+            let one = default.len() == 1;
+            out.push(format!(
+                "{name}: mq's {} {} {} the default qdisc while the policy gives the other queues trees \
+                 of their own: flows hashed to {} are not shaped",
+                if one { "class" } else { "classes" },
+                default.join(", "),
+                if one { "keeps" } else { "keep" },
+                if one { "it" } else { "them" },
+            ));
+        }
+    }
+    out
+}
+
 /// Why a policy cannot run on `queues` queues, if it cannot: the ports' roots must be mq (or the
 /// default), and nothing may hang on their ingress hooks or on an ifb.
 pub fn refuse(engine: &Engine, ports: &[String], queues: usize) -> Option<String> {
@@ -1052,5 +1094,16 @@ order 2048 key ht 800 bkt 0 flowid 2:10 not_in_hw (rule hit {hits} success {hits
             .contains("eth1 has an ingress qdisc"));
         let ifb = policy(&["link add dev ifb0 type ifb"]);
         assert!(refuse(&ifb, &ports, 2).unwrap().contains("ifb0, an ifb"));
+        // A tree for one queue of two: the other's flows go through mq's default pfifo_fast.
+        assert_eq!(
+            unshaped_queues(&mq, &ports),
+            ["eth0: mq's class 7fff:2 keeps the default qdisc while the policy gives the other queues trees of their own: flows hashed to it are not shaped"]
+        );
+        let both = policy(&[
+            "qdisc add dev eth0 root handle 7fff: mq",
+            "qdisc add dev eth0 parent 7fff:1 handle 1: htb",
+            "qdisc add dev eth0 parent 7fff:2 handle 2: htb",
+        ]);
+        assert!(unshaped_queues(&both, &ports).is_empty());
     }
 }
