@@ -103,3 +103,40 @@ fn htb_rates_queue_the_ping_behind_the_whole_default_leaf() {
         assert!((goodput - payload).abs() < 0.01 * payload, "{rate} bit/s: goodput {goodput}");
     }
 }
+
+/// Seed 000's HTB 1 Mbit/s class (burst 1600 cburst 1600) with a pfifo, TBF and SFQ leaf, 20 s. A frame
+/// is 11.92 ms at the class's rate. Behind the default pfifo the ping waits for 1000 frames (11.92 s).
+/// Behind a TBF leaf it waits at most for the frames TBF's limit (rate × latency + burst: 4100, 6600 and
+/// 81 600 bytes) holds, 2, 4 and 54, and the one HTB is waiting to send, plus a few 98-byte pings queued
+/// among them (0.78 ms each): TBF's latency is its own rate's, not the class's. SFQ gives the ping its own
+/// flow, served once a round of the 30 flood streams (one frame each: 357.6 ms).
+#[test]
+fn htb_leaf_pfifo_tbf_sfq_queue_the_ping_as_their_limits_say() {
+    let leaf = |q: &str| format!("qdisc add dev eth1 parent 1:20 handle 20: {q}");
+    let leaves = [
+        "pfifo limit 1000",
+        "tbf rate 1mbit burst 1600 latency 20ms",
+        "tbf rate 2mbit burst 1600 latency 20ms",
+        "tbf rate 32mbit burst 1600 latency 20ms",
+        "sfq perturb 10",
+    ];
+    let set = format!("policy.1.tc={}", leaves.map(leaf).join(","));
+    let rows = sweep("leaf", &["seed000-htb-leaf", "--set", "duration=20s", "--set", &set]);
+    let frame_ms = 1490.0 * 8.0 / 1e6 * 1e3;
+    let bands = [
+        (0.99 * 1000.0 * frame_ms, 1000.0 * frame_ms + 1.0),
+        (frame_ms, 3.0 * frame_ms + 5.0 * 0.78 + 0.5),
+        (3.0 * frame_ms, 5.0 * frame_ms + 5.0 * 0.78 + 0.5),
+        (53.0 * frame_ms, 55.0 * frame_ms + 10.0 * 0.78 + 0.5),
+        (0.0, 1000.0),
+    ];
+    for ((r, q), band) in rows.iter().zip(leaves).zip(bands) {
+        let p99 = num(r, "ping.rtt_p99_ms");
+        assert!(band.0 <= p99 && p99 <= band.1, "{q}: ping p99 {p99} ms, outside {band:?}");
+        // The class keeps its rate: 1 Mbit/s of 1490-byte frames, less what the pings it admits take.
+        let goodput = num(r, "iperf-udp.goodput_bps");
+        assert!((goodput - 971.8e3).abs() < 0.01 * 971.8e3, "{q}: goodput {goodput}");
+    }
+    let sfq_p50 = num(&rows[4], "ping.rtt_p50_ms");
+    assert!(sfq_p50 < 30.0 * frame_ms + 1.0, "sfq: ping p50 {sfq_p50} ms, over one round");
+}
