@@ -22,11 +22,15 @@ fn sweep(tag: &str, args: &[&str]) -> Vec<BTreeMap<String, String>> {
     let text = std::fs::read_to_string(dir.join("sweep.csv")).unwrap();
     let mut lines = text.lines().map(|l| l.split(',').map(str::to_string));
     let header: Vec<String> = lines.next().unwrap().collect();
-    lines.map(|r| header.iter().cloned().zip(r).collect()).collect()
+    lines
+        .map(|r| header.iter().cloned().zip(r).collect())
+        .collect()
 }
 
 fn num(row: &BTreeMap<String, String>, key: &str) -> f64 {
-    row[key].parse().unwrap_or_else(|_| panic!("{key} = {:?} in {row:?}", row[key]))
+    row[key]
+        .parse()
+        .unwrap_or_else(|_| panic!("{key} = {:?} in {row:?}", row[key]))
 }
 
 /// The seed's TBF at 102400kbit with its buffers 6160 and 394240 and latencies 20 ms and 200 ms, under
@@ -59,7 +63,10 @@ fn tbf_burst_by_latency_queues_for_latency_plus_buffer_over_rate() {
     assert_eq!(rows.len(), 4);
     for r in &rows {
         let buffer = num(r, "policy.router0.buffer");
-        let latency = r["policy.router0.latency"].trim_end_matches("ms").parse::<f64>().unwrap();
+        let latency = r["policy.router0.latency"]
+            .trim_end_matches("ms")
+            .parse::<f64>()
+            .unwrap();
         let queue_ms = latency + buffer / 12.8e6 * 1e3 + 0.8;
         let p50 = num(r, "ping.rtt_p50_ms");
         assert!(
@@ -97,10 +104,16 @@ fn htb_rates_queue_the_ping_behind_the_whole_default_leaf() {
             p99 <= full_ms + 0.5 && p99 > 0.99 * full_ms,
             "{rate} bit/s: ping p99 {p99} ms, a full queue {full_ms:.1} ms"
         );
-        assert!((p99 - seed_ms).abs() < 0.1 * seed_ms, "{rate} bit/s: {p99} ms, the seed {seed_ms} ms");
+        assert!(
+            (p99 - seed_ms).abs() < 0.1 * seed_ms,
+            "{rate} bit/s: {p99} ms, the seed {seed_ms} ms"
+        );
         let goodput = num(r, "iperf-udp.goodput_bps");
         let payload = rate * 1448.0 / 1490.0;
-        assert!((goodput - payload).abs() < 0.01 * payload, "{rate} bit/s: goodput {goodput}");
+        assert!(
+            (goodput - payload).abs() < 0.01 * payload,
+            "{rate} bit/s: goodput {goodput}"
+        );
     }
 }
 
@@ -121,7 +134,10 @@ fn htb_leaf_pfifo_tbf_sfq_queue_the_ping_as_their_limits_say() {
         "sfq perturb 10",
     ];
     let set = format!("policy.1.tc={}", leaves.map(leaf).join(","));
-    let rows = sweep("leaf", &["seed000-htb-leaf", "--set", "duration=20s", "--set", &set]);
+    let rows = sweep(
+        "leaf",
+        &["seed000-htb-leaf", "--set", "duration=20s", "--set", &set],
+    );
     let frame_ms = 1490.0 * 8.0 / 1e6 * 1e3;
     let bands = [
         (0.99 * 1000.0 * frame_ms, 1000.0 * frame_ms + 1.0),
@@ -132,11 +148,20 @@ fn htb_leaf_pfifo_tbf_sfq_queue_the_ping_as_their_limits_say() {
     ];
     for ((r, q), band) in rows.iter().zip(leaves).zip(bands) {
         let p99 = num(r, "ping.rtt_p99_ms");
-        assert!(band.0 <= p99 && p99 <= band.1, "{q}: ping p99 {p99} ms, outside {band:?}");
+        assert!(
+            band.0 <= p99 && p99 <= band.1,
+            "{q}: ping p99 {p99} ms, outside {band:?}"
+        );
         // The class keeps its rate: 1 Mbit/s of 1490-byte frames, less what the pings it admits take.
         let goodput = num(r, "iperf-udp.goodput_bps");
-        assert!((goodput - 971.8e3).abs() < 0.01 * 971.8e3, "{q}: goodput {goodput}");
+        assert!(
+            (goodput - 971.8e3).abs() < 0.01 * 971.8e3,
+            "{q}: goodput {goodput}"
+        );
     }
     let sfq_p50 = num(&rows[4], "ping.rtt_p50_ms");
-    assert!(sfq_p50 < 30.0 * frame_ms + 1.0, "sfq: ping p50 {sfq_p50} ms, over one round");
+    assert!(
+        sfq_p50 < 30.0 * frame_ms + 1.0,
+        "sfq: ping p50 {sfq_p50} ms, over one round"
+    );
 }

@@ -44,6 +44,12 @@ fn a_huge_burst_lets_the_flood_through_then_tbf_holds_the_rate() {
         );
     }
     // The headline: the first samples of the flood are over twenty times the rate, the rest at it.
-    assert!(eth1[2].1 > 20.0 * rate && eth1[3].1 > 20.0 * rate, "{eth1:?}");
-    assert!(eth1[5..].iter().all(|s| (s.1 - rate).abs() < 0.001 * rate), "{eth1:?}");
+    assert!(
+        eth1[2].1 > 20.0 * rate && eth1[3].1 > 20.0 * rate,
+        "{eth1:?}"
+    );
+    assert!(
+        eth1[5..].iter().all(|s| (s.1 - rate).abs() < 0.001 * rate),
+        "{eth1:?}"
+    );
 }
