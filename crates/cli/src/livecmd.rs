@@ -94,12 +94,6 @@ pub fn live(a: args::LiveArgs) -> CmdResult {
     for d in &a.devs {
         sys::check_bridgeable(d).map_err(usage)?;
     }
-    if a.queues > 1 && a.out.is_some() {
-        return Err(usage(
-            "--out samples one engine: with --queues it is not yet supported (tc -s shows the \
-             queues' counters merged)",
-        ));
-    }
     let (engine, journal) = match &a.policy {
         None => (Engine::new(), Vec::new()),
         Some(p) => load_bridge_policy(p, &a.devs, a.queues)?,
@@ -122,7 +116,7 @@ pub fn live(a: args::LiveArgs) -> CmdResult {
         for w in tclab_live::queues::unshaped_queues(&engine, &a.devs) {
             println!("tclab live: warning: {w}");
         }
-        return live_queues(&a, journal, duration, &control);
+        return live_queues(&a, journal, duration, &control, sampler);
     }
     let (mut bridge, setup) = Bridge::new(engine, &a.devs)?;
     bridge.sampler = sampler;
@@ -141,14 +135,7 @@ pub fn live(a: args::LiveArgs) -> CmdResult {
     print!("{tc_text}");
     if let (Some(dir), Some(sampler)) = (&a.out, bridge.sampler.as_mut()) {
         sampler.tick(now.max(sampler.next_due()), &bridge.engine);
-        let title = format!("tclab live {} <-> {}", a.devs[0], a.devs[1]);
-        let files = liveout::write(dir, sampler, &tc_text, &title, !a.no_plots)?;
-        println!(
-            "tclab live: {} files in {}/{}",
-            files.len(),
-            dir.display(),
-            if a.no_plots { "" } else { " (open index.html)" }
-        );
+        write_out(&a, dir, sampler, &tc_text)?;
     }
     result?;
     Ok(0)
@@ -160,6 +147,7 @@ fn live_queues(
     journal: Vec<Vec<String>>,
     duration: Option<u64>,
     control: &std::path::Path,
+    mut sampler: Option<tclab_live::sampler::Sampler>,
 ) -> CmdResult {
     use tclab_live::queues::Queues;
     use tclab_live::sys;
@@ -177,14 +165,40 @@ fn live_queues(
         &format!(" on {n} queues (a thread each, frames spread by flow)"),
     );
     let started = std::time::Instant::now();
-    queues.run(duration);
+    queues.run(duration, sampler.as_mut());
     let secs = started.elapsed().as_secs_f64();
     println!("\ntclab live: stopped after {secs:.1} s");
     let tc_text = queues.show_all();
+    // The last sample, of every queue's counters added up, before the threads stop.
+    if let Some(s) = sampler.as_mut() {
+        let now = queues.now();
+        s.tick_counts(now.max(s.next_due()), &queues.counts());
+    }
     let stats = queues.finish()?;
     print_port_stats(&stats);
     print!("{tc_text}");
+    if let (Some(dir), Some(sampler)) = (&a.out, sampler.as_mut()) {
+        write_out(a, dir, sampler, &tc_text)?;
+    }
     Ok(0)
+}
+
+/// `--out DIR`'s files: the samples' CSV (written as the run went), tc.txt, plots and index.html.
+fn write_out(
+    a: &args::LiveArgs,
+    dir: &std::path::Path,
+    sampler: &mut tclab_live::sampler::Sampler,
+    tc_text: &str,
+) -> Result<(), Failure> {
+    let title = format!("tclab live {} <-> {}", a.devs[0], a.devs[1]);
+    let files = liveout::write(dir, sampler, tc_text, &title, !a.no_plots)?;
+    println!(
+        "tclab live: {} files in {}/{}",
+        files.len(),
+        dir.display(),
+        if a.no_plots { "" } else { " (open index.html)" }
+    );
+    Ok(())
 }
 
 /// What was done to the devices' offloads.

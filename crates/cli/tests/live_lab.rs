@@ -906,7 +906,18 @@ fn two_queues_each_shape_their_flows_and_tc_shows_them_merged() {
     }
     let dir = TempDir::new("live-queues");
     let mq = policy(&dir, "mq.sh", MQ_TWO_HTBS.trim_start_matches("#!/bin/sh\n"));
-    let lab = Lab::up("q", &["--policy", &mq, "--queues", "2"]);
+    let out = dir.path.join("out");
+    let lab = Lab::up(
+        "q",
+        &[
+            "--policy",
+            &mq,
+            "--queues",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
     let got = goodput(&lab, 5, 8);
     let show = |what: &str| {
         let o = lab.tclab(&[
@@ -953,6 +964,23 @@ fn two_queues_each_shape_their_flows_and_tc_shows_them_merged() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("the root must stay mq"));
     let summary = lab.down();
     assert!(summary.contains("on 2 queues"), "{summary}");
+    // --out samples every queue's counters added up: eth0 at the queues' 5 Mbit/s each, in frames.
+    let csv = std::fs::read_to_string(out.join("interfaces.csv")).unwrap();
+    let peak = csv
+        .lines()
+        .filter_map(|l| {
+            l.split(',')
+                .collect::<Vec<_>>()
+                .get(1..3)
+                .map(|f| (f[0] == "eth0", f[1].parse::<f64>()))
+        })
+        .filter_map(|(eth0, bps)| if eth0 { bps.ok() } else { None })
+        .fold(0.0, f64::max);
+    assert!(
+        (peak / (used as f64 * 5e6) - 1.0).abs() < 0.1,
+        "eth0's sampled peak {peak} bit/s\n{csv}"
+    );
+    assert!(out.join("index.html").exists() && out.join("classes.csv").exists());
     // One HTB at the root cannot be split over queues: refused before the lab is built.
     let htb = policy(&dir, "htb.sh", HTB_10MBIT.trim_start_matches("#!/bin/sh\n"));
     let prefix = format!("tqr{}", std::process::id() % 10_000);

@@ -280,9 +280,22 @@ impl Bridge {
                 stdin: call.stdin,
                 ..Default::default()
             };
+            if req.argv.first().map(String::as_str) == Some(crate::queues::SAMPLE) {
+                let counts = crate::sampler::counts(&self.engine, now);
+                let _ = call.reply.send(crate::queues::Answer {
+                    out: Default::default(),
+                    layout: Vec::new(),
+                    counts,
+                });
+                continue;
+            }
             let out = answer(&mut self.engine, &req, now);
             let layout = crate::queues::layout(&self.engine);
-            let _ = call.reply.send(crate::queues::Answer { out, layout });
+            let _ = call.reply.send(crate::queues::Answer {
+                out,
+                layout,
+                counts: Vec::new(),
+            });
             self.after_call();
         }
     }

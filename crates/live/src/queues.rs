@@ -33,7 +33,13 @@ use tclab_core::{Handle, Nanos};
 pub struct Answer {
     pub out: tclab_tc::Output,
     pub layout: Vec<DevLayout>,
+    /// The counters a sample reads (for [`SAMPLE`] calls only).
+    pub counts: Vec<crate::sampler::Count>,
 }
+
+/// The call that asks a queue for its counters (`tclab live --queues N --out DIR`): not a command a
+/// user can send (an argument cannot hold a NUL byte).
+pub const SAMPLE: &str = "\0sample";
 
 /// Where the objects of one device live: its root qdisc's handle and counters (this engine's share,
 /// added up over the queues in a show); when the root is mq, its handle, and the queue (0-based) that
@@ -286,8 +292,13 @@ impl Queues {
         sys::monotonic_ns().saturating_sub(self.epoch)
     }
 
-    /// Answer control calls until SIGINT/SIGTERM, `duration`, or a queue's thread ends (an error).
-    pub fn run(&mut self, duration: Option<Nanos>) {
+    /// Answer control calls, and take `sampler`'s samples of every queue's counters added up, until
+    /// SIGINT/SIGTERM, `duration`, or a queue's thread ends (an error).
+    pub fn run(
+        &mut self,
+        duration: Option<Nanos>,
+        mut sampler: Option<&mut crate::sampler::Sampler>,
+    ) {
         let deadline = duration.map(|d| self.now().saturating_add(d));
         while !sys::STOP.load(Ordering::Relaxed) {
             let now = self.now();
@@ -296,8 +307,15 @@ impl Queues {
             {
                 break;
             }
+            if let Some(s) = sampler.as_deref_mut().filter(|s| now >= s.next_due()) {
+                s.tick_counts(now, &self.counts());
+            }
             // Signals go to whichever thread the kernel picks: wake at least every 100 ms to look.
-            let wait = deadline.map_or(100_000_000, |d| d.saturating_sub(now).min(100_000_000));
+            let wait = [deadline, sampler.as_ref().map(|s| s.next_due())]
+                .into_iter()
+                .flatten()
+                .map(|t| t.saturating_sub(now))
+                .fold(100_000_000, u64::min);
             let fds: Vec<i32> = self.control.iter().map(|c| c.raw()).collect();
             let _ = sys::wait(&fds, &[], Some(wait));
             while let Some(conn) = self.control.as_ref().and_then(|c| c.accept()) {
@@ -306,6 +324,15 @@ impl Queues {
                 });
             }
         }
+    }
+
+    /// Every queue's counters added up, for a sample.
+    pub fn counts(&self) -> Vec<crate::sampler::Count> {
+        let all: Vec<Vec<crate::sampler::Count>> = self
+            .ask(&[SAMPLE.to_string()], None)
+            .map(|answers| answers.into_iter().map(|a| a.counts).collect())
+            .unwrap_or_default();
+        crate::sampler::add_up(&all)
     }
 
     /// One call, handed to every queue; the answers merged (see the module's comment).
@@ -317,6 +344,14 @@ impl Queues {
                 ..Default::default()
             };
         }
+        match self.ask(argv, stdin) {
+            Ok(answers) => merge(argv, &answers),
+            Err(why) => failed(why),
+        }
+    }
+
+    /// Hand `argv` to every queue and wait for their answers.
+    fn ask(&self, argv: &[String], stdin: Option<String>) -> Result<Vec<Answer>, &'static str> {
         let mut replies = Vec::new();
         for w in &self.workers {
             let (tx, rx) = mpsc::channel();
@@ -326,7 +361,7 @@ impl Queues {
                 reply: tx,
             };
             if w.calls.send(call).is_err() {
-                return failed("a queue's thread has stopped");
+                return Err("a queue's thread has stopped");
             }
             w.waker.wake();
             replies.push(rx);
@@ -335,10 +370,10 @@ impl Queues {
         for rx in replies {
             match rx.recv_timeout(std::time::Duration::from_secs(5)) {
                 Ok(a) => answers.push(a),
-                Err(_) => return failed("a queue did not answer within 5 s"),
+                Err(_) => return Err("a queue did not answer within 5 s"),
             }
         }
-        merge(argv, &answers)
+        Ok(answers)
     }
 
     /// `tc -s qdisc|class|filter show` of every device, merged, each under a heading naming it (the
@@ -863,6 +898,7 @@ mod tests {
                 ..Default::default()
             },
             layout,
+            counts: Vec::new(),
         }
     }
 

@@ -13,6 +13,65 @@ use std::io::Write;
 use std::path::Path;
 use tclab_core::{Engine, Nanos};
 
+/// The counters a sample reads: a device's root qdisc (`class` empty) or one of its classes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Count {
+    pub dev: String,
+    pub class: String,
+    pub bytes: u64,
+    pub backlog: u32,
+    pub drops: u32,
+}
+
+/// Every device's root counters and its classes' (flow queues left out), in the engine's order.
+pub fn counts(engine: &Engine, now: Nanos) -> Vec<Count> {
+    let mut out = Vec::new();
+    for (name, dev) in engine.devices() {
+        let st = dev.root().q.stats();
+        out.push(Count {
+            dev: name.to_string(),
+            class: String::new(),
+            bytes: st.bytes,
+            backlog: st.backlog,
+            drops: st.drops,
+        });
+        for c in dev.classes(now).iter().filter(|c| !c.is_flow_queue()) {
+            out.push(Count {
+                dev: name.to_string(),
+                class: c.classid.to_string(),
+                bytes: c.stats.bytes,
+                backlog: c.stats.backlog,
+                drops: c.stats.drops,
+            });
+        }
+    }
+    out
+}
+
+/// Several engines' counts as one: each key's counters added up. The queues of `tclab live --queues N`
+/// hold idle copies of what other queues own (all zero), and each its own share of a root's.
+pub fn add_up(all: &[Vec<Count>]) -> Vec<Count> {
+    let mut out: Vec<Count> = Vec::new();
+    let mut at: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for counts in all {
+        for c in counts {
+            match at.get(&(c.dev.as_str(), c.class.as_str())) {
+                Some(&i) => {
+                    let o = &mut out[i];
+                    o.bytes += c.bytes;
+                    o.backlog += c.backlog;
+                    o.drops += c.drops;
+                }
+                None => {
+                    at.insert((&c.dev, &c.class), out.len());
+                    out.push(c.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Points kept per plotted series.
 pub const MAX_POINTS: usize = 2048;
 
@@ -110,6 +169,14 @@ impl Sampler {
 
     /// Take a sample if one is due at `now`.
     pub fn tick(&mut self, now: Nanos, engine: &Engine) {
+        if now >= self.next {
+            self.tick_counts(now, &counts(engine, now));
+        }
+    }
+
+    /// Take a sample of `counts` (several engines' added up, for `tclab live --queues N`) if one is due
+    /// at `now`.
+    pub fn tick_counts(&mut self, now: Nanos, counts: &[Count]) {
         if now < self.next {
             return;
         }
@@ -122,14 +189,12 @@ impl Sampler {
         };
         let mut devs = Vec::new();
         let mut classes = Vec::new();
-        for (name, dev) in engine.devices() {
-            let st = dev.root().q.stats();
-            let bps = rate((name.to_string(), String::new()), st.bytes);
-            devs.push((name.to_string(), bps, st.backlog, st.drops));
-            for c in dev.classes(now).iter().filter(|c| !c.is_flow_queue()) {
-                let id = c.classid.to_string();
-                let bps = rate((name.to_string(), id.clone()), c.stats.bytes);
-                classes.push((name.to_string(), id, bps, c.stats.backlog, c.stats.drops));
+        for c in counts {
+            let bps = rate((c.dev.clone(), c.class.clone()), c.bytes);
+            if c.class.is_empty() {
+                devs.push((c.dev.clone(), bps, c.backlog, c.drops));
+            } else {
+                classes.push((c.dev.clone(), c.class.clone(), bps, c.backlog, c.drops));
             }
         }
         self.last_t = now;
@@ -202,6 +267,25 @@ mod tests {
         let csv = std::fs::read_to_string(dir.join("interfaces.csv")).unwrap();
         assert!(csv.contains("\n0.500,eth0,2000000,0,0\n"), "{csv}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Two queues' engines: each counts the root's share it sent, and only its own tree's class (the
+    /// other's copy is idle, all zero): added up, the root is their sum and each class its queue's.
+    #[test]
+    fn several_queues_counts_add_up_key_by_key() {
+        let c = |class: &str, bytes: u64, backlog: u32| Count {
+            dev: "eth0".into(),
+            class: class.into(),
+            bytes,
+            backlog,
+            drops: 0,
+        };
+        let q0 = vec![c("", 3000, 10), c("1:10", 3000, 10), c("2:10", 0, 0)];
+        let q1 = vec![c("", 5000, 0), c("1:10", 0, 0), c("2:10", 5000, 0)];
+        assert_eq!(
+            add_up(&[q0, q1]),
+            vec![c("", 8000, 10), c("1:10", 3000, 10), c("2:10", 5000, 0)]
+        );
     }
 
     #[test]
