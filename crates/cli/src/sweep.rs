@@ -826,6 +826,13 @@ impl Sweep {
             }
             a.metric.clone()
         };
+        // --seed replaces every point's seed: a swept `seed` would be a column of values never run.
+        if a.seed.is_some() && grid.axes.iter().any(|x| x.key == "seed") {
+            return Err(usage(
+                "--seed and --set seed=…: --seed replaces the seed of every point, so the swept seeds \
+                 would not be run; give one or the other",
+            ));
+        }
         let id = fingerprint(&text, &grid, a.seed);
         Ok(Sweep {
             title: sc.name.clone(),
@@ -937,6 +944,36 @@ fn run_all(sw: &Sweep, texts: &[String], jobs: usize) -> Result<Vec<Vec<u8>>, Fa
         .collect())
 }
 
+/// The points directory, made before any point runs so that an `--out` that cannot be written stops
+/// the sweep at once, not after hours of runs; the directories it made are removed if the runs fail.
+struct OutDir {
+    made: Vec<PathBuf>,
+}
+
+impl OutDir {
+    fn make(pdir: &Path) -> Result<OutDir, Failure> {
+        let made: Vec<PathBuf> = pdir
+            .ancestors()
+            .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+            .map(Path::to_path_buf)
+            .collect();
+        std::fs::create_dir_all(pdir)
+            .map_err(|e| usage(format!("--out: cannot create {}: {e}", pdir.display())))?;
+        Ok(OutDir { made })
+    }
+
+    /// `r`, after removing the directories made for it when it is an error ("writes nothing").
+    fn unless_err<T>(&self, r: Result<T, Failure>) -> Result<T, Failure> {
+        if r.is_err() {
+            for d in &self.made {
+                // Innermost first; a directory something else wrote into stays.
+                let _ = std::fs::remove_dir(d);
+            }
+        }
+        r
+    }
+}
+
 /// `--point env`: the index a job array gives this task.
 fn point_from_env() -> Result<usize, String> {
     for var in ["SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX"] {
@@ -1031,8 +1068,9 @@ pub fn cmd(a: SweepArgs) -> CmdResult {
             )));
         }
         let text = sw.point_scenario(i)?;
-        let bytes = sw.run_point(i, &text)?;
         let pdir = dir.join(POINTS_DIR);
+        let made = OutDir::make(&pdir)?;
+        let bytes = made.unless_err(sw.run_point(i, &text))?;
         write_files(&pdir, &[(point_file_name(i), bytes)])?;
         println!("{}", pdir.join(point_file_name(i)).display());
         return Ok(0);
@@ -1045,7 +1083,9 @@ pub fn cmd(a: SweepArgs) -> CmdResult {
         || std::thread::available_parallelism().map_or(1, |j| j.get()),
         |j| j as usize,
     );
-    let files = run_all(&sw, &texts, jobs)?;
+    let pdir = dir.join(POINTS_DIR);
+    let made = OutDir::make(&pdir)?;
+    let files = made.unless_err(run_all(&sw, &texts, jobs))?;
     let points = files
         .iter()
         .enumerate()
@@ -1060,7 +1100,6 @@ pub fn cmd(a: SweepArgs) -> CmdResult {
         .enumerate()
         .map(|(i, b)| (point_file_name(i), b))
         .collect();
-    let pdir = dir.join(POINTS_DIR);
     // Point files of an earlier sweep in the same place would be foreign to this one's merge.
     if let Ok(entries) = std::fs::read_dir(&pdir) {
         for e in entries.flatten() {

@@ -422,6 +422,8 @@ fn bad_keys_and_values_name_the_point_and_the_key_and_write_nothing() {
             &["--point", "env"],
             &["SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX"],
         ),
+        // --seed would replace the swept seeds: every row the same run under a seed it does not show.
+        (&["--seed", "3"], &["--seed and --set seed", "one or the other"]),
     ];
     for (extra, want) in options {
         let mut args = vec!["sweep", "seed000-tbf", "--set", "seed=1,2", "--out", o];
@@ -432,6 +434,28 @@ fn bad_keys_and_values_name_the_point_and_the_key_and_write_nothing() {
             assert!(err.contains(w), "{extra:?}: {w:?} not in {err}");
         }
         assert!(!out.exists(), "{extra:?} wrote {}", out.display());
+    }
+}
+
+/// An --out that cannot be made stops the sweep before any point runs (a cluster's point too), with
+/// exit 64 and the path; a file stands in the way, as root may write a read-only directory.
+#[test]
+fn an_out_that_cannot_be_written_stops_the_sweep_before_it_runs() {
+    let dir = scratch("unwritable");
+    let file = dir.join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let o = file.join("out");
+    let o = o.to_str().unwrap();
+    for extra in [&[][..], &["--point", "1"][..]] {
+        let mut args = vec!["sweep", "seed000-tbf", "--set", "seed=1,2", "--out", o];
+        args.extend_from_slice(extra);
+        let (code, _, err) = tclab(&args, &[]);
+        assert_eq!(code, 64, "{extra:?}: {err}");
+        assert!(
+            err.contains("--out: cannot create") && err.contains("a-file/out/points"),
+            "{extra:?}: {err}"
+        );
+        assert!(!err.contains("done"), "{extra:?}: a point ran: {err}");
     }
 }
 
