@@ -43,6 +43,9 @@ the key named, nothing written); 1 if a run fails.";
 /// The version of a point file's layout.
 const SCHEMA: &str = "tclab-sweep/1";
 const POINTS_DIR: &str = "points";
+/// The largest grid: checking a point's scenario alone takes about a millisecond, so a million
+/// points is a quarter of an hour before the first runs.
+const MAX_POINTS: usize = 1_000_000;
 
 // ---- The grid ---------------------------------------------------------------------------------------
 
@@ -91,6 +94,18 @@ impl Grid {
                 key: key.to_string(),
                 values,
             });
+        }
+        let n = axes
+            .iter()
+            .try_fold(1usize, |n, a| n.checked_mul(a.values.len()))
+            .filter(|&n| n <= MAX_POINTS);
+        if n.is_none() {
+            let sizes: Vec<String> = axes.iter().map(|a| a.values.len().to_string()).collect();
+            return Err(format!(
+                "the grid has {} points, more than {MAX_POINTS}: every point is checked before any runs \
+                 and kept in memory; split the sweep",
+                sizes.join(" × ")
+            ));
         }
         Ok(Grid { axes })
     }

@@ -423,7 +423,10 @@ fn bad_keys_and_values_name_the_point_and_the_key_and_write_nothing() {
             &["SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX"],
         ),
         // --seed would replace the swept seeds: every row the same run under a seed it does not show.
-        (&["--seed", "3"], &["--seed and --set seed", "one or the other"]),
+        (
+            &["--seed", "3"],
+            &["--seed and --set seed", "one or the other"],
+        ),
     ];
     for (extra, want) in options {
         let mut args = vec!["sweep", "seed000-tbf", "--set", "seed=1,2", "--out", o];
@@ -434,6 +437,45 @@ fn bad_keys_and_values_name_the_point_and_the_key_and_write_nothing() {
             assert!(err.contains(w), "{extra:?}: {w:?} not in {err}");
         }
         assert!(!out.exists(), "{extra:?} wrote {}", out.display());
+    }
+}
+
+/// 1 000 values on each of 7 keys: 10^21 points overflowed the count (a panic in a debug build, a
+/// wrong count in a release one). Past a million points the sweep is refused: each is checked before
+/// any runs, about a millisecond each.
+#[test]
+fn a_grid_too_large_to_count_or_check_is_refused() {
+    let values = (1..=1000)
+        .map(|v| v.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let keys = [
+        "seed",
+        "hz",
+        "traffic.0.streams",
+        "traffic.0.length",
+        "link.0.mtu",
+        "link.1.mtu",
+        "traffic.1.count",
+    ];
+    let sets: Vec<String> = keys.iter().map(|k| format!("{k}={values}")).collect();
+    for n in [2, 7] {
+        let mut args = vec!["sweep", "seed000-tbf", "--points"];
+        for s in &sets[..n] {
+            args.extend_from_slice(&["--set", s]);
+        }
+        let (code, out, err) = tclab(&args, &[]);
+        if n == 2 {
+            assert_eq!((code, out.trim()), (0, "1000000"), "{err}");
+        } else {
+            assert_eq!(code, 64, "{err}");
+            let sizes = vec!["1000"; 7].join(" × ");
+            assert!(
+                err.contains(&format!("the grid has {sizes} points, more than 1000000")),
+                "{err}"
+            );
+            assert!(err.contains("split the sweep"), "{err}");
+        }
     }
 }
 
