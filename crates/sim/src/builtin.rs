@@ -182,6 +182,15 @@ pub const BUILTIN: &[Builtin] = &[
         ]),
     },
     Builtin {
+        name: "seed000-htb-burst",
+        description: "seed 000: HTB one class 1mbit with burst/cburst 409600, default leaf, UDP flood from 1 s: a spike, then the rate",
+        source: Parts(&[
+            "name = \"seed 000: HTB rate 1mbit burst 409600 cburst 409600\"\nduration = \"10s\"\n",
+            SEED000_LAB,
+            include_str!("../scenarios/seed000/htb-burst.toml"),
+        ]),
+    },
+    Builtin {
         name: "seed000-hfsc-180kbit",
         description: "seed 000's empty HFSC section: one class sc+ul 180kbit, default pfifo leaf, UDP flood, ping",
         source: Parts(&[
