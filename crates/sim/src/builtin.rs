@@ -191,6 +191,15 @@ pub const BUILTIN: &[Builtin] = &[
         ]),
     },
     Builtin {
+        name: "seed000-iperf",
+        description: "seed 000's traffic as run: 29 TCP and 29 UDP iperf streams and a ping, no shaper (sweep policy.0.tc for one)",
+        source: Parts(&[
+            "name = \"seed 000: 29 TCP + 29 UDP iperf streams, no shaper\"\nduration = \"30s\"\n",
+            SEED000_LAB,
+            include_str!("../scenarios/seed000/iperf.toml"),
+        ]),
+    },
+    Builtin {
         name: "seed000-hfsc-180kbit",
         description: "seed 000's empty HFSC section: one class sc+ul 180kbit, default pfifo leaf, UDP flood, ping",
         source: Parts(&[
