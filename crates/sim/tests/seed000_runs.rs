@@ -1,0 +1,105 @@
+//! Seed 000's runs that have a built-in scenario of their own beside the HTB and TBF ones: HTB with
+//! burst/cburst 409600 (`seed000-htb-burst`) and the seed's traffic as its script ran it, 29 TCP and 29
+//! UDP iperf streams with no shaper (`seed000-iperf`). The notes give plots only for both; the figures
+//! below are derived by hand from the scenarios, shortened to seconds.
+
+use tclab_sim::builtin::find;
+use tclab_sim::run::Outcome;
+use tclab_sim::scenario::{load, Scenario};
+
+/// Loads a built-in with its `duration = "…"` line replaced, and runs it.
+fn run(name: &str, duration: &str) -> (Scenario, Outcome) {
+    let text = find(name).expect("built in").toml();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("duration = "))
+        .expect("a duration line");
+    let text = text.replacen(line, &format!("duration = \"{duration}\""), 1);
+    let mut sc = load(name, &text, std::path::Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
+    let out = tclab_sim::run::run(&mut sc, &mut |_| {}).expect("runs");
+    (sc, out)
+}
+
+/// `tbf`'s twin for HTB: a 1 Mbit/s class whose buckets (burst and cburst) hold 409 600 bytes, full when
+/// the flood starts at 1 s (30 streams of 334 kbit/s of 1448-byte payloads, 10.31 Mbit/s of 1490-byte
+/// frames). HTB sends at the flood's rate until the tokens run out, 409600 × 8 / (10.31 − 1) Mbit/s =
+/// 0.35 s later, so the sample ending at 1.5 s carries the bucket and half a second of the rate,
+/// (3 276 800 + 500 000) / 0.5 = 7.55 Mbit/s; from then on every sample is the rate, give or take one
+/// 1490-byte frame (23.8 kbit/s a sample).
+#[test]
+fn htb_with_a_409600_byte_burst_spikes_then_keeps_its_rate() {
+    let (sc, out) = run("seed000-htb-burst", "5s");
+    let eth1: Vec<(f64, f64)> = out
+        .recorder
+        .iface_samples
+        .iter()
+        .filter(|s| sc.net.port_label(s.iface) == "router0:eth1")
+        .map(|s| (s.t as f64 / 1e9, s.tx_bps))
+        .collect();
+    assert_eq!(eth1.len(), 10, "{eth1:?}");
+    let rate = 1e6;
+    let frame = 1490.0 * 8.0 / 0.5;
+    // Before the flood: the pings only (98-byte frames, one each 100 ms: 7 840 bit/s).
+    assert!(eth1[..2].iter().all(|s| s.1 < 10e3), "{eth1:?}");
+    // The flood's streams start within one packet interval (34.7 ms) of 1 s: the bucket and between
+    // 0.465 and 0.5 s of the rate, and the pings.
+    let spike = eth1[2].1;
+    let (low, high) = (
+        (409_600.0 * 8.0 + 0.465 * rate) / 0.5,
+        (409_600.0 * 8.0 + 0.5 * rate) / 0.5 + frame + 10e3,
+    );
+    assert!(
+        spike >= low && spike <= high,
+        "sample ending 1.5 s: {spike:.0} bit/s, by hand {low:.0}..{high:.0}"
+    );
+    for &(t, bps) in &eth1[3..] {
+        assert!(
+            (bps - rate).abs() <= frame + 10e3,
+            "sample ending {t} s: {bps:.0} bit/s, the rate {rate}: {eth1:?}"
+        );
+    }
+}
+
+/// The seed's script, `for I in seq 2 30`: a TCP and a UDP iperf stream to each port, 29 of each, with
+/// no shaper. The UDP streams offer 29 × 70 Mbit/s, twice node1's gigabit NIC, so its 1000-packet
+/// pfifo_fast stays full and drops what does not fit; the router forwards what arrives at the rate it
+/// arrives and drops nothing. UDP fills the line: 1 Gbit/s of 1514-byte frames is 972.3 Mbit/s of
+/// payload. TCP's segments meet a full queue that drops half of what arrives, so its 29 streams live on
+/// timeouts (under 1 % of the line). A ping that gets in waits behind the full queue, 1000 × 1514 bytes
+/// at 1 Gbit/s = 12.11 ms, plus the idle path's 0.40 ms.
+#[test]
+fn the_seeds_iperf_streams_fill_the_line_with_udp_and_starve_tcp() {
+    let (sc, out) = run("seed000-iperf", "3s");
+    let tcp = out.flows.iter().find(|f| f.name == "iperf-tcp").unwrap();
+    let udp = out.flows.iter().find(|f| f.name == "iperf-udp").unwrap();
+    let line = 1e9 * 1472.0 / 1514.0;
+    assert!(
+        udp.goodput_bps > 0.98 * line && udp.goodput_bps <= line,
+        "UDP goodput {} against the line's payload {line:.0}",
+        udp.goodput_bps
+    );
+    assert!(
+        tcp.goodput_bps < 0.01 * 1e9 && tcp.retransmits > 0,
+        "TCP beside the flood: {} bit/s, {} retransmits",
+        tcp.goodput_bps,
+        tcp.retransmits
+    );
+    let dropped = |label: &str| {
+        let i = sc
+            .net
+            .ifaces
+            .iter()
+            .position(|i| format!("{}:{}", sc.net.nodes[i.node].name, i.name) == label)
+            .unwrap_or_else(|| panic!("{label}"));
+        sc.net.ifaces[i].counters.tx_dropped
+    };
+    assert!(dropped("node1:eth0") > 100_000, "the sender's queue drops");
+    assert_eq!(dropped("router0:eth1"), 0, "the unshaped router drops nothing");
+    let full_ms = 1000.0 * 1514.0 * 8.0 / 1e9 * 1e3;
+    let p = &out.pings[0];
+    assert!(
+        p.rtt.p99_ms > full_ms && p.rtt.p99_ms < full_ms + 0.5,
+        "ping p99 {} ms, a full queue {full_ms:.2} ms",
+        p.rtt.p99_ms
+    );
+}
