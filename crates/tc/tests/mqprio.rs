@@ -85,3 +85,39 @@ fn refusals() {
     );
     assert!(!run(&mut e, "qdisc show dev eth0").stdout.contains("mqprio"));
 }
+
+/// `mqprio_qdisc_ops` has no `change` (sch_mqprio.c): a change, or a replace naming the same handle, is
+/// refused by `qdisc_change` and the qdisc kept as it was; a replace with a new handle makes a new one
+/// (tc_modify_qdisc's create-and-graft). tclab answered 0 and changed nothing.
+#[test]
+fn a_change_is_refused_and_a_new_handle_replaces() {
+    let mut e = eight_queues();
+    let add = "root handle 1: mqprio num_tc 2 map 0 1 queues 4@0 4@4 hw 0";
+    assert_eq!(run(&mut e, &format!("qdisc add dev eth0 {add}")).code, 0);
+    for line in [
+        "qdisc change dev eth0 root handle 1: mqprio num_tc 2 map 1 0 queues 2@0 6@2 hw 0",
+        "qdisc replace dev eth0 root handle 1: mqprio num_tc 2 map 1 0 queues 2@0 6@2 hw 0",
+        "qdisc replace dev eth0 root mqprio num_tc 2 map 1 0 queues 2@0 6@2 hw 0",
+    ] {
+        let o = run(&mut e, line);
+        assert_eq!(
+            (o.code, o.stderr.as_str()),
+            (
+                2,
+                "Error: Change operation not supported by specified qdisc.\n"
+            ),
+            "{line}"
+        );
+    }
+    let q = run(&mut e, "qdisc show dev eth0").stdout;
+    assert!(q.starts_with("qdisc mqprio 1: root tc 2 map 0 1 "), "{q}");
+    assert!(q.contains("queues:(0:3) (4:7)"), "{q}");
+    let o = run(
+        &mut e,
+        "qdisc replace dev eth0 root handle 2: mqprio num_tc 2 map 1 0 queues 2@0 6@2 hw 0",
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let q = run(&mut e, "qdisc show dev eth0").stdout;
+    assert!(q.starts_with("qdisc mqprio 2: root tc 2 map 1 0 "), "{q}");
+    assert!(q.contains("queues:(0:1) (2:7)"), "{q}");
+}

@@ -600,7 +600,7 @@ pub(crate) fn one_child_walk(
     }]
 }
 
-/// `qdisc_change`'s answer for a discipline without `change` (ETF, teql).
+/// `qdisc_change`'s answer for a discipline without `change` (ETF, teql, mqprio).
 pub(crate) fn change_not_supported() -> KernelError {
     KernelError::msg(
         Errno::NotSupported,

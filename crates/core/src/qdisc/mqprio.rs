@@ -149,14 +149,15 @@ impl Qdisc for Mqprio {
     fn dump(&self) -> QdiscOptions {
         QdiscOptions::Mqprio(self.opts)
     }
-    /// `mqprio_change`: nothing to change (the kernel answers success).
+    /// `mqprio_qdisc_ops` has no `change`, and tc always sends mqprio's options: `qdisc_change`
+    /// refuses a change or a replace of the same handle (a new handle makes a new qdisc).
     fn change(
         &mut self,
         _: &QdiscOptions,
         _: &DevEnv,
         _: Nanos,
     ) -> Result<Vec<Warning>, KernelError> {
-        Ok(Vec::new())
+        Err(super::change_not_supported())
     }
     fn set_seed(&mut self, seed: u64) {
         self.mq.set_seed(seed);
