@@ -281,7 +281,8 @@ pub struct SweepArgs {
     #[arg(long, value_name = "I|env", conflicts_with = "merge")]
     pub point: Option<String>,
     /// Assemble the table and plots from the point files in DIR/points, into DIR
-    #[arg(long, value_name = "DIR")]
+    // --out beside it was ignored: the results go into DIR, where the points are.
+    #[arg(long, value_name = "DIR", conflicts_with = "out")]
     pub merge: Option<PathBuf>,
 }
 

@@ -422,6 +422,11 @@ fn bad_keys_and_values_name_the_point_and_the_key_and_write_nothing() {
             &["--point", "env"],
             &["SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX"],
         ),
+        // The merge writes into its own DIR: --out would be ignored.
+        (
+            &["--merge", "m"],
+            &["'--out <DIR>' cannot be used with '--merge <DIR>'"],
+        ),
         // --seed would replace the swept seeds: every row the same run under a seed it does not show.
         (
             &["--seed", "3"],
