@@ -1000,3 +1000,69 @@ fn two_queues_each_shape_their_flows_and_tc_shows_them_merged() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// The offloads tclab live turns off on its devices are turned back on when it stops, and when it is
+/// killed (a keeper process, holding CAP_NET_ADMIN alone, waits for the bridge to be gone). Checked
+/// on a veth pair in a namespace of its own, whose TSO, GSO and transmit checksumming start on.
+#[test]
+fn offloads_come_back_when_the_bridge_stops_or_is_killed() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = cannot_run() {
+        return skip(&why);
+    }
+    let ns = format!("tof{}", std::process::id() % 10_000);
+    let ip = |args: &[&str]| {
+        let o = Command::new("ip").args(args).output().unwrap();
+        assert!(o.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    ip(&["netns", "add", &ns]);
+    struct Gone(String);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+    }
+    let _gone = Gone(ns.clone());
+    ip(&["-n", &ns, "link", "add", "va", "type", "veth", "peer", "name", "vb"]);
+    ip(&["-n", &ns, "link", "set", "va", "up"]);
+    ip(&["-n", &ns, "link", "set", "vb", "up"]);
+    let on = || {
+        tclab_live::sys::in_netns(&format!("/run/netns/{ns}"), || {
+            tclab_live::sys::offloads_on_now("va").unwrap()
+        })
+        .unwrap()
+    };
+    let before = on();
+    assert!(before.contains(&"tso") && before.contains(&"gso"), "{before:?}");
+    let live = |extra: &[&str]| {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &ns, TCLAB, "live", "--dev", "va", "--dev", "vb"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c.spawn().unwrap()
+    };
+    // Stopped at the end of its --duration: the offloads are back once it has gone.
+    let (ok, out, err) = finish(live(&["--duration", "0.5"]), Duration::from_secs(20));
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("turned back on when tclab stops"), "{out}");
+    let wait_for = |want: &[&str]| {
+        let start = Instant::now();
+        while on() != want && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(on(), want);
+    };
+    wait_for(&before);
+    // Killed outright (SIGKILL, as a crash): the keeper still restores them.
+    let c = live(&[]);
+    let start = Instant::now();
+    while on() == before && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(on().is_empty(), "turned off while it runs");
+    // The bridge is `ip netns exec`'s child (it execs): the pid is tclab's.
+    let _ = Command::new("kill").args(["-9", &c.id().to_string()]).status();
+    let _ = finish(c, Duration::from_secs(5));
+    wait_for(&before);
+}

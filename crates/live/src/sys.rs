@@ -171,6 +171,98 @@ pub fn offloads_off(name: &str) -> io::Result<Vec<&'static str>> {
     Ok(turned)
 }
 
+/// The offloads of `name` that are on, by the names [`offloads_off`] uses.
+pub fn offloads_on_now(name: &str) -> io::Result<Vec<&'static str>> {
+    ifindex(name)?;
+    let mut on = Vec::new();
+    if ethtool(name, ETHTOOL_GFLAGS, 0).is_ok_and(|f| f & ETH_FLAG_LRO != 0) {
+        on.push("lro");
+    }
+    for &(what, get, _) in OFFLOADS {
+        if ethtool(name, get, 0).is_ok_and(|v| v != 0) {
+            on.push(what);
+        }
+    }
+    Ok(on)
+}
+
+/// Turn back on the offloads `turned` names (what [`offloads_off`] turned off), in the reverse order:
+/// TSO needs transmit checksumming on first. Each is tried; the first failure is returned.
+pub fn offloads_on(name: &str, turned: &[&str]) -> io::Result<()> {
+    let mut first = Ok(());
+    for &what in turned.iter().rev() {
+        let r = if what == "lro" {
+            ethtool(name, ETHTOOL_GFLAGS, 0)
+                .and_then(|flags| ethtool(name, ETHTOOL_SFLAGS, flags | ETH_FLAG_LRO))
+        } else if let Some(&(_, _, set)) = OFFLOADS.iter().find(|o| o.0 == what) {
+            ethtool(name, set, 1)
+        } else {
+            Ok(0)
+        };
+        if let (Err(e), Ok(())) = (r, &first) {
+            first = Err(e);
+        }
+    }
+    first
+}
+
+/// Leave behind a keeper that turns the offloads in `devs` back on once this process is gone, however
+/// it ends (stopped, killed, crashed): a forked child holding the read end of a pipe whose write end
+/// only this process has. When the pipe closes the keeper wakes, restores, and exits. It keeps this
+/// process's privileges (it needs CAP_NET_ADMIN, which this process is about to drop) but does
+/// nothing else: it reads no frame and closes every other descriptor. Call it before any thread
+/// starts (fork copies the calling thread only) and before the capabilities go.
+pub fn restore_offloads_at_exit(devs: Vec<(String, Vec<&'static str>)>) -> io::Result<()> {
+    if devs.iter().all(|(_, t)| t.is_empty()) {
+        return Ok(());
+    }
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 writes two descriptors into the array we own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(last_error("pipe2"));
+    }
+    // SAFETY: fork in a process with one thread (the caller's contract); the child below only makes
+    // system calls and returns through _exit.
+    match unsafe { libc::fork() } {
+        -1 => Err(last_error("fork")),
+        0 => {
+            // SAFETY: plain system calls on descriptors and signal dispositions of this process.
+            unsafe {
+                // A Ctrl-C or a SIGTERM to the bridge's process group must not end the keeper first.
+                libc::signal(libc::SIGINT, libc::SIG_IGN);
+                libc::signal(libc::SIGTERM, libc::SIG_IGN);
+                // The packet sockets and the rest: frames would queue in them for nothing.
+                let max = libc::sysconf(libc::_SC_OPEN_MAX).clamp(256, 65_536) as libc::c_int;
+                for fd in 3..max {
+                    if fd != fds[0] {
+                        libc::close(fd);
+                    }
+                }
+                // Of this process's privileges the keeper needs CAP_NET_ADMIN (12) alone.
+                keep_only_cap(12);
+                let mut b = [0u8; 1];
+                loop {
+                    let r = libc::read(fds[0], b.as_mut_ptr() as *mut libc::c_void, 1);
+                    if r == 0 || (r < 0 && *libc::__errno_location() != libc::EINTR) {
+                        break;
+                    }
+                }
+            }
+            for (name, turned) in &devs {
+                let _ = offloads_on(name, turned);
+            }
+            // SAFETY: leaves the child at once, without running the parent's exit handlers.
+            unsafe { libc::_exit(0) }
+        }
+        _ => {
+            // SAFETY: the read end is the keeper's; the write end stays open (and unused) for as long
+            // as this process lives.
+            unsafe { libc::close(fds[0]) };
+            Ok(())
+        }
+    }
+}
+
 /// `CLOCK_MONOTONIC` in nanoseconds.
 pub fn monotonic_ns() -> u64 {
     let mut t = libc::timespec {
@@ -199,20 +291,19 @@ pub fn realtime() -> bool {
     unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
 }
 
-/// Give up every capability, for good: the sockets are open, the offloads set, the scheduling class
-/// chosen, so a bridge that a hostile frame subverted could do no more than any unprivileged process
-/// (`PR_SET_NO_NEW_PRIVS`, the bounding set emptied, then effective, permitted and inheritable sets
-/// cleared with `capset`, which clears the ambient set too).
-pub fn drop_capabilities() -> io::Result<()> {
+/// Keep capability `cap` alone, for good (best effort: a process without the others already is fine).
+fn keep_only_cap(cap: u32) {
     // SAFETY: prctl with integer arguments.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
-        return Err(last_error("PR_SET_NO_NEW_PRIVS"));
-    }
-    // CAP_SETPCAP (8), needed to drop the others from the bounding set, goes last.
-    for cap in (0..64).filter(|&c| c != 8).chain([8]) {
+    unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) };
+    for c in (0..64).filter(|&c| c != 8 && c != cap).chain([8]) {
         // SAFETY: prctl with integer arguments; EINVAL for capabilities this kernel does not have.
-        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, c as libc::c_ulong, 0, 0, 0) };
     }
+    let _ = capset([1u32 << cap, 0]);
+}
+
+/// `capset` of this process: `effective` = `permitted` = the two words of `caps`, nothing inheritable.
+fn capset(caps: [u32; 2]) -> io::Result<()> {
     #[repr(C)]
     struct Header {
         version: u32,
@@ -229,16 +320,33 @@ pub fn drop_capabilities() -> io::Result<()> {
         version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3: two Data words
         pid: 0,
     };
-    let data = [Data {
-        effective: 0,
-        permitted: 0,
+    let data = caps.map(|c| Data {
+        effective: c,
+        permitted: c,
         inheritable: 0,
-    }; 2];
+    });
     // SAFETY: capset reads a version-3 header and two data words we own.
     if unsafe { libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr()) } != 0 {
         return Err(last_error("capset"));
     }
     Ok(())
+}
+
+/// Give up every capability, for good: the sockets are open, the offloads set, the scheduling class
+/// chosen, so a bridge that a hostile frame subverted could do no more than any unprivileged process
+/// (`PR_SET_NO_NEW_PRIVS`, the bounding set emptied, then effective, permitted and inheritable sets
+/// cleared with `capset`, which clears the ambient set too).
+pub fn drop_capabilities() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
+        return Err(last_error("PR_SET_NO_NEW_PRIVS"));
+    }
+    // CAP_SETPCAP (8), needed to drop the others from the bounding set, goes last.
+    for cap in (0..64).filter(|&c| c != 8).chain([8]) {
+        // SAFETY: prctl with integer arguments; EINVAL for capabilities this kernel does not have.
+        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+    }
+    capset([0, 0])
 }
 
 /// An AF_PACKET socket on one interface: promiscuous, non-blocking, deaf to the frames it sends, its
