@@ -1013,7 +1013,11 @@ fn offloads_come_back_when_the_bridge_stops_or_is_killed() {
     let ns = format!("tof{}", std::process::id() % 10_000);
     let ip = |args: &[&str]| {
         let o = Command::new("ip").args(args).output().unwrap();
-        assert!(o.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "ip {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
     };
     ip(&["netns", "add", &ns]);
     struct Gone(String);
@@ -1023,7 +1027,9 @@ fn offloads_come_back_when_the_bridge_stops_or_is_killed() {
         }
     }
     let _gone = Gone(ns.clone());
-    ip(&["-n", &ns, "link", "add", "va", "type", "veth", "peer", "name", "vb"]);
+    ip(&[
+        "-n", &ns, "link", "add", "va", "type", "veth", "peer", "name", "vb",
+    ]);
     ip(&["-n", &ns, "link", "set", "va", "up"]);
     ip(&["-n", &ns, "link", "set", "vb", "up"]);
     let on = || {
@@ -1033,13 +1039,18 @@ fn offloads_come_back_when_the_bridge_stops_or_is_killed() {
         .unwrap()
     };
     let before = on();
-    assert!(before.contains(&"tso") && before.contains(&"gso"), "{before:?}");
+    assert!(
+        before.contains(&"tso") && before.contains(&"gso"),
+        "{before:?}"
+    );
     let live = |extra: &[&str]| {
         let mut c = Command::new("ip");
-        c.args(["netns", "exec", &ns, TCLAB, "live", "--dev", "va", "--dev", "vb"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        c.args([
+            "netns", "exec", &ns, TCLAB, "live", "--dev", "va", "--dev", "vb",
+        ])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
         c.spawn().unwrap()
     };
     // Stopped at the end of its --duration: the offloads are back once it has gone.
@@ -1062,7 +1073,9 @@ fn offloads_come_back_when_the_bridge_stops_or_is_killed() {
     }
     assert!(on().is_empty(), "turned off while it runs");
     // The bridge is `ip netns exec`'s child (it execs): the pid is tclab's.
-    let _ = Command::new("kill").args(["-9", &c.id().to_string()]).status();
+    let _ = Command::new("kill")
+        .args(["-9", &c.id().to_string()])
+        .status();
     let _ = finish(c, Duration::from_secs(5));
     wait_for(&before);
 }
