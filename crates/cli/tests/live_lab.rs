@@ -1072,7 +1072,7 @@ fn offloads_come_back_when_the_bridge_stops_or_is_killed() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(on().is_empty(), "turned off while it runs");
-    // The bridge is `ip netns exec`'s child (it execs): the pid is tclab's.
+    // `ip netns exec` execs tclab: the pid is the bridge's (the keeper is its child).
     let _ = Command::new("kill")
         .args(["-9", &c.id().to_string()])
         .status();
