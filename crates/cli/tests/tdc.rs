@@ -302,6 +302,11 @@ fn tdc_ctinfo() {
 }
 
 #[test]
+fn tdc_ct() {
+    assert_no_failures(&["actions/ct.json"]);
+}
+
+#[test]
 fn tdc_ife() {
     assert_no_failures(&["actions/ife.json"]);
 }

@@ -16,6 +16,7 @@
 pub mod bpf;
 pub mod connmark;
 pub mod csum;
+pub mod ct;
 pub mod ctinfo;
 pub mod gact;
 pub mod gate;
@@ -94,6 +95,7 @@ pub enum ActionParams {
     Gate(gate::Gate),
     Ctinfo(ctinfo::Ctinfo),
     Ife(ife::Ife),
+    Ct(ct::Ct),
 }
 
 impl ActionParams {
@@ -117,6 +119,7 @@ impl ActionParams {
             ActionParams::Gate(_) => "gate",
             ActionParams::Ctinfo(_) => "ctinfo",
             ActionParams::Ife(_) => "ife",
+            ActionParams::Ct(_) => "ct",
         }
     }
     /// The control codes this action may answer with, for the goto-chain check.
@@ -146,6 +149,7 @@ impl ActionParams {
             ActionParams::Gate(p) => vec![p.action],
             ActionParams::Ctinfo(p) => vec![p.action],
             ActionParams::Ife(p) => vec![p.action],
+            ActionParams::Ct(p) => vec![p.action],
         }
     }
 }
@@ -218,6 +222,11 @@ impl Action {
             ActionParams::TunnelKey(t) => return t.act(pkt),
             ActionParams::Sample(sa) => return sa.act(pkt, &mut self.psample),
             ActionParams::Ctinfo(ci) => return ci.act(pkt, &mut self.ctinfo),
+            ActionParams::Ct(ct) => {
+                let (c, drop) = ct.act(pkt);
+                self.stats.drops += u32::from(drop);
+                return c;
+            }
             ActionParams::Ife(i) => {
                 let (c, drop, over) = i.act(pkt, cx.mirred.at_ingress());
                 self.stats.drops += u32::from(drop);
@@ -402,6 +411,7 @@ impl ActionTable {
                     ActionParams::TunnelKey(t) => t.validate()?,
                     ActionParams::Sample(sa) => sa.validate()?,
                     ActionParams::Ctinfo(ci) => ci.validate()?,
+                    ActionParams::Ct(ct) => ct.validate()?,
                     ActionParams::Gate(g) => g.validate(existing.is_none())?,
                     _ => {}
                 }

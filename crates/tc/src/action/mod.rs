@@ -2,7 +2,7 @@
 //! iproute2's `tc/m_action.c` and `tc_util.c` (6.1), with one file per action kind for its parser and
 //! printer, as iproute2 has one `m_X.c`: `gact.rs`, `police.rs`, `skbedit.rs`, `connmark.rs`,
 //! `mirred.rs`, `nat.rs`, `csum.rs`, `pedit.rs`, `simple.rs`, `skbmod.rs`, `vlan.rs`, `bpf.rs`,
-//! `mpls.rs`, `tunnel_key.rs`, `sample.rs`, `gate.rs`, `ctinfo.rs`, `ife.rs`; `parse_actions` and
+//! `mpls.rs`, `tunnel_key.rs`, `sample.rs`, `gate.rs`, `ctinfo.rs`, `ife.rs`, `ct.rs`; `parse_actions` and
 //! `print_aopt` dispatch to them, one line each.
 //!
 //! Parsers follow tc's return conventions through [`Failure`]: tc's `exit(-1)` (usage, `invarg`) is a
@@ -12,6 +12,7 @@
 mod bpf;
 mod connmark;
 mod csum;
+mod ct;
 mod ctinfo;
 mod gact;
 mod gate;
@@ -237,6 +238,7 @@ pub fn parse_actions(c: &mut Cur) -> Result<Vec<ActionSpec>> {
             "gate" => gate::parse_gate(c),
             "ctinfo" => ctinfo::parse_ctinfo(c),
             "ife" => ife::parse_ife(c),
+            "ct" => ct::parse_ct(c),
             // tc falls back on gact for any kind it has no module for: `action pump` is gact's "Bad
             // action type pump".
             _ => gact::parse_gact(c),
@@ -389,6 +391,7 @@ fn print_aopt(p: &mut Printer, a: &Action, flags: ShowFlags, now: u64) {
         ActionParams::Gate(g) => gate::print(p, a, g, flags, now),
         ActionParams::Ctinfo(ci) => ctinfo::print(p, a, ci, flags, now),
         ActionParams::Ife(i) => ife::print(p, a, i, flags, now),
+        ActionParams::Ct(ct) => ct::print(p, a, ct, flags, now),
     }
 }
 
@@ -556,6 +559,7 @@ pub const KINDS: &[&str] = &[
     "gate",
     "ctinfo",
     "ife",
+    "ct",
 ];
 
 const TALK: &str = "We have an error talking to the kernel";

@@ -17,7 +17,7 @@ fn get_u8(s: &str, base: u32) -> Option<u8> {
 
 /// `get_addr(…, AF_UNSPEC)`: an IPv6 address if it has a colon, else an IPv4 one; anything else ends
 /// tc with `exit(1)`.
-fn get_addr(s: &str) -> Result<IpAddr> {
+pub(super) fn get_addr(s: &str) -> Result<IpAddr> {
     let a = if s.contains(':') {
         s.parse().ok().map(IpAddr::V6)
     } else {
@@ -32,7 +32,7 @@ fn get_addr(s: &str) -> Result<IpAddr> {
 }
 
 /// `hex2mem(token, buf, strlen(token) / 2)`: pairs of hex digits (an odd last digit is left out).
-fn hex2mem(s: &str) -> Option<Vec<u8>> {
+pub(super) fn hex2mem(s: &str) -> Option<Vec<u8>> {
     let b = s.as_bytes();
     (0..b.len() / 2)
         .map(|i| {
