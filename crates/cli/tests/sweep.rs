@@ -474,7 +474,7 @@ fn a_grid_too_large_to_count_or_check_is_refused() {
             assert_eq!((code, out.trim()), (0, "1000000"), "{err}");
         } else {
             assert_eq!(code, 64, "{err}");
-            let sizes = vec!["1000"; 7].join(" × ");
+            let sizes = ["1000"; 7].join(" × ");
             assert!(
                 err.contains(&format!("the grid has {sizes} points, more than 1000000")),
                 "{err}"
