@@ -176,6 +176,9 @@ pub struct CheckArgs {
     pub txqueues: Vec<String>,
     /// A shell script, a tc -batch file or a policy store (default: the store at $TCLAB_STATE)
     pub file: Option<PathBuf>,
+    /// The script's arguments, after `--` (tclab check wan.sh -- eth0 20000)
+    #[arg(last = true, value_name = "ARGS")]
+    pub args: Vec<String>,
 }
 
 fn parse_hz(s: &str) -> Result<u64, String> {
@@ -222,6 +225,9 @@ pub struct ExplainArgs {
     pub dev: Option<String>,
     /// A shell script, a tc -batch file or a policy store (default: the store at $TCLAB_STATE)
     pub file: Option<PathBuf>,
+    /// The script's arguments, after `--` (tclab explain wan.sh -- eth0 20000)
+    #[arg(last = true, value_name = "ARGS")]
+    pub args: Vec<String>,
 }
 
 #[derive(Args)]

@@ -36,7 +36,7 @@ pub fn load_bridge_policy(
         refusals,
         journal,
         ..
-    } = load_policy(Some(f), &setup).map_err(|e| match e {
+    } = load_policy(Some(f), &setup, &[]).map_err(|e| match e {
         Failure::Failed(m) => Failure::Usage(m),
         u => u,
     })?;

@@ -424,7 +424,7 @@ fn run_explain(a: args::ExplainArgs) -> CmdResult {
         mut engine,
         refusals,
         ..
-    } = load_policy(file, &[])?;
+    } = load_policy(file, &[], &a.args)?;
     known_devices(&engine, &device_rates)?;
     for (at, cmd, msg) in &refusals {
         let first = msg.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
@@ -518,9 +518,23 @@ struct Loaded {
 /// file or a shell script (run unmodified, as `tclab script run` runs it); no FILE is the store at
 /// $TCLAB_STATE, which must exist. `setup` (`link add dev eth1 numtxqueues 2`) is the host a script or
 /// batch file runs on.
-fn load_policy(file: Option<&str>, setup: &[Vec<String>]) -> Result<Loaded, Failure> {
+fn load_policy(
+    file: Option<&str>,
+    setup: &[Vec<String>],
+    script_args: &[String],
+) -> Result<Loaded, Failure> {
     use tclab_tc::check::origins::Record;
+    let no_args = |name: &str| -> Result<(), Failure> {
+        match script_args.is_empty() {
+            true => Ok(()),
+            false => Err(usage(format!(
+                "{name} is not a shell script: the arguments after `--` ({}) go to a script",
+                script_args.join(" ")
+            ))),
+        }
+    };
     let from_store = |path: &std::path::Path, name: &str| -> Result<Loaded, Failure> {
+        no_args(name)?;
         if !setup.is_empty() {
             return Err(usage(format!(
                 "{name} is a store: its devices are already made (--txqueues is for a script or a batch \
@@ -574,6 +588,7 @@ fn load_policy(file: Option<&str>, setup: &[Vec<String>]) -> Result<Loaded, Fail
     match policy_kind(&text) {
         "store" => from_store(&path, f),
         "batch" => {
+            no_args(f)?;
             let mut engine = tclab_core::Engine::new();
             let mut refusals = Vec::new();
             let mut records = Vec::new();
@@ -612,7 +627,7 @@ fn load_policy(file: Option<&str>, setup: &[Vec<String>]) -> Result<Loaded, Fail
         _ => {
             let exe = std::env::current_exe()
                 .map_err(|e| format!("cannot find the tclab executable: {e}"))?;
-            let run = tclab_tc::script::run_script_on(Some(&exe), &path, &[], &[], setup)?;
+            let run = tclab_tc::script::run_script_on(Some(&exe), &path, script_args, &[], setup)?;
             let (engine, _) = tclab_tc::store::replay(&run.journal);
             let refusals: Vec<_> = run
                 .report
@@ -773,13 +788,14 @@ fn run_check(a: args::CheckArgs) -> CmdResult {
         );
     }
     let file = a.file.as_deref().map(path_text).transpose()?;
-    let loaded = load_policy(file, &setup)?;
+    let loaded = load_policy(file, &setup, &a.args)?;
     // A policy that made nothing passes no review: "0 errors" would pass a CI gate on a script that
     // exited before it built (on a missing argument: check runs it with none) or an empty file.
     if loaded.records.is_empty() && loaded.refusals.is_empty() && loaded.script_error.is_none() {
         return Err(usage(format!(
             "{}: the policy made no tc, ip or iptables change, so there is nothing to check (a script \
-             that exits before it builds — check runs it without arguments — or an empty file)",
+             that exits before it builds — give its arguments after `--`: tclab check FILE -- ARGS — \
+             or an empty file)",
             file.unwrap_or("the store")
         )));
     }

@@ -1340,3 +1340,42 @@ iptables -t mangle -A POSTROUTING -o eth0 -p tcp --dport 22 -j CLASSIFY --set-cl
     assert!(class_bytes(&sc, "s", "eth0", "1:10") > 1_000_000);
     assert!(class_bytes(&sc, "s", "eth0", "1:20") < 10_000);
 }
+
+/// A script that takes its device and rate as arguments (as sqm's and wondershaper's do): without them
+/// it stops at its first `${1:?…}` and check says to pass them after `--`; with them, the policy it
+/// builds is checked; a batch file takes no arguments (exit 64).
+#[test]
+fn a_script_gets_its_arguments_after_a_double_dash() {
+    let dir = TempDir::new("review-args");
+    let script = "#!/bin/sh
+DEV=${1:?usage: wan.sh DEV RATE}
+RATE=$2
+tc qdisc add dev $DEV root handle 1: htb default 10
+tc class add dev $DEV parent 1: classid 1:10 htb rate ${RATE}kbit
+tc qdisc add dev $DEV parent 1:10 fq_codel
+";
+    let r = check(&dir, "wan.sh", script, &[]);
+    let f = the(&r, "script-failed");
+    assert_eq!(line_of(&f), "wan.sh:2");
+    assert!(f["fix"].as_str().unwrap().contains("after `--`"), "{f}");
+    let path = dir.path.join("wan.sh").to_string_lossy().into_owned();
+    let run = |args: &[&str]| {
+        let mut c = cmd(Path::new(TCLAB), args);
+        c.env_remove("TCLAB_CONTROL");
+        run_with_timeout(c, Duration::from_secs(60), -1)
+    };
+    let r = run(&["check", "--json", &path, "--", "eth1", "20000"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    // The policy was built on eth1 at 20 Mbit/s: its one note names them.
+    let f = the(&r, "gso-bursts");
+    assert!(
+        f["at"].as_str().unwrap().starts_with("eth1 qdisc htb 1:"),
+        "{f}"
+    );
+    assert!(f["message"].as_str().unwrap().contains("20Mbit"), "{f}");
+    let batch = dir.path.join("b.batch");
+    std::fs::write(&batch, "qdisc add dev eth0 root fq_codel\n").unwrap();
+    let r = run(&["check", batch.to_str().unwrap(), "--", "eth0"]);
+    assert_eq!(r.code, 64, "{r:?}");
+    assert!(r.stderr.contains("is not a shell script"), "{}", r.stderr);
+}

@@ -344,16 +344,19 @@ pub fn check(
     // finding. Bash's own messages (a syntax error) name a line and are findings of their own.
     let script_error = script_error.filter(|e| e.located || refusals.is_empty());
     if let Some(ScriptError { at, message, .. }) = script_error {
-        out.push(
-            Finding::new(
-                "script-failed",
-                at.clone(),
-                message,
-                "correct the script there; the commands after that point did not run, so the policy is \
-                 not what the script says",
-            )
-            .line(Some(&at)),
-        );
+        // `bash: 1: usage…` or `$1: unbound variable`: a positional parameter the script wanted.
+        let wants_args = message
+            .split(": ")
+            .nth(1)
+            .is_some_and(|p| p.trim_start_matches('$').parse::<u32>().is_ok());
+        let fix = if wants_args {
+            "the script stopped for an argument it was not given: pass them after `--` (`tclab check \
+             FILE -- eth0 20000`)"
+        } else {
+            "correct the script there; the commands after that point did not run, so the policy is \
+             not what the script says"
+        };
+        out.push(Finding::new("script-failed", at.clone(), message, fix).line(Some(&at)));
     }
     out.extend(refused(refusals));
     let marks = marks::MarkSetters::of(engine);
