@@ -29,6 +29,12 @@ impl Connection {
         self.rcv_nxt = 1;
         self.rcv_wup = 1;
         self.negotiate(&seg.options, true);
+        // tcp_openreq_init_rwin(): the SYN-ACK offers the buffer in whole segments less the timestamps.
+        let (rcv_wnd, rcv_wscale) = self
+            .rb
+            .select_initial_window(self.advmss(), seg.options.wscale.is_some());
+        self.rcv_wnd_adv = rcv_wnd as u64;
+        self.rcv_wscale = rcv_wscale;
         // `tcp_ecn_create_request`: a SYN with ECE and CWR asks for ECN.
         self.ecn_ok = seg.has(flags::ECE) && seg.has(flags::CWR);
         self.snd_wnd = seg.window as u64; // SYN windows are never scaled
@@ -53,6 +59,7 @@ impl Connection {
         } else {
             self.snd_wscale = 0;
             self.rcv_wscale = 0;
+            self.rb.window_clamp = self.rb.window_clamp.min(65535);
         }
         let _ = we_are_server;
         let mut mss = self.cfg.mss.min(peer_mss);
@@ -65,7 +72,7 @@ impl Connection {
             .cfg
             .mss
             .min(peer_mss)
-            .min(self.cfg.rcv_wnd / 2)
+            .min((self.rcv_wnd_adv / 2) as u32)
             .clamp(88, TCP_MSS_DEFAULT);
     }
 
@@ -116,6 +123,7 @@ impl Connection {
 
     /// `tcp_init_transfer()`: cwnd and CC state at the start of data.
     fn established(&mut self, now: Nanos) {
+        self.init_buffer_space(now);
         self.cwnd = self.cfg.initial_cwnd.max(1);
         self.ca.init(now, self.snd_nxt);
         if self.ca_is_bbr() {
@@ -130,6 +138,7 @@ impl Connection {
         let end = seq + len as i64 + fin as i64;
         let rcv_wup = self.rcv_wup as i64;
         let win_right = (self.rcv_nxt + self.cur_rcv_window()) as i64;
+        let completes_handshake = self.state == State::SynReceived;
 
         // A retransmitted SYN (our SYN-ACK was lost): answer it again.
         if seg.has(flags::SYN) {
@@ -212,6 +221,10 @@ impl Connection {
                 }
                 self.ack_now = true;
             }
+        }
+        // (tcp_rcv_established's: not the ACK that completes the handshake)
+        if !completes_handshake {
+            self.rcv_rtt_measure_ts(now, len, seg.options.timestamps.map(|t| t.1));
         }
         if len > 0 || fin {
             self.process_data(now, seq, len, fin);
@@ -612,6 +625,7 @@ impl Connection {
         let data_end = seq + len as i64;
         if len > 0 {
             // tcp_measure_rcv_mss()
+            self.measure_scaling_ratio(len as u32);
             if len as u32 >= self.rcv_mss {
                 self.rcv_mss = (len as u32).min(self.cfg.mss);
             }
@@ -621,7 +635,8 @@ impl Connection {
                 self.incr_quickack();
             }
         }
-        let win_right = (self.rcv_nxt + self.cur_rcv_window().max(self.free_space())) as i64;
+        let win_right =
+            (self.rcv_nxt + self.cur_rcv_window().max(self.tcp_space().max(0) as u64)) as i64;
         if data_end <= rcv_nxt && len > 0 {
             // Duplicate: tcp_data_queue out_of_window → quickack + dupack.
             self.incr_quickack();
@@ -645,7 +660,12 @@ impl Connection {
                 }
                 let got = new_nxt - self.rcv_nxt;
                 self.rcv_nxt = new_nxt;
-                self.deliver(got);
+                // tcp_event_data_recv(), then the application's read when it reads as data comes
+                self.rcv_rtt_measure(now);
+                if got >= 128 {
+                    self.grow_window(got.min(u32::MAX as u64) as u32);
+                }
+                self.deliver(now, got);
                 self.sack_recent.retain(|&(_, be)| be > new_nxt);
                 if had_ooo {
                     // RFC 5681 4.2: ACK at once when a gap is filled
@@ -686,7 +706,9 @@ impl Connection {
         if len > 0 && !self.ack_now {
             self.ack_pending = true;
             // __tcp_ack_snd_check()
-            let more_than_one = self.rcv_nxt - self.rcv_wup > self.rcv_mss as u64;
+            // ... and the right edge advances far enough (or the application has read everything)
+            let more_than_one = self.rcv_nxt - self.rcv_wup > self.rcv_mss as u64
+                && (self.unread == 0 || self.raw_select_window() >= self.rcv_wnd_adv);
             if more_than_one || self.quick > 0 || !self.cfg.delayed_ack {
                 self.ack_now = true;
             } else if self.delack_at.is_none() {
@@ -695,18 +717,20 @@ impl Connection {
         }
     }
 
-    fn deliver(&mut self, got: u64) {
+    fn deliver(&mut self, now: Nanos, got: u64) {
         // Sequence space counts payload only here (FIN handled separately).
         self.bytes_delivered += got;
         if self.autoread {
             self.bytes_read += got;
+            self.rcv_space_adjust(now);
         } else {
             self.unread += got;
         }
     }
 
     fn incr_quickack(&mut self) {
-        let mut q = self.cfg.rcv_wnd / (2 * self.rcv_mss.max(1));
+        let mut q =
+            (self.rcv_wnd_adv / (2 * self.rcv_mss.max(1) as u64)).min(u32::MAX as u64) as u32;
         if q == 0 {
             q = 2;
         }

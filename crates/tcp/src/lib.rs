@@ -21,7 +21,7 @@
 //!   which one was not sent (the local qdisc's `NET_XMIT_DROP`);
 //!   `on_local_congestion(now)` is `NET_XMIT_CN`: the segment counts as sent
 //!   and the window is reduced (`tcp_enter_cwr`).
-//! * Receivers read automatically; `set_autoread(false)` and `read(n)` model
+//! * Receivers read automatically; `set_autoread(now, false)` and `read(now, n)` model
 //!   an application that does not keep up (the window closes).
 //!
 //! ## What is modelled, and after which kernel function
@@ -88,11 +88,14 @@
 //!   delayed-ACK timer (`TCP_DELACK_MIN`). Out-of-order data, data that fills
 //!   a hole, duplicates and FIN are acknowledged at once, with up to 3 SACK
 //!   blocks (4 without timestamps), the most recent first (`tcp_sack_new_ofo_skb`).
-//! * **Flow control**: the receiver advertises free buffer (a fixed
-//!   `rcv_wnd`, less data the application has not read when reading is
-//!   manual), never shrinking the right edge (`tcp_select_window`), with
-//!   receiver SWS avoidance; a window update is sent when reading doubles the
-//!   window (`tcp_cleanup_rbuf`). The sender respects `snd_una + snd_wnd`
+//! * **Flow control**: the receiver advertises its free buffer, at most
+//!   `rcv_ssthresh`, never shrinking the right edge (`tcp_select_window`),
+//!   zero below 1/16 of the buffer or one segment; a window update is sent
+//!   when reading doubles the window (`tcp_cleanup_rbuf`). The buffer is
+//!   autotuned (`rcvbuf.rs`: `tcp_rmem`, `tcp_rcv_space_adjust`,
+//!   `tcp_grow_window`, the receiver's RTT; `SO_RCVBUF` fixes it), and the
+//!   window scale is picked from `tcp_rmem[2]` (`tcp_select_initial_window`).
+//!   While `tcp_grow_window` opens the window, every segment is ACKed. The sender respects `snd_una + snd_wnd`
 //!   (`tcp_snd_wnd_test`, `tcp_ack_update_window`) and, facing a zero window
 //!   with nothing in flight, sends zero-window probes (`tcp_send_probe0`:
 //!   an old sequence number, `snd_una - 1`) with exponential backoff.
@@ -128,9 +131,11 @@
 //!   kept, for RACK), no SACK reneging, no ACK
 //!   compression of SACKs (`tcp_comp_sack_nr`): every out-of-order segment is
 //!   acknowledged at once.
-//! * **Fixed receive window**: no receive-buffer autotuning
-//!   (`tcp_rcv_space_adjust`, `tcp_grow_window`); the window is `rcv_wnd` from
-//!   the first ACK on (the SYN carries `min(rcv_wnd, 65535)`).
+//! * **Receive memory** is counted in window bytes through the scaling ratio,
+//!   not per skb: no queue collapsing or pruning (`tcp_prune_queue`,
+//!   `tcp_clamp_window`), no memory pressure. The send buffer (`tcp_wmem`,
+//!   `tcp_sndbuf_expand`) is not modelled: the driver decides how much is
+//!   written ahead.
 //! * **No slow-start restart after idle**, no cwnd moderation, no ECN, no
 //!   PAWS, no MTU probing, no keepalive, no give-up after `tcp_retries2`, no
 //!   TIME_WAIT timer (TIME_WAIT is final), no FIN_WAIT2 timeout, no RST
@@ -161,6 +166,8 @@
 //!   RACK-TLP.
 //! * `output.rs` (`tcp_output.c`): what to send now, building segments, the
 //!   receive window advertised, TCP small queues, the local qdisc's verdicts.
+//! * `rcvbuf.rs` (`tcp_input.c`'s receive-buffer tuning): the buffer, its
+//!   window clamp and `rcv_ssthresh`, autotuning.
 //! * `timer.rs` (`tcp_timer.c`): the retransmission timer (which RACK's
 //!   reordering timer and the loss probe share), delayed-ACK and
 //!   zero-window-probe timers.
@@ -176,6 +183,7 @@ mod output;
 mod pacing;
 mod rack;
 mod rate;
+mod rcvbuf;
 mod recovery;
 mod reno;
 mod segment;
@@ -239,8 +247,15 @@ pub struct Config {
     /// `TCP_TIMEOUT_INIT` = 1 s.
     pub initial_rto: Nanos,
     pub delayed_ack: bool,
-    /// Receive window in bytes (fixed; the window scale is chosen to fit it).
-    pub rcv_wnd: u32,
+    /// `net.ipv4.tcp_rmem` (min, default, max): the receive buffer starts at the default and grows by
+    /// autotuning up to the max (`rcvbuf.rs`); the window scale fits the max.
+    pub rmem: [u32; 3],
+    /// `net.core.rmem_max`: the most `SO_RCVBUF` may ask for; the window scale fits the larger of it
+    /// and `rmem[2]`.
+    pub rmem_max: u32,
+    /// `SO_RCVBUF` as the application sets it (iperf3's `-w`), 0 for none: the buffer is twice this and
+    /// does not grow.
+    pub rcvbuf: u32,
     pub timestamps: bool,
     pub sack: bool,
     /// CUBIC's HyStart (module parameter `hystart`, on in Linux).
@@ -270,7 +285,9 @@ impl Default for Config {
             min_rto: 200 * MS,
             initial_rto: 1000 * MS,
             delayed_ack: true,
-            rcv_wnd: 6 * 1024 * 1024,
+            rmem: [4096, 131072, 6 << 20],
+            rmem_max: 212_992,
+            rcvbuf: 0,
             timestamps: true,
             sack: true,
             hystart: true,
@@ -495,8 +512,10 @@ pub struct Connection {
     rcv_nxt: u64,
     /// rcv_nxt when the last ACK was sent.
     rcv_wup: u64,
-    /// Window (bytes) advertised in the last ACK.
+    /// Window (bytes) advertised in the last ACK (`tp->rcv_wnd`).
     rcv_wnd_adv: u64,
+    /// The receive buffer and its autotuning (rcvbuf.rs).
+    rb: rcvbuf::RcvBuf,
     ooo: Vec<(u64, u64)>,
     sack_recent: Vec<(u64, u64)>,
     peer_fin: Option<u64>,
@@ -608,12 +627,6 @@ impl Connection {
                 | State::LastAck
                 | State::Closing
         )
-    }
-
-    /// Receive buffer space (`tcp_space` for a fixed buffer).
-    fn free_space(&self) -> u64 {
-        let ooo: u64 = self.ooo.iter().map(|(s, e)| e - s).sum();
-        (self.cfg.rcv_wnd as u64).saturating_sub(self.unread + ooo)
     }
 
     /// `tcp_highest_sack_seq()`: the end of the highest SACKed segment, or `snd_una` when nothing is

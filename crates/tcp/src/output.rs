@@ -19,20 +19,51 @@ pub(crate) enum SendMode {
 }
 
 impl Connection {
-    /// `__tcp_select_window()` + `tcp_select_window()`: the right edge never
-    /// moves left; receiver SWS avoidance; rounded to the window scale.
-    pub(crate) fn select_window_bytes(&self) -> u64 {
-        let full = self.cfg.rcv_wnd as u64;
-        let mut free = self.free_space();
-        let mss = self.rcv_mss as u64;
-        if free < full / 2 && free < mss {
-            free = 0;
+    /// `__tcp_select_window()`: the free buffer, no more than `rcv_ssthresh`, rounded up to the window
+    /// scale; 0 once less than 1/16 of the buffer or one segment is free (then quickack ends, as the
+    /// kernel's `icsk_ack.quick = 0` when less than half is free).
+    pub(crate) fn raw_select_window(&mut self) -> u64 {
+        let mut mss = self.rcv_mss as i64;
+        let mut free = self.tcp_space();
+        let allowed = self.rb.full_space();
+        let full = (self.rb.window_clamp as i64).min(allowed);
+        if mss > full {
+            mss = full;
+            if mss <= 0 {
+                return 0;
+            }
         }
+        let gran = 1i64 << self.rcv_wscale;
+        if free < full >> 1 {
+            self.quick = 0;
+            free = free.max(0) / gran * gran;
+            if free < allowed >> 4 || free < mss {
+                return 0;
+            }
+        }
+        free = free.min(self.rb.rcv_ssthresh as i64);
+        if self.rcv_wscale > 0 {
+            return ((free + gran - 1) / gran * gran) as u64;
+        }
+        // Unscaled: a multiple of the MSS, kept while within one MSS of the free space.
+        let cur = self.rcv_wnd_adv as i64;
+        if cur <= free - mss || cur > free {
+            (free / mss * mss) as u64
+        } else if mss == full && free > cur + (full >> 1) {
+            free as u64
+        } else {
+            cur as u64
+        }
+    }
+
+    /// `tcp_select_window()` in bytes: never moves the right edge left (`tcp_shrink_window` = 0), at
+    /// most 65535 scaled.
+    pub(crate) fn select_window_bytes(&mut self) -> u64 {
         let cur = self.cur_rcv_window();
-        let mut win = free.max(cur);
-        let gran = 1u64 << self.rcv_wscale;
-        if win > cur {
-            win = win / gran * gran;
+        let mut win = self.raw_select_window();
+        if win < cur {
+            let gran = 1u64 << self.rcv_wscale;
+            win = cur.div_ceil(gran) * gran;
         }
         win.min(65535u64 << self.rcv_wscale)
     }
@@ -88,11 +119,11 @@ impl Connection {
         let window;
         if self.have_irs {
             flags_out |= flags::ACK;
-            let win = self.select_window_bytes();
             if syn {
-                window = win.min(65535) as u16;
-                self.rcv_wnd_adv = window as u64;
+                // SYN windows are never scaled: the initial window (tcp_select_initial_window).
+                window = self.rcv_wnd_adv.min(65535) as u16;
             } else {
+                let win = self.select_window_bytes();
                 window = (win >> self.rcv_wscale).min(65535) as u16;
                 self.rcv_wnd_adv = (window as u64) << self.rcv_wscale;
             }
@@ -105,7 +136,7 @@ impl Connection {
             self.ack_now = false;
             self.delack_at = None;
         } else {
-            window = self.select_window_bytes().min(65535) as u16;
+            window = self.rcv_wnd_adv.min(65535) as u16;
         }
         self.segs_out += 1;
         self.stamp_departure(now);

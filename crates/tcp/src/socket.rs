@@ -62,6 +62,16 @@ pub struct TcpStats {
     pub snd_wnd: u64,
     /// Window this end last advertised, in bytes.
     pub rcv_wnd: u64,
+    /// The receive buffer (`sk_rcvbuf`, `ss`'s `skmem` rb), bytes of truesize.
+    pub rcvbuf: u32,
+    /// The window the buffer may be offered up to (`window_clamp`).
+    pub window_clamp: u32,
+    /// `tcpi_rcv_ssthresh`: how far the offered window has opened.
+    pub rcv_ssthresh: u32,
+    /// `tcpi_rcv_space`: bytes the application read in the last receiver RTT measured.
+    pub rcv_space: u32,
+    /// `tcpi_rcv_rtt`: the receiver's RTT estimate, µs (0 before a sample).
+    pub rcv_rtt_us: u32,
     /// Duplicate ACKs received.
     pub dupacks_in: u64,
     /// Retransmissions found lost (RACK, or a timeout) and sent again (`TCPLostRetransmit`).
@@ -77,12 +87,12 @@ pub struct TcpStats {
 
 impl Connection {
     fn new(cfg: Config, isn: u32, state: State) -> Connection {
-        let mut rcv_wscale = 0u8;
-        while rcv_wscale < 14 && (cfg.rcv_wnd as u64 >> rcv_wscale) > 65535 {
-            rcv_wscale += 1;
-        }
+        // tcp_connect_init(): the client's SYN offers what its buffer holds in whole advertised MSSs
+        // (a server offers again from its listener's, `rcv_listen`).
+        let mut rb = crate::rcvbuf::RcvBuf::new(&cfg);
+        let (rcv_wnd, rcv_wscale) = rb.select_initial_window(cfg.mss, true);
         let mss = cfg.mss.max(88);
-        let rcv_mss = mss.min(cfg.rcv_wnd / 2).clamp(88, TCP_MSS_DEFAULT);
+        let rcv_mss = mss.min(rcv_wnd / 2).clamp(88, TCP_MSS_DEFAULT);
         let cwnd = cfg.initial_cwnd.max(1);
         let rto = cfg.initial_rto;
         let hystart = cfg.hystart;
@@ -167,7 +177,8 @@ impl Connection {
             have_irs: false,
             rcv_nxt: 0,
             rcv_wup: 0,
-            rcv_wnd_adv: 0,
+            rcv_wnd_adv: rcv_wnd as u64,
+            rb,
             ooo: Vec::new(),
             sack_recent: Vec::new(),
             peer_fin: None,
@@ -260,31 +271,41 @@ impl Connection {
 
     /// Manual reading: when `false`, received bytes stay in the receive
     /// buffer (closing the advertised window) until [`Connection::read`].
-    pub fn set_autoread(&mut self, on: bool) {
+    pub fn set_autoread(&mut self, now: Nanos, on: bool) {
         self.autoread = on;
         if on {
-            self.read(u64::MAX);
+            self.read(now, u64::MAX);
         }
     }
 
     /// The application reads up to `max` bytes; returns how many it got.
-    /// Sends a window update when the window has at least doubled
+    /// Autotunes the buffer, and sends a window update when the window has at least doubled
     /// (`tcp_cleanup_rbuf`).
-    pub fn read(&mut self, max: u64) -> u64 {
+    pub fn read(&mut self, now: Nanos, max: u64) -> u64 {
         let n = self.unread.min(max);
         if n == 0 {
             return 0;
         }
-        let before = self.cur_rcv_window();
         self.unread -= n;
         self.bytes_read += n;
-        if self.have_irs && !self.fin_received {
-            let new = self.select_window_bytes();
-            if 2 * before <= self.cfg.rcv_wnd as u64 && new >= 2 * before && new > 0 {
+        self.after_read(now);
+        n
+    }
+
+    /// What `tcp_recvmsg` does after copying: `tcp_rcv_space_adjust`, then `tcp_cleanup_rbuf`'s window
+    /// update when the window offered would at least double.
+    pub(crate) fn after_read(&mut self, now: Nanos) {
+        if !self.have_irs || self.fin_received || self.state == State::SynReceived {
+            return;
+        }
+        self.rcv_space_adjust(now);
+        let before = self.cur_rcv_window();
+        if 2 * before <= self.rb.window_clamp as u64 {
+            let new = self.raw_select_window();
+            if new > 0 && new >= 2 * before {
                 self.ack_now = true;
             }
         }
-        n
     }
 
     /// Current state.
@@ -348,6 +369,11 @@ impl Connection {
             retrans_out: self.retrans_out,
             snd_wnd: self.snd_wnd,
             rcv_wnd: self.rcv_wnd_adv,
+            rcvbuf: self.rb.rcvbuf,
+            window_clamp: self.rb.window_clamp,
+            rcv_ssthresh: self.rb.rcv_ssthresh,
+            rcv_space: self.rb.space,
+            rcv_rtt_us: self.rb.rtt_us8 >> 3,
             dupacks_in: self.dupacks_in,
             lost_retransmits: self.lost_retransmits,
             loss_probes: self.loss_probes,

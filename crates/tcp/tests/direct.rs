@@ -51,9 +51,19 @@ fn drain(c: &mut Connection, now: Nanos) -> Vec<Segment> {
 /// one full segment is unacknowledged (every second segment), otherwise the
 /// 40 ms delayed-ACK timer does. Out-of-order data is ACKed at once with a
 /// SACK block; the segment filling the hole is ACKed at once too.
+/// The receiver's buffer is fixed (SO_RCVBUF 48 KB: sk_rcvbuf 98304, the
+/// SYN-ACK offers 49152 in whole segments, 48784, and 48784 / (2·1448) = 16
+/// quickacks) so that its window has stopped growing by the 17th segment
+/// (rcv_ssthresh 47704 + 14·2896 passes the clamp 98304·226/256 = 86784):
+/// while tcp_grow_window opens it, every segment is ACKed
+/// (`window_growth_acks_every_segment`).
 #[test]
 fn delayed_ack_and_sack_generation() {
-    let (_cl, mut sv) = pair(Config::default(), Config::default());
+    let fixed = Config {
+        rcvbuf: 49152,
+        ..Config::default()
+    };
+    let (_cl, mut sv) = pair(Config::default(), fixed);
     let base = CLIENT_ISN.wrapping_add(1);
     let mut t = 100 * MS;
     for i in 0..16 {
@@ -114,6 +124,141 @@ fn delayed_ack_and_sack_generation() {
     assert_eq!(sv.stats().bytes_delivered, 21 * 1448);
 }
 
+/// A data segment echoing `tsecr` (the receiver's clock, ms).
+fn data_ecr(i: u32, tsecr: u32) -> Segment {
+    let mut d = data(i, tsecr);
+    d.options.timestamps = Some((tsecr, tsecr));
+    d
+}
+
+/// Linux 6.12's receive window at the start (tcp_select_initial_window,
+/// tcp_init_buffer_space; tcp_rmem 4096 131072 6291456): the client's SYN
+/// offers 131072·128/256 = 65536 bytes in whole 1460-byte MSSs, 64240, the
+/// server's SYN-ACK in 1448-byte ones (timestamps), 65160; both scale by 7
+/// (ilog2(6 MiB) − 15). Once established the clamp is 65536 − 1448 = 64088
+/// (one segment reserved), rcv_space 10·1448 = 14480: what `ss -tmi` shows
+/// for an iperf3 control connection on this machine's kernel (rcv_space:14480
+/// rcv_ssthresh:64088). The handshake's last ACK keeps the right edge of the
+/// SYN's 64240 (tcp_select_window never shrinks it), rounded up to 128:
+/// 64256 = 502 << 7, tcpdump's "win 502" from a Linux client.
+#[test]
+fn initial_receive_window() {
+    let (cl, sv) = pair(Config::default(), Config::default());
+    let mut c2 = Connection::client(Config::default(), 0, CLIENT_ISN);
+    let syn = c2.poll_transmit(0).unwrap();
+    assert_eq!((syn.window, syn.options.wscale), (64240, Some(7)));
+    let mut s2 = Connection::server(Config::default(), SERVER_ISN);
+    s2.on_segment(0, &syn);
+    let synack = s2.poll_transmit(0).unwrap();
+    assert_eq!((synack.window, synack.options.wscale), (65160, Some(7)));
+    let st = sv.stats();
+    assert_eq!(
+        (st.rcvbuf, st.window_clamp, st.rcv_ssthresh, st.rcv_space),
+        (131072, 64088, 64088, 14480)
+    );
+    assert_eq!(cl.stats().rcv_wnd, 64256);
+}
+
+/// tcp_grow_window: the first full-sized segment measures len/truesize
+/// (1448·256 / (1448 + 192) = 226), which sets the clamp to 131072·226/256
+/// = 115712; each in-order segment then opens rcv_ssthresh by 2·advmss =
+/// 2896 and asks for an immediate ACK (quick |= 1), after the 16 quickacks
+/// too: 64088 + 18·2896 reaches the clamp at the 18th segment, and the 19th
+/// waits for a second one, as in `delayed_ack_and_sack_generation`.
+#[test]
+fn window_growth_acks_every_segment() {
+    let (_cl, mut sv) = pair(Config::default(), Config::default());
+    let mut t = 100 * MS;
+    for i in 0..18u32 {
+        sv.on_segment(t, &data(i, 0));
+        let out = drain(&mut sv, t);
+        assert_eq!(out.len(), 1, "segment {i}");
+        let st = sv.stats();
+        assert_eq!(st.window_clamp, 115712);
+        assert_eq!(st.rcv_ssthresh, (64088 + 2896 * (i + 1)).min(115712));
+        // the window offered: rcv_ssthresh rounded up to the scale's 128 bytes
+        let want = st.rcv_ssthresh.div_ceil(128) as u16;
+        assert_eq!(out[0].window, want, "segment {i}");
+        t += MS;
+    }
+    sv.on_segment(t, &data(18, 0));
+    assert!(drain(&mut sv, t).is_empty());
+    sv.on_segment(t, &data(19, 0));
+    assert_eq!(drain(&mut sv, t).len(), 1);
+}
+
+/// tcp_rcv_space_adjust (dynamic right-sizing), by hand: a sender doubling
+/// each 40 ms round (10, 20, 40 segments at 50, 90, 130 ms, echoing the
+/// receiver's clock of 40 ms before: the receiver's RTT is 40 ms). The
+/// measurement starts at 30 ms (established) with space 14480.
+/// * 90 ms, first segment of round 2: 60 ms ≥ the RTT; copied 11·1448 =
+///   15928 > 14480: rcvwin = 2·15928 + 16·1448 = 55024, grow = 55024·1448 /
+///   14480 = 5502, rcvwin = 66028, worth a buffer of 66028·256/226 = 74792 <
+///   131072: no change; space = 15928.
+/// * 130 ms, first of round 3: copied 20·1448 = 28960; rcvwin = 57920 + 23168
+///   = 81088, grow = 81088·13032/15928 = 66344, rcvwin = 213776: the buffer
+///   becomes 213776·256/226 = 242153 and the clamp 242153·226/256 = 213775.
+///   The 39 segments after it open rcv_ssthresh from 115712 to that clamp.
+#[test]
+fn receive_buffer_grows_per_rtt() {
+    let (_cl, mut sv) = pair(Config::default(), Config::default());
+    let mut i = 0;
+    for (t_ms, n) in [(50u32, 10u32), (90, 20), (130, 40)] {
+        for _ in 0..n {
+            sv.on_segment(t_ms as u64 * MS, &data_ecr(i, t_ms - 40));
+            drain(&mut sv, t_ms as u64 * MS);
+            i += 1;
+        }
+        let st = sv.stats();
+        assert_eq!(st.rcv_rtt_us, 40_000);
+        match t_ms {
+            50 => assert_eq!((st.rcvbuf, st.rcv_space), (131072, 14480)),
+            90 => assert_eq!((st.rcvbuf, st.rcv_space), (131072, 15928)),
+            _ => {
+                assert_eq!((st.rcvbuf, st.window_clamp), (242153, 213775));
+                assert_eq!((st.rcv_space, st.rcv_ssthresh), (28960, 213775));
+            }
+        }
+    }
+}
+
+/// A receiver whose application reads slowly: the same three rounds as
+/// `receive_buffer_grows_per_rtt`, to an application that reads 8000 bytes
+/// at the start of each round. tcp_rcv_space_adjust counts what was read in
+/// the RTT less what is still queued (6480 at 90 ms, 27440 at 130 ms), never
+/// more than rcv_space: the buffer stays at tcp_rmem[1], and no window it
+/// offers exceeds 131072·226/256 = 115712 (904 << 7), where the reader that
+/// keeps up offers 213775 rounded up to 213888 (1671 << 7) by the end.
+#[test]
+fn slow_reader_advertises_less() {
+    let mut seen = vec![];
+    for slow in [false, true] {
+        let (_cl, mut sv) = pair(Config::default(), Config::default());
+        sv.set_autoread(30 * MS, !slow);
+        let (mut max, mut last) = (0, 0);
+        let mut i = 0;
+        for (t_ms, n) in [(50u32, 10u32), (90, 20), (130, 40)] {
+            let t = t_ms as u64 * MS;
+            if slow {
+                sv.read(t, 8000);
+            }
+            for _ in 0..n {
+                sv.on_segment(t, &data_ecr(i, t_ms - 40));
+                for a in drain(&mut sv, t) {
+                    max = max.max(a.window);
+                    last = a.window;
+                }
+                i += 1;
+            }
+        }
+        seen.push((sv.stats().rcvbuf, max, last));
+    }
+    assert_eq!(seen[0].0, 242153);
+    assert_eq!(seen[0].2, 1671);
+    assert_eq!(seen[1].0, 131072);
+    assert!(seen[1].1 <= 904, "{seen:?}");
+}
+
 /// The local qdisc refuses the 10th segment of the initial window
 /// (NET_XMIT_DROP): the segment is taken back, the connection enters CWR
 /// with ssthresh = 10·717/1024 = 7 (CUBIC), nothing more is sent until an
@@ -152,7 +297,9 @@ fn local_drop_enters_cwr_and_resends() {
     cl.check_invariants().unwrap();
 }
 
-/// Zero window: a receiver that does not read fills its 64 KB buffer; the
+/// Zero window: a receiver that does not read fills its buffer (SO_RCVBUF 32 KB: sk_rcvbuf 65 536,
+/// 57 856 bytes of window at the measured len/truesize of 226/256; the window closes once less than
+/// max(1/16 of that, one MSS) = 3 616 bytes are free, rcvbuf.rs); the
 /// sender stops, sends zero-window probes (an old sequence number,
 /// snd_una − 1, no payload) with doubling intervals, and resumes when the
 /// application reads (the window update is sent because the window grew
@@ -160,7 +307,7 @@ fn local_drop_enters_cwr_and_resends() {
 #[test]
 fn zero_window_probe_and_resume() {
     let srv = Config {
-        rcv_wnd: 65535,
+        rcvbuf: 32768,
         ..Config::default()
     };
     let mut sim = Sim::new(
@@ -169,11 +316,11 @@ fn zero_window_probe_and_resume() {
         PathCfg::new(10_000_000, 10 * MS, 100),
         300_000,
     );
-    sim.hosts[1].set_autoread(false);
+    sim.hosts[1].set_autoread(0, false);
     sim.run_until(5 * SEC);
     let rs = sim.hosts[1].stats();
     assert!(
-        rs.bytes_delivered <= 65535 && rs.bytes_delivered > 60_000,
+        rs.bytes_delivered <= 57_856 && rs.bytes_delivered > 57_856 - 3_616,
         "{}",
         rs.bytes_delivered
     );
@@ -200,7 +347,8 @@ fn zero_window_probe_and_resume() {
     for g in gaps.windows(2) {
         assert_eq!(g[1], 2 * g[0], "{gaps:?}");
     }
-    sim.hosts[1].set_autoread(true);
+    let now = sim.now;
+    sim.hosts[1].set_autoread(now, true);
     sim.kick(1);
     sim.run_to_completion(60 * SEC);
     assert_eq!(sim.hosts[1].stats().bytes_delivered, 300_000);
@@ -329,8 +477,8 @@ fn fuzz_on_segment_never_panics() {
                 }
             }
             if r.next().is_multiple_of(50) {
-                sim.hosts[h].read(r.next() % 100_000);
-                sim.hosts[h].set_autoread(r.next().is_multiple_of(2));
+                sim.hosts[h].read(now, r.next() % 100_000);
+                sim.hosts[h].set_autoread(now, r.next().is_multiple_of(2));
             }
             sim.hosts[h].check_invariants().unwrap();
             let _ = sim.hosts[h].poll_at();

@@ -34,7 +34,7 @@ fn handshake_and_option_negotiation() {
     assert_eq!(o.mss, Some(1460));
     assert!(o.sack_permitted);
     assert_eq!(o.timestamps, Some((0, 0)));
-    // 6 MiB window: 6291456 >> 6 = 98304 > 65535, >> 7 = 49152 fits.
+    // tcp_select_initial_window: ilog2(tcp_rmem[2] = 6 MiB) - 15 = 7.
     assert_eq!(o.wscale, Some(7));
     assert_eq!(syn.2.header_len(), 40);
     assert_eq!(wire_bytes(&syn.2), 60);
@@ -52,7 +52,8 @@ fn handshake_and_option_negotiation() {
     assert_eq!(c.mss, 1448);
     assert_eq!(c.srtt_ns, 20_096_000);
     assert_eq!(c.rto_ns, 220_096_000);
-    assert_eq!(c.snd_wnd, 65535); // the SYN-ACK window is not scaled
+    // the SYN-ACK's window, not scaled: 131072·128/256 = 65536 in whole 1448-byte segments
+    assert_eq!(c.snd_wnd, 65160);
 
     // First data segment: NOP,NOP,TS = 12 option bytes, 1448 + 32 + 20 = 1500.
     let d = sim
@@ -75,7 +76,9 @@ fn negotiation_off_when_peer_declines() {
     let mut srv = cfg();
     srv.timestamps = false;
     srv.sack = false;
-    srv.rcv_wnd = 65535;
+    // tcp_rmem and rmem_max at 64 KB: the largest buffer fits 16 bits, so the scale is 0
+    srv.rmem = [4096, 65535, 65535];
+    srv.rmem_max = 65535;
     let mut path = PathCfg::new(10_000_000, 10 * MS, 100);
     path.drop_offsets.insert(5 * 1460);
     let mut sim = Sim::new(cfg(), srv, path, 100 * 1460);
@@ -83,7 +86,7 @@ fn negotiation_off_when_peer_declines() {
     let synack = &sim.sent.iter().find(|(_, h, _)| *h == 1).unwrap().2;
     assert_eq!(synack.options.timestamps, None);
     assert!(!synack.options.sack_permitted);
-    assert_eq!(synack.options.wscale, Some(0)); // 65535 needs no scaling
+    assert_eq!(synack.options.wscale, Some(0)); // ilog2(65535) - 15 = 0
     assert_eq!(synack.header_len(), 28); // MSS 4 + NOP,WS 4
     assert_eq!(sim.hosts[0].mss(), 1460);
     assert!(sim
@@ -108,16 +111,21 @@ fn negotiation_off_when_peer_declines() {
 /// the handshake's end, t0 = 50 ms) ends with cwnd = 10·2^(k+1). A round's
 /// burst of 10·2^k segments takes at most 640 × 12 µs = 7.7 ms, so sampling
 /// cwnd half an RTT into each round sees the settled value. HyStart is off
-/// (it would end slow start early by design).
+/// (it would end slow start early by design). The receiver starts with a
+/// 16 MiB buffer (tcp_rmem[1]): from the default 128 KB, autotuning opens the
+/// window one RTT behind, and 80 segments in flight (round 2) would not fit
+/// its first clamp of 115712 bytes (direct.rs, receive_buffer_grows_per_rtt).
 #[test]
 fn slow_start_doubles_per_rtt() {
     for cc in [CongestionControl::Reno, CongestionControl::Cubic] {
         let mut c = cfg();
         c.cc = cc;
         c.hystart = false;
+        let mut rcv = cfg();
+        rcv.rmem = [4096, 16 << 20, 16 << 20];
         let mut sim = Sim::new(
             c,
-            cfg(),
+            rcv,
             PathCfg::new(1_000_000_000, 25 * MS, 100_000),
             50_000_000,
         );
