@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use tclab_sim::report::{fmt_bps, write_files};
 use tclab_sim::run::{run, Outcome};
-use tclab_sim::scenario::{load_with, LoadOptions, Scenario, TrafficKind};
+use tclab_sim::scenario::{load_with, traffic_key_applies, LoadOptions, Scenario, TrafficKind};
 
 /// `tclab sweep --help`'s text after the options.
 pub const HELP: &str = "\
@@ -222,6 +222,20 @@ fn set_path(at: &mut toml::Value, segs: &[&str], value: &str) -> Result<(), Stri
             if rest.is_empty() {
                 return Err("a key names a value, not an entry of an array".into());
             }
+            // `traffic.*.cc`: every entry the key applies to (a ping takes no cc), as "every flow".
+            let picked: Vec<usize> = if seg == "*" && rest.len() == 1 {
+                let takes = |n: &usize| {
+                    let kind = items[*n].get("kind").and_then(toml::Value::as_str);
+                    kind.is_none_or(|k| traffic_key_applies(k, rest[0]))
+                };
+                let taking: Vec<usize> = picked.iter().copied().filter(takes).collect();
+                if taking.is_empty() {
+                    return Err(format!("no entry takes {}", rest[0]));
+                }
+                taking
+            } else {
+                picked
+            };
             for n in picked {
                 set_path(&mut items[n], rest, value)?;
             }

@@ -398,6 +398,11 @@ fn bad_keys_and_values_name_the_point_and_the_key_and_write_nothing() {
             ],
         ),
         (&["seed=1,two"], &["point 1 (seed=two)", "takes an integer"]),
+        // * picks the entries a key applies to; seed 000 has a UDP flood and a ping, no TCP.
+        (
+            &["traffic.*.ecn=true"],
+            &["traffic.*.ecn", "no entry takes ecn"],
+        ),
     ];
     for (sets, want) in cases {
         let mut args = vec!["sweep", "seed000-tbf", "--out", o];
@@ -482,6 +487,69 @@ fn a_grid_too_large_to_count_or_check_is_refused() {
             assert!(err.contains("split the sweep"), "{err}");
         }
     }
+}
+
+/// `traffic.*.cc` is every TCP flow's congestion control: the ping beside them takes no cc and is
+/// left alone (it was set there too, and every point refused: "does not apply to ping traffic").
+#[test]
+fn a_star_sets_the_entries_the_key_applies_to() {
+    let dir = scratch("star");
+    let file = dir.join("two-flows.toml");
+    std::fs::write(
+        &file,
+        r#"duration = "1s"
+[[node]]
+name = "a"
+[[node]]
+name = "b"
+[[link]]
+a = "a"
+b = "b"
+rate = "10mbit"
+delay = "5ms"
+[[traffic]]
+name = "ping"
+kind = "ping"
+from = "a"
+to = "b"
+interval = "100ms"
+[[traffic]]
+name = "one"
+kind = "tcp"
+from = "a"
+to = "b"
+[[traffic]]
+name = "two"
+kind = "tcp"
+from = "b"
+to = "a"
+"#,
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let (code, _, err) = tclab(
+        &[
+            "sweep",
+            file.to_str().unwrap(),
+            "--set",
+            "traffic.*.cc=reno,bbr",
+            "--no-plots",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let rows = csv(&out);
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    let c = col(&rows, "one.goodput_bps");
+    // Two flows each way of a 10 Mbit/s link for 1 s: each carries something under either cc.
+    for r in &rows[1..] {
+        let g: f64 = r[c].parse().unwrap();
+        assert!(g > 1e6 && g < 10e6, "{r:?}");
+    }
+    let doc = std::fs::read_to_string(out.join("points/point-00001.json")).unwrap();
+    assert!(doc.contains("\"bbr\""), "{doc}");
 }
 
 /// An --out that cannot be made stops the sweep before any point runs (a cluster's point too), with

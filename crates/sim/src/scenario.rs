@@ -1293,12 +1293,6 @@ fn resolve_traffic(
     }
     // Keys that do not apply to this kind are mistakes, not options to ignore.
     let kind_name = t.kind.get_ref().as_str();
-    let applies: &[&str] = match kind_name {
-        "tcp" => &["bytes", "cc", "ecn", "fq_rate"],
-        "udp" => &["rate", "length"],
-        "ping" => &["interval", "length"],
-        _ => &[],
-    };
     for (key, span) in [
         ("bytes", t.bytes.as_ref().map(|v| v.span())),
         ("cc", t.cc.as_ref().map(|v| v.span())),
@@ -1309,7 +1303,7 @@ fn resolve_traffic(
         ("interval", t.interval.as_ref().map(|v| v.span())),
     ] {
         if let Some(span) = span {
-            if !applies.contains(&key) && ["tcp", "udp", "ping"].contains(&kind_name) {
+            if !traffic_key_applies(kind_name, key) {
                 return cx.err(
                     span,
                     &format!("traffic.{key}"),
@@ -1470,6 +1464,24 @@ fn resolve_traffic(
         tos,
         port,
     })
+}
+
+/// Whether a `[[traffic]]` key applies to an entry of `kind` (`tcp`, `udp`, `ping`): false only for
+/// a key of another kind (`cc` on a ping, `rate` on TCP), which the loader refuses.
+pub fn traffic_key_applies(kind: &str, key: &str) -> bool {
+    const ONLY: [(&str, &[&str]); 7] = [
+        ("bytes", &["tcp"]),
+        ("cc", &["tcp"]),
+        ("ecn", &["tcp"]),
+        ("fq_rate", &["tcp"]),
+        ("rate", &["udp"]),
+        ("length", &["udp", "ping"]),
+        ("interval", &["ping"]),
+    ];
+    match ONLY.iter().find(|(k, _)| *k == key) {
+        Some((_, of)) => of.contains(&kind) || !["tcp", "udp", "ping"].contains(&kind),
+        None => true,
+    }
 }
 
 #[cfg(test)]
