@@ -338,10 +338,27 @@ fn set_tc_word(
                 "{node}'s policy is a {what} file: only inline tc lines (tc = \"\"\"…\"\"\") can be rewritten"
             ));
         };
+        // A command continued with a trailing backslash is one line: its words across the pieces
+        // (seed 004's `classid 1:20 htb rate 198kbit \` then `burst 6k prio 2`).
+        let mut words: Vec<(usize, &str)> = Vec::new();
+        let mut text: Vec<&str> = Vec::new();
+        let mut first = 1;
         let mut start = 0;
-        for (n, line) in tc.split('\n').enumerate() {
-            let code = line.split('#').next().unwrap_or("");
-            let words = words_at(code);
+        let pieces: Vec<&str> = tc.split('\n').collect();
+        for (n, line) in pieces.iter().enumerate() {
+            if text.is_empty() {
+                first = n + 1;
+            }
+            let code = line.split('#').next().unwrap_or("").trim_end();
+            let code = code.strip_suffix('\\');
+            let continued = code.is_some() && n + 1 < pieces.len();
+            let code = code.unwrap_or_else(|| line.split('#').next().unwrap_or(""));
+            words.extend(words_at(code).into_iter().map(|(at, w)| (start + at, w)));
+            text.push(code.trim());
+            start += line.len() + 1;
+            if continued {
+                continue;
+            }
             let has_pick = pick.iter().all(|w| words.iter().any(|(_, x)| x == w));
             for k in 0..words.len() {
                 if words[k].1 != option || !has_pick {
@@ -349,18 +366,13 @@ fn set_tc_word(
                 }
                 let Some((at, v)) = words.get(k + 1) else {
                     return Err(format!(
-                        "line {} of {node}'s tc has {option} with no value after it",
-                        n + 1
+                        "line {first} of {node}'s tc has {option} with no value after it"
                     ));
                 };
-                places.push((
-                    e,
-                    n + 1,
-                    start + at..start + at + v.len(),
-                    line.trim().to_string(),
-                ));
+                places.push((e, first, *at..at + v.len(), text.join(" ")));
             }
-            start += line.len() + 1;
+            words.clear();
+            text.clear();
         }
     }
     let picked = if pick.is_empty() {

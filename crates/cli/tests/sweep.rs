@@ -552,6 +552,33 @@ to = "a"
     assert!(doc.contains("\"bbr\""), "{doc}");
 }
 
+/// A tc command continued with a backslash is one line: seed 004's `classid 1:20 htb rate 198kbit \`
+/// has its `burst 6k prio 2` on the next piece, which `policy.router.1:20.burst` did not find.
+#[test]
+fn a_continued_tc_line_is_one_line() {
+    let dir = scratch("continued");
+    let o = dir.join("out");
+    let o = o.to_str().unwrap();
+    // A value tc refuses shows where the rewrite landed, in the loader's error.
+    let base = ["sweep", "seed004-upload-conditioned", "--out", o, "--set"];
+    let (code, _, err) = tclab(
+        &[&base[..], &["policy.router.1:20.burst=banana"]].concat(),
+        &[],
+    );
+    assert_eq!(code, 64, "{err}");
+    assert!(
+        err.contains("classid 1:20 htb rate 198kbit burst banana prio 2: Illegal \"burst\""),
+        "{err}"
+    );
+    // Without a pick, the message lists each command whole, at its first line.
+    let (code, _, err) = tclab(&[&base[..], &["policy.router.burst=2k"]].concat(), &[]);
+    assert_eq!(code, 64, "{err}");
+    assert!(
+        err.contains("line 5: tc class add dev ppp0 parent 1:1 classid 1:20 htb rate 198kbit burst 6k prio 2;"),
+        "{err}"
+    );
+}
+
 /// An --out that cannot be made stops the sweep before any point runs (a cluster's point too), with
 /// exit 64 and the path; a file stands in the way, as root may write a read-only directory.
 #[test]
