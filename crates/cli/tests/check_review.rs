@@ -1294,7 +1294,7 @@ fn flow_filters_reach_their_range_of_classes() {
 /// An iptables CLASSIFY rule naming a class HTB does not have (1:30 for 1:10): check names the rule's
 /// line and where its packets fall, and folds the idle 1:10 into that finding; simulated, the SSH
 /// upload puts nothing in 1:10 and all of it in the default 1:20, and with `--set-class 1:10` the
-/// reverse.
+/// reverse; a class of a major the device has no qdisc of (2:10) falls to the default the same way.
 #[test]
 fn a_classify_rule_to_a_missing_class_leaves_its_traffic_in_the_default() {
     let dir = TempDir::new("review-classify");
@@ -1330,6 +1330,19 @@ iptables -t mangle -A POSTROUTING -o eth0 -p tcp --dport 22 -j CLASSIFY --set-cl
         codes(&check(&dir, "fixed.sh", &policy("1:10"), &[])),
         vec!["gso-bursts"]
     );
+    // A major no qdisc has (the tree is 1:, the rule says 2:10): the root cannot find it either.
+    let f = the(
+        &check(&dir, "major.sh", &policy("2:10"), &[]),
+        "filter-class-missing",
+    );
+    assert_eq!(f["at"], "eth0 iptables CLASSIFY --set-class 2:10");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("which htb 1: does not have"),
+        "{f}"
+    );
     let lab = "duration = \"6s\"\n[[node]]\nname = \"s\"\n[[node]]\nname = \"c\"\n\
                [[link]]\na = \"s:eth0\"\nb = \"c:eth0\"\nrate = \"10mbit\"\ndelay = \"5ms\"\n\
                [[traffic]]\nkind = \"tcp\"\nfrom = \"s\"\nto = \"c\"\nport = 22\n";
@@ -1339,6 +1352,13 @@ iptables -t mangle -A POSTROUTING -o eth0 -p tcp --dport 22 -j CLASSIFY --set-cl
     let (sc, _) = with_script(&dir, lab, "s", &policy("1:10"));
     assert!(class_bytes(&sc, "s", "eth0", "1:10") > 1_000_000);
     assert!(class_bytes(&sc, "s", "eth0", "1:20") < 10_000);
+    let (sc, _) = with_script(&dir, lab, "s", &policy("2:10"));
+    assert_eq!(
+        class_bytes(&sc, "s", "eth0", "1:10"),
+        0,
+        "2:10 is no class of 1:"
+    );
+    assert!(class_bytes(&sc, "s", "eth0", "1:20") > 1_000_000);
 }
 
 /// A script that takes its device and rate as arguments (as sqm's and wondershaper's do): without them

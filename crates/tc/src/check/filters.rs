@@ -137,16 +137,23 @@ fn missing(cx: &DevCx, q: &QdiscInfo) -> Vec<(Handle, u32, &'static str, Handle)
 
 /// The classes of `q`'s major that iptables CLASSIFY rules set on packets leaving this device and that
 /// `q` does not have (HTB and HFSC read skb->priority first; a class they cannot find sends the packet
-/// on to the filters and the default, as a mistyped `flowid` does).
+/// on to the filters and the default, as a mistyped `flowid` does). For the root qdisc, also those of
+/// a major no qdisc of the device has (`--set-class 2:10` where the tree is `1:`): the root cannot find
+/// them either.
 fn classify_missing(cx: &DevCx, q: &QdiscInfo) -> Vec<Handle> {
     if !matches!(q.kind, "htb" | "hfsc") {
         return Vec::new();
     }
+    let root = q.parent == Handle::ROOT;
+    let majors: Vec<u16> = cx.qdiscs.iter().map(|x| x.handle.major()).collect();
     let mut out: Vec<Handle> = cx
         .marks
         .classify_targets(cx.name)
         .map(Handle)
-        .filter(|&id| id.major() == q.handle.major() && id != q.handle && cx.class(id).is_none())
+        .filter(|&id| {
+            (id.major() == q.handle.major() && id != q.handle && cx.class(id).is_none())
+                || (root && id.major() != 0 && !majors.contains(&id.major()))
+        })
         .collect();
     out.sort();
     out.dedup();
