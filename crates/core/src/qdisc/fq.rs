@@ -357,6 +357,10 @@ impl Fq {
         if o.initial_quantum.is_some_and(|v| v > 1 << 20) {
             return Err(KernelError::new(Errno::Range));
         }
+        // `quantum > 0 && quantum <= (1 << 20)`, else refused (not clamped as fq_codel's is).
+        if o.quantum.is_some_and(|v| v == 0 || v > 1 << 20) {
+            return Err(KernelError::invalid("sch_fq: invalid quantum"));
+        }
         if o.buckets_log.is_some_and(|v| !(1..=18).contains(&v)) {
             return Err(KernelError::new(Errno::Invalid));
         }
@@ -391,7 +395,7 @@ impl Fq {
             self.flow_plimit = v;
         }
         if let Some(v) = o.quantum {
-            self.quantum = v.clamp(256, 1 << 20);
+            self.quantum = v;
         }
         if let Some(v) = o.initial_quantum {
             self.initial_quantum = v;
