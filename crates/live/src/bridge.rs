@@ -23,6 +23,7 @@ use std::sync::atomic::Ordering;
 use tclab_core::action::mirred::Mirrored;
 use tclab_core::engine::{DevKind, Engine};
 use tclab_core::host::{self, Transmitter};
+use tclab_core::packet::VlanTag;
 use tclab_core::qdisc::{Cx, Verdict};
 use tclab_core::{Nanos, Packet};
 
@@ -342,6 +343,7 @@ impl Bridge {
             })
             .collect();
         let mut lens = vec![0usize; sys::BATCH];
+        let mut tags = vec![None; sys::BATCH];
         if self.ports.iter().any(|p| p.sock.is_none()) {
             return Err("a detached bridge has no interfaces to run on".into());
         }
@@ -386,12 +388,14 @@ impl Bridge {
                         break;
                     };
                     let n = sock
-                        .recv_batch(&mut bufs, &mut lens)
+                        .recv_batch(&mut bufs, &mut lens, &mut tags)
                         .map_err(|e| format!("{}: receive: {e}", self.ports[i].name))?;
                     let now = self.now();
                     for k in 0..n {
                         let cap = bufs[k].len();
-                        self.arrive(now, i, &bufs[k][..lens[k].min(cap)], lens[k] > cap);
+                        let tag = tags[k].map(|(proto, tci)| VlanTag { proto, tci });
+                        let frame = &bufs[k][..lens[k].min(cap)];
+                        self.arrive_tagged(now, i, frame, lens[k] > cap, tag);
                     }
                     received += n;
                     if n < sys::BATCH {
@@ -453,11 +457,23 @@ impl Bridge {
 
     /// A frame received on port `i` (`truncated`: longer than the buffer).
     pub fn arrive(&mut self, now: Nanos, i: usize, frame: &[u8], truncated: bool) {
+        self.arrive_tagged(now, i, frame, truncated, None);
+    }
+
+    /// [`Bridge::arrive`] for a frame whose outer VLAN tag the kernel took out of its bytes (`accel`).
+    pub fn arrive_tagged(
+        &mut self,
+        now: Nanos,
+        i: usize,
+        frame: &[u8],
+        truncated: bool,
+        accel: Option<VlanTag>,
+    ) {
         let other_mtu = self.ports[1 - i].mtu as usize;
         let st = &mut self.ports[i].stats;
         st.rx_packets += 1;
-        st.rx_bytes += frame.len() as u64;
-        let Some(pkt) = frame::to_packet(frame, &mut self.headers) else {
+        st.rx_bytes += frame.len() as u64 + if accel.is_some() { 4 } else { 0 };
+        let Some(pkt) = frame::to_packet_tagged(frame, &mut self.headers, accel) else {
             st.malformed += 1;
             return;
         };

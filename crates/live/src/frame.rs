@@ -80,18 +80,31 @@ pub fn link_header(frame: &[u8]) -> Option<(usize, u16)> {
 /// every tagged frame it receives), inner tags left in it (`vlan_inline`), the stations' addresses kept
 /// in `headers`. `None` for a frame too short to have a link header.
 pub fn to_packet(frame: &[u8], headers: &mut Headers) -> Option<Packet> {
+    to_packet_tagged(frame, headers, None)
+}
+
+/// [`to_packet`] for a frame a packet socket received, whose outer tag Linux already took out of its
+/// bytes (`accel`, reported by `PACKET_AUXDATA`): every tag still in the bytes stays inline.
+pub fn to_packet_tagged(
+    frame: &[u8],
+    headers: &mut Headers,
+    accel: Option<VlanTag>,
+) -> Option<Packet> {
     let (hlen, protocol) = link_header(frame)?;
     let mut tags = frame[12..hlen - 2].chunks_exact(4).map(|t| VlanTag {
         proto: u16::from_be_bytes([t[0], t[1]]),
         tci: u16::from_be_bytes([t[2], t[3]]),
     });
-    let vlan = tags.next();
+    let (vlan, in_bytes) = match accel {
+        Some(t) => (Some(t), 0),
+        None => (tags.next(), 4),
+    };
     let vlan_inline: Vec<VlanTag> = tags.collect();
     let tag = headers.tag(&frame[..12]);
     Some(Packet {
         data: frame[hlen..].to_vec(),
         // The accelerated tag is metadata, not bytes of the packet (`qdisc_pkt_len` leaves it out).
-        len: frame.len() as u32 - if vlan.is_some() { 4 } else { 0 },
+        len: frame.len() as u32 - if vlan.is_some() { in_bytes } else { 0 },
         protocol,
         tag,
         vlan,
@@ -178,6 +191,36 @@ mod tests {
         assert_eq!(
             out,
             frame(&[0x81, 0x00, 0x00, 0x0a, 0x08, 0x00], &[0x45, 0, 0, 20])
+        );
+    }
+
+    /// A packet socket's frame whose outer tag the kernel took out (reported by PACKET_AUXDATA): the
+    /// tag is the accelerated one, the frame's bytes all count, and the frame that leaves carries it.
+    #[test]
+    fn a_tag_the_kernel_took_out_is_the_accelerated_one_and_goes_back_in() {
+        let mut h = Headers::default();
+        let tag = |proto, tci| tclab_core::packet::VlanTag { proto, tci };
+        let f = frame(&[0x08, 0x00], &[0x45, 0, 0, 20]);
+        let p = to_packet_tagged(&f, &mut h, Some(tag(0x8100, 10))).unwrap();
+        assert_eq!((p.vlan, p.vlan_inline.len()), (Some(tag(0x8100, 10)), 0));
+        assert_eq!(p.len as usize, f.len(), "the bytes that came, all counted");
+        let mut out = Vec::new();
+        assert!(to_frame(&p, &h, &mut out));
+        assert_eq!(
+            out,
+            frame(&[0x81, 0x00, 0x00, 0x0a, 0x08, 0x00], &[0x45, 0, 0, 20])
+        );
+        // Q-in-Q: the outer 802.1ad tag reported aside, the inner 802.1Q one still in the bytes.
+        let f = frame(&[0x81, 0x00, 0x00, 0x0a, 0x08, 0x00], &[0x45, 0, 0, 20]);
+        let p = to_packet_tagged(&f, &mut h, Some(tag(0x88a8, 1))).unwrap();
+        assert_eq!(p.vlan_inline, vec![tag(0x8100, 10)]);
+        assert!(to_frame(&p, &h, &mut out));
+        assert_eq!(
+            out,
+            frame(
+                &[0x88, 0xa8, 0x00, 0x01, 0x81, 0x00, 0x00, 0x0a, 0x08, 0x00],
+                &[0x45, 0, 0, 20]
+            )
         );
     }
 

@@ -12,6 +12,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 const ETH_P_ALL_BE: u16 = (libc::ETH_P_ALL as u16).to_be();
 /// `PACKET_IGNORE_OUTGOING` (Linux 4.20): do not see the frames this host sends on the interface.
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+/// `PACKET_AUXDATA`: each frame comes with its metadata, the VLAN tag Linux took out of it among them.
+const PACKET_AUXDATA: libc::c_int = 8;
 /// `PACKET_QDISC_BYPASS` (Linux 3.14): frames sent go to the driver, not through the kernel's qdisc.
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 
@@ -417,6 +419,13 @@ impl PacketSocket {
         setsockopt(
             raw,
             libc::SOL_PACKET,
+            PACKET_AUXDATA,
+            &one,
+            &format!("{name}: PACKET_AUXDATA"),
+        )?;
+        setsockopt(
+            raw,
+            libc::SOL_PACKET,
             PACKET_QDISC_BYPASS,
             &one,
             &format!("{name}: PACKET_QDISC_BYPASS"),
@@ -462,8 +471,19 @@ impl PacketSocket {
 
     /// Receive up to `bufs.len()` frames without waiting; each buffer's frame length (the frame's real
     /// length: larger than the buffer when truncated) in `lens`. Returns how many arrived.
-    pub fn recv_batch(&self, bufs: &mut [Vec<u8>], lens: &mut [usize]) -> io::Result<usize> {
-        let n = bufs.len().min(lens.len()).min(BATCH);
+    ///
+    /// A frame's outer VLAN tag is not in its bytes: Linux moved it into the skb's metadata on receive
+    /// (`skb_vlan_untag`), and the socket reports it beside the frame (`PACKET_AUXDATA`): in `tags`, as
+    /// (TPID, TCI), `None` for an untagged frame.
+    pub fn recv_batch(
+        &self,
+        bufs: &mut [Vec<u8>],
+        lens: &mut [usize],
+        tags: &mut [Option<(u16, u16)>],
+    ) -> io::Result<usize> {
+        let n = bufs.len().min(lens.len()).min(tags.len()).min(BATCH);
+        // Room for one PACKET_AUXDATA message per frame, aligned as cmsghdr wants.
+        let mut control = [[0u64; 8]; BATCH];
         let mut iov: [libc::iovec; BATCH] = [libc::iovec {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
@@ -477,6 +497,8 @@ impl PacketSocket {
             };
             msgs[i].msg_hdr.msg_iov = &mut iov[i];
             msgs[i].msg_hdr.msg_iovlen = 1;
+            msgs[i].msg_hdr.msg_control = control[i].as_mut_ptr() as *mut libc::c_void;
+            msgs[i].msg_hdr.msg_controllen = std::mem::size_of_val(&control[i]) as _;
         }
         // SAFETY: every msghdr points at an iovec over a live buffer of the length given; MSG_TRUNC
         // makes the kernel report a frame's real length without writing past the buffer.
@@ -498,6 +520,7 @@ impl PacketSocket {
         }
         for i in 0..r as usize {
             lens[i] = msgs[i].msg_len as usize;
+            tags[i] = vlan_of(&msgs[i].msg_hdr);
         }
         Ok(r as usize)
     }
@@ -545,6 +568,38 @@ impl PacketSocket {
             }
         }
         Ok(sent)
+    }
+}
+
+/// The accelerated VLAN tag a received message's `PACKET_AUXDATA` reports, as (TPID, TCI).
+fn vlan_of(msg: &libc::msghdr) -> Option<(u16, u16)> {
+    const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+    const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
+    // SAFETY: the kernel filled msg_control with msg_controllen bytes of cmsghdrs; CMSG_FIRSTHDR and
+    // CMSG_NXTHDR stay within them, and the data read is checked against the header's length.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            let data_len = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+            if (*c).cmsg_level == libc::SOL_PACKET
+                && (*c).cmsg_type == PACKET_AUXDATA
+                && data_len >= std::mem::size_of::<libc::tpacket_auxdata>()
+            {
+                let aux =
+                    std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::tpacket_auxdata);
+                if aux.tp_status & TP_STATUS_VLAN_VALID == 0 {
+                    return None;
+                }
+                let tpid = if aux.tp_status & TP_STATUS_VLAN_TPID_VALID != 0 {
+                    aux.tp_vlan_tpid
+                } else {
+                    0x8100
+                };
+                return Some((tpid, aux.tp_vlan_tci));
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+        None
     }
 }
 
