@@ -354,7 +354,10 @@ pub fn parse_duration(s: &str) -> Result<Nanos, String> {
 /// A rate in tc's units ("100mbit", "1.5Mbit", "125kbps" = bytes), as bits per second; zero is refused.
 pub fn parse_rate_bps(s: &str) -> Result<u64, String> {
     match tclab_tc::util::get_rate(s.trim()) {
-        Some(0) => Err(format!("rate \"{s}\" must be above zero")),
+        // tc keeps whole bytes a second: "1bit" is 0 too, and "above zero" would puzzle.
+        Some(0) => Err(format!(
+            "rate \"{s}\" must be at least 8bit (tc counts whole bytes a second)"
+        )),
         Some(bytes_per_sec) => Ok(bytes_per_sec.saturating_mul(8)),
         None => Err(format!(
             "invalid rate \"{s}\": expected a positive number with a unit like kbit, mbit, gbit"
@@ -1519,6 +1522,11 @@ delay = "1ms"
             "kbps is kilobytes per second, as in tc"
         );
         assert!(parse_rate_bps("0kbit").is_err());
+        assert_eq!(
+            parse_rate_bps("1bit"),
+            Err("rate \"1bit\" must be at least 8bit (tc counts whole bytes a second)".into())
+        );
+        assert_eq!(parse_rate_bps("8bit"), Ok(8));
         assert!(parse_rate_bps("-5mbit").is_err());
         assert_eq!(parse_bytes("10M"), Ok(10 << 20));
     }
