@@ -241,6 +241,10 @@ pub struct SimArgs {
     /// Replace the scenario's seed
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
+    /// Run the scenario once per seed (FIRST..LAST, both included) and report each metric's mean, min
+    /// and max (a sweep of `seed`: tclab sweep's files too)
+    #[arg(long, value_name = "FIRST..LAST", conflicts_with_all = ["seed", "trace"])]
+    pub seeds: Option<String>,
     /// Print the summary as JSON on stdout instead of the table
     #[arg(long)]
     pub json: bool,

@@ -22,6 +22,9 @@ Prints a summary table (flows, pings, classes) and writes into DIR (default ./tc
   tc.txt            tc -s qdisc/class/filter show of every device of every node with a policy, at the end
   *.png, *.svg      throughput (IN/OUT, raw and smoothed), classes, backlog, ping, flows
   index.html        the run on one page: summary, every plot with a caption, the policy
+--seeds FIRST..LAST runs the scenario once per seed (a sweep of `seed`, on every core) and prints each
+metric's mean, min and max over the seeds; DIR (default ./tclab-out/seeds-NAME) gets seeds.csv and
+seeds.md (metric, mean, min, max, seeds that gave it a value) beside the sweep's files (docs/SWEEP.md).
 --trace FILE writes every packet's fate at every qdisc (enqueue and verdict, dequeue and sojourn, drop
 and reason) to FILE; read it with tclab trace stats|show|plot.
 Exit status: 0; 64 if the scenario cannot be used (no such file or built-in, or an error in it); 1 if
@@ -201,6 +204,9 @@ pub fn cmd(a: SimArgs) -> CmdResult {
         .scenario
         .clone()
         .ok_or_else(|| usage("give a scenario file or built-in name"))?;
+    if let Some(range) = &a.seeds {
+        return crate::sweep::seeds_cmd(name, range, a.out, a.no_plots, a.json);
+    }
     let (text, file, base, stem) = scenario_source(&name).map_err(usage)?;
     let wall_start = Instant::now();
     let (sc, out, sim_wall) = run_scenario_traced(&text, &file, &base, a.seed, a.trace.as_deref())?;

@@ -1116,6 +1116,28 @@ pub fn cmd(a: SweepArgs) -> CmdResult {
         println!("{}", pdir.join(point_file_name(i)).display());
         return Ok(0);
     }
+    let (points, written, jobs) = run_local(&a, &sw, &dir)?;
+    print!(
+        "{}",
+        table_md(&sw.title, &sw.grid, &points, &columns(&points))
+    );
+    println!(
+        "\n{n} points on {} threads. Results in {}/ ({} files).",
+        jobs.min(n),
+        dir.display(),
+        written.len()
+    );
+    Ok(0)
+}
+
+/// A local sweep: every point checked, run on threads, its file written into `dir`/points, the table
+/// and plots into `dir`. The points' results, the files written and the threads asked for.
+fn run_local(
+    a: &SweepArgs,
+    sw: &Sweep,
+    dir: &Path,
+) -> Result<(Vec<PointResult>, Vec<String>, usize), Failure> {
+    let n = sw.grid.len();
     // Every point's value is checked before any runs: a refused one stops the sweep with nothing done.
     let texts = (0..n)
         .map(|i| sw.point_scenario(i))
@@ -1126,7 +1148,7 @@ pub fn cmd(a: SweepArgs) -> CmdResult {
     );
     let pdir = dir.join(POINTS_DIR);
     let made = OutDir::make(&pdir)?;
-    let files = made.unless_err(run_all(&sw, &texts, jobs))?;
+    let files = made.unless_err(run_all(sw, &texts, jobs))?;
     let points = files
         .iter()
         .enumerate()
@@ -1151,16 +1173,169 @@ pub fn cmd(a: SweepArgs) -> CmdResult {
         }
     }
     write_files(&pdir, &named)?;
-    let written = write_results(&dir, &sw.title, &sw.grid, &points, &sw.chosen, !a.no_plots)?;
-    print!(
-        "{}",
-        table_md(&sw.title, &sw.grid, &points, &columns(&points))
-    );
-    println!(
-        "\n{n} points on {} threads. Results in {}/ ({} files).",
-        jobs.min(n),
-        dir.display(),
-        written.len()
-    );
+    let written = write_results(dir, &sw.title, &sw.grid, &points, &sw.chosen, !a.no_plots)?;
+    Ok((points, written, jobs))
+}
+
+// ---- tclab sim --seeds --------------------------------------------------------------------------------
+
+/// The most seeds one `--seeds` runs.
+const MAX_SEEDS: u64 = 10_000;
+
+/// `--seeds FIRST..LAST`: the seeds, both ends included.
+pub fn parse_seeds(s: &str) -> Result<Vec<u64>, String> {
+    let how = "write FIRST..LAST, both included, e.g. 1..8";
+    let (a, b) = s
+        .split_once("..")
+        .ok_or_else(|| format!("--seeds {s}: {how}"))?;
+    // A TOML integer is an i64: larger seeds could not be written into the scenario.
+    let num = |x: &str| {
+        x.trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|&v| v <= i64::MAX as u64)
+            .ok_or_else(|| format!("--seeds {s}: \"{x}\" is not a seed (0 to {})", i64::MAX))
+    };
+    let (first, last) = (num(a)?, num(b)?);
+    if first > last {
+        return Err(format!("--seeds {s}: the range is empty ({how})"));
+    }
+    if last - first >= MAX_SEEDS {
+        return Err(format!(
+            "--seeds {s}: {} seeds, more than {MAX_SEEDS}; use tclab sweep --set seed=… with --point on a cluster",
+            u128::from(last - first) + 1
+        ));
+    }
+    Ok((first..=last).collect())
+}
+
+/// A metric over the seeds: its mean, min and max over the seeds that give it a value, and how many do
+/// (a ping with no reply has no RTT).
+struct SeedStat {
+    metric: String,
+    mean_min_max: Option<[f64; 3]>,
+    seeds: usize,
+}
+
+/// Every metric's [`SeedStat`], in the order of the columns; the sums run in seed order, so the figures
+/// are the same on every run.
+fn seed_stats(points: &[PointResult]) -> Vec<SeedStat> {
+    columns(points)
+        .into_iter()
+        .map(|metric| {
+            let vals: Vec<f64> = points.iter().filter_map(|p| value_of(p, &metric)).collect();
+            let mean_min_max = (!vals.is_empty()).then(|| {
+                let sum: f64 = vals.iter().sum();
+                let min = vals.iter().copied().fold(f64::INFINITY, f64::min);
+                let max = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                [sum / vals.len() as f64, min, max]
+            });
+            SeedStat {
+                metric,
+                mean_min_max,
+                seeds: vals.len(),
+            }
+        })
+        .collect()
+}
+
+fn seeds_csv(stats: &[SeedStat]) -> String {
+    let mut s = String::from("metric,mean,min,max,seeds\n");
+    for st in stats {
+        let v: Vec<String> = match st.mean_min_max {
+            Some(x) => x.iter().map(f64::to_string).collect(),
+            None => vec![String::new(); 3],
+        };
+        s += &format!("{},{},{}\n", csv_field(&st.metric), v.join(","), st.seeds);
+    }
+    s
+}
+
+fn seeds_md(title: &str, seeds: &str, stats: &[SeedStat]) -> String {
+    let cell = |s: &str| s.replace('|', "\\|");
+    let mut s = format!("# {} over seeds {seeds}\n\n", cell(title));
+    s += "| metric | mean | min | max | seeds |\n|---|---:|---:|---:|---:|\n";
+    for st in stats {
+        let f = |k: usize| human(&st.metric, st.mean_min_max.map(|x| x[k]));
+        s += &format!(
+            "| {} | {} | {} | {} | {} |\n",
+            cell(&st.metric),
+            f(0),
+            f(1),
+            f(2),
+            st.seeds
+        );
+    }
+    s
+}
+
+/// `tclab sim SCENARIO --seeds FIRST..LAST`: a sweep of the scenario's `seed` (its points and per-seed
+/// table as `tclab sweep` writes them), and each metric's mean, min and max over the seeds, printed and
+/// written as seeds.csv and seeds.md (or printed as JSON).
+pub fn seeds_cmd(
+    scenario: String,
+    range: &str,
+    out: Option<PathBuf>,
+    no_plots: bool,
+    json_out: bool,
+) -> CmdResult {
+    let seeds = parse_seeds(range).map_err(usage)?;
+    let list: Vec<String> = seeds.iter().map(u64::to_string).collect();
+    let a = SweepArgs {
+        scenario,
+        set: vec![format!("seed={}", list.join(","))],
+        out,
+        jobs: None,
+        metric: Vec::new(),
+        seed: None,
+        no_plots,
+        points: false,
+        point: None,
+        merge: None,
+    };
+    let sw = Sweep::new(&a)?;
+    let dir = a
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("tclab-out").join(format!("seeds-{}", sw.stem)));
+    let (points, written, jobs) = run_local(&a, &sw, &dir)?;
+    let stats = seed_stats(&points);
+    let md = seeds_md(&sw.title, range, &stats);
+    write_files(
+        &dir,
+        &[
+            ("seeds.csv".to_string(), seeds_csv(&stats).into_bytes()),
+            ("seeds.md".to_string(), md.clone().into_bytes()),
+        ],
+    )?;
+    if json_out {
+        let m: Vec<Value> = stats
+            .iter()
+            .map(|st| {
+                let k = |i: usize| st.mean_min_max.map(|x| x[i]);
+                json!({
+                    "metric": st.metric,
+                    "mean": k(0),
+                    "min": k(1),
+                    "max": k(2),
+                    "seeds": st.seeds,
+                })
+            })
+            .collect();
+        let v = json!({ "scenario": sw.title, "seeds": seeds, "metrics": m });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{md}");
+        println!(
+            "\n{} seeds on {} threads. Results in {}/ (seeds.csv, seeds.md and {} files of the sweep).",
+            seeds.len(),
+            jobs.min(seeds.len()),
+            dir.display(),
+            written.len()
+        );
+    }
     Ok(0)
 }

@@ -465,3 +465,91 @@ fn a_trace_is_written_and_read_back() {
     assert_eq!(code, 64);
     assert!(err.contains("not a tclab trace"), "{err}");
 }
+
+/// `tclab sim X --seeds 1..3`: one run per seed, the sweep's per-seed table (sweep.csv), and each
+/// metric's mean, min and max over the seeds (seeds.csv), checked here against that table; a second
+/// run writes the same bytes. Bad ranges are refused with 64 and nothing written.
+#[test]
+fn seeds_report_mean_min_max_over_the_seeds() {
+    let d = scratch("seeds");
+    let (_, text, _) = tclab(&["sim", "--show", "seed003-bufferbloat"], &d);
+    let short = text.replace("duration = \"60s\"", "duration = \"5s\"");
+    assert_ne!(short, text);
+    std::fs::write(d.join("bb.toml"), &short).unwrap();
+    let run = |out: &str| {
+        let args = [
+            "sim",
+            "bb.toml",
+            "--seeds",
+            "1..3",
+            "--no-plots",
+            "--out",
+            out,
+        ];
+        let (code, stdout, stderr) = tclab(&args, &d);
+        assert_eq!(code, 0, "{stderr}");
+        stdout
+    };
+    let stdout = run("a");
+    assert!(stdout.contains("| nttcp.goodput_bps |"), "{stdout}");
+    run("b");
+    for f in [
+        "seeds.csv",
+        "seeds.md",
+        "sweep.csv",
+        "points/point-00002.json",
+    ] {
+        let read = |o: &str| std::fs::read(d.join(o).join(f)).unwrap();
+        assert_eq!(read("a"), read("b"), "{f}");
+    }
+    let csv = |f: &str| -> Vec<Vec<String>> {
+        std::fs::read_to_string(d.join("a").join(f))
+            .unwrap()
+            .lines()
+            .map(|l| l.split(',').map(str::to_string).collect())
+            .collect()
+    };
+    let per_seed = csv("sweep.csv");
+    let stats = csv("seeds.csv");
+    assert_eq!(stats[0], ["metric", "mean", "min", "max", "seeds"]);
+    let seeds: Vec<&str> = per_seed[1..].iter().map(|r| r[1].as_str()).collect();
+    assert_eq!(seeds, ["1", "2", "3"]);
+    assert_eq!(stats.len() - 1, per_seed[0].len() - 2, "a row per metric");
+    let mut spread = false;
+    for row in &stats[1..] {
+        let col = per_seed[0].iter().position(|h| *h == row[0]).unwrap();
+        let vals: Vec<f64> = per_seed[1..]
+            .iter()
+            .map(|r| r[col].parse().unwrap())
+            .collect();
+        let num = |k: usize| row[k].parse::<f64>().unwrap();
+        let mean = vals.iter().sum::<f64>() / 3.0;
+        let min = vals.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        assert!(
+            (num(1) - mean).abs() <= 1e-9 * mean.abs().max(1.0),
+            "{row:?}"
+        );
+        assert_eq!(
+            (num(2), num(3), row[4].as_str()),
+            (min, max, "3"),
+            "{row:?}"
+        );
+        spread |= min < max;
+    }
+    assert!(spread, "three seeds gave the same figures: {stats:?}");
+    for bad in [
+        "8..1",
+        "1-8",
+        "1..x",
+        "0..10000",
+        "-1..3",
+        "9223372036854775808..9223372036854775809",
+    ] {
+        let arg = format!("--seeds={bad}");
+        let (code, _, stderr) = tclab(&["sim", "bb.toml", &arg, "--out", "c"], &d);
+        assert_eq!(code, 64, "{bad}: {stderr}");
+        assert!(stderr.contains("--seeds"), "{bad}: {stderr}");
+        assert!(!d.join("c").exists(), "{bad}");
+    }
+}
