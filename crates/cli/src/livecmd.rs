@@ -201,25 +201,24 @@ fn write_out(
     Ok(())
 }
 
-/// What was done to the devices' offloads, and a keeper that turns them back on when tclab stops
-/// (however it stops). Before the capabilities go and before any thread starts.
+/// What was done to the devices' offloads, and whether they come back when tclab stops.
 fn print_setup(setup: &tclab_live::bridge::Setup) {
-    let restored = tclab_live::sys::restore_offloads_at_exit(setup.offloads.clone());
     for (dev, turned) in &setup.offloads {
         if turned.is_empty() {
             println!("tclab live: {dev}: no segmentation, GRO or checksum offload on");
             continue;
         }
-        let back = match &restored {
-            Ok(()) => "they are turned back on when tclab stops, however it stops".to_string(),
-            Err(e) => format!(
-                "they stay off after tclab stops ({e}): ethtool -K {dev} {} restores them",
+        let back = if setup.restored {
+            "they are turned back on when tclab stops, however it stops".to_string()
+        } else {
+            format!(
+                "they stay off after tclab stops: ethtool -K {dev} {} restores them",
                 turned
                     .iter()
                     .map(|o| format!("{o} on"))
                     .collect::<Vec<_>>()
                     .join(" ")
-            ),
+            )
         };
         println!(
             "tclab live: {dev}: turned off {} (offloads hand a shaper super-packets); {back}",

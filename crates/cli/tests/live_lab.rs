@@ -1002,8 +1002,9 @@ fn two_queues_each_shape_their_flows_and_tc_shows_them_merged() {
 }
 
 /// The offloads tclab live turns off on its devices are turned back on when it stops, and when it is
-/// killed (a keeper process, holding CAP_NET_ADMIN alone, waits for the bridge to be gone). Checked
-/// on a veth pair in a namespace of its own, whose TSO, GSO and transmit checksumming start on.
+/// killed (a keeper process, holding CAP_NET_ADMIN alone, started before any offload is touched,
+/// waits for the bridge to be gone). Checked on veths in a namespace of their own, whose TSO, GSO and
+/// transmit checksumming start on.
 #[test]
 fn offloads_come_back_when_the_bridge_stops_or_is_killed() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -1020,18 +1021,27 @@ fn offloads_come_back_when_the_bridge_stops_or_is_killed() {
         );
     };
     ip(&["netns", "add", &ns]);
+    // Removed at the end, with the control socket the killed bridge could not remove
+    // (/run/tclab/live-NETNS.sock, named by the namespace's inode).
     struct Gone(String);
     impl Drop for Gone {
         fn drop(&mut self) {
+            use std::os::unix::fs::MetadataExt;
+            if let Ok(m) = std::fs::metadata(format!("/run/netns/{}", self.0)) {
+                let _ = std::fs::remove_file(format!("/run/tclab/live-{}.sock", m.ino()));
+            }
             let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
         }
     }
     let _gone = Gone(ns.clone());
-    ip(&[
-        "-n", &ns, "link", "add", "va", "type", "veth", "peer", "name", "vb",
-    ]);
-    ip(&["-n", &ns, "link", "set", "va", "up"]);
-    ip(&["-n", &ns, "link", "set", "vb", "up"]);
+    // Two veth pairs, the bridge between one end of each (both ends of one pair would be a loop).
+    for (end, peer) in [("va", "pa"), ("vb", "pb")] {
+        ip(&[
+            "-n", &ns, "link", "add", end, "type", "veth", "peer", "name", peer,
+        ]);
+        ip(&["-n", &ns, "link", "set", end, "up"]);
+        ip(&["-n", &ns, "link", "set", peer, "up"]);
+    }
     let on = || {
         tclab_live::sys::in_netns(&format!("/run/netns/{ns}"), || {
             tclab_live::sys::offloads_on_now("va").unwrap()

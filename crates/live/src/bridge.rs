@@ -128,6 +128,8 @@ pub struct Calls {
 pub struct Setup {
     /// (device, offloads turned off).
     pub offloads: Vec<(String, Vec<&'static str>)>,
+    /// Whether a keeper turns them back on when tclab stops ([`sys::Keeper`]).
+    pub restored: bool,
 }
 
 impl Bridge {
@@ -695,11 +697,18 @@ pub fn open_ports(devs: &[String], queues: usize) -> Result<(Vec<Vec<OpenPort>>,
     }
     let mut setup = Setup {
         offloads: Vec::new(),
+        restored: false,
     };
     let mut out: Vec<Vec<OpenPort>> = (0..queues).map(|_| Vec::new()).collect();
+    // Started before any offload is touched, so that no way of ending leaves one turned off.
+    let keeper = sys::Keeper::start();
+    setup.restored = keeper.is_ok();
     for (i, name) in devs.iter().enumerate() {
         let mtu = sys::mtu(name).map_err(|e| e.to_string())?;
         let turned = sys::offloads_off(name).map_err(|e| e.to_string())?;
+        if let Ok(k) = &keeper {
+            setup.restored &= k.note(name, &turned).is_ok();
+        }
         setup.offloads.push((name.clone(), turned));
         // A group id of this process's own: groups are named per network namespace.
         let group = (std::process::id() as u16)

@@ -208,61 +208,89 @@ pub fn offloads_on(name: &str, turned: &[&str]) -> io::Result<()> {
     first
 }
 
-/// Leave behind a keeper that turns the offloads in `devs` back on once this process is gone, however
-/// it ends (stopped, killed, crashed): a forked child holding the read end of a pipe whose write end
-/// only this process has. When the pipe closes the keeper wakes, restores, and exits. It keeps this
-/// process's privileges (it needs CAP_NET_ADMIN, which this process is about to drop) but does
-/// nothing else: it reads no frame and closes every other descriptor. Call it before any thread
-/// starts (fork copies the calling thread only) and before the capabilities go.
-pub fn restore_offloads_at_exit(devs: Vec<(String, Vec<&'static str>)>) -> io::Result<()> {
-    if devs.iter().all(|(_, t)| t.is_empty()) {
-        return Ok(());
-    }
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: pipe2 writes two descriptors into the array we own.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(last_error("pipe2"));
-    }
-    // SAFETY: fork in a process with one thread (the caller's contract); the child below only makes
-    // system calls and returns through _exit.
-    match unsafe { libc::fork() } {
-        -1 => Err(last_error("fork")),
-        0 => {
-            // SAFETY: plain system calls on descriptors and signal dispositions of this process.
-            unsafe {
-                // A Ctrl-C or a SIGTERM to the bridge's process group must not end the keeper first.
-                libc::signal(libc::SIGINT, libc::SIG_IGN);
-                libc::signal(libc::SIGTERM, libc::SIG_IGN);
-                // The packet sockets and the rest: frames would queue in them for nothing.
-                let max = libc::sysconf(libc::_SC_OPEN_MAX).clamp(256, 65_536) as libc::c_int;
-                for fd in 3..max {
-                    if fd != fds[0] {
-                        libc::close(fd);
+/// A keeper that turns offloads back on once this process is gone, however it ends (stopped, killed,
+/// crashed): a forked child holding the read end of a pipe whose write end only this process has. It
+/// is started before any offload is touched and told of each change as it is made ([`Keeper::note`]),
+/// so no crash leaves a device changed behind it; when the pipe closes it restores what it was told
+/// and exits. It keeps CAP_NET_ADMIN alone of this process's privileges, reads no frame, and has no
+/// other descriptor. Start it before any thread (fork copies the calling thread only).
+pub struct Keeper {
+    /// The pipe's write end, open for as long as this process lives.
+    fd: RawFd,
+}
+
+impl Keeper {
+    pub fn start() -> io::Result<Keeper> {
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: pipe2 writes two descriptors into the array we own.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(last_error("pipe2"));
+        }
+        // SAFETY: fork in a process with one thread (the caller's contract); the child only makes
+        // system calls and the restore, and leaves through _exit.
+        match unsafe { libc::fork() } {
+            -1 => Err(last_error("fork")),
+            0 => {
+                let told = keeper_listen(fds[0]);
+                for line in told.lines() {
+                    if let Some((dev, what)) = line.split_once(' ') {
+                        let names: Vec<&str> = what.split(',').collect();
+                        let _ = offloads_on(dev, &names);
                     }
                 }
-                // Of this process's privileges the keeper needs CAP_NET_ADMIN (12) alone.
-                keep_only_cap(12);
-                let mut b = [0u8; 1];
-                loop {
-                    let r = libc::read(fds[0], b.as_mut_ptr() as *mut libc::c_void, 1);
-                    if r == 0 || (r < 0 && *libc::__errno_location() != libc::EINTR) {
-                        break;
-                    }
-                }
+                // SAFETY: leaves the child at once, without running the parent's exit handlers.
+                unsafe { libc::_exit(0) }
             }
-            for (name, turned) in &devs {
-                let _ = offloads_on(name, turned);
+            _ => {
+                // SAFETY: the read end is the keeper's.
+                unsafe { libc::close(fds[0]) };
+                Ok(Keeper { fd: fds[1] })
             }
-            // SAFETY: leaves the child at once, without running the parent's exit handlers.
-            unsafe { libc::_exit(0) }
-        }
-        _ => {
-            // SAFETY: the read end is the keeper's; the write end stays open (and unused) for as long
-            // as this process lives.
-            unsafe { libc::close(fds[0]) };
-            Ok(())
         }
     }
+
+    /// The offloads `turned` were turned off on `dev`: the keeper turns them back on at the end.
+    pub fn note(&self, dev: &str, turned: &[&str]) -> io::Result<()> {
+        if turned.is_empty() {
+            return Ok(());
+        }
+        let line = format!("{dev} {}\n", turned.join(","));
+        // SAFETY: writes the bytes of a string we own; a line is far below PIPE_BUF, so it is atomic.
+        let r = unsafe { libc::write(self.fd, line.as_ptr() as *const libc::c_void, line.len()) };
+        if r != line.len() as isize {
+            return Err(last_error("telling the offload keeper"));
+        }
+        Ok(())
+    }
+}
+
+/// The keeper's side until the pipe at `fd` closes: what it was told, line by line.
+fn keeper_listen(fd: RawFd) -> String {
+    let mut told = Vec::new();
+    // SAFETY: plain system calls on this child's descriptors and signal dispositions.
+    unsafe {
+        // A Ctrl-C or a SIGTERM to the bridge's process group must not end the keeper first.
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGTERM, libc::SIG_IGN);
+        let max = libc::sysconf(libc::_SC_OPEN_MAX).clamp(256, 65_536) as libc::c_int;
+        for other in 3..max {
+            if other != fd {
+                libc::close(other);
+            }
+        }
+        // Of this process's privileges the keeper needs CAP_NET_ADMIN (12) alone.
+        keep_only_cap(12);
+        let mut b = [0u8; 256];
+        loop {
+            let r = libc::read(fd, b.as_mut_ptr() as *mut libc::c_void, b.len());
+            if r > 0 {
+                told.extend_from_slice(&b[..r as usize]);
+            } else if r == 0 || *libc::__errno_location() != libc::EINTR {
+                break;
+            }
+        }
+    }
+    String::from_utf8_lossy(&told).into_owned()
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds.
