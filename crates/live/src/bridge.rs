@@ -700,14 +700,21 @@ pub fn open_ports(devs: &[String], queues: usize) -> Result<(Vec<Vec<OpenPort>>,
         restored: false,
     };
     let mut out: Vec<Vec<OpenPort>> = (0..queues).map(|_| Vec::new()).collect();
-    // Started before any offload is touched, so that no way of ending leaves one turned off.
-    let keeper = sys::Keeper::start();
-    setup.restored = keeper.is_ok();
+    // The keeper is started before the first offload is touched (and only if one is on), so that no
+    // way of ending leaves one turned off.
+    let mut keeper: Option<std::io::Result<sys::Keeper>> = None;
+    setup.restored = true;
     for (i, name) in devs.iter().enumerate() {
         let mtu = sys::mtu(name).map_err(|e| e.to_string())?;
+        if keeper.is_none() && !sys::offloads_on_now(name).unwrap_or_default().is_empty() {
+            keeper = Some(sys::Keeper::start());
+        }
         let turned = sys::offloads_off(name).map_err(|e| e.to_string())?;
-        if let Ok(k) = &keeper {
-            setup.restored &= k.note(name, &turned).is_ok();
+        if !turned.is_empty() {
+            setup.restored &= match &keeper {
+                Some(Ok(k)) => k.note(name, &turned).is_ok(),
+                _ => false,
+            };
         }
         setup.offloads.push((name.clone(), turned));
         // A group id of this process's own: groups are named per network namespace.
