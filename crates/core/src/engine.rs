@@ -1059,9 +1059,15 @@ impl Engine {
         };
         let dev = slot_mut(&mut self.slots, &self.by_name, dev_name).ok_or_else(no_device)?;
         let env = dev.env();
-        // `mq_init`, `mqprio_init`: only as the root.
+        // `mq_init`, `mqprio_init`, `taprio_init`: only as the root.
         if matches!(opts.kind(), "mq" | "mqprio") && parent != Handle::ROOT {
             return Err(KernelError::new(Errno::NotSupported));
+        }
+        if opts.kind() == "taprio" && parent != Handle::ROOT {
+            return Err(KernelError::msg(
+                Errno::NotSupported,
+                "sch_taprio: Can only be attached as root qdisc",
+            ));
         }
         let (q, warnings) = create_qdisc(handle, opts, &env, now)?;
         let new = Sched::new(handle, parent, q);

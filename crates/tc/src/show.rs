@@ -220,7 +220,7 @@ pub fn classes(
                 queue_stats_block(&c.stats, out);
             } else if c.options.is_some()
                 || c.xstats.is_some()
-                || matches!(c.kind, "prio" | "mq" | "multiq" | "mqprio")
+                || matches!(c.kind, "prio" | "mq" | "multiq" | "mqprio" | "taprio")
             {
                 stats_block(&c.stats, out);
             } else {

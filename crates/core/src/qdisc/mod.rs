@@ -49,6 +49,7 @@ pub mod red_impl;
 pub mod sfb;
 pub mod sfq;
 pub mod skbprio;
+pub mod taprio;
 pub mod tbf;
 pub mod teql;
 pub(crate) mod treap;
@@ -481,6 +482,7 @@ pub enum QdiscOptions {
     /// teql has no options.
     Teql,
     Mqprio(mqprio::MqprioOptions),
+    Taprio(taprio::TaprioOptions),
 }
 
 impl QdiscOptions {
@@ -520,6 +522,7 @@ impl QdiscOptions {
             QdiscOptions::Etf(_) => "etf",
             QdiscOptions::Teql => "teql0",
             QdiscOptions::Mqprio(_) => "mqprio",
+            QdiscOptions::Taprio(_) => "taprio",
             QdiscOptions::Plug(_) => "plug",
         }
     }
@@ -576,6 +579,7 @@ pub const KINDS: &[QdiscKind] = &[
     etf::KIND,
     teql::KIND,
     mqprio::KIND,
+    taprio::KIND,
 ];
 
 /// A qdisc with one class, `handle:1`, whose leaf is its queue (TBF, RED): that class as `tc class

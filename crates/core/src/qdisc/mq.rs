@@ -28,6 +28,8 @@ use crate::Nanos;
 
 pub struct Mq {
     handle: Handle,
+    /// The kind its classes are listed as (taprio lists mq's queues as its own).
+    class_kind: &'static str,
     queues: Vec<Sched>,
     /// The queue served next.
     next: usize,
@@ -82,20 +84,26 @@ pub(crate) fn pick_tx(pkt: &Packet, queues: usize, secret: [u64; 2]) -> usize {
 impl Mq {
     /// `mq_init`: a default qdisc for every transmit queue.
     pub fn new(handle: Handle, env: &DevEnv) -> Result<Mq, KernelError> {
+        Mq::with_leaves(handle, env, "mq", || Box::new(PfifoFast::new(env)))
+    }
+
+    /// mq's queues with `leaf()` on each, its classes listed as `class_kind`'s (taprio gives its
+    /// queues a pfifo).
+    pub(crate) fn with_leaves(
+        handle: Handle,
+        env: &DevEnv,
+        class_kind: &'static str,
+        leaf: impl Fn() -> Box<dyn Qdisc>,
+    ) -> Result<Mq, KernelError> {
         if env.txqueues <= 1 {
             return Err(KernelError::new(Errno::NotSupported));
         }
         let queues = (1..=env.txqueues)
-            .map(|n| {
-                Sched::new(
-                    Handle::UNSPEC,
-                    Handle(handle.0 | n),
-                    Box::new(PfifoFast::new(env)),
-                )
-            })
+            .map(|n| Sched::new(Handle::UNSPEC, Handle(handle.0 | n), leaf()))
             .collect();
         let mut q = Mq {
             handle,
+            class_kind,
             queues,
             next: 0,
             secret: [0; 2],
@@ -118,6 +126,11 @@ impl Mq {
             _ => first + pick_tx(&pkt, count, self.secret),
         };
         self.queues[i].q.enqueue(pkt, cx)
+    }
+
+    /// Transmit queue `i`'s qdisc (0-based; taprio serves the queues itself).
+    pub(crate) fn queue_mut(&mut self, i: usize) -> Option<&mut Sched> {
+        self.queues.get_mut(i)
     }
 
     fn queue_of(&self, classid: Handle) -> Option<usize> {
@@ -252,7 +265,7 @@ impl ClassOps for Mq {
             .iter()
             .enumerate()
             .map(|(i, q)| ClassInfo {
-                kind: "mq",
+                kind: self.class_kind,
                 classid: Handle(self.handle.0 | (i as u32 + 1)),
                 parent: Handle::ROOT,
                 leaf: (q.handle != Handle::UNSPEC).then_some(q.handle),

@@ -41,6 +41,18 @@ fn lib_invalid(msg: String) -> KernelError {
 impl MqprioOptions {
     /// `mqprio_parse_opt` (`mqprio_validate_qopt`, then the offload check) on a device with `txqueues`.
     pub fn validate(&self, txqueues: u32) -> Result<(), KernelError> {
+        self.validate_qopt(txqueues, false)?;
+        if self.hw != 0 {
+            return Err(KernelError::invalid(
+                "Device does not support hardware offload",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `mqprio_validate_qopt` (sch_mqprio_lib.c, shared with taprio, which lets the queue ranges
+    /// overlap in txtime-assist mode).
+    pub fn validate_qopt(&self, txqueues: u32, allow_overlap: bool) -> Result<(), KernelError> {
         let n = usize::from(self.num_tc);
         if n > MAX_QUEUE {
             return Err(KernelError::invalid(
@@ -52,8 +64,8 @@ impl MqprioOptions {
                 "Invalid traffic class in priority to traffic class mapping",
             ));
         }
-        // `mqprio_validate_queue_counts`, without overlaps; with `hw 1` the driver would check them
-        // (a device without offload leaves that to the refusal below).
+        // `mqprio_validate_queue_counts`; with `hw 1` the driver would check them (a device without
+        // offload: `validate` refuses `hw 1` after this).
         for i in (0..n).filter(|_| self.hw == 0) {
             let (c, o) = (u32::from(self.count[i]), u32::from(self.offset[i]));
             if c == 0 {
@@ -64,7 +76,7 @@ impl MqprioOptions {
                     "Queues {c}:{o} for TC {i} exceed the {txqueues} TX queues available"
                 )));
             }
-            for j in i + 1..n {
+            for j in (i + 1..n).filter(|_| !allow_overlap) {
                 let (cj, oj) = (u32::from(self.count[j]), u32::from(self.offset[j]));
                 if o < oj + cj && oj < o + c {
                     return Err(lib_invalid(format!(
@@ -72,11 +84,6 @@ impl MqprioOptions {
                     )));
                 }
             }
-        }
-        if self.hw != 0 {
-            return Err(KernelError::invalid(
-                "Device does not support hardware offload",
-            ));
         }
         Ok(())
     }

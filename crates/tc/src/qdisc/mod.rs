@@ -43,6 +43,7 @@ pub mod red;
 pub mod sfb;
 pub mod sfq;
 pub mod skbprio;
+pub mod taprio;
 pub mod tbf;
 pub mod teql;
 
@@ -109,6 +110,7 @@ pub const KINDS: &[QdiscLang] = &[
     etf::LANG,
     teql::LANG,
     mqprio::LANG,
+    taprio::LANG,
 ];
 
 pub fn lang(kind: &str) -> Option<&'static QdiscLang> {
@@ -121,7 +123,7 @@ pub const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | 
 
 /// Kinds iproute2 can parse whose kernel module tclab does not have (yet): tc accepts their options, the
 /// "kernel" then says the kind is unknown — exactly what a kernel without the module answers.
-pub const KNOWN_TO_TC: &[&str] = &["taprio"];
+pub const KNOWN_TO_TC: &[&str] = &[];
 
 /// Those of [`KNOWN_TO_TC`] whose tc has a class parser (`parse_copt`).
 const KNOWN_CLASSFUL: &[&str] = &[];

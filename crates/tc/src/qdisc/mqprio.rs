@@ -37,7 +37,7 @@ pub const LANG: QdiscLang = QdiscLang {
 const USAGE: &str = "Usage: ... mqprio\t[num_tc NUMBER] [map P0 P1 ...]\n\t\t\t[queues count1@offset1 count2@offset2 ...] [hw 1|0]\n\t\t\t[mode dcb|channel]\n\t\t\t[shaper bw_rlimit SHAPER_PARAMS]\nWhere: SHAPER_PARAMS := { min_rate MIN_RATE1 MIN_RATE2 ...|\n\t\t\t  max_rate MAX_RATE1 MAX_RATE2 ... }";
 
 /// `get_u8(…, 10)`.
-fn get_u8(s: &str) -> Option<u8> {
+pub(super) fn get_u8(s: &str) -> Option<u8> {
     get_u32(s, 10).and_then(|v| u8::try_from(v).ok())
 }
 
@@ -45,6 +45,38 @@ fn get_u8(s: &str) -> Option<u8> {
 fn count_offset(s: &str) -> Option<(u16, u16)> {
     let mut t = s.split('@').filter(|t| !t.is_empty());
     Some((get_u16(t.next()?, 10)?, get_u16(t.next()?, 10)?))
+}
+
+/// `map P0 P1 …` after `args[i]` (mqprio's and taprio's): the priorities' classes as far as they
+/// read as numbers (at most 16), the rest 0. Returns the index of the last word read.
+pub(super) fn parse_map(args: &[String], mut i: usize, o: &mut MqprioOptions) -> usize {
+    let mut idx = 0;
+    while idx < MAX_QUEUE {
+        let Some(p) = args.get(i + 1).and_then(|w| get_u8(w)) else {
+            break;
+        };
+        o.map[idx] = p;
+        idx += 1;
+        i += 1;
+    }
+    o.map[idx..].fill(0);
+    i
+}
+
+/// `queues C@O …` after `args[i]`: the pairs as far as they read (at most 16). Returns the index of
+/// the last word read and how many pairs there were.
+pub(super) fn parse_queues(args: &[String], mut i: usize, o: &mut MqprioOptions) -> (usize, u8) {
+    let mut idx = 0;
+    while idx < MAX_QUEUE {
+        let Some((c, off)) = args.get(i + 1).and_then(|w| count_offset(w)) else {
+            break;
+        };
+        o.count[idx] = c;
+        o.offset[idx] = off;
+        idx += 1;
+        i += 1;
+    }
+    (i, idx as u8)
 }
 
 /// `mqprio_parse_opt`.
@@ -68,30 +100,11 @@ fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOpti
                 i += 1;
                 o.num_tc = get_u8(v).ok_or_else(|| Failure::options("Illegal \"num_tc\""))?;
             }
-            "map" => {
-                let mut idx = 0;
-                while idx < MAX_QUEUE {
-                    let Some(p) = next(i).and_then(get_u8) else {
-                        break;
-                    };
-                    o.map[idx] = p;
-                    idx += 1;
-                    i += 1;
-                }
-                o.map[idx..].fill(0);
-            }
+            "map" => i = parse_map(args, i, &mut o),
             "queues" => {
-                let mut idx = 0;
-                while idx < MAX_QUEUE {
-                    let Some((c, off)) = next(i).and_then(count_offset) else {
-                        break;
-                    };
-                    o.count[idx] = c;
-                    o.offset[idx] = off;
-                    idx += 1;
-                    pairs += 1;
-                    i += 1;
-                }
+                let read;
+                (i, read) = parse_queues(args, i, &mut o);
+                pairs += read;
             }
             "hw" => {
                 let v = next(i).ok_or_else(incomplete)?;
