@@ -27,6 +27,7 @@ mod ifb;
 mod line;
 mod marks;
 pub mod origins;
+mod taprio;
 mod tree;
 
 use origins::Origins;
@@ -127,6 +128,16 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "mq-queue-unshaped",
         Severity::Error,
         "an mq root whose transmit queues are not all given the policy's tree: the others' flows go unshaped",
+    ),
+    (
+        "taprio-gate-closed",
+        Severity::Error,
+        "a taprio traffic class that priorities map to but no schedule entry opens: its packets are never sent",
+    ),
+    (
+        "taprio-cycle-cut",
+        Severity::Warning,
+        "a taprio cycle-time shorter than its entries' intervals: the last entries are cut or never run",
     ),
     (
         "no-default",
@@ -623,6 +634,7 @@ impl<'a> DevCx<'a> {
         buckets::check(self, out);
         filters::check(self, out);
         marks::check(self, out);
+        taprio::check(self, out);
         self.ingress_police(out);
     }
 
