@@ -94,7 +94,11 @@ fn the_seeds_iperf_streams_fill_the_line_with_udp_and_starve_tcp() {
         sc.net.ifaces[i].counters.tx_dropped
     };
     assert!(dropped("node1:eth0") > 100_000, "the sender's queue drops");
-    assert_eq!(dropped("router0:eth1"), 0, "the unshaped router drops nothing");
+    assert_eq!(
+        dropped("router0:eth1"),
+        0,
+        "the unshaped router drops nothing"
+    );
     let full_ms = 1000.0 * 1514.0 * 8.0 / 1e9 * 1e3;
     let p = &out.pings[0];
     assert!(
