@@ -7,6 +7,8 @@ use tclab_sim::builtin::find;
 use tclab_sim::run::Outcome;
 use tclab_sim::scenario::{load, Scenario};
 
+mod common;
+
 /// Loads a built-in with its `duration = "…"` line replaced, and runs it.
 fn run(name: &str, duration: &str) -> (Scenario, Outcome) {
     let text = find(name).expect("built in").toml();
@@ -29,13 +31,7 @@ fn run(name: &str, duration: &str) -> (Scenario, Outcome) {
 #[test]
 fn htb_with_a_409600_byte_burst_spikes_then_keeps_its_rate() {
     let (sc, out) = run("seed000-htb-burst", "5s");
-    let eth1: Vec<(f64, f64)> = out
-        .recorder
-        .iface_samples
-        .iter()
-        .filter(|s| sc.net.port_label(s.iface) == "router0:eth1")
-        .map(|s| (s.t as f64 / 1e9, s.tx_bps))
-        .collect();
+    let eth1 = common::tx_samples(&sc, &out, "router0:eth1");
     assert_eq!(eth1.len(), 10, "{eth1:?}");
     let rate = 1e6;
     let frame = 1490.0 * 8.0 / 0.5;

@@ -5,6 +5,8 @@
 use tclab_sim::builtin::find;
 use tclab_sim::scenario::load;
 
+mod common;
+
 #[test]
 fn a_huge_burst_lets_the_flood_through_then_tbf_holds_the_rate() {
     let name = "seed000-tbf-burst";
@@ -12,13 +14,7 @@ fn a_huge_burst_lets_the_flood_through_then_tbf_holds_the_rate() {
     let mut sc = load(name, &b.toml(), std::path::Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
     let out = tclab_sim::run::run(&mut sc, &mut |_| {}).expect("runs");
     // router0:eth1's transmit rate per 500 ms sample, (end of the sample in s, bit/s).
-    let eth1: Vec<(f64, f64)> = out
-        .recorder
-        .iface_samples
-        .iter()
-        .filter(|s| sc.net.port_label(s.iface) == "router0:eth1")
-        .map(|s| (s.t as f64 / 1e9, s.tx_bps))
-        .collect();
+    let eth1 = common::tx_samples(&sc, &out, "router0:eth1");
     assert_eq!(eth1.len(), 20, "{eth1:?}");
     // The flood: 30 × 30 Mbit/s of 1448-byte payloads in 1490-byte frames, 926.1 Mbit/s, from 1 s.
     let flood = 30.0 * 30e6 * 1490.0 / 1448.0;
