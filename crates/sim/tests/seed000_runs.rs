@@ -9,14 +9,18 @@ use tclab_sim::scenario::{load, Scenario};
 
 mod common;
 
-/// Loads a built-in with its `duration = "…"` line replaced, and runs it.
-fn run(name: &str, duration: &str) -> (Scenario, Outcome) {
+/// Loads a built-in with its `duration = "…"` line replaced, and each `(from, to)` of `edits`, and runs it.
+fn run(name: &str, duration: &str, edits: &[(&str, &str)]) -> (Scenario, Outcome) {
     let text = find(name).expect("built in").toml();
     let line = text
         .lines()
         .find(|l| l.starts_with("duration = "))
         .expect("a duration line");
-    let text = text.replacen(line, &format!("duration = \"{duration}\""), 1);
+    let mut text = text.replacen(line, &format!("duration = \"{duration}\""), 1);
+    for (from, to) in edits {
+        assert!(text.contains(from), "{from}");
+        text = text.replacen(from, to, 1);
+    }
     let mut sc = load(name, &text, std::path::Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
     let out = tclab_sim::run::run(&mut sc, &mut |_| {}).expect("runs");
     (sc, out)
@@ -30,7 +34,7 @@ fn run(name: &str, duration: &str) -> (Scenario, Outcome) {
 /// 1490-byte frame (23.8 kbit/s a sample).
 #[test]
 fn htb_with_a_409600_byte_burst_spikes_then_keeps_its_rate() {
-    let (sc, out) = run("seed000-htb-burst", "5s");
+    let (sc, out) = run("seed000-htb-burst", "5s", &[]);
     let eth1 = common::tx_samples(&sc, &out, "router0:eth1");
     assert_eq!(eth1.len(), 10, "{eth1:?}");
     let rate = 1e6;
@@ -65,7 +69,7 @@ fn htb_with_a_409600_byte_burst_spikes_then_keeps_its_rate() {
 /// at 1 Gbit/s = 12.11 ms, plus the idle path's 0.40 ms.
 #[test]
 fn the_seeds_iperf_streams_fill_the_line_with_udp_and_starve_tcp() {
-    let (sc, out) = run("seed000-iperf", "3s");
+    let (sc, out) = run("seed000-iperf", "3s", &[]);
     let tcp = out.flows.iter().find(|f| f.name == "iperf-tcp").unwrap();
     let udp = out.flows.iter().find(|f| f.name == "iperf-udp").unwrap();
     let line = 1e9 * 1472.0 / 1514.0;
@@ -101,5 +105,42 @@ fn the_seeds_iperf_streams_fill_the_line_with_udp_and_starve_tcp() {
         p.rtt.p99_ms > full_ms && p.rtt.p99_ms < full_ms + 0.5,
         "ping p99 {} ms, a full queue {full_ms:.2} ms",
         p.rtt.p99_ms
+    );
+}
+
+/// The same traffic through the seed's `tbf rate 180kbit latency 20ms buffer 1540` on router0's eth1.
+/// TBF's limit is rate × latency + buffer = 1990 bytes: one 1514-byte frame and up to four 98-byte pings.
+/// A ping waits for the tokens of the frame ahead of it (67.3 ms at 180 kbit/s) and of the pings queued
+/// before it (4.36 ms each), at most 67.3 + 5 × 4.36 ms plus the idle path; the seed saw 82–86 ms, which
+/// the p99 must be within 10 % of. TCP gets no byte through a 1990-byte queue the UDP keeps full.
+#[test]
+fn the_seeds_tbf_under_its_iperf_streams_delays_the_ping_by_a_frame() {
+    let tbf = "tc qdisc add dev eth1 root tbf rate 180kbit latency 20ms buffer 1540";
+    let (_, out) = run(
+        "seed000-iperf",
+        "4s",
+        &[("tc qdisc add dev eth1 root pfifo_fast", tbf)],
+    );
+    let tcp = out.flows.iter().find(|f| f.name == "iperf-tcp").unwrap();
+    let udp = out.flows.iter().find(|f| f.name == "iperf-udp").unwrap();
+    assert_eq!(tcp.delivered_bytes, 0, "TCP through the flooded TBF");
+    // 180 kbit/s of frames less what the pings take (at most 10 a second of 98 bytes, 7.84 kbit/s), 1472
+    // of each 1514 bytes payload, over the flood's 3 s, give or take a frame.
+    let (share, slack) = (1472.0 / 1514.0, 1514.0 * 8.0 / 3.0);
+    let (low, high) = ((180e3 - 7840.0) * share - slack, 180e3 * share + slack);
+    assert!(
+        udp.goodput_bps > low && udp.goodput_bps < high,
+        "UDP goodput {}, by hand {low:.0}..{high:.0}",
+        udp.goodput_bps
+    );
+    let (frame_ms, ping_ms) = (1514.0 * 8.0 / 180.0, 98.0 * 8.0 / 180.0);
+    let p99 = out.pings[0].rtt.p99_ms;
+    assert!(
+        p99 > frame_ms && p99 < frame_ms + 5.0 * ping_ms + 0.5,
+        "ping p99 {p99} ms: one frame {frame_ms:.1} ms, a ping {ping_ms:.2} ms"
+    );
+    assert!(
+        (p99 - 84.0).abs() < 8.4,
+        "ping p99 {p99} ms, the seed's 84 ms"
     );
 }
