@@ -662,8 +662,8 @@ impl Connection {
                 self.rcv_nxt = new_nxt;
                 // tcp_event_data_recv(), then the application's read when it reads as data comes
                 self.rcv_rtt_measure(now);
-                if got >= 128 {
-                    self.grow_window(got.min(u32::MAX as u64) as u32);
+                if e - s >= 128 {
+                    self.grow_window((e - s).min(u32::MAX as i64) as u32);
                 }
                 self.deliver(now, got);
                 self.sack_recent.retain(|&(_, be)| be > new_nxt);
@@ -672,7 +672,11 @@ impl Connection {
                     self.ack_now = true;
                 }
             } else {
-                // out of order: queue, SACK, immediate ACK (tcp_data_queue_ofo)
+                // out of order: queue, SACK, immediate ACK (tcp_data_queue_ofo, which opens the window
+                // on SACK connections too)
+                if self.sack_ok {
+                    self.grow_window((e - s).min(u32::MAX as i64) as u32);
+                }
                 self.ooo_insert(s as u64, e as u64);
                 self.incr_quickack();
                 self.ack_now = true;

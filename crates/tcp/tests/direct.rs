@@ -187,6 +187,20 @@ fn window_growth_acks_every_segment() {
     assert_eq!(drain(&mut sv, t).len(), 1);
 }
 
+/// tcp_data_queue_ofo on a SACK connection: an out-of-order segment is measured (the clamp becomes
+/// 115712) and opens rcv_ssthresh too, 64088 + 2896; the segment filling the hole opens it again.
+#[test]
+fn out_of_order_data_opens_the_window() {
+    let (_cl, mut sv) = pair(Config::default(), Config::default());
+    sv.on_segment(100 * MS, &data(1, 0));
+    assert_eq!(drain(&mut sv, 100 * MS)[0].options.sack_blocks.len(), 1);
+    let st = sv.stats();
+    assert_eq!((st.window_clamp, st.rcv_ssthresh), (115712, 66984));
+    sv.on_segment(101 * MS, &data(0, 0));
+    drain(&mut sv, 101 * MS);
+    assert_eq!(sv.stats().rcv_ssthresh, 66984 + 2896);
+}
+
 /// tcp_rcv_space_adjust (dynamic right-sizing), by hand: a sender doubling
 /// each 40 ms round (10, 20, 40 segments at 50, 90, 130 ms, echoing the
 /// receiver's clock of 40 ms before: the receiver's RTT is 40 ms). The
