@@ -223,6 +223,9 @@ pub struct ExplainArgs {
     /// Only this device (default: every device whose root qdisc has classes)
     #[arg(long, value_name = "DEV")]
     pub dev: Option<String>,
+    /// Make DEV a multiqueue device of N transmit queues before the policy runs (repeatable)
+    #[arg(long, value_name = "DEV=N")]
+    pub txqueues: Vec<String>,
     /// A shell script, a tc -batch file or a policy store (default: the store at $TCLAB_STATE)
     pub file: Option<PathBuf>,
     /// The script's arguments, after `--` (tclab explain wan.sh -- eth0 20000)

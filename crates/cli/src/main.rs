@@ -390,7 +390,9 @@ excess borrowed from the nearest ancestor below its rate, by priority and quantu
 and ETS: strict bands first, then quanta; QFQ: weights; PRIO: bands in order; HFSC: real-time m2, then
 link-sharing m2 under each upper limit), and runs the same load through the engine in virtual time:
 both figures side by side (CBQ: the simulation alone). --link is needed by every discipline but HTB
-(without it, HTB's policy alone shapes).
+(without it, HTB's policy alone shapes). A taprio root has gates, not a tree: each traffic class's
+priorities and the share of the cycle its gate is open, at most that share of --link. --txqueues DEV=N
+makes the multiqueue device taprio needs.
 
 The simulation sends 1514-byte packets classified by skb->priority (the classid), so filters are not
 consulted: explain shows how the tree shares the link, tclab check whether traffic reaches the classes.
@@ -419,12 +421,13 @@ fn run_explain(a: args::ExplainArgs) -> CmdResult {
         .transpose()?;
     let (link, device_rates) = parse_links(&a.link)?;
     let dev = a.dev;
+    let setup = txqueue_setup(&a.txqueues)?;
     let file = a.file.as_deref().map(path_text).transpose()?;
     let Loaded {
         mut engine,
         refusals,
         ..
-    } = load_policy(file, &[], &a.args)?;
+    } = load_policy(file, &setup, &a.args)?;
     known_devices(&engine, &device_rates)?;
     for (at, cmd, msg) in &refusals {
         let first = msg.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
@@ -439,7 +442,7 @@ fn run_explain(a: args::ExplainArgs) -> CmdResult {
         }
         None => engine
             .devices()
-            .filter(|(_, d)| tclab_tc::explain::SHARING.contains(&d.root().q.kind()))
+            .filter(|(_, d)| tclab_tc::explain::explains(d.root().q.kind()))
             .map(|(n, _)| n.to_string())
             .collect(),
     };
@@ -471,7 +474,8 @@ fn run_explain(a: args::ExplainArgs) -> CmdResult {
     };
     if names.is_empty() {
         println!(
-            "no device has a root qdisc whose classes share the link ({}): nothing to explain",
+            "no device has a root qdisc whose classes share the link ({}) or taprio's gates: nothing \
+             to explain",
             tclab_tc::explain::SHARING.join(", ")
         );
         return Ok(0);
@@ -757,20 +761,10 @@ fn known_devices(engine: &tclab_core::Engine, named: &[(String, u64)]) -> Result
     }
 }
 
-/// `tclab check`: a command line or FILE it cannot use exits 64 (`EX_USAGE`), apart from the findings'
-/// 0, 1 and 2, so that a gate testing for "no errors" does not pass a mistyped command.
-fn cmd_check(a: args::CheckArgs) -> CmdResult {
-    run_check(a).map_err(|e| match e {
-        Failure::Failed(m) => Failure::Usage(m),
-        u => u,
-    })
-}
-
-fn run_check(a: args::CheckArgs) -> CmdResult {
-    use tclab_tc::check::{check, exit_status, origins::Origins, render, LineFacts, Options};
-    let (rate, device_rates) = parse_links(&a.link)?;
+/// `--txqueues DEV=N …` (check, explain): the `link add` commands that make those devices first.
+fn txqueue_setup(txqueues: &[String]) -> Result<Vec<Vec<String>>, Failure> {
     let mut setup: Vec<Vec<String>> = Vec::new();
-    for v in &a.txqueues {
+    for v in txqueues {
         let bad = || usage(format!("--txqueues: \"{v}\" is not DEV=N (e.g. eth1=4)"));
         let (d, n) = v.split_once('=').ok_or_else(bad)?;
         let n: u32 = n
@@ -787,6 +781,22 @@ fn run_check(a: args::CheckArgs) -> CmdResult {
                 .to_vec(),
         );
     }
+    Ok(setup)
+}
+
+/// `tclab check`: a command line or FILE it cannot use exits 64 (`EX_USAGE`), apart from the findings'
+/// 0, 1 and 2, so that a gate testing for "no errors" does not pass a mistyped command.
+fn cmd_check(a: args::CheckArgs) -> CmdResult {
+    run_check(a).map_err(|e| match e {
+        Failure::Failed(m) => Failure::Usage(m),
+        u => u,
+    })
+}
+
+fn run_check(a: args::CheckArgs) -> CmdResult {
+    use tclab_tc::check::{check, exit_status, origins::Origins, render, LineFacts, Options};
+    let (rate, device_rates) = parse_links(&a.link)?;
+    let setup = txqueue_setup(&a.txqueues)?;
     let file = a.file.as_deref().map(path_text).transpose()?;
     let loaded = load_policy(file, &setup, &a.args)?;
     // A policy that made nothing passes no review: "0 errors" would pass a CI gate on a script that

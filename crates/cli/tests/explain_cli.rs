@@ -422,3 +422,27 @@ fn overbooked_real_time_curves_share_in_proportion() {
     assert_within(&stdout, "1:20", 600e3);
     assert!(!stdout.contains("note:"), "{stdout}");
 }
+
+/// A taprio root: each class's priorities and its gate's share of the 10 ms cycle (4 and 6 ms), that
+/// share of a 10 Mbit/s link; --txqueues makes the multiqueue device it needs.
+#[test]
+fn taprio_gates_share_the_cycle() {
+    let f = batch(
+        "taprio",
+        "qdisc add dev eth0 root handle 1: taprio num_tc 2 map 0 1 queues 1@0 1@1 sched-entry S 01 4000000 sched-entry S 02 6000000 clockid CLOCK_TAI\n",
+    );
+    let o = explain(&f, &["--txqueues", "eth0=4", "--link", "10mbit"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        out.contains("eth0: taprio 1:  cycle 10000000 ns, link 10.00 Mbit/s (--link)\n"),
+        "{out}"
+    );
+    assert!(out.contains("  TC 0 (priorities 0 2 3 4 5 6 7 8 9 10 11 12 13 14 15): open 4000000 ns of the cycle (40.0 %): at most 4.00 Mbit/s\n"), "{out}");
+    assert!(
+        out.contains(
+            "  TC 1 (priorities 1): open 6000000 ns of the cycle (60.0 %): at most 6.00 Mbit/s\n"
+        ),
+        "{out}"
+    );
+}

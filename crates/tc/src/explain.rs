@@ -30,6 +30,9 @@
 //!   above its upper limit (`ul` m2): the steady state of the curves' second slopes; their first slopes
 //!   (bursts) do not last.
 //! - CBQ: the simulation alone.
+//! - **taprio** (`sch_taprio.c`): no tree, a gate per traffic class: each class's priorities and how
+//!   much of the cycle its gate is open, at most that share of the link (less for frames that would
+//!   not end before the gate closes: they wait for the next opening).
 //!
 //! # The simulation
 //!
@@ -44,7 +47,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use tclab_core::handle::Handle;
-use tclab_core::qdisc::{ClassOptions, Cx};
+use tclab_core::qdisc::taprio::TaprioOptions;
+use tclab_core::qdisc::{ClassOptions, Cx, QdiscOptions};
 use tclab_core::{Device, Packet};
 
 const PKT_LEN: u32 = 1514;
@@ -584,10 +588,60 @@ fn human(bytes_per_sec: f64) -> String {
 /// The disciplines whose classes share the link (a TBF's or an mq's "classes" are slots for children).
 pub const SHARING: &[&str] = &["htb", "hfsc", "drr", "prio", "cbq", "qfq", "ets"];
 
+/// Whether `explain` has something to say of a root of `kind`: classes that share the link, or
+/// taprio's gates.
+pub fn explains(kind: &str) -> bool {
+    SHARING.contains(&kind) || kind == "taprio"
+}
+
+/// A taprio root: each traffic class's priorities and its gate's share of the cycle, at most that
+/// share of the link.
+fn taprio_gates(name: &str, handle: Handle, t: &TaprioOptions, link: Option<u64>) -> String {
+    let mut out = format!("{name}: taprio {handle}  cycle {} ns", t.cycle_time);
+    match link {
+        Some(l) => {
+            let _ = writeln!(out, ", link {} (--link)", human(l as f64));
+        }
+        None => out.push_str(" (--link RATE for each class's rate)\n"),
+    }
+    let Some(m) = t.mqprio else { return out };
+    for tc in 0..u32::from(m.num_tc) {
+        let prios: Vec<String> = (0..16)
+            .filter(|&p| u32::from(m.map[p]) == tc)
+            .map(|p| p.to_string())
+            .collect();
+        let open = t.open_ns(tc);
+        let share = open as f64 / t.cycle_time.max(1) as f64;
+        let _ = write!(
+            out,
+            "  TC {tc} (priorities {}): open {open} ns of the cycle ({:.1} %)",
+            if prios.is_empty() {
+                "none".to_string()
+            } else {
+                prios.join(" ")
+            },
+            share * 100.0
+        );
+        match link {
+            Some(l) => {
+                let _ = writeln!(out, ": at most {}", human(l as f64 * share));
+            }
+            None => out.push('\n'),
+        }
+    }
+    out.push_str(
+        "  a frame that would not end before its gate closes waits for the next opening: large frames get less\n",
+    );
+    out
+}
+
 /// Explain the policy of `dev`. `link`: the line's rate in bytes/s, if known.
 pub fn explain(dev: &mut Device, load: Option<&Load>, link: Option<u64>) -> Result<String, String> {
     let name = dev.name.clone();
     let root_kind = dev.root().q.kind();
+    if let QdiscOptions::Taprio(t) = dev.root().q.dump() {
+        return Ok(taprio_gates(&name, dev.root().handle, &t, link));
+    }
     let mut tree = Tree::of(dev);
     if tree.nodes.is_empty() || !SHARING.contains(&root_kind) {
         return Ok(format!(

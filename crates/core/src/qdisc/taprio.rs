@@ -104,22 +104,41 @@ struct Slot {
     end: Nanos,
 }
 
+/// Each entry's length within a cycle of `cycle` ns: its interval cut at the cycle's end, the last
+/// one that runs held to it.
+fn spans(entries: &[SchedEntry], cycle: u64) -> Vec<u64> {
+    let mut acc = 0u64;
+    let mut span: Vec<u64> = entries
+        .iter()
+        .map(|e| {
+            let s = u64::from(e.interval).min(cycle - acc);
+            acc += s;
+            s
+        })
+        .collect();
+    if let Some(last) = span.iter_mut().rev().find(|s| **s > 0) {
+        *last += cycle - acc;
+    }
+    span
+}
+
+impl TaprioOptions {
+    /// How long traffic class `tc`'s gate is open in each cycle, in ns, as the schedule runs (of a
+    /// dumped schedule, whose `cycle_time` is set).
+    pub fn open_ns(&self, tc: u32) -> u64 {
+        let cycle = self.cycle_time.max(0) as u64;
+        spans(&self.entries, cycle)
+            .iter()
+            .zip(&self.entries)
+            .filter(|(_, e)| e.gate_mask & (1 << tc) != 0)
+            .map(|(s, _)| s)
+            .sum()
+    }
+}
+
 impl Schedule {
     fn new(o: &TaprioOptions, cycle_time: i64, now: Nanos) -> Schedule {
-        let cycle = cycle_time as u64;
-        let mut acc = 0u64;
-        let mut span: Vec<u64> = o
-            .entries
-            .iter()
-            .map(|e| {
-                let s = u64::from(e.interval).min(cycle - acc);
-                acc += s;
-                s
-            })
-            .collect();
-        if let Some(last) = span.iter_mut().rev().find(|s| **s > 0) {
-            *last += cycle - acc;
-        }
+        let span = spans(&o.entries, cycle_time as u64);
         // taprio_get_start_time: the base time if it is to come, else the next cycle's start.
         let (now_i, base) = (now as i64, o.base_time);
         let start = if base > now_i {
