@@ -990,3 +990,23 @@ fn a_policy_that_makes_nothing_is_not_passed() {
         );
     }
 }
+
+/// An action younger than the named kernel: `action ct` and `ctinfo` came with 5.3 (act_ct.c's and
+/// act_ctinfo.c's merge window), so 4.19 refuses the filter that carries them; 5.4 has both.
+#[test]
+fn actions_younger_than_the_kernel() {
+    let dir = TempDir::new("check-actions-kernel");
+    let policy = "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 5mbit\nqdisc add dev eth0 parent 1:10 fq_codel\nfilter add dev eth0 parent 1: protocol ip prio 1 matchall action ct commit mark 5 pipe action ctinfo cpmark flowid 1:10\n";
+    let old = check(&dir, "old.batch", policy, &["--kernel", "4.19"]);
+    assert_eq!(
+        found_at(&old, "kernel-lacks"),
+        [
+            "eth0 filter parent 1: pref 1 action ct",
+            "eth0 filter parent 1: pref 1 action ctinfo"
+        ],
+        "{}",
+        old.stdout
+    );
+    let new = check(&dir, "new.batch", policy, &["--kernel", "5.4"]);
+    assert!(found_at(&new, "kernel-lacks").is_empty(), "{}", new.stdout);
+}

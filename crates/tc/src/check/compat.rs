@@ -1,5 +1,6 @@
-//! Kernel versions: disciplines and classifiers the kernel the policy is meant for lacks (`--kernel
-//! 5.10` and `cake`: 4.19, fine; `fq_pie`: 5.6; `ets`: 5.6), and those current kernels no longer have
+//! Kernel versions: disciplines, classifiers and actions the kernel the policy is meant for lacks
+//! (`--kernel 5.10` and `cake`: 4.19, fine; `fq_pie`: 5.6; `ets`: 5.6; `action ct`: 5.3), and those
+//! current kernels no longer have
 //! (CBQ, removed in 6.3 with ATM, dsmark, tcindex and rsvp; tclab models CBQ alone of them, as a
 //! pre-6.3 kernel runs it).
 
@@ -27,6 +28,19 @@ const SINCE: &[(&str, (u32, u32))] = &[
     ("taprio", (4, 20)),
     ("fq_pie", (5, 6)),
     ("ets", (5, 6)),
+];
+
+/// Actions younger than 4.4 (a list of their own: `bpf` the action came later than `bpf` the
+/// classifier). tc sends an action the kernel lacks, and it refuses the filter that carries it.
+const ACTIONS_SINCE: &[(&str, (u32, u32))] = &[
+    ("ife", (4, 6)),
+    ("skbmod", (4, 9)),
+    ("tunnel_key", (4, 9)),
+    ("sample", (4, 11)),
+    ("ct", (5, 3)),
+    ("ctinfo", (5, 3)),
+    ("mpls", (5, 3)),
+    ("gate", (5, 8)),
 ];
 
 /// Kinds removed, and the release that no longer has them.
@@ -95,6 +109,33 @@ pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
                 .filter(name, parent, Some(tp.prio))
                 .map(|r| r.at.as_str());
             kinds.push((kind, at, line));
+        }
+    }
+    if let Some(k) = opts.kernel {
+        let mut seen: Vec<&str> = Vec::new();
+        for a in cx.actions.iter().filter(|a| a.dev == name) {
+            let kind = a.params.kind();
+            let Some(&(_, since)) = ACTIONS_SINCE.iter().find(|(x, _)| *x == kind) else {
+                continue;
+            };
+            if k >= since || seen.contains(&kind) {
+                continue;
+            }
+            seen.push(kind);
+            let at = format!(
+                "{name} filter parent {} pref {} action {kind}",
+                a.parent, a.pref
+            );
+            let line = origins
+                .filter(name, a.parent, Some(a.pref))
+                .map(|r| r.at.as_str());
+            out.push(lacks(
+                &at,
+                line,
+                &format!("action {kind} came with"),
+                since,
+                k,
+            ));
         }
     }
     for (kind, at, line) in kinds {
