@@ -234,14 +234,24 @@ fn seed_003_gateway_script_marks_traffic_into_its_classes() {
     }
     // The SSH rule has the article's `-dport 22` typo: iptables refuses it, so nothing is marked 300.
     assert_eq!(class_bytes(&v, "1:300"), 0);
-    // UDP at 64 kbit/s of payload fits its class: nothing lost.
+    // UDP at 64 kbit/s of payload fits its class: its class drops nothing, and what was not delivered
+    // is at most what is still on its way when the run ends (a datagram every 20 ms).
+    let drops = v["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["classid"] == "1:100")
+        .unwrap()["drops"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(drops, 0);
     let voip = v["flows"]
         .as_array()
         .unwrap()
         .iter()
         .find(|f| f["name"] == "voip")
         .unwrap();
-    assert_eq!(voip["lost_packets"], 0);
+    assert!(voip["lost_packets"].as_u64().unwrap() <= 2, "{voip}");
 }
 
 #[test]
