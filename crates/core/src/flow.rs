@@ -202,7 +202,11 @@ mod tests {
         let mut q = Packet::udp4([10, 0, 0, 1], 1000, [10, 0, 0, 2], 2000, 0, 100);
         q.hash = 7;
         assert_eq!(skb_get_hash(&mut q, [1, 2]), 7);
-        assert_ne!(keyed_hash([1, 2], &flow_keys(&q)), 7, "the test's 7 is not the computed hash");
+        assert_ne!(
+            keyed_hash([1, 2], &flow_keys(&q)),
+            7,
+            "the test's 7 is not the computed hash"
+        );
     }
 
     /// IPv4's keys are built without `consistent_keys`' slices; they must be the words it builds, for

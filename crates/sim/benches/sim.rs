@@ -74,7 +74,11 @@ fn bench(name: &str) {
         Some(kb) => println!(
             "  peak memory             {:.0} MB{}",
             kb as f64 / 1024.0,
-            if reset { "" } else { " (VmHWM could not be reset: the process's peak so far)" }
+            if reset {
+                ""
+            } else {
+                " (VmHWM could not be reset: the process's peak so far)"
+            }
         ),
         None => println!("  peak memory             unknown (no VmHWM in /proc/self/status)"),
     }

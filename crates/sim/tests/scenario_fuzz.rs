@@ -77,7 +77,11 @@ fn mangled_scenarios_never_panic() {
         let base = b.toml();
         // bench-isp's thousands of policy lines differ only in their numbers, and each run that loads is
         // a thousand TCP flows: 30 mutations of it cost what 300 of another scenario cost.
-        let tries = if base.lines().count() > 1_000 { 30 } else { 300 };
+        let tries = if base.lines().count() > 1_000 {
+            30
+        } else {
+            300
+        };
         for _ in 0..tries {
             let text = mutate(&base, &mut r);
             match load("fuzz.toml", &text, std::path::Path::new(".")) {

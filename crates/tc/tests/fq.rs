@@ -23,7 +23,10 @@ fn a_quantum_outside_1_to_1_mib_is_refused_and_one_inside_kept_as_given() {
     }
     assert!(!run(&mut e, "qdisc show dev eth0").stdout.contains("fq"));
     for (q, shown) in [("100", "quantum 100b "), ("1048576", "quantum 1Mb ")] {
-        let o = run(&mut e, &format!("qdisc replace dev eth0 root fq quantum {q}"));
+        let o = run(
+            &mut e,
+            &format!("qdisc replace dev eth0 root fq quantum {q}"),
+        );
         assert_eq!(o.code, 0, "{}", o.stderr);
         let s = run(&mut e, "qdisc show dev eth0").stdout;
         assert!(s.contains(shown), "quantum {q}: {s}");
@@ -31,5 +34,7 @@ fn a_quantum_outside_1_to_1_mib_is_refused_and_one_inside_kept_as_given() {
     // A change to a bad quantum is refused and leaves the one before.
     let o = run(&mut e, "qdisc change dev eth0 root fq quantum 0");
     assert_eq!(o.code, 2, "{}", o.stderr);
-    assert!(run(&mut e, "qdisc show dev eth0").stdout.contains("quantum 1Mb "));
+    assert!(run(&mut e, "qdisc show dev eth0")
+        .stdout
+        .contains("quantum 1Mb "));
 }

@@ -741,7 +741,11 @@ mod tests {
             let mut p = Packet::udp4([10, 0, 0, 1], 1000, [10, 0, 0, 2], 2000, 0, 100);
             p.hash = hash;
             let _ = q.enqueue(p, &mut Cx::new(0));
-            let flows: Vec<u32> = q.flow_walk(0).iter().map(|c| c.classid.0 & 0xffff).collect();
+            let flows: Vec<u32> = q
+                .flow_walk(0)
+                .iter()
+                .map(|c| c.classid.0 & 0xffff)
+                .collect();
             flows
         };
         // 1024 flows: 0x8000_0000 is half way, flow 513; 0x0040_0000 is 1/1024 of the way, flow 2.
