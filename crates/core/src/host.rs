@@ -97,6 +97,9 @@ pub fn forwarded(pkt: Packet, tos: u8) -> Packet {
         mark: pkt.mark,
         tc_index: pkt.tc_index,
         priority: tos_to_priority(tos),
+        // A GSO packet is forwarded whole (segmented where it leaves).
+        gso_segs: pkt.gso_segs,
+        gso_size: pkt.gso_size,
         ..Packet::default()
     }
 }
@@ -104,6 +107,10 @@ pub fn forwarded(pkt: Packet, tos: u8) -> Packet {
 /// The MTU check of a packet with DF set (Linux's TCP, and ping with path-MTU discovery): one that does
 /// not fit the device is dropped, not fragmented.
 pub fn fits_mtu(dev: &Device, pkt: &Packet) -> bool {
+    if pkt.is_gso() {
+        // `skb_gso_validate_network_len`: each segment it will become must fit.
+        return pkt.gso_frame_max() <= dev.mtu + ETH_HLEN;
+    }
     pkt.len <= dev.mtu + ETH_HLEN
 }
 

@@ -76,6 +76,11 @@ pub struct Packet {
     /// The tunnel the packet is to be sent in (the kernel's metadata dst, `skb_tunnel_info`), which a
     /// `tunnel_key set` action attached; `None` for none. Boxed: most packets have none.
     pub tunnel: Option<Box<crate::action::tunnel_key::TunnelInfo>>,
+    /// `skb_shinfo(skb)->gso_segs`: the frames a GSO super-packet becomes when it is segmented; 0 for
+    /// an ordinary packet (see [`Packet::set_gso`]).
+    pub gso_segs: u16,
+    /// `skb_shinfo(skb)->gso_size`: the payload bytes of each of those frames (the TCP MSS); 0 if none.
+    pub gso_size: u16,
 }
 
 /// One 802.1Q/802.1ad tag: its TPID and its TCI (priority << 13 | DEI << 12 | VLAN id).
@@ -141,6 +146,106 @@ impl Packet {
             self.data.resize(n, 0);
         }
         true
+    }
+
+    /// `skb_is_gso`: a super-packet of several MSS that is segmented before the wire.
+    pub fn is_gso(&self) -> bool {
+        self.gso_size != 0
+    }
+
+    /// The packets `bstats_update` counts for this one: a GSO packet's segments, else 1.
+    pub fn bstats_packets(&self) -> u64 {
+        if self.is_gso() {
+            self.gso_segs as u64
+        } else {
+            1
+        }
+    }
+
+    /// The IPv4 header's length and, after it, the TCP header's (options included) of an IPv4/TCP packet
+    /// whose headers are materialised; `None` otherwise.
+    fn tcp_hdr_lens(&self) -> Option<(usize, usize)> {
+        let ip = crate::wire::Ipv4::parse(&self.data)?;
+        if ip.protocol() != crate::wire::IPPROTO_TCP {
+            return None;
+        }
+        let ihl = ip.header_len();
+        let doff = (*self.data.get(ihl + 12)? >> 4) as usize * 4;
+        (doff >= 20 && self.data.len() >= ihl + doff).then_some((ihl, doff))
+    }
+
+    /// The largest frame a GSO packet becomes (headers and `gso_size` bytes of payload); `len` for a
+    /// packet that is not GSO.
+    pub fn gso_frame_max(&self) -> u32 {
+        match self.tcp_hdr_lens().filter(|_| self.is_gso()) {
+            Some((ihl, doff)) => (14 + ihl + doff) as u32 + self.gso_size as u32,
+            None => self.len,
+        }
+    }
+
+    /// Make this IPv4/TCP packet, whose `len` is its skb's length (every header once, then the payload),
+    /// a GSO packet of `gso_size`-byte segments, as TCP hands one to the stack (`tcp_set_skb_tso_segs`:
+    /// none if the payload fits in one segment), and charge it as `qdisc_pkt_len_init` does: `len` grows
+    /// by the headers of every segment after the first, so it is the sum of the frames the wire will
+    /// carry. Does nothing to a packet that is not IPv4/TCP.
+    pub fn set_gso(&mut self, gso_size: u16) {
+        let Some((ihl, doff)) = self.tcp_hdr_lens() else {
+            return;
+        };
+        // `qdisc_pkt_len_init`'s `hdr_len`: the link, network and transport headers of each frame.
+        let hdr = (14 + ihl + doff) as u32;
+        let payload = self.len.saturating_sub(hdr);
+        if gso_size == 0 || payload <= gso_size as u32 {
+            return;
+        }
+        let segs = payload.div_ceil(gso_size as u32);
+        self.gso_size = gso_size;
+        self.gso_segs = segs.min(u16::MAX as u32) as u16;
+        self.len += (segs - 1) * hdr;
+    }
+
+    /// `skb_gso_segment` of a TCP GSO packet: its frames, each with the packet's headers and metadata,
+    /// the IP total length, identifier (one more per segment) and checksum rewritten, the sequence number
+    /// moved on by the payload before it, CWR only on the first and FIN and PSH only on the last
+    /// (`tcp_gso_segment`). A packet that is not GSO comes back alone.
+    pub fn gso_segment(self) -> Vec<Packet> {
+        let Some((ihl, doff)) = self.tcp_hdr_lens().filter(|_| self.is_gso()) else {
+            return vec![self];
+        };
+        let hdr = (14 + ihl + doff) as u32;
+        let segs = self.gso_segs as u32;
+        let payload = self.len - segs * hdr;
+        let d = &self.data;
+        let seq0 = u32::from_be_bytes([d[ihl + 4], d[ihl + 5], d[ihl + 6], d[ihl + 7]]);
+        let id0 = u16::from_be_bytes([d[4], d[5]]);
+        let flags = d[ihl + 13];
+        let mut out = Vec::with_capacity(segs as usize);
+        for i in 0..segs {
+            let mut p = self.clone();
+            p.gso_segs = 0;
+            p.gso_size = 0;
+            let off = i * self.gso_size as u32;
+            let this = (payload - off).min(self.gso_size as u32);
+            p.len = hdr + this;
+            p.wire_len = None;
+            let d = &mut p.data;
+            d[2..4].copy_from_slice(&((hdr - 14 + this) as u16).to_be_bytes());
+            d[4..6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
+            d[10..12].copy_from_slice(&[0, 0]);
+            let c = crate::csum::ip_header(&d[..ihl]);
+            d[10..12].copy_from_slice(&c.to_be_bytes());
+            d[ihl + 4..ihl + 8].copy_from_slice(&seq0.wrapping_add(off).to_be_bytes());
+            let mut f = flags;
+            if i > 0 {
+                f &= !0x80; // CWR
+            }
+            if i + 1 < segs {
+                f &= !(0x01 | 0x08); // FIN, PSH
+            }
+            d[ihl + 13] = f;
+            out.push(p);
+        }
+        out
     }
 
     /// The IPv4 TOS byte, if the packet carries an IPv4 header.

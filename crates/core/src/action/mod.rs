@@ -201,7 +201,7 @@ impl Action {
         self.lastuse = Some(now);
         let len = pkt.hook_len(cx.mirred.at_ingress());
         self.stats.bytes += len as u64;
-        self.stats.packets += 1;
+        self.stats.packets += pkt.bstats_packets();
         let c = match &self.params {
             ActionParams::Gact(g) => g.act(pkt),
             ActionParams::Skbedit(s) => s.act(pkt),

@@ -299,7 +299,7 @@ impl Qdisc for Choke {
         self.stats.qlen -= 1;
         self.stats.backlog -= p.len;
         self.stats.bytes += p.len as u64;
-        self.stats.packets += 1;
+        self.stats.packets += p.bstats_packets();
         Some(p)
     }
 

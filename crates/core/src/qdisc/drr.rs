@@ -148,7 +148,7 @@ impl Drr {
                     self.active.pop_front();
                 }
                 cl.bytes += pkt.len as u64;
-                cl.packets += 1;
+                cl.packets += pkt.bstats_packets();
                 self.stats.count_sent(&pkt);
                 return Some(pkt);
             }

@@ -326,7 +326,7 @@ impl Qdisc for FqPie {
             self.stats.backlog -= p.len;
             self.stats.qlen -= 1;
             self.stats.bytes += p.len as u64;
-            self.stats.packets += 1;
+            self.stats.packets += p.bstats_packets();
             f.deficit -= p.len as i32;
             f.backlog -= p.len;
             self.memory_usage -= mem;

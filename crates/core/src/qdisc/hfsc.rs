@@ -1036,10 +1036,10 @@ impl Hfsc {
                 // `qdisc_warn_nonwc`: a non-work-conserving child; it asked for its own wake-up.
                 return None;
             };
-            let len = pkt.len;
+            let (len, segs) = (pkt.len, pkt.bstats_packets());
             let cl = self.cm(i);
             cl.bytes += len as u64;
-            cl.packets += 1;
+            cl.packets += segs;
             self.update_vf(i, len);
             if realtime {
                 let cl = self.cm(i);

@@ -339,9 +339,10 @@ pub struct QdiscStats {
 }
 
 impl QdiscStats {
+    /// `bstats_update`: the packet's bytes as charged, and its segments if it is a GSO packet.
     pub fn count_sent(&mut self, pkt: &Packet) {
         self.bytes += pkt.len as u64;
-        self.packets += 1;
+        self.packets += pkt.bstats_packets();
     }
     pub fn count_queued(&mut self, pkt: &Packet) {
         self.backlog = self.backlog.wrapping_add(pkt.len);

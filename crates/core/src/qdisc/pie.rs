@@ -211,7 +211,7 @@ impl Qdisc for Pie {
         self.stats.qlen -= 1;
         self.stats.backlog -= p.len;
         self.stats.bytes += p.len as u64;
-        self.stats.packets += 1;
+        self.stats.packets += p.bstats_packets();
         self.vars.process_dequeue(
             &self.params,
             ns2ticks(cx.now),

@@ -898,13 +898,14 @@ impl Qdisc for Qfq {
                 return Verdict::Drop;
             }
         }
+        let segs = pkt.bstats_packets();
         let cl = self.classes.get_mut(&id).expect("a class of this qdisc");
         if let Err(v) = enqueue_child(&mut self.stats, &mut *cl.q.q, pkt, cx) {
             return v;
         }
         let cl = self.cl(id);
         cl.bytes += len as u64;
-        cl.packets += 1;
+        cl.packets += segs;
         let (active, qlen, deficit, a) = (cl.active, cl.q.q.stats().qlen, cl.deficit, cl.agg);
         self.stats.backlog = self.stats.backlog.wrapping_add(len);
         self.stats.qlen += 1;

@@ -279,7 +279,7 @@ impl Qdisc for Red {
         match &p {
             Some(p) => {
                 self.stats.bytes += p.len as u64;
-                self.stats.packets += 1;
+                self.stats.packets += p.bstats_packets();
                 self.stats.backlog = self.stats.backlog.saturating_sub(p.len);
                 self.stats.qlen = self.stats.qlen.saturating_sub(1);
             }

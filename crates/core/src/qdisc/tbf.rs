@@ -15,7 +15,8 @@
 //! shorter packet first — reordering would break TCP.
 //!
 //! Packets larger than `max_size` (the burst, or the peak bucket if smaller) can never be sent and are dropped
-//! on arrival. The queue itself is the child qdisc, a bfifo of `limit` bytes unless another qdisc is grafted
+//! on arrival — except a GSO super-packet whose frames would fit: it is segmented and each frame queued on
+//! its own (`tbf_segment`). The queue itself is the child qdisc, a bfifo of `limit` bytes unless another qdisc is grafted
 //! under class `handle:1`. The bucket starts full, so the first `burst` bytes leave at line speed — the spike
 //! seed 000 saw with a huge burst.
 
@@ -181,6 +182,43 @@ impl Tbf {
         self.stats.overlimits += 1;
         None
     }
+
+    /// `tbf_segment`: a GSO packet too large for the bucket whose frames are not is segmented, and each
+    /// frame is offered to the child on its own (charged its own length: no size table). The packet counts
+    /// as queued if any frame was; the ancestors, which will count one packet of the whole length, are told
+    /// the difference (`qdisc_tree_reduce_backlog(sch, 1 - nb, prev_len - len)`).
+    fn segment(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
+        let prev_len = pkt.len;
+        let (mut nb, mut len) = (0u32, 0u32);
+        for seg in pkt.gso_segment() {
+            let seg_len = seg.len;
+            let v = match self.child.as_mut() {
+                Some(child) => {
+                    let mark = cx.tree_reduced;
+                    let v = child.q.enqueue(seg, cx);
+                    self.stats.reduce(cx.reduced_since(mark));
+                    v
+                }
+                None => {
+                    cx.drop_arriving(seg, DropReason::Unclassified);
+                    Verdict::Cn
+                }
+            };
+            if v == Verdict::Success {
+                nb += 1;
+                len += seg_len;
+            } else if v.counts_drop() {
+                self.stats.drops += 1;
+            }
+        }
+        if nb == 0 {
+            return Verdict::Drop;
+        }
+        self.stats.qlen += nb;
+        self.stats.backlog += len;
+        cx.reduce_backlog(1 - nb as i64, prev_len as i64 - len as i64);
+        Verdict::Success
+    }
 }
 
 impl Qdisc for Tbf {
@@ -193,6 +231,9 @@ impl Qdisc for Tbf {
     fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
         let len = pkt.len;
         if len > self.max_size {
+            if pkt.is_gso() && pkt.gso_frame_max() <= self.max_size {
+                return self.segment(pkt, cx);
+            }
             self.stats.drops += 1;
             cx.drop_arriving(pkt, DropReason::Overlimit);
             return Verdict::Drop;
