@@ -243,6 +243,7 @@ pub fn run(name: &str, exe: &std::path::Path, prefix: &str, duration: Option<f64
         policy: has_policy.then_some(store.as_path()),
         out: None,
         queues: 1,
+        ring: true,
     })?;
     let live = run_live(&lab, &traffic, &map, secs, &dir);
     cleanup.lab = None;

@@ -1,9 +1,10 @@
 //! `tclab lab bench`: how fast the live bridge forwards, beside the kernel's bridge between the same
 //! namespaces in the same run. iperf3 sends UDP as fast as it can from node-2 to node-1, once with
-//! 64-byte frames (packets per second) and once with 1514-byte frames (bit rate), through (a) tclab live
-//! without a policy, (b) tclab live with an HTB of 1 000 classes, (c) the kernel's bridge, (d) the
-//! kernel's bridge with the same HTB. The figure is what the receiver got: iperf3 itself may be the
-//! limit (it is one sender thread), which the kernel's row shows.
+//! 64-byte frames (packets per second) and once with 1514-byte frames (bit rate), through tclab live
+//! without a policy and with an HTB of 1 000 classes — each with its receive rings, without them
+//! (`--no-ring`) and on two queues — and the kernel's bridge without and with the same HTB. The figure
+//! is what the receivers got: iperf3 itself may be the limit (it is one sender thread), which the
+//! kernel's row shows.
 
 use crate::args::{usage, CmdResult};
 use std::path::Path;
@@ -125,21 +126,38 @@ pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
     std::fs::write(&htb, htb_classes(1000)).map_err(|e| e.to_string())?;
     let mq_htb = dir.join("mq-htb1000.sh");
     std::fs::write(&mq_htb, mq_htb_classes(2, 1000)).map_err(|e| e.to_string())?;
-    fn tclab<'a>(exe: &'a Path, policy: Option<&'a Path>, queues: u16) -> Shaper<'a> {
+    fn tclab<'a>(exe: &'a Path, policy: Option<&'a Path>, queues: u16, ring: bool) -> Shaper<'a> {
         Shaper::Tclab {
             exe,
             policy,
             out: None,
             queues,
+            ring,
         }
     }
-    let cases: [(&str, Shaper); 6] = [
-        ("tclab live, no policy", tclab(exe, None, 1)),
-        ("tclab live --queues 2, no policy", tclab(exe, None, 2)),
-        ("tclab live, HTB 1 000 classes", tclab(exe, Some(&htb), 1)),
+    // Rows 0-2 and 3-5: tclab on one queue with its receive rings, without them (--no-ring), on two
+    // queues; rows 6 and 7 the kernel's.
+    let cases: [(&str, Shaper); 8] = [
+        ("tclab live, no policy", tclab(exe, None, 1, true)),
+        (
+            "tclab live --no-ring, no policy",
+            tclab(exe, None, 1, false),
+        ),
+        (
+            "tclab live --queues 2, no policy",
+            tclab(exe, None, 2, true),
+        ),
+        (
+            "tclab live, HTB 1 000 classes",
+            tclab(exe, Some(&htb), 1, true),
+        ),
+        (
+            "tclab live --no-ring, HTB 1 000 classes",
+            tclab(exe, Some(&htb), 1, false),
+        ),
         (
             "tclab live --queues 2, mq + 2 such HTBs",
-            tclab(exe, Some(&mq_htb), 2),
+            tclab(exe, Some(&mq_htb), 2, true),
         ),
         ("kernel bridge, no policy", Shaper::Kernel { policy: None }),
         (
@@ -171,26 +189,23 @@ pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
         rows.push((small.0, large.1));
     }
     let _ = std::fs::remove_dir_all(&dir);
-    // tclab's rows `one` (1 queue) and `two` (2 queues) against the kernel's row `k`: the packet and
-    // bit rates' ratios.
-    let against = |one: usize, two: usize, k: usize| {
-        let (a, b, c) = (rows[one], rows[two], rows[k]);
-        [a.0 / c.0, a.1 / c.1, b.0 / c.0, b.1 / c.1]
+    // tclab's rows from `first` (ring, no ring, 2 queues) against the kernel's row `k`: the packet
+    // and bit rates' ratios.
+    let against = |first: usize, k: usize| {
+        let c = rows[k];
+        [0, 1, 2].map(|r| (rows[first + r].0 / c.0, rows[first + r].1 / c.1))
     };
-    let r = against(0, 1, 4);
-    println!(
-        "tclab / kernel, without a policy: {:.2} of the packet rate and {:.2} of the bit rate on 1 queue, {:.2} and {:.2} on 2",
-        r[0], r[1], r[2], r[3]
-    );
-    let r = against(2, 3, 5);
-    println!(
-        "tclab / kernel, with HTB: {:.2} and {:.2} on 1 queue, {:.2} and {:.2} on 2 (each queue its own HTB)",
-        r[0], r[1], r[2], r[3]
-    );
+    for (what, first, k) in [("without a policy", 0, 6), ("with HTB", 3, 7)] {
+        let [ring, copy, two] = against(first, k);
+        println!(
+            "tclab / kernel, {what}: {:.2} of the packet rate and {:.2} of the bit rate with rings, {:.2} and {:.2} with --no-ring, {:.2} and {:.2} on 2 queues",
+            ring.0, ring.1, copy.0, copy.1, two.0, two.1
+        );
+    }
     println!(
         "2 queues / 1 queue: {:.2} of the packet rate without a policy, {:.2} with HTB",
-        rows[1].0 / rows[0].0,
-        rows[3].0 / rows[2].0
+        rows[2].0 / rows[0].0,
+        rows[5].0 / rows[3].0
     );
     Ok(0)
 }

@@ -118,7 +118,7 @@ pub fn live(a: args::LiveArgs) -> CmdResult {
         }
         return live_queues(&a, journal, duration, &control, sampler);
     }
-    let (mut bridge, setup) = Bridge::new(engine, &a.devs)?;
+    let (mut bridge, setup) = Bridge::new(engine, &a.devs, receive(&a))?;
     bridge.sampler = sampler;
     bridge.listen(&control)?;
     print_setup(&setup);
@@ -152,7 +152,7 @@ fn live_queues(
     use tclab_live::queues::Queues;
     use tclab_live::sys;
     let n = a.queues as usize;
-    let (ports, setup) = Queues::open(&a.devs, n)?;
+    let (ports, setup) = Queues::open(&a.devs, n, receive(a))?;
     print_setup(&setup);
     sys::stop_on_signals();
     // The threads inherit the scheduling policy and the (dropped) capabilities of this one.
@@ -201,8 +201,26 @@ fn write_out(
     Ok(())
 }
 
-/// What was done to the devices' offloads, and whether they come back when tclab stops.
+/// How the ports receive: rings unless `--no-ring`.
+fn receive(a: &args::LiveArgs) -> tclab_live::bridge::Receive {
+    use tclab_live::bridge::Receive;
+    if a.no_ring {
+        Receive::Copy
+    } else {
+        Receive::Ring
+    }
+}
+
+/// What was done to the devices' offloads, whether they come back when tclab stops, and a device
+/// whose receive ring the kernel refused.
 fn print_setup(setup: &tclab_live::bridge::Setup) {
+    for (dev, refused) in &setup.rings {
+        if let Some(why) = refused {
+            println!(
+                "tclab live: warning: {dev}: no receive ring ({why}); receiving with recvmmsg"
+            );
+        }
+    }
     for (dev, turned) in &setup.offloads {
         if turned.is_empty() {
             println!("tclab live: {dev}: no segmentation, GRO or checksum offload on");
@@ -260,8 +278,8 @@ fn print_bridging(a: &args::LiveArgs, control: &std::path::Path, how: &str) {
 fn print_port_stats(stats: &[(String, tclab_live::bridge::PortStats)]) {
     for (name, st) in stats {
         println!(
-            "{name}: received {} frames ({} bytes), sent {} ({} bytes); dropped: {} by ingress actions, {} malformed, {} oversize, {} stale, {} send errors",
-            st.rx_packets, st.rx_bytes, st.tx_packets, st.tx_bytes, st.rx_dropped, st.malformed, st.oversize, st.stale, st.tx_errors
+            "{name}: received {} frames ({} bytes; {} through the ring), sent {} ({} bytes); dropped: {} by ingress actions, {} malformed, {} oversize, {} stale, {} send errors",
+            st.rx_packets, st.rx_bytes, st.rx_ring, st.tx_packets, st.tx_bytes, st.rx_dropped, st.malformed, st.oversize, st.stale, st.tx_errors
         );
         if st.wakeups > 0 {
             println!(
@@ -331,6 +349,7 @@ pub fn lab(a: args::LabCmd) -> CmdResult {
                     policy: policy.as_deref(),
                     out: out.as_deref(),
                     queues,
+                    ring: true,
                 }
             };
             lab.up(shaper)?;

@@ -10,12 +10,15 @@
 //! simulator passes its virtual time. A tree that holds packets back says when to ask again; the loop
 //! sleeps in `ppoll` until then or until a frame arrives, with the thread's timer slack at 1 ns, and
 //! spins instead when the wait is shorter than [`SPIN_NS`] (a wake-up from `ppoll` costs tens of
-//! microseconds here, several frames at 1 Gbit/s). Work is done in batches: up to [`sys::BATCH`] frames
-//! per system call each way, all due wake-ups served before each wait.
+//! microseconds here, several frames at 1 Gbit/s). Frames arrive through a `TPACKET_V2` ring mapped
+//! from each socket ([`sys::RxRing`]: read in place, no system call while frames keep coming), or, if
+//! the kernel refuses one or `--no-ring` asks, by `recvmmsg`; they leave [`sys::BATCH`] per `sendmmsg`,
+//! all due wake-ups served before each wait.
 //!
 //! One thread serves both directions; with several transmit queues, several such bridges run, one per
-//! queue (see [`crate::queues`]). What it does not do yet: frames are copied in and out (no mmap rings); a frame larger than the outgoing port's MTU (a GRO or TSO super-packet
-//! when the offloads could not be turned off) is dropped and counted as `oversize`.
+//! queue (see [`crate::queues`]). What it does not do yet: frames are copied out (no transmit ring); a
+//! frame larger than the outgoing port's MTU (a GRO or TSO super-packet when the offloads could not be
+//! turned off) is dropped and counted as `oversize`.
 
 use crate::frame::{self, Headers};
 use crate::sys::{self, PacketSocket};
@@ -55,6 +58,8 @@ pub struct PortStats {
     pub stale: u64,
     /// Frames the socket refused with an error other than "try again".
     pub tx_errors: u64,
+    /// Of `rx_packets`, those read from the receive ring (the rest came by `recvmmsg`).
+    pub rx_ring: u64,
     /// Wake-ups of the port's tree served, and how late (nanoseconds after the time the tree asked for):
     /// their sum and the largest. Lateness beyond a shaper's burst is rate lost.
     pub wakeups: u64,
@@ -66,6 +71,8 @@ struct Port {
     name: String,
     /// `None` for a detached port ([`Bridge::detached`]): its frames are kept in `detached_out`.
     sock: Option<PacketSocket>,
+    /// The socket's receive ring, if it has one (else it receives with `recvmmsg`).
+    ring: Option<sys::RxRing>,
     detached_out: Vec<Vec<u8>>,
     mtu: u32,
     /// Frames dequeued but not yet taken by the socket.
@@ -108,6 +115,19 @@ pub struct OpenPort {
     pub name: String,
     pub mtu: u32,
     pub sock: PacketSocket,
+    pub ring: Option<sys::RxRing>,
+}
+
+/// How the ports receive frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Receive {
+    /// A `TPACKET_V2` ring per socket, sized for the port's MTU ([`sys::RingGeometry::for_mtu`]);
+    /// `recvmmsg` on a socket whose ring the kernel refuses.
+    Ring,
+    /// A ring of this shape, `recvmmsg` if refused (a shape the kernel refuses shows the fallback).
+    RingOf(sys::RingGeometry),
+    /// `recvmmsg` only (`tclab live --no-ring`, to compare).
+    Copy,
 }
 
 /// A `tclab tc|iptables|link` call handed to one queue's bridge, and where its answer goes.
@@ -130,13 +150,16 @@ pub struct Setup {
     pub offloads: Vec<(String, Vec<&'static str>)>,
     /// Whether a keeper turns them back on when tclab stops ([`sys::Keeper`]).
     pub restored: bool,
+    /// How frames are received: (device, `None` for a ring on every socket, or why the kernel refused
+    /// one, the device then receiving with `recvmmsg`); empty with [`Receive::Copy`].
+    pub rings: Vec<(String, Option<String>)>,
 }
 
 impl Bridge {
     /// Open both ports, turn their offloads off, and take the policy `engine` (devices it lacks are
     /// added with the interface's MTU).
-    pub fn new(engine: Engine, devs: &[String]) -> Result<(Bridge, Setup), String> {
-        let (mut queues, setup) = open_ports(devs, 1)?;
+    pub fn new(engine: Engine, devs: &[String], rx: Receive) -> Result<(Bridge, Setup), String> {
+        let (mut queues, setup) = open_ports(devs, 1, rx)?;
         Ok((Bridge::on_ports(engine, queues.remove(0)), setup))
     }
 
@@ -150,6 +173,7 @@ impl Bridge {
                 Port {
                     name: o.name,
                     sock: Some(o.sock),
+                    ring: o.ring,
                     detached_out: Vec::new(),
                     mtu: o.mtu,
                     pending: Vec::new(),
@@ -202,6 +226,7 @@ impl Bridge {
                 Port {
                     name: name.to_string(),
                     sock: None,
+                    ring: None,
                     detached_out: Vec::new(),
                     mtu,
                     pending: Vec::new(),
@@ -385,6 +410,11 @@ impl Bridge {
             }
             let mut received = 0;
             for i in 0..self.ports.len() {
+                if let Some(mut ring) = self.ports[i].ring.take() {
+                    received += self.receive_ring(i, &mut ring);
+                    self.ports[i].ring = Some(ring);
+                    continue;
+                }
                 for _ in 0..RX_BATCHES_PER_TURN {
                     let Some(sock) = self.ports[i].sock.as_ref() else {
                         break;
@@ -435,6 +465,31 @@ impl Bridge {
             calls_waiting = ready.iter().any(|&r| r >= self.ports.len());
         }
         Ok(())
+    }
+
+    /// What port `i`'s receive ring holds, up to `RX_BATCHES_PER_TURN` batches, read in place; a slot
+    /// whose header does not describe a frame within it counts as malformed. Returns how many.
+    fn receive_ring(&mut self, i: usize, ring: &mut sys::RxRing) -> usize {
+        let mut received = 0;
+        for _ in 0..RX_BATCHES_PER_TURN {
+            let now = self.now();
+            let n = ring.take(sys::BATCH, |f| match f {
+                Some(f) => {
+                    let tag = f.vlan.map(|(proto, tci)| VlanTag { proto, tci });
+                    self.arrive_tagged(now, i, f.data, f.truncated(), tag);
+                }
+                None => {
+                    self.ports[i].stats.rx_packets += 1;
+                    self.ports[i].stats.malformed += 1;
+                }
+            });
+            self.ports[i].stats.rx_ring += n as u64;
+            received += n;
+            if n < sys::BATCH {
+                break;
+            }
+        }
+        received
     }
 
     /// Ask every tree whose wake-up has come.
@@ -691,13 +746,18 @@ impl Bridge {
 /// offloads off: per queue, one port per device. With several queues each device's sockets join one
 /// fanout group (`PACKET_FANOUT_HASH`), so that the kernel spreads arriving frames over the queues'
 /// threads by flow.
-pub fn open_ports(devs: &[String], queues: usize) -> Result<(Vec<Vec<OpenPort>>, Setup), String> {
+pub fn open_ports(
+    devs: &[String],
+    queues: usize,
+    rx: Receive,
+) -> Result<(Vec<Vec<OpenPort>>, Setup), String> {
     if devs.len() != 2 || devs[0] == devs[1] {
         return Err("tclab live bridges two different devices: --dev A --dev B".into());
     }
     let mut setup = Setup {
         offloads: Vec::new(),
         restored: false,
+        rings: Vec::new(),
     };
     let mut out: Vec<Vec<OpenPort>> = (0..queues).map(|_| Vec::new()).collect();
     // The keeper is started before the first offload is touched (and only if one is on), so that no
@@ -721,8 +781,23 @@ pub fn open_ports(devs: &[String], queues: usize) -> Result<(Vec<Vec<OpenPort>>,
         let group = (std::process::id() as u16)
             .wrapping_mul(2)
             .wrapping_add(i as u16);
+        let geometry = match rx {
+            Receive::Ring => Some(sys::RingGeometry::for_mtu(mtu)),
+            Receive::RingOf(g) => Some(g),
+            Receive::Copy => None,
+        };
+        let mut refused = None;
         for port in out.iter_mut() {
             let sock = PacketSocket::open(name).map_err(|e| e.to_string())?;
+            // The ring before the fanout group: the kernel takes a ring only on a socket outside one.
+            let ring = match geometry.map(|g| sys::RxRing::attach(&sock, g)) {
+                Some(Ok(r)) => Some(r),
+                Some(Err(e)) => {
+                    refused.get_or_insert(e.to_string());
+                    None
+                }
+                None => None,
+            };
             if queues > 1 {
                 sock.join_fanout(group)
                     .map_err(|e| format!("{name}: {e}"))?;
@@ -731,7 +806,11 @@ pub fn open_ports(devs: &[String], queues: usize) -> Result<(Vec<Vec<OpenPort>>,
                 name: name.clone(),
                 mtu,
                 sock,
+                ring,
             });
+        }
+        if geometry.is_some() {
+            setup.rings.push((name.clone(), refused));
         }
     }
     Ok((out, setup))

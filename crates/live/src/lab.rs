@@ -42,6 +42,8 @@ pub enum Shaper<'a> {
         out: Option<&'a Path>,
         /// `--queues N`: threads, one per transmit queue.
         queues: u16,
+        /// Receive rings (false: `--no-ring`, recvmmsg).
+        ring: bool,
     },
     /// A Linux bridge; the policy is a shell script or `tc -batch` file run in the router's namespace.
     Kernel { policy: Option<&'a Path> },
@@ -195,7 +197,8 @@ impl Lab {
                 policy,
                 out,
                 queues,
-            } => self.start_bridge(exe, *policy, *out, *queues),
+                ring,
+            } => self.start_bridge(exe, *policy, *out, *queues, *ring),
             Shaper::Kernel { policy } => {
                 ip(&["-n", &r, "link", "add", "br0", "type", "bridge"])?;
                 for d in ["eth0", "eth1"] {
@@ -253,6 +256,7 @@ impl Lab {
         policy: Option<&Path>,
         out: Option<&Path>,
         queues: u16,
+        ring: bool,
     ) -> Result<(), String> {
         let log_path = self.run_dir().join("live.log");
         let log =
@@ -269,6 +273,9 @@ impl Lab {
         }
         if queues > 1 {
             c.args(["--queues", &queues.to_string()]);
+        }
+        if !ring {
+            c.arg("--no-ring");
         }
         c.stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| e.to_string())?)

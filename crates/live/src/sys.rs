@@ -601,8 +601,6 @@ impl PacketSocket {
 
 /// The accelerated VLAN tag a received message's `PACKET_AUXDATA` reports, as (TPID, TCI).
 fn vlan_of(msg: &libc::msghdr) -> Option<(u16, u16)> {
-    const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
-    const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
     // SAFETY: the kernel filled msg_control with msg_controllen bytes of cmsghdrs; CMSG_FIRSTHDR and
     // CMSG_NXTHDR stay within them, and the data read is checked against the header's length.
     unsafe {
@@ -615,15 +613,7 @@ fn vlan_of(msg: &libc::msghdr) -> Option<(u16, u16)> {
             {
                 let aux =
                     std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::tpacket_auxdata);
-                if aux.tp_status & TP_STATUS_VLAN_VALID == 0 {
-                    return None;
-                }
-                let tpid = if aux.tp_status & TP_STATUS_VLAN_TPID_VALID != 0 {
-                    aux.tp_vlan_tpid
-                } else {
-                    0x8100
-                };
-                return Some((tpid, aux.tp_vlan_tci));
+                return vlan_tag(aux.tp_status, aux.tp_vlan_tci, aux.tp_vlan_tpid);
             }
             c = libc::CMSG_NXTHDR(msg, c);
         }
@@ -747,5 +737,237 @@ impl Waker {
         let mut n: u64 = 0;
         // SAFETY: reads 8 bytes into a u64 we own; nonblocking, EAGAIN when there is none.
         unsafe { libc::read(self.raw(), &mut n as *mut u64 as *mut libc::c_void, 8) };
+    }
+}
+
+/// `PACKET_VERSION` and `PACKET_RX_RING` (`linux/if_packet.h`).
+const PACKET_VERSION: libc::c_int = 10;
+const PACKET_RX_RING: libc::c_int = 5;
+/// `TPACKET_V2`'s value for `PACKET_VERSION`.
+const TPACKET_V2: libc::c_int = 1;
+/// `tp_status` bits: the slot is the user's; the VLAN fields are valid.
+const TP_STATUS_USER: u32 = 1 << 0;
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
+/// `sizeof(struct tpacket2_hdr)`: status, len, snaplen (u32), mac, net (u16), sec, nsec (u32),
+/// vlan_tci, vlan_tpid (u16), 4 bytes of padding.
+const TPACKET2_HDR: usize = 32;
+
+/// The shape of a `PACKET_RX_RING` (`struct tpacket_req`): `frames` slots of `frame_size` bytes, in
+/// blocks of `block_size` bytes (a multiple of the page size, whole slots each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingGeometry {
+    pub block_size: u32,
+    pub frame_size: u32,
+    pub frames: u32,
+}
+
+impl RingGeometry {
+    /// Room for about 8 MiB of frames (what the socket's receive buffer held before), each slot large
+    /// enough for a frame of `mtu` with its link header, two VLAN tags and the kernel's header in front
+    /// (the frame starts at 66 bytes into a slot: `TPACKET_ALIGN(TPACKET2_HDRLEN + 16) - 14`). Slots are
+    /// a power of two of at least 2 KiB, so they divide the 64 KiB blocks (or make a block each).
+    pub fn for_mtu(mtu: u32) -> RingGeometry {
+        let frame_size = (mtu.saturating_add(14 + 8 + 96))
+            .checked_next_power_of_two()
+            .unwrap_or(1 << 31)
+            .max(2048);
+        let block_size = frame_size.max(1 << 16);
+        let blocks = ((8u32 << 20) / block_size).max(4);
+        RingGeometry {
+            block_size,
+            frame_size,
+            frames: blocks * (block_size / frame_size),
+        }
+    }
+}
+
+/// One frame in a receive ring slot, read through [`slot_view`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingFrame<'a> {
+    /// The bytes the ring holds (`tp_snaplen` of them).
+    pub data: &'a [u8],
+    /// The frame's length on the wire (`tp_len`): larger than `data` when the slot cut it.
+    pub len: usize,
+    /// The accelerated VLAN tag (TPID, TCI), as [`PacketSocket::recv_batch`] reports it.
+    pub vlan: Option<(u16, u16)>,
+}
+
+impl RingFrame<'_> {
+    /// Whether the slot was too small for the frame.
+    pub fn truncated(&self) -> bool {
+        self.len > self.data.len()
+    }
+}
+
+fn ne_u16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
+}
+
+fn ne_u32(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+/// The frame a `TPACKET_V2` ring slot holds, every field checked against the slot's bytes: `None` for a
+/// slot too short for its header, a frame that would start inside the header or end past the slot,
+/// or a wire length shorter than what was captured. Nothing here can panic, whatever the bytes.
+pub fn slot_view(slot: &[u8]) -> Option<RingFrame<'_>> {
+    let status = ne_u32(slot, 0)?;
+    let len = ne_u32(slot, 4)? as usize;
+    let snaplen = ne_u32(slot, 8)? as usize;
+    let mac = ne_u16(slot, 12)? as usize;
+    if mac < TPACKET2_HDR || len < snaplen {
+        return None;
+    }
+    let data = slot.get(mac..mac.checked_add(snaplen)?)?;
+    let vlan = vlan_tag(status, ne_u16(slot, 24)?, ne_u16(slot, 26)?);
+    Some(RingFrame { data, len, vlan })
+}
+
+/// The accelerated VLAN tag as (TPID, TCI) from a frame's status bits and VLAN fields (auxdata's or a
+/// ring slot's, alike): none unless `TP_STATUS_VLAN_VALID`; a kernel that does not report the TPID
+/// (`TP_STATUS_VLAN_TPID_VALID` unset) had 802.1Q's.
+fn vlan_tag(status: u32, tci: u16, tpid: u16) -> Option<(u16, u16)> {
+    if status & TP_STATUS_VLAN_VALID == 0 {
+        return None;
+    }
+    let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 {
+        tpid
+    } else {
+        0x8100
+    };
+    Some((tpid, tci))
+}
+
+/// A `TPACKET_V2` receive ring (`PACKET_RX_RING`, Documentation/networking/packet_mmap.rst) mapped into
+/// this process: the kernel writes each arriving frame into the next slot and hands the slot over by
+/// setting `TP_STATUS_USER` in its first word; the bridge reads it in place and hands it back by
+/// writing `TP_STATUS_KERNEL` (0). No system call per batch, no copy out of the kernel beyond the
+/// ring's own. V2, not V3: V3 hands frames over a block at a time, and a block that does not fill is
+/// retired only by a timeout of at least 1 ms — that much latency per frame at low rates.
+///
+/// Invariants: `map` is a live mapping of `map_len` bytes, blocks of `block_size` bytes back to back,
+/// each holding `per_block` slots of `frame_size` bytes from its start (what the kernel accepted), for
+/// as long as the value lives; `head` < `frames`; a slot's bytes other than its status word are read
+/// only while its status says it is the user's.
+pub struct RxRing {
+    map: *mut u8,
+    map_len: usize,
+    block_size: usize,
+    per_block: usize,
+    frame_size: usize,
+    frames: usize,
+    /// The slot the kernel fills next after the ones handed over.
+    head: usize,
+}
+
+// SAFETY: the ring is a mapping this value alone owns (no copy of the pointer exists); moving it to
+// another thread moves that ownership.
+unsafe impl Send for RxRing {}
+
+impl RxRing {
+    /// Give `sock` a receive ring of shape `g` (`PACKET_VERSION` V2, `PACKET_RX_RING`, `mmap`). Call it
+    /// before joining a fanout group. An error names the step the kernel refused.
+    pub fn attach(sock: &PacketSocket, g: RingGeometry) -> io::Result<RxRing> {
+        #[repr(C)]
+        struct TpacketReq {
+            block_size: u32,
+            block_nr: u32,
+            frame_size: u32,
+            frame_nr: u32,
+        }
+        let raw = sock.raw();
+        setsockopt(
+            raw,
+            libc::SOL_PACKET,
+            PACKET_VERSION,
+            &TPACKET_V2,
+            "PACKET_VERSION TPACKET_V2",
+        )?;
+        let per_block = g.block_size.checked_div(g.frame_size).unwrap_or(0);
+        let req = TpacketReq {
+            block_size: g.block_size,
+            block_nr: g.frames.checked_div(per_block).unwrap_or(0),
+            frame_size: g.frame_size,
+            frame_nr: g.frames,
+        };
+        setsockopt(
+            raw,
+            libc::SOL_PACKET,
+            PACKET_RX_RING,
+            &req,
+            "PACKET_RX_RING",
+        )?;
+        // The kernel accepted the shape: frames = per_block * block_nr, and a slot never spans blocks.
+        let map_len = req.block_size as usize * req.block_nr as usize;
+        // SAFETY: maps the ring the kernel just made for this socket, shared, of the length it has.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                raw,
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(last_error("mmap of the receive ring"));
+        }
+        Ok(RxRing {
+            map: map as *mut u8,
+            map_len,
+            block_size: g.block_size as usize,
+            per_block: per_block as usize,
+            frame_size: g.frame_size as usize,
+            frames: g.frames as usize,
+            head: 0,
+        })
+    }
+
+    /// Where slot `i` starts in the mapping: its block's start, then whole slots before it.
+    fn slot_offset(&self, i: usize) -> usize {
+        (i / self.per_block) * self.block_size + (i % self.per_block) * self.frame_size
+    }
+
+    /// The status word of slot `i`, shared with the kernel.
+    fn status(&self, i: usize) -> &std::sync::atomic::AtomicU32 {
+        debug_assert!(i < self.frames);
+        // SAFETY: slot i lies within the mapping (i < frames) and starts 16-byte aligned (block and
+        // frame sizes are multiples of TPACKET_ALIGNMENT, the mapping page-aligned); the kernel
+        // writes the word too, hence an atomic.
+        unsafe { &*(self.map.add(self.slot_offset(i)) as *const std::sync::atomic::AtomicU32) }
+    }
+
+    /// Hand each frame the kernel has filled to `f` in arrival order, at most `max`, each slot given
+    /// back once `f` returns: `None` for a slot [`slot_view`] refuses. Returns how many were taken.
+    pub fn take(&mut self, max: usize, mut f: impl FnMut(Option<RingFrame<'_>>)) -> usize {
+        use std::sync::atomic::Ordering;
+        let mut n = 0;
+        while n < max {
+            let i = self.head;
+            // Acquire: the frame's bytes, written before the status, are visible after it.
+            if self.status(i).load(Ordering::Acquire) & TP_STATUS_USER == 0 {
+                break;
+            }
+            // SAFETY: slot i is within the mapping, and it is the user's until its status is set
+            // back below, so the kernel does not write its bytes meanwhile.
+            let slot = unsafe {
+                std::slice::from_raw_parts(self.map.add(self.slot_offset(i)), self.frame_size)
+            };
+            f(slot_view(slot));
+            // Release: the kernel may fill the slot again once it sees the status.
+            self.status(i).store(0, Ordering::Release);
+            self.head = (i + 1) % self.frames;
+            n += 1;
+        }
+        n
+    }
+}
+
+impl Drop for RxRing {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `attach`, unmapped once; no slice of it outlives `take`.
+        unsafe { libc::munmap(self.map as *mut libc::c_void, self.map_len) };
     }
 }

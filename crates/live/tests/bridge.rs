@@ -210,3 +210,416 @@ fn a_vlan_action_writes_and_removes_tags_on_the_wire() {
     b.arrive(1, 0, &tagged, false);
     assert_eq!(b.take_sent(1), vec![plain], "popped on eth0's ingress");
 }
+
+// ---- Receive rings, on veths in a network namespace of the test's own -------------------------------
+
+use tclab_live::bridge::{open_ports, OpenPort, PortStats, Receive};
+use tclab_live::sys::{self, PacketSocket, RingGeometry};
+
+/// A network namespace `ring-NAME-PID` holding two veth pairs, `a0`–`b0` and `a1`–`b1`, up, IPv6 off
+/// (so that the kernel sends nothing on them), segmentation offloads off (nothing for tclab to turn
+/// off, so no keeper process is forked from this multi-threaded test). The bridge takes `a0` and
+/// `a1`; the test sends on `b1` and listens on `b0`. Removed when dropped, also when a test fails.
+struct Netns {
+    name: String,
+}
+
+impl Netns {
+    /// `None`, with the reason printed, where namespaces cannot be made (not root, no `ip`).
+    fn new(name: &str) -> Option<Netns> {
+        let ns = Netns {
+            name: format!("ring-{name}-{}", std::process::id()),
+        };
+        let ip = |args: &[&str]| {
+            std::process::Command::new("ip")
+                .args(args)
+                .output()
+                .map_err(|e| e.to_string())
+                .and_then(|o| {
+                    if o.status.success() {
+                        Ok(())
+                    } else {
+                        Err(String::from_utf8_lossy(&o.stderr).trim().to_string())
+                    }
+                })
+        };
+        if let Err(e) = ip(&["netns", "add", &ns.name]) {
+            eprintln!("skipped: cannot make a network namespace ({e}); these tests need root");
+            return None;
+        }
+        let n = ns.name.as_str();
+        for key in ["all", "default"] {
+            let var = format!("net.ipv6.conf.{key}.disable_ipv6=1");
+            ip(&["netns", "exec", n, "sysctl", "-q", "-w", &var]).expect("sysctl");
+        }
+        for (a, b) in [("a0", "b0"), ("a1", "b1")] {
+            ip(&["-n", n, "link", "add", a, "type", "veth", "peer", "name", b]).expect("veth");
+            for d in [a, b] {
+                ip(&["-n", n, "link", "set", "dev", d, "up"]).expect("link up");
+            }
+        }
+        ns.enter(|| {
+            for d in ["a0", "a1", "b0", "b1"] {
+                sys::offloads_off(d).expect("offloads");
+            }
+        });
+        Some(ns)
+    }
+
+    /// Run `f` inside the namespace (sockets opened there stay bound to its interfaces).
+    fn enter<T>(&self, f: impl FnOnce() -> T) -> T {
+        sys::in_netns(&format!("/run/netns/{}", self.name), f).expect("setns")
+    }
+
+    fn set_mtu(&self, dev: &str, mtu: u32) {
+        let ok = std::process::Command::new("ip")
+            .args([
+                "-n",
+                &self.name,
+                "link",
+                "set",
+                "dev",
+                dev,
+                "mtu",
+                &mtu.to_string(),
+            ])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "mtu {mtu} on {dev}");
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// The bridge's ports on `a0` and `a1` (`queues` sockets each), a sender on `b1`, a listener on `b0`.
+fn open_lab(
+    ns: &Netns,
+    queues: usize,
+    rx: Receive,
+) -> (
+    Vec<Vec<OpenPort>>,
+    tclab_live::bridge::Setup,
+    PacketSocket,
+    PacketSocket,
+) {
+    ns.enter(|| {
+        let (ports, setup) = open_ports(&["a0".into(), "a1".into()], queues, rx).expect("ports");
+        let tx = PacketSocket::open("b1").expect("b1");
+        let rx = PacketSocket::open("b0").expect("b0");
+        (ports, setup, tx, rx)
+    })
+}
+
+/// Bridge `ports` without a policy for `ms` milliseconds (the frames were sent before: they wait in
+/// the ring or the socket); each port's counters.
+fn bridge_for(ports: Vec<OpenPort>, ms: u64) -> Vec<(String, PortStats)> {
+    let mut b = Bridge::on_ports(Engine::new(), ports);
+    b.run(Some(ms * 1_000_000)).expect("bridge");
+    b.stats()
+}
+
+/// Send `frames` one by one (each must be taken whole).
+fn send_all(sock: &PacketSocket, frames: &[Vec<u8>]) {
+    for f in frames {
+        assert_eq!(sock.send_batch(std::slice::from_ref(f)).expect("send"), 1);
+    }
+}
+
+/// Everything the listener holds: (bytes, accelerated tag) of each frame from the test's source
+/// address (02:00:00:00:00:02), in order.
+fn received(sock: &PacketSocket) -> Vec<(Vec<u8>, Option<(u16, u16)>)> {
+    let mut bufs = vec![vec![0u8; 9200]; sys::BATCH];
+    let mut lens = vec![0; sys::BATCH];
+    let mut tags = vec![None; sys::BATCH];
+    let mut out = Vec::new();
+    loop {
+        let n = sock
+            .recv_batch(&mut bufs, &mut lens, &mut tags)
+            .expect("recv");
+        for k in 0..n {
+            let f = bufs[k][..lens[k]].to_vec();
+            if f.get(6..12) == Some(&[2, 0, 0, 0, 0, 2][..]) {
+                out.push((f, tags[k]));
+            }
+        }
+        if n == 0 {
+            return out;
+        }
+    }
+}
+
+#[test]
+fn frames_of_every_size_cross_the_ring_byte_for_byte() {
+    let Some(ns) = Netns::new("sizes") else {
+        return;
+    };
+    let (mut ports, setup, tx, rx) = open_lab(&ns, 1, Receive::Ring);
+    assert_eq!(
+        setup.rings,
+        vec![("a0".into(), None), ("a1".into(), None)],
+        "a ring on each port"
+    );
+    // From the shortest frame the kernel sends unpadded to a full 1500-byte MTU's, with odd sizes
+    // between (the ring's slot starts the frame at an unaligned offset).
+    let frames: Vec<Vec<u8>> = [60, 61, 64, 127, 128, 600, 777, 1024, 1513, 1514]
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| {
+            let mut f = udp_frame(len, 5000 + i as u16, 0);
+            for (k, b) in f.iter_mut().enumerate().skip(42) {
+                *b = (k * 7 + i) as u8;
+            }
+            f
+        })
+        .collect();
+    send_all(&tx, &frames);
+    let st = bridge_for(ports.remove(0), 300);
+    let got: Vec<Vec<u8>> = received(&rx).into_iter().map(|(f, _)| f).collect();
+    assert_eq!(
+        got, frames,
+        "every frame out of a0 as it went into b1, in order"
+    );
+    let a1 = &st[1].1;
+    assert_eq!(
+        (a1.rx_packets, a1.rx_ring),
+        (10, 10),
+        "all ten read from a1's ring"
+    );
+    assert_eq!(
+        a1.rx_bytes,
+        frames.iter().map(|f| f.len() as u64).sum::<u64>()
+    );
+}
+
+#[test]
+fn vlan_tags_taken_out_by_the_kernel_come_through_the_ring_and_go_back_on_the_wire() {
+    let Some(ns) = Netns::new("vlan") else {
+        return;
+    };
+    let (mut ports, _, tx, rx) = open_lab(&ns, 1, Receive::Ring);
+    let plain = udp_frame(200, 5201, 0);
+    let tag = |tpid: u16, tci: u16, inner: &[u8]| {
+        let mut f = inner[..12].to_vec();
+        f.extend_from_slice(&tpid.to_be_bytes());
+        f.extend_from_slice(&tci.to_be_bytes());
+        f.extend_from_slice(&inner[12..]);
+        f
+    };
+    // 802.1Q VLAN 10 with PCP 3; 802.1ad (S-tag 100) over 802.1Q (C-tag 20): QinQ.
+    let q = tag(0x8100, 0x600a, &plain);
+    let inner = tag(0x8100, 20, &plain);
+    let qinq = tag(0x88a8, 100, &inner);
+    send_all(&tx, &[q, qinq]);
+    let st = bridge_for(ports.remove(0), 300);
+    assert_eq!(st[1].1.rx_ring, 2);
+    // The receiving kernel takes the outer tag out again: what arrives on b0 is what left b1, the
+    // outer tag beside the bytes, the inner one still in them.
+    assert_eq!(
+        received(&rx),
+        vec![
+            (plain.clone(), Some((0x8100, 0x600a))),
+            (inner, Some((0x88a8, 100)))
+        ]
+    );
+}
+
+#[test]
+fn a_frame_larger_than_its_ring_slot_is_counted_and_not_forwarded() {
+    let Some(ns) = Netns::new("trunc") else {
+        return;
+    };
+    // Jumbo frames on b1–a1 into 2 KiB slots: the kernel cuts the frame to the slot (tp_snaplen)
+    // and reports its length (tp_len); the bridge must not forward a cut frame.
+    ns.set_mtu("b1", 4000);
+    ns.set_mtu("a1", 4000);
+    let small = RingGeometry {
+        block_size: 1 << 16,
+        frame_size: 2048,
+        frames: 64,
+    };
+    let (mut ports, setup, tx, rx) = open_lab(&ns, 1, Receive::RingOf(small));
+    assert!(setup.rings.iter().all(|(_, refused)| refused.is_none()));
+    let jumbo = udp_frame(3000, 5201, 0);
+    let fine = udp_frame(1514, 5202, 0);
+    send_all(&tx, &[jumbo, fine.clone()]);
+    let st = bridge_for(ports.remove(0), 300);
+    let a1 = &st[1].1;
+    assert_eq!((a1.rx_packets, a1.rx_ring, a1.oversize), (2, 2, 1));
+    assert_eq!(received(&rx), vec![(fine, None)]);
+}
+
+#[test]
+fn slots_that_leave_a_gap_at_each_block_end_are_found_across_blocks_and_around_the_ring() {
+    let Some(ns) = Netns::new("blocks") else {
+        return;
+    };
+    // 2000-byte slots (a multiple of 16, as the kernel wants): 32 in each 64 KiB block and 1536
+    // bytes unused at its end, two blocks. Slot 32 starts at 65536, not at 32 × 2000.
+    let gapped = RingGeometry {
+        block_size: 1 << 16,
+        frame_size: 2000,
+        frames: 64,
+    };
+    let (mut ports, setup, tx, rx) = open_lab(&ns, 1, Receive::RingOf(gapped));
+    assert!(setup.rings.iter().all(|(_, refused)| refused.is_none()));
+    let mut b = Bridge::on_ports(Engine::new(), ports.remove(0));
+    let mut sent = Vec::new();
+    // Two rounds of 50 frames: the first crosses into the second block, the second wraps around
+    // the ring's end (slots 50..63, then 0..35).
+    for round in 0..2u16 {
+        let frames: Vec<Vec<u8>> = (0..50u16)
+            .map(|k| udp_frame(300 + k as usize, 7000 + round * 100 + k, 0))
+            .collect();
+        send_all(&tx, &frames);
+        b.run(Some(200_000_000)).expect("bridge");
+        sent.extend(frames);
+    }
+    let got: Vec<Vec<u8>> = received(&rx).into_iter().map(|(f, _)| f).collect();
+    assert_eq!(got, sent);
+    assert_eq!(b.stats()[1].1.rx_ring, 100);
+}
+
+#[test]
+fn with_two_queues_the_fanout_group_spreads_flows_over_both_rings_and_keeps_their_order() {
+    let Some(ns) = Netns::new("fanout") else {
+        return;
+    };
+    let (ports, setup, tx, rx) = open_lab(&ns, 2, Receive::Ring);
+    assert!(setup.rings.iter().all(|(_, refused)| refused.is_none()));
+    // 16 flows (destination ports) of 8 frames each, interleaved; each frame says which it is.
+    let mut frames = Vec::new();
+    for seq in 0..8u8 {
+        for flow in 0..16u16 {
+            let mut f = udp_frame(100, 6000 + flow, 0);
+            f[60] = seq;
+            frames.push(f);
+        }
+    }
+    send_all(&tx, &frames);
+    let threads: Vec<_> = ports
+        .into_iter()
+        .map(|p| std::thread::spawn(move || bridge_for(p, 400)))
+        .collect();
+    let per_queue: Vec<u64> = threads
+        .into_iter()
+        .map(|t| t.join().expect("queue thread")[1].1.rx_ring)
+        .collect();
+    assert_eq!(
+        per_queue.iter().sum::<u64>(),
+        128,
+        "every frame read from a ring once"
+    );
+    // All 16 flows on one socket has probability 2^-15 with a fair hash.
+    assert!(
+        per_queue.iter().all(|&n| n > 0),
+        "both queues had flows: {per_queue:?}"
+    );
+    let got: Vec<Vec<u8>> = received(&rx).into_iter().map(|(f, _)| f).collect();
+    assert_eq!(got.len(), 128);
+    // The queues interleave, but within a flow (one queue) the order is the sent one.
+    for flow in 0..16u16 {
+        let seqs: Vec<u8> = got
+            .iter()
+            .filter(|f| u16::from_be_bytes([f[36], f[37]]) == 6000 + flow)
+            .map(|f| f[60])
+            .collect();
+        assert_eq!(seqs, (0..8).collect::<Vec<u8>>(), "flow {flow}");
+    }
+}
+
+#[test]
+fn without_a_ring_frames_come_by_recvmmsg_both_when_refused_and_when_not_asked() {
+    // A slot size that is not a multiple of 16 (TPACKET_ALIGNMENT): the kernel refuses the ring, so
+    // each port warns and receives with recvmmsg; --no-ring (Receive::Copy) asks for none.
+    let refused = RingGeometry {
+        block_size: 1 << 16,
+        frame_size: 2008,
+        frames: 32,
+    };
+    for (name, rx_mode) in [
+        ("refused", Receive::RingOf(refused)),
+        ("copy", Receive::Copy),
+    ] {
+        let Some(ns) = Netns::new(name) else {
+            return;
+        };
+        let (mut ports, setup, tx, rx) = open_lab(&ns, 1, rx_mode);
+        if rx_mode == Receive::Copy {
+            assert!(setup.rings.is_empty());
+        } else {
+            assert_eq!(setup.rings.len(), 2);
+            for (dev, why) in &setup.rings {
+                let why = why.as_deref().unwrap_or_default();
+                assert!(why.contains("PACKET_RX_RING"), "{dev}: {why}");
+            }
+        }
+        let frames: Vec<Vec<u8>> = [64, 1514].iter().map(|&l| udp_frame(l, 5201, 0)).collect();
+        send_all(&tx, &frames);
+        let st = bridge_for(ports.remove(0), 300);
+        assert_eq!((st[1].1.rx_packets, st[1].1.rx_ring), (2, 0), "{name}");
+        let got: Vec<Vec<u8>> = received(&rx).into_iter().map(|(f, _)| f).collect();
+        assert_eq!(got, frames, "{name}");
+    }
+}
+
+/// A ring slot as the kernel lays out a `tpacket2_hdr` (native byte order), the frame at `mac`.
+fn slot(status: u32, len: u32, snaplen: u32, mac: u16, vlan: (u16, u16), size: usize) -> Vec<u8> {
+    let mut s = vec![0u8; size];
+    s[0..4].copy_from_slice(&status.to_ne_bytes());
+    s[4..8].copy_from_slice(&len.to_ne_bytes());
+    s[8..12].copy_from_slice(&snaplen.to_ne_bytes());
+    s[12..14].copy_from_slice(&mac.to_ne_bytes());
+    s[24..26].copy_from_slice(&vlan.1.to_ne_bytes());
+    s[26..28].copy_from_slice(&vlan.0.to_ne_bytes());
+    s
+}
+
+#[test]
+fn a_ring_slot_is_read_only_within_its_bytes() {
+    // Valid: 100 bytes at 66, a VLAN tag with its TPID (status bits 0, 4 and 6).
+    let mut s = slot(1 | 1 << 4 | 1 << 6, 100, 100, 66, (0x88a8, 7), 2048);
+    s[66] = 0xaa;
+    let f = sys::slot_view(&s).expect("a valid slot");
+    assert_eq!((f.data.len(), f.data[0], f.len), (100, 0xaa, 100));
+    assert_eq!(f.vlan, Some((0x88a8, 7)));
+    assert!(!f.truncated());
+    // No TPID reported: 802.1Q's; no VLAN bit: no tag. Cut: len beyond snaplen.
+    let s = slot(1 | 1 << 4, 1514, 1000, 66, (0, 5), 2048);
+    let f = sys::slot_view(&s).expect("valid");
+    assert_eq!((f.vlan, f.truncated()), (Some((0x8100, 5)), true));
+    assert_eq!(
+        sys::slot_view(&slot(1, 60, 60, 66, (0x8100, 5), 2048))
+            .unwrap()
+            .vlan,
+        None
+    );
+    // Corrupt: ends past the slot, starts inside the header, snaplen above len, slot too short.
+    assert_eq!(sys::slot_view(&slot(1, 2000, 2000, 66, (0, 0), 2048)), None);
+    assert_eq!(sys::slot_view(&slot(1, 60, 60, 16, (0, 0), 2048)), None);
+    assert_eq!(sys::slot_view(&slot(1, 60, 61, 66, (0, 0), 2048)), None);
+    assert_eq!(
+        sys::slot_view(&slot(1, 60, 60, 66, (0, 0), 2048)[..20]),
+        None
+    );
+    assert_eq!(sys::slot_view(&[]), None);
+    let max = slot(1, u32::MAX, u32::MAX, u16::MAX, (0, 0), 2048);
+    assert_eq!(
+        sys::slot_view(&max),
+        None,
+        "no overflow on the largest fields"
+    );
+    // Junk of every length never panics, and what it accepts lies within the slot.
+    let mut seed = 7u64;
+    for len in 0..3000 {
+        let junk: Vec<u8> = (0..len % 300).map(|_| next(&mut seed) as u8).collect();
+        if let Some(f) = sys::slot_view(&junk) {
+            assert!(f.data.len() <= junk.len() && f.len >= f.data.len());
+        }
+    }
+}
