@@ -1,14 +1,15 @@
 //! The congestion control modules' interface (`net/ipv4/tcp_cong.c`): which module a connection runs
 //! (`icsk_ca_ops`, chosen by [`CongestionControl`]) and what the stack asks of it — `ssthresh` on a
 //! loss, `cong_avoid` on an ACK, the Loss state's reset, `acked` with the ACK's RTT — with slow start and
-//! additive increase, which every module shares. One file per module: `reno.rs`, `cubic.rs`, `bbr.rs`
-//! (a `cong_control` module: it sets cwnd and the pacing rate itself, see `Connection::bbr_main`).
+//! additive increase, which every module shares. One file per module: `reno.rs`, `cubic.rs`, `dctcp.rs`,
+//! `bbr.rs` (a `cong_control` module: it sets cwnd and the pacing rate itself, see `Connection::bbr_main`).
 //!
 //! The kernel's CUBIC counts time in jiffies; this model fixes `HZ = 1000`
 //! (one jiffy = 1 ms of virtual time). Debian's kernels run with `HZ = 250`,
 //! which only coarsens the once-per-jiffy update of `ca->cnt`.
 
 use crate::cubic::Cubic;
+use crate::dctcp::Dctcp;
 use crate::reno::Reno;
 use crate::{CongestionControl, Connection, Nanos};
 
@@ -49,6 +50,9 @@ pub(crate) fn tcp_cong_avoid_ai(cwnd: &mut u32, cwnd_cnt: &mut u32, w: u32, acke
 pub(crate) enum Ca {
     Reno(Reno),
     Cubic(Cubic),
+    /// Its state is set when the handshake has negotiated ECN (`Connection::dctcp_init`); without ECN
+    /// the connection runs Reno instead (`dctcp_reno`).
+    Dctcp(Dctcp),
     Bbr(Box<crate::bbr::Bbr>),
 }
 
@@ -58,6 +62,7 @@ impl Ca {
         match cc {
             CongestionControl::Reno => Ca::Reno(Reno),
             CongestionControl::Cubic => Ca::Cubic(Cubic::new(hystart)),
+            CongestionControl::Dctcp => Ca::Dctcp(Dctcp::default()),
             CongestionControl::Bbr => Ca::Bbr(Box::new(crate::bbr::Bbr::new(seed))),
         }
     }
@@ -75,6 +80,7 @@ impl Ca {
         match self {
             Ca::Reno(r) => r.ssthresh(cwnd),
             Ca::Cubic(c) => c.ssthresh(cwnd),
+            Ca::Dctcp(d) => d.ssthresh(cwnd),
             // (Connection::ca_ssthresh asks BBR itself.)
             Ca::Bbr(_) => crate::TCP_INFINITE_SSTHRESH,
         }
@@ -103,7 +109,7 @@ impl Ca {
         pacing_rate: u64,
     ) -> Option<u32> {
         match self {
-            Ca::Reno(_) | Ca::Bbr(_) => None,
+            Ca::Reno(_) | Ca::Dctcp(_) | Ca::Bbr(_) => None,
             Ca::Cubic(c) => c.acked(now, rtt_us, cwnd, ssthresh, snd_una, snd_nxt, pacing_rate),
         }
     }
@@ -136,7 +142,10 @@ impl Connection {
         }
         match &mut self.ca {
             Ca::Bbr(_) => {}
-            Ca::Reno(_) => Reno::cong_avoid(&mut self.cwnd, &mut self.cwnd_cnt, acked),
+            // DCTCP's `cong_avoid` is `tcp_reno_cong_avoid`.
+            Ca::Reno(_) | Ca::Dctcp(_) => {
+                Reno::cong_avoid(&mut self.cwnd, &mut self.cwnd_cnt, acked)
+            }
             Ca::Cubic(c) => {
                 c.update(now, self.cwnd, acked);
                 let w = c.cnt;

@@ -35,8 +35,11 @@ impl Connection {
             .select_initial_window(self.advmss(), seg.options.wscale.is_some());
         self.rcv_wnd_adv = rcv_wnd as u64;
         self.rcv_wscale = rcv_wscale;
-        // `tcp_ecn_create_request`: a SYN with ECE and CWR asks for ECN.
-        self.ecn_ok = seg.has(flags::ECE) && seg.has(flags::CWR);
+        // `tcp_ecn_create_request`: a SYN with ECE and CWR asks for ECN; an ECT SYN asking is refused
+        // (it would be a broken middlebox's doing) unless this end runs DCTCP.
+        self.ecn_ok = seg.has(flags::ECE)
+            && seg.has(flags::CWR)
+            && (seg.ecn == ecn::NOT_ECT || self.ca_needs_ecn());
         self.snd_wnd = seg.window as u64; // SYN windows are never scaled
         self.max_window = self.snd_wnd;
         if let Some((tsval, _)) = seg.options.timestamps {
@@ -94,7 +97,7 @@ impl Connection {
         self.rcv_wup = 1;
         self.negotiate(&seg.options, false);
         // `tcp_ecn_rcv_synack`: ECE without CWR on the SYN-ACK accepts ours.
-        self.ecn_ok = self.cfg.ecn && seg.has(flags::ECE) && !seg.has(flags::CWR);
+        self.ecn_ok = self.wants_ecn() && seg.has(flags::ECE) && !seg.has(flags::CWR);
         if let Some((tsval, _)) = seg.options.timestamps {
             self.ts_recent = tsval;
         }
@@ -113,6 +116,7 @@ impl Connection {
         self.backoff = 0;
         self.state = State::Established;
         self.established(now);
+        self.dctcp_init();
         self.ack_now = true;
         self.clear_xmit_timer();
         if self.fin_queued {
@@ -205,29 +209,20 @@ impl Connection {
         if !self.process_ack(now, seg, seq) {
             return;
         }
+        // Linux's server runs `tcp_ack` on the ACK that completes the handshake before
+        // `tcp_init_transfer` initialises the module: DCTCP starts after it.
+        if completes_handshake {
+            self.dctcp_init();
+        }
         if self.state == State::Closed {
             return;
-        }
-        if self.ecn_ok && len > 0 {
-            // `tcp_ecn_accept_cwr`, then `tcp_ecn_check_ce`.
-            if seg.has(flags::CWR) {
-                self.ecn_demand_cwr = false;
-            }
-            if seg.ecn == ecn::CE {
-                self.ce_received += 1;
-                if !self.ecn_demand_cwr {
-                    self.ecn_demand_cwr = true;
-                    self.incr_quickack();
-                }
-                self.ack_now = true;
-            }
         }
         // (tcp_rcv_established's: not the ACK that completes the handshake)
         if !completes_handshake {
             self.rcv_rtt_measure_ts(now, len, seg.options.timestamps.map(|t| t.1));
         }
         if len > 0 || fin {
-            self.process_data(now, seq, len, fin);
+            self.process_data(now, seq, len, fin, seg.ecn);
         }
     }
 
@@ -244,17 +239,8 @@ impl Connection {
             return true; // old ACK: ignored, data still processed
         }
         self.local_block = false;
-        // `tcp_try_to_open` → `tcp_enter_cwr` on FLAG_ECE: once per window, in the Open or Disorder
-        // state; loss recovery already reduces the window.
-        if self.ecn_ok
-            && seg.has(flags::ECE)
-            && self.ca_state < CaState::Cwr
-            && self.can_send_data()
-        {
-            self.ece_reductions += 1;
-            self.init_cwnd_reduction();
-            self.ca_state = CaState::Cwr;
-        }
+        // FLAG_ECE (`tcp_ecn_rcv_ecn_echo`): the ACK is dubious, and `tcp_try_to_open` reduces the window.
+        let ece = self.ecn_ok && seg.has(flags::ECE) && !seg.has(flags::SYN);
         let prior_fack = self.fack(self.snd_una);
         // The rate sample this ACK builds (tcp_rate.c), and what was lost before it.
         self.rs = crate::rate::RateSample {
@@ -349,6 +335,22 @@ impl Connection {
                 self.reord_seen += 1;
             }
         }
+        // `tcp_in_ack_event`: the module sees snd_una moved and this ACK's SACKed packets delivered;
+        // those it acknowledges cumulatively count after (`tcp_clean_rtx_queue`).
+        let sack_ce = if ece { newly_sacked } else { 0 };
+        self.ca_in_ack_event(
+            ack,
+            self.delivered.wrapping_add(newly_sacked),
+            self.delivered_ce.wrapping_add(sack_ce),
+        );
+        // `tcp_ecn_accept_cwr` (on pure ACKs too, since Linux 5.x): the peer has reduced its window;
+        // data with CWR is ACKed at once, as the sender's window may be down to one segment.
+        if seg.has(flags::CWR) {
+            self.ecn_demand_cwr = false;
+            if seg.payload_len > 0 || seg.has(flags::FIN) {
+                self.ack_now = true;
+            }
+        }
         // The echo of this ACK's timestamp, to tell a retransmission acknowledged for its original.
         let tsecr = seg.options.timestamps.map_or(0, |(_, e)| e);
 
@@ -427,6 +429,9 @@ impl Connection {
         let data_acked = acked_pkts > 0;
         let delivered = (acked_pkts - acked_sacked_before) + newly_sacked;
         self.delivered = self.delivered.wrapping_add(delivered);
+        if ece {
+            self.delivered_ce = self.delivered_ce.wrapping_add(delivered);
+        }
 
         // RTT: seq_rtt, else SACK RTT, else the timestamp echo.
         let mut rtt = seq_rtt.or(sack_rtt);
@@ -509,10 +514,10 @@ impl Connection {
         }
 
         // tcp_fastretrans_alert()
-        let dubious = is_dup || newly_sacked > 0 || self.ca_state != CaState::Open;
+        let dubious = is_dup || newly_sacked > 0 || ece || self.ca_state != CaState::Open;
         let mut newly_lost = 0;
         if dubious {
-            newly_lost = self.fastretrans_alert(now, snd_una_advanced, &mut set_xmit_timer);
+            newly_lost = self.fastretrans_alert(now, snd_una_advanced, ece, &mut set_xmit_timer);
         }
         // tcp_set_xmit_timer()
         if set_xmit_timer && !self.schedule_loss_probe(now, true) {
@@ -614,8 +619,9 @@ impl Connection {
         self.reset_xmit_timer(now + rto);
     }
 
-    /// Receive data (`tcp_data_queue`), and schedule the ACK (`__tcp_ack_snd_check`).
-    fn process_data(&mut self, now: Nanos, seq: i64, len: u64, fin: bool) {
+    /// Receive data (`tcp_data_queue`), and schedule the ACK (`__tcp_ack_snd_check`). `ecn_field`: the
+    /// ECN bits of the IP header that carried it.
+    fn process_data(&mut self, now: Nanos, seq: i64, len: u64, fin: bool, ecn_field: u8) {
         if self.fin_received {
             // Anything after the FIN: just acknowledge.
             self.ack_now = true;
@@ -662,6 +668,7 @@ impl Connection {
                 self.rcv_nxt = new_nxt;
                 // tcp_event_data_recv(), then the application's read when it reads as data comes
                 self.rcv_rtt_measure(now);
+                self.ecn_check_ce(now, ecn_field);
                 if e - s >= 128 {
                     self.grow_window((e - s).min(u32::MAX as i64) as u32);
                 }
@@ -674,6 +681,7 @@ impl Connection {
             } else {
                 // out of order: queue, SACK, immediate ACK (tcp_data_queue_ofo, which opens the window
                 // on SACK connections too)
+                self.ecn_check_ce(now, ecn_field);
                 if self.sack_ok {
                     self.grow_window((e - s).min(u32::MAX as i64) as u32);
                 }
@@ -733,14 +741,49 @@ impl Connection {
     }
 
     fn incr_quickack(&mut self) {
+        self.enter_quickack_mode(TCP_MAX_QUICKACKS);
+    }
+
+    /// `tcp_incr_quickack(sk, max)`: ACK the next segments at once, as many as half the window holds,
+    /// at most `max`.
+    fn enter_quickack_mode(&mut self, max: u32) {
         let mut q =
             (self.rcv_wnd_adv / (2 * self.rcv_mss.max(1) as u64)).min(u32::MAX as u64) as u32;
         if q == 0 {
             q = 2;
         }
-        q = q.min(TCP_MAX_QUICKACKS);
+        q = q.min(max);
         if q > self.quick {
             self.quick = q;
+        }
+    }
+
+    /// `tcp_ecn_check_ce` on new data (in order or not; never on a duplicate): CE asks for ECE until the
+    /// peer's CWR, with two quick ACKs; Not-ECT after ECT was seen is likely a retransmission, also
+    /// worth two quick ACKs. DCTCP's receiver tracks the CE state itself (`dctcp_ece_ack_update`).
+    fn ecn_check_ce(&mut self, now: Nanos, ecn_field: u8) {
+        if !self.ecn_ok {
+            return;
+        }
+        match ecn_field {
+            ecn::NOT_ECT => {
+                if self.ecn_seen {
+                    self.enter_quickack_mode(2);
+                }
+            }
+            ecn::CE => {
+                self.ce_received += 1;
+                self.dctcp_ece_ack_update(now, true);
+                if !self.ecn_demand_cwr {
+                    self.enter_quickack_mode(2);
+                    self.ecn_demand_cwr = true;
+                }
+                self.ecn_seen = true;
+            }
+            _ => {
+                self.dctcp_ece_ack_update(now, false);
+                self.ecn_seen = true;
+            }
         }
     }
 

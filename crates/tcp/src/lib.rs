@@ -110,6 +110,17 @@
 //!   rate estimator (`rate.rs`, `tcp_rate.c`): startup, drain, the ProbeBW gain
 //!   cycle, ProbeRTT, the long-term policer estimator, ACK aggregation; it sets
 //!   cwnd and the pacing rate on every ACK (no PRR) and asks for pacing.
+//! * **ECN** (RFC 3168, `tcp_ecn_*` of `tcp_input.c` and `tcp_output.c`): a client with `Config::ecn`
+//!   (`tcp_ecn = 1`) asks on its SYN, a server accepts a Not-ECT SYN that asks (Linux's default
+//!   `tcp_ecn = 2`); a retransmitted SYN no longer asks (`tcp_ecn_fallback`). New data is ECT(0); the
+//!   receiver checks each new data segment (`tcp_ecn_check_ce`): a CE mark sets ECE on its ACKs
+//!   (quickack for two) until a segment with CWR arrives (`tcp_ecn_accept_cwr`, which ACKs data at
+//!   once). An ACK with ECE makes the sender reduce its window once per window (`tcp_try_to_open` →
+//!   `tcp_enter_cwr`, PRR) and set CWR on its next new data; `delivered_ce` counts the packets such
+//!   ACKs delivered (`TCPDeliveredCE`).
+//! * **DCTCP** (`dctcp.rs`, `tcp_dctcp.c`): Reno reducing its window by alpha/2 once per window, alpha
+//!   the EWMA (g = 1/16) of the fraction of packets marked CE, which its receiver echoes exactly (an
+//!   immediate ACK on every change of CE state); every segment ECT(0); Reno without ECN.
 //! * **Pacing** (`pacing.rs`, Linux 6.12): `sk_pacing_rate` (×2 the window's
 //!   rate in slow start, ×1.2 after), departure times on every segment, moved on
 //!   by each data segment at that rate when the socket is paced — by a sch_fq
@@ -136,7 +147,7 @@
 //!   `tcp_clamp_window`), no memory pressure. The send buffer (`tcp_wmem`,
 //!   `tcp_sndbuf_expand`) is not modelled: the driver decides how much is
 //!   written ahead.
-//! * **No slow-start restart after idle**, no cwnd moderation, no ECN, no
+//! * **No slow-start restart after idle**, no cwnd moderation, no AccECN, no
 //!   PAWS, no MTU probing, no keepalive, no give-up after `tcp_retries2`, no
 //!   TIME_WAIT timer (TIME_WAIT is final), no FIN_WAIT2 timeout, no RST
 //!   generation (a RST received closes the connection), no TCP Fast Open.
@@ -172,12 +183,14 @@
 //!   reordering timer and the loss probe share), delayed-ACK and
 //!   zero-window-probe timers.
 //! * `cong.rs` (`tcp_cong.c`): the congestion control modules' interface,
-//!   slow start and additive increase; `reno.rs` and `cubic.rs`
-//!   (`tcp_cubic.c`): one file per module.
+//!   slow start and additive increase; `reno.rs`, `cubic.rs`
+//!   (`tcp_cubic.c`), `dctcp.rs` (`tcp_dctcp.c`, with the receiver's CE
+//!   echo) and `bbr.rs`: one file per module.
 
 mod bbr;
 mod cong;
 mod cubic;
+mod dctcp;
 mod input;
 mod output;
 mod pacing;
@@ -231,6 +244,8 @@ pub enum CongestionControl {
     Reno,
     /// BBR v1 (`tcp_bbr.c`): paces itself unless a sch_fq does.
     Bbr,
+    /// DCTCP (`tcp_dctcp.c`): asks for ECN whatever `Config::ecn` says, and falls back to Reno without it.
+    Dctcp,
 }
 
 /// Connection configuration. Defaults are Linux's.
@@ -261,7 +276,8 @@ pub struct Config {
     /// CUBIC's HyStart (module parameter `hystart`, on in Linux).
     pub hystart: bool,
     /// `net.ipv4.tcp_ecn = 1`: ask for ECN on connections this end opens (RFC 3168). Either way, an end
-    /// accepts ECN when the peer's SYN asks for it (Linux's default `tcp_ecn = 2`).
+    /// accepts ECN when the peer's Not-ECT SYN asks for it (Linux's default `tcp_ecn = 2`). DCTCP asks
+    /// and accepts whatever this says.
     pub ecn: bool,
     /// RACK loss detection (`net.ipv4.tcp_recovery = 1`, Linux's default): a segment is lost once one
     /// sent after it was delivered and a reordering window has passed (RFC 8985). Off: the dupthresh
@@ -404,6 +420,12 @@ pub struct Connection {
     ecn_demand_cwr: bool,
     /// The next new data segment carries CWR (`TCP_ECN_QUEUE_CWR`).
     ecn_queue_cwr: bool,
+    /// An ECT or CE data segment has arrived (`TCP_ECN_SEEN`).
+    ecn_seen: bool,
+    /// `tp->delivered_ce`: packets delivered by ACKs that carried ECE.
+    delivered_ce: u32,
+    /// ACKs owed before the next segment: DCTCP's ACK of the data before a CE state change.
+    ack_out: Option<Segment>,
     /// Segments received with CE, and ECE-marked ACKs that reduced the window.
     pub ce_received: u64,
     pub ece_reductions: u64,

@@ -110,8 +110,10 @@ impl Connection {
                 if self.ecn_ok {
                     flags_out |= flags::ECE; // SYN-ACK accepting ECN
                 }
-            } else if self.cfg.ecn {
-                flags_out |= flags::ECE | flags::CWR; // SYN asking for it
+            } else if self.wants_ecn() && !self.syn_retransmitted {
+                // SYN asking for it; not again on a retransmitted SYN (`tcp_ecn_clear_syn`: the
+                // first may have been dropped for asking).
+                flags_out |= flags::ECE | flags::CWR;
             }
         } else if self.ecn_ok && self.ecn_demand_cwr {
             flags_out |= flags::ECE;
@@ -151,8 +153,29 @@ impl Connection {
             window,
             payload_len: len,
             options,
-            ecn: ecn::NOT_ECT,
+            // A module that needs ECN (DCTCP) sets ECT(0) on the socket: every segment has it.
+            ecn: if self.ca_needs_ecn() {
+                ecn::ECT0
+            } else {
+                ecn::NOT_ECT
+            },
         }
+    }
+
+    /// `net.ipv4.tcp_ecn = 1` or a module that needs ECN: ask for it on the SYN.
+    pub(crate) fn wants_ecn(&self) -> bool {
+        self.cfg.ecn || self.ca_needs_ecn()
+    }
+
+    /// `__tcp_send_ack(sk, rcv_nxt)` for an older `rcv_nxt` (DCTCP's ACK of the data before a CE state
+    /// change): sent before anything else; the delayed ACK stays owed for the rest
+    /// (`tcp_event_ack_sent` returns early for it).
+    pub(crate) fn send_ack_for(&mut self, now: Nanos, ack_abs: u64) {
+        let kept = (self.ack_pending, self.ack_now, self.delack_at, self.quick);
+        let mut seg = self.build(now, self.snd_nxt, 0, 0);
+        seg.ack = self.rcv_wire(ack_abs);
+        (self.ack_pending, self.ack_now, self.delack_at, self.quick) = kept;
+        self.ack_out = Some(seg);
     }
 
     /// What to send now; call until `None` after every event. Due timers
@@ -161,6 +184,9 @@ impl Connection {
         self.run_timers(now);
         if self.state == State::Closed {
             return None;
+        }
+        if let Some(seg) = self.ack_out.take() {
+            return Some(seg);
         }
         // SYN / SYN-ACK
         // (`build` makes a SYN a SYN-ACK once the peer's SYN is known.)

@@ -14,6 +14,7 @@ impl Connection {
         &mut self,
         now: Nanos,
         una_advanced: bool,
+        ece: bool,
         set_xmit_timer: &mut bool,
     ) -> u32 {
         // D. exit conditions
@@ -72,7 +73,7 @@ impl Connection {
         }
         // tcp_time_to_recover(): a loss is proven, or (without RACK) the dupthresh is met.
         if !(self.lost_out > 0 || (!rack && self.sacked_out + 1 > REORDERING)) {
-            self.try_to_open();
+            self.try_to_open(ece);
             return newly_lost;
         }
         self.enter_recovery(now);
@@ -98,8 +99,14 @@ impl Connection {
         (lost_retrans, lost)
     }
 
-    /// `tcp_try_to_open()` (the ECN echo is handled on the ACK's arrival).
-    fn try_to_open(&mut self) {
+    /// `tcp_try_to_open()`: an ECN echo reduces the window (`tcp_enter_cwr`: once, unless a reduction
+    /// is under way); otherwise Open or Disorder.
+    fn try_to_open(&mut self, ece: bool) {
+        if ece && self.ca_state < CaState::Cwr {
+            self.ece_reductions += 1;
+            self.init_cwnd_reduction();
+            self.ca_state = CaState::Cwr;
+        }
         if self.ca_state != CaState::Cwr {
             self.try_keep_open();
         }
@@ -125,6 +132,10 @@ impl Connection {
         self.fast_retransmits += 1;
         if !self.in_cwnd_reduction() {
             self.init_cwnd_reduction();
+        }
+        // `tcp_set_ca_state` → `dctcp_state`: entering Recovery halves the window.
+        if self.ca_state != CaState::Recovery {
+            self.dctcp_react_to_loss();
         }
         self.ca_state = CaState::Recovery;
     }
@@ -273,6 +284,8 @@ impl Connection {
         {
             self.prior_cwnd = self.cwnd;
             self.ssthresh = self.ca_ssthresh();
+            // CA_EVENT_LOSS
+            self.dctcp_react_to_loss();
         }
         self.cwnd = self.in_flight() + 1;
         self.cwnd_cnt = 0;

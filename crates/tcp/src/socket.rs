@@ -83,6 +83,14 @@ pub struct TcpStats {
     /// Reordering seen: an original segment delivered below one SACKed before it (`reord_seen`,
     /// `TCPSACKReorder`); it opens RACK's reordering window.
     pub reord_seen: u64,
+    /// Packets delivered by ACKs that carried ECE (`tcpi_delivered_ce`, `TCPDeliveredCE`).
+    pub delivered_ce: u32,
+    /// Data segments received with CE.
+    pub ce_received: u64,
+    /// Window reductions for an ECN echo (`tcp_enter_cwr` on ECE).
+    pub ece_reductions: u64,
+    /// DCTCP's alpha in 1/1024 while DCTCP runs (`ss -i`'s `dctcp:(…,alpha:…)`).
+    pub dctcp_alpha: Option<u32>,
 }
 
 impl Connection {
@@ -190,6 +198,9 @@ impl Connection {
             ecn_ok: false,
             ecn_demand_cwr: false,
             ecn_queue_cwr: false,
+            ecn_seen: false,
+            delivered_ce: 0,
+            ack_out: None,
             ce_received: 0,
             ece_reductions: 0,
             quick: 0,
@@ -379,6 +390,10 @@ impl Connection {
             loss_probes: self.loss_probes,
             loss_probe_recoveries: self.loss_probe_recoveries,
             reord_seen: self.reord_seen,
+            delivered_ce: self.delivered_ce,
+            ce_received: self.ce_received,
+            ece_reductions: self.ece_reductions,
+            dctcp_alpha: self.dctcp_alpha(),
         }
     }
 

@@ -228,7 +228,9 @@ fn single_drop_fast_retransmit() {
         let expect = match cc {
             CongestionControl::Reno => (w / 2).max(2),
             CongestionControl::Cubic => (w * 717 / 1024).max(2),
-            CongestionControl::Bbr => unreachable!("the loop runs Reno and CUBIC"),
+            CongestionControl::Bbr | CongestionControl::Dctcp => {
+                unreachable!("the loop runs Reno and CUBIC")
+            }
         };
         assert_eq!(entry[1].ssthresh, expect);
         // PRR ends the recovery with cwnd = ssthresh
