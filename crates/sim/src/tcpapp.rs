@@ -47,6 +47,8 @@ pub struct TcpEndpoint {
 pub fn segment_of(t: &Tcp, ecn: u8) -> Segment {
     Segment {
         ecn,
+        // A received segment is one frame: the sending device cut any GSO segment.
+        gso_size: 0,
         seq: t.seq,
         ack: t.ack,
         flags: t.flags,

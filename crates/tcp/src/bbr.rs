@@ -22,8 +22,9 @@
 //!
 //! What tclab does not do: the random start of the ProbeBW gain cycle (`get_random_u32_below(7)`)
 //! draws from a generator seeded by the connection's initial sequence number (itself drawn from the
-//! run's seed); there is no TSO, so the "TSO segments goal" is the kernel's formula with no GSO limit
-//! (1 segment below 1.2 Mbit/s, else ~1 ms of data, at least 2); no undo (`bbr_undo_cwnd`).
+//! run's seed); no undo (`bbr_undo_cwnd`). The "TSO segments goal" in its cwnd is the kernel's formula,
+//! which ignores the device's GSO limit (1 segment below 1.2 Mbit/s, else ~1 ms of data, at least 2); the
+//! skbs themselves are sized by `tso.rs` with BBR's `min_tso_segs`.
 
 use crate::rate::RateSample;
 use crate::{CaState, Connection, Nanos, PacingStatus};
@@ -394,14 +395,20 @@ impl Connection {
         }
     }
 
-    /// `bbr_tso_segs_goal`: about a millisecond of data at the pacing rate, in segments (no GSO limit
-    /// but the legacy 64 KB), at least `bbr_min_tso_segs`.
-    fn bbr_tso_segs_goal(&self) -> u32 {
-        let min_segs = if self.sk_pacing_rate < MIN_TSO_RATE >> 3 {
+    /// `bbr_min_tso_segs`: one segment per skb below 1.2 Mbit/s, else two (BBR's `min_tso_segs`,
+    /// which `tcp_tso_segs` reads too).
+    pub(crate) fn bbr_min_tso_segs(&self) -> u32 {
+        if self.sk_pacing_rate < MIN_TSO_RATE >> 3 {
             1
         } else {
             2
-        };
+        }
+    }
+
+    /// `bbr_tso_segs_goal`: about a millisecond of data at the pacing rate, in segments (no GSO limit
+    /// but the legacy 64 KB), at least `bbr_min_tso_segs`.
+    fn bbr_tso_segs_goal(&self) -> u32 {
+        let min_segs = self.bbr_min_tso_segs();
         let bytes = (self.sk_pacing_rate >> 10).min(GSO_BYTES_MAX);
         let segs = ((bytes / self.mss as u64) as u32).max(min_segs);
         segs.min(0x7f)

@@ -127,14 +127,18 @@
 //!   that took its packets (`set_paced_by_fq`) or by itself when it asked
 //!   (`Config::max_pacing_rate`, `SO_MAX_PACING_RATE`: internal pacing). As in
 //!   Linux, CUBIC and Reno over other qdiscs are not paced.
+//! * **GSO skbs** (`tso.rs`, `tcp_tso_autosize`): new data leaves in segments
+//!   of several MSS (`Segment::gso_size`), about a millisecond of data at the
+//!   pacing rate (more on short paths), at least 2 MSS, at most 64 KB and half
+//!   the window; the driver's device cuts them into frames. One MSS per
+//!   retransmission; no `tcp_tso_should_defer`.
 //! * **Nagle** with Minshall's variant (`tcp_nagle_check`): a sub-MSS segment
 //!   waits only while another sub-MSS segment is unacknowledged, unless it
 //!   carries the FIN.
 //!
 //! ## What is left out, compared with Linux
 //!
-//! * **No TSO/GSO/GRO**: segments are one MSS each; the simulator's qdisc
-//!   sees MSS-sized packets (Linux's TSO makes bursts of up to 64 KB). TCP small
+//! * **No GRO** on the receiving side: segments arrive one MSS each. TCP small
 //!   queues is the driver's (`tsq_limit`, `set_tsq_throttled`).
 //! * **No F-RTO, no undo** (DSACK, Eifel/timestamps), no D-SACK generation
 //!   (so RACK's reordering window never widens, `reo_wnd_steps`), no
@@ -177,6 +181,7 @@
 //!   RACK-TLP.
 //! * `output.rs` (`tcp_output.c`): what to send now, building segments, the
 //!   receive window advertised, TCP small queues, the local qdisc's verdicts.
+//! * `tso.rs` (`tcp_output.c`'s TSO sizing): how many segments one skb carries.
 //! * `rcvbuf.rs` (`tcp_input.c`'s receive-buffer tuning): the buffer, its
 //!   window clamp and `rcv_ssthresh`, autotuning.
 //! * `timer.rs` (`tcp_timer.c`): the retransmission timer (which RACK's
@@ -202,6 +207,7 @@ mod reno;
 mod segment;
 mod socket;
 mod timer;
+mod tso;
 
 use std::collections::VecDeque;
 
@@ -290,6 +296,14 @@ pub struct Config {
     /// `SO_MAX_PACING_RATE` in bytes per second (iperf3's `--fq-rate`), 0 for none: caps the pacing rate,
     /// and asks for pacing (`SK_PACING_NEEDED`): the socket paces itself unless a sch_fq does.
     pub max_pacing_rate: u64,
+    /// `sk_gso_max_size`: the most bytes of one GSO skb, the route device's `gso_max_size` (65536)
+    /// less `MAX_TCP_HEADER + 1` (`sk_dst_gso_max_size`); see `tso.rs`.
+    pub gso_max_size: u32,
+    /// `sk_gso_max_segs`: the most segments of one skb, copied from the route's device at connect
+    /// (`sk_setup_caps`; Linux devices have 65535). 1, the default here, sends one MSS per skb, as `ip
+    /// link set DEV gso_max_segs 1` does: a connection given no device has no GSO. The simulator copies
+    /// its interface's.
+    pub gso_max_segs: u32,
 }
 
 impl Default for Config {
@@ -311,6 +325,8 @@ impl Default for Config {
             rack: true,
             tlp: true,
             max_pacing_rate: 0,
+            gso_max_size: 65536 - tso::GSO_HEADROOM,
+            gso_max_segs: 1,
         }
     }
 }

@@ -143,6 +143,7 @@ impl Connection {
         self.segs_out += 1;
         self.stamp_departure(now);
         Segment {
+            gso_size: 0,
             seq: self.snd_wire(seq_abs),
             ack: if self.have_irs {
                 self.rcv_wire(self.rcv_nxt)
@@ -322,7 +323,7 @@ impl Connection {
                 return None;
             }
         }
-        let fin = fin_here && self.snd_nxt + len == self.write_end;
+        let mut fin = fin_here && self.snd_nxt + len == self.write_end;
         if len < mss && len > 0 && !fin && mode == SendMode::Normal {
             // Nagle, Minshall's variant (tcp_nagle_check / tcp_minshall_check)
             if self.snd_sml > self.snd_una && self.packets_out > 0 {
@@ -332,37 +333,53 @@ impl Connection {
         if len == 0 && !fin {
             return None;
         }
+        // One skb of several segments (tso.rs), when the first is a full one.
+        if mode == SendMode::Normal && len == mss && !fin {
+            len = self.tso_len(avail, room);
+            fin = self.fin_queued && self.snd_nxt + len == self.write_end;
+        }
         let start = self.snd_nxt;
         let end = start + len;
         self.snd_nxt = end + fin as u64;
         if fin {
             self.fin_sent = true;
         }
-        if len < mss && len > 0 {
-            self.snd_sml = end;
+        if len % mss != 0 {
+            self.snd_sml = end; // tcp_minshall_update
         }
         let was_empty = self.packets_out == 0;
-        self.rtx.push_back(TxSeg {
-            start,
-            end,
-            fin,
-            sent_at: now,
-            ever_retrans: false,
-            sacked: false,
-            lost: false,
-            retrans: false,
-            tx_delivered: 0,
-            tx_delivered_mstamp: 0,
-            tx_first_tx_mstamp: 0,
-            tx_app_limited: false,
-        });
-        self.packets_out += 1;
+        // The retransmission queue keeps one entry per segment (tcp_skb_pcount of them).
+        let first = self.rtx.len();
+        let mut seg_start = start;
+        loop {
+            let seg_end = (seg_start + mss).min(end);
+            self.rtx.push_back(TxSeg {
+                start: seg_start,
+                end: seg_end,
+                fin: fin && seg_end == end,
+                sent_at: now,
+                ever_retrans: false,
+                sacked: false,
+                lost: false,
+                retrans: false,
+                tx_delivered: 0,
+                tx_delivered_mstamp: 0,
+                tx_first_tx_mstamp: 0,
+                tx_app_limited: false,
+            });
+            seg_start = seg_end;
+            if seg_start >= end {
+                break;
+            }
+        }
+        let pcount = (self.rtx.len() - first) as u32;
+        self.packets_out += pcount;
         if self.in_cwnd_reduction() {
-            self.prr_out += 1;
+            self.prr_out += pcount;
         }
         self.bytes_sent += len;
         if len > 0 {
-            self.data_segs_out += 1;
+            self.data_segs_out += pcount as u64;
         }
         self.probe_at = None;
         self.probes_out = 0;
@@ -390,19 +407,64 @@ impl Connection {
             self.ecn_queue_cwr = false;
         }
         let mut seg = self.build(now, start, len as u32, fl);
-        if let Some(t) = self.rtx.back_mut() {
+        self.segs_out += pcount as u64 - 1;
+        if pcount > 1 {
+            seg.gso_size = self.mss;
+        }
+        for t in self.rtx.range_mut(first..) {
             t.sent_at = self.tx_tstamp;
         }
         if was_empty && self.retrans_out == 0 && self.ca_is_bbr() {
             // tcp_event_data_sent: CA_EVENT_TX_START.
             self.bbr_tx_start(now);
         }
-        self.rate_skb_sent(self.rtx.len() - 1, was_empty);
+        for i in first..self.rtx.len() {
+            self.rate_skb_sent(i, was_empty && i == first);
+        }
         self.advance_departure(len as u32);
         if self.ecn_ok && len > 0 {
             seg.ecn = ecn::ECT0;
         }
         Some(seg)
+    }
+
+    /// The local qdisc refused a GSO segment (new data, several entries of the retransmission queue):
+    /// not sent if nothing was sent after it, else its segments are lost.
+    fn gso_refused(&mut self, seg: &Segment) {
+        let Some(start) = self.snd_abs(seg.seq) else {
+            return;
+        };
+        let Ok(i) = self.rtx.binary_search_by(|t| t.start.cmp(&start)) else {
+            return;
+        };
+        let end = start + seg.payload_len as u64;
+        let j = i + self.rtx.range(i..).take_while(|t| t.start < end).count();
+        let untouched = self
+            .rtx
+            .range(i..j)
+            .all(|t| !t.ever_retrans && !t.sacked && !t.lost);
+        if j == self.rtx.len() && untouched {
+            // Not sent: roll back snd_nxt.
+            let n = (j - i) as u32;
+            let fin = self.rtx.back().is_some_and(|t| t.fin);
+            self.rtx.truncate(i);
+            self.packets_out -= n;
+            self.snd_nxt = start;
+            if fin {
+                self.fin_sent = false;
+            }
+            self.bytes_sent = self.bytes_sent.saturating_sub(seg.payload_len as u64);
+            self.data_segs_out = self.data_segs_out.saturating_sub(n as u64);
+            if self.in_cwnd_reduction() {
+                self.prr_out = self.prr_out.saturating_sub(n);
+            }
+        } else {
+            for k in i..j {
+                if !self.rtx[k].sacked && !self.rtx[k].lost {
+                    self.mark_lost(k);
+                }
+            }
+        }
     }
 
     /// `tcp_cwnd_validate()`: remember whether the window was used.
@@ -463,7 +525,9 @@ impl Connection {
     pub fn on_local_drop(&mut self, now: Nanos, seg: &Segment) {
         self.local_drops += 1;
         self.local_block = true;
-        if seg.payload_len > 0 || seg.has(flags::FIN) {
+        if seg.gso_size != 0 {
+            self.gso_refused(seg);
+        } else if seg.payload_len > 0 || seg.has(flags::FIN) {
             if let Some(start) = self.snd_abs(seg.seq) {
                 if let Ok(i) = self.rtx.binary_search_by(|t| t.start.cmp(&start)) {
                     let last = i + 1 == self.rtx.len();

@@ -74,6 +74,9 @@ pub struct Segment {
     /// The ECN field of the IP header carrying it ([`ecn`]): the sender sets ECT(0) on new data of an
     /// ECN connection; a router's AQM may change it to CE; the receiver reads it.
     pub ecn: u8,
+    /// The MSS of a GSO segment (`skb_shinfo(skb)->gso_size`): `payload_len` is several of them, cut into
+    /// frames by the device; 0 for a segment that is one frame.
+    pub gso_size: u32,
 }
 
 impl Segment {
@@ -91,5 +94,37 @@ impl Segment {
 
     pub fn has(&self, f: u8) -> bool {
         self.flags & f != 0
+    }
+
+    /// The frames a GSO segment becomes on the wire (`tcp_gso_segment`): `gso_size` bytes each (the last
+    /// may be shorter), sequence numbers moved on, CWR on the first only, FIN and PSH on the last only;
+    /// a segment that is not GSO comes back alone.
+    pub fn gso_segments(&self) -> Vec<Segment> {
+        if self.gso_size == 0 || self.payload_len <= self.gso_size {
+            return vec![Segment {
+                gso_size: 0,
+                ..self.clone()
+            }];
+        }
+        let n = self.payload_len.div_ceil(self.gso_size);
+        (0..n)
+            .map(|i| {
+                let off = i * self.gso_size;
+                let mut fl = self.flags;
+                if i > 0 {
+                    fl &= !flags::CWR;
+                }
+                if i + 1 < n {
+                    fl &= !(flags::FIN | flags::PSH);
+                }
+                Segment {
+                    seq: self.seq.wrapping_add(off),
+                    flags: fl,
+                    payload_len: (self.payload_len - off).min(self.gso_size),
+                    gso_size: 0,
+                    ..self.clone()
+                }
+            })
+            .collect()
     }
 }

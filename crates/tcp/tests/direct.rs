@@ -33,6 +33,7 @@ fn data(i: u32, ts: u32) -> Segment {
             ..TcpOptions::default()
         },
         ecn: 0,
+        gso_size: 0,
     }
 }
 
@@ -423,6 +424,7 @@ fn random_segment(r: &mut Rng, near_seq: u32, near_ack: u32) -> Segment {
             sack_blocks,
         },
         ecn: (r.next() % 4) as u8,
+        gso_size: 0,
     }
 }
 

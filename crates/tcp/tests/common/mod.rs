@@ -144,8 +144,9 @@ impl Sim {
         self.events.push((Reverse(t), Reverse(self.seq), id));
     }
 
+    /// A segment the host sent: its departure recorded, then its frames onto the link (the sending
+    /// device cuts a GSO segment into MSS frames).
     fn transmit(&mut self, host: usize, seg: Segment) {
-        self.sent.push((self.now, host, seg.clone()));
         if host == 0 {
             let c = &self.hosts[0];
             let d = (
@@ -156,6 +157,13 @@ impl Sim {
             );
             self.departures.push(d);
         }
+        for frame in seg.gso_segments() {
+            self.transmit_frame(host, frame);
+        }
+    }
+
+    fn transmit_frame(&mut self, host: usize, seg: Segment) {
+        self.sent.push((self.now, host, seg.clone()));
         if host == 0 && seg.payload_len > 0 {
             let off = seg.seq.wrapping_sub(CLIENT_ISN.wrapping_add(1)) as u64;
             if self.path.drop_offsets.contains(&off) && self.dropped_once.insert(off) {

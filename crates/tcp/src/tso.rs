@@ -1,0 +1,90 @@
+//! Segmentation offload on the send side (`tcp_output.c` of Linux 6.12: `tcp_tso_autosize`,
+//! `tcp_tso_segs`, `tcp_cwnd_test`, `tcp_mss_split_point`).
+//!
+//! Linux's TCP has built GSO skbs only since 4.19 ("tcp: switch to GSO being always on"): `sk_setup_caps`
+//! gives every TCP socket `NETIF_F_GSO`, so a device's `ethtool -K … gso off tso off` moves the
+//! segmentation after the qdisc (`validate_xmit_skb`) but does not change what TCP hands its qdisc. What
+//! does is the route's device limits, copied into the socket at connect: `gso_max_size` (less
+//! `MAX_TCP_HEADER + 1`) and `gso_max_segs` (`ip link set DEV gso_max_segs 1` makes every skb one MSS).
+//!
+//! How many segments go in one skb (`tcp_tso_segs`): about a millisecond of data at the pacing rate
+//! (`sk_pacing_rate >> sk_pacing_shift`, shift 10), plus, on short paths, `gso_max_size >> (min_rtt_us
+//! >> tcp_tso_rtt_log)` (log 9: a 64 KB skb below 512 µs, 32 KB below 1 ms, nothing from 16.4 ms), at
+//! most `gso_max_size` bytes, at least `min_tso_segs` (2, or BBR's own) and at most `gso_max_segs`. Then
+//! `tcp_write_xmit` gives one skb at most half the window (`tcp_cwnd_test`: two skbs in flight at least),
+//! what remains of cwnd, and of the peer's window; a short last segment stays only if Nagle allows it
+//! (`tcp_mss_split_point`).
+//!
+//! The retransmission queue keeps one entry per MSS (Linux fragments its skbs as SACKs and losses
+//! split them), so SACK, RACK and the loss marking are unchanged; a retransmission is one MSS, as a lost
+//! segment's is in Linux. Not modelled: `tcp_tso_should_defer` (waiting for a fuller skb while cwnd is
+//! nearly used; Linux skips it for paced flows anyway), multi-segment retransmissions and loss probes.
+
+use crate::Connection;
+
+/// `sysctl_tcp_min_tso_segs`.
+const MIN_TSO_SEGS: u32 = 2;
+/// `sysctl_tcp_tso_rtt_log`.
+const TSO_RTT_LOG: u32 = 9;
+/// `sk_pacing_shift`'s default: about 1 ms of data (2^-10 s) per skb.
+const PACING_SHIFT: u32 = 10;
+/// `MAX_TCP_HEADER + 1` on x86-64: what `sk_dst_gso_max_size` takes off the device's `gso_max_size`.
+pub const GSO_HEADROOM: u32 = 321;
+
+impl Connection {
+    /// `tcp_tso_segs`: the most segments one skb may carry now.
+    pub fn tso_segs(&self) -> u32 {
+        let min_tso = if self.ca_is_bbr() {
+            self.bbr_min_tso_segs()
+        } else {
+            MIN_TSO_SEGS
+        };
+        self.tso_autosize(min_tso).min(self.cfg.gso_max_segs.max(1))
+    }
+
+    /// `tcp_tso_autosize`.
+    fn tso_autosize(&self, min_tso_segs: u32) -> u32 {
+        let max_size = self.cfg.gso_max_size as u64;
+        // A pacing rate of 0 is the kernel's ~0UL (no RTT yet): the size limit decides.
+        let mut bytes = match self.pacing_rate() {
+            0 => max_size,
+            r => r >> PACING_SHIFT,
+        };
+        // `tcp_min_rtt` in µs; ~0U before any sample.
+        let min_rtt_us = if self.min_rtt == 0 {
+            u32::MAX as u64
+        } else {
+            self.min_rtt / 1000
+        };
+        let r = min_rtt_us >> TSO_RTT_LOG;
+        if r < 32 {
+            bytes += max_size >> r;
+        }
+        let bytes = bytes.min(max_size);
+        ((bytes / self.mss.max(1) as u64) as u32).max(min_tso_segs)
+    }
+
+    /// How many bytes the skb that starts at `snd_nxt` takes (`tcp_write_xmit`), given that its first
+    /// full segment passed the window and Nagle tests: `avail` bytes are written and unsent, `room` is
+    /// what the peer's window leaves. A multiple of the MSS unless the last, short segment may go now.
+    pub(crate) fn tso_len(&self, avail: u64, room: u64) -> u64 {
+        let mss = self.mss as u64;
+        let cwnd = self.cwnd;
+        let in_flight = self.in_flight();
+        // tcp_cwnd_test: at least two skbs in flight.
+        let quota = (cwnd >> 1).max(1).min(cwnd.saturating_sub(in_flight));
+        let quota = quota.min(self.tso_segs()).max(1) as u64;
+        let max_len = quota * mss;
+        let needed = avail.min(room);
+        if max_len <= needed {
+            return max_len;
+        }
+        // tcp_mss_split_point: a short last segment goes only if Nagle lets it (tcp_nagle_check:
+        // Minshall's rule, a sub-MSS segment still unacknowledged holds it back).
+        let partial = needed % mss;
+        if partial != 0 && self.packets_out > 0 && self.snd_sml > self.snd_una {
+            return needed - partial;
+        }
+        needed
+    }
+}

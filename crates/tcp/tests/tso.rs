@@ -1,0 +1,149 @@
+//! GSO skbs as `tcp_write_xmit` sizes them (Linux 6.12, `tcp_tso_autosize`): about a millisecond of the
+//! pacing rate (`sk_pacing_rate >> 10`) plus `gso_max_size >> (min_rtt_us >> 9)`, in whole MSS, at least
+//! `min_tso_segs` (2), at most `sk_gso_max_size` (65536 − 321 bytes) and `gso_max_segs`, and at most half
+//! of cwnd (`tcp_cwnd_test`). Every figure is derived by hand in its test from `tcp_update_pacing_rate`
+//! (rate = mss × cwnd / srtt × 2 in slow start) with the handshake's RTT as the only sample.
+mod common;
+use common::*;
+use tclab_tcp::*;
+
+/// A client and a server with GSO (the devices' 65535 segments), a handshake of `rtt` (the client's
+/// only RTT sample). The server's SO_RCVBUF is large, so its SYN-ACK offers the most an unscaled
+/// window can (65535), which leaves room for a 64 KB skb.
+fn pair(mut c: Config, rtt: Nanos) -> Connection {
+    c.gso_max_segs = 65535;
+    let s = Config {
+        rcvbuf: 4 << 20,
+        ..Config::default()
+    };
+    let mut cl = Connection::client(c, 0, CLIENT_ISN);
+    let mut sv = Connection::server(s, SERVER_ISN);
+    let syn = cl.poll_transmit(0).unwrap();
+    sv.on_segment(rtt / 2, &syn);
+    let synack = sv.poll_transmit(rtt / 2).unwrap();
+    cl.on_segment(rtt, &synack);
+    let ack = cl.poll_transmit(rtt).unwrap();
+    assert_eq!(ack.payload_len, 0);
+    cl
+}
+
+/// What the client sends at `now` with plenty written: each skb's (payload, gso_size).
+fn burst(cl: &mut Connection, now: Nanos) -> Vec<(u32, u32)> {
+    cl.write(10 << 20);
+    let mut v = vec![];
+    while let Some(s) = cl.poll_transmit(now) {
+        v.push((s.payload_len, s.gso_size));
+    }
+    v
+}
+
+fn cwnd(n: u32) -> Config {
+    Config {
+        initial_cwnd: n,
+        ..Config::default()
+    }
+}
+
+#[test]
+fn a_millisecond_of_the_pacing_rate_in_whole_segments() {
+    // cwnd 100, srtt 20 ms: rate = 1448 × 100 / 0.02 s × 2 = 14 480 000 B/s; >> 10 = 14 140 bytes =
+    // 9 whole MSS (13 032). min_rtt 20 000 µs >> 9 = 39: no short-path term. Half of cwnd (50) does
+    // not bind; the window (65535) takes 5 such skbs (65 160), not a sixth.
+    let mut cl = pair(cwnd(100), 20 * MS);
+    assert_eq!(cl.tso_segs(), 9);
+    let b = burst(&mut cl, 20 * MS);
+    assert_eq!(b, vec![(9 * 1448, 1448); 5]);
+}
+
+#[test]
+fn at_least_two_segments() {
+    // cwnd 10, srtt 20 ms: 1 448 000 B/s >> 10 = 1 414 bytes, less than one MSS: min_tso_segs = 2.
+    // Half of cwnd is 5, so the initial window leaves as 5 skbs of 2 segments.
+    let mut cl = pair(cwnd(10), 20 * MS);
+    assert_eq!(cl.tso_segs(), 2);
+    assert_eq!(burst(&mut cl, 20 * MS), vec![(2 * 1448, 1448); 5]);
+}
+
+#[test]
+fn at_most_gso_max_size() {
+    // cwnd 1000, srtt 20 ms: 144 800 000 B/s >> 10 = 141 406 bytes, over 65536 − 321 = 65 215: 45
+    // segments (65 160 bytes). One fills the 65535-byte window.
+    let mut cl = pair(cwnd(1000), 20 * MS);
+    assert_eq!(cl.tso_segs(), 45);
+    assert_eq!(burst(&mut cl, 20 * MS), vec![(45 * 1448, 1448)]);
+}
+
+#[test]
+fn short_paths_add_part_of_gso_max_size() {
+    // SO_MAX_PACING_RATE 1 024 000 B/s caps the rate: 1000 bytes a millisecond. With min_rtt 20 ms
+    // that is 2 segments; with min_rtt 1 ms (1000 µs >> 9 = 1) 65 215 >> 1 = 32 607 bytes more: 33 607
+    // bytes = 23 segments (33 304).
+    let capped = |n| Config {
+        max_pacing_rate: 1_024_000,
+        ..cwnd(n)
+    };
+    assert_eq!(pair(capped(100), 20 * MS).tso_segs(), 2);
+    let mut cl = pair(capped(100), MS);
+    assert_eq!(cl.tso_segs(), 23);
+    assert_eq!(burst(&mut cl, MS)[0], (23 * 1448, 1448));
+}
+
+#[test]
+fn gso_max_segs_one_sends_one_mss_per_segment() {
+    let mut c = cwnd(100);
+    let mut cl = pair(c.clone(), 20 * MS);
+    assert!(burst(&mut cl, 20 * MS).iter().all(|&(_, g)| g == 1448));
+    c.gso_max_segs = 1;
+    let mut cl = Connection::client(c, 0, CLIENT_ISN);
+    let syn = cl.poll_transmit(0).unwrap();
+    let mut sv = Connection::server(Config::default(), SERVER_ISN);
+    sv.on_segment(MS, &syn);
+    let synack = sv.poll_transmit(MS).unwrap();
+    cl.on_segment(20 * MS, &synack);
+    cl.poll_transmit(20 * MS).unwrap();
+    let b = burst(&mut cl, 20 * MS);
+    assert!(!b.is_empty());
+    assert!(b.iter().all(|&(p, g)| p == 1448 && g == 0), "{b:?}");
+}
+
+/// The same transfer with GSO on and off through the harness's path (the sending device cuts each GSO
+/// segment into frames): the receiver gets every byte in order either way, and no frame is larger than
+/// one MSS. The counters count segments (`tcp_skb_pcount`), not skbs.
+#[test]
+fn the_receiver_gets_the_same_bytes_with_gso_on_and_off() {
+    const BYTES: u64 = 3_000_000;
+    let mut delivered = vec![];
+    for segs in [1, 65535] {
+        let c = Config {
+            gso_max_segs: segs,
+            ..Config::default()
+        };
+        let mut sim = Sim::new(
+            c,
+            Config::default(),
+            PathCfg::new(100_000_000, 5 * MS, 100),
+            BYTES,
+        );
+        sim.run_to_completion(60 * SEC);
+        assert!(sim.hosts[0].is_closed() && sim.hosts[1].is_closed());
+        let frames: Vec<_> = sim
+            .sent
+            .iter()
+            .filter(|(_, h, s)| *h == 0 && s.payload_len > 0)
+            .collect();
+        let arrived = sim.trace.iter().filter(|(_, d, _)| *d == 0);
+        assert!(arrived
+            .clone()
+            .all(|(_, _, s)| s.payload_len <= 1448 && s.gso_size == 0));
+        let skbs = sim.departures.iter().filter(|d| d.3 > 1448).count();
+        assert_eq!(skbs > 0, segs > 1, "GSO skbs only with GSO");
+        let st = sim.hosts[0].stats();
+        assert_eq!(
+            st.data_segs_out,
+            frames.len() as u64,
+            "segments counted, not skbs"
+        );
+        delivered.push(sim.hosts[1].stats().bytes_delivered);
+    }
+    assert_eq!(delivered, [BYTES, BYTES]);
+}
