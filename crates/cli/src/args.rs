@@ -89,6 +89,9 @@ pub enum Command {
     /// Run a scenario over a grid of values (any scenario key, or a tc option of a policy), in parallel
     #[command(after_help = crate::sweep::HELP)]
     Sweep(SweepArgs),
+    /// Regenerate a Markdown file's tables (docs/EXPERIMENTS.md) from the runs its blocks name
+    #[command(after_help = crate::report::HELP)]
+    Report(ReportArgs),
     /// Read a per-packet trace written by tclab sim --trace
     Trace(TraceCmd),
     /// Seed 004's traffic conditioner in the simulated lab, with the seed's latency table
@@ -263,6 +266,21 @@ pub struct SimArgs {
     /// Print a built-in scenario's file (a starting point for your own)
     #[arg(long, value_name = "NAME", conflicts_with = "scenario")]
     pub show: Option<String>,
+}
+
+#[derive(Args)]
+pub struct ReportArgs {
+    /// The Markdown file whose blocks to run and fill (default: docs/EXPERIMENTS.md)
+    pub file: Option<PathBuf>,
+    /// Write nothing; exit 1 if a table differs from what its runs give
+    #[arg(long)]
+    pub check: bool,
+    /// Only the blocks whose runs name this text (a scenario or a --set)
+    #[arg(long, value_name = "TEXT")]
+    pub only: Option<String>,
+    /// Points run at once (default: the number of cores)
+    #[arg(short, long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub jobs: Option<u32>,
 }
 
 #[derive(Args)]

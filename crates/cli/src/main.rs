@@ -12,6 +12,7 @@ mod livecmd;
 mod liveout;
 mod plot;
 mod progress;
+mod report;
 mod sim;
 mod sweep;
 mod trace;
@@ -1012,6 +1013,7 @@ fn main() -> ExitCode {
         C::Lab(a) => livecmd::lab(a),
         C::Sim(a) => sim::cmd(a),
         C::Sweep(a) => sweep::cmd(a),
+        C::Report(a) => report::cmd(a),
         C::Trace(a) => trace::cmd(a),
         C::Completions { shell } => Ok(args::completions(shell)),
     };

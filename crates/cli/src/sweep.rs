@@ -20,7 +20,7 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use tclab_sim::report::{fmt_bps, write_files};
+use tclab_sim::report::{fmt_bps, summary_json, write_files};
 use tclab_sim::run::{run, Outcome};
 use tclab_sim::scenario::{load_with, traffic_key_applies, LoadOptions, Scenario, TrafficKind};
 
@@ -60,8 +60,10 @@ struct Grid {
 }
 
 impl Grid {
-    fn parse(sets: &[String]) -> Result<Grid, String> {
-        if sets.is_empty() {
+    /// The grid of `sets`; with `allow_empty`, no `--set` is the grid of one point, the scenario as
+    /// written (a report's `tclab sim` run).
+    fn parse_sets(sets: &[String], allow_empty: bool) -> Result<Grid, String> {
+        if sets.is_empty() && !allow_empty {
             return Err("give at least one --set KEY=V1,V2,…".into());
         }
         let mut axes: Vec<Axis> = Vec::new();
@@ -134,6 +136,9 @@ impl Grid {
 
     /// "point 3 (link.rate=10mbit, seed=2)": how a message names a point.
     fn name(&self, i: usize) -> String {
+        if self.axes.is_empty() {
+            return format!("point {i} (the scenario as written)");
+        }
         let kv: Vec<String> = self
             .axes
             .iter()
@@ -425,6 +430,9 @@ fn words_at(s: &str) -> Vec<(usize, &str)> {
 }
 
 // ---- Metrics ------------------------------------------------------------------------------------------
+
+/// A run's metrics by name (none where the run had nothing to measure).
+pub(crate) type Metrics = Vec<(String, Option<f64>)>;
 
 /// The metrics of a run, in the scenario's order: per flow its goodput and losses, per ping its RTT
 /// percentiles and losses, and the packets every interface's qdiscs dropped.
@@ -831,7 +839,7 @@ fn remove_stale(dir: &Path, files: &[(String, Vec<u8>)]) {
 // ---- Running points ---------------------------------------------------------------------------------
 
 /// What every mode needs: the scenario, the grid and the checks done before anything runs.
-struct Sweep {
+pub(crate) struct Sweep {
     text: String,
     file: String,
     base: PathBuf,
@@ -845,19 +853,38 @@ struct Sweep {
 
 impl Sweep {
     fn new(a: &SweepArgs) -> Result<Sweep, Failure> {
-        let grid = Grid::parse(&a.set).map_err(usage)?;
-        let (text, file, base, stem) = scenario_source(&a.scenario).map_err(usage)?;
-        let opts = LoadOptions { seed: a.seed };
+        Sweep::build(&a.scenario, &a.set, a.seed, &a.metric, false)
+    }
+
+    /// A report's run: `scenario` over the grid of `sets` (none: the scenario as written).
+    pub(crate) fn for_report(
+        scenario: &str,
+        sets: &[String],
+        seed: Option<u64>,
+    ) -> Result<Sweep, Failure> {
+        Sweep::build(scenario, sets, seed, &[], true)
+    }
+
+    fn build(
+        scenario: &str,
+        sets: &[String],
+        seed: Option<u64>,
+        metric: &[String],
+        allow_empty: bool,
+    ) -> Result<Sweep, Failure> {
+        let grid = Grid::parse_sets(sets, allow_empty).map_err(usage)?;
+        let (text, file, base, stem) = scenario_source(scenario).map_err(usage)?;
+        let opts = LoadOptions { seed };
         // The scenario as written first: its own errors keep their lines.
         let sc = load_with(&file, &text, &base, &opts).map_err(usage)?;
         for w in &sc.warnings {
             eprintln!("tclab: {w}");
         }
         let names = metric_names(&sc);
-        let chosen = if a.metric.is_empty() {
+        let chosen = if metric.is_empty() {
             default_metrics(&names)
         } else {
-            for m in &a.metric {
+            for m in metric {
                 if !names.contains(m) {
                     return Err(usage(format!(
                         "--metric {m}: this scenario's metrics are {}",
@@ -865,16 +892,16 @@ impl Sweep {
                     )));
                 }
             }
-            a.metric.clone()
+            metric.to_vec()
         };
         // --seed replaces every point's seed: a swept `seed` would be a column of values never run.
-        if a.seed.is_some() && grid.axes.iter().any(|x| x.key == "seed") {
+        if seed.is_some() && grid.axes.iter().any(|x| x.key == "seed") {
             return Err(usage(
                 "--seed and --set seed=…: --seed replaces the seed of every point, so the swept seeds \
                  would not be run; give one or the other",
             ));
         }
-        let id = fingerprint(&text, &grid, a.seed);
+        let id = fingerprint(&text, &grid, seed);
         Ok(Sweep {
             title: sc.name.clone(),
             text,
@@ -882,14 +909,42 @@ impl Sweep {
             base,
             stem,
             grid,
-            seed: a.seed,
+            seed,
             id,
             chosen,
         })
     }
 
+    /// The number of points.
+    pub(crate) fn len(&self) -> usize {
+        self.grid.len()
+    }
+
+    /// How a message names point `i`.
+    pub(crate) fn point_name(&self, i: usize) -> String {
+        self.grid.name(i)
+    }
+
+    /// The value of swept `key` at point `i`, if `key` is swept.
+    pub(crate) fn value_at(&self, i: usize, key: &str) -> Option<String> {
+        let k = self.grid.axes.iter().position(|a| a.key == key)?;
+        Some(self.grid.values(i)[k].to_string())
+    }
+
+    /// Run point `i` from its checked text: the sweep's metrics and the run's summary.json.
+    pub(crate) fn run_point_summary(
+        &self,
+        i: usize,
+        text: &str,
+    ) -> Result<(Metrics, Value), Failure> {
+        let mut sc = self.load_point(i, text)?;
+        let out = run(&mut sc, &mut |_| {})
+            .map_err(|e| format!("{}: the run failed: {e}", self.grid.name(i)))?;
+        Ok((metrics(&sc, &out), summary_json(&sc, &out)))
+    }
+
     /// Point `i`'s scenario text, checked by loading it: refused values name the point and the key.
-    fn point_scenario(&self, i: usize) -> Result<String, Failure> {
+    pub(crate) fn point_scenario(&self, i: usize) -> Result<String, Failure> {
         let text = point_text(&self.text, &self.grid, i).map_err(usage)?;
         self.load_point(i, &text)?;
         Ok(text)
@@ -929,10 +984,24 @@ impl Sweep {
 
 /// Run every point on `jobs` threads; each point's file's bytes, by point index.
 fn run_all(sw: &Sweep, texts: &[String], jobs: usize) -> Result<Vec<Vec<u8>>, Failure> {
-    let n = texts.len();
+    run_indexed(texts.len(), jobs, "sweep", &|i| sw.grid.name(i), &|i| {
+        sw.run_point(i, &texts[i])
+    })
+}
+
+/// Run `work(0..n)` on `jobs` threads, with a progress line on standard error (`what` names the
+/// command, `name(i)` the item); the results by index, or the failure of the lowest index that failed
+/// (no new item starts after a failure).
+pub(crate) fn run_indexed<T: Send>(
+    n: usize,
+    jobs: usize,
+    what: &str,
+    name: &(dyn Fn(usize) -> String + Sync),
+    work: &(dyn Fn(usize) -> Result<T, Failure> + Sync),
+) -> Result<Vec<T>, Failure> {
     let next = AtomicUsize::new(0);
-    let (tx, rx) = mpsc::channel::<(usize, Result<Vec<u8>, Failure>)>();
-    let mut results: Vec<Option<Vec<u8>>> = vec![None; n];
+    let (tx, rx) = mpsc::channel::<(usize, Result<T, Failure>)>();
+    let mut results: Vec<Option<T>> = (0..n).map(|_| None).collect();
     let mut first_error: Option<(usize, Failure)> = None;
     let tty = std::io::stderr().is_terminal();
     std::thread::scope(|s| {
@@ -944,10 +1013,10 @@ fn run_all(sw: &Sweep, texts: &[String], jobs: usize) -> Result<Vec<Vec<u8>>, Fa
                 if i >= n {
                     break;
                 }
-                let r = sw.run_point(i, &texts[i]);
+                let r = work(i);
                 let failed = r.is_err();
                 if tx.send((i, r)).is_err() || failed {
-                    // Stop handing out points: the sweep has failed.
+                    // Stop handing out items: the run has failed.
                     next.store(n, Ordering::Relaxed);
                     break;
                 }
@@ -958,7 +1027,7 @@ fn run_all(sw: &Sweep, texts: &[String], jobs: usize) -> Result<Vec<Vec<u8>>, Fa
         for (i, r) in rx {
             done += 1;
             match r {
-                Ok(bytes) => results[i] = Some(bytes),
+                Ok(v) => results[i] = Some(v),
                 Err(e) => {
                     if first_error.as_ref().is_none_or(|(j, _)| i < *j) {
                         first_error = Some((i, e));
@@ -967,9 +1036,9 @@ fn run_all(sw: &Sweep, texts: &[String], jobs: usize) -> Result<Vec<Vec<u8>>, Fa
             }
             let mut err = std::io::stderr();
             if tty {
-                let _ = write!(err, "\r\x1b[Ktclab sweep: {done}/{n} points done");
+                let _ = write!(err, "\r\x1b[Ktclab {what}: {done}/{n} points done");
             } else {
-                let _ = writeln!(err, "tclab: sweep: {done}/{n}: {} done", sw.grid.name(i));
+                let _ = writeln!(err, "tclab: {what}: {done}/{n}: {} done", name(i));
             }
         }
         if tty {

@@ -1,0 +1,871 @@
+//! `tclab report`: the tables of a Markdown file (docs/EXPERIMENTS.md) regenerated from the runs.
+//!
+//! A table that tclab's figures fill is written as a *block*: an HTML comment (which Markdown does
+//! not show) holding the runs and the table's template, then what was generated from them, then an
+//! end marker:
+//!
+//! ```text
+//! <!-- report
+//! run: seed000-htb-rates --set policy.router0.rate=2mbit,128mbit
+//! | HTB rate | seed 000's pings | tclab ping p99 |
+//! |---|---:|---:|
+//! | {policy.router0.rate} | 5 982–6 007 ms | {ping.rtt_p99_ms ~4 ms} |
+//! | {policy.router0.rate} | 100–105 ms | {ping.rtt_p99_ms ~4 ms} |
+//! -->
+//! (the command and the filled table, written by tclab report)
+//! <!-- /report -->
+//! ```
+//!
+//! Each `run:` line is a sweep's scenario and `--set` lists (none: the scenario as written) and
+//! perhaps a `--seed`; its points follow the previous run's. The table's rows after the alignment
+//! row that hold a placeholder without `@` are filled from the points in order, one row a point;
+//! `{NAME@K}` reads point K of the block wherever it stands. What is not a placeholder — the seed's
+//! figures, the hand-derived ones — is the author's text, copied as written. So a report holds the
+//! seed's table beside tclab's, and only tclab's cells change when the code does.
+//!
+//! NAME is a swept key (its value, as text), a metric of `tclab sweep` (`ping.rtt_p99_ms`,
+//! `iperf-udp.goodput_bps`, `drops`), or a path into the run's summary.json
+//! (`classes[classid=1:10].avg_bps`, `flows[0].delivered_bytes`); `*K` or `/K` after it scales a
+//! number. The format after a space: `.N` decimals or `~N` significant digits, then a unit;
+//! `bit/s` picks kbit/s, Mbit/s or Gbit/s. Integers print whole unless a precision is given.
+//!
+//! Every point of every block runs once, on every core; the simulator is deterministic, so running
+//! the report twice writes the same file, and `--check` tells whether a file is what its runs give.
+
+use crate::args::{usage, CmdResult, Failure, ReportArgs};
+use crate::sweep::{run_indexed, Sweep};
+use serde_json::Value;
+use std::path::Path;
+
+/// `tclab report --help`'s text after the options.
+pub const HELP: &str = "\
+A block is an HTML comment that starts with `<!-- report`, holds one or more `run: SCENARIO [--set
+KEY=V1,V2,…]… [--seed N]` lines and a Markdown table whose cells may be placeholders, and is followed by
+the generated text and `<!-- /report -->`. Placeholders: {NAME} or {NAME FORMAT}, NAME a swept key, a
+metric of tclab sweep (ping.rtt_p99_ms, FLOW.goodput_bps, drops) or a path into summary.json
+(classes[classid=1:10].avg_bps), optionally scaled (*1000, /1000), subtracted from a number
+(100-ping.loss_pct) and pinned to a point (@K); FORMAT
+`.N` decimals or `~N` significant digits, then a unit (bit/s scales itself). Rows after the table's
+alignment row with an unpinned placeholder take the block's points in order. docs/EXPERIMENTS.md is
+written this way; see the top of crates/cli/src/report.rs.
+Exit status: 0; 1 if --check finds a table that differs, or a run fails; 64 if a block cannot be read
+(its line named; nothing written).";
+
+const OPEN: &str = "<!-- report";
+const CLOSE: &str = "<!-- /report -->";
+
+/// One block of the file.
+#[derive(Debug)]
+struct Block {
+    /// Line number (1-based) of its `<!-- report`.
+    line: usize,
+    runs: Vec<Run>,
+    /// The template's lines (the table and any text beside it), each with its line number.
+    template: Vec<(usize, String)>,
+    /// Byte range of the generated text (between the comment's end and the end marker).
+    generated: std::ops::Range<usize>,
+}
+
+/// One `run:` line.
+#[derive(Debug)]
+struct Run {
+    scenario: String,
+    sets: Vec<String>,
+    seed: Option<u64>,
+}
+
+/// Split a `run:` line's words as a shell would: spaces separate, quotes ('…' and "…") and a
+/// backslash keep what they hold.
+fn shell_words(s: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => cur.push(c),
+                        None => return Err("a ' is not closed".into()),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(c) => cur.push(c),
+                            None => return Err("a \" is not closed".into()),
+                        },
+                        Some(c) => cur.push(c),
+                        None => return Err("a \" is not closed".into()),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                cur.push(chars.next().ok_or("a \\ ends the line")?);
+            }
+            c => {
+                in_word = true;
+                cur.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(cur);
+    }
+    Ok(words)
+}
+
+/// A word as a shell reads it back: quoted when it holds anything but plain characters.
+fn shell_quote(w: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_.,:=/+%@".contains(c);
+    if !w.is_empty() && w.chars().all(plain) {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
+fn parse_run(words: &[String]) -> Result<Run, String> {
+    let mut run = Run {
+        scenario: String::new(),
+        sets: Vec::new(),
+        seed: None,
+    };
+    let mut it = words.iter();
+    while let Some(w) = it.next() {
+        match w.as_str() {
+            "--set" => run
+                .sets
+                .push(it.next().ok_or("--set needs KEY=V1,V2,…")?.clone()),
+            "--seed" => {
+                let v = it.next().ok_or("--seed needs a number")?;
+                run.seed = Some(
+                    v.parse()
+                        .map_err(|_| format!("--seed {v}: not a whole number"))?,
+                );
+            }
+            o if o.starts_with('-') => {
+                return Err(format!("{o}: a run takes --set and --seed only"))
+            }
+            s if run.scenario.is_empty() => run.scenario = s.to_string(),
+            s => return Err(format!("{s}: a run has one scenario ({})", run.scenario)),
+        }
+    }
+    if run.scenario.is_empty() {
+        return Err("no scenario: write run: SCENARIO [--set KEY=V1,V2,…]".into());
+    }
+    Ok(run)
+}
+
+/// The blocks of `text`, or what is wrong with one (its line named).
+fn parse_blocks(text: &str) -> Result<Vec<Block>, String> {
+    let mut blocks = Vec::new();
+    let mut pos = 0;
+    while let Some(off) = text[pos..].find(OPEN) {
+        let start = pos + off;
+        let line = text[..start].matches('\n').count() + 1;
+        let at = |m: String| format!("line {line}: {m}");
+        let after = &text[start + OPEN.len()..];
+        if !after.starts_with(['\n', ' ', '\r']) {
+            // `<!-- reports …` or similar: not a block.
+            pos = start + OPEN.len();
+            continue;
+        }
+        let end_comment = after
+            .find("-->")
+            .ok_or_else(|| at("the block's comment is not closed by -->".into()))?;
+        let body = &after[..end_comment];
+        let gen_start = start + OPEN.len() + end_comment + 3;
+        let close = text[gen_start..]
+            .find(CLOSE)
+            .ok_or_else(|| at(format!("no {CLOSE} after the block")))?;
+        if let Some(o) = text[gen_start..gen_start + close].find(OPEN) {
+            let l2 = text[..gen_start + o].matches('\n').count() + 1;
+            return Err(at(format!(
+                "the block ends at line {l2}'s next block: write {CLOSE} after each block"
+            )));
+        }
+        let mut runs = Vec::new();
+        let mut template = Vec::new();
+        for (k, l) in body.lines().enumerate() {
+            let l = l.trim_end();
+            if let Some(r) = l.trim_start().strip_prefix("run:") {
+                let words = shell_words(r).map_err(|e| format!("line {}: {e}", line + k))?;
+                runs.push(parse_run(&words).map_err(|e| format!("line {}: {e}", line + k))?);
+            } else if !(k == 0 && l.trim().is_empty()) {
+                template.push((line + k, l.to_string()));
+            }
+        }
+        while template.last().is_some_and(|(_, l)| l.trim().is_empty()) {
+            template.pop();
+        }
+        if runs.is_empty() {
+            return Err(at("the block has no run: line".into()));
+        }
+        blocks.push(Block {
+            line,
+            runs,
+            template,
+            generated: gen_start..gen_start + close,
+        });
+        pos = gen_start + close + CLOSE.len();
+    }
+    if let Some(off) = text[pos..].find(CLOSE) {
+        let line = text[..pos + off].matches('\n').count() + 1;
+        return Err(format!("line {line}: {CLOSE} without a block before it"));
+    }
+    Ok(blocks)
+}
+
+// ---- Placeholders ---------------------------------------------------------------------------------
+
+/// A placeholder `{NAME[*K|/K][@P] [FORMAT]}`.
+struct Placeholder {
+    name: String,
+    /// `K-NAME`: the value subtracted from K (a share of pings answered from the share lost).
+    minus_from: Option<f64>,
+    scale: f64,
+    point: Option<usize>,
+    format: Format,
+}
+
+#[derive(Default)]
+struct Format {
+    decimals: Option<usize>,
+    significant: Option<usize>,
+    unit: String,
+}
+
+fn parse_placeholder(inner: &str) -> Result<Placeholder, String> {
+    let inner = inner.trim();
+    let (head, fmt) = inner.split_once(' ').unwrap_or((inner, ""));
+    let (head, point) = match head.rsplit_once('@') {
+        Some((h, p)) => (
+            h,
+            Some(
+                p.parse::<usize>()
+                    .map_err(|_| format!("{{{inner}}}: @{p} is not a point number"))?,
+            ),
+        ),
+        None => (head, None),
+    };
+    let (minus_from, head) = match head.split_once('-') {
+        Some((k, rest)) if !k.is_empty() && k.parse::<f64>().is_ok() => (k.parse().ok(), rest),
+        _ => (None, head),
+    };
+    let (name, scale) = match head.find(['*', '/']) {
+        Some(k) => {
+            let v: f64 = head[k + 1..]
+                .parse()
+                .ok()
+                .filter(|v: &f64| v.is_finite() && *v != 0.0)
+                .ok_or_else(|| format!("{{{inner}}}: {} is not a scale", &head[k..]))?;
+            (
+                &head[..k],
+                if head[k..].starts_with('*') {
+                    v
+                } else {
+                    1.0 / v
+                },
+            )
+        }
+        None => (head, 1.0),
+    };
+    if name.is_empty() {
+        return Err(format!("{{{inner}}}: no name"));
+    }
+    let mut format = Format::default();
+    let fmt = fmt.trim();
+    let mut unit = fmt;
+    if let Some(first) = fmt.split(' ').next() {
+        let digits = |s: &str| {
+            s.parse::<usize>()
+                .ok()
+                .filter(|&n| n <= 12)
+                .ok_or_else(|| format!("{{{inner}}}: {first}: give 0 to 12 digits"))
+        };
+        if let Some(n) = first.strip_prefix('.') {
+            format.decimals = Some(digits(n)?);
+            unit = fmt[first.len()..].trim();
+        } else if let Some(n) = first.strip_prefix('~') {
+            format.significant = Some(digits(n)?.max(1));
+            unit = fmt[first.len()..].trim();
+        }
+    }
+    format.unit = unit.to_string();
+    Ok(Placeholder {
+        name: name.to_string(),
+        minus_from,
+        scale,
+        point,
+        format,
+    })
+}
+
+/// Every `{…}` of a line: its byte range and what it says.
+fn placeholders(line: &str) -> Result<Vec<(std::ops::Range<usize>, Placeholder)>, String> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while let Some(o) = line[pos..].find('{') {
+        let s = pos + o;
+        let e = line[s..]
+            .find('}')
+            .map(|e| s + e)
+            .ok_or_else(|| format!("a {{ without its }} in \"{line}\""))?;
+        out.push((s..e + 1, parse_placeholder(&line[s + 1..e])?));
+        pos = e + 1;
+    }
+    Ok(out)
+}
+
+/// Digits of the integer part in groups of three, as the docs write figures: a whole number from four
+/// digits ("5 933"), one with decimals from five ("1595.7", "11 921.3").
+fn grouped(s: &str) -> String {
+    let (sign, rest) = s.strip_prefix('-').map_or(("", s), |r| ("-", r));
+    let (int, frac) = rest
+        .split_once('.')
+        .map_or((rest, None), |(i, f)| (i, Some(f)));
+    let from = if frac.is_some() { 5 } else { 4 };
+    if int.len() < from || !int.bytes().all(|b| b.is_ascii_digit()) {
+        return s.to_string();
+    }
+    let mut g = String::new();
+    for (k, c) in int.chars().enumerate() {
+        if k > 0 && (int.len() - k) % 3 == 0 {
+            g.push(' ');
+        }
+        g.push(c);
+    }
+    match frac {
+        Some(f) => format!("{sign}{g}.{f}"),
+        None => format!("{sign}{g}"),
+    }
+}
+
+/// A number to `significant` digits, never rounding its integer part, trailing zeros dropped.
+fn to_significant(v: f64, significant: usize) -> String {
+    let mag = if v == 0.0 {
+        0
+    } else {
+        v.abs().log10().floor() as i64
+    };
+    let decimals = (significant as i64 - 1 - mag).max(0) as usize;
+    let s = format!("{v:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+impl Format {
+    fn number(&self, v: f64) -> String {
+        let s = match (self.decimals, self.significant) {
+            (Some(d), _) => format!("{v:.d$}"),
+            (None, Some(n)) => to_significant(v, n),
+            (None, None) if v.fract() == 0.0 && v.abs() < 1e15 => format!("{}", v as i64),
+            (None, None) => to_significant(v, 4),
+        };
+        grouped(&s)
+    }
+
+    fn show(&self, v: f64) -> String {
+        if self.unit == "bit/s" {
+            let (d, u) = [(1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")]
+                .into_iter()
+                .find(|(d, _)| v.abs() >= *d)
+                .unwrap_or((1.0, "bit/s"));
+            let f = Format {
+                significant: self.significant.or(Some(4)),
+                ..Format::default()
+            };
+            let f = if self.decimals.is_some() {
+                Format {
+                    decimals: self.decimals,
+                    ..f
+                }
+            } else {
+                f
+            };
+            return format!("{} {u}", f.number(v / d));
+        }
+        let n = self.number(v);
+        if self.unit.is_empty() {
+            n
+        } else {
+            format!("{n} {}", self.unit)
+        }
+    }
+}
+
+// ---- A point's values ------------------------------------------------------------------------------
+
+/// What one point of a block gave.
+struct PointValues {
+    /// The swept keys' values at this point.
+    keys: Vec<(String, String)>,
+    metrics: Vec<(String, Option<f64>)>,
+    summary: Value,
+}
+
+enum Looked {
+    Text(String),
+    Number(Option<f64>),
+}
+
+/// Follow a summary.json path: `a.b[2].c`, `classes[classid=1:10,node=router0].bytes`.
+fn json_path<'v>(root: &'v Value, path: &str) -> Option<&'v Value> {
+    let mut v = root;
+    let mut rest = path;
+    while !rest.is_empty() {
+        rest = rest.strip_prefix('.').unwrap_or(rest);
+        let end = rest.find(['.', '[']).unwrap_or(rest.len());
+        let key = &rest[..end];
+        if !key.is_empty() {
+            v = v.get(key)?;
+        }
+        rest = &rest[end..];
+        while let Some(sel) = rest.strip_prefix('[') {
+            let close = sel.find(']')?;
+            let cond = &sel[..close];
+            rest = &sel[close + 1..];
+            let arr = v.as_array()?;
+            v = if let Ok(k) = cond.parse::<usize>() {
+                arr.get(k)?
+            } else {
+                arr.iter().find(|e| {
+                    cond.split(',').all(|c| {
+                        c.split_once('=').is_some_and(|(f, want)| match e.get(f) {
+                            Some(Value::String(s)) => s == want,
+                            Some(Value::Number(n)) => n.to_string() == want,
+                            _ => false,
+                        })
+                    })
+                })?
+            };
+        }
+    }
+    Some(v)
+}
+
+impl PointValues {
+    fn look(&self, name: &str) -> Option<Looked> {
+        if let Some((_, v)) = self.keys.iter().find(|(k, _)| k == name) {
+            return Some(Looked::Text(v.clone()));
+        }
+        if let Some((_, v)) = self.metrics.iter().find(|(k, _)| k == name) {
+            return Some(Looked::Number(*v));
+        }
+        match json_path(&self.summary, name)? {
+            Value::Number(n) => Some(Looked::Number(n.as_f64())),
+            Value::String(s) => Some(Looked::Text(s.clone())),
+            Value::Null => Some(Looked::Number(None)),
+            Value::Bool(b) => Some(Looked::Text(b.to_string())),
+            _ => None,
+        }
+    }
+}
+
+/// A placeholder's text at a point.
+fn fill(p: &Placeholder, v: &PointValues) -> Result<String, String> {
+    match v.look(&p.name) {
+        Some(Looked::Text(t)) if p.scale == 1.0 && p.minus_from.is_none() => Ok(t),
+        Some(Looked::Text(t)) => Err(format!("{}: \"{t}\" is text, it cannot be scaled", p.name)),
+        Some(Looked::Number(None)) => Ok("—".into()),
+        Some(Looked::Number(Some(x))) => {
+            let x = p.minus_from.map_or(x, |k| k - x);
+            Ok(p.format.show(x * p.scale))
+        }
+        None => {
+            let names: Vec<&str> = v
+                .keys
+                .iter()
+                .map(|(k, _)| k.as_str())
+                .chain(v.metrics.iter().map(|(k, _)| k.as_str()))
+                .collect();
+            let top: Vec<&str> = v
+                .summary
+                .as_object()
+                .map(|o| o.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            Err(format!(
+                "{}: no such key, metric or summary.json path (this run's keys and metrics: {}; \
+                 summary.json's fields: {})",
+                p.name,
+                names.join(", "),
+                top.join(", ")
+            ))
+        }
+    }
+}
+
+/// Check a block's template against its number of points before anything runs: every placeholder
+/// reads, unpinned ones stand in the table's rows, one such row a point, pinned ones name a point.
+/// Which point each template line takes (`None`: pinned placeholders or none).
+fn layout(b: &Block, points: usize) -> Result<Vec<Option<usize>>, String> {
+    let align = b
+        .template
+        .iter()
+        .position(|(_, l)| l.trim_start().starts_with("|-") || l.trim_start().starts_with("|:"));
+    let mut next = 0;
+    let mut rows = Vec::new();
+    for (k, (at, line)) in b.template.iter().enumerate() {
+        let ph = placeholders(line).map_err(|e| format!("line {at}: {e}"))?;
+        if let Some(i) = ph
+            .iter()
+            .find_map(|(_, p)| p.point.filter(|&i| i >= points))
+        {
+            return Err(format!(
+                "line {at}: @{i}: the block's runs give {points} point{} (0 to {})",
+                if points == 1 { "" } else { "s" },
+                points - 1
+            ));
+        }
+        if ph.iter().any(|(_, p)| p.point.is_none()) {
+            if align.is_none_or(|a| k <= a) {
+                return Err(format!(
+                    "line {at}: a placeholder without @POINT outside the table's rows"
+                ));
+            }
+            rows.push(Some(next));
+            next += 1;
+        } else {
+            rows.push(None);
+        }
+    }
+    if next > 0 && next != points {
+        return Err(format!(
+            "line {}: the table has {next} row{} that take a point; the runs give {points}",
+            b.line,
+            if next == 1 { "" } else { "s" }
+        ));
+    }
+    Ok(rows)
+}
+
+/// The block's generated text: the commands, then the template filled from `points`.
+fn render(b: &Block, sweeps: &[Sweep], points: &[PointValues]) -> Result<String, String> {
+    let mut out = String::from("\n```sh\n");
+    for (r, sw) in b.runs.iter().zip(sweeps) {
+        let mut words = vec![
+            "tclab".to_string(),
+            if sw.len() == 1 && r.sets.is_empty() {
+                "sim"
+            } else {
+                "sweep"
+            }
+            .to_string(),
+            shell_quote(&r.scenario),
+        ];
+        for s in &r.sets {
+            words.push("--set".into());
+            words.push(shell_quote(s));
+        }
+        if let Some(seed) = r.seed {
+            words.push(format!("--seed {seed}"));
+        }
+        let line = words.join(" ");
+        if line.len() <= 100 {
+            out += &line;
+        } else {
+            // A long sweep: each --set on a line of its own, as one would type it.
+            out += &line.replace(" --set ", " \\\n  --set ");
+        }
+        out.push('\n');
+    }
+    out += "```\n\n";
+    let rows = layout(b, points.len())?;
+    for ((at, line), row_point) in b.template.iter().zip(rows) {
+        let ph = placeholders(line).map_err(|e| format!("line {at}: {e}"))?;
+        let mut filled = String::new();
+        let mut pos = 0;
+        for (range, p) in &ph {
+            let i = p.point.or(row_point).expect("checked by layout");
+            filled += &line[pos..range.start];
+            filled += &fill(p, &points[i]).map_err(|e| format!("line {at}: {e}"))?;
+            pos = range.end;
+        }
+        filled += &line[pos..];
+        out += &filled;
+        out.push('\n');
+    }
+    out.push('\n');
+    Ok(out)
+}
+
+/// Which blocks `--only` keeps: those whose runs mention `only` (every one without it).
+fn chosen(blocks: &[Block], only: Option<&str>) -> Vec<bool> {
+    blocks
+        .iter()
+        .map(|b| {
+            only.is_none_or(|o| {
+                b.runs
+                    .iter()
+                    .any(|r| r.scenario.contains(o) || r.sets.iter().any(|s| s.contains(o)))
+            })
+        })
+        .collect()
+}
+
+pub fn cmd(a: ReportArgs) -> CmdResult {
+    let path = a
+        .file
+        .as_deref()
+        .unwrap_or(Path::new("docs/EXPERIMENTS.md"));
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
+    let blocks = parse_blocks(&text).map_err(|e| usage(format!("{}: {e}", path.display())))?;
+    if blocks.is_empty() {
+        return Err(usage(format!(
+            "{}: no <!-- report … --> block (tclab report --help)",
+            path.display()
+        )));
+    }
+    let keep = chosen(&blocks, a.only.as_deref());
+    if !keep.iter().any(|&k| k) {
+        return Err(usage(format!(
+            "--only {}: no block's run names it",
+            a.only.as_deref().unwrap_or_default()
+        )));
+    }
+    // Every run checked before any starts: a refused value stops the report with nothing run.
+    let mut sweeps: Vec<Vec<Sweep>> = Vec::new();
+    let mut work: Vec<(usize, usize, usize, String)> = Vec::new();
+    for (bi, b) in blocks.iter().enumerate() {
+        let mut these = Vec::new();
+        if keep[bi] {
+            for (ri, r) in b.runs.iter().enumerate() {
+                let sw = Sweep::for_report(&r.scenario, &r.sets, r.seed).map_err(|e| match e {
+                    Failure::Usage(m) => usage(format!("{}: line {}: {m}", path.display(), b.line)),
+                    other => other,
+                })?;
+                for i in 0..sw.len() {
+                    work.push((bi, ri, i, sw.point_scenario(i)?));
+                }
+                these.push(sw);
+            }
+            let points = these.iter().map(Sweep::len).sum();
+            layout(b, points).map_err(|e| usage(format!("{}: {e}", path.display())))?;
+        }
+        sweeps.push(these);
+    }
+    let jobs = a.jobs.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |j| j.get()),
+        |j| j as usize,
+    );
+    let results = run_indexed(
+        work.len(),
+        jobs,
+        "report",
+        &|k| {
+            let (bi, ri, i, _) = &work[k];
+            format!(
+                "line {}: {} {}",
+                blocks[*bi].line,
+                blocks[*bi].runs[*ri].scenario,
+                sweeps[*bi][*ri].point_name(*i)
+            )
+        },
+        &|k| {
+            let (bi, ri, i, text) = &work[k];
+            let sw = &sweeps[*bi][*ri];
+            let (metrics, summary) = sw.run_point_summary(*i, text)?;
+            let keys = blocks[*bi].runs[*ri]
+                .sets
+                .iter()
+                .filter_map(|s| s.split_once('='))
+                .filter_map(|(key, _)| {
+                    let key = key.trim();
+                    sw.value_at(*i, key).map(|v| (key.to_string(), v))
+                })
+                .collect();
+            Ok(PointValues {
+                keys,
+                metrics,
+                summary,
+            })
+        },
+    )?;
+    // Assemble the new text, block by block.
+    let mut per_block: Vec<Vec<PointValues>> = blocks.iter().map(|_| Vec::new()).collect();
+    for ((bi, ..), v) in work.iter().zip(results) {
+        per_block[*bi].push(v);
+    }
+    let mut new = String::new();
+    let mut pos = 0;
+    let mut differ = Vec::new();
+    for (bi, b) in blocks.iter().enumerate() {
+        new += &text[pos..b.generated.start];
+        let part = if keep[bi] {
+            render(b, &sweeps[bi], &per_block[bi])
+                .map_err(|e| usage(format!("{}: {e}", path.display())))?
+        } else {
+            text[b.generated.clone()].to_string()
+        };
+        if part != text[b.generated.clone()] {
+            differ.push(b.line);
+        }
+        new += &part;
+        pos = b.generated.end;
+    }
+    new += &text[pos..];
+    let n = keep.iter().filter(|&&k| k).count();
+    if a.check {
+        if differ.is_empty() {
+            println!("{}: {n} tables, as their runs give them", path.display());
+            return Ok(0);
+        }
+        let lines: Vec<String> = differ.iter().map(|l| l.to_string()).collect();
+        eprintln!(
+            "tclab: {}: the tables of the blocks at lines {} differ from what their runs give (tclab report {} writes them)",
+            path.display(),
+            lines.join(", "),
+            path.display()
+        );
+        return Ok(1);
+    }
+    if new != text {
+        write_atomic(path, new.as_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    println!(
+        "{}: {n} tables from {} runs, {} changed",
+        path.display(),
+        work.len(),
+        differ.len()
+    );
+    Ok(0)
+}
+
+/// Write `path` whole or not at all: a temporary file beside it, then a rename.
+fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let name = path
+        .file_name()
+        .map_or("report".into(), |n| n.to_string_lossy().to_string());
+    let tmp = path.with_file_name(format!(".{name}.tclab-report.tmp"));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_split_as_a_shell_splits_them() {
+        let w = shell_words(r#"x --set 'policy.1.tc=a b,c d' --set "k=\"v\"" e\ f"#).unwrap();
+        assert_eq!(
+            w,
+            [
+                "x",
+                "--set",
+                "policy.1.tc=a b,c d",
+                "--set",
+                "k=\"v\"",
+                "e f"
+            ]
+        );
+        assert!(shell_words("'open").is_err());
+        for word in ["plain", "a b", "it's", ""] {
+            assert_eq!(shell_words(&shell_quote(word)).unwrap(), [word]);
+        }
+    }
+
+    #[test]
+    fn numbers_as_the_docs_write_them() {
+        let f = |s: &str| parse_placeholder(&format!("x {s}")).unwrap().format;
+        assert_eq!(f("~4 ms").show(5933.336), "5 933 ms");
+        assert_eq!(f("~4 ms").show(93.15), "93.15 ms");
+        assert_eq!(f("~4 ms").show(93.2), "93.2 ms");
+        assert_eq!(f(".2 %").show(0.6666), "0.67 %");
+        assert_eq!(f("").show(81524.0), "81 524");
+        assert_eq!(f(".1").show(1595.66), "1595.7");
+        assert_eq!(f(".1").show(11921.34), "11 921.3");
+        assert_eq!(f("").show(-1234567.0), "-1 234 567");
+        assert_eq!(f("bit/s").show(1_946_112.0), "1.946 Mbit/s");
+        assert_eq!(f("~5 bit/s").show(124_351_923.2), "124.35 Mbit/s");
+        assert_eq!(f("bit/s").show(999.0), "999 bit/s");
+        assert_eq!(f(".1 bit/s").show(40_000_000.0), "40.0 Mbit/s");
+    }
+
+    #[test]
+    fn placeholders_read_scale_point_and_format() {
+        let p = parse_placeholder("ping.rtt_p99_ms/1000@3 .2 s").unwrap();
+        assert_eq!(p.name, "ping.rtt_p99_ms");
+        assert_eq!(p.scale, 0.001);
+        assert_eq!(p.point, Some(3));
+        assert_eq!(p.format.show(5949.0 * p.scale), "5.95 s");
+        let q = parse_placeholder("100-ping.loss_pct ~3 %").unwrap();
+        assert_eq!(
+            (q.name.as_str(), q.minus_from),
+            ("ping.loss_pct", Some(100.0))
+        );
+        let r = parse_placeholder("iperf-udp.lost_packets").unwrap();
+        assert_eq!(
+            (r.name.as_str(), r.minus_from),
+            ("iperf-udp.lost_packets", None)
+        );
+        assert!(parse_placeholder("x/0").is_err());
+        assert!(parse_placeholder("x@one").is_err());
+        assert!(parse_placeholder("x ~99").is_err());
+    }
+
+    #[test]
+    fn summary_paths_select_by_field() {
+        let v: Value = serde_json::json!({
+            "classes": [
+                {"node": "a", "classid": "1:10", "bytes": 5},
+                {"node": "b", "classid": "1:10", "bytes": 7}
+            ],
+            "flows": [{"name": "up", "goodput_bps": 2.5}]
+        });
+        let get = |p| json_path(&v, p).cloned();
+        assert_eq!(get("classes[classid=1:10].bytes"), Some(5.into()));
+        assert_eq!(get("classes[classid=1:10,node=b].bytes"), Some(7.into()));
+        assert_eq!(get("classes[1].node"), Some("b".into()));
+        assert_eq!(get("flows[name=up].goodput_bps"), Some(2.5.into()));
+        assert_eq!(get("classes[classid=9:9].bytes"), None);
+        assert_eq!(get("nothing"), None);
+    }
+
+    #[test]
+    fn blocks_are_found_with_their_lines() {
+        let text = "intro\n<!-- report\nrun: a --set x=1,2\n| x | y |\n|---|---:|\n| {x} | {drops} |\n| {x} | {drops} |\n-->\nold\n<!-- /report -->\ntail\n";
+        let b = parse_blocks(text).unwrap();
+        assert_eq!(b.len(), 1);
+        assert_eq!(b[0].line, 2);
+        assert_eq!(b[0].runs[0].sets, ["x=1,2"]);
+        assert_eq!(b[0].template.len(), 4);
+        assert_eq!(b[0].template[0], (4, "| x | y |".to_string()));
+        assert_eq!(&text[b[0].generated.clone()], "\nold\n");
+        let open = "<!-- report\nrun: a\n-->\n";
+        assert!(parse_blocks(open).unwrap_err().contains("line 1"));
+        assert!(parse_blocks("<!-- report\n| x |\n-->\n<!-- /report -->")
+            .unwrap_err()
+            .contains("no run:"));
+        assert!(parse_blocks("x\n<!-- /report -->")
+            .unwrap_err()
+            .contains("line 2"));
+        assert!(
+            parse_blocks("<!-- report\nrun: a --jobs 2\n-->\n<!-- /report -->")
+                .unwrap_err()
+                .contains("--set and --seed only")
+        );
+    }
+}
