@@ -427,7 +427,7 @@ pub struct LiveArgs {
     /// must then be mq with a tree per queue (docs/LIVE.md)
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub queues: u16,
-    /// Receive with recvmmsg instead of the mmap'd receive rings (TPACKET_V2), to compare
+    /// Receive with recvmmsg and send with sendmmsg instead of the mmap'd rings (TPACKET_V2), to compare
     #[arg(long)]
     pub no_ring: bool,
 }

@@ -118,7 +118,7 @@ pub fn live(a: args::LiveArgs) -> CmdResult {
         }
         return live_queues(&a, journal, duration, &control, sampler);
     }
-    let (mut bridge, setup) = Bridge::new(engine, &a.devs, receive(&a))?;
+    let (mut bridge, setup) = Bridge::new(engine, &a.devs, rings(&a))?;
     bridge.sampler = sampler;
     bridge.listen(&control)?;
     print_setup(&setup);
@@ -152,7 +152,7 @@ fn live_queues(
     use tclab_live::queues::Queues;
     use tclab_live::sys;
     let n = a.queues as usize;
-    let (ports, setup) = Queues::open(&a.devs, n, receive(a))?;
+    let (ports, setup) = Queues::open(&a.devs, n, rings(a))?;
     print_setup(&setup);
     sys::stop_on_signals();
     // The threads inherit the scheduling policy and the (dropped) capabilities of this one.
@@ -201,23 +201,30 @@ fn write_out(
     Ok(())
 }
 
-/// How the ports receive: rings unless `--no-ring`.
-fn receive(a: &args::LiveArgs) -> tclab_live::bridge::Receive {
-    use tclab_live::bridge::Receive;
+/// How the ports move frames: rings unless `--no-ring`.
+fn rings(a: &args::LiveArgs) -> tclab_live::bridge::Rings {
+    use tclab_live::bridge::Rings;
     if a.no_ring {
-        Receive::Copy
+        Rings::Off
     } else {
-        Receive::Ring
+        Rings::On
     }
 }
 
 /// What was done to the devices' offloads, whether they come back when tclab stops, and a device
-/// whose receive ring the kernel refused.
+/// whose ring the kernel refused.
 fn print_setup(setup: &tclab_live::bridge::Setup) {
-    for (dev, refused) in &setup.rings {
-        if let Some(why) = refused {
+    for r in &setup.rings {
+        if let Err(why) = &r.rx {
             println!(
-                "tclab live: warning: {dev}: no receive ring ({why}); receiving with recvmmsg"
+                "tclab live: warning: {}: no receive ring ({why}); receiving with recvmmsg",
+                r.dev
+            );
+        }
+        if let Err(why) = &r.tx {
+            println!(
+                "tclab live: warning: {}: no transmit ring ({why}); sending with sendmmsg",
+                r.dev
             );
         }
     }
@@ -278,8 +285,8 @@ fn print_bridging(a: &args::LiveArgs, control: &std::path::Path, how: &str) {
 fn print_port_stats(stats: &[(String, tclab_live::bridge::PortStats)]) {
     for (name, st) in stats {
         println!(
-            "{name}: received {} frames ({} bytes; {} through the ring), sent {} ({} bytes); dropped: {} by ingress actions, {} malformed, {} oversize, {} stale, {} send errors",
-            st.rx_packets, st.rx_bytes, st.rx_ring, st.tx_packets, st.tx_bytes, st.rx_dropped, st.malformed, st.oversize, st.stale, st.tx_errors
+            "{name}: received {} frames ({} bytes; {} through the ring), sent {} ({} bytes; {} through the ring); dropped: {} by ingress actions, {} malformed, {} oversize, {} stale, {} send errors",
+            st.rx_packets, st.rx_bytes, st.rx_ring, st.tx_packets, st.tx_bytes, st.tx_ring, st.rx_dropped, st.malformed, st.oversize, st.stale, st.tx_errors
         );
         if st.wakeups > 0 {
             println!(

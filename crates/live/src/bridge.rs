@@ -11,14 +11,14 @@
 //! sleeps in `ppoll` until then or until a frame arrives, with the thread's timer slack at 1 ns, and
 //! spins instead when the wait is shorter than [`SPIN_NS`] (a wake-up from `ppoll` costs tens of
 //! microseconds here, several frames at 1 Gbit/s). Frames arrive through a `TPACKET_V2` ring mapped
-//! from each socket ([`sys::RxRing`]: read in place, no system call while frames keep coming), or, if
-//! the kernel refuses one or `--no-ring` asks, by `recvmmsg`; they leave [`sys::BATCH`] per `sendmmsg`,
-//! all due wake-ups served before each wait.
+//! from each socket ([`sys::RxRing`]: read in place, no system call while frames keep coming) and
+//! leave through a transmit ring ([`sys::TxRing`]: one `send` for all the frames of a turn); where the
+//! kernel refuses a ring, or `--no-ring` asks, by `recvmmsg` and `sendmmsg`, [`sys::BATCH`] frames a
+//! call. All due wake-ups are served before each wait.
 //!
 //! One thread serves both directions; with several transmit queues, several such bridges run, one per
-//! queue (see [`crate::queues`]). What it does not do yet: frames are copied out (no transmit ring); a
-//! frame larger than the outgoing port's MTU (a GRO or TSO super-packet when the offloads could not be
-//! turned off) is dropped and counted as `oversize`.
+//! queue (see [`crate::queues`]). A frame larger than the outgoing port's MTU (a GRO or TSO
+//! super-packet when the offloads could not be turned off) is dropped and counted as `oversize`.
 
 use crate::frame::{self, Headers};
 use crate::sys::{self, PacketSocket};
@@ -35,6 +35,8 @@ pub const SPIN_NS: u64 = 50_000;
 /// After a frame, the loop polls the sockets this long before it sleeps: a steady stream then costs
 /// no wake-up (a context switch, tens of microseconds here) per frame.
 pub const IDLE_SPIN_NS: u64 = 20_000;
+/// How soon a stalled transmit ring is kicked again when the loop would otherwise sleep.
+const STALLED_NS: u64 = 1_000_000;
 /// Frames a port may hold that its socket has not taken yet; beyond it the port stops asking its
 /// tree for more (as a NIC's full ring stops `qdisc_run`).
 const PENDING_MAX: usize = 4 * sys::BATCH;
@@ -60,6 +62,8 @@ pub struct PortStats {
     pub tx_errors: u64,
     /// Of `rx_packets`, those read from the receive ring (the rest came by `recvmmsg`).
     pub rx_ring: u64,
+    /// Of `tx_packets`, those sent through the transmit ring (the rest by `sendmmsg`).
+    pub tx_ring: u64,
     /// Wake-ups of the port's tree served, and how late (nanoseconds after the time the tree asked for):
     /// their sum and the largest. Lateness beyond a shaper's burst is rate lost.
     pub wakeups: u64,
@@ -72,7 +76,9 @@ struct Port {
     /// `None` for a detached port ([`Bridge::detached`]): its frames are kept in `detached_out`.
     sock: Option<PacketSocket>,
     /// The socket's receive ring, if it has one (else it receives with `recvmmsg`).
-    ring: Option<sys::RxRing>,
+    rx_ring: Option<sys::RxRing>,
+    /// The transmit ring, if the port has one (else `sock` sends with `sendmmsg`).
+    tx_ring: Option<sys::TxRing>,
     detached_out: Vec<Vec<u8>>,
     mtu: u32,
     /// Frames dequeued but not yet taken by the socket.
@@ -115,19 +121,31 @@ pub struct OpenPort {
     pub name: String,
     pub mtu: u32,
     pub sock: PacketSocket,
-    pub ring: Option<sys::RxRing>,
+    pub rx_ring: Option<sys::RxRing>,
+    pub tx_ring: Option<sys::TxRing>,
 }
 
-/// How the ports receive frames.
+/// How the ports move frames.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Receive {
-    /// A `TPACKET_V2` ring per socket, sized for the port's MTU ([`sys::RingGeometry::for_mtu`]);
-    /// `recvmmsg` on a socket whose ring the kernel refuses.
-    Ring,
-    /// A ring of this shape, `recvmmsg` if refused (a shape the kernel refuses shows the fallback).
-    RingOf(sys::RingGeometry),
-    /// `recvmmsg` only (`tclab live --no-ring`, to compare).
-    Copy,
+pub enum Rings {
+    /// A `TPACKET_V2` receive ring per socket (8 MiB) and a transmit ring per port and queue (2 MiB),
+    /// slots sized for the port's MTU ([`sys::RingGeometry::for_mtu`]); `recvmmsg` or `sendmmsg`
+    /// where the kernel refuses a ring.
+    On,
+    /// Rings of this shape, each way, the calls where refused (a shape the kernel refuses shows the
+    /// fallback).
+    Shaped(sys::RingGeometry),
+    /// `recvmmsg` and `sendmmsg` only (`tclab live --no-ring`, to compare).
+    Off,
+}
+
+/// The rings of one device: `Ok` if every socket has its ring, else why the kernel refused one (the
+/// device then receiving with `recvmmsg`, or sending with `sendmmsg`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RingSetup {
+    pub dev: String,
+    pub rx: Result<(), String>,
+    pub tx: Result<(), String>,
 }
 
 /// A `tclab tc|iptables|link` call handed to one queue's bridge, and where its answer goes.
@@ -150,16 +168,15 @@ pub struct Setup {
     pub offloads: Vec<(String, Vec<&'static str>)>,
     /// Whether a keeper turns them back on when tclab stops ([`sys::Keeper`]).
     pub restored: bool,
-    /// How frames are received: (device, `None` for a ring on every socket, or why the kernel refused
-    /// one, the device then receiving with `recvmmsg`); empty with [`Receive::Copy`].
-    pub rings: Vec<(String, Option<String>)>,
+    /// Each device's rings; empty with [`Rings::Off`].
+    pub rings: Vec<RingSetup>,
 }
 
 impl Bridge {
     /// Open both ports, turn their offloads off, and take the policy `engine` (devices it lacks are
     /// added with the interface's MTU).
-    pub fn new(engine: Engine, devs: &[String], rx: Receive) -> Result<(Bridge, Setup), String> {
-        let (mut queues, setup) = open_ports(devs, 1, rx)?;
+    pub fn new(engine: Engine, devs: &[String], rings: Rings) -> Result<(Bridge, Setup), String> {
+        let (mut queues, setup) = open_ports(devs, 1, rings)?;
         Ok((Bridge::on_ports(engine, queues.remove(0)), setup))
     }
 
@@ -173,7 +190,8 @@ impl Bridge {
                 Port {
                     name: o.name,
                     sock: Some(o.sock),
-                    ring: o.ring,
+                    rx_ring: o.rx_ring,
+                    tx_ring: o.tx_ring,
                     detached_out: Vec::new(),
                     mtu: o.mtu,
                     pending: Vec::new(),
@@ -226,7 +244,8 @@ impl Bridge {
                 Port {
                     name: name.to_string(),
                     sock: None,
-                    ring: None,
+                    rx_ring: None,
+                    tx_ring: None,
                     detached_out: Vec::new(),
                     mtu,
                     pending: Vec::new(),
@@ -386,6 +405,16 @@ impl Bridge {
         if let Some(c) = &self.calls {
             fds.push(c.waker.raw());
         }
+        // Then the transmit rings' sockets, waited on (for a free slot) while frames are pending.
+        let listening = fds.len();
+        let tx_ports: Vec<usize> = (0..self.ports.len())
+            .filter(|&o| self.ports[o].tx_ring.is_some())
+            .collect();
+        fds.extend(
+            tx_ports
+                .iter()
+                .filter_map(|&o| self.ports[o].tx_ring.as_ref().map(sys::TxRing::raw)),
+        );
         // The control socket is looked at when ppoll says it is readable, and every so many busy
         // turns (under steady traffic the loop may not sleep for a long time).
         let mut calls_waiting = false;
@@ -410,9 +439,9 @@ impl Bridge {
             }
             let mut received = 0;
             for i in 0..self.ports.len() {
-                if let Some(mut ring) = self.ports[i].ring.take() {
+                if let Some(mut ring) = self.ports[i].rx_ring.take() {
                     received += self.receive_ring(i, &mut ring);
-                    self.ports[i].ring = Some(ring);
+                    self.ports[i].rx_ring = Some(ring);
                     continue;
                 }
                 for _ in 0..RX_BATCHES_PER_TURN {
@@ -455,14 +484,31 @@ impl Bridge {
                 .chain(deadline)
                 .chain(self.sampler.as_ref().map(|s| s.next_due()))
                 .min();
-            let timeout = next.map(|t| t.saturating_sub(now));
+            let mut timeout = next.map(|t| t.saturating_sub(now));
+            // A transmit ring the kernel stopped sending from (the device busy) is tried again soon:
+            // no frame arrival would wake the loop for it.
+            if self
+                .ports
+                .iter()
+                .any(|p| p.tx_ring.as_ref().is_some_and(sys::TxRing::stalled))
+            {
+                timeout = Some(timeout.map_or(STALLED_NS, |t| t.min(STALLED_NS)));
+            }
             if timeout.is_some_and(|t| t < SPIN_NS) {
                 continue;
             }
-            let writable: Vec<bool> = self.ports.iter().map(|p| !p.pending.is_empty()).collect();
+            // Writable: a socket that sends with sendmmsg, or a transmit ring, with frames pending.
+            let pending = |o: usize| !self.ports[o].pending.is_empty();
+            let writable: Vec<bool> = (0..self.ports.len())
+                .map(|o| pending(o) && self.ports[o].tx_ring.is_none())
+                .chain((self.ports.len()..listening).map(|_| false))
+                .chain(tx_ports.iter().map(|&o| pending(o)))
+                .collect();
             let ready = sys::wait(&fds, &writable, timeout.map(|t| t - SPIN_NS / 2))
                 .map_err(|e| format!("ppoll: {e}"))?;
-            calls_waiting = ready.iter().any(|&r| r >= self.ports.len());
+            calls_waiting = ready
+                .iter()
+                .any(|&r| r >= self.ports.len() && r < listening);
         }
         Ok(())
     }
@@ -749,7 +795,7 @@ impl Bridge {
 pub fn open_ports(
     devs: &[String],
     queues: usize,
-    rx: Receive,
+    rings: Rings,
 ) -> Result<(Vec<Vec<OpenPort>>, Setup), String> {
     if devs.len() != 2 || devs[0] == devs[1] {
         return Err("tclab live bridges two different devices: --dev A --dev B".into());
@@ -781,23 +827,32 @@ pub fn open_ports(
         let group = (std::process::id() as u16)
             .wrapping_mul(2)
             .wrapping_add(i as u16);
-        let geometry = match rx {
-            Receive::Ring => Some(sys::RingGeometry::for_mtu(mtu)),
-            Receive::RingOf(g) => Some(g),
-            Receive::Copy => None,
+        let (rx_shape, tx_shape) = match rings {
+            Rings::On => (
+                Some(sys::RingGeometry::for_mtu(mtu, 8 << 20)),
+                Some(sys::RingGeometry::for_mtu(mtu, 2 << 20)),
+            ),
+            Rings::Shaped(g) => (Some(g), Some(g)),
+            Rings::Off => (None, None),
         };
-        let mut refused = None;
+        let mut setup_rings = RingSetup {
+            dev: name.clone(),
+            rx: Ok(()),
+            tx: Ok(()),
+        };
         for port in out.iter_mut() {
             let sock = PacketSocket::open(name).map_err(|e| e.to_string())?;
             // The ring before the fanout group: the kernel takes a ring only on a socket outside one.
-            let ring = match geometry.map(|g| sys::RxRing::attach(&sock, g)) {
-                Some(Ok(r)) => Some(r),
-                Some(Err(e)) => {
-                    refused.get_or_insert(e.to_string());
-                    None
-                }
-                None => None,
-            };
+            let rx_ring = rx_shape.and_then(|g| {
+                sys::RxRing::attach(&sock, g)
+                    .map_err(|e| note_refusal(&mut setup_rings.rx, e))
+                    .ok()
+            });
+            let tx_ring = tx_shape.and_then(|g| {
+                sys::TxRing::open(name, g)
+                    .map_err(|e| note_refusal(&mut setup_rings.tx, e))
+                    .ok()
+            });
             if queues > 1 {
                 sock.join_fanout(group)
                     .map_err(|e| format!("{name}: {e}"))?;
@@ -806,14 +861,22 @@ pub fn open_ports(
                 name: name.clone(),
                 mtu,
                 sock,
-                ring,
+                rx_ring,
+                tx_ring,
             });
         }
-        if geometry.is_some() {
-            setup.rings.push((name.clone(), refused));
+        if rings != Rings::Off {
+            setup.rings.push(setup_rings);
         }
     }
     Ok((out, setup))
+}
+
+/// Keep the first reason a device's ring was refused.
+fn note_refusal(first: &mut Result<(), String>, e: std::io::Error) {
+    if first.is_ok() {
+        *first = Err(e.to_string());
+    }
 }
 
 /// How long a caller of the control socket may take to send its request or read the answer: the
@@ -943,6 +1006,23 @@ pub(crate) fn answer(
 
 /// Hand a port's pending frames to its socket; what it cannot take now stays pending.
 fn flush(port: &mut Port, spare: &mut Vec<Vec<u8>>) {
+    if let Some(ring) = port.tx_ring.as_mut() {
+        let mut taken = 0;
+        for f in &port.pending {
+            match ring.push(f) {
+                Ok(true) => port.stats.tx_ring += 1,
+                Ok(false) => break,
+                // Larger than a slot (the ring was made for the MTU): dropped, as the device would.
+                Err(_) => port.stats.tx_errors += 1,
+            }
+            taken += 1;
+        }
+        spare.extend(port.pending.drain(..taken));
+        if (taken > 0 || ring.stalled()) && ring.kick().is_err() {
+            port.stats.tx_errors += 1;
+        }
+        return;
+    }
     if port.pending.is_empty() {
         return;
     }

@@ -42,7 +42,7 @@ pub enum Shaper<'a> {
         out: Option<&'a Path>,
         /// `--queues N`: threads, one per transmit queue.
         queues: u16,
-        /// Receive rings (false: `--no-ring`, recvmmsg).
+        /// Receive and transmit rings (false: `--no-ring`, recvmmsg and sendmmsg).
         ring: bool,
     },
     /// A Linux bridge; the policy is a shell script or `tc -batch` file run in the router's namespace.

@@ -20,7 +20,7 @@
 //! shaping all queues' traffic would become N trees each allowing the whole rate), and the ingress
 //! hook and ifbs (a policer or an ifb's shaper would count each queue's share alone).
 
-use crate::bridge::{open_ports, Bridge, Call, Calls, OpenPort, PortStats, Receive, Setup};
+use crate::bridge::{open_ports, Bridge, Call, Calls, OpenPort, PortStats, Rings, Setup};
 use crate::sys;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -220,9 +220,9 @@ impl Queues {
     pub fn open(
         devs: &[String],
         queues: usize,
-        rx: Receive,
+        rings: Rings,
     ) -> Result<(Vec<Vec<OpenPort>>, Setup), String> {
-        open_ports(devs, queues, rx)
+        open_ports(devs, queues, rings)
     }
 
     /// Start a thread per queue, each with the policy `journal` replayed into an engine of its own
@@ -493,6 +493,7 @@ fn add(t: &mut PortStats, s: &PortStats) {
     t.stale += s.stale;
     t.tx_errors += s.tx_errors;
     t.rx_ring += s.rx_ring;
+    t.tx_ring += s.tx_ring;
     t.wakeups += s.wakeups;
     t.late_ns_sum += s.late_ns_sum;
     t.late_ns_max = t.late_ns_max.max(s.late_ns_max);

@@ -740,21 +740,30 @@ impl Waker {
     }
 }
 
-/// `PACKET_VERSION` and `PACKET_RX_RING` (`linux/if_packet.h`).
+/// `PACKET_VERSION`, `PACKET_RX_RING`, `PACKET_TX_RING` and `PACKET_LOSS` (`linux/if_packet.h`).
 const PACKET_VERSION: libc::c_int = 10;
 const PACKET_RX_RING: libc::c_int = 5;
+const PACKET_TX_RING: libc::c_int = 13;
+const PACKET_LOSS: libc::c_int = 14;
 /// `TPACKET_V2`'s value for `PACKET_VERSION`.
 const TPACKET_V2: libc::c_int = 1;
-/// `tp_status` bits: the slot is the user's; the VLAN fields are valid.
+/// `tp_status` of a receive slot: the user's (else the kernel's, 0).
 const TP_STATUS_USER: u32 = 1 << 0;
+/// `tp_status` of a transmit slot: free (the user may fill it), or filled and to be sent.
+const TP_STATUS_AVAILABLE: u32 = 0;
+const TP_STATUS_SEND_REQUEST: u32 = 1 << 0;
+/// Where a transmit slot's frame starts without `PACKET_TX_HAS_OFF`: `TPACKET2_HDRLEN -
+/// sizeof(struct sockaddr_ll)` = 52 − 20.
+const TX_DATA_OFFSET: usize = 32;
+/// `tp_status` bits of a received frame: the VLAN fields are valid.
 const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
 const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
 /// `sizeof(struct tpacket2_hdr)`: status, len, snaplen (u32), mac, net (u16), sec, nsec (u32),
 /// vlan_tci, vlan_tpid (u16), 4 bytes of padding.
 const TPACKET2_HDR: usize = 32;
 
-/// The shape of a `PACKET_RX_RING` (`struct tpacket_req`): `frames` slots of `frame_size` bytes, in
-/// blocks of `block_size` bytes (a multiple of the page size, whole slots each).
+/// The shape of a `PACKET_RX_RING` or `PACKET_TX_RING` (`struct tpacket_req`): `frames` slots of
+/// `frame_size` bytes, in blocks of `block_size` bytes (a multiple of the page size, whole slots each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RingGeometry {
     pub block_size: u32,
@@ -763,17 +772,17 @@ pub struct RingGeometry {
 }
 
 impl RingGeometry {
-    /// Room for about 8 MiB of frames (what the socket's receive buffer held before), each slot large
-    /// enough for a frame of `mtu` with its link header, two VLAN tags and the kernel's header in front
-    /// (the frame starts at 66 bytes into a slot: `TPACKET_ALIGN(TPACKET2_HDRLEN + 16) - 14`). Slots are
-    /// a power of two of at least 2 KiB, so they divide the 64 KiB blocks (or make a block each).
-    pub fn for_mtu(mtu: u32) -> RingGeometry {
+    /// Room for about `bytes` of frames, each slot large enough for a frame of `mtu` with its link
+    /// header, two VLAN tags and the kernel's header in front (a received frame starts 66 bytes into
+    /// its slot: `TPACKET_ALIGN(TPACKET2_HDRLEN + 16) - 14`; a sent one at 32). Slots are a power of
+    /// two of at least 2 KiB, so they divide the 64 KiB blocks (or make a block each).
+    pub fn for_mtu(mtu: u32, bytes: u32) -> RingGeometry {
         let frame_size = (mtu.saturating_add(14 + 8 + 96))
             .checked_next_power_of_two()
             .unwrap_or(1 << 31)
             .max(2048);
         let block_size = frame_size.max(1 << 16);
-        let blocks = ((8u32 << 20) / block_size).max(4);
+        let blocks = (bytes / block_size).max(4);
         RingGeometry {
             block_size,
             frame_size,
@@ -839,36 +848,31 @@ fn vlan_tag(status: u32, tci: u16, tpid: u16) -> Option<(u16, u16)> {
     Some((tpid, tci))
 }
 
-/// A `TPACKET_V2` receive ring (`PACKET_RX_RING`, Documentation/networking/packet_mmap.rst) mapped into
-/// this process: the kernel writes each arriving frame into the next slot and hands the slot over by
-/// setting `TP_STATUS_USER` in its first word; the bridge reads it in place and hands it back by
-/// writing `TP_STATUS_KERNEL` (0). No system call per batch, no copy out of the kernel beyond the
-/// ring's own. V2, not V3: V3 hands frames over a block at a time, and a block that does not fill is
-/// retired only by a timeout of at least 1 ms — that much latency per frame at low rates.
+/// A `TPACKET_V2` ring (receive or transmit) mapped into this process: slots the kernel and this
+/// process hand each other by the status word each starts with, taken in order from `head`.
 ///
 /// Invariants: `map` is a live mapping of `map_len` bytes, blocks of `block_size` bytes back to back,
-/// each holding `per_block` slots of `frame_size` bytes from its start (what the kernel accepted), for
-/// as long as the value lives; `head` < `frames`; a slot's bytes other than its status word are read
-/// only while its status says it is the user's.
-pub struct RxRing {
+/// each holding `per_block` slots of `frame_size` bytes from its start (the shape the kernel
+/// accepted), for as long as the value lives; `head` < `frames`; a slot's bytes other than its status
+/// word are touched only while its status says it is this process's.
+struct Ring {
     map: *mut u8,
     map_len: usize,
     block_size: usize,
     per_block: usize,
     frame_size: usize,
     frames: usize,
-    /// The slot the kernel fills next after the ones handed over.
     head: usize,
 }
 
-// SAFETY: the ring is a mapping this value alone owns (no copy of the pointer exists); moving it to
+// SAFETY: the mapping is owned by this value alone (no copy of the pointer exists); moving it to
 // another thread moves that ownership.
-unsafe impl Send for RxRing {}
+unsafe impl Send for Ring {}
 
-impl RxRing {
-    /// Give `sock` a receive ring of shape `g` (`PACKET_VERSION` V2, `PACKET_RX_RING`, `mmap`). Call it
-    /// before joining a fanout group. An error names the step the kernel refused.
-    pub fn attach(sock: &PacketSocket, g: RingGeometry) -> io::Result<RxRing> {
+impl Ring {
+    /// Make socket `fd` a `TPACKET_V2` ring of shape `g` (`opt`: `PACKET_RX_RING` or
+    /// `PACKET_TX_RING`) and map it. An error names the step the kernel refused.
+    fn new(fd: RawFd, opt: libc::c_int, what: &str, g: RingGeometry) -> io::Result<Ring> {
         #[repr(C)]
         struct TpacketReq {
             block_size: u32,
@@ -876,9 +880,8 @@ impl RxRing {
             frame_size: u32,
             frame_nr: u32,
         }
-        let raw = sock.raw();
         setsockopt(
-            raw,
+            fd,
             libc::SOL_PACKET,
             PACKET_VERSION,
             &TPACKET_V2,
@@ -891,13 +894,7 @@ impl RxRing {
             frame_size: g.frame_size,
             frame_nr: g.frames,
         };
-        setsockopt(
-            raw,
-            libc::SOL_PACKET,
-            PACKET_RX_RING,
-            &req,
-            "PACKET_RX_RING",
-        )?;
+        setsockopt(fd, libc::SOL_PACKET, opt, &req, what)?;
         // The kernel accepted the shape: frames = per_block * block_nr, and a slot never spans blocks.
         let map_len = req.block_size as usize * req.block_nr as usize;
         // SAFETY: maps the ring the kernel just made for this socket, shared, of the length it has.
@@ -907,14 +904,14 @@ impl RxRing {
                 map_len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
-                raw,
+                fd,
                 0,
             )
         };
         if map == libc::MAP_FAILED {
-            return Err(last_error("mmap of the receive ring"));
+            return Err(last_error(&format!("mmap of the {what}")));
         }
-        Ok(RxRing {
+        Ok(Ring {
             map: map as *mut u8,
             map_len,
             block_size: g.block_size as usize,
@@ -930,44 +927,202 @@ impl RxRing {
         (i / self.per_block) * self.block_size + (i % self.per_block) * self.frame_size
     }
 
-    /// The status word of slot `i`, shared with the kernel.
-    fn status(&self, i: usize) -> &std::sync::atomic::AtomicU32 {
-        debug_assert!(i < self.frames);
-        // SAFETY: slot i lies within the mapping (i < frames) and starts 16-byte aligned (block and
-        // frame sizes are multiples of TPACKET_ALIGNMENT, the mapping page-aligned); the kernel
-        // writes the word too, hence an atomic.
-        unsafe { &*(self.map.add(self.slot_offset(i)) as *const std::sync::atomic::AtomicU32) }
+    /// The status word of the slot at `head`, shared with the kernel.
+    fn status(&self) -> &std::sync::atomic::AtomicU32 {
+        // SAFETY: slot `head` lies within the mapping (head < frames) and starts 16-byte aligned
+        // (block and frame sizes are multiples of TPACKET_ALIGNMENT, the mapping page-aligned); the
+        // kernel writes the word too, hence an atomic.
+        unsafe {
+            &*(self.map.add(self.slot_offset(self.head)) as *const std::sync::atomic::AtomicU32)
+        }
+    }
+
+    /// The bytes of the slot at `head`. The caller owns the slot (its status says so) until it sets
+    /// the status again.
+    fn slot(&mut self) -> &mut [u8] {
+        // SAFETY: the slot lies within the mapping, and while it is this process's (the caller's
+        // contract) the kernel does not touch its bytes; `&mut self` makes the slice the only one.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.map.add(self.slot_offset(self.head)),
+                self.frame_size,
+            )
+        }
+    }
+
+    /// Hand the slot at `head` to the other side with `status` and move on. Release: the slot's
+    /// bytes, written or read before, are done with once the other side sees the status.
+    fn hand_over(&mut self, status: u32) {
+        self.status()
+            .store(status, std::sync::atomic::Ordering::Release);
+        self.head = (self.head + 1) % self.frames;
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once; no slice of it outlives a `&mut self`.
+        unsafe { libc::munmap(self.map as *mut libc::c_void, self.map_len) };
+    }
+}
+
+/// A `TPACKET_V2` receive ring (`PACKET_RX_RING`, Documentation/networking/packet_mmap.rst) on a
+/// packet socket: the kernel writes each arriving frame into the next slot and hands the slot over by
+/// setting `TP_STATUS_USER` in its first word; the bridge reads it in place and hands it back by
+/// writing `TP_STATUS_KERNEL` (0). No system call per batch, no copy out of the kernel beyond the
+/// ring's own. V2, not V3: V3 hands frames over a block at a time, and a block that does not fill is
+/// retired only by a timeout of at least 1 ms — that much latency per frame at low rates.
+pub struct RxRing {
+    ring: Ring,
+}
+
+impl RxRing {
+    /// Give `sock` a receive ring of shape `g`. Call it before joining a fanout group.
+    pub fn attach(sock: &PacketSocket, g: RingGeometry) -> io::Result<RxRing> {
+        Ok(RxRing {
+            ring: Ring::new(sock.raw(), PACKET_RX_RING, "PACKET_RX_RING", g)?,
+        })
     }
 
     /// Hand each frame the kernel has filled to `f` in arrival order, at most `max`, each slot given
     /// back once `f` returns: `None` for a slot [`slot_view`] refuses. Returns how many were taken.
     pub fn take(&mut self, max: usize, mut f: impl FnMut(Option<RingFrame<'_>>)) -> usize {
-        use std::sync::atomic::Ordering;
         let mut n = 0;
-        while n < max {
-            let i = self.head;
-            // Acquire: the frame's bytes, written before the status, are visible after it.
-            if self.status(i).load(Ordering::Acquire) & TP_STATUS_USER == 0 {
-                break;
-            }
-            // SAFETY: slot i is within the mapping, and it is the user's until its status is set
-            // back below, so the kernel does not write its bytes meanwhile.
-            let slot = unsafe {
-                std::slice::from_raw_parts(self.map.add(self.slot_offset(i)), self.frame_size)
-            };
-            f(slot_view(slot));
-            // Release: the kernel may fill the slot again once it sees the status.
-            self.status(i).store(0, Ordering::Release);
-            self.head = (i + 1) % self.frames;
+        // Acquire: the frame's bytes, written before the status, are visible after it.
+        while n < max
+            && self
+                .ring
+                .status()
+                .load(std::sync::atomic::Ordering::Acquire)
+                & TP_STATUS_USER
+                != 0
+        {
+            f(slot_view(self.ring.slot()));
+            self.ring.hand_over(0);
             n += 1;
         }
         n
     }
 }
 
-impl Drop for RxRing {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `attach`, unmapped once; no slice of it outlives `take`.
-        unsafe { libc::munmap(self.map as *mut libc::c_void, self.map_len) };
+/// A `TPACKET_V2` transmit ring (`PACKET_TX_RING`) on a packet socket of its own, bound to the
+/// interface for sending only (protocol 0: it receives nothing). A frame is copied into the next free
+/// slot and marked `TP_STATUS_SEND_REQUEST`; one `send` with no data then has the kernel transmit every
+/// marked slot, and it frees each (`TP_STATUS_AVAILABLE`) when the driver is done with the frame. Like
+/// the receiving socket it sends past the interface's qdisc (`PACKET_QDISC_BYPASS`): tclab's tree has
+/// shaped the frames already, and a kernel qdisc behind it would queue them a second time, on its own
+/// terms. `PACKET_LOSS` makes the kernel drop a frame it cannot send (too long for the device) rather
+/// than stop the ring at it.
+pub struct TxRing {
+    ring: Ring,
+    fd: OwnedFd,
+    /// The last `send` stopped early (the device busy): frames wait in the ring for another.
+    stalled: bool,
+}
+
+impl TxRing {
+    /// A sending socket on interface `name` with a transmit ring of shape `g`.
+    pub fn open(name: &str, g: RingGeometry) -> io::Result<TxRing> {
+        let ifindex = ifindex(name)?;
+        // SAFETY: plain socket(2); the descriptor is owned at once. Protocol 0: no frame is delivered
+        // to it.
+        let fd = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                0,
+            )
+        };
+        if fd < 0 {
+            return Err(last_error(&format!("{name}: a sending packet socket")));
+        }
+        // SAFETY: fd is a fresh descriptor nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let raw = fd.as_raw_fd();
+        // SAFETY: sockaddr_ll is plain old data.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_ifindex = ifindex;
+        // SAFETY: bind reads the sockaddr_ll we own, of the size given.
+        let r = unsafe {
+            libc::bind(
+                raw,
+                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            return Err(last_error(&format!("{name}: bind")));
+        }
+        let one: libc::c_int = 1;
+        setsockopt(
+            raw,
+            libc::SOL_PACKET,
+            PACKET_QDISC_BYPASS,
+            &one,
+            "PACKET_QDISC_BYPASS",
+        )?;
+        setsockopt(raw, libc::SOL_PACKET, PACKET_LOSS, &one, "PACKET_LOSS")?;
+        let ring = Ring::new(raw, PACKET_TX_RING, "PACKET_TX_RING", g)?;
+        Ok(TxRing {
+            ring,
+            fd,
+            stalled: false,
+        })
+    }
+
+    pub fn raw(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Copy `frame` into the next free slot, marked to be sent (by [`TxRing::kick`]): `Ok(false)` if
+    /// no slot is free yet, an error if the frame is larger than a slot holds.
+    pub fn push(&mut self, frame: &[u8]) -> io::Result<bool> {
+        if frame.len() > self.ring.frame_size.saturating_sub(TX_DATA_OFFSET) {
+            return Err(io::Error::other(format!(
+                "a {}-byte frame does not fit a {}-byte ring slot",
+                frame.len(),
+                self.ring.frame_size
+            )));
+        }
+        // Acquire: the kernel is done with the slot's bytes once it says it is free.
+        if self
+            .ring
+            .status()
+            .load(std::sync::atomic::Ordering::Acquire)
+            != TP_STATUS_AVAILABLE
+        {
+            return Ok(false);
+        }
+        let slot = self.ring.slot();
+        slot[4..8].copy_from_slice(&(frame.len() as u32).to_ne_bytes());
+        slot[TX_DATA_OFFSET..TX_DATA_OFFSET + frame.len()].copy_from_slice(frame);
+        self.ring.hand_over(TP_STATUS_SEND_REQUEST);
+        Ok(true)
+    }
+
+    /// Have the kernel send every slot marked so far, without waiting. If it stops early (the device
+    /// busy: `ENOBUFS`, `EAGAIN`), the rest waits in the ring: [`TxRing::stalled`] until a kick
+    /// sends it.
+    pub fn kick(&mut self) -> io::Result<()> {
+        // SAFETY: send with no buffer: for a socket with a transmit ring it sends the ring's frames.
+        let r = unsafe { libc::send(self.raw(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
+        self.stalled = false;
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {
+                    self.stalled = true;
+                    Ok(())
+                }
+                _ => Err(e),
+            };
+        }
+        Ok(())
+    }
+
+    /// Whether frames wait in the ring for another [`TxRing::kick`].
+    pub fn stalled(&self) -> bool {
+        self.stalled
     }
 }

@@ -211,9 +211,9 @@ fn a_vlan_action_writes_and_removes_tags_on_the_wire() {
     assert_eq!(b.take_sent(1), vec![plain], "popped on eth0's ingress");
 }
 
-// ---- Receive rings, on veths in a network namespace of the test's own -------------------------------
+// ---- Receive and transmit rings, on veths in a network namespace of the test's own ------------------
 
-use tclab_live::bridge::{open_ports, OpenPort, PortStats, Receive};
+use tclab_live::bridge::{open_ports, OpenPort, PortStats, RingSetup, Rings};
 use tclab_live::sys::{self, PacketSocket, RingGeometry};
 
 /// A network namespace `ring-NAME-PID` holding two veth pairs, `a0`–`b0` and `a1`–`b1`, up, IPv6 off
@@ -301,7 +301,7 @@ impl Drop for Netns {
 fn open_lab(
     ns: &Netns,
     queues: usize,
-    rx: Receive,
+    rings: Rings,
 ) -> (
     Vec<Vec<OpenPort>>,
     tclab_live::bridge::Setup,
@@ -309,7 +309,7 @@ fn open_lab(
     PacketSocket,
 ) {
     ns.enter(|| {
-        let (ports, setup) = open_ports(&["a0".into(), "a1".into()], queues, rx).expect("ports");
+        let (ports, setup) = open_ports(&["a0".into(), "a1".into()], queues, rings).expect("ports");
         let tx = PacketSocket::open("b1").expect("b1");
         let rx = PacketSocket::open("b0").expect("b0");
         (ports, setup, tx, rx)
@@ -354,16 +354,26 @@ fn received(sock: &PacketSocket) -> Vec<(Vec<u8>, Option<(u16, u16)>)> {
     }
 }
 
+/// Whether the kernel took every ring asked for.
+fn all_rings(setup: &tclab_live::bridge::Setup) -> bool {
+    setup.rings.iter().all(|r| r.rx.is_ok() && r.tx.is_ok())
+}
+
 #[test]
-fn frames_of_every_size_cross_the_ring_byte_for_byte() {
+fn frames_of_every_size_cross_the_rings_byte_for_byte() {
     let Some(ns) = Netns::new("sizes") else {
         return;
     };
-    let (mut ports, setup, tx, rx) = open_lab(&ns, 1, Receive::Ring);
+    let (mut ports, setup, tx, rx) = open_lab(&ns, 1, Rings::On);
+    let ok = |dev: &str| RingSetup {
+        dev: dev.into(),
+        rx: Ok(()),
+        tx: Ok(()),
+    };
     assert_eq!(
         setup.rings,
-        vec![("a0".into(), None), ("a1".into(), None)],
-        "a ring on each port"
+        vec![ok("a0"), ok("a1")],
+        "rings each way on each port"
     );
     // From the shortest frame the kernel sends unpadded to a full 1500-byte MTU's, with odd sizes
     // between (the ring's slot starts the frame at an unaligned offset).
@@ -392,6 +402,11 @@ fn frames_of_every_size_cross_the_ring_byte_for_byte() {
         "all ten read from a1's ring"
     );
     assert_eq!(
+        (st[0].1.tx_packets, st[0].1.tx_ring),
+        (10, 10),
+        "all ten sent through a0's ring"
+    );
+    assert_eq!(
         a1.rx_bytes,
         frames.iter().map(|f| f.len() as u64).sum::<u64>()
     );
@@ -402,7 +417,7 @@ fn vlan_tags_taken_out_by_the_kernel_come_through_the_ring_and_go_back_on_the_wi
     let Some(ns) = Netns::new("vlan") else {
         return;
     };
-    let (mut ports, _, tx, rx) = open_lab(&ns, 1, Receive::Ring);
+    let (mut ports, _, tx, rx) = open_lab(&ns, 1, Rings::On);
     let plain = udp_frame(200, 5201, 0);
     let tag = |tpid: u16, tci: u16, inner: &[u8]| {
         let mut f = inner[..12].to_vec();
@@ -417,7 +432,7 @@ fn vlan_tags_taken_out_by_the_kernel_come_through_the_ring_and_go_back_on_the_wi
     let qinq = tag(0x88a8, 100, &inner);
     send_all(&tx, &[q, qinq]);
     let st = bridge_for(ports.remove(0), 300);
-    assert_eq!(st[1].1.rx_ring, 2);
+    assert_eq!((st[1].1.rx_ring, st[0].1.tx_ring), (2, 2));
     // The receiving kernel takes the outer tag out again: what arrives on b0 is what left b1, the
     // outer tag beside the bytes, the inner one still in them.
     assert_eq!(
@@ -443,8 +458,8 @@ fn a_frame_larger_than_its_ring_slot_is_counted_and_not_forwarded() {
         frame_size: 2048,
         frames: 64,
     };
-    let (mut ports, setup, tx, rx) = open_lab(&ns, 1, Receive::RingOf(small));
-    assert!(setup.rings.iter().all(|(_, refused)| refused.is_none()));
+    let (mut ports, setup, tx, rx) = open_lab(&ns, 1, Rings::Shaped(small));
+    assert!(all_rings(&setup));
     let jumbo = udp_frame(3000, 5201, 0);
     let fine = udp_frame(1514, 5202, 0);
     send_all(&tx, &[jumbo, fine.clone()]);
@@ -455,19 +470,19 @@ fn a_frame_larger_than_its_ring_slot_is_counted_and_not_forwarded() {
 }
 
 #[test]
-fn slots_that_leave_a_gap_at_each_block_end_are_found_across_blocks_and_around_the_ring() {
+fn slots_that_leave_a_gap_at_each_block_end_are_found_across_blocks_and_around_the_rings() {
     let Some(ns) = Netns::new("blocks") else {
         return;
     };
     // 2000-byte slots (a multiple of 16, as the kernel wants): 32 in each 64 KiB block and 1536
-    // bytes unused at its end, two blocks. Slot 32 starts at 65536, not at 32 × 2000.
+    // bytes unused at its end, two blocks, in both rings. Slot 32 starts at 65536, not 32 × 2000.
     let gapped = RingGeometry {
         block_size: 1 << 16,
         frame_size: 2000,
         frames: 64,
     };
-    let (mut ports, setup, tx, rx) = open_lab(&ns, 1, Receive::RingOf(gapped));
-    assert!(setup.rings.iter().all(|(_, refused)| refused.is_none()));
+    let (mut ports, setup, tx, rx) = open_lab(&ns, 1, Rings::Shaped(gapped));
+    assert!(all_rings(&setup));
     let mut b = Bridge::on_ports(Engine::new(), ports.remove(0));
     let mut sent = Vec::new();
     // Two rounds of 50 frames: the first crosses into the second block, the second wraps around
@@ -482,7 +497,8 @@ fn slots_that_leave_a_gap_at_each_block_end_are_found_across_blocks_and_around_t
     }
     let got: Vec<Vec<u8>> = received(&rx).into_iter().map(|(f, _)| f).collect();
     assert_eq!(got, sent);
-    assert_eq!(b.stats()[1].1.rx_ring, 100);
+    let st = b.stats();
+    assert_eq!((st[1].1.rx_ring, st[0].1.tx_ring), (100, 100));
 }
 
 #[test]
@@ -490,8 +506,8 @@ fn with_two_queues_the_fanout_group_spreads_flows_over_both_rings_and_keeps_thei
     let Some(ns) = Netns::new("fanout") else {
         return;
     };
-    let (ports, setup, tx, rx) = open_lab(&ns, 2, Receive::Ring);
-    assert!(setup.rings.iter().all(|(_, refused)| refused.is_none()));
+    let (ports, setup, tx, rx) = open_lab(&ns, 2, Rings::On);
+    assert!(all_rings(&setup));
     // 16 flows (destination ports) of 8 frames each, interleaved; each frame says which it is.
     let mut frames = Vec::new();
     for seq in 0..8u8 {
@@ -506,10 +522,16 @@ fn with_two_queues_the_fanout_group_spreads_flows_over_both_rings_and_keeps_thei
         .into_iter()
         .map(|p| std::thread::spawn(move || bridge_for(p, 400)))
         .collect();
-    let per_queue: Vec<u64> = threads
+    let stats: Vec<_> = threads
         .into_iter()
-        .map(|t| t.join().expect("queue thread")[1].1.rx_ring)
+        .map(|t| t.join().expect("queue thread"))
         .collect();
+    let per_queue: Vec<u64> = stats.iter().map(|st| st[1].1.rx_ring).collect();
+    let sent: u64 = stats.iter().map(|st| st[0].1.tx_ring).sum();
+    assert_eq!(
+        sent, 128,
+        "every frame sent through a queue's transmit ring"
+    );
     assert_eq!(
         per_queue.iter().sum::<u64>(),
         128,
@@ -534,35 +556,35 @@ fn with_two_queues_the_fanout_group_spreads_flows_over_both_rings_and_keeps_thei
 }
 
 #[test]
-fn without_a_ring_frames_come_by_recvmmsg_both_when_refused_and_when_not_asked() {
-    // A slot size that is not a multiple of 16 (TPACKET_ALIGNMENT): the kernel refuses the ring, so
-    // each port warns and receives with recvmmsg; --no-ring (Receive::Copy) asks for none.
+fn without_rings_frames_go_by_recvmmsg_and_sendmmsg_both_when_refused_and_when_not_asked() {
+    // A slot size that is not a multiple of 16 (TPACKET_ALIGNMENT): the kernel refuses both rings,
+    // so each port warns and receives with recvmmsg, sends with sendmmsg; --no-ring (Rings::Off)
+    // asks for none.
     let refused = RingGeometry {
         block_size: 1 << 16,
         frame_size: 2008,
         frames: 32,
     };
-    for (name, rx_mode) in [
-        ("refused", Receive::RingOf(refused)),
-        ("copy", Receive::Copy),
-    ] {
+    for (name, rx_mode) in [("refused", Rings::Shaped(refused)), ("copy", Rings::Off)] {
         let Some(ns) = Netns::new(name) else {
             return;
         };
         let (mut ports, setup, tx, rx) = open_lab(&ns, 1, rx_mode);
-        if rx_mode == Receive::Copy {
+        if rx_mode == Rings::Off {
             assert!(setup.rings.is_empty());
         } else {
             assert_eq!(setup.rings.len(), 2);
-            for (dev, why) in &setup.rings {
-                let why = why.as_deref().unwrap_or_default();
-                assert!(why.contains("PACKET_RX_RING"), "{dev}: {why}");
+            for r in &setup.rings {
+                let (rx, tx) = (r.rx.clone().unwrap_err(), r.tx.clone().unwrap_err());
+                assert!(rx.contains("PACKET_RX_RING"), "{}: {rx}", r.dev);
+                assert!(tx.contains("PACKET_TX_RING"), "{}: {tx}", r.dev);
             }
         }
         let frames: Vec<Vec<u8>> = [64, 1514].iter().map(|&l| udp_frame(l, 5201, 0)).collect();
         send_all(&tx, &frames);
         let st = bridge_for(ports.remove(0), 300);
         assert_eq!((st[1].1.rx_packets, st[1].1.rx_ring), (2, 0), "{name}");
+        assert_eq!((st[0].1.tx_packets, st[0].1.tx_ring), (2, 0), "{name}");
         let got: Vec<Vec<u8>> = received(&rx).into_iter().map(|(f, _)| f).collect();
         assert_eq!(got, frames, "{name}");
     }
