@@ -33,7 +33,7 @@
 //! the report twice writes the same file, and `--check` tells whether a file is what its runs give.
 
 use crate::args::{usage, CmdResult, Failure, ReportArgs};
-use crate::sweep::{run_indexed, Sweep};
+use crate::sweep::{run_indexed, PointRun, Sweep};
 use serde_json::Value;
 use std::path::Path;
 
@@ -43,7 +43,8 @@ A block is an HTML comment that starts with `<!-- report`, holds one or more `ru
 KEY=V1,V2,…]… [--seed N]` lines and a Markdown table whose cells may be placeholders, and is followed by
 the generated text and `<!-- /report -->`. Placeholders: {NAME} or {NAME FORMAT}, NAME a swept key, a
 metric of tclab sweep (ping.rtt_p99_ms, FLOW.goodput_bps, drops) or a path into summary.json
-(classes[classid=1:10].avg_bps), optionally scaled (*1000, /1000), subtracted from a number
+(classes[classid=1:10].avg_bps) or a sample (tx_bps(router0:eth1,1.5), tx_bps(router0:eth1,3..10).min;
+rx_bps, backlog_pkts, class_bps(IFACE,CLASSID,T)), optionally scaled (*1000, /1000), subtracted from a number
 (100-ping.loss_pct) and pinned to a point (@K); FORMAT
 `.N` decimals or `~N` significant digits, then a unit (bit/s scales itself). Rows after the table's
 alignment row with an unpinned placeholder take the block's points in order. docs/EXPERIMENTS.md is
@@ -418,8 +419,7 @@ impl Format {
 struct PointValues {
     /// The swept keys' values at this point.
     keys: Vec<(String, String)>,
-    metrics: Vec<(String, Option<f64>)>,
-    summary: Value,
+    run: PointRun,
 }
 
 enum Looked {
@@ -462,27 +462,124 @@ fn json_path<'v>(root: &'v Value, path: &str) -> Option<&'v Value> {
     Some(v)
 }
 
+/// A time series' samples in a window: `tx_bps(router0:eth1,1.5)` is the sample ending at 1.5 s,
+/// `tx_bps(router0:eth1,3..10).min` the least of those ending from 3 s to 10 s (`.max`, `.mean`);
+/// `rx_bps`, `backlog_pkts` and `class_bps(IFACE,CLASSID,…)` alike. `None` if `name` is not one.
+fn series(name: &str, run: &PointRun) -> Option<Result<f64, String>> {
+    let open = name.find('(')?;
+    let close = name.rfind(')')?;
+    let field = &name[..open];
+    let args: Vec<&str> = name[open + 1..close].split(',').map(str::trim).collect();
+    let agg = name[close + 1..].strip_prefix('.');
+    let (rows, window): (Vec<(f64, f64)>, &str) = match (field, args.as_slice()) {
+        ("tx_bps" | "rx_bps" | "backlog_pkts", [iface, w]) => {
+            let rows: Vec<(f64, f64)> = run
+                .ifaces
+                .iter()
+                .filter(|x| x.iface == *iface)
+                .map(|x| {
+                    let v = match field {
+                        "tx_bps" => x.tx_bps,
+                        "rx_bps" => x.rx_bps,
+                        _ => x.backlog_pkts,
+                    };
+                    (x.t, v)
+                })
+                .collect();
+            if rows.is_empty() {
+                let mut names: Vec<&str> = run.ifaces.iter().map(|x| x.iface.as_str()).collect();
+                names.dedup();
+                return Some(Err(format!(
+                    "{name}: no interface {iface} sampled (these are: {})",
+                    names.join(", ")
+                )));
+            }
+            (rows, *w)
+        }
+        ("class_bps", [iface, classid, w]) => {
+            let rows: Vec<(f64, f64)> = run
+                .classes
+                .iter()
+                .filter(|x| x.iface == *iface && x.classid == *classid)
+                .map(|x| (x.t, x.bps))
+                .collect();
+            if rows.is_empty() {
+                return Some(Err(format!(
+                    "{name}: no class {classid} of {iface} sampled"
+                )));
+            }
+            (rows, *w)
+        }
+        _ => return Some(Err(format!(
+            "{name}: write tx_bps|rx_bps|backlog_pkts(IFACE,T) or class_bps(IFACE,CLASSID,T), T a \
+                 sample's end in seconds or FROM..TO with .min, .max or .mean after it"
+        ))),
+    };
+    let secs = |s: &str| {
+        s.trim_end_matches('s')
+            .parse::<f64>()
+            .ok()
+            .filter(|t| t.is_finite())
+            .ok_or_else(|| format!("{name}: {s} is not a time in seconds"))
+    };
+    let near = |a: f64, b: f64| (a - b).abs() < 1e-6;
+    Some((|| match window.split_once("..") {
+        None => {
+            let t = secs(window)?;
+            if agg.is_some() {
+                return Err(format!("{name}: .min/.max/.mean take a window FROM..TO"));
+            }
+            rows.iter()
+                .find(|(at, _)| near(*at, t))
+                .map(|(_, v)| *v)
+                .ok_or_else(|| format!("{name}: no sample ends at {t} s"))
+        }
+        Some((a, b)) => {
+            let (a, b) = (secs(a)?, secs(b)?);
+            let vals: Vec<f64> = rows
+                .iter()
+                .filter(|(t, _)| *t >= a - 1e-6 && *t <= b + 1e-6)
+                .map(|(_, v)| *v)
+                .collect();
+            if vals.is_empty() {
+                return Err(format!("{name}: no sample ends from {a} s to {b} s"));
+            }
+            match agg {
+                Some("min") => Ok(vals.iter().copied().fold(f64::INFINITY, f64::min)),
+                Some("max") => Ok(vals.iter().copied().fold(f64::NEG_INFINITY, f64::max)),
+                Some("mean") => Ok(vals.iter().sum::<f64>() / vals.len() as f64),
+                _ => Err(format!(
+                    "{name}: a window takes .min, .max or .mean after it"
+                )),
+            }
+        }
+    })())
+}
+
 impl PointValues {
-    fn look(&self, name: &str) -> Option<Looked> {
+    fn look(&self, name: &str) -> Option<Result<Looked, String>> {
         if let Some((_, v)) = self.keys.iter().find(|(k, _)| k == name) {
-            return Some(Looked::Text(v.clone()));
+            return Some(Ok(Looked::Text(v.clone())));
         }
-        if let Some((_, v)) = self.metrics.iter().find(|(k, _)| k == name) {
-            return Some(Looked::Number(*v));
+        if let Some((_, v)) = self.run.metrics.iter().find(|(k, _)| k == name) {
+            return Some(Ok(Looked::Number(*v)));
         }
-        match json_path(&self.summary, name)? {
-            Value::Number(n) => Some(Looked::Number(n.as_f64())),
-            Value::String(s) => Some(Looked::Text(s.clone())),
-            Value::Null => Some(Looked::Number(None)),
-            Value::Bool(b) => Some(Looked::Text(b.to_string())),
-            _ => None,
+        if let Some(r) = series(name, &self.run) {
+            return Some(r.map(|v| Looked::Number(Some(v))));
         }
+        Some(Ok(match json_path(&self.run.summary, name)? {
+            Value::Number(n) => Looked::Number(n.as_f64()),
+            Value::String(s) => Looked::Text(s.clone()),
+            Value::Null => Looked::Number(None),
+            Value::Bool(b) => Looked::Text(b.to_string()),
+            _ => return None,
+        }))
     }
 }
 
 /// A placeholder's text at a point.
 fn fill(p: &Placeholder, v: &PointValues) -> Result<String, String> {
-    match v.look(&p.name) {
+    match v.look(&p.name).transpose()? {
         Some(Looked::Text(t)) if p.scale == 1.0 && p.minus_from.is_none() => Ok(t),
         Some(Looked::Text(t)) => Err(format!("{}: \"{t}\" is text, it cannot be scaled", p.name)),
         Some(Looked::Number(None)) => Ok("—".into()),
@@ -495,9 +592,10 @@ fn fill(p: &Placeholder, v: &PointValues) -> Result<String, String> {
                 .keys
                 .iter()
                 .map(|(k, _)| k.as_str())
-                .chain(v.metrics.iter().map(|(k, _)| k.as_str()))
+                .chain(v.run.metrics.iter().map(|(k, _)| k.as_str()))
                 .collect();
             let top: Vec<&str> = v
+                .run
                 .summary
                 .as_object()
                 .map(|o| o.keys().map(String::as_str).collect())
@@ -683,7 +781,7 @@ pub fn cmd(a: ReportArgs) -> CmdResult {
         &|k| {
             let (bi, ri, i, text) = &work[k];
             let sw = &sweeps[*bi][*ri];
-            let (metrics, summary) = sw.run_point_summary(*i, text)?;
+            let run = sw.run_point_for_report(*i, text)?;
             let keys = blocks[*bi].runs[*ri]
                 .sets
                 .iter()
@@ -693,11 +791,7 @@ pub fn cmd(a: ReportArgs) -> CmdResult {
                     sw.value_at(*i, key).map(|v| (key.to_string(), v))
                 })
                 .collect();
-            Ok(PointValues {
-                keys,
-                metrics,
-                summary,
-            })
+            Ok(PointValues { keys, run })
         },
     )?;
     // Assemble the new text, block by block.
@@ -842,6 +936,54 @@ mod tests {
         assert_eq!(get("flows[name=up].goodput_bps"), Some(2.5.into()));
         assert_eq!(get("classes[classid=9:9].bytes"), None);
         assert_eq!(get("nothing"), None);
+    }
+
+    #[test]
+    fn series_read_a_sample_or_a_window() {
+        use crate::sweep::{ClassSeries, IfaceSeries};
+        let sample = |t: f64, tx: f64| IfaceSeries {
+            iface: "r:eth1".into(),
+            t,
+            rx_bps: 0.0,
+            tx_bps: tx,
+            backlog_pkts: 3.0,
+        };
+        let run = PointRun {
+            metrics: Vec::new(),
+            summary: Value::Null,
+            ifaces: vec![sample(0.5, 10.0), sample(1.0, 30.0), sample(1.5, 20.0)],
+            classes: vec![ClassSeries {
+                iface: "r:eth1".into(),
+                classid: "1:10".into(),
+                t: 1.0,
+                bps: 7.0,
+            }],
+        };
+        let get = |n: &str| series(n, &run).expect("a series name");
+        assert_eq!(get("tx_bps(r:eth1,1)"), Ok(30.0));
+        assert_eq!(get("tx_bps(r:eth1,1.0s)"), Ok(30.0));
+        assert_eq!(get("tx_bps(r:eth1,0.5..1.5).min"), Ok(10.0));
+        assert_eq!(get("tx_bps(r:eth1,1..1.5).max"), Ok(30.0));
+        assert_eq!(get("tx_bps(r:eth1,0.5..1.5).mean"), Ok(20.0));
+        assert_eq!(get("backlog_pkts(r:eth1,1.5)"), Ok(3.0));
+        assert_eq!(get("class_bps(r:eth1,1:10,1)"), Ok(7.0));
+        assert!(get("tx_bps(r:eth1,0.75)")
+            .unwrap_err()
+            .contains("no sample ends at 0.75 s"));
+        assert!(get("tx_bps(r:eth1,0..1)")
+            .unwrap_err()
+            .contains(".min, .max or .mean"));
+        assert!(get("tx_bps(r:eth1,2..3).min")
+            .unwrap_err()
+            .contains("no sample ends from 2 s"));
+        assert!(get("tx_bps(x:eth0,1)")
+            .unwrap_err()
+            .contains("these are: r:eth1"));
+        assert!(get("class_bps(r:eth1,1:20,1)")
+            .unwrap_err()
+            .contains("no class 1:20"));
+        assert!(get("drops(r:eth1,1)").unwrap_err().contains("write tx_bps"));
+        assert!(series("classes[0].bytes", &run).is_none());
     }
 
     #[test]

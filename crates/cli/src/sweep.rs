@@ -434,6 +434,32 @@ fn words_at(s: &str) -> Vec<(usize, &str)> {
 /// A run's metrics by name (none where the run had nothing to measure).
 pub(crate) type Metrics = Vec<(String, Option<f64>)>;
 
+/// What a report reads of a point's run: the sweep's metrics, summary.json and the samples of
+/// interfaces.csv and classes.csv.
+pub(crate) struct PointRun {
+    pub metrics: Metrics,
+    pub summary: Value,
+    pub ifaces: Vec<IfaceSeries>,
+    pub classes: Vec<ClassSeries>,
+}
+
+/// A row of interfaces.csv: the sample ending at `t` seconds.
+pub(crate) struct IfaceSeries {
+    pub iface: String,
+    pub t: f64,
+    pub rx_bps: f64,
+    pub tx_bps: f64,
+    pub backlog_pkts: f64,
+}
+
+/// A row of classes.csv.
+pub(crate) struct ClassSeries {
+    pub iface: String,
+    pub classid: String,
+    pub t: f64,
+    pub bps: f64,
+}
+
 /// The metrics of a run, in the scenario's order: per flow its goodput and losses, per ping its RTT
 /// percentiles and losses, and the packets every interface's qdiscs dropped.
 fn metrics(sc: &Scenario, out: &Outcome) -> Vec<(String, Option<f64>)> {
@@ -931,16 +957,38 @@ impl Sweep {
         Some(self.grid.values(i)[k].to_string())
     }
 
-    /// Run point `i` from its checked text: the sweep's metrics and the run's summary.json.
-    pub(crate) fn run_point_summary(
-        &self,
-        i: usize,
-        text: &str,
-    ) -> Result<(Metrics, Value), Failure> {
+    /// Run point `i` from its checked text: what a report reads of it.
+    pub(crate) fn run_point_for_report(&self, i: usize, text: &str) -> Result<PointRun, Failure> {
         let mut sc = self.load_point(i, text)?;
         let out = run(&mut sc, &mut |_| {})
             .map_err(|e| format!("{}: the run failed: {e}", self.grid.name(i)))?;
-        Ok((metrics(&sc, &out), summary_json(&sc, &out)))
+        let r = &out.recorder;
+        let secs = |t: u64| t as f64 / 1e9;
+        Ok(PointRun {
+            metrics: metrics(&sc, &out),
+            summary: summary_json(&sc, &out),
+            ifaces: r
+                .iface_samples
+                .iter()
+                .map(|x| IfaceSeries {
+                    iface: sc.net.port_label(x.iface),
+                    t: secs(x.t),
+                    rx_bps: x.rx_bps,
+                    tx_bps: x.tx_bps,
+                    backlog_pkts: f64::from(x.backlog_pkts),
+                })
+                .collect(),
+            classes: r
+                .class_samples
+                .iter()
+                .map(|x| ClassSeries {
+                    iface: sc.net.port_label(x.iface),
+                    classid: x.classid.clone(),
+                    t: secs(x.t),
+                    bps: x.bps,
+                })
+                .collect(),
+        })
     }
 
     /// Point `i`'s scenario text, checked by loading it: refused values name the point and the key.
