@@ -509,6 +509,19 @@ impl Bridge {
             calls_waiting = ready
                 .iter()
                 .any(|&r| r >= self.ports.len() && r < listening);
+            // A ring's socket that woke the loop may carry an error no call returned (its interface
+            // gone): the recvmmsg path's error, or ppoll would wake at once for ever.
+            for &r in &ready {
+                let port = if r < self.ports.len() {
+                    Some(r).filter(|&i| self.ports[i].rx_ring.is_some())
+                } else {
+                    r.checked_sub(listening).map(|k| tx_ports[k])
+                };
+                if let Some(i) = port {
+                    sys::socket_error(fds[r])
+                        .map_err(|e| format!("{}: {e}", self.ports[i].name))?;
+                }
+            }
         }
         Ok(())
     }

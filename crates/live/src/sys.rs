@@ -621,6 +621,31 @@ fn vlan_of(msg: &libc::msghdr) -> Option<(u16, u16)> {
     }
 }
 
+/// The error pending on socket `fd` (`SO_ERROR`, which clears it), if any: how a socket whose
+/// frames come through a ring, never by a call that would return it, learns that its interface went
+/// away (`ENETDOWN`).
+pub fn socket_error(fd: RawFd) -> io::Result<()> {
+    let mut err: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into the int we own.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            &mut err as *mut libc::c_int as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(last_error("SO_ERROR"));
+    }
+    if err != 0 {
+        return Err(io::Error::from_raw_os_error(err));
+    }
+    Ok(())
+}
+
 /// Frames a batch call moves at most.
 pub const BATCH: usize = 64;
 

@@ -590,6 +590,33 @@ fn without_rings_frames_go_by_recvmmsg_and_sendmmsg_both_when_refused_and_when_n
     }
 }
 
+#[test]
+fn a_bridge_on_rings_stops_with_an_error_when_its_interface_goes_away() {
+    let Some(ns) = Netns::new("gone") else {
+        return;
+    };
+    let (mut ports, setup, _tx, _rx) = open_lab(&ns, 1, Rings::On);
+    assert!(all_rings(&setup));
+    let ports = ports.remove(0);
+    let bridge = std::thread::spawn(move || {
+        let mut b = Bridge::on_ports(Engine::new(), ports);
+        let started = std::time::Instant::now();
+        (b.run(Some(10_000_000_000)), started.elapsed())
+    });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let deleted = std::process::Command::new("ip")
+        .args(["-n", &ns.name, "link", "del", "a1"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(deleted);
+    // No receive call returns the socket's ENETDOWN on the ring path: without the SO_ERROR check
+    // the loop would wake from ppoll at once for ever and never stop.
+    let (result, took) = bridge.join().expect("bridge thread");
+    let e = result.expect_err("the bridge must stop");
+    assert!(e.starts_with("a1: "), "{e}");
+    assert!(took.as_secs() < 5, "stopped after {took:?}");
+}
+
 /// A ring slot as the kernel lays out a `tpacket2_hdr` (native byte order), the frame at `mac`.
 fn slot(status: u32, len: u32, snaplen: u32, mac: u16, vlan: (u16, u16), size: usize) -> Vec<u8> {
     let mut s = vec![0u8; size];
