@@ -4,7 +4,9 @@
 //! without a policy and with an HTB of 1 000 classes — each with its receive rings, without them
 //! (`--no-ring`) and on two queues — and the kernel's bridge without and with the same HTB. The figure
 //! is what the receivers got: iperf3 itself may be the limit (it is one sender thread), which the
-//! kernel's row shows.
+//! kernel's row shows. Beside it, the CPU time tclab live's threads ran per frame received: on a
+//! machine shared with other work the rate follows the share of the cores the bridge got, its cost
+//! per frame much less.
 
 use crate::args::{usage, CmdResult};
 use std::path::Path;
@@ -42,9 +44,27 @@ fn mq_htb_classes(queues: u32, n: u32) -> String {
     s
 }
 
+/// Nanoseconds of CPU every thread of process `pid` has run so far (`/proc/PID/task/*/schedstat`'s
+/// first field): what the bridge costs, whatever share of the machine it got.
+fn cpu_ns(pid: i32) -> Option<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut sum = 0;
+    for t in tasks.flatten() {
+        let text = std::fs::read_to_string(t.path().join("schedstat")).ok()?;
+        sum += text.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(sum)
+}
+
 /// (packets per second, bits per second of frames) the receiver got from `streams` iperf3 UDP senders
-/// run at once (separate processes: iperf3 3.12 sends from one thread), each its own flow.
-fn udp_rate(lab: &Lab, payload: u32, secs: u32, streams: u16) -> Result<(f64, f64), String> {
+/// run at once (separate processes: iperf3 3.12 sends from one thread), each its own flow; and the
+/// CPU time tclab live spent per packet received, in nanoseconds (`None` for the kernel's bridge).
+fn udp_rate(
+    lab: &Lab,
+    payload: u32,
+    secs: u32,
+    streams: u16,
+) -> Result<(f64, f64, Option<f64>), String> {
     let ns = |n: &str| lab.ns(n);
     let mut servers = Vec::new();
     for i in 0..streams {
@@ -58,6 +78,8 @@ fn udp_rate(lab: &Lab, payload: u32, secs: u32, streams: u16) -> Result<(f64, f6
         servers.push(server);
     }
     std::thread::sleep(std::time::Duration::from_millis(300));
+    let bridge = lab.bridge_pid();
+    let cpu_start = bridge.and_then(cpu_ns);
     let clients: Vec<_> = (0..streams)
         .map(|i| {
             Command::new("timeout")
@@ -90,6 +112,7 @@ fn udp_rate(lab: &Lab, payload: u32, secs: u32, streams: u16) -> Result<(f64, f6
         })
         .collect::<Result<_, _>>()?;
     let mut pps = 0.0;
+    let mut packets_all = 0.0;
     for c in clients {
         let out = c.wait_with_output().map_err(|e| format!("iperf3: {e}"))?;
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
@@ -106,13 +129,20 @@ fn udp_rate(lab: &Lab, payload: u32, secs: u32, streams: u16) -> Result<(f64, f6
             .filter(|s| *s > 0.0)
             .ok_or("iperf3 ran no time")?;
         pps += packets / seconds;
+        packets_all += packets;
     }
+    let cpu = match (bridge.and_then(cpu_ns), cpu_start) {
+        (Some(end), Some(start)) if packets_all > 0.0 => {
+            Some(end.saturating_sub(start) as f64 / packets_all)
+        }
+        _ => None,
+    };
     for mut s in servers {
         let _ = s.kill();
         let _ = s.wait();
     }
     // A frame: payload + UDP 8 + IPv4 20 + Ethernet 14.
-    Ok((pps, pps * (payload + 42) as f64 * 8.0))
+    Ok((pps, pps * (payload + 42) as f64 * 8.0, cpu))
 }
 
 pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
@@ -171,8 +201,8 @@ pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
         "UDP node-2 -> node-1 through the router, {STREAMS} iperf3 senders (-b 0, a process each) for {secs} s each"
     );
     println!(
-        "{:<42} {:>14} {:>16}",
-        "router", "64 B frames", "1514 B frames"
+        "{:<42} {:>14} {:>16}   {}",
+        "router", "64 B frames", "1514 B frames", "tclab's CPU per frame (64 B, 1514 B)"
     );
     let mut rows = Vec::new();
     for (name, shaper) in cases {
@@ -181,8 +211,12 @@ pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
         let large = udp_rate(lab, 1472, secs, STREAMS);
         let _ = lab.down();
         let (small, large) = (small?, large?);
+        let cpu = match (small.2, large.2) {
+            (Some(a), Some(b)) => format!("   {:.1} µs, {:.1} µs", a / 1e3, b / 1e3),
+            _ => String::new(),
+        };
         println!(
-            "{name:<42} {:>10.0} pps {:>10.3} Gbit/s",
+            "{name:<42} {:>10.0} pps {:>10.3} Gbit/s{cpu}",
             small.0,
             large.1 / 1e9
         );
