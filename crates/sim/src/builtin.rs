@@ -223,6 +223,11 @@ pub const BUILTIN: &[Builtin] = &[
         source: Parts(&[include_str!("../scenarios/seed003/bufferbloat.toml")]),
     },
     Builtin {
+        name: "dctcp-fq_codel",
+        description: "one DCTCP download through fq_codel ce_threshold 1ms on a 10 Mbit/s downlink: CE marks, no drops, a queue under one frame",
+        source: Parts(&[include_str!("../scenarios/dctcp/fq_codel.toml")]),
+    },
+    Builtin {
         name: "bench-htb",
         description: "the simulator benchmark: 60 s, 30 TCP streams through a 100 Mbit HTB bottleneck, a ping",
         source: Parts(&[include_str!("../scenarios/bench-htb.toml")]),

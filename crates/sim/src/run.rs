@@ -47,6 +47,13 @@ pub struct TcpNstat {
     /// Retransmissions found lost (by RACK or a timeout) and sent again.
     #[serde(rename = "TCPLostRetransmit")]
     pub lost_retransmits: u64,
+    /// Packets delivered by ACKs that echoed a CE mark (ECN flows only: nstat omits a zero counter).
+    #[serde(rename = "TCPDeliveredCE", skip_serializing_if = "is_zero")]
+    pub delivered_ce: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -141,6 +148,7 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
                 cfg.cc = match cc.as_str() {
                     "reno" => tclab_tcp::CongestionControl::Reno,
                     "bbr" => tclab_tcp::CongestionControl::Bbr,
+                    "dctcp" => tclab_tcp::CongestionControl::Dctcp,
                     _ => tclab_tcp::CongestionControl::Cubic,
                 };
                 let start = t.start + spread.below(10_000_000);
@@ -270,6 +278,7 @@ pub fn run(sc: &mut Scenario, progress: &mut dyn FnMut(Nanos)) -> Result<Outcome
                             nstat.loss_probes += st.loss_probes;
                             nstat.loss_probe_recoveries += st.loss_probe_recoveries;
                             nstat.lost_retransmits += st.lost_retransmits;
+                            nstat.delivered_ce += st.delivered_ce as u64;
                         }
                         _ => {}
                     }

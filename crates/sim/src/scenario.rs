@@ -130,7 +130,7 @@ pub struct TrafficSpec {
     /// Ping interval.
     pub interval: Option<Spanned<String>>,
     pub tos: Option<Spanned<toml::Value>>,
-    /// TCP congestion control: cubic (default), reno or bbr.
+    /// TCP congestion control: cubic (default), reno, bbr or dctcp.
     pub cc: Option<Spanned<String>>,
     /// TCP: negotiate ECN (RFC 3168), so that an AQM marks instead of dropping (`net.ipv4.tcp_ecn = 1`).
     pub ecn: Option<Spanned<bool>>,
@@ -1393,11 +1393,12 @@ fn resolve_traffic(
                 None | Some("cubic") => "cubic".into(),
                 Some("reno") => "reno".into(),
                 Some("bbr") => "bbr".into(),
+                Some("dctcp") => "dctcp".into(),
                 Some(other) => {
                     return cx.err(
                         t.cc.as_ref().unwrap().span(),
                         "traffic.cc",
-                        format!("unknown \"{other}\" (cubic, reno or bbr)"),
+                        format!("unknown \"{other}\" (cubic, reno, bbr or dctcp)"),
                     )
                 }
             },
