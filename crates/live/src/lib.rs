@@ -13,6 +13,7 @@
 //! - [`sampler`]: rates, backlogs and drops of every device and class over a live run (CSV).
 //! - [`sys`]: the system calls, every `unsafe` of the crate.
 //! - [`fuzz`]: the receive path's fuzz body (hostile frames through a detached bridge).
+//! - [`vethns`]: a throwaway namespace of veth pairs for the tests and benchmarks on real interfaces.
 //!
 //! Traffic while tclab is not running: the router's interfaces carry no addresses and the kernel does
 //! not bridge them, so nothing passes — a bump in the wire that fails closed. Stopping `tclab live`
@@ -25,3 +26,4 @@ pub mod lab;
 pub mod queues;
 pub mod sampler;
 pub mod sys;
+pub mod vethns;

@@ -215,91 +215,21 @@ fn a_vlan_action_writes_and_removes_tags_on_the_wire() {
 
 use tclab_live::bridge::{open_ports, OpenPort, PortStats, RingSetup, Rings};
 use tclab_live::sys::{self, PacketSocket, RingGeometry};
+use tclab_live::vethns::VethNs;
 
-/// A network namespace `ring-NAME-PID` holding two veth pairs, `a0`–`b0` and `a1`–`b1`, up, IPv6 off
-/// (so that the kernel sends nothing on them), segmentation offloads off (nothing for tclab to turn
-/// off, so no keeper process is forked from this multi-threaded test). The bridge takes `a0` and
-/// `a1`; the test sends on `b1` and listens on `b0`. Removed when dropped, also when a test fails.
-struct Netns {
-    name: String,
-}
-
-impl Netns {
-    /// `None`, with the reason printed, where namespaces cannot be made (not root, no `ip`).
-    fn new(name: &str) -> Option<Netns> {
-        let ns = Netns {
-            name: format!("ring-{name}-{}", std::process::id()),
-        };
-        let ip = |args: &[&str]| {
-            std::process::Command::new("ip")
-                .args(args)
-                .output()
-                .map_err(|e| e.to_string())
-                .and_then(|o| {
-                    if o.status.success() {
-                        Ok(())
-                    } else {
-                        Err(String::from_utf8_lossy(&o.stderr).trim().to_string())
-                    }
-                })
-        };
-        if let Err(e) = ip(&["netns", "add", &ns.name]) {
-            eprintln!("skipped: cannot make a network namespace ({e}); these tests need root");
-            return None;
-        }
-        let n = ns.name.as_str();
-        for key in ["all", "default"] {
-            let var = format!("net.ipv6.conf.{key}.disable_ipv6=1");
-            ip(&["netns", "exec", n, "sysctl", "-q", "-w", &var]).expect("sysctl");
-        }
-        for (a, b) in [("a0", "b0"), ("a1", "b1")] {
-            ip(&["-n", n, "link", "add", a, "type", "veth", "peer", "name", b]).expect("veth");
-            for d in [a, b] {
-                ip(&["-n", n, "link", "set", "dev", d, "up"]).expect("link up");
-            }
-        }
-        ns.enter(|| {
-            for d in ["a0", "a1", "b0", "b1"] {
-                sys::offloads_off(d).expect("offloads");
-            }
-        });
-        Some(ns)
+/// The test's namespace `ring-TAG-PID` ([`VethNs`]), or `None` with the reason printed where
+/// namespaces cannot be made (not root).
+fn netns(tag: &str) -> Option<VethNs> {
+    if let Err(e) = tclab_live::lab::Lab::check_root() {
+        eprintln!("skipped: {e}");
+        return None;
     }
-
-    /// Run `f` inside the namespace (sockets opened there stay bound to its interfaces).
-    fn enter<T>(&self, f: impl FnOnce() -> T) -> T {
-        sys::in_netns(&format!("/run/netns/{}", self.name), f).expect("setns")
-    }
-
-    fn set_mtu(&self, dev: &str, mtu: u32) {
-        let ok = std::process::Command::new("ip")
-            .args([
-                "-n",
-                &self.name,
-                "link",
-                "set",
-                "dev",
-                dev,
-                "mtu",
-                &mtu.to_string(),
-            ])
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "mtu {mtu} on {dev}");
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .status();
-    }
+    Some(VethNs::new(&format!("ring-{tag}")).expect("the test's namespace"))
 }
 
 /// The bridge's ports on `a0` and `a1` (`queues` sockets each), a sender on `b1`, a listener on `b0`.
 fn open_lab(
-    ns: &Netns,
+    ns: &VethNs,
     queues: usize,
     rings: Rings,
 ) -> (
@@ -314,6 +244,7 @@ fn open_lab(
         let rx = PacketSocket::open("b0").expect("b0");
         (ports, setup, tx, rx)
     })
+    .expect("setns")
 }
 
 /// Bridge `ports` without a policy for `ms` milliseconds (the frames were sent before: they wait in
@@ -361,7 +292,7 @@ fn all_rings(setup: &tclab_live::bridge::Setup) -> bool {
 
 #[test]
 fn frames_of_every_size_cross_the_rings_byte_for_byte() {
-    let Some(ns) = Netns::new("sizes") else {
+    let Some(ns) = netns("sizes") else {
         return;
     };
     let (mut ports, setup, tx, rx) = open_lab(&ns, 1, Rings::On);
@@ -414,7 +345,7 @@ fn frames_of_every_size_cross_the_rings_byte_for_byte() {
 
 #[test]
 fn vlan_tags_taken_out_by_the_kernel_come_through_the_ring_and_go_back_on_the_wire() {
-    let Some(ns) = Netns::new("vlan") else {
+    let Some(ns) = netns("vlan") else {
         return;
     };
     let (mut ports, _, tx, rx) = open_lab(&ns, 1, Rings::On);
@@ -446,13 +377,15 @@ fn vlan_tags_taken_out_by_the_kernel_come_through_the_ring_and_go_back_on_the_wi
 
 #[test]
 fn a_frame_larger_than_its_ring_slot_is_counted_and_not_forwarded() {
-    let Some(ns) = Netns::new("trunc") else {
+    let Some(ns) = netns("trunc") else {
         return;
     };
     // Jumbo frames on b1–a1 into 2 KiB slots: the kernel cuts the frame to the slot (tp_snaplen)
     // and reports its length (tp_len); the bridge must not forward a cut frame.
-    ns.set_mtu("b1", 4000);
-    ns.set_mtu("a1", 4000);
+    for d in ["b1", "a1"] {
+        ns.ip(&["link", "set", "dev", d, "mtu", "4000"])
+            .expect("mtu");
+    }
     let small = RingGeometry {
         block_size: 1 << 16,
         frame_size: 2048,
@@ -471,7 +404,7 @@ fn a_frame_larger_than_its_ring_slot_is_counted_and_not_forwarded() {
 
 #[test]
 fn slots_that_leave_a_gap_at_each_block_end_are_found_across_blocks_and_around_the_rings() {
-    let Some(ns) = Netns::new("blocks") else {
+    let Some(ns) = netns("blocks") else {
         return;
     };
     // 2000-byte slots (a multiple of 16, as the kernel wants): 32 in each 64 KiB block and 1536
@@ -503,7 +436,7 @@ fn slots_that_leave_a_gap_at_each_block_end_are_found_across_blocks_and_around_t
 
 #[test]
 fn with_two_queues_the_fanout_group_spreads_flows_over_both_rings_and_keeps_their_order() {
-    let Some(ns) = Netns::new("fanout") else {
+    let Some(ns) = netns("fanout") else {
         return;
     };
     let (ports, setup, tx, rx) = open_lab(&ns, 2, Rings::On);
@@ -566,7 +499,7 @@ fn without_rings_frames_go_by_recvmmsg_and_sendmmsg_both_when_refused_and_when_n
         frames: 32,
     };
     for (name, rx_mode) in [("refused", Rings::Shaped(refused)), ("copy", Rings::Off)] {
-        let Some(ns) = Netns::new(name) else {
+        let Some(ns) = netns(name) else {
             return;
         };
         let (mut ports, setup, tx, rx) = open_lab(&ns, 1, rx_mode);
@@ -592,7 +525,7 @@ fn without_rings_frames_go_by_recvmmsg_and_sendmmsg_both_when_refused_and_when_n
 
 #[test]
 fn a_bridge_on_rings_stops_with_an_error_when_its_interface_goes_away() {
-    let Some(ns) = Netns::new("gone") else {
+    let Some(ns) = netns("gone") else {
         return;
     };
     let (mut ports, setup, _tx, _rx) = open_lab(&ns, 1, Rings::On);
@@ -604,11 +537,7 @@ fn a_bridge_on_rings_stops_with_an_error_when_its_interface_goes_away() {
         (b.run(Some(10_000_000_000)), started.elapsed())
     });
     std::thread::sleep(std::time::Duration::from_millis(200));
-    let deleted = std::process::Command::new("ip")
-        .args(["-n", &ns.name, "link", "del", "a1"])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(deleted);
+    ns.ip(&["link", "del", "a1"]).expect("a1 deleted");
     // No receive call returns the socket's ENETDOWN on the ring path: without the SO_ERROR check
     // the loop would wake from ppoll at once for ever and never stop.
     let (result, took) = bridge.join().expect("bridge thread");
