@@ -201,8 +201,8 @@ pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
         "UDP node-2 -> node-1 through the router, {STREAMS} iperf3 senders (-b 0, a process each) for {secs} s each"
     );
     println!(
-        "{:<42} {:>14} {:>16}   {}",
-        "router", "64 B frames", "1514 B frames", "tclab's CPU per frame (64 B, 1514 B)"
+        "{:<42} {:>14} {:>16}   tclab's CPU per frame (64 B, 1514 B)",
+        "router", "64 B frames", "1514 B frames"
     );
     let mut rows = Vec::new();
     for (name, shaper) in cases {

@@ -262,9 +262,12 @@ fn send_all(sock: &PacketSocket, frames: &[Vec<u8>]) {
     }
 }
 
+/// An accelerated VLAN tag as the socket reports it: (TPID, TCI).
+type VlanTci = (u16, u16);
+
 /// Everything the listener holds: (bytes, accelerated tag) of each frame from the test's source
 /// address (02:00:00:00:00:02), in order.
-fn received(sock: &PacketSocket) -> Vec<(Vec<u8>, Option<(u16, u16)>)> {
+fn received(sock: &PacketSocket) -> Vec<(Vec<u8>, Option<VlanTci>)> {
     let mut bufs = vec![vec![0u8; 9200]; sys::BATCH];
     let mut lens = vec![0; sys::BATCH];
     let mut tags = vec![None; sys::BATCH];
