@@ -390,6 +390,46 @@ pub fn drop_capabilities() -> io::Result<()> {
     capset([0, 0])
 }
 
+/// A non-blocking AF_PACKET socket bound to interface `name` for `protocol` (network order: ETH_P_ALL
+/// receives every frame, 0 none), and the interface's index.
+fn bound_socket(name: &str, protocol: u16) -> io::Result<(OwnedFd, i32)> {
+    let ifindex = ifindex(name)?;
+    // SAFETY: plain socket(2); the descriptor is owned at once.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            protocol as libc::c_int,
+        )
+    };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!("{name}: cannot open a packet socket: {e} (tclab live needs CAP_NET_RAW: run it as root)"),
+        ));
+    }
+    // SAFETY: fd is a fresh descriptor nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: sockaddr_ll is plain old data.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = protocol;
+    sll.sll_ifindex = ifindex;
+    // SAFETY: bind reads the sockaddr_ll we own, of the size given.
+    let r = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(last_error(&format!("{name}: bind")));
+    }
+    Ok((fd, ifindex))
+}
+
 /// An AF_PACKET socket on one interface: promiscuous, non-blocking, deaf to the frames it sends, its
 /// frames sent straight to the driver.
 pub struct PacketSocket {
@@ -399,41 +439,8 @@ pub struct PacketSocket {
 
 impl PacketSocket {
     pub fn open(name: &str) -> io::Result<PacketSocket> {
-        let ifindex = ifindex(name)?;
-        // SAFETY: plain socket(2); the descriptor is owned at once.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                ETH_P_ALL_BE as libc::c_int,
-            )
-        };
-        if fd < 0 {
-            let e = io::Error::last_os_error();
-            return Err(io::Error::new(
-                e.kind(),
-                format!("{name}: cannot open a packet socket: {e} (tclab live needs CAP_NET_RAW: run it as root)"),
-            ));
-        }
-        // SAFETY: fd is a fresh descriptor nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let (fd, ifindex) = bound_socket(name, ETH_P_ALL_BE)?;
         let raw = fd.as_raw_fd();
-        // SAFETY: sockaddr_ll is plain old data.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = ETH_P_ALL_BE;
-        sll.sll_ifindex = ifindex;
-        // SAFETY: bind reads the sockaddr_ll we own, of the size given.
-        let r = unsafe {
-            libc::bind(
-                raw,
-                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        };
-        if r != 0 {
-            return Err(last_error(&format!("{name}: bind")));
-        }
         let mreq = libc::packet_mreq {
             mr_ifindex: ifindex,
             mr_type: libc::PACKET_MR_PROMISC as u16,
@@ -1059,37 +1066,9 @@ pub struct TxRing {
 impl TxRing {
     /// A sending socket on interface `name` with a transmit ring of shape `g`.
     pub fn open(name: &str, g: RingGeometry) -> io::Result<TxRing> {
-        let ifindex = ifindex(name)?;
-        // SAFETY: plain socket(2); the descriptor is owned at once. Protocol 0: no frame is delivered
-        // to it.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                0,
-            )
-        };
-        if fd < 0 {
-            return Err(last_error(&format!("{name}: a sending packet socket")));
-        }
-        // SAFETY: fd is a fresh descriptor nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // Protocol 0: no frame is delivered to it.
+        let (fd, _) = bound_socket(name, 0)?;
         let raw = fd.as_raw_fd();
-        // SAFETY: sockaddr_ll is plain old data.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_ifindex = ifindex;
-        // SAFETY: bind reads the sockaddr_ll we own, of the size given.
-        let r = unsafe {
-            libc::bind(
-                raw,
-                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        };
-        if r != 0 {
-            return Err(last_error(&format!("{name}: bind")));
-        }
         let one: libc::c_int = 1;
         setsockopt(
             raw,
