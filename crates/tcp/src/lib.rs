@@ -126,7 +126,7 @@
 //!   by each data segment at that rate when the socket is paced — by a sch_fq
 //!   that took its packets (`set_paced_by_fq`) or by itself when it asked
 //!   (`Config::max_pacing_rate`, `SO_MAX_PACING_RATE`: internal pacing). As in
-//!   Linux, CUBIC and Reno over other qdiscs are not paced.
+//!   Linux, CUBIC, Reno and DCTCP over other qdiscs are not paced.
 //! * **GSO skbs** (`tso.rs`, `tcp_tso_autosize`): new data leaves in segments
 //!   of several MSS (`Segment::gso_size`), about a millisecond of data at the
 //!   pacing rate (more on short paths), at least 2 MSS, at most 64 KB and half

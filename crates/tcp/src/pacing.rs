@@ -6,7 +6,7 @@
 //! `SO_MAX_PACING_RATE`. TCP small queues reads it (about a millisecond of data may sit below the socket)
 //! and so does CUBIC's HyStart. Whether the socket is *paced* is `sk_pacing_status`:
 //!
-//! - `None` (the default for CUBIC and Reno): segments leave as fast as cwnd allows;
+//! - `None` (the default for CUBIC, Reno and DCTCP): segments leave as fast as cwnd allows;
 //! - `Fq`: a sch_fq with pacing on saw the socket's packet and paces it (it says so through the
 //!   driver, [`Connection::set_paced_by_fq`]);
 //! - `Needed`: pacing was asked for (`SO_MAX_PACING_RATE`, or a congestion control such as BBR) and no fq
