@@ -109,6 +109,7 @@ interval = "100ms"
 }
 
 const SEED000_LAB: &str = include_str!("../scenarios/seed000/lab.toml");
+const SEED001_LAB: &str = include_str!("../scenarios/seed001/lab.toml");
 const SEED004_LAB: &str = include_str!("../scenarios/seed004/lab.toml");
 const SEED004_DSL: &str = include_str!("../scenarios/seed004/dsl.toml");
 const SEED004_DSL_ATM: &str = include_str!("../scenarios/seed004/dsl-atm.toml");
@@ -215,6 +216,42 @@ pub const BUILTIN: &[Builtin] = &[
             "name = \"seed 000: HFSC 180kbit, ping in a real-time class\"\nduration = \"100s\"\n",
             SEED000_LAB,
             include_str!("../scenarios/seed000/hfsc-rt-180kbit.toml"),
+        ]),
+    },
+    Builtin {
+        name: "seed001-test1",
+        description: "seed 001's Test 1: one UDP stream (512 B at 32 Mbit/s) through HTB rate/ceil 30mbit burst/cburst 18k on Fast Ethernet",
+        source: Parts(&[
+            "name = \"seed 001: HTB 30mbit burst 18k cburst 18k, one stream\"\n",
+            SEED001_LAB,
+            include_str!("../scenarios/seed001/test1.toml"),
+        ]),
+    },
+    Builtin {
+        name: "seed001-test1-default",
+        description: "seed 001's Test 1 with tc's default burst/cburst: 64-byte datagrams at 32 Mbit/s through HTB 30mbit",
+        source: Parts(&[
+            "name = \"seed 001: HTB 30mbit, default burst, one stream\"\n",
+            SEED001_LAB,
+            include_str!("../scenarios/seed001/test1-default.toml"),
+        ]),
+    },
+    Builtin {
+        name: "seed001-test2",
+        description: "seed 001's Test 2 (Table 6): three UDP streams, one level of inheritance (30mbit: 2mbit and 28mbit, ceil 30mbit)",
+        source: Parts(&[
+            "name = \"seed 001: Test 2, one level of inheritance\"\n",
+            SEED001_LAB,
+            include_str!("../scenarios/seed001/test2.toml"),
+        ]),
+    },
+    Builtin {
+        name: "seed001-test3",
+        description: "seed 001's Test 3 (Table 7): four UDP streams, two levels of inheritance (28mbit shared 10/5/13, ceil 28mbit)",
+        source: Parts(&[
+            "name = \"seed 001: Test 3, two levels of inheritance\"\n",
+            SEED001_LAB,
+            include_str!("../scenarios/seed001/test3.toml"),
         ]),
     },
     Builtin {
