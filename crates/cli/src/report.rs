@@ -45,7 +45,8 @@ the generated text and `<!-- /report -->`. Placeholders: {NAME} or {NAME FORMAT}
 metric of tclab sweep (ping.rtt_p99_ms, FLOW.goodput_bps, drops) or a path into summary.json
 (classes[classid=1:10].avg_bps) or a sample (tx_bps(router0:eth1,1.5), tx_bps(router0:eth1,3..10).min;
 rx_bps, backlog_pkts, class_bps(IFACE,CLASSID,T)), optionally scaled (*1000, /1000), subtracted from a number
-(100-ping.loss_pct) and pinned to a point (@K); FORMAT
+(100-ping.loss_pct) and pinned to a point (@K); or {= EXPR | FORMAT}: names, numbers, + - * / and
+parentheses between spaces, sum( … ) min( … ) max( … ) mean( … ) jain( … ). FORMAT
 `.N` decimals or `~N` significant digits, then a unit (bit/s scales itself). Rows after the table's
 alignment row with an unpinned placeholder take the block's points in order. docs/EXPERIMENTS.md is
 written this way; see the top of crates/cli/src/report.rs.
@@ -234,15 +235,24 @@ fn parse_blocks(text: &str) -> Result<Vec<Block>, String> {
 
 // ---- Placeholders ---------------------------------------------------------------------------------
 
-/// A placeholder `{NAME[*K|/K][@P] [FORMAT]}`.
+/// A placeholder: `{NAME[*K|/K][@P] [FORMAT]}`, `{K-NAME …}`, or `{= EXPR | FORMAT}`.
 struct Placeholder {
-    name: String,
-    /// `K-NAME`: the value subtracted from K (a share of pings answered from the share lost).
-    minus_from: Option<f64>,
-    scale: f64,
-    point: Option<usize>,
+    expr: Expr,
     format: Format,
 }
+
+/// What a placeholder computes. Names are read at a point: their own (`@P`) or their row's.
+#[derive(Debug, PartialEq)]
+enum Expr {
+    Num(f64),
+    Name(String, Option<usize>),
+    Neg(Box<Expr>),
+    Bin(char, Box<Expr>, Box<Expr>),
+    /// `sum( … )`, `min( … )`, `max( … )`, `mean( … )`, `jain( … )` (Jain's fairness index).
+    Call(String, Vec<Expr>),
+}
+
+const FUNCTIONS: [&str; 5] = ["sum", "min", "max", "mean", "jain"];
 
 #[derive(Default)]
 struct Format {
@@ -251,44 +261,131 @@ struct Format {
     unit: String,
 }
 
-fn parse_placeholder(inner: &str) -> Result<Placeholder, String> {
-    let inner = inner.trim();
-    let (head, fmt) = inner.split_once(' ').unwrap_or((inner, ""));
-    let (head, point) = match head.rsplit_once('@') {
-        Some((h, p)) => (
-            h,
+/// A name with its `@P`, if it has one.
+fn name_at(tok: &str) -> Result<Expr, String> {
+    match tok.rsplit_once('@') {
+        Some((n, p)) if !n.is_empty() => Ok(Expr::Name(
+            n.to_string(),
             Some(
                 p.parse::<usize>()
-                    .map_err(|_| format!("{{{inner}}}: @{p} is not a point number"))?,
+                    .map_err(|_| format!("@{p} is not a point number"))?,
             ),
-        ),
-        None => (head, None),
-    };
-    let (minus_from, head) = match head.split_once('-') {
-        Some((k, rest)) if !k.is_empty() && k.parse::<f64>().is_ok() => (k.parse().ok(), rest),
-        _ => (None, head),
-    };
-    let (name, scale) = match head.find(['*', '/']) {
-        Some(k) => {
-            let v: f64 = head[k + 1..]
-                .parse()
-                .ok()
-                .filter(|v: &f64| v.is_finite() && *v != 0.0)
-                .ok_or_else(|| format!("{{{inner}}}: {} is not a scale", &head[k..]))?;
-            (
-                &head[..k],
-                if head[k..].starts_with('*') {
-                    v
-                } else {
-                    1.0 / v
-                },
-            )
-        }
-        None => (head, 1.0),
-    };
-    if name.is_empty() {
-        return Err(format!("{{{inner}}}: no name"));
+        )),
+        _ if tok.is_empty() => Err("no name".into()),
+        _ => Ok(Expr::Name(tok.to_string(), None)),
     }
+}
+
+/// `EXPR`: words separated by spaces; `+ - * /` and parentheses are words of their own (a name may
+/// hold `-`, as `iperf-udp.goodput_bps`); a function is `NAME(` … `)`.
+fn parse_expr(text: &str) -> Result<Expr, String> {
+    let toks: Vec<&str> = text.split_whitespace().collect();
+    let mut pos = 0;
+    let e = expr_sum(&toks, &mut pos)?;
+    match toks.get(pos) {
+        None => Ok(e),
+        Some(t) => Err(format!(
+            "{t}: an operator (+ - * /) or the end was expected"
+        )),
+    }
+}
+
+fn expr_sum(t: &[&str], pos: &mut usize) -> Result<Expr, String> {
+    let mut e = expr_product(t, pos)?;
+    while let Some(op) = t.get(*pos).filter(|&&o| o == "+" || o == "-") {
+        *pos += 1;
+        let r = expr_product(t, pos)?;
+        e = Expr::Bin(op.chars().next().unwrap_or('+'), Box::new(e), Box::new(r));
+    }
+    Ok(e)
+}
+
+fn expr_product(t: &[&str], pos: &mut usize) -> Result<Expr, String> {
+    let mut e = expr_unit(t, pos)?;
+    while let Some(op) = t.get(*pos).filter(|&&o| o == "*" || o == "/") {
+        *pos += 1;
+        let r = expr_unit(t, pos)?;
+        e = Expr::Bin(op.chars().next().unwrap_or('*'), Box::new(e), Box::new(r));
+    }
+    Ok(e)
+}
+
+fn expr_unit(t: &[&str], pos: &mut usize) -> Result<Expr, String> {
+    let tok = *t.get(*pos).ok_or("the expression ends too soon")?;
+    *pos += 1;
+    if tok == "-" {
+        return Ok(Expr::Neg(Box::new(expr_unit(t, pos)?)));
+    }
+    let close = |pos: &mut usize| match t.get(*pos) {
+        Some(&")") => {
+            *pos += 1;
+            Ok(())
+        }
+        _ => Err(format!("a {tok} without its )")),
+    };
+    if tok == "(" {
+        let e = expr_sum(t, pos)?;
+        close(pos)?;
+        return Ok(e);
+    }
+    if let Some(f) = tok.strip_suffix('(').filter(|f| FUNCTIONS.contains(f)) {
+        let mut args = Vec::new();
+        while t.get(*pos).is_some_and(|&x| x != ")") {
+            args.push(expr_unit(t, pos)?);
+        }
+        close(pos)?;
+        if args.is_empty() {
+            return Err(format!("{f}( ) takes one value or more"));
+        }
+        return Ok(Expr::Call(f.to_string(), args));
+    }
+    if let Ok(v) = tok.parse::<f64>() {
+        return Ok(Expr::Num(v));
+    }
+    if ["+", "*", "/", ")"].contains(&tok) {
+        return Err(format!("{tok}: a value was expected"));
+    }
+    name_at(tok)
+}
+
+fn parse_placeholder(inner: &str) -> Result<Placeholder, String> {
+    let inner = inner.trim();
+    let at = |e: String| format!("{{{inner}}}: {e}");
+    let (expr, fmt) = if let Some(rest) = inner.strip_prefix('=') {
+        let (e, f) = rest.split_once('|').unwrap_or((rest, ""));
+        (parse_expr(e).map_err(at)?, f)
+    } else {
+        let (head, fmt) = inner.split_once(' ').unwrap_or((inner, ""));
+        // K-NAME: the value subtracted from K (the share of pings answered from the share lost).
+        let (minus_from, head) = match head.split_once('-') {
+            Some((k, rest)) if !k.is_empty() && k.parse::<f64>().is_ok() => (k.parse().ok(), rest),
+            _ => (None, head),
+        };
+        let (head, point) = match head.rsplit_once('@') {
+            Some((h, p)) => (h, Some(format!("@{p}"))),
+            None => (head, None),
+        };
+        let (name, scale) = match head.find(['*', '/']) {
+            Some(k) => {
+                let v: f64 = head[k + 1..]
+                    .parse()
+                    .ok()
+                    .filter(|v: &f64| v.is_finite() && *v != 0.0)
+                    .ok_or_else(|| at(format!("{} is not a scale", &head[k..])))?;
+                let op = if head[k..].starts_with('*') { '*' } else { '/' };
+                (&head[..k], Some((op, v)))
+            }
+            None => (head, None),
+        };
+        let mut e = name_at(&format!("{name}{}", point.unwrap_or_default())).map_err(at)?;
+        if let Some((op, v)) = scale {
+            e = Expr::Bin(op, Box::new(e), Box::new(Expr::Num(v)));
+        }
+        if let Some(k) = minus_from {
+            e = Expr::Bin('-', Box::new(Expr::Num(k)), Box::new(e));
+        }
+        (e, fmt)
+    };
     let mut format = Format::default();
     let fmt = fmt.trim();
     let mut unit = fmt;
@@ -297,7 +394,7 @@ fn parse_placeholder(inner: &str) -> Result<Placeholder, String> {
             s.parse::<usize>()
                 .ok()
                 .filter(|&n| n <= 12)
-                .ok_or_else(|| format!("{{{inner}}}: {first}: give 0 to 12 digits"))
+                .ok_or_else(|| at(format!("{first}: give 0 to 12 digits")))
         };
         if let Some(n) = first.strip_prefix('.') {
             format.decimals = Some(digits(n)?);
@@ -308,13 +405,78 @@ fn parse_placeholder(inner: &str) -> Result<Placeholder, String> {
         }
     }
     format.unit = unit.to_string();
-    Ok(Placeholder {
-        name: name.to_string(),
-        minus_from,
-        scale,
-        point,
-        format,
-    })
+    Ok(Placeholder { expr, format })
+}
+
+impl Expr {
+    /// Every name's pinned point (`None` for a name that takes its row's).
+    fn points(&self, out: &mut Vec<Option<usize>>) {
+        match self {
+            Expr::Num(_) => {}
+            Expr::Name(_, p) => out.push(*p),
+            Expr::Neg(e) => e.points(out),
+            Expr::Bin(_, a, b) => {
+                a.points(out);
+                b.points(out);
+            }
+            Expr::Call(_, args) => args.iter().for_each(|a| a.points(out)),
+        }
+    }
+
+    /// The value at `row` (the point of the placeholder's row); `None` when a value it reads was not
+    /// measured (a ping that got no answer), which shows as —.
+    fn eval(&self, points: &[PointValues], row: Option<usize>) -> Result<Option<f64>, String> {
+        Ok(match self {
+            Expr::Num(v) => Some(*v),
+            Expr::Name(n, p) => {
+                let i = p.or(row).ok_or("checked by layout")?;
+                match points[i].look(n).transpose()? {
+                    Some(Looked::Number(v)) => v,
+                    Some(Looked::Text(t)) => {
+                        return Err(format!("{n}: \"{t}\" is text, not a number"))
+                    }
+                    None => return Err(points[i].unknown(n)),
+                }
+            }
+            Expr::Neg(e) => e.eval(points, row)?.map(|v| -v),
+            Expr::Bin(op, a, b) => {
+                let (Some(x), Some(y)) = (a.eval(points, row)?, b.eval(points, row)?) else {
+                    return Ok(None);
+                };
+                Some(match op {
+                    '+' => x + y,
+                    '-' => x - y,
+                    '*' => x * y,
+                    _ if y == 0.0 => return Ok(None),
+                    _ => x / y,
+                })
+            }
+            Expr::Call(f, args) => {
+                let mut v = Vec::new();
+                for a in args {
+                    match a.eval(points, row)? {
+                        Some(x) => v.push(x),
+                        None => return Ok(None),
+                    }
+                }
+                let n = v.len() as f64;
+                let sum: f64 = v.iter().sum();
+                Some(match f.as_str() {
+                    "sum" => sum,
+                    "min" => v.iter().copied().fold(f64::INFINITY, f64::min),
+                    "max" => v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                    "mean" => sum / n,
+                    _ => {
+                        let sq: f64 = v.iter().map(|x| x * x).sum();
+                        if sq == 0.0 {
+                            return Ok(None);
+                        }
+                        sum * sum / (n * sq)
+                    }
+                })
+            }
+        })
+    }
 }
 
 /// Every `{…}` of a line: its byte range and what it says.
@@ -510,10 +672,12 @@ fn series(name: &str, run: &PointRun) -> Option<Result<f64, String>> {
             }
             (rows, *w)
         }
-        _ => return Some(Err(format!(
+        _ => {
+            return Some(Err(format!(
             "{name}: write tx_bps|rx_bps|backlog_pkts(IFACE,T) or class_bps(IFACE,CLASSID,T), T a \
                  sample's end in seconds or FROM..TO with .min, .max or .mean after it"
-        ))),
+        )))
+        }
     };
     let secs = |s: &str| {
         s.trim_end_matches('s')
@@ -557,6 +721,28 @@ fn series(name: &str, run: &PointRun) -> Option<Result<f64, String>> {
 }
 
 impl PointValues {
+    /// Why `name` reads nothing: what this run has.
+    fn unknown(&self, name: &str) -> String {
+        let names: Vec<&str> = self
+            .keys
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .chain(self.run.metrics.iter().map(|(k, _)| k.as_str()))
+            .collect();
+        let top: Vec<&str> = self
+            .run
+            .summary
+            .as_object()
+            .map(|o| o.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        format!(
+            "{name}: no such key, metric or summary.json path (this run's keys and metrics: {}; \
+             summary.json's fields: {})",
+            names.join(", "),
+            top.join(", ")
+        )
+    }
+
     fn look(&self, name: &str) -> Option<Result<Looked, String>> {
         if let Some((_, v)) = self.keys.iter().find(|(k, _)| k == name) {
             return Some(Ok(Looked::Text(v.clone())));
@@ -577,38 +763,19 @@ impl PointValues {
     }
 }
 
-/// A placeholder's text at a point.
-fn fill(p: &Placeholder, v: &PointValues) -> Result<String, String> {
-    match v.look(&p.name).transpose()? {
-        Some(Looked::Text(t)) if p.scale == 1.0 && p.minus_from.is_none() => Ok(t),
-        Some(Looked::Text(t)) => Err(format!("{}: \"{t}\" is text, it cannot be scaled", p.name)),
-        Some(Looked::Number(None)) => Ok("—".into()),
-        Some(Looked::Number(Some(x))) => {
-            let x = p.minus_from.map_or(x, |k| k - x);
-            Ok(p.format.show(x * p.scale))
-        }
-        None => {
-            let names: Vec<&str> = v
-                .keys
-                .iter()
-                .map(|(k, _)| k.as_str())
-                .chain(v.run.metrics.iter().map(|(k, _)| k.as_str()))
-                .collect();
-            let top: Vec<&str> = v
-                .run
-                .summary
-                .as_object()
-                .map(|o| o.keys().map(String::as_str).collect())
-                .unwrap_or_default();
-            Err(format!(
-                "{}: no such key, metric or summary.json path (this run's keys and metrics: {}; \
-                 summary.json's fields: {})",
-                p.name,
-                names.join(", "),
-                top.join(", ")
-            ))
+/// A placeholder's text at row point `row`: a name that reads text is that text, a number is
+/// formatted.
+fn fill(p: &Placeholder, points: &[PointValues], row: Option<usize>) -> Result<String, String> {
+    if let Expr::Name(n, at) = &p.expr {
+        let i = at.or(row).ok_or("checked by layout")?;
+        if let Some(Looked::Text(t)) = points[i].look(n).transpose()? {
+            return Ok(t);
         }
     }
+    Ok(match p.expr.eval(points, row)? {
+        Some(x) => p.format.show(x),
+        None => "—".into(),
+    })
 }
 
 /// Check a block's template against its number of points before anything runs: every placeholder
@@ -623,17 +790,18 @@ fn layout(b: &Block, points: usize) -> Result<Vec<Option<usize>>, String> {
     let mut rows = Vec::new();
     for (k, (at, line)) in b.template.iter().enumerate() {
         let ph = placeholders(line).map_err(|e| format!("line {at}: {e}"))?;
-        if let Some(i) = ph
-            .iter()
-            .find_map(|(_, p)| p.point.filter(|&i| i >= points))
-        {
+        let mut pinned = Vec::new();
+        for (_, p) in &ph {
+            p.expr.points(&mut pinned);
+        }
+        if let Some(i) = pinned.iter().find_map(|p| p.filter(|&i| i >= points)) {
             return Err(format!(
                 "line {at}: @{i}: the block's runs give {points} point{} (0 to {})",
                 if points == 1 { "" } else { "s" },
                 points - 1
             ));
         }
-        if ph.iter().any(|(_, p)| p.point.is_none()) {
+        if pinned.contains(&None) {
             if align.is_none_or(|a| k <= a) {
                 return Err(format!(
                     "line {at}: a placeholder without @POINT outside the table's rows"
@@ -692,9 +860,8 @@ fn render(b: &Block, sweeps: &[Sweep], points: &[PointValues]) -> Result<String,
         let mut filled = String::new();
         let mut pos = 0;
         for (range, p) in &ph {
-            let i = p.point.or(row_point).expect("checked by layout");
             filled += &line[pos..range.start];
-            filled += &fill(p, &points[i]).map_err(|e| format!("line {at}: {e}"))?;
+            filled += &fill(p, points, row_point).map_err(|e| format!("line {at}: {e}"))?;
             pos = range.end;
         }
         filled += &line[pos..];
@@ -900,24 +1067,117 @@ mod tests {
 
     #[test]
     fn placeholders_read_scale_point_and_format() {
+        use Expr::*;
+        let name = |n: &str, p| Box::new(Name(n.into(), p));
         let p = parse_placeholder("ping.rtt_p99_ms/1000@3 .2 s").unwrap();
-        assert_eq!(p.name, "ping.rtt_p99_ms");
-        assert_eq!(p.scale, 0.001);
-        assert_eq!(p.point, Some(3));
-        assert_eq!(p.format.show(5949.0 * p.scale), "5.95 s");
+        assert_eq!(
+            p.expr,
+            Bin('/', name("ping.rtt_p99_ms", Some(3)), Box::new(Num(1000.0)))
+        );
+        assert_eq!(p.format.show(5949.0 / 1000.0), "5.95 s");
         let q = parse_placeholder("100-ping.loss_pct ~3 %").unwrap();
         assert_eq!(
-            (q.name.as_str(), q.minus_from),
-            ("ping.loss_pct", Some(100.0))
+            q.expr,
+            Bin('-', Box::new(Num(100.0)), name("ping.loss_pct", None))
         );
         let r = parse_placeholder("iperf-udp.lost_packets").unwrap();
-        assert_eq!(
-            (r.name.as_str(), r.minus_from),
-            ("iperf-udp.lost_packets", None)
-        );
+        assert_eq!(r.expr, Name("iperf-udp.lost_packets".into(), None));
         assert!(parse_placeholder("x/0").is_err());
         assert!(parse_placeholder("x@one").is_err());
         assert!(parse_placeholder("x ~99").is_err());
+    }
+
+    /// A point whose only values are the metrics given.
+    fn point(metrics: &[(&str, Option<f64>)]) -> PointValues {
+        PointValues {
+            keys: Vec::new(),
+            run: PointRun {
+                metrics: metrics.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
+                summary: Value::Null,
+                ifaces: Vec::new(),
+                classes: Vec::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn expressions_compute_across_names_and_points() {
+        let pts = [
+            point(&[
+                ("a-up.goodput_bps", Some(1.0)),
+                ("b.goodput_bps", Some(3.0)),
+                ("ping.p50", None),
+            ]),
+            point(&[
+                ("a-up.goodput_bps", Some(2.0)),
+                ("b.goodput_bps", Some(2.0)),
+                ("ping.p50", Some(5.0)),
+            ]),
+        ];
+        let val = |e: &str, row| {
+            parse_placeholder(&format!("= {e}"))
+                .unwrap()
+                .expr
+                .eval(&pts, row)
+                .unwrap()
+        };
+        // Precedence, parentheses, a name holding '-', unary minus.
+        assert_eq!(
+            val("a-up.goodput_bps + b.goodput_bps * 2", Some(0)),
+            Some(7.0)
+        );
+        assert_eq!(
+            val("( a-up.goodput_bps + b.goodput_bps ) * 2", Some(0)),
+            Some(8.0)
+        );
+        assert_eq!(val("- a-up.goodput_bps - 1", Some(0)), Some(-2.0));
+        // A share, by hand: 1 / (1 + 3) = 25 %.
+        assert_eq!(
+            val(
+                "a-up.goodput_bps / ( a-up.goodput_bps + b.goodput_bps ) * 100",
+                Some(0)
+            ),
+            Some(25.0)
+        );
+        // Jain's index of (1, 3): 4² / (2 × 10) = 0.8; of (2, 2): 1.
+        assert_eq!(
+            val("jain( a-up.goodput_bps b.goodput_bps )", Some(0)),
+            Some(0.8)
+        );
+        assert_eq!(
+            val("jain( a-up.goodput_bps b.goodput_bps )", Some(1)),
+            Some(1.0)
+        );
+        assert_eq!(
+            val("sum( a-up.goodput_bps@0 a-up.goodput_bps@1 )", None),
+            Some(3.0)
+        );
+        assert_eq!(
+            val(
+                "max( b.goodput_bps@0 b.goodput_bps@1 ) - min( b.goodput_bps@0 b.goodput_bps@1 )",
+                None
+            ),
+            Some(1.0)
+        );
+        assert_eq!(val("mean( 1 2 6 )", None), Some(3.0));
+        // What was not measured, or a division by zero, shows as —.
+        assert_eq!(val("ping.p50 + 1", Some(0)), None);
+        assert_eq!(val("1 / ( b.goodput_bps - 2 )", Some(1)), None);
+        let bad = |e: &str| parse_placeholder(&format!("= {e} | .1")).err().unwrap();
+        assert!(
+            bad("( 1 + 2").contains("without its )"),
+            "{}",
+            bad("( 1 + 2")
+        );
+        assert!(bad("1 +").contains("ends too soon"));
+        assert!(bad("1 2").contains("an operator"));
+        assert!(bad("jain( )").contains("one value or more"));
+        assert!(bad("* 2").contains("a value was expected"));
+        let unknown = parse_placeholder("= nope * 2")
+            .unwrap()
+            .expr
+            .eval(&pts, Some(0));
+        assert!(unknown.unwrap_err().contains("nope: no such key"));
     }
 
     #[test]
