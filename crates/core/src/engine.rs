@@ -90,6 +90,13 @@ pub enum DevKind {
     Ifb,
 }
 
+/// `GSO_LEGACY_MAX_SIZE`: a device's default `gso_max_size` (IPv4's limit without BIG TCP).
+pub const GSO_LEGACY_MAX_SIZE: u32 = 65536;
+/// `GSO_MAX_SEGS`: a device's default and largest `gso_max_segs`.
+pub const GSO_MAX_SEGS: u32 = 65535;
+/// `GSO_MAX_SIZE` (BIG TCP): the largest `gso_max_size` a veth takes.
+pub const GSO_MAX_SIZE: u32 = 524_280;
+
 pub struct Device {
     pub name: String,
     pub kind: DevKind,
@@ -115,10 +122,18 @@ pub struct Device {
     /// Every packet dropped on this device (egress and ingress), by reason; `tc -s` does not print these.
     pub drop_counts: DropCounts,
     /// TCP segmentation and generic segmentation offload (`ethtool -K DEV tso|gso on|off`): on, as on a
-    /// Linux NIC, until a policy turns them off. While either is on the stack hands the qdisc super-packets
-    /// of up to 64 KB. tclab's own packets are never GSO: only `tclab check` reads these.
+    /// Linux NIC, until a policy turns them off. They say where a GSO packet is cut into frames — by the
+    /// NIC, or in software after the qdisc (`validate_xmit_skb`) — not whether the qdisc sees one: Linux's
+    /// TCP builds GSO skbs either way (since 4.19). Only `tclab check` reads these; the simulator's NIC
+    /// cuts GSO packets after the qdisc whatever they say.
     pub tso: bool,
     pub gso: bool,
+    /// `ip link set DEV gso_max_size N`: the largest GSO packet the stack builds for this device (65536;
+    /// TCP's sockets take `MAX_TCP_HEADER + 1` off it, `sk_dst_gso_max_size`).
+    pub gso_max_size: u32,
+    /// `ip link set DEV gso_max_segs N`: the most segments in one (65535); 1 makes TCP send one MSS per
+    /// skb.
+    pub gso_max_segs: u32,
 }
 
 impl Device {
@@ -152,6 +167,8 @@ impl Device {
             drop_counts: DropCounts::default(),
             tso: true,
             gso: true,
+            gso_max_size: GSO_LEGACY_MAX_SIZE,
+            gso_max_segs: GSO_MAX_SEGS,
         };
         d.root = d.default_root();
         d

@@ -19,6 +19,9 @@ pub struct Outbox {
     /// The departure time (`skb->tstamp`, EDT) of each datagram, index for index, when the sender
     /// stamps them (TCP); a datagram without one is due now.
     pub tstamps: Vec<Nanos>,
+    /// The MSS of each datagram that is a GSO segment (TCP's super-packets), index for index; a
+    /// datagram without one (or 0) is a single frame.
+    pub gso_sizes: Vec<u16>,
 }
 
 /// Constant-bitrate UDP, like `iperf3 -u -b RATE -l LEN`: the rate counts payload bits, as iperf3's does.
@@ -245,10 +248,11 @@ impl App {
         }
     }
 
-    /// The node's own qdisc refused a datagram this application sent (`NET_XMIT_DROP`).
-    pub fn on_local_drop(&mut self, now: Nanos, d: &Datagram) {
+    /// The node's own qdisc refused a datagram this application sent (`NET_XMIT_DROP`), a GSO segment
+    /// of `gso_size` if not 0.
+    pub fn on_local_drop(&mut self, now: Nanos, d: &Datagram, gso_size: u16) {
         if let App::Tcp(t) = self {
-            t.on_local_drop(now, d);
+            t.on_local_drop(now, d, gso_size);
         }
     }
 

@@ -158,6 +158,11 @@ pub struct Iface {
     tx_carry: u64,
     /// The application whose packet is on the wire now, and its frame length (for its TX completion).
     tx_owner: Option<(AppId, u32)>,
+    /// The frames of a GSO packet still to be sent after the one on the wire (`skb_gso_segment`: the
+    /// NIC, or the stack for it, cuts the packet after the qdisc), and the packet's owner and charged
+    /// length, freed with its last frame.
+    tx_pending: std::collections::VecDeque<Packet>,
+    gso_owner: Option<(AppId, u32)>,
     /// Position of the interface's device among its node's devices, and how many there were then.
     /// The engine's id for this interface's device ([`Network::index_devices`]).
     dev_id: Option<tclab_core::engine::DevId>,
@@ -441,6 +446,8 @@ impl Network {
                 wake_pending: None,
                 tx_carry: 0,
                 tx_owner: None,
+                tx_pending: Default::default(),
+                gso_owner: None,
                 dev_id: None,
                 last_arrival: 0,
                 rng,
@@ -651,9 +658,10 @@ impl Network {
         let node = self.app_node[app];
         for (i, d) in out.datagrams.iter().enumerate() {
             let tstamp = out.tstamps.get(i).copied().unwrap_or(0);
+            let gso = out.gso_sizes.get(i).copied().unwrap_or(0);
             // The packet remembers its sender, so the NIC can report its transmission (TCP small queues).
-            match self.send_from(now, node, d, app as u64 + 1, tstamp) {
-                Verdict::Drop => self.apps[app].on_local_drop(now, d),
+            match self.send_from(now, node, d, app as u64 + 1, tstamp, gso) {
+                Verdict::Drop => self.apps[app].on_local_drop(now, d, gso),
                 Verdict::Cn => self.apps[app].on_congestion_notified(now),
                 _ => {}
             }
@@ -671,7 +679,8 @@ impl Network {
     /// here: no route, a netfilter rule, the qdisc), or `Cn` (queued, or dropped with others of its flow:
     /// the sender takes it as sent and slows down).
     /// `owner` is 1 + the sending application's id (0 for the stack's own packets, like echo replies);
-    /// `tstamp` the datagram's departure time (0: due now).
+    /// `tstamp` the datagram's departure time (0: due now); `gso_size` the MSS of a TCP GSO segment (0:
+    /// one frame), which the interface cuts into frames after its qdisc.
     pub fn send_from(
         &mut self,
         now: Nanos,
@@ -679,11 +688,14 @@ impl Network {
         d: &Datagram,
         owner: u64,
         tstamp: Nanos,
+        gso_size: u16,
     ) -> Verdict {
         let Some(dst_node) = self.owner_of(d.ip.dst) else {
             return Verdict::Drop;
         };
         if dst_node == node {
+            // Loopback: no device cuts a GSO segment, and there is no GRO to model; the receiver takes
+            // it whole.
             let pkt = self.packet_of(d, d.ip.id);
             self.deliver(now, node, pkt);
             if owner != 0 {
@@ -697,6 +709,12 @@ impl Network {
         };
         self.ip_id = self.ip_id.wrapping_add(1);
         let mut pkt = self.packet_of(d, self.ip_id);
+        // qdisc_pkt_len_init: a GSO segment is charged the headers of all its frames.
+        pkt.set_gso(gso_size);
+        if pkt.is_gso() {
+            // tcp_gso_segment numbers the frames' IP ids from this one on.
+            self.ip_id = self.ip_id.wrapping_add(pkt.gso_segs - 1);
+        }
         pkt.tag = owner;
         // `skb->sk` for sch_fq: a TCP or (connected) UDP socket's packets are its flow; ping's socket
         // is unconnected (`TCP_CLOSE`), which fq hashes as it hashes packets without a socket.
@@ -1029,6 +1047,7 @@ impl Network {
         let Some(dev) = device_of(nodes, ifc) else {
             return;
         };
+        let pending = ifc.tx_pending.pop_front();
         let mut wire = Wire {
             iface,
             now,
@@ -1040,6 +1059,11 @@ impl Network {
             freed,
             trace: trace.as_mut().zip(label.as_deref()),
         };
+        // The rest of a GSO packet goes before the qdisc is asked for more.
+        if let Some(frame) = pending {
+            wire.send_frame(frame);
+            return;
+        }
         let Some(w) = host::qdisc_run(dev, now, tick, &mut wire) else {
             return;
         };
@@ -1214,7 +1238,7 @@ impl Network {
                         ..*i
                     }),
                 };
-                self.send_from(now, node, &reply, 0, 0);
+                self.send_from(now, node, &reply, 0, 0, 0);
                 return;
             }
             L4::Icmp(i) if i.kind == ICMP_ECHO_REPLY => {
@@ -1241,6 +1265,11 @@ impl Network {
     /// The tc device behind an interface, for the packet path ([`device_of`]).
     fn dev_mut(&mut self, iface: IfaceId) -> Option<&mut tclab_core::engine::Device> {
         device_of(&mut self.nodes, &self.ifaces[iface])
+    }
+
+    /// The tc device behind an interface, to change.
+    pub fn device_mut(&mut self, iface: IfaceId) -> Option<&mut tclab_core::engine::Device> {
+        self.dev_mut(iface)
     }
 
     /// The tc device behind an interface.
@@ -1341,12 +1370,36 @@ impl Transmitter for Wire<'_> {
         }
     }
 
+    /// A GSO packet is cut into its frames here (`validate_xmit_skb` → `skb_gso_segment`, or the NIC's
+    /// TSO: the wire sees the same frames either way), sent back to back.
     fn send(&mut self, pkt: Packet) {
+        if !pkt.is_gso() {
+            return self.send_frame(pkt);
+        }
+        self.ifc.gso_owner = (pkt.tag != 0).then(|| (pkt.tag as AppId - 1, pkt.len));
+        let mut frames = pkt.gso_segment().into_iter();
+        let first = frames.next();
+        self.ifc.tx_pending.extend(frames);
+        if let Some(f) = first {
+            self.send_frame(f);
+        }
+    }
+}
+
+impl Wire<'_> {
+    /// One frame onto the wire. The TX completion frees its skb: a GSO packet's with its last frame.
+    fn send_frame(&mut self, pkt: Packet) {
         let (now, iface) = (self.now, self.iface);
         let ifc = &mut *self.ifc;
         let tx = ifc.link.tx_time(pkt.len, &mut ifc.tx_carry);
         ifc.busy = true;
-        ifc.tx_owner = (pkt.tag != 0).then(|| (pkt.tag as AppId - 1, pkt.len));
+        ifc.tx_owner = if !ifc.tx_pending.is_empty() {
+            None
+        } else if ifc.gso_owner.is_some() {
+            ifc.gso_owner.take()
+        } else {
+            (pkt.tag != 0).then(|| (pkt.tag as AppId - 1, pkt.len))
+        };
         ifc.counters.tx_bytes += pkt.len as u64;
         ifc.counters.tx_packets += 1;
         *self.frames_sent += 1;

@@ -141,8 +141,12 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
                 ecn,
                 fq_rate,
             } => {
-                let mtu = sc.net.device(out_iface).map_or(1500, |d| d.mtu);
+                let dev = sc.net.device(out_iface);
+                let mtu = dev.map_or(1500, |d| d.mtu);
                 let mut cfg = tclab_tcp::Config::mss_from_mtu(mtu);
+                if let Some(d) = dev {
+                    cfg.set_route_gso(d.gso_max_size, d.gso_max_segs);
+                }
                 cfg.ecn = *ecn;
                 cfg.max_pacing_rate = *fq_rate;
                 cfg.cc = match cc.as_str() {

@@ -93,6 +93,10 @@ pub struct LinkSpec {
     pub linklayer: Option<Spanned<String>>,
     pub mtu: Option<Spanned<u32>>,
     pub txqueuelen: Option<Spanned<u32>>,
+    /// Both interfaces' GSO limits (`ip link set DEV gso_max_segs N gso_max_size N`): the most segments
+    /// and bytes a TCP super-packet takes; `gso_max_segs = 1` makes TCP send one MSS per packet.
+    pub gso_max_segs: Option<Spanned<u32>>,
+    pub gso_max_size: Option<Spanned<u32>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -789,8 +793,30 @@ fn topology(cx: &Ctx, sf: &ScenarioFile) -> Result<Network, ScenarioError> {
             Some(q) => *q.get_ref(),
             None => 1000,
         };
-        net.connect(a, ai, b, bi, ab, ba, mtu, txqueuelen)
+        let gso_max_segs = match &l.gso_max_segs {
+            Some(n) if !(1..=tclab_core::engine::GSO_MAX_SEGS).contains(n.get_ref()) => {
+                return cx.err(n.span(), "link.gso_max_segs", "between 1 and 65535")
+            }
+            Some(n) => *n.get_ref(),
+            None => tclab_core::engine::GSO_MAX_SEGS,
+        };
+        // The kernel's netlink policy: at least MAX_TCP_HEADER + 1, at most GSO_MAX_SIZE.
+        let gso_max_size = match &l.gso_max_size {
+            Some(n) if !(321..=tclab_core::engine::GSO_MAX_SIZE).contains(n.get_ref()) => {
+                return cx.err(n.span(), "link.gso_max_size", "between 321 and 524280")
+            }
+            Some(n) => *n.get_ref(),
+            None => tclab_core::engine::GSO_LEGACY_MAX_SIZE,
+        };
+        let (ia, ib) = net
+            .connect(a, ai, b, bi, ab, ba, mtu, txqueuelen)
             .or_else(|m| cx.err(l.a.span(), "link", m))?;
+        for i in [ia, ib] {
+            if let Some(d) = net.device_mut(i) {
+                d.gso_max_segs = gso_max_segs;
+                d.gso_max_size = gso_max_size;
+            }
+        }
     }
     net.compute_routes();
     Ok(net)

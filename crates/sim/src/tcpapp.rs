@@ -18,9 +18,15 @@ const TIMED_WRITE_AHEAD: u64 = 8 << 20;
 /// TCP small queues count truesize, not frame bytes.
 const SKB_OVERHEAD: u64 = 576;
 
-/// A segment's frame on the wire: IP header + TCP header and options + payload + Ethernet header.
+/// What a segment occupies on the wire: IP header + TCP header and options + payload + Ethernet
+/// header, once per frame a GSO segment becomes (what the qdisc charges for it, `qdisc_pkt_len`).
 fn frame_len(seg: &Segment) -> u64 {
-    20 + seg.header_len() as u64 + seg.payload_len as u64 + crate::net::ETH_HLEN as u64
+    let frames = match seg.gso_size {
+        0 => 1,
+        g => seg.payload_len.div_ceil(g).max(1),
+    };
+    (20 + seg.header_len() as u64 + crate::net::ETH_HLEN as u64) * frames as u64
+        + seg.payload_len as u64
 }
 
 pub struct TcpEndpoint {
@@ -160,11 +166,14 @@ impl TcpEndpoint {
             }
         }
         // TCP small queues: data waits while the host already holds about a millisecond of it below the
-        // socket (ACKs still go). Every skb counted here is released when it is freed: at TX completion,
-        // when the qdisc refuses it, or when a qdisc drops it after queueing it (the network reports
-        // each packet dropped, not only the arriving one).
+        // socket (ACKs still go), and at least two skbs of the size it sends now. Every skb counted
+        // here is released when it is freed: at TX completion, when the qdisc refuses it, or when a
+        // qdisc drops it after queueing it (the network reports each packet dropped, not only the
+        // arriving one).
+        let mss = self.conn.mss();
         let full = frame_len(&Segment {
-            payload_len: self.conn.mss(),
+            payload_len: mss * self.conn.tso_segs(),
+            gso_size: mss,
             ..Segment::default()
         }) + SKB_OVERHEAD;
         loop {
@@ -177,6 +186,7 @@ impl TcpEndpoint {
             self.host_truesize += frame_len(&seg) + SKB_OVERHEAD;
             out.datagrams.push(self.datagram(&seg));
             out.tstamps.push(self.conn.departure_time());
+            out.gso_sizes.push(seg.gso_size as u16);
         }
     }
 
@@ -205,10 +215,14 @@ impl TcpEndpoint {
         }
     }
 
-    /// The host's own qdisc refused a segment we sent (`NET_XMIT_DROP`): not sent.
-    pub fn on_local_drop(&mut self, now: Nanos, d: &Datagram) {
+    /// The host's own qdisc refused a segment we sent (`NET_XMIT_DROP`): not sent. `gso_size` is the
+    /// MSS it was sent with if it was a GSO segment.
+    pub fn on_local_drop(&mut self, now: Nanos, d: &Datagram, gso_size: u16) {
         if let L4::Tcp(t) = &d.l4 {
-            let seg = segment_of(t, d.ip.tos & 3);
+            let seg = Segment {
+                gso_size: gso_size as u32,
+                ..segment_of(t, d.ip.tos & 3)
+            };
             self.host_truesize = self
                 .host_truesize
                 .saturating_sub(frame_len(&seg) + SKB_OVERHEAD);

@@ -128,8 +128,10 @@ fn a_fifo_at_the_bottleneck_costs_hundreds_of_milliseconds() {
 fn pie_and_red_hold_one_fifo_near_their_targets() {
     // One FIFO for every flow at each end, so the ping waits behind the standing queue the AQM keeps —
     // on the uplink and again on the downlink. At 10 Mbit/s PIE's controller holds each queue's delay
-    // near its 15 ms target (RFC 8033): the ping's median above the path near 2 × 15 ms (15..60 ms
-    // allowed for the controller's swings), far below the FIFO's 855 ms. At 100 Mbit/s it does not:
+    // near its 15 ms target (RFC 8033): the ping's median above the path near 2 × 15 ms (15..70 ms
+    // allowed for the controller's swings: 58 ms with seed 1 when the senders sent one MSS per skb, 63
+    // ms since they send GSO skbs of two segments, whose back-to-back frames and TCP small queues'
+    // floor of two such skbs make the arrivals burstier), far below the FIFO's 855 ms. At 100 Mbit/s it does not:
     // most of its drops are at its 1000-packet limit (`overlimit` in tc -s: 1021 of the downlink's 1114
     // with seed 1), the queues stay long, and the median lies between 2 × target and the FIFO's (42 ms
     // with seed 1; 39 and 48 ms with seeds 2 and 3); asserted there: above 2 × target and below two
@@ -141,7 +143,7 @@ fn pie_and_red_hold_one_fifo_near_their_targets() {
     // lagging average drops in clusters — so the floor asserted is 80 %.
     for rate in [10.0, 100.0] {
         let (pie_lo, pie_hi) = if rate == 10.0 {
-            (15.0, 60.0)
+            (15.0, 70.0)
         } else {
             (30.0, 242.0)
         };

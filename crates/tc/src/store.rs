@@ -1087,13 +1087,15 @@ fn apply_entry(engine: &mut Engine, entry: &[String], problems: &mut Vec<String>
 
 /// `tclab link`'s grammar (`ip link`'s, for the devices of a policy).
 pub const LINK_USAGE: &str = "Usage: tclab link { add | set | del } dev DEV [ type ifb|veth [peer name PEER]|dummy|vlan… ]
-                  [ mtu N ] [ txqueuelen N ] [ numtxqueues N ] [ tso|gso on|off ] [ up | down ]
+                  [ mtu N ] [ txqueuelen N ] [ numtxqueues N ] [ gso_max_size N ] [ gso_max_segs N ]
+                  [ tso|gso on|off ] [ up | down ]
        tclab link show [ type ifb ] [ [dev] DEV ]
 The policy's devices (ip link's grammar): a device is created on first use by tc with mtu 1500 and
 txqueuelen 1000; numtxqueues N makes it multiqueue (mq); an ifb starts down. Exit codes are ip's: 1 for
 bad options, 2 when the (simulated) kernel refuses.";
 
-/// `link add|set|del dev DEV [type ifb] [mtu N] [txqueuelen N] [numtxqueues N] [tso|gso on|off] [up|down]`: the devices of an offline
+/// `link add|set|del dev DEV [type ifb] [mtu N] [txqueuelen N] [numtxqueues N] [gso_max_size N]
+/// [gso_max_segs N] [tso|gso on|off] [up|down]`: the devices of an offline
 /// policy. `add … type ifb` makes an ifb (down until `set … up`, as `ip link add` makes it) and refuses a
 /// name in use, as RTNETLINK does; `del` removes a device with its qdiscs.
 pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
@@ -1110,6 +1112,7 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
     let mut peer: Option<String> = None;
     // `ethtool -K DEV tso off gso off` in a script arrives as these.
     let (mut tso, mut gso) = (None, None);
+    let (mut gso_max_size, mut gso_max_segs) = (None, None);
     while let Some(a) = it.next() {
         let mut value = |what: &str| -> Result<u32, String> {
             let v = it.next().ok_or(format!("\"{what}\" needs a value"))?;
@@ -1130,6 +1133,19 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
             "mtu" => mtu = Some(value("mtu")?),
             "txqueuelen" | "qlen" | "txqlen" => txq = Some(value("txqueuelen")?),
             "numtxqueues" => txqueues = Some(value("numtxqueues")?),
+            // rtnetlink's checks against a veth's tso_max_size / tso_max_segs (`do_setlink`).
+            "gso_max_size" => match value("gso_max_size")? {
+                v if v > tclab_core::engine::GSO_MAX_SIZE => {
+                    return Err("Error: too big gso_max_size.".into())
+                }
+                v => gso_max_size = Some(v),
+            },
+            "gso_max_segs" => match value("gso_max_segs")? {
+                v if v > tclab_core::engine::GSO_MAX_SEGS => {
+                    return Err("Error: too big gso_max_segs.".into())
+                }
+                v => gso_max_segs = Some(v),
+            },
             "tso" | "gso" => {
                 let v = match it.next() {
                     Some("on") => true,
@@ -1163,9 +1179,8 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
             // Options that change nothing tclab models (`link eth0 … type vlan id 10`, `promisc on`).
             "link" | "id" | "address" | "mode" | "group" | "alias" | "master" | "promisc"
             | "arp" | "multicast" | "allmulticast" | "dynamic" | "carrier" | "state"
-            | "gso_max_size" | "gso_max_segs" | "gro_max_size" | "tso_max_size"
-            | "tso_max_segs" | "netns" | "broadcast" | "brd" | "trailers" | "protodown" | "vrf"
-            | "xdp" => {
+            | "gro_max_size" | "tso_max_size" | "tso_max_segs" | "netns" | "broadcast" | "brd"
+            | "trailers" | "protodown" | "vrf" | "xdp" => {
                 it.next().ok_or(format!("\"{a}\" needs a value"))?;
             }
             "nomaster" => {}
@@ -1264,6 +1279,12 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
             }
             if let Some(v) = gso {
                 d.gso = v;
+            }
+            if let Some(v) = gso_max_size {
+                d.gso_max_size = v;
+            }
+            if let Some(v) = gso_max_segs {
+                d.gso_max_segs = v;
             }
             if let Some(n) = txqueues {
                 d.txqueues = n;

@@ -20,7 +20,7 @@
 //! segment's is in Linux. Not modelled: `tcp_tso_should_defer` (waiting for a fuller skb while cwnd is
 //! nearly used; Linux skips it for paced flows anyway), multi-segment retransmissions and loss probes.
 
-use crate::Connection;
+use crate::{Config, Connection};
 
 /// `sysctl_tcp_min_tso_segs`.
 const MIN_TSO_SEGS: u32 = 2;
@@ -29,7 +29,22 @@ const TSO_RTT_LOG: u32 = 9;
 /// `sk_pacing_shift`'s default: about 1 ms of data (2^-10 s) per skb.
 const PACING_SHIFT: u32 = 10;
 /// `MAX_TCP_HEADER + 1` on x86-64: what `sk_dst_gso_max_size` takes off the device's `gso_max_size`.
-pub const GSO_HEADROOM: u32 = 321;
+pub(crate) const GSO_HEADROOM: u32 = 321;
+/// `GSO_LEGACY_MAX_SIZE`: the most an IPv4 socket takes of a device's `gso_max_size` (its
+/// `gso_ipv4_max_size` unless BIG TCP raised it).
+const GSO_LEGACY_MAX_SIZE: u32 = 65536;
+
+impl Config {
+    /// `sk_setup_caps` for a route through a device with `gso_max_size` and `gso_max_segs` (`ip link`'s):
+    /// the socket's GSO limits (`sk_dst_gso_max_size` for IPv4; at least one segment).
+    pub fn set_route_gso(&mut self, gso_max_size: u32, gso_max_segs: u32) {
+        self.gso_max_size = gso_max_size
+            .min(GSO_LEGACY_MAX_SIZE)
+            .saturating_sub(GSO_HEADROOM)
+            .max(1);
+        self.gso_max_segs = gso_max_segs.max(1);
+    }
+}
 
 impl Connection {
     /// `tcp_tso_segs`: the most segments one skb may carry now.

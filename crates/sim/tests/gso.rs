@@ -1,0 +1,155 @@
+//! GSO in the simulated hosts: TCP hands its qdisc super-packets (tcp_tso_autosize), the qdisc charges
+//! and counts them as the kernel does (`qdisc_pkt_len` = the bytes of all their frames, `bstats` packets
+//! = their segments), and the interface cuts them into MTU frames after the qdisc, so the wire, the
+//! router and the receiver see ordinary frames. `gso_max_segs = 1` on the link turns it off (`ip link
+//! set DEV gso_max_segs 1`); the receiver gets the same bytes either way.
+
+use std::cell::RefCell;
+use std::io::Write;
+use std::rc::Rc;
+use tclab_sim::apps::App;
+use tclab_sim::run::run;
+use tclab_sim::scenario::load;
+use tclab_sim::trace::{parse_line, Trace};
+
+const LAB: &str = r#"
+duration = "10s"
+[[node]]
+name = "a"
+[[node]]
+name = "r"
+kind = "router"
+[[node]]
+name = "b"
+[[link]]
+a = "a:eth0"
+b = "r:eth0"
+rate = "1gbit"
+delay = "1ms"
+[[link]]
+a = "r:eth1"
+b = "b:eth0"
+rate = "50mbit"
+delay = "5ms"
+[[policy]]
+node = "r"
+tc = """
+qdisc add dev eth1 root handle 1: htb default 10
+class add dev eth1 parent 1: classid 1:10 htb rate 40mbit
+"""
+[[traffic]]
+kind = "tcp"
+from = "a"
+to = "b"
+bytes = "5m"
+"#;
+
+#[derive(Clone, Default)]
+struct Sink(Rc<RefCell<Vec<u8>>>);
+
+impl Write for Sink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+struct Seen {
+    delivered: u64,
+    /// Lengths of the packets a's qdisc took (enqueue records of the trace).
+    enqueued: Vec<u32>,
+    /// a:eth0's root qdisc: bytes and packets sent (tc -s); the interface: bytes and frames sent.
+    qdisc: (u64, u64),
+    iface: (u64, u64),
+    /// r:eth0's frames received and the largest enqueued at r:eth1 (what the router saw).
+    router_rx: u64,
+    router_max: u32,
+    /// The receiver's segments in, and the sender's segments out.
+    segs_in: u64,
+    segs_out: u64,
+    retransmits: u64,
+}
+
+fn run_lab(toml: &str) -> Seen {
+    let mut sc =
+        load("gso.toml", toml, std::path::Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
+    let sink = Sink::default();
+    sc.net.trace = Some(Trace::text(Box::new(sink.clone())));
+    let out = run(&mut sc, &mut |_| {}).expect("runs");
+    sc.net.trace.as_mut().unwrap().finish().expect("written");
+    let text = String::from_utf8(sink.0.borrow().clone()).unwrap();
+    let lines: Vec<_> = text.lines().filter_map(parse_line).collect();
+    let enqueued = lines
+        .iter()
+        .filter(|l| l.dev == "a:eth0" && l.event.starts_with("enq"))
+        .map(|l| l.len)
+        .collect();
+    let router_max = lines
+        .iter()
+        .filter(|l| l.dev == "r:eth1" && l.event.starts_with("enq"))
+        .map(|l| l.len)
+        .max()
+        .unwrap_or(0);
+    let a0 = sc.net.iface_by_name(0, "eth0").unwrap();
+    let r0 = sc.net.iface_by_name(1, "eth0").unwrap();
+    let q = sc.net.device(a0).unwrap().root().q.stats();
+    let c = sc.net.ifaces[a0].counters;
+    let (mut segs_in, mut segs_out) = (0, 0);
+    for app in &sc.net.apps {
+        if let App::Tcp(t) = app {
+            let s = t.stats();
+            if s.data_segs_out == 0 {
+                segs_in += s.segs_in;
+            } else {
+                segs_out += s.segs_out;
+            }
+        }
+    }
+    Seen {
+        delivered: out.flows[0].delivered_bytes,
+        enqueued,
+        qdisc: (q.bytes, q.packets),
+        iface: (c.tx_bytes, c.tx_packets),
+        router_rx: sc.net.ifaces[r0].counters.rx_packets,
+        router_max,
+        segs_in,
+        segs_out,
+        retransmits: out.flows[0].retransmits,
+    }
+}
+
+#[test]
+fn super_packets_in_the_senders_qdisc_frames_on_the_wire() {
+    let on = run_lab(LAB);
+    let off = run_lab(&LAB.replace("delay = \"1ms\"", "delay = \"1ms\"\ngso_max_segs = 1"));
+    for (what, s) in [("on", &on), ("off", &off)] {
+        // The receiver gets every byte either way.
+        assert_eq!(s.delivered, 5 << 20, "GSO {what}");
+        // The qdisc's counters are the wire's: bytes charged = bytes of the frames, packets counted =
+        // frames (bstats_update counts gso_segs).
+        assert_eq!(s.qdisc, s.iface, "GSO {what}: tc -s against the interface");
+        // Frames only beyond the sender: the router's egress never sees more than a 1514-byte frame,
+        // and it receives what a sent, frame for frame (no loss on these links).
+        assert!(s.router_max <= 1514, "GSO {what}: {}", s.router_max);
+        assert_eq!(s.router_rx, s.iface.1, "GSO {what}");
+        // Every frame from a is one segment at b (no GRO): b's segments in are a's frames.
+        assert_eq!(s.segs_in, s.iface.1, "GSO {what}");
+        assert_eq!(s.segs_out, s.iface.1, "GSO {what}");
+    }
+    assert!(
+        on.enqueued.iter().any(|&l| l > 1514),
+        "super-packets with GSO"
+    );
+    assert!(
+        off.enqueued.iter().all(|&l| l <= 1514),
+        "none with gso_max_segs 1"
+    );
+    // With GSO the qdisc took fewer, larger packets for the same frames.
+    assert!(on.enqueued.len() < on.iface.1 as usize);
+    assert_eq!(off.enqueued.len() as u64, off.iface.1);
+    // Segments, not skbs, are what TCP counts (tcp_skb_pcount): its segments out are a's frames.
+    assert_eq!((on.retransmits, off.retransmits), (0, 0));
+}
