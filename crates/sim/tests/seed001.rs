@@ -70,7 +70,12 @@ fn test1_a_class_sends_its_rate_whatever_the_burst_and_the_timer() {
         "seed001-test1",
         &[burst15k[0], ("seed = 1\n", "seed = 1\nhz = 100\n")],
     );
-    assert_rate("15k, 512 B, HZ = 100", class_bps(&s, "1:10"), 30e6, 15.0 * k);
+    assert_rate(
+        "15k, 512 B, HZ = 100",
+        class_bps(&s, "1:10"),
+        30e6,
+        15.0 * k,
+    );
     // Table 5's rule: 4.8k at 8 Mbit/s, 1500-byte datagrams (the class's cburst, 4.8 × 1024 bytes).
     let s = summary(
         "seed001-test1",
@@ -82,7 +87,12 @@ fn test1_a_class_sends_its_rate_whatever_the_burst_and_the_timer() {
             ("length = 484", "length = 1472"),
         ],
     );
-    assert_rate("4.8k at 8 Mbit/s, 1500 B", class_bps(&s, "1:10"), 8e6, 4.8 * k);
+    assert_rate(
+        "4.8k at 8 Mbit/s, 1500 B",
+        class_bps(&s, "1:10"),
+        8e6,
+        4.8 * k,
+    );
 }
 
 #[test]
@@ -94,7 +104,12 @@ fn test2_one_level_of_inheritance_splits_the_parent_by_the_rates() {
     let (c2, c3) = (class_bps(&s, "1:2"), class_bps(&s, "1:3"));
     assert_rate("class 2", c2, 2e6, (1.0 + 18.0) * k);
     assert_rate("class 3", c3, 28e6, (17.0 + 18.0) * k);
-    assert_rate("class 1", class_bps(&s, "1:1"), 30e6, (18.0 + 1.0 + 17.0) * k);
+    assert_rate(
+        "class 1",
+        class_bps(&s, "1:1"),
+        30e6,
+        (18.0 + 1.0 + 17.0) * k,
+    );
     // Streams 1 and 2 share class 3: what they delivered, as HTB counted it (each datagram with its
     // UDP, IP and Ethernet headers, 42 bytes), is what class 3 sent.
     let flows = s["flows"].as_array().expect("flows");
