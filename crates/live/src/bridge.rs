@@ -532,16 +532,7 @@ impl Bridge {
         let mut received = 0;
         for _ in 0..RX_BATCHES_PER_TURN {
             let now = self.now();
-            let n = ring.take(sys::BATCH, |f| match f {
-                Some(f) => {
-                    let tag = f.vlan.map(|(proto, tci)| VlanTag { proto, tci });
-                    self.arrive_tagged(now, i, f.data, f.truncated(), tag);
-                }
-                None => {
-                    self.ports[i].stats.rx_packets += 1;
-                    self.ports[i].stats.malformed += 1;
-                }
-            });
+            let n = ring.take(sys::BATCH, |slot| self.arrive_slot(now, i, slot));
             self.ports[i].stats.rx_ring += n as u64;
             received += n;
             if n < sys::BATCH {
@@ -549,6 +540,22 @@ impl Bridge {
             }
         }
         received
+    }
+
+    /// A receive ring's slot on port `i`, header and frame as the kernel wrote them (a detached
+    /// bridge's caller: any bytes): the frame goes on as [`Bridge::arrive_tagged`]'s, a slot whose
+    /// header does not describe a frame within it counts as received and malformed.
+    pub fn arrive_slot(&mut self, now: Nanos, i: usize, slot: &[u8]) {
+        match sys::slot_view(slot) {
+            Some(f) => {
+                let tag = f.vlan.map(|(proto, tci)| VlanTag { proto, tci });
+                self.arrive_tagged(now, i, f.data, f.truncated(), tag);
+            }
+            None => {
+                self.ports[i].stats.rx_packets += 1;
+                self.ports[i].stats.malformed += 1;
+            }
+        }
     }
 
     /// Ask every tree whose wake-up has come.

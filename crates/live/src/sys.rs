@@ -1027,9 +1027,9 @@ impl RxRing {
         })
     }
 
-    /// Hand each frame the kernel has filled to `f` in arrival order, at most `max`, each slot given
-    /// back once `f` returns: `None` for a slot [`slot_view`] refuses. Returns how many were taken.
-    pub fn take(&mut self, max: usize, mut f: impl FnMut(Option<RingFrame<'_>>)) -> usize {
+    /// Hand each slot the kernel has filled to `f` in arrival order, at most `max`, each given back
+    /// once `f` returns (read it with [`slot_view`]: nothing in it is trusted). Returns how many.
+    pub fn take(&mut self, max: usize, mut f: impl FnMut(&[u8])) -> usize {
         let mut n = 0;
         // Acquire: the frame's bytes, written before the status, are visible after it.
         while n < max
@@ -1040,7 +1040,7 @@ impl RxRing {
                 & TP_STATUS_USER
                 != 0
         {
-            f(slot_view(self.ring.slot()));
+            f(self.ring.slot());
             self.ring.hand_over(0);
             n += 1;
         }

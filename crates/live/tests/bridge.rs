@@ -178,6 +178,35 @@ fn twenty_thousand_hostile_frames_never_panic_and_every_frame_is_counted() {
         m > 0 && o > 0,
         "short and oversize frames were among them: {m} {o}"
     );
+    // As receive-ring slots: half with a header the kernel could have written (status 1, the frame
+    // at 66, snaplen = len = what follows), half anything; every slot counted once.
+    let mut b = tclab_live::fuzz::bridge();
+    let mut data = Vec::new();
+    for _ in 0..5_000 {
+        let r = next(&mut seed);
+        let len = 32 + (r % 1600) as usize;
+        let mut s: Vec<u8> = (0..len).map(|_| next(&mut seed) as u8).collect();
+        if r & 1 == 0 && len > 66 + 14 {
+            let snap = (len - 66) as u32;
+            s[0..4].copy_from_slice(&1u32.to_ne_bytes());
+            s[4..8].copy_from_slice(&snap.to_ne_bytes());
+            s[8..12].copy_from_slice(&snap.to_ne_bytes());
+            s[12..14].copy_from_slice(&66u16.to_ne_bytes());
+        }
+        data.extend_from_slice(&(len as u16).to_be_bytes());
+        data.push(4 | ((r >> 20) & 1) as u8);
+        data.push((r >> 24) as u8 % 20);
+        data.extend_from_slice(&s);
+    }
+    let (fed, _) = tclab_live::fuzz::fuzz_one(&mut b, &data, 0);
+    let st = b.stats();
+    let received: u64 = st.iter().map(|(_, s)| s.rx_packets).sum();
+    let malformed: u64 = st.iter().map(|(_, s)| s.malformed).sum();
+    assert_eq!((fed, received), (5_000, 5_000), "every slot counted once");
+    assert!(
+        malformed > 0 && malformed < 5_000,
+        "corrupt slots refused, sound ones read: {malformed} malformed"
+    );
     // Arbitrary bytes as the whole input, too.
     let mut b = tclab_live::fuzz::bridge();
     let junk: Vec<u8> = (0..200_000).map(|_| next(&mut seed) as u8).collect();
