@@ -83,6 +83,9 @@ struct Port {
     mtu: u32,
     /// Frames dequeued but not yet taken by the socket.
     pending: Vec<Vec<u8>>,
+    /// The last `qdisc_run` stopped because `pending` was full, not because the tree had nothing to
+    /// give: once the socket has taken the frames, the tree is asked again (`netif_wake_queue`).
+    stopped: bool,
     /// When the port's tree wants to be asked again.
     wake: Option<Nanos>,
     stats: PortStats,
@@ -195,6 +198,7 @@ impl Bridge {
                     detached_out: Vec::new(),
                     mtu: o.mtu,
                     pending: Vec::new(),
+                    stopped: false,
                     wake: None,
                     stats: PortStats::default(),
                 }
@@ -249,6 +253,7 @@ impl Bridge {
                     detached_out: Vec::new(),
                     mtu,
                     pending: Vec::new(),
+                    stopped: false,
                     wake: None,
                     stats: PortStats::default(),
                 }
@@ -267,7 +272,7 @@ impl Bridge {
     pub fn poll(&mut self, now: Nanos) {
         self.serve_timers(now);
         for o in 0..self.ports.len() {
-            flush(&mut self.ports[o], &mut self.spare);
+            self.flush_and_wake(now, o);
         }
     }
 
@@ -686,20 +691,28 @@ impl Bridge {
         if let Some(w) = host::qdisc_run(dev, now, None, &mut tx) {
             port.wake = Some(port.wake.map_or(w, |p| p.min(w)));
         }
+        port.stopped = !tx.ready();
         if port.pending.len() >= sys::BATCH {
             flush(port, &mut self.spare);
         }
     }
 
     fn flush_all(&mut self) {
+        let now = self.now();
         for o in 0..self.ports.len() {
+            self.flush_and_wake(now, o);
+        }
+    }
+
+    /// Hand port `o`'s pending frames to its socket; if its tree was stopped by a full socket and the
+    /// socket took them all, ask the tree again. Only then: a throttled tree is asked on enqueue and
+    /// at its wake-up, as the kernel asks it — asking on every turn of the loop would cost a dequeue
+    /// per turn and count an overlimit each time (TBF's, HFSC's), many times the kernel's count.
+    fn flush_and_wake(&mut self, now: Nanos, o: usize) {
+        flush(&mut self.ports[o], &mut self.spare);
+        if self.ports[o].stopped && self.ports[o].pending.is_empty() {
+            self.kick(now, o);
             flush(&mut self.ports[o], &mut self.spare);
-            // Room again: what the tree held for a full socket can go.
-            if self.ports[o].pending.is_empty() {
-                let now = self.now();
-                self.kick(now, o);
-                flush(&mut self.ports[o], &mut self.spare);
-            }
         }
     }
 

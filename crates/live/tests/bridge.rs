@@ -633,3 +633,94 @@ fn a_ring_slot_is_read_only_within_its_bytes() {
         }
     }
 }
+
+#[test]
+fn a_throttled_tree_is_asked_as_the_kernel_asks_it_not_on_every_turn_of_the_loop() {
+    let Some(ns) = netns("asks") else {
+        return;
+    };
+    let (mut ports, _, tx, rx) = open_lab(&ns, 1, Rings::On);
+    // TBF 8 Mbit/s (1 byte/µs), burst 3028: two 1514-byte frames leave at once, each of the other
+    // eight 1514 µs later. tbf_dequeue counts an overlimit each time it is asked and must refuse;
+    // the kernel asks on each enqueue (qdisc_run from __dev_xmit_skb) and when the watchdog fires,
+    // so 8 refusals on arrival and at most one per wake-up after: at most 16, with a little room.
+    // A loop that asked the tree on every turn while it spins would count hundreds.
+    let mut engine = Engine::new();
+    engine.add_device("a0", 1500, 1000);
+    let out = tclab_tc::run(
+        &mut engine,
+        &"qdisc add dev a0 root tbf rate 8mbit burst 3028 limit 100000"
+            .split(' ')
+            .map(String::from)
+            .collect::<Vec<_>>(),
+        0,
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let frames: Vec<Vec<u8>> = (0..10).map(|k| udp_frame(1514, 5000 + k, 0)).collect();
+    send_all(&tx, &frames);
+    let mut b = Bridge::on_ports(engine, ports.remove(0));
+    b.run(Some(100_000_000)).expect("bridge");
+    assert_eq!(received(&rx).len(), 10, "all ten forwarded");
+    let now = b.now();
+    let show = tclab_tc::run(
+        &mut b.engine,
+        &["-s", "qdisc", "show", "dev", "a0"].map(String::from),
+        now,
+    );
+    let overlimits: u64 = show
+        .stdout
+        .split("overlimits ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no overlimits in {}", show.stdout));
+    assert!(
+        (8..=20).contains(&overlimits),
+        "overlimits {overlimits}, the kernel's count is 8 to 16:\n{}",
+        show.stdout
+    );
+}
+
+#[test]
+fn a_tree_stopped_by_a_full_port_is_asked_again_once_the_port_has_room() {
+    // A plug holds 600 frames, then lets them all go at once: qdisc_run stops when the port holds
+    // 256 frames its socket has not taken (as a NIC's full ring stops the kernel's qdisc_run), and
+    // the tree must be asked again once they are gone (netif_wake_queue), not only at the next
+    // arrival or wake-up, of which there are none here.
+    let mut b = Bridge::detached(
+        policy(&["qdisc add dev eth0 root plug limit 10000000"]),
+        [("eth0", 1500), ("eth1", 1500)],
+    );
+    let frames: Vec<Vec<u8>> = (0..601).map(|k| udp_frame(100, k as u16, 0)).collect();
+    for f in &frames[..600] {
+        b.arrive(0, 1, f, false);
+    }
+    assert!(b.take_sent(0).is_empty(), "plugged");
+    let out = tclab_tc::run(
+        &mut b.engine,
+        &[
+            "qdisc",
+            "change",
+            "dev",
+            "eth0",
+            "root",
+            "plug",
+            "release_indefinite",
+        ]
+        .map(String::from),
+        1,
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // The next arrival runs the queue: the first 256 leave, the tree stops.
+    b.arrive(2, 1, &frames[600], false);
+    let mut got = b.take_sent(0);
+    assert_eq!(got.len(), 256);
+    for t in 3..6 {
+        b.poll(t);
+        got.extend(b.take_sent(0));
+    }
+    assert_eq!(
+        got, frames,
+        "all 601 in order, with no arrival to wake the tree"
+    );
+}
