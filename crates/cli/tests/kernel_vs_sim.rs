@@ -15,7 +15,8 @@
 //! Simulator side: the same three nodes with the same addresses, links of 10 Gbit/s with
 //! 10 µs propagation each way (a veth is a function call: the kernel's idle ping RTT here is
 //! 30–70 µs; a veth has no transmit rate, so a fast link stands in for it), the same policy
-//! text on `router:eth1`, tclab-tcp CUBIC streams and a ping at the same interval.
+//! text on `router:eth1`, tclab-tcp CUBIC streams and a ping at the same interval, and
+//! `gso_max_segs = 1` on both links as on the veths (tclab's hosts send GSO skbs otherwise).
 //!
 //! Every figure is printed in one table per policy; the assertions compare them with the
 //! tolerances derived next to each check (see `Check`). The kernel is noisy: if a check fails,
@@ -718,12 +719,14 @@ a = \"client:eth0\"
 b = \"router:eth0\"
 rate = \"10gbit\"
 delay = \"10us\"
+gso_max_segs = 1
 
 [[link]]
 a = \"router:eth1\"
 b = \"server:eth0\"
 rate = \"10gbit\"
 delay = \"10us\"
+gso_max_segs = 1
 
 [[policy]]
 node = \"router\"

@@ -4,13 +4,13 @@
 //! router and the receiver see ordinary frames. `gso_max_segs = 1` on the link turns it off (`ip link
 //! set DEV gso_max_segs 1`); the receiver gets the same bytes either way.
 
-use std::cell::RefCell;
-use std::io::Write;
-use std::rc::Rc;
 use tclab_sim::apps::App;
 use tclab_sim::run::run;
 use tclab_sim::scenario::load;
 use tclab_sim::trace::{parse_line, Trace};
+
+mod common;
+use common::Sink;
 
 const LAB: &str = r#"
 duration = "10s"
@@ -43,19 +43,6 @@ from = "a"
 to = "b"
 bytes = "5m"
 "#;
-
-#[derive(Clone, Default)]
-struct Sink(Rc<RefCell<Vec<u8>>>);
-
-impl Write for Sink {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.borrow_mut().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 struct Seen {
     delivered: u64,

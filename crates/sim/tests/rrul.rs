@@ -129,12 +129,12 @@ fn pie_and_red_hold_one_fifo_near_their_targets() {
     // One FIFO for every flow at each end, so the ping waits behind the standing queue the AQM keeps —
     // on the uplink and again on the downlink. At 10 Mbit/s PIE's controller holds each queue's delay
     // near its 15 ms target (RFC 8033): the ping's median above the path near 2 × 15 ms (15..70 ms
-    // allowed for the controller's swings: 58 ms with seed 1 when the senders sent one MSS per skb, 63
-    // ms since they send GSO skbs of two segments, whose back-to-back frames and TCP small queues'
-    // floor of two such skbs make the arrivals burstier), far below the FIFO's 855 ms. At 100 Mbit/s it does not:
-    // most of its drops are at its 1000-packet limit (`overlimit` in tc -s: 1021 of the downlink's 1114
-    // with seed 1), the queues stay long, and the median lies between 2 × target and the FIFO's (42 ms
-    // with seed 1; 39 and 48 ms with seeds 2 and 3); asserted there: above 2 × target and below two
+    // allowed for the controller's swings: 63 ms with seed 1, 50 ms with `gso_max_segs = 1` — the
+    // senders' GSO skbs of two segments and TCP small queues' floor of two such skbs make the arrivals
+    // burstier), far below the FIFO's 773 ms. At 100 Mbit/s it does not:
+    // most of its drops are at its 1000-packet limit, the queues stay long, and the median lies between
+    // 2 × target and the FIFO's (76 ms with seed 1, 84 ms with `gso_max_segs = 1`; 42 ms when first
+    // measured, before later changes to the TCP); asserted there: above 2 × target and below two
     // full queues (2 × 1000 × 1514 B at 100 Mbit/s = 242 ms). RED keeps
     // each average between min and max — 30 000 and 90 000 bytes, 24 and 72 ms of a 10 Mbit/s line (the
     // 100 Mbit/s policy scales both by ten) — so the median lies between one queue at min and both at

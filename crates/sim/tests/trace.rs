@@ -2,26 +2,14 @@
 //! counters of the same run, its binary form reads back to exactly the text form's lines, and a damaged
 //! or cut file is refused or read up to the damage, never a panic.
 
-use std::cell::RefCell;
 use std::io::Write;
-use std::rc::Rc;
 use tclab_sim::builtin::find;
 use tclab_sim::run::{run, Outcome};
 use tclab_sim::scenario::load;
 use tclab_sim::trace::{parse_line, Form, Line, Reader, Trace};
 
-#[derive(Clone, Default)]
-struct Sink(Rc<RefCell<Vec<u8>>>);
-
-impl Write for Sink {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.borrow_mut().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+mod common;
+use common::Sink;
 
 /// Run a built-in scenario with a trace in the text form (`text`) or the binary one: the trace's bytes.
 fn traced_as(name: &str, text: bool) -> (Vec<u8>, Outcome) {

@@ -126,6 +126,23 @@ fn htb_counts_segments_and_charges_the_whole_packet() {
     assert!(c.contains("Sent 18168 bytes 12 pkt"), "{c}");
 }
 
+/// TBF at 10 Mbit/s with `burst` and `limit` as the root of eth0 (replacing any), offered one
+/// 4-segment super-packet (6056 bytes charged): the verdict and the packets dropped on the way.
+fn tbf_takes_one(e: &mut Engine, burst: u32, limit: u32) -> (Verdict, usize) {
+    tc(
+        e,
+        &format!(
+            "qdisc replace dev eth0 root handle 1: tbf rate 10mbit burst {burst} limit {limit}"
+        ),
+    );
+    let mut cx = Cx::new(0);
+    let v = e
+        .device_mut("eth0")
+        .unwrap()
+        .enqueue(tcp_gso(4 * 1448, 0x10), &mut cx);
+    (v, cx.drops.len())
+}
+
 #[test]
 fn tbf_segments_a_super_packet_larger_than_its_bucket() {
     // burst 1540 holds one 1514-byte frame, not a 6056-byte super-packet: tbf_segment queues its 4
@@ -133,15 +150,7 @@ fn tbf_segments_a_super_packet_larger_than_its_bucket() {
     // frames then leave one by one, 4 packets of 1514 bytes.
     let mut e = Engine::new();
     e.add_device("eth0", 1500, 1000);
-    tc(
-        &mut e,
-        "qdisc add dev eth0 root handle 1: tbf rate 10mbit burst 1540 limit 10000",
-    );
-    let dev = e.device_mut("eth0").unwrap();
-    assert_eq!(
-        dev.enqueue(tcp_gso(4 * 1448, 0x10), &mut Cx::new(0)),
-        Verdict::Success
-    );
+    assert_eq!(tbf_takes_one(&mut e, 1540, 10000), (Verdict::Success, 0));
     let q = tc(&mut e, "-s qdisc show dev eth0");
     assert!(q.contains("dropped 0"), "{q}");
     assert!(q.contains("backlog 6056b 4p"), "{q}");
@@ -151,29 +160,11 @@ fn tbf_segments_a_super_packet_larger_than_its_bucket() {
 
     // A limit of 4000 bytes takes two of the frames: the other two are dropped, the packet still
     // counts as queued (two frames, 3028 bytes).
-    tc(
-        &mut e,
-        "qdisc replace dev eth0 root handle 1: tbf rate 10mbit burst 1540 limit 4000",
-    );
-    let dev = e.device_mut("eth0").unwrap();
-    let mut cx = Cx::new(0);
-    assert_eq!(
-        dev.enqueue(tcp_gso(4 * 1448, 0x10), &mut cx),
-        Verdict::Success
-    );
-    assert_eq!(cx.drops.len(), 2);
+    assert_eq!(tbf_takes_one(&mut e, 1540, 4000), (Verdict::Success, 2));
     let q = tc(&mut e, "-s qdisc show dev eth0");
     assert!(q.contains("backlog 3028b 2p"), "{q}");
     assert!(q.contains("dropped 2"), "{q}");
 
     // A super-packet whose frames do not fit the bucket either (burst 1000 < 1514) is dropped whole.
-    tc(
-        &mut e,
-        "qdisc replace dev eth0 root handle 1: tbf rate 10mbit burst 1000 limit 10000",
-    );
-    let dev = e.device_mut("eth0").unwrap();
-    assert_eq!(
-        dev.enqueue(tcp_gso(4 * 1448, 0x10), &mut Cx::new(0)),
-        Verdict::Drop
-    );
+    assert_eq!(tbf_takes_one(&mut e, 1000, 10000), (Verdict::Drop, 1));
 }

@@ -344,7 +344,7 @@ impl Connection {
         if fin {
             self.fin_sent = true;
         }
-        if len % mss != 0 {
+        if !len.is_multiple_of(mss) {
             self.snd_sml = end; // tcp_minshall_update
         }
         let was_empty = self.packets_out == 0;
