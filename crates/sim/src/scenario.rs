@@ -1658,6 +1658,16 @@ delay = "1ms"
                 "at least 1",
             ),
             (
+                BASE.replace("delay = \"1ms\"", "delay = \"1ms\"\ngso_max_segs = 0"),
+                "link.gso_max_segs",
+                "between 1 and 65535",
+            ),
+            (
+                BASE.replace("delay = \"1ms\"", "delay = \"1ms\"\ngso_max_size = 320"),
+                "link.gso_max_size",
+                "between 321 and 524280",
+            ),
+            (
                 format!("{BASE}[[traffic]]\nkind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"1us\"\n"),
                 "traffic.interval",
                 "at least 1ms",

@@ -1325,6 +1325,29 @@ mod tests {
     }
 
     #[test]
+    fn gso_limits_are_set_as_ip_link_sets_them() {
+        // Linux's defaults (GSO_LEGACY_MAX_SIZE, GSO_MAX_SEGS); `ip link set … gso_max_segs 1` is what
+        // makes TCP send one MSS per skb (ethtool -K only records the offload flags); values past a
+        // veth's tso_max_size / tso_max_segs are refused and change nothing.
+        let mut e = Engine::new();
+        link(&mut e, &words("add dev eth0 type dummy")).unwrap();
+        let d = e.device("eth0").unwrap();
+        assert_eq!((d.gso_max_size, d.gso_max_segs), (65536, 65535));
+        link(&mut e, &words("set dev eth0 gso_max_segs 1 gso_max_size 32768")).unwrap();
+        let d = e.device("eth0").unwrap();
+        assert_eq!((d.gso_max_size, d.gso_max_segs), (32768, 1));
+        assert_eq!(
+            link(&mut e, &words("set dev eth0 gso_max_segs 65536")),
+            Err("Error: too big gso_max_segs.".to_string())
+        );
+        assert_eq!(
+            link(&mut e, &words("set dev eth0 gso_max_size 524281")),
+            Err("Error: too big gso_max_size.".to_string())
+        );
+        assert_eq!(e.device("eth0").map(|d| d.gso_max_segs), Some(1));
+    }
+
+    #[test]
     fn devices_have_names_linux_allows_and_keep_them() {
         // `dev_valid_name`: 1 to 15 bytes, no `/`, `:` or white space, not `.` or `..`.
         let mut e = Engine::new();
