@@ -1333,7 +1333,11 @@ mod tests {
         link(&mut e, &words("add dev eth0 type dummy")).unwrap();
         let d = e.device("eth0").unwrap();
         assert_eq!((d.gso_max_size, d.gso_max_segs), (65536, 65535));
-        link(&mut e, &words("set dev eth0 gso_max_segs 1 gso_max_size 32768")).unwrap();
+        link(
+            &mut e,
+            &words("set dev eth0 gso_max_segs 1 gso_max_size 32768"),
+        )
+        .unwrap();
         let d = e.device("eth0").unwrap();
         assert_eq!((d.gso_max_size, d.gso_max_segs), (32768, 1));
         assert_eq!(
