@@ -457,6 +457,9 @@ pub enum LabSub {
         /// tclab live's transmit queues (threads); the policy's roots must then be mq
         #[arg(long, value_name = "N", default_value_t = 1, conflicts_with = "kernel", value_parser = clap::value_parser!(u16).range(1..=64))]
         queues: u16,
+        /// tclab live receives with recvmmsg and sends with sendmmsg instead of its rings, to compare
+        #[arg(long, conflicts_with = "kernel")]
+        no_ring: bool,
     },
     /// Stop the bridge (its summary is printed) and remove the lab's namespaces
     Down,

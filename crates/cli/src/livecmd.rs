@@ -325,6 +325,7 @@ pub fn lab(a: args::LabCmd) -> CmdResult {
             kernel,
             out,
             queues,
+            no_ring,
         } => {
             Lab::check_root().map_err(usage)?;
             let policy = match policy {
@@ -356,7 +357,7 @@ pub fn lab(a: args::LabCmd) -> CmdResult {
                     policy: policy.as_deref(),
                     out: out.as_deref(),
                     queues,
-                    ring: true,
+                    ring: !no_ring,
                 }
             };
             lab.up(shaper)?;
