@@ -89,6 +89,8 @@ struct Port {
     /// When the port's tree wants to be asked again.
     wake: Option<Nanos>,
     stats: PortStats,
+    /// Whether the first oversize frame that arrived here was reported (see [`oversize_warning`]).
+    oversize_said: bool,
 }
 
 /// An ifb device of the policy: its queue is emptied as soon as its tree allows (`ifb_xmit`).
@@ -201,6 +203,7 @@ impl Bridge {
                     stopped: false,
                     wake: None,
                     stats: PortStats::default(),
+                    oversize_said: false,
                 }
             })
             .collect();
@@ -256,6 +259,7 @@ impl Bridge {
                     stopped: false,
                     wake: None,
                     stats: PortStats::default(),
+                    oversize_said: false,
                 }
             })
             .collect();
@@ -607,6 +611,14 @@ impl Bridge {
         };
         if truncated || pkt.data.len() > other_mtu {
             st.oversize += 1;
+            if !self.ports[i].oversize_said {
+                self.ports[i].oversize_said = true;
+                let (from, to) = (&self.ports[i].name, &self.ports[1 - i].name);
+                eprintln!(
+                    "tclab live: warning: {}",
+                    oversize_warning(from, to, other_mtu, frame.len(), truncated)
+                );
+            }
             return;
         }
         self.receive(now, i, pkt, Cx::new(now));
@@ -903,6 +915,29 @@ pub fn open_ports(
         }
     }
     Ok((out, setup))
+}
+
+/// What the first oversize frame on port `from` makes the bridge say, at once (a frame dropped in
+/// silence looks like a broken link; the summary counts them all): a frame cut by its receive ring
+/// slot or buffer (`truncated`), or one whose packet is larger than `to`'s MTU as it was at the
+/// start. Both were sized then, so an MTU raised while tclab runs (jumbo frames) needs a restart.
+pub fn oversize_warning(
+    from: &str,
+    to: &str,
+    to_mtu: usize,
+    frame_len: usize,
+    truncated: bool,
+) -> String {
+    let what = if truncated {
+        format!(
+            "a frame longer than {from}'s receive slot or buffer (sized for the MTUs at the start) arrived"
+        )
+    } else {
+        format!("a {frame_len}-byte frame arrived, its packet larger than {to}'s {to_mtu}-byte MTU at the start")
+    };
+    format!(
+        "{from}: {what}; dropped, and such frames are counted as oversize (after raising an MTU, restart tclab live)"
+    )
 }
 
 /// Keep the first reason a device's ring was refused.
