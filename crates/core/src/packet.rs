@@ -30,6 +30,13 @@ pub struct Packet {
     /// `ct->mark`, read when the packet last passed a netfilter hook); `None` for an untracked packet.
     /// The `connmark` action restores `mark` from it.
     pub ct_mark: Option<u32>,
+    /// The packet's conntrack state as flower's `ct_state` reads it (`skb_flow_dissect_ct` through
+    /// `fl_ct_info_to_flower_map`): [`Packet::CT_TRACKED`] with NEW, ESTABLISHED or RELATED and REPLY,
+    /// or `TRACKED | INVALID` after an action `ct` that found no connection; 0 while untracked. Set
+    /// with `ct_mark` by the netfilter hooks (the skb's `_nfct`) and by the `ct` action.
+    pub ct_state: u8,
+    /// The zone of that connection (`ct->zone.id`): the `ct` action's `zone`; 0 for the hooks' own.
+    pub ct_zone: u16,
     /// `skb->skb_iif`: the driver's number (≥ 1) for the device a mirred action took the packet from; 0
     /// if none. An ifb gives a redirected packet back to that device.
     pub iif: u32,
@@ -95,6 +102,14 @@ impl Packet {
     pub const REDIRECTED: u8 = 1;
     /// `redirect` flag: it was redirected from a device's ingress hook.
     pub const FROM_INGRESS: u8 = 2;
+
+    /// `ct_state` bits, `TCA_FLOWER_KEY_CT_FLAGS_*`.
+    pub const CT_NEW: u8 = 1;
+    pub const CT_ESTABLISHED: u8 = 2;
+    pub const CT_RELATED: u8 = 4;
+    pub const CT_TRACKED: u8 = 8;
+    pub const CT_INVALID: u8 = 16;
+    pub const CT_REPLY: u8 = 32;
 
     /// `skb->protocol`: the outermost in-header VLAN tag's TPID, else the network protocol.
     pub fn skb_protocol(&self) -> u16 {

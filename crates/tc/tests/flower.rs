@@ -257,10 +257,10 @@ fn refusals_are_the_kernels_and_tcs() {
     );
     let out = tc(
         &mut e,
-        "filter add dev eth0 parent 1: protocol ip prio 1 flower ct_state +trk",
+        "filter add dev eth0 parent 1: protocol ip prio 1 flower pppoe_sid 7",
     );
     assert_eq!(out.code, 255);
-    assert!(out.stderr.contains("ct_state"), "{}", out.stderr);
+    assert!(out.stderr.contains("pppoe_sid"), "{}", out.stderr);
     // A replacement must keep its filter's mask (`fl_check_assign_mask`).
     ok(
         &mut e,

@@ -16,10 +16,18 @@
 //!   connection does not see it.
 //! - A packet that is neither IPv4 nor IPv6 is dropped and counted (`tcf_ct_skb_nf_family` gives
 //!   `NFPROTO_UNSPEC`, `goto drop`).
+//! - Otherwise the packet is tracked: one the host's conntrack already tracked (the hooks set
+//!   [`Packet::ct_state`]: on egress, or a forwarded packet) keeps its state, as the kernel keeps a
+//!   cached `_nfct`; an untracked one gets `+trk+new`, the unconfirmed entry `nf_conntrack_in` makes
+//!   for a connection's first packet, and the action's zone ([`Packet::ct_zone`]). flower's `ct_*`
+//!   keys read both. The action cannot see the host's connection table, so a later packet of a
+//!   connection the host has not yet tracked on this pass (at ingress, before PREROUTING) is `+new`
+//!   too, where the kernel's lookup would find it established.
 //!
-//! Not modelled: zones (tclab's conntrack has one table), NAT (the addresses and ports stay; the range
-//! is kept and shown), labels (kept and shown), defragmentation, the flow table offload. `mark` and
-//! `label` without `commit` are stored and shown but do nothing, as in the kernel.
+//! Not modelled: zones as separate tables (tclab's conntrack has one; the zone is the packet's label),
+//! NAT (the addresses and ports stay; the range is kept and shown), labels (kept and shown),
+//! defragmentation, the flow table offload. `mark` and `label` without `commit` are stored and shown
+//! but do nothing, as in the kernel.
 
 use super::Control;
 use crate::error::{Errno, KernelError};
@@ -79,11 +87,19 @@ impl Ct {
     pub fn act(&self, pkt: &mut Packet) -> (Control, bool) {
         if self.has(CT_ACT_CLEAR) {
             pkt.ct_mark = None;
+            pkt.ct_state = 0;
+            pkt.ct_zone = 0;
             return (self.action, false);
         }
         if !matches!(pkt.protocol, 0x0800 | 0x86dd) {
             return (super::TC_ACT_SHOT, true);
         }
+        // `nf_conntrack_in` (or the connection the packet already has, `tcf_ct_skb_nfct_cached`):
+        // a packet without one gets the new entry it creates (see the essay), in the action's zone.
+        if pkt.ct_state & Packet::CT_TRACKED == 0 || pkt.ct_state & Packet::CT_INVALID != 0 {
+            pkt.ct_state = Packet::CT_TRACKED | Packet::CT_NEW;
+        }
+        pkt.ct_zone = self.zone;
         if self.has(CT_ACT_COMMIT) {
             let old = pkt.ct_mark.unwrap_or(0);
             // With no mark given the mask is 0 and the connection's mark stays.

@@ -3,7 +3,7 @@
 //! The action edits no byte. `set` gives the packet tunnel metadata (the kernel's metadata dst,
 //! `ip_tunnel_info`: outer source and destination, key id, UDP destination port, TOS, TTL, checksum and
 //! don't-fragment flags, Geneve/VXLAN/ERSPAN options), which a tunnel device in collect-metadata mode
-//! would use to encapsulate the packet and a flower filter's `enc_*` keys could match; `unset` releases
+//! would use to encapsulate the packet and a flower filter's `enc_*` keys match; `unset` releases
 //! whatever the packet had (`skb_dst_drop`). In tclab the metadata is [`Packet::tunnel`]; no simulated
 //! device encapsulates yet, and forwarding drops it as routing replaces the kernel's dst.
 

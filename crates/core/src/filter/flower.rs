@@ -1,6 +1,7 @@
 //! flower (`net/sched/cls_flower.c`): match a packet on the fields a flow dissector finds in it — EtherType,
-//! addresses, IP protocol, TOS and TTL, ports and port ranges, TCP flags, ICMP type and code — each under a
-//! mask, in one lookup per *mask* rather than one test per filter.
+//! VLAN tags, addresses, IP protocol, TOS and TTL, ports and port ranges, TCP flags, ICMP type and code,
+//! conntrack state and tunnel metadata — each under a mask, in one lookup per *mask* rather than one test
+//! per filter.
 //!
 //! A filter is a key and a mask over the same structure ([`FlowKey`]), built from the attributes tc sends
 //! as `fl_set_key` builds them: a field the command named gets its value and its mask (all ones unless the
@@ -15,16 +16,29 @@
 //! range: the kernel walks the mask's filters in the order they were added, and for each whose range holds
 //! the packet's port, looks the packet key up with that filter's range in place (`fl_lookup_range`).
 //!
-//! What a tclab packet carries, and therefore what can match: [`Packet::data`] starts at the network
+//! What a tclab packet carries, and therefore what can match. [`Packet::data`] starts at the network
 //! header, so the EtherType is `Packet::protocol` and the Ethernet addresses are not there at all — a
 //! filter with `dst_mac` or `src_mac` never matches (its mask is skipped), where the kernel would compare
-//! them. Packets carry no VLAN tag either, so a VLAN key behaves as on an untagged packet (its fields are
-//! zero, and a filter of protocol 802.1Q or 802.1ad never sees such a packet). `indev` never matches, as
-//! with u32 and fw: a tclab packet carries no input device. IPv4 and IPv6 are dissected as
-//! `__skb_flow_dissect` does with flower's flags: IPv6 extension headers (hop-by-hop, routing,
-//! destination options, fragment) are walked; a fragment sets `ip_flags frag` (and `firstfrag` when its
-//! offset is 0) and carries no ports, TCP flags or ICMP fields, since flower does not ask to parse the
-//! first fragment; a header cut short leaves the fields it would have filled at zero.
+//! them. `indev` never matches, as with u32 and fw: a tclab packet carries no input device. The rest is
+//! dissected as `fl_classify` does it:
+//!
+//! - VLAN tags (`__skb_flow_dissect`'s VLAN case): the accelerated tag ([`Packet::vlan`]) and then
+//!   those in the link header ([`Packet::vlan_inline`]) fill `vlan` and `cvlan`, each with the EtherType
+//!   that follows it, and `num_of_vlans` counts them. A `vlan push` gives a packet its tags (in live mode
+//!   so does the wire); a filter's protocol 802.1Q/802.1ad is compared with the outer tag's TPID.
+//! - IPv4 and IPv6 with flower's flags: IPv6 extension headers (hop-by-hop, routing, destination
+//!   options, fragment) are walked; a fragment sets `ip_flags frag` (and `firstfrag` when its offset is
+//!   0) and carries no ports, TCP flags or ICMP fields, since flower does not ask to parse the first
+//!   fragment; a header cut short leaves the fields it would have filled at zero.
+//! - Conntrack (`skb_flow_dissect_ct`): `ct_state`, `ct_zone` and `ct_mark` from the connection the
+//!   packet carries ([`Packet::ct_state`], set by the netfilter hooks and the `ct` action, with
+//!   `ct_zone` and `ct_mark`); an untracked packet's are zero, so only `-trk` matches it.
+//! - Tunnel metadata (`skb_flow_dissect_tunnel_info`): the `enc_*` keys from the tunnel a `tunnel_key
+//!   set` attached ([`Packet::tunnel`]): outer addresses and their family, key id (0 without one),
+//!   UDP destination port, TOS and TTL; zero without a tunnel, so `enc_key_id 0` takes such a packet,
+//!   as the kernel's zeroed key does.
+//!
+//! Not dissected (tc refuses the keys): ARP, MPLS, PPPoE, `ct_label`, and the tunnel options.
 //!
 //! Hardware offload: no tclab device offloads filters, so every filter runs in software and is reported
 //! `not_in_hw` (`in_hw_count` 0); `skip_sw` asks for a filter that runs only in hardware, which a block of
@@ -108,6 +122,22 @@ pub struct FlowKey {
     /// `tp_range`: [source, destination] minimum and maximum ports of a range filter.
     pub port_min: [u16; 2],
     pub port_max: [u16; 2],
+    /// `enc_control.addr_type`: the family of the tunnel's addresses ([`ADDR_IPV4`], [`ADDR_IPV6`]).
+    pub enc_addr_type: u8,
+    /// `enc_ipv4`/`enc_ipv6`: the tunnel's outer addresses, as `src` and `dst` hold the packet's.
+    pub enc_src: [u8; 16],
+    pub enc_dst: [u8; 16],
+    /// `enc_key_id.keyid`: the tunnel key (VNI, GRE key).
+    pub enc_key_id: u32,
+    /// `enc_tp.dst`: the tunnel's UDP destination port.
+    pub enc_dst_port: u16,
+    /// `enc_ip`: the outer TOS and TTL.
+    pub enc_tos: u8,
+    pub enc_ttl: u8,
+    /// `ct.ct_state`: `TCA_FLOWER_KEY_CT_FLAGS_*` ([`Packet::CT_TRACKED`] …).
+    pub ct_state: u16,
+    pub ct_zone: u16,
+    pub ct_mark: u32,
 }
 
 fn and6(a: [u8; 6], b: [u8; 6]) -> [u8; 6] {
@@ -159,6 +189,16 @@ impl FlowKey {
                 self.port_max[0] & m.port_max[0],
                 self.port_max[1] & m.port_max[1],
             ],
+            enc_addr_type: self.enc_addr_type & m.enc_addr_type,
+            enc_src: and16(self.enc_src, m.enc_src),
+            enc_dst: and16(self.enc_dst, m.enc_dst),
+            enc_key_id: self.enc_key_id & m.enc_key_id,
+            enc_dst_port: self.enc_dst_port & m.enc_dst_port,
+            enc_tos: self.enc_tos & m.enc_tos,
+            enc_ttl: self.enc_ttl & m.enc_ttl,
+            ct_state: self.ct_state & m.ct_state,
+            ct_zone: self.ct_zone & m.ct_zone,
+            ct_mark: self.ct_mark & m.ct_mark,
         }
     }
 
@@ -173,6 +213,13 @@ impl FlowKey {
             n_proto: pkt.protocol,
             ..Default::default()
         };
+        k.tunnel_info(pkt);
+        // `skb_flow_dissect_ct`: an untracked packet leaves the key zero.
+        if pkt.ct_state != 0 {
+            k.ct_state = pkt.ct_state as u16;
+            k.ct_zone = pkt.ct_zone;
+            k.ct_mark = pkt.ct_mark.unwrap_or(0);
+        }
         // `__skb_flow_dissect`'s VLAN case: the accelerated tag first, then those in the header; the
         // first two fill `vlan` and `cvlan`, each with the EtherType that follows it.
         let tags: Vec<_> = pkt.vlan.iter().chain(&pkt.vlan_inline).collect();
@@ -290,6 +337,32 @@ impl FlowKey {
     }
 }
 
+impl FlowKey {
+    /// `skb_flow_dissect_tunnel_info`: the `enc_*` keys from the tunnel a `tunnel_key set` attached
+    /// (`skb_tunnel_info`); nothing without one.
+    fn tunnel_info(&mut self, pkt: &Packet) {
+        let Some(t) = pkt.tunnel.as_deref() else {
+            return;
+        };
+        let put = |dst: &mut [u8; 16], a: &std::net::IpAddr| match a {
+            std::net::IpAddr::V4(v) => dst[..4].copy_from_slice(&v.octets()),
+            std::net::IpAddr::V6(v) => *dst = v.octets(),
+        };
+        self.enc_addr_type = if t.src.is_ipv4() {
+            ADDR_IPV4
+        } else {
+            ADDR_IPV6
+        };
+        put(&mut self.enc_src, &t.src);
+        put(&mut self.enc_dst, &t.dst);
+        // `tunnel_id_to_key32`: the id without `TUNNEL_KEY` is 0.
+        self.enc_key_id = t.key_id.unwrap_or(0);
+        self.enc_dst_port = t.dst_port;
+        self.enc_tos = t.tos;
+        self.enc_ttl = t.ttl;
+    }
+}
+
 /// A value and its mask, as tc sends a `TCA_FLOWER_KEY_X` / `TCA_FLOWER_KEY_X_MASK` pair.
 pub type Masked<T> = (T, T);
 
@@ -332,6 +405,17 @@ pub struct FlowerOptions {
     pub icmp_code: Option<Masked<u8>>,
     /// `TCA_FLOWER_KEY_FLAGS` and its mask (`ip_flags frag/firstfrag`).
     pub key_flags: Option<Masked<u32>>,
+    /// `TCA_FLOWER_KEY_ENC_IPV4_*` / `_IPV6_*`: [source, destination], one family.
+    pub enc_ipv4: [Option<Masked<[u8; 4]>>; 2],
+    pub enc_ipv6: [Option<Masked<[u8; 16]>>; 2],
+    pub enc_key_id: Option<u32>,
+    pub enc_dst_port: Option<Masked<u16>>,
+    pub enc_tos: Option<Masked<u8>>,
+    pub enc_ttl: Option<Masked<u8>>,
+    /// `TCA_FLOWER_KEY_CT_STATE` (`TCA_FLOWER_KEY_CT_FLAGS_*`), `_ZONE`, `_MARK`, with their masks.
+    pub ct_state: Option<Masked<u16>>,
+    pub ct_zone: Option<Masked<u16>>,
+    pub ct_mark: Option<Masked<u32>>,
     pub exts: ExtsSpec,
 }
 
@@ -482,8 +566,80 @@ impl FlowerOptions {
             m.ip_flags = (mask & bits) as u8;
             k.ip_flags = (v & mask & bits) as u8;
         }
+        self.set_key_enc(&mut k, &mut m);
+        if let Some((v, mask)) = self.ct_state {
+            (k.ct_state, m.ct_state) = (v, mask);
+            validate_ct_state(v & mask)?;
+        }
+        if let Some((v, mask)) = self.ct_zone {
+            (k.ct_zone, m.ct_zone) = (v, mask);
+        }
+        if let Some((v, mask)) = self.ct_mark {
+            (k.ct_mark, m.ct_mark) = (v, mask);
+        }
         Ok((k, m))
     }
+
+    /// `fl_set_key`'s tunnel keys: an address of either family sets the family; the key id is
+    /// matched whole (it has no mask attribute).
+    fn set_key_enc(&self, k: &mut FlowKey, m: &mut FlowKey) {
+        let put = |dst: &mut [u8; 16], src: &[u8]| dst[..src.len()].copy_from_slice(src);
+        let mut set = |family, end: usize, a: &[u8], mask: &[u8]| {
+            (k.enc_addr_type, m.enc_addr_type) = (family, 0xff);
+            let (kd, md) = if end == 0 {
+                (&mut k.enc_src, &mut m.enc_src)
+            } else {
+                (&mut k.enc_dst, &mut m.enc_dst)
+            };
+            put(kd, a);
+            put(md, mask);
+        };
+        for end in 0..2 {
+            if let Some((a, mask)) = &self.enc_ipv4[end] {
+                set(ADDR_IPV4, end, a, mask);
+            }
+        }
+        for end in 0..2 {
+            if let Some((a, mask)) = &self.enc_ipv6[end] {
+                set(ADDR_IPV6, end, a, mask);
+            }
+        }
+        if let Some(id) = self.enc_key_id {
+            (k.enc_key_id, m.enc_key_id) = (id, u32::MAX);
+        }
+        if let Some((v, mask)) = self.enc_dst_port {
+            (k.enc_dst_port, m.enc_dst_port) = (v, mask);
+        }
+        if let Some((v, mask)) = self.enc_tos {
+            (k.enc_tos, m.enc_tos) = (v, mask);
+        }
+        if let Some((v, mask)) = self.enc_ttl {
+            (k.enc_ttl, m.enc_ttl) = (v, mask);
+        }
+    }
+}
+
+/// `fl_validate_ct_state`, on the bits the filter sets (`state & mask`).
+fn validate_ct_state(state: u16) -> Result<(), KernelError> {
+    let (trk, new, est, inv, rpl) = (
+        Packet::CT_TRACKED as u16,
+        Packet::CT_NEW as u16,
+        Packet::CT_ESTABLISHED as u16,
+        Packet::CT_INVALID as u16,
+        Packet::CT_REPLY as u16,
+    );
+    let msg = if state != 0 && state & trk == 0 {
+        "no trk, so no other flag can be set"
+    } else if state & new != 0 && state & est != 0 {
+        "new and est are mutually exclusive"
+    } else if state & inv != 0 && state & !(trk | inv) != 0 {
+        "when inv is set, only trk may be set"
+    } else if state & new != 0 && state & rpl != 0 {
+        "new and rpl are mutually exclusive"
+    } else {
+        return Ok(());
+    };
+    Err(KernelError::invalid(msg))
 }
 
 /// One filter (`struct cls_fl_filter`).

@@ -148,6 +148,26 @@ pub struct CtRef {
     pub info: CtInfo,
 }
 
+impl CtRef {
+    /// The packet's state as flower's `ct_state` sees it (`fl_ct_info_to_flower_map` over the
+    /// `ip_conntrack_info` the kernel would give: a reply-direction packet is `*_REPLY`); an invalid
+    /// packet has no connection attached, so no state (0).
+    pub fn flower_state(&self) -> u8 {
+        use crate::packet::Packet as P;
+        let rpl = if self.dir == Dir::Reply {
+            P::CT_REPLY
+        } else {
+            0
+        };
+        match self.info {
+            CtInfo::New => P::CT_TRACKED | P::CT_NEW,
+            CtInfo::Established => P::CT_TRACKED | P::CT_ESTABLISHED | rpl,
+            CtInfo::Related => P::CT_TRACKED | P::CT_RELATED | rpl,
+            CtInfo::Invalid => 0,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Conntrack {
     conns: BTreeMap<u64, Conn>,

@@ -805,6 +805,12 @@ impl Netfilter {
             .ct
             .and_then(|ct| self.conntrack.get(ct.id))
             .map(|c| c.mark);
+        // And its state, which flower's `ct_state` reads; the hooks' connections are zone 0's.
+        pkt.ct_state = match (cx.ct, pkt.ct_mark) {
+            (Some(ct), Some(_)) => ct.flower_state(),
+            _ => 0,
+        };
+        pkt.ct_zone = 0;
         v
     }
 

@@ -1,8 +1,10 @@
 //! `flower` (`f_flower.c`): the keys a packet's headers give (EtherType, VLAN, MAC and IP addresses, IP
 //! protocol, TOS/TTL, ports and port ranges, TCP flags, ICMP type and code, fragment flags) and their
 //! masks, as tc 6.1 parses them; and the printer, which prints what the kernel dumps (`fl_dump_key`:
-//! a field whose mask is zero is not dumped) the way `flower_print_opt` prints it. MPLS, ARP, PPPoE,
-//! tunnel (`enc_*`, `*_opts`) and conntrack (`ct_*`) keys are refused: tclab does not dissect them.
+//! a field whose mask is zero is not dumped) the way `flower_print_opt` prints it. The tunnel keys
+//! (`enc_dst_ip`, `enc_src_ip`, `enc_key_id`, `enc_dst_port`, `enc_tos`, `enc_ttl`) and the conntrack
+//! keys `ct_state`, `ct_zone` and `ct_mark` are parsed and printed too. MPLS, ARP, PPPoE, tunnel
+//! options (`*_opts`) and `ct_label` are refused: tclab does not dissect them.
 
 use super::*;
 use crate::util::get_u16;
@@ -11,6 +13,7 @@ use tclab_core::filter::flower::{
     FLAG_FIRST_FRAG, FLAG_IS_FRAGMENT, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP,
     IPPROTO_UDP,
 };
+use tclab_core::Packet;
 
 pub(super) const FLOWER_USAGE: &str = "Usage: ... flower\t[ MATCH-LIST ] [ verbose ]\n\t\t\t[ skip_sw | skip_hw ]\n\t\t\t[ action ACTION-SPEC ] [ classid CLASSID ]\n\nWhere: MATCH-LIST := [ MATCH-LIST ] MATCH\n       MATCH      := {\tindev DEV-NAME |\n\t\t\tnum_of_vlans VLANS_COUNT |\n\t\t\tvlan_id VID |\n\t\t\tvlan_prio PRIORITY |\n\t\t\tvlan_ethtype [ ipv4 | ipv6 | ETH-TYPE ] |\n\t\t\tcvlan_id VID |\n\t\t\tcvlan_prio PRIORITY |\n\t\t\tcvlan_ethtype [ ipv4 | ipv6 | ETH-TYPE ] |\n\t\t\tpppoe_sid PSID |\n\t\t\tppp_proto [ ipv4 | ipv6 | mpls_uc | mpls_mc | PPP_PROTO ]\t\t\tdst_mac MASKED-LLADDR |\n\t\t\tsrc_mac MASKED-LLADDR |\n\t\t\tip_proto [tcp | udp | sctp | icmp | icmpv6 | IP-PROTO ] |\n\t\t\tip_tos MASKED-IP_TOS |\n\t\t\tip_ttl MASKED-IP_TTL |\n\t\t\tmpls LSE-LIST |\n\t\t\tmpls_label LABEL |\n\t\t\tmpls_tc TC |\n\t\t\tmpls_bos BOS |\n\t\t\tmpls_ttl TTL |\n\t\t\tdst_ip PREFIX |\n\t\t\tsrc_ip PREFIX |\n\t\t\tdst_port PORT-NUMBER |\n\t\t\tsrc_port PORT-NUMBER |\n\t\t\ttcp_flags MASKED-TCP_FLAGS |\n\t\t\ttype MASKED-ICMP-TYPE |\n\t\t\tcode MASKED-ICMP-CODE |\n\t\t\tarp_tip IPV4-PREFIX |\n\t\t\tarp_sip IPV4-PREFIX |\n\t\t\tarp_op [ request | reply | OP ] |\n\t\t\tarp_tha MASKED-LLADDR |\n\t\t\tarp_sha MASKED-LLADDR |\n\t\t\tenc_dst_ip [ IPV4-ADDR | IPV6-ADDR ] |\n\t\t\tenc_src_ip [ IPV4-ADDR | IPV6-ADDR ] |\n\t\t\tenc_key_id [ KEY-ID ] |\n\t\t\tenc_tos MASKED-IP_TOS |\n\t\t\tenc_ttl MASKED-IP_TTL |\n\t\t\tgeneve_opts MASKED-OPTIONS |\n\t\t\tvxlan_opts MASKED-OPTIONS |\n                       erspan_opts MASKED-OPTIONS |\n\t\t\tgtp_opts MASKED-OPTIONS |\n\t\t\tip_flags IP-FLAGS |\n\t\t\tenc_dst_port [ port_number ] |\n\t\t\tct_state MASKED_CT_STATE |\n\t\t\tct_label MASKED_CT_LABEL |\n\t\t\tct_mark MASKED_CT_MARK |\n\t\t\tct_zone MASKED_CT_ZONE }\n\tLSE-LIST := [ LSE-LIST ] LSE\n\tLSE := lse depth DEPTH { label LABEL | tc TC | bos BOS | ttl TTL }\n\tFILTERID := X:Y:Z\n\tMASKED_LLADDR := { LLADDR | LLADDR/MASK | LLADDR/BITS }\n\tMASKED_CT_STATE := combination of {+|-} and flags trk,est,new,rel,rpl,inv\n\tACTION-SPEC := ... look at individual actions\n\nNOTE:\tCLASSID, IP-PROTO are parsed as hexadecimal input.\nNOTE:\tThere can be only used one mask per one prio. If user needs\n\tto specify different mask, he has to use different prio.";
 
@@ -75,9 +78,6 @@ const WORDS: &[(&str, bool)] = &[
 
 /// The keywords of keys tclab's dissector does not produce.
 const NOT_DISSECTED: &[&str] = &[
-    "ct_state",
-    "ct_zone",
-    "ct_mark",
     "ct_label",
     "mpls",
     "mpls_label",
@@ -91,12 +91,6 @@ const NOT_DISSECTED: &[&str] = &[
     "arp_sha",
     "pppoe_sid",
     "ppp_proto",
-    "enc_dst_ip",
-    "enc_src_ip",
-    "enc_key_id",
-    "enc_dst_port",
-    "enc_tos",
-    "enc_ttl",
     "geneve_opts",
     "vxlan_opts",
     "erspan_opts",
@@ -261,6 +255,49 @@ fn parse_masked_u8(s: &str) -> Option<(u8, u8)> {
         None => 0xff,
     };
     Some((v, m))
+}
+
+/// `flower_parse_u16`/`flower_parse_u32`: `VALUE[/MASK]`, both in any base `strtoul` reads.
+fn parse_masked_u32(s: &str, max: u32) -> Option<(u32, u32)> {
+    let (v, m) = split_mask(s);
+    let v = get_u32(v, 0).filter(|&v| v <= max)?;
+    let m = match m {
+        Some(m) => get_u32(m, 0).filter(|&m| m <= max)?,
+        None => max,
+    };
+    Some((v, m))
+}
+
+/// `flower_ct_states`: the `ct_state` words and their bits, in the order tc prints them.
+const CT_STATES: [(&str, u8); 6] = [
+    ("trk", Packet::CT_TRACKED),
+    ("new", Packet::CT_NEW),
+    ("est", Packet::CT_ESTABLISHED),
+    ("rel", Packet::CT_RELATED),
+    ("inv", Packet::CT_INVALID),
+    ("rpl", Packet::CT_REPLY),
+];
+
+/// `flower_parse_ct_state`: `+FLAG` or `-FLAG`, repeated; each word is compared over its own length.
+fn parse_ct_state(s: &str) -> Option<(u16, u16)> {
+    let (mut state, mut mask) = (0u16, 0u16);
+    let mut rest = s;
+    while let Some(sign) = rest.chars().next() {
+        let on = match sign {
+            '+' => true,
+            '-' => false,
+            _ => return None,
+        };
+        let (name, bit) = CT_STATES
+            .iter()
+            .find(|(name, _)| rest[1..].starts_with(name))?;
+        if on {
+            state |= *bit as u16;
+        }
+        mask |= *bit as u16;
+        rest = &rest[1 + name.len()..];
+    }
+    Some((state, mask))
 }
 
 /// `flower_parse_tcp_flags`: 12 bits, hex.
@@ -509,6 +546,48 @@ pub(super) fn parse_flower(
                     o.icmp_type = Some(m);
                 } else {
                     o.icmp_code = Some(m);
+                }
+            }
+            "ct_state" => {
+                let v = c.next_arg()?;
+                o.ct_state = Some(parse_ct_state(v).ok_or_else(|| illegal(word))?);
+            }
+            "ct_zone" => {
+                let v = c.next_arg()?;
+                let (z, m) = parse_masked_u32(v, 0xffff).ok_or_else(|| illegal(word))?;
+                o.ct_zone = Some((z as u16, m as u16));
+            }
+            "ct_mark" => {
+                let v = c.next_arg()?;
+                o.ct_mark = Some(parse_masked_u32(v, u32::MAX).ok_or_else(|| illegal(word))?);
+            }
+            "enc_dst_ip" | "enc_src_ip" => {
+                let v = c.next_arg()?;
+                // Either family, whatever the filter's protocol (`flower_parse_ip_addr(…, 0, …)`).
+                let p = parse_ip_addr(v, 0).map_err(|why| {
+                    Failure::options(format!("{}Illegal \"{word}\"", why.unwrap_or("")))
+                })?;
+                let end = usize::from(word == "enc_dst_ip");
+                match p {
+                    Prefix::V4(a, m) => o.enc_ipv4[end] = Some((a, m)),
+                    Prefix::V6(a, m) => o.enc_ipv6[end] = Some((a, m)),
+                }
+            }
+            "enc_key_id" => {
+                let v = c.next_arg()?;
+                o.enc_key_id = Some(get_u32(v, 10).ok_or_else(|| illegal(word))?);
+            }
+            "enc_dst_port" => {
+                let v = c.next_arg()?;
+                o.enc_dst_port = Some((get_u16(v, 10).ok_or_else(|| illegal(word))?, 0xffff));
+            }
+            "enc_tos" | "enc_ttl" => {
+                let v = c.next_arg()?;
+                let m = parse_tos_ttl(v).ok_or_else(|| illegal(word))?;
+                if word == "enc_tos" {
+                    o.enc_tos = Some(m);
+                } else {
+                    o.enc_ttl = Some(m);
                 }
             }
             "action" => {
@@ -818,6 +897,7 @@ fn print_classid_and_keys(f: &FlowerFilter, p: &mut Printer) {
             print_masked_dec(p, "icmp_code", k.icmp_code, m.icmp_code);
         }
     }
+    print_enc_keys(k, m, p);
     if m.ip_flags != 0 {
         // `flower_print_matching_flags`.
         p.fp("\n  ip_flags ");
@@ -842,5 +922,58 @@ fn print_classid_and_keys(f: &FlowerFilter, p: &mut Printer) {
         }
         p.close_object();
     }
+    print_ct_keys(k, m, p);
     p.close_object();
+}
+
+/// The tunnel keys, as `flower_print_opt` prints them after the ARP and PPPoE keys.
+fn print_enc_keys(k: &FlowKey, m: &FlowKey, p: &mut Printer) {
+    let v6 = k.enc_addr_type == tclab_core::filter::flower::ADDR_IPV6;
+    let len = if v6 { 16 } else { 4 };
+    if m.enc_addr_type != 0 {
+        if m.enc_dst[..len].iter().any(|&b| b != 0) {
+            print_ip_addr(p, "enc_dst_ip", v6, &k.enc_dst, &m.enc_dst);
+        }
+        if m.enc_src[..len].iter().any(|&b| b != 0) {
+            print_ip_addr(p, "enc_src_ip", v6, &k.enc_src, &m.enc_src);
+        }
+    }
+    if m.enc_key_id != 0 {
+        // `flower_print_key_id`: `\n  enc_key_id N`.
+        p.fp("\n  ");
+        let id = k.enc_key_id;
+        p.number("enc_key_id", format_args!("enc_key_id {id}"), id);
+    }
+    if m.enc_dst_port != 0 {
+        let (v, mask) = (k.enc_dst_port as u32, m.enc_dst_port as u32);
+        print_masked(p, "enc_dst_port", v, mask, 0xffff);
+    }
+    if m.enc_tos != 0 {
+        print_masked(p, "enc_tos", k.enc_tos as u32, m.enc_tos as u32, 0xff);
+    }
+    if m.enc_ttl != 0 {
+        print_masked(p, "enc_ttl", k.enc_ttl as u32, m.enc_ttl as u32, 0xff);
+    }
+}
+
+/// The conntrack keys, last of the keys (`flower_print_ct_state`, `_zone`, `_mark`).
+fn print_ct_keys(k: &FlowKey, m: &FlowKey, p: &mut Printer) {
+    if m.ct_state != 0 {
+        let mut out = String::new();
+        for (name, bit) in CT_STATES {
+            let bit = bit as u16;
+            if m.ct_state & bit != 0 {
+                out.push(if k.ct_state & bit != 0 { '+' } else { '-' });
+                out.push_str(name);
+            }
+        }
+        p.fp("\n");
+        p.string("ct_state", format_args!("  ct_state {out}"), &out);
+    }
+    if m.ct_zone != 0 {
+        print_masked(p, "ct_zone", k.ct_zone as u32, m.ct_zone as u32, 0xffff);
+    }
+    if m.ct_mark != 0 {
+        print_masked(p, "ct_mark", k.ct_mark, m.ct_mark, u32::MAX);
+    }
 }

@@ -1,0 +1,306 @@
+//! flower's conntrack (`ct_state`, `ct_zone`, `ct_mark`) and tunnel (`enc_*`) keys, on packets whose
+//! state came from where the kernel's does: the netfilter hooks' connection tracking (the skb's
+//! `_nfct`), the `ct` action, and `tunnel_key set`'s metadata. Expectations follow `fl_classify`
+//! (`skb_flow_dissect_ct` with `fl_ct_info_to_flower_map`, `skb_flow_dissect_tunnel_info`), the masked
+//! lookup (`key & mask == filter key & mask`), `fl_validate_ct_state`'s refusals and
+//! `flower_print_opt`'s printing, each stated where it is asserted.
+
+use tclab_core::filter::{classify, Verdict};
+use tclab_core::netfilter::Hook;
+use tclab_core::{Cx, Engine, Handle, Packet};
+
+fn tc(e: &mut Engine, line: &str) -> tclab_tc::Output {
+    let argv: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+    tclab_tc::run(e, &argv, 0)
+}
+
+fn ok(e: &mut Engine, line: &str) {
+    let out = tc(e, line);
+    assert_eq!(out.code, 0, "tc {line}: {}", out.stderr);
+}
+
+/// An HTB root on eth0 with leaves 1:1..1:4, ready for filters at 1:.
+fn htb() -> Engine {
+    let mut e = Engine::new();
+    ok(&mut e, "qdisc add dev eth0 root handle 1: htb");
+    for c in 1..=4 {
+        ok(
+            &mut e,
+            &format!("class add dev eth0 parent 1: classid 1:{c} htb rate 1mbit"),
+        );
+    }
+    e
+}
+
+/// The class the filters at 1: give `pkt`, or `None` when nothing matched.
+fn class_of(e: &mut Engine, mut pkt: Packet) -> Option<u32> {
+    let (block, _) = e.filter_block("eth0", Handle(0x1_0000)).unwrap().unwrap();
+    match classify(block, &mut pkt, &mut Cx::new(0)) {
+        Verdict::Classified { classid, .. } => Some(classid & 0xffff),
+        Verdict::Unclassified => None,
+        v => panic!("unexpected verdict {v:?}"),
+    }
+}
+
+fn udp(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16) -> Packet {
+    Packet::udp4(src, sport, dst, dport, 0, 200)
+}
+
+const A: [u8; 4] = [10, 0, 0, 1];
+const B: [u8; 4] = [10, 0, 0, 2];
+
+#[test]
+fn ct_state_reads_what_the_hosts_conntrack_attached() {
+    let mut e = htb();
+    // One filter per state, each its own mask where the flags differ (`-rpl` masks the reply bit).
+    for (prio, state, class) in [
+        (1, "+trk+new", 1),
+        (2, "+trk+est-rpl", 2),
+        (3, "+trk+est+rpl", 3),
+        (4, "-trk", 4),
+    ] {
+        ok(
+            &mut e,
+            &format!("filter add dev eth0 parent 1: protocol ip prio {prio} flower ct_state {state} classid 1:{class}"),
+        );
+    }
+    // The host tracks each packet at PREROUTING (`nf_conntrack_in`): the first of A -> B is NEW, B's
+    // answer is ESTABLISHED in the reply direction, and A's next packet ESTABLISHED (a reply was seen:
+    // `IPS_SEEN_REPLY`).
+    let pass = |e: &mut Engine, mut p: Packet, now| {
+        e.netfilter_mut()
+            .hook(Hook::PreRouting, &mut p, Some("eth1"), None, now);
+        class_of(e, p)
+    };
+    assert_eq!(pass(&mut e, udp(A, 5000, B, 53), 0), Some(1), "+trk+new");
+    assert_eq!(
+        pass(&mut e, udp(B, 53, A, 5000), 1),
+        Some(3),
+        "+trk+est+rpl"
+    );
+    assert_eq!(
+        pass(&mut e, udp(A, 5000, B, 53), 2),
+        Some(2),
+        "+trk+est-rpl"
+    );
+    // A packet no hook has seen carries no connection: its ct key is zero, which only -trk matches.
+    assert_eq!(class_of(&mut e, udp(A, 5001, B, 53)), Some(4), "-trk");
+    // An ICMP error quoting the connection is RELATED to it: none of the four (+trk with est and new
+    // both clear is not -trk either).
+    let mut icmp = vec![
+        0x45, 0, 0, 56, 0, 0, 0, 0, 64, 1, 0, 0, 10, 0, 0, 2, 10, 0, 0, 1,
+    ];
+    icmp.extend_from_slice(&[3, 3, 0, 0, 0, 0, 0, 0]);
+    icmp.extend_from_slice(&udp(A, 5000, B, 53).data[..28]);
+    let err = Packet {
+        data: icmp,
+        len: 70,
+        protocol: 0x0800,
+        ..Default::default()
+    };
+    assert_eq!(pass(&mut e, err.clone(), 3), None, "+trk+rel");
+    ok(
+        &mut e,
+        "filter add dev eth0 parent 1: protocol ip prio 5 flower ct_state +trk+rel classid 1:1",
+    );
+    assert_eq!(pass(&mut e, err, 3), Some(1), "+trk+rel");
+}
+
+/// The datapath Open vSwitch and the CNIs write: chain 0 sends untracked packets through `ct` (zone
+/// 5) and on to chain 1, whose filters read the state, zone and mark `ct` left.
+#[test]
+fn ct_action_then_ct_state_ct_zone_and_ct_mark_downstream() {
+    let mut e = Engine::new();
+    ok(&mut e, "qdisc add dev eth0 ingress");
+    let f = "filter add dev eth0 parent ffff: protocol ip";
+    ok(
+        &mut e,
+        &format!(
+            "{f} chain 0 prio 1 flower ct_state -trk action ct zone 5 pipe action goto chain 1"
+        ),
+    );
+    ok(
+        &mut e,
+        &format!("{f} chain 0 prio 2 flower ct_state +trk action goto chain 1"),
+    );
+    // New in zone 5: committed with mark 0x27, then sent to chain 2 where ct_mark 0x20/0xf0 reads it.
+    ok(
+        &mut e,
+        &format!("{f} chain 1 prio 1 flower ct_state +trk+new ct_zone 5 action ct commit zone 5 mark 0x27 pipe action goto chain 2"),
+    );
+    ok(
+        &mut e,
+        &format!("{f} chain 1 prio 2 flower ct_state +trk+est action skbedit mark 2"),
+    );
+    ok(
+        &mut e,
+        &format!("{f} chain 1 prio 3 flower ct_state +trk+new action skbedit mark 3"),
+    );
+    ok(
+        &mut e,
+        &format!("{f} chain 2 prio 1 flower ct_mark 0x20/0xf0 action skbedit mark 1"),
+    );
+    let mut recv = |p: Packet| {
+        e.device_mut("eth0")
+            .unwrap()
+            .receive(p, &mut Cx::new(0))
+            .expect("passes")
+    };
+    // Untracked: `ct zone 5` makes it +trk+new in zone 5; committed with mark 0x27, which 0x20/0xf0
+    // takes (0x27 & 0xf0 = 0x20).
+    let p = recv(udp(A, 1, B, 2));
+    assert_eq!(
+        (p.mark, p.ct_mark, p.ct_zone, p.ct_state),
+        (1, Some(0x27), 5, Packet::CT_TRACKED | Packet::CT_NEW)
+    );
+    // Tracked by the host as established (what the hooks leave on a forwarded packet): chain 1's
+    // second filter.
+    let mut est = udp(A, 1, B, 2);
+    est.ct_state = Packet::CT_TRACKED | Packet::CT_ESTABLISHED;
+    est.ct_mark = Some(0);
+    assert_eq!(recv(est).mark, 2);
+    // New but in zone 0 (the host's): ct_zone 5 does not hold, the third filter does.
+    let mut new0 = udp(A, 1, B, 2);
+    new0.ct_state = Packet::CT_TRACKED | Packet::CT_NEW;
+    new0.ct_mark = Some(0);
+    assert_eq!(recv(new0).mark, 3);
+}
+
+#[test]
+fn ct_keys_are_printed_and_contradictions_refused() {
+    let mut e = htb();
+    ok(
+        &mut e,
+        "filter add dev eth0 parent 1: protocol ip prio 1 flower ct_state +trk+est-rpl ct_zone 5 ct_mark 0x20/0xf0 classid 1:1",
+    );
+    let s = tc(&mut e, "filter show dev eth0").stdout;
+    // `flower_print_ct_state` walks trk, new, est, rel, inv, rpl and prints the masked ones;
+    // `print_masked_u16/u32` print the value in decimal and a partial mask in hex.
+    assert!(
+        s.contains("\n  ct_state +trk+est-rpl\n  ct_zone 5\n  ct_mark 32/0xf0\n  not_in_hw"),
+        "{s}"
+    );
+    // `fl_validate_ct_state`, on the flags the filter sets (state & mask).
+    for (state, why) in [
+        ("+new", "no trk, so no other flag can be set"),
+        ("+trk+new+est", "new and est are mutually exclusive"),
+        ("+trk+inv+rel", "when inv is set, only trk may be set"),
+        ("+trk+new+rpl", "new and rpl are mutually exclusive"),
+    ] {
+        let out = tc(
+            &mut e,
+            &format!("filter add dev eth0 parent 1: protocol ip prio 2 flower ct_state {state}"),
+        );
+        assert_eq!(
+            (out.code, out.stderr.as_str()),
+            (
+                2,
+                format!("Error: {why}.\nWe have an error talking to the kernel\n").as_str()
+            ),
+            "ct_state {state}"
+        );
+    }
+    // -new-est sets neither: not a contradiction. A word that is no flag is tc's refusal.
+    ok(
+        &mut e,
+        "filter add dev eth0 parent 1: protocol ip prio 3 flower ct_state +trk-new-est",
+    );
+    let out = tc(
+        &mut e,
+        "filter add dev eth0 parent 1: protocol ip prio 4 flower ct_state +trk+old",
+    );
+    assert_eq!(
+        (out.code, out.stderr.as_str()),
+        (1, "Illegal \"ct_state\"\n")
+    );
+    assert!(
+        !tc(&mut e, "filter show dev eth0").stdout.contains("prio 4"),
+        "nothing applied"
+    );
+}
+
+/// An egress root whose first filter attaches a tunnel (`tunnel_key set … continue`), so the flower
+/// filters after it see the metadata as the kernel's `skb_tunnel_info` would.
+fn tunnel_root(set: &str) -> Engine {
+    let mut e = htb();
+    ok(
+        &mut e,
+        &format!("filter add dev eth0 parent 1: protocol ip prio 1 matchall action tunnel_key set {set} continue"),
+    );
+    e
+}
+
+#[test]
+fn enc_keys_match_the_tunnel_a_tunnel_key_set_attached() {
+    let set = "src_ip 192.0.2.1 dst_ip 192.0.2.77 id 42 dst_port 4789 tos 0x14 ttl 9";
+    let mut e = tunnel_root(set);
+    let f = "filter add dev eth0 parent 1: protocol ip";
+    // Another key id: no match.
+    ok(
+        &mut e,
+        &format!("{f} prio 2 flower enc_key_id 43 classid 1:4"),
+    );
+    // The destination under a /24, the id, the port, TOS 0x14 under 0xf0 (0x10) and TTL 9: all hold.
+    ok(
+        &mut e,
+        &format!("{f} prio 3 flower enc_dst_ip 192.0.2.0/24 enc_key_id 42 enc_dst_port 4789 enc_tos 0x10/0xf0 enc_ttl 9 classid 1:2"),
+    );
+    assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), Some(2));
+    let s = tc(&mut e, "filter show dev eth0").stdout;
+    assert!(
+        s.contains("\n  enc_dst_ip 192.0.2.0/24\n  enc_key_id 42\n  enc_dst_port 4789\n  enc_tos 16/0xf0\n  enc_ttl 9\n  not_in_hw"),
+        "{s}"
+    );
+
+    // The same filters, the tunnel's TTL 10: the third filter's TTL no longer holds.
+    let mut e =
+        tunnel_root("src_ip 192.0.2.1 dst_ip 192.0.2.77 id 42 dst_port 4789 tos 0x14 ttl 10");
+    ok(
+        &mut e,
+        &format!("{f} prio 2 flower enc_key_id 43 classid 1:4"),
+    );
+    ok(
+        &mut e,
+        &format!("{f} prio 3 flower enc_dst_ip 192.0.2.0/24 enc_key_id 42 enc_dst_port 4789 enc_tos 0x10/0xf0 enc_ttl 9 classid 1:2"),
+    );
+    assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), None);
+}
+
+#[test]
+fn enc_addresses_keep_their_family_and_a_zero_key_matches_no_tunnel() {
+    let mut e = tunnel_root("src_ip 2001:db8::1 dst_ip 2001:db8::2 id 7");
+    let f = "filter add dev eth0 parent 1: protocol ip";
+    // An IPv4 outer address cannot match an IPv6 tunnel (`enc_control.addr_type` is in the key).
+    ok(
+        &mut e,
+        &format!("{f} prio 2 flower enc_src_ip 0.0.0.0/0 classid 1:4"),
+    );
+    ok(
+        &mut e,
+        &format!("{f} prio 3 flower enc_src_ip 2001:db8::1 enc_key_id 7 classid 1:3"),
+    );
+    assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), Some(3));
+
+    // Without a tunnel the enc_* fields are zero (`fl_clear_masked_range`, and no tunnel to fill
+    // them), so `enc_key_id 0` takes the packet while `enc_key_id 7` does not.
+    let mut e = htb();
+    ok(
+        &mut e,
+        &format!("{f} prio 1 flower enc_key_id 7 classid 1:1"),
+    );
+    assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), None);
+    ok(
+        &mut e,
+        &format!("{f} prio 2 flower enc_key_id 0 classid 1:2"),
+    );
+    assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), Some(2));
+    // A key id tc cannot read is its refusal, with nothing applied.
+    let out = tc(
+        &mut e,
+        &format!("{f} prio 3 flower enc_key_id 0x10 classid 1:3"),
+    );
+    assert_eq!(
+        (out.code, out.stderr.as_str()),
+        (1, "Illegal \"enc_key_id\"\n")
+    );
+}
