@@ -45,13 +45,14 @@ the generated text and `<!-- /report -->`. Placeholders: {NAME} or {NAME FORMAT}
 metric of tclab sweep (ping.rtt_p99_ms, FLOW.goodput_bps, drops) or a path into summary.json
 (classes[classid=1:10].avg_bps) or a sample (tx_bps(router0:eth1,1.5), tx_bps(router0:eth1,3..10).min;
 rx_bps, backlog_pkts, class_bps(IFACE,CLASSID,T)), optionally scaled (*1000, /1000), subtracted from a number
-(100-ping.loss_pct) and pinned to a point (@K); or {= EXPR | FORMAT}: names, numbers, + - * / and
-parentheses between spaces, sum( … ) min( … ) max( … ) mean( … ) jain( … ). FORMAT
-`.N` decimals or `~N` significant digits, then a unit (bit/s scales itself). Rows after the table's
-alignment row with an unpinned placeholder take the block's points in order. docs/EXPERIMENTS.md is
-written this way; see the top of crates/cli/src/report.rs.
-Exit status: 0; 1 if --check finds a table that differs, or a run fails; 64 if a block cannot be read
-(its line named; nothing written).";
+(100-ping.loss_pct) and pinned to a point (@K: the block's points counted from 0 across its runs);
+or {= EXPR | FORMAT}: names, numbers, + - * / and parentheses between spaces, sum( … ) min( … )
+max( … ) mean( … ) jain( … ). FORMAT `.N` decimals or `~N` significant digits, then a unit (bit/s
+scales itself); a text value (a swept key's) takes none. Rows after the table's alignment row with an
+unpinned placeholder take the block's points in order. docs/EXPERIMENTS.md is written this way; see
+the top of crates/cli/src/report.rs.
+Exit status: 0; 1 if --check finds a table that differs (the first differing line shown), or a run
+fails; 64 if a block cannot be read (its line named; nothing written).";
 
 const OPEN: &str = "<!-- report";
 const CLOSE: &str = "<!-- /report -->";
@@ -339,6 +340,11 @@ fn expr_unit(t: &[&str], pos: &mut usize) -> Result<Expr, String> {
         }
         return Ok(Expr::Call(f.to_string(), args));
     }
+    if let Some(f) = tok.strip_suffix('(') {
+        return Err(format!(
+            "{f}( is no function (sum, min, max, mean, jain; a ( alone groups)"
+        ));
+    }
     if let Ok(v) = tok.parse::<f64>() {
         return Ok(Expr::Num(v));
     }
@@ -403,6 +409,16 @@ fn parse_placeholder(inner: &str) -> Result<Placeholder, String> {
             format.significant = Some(digits(n)?.max(1));
             unit = fmt[first.len()..].trim();
         }
+    }
+    if unit.starts_with(|c: char| c.is_ascii_digit()) {
+        return Err(at(format!(
+            "{unit}: a format is .N (decimals) or ~N (significant digits), then a unit"
+        )));
+    }
+    if unit.contains('|') {
+        return Err(at(format!(
+            "{unit}: a unit cannot hold | (a table would split the cell there)"
+        )));
     }
     format.unit = unit.to_string();
     Ok(Placeholder { expr, format })
@@ -489,6 +505,14 @@ fn placeholders(line: &str) -> Result<Vec<(std::ops::Range<usize>, Placeholder)>
             .find('}')
             .map(|e| s + e)
             .ok_or_else(|| format!("a {{ without its }} in \"{line}\""))?;
+        // `{a … {b}`: the first brace was left open; reading to the second's } would take the
+        // cells between as a unit.
+        if let Some(o) = line[s + 1..e].find('{') {
+            return Err(format!(
+                "a {{ without its }} before \"{}\"",
+                &line[s + 1 + o..=e]
+            ));
+        }
         out.push((s..e + 1, parse_placeholder(&line[s + 1..e])?));
         pos = e + 1;
     }
@@ -649,8 +673,13 @@ fn series(name: &str, run: &PointRun) -> Option<Result<f64, String>> {
                 })
                 .collect();
             if rows.is_empty() {
-                let mut names: Vec<&str> = run.ifaces.iter().map(|x| x.iface.as_str()).collect();
-                names.dedup();
+                // Samples interleave the interfaces: each name once, in first-sampled order.
+                let mut names: Vec<&str> = Vec::new();
+                for x in &run.ifaces {
+                    if !names.contains(&x.iface.as_str()) {
+                        names.push(&x.iface);
+                    }
+                }
                 return Some(Err(format!(
                     "{name}: no interface {iface} sampled (these are: {})",
                     names.join(", ")
@@ -769,6 +798,12 @@ fn fill(p: &Placeholder, points: &[PointValues], row: Option<usize>) -> Result<S
     if let Expr::Name(n, at) = &p.expr {
         let i = at.or(row).ok_or("checked by layout")?;
         if let Some(Looked::Text(t)) = points[i].look(n).transpose()? {
+            let f = &p.format;
+            if f.decimals.is_some() || f.significant.is_some() || !f.unit.is_empty() {
+                return Err(format!(
+                    "{n} is text (\"{t}\"): a format and unit apply to numbers only"
+                ));
+            }
             return Ok(t);
         }
     }
@@ -919,7 +954,13 @@ pub fn cmd(a: ReportArgs) -> CmdResult {
                     other => other,
                 })?;
                 for i in 0..sw.len() {
-                    work.push((bi, ri, i, sw.point_scenario(i)?));
+                    let text = sw.point_scenario(i).map_err(|e| match e {
+                        Failure::Usage(m) => {
+                            usage(format!("{}: line {}: {m}", path.display(), b.line))
+                        }
+                        other => other,
+                    })?;
+                    work.push((bi, ri, i, text));
                 }
                 these.push(sw);
             }
@@ -978,7 +1019,7 @@ pub fn cmd(a: ReportArgs) -> CmdResult {
             text[b.generated.clone()].to_string()
         };
         if part != text[b.generated.clone()] {
-            differ.push(b.line);
+            differ.push((b.line, first_difference(&text, b.generated.start, &part)));
         }
         new += &part;
         pos = b.generated.end;
@@ -990,11 +1031,16 @@ pub fn cmd(a: ReportArgs) -> CmdResult {
             println!("{}: {n} tables, as their runs give them", path.display());
             return Ok(0);
         }
-        let lines: Vec<String> = differ.iter().map(|l| l.to_string()).collect();
+        for (line, what) in &differ {
+            eprintln!(
+                "tclab: {}: the block at line {line} differs from what its runs give: {what}",
+                path.display()
+            );
+        }
         eprintln!(
-            "tclab: {}: the tables of the blocks at lines {} differ from what their runs give (tclab report {} writes them)",
+            "tclab: {}: {} of {n} tables differ (tclab report {} writes them)",
             path.display(),
-            lines.join(", "),
+            differ.len(),
             path.display()
         );
         return Ok(1);
@@ -1010,6 +1056,25 @@ pub fn cmd(a: ReportArgs) -> CmdResult {
         differ.len()
     );
     Ok(0)
+}
+
+/// Where a block's generated text, starting at byte `start` of `text`, first differs from `new`: its
+/// line number, the file's line and the runs' (so a reader sees which figure moved).
+fn first_difference(text: &str, start: usize, new: &str) -> String {
+    let old = text[start..].lines();
+    let base = text[..start].matches('\n').count() + 1;
+    let mut new_lines = new.lines();
+    for (k, o) in old.enumerate() {
+        let n = new_lines.next();
+        if n != Some(o) {
+            return format!(
+                "line {}: the file has \"{o}\", the runs give \"{}\"",
+                base + k,
+                n.unwrap_or("")
+            );
+        }
+    }
+    format!("line {base}: the file's text ends before the runs'")
 }
 
 /// Write `path` whole or not at all: a temporary file beside it, then a rename.
@@ -1085,6 +1150,53 @@ mod tests {
         assert!(parse_placeholder("x/0").is_err());
         assert!(parse_placeholder("x@one").is_err());
         assert!(parse_placeholder("x ~99").is_err());
+        // A precision without its . or ~ would print as part of the unit ("21.6 3 ms"); a | in a
+        // unit would split the table's cell.
+        let e = parse_placeholder("ping.rtt_p99_ms 3 ms").err().unwrap();
+        assert!(e.contains("3 ms: a format is .N"), "{e}");
+        let e = parse_placeholder("x | .2").err().unwrap();
+        assert!(e.contains("cannot hold |"), "{e}");
+        let e = parse_placeholder("= x | .1 | ms").err().unwrap();
+        assert!(e.contains("cannot hold |"), "{e}");
+        assert_eq!(
+            parse_placeholder("x ~3 %").ok().map(|p| p.format.unit),
+            Some("%".into())
+        );
+        let e = parse_placeholder("= avg( 1 2 )").err().unwrap();
+        assert!(e.contains("avg( is no function"), "{e}");
+    }
+
+    #[test]
+    fn a_brace_left_open_is_named_not_read_to_the_next_close() {
+        // Before: "{a ~3 ms | {b .2}" read as a with the unit "ms | {b .2", the cells between
+        // swallowed into one.
+        let e = placeholders("| {a ~3 ms | {b .2} |").err().unwrap();
+        assert!(e.contains("a { without its } before \"{b .2}\""), "{e}");
+        let e = placeholders("| {a ~3 ms |").err().unwrap();
+        assert!(e.contains("a { without its }"), "{e}");
+        assert_eq!(placeholders("| {a} | {b .2 ms} |").unwrap().len(), 2);
+    }
+
+    #[test]
+    fn text_values_take_no_format() {
+        let mut p = point(&[]);
+        p.keys.push(("link.1.rate".into(), "5mbit".into()));
+        let pts = [p];
+        let show = |ph: &str| fill(&parse_placeholder(ph).unwrap(), &pts, Some(0));
+        assert_eq!(show("link.1.rate"), Ok("5mbit".into()));
+        let e = show("link.1.rate ~3 ms").unwrap_err();
+        assert!(e.contains("is text (\"5mbit\"): a format"), "{e}");
+    }
+
+    #[test]
+    fn the_first_differing_line_is_shown() {
+        let text = "a\n-->\n| x | 1 |\n| y | 2 |\n<!-- /report -->\n";
+        let start = text.find("-->").unwrap() + 3;
+        let d = first_difference(text, start, "\n| x | 1 |\n| y | 3 |\n");
+        assert_eq!(
+            d,
+            "line 4: the file has \"| y | 2 |\", the runs give \"| y | 3 |\""
+        );
     }
 
     /// A point whose only values are the metrics given.
@@ -1236,6 +1348,24 @@ mod tests {
         assert!(get("tx_bps(r:eth1,2..3).min")
             .unwrap_err()
             .contains("no sample ends from 2 s"));
+        // Each interface named once, though its samples interleave with others'.
+        let on = |iface: &str, t: f64| IfaceSeries {
+            iface: iface.into(),
+            ..sample(t, 1.0)
+        };
+        let run2 = PointRun {
+            ifaces: vec![
+                on("r:eth1", 0.5),
+                on("s:eth0", 0.5),
+                on("r:eth1", 1.0),
+                on("s:eth0", 1.0),
+            ],
+            metrics: Vec::new(),
+            summary: Value::Null,
+            classes: Vec::new(),
+        };
+        let e = series("tx_bps(x:eth0,1)", &run2).unwrap().unwrap_err();
+        assert!(e.ends_with("(these are: r:eth1, s:eth0)"), "{e}");
         assert!(get("tx_bps(x:eth0,1)")
             .unwrap_err()
             .contains("these are: r:eth1"));

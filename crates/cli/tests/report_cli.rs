@@ -126,8 +126,20 @@ fn a_block_is_filled_from_its_runs_and_a_second_run_changes_nothing() {
     std::fs::write(&file, &edited).unwrap();
     let o = report(&["--check", f]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    // The block and the first line that moved, with both texts: the reader sees which figure.
+    let line = edited
+        .lines()
+        .position(|l| l.contains("| 1.00 ms |"))
+        .unwrap()
+        + 1;
+    let want = format!(
+        "the block at line 5 differs from what its runs give: line {line}: the file has \"{}\", the runs give \"{}\"",
+        edited.lines().nth(line - 1).unwrap(),
+        first.lines().nth(line - 1).unwrap()
+    );
+    assert!(stderr(&o).contains(&want), "{} lacks {want}", stderr(&o));
     assert!(
-        stderr(&o).contains("lines 5 differ") || stderr(&o).contains("lines 5"),
+        stderr(&o).contains("1 of 1 tables differ"),
         "{}",
         stderr(&o)
     );
@@ -236,6 +248,38 @@ fn bad_blocks_are_named_and_nothing_is_written() {
         &block(quick, "| {drops .x} |"),
         &[],
         "give 0 to 12 digits",
+    );
+    // A brace left open: named, not read on to the next cell's } (which took the cells between as
+    // the first placeholder's unit).
+    refused(
+        "brace",
+        &block(quick, "| {ping.rtt_p99_ms ~3 ms | {drops} |"),
+        &[],
+        "line 9: a { without its } before \"{drops}\"",
+    );
+    // A precision without . or ~ printed as part of the unit ("16.4 3 ms").
+    refused(
+        "precision",
+        &block(quick, "| {ping.rtt_p99_ms 3 ms} |"),
+        &[],
+        "3 ms: a format is .N (decimals) or ~N (significant digits), then a unit",
+    );
+    // A value a point's scenario refuses: the file and the block's line named with the point.
+    refused(
+        "value",
+        &block(
+            "seed004-idle --set duration=20s,2x",
+            "| {drops} |\n| {drops} |",
+        ),
+        &[],
+        "EXP.md: line 5: point 1 (duration=2x): builtin:seed004-idle refuses it",
+    );
+    // A swept key is text: a format for it is a mistake, said as one.
+    refused(
+        "text",
+        &block("seed004-idle --set duration=11s", "| {duration .1 ms} |"),
+        &[],
+        "line 9: duration is text (\"11s\"): a format and unit apply to numbers only",
     );
     let o = report(&["/nonexistent/EXP.md"]);
     assert_eq!(o.status.code(), Some(64), "{}", stderr(&o));
