@@ -724,3 +724,24 @@ fn a_tree_stopped_by_a_full_port_is_asked_again_once_the_port_has_room() {
         "all 601 in order, with no arrival to wake the tree"
     );
 }
+
+#[test]
+fn the_rings_are_split_between_queues_down_to_a_floor() {
+    use tclab_live::bridge::ring_shapes;
+    let bytes = |g: RingGeometry| g.frames as u64 * g.frame_size as u64;
+    // One queue: 8 MiB to receive, 2 MiB to send, in 2 KiB slots at MTU 1500 (LIVE.md's figures).
+    let (rx, tx) = ring_shapes(1500, 1);
+    assert_eq!((rx.frame_size, rx.frames, tx.frames), (2048, 4096, 1024));
+    // Two: each socket has half the frames to hold (the fanout shares them out), so half the ring.
+    let (rx, tx) = ring_shapes(1500, 2);
+    assert_eq!((bytes(rx), bytes(tx)), (4 << 20, 1 << 20));
+    // Sixteen and sixty-four: the floor, 2 MiB and 512 KiB, so that 64 queues hold 2 x 64 x 2.5 MiB
+    // = 320 MiB of kernel memory rather than 1 280.
+    for q in [16, 64] {
+        let (rx, tx) = ring_shapes(1500, q);
+        assert_eq!((bytes(rx), bytes(tx)), (2 << 20, 512 << 10), "{q} queues");
+    }
+    // Jumbo frames: 16 KiB slots, the same bytes.
+    let (rx, _) = ring_shapes(9000, 1);
+    assert_eq!((rx.frame_size, bytes(rx)), (16384, 8 << 20));
+}
