@@ -304,3 +304,136 @@ fn enc_addresses_keep_their_family_and_a_zero_key_matches_no_tunnel() {
         (1, "Illegal \"enc_key_id\"\n")
     );
 }
+
+/// An egress root whose first filter pushes two labels (`mpls push label 100 tc 3 ttl 64`, then
+/// `label 200`) and passes on, so the filters after it, of protocol `mpls_uc`, see a two-entry stack:
+/// 200 outside (bottom-of-stack clear: the packet was MPLS already; TTL 255, act_mpls's default),
+/// 100 inside (TC 3, bottom of stack, TTL 64), as `skb_mpls_push` leaves them.
+fn two_labels() -> Engine {
+    let mut e = htb();
+    ok(
+        &mut e,
+        "filter add dev eth0 parent 1: protocol ip prio 1 matchall action mpls push label 100 tc 3 ttl 64 pipe action mpls push label 200 continue",
+    );
+    e
+}
+
+#[test]
+fn mpls_keys_match_the_stack_a_push_built() {
+    let f = "filter add dev eth0 parent 1: protocol mpls_uc";
+    let mut e = two_labels();
+    // The outer entry is 200: the first-entry form with 100 does not hold.
+    ok(
+        &mut e,
+        &format!("{f} prio 2 flower mpls_label 100 classid 1:4"),
+    );
+    // A third entry's bit is part of the key: a two-entry stack has none, whatever its fields.
+    ok(
+        &mut e,
+        &format!("{f} prio 3 flower mpls lse depth 3 ttl 0 classid 1:4"),
+    );
+    ok(
+        &mut e,
+        &format!("{f} prio 4 flower mpls lse depth 2 label 100 tc 3 bos 1 ttl 64 classid 1:3"),
+    );
+    assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), Some(3));
+
+    let mut e = two_labels();
+    ok(
+        &mut e,
+        &format!("{f} prio 2 flower mpls_label 200 mpls_bos 0 mpls_ttl 255 classid 1:2"),
+    );
+    assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), Some(2));
+
+    // TC 4 at depth 2 is one off: nothing else matches.
+    let mut e = two_labels();
+    ok(
+        &mut e,
+        &format!("{f} prio 2 flower mpls lse depth 1 label 200 lse depth 2 tc 4 classid 1:2"),
+    );
+    assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), None);
+    // An MPLS packet cut short inside its first entry has no entry dissected (`FLOW_DISSECT_RET_OUT_BAD`):
+    // a filter on depth 1, even one naming no field, does not take it; one with no MPLS key does.
+    let mut e = htb();
+    ok(
+        &mut e,
+        &format!("{f} prio 1 flower mpls lse depth 1 classid 1:1"),
+    );
+    ok(&mut e, &format!("{f} prio 2 flower classid 1:2"));
+    let short = Packet {
+        data: vec![0x00, 0x06],
+        len: 16,
+        protocol: 0x8847,
+        ..Default::default()
+    };
+    assert_eq!(class_of(&mut e, short.clone()), Some(2));
+    let mut whole = short;
+    whole.data.extend_from_slice(&[0x41, 0x40]); // label 100, TC 0, bottom of stack, TTL 64
+    assert_eq!(class_of(&mut e, whole), Some(1));
+}
+
+#[test]
+fn mpls_keys_are_printed_as_the_kernel_dumps_them_and_refused_as_tc_does() {
+    let f = "filter add dev eth0 parent 1: protocol mpls_uc";
+    let mut e = htb();
+    ok(
+        &mut e,
+        &format!("{f} prio 1 flower mpls lse depth 2 label 100 tc 3 bos 1 classid 1:1"),
+    );
+    // One entry at depth 1 is dumped in the older attributes (`fl_dump_key_mpls`'s backward
+    // compatibility), and printed as such.
+    ok(
+        &mut e,
+        &format!("{f} prio 2 flower mpls lse depth 1 label 7 ttl 9 classid 1:2"),
+    );
+    let s = tc(&mut e, "filter show dev eth0").stdout;
+    assert!(
+        s.contains("eth_type 8847\n  mpls\n    lse depth 2 label 100 tc 3 bos 1\n  not_in_hw"),
+        "{s}"
+    );
+    assert!(
+        s.contains("eth_type 8847\n  mpls_label 7\n  mpls_ttl 9\n  not_in_hw"),
+        "{s}"
+    );
+    let j = tc(&mut e, "-j filter show dev eth0").stdout;
+    assert!(
+        j.contains(r#""mpls":[{"depth":2,"label":100,"tc":3,"bos":1}]"#),
+        "{j}"
+    );
+    assert!(j.contains(r#""mpls_label":7,"mpls_ttl":"9""#), "{j}");
+
+    for (line, code, err) in [
+        (
+            "protocol ip prio 3 flower mpls_label 5",
+            1,
+            "Can't set \"mpls_label\" if ethertype isn't MPLS\n",
+        ),
+        (
+            "protocol mpls_uc prio 3 flower mpls_tc 1 mpls lse depth 1",
+            1,
+            "Can't set \"mpls\" if \"mpls_label\", \"mpls_tc\", \"mpls_bos\" or \"mpls_ttl\" is set\n",
+        ),
+        (
+            "protocol mpls_uc prio 3 flower mpls lse label 5",
+            255,
+            "Error: argument \"depth\" is required\n",
+        ),
+        (
+            "protocol mpls_uc prio 3 flower mpls_label 1048576",
+            1,
+            "Illegal \"mpls_label\"\n",
+        ),
+        (
+            "protocol mpls_uc prio 3 flower mpls lse depth 8 label 1",
+            2,
+            "Error: Invalid MPLS depth.\nWe have an error talking to the kernel\n",
+        ),
+    ] {
+        let out = tc(&mut e, &format!("filter add dev eth0 parent 1: {line}"));
+        assert_eq!((out.code, out.stderr.as_str()), (code, err), "{line}");
+    }
+    assert!(
+        !tc(&mut e, "filter show dev eth0").stdout.contains("pref 3"),
+        "nothing applied"
+    );
+}

@@ -1,6 +1,6 @@
 //! flower (`net/sched/cls_flower.c`): match a packet on the fields a flow dissector finds in it — EtherType,
-//! VLAN tags, addresses, IP protocol, TOS and TTL, ports and port ranges, TCP flags, ICMP type and code,
-//! conntrack state and tunnel metadata — each under a mask, in one lookup per *mask* rather than one test
+//! VLAN tags, MPLS labels, addresses, IP protocol, TOS and TTL, ports and port ranges, TCP flags, ICMP
+//! type and code, conntrack state and tunnel metadata — each under a mask, in one lookup per *mask* rather than one test
 //! per filter.
 //!
 //! A filter is a key and a mask over the same structure ([`FlowKey`]), built from the attributes tc sends
@@ -38,7 +38,13 @@
 //!   UDP destination port, TOS and TTL; zero without a tunnel, so `enc_key_id 0` takes such a packet,
 //!   as the kernel's zeroed key does.
 //!
-//! Not dissected (tc refuses the keys): ARP, MPLS, PPPoE, `ct_label`, and the tunnel options.
+//! - MPLS (`__skb_flow_dissect_mpls`): a packet of protocol `mpls_uc`/`mpls_mc` (an `mpls push` makes
+//!   one; its entries are the first bytes of [`Packet::data`]) has its label stack read entry by entry,
+//!   up to the bottom of the stack or [`MPLS_MAX`] entries, each entry's presence a bit of the key
+//!   (`used_lses`): a filter on depth 2 never takes a one-label packet. What lies under the stack is
+//!   not dissected, as in the kernel.
+//!
+//! Not dissected (tc refuses the keys): ARP, PPPoE, `ct_label`, and the tunnel options.
 //!
 //! Hardware offload: no tclab device offloads filters, so every filter runs in software and is reported
 //! `not_in_hw` (`in_hw_count` 0); `skip_sw` asks for a filter that runs only in hardware, which a block of
@@ -70,6 +76,7 @@ pub const ETH_P_IP: u16 = 0x0800;
 pub const ETH_P_IPV6: u16 = 0x86dd;
 pub const ETH_P_8021Q: u16 = 0x8100;
 pub const ETH_P_8021AD: u16 = 0x88a8;
+pub use crate::action::mpls::{ETH_P_MPLS_MC, ETH_P_MPLS_UC};
 pub const IPPROTO_TCP: u8 = 6;
 pub const IPPROTO_UDP: u8 = 17;
 pub const IPPROTO_SCTP: u8 = 132;
@@ -83,6 +90,29 @@ pub struct VlanKey {
     pub prio: u8,
     pub tpid: u16,
     pub eth_type: u16,
+}
+
+/// `FLOW_DIS_MPLS_MAX`: the label stack entries the dissector reads.
+pub const MPLS_MAX: usize = 7;
+
+/// `struct flow_dissector_mpls_lse`: one label stack entry's fields.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct MplsLse {
+    pub label: u32,
+    pub tc: u8,
+    pub bos: u8,
+    pub ttl: u8,
+}
+
+impl MplsLse {
+    fn and(&self, m: &MplsLse) -> MplsLse {
+        MplsLse {
+            label: self.label & m.label,
+            tc: self.tc & m.tc,
+            bos: self.bos & m.bos,
+            ttl: self.ttl & m.ttl,
+        }
+    }
 }
 
 /// `struct fl_flow_key`, the fields tclab dissects: the packet's key, a filter's key, or a mask (a field
@@ -138,6 +168,10 @@ pub struct FlowKey {
     pub ct_state: u16,
     pub ct_zone: u16,
     pub ct_mark: u32,
+    /// `mpls.ls`: the label stack, outermost first.
+    pub mpls: [MplsLse; MPLS_MAX],
+    /// `mpls.used_lses`: bit i for each entry the packet has (the filter names).
+    pub mpls_used: u8,
 }
 
 fn and6(a: [u8; 6], b: [u8; 6]) -> [u8; 6] {
@@ -199,6 +233,8 @@ impl FlowKey {
             ct_state: self.ct_state & m.ct_state,
             ct_zone: self.ct_zone & m.ct_zone,
             ct_mark: self.ct_mark & m.ct_mark,
+            mpls: std::array::from_fn(|i| self.mpls[i].and(&m.mpls[i])),
+            mpls_used: self.mpls_used & m.mpls_used,
         }
     }
 
@@ -303,6 +339,10 @@ impl FlowKey {
                 }
                 (proto, off)
             }
+            ETH_P_MPLS_UC | ETH_P_MPLS_MC => {
+                k.dissect_mpls(d);
+                return k;
+            }
             _ => return k,
         };
         let l4 = l4 as i64;
@@ -338,6 +378,28 @@ impl FlowKey {
 }
 
 impl FlowKey {
+    /// `__skb_flow_dissect_mpls`, entry after entry (`FLOW_DISSECT_RET_PROTO_AGAIN`) until the bottom
+    /// of the stack or [`MPLS_MAX`] entries; what lies under the stack is not dissected. An entry cut
+    /// short ends the walk with the entries before it.
+    fn dissect_mpls(&mut self, d: &[u8]) {
+        for i in 0..MPLS_MAX {
+            let Some(e) = d.get(4 * i..4 * i + 4) else {
+                return;
+            };
+            let e = u32::from_be_bytes([e[0], e[1], e[2], e[3]]);
+            self.mpls[i] = MplsLse {
+                label: e >> 12,
+                tc: ((e >> 9) & 7) as u8,
+                bos: ((e >> 8) & 1) as u8,
+                ttl: e as u8,
+            };
+            self.mpls_used |= 1 << i;
+            if e & 0x100 != 0 {
+                return;
+            }
+        }
+    }
+
     /// `skb_flow_dissect_tunnel_info`: the `enc_*` keys from the tunnel a `tunnel_key set` attached
     /// (`skb_tunnel_info`); nothing without one.
     fn tunnel_info(&mut self, pkt: &Packet) {
@@ -360,6 +422,61 @@ impl FlowKey {
         self.enc_dst_port = t.dst_port;
         self.enc_tos = t.tos;
         self.enc_ttl = t.ttl;
+    }
+}
+
+/// One label stack entry as tc sends it: `TCA_FLOWER_KEY_MPLS_OPT_LSE_*` (depth from 1), or the
+/// first entry's `TCA_FLOWER_KEY_MPLS_*` (no depth).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LseSpec {
+    pub depth: Option<u8>,
+    pub label: Option<u32>,
+    pub tc: Option<u8>,
+    pub bos: Option<u8>,
+    pub ttl: Option<u8>,
+}
+
+/// flower's two ways of naming MPLS fields (tc sends one or the other, never both).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MplsMatch {
+    /// `mpls_label`, `mpls_tc`, `mpls_bos`, `mpls_ttl`: the outermost entry.
+    First(LseSpec),
+    /// `mpls lse depth D …`: `TCA_FLOWER_KEY_MPLS_OPTS`, entries by depth.
+    Lses(Vec<LseSpec>),
+}
+
+impl LseSpec {
+    /// `fl_set_key_mpls_lse`'s fields (and `fl_set_key_mpls`'s for the first entry): each one named is
+    /// matched whole, after the range checks.
+    fn set(&self, k: &mut MplsLse, m: &mut MplsLse) -> Result<(), KernelError> {
+        if let Some(ttl) = self.ttl {
+            (k.ttl, m.ttl) = (ttl, 0xff);
+        }
+        if let Some(bos) = self.bos {
+            if bos > 1 {
+                return Err(KernelError::invalid("Bottom Of Stack (BOS) must be 0 or 1"));
+            }
+            (k.bos, m.bos) = (bos, 1);
+        }
+        if let Some(tc) = self.tc {
+            if tc > 7 {
+                return Err(KernelError::invalid(
+                    "Traffic Class (TC) must be between 0 and 7",
+                ));
+            }
+            (k.tc, m.tc) = (tc, 7);
+        }
+        if let Some(label) = self.label {
+            if label > 0xfffff {
+                return Err(KernelError::invalid("Label must be between 0 and 1048575"));
+            }
+            (k.label, m.label) = (label, 0xfffff);
+        }
+        Ok(())
+    }
+
+    fn any(&self) -> bool {
+        self.label.is_some() || self.tc.is_some() || self.bos.is_some() || self.ttl.is_some()
     }
 }
 
@@ -416,6 +533,7 @@ pub struct FlowerOptions {
     pub ct_state: Option<Masked<u16>>,
     pub ct_zone: Option<Masked<u16>>,
     pub ct_mark: Option<Masked<u32>>,
+    pub mpls: Option<MplsMatch>,
     pub exts: ExtsSpec,
 }
 
@@ -567,6 +685,7 @@ impl FlowerOptions {
             k.ip_flags = (v & mask & bits) as u8;
         }
         self.set_key_enc(&mut k, &mut m);
+        self.set_key_mpls(&mut k, &mut m)?;
         if let Some((v, mask)) = self.ct_state {
             (k.ct_state, m.ct_state) = (v, mask);
             validate_ct_state(v & mask)?;
@@ -578,6 +697,36 @@ impl FlowerOptions {
             (k.ct_mark, m.ct_mark) = (v, mask);
         }
         Ok((k, m))
+    }
+
+    /// `fl_set_key_mpls`: the first entry's fields, or each `lse` at its depth (1 to [`MPLS_MAX`]);
+    /// either way the entry's bit in `used_lses` is part of key and mask, so a packet must have it.
+    fn set_key_mpls(&self, k: &mut FlowKey, m: &mut FlowKey) -> Result<(), KernelError> {
+        match &self.mpls {
+            None => {}
+            Some(MplsMatch::First(l)) => {
+                l.set(&mut k.mpls[0], &mut m.mpls[0])?;
+                if l.any() {
+                    k.mpls_used |= 1;
+                    m.mpls_used |= 1;
+                }
+            }
+            Some(MplsMatch::Lses(list)) => {
+                for l in list {
+                    let Some(depth) = l.depth else {
+                        return Err(KernelError::invalid("Missing MPLS option \"depth\""));
+                    };
+                    if depth < 1 || depth as usize > MPLS_MAX {
+                        return Err(KernelError::invalid("Invalid MPLS depth"));
+                    }
+                    let i = depth as usize - 1;
+                    k.mpls_used |= 1 << i;
+                    m.mpls_used |= 1 << i;
+                    l.set(&mut k.mpls[i], &mut m.mpls[i])?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// `fl_set_key`'s tunnel keys: an address of either family sets the family; the key id is

@@ -3,15 +3,16 @@
 //! masks, as tc 6.1 parses them; and the printer, which prints what the kernel dumps (`fl_dump_key`:
 //! a field whose mask is zero is not dumped) the way `flower_print_opt` prints it. The tunnel keys
 //! (`enc_dst_ip`, `enc_src_ip`, `enc_key_id`, `enc_dst_port`, `enc_tos`, `enc_ttl`) and the conntrack
-//! keys `ct_state`, `ct_zone` and `ct_mark` are parsed and printed too. MPLS, ARP, PPPoE, tunnel
-//! options (`*_opts`) and `ct_label` are refused: tclab does not dissect them.
+//! keys `ct_state`, `ct_zone` and `ct_mark`, and the MPLS keys (`mpls_label`, `mpls_tc`, `mpls_bos`,
+//! `mpls_ttl`, `mpls lse depth …`) are parsed and printed too. ARP, PPPoE, tunnel options (`*_opts`)
+//! and `ct_label` are refused: tclab does not dissect them.
 
 use super::*;
 use crate::util::get_u16;
 use tclab_core::filter::flower::{
-    FlowKey, FlowerFilter, FlowerOptions, ETH_P_8021AD, ETH_P_8021Q, ETH_P_IP, ETH_P_IPV6,
-    FLAG_FIRST_FRAG, FLAG_IS_FRAGMENT, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP,
-    IPPROTO_UDP,
+    FlowKey, FlowerFilter, FlowerOptions, LseSpec, MplsMatch, ETH_P_8021AD, ETH_P_8021Q, ETH_P_IP,
+    ETH_P_IPV6, ETH_P_MPLS_MC, ETH_P_MPLS_UC, FLAG_FIRST_FRAG, FLAG_IS_FRAGMENT, IPPROTO_ICMP,
+    IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, MPLS_MAX,
 };
 use tclab_core::Packet;
 
@@ -79,11 +80,6 @@ const WORDS: &[(&str, bool)] = &[
 /// The keywords of keys tclab's dissector does not produce.
 const NOT_DISSECTED: &[&str] = &[
     "ct_label",
-    "mpls",
-    "mpls_label",
-    "mpls_tc",
-    "mpls_bos",
-    "mpls_ttl",
     "arp_tip",
     "arp_sip",
     "arp_op",
@@ -300,6 +296,43 @@ fn parse_ct_state(s: &str) -> Option<(u16, u16)> {
     Some((state, mask))
 }
 
+/// `flower_parse_mpls_lse`: `depth D` and any of `label`, `tc`, `bos`, `ttl` (decimal), up to the
+/// first other word; a depth is required.
+fn parse_mpls_lse(c: &mut Cur) -> Result<LseSpec> {
+    let mut l = LseSpec::default();
+    while let Some(w) = c.peek() {
+        let (name, max) = if matches(w, "depth") {
+            ("depth", 0xff)
+        } else if matches(w, "label") {
+            ("label", 0xfffff)
+        } else if matches(w, "tc") {
+            ("tc", 7)
+        } else if matches(w, "bos") {
+            ("bos", 1)
+        } else if matches(w, "ttl") {
+            ("ttl", 0xff)
+        } else {
+            break;
+        };
+        let v = c.next_arg()?;
+        let n = get_u32(v, 10)
+            .filter(|&n| n <= max && (name != "depth" || n >= 1))
+            .ok_or_else(|| illegal(name))?;
+        match name {
+            "depth" => l.depth = Some(n as u8),
+            "label" => l.label = Some(n),
+            "tc" => l.tc = Some(n as u8),
+            "bos" => l.bos = Some(n as u8),
+            _ => l.ttl = Some(n as u8),
+        }
+        c.fwd();
+    }
+    if l.depth.is_none() {
+        return Err(Failure::syntax("Error: argument \"depth\" is required"));
+    }
+    Ok(l)
+}
+
 /// `flower_parse_tcp_flags`: 12 bits, hex.
 fn parse_tcp_flags(s: &str) -> Option<(u16, u16)> {
     let (v, m) = split_mask(s);
@@ -354,6 +387,8 @@ pub(super) fn parse_flower(
     let mut num_of_vlans = 0u8;
     let mut ip_proto = 0xffu8;
     let (mut mtf, mut mtf_mask) = (0u32, 0u32);
+    // `mpls_format_old` / `mpls_format_new`: the two MPLS forms exclude each other.
+    let (mut mpls_old, mut mpls_new) = (false, false);
     let mut o = FlowerOptions::default();
     while let Some(w) = c.peek() {
         let word = WORDS
@@ -547,6 +582,59 @@ pub(super) fn parse_flower(
                 } else {
                     o.icmp_code = Some(m);
                 }
+            }
+            "mpls" => {
+                c.next_arg()?;
+                if eth_type != ETH_P_MPLS_UC && eth_type != ETH_P_MPLS_MC {
+                    return Err(Failure::options(
+                        "Can't set \"mpls\" if ethertype isn't MPLS",
+                    ));
+                }
+                if mpls_old {
+                    return Err(Failure::options("Can't set \"mpls\" if \"mpls_label\", \"mpls_tc\", \"mpls_bos\" or \"mpls_ttl\" is set"));
+                }
+                mpls_new = true;
+                let mut list = Vec::new();
+                while c.peek().is_some_and(|w| matches(w, "lse")) {
+                    c.next_arg()?;
+                    list.push(parse_mpls_lse(c)?);
+                }
+                o.mpls = Some(MplsMatch::Lses(list));
+                continue;
+            }
+            "mpls_label" | "mpls_tc" | "mpls_bos" | "mpls_ttl" => {
+                let v = c.next_arg()?;
+                if eth_type != ETH_P_MPLS_UC && eth_type != ETH_P_MPLS_MC {
+                    return Err(Failure::options(format!(
+                        "Can't set \"{word}\" if ethertype isn't MPLS"
+                    )));
+                }
+                if mpls_new {
+                    return Err(Failure::options(format!(
+                        "Can't set \"{word}\" if \"mpls\" is set"
+                    )));
+                }
+                mpls_old = true;
+                let max = match word {
+                    "mpls_label" => 0xfffff,
+                    "mpls_tc" => 7,
+                    "mpls_bos" => 1,
+                    _ => 0xff,
+                };
+                let n = get_u32(v, 10)
+                    .filter(|&n| n <= max)
+                    .ok_or_else(|| illegal(word))?;
+                let mut l = match o.mpls {
+                    Some(MplsMatch::First(l)) => l,
+                    _ => LseSpec::default(),
+                };
+                match word {
+                    "mpls_label" => l.label = Some(n),
+                    "mpls_tc" => l.tc = Some(n as u8),
+                    "mpls_bos" => l.bos = Some(n as u8),
+                    _ => l.ttl = Some(n as u8),
+                }
+                o.mpls = Some(MplsMatch::First(l));
             }
             "ct_state" => {
                 let v = c.next_arg()?;
@@ -845,6 +933,7 @@ fn print_classid_and_keys(f: &FlowerFilter, p: &mut Printer) {
     if ip && m.ttl != 0 {
         print_masked(p, "ip_ttl", k.ttl as u32, m.ttl as u32, 0xff);
     }
+    print_mpls(k, m, p);
     let v6 = match (k.addr_type, eth_type) {
         (tclab_core::filter::flower::ADDR_IPV4, ETH_P_IP) => Some(false),
         (tclab_core::filter::flower::ADDR_IPV6, ETH_P_IPV6) => Some(true),
@@ -924,6 +1013,58 @@ fn print_classid_and_keys(f: &FlowerFilter, p: &mut Printer) {
     }
     print_ct_keys(k, m, p);
     p.close_object();
+}
+
+/// `fl_dump_key_mpls` as tc prints it: the first entry's fields as `mpls_label`, `mpls_tc`, `mpls_bos`,
+/// `mpls_ttl` when that says it all, else `mpls` and one `lse` line per entry with the fields it masks.
+fn print_mpls(k: &FlowKey, m: &FlowKey, p: &mut Printer) {
+    if m.mpls_used == 0 {
+        return;
+    }
+    let (k0, m0) = (&k.mpls[0], &m.mpls[0]);
+    let first_empty = m0.label == 0 && m0.tc == 0 && m0.bos == 0 && m0.ttl == 0;
+    if m.mpls_used & !1 == 0 && !first_empty {
+        if m0.label != 0 {
+            // `flower_print_u32`: a number in JSON; the u8 fields are strings there.
+            p.fp("\n  ");
+            p.number(
+                "mpls_label",
+                format_args!("mpls_label {}", k0.label),
+                k0.label,
+            );
+        }
+        for (name, on, v) in [
+            ("mpls_tc", m0.tc != 0, k0.tc),
+            ("mpls_bos", m0.bos != 0, k0.bos),
+            ("mpls_ttl", m0.ttl != 0, k0.ttl),
+        ] {
+            if on {
+                indent_name_value(p, name, &v.to_string());
+            }
+        }
+        return;
+    }
+    p.fp("\n  mpls");
+    p.open_array("mpls");
+    for i in (0..MPLS_MAX).filter(|i| m.mpls_used & (1 << i) != 0) {
+        let (l, lm) = (&k.mpls[i], &m.mpls[i]);
+        p.fp("\n    lse");
+        p.open_object(None);
+        let depth = i as u32 + 1;
+        p.number("depth", format_args!(" depth {depth}"), depth);
+        for (name, on, v) in [
+            ("label", lm.label != 0, l.label),
+            ("tc", lm.tc != 0, l.tc as u32),
+            ("bos", lm.bos != 0, l.bos as u32),
+            ("ttl", lm.ttl != 0, l.ttl as u32),
+        ] {
+            if on {
+                p.number(name, format_args!(" {name} {v}"), v);
+            }
+        }
+        p.close_object();
+    }
+    p.close_array();
 }
 
 /// The tunnel keys, as `flower_print_opt` prints them after the ARP and PPPoE keys.
