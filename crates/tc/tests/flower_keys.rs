@@ -437,3 +437,94 @@ fn mpls_keys_are_printed_as_the_kernel_dumps_them_and_refused_as_tc_does() {
         "nothing applied"
     );
 }
+
+/// An Ethernet/IPv4 ARP message as a live frame brings it (protocol 0x0806, the message from the
+/// network header on): opcode, sender hardware and protocol address, target hardware and protocol
+/// address (RFC 826's layout).
+fn arp(op: u16, sha: [u8; 6], sip: [u8; 4], tha: [u8; 6], tip: [u8; 4]) -> Packet {
+    let mut d = vec![0, 1, 0x08, 0x00, 6, 4];
+    d.extend_from_slice(&op.to_be_bytes());
+    d.extend_from_slice(&sha);
+    d.extend_from_slice(&sip);
+    d.extend_from_slice(&tha);
+    d.extend_from_slice(&tip);
+    Packet {
+        len: 14 + d.len() as u32,
+        data: d,
+        protocol: 0x0806,
+        ..Default::default()
+    }
+}
+
+const MAC_A: [u8; 6] = [2, 0, 0, 0xaa, 0, 1];
+const MAC_B: [u8; 6] = [2, 0, 0, 0xbb, 0, 2];
+
+#[test]
+fn arp_keys_match_requests_and_replies() {
+    let mut e = htb();
+    let f = "filter add dev eth0 parent 1: protocol arp";
+    // Requests for a host of 10.0.0.0/24 from a station whose address starts 02:00:00.
+    ok(
+        &mut e,
+        &format!("{f} prio 1 flower arp_op request arp_tip 10.0.0.0/24 arp_sha 02:00:00:00:00:00/24 classid 1:1"),
+    );
+    // Replies from 10.0.0.2 to A's hardware address.
+    ok(
+        &mut e,
+        &format!(
+            "{f} prio 2 flower arp_op reply arp_sip 10.0.0.2 arp_tha {} classid 1:2",
+            "02:00:00:aa:00:01"
+        ),
+    );
+    // Any other ARP packet.
+    ok(&mut e, &format!("{f} prio 3 flower classid 1:3"));
+    let who_has = arp(1, MAC_A, A, [0; 6], B);
+    assert_eq!(class_of(&mut e, who_has.clone()), Some(1));
+    assert_eq!(class_of(&mut e, arp(2, MAC_B, B, MAC_A, A)), Some(2));
+    // A request for 10.0.1.2 is outside the /24; a reply to B's address is not the second filter's.
+    assert_eq!(
+        class_of(&mut e, arp(1, MAC_A, A, [0; 6], [10, 0, 1, 2])),
+        Some(3)
+    );
+    assert_eq!(class_of(&mut e, arp(2, MAC_A, A, MAC_B, B)), Some(3));
+    // Not Ethernet/IPv4 (hardware address length 8): `__skb_flow_dissect_arp` fills nothing.
+    let mut odd = who_has;
+    odd.data[4] = 8;
+    assert_eq!(class_of(&mut e, odd), Some(3));
+    let s = tc(&mut e, "filter show dev eth0").stdout;
+    assert!(
+        s.contains("eth_type arp\n  arp_tip 10.0.0.0/24\n  arp_op request\n  arp_sha 02:00:00:00:00:00/24\n  not_in_hw"),
+        "{s}"
+    );
+    assert!(
+        s.contains("eth_type arp\n  arp_sip 10.0.0.2\n  arp_op reply\n  arp_tha 02:00:00:aa:00:01\n  not_in_hw"),
+        "{s}"
+    );
+
+    // The opcode under a mask: 3 & 1 = 1, yet 3 is no request or reply, so it is not dissected and
+    // its key is 0; a request (1) matches.
+    let mut e = htb();
+    ok(&mut e, &format!("{f} prio 1 flower arp_op 1/1 classid 1:4"));
+    ok(&mut e, &format!("{f} prio 2 flower classid 1:3"));
+    assert_eq!(class_of(&mut e, arp(3, MAC_A, A, [0; 6], B)), Some(3));
+    assert_eq!(class_of(&mut e, arp(1, MAC_A, A, [0; 6], B)), Some(4));
+    let s = tc(&mut e, "filter show dev eth0").stdout;
+    assert!(s.contains("\n  arp_op 1/1\n"), "{s}");
+    for (line, err) in [
+        (
+            "protocol ip prio 5 flower arp_op request",
+            "Illegal \"arp_op\"\n",
+        ),
+        (
+            "protocol arp prio 5 flower arp_op 3",
+            "Illegal \"arp_op\"\n",
+        ),
+        (
+            "protocol arp prio 5 flower arp_tip 2001:db8::1",
+            "Illegal \"arp_tip\"\n",
+        ),
+    ] {
+        let out = tc(&mut e, &format!("filter add dev eth0 parent 1: {line}"));
+        assert_eq!((out.code, out.stderr.as_str()), (1, err), "{line}");
+    }
+}

@@ -44,7 +44,11 @@
 //!   (`used_lses`): a filter on depth 2 never takes a one-label packet. What lies under the stack is
 //!   not dissected, as in the kernel.
 //!
-//! Not dissected (tc refuses the keys): ARP, PPPoE, `ct_label`, and the tunnel options.
+//! - ARP and RARP (`__skb_flow_dissect_arp`): an Ethernet/IPv4 request or reply gives `arp_sip`,
+//!   `arp_tip`, `arp_op` (the opcode's low byte), `arp_sha` and `arp_tha`; any other ARP message
+//!   leaves them zero. tclab's simulated hosts send no ARP; live frames bring it.
+//!
+//! Not dissected (tc refuses the keys): PPPoE, `ct_label`, and the tunnel options.
 //!
 //! Hardware offload: no tclab device offloads filters, so every filter runs in software and is reported
 //! `not_in_hw` (`in_hw_count` 0); `skip_sw` asks for a filter that runs only in hardware, which a block of
@@ -77,6 +81,8 @@ pub const ETH_P_IPV6: u16 = 0x86dd;
 pub const ETH_P_8021Q: u16 = 0x8100;
 pub const ETH_P_8021AD: u16 = 0x88a8;
 pub use crate::action::mpls::{ETH_P_MPLS_MC, ETH_P_MPLS_UC};
+pub const ETH_P_ARP: u16 = 0x0806;
+pub const ETH_P_RARP: u16 = 0x8035;
 pub const IPPROTO_TCP: u8 = 6;
 pub const IPPROTO_UDP: u8 = 17;
 pub const IPPROTO_SCTP: u8 = 132;
@@ -168,6 +174,13 @@ pub struct FlowKey {
     pub ct_state: u16,
     pub ct_zone: u16,
     pub ct_mark: u32,
+    /// `arp`: sender and target protocol addresses, the opcode's low byte, sender and target hardware
+    /// addresses.
+    pub arp_sip: [u8; 4],
+    pub arp_tip: [u8; 4],
+    pub arp_op: u8,
+    pub arp_sha: [u8; 6],
+    pub arp_tha: [u8; 6],
     /// `mpls.ls`: the label stack, outermost first.
     pub mpls: [MplsLse; MPLS_MAX],
     /// `mpls.used_lses`: bit i for each entry the packet has (the filter names).
@@ -233,6 +246,11 @@ impl FlowKey {
             ct_state: self.ct_state & m.ct_state,
             ct_zone: self.ct_zone & m.ct_zone,
             ct_mark: self.ct_mark & m.ct_mark,
+            arp_sip: std::array::from_fn(|i| self.arp_sip[i] & m.arp_sip[i]),
+            arp_tip: std::array::from_fn(|i| self.arp_tip[i] & m.arp_tip[i]),
+            arp_op: self.arp_op & m.arp_op,
+            arp_sha: and6(self.arp_sha, m.arp_sha),
+            arp_tha: and6(self.arp_tha, m.arp_tha),
             mpls: std::array::from_fn(|i| self.mpls[i].and(&m.mpls[i])),
             mpls_used: self.mpls_used & m.mpls_used,
         }
@@ -343,6 +361,10 @@ impl FlowKey {
                 k.dissect_mpls(d);
                 return k;
             }
+            ETH_P_ARP | ETH_P_RARP => {
+                k.dissect_arp(d);
+                return k;
+            }
             _ => return k,
         };
         let l4 = l4 as i64;
@@ -398,6 +420,25 @@ impl FlowKey {
                 return;
             }
         }
+    }
+
+    /// `__skb_flow_dissect_arp`: Ethernet/IPv4 ARP requests and replies only; anything else (another
+    /// hardware or protocol type, other lengths or opcodes, a message cut short) leaves the fields zero.
+    fn dissect_arp(&mut self, d: &[u8]) {
+        let Some(h) = d.get(..28) else {
+            return;
+        };
+        let op = u16::from_be_bytes([h[6], h[7]]);
+        let ethernet_ipv4 = h[..6] == [0, 1, 0x08, 0x00, 6, 4];
+        if !ethernet_ipv4 || !(op == 1 || op == 2) {
+            return;
+        }
+        self.arp_sha.copy_from_slice(&h[8..14]);
+        self.arp_sip.copy_from_slice(&h[14..18]);
+        self.arp_tha.copy_from_slice(&h[18..24]);
+        self.arp_tip.copy_from_slice(&h[24..28]);
+        // "Only store the lower byte of the opcode."
+        self.arp_op = op as u8;
     }
 
     /// `skb_flow_dissect_tunnel_info`: the `enc_*` keys from the tunnel a `tunnel_key set` attached
@@ -534,6 +575,12 @@ pub struct FlowerOptions {
     pub ct_zone: Option<Masked<u16>>,
     pub ct_mark: Option<Masked<u32>>,
     pub mpls: Option<MplsMatch>,
+    /// `TCA_FLOWER_KEY_ARP_SIP`, `_TIP`, `_OP`, `_SHA`, `_THA` with their masks.
+    pub arp_sip: Option<Masked<[u8; 4]>>,
+    pub arp_tip: Option<Masked<[u8; 4]>>,
+    pub arp_op: Option<Masked<u8>>,
+    pub arp_sha: Option<Masked<[u8; 6]>>,
+    pub arp_tha: Option<Masked<[u8; 6]>>,
     pub exts: ExtsSpec,
 }
 
@@ -662,6 +709,25 @@ impl FlowerOptions {
             }
             if let Some((v, mask)) = self.icmp_code {
                 (k.icmp_code, m.icmp_code) = (v, mask);
+            }
+        }
+        if k.n_proto == ETH_P_ARP || k.n_proto == ETH_P_RARP {
+            // The ARP keys count only for an ARP filter (tc sends the hardware addresses whatever
+            // the protocol; the kernel leaves them out).
+            if let Some((v, mask)) = self.arp_sip {
+                (k.arp_sip, m.arp_sip) = (v, mask);
+            }
+            if let Some((v, mask)) = self.arp_tip {
+                (k.arp_tip, m.arp_tip) = (v, mask);
+            }
+            if let Some((v, mask)) = self.arp_op {
+                (k.arp_op, m.arp_op) = (v, mask);
+            }
+            if let Some((v, mask)) = self.arp_sha {
+                (k.arp_sha, m.arp_sha) = (v, mask);
+            }
+            if let Some((v, mask)) = self.arp_tha {
+                (k.arp_tha, m.arp_tha) = (v, mask);
             }
         }
         if l4 {

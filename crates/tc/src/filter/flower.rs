@@ -1,18 +1,19 @@
 //! `flower` (`f_flower.c`): the keys a packet's headers give (EtherType, VLAN, MAC and IP addresses, IP
 //! protocol, TOS/TTL, ports and port ranges, TCP flags, ICMP type and code, fragment flags) and their
 //! masks, as tc 6.1 parses them; and the printer, which prints what the kernel dumps (`fl_dump_key`:
-//! a field whose mask is zero is not dumped) the way `flower_print_opt` prints it. The tunnel keys
-//! (`enc_dst_ip`, `enc_src_ip`, `enc_key_id`, `enc_dst_port`, `enc_tos`, `enc_ttl`) and the conntrack
-//! keys `ct_state`, `ct_zone` and `ct_mark`, and the MPLS keys (`mpls_label`, `mpls_tc`, `mpls_bos`,
-//! `mpls_ttl`, `mpls lse depth …`) are parsed and printed too. ARP, PPPoE, tunnel options (`*_opts`)
-//! and `ct_label` are refused: tclab does not dissect them.
+//! a field whose mask is zero is not dumped) the way `flower_print_opt` prints it. Also the MPLS keys
+//! (`mpls_label`, `mpls_tc`, `mpls_bos`, `mpls_ttl`, `mpls lse depth …`), the ARP keys (`arp_sip`,
+//! `arp_tip`, `arp_op`, `arp_sha`, `arp_tha`), the tunnel keys (`enc_dst_ip`, `enc_src_ip`,
+//! `enc_key_id`, `enc_dst_port`, `enc_tos`, `enc_ttl`) and the conntrack keys `ct_state`, `ct_zone` and
+//! `ct_mark`. PPPoE, tunnel options (`*_opts`) and `ct_label` are refused: tclab does not dissect them.
 
 use super::*;
 use crate::util::get_u16;
 use tclab_core::filter::flower::{
-    FlowKey, FlowerFilter, FlowerOptions, LseSpec, MplsMatch, ETH_P_8021AD, ETH_P_8021Q, ETH_P_IP,
-    ETH_P_IPV6, ETH_P_MPLS_MC, ETH_P_MPLS_UC, FLAG_FIRST_FRAG, FLAG_IS_FRAGMENT, IPPROTO_ICMP,
-    IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, MPLS_MAX,
+    FlowKey, FlowerFilter, FlowerOptions, LseSpec, MplsMatch, ETH_P_8021AD, ETH_P_8021Q, ETH_P_ARP,
+    ETH_P_IP, ETH_P_IPV6, ETH_P_MPLS_MC, ETH_P_MPLS_UC, ETH_P_RARP, FLAG_FIRST_FRAG,
+    FLAG_IS_FRAGMENT, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP,
+    MPLS_MAX,
 };
 use tclab_core::Packet;
 
@@ -80,11 +81,6 @@ const WORDS: &[(&str, bool)] = &[
 /// The keywords of keys tclab's dissector does not produce.
 const NOT_DISSECTED: &[&str] = &[
     "ct_label",
-    "arp_tip",
-    "arp_sip",
-    "arp_op",
-    "arp_tha",
-    "arp_sha",
     "pppoe_sid",
     "ppp_proto",
     "geneve_opts",
@@ -636,6 +632,48 @@ pub(super) fn parse_flower(
                 }
                 o.mpls = Some(MplsMatch::First(l));
             }
+            "arp_tip" | "arp_sip" => {
+                let v = c.next_arg()?;
+                // `flower_parse_arp_ip_addr`: an ARP filter's IPv4 prefix.
+                let arp = eth_type == ETH_P_ARP || eth_type == ETH_P_RARP;
+                let Some(Ok(Prefix::V4(a, m))) = arp.then(|| parse_ip_addr(v, ETH_P_IP)) else {
+                    return Err(illegal(word));
+                };
+                if word == "arp_tip" {
+                    o.arp_tip = Some((a, m));
+                } else {
+                    o.arp_sip = Some((a, m));
+                }
+            }
+            "arp_op" => {
+                let v = c.next_arg()?;
+                // `flower_parse_u8` with `flower_arp_op_from_name` and `flow_arp_op_validate`.
+                let arp = eth_type == ETH_P_ARP || eth_type == ETH_P_RARP;
+                let (name, mask) = split_mask(v);
+                let op = match name {
+                    "request" => Some(1),
+                    "reply" => Some(2),
+                    n => get_u8(n, 10).filter(|&op| op <= 2),
+                };
+                let mask = match mask {
+                    Some(m) => get_u8(m, 10),
+                    None => Some(0xff),
+                };
+                match (arp, op, mask) {
+                    (true, Some(op), Some(mask)) => o.arp_op = Some((op, mask)),
+                    _ => return Err(illegal(word)),
+                }
+            }
+            "arp_tha" | "arp_sha" => {
+                let v = c.next_arg()?;
+                let m = parse_eth_addr(v)
+                    .map_err(|e| Failure::options(format!("{e}Illegal \"{word}\"")))?;
+                if word == "arp_tha" {
+                    o.arp_tha = Some(m);
+                } else {
+                    o.arp_sha = Some(m);
+                }
+            }
             "ct_state" => {
                 let v = c.next_arg()?;
                 o.ct_state = Some(parse_ct_state(v).ok_or_else(|| illegal(word))?);
@@ -986,6 +1024,7 @@ fn print_classid_and_keys(f: &FlowerFilter, p: &mut Printer) {
             print_masked_dec(p, "icmp_code", k.icmp_code, m.icmp_code);
         }
     }
+    print_arp_keys(k, m, p);
     print_enc_keys(k, m, p);
     if m.ip_flags != 0 {
         // `flower_print_matching_flags`.
@@ -1065,6 +1104,41 @@ fn print_mpls(k: &FlowKey, m: &FlowKey, p: &mut Printer) {
         p.close_object();
     }
     p.close_array();
+}
+
+/// The ARP keys, after the ICMP ones: `flower_print_ip4_addr`, `flower_print_arp_op` (a name for a
+/// request or reply under a full mask), `flower_print_eth_addr`.
+fn print_arp_keys(k: &FlowKey, m: &FlowKey, p: &mut Printer) {
+    let wide = |a: &[u8; 4]| {
+        let mut w = [0u8; 16];
+        w[..4].copy_from_slice(a);
+        w
+    };
+    if m.arp_sip != [0; 4] {
+        print_ip_addr(p, "arp_sip", false, &wide(&k.arp_sip), &wide(&m.arp_sip));
+    }
+    if m.arp_tip != [0; 4] {
+        print_ip_addr(p, "arp_tip", false, &wide(&k.arp_tip), &wide(&m.arp_tip));
+    }
+    if m.arp_op != 0 {
+        let name = match k.arp_op {
+            1 if m.arp_op == 0xff => "request".to_string(),
+            2 if m.arp_op == 0xff => "reply".to_string(),
+            op => op.to_string(),
+        };
+        let out = if m.arp_op == 0xff {
+            name
+        } else {
+            format!("{name}/{}", m.arp_op)
+        };
+        indent_name_value(p, "arp_op", &out);
+    }
+    if m.arp_sha != [0; 6] {
+        print_eth_addr(p, "arp_sha", &k.arp_sha, &m.arp_sha);
+    }
+    if m.arp_tha != [0; 6] {
+        print_eth_addr(p, "arp_tha", &k.arp_tha, &m.arp_tha);
+    }
 }
 
 /// The tunnel keys, as `flower_print_opt` prints them after the ARP and PPPoE keys.
