@@ -952,7 +952,25 @@ impl Ring {
             )
         };
         if map == libc::MAP_FAILED {
-            return Err(last_error(&format!("mmap of the {what}")));
+            let e = last_error(&format!("mmap of the {what}"));
+            // Take the ring back off the socket (a request of no blocks frees it): a socket left
+            // with an unmapped receive ring would have the kernel fill the ring, and recvmmsg, the
+            // fallback, would never see a frame.
+            let none = TpacketReq {
+                block_size: 0,
+                block_nr: 0,
+                frame_size: 0,
+                frame_nr: 0,
+            };
+            setsockopt(
+                fd,
+                libc::SOL_PACKET,
+                opt,
+                &none,
+                &format!("freeing the {what}"),
+            )
+            .map_err(|f| io::Error::new(f.kind(), format!("{e}; {f}")))?;
+            return Err(e);
         }
         Ok(Ring {
             map: map as *mut u8,
