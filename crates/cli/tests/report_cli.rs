@@ -303,3 +303,42 @@ fn the_experiments_seed_004_table_is_current() {
         stderr(&o)
     );
 }
+
+/// A block comparing DCTCP with CUBIC (no ECN) reads `TCPDeliveredCE` at both points: CUBIC's
+/// packets are Not-ECT, so nothing of its is marked and the counter is 0 (not absent, which made the
+/// path unknown at that point and the block refused); DCTCP's through `ce_threshold 1ms` are marked.
+#[test]
+fn an_ecn_counter_reads_at_a_point_without_ecn() {
+    let dir = common::Scratch::new("report-ce", "");
+    let file = dir.join("EXP.md");
+    let block = "<!-- report
+run: dctcp-fq_codel --set duration=4s --set traffic.0.cc=dctcp,cubic
+| cc | CE delivered |
+|---|---:|
+| {traffic.0.cc} | {flows[0].nstat.TCPDeliveredCE} |
+| {traffic.0.cc} | {flows[0].nstat.TCPDeliveredCE} |
+-->
+<!-- /report -->
+";
+    std::fs::write(&file, block).unwrap();
+    let o = report(&[file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&file).unwrap();
+    let after = &text[text.find("-->").unwrap()..];
+    let cell = |cc: &str| -> u64 {
+        let row = after
+            .lines()
+            .find(|l| l.starts_with(&format!("| {cc} |")))
+            .unwrap_or_else(|| panic!("no {cc} row: {text}"));
+        row.trim_matches('|')
+            .split('|')
+            .nth(1)
+            .unwrap()
+            .trim()
+            .replace(' ', "")
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(cell("cubic"), 0, "{text}");
+    assert!(cell("dctcp") > 0, "{text}");
+}

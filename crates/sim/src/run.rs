@@ -47,13 +47,10 @@ pub struct TcpNstat {
     /// Retransmissions found lost (by RACK or a timeout) and sent again.
     #[serde(rename = "TCPLostRetransmit")]
     pub lost_retransmits: u64,
-    /// Packets delivered by ACKs that echoed a CE mark (ECN flows only: nstat omits a zero counter).
-    #[serde(rename = "TCPDeliveredCE", skip_serializing_if = "is_zero")]
+    /// Packets delivered by ACKs that echoed a CE mark. Written when 0 too, as the others are: a
+    /// report or script comparing an ECN flow with one without reads the same path in both.
+    #[serde(rename = "TCPDeliveredCE")]
     pub delivered_ce: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 #[derive(Clone, Debug, Serialize)]
