@@ -43,7 +43,7 @@ A block is an HTML comment that starts with `<!-- report`, holds one or more `ru
 KEY=V1,V2,…]… [--seed N]` lines and a Markdown table whose cells may be placeholders, and is followed by
 the generated text and `<!-- /report -->`. Placeholders: {NAME} or {NAME FORMAT}, NAME a swept key, a
 metric of tclab sweep (ping.rtt_p99_ms, FLOW.goodput_bps, drops) or a path into summary.json
-(classes[classid=1:10].avg_bps) or a sample (tx_bps(router0:eth1,1.5), tx_bps(router0:eth1,3..10).min;
+(classes[classid=1:10].avg_bps) or a sample (tx_bps(router0:eth1,1.5), tx_bps(router0:eth1,3..10).min, .max, .mean, .p50;
 rx_bps, backlog_pkts, class_bps(IFACE,CLASSID,T)), optionally scaled (*1000, /1000), subtracted from a number
 (100-ping.loss_pct) and pinned to a point (@K: the block's points counted from 0 across its runs);
 or {= EXPR | FORMAT}: names, numbers, + - * / and parentheses between spaces, sum( … ) min( … )
@@ -737,12 +737,22 @@ fn series(name: &str, run: &PointRun) -> Option<Result<f64, String>> {
             if vals.is_empty() {
                 return Err(format!("{name}: no sample ends from {a} s to {b} s"));
             }
-            match agg {
-                Some("min") => Ok(vals.iter().copied().fold(f64::INFINITY, f64::min)),
-                Some("max") => Ok(vals.iter().copied().fold(f64::NEG_INFINITY, f64::max)),
-                Some("mean") => Ok(vals.iter().sum::<f64>() / vals.len() as f64),
+            // `.pNN`: the NN-th percentile, the sorted samples' entry at (n − 1) × NN / 100.
+            let pct = agg
+                .and_then(|a| a.strip_prefix('p'))
+                .and_then(|n| n.parse::<usize>().ok())
+                .filter(|&n| n <= 100);
+            match (agg, pct) {
+                (_, Some(p)) => {
+                    let mut v = vals;
+                    v.sort_by(f64::total_cmp);
+                    Ok(v[(v.len() - 1) * p / 100])
+                }
+                (Some("min"), _) => Ok(vals.iter().copied().fold(f64::INFINITY, f64::min)),
+                (Some("max"), _) => Ok(vals.iter().copied().fold(f64::NEG_INFINITY, f64::max)),
+                (Some("mean"), _) => Ok(vals.iter().sum::<f64>() / vals.len() as f64),
                 _ => Err(format!(
-                    "{name}: a window takes .min, .max or .mean after it"
+                    "{name}: a window takes .min, .max, .mean or .pNN (a percentile) after it"
                 )),
             }
         }
@@ -1337,6 +1347,14 @@ mod tests {
         assert_eq!(get("tx_bps(r:eth1,0.5..1.5).min"), Ok(10.0));
         assert_eq!(get("tx_bps(r:eth1,1..1.5).max"), Ok(30.0));
         assert_eq!(get("tx_bps(r:eth1,0.5..1.5).mean"), Ok(20.0));
+        // Sorted 10, 20, 30: the entry at (3 − 1) × p / 100.
+        assert_eq!(get("tx_bps(r:eth1,0.5..1.5).p50"), Ok(20.0));
+        assert_eq!(get("tx_bps(r:eth1,0.5..1.5).p99"), Ok(20.0));
+        assert_eq!(get("tx_bps(r:eth1,0.5..1.5).p100"), Ok(30.0));
+        assert_eq!(get("tx_bps(r:eth1,0.5..1.5).p0"), Ok(10.0));
+        assert!(get("tx_bps(r:eth1,0..1).p101")
+            .unwrap_err()
+            .contains(".pNN"));
         assert_eq!(get("backlog_pkts(r:eth1,1.5)"), Ok(3.0));
         assert_eq!(get("class_bps(r:eth1,1:10,1)"), Ok(7.0));
         assert!(get("tx_bps(r:eth1,0.75)")
@@ -1344,7 +1362,7 @@ mod tests {
             .contains("no sample ends at 0.75 s"));
         assert!(get("tx_bps(r:eth1,0..1)")
             .unwrap_err()
-            .contains(".min, .max or .mean"));
+            .contains(".min, .max, .mean or .pNN"));
         assert!(get("tx_bps(r:eth1,2..3).min")
             .unwrap_err()
             .contains("no sample ends from 2 s"));
