@@ -473,7 +473,7 @@ pub enum LabSub {
         #[arg(long, value_name = "SECONDS")]
         duration: Option<f64>,
     },
-    /// Forwarding rate of tclab live against the kernel's bridge, in a lab of its own (prefix tlbench)
+    /// Forwarding rate of tclab live against the kernel's bridge, in labs built and removed row by row (--prefix's: not one that is up)
     Bench {
         /// Seconds of traffic per measurement
         #[arg(long, default_value_t = 5, value_name = "SECONDS")]

@@ -145,10 +145,27 @@ fn udp_rate(
     Ok((pps, pps * (payload + 42) as f64 * 8.0, cpu))
 }
 
+/// `load average WHEN: 1, 5 and 15 minutes` from /proc/loadavg.
+fn load_average(when: &str) -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let v: Vec<&str> = text.split_whitespace().take(3).collect();
+    match v.as_slice() {
+        [a, b, c] => format!("load average {when}: {a}, {b}, {c} (1, 5, 15 minutes)"),
+        _ => format!("load average {when}: unknown (no /proc/loadavg)"),
+    }
+}
+
 pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
     Lab::check_root().map_err(usage)?;
     if secs == 0 {
         return Err(usage("--secs must be at least 1"));
+    }
+    // The bench builds and removes a lab per row: not over one a user has up.
+    if !lab.existing().is_empty() || lab.bridge_pid().is_some() {
+        return Err(usage(format!(
+            "a lab with prefix \"{}\" is up: the bench builds labs of its own, give it another (tclab lab --prefix NAME bench)",
+            lab.prefix
+        )));
     }
     let dir = std::env::temp_dir().join(format!("tclab-labbench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -204,6 +221,9 @@ pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
         "{:<42} {:>14} {:>16}   tclab's CPU per frame (64 B, 1514 B)",
         "router", "64 B frames", "1514 B frames"
     );
+    // The rates follow the share of the cores the bridge gets beside the senders: what else ran is
+    // part of the result.
+    println!("{}", load_average("at the start"));
     let mut rows = Vec::new();
     for (name, shaper) in cases {
         lab.up(shaper)?;
@@ -223,6 +243,7 @@ pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
         rows.push((small.0, large.1));
     }
     let _ = std::fs::remove_dir_all(&dir);
+    println!("{}", load_average("at the end"));
     // tclab's rows from `first` (ring, no ring, 2 queues) against the kernel's row `k`: the packet
     // and bit rates' ratios.
     let against = |first: usize, k: usize| {

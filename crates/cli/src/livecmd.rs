@@ -214,6 +214,12 @@ fn rings(a: &args::LiveArgs) -> tclab_live::bridge::Rings {
 /// What was done to the devices' offloads, whether they come back when tclab stops, and a device
 /// whose ring the kernel refused.
 fn print_setup(setup: &tclab_live::bridge::Setup) {
+    // How frames move, said once, so that a log shows which path a run took.
+    if setup.rings.is_empty() {
+        println!("tclab live: frames by recvmmsg and sendmmsg (--no-ring)");
+    } else if setup.rings.iter().all(|r| r.rx.is_ok() && r.tx.is_ok()) {
+        println!("tclab live: frames through TPACKET_V2 receive and transmit rings (mmap)");
+    }
     for r in &setup.rings {
         if let Err(why) = &r.rx {
             println!(
