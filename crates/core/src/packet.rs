@@ -80,14 +80,28 @@ pub struct Packet {
     /// `skb->hash`: the flow hash, computed once ([`crate::flow::skb_get_hash`]) and kept for every
     /// discipline after; 0 while not computed (a computed hash is never 0, as in the kernel).
     pub hash: u32,
-    /// The tunnel the packet is to be sent in (the kernel's metadata dst, `skb_tunnel_info`), which a
-    /// `tunnel_key set` action attached; `None` for none. Boxed: most packets have none.
-    pub tunnel: Option<Box<crate::action::tunnel_key::TunnelInfo>>,
+    /// What few packets carry ([`PacketExt`]: a tunnel, Ethernet addresses, conntrack labels), behind
+    /// one pointer so that every packet does not pay for it; `None` when there is none of it.
+    pub ext: Option<Box<PacketExt>>,
     /// `skb_shinfo(skb)->gso_segs`: the frames a GSO super-packet becomes when it is segmented; 0 for
     /// an ordinary packet (see [`Packet::set_gso`]).
     pub gso_segs: u16,
     /// `skb_shinfo(skb)->gso_size`: the payload bytes of each of those frames (the TCP MSS); 0 if none.
     pub gso_size: u16,
+}
+
+/// The rarely set part of a packet's metadata (see [`Packet::ext`]); read through [`Packet::tunnel`],
+/// [`Packet::eth_addrs`] and [`Packet::ct_labels`], written through [`Packet::ext_mut`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PacketExt {
+    /// The tunnel the packet is to be sent in (the kernel's metadata dst, `skb_tunnel_info`), which a
+    /// `tunnel_key set` action attached.
+    pub tunnel: Option<crate::action::tunnel_key::TunnelInfo>,
+    /// The destination and source Ethernet addresses of the frame the packet arrived in
+    /// (`eth_hdr(skb)`), for a packet that came from a wire (`tclab live`); a simulated packet has none.
+    pub eth: Option<[u8; 12]>,
+    /// The labels of the packet's connection (`nf_conn_labels`), as a `ct commit label` set them.
+    pub ct_labels: [u8; 16],
 }
 
 /// One 802.1Q/802.1ad tag: its TPID and its TCI (priority << 13 | DEI << 12 | VLAN id).
@@ -120,6 +134,37 @@ impl Packet {
     /// accelerated tag's TPID when there is one.
     pub fn tc_protocol(&self) -> u16 {
         self.vlan.map_or_else(|| self.skb_protocol(), |t| t.proto)
+    }
+
+    /// The tunnel a `tunnel_key set` attached, if any.
+    pub fn tunnel(&self) -> Option<&crate::action::tunnel_key::TunnelInfo> {
+        self.ext.as_ref()?.tunnel.as_ref()
+    }
+
+    /// The frame's destination and source Ethernet addresses, when the packet came from a wire.
+    pub fn eth_addrs(&self) -> Option<&[u8; 12]> {
+        self.ext.as_ref()?.eth.as_ref()
+    }
+
+    /// The labels of the packet's connection (zero for none).
+    pub fn ct_labels(&self) -> [u8; 16] {
+        self.ext.as_ref().map_or([0; 16], |e| e.ct_labels)
+    }
+
+    /// The rarely set metadata, made on first use.
+    pub fn ext_mut(&mut self) -> &mut PacketExt {
+        self.ext.get_or_insert_with(Default::default)
+    }
+
+    /// Let the extension go once nothing is left in it.
+    pub fn trim_ext(&mut self) {
+        if self
+            .ext
+            .as_deref()
+            .is_some_and(|e| *e == PacketExt::default())
+        {
+            self.ext = None;
+        }
     }
 
     /// A packet of `len` wire bytes with no header bytes, for tests and benchmarks.

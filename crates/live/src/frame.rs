@@ -3,12 +3,14 @@
 //! the frame back with its link header. VLAN tags travel with the packet (`Packet::vlan`,
 //! `vlan_inline`), so actions can push and pop them; the stations' addresses a bridge forwards are few
 //! (one pair per conversation), so each distinct pair is kept once in a [`Headers`] table and a packet
-//! carries its index in `tag`.
+//! carries its index in `tag`, which the frame that leaves is written from. The packet also carries a
+//! copy of the pair (`Packet::eth_addrs`), which flower's `dst_mac`/`src_mac` read as the kernel reads
+//! `eth_hdr(skb)`.
 //!
 //! A frame that cannot be a packet — shorter than an Ethernet header, or a VLAN tag with nothing
 //! after it — is refused here, never passed to a filter: [`to_packet`] returns `None`.
 
-use tclab_core::packet::VlanTag;
+use tclab_core::packet::{PacketExt, VlanTag};
 use tclab_core::Packet;
 
 /// 802.1Q and 802.1ad tags: the header runs 4 bytes further, the protocol is the inner EtherType.
@@ -101,6 +103,10 @@ pub fn to_packet_tagged(
     };
     let vlan_inline: Vec<VlanTag> = tags.collect();
     let tag = headers.tag(&frame[..12]);
+    // The stations' addresses stay with the packet too, as `eth_hdr(skb)` does, for flower's
+    // `dst_mac`/`src_mac`.
+    let mut eth = [0u8; 12];
+    eth.copy_from_slice(&frame[..12]);
     Some(Packet {
         data: frame[hlen..].to_vec(),
         // The accelerated tag is metadata, not bytes of the packet (`qdisc_pkt_len` leaves it out).
@@ -109,6 +115,10 @@ pub fn to_packet_tagged(
         tag,
         vlan,
         vlan_inline,
+        ext: Some(Box::new(PacketExt {
+            eth: Some(eth),
+            ..PacketExt::default()
+        })),
         ..Packet::default()
     })
 }
@@ -149,6 +159,11 @@ mod tests {
         let f = frame(&[0x08, 0x00], &[0x45, 0x10, 0, 20]);
         let p = to_packet(&f, &mut h).unwrap();
         assert_eq!((p.protocol, p.len, p.data[0]), (0x0800, 18, 0x45));
+        assert_eq!(
+            p.eth_addrs().map(|a| &a[..]),
+            Some(&f[..12]),
+            "the stations' addresses"
+        );
         assert_eq!(p.ipv4_tos(), Some(0x10));
         let mut out = Vec::new();
         assert!(to_frame(&p, &h, &mut out));

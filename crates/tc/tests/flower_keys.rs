@@ -528,3 +528,99 @@ fn arp_keys_match_requests_and_replies() {
         assert_eq!((out.code, out.stderr.as_str()), (1, err), "{line}");
     }
 }
+
+#[test]
+fn mac_keys_match_a_frames_addresses_and_never_a_packet_without_one() {
+    let mut e = htb();
+    let f = "filter add dev eth0 parent 1: protocol ip";
+    ok(
+        &mut e,
+        &format!(
+            "{f} prio 1 flower dst_mac 02:00:00:bb:00:02 src_mac 02:00:00:aa:00:00/40 classid 1:1"
+        ),
+    );
+    ok(
+        &mut e,
+        &format!("{f} prio 2 flower dst_mac ff:ff:ff:ff:ff:ff classid 1:2"),
+    );
+    // All zeros under a full mask would equal a zeroed key: it must not take a frameless packet.
+    ok(
+        &mut e,
+        &format!("{f} prio 3 flower dst_mac 00:00:00:00:00:00 classid 1:3"),
+    );
+    // What `tclab live` makes of a frame: its stations' addresses ride with the packet.
+    let framed = |dst: [u8; 6], src: [u8; 6]| {
+        let mut p = udp(A, 1, B, 2);
+        let mut eth = [0; 12];
+        eth[..6].copy_from_slice(&dst);
+        eth[6..].copy_from_slice(&src);
+        p.ext_mut().eth = Some(eth);
+        p
+    };
+    assert_eq!(class_of(&mut e, framed(MAC_B, MAC_A)), Some(1));
+    // 02:00:00:ab:00:01 is outside the /40 of 02:00:00:aa:00:00.
+    let other = [2, 0, 0, 0xab, 0, 1];
+    assert_eq!(class_of(&mut e, framed(MAC_B, other)), None);
+    assert_eq!(class_of(&mut e, framed([0xff; 6], other)), Some(2));
+    assert_eq!(class_of(&mut e, framed([0; 6], other)), Some(3));
+    // A simulated packet has no frame: no MAC filter takes it.
+    assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), None);
+}
+
+#[test]
+fn ct_label_reads_what_ct_commit_label_set() {
+    let mut e = Engine::new();
+    ok(&mut e, "qdisc add dev eth0 ingress");
+    let f = "filter add dev eth0 parent ffff: protocol ip";
+    // Commit label 0102 under mask ff00: `nf_connlabels_replace` keeps only the first byte, 01.
+    ok(
+        &mut e,
+        &format!("{f} chain 0 prio 1 flower ct_state -trk action ct commit label 0102/ff00 pipe action goto chain 1"),
+    );
+    ok(
+        &mut e,
+        &format!("{f} chain 1 prio 1 flower ct_label 0102 action skbedit mark 2"),
+    );
+    ok(
+        &mut e,
+        &format!("{f} chain 1 prio 2 flower ct_label 01 action skbedit mark 1"),
+    );
+    let p = e
+        .device_mut("eth0")
+        .unwrap()
+        .receive(udp(A, 1, B, 2), &mut Cx::new(0))
+        .expect("passes");
+    let mut want = [0u8; 16];
+    want[0] = 1;
+    assert_eq!((p.mark, p.ct_labels()), (1, want));
+    let s = tc(&mut e, "filter show dev eth0 ingress").stdout;
+    // `flower_print_ct_label`: all 16 bytes; a full mask is not printed.
+    assert!(s.contains("\n  ct_state -trk\n  not_in_hw"), "{s}");
+    assert!(
+        s.contains("\n  ct_label 01000000000000000000000000000000\n  not_in_hw"),
+        "{s}"
+    );
+    let mut e = htb();
+    ok(
+        &mut e,
+        "filter add dev eth0 parent 1: protocol ip prio 1 flower ct_label 0102/ff00 classid 1:1",
+    );
+    let s = tc(&mut e, "filter show dev eth0").stdout;
+    assert!(
+        s.contains(
+            "\n  ct_label 01020000000000000000000000000000/ff000000000000000000000000000000\n"
+        ),
+        "{s}"
+    );
+    let out = tc(
+        &mut e,
+        "filter add dev eth0 parent 1: protocol ip prio 2 flower ct_label 0z",
+    );
+    assert_eq!(out.code, 255);
+    assert!(
+        out.stderr
+            .starts_with("Error: argument \"0z\" is wrong: labels must be a hex string\n"),
+        "{}",
+        out.stderr
+    );
+}

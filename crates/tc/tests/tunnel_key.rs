@@ -29,7 +29,7 @@ fn set_attaches_the_tunnel_and_unset_releases_it() {
         .receive(sent.clone(), &mut Cx::new(0))
         .expect("passes");
     assert_eq!((&p.data, p.len), (&sent.data, 500), "no byte changed");
-    let t = p.tunnel.as_deref().expect("the tunnel is attached");
+    let t = p.tunnel().expect("the tunnel is attached");
     assert_eq!(
         (t.src, t.dst, t.key_id, t.dst_port, t.csum),
         (
@@ -69,7 +69,7 @@ fn set_attaches_the_tunnel_and_unset_releases_it() {
         .unwrap()
         .receive(p, &mut Cx::new(0))
         .expect("passes");
-    assert!(p.tunnel.is_none());
+    assert!(p.tunnel().is_none());
 }
 
 #[test]

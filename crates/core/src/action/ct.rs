@@ -24,9 +24,13 @@
 //!   connection the host has not yet tracked on this pass (at ingress, before PREROUTING) is `+new`
 //!   too, where the kernel's lookup would find it established.
 //!
+//! - `commit` with `label` sets the connection's labels as `nf_connlabels_replace` does (`(old & ~mask)
+//!   | (label & mask)`), on the packet's view ([`Packet::ct_labels`]), which flower's `ct_label` reads;
+//!   `clear` takes them away with the connection.
+//!
 //! Not modelled: zones as separate tables (tclab's conntrack has one; the zone is the packet's label),
-//! NAT (the addresses and ports stay; the range is kept and shown), labels (kept and shown),
-//! defragmentation, the flow table offload. `mark` and `label` without `commit` are stored and shown
+//! NAT (the addresses and ports stay; the range is kept and shown), defragmentation, the flow table
+//! offload. `mark` and `label` without `commit` are stored and shown
 //! but do nothing, as in the kernel.
 
 use super::Control;
@@ -89,6 +93,7 @@ impl Ct {
             pkt.ct_mark = None;
             pkt.ct_state = 0;
             pkt.ct_zone = 0;
+            set_labels(pkt, [0; 16]);
             return (self.action, false);
         }
         if !matches!(pkt.protocol, 0x0800 | 0x86dd) {
@@ -109,8 +114,25 @@ impl Ct {
                 self.mark | (old & !self.mark_mask)
             };
             pkt.ct_mark = Some(new);
+            // `tcf_ct_act_set_labels`: nothing without a mask, else `nf_connlabels_replace`.
+            if self.labels_mask != [0; 16] {
+                let old = pkt.ct_labels();
+                let m = &self.labels_mask;
+                set_labels(
+                    pkt,
+                    std::array::from_fn(|i| (old[i] & !m[i]) | (self.labels[i] & m[i])),
+                );
+            }
         }
         (self.action, false)
+    }
+}
+
+/// The labels of the packet's connection, kept in its extension only when there are some.
+pub(crate) fn set_labels(pkt: &mut Packet, labels: [u8; 16]) {
+    if labels != [0; 16] || pkt.ext.is_some() {
+        pkt.ext_mut().ct_labels = labels;
+        pkt.trim_ext();
     }
 }
 

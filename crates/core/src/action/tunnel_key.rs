@@ -123,10 +123,14 @@ impl TunnelKey {
 
     /// `tunnel_key_act`: attach (`set`) or release (`unset`) the metadata; the packet's bytes stay.
     pub fn act(&self, pkt: &mut Packet) -> Control {
-        pkt.tunnel = match self.op {
-            ACT_SET => self.info().ok().map(Box::new),
+        let tunnel = match self.op {
+            ACT_SET => self.info().ok(),
             _ => None,
         };
+        if tunnel.is_some() || pkt.ext.is_some() {
+            pkt.ext_mut().tunnel = tunnel;
+            pkt.trim_ext();
+        }
         self.action
     }
 }
@@ -232,7 +236,7 @@ mod tests {
         let mut p = Packet::udp4([192, 168, 0, 1], 1, [192, 168, 0, 2], 2, 0, 200);
         let bytes = p.data.clone();
         assert_eq!(set().act(&mut p), TC_ACT_PIPE);
-        let t = p.tunnel.as_deref().expect("metadata attached");
+        let t = p.tunnel().expect("metadata attached");
         assert_eq!(
             (t.key_id, t.dst_port, t.csum, t.dst),
             (Some(42), 4789, true, IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)))
@@ -240,7 +244,7 @@ mod tests {
         let mut unset = set();
         unset.op = ACT_RELEASE;
         unset.act(&mut p);
-        assert_eq!((p.tunnel.is_none(), &p.data), (true, &bytes));
+        assert_eq!((p.ext.is_none(), &p.data), (true, &bytes));
     }
 
     #[test]

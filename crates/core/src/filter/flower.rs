@@ -17,9 +17,11 @@
 //! the packet's port, looks the packet key up with that filter's range in place (`fl_lookup_range`).
 //!
 //! What a tclab packet carries, and therefore what can match. [`Packet::data`] starts at the network
-//! header, so the EtherType is `Packet::protocol` and the Ethernet addresses are not there at all — a
-//! filter with `dst_mac` or `src_mac` never matches (its mask is skipped), where the kernel would compare
-//! them. `indev` never matches, as with u32 and fw: a tclab packet carries no input device. The rest is
+//! header, so the EtherType is `Packet::protocol`. The Ethernet addresses are those of the frame a
+//! packet arrived in ([`Packet::eth_addrs`]: `tclab live` keeps them), compared as the kernel compares
+//! `eth_hdr(skb)`; a simulated packet has no frame, so for it a filter with `dst_mac` or `src_mac`
+//! never matches (its mask is skipped), where the kernel would compare the addresses its stack wrote.
+//! `indev` never matches, as with u32 and fw: a tclab packet carries no input device. The rest is
 //! dissected as `fl_classify` does it:
 //!
 //! - VLAN tags (`__skb_flow_dissect`'s VLAN case): the accelerated tag ([`Packet::vlan`]) and then
@@ -30,9 +32,10 @@
 //!   options, fragment) are walked; a fragment sets `ip_flags frag` (and `firstfrag` when its offset is
 //!   0) and carries no ports, TCP flags or ICMP fields, since flower does not ask to parse the first
 //!   fragment; a header cut short leaves the fields it would have filled at zero.
-//! - Conntrack (`skb_flow_dissect_ct`): `ct_state`, `ct_zone` and `ct_mark` from the connection the
-//!   packet carries ([`Packet::ct_state`], set by the netfilter hooks and the `ct` action, with
-//!   `ct_zone` and `ct_mark`); an untracked packet's are zero, so only `-trk` matches it.
+//! - Conntrack (`skb_flow_dissect_ct`): `ct_state`, `ct_zone`, `ct_mark` and `ct_label` from the
+//!   connection the packet carries ([`Packet::ct_state`], set by the netfilter hooks and the `ct`
+//!   action, with `ct_zone`, `ct_mark` and [`Packet::ct_labels`]); an untracked packet's are zero, so
+//!   only `-trk` matches it. The hooks' connections have no labels; `ct commit label` gives some.
 //! - Tunnel metadata (`skb_flow_dissect_tunnel_info`): the `enc_*` keys from the tunnel a `tunnel_key
 //!   set` attached ([`Packet::tunnel`]): outer addresses and their family, key id (0 without one),
 //!   UDP destination port, TOS and TTL; zero without a tunnel, so `enc_key_id 0` takes such a packet,
@@ -48,7 +51,7 @@
 //!   `arp_tip`, `arp_op` (the opcode's low byte), `arp_sha` and `arp_tha`; any other ARP message
 //!   leaves them zero. tclab's simulated hosts send no ARP; live frames bring it.
 //!
-//! Not dissected (tc refuses the keys): PPPoE, `ct_label`, and the tunnel options.
+//! Not dissected (tc refuses the keys): PPPoE and the tunnel options.
 //!
 //! Hardware offload: no tclab device offloads filters, so every filter runs in software and is reported
 //! `not_in_hw` (`in_hw_count` 0); `skip_sw` asks for a filter that runs only in hardware, which a block of
@@ -174,6 +177,7 @@ pub struct FlowKey {
     pub ct_state: u16,
     pub ct_zone: u16,
     pub ct_mark: u32,
+    pub ct_labels: [u8; 16],
     /// `arp`: sender and target protocol addresses, the opcode's low byte, sender and target hardware
     /// addresses.
     pub arp_sip: [u8; 4],
@@ -246,6 +250,7 @@ impl FlowKey {
             ct_state: self.ct_state & m.ct_state,
             ct_zone: self.ct_zone & m.ct_zone,
             ct_mark: self.ct_mark & m.ct_mark,
+            ct_labels: and16(self.ct_labels, m.ct_labels),
             arp_sip: std::array::from_fn(|i| self.arp_sip[i] & m.arp_sip[i]),
             arp_tip: std::array::from_fn(|i| self.arp_tip[i] & m.arp_tip[i]),
             arp_op: self.arp_op & m.arp_op,
@@ -267,12 +272,18 @@ impl FlowKey {
             n_proto: pkt.protocol,
             ..Default::default()
         };
+        // `FLOW_DISSECTOR_KEY_ETH_ADDRS`: the frame's addresses (`eth_hdr(skb)`), where there is a frame.
+        if let Some(a) = pkt.eth_addrs() {
+            k.eth_dst.copy_from_slice(&a[..6]);
+            k.eth_src.copy_from_slice(&a[6..]);
+        }
         k.tunnel_info(pkt);
         // `skb_flow_dissect_ct`: an untracked packet leaves the key zero.
         if pkt.ct_state != 0 {
             k.ct_state = pkt.ct_state as u16;
             k.ct_zone = pkt.ct_zone;
             k.ct_mark = pkt.ct_mark.unwrap_or(0);
+            k.ct_labels = pkt.ct_labels();
         }
         // `__skb_flow_dissect`'s VLAN case: the accelerated tag first, then those in the header; the
         // first two fill `vlan` and `cvlan`, each with the EtherType that follows it.
@@ -444,7 +455,7 @@ impl FlowKey {
     /// `skb_flow_dissect_tunnel_info`: the `enc_*` keys from the tunnel a `tunnel_key set` attached
     /// (`skb_tunnel_info`); nothing without one.
     fn tunnel_info(&mut self, pkt: &Packet) {
-        let Some(t) = pkt.tunnel.as_deref() else {
+        let Some(t) = pkt.tunnel() else {
             return;
         };
         let put = |dst: &mut [u8; 16], a: &std::net::IpAddr| match a {
@@ -574,6 +585,8 @@ pub struct FlowerOptions {
     pub ct_state: Option<Masked<u16>>,
     pub ct_zone: Option<Masked<u16>>,
     pub ct_mark: Option<Masked<u32>>,
+    /// `TCA_FLOWER_KEY_CT_LABELS` and its mask, zero-filled past what tc sent (`nla_memcpy`).
+    pub ct_labels: Option<Masked<[u8; 16]>>,
     pub mpls: Option<MplsMatch>,
     /// `TCA_FLOWER_KEY_ARP_SIP`, `_TIP`, `_OP`, `_SHA`, `_THA` with their masks.
     pub arp_sip: Option<Masked<[u8; 4]>>,
@@ -762,6 +775,9 @@ impl FlowerOptions {
         if let Some((v, mask)) = self.ct_mark {
             (k.ct_mark, m.ct_mark) = (v, mask);
         }
+        if let Some((v, mask)) = self.ct_labels {
+            (k.ct_labels, m.ct_labels) = (v, mask);
+        }
         Ok((k, m))
     }
 
@@ -918,8 +934,9 @@ impl FlowerHead {
             return NO_MATCH;
         }
         let key = FlowKey::dissect(pkt);
+        let has_eth = pkt.eth_addrs().is_some();
         for mask in &self.masks {
-            let Some(h) = self.mask_lookup(mask, &key) else {
+            let Some(h) = self.mask_lookup(mask, &key, has_eth) else {
                 continue;
             };
             let f = &self.filters[&h];
@@ -933,10 +950,10 @@ impl FlowerHead {
     }
 
     /// `fl_mask_lookup`, for a packet key.
-    fn mask_lookup(&self, mask: &Mask, key: &FlowKey) -> Option<u32> {
+    fn mask_lookup(&self, mask: &Mask, key: &FlowKey, has_eth: bool) -> Option<u32> {
         let m = &mask.key;
-        if m.eth_dst != [0; 6] || m.eth_src != [0; 6] {
-            // The packet carries no Ethernet header (see the essay).
+        if !has_eth && (m.eth_dst != [0; 6] || m.eth_src != [0; 6]) {
+            // A packet with no frame has no addresses to compare (see the essay).
             return None;
         }
         let mut mkey = key.and(m);

@@ -811,6 +811,8 @@ impl Netfilter {
             _ => 0,
         };
         pkt.ct_zone = 0;
+        // Nothing gives the hooks' connections labels.
+        crate::action::ct::set_labels(pkt, [0; 16]);
         v
     }
 

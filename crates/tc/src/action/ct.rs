@@ -55,6 +55,12 @@ fn nat_port_range(s: &str) -> Option<(u16, u16)> {
 /// `ct_parse_labels`: up to 32 hex digits, an optional mask of as many; both sent as the bytes given
 /// (the kernel zero-fills them to 128 bits), the mask all ones when none is given.
 fn parse_labels(s: &str) -> Result<([u8; 16], [u8; 16])> {
+    parse_labels_as(s, "ct: ")
+}
+
+/// [`parse_labels`] with the messages' prefix: flower's `flower_parse_ct_labels` is the same parser
+/// without one.
+pub(crate) fn parse_labels_as(s: &str, who: &str) -> Result<([u8; 16], [u8; 16])> {
     let (label, mask) = match s.split_once('/') {
         Some((l, m)) => (l, Some(m)),
         None => (s, None),
@@ -66,10 +72,12 @@ fn parse_labels(s: &str) -> Result<([u8; 16], [u8; 16])> {
         ));
     }
     let mut out = ([0u8; 16], [0xffu8; 16]);
-    let l = hex2mem(label).ok_or_else(|| invarg("ct: labels must be a hex string\n", label))?;
+    let l = hex2mem(label)
+        .ok_or_else(|| invarg(&format!("{who}labels must be a hex string\n"), label))?;
     out.0[..l.len()].copy_from_slice(&l);
     if let Some(m) = mask {
-        let b = hex2mem(m).ok_or_else(|| invarg("ct: labels mask must be a hex string\n", m))?;
+        let b = hex2mem(m)
+            .ok_or_else(|| invarg(&format!("{who}labels mask must be a hex string\n"), m))?;
         out.1 = [0; 16];
         out.1[..b.len()].copy_from_slice(&b);
     }
@@ -183,7 +191,7 @@ fn print_masked(p: &mut Printer, name: &str, v: u32, m: u32, full: u32) {
 }
 
 /// `hexstring_n2a`: two lowercase digits a byte.
-fn hex(b: &[u8]) -> String {
+pub(crate) fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 

@@ -12,7 +12,7 @@
 mod bpf;
 mod connmark;
 mod csum;
-mod ct;
+pub(crate) mod ct;
 mod ctinfo;
 mod gact;
 mod gate;

@@ -5,7 +5,7 @@
 //! (`mpls_label`, `mpls_tc`, `mpls_bos`, `mpls_ttl`, `mpls lse depth …`), the ARP keys (`arp_sip`,
 //! `arp_tip`, `arp_op`, `arp_sha`, `arp_tha`), the tunnel keys (`enc_dst_ip`, `enc_src_ip`,
 //! `enc_key_id`, `enc_dst_port`, `enc_tos`, `enc_ttl`) and the conntrack keys `ct_state`, `ct_zone` and
-//! `ct_mark`. PPPoE, tunnel options (`*_opts`) and `ct_label` are refused: tclab does not dissect them.
+//! `ct_mark`, `ct_label`. PPPoE and tunnel options (`*_opts`) are refused: tclab does not dissect them.
 
 use super::*;
 use crate::util::get_u16;
@@ -80,7 +80,6 @@ const WORDS: &[(&str, bool)] = &[
 
 /// The keywords of keys tclab's dissector does not produce.
 const NOT_DISSECTED: &[&str] = &[
-    "ct_label",
     "pppoe_sid",
     "ppp_proto",
     "geneve_opts",
@@ -683,6 +682,10 @@ pub(super) fn parse_flower(
                 let (z, m) = parse_masked_u32(v, 0xffff).ok_or_else(|| illegal(word))?;
                 o.ct_zone = Some((z as u16, m as u16));
             }
+            "ct_label" => {
+                let v = c.next_arg()?;
+                o.ct_labels = Some(crate::action::ct::parse_labels_as(v, "")?);
+            }
             "ct_mark" => {
                 let v = c.next_arg()?;
                 o.ct_mark = Some(parse_masked_u32(v, u32::MAX).ok_or_else(|| illegal(word))?);
@@ -1171,7 +1174,7 @@ fn print_enc_keys(k: &FlowKey, m: &FlowKey, p: &mut Printer) {
     }
 }
 
-/// The conntrack keys, last of the keys (`flower_print_ct_state`, `_zone`, `_mark`).
+/// The conntrack keys, last of the keys (`flower_print_ct_state`, `_zone`, `_mark`, `_label`).
 fn print_ct_keys(k: &FlowKey, m: &FlowKey, p: &mut Printer) {
     if m.ct_state != 0 {
         let mut out = String::new();
@@ -1190,5 +1193,15 @@ fn print_ct_keys(k: &FlowKey, m: &FlowKey, p: &mut Printer) {
     }
     if m.ct_mark != 0 {
         print_masked(p, "ct_mark", k.ct_mark, m.ct_mark, u32::MAX);
+    }
+    if m.ct_labels != [0; 16] {
+        // `flower_print_ct_label`: the 16 bytes in hex, the mask after a slash unless all ones.
+        let mut s = crate::action::ct::hex(&k.ct_labels);
+        if m.ct_labels != [0xff; 16] {
+            s.push('/');
+            s.push_str(&crate::action::ct::hex(&m.ct_labels));
+        }
+        p.fp("\n");
+        p.string("ct_label", format_args!("  ct_label {s}"), &s);
     }
 }
