@@ -241,6 +241,23 @@ const GENERIC: &[&str] = &[
     "allow",
     "use",
     "tcindex",
+    // flower's conntrack, tunnel, MPLS and ARP keys.
+    "ct_state",
+    "+trk+est-rpl",
+    "ct_zone",
+    "ct_mark",
+    "ct_label",
+    "0102/ff00",
+    "enc_key_id",
+    "enc_dst_ip",
+    "enc_dst_port",
+    "lse",
+    "depth",
+    "mpls_label",
+    "arp",
+    "arp_op",
+    "request",
+    "arp_tip",
 ];
 
 /// The fuzz vocabulary: the generic words, then every kind of the registry and its option keywords.
