@@ -465,7 +465,7 @@ impl Bridge {
                         let cap = bufs[k].len();
                         let tag = tags[k].map(|(proto, tci)| VlanTag { proto, tci });
                         let frame = &bufs[k][..lens[k].min(cap)];
-                        self.arrive_tagged(now, i, frame, lens[k] > cap, tag);
+                        self.arrive_cut(now, i, frame, lens[k], lens[k] > cap, tag);
                     }
                     received += n;
                     if n < sys::BATCH {
@@ -558,7 +558,7 @@ impl Bridge {
         match sys::slot_view(slot) {
             Some(f) => {
                 let tag = f.vlan.map(|(proto, tci)| VlanTag { proto, tci });
-                self.arrive_tagged(now, i, f.data, f.truncated(), tag);
+                self.arrive_cut(now, i, f.data, f.len, f.truncated(), tag);
             }
             None => {
                 self.ports[i].stats.rx_packets += 1;
@@ -601,10 +601,24 @@ impl Bridge {
         truncated: bool,
         accel: Option<VlanTag>,
     ) {
+        self.arrive_cut(now, i, frame, frame.len(), truncated, accel);
+    }
+
+    /// A frame of `wire_len` bytes of which `frame` arrived (`truncated`: its slot or buffer cut
+    /// it; the received bytes count it whole, as the device's counters do).
+    fn arrive_cut(
+        &mut self,
+        now: Nanos,
+        i: usize,
+        frame: &[u8],
+        wire_len: usize,
+        truncated: bool,
+        accel: Option<VlanTag>,
+    ) {
         let other_mtu = self.ports[1 - i].mtu as usize;
         let st = &mut self.ports[i].stats;
         st.rx_packets += 1;
-        st.rx_bytes += frame.len() as u64 + if accel.is_some() { 4 } else { 0 };
+        st.rx_bytes += wire_len.max(frame.len()) as u64 + if accel.is_some() { 4 } else { 0 };
         let Some(pkt) = frame::to_packet_tagged(frame, &mut self.headers, accel) else {
             st.malformed += 1;
             return;

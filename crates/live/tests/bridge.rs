@@ -431,6 +431,7 @@ fn a_frame_larger_than_its_ring_slot_is_counted_and_not_forwarded() {
     let st = bridge_for(ports.remove(0), 300);
     let a1 = &st[1].1;
     assert_eq!((a1.rx_packets, a1.rx_ring, a1.oversize), (2, 2, 1));
+    assert_eq!(a1.rx_bytes, 3000 + 1514, "the cut frame's bytes counted whole (tp_len)");
     assert_eq!(received(&rx), vec![(fine, None)]);
 }
 
