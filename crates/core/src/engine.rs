@@ -1396,7 +1396,7 @@ impl Engine {
                 .and_then(|d| self.by_name.get(d))
                 .map(|id| crate::filter::flower::FlowerOptions {
                     indev_ifindex: id.0 + 1,
-                    ..o.clone()
+                    ..(**o).clone()
                 }),
             _ => None,
         };
@@ -1406,7 +1406,7 @@ impl Engine {
         block.classid = at.0;
         if let Some(o) = flower_indev {
             let mut req = req.clone();
-            req.opts = Some(crate::filter::FilterOptions::Flower(o));
+            req.opts = Some(crate::filter::FilterOptions::Flower(Box::new(o)));
             return block.change(&req, flags, &mut self.actions, now);
         }
         if let Some(crate::filter::FilterOptions::Flow(o)) = &req.opts {

@@ -124,7 +124,8 @@ pub enum FilterOptions {
     Matchall(matchall::MatchallOptions),
     Basic(basic::BasicOptions),
     Flow(flow::FlowOptions),
-    Flower(flower::FlowerOptions),
+    /// Boxed: flower's keys and masks make it the largest by far.
+    Flower(Box<flower::FlowerOptions>),
     Route(route::RouteOptions),
     Cgroup(cgroup::CgroupOptions),
     Bpf(bpf::BpfOptions),
@@ -699,7 +700,7 @@ impl Block {
             }
             (Classifier::Flower(f), o) => {
                 let o = match o {
-                    Some(FilterOptions::Flower(o)) => Some(o),
+                    Some(FilterOptions::Flower(o)) => Some(&**o),
                     _ => None,
                 };
                 f.change(req.handle, o, actions, now)

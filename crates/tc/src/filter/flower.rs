@@ -734,7 +734,7 @@ pub(super) fn parse_flower(
         o.eth_type = Some(tc_proto);
     }
     o.exts.cls_flags = cls_to_act_flags(o.flags);
-    Ok((h, Some(FilterOptions::Flower(o))))
+    Ok((h, Some(FilterOptions::Flower(Box::new(o)))))
 }
 
 /// `__mask_bits`: the length of a prefix mask, `None` for any other (all zeros included).
