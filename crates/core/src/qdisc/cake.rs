@@ -49,8 +49,10 @@
 //!   flow keys (and, for hosts, the same addresses) with a secret drawn from the run's seed. The random
 //!   draws (BLUE's, the quantum dither) come from a generator seeded the same way.
 //! - Buffers: `truesize` is the packet's length plus a fixed 256-byte `sk_buff` overhead.
-//! - GSO: tclab's packets are never GSO super-packets, so `split-gso` is accepted, shown and has nothing
-//!   to split; the network offset is always the 14-byte Ethernet header.
+//! - GSO: a simulated host's TCP hands its qdisc GSO super-packets. With `split-gso` (the default) each is
+//!   cut into its frames at enqueue, each queued with its own time and charge, as `cake_enqueue` does;
+//!   with `no-split-gso` it stays whole, charged the overhead of every frame (`cake_overhead`). The
+//!   network offset is always the 14-byte Ethernet header.
 //! - `nat`: the kernel looks the pre-NAT addresses up in conntrack; tclab's hosts do not NAT, so the
 //!   conntrack tuple equals the packet's addresses and `nat` changes nothing (as on a router without NAT).
 //! - The kernel never sets `last_reconfig_time`, so autorate reconfigures on every measurement after the
@@ -965,11 +967,19 @@ impl Cake {
         len
     }
 
-    /// `cake_overhead` for a packet that is not GSO (tclab has none): the EWMA of the network offset,
-    /// then the charged length.
-    fn overhead(&mut self, len: u32) -> u32 {
+    /// `cake_overhead`: the EWMA of the network offset, then the charged length; a GSO packet is
+    /// charged as its frames: every full one's overhead, then the last's.
+    fn overhead(&mut self, pkt: &Packet) -> u32 {
         self.avg_netoff = ewma(self.avg_netoff as u64, (NETWORK_OFFSET as u64) << 16, 8) as u32;
-        self.calc_overhead(len)
+        if !pkt.is_gso() {
+            return self.calc_overhead(pkt.len);
+        }
+        // `pkt.len` is the sum of the frames (qdisc_pkt_len_init), all but the last of `frame` bytes.
+        let segs = pkt.gso_segs.max(1) as u32;
+        let frame = pkt.gso_frame_max();
+        let last = pkt.len.saturating_sub(frame * (segs - 1));
+        let full = self.calc_overhead(frame);
+        full * (segs - 1) + self.calc_overhead(last)
     }
 
     /// `cake_handle_diffserv`: the packet's DSCP, cleared from the header if `wash`.
@@ -1838,6 +1848,117 @@ impl Cake {
     }
 }
 
+impl Cake {
+    /// `cake_enqueue`'s path for a packet queued whole (not GSO, or `no-split-gso`), with the ACK filter.
+    fn enqueue_whole(&mut self, pkt: Packet, tin: usize, idx: usize, now: i64, cx: &mut Cx) {
+        let len = pkt.len;
+        let adjusted_len = self.overhead(&pkt);
+        let truesize = len + SKB_OVERHEAD;
+        self.tins[tin].flows[idx].queue.push_back(Queued {
+            pkt,
+            enqueued: now,
+            adjusted_len,
+            truesize,
+        });
+        let acked = if self.ack_filter != ack::NONE {
+            self.ack_filter_take(tin, idx)
+        } else {
+            None
+        };
+        let mut ack_len = 0;
+        if let Some(a) = acked {
+            ack_len = a.pkt.len;
+            let b = &mut self.tins[tin];
+            b.ack_drops += 1;
+            self.stats.drops += 1;
+            b.bytes += ack_len as u64;
+            self.buffer_used = self
+                .buffer_used
+                .wrapping_add(truesize)
+                .wrapping_sub(a.truesize);
+            if self.rate_flags & FLAG_INGRESS != 0 {
+                self.advance_shaper(tin, a.adjusted_len, now, true);
+            }
+            cx.reduce_backlog(1, ack_len as i64);
+            cx.drop_queued(a.pkt, DropReason::AckFilter);
+        } else {
+            self.stats.qlen += 1;
+            self.buffer_used += truesize;
+        }
+        let delta = len.wrapping_sub(ack_len);
+        let b = &mut self.tins[tin];
+        b.packets += 1;
+        b.bytes = b.bytes.wrapping_add(delta as i32 as i64 as u64);
+        b.backlogs[idx] = b.backlogs[idx].wrapping_add(delta);
+        b.tin_backlog = b.tin_backlog.wrapping_add(delta);
+        self.stats.backlog = self.stats.backlog.wrapping_add(delta);
+        self.avg_window_bytes = self
+            .avg_window_bytes
+            .wrapping_add(delta as i32 as i64 as u64);
+    }
+
+    /// The rest of `cake_enqueue` once the packet (or its frames) are queued: the overflow heap, the
+    /// capacity estimate, the flow's place in the chains, and drops while the buffer is over its limit.
+    fn after_enqueue(
+        &mut self,
+        tin: usize,
+        idx: usize,
+        now: i64,
+        len: u32,
+        cx: &mut Cx,
+    ) -> Verdict {
+        if self.overflow_timeout != 0 {
+            let i = self.heap_pos(tin, idx);
+            self.heapify_up(i);
+        }
+        self.estimate_capacity(now, cx);
+
+        // The flow chain.
+        let mode = self.flow_mode;
+        let set = self.tins[tin].flows[idx].set;
+        if set == FlowSet::None || set == FlowSet::Decaying {
+            let dither = (self.random_u32() >> 16) as u16;
+            let b = &mut self.tins[tin];
+            if set == FlowSet::Decaying {
+                b.decaying_flow_count = b.decaying_flow_count.wrapping_sub(1);
+            }
+            b.move_tail(idx, Chain::New);
+            b.flows[idx].set = FlowSet::Sparse;
+            b.sparse_flow_count += 1;
+            b.flows[idx].deficit = b.flow_quantum_for(idx, mode, dither);
+        } else if set == FlowSet::SparseWait {
+            let b = &mut self.tins[tin];
+            b.flows[idx].set = FlowSet::Bulk;
+            b.sparse_flow_count -= 1;
+            b.bulk_flow_count += 1;
+            b.inc_host_bulk(idx, mode);
+        }
+
+        self.buffer_max_used = self.buffer_max_used.max(self.buffer_used);
+        if self.buffer_used <= self.buffer_limit {
+            return Verdict::Success;
+        }
+        let (prev_qlen, prev_backlog) = (self.stats.qlen, self.stats.backlog);
+        let mut same_flow = false;
+        while self.buffer_used > self.buffer_limit {
+            match self.drop_longest(now, cx) {
+                Some(dropped) => same_flow |= dropped == (tin, idx),
+                None if self.overflow_timeout == 0 && self.stats.qlen > 0 => continue,
+                None => break,
+            }
+        }
+        let dropped = prev_qlen - self.stats.qlen;
+        let dropped_bytes = prev_backlog - self.stats.backlog;
+        self.tins[tin].drop_overlimit += dropped;
+        if same_flow {
+            cx.reduce_backlog(dropped as i64 - 1, dropped_bytes as i64 - len as i64);
+            return Verdict::Cn;
+        }
+        cx.reduce_backlog(dropped as i64, dropped_bytes as i64);
+        Verdict::Success
+    }
+}
+
 impl PeekDequeued for Cake {
     fn held(&mut self) -> (&mut Peeked, &mut QdiscStats) {
         (&mut self.peeked, &mut self.stats)
@@ -1899,99 +2020,38 @@ impl Qdisc for Cake {
         let b = &mut self.tins[tin];
         b.max_skblen = b.max_skblen.max(len);
 
-        let adjusted_len = self.overhead(len);
-        let truesize = len + SKB_OVERHEAD;
-        self.tins[tin].flows[idx].queue.push_back(Queued {
-            pkt,
-            enqueued: now,
-            adjusted_len,
-            truesize,
-        });
-        let acked = if self.ack_filter != ack::NONE {
-            self.ack_filter_take(tin, idx)
+        if pkt.is_gso() && self.rate_flags & FLAG_SPLIT_GSO != 0 {
+            // `split-gso`: the frames queued one by one, so the shaper, COBALT and the flows see frames
+            // (and no ACK filter runs: a super-packet carries data). The ancestors, which count one
+            // packet of `len` bytes, are told the difference.
+            let (mut numsegs, mut slen) = (0u32, 0u32);
+            for seg in pkt.gso_segment() {
+                let seg_len = seg.len;
+                let adjusted_len = self.overhead(&seg);
+                let truesize = seg_len + SKB_OVERHEAD;
+                self.tins[tin].flows[idx].queue.push_back(Queued {
+                    pkt: seg,
+                    enqueued: now,
+                    adjusted_len,
+                    truesize,
+                });
+                self.stats.qlen += 1;
+                self.buffer_used += truesize;
+                self.tins[tin].packets += 1;
+                numsegs += 1;
+                slen += seg_len;
+            }
+            let b = &mut self.tins[tin];
+            b.bytes += slen as u64;
+            b.backlogs[idx] = b.backlogs[idx].wrapping_add(slen);
+            b.tin_backlog = b.tin_backlog.wrapping_add(slen);
+            self.stats.backlog = self.stats.backlog.wrapping_add(slen);
+            self.avg_window_bytes = self.avg_window_bytes.wrapping_add(slen as u64);
+            cx.reduce_backlog(1 - numsegs as i64, len as i64 - slen as i64);
         } else {
-            None
-        };
-        let mut ack_len = 0;
-        if let Some(a) = acked {
-            ack_len = a.pkt.len;
-            let b = &mut self.tins[tin];
-            b.ack_drops += 1;
-            self.stats.drops += 1;
-            b.bytes += ack_len as u64;
-            self.buffer_used = self
-                .buffer_used
-                .wrapping_add(truesize)
-                .wrapping_sub(a.truesize);
-            if self.rate_flags & FLAG_INGRESS != 0 {
-                self.advance_shaper(tin, a.adjusted_len, now, true);
-            }
-            cx.reduce_backlog(1, ack_len as i64);
-            cx.drop_queued(a.pkt, DropReason::AckFilter);
-        } else {
-            self.stats.qlen += 1;
-            self.buffer_used += truesize;
+            self.enqueue_whole(pkt, tin, idx, now, cx);
         }
-        let delta = len.wrapping_sub(ack_len);
-        let b = &mut self.tins[tin];
-        b.packets += 1;
-        b.bytes = b.bytes.wrapping_add(delta as i32 as i64 as u64);
-        b.backlogs[idx] = b.backlogs[idx].wrapping_add(delta);
-        b.tin_backlog = b.tin_backlog.wrapping_add(delta);
-        self.stats.backlog = self.stats.backlog.wrapping_add(delta);
-        self.avg_window_bytes = self
-            .avg_window_bytes
-            .wrapping_add(delta as i32 as i64 as u64);
-
-        if self.overflow_timeout != 0 {
-            let i = self.heap_pos(tin, idx);
-            self.heapify_up(i);
-        }
-        self.estimate_capacity(now, cx);
-
-        // The flow chain.
-        let mode = self.flow_mode;
-        let set = self.tins[tin].flows[idx].set;
-        if set == FlowSet::None || set == FlowSet::Decaying {
-            let dither = (self.random_u32() >> 16) as u16;
-            let b = &mut self.tins[tin];
-            if set == FlowSet::Decaying {
-                b.decaying_flow_count = b.decaying_flow_count.wrapping_sub(1);
-            }
-            b.move_tail(idx, Chain::New);
-            b.flows[idx].set = FlowSet::Sparse;
-            b.sparse_flow_count += 1;
-            b.flows[idx].deficit = b.flow_quantum_for(idx, mode, dither);
-        } else if set == FlowSet::SparseWait {
-            let b = &mut self.tins[tin];
-            b.flows[idx].set = FlowSet::Bulk;
-            b.sparse_flow_count -= 1;
-            b.bulk_flow_count += 1;
-            b.inc_host_bulk(idx, mode);
-        }
-
-        self.buffer_max_used = self.buffer_max_used.max(self.buffer_used);
-        if self.buffer_used <= self.buffer_limit {
-            return Verdict::Success;
-        }
-        let (prev_qlen, prev_backlog) = (self.stats.qlen, self.stats.backlog);
-        let mut same_flow = false;
-        while self.buffer_used > self.buffer_limit {
-            match self.drop_longest(now, cx) {
-                Some(dropped) => same_flow |= dropped == (tin, idx),
-                None if self.overflow_timeout == 0 && self.stats.qlen > 0 => continue,
-                None => break,
-            }
-        }
-        let dropped = prev_qlen - self.stats.qlen;
-        let dropped_bytes = prev_backlog - self.stats.backlog;
-        self.tins[tin].drop_overlimit += dropped;
-        if same_flow {
-            cx.reduce_backlog(dropped as i64 - 1, dropped_bytes as i64 - len as i64);
-            return Verdict::Cn;
-        }
-        cx.reduce_backlog(dropped as i64, dropped_bytes as i64);
-        Verdict::Success
+        self.after_enqueue(tin, idx, now, len, cx)
     }
 
     fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
