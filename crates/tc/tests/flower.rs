@@ -2,41 +2,10 @@
 //! classifies them. Each expectation follows from `cls_flower.c`'s rules (masked lookup per mask, in the
 //! mask list's order; ranges walked filter by filter) and is stated where it is asserted.
 
-use tclab_core::filter::{classify, Verdict};
-use tclab_core::{Cx, Engine, Handle, Packet};
+mod flower_common;
 
-fn tc(e: &mut Engine, line: &str) -> tclab_tc::Output {
-    let argv: Vec<String> = line.split_whitespace().map(str::to_string).collect();
-    tclab_tc::run(e, &argv, 0)
-}
-
-fn ok(e: &mut Engine, line: &str) {
-    let out = tc(e, line);
-    assert_eq!(out.code, 0, "tc {line}: {}", out.stderr);
-}
-
-/// An HTB root on eth0 with leaves 1:1..1:4, ready for filters at 1:.
-fn htb() -> Engine {
-    let mut e = Engine::new();
-    ok(&mut e, "qdisc add dev eth0 root handle 1: htb");
-    for c in 1..=4 {
-        ok(
-            &mut e,
-            &format!("class add dev eth0 parent 1: classid 1:{c} htb rate 1mbit"),
-        );
-    }
-    e
-}
-
-/// The class the filters at 1: give `pkt`, or `None` when nothing matched.
-fn class_of(e: &mut Engine, mut pkt: Packet) -> Option<u32> {
-    let (block, _) = e.filter_block("eth0", Handle(0x1_0000)).unwrap().unwrap();
-    match classify(block, &mut pkt, &mut Cx::new(0)) {
-        Verdict::Classified { classid, .. } => Some(classid & 0xffff),
-        Verdict::Unclassified => None,
-        v => panic!("unexpected verdict {v:?}"),
-    }
-}
+use flower_common::{class_of, htb, ok, tc};
+use tclab_core::Packet;
 
 fn udp(dport: u16) -> Packet {
     Packet::udp4([10, 0, 0, 1], 5000, [10, 0, 0, 2], dport, 0, 100)

@@ -5,41 +5,15 @@
 //! lookup (`key & mask == filter key & mask`), `fl_validate_ct_state`'s refusals and
 //! `flower_print_opt`'s printing, each stated where it is asserted.
 
-use tclab_core::filter::{classify, Verdict};
+mod flower_common;
+
+use flower_common::{class_of, htb, ok, tc};
 use tclab_core::netfilter::Hook;
-use tclab_core::{Cx, Engine, Handle, Packet};
+use tclab_core::{Cx, Engine, Packet};
 
-fn tc(e: &mut Engine, line: &str) -> tclab_tc::Output {
-    let argv: Vec<String> = line.split_whitespace().map(str::to_string).collect();
-    tclab_tc::run(e, &argv, 0)
-}
-
-fn ok(e: &mut Engine, line: &str) {
-    let out = tc(e, line);
-    assert_eq!(out.code, 0, "tc {line}: {}", out.stderr);
-}
-
-/// An HTB root on eth0 with leaves 1:1..1:4, ready for filters at 1:.
-fn htb() -> Engine {
-    let mut e = Engine::new();
-    ok(&mut e, "qdisc add dev eth0 root handle 1: htb");
-    for c in 1..=4 {
-        ok(
-            &mut e,
-            &format!("class add dev eth0 parent 1: classid 1:{c} htb rate 1mbit"),
-        );
-    }
-    e
-}
-
-/// The class the filters at 1: give `pkt`, or `None` when nothing matched.
-fn class_of(e: &mut Engine, mut pkt: Packet) -> Option<u32> {
-    let (block, _) = e.filter_block("eth0", Handle(0x1_0000)).unwrap().unwrap();
-    match classify(block, &mut pkt, &mut Cx::new(0)) {
-        Verdict::Classified { classid, .. } => Some(classid & 0xffff),
-        Verdict::Unclassified => None,
-        v => panic!("unexpected verdict {v:?}"),
-    }
+/// `tc {f} {spec}`: a filter line after its common prefix `f`.
+fn add(e: &mut Engine, f: &str, spec: &str) {
+    ok(e, &format!("{f} {spec}"));
 }
 
 fn udp(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16) -> Packet {
@@ -119,26 +93,27 @@ fn ct_action_then_ct_state_ct_zone_and_ct_mark_downstream() {
             "{f} chain 0 prio 1 flower ct_state -trk action ct zone 5 pipe action goto chain 1"
         ),
     );
-    ok(
+    add(
         &mut e,
-        &format!("{f} chain 0 prio 2 flower ct_state +trk action goto chain 1"),
+        f,
+        "chain 0 prio 2 flower ct_state +trk action goto chain 1",
     );
     // New in zone 5: committed with mark 0x27, then sent to chain 2 where ct_mark 0x20/0xf0 reads it.
-    ok(
+    add(&mut e, f, "chain 1 prio 1 flower ct_state +trk+new ct_zone 5 action ct commit zone 5 mark 0x27 pipe action goto chain 2");
+    add(
         &mut e,
-        &format!("{f} chain 1 prio 1 flower ct_state +trk+new ct_zone 5 action ct commit zone 5 mark 0x27 pipe action goto chain 2"),
+        f,
+        "chain 1 prio 2 flower ct_state +trk+est action skbedit mark 2",
     );
-    ok(
+    add(
         &mut e,
-        &format!("{f} chain 1 prio 2 flower ct_state +trk+est action skbedit mark 2"),
+        f,
+        "chain 1 prio 3 flower ct_state +trk+new action skbedit mark 3",
     );
-    ok(
+    add(
         &mut e,
-        &format!("{f} chain 1 prio 3 flower ct_state +trk+new action skbedit mark 3"),
-    );
-    ok(
-        &mut e,
-        &format!("{f} chain 2 prio 1 flower ct_mark 0x20/0xf0 action skbedit mark 1"),
+        f,
+        "chain 2 prio 1 flower ct_mark 0x20/0xf0 action skbedit mark 1",
     );
     let mut recv = |p: Packet| {
         e.device_mut("eth0")
@@ -236,15 +211,9 @@ fn enc_keys_match_the_tunnel_a_tunnel_key_set_attached() {
     let mut e = tunnel_root(set);
     let f = "filter add dev eth0 parent 1: protocol ip";
     // Another key id: no match.
-    ok(
-        &mut e,
-        &format!("{f} prio 2 flower enc_key_id 43 classid 1:4"),
-    );
+    add(&mut e, f, "prio 2 flower enc_key_id 43 classid 1:4");
     // The destination under a /24, the id, the port, TOS 0x14 under 0xf0 (0x10) and TTL 9: all hold.
-    ok(
-        &mut e,
-        &format!("{f} prio 3 flower enc_dst_ip 192.0.2.0/24 enc_key_id 42 enc_dst_port 4789 enc_tos 0x10/0xf0 enc_ttl 9 classid 1:2"),
-    );
+    add(&mut e, f, "prio 3 flower enc_dst_ip 192.0.2.0/24 enc_key_id 42 enc_dst_port 4789 enc_tos 0x10/0xf0 enc_ttl 9 classid 1:2");
     assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), Some(2));
     let s = tc(&mut e, "filter show dev eth0").stdout;
     assert!(
@@ -255,14 +224,8 @@ fn enc_keys_match_the_tunnel_a_tunnel_key_set_attached() {
     // The same filters, the tunnel's TTL 10: the third filter's TTL no longer holds.
     let mut e =
         tunnel_root("src_ip 192.0.2.1 dst_ip 192.0.2.77 id 42 dst_port 4789 tos 0x14 ttl 10");
-    ok(
-        &mut e,
-        &format!("{f} prio 2 flower enc_key_id 43 classid 1:4"),
-    );
-    ok(
-        &mut e,
-        &format!("{f} prio 3 flower enc_dst_ip 192.0.2.0/24 enc_key_id 42 enc_dst_port 4789 enc_tos 0x10/0xf0 enc_ttl 9 classid 1:2"),
-    );
+    add(&mut e, f, "prio 2 flower enc_key_id 43 classid 1:4");
+    add(&mut e, f, "prio 3 flower enc_dst_ip 192.0.2.0/24 enc_key_id 42 enc_dst_port 4789 enc_tos 0x10/0xf0 enc_ttl 9 classid 1:2");
     assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), None);
 }
 
@@ -271,28 +234,20 @@ fn enc_addresses_keep_their_family_and_a_zero_key_matches_no_tunnel() {
     let mut e = tunnel_root("src_ip 2001:db8::1 dst_ip 2001:db8::2 id 7");
     let f = "filter add dev eth0 parent 1: protocol ip";
     // An IPv4 outer address cannot match an IPv6 tunnel (`enc_control.addr_type` is in the key).
-    ok(
+    add(&mut e, f, "prio 2 flower enc_src_ip 0.0.0.0/0 classid 1:4");
+    add(
         &mut e,
-        &format!("{f} prio 2 flower enc_src_ip 0.0.0.0/0 classid 1:4"),
-    );
-    ok(
-        &mut e,
-        &format!("{f} prio 3 flower enc_src_ip 2001:db8::1 enc_key_id 7 classid 1:3"),
+        f,
+        "prio 3 flower enc_src_ip 2001:db8::1 enc_key_id 7 classid 1:3",
     );
     assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), Some(3));
 
     // Without a tunnel the enc_* fields are zero (`fl_clear_masked_range`, and no tunnel to fill
     // them), so `enc_key_id 0` takes the packet while `enc_key_id 7` does not.
     let mut e = htb();
-    ok(
-        &mut e,
-        &format!("{f} prio 1 flower enc_key_id 7 classid 1:1"),
-    );
+    add(&mut e, f, "prio 1 flower enc_key_id 7 classid 1:1");
     assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), None);
-    ok(
-        &mut e,
-        &format!("{f} prio 2 flower enc_key_id 0 classid 1:2"),
-    );
+    add(&mut e, f, "prio 2 flower enc_key_id 0 classid 1:2");
     assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), Some(2));
     // A key id tc cannot read is its refusal, with nothing applied.
     let out = tc(
@@ -323,43 +278,41 @@ fn mpls_keys_match_the_stack_a_push_built() {
     let f = "filter add dev eth0 parent 1: protocol mpls_uc";
     let mut e = two_labels();
     // The outer entry is 200: the first-entry form with 100 does not hold.
-    ok(
-        &mut e,
-        &format!("{f} prio 2 flower mpls_label 100 classid 1:4"),
-    );
+    add(&mut e, f, "prio 2 flower mpls_label 100 classid 1:4");
     // A third entry's bit is part of the key: a two-entry stack has none, whatever its fields.
-    ok(
+    add(
         &mut e,
-        &format!("{f} prio 3 flower mpls lse depth 3 ttl 0 classid 1:4"),
+        f,
+        "prio 3 flower mpls lse depth 3 ttl 0 classid 1:4",
     );
-    ok(
+    add(
         &mut e,
-        &format!("{f} prio 4 flower mpls lse depth 2 label 100 tc 3 bos 1 ttl 64 classid 1:3"),
+        f,
+        "prio 4 flower mpls lse depth 2 label 100 tc 3 bos 1 ttl 64 classid 1:3",
     );
     assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), Some(3));
 
     let mut e = two_labels();
-    ok(
+    add(
         &mut e,
-        &format!("{f} prio 2 flower mpls_label 200 mpls_bos 0 mpls_ttl 255 classid 1:2"),
+        f,
+        "prio 2 flower mpls_label 200 mpls_bos 0 mpls_ttl 255 classid 1:2",
     );
     assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), Some(2));
 
     // TC 4 at depth 2 is one off: nothing else matches.
     let mut e = two_labels();
-    ok(
+    add(
         &mut e,
-        &format!("{f} prio 2 flower mpls lse depth 1 label 200 lse depth 2 tc 4 classid 1:2"),
+        f,
+        "prio 2 flower mpls lse depth 1 label 200 lse depth 2 tc 4 classid 1:2",
     );
     assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), None);
     // An MPLS packet cut short inside its first entry has no entry dissected (`FLOW_DISSECT_RET_OUT_BAD`):
     // a filter on depth 1, even one naming no field, does not take it; one with no MPLS key does.
     let mut e = htb();
-    ok(
-        &mut e,
-        &format!("{f} prio 1 flower mpls lse depth 1 classid 1:1"),
-    );
-    ok(&mut e, &format!("{f} prio 2 flower classid 1:2"));
+    add(&mut e, f, "prio 1 flower mpls lse depth 1 classid 1:1");
+    add(&mut e, f, "prio 2 flower classid 1:2");
     let short = Packet {
         data: vec![0x00, 0x06],
         len: 16,
@@ -376,15 +329,17 @@ fn mpls_keys_match_the_stack_a_push_built() {
 fn mpls_keys_are_printed_as_the_kernel_dumps_them_and_refused_as_tc_does() {
     let f = "filter add dev eth0 parent 1: protocol mpls_uc";
     let mut e = htb();
-    ok(
+    add(
         &mut e,
-        &format!("{f} prio 1 flower mpls lse depth 2 label 100 tc 3 bos 1 classid 1:1"),
+        f,
+        "prio 1 flower mpls lse depth 2 label 100 tc 3 bos 1 classid 1:1",
     );
     // One entry at depth 1 is dumped in the older attributes (`fl_dump_key_mpls`'s backward
     // compatibility), and printed as such.
-    ok(
+    add(
         &mut e,
-        &format!("{f} prio 2 flower mpls lse depth 1 label 7 ttl 9 classid 1:2"),
+        f,
+        "prio 2 flower mpls lse depth 1 label 7 ttl 9 classid 1:2",
     );
     let s = tc(&mut e, "filter show dev eth0").stdout;
     assert!(
@@ -464,20 +419,19 @@ fn arp_keys_match_requests_and_replies() {
     let mut e = htb();
     let f = "filter add dev eth0 parent 1: protocol arp";
     // Requests for a host of 10.0.0.0/24 from a station whose address starts 02:00:00.
-    ok(
+    add(
         &mut e,
-        &format!("{f} prio 1 flower arp_op request arp_tip 10.0.0.0/24 arp_sha 02:00:00:00:00:00/24 classid 1:1"),
+        f,
+        "prio 1 flower arp_op request arp_tip 10.0.0.0/24 arp_sha 02:00:00:00:00:00/24 classid 1:1",
     );
     // Replies from 10.0.0.2 to A's hardware address.
-    ok(
+    add(
         &mut e,
-        &format!(
-            "{f} prio 2 flower arp_op reply arp_sip 10.0.0.2 arp_tha {} classid 1:2",
-            "02:00:00:aa:00:01"
-        ),
+        f,
+        "prio 2 flower arp_op reply arp_sip 10.0.0.2 arp_tha 02:00:00:aa:00:01 classid 1:2",
     );
     // Any other ARP packet.
-    ok(&mut e, &format!("{f} prio 3 flower classid 1:3"));
+    add(&mut e, f, "prio 3 flower classid 1:3");
     let who_has = arp(1, MAC_A, A, [0; 6], B);
     assert_eq!(class_of(&mut e, who_has.clone()), Some(1));
     assert_eq!(class_of(&mut e, arp(2, MAC_B, B, MAC_A, A)), Some(2));
@@ -504,8 +458,8 @@ fn arp_keys_match_requests_and_replies() {
     // The opcode under a mask: 3 & 1 = 1, yet 3 is no request or reply, so it is not dissected and
     // its key is 0; a request (1) matches.
     let mut e = htb();
-    ok(&mut e, &format!("{f} prio 1 flower arp_op 1/1 classid 1:4"));
-    ok(&mut e, &format!("{f} prio 2 flower classid 1:3"));
+    add(&mut e, f, "prio 1 flower arp_op 1/1 classid 1:4");
+    add(&mut e, f, "prio 2 flower classid 1:3");
     assert_eq!(class_of(&mut e, arp(3, MAC_A, A, [0; 6], B)), Some(3));
     assert_eq!(class_of(&mut e, arp(1, MAC_A, A, [0; 6], B)), Some(4));
     let s = tc(&mut e, "filter show dev eth0").stdout;
@@ -539,14 +493,16 @@ fn mac_keys_match_a_frames_addresses_and_never_a_packet_without_one() {
             "{f} prio 1 flower dst_mac 02:00:00:bb:00:02 src_mac 02:00:00:aa:00:00/40 classid 1:1"
         ),
     );
-    ok(
+    add(
         &mut e,
-        &format!("{f} prio 2 flower dst_mac ff:ff:ff:ff:ff:ff classid 1:2"),
+        f,
+        "prio 2 flower dst_mac ff:ff:ff:ff:ff:ff classid 1:2",
     );
     // All zeros under a full mask would equal a zeroed key: it must not take a frameless packet.
-    ok(
+    add(
         &mut e,
-        &format!("{f} prio 3 flower dst_mac 00:00:00:00:00:00 classid 1:3"),
+        f,
+        "prio 3 flower dst_mac 00:00:00:00:00:00 classid 1:3",
     );
     // What `tclab live` makes of a frame: its stations' addresses ride with the packet.
     let framed = |dst: [u8; 6], src: [u8; 6]| {
@@ -573,17 +529,16 @@ fn ct_label_reads_what_ct_commit_label_set() {
     ok(&mut e, "qdisc add dev eth0 ingress");
     let f = "filter add dev eth0 parent ffff: protocol ip";
     // Commit label 0102 under mask ff00: `nf_connlabels_replace` keeps only the first byte, 01.
-    ok(
+    add(&mut e, f, "chain 0 prio 1 flower ct_state -trk action ct commit label 0102/ff00 pipe action goto chain 1");
+    add(
         &mut e,
-        &format!("{f} chain 0 prio 1 flower ct_state -trk action ct commit label 0102/ff00 pipe action goto chain 1"),
+        f,
+        "chain 1 prio 1 flower ct_label 0102 action skbedit mark 2",
     );
-    ok(
+    add(
         &mut e,
-        &format!("{f} chain 1 prio 1 flower ct_label 0102 action skbedit mark 2"),
-    );
-    ok(
-        &mut e,
-        &format!("{f} chain 1 prio 2 flower ct_label 01 action skbedit mark 1"),
+        f,
+        "chain 1 prio 2 flower ct_label 01 action skbedit mark 1",
     );
     let p = e
         .device_mut("eth0")
