@@ -610,12 +610,8 @@ impl FlowerOptions {
             k.ingress_ifindex = self.indev_ifindex;
             m.ingress_ifindex = u32::MAX;
         }
-        if let Some((v, mask)) = self.eth_dst {
-            (k.eth_dst, m.eth_dst) = (v, mask);
-        }
-        if let Some((v, mask)) = self.eth_src {
-            (k.eth_src, m.eth_src) = (v, mask);
-        }
+        set_val(self.eth_dst, &mut k.eth_dst, &mut m.eth_dst);
+        set_val(self.eth_src, &mut k.eth_src, &mut m.eth_src);
         if let Some(n) = self.num_of_vlans {
             k.num_of_vlans = n;
             m.num_of_vlans = 0xff;
@@ -672,12 +668,8 @@ impl FlowerOptions {
                 k.ip_proto = p;
                 m.ip_proto = 0xff;
             }
-            if let Some((v, mask)) = self.ip_tos {
-                (k.tos, m.tos) = (v, mask);
-            }
-            if let Some((v, mask)) = self.ip_ttl {
-                (k.ttl, m.ttl) = (v, mask);
-            }
+            set_val(self.ip_tos, &mut k.tos, &mut m.tos);
+            set_val(self.ip_ttl, &mut k.ttl, &mut m.ttl);
         }
         let put = |dst: &mut [u8; 16], src: &[u8]| dst[..src.len()].copy_from_slice(src);
         if self.ipv4_src.is_some() || self.ipv4_dst.is_some() {
@@ -694,12 +686,8 @@ impl FlowerOptions {
         } else if self.ipv6_src.is_some() || self.ipv6_dst.is_some() {
             k.addr_type = ADDR_IPV6;
             m.addr_type = 0xff;
-            if let Some((v, mask)) = self.ipv6_src {
-                (k.src, m.src) = (v, mask);
-            }
-            if let Some((v, mask)) = self.ipv6_dst {
-                (k.dst, m.dst) = (v, mask);
-            }
+            set_val(self.ipv6_src, &mut k.src, &mut m.src);
+            set_val(self.ipv6_dst, &mut k.dst, &mut m.dst);
         }
         let l4 = matches!(k.ip_proto, IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP);
         if l4 {
@@ -710,38 +698,22 @@ impl FlowerOptions {
                 (k.dport, m.dport) = (v, mask);
             }
             if k.ip_proto == IPPROTO_TCP {
-                if let Some((v, mask)) = self.tcp_flags {
-                    (k.tcp_flags, m.tcp_flags) = (v, mask);
-                }
+                set_val(self.tcp_flags, &mut k.tcp_flags, &mut m.tcp_flags);
             }
         } else if (k.n_proto == ETH_P_IP && k.ip_proto == IPPROTO_ICMP)
             || (k.n_proto == ETH_P_IPV6 && k.ip_proto == IPPROTO_ICMPV6)
         {
-            if let Some((v, mask)) = self.icmp_type {
-                (k.icmp_type, m.icmp_type) = (v, mask);
-            }
-            if let Some((v, mask)) = self.icmp_code {
-                (k.icmp_code, m.icmp_code) = (v, mask);
-            }
+            set_val(self.icmp_type, &mut k.icmp_type, &mut m.icmp_type);
+            set_val(self.icmp_code, &mut k.icmp_code, &mut m.icmp_code);
         }
         if k.n_proto == ETH_P_ARP || k.n_proto == ETH_P_RARP {
             // The ARP keys count only for an ARP filter (tc sends the hardware addresses whatever
             // the protocol; the kernel leaves them out).
-            if let Some((v, mask)) = self.arp_sip {
-                (k.arp_sip, m.arp_sip) = (v, mask);
-            }
-            if let Some((v, mask)) = self.arp_tip {
-                (k.arp_tip, m.arp_tip) = (v, mask);
-            }
-            if let Some((v, mask)) = self.arp_op {
-                (k.arp_op, m.arp_op) = (v, mask);
-            }
-            if let Some((v, mask)) = self.arp_sha {
-                (k.arp_sha, m.arp_sha) = (v, mask);
-            }
-            if let Some((v, mask)) = self.arp_tha {
-                (k.arp_tha, m.arp_tha) = (v, mask);
-            }
+            set_val(self.arp_sip, &mut k.arp_sip, &mut m.arp_sip);
+            set_val(self.arp_tip, &mut k.arp_tip, &mut m.arp_tip);
+            set_val(self.arp_op, &mut k.arp_op, &mut m.arp_op);
+            set_val(self.arp_sha, &mut k.arp_sha, &mut m.arp_sha);
+            set_val(self.arp_tha, &mut k.arp_tha, &mut m.arp_tha);
         }
         if l4 {
             // `fl_set_key_port_range`.
@@ -769,15 +741,9 @@ impl FlowerOptions {
             (k.ct_state, m.ct_state) = (v, mask);
             validate_ct_state(v & mask)?;
         }
-        if let Some((v, mask)) = self.ct_zone {
-            (k.ct_zone, m.ct_zone) = (v, mask);
-        }
-        if let Some((v, mask)) = self.ct_mark {
-            (k.ct_mark, m.ct_mark) = (v, mask);
-        }
-        if let Some((v, mask)) = self.ct_labels {
-            (k.ct_labels, m.ct_labels) = (v, mask);
-        }
+        set_val(self.ct_zone, &mut k.ct_zone, &mut m.ct_zone);
+        set_val(self.ct_mark, &mut k.ct_mark, &mut m.ct_mark);
+        set_val(self.ct_labels, &mut k.ct_labels, &mut m.ct_labels);
         Ok((k, m))
     }
 
@@ -838,15 +804,16 @@ impl FlowerOptions {
         if let Some(id) = self.enc_key_id {
             (k.enc_key_id, m.enc_key_id) = (id, u32::MAX);
         }
-        if let Some((v, mask)) = self.enc_dst_port {
-            (k.enc_dst_port, m.enc_dst_port) = (v, mask);
-        }
-        if let Some((v, mask)) = self.enc_tos {
-            (k.enc_tos, m.enc_tos) = (v, mask);
-        }
-        if let Some((v, mask)) = self.enc_ttl {
-            (k.enc_ttl, m.enc_ttl) = (v, mask);
-        }
+        set_val(self.enc_dst_port, &mut k.enc_dst_port, &mut m.enc_dst_port);
+        set_val(self.enc_tos, &mut k.enc_tos, &mut m.enc_tos);
+        set_val(self.enc_ttl, &mut k.enc_ttl, &mut m.enc_ttl);
+    }
+}
+
+/// `fl_set_key_val`: a field tc sent, and its mask.
+fn set_val<T: Copy>(sent: Option<Masked<T>>, k: &mut T, m: &mut T) {
+    if let Some((v, mask)) = sent {
+        (*k, *m) = (v, mask);
     }
 }
 
