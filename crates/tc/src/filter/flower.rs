@@ -490,15 +490,16 @@ pub(super) fn parse_flower(
                     eth_type = t;
                 }
             }
-            "dst_mac" | "src_mac" => {
+            "dst_mac" | "src_mac" | "arp_tha" | "arp_sha" => {
                 let v = c.next_arg()?;
                 let m = parse_eth_addr(v)
                     .map_err(|e| Failure::options(format!("{e}Illegal \"{word}\"")))?;
-                if word == "dst_mac" {
-                    o.eth_dst = Some(m);
-                } else {
-                    o.eth_src = Some(m);
-                }
+                *match word {
+                    "dst_mac" => &mut o.eth_dst,
+                    "src_mac" => &mut o.eth_src,
+                    "arp_tha" => &mut o.arp_tha,
+                    _ => &mut o.arp_sha,
+                } = Some(m);
             }
             "ip_proto" => {
                 let v = c.next_arg()?;
@@ -661,16 +662,6 @@ pub(super) fn parse_flower(
                 match (arp, op, mask) {
                     (true, Some(op), Some(mask)) => o.arp_op = Some((op, mask)),
                     _ => return Err(illegal(word)),
-                }
-            }
-            "arp_tha" | "arp_sha" => {
-                let v = c.next_arg()?;
-                let m = parse_eth_addr(v)
-                    .map_err(|e| Failure::options(format!("{e}Illegal \"{word}\"")))?;
-                if word == "arp_tha" {
-                    o.arp_tha = Some(m);
-                } else {
-                    o.arp_sha = Some(m);
                 }
             }
             "ct_state" => {
