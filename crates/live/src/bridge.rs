@@ -40,6 +40,8 @@ const STALLED_NS: u64 = 1_000_000;
 /// Frames a port may hold that its socket has not taken yet; beyond it the port stops asking its
 /// tree for more (as a NIC's full ring stops `qdisc_run`).
 const PENDING_MAX: usize = 4 * sys::BATCH;
+/// How often a port that was set down is checked for having been deleted.
+const DOWN_CHECK_NS: u64 = 100_000_000;
 /// Receive batches per port and turn, so that a flood on one port cannot starve the other's timers.
 const RX_BATCHES_PER_TURN: usize = 4;
 
@@ -91,6 +93,9 @@ struct Port {
     stats: PortStats,
     /// Whether the first oversize frame that arrived here was reported (see [`oversize_warning`]).
     oversize_said: bool,
+    /// The interface was set down (its socket said `ENETDOWN`) and no frame has arrived since:
+    /// watched every [`DOWN_CHECK_NS`] in case it is deleted rather than brought up again.
+    down: bool,
 }
 
 /// An ifb device of the policy: its queue is emptied as soon as its tree allows (`ifb_xmit`).
@@ -204,6 +209,7 @@ impl Bridge {
                     wake: None,
                     stats: PortStats::default(),
                     oversize_said: false,
+                    down: false,
                 }
             })
             .collect();
@@ -260,6 +266,7 @@ impl Bridge {
                     wake: None,
                     stats: PortStats::default(),
                     oversize_said: false,
+                    down: false,
                 }
             })
             .collect();
@@ -445,21 +452,29 @@ impl Bridge {
                 calls_waiting = false;
                 self.serve_calls();
                 self.serve_queue_calls();
+                self.check_down_ports()?;
             }
             let mut received = 0;
             for i in 0..self.ports.len() {
                 if let Some(mut ring) = self.ports[i].rx_ring.take() {
-                    received += self.receive_ring(i, &mut ring);
+                    let n = self.receive_ring(i, &mut ring);
                     self.ports[i].rx_ring = Some(ring);
+                    // Frames again: a port that was down is up.
+                    self.ports[i].down &= n == 0;
+                    received += n;
                     continue;
                 }
                 for _ in 0..RX_BATCHES_PER_TURN {
                     let Some(sock) = self.ports[i].sock.as_ref() else {
                         break;
                     };
-                    let n = sock
-                        .recv_batch(&mut bufs, &mut lens, &mut tags)
-                        .map_err(|e| format!("{}: receive: {e}", self.ports[i].name))?;
+                    let n = match sock.recv_batch(&mut bufs, &mut lens, &mut tags) {
+                        Ok(n) => n,
+                        Err(e) => {
+                            self.port_error(i, e, "receive: ")?;
+                            break;
+                        }
+                    };
                     let now = self.now();
                     for k in 0..n {
                         let cap = bufs[k].len();
@@ -468,6 +483,7 @@ impl Bridge {
                         self.arrive_cut(now, i, frame, lens[k], lens[k] > cap, tag);
                     }
                     received += n;
+                    self.ports[i].down &= n == 0;
                     if n < sys::BATCH {
                         break;
                     }
@@ -503,6 +519,11 @@ impl Bridge {
             {
                 timeout = Some(timeout.map_or(STALLED_NS, |t| t.min(STALLED_NS)));
             }
+            // A port set down is looked at now and then: it may be deleted, not brought up.
+            if self.ports.iter().any(|p| p.down) {
+                self.check_down_ports()?;
+                timeout = Some(timeout.map_or(DOWN_CHECK_NS, |t| t.min(DOWN_CHECK_NS)));
+            }
             if timeout.is_some_and(|t| t < SPIN_NS) {
                 continue;
             }
@@ -527,9 +548,41 @@ impl Bridge {
                     r.checked_sub(listening).map(|k| tx_ports[k])
                 };
                 if let Some(i) = port {
-                    sys::socket_error(fds[r])
-                        .map_err(|e| format!("{}: {e}", self.ports[i].name))?;
+                    if let Err(e) = sys::socket_error(fds[r]) {
+                        self.port_error(i, e, "")?;
+                    }
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// An error port `i`'s socket reported. `ENETDOWN` while the socket is still bound to its
+    /// interface is an interface set down, which the kernel bridge outlives: the socket receives
+    /// again once it is up (`packet_notifier` hooks it again on `NETDEV_UP`), so the bridge says so
+    /// and goes on, watching the port ([`Bridge::check_down_ports`]). Anything else, an interface
+    /// deleted among them, stops it.
+    fn port_error(&mut self, i: usize, e: std::io::Error, what: &str) -> Result<(), String> {
+        let port = &mut self.ports[i];
+        if e.raw_os_error() == Some(libc::ENETDOWN) && port_bound(port) {
+            if !port.down {
+                eprintln!(
+                    "tclab live: warning: {} is down: nothing passes through it until it is up again",
+                    port.name
+                );
+            }
+            port.down = true;
+            return Ok(());
+        }
+        Err(format!("{}: {what}{e}", port.name))
+    }
+
+    /// A port set down that has since been deleted stops the bridge (a deletion sets a socket's
+    /// error once, at its `NETDEV_DOWN`, which may have been read while the interface still existed).
+    fn check_down_ports(&mut self) -> Result<(), String> {
+        for port in &self.ports {
+            if port.down && !port_bound(port) {
+                return Err(format!("{}: the interface went away", port.name));
             }
         }
         Ok(())
@@ -964,6 +1017,13 @@ pub fn ring_shapes(mtu: u32, queues: usize) -> (sys::RingGeometry, sys::RingGeom
         sys::RingGeometry::for_mtu(mtu, ((8 << 20) / q).max(2 << 20)),
         sys::RingGeometry::for_mtu(mtu, ((2 << 20) / q).max(512 << 10)),
     )
+}
+
+/// Whether port `port`'s socket is still bound to an interface (a detached port's is).
+fn port_bound(port: &Port) -> bool {
+    port.sock
+        .as_ref()
+        .is_none_or(|s| sys::bound_ifindex(s.raw()).is_ok_and(|x| x > 0))
 }
 
 /// Keep the first reason a device's ring was refused.

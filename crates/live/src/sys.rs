@@ -664,6 +664,27 @@ pub fn socket_error(fd: RawFd) -> io::Result<()> {
     Ok(())
 }
 
+/// The index of the interface packet socket `fd` is bound to (`getsockname`): the kernel sets it
+/// to -1 when the interface is deleted (`packet_notifier` on `NETDEV_UNREGISTER`), and keeps it
+/// while the interface is merely down — whichever network namespace the caller is in.
+pub fn bound_ifindex(fd: RawFd) -> io::Result<i32> {
+    // SAFETY: sockaddr_ll is plain old data.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+    // SAFETY: getsockname writes at most `len` bytes into the sockaddr_ll we own.
+    let r = unsafe {
+        libc::getsockname(
+            fd,
+            &mut sll as *mut libc::sockaddr_ll as *mut libc::sockaddr,
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(last_error("getsockname"));
+    }
+    Ok(sll.sll_ifindex)
+}
+
 /// Frames a batch call moves at most.
 pub const BATCH: usize = 64;
 
@@ -1135,8 +1156,8 @@ impl TxRing {
     }
 
     /// Have the kernel send every slot marked so far, without waiting. If it stops early (the device
-    /// busy: `ENOBUFS`, `EAGAIN`), the rest waits in the ring: [`TxRing::stalled`] until a kick
-    /// sends it.
+    /// busy: `ENOBUFS`, `EAGAIN`) or sends nothing (the device set down: `ENETDOWN`; the slots stay
+    /// marked), the rest waits in the ring: [`TxRing::stalled`] until a kick sends it.
     pub fn kick(&mut self) -> io::Result<()> {
         // SAFETY: send with no buffer: for a socket with a transmit ring it sends the ring's frames.
         let r = unsafe { libc::send(self.raw(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
@@ -1144,7 +1165,8 @@ impl TxRing {
         if r < 0 {
             let e = io::Error::last_os_error();
             return match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {
+                Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR)
+                | Some(libc::ENETDOWN) => {
                     self.stalled = true;
                     Ok(())
                 }

@@ -746,3 +746,34 @@ fn the_rings_are_split_between_queues_down_to_a_floor() {
     let (rx, _) = ring_shapes(9000, 1);
     assert_eq!((rx.frame_size, bytes(rx)), (16384, 8 << 20));
 }
+
+#[test]
+fn a_port_set_down_and_up_again_forwards_again_with_and_without_rings() {
+    // `ip link set a1 down` (an MTU change on many drivers, a manager reconfiguring the port) makes
+    // the kernel report ENETDOWN on the packet sockets bound to it and unhook them; on `up` it hooks
+    // them again (packet_notifier). The kernel's bridge outlives that; tclab live must too — where a
+    // deleted interface stops it (the test above).
+    for (name, rings) in [("flap", Rings::On), ("flapcopy", Rings::Off)] {
+        let Some(ns) = netns(name) else {
+            return;
+        };
+        let (mut ports, _, tx, rx) = open_lab(&ns, 1, rings);
+        let ports = ports.remove(0);
+        let bridge = std::thread::spawn(move || {
+            let mut b = Bridge::on_ports(Engine::new(), ports);
+            (b.run(Some(1_500_000_000)), b.stats())
+        });
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        ns.ip(&["link", "set", "dev", "a1", "down"]).expect("down");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        ns.ip(&["link", "set", "dev", "a1", "up"]).expect("up");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let frames: Vec<Vec<u8>> = (0..3).map(|k| udp_frame(200, 6000 + k, 0)).collect();
+        send_all(&tx, &frames);
+        let (result, st) = bridge.join().expect("bridge thread");
+        result.unwrap_or_else(|e| panic!("{name}: the bridge stopped: {e}"));
+        assert_eq!(st[1].1.rx_packets, 3, "{name}: a1 receives again");
+        let got: Vec<Vec<u8>> = received(&rx).into_iter().map(|(f, _)| f).collect();
+        assert_eq!(got, frames, "{name}: forwarded out of a0 after a1 came back");
+    }
+}
