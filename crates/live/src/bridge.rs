@@ -62,6 +62,9 @@ pub struct PortStats {
     pub stale: u64,
     /// Frames the socket refused with an error other than "try again".
     pub tx_errors: u64,
+    /// Frames the kernel dropped before the bridge read them: its receive ring or socket buffer was
+    /// full (not in `rx_packets`).
+    pub rx_lost: u64,
     /// Of `rx_packets`, those read from the receive ring (the rest came by `recvmmsg`).
     pub rx_ring: u64,
     /// Of `tx_packets`, those sent through the transmit ring (the rest by `sendmmsg`).
@@ -389,6 +392,13 @@ impl Bridge {
 
     /// Bridge until SIGINT/SIGTERM ([`sys::STOP`]) or until `duration` has passed.
     pub fn run(&mut self, duration: Option<Nanos>) -> Result<(), String> {
+        let r = self.run_loop(duration);
+        // What the kernel dropped before the bridge could read it, however the loop ended.
+        self.count_lost();
+        r
+    }
+
+    fn run_loop(&mut self, duration: Option<Nanos>) -> Result<(), String> {
         sys::precise_timers();
         let deadline = duration.map(|d| self.now().saturating_add(d));
         let mut bufs: Vec<Vec<u8>> = (0..sys::BATCH)
@@ -555,6 +565,15 @@ impl Bridge {
             }
         }
         Ok(())
+    }
+
+    /// Add what the kernel dropped for each port's socket since the last look to its counters.
+    fn count_lost(&mut self) {
+        for p in &mut self.ports {
+            if let Some(n) = p.sock.as_ref().and_then(|s| s.take_drops().ok()) {
+                p.stats.rx_lost += n;
+            }
+        }
     }
 
     /// An error port `i`'s socket reported. `ENETDOWN` while the socket is still bound to its

@@ -515,6 +515,30 @@ impl PacketSocket {
         self.fd.as_raw_fd()
     }
 
+    /// The frames the kernel dropped for this socket since the last call because its receive ring or
+    /// buffer was full (`PACKET_STATISTICS`' `tp_drops`; reading resets the kernel's counts): frames
+    /// the interface received that the bridge never saw.
+    pub fn take_drops(&self) -> io::Result<u64> {
+        const PACKET_STATISTICS: libc::c_int = 6;
+        // `struct tpacket_stats` (TPACKET_V1 and V2 sockets): packets, drops.
+        let mut st = [0u32; 2];
+        let mut len = std::mem::size_of_val(&st) as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into the array we own.
+        let r = unsafe {
+            libc::getsockopt(
+                self.raw(),
+                libc::SOL_PACKET,
+                PACKET_STATISTICS,
+                st.as_mut_ptr() as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        if r != 0 {
+            return Err(last_error("PACKET_STATISTICS"));
+        }
+        Ok(st[1] as u64)
+    }
+
     /// Receive up to `bufs.len()` frames without waiting; each buffer's frame length (the frame's real
     /// length: larger than the buffer when truncated) in `lens`. Returns how many arrived.
     ///

@@ -431,7 +431,11 @@ fn a_frame_larger_than_its_ring_slot_is_counted_and_not_forwarded() {
     let st = bridge_for(ports.remove(0), 300);
     let a1 = &st[1].1;
     assert_eq!((a1.rx_packets, a1.rx_ring, a1.oversize), (2, 2, 1));
-    assert_eq!(a1.rx_bytes, 3000 + 1514, "the cut frame's bytes counted whole (tp_len)");
+    assert_eq!(
+        a1.rx_bytes,
+        3000 + 1514,
+        "the cut frame's bytes counted whole (tp_len)"
+    );
     assert_eq!(received(&rx), vec![(fine, None)]);
 }
 
@@ -774,6 +778,31 @@ fn a_port_set_down_and_up_again_forwards_again_with_and_without_rings() {
         result.unwrap_or_else(|e| panic!("{name}: the bridge stopped: {e}"));
         assert_eq!(st[1].1.rx_packets, 3, "{name}: a1 receives again");
         let got: Vec<Vec<u8>> = received(&rx).into_iter().map(|(f, _)| f).collect();
-        assert_eq!(got, frames, "{name}: forwarded out of a0 after a1 came back");
+        assert_eq!(
+            got, frames,
+            "{name}: forwarded out of a0 after a1 came back"
+        );
     }
+}
+
+#[test]
+fn frames_the_kernel_drops_for_a_full_ring_are_counted_as_lost() {
+    let Some(ns) = netns("lost") else {
+        return;
+    };
+    // A receive ring of 64 slots, 100 frames sent before the bridge reads any: the kernel keeps 64
+    // and drops 36 (tpacket_rcv, counted in PACKET_STATISTICS' tp_drops), which the bridge never
+    // sees and must still report.
+    let small = RingGeometry {
+        block_size: 1 << 16,
+        frame_size: 2048,
+        frames: 64,
+    };
+    let (mut ports, setup, tx, _rx) = open_lab(&ns, 1, Rings::Shaped(small));
+    assert!(all_rings(&setup));
+    let frames: Vec<Vec<u8>> = (0..100).map(|k| udp_frame(200, 7000 + k, 0)).collect();
+    send_all(&tx, &frames);
+    let st = bridge_for(ports.remove(0), 200);
+    let a1 = &st[1].1;
+    assert_eq!((a1.rx_packets, a1.rx_lost), (64, 36));
 }
