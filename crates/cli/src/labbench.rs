@@ -3,10 +3,11 @@
 //! 64-byte frames (packets per second) and once with 1514-byte frames (bit rate), through tclab live
 //! without a policy and with an HTB of 1 000 classes — each with its receive rings, without them
 //! (`--no-ring`) and on two queues — and the kernel's bridge without and with the same HTB. The figure
-//! is what the receivers got: iperf3 itself may be the limit (it is one sender thread), which the
-//! kernel's row shows. Beside it, the CPU time tclab live's threads ran per frame received: on a
-//! machine shared with other work the rate follows the share of the cores the bridge got, its cost
-//! per frame much less.
+//! is what the receivers got: iperf3 itself may be the limit (it is one sender thread, and at 64 bytes
+//! the receiving socket overflows first), which the kernel's row shows; so at 64 bytes the frames the
+//! router sent out of its eth0 per second (`ip -s link`) are printed too. Beside them, the CPU time
+//! tclab live's threads ran per frame received: on a machine shared with other work the rate follows
+//! the share of the cores the bridge got, its cost per frame much less.
 
 use crate::args::{usage, CmdResult};
 use std::path::Path;
@@ -56,15 +57,37 @@ fn cpu_ns(pid: i32) -> Option<u64> {
     Some(sum)
 }
 
+/// The frames the router has sent out of its eth0 (toward node-1's receivers), as the device counts
+/// them (`ip -s link`): what tclab live or the kernel's bridge forwarded, whether or not the receiving
+/// iperf3 kept up (at 64 bytes its socket buffer overflows first: `UdpRcvbufErrors` in node-1).
+fn router_tx_packets(lab: &Lab) -> Option<u64> {
+    let out = Command::new("ip")
+        .args([
+            "-n",
+            &lab.ns("router"),
+            "-j",
+            "-s",
+            "link",
+            "show",
+            "dev",
+            "eth0",
+        ])
+        .output()
+        .ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    v[0]["stats64"]["tx"]["packets"].as_u64()
+}
+
 /// (packets per second, bits per second of frames) the receiver got from `streams` iperf3 UDP senders
 /// run at once (separate processes: iperf3 3.12 sends from one thread), each its own flow; and the
-/// CPU time tclab live spent per packet received, in nanoseconds (`None` for the kernel's bridge).
+/// CPU time tclab live spent per packet received, in nanoseconds (`None` for the kernel's bridge);
+/// and the packets per second the router forwarded toward the receivers over the same time.
 fn udp_rate(
     lab: &Lab,
     payload: u32,
     secs: u32,
     streams: u16,
-) -> Result<(f64, f64, Option<f64>), String> {
+) -> Result<(f64, f64, Option<f64>, Option<f64>), String> {
     let ns = |n: &str| lab.ns(n);
     let mut servers = Vec::new();
     for i in 0..streams {
@@ -80,6 +103,7 @@ fn udp_rate(
     std::thread::sleep(std::time::Duration::from_millis(300));
     let bridge = lab.bridge_pid();
     let cpu_start = bridge.and_then(cpu_ns);
+    let tx_start = router_tx_packets(lab);
     let clients: Vec<_> = (0..streams)
         .map(|i| {
             Command::new("timeout")
@@ -113,6 +137,7 @@ fn udp_rate(
         .collect::<Result<_, _>>()?;
     let mut pps = 0.0;
     let mut packets_all = 0.0;
+    let mut seconds_max: f64 = 0.0;
     for c in clients {
         let out = c.wait_with_output().map_err(|e| format!("iperf3: {e}"))?;
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
@@ -130,7 +155,14 @@ fn udp_rate(
             .ok_or("iperf3 ran no time")?;
         pps += packets / seconds;
         packets_all += packets;
+        seconds_max = seconds_max.max(seconds);
     }
+    let forwarded = match (router_tx_packets(lab), tx_start) {
+        (Some(end), Some(start)) if seconds_max > 0.0 => {
+            Some(end.saturating_sub(start) as f64 / seconds_max)
+        }
+        _ => None,
+    };
     let cpu = match (bridge.and_then(cpu_ns), cpu_start) {
         (Some(end), Some(start)) if packets_all > 0.0 => {
             Some(end.saturating_sub(start) as f64 / packets_all)
@@ -142,7 +174,7 @@ fn udp_rate(
         let _ = s.wait();
     }
     // A frame: payload + UDP 8 + IPv4 20 + Ethernet 14.
-    Ok((pps, pps * (payload + 42) as f64 * 8.0, cpu))
+    Ok((pps, pps * (payload + 42) as f64 * 8.0, cpu, forwarded))
 }
 
 /// `load average WHEN: 1, 5 and 15 minutes` from /proc/loadavg.
@@ -217,13 +249,13 @@ pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
     println!(
         "UDP node-2 -> node-1 through the router, {STREAMS} iperf3 senders (-b 0, a process each) for {secs} s each"
     );
-    println!(
-        "{:<42} {:>14} {:>16}   tclab's CPU per frame (64 B, 1514 B)",
-        "router", "64 B frames", "1514 B frames"
-    );
     // The rates follow the share of the cores the bridge gets beside the senders: what else ran is
     // part of the result.
     println!("{}", load_average("at the start"));
+    println!(
+        "{:<42} {:>14} {:>14} {:>16}   tclab's CPU per frame (64 B, 1514 B)",
+        "router", "64 B received", "64 B forwarded", "1514 B frames"
+    );
     let mut rows = Vec::new();
     for (name, shaper) in cases {
         lab.up(shaper)?;
@@ -235,9 +267,11 @@ pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
             (Some(a), Some(b)) => format!("   {:.1} µs, {:.1} µs", a / 1e3, b / 1e3),
             _ => String::new(),
         };
+        let sent = small.3.map_or("?".to_string(), |f| format!("{f:.0}"));
         println!(
-            "{name:<42} {:>10.0} pps {:>10.3} Gbit/s{cpu}",
+            "{name:<42} {:>10.0} pps {:>10} pps {:>10.3} Gbit/s{cpu}",
             small.0,
+            sent,
             large.1 / 1e9
         );
         rows.push((small.0, large.1));
