@@ -1,5 +1,6 @@
-//! flower in the simulator: a port range sends exactly its ports' traffic to a class, checked by the
-//! classes' rates. Figures derived by hand from HTB's rates and the frame overhead.
+//! flower in the simulator: a port range sends exactly its ports' traffic to a class, and `ct_state`
+//! tells a router's established TCP from a one-way UDP flow, checked by the classes' rates. Figures
+//! derived by hand from HTB's rates and the frame overhead.
 
 use tclab_sim::run::{run, Outcome};
 use tclab_sim::scenario::load;
@@ -78,5 +79,84 @@ fn a_port_range_sends_exactly_its_ports_to_its_class() {
         near(past, 3e6 * share),
         "port 2001 goes to the default 1:20: {past:.0} bit/s, expected {:.0}",
         3e6 * share
+    );
+}
+
+/// The same router with a script policy: flower `ct_state +trk+est` sends to 1:10 (2 Mbit/s) what the
+/// router's connection tracking calls established, the rest goes to 1:20 (3 Mbit/s). `iptables` adds
+/// one mangle rule or none: the router tracks connections only while its netfilter is in use, as the
+/// kernel registers conntrack's hooks only for a user.
+fn tracked(track: bool) -> Outcome {
+    let dir = std::env::temp_dir().join(format!("tclab-flower-ct-{}-{track}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rule = if track {
+        "iptables -t mangle -A FORWARD -j ACCEPT\n"
+    } else {
+        ""
+    };
+    std::fs::write(
+        dir.join("ct.sh"),
+        format!(
+            "tc qdisc add dev eth1 root handle 1: htb default 20\n\
+             tc class add dev eth1 parent 1: classid 1:10 htb rate 2mbit ceil 2mbit\n\
+             tc class add dev eth1 parent 1: classid 1:20 htb rate 3mbit ceil 3mbit\n\
+             tc filter add dev eth1 parent 1: protocol ip prio 1 flower ct_state +trk+est classid 1:10\n\
+             {rule}"
+        ),
+    )
+    .unwrap();
+    let net = &SCENARIO[..SCENARIO.find("[[policy]]").unwrap()];
+    let text = format!(
+        "{net}[[policy]]\nnode = \"r\"\nscript = \"ct.sh\"\n{}[[traffic]]\nkind = \"tcp\"\nname = \"bulk\"\nfrom = \"a\"\nto = \"b\"\n",
+        udp(1000)
+    );
+    let mut sc = load("ct.toml", &text, &dir).unwrap_or_else(|e| panic!("{e}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    run(&mut sc, &mut |_| {}).expect("the run completes")
+}
+
+#[test]
+fn ct_state_est_takes_a_tcp_transfer_and_never_a_one_way_udp_flow() {
+    let goodput = |out: &Outcome, name: &str| {
+        out.flows
+            .iter()
+            .find(|f| f.name == name)
+            .unwrap_or_else(|| panic!("flow {name}"))
+            .goodput_bps
+    };
+    let near = |got: f64, want: f64, tol: f64| (got - want).abs() / want < tol;
+    // Tracked: a TCP connection is NEW for its SYN and ESTABLISHED once the SYN-ACK came back, so its
+    // data takes 1:10: at most 2 Mbit/s × 1448/1514 of payload (full segments in 1514-byte frames),
+    // and a bulk transfer over 10 s keeps it nearly full. The UDP flow is never answered, so it stays
+    // NEW (`IPS_SEEN_REPLY` never set) and has 1:20 alone: 3 Mbit/s × 1000/1042.
+    let out = tracked(true);
+    let tcp_ceiling = 2e6 * 1448.0 / 1514.0;
+    let tcp = goodput(&out, "bulk");
+    assert!(
+        tcp <= tcp_ceiling * 1.01 && tcp > tcp_ceiling * 0.9,
+        "TCP in 1:10: {tcp:.0} bit/s, at most {tcp_ceiling:.0}"
+    );
+    let udp = goodput(&out, "p1000");
+    assert!(
+        near(udp, 3e6 * 1000.0 / 1042.0, 0.01),
+        "UDP alone in 1:20: {udp:.0} bit/s"
+    );
+    // Untracked: no packet is established, 1:10 stays empty and both flows share 1:20's 3 Mbit/s.
+    let out = tracked(false);
+    let show = out
+        .tc_show
+        .iter()
+        .find(|(node, dev, _)| node == "r" && dev == "eth1")
+        .map(|(_, _, s)| s.as_str())
+        .expect("r's eth1 listing");
+    assert!(
+        show.contains("class htb 1:10 root prio 0 rate 2Mbit ceil 2Mbit burst 1600b cburst 1600b \n Sent 0 bytes 0 pkt"),
+        "{show}"
+    );
+    // Their frames carry 1448/1514 and 1000/1042 of payload: between 95.6 % and 96.0 % of 3 Mbit/s.
+    let both = goodput(&out, "bulk") + goodput(&out, "p1000");
+    assert!(
+        both > 3e6 * 1448.0 / 1514.0 * 0.99 && both < 3e6 * 1000.0 / 1042.0 * 1.01,
+        "TCP and UDP share 1:20: {both:.0} bit/s"
     );
 }

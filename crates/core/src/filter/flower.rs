@@ -33,7 +33,8 @@
 //!   0) and carries no ports, TCP flags or ICMP fields, since flower does not ask to parse the first
 //!   fragment; a header cut short leaves the fields it would have filled at zero.
 //! - Conntrack (`skb_flow_dissect_ct`): `ct_state`, `ct_zone`, `ct_mark` and `ct_label` from the
-//!   connection the packet carries ([`Packet::ct_state`], set by the netfilter hooks and the `ct`
+//!   connection the packet carries ([`Packet::ct_state`], set by the netfilter hooks while the host's
+//!   netfilter is in use, as the kernel registers conntrack's hooks only for a user, and by the `ct`
 //!   action, with `ct_zone`, `ct_mark` and [`Packet::ct_labels`]); an untracked packet's are zero, so
 //!   only `-trk` matches it. The hooks' connections have no labels; `ct commit label` gives some.
 //! - Tunnel metadata (`skb_flow_dissect_tunnel_info`): the `enc_*` keys from the tunnel a `tunnel_key
