@@ -294,6 +294,12 @@ fn print_port_stats(stats: &[(String, tclab_live::bridge::PortStats)]) {
             "{name}: received {} frames ({} bytes; {} through the ring), sent {} ({} bytes; {} through the ring); dropped: {} by ingress actions, {} malformed, {} oversize, {} stale, {} send errors; lost before tclab read them (ring or socket full): {}",
             st.rx_packets, st.rx_bytes, st.rx_ring, st.tx_packets, st.tx_bytes, st.tx_ring, st.rx_dropped, st.malformed, st.oversize, st.stale, st.tx_errors, st.rx_lost
         );
+        if st.rx_csum_partial > 0 {
+            println!(
+                "{name}: {} frames arrived without their TCP/UDP checksums (a veth peer's tx-checksum offload); their receiver drops them",
+                st.rx_csum_partial
+            );
+        }
         if st.wakeups > 0 {
             println!(
                 "{name}: {} shaper wake-ups, late by {:.1} µs on average, {:.1} µs at most",

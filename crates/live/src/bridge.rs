@@ -65,6 +65,9 @@ pub struct PortStats {
     /// Frames the kernel dropped before the bridge read them: its receive ring or socket buffer was
     /// full (not in `rx_packets`).
     pub rx_lost: u64,
+    /// Of `rx_packets`, those whose transport checksum the sender left to its device (a veth's other
+    /// end with tx-checksumming on): forwarded as they came, their receiver drops them.
+    pub rx_csum_partial: u64,
     /// Of `rx_packets`, those read from the receive ring (the rest came by `recvmmsg`).
     pub rx_ring: u64,
     /// Of `tx_packets`, those sent through the transmit ring (the rest by `sendmmsg`).
@@ -96,6 +99,8 @@ struct Port {
     stats: PortStats,
     /// Whether the first oversize frame that arrived here was reported (see [`oversize_warning`]).
     oversize_said: bool,
+    /// Whether frames without their checksum were reported (see [`Bridge::note_partial`]).
+    partial_said: bool,
     /// The interface was set down (its socket said `ENETDOWN`) and no frame has arrived since:
     /// watched every [`DOWN_CHECK_NS`] in case it is deleted rather than brought up again.
     down: bool,
@@ -213,6 +218,7 @@ impl Bridge {
                     stats: PortStats::default(),
                     oversize_said: false,
                     down: false,
+                    partial_said: false,
                 }
             })
             .collect();
@@ -270,6 +276,7 @@ impl Bridge {
                     stats: PortStats::default(),
                     oversize_said: false,
                     down: false,
+                    partial_said: false,
                 }
             })
             .collect();
@@ -494,6 +501,8 @@ impl Bridge {
                     }
                     received += n;
                     self.ports[i].down &= n == 0;
+                    let partial = self.ports[i].sock.as_ref().map_or(0, |s| s.take_partial());
+                    self.note_partial(i, partial);
                     if n < sys::BATCH {
                         break;
                     }
@@ -596,6 +605,27 @@ impl Bridge {
         Err(format!("{}: {what}{e}", port.name))
     }
 
+    /// `n` frames arrived on port `i` with their transport checksum left to a device. Only a sender
+    /// in this machine does that (a veth's or tap's other end with tx-checksumming on): the bridge
+    /// forwards the bytes as they are, and the receiver drops every TCP and UDP packet among them —
+    /// a link that pings but carries nothing. Said once per port, with the remedy; counted.
+    fn note_partial(&mut self, i: usize, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let port = &mut self.ports[i];
+        port.stats.rx_csum_partial += n;
+        if !port.partial_said {
+            port.partial_said = true;
+            eprintln!(
+                "tclab live: warning: {}: frames arrive with their TCP/UDP checksums left to a device \
+                 (the other end of a veth with tx-checksumming on); forwarded as they are, their \
+                 receiver drops them: turn it off there (ethtool -K PEER tx off)",
+                port.name
+            );
+        }
+    }
+
     /// A port set down that has since been deleted stops the bridge (a deletion sets a socket's
     /// error once, at its `NETDEV_DOWN`, which may have been read while the interface still existed).
     fn check_down_ports(&mut self) -> Result<(), String> {
@@ -629,6 +659,7 @@ impl Bridge {
     pub fn arrive_slot(&mut self, now: Nanos, i: usize, slot: &[u8]) {
         match sys::slot_view(slot) {
             Some(f) => {
+                self.note_partial(i, u64::from(f.csum_partial));
                 let tag = f.vlan.map(|(proto, tci)| VlanTag { proto, tci });
                 self.arrive_cut(now, i, f.data, f.len, f.truncated(), tag);
             }

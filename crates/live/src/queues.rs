@@ -493,6 +493,7 @@ fn add(t: &mut PortStats, s: &PortStats) {
     t.stale += s.stale;
     t.tx_errors += s.tx_errors;
     t.rx_lost += s.rx_lost;
+    t.rx_csum_partial += s.rx_csum_partial;
     t.rx_ring += s.rx_ring;
     t.tx_ring += s.tx_ring;
     t.wakeups += s.wakeups;

@@ -435,6 +435,9 @@ fn bound_socket(name: &str, protocol: u16) -> io::Result<(OwnedFd, i32)> {
 pub struct PacketSocket {
     fd: OwnedFd,
     pub ifindex: i32,
+    /// Frames received by `recv_batch` whose checksum was left to a device (see
+    /// [`PacketSocket::take_partial`]), since the last look.
+    partial: std::cell::Cell<u64>,
 }
 
 impl PacketSocket {
@@ -492,7 +495,11 @@ impl PacketSocket {
             &size,
             "SO_SNDBUFFORCE",
         );
-        Ok(PacketSocket { fd, ifindex })
+        Ok(PacketSocket {
+            fd,
+            ifindex,
+            partial: std::cell::Cell::new(0),
+        })
     }
 
     /// Join fanout group `group` of this network namespace with `PACKET_FANOUT_HASH`: the kernel hands
@@ -513,6 +520,13 @@ impl PacketSocket {
 
     pub fn raw(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+
+    /// How many frames `recv_batch` has received since the last call whose transport checksum is
+    /// not filled in (`TP_STATUS_CSUMNOTREADY`: the sender left it to its device's offload, as a
+    /// veth's other end does with tx-checksumming on; a real NIC's frames come complete).
+    pub fn take_partial(&self) -> u64 {
+        self.partial.replace(0)
     }
 
     /// The frames the kernel dropped for this socket since the last call because its receive ring or
@@ -590,7 +604,11 @@ impl PacketSocket {
         }
         for i in 0..r as usize {
             lens[i] = msgs[i].msg_len as usize;
-            tags[i] = vlan_of(&msgs[i].msg_hdr);
+            let status = aux_status(&msgs[i].msg_hdr);
+            tags[i] = status.and_then(|(s, tci, tpid)| vlan_tag(s, tci, tpid));
+            if status.is_some_and(|(s, _, _)| s & TP_STATUS_CSUMNOTREADY != 0) {
+                self.partial.set(self.partial.get() + 1);
+            }
         }
         Ok(r as usize)
     }
@@ -641,8 +659,8 @@ impl PacketSocket {
     }
 }
 
-/// The accelerated VLAN tag a received message's `PACKET_AUXDATA` reports, as (TPID, TCI).
-fn vlan_of(msg: &libc::msghdr) -> Option<(u16, u16)> {
+/// A received message's `PACKET_AUXDATA`: its status bits, VLAN TCI and TPID.
+fn aux_status(msg: &libc::msghdr) -> Option<(u32, u16, u16)> {
     // SAFETY: the kernel filled msg_control with msg_controllen bytes of cmsghdrs; CMSG_FIRSTHDR and
     // CMSG_NXTHDR stay within them, and the data read is checked against the header's length.
     unsafe {
@@ -655,7 +673,7 @@ fn vlan_of(msg: &libc::msghdr) -> Option<(u16, u16)> {
             {
                 let aux =
                     std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::tpacket_auxdata);
-                return vlan_tag(aux.tp_status, aux.tp_vlan_tci, aux.tp_vlan_tpid);
+                return Some((aux.tp_status, aux.tp_vlan_tci, aux.tp_vlan_tpid));
             }
             c = libc::CMSG_NXTHDR(msg, c);
         }
@@ -845,6 +863,8 @@ const TP_STATUS_SEND_REQUEST: u32 = 1 << 0;
 const TX_DATA_OFFSET: usize = 32;
 /// `tp_status` bits of a received frame: the VLAN fields are valid.
 const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+/// `tp_status` of a received frame: its transport checksum is left to a device (CHECKSUM_PARTIAL).
+const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
 const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
 /// `sizeof(struct tpacket2_hdr)`: status, len, snaplen (u32), mac, net (u16), sec, nsec (u32),
 /// vlan_tci, vlan_tpid (u16), 4 bytes of padding.
@@ -888,6 +908,8 @@ pub struct RingFrame<'a> {
     pub len: usize,
     /// The accelerated VLAN tag (TPID, TCI), as [`PacketSocket::recv_batch`] reports it.
     pub vlan: Option<(u16, u16)>,
+    /// Its transport checksum is not filled in (see [`PacketSocket::take_partial`]).
+    pub csum_partial: bool,
 }
 
 impl RingFrame<'_> {
@@ -918,7 +940,12 @@ pub fn slot_view(slot: &[u8]) -> Option<RingFrame<'_>> {
     }
     let data = slot.get(mac..mac.checked_add(snaplen)?)?;
     let vlan = vlan_tag(status, ne_u16(slot, 24)?, ne_u16(slot, 26)?);
-    Some(RingFrame { data, len, vlan })
+    Some(RingFrame {
+        data,
+        len,
+        vlan,
+        csum_partial: status & TP_STATUS_CSUMNOTREADY != 0,
+    })
 }
 
 /// The accelerated VLAN tag as (TPID, TCI) from a frame's status bits and VLAN fields (auxdata's or a

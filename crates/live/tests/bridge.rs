@@ -806,3 +806,38 @@ fn frames_the_kernel_drops_for_a_full_ring_are_counted_as_lost() {
     let a1 = &st[1].1;
     assert_eq!((a1.rx_packets, a1.rx_lost), (64, 36));
 }
+
+#[test]
+fn frames_whose_checksum_a_veth_peer_left_undone_are_counted() {
+    // A UDP datagram sent from b1 with tx-checksumming on: the kernel leaves its checksum to the
+    // device (CHECKSUM_PARTIAL), and a veth hands it over so; a1's packet socket reports it
+    // (TP_STATUS_CSUMNOTREADY in the ring's slot or in PACKET_AUXDATA). The bridge forwards raw
+    // bytes, so its receiver would drop it: the bridge must count it (and say so once).
+    for (name, rings) in [("csum", Rings::On), ("csumcopy", Rings::Off)] {
+        let Some(ns) = netns(name) else {
+            return;
+        };
+        ns.ip(&["addr", "add", "10.9.0.1/24", "dev", "b1"])
+            .expect("address");
+        ns.ip(&[
+            "neigh",
+            "add",
+            "10.9.0.2",
+            "lladdr",
+            "02:00:00:00:00:09",
+            "dev",
+            "b1",
+        ])
+        .expect("neighbour");
+        let (mut ports, _, _tx, _rx) = open_lab(&ns, 1, rings);
+        ns.enter(|| {
+            sys::offloads_on("b1", &["tx-checksum"]).expect("tx-checksum on");
+            let s = std::net::UdpSocket::bind("10.9.0.1:0").expect("bind");
+            s.send_to(&[7u8; 100], "10.9.0.2:9").expect("send");
+        })
+        .expect("setns");
+        let st = bridge_for(ports.remove(0), 200);
+        let a1 = &st[1].1;
+        assert_eq!((a1.rx_packets, a1.rx_csum_partial), (1, 1), "{name}");
+    }
+}
