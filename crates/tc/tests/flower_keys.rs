@@ -579,3 +579,41 @@ fn ct_label_reads_what_ct_commit_label_set() {
         out.stderr
     );
 }
+
+/// Q-in-Q as two `vlan push` actions leave it (`skb_vlan_push`): 802.1ad 7 as the accelerated tag,
+/// 802.1Q 5 priority 2 moved into the header, then IPv4. `__skb_flow_dissect` reads the accelerated tag
+/// into `vlan` (its EtherType the inner tag's TPID) and the header tag into `cvlan` (its EtherType
+/// IPv4), two tags in all; the filters' protocol is compared with the outer TPID.
+#[test]
+fn qinq_tags_fill_vlan_cvlan_and_num_of_vlans() {
+    let mut e = htb();
+    ok(
+        &mut e,
+        "filter add dev eth0 parent 1: protocol ip prio 1 matchall action vlan push id 5 priority 2 pipe action vlan push id 7 protocol 802.1ad continue",
+    );
+    let f = "filter add dev eth0 parent 1: protocol 802.1ad";
+    // The inner id is 5, not 6; the packet has two tags, not one.
+    add(
+        &mut e,
+        f,
+        "prio 2 flower vlan_id 7 vlan_ethtype 802.1Q cvlan_id 6 classid 1:4",
+    );
+    add(&mut e, f, "prio 3 flower num_of_vlans 1 classid 1:4");
+    add(
+        &mut e,
+        f,
+        "prio 4 flower num_of_vlans 2 vlan_id 7 vlan_prio 0 vlan_ethtype 802.1Q cvlan_id 5 cvlan_prio 2 cvlan_ethtype ip classid 1:3",
+    );
+    assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), Some(3));
+    // A `protocol ip` flower no longer sees the packet at all: its protocol is 802.1ad now.
+    let mut e = htb();
+    ok(
+        &mut e,
+        "filter add dev eth0 parent 1: protocol ip prio 1 matchall action vlan push id 7 protocol 802.1ad continue",
+    );
+    ok(
+        &mut e,
+        "filter add dev eth0 parent 1: protocol ip prio 2 flower ip_proto udp classid 1:1",
+    );
+    assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), None);
+}
