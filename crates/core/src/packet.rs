@@ -32,7 +32,8 @@ pub struct Packet {
     pub ct_mark: Option<u32>,
     /// The packet's conntrack state as flower's `ct_state` reads it (`skb_flow_dissect_ct` through
     /// `fl_ct_info_to_flower_map`): [`Packet::CT_TRACKED`] with NEW, ESTABLISHED or RELATED, and
-    /// REPLY in the reply direction; 0 while untracked. Set with `ct_mark` by the netfilter hooks (the
+    /// REPLY in the reply direction, or with INVALID after a `ct` action that found the packet
+    /// untrackable; 0 while untracked. Set with `ct_mark` by the netfilter hooks (the
     /// skb's `_nfct`) and by the `ct` action.
     pub ct_state: u8,
     /// The zone of that connection (`ct->zone.id`): the `ct` action's `zone`; 0 for the hooks' own.

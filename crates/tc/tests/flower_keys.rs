@@ -115,6 +115,11 @@ fn ct_action_then_ct_state_ct_zone_and_ct_mark_downstream() {
         f,
         "chain 2 prio 1 flower ct_mark 0x20/0xf0 action skbedit mark 1",
     );
+    add(
+        &mut e,
+        f,
+        "chain 1 prio 4 flower ct_state +trk+inv ct_zone 5 action skbedit mark 4",
+    );
     let mut recv = |p: Packet| {
         e.device_mut("eth0")
             .unwrap()
@@ -139,6 +144,16 @@ fn ct_action_then_ct_state_ct_zone_and_ct_mark_downstream() {
     new0.ct_state = Packet::CT_TRACKED | Packet::CT_NEW;
     new0.ct_mark = Some(0);
     assert_eq!(recv(new0).mark, 3);
+    // An ICMP router advertisement (type 9) is neither query nor error: conntrack gives it no
+    // connection, so after `ct` it is +trk+inv in the action's zone, with nothing to commit.
+    let mut adv = udp(A, 1, B, 2);
+    adv.data[9] = 1;
+    adv.data[20] = 9;
+    let p = recv(adv);
+    assert_eq!(
+        (p.mark, p.ct_mark, p.ct_state),
+        (4, None, Packet::CT_TRACKED | Packet::CT_INVALID)
+    );
 }
 
 #[test]

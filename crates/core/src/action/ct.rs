@@ -19,8 +19,9 @@
 //! - Otherwise the packet is tracked: one the host's conntrack already tracked (the hooks set
 //!   [`Packet::ct_state`]: on egress, or a forwarded packet) keeps its state, as the kernel keeps a
 //!   cached `_nfct`; an untracked one gets `+trk+new`, the unconfirmed entry `nf_conntrack_in` makes
-//!   for a connection's first packet, and the action's zone ([`Packet::ct_zone`]). flower's `ct_*`
-//!   keys read both. The action cannot see the host's connection table, so a later packet of a
+//!   for a connection's first packet, and the action's zone ([`Packet::ct_zone`]); an IPv4 packet
+//!   conntrack cannot track (no ports where there should be some, an ICMP message that is neither
+//!   query nor error) gets `+trk+inv` and nothing to commit. flower's `ct_*` keys read them. The action cannot see the host's connection table, so a later packet of a
 //!   connection the host has not yet tracked on this pass (at ingress, before PREROUTING) is `+new`
 //!   too, where the kernel's lookup would find it established.
 //!
@@ -101,10 +102,16 @@ impl Ct {
         }
         // `nf_conntrack_in` (or the connection the packet already has, `tcf_ct_skb_nfct_cached`):
         // a packet without one gets the new entry it creates (see the essay), in the action's zone.
+        pkt.ct_zone = self.zone;
         if pkt.ct_state & Packet::CT_TRACKED == 0 || pkt.ct_state & Packet::CT_INVALID != 0 {
+            if pkt.protocol == 0x0800 && !crate::netfilter::conntrack::trackable(&pkt.data) {
+                // No connection: `post_ct` without one is what flower sees as +trk+inv, and there is
+                // nothing to commit (`if (!ct) goto out_push`).
+                pkt.ct_state = Packet::CT_TRACKED | Packet::CT_INVALID;
+                return (self.action, false);
+            }
             pkt.ct_state = Packet::CT_TRACKED | Packet::CT_NEW;
         }
-        pkt.ct_zone = self.zone;
         if self.has(CT_ACT_COMMIT) {
             let old = pkt.ct_mark.unwrap_or(0);
             // With no mark given the mask is 0 and the connection's mark stays.

@@ -183,6 +183,12 @@ enum Key {
     None,
 }
 
+/// Whether conntrack can give this IPv4 packet a connection at all: a malformed header, TCP or UDP
+/// without ports, or an ICMP message that is neither a query nor an error gets none (INVALID).
+pub fn trackable(data: &[u8]) -> bool {
+    Ipv4Header::parse(data).is_some_and(|ip| !matches!(key_of(&ip, data), Key::None))
+}
+
 fn key_of(ip: &Ipv4Header, data: &[u8]) -> Key {
     match ip.protocol {
         6 | 17 => match wire::ports(ip, data, 8) {
