@@ -296,7 +296,7 @@ fn print_port_stats(stats: &[(String, tclab_live::bridge::PortStats)]) {
         );
         if st.rx_csum_partial > 0 {
             println!(
-                "{name}: {} frames arrived without their TCP/UDP checksums (a veth peer's tx-checksum offload); their receiver drops them",
+                "{name}: {} frames arrived without their TCP/UDP checksums (a veth peer's tx-checksum offload); tclab filled them in",
                 st.rx_csum_partial
             );
         }

@@ -66,7 +66,7 @@ pub struct PortStats {
     /// full (not in `rx_packets`).
     pub rx_lost: u64,
     /// Of `rx_packets`, those whose transport checksum the sender left to its device (a veth's other
-    /// end with tx-checksumming on): forwarded as they came, their receiver drops them.
+    /// end with tx-checksumming on), which the bridge completes.
     pub rx_csum_partial: u64,
     /// Of `rx_packets`, those read from the receive ring (the rest came by `recvmmsg`).
     pub rx_ring: u64,
@@ -164,6 +164,18 @@ pub struct RingSetup {
     pub dev: String,
     pub rx: Result<(), String>,
     pub tx: Result<(), String>,
+}
+
+/// How a frame arrived, as its socket reported it.
+struct Arrived {
+    /// Its length on the wire (more than the bytes received when `truncated`).
+    wire_len: usize,
+    /// Its ring slot or receive buffer cut it.
+    truncated: bool,
+    /// The outer VLAN tag the kernel took out of its bytes.
+    accel: Option<VlanTag>,
+    /// Its TCP/UDP checksum was left to a device (`CHECKSUM_PARTIAL`, a veth peer's offload).
+    csum_partial: bool,
 }
 
 /// A `tclab tc|iptables|link` call handed to one queue's bridge, and where its answer goes.
@@ -495,9 +507,18 @@ impl Bridge {
                     let now = self.now();
                     for k in 0..n {
                         let cap = bufs[k].len();
-                        let tag = tags[k].map(|(proto, tci)| VlanTag { proto, tci });
                         let frame = &bufs[k][..lens[k].min(cap)];
-                        self.arrive_cut(now, i, frame, lens[k], lens[k] > cap, tag);
+                        let partial = self.ports[i]
+                            .sock
+                            .as_ref()
+                            .is_some_and(|s| s.partial_in_batch(k));
+                        let how = Arrived {
+                            wire_len: lens[k],
+                            truncated: lens[k] > cap,
+                            accel: tags[k].map(|(proto, tci)| VlanTag { proto, tci }),
+                            csum_partial: partial,
+                        };
+                        self.arrive_cut(now, i, frame, how);
                     }
                     received += n;
                     self.ports[i].down &= n == 0;
@@ -606,9 +627,9 @@ impl Bridge {
     }
 
     /// `n` frames arrived on port `i` with their transport checksum left to a device. Only a sender
-    /// in this machine does that (a veth's or tap's other end with tx-checksumming on): the bridge
-    /// forwards the bytes as they are, and the receiver drops every TCP and UDP packet among them —
-    /// a link that pings but carries nothing. Said once per port, with the remedy; counted.
+    /// in this machine does that (a veth's or tap's other end with tx-checksumming on); forwarded
+    /// as they came, their receiver would drop every TCP and UDP packet — a link that pings but
+    /// carries nothing — so [`Bridge::arrive_cut`] completes them. Said once per port; counted.
     fn note_partial(&mut self, i: usize, n: u64) {
         if n == 0 {
             return;
@@ -618,9 +639,9 @@ impl Bridge {
         if !port.partial_said {
             port.partial_said = true;
             eprintln!(
-                "tclab live: warning: {}: frames arrive with their TCP/UDP checksums left to a device \
-                 (the other end of a veth with tx-checksumming on); forwarded as they are, their \
-                 receiver drops them: turn it off there (ethtool -K PEER tx off)",
+                "tclab live: {}: frames arrive with their TCP/UDP checksums left to a device (the \
+                 other end of a veth with tx-checksumming on): tclab fills them in as that device \
+                 would (IPv4, IPv6 without extension headers; others go as they came)",
                 port.name
             );
         }
@@ -660,8 +681,13 @@ impl Bridge {
         match sys::slot_view(slot) {
             Some(f) => {
                 self.note_partial(i, u64::from(f.csum_partial));
-                let tag = f.vlan.map(|(proto, tci)| VlanTag { proto, tci });
-                self.arrive_cut(now, i, f.data, f.len, f.truncated(), tag);
+                let how = Arrived {
+                    wire_len: f.len,
+                    truncated: f.truncated(),
+                    accel: f.vlan.map(|(proto, tci)| VlanTag { proto, tci }),
+                    csum_partial: f.csum_partial,
+                };
+                self.arrive_cut(now, i, f.data, how);
             }
             None => {
                 self.ports[i].stats.rx_packets += 1;
@@ -704,25 +730,29 @@ impl Bridge {
         truncated: bool,
         accel: Option<VlanTag>,
     ) {
-        self.arrive_cut(now, i, frame, frame.len(), truncated, accel);
+        let how = Arrived {
+            wire_len: frame.len(),
+            truncated,
+            accel,
+            csum_partial: false,
+        };
+        self.arrive_cut(now, i, frame, how);
     }
 
-    /// A frame of `wire_len` bytes of which `frame` arrived (`truncated`: its slot or buffer cut
-    /// it; the received bytes count it whole, as the device's counters do).
-    fn arrive_cut(
-        &mut self,
-        now: Nanos,
-        i: usize,
-        frame: &[u8],
-        wire_len: usize,
-        truncated: bool,
-        accel: Option<VlanTag>,
-    ) {
+    /// A frame of which `frame` arrived, as its socket described it (`how`): the received bytes count
+    /// its whole length, as the device's counters do, also when its slot or buffer cut it.
+    fn arrive_cut(&mut self, now: Nanos, i: usize, frame: &[u8], how: Arrived) {
+        let Arrived {
+            wire_len,
+            truncated,
+            accel,
+            csum_partial,
+        } = how;
         let other_mtu = self.ports[1 - i].mtu as usize;
         let st = &mut self.ports[i].stats;
         st.rx_packets += 1;
         st.rx_bytes += wire_len.max(frame.len()) as u64 + if accel.is_some() { 4 } else { 0 };
-        let Some(pkt) = frame::to_packet_tagged(frame, &mut self.headers, accel) else {
+        let Some(mut pkt) = frame::to_packet_tagged(frame, &mut self.headers, accel) else {
             st.malformed += 1;
             return;
         };
@@ -737,6 +767,10 @@ impl Bridge {
                 );
             }
             return;
+        }
+        // What the sender's device would have done: a filter or a receiver sees the real checksum.
+        if csum_partial {
+            frame::complete_checksum(&mut pkt.data, pkt.protocol);
         }
         self.receive(now, i, pkt, Cx::new(now));
     }

@@ -438,6 +438,8 @@ pub struct PacketSocket {
     /// Frames received by `recv_batch` whose checksum was left to a device (see
     /// [`PacketSocket::take_partial`]), since the last look.
     partial: std::cell::Cell<u64>,
+    /// Which frames of the last `recv_batch` those were, bit by bit (`BATCH` is 64).
+    partial_mask: std::cell::Cell<u64>,
 }
 
 impl PacketSocket {
@@ -499,6 +501,7 @@ impl PacketSocket {
             fd,
             ifindex,
             partial: std::cell::Cell::new(0),
+            partial_mask: std::cell::Cell::new(0),
         })
     }
 
@@ -527,6 +530,11 @@ impl PacketSocket {
     /// veth's other end does with tx-checksumming on; a real NIC's frames come complete).
     pub fn take_partial(&self) -> u64 {
         self.partial.replace(0)
+    }
+
+    /// Whether frame `i` of the last `recv_batch` was one of those.
+    pub fn partial_in_batch(&self, i: usize) -> bool {
+        i < 64 && self.partial_mask.get() >> i & 1 != 0
     }
 
     /// The frames the kernel dropped for this socket since the last call because its receive ring or
@@ -602,14 +610,17 @@ impl PacketSocket {
                 _ => Err(e),
             };
         }
+        let mut mask = 0u64;
         for i in 0..r as usize {
             lens[i] = msgs[i].msg_len as usize;
             let status = aux_status(&msgs[i].msg_hdr);
             tags[i] = status.and_then(|(s, tci, tpid)| vlan_tag(s, tci, tpid));
             if status.is_some_and(|(s, _, _)| s & TP_STATUS_CSUMNOTREADY != 0) {
                 self.partial.set(self.partial.get() + 1);
+                mask |= 1 << i;
             }
         }
+        self.partial_mask.set(mask);
         Ok(r as usize)
     }
 

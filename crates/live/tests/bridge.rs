@@ -808,11 +808,11 @@ fn frames_the_kernel_drops_for_a_full_ring_are_counted_as_lost() {
 }
 
 #[test]
-fn frames_whose_checksum_a_veth_peer_left_undone_are_counted() {
+fn frames_whose_checksum_a_veth_peer_left_undone_leave_with_it_filled_in() {
     // A UDP datagram sent from b1 with tx-checksumming on: the kernel leaves its checksum to the
     // device (CHECKSUM_PARTIAL), and a veth hands it over so; a1's packet socket reports it
     // (TP_STATUS_CSUMNOTREADY in the ring's slot or in PACKET_AUXDATA). The bridge forwards raw
-    // bytes, so its receiver would drop it: the bridge must count it (and say so once).
+    // bytes, so it must fill the checksum in, as the device would, or the receiver drops it.
     for (name, rings) in [("csum", Rings::On), ("csumcopy", Rings::Off)] {
         let Some(ns) = netns(name) else {
             return;
@@ -829,7 +829,7 @@ fn frames_whose_checksum_a_veth_peer_left_undone_are_counted() {
             "b1",
         ])
         .expect("neighbour");
-        let (mut ports, _, _tx, _rx) = open_lab(&ns, 1, rings);
+        let (mut ports, _, _tx, rx) = open_lab(&ns, 1, rings);
         ns.enter(|| {
             sys::offloads_on("b1", &["tx-checksum"]).expect("tx-checksum on");
             let s = std::net::UdpSocket::bind("10.9.0.1:0").expect("bind");
@@ -839,5 +839,26 @@ fn frames_whose_checksum_a_veth_peer_left_undone_are_counted() {
         let st = bridge_for(ports.remove(0), 200);
         let a1 = &st[1].1;
         assert_eq!((a1.rx_packets, a1.rx_csum_partial), (1, 1), "{name}");
+        // What left a0: the UDP checksum over the pseudo-header (RFC 768) and the datagram,
+        // computed here from scratch, sums to all ones.
+        let got: Vec<Vec<u8>> = {
+            let mut bufs = vec![vec![0u8; 2048]; sys::BATCH];
+            let (mut lens, mut tags) = (vec![0; sys::BATCH], vec![None; sys::BATCH]);
+            let n = rx
+                .recv_batch(&mut bufs, &mut lens, &mut tags)
+                .expect("recv");
+            (0..n).map(|k| bufs[k][..lens[k]].to_vec()).collect()
+        };
+        assert_eq!(got.len(), 1, "{name}: forwarded");
+        let ip = &got[0][14..];
+        let udp = &ip[20..u16::from_be_bytes([ip[2], ip[3]]) as usize];
+        let mut sum: u32 = 17 + udp.len() as u32;
+        for w in ip[12..20].chunks(2).chain(udp.chunks(2)) {
+            sum += u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]) as u32;
+        }
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        assert_eq!(sum, 0xffff, "{name}: the checksum filled in");
     }
 }
