@@ -1142,12 +1142,18 @@ impl Network {
         }
     }
 
-    fn arrive(&mut self, now: Nanos, iface: IfaceId, pkt: Packet) {
+    fn arrive(&mut self, now: Nanos, iface: IfaceId, mut pkt: Packet) {
         {
             let c = &mut self.ifaces[iface].counters;
             c.rx_bytes += pkt.len as u64;
             c.rx_packets += 1;
         }
+        // A frame off the wire has no connection attached (the sender's `_nfct` stayed behind):
+        // ingress filters and actions see it untracked until this host's PREROUTING tracks it.
+        pkt.ct_mark = None;
+        pkt.ct_state = 0;
+        pkt.ct_zone = 0;
+        tclab_core::action::ct::set_labels(&mut pkt, [0; 16]);
         self.receive(now, iface, pkt, Cx::new(now));
     }
 

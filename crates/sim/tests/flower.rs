@@ -160,3 +160,38 @@ fn ct_state_est_takes_a_tcp_transfer_and_never_a_one_way_udp_flow() {
         "TCP and UDP share 1:20: {both:.0} bit/s"
     );
 }
+
+/// a tracks its own connections (a mangle rule), r's ingress drops what flower calls `ct_state STATE`.
+fn ingress_drop(state: &str) -> Outcome {
+    let dir = std::env::temp_dir().join(format!(
+        "tclab-flower-ingress-{}-{}",
+        std::process::id(),
+        state.len()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a.sh"), "iptables -t mangle -A OUTPUT -j ACCEPT\n").unwrap();
+    let net = &SCENARIO[..SCENARIO.find("[[policy]]").unwrap()];
+    let text = format!(
+        "{net}[[policy]]\nnode = \"a\"\nscript = \"a.sh\"\n[[policy]]\nnode = \"r\"\ntc = '''\n\
+         qdisc add dev eth0 ingress\n\
+         filter add dev eth0 parent ffff: protocol ip prio 1 flower ct_state {state} action drop\n'''\n{}",
+        udp(1000)
+    );
+    let mut sc = load("ingress.toml", &text, &dir).unwrap_or_else(|e| panic!("{e}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    run(&mut sc, &mut |_| {}).expect("the run completes")
+}
+
+#[test]
+fn a_frame_arrives_untracked_whatever_its_sender_tracked() {
+    // a's conntrack made its datagrams +trk+new on the way out, but that stays on a: at r's ingress,
+    // before r's PREROUTING, they carry no connection. `ct_state +trk` drops none of the 4 Mbit/s of
+    // payload (the 100 Mbit/s links carry it all); `ct_state -trk` drops them all.
+    let goodput = |out: &Outcome| out.flows[0].goodput_bps;
+    let kept = goodput(&ingress_drop("+trk"));
+    assert!(
+        (kept - 4e6).abs() / 4e6 < 0.01,
+        "+trk drops nothing: {kept:.0} bit/s"
+    );
+    assert_eq!(goodput(&ingress_drop("-trk")), 0.0, "-trk drops everything");
+}

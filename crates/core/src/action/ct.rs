@@ -136,7 +136,7 @@ impl Ct {
 }
 
 /// The labels of the packet's connection, kept in its extension only when there are some.
-pub(crate) fn set_labels(pkt: &mut Packet, labels: [u8; 16]) {
+pub fn set_labels(pkt: &mut Packet, labels: [u8; 16]) {
     if labels != [0; 16] || pkt.ext.is_some() {
         pkt.ext_mut().ct_labels = labels;
         pkt.trim_ext();
