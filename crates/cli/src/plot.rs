@@ -612,6 +612,23 @@ pub fn render_against(
     Ok(written)
 }
 
+/// `c` as an SVG document, `subtitle` under its title (`tclab report`'s figures).
+pub fn svg_text(c: &Chart, subtitle: &str) -> Result<String, String> {
+    if !font_available() {
+        return Err(format!(
+            "plots need a TrueType font and none was found in {} (install fonts-dejavu-core)",
+            FONT_PATHS.join(", ")
+        ));
+    }
+    let l = layout(c, subtitle);
+    let mut s = String::new();
+    {
+        let area = SVGBackend::with_string(&mut s, c.size).into_drawing_area();
+        draw_against(area, c, &l, &XAxis::Time)?;
+    }
+    Ok(s)
+}
+
 /// Write `c` as DIR/STEM.svg and DIR/STEM.png. Returns the files written.
 pub fn render(dir: &Path, c: &Chart) -> Result<Vec<String>, String> {
     render_with(dir, c, "")

@@ -29,6 +29,10 @@
 //! number. The format after a space: `.N` decimals or `~N` significant digits, then a unit;
 //! `bit/s` picks kbit/s, Mbit/s or Gbit/s. Integers print whole unless a precision is given.
 //!
+//! A `plot: CHART@K CAPTION` line in the block draws one of point K's charts (`tclab sim`'s:
+//! throughput, classes, backlog, ping, flows) as an SVG in `report/` beside the Markdown file, named
+//! by the run and the point, and shows it under the table.
+//!
 //! Every point of every block runs once, on every core; the simulator is deterministic, so running
 //! the report twice writes the same file, and `--check` tells whether a file is what its runs give.
 
@@ -49,9 +53,11 @@ rx_bps, backlog_pkts, class_bps(IFACE,CLASSID,T)), optionally scaled (*1000, /10
 or {= EXPR | FORMAT}: names, numbers, + - * / and parentheses between spaces, sum( … ) min( … )
 max( … ) mean( … ) jain( … ). FORMAT `.N` decimals or `~N` significant digits, then a unit (bit/s
 scales itself); a text value (a swept key's) takes none. Rows after the table's alignment row with an
-unpinned placeholder take the block's points in order. docs/EXPERIMENTS.md is written this way; see
-the top of crates/cli/src/report.rs.
-Exit status: 0; 1 if --check finds a table that differs (the first differing line shown), or a run
+unpinned placeholder take the block's points in order. A `plot: CHART@K CAPTION` line (CHART:
+throughput, classes, backlog, ping, flows) draws point K's chart as report/NAME.svg beside the file and
+shows it under the table. docs/EXPERIMENTS.md is written this way; see the top of
+crates/cli/src/report.rs.
+Exit status: 0; 1 if --check finds a table or chart that differs (the first differing line shown), or a run
 fails; 64 if a block cannot be read (its line named; nothing written).";
 
 const OPEN: &str = "<!-- report";
@@ -65,8 +71,43 @@ struct Block {
     runs: Vec<Run>,
     /// The template's lines (the table and any text beside it), each with its line number.
     template: Vec<(usize, String)>,
+    /// `plot: STEM@K CAPTION` lines: a chart of point K under the table.
+    plots: Vec<PlotLine>,
     /// Byte range of the generated text (between the comment's end and the end marker).
     generated: std::ops::Range<usize>,
+}
+
+/// One `plot:` line.
+#[derive(Debug)]
+struct PlotLine {
+    line: usize,
+    stem: String,
+    point: usize,
+    caption: String,
+}
+
+/// Read `plot: STEM@K CAPTION`.
+fn parse_plot(line: usize, rest: &str) -> Result<PlotLine, String> {
+    let rest = rest.trim();
+    let (head, caption) = rest.split_once(' ').unwrap_or((rest, ""));
+    let (stem, k) = head.split_once('@').ok_or_else(|| {
+        format!("line {line}: write plot: CHART@POINT CAPTION (e.g. plot: ping@0 …)")
+    })?;
+    if !crate::plot::STEMS.contains(&stem) {
+        return Err(format!(
+            "line {line}: {stem}: the charts are {}",
+            crate::plot::STEMS.join(", ")
+        ));
+    }
+    let point = k
+        .parse()
+        .map_err(|_| format!("line {line}: @{k} is not a point number"))?;
+    Ok(PlotLine {
+        line,
+        stem: stem.to_string(),
+        point,
+        caption: caption.trim().to_string(),
+    })
 }
 
 /// One `run:` line.
@@ -204,11 +245,14 @@ fn parse_blocks(text: &str) -> Result<Vec<Block>, String> {
         }
         let mut runs = Vec::new();
         let mut template = Vec::new();
+        let mut plots = Vec::new();
         for (k, l) in body.lines().enumerate() {
             let l = l.trim_end();
             if let Some(r) = l.trim_start().strip_prefix("run:") {
                 let words = shell_words(r).map_err(|e| format!("line {}: {e}", line + k))?;
                 runs.push(parse_run(&words).map_err(|e| format!("line {}: {e}", line + k))?);
+            } else if let Some(r) = l.trim_start().strip_prefix("plot:") {
+                plots.push(parse_plot(line + k, r)?);
             } else if !(k == 0 && l.trim().is_empty()) {
                 template.push((line + k, l.to_string()));
             }
@@ -223,6 +267,7 @@ fn parse_blocks(text: &str) -> Result<Vec<Block>, String> {
             line,
             runs,
             template,
+            plots,
             generated: gen_start..gen_start + close,
         });
         pos = gen_start + close + CLOSE.len();
@@ -858,6 +903,15 @@ fn layout(b: &Block, points: usize) -> Result<Vec<Option<usize>>, String> {
             rows.push(None);
         }
     }
+    if let Some(p) = b.plots.iter().find(|p| p.point >= points) {
+        return Err(format!(
+            "line {}: {}@{}: the block's runs give {points} point{}",
+            p.line,
+            p.stem,
+            p.point,
+            if points == 1 { "" } else { "s" }
+        ));
+    }
     if next > 0 && next != points {
         return Err(format!(
             "line {}: the table has {next} row{} that take a point; the runs give {points}",
@@ -868,7 +922,45 @@ fn layout(b: &Block, points: usize) -> Result<Vec<Option<usize>>, String> {
     Ok(rows)
 }
 
-/// The block's generated text: the commands, then the template filled from `points`.
+/// Where a block's chart of point `k` is written, beside the Markdown file: named by the run and the
+/// point (not the block's line, which moves as the file is edited), so the same chart keeps its name.
+fn plot_file(b: &Block, sweeps: &[Sweep], k: usize, stem: &str) -> String {
+    let mut first = 0;
+    for (r, sw) in b.runs.iter().zip(sweeps) {
+        if k < first + sw.len() {
+            // FNV-1a of the run's words and the point: stable across builds and machines.
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            let words = std::iter::once(r.scenario.clone())
+                .chain(r.sets.iter().cloned())
+                .chain(std::iter::once(format!("{:?} {}", r.seed, k - first)));
+            for w in words {
+                for byte in w.bytes().chain([0]) {
+                    h ^= u64::from(byte);
+                    h = h.wrapping_mul(0x0000_0100_0000_01b3);
+                }
+            }
+            let name: String = r
+                .scenario
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            return format!("{PLOT_DIR}/{name}-{:08x}-{stem}.svg", h >> 32);
+        }
+        first += sw.len();
+    }
+    unreachable!("checked by layout")
+}
+
+/// The folder, beside the Markdown file, that holds its blocks' charts.
+const PLOT_DIR: &str = "report";
+
+/// The block's generated text: the commands, then the template filled from `points`, then its charts.
 fn render(b: &Block, sweeps: &[Sweep], points: &[PointValues]) -> Result<String, String> {
     let mut out = String::from("\n```sh\n");
     for (r, sw) in b.runs.iter().zip(sweeps) {
@@ -913,6 +1005,16 @@ fn render(b: &Block, sweeps: &[Sweep], points: &[PointValues]) -> Result<String,
         out += &filled;
         out.push('\n');
     }
+    if !b.plots.is_empty() {
+        out.push('\n');
+        for p in &b.plots {
+            out += &format!(
+                "![{}]({})\n",
+                p.caption.replace(']', ")"),
+                plot_file(b, sweeps, p.point, &p.stem)
+            );
+        }
+    }
     out.push('\n');
     Ok(out)
 }
@@ -954,7 +1056,7 @@ pub fn cmd(a: ReportArgs) -> CmdResult {
     }
     // Every run checked before any starts: a refused value stops the report with nothing run.
     let mut sweeps: Vec<Vec<Sweep>> = Vec::new();
-    let mut work: Vec<(usize, usize, usize, String)> = Vec::new();
+    let mut work: Vec<(usize, usize, usize, String, Vec<String>)> = Vec::new();
     for (bi, b) in blocks.iter().enumerate() {
         let mut these = Vec::new();
         if keep[bi] {
@@ -963,6 +1065,7 @@ pub fn cmd(a: ReportArgs) -> CmdResult {
                     Failure::Usage(m) => usage(format!("{}: line {}: {m}", path.display(), b.line)),
                     other => other,
                 })?;
+                let first: usize = these.iter().map(Sweep::len).sum();
                 for i in 0..sw.len() {
                     let text = sw.point_scenario(i).map_err(|e| match e {
                         Failure::Usage(m) => {
@@ -970,7 +1073,13 @@ pub fn cmd(a: ReportArgs) -> CmdResult {
                         }
                         other => other,
                     })?;
-                    work.push((bi, ri, i, text));
+                    let stems = b
+                        .plots
+                        .iter()
+                        .filter(|p| p.point == first + i)
+                        .map(|p| p.stem.clone())
+                        .collect();
+                    work.push((bi, ri, i, text, stems));
                 }
                 these.push(sw);
             }
@@ -988,7 +1097,7 @@ pub fn cmd(a: ReportArgs) -> CmdResult {
         jobs,
         "report",
         &|k| {
-            let (bi, ri, i, _) = &work[k];
+            let (bi, ri, i, ..) = &work[k];
             format!(
                 "line {}: {} {}",
                 blocks[*bi].line,
@@ -997,9 +1106,9 @@ pub fn cmd(a: ReportArgs) -> CmdResult {
             )
         },
         &|k| {
-            let (bi, ri, i, text) = &work[k];
+            let (bi, ri, i, text, stems) = &work[k];
             let sw = &sweeps[*bi][*ri];
-            let run = sw.run_point_for_report(*i, text)?;
+            let run = sw.run_point_for_report(*i, text, stems)?;
             let keys = blocks[*bi].runs[*ri]
                 .sets
                 .iter()
@@ -1017,6 +1126,40 @@ pub fn cmd(a: ReportArgs) -> CmdResult {
     for ((bi, ..), v) in work.iter().zip(results) {
         per_block[*bi].push(v);
     }
+    // The charts: (path relative to the Markdown file, SVG).
+    let mut charts: Vec<(String, String)> = Vec::new();
+    for (bi, b) in blocks.iter().enumerate() {
+        if !keep[bi] {
+            continue;
+        }
+        for p in &b.plots {
+            let svg = per_block[bi][p.point]
+                .run
+                .svgs
+                .iter()
+                .find(|(stem, _)| *stem == p.stem)
+                .map(|(_, svg)| svg.clone())
+                .ok_or_else(|| {
+                    usage(format!(
+                        "{}: line {}: point {} draws no {} chart (a run without pings has no ping chart, \
+                         one without a policy no classes chart)",
+                        path.display(),
+                        p.line,
+                        p.point,
+                        p.stem
+                    ))
+                })?;
+            charts.push((plot_file(b, &sweeps[bi], p.point, &p.stem), svg));
+        }
+    }
+    let base = path.parent().unwrap_or(Path::new(""));
+    let stale_charts: Vec<&str> = charts
+        .iter()
+        .filter(|(f, svg)| {
+            std::fs::read_to_string(base.join(f)).ok().as_deref() != Some(svg.as_str())
+        })
+        .map(|(f, _)| f.as_str())
+        .collect();
     let mut new = String::new();
     let mut pos = 0;
     let mut differ = Vec::new();
@@ -1037,7 +1180,13 @@ pub fn cmd(a: ReportArgs) -> CmdResult {
     new += &text[pos..];
     let n = keep.iter().filter(|&&k| k).count();
     if a.check {
-        if differ.is_empty() {
+        for f in &stale_charts {
+            eprintln!(
+                "tclab: {}: the chart {f} is missing or differs from what its run draws",
+                path.display()
+            );
+        }
+        if differ.is_empty() && stale_charts.is_empty() {
             println!("{}: {n} tables, as their runs give them", path.display());
             return Ok(0);
         }
@@ -1048,22 +1197,37 @@ pub fn cmd(a: ReportArgs) -> CmdResult {
             );
         }
         eprintln!(
-            "tclab: {}: {} of {n} tables differ (tclab report {} writes them)",
+            "tclab: {}: {} of {n} tables and {} charts differ (tclab report {} writes them)",
             path.display(),
             differ.len(),
+            stale_charts.len(),
             path.display()
         );
         return Ok(1);
+    }
+    // The charts first: a Markdown file never names a chart that is not there.
+    for (f, svg) in &charts {
+        if stale_charts.contains(&f.as_str()) {
+            let to = base.join(f);
+            if let Some(dir) = to.parent() {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            }
+            write_atomic(&to, svg.as_bytes())
+                .map_err(|e| format!("cannot write {}: {e}", to.display()))?;
+        }
     }
     if new != text {
         write_atomic(path, new.as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     println!(
-        "{}: {n} tables from {} runs, {} changed",
+        "{}: {n} tables from {} runs, {} changed; {} charts, {} written",
         path.display(),
         work.len(),
-        differ.len()
+        differ.len(),
+        charts.len(),
+        stale_charts.len()
     );
     Ok(0)
 }

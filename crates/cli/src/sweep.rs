@@ -441,6 +441,8 @@ pub(crate) struct PointRun {
     pub summary: Value,
     pub ifaces: Vec<IfaceSeries>,
     pub classes: Vec<ClassSeries>,
+    /// The charts asked for (`tclab sim`'s file stems: throughput, ping, …) as SVG, by stem.
+    pub svgs: Vec<(String, String)>,
 }
 
 /// A row of interfaces.csv: the sample ending at `t` seconds.
@@ -958,10 +960,24 @@ impl Sweep {
     }
 
     /// Run point `i` from its checked text: what a report reads of it.
-    pub(crate) fn run_point_for_report(&self, i: usize, text: &str) -> Result<PointRun, Failure> {
+    pub(crate) fn run_point_for_report(
+        &self,
+        i: usize,
+        text: &str,
+        stems: &[String],
+    ) -> Result<PointRun, Failure> {
         let mut sc = self.load_point(i, text)?;
         let out = run(&mut sc, &mut |_| {})
             .map_err(|e| format!("{}: the run failed: {e}", self.grid.name(i)))?;
+        let mut svgs = Vec::new();
+        if !stems.is_empty() {
+            for p in plot::charts(&sc, &out) {
+                if stems.contains(&p.chart.file_stem) {
+                    let svg = plot::svg_text(&p.chart, &p.subtitle)?;
+                    svgs.push((p.chart.file_stem.clone(), svg));
+                }
+            }
+        }
         let r = &out.recorder;
         let secs = |t: u64| t as f64 / 1e9;
         Ok(PointRun {
@@ -988,6 +1004,7 @@ impl Sweep {
                     bps: x.bps,
                 })
                 .collect(),
+            svgs,
         })
     }
 

@@ -32,6 +32,7 @@ run: seed000-htb-rates --set duration=4s --set policy.router0.rate=16mbit,64mbit
 | {policy.router0.rate} | {ping.rtt_p99_ms .2 ms} | 186.3 ms | {iperf-udp.goodput_bps ~4 bit/s} | {100-ping.loss_pct ~3 %} |
 
 The last point's class 1:20 is {classes[classid=1:20].kind@1}; it sent {classes[0].packets@1} packets.
+plot: ping@1 The 64 Mbit/s point's pings.
 -->
 <!-- /report -->
 ";
@@ -112,12 +113,39 @@ fn a_block_is_filled_from_its_runs_and_a_second_run_changes_nothing() {
         "{first}"
     );
 
+    // The chart: named under the table, drawn beside the file (SVG), the same bytes on every run.
+    let link = first
+        .lines()
+        .find(|l| l.starts_with("![The 64 Mbit/s point's pings.](report/seed000-htb-rates-"))
+        .unwrap_or_else(|| panic!("no chart line in\n{first}"));
+    let chart = dir.join(&link[link.find("(").unwrap() + 1..link.len() - 1]);
+    assert!(chart.to_str().unwrap().ends_with("-ping.svg"), "{link}");
+    let svg = std::fs::read_to_string(&chart).expect("the chart is written");
+    assert!(
+        svg.starts_with("<svg") && svg.contains("ping"),
+        "{}",
+        &svg[..200.min(svg.len())]
+    );
+
     // Deterministic: the same file again, and --check agrees.
     let o = report(&[f]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(std::fs::read_to_string(&file).unwrap(), first);
     let o = report(&["--check", f]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&chart).unwrap(), svg);
+    // A chart gone: --check says which, a run draws it again.
+    std::fs::remove_file(&chart).unwrap();
+    let o = report(&["--check", f]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("-ping.svg is missing or differs"),
+        "{}",
+        stderr(&o)
+    );
+    let o = report(&[f]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&chart).unwrap(), svg);
 
     // A figure edited by hand: --check says which block, writes nothing; a run puts it back.
     let p99 = &rows[0][1];
@@ -138,11 +166,7 @@ fn a_block_is_filled_from_its_runs_and_a_second_run_changes_nothing() {
         first.lines().nth(line - 1).unwrap()
     );
     assert!(stderr(&o).contains(&want), "{} lacks {want}", stderr(&o));
-    assert!(
-        stderr(&o).contains("1 of 1 tables"),
-        "{}",
-        stderr(&o)
-    );
+    assert!(stderr(&o).contains("1 of 1 tables"), "{}", stderr(&o));
     assert_eq!(std::fs::read_to_string(&file).unwrap(), edited);
     let o = report(&[f]);
     assert!(o.status.success(), "{}", stderr(&o));
