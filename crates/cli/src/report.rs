@@ -1382,6 +1382,7 @@ mod tests {
                 summary: Value::Null,
                 ifaces: Vec::new(),
                 classes: Vec::new(),
+                svgs: Vec::new(),
             },
         }
     }
@@ -1504,6 +1505,7 @@ mod tests {
                 t: 1.0,
                 bps: 7.0,
             }],
+            svgs: Vec::new(),
         };
         let get = |n: &str| series(n, &run).expect("a series name");
         assert_eq!(get("tx_bps(r:eth1,1)"), Ok(30.0));
@@ -1545,6 +1547,7 @@ mod tests {
             metrics: Vec::new(),
             summary: Value::Null,
             classes: Vec::new(),
+            svgs: Vec::new(),
         };
         let e = series("tx_bps(x:eth0,1)", &run2).unwrap().unwrap_err();
         assert!(e.ends_with("(these are: r:eth1, s:eth0)"), "{e}");
