@@ -82,37 +82,42 @@ fn a_port_range_sends_exactly_its_ports_to_its_class() {
     );
 }
 
+/// The scenario's network (its links, not its policy) with `policies` and `traffic` after it, run with
+/// `script` written beside it as `name` (in a directory of its own, `tag` telling runs apart).
+fn with_script(tag: &str, name: &str, script: &str, policies: &str, traffic: &str) -> Outcome {
+    let dir = std::env::temp_dir().join(format!("tclab-flower-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(name), script).unwrap();
+    let net = &SCENARIO[..SCENARIO.find("[[policy]]").unwrap()];
+    let text = format!("{net}{policies}{traffic}");
+    let mut sc = load("flower.toml", &text, &dir).unwrap_or_else(|e| panic!("{e}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    run(&mut sc, &mut |_| {}).expect("the run completes")
+}
+
 /// The same router with a script policy: flower `ct_state +trk+est` sends to 1:10 (2 Mbit/s) what the
 /// router's connection tracking calls established, the rest goes to 1:20 (3 Mbit/s). `iptables` adds
 /// one mangle rule or none: the router tracks connections only while its netfilter is in use, as the
 /// kernel registers conntrack's hooks only for a user.
 fn tracked(track: bool) -> Outcome {
-    let dir = std::env::temp_dir().join(format!("tclab-flower-ct-{}-{track}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
     let rule = if track {
         "iptables -t mangle -A FORWARD -j ACCEPT\n"
     } else {
         ""
     };
-    std::fs::write(
-        dir.join("ct.sh"),
-        format!(
-            "tc qdisc add dev eth1 root handle 1: htb default 20\n\
-             tc class add dev eth1 parent 1: classid 1:10 htb rate 2mbit ceil 2mbit\n\
-             tc class add dev eth1 parent 1: classid 1:20 htb rate 3mbit ceil 3mbit\n\
-             tc filter add dev eth1 parent 1: protocol ip prio 1 flower ct_state +trk+est classid 1:10\n\
-             {rule}"
-        ),
-    )
-    .unwrap();
-    let net = &SCENARIO[..SCENARIO.find("[[policy]]").unwrap()];
-    let text = format!(
-        "{net}[[policy]]\nnode = \"r\"\nscript = \"ct.sh\"\n{}[[traffic]]\nkind = \"tcp\"\nname = \"bulk\"\nfrom = \"a\"\nto = \"b\"\n",
+    let script = format!(
+        "tc qdisc add dev eth1 root handle 1: htb default 20\n\
+         tc class add dev eth1 parent 1: classid 1:10 htb rate 2mbit ceil 2mbit\n\
+         tc class add dev eth1 parent 1: classid 1:20 htb rate 3mbit ceil 3mbit\n\
+         tc filter add dev eth1 parent 1: protocol ip prio 1 flower ct_state +trk+est classid 1:10\n\
+         {rule}"
+    );
+    let traffic = format!(
+        "{}[[traffic]]\nkind = \"tcp\"\nname = \"bulk\"\nfrom = \"a\"\nto = \"b\"\n",
         udp(1000)
     );
-    let mut sc = load("ct.toml", &text, &dir).unwrap_or_else(|e| panic!("{e}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    run(&mut sc, &mut |_| {}).expect("the run completes")
+    let policy = "[[policy]]\nnode = \"r\"\nscript = \"ct.sh\"\n";
+    with_script(&format!("ct-{track}"), "ct.sh", &script, policy, &traffic)
 }
 
 #[test]
@@ -163,23 +168,14 @@ fn ct_state_est_takes_a_tcp_transfer_and_never_a_one_way_udp_flow() {
 
 /// a tracks its own connections (a mangle rule), r's ingress drops what flower calls `ct_state STATE`.
 fn ingress_drop(state: &str) -> Outcome {
-    let dir = std::env::temp_dir().join(format!(
-        "tclab-flower-ingress-{}-{}",
-        std::process::id(),
-        state.len()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("a.sh"), "iptables -t mangle -A OUTPUT -j ACCEPT\n").unwrap();
-    let net = &SCENARIO[..SCENARIO.find("[[policy]]").unwrap()];
-    let text = format!(
-        "{net}[[policy]]\nnode = \"a\"\nscript = \"a.sh\"\n[[policy]]\nnode = \"r\"\ntc = '''\n\
+    let policies = format!(
+        "[[policy]]\nnode = \"a\"\nscript = \"a.sh\"\n[[policy]]\nnode = \"r\"\ntc = '''\n\
          qdisc add dev eth0 ingress\n\
-         filter add dev eth0 parent ffff: protocol ip prio 1 flower ct_state {state} action drop\n'''\n{}",
-        udp(1000)
+         filter add dev eth0 parent ffff: protocol ip prio 1 flower ct_state {state} action drop\n'''\n"
     );
-    let mut sc = load("ingress.toml", &text, &dir).unwrap_or_else(|e| panic!("{e}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    run(&mut sc, &mut |_| {}).expect("the run completes")
+    let script = "iptables -t mangle -A OUTPUT -j ACCEPT\n";
+    let tag = format!("ingress{}", state.len());
+    with_script(&tag, "a.sh", script, &policies, &udp(1000))
 }
 
 #[test]
