@@ -258,6 +258,10 @@ const GENERIC: &[&str] = &[
     "arp_op",
     "request",
     "arp_tip",
+    "ppp_ses",
+    "pppoe_sid",
+    "ppp_proto",
+    "lcp",
 ];
 
 /// The fuzz vocabulary: the generic words, then every kind of the registry and its option keywords.

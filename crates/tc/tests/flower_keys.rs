@@ -632,3 +632,83 @@ fn qinq_tags_fill_vlan_cvlan_and_num_of_vlans() {
     );
     assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), None);
 }
+
+/// A PPPoE session frame as `tclab live` makes a packet of it (protocol 0x8864, the session header
+/// first): version and type 1, code 0, the session id, the length, then the PPP protocol — two bytes,
+/// or one when `compressed` (RFC 1661's protocol-field compression) — and the payload.
+fn pppoe(sid: u16, ppp: u16, compressed: bool, inner: &Packet) -> Packet {
+    let mut d = vec![0x11, 0];
+    d.extend_from_slice(&sid.to_be_bytes());
+    d.extend_from_slice(&((inner.data.len() + 2) as u16).to_be_bytes());
+    if compressed {
+        d.push(ppp as u8);
+    } else {
+        d.extend_from_slice(&ppp.to_be_bytes());
+    }
+    d.extend_from_slice(&inner.data);
+    Packet {
+        len: 14 + d.len() as u32,
+        data: d,
+        protocol: 0x8864,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn pppoe_keys_and_the_ip_inside_a_session() {
+    let mut e = htb();
+    let f = "filter add dev eth0 parent 1: protocol ppp_ses";
+    // DNS in session 7; anything else in session 7; LCP in any session; any other session frame.
+    add(
+        &mut e,
+        f,
+        "prio 1 flower pppoe_sid 7 ppp_proto ip ip_proto udp dst_port 53 classid 1:1",
+    );
+    add(&mut e, f, "prio 2 flower pppoe_sid 7 classid 1:2");
+    add(&mut e, f, "prio 3 flower ppp_proto lcp classid 1:3");
+    add(&mut e, f, "prio 4 flower classid 1:4");
+    let dns = udp(A, 5000, B, 53);
+    let web = udp(A, 5000, B, 80);
+    assert_eq!(class_of(&mut e, pppoe(7, 0x21, false, &dns)), Some(1));
+    // The PPP protocol compressed to one byte: the IPv4 header starts a byte earlier.
+    assert_eq!(class_of(&mut e, pppoe(7, 0x21, true, &dns)), Some(1));
+    assert_eq!(class_of(&mut e, pppoe(7, 0x21, false, &web)), Some(2));
+    assert_eq!(class_of(&mut e, pppoe(8, 0x21, false, &dns)), Some(4));
+    // LCP (0xc021) is a valid PPP protocol the dissector does not go into.
+    let lcp = Packet {
+        data: vec![9, 1, 0, 4],
+        ..Default::default()
+    };
+    assert_eq!(class_of(&mut e, pppoe(8, 0xc021, false, &lcp)), Some(3));
+    // A session header with a code (a discovery message's) is not read, so it has no keys, and no
+    // filter takes it, not even the fourth: `fl_set_key_pppoe` gives every `protocol ppp_ses` filter
+    // the session's type as a key, which only a valid session header sets.
+    let mut bad = pppoe(7, 0x21, false, &dns);
+    bad.data[1] = 0x65;
+    assert_eq!(class_of(&mut e, bad), None);
+    let s = tc(&mut e, "filter show dev eth0").stdout;
+    // The PPP protocol is dumped beside the EtherType it stands for; without one, neither is.
+    assert!(
+        s.contains("\n  eth_type ipv4\n  ip_proto udp\n  dst_port 53\n  pppoe_sid 7\n  ppp_proto ip\n  not_in_hw"),
+        "{s}"
+    );
+    assert!(
+        s.contains("classid 1:2 \n  pppoe_sid 7\n  not_in_hw"),
+        "{s}"
+    );
+    for (line, code, err) in [
+        (
+            "protocol ip prio 5 flower pppoe_sid 7",
+            1,
+            "Can't set \"pppoe_sid\" if ethertype isn't PPPoE session\n",
+        ),
+        (
+            "protocol ppp_ses prio 5 flower ppp_proto bogus",
+            255,
+            "Error: argument \"bogus\" is wrong: invalid ppp_proto\n",
+        ),
+    ] {
+        let out = tc(&mut e, &format!("filter add dev eth0 parent 1: {line}"));
+        assert_eq!((out.code, out.stderr.as_str()), (code, err), "{line}");
+    }
+}

@@ -52,7 +52,13 @@
 //!   `arp_tip`, `arp_op` (the opcode's low byte), `arp_sha` and `arp_tha`; any other ARP message
 //!   leaves them zero. tclab's simulated hosts send no ARP; live frames bring it.
 //!
-//! Not dissected (tc refuses the keys): PPPoE and the tunnel options.
+//! - PPPoE sessions (`__skb_flow_dissect`'s `ETH_P_PPP_SES` case, `tclab live`'s frames): a valid
+//!   session header gives `pppoe_sid`, `ppp_proto` and the session's type, and IPv4, IPv6 or MPLS
+//!   inside are dissected on as above (the EtherType key becomes theirs); every `protocol ppp_ses`
+//!   filter matches the session's type, so none takes a frame whose session header is not valid.
+//!
+//! Not dissected (tc refuses the keys): the tunnel options (`geneve_opts`, `vxlan_opts`, `erspan_opts`,
+//! `gtp_opts`).
 //!
 //! Hardware offload: no tclab device offloads filters, so every filter runs in software and is reported
 //! `not_in_hw` (`in_hw_count` 0); `skip_sw` asks for a filter that runs only in hardware, which a block of
@@ -86,6 +92,12 @@ pub const ETH_P_8021Q: u16 = 0x8100;
 pub const ETH_P_8021AD: u16 = 0x88a8;
 pub use crate::action::mpls::{ETH_P_MPLS_MC, ETH_P_MPLS_UC};
 pub const ETH_P_ARP: u16 = 0x0806;
+pub const ETH_P_PPP_SES: u16 = 0x8864;
+/// PPP protocol numbers (`linux/ppp_defs.h`) that carry what the dissector reads on.
+pub const PPP_IP: u16 = 0x21;
+pub const PPP_IPV6: u16 = 0x57;
+pub const PPP_MPLS_UC: u16 = 0x0281;
+pub const PPP_MPLS_MC: u16 = 0x0283;
 pub const ETH_P_RARP: u16 = 0x8035;
 pub const IPPROTO_TCP: u8 = 6;
 pub const IPPROTO_UDP: u8 = 17;
@@ -186,6 +198,11 @@ pub struct FlowKey {
     pub arp_op: u8,
     pub arp_sha: [u8; 6],
     pub arp_tha: [u8; 6],
+    /// `pppoe`: the session id, the PPP protocol, and `type` (ETH_P_PPP_SES once a session header
+    /// was read: it tells a PPPoE packet apart once `n_proto` is the protocol inside).
+    pub pppoe_sid: u16,
+    pub ppp_proto: u16,
+    pub pppoe_type: u16,
     /// `mpls.ls`: the label stack, outermost first.
     pub mpls: [MplsLse; MPLS_MAX],
     /// `mpls.used_lses`: bit i for each entry the packet has (the filter names).
@@ -257,6 +274,9 @@ impl FlowKey {
             arp_op: self.arp_op & m.arp_op,
             arp_sha: and6(self.arp_sha, m.arp_sha),
             arp_tha: and6(self.arp_tha, m.arp_tha),
+            pppoe_sid: self.pppoe_sid & m.pppoe_sid,
+            ppp_proto: self.ppp_proto & m.ppp_proto,
+            pppoe_type: self.pppoe_type & m.pppoe_type,
             mpls: std::array::from_fn(|i| self.mpls[i].and(&m.mpls[i])),
             mpls_used: self.mpls_used & m.mpls_used,
         }
@@ -303,8 +323,16 @@ impl FlowKey {
             }
         }
         k.num_of_vlans = tags.len().min(255) as u8;
-        let d = &pkt.data;
-        let (proto, l4) = match pkt.protocol {
+        // A PPPoE session's keys, then the protocol it carries from after its header on.
+        let (n_proto, d) = match pkt.protocol {
+            ETH_P_PPP_SES => match k.dissect_pppoe(&pkt.data) {
+                Some(inner) => inner,
+                None => return k,
+            },
+            p => (p, &pkt.data[..]),
+        };
+        k.n_proto = n_proto;
+        let (proto, l4) = match n_proto {
             ETH_P_IP => {
                 let Some(ip) = Ipv4::parse(d) else {
                     return k;
@@ -432,6 +460,37 @@ impl FlowKey {
                 return;
             }
         }
+    }
+
+    /// `__skb_flow_dissect`'s PPPoE session case: a valid session header (version 1, type 1, code 0)
+    /// and its PPP protocol (one byte when compressed) give `pppoe`'s keys; IPv4, IPv6 and MPLS go on
+    /// to be dissected from after the header (returned), another valid PPP protocol stops there, and
+    /// an invalid header or protocol leaves the keys zero.
+    fn dissect_pppoe<'a>(&mut self, d: &'a [u8]) -> Option<(u16, &'a [u8])> {
+        let h = d.get(..8)?;
+        if h[0] != 0x11 || h[1] != 0 {
+            return None;
+        }
+        let mut ppp = u16::from_be_bytes([h[6], h[7]]);
+        let mut hlen = 8;
+        if ppp & 0x0100 != 0 {
+            // The low bit of the first octet: the field was compressed to one byte.
+            ppp >>= 8;
+            hlen = 7;
+        }
+        let inner = match ppp {
+            PPP_IP => Some(ETH_P_IP),
+            PPP_IPV6 => Some(ETH_P_IPV6),
+            PPP_MPLS_UC => Some(ETH_P_MPLS_UC),
+            PPP_MPLS_MC => Some(ETH_P_MPLS_MC),
+            // `ppp_proto_is_valid`: an odd low byte and an even high one.
+            p if p & 0x0101 == 0x0001 => None,
+            _ => return None,
+        };
+        self.pppoe_sid = u16::from_be_bytes([h[2], h[3]]);
+        self.ppp_proto = ppp;
+        self.pppoe_type = ETH_P_PPP_SES;
+        inner.map(|p| (p, &d[hlen..]))
     }
 
     /// `__skb_flow_dissect_arp`: Ethernet/IPv4 ARP requests and replies only; anything else (another
@@ -589,6 +648,9 @@ pub struct FlowerOptions {
     /// `TCA_FLOWER_KEY_CT_LABELS` and its mask, zero-filled past what tc sent (`nla_memcpy`).
     pub ct_labels: Option<Masked<[u8; 16]>>,
     pub mpls: Option<MplsMatch>,
+    /// `TCA_FLOWER_KEY_PPPOE_SID` and `TCA_FLOWER_KEY_PPP_PROTO`.
+    pub pppoe_sid: Option<u16>,
+    pub ppp_proto: Option<u16>,
     /// `TCA_FLOWER_KEY_ARP_SIP`, `_TIP`, `_OP`, `_SHA`, `_THA` with their masks.
     pub arp_sip: Option<Masked<[u8; 4]>>,
     pub arp_tip: Option<Masked<[u8; 4]>>,
@@ -663,6 +725,9 @@ impl FlowerOptions {
                     m.n_proto = 0xffff;
                 }
             }
+        }
+        if k.n_proto == ETH_P_PPP_SES {
+            self.set_key_pppoe(&mut k, &mut m);
         }
         if k.n_proto == ETH_P_IP || k.n_proto == ETH_P_IPV6 {
             if let Some(p) = self.ip_proto {
@@ -746,6 +811,29 @@ impl FlowerOptions {
         set_val(self.ct_mark, &mut k.ct_mark, &mut m.ct_mark);
         set_val(self.ct_labels, &mut k.ct_labels, &mut m.ct_labels);
         Ok((k, m))
+    }
+
+    /// `fl_set_key_pppoe`: the session's type always (it stands for the EtherType, which the protocol
+    /// inside replaces), the session id and PPP protocol as given; a PPP protocol the dissector reads
+    /// on becomes the filter's EtherType, and without one the EtherType is not matched at all.
+    fn set_key_pppoe(&self, k: &mut FlowKey, m: &mut FlowKey) {
+        (k.pppoe_type, m.pppoe_type) = (ETH_P_PPP_SES, 0xffff);
+        if let Some(sid) = self.pppoe_sid {
+            (k.pppoe_sid, m.pppoe_sid) = (sid, 0xffff);
+        }
+        let Some(ppp) = self.ppp_proto else {
+            (k.n_proto, m.n_proto) = (0, 0);
+            return;
+        };
+        (k.ppp_proto, m.ppp_proto) = (ppp, 0xffff);
+        let inner = match ppp {
+            PPP_IP => ETH_P_IP,
+            PPP_IPV6 => ETH_P_IPV6,
+            PPP_MPLS_UC => ETH_P_MPLS_UC,
+            PPP_MPLS_MC => ETH_P_MPLS_MC,
+            _ => return,
+        };
+        (k.n_proto, m.n_proto) = (inner, 0xffff);
     }
 
     /// `fl_set_key_mpls`: the first entry's fields, or each `lse` at its depth (1 to [`MPLS_MAX`]);

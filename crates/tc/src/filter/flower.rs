@@ -5,15 +5,16 @@
 //! (`mpls_label`, `mpls_tc`, `mpls_bos`, `mpls_ttl`, `mpls lse depth …`), the ARP keys (`arp_sip`,
 //! `arp_tip`, `arp_op`, `arp_sha`, `arp_tha`), the tunnel keys (`enc_dst_ip`, `enc_src_ip`,
 //! `enc_key_id`, `enc_dst_port`, `enc_tos`, `enc_ttl`) and the conntrack keys `ct_state`, `ct_zone` and
-//! `ct_mark`, `ct_label`. PPPoE and tunnel options (`*_opts`) are refused: tclab does not dissect them.
+//! `ct_mark`, `ct_label`, and the PPPoE keys `pppoe_sid` and `ppp_proto`. Tunnel options (`*_opts`)
+//! are refused: tclab does not dissect them.
 
 use super::*;
 use crate::util::get_u16;
 use tclab_core::filter::flower::{
     FlowKey, FlowerFilter, FlowerOptions, LseSpec, MplsMatch, ETH_P_8021AD, ETH_P_8021Q, ETH_P_ARP,
-    ETH_P_IP, ETH_P_IPV6, ETH_P_MPLS_MC, ETH_P_MPLS_UC, ETH_P_RARP, FLAG_FIRST_FRAG,
+    ETH_P_IP, ETH_P_IPV6, ETH_P_MPLS_MC, ETH_P_MPLS_UC, ETH_P_PPP_SES, ETH_P_RARP, FLAG_FIRST_FRAG,
     FLAG_IS_FRAGMENT, IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP,
-    MPLS_MAX,
+    MPLS_MAX, PPP_IP, PPP_IPV6, PPP_MPLS_MC, PPP_MPLS_UC,
 };
 use tclab_core::Packet;
 
@@ -79,13 +80,33 @@ const WORDS: &[(&str, bool)] = &[
 ];
 
 /// The keywords of keys tclab's dissector does not produce.
-const NOT_DISSECTED: &[&str] = &[
-    "pppoe_sid",
-    "ppp_proto",
-    "geneve_opts",
-    "vxlan_opts",
-    "erspan_opts",
-    "gtp_opts",
+const NOT_DISSECTED: &[&str] = &["geneve_opts", "vxlan_opts", "erspan_opts", "gtp_opts"];
+
+/// `ppp_proto_names` (iproute2's `lib/ppp_proto.c`, values from `linux/ppp_defs.h`).
+const PPP_PROTOS: &[(u16, &str)] = &[
+    (0x21, "ip"),
+    (0x29, "at"),
+    (0x2b, "ipx"),
+    (0x2d, "vjc_comp"),
+    (0x2f, "vjc_uncomp"),
+    (0x3d, "mp"),
+    (0x57, "ipv6"),
+    (0xfb, "compfrag"),
+    (0xfd, "comp"),
+    (0x0281, "mpls_uc"),
+    (0x0283, "mpls_mc"),
+    (0x8021, "ipcp"),
+    (0x8029, "atcp"),
+    (0x802b, "ipxcp"),
+    (0x8057, "ipv6cp"),
+    (0x80fb, "ccpfrag"),
+    (0x80fd, "ccp"),
+    (0x80fd, "mplscp"),
+    (0xc021, "lcp"),
+    (0xc023, "pap"),
+    (0xc025, "lqr"),
+    (0xc223, "chap"),
+    (0xc029, "cbcp"),
 ];
 
 /// `TC_H_MIN_PRIORITY` and `TC_QOPT_MAX_QUEUE`: `hw_tc N` is classid `MAJ:ffe0+N`.
@@ -664,6 +685,29 @@ pub(super) fn parse_flower(
                     _ => return Err(illegal(word)),
                 }
             }
+            "pppoe_sid" | "ppp_proto" => {
+                let v = c.next_arg()?;
+                if eth_type != ETH_P_PPP_SES {
+                    return Err(Failure::options(format!(
+                        "Can't set \"{word}\" if ethertype isn't PPPoE session"
+                    )));
+                }
+                if word == "pppoe_sid" {
+                    o.pppoe_sid = Some(get_u16(v, 10).ok_or_else(|| illegal(word))?);
+                } else {
+                    let p = super::table_a2n(PPP_PROTOS, v)
+                        .ok_or_else(|| invarg("invalid ppp_proto", v))?;
+                    // "get new ethtype for later parsing"
+                    eth_type = match p {
+                        PPP_IP => ETH_P_IP,
+                        PPP_IPV6 => ETH_P_IPV6,
+                        PPP_MPLS_UC => ETH_P_MPLS_UC,
+                        PPP_MPLS_MC => ETH_P_MPLS_MC,
+                        _ => eth_type,
+                    };
+                    o.ppp_proto = Some(p);
+                }
+            }
             "ct_state" => {
                 let v = c.next_arg()?;
                 o.ct_state = Some(parse_ct_state(v).ok_or_else(|| illegal(word))?);
@@ -1019,6 +1063,17 @@ fn print_classid_and_keys(f: &FlowerFilter, p: &mut Printer) {
         }
     }
     print_arp_keys(k, m, p);
+    if m.pppoe_sid != 0 {
+        p.fp("\n");
+        let sid = k.pppoe_sid;
+        p.number("pppoe_sid", format_args!("  pppoe_sid {sid}"), sid);
+    }
+    if m.n_proto != 0 && m.ppp_proto != 0 {
+        // `fl_dump_key` dumps the PPP protocol only beside an EtherType.
+        p.fp("\n");
+        let n = super::table_n2a(PPP_PROTOS, k.ppp_proto);
+        p.string("ppp_proto", format_args!("  ppp_proto {n}"), &n);
+    }
     print_enc_keys(k, m, p);
     if m.ip_flags != 0 {
         // `flower_print_matching_flags`.

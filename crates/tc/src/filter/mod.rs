@@ -104,16 +104,26 @@ const PROTOS: &[(u16, &str)] = &[
 
 /// `ll_proto_a2n`.
 pub(crate) fn proto_a2n(s: &str) -> Option<u16> {
-    PROTOS
+    table_a2n(PROTOS, s)
+}
+
+/// `ll_proto_n2a`.
+pub fn proto_n2a(p: u16) -> String {
+    table_n2a(PROTOS, p)
+}
+
+/// `proto_a2n` over a table of names: a name (any case), else a number.
+pub(crate) fn table_a2n(table: &[(u16, &str)], s: &str) -> Option<u16> {
+    table
         .iter()
         .find(|(_, n)| n.eq_ignore_ascii_case(s))
         .map(|(p, _)| *p)
         .or_else(|| crate::util::get_u16(s, 0))
 }
 
-/// `ll_proto_n2a`.
-pub fn proto_n2a(p: u16) -> String {
-    PROTOS
+/// `proto_n2a` over a table of names: the name, else `[N]`.
+pub(crate) fn table_n2a(table: &[(u16, &str)], p: u16) -> String {
+    table
         .iter()
         .find(|(q, _)| *q == p)
         .map(|(_, n)| n.to_string())
