@@ -11,6 +11,14 @@ use flower_common::{class_of, htb, ok, tc};
 use tclab_core::netfilter::Hook;
 use tclab_core::{Cx, Engine, Packet};
 
+/// Each `filter add dev eth0 parent 1: LINE` is refused with exit `code` and exactly `stderr`.
+fn refused(e: &mut Engine, cases: &[(&str, i32, &str)]) {
+    for &(line, code, stderr) in cases {
+        let out = tc(e, &format!("filter add dev eth0 parent 1: {line}"));
+        assert_eq!((out.code, out.stderr.as_str()), (code, stderr), "{line}");
+    }
+}
+
 /// `tc {f} {spec}`: a filter line after its common prefix `f`.
 fn add(e: &mut Engine, f: &str, spec: &str) {
     ok(e, &format!("{f} {spec}"));
@@ -372,7 +380,9 @@ fn mpls_keys_are_printed_as_the_kernel_dumps_them_and_refused_as_tc_does() {
     );
     assert!(j.contains(r#""mpls_label":7,"mpls_ttl":"9""#), "{j}");
 
-    for (line, code, err) in [
+    refused(
+        &mut e,
+        &[
         (
             "protocol ip prio 3 flower mpls_label 5",
             1,
@@ -398,10 +408,8 @@ fn mpls_keys_are_printed_as_the_kernel_dumps_them_and_refused_as_tc_does() {
             2,
             "Error: Invalid MPLS depth.\nWe have an error talking to the kernel\n",
         ),
-    ] {
-        let out = tc(&mut e, &format!("filter add dev eth0 parent 1: {line}"));
-        assert_eq!((out.code, out.stderr.as_str()), (code, err), "{line}");
-    }
+        ],
+    );
     assert!(
         !tc(&mut e, "filter show dev eth0").stdout.contains("pref 3"),
         "nothing applied"
@@ -479,23 +487,26 @@ fn arp_keys_match_requests_and_replies() {
     assert_eq!(class_of(&mut e, arp(1, MAC_A, A, [0; 6], B)), Some(4));
     let s = tc(&mut e, "filter show dev eth0").stdout;
     assert!(s.contains("\n  arp_op 1/1\n"), "{s}");
-    for (line, err) in [
-        (
-            "protocol ip prio 5 flower arp_op request",
-            "Illegal \"arp_op\"\n",
-        ),
-        (
-            "protocol arp prio 5 flower arp_op 3",
-            "Illegal \"arp_op\"\n",
-        ),
-        (
-            "protocol arp prio 5 flower arp_tip 2001:db8::1",
-            "Illegal \"arp_tip\"\n",
-        ),
-    ] {
-        let out = tc(&mut e, &format!("filter add dev eth0 parent 1: {line}"));
-        assert_eq!((out.code, out.stderr.as_str()), (1, err), "{line}");
-    }
+    refused(
+        &mut e,
+        &[
+            (
+                "protocol ip prio 5 flower arp_op request",
+                1,
+                "Illegal \"arp_op\"\n",
+            ),
+            (
+                "protocol arp prio 5 flower arp_op 3",
+                1,
+                "Illegal \"arp_op\"\n",
+            ),
+            (
+                "protocol arp prio 5 flower arp_tip 2001:db8::1",
+                1,
+                "Illegal \"arp_tip\"\n",
+            ),
+        ],
+    );
 }
 
 #[test]
@@ -696,19 +707,19 @@ fn pppoe_keys_and_the_ip_inside_a_session() {
         s.contains("classid 1:2 \n  pppoe_sid 7\n  not_in_hw"),
         "{s}"
     );
-    for (line, code, err) in [
-        (
-            "protocol ip prio 5 flower pppoe_sid 7",
-            1,
-            "Can't set \"pppoe_sid\" if ethertype isn't PPPoE session\n",
-        ),
-        (
-            "protocol ppp_ses prio 5 flower ppp_proto bogus",
-            255,
-            "Error: argument \"bogus\" is wrong: invalid ppp_proto\n",
-        ),
-    ] {
-        let out = tc(&mut e, &format!("filter add dev eth0 parent 1: {line}"));
-        assert_eq!((out.code, out.stderr.as_str()), (code, err), "{line}");
-    }
+    refused(
+        &mut e,
+        &[
+            (
+                "protocol ip prio 5 flower pppoe_sid 7",
+                1,
+                "Can't set \"pppoe_sid\" if ethertype isn't PPPoE session\n",
+            ),
+            (
+                "protocol ppp_ses prio 5 flower ppp_proto bogus",
+                255,
+                "Error: argument \"bogus\" is wrong: invalid ppp_proto\n",
+            ),
+        ],
+    );
 }
