@@ -55,8 +55,9 @@ max( … ) mean( … ) jain( … ). FORMAT `.N` decimals or `~N` significant dig
 scales itself); a text value (a swept key's) takes none. Rows after the table's alignment row with an
 unpinned placeholder take the block's points in order. A `plot: CHART@K CAPTION` line (CHART:
 throughput, classes, backlog, ping, flows) draws point K's chart as report/NAME.svg beside the file and
-shows it under the table. docs/EXPERIMENTS.md is written this way; see the top of
-crates/cli/src/report.rs.
+shows it under the table. A run's SCENARIO is a built-in name or a file path read from the current
+directory (as tclab sim reads it), not from the Markdown file's. docs/EXPERIMENTS.md is written this
+way; see the top of crates/cli/src/report.rs.
 Exit status: 0; 1 if --check finds a table or chart that differs (the first differing line shown), or a run
 fails; 64 if a block cannot be read (its line named; nothing written).";
 
