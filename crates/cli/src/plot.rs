@@ -578,6 +578,17 @@ pub fn render_with(dir: &Path, c: &Chart, subtitle: &str) -> Result<Vec<String>,
     render_against(dir, c, subtitle, &XAxis::Time)
 }
 
+/// The error for a machine without the font the charts are laid out with; `or` ends its advice.
+fn need_font(or: &str) -> Result<(), String> {
+    if font_available() {
+        return Ok(());
+    }
+    Err(format!(
+        "plots need a TrueType font and none was found in {} (install fonts-dejavu-core{or})",
+        FONT_PATHS.join(", ")
+    ))
+}
+
 /// [`render_with`], the x axis `x` (`tclab sweep`'s charts: a metric against a key's values).
 pub fn render_against(
     dir: &Path,
@@ -586,12 +597,7 @@ pub fn render_against(
     x: &XAxis,
 ) -> Result<Vec<String>, String> {
     // Both backends lay text out with the registered font.
-    if !font_available() {
-        return Err(format!(
-            "plots need a TrueType font and none was found in {} (install fonts-dejavu-core, or use --no-plots)",
-            FONT_PATHS.join(", ")
-        ));
-    }
+    need_font(", or use --no-plots")?;
     let mut l = layout(c, subtitle);
     if let XAxis::Values { labels, .. } = x {
         // Half a step of room beside the first and the last value, for their marks and labels.
@@ -614,12 +620,7 @@ pub fn render_against(
 
 /// `c` as an SVG document, `subtitle` under its title (`tclab report`'s figures).
 pub fn svg_text(c: &Chart, subtitle: &str) -> Result<String, String> {
-    if !font_available() {
-        return Err(format!(
-            "plots need a TrueType font and none was found in {} (install fonts-dejavu-core)",
-            FONT_PATHS.join(", ")
-        ));
-    }
+    need_font("")?;
     let l = layout(c, subtitle);
     let mut s = String::new();
     {

@@ -337,24 +337,28 @@ fn parse_expr(text: &str) -> Result<Expr, String> {
     }
 }
 
-fn expr_sum(t: &[&str], pos: &mut usize) -> Result<Expr, String> {
-    let mut e = expr_product(t, pos)?;
-    while let Some(op) = t.get(*pos).filter(|&&o| o == "+" || o == "-") {
+/// Operands of `next` joined left to right by any of `ops` (one precedence level).
+fn expr_level(
+    t: &[&str],
+    pos: &mut usize,
+    ops: [&str; 2],
+    next: fn(&[&str], &mut usize) -> Result<Expr, String>,
+) -> Result<Expr, String> {
+    let mut e = next(t, pos)?;
+    while let Some(op) = t.get(*pos).filter(|o| ops.contains(o)) {
         *pos += 1;
-        let r = expr_product(t, pos)?;
+        let r = next(t, pos)?;
         e = Expr::Bin(op.chars().next().unwrap_or('+'), Box::new(e), Box::new(r));
     }
     Ok(e)
 }
 
+fn expr_sum(t: &[&str], pos: &mut usize) -> Result<Expr, String> {
+    expr_level(t, pos, ["+", "-"], expr_product)
+}
+
 fn expr_product(t: &[&str], pos: &mut usize) -> Result<Expr, String> {
-    let mut e = expr_unit(t, pos)?;
-    while let Some(op) = t.get(*pos).filter(|&&o| o == "*" || o == "/") {
-        *pos += 1;
-        let r = expr_unit(t, pos)?;
-        e = Expr::Bin(op.chars().next().unwrap_or('*'), Box::new(e), Box::new(r));
-    }
-    Ok(e)
+    expr_level(t, pos, ["*", "/"], expr_unit)
 }
 
 fn expr_unit(t: &[&str], pos: &mut usize) -> Result<Expr, String> {
@@ -1062,18 +1066,15 @@ pub fn cmd(a: ReportArgs) -> CmdResult {
         let mut these = Vec::new();
         if keep[bi] {
             for (ri, r) in b.runs.iter().enumerate() {
-                let sw = Sweep::for_report(&r.scenario, &r.sets, r.seed).map_err(|e| match e {
+                // A refused run or value names the file and the block.
+                let at_block = |e: Failure| match e {
                     Failure::Usage(m) => usage(format!("{}: line {}: {m}", path.display(), b.line)),
                     other => other,
-                })?;
+                };
+                let sw = Sweep::for_report(&r.scenario, &r.sets, r.seed).map_err(at_block)?;
                 let first: usize = these.iter().map(Sweep::len).sum();
                 for i in 0..sw.len() {
-                    let text = sw.point_scenario(i).map_err(|e| match e {
-                        Failure::Usage(m) => {
-                            usage(format!("{}: line {}: {m}", path.display(), b.line))
-                        }
-                        other => other,
-                    })?;
+                    let text = sw.point_scenario(i).map_err(at_block)?;
                     let stems = b
                         .plots
                         .iter()
