@@ -38,6 +38,7 @@ const ENV: DevEnv = DevEnv {
     txqueuelen: 1000,
     mtu: 1500,
     hard_header_len: 14,
+    speed: 0,
 };
 
 /// diffserv8's tins by DSCP: CS1 → 1 (bulk)… one codepoint for each of the 8 tins.

@@ -134,6 +134,9 @@ pub struct Device {
     /// `ip link set DEV gso_max_segs N`: the most segments in one (65535); 1 makes TCP send one MSS per
     /// skb.
     pub gso_max_segs: u32,
+    /// `ethtool -s DEV speed N`: the link speed in Mbit/s, 0 for none (tclab's devices report none
+    /// until told, as a veth or dummy reports none).
+    pub speed: u32,
 }
 
 impl Device {
@@ -169,6 +172,7 @@ impl Device {
             gso: true,
             gso_max_size: GSO_LEGACY_MAX_SIZE,
             gso_max_segs: GSO_MAX_SEGS,
+            speed: 0,
         };
         d.root = d.default_root();
         d
@@ -189,6 +193,7 @@ impl Device {
             txqueuelen: self.txqueuelen,
             mtu: self.mtu,
             hard_header_len: 14,
+            speed: self.speed,
         }
     }
 
@@ -208,6 +213,22 @@ impl Device {
         if self.root.handle == Handle::UNSPEC && self.root.q.kind() == "pfifo_fast" {
             self.root = self.default_root();
         }
+    }
+
+    /// `ethtool -s DEV speed N`: the new speed, and every qdisc on the device told (the
+    /// `NETDEV_CHANGE` notifiers of taprio and cbs).
+    pub fn set_speed(&mut self, speed: u32) {
+        self.speed = speed;
+        let env = self.env();
+        fn tell(s: &mut Sched, env: &DevEnv) {
+            s.q.link_changed(env);
+            if let Some(c) = s.q.classes_mut() {
+                for child in c.children_mut() {
+                    tell(child, env);
+                }
+            }
+        }
+        tell(&mut self.root, &env);
     }
 
     pub fn root(&self) -> &Sched {

@@ -12,6 +12,7 @@ const ENV: DevEnv = DevEnv {
     txqueuelen: 1000,
     mtu: 1500,
     hard_header_len: 14,
+    speed: 0,
 };
 
 fn cake(o: CakeOptions) -> Cake {

@@ -12,6 +12,7 @@ const ENV: DevEnv = DevEnv {
     txqueuelen: 1000,
     mtu: 1500,
     hard_header_len: 14,
+    speed: 0,
 };
 const MS: Nanos = 1_000_000;
 const SEC: Nanos = 1_000_000_000;

@@ -13,6 +13,7 @@ const ENV: DevEnv = DevEnv {
     txqueuelen: 1000,
     mtu: 1500,
     hard_header_len: 14,
+    speed: 0,
 };
 const H: Handle = Handle(0x1_0000);
 

@@ -14,6 +14,7 @@ const ENV: DevEnv = DevEnv {
     txqueuelen: 1000,
     mtu: 1500,
     hard_header_len: 14,
+    speed: 0,
 };
 
 fn setup(dps: u32, def_dp: u32, grio: bool, limit: Option<u32>) -> Gred {

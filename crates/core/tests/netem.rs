@@ -412,6 +412,7 @@ fn impossible_parameters_are_refused_whole() {
         txqueuelen: 1000,
         mtu: 1500,
         hard_header_len: 14,
+        speed: 0,
     };
     for (o, m) in bad.iter().zip(msgs) {
         let e = q

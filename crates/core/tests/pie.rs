@@ -11,6 +11,7 @@ const ENV: DevEnv = DevEnv {
     txqueuelen: 1000,
     mtu: 1500,
     hard_header_len: 14,
+    speed: 0,
 };
 
 fn pkt(tos: u8) -> Packet {

@@ -10,8 +10,9 @@
 //! with positive credit, the credit drops to 0 at the next arrival (no saving up while idle).
 //!
 //! Slopes are given in kbit/s and kept in bytes/s (× 125); credits are bytes. The port rate is the
-//! device's link speed as ethtool reports it; tclab's devices report none, so it is the kernel's
-//! fallback for such a device, 10 Mbit/s (`SPEED_10`). Packets queue in a child qdisc: a `pfifo` of the
+//! device's link speed as ethtool reports it when the qdisc is made or changed (`cbs_set_port_rate`);
+//! for a device that reports none it is the kernel's fallback, 10 Mbit/s (`SPEED_10`). (The kernel
+//! works it out in an int, which overflows past 17 Gbit/s; tclab in 64 bits.) Packets queue in a child qdisc: a `pfifo` of the
 //! device's `txqueuelen` packets, visible in `tc qdisc show` as `pfifo 0: parent X:`. Hardware
 //! offload (`offload 1`) is refused, as on a device without `ndo_setup_tc`.
 
@@ -30,6 +31,14 @@ use serde::{Deserialize, Serialize};
 const BYTES_PER_KBIT: i64 = 125;
 /// `SPEED_10` (Mbit/s) × 1000 × `BYTES_PER_KBIT`: the port rate of a device without a link speed.
 pub const DEFAULT_PORT_RATE: i64 = 10 * 1000 * BYTES_PER_KBIT;
+
+/// `cbs_set_port_rate`: bytes a second at the link speed (Mbit/s; 0 for none: `SPEED_10`).
+fn port_rate(speed: u32) -> i64 {
+    match speed {
+        0 | u32::MAX => DEFAULT_PORT_RATE,
+        s => i64::from(s) * 1000 * BYTES_PER_KBIT,
+    }
+}
 const NSEC_PER_SEC: i64 = 1_000_000_000;
 
 /// `struct tc_cbs_qopt`: credits in bytes, slopes in kbit/s.
@@ -72,7 +81,7 @@ impl Cbs {
             locredit: 0,
             idleslope: 0,
             sendslope: 0,
-            port_rate: DEFAULT_PORT_RATE,
+            port_rate: port_rate(env.speed),
             last: 0,
             credits: 0,
             child: Some(Self::default_child(handle, env.txqueuelen)),
@@ -201,14 +210,21 @@ impl Qdisc for Cbs {
         })
     }
 
+    /// `cbs_dev_notifier`.
+    fn link_changed(&mut self, env: &DevEnv) {
+        self.port_rate = port_rate(env.speed);
+    }
     fn change(
         &mut self,
         opts: &QdiscOptions,
-        _env: &DevEnv,
+        env: &DevEnv,
         _now: Nanos,
     ) -> Result<Vec<Warning>, KernelError> {
         match opts {
-            QdiscOptions::Cbs(o) => self.apply(o).map(|()| Vec::new()),
+            QdiscOptions::Cbs(o) => self.apply(o).map(|()| {
+                self.port_rate = port_rate(env.speed);
+                Vec::new()
+            }),
             _ => Err(KernelError::new(Errno::Invalid)),
         }
     }
@@ -293,6 +309,7 @@ mod tests {
         txqueuelen: 1000,
         mtu: 1500,
         hard_header_len: 14,
+        speed: 0,
     };
 
     /// A backlogged queue of 1 000-byte packets, dequeued whenever allowed, for `until` ns: bytes out.

@@ -490,6 +490,7 @@ mod tests {
             txqueuelen: 1000,
             mtu: 1500,
             hard_header_len: 14,
+            speed: 0,
         }
     }
 

@@ -533,6 +533,7 @@ mod tests {
         txqueuelen: 1000,
         mtu: 1500,
         hard_header_len: 14,
+        speed: 0,
     };
 
     fn opts(nbands: u8, nstrict: u8, quanta: &[u32], priomap: &[u8]) -> EtsOptions {

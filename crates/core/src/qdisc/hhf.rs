@@ -493,6 +493,7 @@ mod tests {
         txqueuelen: 1000,
         mtu: 1500,
         hard_header_len: 14,
+        speed: 0,
     };
 
     fn flow(sport: u16, len: u32) -> Packet {

@@ -429,6 +429,9 @@ pub struct DevEnv {
     pub mtu: u32,
     /// Link-layer header length, added to the mtu by `psched_mtu`.
     pub hard_header_len: u32,
+    /// The link speed in Mbit/s as ethtool reports it (`ethtool_link_ksettings`'s `speed`), 0 where
+    /// the device reports none; taprio and cbs time frames by it.
+    pub speed: u32,
 }
 
 impl DevEnv {
@@ -798,6 +801,9 @@ pub trait Qdisc {
     fn set_limit(&mut self, _limit: u32) {}
     /// Seed the deterministic generator a randomised discipline draws from (SFQ's perturbation).
     fn set_seed(&mut self, _seed: u64) {}
+    /// The device changed (`NETDEV_CHANGE`: a new link speed): taprio's and cbs's notifiers read
+    /// its speed again.
+    fn link_changed(&mut self, _env: &DevEnv) {}
     /// Extra counters for `tc -s qdisc show` (`dump_stats`), if the discipline has any.
     fn xstats(&self) -> Option<Xstats> {
         None

@@ -117,6 +117,7 @@ mod tests {
             txqueuelen: 10,
             mtu: 1500,
             hard_header_len: 14,
+            speed: 0,
         };
         let mut q = PfifoFast::new(&env);
         let mut cx = Cx::new(0);

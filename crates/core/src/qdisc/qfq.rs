@@ -1159,6 +1159,7 @@ mod tests {
         txqueuelen: 1000,
         mtu: 1500,
         hard_header_len: 14,
+        speed: 0,
     };
 
     fn add(

@@ -687,6 +687,7 @@ mod tests {
             txqueuelen: 1000,
             mtu: 1500,
             hard_header_len: 14,
+            speed: 0,
         }
     }
 

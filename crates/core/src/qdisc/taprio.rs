@@ -14,9 +14,29 @@
 //! before the gate closes — the guard band: now + its length at the link speed must not pass the time
 //! the class's gate closes, which may be several entries on (a class open in consecutive entries, even
 //! across the cycle's end, has one long window; one open in every entry has no guard band at all).
-//! When nothing may go, the watchdog is set to the next entry's start. The link speed is ethtool's;
-//! tclab's devices report none, so it is the kernel's fallback for such a device, 10 Mbit/s
-//! (`SPEED_10`: 800 ps a bit… 800 ns a byte), as for cbs.
+//! Each entry also has a byte budget per class (`taprio_set_budgets`): what its gate's open time, from
+//! the entry's start to where the gate closes, lets through at the link speed. Every packet sent in
+//! the entry is taken from every class's budget, and a packet that would leave its class's budget
+//! below zero stays queued (`taprio_update_budgets`) — what keeps an interval to its bytes when the
+//! wire is faster than the speed the device reports. A class whose gate never closes has no budget and
+//! no guard band. When nothing may go, the watchdog is set to the next entry's start.
+//!
+//! The link speed is ethtool's (`tclab link set dev DEV speed N`, a script's `ethtool -s DEV speed N`,
+//! a scenario link's rate), read when the qdisc is made or changed (`taprio_set_picos_per_byte`); a
+//! device that reports none counts as 10 Mbit/s (`SPEED_10`: 800 ns a byte), as for cbs.
+//!
+//! `max-sdu` (one per class, 0 for none) drops at enqueue a frame longer than the class's SDU plus the
+//! link header; the kernel also lowers each class's limit to what its longest open window can send at
+//! the link speed (`taprio_update_queue_max_sdu`), and the dump lists that limit. A GSO packet over it
+//! is segmented and its frames offered alone (`taprio_enqueue_segmented`).
+//!
+//! A new schedule given to a running qdisc (`tc qdisc change|replace` with a schedule) waits as the
+//! admin schedule behind the operational one, listed after it, until `advance_sched` switches them
+//! (`should_change_schedules`): at the first entry end of the old schedule from which the next entry
+//! would end at or past the new base time (less the old `cycle-time-extension`), or at the new
+//! schedule's start if that comes sooner. From the switch the new first entry runs until its start
+//! plus its interval; then the new schedule goes on from its start. A qdisc whose first schedule has
+//! not started yet takes the new one at once.
 //!
 //! `flags 0x1` (txtime-assist) does not gate the dequeue: the schedule is not run, every gate stays
 //! open, and each packet is given a launch time instead (`skb->tstamp`, `get_packet_txtime`) — the
@@ -26,11 +46,13 @@
 //! offload) needs a NIC with a PTP clock; tclab's devices have none, so it is refused as the kernel
 //! refuses it on such a device.
 //!
-//! Not modelled: the per-entry byte budget (with the wire serialising at the link speed, the guard
-//! band already bounds what an interval sends), an admin schedule waiting behind the operational one (a
-//! change replaces the schedule, listed at once as operational), `cycle-time` longer than the entries
-//! (the last entry is held to the cycle's end here; the kernel starts the next cycle at the last entry's
-//! end), max-sdu and frame preemption (iproute2 6.1 has no words for them).
+//! Not modelled: an admin schedule in txtime-assist mode (a change replaces the schedule there),
+//! `cycle-time` longer than the entries (the last entry is held to the cycle's end here; the kernel
+//! starts the next cycle at the last entry's end), the size table's overhead in the per-class limit
+//! (the kernel takes it off a class's longest window; tclab's qdiscs do not see the root's size
+//! table), a frame's switch to the admin schedule without a packet (the switch is applied at the
+//! first enqueue or dequeue at or after its time, so a listing of an idle qdisc may still show it
+//! waiting), and frame preemption (`fp`).
 
 use super::mq::Mq;
 use super::mqprio::MqprioOptions;
@@ -46,15 +68,34 @@ pub const FLAG_TXTIME_ASSIST: u32 = 1;
 pub const FLAG_FULL_OFFLOAD: u32 = 2;
 /// The clocks `taprio_parse_clockid` takes: REALTIME, MONOTONIC, BOOTTIME, TAI.
 const CLOCKIDS: [i32; 4] = [0, 1, 7, 11];
-/// `SPEED_10`'s picoseconds a byte (`taprio_set_picos_per_byte` on a device without a link speed).
-const PICOS_PER_BYTE: u64 = 800_000;
+/// `TAPRIO_PICOS_PER_BYTE_MIN`: the floor that keeps a 60-byte frame longer than a nanosecond.
+const PICOS_PER_BYTE_MIN: u64 = 17;
 /// `ETH_ZLEN`: an interval must let the shortest frame out.
 const ETH_ZLEN: u64 = 60;
 const INT_MAX: i64 = i32::MAX as i64;
+/// `ETH_MAX_MTU`: the largest MTU a veth (and netdevsim) takes, the `max_mtu` max-sdu is held to.
+const MAX_MTU: u32 = 65_535;
+/// The link header a frame's length counts beside its SDU (`dev->hard_header_len`, Ethernet's).
+const HARD_HEADER_LEN: u32 = 14;
+/// The classes a schedule can gate (`TC_MAX_QUEUE`).
+const TC_MAX: usize = 16;
+/// A class's budget when its gate never closes (`INT_MAX`: never spent).
+const UNLIMITED: i64 = INT_MAX;
 
-/// `length_to_duration`: ns on the wire for `len` bytes.
-fn duration(len: u64) -> u64 {
-    len * PICOS_PER_BYTE / 1000
+/// `taprio_set_picos_per_byte`: picoseconds a byte at `speed` Mbit/s (10 when the device reports
+/// none), held at the floor for a speed past 470 Gbit/s, with the kernel's warning then.
+pub fn picos_per_byte(speed: u32) -> (u64, Option<Warning>) {
+    let speed = if speed == 0 || speed == u32::MAX { 10 } else { speed };
+    // (USEC_PER_SEC * 8) / speed in an int.
+    let ppb = 8_000_000 / u64::from(speed);
+    if ppb < PICOS_PER_BYTE_MIN {
+        let w = Warning(format!(
+            "sch_taprio: Link speed {} is too high. Schedule may be inaccurate",
+            speed as i32
+        ));
+        return (PICOS_PER_BYTE_MIN, Some(w));
+    }
+    (ppb, None)
 }
 
 /// One `sched-entry`: the command (`S`, 0: set gates), the gates it opens, for how long (ns).
@@ -78,9 +119,26 @@ pub struct TaprioOptions {
     pub cycle_time: i64,
     pub cycle_time_extension: i64,
     pub entries: Vec<SchedEntry>,
+    /// `TCA_TAPRIO_ATTR_TC_ENTRY`'s max SDU of classes 0, 1, … (`max-sdu`; 0: none); what tc sends,
+    /// and in a dump every class's limit in force, empty when none was ever asked for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub max_sdu: Vec<u32>,
+    /// `TCA_TAPRIO_ATTR_ADMIN_SCHED` in a dump: the schedule waiting to replace this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin: Option<Box<AdminSchedule>>,
 }
 
-/// The schedule in force: the entries, and each one's span within the cycle.
+/// A waiting schedule as the kernel dumps it (`dump_schedule`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdminSchedule {
+    pub base_time: i64,
+    pub cycle_time: i64,
+    pub cycle_time_extension: i64,
+    pub entries: Vec<SchedEntry>,
+}
+
+/// A schedule: the entries, each one's span within the cycle and how long each class's gate stays
+/// open from it.
 #[derive(Clone, Debug)]
 struct Schedule {
     base_time: i64,
@@ -90,8 +148,20 @@ struct Schedule {
     /// Each entry's length within the cycle: its interval cut at the cycle's end, the last one held to
     /// it.
     span: Vec<u64>,
+    /// `gate_duration`: from each entry's start, how long each class's gate stays open (the intervals
+    /// of the entries that keep it open, around the cycle; 0 where the entry closes it).
+    gate_duration: Vec<[u64; TC_MAX]>,
+    /// `max_open_gate_duration`: each class's longest such window.
+    max_open: [u64; TC_MAX],
+    /// `max_frm_len`: the longest frame each class may queue (`u32::MAX`: any).
+    max_frm_len: [u32; TC_MAX],
+    /// `sched->max_sdu` as dumped: the limit in force, 0 for none.
+    max_sdu: [u32; TC_MAX],
     /// When the gates start following the entries (`taprio_get_start_time`).
     start: Nanos,
+    /// When this schedule took over: its first entry runs from here to `start` plus its interval (the
+    /// start itself for a first schedule; before it every gate is open).
+    switch_at: Nanos,
     /// `entry->next_txtime` (txtime-assist): the earliest launch time left in each entry's interval.
     next_txtime: Vec<i64>,
 }
@@ -122,6 +192,40 @@ fn spans(entries: &[SchedEntry], cycle: u64) -> Vec<u64> {
     span
 }
 
+/// `taprio_calculate_gate_durations`: for each entry and class, the intervals from that entry on
+/// (around the cycle, back to it at most) while the class's gate stays open; and each class's longest.
+fn gate_durations(entries: &[SchedEntry]) -> (Vec<[u64; TC_MAX]>, [u64; TC_MAX]) {
+    let n = entries.len();
+    let mut max_open = [0u64; TC_MAX];
+    let durations = (0..n)
+        .map(|i| {
+            let mut d = [0u64; TC_MAX];
+            let mut still_open = entries[i].gate_mask;
+            for k in 0..n {
+                if still_open == 0 {
+                    break;
+                }
+                let cur = &entries[(i + k) % n];
+                for (tc, dur) in d.iter_mut().enumerate() {
+                    if still_open & (1 << tc) == 0 {
+                        continue;
+                    }
+                    if cur.gate_mask & (1 << tc) != 0 {
+                        *dur += u64::from(cur.interval);
+                    } else {
+                        still_open &= !(1 << tc);
+                    }
+                }
+            }
+            for (m, &x) in max_open.iter_mut().zip(&d) {
+                *m = (*m).max(x);
+            }
+            d
+        })
+        .collect();
+    (durations, max_open)
+}
+
 impl TaprioOptions {
     /// How long traffic class `tc`'s gate is open in each cycle, in ns, as the schedule runs (of a
     /// dumped schedule, whose `cycle_time` is set).
@@ -137,7 +241,15 @@ impl TaprioOptions {
 }
 
 impl Schedule {
-    fn new(o: &TaprioOptions, cycle_time: i64, now: Nanos) -> Schedule {
+    /// The schedule of `o` (cycle `cycle_time`) given at `now`, its classes' frame limits from the
+    /// user's `max_sdu` at `ppb` picoseconds a byte (`taprio_update_queue_max_sdu`).
+    fn new(
+        o: &TaprioOptions,
+        cycle_time: i64,
+        now: Nanos,
+        max_sdu: &[u32; TC_MAX],
+        ppb: u64,
+    ) -> Schedule {
         let span = spans(&o.entries, cycle_time as u64);
         // taprio_get_start_time: the base time if it is to come, else the next cycle's start.
         let (now_i, base) = (now as i64, o.base_time);
@@ -157,21 +269,68 @@ impl Schedule {
                 here
             })
             .collect();
-        Schedule {
+        let (gate_duration, max_open) = gate_durations(&o.entries);
+        let start = start.max(0) as Nanos;
+        let mut s = Schedule {
             base_time: o.base_time,
             cycle_time,
             cycle_time_extension: o.cycle_time_extension,
             entries: o.entries.clone(),
             span,
-            start: start.max(0) as Nanos,
+            gate_duration,
+            max_open,
+            max_frm_len: [u32::MAX; TC_MAX],
+            max_sdu: [0; TC_MAX],
+            start,
+            switch_at: start,
             next_txtime,
+        };
+        s.update_max_sdu(max_sdu, ppb);
+        s
+    }
+
+    /// `taprio_update_queue_max_sdu`: each class's limit, the user's or what its longest window
+    /// sends at the link speed, whichever is less (none for a class whose gate never closes).
+    fn update_max_sdu(&mut self, from_user: &[u32; TC_MAX], ppb: u64) {
+        for tc in 0..TC_MAX {
+            let user = if from_user[tc] == 0 {
+                u32::MAX
+            } else {
+                from_user[tc]
+            };
+            let dynamic = if self.max_open[tc] == self.cycle_time as u64 {
+                u32::MAX
+            } else {
+                // duration_to_length, then less the link header (a never-open class wraps past
+                // max_mtu to "none", as the kernel's u32 does).
+                let frm = (self.max_open[tc] * 1000 / ppb) as u32;
+                match frm.wrapping_sub(HARD_HEADER_LEN) {
+                    sdu if sdu > MAX_MTU => u32::MAX,
+                    sdu => sdu,
+                }
+            };
+            let sdu = user.min(dynamic);
+            (self.max_frm_len[tc], self.max_sdu[tc]) = if sdu == u32::MAX {
+                (u32::MAX, 0)
+            } else {
+                (sdu + HARD_HEADER_LEN, sdu)
+            };
         }
     }
 
-    /// The entry in force at `t`; `None` before the schedule starts.
+    /// The entry in force at `t`; `None` before the schedule takes over.
     fn slot(&self, t: Nanos) -> Option<Slot> {
-        if t < self.start {
+        if t < self.switch_at {
             return None;
+        }
+        // The first entry runs from the switch to the start plus its span (setup_first_end_time).
+        let first_end = self.start + self.span[0];
+        if t < first_end {
+            return Some(Slot {
+                idx: 0,
+                begin: self.switch_at,
+                end: first_end,
+            });
         }
         let cycle = self.cycle_time as u64;
         let cycle_start = t - (t - self.start) % cycle;
@@ -189,19 +348,58 @@ impl Schedule {
         None
     }
 
-    /// When the gate of `tc`, open in `slot`, closes: the end of the run of entries that keep it open,
-    /// across the cycle's end too (`taprio_calculate_gate_durations`); `None` if it never closes.
-    fn close_time(&self, slot: Slot, tc: u32) -> Option<Nanos> {
-        let n = self.entries.len();
-        let mut open = slot.end - slot.begin;
-        for k in 1..n {
-            let i = (slot.idx + k) % n;
-            if self.span[i] > 0 && self.entries[i].gate_mask & (1 << tc) == 0 {
-                return Some(slot.begin + open);
-            }
-            open += self.span[i];
+    /// `gate_close_time`: when the gate of `tc`, open in `slot`, closes — the entry's start (the
+    /// schedule's start for a first entry run long) plus the class's gate duration from it; `None` if
+    /// it never closes.
+    fn close_time(&self, slot: Slot, tc: usize) -> Option<Nanos> {
+        let d = self.gate_duration[slot.idx][tc];
+        (d != self.cycle_time as u64).then(|| slot.begin.max(self.start) + d)
+    }
+
+    /// `taprio_set_budgets`: the bytes each class may send in the entry `idx`.
+    fn budgets(&self, idx: usize, ppb: u64) -> [i64; TC_MAX] {
+        let mut b = [0; TC_MAX];
+        for (tc, budget) in b.iter_mut().enumerate() {
+            let d = self.gate_duration[idx][tc];
+            *budget = if d == self.cycle_time as u64 {
+                UNLIMITED
+            } else {
+                // An int in the kernel.
+                (d * 1000 / ppb).min(INT_MAX as u64) as i64
+            };
         }
-        None
+        b
+    }
+
+    /// When an admin schedule `new`, given at `now`, takes over from this running one
+    /// (`advance_sched`'s `should_change_schedules`): at the end of the entry in force if the next
+    /// would end at or past the new base time less this schedule's extension, else at a later entry
+    /// end — or at the new start if that comes before the entry in force ends (the timer set to the
+    /// earlier of the two, `taprio_start_sched`).
+    fn switch_time(&self, new: &Schedule, now: Nanos) -> Nanos {
+        let Some(cur) = self.slot(now) else {
+            return new.start;
+        };
+        if new.start < cur.end {
+            return new.start;
+        }
+        // The entry whose end is the first at or past the target begins at the switch.
+        let target = new.base_time.saturating_sub(self.cycle_time_extension);
+        if target <= cur.end as i64 {
+            return cur.end;
+        }
+        self.slot(target as Nanos - 1)
+            .map_or(cur.end, |s| s.begin.max(cur.end))
+    }
+
+    /// The schedule as the kernel dumps it.
+    fn dump(&self) -> AdminSchedule {
+        AdminSchedule {
+            base_time: self.base_time,
+            cycle_time: self.cycle_time,
+            cycle_time_extension: self.cycle_time_extension,
+            entries: self.entries.clone(),
+        }
     }
 
     /// `get_interval_end_time` without an admin schedule: the interval's end, cut at the cycle's.
@@ -278,7 +476,18 @@ pub struct Taprio {
     clockid: i32,
     flags: u32,
     txtime_delay: u32,
+    /// `picos_per_byte` at the device's link speed when the qdisc was made or last changed.
+    ppb: u64,
+    /// `q->max_sdu`: the user's limit per class (0: none).
+    max_sdu: [u32; TC_MAX],
+    /// The operational schedule, and the admin one waiting to replace it with when it will.
     sched: Schedule,
+    admin: Option<(Schedule, Nanos)>,
+    /// The entry instance (its start and index) whose budgets `budget` holds, and the budgets left.
+    budget_of: Option<(Nanos, usize)>,
+    budget: [i64; TC_MAX],
+    /// Packets taprio dropped itself (over max-sdu, or no launch time).
+    drops: u32,
     /// `q->cur_txq[tc]`: the queue of each class served next.
     cur_txq: [usize; 16],
 }
@@ -299,6 +508,7 @@ impl TaprioOptions {
         &self,
         txqueues: u32,
         old: Option<&Taprio>,
+        ppb: u64,
     ) -> Result<(MqprioOptions, i64), KernelError> {
         let flags = self.flags();
         if old.is_some_and(|q| q.flags != flags) {
@@ -336,11 +546,15 @@ impl TaprioOptions {
                 m
             }
         };
+        // taprio_parse_tc_entry.
+        if self.max_sdu.iter().any(|&v| v > MAX_MTU) {
+            return Err(modmsg(Errno::Range, "TC max SDU exceeds device max MTU"));
+        }
         // parse_taprio_schedule.
         if !(0..=INT_MAX).contains(&self.cycle_time) {
             return Err(KernelError::invalid("'cycle_time' is too big"));
         }
-        let min = duration(ETH_ZLEN);
+        let min = ETH_ZLEN * ppb / 1000;
         if self.entries.iter().any(|e| u64::from(e.interval) < min) {
             return Err(KernelError::invalid("Invalid interval for schedule entry"));
         }
@@ -408,7 +622,8 @@ impl Taprio {
                 "Multi-queue device is required",
             ));
         }
-        let (mqprio, cycle) = o.check(env.txqueues, None)?;
+        let ppb = picos_per_byte(env.speed).0;
+        let (mqprio, cycle) = o.check(env.txqueues, None, ppb)?;
         let limit = env.txqueuelen.max(1);
         let mq = Mq::with_leaves(handle, env, "taprio", || {
             Box::new(super::fifo::Fifo::new(
@@ -421,6 +636,7 @@ impl Taprio {
         for (c, off) in cur_txq.iter_mut().zip(mqprio.offset) {
             *c = usize::from(off);
         }
+        let max_sdu = merge_max_sdu(&[0; TC_MAX], &o.max_sdu);
         Ok(Taprio {
             mq,
             txqueues: env.txqueues as usize,
@@ -428,7 +644,13 @@ impl Taprio {
             clockid: o.clockid.unwrap_or(-1),
             flags: o.flags(),
             txtime_delay: o.txtime_delay.unwrap_or(0),
-            sched: Schedule::new(o, cycle, now),
+            ppb,
+            max_sdu,
+            sched: Schedule::new(o, cycle, now, &max_sdu, ppb),
+            admin: None,
+            budget_of: None,
+            budget: [0; TC_MAX],
+            drops: 0,
             cur_txq,
         })
     }
@@ -441,7 +663,22 @@ impl Taprio {
         u32::from(self.mqprio.map[(pkt.priority & 15) as usize])
     }
 
-    /// `taprio_dequeue_from_txq`: queue `i`'s head, if its class's gate lets it go whole now.
+    /// `length_to_duration`: ns on the wire for `len` bytes at the link speed.
+    fn duration(&self, len: u32) -> u64 {
+        u64::from(len) * self.ppb / 1000
+    }
+
+    /// `advance_sched`'s `switch_schedules`, due by `now`.
+    fn switch_due(&mut self, now: Nanos) {
+        if self.admin.as_ref().is_some_and(|(_, at)| *at <= now) {
+            if let Some((s, _)) = self.admin.take() {
+                self.sched = s;
+            }
+        }
+    }
+
+    /// `taprio_dequeue_from_txq`: queue `i`'s head, if its class's gate is open, it can be sent whole
+    /// before the gate closes (the guard band) and the entry's budget for its class covers it.
     fn dequeue_from_txq(
         &mut self,
         i: usize,
@@ -450,40 +687,51 @@ impl Taprio {
         cx: &mut Cx,
     ) -> Option<Packet> {
         let assist = self.txtime_assist();
-        let (map, sched) = (self.mqprio.map, &self.sched);
+        let (map, num_tc, ppb) = (self.mqprio.map, usize::from(self.mqprio.num_tc), self.ppb);
+        let (sched, budget) = (&self.sched, &mut self.budget);
         let child = self.mq.queue_mut(i)?;
         if !assist {
             let head = child.q.peek(cx)?;
-            let tc = u32::from(map[(head.priority & 15) as usize]);
+            let tc = usize::from(map[(head.priority & 15) as usize]);
             if gate_mask & (1 << tc) == 0 {
                 return None;
             }
-            let guard = cx.now + duration(u64::from(head.len));
-            if let Some(close) = slot.and_then(|s| sched.close_time(s, tc)) {
-                if guard > close {
+            // No entry (before the start) or one that opens every gate: no guard band, no budget.
+            if let Some(slot) = slot.filter(|_| gate_mask != u32::MAX) {
+                let len = head.len;
+                let guard = cx.now + u64::from(len) * ppb / 1000;
+                // taprio_entry_allows_tx: the frame must end before the gate closes.
+                if sched.close_time(slot, tc).is_some_and(|close| guard >= close) {
+                    return None;
+                }
+                // taprio_update_budgets: every class's budget pays, even when this one falls short.
+                let mut left = 0;
+                for (c, b) in budget.iter_mut().enumerate().take(num_tc) {
+                    if *b != UNLIMITED {
+                        *b -= i64::from(len);
+                    }
+                    if c == tc {
+                        left = *b;
+                    }
+                }
+                if left < 0 {
                     return None;
                 }
             }
         }
         child.q.dequeue(cx)
     }
-}
 
-impl Qdisc for Taprio {
-    fn kind(&self) -> &'static str {
-        "taprio"
-    }
-
-    /// `netdev_pick_tx` with the classes' queues, then `taprio_enqueue_one`: in txtime-assist mode the
-    /// packet's launch time first (none: dropped).
-    fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
-        let tc = self.tc_of(&pkt);
+    /// `taprio_enqueue_one` after the max-SDU check: in txtime-assist mode the packet's launch time
+    /// first (none: dropped), then its class's queues.
+    fn enqueue_one(&mut self, mut pkt: Packet, tc: u32, cx: &mut Cx) -> Verdict {
         if self.txtime_assist() {
             let minimum = (cx.now as i64 + i64::from(self.txtime_delay)).max(pkt.tstamp as i64);
-            let dur = duration(u64::from(pkt.len)) as i64;
+            let dur = self.duration(pkt.len) as i64;
             let t = self.sched.packet_txtime(tc, dur, minimum);
             if t <= 0 {
                 // No interval in the cycle fits it (etf would refuse the time as well).
+                self.drops += 1;
                 cx.drop_arriving(pkt, super::DropReason::Overlimit);
                 return Verdict::Drop;
             }
@@ -497,15 +745,86 @@ impl Qdisc for Taprio {
         self.mq.enqueue_in(first, count, pkt, cx)
     }
 
+    /// `taprio_skb_exceeds_queue_max_sdu`: the frame (its real length, not a size table's) against
+    /// its class's limit in the operational schedule.
+    fn exceeds_max_sdu(&self, pkt: &Packet, tc: u32) -> bool {
+        pkt.wire_len().unwrap_or(pkt.len) > self.sched.max_frm_len[tc as usize]
+    }
+
+    /// `taprio_enqueue_segmented`: a GSO packet over its class's limit is cut into frames, each
+    /// dropped if still over it, else queued; the ancestors are told the difference.
+    fn enqueue_segmented(&mut self, pkt: Packet, tc: u32, cx: &mut Cx) -> Verdict {
+        let prev_len = pkt.len;
+        let (mut nb, mut len) = (0u32, 0u32);
+        for seg in pkt.gso_segment() {
+            let seg_len = seg.len;
+            let v = if self.exceeds_max_sdu(&seg, tc) {
+                self.drops += 1;
+                cx.drop_arriving(seg, super::DropReason::Overlimit);
+                Verdict::Drop
+            } else {
+                self.enqueue_one(seg, tc, cx)
+            };
+            if v == Verdict::Success {
+                nb += 1;
+                len += seg_len;
+            }
+        }
+        if nb == 0 {
+            return Verdict::Drop;
+        }
+        cx.reduce_backlog(1 - nb as i64, prev_len as i64 - len as i64);
+        Verdict::Success
+    }
+}
+
+/// `taprio_parse_tc_entries`: the classes tc names take their new max SDU, the others keep theirs.
+fn merge_max_sdu(old: &[u32; TC_MAX], given: &[u32]) -> [u32; TC_MAX] {
+    let mut m = *old;
+    for (slot, &v) in m.iter_mut().zip(given) {
+        *slot = v;
+    }
+    m
+}
+
+impl Qdisc for Taprio {
+    fn kind(&self) -> &'static str {
+        "taprio"
+    }
+
+    /// `taprio_enqueue` after `netdev_pick_tx` with the classes' queues: a frame over its class's max
+    /// SDU dropped (a GSO packet segmented first), then `taprio_enqueue_one`.
+    fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
+        self.switch_due(cx.now);
+        let tc = self.tc_of(&pkt);
+        if self.exceeds_max_sdu(&pkt, tc) {
+            if pkt.is_gso() {
+                return self.enqueue_segmented(pkt, tc, cx);
+            }
+            self.drops += 1;
+            cx.drop_arriving(pkt, super::DropReason::Overlimit);
+            return Verdict::Drop;
+        }
+        self.enqueue_one(pkt, tc, cx)
+    }
+
     /// `taprio_dequeue`, `taprio_dequeue_tc_priority`: the highest open class first, its queues in
     /// turn.
     fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
+        self.switch_due(cx.now);
         // txtime-assist runs no schedule: every gate open, as before a schedule starts.
         let slot = if self.txtime_assist() {
             None
         } else {
             self.sched.slot(cx.now)
         };
+        // advance_sched's taprio_set_budgets as an entry begins.
+        if let Some(s) = slot {
+            if self.budget_of != Some((s.begin, s.idx)) {
+                self.budget_of = Some((s.begin, s.idx));
+                self.budget = self.sched.budgets(s.idx, self.ppb);
+            }
+        }
         let gate_mask = slot.map_or(u32::MAX, |s| self.sched.entries[s.idx].gate_mask);
         for tc in (0..usize::from(self.mqprio.num_tc)).rev() {
             if gate_mask & (1 << tc) == 0 {
@@ -535,10 +854,16 @@ impl Qdisc for Taprio {
                 }
             }
         }
-        // Held back by a gate: ask again when the next entry begins (advance_sched's timer).
-        if let Some(s) = slot {
-            if self.mq.stats().qlen > 0 {
-                cx.wake_at = Some(cx.wake_at.map_or(s.end, |w| w.min(s.end)));
+        // Held back by a gate: ask again when the next entry begins or the admin schedule takes
+        // over (advance_sched's timer).
+        if self.mq.stats().qlen > 0 {
+            let next = slot
+                .map(|s| s.end)
+                .into_iter()
+                .chain(self.admin.as_ref().map(|a| a.1))
+                .min();
+            if let Some(t) = next {
+                cx.wake_at = Some(cx.wake_at.map_or(t, |w| w.min(t)));
             }
         }
         None
@@ -550,25 +875,37 @@ impl Qdisc for Taprio {
     fn reset(&mut self) {
         self.mq.reset();
     }
+    /// The queues' counters and taprio's own drops (`qdisc_drop` on the root).
     fn stats(&self) -> QdiscStats {
-        self.mq.stats()
+        let mut s = self.mq.stats();
+        s.drops += self.drops;
+        s
     }
     /// `taprio_dump`: the device's mapping, the clock (none with full offload), flags and txtime
-    /// delay when set, the schedule.
+    /// delay when set, the classes' max SDU in force (only when one was asked for: see the tc
+    /// printer), the operational schedule and the admin one waiting.
     fn dump(&self) -> QdiscOptions {
+        let s = self.sched.dump();
         QdiscOptions::Taprio(TaprioOptions {
             mqprio: Some(self.mqprio),
             clockid: Some(self.clockid),
             flags: (self.flags != 0).then_some(self.flags),
             txtime_delay: (self.txtime_delay != 0).then_some(self.txtime_delay),
-            base_time: self.sched.base_time,
-            cycle_time: self.sched.cycle_time,
-            cycle_time_extension: self.sched.cycle_time_extension,
-            entries: self.sched.entries.clone(),
+            base_time: s.base_time,
+            cycle_time: s.cycle_time,
+            cycle_time_extension: s.cycle_time_extension,
+            entries: s.entries,
+            max_sdu: if self.max_sdu.iter().any(|&v| v != 0) {
+                self.sched.max_sdu.to_vec()
+            } else {
+                Vec::new()
+            },
+            admin: self.admin.as_ref().map(|(a, _)| Box::new(a.dump())),
         })
     }
-    /// `taprio_change` on a running qdisc: flags, clock and mapping stay; a new schedule replaces the
-    /// old one from its start time.
+    /// `taprio_change` on a running qdisc: flags, clock and mapping stay; the link speed is read
+    /// again; a new schedule becomes the admin schedule, to take over when `advance_sched` switches
+    /// (in txtime-assist mode, or before the first schedule has started, it replaces it at once).
     fn change(
         &mut self,
         opts: &QdiscOptions,
@@ -578,15 +915,36 @@ impl Qdisc for Taprio {
         let QdiscOptions::Taprio(o) = opts else {
             return Err(super::wrong_kind());
         };
-        let (_, cycle) = o.check(env.txqueues, Some(self))?;
+        let (ppb, warning) = picos_per_byte(env.speed);
+        let (_, cycle) = o.check(env.txqueues, Some(self), ppb)?;
         if let Some(d) = o.txtime_delay {
             self.txtime_delay = d;
         }
-        self.sched = Schedule::new(o, cycle, now);
-        Ok(Vec::new())
+        self.ppb = ppb;
+        // Only the new schedule's limits are worked out (the running one keeps its own).
+        self.max_sdu = merge_max_sdu(&self.max_sdu, &o.max_sdu);
+        let new = Schedule::new(o, cycle, now, &self.max_sdu, ppb);
+        if self.txtime_assist() || now < self.sched.switch_at {
+            self.sched = new;
+            self.admin = None;
+        } else {
+            let mut new = new;
+            let at = self.sched.switch_time(&new, now);
+            new.switch_at = at;
+            self.admin = Some((new, at));
+        }
+        Ok(warning.into_iter().collect())
     }
     fn set_seed(&mut self, seed: u64) {
         self.mq.set_seed(seed);
+    }
+    /// `taprio_dev_notifier`: the link speed read again, both schedules' limits worked out anew.
+    fn link_changed(&mut self, env: &DevEnv) {
+        self.ppb = picos_per_byte(env.speed).0;
+        self.sched.update_max_sdu(&self.max_sdu, self.ppb);
+        if let Some((a, _)) = self.admin.as_mut() {
+            a.update_max_sdu(&self.max_sdu, self.ppb);
+        }
     }
     /// `taprio_class_ops`: a class per transmit queue, mq's.
     fn classes(&self) -> Option<&dyn ClassOps> {
@@ -603,7 +961,11 @@ impl Qdisc for Taprio {
 pub const KIND: super::QdiscKind = super::QdiscKind {
     name: "taprio",
     create: |handle, opts, env, now| match opts {
-        QdiscOptions::Taprio(o) => Ok((Box::new(Taprio::new(handle, o, env, now)?), Vec::new())),
+        QdiscOptions::Taprio(o) => {
+            let q = Taprio::new(handle, o, env, now)?;
+            let warning = picos_per_byte(env.speed).1;
+            Ok((Box::new(q), warning.into_iter().collect()))
+        }
         _ => Err(super::wrong_kind()),
     },
 };
@@ -620,6 +982,7 @@ mod tests {
             txqueuelen: 10_000,
             mtu: 1500,
             hard_header_len: 14,
+            speed: 0,
         }
     }
 
@@ -659,15 +1022,25 @@ mod tests {
         p
     }
 
-    /// Serve `q` from `t` to `until` as a 10 Mbit/s wire (the speed taprio assumes: 800 ns a byte):
-    /// each packet's start and end.
-    fn serve(q: &mut Taprio, mut t: Nanos, until: Nanos) -> Vec<(Nanos, Nanos, u32)> {
+    /// Serve `q` from `t` to `until` as a 10 Mbit/s wire (the speed taprio assumes of a device
+    /// without one: 800 ns a byte): each packet's start and end.
+    fn serve(q: &mut Taprio, t: Nanos, until: Nanos) -> Vec<(Nanos, Nanos, u32)> {
+        serve_at(q, t, until, 800_000)
+    }
+
+    /// Serve `q` as a wire taking `ps_per_byte` picoseconds a byte.
+    fn serve_at(
+        q: &mut Taprio,
+        mut t: Nanos,
+        until: Nanos,
+        ps_per_byte: u64,
+    ) -> Vec<(Nanos, Nanos, u32)> {
         let mut sent = Vec::new();
         while t < until {
             let mut cx = Cx::new(t);
             match q.dequeue(&mut cx) {
                 Some(p) => {
-                    let end = t + 800 * u64::from(p.len);
+                    let end = t + ps_per_byte * u64::from(p.len) / 1000;
                     sent.push((t, end, p.priority));
                     t = end;
                 }
@@ -688,14 +1061,15 @@ mod tests {
         for _ in 0..2000 {
             q.enqueue(packet(0, 100), &mut cx);
         }
-        // 100-byte frames take 80 µs: 50 fill TC 0's 4 ms exactly (the last ends as the gate
-        // closes), so 10 cycles send 500 of them — 10 Mbit/s × 4/10 = 4 Mbit/s, to the byte.
+        // 100-byte frames take 80 µs: 50 would fill TC 0's 4 ms exactly, but a frame must end before
+        // the gate closes (taprio_entry_allows_tx: strictly before), so the 50th waits: 49 a cycle,
+        // 490 in 10 cycles.
         let sent = serve(&mut q, 10 * MS, 110 * MS);
-        assert_eq!(sent.len(), 500);
+        assert_eq!(sent.len(), 490);
         for (i, (start, end, _)) in sent.iter().enumerate() {
-            let cycle = 10 * MS + (i as u64 / 50) * 10 * MS;
-            assert_eq!(*start, cycle + (i as u64 % 50) * 80_000, "packet {i}");
-            assert!(*end <= cycle + 4 * MS);
+            let cycle = 10 * MS + (i as u64 / 49) * 10 * MS;
+            assert_eq!(*start, cycle + (i as u64 % 49) * 80_000, "packet {i}");
+            assert!(*end < cycle + 4 * MS);
         }
     }
 
@@ -778,6 +1152,179 @@ mod tests {
         let mut cx = Cx::new(MS);
         q.enqueue(packet(1, 100), &mut cx);
         assert_eq!(q.dequeue(&mut cx).unwrap().tstamp, MS + 300);
+    }
+
+    /// One class open 1 ms of every 4 (TC 0), the other the rest (TC 1), on a device of `speed`
+    /// Mbit/s; the schedule starts at 4 ms (made at 0 with base time 0).
+    fn one_in_four(speed: u32, max_sdu: Vec<u32>) -> Taprio {
+        let mut o = opts(None);
+        o.entries[0].interval = 1_000_000;
+        o.entries[1].interval = 3_000_000;
+        o.max_sdu = max_sdu;
+        Taprio::new(Handle(0x10000), &o, &DevEnv { speed, ..env(4) }, 0).unwrap()
+    }
+
+    /// Bytes of the packets sent in each 4 ms cycle from 4 ms to `until`.
+    fn bytes_per_cycle(sent: &[(Nanos, Nanos, u32)], q_len: u32, until: Nanos) -> Vec<u64> {
+        let mut v = vec![0u64; ((until - 4 * MS) / (4 * MS)) as usize];
+        for (start, _, _) in sent {
+            v[((start - 4 * MS) / (4 * MS)) as usize] += u64::from(q_len);
+        }
+        v
+    }
+
+    #[test]
+    fn an_entry_sends_no_more_than_its_budget() {
+        // A gate open 1 ms every 4 ms at 100 Mbit/s (80 ps… 80 000 ps a byte): a budget of
+        // 1 ms × 1000 / 80 000 = 12 500 bytes (taprio_set_budgets). On a wire ten times faster the
+        // guard band (each 100-byte frame reckoned at 8 µs) would let ~1 250 frames out in the
+        // millisecond; the budget stops them at 125 frames, 12 500 bytes, every cycle.
+        let mut q = one_in_four(100, Vec::new());
+        let mut cx = Cx::new(0);
+        for _ in 0..2000 {
+            q.enqueue(packet(0, 100), &mut cx);
+        }
+        let sent = serve_at(&mut q, 4 * MS, 40 * MS, 8_000);
+        assert_eq!(bytes_per_cycle(&sent, 100, 40 * MS), vec![12_500; 9]);
+        // 1 000-byte frames: 12 fit (12 000 bytes); the 13th would leave -500 and stays.
+        let mut q = one_in_four(100, Vec::new());
+        for _ in 0..200 {
+            q.enqueue(packet(0, 1000), &mut cx);
+        }
+        let sent = serve_at(&mut q, 4 * MS, 40 * MS, 8_000);
+        assert_eq!(bytes_per_cycle(&sent, 1000, 40 * MS), vec![12_000; 9]);
+        // At the link's own speed the guard band binds first: the 125th 8-µs frame would end just
+        // as the gate closes, so 124 go (taprio_entry_allows_tx: strictly before).
+        let mut q = one_in_four(100, Vec::new());
+        for _ in 0..2000 {
+            q.enqueue(packet(0, 100), &mut cx);
+        }
+        let sent = serve_at(&mut q, 4 * MS, 40 * MS, 80_000);
+        assert_eq!(bytes_per_cycle(&sent, 100, 40 * MS), vec![12_400; 9]);
+    }
+
+    #[test]
+    fn a_frame_over_its_class_max_sdu_is_dropped_and_counted() {
+        // max-sdu 1500 for TC 0: the longest frame is 1 500 + 14 bytes (taprio_update_queue_max_sdu).
+        let mut q = one_in_four(1000, vec![1500]);
+        let mut cx = Cx::new(0);
+        assert_eq!(q.enqueue(packet(0, 1600), &mut cx), Verdict::Drop);
+        assert_eq!(q.enqueue(packet(0, 1515), &mut cx), Verdict::Drop);
+        assert_eq!(q.enqueue(packet(0, 1514), &mut cx), Verdict::Success);
+        // TC 1 has no limit of its own, and its 3-ms window at 1 Gbit/s sends 375 000 bytes: past
+        // the device's largest MTU, so no limit from the schedule either.
+        assert_eq!(q.enqueue(packet(1, 9000), &mut cx), Verdict::Success);
+        let st = q.stats();
+        assert_eq!((st.drops, st.qlen), (2, 2));
+        assert_eq!(cx.drops.len(), 2);
+        assert!(cx.drops.iter().all(|d| d.reason == super::super::DropReason::Overlimit));
+        // The dump lists every class's limit in force, since one was asked for.
+        let QdiscOptions::Taprio(d) = q.dump() else {
+            unreachable!()
+        };
+        assert_eq!(&d.max_sdu[..2], &[1500, 0]);
+    }
+
+    #[test]
+    fn a_short_window_limits_its_class_frames() {
+        // TC 0 open 100 µs of 1 ms at 100 Mbit/s: at most 1 250 bytes in its window, so frames
+        // over 1 250 are dropped (max SDU 1 236) though no max-sdu was given for it.
+        let mut o = opts(None);
+        o.entries[0].interval = 100_000;
+        o.entries[1].interval = 900_000;
+        o.max_sdu = vec![0, 1500];
+        let mut q = Taprio::new(Handle(0x10000), &o, &DevEnv { speed: 100, ..env(4) }, 0).unwrap();
+        let mut cx = Cx::new(0);
+        assert_eq!(q.enqueue(packet(0, 1251), &mut cx), Verdict::Drop);
+        assert_eq!(q.enqueue(packet(0, 1250), &mut cx), Verdict::Success);
+        let QdiscOptions::Taprio(d) = q.dump() else {
+            unreachable!()
+        };
+        assert_eq!(&d.max_sdu[..3], &[1236, 1500, 0]);
+        // At 1 Gbit/s the window holds 12 500 bytes: the limit lifts (a new speed, the notifier).
+        q.link_changed(&DevEnv { speed: 1000, ..env(4) });
+        let QdiscOptions::Taprio(d) = q.dump() else {
+            unreachable!()
+        };
+        assert_eq!(&d.max_sdu[..2], &[12_486, 1500]);
+    }
+
+    #[test]
+    fn a_new_schedule_waits_as_admin_until_its_base_time() {
+        // Running from 10 ms: TC 0 for 4 ms, TC 1 for 6 ms. At 12 ms a change brings TC 1 alone for
+        // the whole cycle from base time 31 ms. The old schedule's entries end at 14, 20, 24, 30 ms;
+        // at 24 ms the next entry would end at 30 ms, before 31: no switch; at 30 ms the next would
+        // end at 34 ms, past 31: the switch (should_change_schedules), the new first entry running
+        // from 30 ms to 31 + 10 ms.
+        let mut q = Taprio::new(Handle(0x10000), &opts(None), &env(4), 0).unwrap();
+        let mut o = opts(None);
+        o.mqprio = None;
+        o.base_time = 31 * MS as i64;
+        o.entries = vec![SchedEntry {
+            cmd: 0,
+            gate_mask: 2,
+            interval: 10_000_000,
+        }];
+        q.change(&QdiscOptions::Taprio(o), &env(4), 12 * MS).unwrap();
+        let QdiscOptions::Taprio(d) = q.dump() else {
+            unreachable!()
+        };
+        assert_eq!((d.base_time, d.entries.len()), (0, 2), "still operational");
+        let admin = d.admin.expect("the admin schedule listed");
+        assert_eq!((admin.base_time, admin.cycle_time), (31 * MS as i64, 10 * MS as i64));
+        assert_eq!(q.admin.as_ref().map(|a| a.1), Some(30 * MS));
+        // TC 0 still goes in its 20-24 ms entry; from 30 ms its gate never opens again.
+        let mut cx = Cx::new(12 * MS);
+        for _ in 0..3 {
+            q.enqueue(packet(0, 100), &mut cx);
+        }
+        let sent = serve(&mut q, 20 * MS, 23 * MS);
+        assert_eq!(sent.len(), 3);
+        q.enqueue(packet(0, 100), &mut cx);
+        q.enqueue(packet(1, 100), &mut cx);
+        let sent = serve(&mut q, 25 * MS, 60 * MS);
+        assert_eq!(sent, [(25 * MS, 25 * MS + 80_000, 1)], "TC 1 only");
+        let mut cx = Cx::new(60 * MS);
+        assert!(q.dequeue(&mut cx).is_none());
+        let QdiscOptions::Taprio(d) = q.dump() else {
+            unreachable!()
+        };
+        assert_eq!((d.base_time, d.entries.len(), d.admin), (31 * MS as i64, 1, None));
+    }
+
+    #[test]
+    fn a_change_before_the_start_replaces_the_schedule() {
+        // Made at 0, starting at 10 ms: a change at 5 ms takes effect at once (no operational
+        // schedule yet in the kernel: the admin one is replaced).
+        let mut q = Taprio::new(Handle(0x10000), &opts(None), &env(4), 0).unwrap();
+        let mut o = opts(None);
+        o.mqprio = None;
+        o.entries.swap(0, 1);
+        q.change(&QdiscOptions::Taprio(o), &env(4), 5 * MS).unwrap();
+        let QdiscOptions::Taprio(d) = q.dump() else {
+            unreachable!()
+        };
+        assert_eq!((d.entries[0].gate_mask, d.admin), (2, None));
+    }
+
+    #[test]
+    fn the_link_speed_sets_the_time_a_byte_takes() {
+        assert_eq!(picos_per_byte(0), (800_000, None), "SPEED_10 without one");
+        assert_eq!(picos_per_byte(100).0, 80_000);
+        assert_eq!(picos_per_byte(470_588).0, 17);
+        let (ppb, w) = picos_per_byte(1_000_000);
+        assert_eq!(ppb, 17);
+        assert_eq!(
+            w.unwrap().0,
+            "sch_taprio: Link speed 1000000 is too high. Schedule may be inaccurate"
+        );
+        // At 1 Gbit/s a 60-byte frame takes 480 ns: an interval of 480 is enough, 479 is not.
+        let mut o = opts(None);
+        o.entries[0].interval = 480;
+        let fast = DevEnv { speed: 1000, ..env(4) };
+        assert!(Taprio::new(Handle(0x10000), &o, &fast, 0).is_ok());
+        o.entries[0].interval = 479;
+        assert!(Taprio::new(Handle(0x10000), &o, &fast, 0).is_err());
     }
 
     #[test]

@@ -100,6 +100,7 @@ mod tests {
             txqueuelen: 3,
             mtu: 1500,
             hard_header_len: 14,
+            speed: 0,
         };
         let (mut q, _) =
             (KIND.create)(crate::handle::Handle(0x10000), &QdiscOptions::Teql, &env, 0).unwrap();
