@@ -9,9 +9,9 @@
 //! Time is `CLOCK_MONOTONIC`, in nanoseconds since the bridge started, passed to every call as the
 //! simulator passes its virtual time. A tree that holds packets back says when to ask again; the loop
 //! sleeps in `ppoll` until then or until a frame arrives, with the thread's timer slack at 1 ns, and
-//! spins instead when the wait is shorter than [`SPIN_NS`] (a wake-up from `ppoll` costs tens of
-//! microseconds here, several frames at 1 Gbit/s). Frames arrive through a `TPACKET_V2` ring mapped
-//! from each socket ([`sys::RxRing`]: read in place, no system call while frames keep coming) and
+//! spins only for the last stretch a sleep would overshoot; after a frame it polls for a while
+//! before it sleeps, as long as that pays (see [`crate::spin`]). Frames arrive through a
+//! `TPACKET_V2` ring mapped from each socket ([`sys::RxRing`]: read in place, no system call while frames keep coming) and
 //! leave through a transmit ring ([`sys::TxRing`]: one `send` for all the frames of a turn); where the
 //! kernel refuses a ring, or `--no-ring` asks, by `recvmmsg` and `sendmmsg`, [`sys::BATCH`] frames a
 //! call. All due wake-ups are served before each wait.
@@ -30,11 +30,6 @@ use tclab_core::packet::VlanTag;
 use tclab_core::qdisc::{Cx, Verdict};
 use tclab_core::{Nanos, Packet};
 
-/// Waits shorter than this are spun rather than slept.
-pub const SPIN_NS: u64 = 50_000;
-/// After a frame, the loop polls the sockets this long before it sleeps: a steady stream then costs
-/// no wake-up (a context switch, tens of microseconds here) per frame.
-pub const IDLE_SPIN_NS: u64 = 20_000;
 /// How soon a stalled transmit ring is kicked again when the loop would otherwise sleep.
 const STALLED_NS: u64 = 1_000_000;
 /// Frames a port may hold that its socket has not taken yet; beyond it the port stops asking its
@@ -62,6 +57,10 @@ pub struct PortStats {
     pub stale: u64,
     /// Frames the socket refused with an error other than "try again".
     pub tx_errors: u64,
+    /// Frames the outgoing device refuses after the qdisc (longer than its MTU, lowered while they
+    /// were queued): the kernel counts those in the device's `tx_dropped`, not in the qdisc's drops,
+    /// which counted them sent. Not in `tx_packets`.
+    pub tx_dropped: u64,
     /// Frames the kernel dropped before the bridge read them: its receive ring or socket buffer was
     /// full (not in `rx_packets`).
     pub rx_lost: u64,
@@ -97,10 +96,6 @@ struct Port {
     /// When the port's tree wants to be asked again.
     wake: Option<Nanos>,
     stats: PortStats,
-    /// Whether the first oversize frame that arrived here was reported (see [`oversize_warning`]).
-    oversize_said: bool,
-    /// Whether frames without their checksum were reported (see [`Bridge::note_partial`]).
-    partial_said: bool,
     /// The interface was set down (its socket said `ENETDOWN`) and no frame has arrived since:
     /// watched every [`DOWN_CHECK_NS`] in case it is deleted rather than brought up again.
     down: bool,
@@ -132,6 +127,42 @@ pub struct Bridge {
     /// Calls from the thread that coordinates several queues, and when to stop (instead of the
     /// control socket and the signals, which that thread watches).
     calls: Option<Calls>,
+    /// What was said about the ports, shared by the queues that bridge them.
+    said: Said,
+    /// Changes to the interfaces (an MTU set while bridging), if the ports came with a listener.
+    events: Option<sys::LinkEvents>,
+}
+
+/// Warnings about the ports, each said once for all the bridges that share it: with `--queues N`
+/// every queue's bridge has sockets on both ports and meets the same events (a port set down) or
+/// its share of the same frames (oversize, checksums left undone), which a user needs to read once.
+#[derive(Clone, Debug, Default)]
+pub struct Said(std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>);
+
+impl Said {
+    /// Print `msg` on the standard error unless `key` was said (and not forgotten since).
+    fn once(&self, key: String, msg: impl FnOnce() -> String) {
+        let mut said = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if said.iter().all(|(k, _)| *k != key) {
+            let msg = msg();
+            eprintln!("tclab live: {msg}");
+            said.push((key, msg));
+        }
+    }
+
+    /// Say `key`'s warning again when it happens again (a port that was down is up).
+    fn forget(&self, key: &str) {
+        let mut said = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = said.iter().position(|(k, _)| k == key) {
+            said[i].0.clear();
+        }
+    }
+
+    /// Every message said so far, in order.
+    pub fn messages(&self) -> Vec<String> {
+        let said = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        said.iter().map(|(_, m)| m.clone()).collect()
+    }
 }
 
 /// A port's interface, opened: its name, MTU and packet socket (moved to the thread that bridges it).
@@ -141,6 +172,8 @@ pub struct OpenPort {
     pub sock: PacketSocket,
     pub rx_ring: Option<sys::RxRing>,
     pub tx_ring: Option<sys::TxRing>,
+    /// The link changes of the ports' namespace (opened there): each queue's first port has one.
+    pub events: Option<sys::LinkEvents>,
 }
 
 /// How the ports move frames.
@@ -190,6 +223,8 @@ pub struct Calls {
     pub rx: std::sync::mpsc::Receiver<Call>,
     pub waker: std::sync::Arc<sys::Waker>,
     pub quit: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The warnings all the queues share.
+    pub said: Said,
 }
 
 /// What `tclab live` prints at the start: what it did to the devices.
@@ -212,7 +247,8 @@ impl Bridge {
 
     /// A bridge between ports already open, with the policy `engine` (devices it lacks are added with
     /// the interface's MTU).
-    pub fn on_ports(mut engine: Engine, open: Vec<OpenPort>) -> Bridge {
+    pub fn on_ports(mut engine: Engine, mut open: Vec<OpenPort>) -> Bridge {
+        let events = open.iter_mut().find_map(|o| o.events.take());
         let ports = open
             .into_iter()
             .map(|o| {
@@ -228,19 +264,30 @@ impl Bridge {
                     stopped: false,
                     wake: None,
                     stats: PortStats::default(),
-                    oversize_said: false,
                     down: false,
-                    partial_said: false,
                 }
             })
             .collect();
-        Bridge::with_ports(engine, ports)
+        let mut b = Bridge::with_ports(engine, ports);
+        b.events = events;
+        b
     }
 
     /// Serve transmit queue `queue` of several, taking calls from `calls` (see [`crate::queues`]).
     pub fn serve_queue(&mut self, queue: u16, calls: Calls) {
         self.queue = Some(queue);
+        self.said = calls.said.clone();
         self.calls = Some(calls);
+    }
+
+    /// Share the warnings said about the ports with other bridges of them (see [`Said`]).
+    pub fn share_warnings(&mut self, said: Said) {
+        self.said = said;
+    }
+
+    /// What was said about the ports so far.
+    pub fn said(&self) -> Vec<String> {
+        self.said.messages()
     }
 
     fn with_ports(engine: Engine, ports: Vec<Port>) -> Bridge {
@@ -264,6 +311,8 @@ impl Bridge {
             spare: Vec::new(),
             queue: None,
             calls: None,
+            said: Said::default(),
+            events: None,
         }
     }
 
@@ -286,9 +335,7 @@ impl Bridge {
                     stopped: false,
                     wake: None,
                     stats: PortStats::default(),
-                    oversize_said: false,
                     down: false,
-                    partial_said: false,
                 }
             })
             .collect();
@@ -420,53 +467,23 @@ impl Bridge {
     fn run_loop(&mut self, duration: Option<Nanos>) -> Result<(), String> {
         sys::precise_timers();
         let deadline = duration.map(|d| self.now().saturating_add(d));
-        let mut bufs: Vec<Vec<u8>> = (0..sys::BATCH)
-            .map(|_| {
-                vec![
-                    0u8;
-                    self.ports
-                        .iter()
-                        .map(|p| p.mtu as usize)
-                        .max()
-                        .unwrap_or(1500)
-                        + 64
-                ]
-            })
-            .collect();
+        let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); sys::BATCH];
+        self.size_buffers(&mut bufs);
         let mut lens = vec![0usize; sys::BATCH];
         let mut tags = vec![None; sys::BATCH];
         if self.ports.iter().any(|p| p.sock.is_none()) {
             return Err("a detached bridge has no interfaces to run on".into());
         }
-        let mut fds: Vec<i32> = self
-            .ports
-            .iter()
-            .filter_map(|p| p.sock.as_ref())
-            .map(PacketSocket::raw)
-            .collect();
-        if let Some(c) = &self.control {
-            fds.push(c.raw());
-        }
-        if let Some(c) = &self.calls {
-            fds.push(c.waker.raw());
-        }
-        // Then the transmit rings' sockets, waited on (for a free slot) while frames are pending.
-        let listening = fds.len();
-        let tx_ports: Vec<usize> = (0..self.ports.len())
-            .filter(|&o| self.ports[o].tx_ring.is_some())
-            .collect();
-        fds.extend(
-            tx_ports
-                .iter()
-                .filter_map(|&o| self.ports[o].tx_ring.as_ref().map(sys::TxRing::raw)),
-        );
+        let (mut fds, mut listening, mut tx_ports) = self.poll_set();
         // The control socket is looked at when ppoll says it is readable, and every so many busy
         // turns (under steady traffic the loop may not sleep for a long time).
         let mut calls_waiting = false;
         let mut turns: u32 = 0;
-        // When the last frame arrived: the loop keeps polling the sockets for IDLE_SPIN_NS after it
-        // before it sleeps, so that a steady stream costs no wake-up per frame.
+        // When the last frame arrived: the loop keeps polling the sockets for the spin's window after
+        // it before it sleeps, so that a steady stream costs no wake-up per frame.
         let mut last_rx = 0;
+        let mut idle = false;
+        let mut spin = crate::spin::IdleSpin::new();
         while !self.stopping() {
             let now = self.now();
             if deadline.is_some_and(|d| now >= d) {
@@ -482,14 +499,19 @@ impl Bridge {
                 self.serve_calls();
                 self.serve_queue_calls();
                 self.check_down_ports()?;
+                if self.events.as_ref().is_some_and(sys::LinkEvents::changed) && self.follow_mtus()
+                {
+                    // Rings re-made or given up, other MTUs: other descriptors, other buffers.
+                    (fds, listening, tx_ports) = self.poll_set();
+                    self.size_buffers(&mut bufs);
+                }
             }
             let mut received = 0;
             for i in 0..self.ports.len() {
                 if let Some(mut ring) = self.ports[i].rx_ring.take() {
                     let n = self.receive_ring(i, &mut ring);
                     self.ports[i].rx_ring = Some(ring);
-                    // Frames again: a port that was down is up.
-                    self.ports[i].down &= n == 0;
+                    self.note_up(i, n);
                     received += n;
                     continue;
                 }
@@ -521,7 +543,7 @@ impl Bridge {
                         self.arrive_cut(now, i, frame, how);
                     }
                     received += n;
-                    self.ports[i].down &= n == 0;
+                    self.note_up(i, n);
                     let partial = self.ports[i].sock.as_ref().map_or(0, |s| s.take_partial());
                     self.note_partial(i, partial);
                     if n < sys::BATCH {
@@ -532,10 +554,16 @@ impl Bridge {
             self.flush_all();
             let now = self.now();
             if received > 0 {
+                // Judged only after an idle turn: back-to-back batches say nothing about the gaps.
+                if idle {
+                    spin.frame(now.saturating_sub(last_rx));
+                }
+                idle = false;
                 last_rx = now;
                 continue;
             }
-            if now.saturating_sub(last_rx) < IDLE_SPIN_NS {
+            idle = true;
+            if now.saturating_sub(last_rx) < spin.window() {
                 std::hint::spin_loop();
                 continue;
             }
@@ -564,7 +592,9 @@ impl Bridge {
                 self.check_down_ports()?;
                 timeout = Some(timeout.map_or(DOWN_CHECK_NS, |t| t.min(DOWN_CHECK_NS)));
             }
-            if timeout.is_some_and(|t| t < SPIN_NS) {
+            // A deadline within a sleep's usual overshoot is spun for.
+            let margin = spin.margin();
+            if timeout.is_some_and(|t| t <= margin) {
                 continue;
             }
             // Writable: a socket that sends with sendmmsg, or a transmit ring, with frames pending.
@@ -574,8 +604,14 @@ impl Bridge {
                 .chain((self.ports.len()..listening).map(|_| false))
                 .chain(tx_ports.iter().map(|&o| pending(o)))
                 .collect();
-            let ready = sys::wait(&fds, &writable, timeout.map(|t| t - SPIN_NS / 2))
-                .map_err(|e| format!("ppoll: {e}"))?;
+            let asked = timeout.map(|t| t - margin);
+            let (cpu0, wall0) = (sys::thread_cpu_ns(), sys::monotonic_ns());
+            let ready = sys::wait(&fds, &writable, asked).map_err(|e| format!("ppoll: {e}"))?;
+            let (cpu, wall) = (
+                sys::thread_cpu_ns().saturating_sub(cpu0),
+                sys::monotonic_ns().saturating_sub(wall0),
+            );
+            spin.slept(cpu, wall, asked, ready.is_empty() && !self.stopping());
             calls_waiting = ready
                 .iter()
                 .any(|&r| r >= self.ports.len() && r < listening);
@@ -597,6 +633,116 @@ impl Bridge {
         Ok(())
     }
 
+    /// What the loop waits on in `ppoll`: the ports' sockets, the control socket or the calls' waker,
+    /// the link events (those up to the second value, "listening"), then the transmit rings'
+    /// sockets (waited on for a free slot while frames are pending) and the ports they belong to.
+    fn poll_set(&self) -> (Vec<i32>, usize, Vec<usize>) {
+        let mut fds: Vec<i32> = self
+            .ports
+            .iter()
+            .filter_map(|p| p.sock.as_ref())
+            .map(PacketSocket::raw)
+            .collect();
+        fds.extend(self.control.as_ref().map(Control::raw));
+        fds.extend(self.calls.as_ref().map(|c| c.waker.raw()));
+        fds.extend(self.events.as_ref().map(sys::LinkEvents::raw));
+        let listening = fds.len();
+        let tx_ports: Vec<usize> = (0..self.ports.len())
+            .filter(|&o| self.ports[o].tx_ring.is_some())
+            .collect();
+        fds.extend(
+            tx_ports
+                .iter()
+                .filter_map(|&o| self.ports[o].tx_ring.as_ref().map(sys::TxRing::raw)),
+        );
+        (fds, listening, tx_ports)
+    }
+
+    /// Receive buffers (`recvmmsg`) for a frame of the largest MTU with its link header and tags.
+    fn size_buffers(&self, bufs: &mut [Vec<u8>]) {
+        let need = self
+            .ports
+            .iter()
+            .map(|p| p.mtu as usize)
+            .max()
+            .unwrap_or(1500)
+            + 64;
+        for b in bufs {
+            b.resize(need, 0);
+        }
+    }
+
+    /// Read the ports' MTUs again (a link changed); true if one changed.
+    fn follow_mtus(&mut self) -> bool {
+        let mut changed = false;
+        for i in 0..self.ports.len() {
+            let p = &self.ports[i];
+            // A port that went away says so through its socket's error.
+            let Some(Ok(mtu)) = p.sock.as_ref().map(|s| sys::mtu_by(s.raw(), &p.name)) else {
+                continue;
+            };
+            if mtu != p.mtu {
+                self.set_mtu(i, mtu);
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// Port `i`'s interface has MTU `mtu` now (`ip link set DEV mtu N` while bridging), as the
+    /// kernel's bridge follows a port's MTU: frames arriving for it are checked against it, its
+    /// device in the engine has it, queued frames longer than it are refused as its device would
+    /// refuse them ([`device_refuses`]), and its rings are made to hold a frame of it — the receive
+    /// ring re-made with larger slots (the frames it held are lost), the transmit ring given up for
+    /// `sendmmsg` (its socket cannot be re-made from here: it belongs to the port's namespace).
+    pub fn set_mtu(&mut self, i: usize, mtu: u32) {
+        let port = &mut self.ports[i];
+        let old = port.mtu;
+        port.mtu = mtu;
+        if let Some(d) = self.engine.device_mut(&port.name) {
+            d.mtu = mtu;
+        }
+        // As RingGeometry::for_mtu sizes a slot: the link header and two VLAN tags.
+        let frame = mtu as usize + 14 + 8;
+        let mut rings = Vec::new();
+        if let (Some(ring), Some(sock)) = (port.rx_ring.take(), port.sock.as_ref()) {
+            if ring.max_frame() >= frame {
+                port.rx_ring = Some(ring);
+            } else {
+                let g = sys::RingGeometry::for_mtu(mtu, ring.bytes());
+                match ring.reshape(sock, g) {
+                    Ok(r) => {
+                        rings.push(format!(
+                            "receive ring re-made with {}-byte slots",
+                            g.frame_size
+                        ));
+                        port.rx_ring = Some(r);
+                    }
+                    Err(e) => rings.push(format!("no receive ring ({e}): receiving with recvmmsg")),
+                }
+            }
+        }
+        if port.tx_ring.as_ref().is_some_and(|r| r.max_frame() < frame) {
+            if let Some(mut r) = port.tx_ring.take() {
+                // What the ring holds goes first (what the device does not take now is lost).
+                let _ = r.kick();
+                rings.push(format!(
+                    "its transmit ring's slots hold {} bytes: sending with sendmmsg",
+                    r.max_frame()
+                ));
+            }
+        }
+        let name = &port.name;
+        self.said.once(format!("mtu {name} {mtu}"), || {
+            let mut msg = format!("{name}: MTU {old} -> {mtu}, followed");
+            for r in &rings {
+                msg.push_str("; ");
+                msg.push_str(r);
+            }
+            msg
+        });
+    }
+
     /// Add what the kernel dropped for each port's socket since the last look to its counters.
     fn count_lost(&mut self) {
         for p in &mut self.ports {
@@ -615,10 +761,12 @@ impl Bridge {
         let port = &mut self.ports[i];
         if e.raw_os_error() == Some(libc::ENETDOWN) && port_bound(port) {
             if !port.down {
-                eprintln!(
-                    "tclab live: warning: {} is down: nothing passes through it until it is up again",
-                    port.name
-                );
+                let name = &port.name;
+                self.said.once(format!("down {name}"), || {
+                    format!(
+                        "warning: {name} is down: nothing passes through it until it is up again"
+                    )
+                });
             }
             port.down = true;
             return Ok(());
@@ -636,14 +784,23 @@ impl Bridge {
         }
         let port = &mut self.ports[i];
         port.stats.rx_csum_partial += n;
-        if !port.partial_said {
-            port.partial_said = true;
-            eprintln!(
-                "tclab live: {}: frames arrive with their TCP/UDP checksums left to a device (the \
-                 other end of a veth with tx-checksumming on): tclab fills them in as that device \
-                 would (IPv4, IPv6 without extension headers; others go as they came)",
-                port.name
-            );
+        let name = &port.name;
+        self.said.once(format!("partial {name}"), || {
+            format!(
+                "{name}: frames arrive with their TCP/UDP checksums left to a device (the other end \
+                 of a veth with tx-checksumming on): tclab fills them in as that device would \
+                 (IPv4, IPv6 without extension headers; others go as they came)"
+            )
+        });
+    }
+
+    /// `n` frames arrived on port `i`: if it was down, it is up again (and its going down is worth
+    /// saying again).
+    fn note_up(&mut self, i: usize, n: usize) {
+        let port = &mut self.ports[i];
+        if port.down && n > 0 {
+            port.down = false;
+            self.said.forget(&format!("down {}", port.name));
         }
     }
 
@@ -758,14 +915,13 @@ impl Bridge {
         };
         if truncated || pkt.data.len() > other_mtu {
             st.oversize += 1;
-            if !self.ports[i].oversize_said {
-                self.ports[i].oversize_said = true;
-                let (from, to) = (&self.ports[i].name, &self.ports[1 - i].name);
-                eprintln!(
-                    "tclab live: warning: {}",
+            let (from, to) = (&self.ports[i].name, &self.ports[1 - i].name);
+            self.said.once(format!("oversize {from}"), || {
+                format!(
+                    "warning: {}",
                     oversize_warning(from, to, other_mtu, frame.len(), truncated)
-                );
-            }
+                )
+            });
             return;
         }
         // What the sender's device would have done: a filter or a receiver sees the real checksum.
@@ -808,7 +964,7 @@ impl Bridge {
         }
         if let Some(q) = self.queue {
             // This thread's queue: the other queues' trees live in other threads' engines.
-            pkt.queue_mapping = Some(q);
+            pkt.set_queue_mapping(Some(q));
         }
         self.transmit(now, other, pkt, Cx::new(now));
     }
@@ -1053,12 +1209,19 @@ pub fn open_ports(
                 sock.join_fanout(group)
                     .map_err(|e| format!("{name}: {e}"))?;
             }
+            // One listener per queue for the MTU changes of both ports (their namespace's).
+            let events = if i == 0 {
+                sys::LinkEvents::open().ok()
+            } else {
+                None
+            };
             port.push(OpenPort {
                 name: name.clone(),
                 mtu,
                 sock,
                 rx_ring,
                 tx_ring,
+                events,
             });
         }
         if rings != Rings::Off {
@@ -1070,8 +1233,8 @@ pub fn open_ports(
 
 /// What the first oversize frame on port `from` makes the bridge say, at once (a frame dropped in
 /// silence looks like a broken link; the summary counts them all): a frame cut by its receive ring
-/// slot or buffer (`truncated`), or one whose packet is larger than `to`'s MTU as it was at the
-/// start. Both were sized then, so an MTU raised while tclab runs (jumbo frames) needs a restart.
+/// slot or buffer (`truncated`: longer than `from`'s own MTU), or one whose packet is larger than
+/// `to`'s MTU (followed while tclab runs: [`Bridge::set_mtu`]).
 pub fn oversize_warning(
     from: &str,
     to: &str,
@@ -1080,15 +1243,11 @@ pub fn oversize_warning(
     truncated: bool,
 ) -> String {
     let what = if truncated {
-        format!(
-            "a frame longer than {from}'s receive slot or buffer (sized for the MTUs at the start) arrived"
-        )
+        format!("a frame longer than {from}'s receive slot or buffer (sized for its MTU) arrived")
     } else {
-        format!("a {frame_len}-byte frame arrived, its packet larger than {to}'s {to_mtu}-byte MTU at the start")
+        format!("a {frame_len}-byte frame arrived, its packet larger than {to}'s {to_mtu}-byte MTU")
     };
-    format!(
-        "{from}: {what}; dropped, and such frames are counted as oversize (after raising an MTU, restart tclab live)"
-    )
+    format!("{from}: {what}; dropped, and such frames are counted as oversize")
 }
 
 /// The receive and transmit rings of one socket of a device of `mtu` bridged by `queues` threads:
@@ -1242,8 +1401,39 @@ pub(crate) fn answer(
     }
 }
 
+/// Whether a device of MTU `mtu` refuses `frame`, as `tpacket_snd` and `packet_snd` refuse it:
+/// longer than the MTU and its Ethernet header, unless the 4 bytes more are a VLAN tag's
+/// (`packet_extra_vlan_len_allowed`).
+pub fn device_refuses(frame: &[u8], mtu: u32) -> bool {
+    let max = mtu as usize + 14;
+    frame.len() > max && (frame.len() > max + 4 || frame.get(12..14) != Some(&[0x81, 0x00][..]))
+}
+
+/// Take the frames the port's device refuses (its MTU lowered while they were queued) out of its
+/// pending ones: on the ring the kernel would drop them unseen (`PACKET_LOSS`), through `sendmmsg`
+/// one would fail a call. Counted as the kernel counts a frame its device refused after the qdisc:
+/// in `tx_dropped`, not sent.
+fn drop_refused(port: &mut Port, spare: &mut Vec<Vec<u8>>) {
+    let mtu = port.mtu;
+    if port.pending.iter().all(|f| !device_refuses(f, mtu)) {
+        return;
+    }
+    let st = &mut port.stats;
+    for f in std::mem::take(&mut port.pending) {
+        if device_refuses(&f, mtu) {
+            st.tx_dropped += 1;
+            st.tx_packets -= 1;
+            st.tx_bytes -= f.len() as u64;
+            spare.push(f);
+        } else {
+            port.pending.push(f);
+        }
+    }
+}
+
 /// Hand a port's pending frames to its socket; what it cannot take now stays pending.
 fn flush(port: &mut Port, spare: &mut Vec<Vec<u8>>) {
+    drop_refused(port, spare);
     if let Some(ring) = port.tx_ring.as_mut() {
         let mut taken = 0;
         for f in &port.pending {

@@ -11,6 +11,7 @@
 //! - [`lab`]: `tclab lab up|down|exec|status` — seed 000's node-1 / router / node-2 as network
 //!   namespaces, the router bridged by `tclab live` (or by the kernel, to compare).
 //! - [`sampler`]: rates, backlogs and drops of every device and class over a live run (CSV).
+//! - [`spin`]: when the loop spins and when it sleeps (the idle window, the margin before a deadline).
 //! - [`sys`]: the system calls, every `unsafe` of the crate.
 //! - [`fuzz`]: the receive path's fuzz body (hostile frames through a detached bridge).
 //! - [`vethns`]: a throwaway namespace of veth pairs for the tests and benchmarks on real interfaces.
@@ -25,5 +26,6 @@ pub mod fuzz;
 pub mod lab;
 pub mod queues;
 pub mod sampler;
+pub mod spin;
 pub mod sys;
 pub mod vethns;

@@ -233,6 +233,8 @@ impl Queues {
         let journal = Arc::new(journal);
         let mut workers = Vec::new();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+        // Every queue's bridge meets the same port events: each warning said once for all.
+        let said = crate::bridge::Said::default();
         for (k, ports) in ports.into_iter().enumerate() {
             let (tx, rx) = mpsc::channel();
             let waker = Arc::new(sys::Waker::new().map_err(|e| e.to_string())?);
@@ -240,6 +242,7 @@ impl Queues {
                 rx,
                 waker: waker.clone(),
                 quit: quit.clone(),
+                said: said.clone(),
             };
             let journal = journal.clone();
             let ready = ready_tx.clone();
@@ -492,6 +495,7 @@ fn add(t: &mut PortStats, s: &PortStats) {
     t.oversize += s.oversize;
     t.stale += s.stale;
     t.tx_errors += s.tx_errors;
+    t.tx_dropped += s.tx_dropped;
     t.rx_lost += s.rx_lost;
     t.rx_csum_partial += s.rx_csum_partial;
     t.rx_ring += s.rx_ring;

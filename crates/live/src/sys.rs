@@ -86,14 +86,92 @@ fn ioctl_socket() -> io::Result<OwnedFd> {
 
 /// The MTU of interface `name`.
 pub fn mtu(name: &str) -> io::Result<u32> {
-    let s = ioctl_socket()?;
+    mtu_by(ioctl_socket()?.as_raw_fd(), name)
+}
+
+/// The MTU of interface `name` in the network namespace of socket `fd` (an ioctl names the device in
+/// its socket's namespace, whichever namespace the calling thread is in).
+pub fn mtu_by(fd: RawFd, name: &str) -> io::Result<u32> {
     let mut r = ifreq(name)?;
     // SAFETY: SIOCGIFMTU reads the name and writes ifru_mtu of the ifreq we own.
-    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFMTU, &mut r) } != 0 {
+    if unsafe { libc::ioctl(fd, libc::SIOCGIFMTU, &mut r) } != 0 {
         return Err(last_error(&format!("{name}: reading the MTU")));
     }
     // SAFETY: the kernel filled the mtu member.
     Ok(unsafe { r.ifr_ifru.ifru_mtu } as u32)
+}
+
+/// A netlink socket that hears of every change to the interfaces of the network namespace it was
+/// opened in (`RTMGRP_LINK`: `ip link set DEV mtu N`, up, down), non-blocking. The bridge only
+/// needs to know that something changed: it reads what it needs (the MTU) from its own sockets.
+pub struct LinkEvents {
+    fd: OwnedFd,
+}
+
+impl LinkEvents {
+    /// Listen to this network namespace's link changes (no privilege needed).
+    pub fn open() -> io::Result<LinkEvents> {
+        // SAFETY: plain socket(2); the descriptor is owned at once.
+        let fd = unsafe {
+            libc::socket(
+                libc::AF_NETLINK,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                libc::NETLINK_ROUTE,
+            )
+        };
+        if fd < 0 {
+            return Err(last_error("netlink socket"));
+        }
+        // SAFETY: fd is a fresh descriptor nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: sockaddr_nl is plain old data; all zeroes is a valid value.
+        let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        sa.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+        sa.nl_groups = libc::RTMGRP_LINK as u32;
+        // SAFETY: bind with a sockaddr_nl we own and its size.
+        let r = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                &sa as *const libc::sockaddr_nl as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            return Err(last_error("binding a netlink socket to RTMGRP_LINK"));
+        }
+        Ok(LinkEvents { fd })
+    }
+
+    pub fn raw(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Read every waiting message; whether there was one. An overflowing socket (`ENOBUFS`: changes
+    /// were lost) counts as one, so that the caller looks again.
+    pub fn changed(&self) -> bool {
+        let mut buf = [0u8; 8192];
+        let mut any = false;
+        loop {
+            // SAFETY: recv into the buffer we own, of its length.
+            let r = unsafe {
+                libc::recv(
+                    self.raw(),
+                    buf.as_mut_ptr() as *mut libc::c_void,
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if r > 0 {
+                any = true;
+                continue;
+            }
+            if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOBUFS) {
+                any = true;
+                continue;
+            }
+            return any;
+        }
+    }
 }
 
 /// Can `name` be one of a bridge's ports? It must exist, be up, and not be a port of a kernel bridge
@@ -1128,6 +1206,33 @@ impl RxRing {
         })
     }
 
+    /// The bytes of the ring (all its blocks).
+    pub fn bytes(&self) -> u32 {
+        self.ring.map_len as u32
+    }
+
+    /// The largest frame a slot holds whole (a received frame starts 66 bytes into its slot; an
+    /// outer VLAN tag the kernel took out is not in it).
+    pub fn max_frame(&self) -> usize {
+        self.ring.frame_size.saturating_sub(66)
+    }
+
+    /// Replace this ring of `sock` with one of shape `g` (after an MTU change): unmapped and freed
+    /// first, as the kernel changes a ring only while no one maps it. What the old ring held is
+    /// lost. On an error `sock` is left without a ring (it receives with `recvmmsg`).
+    pub fn reshape(self, sock: &PacketSocket, g: RingGeometry) -> io::Result<RxRing> {
+        drop(self);
+        let none = [0u32; 4];
+        setsockopt(
+            sock.raw(),
+            libc::SOL_PACKET,
+            PACKET_RX_RING,
+            &none,
+            "freeing the PACKET_RX_RING",
+        )?;
+        RxRing::attach(sock, g)
+    }
+
     /// Hand each slot the kernel has filled to `f` in arrival order, at most `max`, each given back
     /// once `f` returns (read it with [`slot_view`]: nothing in it is trusted). Returns how many.
     pub fn take(&mut self, max: usize, mut f: impl FnMut(&[u8])) -> usize {
@@ -1189,6 +1294,11 @@ impl TxRing {
 
     pub fn raw(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+
+    /// The largest frame a slot holds.
+    pub fn max_frame(&self) -> usize {
+        self.ring.frame_size.saturating_sub(TX_DATA_OFFSET)
     }
 
     /// Copy `frame` into the next free slot, marked to be sent (by [`TxRing::kick`]): `Ok(false)` if

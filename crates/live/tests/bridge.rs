@@ -77,6 +77,76 @@ fn a_tbf_releases_the_burst_then_one_frame_per_frame_time() {
 }
 
 #[test]
+fn frames_queued_past_a_lowered_mtu_are_refused_by_the_device_and_counted_as_tx_dropped() {
+    // TBF 8 Mbit/s, burst 3028 B: two 1514-byte frames leave at once, three wait. eth0's MTU is then
+    // lowered to 1000 (`ip link set eth0 mtu 1000` while bridging). The kernel's device refuses a
+    // frame longer than MTU + 14 (tpacket_snd, packet_snd) after the qdisc has sent it: the qdisc
+    // counts it sent, the device counts it in tx_dropped (dev_core_stats_tx_dropped_inc, a veth's
+    // own drop counter). A 900-byte frame behind them still leaves.
+    let mut b = Bridge::detached(
+        policy(&["qdisc add dev eth0 root tbf rate 8mbit burst 3028 limit 100000"]),
+        [("eth0", 1500), ("eth1", 1500)],
+    );
+    for _ in 0..3 {
+        b.arrive(0, 1, &udp_frame(1514, 5201, 0), false);
+    }
+    assert_eq!(b.take_sent(0).len(), 2);
+    b.set_mtu(0, 1000);
+    let small = udp_frame(900, 5202, 0);
+    b.arrive(1, 1, &small, false);
+    // Arriving now, a frame larger than the new MTU is not queued at all.
+    b.arrive(2, 1, &udp_frame(1514, 5203, 0), false);
+    b.poll(10_000_000);
+    assert_eq!(b.take_sent(0), vec![small]);
+    let st = b.stats();
+    let (eth0, eth1) = (&st[0].1, &st[1].1);
+    assert_eq!(
+        (eth0.tx_packets, eth0.tx_bytes, eth0.tx_dropped),
+        (3, 2 * 1514 + 900, 1),
+        "sent: the burst and the small frame; refused: the frame held when the MTU fell"
+    );
+    assert_eq!((eth1.rx_packets, eth1.oversize), (5, 1));
+    let show = tclab_tc::run(
+        &mut b.engine,
+        &[
+            "-s".into(),
+            "qdisc".into(),
+            "show".into(),
+            "dev".into(),
+            "eth0".into(),
+        ],
+        10_000_000,
+    );
+    assert!(
+        show.stdout.contains(" 4 pkt (dropped 0,"),
+        "the qdisc sent 4, the refused one among them, and dropped none: {}",
+        show.stdout
+    );
+}
+
+#[test]
+fn a_device_refuses_a_frame_longer_than_its_mtu_and_header_unless_the_rest_is_a_vlan_tag() {
+    use tclab_live::bridge::device_refuses;
+    let plain = udp_frame(1514, 1, 0);
+    assert!(!device_refuses(&plain, 1500));
+    assert!(device_refuses(&udp_frame(1515, 1, 0), 1500));
+    // 4 bytes more are allowed when they are an 802.1Q tag (packet_extra_vlan_len_allowed).
+    let mut tagged = plain[..12].to_vec();
+    tagged.extend_from_slice(&[0x81, 0x00, 0x00, 0x05]);
+    tagged.extend_from_slice(&plain[12..]);
+    assert_eq!(tagged.len(), 1518);
+    assert!(!device_refuses(&tagged, 1500));
+    tagged.push(0);
+    assert!(device_refuses(&tagged, 1500));
+    let mut not_a_tag = udp_frame(1518, 1, 0);
+    not_a_tag[12..14].copy_from_slice(&[0x88, 0xa8]);
+    assert!(
+        device_refuses(&not_a_tag, 1500),
+        "802.1ad is not allowed the extra bytes"
+    );
+}
+
+#[test]
 fn ingress_police_and_an_ifb_shape_what_arrives() {
     // What arrives on eth1 is redirected to ifb0, shaped there by a TBF, and then bridged to eth0; a
     // policer in front drops beyond 3 frames' burst (8 kbit/s refills 10 bytes in the test's 10 ms)
@@ -246,14 +316,14 @@ use tclab_live::bridge::{open_ports, OpenPort, PortStats, RingSetup, Rings};
 use tclab_live::sys::{self, PacketSocket, RingGeometry};
 use tclab_live::vethns::VethNs;
 
-/// The test's namespace `ring-TAG-PID` ([`VethNs`]), or `None` with the reason printed where
+/// The test's namespace `lv-TAG-PID` ([`VethNs`]), or `None` with the reason printed where
 /// namespaces cannot be made (not root).
 fn netns(tag: &str) -> Option<VethNs> {
     if let Err(e) = tclab_live::lab::Lab::check_root() {
         eprintln!("skipped: {e}");
         return None;
     }
-    Some(VethNs::new(&format!("ring-{tag}")).expect("the test's namespace"))
+    Some(VethNs::new(&format!("lv-{tag}")).expect("the test's namespace"))
 }
 
 /// The bridge's ports on `a0` and `a1` (`queues` sockets each), a sender on `b1`, a listener on `b0`.
@@ -861,4 +931,138 @@ fn frames_whose_checksum_a_veth_peer_left_undone_leave_with_it_filled_in() {
         }
         assert_eq!(sum, 0xffff, "{name}: the checksum filled in");
     }
+}
+
+#[test]
+fn an_mtu_set_while_bridging_is_followed_with_and_without_rings() {
+    // `ip link set DEV mtu N` while tclab bridges, as a manager sets jumbo frames: the bridge hears
+    // the change (RTMGRP_LINK), re-makes its receive ring with slots for the new MTU (2 KiB slots
+    // would cut a 9014-byte frame), sends by sendmmsg when its transmit ring's slots are too small,
+    // and forwards 9000-byte packets. Lowered again, a frame larger than the new MTU is counted
+    // oversize, not handed to a device that would drop it unseen.
+    for (name, rings) in [("mtu", Rings::On), ("mtucopy", Rings::Off)] {
+        let Some(ns) = netns(name) else {
+            return;
+        };
+        let (mut ports, _, tx, rx) = open_lab(&ns, 1, rings);
+        let ports = ports.remove(0);
+        let bridge = std::thread::spawn(move || {
+            let mut b = Bridge::on_ports(Engine::new(), ports);
+            (b.run(Some(1_800_000_000)), b.stats(), b.said())
+        });
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        for d in ["a0", "b0", "a1", "b1"] {
+            ns.ip(&["link", "set", "dev", d, "mtu", "9000"])
+                .expect("mtu");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let jumbo = udp_frame(9014, 5201, 0);
+        send_all(&tx, std::slice::from_ref(&jumbo));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        ns.ip(&["link", "set", "dev", "a0", "mtu", "1400"])
+            .expect("mtu");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let fine = udp_frame(1414, 5202, 0);
+        send_all(&tx, &[udp_frame(1514, 5203, 0), fine.clone()]);
+        let (result, st, said) = bridge.join().expect("bridge thread");
+        result.unwrap_or_else(|e| panic!("{name}: the bridge stopped: {e}"));
+        let a1 = &st[1].1;
+        assert_eq!(
+            (a1.rx_packets, a1.oversize),
+            (3, 1),
+            "{name}: the 1514-byte frame is too long for a0's 1400: {said:?}"
+        );
+        assert_eq!(st[0].1.tx_dropped, 0, "{name}");
+        let got: Vec<Vec<u8>> = received(&rx).into_iter().map(|(f, _)| f).collect();
+        assert_eq!(got, vec![jumbo, fine], "{name}");
+        assert!(
+            said.iter().any(|m| m.starts_with("a0: MTU 1500 -> 9000")),
+            "{name}: {said:?}"
+        );
+    }
+}
+
+#[test]
+fn a_frame_held_by_a_shaper_when_the_mtu_falls_is_counted_as_refused() {
+    // TBF 80 kbit/s with a 2000-byte burst: of three 1514-byte frames one leaves at once, the
+    // others wait 103 and 151 ms more. a0's MTU falls to 1000 meanwhile: the device would refuse them
+    // (tpacket_snd drops them unseen with PACKET_LOSS), so the bridge counts them as the kernel
+    // counts a frame its device refused after the qdisc: tx_dropped, not sent.
+    let Some(ns) = netns("refused") else {
+        return;
+    };
+    let (mut ports, setup, tx, rx) = open_lab(&ns, 1, Rings::On);
+    assert!(all_rings(&setup));
+    let ports = ports.remove(0);
+    let frames: Vec<Vec<u8>> = (0..3).map(|k| udp_frame(1514, 5201 + k, 0)).collect();
+    let bridge = std::thread::spawn(move || {
+        let mut e = Engine::new();
+        e.add_device("a0", 1500, 1000);
+        e.add_device("a1", 1500, 1000);
+        let words: Vec<String> = "qdisc add dev a0 root tbf rate 80kbit burst 2000 limit 100000"
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        assert_eq!(tclab_tc::run(&mut e, &words, 0).code, 0);
+        let mut b = Bridge::on_ports(e, ports);
+        (b.run(Some(900_000_000)), b.stats())
+    });
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    send_all(&tx, &frames);
+    std::thread::sleep(std::time::Duration::from_millis(40));
+    ns.ip(&["link", "set", "dev", "a0", "mtu", "1000"])
+        .expect("mtu");
+    let (result, st) = bridge.join().expect("bridge thread");
+    result.expect("bridge");
+    let a0 = &st[0].1;
+    assert_eq!((a0.tx_packets, a0.tx_dropped), (1, 2));
+    assert_eq!(received(&rx).len(), 1);
+}
+
+#[test]
+fn with_two_queues_a_port_set_down_is_said_once_and_again_after_it_was_up() {
+    // Each queue's bridge has sockets on both ports, and each gets the port's ENETDOWN: with a
+    // warning of its own each, --queues 8 said it 8 times.
+    let Some(ns) = netns("saidonce") else {
+        return;
+    };
+    let (ports, _, tx, _rx) = open_lab(&ns, 2, Rings::On);
+    let said = tclab_live::bridge::Said::default();
+    let threads: Vec<_> = ports
+        .into_iter()
+        .map(|p| {
+            let said = said.clone();
+            std::thread::spawn(move || {
+                let mut b = Bridge::on_ports(Engine::new(), p);
+                b.share_warnings(said);
+                b.run(Some(1_500_000_000)).expect("bridge");
+            })
+        })
+        .collect();
+    let flap = || {
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        ns.ip(&["link", "set", "dev", "a1", "down"]).expect("down");
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        ns.ip(&["link", "set", "dev", "a1", "up"]).expect("up");
+        std::thread::sleep(std::time::Duration::from_millis(150));
+    };
+    flap();
+    // Frames on many flows: each queue sees a1 up again.
+    let frames: Vec<Vec<u8>> = (0..32).map(|k| udp_frame(100, 6000 + k, 0)).collect();
+    send_all(&tx, &frames);
+    flap();
+    for t in threads {
+        t.join().expect("queue thread");
+    }
+    let downs = said
+        .messages()
+        .iter()
+        .filter(|m| m.contains("a1 is down"))
+        .count();
+    assert_eq!(
+        downs,
+        2,
+        "once per time it went down: {:?}",
+        said.messages()
+    );
 }

@@ -1,0 +1,185 @@
+//! When the bridge's loop spins and when it sleeps.
+//!
+//! Two waits, two rules. **Idle** (no frame this turn): the loop polls its sockets for a while
+//! before it sleeps in `ppoll`, since a frame caught while spinning costs no wake-up. Spinning is
+//! spin-then-block's ski rental: spinning longer than a sleep and its wake-up cost never saves CPU,
+//! and spinning exactly that long costs at most twice the better choice made in hindsight (Karlin,
+//! Li, Manasse, Owicki, *Empirical studies of competitive spinning for a shared-memory
+//! multiprocessor*, SOSP 1991). So the window never exceeds the measured CPU cost of a sleep
+//! ([`IdleSpin::slept`]: the thread's CPU time across a `ppoll` that blocked), and within that
+//! bound it adapts as KVM's halt polling does (`grow_halt_poll_ns`/`shrink_halt_poll_ns`): a spin
+//! that ran out without a frame halves it (down to none: a pure `ppoll` wait), a sleep that a frame
+//! ended within the bound doubles it. A steady stream with short gaps keeps a window; traffic
+//! whose gaps are longer than a wake-up costs (a lab's senders sharing the cores with the bridge)
+//! sleeps at once, leaving the cores to them.
+//!
+//! **A shaper's deadline**: the loop sleeps until the deadline less the sleeps' usual overshoot and
+//! spins the rest, so only a deadline within that overshoot is spun for. The overshoot is learnt as
+//! TCP learns its retransmission timeout (RFC 6298: smoothed mean plus four mean deviations, gains
+//! 1/8 and 1/4) from the `ppoll` timeouts themselves, and bounded by [`SPIN_NS`]; a shaper accounts
+//! time over its burst, so a wake-up late by less than the burst loses no rate.
+
+use tclab_core::Nanos;
+
+/// The longest idle spin (the bound before the cost of a sleep has been measured, and after).
+pub const IDLE_SPIN_NS: u64 = 20_000;
+/// The longest spin before a shaper's deadline.
+pub const SPIN_NS: u64 = 50_000;
+/// The shortest idle window: below it the loop does not spin at all.
+const MIN_SPIN_NS: u64 = 1_000;
+
+/// The loop's spin windows, learnt from its own sleeps.
+#[derive(Clone, Debug)]
+pub struct IdleSpin {
+    /// How long the loop polls after the last frame before it sleeps.
+    window: u64,
+    /// Smoothed CPU cost of a sleep in `ppoll` (entry, switch out, wake-up, switch in), in ns;
+    /// `None` before the first.
+    sleep_cpu: Option<u64>,
+    /// Smoothed overshoot of a `ppoll` timeout and its mean deviation, in ns.
+    overshoot: u64,
+    overshoot_dev: u64,
+}
+
+impl Default for IdleSpin {
+    fn default() -> Self {
+        IdleSpin::new()
+    }
+}
+
+impl IdleSpin {
+    /// Before any measurement: no idle spin (the first sleeps measure what one costs, which a window
+    /// that caught every frame never would), the cost of a sleep its first measurement,
+    /// and an overshoot of 10 µs ± 5 µs (a `ppoll` with 1 ns slack under `SCHED_FIFO` on an idle
+    /// machine: a few µs; a loaded one: tens).
+    pub fn new() -> IdleSpin {
+        IdleSpin {
+            window: 0,
+            sleep_cpu: None,
+            overshoot: 10_000,
+            overshoot_dev: 5_000,
+        }
+    }
+
+    /// How long to poll after the last frame before sleeping.
+    pub fn window(&self) -> u64 {
+        self.window
+    }
+
+    /// The bound on the idle window: no longer than a sleep costs.
+    fn bound(&self) -> u64 {
+        self.sleep_cpu
+            .unwrap_or(IDLE_SPIN_NS)
+            .clamp(MIN_SPIN_NS, IDLE_SPIN_NS)
+    }
+
+    /// How long before a deadline the loop stops sleeping and spins.
+    pub fn margin(&self) -> u64 {
+        (self.overshoot + 4 * self.overshoot_dev).min(SPIN_NS)
+    }
+
+    /// A frame arrived `gap` ns after the previous one, the loop idle in between. As
+    /// `kvm_vcpu_halt` judges a halt: caught by the window, nothing changes; a gap no allowed
+    /// window would have caught halves it, down to none; one a longer window would have caught
+    /// doubles it.
+    pub fn frame(&mut self, gap: Nanos) {
+        if gap <= self.window {
+            return;
+        }
+        if gap > self.bound() {
+            self.window /= 2;
+            if self.window < MIN_SPIN_NS {
+                self.window = 0;
+            }
+        } else {
+            self.window = (self.window * 2).clamp(MIN_SPIN_NS, self.bound());
+        }
+    }
+
+    /// A `ppoll` returned: it ran `cpu` ns of the thread's time over `wall` ns; `asked` is the
+    /// timeout it was given, `timed_out` whether that timeout ended it.
+    pub fn slept(&mut self, cpu: u64, wall: u64, asked: Option<u64>, timed_out: bool) {
+        // Only a call that blocked measures a sleep (one that returned at once costs less).
+        if wall > cpu + MIN_SPIN_NS {
+            self.sleep_cpu = Some(self.sleep_cpu.map_or(cpu, |avg| ewma(avg, cpu, 3)));
+            self.window = self.window.min(self.bound());
+        }
+        if let (true, Some(asked)) = (timed_out, asked) {
+            let late = wall.saturating_sub(asked);
+            let err = late.abs_diff(self.overshoot);
+            self.overshoot_dev = ewma(self.overshoot_dev, err, 2);
+            self.overshoot = ewma(self.overshoot, late, 3);
+        }
+    }
+}
+
+/// `avg + (x - avg) / 2^shift` in integers.
+fn ewma(avg: u64, x: u64, shift: u32) -> u64 {
+    if x >= avg {
+        avg + ((x - avg) >> shift)
+    } else {
+        avg - ((avg - x) >> shift)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sleeps that cost `cpu` ns each, ended by frames `gap` ns after the last, `n` times.
+    fn gaps(s: &mut IdleSpin, cpu: u64, gap: u64, n: usize) {
+        for _ in 0..n {
+            if gap > s.window() {
+                s.slept(cpu, gap.max(cpu + 2_000), None, false);
+            }
+            s.frame(gap);
+        }
+    }
+
+    #[test]
+    fn gaps_longer_than_a_sleep_costs_end_in_a_pure_ppoll_wait() {
+        // 5 µs a sleep, frames 12 µs apart (a 1514-byte frame at 1 Gbit/s): spinning for them would
+        // cost more than the wake-ups it saves.
+        let mut s = IdleSpin::new();
+        gaps(&mut s, 5_000, 12_000, 40);
+        assert_eq!(s.window(), 0);
+    }
+
+    #[test]
+    fn gaps_shorter_than_a_sleep_costs_keep_a_window_that_catches_them() {
+        // 5 µs a sleep, frames 3 µs apart: from a pure ppoll wait the window grows back to catch them.
+        let mut s = IdleSpin::new();
+        gaps(&mut s, 5_000, 12_000, 40);
+        gaps(&mut s, 5_000, 3_000, 10);
+        assert!(s.window() >= 3_000 && s.window() <= 5_000, "{}", s.window());
+        // Caught by the spin from now on: no more sleeps, the window stays.
+        let w = s.window();
+        gaps(&mut s, 5_000, 3_000, 100);
+        assert_eq!(s.window(), w);
+    }
+
+    #[test]
+    fn the_window_never_exceeds_the_cost_of_a_sleep_nor_the_fixed_bound() {
+        let mut s = IdleSpin::new();
+        gaps(&mut s, 2_000, 1_500, 50);
+        assert!(s.window() <= 2_000 + 2_000 / 8, "{}", s.window());
+        let mut s = IdleSpin::new();
+        gaps(&mut s, 80_000, 10_000, 50);
+        assert!(s.window() <= IDLE_SPIN_NS);
+    }
+
+    #[test]
+    fn the_margin_before_a_deadline_follows_the_timer_overshoot() {
+        let mut s = IdleSpin::new();
+        for _ in 0..200 {
+            s.slept(3_000, 100_000 + 4_000, Some(100_000), true);
+        }
+        // A steady 4 µs overshoot: the deviation decays, the margin nears 4 µs.
+        assert!((4_000..5_000).contains(&s.margin()), "{}", s.margin());
+        for _ in 0..200 {
+            s.slept(3_000, 100_000 + 900_000, Some(100_000), true);
+        }
+        // A loaded machine's 0.9 ms: the margin is bounded.
+        assert_eq!(s.margin(), SPIN_NS);
+    }
+}
