@@ -849,3 +849,31 @@ fn without_root_a_path_in_any_directory_still_reaches_tclab() {
     assert!(run.status.success(), "{err}");
     check_paths_run(&st, &text(&run), &err);
 }
+
+#[test]
+fn ethtool_sets_the_link_speed_taprio_times_its_schedule_by() {
+    // `ethtool -s DEV speed N` reaches `tclab link set dev DEV speed N` (its other settings are noted
+    // and ignored): at 100 Mbit/s a 60-byte frame takes 4.8 us, so 5-us entries are long enough;
+    // at the 10 Mbit/s of a device without a speed they are not (48 us).
+    let st = scratch("ethtool-speed");
+    let taprio = "tc qdisc add dev eth0 root handle 1: taprio num_tc 2 queues 1@0 1@1 \
+                  sched-entry S 01 5000 sched-entry S 02 5000 clockid CLOCK_TAI";
+    let (code, _, err) = script_beside(
+        &st,
+        "slow.sh",
+        &format!("#!/bin/bash\nip link add dev eth0 numtxqueues 4 type dummy\n{taprio}\n"),
+    );
+    assert_ne!(code, Some(0));
+    assert!(err.contains("Invalid interval for schedule entry"), "{err}");
+    let (code, _, err) = script_beside(
+        &st,
+        "fast.sh",
+        &format!("#!/bin/bash\nethtool -s eth0 speed 100 duplex full\n{taprio}\n"),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("ignoring ethtool setting \"duplex full\""),
+        "{err}"
+    );
+    assert!(text(&tclab(&st, &["tc", "qdisc", "show", "dev", "eth0"])).starts_with("qdisc taprio 1:"));
+}

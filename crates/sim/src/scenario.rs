@@ -808,13 +808,17 @@ fn topology(cx: &Ctx, sf: &ScenarioFile) -> Result<Network, ScenarioError> {
             Some(n) => *n.get_ref(),
             None => tclab_core::engine::GSO_LEGACY_MAX_SIZE,
         };
+        // Each interface reports its direction's rate as its link speed (ethtool's whole Mbit/s; none
+        // below 1 Mbit/s), which taprio and cbs time frames by.
+        let speeds = [ab.rate_bps / 1_000_000, ba.rate_bps / 1_000_000];
         let (ia, ib) = net
             .connect(a, ai, b, bi, ab, ba, mtu, txqueuelen)
             .or_else(|m| cx.err(l.a.span(), "link", m))?;
-        for i in [ia, ib] {
+        for (i, speed) in [ia, ib].into_iter().zip(speeds) {
             if let Some(d) = net.device_mut(i) {
                 d.gso_max_segs = gso_max_segs;
                 d.gso_max_size = gso_max_size;
+                d.speed = speed.min(u64::from(u32::MAX - 1)) as u32;
             }
         }
     }

@@ -107,6 +107,7 @@ Inside the script, a command is tclab's by its name, whatever its directory (/sb
   ifconfig DEV [mtu N] [txqueuelen N] [up|down] -> tclab link set dev DEV …
   other modprobe, insmod, rmmod                -> succeed silently (everything is built in)
   ethtool -K DEV tso off gso off …             -> tclab link set dev DEV tso off gso off
+  ethtool -s DEV speed N …                     -> tclab link set dev DEV speed N (taprio, cbs)
   other ip commands (route, addr, rule …), sysctl, other ethtool
                                                -> noted on stderr, succeed without effect
   sudo CMD …                                   -> CMD …
@@ -118,7 +119,7 @@ of these names in /sbin, /bin, /usr/sbin, /usr/bin, /usr/local/{sbin,bin}, /opt/
 wrapper: `xargs /opt/sbin/tc` reaches tclab too, and nothing reaches the host's tc. The host's files are
 not changed. Without root there is no such namespace: such a program naming a path runs the file there.";
 
-fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
@@ -365,6 +366,7 @@ fn prelude() -> String {
          __tclab_ethtool() {\n\
          \x20 case \"${1-}\" in\n\
          \x20   -K|--features|--offload) ;;\n\
+         \x20   -s|--change) __tclab_ethtool_change \"$@\"; return ;;\n\
          \x20   *) echo \"tclab script: ignoring \\\"ethtool $*\\\"\" >&2; return 0 ;;\n\
          \x20 esac\n\
          \x20 if [ $# -lt 2 ]; then echo 'ethtool: bad command line argument(s)' >&2; return 1; fi\n\
@@ -374,6 +376,20 @@ fn prelude() -> String {
          \x20   case \"$1\" in\n\
          \x20     tso|gso) args+=(\"$1\" \"$2\") ;;\n\
          \x20     *) echo \"tclab script: ignoring ethtool feature \\\"$1 $2\\\"\" >&2 ;;\n\
+         \x20   esac\n\
+         \x20   shift 2\n\
+         \x20 done\n\
+         \x20 [ ${#args[@]} -gt 0 ] || return 0\n\
+         \x20 __tclab_call link set dev \"$dev\" \"${args[@]}\" || return\n\
+         }\n\
+         __tclab_ethtool_change() {\n\
+         \x20 if [ $# -lt 2 ]; then echo 'ethtool: bad command line argument(s)' >&2; return 1; fi\n\
+         \x20 local dev=\"$2\" args=()\n\
+         \x20 shift 2\n\
+         \x20 while [ $# -ge 2 ]; do\n\
+         \x20   case \"$1\" in\n\
+         \x20     speed) args+=(speed \"$2\") ;;\n\
+         \x20     *) echo \"tclab script: ignoring ethtool setting \\\"$1 $2\\\"\" >&2 ;;\n\
          \x20   esac\n\
          \x20   shift 2\n\
          \x20 done\n\

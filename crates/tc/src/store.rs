@@ -1088,14 +1088,15 @@ fn apply_entry(engine: &mut Engine, entry: &[String], problems: &mut Vec<String>
 /// `tclab link`'s grammar (`ip link`'s, for the devices of a policy).
 pub const LINK_USAGE: &str = "Usage: tclab link { add | set | del } dev DEV [ type ifb|veth [peer name PEER]|dummy|vlan… ]
                   [ mtu N ] [ txqueuelen N ] [ numtxqueues N ] [ gso_max_size N ] [ gso_max_segs N ]
-                  [ tso|gso on|off ] [ up | down ]
+                  [ tso|gso on|off ] [ speed MBIT ] [ up | down ]
        tclab link show [ type ifb ] [ [dev] DEV ]
 The policy's devices (ip link's grammar): a device is created on first use by tc with mtu 1500 and
-txqueuelen 1000; numtxqueues N makes it multiqueue (mq); an ifb starts down. Exit codes are ip's: 1 for
+txqueuelen 1000; numtxqueues N makes it multiqueue (mq); an ifb starts down; speed is the link speed
+ethtool reports (Mbit/s; none until set), which taprio and cbs time frames by. Exit codes are ip's: 1 for
 bad options, 2 when the (simulated) kernel refuses.";
 
 /// `link add|set|del dev DEV [type ifb] [mtu N] [txqueuelen N] [numtxqueues N] [gso_max_size N]
-/// [gso_max_segs N] [tso|gso on|off] [up|down]`: the devices of an offline
+/// [gso_max_segs N] [tso|gso on|off] [speed MBIT] [up|down]`: the devices of an offline
 /// policy. `add … type ifb` makes an ifb (down until `set … up`, as `ip link add` makes it) and refuses a
 /// name in use, as RTNETLINK does; `del` removes a device with its qdiscs.
 pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
@@ -1113,6 +1114,8 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
     // `ethtool -K DEV tso off gso off` in a script arrives as these.
     let (mut tso, mut gso) = (None, None);
     let (mut gso_max_size, mut gso_max_segs) = (None, None);
+    // `ethtool -s DEV speed N` in a script arrives as this.
+    let mut speed = None;
     while let Some(a) = it.next() {
         let mut value = |what: &str| -> Result<u32, String> {
             let v = it.next().ok_or(format!("\"{what}\" needs a value"))?;
@@ -1133,6 +1136,7 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
             "mtu" => mtu = Some(value("mtu")?),
             "txqueuelen" | "qlen" | "txqlen" => txq = Some(value("txqueuelen")?),
             "numtxqueues" => txqueues = Some(value("numtxqueues")?),
+            "speed" => speed = Some(value("speed")?),
             // rtnetlink's checks against a veth's tso_max_size / tso_max_segs (`do_setlink`).
             "gso_max_size" => match value("gso_max_size")? {
                 v if v > tclab_core::engine::GSO_MAX_SIZE => {
@@ -1288,6 +1292,9 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
             }
             if let Some(n) = txqueues {
                 d.txqueues = n;
+            }
+            if let Some(v) = speed {
+                d.set_speed(v);
             }
             if let Some(u) = up {
                 engine.set_up(&dev, u);

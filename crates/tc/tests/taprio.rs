@@ -1,7 +1,7 @@
 //! taprio through tc lines on an 8-queue device: tc 6.1's listing of the mapping, clock, flags and
 //! schedule (text and JSON), a queue's class per transmit queue, a cbs grafted on one, tc's parse
 //! errors and the kernel's refusals with nothing applied; a class held to its gate's share of a
-//! 10 Mbit/s wire.
+//! 10 Mbit/s wire; max-sdu, an admin schedule and the link speed from `tclab link`.
 
 use tclab_core::{Cx, Engine, Packet};
 
@@ -121,4 +121,86 @@ fn a_class_waits_for_its_gate() {
     assert_eq!(cx.wake_at, Some(30_000_000));
     let mut cx = Cx::new(30_000_000);
     assert!(dev.dequeue(&mut cx).is_some());
+}
+
+fn run_at(e: &mut Engine, line: &str, now: u64) -> tclab_tc::Output {
+    let argv: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+    tclab_tc::run(e, &argv, now)
+}
+
+#[test]
+fn max_sdu_is_parsed_and_listed_as_a_later_tc_lists_it() {
+    // iproute2 6.2's `max-sdu`: numbers for classes 0, 1, … up to the first word that is not one.
+    // One entry opening both gates: no class's window closes, so only the given limits apply
+    // (taprio_update_queue_max_sdu), and the dump names all 16 classes.
+    let mut e = eight_queues();
+    let o = run(&mut e, "qdisc add dev eth0 root handle 1: taprio num_tc 2 map 0 1 queues 1@0 1@1 max-sdu 0 1500 sched-entry S 03 1000000 clockid CLOCK_TAI");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let s = run(&mut e, "qdisc show dev eth0").stdout;
+    assert!(
+        s.contains("\tindex 0 cmd S gatemask 0x3 interval 1000000\nmax-sdu 0 1500 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"),
+        "{s}"
+    );
+    let j = run(&mut e, "-j qdisc show dev eth0").stdout;
+    assert!(
+        j.contains(r#""max-sdu":[0,1500,0,0,0,0,0,0,0,0,0,0,0,0,0,0]"#),
+        "{j}"
+    );
+    // A 1 600-byte frame of class 1 (priority 1) is dropped at the root and counted there.
+    let dev = e.device_mut("eth0").unwrap();
+    let mut cx = Cx::new(0);
+    let mut p = Packet::udp4([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, 0, 1600);
+    p.priority = 1;
+    let _ = dev.enqueue(p, &mut cx);
+    let s = run(&mut e, "-s qdisc show dev eth0").stdout;
+    assert!(s.contains("(dropped 1, overlimits 0"), "{s}");
+    // Without max-sdu, tc 6.1's listing: no such line.
+    let mut e = eight_queues();
+    run(&mut e, "qdisc add dev eth0 root handle 1: taprio num_tc 2 map 0 1 queues 1@0 1@1 sched-entry S 03 1000000 clockid CLOCK_TAI");
+    assert!(!run(&mut e, "qdisc show dev eth0").stdout.contains("max-sdu"));
+    // The kernel's limit: the device's largest MTU.
+    let mut e = eight_queues();
+    let o = run(&mut e, "qdisc add dev eth0 root handle 1: taprio num_tc 2 queues 1@0 1@1 max-sdu 65536 sched-entry S 03 1000000 clockid CLOCK_TAI");
+    assert_eq!(
+        (o.code, o.stderr.as_str()),
+        (2, "Error: sch_taprio: TC max SDU exceeds device max MTU.\n")
+    );
+}
+
+#[test]
+fn a_change_of_a_running_schedule_is_listed_as_admin() {
+    // Made at 0: the schedule (TC 0 for 4 ms, TC 1 for 6 ms) runs from 10 ms. At 15 ms a change
+    // with base time 100 ms waits behind it, printed after it as print_schedule prints it.
+    let mut e = eight_queues();
+    let add = "qdisc add dev eth0 root handle 1: taprio num_tc 2 map 0 1 queues 1@0 1@1 sched-entry S 1 4000000 sched-entry S 2 6000000 clockid CLOCK_TAI";
+    assert_eq!(run_at(&mut e, add, 0).code, 0);
+    let o = run_at(
+        &mut e,
+        "qdisc change dev eth0 root handle 1: taprio base-time 100000000 sched-entry S 3 5000000 clockid CLOCK_TAI",
+        15_000_000,
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let s = run(&mut e, "qdisc show dev eth0").stdout;
+    assert!(
+        s.contains("clockid TAI\tbase-time 0 cycle-time 10000000 cycle-time-extension 0\n\tindex 0 cmd S gatemask 0x1 interval 4000000\n\tindex 1 cmd S gatemask 0x2 interval 6000000\n\tbase-time 100000000 cycle-time 5000000 cycle-time-extension 0\n\tindex 0 cmd S gatemask 0x3 interval 5000000\n\n"),
+        "{s}"
+    );
+}
+
+#[test]
+fn the_link_speed_from_tclab_link_times_the_schedule() {
+    // A 60-byte frame takes 48 us at the 10 Mbit/s of a device without a speed, 4.8 us at 100
+    // Mbit/s (`ethtool -s eth0 speed 100` in a script): an interval of 5 us is refused, then taken.
+    let mut e = eight_queues();
+    let add = "qdisc add dev eth0 root handle 1: taprio num_tc 2 queues 1@0 1@1 sched-entry S 01 5000 sched-entry S 02 5000 clockid CLOCK_TAI";
+    let o = run(&mut e, add);
+    assert_eq!(
+        (o.code, o.stderr.as_str()),
+        (2, "Error: Invalid interval for schedule entry.\n")
+    );
+    tclab_tc::store::link(&mut e, &["set", "dev", "eth0", "speed", "100"].map(String::from))
+        .unwrap();
+    assert_eq!(e.device("eth0").unwrap().speed, 100);
+    let o = run(&mut e, add);
+    assert_eq!(o.code, 0, "{}", o.stderr);
 }

@@ -2,7 +2,10 @@
 //! [sched-entry S MASK INTERVAL …] [base-time T] [cycle-time T] [cycle-time-extension T] [clockid C]
 //! [flags F] [txtime-delay D]` with tc's messages (and its quirks: a malformed base or cycle time ends
 //! the options there, silently); and the printer: the mapping, the clock, flags and delay, the
-//! schedule with its entries' indices. 6.1 has no `max-sdu` or `fp`.
+//! schedule with its entries' indices, a waiting admin schedule after it. `max-sdu` is a later
+//! iproute2's (6.2 on): parsed as it parses it, and listed as it lists it — but only when a class has
+//! one, so that a listing without one stays tc 6.1's (a later tc lists the kernel's limits always).
+//! `fp` (frame preemption) needs a NIC that does it: not taken.
 
 use super::mqprio::{get_u8, parse_map, parse_queues};
 use super::QdiscLang;
@@ -11,7 +14,7 @@ use crate::{Failure, Result, ShowFlags};
 use serde_json::{json, Map, Value};
 use std::fmt::Write;
 use tclab_core::qdisc::mqprio::MqprioOptions;
-use tclab_core::qdisc::taprio::{SchedEntry, TaprioOptions};
+use tclab_core::qdisc::taprio::{AdminSchedule, SchedEntry, TaprioOptions};
 use tclab_core::qdisc::{DevEnv, QdiscOptions};
 
 pub const LANG: QdiscLang = QdiscLang {
@@ -30,6 +33,7 @@ pub const LANG: QdiscLang = QdiscLang {
         "flags",
         "0x1",
         "txtime-delay",
+        "max-sdu",
     ],
     parse,
     print,
@@ -92,6 +96,23 @@ fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOpti
             }
             "map" => i = parse_map(args, i, &mut m),
             "queues" => i = parse_queues(args, i, &mut m).0,
+            // Up to 16 numbers, each class's in turn from class 0; the first word that is not one
+            // ends the list (PREV_ARG).
+            "max-sdu" => {
+                let mut idx = 0;
+                while idx < 16 {
+                    let Some(v) = next(i).and_then(|v| get_u32(v, 10)) else {
+                        break;
+                    };
+                    if idx < o.max_sdu.len() {
+                        o.max_sdu[idx] = v;
+                    } else {
+                        o.max_sdu.push(v);
+                    }
+                    idx += 1;
+                    i += 1;
+                }
+            }
             "sched-entry" => {
                 let bad = || Failure::options(SCHED_ENTRY_USAGE);
                 if value(i)? != "S" {
@@ -198,7 +219,36 @@ fn print(o: &QdiscOptions, _flags: ShowFlags, s: &mut String, j: &mut Map<String
         let _ = write!(s, " txtime delay {d}");
         j.insert("txtime_delay".into(), json!(d));
     }
-    // print_schedule, then print_sched_list's newline before the entries.
+    print_schedule(
+        &AdminSchedule {
+            base_time: t.base_time,
+            cycle_time: t.cycle_time,
+            cycle_time_extension: t.cycle_time_extension,
+            entries: t.entries.clone(),
+        },
+        s,
+        j,
+    );
+    if let Some(a) = &t.admin {
+        // tc opens an unnamed object here, which its JSON writer puts inside the options object
+        // without a key (not valid JSON); tclab names it "admin".
+        let mut aj = Map::new();
+        print_schedule(a, s, &mut aj);
+        j.insert("admin".into(), Value::Object(aj));
+    }
+    // dump_tc_entries: the classes' max SDU, through the last class the dump names.
+    if !t.max_sdu.is_empty() {
+        s.push_str("max-sdu");
+        for v in &t.max_sdu {
+            let _ = write!(s, " {v}");
+        }
+        s.push('\n');
+        j.insert("max-sdu".into(), json!(t.max_sdu));
+    }
+}
+
+/// `print_schedule`, then `print_sched_list`'s newline before the entries.
+fn print_schedule(t: &AdminSchedule, s: &mut String, j: &mut Map<String, Value>) {
     let _ = writeln!(
         s,
         "\tbase-time {} cycle-time {} cycle-time-extension {}",
