@@ -605,12 +605,11 @@ impl Bridge {
                 .chain(tx_ports.iter().map(|&o| pending(o)))
                 .collect();
             let asked = timeout.map(|t| t - margin);
-            let (cpu0, wall0) = (sys::thread_cpu_ns(), sys::monotonic_ns());
+            let cpu0 = spin.measure().then(sys::thread_cpu_ns);
+            let wall0 = sys::monotonic_ns();
             let ready = sys::wait(&fds, &writable, asked).map_err(|e| format!("ppoll: {e}"))?;
-            let (cpu, wall) = (
-                sys::thread_cpu_ns().saturating_sub(cpu0),
-                sys::monotonic_ns().saturating_sub(wall0),
-            );
+            let wall = sys::monotonic_ns().saturating_sub(wall0);
+            let cpu = cpu0.map(|c| sys::thread_cpu_ns().saturating_sub(c));
             spin.slept(cpu, wall, asked, ready.is_empty() && !self.stopping());
             calls_waiting = ready
                 .iter()

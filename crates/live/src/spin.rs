@@ -39,6 +39,8 @@ pub struct IdleSpin {
     /// Smoothed overshoot of a `ppoll` timeout and its mean deviation, in ns.
     overshoot: u64,
     overshoot_dev: u64,
+    /// Sleeps so far (see [`IdleSpin::measure`]).
+    sleeps: u32,
 }
 
 impl Default for IdleSpin {
@@ -58,6 +60,7 @@ impl IdleSpin {
             sleep_cpu: None,
             overshoot: 10_000,
             overshoot_dev: 5_000,
+            sleeps: 0,
         }
     }
 
@@ -96,11 +99,18 @@ impl IdleSpin {
         }
     }
 
-    /// A `ppoll` returned: it ran `cpu` ns of the thread's time over `wall` ns; `asked` is the
-    /// timeout it was given, `timed_out` whether that timeout ended it.
-    pub fn slept(&mut self, cpu: u64, wall: u64, asked: Option<u64>, timed_out: bool) {
+    /// Whether to measure the CPU cost of the next sleep (reading the thread's CPU clock is a
+    /// system call, where the monotonic clock is not): the first 16, then one in 16.
+    pub fn measure(&mut self) -> bool {
+        self.sleeps = self.sleeps.wrapping_add(1);
+        self.sleeps <= 16 || self.sleeps.is_multiple_of(16)
+    }
+
+    /// A `ppoll` returned: it ran `cpu` ns of the thread's time (if measured) over `wall` ns;
+    /// `asked` is the timeout it was given, `timed_out` whether that timeout ended it.
+    pub fn slept(&mut self, cpu: Option<u64>, wall: u64, asked: Option<u64>, timed_out: bool) {
         // Only a call that blocked measures a sleep (one that returned at once costs less).
-        if wall > cpu + MIN_SPIN_NS {
+        if let Some(cpu) = cpu.filter(|&c| wall > c + MIN_SPIN_NS) {
             self.sleep_cpu = Some(self.sleep_cpu.map_or(cpu, |avg| ewma(avg, cpu, 3)));
             self.window = self.window.min(self.bound());
         }
@@ -130,7 +140,7 @@ mod tests {
     fn gaps(s: &mut IdleSpin, cpu: u64, gap: u64, n: usize) {
         for _ in 0..n {
             if gap > s.window() {
-                s.slept(cpu, gap.max(cpu + 2_000), None, false);
+                s.slept(Some(cpu), gap.max(cpu + 2_000), None, false);
             }
             s.frame(gap);
         }
@@ -172,12 +182,12 @@ mod tests {
     fn the_margin_before_a_deadline_follows_the_timer_overshoot() {
         let mut s = IdleSpin::new();
         for _ in 0..200 {
-            s.slept(3_000, 100_000 + 4_000, Some(100_000), true);
+            s.slept(Some(3_000), 100_000 + 4_000, Some(100_000), true);
         }
         // A steady 4 µs overshoot: the deviation decays, the margin nears 4 µs.
         assert!((4_000..5_000).contains(&s.margin()), "{}", s.margin());
         for _ in 0..200 {
-            s.slept(3_000, 100_000 + 900_000, Some(100_000), true);
+            s.slept(None, 100_000 + 900_000, Some(100_000), true);
         }
         // A loaded machine's 0.9 ms: the margin is bounded.
         assert_eq!(s.margin(), SPIN_NS);
