@@ -97,6 +97,9 @@ pub struct LinkSpec {
     /// and bytes a TCP super-packet takes; `gso_max_segs = 1` makes TCP send one MSS per packet.
     pub gso_max_segs: Option<Spanned<u32>>,
     pub gso_max_size: Option<Spanned<u32>>,
+    /// Both interfaces' transmit queues (`ip link add … numtxqueues N`): more than one makes a
+    /// multiqueue device, which mq, mqprio and taprio need.
+    pub numtxqueues: Option<Spanned<u32>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -808,6 +811,13 @@ fn topology(cx: &Ctx, sf: &ScenarioFile) -> Result<Network, ScenarioError> {
             Some(n) => *n.get_ref(),
             None => tclab_core::engine::GSO_LEGACY_MAX_SIZE,
         };
+        let txqueues = match &l.numtxqueues {
+            Some(n) if !(1..=4096).contains(n.get_ref()) => {
+                return cx.err(n.span(), "link.numtxqueues", "between 1 and 4096")
+            }
+            Some(n) => *n.get_ref(),
+            None => 1,
+        };
         // Each interface reports its direction's rate as its link speed (ethtool's whole Mbit/s; none
         // below 1 Mbit/s), which taprio and cbs time frames by.
         let speeds = [ab.rate_bps / 1_000_000, ba.rate_bps / 1_000_000];
@@ -819,6 +829,7 @@ fn topology(cx: &Ctx, sf: &ScenarioFile) -> Result<Network, ScenarioError> {
                 d.gso_max_segs = gso_max_segs;
                 d.gso_max_size = gso_max_size;
                 d.speed = speed.min(u64::from(u32::MAX - 1)) as u32;
+                d.txqueues = txqueues;
             }
         }
     }
@@ -848,7 +859,10 @@ fn apply_policies(
             }
             // bash runs the script; its tc, iptables and ip calls come back to an engine in this process.
             let path = base.join(script.get_ref());
-            let run = tclab_tc::script::run_script(None, &path, &p.args, &[])
+            // The script sees the node's multiqueue interfaces and link speeds as they are (what
+            // taprio and mq check); those records open its journal and are not applied again.
+            let setup = script_setup(&net.nodes[node].engine);
+            let run = tclab_tc::script::run_script_on(None, &path, &p.args, &[], &setup)
                 .or_else(|m| cx.err(script.span(), "policy.script", m))?;
             let said = script_messages(&run, &path.display().to_string(), script.get_ref());
             if !run.success {
@@ -866,8 +880,8 @@ fn apply_policies(
                     cx.line_of(script.span()),
                 ));
             }
-            let journal = run.journal;
-            let lines = apply_journal(net, node, &journal).or_else(|m| {
+            let journal = &run.journal[setup.len().min(run.journal.len())..];
+            let lines = apply_journal(net, node, journal).or_else(|m| {
                 cx.err(
                     script.span(),
                     "policy.script",
@@ -913,6 +927,25 @@ fn apply_policies(
         policies.push((net.nodes[node].name.clone(), lines));
     }
     Ok(policies)
+}
+
+/// `link add` records that give a script's offline store a node's interfaces with more than one
+/// transmit queue or a link speed, as the simulation has them.
+fn script_setup(engine: &tclab_core::Engine) -> Vec<Vec<String>> {
+    engine
+        .devices()
+        .filter(|(_, d)| d.txqueues > 1 || d.speed != 0)
+        .map(|(name, d)| {
+            let mut r: Vec<String> = ["link", "add", "dev", name].map(String::from).to_vec();
+            if d.txqueues > 1 {
+                r.extend(["numtxqueues".to_string(), d.txqueues.to_string()]);
+            }
+            if d.speed != 0 {
+                r.extend(["speed".to_string(), d.speed.to_string()]);
+            }
+            r
+        })
+        .collect()
 }
 
 /// What a policy script's run has to say, once each, as messages of one or more lines: the commands
