@@ -38,6 +38,10 @@ pub struct TcpNstat {
     /// Retransmission timeouts.
     #[serde(rename = "TCPTimeouts")]
     pub timeouts: u64,
+    /// Entries into fast recovery (`tcp_enter_recovery`; tclab's hosts negotiate SACK, so Linux counts
+    /// these as TCPSackRecovery).
+    #[serde(rename = "TCPSackRecovery")]
+    pub sack_recoveries: u64,
     /// Tail loss probes sent.
     #[serde(rename = "TCPLossProbes")]
     pub loss_probes: u64,
@@ -276,6 +280,7 @@ pub fn run(sc: &mut Scenario, progress: &mut dyn FnMut(Nanos)) -> Result<Outcome
                             sent_bytes += st.bytes_acked;
                             retransmits += st.retransmits;
                             nstat.timeouts += st.timeouts;
+                            nstat.sack_recoveries += st.fast_retransmits;
                             nstat.loss_probes += st.loss_probes;
                             nstat.loss_probe_recoveries += st.loss_probe_recoveries;
                             nstat.lost_retransmits += st.lost_retransmits;
