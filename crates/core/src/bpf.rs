@@ -193,14 +193,14 @@ struct Frame<'a> {
 impl Frame<'_> {
     fn new(pkt: &Packet) -> Frame<'_> {
         let mut head = vec![0u8; 12];
-        for t in &pkt.vlan_inline {
+        for t in pkt.vlan_inline() {
             head.extend_from_slice(&t.proto.to_be_bytes());
             head.extend_from_slice(&t.tci.to_be_bytes());
         }
         head.extend_from_slice(&pkt.protocol.to_be_bytes());
         // The frame's length (`skb->len` with the MAC header): the packet's real length, which holds the
         // Ethernet header and the header tags; never less than the bytes there are.
-        let real = pkt.wire_len.unwrap_or(pkt.len) as usize;
+        let real = pkt.wire_len().unwrap_or(pkt.len) as usize;
         let len = real.max(head.len() + pkt.data.len());
         Frame {
             head,
@@ -344,12 +344,12 @@ fn ancillary(off: u32, pkt: &Packet, a: u32, x: u32, at_ingress: bool) -> Option
             }
         }
         20 => pkt.mark,
-        24 => pkt.queue_mapping.unwrap_or(0) as u32,
+        24 => pkt.queue_mapping().unwrap_or(0) as u32,
         32 | 36 => 0,
         40 => a ^ x,
-        44 => pkt.vlan.map_or(0, |t| t.tci as u32),
-        48 => pkt.vlan.is_some() as u32,
-        60 => pkt.vlan.map_or(0, |t| t.proto as u32),
+        44 => pkt.vlan().map_or(0, |t| t.tci as u32),
+        48 => pkt.vlan().is_some() as u32,
+        60 => pkt.vlan().map_or(0, |t| t.proto as u32),
         _ => return None,
     })
 }

@@ -260,7 +260,7 @@ impl Device {
         }
         // `__dev_xmit_skb` → `qdisc_calculate_pkt_len` with the root's size table.
         if let Some(t) = &self.root.stab {
-            pkt.wire_len = Some(pkt.len);
+            pkt.set_wire_len(Some(pkt.len));
             pkt.len = t.pkt_len(pkt.len);
         }
         let v = self.root.q.enqueue(pkt, cx);
@@ -341,7 +341,8 @@ impl Device {
     /// finds drops there passes them to [`Device::count_dropped`].
     pub fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
         let mut p = self.root.q.dequeue(cx)?;
-        if let Some(len) = p.wire_len.take() {
+        if let Some(len) = p.wire_len() {
+            p.set_wire_len(None);
             p.len = len;
         }
         Some(p)

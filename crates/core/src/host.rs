@@ -91,7 +91,7 @@ pub fn forward(
 /// had one), and so do the header tags' 4 bytes each.
 pub fn forwarded(pkt: Packet, tos: u8) -> Packet {
     Packet {
-        len: pkt.len.saturating_sub(4 * pkt.vlan_inline.len() as u32),
+        len: pkt.len.saturating_sub(4 * pkt.vlan_inline().len() as u32),
         data: pkt.data,
         protocol: pkt.protocol,
         mark: pkt.mark,

@@ -36,38 +36,20 @@ pub struct Packet {
     /// untrackable; 0 while untracked. Set with `ct_mark` by the netfilter hooks (the
     /// skb's `_nfct`) and by the `ct` action.
     pub ct_state: u8,
-    /// The zone of that connection (`ct->zone.id`): the `ct` action's `zone`; 0 for the hooks' own.
-    pub ct_zone: u16,
     /// `skb->skb_iif`: the driver's number (≥ 1) for the device a mirred action took the packet from; 0
     /// if none. An ifb gives a redirected packet back to that device.
     pub iif: u32,
     /// `skb->redirected` and `skb->from_ingress` ([`Packet::REDIRECTED`], [`Packet::FROM_INGRESS`]).
     pub redirect: u8,
-    /// The packet's real length while a root size table has `len` say what the qdiscs charge for it
-    /// (`qdisc_skb_cb(skb)->pkt_len` beside `skb->len`); restored when the packet leaves the root.
-    pub wire_len: Option<u32>,
     /// `skb->tc_depth`: how many times the packet was re-enqueued at a root (netem's duplicate is 1, and
     /// is never duplicated again).
     pub tc_depth: u8,
-    /// `skb->queue_mapping` when an action chose the transmit queue (`skbedit queue_mapping N`); `None`
-    /// leaves the choice to the device's flow hash (`skb_tx_hash`), made where the queue is read (mq,
-    /// multiq).
-    pub queue_mapping: Option<u16>,
     /// `qdisc_skb_cb(skb)->data`: what a discipline keeps with a packet it queued in a child (SFB's bin
     /// hashes of its two sets), read back when the packet comes out.
     pub cb: [u32; 2],
     /// The leaf class the innermost classful qdisc queued the packet in (`Cx::tag_leaf`), for traces
     /// (`tclab sim --trace`); 0 if none. No discipline reads it.
     pub leaf_class: u32,
-    /// The accelerated VLAN tag (`skb->vlan_proto`, `skb->vlan_tci`): metadata the device writes into
-    /// the frame when it sends it, so not part of `len` (`qdisc_pkt_len` does not count it either).
-    pub vlan: Option<VlanTag>,
-    /// VLAN tags inside the link header, outermost first: 4 bytes each, counted in `len`. The network
-    /// header (and `protocol`) come after them.
-    pub vlan_inline: Vec<VlanTag>,
-    /// The `net_cls.classid` of the sending socket's cgroup (`task_get_classid`), which the cgroup
-    /// classifier gives as its result; 0 for none (a forwarded packet has none).
-    pub cgroup_classid: u32,
     /// `skb->sk`: the driver's number (≥ 1) for the socket that sent the packet, while the packet is
     /// still that socket's (on its own host's egress); 0 for a forwarded packet, a copy, or a socket
     /// sch_fq treats as unconnected (ping, `TCP_CLOSE`). sch_fq keeps one flow per socket.
@@ -81,8 +63,10 @@ pub struct Packet {
     /// `skb->hash`: the flow hash, computed once ([`crate::flow::skb_get_hash`]) and kept for every
     /// discipline after; 0 while not computed (a computed hash is never 0, as in the kernel).
     pub hash: u32,
-    /// What few packets carry ([`PacketExt`]: a tunnel, Ethernet addresses, conntrack labels), behind
-    /// one pointer so that every packet does not pay for it; `None` when there is none of it.
+    /// What few packets carry ([`PacketExt`]: VLAN tags, a size table's real length, a chosen transmit
+    /// queue, a cgroup classid, a tunnel, Ethernet addresses, conntrack zone and labels), behind one
+    /// pointer so that every packet does not pay for it; `None` when there is none of it (the setters
+    /// keep it so, so that packets compare equal whatever was set and cleared on the way).
     pub ext: Option<Box<PacketExt>>,
     /// `skb_shinfo(skb)->gso_segs`: the frames a GSO super-packet becomes when it is segmented; 0 for
     /// an ordinary packet (see [`Packet::set_gso`]).
@@ -91,8 +75,14 @@ pub struct Packet {
     pub gso_size: u16,
 }
 
-/// The rarely set part of a packet's metadata (see [`Packet::ext`]); read through [`Packet::tunnel`],
-/// [`Packet::eth_addrs`] and [`Packet::ct_labels`], written through [`Packet::ext_mut`].
+// A `Packet` is moved by value at every step of its path (into a qdisc, out of it, onto a link's slab and
+// off it). Up to 128 bytes the compiler moves one with a few vector loads and stores in two cache lines;
+// past that every move calls `memcpy` (at 160 bytes, 7 % of bench-isp's time: docs/BENCHMARKS.md). What
+// most packets never set belongs in `PacketExt`.
+const _: () = assert!(std::mem::size_of::<Packet>() <= 128);
+
+/// The rarely set part of a packet's metadata (see [`Packet::ext`]), read and written through
+/// `Packet`'s accessors of the same names (and [`Packet::ext_mut`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PacketExt {
     /// The tunnel the packet is to be sent in (the kernel's metadata dst, `skb_tunnel_info`), which a
@@ -103,6 +93,25 @@ pub struct PacketExt {
     pub eth: Option<[u8; 12]>,
     /// The labels of the packet's connection (`nf_conn_labels`), as a `ct commit label` set them.
     pub ct_labels: [u8; 16],
+    /// The accelerated VLAN tag (`skb->vlan_proto`, `skb->vlan_tci`): metadata the device writes into
+    /// the frame when it sends it, so not part of `len` (`qdisc_pkt_len` does not count it either).
+    pub vlan: Option<VlanTag>,
+    /// VLAN tags inside the link header, outermost first: 4 bytes each, counted in `len`. The network
+    /// header (and `protocol`) come after them.
+    pub vlan_inline: Vec<VlanTag>,
+    /// The packet's real length while a root size table has `len` say what the qdiscs charge for it
+    /// (`qdisc_skb_cb(skb)->pkt_len` beside `skb->len`); restored when the packet leaves the root.
+    pub wire_len: Option<u32>,
+    /// `skb->queue_mapping` when an action chose the transmit queue (`skbedit queue_mapping N`); `None`
+    /// leaves the choice to the device's flow hash (`skb_tx_hash`), made where the queue is read (mq,
+    /// multiq).
+    pub queue_mapping: Option<u16>,
+    /// The `net_cls.classid` of the sending socket's cgroup (`task_get_classid`), which the cgroup
+    /// classifier gives as its result; 0 for none (a forwarded packet has none).
+    pub cgroup_classid: u32,
+    /// The zone of the packet's connection (`ct->zone.id`): the `ct` action's `zone`; 0 for the hooks'
+    /// own (see [`Packet::ct_state`]).
+    pub ct_zone: u16,
 }
 
 /// One 802.1Q/802.1ad tag: its TPID and its TCI (priority << 13 | DEI << 12 | VLAN id).
@@ -128,13 +137,95 @@ impl Packet {
 
     /// `skb->protocol`: the outermost in-header VLAN tag's TPID, else the network protocol.
     pub fn skb_protocol(&self) -> u16 {
-        self.vlan_inline.first().map_or(self.protocol, |t| t.proto)
+        self.vlan_inline()
+            .first()
+            .map_or(self.protocol, |t| t.proto)
     }
 
     /// `skb_protocol(skb, false)`, what `tcf_classify` compares with a filter's protocol: the
     /// accelerated tag's TPID when there is one.
     pub fn tc_protocol(&self) -> u16 {
-        self.vlan.map_or_else(|| self.skb_protocol(), |t| t.proto)
+        self.vlan().map_or_else(|| self.skb_protocol(), |t| t.proto)
+    }
+
+    /// The accelerated VLAN tag ([`PacketExt::vlan`]), if any.
+    pub fn vlan(&self) -> Option<VlanTag> {
+        self.ext.as_ref()?.vlan
+    }
+
+    pub fn set_vlan(&mut self, tag: Option<VlanTag>) {
+        self.set_in_ext(tag, |e| &mut e.vlan);
+    }
+
+    /// The VLAN tags in the link header ([`PacketExt::vlan_inline`]), outermost first.
+    pub fn vlan_inline(&self) -> &[VlanTag] {
+        self.ext.as_ref().map_or(&[], |e| &e.vlan_inline)
+    }
+
+    pub fn set_vlan_inline(&mut self, tags: Vec<VlanTag>) {
+        self.set_in_ext(tags, |e| &mut e.vlan_inline);
+    }
+
+    /// Put a tag in the link header, outermost.
+    pub fn push_vlan_inline(&mut self, tag: VlanTag) {
+        self.ext_mut().vlan_inline.insert(0, tag);
+    }
+
+    /// Take the outermost tag out of the link header, if there is one.
+    pub fn pop_vlan_inline(&mut self) -> Option<VlanTag> {
+        let tags = &mut self.ext.as_mut()?.vlan_inline;
+        let t = (!tags.is_empty()).then(|| tags.remove(0));
+        self.trim_ext();
+        t
+    }
+
+    /// The packet's real length while a root size table charges another ([`PacketExt::wire_len`]).
+    pub fn wire_len(&self) -> Option<u32> {
+        self.ext.as_ref()?.wire_len
+    }
+
+    pub fn set_wire_len(&mut self, len: Option<u32>) {
+        self.set_in_ext(len, |e| &mut e.wire_len);
+    }
+
+    /// The transmit queue an action chose ([`PacketExt::queue_mapping`]), if one did.
+    pub fn queue_mapping(&self) -> Option<u16> {
+        self.ext.as_ref()?.queue_mapping
+    }
+
+    pub fn set_queue_mapping(&mut self, queue: Option<u16>) {
+        self.set_in_ext(queue, |e| &mut e.queue_mapping);
+    }
+
+    /// The sending socket's cgroup classid ([`PacketExt::cgroup_classid`]); 0 for none.
+    pub fn cgroup_classid(&self) -> u32 {
+        self.ext.as_ref().map_or(0, |e| e.cgroup_classid)
+    }
+
+    pub fn set_cgroup_classid(&mut self, classid: u32) {
+        self.set_in_ext(classid, |e| &mut e.cgroup_classid);
+    }
+
+    /// The conntrack zone of the packet's connection ([`PacketExt::ct_zone`]); 0 for the default zone.
+    pub fn ct_zone(&self) -> u16 {
+        self.ext.as_ref().map_or(0, |e| e.ct_zone)
+    }
+
+    pub fn set_ct_zone(&mut self, zone: u16) {
+        self.set_in_ext(zone, |e| &mut e.ct_zone);
+    }
+
+    /// Write one field of the extension: none is made to hold a default value, and it goes once a
+    /// default value leaves it empty.
+    fn set_in_ext<T: PartialEq + Default>(&mut self, v: T, field: fn(&mut PacketExt) -> &mut T) {
+        let clears = v == T::default();
+        if clears && self.ext.is_none() {
+            return;
+        }
+        *field(self.ext_mut()) = v;
+        if clears {
+            self.trim_ext();
+        }
     }
 
     /// The tunnel a `tunnel_key set` attached, if any.
@@ -147,9 +238,18 @@ impl Packet {
         self.ext.as_ref()?.eth.as_ref()
     }
 
+    /// Attach a tunnel, or with `None` release it.
+    pub fn set_tunnel(&mut self, tunnel: Option<crate::action::tunnel_key::TunnelInfo>) {
+        self.set_in_ext(tunnel, |e| &mut e.tunnel);
+    }
+
     /// The labels of the packet's connection (zero for none).
     pub fn ct_labels(&self) -> [u8; 16] {
         self.ext.as_ref().map_or([0; 16], |e| e.ct_labels)
+    }
+
+    pub fn set_ct_labels(&mut self, labels: [u8; 16]) {
+        self.set_in_ext(labels, |e| &mut e.ct_labels);
     }
 
     /// The rarely set metadata, made on first use.
@@ -181,7 +281,7 @@ impl Packet {
     /// the 14-byte Ethernet header, and never less than the bytes the packet carries. Bytes past `data` are
     /// payload tclab does not materialise; they read as zeros.
     pub fn l3_len(&self) -> usize {
-        let wire = self.wire_len.unwrap_or(self.len) as usize;
+        let wire = self.wire_len().unwrap_or(self.len) as usize;
         wire.saturating_sub(14).max(self.data.len())
     }
 
@@ -288,7 +388,7 @@ impl Packet {
             let off = i * self.gso_size as u32;
             let this = (payload - off).min(self.gso_size as u32);
             p.len = hdr + this;
-            p.wire_len = None;
+            p.set_wire_len(None);
             let d = &mut p.data;
             d[2..4].copy_from_slice(&((hdr - 14 + this) as u16).to_be_bytes());
             d[4..6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
@@ -388,4 +488,40 @@ fn ipv4_header(src: [u8; 4], dst: [u8; 4], proto: u8, tos: u8, total_len: u32) -
     }
     h[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Setting and clearing what lives in the extension leaves a packet equal to one that never had
+    /// it (the simulator compares packets, and an empty extension would cost an allocation per packet),
+    /// and clearing one field keeps the others.
+    #[test]
+    fn the_extension_exists_only_while_it_holds_something() {
+        let plain = Packet::udp4([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, 0, 100);
+        let mut p = plain.clone();
+        p.set_wire_len(None);
+        p.set_ct_zone(0);
+        assert_eq!(p.pop_vlan_inline(), None);
+        assert!(p.ext.is_none(), "default values make no extension");
+        let tag = VlanTag {
+            proto: 0x8100,
+            tci: 5,
+        };
+        p.set_vlan(Some(tag));
+        p.push_vlan_inline(tag);
+        p.set_wire_len(Some(104));
+        assert_eq!(
+            (p.vlan(), p.vlan_inline(), p.wire_len()),
+            (Some(tag), &[tag][..], Some(104))
+        );
+        assert_eq!((p.skb_protocol(), p.tc_protocol()), (0x8100, 0x8100));
+        p.set_vlan(None);
+        assert_eq!(p.pop_vlan_inline(), Some(tag));
+        assert!(p.ext.is_some(), "the real length is still there");
+        p.set_wire_len(None);
+        assert_eq!(p, plain);
+        assert!(p.ext.is_none());
+    }
 }

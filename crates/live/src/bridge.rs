@@ -963,7 +963,7 @@ impl Bridge {
         }
         if let Some(q) = self.queue {
             // This thread's queue: the other queues' trees live in other threads' engines.
-            pkt.queue_mapping = Some(q);
+            pkt.set_queue_mapping(Some(q));
         }
         self.transmit(now, other, pkt, Cx::new(now));
     }

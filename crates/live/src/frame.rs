@@ -113,10 +113,10 @@ pub fn to_packet_tagged(
         len: frame.len() as u32 - if vlan.is_some() { in_bytes } else { 0 },
         protocol,
         tag,
-        vlan,
-        vlan_inline,
         ext: Some(Box::new(PacketExt {
             eth: Some(eth),
+            vlan,
+            vlan_inline,
             ..PacketExt::default()
         })),
         ..Packet::default()
@@ -133,7 +133,7 @@ pub fn to_frame(pkt: &Packet, headers: &Headers, out: &mut Vec<u8>) -> bool {
     };
     out.clear();
     out.extend_from_slice(&h[..12.min(h.len())]);
-    for t in pkt.vlan.iter().chain(pkt.vlan_inline.iter()) {
+    for t in pkt.vlan().iter().chain(pkt.vlan_inline()) {
         out.extend_from_slice(&t.proto.to_be_bytes());
         out.extend_from_slice(&t.tci.to_be_bytes());
     }
@@ -319,8 +319,8 @@ mod tests {
         );
         let p = to_packet(&f, &mut h).unwrap();
         let tag = |proto, tci| tclab_core::packet::VlanTag { proto, tci };
-        assert_eq!(p.vlan, Some(tag(0x88a8, 1)));
-        assert_eq!(p.vlan_inline, vec![tag(0x8100, 10)]);
+        assert_eq!(p.vlan(), Some(tag(0x88a8, 1)));
+        assert_eq!(p.vlan_inline(), [tag(0x8100, 10)]);
         assert_eq!((p.protocol, p.data.len()), (0x0800, 4));
         assert_eq!(
             p.len as usize,
@@ -337,7 +337,7 @@ mod tests {
         assert_eq!(out, f);
         // Popped: the frame leaves with the inner tag only.
         let mut popped = p.clone();
-        popped.vlan = None;
+        popped.set_vlan(None);
         assert!(to_frame(&popped, &h, &mut out));
         assert_eq!(
             out,
@@ -353,7 +353,10 @@ mod tests {
         let tag = |proto, tci| tclab_core::packet::VlanTag { proto, tci };
         let f = frame(&[0x08, 0x00], &[0x45, 0, 0, 20]);
         let p = to_packet_tagged(&f, &mut h, Some(tag(0x8100, 10))).unwrap();
-        assert_eq!((p.vlan, p.vlan_inline.len()), (Some(tag(0x8100, 10)), 0));
+        assert_eq!(
+            (p.vlan(), p.vlan_inline().len()),
+            (Some(tag(0x8100, 10)), 0)
+        );
         assert_eq!(p.len as usize, f.len(), "the bytes that came, all counted");
         let mut out = Vec::new();
         assert!(to_frame(&p, &h, &mut out));
@@ -364,7 +367,7 @@ mod tests {
         // Q-in-Q: the outer 802.1ad tag reported aside, the inner 802.1Q one still in the bytes.
         let f = frame(&[0x81, 0x00, 0x00, 0x0a, 0x08, 0x00], &[0x45, 0, 0, 20]);
         let p = to_packet_tagged(&f, &mut h, Some(tag(0x88a8, 1))).unwrap();
-        assert_eq!(p.vlan_inline, vec![tag(0x8100, 10)]);
+        assert_eq!(p.vlan_inline(), [tag(0x8100, 10)]);
         assert!(to_frame(&p, &h, &mut out));
         assert_eq!(
             out,

@@ -1152,7 +1152,7 @@ impl Network {
         // ingress filters and actions see it untracked until this host's PREROUTING tracks it.
         pkt.ct_mark = None;
         pkt.ct_state = 0;
-        pkt.ct_zone = 0;
+        pkt.set_ct_zone(0);
         tclab_core::action::ct::set_labels(&mut pkt, [0; 16]);
         self.receive(now, iface, pkt, Cx::new(now));
     }

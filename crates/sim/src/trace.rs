@@ -269,7 +269,7 @@ impl Trace {
             dev,
             event,
             flow: self.flow_of(pkt),
-            len: pkt.wire_len.unwrap_or(pkt.len),
+            len: pkt.wire_len().unwrap_or(pkt.len),
             class: pkt.leaf_class,
             reason,
             sojourn,

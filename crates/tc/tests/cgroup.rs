@@ -44,14 +44,13 @@ fn the_sending_cgroups_class_for_packets_that_pass_the_ematch() {
     .collect();
     let out = tclab_tc::run(&mut e, &argv, 0);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let udp = |classid| Packet {
-        cgroup_classid: classid,
-        ..Packet::udp4([10, 0, 0, 1], 5000, [10, 0, 0, 2], 53, 0, 100)
+    let udp = |classid| {
+        let mut p = Packet::udp4([10, 0, 0, 1], 5000, [10, 0, 0, 2], 53, 0, 100);
+        p.set_cgroup_classid(classid);
+        p
     };
-    let tcp = Packet {
-        cgroup_classid: 0x0001_0003,
-        ..Packet::tcp4([10, 0, 0, 1], 5000, [10, 0, 0, 2], 80, 0x10, 1, 1, &[], 100)
-    };
+    let mut tcp = Packet::tcp4([10, 0, 0, 1], 5000, [10, 0, 0, 2], 80, 0x10, 1, 1, &[], 100);
+    tcp.set_cgroup_classid(0x0001_0003);
     let mut cx = Cx::new(0);
     let dev = e.device_mut("eth0").unwrap();
     // In the cgroup whose classid is 1:3 and UDP: band 3. No classid, or TCP: the priomap's band 2
@@ -67,7 +66,7 @@ fn the_sending_cgroups_class_for_packets_that_pass_the_ematch() {
     let dev = e.device_mut("eth0").unwrap();
     let mut order = Vec::new();
     while let Some(p) = dev.dequeue(&mut cx) {
-        order.push((p.cgroup_classid, p.protocol));
+        order.push((p.cgroup_classid(), p.protocol));
     }
     let s = tc(&mut e, "-s class show dev eth0").stdout;
     // The UDP packets are 100 bytes on the wire; the TCP one 14 + 20 + 20 + 100 = 154.

@@ -138,7 +138,7 @@ fn ct_action_then_ct_state_ct_zone_and_ct_mark_downstream() {
     // takes (0x27 & 0xf0 = 0x20).
     let p = recv(udp(A, 1, B, 2));
     assert_eq!(
-        (p.mark, p.ct_mark, p.ct_zone, p.ct_state),
+        (p.mark, p.ct_mark, p.ct_zone(), p.ct_state),
         (1, Some(0x27), 5, Packet::CT_TRACKED | Packet::CT_NEW)
     );
     // Tracked by the host as established (what the hooks leave on a forwarded packet): chain 1's

@@ -37,14 +37,14 @@ fn qinq_push_reclassifies_by_the_outer_tpid_and_grows_the_frame_past_the_root() 
     let _ = dev.enqueue(Packet::of_len(1000), &mut cx);
     let p = dev.dequeue(&mut cx).expect("queued");
     assert_eq!(
-        p.vlan,
+        p.vlan(),
         Some(VlanTag {
             proto: 0x88a8,
             tci: 7
         })
     );
     assert_eq!(
-        p.vlan_inline,
+        p.vlan_inline(),
         [VlanTag {
             proto: 0x8100,
             tci: 2 << 13 | 5
@@ -79,7 +79,7 @@ fn pop_and_modify_on_an_untagged_packet_change_nothing() {
         .unwrap()
         .receive(Packet::of_len(300), &mut Cx::new(0))
         .expect("passes");
-    assert_eq!((p.vlan, p.vlan_inline.len(), p.len), (None, 0, 300));
+    assert_eq!((p.vlan(), p.vlan_inline().len(), p.len), (None, 0, 300));
 }
 
 #[test]
@@ -104,7 +104,7 @@ fn flower_matches_the_tag_a_push_gave() {
     let _ = dev.enqueue(Packet::of_len(800), &mut cx);
     let p = dev.dequeue(&mut cx).expect("queued");
     assert_eq!(
-        (p.vlan, p.len),
+        (p.vlan(), p.len),
         (
             Some(VlanTag {
                 proto: 0x8100,

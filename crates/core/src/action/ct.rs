@@ -93,7 +93,7 @@ impl Ct {
         if self.has(CT_ACT_CLEAR) {
             pkt.ct_mark = None;
             pkt.ct_state = 0;
-            pkt.ct_zone = 0;
+            pkt.set_ct_zone(0);
             set_labels(pkt, [0; 16]);
             return (self.action, false);
         }
@@ -102,7 +102,7 @@ impl Ct {
         }
         // `nf_conntrack_in` (or the connection the packet already has, `tcf_ct_skb_nfct_cached`):
         // a packet without one gets the new entry it creates (see the essay), in the action's zone.
-        pkt.ct_zone = self.zone;
+        pkt.set_ct_zone(self.zone);
         if pkt.ct_state & Packet::CT_TRACKED == 0 || pkt.ct_state & Packet::CT_INVALID != 0 {
             if pkt.protocol == 0x0800 && !crate::netfilter::conntrack::trackable(&pkt.data) {
                 // No connection: `post_ct` without one is what flower sees as +trk+inv, and there is
@@ -137,10 +137,7 @@ impl Ct {
 
 /// The labels of the packet's connection, kept in its extension only when there are some.
 pub fn set_labels(pkt: &mut Packet, labels: [u8; 16]) {
-    if labels != [0; 16] || pkt.ext.is_some() {
-        pkt.ext_mut().ct_labels = labels;
-        pkt.trim_ext();
-    }
+    pkt.set_ct_labels(labels);
 }
 
 #[cfg(test)]

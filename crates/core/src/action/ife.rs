@@ -217,7 +217,7 @@ mod tests {
             "tcindex, padded"
         );
         assert_eq!(&p.data[38..40], &[0x08, 0x00], "inner EtherType");
-        assert_eq!((p.protocol, p.wire_len), (ETH_P_IFE, Some(540)));
+        assert_eq!((p.protocol, p.wire_len()), (ETH_P_IFE, Some(540)));
         // The receiving side: fields restored, the original packet back.
         let mut q = Packet {
             data: p.data.clone(),

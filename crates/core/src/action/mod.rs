@@ -587,7 +587,7 @@ pub(crate) fn resize_frame(pkt: &mut Packet, bytes: i32, at_ingress: bool) {
     if at_ingress {
         pkt.len = by(pkt.len);
     } else {
-        pkt.wire_len = Some(by(pkt.wire_len.unwrap_or(pkt.len)));
+        pkt.set_wire_len(Some(by(pkt.wire_len().unwrap_or(pkt.len))));
     }
 }
 

@@ -233,7 +233,7 @@ mod tests {
         // label 20 << 12, TC 0, BOS set (the packet was IPv4), TTL 255.
         assert_eq!(lse(&p), 20 << 12 | 1 << 8 | 255);
         assert_eq!(
-            (p.protocol, p.len, p.wire_len),
+            (p.protocol, p.len, p.wire_len()),
             (ETH_P_MPLS_UC, 1000, Some(1004))
         );
         assert_eq!(&p.data[4..], &orig.data[..]);
@@ -244,7 +244,7 @@ mod tests {
         outer.ttl = Some(64);
         outer.act(&mut p, false);
         assert_eq!(lse(&p), 0xfffff << 12 | 5 << 9 | 64);
-        assert_eq!(p.wire_len, Some(1008));
+        assert_eq!(p.wire_len(), Some(1008));
         let mut pop = mpls(ACT_POP);
         pop.proto = Some(ETH_P_MPLS_UC);
         pop.act(&mut p, false);
@@ -255,7 +255,7 @@ mod tests {
         pop.proto = Some(0x0800);
         pop.act(&mut p, false);
         assert_eq!(
-            (&p.data, p.protocol, p.wire_len),
+            (&p.data, p.protocol, p.wire_len()),
             (&orig.data, 0x0800, Some(1000))
         );
         // Popping an IPv4 packet changes nothing.
@@ -276,7 +276,7 @@ mod tests {
         push.tc = Some(3);
         push.act(&mut p, true);
         // At ingress the 4 bytes count at once.
-        assert_eq!((p.len, p.wire_len), (204, None));
+        assert_eq!((p.len, p.wire_len()), (204, None));
         // modify: label replaced, TC, BOS and TTL kept (no TTL given: none kept for modify).
         m.act(&mut p, true);
         assert_eq!(lse(&p), 77 << 12 | 3 << 9 | 1 << 8 | 2);

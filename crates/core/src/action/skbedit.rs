@@ -29,7 +29,7 @@ impl Skbedit {
         if let Some(q) = self.queue_mapping {
             // The kernel ignores a queue the device does not have; [`crate::qdisc::mq::pick_tx`] does,
             // as it knows the device's queues.
-            pkt.queue_mapping = Some(q);
+            pkt.set_queue_mapping(Some(q));
         }
         if let Some(p) = self.priority {
             pkt.priority = p;

@@ -127,10 +127,7 @@ impl TunnelKey {
             ACT_SET => self.info().ok(),
             _ => None,
         };
-        if tunnel.is_some() || pkt.ext.is_some() {
-            pkt.ext_mut().tunnel = tunnel;
-            pkt.trim_ext();
-        }
+        pkt.set_tunnel(tunnel);
         self.action
     }
 }

@@ -93,47 +93,50 @@ impl Vlan {
         let id = self.id.unwrap_or(0);
         match self.op {
             ACT_POP => {
-                if pkt.vlan.take().is_none() {
-                    if pkt.vlan_inline.is_empty() {
+                if pkt.vlan().is_some() {
+                    pkt.set_vlan(None);
+                } else {
+                    if pkt.pop_vlan_inline().is_none() {
                         return self.action;
                     }
-                    pkt.vlan_inline.remove(0);
                     resize(pkt, -1, at_ingress);
                 }
                 // The next tag, if in the header, becomes the accelerated one.
-                if !pkt.vlan_inline.is_empty() {
-                    pkt.vlan = Some(pkt.vlan_inline.remove(0));
+                if let Some(next) = pkt.pop_vlan_inline() {
+                    pkt.set_vlan(Some(next));
                     resize(pkt, -1, at_ingress);
                 }
             }
             ACT_PUSH => {
-                if let Some(old) = pkt.vlan.take() {
-                    pkt.vlan_inline.insert(0, old);
+                if let Some(old) = pkt.vlan() {
+                    pkt.push_vlan_inline(old);
                     resize(pkt, 1, at_ingress);
                 }
                 let prio = u16::from(self.prio.unwrap_or(0));
-                pkt.vlan = Some(VlanTag {
+                pkt.set_vlan(Some(VlanTag {
                     proto: self.push_proto(),
                     tci: id | prio << PRIO_SHIFT,
-                });
+                }));
             }
             ACT_MODIFY => {
-                let old = match pkt.vlan.take() {
+                let old = match pkt.vlan() {
                     Some(t) => t,
-                    None if !pkt.vlan_inline.is_empty() => {
-                        resize(pkt, -1, at_ingress);
-                        pkt.vlan_inline.remove(0)
-                    }
-                    None => return self.action,
+                    None => match pkt.pop_vlan_inline() {
+                        Some(t) => {
+                            resize(pkt, -1, at_ingress);
+                            t
+                        }
+                        None => return self.action,
+                    },
                 };
                 let mut tci = (old.tci & !VID_MASK) | id;
                 if let Some(p) = self.prio {
                     tci = (tci & !(7 << PRIO_SHIFT)) | u16::from(p) << PRIO_SHIFT;
                 }
-                pkt.vlan = Some(VlanTag {
+                pkt.set_vlan(Some(VlanTag {
                     proto: self.push_proto(),
                     tci,
-                });
+                }));
             }
             // Refused by `validate`.
             _ => return TC_ACT_SHOT,
@@ -172,31 +175,31 @@ mod tests {
         assert_eq!(inner.act(&mut p, false), TC_ACT_PIPE);
         // The accelerated tag: 3 << 13 | 100, nothing added to the packet's bytes.
         assert_eq!(
-            p.vlan,
+            p.vlan(),
             Some(VlanTag {
                 proto: ETH_P_8021Q,
                 tci: 0x6064
             })
         );
-        assert_eq!((p.len, p.wire_len), (1000, None));
+        assert_eq!((p.len, p.wire_len()), (1000, None));
         assert_eq!(p.tc_protocol(), ETH_P_8021Q);
         outer.act(&mut p, false);
         // The first tag went into the header: 4 bytes, seen when the packet leaves its root.
         assert_eq!(
-            p.vlan,
+            p.vlan(),
             Some(VlanTag {
                 proto: ETH_P_8021AD,
                 tci: 7
             })
         );
         assert_eq!(
-            p.vlan_inline,
+            p.vlan_inline(),
             [VlanTag {
                 proto: ETH_P_8021Q,
                 tci: 0x6064
             }]
         );
-        assert_eq!((p.len, p.wire_len), (1000, Some(1004)));
+        assert_eq!((p.len, p.wire_len()), (1000, Some(1004)));
         assert_eq!(
             (p.skb_protocol(), p.tc_protocol()),
             (ETH_P_8021Q, ETH_P_8021AD)
@@ -204,30 +207,30 @@ mod tests {
         // Pop: the accelerated tag goes, the header tag becomes the accelerated one.
         vlan(ACT_POP, None, None, None).act(&mut p, false);
         assert_eq!(
-            p.vlan,
+            p.vlan(),
             Some(VlanTag {
                 proto: ETH_P_8021Q,
                 tci: 0x6064
             })
         );
-        assert!(p.vlan_inline.is_empty());
-        assert_eq!(p.wire_len, Some(1000));
+        assert!(p.vlan_inline().is_empty());
+        assert_eq!(p.wire_len(), Some(1000));
         vlan(ACT_POP, None, None, None).act(&mut p, false);
-        assert_eq!((p.vlan, p.tc_protocol()), (None, 0x0800));
+        assert_eq!((p.vlan(), p.tc_protocol()), (None, 0x0800));
         // Popping an untagged packet changes nothing.
         vlan(ACT_POP, None, None, None).act(&mut p, false);
-        assert_eq!((p.vlan, p.wire_len), (None, Some(1000)));
+        assert_eq!((p.vlan(), p.wire_len()), (None, Some(1000)));
     }
 
     #[test]
     fn ingress_changes_count_at_once() {
         let mut p = Packet::of_len(500);
-        p.vlan_inline = vec![VlanTag {
+        p.set_vlan_inline(vec![VlanTag {
             proto: ETH_P_8021Q,
             tci: 5,
-        }];
+        }]);
         vlan(ACT_POP, None, None, None).act(&mut p, true);
-        assert_eq!((p.len, p.wire_len, p.vlan), (496, None, None));
+        assert_eq!((p.len, p.wire_len(), p.vlan()), (496, None, None));
     }
 
     #[test]
@@ -235,31 +238,31 @@ mod tests {
         let mut p = Packet::of_len(100);
         // Untagged: no-op.
         vlan(ACT_MODIFY, Some(9), None, None).act(&mut p, false);
-        assert_eq!(p.vlan, None);
-        p.vlan = Some(VlanTag {
+        assert_eq!(p.vlan(), None);
+        p.set_vlan(Some(VlanTag {
             proto: ETH_P_8021AD,
             tci: 5 << 13 | 1 << 12 | 20,
-        });
+        }));
         vlan(ACT_MODIFY, Some(9), None, None).act(&mut p, false);
         // VID replaced, priority and DEI kept, protocol 802.1Q (the default).
         assert_eq!(
-            p.vlan,
+            p.vlan(),
             Some(VlanTag {
                 proto: ETH_P_8021Q,
                 tci: 5 << 13 | 1 << 12 | 9
             })
         );
         vlan(ACT_MODIFY, Some(9), None, Some(0)).act(&mut p, false);
-        assert_eq!(p.vlan.unwrap().tci, 1 << 12 | 9);
+        assert_eq!(p.vlan().unwrap().tci, 1 << 12 | 9);
         // A header tag is taken out and becomes the accelerated one (4 bytes less).
         let mut q = Packet::of_len(100);
-        q.vlan_inline = vec![VlanTag {
+        q.set_vlan_inline(vec![VlanTag {
             proto: ETH_P_8021Q,
             tci: 1,
-        }];
+        }]);
         vlan(ACT_MODIFY, Some(2), None, None).act(&mut q, true);
         assert_eq!(
-            (q.vlan.unwrap().tci, q.vlan_inline.len(), q.len),
+            (q.vlan().unwrap().tci, q.vlan_inline().len(), q.len),
             (2, 0, 96)
         );
     }

@@ -48,7 +48,7 @@ impl CgroupHead {
         let Some(f) = &self.filter else {
             return NO_MATCH;
         };
-        let classid = pkt.cgroup_classid;
+        let classid = pkt.cgroup_classid();
         if classid == 0 || !f.ematches.matches(pkt) {
             return NO_MATCH;
         }
@@ -122,7 +122,7 @@ mod tests {
         let mut p = Packet::of_len(100);
         // No net_cls classid: no match.
         assert_eq!(h.classify(&mut p, &mut cx, &mut res), NO_MATCH);
-        p.cgroup_classid = 0x0001_0010;
+        p.set_cgroup_classid(0x0001_0010);
         assert_eq!(h.classify(&mut p, &mut cx, &mut res), TC_ACT_OK);
         assert_eq!(res.classid, 0x0001_0010);
     }

@@ -302,13 +302,14 @@ impl FlowKey {
         // `skb_flow_dissect_ct`: an untracked packet leaves the key zero.
         if pkt.ct_state != 0 {
             k.ct_state = pkt.ct_state as u16;
-            k.ct_zone = pkt.ct_zone;
+            k.ct_zone = pkt.ct_zone();
             k.ct_mark = pkt.ct_mark.unwrap_or(0);
             k.ct_labels = pkt.ct_labels();
         }
         // `__skb_flow_dissect`'s VLAN case: the accelerated tag first, then those in the header; the
         // first two fill `vlan` and `cvlan`, each with the EtherType that follows it.
-        let tags: Vec<_> = pkt.vlan.iter().chain(&pkt.vlan_inline).collect();
+        let accel = pkt.vlan();
+        let tags: Vec<_> = accel.iter().chain(pkt.vlan_inline()).collect();
         for (i, t) in tags.iter().enumerate() {
             let key = VlanKey {
                 id: t.tci & 0x0fff,

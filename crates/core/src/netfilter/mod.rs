@@ -810,7 +810,7 @@ impl Netfilter {
             (Some(ct), Some(_)) => ct.flower_state(),
             _ => 0,
         };
-        pkt.ct_zone = 0;
+        pkt.set_ct_zone(0);
         // Nothing gives the hooks' connections labels.
         crate::action::ct::set_labels(pkt, [0; 16]);
         v

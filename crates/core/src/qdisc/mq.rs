@@ -75,7 +75,7 @@ impl Qdisc for Noop {
 /// the packet's flow hash (`skb_get_hash`: the one it carries, or computed with `secret`) scaled to the
 /// queues, so that a flow keeps to one queue.
 pub(crate) fn pick_tx(pkt: &Packet, queues: usize, secret: [u64; 2]) -> usize {
-    match pkt.queue_mapping {
+    match pkt.queue_mapping() {
         Some(q) if (q as usize) < queues => q as usize,
         _ => ((flow_hash(pkt, secret) as u64 * queues as u64) >> 32) as usize,
     }
@@ -121,7 +121,7 @@ impl Mq {
         pkt: Packet,
         cx: &mut Cx,
     ) -> Verdict {
-        let i = match pkt.queue_mapping {
+        let i = match pkt.queue_mapping() {
             Some(q) if (q as usize) < self.queues.len() => q as usize,
             _ => first + pick_tx(&pkt, count, self.secret),
         };
@@ -301,9 +301,9 @@ mod tests {
         p.hash = 0xc000_0000; // three quarters of the way: queue 3 of 4, queue 6 of 8
         assert_eq!(pick_tx(&p, 4, [1, 2]), 3);
         assert_eq!(pick_tx(&p, 8, [5, 6]), 6);
-        p.queue_mapping = Some(1);
+        p.set_queue_mapping(Some(1));
         assert_eq!(pick_tx(&p, 4, [1, 2]), 1);
-        p.queue_mapping = Some(9); // past the device's queues: the hash again
+        p.set_queue_mapping(Some(9)); // past the device's queues: the hash again
         assert_eq!(pick_tx(&p, 4, [1, 2]), 3);
     }
 }
