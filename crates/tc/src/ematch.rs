@@ -416,6 +416,7 @@ pub fn parse_ematch(c: &mut Cur) -> Result<Option<EmatchTree>> {
                                 "{}\nWe have an error talking to the kernel",
                                 KernelError::new(Errno::NoEntry)
                             ),
+                            silent: None,
                         })
                     }
                     _ => return Err(Failure::options(format!("Unknown ematch \"{name}\""))),

@@ -14,7 +14,8 @@
 //! - [`store`]: the policy file that lets `TCLAB_STATE=FILE tclab tc …` work line by line.
 //! - [`control`]: the socket through which a script's `tc` calls reach one resident engine.
 //! - [`check`]: `tclab check`, the findings about a policy before it is deployed.
-//! - [`fuzz`]: the property checks behind the parser's fuzz target and its deterministic test.
+//! - [`fuzz`]: the property checks behind the parser's fuzz target and its deterministic test;
+//!   [`fuzz_script`]: the same for `tclab script run`'s wrappers.
 
 pub mod action;
 mod bpf;
@@ -24,6 +25,7 @@ pub mod ematch;
 pub mod explain;
 pub mod filter;
 pub mod fuzz;
+pub mod fuzz_script;
 pub mod iptables;
 pub mod jprint;
 pub mod qdisc;
@@ -53,6 +55,9 @@ pub struct Output {
 pub struct Failure {
     pub code: i32,
     pub msg: String,
+    /// Where in iproute2 tc refuses this without a word (`msg` is then empty): the fuzz target accepts a
+    /// silent failure only when it names one (see [`Failure::silent`]).
+    pub silent: Option<&'static str>,
 }
 
 impl Failure {
@@ -61,6 +66,16 @@ impl Failure {
         Failure {
             code: 255,
             msg: msg.into(),
+            silent: None,
+        }
+    }
+    /// A refusal for which tc prints nothing: `code` is its exit status and `tc_source` the function in
+    /// iproute2 6.1 that returns without a message, e.g. `check_size_table_opts` (tc_stab.c).
+    pub fn silent(code: i32, tc_source: &'static str) -> Failure {
+        Failure {
+            code,
+            msg: String::new(),
+            silent: Some(tc_source),
         }
     }
     /// A discipline's option parser said no: exit 1.
@@ -68,6 +83,7 @@ impl Failure {
         Failure {
             code: 1,
             msg: msg.into(),
+            silent: None,
         }
     }
     /// tc's `exit(code)` from deep inside a parser (`get_addr`'s `exit(1)`): the command ends with
@@ -77,12 +93,14 @@ impl Failure {
         Failure {
             code: 0x100 | i32::from(code),
             msg: msg.into(),
+            silent: None,
         }
     }
     pub fn kernel(e: KernelError) -> Failure {
         Failure {
             code: 2,
             msg: e.to_string(),
+            silent: None,
         }
     }
 }
@@ -269,16 +287,32 @@ pub fn show_device(engine: &mut Engine, dev: &str, now: Nanos) -> String {
 
 /// Run one tc command line (without the leading `tc`). Global options come first, as in tc.
 pub fn run(engine: &mut Engine, argv: &[String], now: Nanos) -> Output {
+    run_explained(engine, argv, now).0
+}
+
+/// [`run`], and for a refusal tc makes without a word, where in iproute2 it does so
+/// ([`Failure::silent`]): what the fuzz target checks a silent failure against.
+pub fn run_explained(
+    engine: &mut Engine,
+    argv: &[String],
+    now: Nanos,
+) -> (Output, Option<&'static str>) {
     NOTICES.with(|n| n.borrow_mut().clear());
-    let mut out = run_line(engine, argv, now);
+    let mut silent = None;
+    let mut out = run_line(engine, argv, now, &mut silent);
     let notices = NOTICES.with(|n| std::mem::take(&mut *n.borrow_mut()));
     if !notices.is_empty() {
         out.stderr.insert_str(0, &notices);
     }
-    out
+    (out, silent)
 }
 
-fn run_line(engine: &mut Engine, argv: &[String], now: Nanos) -> Output {
+fn run_line(
+    engine: &mut Engine,
+    argv: &[String],
+    now: Nanos,
+    silent: &mut Option<&'static str>,
+) -> Output {
     let mut out = Output::default();
     let mut flags = ShowFlags::default();
     let mut i = 0;
@@ -318,7 +352,7 @@ fn run_line(engine: &mut Engine, argv: &[String], now: Nanos) -> Output {
             // A refused command leaves nothing behind, not even the device it named.
             engine.keep_only_devices(&devices_before);
             out.stderr.push_str(&f.msg);
-            // (Some of tc's refusals print nothing at all, as `stab` without options.)
+            *silent = f.silent;
             if !f.msg.is_empty() && !f.msg.ends_with('\n') {
                 out.stderr.push('\n');
             }

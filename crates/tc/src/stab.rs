@@ -81,7 +81,10 @@ pub fn parse(args: &mut Cur) -> Result<SizeTable> {
     }
     // `check_size_table_opts`: nothing to do is a silent failure in tc.
     if !(s.linklayer >= ETHERNET || s.mpu != 0 || s.overhead != 0) {
-        return Err(Failure::syntax(""));
+        return Err(Failure::silent(
+            255,
+            "parse_size_table (tc_stab.c): check_size_table_opts",
+        ));
     }
     Ok(calc_size_table(s))
 }

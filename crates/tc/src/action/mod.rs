@@ -617,6 +617,9 @@ pub fn actions_cmd(
         } else if matches(w, "delete") || matches(w, "get") {
             let get = matches(w, "get");
             c.fwd();
+            // `tc_action_gd` skips one more word unread: `get action gact index 1`'s `action`, and
+            // `del gact help`'s kind (then `help` ends it without a word; `del gact` asks for nothing).
+            c.fwd();
             let mut targets = Vec::new();
             while let Some(w) = c.peek() {
                 if w == "action" {
@@ -624,12 +627,11 @@ pub fn actions_cmd(
                     continue;
                 }
                 if w == "help" {
-                    return Err(Failure::syntax(""));
+                    return Err(Failure::silent(255, "tc_action_gd (m_action.c): help"));
                 }
-                let k = w;
-                if !KINDS.contains(&k) && action_a2n(k, false).is_none() {
-                    return Err(Failure::syntax(format!("Error: non existent action: {k}")));
-                }
+                // `get_action_kind`: a name tc has no module for is the generic action, and the kind
+                // it names is then `gact` (`strcpy(str, "gact")`).
+                let k = if KINDS.contains(&w) { w } else { "gact" };
                 c.fwd();
                 if c.peek().is_none() {
                     return Err(Failure::syntax(format!(

@@ -289,6 +289,7 @@ fn kernel(e: KernelError) -> Failure {
     Failure {
         code: 2,
         msg: format!("{e}\n{TALK}"),
+        silent: None,
     }
 }
 
@@ -819,6 +820,7 @@ fn chain_template(
         Failure {
             code: 2,
             msg: format!("Error: tclab does not support chain templates yet.\n{TALK}"),
+            silent: None,
         }
     } else {
         kernel(KernelError::msg(

@@ -164,7 +164,9 @@ fn parse(_kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<QdiscOpti
                         "taprio: duplicate \"{a}\" specification"
                     )));
                 }
-                *slot = get_u32(v, 0).ok_or_else(|| Failure::options(""))?;
+                *slot = get_u32(v, 0).ok_or_else(|| {
+                    Failure::silent(1, "taprio_parse_opt (q_taprio.c): flags, txtime-delay")
+                })?;
                 i += 1;
             }
             "help" => return Err(Failure::options(USAGE)),
