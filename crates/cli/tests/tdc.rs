@@ -5,7 +5,7 @@
 //! through `bash -c` (as tdc.py does with `shell=True`), with a PATH whose first directory holds
 //! two stand-ins: `tc` (execs `tclab tc "$@"`) and `ip` (only `ip link add` and
 //! `ip link set ... mtu/txqueuelen/numtxqueues` reach `tclab link`; every other ip command is a
-//! no-op). netdevsim's `new_device` becomes `ip link add dev eth0 numtxqueues N`.
+//! no-op). netdevsim's `new_device` becomes `ip link add dev eth0 numtxqueues N type netdevsim`.
 //! `$TC`, `$IP`, `$DUMMY`, `$DEV0`, `$DEV1`, `$DEV2`, `$ETH` are substituted with `tc`, `ip`,
 //! dummy1, v0p0, v0p1, v0p2, eth0.
 //!
@@ -318,9 +318,7 @@ fn tdc_cbs() {
 
 #[test]
 fn tdc_taprio() {
-    // 6a83 grafts under a full-offload taprio (flags 0x2), which needs a NIC with a PTP clock and
-    // taprio offload (netdevsim has both); tclab's devices have neither, so it is refused.
-    assert_no_failures_except(&["qdiscs/taprio.json"], &["6a83"]);
+    assert_no_failures(&["qdiscs/taprio.json"]);
 }
 
 #[test]
@@ -786,7 +784,8 @@ fn run_case_body(case: &Value, sh: &dyn Fn(&str) -> RunResult) -> Outcome {
 
 /// netdevsim's control files, as tdc writes them, made the equivalent `ip link` command: `echo "ID
 /// PORTS [QUEUES]" > /sys/bus/netdevsim/new_device` creates the port `eth0` with QUEUES transmit queues
-/// (1 if absent) — what mq and multiq read of it; `del_device` removes it.
+/// (1 if absent) — what mq and multiq read of it — as a netdevsim device (a PTP clock and taprio
+/// offload, which taprio's full offload needs); `del_device` removes it.
 fn netdevsim(cmd: &str) -> Option<String> {
     let re = regex::Regex::new(
         r#"^echo\s+"?(\d+)\s*(\d+)?\s*(\d+)?"?\s*>\s*/sys/bus/netdevsim/(new|del)_device\s*$"#,
@@ -797,7 +796,7 @@ fn netdevsim(cmd: &str) -> Option<String> {
         "ip link del dev eth0".to_string()
     } else {
         let queues = c.get(3).map_or("1", |m| m.as_str());
-        format!("ip link add dev eth0 numtxqueues {queues} type dummy")
+        format!("ip link add dev eth0 numtxqueues {queues} type netdevsim")
     })
 }
 
@@ -1040,7 +1039,8 @@ opts=()
 while [ $# -gt 0 ]; do
     case "$1" in
         dev) dev="$2"; shift 2 || break ;;
-        type) break ;;
+        # netdevsim's port has what taprio's full offload needs (a PTP clock, taprio offload).
+        type) [ "$2" = netdevsim ] && opts+=(type netdevsim); break ;;
         mtu) [ $# -ge 2 ] || exit 0; opts+=(mtu "$2"); shift 2 ;;
         txqueuelen|txqlen|qlen) [ $# -ge 2 ] || exit 0; opts+=(txqueuelen "$2"); shift 2 ;;
         up|down|arp|multicast|allmulticast|promisc|trailers|dynamic) shift ;;

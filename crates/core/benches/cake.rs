@@ -39,6 +39,7 @@ const ENV: DevEnv = DevEnv {
     mtu: 1500,
     hard_header_len: 14,
     speed: 0,
+    taprio_offload: false,
 };
 
 /// diffserv8's tins by DSCP: CS1 → 1 (bulk)… one codepoint for each of the 8 tins.

@@ -69,6 +69,12 @@ pub struct QdiscInfo {
     pub stats: QdiscStats,
     /// Discipline-specific counters (`dump_stats`), e.g. CBQ's.
     pub xstats: Option<Xstats>,
+    /// Its children sit on the transmit queues themselves (a full-offload taprio's): no refcount of
+    /// its own per queue.
+    pub children_on_txqs: bool,
+    /// It sits on a transmit queue as well as under its parent (a full-offload taprio's child):
+    /// refcount 2.
+    pub on_txq: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,6 +143,9 @@ pub struct Device {
     /// `ethtool -s DEV speed N`: the link speed in Mbit/s, 0 for none (tclab's devices report none
     /// until told, as a veth or dummy reports none).
     pub speed: u32,
+    /// A netdevsim port (`ip link add … type netdevsim`, tdc's devices): a mock PTP clock and taprio
+    /// offload, which taprio's full offload needs.
+    pub taprio_offload: bool,
 }
 
 impl Device {
@@ -173,6 +182,7 @@ impl Device {
             gso_max_size: GSO_LEGACY_MAX_SIZE,
             gso_max_segs: GSO_MAX_SEGS,
             speed: 0,
+            taprio_offload: false,
         };
         d.root = d.default_root();
         d
@@ -194,6 +204,7 @@ impl Device {
             mtu: self.mtu,
             hard_header_len: 14,
             speed: self.speed,
+            taprio_offload: self.taprio_offload,
         }
     }
 
@@ -486,6 +497,12 @@ impl Device {
                 stab: s.stab.as_ref().map(|t| t.spec),
                 stats: s.q.stats(),
                 xstats: s.q.xstats(),
+                children_on_txqs: s.q.children_on_txqs(),
+                on_txq: s.parent != Handle::ROOT
+                    && s.parent != Handle::INGRESS
+                    && self
+                        .find(s.parent.qdisc())
+                        .is_some_and(|p| p.q.children_on_txqs()),
             })
             .collect()
     }

@@ -13,6 +13,7 @@ const ENV: DevEnv = DevEnv {
     mtu: 1500,
     hard_header_len: 14,
     speed: 0,
+    taprio_offload: false,
 };
 
 fn cake(o: CakeOptions) -> Cake {

@@ -13,6 +13,7 @@ const ENV: DevEnv = DevEnv {
     mtu: 1500,
     hard_header_len: 14,
     speed: 0,
+    taprio_offload: false,
 };
 const MS: Nanos = 1_000_000;
 const SEC: Nanos = 1_000_000_000;

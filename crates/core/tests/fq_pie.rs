@@ -14,6 +14,7 @@ const ENV: DevEnv = DevEnv {
     mtu: 1500,
     hard_header_len: 14,
     speed: 0,
+    taprio_offload: false,
 };
 const H: Handle = Handle(0x1_0000);
 

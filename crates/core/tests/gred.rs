@@ -15,6 +15,7 @@ const ENV: DevEnv = DevEnv {
     mtu: 1500,
     hard_header_len: 14,
     speed: 0,
+    taprio_offload: false,
 };
 
 fn setup(dps: u32, def_dp: u32, grio: bool, limit: Option<u32>) -> Gred {

@@ -413,6 +413,7 @@ fn impossible_parameters_are_refused_whole() {
         mtu: 1500,
         hard_header_len: 14,
         speed: 0,
+        taprio_offload: false,
     };
     for (o, m) in bad.iter().zip(msgs) {
         let e = q

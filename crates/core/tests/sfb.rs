@@ -12,6 +12,7 @@ const ENV: DevEnv = DevEnv {
     mtu: 1500,
     hard_header_len: 14,
     speed: 0,
+    taprio_offload: false,
 };
 const MS: u64 = 1_000_000;
 

@@ -90,13 +90,16 @@ fn qdisc_line(
         }
         if q.parent == Handle::ROOT {
             m.insert("root".into(), json!(true));
-            if !matches!(q.kind, "mq" | "mqprio") {
+            if !matches!(q.kind, "mq" | "mqprio") && !q.children_on_txqs {
                 m.insert("refcnt".into(), json!(root_refcnt(q, txqueues)));
             }
         } else if q.parent == Handle::INGRESS {
             m.insert("parent".into(), json!("ffff:fff1"));
         } else {
             m.insert("parent".into(), json!(q.parent.to_string()));
+            if q.on_txq {
+                m.insert("refcnt".into(), json!(2));
+            }
         }
         m.insert("options".into(), jopts);
         if let Some(s) = q.stab.as_ref().filter(|_| flags.details) {
@@ -121,8 +124,8 @@ fn qdisc_line(
     }
     if q.parent == Handle::ROOT {
         // tc prints the refcount only when it is not 1: mq's and mqprio's is (they hold no transmit
-        // queue themselves).
-        if matches!(q.kind, "mq" | "mqprio") {
+        // queue themselves), and a full-offload taprio's (its children hold them).
+        if matches!(q.kind, "mq" | "mqprio") || q.children_on_txqs {
             out.push_str("root ");
         } else {
             let _ = write!(out, "root refcnt {} ", root_refcnt(q, txqueues));
@@ -131,6 +134,10 @@ fn qdisc_line(
         out.push_str("parent ffff:fff1 ");
     } else {
         let _ = write!(out, "parent {} ", q.parent);
+        // A child a transmit queue holds too (a full-offload taprio's): refcount 2.
+        if q.on_txq {
+            out.push_str("refcnt 2 ");
+        }
     }
     out.push_str(&opts);
     out.push('\n');

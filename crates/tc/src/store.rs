@@ -1272,6 +1272,10 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
                 engine.add_device(p, crate::DEFAULT_MTU, crate::DEFAULT_TXQUEUELEN);
             }
             let d = engine.add_device(&dev, crate::DEFAULT_MTU, crate::DEFAULT_TXQUEUELEN);
+            if cmd == "add" && kind == Some("netdevsim") {
+                // netdevsim's mock PHC and taprio offload (taprio's full offload needs both).
+                d.taprio_offload = true;
+            }
             if let Some(m) = mtu {
                 d.mtu = m;
             }

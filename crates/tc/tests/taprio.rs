@@ -204,3 +204,41 @@ fn the_link_speed_from_tclab_link_times_the_schedule() {
     let o = run(&mut e, add);
     assert_eq!(o.code, 0, "{}", o.stderr);
 }
+
+#[test]
+fn full_offload_on_a_netdevsim_port() {
+    // tdc 6a83: netdevsim has a PTP clock and takes taprio's schedule, so flags 0x2 is accepted
+    // there (without a clockid); the children sit on the transmit queues (taprio_attach), each
+    // held twice — `refcnt 2` — and the root holds none; no clock is dumped.
+    let mut e = Engine::new();
+    tclab_tc::store::link(
+        &mut e,
+        &"add dev eth0 numtxqueues 8 type netdevsim".split(' ').map(String::from).collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let add = "qdisc replace dev eth0 handle 8001: parent root stab overhead 24 taprio num_tc 8 map 0 1 2 3 4 5 6 7 queues 1@0 1@1 1@2 1@3 1@4 1@5 1@6 1@7 base-time 0 sched-entry S ff 20000000 flags 0x2";
+    let o = run(&mut e, add);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = run(&mut e, "qdisc replace dev eth0 handle 8002: parent 8001:8 cbs idleslope 20000 sendslope -980000 hicredit 30 locredit -1470");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let s = run(&mut e, "-d qdisc show dev eth0").stdout;
+    assert!(
+        s.starts_with("qdisc taprio 8001: root tc 8 map 0 1 2 3 4 5 6 7 0 0 0 0 0 0 0 0\nqueues offset 0 count 1 offset 1 count 1 offset 2 count 1 offset 3 count 1 offset 4 count 1 offset 5 count 1 offset 6 count 1 offset 7 count 1\n flags 0x2\tbase-time 0 cycle-time 20000000"),
+        "{s}"
+    );
+    assert!(
+        s.contains("qdisc cbs 8002: parent 8001:8 refcnt 2 hicredit 30 locredit -1470 sendslope -980000 idleslope 20000 offload 0"),
+        "{s}"
+    );
+    assert!(s.contains("qdisc pfifo 0: parent 8001:1 refcnt 2 limit 1000p"), "{s}");
+    // netdevsim reports no queueMaxSDU support; a clockid is refused with full offload.
+    let o = run(&mut e, &format!("{add} max-sdu 1500"));
+    assert_eq!(
+        o.stderr,
+        "Error: sch_taprio: Device does not handle queueMaxSDU.\n"
+    );
+    // A device without a PTP clock refuses it.
+    let mut e = eight_queues();
+    let o = run(&mut e, add);
+    assert_eq!(o.stderr, "Error: Device does not have a PTP clock.\n");
+}

@@ -310,6 +310,7 @@ mod tests {
         mtu: 1500,
         hard_header_len: 14,
         speed: 0,
+        taprio_offload: false,
     };
 
     /// A backlogged queue of 1 000-byte packets, dequeued whenever allowed, for `until` ns: bytes out.

@@ -491,6 +491,7 @@ mod tests {
             mtu: 1500,
             hard_header_len: 14,
             speed: 0,
+            taprio_offload: false,
         }
     }
 

@@ -534,6 +534,7 @@ mod tests {
         mtu: 1500,
         hard_header_len: 14,
         speed: 0,
+        taprio_offload: false,
     };
 
     fn opts(nbands: u8, nstrict: u8, quanta: &[u32], priomap: &[u8]) -> EtsOptions {

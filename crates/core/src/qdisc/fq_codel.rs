@@ -735,6 +735,7 @@ mod tests {
             mtu: 1500,
             hard_header_len: 14,
             speed: 0,
+            taprio_offload: false,
         };
         let active = |seed: u64, hash: u32| {
             let mut q = FqCodel::new(Handle(0x10000), &FqCodelOptions::default(), &env).unwrap();

@@ -582,6 +582,7 @@ mod tests {
             mtu: 1500,
             hard_header_len: 14,
             speed: 0,
+            taprio_offload: false,
         };
         let setup = |dps, def_dp| {
             GredOptions::Setup(GredSetup {

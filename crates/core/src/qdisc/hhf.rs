@@ -494,6 +494,7 @@ mod tests {
         mtu: 1500,
         hard_header_len: 14,
         speed: 0,
+        taprio_offload: false,
     };
 
     fn flow(sport: u16, len: u32) -> Packet {

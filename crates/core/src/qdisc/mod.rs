@@ -432,6 +432,9 @@ pub struct DevEnv {
     /// The link speed in Mbit/s as ethtool reports it (`ethtool_link_ksettings`'s `speed`), 0 where
     /// the device reports none; taprio and cbs time frames by it.
     pub speed: u32,
+    /// The device has a PTP clock and runs taprio's schedule itself (netdevsim's mock PHC and
+    /// `TC_SETUP_QDISC_TAPRIO`): what taprio's full offload needs.
+    pub taprio_offload: bool,
 }
 
 impl DevEnv {
@@ -801,6 +804,11 @@ pub trait Qdisc {
     fn set_limit(&mut self, _limit: u32) {}
     /// Seed the deterministic generator a randomised discipline draws from (SFQ's perturbation).
     fn set_seed(&mut self, _seed: u64) {}
+    /// Its children sit on the device's transmit queues themselves, each held by its queue as well
+    /// (a full-offload taprio: `taprio_attach`, `taprio_graft`), so `tc` lists their refcount 2.
+    fn children_on_txqs(&self) -> bool {
+        false
+    }
     /// The device changed (`NETDEV_CHANGE`: a new link speed): taprio's and cbs's notifiers read
     /// its speed again.
     fn link_changed(&mut self, _env: &DevEnv) {}

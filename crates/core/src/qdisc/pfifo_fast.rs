@@ -118,6 +118,7 @@ mod tests {
             mtu: 1500,
             hard_header_len: 14,
             speed: 0,
+            taprio_offload: false,
         };
         let mut q = PfifoFast::new(&env);
         let mut cx = Cx::new(0);

@@ -198,6 +198,7 @@ mod tests {
         mtu: 1500,
         hard_header_len: 14,
         speed: 0,
+        taprio_offload: false,
     };
 
     fn cmd(q: &mut Plug, action: i32) {

@@ -43,8 +43,12 @@
 //! first time from now + `txtime-delay` at which its class's gate is open long enough for it, after the
 //! packets already given that interval — for an `etf` child to hold it until then; a packet with no
 //! such time in the cycle is dropped. Its classes' queue ranges may overlap. `flags 0x2` (full
-//! offload) needs a NIC with a PTP clock; tclab's devices have none, so it is refused as the kernel
-//! refuses it on such a device.
+//! offload) needs a NIC with a PTP clock that takes the schedule: a netdevsim port (`type
+//! netdevsim`, tdc's device) has both, any other tclab device neither, so there it is refused as the
+//! kernel refuses it. Offloaded, the NIC runs the gates (modelled by the same schedule), the clock
+//! is the NIC's (none dumped), the children sit on the transmit queues themselves (`taprio_attach`:
+//! `tc` lists them with refcount 2, the root with none), and max-sdu is refused (netdevsim reports
+//! no queueMaxSDU support).
 //!
 //! Not modelled: an admin schedule in txtime-assist mode (a change replaces the schedule there),
 //! `cycle-time` longer than the entries (the last entry is held to the cycle's end here; the kernel
@@ -506,10 +510,11 @@ impl TaprioOptions {
     /// over `old`. Returns the mapping and the schedule's cycle time.
     fn check(
         &self,
-        txqueues: u32,
+        env: &DevEnv,
         old: Option<&Taprio>,
         ppb: u64,
     ) -> Result<(MqprioOptions, i64), KernelError> {
+        let txqueues = env.txqueues;
         let flags = self.flags();
         if old.is_some_and(|q| q.flags != flags) {
             return Err(modmsg(
@@ -580,11 +585,34 @@ impl TaprioOptions {
                     "The 'clockid' cannot be specified for full offload",
                 ));
             }
-            return Err(KernelError::msg(
-                Errno::NotSupported,
-                "Device does not have a PTP clock",
+            if !env.taprio_offload {
+                return Err(KernelError::msg(
+                    Errno::NotSupported,
+                    "Device does not have a PTP clock",
+                ));
+            }
+            // taprio_enable_offload: netdevsim reports no queueMaxSDU support (no TC_QUERY_CAPS).
+            let max_sdu = merge_max_sdu(&old.map_or([0; TC_MAX], |q| q.max_sdu), &self.max_sdu);
+            if max_sdu.iter().any(|&v| v != 0) {
+                return Err(modmsg(
+                    Errno::NotSupported,
+                    "Device does not handle queueMaxSDU",
+                ));
+            }
+        } else {
+            self.check_clockid(old)?;
+        }
+        if self.txtime_delay.is_some() && flags & FLAG_TXTIME_ASSIST == 0 {
+            return Err(modmsg(
+                Errno::Invalid,
+                "txtime-delay can only be set when txtime-assist mode is enabled",
             ));
         }
+        Ok((mqprio, cycle))
+    }
+
+    /// `taprio_parse_clockid` without full offload.
+    fn check_clockid(&self, old: Option<&Taprio>) -> Result<(), KernelError> {
         match self.clockid {
             None => return Err(KernelError::invalid("Specifying a 'clockid' is mandatory")),
             Some(c) if c < 0 || old.is_some_and(|q| q.clockid != c) => {
@@ -596,15 +624,8 @@ impl TaprioOptions {
             Some(c) if !CLOCKIDS.contains(&c) => {
                 return Err(KernelError::invalid("Invalid 'clockid'"))
             }
-            Some(_) => {}
+            Some(_) => Ok(()),
         }
-        if self.txtime_delay.is_some() && flags & FLAG_TXTIME_ASSIST == 0 {
-            return Err(modmsg(
-                Errno::Invalid,
-                "txtime-delay can only be set when txtime-assist mode is enabled",
-            ));
-        }
-        Ok((mqprio, cycle))
     }
 }
 
@@ -623,7 +644,7 @@ impl Taprio {
             ));
         }
         let ppb = picos_per_byte(env.speed).0;
-        let (mqprio, cycle) = o.check(env.txqueues, None, ppb)?;
+        let (mqprio, cycle) = o.check(env, None, ppb)?;
         let limit = env.txqueuelen.max(1);
         let mq = Mq::with_leaves(handle, env, "taprio", || {
             Box::new(super::fifo::Fifo::new(
@@ -888,7 +909,7 @@ impl Qdisc for Taprio {
         let s = self.sched.dump();
         QdiscOptions::Taprio(TaprioOptions {
             mqprio: Some(self.mqprio),
-            clockid: Some(self.clockid),
+            clockid: (self.flags & FLAG_FULL_OFFLOAD == 0).then_some(self.clockid),
             flags: (self.flags != 0).then_some(self.flags),
             txtime_delay: (self.txtime_delay != 0).then_some(self.txtime_delay),
             base_time: s.base_time,
@@ -916,7 +937,7 @@ impl Qdisc for Taprio {
             return Err(super::wrong_kind());
         };
         let (ppb, warning) = picos_per_byte(env.speed);
-        let (_, cycle) = o.check(env.txqueues, Some(self), ppb)?;
+        let (_, cycle) = o.check(env, Some(self), ppb)?;
         if let Some(d) = o.txtime_delay {
             self.txtime_delay = d;
         }
@@ -956,6 +977,10 @@ impl Qdisc for Taprio {
     fn hashes_children(&self) -> bool {
         true
     }
+    /// Full offload: `taprio_attach` puts the children on the transmit queues themselves.
+    fn children_on_txqs(&self) -> bool {
+        self.flags & FLAG_FULL_OFFLOAD != 0
+    }
 }
 
 pub const KIND: super::QdiscKind = super::QdiscKind {
@@ -983,6 +1008,7 @@ mod tests {
             mtu: 1500,
             hard_header_len: 14,
             speed: 0,
+            taprio_offload: false,
         }
     }
 

@@ -101,6 +101,7 @@ mod tests {
             mtu: 1500,
             hard_header_len: 14,
             speed: 0,
+            taprio_offload: false,
         };
         let (mut q, _) =
             (KIND.create)(crate::handle::Handle(0x10000), &QdiscOptions::Teql, &env, 0).unwrap();
