@@ -1,6 +1,7 @@
 pub mod apps;
 pub mod builtin;
 pub mod des;
+pub mod fuzz;
 pub mod measure;
 pub mod net;
 pub mod report;
