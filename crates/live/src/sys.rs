@@ -84,6 +84,22 @@ fn ioctl_socket() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Bind socket `fd` to `addr`, a `sockaddr_*` of the socket's family (`what` names the step).
+fn bind<A>(fd: RawFd, addr: &A, what: &str) -> io::Result<()> {
+    // SAFETY: bind reads the address we own, of its size.
+    let r = unsafe {
+        libc::bind(
+            fd,
+            addr as *const A as *const libc::sockaddr,
+            std::mem::size_of::<A>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(last_error(what));
+    }
+    Ok(())
+}
+
 /// The MTU of interface `name`.
 pub fn mtu(name: &str) -> io::Result<u32> {
     mtu_by(ioctl_socket()?.as_raw_fd(), name)
@@ -128,17 +144,11 @@ impl LinkEvents {
         let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
         sa.nl_family = libc::AF_NETLINK as libc::sa_family_t;
         sa.nl_groups = libc::RTMGRP_LINK as u32;
-        // SAFETY: bind with a sockaddr_nl we own and its size.
-        let r = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                &sa as *const libc::sockaddr_nl as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-            )
-        };
-        if r != 0 {
-            return Err(last_error("binding a netlink socket to RTMGRP_LINK"));
-        }
+        bind(
+            fd.as_raw_fd(),
+            &sa,
+            "binding a netlink socket to RTMGRP_LINK",
+        )?;
         Ok(LinkEvents { fd })
     }
 
@@ -494,17 +504,7 @@ fn bound_socket(name: &str, protocol: u16) -> io::Result<(OwnedFd, i32)> {
     sll.sll_family = libc::AF_PACKET as u16;
     sll.sll_protocol = protocol;
     sll.sll_ifindex = ifindex;
-    // SAFETY: bind reads the sockaddr_ll we own, of the size given.
-    let r = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
-            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(last_error(&format!("{name}: bind")));
-    }
+    bind(fd.as_raw_fd(), &sll, &format!("{name}: bind"))?;
     Ok((fd, ifindex))
 }
 

@@ -56,17 +56,24 @@ fn without_a_policy_a_frame_leaves_the_other_port_unchanged() {
     assert_eq!(b.take_sent(1), vec![arp]);
 }
 
-#[test]
-fn a_tbf_releases_the_burst_then_one_frame_per_frame_time() {
-    // TBF 8 Mbit/s = 1 byte/µs, burst 3028 B: two 1514-byte frames at once, then one per 1514 µs.
+/// A detached bridge with a TBF of 8 Mbit/s = 1 byte/µs and a burst of 3028 B on eth0, `n`
+/// 1514-byte frames arrived on eth1 at 0: two have left at once (checked), the others wait.
+fn tbf_8mbit_with(n: usize) -> Bridge {
     let mut b = Bridge::detached(
         policy(&["qdisc add dev eth0 root tbf rate 8mbit burst 3028 limit 100000"]),
         [("eth0", 1500), ("eth1", 1500)],
     );
-    for _ in 0..5 {
+    for _ in 0..n {
         b.arrive(0, 1, &udp_frame(1514, 5201, 0), false);
     }
     assert_eq!(b.take_sent(0).len(), 2);
+    b
+}
+
+#[test]
+fn a_tbf_releases_the_burst_then_one_frame_per_frame_time() {
+    // Two 1514-byte frames at once, then one per 1514 µs.
+    let mut b = tbf_8mbit_with(5);
     assert_eq!(b.next_wakeup(), Some(1_514_000), "the third frame's tokens");
     b.poll(1_513_999);
     assert_eq!(b.take_sent(0).len(), 0);
@@ -78,19 +85,12 @@ fn a_tbf_releases_the_burst_then_one_frame_per_frame_time() {
 
 #[test]
 fn frames_queued_past_a_lowered_mtu_are_refused_by_the_device_and_counted_as_tx_dropped() {
-    // TBF 8 Mbit/s, burst 3028 B: two 1514-byte frames leave at once, three wait. eth0's MTU is then
-    // lowered to 1000 (`ip link set eth0 mtu 1000` while bridging). The kernel's device refuses a
-    // frame longer than MTU + 14 (tpacket_snd, packet_snd) after the qdisc has sent it: the qdisc
-    // counts it sent, the device counts it in tx_dropped (dev_core_stats_tx_dropped_inc, a veth's
-    // own drop counter). A 900-byte frame behind them still leaves.
-    let mut b = Bridge::detached(
-        policy(&["qdisc add dev eth0 root tbf rate 8mbit burst 3028 limit 100000"]),
-        [("eth0", 1500), ("eth1", 1500)],
-    );
-    for _ in 0..3 {
-        b.arrive(0, 1, &udp_frame(1514, 5201, 0), false);
-    }
-    assert_eq!(b.take_sent(0).len(), 2);
+    // TBF 8 Mbit/s, burst 3028 B: of three 1514-byte frames two leave at once, one waits. eth0's
+    // MTU is then lowered to 1000 (`ip link set eth0 mtu 1000` while bridging). The kernel's device
+    // refuses a frame longer than MTU + 14 (tpacket_snd, packet_snd) after the qdisc has sent it:
+    // the qdisc counts it sent, the device counts it in tx_dropped (dev_core_stats_tx_dropped_inc,
+    // a veth's own drop counter). A 900-byte frame behind it still leaves.
+    let mut b = tbf_8mbit_with(3);
     b.set_mtu(0, 1000);
     let small = udp_frame(900, 5202, 0);
     b.arrive(1, 1, &small, false);
