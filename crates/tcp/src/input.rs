@@ -680,13 +680,15 @@ impl Connection {
                 }
             } else {
                 // out of order: queue, SACK, immediate ACK (tcp_data_queue_ofo, which opens the window
-                // on SACK connections too)
+                // on SACK connections too; __tcp_ack_snd_check ACKs while the ofo queue is not empty).
+                // No quickack mode: Linux 4.18 dropped it for out-of-order data (a3893637e1eb, "tcp: do
+                // not force quickack when receiving out-of-order packets"), so once the hole is filled
+                // the receiver ACKs every second segment again.
                 self.ecn_check_ce(now, ecn_field);
                 if self.sack_ok {
                     self.grow_window((e - s).min(u32::MAX as i64) as u32);
                 }
                 self.ooo_insert(s as u64, e as u64);
-                self.incr_quickack();
                 self.ack_now = true;
             }
         } else if len > 0 {

@@ -188,6 +188,38 @@ fn window_growth_acks_every_segment() {
     assert_eq!(drain(&mut sv, t).len(), 1);
 }
 
+/// After a hole is filled the receiver goes back to one ACK every second segment: Linux ACKs each
+/// out-of-order segment at once (`__tcp_ack_snd_check` while the ofo queue is not empty) and the
+/// segment that fills the hole (ICSK_ACK_NOW), but since 4.18 (a3893637e1eb, "tcp: do not force
+/// quickack when receiving out-of-order packets") it no longer enters quickack mode for them. Seen in
+/// the kernel lab of docs/KERNEL_VS_SIM.md (f10): 249 one-segment ACKs in 10 s against 1 453 when
+/// tclab entered quickack mode for 16 segments after every loss. Segments 0..19 take the window to
+/// its clamp as in `window_growth_acks_every_segment`; 20 and 21 show the steady state.
+#[test]
+fn filled_hole_does_not_start_quickack_mode() {
+    let (_cl, mut sv) = pair(Config::default(), Config::default());
+    let t = 100 * MS;
+    for i in 0..20u32 {
+        sv.on_segment(t, &data(i, 0));
+        drain(&mut sv, t);
+    }
+    let acks = |sv: &mut Connection, i: u32| {
+        sv.on_segment(t, &data(i, 0));
+        drain(sv, t)
+    };
+    assert!(acks(&mut sv, 20).is_empty(), "20: delayed");
+    assert_eq!(acks(&mut sv, 21).len(), 1, "21: the second segment is ACKed");
+    // 22 is lost: 23 arrives out of order and is SACKed at once; 22's retransmission fills the hole.
+    let sack = acks(&mut sv, 23);
+    assert_eq!(sack.len(), 1);
+    assert_eq!(sack[0].options.sack_blocks.len(), 1);
+    let fill = acks(&mut sv, 22);
+    assert_eq!(fill.len(), 1, "the segment filling the hole is ACKed at once");
+    assert_eq!(fill[0].ack, data(24, 0).seq);
+    assert!(acks(&mut sv, 24).is_empty(), "24: delayed again, no quickack");
+    assert_eq!(acks(&mut sv, 25).len(), 1, "25: the second segment is ACKed");
+}
+
 /// tcp_data_queue_ofo on a SACK connection: an out-of-order segment is measured (the clamp becomes
 /// 115712) and opens rcv_ssthresh too, 64088 + 2896; the segment filling the hole opens it again.
 #[test]
