@@ -732,14 +732,13 @@ impl Bridge {
             }
         }
         let name = &port.name;
-        self.said.once(format!("mtu {name} {mtu}"), || {
-            let mut msg = format!("{name}: MTU {old} -> {mtu}, followed");
-            for r in &rings {
-                msg.push_str("; ");
-                msg.push_str(r);
-            }
-            msg
-        });
+        let mut msg = format!("{name}: MTU {old} -> {mtu}, followed");
+        for r in &rings {
+            msg.push_str("; ");
+            msg.push_str(r);
+        }
+        // Once for all queues that fared alike (one whose ring the kernel refused says so too).
+        self.said.once(msg.clone(), || msg);
     }
 
     /// Add what the kernel dropped for each port's socket since the last look to its counters.

@@ -940,16 +940,28 @@ fn an_mtu_set_while_bridging_is_followed_with_and_without_rings() {
     // would cut a 9014-byte frame), sends by sendmmsg when its transmit ring's slots are too small,
     // and forwards 9000-byte packets. Lowered again, a frame larger than the new MTU is counted
     // oversize, not handed to a device that would drop it unseen.
-    for (name, rings) in [("mtu", Rings::On), ("mtucopy", Rings::Off)] {
+    // With two queues each socket is in a fanout group, and each queue's bridge follows alone.
+    for (name, rings, queues) in [
+        ("mtu", Rings::On, 1),
+        ("mtucopy", Rings::Off, 1),
+        ("mtuq", Rings::On, 2),
+    ] {
         let Some(ns) = netns(name) else {
             return;
         };
-        let (mut ports, _, tx, rx) = open_lab(&ns, 1, rings);
-        let ports = ports.remove(0);
-        let bridge = std::thread::spawn(move || {
-            let mut b = Bridge::on_ports(Engine::new(), ports);
-            (b.run(Some(1_800_000_000)), b.stats(), b.said())
-        });
+        let (ports, _, tx, rx) = open_lab(&ns, queues, rings);
+        let said = tclab_live::bridge::Said::default();
+        let threads: Vec<_> = ports
+            .into_iter()
+            .map(|p| {
+                let said = said.clone();
+                std::thread::spawn(move || {
+                    let mut b = Bridge::on_ports(Engine::new(), p);
+                    b.share_warnings(said);
+                    (b.run(Some(1_800_000_000)), b.stats())
+                })
+            })
+            .collect();
         std::thread::sleep(std::time::Duration::from_millis(200));
         for d in ["a0", "b0", "a1", "b1"] {
             ns.ip(&["link", "set", "dev", d, "mtu", "9000"])
@@ -964,21 +976,36 @@ fn an_mtu_set_while_bridging_is_followed_with_and_without_rings() {
         std::thread::sleep(std::time::Duration::from_millis(300));
         let fine = udp_frame(1414, 5202, 0);
         send_all(&tx, &[udp_frame(1514, 5203, 0), fine.clone()]);
-        let (result, st, said) = bridge.join().expect("bridge thread");
-        result.unwrap_or_else(|e| panic!("{name}: the bridge stopped: {e}"));
-        let a1 = &st[1].1;
+        let mut a1 = (0, 0);
+        let mut a0_refused = 0;
+        for t in threads {
+            let (result, st) = t.join().expect("bridge thread");
+            result.unwrap_or_else(|e| panic!("{name}: the bridge stopped: {e}"));
+            a1 = (a1.0 + st[1].1.rx_packets, a1.1 + st[1].1.oversize);
+            a0_refused += st[0].1.tx_dropped;
+        }
+        let said = said.messages();
         assert_eq!(
-            (a1.rx_packets, a1.oversize),
+            a1,
             (3, 1),
             "{name}: the 1514-byte frame is too long for a0's 1400: {said:?}"
         );
-        assert_eq!(st[0].1.tx_dropped, 0, "{name}");
+        assert_eq!(a0_refused, 0, "{name}");
         let got: Vec<Vec<u8>> = received(&rx).into_iter().map(|(f, _)| f).collect();
         assert_eq!(got, vec![jumbo, fine], "{name}");
-        assert!(
-            said.iter().any(|m| m.starts_with("a0: MTU 1500 -> 9000")),
-            "{name}: {said:?}"
+        assert_eq!(
+            said.iter()
+                .filter(|m| m.starts_with("a0: MTU 1500 -> 9000, followed"))
+                .count(),
+            1,
+            "{name}: said once for all queues: {said:?}"
         );
+        if rings == Rings::On {
+            assert!(
+                said.iter().any(|m| m.contains("receive ring re-made")),
+                "{name}: {said:?}"
+            );
+        }
     }
 }
 
