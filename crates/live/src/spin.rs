@@ -7,9 +7,10 @@
 //! Li, Manasse, Owicki, *Empirical studies of competitive spinning for a shared-memory
 //! multiprocessor*, SOSP 1991). So the window never exceeds the measured CPU cost of a sleep
 //! ([`IdleSpin::slept`]: the thread's CPU time across a `ppoll` that blocked), and within that
-//! bound it adapts as KVM's halt polling does (`grow_halt_poll_ns`/`shrink_halt_poll_ns`): a spin
-//! that ran out without a frame halves it (down to none: a pure `ppoll` wait), a sleep that a frame
-//! ended within the bound doubles it. A steady stream with short gaps keeps a window; traffic
+//! bound it adapts as KVM's halt polling does (`grow_halt_poll_ns`/`shrink_halt_poll_ns`), judged
+//! at each frame by the gap before it: a gap longer than the bound halves it (down to none: a pure
+//! `ppoll` wait), one within the bound but longer than the window doubles it, one the window
+//! caught leaves it. It starts at none. A steady stream with short gaps keeps a window; traffic
 //! whose gaps are longer than a wake-up costs (a lab's senders sharing the cores with the bridge)
 //! sleeps at once, leaving the cores to them.
 //!
@@ -21,7 +22,7 @@
 
 use tclab_core::Nanos;
 
-/// The longest idle spin (the bound before the cost of a sleep has been measured, and after).
+/// The longest idle spin, whatever a sleep costs (and the bound until one has been measured).
 pub const IDLE_SPIN_NS: u64 = 20_000;
 /// The longest spin before a shaper's deadline.
 pub const SPIN_NS: u64 = 50_000;
