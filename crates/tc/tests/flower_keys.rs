@@ -1,4 +1,4 @@
-//! flower's conntrack (`ct_state`, `ct_zone`, `ct_mark`) and tunnel (`enc_*`) keys, on packets whose
+//! flower's conntrack (`ct_state`, `ct_zone`, `ct_mark`) and tunnel (`enc_*`, `*_opts`) keys, on packets whose
 //! state came from where the kernel's does: the netfilter hooks' connection tracking (the skb's
 //! `_nfct`), the `ct` action, and `tunnel_key set`'s metadata. Expectations follow `fl_classify`
 //! (`skb_flow_dissect_ct` with `fl_ct_info_to_flower_map`, `skb_flow_dissect_tunnel_info`), the masked
@@ -281,6 +281,88 @@ fn enc_addresses_keep_their_family_and_a_zero_key_matches_no_tunnel() {
         (out.code, out.stderr.as_str()),
         (1, "Illegal \"enc_key_id\"\n")
     );
+}
+
+#[test]
+fn tunnel_options_match_the_options_tunnel_key_set_attached() {
+    let f = "filter add dev eth0 parent 1: protocol ip";
+    // One Geneve option, class 0x0102, type 0x80, data 00800022 (fl_set_geneve_opt's bytes, compared
+    // with the packet's options under the mask, length byte and family included).
+    let mut e = tunnel_root("src_ip 192.0.2.1 dst_ip 192.0.2.77 id 42 geneve_opts 0102:80:00800022");
+    add(&mut e, f, "prio 2 flower geneve_opts 0102:80:00800023 classid 1:4");
+    add(&mut e, f, "prio 3 flower geneve_opts 0102:80:00800000/ffff:ff:ffff0000 classid 1:2");
+    assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), Some(2));
+    let s = tc(&mut e, "filter show dev eth0").stdout;
+    // flower_print_enc_parts: key/mask; the mask tc made for prio 2 is all ones.
+    assert!(s.contains("\n  geneve_opts 0102:80:00800023/ffff:ff:ffffffff\n"), "{s}");
+    assert!(s.contains("\n  geneve_opts 0102:80:00800000/ffff:ff:ffff0000\n"), "{s}");
+    let j = tc(&mut e, "-j filter show dev eth0").stdout;
+    assert!(
+        j.contains(r#""geneve_opt_key":[{"class":258,"type":128,"data":[0,128,0,0]}],"geneve_opt_mask":[{"class":65535,"type":255,"data":[255,255,0,0]}]"#),
+        "{j}"
+    );
+
+    // Two options: the second's data masked out; the filter must name both (the length is in the key).
+    let mut e = tunnel_root(
+        "src_ip 192.0.2.1 dst_ip 192.0.2.77 geneve_opts 0102:80:00800022,0103:81:00000009",
+    );
+    add(&mut e, f, "prio 2 flower geneve_opts 0102:80:00800022 classid 1:4");
+    add(&mut e, f, "prio 3 flower geneve_opts 0102:80:00800022,0103:81:00000005/ffff:ff:00000000 classid 1:3");
+    assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), Some(3));
+
+    // VXLAN's group policy under VXLAN_GBP_MASK (0x48ffff = 4784127); ERSPAN version 2's direction
+    // and hardware id (the default mask keeps the key's version; dir 0xff and hwid 0xff stored as
+    // their bit fields: 1 and 63).
+    let mut e = tunnel_root("src_ip 192.0.2.1 dst_ip 192.0.2.77 vxlan_opts 2748");
+    add(&mut e, f, "prio 2 flower vxlan_opts 2749 classid 1:4");
+    add(&mut e, f, "prio 3 flower vxlan_opts 2748 classid 1:3");
+    assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), Some(3));
+    let s = tc(&mut e, "filter show dev eth0").stdout;
+    assert!(s.contains("\n  vxlan_opts 2748/4784127\n"), "{s}");
+    let mut e = tunnel_root("src_ip 192.0.2.1 dst_ip 192.0.2.77 erspan_opts 2:0:1:5");
+    add(&mut e, f, "prio 2 flower erspan_opts 2:0:0:5 classid 1:4");
+    add(&mut e, f, "prio 3 flower erspan_opts 2:0:1:5 classid 1:3");
+    assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), Some(3));
+    let s = tc(&mut e, "filter show dev eth0").stdout;
+    assert!(s.contains("\n  erspan_opts 2:0:1:5/2:0:1:63\n"), "{s}");
+    // No tclab action attaches GTP's options: a gtp_opts filter takes no tunnel of another family.
+    let mut e = tunnel_root("src_ip 192.0.2.1 dst_ip 192.0.2.77 vxlan_opts 2748");
+    add(&mut e, f, "prio 2 flower gtp_opts 01:02 classid 1:1");
+    assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), None);
+    let s = tc(&mut e, "filter show dev eth0").stdout;
+    assert!(s.contains("\n  gtp_opts 01:02/ff:ff\n"), "{s}");
+
+    // tc's refusals (f_flower.c) and the kernel's (fl_set_geneve_opt), nothing applied.
+    let mut e = htb();
+    refused(
+        &mut e,
+        &[
+            ("protocol ip prio 1 flower geneve_opts 0102:80 classid 1:1", 1, "Illegal \"geneve_opts\"\n"),
+            ("protocol ip prio 1 flower geneve_opts 0102::00800022 classid 1:1", 1, "Illegal \"geneve_opts\"\n"),
+            (
+                "protocol ip prio 1 flower geneve_opts 0102:80:00800022/ffff:ff:ffffffff:1 classid 1:1",
+                1,
+                "Unknown \"geneve_opts\" type\nIllegal \"geneve_opts\"\n",
+            ),
+            ("protocol ip prio 1 flower vxlan_opts x classid 1:1", 1, "Illegal \"vxlan_opts\"\n"),
+            (
+                "protocol ip prio 1 flower geneve_opts 0102:80:0080 classid 1:1",
+                2,
+                "Error: Tunnel key geneve option data is less than 4 bytes long.\nWe have an error talking to the kernel\n",
+            ),
+            (
+                "protocol ip prio 1 flower geneve_opts 0102:80:00800022/ffff:ff:ffffffffffffffff classid 1:1",
+                2,
+                "Error: Key and mask miss aligned.\nWe have an error talking to the kernel\n",
+            ),
+            (
+                "protocol ip prio 1 flower erspan_opts 3:0:1:5 classid 1:1",
+                2,
+                "Error: Tunnel key erspan option ver is incorrect.\nWe have an error talking to the kernel\n",
+            ),
+        ],
+    );
+    assert_eq!(tc(&mut e, "filter show dev eth0").stdout, "");
 }
 
 /// An egress root whose first filter pushes two labels (`mpls push label 100 tc 3 ttl 64`, then

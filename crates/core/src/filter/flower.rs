@@ -40,7 +40,8 @@
 //! - Tunnel metadata (`skb_flow_dissect_tunnel_info`): the `enc_*` keys from the tunnel a `tunnel_key
 //!   set` attached ([`Packet::tunnel`]): outer addresses and their family, key id (0 without one),
 //!   UDP destination port, TOS and TTL; zero without a tunnel, so `enc_key_id 0` takes such a packet,
-//!   as the kernel's zeroed key does.
+//!   as the kernel's zeroed key does. Its options (Geneve, VXLAN, ERSPAN) as the bytes the kernel
+//!   keeps, for `geneve_opts`, `vxlan_opts`, `erspan_opts` and `gtp_opts` ([`super::flower_opts`]).
 //!
 //! - MPLS (`__skb_flow_dissect_mpls`): a packet of protocol `mpls_uc`/`mpls_mc` (an `mpls push` makes
 //!   one; its entries are the first bytes of [`Packet::data`]) has its label stack read entry by entry,
@@ -57,14 +58,12 @@
 //!   inside are dissected on as above (the EtherType key becomes theirs); every `protocol ppp_ses`
 //!   filter matches the session's type, so none takes a frame whose session header is not valid.
 //!
-//! Not dissected (tc refuses the keys): the tunnel options (`geneve_opts`, `vxlan_opts`, `erspan_opts`,
-//! `gtp_opts`).
-//!
 //! Hardware offload: no tclab device offloads filters, so every filter runs in software and is reported
 //! `not_in_hw` (`in_hw_count` 0); `skip_sw` asks for a filter that runs only in hardware, which a block of
 //! such devices cannot place (`EOPNOTSUPP`, as `tc_setup_cb_add` answers for a block with a device that
 //! cannot offload), and `skip_sw` together with `skip_hw` is no valid combination (`EINVAL`).
 
+use super::flower_opts::{EncOpts, EncOptsSpec};
 use super::NO_MATCH;
 use super::{Exts, ExtsSpec, TcfResult, CLS_FLAGS_NOT_IN_HW, CLS_FLAGS_SKIP_HW, CLS_FLAGS_SKIP_SW};
 use crate::action::{ActionTable, Control};
@@ -186,6 +185,8 @@ pub struct FlowKey {
     /// `enc_ip`: the outer TOS and TTL.
     pub enc_tos: u8,
     pub enc_ttl: u8,
+    /// `enc_opts`: the tunnel's options.
+    pub enc_opts: EncOpts,
     /// `ct.ct_state`: `TCA_FLOWER_KEY_CT_FLAGS_*` ([`Packet::CT_TRACKED`] …).
     pub ct_state: u16,
     pub ct_zone: u16,
@@ -265,6 +266,7 @@ impl FlowKey {
             enc_dst_port: self.enc_dst_port & m.enc_dst_port,
             enc_tos: self.enc_tos & m.enc_tos,
             enc_ttl: self.enc_ttl & m.enc_ttl,
+            enc_opts: self.enc_opts.and(&m.enc_opts),
             ct_state: self.ct_state & m.ct_state,
             ct_zone: self.ct_zone & m.ct_zone,
             ct_mark: self.ct_mark & m.ct_mark,
@@ -535,6 +537,9 @@ impl FlowKey {
         self.enc_dst_port = t.dst_port;
         self.enc_tos = t.tos;
         self.enc_ttl = t.ttl;
+        if let Some(o) = &t.opts {
+            self.enc_opts = EncOpts::from_tunnel(o);
+        }
     }
 }
 
@@ -642,6 +647,8 @@ pub struct FlowerOptions {
     pub enc_dst_port: Option<Masked<u16>>,
     pub enc_tos: Option<Masked<u8>>,
     pub enc_ttl: Option<Masked<u8>>,
+    /// `TCA_FLOWER_KEY_ENC_OPTS` and its mask.
+    pub enc_opts: Option<EncOptsSpec>,
     /// `TCA_FLOWER_KEY_CT_STATE` (`TCA_FLOWER_KEY_CT_FLAGS_*`), `_ZONE`, `_MARK`, with their masks.
     pub ct_state: Option<Masked<u16>>,
     pub ct_zone: Option<Masked<u16>>,
@@ -803,6 +810,9 @@ impl FlowerOptions {
             k.ip_flags = (v & mask & bits) as u8;
         }
         self.set_key_enc(&mut k, &mut m);
+        if let Some(o) = &self.enc_opts {
+            o.set(&mut k.enc_opts, &mut m.enc_opts)?;
+        }
         self.set_key_mpls(&mut k, &mut m)?;
         if let Some((v, mask)) = self.ct_state {
             (k.ct_state, m.ct_state) = (v, mask);

@@ -22,6 +22,7 @@ pub mod cgroup;
 pub mod ematch;
 pub mod flow;
 pub mod flower;
+pub mod flower_opts;
 pub mod fw;
 pub mod matchall;
 pub mod route;

@@ -27,6 +27,8 @@ mod simple;
 mod skbedit;
 mod skbmod;
 mod tunnel_key;
+/// Hex pairs as `hex2mem` reads them (flower's `geneve_opts` too).
+pub(crate) use tunnel_key::hex2mem;
 mod vlan;
 
 pub use police::{parse_police, print_police_compat};

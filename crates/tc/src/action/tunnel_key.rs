@@ -32,7 +32,7 @@ pub(super) fn get_addr(s: &str) -> Result<IpAddr> {
 }
 
 /// `hex2mem(token, buf, strlen(token) / 2)`: pairs of hex digits (an odd last digit is left out).
-pub(super) fn hex2mem(s: &str) -> Option<Vec<u8>> {
+pub(crate) fn hex2mem(s: &str) -> Option<Vec<u8>> {
     let b = s.as_bytes();
     (0..b.len() / 2)
         .map(|i| {

@@ -5,8 +5,8 @@
 //! (`mpls_label`, `mpls_tc`, `mpls_bos`, `mpls_ttl`, `mpls lse depth …`), the ARP keys (`arp_sip`,
 //! `arp_tip`, `arp_op`, `arp_sha`, `arp_tha`), the tunnel keys (`enc_dst_ip`, `enc_src_ip`,
 //! `enc_key_id`, `enc_dst_port`, `enc_tos`, `enc_ttl`) and the conntrack keys `ct_state`, `ct_zone` and
-//! `ct_mark`, `ct_label`, and the PPPoE keys `pppoe_sid` and `ppp_proto`. Tunnel options (`*_opts`)
-//! are refused: tclab does not dissect them.
+//! `ct_mark`, `ct_label`, and the PPPoE keys `pppoe_sid` and `ppp_proto`. The tunnel options
+//! (`geneve_opts`, `vxlan_opts`, `erspan_opts`, `gtp_opts`) are `flower_opts.rs`'s.
 
 use super::*;
 use crate::util::get_u16;
@@ -79,8 +79,6 @@ const WORDS: &[(&str, bool)] = &[
     ("action", false),
 ];
 
-/// The keywords of keys tclab's dissector does not produce.
-const NOT_DISSECTED: &[&str] = &["geneve_opts", "vxlan_opts", "erspan_opts", "gtp_opts"];
 
 /// `ppp_proto_names` (iproute2's `lib/ppp_proto.c`, values from `linux/ppp_defs.h`).
 const PPP_PROTOS: &[(u16, &str)] = &[
@@ -419,11 +417,6 @@ pub(super) fn parse_flower(
                 "What is \"{w}\"?\n{FLOWER_USAGE}"
             )));
         };
-        if NOT_DISSECTED.contains(&word) {
-            return Err(Failure::syntax(format!(
-                "Error: tclab does not support flower's \"{word}\" yet."
-            )));
-        }
         match word {
             "classid" | "flowid" => o.classid = Some(classid_arg(c)?),
             "hw_tc" => {
@@ -744,6 +737,10 @@ pub(super) fn parse_flower(
             "enc_dst_port" => {
                 let v = c.next_arg()?;
                 o.enc_dst_port = Some((get_u16(v, 10).ok_or_else(|| illegal(word))?, 0xffff));
+            }
+            "geneve_opts" | "vxlan_opts" | "erspan_opts" | "gtp_opts" => {
+                let v = c.next_arg()?;
+                o.enc_opts = Some(super::flower_opts::parse(word, v)?);
             }
             "enc_tos" | "enc_ttl" => {
                 let v = c.next_arg()?;
@@ -1218,6 +1215,7 @@ fn print_enc_keys(k: &FlowKey, m: &FlowKey, p: &mut Printer) {
     if m.enc_ttl != 0 {
         print_masked(p, "enc_ttl", k.enc_ttl as u32, m.enc_ttl as u32, 0xff);
     }
+    super::flower_opts::print(&k.enc_opts, &m.enc_opts, p);
 }
 
 /// The conntrack keys, last of the keys (`flower_print_ct_state`, `_zone`, `_mark`, `_label`).

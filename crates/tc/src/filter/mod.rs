@@ -13,6 +13,7 @@ mod bpf;
 mod cgroup;
 mod flow;
 mod flower;
+mod flower_opts;
 mod fw;
 mod matchall;
 mod route;
