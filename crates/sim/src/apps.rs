@@ -22,6 +22,19 @@ pub struct Outbox {
     /// The MSS of each datagram that is a GSO segment (TCP's super-packets), index for index; a
     /// datagram without one (or 0) is a single frame.
     pub gso_sizes: Vec<u16>,
+    /// The application may have more to send once these are handed down and their verdicts told
+    /// (a TCP socket sends one segment at a time, as `tcp_write_xmit` does): call [`App::resume`].
+    pub more: bool,
+}
+
+impl Outbox {
+    /// Empty, for the next round (the vectors keep their memory).
+    pub fn clear(&mut self) {
+        self.datagrams.clear();
+        self.tstamps.clear();
+        self.gso_sizes.clear();
+        self.more = false;
+    }
 }
 
 /// Constant-bitrate UDP, like `iperf3 -u -b RATE -l LEN`: the rate counts payload bits, as iperf3's does.
@@ -234,6 +247,13 @@ impl App {
             App::Ping(p) => p.on_receive(now, d),
             App::Tcp(t) => t.on_receive(now, d, out),
             App::UdpSender(_) => {}
+        }
+    }
+
+    /// The datagrams of the last outbox (its `more` set) were handed down: what comes next.
+    pub fn resume(&mut self, now: Nanos, out: &mut Outbox) {
+        if let App::Tcp(t) = self {
+            t.resume(now, out);
         }
     }
 

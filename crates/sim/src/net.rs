@@ -653,21 +653,30 @@ impl Network {
         }
     }
 
-    /// Send what an application produced, and arm its next timer.
-    fn flush(&mut self, now: Nanos, app: AppId, out: Outbox) {
+    /// Send what an application produced, and arm its next timer. Each datagram's verdict reaches its
+    /// sender before the sender builds the next (`resume`), as `tcp_write_xmit` learns each skb's.
+    fn flush(&mut self, now: Nanos, app: AppId, mut out: Outbox) {
         let node = self.app_node[app];
-        for (i, d) in out.datagrams.iter().enumerate() {
-            let tstamp = out.tstamps.get(i).copied().unwrap_or(0);
-            let gso = out.gso_sizes.get(i).copied().unwrap_or(0);
-            // The packet remembers its sender, so the NIC can report its transmission (TCP small queues).
-            match self.send_from(now, node, d, app as u64 + 1, tstamp, gso) {
-                Verdict::Drop => self.apps[app].on_local_drop(now, d, gso),
-                Verdict::Cn => self.apps[app].on_congestion_notified(now),
-                _ => {}
+        loop {
+            for (i, d) in out.datagrams.iter().enumerate() {
+                let tstamp = out.tstamps.get(i).copied().unwrap_or(0);
+                let gso = out.gso_sizes.get(i).copied().unwrap_or(0);
+                // The packet remembers its sender, so the NIC can report its transmission (TCP small
+                // queues).
+                match self.send_from(now, node, d, app as u64 + 1, tstamp, gso) {
+                    Verdict::Drop => self.apps[app].on_local_drop(now, d, gso),
+                    Verdict::Cn => self.apps[app].on_congestion_notified(now),
+                    _ => {}
+                }
+                if std::mem::take(&mut self.paced_by_fq) {
+                    self.apps[app].on_paced_by_fq();
+                }
             }
-            if std::mem::take(&mut self.paced_by_fq) {
-                self.apps[app].on_paced_by_fq();
+            if !out.more {
+                break;
             }
+            out.clear();
+            self.apps[app].resume(now, &mut out);
         }
         if let Some(t) = self.apps[app].next_timer() {
             self.arm_timer(app, t);

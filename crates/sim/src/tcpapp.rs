@@ -176,18 +176,25 @@ impl TcpEndpoint {
             gso_size: mss,
             ..Segment::default()
         }) + SKB_OVERHEAD;
-        loop {
-            let limit = self.conn.tsq_limit(full);
-            self.tsq_throttled = !self.conn.tsq_exempt() && self.host_truesize > limit;
-            self.conn.set_tsq_throttled(self.tsq_throttled);
-            let Some(seg) = self.conn.poll_transmit(now) else {
-                break;
-            };
-            self.host_truesize += frame_len(&seg) + SKB_OVERHEAD;
-            out.datagrams.push(self.datagram(&seg));
-            out.tstamps.push(self.conn.departure_time());
-            out.gso_sizes.push(seg.gso_size as u16);
-        }
+        let limit = self.conn.tsq_limit(full);
+        self.tsq_throttled = !self.conn.tsq_exempt() && self.host_truesize > limit;
+        self.conn.set_tsq_throttled(self.tsq_throttled);
+        // One segment at a time, as `tcp_write_xmit` hands each skb to the qdisc (`tcp_transmit_skb`)
+        // and learns its fate before it builds the next: after a refusal it stops, the segment unsent
+        // (`on_local_drop`). The network hands this one down and calls `resume` for the next.
+        let Some(seg) = self.conn.poll_transmit(now) else {
+            return;
+        };
+        self.host_truesize += frame_len(&seg) + SKB_OVERHEAD;
+        out.datagrams.push(self.datagram(&seg));
+        out.tstamps.push(self.conn.departure_time());
+        out.gso_sizes.push(seg.gso_size as u16);
+        out.more = true;
+    }
+
+    /// The network handed down what the last call put in the outbox: the next segment, if any.
+    pub fn resume(&mut self, now: Nanos, out: &mut Outbox) {
+        self.pump(now, out);
     }
 
     pub fn on_timer(&mut self, now: Nanos, out: &mut Outbox) {

@@ -7,6 +7,7 @@
 
 use tclab_sim::fuzz::{fuzz_one, Fate};
 use tclab_sim::rng::Rng;
+use tclab_tc::fuzz::seeds;
 
 /// What libFuzzer's dictionary offers too (`fuzz/scenario_toml.dict`), a few of each kind.
 const TOKENS: &[&str] = &[
@@ -36,18 +37,6 @@ const TOKENS: &[&str] = &[
     "\"ping\"",
     "qdisc add dev eth1 root netem delay 1s\n",
 ];
-
-fn seeds() -> Vec<Vec<u8>> {
-    let dir =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/scenario_toml");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no seeds in {}", dir.display());
-    files.iter().map(|f| std::fs::read(f).unwrap()).collect()
-}
 
 fn mutate(base: &[u8], other: &[u8], r: &mut Rng) -> Vec<u8> {
     let mut b = base.to_vec();
@@ -81,7 +70,7 @@ fn mutate(base: &[u8], other: &[u8], r: &mut Rng) -> Vec<u8> {
 
 #[test]
 fn seeds_and_their_mutations_load_and_run_or_are_refused_with_a_line() {
-    let seeds = seeds();
+    let seeds: Vec<Vec<u8>> = seeds("scenario_toml").into_iter().map(|(_, b)| b).collect();
     let mut fates = [0usize; 3];
     let mut count = |f: Fate| fates[f as usize] += 1;
     for s in &seeds {

@@ -66,6 +66,37 @@ fn snapshot(engine: &mut Engine) -> Vec<String> {
     shown
 }
 
+/// The files in `fuzz/seeds/TARGET/`, sorted by name, with their bytes: a target's seeds and its crash
+/// reproducers, which each stable twin runs. Panics if there are none.
+pub fn seeds(target: &str) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/seeds")
+        .join(target);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no seeds in {}", dir.display());
+    files
+        .into_iter()
+        .map(|f| {
+            let bytes = std::fs::read(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            (f, bytes)
+        })
+        .collect()
+}
+
+/// The stable twins' generator: xorshift64 from `seed` (not 0), the same numbers on every machine.
+pub fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    }
+}
+
 /// Words of the command itself and values, valid and hostile; the kinds and their options come from the
 /// registry ([`crate::qdisc::KINDS`]).
 const GENERIC: &[&str] = &[

@@ -20,25 +20,7 @@
 //!   own silent refusals);
 //! - the journal the script leaves replays into a fresh engine without a record that no longer applies.
 
-use crate::script::run_script;
-
-/// The commands the wrappers answer (the prelude's `NAMES`, without the iptables aliases' duplicates).
-const WRAPPED: &[&str] = &[
-    "tc",
-    "iptables",
-    "iptables-legacy",
-    "ip6tables",
-    "ip",
-    "ifconfig",
-    "modprobe",
-    "insmod",
-    "rmmod",
-    "sysctl",
-    "ethtool",
-];
-
-/// Directories in which the prelude defines a function for each wrapped command (`script::DIRS`, a few).
-const DIRS: &[&str] = &["/sbin", "/usr/sbin", "/bin", "/usr/local/sbin", "/opt/sbin"];
+use crate::script::{run_script, DIRS, NAMES};
 
 /// Messages the shell functions print when a call did not reach tclab's engine or got no answer.
 const LOST: &[&str] = &[
@@ -78,7 +60,7 @@ fn is_wrapped(word: &str) -> bool {
         Some((d, n)) => (Some(d), n),
         None => (None, word),
     };
-    WRAPPED.contains(&name) && dir.is_none_or(|d| DIRS.contains(&d))
+    NAMES.contains(&name) && dir.is_none_or(|d| DIRS.contains(&d))
 }
 
 /// Run one fuzz input; panics if a property does not hold. Returns the journal the script left.

@@ -55,7 +55,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The commands tclab answers in a script, by the name they are called under, whatever the directory
 /// (`tc`, `/sbin/tc`, `/opt/sbin/tc`, `$TC`): each has a shell function and a wrapper executable.
-const NAMES: &[&str] = &[
+pub(crate) const NAMES: &[&str] = &[
     "tc",
     "iptables",
     "iptables-legacy",
@@ -74,7 +74,7 @@ const NAMES: &[&str] = &[
 /// these paths are defined before the script starts, and with a private mount namespace the wrappers
 /// are placed at them, where the host lacks them too. A path in any other directory, or built as the
 /// script runs, gets its function when the script is about to run it (`__tclab_debug`).
-const DIRS: &[&str] = &[
+pub(crate) const DIRS: &[&str] = &[
     "/sbin",
     "/usr/sbin",
     "/bin",

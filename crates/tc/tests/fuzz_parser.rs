@@ -6,17 +6,11 @@
 //! and one of tc's exit codes, and a refused command leaves `qdisc show`/`class show` as they were
 //! (validate-then-apply).
 
-use tclab_tc::fuzz::{dictionary, fuzz_one, vocabulary};
+use tclab_tc::fuzz::{dictionary, fuzz_one, seeds, vocabulary, xorshift};
 
 #[test]
 fn random_command_lines_never_panic_and_refusals_change_nothing() {
-    let mut seed: u64 = 0x7c1a_b5ee_d000_0001;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut next = xorshift(0x7c1a_b5ee_d000_0001);
     let words = vocabulary();
     for _ in 0..20 {
         let mut script = Vec::new();
@@ -50,16 +44,9 @@ fn byte_level_inputs() {
 
 #[test]
 fn libfuzzer_seeds_and_reproducers() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/tc_parse");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no seeds in {}", dir.display());
-    for f in files {
+    for (f, bytes) in seeds("tc_parse") {
         eprintln!("{}", f.display());
-        fuzz_one(&std::fs::read(&f).unwrap());
+        fuzz_one(&bytes);
     }
 }
 

@@ -1,10 +1,11 @@
 //! The script_run fuzz target's body (`tclab_tc::fuzz_script::fuzz_one`) on stable Rust: every file in
-//! `fuzz/seeds/script_run/` (the target's seeds and the place for its reproducers), then 40 scripts of
+//! `fuzz/seeds/script_run/` (the target's seeds and the place for its reproducers), then 30 scripts of
 //! 15 lines built from a fixed seed out of what shaping scripts call — tc, ip link, ifconfig, ethtool -K,
 //! modprobe/rmmod ifb, sysctl, iptables, by bare name, by path, through `$TC`, `sudo` and `command` —
 //! with valid and hostile arguments. Each script runs under bash against a fresh store: it ends, loses no
 //! call, every refused link/iptables call says why, and its journal replays.
 
+use tclab_tc::fuzz::{seeds, xorshift};
 use tclab_tc::fuzz_script::{fuzz_one, script_of};
 
 const COMMANDS: &[&str] = &[
@@ -124,25 +125,12 @@ const ARGS: &[&str] = &[
 
 #[test]
 fn scripts_of_wrapped_commands_end_lose_no_call_and_replay() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/script_run");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no seeds in {}", dir.display());
     let mut applied = 0;
-    for f in files {
-        applied += fuzz_one(&std::fs::read(&f).unwrap()).len();
+    for (_, bytes) in seeds("script_run") {
+        applied += fuzz_one(&bytes).len();
     }
-    let mut seed: u64 = 0x5c41_97f0_0024_0001;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
-    for _ in 0..40 {
+    let mut next = xorshift(0x5c41_97f0_0024_0001);
+    for _ in 0..30 {
         let mut script = String::new();
         for _ in 0..15 {
             let mut line = COMMANDS[(next() % COMMANDS.len() as u64) as usize].to_string();

@@ -18,7 +18,9 @@
 //!   `poll_transmit(now)` until it returns `None`; due timers (RTO, SYN
 //!   retransmission, delayed ACK, zero-window probe) fire inside it.
 //! * `on_local_drop(now, &seg)` takes the refused segment so the model knows
-//!   which one was not sent (the local qdisc's `NET_XMIT_DROP`);
+//!   which one was not sent (the local qdisc's `NET_XMIT_DROP`); hand each
+//!   segment to the qdisc before polling for the next, as `tcp_write_xmit`
+//!   does, so that a refused one is the last built and is taken back whole;
 //!   `on_local_congestion(now)` is `NET_XMIT_CN`: the segment counts as sent
 //!   and the window is reduced (`tcp_enter_cwr`).
 //! * Receivers read automatically; `set_autoread(now, false)` and `read(now, n)` model
@@ -100,9 +102,12 @@
 //!   with nothing in flight, sends zero-window probes (`tcp_send_probe0`:
 //!   an old sequence number, `snd_una - 1`) with exponential backoff.
 //! * **Local congestion** (`__tcp_transmit_skb` → `tcp_enter_cwr`): when the
-//!   sender's own qdisc refuses a segment, the segment counts as not sent (or
-//!   lost, if later data has already left), the connection enters CWR (PRR
-//!   down to ssthresh) and stops sending until the next ACK or timer.
+//!   sender's own qdisc refuses a segment, the segment counts as not sent:
+//!   snd_nxt, the departure time and Minshall's mark go back (or it is lost,
+//!   if a batching driver let later data leave), the connection enters CWR
+//!   (PRR down to ssthresh) and stops sending until the next ACK or timer —
+//!   the zero-window probe timer when nothing is in flight
+//!   (`tcp_check_probe_timer`, then `TCP_RESOURCE_PROBE_INTERVAL`).
 //! * **Close**: FIN after the written bytes (piggybacked on the last data
 //!   segment, as `tcp_send_fin` does), FIN_WAIT1/2, CLOSING, TIME_WAIT,
 //!   CLOSE_WAIT, LAST_ACK; a byte-count transfer ends with both sides closed.
@@ -234,6 +239,8 @@ const TCP_RTO_MIN: Nanos = 200 * MS;
 const TCP_TIMEOUT_MIN: Nanos = 2 * MS;
 /// `TCP_TIMEOUT_INIT`: the loss probe's timeout before any RTT sample.
 const TCP_TIMEOUT_INIT: Nanos = 1000 * MS;
+/// `TCP_RESOURCE_PROBE_INTERVAL` (HZ/2): the probe timer's wait after the local qdisc refused its segment.
+const TCP_RESOURCE_PROBE_INTERVAL: Nanos = 500 * MS;
 const TCP_MAX_QUICKACKS: u32 = 16;
 /// `sysctl_tcp_reordering`: the dupthresh.
 const REORDERING: u32 = 3;
@@ -451,6 +458,8 @@ pub struct Connection {
     mss: u32,
     /// Highest sent sub-MSS segment end (`snd_sml`, Minshall).
     snd_sml: u64,
+    /// `snd_sml` before the last new data was built: a refused segment leaves it as it was.
+    prior_snd_sml: u64,
     rtx: VecDeque<TxSeg>,
     packets_out: u32,
     sacked_out: u32,
@@ -501,6 +510,8 @@ pub struct Connection {
     probes_out: u32,
     /// Local qdisc refused a segment: no data until the next ACK or timer.
     local_block: bool,
+    /// The segment `poll_transmit` returned last is `tcp_write_wakeup`'s (the zero-window probe timer's).
+    wakeup_out: bool,
     /// TCP small queues: the host holds enough of this socket's data below it (`TSQ_THROTTLED`); data
     /// waits, pure ACKs still go.
     tsq_throttled: bool,

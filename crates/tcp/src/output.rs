@@ -5,6 +5,7 @@
 
 use crate::{
     ecn, flags, CaState, Connection, Nanos, Segment, State, SynTx, TcpOptions, TxSeg, XmitTimer,
+    TCP_RESOURCE_PROBE_INTERVAL,
 };
 
 /// How `send_new` treats cwnd, Nagle and a window too small for a full segment.
@@ -183,6 +184,7 @@ impl Connection {
     /// fire here.
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Segment> {
         self.run_timers(now);
+        self.wakeup_out = false;
         if self.state == State::Closed {
             return None;
         }
@@ -220,6 +222,7 @@ impl Connection {
                 let room = (self.snd_una + self.snd_wnd).saturating_sub(self.snd_nxt);
                 if room > 0 {
                     if let Some(seg) = self.send_new(now, SendMode::Wakeup) {
+                        self.wakeup_out = true;
                         return Some(seg);
                     }
                 } else if self.snd_nxt < self.send_limit_end() {
@@ -344,6 +347,7 @@ impl Connection {
         if fin {
             self.fin_sent = true;
         }
+        self.prior_snd_sml = self.snd_sml;
         if !len.is_multiple_of(mss) {
             self.snd_sml = end; // tcp_minshall_update
         }
@@ -428,45 +432,6 @@ impl Connection {
         Some(seg)
     }
 
-    /// The local qdisc refused a GSO segment (new data, several entries of the retransmission queue):
-    /// not sent if nothing was sent after it, else its segments are lost.
-    fn gso_refused(&mut self, seg: &Segment) {
-        let Some(start) = self.snd_abs(seg.seq) else {
-            return;
-        };
-        let Ok(i) = self.rtx.binary_search_by(|t| t.start.cmp(&start)) else {
-            return;
-        };
-        let end = start + seg.payload_len as u64;
-        let j = i + self.rtx.range(i..).take_while(|t| t.start < end).count();
-        let untouched = self
-            .rtx
-            .range(i..j)
-            .all(|t| !t.ever_retrans && !t.sacked && !t.lost);
-        if j == self.rtx.len() && untouched {
-            // Not sent: roll back snd_nxt.
-            let n = (j - i) as u32;
-            let fin = self.rtx.back().is_some_and(|t| t.fin);
-            self.rtx.truncate(i);
-            self.packets_out -= n;
-            self.snd_nxt = start;
-            if fin {
-                self.fin_sent = false;
-            }
-            self.bytes_sent = self.bytes_sent.saturating_sub(seg.payload_len as u64);
-            self.data_segs_out = self.data_segs_out.saturating_sub(n as u64);
-            if self.in_cwnd_reduction() {
-                self.prr_out = self.prr_out.saturating_sub(n);
-            }
-        } else {
-            for k in i..j {
-                if !self.rtx[k].sacked && !self.rtx[k].lost {
-                    self.mark_lost(k);
-                }
-            }
-        }
-    }
-
     /// `tcp_cwnd_validate()`: remember whether the window was used.
     fn cwnd_validate(&mut self, is_cwnd_limited: bool) {
         if self.snd_una >= self.cwnd_usage_seq
@@ -519,60 +484,97 @@ impl Connection {
         }
     }
 
-    /// The local qdisc refused `seg` (`NET_XMIT_DROP`): `tcp_enter_cwr()`,
-    /// the segment is taken back (or marked lost if later data already
-    /// left), and sending pauses until the next ACK or timer.
+    /// The local qdisc refused `seg` (`NET_XMIT_DROP`): `__tcp_transmit_skb` calls `tcp_enter_cwr` and
+    /// returns the error, and the sender stops (`tcp_write_xmit`'s `break`, `tcp_xmit_retransmit_queue`'s)
+    /// until the next ACK or timer.
+    ///
+    /// A driver that hands each segment down before it asks for the next, as the kernel does, always
+    /// refuses the last one built. New data then stays at the head of the write queue, unsent: snd_nxt
+    /// back to its start, the departure time and Minshall's mark as they were (`tcp_event_new_data_sent`,
+    /// `tcp_update_skb_after_send` and `tcp_minshall_update` run only for an skb the qdisc took). The
+    /// counters `__tcp_transmit_skb` moved before the attempt stay moved (`bytes_sent`, `data_segs_out`,
+    /// as `tcpi_bytes_sent` counts it; a refused retransmission counts in `total_retrans`). A refused
+    /// retransmission is still to be sent; a refused loss probe is no probe. If later data already
+    /// left (a driver that hands down a batch), the refused segment is lost instead.
     pub fn on_local_drop(&mut self, now: Nanos, seg: &Segment) {
         self.local_drops += 1;
-        self.local_block = true;
-        if seg.gso_size != 0 {
-            self.gso_refused(seg);
-        } else if seg.payload_len > 0 || seg.has(flags::FIN) {
-            if let Some(start) = self.snd_abs(seg.seq) {
-                if let Ok(i) = self.rtx.binary_search_by(|t| t.start.cmp(&start)) {
-                    let last = i + 1 == self.rtx.len();
-                    // A refused loss probe is no probe (tcp_send_loss_probe's error path).
-                    let probe = last && self.tlp_high_seq != 0 && self.tlp_high_seq == self.snd_nxt;
-                    if probe {
-                        self.tlp_high_seq = 0;
-                        self.loss_probes -= 1;
-                    }
-                    let t = &self.rtx[i];
-                    let never_retrans = !t.ever_retrans;
-                    if last && never_retrans && !t.sacked {
-                        // Not sent: roll back snd_nxt.
-                        let t = self.rtx.pop_back().unwrap_or_else(|| unreachable!());
-                        self.packets_out -= 1;
-                        self.snd_nxt = t.start;
-                        if t.fin {
-                            self.fin_sent = false;
-                        }
-                        self.bytes_sent = self.bytes_sent.saturating_sub(t.len() as u64);
-                        self.data_segs_out = self.data_segs_out.saturating_sub(1);
-                        if self.prr_out > 0 && self.in_cwnd_reduction() {
-                            self.prr_out -= 1;
-                        }
-                    } else if self.rtx[i].retrans {
-                        // A refused retransmission is still to be sent.
-                        self.rtx[i].retrans = false;
-                        self.retrans_out -= 1;
-                        self.lost_pending += 1;
-                    } else if !(probe && self.tlp_retrans) {
-                        self.mark_lost(i);
-                    }
-                }
-            }
+        if seg.payload_len > 0 || seg.has(flags::FIN) {
+            // A refused pure ACK stops nothing: it left no write queue.
+            self.local_block = true;
+            self.refused(seg);
         }
         if self.ca_state < CaState::Cwr && self.can_send_data() {
             self.init_cwnd_reduction();
             self.ca_state = CaState::Cwr;
         }
-        // If nothing is in flight no ACK will come: retry on a timer.
         if self.packets_out == 0 {
+            // Nothing in flight, so no ACK will come: `tcp_write_xmit` returns true and
+            // `tcp_check_probe_timer` arms the zero-window probe timer at `tcp_probe0_base`; its
+            // `tcp_write_wakeup` sends the segment (`tcp_send_probe0` waits
+            // `TCP_RESOURCE_PROBE_INTERVAL` after another refusal).
             self.clear_xmit_timer();
-            self.probe_at = Some(now + self.cfg.min_rto);
+            let wait = if self.wakeup_out {
+                TCP_RESOURCE_PROBE_INTERVAL
+            } else {
+                self.rto.max(self.cfg.min_rto)
+            };
+            self.probe_at = Some(now + wait);
         } else if self.rto_at.is_none() {
             self.reset_xmit_timer(now + self.rto);
+        }
+    }
+
+    /// Take back the data segment `seg` the qdisc refused (see `on_local_drop`).
+    fn refused(&mut self, seg: &Segment) {
+        let Some(start) = self.snd_abs(seg.seq) else {
+            return;
+        };
+        let Ok(i) = self.rtx.binary_search_by(|t| t.start.cmp(&start)) else {
+            return;
+        };
+        // The queue's entries the segment covers: several for a GSO segment, one for a FIN alone.
+        let end = start + seg.payload_len as u64;
+        let j = i + self
+            .rtx
+            .range(i..)
+            .take_while(|t| t.start < end)
+            .count()
+            .max(1);
+        let tail = j == self.rtx.len();
+        // A loss probe refused (`tcp_send_loss_probe` skips `probe_sent`): no episode, not counted.
+        let probe = tail && self.tlp_high_seq != 0 && self.tlp_high_seq == self.snd_nxt;
+        if probe {
+            self.tlp_high_seq = 0;
+            self.loss_probes -= 1;
+        }
+        let untouched = self
+            .rtx
+            .range(i..j)
+            .all(|t| !t.ever_retrans && !t.sacked && !t.lost);
+        if tail && untouched {
+            let n = (j - i) as u32;
+            self.snd_nxt = start;
+            if self.rtx[j - 1].fin {
+                self.fin_sent = false;
+            }
+            // Its departure stamp, before `tcp_update_skb_after_send` would have moved it on.
+            self.wstamp = self.rtx[i].sent_at;
+            self.snd_sml = self.prior_snd_sml;
+            self.rtx.truncate(i);
+            self.packets_out -= n;
+            if self.in_cwnd_reduction() {
+                self.prr_out = self.prr_out.saturating_sub(n);
+            }
+        } else if j == i + 1 && self.rtx[i].retrans {
+            self.rtx[i].retrans = false;
+            self.retrans_out -= 1;
+            self.lost_pending += 1;
+        } else if !(probe && self.tlp_retrans) {
+            for k in i..j {
+                if !self.rtx[k].sacked && !self.rtx[k].lost {
+                    self.mark_lost(k);
+                }
+            }
         }
     }
 }

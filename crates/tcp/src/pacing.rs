@@ -19,11 +19,8 @@
 //! time at the pacing rate — from the tenth data segment on (the first ten go unpaced, as the original
 //! sch_fq let them) and less the time the socket was already late (up to half). sch_fq holds a stamped
 //! packet until its time; internal pacing holds the next segment in the socket until then. A socket
-//! that is not paced stamps each segment with now.
-//!
-//! What tclab does not do: a segment the host's qdisc refuses has already moved the departure time on
-//! (the simulator hands a socket's segments to the host in a batch, and learns the verdicts after);
-//! Linux moves it only for a segment the qdisc took.
+//! that is not paced stamps each segment with now. Only a segment the host's qdisc took moves the
+//! departure time on: a refused one gives its stamp back (`on_local_drop`).
 
 use crate::{Connection, Nanos};
 

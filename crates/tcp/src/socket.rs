@@ -122,6 +122,7 @@ impl Connection {
             sack_ok: false,
             mss,
             snd_sml: 0,
+            prior_snd_sml: 0,
             rtx: VecDeque::new(),
             packets_out: 0,
             sacked_out: 0,
@@ -159,6 +160,7 @@ impl Connection {
             probe_pending: false,
             probes_out: 0,
             local_block: false,
+            wakeup_out: false,
             tsq_throttled: false,
             pacing_status: if cfg.max_pacing_rate != 0 {
                 crate::PacingStatus::Needed
