@@ -592,6 +592,21 @@ fn arp_keys_match_requests_and_replies() {
 }
 
 #[test]
+fn arp_hardware_keys_under_another_protocol_are_dropped() {
+    // tc sends arp_sha under `protocol ip` (only arp_tip/sip/op are checked); fl_set_key sets the ARP
+    // keys only for an ARP or RARP EtherType, so the filter has no key left and takes every IPv4
+    // packet (what `tclab check`'s flower-arp-ignored warns of), and the listing no longer shows it.
+    let mut e = htb();
+    ok(
+        &mut e,
+        "filter add dev eth0 parent 1: protocol ip prio 1 flower arp_sha 00:11:22:33:44:55 classid 1:1",
+    );
+    assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), Some(1));
+    let s = tc(&mut e, "filter show dev eth0").stdout;
+    assert!(!s.contains("arp_sha"), "{s}");
+}
+
+#[test]
 fn mac_keys_match_a_frames_addresses_and_never_a_packet_without_one() {
     let mut e = htb();
     let f = "filter add dev eth0 parent 1: protocol ip";

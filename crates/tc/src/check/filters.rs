@@ -2,8 +2,10 @@
 //! where the discipline sends what no filter classified — say where), IPv4 match fields under
 //! `protocol ipv6` and the reverse (u32 reads fixed offsets of whatever header is there), a TOS match
 //! whose mask takes in the ECN bits (ECN-capable packets, ECT(0) or CE, then never match), a raw u32
-//! offset that reads a source port or address where the policy means the destination elsewhere, and
-//! classification for IPv4 only on a qdisc that has classes to choose.
+//! offset that reads a source port or address where the policy means the destination elsewhere,
+//! classification for IPv4 only on a qdisc that has classes to choose, flower's ARP hardware-address
+//! keys under a protocol that is not ARP's (the kernel drops them), and flower's MAC keys, which
+//! simulated packets cannot match.
 
 use super::{DevCx, Finding};
 use tclab_core::engine::QdiscInfo;
@@ -40,6 +42,7 @@ pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
     }
     families(cx, out);
     raw_ports(cx, out);
+    flower_keys(cx, out);
 }
 
 /// Where a qdisc sends a packet whose filter named a class it does not have: a description, and the
@@ -613,4 +616,125 @@ fn ipv4_only(cx: &DevCx, q: &QdiscInfo, blocks: &[(Handle, &Block)], out: &mut V
         )
         .line(cx.qdisc_line(q)),
     );
+}
+
+const ETH_P_ARP: u16 = 0x0806;
+const ETH_P_RARP: u16 = 0x8035;
+
+/// A flower line's words as `flower_parse_opt` reads them: each keyword (abbreviations resolved) and
+/// the word after it.
+fn flower_words<'a>(l: &'a super::origins::TcLine<'a>) -> Vec<(&'static str, Option<&'a str>)> {
+    l.rest
+        .iter()
+        .enumerate()
+        .filter_map(|(i, w)| {
+            let k = crate::filter::flower_keyword(w)?;
+            Some((k, l.rest.get(i + 1).map(String::as_str)))
+        })
+        .collect()
+}
+
+/// The EtherType a flower filter's keys see (`fl_set_key`'s `n_proto`): its protocol, or past VLAN
+/// tags the `vlan_ethtype` (then `cvlan_ethtype`) it names.
+fn flower_ethertype(protocol: &str, words: &[(&str, Option<&str>)]) -> Option<u16> {
+    let vlan = |t: u16| t == 0x8100 || t == 0x88a8;
+    let mut t = crate::filter::proto_a2n(protocol)?;
+    for inner in ["vlan_ethtype", "cvlan_ethtype"] {
+        if !vlan(t) {
+            break;
+        }
+        match words.iter().find(|(k, _)| *k == inner).and_then(|(_, v)| *v) {
+            Some(v) => t = crate::filter::proto_a2n(v)?,
+            None => break,
+        }
+    }
+    Some(t)
+}
+
+/// flower keys that do not do what they say: `arp_sha`/`arp_tha` under a protocol that is not ARP's
+/// (tc takes them, `fl_set_key` sets the ARP keys only for an ARP or RARP EtherType, so the filter
+/// matches every packet of its protocol); `dst_mac`/`src_mac`, which only frames from a wire carry
+/// (a simulated packet has no Ethernet addresses).
+fn flower_keys(cx: &DevCx, out: &mut Vec<Finding>) {
+    for (record, l) in cx.origins.filter_lines() {
+        if l.dev != Some(cx.name) || l.kind != Some("flower") {
+            continue;
+        }
+        let words = flower_words(&l);
+        let at = format!(
+            "{} filter parent {} pref {} flower",
+            cx.name,
+            l.parent
+                .map_or("root".to_string(), |p| Handle(p).to_string()),
+            l.pref.map_or("?".to_string(), |p| p.to_string())
+        );
+        let protocol = l.protocol.unwrap_or("all");
+        let arp = flower_ethertype(protocol, &words)
+            .is_some_and(|t| t == ETH_P_ARP || t == ETH_P_RARP);
+        let hw: Vec<&str> = words
+            .iter()
+            .map(|(k, _)| *k)
+            .filter(|k| *k == "arp_sha" || *k == "arp_tha")
+            .collect();
+        if !arp && !hw.is_empty() {
+            out.push(
+                Finding::new(
+                    "flower-arp-ignored",
+                    at.clone(),
+                    format!(
+                        "`{}` under `protocol {protocol}`: the kernel sets flower's ARP keys only for \
+                         an ARP or RARP EtherType, so it drops them and the filter matches every \
+                         packet it sees",
+                        hw.join("`, `")
+                    ),
+                    "`protocol arp` (or `rarp`) for the ARP keys; a separate filter for the other \
+                     protocol's keys",
+                )
+                .line(Some(&record.at)),
+            );
+        }
+        if let Some((k, _)) = words.iter().find(|(k, _)| *k == "dst_mac" || *k == "src_mac") {
+            out.push(
+                Finding::new(
+                    "flower-mac-simulated",
+                    at.clone(),
+                    format!(
+                        "`{k}` reads the Ethernet addresses of the frame a packet came in: `tclab \
+                         live`'s frames have them, `tclab sim`'s packets do not, so in a simulation \
+                         the filter matches nothing"
+                    ),
+                    "keys a simulated packet carries (addresses, ports, marks) if the policy is to \
+                     be simulated; as it is for a live bridge or a real host",
+                )
+                .line(Some(&record.at)),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flower_filters_ethertype_past_its_vlan_tags() {
+        let w = |pairs: &[(&'static str, &'static str)]| -> Vec<(&'static str, Option<&'static str>)> {
+            pairs.iter().map(|(k, v)| (*k, Some(*v))).collect()
+        };
+        assert_eq!(flower_ethertype("arp", &[]), Some(ETH_P_ARP));
+        assert_eq!(flower_ethertype("ip", &w(&[("arp_sha", "x")])), Some(0x0800));
+        // 802.1Q with an ARP vlan_ethtype: the ARP keys count; Q-in-Q to the inner one.
+        assert_eq!(
+            flower_ethertype("802.1Q", &w(&[("vlan_ethtype", "arp")])),
+            Some(ETH_P_ARP)
+        );
+        assert_eq!(
+            flower_ethertype(
+                "802.1ad",
+                &w(&[("vlan_ethtype", "802.1Q"), ("cvlan_ethtype", "rarp")])
+            ),
+            Some(ETH_P_RARP)
+        );
+        assert_eq!(flower_ethertype("802.1Q", &[]), Some(0x8100));
+    }
 }

@@ -235,6 +235,16 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "IPv4 match fields under protocol ipv6, or IPv6 ones under protocol ip",
     ),
     (
+        "flower-arp-ignored",
+        Severity::Warning,
+        "flower's arp_sha/arp_tha under a protocol that is not ARP's: dropped, the filter matches all",
+    ),
+    (
+        "flower-mac-simulated",
+        Severity::Note,
+        "flower's dst_mac/src_mac: a simulated packet has no Ethernet addresses and never matches",
+    ),
+    (
         "tos-ecn",
         Severity::Warning,
         "a TOS match whose mask includes the ECN bits: ECN-capable packets never match",

@@ -107,6 +107,14 @@ const PPP_PROTOS: &[(u16, &str)] = &[
     (0xc029, "cbcp"),
 ];
 
+/// The flower keyword `w` stands for, as `flower_parse_opt` reads it (`tclab check` reads lines so).
+pub(crate) fn keyword(w: &str) -> Option<&'static str> {
+    WORDS
+        .iter()
+        .find(|(k, exact)| if *exact { w == *k } else { matches(w, k) })
+        .map(|(k, _)| *k)
+}
+
 /// `TC_H_MIN_PRIORITY` and `TC_QOPT_MAX_QUEUE`: `hw_tc N` is classid `MAJ:ffe0+N`.
 const TC_H_MIN_PRIORITY: u32 = 0xffe0;
 const TC_QOPT_MAX_QUEUE: u32 = 16;
@@ -405,11 +413,7 @@ pub(super) fn parse_flower(
     let (mut mpls_old, mut mpls_new) = (false, false);
     let mut o = FlowerOptions::default();
     while let Some(w) = c.peek() {
-        let word = WORDS
-            .iter()
-            .find(|(k, exact)| if *exact { w == *k } else { matches(w, k) })
-            .map(|(k, _)| *k);
-        let Some(word) = word else {
+        let Some(word) = keyword(w) else {
             if w == "help" {
                 return Err(Failure::options(FLOWER_USAGE));
             }

@@ -13,6 +13,7 @@ mod bpf;
 mod cgroup;
 mod flow;
 mod flower;
+pub(crate) use flower::keyword as flower_keyword;
 mod flower_opts;
 mod fw;
 mod matchall;
