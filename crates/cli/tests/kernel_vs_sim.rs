@@ -63,6 +63,9 @@ struct Policy {
     flows: Vec<Flow>,
     /// Ping interval, ms.
     ping_ms: u32,
+    /// Sample the bottleneck's backlog every this many ms (kernel: `tc -s qdisc show` in a loop;
+    /// simulator: `sample`), for its average; None: not sampled.
+    sample_ms: Option<u32>,
 }
 
 fn policy_a_tbf() -> Policy {
@@ -77,6 +80,7 @@ fn policy_a_tbf() -> Policy {
             cc: "cubic",
         }],
         ping_ms: 100,
+        sample_ms: None,
     }
 }
 
@@ -92,6 +96,7 @@ fn policy_a4_tbf() -> Policy {
             cc: "cubic",
         }],
         ping_ms: 100,
+        sample_ms: None,
     }
 }
 
@@ -123,6 +128,7 @@ fn policy_b_htb() -> Policy {
             },
         ],
         ping_ms: 100,
+        sample_ms: None,
     }
 }
 
@@ -142,6 +148,7 @@ fn policy_c_htb_pfifo() -> Policy {
             cc: "cubic",
         }],
         ping_ms: 100,
+        sample_ms: None,
     }
 }
 
@@ -161,6 +168,7 @@ fn policy_s0_tbf_180kbit() -> Policy {
             cc: "cubic",
         }],
         ping_ms: 100,
+        sample_ms: None,
     }
 }
 
@@ -179,6 +187,29 @@ class add dev $DEV parent 1: classid 1:10 htb rate 10mbit ceil 10mbit",
             cc: "bbr",
         }],
         ping_ms: 100,
+        sample_ms: None,
+    }
+}
+
+/// A 10 Mbit/s link with a 10-packet DropTail queue (issue 27's "ns-3 gap"): HTB holds the rate (a veth
+/// has none) and its leaf `pfifo limit 10` is the queue, counted in packets as ns-3's DropTail "10p" is.
+/// Not TBF: its queue is a bfifo limited in bytes, which would hold more of the 98-byte pings. HTB's
+/// burst (1600 B at 10 Mbit/s) lets at most one frame through ahead of the rate.
+fn policy_f10_fifo10() -> Policy {
+    Policy {
+        name: "f10) htb 10mbit one class, pfifo limit 10 leaf, 4 TCP streams (-P 4) + ping",
+        tc: "qdisc add dev $DEV root handle 1: htb default 1
+class add dev $DEV parent 1: classid 1:1 htb rate 10mbit ceil 10mbit
+qdisc add dev $DEV parent 1:1 handle 10: pfifo limit 10",
+        secs: 20,
+        flows: vec![Flow {
+            name: "tcp x4",
+            port: 5201,
+            streams: 4,
+            cc: "cubic",
+        }],
+        ping_ms: 100,
+        sample_ms: Some(10),
     }
 }
 
@@ -306,52 +337,10 @@ fn kernel_vs_sim_seed000_tbf_180kbit_four_streams() {
     const KERNEL_RUNS: usize = 5;
     const SEEDS: u64 = 8;
     let policy = policy_s0_tbf_180kbit();
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(env) = Env::detect() else {
+    let Some((kernel, sims)) = measure_runs(&policy, KERNEL_RUNS, SEEDS) else {
         return;
     };
-    let sims: Vec<Measured> = (1..=SEEDS).map(|s| run_sim_seed(&policy, s)).collect();
-    let kernel: Vec<Measured> = (0..KERNEL_RUNS)
-        .map(|_| {
-            run_kernel(&env, &policy)
-                .unwrap_or_else(|e| panic!("{}: kernel side failed: {e}", policy.name))
-        })
-        .collect();
-    let goodput = |m: &Measured| m.flows.iter().map(|f| f.window_bps).sum::<f64>() / 1e6;
-    let retrans = |m: &Measured| m.flows.iter().map(|f| f.retransmits).sum::<u64>();
-    let mut out = format!(
-        "\n### {} ({} s; kernel {})\n\n| run | goodput [0, {} s] (Mbit/s) | iperf3's (Mbit/s) | retransmits | \
-         TCPLostRetransmit | TCPLossProbes | TCPLossProbeRecovery | TCPTimeouts | ping p50 (ms) |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-        policy.name,
-        policy.secs,
-        std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .unwrap_or_default()
-            .trim(),
-        policy.secs
-    );
-    let rows = kernel
-        .iter()
-        .enumerate()
-        .map(|(i, m)| (format!("kernel {}", i + 1), m))
-        .chain(
-            sims.iter()
-                .enumerate()
-                .map(|(i, m)| (format!("tclab seed {}", i + 1), m)),
-        );
-    for (name, m) in rows {
-        out.push_str(&format!(
-            "| {name} | {:.4} | {:.4} | {} | {} | {} | {} | {} | {:.1} |\n",
-            goodput(m),
-            m.flows.iter().map(|f| f.goodput_bps).sum::<f64>() / 1e6,
-            retrans(m),
-            m.nstat.lost_retransmits,
-            m.nstat.loss_probes,
-            m.nstat.loss_probe_recoveries,
-            m.nstat.timeouts,
-            m.ping.p50
-        ));
-    }
+    let (goodput, retrans) = (window_goodput, retransmits);
     let range = |v: Vec<f64>| {
         (
             v.iter().cloned().fold(f64::MAX, f64::min),
@@ -404,6 +393,194 @@ fn kernel_vs_sim_seed000_tbf_180kbit_four_streams() {
             s.timeouts, s.lost_retransmits
         ),
     );
+    let columns = [
+        &format!("goodput [0, {} s] (Mbit/s)", policy.secs),
+        "iperf3's (Mbit/s)",
+        "retransmits",
+        "TCPLostRetransmit",
+        "TCPLossProbes",
+        "TCPLossProbeRecovery",
+        "TCPTimeouts",
+        "ping p50 (ms)",
+    ];
+    report_runs(&policy, &columns, &kernel, &sims, &c, |m| {
+        let n = &m.nstat;
+        vec![
+            format!("{:.4}", goodput(m)),
+            format!(
+                "{:.4}",
+                m.flows.iter().map(|f| f.goodput_bps).sum::<f64>() / 1e6
+            ),
+            retrans(m).to_string(),
+            n.lost_retransmits.to_string(),
+            n.loss_probes.to_string(),
+            n.loss_probe_recoveries.to_string(),
+            n.timeouts.to_string(),
+            format!("{:.1}", m.ping.p50),
+        ]
+    });
+}
+
+/// The 10-packet FIFO at 10 Mbit/s with four CUBIC streams (issue 27's ns-3 gap; docs/KERNEL_VS_SIM.md,
+/// "The ns-3 gap"). Here the queue overflows about 75 times a second, so what is compared is the
+/// senders' loss behaviour: the kernel runs three times, the simulator with seeds 1..8, and each
+/// figure's median on one side is held to the other's. Tolerances from the runs of 2026-11-27 (kernel
+/// 6 runs, tclab seeds 1-8):
+/// - goodput (receivers' bytes in [0, 20 s]) ±3 %: the rate × 1448/1514 whenever the queue is not empty;
+/// - the pfifo's drops ±15 %: kernel 1474-1530, tclab 1315-1573 (median 0.93 × the kernel's);
+///   tclab-tcp with a receiver that entered quickack mode after every hole dropped 1364-2044 (1.19×);
+/// - average backlog ±5 %: kernel 8.53-8.62 packets, tclab 8.73-8.82 (+2 %); 9.30-9.47 (+9 %) with the
+///   quickacks, whose one-segment ACKs kept the queue fuller;
+/// - fast-recovery episodes (TCPSackRecovery) ±25 %: kernel 955-992, tclab 799-947 (-14 %);
+/// - lost retransmissions (TCPLostRetransmit) within a factor 1.5: kernel 59-79, tclab 51-60 (92-249
+///   with the quickacks); loss probes (TCPLossProbes) within a factor 2: kernel 42-58, tclab 47-84;
+/// - timeouts: a small share of the episodes on both sides, ≤ 5 % (kernel 7-19, 0.7-2 %; tclab 19-36,
+///   2-4 %): tclab's are about twice the kernel's, a difference the doc lists;
+/// - ping p50 within a factor 1.3: a probe waits behind the ~9 packets queued, 11 ms.
+#[test]
+fn kernel_vs_sim_f10_htb_pfifo10_four_streams() {
+    const KERNEL_RUNS: usize = 3;
+    const SEEDS: u64 = 8;
+    let policy = policy_f10_fifo10();
+    let Some((kernel, sims)) = measure_runs(&policy, KERNEL_RUNS, SEEDS) else {
+        return;
+    };
+    let backlog = |m: &Measured| m.bottleneck.backlog_avg.unwrap_or(0.0);
+    let med = |f: &dyn Fn(&Measured) -> f64, runs: &[Measured]| {
+        let mut v: Vec<f64> = runs.iter().map(f).collect();
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v[v.len() / 2]
+    };
+    let both = |f: &dyn Fn(&Measured) -> f64| (med(f, &kernel), med(f, &sims));
+    let mut c = Checks::default();
+    let (k, t) = both(&window_goodput);
+    c.ratio(
+        "goodput (Mbit/s), medians",
+        k,
+        t,
+        0.03,
+        "the rate × 1448/1514",
+    );
+    let (k, t) = both(&|m| m.bottleneck.drops as f64);
+    c.ratio(
+        "pfifo drops, medians",
+        k,
+        t,
+        0.15,
+        "kernel 1474-1530, tclab 1315-1573",
+    );
+    let (k, t) = both(&backlog);
+    c.ratio(
+        "average backlog (packets), medians",
+        k,
+        t,
+        0.05,
+        "8.53-8.62 vs 8.73-8.82",
+    );
+    let (k, t) = both(&|m| m.nstat.sack_recoveries as f64);
+    c.ratio(
+        "fast-recovery episodes, medians",
+        k,
+        t,
+        0.25,
+        "955-992 vs 799-947",
+    );
+    let (k, t) = both(&|m| m.nstat.lost_retransmits as f64);
+    c.factor("lost retransmissions, medians", k, t, 1.5, "59-79 vs 51-60");
+    let (k, t) = both(&|m| m.nstat.loss_probes as f64);
+    c.factor("loss probes, medians", k, t, 2.0, "42-58 vs 47-84");
+    for (side, runs) in [("kernel", &kernel), ("tclab", &sims)] {
+        let share = med(
+            &|m| m.nstat.timeouts as f64 / m.nstat.sack_recoveries.max(1) as f64,
+            runs,
+        );
+        c.below(
+            &format!("timeouts per recovery episode, {side} median"),
+            share,
+            0.05,
+            "losses repaired by SACK, RACK and probes, rarely by the RTO",
+        );
+    }
+    let (k, t) = both(&|m| m.ping.p50);
+    c.factor(
+        "ping p50 (ms), medians",
+        k,
+        t,
+        1.3,
+        "behind ~9 queued packets",
+    );
+    let columns = [
+        "goodput [0, 20 s] (Mbit/s)",
+        "drops",
+        "backlog (pkts)",
+        "retransmits",
+        "TCPSackRecovery",
+        "TCPLostRetransmit",
+        "TCPLossProbes",
+        "TCPTimeouts",
+        "ping p50 (ms)",
+    ];
+    report_runs(&policy, &columns, &kernel, &sims, &c, |m| {
+        let n = &m.nstat;
+        vec![
+            format!("{:.4}", window_goodput(m)),
+            m.bottleneck.drops.to_string(),
+            format!("{:.2}", backlog(m)),
+            retransmits(m).to_string(),
+            n.sack_recoveries.to_string(),
+            n.lost_retransmits.to_string(),
+            n.loss_probes.to_string(),
+            n.timeouts.to_string(),
+            format!("{:.1}", m.ping.p50),
+        ]
+    });
+}
+
+/// A policy measured several times on both sides: the kernel `runs` times, the simulator with seeds
+/// 1..=`seeds`. None when the kernel side cannot run here (the test then passes as a skip).
+fn measure_runs(
+    policy: &Policy,
+    runs: usize,
+    seeds: u64,
+) -> Option<(Vec<Measured>, Vec<Measured>)> {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::detect()?;
+    let sims = (1..=seeds).map(|s| run_sim_seed(policy, s)).collect();
+    let kernel = (0..runs)
+        .map(|_| {
+            run_kernel(&env, policy)
+                .unwrap_or_else(|e| panic!("{}: kernel side failed: {e}", policy.name))
+        })
+        .collect();
+    Some((kernel, sims))
+}
+
+/// Prints a row per run (the kernel's, then tclab's seeds) and the checks, then fails on any failed
+/// check.
+fn report_runs(
+    policy: &Policy,
+    columns: &[&str],
+    kernel: &[Measured],
+    sims: &[Measured],
+    c: &Checks,
+    row: impl Fn(&Measured) -> Vec<String>,
+) {
+    let mut out = format!(
+        "\n### {} ({} s; kernel {})\n\n| run | {} |\n|---|{}\n",
+        policy.name,
+        policy.secs,
+        std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim(),
+        columns.join(" | "),
+        "---:|".repeat(columns.len())
+    );
+    let names = (1..=kernel.len())
+        .map(|i| format!("kernel {i}"))
+        .chain((1..=sims.len()).map(|i| format!("tclab seed {i}")));
+    for (name, m) in names.zip(kernel.iter().chain(sims)) {
+        out.push_str(&format!("| {name} | {} |\n", row(m).join(" | ")));
+    }
     out.push_str("\nchecks:\n");
     for l in &c.lines {
         out.push_str(&format!("  {l}\n"));
@@ -415,6 +592,15 @@ fn kernel_vs_sim_seed000_tbf_180kbit_four_streams() {
         policy.name,
         c.failures().join("\n  ")
     );
+}
+
+/// The receivers' goodput in [0, duration], summed over the flows, Mbit/s.
+fn window_goodput(m: &Measured) -> f64 {
+    m.flows.iter().map(|f| f.window_bps).sum::<f64>() / 1e6
+}
+
+fn retransmits(m: &Measured) -> u64 {
+    m.flows.iter().map(|f| f.retransmits).sum()
 }
 
 #[test]
@@ -509,6 +695,7 @@ struct FlowResult {
 #[derive(Clone, Debug, Default)]
 struct Nstat {
     timeouts: u64,
+    sack_recoveries: u64,
     loss_probes: u64,
     loss_probe_recoveries: u64,
     lost_retransmits: u64,
@@ -525,11 +712,20 @@ struct PingStats {
     max: f64,
 }
 
+/// The bottleneck's root qdisc: its drops at the end (`tc -s`), and its backlog in packets averaged
+/// over the samples (when the policy asks for them).
+#[derive(Clone, Debug, Default)]
+struct Bottleneck {
+    drops: u64,
+    backlog_avg: Option<f64>,
+}
+
 #[derive(Clone, Debug, Default)]
 struct Measured {
     flows: Vec<FlowResult>,
     ping: PingStats,
     nstat: Nstat,
+    bottleneck: Bottleneck,
 }
 
 fn compare(policy: Policy, checks: impl Fn(&Measured, &Measured, &mut Checks)) {
@@ -702,7 +898,7 @@ fn scenario(policy: &Policy, seed: u64) -> String {
 name = \"kernel vs sim: {name}\"
 seed = {seed}
 duration = \"{secs}s\"
-
+{sample}
 [[node]]
 name = \"client\"
 
@@ -736,6 +932,9 @@ tc = \"\"\"
 ",
         name = policy.name.replace('"', "'"),
         secs = policy.secs,
+        sample = policy
+            .sample_ms
+            .map_or(String::new(), |ms| format!("sample = \"{ms}ms\"\n")),
         tc = policy.tc.replace("$DEV", "eth1"),
     );
     for f in &policy.flows {
@@ -812,6 +1011,7 @@ fn run_sim_seed(policy: &Policy, seed: u64) -> Measured {
         let n = &f["nstat"];
         let get = |k: &str| n[k].as_u64().unwrap_or(0);
         nstat.timeouts += get("TCPTimeouts");
+        nstat.sack_recoveries += get("TCPSackRecovery");
         nstat.loss_probes += get("TCPLossProbes");
         nstat.loss_probe_recoveries += get("TCPLossProbeRecovery");
         nstat.lost_retransmits += get("TCPLostRetransmit");
@@ -823,11 +1023,58 @@ fn run_sim_seed(policy: &Policy, seed: u64) -> Measured {
         .skip(1)
         .filter_map(|l| l.rsplit(',').next()?.parse().ok())
         .collect();
+    // tc.txt holds every device of the router; the bottleneck's section follows its header.
+    let tc = std::fs::read_to_string(out.join("tc.txt")).unwrap();
+    let eth1 = tc
+        .split("### ")
+        .find(|s| s.starts_with("router: tc -s qdisc|class|filter show dev eth1"))
+        .expect("tc.txt shows router:eth1");
+    let backlog: Vec<f64> = std::fs::read_to_string(out.join("interfaces.csv"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f.get(1) == Some(&"router:eth1")).then(|| f[4].parse().unwrap())
+        })
+        .collect();
     Measured {
         flows,
         ping: ping_stats(&rtts, sent),
         nstat,
+        bottleneck: Bottleneck {
+            drops: root_drops(eth1),
+            backlog_avg: policy.sample_ms.map(|_| mean(&backlog)),
+        },
     }
+}
+
+/// The root qdisc's `dropped N` in `tc -s qdisc show` text (its first qdisc).
+fn root_drops(tc_s: &str) -> u64 {
+    regex::Regex::new(r"dropped (\d+)")
+        .unwrap()
+        .captures(tc_s)
+        .map_or(0, |c| c[1].parse().unwrap())
+}
+
+/// The root qdisc's backlog in packets at each sample of a `tc -s qdisc show` loop: the `backlog`
+/// line after each `qdisc … root` line.
+fn root_backlogs(samples: &str) -> Vec<f64> {
+    let re = regex::Regex::new(r"^ backlog \d+b (\d+)p").unwrap();
+    let mut root = false;
+    let mut v = Vec::new();
+    for l in samples.lines() {
+        if l.starts_with("qdisc ") {
+            root = l.contains(" root ");
+        } else if let Some(c) = re.captures(l).filter(|_| root) {
+            v.push(c[1].parse().unwrap());
+            root = false;
+        }
+    }
+    v
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1077,6 +1324,22 @@ fn run_kernel(env: &Env, policy: &Policy) -> Result<Measured, String> {
     ))?;
     std::thread::sleep(Duration::from_millis(300));
 
+    // The backlog sampler: one shell in the router's namespace running `tc -s qdisc show` in a loop
+    // (a process per sample from here would cost more than the interval); stopped when iperf3 ends.
+    let samples = dir.path.join("backlog.txt");
+    let sampler = match policy.sample_ms {
+        None => None,
+        Some(ms) => {
+            let script = format!(
+                "while :; do {} -s qdisc show dev r1; sleep {}; done > {}",
+                env.tc.display(),
+                ms as f64 / 1000.0,
+                samples.display()
+            );
+            let c = lab.exec(lab.router(), Path::new("sh"), &["-c", &script]);
+            Some(lab.spawn(c)?)
+        }
+    };
     let secs = policy.secs.to_string();
     let interval = format!("{}", policy.ping_ms as f64 / 1000.0);
     let limit = Duration::from_secs(policy.secs as u64 + 20);
@@ -1109,6 +1372,17 @@ fn run_kernel(env: &Env, policy: &Policy) -> Result<Measured, String> {
         let i: Vec<RunResult> = hs.into_iter().map(|h| h.join().unwrap()).collect();
         (ph.join().unwrap(), i)
     });
+    let backlog_avg = sampler.map(|i| {
+        let _ = lab.children[i].kill();
+        let _ = lab.children[i].wait();
+        mean(&root_backlogs(
+            &std::fs::read_to_string(&samples).unwrap_or_default(),
+        ))
+    });
+    let tc_s = ok(run(
+        lab.exec(lab.router(), &env.tc, &["-s", "qdisc", "show", "dev", "r1"]),
+        Duration::from_secs(5),
+    ))?;
     let mut flows = Vec::new();
     for (f, r) in policy.flows.iter().zip(iperf_rs) {
         let j: serde_json::Value = serde_json::from_str(&r.stdout)
@@ -1167,6 +1441,7 @@ fn run_kernel(env: &Env, policy: &Policy) -> Result<Measured, String> {
             };
             Nstat {
                 timeouts: get("TcpExtTCPTimeouts"),
+                sack_recoveries: get("TcpExtTCPSackRecovery"),
                 loss_probes: get("TcpExtTCPLossProbes"),
                 loss_probe_recoveries: get("TcpExtTCPLossProbeRecovery"),
                 lost_retransmits: get("TcpExtTCPLostRetransmit"),
@@ -1192,6 +1467,10 @@ fn run_kernel(env: &Env, policy: &Policy) -> Result<Measured, String> {
         flows,
         ping: ping_stats(&rtts, sent),
         nstat,
+        bottleneck: Bottleneck {
+            drops: root_drops(&tc_s.stdout),
+            backlog_avg,
+        },
     })
 }
 
