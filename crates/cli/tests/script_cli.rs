@@ -875,5 +875,7 @@ fn ethtool_sets_the_link_speed_taprio_times_its_schedule_by() {
         err.contains("ignoring ethtool setting \"duplex full\""),
         "{err}"
     );
-    assert!(text(&tclab(&st, &["tc", "qdisc", "show", "dev", "eth0"])).starts_with("qdisc taprio 1:"));
+    assert!(
+        text(&tclab(&st, &["tc", "qdisc", "show", "dev", "eth0"])).starts_with("qdisc taprio 1:")
+    );
 }

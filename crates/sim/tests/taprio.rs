@@ -102,5 +102,8 @@ fn the_budget_holds_an_interval_to_its_bytes_on_a_faster_wire() {
         &format!("[[policy]]\nnode = \"a\"\ntc = '''\n{TAPRIO}\n'''\n"),
     );
     let fast = goodput(&go(&text, std::path::Path::new(".")));
-    assert!(fast > 2.0 * EXPECTED, "{fast:.0} bit/s at the wire's own speed");
+    assert!(
+        fast > 2.0 * EXPECTED,
+        "{fast:.0} bit/s at the wire's own speed"
+    );
 }

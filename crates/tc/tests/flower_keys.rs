@@ -288,14 +288,29 @@ fn tunnel_options_match_the_options_tunnel_key_set_attached() {
     let f = "filter add dev eth0 parent 1: protocol ip";
     // One Geneve option, class 0x0102, type 0x80, data 00800022 (fl_set_geneve_opt's bytes, compared
     // with the packet's options under the mask, length byte and family included).
-    let mut e = tunnel_root("src_ip 192.0.2.1 dst_ip 192.0.2.77 id 42 geneve_opts 0102:80:00800022");
-    add(&mut e, f, "prio 2 flower geneve_opts 0102:80:00800023 classid 1:4");
-    add(&mut e, f, "prio 3 flower geneve_opts 0102:80:00800000/ffff:ff:ffff0000 classid 1:2");
+    let mut e =
+        tunnel_root("src_ip 192.0.2.1 dst_ip 192.0.2.77 id 42 geneve_opts 0102:80:00800022");
+    add(
+        &mut e,
+        f,
+        "prio 2 flower geneve_opts 0102:80:00800023 classid 1:4",
+    );
+    add(
+        &mut e,
+        f,
+        "prio 3 flower geneve_opts 0102:80:00800000/ffff:ff:ffff0000 classid 1:2",
+    );
     assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), Some(2));
     let s = tc(&mut e, "filter show dev eth0").stdout;
     // flower_print_enc_parts: key/mask; the mask tc made for prio 2 is all ones.
-    assert!(s.contains("\n  geneve_opts 0102:80:00800023/ffff:ff:ffffffff\n"), "{s}");
-    assert!(s.contains("\n  geneve_opts 0102:80:00800000/ffff:ff:ffff0000\n"), "{s}");
+    assert!(
+        s.contains("\n  geneve_opts 0102:80:00800023/ffff:ff:ffffffff\n"),
+        "{s}"
+    );
+    assert!(
+        s.contains("\n  geneve_opts 0102:80:00800000/ffff:ff:ffff0000\n"),
+        "{s}"
+    );
     let j = tc(&mut e, "-j filter show dev eth0").stdout;
     assert!(
         j.contains(r#""geneve_opt_key":[{"class":258,"type":128,"data":[0,128,0,0]}],"geneve_opt_mask":[{"class":65535,"type":255,"data":[255,255,0,0]}]"#),
@@ -306,8 +321,16 @@ fn tunnel_options_match_the_options_tunnel_key_set_attached() {
     let mut e = tunnel_root(
         "src_ip 192.0.2.1 dst_ip 192.0.2.77 geneve_opts 0102:80:00800022,0103:81:00000009",
     );
-    add(&mut e, f, "prio 2 flower geneve_opts 0102:80:00800022 classid 1:4");
-    add(&mut e, f, "prio 3 flower geneve_opts 0102:80:00800022,0103:81:00000005/ffff:ff:00000000 classid 1:3");
+    add(
+        &mut e,
+        f,
+        "prio 2 flower geneve_opts 0102:80:00800022 classid 1:4",
+    );
+    add(
+        &mut e,
+        f,
+        "prio 3 flower geneve_opts 0102:80:00800022,0103:81:00000005/ffff:ff:00000000 classid 1:3",
+    );
     assert_eq!(class_of(&mut e, udp(A, 1, B, 2)), Some(3));
 
     // VXLAN's group policy under VXLAN_GBP_MASK (0x48ffff = 4784127); ERSPAN version 2's direction

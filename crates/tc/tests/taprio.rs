@@ -157,7 +157,9 @@ fn max_sdu_is_parsed_and_listed_as_a_later_tc_lists_it() {
     // Without max-sdu, tc 6.1's listing: no such line.
     let mut e = eight_queues();
     run(&mut e, "qdisc add dev eth0 root handle 1: taprio num_tc 2 map 0 1 queues 1@0 1@1 sched-entry S 03 1000000 clockid CLOCK_TAI");
-    assert!(!run(&mut e, "qdisc show dev eth0").stdout.contains("max-sdu"));
+    assert!(!run(&mut e, "qdisc show dev eth0")
+        .stdout
+        .contains("max-sdu"));
     // The kernel's limit: the device's largest MTU.
     let mut e = eight_queues();
     let o = run(&mut e, "qdisc add dev eth0 root handle 1: taprio num_tc 2 queues 1@0 1@1 max-sdu 65536 sched-entry S 03 1000000 clockid CLOCK_TAI");
@@ -198,8 +200,11 @@ fn the_link_speed_from_tclab_link_times_the_schedule() {
         (o.code, o.stderr.as_str()),
         (2, "Error: Invalid interval for schedule entry.\n")
     );
-    tclab_tc::store::link(&mut e, &["set", "dev", "eth0", "speed", "100"].map(String::from))
-        .unwrap();
+    tclab_tc::store::link(
+        &mut e,
+        &["set", "dev", "eth0", "speed", "100"].map(String::from),
+    )
+    .unwrap();
     assert_eq!(e.device("eth0").unwrap().speed, 100);
     let o = run(&mut e, add);
     assert_eq!(o.code, 0, "{}", o.stderr);
@@ -213,7 +218,10 @@ fn full_offload_on_a_netdevsim_port() {
     let mut e = Engine::new();
     tclab_tc::store::link(
         &mut e,
-        &"add dev eth0 numtxqueues 8 type netdevsim".split(' ').map(String::from).collect::<Vec<_>>(),
+        &"add dev eth0 numtxqueues 8 type netdevsim"
+            .split(' ')
+            .map(String::from)
+            .collect::<Vec<_>>(),
     )
     .unwrap();
     let add = "qdisc replace dev eth0 handle 8001: parent root stab overhead 24 taprio num_tc 8 map 0 1 2 3 4 5 6 7 queues 1@0 1@1 1@2 1@3 1@4 1@5 1@6 1@7 base-time 0 sched-entry S ff 20000000 flags 0x2";
@@ -230,7 +238,10 @@ fn full_offload_on_a_netdevsim_port() {
         s.contains("qdisc cbs 8002: parent 8001:8 refcnt 2 hicredit 30 locredit -1470 sendslope -980000 idleslope 20000 offload 0"),
         "{s}"
     );
-    assert!(s.contains("qdisc pfifo 0: parent 8001:1 refcnt 2 limit 1000p"), "{s}");
+    assert!(
+        s.contains("qdisc pfifo 0: parent 8001:1 refcnt 2 limit 1000p"),
+        "{s}"
+    );
     // netdevsim reports no queueMaxSDU support; a clockid is refused with full offload.
     let o = run(&mut e, &format!("{add} max-sdu 1500"));
     assert_eq!(

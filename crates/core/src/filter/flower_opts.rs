@@ -56,7 +56,12 @@ impl Default for EncOpts {
 impl std::fmt::Debug for EncOpts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let n = usize::from(self.len).min(TUN_OPTS_MAX);
-        write!(f, "EncOpts {{ kind: {}, data: {:02x?} }}", self.kind, &self.data[..n])
+        write!(
+            f,
+            "EncOpts {{ kind: {}, data: {:02x?} }}",
+            self.kind,
+            &self.data[..n]
+        )
     }
 }
 
@@ -85,7 +90,12 @@ impl EncOpts {
                 for g in list {
                     let data = g.data.as_deref().unwrap_or(&[]);
                     let class = g.class.unwrap_or(0).to_be_bytes();
-                    put(&[class[0], class[1], g.kind.unwrap_or(0), (data.len() / 4) as u8]);
+                    put(&[
+                        class[0],
+                        class[1],
+                        g.kind.unwrap_or(0),
+                        (data.len() / 4) as u8,
+                    ]);
                     put(data);
                 }
                 o.kind = GENEVE;
@@ -183,7 +193,7 @@ fn set_geneve(o: &mut EncOpts, g: &GeneveOpt, option_len: usize) -> Result<usize
                 "Tunnel key geneve option data is less than 4 bytes long",
             ));
         }
-        if data_len % 4 != 0 {
+        if !data_len.is_multiple_of(4) {
             return Err(erange(
                 "Tunnel key geneve option data is not a multiple of 4 bytes long",
             ));
@@ -304,8 +314,16 @@ pub enum DumpedOpts {
     Geneve(Vec<(u16, u8, Vec<u8>)>),
     Vxlan(u32),
     /// Version, then index (version 1) or direction and hardware id (otherwise).
-    Erspan { ver: u8, index: u32, dir: u8, hwid: u8 },
-    Gtp { pdu_type: u8, qfi: u8 },
+    Erspan {
+        ver: u8,
+        index: u32,
+        dir: u8,
+        hwid: u8,
+    },
+    Gtp {
+        pdu_type: u8,
+        qfi: u8,
+    },
 }
 
 /// `fl_dump_key_options`: nothing without options.
@@ -379,14 +397,23 @@ mod tests {
             EncOpts::from_tunnel(&TunnelOpts::Geneve(vec![geneve(0x0102, 0x80, data)]))
         };
         let hit = |p: EncOpts| p.and(&m) == k.and(&m);
-        assert!(hit(packet(&[0x00, 0x80, 0x12, 0x34])), "the data's second half is masked out");
+        assert!(
+            hit(packet(&[0x00, 0x80, 0x12, 0x34])),
+            "the data's second half is masked out"
+        );
         assert!(!hit(packet(&[0x00, 0x81, 0x00, 0x22])));
         // Another family, or no options, never matches.
-        assert!(!hit(EncOpts::from_tunnel(&TunnelOpts::Vxlan { gbp: 0x800022 })));
+        assert!(!hit(EncOpts::from_tunnel(&TunnelOpts::Vxlan {
+            gbp: 0x800022
+        })));
         assert!(!hit(EncOpts::default()));
         assert_eq!(
             dump(&k),
-            Some(DumpedOpts::Geneve(vec![(0x0102, 0x80, vec![0x00, 0x80, 0x00, 0x22])]))
+            Some(DumpedOpts::Geneve(vec![(
+                0x0102,
+                0x80,
+                vec![0x00, 0x80, 0x00, 0x22]
+            )]))
         );
     }
 
@@ -412,7 +439,10 @@ mod tests {
             mask: vec![geneve(0xffff, 0xff, &[0xff; 8])],
         };
         let e = spec.set(&mut EncOpts::default(), &mut EncOpts::default());
-        assert!(e.unwrap_err().to_string().contains("Key and mask miss aligned"));
+        assert!(e
+            .unwrap_err()
+            .to_string()
+            .contains("Key and mask miss aligned"));
     }
 
     #[test]
@@ -427,8 +457,12 @@ mod tests {
         assert_eq!(dump(&k), Some(DumpedOpts::Vxlan(0x0abc)));
         assert_eq!(dump(&m), Some(DumpedOpts::Vxlan(VXLAN_GBP_MASK)));
         let hit = |p: EncOpts| p.and(&m) == k.and(&m);
-        assert!(hit(EncOpts::from_tunnel(&TunnelOpts::Vxlan { gbp: 0x0abc })));
-        assert!(!hit(EncOpts::from_tunnel(&TunnelOpts::Vxlan { gbp: 0x0abd })));
+        assert!(hit(EncOpts::from_tunnel(&TunnelOpts::Vxlan {
+            gbp: 0x0abc
+        })));
+        assert!(!hit(EncOpts::from_tunnel(&TunnelOpts::Vxlan {
+            gbp: 0x0abd
+        })));
         // ERSPAN version 2, direction 1, hardware id 0x25 (both halves of the split field).
         let e = ErspanSpec {
             ver: Some(2),
@@ -455,12 +489,15 @@ mod tests {
                 hwid: 0x25
             })
         );
-        let bad = ErspanSpec {
-            ver: Some(3),
-            ..e
+        let bad = ErspanSpec { ver: Some(3), ..e };
+        let spec = EncOptsSpec::Erspan {
+            key: bad,
+            mask: bad,
         };
-        let spec = EncOptsSpec::Erspan { key: bad, mask: bad };
         let r = spec.set(&mut EncOpts::default(), &mut EncOpts::default());
-        assert!(r.unwrap_err().to_string().contains("erspan option ver is incorrect"));
+        assert!(r
+            .unwrap_err()
+            .to_string()
+            .contains("erspan option ver is incorrect"));
     }
 }

@@ -89,7 +89,11 @@ const UNLIMITED: i64 = INT_MAX;
 /// `taprio_set_picos_per_byte`: picoseconds a byte at `speed` Mbit/s (10 when the device reports
 /// none), held at the floor for a speed past 470 Gbit/s, with the kernel's warning then.
 pub fn picos_per_byte(speed: u32) -> (u64, Option<Warning>) {
-    let speed = if speed == 0 || speed == u32::MAX { 10 } else { speed };
+    let speed = if speed == 0 || speed == u32::MAX {
+        10
+    } else {
+        speed
+    };
     // (USEC_PER_SEC * 8) / speed in an int.
     let ppb = 8_000_000 / u64::from(speed);
     if ppb < PICOS_PER_BYTE_MIN {
@@ -296,12 +300,8 @@ impl Schedule {
     /// `taprio_update_queue_max_sdu`: each class's limit, the user's or what its longest window
     /// sends at the link speed, whichever is less (none for a class whose gate never closes).
     fn update_max_sdu(&mut self, from_user: &[u32; TC_MAX], ppb: u64) {
-        for tc in 0..TC_MAX {
-            let user = if from_user[tc] == 0 {
-                u32::MAX
-            } else {
-                from_user[tc]
-            };
+        for (tc, &given) in from_user.iter().enumerate() {
+            let user = if given == 0 { u32::MAX } else { given };
             let dynamic = if self.max_open[tc] == self.cycle_time as u64 {
                 u32::MAX
             } else {
@@ -614,16 +614,12 @@ impl TaprioOptions {
     /// `taprio_parse_clockid` without full offload.
     fn check_clockid(&self, old: Option<&Taprio>) -> Result<(), KernelError> {
         match self.clockid {
-            None => return Err(KernelError::invalid("Specifying a 'clockid' is mandatory")),
-            Some(c) if c < 0 || old.is_some_and(|q| q.clockid != c) => {
-                return Err(KernelError::msg(
-                    Errno::NotSupported,
-                    "Changing the 'clockid' of a running schedule is not supported",
-                ))
-            }
-            Some(c) if !CLOCKIDS.contains(&c) => {
-                return Err(KernelError::invalid("Invalid 'clockid'"))
-            }
+            None => Err(KernelError::invalid("Specifying a 'clockid' is mandatory")),
+            Some(c) if c < 0 || old.is_some_and(|q| q.clockid != c) => Err(KernelError::msg(
+                Errno::NotSupported,
+                "Changing the 'clockid' of a running schedule is not supported",
+            )),
+            Some(c) if !CLOCKIDS.contains(&c) => Err(KernelError::invalid("Invalid 'clockid'")),
             Some(_) => Ok(()),
         }
     }
@@ -722,7 +718,10 @@ impl Taprio {
                 let len = head.len;
                 let guard = cx.now + u64::from(len) * ppb / 1000;
                 // taprio_entry_allows_tx: the frame must end before the gate closes.
-                if sched.close_time(slot, tc).is_some_and(|close| guard >= close) {
+                if sched
+                    .close_time(slot, tc)
+                    .is_some_and(|close| guard >= close)
+                {
                     return None;
                 }
                 // taprio_update_budgets: every class's budget pays, even when this one falls short.
@@ -1243,7 +1242,10 @@ mod tests {
         let st = q.stats();
         assert_eq!((st.drops, st.qlen), (2, 2));
         assert_eq!(cx.drops.len(), 2);
-        assert!(cx.drops.iter().all(|d| d.reason == super::super::DropReason::Overlimit));
+        assert!(cx
+            .drops
+            .iter()
+            .all(|d| d.reason == super::super::DropReason::Overlimit));
         // The dump lists every class's limit in force, since one was asked for.
         let QdiscOptions::Taprio(d) = q.dump() else {
             unreachable!()
@@ -1259,7 +1261,16 @@ mod tests {
         o.entries[0].interval = 100_000;
         o.entries[1].interval = 900_000;
         o.max_sdu = vec![0, 1500];
-        let mut q = Taprio::new(Handle(0x10000), &o, &DevEnv { speed: 100, ..env(4) }, 0).unwrap();
+        let mut q = Taprio::new(
+            Handle(0x10000),
+            &o,
+            &DevEnv {
+                speed: 100,
+                ..env(4)
+            },
+            0,
+        )
+        .unwrap();
         let mut cx = Cx::new(0);
         assert_eq!(q.enqueue(packet(0, 1251), &mut cx), Verdict::Drop);
         assert_eq!(q.enqueue(packet(0, 1250), &mut cx), Verdict::Success);
@@ -1268,7 +1279,10 @@ mod tests {
         };
         assert_eq!(&d.max_sdu[..3], &[1236, 1500, 0]);
         // At 1 Gbit/s the window holds 12 500 bytes: the limit lifts (a new speed, the notifier).
-        q.link_changed(&DevEnv { speed: 1000, ..env(4) });
+        q.link_changed(&DevEnv {
+            speed: 1000,
+            ..env(4)
+        });
         let QdiscOptions::Taprio(d) = q.dump() else {
             unreachable!()
         };
@@ -1291,13 +1305,17 @@ mod tests {
             gate_mask: 2,
             interval: 10_000_000,
         }];
-        q.change(&QdiscOptions::Taprio(o), &env(4), 12 * MS).unwrap();
+        q.change(&QdiscOptions::Taprio(o), &env(4), 12 * MS)
+            .unwrap();
         let QdiscOptions::Taprio(d) = q.dump() else {
             unreachable!()
         };
         assert_eq!((d.base_time, d.entries.len()), (0, 2), "still operational");
         let admin = d.admin.expect("the admin schedule listed");
-        assert_eq!((admin.base_time, admin.cycle_time), (31 * MS as i64, 10 * MS as i64));
+        assert_eq!(
+            (admin.base_time, admin.cycle_time),
+            (31 * MS as i64, 10 * MS as i64)
+        );
         assert_eq!(q.admin.as_ref().map(|a| a.1), Some(30 * MS));
         // TC 0 still goes in its 20-24 ms entry; from 30 ms its gate never opens again.
         let mut cx = Cx::new(12 * MS);
@@ -1315,7 +1333,10 @@ mod tests {
         let QdiscOptions::Taprio(d) = q.dump() else {
             unreachable!()
         };
-        assert_eq!((d.base_time, d.entries.len(), d.admin), (31 * MS as i64, 1, None));
+        assert_eq!(
+            (d.base_time, d.entries.len(), d.admin),
+            (31 * MS as i64, 1, None)
+        );
     }
 
     #[test]
@@ -1347,7 +1368,10 @@ mod tests {
         // At 1 Gbit/s a 60-byte frame takes 480 ns: an interval of 480 is enough, 479 is not.
         let mut o = opts(None);
         o.entries[0].interval = 480;
-        let fast = DevEnv { speed: 1000, ..env(4) };
+        let fast = DevEnv {
+            speed: 1000,
+            ..env(4)
+        };
         assert!(Taprio::new(Handle(0x10000), &o, &fast, 0).is_ok());
         o.entries[0].interval = 479;
         assert!(Taprio::new(Handle(0x10000), &o, &fast, 0).is_err());

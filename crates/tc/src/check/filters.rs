@@ -643,7 +643,11 @@ fn flower_ethertype(protocol: &str, words: &[(&str, Option<&str>)]) -> Option<u1
         if !vlan(t) {
             break;
         }
-        match words.iter().find(|(k, _)| *k == inner).and_then(|(_, v)| *v) {
+        match words
+            .iter()
+            .find(|(k, _)| *k == inner)
+            .and_then(|(_, v)| *v)
+        {
             Some(v) => t = crate::filter::proto_a2n(v)?,
             None => break,
         }
@@ -669,8 +673,8 @@ fn flower_keys(cx: &DevCx, out: &mut Vec<Finding>) {
             l.pref.map_or("?".to_string(), |p| p.to_string())
         );
         let protocol = l.protocol.unwrap_or("all");
-        let arp = flower_ethertype(protocol, &words)
-            .is_some_and(|t| t == ETH_P_ARP || t == ETH_P_RARP);
+        let arp =
+            flower_ethertype(protocol, &words).is_some_and(|t| t == ETH_P_ARP || t == ETH_P_RARP);
         let hw: Vec<&str> = words
             .iter()
             .map(|(k, _)| *k)
@@ -693,7 +697,10 @@ fn flower_keys(cx: &DevCx, out: &mut Vec<Finding>) {
                 .line(Some(&record.at)),
             );
         }
-        if let Some((k, _)) = words.iter().find(|(k, _)| *k == "dst_mac" || *k == "src_mac") {
+        if let Some((k, _)) = words
+            .iter()
+            .find(|(k, _)| *k == "dst_mac" || *k == "src_mac")
+        {
             out.push(
                 Finding::new(
                     "flower-mac-simulated",
@@ -718,11 +725,15 @@ mod tests {
 
     #[test]
     fn a_flower_filters_ethertype_past_its_vlan_tags() {
-        let w = |pairs: &[(&'static str, &'static str)]| -> Vec<(&'static str, Option<&'static str>)> {
-            pairs.iter().map(|(k, v)| (*k, Some(*v))).collect()
-        };
+        let w =
+            |pairs: &[(&'static str, &'static str)]| -> Vec<(&'static str, Option<&'static str>)> {
+                pairs.iter().map(|(k, v)| (*k, Some(*v))).collect()
+            };
         assert_eq!(flower_ethertype("arp", &[]), Some(ETH_P_ARP));
-        assert_eq!(flower_ethertype("ip", &w(&[("arp_sha", "x")])), Some(0x0800));
+        assert_eq!(
+            flower_ethertype("ip", &w(&[("arp_sha", "x")])),
+            Some(0x0800)
+        );
         // 802.1Q with an ARP vlan_ethtype: the ARP keys count; Q-in-Q to the inner one.
         assert_eq!(
             flower_ethertype("802.1Q", &w(&[("vlan_ethtype", "arp")])),

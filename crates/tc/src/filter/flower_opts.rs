@@ -127,11 +127,21 @@ pub(super) fn parse(word: &str, v: &str) -> Result<EncOptsSpec> {
                     (v, format!("{ver}:0xffffffff:0xff:0xff"))
                 }
             };
-            erspan_opt(k).and_then(|key| Ok(EncOptsSpec::Erspan { key, mask: erspan_opt(&m)? }))
+            erspan_opt(k).and_then(|key| {
+                Ok(EncOptsSpec::Erspan {
+                    key,
+                    mask: erspan_opt(&m)?,
+                })
+            })
         }
         _ => {
             let (k, m) = v.split_once('/').unwrap_or((v, "ff:ff"));
-            gtp_opt(k).and_then(|key| Ok(EncOptsSpec::Gtp { key, mask: gtp_opt(m)? }))
+            gtp_opt(k).and_then(|key| {
+                Ok(EncOptsSpec::Gtp {
+                    key,
+                    mask: gtp_opt(m)?,
+                })
+            })
         }
     };
     r.map_err(|before| Failure::options(format!("{before}Illegal \"{word}\"")))
