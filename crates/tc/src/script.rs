@@ -364,33 +364,18 @@ fn prelude() -> String {
          \x20 return 0\n\
          }\n\
          __tclab_ethtool() {\n\
+         \x20 local keys what\n\
          \x20 case \"${1-}\" in\n\
-         \x20   -K|--features|--offload) ;;\n\
-         \x20   -s|--change) __tclab_ethtool_change \"$@\"; return ;;\n\
+         \x20   -K|--features|--offload) keys='tso|gso'; what=feature ;;\n\
+         \x20   -s|--change) keys=speed; what=setting ;;\n\
          \x20   *) echo \"tclab script: ignoring \\\"ethtool $*\\\"\" >&2; return 0 ;;\n\
          \x20 esac\n\
-         \x20 if [ $# -lt 2 ]; then echo 'ethtool: bad command line argument(s)' >&2; return 1; fi\n\
-         \x20 local dev=\"$2\" args=() f\n\
-         \x20 shift 2\n\
-         \x20 while [ $# -ge 2 ]; do\n\
-         \x20   case \"$1\" in\n\
-         \x20     tso|gso) args+=(\"$1\" \"$2\") ;;\n\
-         \x20     *) echo \"tclab script: ignoring ethtool feature \\\"$1 $2\\\"\" >&2 ;;\n\
-         \x20   esac\n\
-         \x20   shift 2\n\
-         \x20 done\n\
-         \x20 [ ${#args[@]} -gt 0 ] || return 0\n\
-         \x20 __tclab_call link set dev \"$dev\" \"${args[@]}\" || return\n\
-         }\n\
-         __tclab_ethtool_change() {\n\
          \x20 if [ $# -lt 2 ]; then echo 'ethtool: bad command line argument(s)' >&2; return 1; fi\n\
          \x20 local dev=\"$2\" args=()\n\
          \x20 shift 2\n\
          \x20 while [ $# -ge 2 ]; do\n\
-         \x20   case \"$1\" in\n\
-         \x20     speed) args+=(speed \"$2\") ;;\n\
-         \x20     *) echo \"tclab script: ignoring ethtool setting \\\"$1 $2\\\"\" >&2 ;;\n\
-         \x20   esac\n\
+         \x20   if [[ \"|$keys|\" == *\"|$1|\"* ]]; then args+=(\"$1\" \"$2\");\n\
+         \x20   else echo \"tclab script: ignoring ethtool $what \\\"$1 $2\\\"\" >&2; fi\n\
          \x20   shift 2\n\
          \x20 done\n\
          \x20 [ ${#args[@]} -gt 0 ] || return 0\n\
