@@ -354,6 +354,25 @@ fn bridge_for(ports: Vec<OpenPort>, ms: u64) -> Vec<(String, PortStats)> {
     b.stats()
 }
 
+/// What a bridge run on its own thread returns: how the run ended and each port's counters.
+type Run = (Result<(), String>, Vec<(String, PortStats)>);
+
+/// Bridge `ports` on a thread of its own for `ms` milliseconds with the policy `policy` makes there
+/// (an engine never leaves its thread), its warnings shared with `said`.
+fn spawn_bridge(
+    ports: Vec<OpenPort>,
+    policy: fn() -> Engine,
+    said: &tclab_live::bridge::Said,
+    ms: u64,
+) -> std::thread::JoinHandle<Run> {
+    let said = said.clone();
+    std::thread::spawn(move || {
+        let mut b = Bridge::on_ports(policy(), ports);
+        b.share_warnings(said);
+        (b.run(Some(ms * 1_000_000)), b.stats())
+    })
+}
+
 /// Send `frames` one by one (each must be taken whole).
 fn send_all(sock: &PacketSocket, frames: &[Vec<u8>]) {
     for f in frames {
@@ -832,11 +851,7 @@ fn a_port_set_down_and_up_again_forwards_again_with_and_without_rings() {
             return;
         };
         let (mut ports, _, tx, rx) = open_lab(&ns, 1, rings);
-        let ports = ports.remove(0);
-        let bridge = std::thread::spawn(move || {
-            let mut b = Bridge::on_ports(Engine::new(), ports);
-            (b.run(Some(1_500_000_000)), b.stats())
-        });
+        let bridge = spawn_bridge(ports.remove(0), Engine::new, &Default::default(), 1500);
         std::thread::sleep(std::time::Duration::from_millis(200));
         ns.ip(&["link", "set", "dev", "a1", "down"]).expect("down");
         std::thread::sleep(std::time::Duration::from_millis(200));
@@ -953,14 +968,7 @@ fn an_mtu_set_while_bridging_is_followed_with_and_without_rings() {
         let said = tclab_live::bridge::Said::default();
         let threads: Vec<_> = ports
             .into_iter()
-            .map(|p| {
-                let said = said.clone();
-                std::thread::spawn(move || {
-                    let mut b = Bridge::on_ports(Engine::new(), p);
-                    b.share_warnings(said);
-                    (b.run(Some(1_800_000_000)), b.stats())
-                })
-            })
+            .map(|p| spawn_bridge(p, Engine::new, &said, 1800))
             .collect();
         std::thread::sleep(std::time::Duration::from_millis(200));
         for d in ["a0", "b0", "a1", "b1"] {
@@ -1020,9 +1028,8 @@ fn a_frame_held_by_a_shaper_when_the_mtu_falls_is_counted_as_refused() {
     };
     let (mut ports, setup, tx, rx) = open_lab(&ns, 1, Rings::On);
     assert!(all_rings(&setup));
-    let ports = ports.remove(0);
     let frames: Vec<Vec<u8>> = (0..3).map(|k| udp_frame(1514, 5201 + k, 0)).collect();
-    let bridge = std::thread::spawn(move || {
+    fn tbf() -> Engine {
         let mut e = Engine::new();
         e.add_device("a0", 1500, 1000);
         e.add_device("a1", 1500, 1000);
@@ -1031,9 +1038,9 @@ fn a_frame_held_by_a_shaper_when_the_mtu_falls_is_counted_as_refused() {
             .map(String::from)
             .collect();
         assert_eq!(tclab_tc::run(&mut e, &words, 0).code, 0);
-        let mut b = Bridge::on_ports(e, ports);
-        (b.run(Some(900_000_000)), b.stats())
-    });
+        e
+    }
+    let bridge = spawn_bridge(ports.remove(0), tbf, &Default::default(), 900);
     std::thread::sleep(std::time::Duration::from_millis(100));
     send_all(&tx, &frames);
     std::thread::sleep(std::time::Duration::from_millis(40));
@@ -1057,14 +1064,7 @@ fn with_two_queues_a_port_set_down_is_said_once_and_again_after_it_was_up() {
     let said = tclab_live::bridge::Said::default();
     let threads: Vec<_> = ports
         .into_iter()
-        .map(|p| {
-            let said = said.clone();
-            std::thread::spawn(move || {
-                let mut b = Bridge::on_ports(Engine::new(), p);
-                b.share_warnings(said);
-                b.run(Some(1_500_000_000)).expect("bridge");
-            })
-        })
+        .map(|p| spawn_bridge(p, Engine::new, &said, 1500))
         .collect();
     let flap = || {
         std::thread::sleep(std::time::Duration::from_millis(150));
@@ -1079,7 +1079,7 @@ fn with_two_queues_a_port_set_down_is_said_once_and_again_after_it_was_up() {
     send_all(&tx, &frames);
     flap();
     for t in threads {
-        t.join().expect("queue thread");
+        t.join().expect("queue thread").0.expect("bridge");
     }
     let downs = said
         .messages()
