@@ -691,9 +691,10 @@ impl Bridge {
     /// Port `i`'s interface has MTU `mtu` now (`ip link set DEV mtu N` while bridging), as the
     /// kernel's bridge follows a port's MTU: frames arriving for it are checked against it, its
     /// device in the engine has it, queued frames longer than it are refused as its device would
-    /// refuse them ([`device_refuses`]), and its rings are made to hold a frame of it — the receive
-    /// ring re-made with larger slots (the frames it held are lost), the transmit ring given up for
-    /// `sendmmsg` (its socket cannot be re-made from here: it belongs to the port's namespace).
+    /// refuse them ([`device_refuses`]), and its rings are re-made on their sockets with slots that
+    /// hold a frame of it (what the receive ring held is lost; the transmit ring's frames are sent
+    /// first). The bridge has no privilege left by then, so a ring the kernel will not re-make
+    /// leaves the port on `recvmmsg` or `sendmmsg`, not on a new socket.
     pub fn set_mtu(&mut self, i: usize, mtu: u32) {
         let port = &mut self.ports[i];
         let old = port.mtu;
@@ -721,14 +722,24 @@ impl Bridge {
                 }
             }
         }
-        if port.tx_ring.as_ref().is_some_and(|r| r.max_frame() < frame) {
-            if let Some(mut r) = port.tx_ring.take() {
-                // What the ring holds goes first (what the device does not take now is lost).
-                let _ = r.kick();
-                rings.push(format!(
-                    "its transmit ring's slots hold {} bytes: sending with sendmmsg",
-                    r.max_frame()
-                ));
+        if let Some(ring) = port.tx_ring.take() {
+            if ring.max_frame() >= frame {
+                port.tx_ring = Some(ring);
+            } else {
+                let g = sys::RingGeometry::for_mtu(mtu, ring.bytes());
+                match ring.reshape(g) {
+                    Ok(r) => {
+                        rings.push(format!(
+                            "transmit ring re-made with {}-byte slots",
+                            g.frame_size
+                        ));
+                        port.tx_ring = Some(r);
+                    }
+                    // Its socket goes with it: the port sends with sendmmsg on its receiving one.
+                    Err((e, _)) => {
+                        rings.push(format!("no transmit ring ({e}): sending with sendmmsg"))
+                    }
+                }
             }
         }
         let name = &port.name;

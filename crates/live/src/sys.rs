@@ -1301,6 +1301,47 @@ impl TxRing {
         self.ring.frame_size.saturating_sub(TX_DATA_OFFSET)
     }
 
+    /// The bytes of the ring (all its blocks).
+    pub fn bytes(&self) -> u32 {
+        self.ring.map_len as u32
+    }
+
+    /// Replace the ring with one of shape `g` on the same socket (after an MTU change; no new
+    /// socket, so no privilege is needed). The frames marked are sent first; the kernel changes a
+    /// ring only once no frame of it is in flight (`EBUSY` until then), which on a veth takes
+    /// microseconds: tried for up to 2 ms. An error hands the socket back without a ring.
+    pub fn reshape(mut self, g: RingGeometry) -> Result<TxRing, (io::Error, OwnedFd)> {
+        let _ = self.kick();
+        let TxRing { ring, fd, .. } = self;
+        drop(ring);
+        let none = [0u32; 4];
+        let mut tries = 0;
+        loop {
+            match setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                PACKET_TX_RING,
+                &none,
+                "freeing the PACKET_TX_RING",
+            ) {
+                Ok(()) => break,
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) && tries < 20 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                }
+                Err(e) => return Err((e, fd)),
+            }
+        }
+        match Ring::new(fd.as_raw_fd(), PACKET_TX_RING, "PACKET_TX_RING", g) {
+            Ok(ring) => Ok(TxRing {
+                ring,
+                fd,
+                stalled: false,
+            }),
+            Err(e) => Err((e, fd)),
+        }
+    }
+
     /// Copy `frame` into the next free slot, marked to be sent (by [`TxRing::kick`]): `Ok(false)` if
     /// no slot is free yet, an error if the frame is larger than a slot holds.
     pub fn push(&mut self, frame: &[u8]) -> io::Result<bool> {

@@ -951,9 +951,8 @@ fn frames_whose_checksum_a_veth_peer_left_undone_leave_with_it_filled_in() {
 #[test]
 fn an_mtu_set_while_bridging_is_followed_with_and_without_rings() {
     // `ip link set DEV mtu N` while tclab bridges, as a manager sets jumbo frames: the bridge hears
-    // the change (RTMGRP_LINK), re-makes its receive ring with slots for the new MTU (2 KiB slots
-    // would cut a 9014-byte frame), sends by sendmmsg when its transmit ring's slots are too small,
-    // and forwards 9000-byte packets. Lowered again, a frame larger than the new MTU is counted
+    // the change (RTMGRP_LINK), re-makes its rings with slots for the new MTU (2 KiB slots would
+    // cut a 9014-byte frame, or refuse it), and forwards 9000-byte packets. Lowered again, a frame larger than the new MTU is counted
     // oversize, not handed to a device that would drop it unseen.
     // With two queues each socket is in a fanout group, and each queue's bridge follows alone.
     for (name, rings, queues) in [
@@ -985,12 +984,13 @@ fn an_mtu_set_while_bridging_is_followed_with_and_without_rings() {
         let fine = udp_frame(1414, 5202, 0);
         send_all(&tx, &[udp_frame(1514, 5203, 0), fine.clone()]);
         let mut a1 = (0, 0);
-        let mut a0_refused = 0;
+        let (mut a0_refused, mut a0_ring) = (0, 0);
         for t in threads {
             let (result, st) = t.join().expect("bridge thread");
             result.unwrap_or_else(|e| panic!("{name}: the bridge stopped: {e}"));
             a1 = (a1.0 + st[1].1.rx_packets, a1.1 + st[1].1.oversize);
             a0_refused += st[0].1.tx_dropped;
+            a0_ring += st[0].1.tx_ring;
         }
         let said = said.messages();
         assert_eq!(
@@ -1009,8 +1009,14 @@ fn an_mtu_set_while_bridging_is_followed_with_and_without_rings() {
             "{name}: said once for all queues: {said:?}"
         );
         if rings == Rings::On {
+            assert_eq!(
+                a0_ring, 2,
+                "{name}: both frames sent through the re-made ring"
+            );
             assert!(
-                said.iter().any(|m| m.contains("receive ring re-made")),
+                said.iter()
+                    .any(|m| m.contains("receive ring re-made")
+                        && m.contains("transmit ring re-made")),
                 "{name}: {said:?}"
             );
         }
