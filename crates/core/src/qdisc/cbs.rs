@@ -130,7 +130,13 @@ impl Cbs {
             self.credits = (self.credits + earned).min(self.hicredit);
             if self.credits < 0 {
                 if self.idleslope > 0 {
-                    let delay = -self.credits * NSEC_PER_SEC / self.idleslope;
+                    // delay_from_credits divides down, and timediff_to_credits then earns a credit
+                    // short of 0 (one credit at 30 Mbit/s is 266.7 ns: 266 ns earn none). The
+                    // kernel's timer, always a little late, gets past it; virtual time is exact and
+                    // would wake at the same instant for ever, so the delay is rounded up: the first
+                    // nanosecond at which the credit is back.
+                    let delay =
+                        (-self.credits * NSEC_PER_SEC + self.idleslope - 1) / self.idleslope;
                     cx.schedule((now + delay) as u64);
                 }
                 self.last = now;
