@@ -50,8 +50,12 @@
 //! `tc` lists them with refcount 2, the root with none), and max-sdu is refused (netdevsim reports
 //! no queueMaxSDU support).
 //!
-//! Not modelled: an admin schedule in txtime-assist mode (a change replaces the schedule there),
-//! `cycle-time` longer than the entries (the last entry is held to the cycle's end here; the kernel
+//! In txtime-assist mode the admin schedule is switched to by launch times, not the clock
+//! (`get_packet_txtime`): once a packet's earliest launch time is past its base time, and for one
+//! packet whenever the launch time found is; an interval that ends at the cycle's end is stretched
+//! to the admin schedule's base when that lies within `cycle-time-extension` (`get_interval_end_time`).
+//!
+//! Not modelled: `cycle-time` longer than the entries (the last entry is held to the cycle's end here; the kernel
 //! starts the next cycle at the last entry's end), the size table's overhead in the per-class limit
 //! (the kernel takes it off a class's longest window; tclab's qdiscs do not see the root's size
 //! table), a frame's switch to the admin schedule without a packet (the switch is applied at the
@@ -406,16 +410,28 @@ impl Schedule {
         }
     }
 
-    /// `get_interval_end_time` without an admin schedule: the interval's end, cut at the cycle's.
-    fn interval_end(&self, entry: usize, intv_start: i64) -> i64 {
+    /// `get_interval_end_time`: the interval's end, cut at the cycle's — or, where an admin schedule
+    /// (`admin_base`) starts within this one's cycle-time-extension past the cycle's end, at its base.
+    fn interval_end(&self, entry: usize, intv_start: i64, admin_base: Option<i64>) -> i64 {
         let elapsed = (intv_start - self.base_time).rem_euclid(self.cycle_time);
         let cycle_end = intv_start + self.cycle_time - elapsed;
-        (intv_start + i64::from(self.entries[entry].interval)).min(cycle_end)
+        let intv_end = intv_start + i64::from(self.entries[entry].interval);
+        match admin_base {
+            _ if intv_end < cycle_end => intv_end,
+            Some(b) if b > cycle_end && b < cycle_end + self.cycle_time_extension => b,
+            _ => cycle_end,
+        }
     }
 
     /// `find_entry_to_transmit` (validate_interval false): the entry whose gate lets class `tc` send
     /// a packet of `dur` ns at or after `time`, and that interval's start and end.
-    fn entry_to_transmit(&self, tc: u32, dur: i64, time: i64) -> Option<(usize, i64, i64)> {
+    fn entry_to_transmit(
+        &self,
+        tc: u32,
+        dur: i64,
+        time: i64,
+        admin_base: Option<i64>,
+    ) -> Option<(usize, i64, i64)> {
         let cycle = self.cycle_time;
         let elapsed = (time - self.base_time).rem_euclid(cycle);
         let mut intv_end = time - elapsed;
@@ -425,7 +441,7 @@ impl Schedule {
         let mut earliest = i64::MAX;
         for (i, e) in self.entries.iter().enumerate() {
             let intv_start = intv_end;
-            intv_end = self.interval_end(i, intv_start);
+            intv_end = self.interval_end(i, intv_start, admin_base);
             if intv_start > cycle_end {
                 break;
             }
@@ -451,16 +467,43 @@ impl Schedule {
     }
 
     /// `get_packet_txtime`: the launch time of a packet of class `tc`, `dur` ns long, that may leave
-    /// from `minimum` on; 0 when the schedule has none for it.
-    fn packet_txtime(&mut self, tc: u32, dur: i64, mut minimum: i64) -> i64 {
+    /// from `minimum` on; 0 when the schedule has none for it. Before the base time every gate is
+    /// open.
+    fn packet_txtime(
+        &mut self,
+        tc: u32,
+        dur: i64,
+        minimum: i64,
+        admin: Option<&mut Schedule>,
+    ) -> i64 {
         if minimum < self.base_time {
             return minimum;
         }
+        self.next_launch(tc, dur, minimum, admin)
+    }
+
+    /// `get_packet_txtime`'s loop: interval after interval until the packet fits one; a launch time
+    /// past the admin schedule's base time is the admin schedule's to give.
+    fn next_launch(
+        &mut self,
+        tc: u32,
+        dur: i64,
+        mut minimum: i64,
+        mut admin: Option<&mut Schedule>,
+    ) -> i64 {
         loop {
-            let Some((i, intv_start, intv_end)) = self.entry_to_transmit(tc, dur, minimum) else {
+            let admin_base = admin.as_ref().map(|a| a.base_time);
+            let Some((i, intv_start, intv_end)) =
+                self.entry_to_transmit(tc, dur, minimum, admin_base)
+            else {
                 return 0;
             };
             let txtime = self.next_txtime[i].max(minimum).max(intv_start);
+            if let Some(a) = admin.as_deref_mut() {
+                if txtime > a.base_time {
+                    return a.next_launch(tc, dur, minimum, None);
+                }
+            }
             let transmit_end = txtime + dur;
             minimum = transmit_end;
             if transmit_end > intv_end {
@@ -748,7 +791,18 @@ impl Taprio {
         if self.txtime_assist() {
             let minimum = (cx.now as i64 + i64::from(self.txtime_delay)).max(pkt.tstamp as i64);
             let dur = self.duration(pkt.len) as i64;
-            let t = self.sched.packet_txtime(tc, dur, minimum);
+            // switch_schedules once the earliest launch time is past the admin schedule's base.
+            if self
+                .admin
+                .as_ref()
+                .is_some_and(|(a, _)| minimum > a.base_time)
+            {
+                if let Some((a, _)) = self.admin.take() {
+                    self.sched = a;
+                }
+            }
+            let admin = self.admin.as_mut().map(|(a, _)| a);
+            let t = self.sched.packet_txtime(tc, dur, minimum, admin);
             if t <= 0 {
                 // No interval in the cycle fits it (etf would refuse the time as well).
                 self.drops += 1;
@@ -880,7 +934,12 @@ impl Qdisc for Taprio {
             let next = slot
                 .map(|s| s.end)
                 .into_iter()
-                .chain(self.admin.as_ref().map(|a| a.1))
+                .chain(
+                    self.admin
+                        .as_ref()
+                        .map(|a| a.1)
+                        .filter(|&t| t != Nanos::MAX),
+                )
                 .min();
             if let Some(t) = next {
                 cx.wake_at = Some(cx.wake_at.map_or(t, |w| w.min(t)));
@@ -925,7 +984,8 @@ impl Qdisc for Taprio {
     }
     /// `taprio_change` on a running qdisc: flags, clock and mapping stay; the link speed is read
     /// again; a new schedule becomes the admin schedule, to take over when `advance_sched` switches
-    /// (in txtime-assist mode, or before the first schedule has started, it replaces it at once).
+    /// (in txtime-assist mode when `get_packet_txtime` does; before the first schedule has started it
+    /// replaces it at once).
     fn change(
         &mut self,
         opts: &QdiscOptions,
@@ -944,7 +1004,10 @@ impl Qdisc for Taprio {
         // Only the new schedule's limits are worked out (the running one keeps its own).
         self.max_sdu = merge_max_sdu(&self.max_sdu, &o.max_sdu);
         let new = Schedule::new(o, cycle, now, &self.max_sdu, ppb);
-        if self.txtime_assist() || now < self.sched.switch_at {
+        if self.txtime_assist() {
+            // The admin schedule, switched to by get_packet_txtime (never by the clock).
+            self.admin = Some((new, Nanos::MAX));
+        } else if now < self.sched.switch_at {
             self.sched = new;
             self.admin = None;
         } else {
@@ -1375,6 +1438,49 @@ mod tests {
         assert!(Taprio::new(Handle(0x10000), &o, &fast, 0).is_ok());
         o.entries[0].interval = 479;
         assert!(Taprio::new(Handle(0x10000), &o, &fast, 0).is_err());
+    }
+
+    #[test]
+    fn txtime_assist_switches_to_the_admin_schedule_by_launch_time() {
+        // Running from 20 ms (made at 10 ms): TC 0 for 4 ms, TC 1 for 6 ms. At 20 ms a change brings
+        // TC 0 alone, from base time 100 ms.
+        let mut o = opts(Some(FLAG_TXTIME_ASSIST));
+        o.mqprio.as_mut().unwrap().offset[1] = 0;
+        let mut q = Taprio::new(Handle(0x10000), &o, &env(4), 10 * MS).unwrap();
+        let mut new = opts(Some(FLAG_TXTIME_ASSIST));
+        new.mqprio = None;
+        new.base_time = 100 * MS as i64;
+        new.entries = vec![SchedEntry {
+            cmd: 0,
+            gate_mask: 1,
+            interval: 10_000_000,
+        }];
+        q.change(&QdiscOptions::Taprio(new), &env(4), 20 * MS)
+            .unwrap();
+        let launch = |q: &mut Taprio, prio: u32, earliest: Nanos| {
+            let mut cx = Cx::new(20 * MS);
+            let mut p = packet(prio, 100);
+            p.tstamp = earliest;
+            let v = q.enqueue(p, &mut cx);
+            (v == Verdict::Success).then(|| q.dequeue(&mut cx).unwrap().tstamp)
+        };
+        // A TC 1 packet from 97 ms goes at once (the old schedule's TC 1 window, 94-100 ms); one
+        // from 99.95 ms would end past that window (80 us), and the next one opens at 104 ms, past
+        // the admin schedule's base, which has none for TC 1: no launch time, dropped.
+        assert_eq!(launch(&mut q, 1, 97 * MS), Some(97 * MS));
+        assert_eq!(launch(&mut q, 1, 99_950_000), None);
+        // A TC 0 packet from 97 ms: the old schedule's TC 0 window at 100 ms (not past the base).
+        assert_eq!(launch(&mut q, 0, 97 * MS), Some(100 * MS));
+        let QdiscOptions::Taprio(d) = q.dump() else {
+            unreachable!()
+        };
+        assert!(d.admin.is_some(), "not switched yet");
+        // From 155 ms the admin schedule is operational: TC 0 at once.
+        assert_eq!(launch(&mut q, 0, 155 * MS), Some(155 * MS));
+        let QdiscOptions::Taprio(d) = q.dump() else {
+            unreachable!()
+        };
+        assert_eq!((d.base_time, d.admin), (100 * MS as i64, None));
     }
 
     #[test]
