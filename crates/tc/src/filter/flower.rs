@@ -79,7 +79,6 @@ const WORDS: &[(&str, bool)] = &[
     ("action", false),
 ];
 
-
 /// `ppp_proto_names` (iproute2's `lib/ppp_proto.c`, values from `linux/ppp_defs.h`).
 const PPP_PROTOS: &[(u16, &str)] = &[
     (0x21, "ip"),
