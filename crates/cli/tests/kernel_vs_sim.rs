@@ -68,6 +68,16 @@ struct Policy {
     sample_ms: Option<u32>,
 }
 
+/// iperf3 `-P 4 -C cubic` to port 5201.
+fn four_cubic_streams() -> Vec<Flow> {
+    vec![Flow {
+        name: "tcp x4",
+        port: 5201,
+        streams: 4,
+        cc: "cubic",
+    }]
+}
+
 fn policy_a_tbf() -> Policy {
     Policy {
         name: "a) tbf rate 10mbit burst 10k latency 50ms, 1 TCP stream + ping",
@@ -89,12 +99,7 @@ fn policy_a4_tbf() -> Policy {
         name: "a4) tbf rate 10mbit burst 10k latency 50ms, 4 TCP streams (-P 4) + ping",
         tc: "qdisc add dev $DEV root tbf rate 10mbit burst 10k latency 50ms",
         secs: 5,
-        flows: vec![Flow {
-            name: "tcp x4",
-            port: 5201,
-            streams: 4,
-            cc: "cubic",
-        }],
+        flows: four_cubic_streams(),
         ping_ms: 100,
         sample_ms: None,
     }
@@ -161,12 +166,7 @@ fn policy_s0_tbf_180kbit() -> Policy {
             "s0) seed 000's tbf rate 180kbit latency 20ms buffer 1540, 4 TCP streams (-P 4) + ping",
         tc: "qdisc add dev $DEV root tbf rate 180kbit latency 20ms buffer 1540",
         secs: 20,
-        flows: vec![Flow {
-            name: "tcp x4",
-            port: 5201,
-            streams: 4,
-            cc: "cubic",
-        }],
+        flows: four_cubic_streams(),
         ping_ms: 100,
         sample_ms: None,
     }
@@ -202,12 +202,7 @@ fn policy_f10_fifo10() -> Policy {
 class add dev $DEV parent 1: classid 1:1 htb rate 10mbit ceil 10mbit
 qdisc add dev $DEV parent 1:1 handle 10: pfifo limit 10",
         secs: 20,
-        flows: vec![Flow {
-            name: "tcp x4",
-            port: 5201,
-            streams: 4,
-            cc: "cubic",
-        }],
+        flows: four_cubic_streams(),
         ping_ms: 100,
         sample_ms: Some(10),
     }
@@ -393,32 +388,16 @@ fn kernel_vs_sim_seed000_tbf_180kbit_four_streams() {
             s.timeouts, s.lost_retransmits
         ),
     );
-    let columns = [
-        &format!("goodput [0, {} s] (Mbit/s)", policy.secs),
-        "iperf3's (Mbit/s)",
-        "retransmits",
-        "TCPLostRetransmit",
-        "TCPLossProbes",
-        "TCPLossProbeRecovery",
-        "TCPTimeouts",
-        "ping p50 (ms)",
+    let columns = vec![
+        column("iperf3's (Mbit/s)", |m| {
+            let bps: f64 = m.flows.iter().map(|f| f.goodput_bps).sum();
+            format!("{:.4}", bps / 1e6)
+        }),
+        column("TCPLossProbeRecovery", |m| {
+            m.nstat.loss_probe_recoveries.to_string()
+        }),
     ];
-    report_runs(&policy, &columns, &kernel, &sims, &c, |m| {
-        let n = &m.nstat;
-        vec![
-            format!("{:.4}", goodput(m)),
-            format!(
-                "{:.4}",
-                m.flows.iter().map(|f| f.goodput_bps).sum::<f64>() / 1e6
-            ),
-            retrans(m).to_string(),
-            n.lost_retransmits.to_string(),
-            n.loss_probes.to_string(),
-            n.loss_probe_recoveries.to_string(),
-            n.timeouts.to_string(),
-            format!("{:.1}", m.ping.p50),
-        ]
-    });
+    report_runs(&policy, columns, &kernel, &sims, &c);
 }
 
 /// The 10-packet FIFO at 10 Mbit/s with four CUBIC streams (issue 27's ns-3 gap; docs/KERNEL_VS_SIM.md,
@@ -453,42 +432,61 @@ fn kernel_vs_sim_f10_htb_pfifo10_four_streams() {
     };
     let both = |f: &dyn Fn(&Measured) -> f64| (med(f, &kernel), med(f, &sims));
     let mut c = Checks::default();
-    let (k, t) = both(&window_goodput);
-    c.ratio(
-        "goodput (Mbit/s), medians",
-        k,
-        t,
-        0.03,
-        "the rate × 1448/1514",
-    );
-    let (k, t) = both(&|m| m.bottleneck.drops as f64);
-    c.ratio(
-        "pfifo drops, medians",
-        k,
-        t,
-        0.15,
-        "kernel 1474-1530, tclab 1315-1573",
-    );
-    let (k, t) = both(&backlog);
-    c.ratio(
-        "average backlog (packets), medians",
-        k,
-        t,
-        0.05,
-        "8.53-8.68 vs 8.73-8.82",
-    );
-    let (k, t) = both(&|m| m.nstat.sack_recoveries as f64);
-    c.ratio(
-        "fast-recovery episodes, medians",
-        k,
-        t,
-        0.25,
-        "955-992 vs 799-947",
-    );
-    let (k, t) = both(&|m| m.nstat.lost_retransmits as f64);
-    c.factor("lost retransmissions, medians", k, t, 1.5, "59-79 vs 51-60");
-    let (k, t) = both(&|m| m.nstat.loss_probes as f64);
-    c.factor("loss probes, medians", k, t, 2.0, "42-60 vs 47-84");
+    type Figure<'a> = &'a dyn Fn(&Measured) -> f64;
+    let ratios: [(&str, Figure, f64, &str); 4] = [
+        (
+            "goodput (Mbit/s)",
+            &window_goodput,
+            0.03,
+            "the rate × 1448/1514",
+        ),
+        (
+            "pfifo drops",
+            &|m| m.bottleneck.drops as f64,
+            0.15,
+            "kernel 1474-1530, tclab 1315-1573",
+        ),
+        (
+            "average backlog (packets)",
+            &backlog,
+            0.05,
+            "8.53-8.68 vs 8.73-8.82",
+        ),
+        (
+            "fast-recovery episodes",
+            &|m| m.nstat.sack_recoveries as f64,
+            0.25,
+            "955-992 vs 799-947",
+        ),
+    ];
+    for (what, f, tol, why) in ratios {
+        let (k, t) = both(f);
+        c.ratio(&format!("{what}, medians"), k, t, tol, why);
+    }
+    let factors: [(&str, Figure, f64, &str); 3] = [
+        (
+            "lost retransmissions",
+            &|m| m.nstat.lost_retransmits as f64,
+            1.5,
+            "59-79 vs 51-60",
+        ),
+        (
+            "loss probes",
+            &|m| m.nstat.loss_probes as f64,
+            2.0,
+            "42-60 vs 47-84",
+        ),
+        (
+            "ping p50 (ms)",
+            &|m| m.ping.p50,
+            1.3,
+            "behind ~9 queued packets",
+        ),
+    ];
+    for (what, f, most, why) in factors {
+        let (k, t) = both(f);
+        c.factor(&format!("{what}, medians"), k, t, most, why);
+    }
     for (side, runs) in [("kernel", &kernel), ("tclab", &sims)] {
         let share = med(
             &|m| m.nstat.timeouts as f64 / m.nstat.sack_recoveries.max(1) as f64,
@@ -501,39 +499,12 @@ fn kernel_vs_sim_f10_htb_pfifo10_four_streams() {
             "losses repaired by SACK, RACK and probes, rarely by the RTO",
         );
     }
-    let (k, t) = both(&|m| m.ping.p50);
-    c.factor(
-        "ping p50 (ms), medians",
-        k,
-        t,
-        1.3,
-        "behind ~9 queued packets",
-    );
-    let columns = [
-        "goodput [0, 20 s] (Mbit/s)",
-        "drops",
-        "backlog (pkts)",
-        "retransmits",
-        "TCPSackRecovery",
-        "TCPLostRetransmit",
-        "TCPLossProbes",
-        "TCPTimeouts",
-        "ping p50 (ms)",
+    let columns = vec![
+        column("drops", |m| m.bottleneck.drops.to_string()),
+        column("backlog (pkts)", move |m| format!("{:.2}", backlog(m))),
+        column("TCPSackRecovery", |m| m.nstat.sack_recoveries.to_string()),
     ];
-    report_runs(&policy, &columns, &kernel, &sims, &c, |m| {
-        let n = &m.nstat;
-        vec![
-            format!("{:.4}", window_goodput(m)),
-            m.bottleneck.drops.to_string(),
-            format!("{:.2}", backlog(m)),
-            retransmits(m).to_string(),
-            n.sack_recoveries.to_string(),
-            n.lost_retransmits.to_string(),
-            n.loss_probes.to_string(),
-            n.timeouts.to_string(),
-            format!("{:.1}", m.ping.p50),
-        ]
-    });
+    report_runs(&policy, columns, &kernel, &sims, &c);
 }
 
 /// A policy measured several times on both sides: the kernel `runs` times, the simulator with seeds
@@ -555,16 +526,38 @@ fn measure_runs(
     Some((kernel, sims))
 }
 
+/// A column of a run-set table: its header and how a run fills its cell.
+type Column = (String, Box<dyn Fn(&Measured) -> String>);
+
+fn column(name: &str, cell: impl Fn(&Measured) -> String + 'static) -> Column {
+    (name.to_string(), Box::new(cell))
+}
+
 /// Prints a row per run (the kernel's, then tclab's seeds) and the checks, then fails on any failed
-/// check.
+/// check. Every table shows the goodput, then the policy's own `extra` columns, then the senders'
+/// retransmissions and loss recovery as nstat counts them, and the ping's median.
 fn report_runs(
     policy: &Policy,
-    columns: &[&str],
+    extra: Vec<Column>,
     kernel: &[Measured],
     sims: &[Measured],
     c: &Checks,
-    row: impl Fn(&Measured) -> Vec<String>,
 ) {
+    let mut columns = vec![column(
+        &format!("goodput [0, {} s] (Mbit/s)", policy.secs),
+        |m| format!("{:.4}", window_goodput(m)),
+    )];
+    columns.extend(extra);
+    columns.extend([
+        column("retransmits", |m| retransmits(m).to_string()),
+        column("TCPLostRetransmit", |m| {
+            m.nstat.lost_retransmits.to_string()
+        }),
+        column("TCPLossProbes", |m| m.nstat.loss_probes.to_string()),
+        column("TCPTimeouts", |m| m.nstat.timeouts.to_string()),
+        column("ping p50 (ms)", |m| format!("{:.1}", m.ping.p50)),
+    ]);
+    let names: Vec<&str> = columns.iter().map(|(n, _)| n.as_str()).collect();
     let mut out = format!(
         "\n### {} ({} s; kernel {})\n\n| run | {} |\n|---|{}\n",
         policy.name,
@@ -572,14 +565,15 @@ fn report_runs(
         std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .unwrap_or_default()
             .trim(),
-        columns.join(" | "),
+        names.join(" | "),
         "---:|".repeat(columns.len())
     );
     let names = (1..=kernel.len())
         .map(|i| format!("kernel {i}"))
         .chain((1..=sims.len()).map(|i| format!("tclab seed {i}")));
     for (name, m) in names.zip(kernel.iter().chain(sims)) {
-        out.push_str(&format!("| {name} | {} |\n", row(m).join(" | ")));
+        let cells: Vec<String> = columns.iter().map(|(_, cell)| cell(m)).collect();
+        out.push_str(&format!("| {name} | {} |\n", cells.join(" | ")));
     }
     out.push_str("\nchecks:\n");
     for l in &c.lines {
