@@ -171,7 +171,7 @@ pub struct CheckArgs {
     /// The kernel's timer frequency: judge every burst, tc's defaults too, against one tick of its rate
     #[arg(long, value_name = "HZ", value_parser = parse_hz)]
     pub hz: Option<u64>,
-    /// The kernel the policy is for (5.10): what it lacks, or no longer has
+    /// The kernel the policy is for (5.10): kinds it lacks or no longer has, GSO as it builds it
     #[arg(long, value_name = "VERSION", value_parser = parse_kernel)]
     pub kernel: Option<(u32, u32)>,
     /// Make DEV a multiqueue device of N transmit queues before the policy runs (repeatable)

@@ -306,9 +306,10 @@ fn cake_is_checked_against_the_line_in_cakes_words() {
 }
 
 #[test]
-fn offloads_turned_off_by_the_script_silence_the_gso_note() {
+fn offloads_turned_off_by_the_script_silence_the_gso_note_before_4_19() {
     // A 1 Mbit/s HTB: a 64 KB super-packet holds the link 524 ms. sqm's way out, `ethtool -K … off`, is
-    // recorded by the script runner (`tclab link set dev DEV tso off gso off`) and the note goes.
+    // recorded by the script runner (`tclab link set dev DEV tso off gso off`); on a kernel before
+    // 4.19 it made TCP build one-MSS skbs, and the note goes.
     let dir = TempDir::new("check-gso");
     let tbf = "tc qdisc add dev ppp0 root handle 1: htb default 1\n\
                tc class add dev ppp0 parent 1: classid 1:1 htb rate 1mbit\n\
@@ -316,19 +317,15 @@ fn offloads_turned_off_by_the_script_silence_the_gso_note() {
     let r = check(&dir, "on.sh", &format!("#!/bin/bash\n{tbf}"), &[]);
     assert_eq!(codes(&r), vec!["gso-bursts"]);
     assert!(r.stdout.contains("for 524 ms"), "{}", r.stdout);
-    let r = check(
-        &dir,
-        "off.sh",
-        &format!("#!/bin/bash\nethtool -K ppp0 tso off gso off gro off\n{tbf}"),
-        &[],
-    );
+    let off = format!("#!/bin/bash\nethtool -K ppp0 tso off gso off gro off\n{tbf}");
+    let r = check(&dir, "off.sh", &off, &["--kernel", "4.14"]);
     assert_eq!(codes(&r), Vec::<String>::new(), "{}", r.stdout);
     // Only one of the two off: super-packets still come.
     let r = check(
         &dir,
         "half.sh",
         &format!("#!/bin/bash\nethtool -K ppp0 tso off\n{tbf}"),
-        &[],
+        &["--kernel", "4.14"],
     );
     assert_eq!(codes(&r), vec!["gso-bursts"]);
     // TBF splits a super-packet larger than its bucket (`tbf_segment`); an ifb gets what GRO built on
@@ -370,6 +367,59 @@ fn offloads_turned_off_by_the_script_silence_the_gso_note() {
         &[],
     );
     assert_eq!(codes(&r), vec!["gso-bursts"]);
+}
+
+/// Since Linux 4.19 ("tcp: switch to GSO being always on") `sk_setup_caps` gives every TCP socket
+/// `NETIF_F_GSO`: a host's own TCP builds GSO skbs whatever `ethtool -K` says, and they are cut into
+/// frames only after the qdisc (`validate_xmit_skb`). What bounds them is the device's `gso_max_segs`
+/// (and `gso_max_size`), which `sk_setup_caps` copies into the socket. Without `--kernel` the check
+/// judges for a current kernel.
+#[test]
+fn since_4_19_only_the_gso_limits_silence_the_gso_note() {
+    let dir = TempDir::new("check-gso-419");
+    let htb = "tc qdisc add dev ppp0 root handle 1: htb default 1\n\
+               tc class add dev ppp0 parent 1: classid 1:1 htb rate 1mbit\n\
+               tc qdisc add dev ppp0 parent 1:1 sfq\n";
+    let message = |r: &RunResult| {
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+        (
+            v[0]["message"].as_str().unwrap().to_string(),
+            v[0]["fix"].as_str().unwrap().to_string(),
+        )
+    };
+    let off = format!("#!/bin/bash\nethtool -K ppp0 tso off gso off gro off\n{htb}");
+    for kernel in [&[][..], &["--kernel", "4.19"], &["--kernel", "6.1"]] {
+        let r = check(&dir, "off.sh", &off, kernel);
+        assert_eq!(codes(&r), vec!["gso-bursts"], "{kernel:?}: {}", r.stdout);
+        let (m, fix) = message(&r);
+        assert!(m.starts_with("TSO/GSO are off, but on "), "{m}");
+        assert!(m.contains("up to 64 KB") && m.contains("for 524 ms"), "{m}");
+        assert!(
+            fix.contains("`ip link set dev ppp0 gso_max_segs 1`"),
+            "{fix}"
+        );
+    }
+    // One segment per skb: nothing to burst.
+    let one = format!("#!/bin/bash\nip link set dev ppp0 gso_max_segs 1\n{htb}");
+    let r = check(&dir, "one.sh", &one, &[]);
+    assert_eq!(codes(&r), Vec::<String>::new(), "{}", r.stdout);
+    // Four segments: 4 frames of 1 514 bytes hold 1 Mbit/s for 6056 × 8 / 1e6 = 48.4 ms.
+    let four = format!("#!/bin/bash\nip link set dev ppp0 gso_max_segs 4\n{htb}");
+    let r = check(&dir, "four.sh", &four, &[]);
+    assert_eq!(codes(&r), vec!["gso-bursts"], "{}", r.stdout);
+    let (m, _) = message(&r);
+    assert!(
+        m.contains("up to 6056 bytes (4 frames)") && m.contains("for 48 ms"),
+        "{m}"
+    );
+    // gso_max_size 4096: (4096 − 321) / 1460 = 2 segments, 3028 bytes, 24 ms.
+    let small = format!("#!/bin/bash\nip link set dev ppp0 gso_max_size 4096\n{htb}");
+    let r = check(&dir, "small.sh", &small, &[]);
+    let (m, _) = message(&r);
+    assert!(
+        m.contains("up to 3028 bytes (2 frames)") && m.contains("for 24 ms"),
+        "{m}"
+    );
 }
 
 /// Filters on classes (`htb_classify`): read only on the way down, after a filter at the qdisc (or
@@ -903,7 +953,7 @@ set -e
 tc qdisc add dev eth0 root handle 1: htb default 10
 tc class add dev eth0 parent 1: classid 1:10 htb rate 10mbit
 tc qdisc add dev eth0 parent 1:10 fq_codel
-ethtool -K eth0 tso off gso off
+ip link set dev eth0 gso_max_segs 1
 "
         )
     };

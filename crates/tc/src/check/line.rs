@@ -166,10 +166,23 @@ pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
     }
 }
 
+/// `MAX_TCP_HEADER + 1` on x86-64: what a TCP socket takes off its device's `gso_max_size`
+/// (`sk_dst_gso_max_size`), as tclab-tcp's `tso.rs` does.
+const GSO_HEADROOM: u32 = 321;
+
+/// The release from which TCP builds GSO packets whatever the device's offloads say: 4.19's "tcp:
+/// switch to GSO being always on" gives every TCP socket `NETIF_F_GSO` in `sk_setup_caps`, and the
+/// segments are cut in software after the qdisc (`validate_xmit_skb`).
+const GSO_ALWAYS_ON: (u32, u32) = (4, 19);
+
 /// Offloads: below 100 Mbit/s a 64 KB super-packet holds the link for milliseconds — where the root
 /// takes them whole. TBF splits a GSO packet larger than its bucket into segments itself
 /// (`tbf_segment`), CAKE unless told not to (`split-gso`); an ifb receives what GRO built on the device
 /// that redirects to it, which `ethtool -K ifb0 tso off gso off` does not change.
+///
+/// What keeps them from the shaper follows the kernel (`--kernel`, else a current one): before 4.19
+/// `ethtool -K DEV tso off gso off` made TCP build one-MSS skbs; since then only the device's GSO
+/// limits do (`ip link set DEV gso_max_segs 1`, or a small `gso_max_size`).
 fn gso(cx: &DevCx, rate: Option<(u64, LinkLayer, u16)>, out: &mut Vec<Finding>) {
     let Some(root) = cx.qdiscs.first() else {
         return;
@@ -179,28 +192,82 @@ fn gso(cx: &DevCx, rate: Option<(u64, LinkLayer, u16)>, out: &mut Vec<Finding>) 
         QdiscOptions::Tbf(_) => true,
         _ => false,
     };
-    if splits || cx.dev.kind == DevKind::Ifb || !(cx.dev.tso || cx.dev.gso) {
+    if splits || cx.dev.kind == DevKind::Ifb {
+        return;
+    }
+    let always_on = cx.opts.kernel.is_none_or(|k| k >= GSO_ALWAYS_ON);
+    let offloads = cx.dev.tso || cx.dev.gso;
+    if !always_on && !offloads {
+        return;
+    }
+    // The largest skb TCP builds for the device: `gso_max_segs` MSS-sized segments, within
+    // `gso_max_size` less the headroom (`tcp_xmit_size_goal`), as frames of the MTU.
+    let mss = cx.dev.mtu.saturating_sub(40).max(1);
+    let frames = (cx.dev.gso_max_size.min(65536).saturating_sub(GSO_HEADROOM) / mss)
+        .max(1)
+        .min(cx.dev.gso_max_segs.max(1));
+    if frames <= 1 {
         return;
     }
     let Some((rate, _, _)) = rate.filter(|r| r.0 < 12_500_000 && r.0 > 0) else {
         return;
     };
-    let ms = 65536.0 * 1e3 / rate as f64;
+    // Uncapped, the 64 KB the check has always named; capped, the frames the cap leaves.
+    let capped = cx.dev.gso_max_size < 65536 || cx.dev.gso_max_segs < 65536 / mss;
+    let (bytes, size) = if capped {
+        let bytes = frames * cx.mtu;
+        (bytes, format!("{bytes} bytes ({frames} frames)"))
+    } else {
+        (65536, "64 KB".to_string())
+    };
+    let ms = bytes as f64 * 1e3 / rate as f64;
+    let (why, fix) = if !always_on {
+        (
+            "TSO/GSO are on (Linux's default; nothing here turns them off)".to_string(),
+            format!(
+                "turn them off before shaping: `ethtool -K {} tso off gso off` (sqm-scripts does), \
+                 or shape with cake, which splits them (`split-gso`, its default)",
+                cx.name
+            ),
+        )
+    } else {
+        let kernel = cx
+            .opts
+            .kernel
+            .map_or("a current kernel".to_string(), |(a, b)| {
+                format!("Linux {a}.{b}")
+            });
+        (
+            if offloads {
+                format!(
+                    "TSO/GSO are on (Linux's default), and on {kernel} TCP builds GSO packets \
+                     whatever the offloads say (since 4.19)"
+                )
+            } else {
+                format!(
+                    "TSO/GSO are off, but on {kernel} TCP builds GSO packets whatever the offloads \
+                     say (since 4.19: they are cut into frames after the qdisc)"
+                )
+            },
+            format!(
+                "cap them before shaping: `ip link set dev {} gso_max_segs 1` for a host's own \
+                 traffic (`ethtool -K … tso off gso off` no longer does it), `ethtool -K IN gro off` \
+                 on the interface a router's traffic arrives on; or shape with cake, which splits \
+                 them (`split-gso`, its default)",
+                cx.name
+            ),
+        )
+    };
     out.push(
         Finding::new(
             "gso-bursts",
             cx.qdisc_at(root),
             format!(
-                "TSO/GSO are on (Linux's default; nothing here turns them off): the stack hands the \
-                 shaper packets of up to 64 KB, each holding the {} link for {ms:.0} ms, with nothing \
-                 else sent meanwhile",
+                "{why}: the stack hands the shaper packets of up to {size}, each holding the {} link \
+                 for {ms:.0} ms, with nothing else sent meanwhile",
                 sprint_rate(rate)
             ),
-            format!(
-                "turn them off before shaping: `ethtool -K {} tso off gso off` (sqm-scripts does), or \
-                 shape with cake, which splits them (`split-gso`, its default)",
-                cx.name
-            ),
+            fix,
         )
         .line(cx.qdisc_line(root)),
     );
