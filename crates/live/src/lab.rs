@@ -68,6 +68,45 @@ fn ip(args: &[&str]) -> Result<String, String> {
     run(Command::new("ip").args(args))
 }
 
+/// A process's start time, in clock ticks since boot (`/proc/PID/stat`'s 22nd field), if it runs
+/// and is not a zombie. With its pid it names one process, whatever its executable is called.
+fn start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command's name, which may hold spaces and parentheses: state first.
+    let mut rest = stat.rsplit(')').next()?.split_whitespace();
+    if rest.next()? == "Z" {
+        return None;
+    }
+    rest.nth(18)?.parse().ok()
+}
+
+/// Record the bridge's pid with its start time, so that [`running_pid`] knows it again.
+fn write_pid(path: &Path, pid: u32) -> std::io::Result<()> {
+    let start = start_time(pid as i32).map_or(String::new(), |t| format!(" {t}"));
+    std::fs::write(path, format!("{pid}{start}\n"))
+}
+
+/// The process a pid file written by [`write_pid`] names, while it runs: the same pid and start
+/// time (a pid alone may since belong to another process). The executable's name is not looked
+/// at: a tclab installed or copied under another name (`tclab-0.3`) is still its bridge, which
+/// `down` would otherwise not stop but report crashed, and SIGKILL without its summary.
+fn running_pid(path: &Path) -> Option<i32> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut words = text.split_whitespace();
+    let pid: i32 = words.next()?.parse().ok()?;
+    let started = start_time(pid)?;
+    match words.next() {
+        Some(t) => (t.parse::<u64>().ok()? == started).then_some(pid),
+        // A pid file of an older tclab, the pid alone: a running `tclab … live` is the bridge.
+        None => {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let words: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            (words.iter().any(|w| w.ends_with(b"tclab")) && words.contains(&&b"live"[..]))
+                .then_some(pid)
+        }
+    }
+}
+
 /// What `down` found: the bridge's log, and its error if it stopped on one.
 pub struct Down {
     pub log: String,
@@ -290,8 +329,7 @@ impl Lab {
             });
         }
         let mut child = c.spawn().map_err(|e| format!("starting tclab live: {e}"))?;
-        std::fs::write(self.run_dir().join("live.pid"), format!("{}\n", child.id()))
-            .map_err(|e| e.to_string())?;
+        write_pid(&self.run_dir().join("live.pid"), child.id()).map_err(|e| e.to_string())?;
         let start = Instant::now();
         loop {
             let text = std::fs::read_to_string(&log_path).unwrap_or_default();
@@ -324,23 +362,7 @@ impl Lab {
 
     /// The bridge's process, if it runs.
     pub fn bridge_pid(&self) -> Option<i32> {
-        let pid: i32 = std::fs::read_to_string(self.run_dir().join("live.pid"))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()?;
-        // The pid is ours only while it is a running `tclab live` (not a zombie, not a process that
-        // took a crashed bridge's number since).
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-        let words: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        let is_bridge =
-            words.iter().any(|w| w.ends_with(b"tclab")) && words.contains(&&b"live"[..]);
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let zombie = stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z'));
-        (is_bridge && !zombie).then_some(pid)
+        running_pid(&self.run_dir().join("live.pid"))
     }
 
     /// Stop the bridge (SIGTERM: it prints its summary to its log), stop every process left in the
@@ -430,9 +452,12 @@ impl Lab {
                 "router bridged by tclab live (pid {pid}); log: {}\n",
                 self.run_dir().join("live.log").display()
             )),
-            None => s.push_str(
-                "router: no tclab live running (a kernel bridge, or it stopped: see its log)\n",
-            ),
+            None if self.run_dir().join("live.pid").exists() => s.push_str(&format!(
+                "router: tclab live is not running (it crashed or was killed): see {}; tclab lab{} down removes the lab\n",
+                self.run_dir().join("live.log").display(),
+                self.prefix_flag()
+            )),
+            None => s.push_str("router: no tclab live running (a kernel bridge: lab up --kernel)\n"),
         }
         s
     }
@@ -502,4 +527,40 @@ fn find_command(cmd: &str) -> Option<bool> {
         }
     }
     seen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pid_file(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("tclab-lab-{name}-{}.pid", std::process::id()))
+    }
+
+    #[test]
+    fn the_bridge_is_known_by_pid_and_start_time_not_by_its_name() {
+        // A process not named tclab stands for a bridge run from a renamed copy; under the
+        // name check `down` took it for crashed and SIGKILLed it without its summary.
+        let mut child = Command::new("sleep").arg("30").spawn().expect("sleep");
+        let path = pid_file("named");
+        write_pid(&path, child.id()).unwrap();
+        assert_eq!(running_pid(&path), Some(child.id() as i32));
+
+        // The same pid with another start time is another process (the pid reused): not ours.
+        let start = start_time(child.id() as i32).unwrap();
+        let reused = pid_file("reused");
+        std::fs::write(&reused, format!("{} {}\n", child.id(), start + 1)).unwrap();
+        assert_eq!(running_pid(&reused), None);
+
+        // Killed and not yet reaped (a zombie), then reaped: not running.
+        child.kill().unwrap();
+        while start_time(child.id() as i32).is_some() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(running_pid(&path), None);
+        child.wait().unwrap();
+        assert_eq!(running_pid(&path), None);
+        let _ = std::fs::remove_file(path);
+        let _ = std::fs::remove_file(reused);
+    }
 }
