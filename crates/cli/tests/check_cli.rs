@@ -369,6 +369,42 @@ fn offloads_turned_off_by_the_script_silence_the_gso_note_before_4_19() {
     assert_eq!(codes(&r), vec!["gso-bursts"]);
 }
 
+/// flower's keys end where its actions begin: `action` hands the rest of the line to `parse_action`
+/// (m_action.c), which reads actions up to `classid`/`flowid`. A pedit that rewrites `eth dst` is not
+/// flower's `dst_mac` (tc's `matches` would take `dst` for it, but only among flower's own words).
+#[test]
+fn words_of_a_flower_filters_actions_are_not_its_keys() {
+    let dir = TempDir::new("check-flower-actions");
+    let policy = |filter: &str| {
+        format!(
+            "qdisc add dev eth0 root handle 1: prio\nfilter add dev eth0 parent 1: protocol ip prio 1 \
+             flower {filter}\n"
+        )
+    };
+    let r = check(
+        &dir,
+        "pedit.batch",
+        &policy(
+            "ip_proto tcp dst_port 80 action pedit ex munge eth dst set 02:00:00:00:00:09 pipe \
+             action csum ip4h and tcp",
+        ),
+        &[],
+    );
+    assert_eq!(codes(&r), Vec::<String>::new(), "{}", r.stdout);
+    // The key before the actions, or after them past `classid`, is still read.
+    for filter in [
+        "dst_mac 02:00:00:00:00:01 action pass",
+        "ip_proto tcp action pass classid 1:1 src_mac 02:00:00:00:00:01",
+    ] {
+        let r = check(&dir, "mac.batch", &policy(filter), &[]);
+        assert!(
+            codes(&r).contains(&"flower-mac-simulated".to_string()),
+            "{filter}: {}",
+            r.stdout
+        );
+    }
+}
+
 /// Since Linux 4.19 ("tcp: switch to GSO being always on") `sk_setup_caps` gives every TCP socket
 /// `NETIF_F_GSO`: a host's own TCP builds GSO skbs whatever `ethtool -K` says, and they are cut into
 /// frames only after the qdisc (`validate_xmit_skb`). What bounds them is the device's `gso_max_segs`

@@ -622,16 +622,27 @@ const ETH_P_ARP: u16 = 0x0806;
 const ETH_P_RARP: u16 = 0x8035;
 
 /// A flower line's words as `flower_parse_opt` reads them: each keyword (abbreviations resolved) and
-/// the word after it.
+/// the word after it. The words of its actions are not flower's: `action` hands the rest of the line to
+/// `parse_action` (m_action.c), which reads actions up to a `classid` or `flowid`, so `pedit … eth dst
+/// set …` is no `dst_mac`.
 fn flower_words<'a>(l: &'a super::origins::TcLine<'a>) -> Vec<(&'static str, Option<&'a str>)> {
-    l.rest
-        .iter()
-        .enumerate()
-        .filter_map(|(i, w)| {
-            let k = crate::filter::flower_keyword(w)?;
-            Some((k, l.rest.get(i + 1).map(String::as_str)))
-        })
-        .collect()
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < l.rest.len() {
+        match crate::filter::flower_keyword(&l.rest[i]) {
+            Some("action") => {
+                i += 1;
+                while i < l.rest.len() && l.rest[i] != "classid" && l.rest[i] != "flowid" {
+                    i += 1;
+                }
+                continue;
+            }
+            Some(k) => out.push((k, l.rest.get(i + 1).map(String::as_str))),
+            None => {}
+        }
+        i += 1;
+    }
+    out
 }
 
 /// The EtherType a flower filter's keys see (`fl_set_key`'s `n_proto`): its protocol, or past VLAN
