@@ -268,6 +268,14 @@ impl App {
         }
     }
 
+    /// A qdisc on the node cut a GSO packet this application sent into `extra` + 1 frames, each an skb
+    /// charged to its socket (TCP small queues).
+    pub fn on_gso_split(&mut self, extra: u32) {
+        if let App::Tcp(t) = self {
+            t.on_gso_split(extra);
+        }
+    }
+
     /// The node's own qdisc refused a datagram this application sent (`NET_XMIT_DROP`), a GSO segment
     /// of `gso_size` if not 0.
     pub fn on_local_drop(&mut self, now: Nanos, d: &Datagram, gso_size: u16) {

@@ -802,6 +802,12 @@ impl Network {
         if !cx.drops.is_empty() {
             self.qdisc_dropped(iface, verdict, cx.drops.take());
         }
+        if cx.gso_split > 0 && verdict != Verdict::Drop && owner.0 != 0 {
+            // A qdisc cut the socket's GSO packet into frames, each an skb that frees its own truesize
+            // (`tcp_gso_segment`'s delta). A refused packet's frames are not freed one by one: the
+            // sender takes back the whole packet's charge.
+            self.apps[owner.0 as AppId - 1].on_gso_split(cx.gso_split);
+        }
         if raw == Verdict::Stolen && owner.0 != 0 {
             // An action took the packet (a mirred redirect sends a copy): the socket's skb is freed.
             self.freed.push((owner.0 as AppId - 1, owner.1));
@@ -1349,6 +1355,14 @@ struct Wire<'a> {
     frames_sent: &'a mut u64,
     freed: &'a mut Vec<(AppId, u32)>,
     trace: Option<(&'a mut crate::trace::Trace, &'a str)>,
+}
+
+impl Iface {
+    /// The skb the NIC is sending now, whose TX completion frees it: its application and length (a GSO
+    /// packet's whole length with its last frame); `None` when idle or sending a packet no socket owns.
+    pub fn on_nic(&self) -> Option<(AppId, u32)> {
+        self.tx_owner
+    }
 }
 
 impl Transmitter for Wire<'_> {

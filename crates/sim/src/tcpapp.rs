@@ -16,7 +16,7 @@ const TIMED_WRITE_AHEAD: u64 = 8 << 20;
 
 /// What an skb costs its socket beyond the frame (`sizeof(struct sk_buff)` + `skb_shared_info`, rounded):
 /// TCP small queues count truesize, not frame bytes.
-const SKB_OVERHEAD: u64 = 576;
+pub const SKB_OVERHEAD: u64 = 576;
 
 /// What a segment occupies on the wire: IP header + TCP header and options + payload + Ethernet
 /// header, once per frame a GSO segment becomes (what the qdisc charges for it, `qdisc_pkt_len`).
@@ -237,6 +237,14 @@ impl TcpEndpoint {
         }
     }
 
+    /// A qdisc on the host cut one of our GSO segments into frames (`tbf_segment`, CAKE's split-gso):
+    /// `tcp_gso_segment` charges the socket each frame's truesize in place of the one skb's, so
+    /// `sk_wmem_alloc` grows by `extra` skbs' overhead, which the frames give back one by one as they
+    /// are freed (`on_freed`).
+    pub fn on_gso_split(&mut self, extra: u32) {
+        self.host_truesize += extra as u64 * SKB_OVERHEAD;
+    }
+
     /// The host's own qdisc queued a segment but dropped one of the flow's (`NET_XMIT_CN`):
     /// `__tcp_transmit_skb` takes the segment as sent and calls `tcp_enter_cwr`.
     pub fn on_congestion_notified(&mut self, now: Nanos) {
@@ -278,6 +286,7 @@ impl TcpEndpoint {
     }
 
     /// Truesize of this socket's skbs still on its host (in a qdisc or on the NIC): `sk_wmem_alloc`.
+    /// Each skb costs its frames' bytes and [`SKB_OVERHEAD`].
     pub fn host_truesize(&self) -> u64 {
         self.host_truesize
     }

@@ -2025,7 +2025,9 @@ impl Qdisc for Cake {
             // (and no ACK filter runs: a super-packet carries data). The ancestors, which count one
             // packet of `len` bytes, are told the difference.
             let (mut numsegs, mut slen) = (0u32, 0u32);
-            for seg in pkt.gso_segment() {
+            let segs = pkt.gso_segment();
+            cx.gso_split += segs.len() as u32 - 1;
+            for seg in segs {
                 let seg_len = seg.len;
                 let adjusted_len = self.overhead(&seg);
                 let truesize = seg_len + SKB_OVERHEAD;

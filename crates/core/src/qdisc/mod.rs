@@ -92,6 +92,11 @@ pub struct Cx {
     /// socket's `sk_pacing_status` becomes `SK_PACING_FQ`, and its TCP leaves the pacing to the qdisc
     /// (no internal pacing), as `fq_classify` tells the kernel's socket.
     pub pacing_fq: bool,
+    /// Frames a qdisc cut the arriving GSO packet into during this call (`tbf_segment`, CAKE's
+    /// split-gso), beyond the one skb it was. Each frame is an skb of its own: `tcp_gso_segment` charges
+    /// their truesize to the sending socket (`sk_wmem_alloc` grows by the difference), which the driver
+    /// does for TCP small queues, as each frame frees its own when it goes.
+    pub gso_split: u32,
 }
 
 impl Cx {
@@ -106,6 +111,7 @@ impl Cx {
             leaf: 0,
             matched: None,
             pacing_fq: false,
+            gso_split: 0,
         }
     }
 

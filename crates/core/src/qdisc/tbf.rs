@@ -190,7 +190,9 @@ impl Tbf {
     fn segment(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
         let prev_len = pkt.len;
         let (mut nb, mut len) = (0u32, 0u32);
-        for seg in pkt.gso_segment() {
+        let segs = pkt.gso_segment();
+        cx.gso_split += segs.len() as u32 - 1;
+        for seg in segs {
             let seg_len = seg.len;
             let v = match self.child.as_mut() {
                 Some(child) => {
