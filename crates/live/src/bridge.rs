@@ -158,6 +158,17 @@ impl Said {
         }
     }
 
+    /// Say `key`'s warning again when it happens again, for every key that starts with `prefix`
+    /// but not with `keep` (a port's MTU changed once more: its earlier changes' lines).
+    fn forget_others(&self, prefix: &str, keep: &str) {
+        let mut said = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for (k, _) in said.iter_mut() {
+            if k.starts_with(prefix) && !k.starts_with(keep) {
+                k.clear();
+            }
+        }
+    }
+
     /// Every message said so far, in order.
     pub fn messages(&self) -> Vec<String> {
         let said = self.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -748,8 +759,15 @@ impl Bridge {
             msg.push_str("; ");
             msg.push_str(r);
         }
-        // Once for all queues that fared alike (one whose ring the kernel refused says so too).
-        self.said.once(msg.clone(), || msg);
+        // Once for all queues that fared alike (one whose ring the kernel refused says so too), and
+        // once each time: a change back and forth and back again (1500 -> 9000 -> 1500 -> 9000) is
+        // said each time, not only the first. The queues hear a change within microseconds of each
+        // other, so forgetting the port's other changes does not say one twice (a queue would
+        // have to read the MTU, then stall while another queue hears the next change).
+        let kind = format!("mtu {name} ");
+        let change = format!("{kind}{old}->{mtu} ");
+        self.said.forget_others(&kind, &change);
+        self.said.once(format!("{change}{msg}"), || msg);
     }
 
     /// Add what the kernel dropped for each port's socket since the last look to its counters.

@@ -147,6 +147,35 @@ fn a_device_refuses_a_frame_longer_than_its_mtu_and_header_unless_the_rest_is_a_
 }
 
 #[test]
+fn each_mtu_change_is_said_once_for_all_queues_also_when_it_comes_back() {
+    // Two queues' bridges meet the same changes: 1500 -> 9000 -> 1500 -> 9000 -> 1500 is four
+    // lines, not eight (once for all queues) and not two (a review found a toggled MTU's repeated
+    // changes unsaid: the same line had been said before).
+    let said = tclab_live::bridge::Said::default();
+    let mut queues: Vec<Bridge> = (0..2)
+        .map(|_| {
+            let mut b = Bridge::detached(policy(&[]), [("eth0", 1500), ("eth1", 1500)]);
+            b.share_warnings(said.clone());
+            b
+        })
+        .collect();
+    for mtu in [9000, 1500, 9000, 1500] {
+        for b in &mut queues {
+            b.set_mtu(0, mtu);
+        }
+    }
+    assert_eq!(
+        said.messages(),
+        [
+            "eth0: MTU 1500 -> 9000, followed",
+            "eth0: MTU 9000 -> 1500, followed",
+            "eth0: MTU 1500 -> 9000, followed",
+            "eth0: MTU 9000 -> 1500, followed",
+        ]
+    );
+}
+
+#[test]
 fn ingress_police_and_an_ifb_shape_what_arrives() {
     // What arrives on eth1 is redirected to ifb0, shaped there by a TBF, and then bridged to eth0; a
     // policer in front drops beyond 3 frames' burst (8 kbit/s refills 10 bytes in the test's 10 ms)
