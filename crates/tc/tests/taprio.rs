@@ -253,3 +253,19 @@ fn full_offload_on_a_netdevsim_port() {
     let o = run(&mut e, add);
     assert_eq!(o.stderr, "Error: Device does not have a PTP clock.\n");
 }
+
+#[test]
+fn help_is_tc_6_1s_usage_byte_for_byte() {
+    // This machine's `tc qdisc add dev X root taprio help` (iproute2-6.1.0), exit 1: q_taprio.c's
+    // explain() joins its literals without newlines between the option lines.
+    let mut e = eight_queues();
+    let o = run(&mut e, "qdisc add dev eth0 root handle 1: taprio help");
+    assert_eq!(o.code, 1);
+    assert_eq!(
+        o.stderr,
+        "Usage: ... taprio clockid CLOCKID\n\t\t[num_tc NUMBER] [map P0 P1 ...] \t\t[queues \
+         COUNT@OFFSET COUNT@OFFSET COUNT@OFFSET ...] \t\t[ [sched-entry index cmd gate-mask \
+         interval] ... ] \t\t[base-time time] [txtime-delay delay]\nCLOCKID must be a valid SYS-V id \
+         (i.e. CLOCK_TAI)\n"
+    );
+}

@@ -42,7 +42,9 @@ pub const LANG: QdiscLang = QdiscLang {
     class: None,
 };
 
-const USAGE: &str = "Usage: ... taprio clockid CLOCKID\n\t\t[num_tc NUMBER] [map P0 P1 ...] \n\t\t[queues COUNT@OFFSET COUNT@OFFSET COUNT@OFFSET ...] \n\t\t[ [sched-entry index cmd gate-mask interval] ... ] \n\t\t[base-time time] [txtime-delay delay]\n\nCLOCKID must be a valid SYS-V id (i.e. CLOCK_TAI)";
+/// tc 6.1's `explain()`: its string literals are joined without newlines, so the middle lines run on one
+/// line, separated by tabs (6.4 put a newline after each).
+const USAGE: &str = "Usage: ... taprio clockid CLOCKID\n\t\t[num_tc NUMBER] [map P0 P1 ...] \t\t[queues COUNT@OFFSET COUNT@OFFSET COUNT@OFFSET ...] \t\t[ [sched-entry index cmd gate-mask interval] ... ] \t\t[base-time time] [txtime-delay delay]\nCLOCKID must be a valid SYS-V id (i.e. CLOCK_TAI)";
 
 const SCHED_ENTRY_USAGE: &str = "Usage: ... taprio ... sched-entry <cmd> <gate mask> <interval>";
 
