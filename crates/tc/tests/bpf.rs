@@ -139,3 +139,27 @@ fn the_action_answers_with_its_program_or_its_default() {
     );
     assert!(s.contains("Sent 172 bytes 2 pkt (dropped 1,"), "{s}");
 }
+
+#[test]
+fn the_actions_help_prints_m_bpfs_usage() {
+    // This machine's tc (iproute2-6.1.0): `tc actions add action bpf help` prints m_bpf.c's explain()
+    // before the action parser's three lines, exit 255. tclab printed the three lines alone.
+    let mut e = Engine::new();
+    let o = tc(&mut e, "actions add action bpf help");
+    assert_eq!(o.code, 255);
+    assert!(
+        o.stderr.starts_with(
+            "Usage: ... bpf ... [ index INDEX ]\n\nBPF use case:\n bytecode BPF_BYTECODE\n"
+        ),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        o.stderr.ends_with(
+            "explicitly specifies an action index upon creation.\nbad action parsing\n\
+             parse_action: bad value (2:bpf)!\nIllegal \"action\"\n"
+        ),
+        "{}",
+        o.stderr
+    );
+}

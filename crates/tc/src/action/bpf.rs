@@ -5,6 +5,33 @@ use super::*;
 use crate::bpf::{parse_program, print_ops, ProgramError};
 use tclab_core::action::bpf::Bpf;
 
+/// m_bpf.c's `explain()` (iproute2 6.1), printed before the action parser's own lines.
+const BPF_USAGE: &str = r"Usage: ... bpf ... [ index INDEX ]
+
+BPF use case:
+ bytecode BPF_BYTECODE
+ bytecode-file FILE
+
+eBPF use case:
+ object-file FILE [ section ACT_NAME ] [ export UDS_FILE ] [ verbose ]
+ object-pinned FILE
+
+Where BPF_BYTECODE := 's,c t f k,c t f k,c t f k,...'
+c,t,f,k and s are decimals; s denotes number of 4-tuples
+
+Where FILE points to a file containing the BPF_BYTECODE string,
+an ELF file containing eBPF map definitions and bytecode, or a
+pinned eBPF program.
+
+Where ACT_NAME refers to the section name containing the
+action (default 'action').
+
+Where UDS_FILE points to a unix domain socket file in order
+to hand off control of all created eBPF maps to an agent.
+
+Where optionally INDEX points to an existing action, or
+explicitly specifies an action index upon creation.";
+
 /// `bpf_parse_opt` (the action's).
 pub(super) fn parse_bpf(c: &mut Cur) -> Result<(ActionParams, u32)> {
     let mut b = Bpf {
@@ -30,7 +57,7 @@ pub(super) fn parse_bpf(c: &mut Cur) -> Result<(ActionParams, u32)> {
             })?;
             b.ops = Some(ops);
         } else if matches(w, "help") {
-            return Err(bad(""));
+            return Err(bad(BPF_USAGE));
         } else {
             break;
         }
