@@ -606,9 +606,10 @@ fn arp_keys_match_requests_and_replies() {
                 "Illegal \"arp_op\"\n",
             ),
             (
+                // get_prefix's own exit(1), as this machine's tc 6.1 says.
                 "protocol arp prio 5 flower arp_tip 2001:db8::1",
                 1,
-                "Illegal \"arp_tip\"\n",
+                "Error: inet prefix is expected rather than \"2001:db8::1\".\n",
             ),
         ],
     );
@@ -839,6 +840,61 @@ fn pppoe_keys_and_the_ip_inside_a_session() {
                 "protocol ppp_ses prio 5 flower ppp_proto bogus",
                 255,
                 "Error: argument \"bogus\" is wrong: invalid ppp_proto\n",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn an_address_get_prefix_cannot_read_ends_tc_with_its_message() {
+    // flower_parse_ip_addr hands the word to utils.c's get_prefix, which prints "Error: FAMILY prefix
+    // is expected rather than …" and exit(1)s for an address or prefix it cannot read, the family
+    // being the one the EtherType asks for (`family_name_verbose`: inet, inet6; "any valid" for the
+    // enc_ addresses, read in either). Only an EtherType without addresses is flower's own
+    // `Illegal "KEY"`. Each line and exit status is this machine's tc's (iproute2-6.1.0).
+    let mut e = htb();
+    refused(
+        &mut e,
+        &[
+            (
+                "protocol ip flower src_ip 1.2.3.4/33 classid 1:1",
+                1,
+                "Error: inet prefix is expected rather than \"1.2.3.4/33\".\n",
+            ),
+            (
+                "protocol ip flower dst_ip ::1 classid 1:1",
+                1,
+                "Error: inet prefix is expected rather than \"::1\".\n",
+            ),
+            (
+                "protocol ip flower src_ip 1.2.3.4/255.0.255.0 classid 1:1",
+                1,
+                "Error: inet prefix is expected rather than \"1.2.3.4/255.0.255.0\".\n",
+            ),
+            (
+                "protocol ipv6 flower src_ip 1.2.3.4 classid 1:1",
+                1,
+                "Error: inet6 prefix is expected rather than \"1.2.3.4\".\n",
+            ),
+            (
+                "protocol ip flower enc_dst_ip zz classid 1:1",
+                1,
+                "Error: any valid prefix is expected rather than \"zz\".\n",
+            ),
+            (
+                "protocol arp flower arp_sip 1.2.3.4/33 classid 1:1",
+                1,
+                "Error: inet prefix is expected rather than \"1.2.3.4/33\".\n",
+            ),
+            (
+                "protocol 802.1Q flower src_ip 1.2.3.4 classid 1:1",
+                1,
+                "Illegal \"src_ip\"\n",
+            ),
+            (
+                "protocol ip flower arp_tip 1.2.3.4 classid 1:1",
+                1,
+                "Illegal \"arp_tip\"\n",
             ),
         ],
     );

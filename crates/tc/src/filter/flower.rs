@@ -167,20 +167,34 @@ fn prefix_mask<const N: usize>(bits: u32) -> [u8; N] {
     })
 }
 
-/// `flower_parse_ip_addr`: the family follows the EtherType (0: either).
-fn parse_ip_addr(s: &str, eth_type: u16) -> std::result::Result<Prefix, Option<&'static str>> {
+/// `flower_parse_ip_addr`: the family follows the EtherType (0: either). `Err(None)` where it returns
+/// -1 itself (an EtherType without IP addresses: the caller says `Illegal "KEY"`); a prefix
+/// `get_prefix` cannot read ends tc there, with utils.c's message and `exit(1)`.
+fn parse_ip_addr(s: &str, eth_type: u16) -> std::result::Result<Prefix, Option<Failure>> {
     let family6 = match eth_type {
         ETH_P_IP => Some(false),
         ETH_P_IPV6 => Some(true),
         0 => None,
         _ => return Err(None),
     };
+    // `family_name_verbose` of the family asked for.
+    let bad = || {
+        let family = match family6 {
+            Some(false) => "inet",
+            Some(true) => "inet6",
+            None => "any valid",
+        };
+        Some(Failure::exit(
+            1,
+            format!("Error: {family} prefix is expected rather than \"{s}\"."),
+        ))
+    };
     let (a, len) = split_mask(s);
     let is6 = a.contains(':');
     let special = matches!(a, "default" | "any" | "all");
     if special {
         if len.is_some() {
-            return Err(None);
+            return Err(bad());
         }
         return Ok(match family6 {
             Some(true) => Prefix::V6([0; 16], [0; 16]),
@@ -189,7 +203,7 @@ fn parse_ip_addr(s: &str, eth_type: u16) -> std::result::Result<Prefix, Option<&
     }
     if family6.is_some_and(|f6| f6 != is6) {
         // `get_prefix` itself refuses the other family's address.
-        return Err(None);
+        return Err(bad());
     }
     let max = if is6 { 128 } else { 32 };
     let bits = match len {
@@ -199,23 +213,23 @@ fn parse_ip_addr(s: &str, eth_type: u16) -> std::result::Result<Prefix, Option<&
             None => {
                 let m = crate::util::get_addr_ipv4(l)
                     .filter(|_| !l.contains(':'))
-                    .ok_or(None)?;
+                    .ok_or_else(bad)?;
                 let host = !m;
                 if host & host.wrapping_add(1) != 0 {
-                    return Err(None);
+                    return Err(bad());
                 }
                 m.count_ones()
             }
         },
     };
     if bits > max {
-        return Err(None);
+        return Err(bad());
     }
     if is6 {
-        let addr: std::net::Ipv6Addr = a.parse().map_err(|_| None)?;
+        let addr: std::net::Ipv6Addr = a.parse().map_err(|_| bad())?;
         Ok(Prefix::V6(addr.octets(), prefix_mask(bits)))
     } else {
-        let addr = crate::util::get_addr_ipv4(a).ok_or(None)?;
+        let addr = crate::util::get_addr_ipv4(a).ok_or_else(bad)?;
         Ok(Prefix::V4(addr.to_be_bytes(), prefix_mask(bits)))
     }
 }
@@ -558,9 +572,8 @@ pub(super) fn parse_flower(
             }
             "dst_ip" | "src_ip" => {
                 let v = c.next_arg()?;
-                let p = parse_ip_addr(v, eth_type).map_err(|why| {
-                    Failure::options(format!("{}Illegal \"{word}\"", why.unwrap_or("")))
-                })?;
+                let p = parse_ip_addr(v, eth_type)
+                    .map_err(|why| why.unwrap_or_else(|| illegal(word)))?;
                 let dst = word == "dst_ip";
                 match p {
                     Prefix::V4(a, m) if dst => o.ipv4_dst = Some((a, m)),
@@ -653,7 +666,12 @@ pub(super) fn parse_flower(
                 let v = c.next_arg()?;
                 // `flower_parse_arp_ip_addr`: an ARP filter's IPv4 prefix.
                 let arp = eth_type == ETH_P_ARP || eth_type == ETH_P_RARP;
-                let Some(Ok(Prefix::V4(a, m))) = arp.then(|| parse_ip_addr(v, ETH_P_IP)) else {
+                if !arp {
+                    return Err(illegal(word));
+                }
+                let Prefix::V4(a, m) = parse_ip_addr(v, ETH_P_IP)
+                    .map_err(|why| why.unwrap_or_else(|| illegal(word)))?
+                else {
                     return Err(illegal(word));
                 };
                 if word == "arp_tip" {
@@ -724,9 +742,7 @@ pub(super) fn parse_flower(
             "enc_dst_ip" | "enc_src_ip" => {
                 let v = c.next_arg()?;
                 // Either family, whatever the filter's protocol (`flower_parse_ip_addr(…, 0, …)`).
-                let p = parse_ip_addr(v, 0).map_err(|why| {
-                    Failure::options(format!("{}Illegal \"{word}\"", why.unwrap_or("")))
-                })?;
+                let p = parse_ip_addr(v, 0).map_err(|why| why.unwrap_or_else(|| illegal(word)))?;
                 let end = usize::from(word == "enc_dst_ip");
                 match p {
                     Prefix::V4(a, m) => o.enc_ipv4[end] = Some((a, m)),
