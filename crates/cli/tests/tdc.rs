@@ -496,10 +496,15 @@ const HOW_TO_GET: &str =
 /// directory is a mistake, not a missing data set: that fails.
 fn tdc_dir() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("TCLAB_TDC_DIR") {
-        let p = PathBuf::from(d);
+        // cargo runs the test in crates/cli; a relative path is meant from the workspace root, where
+        // the command is typed (TESTING.md's `TCLAB_TDC_DIR=../shared/tdc`).
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(PathBuf::from(&d));
         assert!(
             p.is_dir(),
-            "TCLAB_TDC_DIR={} is not a directory",
+            "TCLAB_TDC_DIR={} is not a directory (a relative path is read from the workspace root: {})",
+            Path::new(&d).display(),
             p.display()
         );
         return Some(p);
