@@ -208,16 +208,31 @@ fn filled_hole_does_not_start_quickack_mode() {
         drain(sv, t)
     };
     assert!(acks(&mut sv, 20).is_empty(), "20: delayed");
-    assert_eq!(acks(&mut sv, 21).len(), 1, "21: the second segment is ACKed");
+    assert_eq!(
+        acks(&mut sv, 21).len(),
+        1,
+        "21: the second segment is ACKed"
+    );
     // 22 is lost: 23 arrives out of order and is SACKed at once; 22's retransmission fills the hole.
     let sack = acks(&mut sv, 23);
     assert_eq!(sack.len(), 1);
     assert_eq!(sack[0].options.sack_blocks.len(), 1);
     let fill = acks(&mut sv, 22);
-    assert_eq!(fill.len(), 1, "the segment filling the hole is ACKed at once");
+    assert_eq!(
+        fill.len(),
+        1,
+        "the segment filling the hole is ACKed at once"
+    );
     assert_eq!(fill[0].ack, data(24, 0).seq);
-    assert!(acks(&mut sv, 24).is_empty(), "24: delayed again, no quickack");
-    assert_eq!(acks(&mut sv, 25).len(), 1, "25: the second segment is ACKed");
+    assert!(
+        acks(&mut sv, 24).is_empty(),
+        "24: delayed again, no quickack"
+    );
+    assert_eq!(
+        acks(&mut sv, 25).len(),
+        1,
+        "25: the second segment is ACKed"
+    );
 }
 
 /// tcp_data_queue_ofo on a SACK connection: an out-of-order segment is measured (the clamp becomes
