@@ -446,3 +446,49 @@ fn taprio_gates_share_the_cycle() {
         "{out}"
     );
 }
+
+/// taprio times frames by the device's link speed, not the line (`taprio_set_picos_per_byte`; a
+/// device that reports none is taken as 10 Mbit/s), and a frame leaves only if it ends before its
+/// class's gate closes (`taprio_entry_allows_tx`). Gates of 300 and 200 µs: a 1514-byte frame takes
+/// 1514 × 8 / 10 Mbit/s = 1 211.2 µs, so neither class ever sends one, whatever `--link` says; at 100
+/// Mbit/s (`ethtool -s eth0 speed 100`) it takes 121.12 µs and both do.
+#[test]
+fn taprio_gates_shorter_than_a_frame_at_the_link_speed_are_named() {
+    let policy = "ip link add eth0 numtxqueues 4 type dummy
+tc qdisc add dev eth0 root handle 1: taprio num_tc 2 map 0 1 queues 1@0 1@1 sched-entry S 01 300000 sched-entry S 02 200000 clockid CLOCK_TAI
+";
+    let f = common::Scratch::new("explain-taprio-speed", "policy.sh");
+    std::fs::write(&*f, format!("#!/bin/sh\n{policy}")).unwrap();
+    let o = explain(&f, &["--link", "100mbit"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        out.contains("  frames timed at 10 Mbit/s (the device reports no link speed;"),
+        "{out}"
+    );
+    for (tc, ns) in [(0, 300000), (1, 200000)] {
+        assert!(
+            out.contains(&format!(
+                "    its longest opening, {ns} ns, is no longer than a 1514-byte frame at 10 \
+                 Mbit/s (1211200 ns): no full-size frame ever fits"
+            )),
+            "TC {tc}: {out}"
+        );
+    }
+    let fast = Path::new(&*f).with_file_name("fast.sh");
+    std::fs::write(
+        &fast,
+        format!(
+            "#!/bin/sh\n{}",
+            policy.replacen('\n', "\nethtool -s eth0 speed 100\n", 1)
+        ),
+    )
+    .unwrap();
+    let o = explain(&fast, &["--link", "100mbit"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("  frames timed at 100 Mbit/s (the device's link speed)\n"),
+        "{out}"
+    );
+    assert!(!out.contains("no full-size frame"), "{out}");
+}

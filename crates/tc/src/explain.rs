@@ -32,7 +32,8 @@
 //! - CBQ: the simulation alone.
 //! - **taprio** (`sch_taprio.c`): no tree, a gate per traffic class: each class's priorities and how
 //!   much of the cycle its gate is open, at most that share of the link (less for frames that would
-//!   not end before the gate closes: they wait for the next opening).
+//!   not end before the gate closes: they wait for the next opening); the link speed taprio times
+//!   frames by, and the classes whose longest opening no full-size frame fits.
 //!
 //! # The simulation
 //!
@@ -595,8 +596,16 @@ pub fn explains(kind: &str) -> bool {
 }
 
 /// A taprio root: each traffic class's priorities and its gate's share of the cycle, at most that
-/// share of the link.
-fn taprio_gates(name: &str, handle: Handle, t: &TaprioOptions, link: Option<u64>) -> String {
+/// share of the link. taprio times frames by the device's link speed (`speed`, Mbit/s: ethtool's; 0
+/// when it reports none, and the kernel then assumes 10), not by the line: a class whose longest
+/// opening is shorter than a full frame at that speed never sends one (the guard band).
+fn taprio_gates(
+    name: &str,
+    handle: Handle,
+    t: &TaprioOptions,
+    link: Option<u64>,
+    speed: u32,
+) -> String {
     let mut out = format!("{name}: taprio {handle}  cycle {} ns", t.cycle_time);
     match link {
         Some(l) => {
@@ -604,6 +613,20 @@ fn taprio_gates(name: &str, handle: Handle, t: &TaprioOptions, link: Option<u64>
         }
         None => out.push_str(" (--link RATE for each class's rate)\n"),
     }
+    // `taprio_set_picos_per_byte`: SPEED_UNKNOWN (or none) is 10 Mbit/s.
+    let known = speed != 0 && speed != u32::MAX;
+    let mbit = if known { speed } else { 10 };
+    let _ = writeln!(
+        out,
+        "  frames timed at {mbit} Mbit/s ({})",
+        if known {
+            "the device's link speed"
+        } else {
+            "the device reports no link speed; taprio assumes 10: `ethtool -s DEV speed N` sets it"
+        }
+    );
+    // explain's own packets: 1514-byte frames, each taking 1514 × 8 / mbit µs.
+    let frame_ns = 1514 * 8 * 1000 / u64::from(mbit);
     let Some(m) = t.mqprio else { return out };
     for tc in 0..u32::from(m.num_tc) {
         let prios: Vec<String> = (0..16)
@@ -628,6 +651,14 @@ fn taprio_gates(name: &str, handle: Handle, t: &TaprioOptions, link: Option<u64>
             }
             None => out.push('\n'),
         }
+        let longest = t.longest_open_ns(tc);
+        if open > 0 && longest <= frame_ns {
+            let _ = writeln!(
+                out,
+                "    its longest opening, {longest} ns, is no longer than a 1514-byte frame at \
+                 {mbit} Mbit/s ({frame_ns} ns): no full-size frame ever fits before the gate closes"
+            );
+        }
     }
     out.push_str(
         "  a frame that would not end before its gate closes waits for the next opening: large frames get less\n",
@@ -640,7 +671,7 @@ pub fn explain(dev: &mut Device, load: Option<&Load>, link: Option<u64>) -> Resu
     let name = dev.name.clone();
     let root_kind = dev.root().q.kind();
     if let QdiscOptions::Taprio(t) = dev.root().q.dump() {
-        return Ok(taprio_gates(&name, dev.root().handle, &t, link));
+        return Ok(taprio_gates(&name, dev.root().handle, &t, link, dev.speed));
     }
     let mut tree = Tree::of(dev);
     if tree.nodes.is_empty() || !SHARING.contains(&root_kind) {

@@ -250,6 +250,29 @@ impl TaprioOptions {
             .map(|(s, _)| s)
             .sum()
     }
+
+    /// The longest single opening of traffic class `tc`'s gate, in ns, as the schedule runs: entries
+    /// in a row that open it, around the end of the cycle into the next (the whole cycle when no entry
+    /// closes it). Entries the cycle cuts to nothing are skipped: they never run.
+    pub fn longest_open_ns(&self, tc: u32) -> u64 {
+        let cycle = self.cycle_time.max(0) as u64;
+        let runs: Vec<(u64, bool)> = spans(&self.entries, cycle)
+            .into_iter()
+            .zip(&self.entries)
+            .filter(|(s, _)| *s > 0)
+            .map(|(s, e)| (s, e.gate_mask & (1 << tc) != 0))
+            .collect();
+        if runs.iter().all(|r| r.1) {
+            return runs.iter().map(|r| r.0).sum();
+        }
+        // Twice round, so that an opening across the cycle's end is counted whole.
+        let (mut best, mut cur) = (0, 0);
+        for &(s, open) in runs.iter().chain(&runs) {
+            cur = if open { cur + s } else { 0 };
+            best = best.max(cur);
+        }
+        best
+    }
 }
 
 impl Schedule {
@@ -1159,6 +1182,38 @@ mod tests {
             assert_eq!(*start, cycle + (i as u64 % 49) * 80_000, "packet {i}");
             assert!(*end < cycle + 4 * MS);
         }
+    }
+
+    #[test]
+    fn a_class_s_longest_opening_runs_round_the_cycle() {
+        // TC 0 open 2 ms, TC 1 5 ms, TC 0 3 ms: TC 0's last 3 ms and the next cycle's first 2 are one
+        // opening of 5 ms; a cycle-time of 8 ms cuts the last entry to 1 ms (3 ms with the wrap).
+        let e = |gate_mask, ms: u32| SchedEntry {
+            cmd: 0,
+            gate_mask,
+            interval: ms * 1_000_000,
+        };
+        let mut t = TaprioOptions {
+            entries: vec![e(1, 2), e(2, 5), e(1, 3)],
+            cycle_time: 10_000_000,
+            ..TaprioOptions::default()
+        };
+        assert_eq!(
+            (t.longest_open_ns(0), t.longest_open_ns(1)),
+            (5 * MS, 5 * MS)
+        );
+        t.cycle_time = 8_000_000;
+        assert_eq!(
+            (t.longest_open_ns(0), t.longest_open_ns(1)),
+            (3 * MS, 5 * MS)
+        );
+        // Open in every entry: the whole cycle; in none: nothing.
+        t.entries = vec![e(3, 2), e(1, 6)];
+        assert_eq!(
+            (t.longest_open_ns(0), t.longest_open_ns(1)),
+            (8 * MS, 2 * MS)
+        );
+        assert_eq!(t.longest_open_ns(2), 0);
     }
 
     #[test]
