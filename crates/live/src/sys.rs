@@ -1267,6 +1267,8 @@ pub struct TxRing {
     fd: OwnedFd,
     /// The last `send` stopped early (the device busy): frames wait in the ring for another.
     stalled: bool,
+    /// The last `send` found the device down (`ENETDOWN`): the frames wait until it is up.
+    down: bool,
 }
 
 impl TxRing {
@@ -1289,6 +1291,7 @@ impl TxRing {
             ring,
             fd,
             stalled: false,
+            down: false,
         })
     }
 
@@ -1337,6 +1340,7 @@ impl TxRing {
                 ring,
                 fd,
                 stalled: false,
+                down: false,
             }),
             Err(e) => Err((e, fd)),
         }
@@ -1375,8 +1379,10 @@ impl TxRing {
         // SAFETY: send with no buffer: for a socket with a transmit ring it sends the ring's frames.
         let r = unsafe { libc::send(self.raw(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
         self.stalled = false;
+        self.down = false;
         if r < 0 {
             let e = io::Error::last_os_error();
+            self.down = e.raw_os_error() == Some(libc::ENETDOWN);
             return match e.raw_os_error() {
                 Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR)
                 | Some(libc::ENETDOWN) => {
@@ -1392,5 +1398,10 @@ impl TxRing {
     /// Whether frames wait in the ring for another [`TxRing::kick`].
     pub fn stalled(&self) -> bool {
         self.stalled
+    }
+
+    /// Whether the last [`TxRing::kick`] found the device down.
+    pub fn device_down(&self) -> bool {
+        self.down
     }
 }
