@@ -80,10 +80,14 @@ fn start_time(pid: i32) -> Option<u64> {
     rest.nth(18)?.parse().ok()
 }
 
-/// Record the bridge's pid with its start time, so that [`running_pid`] knows it again.
+/// Record the bridge's pid in `path` (the pid alone, as a pid file holds it: `kill $(cat
+/// live.pid)`) and its start time beside it (`live.start`), so that [`running_pid`] knows it again.
 fn write_pid(path: &Path, pid: u32) -> std::io::Result<()> {
-    let start = start_time(pid as i32).map_or(String::new(), |t| format!(" {t}"));
-    std::fs::write(path, format!("{pid}{start}\n"))
+    std::fs::write(path, format!("{pid}\n"))?;
+    match start_time(pid as i32) {
+        Some(t) => std::fs::write(path.with_extension("start"), format!("{t}\n")),
+        None => Ok(()),
+    }
 }
 
 /// The process a pid file written by [`write_pid`] names, while it runs: the same pid and start
@@ -91,14 +95,12 @@ fn write_pid(path: &Path, pid: u32) -> std::io::Result<()> {
 /// at: a tclab installed or copied under another name (`tclab-0.3`) is still its bridge, which
 /// `down` would otherwise not stop but report crashed, and SIGKILL without its summary.
 fn running_pid(path: &Path) -> Option<i32> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let mut words = text.split_whitespace();
-    let pid: i32 = words.next()?.parse().ok()?;
+    let pid: i32 = std::fs::read_to_string(path).ok()?.trim().parse().ok()?;
     let started = start_time(pid)?;
-    match words.next() {
-        Some(t) => (t.parse::<u64>().ok()? == started).then_some(pid),
-        // A pid file of an older tclab, the pid alone: a running `tclab … live` is the bridge.
-        None => {
+    match std::fs::read_to_string(path.with_extension("start")) {
+        Ok(t) => (t.trim().parse::<u64>().ok()? == started).then_some(pid),
+        // A lab of an older tclab, the pid alone: a running `tclab … live` is the bridge.
+        Err(_) => {
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
             let words: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
             (words.iter().any(|w| w.ends_with(b"tclab")) && words.contains(&&b"live"[..]))
@@ -453,7 +455,7 @@ impl Lab {
                 self.run_dir().join("live.log").display()
             )),
             None if self.run_dir().join("live.pid").exists() => s.push_str(&format!(
-                "router: tclab live is not running (it crashed or was killed): see {}; tclab lab{} down removes the lab\n",
+                "router: no tclab live running: it crashed or was killed (see {}); tclab lab{} down removes the lab\n",
                 self.run_dir().join("live.log").display(),
                 self.prefix_flag()
             )),
@@ -534,7 +536,9 @@ mod tests {
     use super::*;
 
     fn pid_file(name: &str) -> PathBuf {
-        std::env::temp_dir().join(format!("tclab-lab-{name}-{}.pid", std::process::id()))
+        let dir = std::env::temp_dir().join(format!("tclab-lab-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join("live.pid")
     }
 
     #[test]
@@ -545,11 +549,17 @@ mod tests {
         let path = pid_file("named");
         write_pid(&path, child.id()).unwrap();
         assert_eq!(running_pid(&path), Some(child.id() as i32));
+        // The pid file holds the pid alone, for `kill $(cat live.pid)`.
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            format!("{}\n", child.id())
+        );
 
         // The same pid with another start time is another process (the pid reused): not ours.
         let start = start_time(child.id() as i32).unwrap();
         let reused = pid_file("reused");
-        std::fs::write(&reused, format!("{} {}\n", child.id(), start + 1)).unwrap();
+        std::fs::write(&reused, format!("{}\n", child.id())).unwrap();
+        std::fs::write(reused.with_extension("start"), format!("{}\n", start + 1)).unwrap();
         assert_eq!(running_pid(&reused), None);
 
         // Killed and not yet reaped (a zombie), then reaped: not running.
@@ -560,7 +570,8 @@ mod tests {
         assert_eq!(running_pid(&path), None);
         child.wait().unwrap();
         assert_eq!(running_pid(&path), None);
-        let _ = std::fs::remove_file(path);
-        let _ = std::fs::remove_file(reused);
+        for p in [path, reused] {
+            let _ = std::fs::remove_dir_all(p.parent().unwrap());
+        }
     }
 }
