@@ -122,6 +122,7 @@ const CASES: &[(&str, &str, &[&str])] = &[
     ("mq-queue-unshaped", "qdisc add dev eth0 root handle 7fff: mq\nqdisc add dev eth0 parent 7fff:1 handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 5mbit\nqdisc add dev eth0 parent 7fff:2 handle 2: htb default 10\nclass add dev eth0 parent 2: classid 2:10 htb rate 5mbit\n", &["--txqueues", "eth0=4"]),
     ("taprio-gate-closed", "qdisc add dev eth0 root handle 1: taprio num_tc 3 map 0 1 2 queues 1@0 1@1 1@2 sched-entry S 01 300000 sched-entry S 02 700000 clockid CLOCK_TAI\n", &["--txqueues", "eth0=4"]),
     ("taprio-cycle-cut", "qdisc add dev eth0 root handle 1: taprio num_tc 2 map 0 1 queues 1@0 1@1 sched-entry S 01 300000 sched-entry S 02 700000 cycle-time 500000 clockid CLOCK_TAI\n", &["--txqueues", "eth0=4"]),
+    ("taprio-gate-short", "qdisc add dev eth0 root handle 1: taprio num_tc 2 map 0 1 queues 1@0 1@1 sched-entry S 01 300000 sched-entry S 02 1500000 clockid CLOCK_TAI\n", &["--txqueues", "eth0=4"]),
     ("kernel-lacks", "qdisc add dev eth0 root cake bandwidth 10mbit\n", &["--kernel", "4.4"]),
     ("kind-removed", "qdisc add dev eth0 root handle 1: cbq avpkt 1000 bandwidth 10mbit\n", &[]),
     ("ingress-police", "qdisc add dev eth0 handle ffff: ingress\nfilter add dev eth0 parent ffff: protocol ip u32 match ip src 0.0.0.0/0 police rate 800kbit burst 10k drop flowid :1\n", &[]),
@@ -403,6 +404,44 @@ fn words_of_a_flower_filters_actions_are_not_its_keys() {
             r.stdout
         );
     }
+}
+
+/// taprio-gate-short: software taprio times frames at the device's link speed, 10 Mbit/s when it
+/// reports none (`taprio_set_picos_per_byte`), and sends one only if it ends before the gate closes
+/// (`taprio_entry_allows_tx`). A 300-µs gate: a 1514-byte frame takes 1 211.2 µs at 10 Mbit/s, so
+/// none fits (up to (300 000 − 1) × 10 / 8 000 = 374 bytes do); at 100 Mbit/s it takes 121.12 µs and
+/// fits. The simulator agrees: class 0 of this schedule delivers no 1490-byte frame (docs/checks).
+#[test]
+fn a_taprio_gate_shorter_than_a_frame_at_the_link_speed() {
+    let dir = TempDir::new("check-taprio-short");
+    let taprio = "tc qdisc add dev eth0 root handle 1: taprio num_tc 2 map 0 1 queues 1@0 1@1 \
+                  sched-entry S 01 300000 sched-entry S 02 1500000 clockid CLOCK_TAI\n";
+    let slow = format!("#!/bin/sh\nip link add eth0 numtxqueues 4 type dummy\n{taprio}");
+    let r = check(&dir, "slow.sh", &slow, &[]);
+    assert_eq!(codes(&r), vec!["taprio-gate-short"], "{}", r.stdout);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let m = v[0]["message"].as_str().unwrap();
+    assert!(
+        m.starts_with("traffic class 0 (priorities 0 2 3 4 5 6 7 8 9 10 11 12 13 14 15): its longest opening, 300000 ns, is no longer than a 1514-byte frame at 10 Mbit/s (1211200 ns;")
+            && m.ends_with("only frames of up to 374 bytes"),
+        "{m}"
+    );
+    let fast = format!(
+        "#!/bin/sh\nip link add eth0 numtxqueues 4 type dummy\nethtool -s eth0 speed 100\n{taprio}"
+    );
+    let r = check(&dir, "fast.sh", &fast, &[]);
+    assert_eq!(codes(&r), Vec::<String>::new(), "{}", r.stdout);
+    // txtime-assist gates by launch times: not judged.
+    let assist = slow.replace(
+        "clockid CLOCK_TAI",
+        "clockid CLOCK_TAI flags 0x1 txtime-delay 200000",
+    );
+    let r = check(&dir, "assist.sh", &assist, &[]);
+    assert!(
+        !codes(&r).contains(&"taprio-gate-short".to_string()),
+        "{}",
+        r.stdout
+    );
 }
 
 /// Since Linux 4.19 ("tcp: switch to GSO being always on") `sk_setup_caps` gives every TCP socket

@@ -140,6 +140,11 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "a taprio cycle-time shorter than its entries' intervals: the last entries are cut or never run",
     ),
     (
+        "taprio-gate-short",
+        Severity::Warning,
+        "a taprio traffic class whose longest opening is no longer than a full frame at the link speed: no full-size frame is ever sent",
+    ),
+    (
         "no-default",
         Severity::Warning,
         "no default class: unclassified traffic goes out unshaped (HTB) or is dropped (HFSC)",
