@@ -307,7 +307,7 @@ pub const CODES: &[(&str, Severity, &str)] = &[
     (
         "gso-bursts",
         Severity::Note,
-        "TSO/GSO left on under a shaper below 100 Mbit/s that does not split them: 64 KB super-packets",
+        "GSO super-packets (up to 64 KB) reach a shaper below 100 Mbit/s that does not split them",
     ),
 ];
 
