@@ -772,6 +772,10 @@ impl Bridge {
         let change = format!("{kind}{old}->{mtu} ");
         self.said.forget_others(&kind, &change);
         self.said.once(format!("{change}{msg}"), || msg);
+        // Frames from the other port too large for this one are said again at this MTU, if they
+        // were at another (an MTU lowered, raised, lowered again: the frames are news again).
+        let kind = format!("oversize {} ", self.ports[1 - i].name);
+        self.said.forget_others(&kind, &format!("{kind}{mtu} "));
     }
 
     /// Add what the kernel dropped for each port's socket since the last look to its counters.
@@ -947,7 +951,9 @@ impl Bridge {
         if truncated || pkt.data.len() > other_mtu {
             st.oversize += 1;
             let (from, to) = (&self.ports[i].name, &self.ports[1 - i].name);
-            self.said.once(format!("oversize {from}"), || {
+            // Once per MTU of `to`'s (set_mtu forgets the others): a user who lowers it again
+            // hears of it again.
+            self.said.once(format!("oversize {from} {other_mtu} "), || {
                 format!(
                     "warning: {}",
                     oversize_warning(from, to, other_mtu, frame.len(), truncated)

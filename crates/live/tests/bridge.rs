@@ -176,6 +176,47 @@ fn each_mtu_change_is_said_once_for_all_queues_also_when_it_comes_back() {
 }
 
 #[test]
+fn frames_too_large_for_a_lowered_mtu_are_said_again_when_it_is_lowered_again() {
+    // eth1's MTU lowered to 1000: a 1514-byte frame from eth0 is oversize, said once for both
+    // queues however many come. Raised, then lowered again: said again (it was said once for the
+    // bridge's life, so a second lowering went unsaid but for the MTU line).
+    let said = tclab_live::bridge::Said::default();
+    let mut queues: Vec<Bridge> = (0..2)
+        .map(|_| {
+            let mut b = Bridge::detached(policy(&[]), [("eth0", 1500), ("eth1", 1500)]);
+            b.share_warnings(said.clone());
+            b
+        })
+        .collect();
+    let big = udp_frame(1514, 5201, 0);
+    let oversize = |said: &tclab_live::bridge::Said| {
+        said.messages()
+            .iter()
+            .filter(|m| m.contains("larger than eth1's 1000-byte MTU"))
+            .count()
+    };
+    for b in &mut queues {
+        b.set_mtu(1, 1000);
+    }
+    for b in &mut queues {
+        b.arrive(0, 0, &big, false);
+        b.arrive(1, 0, &big, false);
+    }
+    assert_eq!(oversize(&said), 1, "{:?}", said.messages());
+    for mtu in [1500, 1000] {
+        for b in &mut queues {
+            b.set_mtu(1, mtu);
+        }
+    }
+    for b in &mut queues {
+        b.arrive(2, 0, &big, false);
+    }
+    assert_eq!(oversize(&said), 2, "{:?}", said.messages());
+    let counted: u64 = queues.iter().map(|b| b.stats()[0].1.oversize).sum();
+    assert_eq!(counted, 6, "each frame counted");
+}
+
+#[test]
 fn ingress_police_and_an_ifb_shape_what_arrives() {
     // What arrives on eth1 is redirected to ifb0, shaped there by a TBF, and then bridged to eth0; a
     // policer in front drops beyond 3 frames' burst (8 kbit/s refills 10 bytes in the test's 10 ms)
