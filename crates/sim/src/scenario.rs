@@ -514,6 +514,7 @@ fn build(cx: &Ctx, sf: ScenarioFile, base: &std::path::Path) -> Result<Scenario,
     let (duration, sample) = run_times(cx, &sf)?;
     let mut net = topology(cx, &sf)?;
     let policies = apply_policies(cx, &sf, &mut net, base)?;
+    frameless_keys(cx, &net);
     // The interfaces' devices by id (a policy may have replaced one through a script's journal).
     net.index_devices();
 
@@ -927,6 +928,56 @@ fn apply_policies(
         policies.push((net.nodes[node].name.clone(), lines));
     }
     Ok(policies)
+}
+
+/// A note for each flower filter that matches what a simulated packet does not carry, so never
+/// matches here: Ethernet addresses (`dst_mac`/`src_mac`: the packet comes in no frame) and an input
+/// device (`indev`), as `tclab check`'s flower-mac-simulated says of the policy's lines.
+fn frameless_keys(cx: &Ctx, net: &Network) {
+    use tclab_core::filter::{Block, Classifier};
+    use tclab_core::Handle;
+    for node in &net.nodes {
+        for (name, dev) in node.engine.devices() {
+            let mut blocks: Vec<&Block> = Vec::new();
+            if let Some(ing) = dev.ingress() {
+                // ingress and clsact's egress hook.
+                for h in [Handle(0xffff_0000), Handle(0xffff_fff3)] {
+                    blocks.extend(ing.q.block(h));
+                }
+            }
+            for q in dev.qdiscs() {
+                let Some(s) = dev.find(q.handle) else {
+                    continue;
+                };
+                blocks.extend(s.q.block(q.handle));
+                for c in s.q.classes().into_iter().flat_map(|c| c.walk(0)) {
+                    blocks.extend(s.q.block(c.classid));
+                }
+            }
+            for tp in blocks.iter().flat_map(|b| b.tps()) {
+                let Classifier::Flower(h) = &tp.cls else {
+                    continue;
+                };
+                for f in h.filters.values() {
+                    let mac = f.mask.eth_dst != [0; 6] || f.mask.eth_src != [0; 6];
+                    let what = match (mac, f.indev.is_some()) {
+                        (true, true) => {
+                            "Ethernet addresses (dst_mac/src_mac) and an input device (indev)"
+                        }
+                        (true, false) => "Ethernet addresses (dst_mac/src_mac)",
+                        (false, true) => "an input device (indev)",
+                        (false, false) => continue,
+                    };
+                    cx.note(format!(
+                        "note: {}: node {} {name}: flower filter pref {} handle {:#x} matches {what}, \
+                         which a simulated packet does not carry: it never matches here \
+                         (docs/checks/flower-mac-simulated.md)",
+                        cx.file, node.name, tp.prio, f.handle
+                    ));
+                }
+            }
+        }
+    }
 }
 
 /// `link add` records that give a script's offline store a node's interfaces with more than one

@@ -175,3 +175,43 @@ fn a_scripts_own_stderr_is_kept_and_tcs_shown_once() {
         ]
     );
 }
+
+/// A flower filter on Ethernet addresses or an input device never matches a simulated packet (it
+/// comes in no frame and carries no input device: crates/core's flower.rs), so the scenario says so,
+/// once per filter, naming the node, device and filter; the policy's other filters go unmentioned.
+/// Seen: the ingress policer below, keyed on dst_mac, lets a 5 Mbit/s UDP stream through whole.
+#[test]
+fn flower_keys_a_simulated_packet_lacks_are_noted() {
+    let text = lab("10mbit", "5mbit", "").replace(
+        "[[traffic]]",
+        r#"[[policy]]
+node = "b"
+tc = """
+qdisc add dev eth0 handle ffff: ingress
+filter add dev eth0 parent ffff: protocol ip prio 1 flower dst_mac 02:00:00:00:00:01 action police rate 2mbit burst 20k drop
+filter add dev eth0 parent ffff: protocol ip prio 2 flower indev eth0 ip_proto tcp action drop
+filter add dev eth0 parent ffff: protocol ip prio 3 flower ip_proto udp action pass
+"""
+[[traffic]]"#,
+    );
+    let mut sc = load_ok(&text);
+    let notes: Vec<&String> = sc
+        .warnings
+        .iter()
+        .filter(|w| w.contains("flower"))
+        .collect();
+    assert_eq!(
+        notes,
+        [
+            "note: lab.toml: node b eth0: flower filter pref 1 handle 0x1 matches Ethernet addresses (dst_mac/src_mac), which a simulated packet does not carry: it never matches here (docs/checks/flower-mac-simulated.md)",
+            "note: lab.toml: node b eth0: flower filter pref 2 handle 0x1 matches an input device (indev), which a simulated packet does not carry: it never matches here (docs/checks/flower-mac-simulated.md)",
+        ],
+    );
+    // What the note says: the policer never sees the stream, which arrives whole (5 Mbit/s, not 2).
+    let out = run(&mut sc, &mut |_| {}).expect("the run completes");
+    assert!(
+        out.flows[0].goodput_bps > 4.9e6,
+        "{}",
+        out.flows[0].goodput_bps
+    );
+}
