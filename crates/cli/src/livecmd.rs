@@ -343,7 +343,7 @@ pub fn lab(a: args::LabCmd) -> CmdResult {
             let policy = match policy {
                 Some(p) => Some(
                     std::fs::canonicalize(&p)
-                        .map_err(|e| usage(format!("{}: {e}", p.display())))?,
+                        .map_err(|e| usage(format!("--policy {}: {e}", p.display())))?,
                 ),
                 None => None,
             };
@@ -392,7 +392,8 @@ pub fn lab(a: args::LabCmd) -> CmdResult {
         }
         LabSub::Status => {
             print!("{}", lab.status());
-            Ok(0)
+            // Exit 1 when there is no lab, a node is missing or the bridge has stopped.
+            Ok(if lab.healthy() { 0 } else { 1 })
         }
         LabSub::Compare { scenario, duration } => {
             compare::run(&scenario, &exe()?, &lab.prefix, duration)

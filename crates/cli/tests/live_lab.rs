@@ -205,11 +205,13 @@ fn htb_10mbit_with_sfq_shapes_real_tcp_as_the_kernels_htb_does() {
             out.to_str().unwrap(),
         ],
     );
-    let status = String::from_utf8_lossy(&lab.tclab(&["status"]).stdout).into_owned();
+    let o = lab.tclab(&["status"]);
+    let status = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(
         status.contains("node-1   10.0.1.1") && status.contains("tclab live"),
         "{status}"
     );
+    assert_eq!(o.status.code(), Some(0), "a whole lab's status exits 0");
     let live = goodput(&lab, 5, 1);
     let summary = lab.down();
     drop(lab);
@@ -851,6 +853,7 @@ fn mistakes_are_refused_before_anything_runs_and_a_crash_is_cleaned_up() {
     );
     let o = lab.tclab(&["status"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("no tclab live running"));
+    assert_eq!(o.status.code(), Some(1), "status exits 1 when the bridge has stopped");
     let o = lab.tclab(&["down"]);
     assert_eq!(o.status.code(), Some(1), "a crashed bridge is reported");
     assert!(String::from_utf8_lossy(&o.stderr).contains("crashed or killed"));

@@ -429,6 +429,15 @@ impl Lab {
         }
     }
 
+    /// Whether the lab is whole: every node's namespace exists and, if a `tclab live` bridge was
+    /// started, it still runs. `tclab lab status` exits 1 otherwise, so that scripts can test it.
+    pub fn healthy(&self) -> bool {
+        let existing = self.existing();
+        let nodes = NODES.iter().all(|(n, _)| existing.contains(&self.ns(n)));
+        let bridge = self.bridge_pid().is_some() || !self.run_dir().join("live.pid").exists();
+        nodes && bridge
+    }
+
     /// One line per node: its name, namespace and address; then the bridge's state.
     pub fn status(&self) -> String {
         let existing = self.existing();
