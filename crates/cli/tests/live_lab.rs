@@ -853,7 +853,11 @@ fn mistakes_are_refused_before_anything_runs_and_a_crash_is_cleaned_up() {
     );
     let o = lab.tclab(&["status"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("no tclab live running"));
-    assert_eq!(o.status.code(), Some(1), "status exits 1 when the bridge has stopped");
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "status exits 1 when the bridge has stopped"
+    );
     let o = lab.tclab(&["down"]);
     assert_eq!(o.status.code(), Some(1), "a crashed bridge is reported");
     assert!(String::from_utf8_lossy(&o.stderr).contains("crashed or killed"));
