@@ -54,7 +54,13 @@ impl Connection {
         } else {
             MIN_TSO_SEGS
         };
-        self.tso_autosize(min_tso).min(self.cfg.gso_max_segs.max(1))
+        // tcp_xmit_size_goal: sendmsg builds skbs of as many whole MSS as sk_gso_max_size holds, one at
+        // least; tcp_write_xmit splits them but never joins them, so min_tso_segs cannot make one larger
+        // (a gso_max_size below two segments sends one MSS per skb).
+        let size_goal = (self.cfg.gso_max_size / self.mss.max(1)).max(1);
+        self.tso_autosize(min_tso)
+            .min(size_goal)
+            .min(self.cfg.gso_max_segs.max(1))
     }
 
     /// `tcp_tso_autosize`.

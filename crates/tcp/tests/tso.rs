@@ -106,6 +106,26 @@ fn gso_max_segs_one_sends_one_mss_per_segment() {
     assert!(b.iter().all(|&(p, g)| p == 1448 && g == 0), "{b:?}");
 }
 
+#[test]
+fn a_gso_max_size_below_two_segments_sends_one_mss_per_skb() {
+    // `ip link set DEV gso_max_size 2000`: the socket's sk_gso_max_size is 2000 − 321 = 1 679 bytes,
+    // one whole MSS. tcp_xmit_size_goal then has sendmsg build skbs of one MSS (gso_segs = 1679 / 1448
+    // = 1), which tcp_write_xmit never joins: min_tso_segs (2) cannot make them two. With 4 096 (3 775
+    // bytes) they hold two.
+    let mut c = cwnd(10);
+    c.set_route_gso(2000, 65535);
+    let mut cl = pair(c.clone(), 20 * MS);
+    assert_eq!(cl.tso_segs(), 1);
+    let b = burst(&mut cl, 20 * MS);
+    assert!(
+        !b.is_empty() && b.iter().all(|&(p, g)| p == 1448 && g == 0),
+        "{b:?}"
+    );
+    c.set_route_gso(4096, 65535);
+    let mut cl = pair(c, 20 * MS);
+    assert_eq!(cl.tso_segs(), 2);
+}
+
 /// The same transfer with GSO on and off through the harness's path (the sending device cuts each GSO
 /// segment into frames): the receiver gets every byte in order either way, and no frame is larger than
 /// one MSS. The counters count segments (`tcp_skb_pcount`), not skbs.
