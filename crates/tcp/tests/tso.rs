@@ -122,7 +122,7 @@ fn a_gso_max_size_below_two_segments_sends_one_mss_per_skb() {
         "{b:?}"
     );
     c.set_route_gso(4096, 65535);
-    let mut cl = pair(c, 20 * MS);
+    let cl = pair(c, 20 * MS);
     assert_eq!(cl.tso_segs(), 2);
 }
 
