@@ -384,6 +384,18 @@ impl Device {
         }
     }
 
+    /// The device goes down (`dev_close` → `dev_deactivate` → `dev_reset_queue`): `qdisc_reset` on
+    /// the root and the ingress qdisc, each resetting its children, so that nothing queued is sent when
+    /// the device comes up again. Not counted as drops (`qdisc_reset` counts none): `qlen` and
+    /// `backlog` fall to 0, the cumulative counters (sent, dropped, overlimits) stay, and so does the
+    /// configuration.
+    pub fn reset_qdiscs(&mut self) {
+        self.root.q.reset();
+        if let Some(ing) = self.ingress.as_mut() {
+            ing.q.reset();
+        }
+    }
+
     /// Count packets dropped during a dequeue in `drop_counts`.
     pub fn count_dropped(&mut self, drops: &[Dropped]) {
         for d in drops {
