@@ -72,6 +72,10 @@ pub struct PortStats {
     pub rx_ring: u64,
     /// Of `tx_packets`, those sent through the transmit ring (the rest by `sendmmsg`).
     pub tx_ring: u64,
+    /// Frames past the qdisc, waiting for the socket or in the transmit ring, when the device was set
+    /// down: freed, as a driver frees its ring at `ndo_stop`, which no kernel counter records (not
+    /// `tx_dropped`); counted here so that the summary accounts for them. Not in `tx_packets`.
+    pub tx_purged: u64,
     /// Wake-ups of the port's tree served, and how late (nanoseconds after the time the tree asked for):
     /// their sum and the largest. Lateness beyond a shaper's burst is rate lost.
     pub wakeups: u64,
@@ -802,11 +806,35 @@ impl Bridge {
                         "warning: {name} is down: nothing passes through it until it is up again"
                     )
                 });
+                port.down = true;
+                self.purge(i);
             }
-            port.down = true;
             return Ok(());
         }
         Err(format!("{}: {what}{e}", port.name))
+    }
+
+    /// Port `i`'s device was set down: what it would have sent is purged, as the kernel purges it
+    /// (`dev_deactivate` → `qdisc_reset` on the tree: emptied, no drop counted; the driver's ring
+    /// freed at `ndo_stop`), instead of being sent seconds later when it is up again.
+    fn purge(&mut self, i: usize) {
+        let port = &mut self.ports[i];
+        if let Some(d) = self.engine.device_mut(&port.name) {
+            d.reset_qdiscs();
+        }
+        let (mut n, mut bytes) = port.tx_ring.as_mut().map_or((0, 0), |r| r.discard());
+        let st = &mut port.stats;
+        st.tx_ring = st.tx_ring.saturating_sub(n);
+        for f in port.pending.drain(..) {
+            n += 1;
+            bytes += f.len() as u64;
+            self.spare.push(f);
+        }
+        st.tx_packets = st.tx_packets.saturating_sub(n);
+        st.tx_bytes = st.tx_bytes.saturating_sub(bytes);
+        st.tx_purged += n;
+        port.stopped = false;
+        port.wake = None;
     }
 
     /// `n` frames arrived on port `i` with their transport checksum left to a device. Only a sender

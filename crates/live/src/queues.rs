@@ -498,6 +498,7 @@ fn add(t: &mut PortStats, s: &PortStats) {
     t.tx_dropped += s.tx_dropped;
     t.rx_lost += s.rx_lost;
     t.rx_csum_partial += s.rx_csum_partial;
+    t.tx_purged += s.tx_purged;
     t.rx_ring += s.rx_ring;
     t.tx_ring += s.tx_ring;
     t.wakeups += s.wakeups;

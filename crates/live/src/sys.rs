@@ -1395,6 +1395,34 @@ impl TxRing {
         Ok(())
     }
 
+    /// Unmark the slots marked but not yet sent (their device set down: a driver frees what its
+    /// ring holds at `ndo_stop`), and return how many frames and bytes they held. The kernel takes
+    /// marked slots in order from a position of its own, and only within a `send`, which stops at
+    /// once on a device down: the marked slots are the run just before `head`, and moving `head`
+    /// back over it leaves the two positions the same, as the next frames need.
+    pub fn discard(&mut self) -> (u64, u64) {
+        let (mut n, mut bytes) = (0, 0);
+        let frames = self.ring.frames;
+        while n < frames as u64 {
+            let head = self.ring.head;
+            self.ring.head = (head + frames - 1) % frames;
+            // Acquire: a slot the kernel has taken is not read as ours.
+            let st = self.ring.status();
+            if st.load(std::sync::atomic::Ordering::Acquire) != TP_STATUS_SEND_REQUEST {
+                self.ring.head = head;
+                break;
+            }
+            bytes += u64::from(ne_u32(self.ring.slot(), 4).unwrap_or(0));
+            self.ring
+                .status()
+                .store(TP_STATUS_AVAILABLE, std::sync::atomic::Ordering::Release);
+            n += 1;
+        }
+        self.stalled = false;
+        self.down = false;
+        (n, bytes)
+    }
+
     /// Whether frames wait in the ring for another [`TxRing::kick`].
     pub fn stalled(&self) -> bool {
         self.stalled

@@ -1212,3 +1212,93 @@ fn with_two_queues_a_port_set_down_is_said_once_and_again_after_it_was_up() {
         said.messages()
     );
 }
+
+#[test]
+fn frames_queued_for_a_port_set_down_are_purged_not_sent_when_it_is_up_again() {
+    // The kernel purges a device's queues when it goes down (dev_deactivate → qdisc_reset on its
+    // root: emptied, no drop counted); the bridge used to keep them and send them once a0 was up,
+    // seconds late. TBF 80 kbit/s with a 2000-byte burst: of five 1514-byte frames one leaves at
+    // once and four wait (151 ms each). a0 goes down 40 ms later, for 300 ms: the four are gone.
+    if let Err(e) = tclab_live::lab::Lab::check_root() {
+        eprintln!("skipped: {e}");
+        return;
+    }
+    let ns = VethNs::new("lvr-purge").expect("the test's namespace");
+    let (mut ports, setup, tx, rx) = open_lab(&ns, 1, Rings::On);
+    assert!(all_rings(&setup));
+    let frames: Vec<Vec<u8>> = (0..5).map(|k| udp_frame(1514, 5401 + k, 0)).collect();
+    fn tbf() -> Engine {
+        let mut e = Engine::new();
+        e.add_device("a0", 1500, 1000);
+        e.add_device("a1", 1500, 1000);
+        let words: Vec<String> = "qdisc add dev a0 root tbf rate 80kbit burst 2000 limit 100000"
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        assert_eq!(tclab_tc::run(&mut e, &words, 0).code, 0);
+        e
+    }
+    let bridge = std::thread::spawn({
+        let ports = ports.remove(0);
+        move || {
+            let mut b = Bridge::on_ports(tbf(), ports);
+            let r = b.run(Some(1_200_000_000));
+            let tree = b.engine.device("a0").unwrap().root().q.stats();
+            (r, b.stats(), tree)
+        }
+    });
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    send_all(&tx, &frames);
+    std::thread::sleep(std::time::Duration::from_millis(40));
+    ns.ip(&["link", "set", "dev", "a0", "down"]).expect("down");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    ns.ip(&["link", "set", "dev", "a0", "up"]).expect("up");
+    let (result, st, tree) = bridge.join().expect("bridge thread");
+    result.expect("bridge");
+    // Kept, the four would have left by 1.2 s (the last at 100 + 4 × 151 ms, or once a0 was up).
+    let got: Vec<Vec<u8>> = received(&rx).into_iter().map(|(f, _)| f).collect();
+    assert_eq!(got.len(), 1, "only the frame sent before a0 went down");
+    assert_eq!(got[0], frames[0]);
+    assert_eq!((st[0].1.tx_packets, st[0].1.tx_purged), (1, 0));
+    // The tree's counters as qdisc_reset leaves them: one sent, none dropped, nothing queued.
+    assert_eq!(
+        (tree.packets, tree.drops, tree.qlen, tree.backlog),
+        (1, 0, 0, 0)
+    );
+}
+
+#[test]
+fn a_transmit_ring_purged_while_its_device_is_down_sends_the_next_frames_only() {
+    // What the bridge's transmit ring holds when its port goes down is purged too
+    // ([`sys::TxRing::discard`]), as a driver frees its ring at ndo_stop. The kernel takes marked
+    // slots from a position of its own: unmarking them without moving the ring's position back
+    // would leave the kernel waiting at the first, and nothing sent after would leave.
+    if let Err(e) = tclab_live::lab::Lab::check_root() {
+        eprintln!("skipped: {e}");
+        return;
+    }
+    let ns = VethNs::new("lvr-ring").expect("the test's namespace");
+    let (mut ring, rx) = ns
+        .enter(|| {
+            let ring = sys::TxRing::open("a0", RingGeometry::for_mtu(1500, 0)).expect("ring");
+            (ring, PacketSocket::open("b0").expect("b0"))
+        })
+        .expect("setns");
+    ns.ip(&["link", "set", "dev", "a0", "down"]).expect("down");
+    let old: Vec<Vec<u8>> = (0..3).map(|k| udp_frame(300, 5501 + k, 0)).collect();
+    for f in &old {
+        assert!(ring.push(f).expect("push"));
+    }
+    ring.kick().expect("kick");
+    assert!(ring.device_down(), "ENETDOWN: the frames stay marked");
+    assert_eq!(ring.discard(), (3, 900));
+    assert!(!ring.stalled());
+    ns.ip(&["link", "set", "dev", "a0", "up"]).expect("up");
+    let new = udp_frame(300, 5600, 0);
+    assert!(ring.push(&new).expect("push"));
+    ring.kick().expect("kick");
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let got: Vec<Vec<u8>> = received(&rx).into_iter().map(|(f, _)| f).collect();
+    assert_eq!(got.len(), 1, "the frame pushed after the purge, alone");
+    assert_eq!(got[0], new);
+}
