@@ -806,9 +806,12 @@ impl Bridge {
                         "warning: {name} is down: nothing passes through it until it is up again"
                     )
                 });
-                port.down = true;
-                self.purge(i);
             }
+            port.down = true;
+            // Each ENETDOWN is a NETDEV_DOWN (the notifier sets it once; reading it clears it):
+            // purged also when `down` was still set, nothing having arrived on the port since it
+            // was last down.
+            self.purge(i);
             return Ok(());
         }
         Err(format!("{}: {what}{e}", port.name))

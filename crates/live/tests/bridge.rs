@@ -1242,11 +1242,17 @@ fn frames_queued_for_a_port_set_down_are_purged_not_sent_when_it_is_up_again() {
         let ports = ports.remove(0);
         move || {
             let mut b = Bridge::on_ports(tbf(), ports);
-            let r = b.run(Some(1_200_000_000));
+            let r = b.run(Some(1_400_000_000));
             let tree = b.engine.device("a0").unwrap().root().q.stats();
             (r, b.stats(), tree)
         }
     });
+    // a0 down and up once before, nothing arriving on it since: the second time it goes down is
+    // a going down too.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    ns.ip(&["link", "set", "dev", "a0", "down"]).expect("down");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    ns.ip(&["link", "set", "dev", "a0", "up"]).expect("up");
     std::thread::sleep(std::time::Duration::from_millis(100));
     send_all(&tx, &frames);
     std::thread::sleep(std::time::Duration::from_millis(40));
@@ -1255,7 +1261,7 @@ fn frames_queued_for_a_port_set_down_are_purged_not_sent_when_it_is_up_again() {
     ns.ip(&["link", "set", "dev", "a0", "up"]).expect("up");
     let (result, st, tree) = bridge.join().expect("bridge thread");
     result.expect("bridge");
-    // Kept, the four would have left by 1.2 s (the last at 100 + 4 × 151 ms, or once a0 was up).
+    // Kept, the four would have left by 1.4 s (the last at 300 + 4 × 151 ms, or once a0 was up).
     let got: Vec<Vec<u8>> = received(&rx).into_iter().map(|(f, _)| f).collect();
     assert_eq!(got.len(), 1, "only the frame sent before a0 went down");
     assert_eq!(got[0], frames[0]);
