@@ -887,11 +887,15 @@ impl Engine {
         Some(d)
     }
 
-    /// Bring a device up or down (`ip link set dev DEV up|down`).
+    /// Bring a device up or down (`ip link set dev DEV up|down`). Going down purges its queues
+    /// ([`Device::reset_qdiscs`]), as `dev_close` does.
     pub fn set_up(&mut self, name: &str, up: bool) -> bool {
         let Some(d) = self.device_mut(name) else {
             return false;
         };
+        if d.up && !up {
+            d.reset_qdiscs();
+        }
         d.up = up;
         self.refresh_mirred();
         true

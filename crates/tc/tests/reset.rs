@@ -91,3 +91,27 @@ fn a_reset_empties_every_qdisc_of_the_tree_and_keeps_what_they_counted() {
     );
     assert_eq!(counters(&e, 0x0001_0000), (0, 0, 3500, 4, 0));
 }
+
+#[test]
+fn ip_link_set_down_purges_the_tree_and_up_keeps_what_came_after() {
+    // `ip link set dev eth0 down` is dev_close → dev_deactivate: the same qdisc_reset.
+    let mut e = tree();
+    let dev = e.device_mut("eth0").unwrap();
+    for k in 0..5 {
+        dev.enqueue(udp(1000 + k, 81, 1000), &mut Cx::new(0));
+    }
+    assert_eq!(
+        counters(&e, 0x0020_0000).0,
+        5,
+        "the TBF holds five (none dequeued yet)"
+    );
+    assert!(e.set_up("eth0", false));
+    assert_eq!(counters(&e, 0x0020_0000), (0, 0, 0, 0, 0));
+    assert_eq!(counters(&e, 0x0001_0000), (0, 0, 0, 0, 0));
+    // Up again: nothing is purged by coming up.
+    assert!(e.set_up("eth0", true));
+    let dev = e.device_mut("eth0").unwrap();
+    dev.enqueue(udp(2000, 81, 1000), &mut Cx::new(0));
+    assert!(e.set_up("eth0", true));
+    assert_eq!(counters(&e, 0x0020_0000).0, 1);
+}
