@@ -1223,10 +1223,6 @@ fn frames_queued_for_a_port_set_down_are_purged_not_sent_when_it_is_up_again() {
         eprintln!("skipped: {e}");
         return;
     }
-    let ns = VethNs::new("lvr-purge").expect("the test's namespace");
-    let (mut ports, setup, tx, rx) = open_lab(&ns, 1, Rings::On);
-    assert!(all_rings(&setup));
-    let frames: Vec<Vec<u8>> = (0..5).map(|k| udp_frame(1514, 5401 + k, 0)).collect();
     fn tbf() -> Engine {
         let mut e = Engine::new();
         e.add_device("a0", 1500, 1000);
@@ -1238,39 +1234,51 @@ fn frames_queued_for_a_port_set_down_are_purged_not_sent_when_it_is_up_again() {
         assert_eq!(tclab_tc::run(&mut e, &words, 0).code, 0);
         e
     }
-    let bridge = std::thread::spawn({
-        let ports = ports.remove(0);
-        move || {
-            let mut b = Bridge::on_ports(tbf(), ports);
-            let r = b.run(Some(1_400_000_000));
-            let tree = b.engine.device("a0").unwrap().root().q.stats();
-            (r, b.stats(), tree)
-        }
-    });
-    // a0 down and up once before, nothing arriving on it since: the second time it goes down is
-    // a going down too.
-    std::thread::sleep(std::time::Duration::from_millis(100));
-    ns.ip(&["link", "set", "dev", "a0", "down"]).expect("down");
-    std::thread::sleep(std::time::Duration::from_millis(100));
-    ns.ip(&["link", "set", "dev", "a0", "up"]).expect("up");
-    std::thread::sleep(std::time::Duration::from_millis(100));
-    send_all(&tx, &frames);
-    std::thread::sleep(std::time::Duration::from_millis(40));
-    ns.ip(&["link", "set", "dev", "a0", "down"]).expect("down");
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    ns.ip(&["link", "set", "dev", "a0", "up"]).expect("up");
-    let (result, st, tree) = bridge.join().expect("bridge thread");
-    result.expect("bridge");
-    // Kept, the four would have left by 1.4 s (the last at 300 + 4 × 151 ms, or once a0 was up).
-    let got: Vec<Vec<u8>> = received(&rx).into_iter().map(|(f, _)| f).collect();
-    assert_eq!(got.len(), 1, "only the frame sent before a0 went down");
-    assert_eq!(got[0], frames[0]);
-    assert_eq!((st[0].1.tx_packets, st[0].1.tx_purged), (1, 0));
-    // The tree's counters as qdisc_reset leaves them: one sent, none dropped, nothing queued.
-    assert_eq!(
-        (tree.packets, tree.drops, tree.qlen, tree.backlog),
-        (1, 0, 0, 0)
-    );
+    for (tag, rings) in [("lvr-purge", Rings::On), ("lvr-purgecopy", Rings::Off)] {
+        let ns = VethNs::new(tag).expect("the test's namespace");
+        let (mut ports, setup, tx, rx) = open_lab(&ns, 1, rings);
+        assert!(rings == Rings::Off || all_rings(&setup));
+        let frames: Vec<Vec<u8>> = (0..5).map(|k| udp_frame(1514, 5401 + k, 0)).collect();
+        let bridge = std::thread::spawn({
+            let ports = ports.remove(0);
+            move || {
+                let mut b = Bridge::on_ports(tbf(), ports);
+                let r = b.run(Some(1_400_000_000));
+                let tree = b.engine.device("a0").unwrap().root().q.stats();
+                (r, b.stats(), tree)
+            }
+        });
+        // a0 down and up once before, nothing arriving on it since: the second time it goes
+        // down is a going down too.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        ns.ip(&["link", "set", "dev", "a0", "down"]).expect("down");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        ns.ip(&["link", "set", "dev", "a0", "up"]).expect("up");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        send_all(&tx, &frames);
+        std::thread::sleep(std::time::Duration::from_millis(40));
+        ns.ip(&["link", "set", "dev", "a0", "down"]).expect("down");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        ns.ip(&["link", "set", "dev", "a0", "up"]).expect("up");
+        let (result, st, tree) = bridge.join().expect("bridge thread");
+        result.unwrap_or_else(|e| panic!("{tag}: the bridge stopped: {e}"));
+        // Kept, the four would have left by 1.4 s (the last at 300 + 4 × 151 ms, or once a0
+        // was up).
+        let got: Vec<Vec<u8>> = received(&rx).into_iter().map(|(f, _)| f).collect();
+        assert_eq!(
+            got.len(),
+            1,
+            "{tag}: only the frame sent before a0 went down"
+        );
+        assert_eq!(got[0], frames[0], "{tag}");
+        assert_eq!((st[0].1.tx_packets, st[0].1.tx_purged), (1, 0), "{tag}");
+        // The tree's counters as qdisc_reset leaves them: one sent, none dropped, nothing queued.
+        assert_eq!(
+            (tree.packets, tree.drops, tree.qlen, tree.backlog),
+            (1, 0, 0, 0),
+            "{tag}"
+        );
+    }
 }
 
 #[test]
