@@ -146,19 +146,25 @@ fn a_device_refuses_a_frame_longer_than_its_mtu_and_header_unless_the_rest_is_a_
     );
 }
 
+/// Two queues' detached bridges (eth0, eth1 at MTU 1500, no policy) sharing one record of what
+/// was said, as `--queues 2` runs them.
+fn two_queues_saying_into(said: &tclab_live::bridge::Said) -> Vec<Bridge> {
+    (0..2)
+        .map(|_| {
+            let mut b = Bridge::detached(policy(&[]), [("eth0", 1500), ("eth1", 1500)]);
+            b.share_warnings(said.clone());
+            b
+        })
+        .collect()
+}
+
 #[test]
 fn each_mtu_change_is_said_once_for_all_queues_also_when_it_comes_back() {
     // Two queues' bridges meet the same changes: 1500 -> 9000 -> 1500 -> 9000 -> 1500 is four
     // lines, not eight (once for all queues) and not two (a review found a toggled MTU's repeated
     // changes unsaid: the same line had been said before).
     let said = tclab_live::bridge::Said::default();
-    let mut queues: Vec<Bridge> = (0..2)
-        .map(|_| {
-            let mut b = Bridge::detached(policy(&[]), [("eth0", 1500), ("eth1", 1500)]);
-            b.share_warnings(said.clone());
-            b
-        })
-        .collect();
+    let mut queues = two_queues_saying_into(&said);
     for mtu in [9000, 1500, 9000, 1500] {
         for b in &mut queues {
             b.set_mtu(0, mtu);
@@ -181,13 +187,7 @@ fn frames_too_large_for_a_lowered_mtu_are_said_again_when_it_is_lowered_again() 
     // queues however many come. Raised, then lowered again: said again (it was said once for the
     // bridge's life, so a second lowering went unsaid but for the MTU line).
     let said = tclab_live::bridge::Said::default();
-    let mut queues: Vec<Bridge> = (0..2)
-        .map(|_| {
-            let mut b = Bridge::detached(policy(&[]), [("eth0", 1500), ("eth1", 1500)]);
-            b.share_warnings(said.clone());
-            b
-        })
-        .collect();
+    let mut queues = two_queues_saying_into(&said);
     let big = udp_frame(1514, 5201, 0);
     let oversize = |said: &tclab_live::bridge::Said| {
         said.messages()
