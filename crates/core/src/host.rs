@@ -157,15 +157,28 @@ pub fn qdisc_run(
     tick: Option<Nanos>,
     tx: &mut impl Transmitter,
 ) -> Option<Nanos> {
+    qdisc_run_in(dev, now, tick, tx, &mut Cx::new(now))
+}
+
+/// [`qdisc_run`] in a context the caller keeps between calls (reset before each dequeue), so that the
+/// packet path neither builds nor drops one per dequeue.
+#[inline]
+pub fn qdisc_run_in(
+    dev: &mut Device,
+    now: Nanos,
+    tick: Option<Nanos>,
+    tx: &mut impl Transmitter,
+    cx: &mut Cx,
+) -> Option<Nanos> {
     while tx.ready() {
         // qdisc_restart, written out: the context stays in place (it is large, and this is the packet
-        // path of every driver).
-        let mut cx = Cx::new(now);
-        let pkt = dev.dequeue(&mut cx);
+        // path of every driver), cleared for each dequeue.
+        cx.reset(now);
+        let pkt = dev.dequeue(cx);
         if !cx.drops.is_empty() {
             dev.count_dropped(&cx.drops);
         }
-        tx.dequeued(pkt.as_ref(), &mut cx);
+        tx.dequeued(pkt.as_ref(), cx);
         match pkt {
             Some(p) => tx.send(p),
             None => return cx.wake_at.map(|w| wake_time(w, now, tick)),

@@ -218,6 +218,12 @@ impl MirredCx {
         self.0.as_ref().is_none_or(|s| s.out.is_empty())
     }
 
+    /// Nothing sent, inherited or set: as `MirredCx::default()` makes it.
+    #[inline]
+    pub fn is_unset(&self) -> bool {
+        self.0.is_none()
+    }
+
     pub fn len(&self) -> usize {
         self.0.as_ref().map_or(0, |s| s.out.len())
     }
