@@ -291,7 +291,7 @@ fn print_bridging(a: &args::LiveArgs, control: &std::path::Path, how: &str) {
 fn print_port_stats(stats: &[(String, tclab_live::bridge::PortStats)]) {
     for (name, st) in stats {
         println!(
-            "{name}: received {} frames ({} bytes; {} through the ring), sent {} ({} bytes; {} through the ring); dropped: {} by ingress actions, {} malformed, {} oversize, {} stale, {} send errors, {} refused by the device (tx_dropped: longer than its MTU), {} purged when it was set down; lost before tclab read them (ring or socket full): {}",
+            "{name}: received {} frames ({} bytes; {} through the ring), sent {} ({} bytes; {} through the ring); dropped: {} by ingress actions, {} malformed, {} oversize, {} stale, {} send errors, {} refused by the device (tx_dropped: longer than its MTU, or the device down), {} purged when it was set down; lost before tclab read them (ring or socket full): {}",
             st.rx_packets, st.rx_bytes, st.rx_ring, st.tx_packets, st.tx_bytes, st.tx_ring, st.rx_dropped, st.malformed, st.oversize, st.stale, st.tx_errors, st.tx_dropped, st.tx_purged, st.rx_lost
         );
         if st.rx_csum_partial > 0 {

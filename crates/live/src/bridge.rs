@@ -60,7 +60,9 @@ pub struct PortStats {
     pub tx_errors: u64,
     /// Frames the outgoing device refuses after the qdisc (longer than its MTU, lowered while they
     /// were queued): the kernel counts those in the device's `tx_dropped`, not in the qdisc's drops,
-    /// which counted them sent. Not in `tx_packets`.
+    /// which counted them sent. Also the frames for it that arrived while it was down: the kernel's
+    /// `noop_qdisc`, in the tree's place from `dev_deactivate` to `dev_activate`, drops them
+    /// (`noop_enqueue` counts them here since Linux 6.11; the tree sees none). Not in `tx_packets`.
     pub tx_dropped: u64,
     /// Frames the kernel dropped before the bridge read them: its receive ring or socket buffer was
     /// full (not in `rx_packets`).
@@ -101,8 +103,9 @@ struct Port {
     /// When the port's tree wants to be asked again.
     wake: Option<Nanos>,
     stats: PortStats,
-    /// The interface was set down (its socket said `ENETDOWN`) and no frame has arrived since:
-    /// watched every [`DOWN_CHECK_NS`] in case it is deleted rather than brought up again.
+    /// The interface cannot send (set down, or up without a carrier): its device in the engine is
+    /// down too ([`Bridge::set_port_up`]). Watched every [`DOWN_CHECK_NS`] for its coming up (where
+    /// no link event says so) and in case it is deleted rather than brought up again.
     down: bool,
 }
 
@@ -515,11 +518,13 @@ impl Bridge {
                 self.serve_calls();
                 self.serve_queue_calls();
                 self.check_down_ports()?;
-                if self.events.as_ref().is_some_and(sys::LinkEvents::changed) && self.follow_mtus()
-                {
-                    // Rings re-made or given up, other MTUs: other descriptors, other buffers.
-                    (fds, listening, tx_ports) = self.poll_set();
-                    self.size_buffers(&mut bufs);
+                if self.events.as_ref().is_some_and(sys::LinkEvents::changed) {
+                    self.follow_links();
+                    if self.follow_mtus() {
+                        // Rings re-made or given up, other MTUs: other descriptors, other buffers.
+                        (fds, listening, tx_ports) = self.poll_set();
+                        self.size_buffers(&mut bufs);
+                    }
                 }
             }
             let mut received = 0;
@@ -797,24 +802,75 @@ impl Bridge {
     /// and goes on, watching the port ([`Bridge::check_down_ports`]). Anything else, an interface
     /// deleted among them, stops it.
     fn port_error(&mut self, i: usize, e: std::io::Error, what: &str) -> Result<(), String> {
-        let port = &mut self.ports[i];
+        let port = &self.ports[i];
         if e.raw_os_error() == Some(libc::ENETDOWN) && port_bound(port) {
-            if !port.down {
-                let name = &port.name;
-                self.said.once(format!("down {name}"), || {
-                    format!(
-                        "warning: {name} is down: nothing passes through it until it is up again"
-                    )
-                });
-            }
-            port.down = true;
-            // Each ENETDOWN is a NETDEV_DOWN (the notifier sets it once; reading it clears it):
-            // purged also when `down` was still set, nothing having arrived on the port since it
-            // was last down.
+            // Each ENETDOWN is a NETDEV_DOWN (the notifier sets it once; reading it clears it),
+            // at which the kernel purged the device's queues: purged here too, also when the port
+            // is up again by now (set down and up between two looks of the bridge's).
             self.purge(i);
+            let state = self.link_state(i).unwrap_or(sys::LinkState::Down);
+            self.follow_link(i, state);
             return Ok(());
         }
         Err(format!("{}: {what}{e}", port.name))
+    }
+
+    /// Port `i`'s interface as the kernel has it now (`None` for a detached port, or if it cannot
+    /// be read).
+    fn link_state(&self, i: usize) -> Option<sys::LinkState> {
+        let p = &self.ports[i];
+        sys::link_state_by(p.sock.as_ref()?.raw(), &p.name).ok()
+    }
+
+    /// Port `i`'s interface is in `state`: if that is news, the port follows it, and going down
+    /// is said (once for all the queues that see it).
+    fn follow_link(&mut self, i: usize, state: sys::LinkState) {
+        let up = state == sys::LinkState::Up;
+        if up != self.ports[i].down {
+            return;
+        }
+        if !up {
+            let name = &self.ports[i].name;
+            let why = if state == sys::LinkState::NoCarrier {
+                "has no carrier (the other end of its link is down)"
+            } else {
+                "is down"
+            };
+            self.said.once(format!("down {name}"), || {
+                format!(
+                    "warning: {name} {why}: nothing passes through it until it is up again (frames \
+                     for it are dropped, as the kernel drops them, and counted as tx_dropped)"
+                )
+            });
+        }
+        // The NETDEV_DOWN error the port's socket got when it went down has been followed: read
+        // now, once the port is up, it would purge frames queued since.
+        if let Some(s) = self.ports[i].sock.as_ref() {
+            let _ = sys::socket_error(s.raw());
+        }
+        self.set_port_up(i, up);
+    }
+
+    /// Port `i`'s interface went down (set down, or its carrier lost) or came up, as the kernel's
+    /// `dev_deactivate` and `dev_activate` follow it: going down purges what it would have sent
+    /// ([`Bridge::purge`]) and marks its device down in the engine, so that frames for it are dropped
+    /// as `noop_qdisc` drops them (counted as `tx_dropped`) and a mirred action to it finds it down
+    /// (`tcf_mirred_act`: an overlimit, a redirected packet shot); coming up puts its tree back.
+    /// The loop calls it on the link's events, a detached bridge's caller at will.
+    pub fn set_port_up(&mut self, i: usize, up: bool) {
+        if up {
+            if self.ports[i].down {
+                self.ports[i].down = false;
+                self.said.forget(&format!("down {}", self.ports[i].name));
+            }
+        } else {
+            self.ports[i].down = true;
+            self.purge(i);
+        }
+        let port = &self.ports[i];
+        if self.engine.device(&port.name).is_some_and(|d| d.up != up) {
+            self.engine.set_up(&port.name, up);
+        }
     }
 
     /// Port `i`'s device was set down: what it would have sent is purged, as the kernel purges it
@@ -863,19 +919,35 @@ impl Bridge {
     /// `n` frames arrived on port `i`: if it was down, it is up again (and its going down is worth
     /// saying again).
     fn note_up(&mut self, i: usize, n: usize) {
-        let port = &mut self.ports[i];
-        if port.down && n > 0 {
-            port.down = false;
-            self.said.forget(&format!("down {}", port.name));
+        if self.ports[i].down && n > 0 {
+            self.follow_link(i, sys::LinkState::Up);
         }
     }
 
-    /// A port set down that has since been deleted stops the bridge (a deletion sets a socket's
-    /// error once, at its `NETDEV_DOWN`, which may have been read while the interface still existed).
+    /// Every port follows its interface's state (a link event came: set up or down, a carrier
+    /// gained or lost).
+    fn follow_links(&mut self) {
+        for i in 0..self.ports.len() {
+            if let Some(state) = self.link_state(i) {
+                self.follow_link(i, state);
+            }
+        }
+    }
+
+    /// A port that is down follows its interface's state (where no link event says it is up again);
+    /// one that has since been deleted stops the bridge (a deletion sets a socket's error once, at
+    /// its `NETDEV_DOWN`, which may have been read while the interface still existed).
     fn check_down_ports(&mut self) -> Result<(), String> {
-        for port in &self.ports {
-            if port.down && !port_bound(port) {
+        for i in 0..self.ports.len() {
+            let port = &self.ports[i];
+            if !port.down {
+                continue;
+            }
+            if !port_bound(port) {
                 return Err(format!("{}: the interface went away", port.name));
+            }
+            if let Some(state) = self.link_state(i) {
+                self.follow_link(i, state);
             }
         }
         Ok(())
@@ -1042,6 +1114,11 @@ impl Bridge {
         let Some(dev) = self.engine.device_mut(&self.ports[o].name) else {
             return Verdict::Drop;
         };
+        if !dev.up {
+            // The device is down: `noop_enqueue` drops it, counted in the device's tx_dropped.
+            self.ports[o].stats.tx_dropped += 1;
+            return Verdict::Cn;
+        }
         let verdict = dev.enqueue(pkt, &mut cx).to_sender();
         if !cx.drops.is_empty() {
             let drops = cx.drops.take();

@@ -117,6 +117,41 @@ pub fn mtu_by(fd: RawFd, name: &str) -> io::Result<u32> {
     Ok(unsafe { r.ifr_ifru.ifru_mtu } as u32)
 }
 
+/// The flags of interface `name` (`SIOCGIFFLAGS`) in the network namespace of socket `fd`.
+fn flags_by(fd: RawFd, name: &str) -> io::Result<i32> {
+    let mut r = ifreq(name)?;
+    // SAFETY: SIOCGIFFLAGS reads the name and writes ifru_flags of the ifreq we own.
+    if unsafe { libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut r) } != 0 {
+        return Err(last_error(&format!("{name}: reading its flags")));
+    }
+    // SAFETY: the kernel filled the flags member.
+    Ok(i32::from(unsafe { r.ifr_ifru.ifru_flags } as u16))
+}
+
+/// Whether an interface can send: the kernel's qdisc is attached only while it is up and has a
+/// carrier (`dev_activate` at `dev_open` and at `linkwatch`'s carrier on; `dev_deactivate`, which
+/// puts `noop_qdisc` in its place, at either's loss).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkState {
+    Up,
+    /// Set down (`IFF_UP` clear).
+    Down,
+    /// Up without a carrier (`IFF_RUNNING` clear: a veth whose other end is down).
+    NoCarrier,
+}
+
+/// The state of interface `name` in the network namespace of socket `fd` (see [`mtu_by`]).
+pub fn link_state_by(fd: RawFd, name: &str) -> io::Result<LinkState> {
+    let flags = flags_by(fd, name)?;
+    Ok(if flags & libc::IFF_UP == 0 {
+        LinkState::Down
+    } else if flags & libc::IFF_RUNNING == 0 {
+        LinkState::NoCarrier
+    } else {
+        LinkState::Up
+    })
+}
+
 /// A netlink socket that hears of every change to the interfaces of the network namespace it was
 /// opened in (`RTMGRP_LINK`: `ip link set DEV mtu N`, up, down), non-blocking. The bridge only
 /// needs to know that something changed: it reads what it needs (the MTU) from its own sockets.
@@ -189,13 +224,7 @@ impl LinkEvents {
 pub fn check_bridgeable(name: &str) -> Result<(), String> {
     ifindex(name).map_err(|e| e.to_string())?;
     let s = ioctl_socket().map_err(|e| e.to_string())?;
-    let mut r = ifreq(name).map_err(|e| e.to_string())?;
-    // SAFETY: SIOCGIFFLAGS reads the name and writes ifru_flags of the ifreq we own.
-    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFFLAGS, &mut r) } != 0 {
-        return Err(last_error(&format!("{name}: reading its flags")).to_string());
-    }
-    // SAFETY: the kernel filled the flags member.
-    let flags = unsafe { r.ifr_ifru.ifru_flags } as i32;
+    let flags = flags_by(s.as_raw_fd(), name).map_err(|e| e.to_string())?;
     if flags & libc::IFF_UP == 0 {
         return Err(format!("{name} is down: ip link set dev {name} up first"));
     }

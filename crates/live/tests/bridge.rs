@@ -250,6 +250,58 @@ fn ingress_police_and_an_ifb_shape_what_arrives() {
 }
 
 #[test]
+fn frames_for_a_port_that_is_down_are_dropped_as_the_kernels_noop_qdisc_drops_them() {
+    // From dev_deactivate (a device set down, or its carrier lost) to dev_activate, the device's
+    // transmit queue holds noop_qdisc, not its tree: noop_enqueue drops every packet and, since
+    // Linux 6.11 ("net: count drops due to missing qdisc as dev->tx_drops"), counts it in the
+    // device's tx_dropped; the tree counts nothing. A mirred action to the device finds it down
+    // (tcf_mirred_act: !(dev->flags & IFF_UP) || !netif_carrier_ok): an overlimit, a redirected
+    // packet shot, never handed to dev_queue_xmit. The bridge used to queue such frames in the
+    // tree and send them once the port was up.
+    let mut b = Bridge::detached(
+        policy(&[
+            "qdisc add dev eth0 root tbf rate 8mbit burst 30000 limit 100000",
+            "qdisc add dev eth1 handle ffff: ingress",
+            "filter add dev eth1 parent ffff: protocol ip prio 1 u32 match ip dport 9 0xffff action mirred egress redirect dev eth0",
+        ]),
+        [("eth0", 1500), ("eth1", 1500)],
+    );
+    let (plain, redirected) = (udp_frame(600, 5201, 0), udp_frame(600, 9, 0));
+    b.set_port_up(0, false);
+    b.arrive(0, 1, &plain, false);
+    b.arrive(0, 1, &plain, false);
+    b.arrive(0, 1, &redirected, false);
+    b.poll(10_000_000);
+    assert!(
+        b.take_sent(0).is_empty(),
+        "nothing leaves a device that is down"
+    );
+    let st = b.stats();
+    assert_eq!(
+        (st[0].1.tx_dropped, st[0].1.tx_packets),
+        (2, 0),
+        "the two forwarded frames, dropped by noop_enqueue"
+    );
+    assert_eq!(st[1].1.rx_dropped, 1, "the redirected one, shot by mirred");
+    let tree = |b: &Bridge| b.engine.device("eth0").unwrap().root().q.stats();
+    assert_eq!(
+        (tree(&b).packets, tree(&b).drops, tree(&b).qlen),
+        (0, 0, 0),
+        "the tree saw none of them"
+    );
+    let mirred = |b: &Bridge| b.engine.actions().get("mirred", 1).unwrap().borrow().stats;
+    assert_eq!(mirred(&b).overlimits, 1, "mirred to a device that is down");
+    // Up again: both paths go through the tree and out.
+    b.set_port_up(0, true);
+    b.arrive(20_000_000, 1, &plain, false);
+    b.arrive(20_000_000, 1, &redirected, false);
+    assert_eq!(b.take_sent(0), vec![plain, redirected]);
+    assert_eq!(tree(&b).packets, 2);
+    assert_eq!(mirred(&b).overlimits, 1, "no overlimit once it is up");
+    assert_eq!(b.stats()[0].1.tx_dropped, 2);
+}
+
+#[test]
 fn an_ip_packet_takes_its_priority_from_tos_as_ip_forward_gives_it() {
     // prio's priomap: TOS 0x10 (minimize delay) is priority 6, band 0; TOS 0 is band 1.
     let mut b = Bridge::detached(
@@ -1130,12 +1182,13 @@ fn a_frame_held_by_a_shaper_when_the_mtu_falls_is_counted_as_refused() {
 }
 
 #[test]
-fn frames_held_for_a_port_set_down_do_not_wake_the_bridge_every_millisecond() {
-    // a0 set down, frames for it in its transmit ring: each send finds the device down
-    // (ENETDOWN) and the ring stays stalled. Retried every millisecond, as a ring whose device is
-    // busy is, the bridge woke 1 000 times a second for as long as a0 stayed down (a review's
-    // lab: 4 % of a core, debug build); it is now retried as a down port is looked at (100 ms).
-    // Once a0 is up the frames go out.
+fn frames_for_a_port_set_down_are_dropped_and_do_not_wake_the_bridge_every_millisecond() {
+    // a0 set down, frames arriving for it: the kernel's device holds noop_qdisc then, which drops
+    // them and counts them in its tx_dropped (noop_enqueue, Linux 6.11). The bridge used to queue
+    // them and send them once a0 was up, 2 s late; held in its transmit ring, where each send
+    // found the device down (ENETDOWN), it also woke 1 000 times a second for as long as a0 stayed
+    // down (a review's lab: 4 % of a core, debug build). Once a0 is up — said by a link event, no
+    // frame arriving on a0 — frames go out again.
     let Some(ns) = netns("downcpu") else {
         return;
     };
@@ -1147,7 +1200,7 @@ fn frames_held_for_a_port_set_down_do_not_wake_the_bridge_every_millisecond() {
             let mut b = Bridge::on_ports(Engine::new(), ports);
             let cpu0 = sys::thread_cpu_ns();
             let r = b.run(Some(2_600_000_000));
-            (r, sys::thread_cpu_ns() - cpu0)
+            (r, sys::thread_cpu_ns() - cpu0, b.stats())
         }
     });
     std::thread::sleep(std::time::Duration::from_millis(100));
@@ -1155,10 +1208,13 @@ fn frames_held_for_a_port_set_down_do_not_wake_the_bridge_every_millisecond() {
     std::thread::sleep(std::time::Duration::from_millis(100));
     let frames: Vec<Vec<u8>> = (0..3).map(|k| udp_frame(200, 5301 + k, 0)).collect();
     send_all(&tx, &frames);
-    // Two seconds of a0 down with the frames held.
+    // Two seconds of a0 down.
     std::thread::sleep(std::time::Duration::from_millis(2_000));
     ns.ip(&["link", "set", "dev", "a0", "up"]).expect("up");
-    let (result, cpu) = bridge.join().expect("bridge thread");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let after: Vec<Vec<u8>> = (0..2).map(|k| udp_frame(200, 5401 + k, 0)).collect();
+    send_all(&tx, &after);
+    let (result, cpu, st) = bridge.join().expect("bridge thread");
     result.expect("bridge");
     // Every millisecond: 2 000 wake-ups and sends, 87 ms of CPU in a debug build (44 ms
     // measured with a0 down 1.2 s of a 1.7 s run); every 100 ms: twenty, a few ms (3.1 ms in
@@ -1169,7 +1225,54 @@ fn frames_held_for_a_port_set_down_do_not_wake_the_bridge_every_millisecond() {
         cpu / 1000
     );
     let got: Vec<Vec<u8>> = received(&rx).into_iter().map(|(f, _)| f).collect();
-    assert_eq!(got, frames, "sent once a0 was up");
+    assert_eq!(got, after, "only the frames sent once a0 was up");
+    assert_eq!(
+        (st[0].1.tx_dropped, st[0].1.tx_packets, st[0].1.tx_purged),
+        (3, 2, 0),
+        "the three dropped as noop_enqueue drops them"
+    );
+}
+
+#[test]
+fn frames_for_a_port_without_a_carrier_are_dropped_as_the_kernel_drops_them() {
+    // b0 set down: a0 stays up but loses its carrier, and the kernel deactivates its qdisc as for
+    // a0 set down (linkwatch_do_dev → dev_deactivate). Checked on this machine's kernel (6.18): 5
+    // frames sent by a packet socket on such a veth (no qdisc bypass) counted in its tx_dropped.
+    // The packet sockets on a0 get no error for it: only the link event tells the bridge, which
+    // used to send the frames into a veth that drops them, counted as sent.
+    let Some(ns) = netns("carrier") else {
+        return;
+    };
+    let (mut ports, _, tx, rx) = open_lab(&ns, 1, Rings::On);
+    let said = tclab_live::bridge::Said::default();
+    let bridge = spawn_bridge(ports.remove(0), Engine::new, &said, 900);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    ns.ip(&["link", "set", "dev", "b0", "down"]).expect("down");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let frames: Vec<Vec<u8>> = (0..4).map(|k| udp_frame(200, 5501 + k, 0)).collect();
+    send_all(&tx, &frames);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    ns.ip(&["link", "set", "dev", "b0", "up"]).expect("up");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    send_all(&tx, &frames[..1]);
+    let (result, st) = bridge.join().expect("bridge thread");
+    result.expect("bridge");
+    assert_eq!(
+        (st[0].1.tx_dropped, st[0].1.tx_packets),
+        (4, 1),
+        "dropped without a carrier, sent once it is back"
+    );
+    // The listener's own socket on b0 holds the ENETDOWN of b0's going down.
+    let _ = sys::socket_error(rx.raw());
+    let got: Vec<Vec<u8>> = received(&rx).into_iter().map(|(f, _)| f).collect();
+    assert_eq!(got, frames[..1]);
+    assert!(
+        said.messages()
+            .iter()
+            .any(|m| m.contains("a0 has no carrier")),
+        "{:?}",
+        said.messages()
+    );
 }
 
 #[test]
