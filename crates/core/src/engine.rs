@@ -14,6 +14,7 @@ use crate::filter::{Block, FilterFlags, FilterRequest};
 use crate::handle::Handle;
 use crate::packet::Packet;
 use crate::qdisc::pfifo_fast::PfifoFast;
+use crate::qdisc::teql::{LinkFacts, TeqlMaster};
 use crate::qdisc::{
     ClassInfo, ClassOptions, Cx, DevEnv, DropCounts, DropReason, Dropped, Qdisc, QdiscOptions,
     QdiscStats, Sched, Verdict, Xstats,
@@ -94,6 +95,9 @@ pub enum DevKind {
     /// ingress hook if they were redirected at ingress, else out of it — skipping classification once.
     /// A packet that was not redirected (a mirror's copy) is dropped by the ifb after its qdisc.
     Ifb,
+    /// The teql master `teql0` (`sch_teql.c`): what its root qdisc releases goes round robin to the
+    /// drivers of the devices whose root is `teql0` ([`crate::qdisc::teql::TeqlMaster`]).
+    TeqlMaster,
 }
 
 /// `GSO_LEGACY_MAX_SIZE`: a device's default `gso_max_size` (IPv4's limit without BIG TCP).
@@ -146,6 +150,8 @@ pub struct Device {
     /// A netdevsim port (`ip link add … type netdevsim`, tdc's devices): a mock PTP clock and taprio
     /// offload, which taprio's full offload needs.
     pub taprio_offload: bool,
+    /// `dev->hard_header_len`: 14 (Ethernet), `LL_MAX_HEADER` on the teql master.
+    pub hard_header_len: u32,
 }
 
 impl Device {
@@ -183,8 +189,24 @@ impl Device {
             gso_max_segs: GSO_MAX_SEGS,
             speed: 0,
             taprio_offload: false,
+            hard_header_len: 14,
         };
         d.root = d.default_root();
+        d
+    }
+
+    /// The teql master as `teql_master_setup` makes it: down, mtu 1500, txqueuelen 100, a header of
+    /// `LL_MAX_HEADER`, and the default qdisc of a device with a queue once up.
+    pub fn teql_master() -> Device {
+        let mut d = Device::with_default(
+            crate::qdisc::teql::MASTER,
+            1500,
+            100,
+            DefaultRoot::PfifoFast,
+        );
+        d.kind = DevKind::TeqlMaster;
+        d.up = false;
+        d.hard_header_len = crate::qdisc::teql::LL_MAX_HEADER;
         d
     }
 
@@ -202,7 +224,7 @@ impl Device {
             txqueues: self.txqueues,
             txqueuelen: self.txqueuelen,
             mtu: self.mtu,
-            hard_header_len: 14,
+            hard_header_len: self.hard_header_len,
             speed: self.speed,
             taprio_offload: self.taprio_offload,
         }
@@ -686,6 +708,22 @@ pub struct Engine {
     actions: ActionTable,
     /// `qdisc_alloc_handle`'s counter: automatic handles count down from 8001:.
     autohandle: u32,
+    /// The teql master's ring and counters, once the module is "loaded" (the master device `teql0`
+    /// made by the first command that names it).
+    teql: Option<TeqlMaster>,
+}
+
+/// What `teql_qdisc_init` and `teql_master_open` read of a device: every tclab device is
+/// Ethernet-like (`IFF_BROADCAST`); an ifb (and a dummy, which tclab does not tell from a veth) lacks
+/// `IFF_MULTICAST`; the master is never multicast (`teql_master_setup` sets only `IFF_NOARP`).
+fn link_facts(d: &Device) -> LinkFacts {
+    LinkFacts {
+        mtu: d.mtu,
+        hard_header_len: d.hard_header_len,
+        broadcast: true,
+        multicast: d.kind == DevKind::Plain,
+        up: d.up,
+    }
 }
 
 fn no_device() -> KernelError {
@@ -852,8 +890,12 @@ impl Engine {
         self.autohandle = counter;
     }
 
-    /// The device named `name`, created (a veth-like device with `noqueue` as its root) if missing.
+    /// The device named `name`, created (a veth-like device with `noqueue` as its root) if missing;
+    /// `teql0` is the teql master, which naming loads ([`Engine::load_teql`]).
     pub fn add_device(&mut self, name: &str, mtu: u32, txqueuelen: u32) -> &mut Device {
+        if name == crate::qdisc::teql::MASTER {
+            self.load_teql();
+        }
         let id = match self.by_name.get(name) {
             Some(id) => *id,
             None => {
@@ -877,7 +919,13 @@ impl Engine {
     /// Remove a device (`ip link del`): its qdiscs and filters let go of their actions, and the mirred
     /// actions that sent to it find it gone.
     pub fn remove_device(&mut self, name: &str) -> Option<Device> {
-        let id = self.by_name.remove(name)?;
+        let id = *self.by_name.get(name)?;
+        if self.device(name)?.kind == DevKind::TeqlMaster {
+            self.teql = None;
+        } else if self.device(name)?.root.q.kind() == crate::qdisc::teql::MASTER {
+            self.teql_detach(id, false);
+        }
+        self.by_name.remove(name);
         let mut d = self.slots[id.0 as usize].take()?;
         release_tree(&mut d.root, &mut self.actions);
         if let Some(ing) = d.ingress.as_mut() {
@@ -899,6 +947,131 @@ impl Engine {
         d.up = up;
         self.refresh_mirred();
         true
+    }
+
+    /// Load teql (`modprobe sch_teql`): the master device `teql0`, down, with no slaves. Nothing if it
+    /// is loaded; nothing either if another device has the name (the module's `register_netdev`
+    /// fails, so the kind stays unknown).
+    pub fn load_teql(&mut self) {
+        if self.teql.is_some() || self.by_name.contains_key(crate::qdisc::teql::MASTER) {
+            return;
+        }
+        if self.create_device(Device::teql_master()).is_ok() {
+            self.teql = Some(TeqlMaster::default());
+        }
+    }
+
+    /// The teql master's ring and counters, if teql is loaded.
+    pub fn teql(&self) -> Option<&TeqlMaster> {
+        self.teql.as_ref()
+    }
+
+    /// The teql master device and its ring together, for a driver's transmit path.
+    pub fn teql_parts(&mut self) -> Option<(&mut Device, &mut TeqlMaster)> {
+        let master = self.teql.as_mut()?;
+        let dev = slot_mut(&mut self.slots, &self.by_name, crate::qdisc::teql::MASTER)?;
+        Some((dev, master))
+    }
+
+    /// The device of an interface index ([`Engine::ifindex`]).
+    pub fn device_by_ifindex(&self, ifindex: u32) -> Option<&Device> {
+        self.device_by_id(DevId(ifindex.checked_sub(1)?))
+    }
+
+    /// `teql_qdisc_init`'s checks of a `teql0` qdisc on `dev_name` under `parent`.
+    fn teql_check(&self, dev_name: &str, parent: Handle) -> Result<(), KernelError> {
+        let (Some(m), Some(master)) = (self.teql.as_ref(), self.device(crate::qdisc::teql::MASTER))
+        else {
+            return Err(KernelError::msg(
+                Errno::NoEntry,
+                "Specified qdisc kind is unknown",
+            ));
+        };
+        let dev = self.device(dev_name).ok_or_else(no_device)?;
+        m.check_slave(
+            &LinkFacts {
+                multicast: false,
+                ..link_facts(master)
+            },
+            &link_facts(dev),
+            dev.kind == DevKind::TeqlMaster,
+            parent == Handle::ROOT,
+        )
+    }
+
+    /// `teql_qdisc_init` having passed: the device joins the ring; the master, unless it is up, takes
+    /// the smallest MTU (the first slave's outright).
+    fn teql_attach(&mut self, id: DevId) {
+        let Some(mtu) = self.device_by_id(id).map(|d| d.mtu) else {
+            return;
+        };
+        let Some(m) = self.teql.as_mut() else { return };
+        let first = m.slaves().is_empty();
+        m.attach(id.0 + 1);
+        if let Some(master) = slot_mut(&mut self.slots, &self.by_name, crate::qdisc::teql::MASTER) {
+            if first {
+                master.mtu = mtu;
+            } else if !master.up {
+                master.mtu = master.mtu.min(mtu);
+            }
+        }
+    }
+
+    /// `teql_destroy`: the device leaves the ring; the last one leaving resets the master's queue.
+    fn teql_detach(&mut self, id: DevId, newest_stays: bool) {
+        let Some(m) = self.teql.as_mut() else { return };
+        if m.detach(id.0 + 1, newest_stays) {
+            if let Some(master) =
+                slot_mut(&mut self.slots, &self.by_name, crate::qdisc::teql::MASTER)
+            {
+                master.reset_qdiscs();
+            }
+        }
+    }
+
+    /// `ip link set dev DEV up`: [`Engine::set_up`], after `teql_master_open`'s checks for the teql
+    /// master — it needs a slave (EUNATCH) — which then takes the smallest MTU of its slaves.
+    pub fn open(&mut self, name: &str) -> Result<(), KernelError> {
+        let d = self.device(name).ok_or_else(no_device)?;
+        if d.kind == DevKind::TeqlMaster && !d.up {
+            let slaves = self.teql.as_ref().map(|m| m.slaves()).unwrap_or_default();
+            if slaves.is_empty() {
+                return Err(KernelError::new(Errno::Unattached));
+            }
+            let mut mtu = 0xFFFE;
+            for s in slaves {
+                let s = self.device_by_ifindex(s).ok_or_else(no_device)?;
+                if s.hard_header_len > crate::qdisc::teql::LL_MAX_HEADER {
+                    return Err(KernelError::new(Errno::Invalid));
+                }
+                mtu = mtu.min(s.mtu);
+            }
+            if let Some(d) = self.device_mut(name) {
+                d.mtu = mtu;
+            }
+        }
+        self.set_up(name, true);
+        Ok(())
+    }
+
+    /// `ip link set dev DEV mtu N`: the teql master refuses more than a slave's MTU
+    /// (`teql_master_mtu`); other devices take any.
+    pub fn set_mtu(&mut self, name: &str, mtu: u32) -> Result<(), KernelError> {
+        let d = self.device(name).ok_or_else(no_device)?;
+        if d.kind == DevKind::TeqlMaster {
+            let slaves = self.teql.as_ref().map(|m| m.slaves()).unwrap_or_default();
+            let too_big = slaves
+                .iter()
+                .filter_map(|&s| self.device_by_ifindex(s))
+                .any(|s| mtu > s.mtu);
+            if too_big {
+                return Err(KernelError::new(Errno::Invalid));
+            }
+        }
+        if let Some(d) = self.device_mut(name) {
+            d.mtu = mtu;
+        }
+        Ok(())
     }
 
     /// Tell every mirred action whether its target is up, down or gone (the kernel's actions hold the
@@ -933,8 +1106,11 @@ impl Engine {
         flags: Flags,
         now: Nanos,
     ) -> Result<Vec<Warning>, KernelError> {
-        let dev = self.device(dev_name).ok_or_else(no_device)?;
         let kind = opts.map(|o| o.kind());
+        if kind == Some(crate::qdisc::teql::MASTER) {
+            self.load_teql();
+        }
+        let dev = self.device(dev_name).ok_or_else(no_device)?;
         let ingress_handle = Handle::new(0xffff, 0);
         if parent == Handle::INGRESS
             || (parent == Handle::UNSPEC
@@ -1129,6 +1305,11 @@ impl Engine {
         } else {
             handle
         };
+        let teql = opts.kind() == crate::qdisc::teql::MASTER;
+        if teql {
+            self.teql_check(dev_name, parent)?;
+        }
+        let id = self.device_id(dev_name).ok_or_else(no_device)?;
         let dev = slot_mut(&mut self.slots, &self.by_name, dev_name).ok_or_else(no_device)?;
         let env = dev.env();
         // `mq_init`, `mqprio_init`, `taprio_init`: only as the root.
@@ -1154,11 +1335,22 @@ impl Engine {
             })?;
             cl.graft(parent, Some(new), &env)?
         };
+        let old_teql = old
+            .as_ref()
+            .is_some_and(|o| o.q.kind() == crate::qdisc::teql::MASTER);
         if let Some(mut old) = old {
             dev.hash_del_tree(&old);
             release_tree(&mut old, &mut self.actions);
         }
         dev.hash_add(handle, parent);
+        // qdisc_create (`teql_qdisc_init`) before qdisc_graft destroys the old one (`teql_destroy`).
+        if teql {
+            self.teql_attach(id);
+        }
+        if old_teql {
+            self.teql_detach(id, teql);
+        }
+        let dev = slot_mut(&mut self.slots, &self.by_name, dev_name).ok_or_else(no_device)?;
         if let Some(new) = dev.find(handle).filter(|s| s.q.hashes_children()) {
             let hidden: Vec<Handle> = new
                 .q
@@ -1258,6 +1450,10 @@ impl Engine {
                 Errno::NoEntry,
                 "Cannot delete qdisc with handle of zero",
             ));
+        }
+        let id = self.device_id(dev_name).ok_or_else(no_device)?;
+        if q.q.kind() == crate::qdisc::teql::MASTER {
+            self.teql_detach(id, false);
         }
         let dev = slot_mut(&mut self.slots, &self.by_name, dev_name).ok_or_else(no_device)?;
         let env = dev.env();

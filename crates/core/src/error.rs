@@ -30,6 +30,10 @@ pub enum Errno {
     NoSys,
     /// EPROTONOSUPPORT
     ProtoNotSupported,
+    /// ELOOP (a teql slave that is the master itself)
+    Loop,
+    /// EUNATCH (a teql master opened without slaves)
+    Unattached,
 }
 
 impl Errno {
@@ -47,6 +51,8 @@ impl Errno {
             Errno::NoSpace => "No space left on device",
             Errno::NoSys => "Function not implemented",
             Errno::ProtoNotSupported => "Protocol not supported",
+            Errno::Loop => "Too many levels of symbolic links",
+            Errno::Unattached => "Protocol driver not attached",
         }
     }
 }

@@ -1277,8 +1277,10 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
                 d.taprio_offload = true;
             }
             if let Some(m) = mtu {
-                d.mtu = m;
+                // The teql master refuses an MTU above a slave's (`teql_master_mtu`).
+                engine.set_mtu(&dev, m).map_err(|e| e.to_string())?;
             }
+            let d = engine.add_device(&dev, crate::DEFAULT_MTU, crate::DEFAULT_TXQUEUELEN);
             if let Some(t) = txq {
                 d.set_txqueuelen(t);
             }
@@ -1300,10 +1302,22 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
             if let Some(v) = speed {
                 d.set_speed(v);
             }
-            if let Some(u) = up {
-                engine.set_up(&dev, u);
+            match up {
+                // `teql_master_open` refuses a master without slaves.
+                Some(true) => engine.open(&dev).map_err(|e| e.to_string())?,
+                Some(false) => {
+                    engine.set_up(&dev, false);
+                }
+                None => {}
             }
             Ok(())
+        }
+        // The teql master has no rtnl_link_ops: rtnetlink cannot delete it.
+        "del" | "delete"
+            if engine.device(&dev).map(|d| d.kind)
+                == Some(tclab_core::engine::DevKind::TeqlMaster) =>
+        {
+            Err("RTNETLINK answers: Operation not supported".into())
         }
         "del" | "delete" => engine
             .remove_device(&dev)
