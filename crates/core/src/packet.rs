@@ -112,6 +112,18 @@ pub struct PacketExt {
     /// The zone of the packet's connection (`ct->zone.id`): the `ct` action's `zone`; 0 for the hooks'
     /// own (see [`Packet::ct_state`]).
     pub ct_zone: u16,
+    /// The routing decision the packet carries (`skb_dst`), which the route classifier and meta's
+    /// `rt_classid`/`rt_iif` read; `None` before routing and off a wire.
+    pub route: Option<Route>,
+}
+
+/// What a packet's route tells the qdiscs (`skb_dst(skb)`): its realms and the input interface.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Route {
+    /// `dst->tclassid`: the destination realm in the low 16 bits, the source realm in the high 16.
+    pub tclassid: u32,
+    /// `inet_iif(skb)`: the index of the device a forwarded packet came in on; 0 for a local one.
+    pub iif: u32,
 }
 
 /// One 802.1Q/802.1ad tag: its TPID and its TCI (priority << 13 | DEI << 12 | VLAN id).
@@ -204,6 +216,15 @@ impl Packet {
 
     pub fn set_cgroup_classid(&mut self, classid: u32) {
         self.set_in_ext(classid, |e| &mut e.cgroup_classid);
+    }
+
+    /// The packet's route ([`PacketExt::route`]), if it has been routed.
+    pub fn route(&self) -> Option<Route> {
+        self.ext.as_ref()?.route
+    }
+
+    pub fn set_route(&mut self, route: Option<Route>) {
+        self.set_in_ext(route, |e| &mut e.route);
     }
 
     /// The conntrack zone of the packet's connection ([`PacketExt::ct_zone`]); 0 for the default zone.

@@ -197,6 +197,51 @@ pub struct Node {
     pub ifaces: Vec<IfaceId>,
     /// Interface towards each node, by node id; `None` for the node itself and for unreachable nodes.
     pub routes: Vec<Option<IfaceId>>,
+    /// The realms its policy's `ip route … realm` lines gave its routes, most specific first.
+    pub realms: Vec<RealmRoute>,
+    /// Whether a filter of the node reads a packet's route (route, meta `rt_classid`): only then is
+    /// one attached to the packets it sends and forwards (a boxed extension each).
+    pub reads_route: bool,
+}
+
+/// A route's realms (`ip route add PREFIX … realm N`, `RTA_FLOW`): the prefix it covers and its
+/// `nh_tclassid` (destination realm in the low 16 bits, a `realms S/D` source realm in the high 16).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RealmRoute {
+    pub prefix: u32,
+    pub len: u8,
+    pub tclassid: u32,
+}
+
+impl RealmRoute {
+    pub fn covers(&self, addr: u32) -> bool {
+        let mask = u32::MAX.checked_shl(32 - self.len as u32).unwrap_or(0);
+        (addr ^ self.prefix) & mask == 0
+    }
+}
+
+impl Node {
+    /// The `nh_tclassid` of the node's route to `addr`: the most specific realm route covering it, 0
+    /// when none does (the simulator's own routes have no realm).
+    pub fn realm_of(&self, addr: u32) -> u32 {
+        self.realms
+            .iter()
+            .find(|r| r.covers(addr))
+            .map_or(0, |r| r.tclassid)
+    }
+
+    /// Give the routes under `r`'s prefix its realms, replacing those of a route of the same prefix
+    /// (`ip route replace`), and keep the table most specific first.
+    pub fn set_realm(&mut self, r: RealmRoute) {
+        self.realms
+            .retain(|o| (o.prefix, o.len) != (r.prefix, r.len));
+        let at = self
+            .realms
+            .iter()
+            .position(|o| o.len < r.len)
+            .unwrap_or(self.realms.len());
+        self.realms.insert(at, r);
+    }
 }
 
 /// Events are kept small (16 bytes) so that the heap moves little: a packet on a wire waits in
@@ -275,6 +320,8 @@ pub struct Network {
     pub apps: Vec<App>,
     app_node: Vec<NodeId>,
     app_timer: Vec<Option<Nanos>>,
+    /// Each application's `net_cls.classid` (its cgroup's; 0 for none), which its packets carry.
+    app_classid: Vec<u32>,
     /// Which application gets a packet: (node, protocol, local port, remote address, remote port); remote
     /// address and port 0 mean "any" (a listening socket or a UDP sink). Looked up for every packet
     /// delivered and never iterated, so hashed (a B-tree of 2 000 sockets cost 2 % of bench-isp).
@@ -320,6 +367,7 @@ impl Network {
             apps: Vec::new(),
             app_node: Vec::new(),
             app_timer: Vec::new(),
+            app_classid: Vec::new(),
             demux: HashMap::default(),
             ping_ids: BTreeMap::new(),
             addr_owner: BTreeMap::new(),
@@ -357,6 +405,8 @@ impl Network {
             engine: Engine::new(),
             ifaces: Vec::new(),
             routes: Vec::new(),
+            realms: Vec::new(),
+            reads_route: false,
         });
         self.nodes.len() - 1
     }
@@ -525,10 +575,17 @@ impl Network {
         self.apps.push(app);
         self.app_node.push(node);
         self.app_timer.push(None);
+        self.app_classid.push(0);
         if let Some(t) = start {
             self.arm_timer(id, t);
         }
         id
+    }
+
+    /// Put `app` in a `net_cls` cgroup of classid `classid`: the packets it sends carry it, as
+    /// `task_get_classid` reads it (the sending task's, or its socket's in softirq context).
+    pub fn set_app_classid(&mut self, app: AppId, classid: u32) {
+        self.app_classid[app] = classid;
     }
 
     /// Deliver TCP/UDP packets for (protocol, local port, remote address, remote port) on `node` to `app`.
@@ -739,6 +796,16 @@ impl Network {
             pkt.sk = owner as u32;
         }
         pkt.tstamp = tstamp;
+        if owner != 0 {
+            pkt.set_cgroup_classid(self.app_classid[owner as AppId - 1]);
+        }
+        if self.nodes[node].reads_route {
+            // An output route (`__mkroute_output`): its own realms, no input interface.
+            pkt.set_route(Some(tclab_core::packet::Route {
+                tclassid: self.nodes[node].realm_of(d.ip.dst),
+                iif: 0,
+            }));
+        }
         if !self.netfilter(node, &mut pkt, None, Some(out), |nf, p, _, o| {
             host::local_out(nf, p, o.unwrap_or(""), now)
         }) {
@@ -1202,6 +1269,9 @@ impl Network {
         pkt.ct_state = 0;
         pkt.set_ct_zone(0);
         tclab_core::action::ct::set_labels(&mut pkt, [0; 16]);
+        // Nor its route (`skb_dst`) or socket, so no cgroup classid either.
+        pkt.set_route(None);
+        pkt.set_cgroup_classid(0);
         let cx = self.take_cx(now);
         self.receive(now, iface, pkt, cx);
     }
@@ -1261,7 +1331,12 @@ impl Network {
                     return;
                 };
                 // FORWARD and POSTROUTING may change the mark or the priority, as iptables rules do.
+                let route = self.nodes[node].reads_route.then(|| {
+                    let src = tclab_core::wire::Ipv4::parse(&pkt.data).map(|ip| ip.src());
+                    self.input_route(node, iface, dst, src)
+                });
                 let mut fwd = host::forwarded(pkt, tos);
+                fwd.set_route(route);
                 if self.netfilter(node, &mut fwd, Some(iface), Some(out), |nf, p, i, o| {
                     host::forward(nf, p, i.unwrap_or(""), o.unwrap_or(""), now)
                 }) {
@@ -1270,6 +1345,29 @@ impl Network {
                 }
             }
             None => {}
+        }
+    }
+
+    /// The route of a packet `node` forwards to `dst`, from `src`, that came in on `iface`
+    /// (`ip_route_input_slow`): the route's realms, with the source realm — when the route has none —
+    /// the destination realm of the route back to `src` (`fib_validate_source`'s itag, then
+    /// `set_class_tag`), and the input device's index (`inet_iif`).
+    fn input_route(
+        &self,
+        node: NodeId,
+        iface: IfaceId,
+        dst: u32,
+        src: Option<u32>,
+    ) -> tclab_core::packet::Route {
+        let n = &self.nodes[node];
+        let mut tclassid = n.realm_of(dst);
+        let itag = src.map_or(0, |s| n.realm_of(s) << 16);
+        if tclassid & 0xffff_0000 == 0 {
+            tclassid |= itag;
+        }
+        tclab_core::packet::Route {
+            tclassid,
+            iif: n.engine.ifindex(&self.ifaces[iface].name).unwrap_or(0),
         }
     }
 

@@ -191,6 +191,10 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
             }
         }
     }
+    // The sending end runs in the entry's net_cls cgroup (the receiving end in none).
+    for &a in &st.senders {
+        sc.net.set_app_classid(a, t.cgroup_classid);
+    }
     Ok(st)
 }
 

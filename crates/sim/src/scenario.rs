@@ -60,7 +60,20 @@ pub struct ScenarioFile {
     pub policy: Vec<PolicySpec>,
     #[serde(default)]
     pub traffic: Vec<TrafficSpec>,
+    #[serde(default)]
+    pub cgroup: Vec<CgroupSpec>,
     pub plot: Option<PlotSpec>,
+}
+
+/// A `net_cls` cgroup on a node (`mkdir PATH; echo CLASSID > PATH/net_cls.classid`), which traffic
+/// entries from that node may run in (`cgroup = PATH`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CgroupSpec {
+    pub node: Spanned<String>,
+    pub path: Spanned<String>,
+    /// `net_cls.classid`: a number (`0x100010`) as the file takes it, or tc's `major:minor`.
+    pub classid: Spanned<toml::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -145,6 +158,8 @@ pub struct TrafficSpec {
     /// rate, by a sch_fq on its host or else by itself.
     pub fq_rate: Option<Spanned<String>>,
     pub port: Option<Spanned<u16>>,
+    /// The `[[cgroup]]` of the sending node its sender runs in (a path).
+    pub cgroup: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -214,6 +229,8 @@ pub struct Traffic {
     pub streams: u32,
     pub tos: u8,
     pub port: u16,
+    /// The `net_cls.classid` its sender's packets carry (its cgroup's); 0 for none.
+    pub cgroup_classid: u32,
 }
 
 /// A scenario ready to run: the network built and policies applied, the traffic to start.
@@ -439,7 +456,7 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     };
     let v: f64 = num.parse().map_err(|_| format!("invalid size \"{s}\""))?;
     let b = v * scale;
-    if !b.is_finite() || b < 1.0 || b > 1e15 {
+    if !b.is_finite() || !(1.0..=1e15).contains(&b) {
         return Err(format!("size \"{s}\" is out of range"));
     }
     Ok(b as u64)
@@ -515,6 +532,7 @@ fn build(cx: &Ctx, sf: ScenarioFile, base: &std::path::Path) -> Result<Scenario,
     let mut net = topology(cx, &sf)?;
     let policies = apply_policies(cx, &sf, &mut net, base)?;
     frameless_keys(cx, &net);
+    route_readers(&mut net);
     // The interfaces' devices by id (a policy may have replaced one through a script's journal).
     net.index_devices();
 
@@ -523,7 +541,9 @@ fn build(cx: &Ctx, sf: ScenarioFile, base: &std::path::Path) -> Result<Scenario,
         let seed = crate::rng::Rng::stream(net.seed, &format!("qdisc:{}:{i}", n.name)).next_u64();
         n.engine.seed_random(seed);
     }
-    let traffic = traffics(cx, &sf, &net, duration)?;
+    let cgroups = cgroups(cx, &sf, &net)?;
+    let traffic = traffics(cx, &sf, &net, duration, &cgroups)?;
+    cgroup_unfed(cx, &net, &traffic);
     let plot_in_out = plot_ifaces(cx, &sf, &net)?;
     let name = sf.name.clone().unwrap_or_else(|| cx.file.to_string());
     Ok(Scenario {
@@ -849,7 +869,7 @@ fn apply_policies(
 ) -> Result<Vec<(String, Vec<String>)>, ScenarioError> {
     let mut policies = Vec::new();
     for p in &sf.policy {
-        let node = cx.node(&net, &p.node, "policy.node")?;
+        let node = cx.node(net, &p.node, "policy.node")?;
         if let Some(script) = &p.script {
             if p.tc.is_some() || p.batch.is_some() {
                 return cx.err(
@@ -934,50 +954,128 @@ fn apply_policies(
 /// matches here: Ethernet addresses (`dst_mac`/`src_mac`: the packet comes in no frame) and an input
 /// device (`indev`), as `tclab check`'s flower-mac-simulated says of the policy's lines.
 fn frameless_keys(cx: &Ctx, net: &Network) {
-    use tclab_core::filter::{Block, Classifier};
-    use tclab_core::Handle;
+    use tclab_core::filter::Classifier;
     for node in &net.nodes {
-        for (name, dev) in node.engine.devices() {
-            let mut blocks: Vec<&Block> = Vec::new();
-            if let Some(ing) = dev.ingress() {
-                // ingress and clsact's egress hook.
-                for h in [Handle(0xffff_0000), Handle(0xffff_fff3)] {
-                    blocks.extend(ing.q.block(h));
-                }
-            }
-            for q in dev.qdiscs() {
-                let Some(s) = dev.find(q.handle) else {
-                    continue;
+        for (name, tp) in node_tps(&node.engine) {
+            let Classifier::Flower(h) = &tp.cls else {
+                continue;
+            };
+            for f in h.filters.values() {
+                let mac = f.mask.eth_dst != [0; 6] || f.mask.eth_src != [0; 6];
+                let what = match (mac, f.indev.is_some()) {
+                    (true, true) => {
+                        "Ethernet addresses (dst_mac/src_mac) and an input device (indev)"
+                    }
+                    (true, false) => "Ethernet addresses (dst_mac/src_mac)",
+                    (false, true) => "an input device (indev)",
+                    (false, false) => continue,
                 };
-                blocks.extend(s.q.block(q.handle));
-                for c in s.q.classes().into_iter().flat_map(|c| c.walk(0)) {
-                    blocks.extend(s.q.block(c.classid));
-                }
-            }
-            for tp in blocks.iter().flat_map(|b| b.tps()) {
-                let Classifier::Flower(h) = &tp.cls else {
-                    continue;
-                };
-                for f in h.filters.values() {
-                    let mac = f.mask.eth_dst != [0; 6] || f.mask.eth_src != [0; 6];
-                    let what = match (mac, f.indev.is_some()) {
-                        (true, true) => {
-                            "Ethernet addresses (dst_mac/src_mac) and an input device (indev)"
-                        }
-                        (true, false) => "Ethernet addresses (dst_mac/src_mac)",
-                        (false, true) => "an input device (indev)",
-                        (false, false) => continue,
-                    };
-                    cx.note(format!(
-                        "note: {}: node {} {name}: flower filter pref {} handle {:#x} matches {what}, \
-                         which a simulated packet does not carry: it never matches here \
-                         (docs/checks/flower-mac-simulated.md)",
-                        cx.file, node.name, tp.prio, f.handle
-                    ));
-                }
+                cx.note(format!(
+                    "note: {}: node {} {name}: flower filter pref {} handle {:#x} matches {what}, \
+                     which a simulated packet does not carry: it never matches here \
+                     (docs/checks/flower-mac-simulated.md)",
+                    cx.file, node.name, tp.prio, f.handle
+                ));
             }
         }
     }
+}
+
+/// Every filter instance of a node's devices, with its device's name: the ingress hook and clsact's
+/// egress hook, each qdisc's and each class's block.
+fn node_tps(engine: &tclab_core::Engine) -> Vec<(&str, &tclab_core::filter::Tp)> {
+    use tclab_core::filter::Block;
+    use tclab_core::Handle;
+    let mut out = Vec::new();
+    for (name, dev) in engine.devices() {
+        let mut blocks: Vec<&Block> = Vec::new();
+        if let Some(ing) = dev.ingress() {
+            for h in [Handle(0xffff_0000), Handle(0xffff_fff3)] {
+                blocks.extend(ing.q.block(h));
+            }
+        }
+        for q in dev.qdiscs() {
+            let Some(s) = dev.find(q.handle) else {
+                continue;
+            };
+            blocks.extend(s.q.block(q.handle));
+            for c in s.q.classes().into_iter().flat_map(|c| c.walk(0)) {
+                blocks.extend(s.q.block(c.classid));
+            }
+        }
+        out.extend(blocks.iter().flat_map(|b| b.tps()).map(|tp| (name, tp)));
+    }
+    out
+}
+
+/// Mark the nodes a filter of which reads a packet's route (route, meta `rt_classid`/`rt_iif`): the
+/// packets they send and forward carry one.
+fn route_readers(net: &mut Network) {
+    for node in &mut net.nodes {
+        node.reads_route = node_tps(&node.engine)
+            .iter()
+            .any(|(_, tp)| tp.cls.reads_route());
+    }
+}
+
+/// A note for each cgroup filter on a node whose traffic runs in no `net_cls` cgroup with a classid:
+/// nothing it sends carries one, so the filter never matches (forwarded packets carry none).
+fn cgroup_unfed(cx: &Ctx, net: &Network, traffic: &[Traffic]) {
+    use tclab_core::filter::Classifier;
+    for (n, node) in net.nodes.iter().enumerate() {
+        if traffic.iter().any(|t| t.from == n && t.cgroup_classid != 0) {
+            continue;
+        }
+        for (name, tp) in node_tps(&node.engine) {
+            if matches!(tp.cls, Classifier::Cgroup(_)) {
+                cx.note(format!(
+                    "note: {}: node {} {name}: cgroup filter pref {}: no traffic from this node runs in \
+                     a net_cls cgroup with a classid (traffic.cgroup): it never matches here",
+                    cx.file, node.name, tp.prio
+                ));
+            }
+        }
+    }
+}
+
+/// `[[cgroup]]`: (node, path, classid) each, a path once per node.
+fn cgroups(
+    cx: &Ctx,
+    sf: &ScenarioFile,
+    net: &Network,
+) -> Result<Vec<(NodeId, String, u32)>, ScenarioError> {
+    let mut out: Vec<(NodeId, String, u32)> = Vec::new();
+    for c in &sf.cgroup {
+        let node = cx.node(net, &c.node, "cgroup.node")?;
+        let path = c.path.get_ref();
+        if path.is_empty() {
+            return cx.err(c.path.span(), "cgroup.path", "an empty path");
+        }
+        if out.iter().any(|(n, p, _)| *n == node && p == path) {
+            return cx.err(
+                c.path.span(),
+                "cgroup.path",
+                format!("node {} has two cgroups \"{path}\"", c.node.get_ref()),
+            );
+        }
+        let bad = || {
+            cx.err(
+                c.classid.span(),
+                "cgroup.classid",
+                "expected a 32-bit number (0x100010, as net_cls.classid takes it) or major:minor (1:10)",
+            )
+        };
+        let classid = match c.classid.get_ref() {
+            toml::Value::Integer(i) => u32::try_from(*i).or_else(|_| bad())?,
+            toml::Value::String(v) if v.contains(':') => {
+                tclab_tc::util::get_tc_classid(v).map_or_else(bad, Ok)?
+            }
+            toml::Value::String(v) => tclab_tc::util::get_u32(v, 0).map_or_else(bad, Ok)?,
+            _ => bad()?,
+        };
+        out.push((node, path.clone(), classid));
+    }
+    Ok(out)
 }
 
 /// `link add` records that give a script's offline store a node's interfaces with more than one
@@ -1082,10 +1180,28 @@ fn traffics(
     sf: &ScenarioFile,
     net: &Network,
     duration: Nanos,
+    cgroups: &[(NodeId, String, u32)],
 ) -> Result<Vec<Traffic>, ScenarioError> {
     let mut traffic: Vec<Traffic> = Vec::new();
     for (k, t) in sf.traffic.iter().enumerate() {
-        let resolved = resolve_traffic(cx, &net, t, k, duration)?;
+        let mut resolved = resolve_traffic(cx, net, t, k, duration)?;
+        if let Some(c) = &t.cgroup {
+            let Some((_, _, classid)) = cgroups
+                .iter()
+                .find(|(n, p, _)| *n == resolved.from && p == c.get_ref())
+            else {
+                return cx.err(
+                    c.span(),
+                    "traffic.cgroup",
+                    format!(
+                        "no [[cgroup]] with path \"{}\" on node {}",
+                        c.get_ref(),
+                        t.from.get_ref()
+                    ),
+                );
+            };
+            resolved.cgroup_classid = *classid;
+        }
         if traffic.iter().any(|x| x.name == resolved.name) {
             let span = t.name.as_ref().map_or(t.kind.span(), |n| n.span());
             return cx.err(
@@ -1131,7 +1247,7 @@ fn plot_ifaces(
     );
     if plot_in_out.1.is_none() {
         // Default: the first shaped interface, and another interface of the same node as IN.
-        if let Some(&(node, out)) = shaped_ifaces(&net).first() {
+        if let Some(&(node, out)) = shaped_ifaces(net).first() {
             plot_in_out.1 = Some(out);
             if plot_in_out.0.is_none() {
                 plot_in_out.0 = net.nodes[node]
@@ -1249,6 +1365,183 @@ fn ip_or_modprobe(
     }
 }
 
+/// A policy line `ip route add|change|replace PREFIX [via ADDR] [dev DEV] realm R` as the realms it
+/// gives the node's routes under PREFIX (`None` for any other line). The simulator's routes stay the
+/// fewest hops: `via` and `dev`, when given, must be the way it already goes to every address under
+/// the prefix. As on Linux, `add` of a route that exists (a connected subnet, or one added before) is
+/// refused; `change` and `replace` set its realms. `R` is `[FROM/]TO` as `ip` reads it
+/// (`get_rt_realms_or_raw`): a realm alone is any 32-bit number, each of a pair 0..255; `cosmos` is 0.
+fn ip_route(
+    net: &Network,
+    node: NodeId,
+    words: &[String],
+) -> Option<Result<crate::net::RealmRoute, String>> {
+    let w: Vec<&str> = words.iter().map(String::as_str).collect();
+    let ["ip", obj, op, rest @ ..] = w.as_slice() else {
+        return None;
+    };
+    if !(1..=5).contains(&obj.len()) || !"route".starts_with(obj) {
+        return None;
+    }
+    Some(ip_route_args(net, node, op, rest))
+}
+
+fn ip_route_args(
+    net: &Network,
+    node: NodeId,
+    op: &str,
+    args: &[&str],
+) -> Result<crate::net::RealmRoute, String> {
+    use crate::wire::addr_text;
+    let add = match op {
+        "add" | "a" | "ad" => true,
+        "change" | "chg" | "replace" => false,
+        other => {
+            return Err(format!(
+                "ip route {other}: the simulator takes ip route add, change and replace (realms)"
+            ))
+        }
+    };
+    let invalid = |what: &str, v: &str| {
+        format!("Error: argument \"{v}\" is wrong: \"{what}\" value is invalid")
+    };
+    let (mut prefix, mut via, mut dev, mut realms) = (None, None, None, None);
+    let mut it = args.iter();
+    while let Some(&a) = it.next() {
+        let mut value = |what: &str| {
+            it.next().copied().ok_or_else(|| {
+                format!("Command line is not complete. Try option \"help\" (after {what})")
+            })
+        };
+        match a {
+            "via" => via = Some(value("via")?),
+            "dev" | "oif" => dev = Some(value("dev")?),
+            "realm" | "realms" => {
+                let v = value("realm")?;
+                realms = Some(parse_realms(v).ok_or_else(|| invalid("realm", v))?);
+            }
+            "to" => prefix = Some(value("to")?),
+            p if prefix.is_none() && !p.is_empty() && (p == "default" || p.starts_with(|c: char| c.is_ascii_digit())) => {
+                prefix = Some(p)
+            }
+            other => {
+                return Err(format!(
+                    "ip route: \"{other}\" is not modelled: the simulator's routes are the fewest hops, and an ip route line gives them realms (PREFIX, via, dev, realm)"
+                ))
+            }
+        }
+    }
+    let prefix = prefix.ok_or("ip route: a destination prefix is needed")?;
+    let (addr, len) = match prefix {
+        "default" => (0, 0),
+        p => {
+            let (a, l) = p.split_once('/').unwrap_or((p, "32"));
+            let addr = a
+                .parse::<std::net::Ipv4Addr>()
+                .map_err(|_| invalid("to", p))?;
+            let len: u8 = l
+                .parse()
+                .ok()
+                .filter(|l| *l <= 32)
+                .ok_or_else(|| invalid("to", p))?;
+            (u32::from(addr), len)
+        }
+    };
+    let tclassid = realms
+        .ok_or("ip route: without a realm there is nothing to give the simulator's routes")?;
+    let r = crate::net::RealmRoute {
+        prefix: addr,
+        len,
+        tclassid,
+    };
+    if r.prefix & !u32::MAX.checked_shl(32 - len as u32).unwrap_or(0) != 0 {
+        return Err("Error: Invalid prefix for given prefix length.".into());
+    }
+    let n = &net.nodes[node];
+    let out_dev = match dev {
+        Some(d) => Some(
+            net.iface_by_name(node, d)
+                .ok_or_else(|| format!("Cannot find device \"{d}\""))?,
+        ),
+        None => None,
+    };
+    let gateway = match via {
+        Some(v) => Some(
+            v.parse::<std::net::Ipv4Addr>()
+                .map(u32::from)
+                .map_err(|_| invalid("via", v))?,
+        ),
+        None => None,
+    };
+    if let Some(g) = gateway {
+        // A gateway is a neighbour's address on one of the node's links.
+        let on_link = n
+            .ifaces
+            .iter()
+            .find(|&&i| net.ifaces[net.ifaces[i].peer].addr == g);
+        match (on_link, out_dev) {
+            (None, _) => return Err("Error: Nexthop has invalid gateway.".into()),
+            (Some(&i), Some(d)) if i != d => {
+                return Err("Error: Nexthop has invalid gateway.".into())
+            }
+            _ => {}
+        }
+    }
+    let way = out_dev.or_else(|| {
+        gateway.and_then(|g| {
+            n.ifaces
+                .iter()
+                .copied()
+                .find(|&i| net.ifaces[net.ifaces[i].peer].addr == g)
+        })
+    });
+    let connected = n
+        .ifaces
+        .iter()
+        .any(|&i| (net.ifaces[i].addr & 0xffff_ff00, 24) == (addr, len));
+    if add && (connected || n.realms.iter().any(|o| (o.prefix, o.len) == (addr, len))) {
+        return Err("RTNETLINK answers: File exists".into());
+    }
+    if let Some(way) = way {
+        for ifc in &net.ifaces {
+            let Some(owner) = net.owner_of(ifc.addr) else {
+                continue;
+            };
+            if owner == node || !r.covers(ifc.addr) {
+                continue;
+            }
+            if let Some(goes) = n.routes.get(owner).copied().flatten() {
+                if goes != way {
+                    return Err(format!(
+                        "the simulator routes {} by {} (fewest hops), not by {}: an ip route line gives realms, it does not change a path",
+                        addr_text(ifc.addr),
+                        net.ifaces[goes].name,
+                        net.ifaces[way].name
+                    ));
+                }
+            }
+        }
+    }
+    Ok(r)
+}
+
+/// `get_rt_realms_or_raw`: `TO` alone (a name, or any 32-bit number), or `FROM/TO` (each a name or
+/// 0..255; an empty `TO` is 0). The only name of a stock `/etc/iproute2/rt_realms` is `cosmos` (0).
+fn parse_realms(v: &str) -> Option<u32> {
+    let realm = |s: &str| match s {
+        "cosmos" => Some(0),
+        s => tclab_tc::util::get_u32(s, 0).filter(|r| *r <= 255),
+    };
+    match v.split_once('/') {
+        Some((from, to)) => {
+            let to = if to.is_empty() { 0 } else { realm(to)? };
+            Some(realm(from)? << 16 | to)
+        }
+        None if v == "cosmos" => Some(0),
+        None => tclab_tc::util::get_u32(v, 0),
+    }
+}
+
 /// Apply the journal a policy script left (`tc`, `iptables` and `link set` lines) to a node.
 pub fn apply_journal(
     net: &mut Network,
@@ -1323,6 +1616,13 @@ pub fn apply_policy(
             .is_some_and(|w| w == "tc" || w.ends_with("/tc"))
         {
             words.remove(0);
+        }
+        // `ip route add|change|replace PREFIX … realm N` gives the node's routes realms.
+        if let Some(r) = ip_route(net, node, &words) {
+            let r = r.map_err(|m| (n, format!("{line}: {m}")))?;
+            net.nodes[node].set_realm(r);
+            applied.push(line);
+            continue;
         }
         // `ip link add NAME type ifb`, `ip link set|del …` and `modprobe ifb [numifbs=N]` make and change
         // the node's ifb devices.
@@ -1581,6 +1881,7 @@ fn resolve_traffic(
         streams,
         tos,
         port,
+        cgroup_classid: 0,
     })
 }
 

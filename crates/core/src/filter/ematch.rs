@@ -217,6 +217,16 @@ pub struct EmatchTree {
 }
 
 impl EmatchTree {
+    /// Whether a `meta` match reads the packet's route (`rt_classid`, `rt_iif`).
+    pub fn reads_route(&self) -> bool {
+        self.matches.iter().any(|m| match &m.kind {
+            EmKind::Meta(mt) => [&mt.left, &mt.right]
+                .iter()
+                .any(|v| matches!(v.id(), meta_id::RTCLASSID | meta_id::RTIIF)),
+            _ => false,
+        })
+    }
+
     pub fn new(matches: Vec<Ematch>) -> EmatchTree {
         EmatchTree {
             matches,
@@ -374,7 +384,10 @@ impl EmatchTree {
             NFMARK => pkt.mark as u64,
             TCINDEX => pkt.tc_index as u64,
             RXHASH => rxhash(pkt) as u64,
-            // No device, route, VLAN tag or socket.
+            // `skb_dst(skb)->tclassid` and `inet_iif(skb)`: the collector fails without a route.
+            RTCLASSID => pkt.route()?.tclassid as u64,
+            RTIIF => pkt.route()?.iif as u64,
+            // No device, VLAN tag or socket.
             _ => return None,
         };
         if v.shift != 0 {

@@ -189,6 +189,18 @@ impl Classifier {
             Classifier::Bpf(_) => "bpf",
         }
     }
+
+    /// Whether the classifier reads a packet's route ([`Packet::route`]): route always, an ematch
+    /// tree only through meta's `rt_classid`/`rt_iif`. A driver need attach routes only where one does.
+    pub fn reads_route(&self) -> bool {
+        match self {
+            Classifier::Route(_) => true,
+            Classifier::Basic(b) => b.filters.iter().any(|f| f.ematches.reads_route()),
+            Classifier::Flow(f) => f.filters.iter().any(|f| f.ematches.reads_route()),
+            Classifier::Cgroup(c) => c.filter.iter().any(|f| f.ematches.reads_route()),
+            _ => false,
+        }
+    }
 }
 
 /// Which filter instance classified a packet: its kind, chain and preference (what `tc filter show`

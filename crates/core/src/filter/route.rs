@@ -13,14 +13,13 @@
 //! the interface list, then the wildcards, and then does the same in the any-destination bucket — so
 //! "to TAG from ANY" wins over "to ANY from TAG". It keeps the kernel's one oddity in the interface list:
 //! filters are stored under `iif & 0xf` but looked up under `(iif >> 16) & 0xf`, so for any real
-//! interface index only the list of indexes divisible by 16 is searched ([`RouteHead::lookup`]). The
-//! fastmap in front of the table only caches answers, so it is left out.
+//! interface index only the list of indexes divisible by 16 is searched ([`RouteHead::lookup`]).
 //!
-//! What tclab cannot give this classifier is the route: its packets reach the qdiscs with no routing
-//! decision attached (no `skb_dst`, no realms in the simulated routing table), and `route4_classify`
-//! answers "no match" for a packet without one. So a route filter never matches a tclab packet; it is
-//! kept, listed, bound to its class and deleted exactly as the kernel does, and [`RouteHead::lookup`] is
-//! the kernel's lookup for the day the simulator routes with realms.
+//! The route is the packet's [`Packet::route`] (`skb_dst`): the simulator attaches one where it routes
+//! a packet (its realms from the node's `ip route … realm` lines, and for a forwarded packet the
+//! interface it came in on). A packet without one — at an ingress hook, before routing, or off a live
+//! wire — does not match, as `route4_classify` answers for a NULL `skb_dst`. The fastmap in front of the
+//! kernel's table only caches answers, so it is left out.
 
 use super::{Exts, ExtsSpec, TcfResult, NO_MATCH};
 use crate::action::{ActionTable, Control};
@@ -100,9 +99,19 @@ fn place(handle: u32) -> (u32, u32) {
 }
 
 impl RouteHead {
-    /// `route4_classify`: a tclab packet carries no route (`skb_dst` is NULL), which the kernel answers
-    /// with no match.
-    pub fn classify(&self, _pkt: &mut Packet, _cx: &mut Cx, _res: &mut TcfResult) -> Control {
+    /// `route4_classify`: the first filter of the lookup for the packet's route whose actions do not
+    /// answer with a negative code (`ROUTE4_APPLY_RESULT`); no match without a route.
+    pub fn classify(&self, pkt: &mut Packet, cx: &mut Cx, res: &mut TcfResult) -> Control {
+        let Some(rt) = pkt.route() else {
+            return NO_MATCH;
+        };
+        for f in self.lookup(rt.tclassid, rt.iif) {
+            res.classid = f.classid.unwrap_or(0);
+            let r = f.exts.exec(pkt, cx);
+            if r >= 0 {
+                return r;
+            }
+        }
         NO_MATCH
     }
 
@@ -334,6 +343,32 @@ mod tests {
         // Realms 1/3: bucket 3 is empty; the any-destination bucket compares the route's id with its
         // destination cleared (1 << 16) and "from 1" stored as 1 << 16: it matches.
         assert_eq!(handles(h.lookup(1 << 16 | 3, 5)), [0x0001_8000]);
+    }
+
+    #[test]
+    fn classify_reads_the_packets_route() {
+        // Each filter's classid is its handle (see `head`).
+        let h = head(&[(None, Some(1), None), (Some(10), Some(1), None)]);
+        let (mut cx, mut res) = (Cx::new(0), TcfResult::default());
+        let mut p = Packet::of_len(100);
+        // No skb_dst (before routing, at ingress): no match, whatever the filters.
+        assert_eq!(h.classify(&mut p, &mut cx, &mut res), NO_MATCH);
+        p.set_route(Some(crate::packet::Route {
+            tclassid: 1 << 16 | 10,
+            iif: 0,
+        }));
+        assert_eq!(h.classify(&mut p, &mut cx, &mut res), crate::action::TC_ACT_OK);
+        assert_eq!(res.classid, 0x0001_000a);
+        // Realms 1/3: only "from 1" (any destination).
+        p.set_route(Some(crate::packet::Route {
+            tclassid: 1 << 16 | 3,
+            iif: 0,
+        }));
+        h.classify(&mut p, &mut cx, &mut res);
+        assert_eq!(res.classid, 0x0001_8000);
+        // A route without realms matches neither.
+        p.set_route(Some(crate::packet::Route::default()));
+        assert_eq!(h.classify(&mut p, &mut cx, &mut res), NO_MATCH);
     }
 
     #[test]
