@@ -268,6 +268,23 @@ enum Event {
     LinkWake {
         iface: u32,
     },
+    /// A node's teql master's qdisc may release packets now.
+    TeqlWake {
+        node: u32,
+    },
+}
+
+/// A node's teql master `teql0` (`sch_teql.c`): no wire of its own. While it is up, what the node routes
+/// out of one of its slaves goes through teql0's root qdisc instead, and each packet that qdisc releases
+/// goes straight onto the wire of the next free slave in the master's ring, past the slave's own qdisc
+/// (`teql_master_xmit` → the slave's driver). A slave is free when it is up and its wire idle: its own
+/// qdisc's packets take the wire first, and when that qdisc comes up empty (`teql_dequeue`) the slave
+/// becomes the ring's head and the master runs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TeqlPort {
+    /// Packets teql0's qdisc dropped, and packets routed to it that did not fit its MTU.
+    pub tx_dropped: u64,
+    wake_pending: Option<Nanos>,
 }
 
 /// The socket table's hash: FxHash's step (rotate, xor, multiply) over the key's few integers. It has
@@ -348,6 +365,8 @@ pub struct Network {
     freed: Vec<(AppId, u32)>,
     /// A sch_fq took a packet of the socket being flushed (`Cx::pacing_fq`): the socket is told.
     paced_by_fq: bool,
+    /// The teql master of each node whose policy made one ([`TeqlPort`]).
+    pub teqls: BTreeMap<NodeId, TeqlPort>,
     /// Call contexts kept between calls instead of built and dropped for each (dropping one tests each
     /// of its lists out of line: 2.6 % of bench-htb's instructions). `run_cx` serves `kick`'s dequeues,
     /// which never nest; `spare_cx` the enqueues and receives, which do (a delivery answered at once, a
@@ -384,6 +403,7 @@ impl Network {
             ip_id: 0,
             freed: Vec::new(),
             paced_by_fq: false,
+            teqls: BTreeMap::new(),
             run_cx: Cx::new(0),
             spare_cx: None,
             trace: None,
@@ -522,6 +542,12 @@ impl Network {
     pub fn index_devices(&mut self) {
         for ifc in self.ifaces.iter_mut() {
             ifc.dev_id = self.nodes[ifc.node].engine.device_id(&ifc.name);
+        }
+        // A teql master a policy made (see [`TeqlPort`]).
+        for (n, node) in self.nodes.iter().enumerate() {
+            if node.engine.teql().is_some() {
+                self.teqls.entry(n).or_default();
+            }
         }
     }
 
@@ -684,6 +710,15 @@ impl Network {
                 }
                 self.kick(now, iface);
             }
+            Event::TeqlWake { node } => {
+                let node = node as NodeId;
+                if let Some(t) = self.teqls.get_mut(&node) {
+                    if t.wake_pending == Some(now) {
+                        t.wake_pending = None;
+                    }
+                }
+                self.kick_teql(now, node);
+            }
             Event::VWake { vdev } => {
                 let v = vdev as usize;
                 if self.vdevs[v].wake_pending == Some(now) {
@@ -810,6 +845,9 @@ impl Network {
             host::local_out(nf, p, o.unwrap_or(""), now)
         }) {
             return Verdict::Drop;
+        }
+        if self.via_teql(node, out) {
+            return self.transmit_teql(now, node, pkt);
         }
         let cx = self.take_cx(now);
         self.transmit(now, out, pkt, cx)
@@ -1179,7 +1217,11 @@ impl Network {
             wire.send_frame(frame);
             return;
         }
-        let Some(w) = host::qdisc_run_in(dev, now, tick, &mut wire, run_cx) else {
+        let w = host::qdisc_run_in(dev, now, tick, &mut wire, run_cx);
+        if !self.ifaces[iface].busy && !self.teqls.is_empty() {
+            self.teql_slave_idle(now, iface);
+        }
+        let Some(w) = w else {
             return;
         };
         let ifc = &mut self.ifaces[iface];
@@ -1191,6 +1233,130 @@ impl Network {
                     iface: iface as u32,
                 },
             );
+        }
+    }
+
+    /// Does `node` send what it routes out of `out` through its teql master? Only while the master is
+    /// up and `out` is one of its slaves (the simulator's stand-in for `ip route … dev teql0`).
+    fn via_teql(&self, node: NodeId, out: IfaceId) -> bool {
+        if self.teqls.is_empty() {
+            return false;
+        }
+        let engine = &self.nodes[node].engine;
+        let (Some(m), Some(master)) = (
+            engine.teql(),
+            engine.device(tclab_core::qdisc::teql::MASTER),
+        ) else {
+            return false;
+        };
+        master.up
+            && engine
+                .ifindex(&self.ifaces[out].name)
+                .is_some_and(|i| m.is_slave(i))
+    }
+
+    /// `dev_queue_xmit` on `node`'s teql master: its root qdisc, then [`Network::kick_teql`]. Returns
+    /// what the sender sees.
+    fn transmit_teql(&mut self, now: Nanos, node: NodeId, pkt: Packet) -> Verdict {
+        let owner = (pkt.tag, pkt.len);
+        let mut cx = self.take_cx(now);
+        let Some((dev, _)) = self.nodes[node].engine.teql_parts() else {
+            return Verdict::Drop;
+        };
+        if !host::fits_mtu(dev, &pkt) {
+            self.teqls.entry(node).or_default().tx_dropped += 1;
+            return Verdict::Drop;
+        }
+        let verdict = dev.enqueue(pkt, &mut cx).to_sender();
+        for d in cx.drops.take() {
+            self.teqls.entry(node).or_default().tx_dropped += 1;
+            if !(d.arriving && verdict == Verdict::Drop) && d.pkt.tag != 0 {
+                self.freed.push((d.pkt.tag as AppId - 1, d.pkt.len));
+            }
+        }
+        if cx.gso_split > 0 && verdict != Verdict::Drop && owner.0 != 0 {
+            self.apps[owner.0 as AppId - 1].on_gso_split(cx.gso_split);
+        }
+        let sent = (!cx.mirred.is_empty()).then(|| cx.mirred.take());
+        self.put_cx(cx);
+        if let Some(sent) = sent {
+            self.mirred(now, node, sent);
+        }
+        self.kick_teql(now, node);
+        verdict
+    }
+
+    /// `teql_dequeue` finding a slave's own queue empty: that slave is the ring's head, and the master
+    /// runs (`netif_wake_queue`).
+    #[cold]
+    fn teql_slave_idle(&mut self, now: Nanos, iface: IfaceId) {
+        let node = self.ifaces[iface].node;
+        let engine = &mut self.nodes[node].engine;
+        let Some(ifindex) = engine.ifindex(&self.ifaces[iface].name) else {
+            return;
+        };
+        let Some((_, m)) = engine.teql_parts() else {
+            return;
+        };
+        if m.is_slave(ifindex) {
+            m.slave_idle(ifindex);
+            self.kick_teql(now, node);
+        }
+    }
+
+    /// `qdisc_run` of `node`'s teql master while a slave can take a packet: each packet its qdisc
+    /// releases goes onto the wire of the slave `teql_master_xmit` picks.
+    fn kick_teql(&mut self, now: Nanos, node: NodeId) {
+        let tick = self.tick;
+        // Each slave's interface on this node, and whether its device is up (`netif_running`).
+        let slaves: Vec<(u32, IfaceId, bool)> = {
+            let engine = &self.nodes[node].engine;
+            let Some(m) = engine.teql() else { return };
+            m.slaves()
+                .into_iter()
+                .filter_map(|ifindex| {
+                    let d = engine.device_by_ifindex(ifindex)?;
+                    Some((ifindex, self.iface_by_name(node, &d.name)?, d.up))
+                })
+                .collect()
+        };
+        let port = self.teqls.entry(node).or_default();
+        let Network {
+            nodes,
+            ifaces,
+            q,
+            on_wire,
+            free_slots,
+            frames_sent,
+            freed,
+            run_cx,
+            ..
+        } = self;
+        let Some((dev, master)) = nodes[node].engine.teql_parts() else {
+            return;
+        };
+        if !dev.up {
+            return;
+        }
+        let mut tx = TeqlXmit {
+            master,
+            slaves: &slaves,
+            now,
+            ifaces,
+            q,
+            on_wire,
+            free_slots,
+            frames_sent,
+            freed,
+            dropped: 0,
+        };
+        let w = host::qdisc_run_in(dev, now, tick, &mut tx, run_cx);
+        port.tx_dropped += tx.dropped;
+        if let Some(w) = w {
+            if port.wake_pending.is_none_or(|p| w < p || p < now) {
+                port.wake_pending = Some(w);
+                self.q.schedule(w, Event::TeqlWake { node: node as u32 });
+            }
         }
     }
 
@@ -1340,6 +1506,10 @@ impl Network {
                 if self.netfilter(node, &mut fwd, Some(iface), Some(out), |nf, p, i, o| {
                     host::forward(nf, p, i.unwrap_or(""), o.unwrap_or(""), now)
                 }) {
+                    if self.via_teql(node, out) {
+                        self.transmit_teql(now, node, fwd);
+                        return;
+                    }
                     let cx = self.take_cx(now);
                     self.transmit(now, out, fwd, cx);
                 }
@@ -1547,6 +1717,80 @@ impl Transmitter for Wire<'_> {
         if let Some(f) = first {
             self.send_frame(f);
         }
+    }
+}
+
+/// The teql master's transmit as core's `qdisc_run` sees it: ready while a slave can take a packet
+/// (or there is none, and the packet is dropped); each packet goes onto the chosen slave's wire as
+/// [`Wire`] sends it (a GSO packet's frames back to back on that slave; the kernel segments before
+/// the master's transmit, as teql0 has no GSO feature, and spreads them).
+struct TeqlXmit<'a> {
+    master: &'a mut tclab_core::qdisc::teql::TeqlMaster,
+    /// (ifindex, interface, up) of each slave.
+    slaves: &'a [(u32, IfaceId, bool)],
+    now: Nanos,
+    ifaces: &'a mut [Iface],
+    q: &'a mut EventQueue<Event>,
+    on_wire: &'a mut Vec<Option<Packet>>,
+    free_slots: &'a mut Vec<u32>,
+    frames_sent: &'a mut u64,
+    freed: &'a mut Vec<(AppId, u32)>,
+    /// Packets the master's qdisc dropped during its dequeues.
+    dropped: u64,
+}
+
+impl TeqlXmit<'_> {
+    /// Up, and its wire idle with nothing of its own left to send (its transmit queue not stopped).
+    fn can_send(ifaces: &[Iface], slaves: &[(u32, IfaceId, bool)], ifindex: u32) -> bool {
+        slaves.iter().any(|&(s, i, up)| {
+            s == ifindex && up && !ifaces[i].busy && ifaces[i].tx_pending.is_empty()
+        })
+    }
+}
+
+impl Transmitter for TeqlXmit<'_> {
+    fn ready(&self) -> bool {
+        self.master
+            .ready(|s| Self::can_send(self.ifaces, self.slaves, s))
+    }
+
+    fn dequeued(&mut self, _pkt: Option<&Packet>, cx: &mut Cx) {
+        for d in cx.drops.take() {
+            self.dropped += 1;
+            if d.pkt.tag != 0 {
+                self.freed.push((d.pkt.tag as AppId - 1, d.pkt.len));
+            }
+        }
+    }
+
+    fn send(&mut self, pkt: Packet) {
+        let (ifaces, slaves) = (&*self.ifaces, self.slaves);
+        let picked = self
+            .master
+            .xmit(pkt.len, |s| Self::can_send(ifaces, slaves, s));
+        let iface = match picked {
+            tclab_core::qdisc::teql::Xmit::Sent(s) => slaves.iter().find(|x| x.0 == s).map(|x| x.1),
+            // No slave (counted by the master), or none free, which `ready` rules out.
+            _ => None,
+        };
+        let Some(iface) = iface else {
+            if pkt.tag != 0 {
+                self.freed.push((pkt.tag as AppId - 1, pkt.len));
+            }
+            return;
+        };
+        Wire {
+            iface,
+            now: self.now,
+            ifc: &mut self.ifaces[iface],
+            q: self.q,
+            on_wire: self.on_wire,
+            free_slots: self.free_slots,
+            frames_sent: self.frames_sent,
+            freed: self.freed,
+            trace: None,
+        }
+        .send(pkt);
     }
 }
 

@@ -1,0 +1,181 @@
+//! teql in the simulator: LARTC's "bond two lines" (chapter on teql). Router r1 reaches r2 over two
+//! 10 Mbit/s links whose interfaces are teql0's slaves; with teql0 up, what r1 routes out of either
+//! goes through teql0 and round robin over both.
+//!
+//! By hand: a UDP datagram of 1448 bytes is a frame of 1448 + 8 + 20 + 14 = 1490 bytes, 1.192 ms on
+//! a 10 Mbit/s line. teql_master_xmit gives each packet to the next free line, so with more offered
+//! than both carry each line is busy all the time and the flow gets 2 × 10 Mbit/s × 1448/1490 =
+//! 19.436 Mbit/s of payload (one line alone: half of it). Over lines of unequal delay the round
+//! robin reorders: every other segment arrives 20 ms late, so TCP sees holes that are not losses.
+
+use tclab_sim::run::{run, Outcome};
+use tclab_sim::scenario::{load, Scenario};
+
+/// h1 --100mbit-- r1 ==(eth1, eth2: 10mbit each)== r2 --100mbit-- h2, with `policy` on r1.
+fn scenario(delay1: &str, delay2: &str, policy: &str, traffic: &str) -> String {
+    format!(
+        r#"
+duration = "5s"
+[[node]]
+name = "h1"
+[[node]]
+name = "r1"
+kind = "router"
+[[node]]
+name = "r2"
+kind = "router"
+[[node]]
+name = "h2"
+[[link]]
+a = "h1"
+b = "r1:eth0"
+rate = "100mbit"
+delay = "1ms"
+[[link]]
+a = "r1:eth1"
+b = "r2:eth1"
+rate = "10mbit"
+delay = "{delay1}"
+[[link]]
+a = "r1:eth2"
+b = "r2:eth2"
+rate = "10mbit"
+delay = "{delay2}"
+[[link]]
+a = "r2:eth0"
+b = "h2"
+rate = "100mbit"
+delay = "1ms"
+[[policy]]
+node = "r1"
+tc = '''
+{policy}
+'''
+{traffic}
+"#
+    )
+}
+
+/// The LARTC lines: both interfaces enslaved, the master up (its queue: a pfifo_fast of 100).
+const BOND: &str = "tc qdisc add dev eth1 root teql0\ntc qdisc add dev eth2 root teql0\n\
+                    ip link set dev teql0 up";
+
+/// For TCP, with a queue on teql0 no window overflows, so that nothing is lost and every
+/// retransmission is reordering's.
+const BOND_DEEP: &str = "tc qdisc add dev eth1 root teql0\ntc qdisc add dev eth2 root teql0\n\
+                         ip link set dev teql0 txqueuelen 10000\nip link set dev teql0 up";
+
+const UDP: &str = r#"
+[[traffic]]
+kind = "udp"
+name = "u"
+from = "h1"
+to = "h2"
+rate = "30mbit"
+start = "0s"
+"#;
+
+fn go(text: &str) -> (Scenario, Outcome) {
+    let mut sc =
+        load("teql.toml", text, std::path::Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
+    let out = run(&mut sc, &mut |_| {}).expect("the run completes");
+    (sc, out)
+}
+
+fn flow<'a>(out: &'a Outcome, name: &str) -> &'a tclab_sim::run::FlowResult {
+    out.flows.iter().find(|f| f.name == name).expect("the flow")
+}
+
+fn iface(sc: &Scenario, node: &str, name: &str) -> tclab_sim::net::IfCounters {
+    let n = sc.net.node_by_name(node).unwrap();
+    sc.net.ifaces[sc.net.iface_by_name(n, name).unwrap()].counters
+}
+
+/// 2 × 10 Mbit/s of 1490-byte frames carrying 1448 bytes each.
+const BONDED: f64 = 2.0 * 10e6 * 1448.0 / 1490.0;
+
+#[test]
+fn two_bonded_lines_carry_twice_one_lines_udp() {
+    let (sc, out) = go(&scenario("5ms", "5ms", BOND, UDP));
+    let got = flow(&out, "u").goodput_bps;
+    assert!(
+        (got - BONDED).abs() / BONDED < 0.01,
+        "{got:.0} bit/s of payload through teql0, expected {BONDED:.0}"
+    );
+    // Round robin halves the load: the two lines' frame counts differ by at most the one in flight.
+    let (a, b) = (iface(&sc, "r1", "eth1"), iface(&sc, "r1", "eth2"));
+    assert!(
+        a.tx_packets.abs_diff(b.tx_packets) <= 1,
+        "eth1 sent {}, eth2 {}",
+        a.tx_packets,
+        b.tx_packets
+    );
+    // They went past the slaves' own qdiscs (teql_master_xmit calls the driver): those sent nothing.
+    let e = &sc.net.nodes[sc.net.node_by_name("r1").unwrap()].engine;
+    for dev in ["eth1", "eth2"] {
+        assert_eq!(e.device(dev).unwrap().root().q.stats().packets, 0, "{dev}");
+    }
+    // What teql0 sent is what the lines carried; the rest of the 30 Mbit/s died in its queue.
+    let m = e.teql().unwrap().stats;
+    assert_eq!(m.tx_packets, a.tx_packets + b.tx_packets);
+    assert!(sc.net.teqls[&sc.net.node_by_name("r1").unwrap()].tx_dropped > 0);
+}
+
+#[test]
+fn without_teql_up_one_line_carries_it_all() {
+    // The same slaves with the master left down: the fewest-hops route, eth1, takes everything
+    // through eth1's own teql0 FIFO.
+    let policy = "tc qdisc add dev eth1 root teql0\ntc qdisc add dev eth2 root teql0";
+    let (sc, out) = go(&scenario("5ms", "5ms", policy, UDP));
+    let got = flow(&out, "u").goodput_bps;
+    let one = BONDED / 2.0;
+    assert!(
+        (got - one).abs() / one < 0.01,
+        "{got:.0} bit/s of payload over eth1 alone, expected {one:.0}"
+    );
+    assert_eq!(iface(&sc, "r1", "eth2").tx_packets, 0);
+}
+
+const TCP: &str = r#"
+[[traffic]]
+kind = "tcp"
+name = "t"
+from = "h1"
+to = "h2"
+start = "0s"
+"#;
+
+#[test]
+fn tcp_over_lines_of_unequal_delay_sees_reordering() {
+    // Equal delays: teql0 keeps the order (each line carries every other segment, and they arrive
+    // in turn), so a CUBIC flow that loses nothing retransmits nothing and fills both lines.
+    let (sc, out) = go(&scenario("5ms", "5ms", BOND_DEEP, TCP));
+    let t = flow(&out, "t");
+    let lost: u64 = sc
+        .net
+        .ifaces
+        .iter()
+        .map(|i| i.counters.wire_lost + i.counters.tx_dropped)
+        .sum();
+    assert_eq!(lost, 0, "nothing lost or dropped");
+    assert_eq!(t.retransmits, 0, "in order: nothing to retransmit");
+    assert!(t.goodput_bps > 0.9 * BONDED, "{:.0} bit/s", t.goodput_bps);
+    // 5 ms against 25 ms: every other segment arrives 20 ms after its successor. Nothing is lost,
+    // yet the receiver's SACKs show holes: each retransmission is spurious, reordering's doing.
+    let (sc, out) = go(&scenario("5ms", "25ms", BOND_DEEP, TCP));
+    let t = flow(&out, "t");
+    let lost: u64 = sc
+        .net
+        .ifaces
+        .iter()
+        .map(|i| i.counters.wire_lost + i.counters.tx_dropped)
+        .sum();
+    assert_eq!(lost, 0, "nothing lost or dropped");
+    let n = t.nstat.as_ref().unwrap();
+    eprintln!(
+        "unequal delays: goodput {:.0} bit/s, {} retransmits, {} recoveries, {} RTOs",
+        t.goodput_bps, t.retransmits, n.sack_recoveries, n.timeouts
+    );
+    assert!(t.retransmits > 0, "the reordering is taken for loss");
+    assert!(n.sack_recoveries > 0);
+}
