@@ -55,6 +55,13 @@ pub fn load_bridge_policy(
             lines.join("\n")
         )));
     }
+    if engine.teql().is_some() {
+        return Err(usage(format!(
+            "{f}: teql is not supported by tclab live: the bridge sends each port's frames out of the \
+             other port and routes nothing, so no frame would reach the master teql0 and a slave's \
+             teql0 would be a plain FIFO; bond lines in tclab sim, or with the kernel's sch_teql"
+        )));
+    }
     let strays: Vec<String> = engine
         .devices()
         .filter(|(n, d)| d.kind != DevKind::Ifb && !ports.iter().any(|p| p == n))
@@ -403,5 +410,24 @@ pub fn lab(a: args::LabCmd) -> CmdResult {
             let code = lab.exec(&node, &command).map_err(usage)?;
             Ok(code.clamp(0, 255) as u8)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_teql_policy_is_refused_by_name() {
+        let dir = std::env::temp_dir().join(format!("tclab-live-teql-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("bond.tc");
+        std::fs::write(&file, "qdisc add dev eth0 root teql0\n").unwrap();
+        let e = load_bridge_policy(&file, &["eth0".to_string(), "eth1".to_string()], 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let Err(Failure::Usage(m)) = e else {
+            panic!("a teql policy was accepted");
+        };
+        assert!(m.contains("teql is not supported by tclab live"), "{m}");
     }
 }
