@@ -108,6 +108,112 @@ interval = "100ms"
     s
 }
 
+/// The bigger ISP benchmark (issue 26): a 10 Gbit/s line to `subscribers` subscribers laid out as LibreQoS
+/// lays them out: an mq root (handle 7fff:) over `queues` transmit queues, one HTB per queue (handle q:,
+/// top class q:1), each subscriber's class (rate 1 mbit, ceil 20 mbit, an fq_codel leaf) in one queue's
+/// HTB, subscribers dealt to the queues in turn. LibreQoS's XDP program picks a subscriber's CPU, hence
+/// its transmit queue, and sets `skb->priority` to its classid; here a clsact egress u32 filter per
+/// subscriber (hashed on the destination port's low byte, as in `isp`) does both with `skbedit
+/// queue_mapping Q priority q:ID`, which mq's queue choice and `htb_classify` read. Subscriber i (port
+/// 10000 + i) is in queue q = i % queues + 1, class q:(100 + i / queues) in hex, its leaf handle
+/// (100 + i): in hex; the ping, unfiltered, is hashed to a queue and meets that HTB's default class q:2.
+fn isp_mq(subscribers: u32, queues: u32) -> String {
+    let mut s = format!(
+        r#"# The bigger ISP benchmark (issue 26): {subscribers} subscribers behind one 10 Gbit/s line, an mq root with
+# one HTB per transmit queue ({queues} queues) as LibreQoS lays it out, fq_codel leaves. `cargo bench -p
+# tclab-sim -- isp` runs it. Written by crates/sim/src/builtin.rs (`isp_mq`).
+name = "benchmark: {subscribers} subscribers, mq + {queues} HTBs, fq_codel each, 10 Gbit/s"
+seed = 1
+duration = "2s"
+sample = "500ms"
+
+[[node]]
+name = "internet"
+
+[[node]]
+name = "router"
+kind = "router"
+
+[[node]]
+name = "subscribers"
+
+[[link]]
+a = "internet:eth0"
+b = "router:eth0"
+rate = "40gbit"
+delay = "5ms"
+
+[[link]]
+a = "router:eth1"
+b = "subscribers:eth0"
+rate = "10gbit"
+delay = "1ms"
+numtxqueues = {queues}
+
+[[policy]]
+node = "router"
+tc = """
+qdisc replace dev eth1 root handle 7fff: mq
+"#
+    );
+    for q in 1..=queues {
+        let _ = writeln!(
+            s,
+            "qdisc add dev eth1 parent 7fff:{q:x} handle {q:x}: htb default 2\n\
+             class add dev eth1 parent {q:x}: classid {q:x}:1 htb rate 10gbit ceil 10gbit quantum 3028\n\
+             class add dev eth1 parent {q:x}:1 classid {q:x}:2 htb rate 1mbit ceil 20mbit"
+        );
+    }
+    s.push_str(
+        "qdisc add dev eth1 clsact\n\
+         filter add dev eth1 egress prio 5 handle 2: protocol ip u32 divisor 256\n\
+         filter add dev eth1 egress prio 5 protocol ip u32 ht 800:: match ip protocol 6 0xff hashkey mask 0x000000ff at 20 link 2:\n",
+    );
+    for i in 0..subscribers {
+        let (q, port) = (i % queues + 1, 10000 + i);
+        let (cid, leaf) = (0x100 + i / queues, 0x100 + i);
+        let _ = writeln!(
+            s,
+            "class add dev eth1 parent {q:x}:1 classid {q:x}:{cid:x} htb rate 1mbit ceil 20mbit\n\
+             qdisc add dev eth1 parent {q:x}:{cid:x} handle {leaf:x}: fq_codel\n\
+             filter add dev eth1 egress prio 5 protocol ip u32 ht 2:{:x}: match ip dport {port} 0xffff \
+             action skbedit queue_mapping {} priority {q:x}:{cid:x}",
+            port & 0xff,
+            q - 1
+        );
+    }
+    s.push_str("\"\"\"\n");
+    // A traffic entry has at most 1 000 streams: one entry per thousand subscribers.
+    for first in (0..subscribers).step_by(1000) {
+        let _ = write!(
+            s,
+            r#"
+[[traffic]]
+name = "downloads-{}"
+kind = "tcp"
+from = "internet"
+to = "subscribers"
+port = {}
+streams = {}
+"#,
+            first / 1000,
+            10000 + first,
+            (subscribers - first).min(1000)
+        );
+    }
+    s.push_str(
+        r#"
+[[traffic]]
+name = "ping"
+kind = "ping"
+from = "internet"
+to = "subscribers"
+interval = "100ms"
+"#,
+    );
+    s
+}
+
 const SEED000_LAB: &str = include_str!("../scenarios/seed000/lab.toml");
 const SEED001_LAB: &str = include_str!("../scenarios/seed001/lab.toml");
 const SEED004_LAB: &str = include_str!("../scenarios/seed004/lab.toml");
@@ -273,6 +379,11 @@ pub const BUILTIN: &[Builtin] = &[
         name: "bench-isp",
         description: "the ISP benchmark: 10 s, 1 000 subscribers (HTB 1mbit/20mbit + fq_codel each, hashed u32), 1 000 TCP downloads, 1 Gbit/s",
         source: Generated(|| isp(1000)),
+    },
+    Builtin {
+        name: "bench-isp-10k",
+        description: "the bigger ISP benchmark: 2 s, 10 000 subscribers on a 10 Gbit/s line, mq with an HTB per transmit queue (8, as LibreQoS), fq_codel leaves, 10 000 TCP downloads",
+        source: Generated(|| isp_mq(10_000, 8)),
     },
     Builtin {
         name: "seed004-idle",
