@@ -430,6 +430,10 @@ pub struct LiveArgs {
     /// Receive with recvmmsg and send with sendmmsg instead of the mmap'd rings (TPACKET_V2), to compare
     #[arg(long)]
     pub no_ring: bool,
+    /// Move frames through AF_XDP sockets (copy mode, an XDP program attached in generic mode to
+    /// each port while tclab runs) instead of the rings; one queue only
+    #[arg(long, conflicts_with = "no_ring")]
+    pub xdp: bool,
 }
 
 #[derive(Args)]
@@ -460,6 +464,9 @@ pub enum LabSub {
         /// tclab live receives with recvmmsg and sends with sendmmsg instead of its rings, to compare
         #[arg(long, conflicts_with = "kernel")]
         no_ring: bool,
+        /// tclab live moves frames through AF_XDP sockets instead of its rings (tclab live --xdp)
+        #[arg(long, conflicts_with_all = ["kernel", "no_ring"])]
+        xdp: bool,
     },
     /// Stop the bridge (its summary is printed) and remove the lab's namespaces
     Down,

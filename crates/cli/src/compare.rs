@@ -244,6 +244,7 @@ pub fn run(name: &str, exe: &std::path::Path, prefix: &str, duration: Option<f64
         out: None,
         queues: 1,
         ring: true,
+        xdp: false,
     })?;
     let live = run_live(&lab, &traffic, &map, secs, &dir);
     cleanup.lab = None;

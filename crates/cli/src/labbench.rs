@@ -2,7 +2,7 @@
 //! namespaces in the same run. iperf3 sends UDP as fast as it can from node-2 to node-1, once with
 //! 64-byte frames (packets per second) and once with 1514-byte frames (bit rate), through tclab live
 //! without a policy and with an HTB of 1 000 classes — each with its receive rings, without them
-//! (`--no-ring`) and on two queues — and the kernel's bridge without and with the same HTB. The figure
+//! (`--no-ring`), on two queues and with AF_XDP sockets (`--xdp`) — and the kernel's bridge without and with the same HTB. The figure
 //! is what the receivers got: iperf3 itself may be the limit (it is one sender thread, and at 64 bytes
 //! the receiving socket overflows first), which the kernel's row shows; so at 64 bytes the frames the
 //! router sent out of its eth0 per second (`ip -s link`) are printed too. Beside them, the CPU time
@@ -205,38 +205,51 @@ pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
     std::fs::write(&htb, htb_classes(1000)).map_err(|e| e.to_string())?;
     let mq_htb = dir.join("mq-htb1000.sh");
     std::fs::write(&mq_htb, mq_htb_classes(2, 1000)).map_err(|e| e.to_string())?;
-    fn tclab<'a>(exe: &'a Path, policy: Option<&'a Path>, queues: u16, ring: bool) -> Shaper<'a> {
+    /// How tclab's bridge moves frames in a row.
+    #[derive(Clone, Copy)]
+    enum Io {
+        Rings,
+        Calls,
+        Xdp,
+    }
+    fn tclab<'a>(exe: &'a Path, policy: Option<&'a Path>, queues: u16, io: Io) -> Shaper<'a> {
         Shaper::Tclab {
             exe,
             policy,
             out: None,
             queues,
-            ring,
+            ring: !matches!(io, Io::Calls),
+            xdp: matches!(io, Io::Xdp),
         }
     }
-    // Rows 0-2 and 3-5: tclab on one queue with its receive rings, without them (--no-ring), on two
-    // queues; rows 6 and 7 the kernel's.
-    let cases: [(&str, Shaper); 8] = [
-        ("tclab live, no policy", tclab(exe, None, 1, true)),
+    // Rows 0-3 and 4-7: tclab on one queue with its receive rings, without them (--no-ring), on two
+    // queues, with AF_XDP sockets (--xdp); rows 8 and 9 the kernel's.
+    let cases: [(&str, Shaper); 10] = [
+        ("tclab live, no policy", tclab(exe, None, 1, Io::Rings)),
         (
             "tclab live --no-ring, no policy",
-            tclab(exe, None, 1, false),
+            tclab(exe, None, 1, Io::Calls),
         ),
         (
             "tclab live --queues 2, no policy",
-            tclab(exe, None, 2, true),
+            tclab(exe, None, 2, Io::Rings),
         ),
+        ("tclab live --xdp, no policy", tclab(exe, None, 1, Io::Xdp)),
         (
             "tclab live, HTB 1 000 classes",
-            tclab(exe, Some(&htb), 1, true),
+            tclab(exe, Some(&htb), 1, Io::Rings),
         ),
         (
             "tclab live --no-ring, HTB 1 000 classes",
-            tclab(exe, Some(&htb), 1, false),
+            tclab(exe, Some(&htb), 1, Io::Calls),
         ),
         (
             "tclab live --queues 2, mq + 2 such HTBs",
-            tclab(exe, Some(&mq_htb), 2, true),
+            tclab(exe, Some(&mq_htb), 2, Io::Rings),
+        ),
+        (
+            "tclab live --xdp, HTB 1 000 classes",
+            tclab(exe, Some(&htb), 1, Io::Xdp),
         ),
         ("kernel bridge, no policy", Shaper::Kernel { policy: None }),
         (
@@ -278,23 +291,30 @@ pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
     }
     let _ = std::fs::remove_dir_all(&dir);
     println!("{}", load_average("at the end"));
-    // tclab's rows from `first` (ring, no ring, 2 queues) against the kernel's row `k`: the packet
-    // and bit rates' ratios.
+    // tclab's rows from `first` (ring, no ring, 2 queues, AF_XDP) against the kernel's row `k`: the
+    // packet and bit rates' ratios.
     let against = |first: usize, k: usize| {
         let c = rows[k];
-        [0, 1, 2].map(|r| (rows[first + r].0 / c.0, rows[first + r].1 / c.1))
+        [0, 1, 2, 3].map(|r| (rows[first + r].0 / c.0, rows[first + r].1 / c.1))
     };
-    for (what, first, k) in [("without a policy", 0, 6), ("with HTB", 3, 7)] {
-        let [ring, copy, two] = against(first, k);
+    for (what, first, k) in [("without a policy", 0, 8), ("with HTB", 4, 9)] {
+        let [ring, copy, two, xdp] = against(first, k);
         println!(
-            "tclab / kernel, {what}: {:.2} of the packet rate and {:.2} of the bit rate with rings, {:.2} and {:.2} with --no-ring, {:.2} and {:.2} on 2 queues",
-            ring.0, ring.1, copy.0, copy.1, two.0, two.1
+            "tclab / kernel, {what}: {:.2} of the packet rate and {:.2} of the bit rate with rings, {:.2} and {:.2} with --no-ring, {:.2} and {:.2} on 2 queues, {:.2} and {:.2} with --xdp",
+            ring.0, ring.1, copy.0, copy.1, two.0, two.1, xdp.0, xdp.1
         );
     }
     println!(
         "2 queues / 1 queue: {:.2} of the packet rate without a policy, {:.2} with HTB",
         rows[2].0 / rows[0].0,
-        rows[5].0 / rows[3].0
+        rows[6].0 / rows[4].0
+    );
+    println!(
+        "--xdp / rings: {:.2} of the packet rate and {:.2} of the bit rate without a policy, {:.2} and {:.2} with HTB",
+        rows[3].0 / rows[0].0,
+        rows[3].1 / rows[0].1,
+        rows[7].0 / rows[4].0,
+        rows[7].1 / rows[4].1
     );
     Ok(0)
 }

@@ -208,10 +208,12 @@ fn write_out(
     Ok(())
 }
 
-/// How the ports move frames: rings unless `--no-ring`.
+/// How the ports move frames: rings unless `--no-ring` or `--xdp`.
 fn rings(a: &args::LiveArgs) -> tclab_live::bridge::Rings {
     use tclab_live::bridge::Rings;
-    if a.no_ring {
+    if a.xdp {
+        Rings::Xdp
+    } else if a.no_ring {
         Rings::Off
     } else {
         Rings::On
@@ -222,7 +224,12 @@ fn rings(a: &args::LiveArgs) -> tclab_live::bridge::Rings {
 /// whose ring the kernel refused.
 fn print_setup(setup: &tclab_live::bridge::Setup) {
     // How frames move, said once, so that a log shows which path a run took.
-    if setup.rings.is_empty() {
+    if setup.xdp {
+        println!(
+            "tclab live: frames through AF_XDP sockets (--xdp: copy mode, an XDP program in generic \
+             mode on each port while tclab runs)"
+        );
+    } else if setup.rings.is_empty() {
         println!("tclab live: frames by recvmmsg and sendmmsg (--no-ring)");
     } else if setup.rings.iter().all(|r| r.rx.is_ok() && r.tx.is_ok()) {
         println!("tclab live: frames through TPACKET_V2 receive and transmit rings (mmap)");
@@ -345,6 +352,7 @@ pub fn lab(a: args::LabCmd) -> CmdResult {
             out,
             queues,
             no_ring,
+            xdp,
         } => {
             Lab::check_root().map_err(usage)?;
             let policy = match policy {
@@ -377,6 +385,7 @@ pub fn lab(a: args::LabCmd) -> CmdResult {
                     out: out.as_deref(),
                     queues,
                     ring: !no_ring,
+                    xdp,
                 }
             };
             lab.up(shaper)?;

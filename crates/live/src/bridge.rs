@@ -93,6 +93,9 @@ struct Port {
     rx_ring: Option<sys::RxRing>,
     /// The transmit ring, if the port has one (else `sock` sends with `sendmmsg`).
     tx_ring: Option<sys::TxRing>,
+    /// The port's AF_XDP socket (`--xdp`), which then receives and sends all its frames; `sock`
+    /// stays for the interface's state and errors.
+    xdp: Option<crate::xdp::XdpPort>,
     detached_out: Vec<Vec<u8>>,
     mtu: u32,
     /// Frames dequeued but not yet taken by the socket.
@@ -191,6 +194,8 @@ pub struct OpenPort {
     pub sock: PacketSocket,
     pub rx_ring: Option<sys::RxRing>,
     pub tx_ring: Option<sys::TxRing>,
+    /// The AF_XDP socket, with [`Rings::Xdp`].
+    pub xdp: Option<crate::xdp::XdpPort>,
     /// The link changes of the ports' namespace (opened there): each queue's first port has one.
     pub events: Option<sys::LinkEvents>,
 }
@@ -207,6 +212,9 @@ pub enum Rings {
     Shaped(sys::RingGeometry),
     /// `recvmmsg` and `sendmmsg` only (`tclab live --no-ring`, to compare).
     Off,
+    /// An AF_XDP socket per port in copy mode, fed by an XDP program in generic mode
+    /// (`tclab live --xdp`, see [`crate::xdp`]); one queue only. A refusal stops the start.
+    Xdp,
 }
 
 /// The rings of one device: `Ok` if every socket has its ring, else why the kernel refused one (the
@@ -228,6 +236,8 @@ struct Arrived {
     accel: Option<VlanTag>,
     /// Its TCP/UDP checksum was left to a device (`CHECKSUM_PARTIAL`, a veth peer's offload).
     csum_partial: bool,
+    /// The socket does not say whether it was (AF_XDP): the bytes tell ([`frame::left_to_device`]).
+    csum_unsaid: bool,
 }
 
 /// A `tclab tc|iptables|link` call handed to one queue's bridge, and where its answer goes.
@@ -252,8 +262,10 @@ pub struct Setup {
     pub offloads: Vec<(String, Vec<&'static str>)>,
     /// Whether a keeper turns them back on when tclab stops ([`sys::Keeper`]).
     pub restored: bool,
-    /// Each device's rings; empty with [`Rings::Off`].
+    /// Each device's rings; empty with [`Rings::Off`] and [`Rings::Xdp`].
     pub rings: Vec<RingSetup>,
+    /// The ports move frames through AF_XDP sockets ([`Rings::Xdp`]).
+    pub xdp: bool,
 }
 
 impl Bridge {
@@ -277,6 +289,7 @@ impl Bridge {
                     sock: Some(o.sock),
                     rx_ring: o.rx_ring,
                     tx_ring: o.tx_ring,
+                    xdp: o.xdp,
                     detached_out: Vec::new(),
                     mtu: o.mtu,
                     pending: Vec::new(),
@@ -348,6 +361,7 @@ impl Bridge {
                     sock: None,
                     rx_ring: None,
                     tx_ring: None,
+                    xdp: None,
                     detached_out: Vec::new(),
                     mtu,
                     pending: Vec::new(),
@@ -529,6 +543,13 @@ impl Bridge {
             }
             let mut received = 0;
             for i in 0..self.ports.len() {
+                if let Some(mut x) = self.ports[i].xdp.take() {
+                    let n = self.receive_xdp(i, &mut x);
+                    self.ports[i].xdp = Some(x);
+                    self.note_up(i, n);
+                    received += n;
+                    continue;
+                }
                 if let Some(mut ring) = self.ports[i].rx_ring.take() {
                     let n = self.receive_ring(i, &mut ring);
                     self.ports[i].rx_ring = Some(ring);
@@ -560,6 +581,7 @@ impl Bridge {
                             truncated: lens[k] > cap,
                             accel: tags[k].map(|(proto, tci)| VlanTag { proto, tci }),
                             csum_partial: partial,
+                            csum_unsaid: false,
                         };
                         self.arrive_cut(now, i, frame, how);
                     }
@@ -607,6 +629,7 @@ impl Bridge {
                 let retry = match p.tx_ring.as_ref().filter(|r| r.stalled()) {
                     Some(r) if r.device_down() => DOWN_CHECK_NS,
                     Some(_) => STALLED_NS,
+                    None if p.xdp.as_ref().is_some_and(|x| x.stalled()) => STALLED_NS,
                     None => continue,
                 };
                 timeout = Some(timeout.map_or(retry, |t| t.min(retry)));
@@ -621,10 +644,13 @@ impl Bridge {
             if timeout.is_some_and(|t| t <= margin) {
                 continue;
             }
-            // Writable: a socket that sends with sendmmsg, or a transmit ring, with frames pending.
+            // Writable: a socket that sends with sendmmsg, a transmit ring or an AF_XDP socket,
+            // with frames pending.
             let pending = |o: usize| !self.ports[o].pending.is_empty();
             let writable: Vec<bool> = (0..self.ports.len())
-                .map(|o| pending(o) && self.ports[o].tx_ring.is_none())
+                .map(|o| {
+                    pending(o) && self.ports[o].tx_ring.is_none() && self.ports[o].xdp.is_none()
+                })
                 .chain((self.ports.len()..listening).map(|_| false))
                 .chain(tx_ports.iter().map(|&o| pending(o)))
                 .collect();
@@ -642,7 +668,8 @@ impl Bridge {
             // gone): the recvmmsg path's error, or ppoll would wake at once for ever.
             for &r in &ready {
                 let port = if r < self.ports.len() {
-                    Some(r).filter(|&i| self.ports[i].rx_ring.is_some())
+                    Some(r)
+                        .filter(|&i| self.ports[i].rx_ring.is_some() || self.ports[i].xdp.is_some())
                 } else {
                     r.checked_sub(listening).map(|k| tx_ports[k])
                 };
@@ -658,7 +685,8 @@ impl Bridge {
 
     /// What the loop waits on in `ppoll`: the ports' sockets, the control socket or the calls' waker,
     /// the link events (those up to the second value, "listening"), then the transmit rings'
-    /// sockets (waited on for a free slot while frames are pending) and the ports they belong to.
+    /// sockets and the AF_XDP sockets (waited on for a free slot while frames are pending; an
+    /// AF_XDP socket also for a frame) and the ports they belong to.
     fn poll_set(&self) -> (Vec<i32>, usize, Vec<usize>) {
         let mut fds: Vec<i32> = self
             .ports
@@ -671,13 +699,15 @@ impl Bridge {
         fds.extend(self.events.as_ref().map(sys::LinkEvents::raw));
         let listening = fds.len();
         let tx_ports: Vec<usize> = (0..self.ports.len())
-            .filter(|&o| self.ports[o].tx_ring.is_some())
+            .filter(|&o| self.ports[o].tx_ring.is_some() || self.ports[o].xdp.is_some())
             .collect();
-        fds.extend(
-            tx_ports
-                .iter()
-                .filter_map(|&o| self.ports[o].tx_ring.as_ref().map(sys::TxRing::raw)),
-        );
+        fds.extend(tx_ports.iter().filter_map(|&o| {
+            let p = &self.ports[o];
+            p.tx_ring
+                .as_ref()
+                .map(sys::TxRing::raw)
+                .or(p.xdp.as_ref().map(crate::xdp::XdpPort::raw))
+        }));
         (fds, listening, tx_ports)
     }
 
@@ -766,6 +796,13 @@ impl Bridge {
                 }
             }
         }
+        if let Some(x) = port.xdp.as_ref().filter(|x| x.max_frame() < frame) {
+            // The UMEM's chunks are fixed when the socket is made.
+            rings.push(format!(
+                "its AF_XDP chunks hold frames of up to {} bytes: longer ones are lost",
+                x.max_frame()
+            ));
+        }
         let name = &port.name;
         let mut msg = format!("{name}: MTU {old} -> {mtu}, followed");
         for r in &rings {
@@ -791,6 +828,9 @@ impl Bridge {
     fn count_lost(&mut self) {
         for p in &mut self.ports {
             if let Some(n) = p.sock.as_ref().and_then(|s| s.take_drops().ok()) {
+                p.stats.rx_lost += n;
+            }
+            if let Some(n) = p.xdp.as_mut().and_then(|x| x.lost().ok()) {
                 p.stats.rx_lost += n;
             }
         }
@@ -969,6 +1009,34 @@ impl Bridge {
         received
     }
 
+    /// What port `i`'s AF_XDP socket received, up to `RX_BATCHES_PER_TURN` batches, read in place in
+    /// its UMEM. The kernel hands over whole frames only (a longer one it drops, counted in
+    /// [`PortStats::rx_lost`]), as their bytes are when generic XDP runs, before the kernel takes
+    /// a VLAN tag out, and nothing else: a tag a veth peer's offload kept beside the bytes is not
+    /// seen, and a checksum it left to its device is told by its bytes alone.
+    fn receive_xdp(&mut self, i: usize, x: &mut crate::xdp::XdpPort) -> usize {
+        let mut received = 0;
+        for _ in 0..RX_BATCHES_PER_TURN {
+            let now = self.now();
+            let n = x.take(sys::BATCH, |frame| {
+                let how = Arrived {
+                    wire_len: frame.len(),
+                    truncated: false,
+                    accel: None,
+                    csum_partial: false,
+                    csum_unsaid: true,
+                };
+                self.arrive_cut(now, i, frame, how);
+            });
+            self.ports[i].stats.rx_ring += n as u64;
+            received += n;
+            if n < sys::BATCH {
+                break;
+            }
+        }
+        received
+    }
+
     /// A receive ring's slot on port `i`, header and frame as the kernel wrote them (a detached
     /// bridge's caller: any bytes): the frame goes on as [`Bridge::arrive_tagged`]'s, a slot whose
     /// header does not describe a frame within it counts as received and malformed.
@@ -981,6 +1049,7 @@ impl Bridge {
                     truncated: f.truncated(),
                     accel: f.vlan.map(|(proto, tci)| VlanTag { proto, tci }),
                     csum_partial: f.csum_partial,
+                    csum_unsaid: false,
                 };
                 self.arrive_cut(now, i, f.data, how);
             }
@@ -1030,6 +1099,7 @@ impl Bridge {
             truncated,
             accel,
             csum_partial: false,
+            csum_unsaid: false,
         };
         self.arrive_cut(now, i, frame, how);
     }
@@ -1042,6 +1112,7 @@ impl Bridge {
             truncated,
             accel,
             csum_partial,
+            csum_unsaid,
         } = how;
         let other_mtu = self.ports[1 - i].mtu as usize;
         let st = &mut self.ports[i].stats;
@@ -1067,6 +1138,9 @@ impl Bridge {
         // What the sender's device would have done: a filter or a receiver sees the real checksum.
         if csum_partial {
             frame::complete_checksum(&mut pkt.data, pkt.protocol);
+        } else if csum_unsaid && frame::left_to_device(&pkt.data, pkt.protocol) {
+            frame::complete_checksum(&mut pkt.data, pkt.protocol);
+            self.note_partial(i, 1);
         }
         self.receive(now, i, pkt, Cx::new(now));
     }
@@ -1297,10 +1371,14 @@ pub fn open_ports(
     if devs.len() != 2 || devs[0] == devs[1] {
         return Err("tclab live bridges two different devices: --dev A --dev B".into());
     }
+    if rings == Rings::Xdp && queues > 1 {
+        return Err("--xdp serves one queue: give --queues 1 or bridge without --xdp".into());
+    }
     let mut setup = Setup {
         offloads: Vec::new(),
         restored: false,
         rings: Vec::new(),
+        xdp: rings == Rings::Xdp,
     };
     let mut out: Vec<Vec<OpenPort>> = (0..queues).map(|_| Vec::new()).collect();
     // The keeper is started before the first offload is touched (and only if one is on), so that no
@@ -1330,7 +1408,7 @@ pub fn open_ports(
                 (Some(rx), Some(tx))
             }
             Rings::Shaped(g) => (Some(g), Some(g)),
-            Rings::Off => (None, None),
+            Rings::Off | Rings::Xdp => (None, None),
         };
         let mut setup_rings = RingSetup {
             dev: name.clone(),
@@ -1354,6 +1432,13 @@ pub fn open_ports(
                 sock.join_fanout(group)
                     .map_err(|e| format!("{name}: {e}"))?;
             }
+            let xdp = match rings {
+                Rings::Xdp => {
+                    let ifindex = sys::ifindex(name).map_err(|e| e.to_string())?;
+                    Some(crate::xdp::XdpPort::open(name, ifindex, mtu)?)
+                }
+                _ => None,
+            };
             // One listener per queue for the MTU changes of both ports (their namespace's).
             let events = if i == 0 {
                 sys::LinkEvents::open().ok()
@@ -1366,10 +1451,11 @@ pub fn open_ports(
                 sock,
                 rx_ring,
                 tx_ring,
+                xdp,
                 events,
             });
         }
-        if rings != Rings::Off {
+        if !matches!(rings, Rings::Off | Rings::Xdp) {
             setup.rings.push(setup_rings);
         }
     }
@@ -1579,6 +1665,22 @@ fn drop_refused(port: &mut Port, spare: &mut Vec<Vec<u8>>) {
 /// Hand a port's pending frames to its socket; what it cannot take now stays pending.
 fn flush(port: &mut Port, spare: &mut Vec<Vec<u8>>) {
     drop_refused(port, spare);
+    if let Some(x) = port.xdp.as_mut() {
+        let mut taken = 0;
+        for f in &port.pending {
+            match x.push(f) {
+                Ok(true) => port.stats.tx_ring += 1,
+                Ok(false) => break,
+                Err(_) => port.stats.tx_errors += 1,
+            }
+            taken += 1;
+        }
+        spare.extend(port.pending.drain(..taken));
+        if (taken > 0 || x.stalled()) && x.kick().is_err() {
+            port.stats.tx_errors += 1;
+        }
+        return;
+    }
     if let Some(ring) = port.tx_ring.as_mut() {
         let mut taken = 0;
         for f in &port.pending {

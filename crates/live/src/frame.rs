@@ -161,44 +161,74 @@ fn fold(mut sum: u32) -> u16 {
     sum as u16
 }
 
+/// Where a packet's TCP or UDP checksum is (from its network header on; `protocol` its EtherType):
+/// the transport header's start, the IP payload's end, the field's offset in the transport header,
+/// and the pseudo-header's sum. For IPv4 and IPv6 without extension headers, unfragmented.
+fn transport_checksum(data: &[u8], protocol: u16) -> Option<(usize, usize, usize, u32)> {
+    let (l4, end, proto, addrs) = match protocol {
+        0x0800 if data.len() >= 20 && data[0] >> 4 == 4 => {
+            let ihl = (data[0] & 0x0f) as usize * 4;
+            let total = u16::from_be_bytes([data[2], data[3]]) as usize;
+            let fragment = u16::from_be_bytes([data[6], data[7]]) & 0x3fff != 0;
+            if ihl < 20 || fragment {
+                return None;
+            }
+            (ihl, total, data[9], &data[12..20])
+        }
+        0x86dd if data.len() >= 40 && data[0] >> 4 == 6 => (
+            40,
+            40 + u16::from_be_bytes([data[4], data[5]]) as usize,
+            data[6],
+            &data[8..40],
+        ),
+        _ => return None,
+    };
+    let at = match proto {
+        6 => 16,
+        17 => 6,
+        _ => return None,
+    };
+    if end > data.len() || l4 + at + 2 > end {
+        return None;
+    }
+    Some((
+        l4,
+        end,
+        at,
+        ones_sum(addrs, (end - l4) as u32 + proto as u32),
+    ))
+}
+
 /// Fill in the TCP or UDP checksum of a packet (from its network header on; `protocol` its
 /// EtherType) that a sender left to its device (`CHECKSUM_PARTIAL`: the checksum field holds the
 /// pseudo-header's folded sum), as the device would: the ones' complement of the sum from the
 /// transport header to the end of the IP payload, written at the field (`skb_checksum_help`). For
 /// IPv4 and IPv6 without extension headers, unfragmented; false for anything else, left as it is.
 pub fn complete_checksum(data: &mut [u8], protocol: u16) -> bool {
-    let (l4, end, proto) = match protocol {
-        0x0800 if data.len() >= 20 && data[0] >> 4 == 4 => {
-            let ihl = (data[0] & 0x0f) as usize * 4;
-            let total = u16::from_be_bytes([data[2], data[3]]) as usize;
-            let fragment = u16::from_be_bytes([data[6], data[7]]) & 0x3fff != 0;
-            if ihl < 20 || fragment {
-                return false;
-            }
-            (ihl, total, data[9])
-        }
-        0x86dd if data.len() >= 40 && data[0] >> 4 == 6 => (
-            40,
-            40 + u16::from_be_bytes([data[4], data[5]]) as usize,
-            data[6],
-        ),
-        _ => return false,
-    };
-    let at = match proto {
-        6 => 16,
-        17 => 6,
-        _ => return false,
-    };
-    if end > data.len() || l4 + at + 2 > end {
+    let Some((l4, end, at, _)) = transport_checksum(data, protocol) else {
         return false;
-    }
+    };
+    let proto_udp = at == 6;
     let mut check = !fold(ones_sum(&data[l4..end], 0));
-    if proto == 17 && check == 0 {
+    if proto_udp && check == 0 {
         // UDP's zero means "no checksum": a computed zero is sent as all ones (RFC 768).
         check = 0xffff;
     }
     data[l4 + at..l4 + at + 2].copy_from_slice(&check.to_be_bytes());
     true
+}
+
+/// Whether a packet's TCP or UDP checksum is as a sender leaves it to its device (the field holds
+/// the pseudo-header's folded sum, [`complete_checksum`]'s input) rather than complete: for frames
+/// that come without the kernel's word on it (AF_XDP). Only such a field is summed whole, and a
+/// complete checksum that happens to hold that value (one in 65 536) verifies, so it is never
+/// taken for one.
+pub fn left_to_device(data: &[u8], protocol: u16) -> bool {
+    let Some((l4, end, at, pseudo)) = transport_checksum(data, protocol) else {
+        return false;
+    };
+    let field = u16::from_be_bytes([data[l4 + at], data[l4 + at + 1]]);
+    field == fold(pseudo) && fold(ones_sum(&data[l4..end], pseudo)) != 0xffff
 }
 
 #[cfg(test)]
@@ -237,6 +267,49 @@ mod tests {
             )
         };
         data[l4 + at..l4 + at + 2].copy_from_slice(&fold(sum).to_be_bytes());
+    }
+
+    #[test]
+    fn a_checksum_left_to_the_device_is_told_from_a_complete_one_by_its_bytes() {
+        // IPv4/UDP as a sender with tx-checksumming on leaves it: the pseudo-header's sum in the
+        // field. Completed, it verifies and is no longer taken for one; nor is one whose payload
+        // a corruption changed (its field is not the pseudo-header's sum).
+        let mut v4 = vec![
+            0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 1, 2, 10, 0, 1, 1,
+        ];
+        v4.extend_from_slice(&[0x9c, 0x40, 0x14, 0x51, 0, 0, 0, 0]);
+        v4.extend((0..101).map(|k| (k * 7) as u8));
+        let n = v4.len() as u16;
+        v4[2..4].copy_from_slice(&n.to_be_bytes());
+        v4[24..26].copy_from_slice(&(n - 20).to_be_bytes());
+        partial(&mut v4, false, 6);
+        assert!(left_to_device(&v4, 0x0800));
+        let mut done = v4.clone();
+        assert!(complete_checksum(&mut done, 0x0800));
+        assert!(verifies(&done, false) && !left_to_device(&done, 0x0800));
+        let mut corrupt = done.clone();
+        corrupt[40] ^= 0xff;
+        assert!(!left_to_device(&corrupt, 0x0800));
+        // A complete checksum that equals the pseudo-header's sum: a payload word chosen so.
+        let mut equal = v4.clone();
+        let pseudo = u16::from_be_bytes([v4[26], v4[27]]);
+        // With the field at the pseudo-header's sum, the whole sums to all ones when the other
+        // transport bytes sum to ~pseudo - pseudo (ones' complement); set the last two payload
+        // bytes so.
+        equal[126] = 0;
+        equal[127] = 0;
+        let rest = fold(ones_sum(
+            &equal[20..],
+            ones_sum(&equal[12..20], 17 + (n as u32 - 20)),
+        ));
+        let need = fold(0xffff - rest as u32);
+        equal[126..128].copy_from_slice(&need.to_be_bytes());
+        assert_eq!(u16::from_be_bytes([equal[26], equal[27]]), pseudo);
+        assert!(
+            verifies(&equal, false),
+            "complete, and equal to the pseudo-header's sum"
+        );
+        assert!(!left_to_device(&equal, 0x0800));
     }
 
     #[test]

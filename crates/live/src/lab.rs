@@ -44,6 +44,8 @@ pub enum Shaper<'a> {
         queues: u16,
         /// Receive and transmit rings (false: `--no-ring`, recvmmsg and sendmmsg).
         ring: bool,
+        /// AF_XDP sockets instead (`--xdp`).
+        xdp: bool,
     },
     /// A Linux bridge; the policy is a shell script or `tc -batch` file run in the router's namespace.
     Kernel { policy: Option<&'a Path> },
@@ -239,7 +241,8 @@ impl Lab {
                 out,
                 queues,
                 ring,
-            } => self.start_bridge(exe, *policy, *out, *queues, *ring),
+                xdp,
+            } => self.start_bridge(exe, *policy, *out, *queues, (*ring, *xdp)),
             Shaper::Kernel { policy } => {
                 ip(&["-n", &r, "link", "add", "br0", "type", "bridge"])?;
                 for d in ["eth0", "eth1"] {
@@ -297,7 +300,7 @@ impl Lab {
         policy: Option<&Path>,
         out: Option<&Path>,
         queues: u16,
-        ring: bool,
+        (ring, xdp): (bool, bool),
     ) -> Result<(), String> {
         let log_path = self.run_dir().join("live.log");
         let log =
@@ -317,6 +320,9 @@ impl Lab {
         }
         if !ring {
             c.arg("--no-ring");
+        }
+        if xdp {
+            c.arg("--xdp");
         }
         c.stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| e.to_string())?)

@@ -12,7 +12,8 @@
 //!   namespaces, the router bridged by `tclab live` (or by the kernel, to compare).
 //! - [`sampler`]: rates, backlogs and drops of every device and class over a live run (CSV).
 //! - [`spin`]: when the loop spins and when it sleeps (the idle window, the margin before a deadline).
-//! - [`sys`]: the system calls, every `unsafe` of the crate.
+//! - [`sys`]: the system calls, every `unsafe` of the crate but AF_XDP's.
+//! - [`xdp`]: AF_XDP ports (`--xdp`): the XDP program, the UMEM and its four rings.
 //! - [`fuzz`]: the receive path's fuzz body (hostile frames through a detached bridge).
 //! - [`vethns`]: a throwaway namespace of veth pairs for the tests and benchmarks on real interfaces.
 //!
@@ -29,3 +30,4 @@ pub mod sampler;
 pub mod spin;
 pub mod sys;
 pub mod vethns;
+pub mod xdp;

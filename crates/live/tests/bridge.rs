@@ -533,6 +533,22 @@ fn all_rings(setup: &tclab_live::bridge::Setup) -> bool {
     setup.rings.iter().all(|r| r.rx.is_ok() && r.tx.is_ok())
 }
 
+/// Frames from the shortest the kernel sends unpadded to a full 1500-byte MTU's, with odd sizes
+/// between (a ring's slot starts the frame at an unaligned offset), each with a payload of its own.
+fn frames_of_every_size() -> Vec<Vec<u8>> {
+    [60, 61, 64, 127, 128, 600, 777, 1024, 1513, 1514]
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| {
+            let mut f = udp_frame(len, 5000 + i as u16, 0);
+            for (k, b) in f.iter_mut().enumerate().skip(42) {
+                *b = (k * 7 + i) as u8;
+            }
+            f
+        })
+        .collect()
+}
+
 #[test]
 fn frames_of_every_size_cross_the_rings_byte_for_byte() {
     let Some(ns) = netns("sizes") else {
@@ -549,19 +565,7 @@ fn frames_of_every_size_cross_the_rings_byte_for_byte() {
         vec![ok("a0"), ok("a1")],
         "rings each way on each port"
     );
-    // From the shortest frame the kernel sends unpadded to a full 1500-byte MTU's, with odd sizes
-    // between (the ring's slot starts the frame at an unaligned offset).
-    let frames: Vec<Vec<u8>> = [60, 61, 64, 127, 128, 600, 777, 1024, 1513, 1514]
-        .iter()
-        .enumerate()
-        .map(|(i, &len)| {
-            let mut f = udp_frame(len, 5000 + i as u16, 0);
-            for (k, b) in f.iter_mut().enumerate().skip(42) {
-                *b = (k * 7 + i) as u8;
-            }
-            f
-        })
-        .collect();
+    let frames = frames_of_every_size();
     send_all(&tx, &frames);
     let st = bridge_for(ports.remove(0), 300);
     let got: Vec<Vec<u8>> = received(&rx).into_iter().map(|(f, _)| f).collect();
@@ -583,6 +587,52 @@ fn frames_of_every_size_cross_the_rings_byte_for_byte() {
     assert_eq!(
         a1.rx_bytes,
         frames.iter().map(|f| f.len() as u64).sum::<u64>()
+    );
+}
+
+#[test]
+fn frames_of_every_size_cross_af_xdp_sockets_byte_for_byte_and_the_program_goes_with_them() {
+    // --xdp: an XDP program in generic mode on each port hands every frame to the port's AF_XDP
+    // socket (copy mode), which also sends. The program hangs on a BPF link, a descriptor: when
+    // the ports are dropped (however the process ends) the interfaces have none left.
+    let Some(ns) = netns("xdp") else {
+        return;
+    };
+    let (mut ports, setup, tx, rx) = open_lab(&ns, 1, Rings::Xdp);
+    assert!(setup.xdp && setup.rings.is_empty());
+    let xdp_on = |dev: &str| {
+        let out = std::process::Command::new("ip")
+            .args(["-n", &ns.name, "link", "show", "dev", dev])
+            .output()
+            .expect("ip");
+        String::from_utf8_lossy(&out.stdout).contains("xdpgeneric")
+    };
+    assert!(xdp_on("a0") && xdp_on("a1"), "attached in generic mode");
+    let frames = frames_of_every_size();
+    // Sent while the bridge runs: the sockets' rings are the kernel's only while the ports live.
+    let bridge = spawn_bridge(ports.remove(0), Engine::new, &Default::default(), 400);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    send_all(&tx, &frames);
+    let (result, st) = bridge.join().expect("bridge thread");
+    result.expect("bridge");
+    let got: Vec<Vec<u8>> = received(&rx).into_iter().map(|(f, _)| f).collect();
+    assert_eq!(
+        got, frames,
+        "every frame out of a0 as it went into b1, in order"
+    );
+    assert_eq!((st[1].1.rx_packets, st[1].1.rx_ring), (10, 10));
+    assert_eq!((st[0].1.tx_packets, st[0].1.tx_ring), (10, 10));
+    assert!(!xdp_on("a0") && !xdp_on("a1"), "detached with the ports");
+    // Refused with a reason: several queues, and an MTU no 4 KiB chunk holds.
+    let two = ns.enter(|| open_ports(&["a0".into(), "a1".into()], 2, Rings::Xdp).err());
+    assert!(two.expect("setns").expect("refused").contains("one queue"));
+    ns.ip(&["link", "set", "dev", "a1", "mtu", "9000"])
+        .expect("mtu");
+    let jumbo = ns.enter(|| open_ports(&["a0".into(), "a1".into()], 1, Rings::Xdp).err());
+    let why = jumbo.expect("setns").expect("refused");
+    assert!(
+        why.contains("a1: MTU 9000 is too large for AF_XDP"),
+        "{why}"
     );
 }
 
@@ -1018,9 +1068,15 @@ fn frames_the_kernel_drops_for_a_full_ring_are_counted_as_lost() {
 fn frames_whose_checksum_a_veth_peer_left_undone_leave_with_it_filled_in() {
     // A UDP datagram sent from b1 with tx-checksumming on: the kernel leaves its checksum to the
     // device (CHECKSUM_PARTIAL), and a veth hands it over so; a1's packet socket reports it
-    // (TP_STATUS_CSUMNOTREADY in the ring's slot or in PACKET_AUXDATA). The bridge forwards raw
-    // bytes, so it must fill the checksum in, as the device would, or the receiver drops it.
-    for (name, rings) in [("csum", Rings::On), ("csumcopy", Rings::Off)] {
+    // (TP_STATUS_CSUMNOTREADY in the ring's slot or in PACKET_AUXDATA); an AF_XDP socket says
+    // nothing (generic XDP forwarded it unfilled: the receiver's sum was 18648, not 65535), so the
+    // bridge tells it by its bytes. The bridge forwards raw bytes, so it must fill the checksum
+    // in, as the device would, or the receiver drops it.
+    for (name, rings) in [
+        ("csumxdp", Rings::Xdp),
+        ("csum", Rings::On),
+        ("csumcopy", Rings::Off),
+    ] {
         let Some(ns) = netns(name) else {
             return;
         };
