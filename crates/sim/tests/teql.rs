@@ -145,32 +145,33 @@ to = "h2"
 start = "0s"
 "#;
 
+/// A bulk TCP flow over lines of 5 ms and `delay2`, which loses nothing anywhere (wires, the
+/// interfaces' qdiscs, teql0's queue).
+fn tcp_run(delay2: &str) -> tclab_sim::run::FlowResult {
+    let (sc, out) = go(&scenario("5ms", delay2, BOND_DEEP, TCP));
+    let wires: u64 = sc
+        .net
+        .ifaces
+        .iter()
+        .map(|i| i.counters.wire_lost + i.counters.tx_dropped)
+        .sum();
+    let master: u64 = sc.net.teqls.values().map(|t| t.tx_dropped).sum();
+    assert_eq!((wires, master), (0, 0), "nothing lost or dropped");
+    flow(&out, "t").clone()
+}
+
 #[test]
 fn tcp_over_lines_of_unequal_delay_sees_reordering() {
     // Equal delays: teql0 keeps the order (each line carries every other segment, and they arrive
     // in turn), so a CUBIC flow that loses nothing retransmits nothing and fills both lines.
-    let (sc, out) = go(&scenario("5ms", "5ms", BOND_DEEP, TCP));
-    let t = flow(&out, "t");
-    let lost: u64 = sc
-        .net
-        .ifaces
-        .iter()
-        .map(|i| i.counters.wire_lost + i.counters.tx_dropped)
-        .sum();
-    assert_eq!(lost, 0, "nothing lost or dropped");
+    let t = tcp_run("5ms");
     assert_eq!(t.retransmits, 0, "in order: nothing to retransmit");
     assert!(t.goodput_bps > 0.9 * BONDED, "{:.0} bit/s", t.goodput_bps);
     // 5 ms against 25 ms: every other segment arrives 20 ms after its successor. Nothing is lost,
-    // yet the receiver's SACKs show holes: each retransmission is spurious, reordering's doing.
-    let (sc, out) = go(&scenario("5ms", "25ms", BOND_DEEP, TCP));
-    let t = flow(&out, "t");
-    let lost: u64 = sc
-        .net
-        .ifaces
-        .iter()
-        .map(|i| i.counters.wire_lost + i.counters.tx_dropped)
-        .sum();
-    assert_eq!(lost, 0, "nothing lost or dropped");
+    // yet the receiver's SACKs show holes and RACK's window (a quarter of the min RTT) is shorter
+    // than 20 ms: each retransmission is spurious, reordering's doing. (Linux would undo them on
+    // the D-SACKs and widen the window; tclab's TCP has neither: SCENARIOS.md.)
+    let t = tcp_run("25ms");
     let n = t.nstat.as_ref().unwrap();
     eprintln!(
         "unequal delays: goodput {:.0} bit/s, {} retransmits, {} recoveries, {} RTOs",
@@ -178,4 +179,5 @@ fn tcp_over_lines_of_unequal_delay_sees_reordering() {
     );
     assert!(t.retransmits > 0, "the reordering is taken for loss");
     assert!(n.sack_recoveries > 0);
+    assert!(t.goodput_bps < BONDED / 2.0, "{:.0} bit/s", t.goodput_bps);
 }
