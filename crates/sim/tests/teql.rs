@@ -181,3 +181,20 @@ fn tcp_over_lines_of_unequal_delay_sees_reordering() {
     assert!(n.sack_recoveries > 0);
     assert!(t.goodput_bps < BONDED / 2.0, "{:.0} bit/s", t.goodput_bps);
 }
+
+#[test]
+fn a_shaper_on_teql0_holds_the_bond_to_its_rate() {
+    // TBF at 12 Mbit/s as teql0's root: below the two lines' 20, so the master's watchdog, not the
+    // lines, paces it: 12 Mbit/s of 1490-byte frames, 1448 bytes of payload each.
+    let policy =
+        format!("{BOND}\ntc qdisc add dev teql0 root tbf rate 12mbit burst 3000 latency 50ms");
+    let (sc, out) = go(&scenario("5ms", "5ms", &policy, UDP));
+    let want = 12e6 * 1448.0 / 1490.0;
+    let got = flow(&out, "u").goodput_bps;
+    assert!(
+        (got - want).abs() / want < 0.01,
+        "{got:.0} bit/s of payload through TBF on teql0, expected {want:.0}"
+    );
+    let (a, b) = (iface(&sc, "r1", "eth1"), iface(&sc, "r1", "eth2"));
+    assert!(a.tx_packets.abs_diff(b.tx_packets) <= 1);
+}
