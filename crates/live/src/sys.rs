@@ -136,16 +136,25 @@ pub enum LinkState {
     Up,
     /// Set down (`IFF_UP` clear).
     Down,
-    /// Up without a carrier (`IFF_RUNNING` clear: a veth whose other end is down).
+    /// Up without a carrier (a veth whose other end is down).
     NoCarrier,
 }
 
-/// The state of interface `name` in the network namespace of socket `fd` (see [`mtu_by`]).
+/// The state of interface `name` in the network namespace of socket `fd` (see [`mtu_by`]). The
+/// carrier is the driver's (`ETHTOOL_GLINK`: `netif_carrier_ok` on a veth), not `IFF_RUNNING`,
+/// which follows the operational state that `linkwatch` sets later: a device opened with its
+/// carrier on has its qdisc at once (`dev_open` → `dev_activate`) but is not `RUNNING` until then.
+/// A driver without `get_link` is judged by `IFF_RUNNING`.
 pub fn link_state_by(fd: RawFd, name: &str) -> io::Result<LinkState> {
+    const ETHTOOL_GLINK: u32 = 0x0a;
     let flags = flags_by(fd, name)?;
+    let carrier = match ethtool_by(fd, name, ETHTOOL_GLINK, 0) {
+        Ok(link) => link != 0,
+        Err(_) => flags & libc::IFF_RUNNING != 0,
+    };
     Ok(if flags & libc::IFF_UP == 0 {
         LinkState::Down
-    } else if flags & libc::IFF_RUNNING == 0 {
+    } else if !carrier {
         LinkState::NoCarrier
     } else {
         LinkState::Up
@@ -260,12 +269,16 @@ struct EthtoolValue {
 }
 
 fn ethtool(name: &str, cmd: u32, data: u32) -> io::Result<u32> {
-    let s = ioctl_socket()?;
+    ethtool_by(ioctl_socket()?.as_raw_fd(), name, cmd, data)
+}
+
+/// An ethtool command on interface `name` in the network namespace of socket `fd`.
+fn ethtool_by(fd: RawFd, name: &str, cmd: u32, data: u32) -> io::Result<u32> {
     let mut v = EthtoolValue { cmd, data };
     let mut r = ifreq(name)?;
     r.ifr_ifru.ifru_data = &mut v as *mut EthtoolValue as *mut libc::c_char;
     // SAFETY: SIOCETHTOOL reads `v` through ifru_data, which lives across the call.
-    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCETHTOOL, &mut r) } != 0 {
+    if unsafe { libc::ioctl(fd, libc::SIOCETHTOOL, &mut r) } != 0 {
         return Err(last_error(&format!("{name}: ethtool command {cmd:#x}")));
     }
     Ok(v.data)
