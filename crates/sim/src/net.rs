@@ -280,11 +280,15 @@ enum Event {
 /// (`teql_master_xmit` → the slave's driver). A slave is free when it is up and its wire idle: its own
 /// qdisc's packets take the wire first, and when that qdisc comes up empty (`teql_dequeue`) the slave
 /// becomes the ring's head and the master runs.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct TeqlPort {
     /// Packets teql0's qdisc dropped, and packets routed to it that did not fit its MTU.
     pub tx_dropped: u64,
     wake_pending: Option<Nanos>,
+    /// The frames of a GSO packet teql0's qdisc released that no slave could take yet: teql0 has no
+    /// GSO feature, so `validate_xmit_skb` cuts the packet before `teql_master_xmit`, and the frames
+    /// left when every slave is busy wait (requeued) for the next free one.
+    pending: std::collections::VecDeque<Packet>,
 }
 
 /// The socket table's hash: FxHash's step (rotate, xor, multiply) over the key's few integers. It has
@@ -1330,6 +1334,7 @@ impl Network {
             frames_sent,
             freed,
             run_cx,
+            apps,
             ..
         } = self;
         let Some((dev, master)) = nodes[node].engine.teql_parts() else {
@@ -1348,10 +1353,18 @@ impl Network {
             free_slots,
             frames_sent,
             freed,
+            pending: &mut port.pending,
+            split: Vec::new(),
             dropped: 0,
         };
+        // The frames left of a GSO packet go before the qdisc is asked for more.
+        tx.flush();
         let w = host::qdisc_run_in(dev, now, tick, &mut tx, run_cx);
         port.tx_dropped += tx.dropped;
+        // Each frame is an skb of its own, freed at its own TX completion (`tcp_gso_segment`).
+        for (app, extra) in std::mem::take(&mut tx.split) {
+            apps[app].on_gso_split(extra);
+        }
         if let Some(w) = w {
             if port.wake_pending.is_none_or(|p| w < p || p < now) {
                 port.wake_pending = Some(w);
@@ -1721,9 +1734,9 @@ impl Transmitter for Wire<'_> {
 }
 
 /// The teql master's transmit as core's `qdisc_run` sees it: ready while a slave can take a packet
-/// (or there is none, and the packet is dropped); each packet goes onto the chosen slave's wire as
-/// [`Wire`] sends it (a GSO packet's frames back to back on that slave; the kernel segments before
-/// the master's transmit, as teql0 has no GSO feature, and spreads them).
+/// (or there is none, and the packet is dropped) and no frame of a GSO packet waits; each packet goes
+/// onto the chosen slave's wire as [`Wire`] sends it, a GSO packet cut into frames first, each to the
+/// next free slave.
 struct TeqlXmit<'a> {
     master: &'a mut tclab_core::qdisc::teql::TeqlMaster,
     /// (ifindex, interface, up) of each slave.
@@ -1735,6 +1748,10 @@ struct TeqlXmit<'a> {
     free_slots: &'a mut Vec<u32>,
     frames_sent: &'a mut u64,
     freed: &'a mut Vec<(AppId, u32)>,
+    /// Frames of a GSO packet waiting for a free slave ([`TeqlPort::pending`]).
+    pending: &'a mut std::collections::VecDeque<Packet>,
+    /// (application, frames beyond the one skb) of each GSO packet cut here.
+    split: Vec<(AppId, u32)>,
     /// Packets the master's qdisc dropped during its dequeues.
     dropped: u64,
 }
@@ -1746,31 +1763,30 @@ impl TeqlXmit<'_> {
             s == ifindex && up && !ifaces[i].busy && ifaces[i].tx_pending.is_empty()
         })
     }
-}
 
-impl Transmitter for TeqlXmit<'_> {
-    fn ready(&self) -> bool {
+    fn slave_free(&self) -> bool {
         self.master
             .ready(|s| Self::can_send(self.ifaces, self.slaves, s))
     }
 
-    fn dequeued(&mut self, _pkt: Option<&Packet>, cx: &mut Cx) {
-        for d in cx.drops.take() {
-            self.dropped += 1;
-            if d.pkt.tag != 0 {
-                self.freed.push((d.pkt.tag as AppId - 1, d.pkt.len));
+    /// Waiting frames to free slaves, in order, while one is free.
+    fn flush(&mut self) {
+        while !self.pending.is_empty() && self.slave_free() {
+            if let Some(f) = self.pending.pop_front() {
+                self.xmit(f);
             }
         }
     }
 
-    fn send(&mut self, pkt: Packet) {
+    /// `teql_master_xmit` of one frame (or packet a slave's driver cuts itself).
+    fn xmit(&mut self, pkt: Packet) {
         let (ifaces, slaves) = (&*self.ifaces, self.slaves);
         let picked = self
             .master
             .xmit(pkt.len, |s| Self::can_send(ifaces, slaves, s));
         let iface = match picked {
             tclab_core::qdisc::teql::Xmit::Sent(s) => slaves.iter().find(|x| x.0 == s).map(|x| x.1),
-            // No slave (counted by the master), or none free, which `ready` rules out.
+            // No slave (counted by the master), or none free, which the callers rule out.
             _ => None,
         };
         let Some(iface) = iface else {
@@ -1791,6 +1807,35 @@ impl Transmitter for TeqlXmit<'_> {
             trace: None,
         }
         .send(pkt);
+    }
+}
+
+impl Transmitter for TeqlXmit<'_> {
+    fn ready(&self) -> bool {
+        self.pending.is_empty() && self.slave_free()
+    }
+
+    fn dequeued(&mut self, _pkt: Option<&Packet>, cx: &mut Cx) {
+        for d in cx.drops.take() {
+            self.dropped += 1;
+            if d.pkt.tag != 0 {
+                self.freed.push((d.pkt.tag as AppId - 1, d.pkt.len));
+            }
+        }
+    }
+
+    fn send(&mut self, pkt: Packet) {
+        if !pkt.is_gso() {
+            return self.xmit(pkt);
+        }
+        let owner = pkt.tag;
+        let frames = pkt.gso_segment();
+        if owner != 0 && frames.len() > 1 {
+            self.split
+                .push((owner as AppId - 1, frames.len() as u32 - 1));
+        }
+        self.pending.extend(frames);
+        self.flush();
     }
 }
 
