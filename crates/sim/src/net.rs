@@ -278,8 +278,13 @@ enum Event {
 /// out of one of its slaves goes through teql0's root qdisc instead, and each packet that qdisc releases
 /// goes straight onto the wire of the next free slave in the master's ring, past the slave's own qdisc
 /// (`teql_master_xmit` → the slave's driver). A slave is free when it is up and its wire idle: its own
-/// qdisc's packets take the wire first, and when that qdisc comes up empty (`teql_dequeue`) the slave
-/// becomes the ring's head and the master runs.
+/// qdisc's packets take the wire first. When every slave is busy and teql0 still holds packets, the
+/// master is stopped (`netif_stop_queue`); the next slave whose qdisc then comes up empty
+/// (`teql_dequeue`, run by its queue's wake-up) becomes the ring's head and wakes it. A wire busy
+/// with one frame is a stopped transmit queue here, but on Linux a NIC's ring holds many and stops
+/// only when full, so under a light load no slave's qdisc runs at all and the ring is served strictly
+/// in turn: a slave's empty qdisc moves the head only while the master is stopped (even after the
+/// slave's own traffic, which on Linux moves it too).
 #[derive(Clone, Debug, Default)]
 pub struct TeqlPort {
     /// Packets teql0's qdisc dropped, and packets routed to it that did not fit its MTU.
@@ -289,6 +294,8 @@ pub struct TeqlPort {
     /// GSO feature, so `validate_xmit_skb` cuts the packet before `teql_master_xmit`, and the frames
     /// left when every slave is busy wait (requeued) for the next free one.
     pending: std::collections::VecDeque<Packet>,
+    /// `netif_stop_queue(teql0)`: every slave was busy with packets still to send.
+    stopped: bool,
 }
 
 /// The socket table's hash: FxHash's step (rotate, xor, multiply) over the key's few integers. It has
@@ -1302,7 +1309,11 @@ impl Network {
         let Some((_, m)) = engine.teql_parts() else {
             return;
         };
-        if m.is_slave(ifindex) {
+        let Some(port) = self.teqls.get_mut(&node) else {
+            return;
+        };
+        if port.stopped && m.is_slave(ifindex) {
+            port.stopped = false;
             m.slave_idle(ifindex);
             self.kick_teql(now, node);
         }
@@ -1360,6 +1371,7 @@ impl Network {
         // The frames left of a GSO packet go before the qdisc is asked for more.
         tx.flush();
         let w = host::qdisc_run_in(dev, now, tick, &mut tx, run_cx);
+        port.stopped = !tx.ready() && (dev.root().q.stats().qlen > 0 || !tx.pending.is_empty());
         port.tx_dropped += tx.dropped;
         // Each frame is an skb of its own, freed at its own TX completion (`tcp_gso_segment`).
         for (app, extra) in std::mem::take(&mut tx.split) {
