@@ -35,7 +35,7 @@ fn hooks(
     out_dev: Option<&str>,
     now: Nanos,
 ) -> bool {
-    if nf.is_empty() {
+    if nf.is_empty() && !nf.ct_hooks {
         return true;
     }
     order
@@ -86,11 +86,12 @@ pub fn forward(
 
 /// The skb `ip_forward` sends on: the same bytes, length, protocol, mark and `tc_index` (an ingress
 /// filter's class minor, which GRED on the way out reads as the drop precedence); the priority from the
-/// TOS byte; nothing else of the arriving skb (its time in the previous device's queue). VLAN tags stay
-/// behind with the VLAN device that took them off (the simulated hosts receive tagged packets as if they
-/// had one), and so do the header tags' 4 bytes each.
+/// TOS byte; its connection (state, mark, zone); nothing else of the arriving skb (its time in the
+/// previous device's queue). VLAN tags stay behind with the VLAN device that took them off (the
+/// simulated hosts receive tagged packets as if they had one), and so do the header tags' 4 bytes each.
 pub fn forwarded(pkt: Packet, tos: u8) -> Packet {
-    Packet {
+    let zone = pkt.ct_zone();
+    let mut fwd = Packet {
         len: pkt.len.saturating_sub(4 * pkt.vlan_inline().len() as u32),
         data: pkt.data,
         protocol: pkt.protocol,
@@ -100,8 +101,13 @@ pub fn forwarded(pkt: Packet, tos: u8) -> Packet {
         // A GSO packet is forwarded whole (segmented where it leaves).
         gso_segs: pkt.gso_segs,
         gso_size: pkt.gso_size,
+        // Its connection stays attached (`skb->_nfct`): the later hooks find it in its zone.
+        ct_state: pkt.ct_state,
+        ct_mark: pkt.ct_mark,
         ..Packet::default()
-    }
+    };
+    fwd.set_ct_zone(zone);
+    fwd
 }
 
 /// The MTU check of a packet with DF set (Linux's TCP, and ping with path-MTU discovery): one that does

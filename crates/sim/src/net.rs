@@ -202,6 +202,9 @@ pub struct Node {
     /// Whether a filter of the node reads a packet's route (route, meta `rt_classid`): only then is
     /// one attached to the packets it sends and forwards (a boxed extension each).
     pub reads_route: bool,
+    /// Whether its policy has a `ct` action: its calls into the qdiscs are then lent the node's
+    /// connection table ([`Cx::conntrack`]).
+    pub uses_ct: bool,
 }
 
 /// A route's realms (`ip route add PREFIX … realm N`, `RTA_FLOW`): the prefix it covers and its
@@ -438,6 +441,7 @@ impl Network {
             routes: Vec::new(),
             realms: Vec::new(),
             reads_route: false,
+            uses_ct: false,
         });
         self.nodes.len() - 1
     }
@@ -876,6 +880,22 @@ impl Network {
         }
     }
 
+    /// Lend `node`'s connection table to a call that may run a `ct` action (`Cx::conntrack`), as the
+    /// kernel's actions and netfilter hooks share their netns's; taken back when the call returns
+    /// ([`Network::take_back_conntrack`]), before any mirred delivery it asked for.
+    fn lend_conntrack(&mut self, node: NodeId, cx: &mut Cx) {
+        if self.nodes[node].uses_ct {
+            let nf = self.nodes[node].engine.netfilter_mut();
+            cx.conntrack = Some(std::mem::take(&mut nf.conntrack));
+        }
+    }
+
+    fn take_back_conntrack(&mut self, node: NodeId, cx: &mut Cx) {
+        if let Some(table) = cx.conntrack.take() {
+            self.nodes[node].engine.netfilter_mut().conntrack = table;
+        }
+    }
+
     /// Keep `cx` for the next call (cleared then), unless a nested call has already put one back.
     #[inline]
     fn put_cx(&mut self, cx: Box<Cx>) {
@@ -936,10 +956,13 @@ impl Network {
         }
         let owner = (pkt.tag, pkt.len);
         let traced = self.trace.is_some().then(|| pkt.clone());
-        let Some(dev) = self.dev_mut(iface) else {
+        let node = self.ifaces[iface].node;
+        self.lend_conntrack(node, &mut cx);
+        let raw = self.dev_mut(iface).map(|dev| dev.enqueue(pkt, &mut cx));
+        self.take_back_conntrack(node, &mut cx);
+        let Some(raw) = raw else {
             return Verdict::Drop;
         };
-        let raw = dev.enqueue(pkt, &mut cx);
         let verdict = raw.to_sender();
         self.paced_by_fq |= cx.pacing_fq;
         if let Some(p) = traced {
@@ -1469,10 +1492,13 @@ impl Network {
 
     /// `__netif_receive_skb` on an interface: the ingress hook, then the stack.
     fn receive(&mut self, now: Nanos, iface: IfaceId, pkt: Packet, mut cx: Box<Cx>) {
-        let Some(dev) = self.dev_mut(iface) else {
+        let node = self.ifaces[iface].node;
+        self.lend_conntrack(node, &mut cx);
+        let pkt = self.dev_mut(iface).map(|dev| dev.receive(pkt, &mut cx));
+        self.take_back_conntrack(node, &mut cx);
+        let Some(pkt) = pkt else {
             return;
         };
-        let pkt = dev.receive(pkt, &mut cx);
         if !cx.mirred.is_empty() {
             let node = self.ifaces[iface].node;
             self.mirred(now, node, cx.mirred.take());

@@ -1009,12 +1009,16 @@ fn node_tps(engine: &tclab_core::Engine) -> Vec<(&str, &tclab_core::filter::Tp)>
 }
 
 /// Mark the nodes a filter of which reads a packet's route (route, meta `rt_classid`/`rt_iif`): the
-/// packets they send and forward carry one.
+/// packets they send and forward carry one; and those with a `ct` action, whose calls into the qdiscs
+/// are lent the node's connection table.
 fn route_readers(net: &mut Network) {
     for node in &mut net.nodes {
         node.reads_route = node_tps(&node.engine)
             .iter()
             .any(|(_, tp)| tp.cls.reads_route());
+        node.uses_ct = !node.engine.actions().list("ct").is_empty();
+        // act_ct's init registers conntrack's hooks in its netns (`nf_ct_netns_get`).
+        node.engine.netfilter_mut().ct_hooks |= node.uses_ct;
     }
 }
 

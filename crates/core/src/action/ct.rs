@@ -3,40 +3,47 @@
 //! it), or `clear` what conntrack attached to the packet. Open vSwitch's and the CNIs' datapaths are
 //! built from it: `ct` then a `goto chain` whose flower filters read `ct_state`.
 //!
-//! tclab's connection is the one its netfilter hooks track; the packet carries the connection's mark
-//! ([`Packet::ct_mark`], `None` when untracked), which is as far as an action reaches. So here:
+//! On a simulated host the action works on the host's connection table (the driver lends it to the
+//! call, [`crate::qdisc::Cx::conntrack`]), the one its netfilter hooks fill, as the kernel's act_ct and
+//! hooks share their netns's — [`Ct::act_in`]:
 //!
+//! - A packet already carrying a connection of the action's zone keeps it (`tcf_ct_skb_nfct_cached`:
+//!   on egress, the one OUTPUT or FORWARD gave it); one of another zone is let go and looked up again.
+//! - Otherwise the packet is looked up in the zone's table and counted (`nf_conntrack_in`): a reply
+//!   reaching the ingress hook before PREROUTING finds the connection the host's own request made
+//!   (`+trk+est`, reply direction); a first packet gets `+trk+new` and an unconfirmed entry, which
+//!   only `commit` puts in the table (`nf_conntrack_confirm`), so the next packet is new again
+//!   without it. An IPv4 packet conntrack cannot track (no ports where there should be some, an ICMP
+//!   message that is neither query nor error) gets `+trk+inv` and nothing to commit.
+//! - Zones are separate tables (`nf_conntrack_zone`): `ct zone 5` finds nothing the hooks (zone 0)
+//!   tracked. A packet the action gave a connection keeps it through the hooks after it (PREROUTING
+//!   neither counts it again nor moves it to zone 0), as the kernel's `skb->_nfct` does; an entry the
+//!   action left unconfirmed is confirmed there, as at the end of the kernel's hooks.
+//! - `commit` sets the mark as `tcf_ct_act_set_mark` does — `mark | (ct->mark & ~mask)`: the value's
+//!   bits outside the mask are set too, as in the kernel — and the labels as `nf_connlabels_replace`
+//!   (`(old & ~mask) | (label & mask)`), on the entry: the connection's later packets, `-m connmark`
+//!   and CONNMARK, `connmark`/`ctinfo` and flower's `ct_mark`/`ct_label` read them.
 //! - `clear` untracks the packet (`nf_ct_set(skb, NULL, IP_CT_UNTRACKED)`): `ct_mark` becomes `None`,
 //!   and a later `connmark`/`ctinfo` finds nothing to restore.
-//! - `commit` sets the mark as `tcf_ct_act_set_mark` does — `mark | (ct->mark & ~mask)`: the value's
-//!   bits outside the mask are set too, as in the kernel — on the packet's view of its connection (an
-//!   untracked packet gets the entry commit would create, with mark 0 before). The mark stays with the
-//!   packet for the rest of its pass through tc (a `ctinfo` or `connmark` after it, a filter on the
-//!   same device); it is not written back to the host's connection table, so the next packet of the
-//!   connection does not see it.
 //! - A packet that is neither IPv4 nor IPv6 is dropped and counted (`tcf_ct_skb_nf_family` gives
 //!   `NFPROTO_UNSPEC`, `goto drop`).
-//! - Otherwise the packet is tracked: one the host's conntrack already tracked (the hooks set
-//!   [`Packet::ct_state`]: on egress, or a forwarded packet) keeps its state, as the kernel keeps a
-//!   cached `_nfct`; an untracked one gets `+trk+new`, the unconfirmed entry `nf_conntrack_in` makes
-//!   for a connection's first packet, and the action's zone ([`Packet::ct_zone`]); an IPv4 packet
-//!   conntrack cannot track (no ports where there should be some, an ICMP message that is neither
-//!   query nor error) gets `+trk+inv` and nothing to commit. flower's `ct_*` keys read them. The action cannot see the host's connection table, so a later packet of a
-//!   connection the host has not yet tracked on this pass (at ingress, before PREROUTING) is `+new`
-//!   too, where the kernel's lookup would find it established.
 //!
-//! - `commit` with `label` sets the connection's labels as `nf_connlabels_replace` does (`(old & ~mask)
-//!   | (label & mask)`), on the packet's view ([`Packet::ct_labels`]), which flower's `ct_label` reads;
-//!   `clear` takes them away with the connection.
+//! Where there is no host table (tc's own tests, `tclab live`'s bridge; and IPv6, which tclab's
+//! conntrack does not track) [`Ct::act`] tracks each packet alone: one the hooks tracked keeps its
+//! state, an untracked one is `+trk+new` in the action's zone, and `commit` sets the mark and labels
+//! on the packet's view of its connection only.
 //!
-//! Not modelled: zones as separate tables (tclab's conntrack has one; the zone is the packet's label),
-//! NAT (the addresses and ports stay; the range is kept and shown), defragmentation, the flow table
-//! offload. `mark` and `label` without `commit` are stored and shown
-//! but do nothing, as in the kernel.
+//! Not modelled: NAT (the addresses and ports stay; the range is kept and shown), defragmentation, the
+//! flow table offload, `force`, a cleared packet staying untracked through the hooks after it (it is
+//! tracked there again). `mark` and `label` without `commit` are stored and shown but do nothing, as in
+//! the kernel.
 
 use super::Control;
 use crate::error::{Errno, KernelError};
+use crate::netfilter::conntrack::Conntrack;
 use crate::packet::Packet;
+use crate::wire::Ipv4Header;
+use crate::Nanos;
 use std::net::IpAddr;
 
 /// `TCA_CT_ACT_*`: the `ct_action` flags.
@@ -113,25 +120,84 @@ impl Ct {
             pkt.ct_state = Packet::CT_TRACKED | Packet::CT_NEW;
         }
         if self.has(CT_ACT_COMMIT) {
-            let old = pkt.ct_mark.unwrap_or(0);
-            // With no mark given the mask is 0 and the connection's mark stays.
-            let new = if self.mark_mask == 0 {
-                old
-            } else {
-                self.mark | (old & !self.mark_mask)
+            self.commit_view(pkt);
+        }
+        (self.action, false)
+    }
+}
+
+impl Ct {
+    /// `tcf_ct_act` against the host's connection table (IPv4; [`Ct::act`] otherwise, and for
+    /// `clear`): a connection of the action's zone the packet already has stays
+    /// (`tcf_ct_skb_nfct_cached`); else the packet is looked up in the zone's table and counted
+    /// (`nf_conntrack_in`), and a first packet gets `+trk+new` and an entry only `commit` confirms.
+    /// `commit` sets the mark and labels on the entry itself, where the connection's later packets,
+    /// the netfilter hooks (CONNMARK, `-m connmark`) and later `ct` actions find them.
+    pub fn act_in(&self, pkt: &mut Packet, table: &mut Conntrack, now: Nanos) -> (Control, bool) {
+        if self.has(CT_ACT_CLEAR) || pkt.protocol != 0x0800 {
+            return self.act(pkt);
+        }
+        let Some(ip) = Ipv4Header::parse(&pkt.data) else {
+            return self.act(pkt);
+        };
+        let (zone, commit) = (self.zone, self.has(CT_ACT_COMMIT));
+        let cached = pkt.ct_state & Packet::CT_TRACKED != 0
+            && pkt.ct_state & Packet::CT_INVALID == 0
+            && pkt.ct_zone() == zone;
+        pkt.set_ct_zone(zone);
+        if !cached {
+            if !crate::netfilter::conntrack::trackable(&pkt.data) {
+                pkt.ct_state = Packet::CT_TRACKED | Packet::CT_INVALID;
+                pkt.ct_mark = None;
+                set_labels(pkt, [0; 16]);
+                return (self.action, false);
+            }
+            let found = table.track_in(zone, &ip, &pkt.data, now, commit);
+            let conn = found.and_then(|r| Some((r, table.get(r.id)?)));
+            pkt.ct_state = conn.map_or(Packet::CT_TRACKED | Packet::CT_NEW, |(r, _)| {
+                r.flower_state()
+            });
+            pkt.ct_mark = Some(conn.map_or(0, |(_, c)| c.mark));
+            set_labels(pkt, conn.map_or([0; 16], |(_, c)| c.labels));
+        }
+        if commit {
+            // `nf_conntrack_confirm`: the entry is in the table from here on (a cached view the
+            // table lacks, from an earlier action's unconfirmed entry, is confirmed now).
+            let id = match table.lookup_in(zone, &ip, &pkt.data, now) {
+                Some(r) => Some(r.id),
+                None => table
+                    .track_in(zone, &ip, &pkt.data, now, true)
+                    .map(|r| r.id),
             };
-            pkt.ct_mark = Some(new);
-            // `tcf_ct_act_set_labels`: nothing without a mask, else `nf_connlabels_replace`.
-            if self.labels_mask != [0; 16] {
-                let old = pkt.ct_labels();
-                let m = &self.labels_mask;
-                set_labels(
-                    pkt,
-                    std::array::from_fn(|i| (old[i] & !m[i]) | (self.labels[i] & m[i])),
-                );
+            self.commit_view(pkt);
+            if let Some(c) = id.and_then(|id| table.get_mut(id)) {
+                c.mark = pkt.ct_mark.unwrap_or(0);
+                c.labels = pkt.ct_labels();
             }
         }
         (self.action, false)
+    }
+
+    /// `commit`'s mark (`tcf_ct_act_set_mark`) and labels (`tcf_ct_act_set_labels`) on the packet's
+    /// view of its connection.
+    fn commit_view(&self, pkt: &mut Packet) {
+        let old = pkt.ct_mark.unwrap_or(0);
+        // With no mark given the mask is 0 and the connection's mark stays.
+        let new = if self.mark_mask == 0 {
+            old
+        } else {
+            self.mark | (old & !self.mark_mask)
+        };
+        pkt.ct_mark = Some(new);
+        // Nothing without a mask, else `nf_connlabels_replace`.
+        if self.labels_mask != [0; 16] {
+            let old = pkt.ct_labels();
+            let m = &self.labels_mask;
+            set_labels(
+                pkt,
+                std::array::from_fn(|i| (old[i] & !m[i]) | (self.labels[i] & m[i])),
+            );
+        }
     }
 }
 
@@ -199,6 +265,134 @@ mod tests {
         assert_eq!(ct(0, 0, 0).act(&mut arp), (TC_ACT_SHOT, true));
         // clear comes first: a non-IP packet is only untracked.
         assert_eq!(ct(CT_ACT_CLEAR, 0, 0).act(&mut arp), (TC_ACT_PIPE, false));
+    }
+
+    fn reply() -> Packet {
+        Packet::udp4([10, 0, 0, 2], 2, [10, 0, 0, 1], 1, 0, 200)
+    }
+
+    /// Zone `zone`, with `commit` and a mark when `mark` is given.
+    fn zoned(zone: u16, mark: Option<u32>) -> Ct {
+        let mut c = match mark {
+            Some(m) => ct(CT_ACT_COMMIT, m, !0),
+            None => ct(0, 0, 0),
+        };
+        c.zone = zone;
+        c
+    }
+
+    const NEW: u8 = Packet::CT_TRACKED | Packet::CT_NEW;
+    const EST: u8 = Packet::CT_TRACKED | Packet::CT_ESTABLISHED;
+
+    #[test]
+    fn zones_are_separate_tables() {
+        let mut t = Conntrack::new();
+        // The host's hooks track the flow in zone 0 (OUTPUT), as a sent packet carries it to egress.
+        let mut p = udp();
+        let ip = Ipv4Header::parse(&p.data).unwrap();
+        let r = t.track(&ip, &p.data, 0).unwrap();
+        p.ct_state = r.flower_state();
+        p.ct_mark = Some(0);
+        // `ct zone 5`: another zone's connection is let go and the packet looked up in zone 5's
+        // table, where it is new; without commit nothing is kept there.
+        assert_eq!(
+            zoned(5, None).act_in(&mut p, &mut t, 1),
+            (TC_ACT_PIPE, false)
+        );
+        assert_eq!((p.ct_state, p.ct_zone()), (NEW, 5));
+        assert_eq!(t.len(), 1, "an uncommitted entry is not confirmed");
+        // Committed, it is: a second connection of the same tuple, zone 5's, with its mark.
+        let mut p = udp();
+        zoned(5, Some(0x42)).act_in(&mut p, &mut t, 2);
+        assert_eq!((p.ct_state, p.ct_mark), (NEW, Some(0x42)));
+        assert_eq!(t.len(), 2);
+        assert_eq!(
+            t.iter().map(|c| (c.zone, c.mark)).collect::<Vec<_>>(),
+            [(0, 0), (5, 0x42)]
+        );
+        // The reply, in zone 5: established, in the reply direction, with the committed mark; the
+        // next packet of the flow, through `ct zone 5` alone, sees the mark too.
+        let mut q = reply();
+        zoned(5, None).act_in(&mut q, &mut t, 3);
+        assert_eq!(
+            (q.ct_state, q.ct_mark),
+            (EST | Packet::CT_REPLY, Some(0x42))
+        );
+        let mut p = udp();
+        zoned(5, None).act_in(&mut p, &mut t, 4);
+        assert_eq!((p.ct_state, p.ct_mark), (EST, Some(0x42)));
+        // Zone 0's entry saw none of it: the reply and the later packets were zone 5's.
+        let z0 = t.iter().find(|c| c.zone == 0).unwrap();
+        assert_eq!(
+            (z0.seen_reply, z0.acct[0].packets, z0.acct[1].packets),
+            (false, 1, 0)
+        );
+    }
+
+    #[test]
+    fn ingress_finds_the_hosts_connection() {
+        // A host sent a request (OUTPUT tracks it in zone 0); its reply reaches the ingress hook
+        // untracked, before PREROUTING. `ct` there looks it up in the host's table, as the kernel's
+        // shared table answers: established, reply direction — not new.
+        let mut nf = crate::netfilter::Netfilter::default();
+        let mut p = udp();
+        nf.hook(
+            crate::netfilter::Hook::LocalOut,
+            &mut p,
+            None,
+            Some("eth0"),
+            0,
+        );
+        let mut q = reply();
+        ct(0, 0, 0).act_in(&mut q, &mut nf.conntrack, 1);
+        assert_eq!(q.ct_state, EST | Packet::CT_REPLY);
+        let c = nf.conntrack.iter().next().unwrap();
+        assert_eq!(
+            (c.acct[0].packets, c.acct[1].packets),
+            (1, 1),
+            "counted by the action"
+        );
+        // PREROUTING finds the connection the packet carries and does not count it again.
+        nf.hook(
+            crate::netfilter::Hook::PreRouting,
+            &mut q,
+            Some("eth0"),
+            None,
+            1,
+        );
+        let c = nf.conntrack.iter().next().unwrap();
+        assert_eq!(c.acct[1].packets, 1);
+        assert_eq!(q.ct_state, EST | Packet::CT_REPLY);
+    }
+
+    #[test]
+    fn the_hooks_keep_a_zone_the_action_gave() {
+        // `ct zone 7 commit` at ingress, then PREROUTING: the packet's connection is zone 7's, which
+        // the hooks use (its mark for -m connmark), and zone 0's table stays empty.
+        let mut nf = crate::netfilter::Netfilter::default();
+        let mut p = udp();
+        zoned(7, Some(9)).act_in(&mut p, &mut nf.conntrack, 0);
+        nf.hook(
+            crate::netfilter::Hook::PreRouting,
+            &mut p,
+            Some("eth0"),
+            None,
+            0,
+        );
+        assert_eq!((p.ct_zone(), p.ct_mark, p.ct_state), (7, Some(9), NEW));
+        assert_eq!(nf.conntrack.len(), 1);
+        let c = nf.conntrack.iter().next().unwrap();
+        assert_eq!((c.zone, c.acct[0].packets), (7, 1));
+        // Without the action, the same packet is zone 0's.
+        let mut p = udp();
+        nf.hook(
+            crate::netfilter::Hook::PreRouting,
+            &mut p,
+            Some("eth0"),
+            None,
+            0,
+        );
+        assert_eq!((p.ct_zone(), nf.conntrack.len()), (0, 2));
     }
 
     #[test]

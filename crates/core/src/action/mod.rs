@@ -223,7 +223,10 @@ impl Action {
             ActionParams::Sample(sa) => return sa.act(pkt, &mut self.psample),
             ActionParams::Ctinfo(ci) => return ci.act(pkt, &mut self.ctinfo),
             ActionParams::Ct(ct) => {
-                let (c, drop) = ct.act(pkt);
+                let (c, drop) = match cx.conntrack.as_mut() {
+                    Some(table) => ct.act_in(pkt, table, now),
+                    None => ct.act(pkt),
+                };
                 self.stats.drops += u32::from(drop);
                 return c;
             }

@@ -419,9 +419,7 @@ impl Block {
         let mut chain = 0u32;
         let mut loops = 0;
         'restart: loop {
-            let Some(tps) = self.chains.get(&chain) else {
-                return None;
-            };
+            let tps = self.chains.get(&chain)?;
             for tp in tps {
                 if tp.protocol != ETH_P_ALL && tp.protocol != pkt.tc_protocol() {
                     continue;
@@ -941,7 +939,7 @@ pub fn classify(block: &Block, pkt: &mut Packet, cx: &mut Cx) -> Verdict {
     match block.classify(pkt, cx) {
         None => Verdict::Unclassified,
         Some((TC_ACT_SHOT, _)) => Verdict::Shot,
-        Some((c, _)) if matches!(c, 4 | 5 | 8) => Verdict::Stolen,
+        Some((4 | 5 | 8, _)) => Verdict::Stolen,
         Some((c, res)) => Verdict::Classified {
             classid: res.classid,
             control: c,

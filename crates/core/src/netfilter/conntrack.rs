@@ -15,14 +15,19 @@
 //! same. A connection whose first packet is dropped before it leaves the box is never confirmed in Linux;
 //! here it is forgotten ([`Conntrack::unconfirm`]).
 //!
+//! Zones (`nf_conntrack_zone`) are separate tables within one: a connection is known by its zone and
+//! tuple, so the same packet is a different connection in zone 5 than in zone 0. The netfilter hooks
+//! track in zone 0 unless a tc `ct zone N` action gave the packet its connection before them; the `ct`
+//! action looks up and commits in its own zone ([`Conntrack::track_in`]).
+//!
 //! Not modelled: TCP window tracking and its INVALID verdicts, NAT, helpers (no RELATED data connections),
-//! zones, the table size limit. Idle timeouts are the kernel's defaults, applied lazily in virtual time.
+//! the table size limit. Idle timeouts are the kernel's defaults, applied lazily in virtual time.
 
 use crate::wire::{self, Ipv4Header, L4};
 use crate::{Nanos, NSEC_PER_SEC};
 use std::collections::BTreeMap;
 
-/// The tuple of one direction of a connection (`nf_conntrack_tuple`, without zones).
+/// The tuple of one direction of a connection (`nf_conntrack_tuple`; the zone is kept beside it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Tuple {
     pub src: u32,
@@ -121,6 +126,10 @@ pub struct Conn {
     pub acct: [Acct; 2],
     /// `ct->mark`.
     pub mark: u32,
+    /// The connection's labels (`nf_conn_labels`), as a `ct commit label` set them.
+    pub labels: [u8; 16],
+    /// Its zone (`nf_ct_zone(ct)->id`).
+    pub zone: u16,
     pub seen_reply: bool,
     pub last_seen: Nanos,
 }
@@ -171,7 +180,7 @@ impl CtRef {
 #[derive(Clone, Debug, Default)]
 pub struct Conntrack {
     conns: BTreeMap<u64, Conn>,
-    by_tuple: BTreeMap<Tuple, (u64, Dir)>,
+    by_tuple: BTreeMap<(u16, Tuple), (u64, Dir)>,
     next_id: u64,
 }
 
@@ -255,16 +264,16 @@ impl Conntrack {
         self.conns.values()
     }
 
-    fn find(&self, t: &Tuple, now: Nanos) -> Option<(u64, Dir)> {
-        let (id, dir) = *self.by_tuple.get(t)?;
+    fn find(&self, zone: u16, t: &Tuple, now: Nanos) -> Option<(u64, Dir)> {
+        let (id, dir) = *self.by_tuple.get(&(zone, *t))?;
         let c = self.conns.get(&id)?;
         (now < c.last_seen.saturating_add(c.timeout())).then_some((id, dir))
     }
 
     fn remove(&mut self, id: u64) {
         if let Some(c) = self.conns.remove(&id) {
-            self.by_tuple.remove(&c.orig);
-            self.by_tuple.remove(&c.orig.invert());
+            self.by_tuple.remove(&(c.zone, c.orig));
+            self.by_tuple.remove(&(c.zone, c.orig.invert()));
         }
     }
 
@@ -276,13 +285,28 @@ impl Conntrack {
     }
 
     /// `nf_conntrack_in`: find or create the packet's connection and count the packet (`ip_len` bytes) in
-    /// its direction. Called at PREROUTING and OUTPUT.
+    /// its direction. Called at PREROUTING and OUTPUT, in zone 0.
     pub fn track(&mut self, ip: &Ipv4Header, data: &[u8], now: Nanos) -> Option<CtRef> {
+        self.track_in(0, ip, data, now, true)
+    }
+
+    /// `nf_conntrack_in` in `zone`: find the packet's connection and count the packet in its direction;
+    /// with `create`, make a connection for a first packet (confirmed at once: the hooks and `ct
+    /// commit`), else answer `None` for it (`ct` without commit: an unconfirmed entry no later packet
+    /// finds).
+    pub fn track_in(
+        &mut self,
+        zone: u16,
+        ip: &Ipv4Header,
+        data: &[u8],
+        now: Nanos,
+        create: bool,
+    ) -> Option<CtRef> {
         let len = ip.tot_len as u64;
         match key_of(ip, data) {
             Key::None => None,
             Key::Related(t) => {
-                let (id, _) = self.find(&t, now)?;
+                let (id, _) = self.find(zone, &t, now)?;
                 Some(CtRef {
                     id,
                     dir: Dir::Original,
@@ -290,14 +314,15 @@ impl Conntrack {
                 })
             }
             Key::Tuple(t) => {
-                let (id, dir) = match self.find(&t, now) {
+                let (id, dir) = match self.find(zone, &t, now) {
                     Some(found) => found,
+                    None if !create => return None,
                     None => {
                         // An expired entry under either tuple goes first (`nf_ct_gc_expired`).
-                        if let Some(&(old, _)) = self.by_tuple.get(&t) {
+                        if let Some(&(old, _)) = self.by_tuple.get(&(zone, t)) {
                             self.remove(old);
                         }
-                        if let Some(&(old, _)) = self.by_tuple.get(&t.invert()) {
+                        if let Some(&(old, _)) = self.by_tuple.get(&(zone, t.invert())) {
                             self.remove(old);
                         }
                         let id = self.next_id;
@@ -308,12 +333,14 @@ impl Conntrack {
                                 orig: t,
                                 acct: [Acct::default(); 2],
                                 mark: 0,
+                                labels: [0; 16],
+                                zone,
                                 seen_reply: false,
                                 last_seen: now,
                             },
                         );
-                        self.by_tuple.insert(t, (id, Dir::Original));
-                        self.by_tuple.insert(t.invert(), (id, Dir::Reply));
+                        self.by_tuple.insert((zone, t), (id, Dir::Original));
+                        self.by_tuple.insert((zone, t.invert()), (id, Dir::Reply));
                         (id, Dir::Original)
                     }
                 };
@@ -334,16 +361,22 @@ impl Conntrack {
         }
     }
 
-    /// The packet's connection at a later hook (the kernel's `skb->_nfct`), without counting it.
+    /// The packet's connection at a later hook (the kernel's `skb->_nfct`), without counting it, in
+    /// zone 0.
     pub fn lookup(&self, ip: &Ipv4Header, data: &[u8], now: Nanos) -> Option<CtRef> {
+        self.lookup_in(0, ip, data, now)
+    }
+
+    /// [`Conntrack::lookup`] in `zone`.
+    pub fn lookup_in(&self, zone: u16, ip: &Ipv4Header, data: &[u8], now: Nanos) -> Option<CtRef> {
         match key_of(ip, data) {
             Key::None => None,
-            Key::Related(t) => self.find(&t, now).map(|(id, _)| CtRef {
+            Key::Related(t) => self.find(zone, &t, now).map(|(id, _)| CtRef {
                 id,
                 dir: Dir::Original,
                 info: CtInfo::Related,
             }),
-            Key::Tuple(t) => self.find(&t, now).map(|(id, dir)| CtRef {
+            Key::Tuple(t) => self.find(zone, &t, now).map(|(id, dir)| CtRef {
                 id,
                 dir,
                 info: self.info(id, dir),

@@ -735,6 +735,9 @@ fn rename_refs(c: &mut Chain, old: &str, new: &str) {
 pub struct Netfilter {
     pub mangle: Table,
     pub conntrack: Conntrack,
+    /// Connection tracking's hooks are registered in the host (`nf_ct_netns_get`, which a tc `ct`
+    /// action's init calls): every packet is tracked at PREROUTING and OUTPUT even with no rule.
+    pub ct_hooks: bool,
 }
 
 /// What one packet offers the matches at one hook.
@@ -779,11 +782,21 @@ impl Netfilter {
             return NfVerdict::Accept;
         }
         let ip = Ipv4Header::parse(&pkt.data);
+        // The zone of the connection a tc `ct zone N` action gave the packet before the hooks (at
+        // ingress): the kernel's `skb->_nfct`, which every hook then uses; zone 0 otherwise.
+        let attached =
+            pkt.ct_state & Packet::CT_TRACKED != 0 && pkt.ct_state & Packet::CT_INVALID == 0;
+        let zone = if attached { pkt.ct_zone() } else { 0 };
         let ct = match (ip, hook) {
             (Some(v), Hook::PreRouting | Hook::LocalOut) => {
-                self.conntrack.track(&v, &pkt.data, now)
+                // `nf_conntrack_in` keeps a connection the packet has and counts nothing; one the
+                // action made without committing it is confirmed here, as at the end of the hooks.
+                match attached.then(|| self.conntrack.lookup_in(zone, &v, &pkt.data, now)) {
+                    Some(Some(found)) => Some(found),
+                    _ => self.conntrack.track_in(zone, &v, &pkt.data, now, true),
+                }
             }
-            (Some(v), _) => self.conntrack.lookup(&v, &pkt.data, now),
+            (Some(v), _) => self.conntrack.lookup_in(zone, &v, &pkt.data, now),
             (None, _) => None,
         };
         let mut cx = Cx {
@@ -800,19 +813,16 @@ impl Netfilter {
                 self.conntrack.unconfirm(ct);
             }
         }
-        // The skb keeps a reference to its connection; tc's connmark action reads the mark through it.
-        pkt.ct_mark = cx
-            .ct
-            .and_then(|ct| self.conntrack.get(ct.id))
-            .map(|c| c.mark);
-        // And its state, which flower's `ct_state` reads; the hooks' connections are zone 0's.
-        pkt.ct_state = match (cx.ct, pkt.ct_mark) {
+        // The skb keeps a reference to its connection; tc's connmark action reads the mark through it,
+        // flower's ct_* keys its state, zone and labels.
+        let conn = cx.ct.and_then(|ct| self.conntrack.get(ct.id));
+        pkt.ct_mark = conn.map(|c| c.mark);
+        pkt.ct_state = match (cx.ct, conn) {
             (Some(ct), Some(_)) => ct.flower_state(),
             _ => 0,
         };
-        pkt.set_ct_zone(0);
-        // Nothing gives the hooks' connections labels.
-        crate::action::ct::set_labels(pkt, [0; 16]);
+        pkt.set_ct_zone(conn.map_or(0, |c| c.zone));
+        crate::action::ct::set_labels(pkt, conn.map_or([0; 16], |c| c.labels));
         v
     }
 

@@ -619,6 +619,7 @@ fn truncated_and_odd_packets_never_panic() {
             t
         },
         conntrack: Default::default(),
+        ct_hooks: false,
     };
     let mut nf = all;
     for n in 0..5000u64 {
@@ -675,10 +676,10 @@ fn the_packet_carries_its_connections_mark_for_tc_connmark() {
         "the reply belongs to the same connection"
     );
     let cm = crate::action::connmark::Connmark::default();
-    assert_eq!(cm.act(&mut r).1, true);
+    assert!(cm.act(&mut r).1);
     assert_eq!(r.mark, 0x64);
     let mut untracked = udp(A, 7, B, 8, 1);
-    assert_eq!(cm.act(&mut untracked).1, false);
+    assert!(!cm.act(&mut untracked).1);
     assert_eq!(untracked.mark, 0);
 }
 

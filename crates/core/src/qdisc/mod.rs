@@ -97,6 +97,10 @@ pub struct Cx {
     /// their truesize to the sending socket (`sk_wmem_alloc` grows by the difference), which the driver
     /// does for TCP small queues, as each frame frees its own when it goes.
     pub gso_split: u32,
+    /// The host's connection table, lent by the driver for a call that may run a `ct` action (the
+    /// kernel's per-netns table, which `act_ct` and the netfilter hooks share), and taken back when
+    /// the call returns; `None` where there is no host (the action then tracks each packet alone).
+    pub conntrack: Option<crate::netfilter::conntrack::Conntrack>,
 }
 
 impl Cx {
@@ -112,6 +116,7 @@ impl Cx {
             matched: None,
             pacing_fq: false,
             gso_split: 0,
+            conntrack: None,
         }
     }
 
