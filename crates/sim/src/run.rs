@@ -141,6 +141,7 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
                 cc,
                 ecn,
                 fq_rate,
+                paced,
             } => {
                 let dev = sc.net.device(out_iface);
                 let mtu = dev.map_or(1500, |d| d.mtu);
@@ -150,6 +151,7 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
                 }
                 cfg.ecn = *ecn;
                 cfg.max_pacing_rate = *fq_rate;
+                cfg.paced = *paced;
                 cfg.cc = match cc.as_str() {
                     "reno" => tclab_tcp::CongestionControl::Reno,
                     "bbr" => tclab_tcp::CongestionControl::Bbr,

@@ -157,6 +157,9 @@ pub struct TrafficSpec {
     /// TCP: `SO_MAX_PACING_RATE` per stream (iperf3's `--fq-rate`): the socket is paced at most at this
     /// rate, by a sch_fq on its host or else by itself.
     pub fq_rate: Option<Spanned<String>>,
+    /// TCP: the socket paces itself (`SK_PACING_NEEDED`) at its own pacing rate, uncapped, as a socket
+    /// that BBR initialised before the application chose `cc` does (iperf3 `-C` on a BBR host).
+    pub paced: Option<Spanned<bool>>,
     pub port: Option<Spanned<u16>>,
     /// The `[[cgroup]]` of the sending node its sender runs in (a path).
     pub cgroup: Option<Spanned<String>>,
@@ -207,6 +210,8 @@ pub enum TrafficKind {
         ecn: bool,
         /// `SO_MAX_PACING_RATE` in bytes per second; 0 for none.
         fq_rate: u64,
+        /// Paced from the start (`tclab_tcp::Config::paced`).
+        paced: bool,
     },
     Udp {
         rate_bps: u64,
@@ -1719,6 +1724,7 @@ fn resolve_traffic(
         ("cc", t.cc.as_ref().map(|v| v.span())),
         ("ecn", t.ecn.as_ref().map(|v| v.span())),
         ("fq_rate", t.fq_rate.as_ref().map(|v| v.span())),
+        ("paced", t.paced.as_ref().map(|v| v.span())),
         ("rate", t.rate.as_ref().map(|v| v.span())),
         ("length", t.length.as_ref().map(|v| v.span())),
         ("interval", t.interval.as_ref().map(|v| v.span())),
@@ -1802,6 +1808,7 @@ fn resolve_traffic(
                 Some(r) => cx.rate(r, "traffic.fq_rate")? / 8,
                 None => 0,
             },
+            paced: t.paced.as_ref().is_some_and(|p| *p.get_ref()),
             bytes: t
                 .bytes
                 .as_ref()
@@ -1892,11 +1899,12 @@ fn resolve_traffic(
 /// Whether a `[[traffic]]` key applies to an entry of `kind` (`tcp`, `udp`, `ping`): false only for
 /// a key of another kind (`cc` on a ping, `rate` on TCP), which the loader refuses.
 pub fn traffic_key_applies(kind: &str, key: &str) -> bool {
-    const ONLY: [(&str, &[&str]); 7] = [
+    const ONLY: [(&str, &[&str]); 8] = [
         ("bytes", &["tcp"]),
         ("cc", &["tcp"]),
         ("ecn", &["tcp"]),
         ("fq_rate", &["tcp"]),
+        ("paced", &["tcp"]),
         ("rate", &["udp"]),
         ("length", &["udp", "ping"]),
         ("interval", &["ping"]),

@@ -126,3 +126,25 @@ fn fq_rate_paces_a_flow_by_fq_or_by_itself() {
         assert_eq!(senders(&sc), [status]);
     }
 }
+
+#[test]
+fn paced_makes_the_socket_pace_itself_uncapped() {
+    // `paced = true` (a socket BBR initialised before the application chose CUBIC): SK_PACING_NEEDED
+    // through a plain pfifo, with no cap, so the flow still fills a 10 Mbit/s link: goodput within 1 %
+    // of the unpaced flow's. The key is TCP's only.
+    let mut goodput = Vec::new();
+    for (extra, status) in [
+        ("", PacingStatus::None),
+        ("paced = true\n", PacingStatus::Needed),
+    ] {
+        let mut sc = lab_with("10mbit", "pfifo limit 100", 1, "5s", extra);
+        goodput.push(go(&mut sc).flows[0].goodput_bps);
+        assert_eq!(senders(&sc), [status]);
+    }
+    assert!((goodput[1] / goodput[0] - 1.0).abs() < 0.01, "{goodput:?}");
+    let text = "duration = \"1s\"\n[[node]]\nname = \"a\"\n[[node]]\nname = \"b\"\n[[link]]\na = \"a:eth0\"\nb = \"b:eth0\"\nrate = \"10mbit\"\n[[traffic]]\nkind = \"ping\"\nfrom = \"a\"\nto = \"b\"\npaced = true\n";
+    let Err(e) = load("p.toml", text, std::path::Path::new(".")) else {
+        panic!("paced on a ping was taken");
+    };
+    assert!(e.to_string().contains("traffic.paced: does not apply to ping traffic"), "{e}");
+}

@@ -131,7 +131,8 @@
 //!   by each data segment at that rate when the socket is paced — by a sch_fq
 //!   that took its packets (`set_paced_by_fq`) or by itself when it asked
 //!   (`Config::max_pacing_rate`, `SO_MAX_PACING_RATE`: internal pacing). As in
-//!   Linux, CUBIC, Reno and DCTCP over other qdiscs are not paced.
+//!   Linux, CUBIC, Reno and DCTCP over other qdiscs are not paced — unless BBR
+//!   initialised the socket before the application chose them (`Config::paced`).
 //! * **GSO skbs** (`tso.rs`, `tcp_tso_autosize`): new data leaves in segments
 //!   of several MSS (`Segment::gso_size`), about a millisecond of data at the
 //!   pacing rate (more on short paths), at least 2 MSS, at most 64 KB and half
@@ -303,6 +304,12 @@ pub struct Config {
     /// `SO_MAX_PACING_RATE` in bytes per second (iperf3's `--fq-rate`), 0 for none: caps the pacing rate,
     /// and asks for pacing (`SK_PACING_NEEDED`): the socket paces itself unless a sch_fq does.
     pub max_pacing_rate: u64,
+    /// The socket paces itself from the start (`SK_PACING_NEEDED`), with no cap on its rate. This is what
+    /// a pacing congestion control leaves behind when it initialised the socket and the application then
+    /// switched to another: `bbr_init` sets `sk_pacing_status` and `tcp_reinit_congestion_control` never
+    /// clears it. iperf3 sets `-C` after `connect()`; over a veth the handshake has completed by then,
+    /// so on a host whose default is BBR `iperf3 -C cubic` runs a paced CUBIC (docs/KERNEL_VS_SIM.md).
+    pub paced: bool,
     /// `sk_gso_max_size`: the most bytes of one GSO skb, the route device's `gso_max_size` (65536)
     /// less `MAX_TCP_HEADER + 1` (`sk_dst_gso_max_size`); see `tso.rs`.
     pub gso_max_size: u32,
@@ -332,6 +339,7 @@ impl Default for Config {
             rack: true,
             tlp: true,
             max_pacing_rate: 0,
+            paced: false,
             gso_max_size: 65536 - tso::GSO_HEADROOM,
             gso_max_segs: 1,
         }

@@ -9,7 +9,8 @@
 //! - `None` (the default for CUBIC, Reno and DCTCP): segments leave as fast as cwnd allows;
 //! - `Fq`: a sch_fq with pacing on saw the socket's packet and paces it (it says so through the
 //!   driver, [`Connection::set_paced_by_fq`]);
-//! - `Needed`: pacing was asked for (`SO_MAX_PACING_RATE`, or a congestion control such as BBR) and no fq
+//! - `Needed`: pacing was asked for (`SO_MAX_PACING_RATE`, or a congestion control such as BBR — also
+//!   one that initialised the socket before the application chose another, `Config::paced`) and no fq
 //!   took it: TCP paces itself (*internal pacing*), holding data until its departure time.
 //!
 //! Linux uses departure times (EDT) either way: each segment leaves stamped with the socket's

@@ -162,7 +162,7 @@ impl Connection {
             local_block: false,
             wakeup_out: false,
             tsq_throttled: false,
-            pacing_status: if cfg.max_pacing_rate != 0 {
+            pacing_status: if cfg.max_pacing_rate != 0 || cfg.paced {
                 crate::PacingStatus::Needed
             } else {
                 crate::PacingStatus::None
