@@ -419,6 +419,7 @@ impl Connection {
             self.snd_una = ack;
             self.probes_out = 0;
             self.rto_retransmits = 0;
+            self.rto_rexmit = None;
         }
         // Partially acked head segment: trim it (tcp_trim_head).
         if let Some(t) = self.rtx.front_mut() {

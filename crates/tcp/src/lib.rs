@@ -82,7 +82,10 @@
 //!   go-back-N from `snd_una` in slow start, RTO doubled each time. CUBIC is
 //!   reset on entering Loss (`cubictcp_state`). A timeout repeated before
 //!   snd_una advances keeps the ssthresh of the first (`icsk_retransmits`,
-//!   which an RTT sample does not clear, unlike the backoff).
+//!   which an RTT sample does not clear, unlike the backoff). A timeout ends
+//!   a loss probe's episode. When the host's qdisc refuses the head's
+//!   retransmission, the timer comes back in `TCP_RESOURCE_PROBE_INTERVAL`
+//!   (500 ms) with no backoff (Linux 6.12).
 //! * **Delayed ACKs** (`__tcp_ack_snd_check`, `tcp_send_delayed_ack`,
 //!   `tcp_incr_quickack`): quickack mode for the first
 //!   `min(rcv_wnd / (2·rcv_mss), 16)` ACKs, then an ACK when more than one
@@ -506,6 +509,13 @@ pub struct Connection {
     /// RTO expirations since snd_una last advanced (`icsk_retransmits`): unlike the backoff, an RTT
     /// sample does not clear it, so `enter_loss` can tell a repeated timeout in one Loss episode.
     rto_retransmits: u32,
+    /// The RTO and backoff before the last expiry, while the head's retransmission that expiry calls
+    /// for has not been taken by the host's qdisc: a refusal puts them back (`tcp_retransmit_timer`
+    /// backs off only a retransmission that left).
+    rto_rexmit: Option<(Nanos, u32)>,
+    /// That retransmission is the segment `poll_transmit` returned last (its fate is known by the
+    /// next call: `on_local_drop` comes first).
+    rto_rexmit_built: bool,
 
     // ---- timers ----
     /// The retransmission timer (`icsk_timeout`), which RACK's reordering timer and the loss probe

@@ -183,6 +183,21 @@ impl Connection {
     /// What to send now; call until `None` after every event. Due timers
     /// fire here.
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Segment> {
+        let rto_rexmit_built = std::mem::take(&mut self.rto_rexmit_built);
+        let seg = self.transmit(now);
+        if rto_rexmit_built {
+            if seg.is_none() {
+                // Nothing built: the expiry's retransmission is still the last segment.
+                self.rto_rexmit_built = true;
+            } else {
+                // Another segment asked for: the qdisc took the retransmission, its backoff stands.
+                self.rto_rexmit = None;
+            }
+        }
+        seg
+    }
+
+    fn transmit(&mut self, now: Nanos) -> Option<Segment> {
         self.run_timers(now);
         self.wakeup_out = false;
         if self.state == State::Closed {
@@ -256,6 +271,7 @@ impl Connection {
             .iter()
             .position(|t| t.lost && !t.retrans && !t.sacked)?;
         let seg = self.retransmit(now, i, true);
+        self.rto_rexmit_built = i == 0 && self.rto_rexmit.is_some();
         if self.in_cwnd_reduction() {
             self.prr_out += 1;
         }
@@ -521,6 +537,14 @@ impl Connection {
             self.probe_at = Some(now + wait);
         } else if self.rto_at.is_none() {
             self.reset_xmit_timer(now + self.rto);
+        }
+        if std::mem::take(&mut self.rto_rexmit_built) {
+            // tcp_retransmit_timer(): the expiry's retransmission refused by local congestion: no
+            // backoff, and the timer again in TCP_RESOURCE_PROBE_INTERVAL (Linux 6.12).
+            if let Some((rto, backoff)) = self.rto_rexmit.take() {
+                (self.rto, self.backoff) = (rto, backoff);
+                self.reset_xmit_timer(now + TCP_RESOURCE_PROBE_INTERVAL);
+            }
         }
     }
 

@@ -296,6 +296,8 @@ impl Connection {
         }
         self.ca_state = CaState::Loss;
         self.high_seq = self.snd_nxt;
+        // A loss probe's episode ends with the timeout: its ACK proves nothing now.
+        self.tlp_high_seq = 0;
         // tcp_ecn_queue_cwr(): an ECN peer hears of the reduction on the next new data.
         if self.ecn_ok {
             self.ecn_queue_cwr = true;

@@ -153,6 +153,8 @@ impl Connection {
             rto,
             backoff: 0,
             rto_retransmits: 0,
+            rto_rexmit: None,
+            rto_rexmit_built: false,
             rto_at: None,
             xmit_timer: XmitTimer::Retrans,
             delack_at: None,

@@ -99,9 +99,10 @@ impl Connection {
         self.enter_loss(now);
         // tcp_update_rto_stats()
         self.rto_retransmits += 1;
+        // The head is retransmitted next (it is lost; cwnd = 1 allows it); the timer is re-armed with
+        // the doubled RTO when it leaves — unless the host's qdisc refuses it (`on_local_drop`).
+        self.rto_rexmit = Some((self.rto, self.backoff));
         self.backoff += 1;
-        // The head is retransmitted now (it is lost; cwnd = 1 allows it);
-        // the timer is re-armed with the doubled RTO when it leaves.
         self.rto = (self.rto * 2).min(TCP_RTO_MAX);
     }
 

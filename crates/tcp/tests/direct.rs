@@ -703,6 +703,84 @@ fn second_rto_in_loss_keeps_ssthresh() {
     assert_eq!(st.ca_state, CaState::Open);
 }
 
+/// Linux 6.12's `tcp_retransmit_timer`: when the host's qdisc refuses the head's retransmission that an
+/// expiry sends (`tcp_retransmit_skb` > 0: local congestion), the timer is re-armed in
+/// `TCP_RESOURCE_PROBE_INTERVAL` (500 ms) and the RTO does not back off (`icsk_backoff`, `icsk_rto`
+/// untouched: "Let senders fight for local resources conservatively"). The next expiry retransmits again
+/// and backs off then: RTO 220 ms (srtt 20 ms + the 200 ms floor of rttvar), so 440 ms after it.
+#[test]
+fn refused_rto_retransmission_rearms_without_backoff() {
+    let no_tlp = Config {
+        tlp: false,
+        ..Config::default()
+    };
+    let (mut cl, _sv) = pair(no_tlp, Config::default());
+    cl.write(10 * 1448);
+    let segs = drain(&mut cl, 30 * MS);
+    assert_eq!(segs.len(), 10);
+    assert_eq!(cl.poll_at(), Some(250 * MS));
+    let rexmit = drain(&mut cl, 250 * MS);
+    assert_eq!(rexmit.len(), 1);
+    cl.on_local_drop(250 * MS, &rexmit[0]);
+    let st = cl.stats();
+    assert_eq!((st.timeouts, st.backoff, st.rto_ns), (1, 0, 220 * MS));
+    assert_eq!(cl.poll_at(), Some(750 * MS), "TCP_RESOURCE_PROBE_INTERVAL");
+    assert!(drain(&mut cl, 749 * MS).is_empty());
+    let again = drain(&mut cl, 750 * MS);
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].seq, segs[0].seq);
+    let st = cl.stats();
+    assert_eq!((st.timeouts, st.backoff, st.rto_ns), (2, 1, 440 * MS));
+    assert_eq!(cl.poll_at(), Some(750 * MS + 440 * MS));
+    cl.check_invariants().unwrap();
+}
+
+/// `tcp_enter_loss` ends a loss probe episode (`tp->tlp_high_seq = 0`): after a timeout the probe's ACK
+/// means nothing more. Ten segments leave at 30 ms and the last goes again as the loss probe at 72 ms
+/// (2·srtt + 2 ms, nothing new to send); the first arrives, and its ACK lets two new segments out; the
+/// RTO fires at 255 ms (the head's send time, 30 ms, plus 225 ms: the ACK's 60 ms sample makes srtt
+/// 20 + (60 − 20) / 8 = 25 ms, and rttvar stays at its 200 ms floor). An ACK that then covers the probed
+/// segment and one new segment, but not the last, leaves the connection in Loss: not in CWR as a
+/// probe's repair would (`tcp_process_tlp_ack`), nor counted as one (TCPLossProbeRecovery).
+#[test]
+fn timeout_ends_the_loss_probe_episode() {
+    let (mut cl, mut sv) = pair(Config::default(), Config::default());
+    cl.write(10 * 1448);
+    let segs = drain(&mut cl, 30 * MS);
+    assert_eq!(segs.len(), 10);
+    assert_eq!(cl.poll_at(), Some(72 * MS));
+    let probe = drain(&mut cl, 72 * MS);
+    assert_eq!(probe.len(), 1);
+    assert_eq!(probe[0].seq, segs[9].seq, "the last segment again");
+    assert_eq!(cl.stats().loss_probes, 1);
+    sv.on_segment(80 * MS, &segs[0]);
+    let ack0 = drain(&mut sv, 80 * MS);
+    cl.write(2 * 1448);
+    cl.on_segment(90 * MS, ack0.last().unwrap());
+    let new = drain(&mut cl, 90 * MS);
+    assert_eq!(new.len(), 2, "two new segments on the first ACK");
+    let mut t = 90 * MS;
+    while cl.stats().timeouts == 0 {
+        t = cl.poll_at().unwrap();
+        assert!(t <= 255 * MS, "the RTO by 255 ms, not {t}");
+        drain(&mut cl, t);
+    }
+    assert_eq!(t, 255 * MS);
+    assert_eq!(cl.stats().ca_state, CaState::Loss);
+    let mut acks = vec![];
+    for s in segs[1..].iter().chain(&new[..1]) {
+        sv.on_segment(t + 5 * MS, s);
+        acks.extend(drain(&mut sv, t + 5 * MS));
+    }
+    for a in &acks {
+        cl.on_segment(t + 10 * MS, a);
+    }
+    let st = cl.stats();
+    assert_eq!(st.bytes_acked, 11 * 1448);
+    assert_eq!((st.ca_state, st.loss_probe_recoveries), (CaState::Loss, 0));
+    cl.check_invariants().unwrap();
+}
+
 /// After `pair`, `segments` are written; the first ten leave at 30 ms, only the second arrives (at
 /// 40 ms) and its SACK is back at 50 ms. Returns both ends, the ten segments and what the sender sent on
 /// the SACK.
