@@ -1293,7 +1293,6 @@ impl Network {
     /// what the sender sees.
     fn transmit_teql(&mut self, now: Nanos, node: NodeId, pkt: Packet) -> Verdict {
         let owner = (pkt.tag, pkt.len);
-        let mut cx = self.take_cx(now);
         let Some((dev, _)) = self.nodes[node].engine.teql_parts() else {
             return Verdict::Drop;
         };
@@ -1301,7 +1300,15 @@ impl Network {
             self.teqls.entry(node).or_default().tx_dropped += 1;
             return Verdict::Drop;
         }
-        let verdict = dev.enqueue(pkt, &mut cx).to_sender();
+        let mut cx = self.take_cx(now);
+        // teql0's filters may run a ct action, as an interface's do.
+        self.lend_conntrack(node, &mut cx);
+        let raw = self.nodes[node]
+            .engine
+            .teql_parts()
+            .map(|(dev, _)| dev.enqueue(pkt, &mut cx));
+        self.take_back_conntrack(node, &mut cx);
+        let verdict = raw.map_or(Verdict::Drop, Verdict::to_sender);
         for d in cx.drops.take() {
             self.teqls.entry(node).or_default().tx_dropped += 1;
             if !(d.arriving && verdict == Verdict::Drop) && d.pkt.tag != 0 {
