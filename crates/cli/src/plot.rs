@@ -899,7 +899,8 @@ pub fn charts(sc: &Scenario, out: &Outcome) -> Vec<Plot> {
             ),
         });
     }
-    // The queues of the policies' interfaces, and of every ifb (where an ingress policy queues).
+    // The queues of the policies' interfaces, and of every ifb (where an ingress policy queues) and
+    // teql master.
     let ports: Vec<Port> = sc
         .policies_ifaces()
         .into_iter()
@@ -908,7 +909,7 @@ pub fn charts(sc: &Scenario, out: &Outcome) -> Vec<Plot> {
             rec.ifaces
                 .iter()
                 .copied()
-                .filter(|p| matches!(p, Port::Ifb(_))),
+                .filter(|p| matches!(p, Port::Ifb(_) | Port::Teql(_))),
         )
         .collect();
     if !ports.is_empty() {

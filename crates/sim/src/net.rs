@@ -125,6 +125,8 @@ impl LinkParams {
 pub enum Port {
     Iface(IfaceId),
     Ifb(usize),
+    /// A node's teql master ([`TeqlPort`]): what it handed its slaves, and its queue.
+    Teql(NodeId),
 }
 
 /// The interface counters Linux keeps in `/sys/class/net/IF/statistics`.
@@ -1094,6 +1096,7 @@ impl Network {
                 let d = &self.vdevs[v];
                 format!("{}:{}", self.nodes[d.node].name, d.name)
             }
+            Port::Teql(n) => format!("{}:{}", self.nodes[n].name, tclab_core::qdisc::teql::MASTER),
         }
     }
 
@@ -1105,6 +1108,7 @@ impl Network {
                 let d = &self.vdevs[v];
                 self.nodes[d.node].engine.device(&d.name)
             }
+            Port::Teql(n) => self.nodes[n].engine.device(tclab_core::qdisc::teql::MASTER),
         }
     }
 
@@ -1113,6 +1117,20 @@ impl Network {
         match p {
             Port::Iface(i) => self.ifaces[i].counters,
             Port::Ifb(v) => self.vdevs[v].counters,
+            // teql_master_stats64: what the slaves took; dropped there or by teql0's qdisc.
+            Port::Teql(n) => {
+                let m = self.nodes[n]
+                    .engine
+                    .teql()
+                    .map(|m| m.stats)
+                    .unwrap_or_default();
+                IfCounters {
+                    tx_bytes: m.tx_bytes,
+                    tx_packets: m.tx_packets,
+                    tx_dropped: m.tx_dropped + self.teqls.get(&n).map_or(0, |t| t.tx_dropped),
+                    ..IfCounters::default()
+                }
+            }
         }
     }
 

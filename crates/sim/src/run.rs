@@ -236,6 +236,7 @@ pub fn run(sc: &mut Scenario, progress: &mut dyn FnMut(Nanos)) -> Result<Outcome
     let ifaces = (0..sc.net.ifaces.len())
         .map(Port::Iface)
         .chain((0..sc.net.vdevs.len()).map(Port::Ifb))
+        .chain(sc.net.teqls.keys().copied().map(Port::Teql))
         .collect();
     let mut rec = Recorder::new(sc.sample, ifaces, probes);
     sc.net

@@ -115,6 +115,18 @@ fn two_bonded_lines_carry_twice_one_lines_udp() {
     for dev in ["eth1", "eth2"] {
         assert_eq!(e.device(dev).unwrap().root().q.stats().packets, 0, "{dev}");
     }
+    // The recorder samples teql0 as a port: 20 Mbit/s of frames once the queue is full (1 s on).
+    let rates: Vec<f64> = out
+        .recorder
+        .iface_samples
+        .iter()
+        .filter(|s| sc.net.port_label(s.iface) == "r1:teql0" && s.t > 1_000_000_000)
+        .map(|s| s.tx_bps)
+        .collect();
+    assert!(!rates.is_empty(), "teql0 is sampled");
+    for r in rates {
+        assert!((r - 20e6).abs() / 20e6 < 0.01, "teql0 sent {r:.0} bit/s");
+    }
     // What teql0 sent is what the lines carried; the rest of the 30 Mbit/s died in its queue.
     let m = e.teql().unwrap().stats;
     assert_eq!(m.tx_packets, a.tx_packets + b.tx_packets);
