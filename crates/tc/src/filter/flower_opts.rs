@@ -96,15 +96,21 @@ fn erspan_opt(s: &str) -> std::result::Result<ErspanSpec, String> {
     Ok(e)
 }
 
-/// `flower_parse_gtp_opt`: PDU type and QFI in hex; what follows them is not read.
-fn gtp_opt(s: &str) -> std::result::Result<[Option<u8>; 2], String> {
+/// `flower_parse_gtp_opt`: PDU type and QFI in hex; what follows them is not read. `Ok(None)` for
+/// a part without its `:` whose PDU type passed: tc 6.1 goes on to the missing QFI field
+/// (`strlen(NULL)`) and dies of SIGSEGV.
+fn gtp_opt(s: &str) -> std::result::Result<Option<[Option<u8>; 2]>, String> {
     let mut v = [None; 2];
-    for (slot, t) in v.iter_mut().zip(pieces(s, ':')) {
+    let mut fields = pieces(s, ':');
+    for slot in v.iter_mut() {
+        let Some(t) = fields.next() else {
+            return Ok(None);
+        };
         if !t.is_empty() {
             *slot = Some(get_u8(t, 16).ok_or("")?);
         }
     }
-    Ok(v)
+    Ok(Some(v))
 }
 
 /// The option words: `word`'s value as tc sends it, or tc's message.
@@ -136,12 +142,24 @@ pub(super) fn parse(word: &str, v: &str) -> Result<EncOptsSpec> {
         }
         _ => {
             let (k, m) = v.split_once('/').unwrap_or((v, "ff:ff"));
-            gtp_opt(k).and_then(|key| {
-                Ok(EncOptsSpec::Gtp {
-                    key,
-                    mask: gtp_opt(m)?,
-                })
-            })
+            // tc's crash is silent: the shell reports the signal as exit status 139.
+            let crash = || {
+                Failure::silent(
+                    139,
+                    "flower_parse_gtp_opt (f_flower.c): a gtp_opts part without its ':' is read \
+                     past its end (strlen(NULL)), and tc 6.1 dies of SIGSEGV",
+                )
+            };
+            // The key is read first: a crash there comes before anything wrong with the mask.
+            match gtp_opt(k) {
+                Ok(None) => return Err(crash()),
+                Ok(Some(key)) => match gtp_opt(m) {
+                    Ok(None) => return Err(crash()),
+                    Ok(Some(mask)) => Ok(EncOptsSpec::Gtp { key, mask }),
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(e),
+            }
         }
     };
     r.map_err(|before| Failure::options(format!("{before}Illegal \"{word}\"")))
