@@ -152,6 +152,9 @@ pub struct Device {
     pub taprio_offload: bool,
     /// `dev->hard_header_len`: 14 (Ethernet), `LL_MAX_HEADER` on the teql master.
     pub hard_header_len: u32,
+    /// `IFF_BROADCAST`: every Ethernet-like device (`ether_setup`); not an IP tunnel or wireguard,
+    /// which teql refuses beside broadcast slaves.
+    pub broadcast: bool,
 }
 
 impl Device {
@@ -190,6 +193,7 @@ impl Device {
             speed: 0,
             taprio_offload: false,
             hard_header_len: 14,
+            broadcast: true,
         };
         d.root = d.default_root();
         d
@@ -713,14 +717,15 @@ pub struct Engine {
     teql: Option<TeqlMaster>,
 }
 
-/// What `teql_qdisc_init` and `teql_master_open` read of a device: every tclab device is
-/// Ethernet-like (`IFF_BROADCAST`); an ifb (and a dummy, which tclab does not tell from a veth) lacks
-/// `IFF_MULTICAST`; the master is never multicast (`teql_master_setup` sets only `IFF_NOARP`).
+/// What `teql_qdisc_init` and `teql_master_open` read of a device: `IFF_BROADCAST` unless it is an
+/// IP tunnel or wireguard; an ifb (and a dummy, which tclab does not tell from a veth) lacks
+/// `IFF_MULTICAST`; the master is never multicast (`teql_master_setup` sets only `IFF_NOARP`), and
+/// broadcast as its slaves make it ([`TeqlMaster::broadcast`]).
 fn link_facts(d: &Device) -> LinkFacts {
     LinkFacts {
         mtu: d.mtu,
         hard_header_len: d.hard_header_len,
-        broadcast: true,
+        broadcast: d.broadcast,
         multicast: d.kind == DevKind::Plain,
         up: d.up,
     }
@@ -991,6 +996,7 @@ impl Engine {
         m.check_slave(
             &LinkFacts {
                 multicast: false,
+                broadcast: m.broadcast,
                 ..link_facts(master)
             },
             &link_facts(dev),
@@ -1002,11 +1008,20 @@ impl Engine {
     /// `teql_qdisc_init` having passed: the device joins the ring; the master, unless it is up, takes
     /// the smallest MTU (the first slave's outright).
     fn teql_attach(&mut self, id: DevId) {
-        let Some(mtu) = self.device_by_id(id).map(|d| d.mtu) else {
+        let Some((mtu, broadcast)) = self.device_by_id(id).map(|d| (d.mtu, d.broadcast)) else {
             return;
         };
+        let up = self
+            .device(crate::qdisc::teql::MASTER)
+            .is_some_and(|d| d.up);
         let Some(m) = self.teql.as_mut() else { return };
         let first = m.slaves().is_empty();
+        // The master's IFF_BROADCAST: the first slave's, then cleared by one without it while down.
+        if first {
+            m.broadcast = broadcast;
+        } else if !up {
+            m.broadcast &= broadcast;
+        }
         m.attach(id.0 + 1);
         if let Some(master) = slot_mut(&mut self.slots, &self.by_name, crate::qdisc::teql::MASTER) {
             if first {
@@ -1038,16 +1053,20 @@ impl Engine {
             if slaves.is_empty() {
                 return Err(KernelError::new(Errno::Unattached));
             }
-            let mut mtu = 0xFFFE;
+            let (mut mtu, mut broadcast) = (0xFFFE, true);
             for s in slaves {
                 let s = self.device_by_ifindex(s).ok_or_else(no_device)?;
                 if s.hard_header_len > crate::qdisc::teql::LL_MAX_HEADER {
                     return Err(KernelError::new(Errno::Invalid));
                 }
                 mtu = mtu.min(s.mtu);
+                broadcast &= s.broadcast;
             }
             if let Some(d) = self.device_mut(name) {
                 d.mtu = mtu;
+            }
+            if let Some(m) = self.teql.as_mut() {
+                m.broadcast = broadcast;
             }
         }
         self.set_up(name, true);

@@ -1276,6 +1276,17 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
                 // netdevsim's mock PHC and taprio offload (taprio's full offload needs both).
                 d.taprio_offload = true;
             }
+            // IP tunnels and wireguard are not Ethernet-like: no IFF_BROADCAST (teql reads it).
+            if cmd == "add"
+                && kind.is_some_and(|k| {
+                    matches!(
+                        k,
+                        "ipip" | "sit" | "gre" | "ip6gre" | "ip6tnl" | "vti" | "vti6" | "wireguard"
+                    )
+                })
+            {
+                d.broadcast = false;
+            }
             if let Some(m) = mtu {
                 // The teql master refuses an MTU above a slave's (`teql_master_mtu`).
                 engine.set_mtu(&dev, m).map_err(|e| e.to_string())?;

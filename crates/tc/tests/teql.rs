@@ -149,3 +149,28 @@ fn the_masters_mtu_is_its_smallest_slaves() {
     );
     assert_eq!(slaves(&e), ["eth0", "eth1"]);
 }
+
+#[test]
+fn a_slave_that_is_not_ethernet_like_beside_broadcast_ones() {
+    // teql_qdisc_init: while the master is up, a slave lacking IFF_BROADCAST (wireguard, an IP
+    // tunnel) beside broadcast slaves is EINVAL; while it is down, it joins and the master stops
+    // being broadcast, and then (up) a broadcast slave may join again.
+    let mut e = Engine::new();
+    link(&mut e, "add dev wg0 type wireguard").unwrap();
+    assert_eq!(run(&mut e, "qdisc add dev eth0 root teql0").code, 0);
+    link(&mut e, "set dev teql0 up").unwrap();
+    let o = run(&mut e, "qdisc add dev wg0 root teql0");
+    assert_eq!(
+        (o.code, o.stderr.as_str()),
+        (2, "RTNETLINK answers: Invalid argument\n")
+    );
+    link(&mut e, "set dev teql0 down").unwrap();
+    assert_eq!(run(&mut e, "qdisc add dev wg0 root teql0").code, 0);
+    link(&mut e, "set dev teql0 up").unwrap();
+    assert!(
+        !e.teql().unwrap().broadcast,
+        "teql_master_open: not every slave is"
+    );
+    assert_eq!(run(&mut e, "qdisc add dev eth1 root teql0").code, 0);
+    assert_eq!(slaves(&e), ["eth0", "eth1", "wg0"]);
+}

@@ -146,6 +146,9 @@ pub struct TeqlMaster {
     ring: Vec<u32>,
     head: usize,
     pub stats: MasterStats,
+    /// The master's `IFF_BROADCAST` (`FMASK`): its first slave's, cleared by a slave without it
+    /// while the master is down, and on `teql_master_open` set only if every slave has it.
+    pub broadcast: bool,
 }
 
 impl TeqlMaster {
