@@ -131,6 +131,23 @@ fn tc_is_silent_here_and_so_is_tclab() {
             139,
             "f_flower.c",
         ),
+        // f_rsvp.c's `get_addr_and_pi` compares the word after a GPI's value (or its mask) with
+        // "mask" and "at" without looking whether there is one: at the end of the line, SIGSEGV.
+        (
+            "filter add dev eth0 parent 1: protocol ip prio 1 rsvp session 10.0.0.1 u8 1",
+            139,
+            "f_rsvp.c",
+        ),
+        (
+            "filter add dev eth0 parent 1: protocol ip prio 1 rsvp session 10.0.0.1 u8 1 mask 0xff",
+            139,
+            "f_rsvp.c",
+        ),
+        (
+            "filter add dev eth0 parent 1: protocol ipv6 prio 1 rsvp6 sender ::1 u32 7",
+            139,
+            "f_rsvp.c",
+        ),
     ];
     for &(line, code, source) in cases {
         let (out, silent) = run_fresh(line);
@@ -185,6 +202,44 @@ fn the_neighbours_of_tcs_silences() {
             "filter add dev eth0 ingress protocol ip prio 1 flower gtp_opts 100:1",
             1,
             "Illegal \"gtp_opts\"",
+        ),
+        // rsvp: tc parses it whole, then the kernel (6.3 removed cls_rsvp, and this one has none)
+        // refuses; a GPI read to its end, a port instead of one, IPv4 with a flowlabel, a bare police,
+        // and `ipproto`'s reversed matches() taking any word that starts with it.
+        (
+            "filter add dev eth0 parent 1: protocol ip prio 1 rsvp session 10.0.0.1 u8 1 mask 0xff at 0",
+            2,
+            "Error: TC classifier not found.",
+        ),
+        (
+            "filter add dev eth0 parent 1: protocol ip prio 1 rsvp session 10.0.0.1/80 u8 1",
+            1,
+            "What is \"u8\"?\nUsage:\t... rsvp ipproto PROTOCOL",
+        ),
+        (
+            "filter add dev eth0 parent 1: protocol ip prio 1 rsvp session 10.0.0.1 flowlabel 1",
+            1,
+            "Illegal \"session\"",
+        ),
+        (
+            "filter add dev eth0 parent 1: protocol ipv6 prio 1 rsvp6 session ::1 flowlabel 5",
+            2,
+            "Error: TC classifier not found.",
+        ),
+        (
+            "filter add dev eth0 parent 1: protocol ip prio 1 rsvp session 10.0.0.1 police",
+            255,
+            "Command line is not complete",
+        ),
+        (
+            "filter add dev eth0 parent 1: protocol ip prio 1 rsvp ipprotoxyz tcp",
+            2,
+            "Error: TC classifier not found.",
+        ),
+        (
+            "filter add dev eth0 parent 1: protocol ip prio 1 rsvp ipproto 300",
+            1,
+            "Illegal \"ipproto\"",
         ),
     ];
     for &(line, code, says) in cases {

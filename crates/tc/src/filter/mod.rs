@@ -18,6 +18,7 @@ mod flower_opts;
 mod fw;
 mod matchall;
 mod route;
+mod rsvp;
 mod u32;
 
 use crate::action::{invarg, parse_actions, parse_police, print_police_compat, Cur};
@@ -349,8 +350,9 @@ fn modify(engine: &mut Engine, argv: &[String], ff: Option<FilterFlags>, now: Na
     r.map_err(kernel)
 }
 
-/// The kinds tc knows but tclab's "kernel" has no module for.
-const KNOWN_TO_TC: &[&str] = &["rsvp", "rsvp6", "tcindex"];
+/// The kinds tc knows but tclab's "kernel" has no module for (rsvp's options are parsed first:
+/// `rsvp.rs`).
+const KNOWN_TO_TC: &[&str] = &["tcindex"];
 
 /// A filter kind's `parse_fopt`: the handle and the options (`None`: no `TCA_OPTIONS`). The request's
 /// protocol and parent are there for the kinds that read them (`tcm_info`, `tcm_parent`: flower), the
@@ -373,6 +375,7 @@ fn parse_fopt(
         "route" => route::parse_route(handle, c, |d| engine.ifindex(d)),
         "cgroup" => cgroup::parse_cgroup(handle, c),
         "bpf" => bpf::parse_bpf(handle, c),
+        "rsvp" | "rsvp6" => rsvp::parse_rsvp(kind == "rsvp6", handle, c).map(|()| (0, None)),
         k if KNOWN_TO_TC.contains(&k) => Err(kernel(KernelError::msg(
             Errno::NoEntry,
             "TC classifier not found",
@@ -413,6 +416,12 @@ fn filter_actions(c: &mut Cur, what: &str) -> Result<Vec<ActionSpec>> {
 /// The legacy `police …` of a filter.
 fn filter_police(c: &mut Cur) -> Result<ActionSpec> {
     c.fwd();
+    // `NEXT_ARG()` before `parse_police`: a bare `police` at the end is an incomplete line.
+    if c.peek().is_none() {
+        return Err(Failure::syntax(
+            "Command line is not complete. Try option \"help\"",
+        ));
+    }
     let (params, index) = parse_police(c, false).map_err(|f| {
         if f.code == 1 {
             Failure::options(
