@@ -1234,6 +1234,10 @@ impl Network {
         if self.ifaces[iface].busy {
             return;
         }
+        if !self.teqls.is_empty() {
+            // A teql slave's qdisc shows teql0's queue in its qlen (`teql_dequeue`).
+            self.run_cx.teql_master_qlen = self.teql_qlen(self.ifaces[iface].node);
+        }
         let label = self.trace.is_some().then(|| self.iface_label(iface));
         let tick = self.tick;
         let Network {
@@ -1305,6 +1309,15 @@ impl Network {
             && engine
                 .ifindex(&self.ifaces[out].name)
                 .is_some_and(|i| m.is_slave(i))
+    }
+
+    /// The queue length of `node`'s teql master's root qdisc (0 without a master).
+    #[cold]
+    fn teql_qlen(&self, node: NodeId) -> u32 {
+        self.nodes[node]
+            .engine
+            .device(tclab_core::qdisc::teql::MASTER)
+            .map_or(0, |d| d.root().q.stats().qlen)
     }
 
     /// `dev_queue_xmit` on `node`'s teql master: its root qdisc, then [`Network::kick_teql`]. Returns

@@ -134,6 +134,39 @@ fn two_bonded_lines_carry_twice_one_lines_udp() {
 }
 
 #[test]
+fn a_slaves_queue_length_shows_teql0s_queue() {
+    // 30 Mbit/s offered to 20: teql0's pfifo_fast of txqueuelen 100 stays full, and the slaves'
+    // own queues stay empty (r1 sends nothing of its own out of them). teql_dequeue sets a slave's
+    // qlen to its own plus teql0's, read at the slave's last dequeue (which finds its queue empty,
+    // just before the master hands it the next packet): 100, or 99 if that hand-over came before
+    // the next datagram arrived (one every 0.39 ms against a line's 1.19 ms per frame).
+    let (sc, out) = go(&scenario("5ms", "5ms", BOND, UDP));
+    let e = &sc.net.nodes[sc.net.node_by_name("r1").unwrap()].engine;
+    assert_eq!(e.device("teql0").unwrap().root().q.stats().qlen, 100);
+    for dev in ["eth1", "eth2"] {
+        let s = e.device(dev).unwrap().root().q.stats();
+        assert!(
+            (99..=100).contains(&s.qlen),
+            "{dev}: qlen {}, backlog {}",
+            s.qlen,
+            s.backlog
+        );
+        assert_eq!(s.backlog, 0, "teql never counts bytes queued");
+        // tc.txt prints it as the kernel's tc -s would.
+        let text = &out
+            .tc_show
+            .iter()
+            .find(|(n, d, _)| n == "r1" && d == dev)
+            .unwrap()
+            .2;
+        assert!(
+            text.contains(&format!("backlog 0b {}p", s.qlen)),
+            "{text}"
+        );
+    }
+}
+
+#[test]
 fn without_teql_up_one_line_carries_it_all() {
     // The same slaves with the master left down: the fewest-hops route, eth1, takes everything
     // through eth1's own teql0 FIFO.

@@ -101,6 +101,10 @@ pub struct Cx {
     /// kernel's per-netns table, which `act_ct` and the netfilter hooks share), and taken back when
     /// the call returns; `None` where there is no host (the action then tracks each packet alone).
     pub conntrack: Option<crate::netfilter::conntrack::Conntrack>,
+    /// The queue length of the teql master's root qdisc, which a driver sets before it runs a teql
+    /// slave's qdisc: `teql_dequeue` shows it in the slave's `qlen`. Kept across [`Cx::reset`], as
+    /// the driver owns it; 0 where there is no master.
+    pub teql_master_qlen: u32,
 }
 
 impl Cx {
@@ -117,6 +121,7 @@ impl Cx {
             pacing_fq: false,
             gso_split: 0,
             conntrack: None,
+            teql_master_qlen: 0,
         }
     }
 

@@ -16,8 +16,9 @@
 //! kernel reads the device's current one) for the slave's native traffic, drop-tail, whose `peek`
 //! finds nothing (it is meant to be a root). It counts as the kernel counts: `Sent` at dequeue
 //! (`qdisc_bstats_update`), never a backlog in bytes, and a queue length set only at dequeue
-//! (`sch->q.qlen`). The kernel adds the master's queue length to that figure; tclab shows the slave's
-//! own. It has no options, and no `change`.
+//! (`sch->q.qlen`): what is left of the slave's own queue plus what the master's root qdisc holds
+//! then ([`Cx::teql_master_qlen`], which the driver sets), so `tc -s qdisc show dev SLAVE` shows the
+//! bond's backlog. It has no options, and no `change`.
 //!
 //! [`TeqlMaster`] is `struct teql_master`: the ring, its head and the master's counters. The engine
 //! holds it beside the master device and keeps the ring in step with the slaves' qdiscs
@@ -62,13 +63,14 @@ impl Qdisc for Teql {
     }
 
     /// `teql_dequeue`: the slave's own packets in order, counted as sent; the queue length shown is
-    /// what is left. (The driver tells the master when this comes up empty: [`TeqlMaster::slave_idle`].)
-    fn dequeue(&mut self, _cx: &mut Cx) -> Option<Packet> {
+    /// what is left plus the master's (`sch->q.qlen = dat->q.qlen + q->q.qlen`). (The driver tells
+    /// the master when this comes up empty: [`TeqlMaster::slave_idle`].)
+    fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
         let pkt = self.queue.pop_front();
         if let Some(p) = &pkt {
             self.stats.count_sent(p);
         }
-        self.stats.qlen = self.queue.len() as u32;
+        self.stats.qlen = self.queue.len() as u32 + cx.teql_master_qlen;
         pkt
     }
 
@@ -328,6 +330,14 @@ mod tests {
         assert_eq!(tags, [1, 2]);
         let s = q.stats();
         assert_eq!((s.drops, s.packets, s.bytes, s.qlen), (1, 3, 300, 0));
+        // teql_dequeue adds the master's root qdisc's queue length, empty slave or not.
+        cx.teql_master_qlen = 7;
+        assert!(q.dequeue(&mut cx).is_none());
+        assert_eq!(q.stats().qlen, 7, "nothing left here, 7 packets in teql0");
+        q.enqueue(Packet::of_len(100), &mut cx);
+        q.enqueue(Packet::of_len(100), &mut cx);
+        q.dequeue(&mut cx);
+        assert_eq!(q.stats().qlen, 1 + 7);
     }
 
     #[test]
