@@ -159,10 +159,7 @@ fn a_slaves_queue_length_shows_teql0s_queue() {
             .find(|(n, d, _)| n == "r1" && d == dev)
             .unwrap()
             .2;
-        assert!(
-            text.contains(&format!("backlog 0b {}p", s.qlen)),
-            "{text}"
-        );
+        assert!(text.contains(&format!("backlog 0b {}p", s.qlen)), "{text}");
     }
 }
 
