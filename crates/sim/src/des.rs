@@ -94,26 +94,39 @@ impl<E> EventQueue<E> {
             // The lowest non-empty bucket holds the earliest events: they agree with `now` above bit b and
             // have it set, where an event of a higher bucket b' has bit b' set and `now` has it clear.
             let b = self.full.trailing_zeros() as usize;
-            let next = self.buckets[b].iter().map(|e| e.at).min()?;
-            if next > until {
-                return None;
-            }
-            self.now = next;
-            std::mem::swap(&mut self.buckets[b], &mut self.spare);
-            self.full &= !(1 << b);
-            for e in self.spare.drain(..) {
-                if e.at == next {
-                    self.current.push_back(e);
-                } else {
-                    // Below b: the event agreed with the old `now` above bit b, and so does `next`.
-                    let nb = bucket(e.at, next);
-                    self.buckets[nb].push(e);
-                    self.full |= 1 << nb;
+            let events = &mut self.buckets[b];
+            // The earliest time, the first event at it and whether another shares it.
+            let (mut at, mut first, mut tied) = (Nanos::MAX, 0, false);
+            for (i, e) in events.iter().enumerate() {
+                if e.at < at {
+                    (at, first, tied) = (e.at, i, false);
+                } else if e.at == at {
+                    tied = true;
                 }
             }
+            if at > until {
+                return None;
+            }
+            self.now = at;
+            self.len -= 1;
+            self.popped += 1;
+            if !tied {
+                // The one event at that instant, most often alone in its bucket too: it leaves at once,
+                // without a pass through `current` (nearly every pop of a simulation is this one).
+                let e = events.swap_remove(first);
+                if events.is_empty() {
+                    self.full &= !(1 << b);
+                } else {
+                    self.redistribute(b);
+                }
+                return Some((e.at, e.event));
+            }
+            self.redistribute(b);
             self.current
                 .make_contiguous()
                 .sort_unstable_by_key(|e| e.seq);
+            let e = self.current.pop_front()?;
+            return Some((e.at, e.event));
         } else if self.now > until {
             return None;
         }
@@ -121,6 +134,24 @@ impl<E> EventQueue<E> {
         self.len -= 1;
         self.popped += 1;
         Some((e.at, e.event))
+    }
+
+    /// Empty bucket `b` into `current` (its events at `now`) and the lower buckets, after `now` moved to
+    /// its earliest time.
+    fn redistribute(&mut self, b: usize) {
+        let now = self.now;
+        std::mem::swap(&mut self.buckets[b], &mut self.spare);
+        self.full &= !(1 << b);
+        for e in self.spare.drain(..) {
+            if e.at == now {
+                self.current.push_back(e);
+            } else {
+                // Below b: the event agreed with the old `now` above bit b, and so does the new one.
+                let nb = bucket(e.at, now);
+                self.buckets[nb].push(e);
+                self.full |= 1 << nb;
+            }
+        }
     }
 
     pub fn len(&self) -> usize {
