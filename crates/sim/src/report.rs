@@ -78,7 +78,7 @@ fn classes(sc: &Scenario) -> Vec<Value> {
 }
 
 pub fn summary_json(sc: &Scenario, out: &Outcome) -> Value {
-    let ifaces: Vec<Value> = sc
+    let mut ifaces: Vec<Value> = sc
         .net
         .ifaces
         .iter()
@@ -92,6 +92,15 @@ pub fn summary_json(sc: &Scenario, out: &Outcome) -> Value {
             })
         })
         .collect();
+    // A teql master has no wire or address of its own; its counters are what `ip -s link show
+    // teql0` prints (`teql_master_stats64`).
+    for &n in sc.net.teqls.keys() {
+        let p = crate::net::Port::Teql(n);
+        ifaces.push(json!({
+            "iface": sc.net.port_label(p),
+            "counters": sc.net.port_counters(p),
+        }));
+    }
     json!({
         "schema": SCHEMA,
         "scenario": sc.name,

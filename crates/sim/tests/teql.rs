@@ -164,6 +164,30 @@ fn a_slaves_queue_length_shows_teql0s_queue() {
 }
 
 #[test]
+fn teql0s_counters_are_in_the_summary() {
+    // What `ip -s link show teql0` prints: every frame the master handed a slave (here all the
+    // lines sent: r1 sends nothing of its own out of them), and what its qdisc dropped.
+    let (sc, out) = go(&scenario("5ms", "5ms", BOND, UDP));
+    let summary = tclab_sim::report::summary_json(&sc, &out);
+    let teql0 = summary["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["iface"] == "r1:teql0")
+        .expect("r1:teql0 among the interfaces");
+    let (a, b) = (iface(&sc, "r1", "eth1"), iface(&sc, "r1", "eth2"));
+    let c = &teql0["counters"];
+    assert_eq!(c["tx_packets"], a.tx_packets + b.tx_packets);
+    assert_eq!(c["tx_bytes"], a.tx_bytes + b.tx_bytes);
+    // By hand, over 5 s: 30 Mbit/s of 1448-byte payloads is 2590.1 datagrams a second, 12 950 in
+    // all; two lines of 1490-byte frames carry 1677.9 a second, 8 389; teql0's queue holds 100
+    // at the end, so 12 950 - 8 389 - 100 = 4 461 dropped (less the few still on h1's link).
+    let n = |k: &str| c[k].as_u64().unwrap() as i64;
+    assert!((n("tx_packets") - 8389).abs() <= 3, "{c}");
+    assert!((n("tx_dropped") - 4461).abs() <= 5, "{c}");
+}
+
+#[test]
 fn without_teql_up_one_line_carries_it_all() {
     // The same slaves with the master left down: the fewest-hops route, eth1, takes everything
     // through eth1's own teql0 FIFO.
