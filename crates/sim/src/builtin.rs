@@ -28,6 +28,49 @@ impl Builtin {
     }
 }
 
+/// The ISP benchmarks' lab: the internet's side on a link of `uplink`, the subscribers' on a link of
+/// `line` (`line_extra`: more of that link's keys), up to the router's policy's opening line.
+fn isp_lab(uplink: &str, line: &str, line_extra: &str) -> String {
+    format!(
+        r#"[[node]]
+name = "internet"
+
+[[node]]
+name = "router"
+kind = "router"
+
+[[node]]
+name = "subscribers"
+
+[[link]]
+a = "internet:eth0"
+b = "router:eth0"
+rate = "{uplink}"
+delay = "5ms"
+
+[[link]]
+a = "router:eth1"
+b = "subscribers:eth0"
+rate = "{line}"
+delay = "1ms"
+{line_extra}
+[[policy]]
+node = "router"
+tc = """
+"#
+    )
+}
+
+/// The ISP benchmarks' ping, beside the downloads.
+const ISP_PING: &str = r#"
+[[traffic]]
+name = "ping"
+kind = "ping"
+from = "internet"
+to = "subscribers"
+interval = "100ms"
+"#;
+
 /// The ISP benchmark (issue 26): a 1 Gbit/s line to `subscribers` subscribers, each an HTB class of rate
 /// 1 mbit and ceil 20 mbit with an fq_codel leaf, found by u32 filters hashed on the destination port
 /// (a 256-bucket table keyed by the port's low byte, so about subscribers/256 filters a bucket), one CUBIC
@@ -43,37 +86,13 @@ seed = 1
 duration = "10s"
 sample = "500ms"
 
-[[node]]
-name = "internet"
-
-[[node]]
-name = "router"
-kind = "router"
-
-[[node]]
-name = "subscribers"
-
-[[link]]
-a = "internet:eth0"
-b = "router:eth0"
-rate = "10gbit"
-delay = "5ms"
-
-[[link]]
-a = "router:eth1"
-b = "subscribers:eth0"
-rate = "1gbit"
-delay = "1ms"
-
-[[policy]]
-node = "router"
-tc = """
-qdisc add dev eth1 root handle 1: htb default 2
+{lab}qdisc add dev eth1 root handle 1: htb default 2
 class add dev eth1 parent 1: classid 1:1 htb rate 1gbit ceil 1gbit quantum 3028
 class add dev eth1 parent 1:1 classid 1:2 htb rate 1mbit ceil 20mbit
 filter add dev eth1 parent 1: prio 5 handle 2: protocol ip u32 divisor 256
 filter add dev eth1 parent 1: prio 5 protocol ip u32 ht 800:: match ip protocol 6 0xff hashkey mask 0x000000ff at 20 link 2:
-"#
+"#,
+        lab = isp_lab("10gbit", "1gbit", "")
     );
     for i in 0..subscribers {
         let (id, port) = (0x100 + i, 10000 + i);
@@ -96,14 +115,7 @@ from = "internet"
 to = "subscribers"
 port = 10000
 streams = {subscribers}
-
-[[traffic]]
-name = "ping"
-kind = "ping"
-from = "internet"
-to = "subscribers"
-interval = "100ms"
-"#
+{ISP_PING}"#
     );
     s
 }
@@ -127,34 +139,9 @@ seed = 1
 duration = "2s"
 sample = "500ms"
 
-[[node]]
-name = "internet"
-
-[[node]]
-name = "router"
-kind = "router"
-
-[[node]]
-name = "subscribers"
-
-[[link]]
-a = "internet:eth0"
-b = "router:eth0"
-rate = "40gbit"
-delay = "5ms"
-
-[[link]]
-a = "router:eth1"
-b = "subscribers:eth0"
-rate = "10gbit"
-delay = "1ms"
-numtxqueues = {queues}
-
-[[policy]]
-node = "router"
-tc = """
-qdisc replace dev eth1 root handle 7fff: mq
-"#
+{lab}qdisc replace dev eth1 root handle 7fff: mq
+"#,
+        lab = isp_lab("40gbit", "10gbit", &format!("numtxqueues = {queues}\n"))
     );
     for q in 1..=queues {
         let _ = writeln!(
@@ -201,16 +188,7 @@ streams = {}
             (subscribers - first).min(1000)
         );
     }
-    s.push_str(
-        r#"
-[[traffic]]
-name = "ping"
-kind = "ping"
-from = "internet"
-to = "subscribers"
-interval = "100ms"
-"#,
-    );
+    s.push_str(ISP_PING);
     s
 }
 
