@@ -517,10 +517,21 @@ impl Bridge {
         let mut last_rx = 0;
         let mut idle = false;
         let mut spin = crate::spin::IdleSpin::new();
+        // Only a real-time thread is throttled.
+        let mut cap = sys::is_realtime().then(crate::spin::BusyCap::default);
         while !self.stopping() {
             let now = self.now();
             if deadline.is_some_and(|d| now >= d) {
                 break;
+            }
+            // Under the kernel's real-time throttling, in pauses a shaper's burst absorbs (see
+            // BusyCap): frames wait in the rings meanwhile.
+            if let Some(cap) = cap.as_mut().filter(|c| c.due(now)) {
+                if let Some(p) = cap.judge(now, sys::thread_cpu_ns()) {
+                    self.flush_all();
+                    sys::pause_ns(p);
+                    continue;
+                }
             }
             self.serve_timers(now);
             if let Some(s) = self.sampler.as_mut() {

@@ -19,8 +19,61 @@
 //! TCP learns its retransmission timeout (RFC 6298: smoothed mean plus four mean deviations, gains
 //! 1/8 and 1/4) from the `ppoll` timeouts themselves, and bounded by [`SPIN_NS`]; a shaper accounts
 //! time over its burst, so a wake-up late by less than the burst loses no rate.
+//!
+//! **Never sleeping** (frames and deadlines always within those windows, at hundreds of Mbit/s): a
+//! real-time thread is then stopped by the kernel for 50 ms each second, so [`BusyCap`] has it pause
+//! a little whenever it ran more than 90 % of the last 2 ms.
 
 use tclab_core::Nanos;
+
+/// How long the busy share is measured over before [`BusyCap`] judges it.
+pub const BUSY_WINDOW_NS: u64 = 2_000_000;
+/// The share of its time the loop may run; above it, it pauses down to [`BUSY_TARGET`].
+const BUSY_MAX: f64 = 0.90;
+const BUSY_TARGET: f64 = 0.85;
+/// The longest pause: what a shaper's burst should absorb (at 1 Gbit/s, 62 KB).
+pub const PAUSE_MAX_NS: u64 = 500_000;
+
+/// Keeps a loop that never sleeps (frames or deadlines always within its spin windows) under the
+/// kernel's real-time throttling. A `SCHED_FIFO` thread that runs more than 950 ms of a second is
+/// stopped for the rest of it (`sched_rt_runtime_us`): measured at 500 Mbit/s, a wake-up 48 ms
+/// late, far beyond any shaper's burst, and 7.6 % of the rate lost. Run at most 90 % of each
+/// 2 ms instead, pausing a few hundred µs at a time, which a shaper's burst absorbs.
+#[derive(Clone, Debug, Default)]
+pub struct BusyCap {
+    /// Where the current window started: wall and thread CPU time, in ns.
+    start: Option<(u64, u64)>,
+    /// Pauses taken, and their total, in ns.
+    pub pauses: u64,
+    pub paused_ns: u64,
+}
+
+impl BusyCap {
+    /// Whether a window has ended at wall time `wall` (then read the CPU clock for [`BusyCap::judge`]).
+    pub fn due(&self, wall: u64) -> bool {
+        self.start
+            .is_none_or(|(w, _)| wall.saturating_sub(w) >= BUSY_WINDOW_NS)
+    }
+
+    /// The window ends at `wall` with the thread's CPU clock at `cpu`: how long to pause, if the
+    /// loop ran more than its share of it. A new window starts.
+    pub fn judge(&mut self, wall: u64, cpu: u64) -> Option<u64> {
+        let (w0, c0) = self.start.replace((wall, cpu))?;
+        let span = wall.saturating_sub(w0);
+        let ran = cpu.saturating_sub(c0);
+        if span == 0 || (ran as f64) <= BUSY_MAX * span as f64 {
+            return None;
+        }
+        // Idle enough that the window's share falls to the target: ran / (span + p) = target.
+        let pause = ((ran as f64 / BUSY_TARGET) - span as f64).max(0.0) as u64;
+        let pause = pause.min(PAUSE_MAX_NS);
+        self.pauses += 1;
+        self.paused_ns += pause;
+        // The pause belongs to the next window.
+        self.start = Some((wall + pause, cpu));
+        Some(pause)
+    }
+}
 
 /// The longest idle spin, whatever a sleep costs (and the bound until one has been measured).
 pub const IDLE_SPIN_NS: u64 = 20_000;
@@ -177,6 +230,28 @@ mod tests {
         let mut s = IdleSpin::new();
         gaps(&mut s, 80_000, 10_000, 50);
         assert!(s.window() <= IDLE_SPIN_NS);
+    }
+
+    #[test]
+    fn a_loop_busy_all_the_time_pauses_to_its_share_and_one_that_sleeps_does_not() {
+        let mut c = BusyCap::default();
+        assert!(c.due(0));
+        assert_eq!(c.judge(0, 0), None, "the first look starts a window");
+        assert!(!c.due(1_999_999) && c.due(2_000_000));
+        // Ran all of 2 ms: pause until 2 ms is 85 % of the window, 353 µs.
+        let p = c.judge(2_000_000, 2_000_000).expect("a pause");
+        assert_eq!(p, 352_941);
+        // The next window starts after the pause: 1.5 ms run of 2 ms (75 %) is within the share.
+        assert!(!c.due(2_000_000 + p + 1_999_999));
+        assert_eq!(c.judge(2_000_000 + p + 2_000_000, 3_500_000), None);
+        // 95 % of a window: a pause that brings it to 85 %.
+        let (w, cpu) = (2_000_000 + p + 4_000_000, 3_500_000 + 1_900_000);
+        assert_eq!(c.judge(w, cpu), Some(235_294));
+        assert_eq!(c.pauses, 2);
+        // A long window (the loop slept in ppoll) run flat out is capped at PAUSE_MAX_NS.
+        let mut c = BusyCap::default();
+        c.judge(0, 0);
+        assert_eq!(c.judge(100_000_000, 100_000_000), Some(PAUSE_MAX_NS));
     }
 
     #[test]

@@ -445,6 +445,16 @@ pub fn thread_cpu_ns() -> u64 {
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
+/// Sleep `ns` nanoseconds on `CLOCK_MONOTONIC`, whatever arrives meanwhile.
+pub fn pause_ns(ns: u64) {
+    let t = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: clock_nanosleep reads the timespec we own; no remainder is asked for.
+    unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, 0, &t, std::ptr::null_mut()) };
+}
+
 /// Make the thread's sleeps end when asked (the default slack of 50 µs lets `ppoll` overshoot by that
 /// much and more, which a shaper sending a frame every 12 µs cannot afford).
 pub fn precise_timers() {
@@ -460,6 +470,12 @@ pub fn realtime() -> bool {
     let p = libc::sched_param { sched_priority: 10 };
     // SAFETY: sched_setscheduler on this thread (pid 0) with a valid parameter.
     unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
+}
+
+/// Whether the calling thread runs under `SCHED_FIFO` ([`realtime`] succeeded on it).
+pub fn is_realtime() -> bool {
+    // SAFETY: sched_getscheduler on this thread (pid 0) has no other argument.
+    unsafe { libc::sched_getscheduler(0) == libc::SCHED_FIFO }
 }
 
 /// Keep capability `cap` alone, for good (best effort: a process without the others already is fine).
