@@ -30,47 +30,44 @@ pub fn fmt_bps(bps: f64) -> String {
     }
 }
 
-/// Per-class totals at the end of the run.
+/// Per-class totals at the end of the run. A class the kernel dumps no counters for (TBF's, RED's,
+/// CBS's one class: no `dump_stats`) is listed as its qdisc instead (classid `1:`), with the counters
+/// `tc -s qdisc show` prints for it: the shaper's own drops and overlimits, which its child's
+/// counters (what tclab keeps for the class) never show.
 fn classes(sc: &Scenario) -> Vec<Value> {
-    let mut v = Vec::new();
+    use tclab_tc::show::{class_counters, ClassCounters};
     let dur = secs(sc.duration);
-    for (i, iface) in sc.net.ifaces.iter().enumerate() {
-        let Some(dev) = sc.net.device(i) else {
-            continue;
-        };
+    let mut v = Vec::new();
+    let mut rows = |node: &str, name: &str, dev: &tclab_core::engine::Device| {
         // Flow queues (sfq, fq_codel, cake) are classes only while active, with no rate of their own.
         for c in dev.classes_without_flows(sc.duration) {
+            let (classid, stats) = match dev.find(c.parent) {
+                Some(q) if class_counters(&c) == ClassCounters::None => (c.parent, q.q.stats()),
+                _ => (c.classid, c.stats),
+            };
             v.push(json!({
-                "node": sc.net.nodes[iface.node].name,
-                "dev": iface.name,
-                "classid": c.classid.to_string(),
+                "node": node,
+                "dev": name,
+                "classid": classid.to_string(),
                 "kind": c.kind,
-                "bytes": c.stats.bytes,
-                "packets": c.stats.packets,
-                "drops": c.stats.drops,
-                "overlimits": c.stats.overlimits,
-                "avg_bps": c.stats.bytes as f64 * 8.0 / dur,
+                "bytes": stats.bytes,
+                "packets": stats.packets,
+                "drops": stats.drops,
+                "overlimits": stats.overlimits,
+                "avg_bps": stats.bytes as f64 * 8.0 / dur,
             }));
+        }
+    };
+    for (i, iface) in sc.net.ifaces.iter().enumerate() {
+        if let Some(dev) = sc.net.device(i) {
+            rows(&sc.net.nodes[iface.node].name, &iface.name, dev);
         }
     }
     // The classes of ifb devices, where sqm-style policies shape what arrives.
     for node in &sc.net.nodes {
         for (name, dev) in node.engine.devices() {
-            if dev.kind != tclab_core::engine::DevKind::Ifb {
-                continue;
-            }
-            for c in dev.classes_without_flows(sc.duration) {
-                v.push(json!({
-                    "node": node.name,
-                    "dev": name,
-                    "classid": c.classid.to_string(),
-                    "kind": c.kind,
-                    "bytes": c.stats.bytes,
-                    "packets": c.stats.packets,
-                    "drops": c.stats.drops,
-                    "overlimits": c.stats.overlimits,
-                    "avg_bps": c.stats.bytes as f64 * 8.0 / dur,
-                }));
+            if dev.kind == tclab_core::engine::DevKind::Ifb {
+                rows(&node.name, name, dev);
             }
         }
     }

@@ -394,3 +394,44 @@ fn the_samples_cover_the_whole_run() {
         "the last, short interval is a rate too: {last:.0}"
     );
 }
+
+#[test]
+fn the_summary_lists_a_tbf_by_its_own_counters() {
+    // The kernel dumps no counters for TBF's one class (sch_tbf.c has no dump_stats; tc prints an
+    // empty line under it), and its child's never show TBF's overlimits. So the summary lists the
+    // TBF as its qdisc, 1:, with what `tc -s qdisc show` prints for it. By hand, over 10 s: 3 Mbit/s
+    // of 1000-byte payloads is 375 datagrams a second, 3 750; TBF sends 1 Mbit/s of 1042-byte
+    // frames, 119.96 a second, plus the 10 KiB bucket's 9 at the start: 1 209; its queue (limit
+    // 6 250 + 10 240 bytes: 15 frames) is full at the end; 3 750 - 1 209 - 15 = 2 526 dropped.
+    let policy = "[[policy]]\nnode = \"r\"\ntc = \"qdisc add dev eth1 root handle 1: tbf rate 1mbit burst 10k latency 50ms\"\n";
+    let mut sc = scenario(&format!(
+        "{LINE}{policy}[[traffic]]\nkind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"3mbit\"\nlength = 1000\n"
+    ));
+    let out = run(&mut sc, &mut |_| {}).expect("the run completes");
+    let summary = tclab_sim::report::summary_json(&sc, &out);
+    let rows: Vec<_> = summary["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["dev"] == "eth1")
+        .collect();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let row = rows[0];
+    assert_eq!(
+        (&row["classid"], &row["kind"]),
+        (&"1:".into(), &"tbf".into())
+    );
+    let n = |k: &str| row[k].as_u64().unwrap() as i64;
+    assert!((n("packets") - 1209).abs() <= 2, "{row}");
+    assert!((n("drops") - 2526).abs() <= 3, "{row}");
+    // tc.txt's TBF line carries the same overlimits (each time it held a packet back).
+    let tc = &out.tc_show.iter().find(|(_, d, _)| d == "eth1").unwrap().2;
+    let overlimits = format!("overlimits {} ", n("overlimits"));
+    assert!(
+        n("overlimits") > 0 && tc.contains(&overlimits),
+        "{row}\n{tc}"
+    );
+    // The table prints the same row.
+    let table = tclab_sim::report::summary_text(&sc, &out);
+    assert!(table.contains("r:eth1 1:"), "{table}");
+}

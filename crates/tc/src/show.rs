@@ -6,7 +6,7 @@ use crate::ShowFlags;
 use serde_json::{json, Map, Value};
 use std::fmt::Write;
 use tclab_core::engine::QdiscInfo;
-use tclab_core::qdisc::QdiscStats;
+use tclab_core::qdisc::{ClassInfo, QdiscStats};
 use tclab_core::{Engine, Handle, Nanos};
 
 /// `refcnt` of a root qdisc on a single-queue device.
@@ -45,6 +45,33 @@ pub fn stats_text(s: &QdiscStats) -> String {
     let mut out = String::new();
     stats_block(s, &mut out);
     out
+}
+
+/// The counters the kernel dumps for a class (`tc_fill_tclass`: its discipline's `dump_stats`, if any).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClassCounters {
+    /// Basic and queue counters: `Sent … (dropped …)` and `backlog`.
+    Full,
+    /// Queue counters only (`gnet_stats_copy_queue`): flow queues listed as classes, skbprio's bands.
+    QueueOnly,
+    /// None: the discipline has no `dump_stats` (TBF, RED, CBS: their one class), and tc prints an
+    /// empty line under the class.
+    None,
+}
+
+/// Which counters `tc -s class show` prints for `c`.
+pub fn class_counters(c: &ClassInfo) -> ClassCounters {
+    if c.is_flow_queue() || c.kind == "skbprio" {
+        // skbprio's classes report queue counters only too (`skbprio_dump_class_stats`).
+        ClassCounters::QueueOnly
+    } else if c.options.is_some()
+        || c.xstats.is_some()
+        || matches!(c.kind, "prio" | "mq" | "multiq" | "mqprio" | "taprio")
+    {
+        ClassCounters::Full
+    } else {
+        ClassCounters::None
+    }
 }
 
 /// A class whose discipline reports queue counters only (`gnet_stats_copy_queue` without basic counters:
@@ -221,17 +248,10 @@ pub fn classes(
         out.push_str(&crate::qdisc::class_options(&c, flags));
         out.push('\n');
         if flags.stats {
-            // Classes whose discipline has `dump_stats` (TBF's has none: an empty line).
-            if c.is_flow_queue() || c.kind == "skbprio" {
-                // skbprio's classes report queue counters only too (`skbprio_dump_class_stats`).
-                queue_stats_block(&c.stats, out);
-            } else if c.options.is_some()
-                || c.xstats.is_some()
-                || matches!(c.kind, "prio" | "mq" | "multiq" | "mqprio" | "taprio")
-            {
-                stats_block(&c.stats, out);
-            } else {
-                out.push('\n');
+            match class_counters(&c) {
+                ClassCounters::QueueOnly => queue_stats_block(&c.stats, out),
+                ClassCounters::Full => stats_block(&c.stats, out),
+                ClassCounters::None => out.push('\n'),
             }
             crate::qdisc::class_xstats(&c, out);
         }
