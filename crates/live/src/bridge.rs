@@ -1673,41 +1673,72 @@ fn drop_refused(port: &mut Port, spare: &mut Vec<Vec<u8>>) {
     }
 }
 
+/// Where a port's frames leave when it has a ring: a `TPACKET_V2` transmit ring or an AF_XDP
+/// socket's TX ring.
+trait SendRing {
+    /// Copy `frame` into the ring: `Ok(false)` if it is full, an error if the frame cannot fit a slot.
+    fn push(&mut self, frame: &[u8]) -> std::io::Result<bool>;
+    /// Have the kernel send what was pushed.
+    fn kick(&mut self) -> std::io::Result<()>;
+    /// Frames wait in the ring for another kick.
+    fn stalled(&self) -> bool;
+}
+
+impl SendRing for sys::TxRing {
+    fn push(&mut self, frame: &[u8]) -> std::io::Result<bool> {
+        sys::TxRing::push(self, frame)
+    }
+    fn kick(&mut self) -> std::io::Result<()> {
+        sys::TxRing::kick(self)
+    }
+    fn stalled(&self) -> bool {
+        sys::TxRing::stalled(self)
+    }
+}
+
+impl SendRing for crate::xdp::XdpPort {
+    fn push(&mut self, frame: &[u8]) -> std::io::Result<bool> {
+        crate::xdp::XdpPort::push(self, frame)
+    }
+    fn kick(&mut self) -> std::io::Result<()> {
+        crate::xdp::XdpPort::kick(self)
+    }
+    fn stalled(&self) -> bool {
+        crate::xdp::XdpPort::stalled(self)
+    }
+}
+
+/// Copy `pending` frames into `ring` while it has room and kick it.
+fn flush_ring(
+    ring: &mut impl SendRing,
+    pending: &mut Vec<Vec<u8>>,
+    stats: &mut PortStats,
+    spare: &mut Vec<Vec<u8>>,
+) {
+    let mut taken = 0;
+    for f in pending.iter() {
+        match ring.push(f) {
+            Ok(true) => stats.tx_ring += 1,
+            Ok(false) => break,
+            // Larger than a slot (the ring was made for the MTU): dropped, as the device would.
+            Err(_) => stats.tx_errors += 1,
+        }
+        taken += 1;
+    }
+    spare.extend(pending.drain(..taken));
+    if (taken > 0 || ring.stalled()) && ring.kick().is_err() {
+        stats.tx_errors += 1;
+    }
+}
+
 /// Hand a port's pending frames to its socket; what it cannot take now stays pending.
 fn flush(port: &mut Port, spare: &mut Vec<Vec<u8>>) {
     drop_refused(port, spare);
     if let Some(x) = port.xdp.as_mut() {
-        let mut taken = 0;
-        for f in &port.pending {
-            match x.push(f) {
-                Ok(true) => port.stats.tx_ring += 1,
-                Ok(false) => break,
-                Err(_) => port.stats.tx_errors += 1,
-            }
-            taken += 1;
-        }
-        spare.extend(port.pending.drain(..taken));
-        if (taken > 0 || x.stalled()) && x.kick().is_err() {
-            port.stats.tx_errors += 1;
-        }
-        return;
+        return flush_ring(x, &mut port.pending, &mut port.stats, spare);
     }
     if let Some(ring) = port.tx_ring.as_mut() {
-        let mut taken = 0;
-        for f in &port.pending {
-            match ring.push(f) {
-                Ok(true) => port.stats.tx_ring += 1,
-                Ok(false) => break,
-                // Larger than a slot (the ring was made for the MTU): dropped, as the device would.
-                Err(_) => port.stats.tx_errors += 1,
-            }
-            taken += 1;
-        }
-        spare.extend(port.pending.drain(..taken));
-        if (taken > 0 || ring.stalled()) && ring.kick().is_err() {
-            port.stats.tx_errors += 1;
-        }
-        return;
+        return flush_ring(ring, &mut port.pending, &mut port.stats, spare);
     }
     if port.pending.is_empty() {
         return;
