@@ -20,34 +20,20 @@ The same network as `tclab sim --show bench-htb`, as far as ns-3 has its parts:
   1000-packet FIFO: here a TbfQueueDisc with those figures. HTB charges Ethernet frames (1514
   bytes for 1500 of IP), ns-3's queue discs IP packets, so the rate is 100 Mbit/s × 1500/1514:
   the same packets a second, hence the same goodput.
-- TCP as in scripts/ns3/bufferbloat_fifo.py (CUBIC, MSS 1448, initial window 10, SACK, MinRto
-  200 ms, delayed ACKs 2 / 40 ms, 6 MB buffers); the streams start within the first 10 ms.
-  What ns-3's TCP lacks (RACK-TLP, pacing, TSO, autotuning) is listed there.
+- TCP as close to Linux's as ns-3 allows (scripts/ns3/lab.py: CUBIC, MSS 1448, initial window 10,
+  SACK, MinRto 200 ms, delayed ACKs 2 / 40 ms, 6 MB buffers; what ns-3's TCP lacks is listed
+  there); the streams start within the first 10 ms.
 """
-import argparse
 import time
 
 from ns import ns
 
+import lab
+
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seconds", type=float, default=60.0)
-    ap.add_argument("--run", type=int, default=1, help="ns-3 RngRun (what varies between runs)")
-    ap.add_argument("--flows", type=int, default=30)
-    a = ap.parse_args()
-
-    ns.RngSeedManager.SetRun(a.run)
-    cfg = ns.Config.SetDefault
-    cfg("ns3::TcpL4Protocol::SocketType", ns.StringValue("ns3::TcpCubic"))
-    cfg("ns3::TcpSocket::SegmentSize", ns.UintegerValue(1448))
-    cfg("ns3::TcpSocket::InitialCwnd", ns.UintegerValue(10))
-    cfg("ns3::TcpSocket::DelAckCount", ns.UintegerValue(2))
-    cfg("ns3::TcpSocket::DelAckTimeout", ns.TimeValue(ns.MilliSeconds(40)))
-    cfg("ns3::TcpSocket::SndBufSize", ns.UintegerValue(6 << 20))
-    cfg("ns3::TcpSocket::RcvBufSize", ns.UintegerValue(6 << 20))
-    cfg("ns3::TcpSocketBase::MinRto", ns.TimeValue(ns.MilliSeconds(200)))
-    cfg("ns3::TcpSocketBase::Sack", ns.BooleanValue(True))
+    a = lab.arguments(__doc__, seconds=60.0, flows=30)
+    lab.linux_tcp(ns, a.run)
 
     nodes = ns.NodeContainer()
     nodes.Create(3)  # client, router, server
@@ -78,39 +64,18 @@ def main():
     server_if = addr.Assign(d_rs)
     ns.Ipv4GlobalRoutingHelper.PopulateRoutingTables()
 
-    server = server_if.GetAddress(1)
-    port = 5201
-    sink = ns.PacketSinkHelper(
-        "ns3::TcpSocketFactory", ns.InetSocketAddress(ns.Ipv4Address.GetAny(), port).ConvertTo()
-    )
-    sink_apps = sink.Install(nodes.Get(2))
-    sink_apps.Start(ns.Seconds(0))
     stop = ns.Seconds(a.seconds)
-    rng = ns.CreateObject[ns.UniformRandomVariable]()
-    for _ in range(a.flows):
-        bulk = ns.BulkSendHelper(
-            "ns3::TcpSocketFactory", ns.InetSocketAddress(server, port).ConvertTo()
-        )
-        bulk.SetAttribute("MaxBytes", ns.UintegerValue(0))
-        app = bulk.Install(nodes.Get(0)).Get(0)
-        app.SetStartTime(ns.MicroSeconds(int(rng.GetValue(0, 10000))))
-        app.SetStopTime(stop)
-    ping = ns.PingHelper(server.ConvertTo())
-    ping.SetAttribute("Interval", ns.TimeValue(ns.MilliSeconds(100)))
-    ping.SetAttribute("Size", ns.UintegerValue(56))
-    ping.SetAttribute("VerboseMode", ns.StringValue("Silent"))
-    papps = ping.Install(nodes.Get(0))
-    papps.Start(ns.MilliSeconds(1))
-    papps.Stop(stop)
+    sink_apps, _ = lab.bulk_streams(
+        ns, nodes.Get(0), nodes.Get(2), server_if.GetAddress(1), a.flows, stop
+    )
+    lab.ping(ns, nodes.Get(0), server_if.GetAddress(1), stop)
 
     ns.Simulator.Stop(stop)
     t0, c0 = time.perf_counter(), time.process_time()
     ns.Simulator.Run()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
 
-    received = sum(
-        ns.DynamicCast[ns.PacketSink](sink_apps.Get(i)).GetTotalRx() for i in range(sink_apps.GetN())
-    )
+    received = lab.received(ns, sink_apps)
     events = ns.Simulator.GetEventCount()
     print(
         f"run {a.run}: Simulator::Run() {wall:.3f} s wall, {cpu:.3f} s CPU for {a.seconds:g} s "

@@ -23,9 +23,9 @@ As close to Linux's defaults as ns-3 allows (ns-3's own defaults in brackets):
   that a 1500-byte packet (+2 bytes PPP) takes the 1.2112 ms a 1514-byte Ethernet frame takes through
   the kernel's HTB. The ping (98 bytes with Ethernet) is 86 bytes here: a smaller share of the queue.
 """
-import argparse
-
 from ns import ns
+
+import lab
 
 ns.cppyy.cppdef(
     r"""
@@ -101,23 +101,8 @@ double RttAt(size_t i) { return g_rtts[i]; }
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seconds", type=float, default=20.0)
-    ap.add_argument("--run", type=int, default=1, help="ns-3 RngRun (what varies between runs)")
-    ap.add_argument("--flows", type=int, default=4)
-    a = ap.parse_args()
-
-    ns.RngSeedManager.SetRun(a.run)
-    cfg = ns.Config.SetDefault
-    cfg("ns3::TcpL4Protocol::SocketType", ns.StringValue("ns3::TcpCubic"))
-    cfg("ns3::TcpSocket::SegmentSize", ns.UintegerValue(1448))
-    cfg("ns3::TcpSocket::InitialCwnd", ns.UintegerValue(10))
-    cfg("ns3::TcpSocket::DelAckCount", ns.UintegerValue(2))
-    cfg("ns3::TcpSocket::DelAckTimeout", ns.TimeValue(ns.MilliSeconds(40)))
-    cfg("ns3::TcpSocket::SndBufSize", ns.UintegerValue(6 << 20))
-    cfg("ns3::TcpSocket::RcvBufSize", ns.UintegerValue(6 << 20))
-    cfg("ns3::TcpSocketBase::MinRto", ns.TimeValue(ns.MilliSeconds(200)))
-    cfg("ns3::TcpSocketBase::Sack", ns.BooleanValue(True))
+    a = lab.arguments(__doc__, seconds=20.0, flows=4)
+    lab.linux_tcp(ns, a.run)
 
     nodes = ns.NodeContainer()
     nodes.Create(3)  # client, router, server
@@ -142,42 +127,19 @@ def main():
     ns.TrafficControlHelper().Uninstall(d_rs.Get(0))
     ns.Ipv4GlobalRoutingHelper.PopulateRoutingTables()
 
-    server = server_if.GetAddress(1)
-    port = 5201
-    sink = ns.PacketSinkHelper(
-        "ns3::TcpSocketFactory", ns.InetSocketAddress(ns.Ipv4Address.GetAny(), port).ConvertTo()
-    )
-    sink_apps = sink.Install(nodes.Get(2))
-    sink_apps.Start(ns.Seconds(0))
     stop = ns.Seconds(a.seconds)
-    rng = ns.CreateObject[ns.UniformRandomVariable]()
-    for i in range(a.flows):
-        bulk = ns.BulkSendHelper(
-            "ns3::TcpSocketFactory", ns.InetSocketAddress(server, port).ConvertTo()
-        )
-        bulk.SetAttribute("MaxBytes", ns.UintegerValue(0))
-        app = bulk.Install(nodes.Get(0)).Get(0)
-        # iperf3 -P 4 opens its streams one after another: starts up to 10 ms apart.
-        start = ns.MicroSeconds(int(rng.GetValue(0, 10000)))
-        app.SetStartTime(start)
-        app.SetStopTime(stop)
+    sink_apps, senders = lab.bulk_streams(
+        ns, nodes.Get(0), nodes.Get(2), server_if.GetAddress(1), a.flows, stop
+    )
+    for app, start in senders:
         ns.cppyy.gbl.ScheduleHook(app, start + ns.NanoSeconds(1))
-    ping = ns.PingHelper(server.ConvertTo())
-    ping.SetAttribute("Interval", ns.TimeValue(ns.MilliSeconds(100)))
-    ping.SetAttribute("Size", ns.UintegerValue(56))
-    ping.SetAttribute("VerboseMode", ns.StringValue("Silent"))
-    papps = ping.Install(nodes.Get(0))
-    papps.Start(ns.MilliSeconds(1))
-    papps.Stop(stop)
-    ns.cppyy.gbl.HookPing(papps.Get(0))
+    ns.cppyy.gbl.HookPing(lab.ping(ns, nodes.Get(0), server_if.GetAddress(1), stop).Get(0))
     ns.cppyy.gbl.StartSampler(d_rs.Get(0), ns.MilliSeconds(10))
 
     ns.Simulator.Stop(stop)
     ns.Simulator.Run()
 
-    received = sum(
-        ns.DynamicCast[ns.PacketSink](sink_apps.Get(i)).GetTotalRx() for i in range(sink_apps.GetN())
-    )
+    received = lab.received(ns, sink_apps)
     q = ns.DynamicCast[ns.PointToPointNetDevice](d_rs.Get(0)).GetQueue()
     t = [ns.cppyy.gbl.TallyField(i) for i in range(6)]
     rtts = sorted(ns.cppyy.gbl.RttAt(i) for i in range(ns.cppyy.gbl.RttCount()))
