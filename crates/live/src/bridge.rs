@@ -1029,16 +1029,7 @@ impl Bridge {
         let mut received = 0;
         for _ in 0..RX_BATCHES_PER_TURN {
             let now = self.now();
-            let n = x.take(sys::BATCH, |frame| {
-                let how = Arrived {
-                    wire_len: frame.len(),
-                    truncated: false,
-                    accel: None,
-                    csum_partial: false,
-                    csum_unsaid: true,
-                };
-                self.arrive_cut(now, i, frame, how);
-            });
+            let n = x.take(sys::BATCH, |frame| self.arrive_unflagged(now, i, frame));
             self.ports[i].stats.rx_ring += n as u64;
             received += n;
             if n < sys::BATCH {
@@ -1089,6 +1080,19 @@ impl Bridge {
                 self.kick_ifb(now, v);
             }
         }
+    }
+
+    /// A frame received on port `i` as an AF_XDP socket hands it over: whole, its bytes alone (a
+    /// checksum left to a device told by them, [`frame::left_to_device`]).
+    pub fn arrive_unflagged(&mut self, now: Nanos, i: usize, frame: &[u8]) {
+        let how = Arrived {
+            wire_len: frame.len(),
+            truncated: false,
+            accel: None,
+            csum_partial: false,
+            csum_unsaid: true,
+        };
+        self.arrive_cut(now, i, frame, how);
     }
 
     /// A frame received on port `i` (`truncated`: longer than the buffer).

@@ -2,7 +2,9 @@
 //! detached bridge ([`Bridge::detached`]) whose policy exercises every stage a frame can reach —
 //! ingress u32 and police, a mirred redirect to an ifb with HTB and SFQ, an egress HTB with fq_codel
 //! and a TOS filter. Some inputs are fed as receive-ring slots instead, header and all
-//! ([`Bridge::arrive_slot`]), as a corrupt ring would hand them over. The property: no panic, and
+//! ([`Bridge::arrive_slot`]), as a corrupt ring would hand them over, and some as an AF_XDP socket
+//! hands them over ([`Bridge::arrive_unflagged`]: a checksum left to a device is told by the
+//! bytes, and completed). The property: no panic, and
 //! every frame is counted once. The libFuzzer target
 //! (`fuzz/fuzz_targets/live_frames.rs`) and the stable test (`tests/bridge.rs`) run this body.
 
@@ -35,14 +37,16 @@ pub fn bridge() -> Bridge {
     Bridge::detached(e, [("eth0", 1500), ("eth1", 1500)])
 }
 
-/// Feed `data` as frames: each is a 4-byte header (length high and low byte; port, truncation and
-/// "a ring slot" in the third's bits 0, 1 and 2; time step in µs in the fourth) and that many bytes.
+/// Feed `data` as frames: each is a 4-byte header (length high and low byte; port, truncation,
+/// "a ring slot" and "from AF_XDP" in the third's bits 0 to 3; time step in µs in the fourth) and
+/// that many bytes.
 /// Returns the frames fed.
 pub fn fuzz_one(b: &mut Bridge, data: &[u8], mut now: u64) -> (u64, u64) {
     let mut rest = data;
     let mut fed = 0;
     while rest.len() >= 4 {
         let len = (u16::from_be_bytes([rest[0], rest[1]]) % 2048) as usize;
+        let flags = rest[2];
         let (port, truncated, slot) = ((rest[2] & 1) as usize, rest[2] & 2 != 0, rest[2] & 4 != 0);
         now += rest[3] as u64 * 1000;
         rest = &rest[4..];
@@ -50,6 +54,8 @@ pub fn fuzz_one(b: &mut Bridge, data: &[u8], mut now: u64) -> (u64, u64) {
         rest = &rest[frame.len()..];
         if slot {
             b.arrive_slot(now, port, frame);
+        } else if flags & 8 != 0 {
+            b.arrive_unflagged(now, port, frame);
         } else {
             b.arrive(now, port, frame, truncated);
         }

@@ -354,7 +354,10 @@ fn twenty_thousand_hostile_frames_never_panic_and_every_frame_is_counted() {
             f[13] = 0x00;
         }
         data.extend_from_slice(&(len as u16).to_be_bytes());
-        data.push(((r >> 20) & 1) as u8 | if r.is_multiple_of(97) { 2 } else { 0 });
+        // Now and then truncated, one in five as an AF_XDP socket hands frames over.
+        let truncated = if r.is_multiple_of(97) { 2 } else { 0 };
+        let xdp = if (r >> 32).is_multiple_of(5) { 8 } else { 0 };
+        data.push(((r >> 20) & 1) as u8 | truncated | xdp);
         data.push((r >> 24) as u8 % 20);
         data.extend_from_slice(&f);
     }
