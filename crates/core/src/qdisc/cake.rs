@@ -1974,14 +1974,11 @@ impl Qdisc for Cake {
     }
 
     /// `cake_tcf_block`: filters attach to the qdisc, not to its queues.
-    fn block(&self, classid: Handle) -> Option<&Block> {
-        (classid.minor() == 0).then_some(&self.block)
+    fn own_block(&self) -> Option<&Block> {
+        Some(&self.block)
     }
-    fn block_mut(&mut self, classid: Handle) -> Option<&mut Block> {
-        (classid.minor() == 0).then_some(&mut self.block)
-    }
-    fn blocks_mut(&mut self) -> Vec<&mut Block> {
-        vec![&mut self.block]
+    fn own_block_mut(&mut self) -> Option<&mut Block> {
+        Some(&mut self.block)
     }
 
     /// `cake_enqueue`.

@@ -240,14 +240,11 @@ impl Qdisc for Drr {
     }
 
     /// `drr_tcf_block`: filters attach to the qdisc only ("DRR classid must be zero").
-    fn block(&self, classid: Handle) -> Option<&Block> {
-        (classid.minor() == 0).then_some(&self.block)
+    fn own_block(&self) -> Option<&Block> {
+        Some(&self.block)
     }
-    fn block_mut(&mut self, classid: Handle) -> Option<&mut Block> {
-        (classid.minor() == 0).then_some(&mut self.block)
-    }
-    fn blocks_mut(&mut self) -> Vec<&mut Block> {
-        vec![&mut self.block]
+    fn own_block_mut(&mut self) -> Option<&mut Block> {
+        Some(&mut self.block)
     }
     fn no_block_error(&self) -> KernelError {
         KernelError::invalid("DRR classid must be zero")

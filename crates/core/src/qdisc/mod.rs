@@ -870,17 +870,30 @@ pub trait Qdisc {
     fn classes_mut(&mut self) -> Option<&mut dyn ClassOps> {
         None
     }
-    /// The filter block `tc filter … parent CLASSID` names: the qdisc's own (minor 0) or one class's
-    /// (`cops->tcf_block`). `None`: this discipline takes no filters there.
-    fn block(&self, _classid: Handle) -> Option<&Block> {
+    /// The one filter block of a discipline that takes filters at the qdisc only (minor 0: PRIO,
+    /// SFQ, fq_codel, CAKE, DRR, QFQ…, whose `cops->tcf_block` answers for `cl == 0` alone). The
+    /// defaults of `block`, `block_mut` and `blocks_mut` serve such a discipline through these two;
+    /// one with blocks per class (HTB, HFSC, CBQ) or two hooks (clsact) overrides those instead.
+    fn own_block(&self) -> Option<&Block> {
         None
     }
-    fn block_mut(&mut self, _classid: Handle) -> Option<&mut Block> {
+    fn own_block_mut(&mut self) -> Option<&mut Block> {
         None
+    }
+    /// The filter block `tc filter … parent CLASSID` names: the qdisc's own (minor 0) or one class's
+    /// (`cops->tcf_block`). `None`: this discipline takes no filters there.
+    fn block(&self, classid: Handle) -> Option<&Block> {
+        self.own_block().filter(|_| classid.minor() == 0)
+    }
+    fn block_mut(&mut self, classid: Handle) -> Option<&mut Block> {
+        if classid.minor() != 0 {
+            return None;
+        }
+        self.own_block_mut()
     }
     /// Every block the qdisc owns, so that their actions can be released when it goes.
     fn blocks_mut(&mut self) -> Vec<&mut Block> {
-        Vec::new()
+        self.own_block_mut().into_iter().collect()
     }
     /// What `tc filter … parent CLASSID` gets when `block_mut` has no block there: the kernel's
     /// `cops->tcf_block` returning NULL (EINVAL, with the discipline's message if it sets one).

@@ -454,14 +454,11 @@ impl Qdisc for Sfb {
     }
 
     /// `sfb_tcf_block`: filters on the qdisc only.
-    fn block(&self, classid: Handle) -> Option<&Block> {
-        (classid.minor() == 0).then_some(&self.block)
+    fn own_block(&self) -> Option<&Block> {
+        Some(&self.block)
     }
-    fn block_mut(&mut self, classid: Handle) -> Option<&mut Block> {
-        (classid.minor() == 0).then_some(&mut self.block)
-    }
-    fn blocks_mut(&mut self) -> Vec<&mut Block> {
-        vec![&mut self.block]
+    fn own_block_mut(&mut self) -> Option<&mut Block> {
+        Some(&mut self.block)
     }
 }
 

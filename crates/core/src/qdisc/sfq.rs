@@ -476,14 +476,11 @@ impl Qdisc for Sfq {
         "sfq"
     }
     /// `sfq_tcf_block`: filters attach to the qdisc, not to its flows.
-    fn block(&self, classid: Handle) -> Option<&Block> {
-        (classid.minor() == 0).then_some(&self.block)
+    fn own_block(&self) -> Option<&Block> {
+        Some(&self.block)
     }
-    fn block_mut(&mut self, classid: Handle) -> Option<&mut Block> {
-        (classid.minor() == 0).then_some(&mut self.block)
-    }
-    fn blocks_mut(&mut self) -> Vec<&mut Block> {
-        vec![&mut self.block]
+    fn own_block_mut(&mut self) -> Option<&mut Block> {
+        Some(&mut self.block)
     }
 
     /// `sfq_enqueue`. Every drop names its packet in `cx.drops`; the verdict is the kernel's: `Drop`
