@@ -70,9 +70,11 @@ pub struct PortStats {
     /// Of `rx_packets`, those whose transport checksum the sender left to its device (a veth's other
     /// end with tx-checksumming on), which the bridge completes.
     pub rx_csum_partial: u64,
-    /// Of `rx_packets`, those read from the receive ring (the rest came by `recvmmsg`).
+    /// Of `rx_packets`, those read from the receive ring, or the AF_XDP socket's RX ring (the rest
+    /// came by `recvmmsg`).
     pub rx_ring: u64,
-    /// Of `tx_packets`, those sent through the transmit ring (the rest by `sendmmsg`).
+    /// Of `tx_packets`, those sent through the transmit ring, or the AF_XDP socket's TX ring (the
+    /// rest by `sendmmsg`).
     pub tx_ring: u64,
     /// Frames past the qdisc, waiting for the socket or in the transmit ring, when the device was set
     /// down: freed, as a driver frees its ring at `ndo_stop`, which no kernel counter records (not

@@ -657,6 +657,11 @@ impl XdpPort {
                     }
                 }
             }
+            if after == before {
+                // Taken without an error yet none sent: wait for the next kick.
+                self.stalled = true;
+                break;
+            }
         }
         self.reap();
         Ok(())

@@ -398,6 +398,7 @@ pub fn parse_ematch(c: &mut Cur) -> Result<Option<EmatchTree>> {
     }
     flatten(root, &mut flat);
     let mut list = Vec::new();
+    let mut no_module = false;
     for (inverted, rel, m, child) in flat {
         let flags = (rel & REL_MASK) | if inverted { INVERT } else { 0 };
         let kind = match m {
@@ -409,21 +410,32 @@ pub fn parse_ematch(c: &mut Cur) -> Result<Option<EmatchTree>> {
                     "u32" => EmKind::U32(parse_u32(&ctx, &args)?),
                     "meta" => EmKind::Meta(parse_meta(&ctx, &args)?),
                     "canid" => EmKind::Canid(parse_canid(&ctx, &args)?),
-                    "nbyte" | "ipset" | "ipt" => {
-                        return Err(Failure {
-                            code: 2,
-                            msg: format!(
-                                "{}\nWe have an error talking to the kernel",
-                                KernelError::new(Errno::NoEntry)
-                            ),
-                            silent: None,
-                        })
+                    // No set exists in tclab (nor, here, in the kernel tc asked): every name is unknown.
+                    "ipset" => return Err(ipset_refusal(&ctx, &args)),
+                    // tc parses them (nbyte here; ipt through xtables), and every later ematch too,
+                    // before the kernel, which lacks the module, refuses the whole tree.
+                    "nbyte" | "ipt" => {
+                        if name == "nbyte" {
+                            check_nbyte(&ctx, &args)?;
+                        }
+                        no_module = true;
+                        continue;
                     }
                     _ => return Err(Failure::options(format!("Unknown ematch \"{name}\""))),
                 }
             }
         };
         list.push(Ematch { flags, kind });
+    }
+    if no_module {
+        return Err(Failure {
+            code: 2,
+            msg: format!(
+                "{}\nWe have an error talking to the kernel",
+                KernelError::new(Errno::NoEntry)
+            ),
+            silent: None,
+        });
     }
     Ok(Some(EmatchTree::new(list)))
 }
@@ -457,6 +469,16 @@ fn bstrtoul(b: &[u8]) -> Option<u64> {
     let v = u64::from_str_radix(&digits[..end], radix).ok()?;
     let v = if neg { v.wrapping_neg() } else { v };
     (v != u64::MAX).then_some(v)
+}
+
+/// `parse_layer`: `link`, `network`, `transport` by their first letter.
+fn parse_layer(b: &[u8]) -> Option<u64> {
+    match b.first() {
+        Some(b'l') => Some(0),
+        Some(b'n') => Some(1),
+        Some(b't') => Some(2),
+        _ => None,
+    }
 }
 
 fn is(a: &(Vec<u8>, bool), text: &str) -> bool {
@@ -499,12 +521,9 @@ fn parse_cmp(ctx: &ErrCtx, args: &[(Vec<u8>, bool)]) -> Result<Cmp> {
             );
         } else if is(a, "layer") {
             let j = arg(&mut i)?;
-            layer = match args[j].0.first() {
-                Some(b'l') => 0,
-                Some(b'n') => 1,
-                Some(b't') => 2,
-                _ => bstrtoul(&args[j].0).ok_or_else(|| err("cmp: invalid layer", Some(j)))?,
-            };
+            layer = parse_layer(&args[j].0)
+                .or_else(|| bstrtoul(&args[j].0))
+                .ok_or_else(|| err("cmp: invalid layer", Some(j)))?;
             if layer > 2 {
                 return Err(err("cmp: illegal layer, must be in 0..2", Some(j)));
             }
@@ -910,6 +929,59 @@ fn parse_canid(ctx: &ErrCtx, args: &[(Vec<u8>, bool)]) -> Result<Vec<CanFilter>>
         i += 1;
     }
     Ok(rules)
+}
+
+const NBYTE_USAGE: &str = "Usage: nbyte(NEEDLE at OFFSET [layer LAYER])\nwhere: NEEDLE := { string | \"c-escape-sequence\" }\n       OFFSET := int\n       LAYER  := { link | network | transport | 0..2 }\n\nExample: nbyte(\"ababa\" at 12 layer 1)";
+const IPSET_USAGE: &str = "Usage: ipset(SETNAME FLAGS)\nwhere: SETNAME:= string\n       FLAGS  := { FLAG[,FLAGS] }\n       FLAG   := { src | dst }\n\nExample: 'ipset(bulk src,dst)'";
+
+/// `nbyte_parse_eopt`'s refusals (tclab's kernel has no em_nbyte, which refuses what passes).
+fn check_nbyte(ctx: &ErrCtx, args: &[(Vec<u8>, bool)]) -> Result<()> {
+    let err = |msg: &str, carg: Option<usize>| {
+        ctx.error(msg, None, Some(("nbyte", args, carg)), NBYTE_USAGE)
+    };
+    if args[0].0.is_empty() {
+        return Err(err("nbyte: needle length is 0", Some(0)));
+    }
+    let mut offset = false;
+    let mut i = 1;
+    while i < args.len() {
+        let at = is(&args[i], "at");
+        if !at && !is(&args[i], "layer") {
+            return Err(err("nbyte: unknown parameter", Some(i)));
+        }
+        if i + 1 == args.len() {
+            return Err(err("nbyte: missing argument", Some(i)));
+        }
+        i += 1;
+        let v = &args[i].0;
+        if at {
+            bstrtoul(v).ok_or_else(|| err("nbyte: invalid offset, must be numeric", Some(i)))?;
+            offset = true;
+        } else {
+            let layer = parse_layer(v)
+                .or_else(|| bstrtoul(v))
+                .ok_or_else(|| err("nbyte: invalid layer", Some(i)))?;
+            if layer > 2 {
+                return Err(err("nbyte: illegal layer, must be in 0..2", Some(i)));
+            }
+        }
+        i += 1;
+    }
+    if !offset {
+        return Err(err("nbyte: offset required", None));
+    }
+    Ok(())
+}
+
+/// `ipset_parse_eopt` with no set to find: a name too long, else an unknown one.
+fn ipset_refusal(ctx: &ErrCtx, args: &[(Vec<u8>, bool)]) -> Failure {
+    let name = String::from_utf8_lossy(&args[0].0);
+    let msg = if args[0].0.len() >= 32 {
+        "ipset: set name too long (max 31)".to_string()
+    } else {
+        format!("ipset: unknown set name '{name}'")
+    };
+    ctx.error(&msg, None, Some(("ipset", args, Some(0))), IPSET_USAGE)
 }
 
 // ----- printing -----

@@ -241,6 +241,25 @@ fn the_neighbours_of_tcs_silences() {
             1,
             "Illegal \"ipproto\"",
         ),
+        // Not silent, but a crash: erspan_opts with neither '/' nor ':' has its default mask copied
+        // with a wild length, and glibc's fortified memcpy aborts tc (SIGABRT, 134).
+        (
+            "filter add dev eth0 ingress protocol ip prio 1 flower erspan_opts 1",
+            134,
+            "*** buffer overflow detected ***: terminated\n",
+        ),
+        // `invarg` after a message that ends in its own newline: a blank line follows (flower's
+        // ct_label, the ct action's label).
+        (
+            "actions add action ct commit label zz",
+            255,
+            "ct: labels must be a hex string\n\n",
+        ),
+        (
+            "filter add dev eth0 ingress protocol ip prio 1 flower ct_label 11/zz",
+            255,
+            "labels mask must be a hex string\n\n",
+        ),
     ];
     for &(line, code, says) in cases {
         let (out, silent) = run_fresh(line);

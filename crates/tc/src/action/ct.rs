@@ -72,12 +72,13 @@ pub(crate) fn parse_labels_as(s: &str, who: &str) -> Result<([u8; 16], [u8; 16])
         ));
     }
     let mut out = ([0u8; 16], [0xffu8; 16]);
+    // tc's messages end in a newline of their own, and `invarg` adds another: a blank line follows.
     let l = hex2mem(label)
-        .ok_or_else(|| invarg(&format!("{who}labels must be a hex string\n"), label))?;
+        .ok_or_else(|| invarg(&format!("{who}labels must be a hex string\n\n"), label))?;
     out.0[..l.len()].copy_from_slice(&l);
     if let Some(m) = mask {
         let b = hex2mem(m)
-            .ok_or_else(|| invarg(&format!("{who}labels mask must be a hex string\n"), m))?;
+            .ok_or_else(|| invarg(&format!("{who}labels mask must be a hex string\n\n"), m))?;
         out.1 = [0; 16];
         out.1[..b.len()].copy_from_slice(&b);
     }

@@ -127,6 +127,15 @@ pub(super) fn parse(word: &str, v: &str) -> Result<EncOptsSpec> {
         "erspan_opts" => {
             let (k, m) = match v.split_once('/') {
                 Some((k, m)) => (k, m.to_string()),
+                // tc 6.1 copies the key up to its first ':' into the mask (`memcpy(mask, str,
+                // strchr(str, ':') - str)`): without one the length is wild, and glibc's fortified
+                // memcpy aborts the program (SIGABRT, 134 from a shell).
+                None if !v.contains(':') => {
+                    return Err(Failure::exit(
+                        134,
+                        "*** buffer overflow detected ***: terminated",
+                    ))
+                }
                 // The key's version, then all ones.
                 None => {
                     let ver = v.split(':').next().unwrap_or("");
