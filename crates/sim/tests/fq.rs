@@ -146,5 +146,9 @@ fn paced_makes_the_socket_pace_itself_uncapped() {
     let Err(e) = load("p.toml", text, std::path::Path::new(".")) else {
         panic!("paced on a ping was taken");
     };
-    assert!(e.to_string().contains("traffic.paced: does not apply to ping traffic"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("traffic.paced: does not apply to ping traffic"),
+        "{e}"
+    );
 }

@@ -46,6 +46,16 @@ fn drain(c: &mut Connection, now: Nanos) -> Vec<Segment> {
     v
 }
 
+/// After `pair(c, default)`, ten segments written and sent at 30 ms (the initial window): both ends
+/// and the segments.
+fn ten_out(c: Config) -> (Connection, Connection, Vec<Segment>) {
+    let (mut cl, sv) = pair(c, Config::default());
+    cl.write(10 * 1448);
+    let segs = drain(&mut cl, 30 * MS);
+    assert_eq!(segs.len(), 10);
+    (cl, sv, segs)
+}
+
 /// Linux's receiver (tcp_event_data_recv → tcp_incr_quickack): the first
 /// data starts quickack mode for min(rcv_wnd / (2·rcv_mss), 16) = 16 ACKs,
 /// one per segment. After that, __tcp_ack_snd_check ACKs when more than
@@ -647,10 +657,7 @@ fn second_rto_in_loss_keeps_ssthresh() {
         tlp: false,
         ..Config::default()
     };
-    let (mut cl, mut sv) = pair(no_tlp, Config::default());
-    cl.write(10 * 1448);
-    let segs = drain(&mut cl, 30 * MS);
-    assert_eq!(segs.len(), 10);
+    let (mut cl, mut sv, segs) = ten_out(no_tlp);
     assert_eq!(cl.poll_at(), Some(250 * MS));
     let rexmit = drain(&mut cl, 250 * MS);
     assert_eq!(rexmit.len(), 1, "cwnd 1 after the timeout");
@@ -714,10 +721,7 @@ fn refused_rto_retransmission_rearms_without_backoff() {
         tlp: false,
         ..Config::default()
     };
-    let (mut cl, _sv) = pair(no_tlp, Config::default());
-    cl.write(10 * 1448);
-    let segs = drain(&mut cl, 30 * MS);
-    assert_eq!(segs.len(), 10);
+    let (mut cl, _sv, segs) = ten_out(no_tlp);
     assert_eq!(cl.poll_at(), Some(250 * MS));
     let rexmit = drain(&mut cl, 250 * MS);
     assert_eq!(rexmit.len(), 1);
@@ -744,10 +748,7 @@ fn refused_rto_retransmission_rearms_without_backoff() {
 /// probe's repair would (`tcp_process_tlp_ack`), nor counted as one (TCPLossProbeRecovery).
 #[test]
 fn timeout_ends_the_loss_probe_episode() {
-    let (mut cl, mut sv) = pair(Config::default(), Config::default());
-    cl.write(10 * 1448);
-    let segs = drain(&mut cl, 30 * MS);
-    assert_eq!(segs.len(), 10);
+    let (mut cl, mut sv, segs) = ten_out(Config::default());
     assert_eq!(cl.poll_at(), Some(72 * MS));
     let probe = drain(&mut cl, 72 * MS);
     assert_eq!(probe.len(), 1);
