@@ -126,7 +126,56 @@ const CASES: &[(&str, &str, &[&str])] = &[
     ("kernel-lacks", "qdisc add dev eth0 root cake bandwidth 10mbit\n", &["--kernel", "4.4"]),
     ("kind-removed", "qdisc add dev eth0 root handle 1: cbq avpkt 1000 bandwidth 10mbit\n", &[]),
     ("ingress-police", "qdisc add dev eth0 handle ffff: ingress\nfilter add dev eth0 parent ffff: protocol ip u32 match ip src 0.0.0.0/0 police rate 800kbit burst 10k drop flowid :1\n", &[]),
+    ("teql-down", "#!/bin/sh\ntc qdisc add dev eth1 root teql0\ntc qdisc add dev eth2 root teql0\n", &[]),
+    ("teql-one-slave", "#!/bin/sh\ntc qdisc add dev eth1 root teql0\nip link set dev teql0 up\n", &[]),
+    ("teql-unequal-slaves", TEQL_BOND, &["--link", "eth1=10mbit", "--link", "eth2=2mbit"]),
 ];
+
+/// LARTC's bond of two lines (its teql chapter): both enslaved, then the master up.
+const TEQL_BOND: &str = "#!/bin/sh\ntc qdisc add dev eth1 root teql0\ntc qdisc add dev eth2 root teql0\nip link set dev teql0 up\n";
+
+#[test]
+fn a_teql_bond_of_equal_lines_passes_and_each_mistake_is_named_at_its_line() {
+    let dir = TempDir::new("check-teql");
+    let teql_codes = |r: &RunResult| -> Vec<String> {
+        codes(r)
+            .into_iter()
+            .filter(|c| c.starts_with("teql-"))
+            .collect()
+    };
+    // The recipe, with lines of unknown rate or of equal rates: nothing to say.
+    for extra in [&[][..], &["--link", "eth1=10mbit", "--link", "eth2=10mbit"]] {
+        let r = check(&dir, "bond.sh", TEQL_BOND, extra);
+        assert!(teql_codes(&r).is_empty(), "{extra:?}: {}", r.stdout);
+    }
+    // A rate told for one slave only compares nothing.
+    let r = check(&dir, "bond.sh", TEQL_BOND, &["--link", "eth2=2mbit"]);
+    assert!(teql_codes(&r).is_empty(), "{}", r.stdout);
+    // Unequal lines: named at the line that enslaved the slower one (3, after the shebang), with
+    // its rate and the faster one's.
+    let r = check(
+        &dir,
+        "bond.sh",
+        TEQL_BOND,
+        &["--link", "eth1=10mbit", "--link", "eth2=2mbit"],
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let f = &v.as_array().unwrap()[0];
+    assert_eq!(f["code"], "teql-unequal-slaves", "{}", r.stdout);
+    assert!(f["line"].as_str().unwrap().ends_with("bond.sh:3"), "{f}");
+    let m = f["message"].as_str().unwrap();
+    assert!(m.contains("eth1 10Mbit") && m.contains("eth2 2Mbit"), "{m}");
+    // The master never set up: one error for the pair, at the first slave's line; a master set
+    // up with one slave: a warning instead.
+    let down = TEQL_BOND.replace("ip link set dev teql0 up\n", "");
+    let r = check(&dir, "down.sh", &down, &[]);
+    assert_eq!(teql_codes(&r), ["teql-down"], "{}", r.stdout);
+    assert_eq!(r.code, 2);
+    let one = TEQL_BOND.replace("tc qdisc add dev eth2 root teql0\n", "");
+    let r = check(&dir, "one.sh", &one, &[]);
+    assert_eq!(teql_codes(&r), ["teql-one-slave"], "{}", r.stdout);
+    assert_eq!(r.code, 1);
+}
 
 #[test]
 fn every_code_is_triggered_by_its_fault_and_not_by_a_clean_policy() {

@@ -17,8 +17,9 @@
 //!
 //! The rules live by subject: `tree` (HTB and HFSC trees: defaults, quantum, rates, bursts, queues,
 //! classes reached), `line` (the shaper against the line: rate, ATM, offloads, CAKE, AQM targets),
-//! `ifb` (ingress through ifb devices), `buckets` (TBF and policer buckets), `filters` (what filters name
-//! and read), `marks` (fw marks and iptables; priorities), `compat` (kernel versions).
+//! `ifb` (ingress through ifb devices), `teql` (bonded lines), `buckets` (TBF and policer buckets),
+//! `filters` (what filters name and read), `marks` (fw marks and iptables; priorities), `compat`
+//! (kernel versions).
 
 mod buckets;
 mod compat;
@@ -28,6 +29,7 @@ mod line;
 mod marks;
 pub mod origins;
 mod taprio;
+mod teql;
 mod tree;
 
 use origins::Origins;
@@ -208,6 +210,21 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "ifb-unfed",
         Severity::Error,
         "an ifb has a shaper but nothing redirects to it (or to another ifb, or only mirrors copies)",
+    ),
+    (
+        "teql-down",
+        Severity::Error,
+        "teql0 has slaves but is never set up: nothing goes through it, and the lines are not bonded",
+    ),
+    (
+        "teql-one-slave",
+        Severity::Warning,
+        "teql0 with a single slave: a bond of one line, which bonds nothing",
+    ),
+    (
+        "teql-unequal-slaves",
+        Severity::Warning,
+        "teql0's slaves run at different rates: consecutive packets take unequal lines and arrive out of order",
     ),
     (
         "redirect-one-protocol",
@@ -408,6 +425,7 @@ pub fn check(
         compat::check(&cx, &mut kernel);
     }
     ifb::check(engine, origins, &redirects, &mut out);
+    teql::check(engine, origins, opts, &mut out);
     out.extend(kernel);
     out
 }
