@@ -393,7 +393,8 @@ link-sharing m2 under each upper limit), and runs the same load through the engi
 both figures side by side (CBQ: the simulation alone). --link is needed by every discipline but HTB
 (without it, HTB's policy alone shapes). A taprio root has gates, not a tree: each traffic class's
 priorities and the share of the cycle its gate is open, at most that share of --link. --txqueues DEV=N
-makes the multiqueue device taprio needs.
+makes the multiqueue device taprio needs. A teql bond (teql0 and its slaves) is shown as its lines
+in the order teql0 serves them, each line's rate (--link DEV=RATE) and, backlogged, their sum.
 
 The simulation sends 1514-byte packets classified by skb->priority (the classid), so filters are not
 consulted: explain shows how the tree shares the link, tclab check whether traffic reaches the classes.
@@ -472,6 +473,32 @@ fn run_explain(a: args::ExplainArgs) -> CmdResult {
             kept
         }
         _ => names,
+    };
+    // teql's bond, unless --dev names another device.
+    let teql = dev
+        .as_deref()
+        .is_none_or(|d| d == tclab_core::qdisc::teql::MASTER)
+        .then(|| {
+            tclab_tc::explain::teql(&engine, |d| {
+                device_rates
+                    .iter()
+                    .find(|(n, _)| n == d)
+                    .map(|&(_, r)| r)
+                    .or(link)
+            })
+        })
+        .flatten();
+    let names: Vec<String> = match &teql {
+        Some(t) => {
+            print!("{t}");
+            let master = Some(tclab_core::qdisc::teql::MASTER);
+            if dev.as_deref() == master || names.is_empty() {
+                return Ok(0);
+            }
+            println!();
+            names
+        }
+        None => names,
     };
     if names.is_empty() {
         println!(

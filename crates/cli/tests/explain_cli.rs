@@ -492,3 +492,35 @@ tc qdisc add dev eth0 root handle 1: taprio num_tc 2 map 0 1 queues 1@0 1@1 sche
     );
     assert!(!out.contains("no full-size frame"), "{out}");
 }
+
+#[test]
+fn a_teql_bond_is_shown_beside_the_class_trees() {
+    // LARTC's two bonded lines and an HTB on a third device. Backlogged, each line carries its rate:
+    // 10 + 2 = 12 Mbit/s (tclab sim measures 10.00 and 2.00 on the lines of this bond under a
+    // 20 Mbit/s UDP flood).
+    let f = common::Scratch::new("explain-teql", "bond.sh");
+    std::fs::write(
+        &*f,
+        "tc qdisc add dev eth1 root teql0\ntc qdisc add dev eth2 root teql0\n\
+         ip link set dev teql0 up\ntc qdisc add dev eth0 root handle 1: htb default 10\n\
+         tc class add dev eth0 parent 1: classid 1:10 htb rate 5mbit\n",
+    )
+    .unwrap();
+    let rates = ["--link", "eth1=10mbit", "--link", "eth2=2mbit"];
+    let o = explain(&f, &rates);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    let bond = out.lines().find(|l| l.starts_with("bond ")).expect(&out);
+    assert!(bond.ends_with("12.00 Mbit/s"), "{out}");
+    assert!(out.contains("eth0: htb 1:"), "{out}");
+    // --dev picks one: the master alone, or a device's tree without the bond.
+    let o = explain(&f, &[&rates[..], &["--dev", "teql0"]].concat());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.starts_with("teql0: up") && !out.contains("eth0: htb"),
+        "{out}"
+    );
+    let o = explain(&f, &[&rates[..], &["--dev", "eth0"]].concat());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!out.contains("teql0") && out.contains("eth0: htb"), "{out}");
+}

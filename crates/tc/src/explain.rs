@@ -586,6 +586,81 @@ fn human(bytes_per_sec: f64) -> String {
     }
 }
 
+/// teql's bond (`sch_teql.c`), if a policy made one: the master's state, its slaves in the order it
+/// serves them, and what each line carries. `teql_master_xmit` hands each packet to the next slave
+/// that is free, so under a light load the lines take packets strictly in turn (1 in N each); once
+/// the offer passes N times the slowest line, a packet that finds that line busy goes to the next
+/// free one; while teql0 holds a backlog every line is busy, each carries its rate and the bond their
+/// sum (the "backlogged" column). `rate` is a slave's line rate (bytes/s), if known.
+pub fn teql(engine: &tclab_core::Engine, rate: impl Fn(&str) -> Option<u64>) -> Option<String> {
+    use tclab_core::qdisc::teql::MASTER;
+    let master = engine.device(MASTER)?;
+    let slaves: Vec<&str> = engine
+        .teql()?
+        .slaves()
+        .into_iter()
+        .filter_map(|i| engine.device_by_ifindex(i).map(|d| d.name.as_str()))
+        .collect();
+    if slaves.is_empty() {
+        return None;
+    }
+    let n = slaves.len();
+    let mut out = String::new();
+    if !master.up {
+        let _ = writeln!(
+            out,
+            "{MASTER}: down, so nothing is routed through it and its slaves ({}) are not bonded: each \
+             one's teql0 qdisc is a FIFO for what is routed out of that line alone",
+            slaves.join(", ")
+        );
+        return Some(out);
+    }
+    let _ = writeln!(
+        out,
+        "{MASTER}: up, round robin over {n} slave{} in this order (each packet to the next free line)",
+        if n == 1 { "" } else { "s" }
+    );
+    let rates: Vec<Option<u64>> = slaves.iter().map(|s| rate(s)).collect();
+    let _ = writeln!(out, "{:<16} {:>14} {:>14}", "slave", "line", "backlogged");
+    for (s, r) in slaves.iter().zip(&rates) {
+        let r = r.map_or("—".to_string(), |r| human(r as f64));
+        let _ = writeln!(out, "{s:<16} {r:>14} {r:>14}");
+    }
+    let known: Vec<u64> = rates.iter().flatten().copied().collect();
+    if known.len() < n {
+        let _ = writeln!(
+            out,
+            "give every slave's line rate (--link DEV=RATE) for the bond's: its lines' sum"
+        );
+        return Some(out);
+    }
+    let sum: u64 = known.iter().sum();
+    let _ = writeln!(out, "{:<16} {:>14} {:>14}", "bond", "", human(sum as f64));
+    let (slow, &min) = slaves
+        .iter()
+        .zip(&known)
+        .min_by_key(|(_, &r)| r)
+        .expect("a slave");
+    if n > 1 {
+        let _ = writeln!(
+            out,
+            "below {} offered the lines take packets strictly in turn, 1 in {n} each{}",
+            human((min * n as u64) as f64),
+            if known.iter().all(|&r| r == min) {
+                String::new()
+            } else {
+                format!(
+                    "; above it {slow}, the slowest, falls behind: a packet that finds it busy goes \
+                     to the next free line, so it carries fewer than 1 in {n}, its rate once {MASTER} \
+                     holds a backlog (consecutive packets over unequal lines reorder: tclab check's \
+                     teql-unequal-slaves)"
+                )
+            }
+        );
+    }
+    Some(out)
+}
+
 /// The disciplines whose classes share the link (a TBF's or an mq's "classes" are slots for children).
 pub const SHARING: &[&str] = &["htb", "hfsc", "drr", "prio", "cbq", "qfq", "ets"];
 
@@ -921,4 +996,68 @@ pub fn explain(dev: &mut Device, load: Option<&Load>, link: Option<u64>) -> Resu
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(lines: &[&str]) -> tclab_core::Engine {
+        let mut e = tclab_core::Engine::new();
+        for l in lines {
+            let words: Vec<String> = l.split_whitespace().map(String::from).collect();
+            crate::store::apply_record(&mut e, &words).unwrap_or_else(|m| panic!("{l}: {m}"));
+        }
+        e
+    }
+
+    const BOND: &[&str] = &[
+        "tc qdisc add dev eth1 root teql0",
+        "tc qdisc add dev eth2 root teql0",
+        "tc qdisc add dev eth3 root teql0",
+        "link set dev teql0 up",
+    ];
+
+    #[test]
+    fn a_teql_bond_is_its_lines_sum_in_ring_order() {
+        let e = policy(BOND);
+        // 10, 10 and 2 Mbit/s lines (bytes/s). teql_qdisc_init inserts each slave after the head:
+        // added 1, 2, 3, served 1, 3, 2.
+        let rate = |d: &str| match d {
+            "eth1" | "eth2" => Some(1_250_000),
+            "eth3" => Some(250_000),
+            _ => None,
+        };
+        let t = teql(&e, rate).unwrap();
+        let order: Vec<&str> = t
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|w| w.starts_with("eth"))
+            .collect();
+        assert_eq!(order, ["eth1", "eth3", "eth2"], "{t}");
+        // Backlogged, each line carries its rate: 10 + 10 + 2 = 22 Mbit/s. In turn below 3 × 2.
+        assert!(t.contains("bond") && t.contains("22.00 Mbit/s"), "{t}");
+        assert!(t.contains("below 6.00 Mbit/s offered"), "{t}");
+        assert!(t.contains("eth3, the slowest"), "{t}");
+        // Equal lines: no slowest to fall behind.
+        let t = teql(&e, |_| Some(1_250_000)).unwrap();
+        assert!(t.contains("30.00 Mbit/s") && !t.contains("slowest"), "{t}");
+        // A line of unknown rate: no sum.
+        let t = teql(&e, |d| (d != "eth2").then_some(1_250_000)).unwrap();
+        assert!(
+            !t.lines().any(|l| l.starts_with("bond ")) && t.contains("--link DEV=RATE"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn a_teql_master_down_bonds_nothing_and_no_slaves_says_nothing() {
+        let e = policy(&BOND[..3]);
+        let t = teql(&e, |_| Some(1_250_000)).unwrap();
+        assert!(t.starts_with("teql0: down") && !t.contains("bond "), "{t}");
+        // teql loaded by naming it, with no slave: nothing to explain.
+        let e = policy(&["link set dev teql0 mtu 1400"]);
+        assert!(e.teql().is_some());
+        assert_eq!(teql(&e, |_| None), None);
+    }
 }
