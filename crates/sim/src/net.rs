@@ -1321,6 +1321,11 @@ impl Network {
                 .is_some_and(|i| m.is_slave(i))
     }
 
+    /// `node:teql0`, teql0's name in traces and samples.
+    fn teql_label(&self, node: NodeId) -> String {
+        self.port_label(Port::Teql(node))
+    }
+
     /// The queue length of `node`'s teql master's root qdisc (0 without a master).
     #[cold]
     fn teql_qlen(&self, node: NodeId) -> u32 {
@@ -1344,11 +1349,15 @@ impl Network {
         let mut cx = self.take_cx(now);
         // teql0's filters may run a ct action, as an interface's do.
         self.lend_conntrack(node, &mut cx);
+        let traced = self.trace.is_some().then(|| pkt.clone());
         let raw = self.nodes[node]
             .engine
             .teql_parts()
             .map(|(dev, _)| dev.enqueue(pkt, &mut cx));
         self.take_back_conntrack(node, &mut cx);
+        if let (Some(p), Some(v)) = (traced, raw) {
+            self.trace_enqueue(now, &self.teql_label(node), v, p, &cx);
+        }
         let verdict = raw.map_or(Verdict::Drop, Verdict::to_sender);
         for d in cx.drops.take() {
             self.teqls.entry(node).or_default().tx_dropped += 1;
@@ -1406,6 +1415,7 @@ impl Network {
                 })
                 .collect()
         };
+        let label = self.trace.is_some().then(|| self.teql_label(node));
         let port = self.teqls.entry(node).or_default();
         let Network {
             nodes,
@@ -1417,6 +1427,7 @@ impl Network {
             freed,
             run_cx,
             apps,
+            trace,
             ..
         } = self;
         let Some((dev, master)) = nodes[node].engine.teql_parts() else {
@@ -1438,6 +1449,7 @@ impl Network {
             pending: &mut port.pending,
             split: Vec::new(),
             dropped: 0,
+            trace: trace.as_mut().zip(label.as_deref()),
         };
         // The frames left of a GSO packet go before the qdisc is asked for more.
         tx.flush();
@@ -1719,13 +1731,8 @@ impl Network {
     /// Trace a dequeue on `dev` (the packet, if any) and the drops it made.
     #[cold]
     fn trace_dequeue(&mut self, now: Nanos, dev: &str, pkt: Option<&Packet>, cx: &Cx) {
-        use crate::trace::Event;
-        let Some(t) = self.trace.as_mut() else { return };
-        for d in cx.drops.iter() {
-            t.record(now, dev, Event::Drop(d.reason, d.arriving), &d.pkt);
-        }
-        if let Some(p) = pkt {
-            t.record(now, dev, Event::Dequeue, p);
+        if let Some(t) = self.trace.as_mut() {
+            record_dequeue(t, now, dev, pkt, cx);
         }
     }
 
@@ -1733,6 +1740,24 @@ impl Network {
     pub fn iface_label(&self, iface: IfaceId) -> String {
         let i = &self.ifaces[iface];
         format!("{}:{}", self.nodes[i.node].name, i.name)
+    }
+}
+
+/// A dequeue's trace lines on `dev`: the drops it made, then the packet, if any.
+#[cold]
+fn record_dequeue(
+    t: &mut crate::trace::Trace,
+    now: Nanos,
+    dev: &str,
+    pkt: Option<&Packet>,
+    cx: &Cx,
+) {
+    use crate::trace::Event;
+    for d in cx.drops.iter() {
+        t.record(now, dev, Event::Drop(d.reason, d.arriving), &d.pkt);
+    }
+    if let Some(p) = pkt {
+        t.record(now, dev, Event::Dequeue, p);
     }
 }
 
@@ -1780,17 +1805,7 @@ impl Transmitter for Wire<'_> {
     #[inline]
     fn dequeued(&mut self, pkt: Option<&Packet>, cx: &mut Cx) {
         if let Some((t, label)) = self.trace.as_mut() {
-            for d in cx.drops.iter() {
-                t.record(
-                    self.now,
-                    label,
-                    crate::trace::Event::Drop(d.reason, d.arriving),
-                    &d.pkt,
-                );
-            }
-            if let Some(p) = pkt {
-                t.record(self.now, label, crate::trace::Event::Dequeue, p);
-            }
+            record_dequeue(t, self.now, label, pkt, cx);
         }
         if cx.drops.is_empty() {
             return;
@@ -1840,6 +1855,8 @@ struct TeqlXmit<'a> {
     split: Vec<(AppId, u32)>,
     /// Packets the master's qdisc dropped during its dequeues.
     dropped: u64,
+    /// The per-packet trace and teql0's label (`node:teql0`), if a trace is being written.
+    trace: Option<(&'a mut crate::trace::Trace, &'a str)>,
 }
 
 impl TeqlXmit<'_> {
@@ -1901,7 +1918,10 @@ impl Transmitter for TeqlXmit<'_> {
         self.pending.is_empty() && self.slave_free()
     }
 
-    fn dequeued(&mut self, _pkt: Option<&Packet>, cx: &mut Cx) {
+    fn dequeued(&mut self, pkt: Option<&Packet>, cx: &mut Cx) {
+        if let Some((t, label)) = self.trace.as_mut() {
+            record_dequeue(t, self.now, label, pkt, cx);
+        }
         for d in cx.drops.take() {
             self.dropped += 1;
             if d.pkt.tag != 0 {

@@ -11,6 +11,8 @@
 use tclab_sim::run::{run, Outcome};
 use tclab_sim::scenario::{load, Scenario};
 
+mod common;
+
 /// h1 --100mbit-- r1 ==(eth1, eth2: 10mbit each)== r2 --100mbit-- h2, with `policy` on r1.
 fn scenario(delay1: &str, delay2: &str, policy: &str, traffic: &str) -> String {
     format!(
@@ -185,6 +187,42 @@ fn teql0s_counters_are_in_the_summary() {
     let n = |k: &str| c[k].as_u64().unwrap() as i64;
     assert!((n("tx_packets") - 8389).abs() <= 3, "{c}");
     assert!((n("tx_dropped") - 4461).abs() <= 5, "{c}");
+}
+
+#[test]
+fn the_trace_follows_packets_through_teql0() {
+    // `--trace`: teql0's enqueues, dequeues and drops under r1:teql0, each count equal to the
+    // counter of the same run: every dequeue went to a slave (the master's tx_packets), every drop
+    // is one of its qdisc's, and what was enqueued either left, was dropped, or is still queued.
+    let mut sc = load(
+        "teql.toml",
+        &scenario("5ms", "5ms", BOND, UDP),
+        std::path::Path::new("."),
+    )
+    .unwrap();
+    let sink = common::Sink::default();
+    sc.net.trace = Some(tclab_sim::trace::Trace::text(Box::new(sink.clone())));
+    run(&mut sc, &mut |_| {}).expect("the run completes");
+    sc.net.trace.as_mut().unwrap().finish().unwrap();
+    let text = String::from_utf8(sink.0.borrow().clone()).unwrap();
+    let count = |event: &str| {
+        text.lines()
+            .filter(|l| l.split_whitespace().nth(1) == Some("r1:teql0"))
+            .filter(|l| l.split_whitespace().nth(2) == Some(event))
+            .count() as u64
+    };
+    let e = &sc.net.nodes[sc.net.node_by_name("r1").unwrap()].engine;
+    let q = e.device("teql0").unwrap().root().q.stats();
+    let master = e.teql().unwrap().stats;
+    assert_eq!(count("deq"), master.tx_packets);
+    assert_eq!(count("drop"), u64::from(q.drops));
+    assert_eq!(
+        count("enq"),
+        count("deq") + count("drop") + u64::from(q.qlen)
+    );
+    assert!(count("drop") > 0, "30 Mbit/s into 20: teql0's queue drops");
+    // The slaves' own qdiscs see none of it (teql_master_xmit calls their drivers).
+    assert!(!text.contains("r1:eth1 enq") && !text.contains("r1:eth2 enq"));
 }
 
 #[test]
