@@ -144,6 +144,8 @@ pub struct Bridge {
     said: Said,
     /// Changes to the interfaces (an MTU set while bridging), if the ports came with a listener.
     events: Option<sys::LinkEvents>,
+    /// The pauses of a real-time loop that never sleeps ([`crate::spin::BusyCap`]).
+    busy: Option<crate::spin::BusyCap>,
 }
 
 /// Warnings about the ports, each said once for all the bridges that share it: with `--queues N`
@@ -347,6 +349,7 @@ impl Bridge {
             calls: None,
             said: Said::default(),
             events: None,
+            busy: None,
         }
     }
 
@@ -496,6 +499,13 @@ impl Bridge {
         let r = self.run_loop(duration);
         // What the kernel dropped before the bridge could read it, however the loop ended.
         self.count_lost();
+        if let Some(c) = self.busy.as_ref().filter(|c| c.pauses > 0) {
+            eprintln!(
+                "tclab live: paused {} times, {:.1} ms in all, to stay under the kernel's real-time throttling",
+                c.pauses,
+                c.paused_ns as f64 / 1e6
+            );
+        }
         r
     }
 
@@ -520,7 +530,7 @@ impl Bridge {
         let mut idle = false;
         let mut spin = crate::spin::IdleSpin::new();
         // Only a real-time thread is throttled.
-        let mut cap = sys::is_realtime().then(crate::spin::BusyCap::default);
+        self.busy = sys::is_realtime().then(crate::spin::BusyCap::default);
         while !self.stopping() {
             let now = self.now();
             if deadline.is_some_and(|d| now >= d) {
@@ -528,7 +538,7 @@ impl Bridge {
             }
             // Under the kernel's real-time throttling, in pauses a shaper's burst absorbs (see
             // BusyCap): frames wait in the rings meanwhile.
-            if let Some(cap) = cap.as_mut().filter(|c| c.due(now)) {
+            if let Some(cap) = self.busy.as_mut().filter(|c| c.due(now)) {
                 if let Some(p) = cap.judge(now, sys::thread_cpu_ns()) {
                     self.flush_all();
                     sys::pause_ns(p);
