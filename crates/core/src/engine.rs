@@ -731,6 +731,22 @@ fn link_facts(d: &Device) -> LinkFacts {
     }
 }
 
+/// `dev_validate_mtu`: an Ethernet-like device (ether_setup, veth) and teql0 (`teql_master_setup`)
+/// take 68..=65535, checked before the driver's own `ndo_change_mtu`; an ifb has no bounds
+/// (`ifb_setup` clears them).
+pub fn check_mtu(kind: DevKind, mtu: u32) -> Result<(), KernelError> {
+    if kind == DevKind::Ifb {
+        return Ok(());
+    }
+    if mtu < 68 {
+        return Err(KernelError::invalid("mtu less than device minimum"));
+    }
+    if mtu > 65535 {
+        return Err(KernelError::invalid("mtu greater than device maximum"));
+    }
+    Ok(())
+}
+
 fn no_device() -> KernelError {
     KernelError::new(Errno::NoDevice)
 }
@@ -1073,10 +1089,11 @@ impl Engine {
         Ok(())
     }
 
-    /// `ip link set dev DEV mtu N`: the teql master refuses more than a slave's MTU
-    /// (`teql_master_mtu`); other devices take any.
+    /// `ip link set dev DEV mtu N`: within the device's bounds ([`check_mtu`]), and the teql master
+    /// refuses more than a slave's MTU (`teql_master_mtu`).
     pub fn set_mtu(&mut self, name: &str, mtu: u32) -> Result<(), KernelError> {
         let d = self.device(name).ok_or_else(no_device)?;
+        check_mtu(d.kind, mtu)?;
         if d.kind == DevKind::TeqlMaster {
             let slaves = self.teql.as_ref().map(|m| m.slaves()).unwrap_or_default();
             let too_big = slaves

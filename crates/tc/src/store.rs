@@ -651,6 +651,8 @@ impl Store {
                             // ip exits 2 when the kernel refuses (RTNETLINK), 1 on its own checks.
                             code: if e.starts_with("RTNETLINK")
                                 || e == "Error: Unknown device type."
+                                || e.starts_with("Error: mtu less")
+                                || e.starts_with("Error: mtu greater")
                             {
                                 2
                             } else {
@@ -1200,9 +1202,6 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
             "Error: argument \"{dev}\" is wrong: \"name\" not a valid ifname"
         ));
     }
-    if mtu == Some(0) {
-        return Err("Error: mtu must be positive".into());
-    }
     // The kinds `ip link add … type KIND` can make on Linux; any other is the kernel's "Unknown device
     // type" (rtnetlink finds no link ops for it).
     const KINDS: &[&str] = &[
@@ -1251,6 +1250,20 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
     // Other names stand for the host's own interfaces, which an offline policy creates on first use.
     if cmd == "set" && dev.starts_with("ifb") && engine.device(&dev).is_none() {
         return Err(format!("Cannot find device \"{dev}\""));
+    }
+    if let Some(m) = mtu {
+        use tclab_core::engine::DevKind;
+        // Out of the device's bounds: refused before anything is made or changed.
+        let dev_kind = match engine.device(&dev) {
+            Some(d) => d.kind,
+            None if ifb => DevKind::Ifb,
+            None => DevKind::Plain,
+        };
+        // An ifb takes any MTU on Linux; tclab's does not take 0, which no frame fits.
+        if m == 0 && dev_kind == DevKind::Ifb {
+            return Err("Error: mtu must be positive".into());
+        }
+        tclab_core::engine::check_mtu(dev_kind, m).map_err(|e| e.to_string())?;
     }
     match cmd {
         "add" | "set" => {
@@ -1358,6 +1371,36 @@ mod tests {
         link(&mut e, &words("add dev eth0 type dummy")).unwrap();
         assert!(link(&mut e, &words("set dev eth0 mtu 9000 numtxqueues 4")).is_err());
         assert_eq!(e.device("eth0").map(|d| d.mtu), Some(1500));
+    }
+
+    #[test]
+    fn an_mtu_out_of_the_devices_bounds_is_refused_and_changes_nothing() {
+        // dev_validate_mtu with a veth's and teql0's bounds (68..=65535), the kernel's extack
+        // messages as `ip link set` printed them on this machine's 6.18 kernel; an ifb has none.
+        let mut e = Engine::new();
+        link(&mut e, &words("add dev eth0 type veth peer eth1")).unwrap();
+        for (mtu, msg) in [
+            (0, "Error: mtu less than device minimum."),
+            (67, "Error: mtu less than device minimum."),
+            (65536, "Error: mtu greater than device maximum."),
+        ] {
+            let err = link(&mut e, &words(&format!("set dev eth0 mtu {mtu}"))).unwrap_err();
+            assert_eq!(err, msg, "mtu {mtu}");
+        }
+        link(&mut e, &words("set dev eth0 mtu 68")).unwrap();
+        link(&mut e, &words("set dev eth0 mtu 65535")).unwrap();
+        assert_eq!(e.device("eth0").map(|d| d.mtu), Some(65535));
+        // A refused `link add` makes nothing.
+        assert!(link(&mut e, &words("add dev v0 type veth mtu 60")).is_err());
+        assert!(e.device("v0").is_none());
+        // teql0 (teql_master_setup: min_mtu 68, max_mtu 65535), checked before teql_master_mtu.
+        let out = crate::run(&mut e, &words("qdisc add dev eth1 root teql0"), 0);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let err = link(&mut e, &words("set dev teql0 mtu 60")).unwrap_err();
+        assert_eq!(err, "Error: mtu less than device minimum.");
+        assert_eq!(e.device("teql0").map(|d| d.mtu), Some(1500));
+        link(&mut e, &words("add dev ifb0 type ifb")).unwrap();
+        link(&mut e, &words("set dev ifb0 mtu 100000")).unwrap();
     }
 
     #[test]
