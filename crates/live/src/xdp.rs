@@ -278,8 +278,14 @@ pub fn chunk_for(mtu: u32) -> Result<u32, String> {
         })
 }
 
-/// Receive queues of interface `name` (sysfs).
-fn rx_queues(name: &str) -> usize {
+/// Receive queues of interface `name` of index `ifindex`, as sysfs shows them; 1 if sysfs shows
+/// another namespace's interfaces (a thread that entered a namespace without remounting /sys) or
+/// none.
+fn rx_queues(name: &str, ifindex: i32) -> usize {
+    let shown = std::fs::read_to_string(format!("/sys/class/net/{name}/ifindex"));
+    if shown.ok().and_then(|s| s.trim().parse::<i32>().ok()) != Some(ifindex) {
+        return 1;
+    }
     std::fs::read_dir(format!("/sys/class/net/{name}/queues"))
         .map(|d| {
             d.filter_map(Result::ok)
@@ -294,7 +300,7 @@ impl XdpPort {
     /// program that feeds it. Every refusal names the step and what to do.
     pub fn open(name: &str, ifindex: i32, mtu: u32) -> Result<XdpPort, String> {
         let chunk = chunk_for(mtu).map_err(|e| format!("{name}: {e}"))?;
-        let queues = rx_queues(name);
+        let queues = rx_queues(name, ifindex);
         if queues != 1 {
             return Err(format!(
                 "{name}: {queues} receive queues; --xdp serves one (ip link add … numrxqueues 1)"
