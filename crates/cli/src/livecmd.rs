@@ -35,6 +35,7 @@ pub fn load_bridge_policy(
         engine,
         refusals,
         journal,
+        script_error,
         ..
     } = load_policy(Some(f), &setup, &[]).map_err(|e| match e {
         Failure::Failed(m) => Failure::Usage(m),
@@ -53,6 +54,19 @@ pub fn load_bridge_policy(
         return Err(usage(format!(
             "{f}: the policy does not apply whole, so nothing is bridged:\n{}",
             lines.join("\n")
+        )));
+    }
+    // A script that stopped part way (a command not found, a syntax error, an `exit 1`) built less
+    // than it says, though every tc line it reached applied: `tclab check`'s script-failed.
+    if let Some(e) = script_error {
+        let at = if e.located {
+            format!("{}: ", e.at)
+        } else {
+            String::new()
+        };
+        return Err(usage(format!(
+            "{f}: the policy script failed, so nothing is bridged: {at}{}",
+            e.message
         )));
     }
     if engine.teql().is_some() {
@@ -438,5 +452,35 @@ mod tests {
             panic!("a teql policy was accepted");
         };
         assert!(m.contains("teql is not supported by tclab live"), "{m}");
+    }
+
+    /// A script that stops half way leaves a policy that is not what it says (here: a typo of `tc`
+    /// that bash cannot find). It used to be bridged as it stood, exit 0, and said nothing.
+    #[test]
+    fn a_policy_script_that_fails_half_way_is_refused() {
+        let dir = std::env::temp_dir().join(format!("tclab-live-half-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ports = ["eth0".to_string(), "eth1".to_string()];
+        let typo = dir.join("typo.sh");
+        std::fs::write(&typo, "#!/bin/sh\ntcc qdisc add dev eth0 root fq_codel\n").unwrap();
+        let exits = dir.join("exits.sh");
+        std::fs::write(&exits, "#!/bin/sh\nexit 3\n").unwrap();
+        let (typo_r, exits_r) = (
+            load_bridge_policy(&typo, &ports, 1),
+            load_bridge_policy(&exits, &ports, 1),
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        let Err(Failure::Usage(m)) = typo_r else {
+            panic!("a script that failed at its line 2 was bridged");
+        };
+        assert!(
+            m.contains("the policy script failed, so nothing is bridged")
+                && m.contains("typo.sh:2: bash: tcc: command not found"),
+            "{m}"
+        );
+        let Err(Failure::Usage(m)) = exits_r else {
+            panic!("a script that exited with status 3 was bridged");
+        };
+        assert!(m.contains("the script exited with 3"), "{m}");
     }
 }
