@@ -1415,3 +1415,77 @@ tc qdisc add dev $DEV parent 1:10 fq_codel
     assert_eq!(r.code, 64, "{r:?}");
     assert!(r.stderr.contains("is not a shell script"), "{}", r.stderr);
 }
+
+/// r1 reaches r2 over two lines of 5 ms (eth1 10 Mbit/s, eth2 `rate2`), one CUBIC download h1 → h2
+/// for 20 s, `policy` on r1.
+fn bond_lab(rate2: &str, policy: &str) -> String {
+    let mut s = String::from("duration = \"20s\"\n");
+    for (name, kind) in [
+        ("h1", "host"),
+        ("r1", "router"),
+        ("r2", "router"),
+        ("h2", "host"),
+    ] {
+        s += &format!("[[node]]\nname = \"{name}\"\nkind = \"{kind}\"\n");
+    }
+    for (a, b, rate, delay) in [
+        ("h1", "r1:eth0", "100mbit", "1ms"),
+        ("r1:eth1", "r2:eth1", "10mbit", "5ms"),
+        ("r1:eth2", "r2:eth2", rate2, "5ms"),
+        ("r2:eth0", "h2", "100mbit", "1ms"),
+    ] {
+        s += &format!(
+            "[[link]]\na = \"{a}\"\nb = \"{b}\"\nrate = \"{rate}\"\ndelay = \"{delay}\"\n"
+        );
+    }
+    s + &format!(
+        "[[policy]]\nnode = \"r1\"\ntc = '''\n{}\n'''\n[[traffic]]\nkind = \"tcp\"\nname = \"t\"\n\
+         from = \"h1\"\nto = \"h2\"\nstart = \"0s\"\n",
+        lines(policy)
+    )
+}
+
+/// LARTC's teql bond without `ip link set dev teql0 up`, and over lines of unequal rates: check
+/// names each (docs/checks/teql-down.md, teql-unequal-slaves.md), and the simulator measures the
+/// damage the pages cite. One 10 Mbit/s line carries 10 × 1448/1490 = 9.72 Mbit/s of payload.
+#[test]
+fn a_teql_bond_never_up_or_over_unequal_lines_is_named_and_measured() {
+    const ONE_LINE: f64 = 10e6 * 1448.0 / 1490.0;
+    let bond = "#!/bin/sh\ntc qdisc add dev eth1 root teql0\ntc qdisc add dev eth2 root teql0\n\
+                ip link set dev teql0 up\n";
+    let down = bond.replace("ip link set dev teql0 up\n", "");
+    let dir = TempDir::new("review-teql");
+    let r = check(&dir, "down.sh", &down, &[]);
+    assert_eq!(r.code, 2, "{}", r.stdout);
+    assert_eq!(line_of(&the(&r, "teql-down")), "down.sh:2");
+    let unequal = ["--link", "eth1=10mbit", "--link", "eth2=2mbit"];
+    let r = check(&dir, "bond.sh", bond, &unequal);
+    assert_eq!(codes(&r), ["teql-unequal-slaves"], "{}", r.stdout);
+    // Down: one line's worth (the fewest-hops route, eth1); up: more than one line could carry.
+    let (_, out) = simulate(&bond_lab("10mbit", &down));
+    let g = out.flows[0].goodput_bps;
+    assert!(g < ONE_LINE && g > 0.9 * ONE_LINE, "down: {g:.0} bit/s");
+    let (_, out) = simulate(&bond_lab("10mbit", bond));
+    let g = out.flows[0].goodput_bps;
+    assert!(g > 1.8 * ONE_LINE, "equal lines: {g:.0} bit/s");
+    // 10 and 2 Mbit/s: reordering retransmits what was never lost, and the flow gets less than the
+    // slow line alone would carry (2 × 1448/1490 Mbit/s).
+    let (sc, out) = simulate(&bond_lab("2mbit", bond));
+    let lost: u64 = sc
+        .net
+        .ifaces
+        .iter()
+        .map(|i| i.counters.wire_lost + i.counters.tx_dropped)
+        .sum();
+    let t = &out.flows[0];
+    eprintln!(
+        "10 + 2 Mbit/s: {:.0} bit/s, {} retransmits",
+        t.goodput_bps, t.retransmits
+    );
+    assert!(t.goodput_bps < ONE_LINE / 5.0, "{:.0} bit/s", t.goodput_bps);
+    assert!(
+        t.retransmits > 100 && lost == 0,
+        "{} retransmits, {lost} lost",
+        t.retransmits
+    );
+}
