@@ -285,20 +285,41 @@ fn ethtool_by(fd: RawFd, name: &str, cmd: u32, data: u32) -> io::Result<u32> {
 }
 
 /// Turn off LRO, GRO, TSO, GSO and transmit checksumming on `name`; the names of those that were on
-/// and are now off. Offloads a device does not have (or cannot change) are skipped.
+/// and are now off. Offloads a device does not have (or cannot change) are skipped. One that is on
+/// and that this process may not change (no `CAP_NET_ADMIN`: reading needs none) is an error, with
+/// what was turned off turned back on: skipped, it would be said to be off while super-packets
+/// reached the shaper.
 pub fn offloads_off(name: &str) -> io::Result<Vec<&'static str>> {
     ifindex(name)?;
     let mut turned = Vec::new();
+    let mut turn_off = |what: &'static str, r: io::Result<u32>| match r {
+        Ok(_) => {
+            turned.push(what);
+            Ok(())
+        }
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err((what, e)),
+        Err(_) => Ok(()),
+    };
+    let mut r = Ok(());
     if let Ok(flags) = ethtool(name, ETHTOOL_GFLAGS, 0) {
-        if flags & ETH_FLAG_LRO != 0 && ethtool(name, ETHTOOL_SFLAGS, flags & !ETH_FLAG_LRO).is_ok()
-        {
-            turned.push("lro");
+        if flags & ETH_FLAG_LRO != 0 {
+            r = turn_off("lro", ethtool(name, ETHTOOL_SFLAGS, flags & !ETH_FLAG_LRO));
         }
     }
     for &(what, get, set) in OFFLOADS {
-        if ethtool(name, get, 0).is_ok_and(|on| on != 0) && ethtool(name, set, 0).is_ok() {
-            turned.push(what);
+        if r.is_ok() && ethtool(name, get, 0).is_ok_and(|on| on != 0) {
+            r = turn_off(what, ethtool(name, set, 0));
         }
+    }
+    if let Err((what, e)) = r {
+        let _ = offloads_on(name, &turned);
+        return Err(io::Error::new(
+            e.kind(),
+            format!(
+                "{name}: {what} is on and cannot be turned off ({e}): offloads hand a shaper \
+                 super-packets, and turning them off needs CAP_NET_ADMIN (run tclab as root)"
+            ),
+        ));
     }
     Ok(turned)
 }
@@ -1489,5 +1510,72 @@ impl TxRing {
     /// Whether the last [`TxRing::kick`] found the device down.
     pub fn device_down(&self) -> bool {
         self.down
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This thread's capabilities without `cap` (both effective and permitted: for good, in this
+    /// thread only, as capset(2) acts on the calling thread).
+    fn drop_from_this_thread(cap: u32) {
+        #[repr(C)]
+        struct Header {
+            version: u32,
+            pid: i32,
+        }
+        let header = Header {
+            version: 0x2008_0522,
+            pid: 0,
+        };
+        // Two words of effective, permitted, inheritable.
+        let mut data = [[0u32; 3]; 2];
+        // SAFETY: capget writes two data words we own, after a version-3 header.
+        let r = unsafe { libc::syscall(libc::SYS_capget, &header, data.as_mut_ptr()) };
+        assert_eq!(r, 0, "capget: {}", io::Error::last_os_error());
+        for word in &mut data[(cap / 32) as usize][..2] {
+            *word &= !(1 << (cap % 32));
+        }
+        // SAFETY: capset reads the header and the two words we own.
+        let r = unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) };
+        assert_eq!(r, 0, "capset: {}", io::Error::last_os_error());
+    }
+
+    /// Without CAP_NET_ADMIN the offloads that are on cannot be turned off. They used to be skipped
+    /// as if the device could not change them, and `tclab live` (run with CAP_NET_RAW alone: `capsh
+    /// --drop=cap_net_admin`) said "no segmentation, GRO or checksum offload on" while TSO, GSO and
+    /// tx-checksumming were on.
+    #[test]
+    fn offloads_that_this_process_may_not_turn_off_are_an_error_not_skipped() {
+        if let Err(e) = crate::lab::Lab::check_root() {
+            eprintln!("skipped: {e}");
+            return;
+        }
+        let ns = crate::vethns::VethNs::new("rv-offl").expect("the test's namespace");
+        // VethNs turns every offload off; a0's are put back as a veth has them.
+        ns.enter(|| offloads_on("a0", &["tso", "gso", "tx-checksum"]))
+            .unwrap()
+            .unwrap();
+        let on = ns.enter(|| offloads_on_now("a0")).unwrap().unwrap();
+        assert_eq!(on, ["tso", "gso", "tx-checksum"], "a veth's offloads");
+        let without = std::thread::spawn(move || {
+            ns.enter(|| {
+                drop_from_this_thread(12); // CAP_NET_ADMIN
+                (offloads_off("a0"), offloads_on_now("a0").unwrap())
+            })
+            .unwrap()
+        })
+        .join()
+        .unwrap();
+        let (r, still) = without;
+        let e = r.expect_err("offloads that stayed on were reported turned off or absent");
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("a0: tso is on and cannot be turned off")
+                && msg.contains("CAP_NET_ADMIN"),
+            "{msg}"
+        );
+        assert_eq!(still, ["tso", "gso", "tx-checksum"], "nothing changed");
     }
 }
