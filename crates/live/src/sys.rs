@@ -228,12 +228,33 @@ impl LinkEvents {
     }
 }
 
-/// Can `name` be one of a bridge's ports? It must exist, be up, and not be a port of a kernel bridge
-/// (or bond) already: the kernel would forward its frames too, and every frame would arrive twice.
+/// Can `name` be one of a bridge's ports? It must exist, be an Ethernet device other than loopback
+/// (`br_add_if`'s rule: frames are read and sent with their Ethernet header, which an L3 device such
+/// as a tun or wireguard has not, and what is sent out of `lo` comes straight back in), be up, and
+/// not be a port of a kernel bridge (or bond) already: the kernel would forward its frames too, and
+/// every frame would arrive twice.
 pub fn check_bridgeable(name: &str) -> Result<(), String> {
     ifindex(name).map_err(|e| e.to_string())?;
     let s = ioctl_socket().map_err(|e| e.to_string())?;
     let flags = flags_by(s.as_raw_fd(), name).map_err(|e| e.to_string())?;
+    if flags & libc::IFF_LOOPBACK != 0 {
+        return Err(format!(
+            "{name} is a loopback device: what tclab sent out of it would come straight back in"
+        ));
+    }
+    let mut r = ifreq(name).map_err(|e| e.to_string())?;
+    // SAFETY: SIOCGIFHWADDR reads the name and writes ifru_hwaddr of the ifreq we own.
+    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFHWADDR, &mut r) } != 0 {
+        return Err(last_error(&format!("{name}: reading its link type")).to_string());
+    }
+    // SAFETY: the kernel filled the hwaddr member; its family is the device's ARPHRD_ type.
+    let link = unsafe { r.ifr_ifru.ifru_hwaddr.sa_family };
+    if link != libc::ARPHRD_ETHER {
+        return Err(format!(
+            "{name} is not an Ethernet device (link type {link}; ip -d link show dev {name}): \
+             tclab live bridges Ethernet frames, as the kernel's bridge does"
+        ));
+    }
     if flags & libc::IFF_UP == 0 {
         return Err(format!("{name} is down: ip link set dev {name} up first"));
     }
@@ -1577,5 +1598,31 @@ mod tests {
             "{msg}"
         );
         assert_eq!(still, ["tso", "gso", "tx-checksum"], "nothing changed");
+    }
+
+    /// The kernel's bridge takes Ethernet devices only (`br_add_if`: EINVAL for loopback or another
+    /// link type). `tclab live --dev X --dev lo` used to bridge, and sent every frame from X back to
+    /// it through lo; a tun (raw IP, no link header) would have had its packets read as frames.
+    #[test]
+    fn loopback_and_devices_without_an_ethernet_header_are_not_bridged() {
+        if let Err(e) = crate::lab::Lab::check_root() {
+            eprintln!("skipped: {e}");
+            return;
+        }
+        let ns = crate::vethns::VethNs::new("rv-eth").expect("the test's namespace");
+        ns.ip(&["tuntap", "add", "dev", "t0", "mode", "tun"])
+            .unwrap();
+        for d in ["lo", "t0"] {
+            ns.ip(&["link", "set", "dev", d, "up"]).unwrap();
+        }
+        let said = |d: &str| ns.enter(|| check_bridgeable(d)).unwrap();
+        assert_eq!(said("a0"), Ok(()), "a veth is Ethernet");
+        let lo = said("lo").expect_err("lo was taken as a port");
+        assert!(lo.contains("lo is a loopback device"), "{lo}");
+        let tun = said("t0").expect_err("a tun was taken as a port");
+        assert!(
+            tun.contains("t0 is not an Ethernet device (link type 65534"),
+            "{tun}"
+        );
     }
 }
