@@ -30,8 +30,8 @@ pub fn fmt_bps(bps: f64) -> String {
     }
 }
 
-/// Per-class totals at the end of the run. A class the kernel dumps no counters for (TBF's, RED's,
-/// CBS's one class: no `dump_stats`) is listed as its qdisc instead (classid `1:`), with the counters
+/// Per-class totals at the end of the run. A class the kernel dumps no counters for (the one class
+/// of TBF, RED, CBS, netem: no `dump_stats`) is listed as its qdisc instead (classid `1:`), with the counters
 /// `tc -s qdisc show` prints for it: the shaper's own drops and overlimits, which its child's
 /// counters (what tclab keeps for the class) never show.
 fn classes(sc: &Scenario) -> Vec<Value> {

@@ -54,8 +54,8 @@ pub enum ClassCounters {
     Full,
     /// Queue counters only (`gnet_stats_copy_queue`): flow queues listed as classes, skbprio's bands.
     QueueOnly,
-    /// None: the discipline has no `dump_stats` (TBF, RED, CBS: their one class), and tc prints an
-    /// empty line under the class.
+    /// None: the discipline has no `dump_stats` (TBF, RED, CBS, netem: their one class), and tc
+    /// prints an empty line under the class.
     None,
 }
 
