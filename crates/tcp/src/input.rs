@@ -222,7 +222,7 @@ impl Connection {
             self.rcv_rtt_measure_ts(now, len, seg.options.timestamps.map(|t| t.1));
         }
         if len > 0 || fin {
-            self.process_data(now, seq, len, fin, seg.ecn);
+            self.process_data(now, seq, seg, fin);
         }
     }
 
@@ -620,9 +620,10 @@ impl Connection {
         self.reset_xmit_timer(now + rto);
     }
 
-    /// Receive data (`tcp_data_queue`), and schedule the ACK (`__tcp_ack_snd_check`). `ecn_field`: the
-    /// ECN bits of the IP header that carried it.
-    fn process_data(&mut self, now: Nanos, seq: i64, len: u64, fin: bool, ecn_field: u8) {
+    /// Receive data (`tcp_data_queue`), and schedule the ACK (`__tcp_ack_snd_check`). `seq` is the
+    /// segment's absolute sequence number.
+    fn process_data(&mut self, now: Nanos, seq: i64, seg: &Segment, fin: bool) {
+        let (len, ecn_field) = (seg.payload_len as u64, seg.ecn);
         if self.fin_received {
             // Anything after the FIN: just acknowledge.
             self.ack_now = true;
@@ -668,6 +669,7 @@ impl Connection {
                 let got = new_nxt - self.rcv_nxt;
                 self.rcv_nxt = new_nxt;
                 // tcp_event_data_recv(), then the application's read when it reads as data comes
+                self.measure_push(seg);
                 self.rcv_rtt_measure(now);
                 self.ecn_check_ce(now, ecn_field);
                 if e - s >= 128 {
@@ -724,12 +726,41 @@ impl Connection {
             // ... and the right edge advances far enough (or the application has read everything)
             let more_than_one = self.rcv_nxt - self.rcv_wup > self.rcv_mss as u64
                 && (self.unread == 0 || self.raw_select_window() >= self.rcv_wnd_adv);
-            if more_than_one || self.quick > 0 || !self.cfg.delayed_ack {
+            if more_than_one || self.quick > 0 || !self.cfg.delayed_ack || self.pushed_and_read() {
                 self.ack_now = true;
             } else if self.delack_at.is_none() {
                 self.delack_at = Some(now + TCP_DELACK_MIN);
             }
         }
+    }
+
+    /// `tcp_measure_rcv_mss()`'s push marks (Linux 6.12), on in-order data: a full-sized segment with
+    /// PSH — the end of an application's write — sets `ICSK_ACK_PUSHED`; so does a shorter one, unless
+    /// it is the second of that size in a row without PSH, FIN or SYN (then it is the peer's MSS).
+    fn measure_push(&mut self, seg: &Segment) {
+        // TCP_REMNANT: FIN, URG, SYN, PSH.
+        const REMNANT: u8 = flags::FIN | 0x20 | flags::SYN | flags::PSH;
+        let lss = std::mem::take(&mut self.last_seg_size);
+        if seg.payload_len >= self.rcv_mss {
+            self.ack_pushed |= seg.has(flags::PSH);
+            return;
+        }
+        let len = seg.payload_len + seg.header_len();
+        if len >= TCP_MSS_DEFAULT + 20 || (len >= 88 + 20 && seg.flags & REMNANT == 0) {
+            let len = len - (20 + if self.ts_ok { TS_OPTLEN } else { 0 });
+            self.last_seg_size = len;
+            if len == lss {
+                self.rcv_mss = len;
+                return;
+            }
+        }
+        self.ack_pushed = true;
+    }
+
+    /// `tcp_cleanup_rbuf()`'s ACK for pushed data: the application has read everything there is,
+    /// out-of-order data included (`sk_rmem_alloc` is 0). Interactive (pingpong) mode is not modelled.
+    pub(crate) fn pushed_and_read(&self) -> bool {
+        self.ack_pushed && self.unread == 0 && self.ooo.is_empty()
     }
 
     fn deliver(&mut self, now: Nanos, got: u64) {

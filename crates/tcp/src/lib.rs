@@ -93,6 +93,9 @@
 //!   delayed-ACK timer (`TCP_DELACK_MIN`). Out-of-order data, data that fills
 //!   a hole, duplicates and FIN are acknowledged at once, with up to 3 SACK
 //!   blocks (4 without timestamps), the most recent first (`tcp_sack_new_ofo_skb`).
+//!   In-order data that ends a write (a full-sized segment with PSH) or comes
+//!   short of the MSS is acknowledged as soon as the application has read
+//!   everything (`ICSK_ACK_PUSHED`, `tcp_cleanup_rbuf`; Linux 6.12).
 //! * **Flow control**: the receiver advertises its free buffer, at most
 //!   `rcv_ssthresh`, never shrinking the right edge (`tcp_select_window`),
 //!   zero below 1/16 of the buffer or one segment; a window update is sent
@@ -593,6 +596,11 @@ pub struct Connection {
     ack_now: bool,
     quick: u32,
     rcv_mss: u32,
+    /// `ICSK_ACK_PUSHED`: the data received since the last ACK ended a write (PSH on a full-sized
+    /// segment) or came short of the MSS; ACK once the application has read it all (`tcp_cleanup_rbuf`).
+    ack_pushed: bool,
+    /// `icsk_ack.last_seg_size`: a short segment's payload, to take the MSS from two in a row.
+    last_seg_size: u32,
     first_data_seen: bool,
     ts_recent: u32,
 

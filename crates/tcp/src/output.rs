@@ -136,6 +136,7 @@ impl Connection {
             }
             self.rcv_wup = self.rcv_nxt;
             self.ack_pending = false;
+            self.ack_pushed = false;
             self.ack_now = false;
             self.delack_at = None;
         } else {

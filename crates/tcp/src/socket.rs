@@ -209,6 +209,8 @@ impl Connection {
             ece_reductions: 0,
             quick: 0,
             rcv_mss,
+            ack_pushed: false,
+            last_seg_size: 0,
             first_data_seen: false,
             ts_recent: 0,
             written: 0,
@@ -314,6 +316,9 @@ impl Connection {
             return;
         }
         self.rcv_space_adjust(now);
+        if self.ack_pending && self.pushed_and_read() {
+            self.ack_now = true;
+        }
         let before = self.cur_rcv_window();
         if 2 * before <= self.rb.window_clamp as u64 {
             let new = self.raw_select_window();

@@ -136,6 +136,54 @@ fn delayed_ack_and_sack_generation() {
 }
 
 /// A data segment echoing `tsecr` (the receiver's clock, ms).
+/// Linux 6.12's `tcp_measure_rcv_mss`: a full-sized segment with PSH (the end of the sender's write)
+/// sets `ICSK_ACK_PUSHED`, and `tcp_cleanup_rbuf` ACKs it as soon as the application has read it —
+/// where a lone full-sized segment without PSH waits for the 40 ms delayed-ACK timer. A segment shorter
+/// than the MSS is ACKed once read too. (In docs/KERNEL_VS_SIM.md's lab, 532 of the kernel receiver's
+/// 685 one-segment in-order ACKs in 20 s followed a PSH segment.)
+#[test]
+fn a_pushed_segment_is_acked_once_read() {
+    let fixed = Config {
+        rcvbuf: 49152,
+        ..Config::default()
+    };
+    let (_cl, mut sv) = pair(Config::default(), fixed);
+    let base = CLIENT_ISN.wrapping_add(1);
+    let mut t = 100 * MS;
+    // The 16 quickacks (see delayed_ack_and_sack_generation), then a lone segment: held.
+    for i in 0..17 {
+        sv.on_segment(t, &data(i, 0));
+        assert_eq!(drain(&mut sv, t).len(), (i < 16) as usize, "segment {i}");
+        t += MS;
+    }
+    assert_eq!(sv.poll_at(), Some(t - MS + 40 * MS));
+    let out = drain(&mut sv, t - MS + 40 * MS);
+    assert_eq!(out[0].ack, base.wrapping_add(17 * 1448));
+    t += 40 * MS;
+    let mut pushed = data(17, 0);
+    pushed.flags |= flags::PSH;
+    sv.on_segment(t, &pushed);
+    let out = drain(&mut sv, t);
+    assert_eq!(out.len(), 1, "the pushed segment ACKed once read");
+    assert_eq!(out[0].ack, base.wrapping_add(18 * 1448));
+    // The mark went with that ACK: the next lone segment waits again.
+    t += MS;
+    sv.on_segment(t, &data(18, 0));
+    assert!(drain(&mut sv, t).is_empty());
+    let out = drain(&mut sv, t + 40 * MS);
+    assert_eq!(out[0].ack, base.wrapping_add(19 * 1448));
+    // 500 bytes, no PSH: short of the MSS, ACKed at once.
+    t += 41 * MS;
+    let short = Segment {
+        payload_len: 500,
+        ..data(19, 0)
+    };
+    sv.on_segment(t, &short);
+    let out = drain(&mut sv, t);
+    assert_eq!(out.len(), 1, "a short segment ACKed once read");
+    assert_eq!(out[0].ack, base.wrapping_add(19 * 1448 + 500));
+}
+
 fn data_ecr(i: u32, tsecr: u32) -> Segment {
     let mut d = data(i, tsecr);
     d.options.timestamps = Some((tsecr, tsecr));
