@@ -174,3 +174,40 @@ fn a_slave_that_is_not_ethernet_like_beside_broadcast_ones() {
     assert_eq!(run(&mut e, "qdisc add dev eth1 root teql0").code, 0);
     assert_eq!(slaves(&e), ["eth0", "eth1", "wg0"]);
 }
+
+#[test]
+fn change_and_replace_of_a_slave_with_teql0_again_change_nothing() {
+    // tc sends teql no options (parse_noqopt), so tc_modify_qdisc's "change" path (change, or
+    // replace of the same kind and handle) reaches qdisc_change without TCA_OPTIONS, which never
+    // asks for the `change` teql lacks: exit 0, the slave and its queue left as they were.
+    let mut e = Engine::new();
+    assert_eq!(
+        run(&mut e, "qdisc add dev eth0 root handle 1: teql0").code,
+        0
+    );
+    assert_eq!(run(&mut e, "qdisc add dev eth1 root teql0").code, 0);
+    let mut cx = Cx::new(0);
+    let _ = e
+        .device_mut("eth0")
+        .unwrap()
+        .enqueue(Packet::of_len(100), &mut cx);
+    for line in [
+        "qdisc change dev eth0 root teql0",
+        "qdisc change dev eth0 root handle 1: teql0",
+        "qdisc replace dev eth0 root teql0",
+        "qdisc replace dev eth0 root handle 1: teql0",
+    ] {
+        let o = run(&mut e, line);
+        assert_eq!((o.code, o.stderr.as_str()), (0, ""), "{line}");
+    }
+    assert_eq!(slaves(&e), ["eth0", "eth1"]);
+    let _ = e.device_mut("eth0").unwrap().dequeue(&mut cx);
+    let s = run(&mut e, "-s qdisc show dev eth0").stdout;
+    assert!(
+        s.contains("qdisc teql0 1: root refcnt 2 \n Sent 100 bytes 1 pkt"),
+        "{s}"
+    );
+    // An option is still tc's own refusal, before the kernel.
+    let o = run(&mut e, "qdisc change dev eth0 root teql0 limit 5");
+    assert_eq!(o.code, 1, "{}", o.stderr);
+}

@@ -654,7 +654,7 @@ pub(crate) fn one_child_walk(
     }]
 }
 
-/// `qdisc_change`'s answer for a discipline without `change` (ETF, teql, mqprio).
+/// `qdisc_change`'s answer for a discipline without `change` given options (ETF, mqprio).
 pub(crate) fn change_not_supported() -> KernelError {
     KernelError::msg(
         Errno::NotSupported,

@@ -94,13 +94,15 @@ impl Qdisc for Teql {
         QdiscOptions::Teql
     }
 
+    /// teql has no `change`, but tc sends it no options (`parse_noqopt`), and `qdisc_change` asks for
+    /// one only with TCA_OPTIONS: `tc qdisc change|replace dev X root teql0` succeeds, changing nothing.
     fn change(
         &mut self,
         _opts: &QdiscOptions,
         _env: &DevEnv,
         _now: Nanos,
     ) -> Result<Vec<Warning>, KernelError> {
-        Err(super::change_not_supported())
+        Ok(Vec::new())
     }
 }
 
