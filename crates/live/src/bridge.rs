@@ -921,12 +921,19 @@ impl Bridge {
     /// (`tcf_mirred_act`: an overlimit, a redirected packet shot); coming up puts its tree back.
     /// The loop calls it on the link's events, a detached bridge's caller at will.
     pub fn set_port_up(&mut self, i: usize, up: bool) {
+        let name = &self.ports[i].name;
         if up {
             if self.ports[i].down {
+                self.said.forget(&format!("down {name}"));
+                // Said once for all queues, as its going down was, which left "nothing passes
+                // through it" as the log's last word on the port.
+                self.said.once(format!("up {name}"), || {
+                    format!("{name} is up again: frames pass through it")
+                });
                 self.ports[i].down = false;
-                self.said.forget(&format!("down {}", self.ports[i].name));
             }
         } else {
+            self.said.forget(&format!("up {name}"));
             self.ports[i].down = true;
             self.purge(i);
         }

@@ -159,6 +159,28 @@ fn two_queues_saying_into(said: &tclab_live::bridge::Said) -> Vec<Bridge> {
 }
 
 #[test]
+fn a_port_up_again_is_said_once_for_all_queues_each_time() {
+    // Its going down is said ("nothing passes through it until it is up again"); its coming back
+    // used to go unsaid, so a log's last word on a port that had come back was that it was down.
+    let said = tclab_live::bridge::Said::default();
+    let mut queues = two_queues_saying_into(&said);
+    for _ in 0..2 {
+        for up in [false, true] {
+            for b in &mut queues {
+                b.set_port_up(1, up);
+            }
+        }
+    }
+    assert_eq!(
+        said.messages(),
+        [
+            "eth1 is up again: frames pass through it",
+            "eth1 is up again: frames pass through it",
+        ]
+    );
+}
+
+#[test]
 fn each_mtu_change_is_said_once_for_all_queues_also_when_it_comes_back() {
     // Two queues' bridges meet the same changes: 1500 -> 9000 -> 1500 -> 9000 -> 1500 is four
     // lines, not eight (once for all queues) and not two (a review found a toggled MTU's repeated
