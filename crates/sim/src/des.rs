@@ -33,6 +33,11 @@ pub struct EventQueue<E> {
     buckets: [Vec<Entry<E>>; 64],
     /// Bit `b` set when `buckets[b]` is not empty.
     full: u64,
+    /// Each non-empty bucket's earliest time and the position of its first event at that time, kept as
+    /// events are added, so that a pop finds its event without scanning the bucket; and bit `b` set when
+    /// another event of `buckets[b]` shares that time.
+    first: [(Nanos, u32); 64],
+    tied: u64,
     /// An empty vector with capacity, swapped with a bucket that is being redistributed.
     spare: Vec<Entry<E>>,
     len: usize,
@@ -48,6 +53,8 @@ impl<E> Default for EventQueue<E> {
             current: VecDeque::new(),
             buckets: std::array::from_fn(|_| Vec::new()),
             full: 0,
+            first: [(0, 0); 64],
+            tied: 0,
             spare: Vec::new(),
             len: 0,
             seq: 0,
@@ -79,10 +86,23 @@ impl<E> EventQueue<E> {
         if e.at == self.now {
             self.current.push_back(e);
         } else {
-            let b = bucket(e.at, self.now);
-            self.buckets[b].push(e);
-            self.full |= 1 << b;
+            self.push(bucket(e.at, self.now), e);
         }
+    }
+
+    /// Add `e` to bucket `b`, keeping the bucket's earliest time.
+    #[inline]
+    fn push(&mut self, b: usize, e: Entry<E>) {
+        let bit = 1u64 << b;
+        let events = &mut self.buckets[b];
+        if self.full & bit == 0 || e.at < self.first[b].0 {
+            self.first[b] = (e.at, events.len() as u32);
+            self.tied &= !bit;
+        } else if e.at == self.first[b].0 {
+            self.tied |= bit;
+        }
+        events.push(e);
+        self.full |= bit;
     }
 
     /// The earliest event at or before `until`, advancing the clock to it.
@@ -94,26 +114,18 @@ impl<E> EventQueue<E> {
             // The lowest non-empty bucket holds the earliest events: they agree with `now` above bit b and
             // have it set, where an event of a higher bucket b' has bit b' set and `now` has it clear.
             let b = self.full.trailing_zeros() as usize;
-            let events = &mut self.buckets[b];
-            // The earliest time, the first event at it and whether another shares it.
-            let (mut at, mut first, mut tied) = (Nanos::MAX, 0, false);
-            for (i, e) in events.iter().enumerate() {
-                if e.at < at {
-                    (at, first, tied) = (e.at, i, false);
-                } else if e.at == at {
-                    tied = true;
-                }
-            }
+            let (at, first) = self.first[b];
             if at > until {
                 return None;
             }
             self.now = at;
             self.len -= 1;
             self.popped += 1;
-            if !tied {
+            if self.tied & (1 << b) == 0 {
                 // The one event at that instant, most often alone in its bucket too: it leaves at once,
                 // without a pass through `current` (nearly every pop of a simulation is this one).
-                let e = events.swap_remove(first);
+                let events = &mut self.buckets[b];
+                let e = events.swap_remove(first as usize);
                 if events.is_empty() {
                     self.full &= !(1 << b);
                 } else {
@@ -142,16 +154,16 @@ impl<E> EventQueue<E> {
         let now = self.now;
         std::mem::swap(&mut self.buckets[b], &mut self.spare);
         self.full &= !(1 << b);
-        for e in self.spare.drain(..) {
+        let mut spare = std::mem::take(&mut self.spare);
+        for e in spare.drain(..) {
             if e.at == now {
                 self.current.push_back(e);
             } else {
                 // Below b: the event agreed with the old `now` above bit b, and so does the new one.
-                let nb = bucket(e.at, now);
-                self.buckets[nb].push(e);
-                self.full |= 1 << nb;
+                self.push(bucket(e.at, now), e);
             }
         }
+        self.spare = spare;
     }
 
     pub fn len(&self) -> usize {
