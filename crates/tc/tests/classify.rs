@@ -424,6 +424,53 @@ fn u32_hash_table_link() {
     assert_eq!(class_of_dev(&mut e, "eth0", p), "1:99", "bucket 9 is empty");
 }
 
+/// u32 links nest at most 7 deep (`TC_U32_MAXDEPTH` 8, less the root's frame, as tclab counts them): a
+/// chain of 7 links reaches its terminal filter, a chain of 8 stops at the limit and matches nothing
+/// (the kernel's "dead loop" answer), without overrunning the classifier's fixed stack.
+#[test]
+fn u32_links_nest_to_the_limit() {
+    let class_after = |links: u32| {
+        let mut e = Engine::new();
+        tc(&mut e, "qdisc add dev eth0 root handle 1: htb default 99");
+        for c in ["1:7", "1:99"] {
+            tc(
+                &mut e,
+                &format!("class add dev eth0 parent 1: classid {c} htb rate 1mbit"),
+            );
+        }
+        // Tables 2: .. links+1:, each linking to the next; the last one holds the terminal filter.
+        for t in (2..=links + 1).rev() {
+            tc(
+                &mut e,
+                &format!(
+                    "filter add dev eth0 parent 1: prio 5 handle {t:x}: protocol ip u32 divisor 1"
+                ),
+            );
+            let then = if t == links + 1 {
+                "flowid 1:7".to_string()
+            } else {
+                format!("link {:x}:", t + 1)
+            };
+            tc(
+                &mut e,
+                &format!("filter add dev eth0 parent 1: prio 5 protocol ip u32 ht {t:x}: match u32 0 0 {then}"),
+            );
+        }
+        tc(
+            &mut e,
+            "filter add dev eth0 parent 1: prio 5 protocol ip u32 ht 800:: match u32 0 0 link 2:",
+        );
+        class_of_dev(&mut e, "eth0", ipv4(6, 0, None, 10))
+    };
+    assert_eq!(class_after(1), "1:7");
+    assert_eq!(class_after(7), "1:7");
+    assert_eq!(
+        class_after(8),
+        "1:99",
+        "one link too deep: no match, the default class"
+    );
+}
+
 /// Random bytes, random lengths, random protocols through u32 (with links and nexthdr offsets), fw and
 /// the policer: nothing panics, whatever the packet says its header length is.
 #[test]

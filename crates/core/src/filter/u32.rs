@@ -271,14 +271,22 @@ impl U32Tp {
         cx: &mut Cx,
         res: &mut TcfResult,
     ) -> Control {
-        // A stack of (table, bucket, node position, header offset) to come back to after a link.
+        // A stack of (table, bucket, node position, header offset) to come back to after a link: an
+        // array of the most links can nest, as the kernel's, not a vector allocated per packet.
+        #[derive(Clone, Copy)]
         struct Frame {
             ht: u32,
             bucket: usize,
             pos: usize,
             off: i64,
         }
-        let mut stack: Vec<Frame> = Vec::new();
+        let mut stack = [Frame {
+            ht: 0,
+            bucket: 0,
+            pos: 0,
+            off: 0,
+        }; TC_U32_MAXDEPTH - 1];
+        let mut depth = 0;
         let mut ht_handle = self.root;
         let mut bucket = 0usize;
         let mut pos = 0usize;
@@ -325,15 +333,16 @@ impl U32Tp {
                     continue;
                 };
                 // PUSH: remember where to resume, then descend.
-                if stack.len() >= TC_U32_MAXDEPTH - 1 {
+                if depth >= TC_U32_MAXDEPTH - 1 {
                     return NO_MATCH;
                 }
-                stack.push(Frame {
+                stack[depth] = Frame {
                     ht: ht_handle,
                     bucket,
                     pos,
                     off,
-                });
+                };
+                depth += 1;
                 let mut sel = 0u32;
                 if down.divisor != 0 {
                     let Some(word) = wire::be32(&pkt.data, off + n.sel.hoff as i64) else {
@@ -365,8 +374,8 @@ impl U32Tp {
                     break;
                 }
                 // The new offset is past the packet: come straight back up.
-                let f = stack.pop().expect("just pushed");
-                off = f.off;
+                depth -= 1;
+                off = stack[depth].off;
                 if let Some(r) = terminal(n, pkt, cx, res) {
                     return r;
                 }
@@ -375,9 +384,11 @@ impl U32Tp {
                 continue;
             }
             // POP: back to the node that linked here; it may itself be terminal.
-            let Some(f) = stack.pop() else {
+            if depth == 0 {
                 return NO_MATCH;
-            };
+            }
+            depth -= 1;
+            let f = stack[depth];
             ht_handle = f.ht;
             bucket = f.bucket;
             pos = f.pos;
