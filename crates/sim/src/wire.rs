@@ -164,43 +164,45 @@ impl Datagram {
 
     /// The header bytes (IP header and L4 header), with the IP total length filled in.
     pub fn emit(&self) -> Vec<u8> {
-        self.emit_with_id(self.ip.id)
+        let mut b = Vec::with_capacity(72);
+        self.emit_into(self.ip.id, &mut b);
+        b
     }
 
-    /// As [`emit`](Self::emit), with another IP identification (the sending host numbers its datagrams).
-    pub fn emit_with_id(&self, id: u16) -> Vec<u8> {
+    /// As [`emit`](Self::emit), with another IP identification (the sending host numbers its datagrams),
+    /// into `b` (emptied first: the simulator reuses delivered packets' buffers).
+    pub fn emit_into(&self, id: u16, b: &mut Vec<u8>) {
         let total = self.total_len().min(0xffff) as u16;
-        let mut b = Vec::with_capacity(72);
+        b.clear();
         b.push(0x45);
         b.push(self.ip.tos);
-        put16(&mut b, total);
-        put16(&mut b, id);
-        put16(&mut b, 0x4000); // DF, as Linux sets on TCP and on pings with PMTU discovery
+        put16(b, total);
+        put16(b, id);
+        put16(b, 0x4000); // DF, as Linux sets on TCP and on pings with PMTU discovery
         b.push(self.ip.ttl);
         b.push(self.ip.protocol);
-        put16(&mut b, 0);
-        put32(&mut b, self.ip.src);
-        put32(&mut b, self.ip.dst);
-        let c = checksum(&b);
+        put16(b, 0);
+        put32(b, self.ip.src);
+        put32(b, self.ip.dst);
+        let c = checksum(b);
         b[10..12].copy_from_slice(&c.to_be_bytes());
         match &self.l4 {
-            L4::Tcp(t) => emit_tcp(&mut b, t),
+            L4::Tcp(t) => emit_tcp(b, t),
             L4::Udp(u) => {
-                put16(&mut b, u.sport);
-                put16(&mut b, u.dport);
-                put16(&mut b, (8 + u.payload_len).min(0xffff) as u16);
-                put16(&mut b, 0);
+                put16(b, u.sport);
+                put16(b, u.dport);
+                put16(b, (8 + u.payload_len).min(0xffff) as u16);
+                put16(b, 0);
             }
             L4::Icmp(i) => {
                 b.push(i.kind);
                 b.push(i.code);
-                put16(&mut b, 0);
-                put16(&mut b, i.ident);
-                put16(&mut b, i.seq);
+                put16(b, 0);
+                put16(b, i.ident);
+                put16(b, i.seq);
             }
             L4::Other => {}
         }
-        b
     }
 
     /// Parse header bytes. `bytes` may stop after the L4 header (payload not materialised).
