@@ -538,6 +538,7 @@ fn build(cx: &Ctx, sf: ScenarioFile, base: &std::path::Path) -> Result<Scenario,
     let policies = apply_policies(cx, &sf, &mut net, base)?;
     frameless_keys(cx, &net);
     route_readers(&mut net);
+    teql_one_peer(cx, &sf, &net)?;
     // The interfaces' devices by id (a policy may have replaced one through a script's journal).
     net.index_devices();
 
@@ -1011,6 +1012,54 @@ fn node_tps(engine: &tclab_core::Engine) -> Vec<(&str, &tclab_core::filter::Tp)>
         out.extend(blocks.iter().flat_map(|b| b.tps()).map(|tp| (name, tp)));
     }
     out
+}
+
+/// An up teql master's slaves must all lead to one node. Linux's `teql_resolve` looks the route's
+/// next hop up on each slave (`__neigh_lookup_errno` on the slave, then ARP), and a line to another
+/// node cannot resolve it, so nothing goes that way; the simulator resolves every slave, and the
+/// other node would forward each frame back, a loop. Refused rather than simulated wrongly.
+fn teql_one_peer(cx: &Ctx, sf: &ScenarioFile, net: &Network) -> Result<(), ScenarioError> {
+    use tclab_core::qdisc::teql::MASTER;
+    for node in &net.nodes {
+        let (Some(m), Some(true)) = (node.engine.teql(), node.engine.device(MASTER).map(|d| d.up))
+        else {
+            continue;
+        };
+        // Each slave with a line (an ifb or a tunnel has none), with the node at its far end.
+        let lines: Vec<(&str, NodeId)> = m
+            .slaves()
+            .into_iter()
+            .filter_map(|ifindex| {
+                let name = node.engine.device_by_ifindex(ifindex)?.name.as_str();
+                let i = node.ifaces.iter().find(|&&i| net.ifaces[i].name == name)?;
+                Some((name, net.ifaces[net.ifaces[*i].peer].node))
+            })
+            .collect();
+        let Some(((a, pa), (b, pb))) = lines
+            .iter()
+            .flat_map(|x| lines.iter().map(move |y| (x, y)))
+            .find(|(x, y)| x.1 != y.1)
+        else {
+            continue;
+        };
+        let span = sf
+            .policy
+            .iter()
+            .rev()
+            .find(|p| p.node.get_ref() == &node.name)
+            .map_or(0..0, |p| p.node.span());
+        return cx.err(
+            span,
+            "policy.tc",
+            format!(
+                "node {}: teql0's slaves {a} and {b} lead to different nodes ({} and {}); Linux's \
+                 teql_resolve looks the route's next hop up on every slave, which a line to another \
+                 node cannot resolve: bond lines between the same two nodes",
+                node.name, net.nodes[*pa].name, net.nodes[*pb].name
+            ),
+        );
+    }
+    Ok(())
 }
 
 /// Mark the nodes a filter of which reads a packet's route (route, meta `rt_classid`/`rt_iif`): the
@@ -1996,6 +2045,29 @@ delay = "1ms"
             e.message.contains("burst"),
             "tc's own complaint is passed on: {e}"
         );
+    }
+
+    #[test]
+    fn a_teql_bond_over_lines_to_different_nodes_is_refused() {
+        // b bonds its line to a with its line to c: teql_resolve could not resolve one next hop on
+        // both, so the bond is refused while teql0 is up, and allowed while it is down.
+        let lab = |up: &str| {
+            format!(
+                "{BASE}[[node]]\nname = \"c\"\n[[link]]\na = \"b\"\nb = \"c\"\nrate = \"10mbit\"\n\
+                 [[policy]]\nnode = \"b\"\ntc = \"\"\"\ntc qdisc add dev eth0 root teql0\n\
+                 tc qdisc add dev eth1 root teql0\n{up}\"\"\"\n"
+            )
+        };
+        let e = load_str(&lab("ip link set dev teql0 up\n"))
+            .err()
+            .expect("an error");
+        assert_eq!(e.key, "policy.tc", "{e}");
+        assert!(
+            e.message
+                .contains("teql0's slaves eth0 and eth1 lead to different nodes (a and c)"),
+            "{e}"
+        );
+        assert!(load_str(&lab("")).is_ok());
     }
 
     #[test]
