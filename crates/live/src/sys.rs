@@ -1563,17 +1563,23 @@ mod tests {
         assert_eq!(r, 0, "capset: {}", io::Error::last_os_error());
     }
 
+    /// The test's namespace `PREFIX-PID` with its veths, or `None` with the reason printed where
+    /// namespaces cannot be made (not root).
+    fn netns(prefix: &str) -> Option<crate::vethns::VethNs> {
+        if let Err(e) = crate::lab::Lab::check_root() {
+            eprintln!("skipped: {e}");
+            return None;
+        }
+        Some(crate::vethns::VethNs::new(prefix).expect("the test's namespace"))
+    }
+
     /// Without CAP_NET_ADMIN the offloads that are on cannot be turned off. They used to be skipped
     /// as if the device could not change them, and `tclab live` (run with CAP_NET_RAW alone: `capsh
     /// --drop=cap_net_admin`) said "no segmentation, GRO or checksum offload on" while TSO, GSO and
     /// tx-checksumming were on.
     #[test]
     fn offloads_that_this_process_may_not_turn_off_are_an_error_not_skipped() {
-        if let Err(e) = crate::lab::Lab::check_root() {
-            eprintln!("skipped: {e}");
-            return;
-        }
-        let ns = crate::vethns::VethNs::new("rv-offl").expect("the test's namespace");
+        let Some(ns) = netns("rv-offl") else { return };
         // VethNs turns every offload off; a0's are put back as a veth has them.
         ns.enter(|| offloads_on("a0", &["tso", "gso", "tx-checksum"]))
             .unwrap()
@@ -1605,11 +1611,7 @@ mod tests {
     /// it through lo; a tun (raw IP, no link header) would have had its packets read as frames.
     #[test]
     fn loopback_and_devices_without_an_ethernet_header_are_not_bridged() {
-        if let Err(e) = crate::lab::Lab::check_root() {
-            eprintln!("skipped: {e}");
-            return;
-        }
-        let ns = crate::vethns::VethNs::new("rv-eth").expect("the test's namespace");
+        let Some(ns) = netns("rv-eth") else { return };
         ns.ip(&["tuntap", "add", "dev", "t0", "mode", "tun"])
             .unwrap();
         for d in ["lo", "t0"] {
