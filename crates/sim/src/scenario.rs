@@ -1565,7 +1565,7 @@ fn ip_route_args(
             let Some(owner) = net.owner_of(ifc.addr) else {
                 continue;
             };
-            if owner == node || !r.covers(ifc.addr) {
+            if owner == node || !r.covers(ifc.addr) || more_specific(net, node, &r, ifc.addr) {
                 continue;
             }
             if let Some(goes) = n.routes.get(owner).copied().flatten() {
@@ -1581,6 +1581,37 @@ fn ip_route_args(
         }
     }
     Ok(r)
+}
+
+/// Whether a route of `node` more specific than `r` covers `addr`, so that `r` does not route it: a
+/// connected subnet (each link's /24, whose kernel route always exists), or a realm route of a
+/// longer prefix given before.
+fn more_specific(net: &Network, node: NodeId, r: &crate::net::RealmRoute, addr: u32) -> bool {
+    let n = &net.nodes[node];
+    (r.len < 24
+        && n.ifaces
+            .iter()
+            .any(|&i| net.ifaces[i].addr & 0xffff_ff00 == addr & 0xffff_ff00))
+        || n.realms.iter().any(|o| o.len > r.len && o.covers(addr))
+}
+
+/// The connected subnets of `node` under `r`'s prefix that `r` does not route (a /24 is more
+/// specific than it): their routes, realm 0 unless a line gave them one, kept ahead of `r` in the
+/// node's table as the kernel's connected routes are.
+fn connected_under(net: &Network, node: NodeId, r: &crate::net::RealmRoute) -> Vec<u32> {
+    let n = &net.nodes[node];
+    let mut out: Vec<u32> = Vec::new();
+    for &i in &n.ifaces {
+        let subnet = net.ifaces[i].addr & 0xffff_ff00;
+        if r.len < 24
+            && r.covers(subnet)
+            && !out.contains(&subnet)
+            && !n.realms.iter().any(|o| (o.prefix, o.len) == (subnet, 24))
+        {
+            out.push(subnet);
+        }
+    }
+    out
 }
 
 /// `get_rt_realms_or_raw`: `TO` alone (a name, or any 32-bit number), or `FROM/TO` (each a name or
@@ -1678,6 +1709,13 @@ pub fn apply_policy(
         // `ip route add|change|replace PREFIX … realm N` gives the node's routes realms.
         if let Some(r) = ip_route(net, node, &words) {
             let r = r.map_err(|m| (n, format!("{line}: {m}")))?;
+            for subnet in connected_under(net, node, &r) {
+                net.nodes[node].set_realm(crate::net::RealmRoute {
+                    prefix: subnet,
+                    len: 24,
+                    tclassid: 0,
+                });
+            }
             net.nodes[node].set_realm(r);
             applied.push(line);
             continue;
@@ -2045,6 +2083,31 @@ delay = "1ms"
             e.message.contains("burst"),
             "tc's own complaint is passed on: {e}"
         );
+    }
+
+    #[test]
+    fn a_default_route_leaves_the_connected_subnets_their_own() {
+        // a - b - c - d: on b, `default via c realm 5` routes only what no connected /24 of b
+        // covers (d's link, 10.0.3.0/24), as in the kernel, where connected routes are more
+        // specific; a's and c's links keep realm 0. Via a it would route d's link the wrong way.
+        let lab = |line: &str| {
+            format!(
+                "{BASE}[[node]]\nname = \"c\"\n[[node]]\nname = \"d\"\n\
+                 [[link]]\na = \"b\"\nb = \"c\"\nrate = \"10mbit\"\n\
+                 [[link]]\na = \"c\"\nb = \"d\"\nrate = \"10mbit\"\n\
+                 [[policy]]\nnode = \"b\"\ntc = \"\"\"\n{line}\n\"\"\"\n"
+            )
+        };
+        let s = load_str(&lab("ip route add default via 10.0.2.2 realm 5")).unwrap();
+        let b = &s.net.nodes[1];
+        let ip = |t: &str| u32::from(t.parse::<std::net::Ipv4Addr>().unwrap());
+        assert_eq!(b.realm_of(ip("10.0.3.2")), 5, "d's link: the default route");
+        assert_eq!(b.realm_of(ip("10.0.1.1")), 0, "a's link: connected");
+        assert_eq!(b.realm_of(ip("10.0.2.2")), 0, "c's link: connected");
+        let e = load_str(&lab("ip route add default via 10.0.1.1 realm 5"))
+            .err()
+            .expect("an error");
+        assert!(e.message.contains("routes 10.0.3.1 by eth1"), "{e}");
     }
 
     #[test]
