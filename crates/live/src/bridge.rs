@@ -1512,7 +1512,16 @@ pub fn oversize_warning(
     } else {
         format!("a {frame_len}-byte frame arrived, its packet larger than {to}'s {to_mtu}-byte MTU")
     };
-    format!("{from}: {what}; dropped, and such frames are counted as oversize")
+    // A veth or tap forwards a GSO packet whatever its MTU (is_skb_forwardable), so a frame longer
+    // than the port's own MTU is a sender's super-packet, and every full-sized TCP segment of that
+    // sender is one: a link that pings and all but stalls TCP, unless the cause is said.
+    let cause = if truncated {
+        " (on a veth or tap: the sender at its other end hands over TSO/GSO super-packets, and its \
+         TCP stalls; turn them off there: ethtool -K DEV tso off gso off)"
+    } else {
+        ""
+    };
+    format!("{from}: {what}; dropped, and such frames are counted as oversize{cause}")
 }
 
 /// The receive and transmit rings of one socket of a device of `mtu` bridged by `queues` threads:

@@ -159,6 +159,25 @@ fn two_queues_saying_into(said: &tclab_live::bridge::Said) -> Vec<Bridge> {
 }
 
 #[test]
+fn a_frame_longer_than_its_own_ports_mtu_is_said_to_be_a_senders_super_packet_with_the_fix() {
+    // Seen in a review: tclab live between two veths whose other ends kept their defaults (TSO and
+    // GSO on, as a container's veth has them): iperf3 TCP got 0.27 Mbit/s, every full-sized segment
+    // a 64 KB GSO packet dropped as oversize, and the warning did not say why or what to do.
+    let w = tclab_live::bridge::oversize_warning("eth0", "eth1", 1500, 2048, true);
+    assert!(
+        w.contains("TSO/GSO super-packets") && w.contains("ethtool -K DEV tso off gso off"),
+        "{w}"
+    );
+    // One that fits its own port but not the other's is an MTU mismatch, not a super-packet.
+    let w = tclab_live::bridge::oversize_warning("eth0", "eth1", 1500, 9014, false);
+    assert_eq!(
+        w,
+        "eth0: a 9014-byte frame arrived, its packet larger than eth1's 1500-byte MTU; dropped, \
+         and such frames are counted as oversize"
+    );
+}
+
+#[test]
 fn a_port_up_again_is_said_once_for_all_queues_each_time() {
     // Its going down is said ("nothing passes through it until it is up again"); its coming back
     // used to go unsaid, so a log's last word on a port that had come back was that it was down.
