@@ -9,7 +9,7 @@
 //!    and under bash against the kernel's `tc` (pfifo leaves: this kernel has no SFQ).
 //!
 //! The kernel side runs in a throw-away network namespace on a veth (root, `ip` and `tc` needed; without
-//! them it is skipped and only tclab's figures print). Ratios are tclab / kernel: below 1 is faster.
+//! them it is skipped and only tclab's figures print), `tclab-bench-PID` or `$TCLAB_BENCH_NETNS`. Ratios are tclab / kernel: below 1 is faster.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -74,7 +74,9 @@ struct Netns(String);
 
 impl Netns {
     fn create() -> Option<Netns> {
-        let name = format!("tclab-bench-{}", std::process::id());
+        // On a machine shared with others' namespaces, TCLAB_BENCH_NETNS names this one.
+        let name = std::env::var("TCLAB_BENCH_NETNS")
+            .unwrap_or_else(|_| format!("tclab-bench-{}", std::process::id()));
         let ok = |args: &[&str]| {
             Command::new("ip")
                 .args(args)
