@@ -882,7 +882,8 @@ impl Network {
             return Verdict::Drop;
         }
         if self.via_teql(node, out) {
-            return self.transmit_teql(now, node, pkt);
+            let cx = self.take_cx(now);
+            return self.transmit_teql(now, node, pkt, cx);
         }
         let cx = self.take_cx(now);
         self.transmit(now, out, pkt, cx)
@@ -1056,6 +1057,16 @@ impl Network {
                 return false;
             }
             return self.transmit(now, iface, pkt, cx) != Verdict::Success;
+        }
+        if m.dev == tclab_core::qdisc::teql::MASTER && self.teqls.contains_key(&node) {
+            // Out of teql0: its root qdisc, then its slaves, as `dev_queue_xmit` on teql0 sends
+            // what a mirred action redirects or mirrors to it. Its receive path is not modelled (the
+            // master only sends): a packet sent into it goes nowhere.
+            if m.to_ingress {
+                self.put_cx(cx);
+                return true;
+            }
+            return self.transmit_teql(now, node, pkt, cx) != Verdict::Success;
         }
         let Some(v) = self.vdev(node, &m.dev) else {
             // No such device on this node (a name only the kernel has, such as lo): nowhere to go.
@@ -1345,18 +1356,21 @@ impl Network {
             .map_or(0, |d| d.root().q.stats().qlen)
     }
 
-    /// `dev_queue_xmit` on `node`'s teql master: its root qdisc, then [`Network::kick_teql`]. Returns
-    /// what the sender sees.
-    fn transmit_teql(&mut self, now: Nanos, node: NodeId, pkt: Packet) -> Verdict {
+    /// `dev_queue_xmit` on `node`'s teql master, in the caller's context `cx` (a mirred action's
+    /// carries its nesting): its root qdisc, then [`Network::kick_teql`]. Returns what the sender sees.
+    fn transmit_teql(&mut self, now: Nanos, node: NodeId, pkt: Packet, mut cx: Box<Cx>) -> Verdict {
         let owner = (pkt.tag, pkt.len);
-        let Some((dev, _)) = self.nodes[node].engine.teql_parts() else {
-            return Verdict::Drop;
-        };
-        if !host::fits_mtu(dev, &pkt) {
-            self.teqls.entry(node).or_default().tx_dropped += 1;
+        let fits = self.nodes[node]
+            .engine
+            .teql_parts()
+            .map(|(dev, _)| host::fits_mtu(dev, &pkt));
+        if fits != Some(true) {
+            if fits == Some(false) {
+                self.teqls.entry(node).or_default().tx_dropped += 1;
+            }
+            self.put_cx(cx);
             return Verdict::Drop;
         }
-        let mut cx = self.take_cx(now);
         // teql0's filters may run a ct action, as an interface's do.
         self.lend_conntrack(node, &mut cx);
         let traced = self.trace.is_some().then(|| pkt.clone());
@@ -1628,7 +1642,8 @@ impl Network {
                     host::forward(nf, p, i.unwrap_or(""), o.unwrap_or(""), now)
                 }) {
                     if self.via_teql(node, out) {
-                        self.transmit_teql(now, node, fwd);
+                        let cx = self.take_cx(now);
+                        self.transmit_teql(now, node, fwd, cx);
                         return;
                     }
                     let cx = self.take_cx(now);

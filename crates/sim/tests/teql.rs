@@ -388,3 +388,38 @@ fn the_example_bonds_both_ways() {
         b.tx_packets
     );
 }
+
+#[test]
+fn a_mirred_redirect_to_teql0_is_sent_over_the_bond() {
+    // r1 redirects what arrives on eth0 to teql0 (`mirred egress redirect dev teql0`: dev_queue_xmit
+    // on the master, its qdisc, then the slaves), unrouted: both lines carry it, as routed packets.
+    let policy = format!(
+        "{BOND}\ntc qdisc add dev eth0 ingress\n\
+         tc filter add dev eth0 parent ffff: matchall action mirred egress redirect dev teql0"
+    );
+    let (sc, out) = go(&scenario("5ms", "5ms", &policy, UDP));
+    let got = flow(&out, "u").goodput_bps;
+    assert!(
+        (got - BONDED).abs() / BONDED < 0.01,
+        "{got:.0} bit/s of payload redirected through teql0, expected {BONDED:.0}"
+    );
+    // tcf_mirred_forward counts an overlimit for each packet dev_queue_xmit drops: teql0's queue
+    // overflowing under 30 Mbit/s, nothing else.
+    let r1 = sc.net.node_by_name("r1").unwrap();
+    let a = sc.net.nodes[r1]
+        .engine
+        .actions()
+        .get("mirred", 1)
+        .expect("the mirred action");
+    let dropped = sc.net.teqls[&r1].tx_dropped;
+    assert!(dropped > 0);
+    assert_eq!(u64::from(a.borrow().stats.overlimits), dropped);
+    // teql0's own filter redirecting to teql0 ends at mirred's nesting limit, not in a stack
+    // overflow: nothing gets through.
+    let looped = format!(
+        "{BOND}\ntc qdisc add dev teql0 root handle 1: prio\n\
+         tc filter add dev teql0 parent 1: matchall action mirred egress redirect dev teql0"
+    );
+    let (_, out) = go(&scenario("5ms", "5ms", &looped, UDP));
+    assert_eq!(flow(&out, "u").goodput_bps, 0.0);
+}
