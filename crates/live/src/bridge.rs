@@ -863,10 +863,16 @@ impl Bridge {
     /// interface is an interface set down, which the kernel bridge outlives: the socket receives
     /// again once it is up (`packet_notifier` hooks it again on `NETDEV_UP`), so the bridge says so
     /// and goes on, watching the port ([`Bridge::check_down_ports`]). Anything else, an interface
-    /// deleted among them, stops it.
+    /// deleted among them, stops it; a deleted one (its socket unbound at `NETDEV_UNREGISTER`) as
+    /// [`Bridge::check_down_ports`] says it, not as `Network is down`, which reads as if a port
+    /// set down were fatal.
     fn port_error(&mut self, i: usize, e: std::io::Error, what: &str) -> Result<(), String> {
         let port = &self.ports[i];
-        if e.raw_os_error() == Some(libc::ENETDOWN) && port_bound(port) {
+        let down = e.raw_os_error() == Some(libc::ENETDOWN);
+        if down && !port_bound(port) {
+            return Err(went_away(&port.name));
+        }
+        if down {
             // Each ENETDOWN is a NETDEV_DOWN (the notifier sets it once; reading it clears it),
             // at which the kernel purged the device's queues: purged here too, also when the port
             // is up again by now (set down and up between two looks of the bridge's).
@@ -1014,7 +1020,7 @@ impl Bridge {
                 continue;
             }
             if !port_bound(port) {
-                return Err(format!("{}: the interface went away", port.name));
+                return Err(went_away(&port.name));
             }
             if let Some(state) = self.link_state(i) {
                 self.follow_link(i, state);
@@ -1534,6 +1540,11 @@ pub fn ring_shapes(mtu: u32, queues: usize) -> (sys::RingGeometry, sys::RingGeom
         sys::RingGeometry::for_mtu(mtu, ((8 << 20) / q).max(2 << 20)),
         sys::RingGeometry::for_mtu(mtu, ((2 << 20) / q).max(512 << 10)),
     )
+}
+
+/// Why the bridge stopped when port `name`'s interface was deleted.
+fn went_away(name: &str) -> String {
+    format!("{name}: the interface went away")
 }
 
 /// Whether port `port`'s socket is still bound to an interface (a detached port's is).

@@ -924,6 +924,43 @@ fn a_bridge_on_rings_stops_with_an_error_when_its_interface_goes_away() {
     assert!(took.as_secs() < 5, "stopped after {took:?}");
 }
 
+/// Deleted under traffic the interface used to stop the bridge with the socket's raw error
+/// (`eth1: receive: Network is down`, seen in a review's lab: `ip -n … link del eth1` during a ping
+/// flood), as if being down were fatal, which it is not (a port set down is outlived); idle, with
+/// `a1: the interface went away`, which the message now is whichever path sees it first.
+#[test]
+fn an_interface_deleted_under_traffic_is_said_to_have_gone_away() {
+    if let Err(e) = tclab_live::lab::Lab::check_root() {
+        return eprintln!("skipped: {e}");
+    }
+    for rings in [Rings::Off, Rings::On] {
+        let ns = VethNs::new("rv-gone").expect("the test's namespace");
+        let (mut ports, _setup, tx, _rx) = open_lab(&ns, 1, rings);
+        let ports = ports.remove(0);
+        let bridge = std::thread::spawn(move || {
+            let mut b = Bridge::on_ports(Engine::new(), ports);
+            b.run(Some(10_000_000_000))
+        });
+        // Frames keep arriving on a1 (from b1) as it goes.
+        let frames = vec![udp_frame(600, 5201, 0); 20];
+        let started = std::time::Instant::now();
+        let mut deleted = false;
+        while !bridge.is_finished() && started.elapsed().as_secs() < 5 {
+            let _ = tx.send_batch(&frames);
+            if !deleted && started.elapsed().as_millis() > 200 {
+                ns.ip(&["link", "del", "a1"]).expect("a1 deleted");
+                deleted = true;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        let e = bridge
+            .join()
+            .expect("bridge thread")
+            .expect_err("the bridge must stop");
+        assert_eq!(e, "a1: the interface went away", "{rings:?}");
+    }
+}
+
 /// A ring slot as the kernel lays out a `tpacket2_hdr` (native byte order), the frame at `mac`.
 fn slot(status: u32, len: u32, snaplen: u32, mac: u16, vlan: (u16, u16), size: usize) -> Vec<u8> {
     let mut s = vec![0u8; size];
