@@ -329,7 +329,7 @@ fn parse_tcp(b: &[u8], l4_total: u32) -> Result<Tcp, WireError> {
                     (3, 3) => t.wscale = Some(body[0].min(14)),
                     (4, 2) => t.sack_permitted = true,
                     (8, 10) => t.timestamps = Some((get32(body, 0)?, get32(body, 4)?)),
-                    (5, _) if (len - 2) % 8 == 0 => {
+                    (5, _) if (len - 2).is_multiple_of(8) => {
                         for blk in body.chunks(8) {
                             t.sack_blocks.push((get32(blk, 0)?, get32(blk, 4)?));
                         }
