@@ -1,8 +1,9 @@
-//! The bridge's own cost per frame, with its `TPACKET_V2` rings and without them (`recvmmsg` and
-//! `sendmmsg`, `tclab live --no-ring`). `tclab lab bench` measures forwarding rates against the
+//! The bridge's own cost per frame, with its `TPACKET_V2` rings, without them (`recvmmsg` and
+//! `sendmmsg`, `tclab live --no-ring`) and with AF_XDP sockets (`tclab live --xdp`). `tclab lab bench` measures forwarding rates against the
 //! kernel, but on a machine shared with other work a rate follows the share of the cores the bridge
 //! gets, and its CPU time includes the idle spin that waits for the senders. Here the senders are out
-//! of the way: `FRAMES` frames are queued on `a1` first (in its ring or socket buffer), then one
+//! of the way: `FRAMES` frames are queued on `a1` first (in its ring, socket buffer or AF_XDP RX
+//! ring), then one
 //! bridge without a policy forwards them to `a0` in one run, and the bench reads the CPU time its
 //! thread ran (`CLOCK_THREAD_CPUTIME_ID`; the kernel's work on the sends, done in that thread, is in
 //! it). Median of `RUNS`, each in a new namespace's veths. Needs root; says so and exits otherwise.
@@ -65,7 +66,11 @@ fn main() {
     println!("tclab live's thread, CPU per frame forwarded ({FRAMES} frames queued first, median of {RUNS} runs):");
     for len in [64, 1514] {
         let mut medians = Vec::new();
-        for (name, rings) in [("rings", Rings::On), ("--no-ring", Rings::Off)] {
+        for (name, rings) in [
+            ("rings", Rings::On),
+            ("--no-ring", Rings::Off),
+            ("--xdp", Rings::Xdp),
+        ] {
             let mut v = Vec::new();
             for _ in 0..RUNS {
                 match run(rings, len) {
@@ -87,8 +92,9 @@ fn main() {
             medians.push(m);
         }
         println!(
-            "{len:>5} B frames: rings / --no-ring = {:.2}",
-            medians[0] / medians[1]
+            "{len:>5} B frames: rings / --no-ring = {:.2}, --xdp / rings = {:.2}",
+            medians[0] / medians[1],
+            medians[2] / medians[0]
         );
     }
 }
