@@ -681,6 +681,10 @@ impl Sandbox {
         for real in binds {
             setup.push_str(&format!("{} || exit 126\n", bind(&real)));
         }
+        // bash makes a script's redirections itself, so `echo 1 > /proc/sys/net/ipv4/ip_forward`
+        // would change the host's kernel; read-only here, such a write fails (EROFS) and the host
+        // stays as it was. (`sysctl -w`, a command, is tclab's and ignored.)
+        setup.push_str("mount --bind -o ro /proc/sys /proc/sys || exit 126\n");
         Some(setup)
     }
 
