@@ -55,6 +55,24 @@ pub struct TcpNstat {
     /// report or script comparing an ECN flow with one without reads the same path in both.
     #[serde(rename = "TCPDeliveredCE")]
     pub delivered_ce: u64,
+    /// D-SACKs received for data below the ACK: the peer got a segment twice.
+    #[serde(rename = "TCPDSACKRecv")]
+    pub dsack_recv: u64,
+    /// D-SACKs the receivers sent for duplicates below what they had acknowledged.
+    #[serde(rename = "TCPDSACKOldSent")]
+    pub dsack_old_sent: u64,
+    /// Recoveries undone at their end (timestamps showed the originals arrived).
+    #[serde(rename = "TCPFullUndo")]
+    pub full_undo: u64,
+    /// Recoveries undone on a partial ACK.
+    #[serde(rename = "TCPPartialUndo")]
+    pub partial_undo: u64,
+    /// Reductions undone because D-SACKs showed every retransmission needless.
+    #[serde(rename = "TCPDSACKUndo")]
+    pub dsack_undo: u64,
+    /// Timeouts undone.
+    #[serde(rename = "TCPLossUndo")]
+    pub loss_undo: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -292,13 +310,21 @@ pub fn run(sc: &mut Scenario, progress: &mut dyn FnMut(Nanos)) -> Result<Outcome
                             nstat.loss_probe_recoveries += st.loss_probe_recoveries;
                             nstat.lost_retransmits += st.lost_retransmits;
                             nstat.delivered_ce += st.delivered_ce as u64;
+                            nstat.dsack_recv += st.undo.dsack_recv;
+                            nstat.full_undo += st.undo.full_undo;
+                            nstat.partial_undo += st.undo.partial_undo;
+                            nstat.dsack_undo += st.undo.dsack_undo;
+                            nstat.loss_undo += st.undo.loss_undo;
                         }
                         _ => {}
                     }
                 }
                 for &a in &s.receivers {
-                    if let App::UdpSink(u) = &sc.net.apps[a] {
-                        recv_pkts += u.packets;
+                    match &sc.net.apps[a] {
+                        App::UdpSink(u) => recv_pkts += u.packets,
+                        // The receiving end's counter (Linux counts it on the receiving host).
+                        App::Tcp(t) => nstat.dsack_old_sent += t.stats().undo.dsack_old_sent,
+                        _ => {}
                     }
                 }
                 // A flow is active from its start to its stop (or the end of the run); a byte count

@@ -849,6 +849,17 @@ impl Connection {
         });
     }
 
+    /// `bbr_undo_cwnd`: a reduction undone; the full-pipe estimate and the policer's sampling start
+    /// over, cwnd stays. False when BBR is not the module.
+    pub(crate) fn bbr_undo_cwnd(&mut self) -> bool {
+        self.with_bbr(|b, c| {
+            b.full_bw = 0;
+            b.full_bw_cnt = 0;
+            c.bbr_reset_lt_bw_sampling(b);
+        })
+        .is_some()
+    }
+
     /// Is BBR the congestion control (`icsk_ca_ops->cong_control`)?
     pub(crate) fn ca_is_bbr(&self) -> bool {
         matches!(self.ca, crate::cong::Ca::Bbr(_))

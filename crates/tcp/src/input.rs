@@ -169,7 +169,11 @@ impl Connection {
             return;
         }
         if !acceptable {
-            self.ack_now = true; // tcp_send_dupack
+            // tcp_send_dupack(): old data is reported as a D-SACK.
+            if len > 0 && seq < self.rcv_nxt as i64 {
+                self.dsack_set(seq.max(0) as u64, (end.max(0) as u64).min(self.rcv_nxt));
+            }
+            self.ack_now = true;
             return;
         }
         if !seg.has(flags::ACK) {
@@ -269,7 +273,24 @@ impl Connection {
         let mut newly_sacked = 0u32;
         let mut sack_rtt: Option<u64> = None;
         let mut ca_rtt_sent: Option<Nanos> = None;
+        self.undo.rcv_tsecr = if self.ts_ok {
+            seg.options.timestamps.map_or(0, |(_, e)| e)
+        } else {
+            0
+        };
+        let mut dsack = crate::undo::Dsack::default();
         if self.sack_ok && !seg.options.sack_blocks.is_empty() {
+            // tcp_check_dsack(): is the first block a duplicate's report?
+            let mut raw = [(0u64, 0u64); 2];
+            let mut nraw = 0;
+            for &(l, r) in seg.options.sack_blocks.iter().take(2) {
+                let (Some(s), Some(e)) = (self.snd_abs(l), self.snd_abs(r)) else {
+                    break;
+                };
+                raw[nraw] = (s, e);
+                nraw += 1;
+            }
+            dsack = self.check_dsack(&raw[..nraw], ack, prior_una);
             let mut blocks = [(0u64, 0u64); 4];
             let mut n = 0;
             for &(l, r) in seg.options.sack_blocks.iter().take(4) {
@@ -330,10 +351,7 @@ impl Connection {
                 }
             }
             self.highest_sack = fack;
-            // tcp_check_sack_reordering()
-            if reord < fack {
-                self.reord_seen += 1;
-            }
+            self.check_sack_reordering(reord);
         }
         // `tcp_in_ack_event`: the module sees snd_una moved and this ACK's SACKed packets delivered;
         // those it acknowledges cumulatively count after (`tcp_clean_rtx_queue`).
@@ -445,8 +463,9 @@ impl Connection {
             }
         }
         self.ack_update_rtt(rtt);
-        if data_acked && reord < prior_fack && reord < self.fack(self.snd_una) {
-            self.reord_seen += 1;
+        // A hole below the highest SACK filled by an original: reordering.
+        if data_acked && reord < prior_fack {
+            self.check_sack_reordering(reord);
         }
         // FLAG_SET_XMIT_TIMER: arm the probe or RTO timer again when data was acknowledged, or when a
         // SACK measured an RTT from data sent before the head's last (re)transmission.
@@ -505,9 +524,10 @@ impl Connection {
             self.sacked_out = self.sacked_out.min(self.packets_out);
         }
 
+        self.rack_update_reo_wnd(self.rs.prior_delivered);
         if self.tlp_high_seq != 0 {
             let not_dup = seg.payload_len > 0 || flag_win_update || data_acked;
-            self.process_tlp_ack(ack, snd_una_advanced, not_dup, newly_sacked > 0);
+            self.process_tlp_ack(ack, snd_una_advanced, not_dup, newly_sacked > 0, dsack.tlp);
         }
 
         if fin_acked {
@@ -515,10 +535,11 @@ impl Connection {
         }
 
         // tcp_fastretrans_alert()
-        let dubious = is_dup || newly_sacked > 0 || ece || self.ca_state != CaState::Open;
+        let dubious =
+            is_dup || newly_sacked > 0 || ece || dsack.seen || self.ca_state != CaState::Open;
         let mut newly_lost = 0;
         if dubious {
-            newly_lost = self.fastretrans_alert(now, snd_una_advanced, ece, &mut set_xmit_timer);
+            newly_lost = self.fastretrans_alert(now, prior_una, ece, &mut set_xmit_timer);
         }
         // tcp_set_xmit_timer()
         if set_xmit_timer && !self.schedule_loss_probe(now, true) {
@@ -646,7 +667,8 @@ impl Connection {
         let win_right =
             (self.rcv_nxt + self.cur_rcv_window().max(self.tcp_space().max(0) as u64)) as i64;
         if data_end <= rcv_nxt && len > 0 {
-            // Duplicate: tcp_data_queue out_of_window → quickack + dupack.
+            // Duplicate: tcp_data_queue reports it (D-SACK), then out_of_window → quickack + dupack.
+            self.dsack_set(seq.max(0) as u64, data_end as u64);
             self.incr_quickack();
             self.ack_now = true;
             return;
@@ -655,6 +677,10 @@ impl Connection {
         let e = data_end.min(win_right);
         let had_ooo = !self.ooo.is_empty();
         if s < e {
+            if seq < rcv_nxt {
+                // Partial packet, seq < rcv_nxt < end: its head is a duplicate.
+                self.dsack_set(seq.max(0) as u64, self.rcv_nxt);
+            }
             if s == rcv_nxt {
                 // in order
                 let mut new_nxt = e as u64;
@@ -691,6 +717,7 @@ impl Connection {
                 if self.sack_ok {
                     self.grow_window((e - s).min(u32::MAX as i64) as u32);
                 }
+                self.dsack_ofo(s as u64, e as u64);
                 self.ooo_insert(s as u64, e as u64);
                 self.ack_now = true;
             }

@@ -220,6 +220,7 @@ mod segment;
 mod socket;
 mod timer;
 mod tso;
+mod undo;
 
 use std::collections::VecDeque;
 
@@ -228,6 +229,7 @@ pub use cong::HZ;
 pub use pacing::PacingStatus;
 pub use segment::{ecn, flags, Segment, TcpOptions};
 pub use socket::TcpStats;
+pub use undo::UndoStats;
 
 /// Virtual time in nanoseconds. There is no clock: every entry point is told
 /// the time.
@@ -575,6 +577,13 @@ pub struct Connection {
     tlp_retrans: bool,
     /// A probe the loss-probe timer built, for the next `poll_transmit`.
     tlp_out: Option<Segment>,
+    /// The reordering degree in segments (`tp->reordering`): `net.ipv4.tcp_reordering` (3), raised
+    /// by reordering seen (`tcp_check_sack_reordering`).
+    reordering: u32,
+
+    // ---- D-SACK and undo (undo.rs) ----
+    undo: undo::Undo,
+    undo_stats: undo::UndoStats,
 
     // ---- receive side; absolute u64, 0 = peer's SYN ----
     irs: u32,

@@ -90,11 +90,13 @@ impl Connection {
             if self.ts_ok {
                 options.timestamps = Some((Self::ts_now(now), self.ts_recent));
             }
-            if self.sack_ok && !self.sack_recent.is_empty() {
+            // A D-SACK goes first and once (`tcp_options_write` clears `rx_opt.dsack`).
+            let dsack = self.undo.dsack_block.take().filter(|_| self.sack_ok);
+            if self.sack_ok && (dsack.is_some() || !self.sack_recent.is_empty()) {
                 let max = if self.ts_ok { 3 } else { 4 };
-                options.sack_blocks = self
-                    .sack_recent
+                options.sack_blocks = dsack
                     .iter()
+                    .chain(self.sack_recent.iter())
                     .take(max)
                     .map(|&(a, b)| {
                         // A block ending where an out-of-order FIN sits covers the FIN too, as the
@@ -295,6 +297,8 @@ impl Connection {
         if lost {
             self.retrans_out += 1;
             self.lost_pending -= 1;
+            // tcp_retransmit_skb(): the undo bookkeeping (a loss probe's does not count).
+            self.undo_on_retransmit(Self::ts_now(now));
         }
         self.retransmits += 1;
         self.bytes_retrans += len as u64;

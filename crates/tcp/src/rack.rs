@@ -23,15 +23,16 @@
 //! reduced as in CWR, `TCPLossProbeRecovery`) or a pure duplicate ACK shows both the original and the
 //! probe arrived. At most one probe is out at a time.
 //!
-//! Not modelled: D-SACK (tclab-tcp's receiver sends none, so the reordering window never grows by
-//! `reo_wnd_steps` and a spurious probe is told by its duplicate ACK only), the reordering degree
-//! (`tp->reordering` stays 3), and `skb_still_in_host_queue` (a probe is not held back because the
-//! original still waits in the sender's own qdisc; TCP small queues still hold it back).
+//! The reordering window grows on D-SACKs (`tcp_rack_update_reo_wnd`, undo.rs): by a quarter of the
+//! min RTT for each round trip that brought one after reordering was seen, up to srtt, back to one
+//! quarter after 16 recoveries without.
+//!
+//! Not modelled: `skb_still_in_host_queue` (a probe is not held back because the original still waits
+//! in the sender's own qdisc; TCP small queues still hold it back).
 
 use crate::output::SendMode;
 use crate::{
-    CaState, Connection, Nanos, XmitTimer, REORDERING, TCP_RTO_MIN, TCP_TIMEOUT_INIT,
-    TCP_TIMEOUT_MIN,
+    CaState, Connection, Nanos, XmitTimer, TCP_RTO_MIN, TCP_TIMEOUT_INIT, TCP_TIMEOUT_MIN,
 };
 
 /// RACK's state (`tp->rack`).
@@ -44,7 +45,25 @@ pub(crate) struct Rack {
     /// The RTT that the last delivery measured (`rack.rtt_us`).
     rtt: Nanos,
     /// Advanced since the last loss detection (`rack.advanced`).
-    advanced: bool,
+    pub(crate) advanced: bool,
+    /// The reordering window in quarters of the min RTT (`rack.reo_wnd_steps`), 1 to 255.
+    reo_wnd_steps: u8,
+    /// A D-SACK came after reordering was seen: widen the window (`rack.dsack_seen`).
+    pub(crate) dsack_seen: bool,
+    /// `delivered` when the window last grew: one step per round trip (`rack.last_delivered`).
+    last_delivered: u32,
+    /// Recoveries the widened window outlives (`rack.reo_wnd_persist`).
+    pub(crate) reo_wnd_persist: u8,
+}
+
+impl Rack {
+    /// `tcp_init_sock()`: one step.
+    pub(crate) fn new() -> Rack {
+        Rack {
+            reo_wnd_steps: 1,
+            ..Rack::default()
+        }
+    }
 }
 
 /// `tcp_skb_sent_after()`: (t1, seq1) was sent after (t2, seq2).
@@ -85,11 +104,12 @@ impl Connection {
         }
     }
 
-    /// `tcp_rack_reo_wnd()`: the reordering window. Without reordering seen, none once the connection
-    /// recovers or the dupthresh is met: loss is then assumed at once.
+    /// `tcp_rack_reo_wnd()`: the reordering window, `reo_wnd_steps` quarters of the min RTT (at most
+    /// srtt). Without reordering seen, none once the connection recovers or the dupthresh is met:
+    /// loss is then assumed at once.
     fn rack_reo_wnd(&self) -> Nanos {
         if self.reord_seen == 0
-            && (self.ca_state >= CaState::Recovery || self.sacked_out >= REORDERING)
+            && (self.ca_state >= CaState::Recovery || self.sacked_out >= self.reordering)
         {
             return 0;
         }
@@ -98,7 +118,27 @@ impl Connection {
         } else {
             self.min_rtt
         };
-        (min_rtt >> 2).min(self.srtt8 >> 3)
+        ((min_rtt >> 2).saturating_mul(self.rack.reo_wnd_steps as u64)).min(self.srtt8 >> 3)
+    }
+
+    /// `tcp_rack_update_reo_wnd()`, on every ACK: a D-SACK after reordering adds a step, at most one
+    /// per round trip (a D-SACK for data sent before the last step is ignored), and keeps the window
+    /// for `TCP_RACK_RECOVERY_THRESH` recoveries; once those are spent it falls back to one step.
+    pub(crate) fn rack_update_reo_wnd(&mut self, prior_delivered: u32) {
+        if prior_delivered == 0 {
+            return;
+        }
+        if (prior_delivered.wrapping_sub(self.rack.last_delivered) as i32) < 0 {
+            self.rack.dsack_seen = false;
+        }
+        if self.rack.dsack_seen {
+            self.rack.reo_wnd_steps = self.rack.reo_wnd_steps.saturating_add(1);
+            self.rack.dsack_seen = false;
+            self.rack.last_delivered = self.delivered;
+            self.rack.reo_wnd_persist = crate::undo::TCP_RACK_RECOVERY_THRESH;
+        } else if self.rack.reo_wnd_persist == 0 {
+            self.rack.reo_wnd_steps = 1;
+        }
     }
 
     /// `tcp_rack_skb_timeout()`: time left before a segment sent at `sent_at` counts as
@@ -164,7 +204,7 @@ impl Connection {
         let prior_in_flight = self.in_flight();
         let (_, lost) = self.rack_detect_loss(now);
         if prior_in_flight != self.in_flight() && self.ca_state != CaState::Recovery {
-            self.enter_recovery(now);
+            self.enter_recovery(now, false);
             self.cwnd_reduction(1, lost, false);
         }
         if self.xmit_timer != XmitTimer::Retrans {
@@ -246,19 +286,21 @@ impl Connection {
 
     /// `tcp_process_tlp_ack()`: an ACK during a probe episode. A probe of new data needs nothing more.
     /// After a retransmitted probe, an ACK beyond the probe means the original was lost and the probe
-    /// repaired it: the window is reduced once, as in CWR. A pure duplicate ACK means the original and
-    /// the probe both arrived: no loss.
+    /// repaired it: the window is reduced once, as in CWR. A D-SACK of the probe, or a pure duplicate
+    /// ACK, means the original and the probe both arrived: no loss.
     pub(crate) fn process_tlp_ack(
         &mut self,
         ack: u64,
         una_advanced: bool,
         not_dup: bool,
         sacked: bool,
+        dsack_tlp: bool,
     ) {
         if ack < self.tlp_high_seq {
             return;
         }
-        if !self.tlp_retrans {
+        if !self.tlp_retrans || dsack_tlp {
+            // A probe of new data acknowledged, or a D-SACK of the probe: both copies arrived.
             self.tlp_high_seq = 0;
         } else if ack > self.tlp_high_seq {
             self.init_cwnd_reduction();

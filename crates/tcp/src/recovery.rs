@@ -6,77 +6,107 @@
 use crate::{CaState, Connection, Nanos, REORDERING, TCP_INFINITE_SSTHRESH};
 
 impl Connection {
-    /// `tcp_fastretrans_alert()`, on a dubious ACK: leave a state whose episode is over, find losses
-    /// (RACK, or without it the dupthresh rule and NewReno's head), and enter Recovery when something
-    /// is lost. Returns the number of segments newly marked lost; clears `set_xmit_timer` when RACK
-    /// armed its reordering timer instead.
+    /// `tcp_fastretrans_alert()`, on a dubious ACK: leave a state whose episode is over (undoing it if
+    /// it proved spurious, undo.rs), find losses (RACK, or without it the dupthresh rule and NewReno's
+    /// head), and enter Recovery when something is lost. Returns the number of segments newly marked
+    /// lost; clears `set_xmit_timer` when RACK armed its reordering timer instead.
     pub(crate) fn fastretrans_alert(
         &mut self,
         now: Nanos,
-        una_advanced: bool,
+        prior_snd_una: u64,
         ece: bool,
         set_xmit_timer: &mut bool,
     ) -> u32 {
+        let una_advanced = self.snd_una > prior_snd_una;
+        // A. An ECN echo's reduction is not to be undone.
+        if ece {
+            self.set_prior_ssthresh(0);
+        }
         // D. exit conditions
-        match self.ca_state {
-            CaState::Cwr if self.snd_una > self.high_seq => {
-                self.end_cwnd_reduction();
-                self.ca_state = CaState::Open;
-            }
-            CaState::Recovery if self.snd_una >= self.high_seq => {
-                if !self.sack_ok {
-                    self.sacked_out = 0;
+        if self.ca_state == CaState::Open {
+            self.undo_open();
+        } else if self.snd_una >= self.high_seq {
+            match self.ca_state {
+                CaState::Cwr if self.snd_una != self.high_seq => {
+                    self.end_cwnd_reduction();
+                    self.ca_state = CaState::Open;
                 }
-                self.end_cwnd_reduction();
-                self.ca_state = CaState::Open;
+                CaState::Recovery => {
+                    if !self.sack_ok {
+                        self.sacked_out = 0;
+                    }
+                    if self.try_undo_recovery() {
+                        return 0;
+                    }
+                    self.end_cwnd_reduction();
+                }
+                _ => {}
             }
-            CaState::Loss if self.snd_una >= self.high_seq => {
-                self.ca_state = CaState::Open;
-            }
-            _ => {}
         }
         let rack = self.rack_on();
         let mut newly_lost = 0;
         // E. process the state
         match self.ca_state {
             CaState::Recovery => {
+                if una_advanced && self.try_undo_partial(prior_snd_una) {
+                    return 0;
+                }
+                if self.try_undo_dsack() {
+                    self.try_to_open(ece);
+                }
                 if rack {
                     newly_lost += self.identify_packet_loss(now, set_xmit_timer).1;
                 } else if self.sack_ok {
                     newly_lost += self.mark_lost_sack();
-                } else if una_advanced {
+                } else if una_advanced && self.ca_state == CaState::Recovery {
                     // NewReno partial ACK: the new head is lost
                     newly_lost += self.mark_head_lost();
+                }
+                if self.ca_state != CaState::Recovery {
+                    // Undone: a loss still evident starts a new recovery (reordering, then loss).
+                    if self.time_to_recover(rack) {
+                        self.enter_recovery(now, ece);
+                    }
                 }
                 return newly_lost;
             }
             CaState::Loss => {
+                // tcp_process_loss(): an ACK advancing snd_una may show the timeout spurious; the
+                // episode ends when high_seq is acknowledged.
+                if !(una_advanced && self.try_undo_loss()) && self.snd_una >= self.high_seq {
+                    self.try_undo_recovery();
+                }
                 if !rack {
-                    if self.sack_ok {
+                    if self.ca_state == CaState::Loss && self.sack_ok {
                         newly_lost += self.mark_lost_sack();
                     }
-                    return newly_lost;
+                    if self.ca_state == CaState::Loss {
+                        return newly_lost;
+                    }
+                } else {
+                    let (lost_retrans, n) = self.identify_packet_loss(now, set_xmit_timer);
+                    newly_lost += n;
+                    if !(self.ca_state == CaState::Open || lost_retrans) {
+                        return newly_lost;
+                    }
                 }
-                let (lost_retrans, n) = self.identify_packet_loss(now, set_xmit_timer);
-                if !lost_retrans {
-                    return n;
-                }
-                // Retransmissions were lost: on to Recovery, as from Open.
-                newly_lost += n;
+                // Undone, or retransmissions were lost: on to Recovery, as from Open.
             }
             _ => {}
+        }
+        if self.ca_state <= CaState::Disorder {
+            self.try_undo_dsack();
         }
         if rack {
             newly_lost += self.identify_packet_loss(now, set_xmit_timer).1;
         } else if self.sack_ok {
             newly_lost += self.mark_lost_sack();
         }
-        // tcp_time_to_recover(): a loss is proven, or (without RACK) the dupthresh is met.
-        if !(self.lost_out > 0 || (!rack && self.sacked_out + 1 > REORDERING)) {
+        if !self.time_to_recover(rack) {
             self.try_to_open(ece);
             return newly_lost;
         }
-        self.enter_recovery(now);
+        self.enter_recovery(now, ece);
         if !rack {
             newly_lost += self.mark_head_lost();
             if self.sack_ok {
@@ -84,6 +114,12 @@ impl Connection {
             }
         }
         newly_lost
+    }
+
+    /// `tcp_time_to_recover()`: a loss is proven, or (without RACK) more segments are SACKed than the
+    /// reordering degree.
+    fn time_to_recover(&self, rack: bool) -> bool {
+        self.lost_out > 0 || (!rack && self.sacked_out + 1 > self.reordering)
     }
 
     /// `tcp_identify_packet_loss()` with RACK: returns whether a retransmission was found lost
@@ -126,11 +162,17 @@ impl Connection {
         }
     }
 
-    /// `tcp_enter_recovery()`: the window is reduced unless a reduction is already under way (CWR,
-    /// Recovery); from Loss it is reduced again.
-    pub(crate) fn enter_recovery(&mut self, _now: Nanos) {
+    /// `tcp_enter_recovery()`: a new undo episode (undo.rs); the window is reduced unless a reduction
+    /// is already under way (CWR, Recovery), and then, unless an ECN echo asked for it, may be undone.
+    pub(crate) fn enter_recovery(&mut self, _now: Nanos, ece: bool) {
         self.fast_retransmits += 1;
+        self.set_prior_ssthresh(0);
+        self.init_undo();
         if !self.in_cwnd_reduction() {
+            if !ece {
+                let prior = self.current_ssthresh();
+                self.set_prior_ssthresh(prior);
+            }
             self.init_cwnd_reduction();
         }
         // `tcp_set_ca_state` → `dctcp_state`: entering Recovery halves the window.
@@ -237,7 +279,7 @@ impl Connection {
     /// SACKed segments above them. Retransmitted segments are left alone
     /// (their loss is found by the RTO).
     fn mark_lost_sack(&mut self) -> u32 {
-        if self.sacked_out < REORDERING {
+        if self.sacked_out < self.reordering {
             return 0;
         }
         let mut above = 0u32;
@@ -248,7 +290,7 @@ impl Connection {
                 above += 1;
                 continue;
             }
-            if above >= REORDERING {
+            if above >= self.reordering {
                 if t.lost || t.retrans || t.ever_retrans {
                     // everything below was already handled in an earlier pass
                     if t.lost && !t.retrans {
@@ -277,15 +319,23 @@ impl Connection {
             self.mark_lost(i);
         }
         // Reduce ssthresh unless it was already reduced in this window: a repeated timeout in the same
-        // Loss episode (snd_una has not moved since the last one) keeps it.
+        // Loss episode (snd_una has not moved since the last one) keeps it. A new reduction is a new
+        // undo episode.
         if self.ca_state <= CaState::Disorder
             || self.high_seq <= self.snd_una
             || (self.ca_state == CaState::Loss && self.rto_retransmits == 0)
         {
+            let prior = self.current_ssthresh();
+            self.set_prior_ssthresh(prior);
+            self.init_undo();
             self.prior_cwnd = self.cwnd;
             self.ssthresh = self.ca_ssthresh();
             // CA_EVENT_LOSS
             self.dctcp_react_to_loss();
+        }
+        // A timeout in Disorder after many SACKs: the reordering degree was overestimated.
+        if self.ca_state <= CaState::Disorder && self.sacked_out >= REORDERING {
+            self.reordering = self.reordering.min(REORDERING);
         }
         self.cwnd = self.in_flight() + 1;
         self.cwnd_cnt = 0;

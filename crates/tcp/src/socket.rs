@@ -83,6 +83,10 @@ pub struct TcpStats {
     /// Reordering seen: an original segment delivered below one SACKed before it (`reord_seen`,
     /// `TCPSACKReorder`); it opens RACK's reordering window.
     pub reord_seen: u64,
+    /// The reordering degree in segments (`tcpi_reordering`).
+    pub reordering: u32,
+    /// D-SACKs sent and received, and the window reductions undone (undo.rs).
+    pub undo: crate::UndoStats,
     /// Packets delivered by ACKs that carried ECE (`tcpi_delivered_ce`, `TCPDeliveredCE`).
     pub delivered_ce: u32,
     /// Data segments received with CE.
@@ -180,7 +184,7 @@ impl Connection {
             prior_wstamp: 0,
             tx_tstamp: 0,
             pacing_at: None,
-            rack: Rack::default(),
+            rack: Rack::new(),
             highest_sack: 0,
             tlp_high_seq: 0,
             tlp_retrans: false,
@@ -232,6 +236,9 @@ impl Connection {
             loss_probes: 0,
             loss_probe_recoveries: 0,
             reord_seen: 0,
+            reordering: crate::REORDERING,
+            undo: Default::default(),
+            undo_stats: Default::default(),
             cfg,
         }
     }
@@ -399,6 +406,8 @@ impl Connection {
             loss_probes: self.loss_probes,
             loss_probe_recoveries: self.loss_probe_recoveries,
             reord_seen: self.reord_seen,
+            reordering: self.reordering,
+            undo: self.undo_stats,
             delivered_ce: self.delivered_ce,
             ce_received: self.ce_received,
             ece_reductions: self.ece_reductions,

@@ -792,8 +792,10 @@ fn refused_rto_retransmission_rearms_without_backoff() {
 /// (2·srtt + 2 ms, nothing new to send); the first arrives, and its ACK lets two new segments out; the
 /// RTO fires at 255 ms (the head's send time, 30 ms, plus 225 ms: the ACK's 60 ms sample makes srtt
 /// 20 + (60 − 20) / 8 = 25 ms, and rttvar stays at its 200 ms floor). An ACK that then covers the probed
-/// segment and one new segment, but not the last, leaves the connection in Loss: not in CWR as a
-/// probe's repair would (`tcp_process_tlp_ack`), nor counted as one (TCPLossProbeRecovery).
+/// segment and one new segment, but not the last, does not put it in CWR as a probe's repair would
+/// (`tcp_process_tlp_ack`), nor count as one (TCPLossProbeRecovery). Those ACKs echo the originals'
+/// timestamps (30 ms), older than the timeout's retransmission (255 ms): the timeout was spurious and
+/// is undone (`tcp_try_undo_loss`, `TCPLossUndo`), Open.
 #[test]
 fn timeout_ends_the_loss_probe_episode() {
     let (mut cl, mut sv, segs) = ten_out(Config::default());
@@ -826,7 +828,8 @@ fn timeout_ends_the_loss_probe_episode() {
     }
     let st = cl.stats();
     assert_eq!(st.bytes_acked, 11 * 1448);
-    assert_eq!((st.ca_state, st.loss_probe_recoveries), (CaState::Loss, 0));
+    assert_eq!((st.ca_state, st.loss_probe_recoveries), (CaState::Open, 0));
+    assert_eq!(st.undo.loss_undo, 1);
     cl.check_invariants().unwrap();
 }
 
