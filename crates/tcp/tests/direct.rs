@@ -953,3 +953,178 @@ fn rack_finds_a_lost_retransmission_before_the_rto() {
     assert_eq!(st.retransmits, 2);
     cl.check_invariants().unwrap();
 }
+
+/// The receiver's D-SACK (RFC 2883; Linux 6.12 `tcp_data_queue`, `tcp_data_queue_ofo`,
+/// `tcp_dsack_set`, `tcp_options_write`): a segment it already has is reported in the first SACK
+/// block of the ACK it sends at once — below rcv_nxt (`TCPDSACKOldSent`), inside the out-of-order
+/// queue (`TCPDSACKOfoSent`, the D-SACK first, the block holding it second), or the head of a segment
+/// that overlaps rcv_nxt — and only in that ACK.
+#[test]
+fn the_receiver_reports_duplicates_in_its_first_sack_block() {
+    let (_cl, mut sv) = pair(Config::default(), Config::default());
+    let base = CLIENT_ISN.wrapping_add(1);
+    let at = |i: u32| base.wrapping_add(i * 1448);
+    let mut t = 100 * MS;
+    let mut send = |sv: &mut Connection, seg: &Segment| {
+        t += MS;
+        sv.on_segment(t, seg);
+        let out = drain(sv, t);
+        assert_eq!(out.len(), 1, "one ACK at once");
+        out[0].clone()
+    };
+    send(&mut sv, &data(0, 1));
+    send(&mut sv, &data(1, 1));
+    let a = send(&mut sv, &data(0, 1));
+    assert_eq!(a.ack, at(2));
+    assert_eq!(a.options.sack_blocks, vec![(at(0), at(1))], "the duplicate");
+    let a = send(&mut sv, &data(3, 1));
+    assert_eq!(a.options.sack_blocks, vec![(at(3), at(4))], "sent once");
+    let a = send(&mut sv, &data(3, 1));
+    assert_eq!(
+        a.options.sack_blocks,
+        vec![(at(3), at(4)), (at(3), at(4))],
+        "an out-of-order duplicate, inside the second block"
+    );
+    // Segments 1 and 2 in one: its first half is old, the second fills the hole up to 4.
+    let mut both = data(1, 1);
+    both.payload_len = 2 * 1448;
+    let a = send(&mut sv, &both);
+    assert_eq!(a.ack, at(4));
+    assert_eq!(a.options.sack_blocks, vec![(at(1), at(2))]);
+    let u = sv.stats().undo;
+    assert_eq!((u.dsack_old_sent, u.dsack_ofo_sent), (2, 1));
+}
+
+/// The sender undoes a recovery that reordering caused (Linux 6.12 `tcp_check_dsack`,
+/// `tcp_try_undo_recovery`, `tcp_try_undo_dsack`, `tcp_undo_cwnd_reduction`).
+///
+/// By hand, after `pair` (RTT 20 ms): ten segments leave at 30 ms; all but the first reach the
+/// receiver at 40 ms, and their SACKs at 50 ms prove the first lost to RACK at once (nine SACKed,
+/// more than the dupthresh, no reordering seen: no reordering window): recovery, ssthresh 10 × 717 /
+/// 1024 = 7 (CUBIC), the first segment sent again. The original arrives at 55 ms; its ACK, at 65 ms,
+/// ends the recovery. With timestamps that ACK echoes the original's (30 ms), older than the
+/// retransmission (50 ms): the original had arrived, the cut is undone there (`TCPFullUndo`; then slow
+/// start adds the one segment the ACK delivered: 11). Without
+/// timestamps nothing tells yet: cwnd = ssthresh = 7, Open. The retransmission arrives at 60 ms as a
+/// duplicate; its D-SACK, at 70 ms, shows the episode's one retransmission needless (`TCPDSACKRecv`,
+/// `undo_retrans` 0): cwnd back to the 10 before the cut and ssthresh to the infinite one
+/// (`TCPDSACKUndo`).
+#[test]
+fn a_recovery_that_reordering_caused_is_undone() {
+    for ts in [false, true] {
+        let c = Config {
+            timestamps: ts,
+            ..Config::default()
+        };
+        let (mut cl, mut sv) = pair(c.clone(), c);
+        let infinite = cl.stats().ssthresh;
+        cl.write(10 * 1448);
+        let segs = drain(&mut cl, 30 * MS);
+        assert_eq!(segs.len(), 10);
+        let mut acks = vec![];
+        for s in &segs[1..] {
+            sv.on_segment(40 * MS, s);
+            acks.extend(drain(&mut sv, 40 * MS));
+        }
+        let mut rexmit = vec![];
+        for a in &acks {
+            cl.on_segment(50 * MS, a);
+            rexmit.extend(drain(&mut cl, 50 * MS));
+        }
+        assert_eq!(rexmit.len(), 1, "ts={ts}");
+        assert_eq!(rexmit[0].seq, segs[0].seq);
+        let st = cl.stats();
+        assert_eq!((st.ca_state, st.ssthresh), (CaState::Recovery, 7));
+        sv.on_segment(55 * MS, &segs[0]);
+        let ack = drain(&mut sv, 55 * MS);
+        cl.on_segment(65 * MS, ack.last().unwrap());
+        let st = cl.stats();
+        assert_eq!(st.ca_state, CaState::Open);
+        if ts {
+            // 10 again, and one more: the ACK's delivered segment, in slow start below the ssthresh.
+            assert_eq!((st.undo.full_undo, st.ssthresh, st.cwnd), (1, infinite, 11));
+        } else {
+            assert_eq!((st.undo.full_undo, st.ssthresh, st.cwnd), (0, 7, 7));
+        }
+        sv.on_segment(60 * MS, &rexmit[0]);
+        let dsack = drain(&mut sv, 60 * MS);
+        assert_eq!(dsack.len(), 1);
+        let end = segs[0].seq.wrapping_add(segs[0].payload_len);
+        assert_eq!(dsack[0].options.sack_blocks, vec![(segs[0].seq, end)]);
+        cl.on_segment(70 * MS, &dsack[0]);
+        let st = cl.stats();
+        assert_eq!(st.undo.dsack_recv, 1);
+        // With timestamps the episode was already undone: nothing left for the D-SACK to undo.
+        assert_eq!(st.undo.dsack_undo, !ts as u64, "ts={ts}");
+        let cwnd = if ts { 11 } else { 10 };
+        assert_eq!((st.ca_state, st.ssthresh, st.cwnd), (CaState::Open, infinite, cwnd));
+        cl.check_invariants().unwrap();
+    }
+}
+
+/// Deliver `segs` to `to` at `t`; the segments it answers with.
+fn deliver(to: &mut Connection, t: Nanos, segs: &[Segment]) -> Vec<Segment> {
+    let mut out = vec![];
+    for s in segs {
+        to.on_segment(t, s);
+        out.extend(drain(to, t));
+    }
+    out
+}
+
+/// Reordering larger than RACK's window: the window grows on the D-SACK (Linux 6.12
+/// `tcp_rack_update_reo_wnd`, `tcp_rack_reo_wnd`), the reordering degree to the distance seen
+/// (`tcp_check_sack_reordering`, `tcpi_reordering`), and the cut is undone on a partial ACK
+/// (`tcp_try_undo_partial`).
+///
+/// By hand, after `pair` (min RTT 20 ms, the reordering window a quarter of it: 5 ms):
+/// 1. Ten segments leave at 30 ms; segment 1 arrives before segment 0, whose ACK fills the hole below
+///    the SACK: reordering seen, by 2 segments (no more than the degree, 3, which stays).
+/// 2. Segments 3–9 arrive at 60 ms and their SACKs at 70 ms: RACK's reference is segment 9 (sent at
+///    30 ms, rack.rtt 40 ms); segment 2 is lost at 30 + 40 + 5 ms, the timer fires 2 ms later
+///    (`TCP_TIMEOUT_MIN`): retransmitted at 77 ms, recovery. The original arrives at 80 ms; its ACK
+///    (85 ms) echoes the original's timestamp (30 ms), older than the retransmission, and nothing is
+///    left in flight: a partial undo, Open; segment 2 came 8 segments below the highest SACK, so the
+///    degree is now 8. The retransmission arrives at 90 ms and is D-SACKed (`TCPDSACKRecv`).
+/// 3. Everything arrives at 100 ms; the ACKs (110 ms) deliver data: the pending D-SACK adds a step
+///    (10 ms). A new flight leaves at 110 ms; all but its first segment arrive at 120 ms, their SACKs
+///    at 130 ms: the first is lost at 110 + 20 + 10 ms, the timer set 2 ms after: 142 ms (137 with the
+///    window of one step).
+#[test]
+fn a_dsack_after_reordering_widens_racks_window() {
+    let (mut cl, mut sv) = pair(Config::default(), Config::default());
+    cl.write(40 * 1448);
+    let segs = drain(&mut cl, 30 * MS);
+    // 1.
+    let sack = deliver(&mut sv, 40 * MS, &segs[1..2]);
+    let mut next = deliver(&mut cl, 50 * MS, &sack);
+    let ack = deliver(&mut sv, 45 * MS, &segs[..1]);
+    next.extend(deliver(&mut cl, 52 * MS, &ack));
+    let st = cl.stats();
+    assert_eq!((st.reord_seen, st.reordering), (1, 3));
+    // 2.
+    let sacks = deliver(&mut sv, 60 * MS, &segs[3..10]);
+    next.extend(deliver(&mut cl, 70 * MS, &sacks));
+    assert_eq!(cl.poll_at(), Some(77 * MS));
+    let rexmit = drain(&mut cl, 77 * MS);
+    assert_eq!(rexmit.len(), 1);
+    assert_eq!(rexmit[0].seq, segs[2].seq);
+    assert_eq!(cl.stats().ca_state, CaState::Recovery);
+    let ack = deliver(&mut sv, 80 * MS, &segs[2..3]);
+    next.extend(deliver(&mut cl, 85 * MS, &ack));
+    let st = cl.stats();
+    assert_eq!((st.ca_state, st.undo.partial_undo), (CaState::Open, 1));
+    assert_eq!((st.reord_seen, st.reordering), (2, 8));
+    let dsack = deliver(&mut sv, 90 * MS, &rexmit);
+    next.extend(deliver(&mut cl, 95 * MS, &dsack));
+    assert_eq!(cl.stats().undo.dsack_recv, 1);
+    // 3.
+    let acks = deliver(&mut sv, 100 * MS, &next);
+    let flight = deliver(&mut cl, 110 * MS, &acks);
+    assert!(flight.len() > 3);
+    let sacks = deliver(&mut sv, 120 * MS, &flight[1..]);
+    assert!(deliver(&mut cl, 130 * MS, &sacks).is_empty());
+    assert_eq!(cl.stats().ca_state, CaState::Disorder);
+    assert_eq!(cl.poll_at(), Some(142 * MS), "two steps of reordering window");
+    cl.check_invariants().unwrap();
+}
