@@ -69,6 +69,15 @@
 //!   retransmitted, each partial ACK retransmits the next head. The cwnd
 //!   reduction is **PRR** (RFC 6937) exactly as `tcp_cwnd_reduction`, and at
 //!   the end of recovery cwnd = ssthresh (`tcp_end_cwnd_reduction`).
+//! * **D-SACK and undo** (`undo.rs`, RFC 2883 as Linux): the receiver
+//!   reports a duplicate first in its SACK blocks (`tcp_dsack_set`); the
+//!   sender reads it (`tcp_check_dsack`) and undoes a window reduction that
+//!   proves spurious — every retransmission D-SACKed, or an ACK echoing a
+//!   timestamp older than the first retransmission (`tcp_try_undo_recovery`,
+//!   `_dsack`, `_partial`, `_loss`); RACK's window grows a step per round
+//!   trip with a D-SACK after reordering (`tcp_rack_update_reo_wnd`), and
+//!   the reordering degree (`tp->reordering`, 3 at first) grows to the
+//!   distance seen (`tcp_check_sack_reordering`).
 //! * **RTT and RTO** (`tcp_rtt_estimator`, `tcp_set_rto`, `tcp_ack_update_rtt`):
 //!   Jacobson/Karels with Linux's twists: RTO = srtt + rttvar where rttvar is
 //!   at least `TCP_RTO_MIN` (200 ms) and decays at most once per RTT; so the
@@ -152,12 +161,11 @@
 //!
 //! * **No GRO** on the receiving side: segments arrive one MSS each. TCP small
 //!   queues is the driver's (`tsq_limit`, `set_tsq_throttled`).
-//! * **No F-RTO, no undo** (DSACK, Eifel/timestamps), no D-SACK generation
-//!   (so RACK's reordering window never widens, `reo_wnd_steps`), no
-//!   reordering degree (reordering stays 3; that reordering was seen is
-//!   kept, for RACK), no SACK reneging, no ACK
+//! * **No F-RTO** (`tcp_frto`: a spurious timeout is undone only by the
+//!   timestamps, `TCPSpuriousRTOs` not counted), no SACK reneging, no ACK
 //!   compression of SACKs (`tcp_comp_sack_nr`): every out-of-order segment is
-//!   acknowledged at once.
+//!   acknowledged at once. A D-SACK's segments are not counted delivered for
+//!   PRR and the rate sample (`sack_delivered`).
 //! * **Receive memory** is counted in window bytes through the scaling ratio,
 //!   not per skb: no queue collapsing or pruning (`tcp_prune_queue`,
 //!   `tcp_clamp_window`), no memory pressure. The send buffer (`tcp_wmem`,

@@ -317,7 +317,8 @@ impl Connection {
     /// window is kept wide one recovery longer.
     pub(crate) fn try_undo_dsack(&mut self) -> bool {
         if self.undo.marker != 0 && self.undo.retrans == 0 {
-            self.rack.reo_wnd_persist = (self.rack.reo_wnd_persist + 1).min(TCP_RACK_RECOVERY_THRESH);
+            self.rack.reo_wnd_persist =
+                (self.rack.reo_wnd_persist + 1).min(TCP_RACK_RECOVERY_THRESH);
             self.undo_cwnd_reduction(false);
             self.undo_stats.dsack_undo += 1;
             return true;

@@ -1057,7 +1057,10 @@ fn a_recovery_that_reordering_caused_is_undone() {
         // With timestamps the episode was already undone: nothing left for the D-SACK to undo.
         assert_eq!(st.undo.dsack_undo, !ts as u64, "ts={ts}");
         let cwnd = if ts { 11 } else { 10 };
-        assert_eq!((st.ca_state, st.ssthresh, st.cwnd), (CaState::Open, infinite, cwnd));
+        assert_eq!(
+            (st.ca_state, st.ssthresh, st.cwnd),
+            (CaState::Open, infinite, cwnd)
+        );
         cl.check_invariants().unwrap();
     }
 }
@@ -1125,6 +1128,10 @@ fn a_dsack_after_reordering_widens_racks_window() {
     let sacks = deliver(&mut sv, 120 * MS, &flight[1..]);
     assert!(deliver(&mut cl, 130 * MS, &sacks).is_empty());
     assert_eq!(cl.stats().ca_state, CaState::Disorder);
-    assert_eq!(cl.poll_at(), Some(142 * MS), "two steps of reordering window");
+    assert_eq!(
+        cl.poll_at(),
+        Some(142 * MS),
+        "two steps of reordering window"
+    );
     cl.check_invariants().unwrap();
 }
