@@ -954,6 +954,16 @@ fn rack_finds_a_lost_retransmission_before_the_rto() {
     cl.check_invariants().unwrap();
 }
 
+/// Deliver `segs` to `to` at `t`; the segments it answers with.
+fn deliver(to: &mut Connection, t: Nanos, segs: &[Segment]) -> Vec<Segment> {
+    let mut out = vec![];
+    for s in segs {
+        to.on_segment(t, s);
+        out.extend(drain(to, t));
+    }
+    out
+}
+
 /// The receiver's D-SACK (RFC 2883; Linux 6.12 `tcp_data_queue`, `tcp_data_queue_ofo`,
 /// `tcp_dsack_set`, `tcp_options_write`): a segment it already has is reported in the first SACK
 /// block of the ACK it sends at once — below rcv_nxt (`TCPDSACKOldSent`), inside the out-of-order
@@ -1021,22 +1031,13 @@ fn a_recovery_that_reordering_caused_is_undone() {
         cl.write(10 * 1448);
         let segs = drain(&mut cl, 30 * MS);
         assert_eq!(segs.len(), 10);
-        let mut acks = vec![];
-        for s in &segs[1..] {
-            sv.on_segment(40 * MS, s);
-            acks.extend(drain(&mut sv, 40 * MS));
-        }
-        let mut rexmit = vec![];
-        for a in &acks {
-            cl.on_segment(50 * MS, a);
-            rexmit.extend(drain(&mut cl, 50 * MS));
-        }
+        let acks = deliver(&mut sv, 40 * MS, &segs[1..]);
+        let rexmit = deliver(&mut cl, 50 * MS, &acks);
         assert_eq!(rexmit.len(), 1, "ts={ts}");
         assert_eq!(rexmit[0].seq, segs[0].seq);
         let st = cl.stats();
         assert_eq!((st.ca_state, st.ssthresh), (CaState::Recovery, 7));
-        sv.on_segment(55 * MS, &segs[0]);
-        let ack = drain(&mut sv, 55 * MS);
+        let ack = deliver(&mut sv, 55 * MS, &segs[..1]);
         cl.on_segment(65 * MS, ack.last().unwrap());
         let st = cl.stats();
         assert_eq!(st.ca_state, CaState::Open);
@@ -1046,8 +1047,7 @@ fn a_recovery_that_reordering_caused_is_undone() {
         } else {
             assert_eq!((st.undo.full_undo, st.ssthresh, st.cwnd), (0, 7, 7));
         }
-        sv.on_segment(60 * MS, &rexmit[0]);
-        let dsack = drain(&mut sv, 60 * MS);
+        let dsack = deliver(&mut sv, 60 * MS, &rexmit);
         assert_eq!(dsack.len(), 1);
         let end = segs[0].seq.wrapping_add(segs[0].payload_len);
         assert_eq!(dsack[0].options.sack_blocks, vec![(segs[0].seq, end)]);
@@ -1065,16 +1065,6 @@ fn a_recovery_that_reordering_caused_is_undone() {
     }
 }
 
-/// Deliver `segs` to `to` at `t`; the segments it answers with.
-fn deliver(to: &mut Connection, t: Nanos, segs: &[Segment]) -> Vec<Segment> {
-    let mut out = vec![];
-    for s in segs {
-        to.on_segment(t, s);
-        out.extend(drain(to, t));
-    }
-    out
-}
-
 /// Reordering larger than RACK's window: the window grows on the D-SACK (Linux 6.12
 /// `tcp_rack_update_reo_wnd`, `tcp_rack_reo_wnd`), the reordering degree to the distance seen
 /// (`tcp_check_sack_reordering`, `tcpi_reordering`), and the cut is undone on a partial ACK
@@ -1086,9 +1076,9 @@ fn deliver(to: &mut Connection, t: Nanos, segs: &[Segment]) -> Vec<Segment> {
 /// 2. Segments 3–9 arrive at 60 ms and their SACKs at 70 ms: RACK's reference is segment 9 (sent at
 ///    30 ms, rack.rtt 40 ms); segment 2 is lost at 30 + 40 + 5 ms, the timer fires 2 ms later
 ///    (`TCP_TIMEOUT_MIN`): retransmitted at 77 ms, recovery. The original arrives at 80 ms; its ACK
-///    (85 ms) echoes the original's timestamp (30 ms), older than the retransmission, and nothing is
-///    left in flight: a partial undo, Open; segment 2 came 8 segments below the highest SACK, so the
-///    degree is now 8. The retransmission arrives at 90 ms and is D-SACKed (`TCPDSACKRecv`).
+///    (85 ms) echoes the original's timestamp (30 ms), older than the retransmission, and no
+///    retransmission is left in flight: a partial undo, Open; segment 2 came 8 segments below the
+///    highest SACK, so the degree is now 8. The retransmission arrives at 90 ms and is D-SACKed (`TCPDSACKRecv`).
 /// 3. Everything arrives at 100 ms; the ACKs (110 ms) deliver data: the pending D-SACK adds a step
 ///    (10 ms). A new flight leaves at 110 ms; all but its first segment arrive at 120 ms, their SACKs
 ///    at 130 ms: the first is lost at 110 + 20 + 10 ms, the timer set 2 ms after: 142 ms (137 with the
