@@ -73,6 +73,9 @@ pub struct TcpNstat {
     /// Timeouts undone.
     #[serde(rename = "TCPLossUndo")]
     pub loss_undo: u64,
+    /// Timeouts F-RTO found spurious.
+    #[serde(rename = "TCPSpuriousRTOs")]
+    pub spurious_rtos: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -315,6 +318,7 @@ pub fn run(sc: &mut Scenario, progress: &mut dyn FnMut(Nanos)) -> Result<Outcome
                             nstat.partial_undo += st.undo.partial_undo;
                             nstat.dsack_undo += st.undo.dsack_undo;
                             nstat.loss_undo += st.undo.loss_undo;
+                            nstat.spurious_rtos += st.undo.spurious_rtos;
                         }
                         _ => {}
                     }

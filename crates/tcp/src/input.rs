@@ -279,6 +279,9 @@ impl Connection {
             0
         };
         let mut dsack = crate::undo::Dsack::default();
+        // FLAG_ORIG_SACK_ACKED, for F-RTO; retransmissions held by the last ACK may go now.
+        let mut orig_sack_acked = false;
+        self.undo.hold_rexmit = false;
         if self.sack_ok && !seg.options.sack_blocks.is_empty() {
             // tcp_check_dsack(): is the first block a duplicate's report?
             let mut raw = [(0u64, 0u64); 2];
@@ -341,6 +344,7 @@ impl Connection {
                         if !ever && start < fack {
                             reord = reord.min(start);
                         }
+                        orig_sack_acked |= !ever && end <= self.high_seq;
                         fack = fack.max(end);
                         let seg = self.rtx[i].clone();
                         self.rate_skb_delivered(&seg);
@@ -405,6 +409,7 @@ impl Connection {
             if t.ever_retrans {
                 any_retrans_acked = true;
             } else if !t.sacked {
+                orig_sack_acked = true;
                 if seq_rtt.is_none() {
                     seq_rtt = Some(now.saturating_sub(t.sent_at));
                 }
@@ -539,7 +544,13 @@ impl Connection {
             is_dup || newly_sacked > 0 || ece || dsack.seen || self.ca_state != CaState::Open;
         let mut newly_lost = 0;
         if dubious {
-            newly_lost = self.fastretrans_alert(now, prior_una, ece, &mut set_xmit_timer);
+            let f = crate::undo::AckFlags {
+                ece,
+                data_sacked: newly_sacked > 0,
+                dup: is_dup,
+                orig_sack_acked,
+            };
+            newly_lost = self.fastretrans_alert(now, prior_una, f, &mut set_xmit_timer);
         }
         // tcp_set_xmit_timer()
         if set_xmit_timer && !self.schedule_loss_probe(now, true) {

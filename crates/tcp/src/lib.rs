@@ -77,7 +77,10 @@
 //!   `_dsack`, `_partial`, `_loss`); RACK's window grows a step per round
 //!   trip with a D-SACK after reordering (`tcp_rack_update_reo_wnd`), and
 //!   the reordering degree (`tp->reordering`, 3 at first) grows to the
-//!   distance seen (`tcp_check_sack_reordering`).
+//!   distance seen (`tcp_check_sack_reordering`). **F-RTO** (`tcp_frto =
+//!   2`, `Config::frto`): after a timeout, the first ACK that advances
+//!   snd_una sends new data; never-retransmitted data delivered after it
+//!   shows the timeout spurious (`TCPSpuriousRTOs`), and it is undone.
 //! * **RTT and RTO** (`tcp_rtt_estimator`, `tcp_set_rto`, `tcp_ack_update_rtt`):
 //!   Jacobson/Karels with Linux's twists: RTO = srtt + rttvar where rttvar is
 //!   at least `TCP_RTO_MIN` (200 ms) and decays at most once per RTT; so the
@@ -161,8 +164,7 @@
 //!
 //! * **No GRO** on the receiving side: segments arrive one MSS each. TCP small
 //!   queues is the driver's (`tsq_limit`, `set_tsq_throttled`).
-//! * **No F-RTO** (`tcp_frto`: a spurious timeout is undone only by the
-//!   timestamps, `TCPSpuriousRTOs` not counted), no SACK reneging, no ACK
+//! * **No SACK reneging**, no ACK
 //!   compression of SACKs (`tcp_comp_sack_nr`): every out-of-order segment is
 //!   acknowledged at once. A D-SACK's segments are not counted delivered for
 //!   PRR and the rate sample (`sack_delivered`).
@@ -317,6 +319,10 @@ pub struct Config {
     /// or CWR state, one segment is sent after about two RTTs to draw an ACK that RACK can read, before
     /// the RTO would fire. SACK connections only.
     pub tlp: bool,
+    /// F-RTO (`net.ipv4.tcp_frto = 2`, Linux's default; RFC 5682 with SACK): after a timeout, new data
+    /// before more retransmissions, and the timeout undone if never-retransmitted data is then
+    /// delivered (undo.rs).
+    pub frto: bool,
     /// `SO_MAX_PACING_RATE` in bytes per second (iperf3's `--fq-rate`), 0 for none: caps the pacing rate,
     /// and asks for pacing (`SK_PACING_NEEDED`): the socket paces itself unless a sch_fq does.
     pub max_pacing_rate: u64,
@@ -354,6 +360,7 @@ impl Default for Config {
             ecn: false,
             rack: true,
             tlp: true,
+            frto: true,
             max_pacing_rate: 0,
             paced: false,
             gso_max_size: 65536 - tso::GSO_HEADROOM,

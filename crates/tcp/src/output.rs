@@ -251,8 +251,17 @@ impl Connection {
                     return Some(seg);
                 }
             }
-            if let Some(seg) = self.retransmit_lost(now) {
-                return Some(seg);
+            // F-RTO: new data first on this ACK; then maybe no retransmission until the next.
+            if self.undo.rexmit_new {
+                if let Some(seg) = self.send_new(now, SendMode::Normal) {
+                    return Some(seg);
+                }
+                self.frto_new_data_done();
+            }
+            if !self.undo.hold_rexmit {
+                if let Some(seg) = self.retransmit_lost(now) {
+                    return Some(seg);
+                }
             }
             if let Some(seg) = self.send_new(now, SendMode::Normal) {
                 return Some(seg);

@@ -3,6 +3,7 @@
 //! `rack.rs`; with it off the dupthresh rule with SACK, NewReno's head without), the cwnd reduction of
 //! Recovery and CWR (PRR, RFC 6937), and entering Loss on a retransmission timeout (`tcp_enter_loss`).
 
+use crate::undo::AckFlags;
 use crate::{CaState, Connection, Nanos, REORDERING, TCP_INFINITE_SSTHRESH};
 
 impl Connection {
@@ -14,10 +15,11 @@ impl Connection {
         &mut self,
         now: Nanos,
         prior_snd_una: u64,
-        ece: bool,
+        f: AckFlags,
         set_xmit_timer: &mut bool,
     ) -> u32 {
         let una_advanced = self.snd_una > prior_snd_una;
+        let ece = f.ece;
         // A. An ECN echo's reduction is not to be undone.
         if ece {
             self.set_prior_ssthresh(0);
@@ -71,11 +73,7 @@ impl Connection {
                 return newly_lost;
             }
             CaState::Loss => {
-                // tcp_process_loss(): an ACK advancing snd_una may show the timeout spurious; the
-                // episode ends when high_seq is acknowledged.
-                if !(una_advanced && self.try_undo_loss()) && self.snd_una >= self.high_seq {
-                    self.try_undo_recovery();
-                }
+                self.process_loss(prior_snd_una, f);
                 if !rack {
                     if self.ca_state == CaState::Loss && self.sack_ok {
                         newly_lost += self.mark_lost_sack();
@@ -309,6 +307,7 @@ impl Connection {
     /// `tcp_enter_loss()`, called by the retransmission timer before `rto_retransmits` counts this
     /// expiry.
     pub(crate) fn enter_loss(&mut self, now: Nanos) {
+        let new_recovery = self.ca_state < CaState::Recovery;
         // tcp_timeout_mark_lost(): every un-SACKed segment is lost (a lost retransmission is lost
         // again), but for the head RACK spares those sent less than its RTT ago.
         let rack = self.rack_on();
@@ -344,6 +343,7 @@ impl Connection {
         if !self.sack_ok {
             self.sacked_out = 0;
         }
+        self.frto_on_timeout(new_recovery);
         self.ca_state = CaState::Loss;
         self.high_seq = self.snd_nxt;
         // A loss probe's episode ends with the timeout: its ACK proves nothing now.

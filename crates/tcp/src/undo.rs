@@ -20,9 +20,13 @@
 //! quarter of the min RTT per round that had one (`tcp_rack_update_reo_wnd`, up to srtt), kept for
 //! 16 recoveries after (`reo_wnd_persist`); each undone episode also keeps it.
 //!
-//! Not modelled: F-RTO (`tcp_process_loss` with `tcp_frto = 2`: new data after an RTO, and the undo
-//! when it is acknowledged, `TCPSpuriousRTOs`), so a spurious RTO is undone only by the timestamp
-//! rule above.
+//!
+//! **F-RTO** (RFC 5682 with SACK, Linux's `tcp_frto = 2`; `tcp_process_loss`): after a timeout that
+//! starts a loss episode (or repeats one), the first ACK that advances snd_una without ending the
+//! episode sends new data instead of more retransmissions (`REXMIT_NEW`); if the next ACKs then
+//! acknowledge or SACK data that was never retransmitted, the timeout was spurious and is undone
+//! (`TCPSpuriousRTOs` and `TCPLossUndo`); a SACK or duplicate ACK instead shows the loss real, and
+//! the retransmissions go on.
 
 use crate::{CaState, Connection};
 
@@ -48,6 +52,25 @@ pub(crate) struct Undo {
     pub(crate) rcv_tsecr: u32,
     /// Receiver: the D-SACK block the next ACK carries first (`rx_opt.dsack`, `duplicate_sack[0]`).
     pub(crate) dsack_block: Option<(u64, u64)>,
+    /// F-RTO runs in this loss episode (`tp->frto`).
+    pub(crate) frto: bool,
+    /// This ACK sends new data before any retransmission (`REXMIT_NEW`).
+    pub(crate) rexmit_new: bool,
+    /// It did, past high_seq: no retransmission until the next ACK (`tcp_xmit_recovery`).
+    pub(crate) hold_rexmit: bool,
+}
+
+/// What an ACK did, as `tcp_fastretrans_alert` reads its flags.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct AckFlags {
+    /// `FLAG_ECE`.
+    pub(crate) ece: bool,
+    /// `FLAG_DATA_SACKED`: it SACKed new data.
+    pub(crate) data_sacked: bool,
+    /// A duplicate ACK (`num_dupack`).
+    pub(crate) dup: bool,
+    /// `FLAG_ORIG_SACK_ACKED`: it acknowledged or SACKed data never retransmitted.
+    pub(crate) orig_sack_acked: bool,
 }
 
 /// The D-SACK and undo counters, as `nstat` names Linux's.
@@ -69,6 +92,8 @@ pub struct UndoStats {
     pub dsack_undo: u64,
     /// Loss (RTO) episodes undone (`TCPLossUndo`).
     pub loss_undo: u64,
+    /// Timeouts F-RTO found spurious (`TCPSpuriousRTOs`).
+    pub spurious_rtos: u64,
 }
 
 /// What `check_dsack` found in an ACK's first block.
@@ -326,19 +351,75 @@ impl Connection {
         false
     }
 
-    /// `tcp_try_undo_loss(frto_undo = false)`: in Loss, an ACK advancing snd_una shows the timeout
-    /// spurious: undo, forget the lost marks and go Open.
-    pub(crate) fn try_undo_loss(&mut self) -> bool {
-        if !self.may_undo() {
+    /// `tcp_try_undo_loss()`: in Loss, an ACK advancing snd_una shows the timeout spurious (timestamps
+    /// or D-SACKs), or F-RTO did (`frto_undo`): undo, forget the lost marks and go Open.
+    pub(crate) fn try_undo_loss(&mut self, frto_undo: bool) -> bool {
+        if !(frto_undo || self.may_undo()) {
             return false;
         }
         self.undo_cwnd_reduction(true);
         self.undo_stats.loss_undo += 1;
+        if frto_undo {
+            self.undo_stats.spurious_rtos += 1;
+        }
         self.rto_retransmits = 0;
-        if !self.non_sack_preventing_reopen() && self.sack_ok {
+        if !self.non_sack_preventing_reopen() && (frto_undo || self.sack_ok) {
             self.ca_state = CaState::Open;
         }
         true
+    }
+
+    /// `tcp_enter_loss`'s F-RTO decision: a timeout that starts an episode, or repeats one on the same
+    /// snd_una (RFC 5682 3.2). `new_recovery`: the state was below Recovery.
+    pub(crate) fn frto_on_timeout(&mut self, new_recovery: bool) {
+        self.undo.frto = self.cfg.frto && (new_recovery || self.rto_retransmits > 0);
+        self.undo.rexmit_new = false;
+        self.undo.hold_rexmit = false;
+    }
+
+    /// `tcp_process_loss()`: an ACK in Loss. Undo when it shows the timeout spurious (by timestamps,
+    /// or F-RTO's step 3b: never-retransmitted data delivered); F-RTO's step 2b sends new data on the
+    /// first ACK advancing snd_una, step 3a gives up on a SACK or duplicate ACK after it; the
+    /// episode ends (and may be undone) once high_seq is acknowledged.
+    pub(crate) fn process_loss(&mut self, prior_snd_una: u64, f: AckFlags) {
+        let una_advanced = self.snd_una > prior_snd_una;
+        let recovered = self.snd_una >= self.high_seq;
+        if una_advanced && self.try_undo_loss(false) {
+            return;
+        }
+        if self.undo.frto {
+            if f.orig_sack_acked && self.try_undo_loss(true) {
+                return;
+            }
+            if self.snd_nxt > self.high_seq {
+                if f.data_sacked || f.dup {
+                    self.undo.frto = false;
+                }
+            } else if una_advanced && !recovered {
+                self.high_seq = self.snd_nxt;
+                if self.snd_nxt < self.send_limit_end()
+                    && self.snd_una + self.snd_wnd > self.snd_nxt
+                {
+                    self.undo.rexmit_new = true;
+                    return;
+                }
+                self.undo.frto = false;
+            }
+        }
+        if recovered {
+            self.try_undo_recovery();
+        }
+    }
+
+    /// `tcp_xmit_recovery(REXMIT_NEW)`, once no new data can go: if some went past high_seq, no
+    /// retransmission until the next ACK; else F-RTO gives up.
+    pub(crate) fn frto_new_data_done(&mut self) {
+        self.undo.rexmit_new = false;
+        if self.snd_nxt > self.high_seq {
+            self.undo.hold_rexmit = true;
+        } else {
+            self.undo.frto = false;
+        }
     }
 
     /// `tcp_try_undo_partial()`: a partial ACK in Recovery whose timestamp shows the hole filled by

@@ -698,11 +698,14 @@ fn ecn_negotiation_marking_and_reaction() {
 /// SACK (`tcp_clean_rtx_queue`'s `FLAG_SET_XMIT_TIMER`) with the RTO the samples set. When it fires
 /// in Loss, ssthresh must stay 7, not fall to CUBIC's floor of
 /// max(1 × 717 / 1024, 2) = 2 computed from the Loss-state cwnd of 1. (Loss probes are off: one would
-/// leave first, at 30 + 2 × 20 + 2 = 72 ms, and this is about the RTO.)
+/// leave first, at 30 + 2 × 20 + 2 = 72 ms, and this is about the RTO. F-RTO is off too: with it the
+/// SACKs of the never-retransmitted originals would show the first timeout spurious and undo it,
+/// `tcp_process_loss`.)
 #[test]
 fn second_rto_in_loss_keeps_ssthresh() {
     let no_tlp = Config {
         tlp: false,
+        frto: false,
         ..Config::default()
     };
     let (mut cl, mut sv, segs) = ten_out(no_tlp);
@@ -1123,5 +1126,73 @@ fn a_dsack_after_reordering_widens_racks_window() {
         Some(142 * MS),
         "two steps of reordering window"
     );
+    cl.check_invariants().unwrap();
+}
+
+/// F-RTO (RFC 5682 with SACK; Linux 6.12 `tcp_enter_loss`, `tcp_process_loss` step 3b,
+/// `tcp_try_undo_loss(frto_undo)`): a timeout after which data never retransmitted is SACKed was
+/// spurious. As in `second_rto_in_loss_keeps_ssthresh` but with F-RTO on (Linux's default): the RTO
+/// at 250 ms cuts ssthresh to 7 and cwnd to 1 and resends the head; the nine late originals' SACKs
+/// at 310 ms undo it (`TCPSpuriousRTOs`, `TCPLossUndo`): cwnd 10 and the infinite ssthresh again, out
+/// of Loss (Disorder: nine segments SACKed, the head's retransmission in flight).
+#[test]
+fn frto_undoes_a_timeout_when_original_data_is_sacked() {
+    let no_tlp = Config {
+        tlp: false,
+        ..Config::default()
+    };
+    let (mut cl, mut sv) = pair(no_tlp, Config::default());
+    let infinite = cl.stats().ssthresh;
+    cl.write(10 * 1448);
+    let segs = drain(&mut cl, 30 * MS);
+    assert_eq!(drain(&mut cl, 250 * MS).len(), 1);
+    let st = cl.stats();
+    assert_eq!((st.ca_state, st.ssthresh, st.cwnd), (CaState::Loss, 7, 1));
+    let acks = deliver(&mut sv, 300 * MS, &segs[1..]);
+    assert!(deliver(&mut cl, 310 * MS, &acks).is_empty());
+    let st = cl.stats();
+    assert_eq!((st.undo.spurious_rtos, st.undo.loss_undo), (1, 1));
+    assert_eq!(
+        (st.ca_state, st.ssthresh, st.cwnd),
+        (CaState::Disorder, infinite, 10)
+    );
+    cl.check_invariants().unwrap();
+}
+
+/// F-RTO when the loss was real (`tcp_process_loss` steps 2b and 3a, `tcp_xmit_recovery`'s
+/// `REXMIT_NEW`): ten segments leave at 30 ms and all are lost; the RTO at 250 ms resends the head
+/// (cwnd 1). Its ACK, at 270 ms, advances snd_una to the second segment: instead of retransmitting it,
+/// the sender sends new data — two segments (slow start: cwnd 2), beyond what was out at the timeout.
+/// They arrive and are SACKed above the hole (290 ms): the loss was real, F-RTO gives up and the
+/// retransmissions go on (the second segment, at once), nothing undone.
+#[test]
+fn frto_sends_new_data_then_retransmits_when_the_loss_was_real() {
+    let no_tlp = Config {
+        tlp: false,
+        ..Config::default()
+    };
+    let (mut cl, mut sv) = pair(no_tlp, Config::default());
+    cl.write(20 * 1448);
+    let segs = drain(&mut cl, 30 * MS);
+    assert_eq!(segs.len(), 10);
+    let head = drain(&mut cl, 250 * MS);
+    assert_eq!(head.len(), 1);
+    assert_eq!(head[0].seq, segs[0].seq);
+    let ack = deliver(&mut sv, 260 * MS, &head);
+    assert_eq!(ack.len(), 1);
+    assert_eq!(ack[0].ack, segs[1].seq);
+    let new = deliver(&mut cl, 270 * MS, &ack);
+    let after_flight = segs[9].seq.wrapping_add(1448);
+    assert_eq!(
+        new.iter().map(|s| s.seq).collect::<Vec<_>>(),
+        vec![after_flight, after_flight.wrapping_add(1448)],
+        "new data, not the second segment again"
+    );
+    assert_eq!(cl.stats().ca_state, CaState::Loss);
+    let sacks = deliver(&mut sv, 280 * MS, &new);
+    let rexmit = deliver(&mut cl, 290 * MS, &sacks);
+    assert_eq!(rexmit.first().map(|s| s.seq), Some(segs[1].seq));
+    let st = cl.stats();
+    assert_eq!((st.undo.spurious_rtos, st.undo.loss_undo), (0, 0));
     cl.check_invariants().unwrap();
 }
