@@ -103,8 +103,6 @@ pub(crate) struct Dsack {
     pub(crate) seen: bool,
     /// It reports the loss probe (`FLAG_DSACK_TLP`).
     pub(crate) tlp: bool,
-    /// Spurious retransmissions it shows delivered (`sack_delivered`).
-    pub(crate) delivered: u32,
 }
 
 impl Connection {
@@ -185,7 +183,6 @@ impl Connection {
             self.rack.dsack_seen = true;
         }
         d.seen = true;
-        d.delivered = dups as u32;
         if self.undo.marker != 0 && self.undo.retrans > 0 {
             if e <= prior_snd_una {
                 // D-SACK for data already forgotten: dumb counting.
