@@ -20,13 +20,15 @@
 //! quarter of the min RTT per round that had one (`tcp_rack_update_reo_wnd`, up to srtt), kept for
 //! 16 recoveries after (`reo_wnd_persist`); each undone episode also keeps it.
 //!
-//!
 //! **F-RTO** (RFC 5682 with SACK, Linux's `tcp_frto = 2`; `tcp_process_loss`): after a timeout that
 //! starts a loss episode (or repeats one), the first ACK that advances snd_una without ending the
 //! episode sends new data instead of more retransmissions (`REXMIT_NEW`); if the next ACKs then
 //! acknowledge or SACK data that was never retransmitted, the timeout was spurious and is undone
 //! (`TCPSpuriousRTOs` and `TCPLossUndo`); a SACK or duplicate ACK instead shows the loss real, and
 //! the retransmissions go on.
+//!
+//! Not modelled: a D-SACK's segments counted delivered (`sack_delivered`, for PRR and the rate
+//! sample), SACK reneging, and the counters of ignored D-SACKs (`TCPDSACKIgnored*`).
 
 use crate::{CaState, Connection};
 
