@@ -201,6 +201,8 @@ impl Connection {
     /// is, recovery starts (with one PRR step) and they are retransmitted. The RTO is armed again from
     /// the head's send time.
     pub(crate) fn rack_reo_timeout(&mut self, now: Nanos) {
+        // It retransmits at once (`tcp_xmit_retransmit_queue`), whatever F-RTO held back.
+        self.undo.hold_rexmit = false;
         let prior_in_flight = self.in_flight();
         let (_, lost) = self.rack_detect_loss(now);
         if prior_in_flight != self.in_flight() && self.ca_state != CaState::Recovery {
