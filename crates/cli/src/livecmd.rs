@@ -95,6 +95,16 @@ pub fn load_bridge_policy(
     Ok((engine, journal))
 }
 
+/// `--xdp` with `--queues N`: one AF_XDP socket per port, so one queue.
+fn one_xdp_queue(xdp: bool, queues: u16) -> Result<(), Failure> {
+    match xdp && queues > 1 {
+        true => Err(usage(
+            "--xdp serves one queue: give --queues 1 or bridge without --xdp",
+        )),
+        false => Ok(()),
+    }
+}
+
 /// `tclab live`: bridge two interfaces through the policy until interrupted (or `--duration`).
 pub fn live(a: args::LiveArgs) -> CmdResult {
     use tclab_live::{bridge::Bridge, sys};
@@ -112,6 +122,7 @@ pub fn live(a: args::LiveArgs) -> CmdResult {
     if a.out.is_none() && (a.no_plots || a.sample_ms != args::SAMPLE_MS) {
         return Err(usage("--sample-ms and --no-plots go with --out DIR"));
     }
+    one_xdp_queue(a.xdp, a.queues)?;
     for d in &a.devs {
         sys::check_bridgeable(d).map_err(usage)?;
     }
@@ -368,6 +379,8 @@ pub fn lab(a: args::LabCmd) -> CmdResult {
             no_ring,
             xdp,
         } => {
+            // Before anything is built: the bridge would refuse it only once the lab stood.
+            one_xdp_queue(xdp, queues)?;
             Lab::check_root().map_err(usage)?;
             let policy = match policy {
                 Some(p) => Some(
@@ -452,6 +465,33 @@ mod tests {
             panic!("a teql policy was accepted");
         };
         assert!(m.contains("teql is not supported by tclab live"), "{m}");
+    }
+
+    /// `tclab lab up --xdp --queues 2` used to build the lab, start a bridge that refused the
+    /// pair, remove the lab and exit 1; it is a usage error, found before anything is built.
+    #[test]
+    fn lab_up_with_xdp_on_two_queues_is_refused_before_anything_is_built() {
+        let cmd = args::LabCmd {
+            command: args::LabSub::Up {
+                policy: None,
+                kernel: false,
+                out: None,
+                queues: 2,
+                no_ring: false,
+                xdp: true,
+            },
+            prefix: "rv-xq".into(),
+        };
+        let Err(Failure::Usage(m)) = lab(cmd) else {
+            panic!("accepted, or refused as a failure rather than a usage error");
+        };
+        assert!(m.contains("--xdp serves one queue"), "{m}");
+        let list = std::process::Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        assert!(!list.contains("rv-xq-"), "nothing was built: {list}");
     }
 
     /// A script that stops half way leaves a policy that is not what it says (here: a typo of `tc`
