@@ -882,21 +882,25 @@ fn ethtool_sets_the_link_speed_taprio_times_its_schedule_by() {
 
 #[test]
 fn a_scripts_writes_to_proc_sys_do_not_reach_the_host_as_root() {
-    // bash makes `echo V > /proc/sys/…` itself, no command tclab answers: as root, the script's mount
-    // namespace has /proc/sys read-only, so the write fails and the host's setting stays. The script
+    // bash makes `echo V > /proc/sys/…` (or /sys/…) itself, no command tclab answers: as root, the script's mount
+    // namespace has /proc/sys and /sys read-only, so the write fails and the host's setting stays. The script
     // writes back the value it read, so that the host is unchanged whatever happens.
     if !mount_namespace() {
         eprintln!("no private mount namespace here: not checked");
         return;
     }
     let st = scratch("proc-sys");
-    let f = "/proc/sys/net/ipv4/conf/lo/accept_local";
-    let (code, out, err) = script_beside(
-        &st,
-        "sysctl.sh",
-        &format!("v=$(cat {f})\necho \"$v\" > {f}\necho \"write: $?\"\n"),
-    );
-    assert_eq!(code, Some(0), "{err}");
-    assert!(out.contains("write: 1"), "the write failed: {out}");
-    assert!(err.contains("Read-only file system"), "{err}");
+    for f in [
+        "/proc/sys/net/ipv4/conf/lo/accept_local",
+        "/sys/class/net/lo/tx_queue_len",
+    ] {
+        let (code, out, err) = script_beside(
+            &st,
+            "sysctl.sh",
+            &format!("v=$(cat {f})\necho \"$v\" > {f}\necho \"write: $?\"\n"),
+        );
+        assert_eq!(code, Some(0), "{f}: {err}");
+        assert!(out.contains("write: 1"), "{f}: the write failed: {out}");
+        assert!(err.contains("Read-only file system"), "{f}: {err}");
+    }
 }

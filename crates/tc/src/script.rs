@@ -681,10 +681,13 @@ impl Sandbox {
         for real in binds {
             setup.push_str(&format!("{} || exit 126\n", bind(&real)));
         }
-        // bash makes a script's redirections itself, so `echo 1 > /proc/sys/net/ipv4/ip_forward`
-        // would change the host's kernel; read-only here, such a write fails (EROFS) and the host
-        // stays as it was. (`sysctl -w`, a command, is tclab's and ignored.)
+        // bash makes a script's redirections itself, so `echo 1 > /proc/sys/net/ipv4/ip_forward` or
+        // `echo 100 > /sys/class/net/eth0/tx_queue_len` would change the host's kernel; read-only
+        // here, such a write fails (EROFS) and the host stays as it was. /sys is bound without its
+        // submounts, so a cgroup made under /sys/fs/cgroup fails too. (`sysctl -w`, a command, is
+        // tclab's and ignored.)
         setup.push_str("mount --bind -o ro /proc/sys /proc/sys || exit 126\n");
+        setup.push_str("mount --bind -o ro /sys /sys || exit 126\n");
         Some(setup)
     }
 
