@@ -959,15 +959,17 @@ pub fn wait(fds: &[RawFd], write: &[bool], timeout_ns: Option<u64>) -> io::Resul
         .collect())
 }
 
-/// SIGINT and SIGTERM set this; the loop ends at its next turn.
+/// SIGINT, SIGTERM and SIGHUP set this; the loop ends at its next turn.
 pub static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Make SIGINT and SIGTERM ask the loop to stop (and end any `ppoll` at once).
+/// Make SIGINT, SIGTERM and SIGHUP ask the loop to stop (and end any `ppoll` at once). SIGHUP (the
+/// terminal that ran it closed, an SSH session dropped) would otherwise end it at once, without its
+/// summary, `--out`'s plots and tc.txt, or the removal of its control socket.
 pub fn stop_on_signals() {
     extern "C" fn on_signal(_: libc::c_int) {
         STOP.store(true, std::sync::atomic::Ordering::SeqCst);
     }
-    for sig in [libc::SIGINT, libc::SIGTERM] {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe; no SA_RESTART, so
         // a wait in progress returns EINTR.
         unsafe {
