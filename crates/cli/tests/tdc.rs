@@ -1040,12 +1040,14 @@ case "$op" in
 esac
 shift 2
 dev=""
+dummy=""
 opts=()
 while [ $# -gt 0 ]; do
     case "$1" in
         dev) dev="$2"; shift 2 || break ;;
-        # netdevsim's port has what taprio's full offload needs (a PTP clock, taprio offload).
-        type) [ "$2" = netdevsim ] && opts+=(type netdevsim); break ;;
+        # netdevsim's port has what taprio's full offload needs (a PTP clock, taprio offload); a
+        # dummy has no MTU bounds (qfq.json's 85ee gives it 2147483647).
+        type) case "$2" in netdevsim) opts+=(type netdevsim) ;; dummy) dummy=1 ;; esac; break ;;
         mtu) [ $# -ge 2 ] || exit 0; opts+=(mtu "$2"); shift 2 ;;
         txqueuelen|txqlen|qlen) [ $# -ge 2 ] || exit 0; opts+=(txqueuelen "$2"); shift 2 ;;
         up|down|arp|multicast|allmulticast|promisc|trailers|dynamic) shift ;;
@@ -1056,6 +1058,10 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$dev" ] || exit 0
 if [ "$op" = set ] && [ ${{#opts[@]}} -eq 0 ]; then exit 0; fi
+# A dummy once; adding one the runner made already (as nsPlugin does) is the plain add below.
+if [ "$op" = add ] && [ -n "$dummy" ]; then
+    "$TCLAB" link add dev "$dev" "${{opts[@]}}" type dummy 2>/dev/null && exit 0
+fi
 exec "$TCLAB" link "$op" dev "$dev" "${{opts[@]}}"
 "#
             ),

@@ -155,6 +155,10 @@ pub struct Device {
     /// `IFF_BROADCAST`: every Ethernet-like device (`ether_setup`); not an IP tunnel or wireguard,
     /// which teql refuses beside broadcast slaves.
     pub broadcast: bool,
+    /// `dev->min_mtu`, `dev->max_mtu` (0: no bound), which `dev_validate_mtu` checks: 68 and 65535
+    /// for a veth-like device and teql0; none for an ifb or a dummy, whose setup clears them.
+    pub min_mtu: u32,
+    pub max_mtu: u32,
 }
 
 impl Device {
@@ -194,6 +198,8 @@ impl Device {
             taprio_offload: false,
             hard_header_len: 14,
             broadcast: true,
+            min_mtu: 68,
+            max_mtu: 65535,
         };
         d.root = d.default_root();
         d
@@ -220,6 +226,7 @@ impl Device {
         let mut d = Device::with_default(name, 1500, 32, DefaultRoot::PfifoFast);
         d.kind = DevKind::Ifb;
         d.up = false;
+        (d.min_mtu, d.max_mtu) = (0, 0);
         d
     }
 
@@ -731,17 +738,13 @@ fn link_facts(d: &Device) -> LinkFacts {
     }
 }
 
-/// `dev_validate_mtu`: an Ethernet-like device (ether_setup, veth) and teql0 (`teql_master_setup`)
-/// take 68..=65535, checked before the driver's own `ndo_change_mtu`; an ifb has no bounds
-/// (`ifb_setup` clears them).
-pub fn check_mtu(kind: DevKind, mtu: u32) -> Result<(), KernelError> {
-    if kind == DevKind::Ifb {
-        return Ok(());
-    }
-    if mtu < 68 {
+/// `dev_validate_mtu`: within the device's `min_mtu` and `max_mtu` (a bound of 0 is none), checked
+/// before the driver's own `ndo_change_mtu`.
+pub fn check_mtu(d: &Device, mtu: u32) -> Result<(), KernelError> {
+    if mtu < d.min_mtu {
         return Err(KernelError::invalid("mtu less than device minimum"));
     }
-    if mtu > 65535 {
+    if d.max_mtu > 0 && mtu > d.max_mtu {
         return Err(KernelError::invalid("mtu greater than device maximum"));
     }
     Ok(())
@@ -1093,7 +1096,7 @@ impl Engine {
     /// refuses more than a slave's MTU (`teql_master_mtu`).
     pub fn set_mtu(&mut self, name: &str, mtu: u32) -> Result<(), KernelError> {
         let d = self.device(name).ok_or_else(no_device)?;
-        check_mtu(d.kind, mtu)?;
+        check_mtu(d, mtu)?;
         if d.kind == DevKind::TeqlMaster {
             let slaves = self.teql.as_ref().map(|m| m.slaves()).unwrap_or_default();
             let too_big = slaves

@@ -1251,19 +1251,21 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
     if cmd == "set" && dev.starts_with("ifb") && engine.device(&dev).is_none() {
         return Err(format!("Cannot find device \"{dev}\""));
     }
+    // ifb_setup and dummy_setup clear the MTU bounds ether_setup gives.
+    let unbounded = matches!(kind, Some("ifb" | "dummy"));
     if let Some(m) = mtu {
-        use tclab_core::engine::DevKind;
+        use tclab_core::engine::Device;
         // Out of the device's bounds: refused before anything is made or changed.
-        let dev_kind = match engine.device(&dev) {
-            Some(d) => d.kind,
-            None if ifb => DevKind::Ifb,
-            None => DevKind::Plain,
-        };
-        // An ifb takes any MTU on Linux; tclab's does not take 0, which no frame fits.
-        if m == 0 && dev_kind == DevKind::Ifb {
+        let mut made = Device::new(&dev, crate::DEFAULT_MTU, crate::DEFAULT_TXQUEUELEN);
+        if unbounded {
+            (made.min_mtu, made.max_mtu) = (0, 0);
+        }
+        let d = engine.device(&dev).unwrap_or(&made);
+        // Linux takes 0 where there is no lower bound; tclab does not, as no frame fits.
+        if m == 0 && d.min_mtu == 0 {
             return Err("Error: mtu must be positive".into());
         }
-        tclab_core::engine::check_mtu(dev_kind, m).map_err(|e| e.to_string())?;
+        tclab_core::engine::check_mtu(d, m).map_err(|e| e.to_string())?;
     }
     match cmd {
         "add" | "set" => {
@@ -1285,6 +1287,9 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
                 engine.add_device(p, crate::DEFAULT_MTU, crate::DEFAULT_TXQUEUELEN);
             }
             let d = engine.add_device(&dev, crate::DEFAULT_MTU, crate::DEFAULT_TXQUEUELEN);
+            if cmd == "add" && unbounded {
+                (d.min_mtu, d.max_mtu) = (0, 0);
+            }
             if cmd == "add" && kind == Some("netdevsim") {
                 // netdevsim's mock PHC and taprio offload (taprio's full offload needs both).
                 d.taprio_offload = true;
@@ -1399,8 +1404,14 @@ mod tests {
         let err = link(&mut e, &words("set dev teql0 mtu 60")).unwrap_err();
         assert_eq!(err, "Error: mtu less than device minimum.");
         assert_eq!(e.device("teql0").map(|d| d.mtu), Some(1500));
+        // ifb_setup and dummy_setup clear the bounds (tdc's qfq case 85ee sets a dummy's MTU to
+        // 2147483647).
         link(&mut e, &words("add dev ifb0 type ifb")).unwrap();
         link(&mut e, &words("set dev ifb0 mtu 100000")).unwrap();
+        link(&mut e, &words("add dev d0 type dummy")).unwrap();
+        link(&mut e, &words("set dev d0 mtu 2147483647")).unwrap();
+        link(&mut e, &words("set dev d0 mtu 10")).unwrap();
+        assert_eq!(e.device("d0").map(|d| d.mtu), Some(10));
     }
 
     #[test]
