@@ -539,6 +539,7 @@ fn build(cx: &Ctx, sf: ScenarioFile, base: &std::path::Path) -> Result<Scenario,
     frameless_keys(cx, &net);
     route_readers(&mut net);
     teql_one_peer(cx, &sf, &net)?;
+    links_up(cx, &sf, &net)?;
     // The interfaces' devices by id (a policy may have replaced one through a script's journal).
     net.index_devices();
 
@@ -1012,6 +1013,37 @@ fn node_tps(engine: &tclab_core::Engine) -> Vec<(&str, &tclab_core::filter::Tp)>
         out.extend(blocks.iter().flat_map(|b| b.tps()).map(|tp| (name, tp)));
     }
     out
+}
+
+/// Every link's interface must end its node's policy up: the simulator does not model a down one
+/// (Linux would neither send nor receive through it, and its routes would go), so a policy leaving
+/// one down is refused rather than run as if it were up. Down and up again is fine.
+fn links_up(cx: &Ctx, sf: &ScenarioFile, net: &Network) -> Result<(), ScenarioError> {
+    for node in &net.nodes {
+        for &i in &node.ifaces {
+            let name = &net.ifaces[i].name;
+            if node.engine.device(name).is_none_or(|d| d.up) {
+                continue;
+            }
+            let span = sf
+                .policy
+                .iter()
+                .rev()
+                .find(|p| p.node.get_ref() == &node.name)
+                .map_or(0..0, |p| p.node.span());
+            return cx.err(
+                span,
+                "policy.tc",
+                format!(
+                    "node {}: {name} is left down; the simulator keeps a link's interfaces up (a down \
+                     one would neither send nor receive on Linux, and its routes would go): leave the \
+                     link out of the scenario instead",
+                    node.name
+                ),
+            );
+        }
+    }
+    Ok(())
 }
 
 /// An up teql master's slaves must all lead to one node. Linux's `teql_resolve` looks the route's
@@ -2108,6 +2140,19 @@ delay = "1ms"
             .err()
             .expect("an error");
         assert!(e.message.contains("routes 10.0.3.1 by eth1"), "{e}");
+    }
+
+    #[test]
+    fn a_link_interface_left_down_is_refused() {
+        // Before, `ip link set dev eth0 down` changed nothing: the interface still sent and received.
+        let lab =
+            |lines: &str| format!("{BASE}[[policy]]\nnode = \"a\"\ntc = \"\"\"\n{lines}\"\"\"\n");
+        let e = load_str(&lab("ip link set dev eth0 down\n"))
+            .err()
+            .expect("an error");
+        assert_eq!(e.key, "policy.tc", "{e}");
+        assert!(e.message.contains("eth0 is left down"), "{e}");
+        assert!(load_str(&lab("ip link set dev eth0 down\nip link set dev eth0 up\n")).is_ok());
     }
 
     #[test]
