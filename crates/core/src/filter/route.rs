@@ -357,7 +357,10 @@ mod tests {
             tclassid: 1 << 16 | 10,
             iif: 0,
         }));
-        assert_eq!(h.classify(&mut p, &mut cx, &mut res), crate::action::TC_ACT_OK);
+        assert_eq!(
+            h.classify(&mut p, &mut cx, &mut res),
+            crate::action::TC_ACT_OK
+        );
         assert_eq!(res.classid, 0x0001_000a);
         // Realms 1/3: only "from 1" (any destination).
         p.set_route(Some(crate::packet::Route {
