@@ -104,6 +104,30 @@ fn map_scenario(sc: &Scenario) -> Result<Mapping, String> {
     })
 }
 
+/// Pace the simulated TCP flows the lab's kernel will pace. iperf3 sets `-C` after `connect()`, and over a
+/// veth the handshake is done by then: a host whose default is BBR has already run `bbr_init` on the
+/// socket, which sets `SK_PACING_NEEDED`, and choosing CUBIC or Reno afterwards never clears it
+/// (docs/KERNEL_VS_SIM.md, "Method"). Without this the simulated column is unpaced and the live one paced.
+/// Returns a note for each entry it paced.
+fn pace_as_live(sc: &mut Scenario, host_default_cc: Option<&str>) -> Vec<String> {
+    if host_default_cc != Some("bbr") {
+        return Vec::new();
+    }
+    let mut notes = Vec::new();
+    for t in sc.traffic.iter_mut() {
+        if let TrafficKind::Tcp { cc, paced, .. } = &mut t.kind {
+            if cc != "bbr" && !*paced {
+                *paced = true;
+                notes.push(format!(
+                    "\"{}\": simulated paced, as the lab's iperf3 -C {cc} socket is on a host whose default is bbr (bbr_init's SK_PACING_NEEDED stays)",
+                    t.name
+                ));
+            }
+        }
+    }
+    notes
+}
+
 /// One traffic entry, live: the processes and how to read their result.
 struct LiveFlow {
     name: String,
@@ -198,7 +222,11 @@ pub fn run(name: &str, exe: &std::path::Path, prefix: &str, duration: Option<f64
             t.start = t.start.min(d);
         }
     }
-    let map = map_scenario(&sc).map_err(|e| usage(format!("{file}: {e}")))?;
+    let mut map = map_scenario(&sc).map_err(|e| usage(format!("{file}: {e}")))?;
+    // The lab's namespaces inherit this host's default congestion control.
+    let host_cc = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").ok();
+    map.notes
+        .extend(pace_as_live(&mut sc, host_cc.as_deref().map(str::trim)));
     // The router's policy as the simulator applied it, as a store tclab live reads.
     let dir = std::env::temp_dir().join(format!("tclab-compare-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -577,4 +605,89 @@ fn table(
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario() -> Scenario {
+        let text = r#"
+name = "pacing"
+duration = "2s"
+[[node]]
+name = "a"
+[[node]]
+name = "r"
+kind = "router"
+[[node]]
+name = "b"
+[[link]]
+a = "a"
+b = "r:eth0"
+rate = "100mbit"
+[[link]]
+a = "r:eth1"
+b = "b"
+rate = "100mbit"
+[[traffic]]
+name = "cubic"
+kind = "tcp"
+from = "a"
+to = "b"
+[[traffic]]
+name = "bbr"
+kind = "tcp"
+from = "a"
+to = "b"
+cc = "bbr"
+[[traffic]]
+name = "ping"
+kind = "ping"
+from = "a"
+to = "b"
+"#;
+        let opts = tclab_sim::scenario::LoadOptions { seed: None };
+        tclab_sim::scenario::load_with("pacing.toml", text, std::path::Path::new("."), &opts)
+            .unwrap()
+    }
+
+    fn paced(sc: &Scenario) -> Vec<(String, bool)> {
+        sc.traffic
+            .iter()
+            .filter_map(|t| match t.kind {
+                TrafficKind::Tcp { paced, .. } => Some((t.name.clone(), paced)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_bbr_host_paces_the_other_controls_as_the_lab_does() {
+        // bbr_init sets SK_PACING_NEEDED before iperf3's -C cubic: CUBIC is paced live, BBR paces anyway.
+        let mut sc = scenario();
+        let notes = pace_as_live(&mut sc, Some("bbr"));
+        assert_eq!(
+            paced(&sc),
+            [("cubic".to_string(), true), ("bbr".to_string(), false)]
+        );
+        assert_eq!(notes.len(), 1);
+        assert!(
+            notes[0].starts_with("\"cubic\": simulated paced"),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn a_cubic_host_leaves_the_flows_as_written() {
+        // A socket CUBIC initialised never asks for pacing: nothing to match.
+        for host in [Some("cubic"), Some("reno"), None] {
+            let mut sc = scenario();
+            assert!(pace_as_live(&mut sc, host).is_empty());
+            assert_eq!(
+                paced(&sc),
+                [("cubic".to_string(), false), ("bbr".to_string(), false)]
+            );
+        }
+    }
 }
