@@ -1015,6 +1015,16 @@ fn node_tps(engine: &tclab_core::Engine) -> Vec<(&str, &tclab_core::filter::Tp)>
     out
 }
 
+/// Where a finding about `node`'s policy points: its last `[[policy]]` entry's node key (what it left
+/// behind is the last entry's doing), or nowhere when it has none.
+fn last_policy_span(sf: &ScenarioFile, node: &str) -> std::ops::Range<usize> {
+    sf.policy
+        .iter()
+        .rev()
+        .find(|p| p.node.get_ref() == node)
+        .map_or(0..0, |p| p.node.span())
+}
+
 /// Every link's interface must end its node's policy up: the simulator does not model a down one
 /// (Linux would neither send nor receive through it, and its routes would go), so a policy leaving
 /// one down is refused rather than run as if it were up. Down and up again is fine.
@@ -1025,12 +1035,7 @@ fn links_up(cx: &Ctx, sf: &ScenarioFile, net: &Network) -> Result<(), ScenarioEr
             if node.engine.device(name).is_none_or(|d| d.up) {
                 continue;
             }
-            let span = sf
-                .policy
-                .iter()
-                .rev()
-                .find(|p| p.node.get_ref() == &node.name)
-                .map_or(0..0, |p| p.node.span());
+            let span = last_policy_span(sf, &node.name);
             return cx.err(
                 span,
                 "policy.tc",
@@ -1074,12 +1079,7 @@ fn teql_one_peer(cx: &Ctx, sf: &ScenarioFile, net: &Network) -> Result<(), Scena
         else {
             continue;
         };
-        let span = sf
-            .policy
-            .iter()
-            .rev()
-            .find(|p| p.node.get_ref() == &node.name)
-            .map_or(0..0, |p| p.node.span());
+        let span = last_policy_span(sf, &node.name);
         return cx.err(
             span,
             "policy.tc",
