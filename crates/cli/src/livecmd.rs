@@ -165,9 +165,12 @@ pub fn live(a: args::LiveArgs) -> CmdResult {
     let now = bridge.now();
     let tc_text = tc_show_all(&mut bridge.engine, now);
     print!("{tc_text}");
-    if let (Some(dir), Some(sampler)) = (&a.out, bridge.sampler.as_mut()) {
-        sampler.tick(now.max(sampler.next_due()), &bridge.engine);
-        write_out(&a, dir, sampler, &tc_text)?;
+    if let (Some(dir), Some(due)) = (&a.out, bridge.sampler.as_ref().map(|s| s.next_due())) {
+        let counts = bridge.sample_counts(now.max(due));
+        if let Some(sampler) = bridge.sampler.as_mut() {
+            sampler.tick_counts(now.max(due), &counts);
+            write_out(&a, dir, sampler, &tc_text)?;
+        }
     }
     result?;
     Ok(0)

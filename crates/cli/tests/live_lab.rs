@@ -246,6 +246,28 @@ fn htb_10mbit_with_sfq_shapes_real_tcp_as_the_kernels_htb_does() {
         (median / 10e6 - 1.0).abs() < 0.01,
         "1:20's median sampled rate {median}: {csv}"
     );
+    // interfaces.csv has tclab sim's columns; what eth1 received from node-2 is what eth0 sent to
+    // node-1 (both count whole frames), so their medians over the busy samples agree.
+    let csv = std::fs::read_to_string(out.join("interfaces.csv")).unwrap();
+    assert!(
+        csv.starts_with("time_s,iface,rx_bps,tx_bps,backlog_pkts,backlog_bytes\n"),
+        "{csv}"
+    );
+    let median_of = |dev: &str, col: usize| {
+        let mut v: Vec<f64> = csv
+            .lines()
+            .filter(|l| l.split(',').nth(1) == Some(dev))
+            .filter_map(|l| l.split(',').nth(col)?.parse().ok())
+            .filter(|&x: &f64| x > 1e6)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
+    let (rx, tx) = (median_of("eth1", 2), median_of("eth0", 3));
+    assert!(
+        tx > 0.0 && (rx / tx - 1.0).abs() < 0.03,
+        "eth1 received {rx} bit/s, eth0 sent {tx}: {csv}"
+    );
     for f in ["interfaces.csv", "tc.txt", "index.html"] {
         assert!(out.join(f).exists(), "{f} written");
     }
@@ -1010,13 +1032,18 @@ fn two_queues_each_shape_their_flows_and_tc_shows_them_merged() {
     assert!(summary.contains("on 2 queues"), "{summary}");
     // --out samples every queue's counters added up: eth0 at the queues' 5 Mbit/s each, in frames.
     let csv = std::fs::read_to_string(out.join("interfaces.csv")).unwrap();
+    // time_s,iface,rx_bps,tx_bps,backlog_pkts,backlog_bytes, as tclab sim writes it.
+    assert!(
+        csv.starts_with("time_s,iface,rx_bps,tx_bps,backlog_pkts,backlog_bytes\n"),
+        "{csv}"
+    );
     let peak = csv
         .lines()
         .filter_map(|l| {
             l.split(',')
                 .collect::<Vec<_>>()
-                .get(1..3)
-                .map(|f| (f[0] == "eth0", f[1].parse::<f64>()))
+                .get(1..4)
+                .map(|f| (f[0] == "eth0", f[2].parse::<f64>()))
         })
         .filter_map(|(eth0, bps)| if eth0 { bps.ok() } else { None })
         .fold(0.0, f64::max);

@@ -451,7 +451,7 @@ impl Bridge {
                 ..Default::default()
             };
             if req.argv.first().map(String::as_str) == Some(crate::queues::SAMPLE) {
-                let counts = crate::sampler::counts(&self.engine, now);
+                let counts = self.sample_counts(now);
                 let _ = call.reply.send(crate::queues::Answer {
                     out: Default::default(),
                     layout: Vec::new(),
@@ -485,6 +485,18 @@ impl Bridge {
 
     pub fn port_names(&self) -> Vec<String> {
         self.ports.iter().map(|p| p.name.clone()).collect()
+    }
+
+    /// What the sampler reads: the engine's counters, and each port's received bytes on its device's
+    /// root row (interfaces.csv's rx_bps, as `tclab sim` writes it).
+    pub fn sample_counts(&self, now: Nanos) -> Vec<crate::sampler::Count> {
+        let mut counts = crate::sampler::counts(&self.engine, now);
+        for c in counts.iter_mut().filter(|c| c.class.is_empty()) {
+            if let Some(p) = self.ports.iter().find(|p| p.name == c.dev) {
+                c.rx_bytes = p.stats.rx_bytes;
+            }
+        }
+        counts
     }
 
     pub fn stats(&self) -> Vec<(String, PortStats)> {
@@ -546,8 +558,11 @@ impl Bridge {
                 }
             }
             self.serve_timers(now);
-            if let Some(s) = self.sampler.as_mut() {
-                s.tick(now, &self.engine);
+            if self.sampler.as_ref().is_some_and(|s| now >= s.next_due()) {
+                let counts = self.sample_counts(now);
+                if let Some(s) = self.sampler.as_mut() {
+                    s.tick_counts(now, &counts);
+                }
             }
             turns = turns.wrapping_add(1);
             if calls_waiting || turns.is_multiple_of(1024) {

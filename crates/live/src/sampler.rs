@@ -1,6 +1,8 @@
-//! What a live run looked like over time: every `every` nanoseconds, each device's sent rate, backlog
-//! and drops (its root qdisc's counters, as `tc -s qdisc show` reads them) and each class's — the
-//! series `tclab sim` writes as interfaces.csv and classes.csv, here from a real run, for the same plots.
+//! What a live run looked like over time: every `every` nanoseconds, each device's received and sent
+//! rate and backlog (its port's receive counter and its root qdisc's counters, as `tc -s qdisc show`
+//! reads them) and each class's rate, backlog, queue length and drops — interfaces.csv and classes.csv
+//! with the columns `tclab sim` writes (docs/SCENARIOS.md), here from a real run, for the same plots
+//! and the same scripts.
 //! Rates are the difference of the byte counters between two samples over the time between them (the
 //! loop takes a sample at its first turn past the due time, so intervals are measured, not assumed).
 //!
@@ -20,7 +22,10 @@ pub struct Count {
     pub class: String,
     pub bytes: u64,
     pub backlog: u32,
+    pub qlen: u32,
     pub drops: u32,
+    /// Bytes the device's port received (root rows of a bridged device; 0 otherwise).
+    pub rx_bytes: u64,
 }
 
 /// Every device's root counters and its classes' (flow queues left out), in the engine's order.
@@ -33,7 +38,9 @@ pub fn counts(engine: &Engine, now: Nanos) -> Vec<Count> {
             class: String::new(),
             bytes: st.bytes,
             backlog: st.backlog,
+            qlen: st.qlen,
             drops: st.drops,
+            rx_bytes: 0,
         });
         for c in dev.classes(now).iter().filter(|c| !c.is_flow_queue()) {
             out.push(Count {
@@ -41,7 +48,9 @@ pub fn counts(engine: &Engine, now: Nanos) -> Vec<Count> {
                 class: c.classid.to_string(),
                 bytes: c.stats.bytes,
                 backlog: c.stats.backlog,
+                qlen: c.stats.qlen,
                 drops: c.stats.drops,
+                rx_bytes: 0,
             });
         }
     }
@@ -60,7 +69,9 @@ pub fn add_up(all: &[Vec<Count>]) -> Vec<Count> {
                     let o = &mut out[i];
                     o.bytes += c.bytes;
                     o.backlog += c.backlog;
+                    o.qlen += c.qlen;
                     o.drops += c.drops;
+                    o.rx_bytes += c.rx_bytes;
                 }
                 None => {
                     at.insert((&c.dev, &c.class), out.len());
@@ -144,8 +155,8 @@ impl Sampler {
                 let mut i =
                     std::io::BufWriter::new(std::fs::File::create(d.join("interfaces.csv"))?);
                 let mut c = std::io::BufWriter::new(std::fs::File::create(d.join("classes.csv"))?);
-                writeln!(i, "time_s,device,tx_bps,backlog_bytes,drops")?;
-                writeln!(c, "time_s,device,class,rate_bps,backlog_bytes,drops")?;
+                writeln!(i, "time_s,iface,rx_bps,tx_bps,backlog_pkts,backlog_bytes")?;
+                writeln!(c, "time_s,iface,classid,bps,backlog_bytes,qlen,drops")?;
                 i.flush()?;
                 c.flush()?;
                 Some((i, c))
@@ -167,7 +178,8 @@ impl Sampler {
         self.next
     }
 
-    /// Take a sample if one is due at `now`.
+    /// Take a sample of `engine`'s counters if one is due at `now` (no port's receive counter: see
+    /// `Bridge::sample_counts` for a bridge's).
     pub fn tick(&mut self, now: Nanos, engine: &Engine) {
         if now >= self.next {
             self.tick_counts(now, &counts(engine, now));
@@ -192,9 +204,18 @@ impl Sampler {
         for c in counts {
             let bps = rate((c.dev.clone(), c.class.clone()), c.bytes);
             if c.class.is_empty() {
-                devs.push((c.dev.clone(), bps, c.backlog, c.drops));
+                // "\0rx" cannot be a classid: the port's received bytes, keyed beside the root's.
+                let rx_bps = rate((c.dev.clone(), "\0rx".into()), c.rx_bytes);
+                devs.push((c.dev.clone(), rx_bps, bps, c.qlen, c.backlog));
             } else {
-                classes.push((c.dev.clone(), c.class.clone(), bps, c.backlog, c.drops));
+                classes.push((
+                    c.dev.clone(),
+                    c.class.clone(),
+                    bps,
+                    c.backlog,
+                    c.qlen,
+                    c.drops,
+                ));
             }
         }
         self.last_t = now;
@@ -202,9 +223,9 @@ impl Sampler {
         if first {
             return;
         }
-        for (dev, bps, backlog, drops) in devs {
+        for (dev, rx_bps, bps, qlen, backlog) in devs {
             if let Some((f, _)) = self.files.as_mut() {
-                let _ = writeln!(f, "{t:.3},{dev},{bps:.0},{backlog},{drops}");
+                let _ = writeln!(f, "{t:.3},{dev},{rx_bps:.0},{bps:.0},{qlen},{backlog}");
             }
             self.plotted
                 .tx_bps
@@ -217,9 +238,9 @@ impl Sampler {
                 .or_default()
                 .push(t, backlog as f64);
         }
-        for (dev, id, bps, backlog, drops) in classes {
+        for (dev, id, bps, backlog, qlen, drops) in classes {
             if let Some((_, f)) = self.files.as_mut() {
-                let _ = writeln!(f, "{t:.3},{dev},{id},{bps:.0},{backlog},{drops}");
+                let _ = writeln!(f, "{t:.3},{dev},{id},{bps:.0},{backlog},{qlen},{drops}");
             }
             self.plotted
                 .class_bps
@@ -265,7 +286,12 @@ mod tests {
         assert_eq!(rates, vec![2_000_000.0, 0.0]);
         // Already on disk, before the run ends.
         let csv = std::fs::read_to_string(dir.join("interfaces.csv")).unwrap();
-        assert!(csv.contains("\n0.500,eth0,2000000,0,0\n"), "{csv}");
+        // The columns tclab sim writes: time_s,iface,rx_bps,tx_bps,backlog_pkts,backlog_bytes.
+        assert!(
+            csv.starts_with("time_s,iface,rx_bps,tx_bps,backlog_pkts,backlog_bytes\n")
+                && csv.contains("\n0.500,eth0,0,2000000,0,0\n"),
+            "{csv}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -278,7 +304,9 @@ mod tests {
             class: class.into(),
             bytes,
             backlog,
+            qlen: backlog / 5,
             drops: 0,
+            rx_bytes: bytes / 2,
         };
         let q0 = vec![c("", 3000, 10), c("1:10", 3000, 10), c("2:10", 0, 0)];
         let q1 = vec![c("", 5000, 0), c("1:10", 0, 0), c("2:10", 5000, 0)];
