@@ -22,7 +22,7 @@
 //!
 //! What tclab does not do: the random start of the ProbeBW gain cycle (`get_random_u32_below(7)`)
 //! draws from a generator seeded by the connection's initial sequence number (itself drawn from the
-//! run's seed); no undo (`bbr_undo_cwnd`). The "TSO segments goal" in its cwnd is the kernel's formula,
+//! run's seed). The "TSO segments goal" in its cwnd is the kernel's formula,
 //! which ignores the device's GSO limit (1 segment below 1.2 Mbit/s, else ~1 ms of data, at least 2); the
 //! skbs themselves are sized by `tso.rs` with BBR's `min_tso_segs`.
 

@@ -16,8 +16,8 @@
 //!   are set once); a DCTCP end asks for ECN on its SYN whatever `tcp_ecn` says and accepts an ECT SYN
 //!   that asks. Without ECN negotiated it falls back to Reno and sends Not-ECT (`dctcp_init`).
 //!
-//! Not modelled: PLB (`tcp_plb`: rehashing the flow's path, off by default) and `loss_cwnd`, which only
-//! the undo of a spurious reduction reads (tclab-tcp has no undo).
+//! Not modelled: PLB (`tcp_plb`: rehashing the flow's path, off by default). `loss_cwnd`, which only the
+//! undo of a spurious reduction reads (`dctcp_cwnd_undo`), is the socket's cwnd at the cut (undo.rs).
 
 use crate::cong::Ca;
 use crate::reno::Reno;
