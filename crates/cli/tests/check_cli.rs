@@ -246,6 +246,74 @@ fn seed000_reports_its_minute_of_queue() {
     assert_eq!(r.code, 1);
 }
 
+/// Twelve subscriber leaves with seed 000's mistake (a default pfifo behind 180 kbit/s): the text
+/// report says it once, names the first place and the next eight, and counts the rest; `--json` still
+/// lists every finding, and the summary counts findings, not paragraphs (a 10 000-class policy printed
+/// 10 000 identical paragraphs before).
+#[test]
+fn identical_findings_are_one_paragraph_in_text_and_every_one_in_json() {
+    let dir = TempDir::new("check-grouped");
+    let mut policy = String::from(
+        "#!/bin/bash\ntc qdisc add dev eth0 root handle 1: htb default 10\n\
+         tc class add dev eth0 parent 1: classid 1:1 htb rate 100mbit\n",
+    );
+    for i in 0..12 {
+        policy.push_str(&format!(
+            "tc class add dev eth0 parent 1:1 classid 1:{:x} htb rate 180kbit ceil 180kbit\n\
+             tc filter add dev eth0 parent 1: protocol ip u32 match ip dst 10.0.0.{i}/32 flowid 1:{:x}\n",
+            0x10 + i,
+            0x10 + i
+        ));
+    }
+    let json = check(&dir, "subs.sh", &policy, &[]);
+    let delays = found_at(&json, "queue-delay");
+    assert_eq!(delays.len(), 12, "{}", json.stdout);
+
+    let f = dir.path.join("subs.sh");
+    let mut c = cmd(Path::new(TCLAB), &["check", &f.to_string_lossy()]);
+    c.env("TCLAB_STATE", dir.path.join("unused.json"))
+        .env_remove("TCLAB_CONTROL");
+    let text = run_with_timeout(c, Duration::from_secs(60), -1);
+    assert_eq!(text.code, json.code);
+    let paragraphs = text.stdout.matches("warning[queue-delay]").count();
+    assert_eq!(paragraphs, 1, "{}", text.stdout);
+    // The first place heads the paragraph; eight more are listed (in the order `--json` gives them,
+    // the class hash's), the other three counted.
+    let para: String = text
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("warning[queue-delay]"))
+        .take(2)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        para.contains("\n  and 11 more places alike: ")
+            && para.contains("… (3 not listed; `--json` lists all)"),
+        "{}",
+        text.stdout
+    );
+    let named: Vec<&String> = delays
+        .iter()
+        .filter(|at| para.contains(at.as_str()))
+        .collect();
+    assert_eq!(named.len(), 9, "{para}");
+    assert_eq!(named, delays.iter().take(9).collect::<Vec<_>>(), "{para}");
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let warnings = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["severity"] == "warning")
+        .count();
+    assert!(warnings >= 12);
+    assert!(
+        text.stdout
+            .contains(&format!("0 errors, {warnings} warnings,")),
+        "{}",
+        text.stdout
+    );
+}
+
 /// Seed 003's gateway script has the article's `-dport 22` typo: iptables refuses it, and the SSH mark is
 /// never set. Seed 004's HTB conditioner has one warning: its `match ip tos 0x10 0xff` misses the
 /// packets of ECN-capable connections, which its 2002 author did not meet and today's stacks negotiate

@@ -899,22 +899,53 @@ fn refused(refusals: &[Refusal]) -> Vec<Finding> {
         .collect()
 }
 
-/// The text report.
+/// How many places of a group the text report names; `--json` lists every finding.
+const GROUP_SHOWN: usize = 8;
+
+/// The text report. Findings that say the same thing (code, message and fix) about different places
+/// are printed once with the places listed: a LibreQoS-sized policy whose 10 000 leaves share one
+/// mistake is one paragraph, not 10 000. The counts at the end are of findings, not paragraphs.
 pub fn render(findings: &[Finding]) -> String {
-    let mut s = String::new();
+    let mut groups: Vec<Vec<&Finding>> = Vec::new();
+    let mut index: BTreeMap<(&str, Severity, &str, &str), usize> = BTreeMap::new();
     for f in findings {
-        let line = match &f.line {
-            Some(l) if *l != f.at => format!(" ({l})"),
-            _ => String::new(),
-        };
+        let key = (f.code, f.severity, f.message.as_str(), f.fix.as_str());
+        match index.get(&key) {
+            Some(&g) => groups[g].push(f),
+            None => {
+                index.insert(key, groups.len());
+                groups.push(vec![f]);
+            }
+        }
+    }
+    let place = |f: &Finding| match &f.line {
+        Some(l) if *l != f.at => format!("{} ({l})", f.at),
+        _ => f.at.clone(),
+    };
+    let mut s = String::new();
+    for g in &groups {
+        let f = g[0];
+        s.push_str(&format!("{}[{}] {}\n", f.severity.name(), f.code, place(f)));
+        if g.len() > 1 {
+            let more = g.len() - 1;
+            let shown: Vec<String> = g[1..].iter().take(GROUP_SHOWN).map(|f| place(f)).collect();
+            s.push_str(&format!(
+                "  and {more} more place{} alike: {}{}\n",
+                if more == 1 { "" } else { "s" },
+                shown.join(", "),
+                if more > shown.len() {
+                    format!(
+                        ", … ({} not listed; `--json` lists all)",
+                        more - shown.len()
+                    )
+                } else {
+                    String::new()
+                }
+            ));
+        }
         s.push_str(&format!(
-            "{}[{}] {}{line}\n  {}\n  fix: {}\n  see: docs/checks/{}.md\n",
-            f.severity.name(),
-            f.code,
-            f.at,
-            f.message,
-            f.fix,
-            f.code
+            "  {}\n  fix: {}\n  see: docs/checks/{}.md\n",
+            f.message, f.fix, f.code
         ));
     }
     let count = |sev| findings.iter().filter(|f| f.severity == sev).count();
