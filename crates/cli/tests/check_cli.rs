@@ -1172,6 +1172,35 @@ ip link set dev eth0 gso_max_segs 1
     assert_eq!(r.code, 0);
 }
 
+/// A script that exits non-zero where bash names no line: the finding says how it exited and the last
+/// line it wrote to stderr (what the page promises), and its fix does not point at a line it cannot name.
+#[test]
+fn a_script_that_exits_non_zero_is_named_with_its_status_and_last_message() {
+    let dir = TempDir::new("check-exit");
+    let r = check(
+        &dir,
+        "exit3.sh",
+        "#!/bin/sh\ntc qdisc add dev eth0 root fq_codel\necho to stdout\necho 'no uplink configured' >&2\nexit 3\n",
+        &[],
+    );
+    assert_eq!(r.code, 2, "{}", r.stdout);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let f = &v.as_array().unwrap()[0];
+    assert_eq!(f["code"], "script-failed", "{}", r.stdout);
+    assert_eq!(
+        f["message"], "the script exited with 3: no uplink configured",
+        "{f}"
+    );
+    assert!(f["at"].as_str().unwrap().ends_with("exit3.sh"), "{f}");
+    assert!(
+        f["fix"]
+            .as_str()
+            .unwrap()
+            .starts_with("find where the script stops (an `exit`"),
+        "{f}"
+    );
+}
+
 /// `protocol all` with `match ip …` fields reads IPv4 offsets in every packet, so it classifies IPv4
 /// only, as `protocol ip` does: a qdisc whose filters are all such gets the ipv4-only-classes note;
 /// with an IPv6 twin (`match ip6 …`), or `match u32 0 0` for every packet, it does not.

@@ -386,7 +386,12 @@ pub fn check(
     // A script whose last command was refused exits with that command's status: the refusal is the
     // finding. Bash's own messages (a syntax error) name a line and are findings of their own.
     let script_error = script_error.filter(|e| e.located || refusals.is_empty());
-    if let Some(ScriptError { at, message, .. }) = script_error {
+    if let Some(ScriptError {
+        at,
+        message,
+        located,
+    }) = script_error
+    {
         // `bash: 1: usage…` or `$1: unbound variable`: a positional parameter the script wanted.
         let wants_args = message
             .split(": ")
@@ -395,9 +400,12 @@ pub fn check(
         let fix = if wants_args {
             "the script stopped for an argument it was not given: pass them after `--` (`tclab check \
              FILE -- eth0 20000`)"
-        } else {
+        } else if located {
             "correct the script there; the commands after that point did not run, so the policy is \
              not what the script says"
+        } else {
+            "find where the script stops (an `exit`, or a command failing under `set -e`) and correct \
+             it; the commands after that point did not run, so the policy is not what the script says"
         };
         out.push(Finding::new("script-failed", at.clone(), message, fix).line(Some(&at)));
     }
