@@ -993,7 +993,8 @@ fn main() -> ExitCode {
         }
     }
     // tc, link and iptables keep iproute2's and iptables' grammar, messages and exit codes: their
-    // words go to the tc crate as they are, before clap sees them.
+    // words go to the tc crate as they are, before clap sees them (and `route`, `ip route`'s words,
+    // which a script's shell functions send here when they cannot reach its engine directly).
     if args.first().is_some_and(|a| a == "link")
         && matches!(
             args.get(1).map(String::as_str),
@@ -1005,7 +1006,7 @@ fn main() -> ExitCode {
     }
     if matches!(
         args.first().map(String::as_str),
-        Some("tc" | "link" | "iptables")
+        Some("tc" | "link" | "iptables" | "route")
     ) {
         return match cmd_store(&args) {
             Ok(code) => ExitCode::from(code),

@@ -722,6 +722,8 @@ pub struct Engine {
     /// The teql master's ring and counters, once the module is "loaded" (the master device `teql0`
     /// made by the first command that names it).
     teql: Option<TeqlMaster>,
+    /// The realms `ip route … realm` gave the host's routes (a driver attaches them to packets).
+    fib: crate::fib::Fib,
 }
 
 /// What `teql_qdisc_init` and `teql_master_open` read of a device: `IFF_BROADCAST` unless it is an
@@ -819,6 +821,15 @@ impl Engine {
     /// The netfilter state, to change its rules (`tclab iptables`) or run its hooks (the simulator).
     pub fn netfilter_mut(&mut self) -> &mut crate::netfilter::Netfilter {
         &mut self.netfilter
+    }
+
+    /// The realms of the host's routes.
+    pub fn fib(&self) -> &crate::fib::Fib {
+        &self.fib
+    }
+
+    pub fn fib_mut(&mut self) -> &mut crate::fib::Fib {
+        &mut self.fib
     }
 
     /// The standalone action tables (`tc actions list|get`).

@@ -36,6 +36,7 @@ pub mod bpf;
 pub mod csum;
 pub mod engine;
 pub mod error;
+pub mod fib;
 pub mod filter;
 pub mod flow;
 pub mod handle;

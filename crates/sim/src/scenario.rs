@@ -1455,25 +1455,29 @@ fn ip_or_modprobe(
     }
 }
 
-/// A policy line `ip route add|change|replace PREFIX [via ADDR] [dev DEV] realm R` as the realms it
-/// gives the node's routes under PREFIX (`None` for any other line). The simulator's routes stay the
+/// A policy line `ip [-4] route add|change|replace PREFIX [via ADDR] [dev DEV] realm R` as the realms
+/// it gives the node's routes under PREFIX (`None` for any other line). ip's words, messages and
+/// the checks that need no table are `tclab_tc::iproute`'s (a script's `ip route` lines reach the
+/// simulator as its journal's `route` records, read here too). The simulator's routes stay the
 /// fewest hops: `via` and `dev`, when given, must be the way it already goes to every address under
 /// the prefix. As on Linux, `add` of a route that exists (a connected subnet, or one added before) is
-/// refused; `change` and `replace` set its realms. `R` is `[FROM/]TO` as `ip` reads it
-/// (`get_rt_realms_or_raw`): a realm alone is any 32-bit number, each of a pair 0..255; `cosmos` is 0.
+/// refused; `change` and `replace` set its realms.
 fn ip_route(
     net: &Network,
     node: NodeId,
     words: &[String],
 ) -> Option<Result<crate::net::RealmRoute, String>> {
     let w: Vec<&str> = words.iter().map(String::as_str).collect();
-    let ["ip", obj, op, rest @ ..] = w.as_slice() else {
+    let ["ip", after_ip @ ..] = w.as_slice() else {
         return None;
     };
-    if !(1..=5).contains(&obj.len()) || !"route".starts_with(obj) {
-        return None;
-    }
-    Some(ip_route_args(net, node, op, rest))
+    Some(match tclab_tc::iproute::route_command(after_ip)? {
+        Ok([op, rest @ ..]) => ip_route_args(net, node, op, rest),
+        Ok([]) => {
+            Err("ip route: the simulator takes ip route add, change and replace (realms)".into())
+        }
+        Err(e) => Err(e.message().to_string()),
+    })
 }
 
 fn ip_route_args(
@@ -1483,83 +1487,34 @@ fn ip_route_args(
     args: &[&str],
 ) -> Result<crate::net::RealmRoute, String> {
     use crate::wire::addr_text;
-    let add = match op {
-        "add" | "a" | "ad" => true,
-        "change" | "chg" | "replace" => false,
-        other => {
+    use tclab_tc::iproute::Op;
+    let op = match tclab_tc::iproute::op(op) {
+        Some(op @ (Op::Add | Op::Change | Op::Replace)) => op,
+        _ => {
             return Err(format!(
-                "ip route {other}: the simulator takes ip route add, change and replace (realms)"
+                "ip route {op}: the simulator takes ip route add, change and replace (realms)"
             ))
         }
     };
-    let invalid = |what: &str, v: &str| {
-        format!("Error: argument \"{v}\" is wrong: \"{what}\" value is invalid")
-    };
-    let (mut prefix, mut via, mut dev, mut realms) = (None, None, None, None);
-    let mut it = args.iter();
-    while let Some(&a) = it.next() {
-        let mut value = |what: &str| {
-            it.next().copied().ok_or_else(|| {
-                format!("Command line is not complete. Try option \"help\" (after {what})")
-            })
-        };
-        match a {
-            "via" => via = Some(value("via")?),
-            "dev" | "oif" => dev = Some(value("dev")?),
-            "realm" | "realms" => {
-                let v = value("realm")?;
-                realms = Some(parse_realms(v).ok_or_else(|| invalid("realm", v))?);
-            }
-            "to" => prefix = Some(value("to")?),
-            p if prefix.is_none() && !p.is_empty() && (p == "default" || p.starts_with(|c: char| c.is_ascii_digit())) => {
-                prefix = Some(p)
-            }
-            other => {
-                return Err(format!(
-                    "ip route: \"{other}\" is not modelled: the simulator's routes are the fewest hops, and an ip route line gives them realms (PREFIX, via, dev, realm)"
-                ))
-            }
-        }
+    let add = op == Op::Add;
+    let line = tclab_tc::iproute::parse(op, args).map_err(|e| e.message().to_string())?;
+    if !line.has_realm {
+        return Err(
+            "ip route: without a realm there is nothing to give the simulator's routes".into(),
+        );
     }
-    let prefix = prefix.ok_or("ip route: a destination prefix is needed")?;
-    let (addr, len) = match prefix {
-        "default" => (0, 0),
-        p => {
-            let (a, l) = p.split_once('/').unwrap_or((p, "32"));
-            let addr = a
-                .parse::<std::net::Ipv4Addr>()
-                .map_err(|_| invalid("to", p))?;
-            let len: u8 = l
-                .parse()
-                .ok()
-                .filter(|l| *l <= 32)
-                .ok_or_else(|| invalid("to", p))?;
-            (u32::from(addr), len)
-        }
-    };
-    let tclassid = realms
-        .ok_or("ip route: without a realm there is nothing to give the simulator's routes")?;
+    let (addr, len) = (line.route.prefix, line.route.len);
+    let (dev, gateway) = (line.route.dev.as_deref(), line.route.via);
     let r = crate::net::RealmRoute {
         prefix: addr,
         len,
-        tclassid,
+        tclassid: line.route.tclassid,
     };
-    if r.prefix & !u32::MAX.checked_shl(32 - len as u32).unwrap_or(0) != 0 {
-        return Err("Error: Invalid prefix for given prefix length.".into());
-    }
     let n = &net.nodes[node];
     let out_dev = match dev {
         Some(d) => Some(
             net.iface_by_name(node, d)
                 .ok_or_else(|| format!("Cannot find device \"{d}\""))?,
-        ),
-        None => None,
-    };
-    let gateway = match via {
-        Some(v) => Some(
-            v.parse::<std::net::Ipv4Addr>()
-                .map(u32::from)
-                .map_err(|_| invalid("via", v))?,
         ),
         None => None,
     };
@@ -1646,21 +1601,16 @@ fn connected_under(net: &Network, node: NodeId, r: &crate::net::RealmRoute) -> V
     out
 }
 
-/// `get_rt_realms_or_raw`: `TO` alone (a name, or any 32-bit number), or `FROM/TO` (each a name or
-/// 0..255; an empty `TO` is 0). The only name of a stock `/etc/iproute2/rt_realms` is `cosmos` (0).
-fn parse_realms(v: &str) -> Option<u32> {
-    let realm = |s: &str| match s {
-        "cosmos" => Some(0),
-        s => tclab_tc::util::get_u32(s, 0).filter(|r| *r <= 255),
-    };
-    match v.split_once('/') {
-        Some((from, to)) => {
-            let to = if to.is_empty() { 0 } else { realm(to)? };
-            Some(realm(from)? << 16 | to)
-        }
-        None if v == "cosmos" => Some(0),
-        None => tclab_tc::util::get_u32(v, 0),
+/// Give the node's routes under `r`'s prefix its realms; the connected subnets under it keep theirs.
+fn give_realms(net: &mut Network, node: NodeId, r: crate::net::RealmRoute) {
+    for subnet in connected_under(net, node, &r) {
+        net.nodes[node].set_realm(crate::net::RealmRoute {
+            prefix: subnet,
+            len: 24,
+            tclassid: 0,
+        });
     }
+    net.nodes[node].set_realm(r);
 }
 
 /// Apply the journal a policy script left (`tc`, `iptables` and `link set` lines) to a node.
@@ -1683,14 +1633,21 @@ pub fn apply_journal(
                 ));
             }
         }
-        let engine = &mut net.nodes[node].engine;
         let result = match what.as_str() {
             // A node's devices are its links' interfaces and the ifbs it adds.
-            "link" => link_on_node(engine, args),
+            "link" => link_on_node(&mut net.nodes[node].engine, args),
             // The store's loader, record for record.
-            "tc" | "iptables" | "state" => tclab_tc::store::apply_record(engine, entry),
+            "tc" | "iptables" | "state" => {
+                tclab_tc::store::apply_record(&mut net.nodes[node].engine, entry)
+            }
+            // `ip route … realm R` (a `route` record), judged against the simulated paths.
+            "route" => {
+                let words: Vec<&str> = args.iter().map(String::as_str).collect();
+                let (op, rest) = words.split_first().ok_or("an empty route record")?;
+                ip_route_args(net, node, op, rest).map(|r| give_realms(net, node, r))
+            }
             other => Err(format!(
-                "{other} {}: the simulator's nodes take tc, iptables and ip link",
+                "{other} {}: the simulator's nodes take tc, iptables, ip link and ip route",
                 args.join(" ")
             )),
         };
@@ -1741,14 +1698,7 @@ pub fn apply_policy(
         // `ip route add|change|replace PREFIX … realm N` gives the node's routes realms.
         if let Some(r) = ip_route(net, node, &words) {
             let r = r.map_err(|m| (n, format!("{line}: {m}")))?;
-            for subnet in connected_under(net, node, &r) {
-                net.nodes[node].set_realm(crate::net::RealmRoute {
-                    prefix: subnet,
-                    len: 24,
-                    tclassid: 0,
-                });
-            }
-            net.nodes[node].set_realm(r);
+            give_realms(net, node, r);
             applied.push(line);
             continue;
         }

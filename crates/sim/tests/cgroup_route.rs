@@ -284,6 +284,140 @@ filter add dev eth0 parent 1: protocol ip prio 2 basic match meta(rt_classid eq 
     );
 }
 
+/// Host a of `a_hosts_own_packets_carry_their_routes_realm`'s lab, its policy `policy` (what follows
+/// `[[policy]]`'s `node = "a"`), with HTB on eth0 and two route filters: `to 7` into 1:10, `to 8`
+/// into 1:20, b's link 10.0.2.0/24, c's 10.0.3.0/24.
+fn realms_of_a(tag: &str, policy: &str, script: Option<&str>) -> Outcome {
+    let text = format!(
+        r#"
+duration = "10s"
+[[node]]
+name = "a"
+[[node]]
+name = "r"
+[[node]]
+name = "b"
+[[node]]
+name = "c"
+[[link]]
+a = "a:eth0"
+b = "r:eth0"
+rate = "100mbit"
+[[link]]
+a = "r:eth1"
+b = "b:eth0"
+rate = "100mbit"
+[[link]]
+a = "r:eth2"
+b = "c:eth0"
+rate = "100mbit"
+[[policy]]
+node = "a"
+{policy}
+{}{}"#,
+        udp("to-b", "a", "b", ""),
+        udp("to-c", "a", "c", ""),
+    );
+    let dir = std::env::temp_dir().join(format!("tclab-realms-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    if let Some(s) = script {
+        std::fs::write(dir.join("a.sh"), s).unwrap();
+    }
+    let sc = load("test.toml", &text, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut sc = sc.unwrap_or_else(|e| panic!("{e}"));
+    run(&mut sc, &mut |_| {}).expect("the run completes")
+}
+
+fn route_filters() -> String {
+    htb("eth0")
+        + "filter add dev eth0 parent 1: protocol ip prio 1 route to 7 classid 1:10\n\
+           filter add dev eth0 parent 1: protocol ip prio 2 route to 8 classid 1:20\n"
+}
+
+#[test]
+fn a_scripts_ip_route_lines_give_the_simulated_routes_their_realms() {
+    // The same as a tc policy's lines, through `tclab script run`'s journal (`route` records): b's
+    // link in realm 7, so to-b takes 1:10 (2 Mbit/s); `ip -4 route` is the same command, c's link in
+    // realm 8, so to-c takes 1:20 (6 Mbit/s). Each figure is HTB's rate × 1448/1490.
+    let script = format!(
+        "ip route add 10.0.2.0/24 via 10.0.1.2 realm 7\n\
+         ip -4 route add 10.0.3.0/24 via 10.0.1.2 realm 8\n\
+         ip route add default via 10.0.1.2\n{}",
+        route_filters()
+            .lines()
+            .map(|l| format!("tc {l}\n"))
+            .collect::<String>()
+    );
+    let out = realms_of_a("script", "script = \"a.sh\"", Some(&script));
+    assert_within(
+        flow(&out, "to-b").goodput_bps,
+        class_goodput(2e6),
+        0.01,
+        "to b in 1:10",
+    );
+    assert_within(
+        flow(&out, "to-c").goodput_bps,
+        class_goodput(6e6),
+        0.01,
+        "to c in 1:20",
+    );
+    // Without the route lines, both go to the default 100 kbit/s class (the script's own realms are
+    // all that gave the packets theirs).
+    let bare: String = script
+        .lines()
+        .filter(|l| !l.starts_with("ip"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let out = realms_of_a("bare", "script = \"a.sh\"", Some(&bare));
+    let both = flow(&out, "to-b").goodput_bps + flow(&out, "to-c").goodput_bps;
+    assert_within(both, class_goodput(1e5), 0.03, "both in the default 1:30");
+}
+
+#[test]
+fn ip_dash_4_route_in_a_tc_policy_is_a_route_line() {
+    // `ip -4 route …` was read as a tc command (and refused); it is `ip route …` for IPv4.
+    let policy = format!(
+        "tc = \"\"\"\nip -4 route add 10.0.2.0/24 via 10.0.1.2 realm 7\n\
+         ip -f inet route add 10.0.3.0/24 via 10.0.1.2 realm 8\n{}\"\"\"",
+        route_filters()
+    );
+    let out = realms_of_a("dash4", &policy, None);
+    assert_within(
+        flow(&out, "to-b").goodput_bps,
+        class_goodput(2e6),
+        0.01,
+        "to b in 1:10",
+    );
+    assert_within(
+        flow(&out, "to-c").goodput_bps,
+        class_goodput(6e6),
+        0.01,
+        "to c in 1:20",
+    );
+}
+
+#[test]
+fn a_scripts_route_line_the_simulated_paths_refuse_is_the_policys_error() {
+    // The store accepts any gateway (it has no addresses); the simulator, which has, refuses one that
+    // is no neighbour of a's, as the kernel does.
+    let script = "ip route add 10.0.2.0/24 via 10.0.9.9 realm 7\n";
+    let text = format!(
+        "duration = \"1s\"\n[[node]]\nname = \"a\"\n[[node]]\nname = \"b\"\n\
+         [[link]]\na = \"a:eth0\"\nb = \"b:eth0\"\nrate = \"10mbit\"\n\
+         [[policy]]\nnode = \"a\"\nscript = \"a.sh\"\n"
+    );
+    let dir = std::env::temp_dir().join(format!("tclab-realms-gw-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a.sh"), script).unwrap();
+    let e = load("test.toml", &text, &dir)
+        .err()
+        .expect("refused")
+        .to_string();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(e.contains("Nexthop has invalid gateway"), "{e}");
+}
+
 #[test]
 fn route_lines_are_checked_as_ip_and_against_the_simulated_paths() {
     let refused = |line: &str, words: &str| {

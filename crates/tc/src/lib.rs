@@ -26,6 +26,7 @@ pub mod explain;
 pub mod filter;
 pub mod fuzz;
 pub mod fuzz_script;
+pub mod iproute;
 pub mod iptables;
 pub mod jprint;
 pub mod qdisc;

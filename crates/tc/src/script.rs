@@ -42,9 +42,11 @@
 //!   happens); `modprobe -r ifb` and `rmmod ifb` unload it, deleting every ifb device whatever its name
 //!   (and fail, as kmod's do, when none is loaded); `ip6tables` is refused (tclab's netfilter is IPv4); other `modprobe`, `insmod`,
 //!   `rmmod` succeed silently (every qdisc is "built in"); `ethtool -K DEV tso|gso on|off` becomes `tclab
-//!   link set dev DEV tso|gso …` (what `tclab check` reads of offloads); other `ip` commands (`route`,
-//!   `addr`, `rule`, …), other `ethtool` calls and `sysctl -w` are reported on stderr and succeed without
-//!   effect. Everything else is the real command.
+//!   link set dev DEV tso|gso …` (what `tclab check` reads of offloads); `ip [-4] route add|change|
+//!   replace|del … realm R` becomes `tclab route …` ([`crate::iproute`]: a `route` record, the realms
+//!   the simulator gives its routes); other `ip` commands (`addr`, `rule`, …, a route without a realm),
+//!   other `ethtool` calls and `sysctl -w` are reported on stderr and succeed without effect.
+//!   Everything else is the real command.
 //!
 //! [`run_script`] runs a script against a fresh temporary store and returns the journal it left,
 //! which the simulator replays into one node's engine (`script = "file.sh"` in a scenario).
@@ -108,7 +110,8 @@ Inside the script, a command is tclab's by its name, whatever its directory (/sb
   other modprobe, insmod, rmmod                -> succeed silently (everything is built in)
   ethtool -K DEV tso off gso off …             -> tclab link set dev DEV tso off gso off
   ethtool -s DEV speed N …                     -> tclab link set dev DEV speed N (taprio, cbs)
-  other ip commands (route, addr, rule …), sysctl, other ethtool
+  ip [-4] route add|change|replace|del … realm R -> tclab route … (the routes' realms)
+  other ip commands (addr, rule …, a route without a realm), sysctl, other ethtool
                                                -> noted on stderr, succeed without effect
   sudo CMD …                                   -> CMD …
 Everything else (echo, sleep, grep …) runs as usual. The script's exit status is tclab's.
@@ -326,7 +329,9 @@ fn prelude() -> String {
          __tclab_ip() {\n\
          \x20 local a=\"$*\"\n\
          \x20 if [ $# -eq 0 ]; then echo 'Usage: ip [ OPTIONS ] OBJECT { COMMAND | help }' >&2; return 255; fi\n\
-         \x20 case \"$1\" in\n\
+         \x20 while [ $# -gt 0 ]; do case \"$1\" in -4) shift ;; -f|-family) [ \"${2-}\" = inet ] || break; shift 2 ;; *) break ;; esac; done\n\
+         \x20 case \"${1-}\" in\n\
+         \x20   route|r|ro|rou|rout) shift; __tclab_call route \"$@\" || return ;;\n\
          \x20   link|l|li|lin)\n\
          \x20     shift\n\
          \x20     case \"${1-}\" in\n\

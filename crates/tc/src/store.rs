@@ -2,8 +2,8 @@
 //!
 //! # What is kept, and why a journal
 //!
-//! The file is a journal of the accepted commands (tc, `link` and `iptables` lines), one JSON array per
-//! line after a header line:
+//! The file is a journal of the accepted commands (tc, `link`, `route` and `iptables` lines), one JSON
+//! array per line after a header line:
 //!
 //! ```text
 //! {"tclab_store":2}
@@ -664,6 +664,14 @@ impl Store {
                     }
                 }
             }
+            // `ip route … realm R` (script.rs sends route lines with realms): the record as given.
+            "route" => {
+                let out = crate::iproute::run(&mut self.engine, args);
+                if out.code == 0 && out.stderr.is_empty() && changes_policy(argv) {
+                    new.push(argv.to_vec());
+                }
+                out
+            }
             other => return Err(format!("unknown store command \"{other}\"")),
         };
         let resets = new.iter().any(|e| is_removal(e));
@@ -843,6 +851,14 @@ pub fn changes_policy(argv: &[String]) -> bool {
         Some("tc") => batch_arg(args).is_some() || is_modifying(args),
         Some("iptables") => crate::iptables::is_modifying(args),
         Some("link") => !args.is_empty() && !["show", "list", "ls"].contains(&args[0].as_str()),
+        // A route line with a realm, or a `del` (of a route that may have one).
+        Some("route") => match args.first().and_then(|c| crate::iproute::op(c)) {
+            Some(crate::iproute::Op::Del) => true,
+            Some(_) => args
+                .iter()
+                .any(|w| w.len() >= 3 && "realms".starts_with(w.as_str())),
+            None => false,
+        },
         _ => true,
     }
 }
@@ -1052,8 +1068,9 @@ pub fn replay(journal: &[Vec<String>]) -> (Engine, Vec<String>) {
     (engine, problems)
 }
 
-/// Apply one journal record (`tc …`, `iptables …`, `link …`, `state autohandle N`) to `engine`: the one
-/// policy loader of the store's replay, `tclab script run`'s journal and the simulator's policies.
+/// Apply one journal record (`tc …`, `iptables …`, `link …`, `route …`, `state autohandle N`) to
+/// `engine`: the one policy loader of the store's replay, `tclab script run`'s journal and the
+/// simulator's policies.
 pub fn apply_record(engine: &mut Engine, entry: &[String]) -> Result<(), String> {
     match entry.first().map(String::as_str) {
         Some("tc") => {
@@ -1061,6 +1078,10 @@ pub fn apply_record(engine: &mut Engine, entry: &[String]) -> Result<(), String>
             (out.code == 0).then_some(()).ok_or(out.stderr)
         }
         Some("link") => link(engine, &entry[1..]),
+        Some("route") => {
+            let out = crate::iproute::run(engine, &entry[1..]);
+            (out.code == 0).then_some(()).ok_or(out.stderr)
+        }
         Some("iptables") => {
             let out = crate::iptables::run(engine, &entry[1..]);
             (out.code == 0).then_some(()).ok_or(out.stderr)
