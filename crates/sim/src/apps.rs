@@ -236,7 +236,8 @@ impl App {
         }
     }
 
-    pub fn on_receive(&mut self, now: Nanos, d: &Datagram, out: &mut Outbox) {
+    /// `gso_size`: the MSS of a GSO packet that arrived whole (over a veth), else 0.
+    pub fn on_receive(&mut self, now: Nanos, d: &Datagram, gso_size: u16, out: &mut Outbox) {
         match self {
             App::UdpSink(s) => {
                 if let L4::Udp(u) = &d.l4 {
@@ -245,7 +246,7 @@ impl App {
                 }
             }
             App::Ping(p) => p.on_receive(now, d),
-            App::Tcp(t) => t.on_receive(now, d, out),
+            App::Tcp(t) => t.on_receive(now, d, gso_size, out),
             App::UdpSender(_) => {}
         }
     }

@@ -87,6 +87,11 @@ pub struct LinkParams {
     /// through a netem instance of the link (its delay, jitter, loss, duplication, corruption, reordering,
     /// rate, slots) before the propagation `delay`. Replaces `loss` and `jitter`.
     pub netem: Option<tclab_core::qdisc::netem::NetemOptions>,
+    /// A veth pair rather than a NIC and its cable: a GSO packet crosses whole, as one unit on the wire,
+    /// and the peer takes it as one skb (`veth_xmit` hands the skb to the peer; the device's features
+    /// include TSO, so nothing segments it), unless it exceeds the sending device's `gso_max_segs` or
+    /// `gso_max_size` (`gso_features_check`: then it is cut as a NIC cuts it).
+    pub veth: bool,
 }
 
 impl LinkParams {
@@ -99,6 +104,7 @@ impl LinkParams {
             loss: 0.0,
             jitter: 0,
             netem: None,
+            veth: false,
         }
     }
 
@@ -106,8 +112,9 @@ impl LinkParams {
     /// 1/rate ns) carried from the previous frame, so that a stream of frames keeps the exact rate even
     /// where one frame takes a fraction of a nanosecond more than a whole number (a terabit link).
     pub fn tx_time(&self, len: u32, carry: &mut u64) -> Nanos {
-        // A frame is at most 64 KiB and the overhead at most 65535 bytes (the scenario checks both), so
-        // bytes × 8 × 1e9 stays below 2^51: no 128-bit division on the hot path.
+        // A frame is at most 64 KiB, a GSO packet a veth carries whole at most 512 KiB and the overhead
+        // at most 65535 bytes (the scenario checks them), so bytes × 8 × 1e9 stays below 2^53: no
+        // 128-bit division on the hot path.
         let bytes = if self.atm {
             (len.saturating_sub(14) as u64 + self.overhead as u64).div_ceil(48) * 53
         } else {
@@ -1288,6 +1295,10 @@ impl Network {
             return;
         };
         let pending = ifc.tx_pending.pop_front();
+        let whole_gso = ifc
+            .link
+            .veth
+            .then_some((dev.gso_max_segs, dev.gso_max_size));
         let mut wire = Wire {
             iface,
             now,
@@ -1298,6 +1309,7 @@ impl Network {
             frames_sent,
             freed,
             trace: trace.as_mut().zip(label.as_deref()),
+            whole_gso,
         };
         // The rest of a GSO packet goes before the qdisc is asked for more.
         if let Some(frame) = pending {
@@ -1684,6 +1696,7 @@ impl Network {
         let Ok(d) = Datagram::parse(&pkt.data) else {
             return;
         };
+        let gso_size = pkt.gso_size;
         if self.spare_data.len() < SPARE_DATA {
             self.spare_data.push(pkt.data);
         }
@@ -1715,7 +1728,8 @@ impl Network {
         };
         if let Some(app) = app {
             let mut out = self.outboxes.pop().unwrap_or_default();
-            self.apps[app].on_receive(now, &d, &mut out);
+            // A GSO packet a veth passed whole reaches the socket as one skb with its `gso_size`.
+            self.apps[app].on_receive(now, &d, gso_size, &mut out);
             self.flush(now, app, out);
         }
     }
@@ -1812,6 +1826,9 @@ struct Wire<'a> {
     frames_sent: &'a mut u64,
     freed: &'a mut Vec<(AppId, u32)>,
     trace: Option<(&'a mut crate::trace::Trace, &'a str)>,
+    /// On a veth ([`LinkParams::veth`]): the sending device's `gso_max_segs` and `gso_max_size`, within
+    /// which a GSO packet crosses whole; `None` on a NIC, which cuts every GSO packet into frames.
+    whole_gso: Option<(u32, u32)>,
 }
 
 impl Iface {
@@ -1847,9 +1864,13 @@ impl Transmitter for Wire<'_> {
     }
 
     /// A GSO packet is cut into its frames here (`validate_xmit_skb` → `skb_gso_segment`, or the NIC's
-    /// TSO: the wire sees the same frames either way), sent back to back.
+    /// TSO: the wire sees the same frames either way), sent back to back; a veth sends it whole.
     fn send(&mut self, pkt: Packet) {
-        if !pkt.is_gso() {
+        if !pkt.is_gso()
+            || self
+                .whole_gso
+                .is_some_and(|limits| passes_whole(&pkt, limits))
+        {
             return self.send_frame(pkt);
         }
         self.ifc.gso_owner = (pkt.tag != 0).then(|| (pkt.tag as AppId - 1, pkt.len));
@@ -1860,6 +1881,15 @@ impl Transmitter for Wire<'_> {
             self.send_frame(f);
         }
     }
+}
+
+/// Whether a device with these `gso_max_segs` and `gso_max_size` keeps its GSO features for a GSO
+/// packet (`gso_features_check`): no more segments than the first, and the skb's own length — every
+/// header once, not the frames' bytes the packet is charged — below the second.
+fn passes_whole(pkt: &Packet, (max_segs, max_size): (u32, u32)) -> bool {
+    let hdr = pkt.gso_frame_max() - pkt.gso_size as u32;
+    let skb_len = pkt.len - (pkt.gso_segs as u32).saturating_sub(1) * hdr;
+    pkt.gso_segs as u32 <= max_segs && skb_len < max_size
 }
 
 /// The teql master's transmit as core's `qdisc_run` sees it: ready while a slave can take a packet
@@ -1936,6 +1966,8 @@ impl TeqlXmit<'_> {
             frames_sent: self.frames_sent,
             freed: self.freed,
             trace: None,
+            // teql0 has no GSO feature: what reaches a slave is frames already.
+            whole_gso: None,
         }
         .send(pkt);
     }

@@ -76,6 +76,16 @@ pub struct TcpNstat {
     /// Timeouts F-RTO found spurious.
     #[serde(rename = "TCPSpuriousRTOs")]
     pub spurious_rtos: u64,
+    /// Slow starts CUBIC's HyStart ended by its ACK-train detector, and their cwnds summed.
+    #[serde(rename = "TCPHystartTrainDetect")]
+    pub hystart_train_detect: u64,
+    #[serde(rename = "TCPHystartTrainCwnd")]
+    pub hystart_train_cwnd: u64,
+    /// Slow starts HyStart ended by its delay-increase detector, and their cwnds summed.
+    #[serde(rename = "TCPHystartDelayDetect")]
+    pub hystart_delay_detect: u64,
+    #[serde(rename = "TCPHystartDelayCwnd")]
+    pub hystart_delay_cwnd: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -319,6 +329,10 @@ pub fn run(sc: &mut Scenario, progress: &mut dyn FnMut(Nanos)) -> Result<Outcome
                             nstat.dsack_undo += st.undo.dsack_undo;
                             nstat.loss_undo += st.undo.loss_undo;
                             nstat.spurious_rtos += st.undo.spurious_rtos;
+                            nstat.hystart_train_detect += st.hystart.train_detect;
+                            nstat.hystart_train_cwnd += st.hystart.train_cwnd;
+                            nstat.hystart_delay_detect += st.hystart.delay_detect;
+                            nstat.hystart_delay_cwnd += st.hystart.delay_cwnd;
                         }
                         _ => {}
                     }

@@ -113,6 +113,8 @@ pub struct LinkSpec {
     /// Both interfaces' transmit queues (`ip link add … numtxqueues N`): more than one makes a
     /// multiqueue device, which mq, mqprio and taprio need.
     pub numtxqueues: Option<Spanned<u32>>,
+    /// A veth pair instead of two NICs and a cable: GSO packets cross whole (see `LinkParams::veth`).
+    pub veth: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -809,6 +811,8 @@ fn topology(cx: &Ctx, sf: &ScenarioFile) -> Result<Network, ScenarioError> {
             }
         };
         ba.atm = ab.atm;
+        ab.veth = l.veth.as_ref().is_some_and(|v| *v.get_ref());
+        ba.veth = ab.veth;
         let mtu = match &l.mtu {
             Some(m) if !(68..=65535).contains(m.get_ref()) => {
                 return cx.err(m.span(), "link.mtu", "between 68 and 65535")

@@ -53,7 +53,7 @@ pub struct TcpEndpoint {
 pub fn segment_of(t: &Tcp, ecn: u8) -> Segment {
     Segment {
         ecn,
-        // A received segment is one frame: the sending device cut any GSO segment.
+        // One frame; a GSO packet a veth passed whole sets its own (`on_receive`).
         gso_size: 0,
         seq: t.seq,
         ack: t.ack,
@@ -208,13 +208,17 @@ impl TcpEndpoint {
         self.pump(now, out);
     }
 
-    pub fn on_receive(&mut self, now: Nanos, d: &Datagram, out: &mut Outbox) {
+    pub fn on_receive(&mut self, now: Nanos, d: &Datagram, gso_size: u16, out: &mut Outbox) {
         if self.silent || self.pending_open.is_some() {
             return;
         }
         if let L4::Tcp(t) = &d.l4 {
             let before = self.conn.bytes_delivered();
-            self.conn.on_segment(now, &segment_of(t, d.ip.tos & 3));
+            let seg = Segment {
+                gso_size: gso_size as u32,
+                ..segment_of(t, d.ip.tos & 3)
+            };
+            self.conn.on_segment(now, &seg);
             if self.conn.bytes_delivered() > before {
                 self.last_delivery_at = now;
             }

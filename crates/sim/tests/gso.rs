@@ -54,6 +54,8 @@ struct Seen {
     /// r:eth0's frames received and the largest enqueued at r:eth1 (what the router saw).
     router_rx: u64,
     router_max: u32,
+    /// r:eth1's root qdisc: bytes and packets sent (tc -s).
+    router_qdisc: (u64, u64),
     /// The receiver's segments in, and the sender's segments out.
     segs_in: u64,
     segs_out: u64,
@@ -82,7 +84,9 @@ fn run_lab(toml: &str) -> Seen {
         .unwrap_or(0);
     let a0 = sc.net.iface_by_name(0, "eth0").unwrap();
     let r0 = sc.net.iface_by_name(1, "eth0").unwrap();
+    let r1 = sc.net.iface_by_name(1, "eth1").unwrap();
     let q = sc.net.device(a0).unwrap().root().q.stats();
+    let rq = sc.net.device(r1).unwrap().root().q.stats();
     let c = sc.net.ifaces[a0].counters;
     let (mut segs_in, mut segs_out) = (0, 0);
     for app in &sc.net.apps {
@@ -102,6 +106,7 @@ fn run_lab(toml: &str) -> Seen {
         iface: (c.tx_bytes, c.tx_packets),
         router_rx: sc.net.ifaces[r0].counters.rx_packets,
         router_max,
+        router_qdisc: (rq.bytes, rq.packets),
         segs_in,
         segs_out,
         retransmits: out.flows[0].retransmits,
@@ -139,4 +144,44 @@ fn super_packets_in_the_senders_qdisc_frames_on_the_wire() {
     assert_eq!(off.enqueued.len() as u64, off.iface.1);
     // Segments, not skbs, are what TCP counts (tcp_skb_pcount): its segments out are a's frames.
     assert_eq!((on.retransmits, off.retransmits), (0, 0));
+}
+
+/// A veth pair passes a GSO packet whole (`veth_xmit` hands the skb to its peer): the router receives
+/// the sender's super-packets, its HTB charges and counts them as the sender's qdisc did, and the
+/// receiver takes each as one segment. Where the next hop is a NIC, or a veth whose `gso_max_segs` is
+/// below a packet's segments (`gso_features_check`), the router's interface cuts it into frames.
+#[test]
+fn a_veth_passes_super_packets_whole() {
+    let veth = LAB.replace("delay = \"1ms\"", "delay = \"1ms\"\nveth = true");
+    let both = run_lab(&veth.replace("delay = \"5ms\"", "delay = \"5ms\"\nveth = true"));
+    let nic_after = run_lab(&veth);
+    let narrow = run_lab(&veth.replace(
+        "delay = \"5ms\"",
+        "delay = \"5ms\"\nveth = true\ngso_max_segs = 4",
+    ));
+    for (what, s) in [
+        ("veth, veth", &both),
+        ("veth, NIC", &nic_after),
+        ("veth, veth gso_max_segs 4", &narrow),
+    ] {
+        assert_eq!(s.delivered, 5 << 20, "{what}");
+        assert_eq!(s.retransmits, 0, "{what}");
+        // The router took a's skbs as a's qdisc sent them: one received packet per skb, super-packets
+        // in its egress qdisc, which charges and counts them as a's did (no loss on these links).
+        assert_eq!(s.router_rx, s.enqueued.len() as u64, "{what}");
+        // The sending veth counts skbs, as a veth's tx_packets does; its qdisc counts segments.
+        assert_eq!(s.iface.1, s.router_rx, "{what}");
+        assert!(s.router_rx < s.qdisc.1, "{what}: fewer skbs than frames");
+        assert!(s.router_max > 1514, "{what}: {}", s.router_max);
+        assert_eq!(
+            s.router_qdisc, s.qdisc,
+            "{what}: r:eth1's tc -s against a:eth0's"
+        );
+    }
+    // Whole to the receiver over a second veth: one segment per skb.
+    assert_eq!(both.segs_in, both.router_rx);
+    // Cut at the router's NIC: a segment per frame, as many as the frames a's qdisc counted.
+    assert_eq!(nic_after.segs_in, nic_after.qdisc.1);
+    // Cut only where a packet has more than 4 segments: more segments in than skbs, fewer than frames.
+    assert!(narrow.segs_in > narrow.router_rx && narrow.segs_in < narrow.qdisc.1);
 }

@@ -96,7 +96,7 @@ impl Ca {
     }
 
     /// `pkts_acked`: an ACK that acknowledged data, with the RTT of the most recently sent segment it
-    /// covers; returns a new ssthresh when the module ends slow start (HyStart).
+    /// covers; returns how the module ended slow start (HyStart), its cwnd the new ssthresh.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn acked(
         &mut self,
@@ -107,7 +107,7 @@ impl Ca {
         snd_una: u64,
         snd_nxt: u64,
         pacing_rate: u64,
-    ) -> Option<u32> {
+    ) -> Option<crate::cubic::HystartExit> {
         match self {
             Ca::Reno(_) | Ca::Dctcp(_) | Ca::Bbr(_) => None,
             Ca::Cubic(c) => c.acked(now, rtt_us, cwnd, ssthresh, snd_una, snd_nxt, pacing_rate),

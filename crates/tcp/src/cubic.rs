@@ -25,6 +25,40 @@ const fn beta_scale() -> u32 {
 const CUBE_RTT_SCALE: u64 = BIC_SCALE as u64 * 10;
 const CUBE_FACTOR: u64 = (1u64 << (10 + 3 * BICTCP_HZ)) / (BIC_SCALE as u64 * 10);
 
+/// How HyStart ended slow start, and at what cwnd (the new ssthresh): its ACK-train or its
+/// delay-increase detector, which `nstat` counts apart (`TCPHystartTrainDetect`/`TrainCwnd`,
+/// `TCPHystartDelayDetect`/`DelayCwnd`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HystartExit {
+    Train(u32),
+    Delay(u32),
+}
+
+/// The HyStart counters, as `nstat` names Linux's: exits found by each detector, and the cwnds
+/// they ended slow start at, summed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HystartStats {
+    pub train_detect: u64,
+    pub train_cwnd: u64,
+    pub delay_detect: u64,
+    pub delay_cwnd: u64,
+}
+
+impl HystartStats {
+    pub(crate) fn count(&mut self, exit: HystartExit) {
+        match exit {
+            HystartExit::Train(c) => {
+                self.train_detect += 1;
+                self.train_cwnd += c as u64;
+            }
+            HystartExit::Delay(c) => {
+                self.delay_detect += 1;
+                self.delay_cwnd += c as u64;
+            }
+        }
+    }
+}
+
 /// `struct bictcp`, times in jiffies (ms) and microseconds as in the kernel.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Cubic {
@@ -190,8 +224,8 @@ impl Cubic {
     }
 
     /// `cubictcp_acked()` and `hystart_update()`. `rtt_us` is the RTT of the
-    /// most recently sent segment this ACK covers. Returns a new ssthresh if
-    /// HyStart found the exit point.
+    /// most recently sent segment this ACK covers. Returns the exit (its cwnd the
+    /// new ssthresh) if HyStart found it.
     #[allow(clippy::too_many_arguments)]
     pub fn acked(
         &mut self,
@@ -202,7 +236,7 @@ impl Cubic {
         snd_una: u64,
         snd_nxt: u64,
         pacing_rate: u64,
-    ) -> Option<u32> {
+    ) -> Option<HystartExit> {
         let rtt_us = rtt_us?;
         let j = jiffies(now);
         if self.epoch_start != 0 && j.saturating_sub(self.epoch_start) < HZ {
@@ -234,7 +268,7 @@ impl Cubic {
             let threshold = (self.delay_min_us as u64 + ack_delay) >> 1;
             if now_us.saturating_sub(self.round_start_us) > threshold {
                 self.found = true;
-                exit = Some(cwnd);
+                exit = Some(HystartExit::Train(cwnd));
             }
         }
         // Delay increase detection
@@ -247,7 +281,7 @@ impl Cubic {
             let thresh = (self.delay_min_us >> 3).clamp(HYSTART_DELAY_MIN, HYSTART_DELAY_MAX);
             if self.curr_rtt_us as u64 > self.delay_min_us as u64 + thresh as u64 {
                 self.found = true;
-                exit = Some(cwnd);
+                exit = Some(HystartExit::Delay(cwnd));
             }
         }
         exit

@@ -491,7 +491,7 @@ impl Connection {
             && ack - prior_una < self.mss as u64
             && self.rs.prior_delivered.wrapping_add(1) == self.delivered;
         if data_acked {
-            if let Some(ss) = self.ca.acked(
+            if let Some(exit) = self.ca.acked(
                 now,
                 ca_rtt_us,
                 self.cwnd,
@@ -500,7 +500,10 @@ impl Connection {
                 self.snd_nxt,
                 self.pacing_rate(),
             ) {
+                let (crate::cubic::HystartExit::Train(ss) | crate::cubic::HystartExit::Delay(ss)) =
+                    exit;
                 self.ssthresh = ss;
+                self.hystart_stats.count(exit);
             }
         }
 
@@ -664,10 +667,11 @@ impl Connection {
         let rcv_nxt = self.rcv_nxt as i64;
         let data_end = seq + len as i64;
         if len > 0 {
-            // tcp_measure_rcv_mss()
-            self.measure_scaling_ratio(len as u32);
-            if len as u32 >= self.rcv_mss {
-                self.rcv_mss = (len as u32).min(self.cfg.mss);
+            // tcp_measure_rcv_mss(): a GSO packet a veth passed whole is measured by its gso_size.
+            let seg_len = seg.measured_len();
+            self.measure_scaling_ratio(seg_len);
+            if seg_len >= self.rcv_mss {
+                self.rcv_mss = seg_len.min(self.cfg.mss);
             }
             // tcp_event_data_recv(): the first data starts quickack mode
             if !self.first_data_seen {
@@ -779,7 +783,7 @@ impl Connection {
         // TCP_REMNANT: FIN, URG, SYN, PSH.
         const REMNANT: u8 = flags::FIN | 0x20 | flags::SYN | flags::PSH;
         let lss = std::mem::take(&mut self.last_seg_size);
-        if seg.payload_len >= self.rcv_mss {
+        if seg.measured_len() >= self.rcv_mss {
             self.ack_pushed |= seg.has(flags::PSH);
             return;
         }

@@ -236,6 +236,7 @@ use std::collections::VecDeque;
 
 pub use bbr::{BbrInfo, BbrMode};
 pub use cong::HZ;
+pub use cubic::HystartStats;
 pub use pacing::PacingStatus;
 pub use segment::{ecn, flags, Segment, TcpOptions};
 pub use socket::TcpStats;
@@ -599,6 +600,8 @@ pub struct Connection {
     // ---- D-SACK and undo (undo.rs) ----
     undo: undo::Undo,
     undo_stats: undo::UndoStats,
+    /// HyStart's exits (cubic.rs).
+    hystart_stats: cubic::HystartStats,
 
     // ---- receive side; absolute u64, 0 = peer's SYN ----
     irs: u32,

@@ -96,6 +96,16 @@ impl Segment {
         self.flags & f != 0
     }
 
+    /// The length `tcp_measure_rcv_mss` measures a received skb by: `gso_size` if it is a GSO packet
+    /// that arrived whole (a veth does not cut them), else the payload.
+    pub fn measured_len(&self) -> u32 {
+        if self.gso_size > 0 {
+            self.gso_size
+        } else {
+            self.payload_len
+        }
+    }
+
     /// The frames a GSO segment becomes on the wire (`tcp_gso_segment`): `gso_size` bytes each (the last
     /// may be shorter), sequence numbers moved on, CWR on the first only, FIN and PSH on the last only;
     /// a segment that is not GSO comes back alone.

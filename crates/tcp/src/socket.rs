@@ -87,6 +87,8 @@ pub struct TcpStats {
     pub reordering: u32,
     /// D-SACKs sent and received, and the window reductions undone (undo.rs).
     pub undo: crate::UndoStats,
+    /// How CUBIC's HyStart ended slow start (cubic.rs).
+    pub hystart: crate::HystartStats,
     /// Packets delivered by ACKs that carried ECE (`tcpi_delivered_ce`, `TCPDeliveredCE`).
     pub delivered_ce: u32,
     /// Data segments received with CE.
@@ -239,6 +241,7 @@ impl Connection {
             reordering: crate::REORDERING,
             undo: Default::default(),
             undo_stats: Default::default(),
+            hystart_stats: Default::default(),
             cfg,
         }
     }
@@ -408,6 +411,7 @@ impl Connection {
             reord_seen: self.reord_seen,
             reordering: self.reordering,
             undo: self.undo_stats,
+            hystart: self.hystart_stats,
             delivered_ce: self.delivered_ce,
             ce_received: self.ce_received,
             ece_reductions: self.ece_reductions,

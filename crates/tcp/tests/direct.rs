@@ -56,6 +56,26 @@ fn ten_out(c: Config) -> (Connection, Connection, Vec<Segment>) {
     (cl, sv, segs)
 }
 
+/// A GSO packet that a veth passed whole arrives as one skb of ten segments with `gso_size` 1448:
+/// `tcp_measure_rcv_mss` measures it by `gso_size`, so its scaling ratio is a 1448-byte segment's
+/// (226, clamp 131072·226/256 = 115712, as in `window_growth_acks_every_segment`), not that of a
+/// 14480-byte one (14480·256 / (14480 + 192) = 252, clamp 129024); it is ACKed at once.
+#[test]
+fn a_gso_packet_is_measured_by_its_gso_size() {
+    let (_cl, mut sv) = pair(Config::default(), Config::default());
+    let t = 100 * MS;
+    let gso = Segment {
+        payload_len: 10 * 1448,
+        gso_size: 1448,
+        ..data(0, 0)
+    };
+    sv.on_segment(t, &gso);
+    assert_eq!(sv.stats().window_clamp, 115712);
+    let out = drain(&mut sv, t);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].ack, CLIENT_ISN.wrapping_add(1 + 10 * 1448));
+}
+
 /// Linux's receiver (tcp_event_data_recv → tcp_incr_quickack): the first
 /// data starts quickack mode for min(rcv_wnd / (2·rcv_mss), 16) = 16 ACKs,
 /// one per segment. After that, __tcp_ack_snd_check ACKs when more than

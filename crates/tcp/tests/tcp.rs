@@ -557,3 +557,27 @@ fn deterministic() {
     assert!(a.0.len() > 5000);
     assert_eq!(a, b);
 }
+
+/// HyStart's exit is counted as `nstat` counts it (`TCPHystartTrainDetect`/`TrainCwnd`,
+/// `TCPHystartDelayDetect`/`DelayCwnd`): one CUBIC flow through 10 Mbit/s, 20 ms RTT and a queue too long
+/// to overflow in 3 s ends slow start once, by one of the two detectors, at the cwnd that became its
+/// ssthresh (nothing is lost, so nothing lowers it after). Reno has no HyStart.
+#[test]
+fn hystart_exit_is_counted() {
+    for cc in [CongestionControl::Cubic, CongestionControl::Reno] {
+        let mut c = cfg();
+        c.cc = cc;
+        let mut sim = Sim::new(c, cfg(), PathCfg::new(10_000_000, 10 * MS, 10_000), 1 << 40);
+        sim.run_until(3 * SEC);
+        let st = sim.hosts[0].stats();
+        let h = st.hystart;
+        assert_eq!(st.retransmits, 0, "{cc:?}");
+        if cc == CongestionControl::Reno {
+            assert_eq!(h, HystartStats::default());
+            continue;
+        }
+        assert_eq!(h.train_detect + h.delay_detect, 1, "{h:?}");
+        assert_eq!(h.train_cwnd + h.delay_cwnd, st.ssthresh as u64, "{h:?}");
+        assert!(st.ssthresh >= 16, "HyStart acts from 16 segments on: {h:?}");
+    }
+}
