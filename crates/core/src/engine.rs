@@ -394,13 +394,15 @@ impl Device {
 
     /// Give the qdisc a request addressed (`parent`, `handle`: `tc qdisc … [handle H] parent P|root`)
     /// the size table it came with, or none (a change without `stab` removes it, as `qdisc_change`
-    /// does).
+    /// does), and tell the qdisc (`options_given`: the request made it or changed its options). The
+    /// warning the qdisc leaves with its table, if any ([`Qdisc::root_stab`]).
     pub fn set_stab(
         &mut self,
         parent: Handle,
         handle: Handle,
         stab: Option<crate::stab::SizeTable>,
-    ) {
+        options_given: bool,
+    ) -> Option<Warning> {
         let target = if handle != Handle::UNSPEC && self.find(handle).is_some() {
             self.find_mut(handle)
         } else if parent == Handle::ROOT {
@@ -412,9 +414,11 @@ impl Device {
                 .and_then(|p| p.q.classes_mut())
                 .and_then(|c| c.leaf_mut(parent))
         };
-        if let Some(s) = target {
-            s.stab = stab;
-        }
+        let s = target?;
+        let w =
+            s.q.root_stab(stab.as_ref().map(|t| t.spec.overhead), options_given);
+        s.stab = stab;
+        w
     }
 
     /// The device goes down (`dev_close` → `dev_deactivate` → `dev_reset_queue`): `qdisc_reset` on

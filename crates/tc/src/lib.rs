@@ -539,12 +539,16 @@ fn qdisc_cmd(
             if let Some(t) = &stab {
                 t.validate().map_err(Failure::kernel)?;
             }
-            let warnings = engine
+            let mut warnings = engine
                 .modify_qdisc(dev, Handle(parent), Handle(handle), opts.as_ref(), f, now)
                 .map_err(Failure::kernel)?;
             // `qdisc_create`/`qdisc_change`: the table given, or none (a change without one drops it).
             if let Some(d) = engine.device_mut(dev) {
-                d.set_stab(Handle(parent), Handle(handle), stab);
+                let given = opts.is_some();
+                if let Some(w) = d.set_stab(Handle(parent), Handle(handle), stab, given) {
+                    // The extack holds one message: the last one set is what tc prints.
+                    warnings = vec![w];
+                }
             }
             for w in warnings {
                 out.stderr.push_str(&format!("{w}\n"));

@@ -269,3 +269,78 @@ fn help_is_tc_6_1s_usage_byte_for_byte() {
          (i.e. CLOCK_TAI)\n"
     );
 }
+
+#[test]
+fn a_size_table_on_the_root_shortens_a_window_s_limit_and_its_absence_is_warned() {
+    // taprio_change ends with NL_SET_ERR_MSG_MOD "Size table not specified, frame length
+    // estimations may be inaccurate" when q->root->stab is none: tc prints it as a warning (nl_dump_ext_ack
+    // adds the "."), exit 0. With a table (set before taprio_init by qdisc_create) no warning, and
+    // taprio_update_queue_max_sdu takes its overhead off each window: TC 0 open 100 µs of 1 ms at
+    // 100 Mbit/s holds 1 250 bytes, less 24 of overhead and 14 of header, 1 212; TC 1's 900 µs,
+    // 11 250 - 38 = 11 212 (listed, as max-sdu was asked for one class).
+    let taprio = "taprio num_tc 2 map 0 1 queues 1@0 1@1 max-sdu 0 1500 sched-entry S 01 100000 sched-entry S 02 900000 clockid CLOCK_TAI";
+    let mut e = eight_queues();
+    e.device_mut("eth0").unwrap().set_speed(100);
+    let o = run(
+        &mut e,
+        &format!("qdisc add dev eth0 root handle 1: {taprio}"),
+    );
+    assert_eq!(
+        (o.code, o.stderr.as_str()),
+        (0, "Warning: sch_taprio: Size table not specified, frame length estimations may be inaccurate.\n")
+    );
+    let s = run(&mut e, "qdisc show dev eth0").stdout;
+    assert!(
+        s.contains("\nmax-sdu 1236 1500 0 "),
+        "no table: 1 250 - 14: {s}"
+    );
+    let mut e = eight_queues();
+    e.device_mut("eth0").unwrap().set_speed(100);
+    let o = run(
+        &mut e,
+        &format!("qdisc add dev eth0 root handle 1: stab overhead 24 {taprio}"),
+    );
+    assert_eq!((o.code, o.stderr.as_str()), (0, ""));
+    let s = run(&mut e, "qdisc show dev eth0").stdout;
+    assert!(s.contains("\nmax-sdu 1212 1500 0 "), "{s}");
+    // A 1 226-byte frame of TC 0 fits (its real length against 1 212 + 14); 1 227 is dropped.
+    let dev = e.device_mut("eth0").unwrap();
+    let mut cx = Cx::new(0);
+    for len in [1226, 1227] {
+        let _ = dev.enqueue(
+            Packet::udp4([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, 0, len),
+            &mut cx,
+        );
+    }
+    let s = run(&mut e, "-s qdisc show dev eth0").stdout;
+    assert!(s.contains("(dropped 1, overlimits 0"), "{s}");
+}
+
+#[test]
+fn fp_is_refused_as_tc_6_1_refuses_it() {
+    // Frame preemption (`fp E P …`) came in iproute2 6.5; 6.1's q_taprio.c ends its option loop with
+    // "Unknown argument" (exit 1), q_mqprio.c with invarg (exit 255) — this machine's tc, byte for
+    // byte. (A later tc's `fp P` reaching 6.12 is refused too: taprio_parse_tc_entries wants full
+    // offload, "Preemption only supported with full offload", and mqprio_parse_tc_entries a device
+    // with ethtool's get_mm, "Device does not support preemption"; no tclab device has one.)
+    let mut e = eight_queues();
+    let o = run(&mut e, "qdisc add dev eth0 root handle 1: taprio num_tc 2 map 0 1 queues 1@0 1@1 base-time 0 sched-entry S 01 300000 sched-entry S 02 700000 clockid CLOCK_TAI fp E P");
+    assert_eq!(
+        (o.code, o.stdout.as_str(), o.stderr.as_str()),
+        (1, "", "Unknown argument\n")
+    );
+    let o = run(
+        &mut e,
+        "qdisc add dev eth0 root handle 1: mqprio num_tc 2 map 0 1 queues 1@0 1@1 hw 0 fp E P",
+    );
+    assert_eq!(
+        (o.code, o.stdout.as_str(), o.stderr.as_str()),
+        (
+            255,
+            "",
+            "Error: argument \"fp\" is wrong: unknown argument\n"
+        )
+    );
+    let s = run(&mut e, "qdisc show dev eth0").stdout;
+    assert!(!s.contains("taprio") && !s.contains("mqprio"), "{s}");
+}

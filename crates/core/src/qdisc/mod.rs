@@ -855,6 +855,12 @@ pub trait Qdisc {
     /// The device changed (`NETDEV_CHANGE`: a new link speed): taprio's and cbs's notifiers read
     /// its speed again.
     fn link_changed(&mut self, _env: &DevEnv) {}
+    /// The size table a command gave this qdisc (its overhead; `None`: no table), after the command
+    /// made the qdisc or, `options_given`, changed it: for a qdisc that reads its own table
+    /// (taprio). Returns the extack warning the command leaves, if that depends on the table.
+    fn root_stab(&mut self, _overhead: Option<i32>, _options_given: bool) -> Option<Warning> {
+        None
+    }
     /// Extra counters for `tc -s qdisc show` (`dump_stats`), if the discipline has any.
     fn xstats(&self) -> Option<Xstats> {
         None

@@ -27,13 +27,20 @@
 //!
 //! `max-sdu` (one per class, 0 for none) drops at enqueue a frame longer than the class's SDU plus the
 //! link header; the kernel also lowers each class's limit to what its longest open window can send at
-//! the link speed (`taprio_update_queue_max_sdu`), and the dump lists that limit. A GSO packet over it
-//! is segmented and its frames offered alone (`taprio_enqueue_segmented`).
+//! the link speed (`taprio_update_queue_max_sdu`), and the dump lists that limit. A size table on the
+//! root (`tc qdisc add … root stab overhead N taprio …`) takes its overhead off each window's length
+//! first (the frame held to one byte past the link header), while a frame is still judged by its real
+//! length; the table is the one `taprio_change` sees — a new qdisc's (`qdisc_create` sets it before
+//! init), a changed one's previous table (`qdisc_change` swaps it after) — and without one every
+//! change leaves the warning "Size table not specified, frame length estimations may be inaccurate"
+//! ([`Qdisc::root_stab`]). A GSO packet over its limit is segmented and its frames offered alone
+//! (`taprio_enqueue_segmented`).
 //!
 //! A new schedule given to a running qdisc (`tc qdisc change|replace` with a schedule) waits as the
 //! admin schedule behind the operational one, listed after it, until `advance_sched` switches them
 //! (`should_change_schedules`): at the first entry end of the old schedule from which the next entry
-//! would end at or past the new base time (less the old `cycle-time-extension`), or at the new
+//! would end at or past the new base time (less the old `cycle-time-extension`, when positive: the old
+//! schedule's last cycle gives way to the new one's first entry that much sooner), or at the new
 //! schedule's start if that comes sooner. From the switch the new first entry runs until its start
 //! plus its interval; then the new schedule goes on from its start. A qdisc whose first schedule has
 //! not started yet takes the new one at once.
@@ -55,12 +62,14 @@
 //! packet whenever the launch time found is; an interval that ends at the cycle's end is stretched
 //! to the admin schedule's base when that lies within `cycle-time-extension` (`get_interval_end_time`).
 //!
+//! Frame preemption (`fp`) never reaches it: tc 6.1 does not know the word, and 6.12 takes a
+//! preemptible class only fully offloaded onto a device with ethtool's MAC merge
+//! (`taprio_parse_tc_entries`), which no tclab device has.
+//!
 //! Not modelled: `cycle-time` longer than the entries (the last entry is held to the cycle's end here; the kernel
-//! starts the next cycle at the last entry's end), the size table's overhead in the per-class limit
-//! (the kernel takes it off a class's longest window; tclab's qdiscs do not see the root's size
-//! table), a frame's switch to the admin schedule without a packet (the switch is applied at the
-//! first enqueue or dequeue at or after its time, so a listing of an idle qdisc may still show it
-//! waiting), and frame preemption (`fp`).
+//! starts the next cycle at the last entry's end), and a frame's switch to the admin schedule without a packet
+//! (the switch is applied at the first enqueue or dequeue at or after its time, so a listing of an idle
+//! qdisc may still show it waiting).
 
 use super::mq::Mq;
 use super::mqprio::MqprioOptions;
@@ -277,13 +286,16 @@ impl TaprioOptions {
 
 impl Schedule {
     /// The schedule of `o` (cycle `cycle_time`) given at `now`, its classes' frame limits from the
-    /// user's `max_sdu` at `ppb` picoseconds a byte (`taprio_update_queue_max_sdu`).
+    /// user's `max_sdu` at `ppb` picoseconds a byte less the root size table's `overhead`
+    /// (`taprio_update_queue_max_sdu`).
     fn new(
         o: &TaprioOptions,
         cycle_time: i64,
         now: Nanos,
         max_sdu: &[u32; TC_MAX],
         ppb: u64,
+        overhead: Option<i32>,
+        num_tc: usize,
     ) -> Schedule {
         let span = spans(&o.entries, cycle_time as u64);
         // taprio_get_start_time: the base time if it is to come, else the next cycle's start.
@@ -320,21 +332,39 @@ impl Schedule {
             switch_at: start,
             next_txtime,
         };
-        s.update_max_sdu(max_sdu, ppb);
+        s.update_max_sdu(max_sdu, ppb, overhead, num_tc);
         s
     }
 
     /// `taprio_update_queue_max_sdu`: each class's limit, the user's or what its longest window
-    /// sends at the link speed, whichever is less (none for a class whose gate never closes).
-    fn update_max_sdu(&mut self, from_user: &[u32; TC_MAX], ppb: u64) {
+    /// sends at the link speed, whichever is less (none for a class whose gate never closes). With a
+    /// size table on the root, its `overhead` (L1 bytes the table adds to every frame) comes off the
+    /// window's length first, the frame held to at least one byte past the link header.
+    /// Only the device's `num_tc` classes have one (the others, which no priority maps to, none).
+    fn update_max_sdu(
+        &mut self,
+        from_user: &[u32; TC_MAX],
+        ppb: u64,
+        overhead: Option<i32>,
+        num_tc: usize,
+    ) {
         for (tc, &given) in from_user.iter().enumerate() {
+            if tc >= num_tc {
+                (self.max_frm_len[tc], self.max_sdu[tc]) = (u32::MAX, 0);
+                continue;
+            }
             let user = if given == 0 { u32::MAX } else { given };
             let dynamic = if self.max_open[tc] == self.cycle_time as u64 {
                 u32::MAX
             } else {
                 // duration_to_length, then less the link header (a never-open class wraps past
                 // max_mtu to "none", as the kernel's u32 does).
-                let frm = (self.max_open[tc] * 1000 / ppb) as u32;
+                let mut frm = (self.max_open[tc] * 1000 / ppb) as u32;
+                if let Some(o) = overhead {
+                    // u32 less an int, then max_t(int, …, hard_header_len + 1).
+                    frm =
+                        (frm.wrapping_sub(o as u32) as i32).max(HARD_HEADER_LEN as i32 + 1) as u32;
+                }
                 match frm.wrapping_sub(HARD_HEADER_LEN) {
                     sdu if sdu > MAX_MTU => u32::MAX,
                     sdu => sdu,
@@ -414,8 +444,11 @@ impl Schedule {
         if new.start < cur.end {
             return new.start;
         }
-        // The entry whose end is the first at or past the target begins at the switch.
-        let target = new.base_time.saturating_sub(self.cycle_time_extension);
+        // The entry whose end is the first at or past the target begins at the switch. A negative
+        // extension asks nothing the simple case (`next_base_time <= end_time`) does not.
+        let target = new
+            .base_time
+            .saturating_sub(self.cycle_time_extension.max(0));
         if target <= cur.end as i64 {
             return cur.end;
         }
@@ -560,6 +593,10 @@ pub struct Taprio {
     drops: u32,
     /// `q->cur_txq[tc]`: the queue of each class served next.
     cur_txq: [usize; 16],
+    /// The overhead of the root's size table (`q->root->stab`), as the last change read it.
+    stab_overhead: Option<i32>,
+    /// Made by the command being applied, whose size table `qdisc_create` set before init.
+    fresh: bool,
 }
 
 /// `NL_SET_ERR_MSG_MOD`'s prefix.
@@ -729,13 +766,25 @@ impl Taprio {
             txtime_delay: o.txtime_delay.unwrap_or(0),
             ppb,
             max_sdu,
-            sched: Schedule::new(o, cycle, now, &max_sdu, ppb),
+            sched: Schedule::new(o, cycle, now, &max_sdu, ppb, None, mqprio.num_tc.into()),
             admin: None,
             budget_of: None,
             budget: [0; TC_MAX],
             drops: 0,
             cur_txq,
+            stab_overhead: None,
+            fresh: true,
         })
+    }
+
+    /// Both schedules' class limits worked out anew (`taprio_update_queue_max_sdu` on each).
+    fn update_limits(&mut self) {
+        let (stab, num_tc) = (self.stab_overhead, self.mqprio.num_tc.into());
+        self.sched
+            .update_max_sdu(&self.max_sdu, self.ppb, stab, num_tc);
+        if let Some((a, _)) = self.admin.as_mut() {
+            a.update_max_sdu(&self.max_sdu, self.ppb, stab, num_tc);
+        }
     }
 
     fn txtime_assist(&self) -> bool {
@@ -1026,7 +1075,16 @@ impl Qdisc for Taprio {
         self.ppb = ppb;
         // Only the new schedule's limits are worked out (the running one keeps its own).
         self.max_sdu = merge_max_sdu(&self.max_sdu, &o.max_sdu);
-        let new = Schedule::new(o, cycle, now, &self.max_sdu, ppb);
+        let num_tc = self.mqprio.num_tc.into();
+        let new = Schedule::new(
+            o,
+            cycle,
+            now,
+            &self.max_sdu,
+            ppb,
+            self.stab_overhead,
+            num_tc,
+        );
         if self.txtime_assist() {
             // The admin schedule, switched to by get_packet_txtime (never by the clock).
             self.admin = Some((new, Nanos::MAX));
@@ -1047,10 +1105,26 @@ impl Qdisc for Taprio {
     /// `taprio_dev_notifier`: the link speed read again, both schedules' limits worked out anew.
     fn link_changed(&mut self, env: &DevEnv) {
         self.ppb = picos_per_byte(env.speed).0;
-        self.sched.update_max_sdu(&self.max_sdu, self.ppb);
-        if let Some((a, _)) = self.admin.as_mut() {
-            a.update_max_sdu(&self.max_sdu, self.ppb);
-        }
+        self.update_limits();
+    }
+    /// The root's size table as `taprio_change` reads it (`q->root->stab`). A new qdisc's table is
+    /// in place before `taprio_init` runs (`qdisc_create`), so its limits count the overhead and it
+    /// warns only without one; a change runs before `qdisc_change` replaces the table, so it warns,
+    /// and works out its limits, by the table it had. The message is the last the extack holds.
+    fn root_stab(&mut self, overhead: Option<i32>, options_given: bool) -> Option<Warning> {
+        let seen = if std::mem::take(&mut self.fresh) {
+            self.stab_overhead = overhead;
+            self.update_limits();
+            overhead
+        } else {
+            std::mem::replace(&mut self.stab_overhead, overhead)
+        };
+        (options_given && seen.is_none()).then(|| {
+            Warning(
+                "sch_taprio: Size table not specified, frame length estimations may be inaccurate"
+                    .into(),
+            )
+        })
     }
     /// `taprio_class_ops`: a class per transmit queue, mq's.
     fn classes(&self) -> Option<&dyn ClassOps> {
@@ -1405,6 +1479,136 @@ mod tests {
             unreachable!()
         };
         assert_eq!(&d.max_sdu[..2], &[12_486, 1500]);
+    }
+
+    #[test]
+    fn a_root_size_tables_overhead_comes_off_a_short_windows_limit() {
+        // taprio_update_queue_max_sdu with a size table: TC 0's window of 100 µs at 100 Mbit/s
+        // holds 1 250 bytes (duration_to_length); less the table's 24 bytes of overhead, 1 226,
+        // the frame limit (skb->len, the real length, against max_frm_len), max SDU 1 212.
+        let mut o = opts(None);
+        o.entries[0].interval = 100_000;
+        o.entries[1].interval = 900_000;
+        let env100 = DevEnv {
+            speed: 100,
+            ..env(4)
+        };
+        let mut q = Taprio::new(Handle(0x10000), &o, &env100, 0).unwrap();
+        // Made with the table: qdisc_create set it before taprio_init, so no warning.
+        assert_eq!(q.root_stab(Some(24), true), None);
+        let mut cx = Cx::new(0);
+        assert_eq!(q.enqueue(packet(0, 1227), &mut cx), Verdict::Drop);
+        assert_eq!(q.enqueue(packet(0, 1226), &mut cx), Verdict::Success);
+        assert_eq!(
+            &q.sched.max_sdu[..2],
+            &[1212, 11_212],
+            "1 250 - 24 - 14; TC 1's 900 µs: 11 250 - 24 - 14"
+        );
+        // An overhead past the window: max_t(int, …, hard_header_len + 1) keeps a 1-byte SDU.
+        let mut q = Taprio::new(Handle(0x10000), &o, &env100, 0).unwrap();
+        q.root_stab(Some(5000), true);
+        assert_eq!(q.sched.max_sdu[0], 1);
+        // A negative overhead adds to the window: 1 250 + 100 - 14.
+        let mut q = Taprio::new(Handle(0x10000), &o, &env100, 0).unwrap();
+        q.root_stab(Some(-100), true);
+        assert_eq!(q.sched.max_sdu[0], 1336);
+    }
+
+    #[test]
+    fn a_change_reads_the_size_table_it_replaces() {
+        // qdisc_change runs taprio_change before it swaps the table: a change that brings a table
+        // warns (the old one was none) and its admin schedule's limits ignore the new overhead; the
+        // next change reads it. Made without a table: the warning at once.
+        let mut o = opts(None);
+        o.entries[0].interval = 100_000;
+        o.entries[1].interval = 900_000;
+        let env100 = DevEnv {
+            speed: 100,
+            ..env(4)
+        };
+        let warn =
+            "sch_taprio: Size table not specified, frame length estimations may be inaccurate";
+        let mut q = Taprio::new(Handle(0x10000), &o, &env100, 0).unwrap();
+        assert_eq!(q.root_stab(None, true).map(|w| w.0), Some(warn.into()));
+        let mut c = o.clone();
+        c.mqprio = None;
+        c.base_time = 50 * MS as i64;
+        q.change(&QdiscOptions::Taprio(c.clone()), &env100, 5 * MS)
+            .unwrap();
+        assert_eq!(q.root_stab(Some(24), true).map(|w| w.0), Some(warn.into()));
+        let admin_sdu = |q: &Taprio| q.admin.as_ref().map(|(a, _)| a.max_sdu[0]);
+        assert_eq!(admin_sdu(&q), Some(1236), "the old (no) table: 1 250 - 14");
+        q.change(&QdiscOptions::Taprio(c), &env100, 6 * MS).unwrap();
+        assert_eq!(q.root_stab(Some(24), true), None);
+        assert_eq!(admin_sdu(&q), Some(1212), "now the table's 24 bytes off");
+        // A table changed alone (no options): no taprio_change, no warning.
+        assert_eq!(q.root_stab(None, false), None);
+    }
+
+    /// The running schedule of `a_new_schedule_waits_as_admin_until_its_base_time` with a
+    /// cycle-time-extension of `ext` ns, changed at 12 ms to TC 0 alone for a 10 ms cycle from base
+    /// time 33 ms: when the change takes over.
+    fn switch_with_extension(ext: i64) -> Nanos {
+        let mut o = opts(None);
+        o.cycle_time_extension = ext;
+        let mut q = Taprio::new(Handle(0x10000), &o, &env(4), 0).unwrap();
+        let mut c = opts(None);
+        c.mqprio = None;
+        c.base_time = 33 * MS as i64;
+        c.entries = vec![SchedEntry {
+            cmd: 0,
+            gate_mask: 1,
+            interval: 10_000_000,
+        }];
+        q.change(&QdiscOptions::Taprio(c), &env(4), 12 * MS)
+            .unwrap();
+        q.admin.as_ref().map(|a| a.1).unwrap()
+    }
+
+    #[test]
+    fn the_cycle_time_extension_brings_the_switch_an_entry_earlier() {
+        // Entries end at 14, 20, 24, 30, 34 ms. should_change_schedules, at each entry's end, with
+        // the next entry's end E: switch if 33 ms <= E, or 33 ms <= E + the running schedule's
+        // extension. Without one: at 30 ms (E = 34). With 5 ms: at 24 ms (E = 30, 30 + 5 >= 33),
+        // so TC 1's 24-30 ms entry never runs and the new first entry opens TC 0 from 24 ms to
+        // 33 + 10 ms. 2 ms is not enough at 24 ms (32 < 33): 30 ms. A negative extension changes
+        // nothing (the simple case decides first).
+        assert_eq!(switch_with_extension(0), 30 * MS);
+        assert_eq!(switch_with_extension(5 * MS as i64), 24 * MS);
+        assert_eq!(switch_with_extension(3 * MS as i64), 24 * MS, "30 + 3 = 33");
+        assert_eq!(switch_with_extension(2 * MS as i64), 30 * MS);
+        assert_eq!(switch_with_extension(-5 * MS as i64), 30 * MS);
+        // 12 ms: at 14 ms the next entry ends at 20, 20 + 12 < 33; at 20 ms, 24 + 12 >= 33. 13 ms:
+        // at 14 ms already (20 + 13 = 33), the end of the entry running when the change came.
+        assert_eq!(switch_with_extension(12 * MS as i64), 20 * MS);
+        assert_eq!(switch_with_extension(13 * MS as i64), 14 * MS);
+        // Served from 24.5 ms, a packet of each class queued: with 5 ms the new schedule runs, TC 0
+        // goes at once and TC 1 never; without, TC 1's old entry (24-30 ms) runs, TC 0 waits for
+        // the switch at 30 ms. 100 bytes take 80 µs at the 10 Mbit/s taprio assumes.
+        let served = |ext: i64| {
+            let mut o = opts(None);
+            o.cycle_time_extension = ext;
+            let mut q = Taprio::new(Handle(0x10000), &o, &env(4), 0).unwrap();
+            let mut c = opts(None);
+            c.mqprio = None;
+            c.base_time = 33 * MS as i64;
+            c.entries = vec![SchedEntry {
+                cmd: 0,
+                gate_mask: 1,
+                interval: 10_000_000,
+            }];
+            q.change(&QdiscOptions::Taprio(c), &env(4), 12 * MS)
+                .unwrap();
+            let mut cx = Cx::new(24_500_000);
+            q.enqueue(packet(1, 100), &mut cx);
+            q.enqueue(packet(0, 100), &mut cx);
+            serve(&mut q, 24_500_000, 60 * MS)
+        };
+        assert_eq!(served(5 * MS as i64), [(24_500_000, 24_580_000, 0)]);
+        assert_eq!(
+            served(0),
+            [(24_500_000, 24_580_000, 1), (30 * MS, 30 * MS + 80_000, 0)]
+        );
     }
 
     #[test]

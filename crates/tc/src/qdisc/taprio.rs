@@ -5,7 +5,7 @@
 //! schedule with its entries' indices, a waiting admin schedule after it. `max-sdu` is a later
 //! iproute2's (6.2 on): parsed as it parses it, and listed as it lists it — but only when a class has
 //! one, so that a listing without one stays tc 6.1's (a later tc lists the kernel's limits always).
-//! `fp` (frame preemption) needs a NIC that does it: not taken.
+//! `fp` (frame preemption, iproute2 6.5) is refused as 6.1 refuses any word it does not know.
 
 use super::mqprio::{get_u8, parse_map, parse_queues};
 use super::QdiscLang;
