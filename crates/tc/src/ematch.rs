@@ -18,9 +18,10 @@
 //!
 //! The parsed expression is flattened as `flatten_tree` does — each parenthesised sequence appended after
 //! the sequence that contains it, and replaced there by a container pointing at it — into the list the
-//! kernel receives ([`EmatchTree`]). Kinds tc knows but tclab's kernel has no module for (`nbyte`,
-//! `ipset`, `ipt`) are refused as the kernel refuses an unknown kind (ENOENT), without parsing their
-//! arguments.
+//! kernel receives ([`EmatchTree`]). Kinds tc knows but tclab's kernel has no module for are refused
+//! where this machine's tc 6.1 refuses them: `ipset` and `ipt` by tc itself (no set by any name; no
+//! xtables match by any name, after glibc's `getopt_long` over the arguments), `nbyte` by the kernel
+//! (ENOENT, `EmKind::Unloaded`) once tc has checked its words and the classifier's after the tree.
 
 use crate::action::Cur;
 
@@ -28,11 +29,10 @@ use crate::action::Cur;
 pub type EmatchTreeOpt = EmatchTree;
 use crate::{Failure, Result};
 use std::fmt::Write;
-use tclab_core::error::{Errno, KernelError};
 use tclab_core::filter::ematch::{
     meta_id, CanFilter, Cmp, EmKind, Ematch, EmatchTree, Meta, MetaVal, U32Key, CAN_EFF_FLAG,
-    CAN_EFF_MASK, CAN_SFF_MASK, INVERT, META_TYPE_INT, META_TYPE_VAR, OPND_EQ, OPND_GT, OPND_LT,
-    REL_AND, REL_END, REL_MASK, REL_OR,
+    CAN_EFF_MASK, CAN_SFF_MASK, INVERT, KIND_NBYTE, META_TYPE_INT, META_TYPE_VAR, OPND_EQ, OPND_GT,
+    OPND_LT, REL_AND, REL_END, REL_MASK, REL_OR,
 };
 
 const EXPR_USAGE: &str = "Usage: EXPR\nwhere: EXPR  := TERM [ { and | or } EXPR ]\n       TERM  := [ not ] { MATCH | '(' EXPR ')' }\n       MATCH := module '(' ARGS ')'\n       ARGS := ARG1 ARG2 ...\n\nExample: a(x y) and not (b(x) or c(x y z))";
@@ -398,7 +398,6 @@ pub fn parse_ematch(c: &mut Cur) -> Result<Option<EmatchTree>> {
     }
     flatten(root, &mut flat);
     let mut list = Vec::new();
-    let mut no_module = false;
     for (inverted, rel, m, child) in flat {
         let flags = (rel & REL_MASK) | if inverted { INVERT } else { 0 };
         let kind = match m {
@@ -412,30 +411,18 @@ pub fn parse_ematch(c: &mut Cur) -> Result<Option<EmatchTree>> {
                     "canid" => EmKind::Canid(parse_canid(&ctx, &args)?),
                     // No set exists in tclab (nor, here, in the kernel tc asked): every name is unknown.
                     "ipset" => return Err(ipset_refusal(&ctx, &args)),
-                    // tc parses them (nbyte here; ipt through xtables), and every later ematch too,
-                    // before the kernel, which lacks the module, refuses the whole tree.
-                    "nbyte" | "ipt" => {
-                        if name == "nbyte" {
-                            check_nbyte(&ctx, &args)?;
-                        }
-                        no_module = true;
-                        continue;
+                    // tc parses them (nbyte here; ipt through xtables), the classifier's words after
+                    // the tree too, before the kernel, which lacks the module, refuses the tree.
+                    "nbyte" => {
+                        check_nbyte(&ctx, &args)?;
+                        EmKind::Unloaded(KIND_NBYTE)
                     }
+                    "ipt" => return Err(ipt_refusal(&args)),
                     _ => return Err(Failure::options(format!("Unknown ematch \"{name}\""))),
                 }
             }
         };
         list.push(Ematch { flags, kind });
-    }
-    if no_module {
-        return Err(Failure {
-            code: 2,
-            msg: format!(
-                "{}\nWe have an error talking to the kernel",
-                KernelError::new(Errno::NoEntry)
-            ),
-            silent: None,
-        });
     }
     Ok(Some(EmatchTree::new(list)))
 }
@@ -984,6 +971,73 @@ fn ipset_refusal(ctx: &ErrCtx, args: &[(Vec<u8>, bool)]) -> Failure {
     ctx.error(&msg, None, Some(("ipset", args, Some(0))), IPSET_USAGE)
 }
 
+/// `em_ipt_parse_eopt_argv` as this machine's tc 6.1 runs it: `getopt_long(argc, argv, "6m:")` over
+/// `ipt ARGS…` (glibc's, permuting: words that are not options wait at the end; `--match`/`--ipv6`
+/// by any unique prefix), and `xtables_find_match`, which finds no match by any name here (as in
+/// tclab, whose kernel has no em_ipt either). The first `-m NAME` ends it: " failed to find match
+/// NAME"; a getopt error first: glibc's message, then "failed to find match (null)" (optarg is
+/// NULL); no `-m` at all: " failed to parse parameters (ipt)". The classifier adds
+/// `Illegal "ematch"`.
+fn ipt_refusal(args: &[(Vec<u8>, bool)]) -> Failure {
+    let words: Vec<String> = args
+        .iter()
+        .map(|(w, _)| String::from_utf8_lossy(w).into_owned())
+        .collect();
+    let no_match = |name: &str| Failure::options(format!(" failed to find match {name}\n"));
+    let getopt_error =
+        |e: String| Failure::options(format!("ipt: {e}\nfailed to find match (null)\n"));
+    let mut i = 0;
+    while i < words.len() {
+        let w = &words[i];
+        i += 1;
+        if w == "--" {
+            break;
+        }
+        if let Some(long) = w.strip_prefix("--") {
+            let (name, value) = match long.split_once('=') {
+                Some((n, v)) => (n, Some(v)),
+                None => (long, None),
+            };
+            let opt = ["match", "ipv6"]
+                .into_iter()
+                .find(|o| !name.is_empty() && o.starts_with(name));
+            match (opt, value) {
+                (None, _) => return getopt_error(format!("unrecognized option '{w}'")),
+                (Some("match"), Some(v)) => return no_match(v),
+                (Some("match"), None) => match words.get(i) {
+                    Some(v) => return no_match(v),
+                    None => return getopt_error("option '--match' requires an argument".into()),
+                },
+                (Some(_), Some(_)) => {
+                    return getopt_error("option '--ipv6' doesn't allow an argument".into())
+                }
+                (Some(_), None) => continue,
+            }
+        }
+        let Some(shorts) = w.strip_prefix('-').filter(|s| !s.is_empty()) else {
+            // Not an option: permuted past the options.
+            continue;
+        };
+        for (k, ch) in shorts.char_indices() {
+            match ch {
+                '6' => {}
+                'm' => {
+                    let rest = &shorts[k + 1..];
+                    if !rest.is_empty() {
+                        return no_match(rest);
+                    }
+                    return match words.get(i) {
+                        Some(v) => no_match(v),
+                        None => getopt_error("option requires an argument -- 'm'".into()),
+                    };
+                }
+                c => return getopt_error(format!("invalid option -- '{c}'")),
+            }
+        }
+    }
+    Failure::options(" failed to parse parameters (ipt)")
+}
+
 // ----- printing -----
 
 /// `print_ematch`: nothing for an empty expression, else a new line and the sequence from the first entry.
@@ -1035,7 +1089,7 @@ fn print_seq(tree: &EmatchTree, start: usize, prefix: usize, out: &mut String) {
 
 fn print_kind(kind: &EmKind, out: &mut String) {
     match kind {
-        EmKind::Container(_) => {}
+        EmKind::Container(_) | EmKind::Unloaded(_) => {}
         EmKind::Cmp(c) => {
             out.push_str("cmp(");
             match c.align {

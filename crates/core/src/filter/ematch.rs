@@ -45,6 +45,8 @@ pub const INVERT: u16 = 4;
 /// `TCF_EM_*` kind numbers (also the numbers of `/etc/iproute2/ematch_map`).
 pub const KIND_CONTAINER: u16 = 0;
 pub const KIND_CMP: u16 = 1;
+/// `TCF_EM_NBYTE`: tc knows it, this kernel has no module for it.
+pub const KIND_NBYTE: u16 = 2;
 pub const KIND_U32: u16 = 3;
 pub const KIND_META: u16 = 4;
 pub const KIND_CANID: u16 = 7;
@@ -169,6 +171,9 @@ pub enum EmKind {
     Meta(Meta),
     /// The rules, in the order tc sent them; the kernel reorders them (extended-frame rules first).
     Canid(Vec<CanFilter>),
+    /// A kind tc sends that this kernel has no module for (`TCF_EM_NBYTE`, `TCF_EM_IPT`): its
+    /// number alone, refused by [`EmatchTree::validate`].
+    Unloaded(u16),
 }
 
 impl EmKind {
@@ -179,6 +184,7 @@ impl EmKind {
             EmKind::U32(_) => KIND_U32,
             EmKind::Meta(_) => KIND_META,
             EmKind::Canid(_) => KIND_CANID,
+            EmKind::Unloaded(k) => *k,
         }
     }
 }
@@ -254,6 +260,8 @@ impl EmatchTree {
                     }
                 }
                 EmKind::Cmp(_) | EmKind::U32(_) => {}
+                // tcf_em_validate: tcf_em_lookup finds no ops (request_module finds none either).
+                EmKind::Unloaded(_) => return Err(KernelError::new(Errno::NoEntry)),
                 EmKind::Meta(mt) => {
                     let (l, r) = (&mt.left, &mt.right);
                     if l.typ() != r.typ()
@@ -331,6 +339,8 @@ impl EmatchTree {
             }
             EmKind::Meta(mt) => self.meta_match(mt, pkt),
             EmKind::Canid(rules) => canid_match(rules, pkt),
+            // Never in a tree the kernel took.
+            EmKind::Unloaded(_) => false,
         }
     }
 
