@@ -544,7 +544,7 @@ impl Device {
                 parent: s.parent,
                 options: s.q.dump(),
                 stab: s.stab.as_ref().map(|t| t.spec),
-                stats: s.q.stats(),
+                stats: s.stats(),
                 xstats: s.q.xstats(),
                 children_on_txqs: s.q.children_on_txqs(),
                 on_txq: s.parent != Handle::ROOT

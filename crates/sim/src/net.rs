@@ -306,7 +306,8 @@ pub struct TeqlPort {
     /// GSO feature, so `validate_xmit_skb` cuts the packet before `teql_master_xmit`, and the frames
     /// left when every slave is busy wait (requeued) for the next free one.
     pending: std::collections::VecDeque<Packet>,
-    /// `netif_stop_queue(teql0)`: every slave was busy with packets still to send.
+    /// `netif_stop_queue(teql0)`: every slave was busy with packets still to send (the one in hand
+    /// requeued on teql0's root: `Sched::requeues`).
     stopped: bool,
 }
 
@@ -1490,7 +1491,14 @@ impl Network {
         // The frames left of a GSO packet go before the qdisc is asked for more.
         tx.flush();
         let w = host::qdisc_run_in(dev, now, tick, &mut tx, run_cx);
-        port.stopped = !tx.ready() && (dev.root().q.stats().qlen > 0 || !tx.pending.is_empty());
+        let stopped = !tx.ready() && (dev.root().q.stats().qlen > 0 || !tx.pending.is_empty());
+        if stopped && !port.stopped {
+            // teql_master_xmit found every slave busy with a packet in hand: NETDEV_TX_BUSY,
+            // netif_stop_queue(teql0), and the packet back on teql0's root (dev_requeue_skb). A
+            // stopped master dequeues nothing more until a slave wakes it.
+            dev.root_mut().requeues += 1;
+        }
+        port.stopped = stopped;
         port.tx_dropped += tx.dropped;
         // Each frame is an skb of its own, freed at its own TX completion (`tcp_gso_segment`).
         for (app, extra) in std::mem::take(&mut tx.split) {

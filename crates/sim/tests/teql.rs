@@ -435,3 +435,41 @@ fn a_mirred_redirect_to_teql0_is_sent_over_the_bond() {
     let (_, out) = go(&scenario("5ms", "5ms", &looped, UDP));
     assert_eq!(flow(&out, "u").goodput_bps, 0.0);
 }
+
+#[test]
+fn teql0_counts_a_requeue_each_time_every_slave_is_busy_with_a_packet_in_hand() {
+    // teql_master_xmit returns NETDEV_TX_BUSY when no slave can take the packet: the master's
+    // queue stops and the packet goes back on teql0's root qdisc (dev_requeue_skb: requeues + 1).
+    // Until a slave's teql_dequeue finds its queue empty and wakes it, the stopped master dequeues
+    // nothing. Saturated (30 Mbit/s into 20): the first requeue is the third packet's, both lines
+    // busy with the first two; after that every wake-up hands one packet to the slave that woke it
+    // and finds both busy again with the next in hand: sent - 2 + 1 requeues, fewer only by the few
+    // early wake-ups that found teql0's queue empty.
+    let (sc, out) = go(&scenario("5ms", "5ms", BOND, UDP));
+    let e = &sc.net.nodes[sc.net.node_by_name("r1").unwrap()].engine;
+    let root = e.device("teql0").unwrap().qdiscs().remove(0).stats;
+    let sent = root.packets;
+    assert!(
+        u64::from(root.requeues) <= sent - 1 && u64::from(root.requeues) + 10 >= sent,
+        "{} requeues for {sent} packets sent",
+        root.requeues
+    );
+    let text = &out
+        .tc_show
+        .iter()
+        .find(|(n, d, _)| n == "r1" && d == "teql0")
+        .unwrap()
+        .2;
+    assert!(
+        text.contains(&format!(" requeues {}) ", root.requeues)),
+        "{text}"
+    );
+    // 5 Mbit/s (a datagram every 2.38 ms, a line busy 1.19 ms with each): a line is always free,
+    // nothing is handed back.
+    let light = UDP.replace("30mbit", "5mbit");
+    let (sc, _) = go(&scenario("5ms", "5ms", BOND, &light));
+    let e = &sc.net.nodes[sc.net.node_by_name("r1").unwrap()].engine;
+    let root = e.device("teql0").unwrap().qdiscs().remove(0).stats;
+    assert!(root.packets > 1000);
+    assert_eq!(root.requeues, 0);
+}

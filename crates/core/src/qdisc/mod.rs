@@ -806,6 +806,9 @@ pub struct Sched {
     pub q: Box<dyn Qdisc>,
     /// The qdisc's size table (`stab`), if it was given one.
     pub stab: Option<crate::stab::SizeTable>,
+    /// `dev_requeue_skb`'s count: packets the driver handed back to this root (teql0's
+    /// `teql_master_xmit` with every slave busy), added to the qdisc's own in its statistics.
+    pub requeues: u32,
 }
 
 impl Sched {
@@ -815,7 +818,15 @@ impl Sched {
             parent,
             q,
             stab: None,
+            requeues: 0,
         }
+    }
+
+    /// The qdisc's statistics with the requeues the driver made.
+    pub fn stats(&self) -> QdiscStats {
+        let mut s = self.q.stats();
+        s.requeues += self.requeues;
+        s
     }
 }
 
