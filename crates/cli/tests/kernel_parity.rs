@@ -743,6 +743,39 @@ fn cases_n() -> Vec<Case> {
     ]
 }
 
+/// o) cls_bpf in classic mode (issue 24; this kernel's one classifier of the issue's): tdc's EtherType
+/// program, the -1 answer, direct-action, the listings with -s, and the checks of bpf_check_classic
+/// (a jump out of the program) and tc's own (a program of no instructions).
+fn cases_o() -> Vec<Case> {
+    vec![
+        case!(
+            "o1_cls_bpf_classic",
+            "tdc's EtherType program and a -1 answer on HTB classes, direct-action, listings and -s",
+            "qdisc add dev $DEV root handle 1: htb default 30
+             class add dev $DEV parent 1: classid 1:10 htb rate 1mbit
+             class add dev $DEV parent 1: classid 1:20 htb rate 1mbit
+             filter add dev $DEV parent 1: protocol all prio 1 bpf bytecode '4,40 0 0 12,21 0 1 2048,6 0 0 262144,6 0 0 0' classid 1:10
+             filter add dev $DEV parent 1: protocol all prio 2 bpf bytecode '2,6 0 0 4294967295,6 0 0 5' classid 1:20
+             filter add dev $DEV parent 1: protocol ip prio 3 handle 7 bpf bytecode '1,6 0 0 0' da
+             filter show dev $DEV
+             -s filter show dev $DEV
+             -d filter show dev $DEV parent 1: prio 1
+             filter del dev $DEV parent 1: prio 2
+             filter show dev $DEV"
+        ),
+        case!(
+            "o2_cls_bpf_refusals",
+            "a jump past the program (bpf_check_classic), no instructions, a count that is not the program's",
+            "qdisc add dev $DEV root handle 1: htb default 30
+             filter add dev $DEV parent 1: protocol all prio 1 bpf bytecode '2,21 0 5 2048,6 0 0 0' classid 1:20
+             filter add dev $DEV parent 1: protocol all prio 1 bpf bytecode '0,' classid 1:20
+             filter add dev $DEV parent 1: protocol all prio 1 bpf bytecode '3,6 0 0 0' classid 1:20
+             filter add dev $DEV parent 1: protocol all prio 1 bpf bytecode '1,7 0 0 0' classid 1:20
+             filter show dev $DEV"
+        ),
+    ]
+}
+
 fn all_groups() -> Vec<(&'static str, Vec<Case>)> {
     vec![
         ("a", cases_a()),
@@ -757,6 +790,7 @@ fn all_groups() -> Vec<(&'static str, Vec<Case>)> {
         ("k", cases_k()),
         ("m", cases_m()),
         ("n", cases_n()),
+        ("o", cases_o()),
     ]
 }
 
@@ -817,6 +851,11 @@ fn parity_m_mirred_ifb() {
 #[test]
 fn parity_n_json_and_raw() {
     run_group("n", cases_n());
+}
+
+#[test]
+fn parity_o_cls_bpf() {
+    run_group("o", cases_o());
 }
 
 #[test]
@@ -1073,6 +1112,34 @@ fn diff_lines(a: &str, b: &str) -> Vec<String> {
     out
 }
 
+/// A script line's words: split at blanks, except within single quotes (a cBPF program's
+/// `bytecode '4,40 0 0 12,…'` is one word, as the shell gives it to tc).
+fn line_words(l: &str) -> Vec<String> {
+    let (mut words, mut cur, mut quoted, mut any) = (Vec::new(), String::new(), false, false);
+    for c in l.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                any = true;
+            }
+            c if c.is_whitespace() && !quoted => {
+                if any {
+                    words.push(std::mem::take(&mut cur));
+                    any = false;
+                }
+            }
+            c => {
+                cur.push(c);
+                any = true;
+            }
+        }
+    }
+    if any {
+        words.push(cur);
+    }
+    words
+}
+
 /// Splits a script into commands (argument vectors without the leading `tc`).
 fn script_commands(script: &str) -> Vec<Vec<String>> {
     script
@@ -1080,8 +1147,8 @@ fn script_commands(script: &str) -> Vec<Vec<String>> {
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .map(|l| {
-            let mut words: Vec<String> = l
-                .split_whitespace()
+            let mut words: Vec<String> = line_words(l)
+                .into_iter()
                 .map(|w| w.replace("$DEV", DEV))
                 .collect();
             if words.first().map(String::as_str) == Some("tc") {
@@ -1257,9 +1324,13 @@ fn find_tool(name: &str) -> Option<PathBuf> {
     dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file())
 }
 
+/// Namespaces are named `PREFIX-PID-N`: `tclab-parity`, or `TCLAB_PARITY_NS_PREFIX` (a machine
+/// shared by several users of namespaces may give each its own).
 fn unique_ns_name() -> String {
+    let prefix =
+        std::env::var("TCLAB_PARITY_NS_PREFIX").unwrap_or_else(|_| "tclab-parity".to_string());
     format!(
-        "tclab-parity-{}-{}",
+        "{prefix}-{}-{}",
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::SeqCst)
     )
