@@ -11,6 +11,8 @@
 //! - [`lab`]: `tclab lab up|down|exec|status` — seed 000's node-1 / router / node-2 as network
 //!   namespaces, the router bridged by `tclab live` (or by the kernel, to compare).
 //! - [`sampler`]: rates, backlogs and drops of every device and class over a live run (CSV).
+//! - [`source`]: a traffic source of its own (prebuilt UDP frames, paced, past the qdisc) for
+//!   measuring shapers above what iperf3 offers, counted at the far end by the kernel.
 //! - [`spin`]: when the loop spins and when it sleeps (the idle window, the margin before a deadline).
 //! - [`sys`]: the system calls, every `unsafe` of the crate but AF_XDP's.
 //! - [`xdp`]: AF_XDP ports (`--xdp`): the XDP program, the UMEM and its four rings.
@@ -27,6 +29,7 @@ pub mod fuzz;
 pub mod lab;
 pub mod queues;
 pub mod sampler;
+pub mod source;
 pub mod spin;
 pub mod sys;
 pub mod vethns;

@@ -520,6 +520,27 @@ pub fn is_realtime() -> bool {
     unsafe { libc::sched_getscheduler(0) == libc::SCHED_FIFO }
 }
 
+/// Keep thread `tid` (0: the calling thread) on CPU `cpu` alone (`sched_setaffinity`): for
+/// measurements that give the bridge a core and its traffic source the other.
+pub fn pin_to_cpu(tid: i32, cpu: usize) -> io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("CPU {cpu}: past the {} a CPU set holds", libc::CPU_SETSIZE),
+        ));
+    }
+    // SAFETY: cpu_set_t is plain old data; CPU_SET stays within it for cpu < CPU_SETSIZE (above).
+    let r = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if r != 0 {
+        return Err(last_error(&format!("pinning thread {tid} to CPU {cpu}")));
+    }
+    Ok(())
+}
+
 /// Keep capability `cap` alone, for good (best effort: a process without the others already is fine).
 fn keep_only_cap(cap: u32) {
     // SAFETY: prctl with integer arguments.
