@@ -123,3 +123,43 @@ fn flower_matches_the_tag_a_push_gave() {
         "{s}"
     );
 }
+
+#[test]
+fn a_tag_pushed_at_ingress_is_charged_by_the_egress_htb_only_when_it_is_in_the_frame() {
+    // tcf_vlan_act → skb_vlan_push: on an untagged packet the tag goes to the accelerated slot
+    // (skb->vlan_tci, not skb->len: the NIC inserts it), so the next device's qdiscs measure the
+    // packet as before (qdisc_pkt_len = skb->len); a second push moves the first tag into the frame
+    // (__vlan_insert_tag: skb->len + 4), which the egress HTB then charges. 1000 bytes received on
+    // eth0, forwarded to eth1's HTB.
+    let charged = |actions: &str| {
+        let mut e = Engine::new();
+        ok(&mut e, "qdisc add dev eth0 ingress");
+        ok(
+            &mut e,
+            &format!("filter add dev eth0 parent ffff: protocol ip prio 1 matchall {actions}"),
+        );
+        ok(&mut e, "qdisc add dev eth1 root handle 1: htb default 10");
+        ok(
+            &mut e,
+            "class add dev eth1 parent 1: classid 1:10 htb rate 10mbit",
+        );
+        let mut cx = Cx::new(0);
+        let p = e
+            .device_mut("eth0")
+            .unwrap()
+            .receive(
+                Packet::udp4([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, 0, 1000),
+                &mut cx,
+            )
+            .expect("passed on");
+        assert_eq!(p.len, 1000 + 4 * p.vlan_inline().len() as u32);
+        let dev = e.device_mut("eth1").unwrap();
+        let _ = dev.enqueue(p, &mut cx);
+        assert!(dev.dequeue(&mut cx).is_some());
+        show(&mut e, "-s class show dev eth1")
+    };
+    let one = charged("action vlan push id 5");
+    assert!(one.contains("class htb 1:10 root prio 0 rate 10Mbit ceil 10Mbit burst 1600b cburst 1600b \n Sent 1000 bytes 1 pkt"), "{one}");
+    let two = charged("action vlan push id 5 pipe action vlan push id 7 protocol 802.1ad");
+    assert!(two.contains(" Sent 1004 bytes 1 pkt"), "{two}");
+}
