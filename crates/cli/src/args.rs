@@ -485,6 +485,9 @@ pub enum LabSub {
         /// Seconds of traffic per measurement
         #[arg(long, default_value_t = 5, value_name = "SECONDS")]
         secs: u32,
+        /// Instead: TBF and HTB at 500 Mbit/s and 1 Gbit/s, the rate node-1 receives against the configured (tclab's own traffic source)
+        #[arg(long)]
+        shaping: bool,
     },
     /// Run a command in a node: tclab lab exec node-2 -- iperf3 -c 10.0.1.1
     Exec {

@@ -1,7 +1,7 @@
 //! `tclab live` and `tclab lab`: the commands around crates/live's bridge and lab.
 
 use crate::args::{self, usage, CmdResult, Failure};
-use crate::{compare, labbench, liveout, load_policy, path_text, Loaded};
+use crate::{compare, labbench, liveout, load_policy, path_text, shapebench, Loaded};
 use tclab_core::engine::DevKind;
 use tclab_core::Engine;
 
@@ -444,7 +444,13 @@ pub fn lab(a: args::LabCmd) -> CmdResult {
         LabSub::Compare { scenario, duration } => {
             compare::run(&scenario, &exe()?, &lab.prefix, duration)
         }
-        LabSub::Bench { secs } => labbench::run(&exe()?, &lab, secs),
+        LabSub::Bench { secs, shaping } => {
+            if shaping {
+                shapebench::run(&exe()?, &lab, secs)
+            } else {
+                labbench::run(&exe()?, &lab, secs)
+            }
+        }
         LabSub::Exec { node, command } => {
             let code = lab.exec(&node, &command).map_err(usage)?;
             Ok(code.clamp(0, 255) as u8)

@@ -13,6 +13,7 @@ mod liveout;
 mod plot;
 mod progress;
 mod report;
+mod shapebench;
 mod sim;
 mod sweep;
 mod trace;
