@@ -233,43 +233,15 @@ fn forwarded_packets_carry_the_realm_of_the_route_to_their_source() {
 fn a_hosts_own_packets_carry_their_routes_realm() {
     // On a1 itself: its route to b's link in realm 7 (`to 7`), a `meta(rt_classid)` ematch reading the
     // same realm, and the route to a2's link in none. An output route has no source realm.
-    let text = format!(
-        r#"
-duration = "10s"
-[[node]]
-name = "a"
-[[node]]
-name = "r"
-[[node]]
-name = "b"
-[[node]]
-name = "c"
-[[link]]
-a = "a:eth0"
-b = "r:eth0"
-rate = "100mbit"
-[[link]]
-a = "r:eth1"
-b = "b:eth0"
-rate = "100mbit"
-[[link]]
-a = "r:eth2"
-b = "c:eth0"
-rate = "100mbit"
-[[policy]]
-node = "a"
-tc = """
-ip route add 10.0.2.0/24 via 10.0.1.2 realm 7
-ip route add 10.0.3.0/24 via 10.0.1.2 realm 0x10008
-{}filter add dev eth0 parent 1: protocol ip prio 1 route to 7 classid 1:10
-filter add dev eth0 parent 1: protocol ip prio 2 basic match meta(rt_classid eq 0x10008) classid 1:20
-"""
-{}{}"#,
-        htb("eth0"),
-        udp("to-b", "a", "b", ""),
-        udp("to-c", "a", "c", ""),
+    let policy = format!(
+        "tc = \"\"\"\nip route add 10.0.2.0/24 via 10.0.1.2 realm 7\n\
+         ip route add 10.0.3.0/24 via 10.0.1.2 realm 0x10008\n\
+         {}filter add dev eth0 parent 1: protocol ip prio 1 route to 7 classid 1:10\n\
+         filter add dev eth0 parent 1: protocol ip prio 2 basic match meta(rt_classid eq 0x10008) classid 1:20\n\
+         \"\"\"",
+        htb("eth0")
     );
-    let out = go(&text);
+    let out = realms_of_a("meta", &policy, None);
     assert_within(
         flow(&out, "to-b").goodput_bps,
         class_goodput(2e6),
@@ -284,9 +256,9 @@ filter add dev eth0 parent 1: protocol ip prio 2 basic match meta(rt_classid eq 
     );
 }
 
-/// Host a of `a_hosts_own_packets_carry_their_routes_realm`'s lab, its policy `policy` (what follows
-/// `[[policy]]`'s `node = "a"`), with HTB on eth0 and two route filters: `to 7` into 1:10, `to 8`
-/// into 1:20, b's link 10.0.2.0/24, c's 10.0.3.0/24.
+/// a - r - b and r - c, 100 Mbit/s each (b's link 10.0.2.0/24, c's 10.0.3.0/24), a UDP flow from a
+/// to each, and `policy` on a (what follows `[[policy]]`'s `node = "a"`; `script` written beside
+/// the scenario as a.sh).
 fn realms_of_a(tag: &str, policy: &str, script: Option<&str>) -> Outcome {
     let text = format!(
         r#"

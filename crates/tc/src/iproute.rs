@@ -6,6 +6,8 @@
 //! nothing, and words that would change what a realm means (`table`, a route type, `nexthop`) or that
 //! tclab does not model are refused by name rather than dropped.
 
+// `get_addr_ipv4`'s forms are iptables' too.
+use crate::iptables::values::parse_ipv4 as ipv4;
 use tclab_core::fib::RealmRoute;
 use tclab_core::Engine;
 
@@ -139,26 +141,6 @@ pub fn op(word: &str) -> Option<Op> {
     } else {
         None
     }
-}
-
-/// `get_addr_ipv4`: one to four dotted decimal parts, each 0..255, the missing ones zero.
-fn ipv4(s: &str) -> Option<u32> {
-    let parts: Vec<&str> = s.split('.').collect();
-    if parts.len() > 4 {
-        return None;
-    }
-    let mut a = 0u32;
-    for (i, p) in parts.iter().enumerate() {
-        if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) || p.len() > 3 {
-            return None;
-        }
-        let v: u32 = p.parse().ok()?;
-        if v > 255 {
-            return None;
-        }
-        a |= v << (24 - 8 * i);
-    }
-    Some(a)
 }
 
 /// `get_prefix`: `default` (also `all`, `any`), or `ADDR[/LEN]` (a length as `get_unsigned` reads it:

@@ -5,7 +5,8 @@
 //! its needle, offset and layer, and an ematch after one of them, and the classifier's words after
 //! the tree, are still parsed before the kernel refuses the tree.
 
-fn run(ematch: &str) -> tclab_tc::Output {
+/// `tc filter add … basic match EMATCH AFTER…` on eth0 under an HTB root, as on the machine.
+fn run_with(ematch: &str, after: &[&str]) -> tclab_tc::Output {
     let mut engine = tclab_core::Engine::new();
     let htb: Vec<String> = "qdisc add dev eth0 root handle 1: htb"
         .split(' ')
@@ -17,7 +18,12 @@ fn run(ematch: &str) -> tclab_tc::Output {
         .map(str::to_string)
         .collect();
     argv.push(ematch.to_string());
+    argv.extend(after.iter().map(|w| w.to_string()));
     tclab_tc::run(&mut engine, &argv, 0)
+}
+
+fn run(ematch: &str) -> tclab_tc::Output {
+    run_with(ematch, &[])
 }
 
 const NBYTE_USAGE: &str = "Usage: nbyte(NEEDLE at OFFSET [layer LAYER])\nwhere: NEEDLE := { string | \"c-escape-sequence\" }\n       OFFSET := int\n       LAYER  := { link | network | transport | 0..2 }\n\nExample: nbyte(\"ababa\" at 12 layer 1)\nIllegal \"ematch\"\n";
@@ -76,18 +82,7 @@ fn a_well_formed_nbyte_reaches_the_kernel_which_lacks_the_module() {
         "{}",
         out.stderr
     );
-    let mut engine = tclab_core::Engine::new();
-    let htb: Vec<String> = "qdisc add dev eth0 root handle 1: htb"
-        .split(' ')
-        .map(str::to_string)
-        .collect();
-    assert_eq!(tclab_tc::run(&mut engine, &htb, 0).code, 0);
-    let mut argv: Vec<String> = "filter add dev eth0 parent 1: protocol ip prio 1 basic match"
-        .split(' ')
-        .map(str::to_string)
-        .collect();
-    argv.extend(["nbyte(ab at 0) and cmp(u8 at 0 eq 1)", "classid", "1:1"].map(String::from));
-    let out = tclab_tc::run(&mut engine, &argv, 0);
+    let out = run_with("nbyte(ab at 0) and cmp(u8 at 0 eq 1)", &["classid", "1:1"]);
     assert_eq!(
         (out.code, out.stderr.as_str()),
         (

@@ -1547,8 +1547,8 @@ mod tests {
 
     /// The running schedule of `a_new_schedule_waits_as_admin_until_its_base_time` with a
     /// cycle-time-extension of `ext` ns, changed at 12 ms to TC 0 alone for a 10 ms cycle from base
-    /// time 33 ms: when the change takes over.
-    fn switch_with_extension(ext: i64) -> Nanos {
+    /// time 33 ms.
+    fn changed_with_extension(ext: i64) -> Taprio {
         let mut o = opts(None);
         o.cycle_time_extension = ext;
         let mut q = Taprio::new(Handle(0x10000), &o, &env(4), 0).unwrap();
@@ -1562,7 +1562,16 @@ mod tests {
         }];
         q.change(&QdiscOptions::Taprio(c), &env(4), 12 * MS)
             .unwrap();
-        q.admin.as_ref().map(|a| a.1).unwrap()
+        q
+    }
+
+    /// When that change takes over.
+    fn switch_with_extension(ext: i64) -> Nanos {
+        changed_with_extension(ext)
+            .admin
+            .as_ref()
+            .map(|a| a.1)
+            .unwrap()
     }
 
     #[test]
@@ -1586,19 +1595,7 @@ mod tests {
         // goes at once and TC 1 never; without, TC 1's old entry (24-30 ms) runs, TC 0 waits for
         // the switch at 30 ms. 100 bytes take 80 µs at the 10 Mbit/s taprio assumes.
         let served = |ext: i64| {
-            let mut o = opts(None);
-            o.cycle_time_extension = ext;
-            let mut q = Taprio::new(Handle(0x10000), &o, &env(4), 0).unwrap();
-            let mut c = opts(None);
-            c.mqprio = None;
-            c.base_time = 33 * MS as i64;
-            c.entries = vec![SchedEntry {
-                cmd: 0,
-                gate_mask: 1,
-                interval: 10_000_000,
-            }];
-            q.change(&QdiscOptions::Taprio(c), &env(4), 12 * MS)
-                .unwrap();
+            let mut q = changed_with_extension(ext);
             let mut cx = Cx::new(24_500_000);
             q.enqueue(packet(1, 100), &mut cx);
             q.enqueue(packet(0, 100), &mut cx);

@@ -65,7 +65,7 @@ type Addrs = (Vec<(u32, u32)>, bool);
 
 mod ext;
 mod print;
-mod values;
+pub(crate) mod values;
 
 use ext::*;
 use print::*;

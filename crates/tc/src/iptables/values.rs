@@ -24,7 +24,9 @@ pub fn strtoui(s: &str, max: u64) -> Option<u64> {
     (v <= max).then_some(v)
 }
 
-pub(super) fn parse_ipv4(s: &str) -> Option<u32> {
+/// One to four dotted decimal parts, each 0..255, the missing ones zero (`inet_aton`'s forms that
+/// iptables and ip's `get_addr_ipv4` take alike).
+pub(crate) fn parse_ipv4(s: &str) -> Option<u32> {
     let parts: Vec<&str> = s.split('.').collect();
     if parts.is_empty() || parts.len() > 4 {
         return None;
