@@ -242,18 +242,7 @@ fn a_hosts_own_packets_carry_their_routes_realm() {
         htb("eth0")
     );
     let out = realms_of_a("meta", &policy, None);
-    assert_within(
-        flow(&out, "to-b").goodput_bps,
-        class_goodput(2e6),
-        0.01,
-        "to b in 1:10",
-    );
-    assert_within(
-        flow(&out, "to-c").goodput_bps,
-        class_goodput(6e6),
-        0.01,
-        "to c in 1:20",
-    );
+    to_b_and_c_in_their_classes(&out);
 }
 
 /// a - r - b and r - c, 100 Mbit/s each (b's link 10.0.2.0/24, c's 10.0.3.0/24), a UDP flow from a
@@ -301,6 +290,14 @@ node = "a"
     run(&mut sc, &mut |_| {}).expect("the run completes")
 }
 
+/// a's flows to b in 1:10 (2 Mbit/s) and to c in 1:20 (6 Mbit/s), within 1 %.
+fn to_b_and_c_in_their_classes(out: &Outcome) {
+    let b = flow(out, "to-b").goodput_bps;
+    assert_within(b, class_goodput(2e6), 0.01, "to b in 1:10");
+    let c = flow(out, "to-c").goodput_bps;
+    assert_within(c, class_goodput(6e6), 0.01, "to c in 1:20");
+}
+
 fn route_filters() -> String {
     htb("eth0")
         + "filter add dev eth0 parent 1: protocol ip prio 1 route to 7 classid 1:10\n\
@@ -322,18 +319,7 @@ fn a_scripts_ip_route_lines_give_the_simulated_routes_their_realms() {
             .collect::<String>()
     );
     let out = realms_of_a("script", "script = \"a.sh\"", Some(&script));
-    assert_within(
-        flow(&out, "to-b").goodput_bps,
-        class_goodput(2e6),
-        0.01,
-        "to b in 1:10",
-    );
-    assert_within(
-        flow(&out, "to-c").goodput_bps,
-        class_goodput(6e6),
-        0.01,
-        "to c in 1:20",
-    );
+    to_b_and_c_in_their_classes(&out);
     // Without the route lines, both go to the default 100 kbit/s class (the script's own realms are
     // all that gave the packets theirs).
     let bare: String = script
@@ -355,18 +341,7 @@ fn ip_dash_4_route_in_a_tc_policy_is_a_route_line() {
         route_filters()
     );
     let out = realms_of_a("dash4", &policy, None);
-    assert_within(
-        flow(&out, "to-b").goodput_bps,
-        class_goodput(2e6),
-        0.01,
-        "to b in 1:10",
-    );
-    assert_within(
-        flow(&out, "to-c").goodput_bps,
-        class_goodput(6e6),
-        0.01,
-        "to c in 1:20",
-    );
+    to_b_and_c_in_their_classes(&out);
 }
 
 #[test]

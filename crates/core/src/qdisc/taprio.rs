@@ -1481,11 +1481,8 @@ mod tests {
         assert_eq!(&d.max_sdu[..2], &[12_486, 1500]);
     }
 
-    #[test]
-    fn a_root_size_tables_overhead_comes_off_a_short_windows_limit() {
-        // taprio_update_queue_max_sdu with a size table: TC 0's window of 100 µs at 100 Mbit/s
-        // holds 1 250 bytes (duration_to_length); less the table's 24 bytes of overhead, 1 226,
-        // the frame limit (skb->len, the real length, against max_frm_len), max SDU 1 212.
+    /// TC 0 open 100 µs of each 1 ms, TC 1 the rest, on a device of 100 Mbit/s.
+    fn short_window() -> (TaprioOptions, DevEnv) {
         let mut o = opts(None);
         o.entries[0].interval = 100_000;
         o.entries[1].interval = 900_000;
@@ -1493,6 +1490,15 @@ mod tests {
             speed: 100,
             ..env(4)
         };
+        (o, env100)
+    }
+
+    #[test]
+    fn a_root_size_tables_overhead_comes_off_a_short_windows_limit() {
+        // taprio_update_queue_max_sdu with a size table: TC 0's window of 100 µs at 100 Mbit/s
+        // holds 1 250 bytes (duration_to_length); less the table's 24 bytes of overhead, 1 226,
+        // the frame limit (skb->len, the real length, against max_frm_len), max SDU 1 212.
+        let (o, env100) = short_window();
         let mut q = Taprio::new(Handle(0x10000), &o, &env100, 0).unwrap();
         // Made with the table: qdisc_create set it before taprio_init, so no warning.
         assert_eq!(q.root_stab(Some(24), true), None);
@@ -1519,13 +1525,7 @@ mod tests {
         // qdisc_change runs taprio_change before it swaps the table: a change that brings a table
         // warns (the old one was none) and its admin schedule's limits ignore the new overhead; the
         // next change reads it. Made without a table: the warning at once.
-        let mut o = opts(None);
-        o.entries[0].interval = 100_000;
-        o.entries[1].interval = 900_000;
-        let env100 = DevEnv {
-            speed: 100,
-            ..env(4)
-        };
+        let (o, env100) = short_window();
         let warn =
             "sch_taprio: Size table not specified, frame length estimations may be inaccurate";
         let mut q = Taprio::new(Handle(0x10000), &o, &env100, 0).unwrap();
