@@ -349,15 +349,13 @@ fn a_scripts_route_line_the_simulated_paths_refuse_is_the_policys_error() {
     // The store accepts any gateway (it has no addresses); the simulator, which has, refuses one that
     // is no neighbour of a's, as the kernel does.
     let script = "ip route add 10.0.2.0/24 via 10.0.9.9 realm 7\n";
-    let text = format!(
-        "duration = \"1s\"\n[[node]]\nname = \"a\"\n[[node]]\nname = \"b\"\n\
+    let text = "duration = \"1s\"\n[[node]]\nname = \"a\"\n[[node]]\nname = \"b\"\n\
          [[link]]\na = \"a:eth0\"\nb = \"b:eth0\"\nrate = \"10mbit\"\n\
-         [[policy]]\nnode = \"a\"\nscript = \"a.sh\"\n"
-    );
+         [[policy]]\nnode = \"a\"\nscript = \"a.sh\"\n";
     let dir = std::env::temp_dir().join(format!("tclab-realms-gw-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("a.sh"), script).unwrap();
-    let e = load("test.toml", &text, &dir)
+    let e = load("test.toml", text, &dir)
         .err()
         .expect("refused")
         .to_string();
