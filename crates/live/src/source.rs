@@ -19,7 +19,7 @@ use crate::sys;
 use std::io;
 
 /// What to send: `len`-byte frames (Ethernet header included, no FCS) at `rate` bits per second of
-/// frames, spread over `flows` UDP source ports, for `secs` seconds or `max_frames` frames.
+/// frames, spread over `flows` UDP source ports (at most 64), for `secs` seconds or `max_frames` frames.
 #[derive(Clone, Copy, Debug)]
 pub struct Spec {
     pub len: usize,
@@ -90,6 +90,13 @@ pub fn check(spec: &Spec) -> Result<(), String> {
     }
     if spec.flows == 0 {
         return Err("at least one flow is needed".into());
+    }
+    // One batch of frames is built, cycling through the flows' ports; a batch is a slice of it.
+    if spec.flows as usize > BATCH {
+        return Err(format!(
+            "{} flows: at most {BATCH} (one batch of frames is built, a port each)",
+            spec.flows
+        ));
     }
     if spec.rate == 0 {
         return Err("the rate must be above 0 bit/s".into());
@@ -257,6 +264,11 @@ mod tests {
         assert!(check(&Spec { flows: 0, ..ok })
             .unwrap_err()
             .contains("flow"));
+        // The frames are built once, one batch of them, cycling through the flows' ports: a 65th
+        // flow would start a batch past them (it panicked slicing them before it was refused).
+        assert_eq!(check(&Spec { flows: 64, ..ok }), Ok(()));
+        let e = check(&Spec { flows: 65, ..ok }).unwrap_err();
+        assert!(e.contains("65 flows") && e.contains("at most 64"), "{e}");
         assert!(check(&Spec { rate: 0, ..ok }).unwrap_err().contains("rate"));
         let e = check(&Spec {
             secs: f64::NAN,
