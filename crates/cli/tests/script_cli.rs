@@ -195,6 +195,36 @@ echo "status $?"
     assert!(l.contains("eth2: mtu 1300"), "{l}");
 }
 
+/// A refused `ip route` line (ip's own refusal of a misspelt `realm`) is a refusal like tc's: in the
+/// report, and fatal under --strict (it was neither, as the line has no `realm` word).
+#[test]
+fn a_refused_route_line_is_reported_and_fatal_under_strict() {
+    let st = scratch("route-refused");
+    let script = st.parent().unwrap().join("routes.sh");
+    std::fs::write(
+        &script,
+        "ip route add 10.0.3.0/24 dev eth0 realm 7\nip route add 10.0.4.0/24 dev eth0 relm 7\n",
+    )
+    .unwrap();
+    let run = tclab(&st, &["script", "run", script.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert!(err.contains("1 command applied, 1 refused"), "{err}");
+    assert!(
+        err.contains("routes.sh:2: ")
+            && err.contains("Error: either \"to\" is duplicate, or \"relm\" is a garbage."),
+        "{err}"
+    );
+    let strict = tclab(
+        &st,
+        &["script", "run", "--strict", script.to_str().unwrap()],
+    );
+    assert!(
+        !strict.status.success(),
+        "{}",
+        String::from_utf8_lossy(&strict.stderr)
+    );
+}
+
 #[test]
 fn script_help_says_what_is_replaced() {
     let st = scratch("help");

@@ -851,12 +851,17 @@ pub fn changes_policy(argv: &[String]) -> bool {
         Some("tc") => batch_arg(args).is_some() || is_modifying(args),
         Some("iptables") => crate::iptables::is_modifying(args),
         Some("link") => !args.is_empty() && !["show", "list", "ls"].contains(&args[0].as_str()),
-        // A route line with a realm, or a `del` (of a route that may have one).
-        Some("route") => match args.first().and_then(|c| crate::iproute::op(c)) {
-            Some(crate::iproute::Op::Del) => true,
-            Some(_) => args
-                .iter()
-                .any(|w| w.len() >= 3 && "realms".starts_with(w.as_str())),
+        // A route line with a realm, one ip would refuse (a misspelt `realm`: a refusal a script's
+        // report lists and --strict fails on), or a `del` (of a route that may have one).
+        Some("route") => match args.split_first() {
+            Some((c, rest)) => match crate::iproute::op(c) {
+                Some(crate::iproute::Op::Del) => true,
+                Some(op) => {
+                    let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
+                    crate::iproute::parse(op, &rest).map_or(true, |l| l.has_realm)
+                }
+                None => false,
+            },
             None => false,
         },
         _ => true,
