@@ -108,6 +108,22 @@ fn sender_measured(v: &serde_json::Value) -> Result<(f64, f64), String> {
     Ok((packets, seconds))
 }
 
+/// A sender's `-J` report. Where there is none (iperf3 not found in the node, `ip netns exec` or
+/// `timeout` failing: nothing on stdout), what it wrote to stderr is the reason, said on one line
+/// with its exit status rather than as a JSON parser's complaint about an empty text.
+fn iperf3_json(out: &std::process::Output) -> Result<serde_json::Value, String> {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let said = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
+    if out.stdout.iter().all(u8::is_ascii_whitespace) {
+        return Err(format!(
+            "an iperf3 sender printed no report ({}): {said}",
+            out.status
+        ));
+    }
+    serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("an iperf3 sender's report is not JSON ({e}): {said}"))
+}
+
 /// [`udp_rate`], once more if an iperf3 sender measured nothing: under a flood one sometimes never
 /// finishes its test and is stopped by its time limit, which says nothing of the router.
 fn udp_rate_retried(
@@ -191,13 +207,7 @@ fn udp_rate(
     }
     for out in outs {
         let out = out.map_err(|e| format!("iperf3: {e}"))?;
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
-            format!(
-                "iperf3's output: {e}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        })?;
-        let (packets, seconds) = sender_measured(&v)?;
+        let (packets, seconds) = sender_measured(&iperf3_json(&out)?)?;
         pps += packets / seconds;
         packets_all += packets;
         seconds_max = seconds_max.max(seconds);
@@ -476,6 +486,33 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A sender that could not run (here: iperf3 missing in the node) is said on one line with its
+    /// status and stderr; it was "iperf3's output: EOF while parsing a value at line 1 column 0: …"
+    /// with stderr's newline before the "; measuring again" that follows it.
+    #[test]
+    fn a_sender_without_a_report_is_said_with_its_stderr() {
+        use std::os::unix::process::ExitStatusExt;
+        let out = |stdout: &str, status: i32| std::process::Output {
+            status: std::process::ExitStatus::from_raw(status << 8),
+            stdout: stdout.into(),
+            stderr: "exec of \"iperf3\" failed: No such file or directory\n".into(),
+        };
+        assert_eq!(
+            iperf3_json(&out("", 255)),
+            Err("an iperf3 sender printed no report (exit status: 255): exec of \"iperf3\" failed: No such file or directory".to_string())
+        );
+        let e = iperf3_json(&out("{\"start\":", 1)).unwrap_err();
+        assert!(
+            e.starts_with("an iperf3 sender's report is not JSON (EOF"),
+            "{e}"
+        );
+        assert!(!e.ends_with('\n'), "{e:?}");
+        assert_eq!(
+            iperf3_json(&out("{\"end\": {}}\n", 0)),
+            Ok(serde_json::json!({"end": {}}))
+        );
     }
 
     /// A sender that hung and was stopped by its time limit, as iperf3 3.12 writes its JSON then (seen
