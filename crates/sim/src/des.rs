@@ -1,47 +1,66 @@
-//! The discrete-event core: a queue of events ordered by (time, sequence).
+//! The discrete-event core: a queue of events ordered by time, then by the order they were scheduled in.
 //!
-//! Time is virtual nanoseconds. Two events at the same instant run in the order they were scheduled (the
-//! sequence number breaks ties), which is what makes a run reproducible: nothing depends on memory layout,
-//! hashing or the wall clock. The simulator pops the earliest event, advances `now` to it, and handles it;
-//! handling may schedule more. There is no fixed tick: time jumps from event to event, so a shaper that wants
-//! to be woken 1.234567 ms from now is woken exactly then (or at the next timer tick if the scenario asks for
-//! a coarse `hz`, see `net`).
+//! Time is virtual nanoseconds. Two events at the same instant run in the order they were scheduled,
+//! which is what makes a run reproducible: nothing depends on memory layout, hashing or the wall clock.
+//! The simulator pops the earliest event, advances `now` to it, and handles it; handling may schedule more.
+//! There is no fixed tick: time jumps from event to event, so a shaper that wants to be woken 1.234567 ms
+//! from now is woken exactly then (or at the next timer tick if the scenario asks for a coarse `hz`, see
+//! `net`).
 //!
-//! The queue is a radix heap (Ahuja, Mehlhorn, Orlin and Tarjan, 1990), which a simulator may use because
-//! time never runs backwards: no event is scheduled before the last one popped. An event waits in the
-//! bucket named by the highest bit in which its time differs from `now` (bucket 0: equal to `now`). To pop,
-//! the lowest non-empty bucket's earliest time becomes `now` and its events move to lower buckets, each at
-//! most once per bit, so most events are touched a few times, against a binary heap's log₂ n sift over
-//! cache lines all over the heap. Events at one instant leave in the order they were scheduled: bucket 0
-//! is a FIFO, sorted by sequence number when a redistribution fills it (the only time it receives events
-//! from elsewhere, and then it is empty), so the order is exactly the (time, sequence) order a binary heap
-//! gives.
+//! The queue is a hierarchical timing wheel with 64 slots a level, which a simulator may use because time
+//! never runs backwards: no event is scheduled before the last one popped. An event waits at the level of
+//! the highest base-64 digit in which its time differs from `now`, in the slot of its own digit there
+//! (level 0: the slot of its exact time). To pop, the lowest non-empty level's lowest slot holds the
+//! earliest events; a slot of level 0 is one instant, popped in place, and a slot above is emptied into
+//! the lower levels once `now` has moved to its earliest time. An event moves down at most once a level
+//! (three times for an event 1 ms ahead), and only the events within one slot's span move together,
+//! where a radix heap by bits (the previous queue) moved every event of a power-of-two range each time
+//! its earliest one was due. Events at one instant leave in the order they were scheduled, with no
+//! sequence number: every slot is a FIFO in scheduling order, because a slot emptied into the levels
+//! below finds them empty (it was the lowest) and deals its events out in its own order, and an event
+//! scheduled afterwards joins a slot's tail, after all of them. So the order is exactly the (time, order of
+//! scheduling) order a binary heap with a sequence number gives.
 
-use std::collections::VecDeque;
 use tclab_core::Nanos;
 
-struct Entry<E> {
+/// Bits of the time a level's slot stands for, and so slots a level.
+const DIGIT: u32 = 6;
+const SLOTS: usize = 1 << DIGIT;
+/// Enough levels for every 64-bit time.
+const LEVELS: usize = 64usize.div_ceil(DIGIT as usize);
+/// The end of a slot's list.
+const NIL: u32 = u32::MAX;
+
+/// An event, linked to the next of its slot. All live in one array, reused last freed first (the
+/// slots' lists, not one buffer per slot, so that the queue's memory stays small and warm).
+struct Node<E> {
     at: Nanos,
-    seq: u64,
+    next: u32,
     event: E,
 }
 
+/// An occupied slot's earliest time, and its first and last events (together: one cache line to miss).
+#[derive(Clone, Copy)]
+struct Slot {
+    earliest: Nanos,
+    head: u32,
+    tail: u32,
+}
+
+struct Level {
+    /// Bit `s` set when slot `s` holds events.
+    occupied: u64,
+    slots: [Slot; SLOTS],
+}
+
 pub struct EventQueue<E> {
-    /// Events at `now`, in the order they were scheduled.
-    current: VecDeque<Entry<E>>,
-    /// `buckets[b]`: events whose time differs from `now` first in bit `b` (from the top), unordered.
-    buckets: [Vec<Entry<E>>; 64],
-    /// Bit `b` set when `buckets[b]` is not empty.
-    full: u64,
-    /// Each non-empty bucket's earliest time and the position of its first event at that time, kept as
-    /// events are added, so that a pop finds its event without scanning the bucket; and bit `b` set when
-    /// another event of `buckets[b]` shares that time.
-    first: [(Nanos, u32); 64],
-    tied: u64,
-    /// An empty vector with capacity, swapped with a bucket that is being redistributed.
-    spare: Vec<Entry<E>>,
+    levels: [Level; LEVELS],
+    /// Bit `l` set when level `l` holds events.
+    nonempty: u32,
+    nodes: Vec<Node<E>>,
+    /// The free nodes' list.
+    free: u32,
     len: usize,
-    seq: u64,
     now: Nanos,
     /// Events handled so far, for the events-per-second figure.
     pub popped: u64,
@@ -50,120 +69,133 @@ pub struct EventQueue<E> {
 impl<E> Default for EventQueue<E> {
     fn default() -> Self {
         EventQueue {
-            current: VecDeque::new(),
-            buckets: std::array::from_fn(|_| Vec::new()),
-            full: 0,
-            first: [(0, 0); 64],
-            tied: 0,
-            spare: Vec::new(),
+            levels: std::array::from_fn(|_| Level {
+                occupied: 0,
+                slots: [Slot {
+                    earliest: 0,
+                    head: NIL,
+                    tail: NIL,
+                }; SLOTS],
+            }),
+            nonempty: 0,
+            nodes: Vec::new(),
+            free: NIL,
             len: 0,
-            seq: 0,
             now: 0,
             popped: 0,
         }
     }
 }
 
-/// The bucket of an event at `at` when the clock reads `now` (`at` > `now`).
-fn bucket(at: Nanos, now: Nanos) -> usize {
-    63 - (at ^ now).leading_zeros() as usize
-}
-
-impl<E> EventQueue<E> {
+impl<E: Copy> EventQueue<E> {
     pub fn now(&self) -> Nanos {
         self.now
     }
 
     /// Schedule `event` at `at`; a time in the past is taken as now (events never run backwards).
     pub fn schedule(&mut self, at: Nanos, event: E) {
-        let e = Entry {
+        let node = Node {
             at: at.max(self.now),
-            seq: self.seq,
+            next: NIL,
             event,
         };
-        self.seq += 1;
-        self.len += 1;
-        if e.at == self.now {
-            self.current.push_back(e);
+        let i = if self.free != NIL {
+            let i = self.free;
+            self.free = self.nodes[i as usize].next;
+            self.nodes[i as usize] = node;
+            i
         } else {
-            self.push(bucket(e.at, self.now), e);
-        }
+            self.nodes.push(node);
+            (self.nodes.len() - 1) as u32
+        };
+        self.len += 1;
+        self.push(i, at.max(self.now));
     }
 
-    /// Add `e` to bucket `b`, keeping the bucket's earliest time.
+    /// Append node `i` (its time `at`, not before `now`; its `next` NIL) to its slot relative to `now`.
     #[inline]
-    fn push(&mut self, b: usize, e: Entry<E>) {
-        let bit = 1u64 << b;
-        let events = &mut self.buckets[b];
-        if self.full & bit == 0 || e.at < self.first[b].0 {
-            self.first[b] = (e.at, events.len() as u32);
-            self.tied &= !bit;
-        } else if e.at == self.first[b].0 {
-            self.tied |= bit;
+    fn push(&mut self, i: u32, at: Nanos) {
+        let diff = at ^ self.now;
+        let level = if diff == 0 {
+            0
+        } else {
+            (63 - diff.leading_zeros()) / DIGIT
+        };
+        let s = ((at >> (level * DIGIT)) as usize) & (SLOTS - 1);
+        let lv = &mut self.levels[level as usize];
+        let bit = 1u64 << s;
+        let slot = &mut lv.slots[s];
+        if lv.occupied & bit == 0 {
+            lv.occupied |= bit;
+            *slot = Slot {
+                earliest: at,
+                head: i,
+                tail: i,
+            };
+            self.nonempty |= 1 << level;
+        } else {
+            self.nodes[slot.tail as usize].next = i;
+            slot.tail = i;
+            slot.earliest = slot.earliest.min(at);
         }
-        events.push(e);
-        self.full |= bit;
     }
 
     /// The earliest event at or before `until`, advancing the clock to it.
     pub fn pop_until(&mut self, until: Nanos) -> Option<(Nanos, E)> {
-        if self.current.is_empty() {
-            if self.full == 0 {
+        loop {
+            if self.nonempty == 0 {
                 return None;
             }
-            // The lowest non-empty bucket holds the earliest events: they agree with `now` above bit b and
-            // have it set, where an event of a higher bucket b' has bit b' set and `now` has it clear.
-            let b = self.full.trailing_zeros() as usize;
-            let (at, first) = self.first[b];
+            // The lowest level holds the earliest events: they agree with `now` above its digit, where
+            // an event of a higher level differs from it there (and is later). Within the level, the
+            // lowest slot: every slot's digit is at least `now`'s.
+            let l = self.nonempty.trailing_zeros() as usize;
+            let lv = &mut self.levels[l];
+            let s = lv.occupied.trailing_zeros() as usize;
+            let at = if l == 0 {
+                (self.now & !(SLOTS as Nanos - 1)) | s as Nanos
+            } else {
+                lv.slots[s].earliest
+            };
             if at > until {
                 return None;
             }
-            self.now = at;
-            self.len -= 1;
-            self.popped += 1;
-            if self.tied & (1 << b) == 0 {
-                // The one event at that instant, most often alone in its bucket too: it leaves at once,
-                // without a pass through `current` (nearly every pop of a simulation is this one).
-                let events = &mut self.buckets[b];
-                let e = events.swap_remove(first as usize);
-                if events.is_empty() {
-                    self.full &= !(1 << b);
-                } else {
-                    self.redistribute(b);
+            let first = lv.slots[s].head;
+            let next = self.nodes[first as usize].next;
+            if next == NIL {
+                lv.occupied &= !(1 << s);
+                if lv.occupied == 0 {
+                    self.nonempty &= !(1 << l);
                 }
-                return Some((e.at, e.event));
             }
-            self.redistribute(b);
-            self.current
-                .make_contiguous()
-                .sort_unstable_by_key(|e| e.seq);
-            let e = self.current.pop_front()?;
-            return Some((e.at, e.event));
-        } else if self.now > until {
-            return None;
-        }
-        let e = self.current.pop_front()?;
-        self.len -= 1;
-        self.popped += 1;
-        Some((e.at, e.event))
-    }
-
-    /// Empty bucket `b` into `current` (its events at `now`) and the lower buckets, after `now` moved to
-    /// its earliest time.
-    fn redistribute(&mut self, b: usize) {
-        let now = self.now;
-        std::mem::swap(&mut self.buckets[b], &mut self.spare);
-        self.full &= !(1 << b);
-        let mut spare = std::mem::take(&mut self.spare);
-        for e in spare.drain(..) {
-            if e.at == now {
-                self.current.push_back(e);
-            } else {
-                // Below b: the event agreed with the old `now` above bit b, and so does the new one.
-                self.push(bucket(e.at, now), e);
+            if l == 0 || next == NIL {
+                // An instant of level 0, or the one event of a higher slot (nearly every pop of a
+                // simulation is one of these): it leaves from where it is.
+                lv.slots[s].head = next;
+                let node = &mut self.nodes[first as usize];
+                let event = node.event;
+                node.next = self.free;
+                self.free = first;
+                self.now = at;
+                self.len -= 1;
+                self.popped += 1;
+                return Some((at, event));
+            }
+            // Deal the slot out below, relative to its earliest time, which becomes `now`: it agrees
+            // with the old `now` on every digit above this level, so no other event changes place.
+            lv.occupied &= !(1 << s);
+            if lv.occupied == 0 {
+                self.nonempty &= !(1 << l);
+            }
+            self.now = at;
+            let mut i = first;
+            while i != NIL {
+                let node = &mut self.nodes[i as usize];
+                let (next, at) = (std::mem::replace(&mut node.next, NIL), node.at);
+                self.push(i, at);
+                i = next;
             }
         }
-        self.spare = spare;
     }
 
     pub fn len(&self) -> usize {
@@ -202,9 +234,10 @@ mod tests {
         assert_eq!(q.len(), 1);
     }
 
-    /// The radix heap against the order it must reproduce, (time, sequence) sorted, on schedules and pops
+    /// The wheel against the order it must reproduce, (time, sequence) sorted, on schedules and pops
     /// interleaved as a simulation makes them: many events at `now` and at equal later times, near and
-    /// far ones (up to 2^40 ns ahead), horizons that stop short of the next event.
+    /// far ones (up to 2^40 ns ahead), many at the same instants of a coarse grid (so that a slot of a
+    /// higher level holds ties when it is dealt out), horizons that stop short of the next event.
     #[test]
     fn same_order_as_sorting_by_time_then_sequence() {
         let mut rng = crate::rng::Rng::stream(26, "des");
@@ -215,12 +248,13 @@ mod tests {
         for _ in 0..200_000 {
             if rng.below(100) < 55 {
                 let now = q.now();
-                let at = match rng.below(6) {
+                let at = match rng.below(7) {
                     0 => now,
                     1 => now + rng.below(4),
                     2 => now + rng.below(1000),
                     3 => now + rng.below(1 << 20),
                     4 => now.saturating_sub(rng.below(10)), // the past: taken as now
+                    5 => (now / 5000 + 1 + rng.below(100)) * 5000,
                     _ => now + rng.below(1 << 40),
                 };
                 q.schedule(at, seq);
