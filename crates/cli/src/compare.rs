@@ -449,8 +449,8 @@ fn run_live(
     Ok(results)
 }
 
-/// SIGINT or SIGTERM came.
-fn stopped() -> bool {
+/// SIGINT or SIGTERM came (after `tclab_live::sys::stop_on_signals`).
+pub(crate) fn stopped() -> bool {
     tclab_live::sys::STOP.load(std::sync::atomic::Ordering::SeqCst)
 }
 

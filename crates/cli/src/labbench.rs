@@ -133,6 +133,10 @@ fn udp_rate_retried(
     streams: u16,
 ) -> Result<(f64, f64, Option<f64>, Option<f64>), String> {
     udp_rate(lab, payload, secs, streams).or_else(|e| {
+        // A Ctrl-C stops the senders too: that says nothing to measure again.
+        if crate::compare::stopped() {
+            return Err(e);
+        }
         eprintln!("tclab lab bench: {e}; measuring again");
         udp_rate(lab, payload, secs, streams)
     })
@@ -226,6 +230,14 @@ fn udp_rate(
     };
     // A frame: payload + UDP 8 + IPv4 20 + Ethernet 14.
     Ok((pps, pps * (payload + 42) as f64 * 8.0, cpu, forwarded))
+}
+
+/// A bench stopped by a signal, its last lab removed.
+pub(crate) fn interrupted(lab: &Lab) -> crate::args::Failure {
+    crate::args::Failure::Failed(format!(
+        "interrupted: the lab \"{}\" is removed; the rows above were measured",
+        lab.prefix
+    ))
 }
 
 /// `load average WHEN: 1, 5 and 15 minutes` from /proc/loadavg.
@@ -363,6 +375,9 @@ pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
     // A row that cannot be measured (the lab not built, a measurement failed twice) is said with
     // its reason, and the bench goes on: one bad row must not lose the others.
     let mut rows: Vec<Option<(f64, f64)>> = Vec::new();
+    // SIGINT, SIGTERM or SIGHUP end the bench after the row under way, its lab removed: it used to
+    // die at once and leave that lab up, its bridge and iperf3 servers running.
+    tclab_live::sys::stop_on_signals();
     for (name, shaper) in cases {
         let measured = lab.up(shaper).and_then(|()| {
             let small = udp_rate_retried(lab, 22, secs, STREAMS)?;
@@ -370,6 +385,10 @@ pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
             Ok((small, large))
         });
         let _ = lab.down();
+        if crate::compare::stopped() {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(interrupted(lab));
+        }
         let (small, large) = match measured {
             Ok(m) => m,
             Err(e) => {

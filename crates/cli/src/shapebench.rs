@@ -173,6 +173,8 @@ pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
         .into_iter()
         .flat_map(|r| ["128k", "512k"].map(move |b| (r, b)))
         .flat_map(|r| [false, true].map(move |htb| (r, htb)));
+    // A signal ends the bench after the row under way, its lab removed (`labbench::interrupted`).
+    tclab_live::sys::stop_on_signals();
     for (((rate_word, rate), burst), htb) in shapers {
         let (name, script) = policy(rate_word, burst, htb);
         let file = dir.join("policy.sh");
@@ -228,6 +230,10 @@ pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
                 }) {
                     println!("    {}", l.trim());
                 }
+            }
+            if crate::compare::stopped() {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(crate::labbench::interrupted(lab));
             }
         }
     }
