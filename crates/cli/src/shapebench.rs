@@ -5,9 +5,9 @@
 //! node-2's qdisc) and what arrives is counted by node-1's kernel (`/proc/net/dev`), no receiver in
 //! user space. The received rate is taken over a window that starts a second in, when the shaper's
 //! burst is spent and its queue full, and compared with the configured rate: both count frames from
-//! their Ethernet header on. With two or more CPUs tclab's bridge is kept on CPU 0 and the source on
-//! CPU 1, so that the bridge has a core of its own; the kernel's bridge forwards in the senders'
-//! softirqs, so its rows have a source thread on each CPU.
+//! their Ethernet header on. With two or more CPUs tclab's bridge is kept on the first this process
+//! may use (CPU 0 here) and the source on the second, so that the bridge has a core of its own; the
+//! kernel's bridge forwards in the senders' softirqs, so its rows have a source thread on each CPU.
 
 use crate::args::{usage, CmdResult};
 use crate::labbench::{cpu_ns, load_average};
@@ -67,26 +67,42 @@ fn read_counters(lab: &Lab, node: &str) -> Result<(source::Counters, u64), Strin
     Ok((c, before + (after - before) / 2))
 }
 
+/// The two CPUs the bench pins to: the first two this process may run on (CPUs 0 and 1 on this
+/// machine; in a container limited to CPUs 4–5, those: pinning to 0 or 1 would be refused). `None`
+/// with fewer than two.
+fn two_cpus(allowed: &[usize]) -> Option<(usize, usize)> {
+    match allowed {
+        [a, b, ..] => Some((*a, *b)),
+        _ => None,
+    }
+}
+
 /// Run the source from node-2 at `rate` × [`OVERLOAD`] and measure what node-1 gets over `secs`
-/// seconds after [`WARM_UP`]; the lab is up. With `pin`, tclab's bridge (if it is the router) is
-/// kept on CPU 0 and one source thread on CPU 1; the kernel's bridge forwards in its senders'
-/// softirqs, so it gets a source thread on each CPU, each at half the rate, both cores as its own.
-fn measure(lab: &Lab, rate: u64, secs: u32, pin: bool) -> Result<Measured, String> {
+/// seconds after [`WARM_UP`]; the lab is up. With `pin`'s two CPUs, tclab's bridge (if it is the
+/// router) is kept on the first and one source thread on the second; the kernel's bridge forwards in
+/// its senders' softirqs, so it gets a source thread on each CPU, each at half the rate, both cores
+/// as its own.
+fn measure(
+    lab: &Lab,
+    rate: u64,
+    secs: u32,
+    pin: Option<(usize, usize)>,
+) -> Result<Measured, String> {
     let bridge = lab.bridge_pid();
-    if let (true, Some(pid)) = (pin, bridge) {
+    if let (Some((first, _)), Some(pid)) = (pin, bridge) {
         for t in std::fs::read_dir(format!("/proc/{pid}/task"))
             .map_err(|e| format!("the bridge's threads: {e}"))?
             .flatten()
         {
             if let Some(tid) = t.file_name().to_str().and_then(|s| s.parse().ok()) {
-                sys::pin_to_cpu(tid, 0).map_err(|e| e.to_string())?;
+                sys::pin_to_cpu(tid, first).map_err(|e| e.to_string())?;
             }
         }
     }
     let cpus: Vec<Option<usize>> = match (pin, bridge) {
-        (false, _) => vec![None],
-        (true, Some(_)) => vec![Some(1)],
-        (true, None) => vec![Some(0), Some(1)],
+        (None, _) => vec![None],
+        (Some((_, second)), Some(_)) => vec![Some(second)],
+        (Some((first, second)), None) => vec![Some(first), Some(second)],
     };
     let spec = source::Spec {
         len: 1514,
@@ -150,15 +166,15 @@ pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
             lab.prefix
         )));
     }
-    let pin = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+    let pin = sys::allowed_cpus(0).ok().and_then(|c| two_cpus(&c));
     let dir = std::env::temp_dir().join(format!("tclab-shapebench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     println!(
         "1514-byte UDP frames from node-2 at {OVERLOAD}x the rate (tclab's own source, SCHED_FIFO), counted on node-1's eth0 over {secs} s after {WARM_UP} s; {}",
-        if pin {
-            "tclab live on CPU 0 and the source on CPU 1; for the kernel, a source on each"
-        } else {
-            "one CPU: nothing pinned"
+        match pin {
+            Some((a, b)) =>
+                format!("tclab live on CPU {a} and the source on CPU {b}; for the kernel, a source on each"),
+            None => "one CPU: nothing pinned".to_string(),
         }
     );
     println!("{}", load_average("at the start"));
@@ -246,4 +262,19 @@ pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
         );
     }
     Ok(if failed > 0 { 1 } else { 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::two_cpus;
+
+    /// The bench pins to CPUs it may use: the first two allowed, not 0 and 1 (in a cpuset of 4–5,
+    /// sched_setaffinity to CPU 0 or 1 is refused, EINVAL, and every row would fail).
+    #[test]
+    fn the_bench_pins_to_the_first_two_allowed_cpus() {
+        assert_eq!(two_cpus(&[0, 1]), Some((0, 1)));
+        assert_eq!(two_cpus(&[4, 5, 6]), Some((4, 5)));
+        assert_eq!(two_cpus(&[3]), None);
+        assert_eq!(two_cpus(&[]), None);
+    }
 }

@@ -541,6 +541,22 @@ pub fn pin_to_cpu(tid: i32, cpu: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// The CPUs thread `tid` (0: the calling thread) may run on (`sched_getaffinity`), in order: on a
+/// machine or container whose CPUs are not 0, 1, … (a cpuset), the ones [`pin_to_cpu`] can take.
+pub fn allowed_cpus(tid: i32) -> io::Result<Vec<usize>> {
+    // SAFETY: cpu_set_t is plain old data; the kernel writes at most its size; CPU_ISSET reads
+    // within it for cpu < CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(last_error(&format!("the CPUs thread {tid} may run on")));
+        }
+        Ok((0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect())
+    }
+}
+
 /// Keep capability `cap` alone, for good (best effort: a process without the others already is fine).
 fn keep_only_cap(cap: u32) {
     // SAFETY: prctl with integer arguments.
@@ -1560,6 +1576,23 @@ impl TxRing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A thread pinned to one of its allowed CPUs is allowed that one alone, read back as the
+    /// kernel keeps it (in a thread of its own: the pinning stays with the thread).
+    #[test]
+    fn a_pinned_thread_is_allowed_its_cpu_alone() {
+        let all = allowed_cpus(0).unwrap();
+        assert!(!all.is_empty());
+        assert!(all.windows(2).all(|w| w[0] < w[1]), "{all:?}");
+        let last = *all.last().unwrap();
+        let after = std::thread::spawn(move || {
+            pin_to_cpu(0, last).unwrap();
+            allowed_cpus(0).unwrap()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(after, vec![last]);
+    }
 
     /// This thread's capabilities without `cap` (both effective and permitted: for good, in this
     /// thread only, as capset(2) acts on the calling thread).
