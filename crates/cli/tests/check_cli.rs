@@ -257,7 +257,8 @@ fn identical_findings_are_one_paragraph_in_text_and_every_one_in_json() {
         "#!/bin/bash\ntc qdisc add dev eth0 root handle 1: htb default 10\n\
          tc class add dev eth0 parent 1: classid 1:1 htb rate 100mbit\n",
     );
-    for i in 0..12 {
+    // Made from 1:1b down to 1:10: the class hash walks them the other way.
+    for i in (0..12).rev() {
         policy.push_str(&format!(
             "tc class add dev eth0 parent 1:1 classid 1:{:x} htb rate 180kbit ceil 180kbit\n\
              tc filter add dev eth0 parent 1: protocol ip u32 match ip dst 10.0.0.{i}/32 flowid 1:{:x}\n",
@@ -277,8 +278,8 @@ fn identical_findings_are_one_paragraph_in_text_and_every_one_in_json() {
     assert_eq!(text.code, json.code);
     let paragraphs = text.stdout.matches("warning[queue-delay]").count();
     assert_eq!(paragraphs, 1, "{}", text.stdout);
-    // The first place heads the paragraph; eight more are listed (in the order `--json` gives them,
-    // the class hash's), the other three counted.
+    // The first place heads the paragraph; eight more are listed, the other three counted: the
+    // first nine the script made, in its order (`--json` gives them in the class hash's order).
     let para: String = text
         .stdout
         .lines()
@@ -297,7 +298,22 @@ fn identical_findings_are_one_paragraph_in_text_and_every_one_in_json() {
         .filter(|at| para.contains(at.as_str()))
         .collect();
     assert_eq!(named.len(), 9, "{para}");
-    assert_eq!(named, delays.iter().take(9).collect::<Vec<_>>(), "{para}");
+    // The k-th class made, 1:(1b-k), is on line 4 + 2k.
+    let places: Vec<String> = (0..9)
+        .map(|k| {
+            format!(
+                "eth0 class htb 1:{:x} ({}:{})",
+                0x1b - k,
+                f.display(),
+                4 + 2 * k
+            )
+        })
+        .collect();
+    assert!(
+        para.starts_with(&format!("warning[queue-delay] {}\n", places[0]))
+            && para.contains(&format!("alike: {}, …", places[1..].join(", "))),
+        "{para}"
+    );
     let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
     let warnings = v
         .as_array()

@@ -926,6 +926,18 @@ pub fn render(findings: &[Finding]) -> String {
             }
         }
     }
+    // A group's places in the order the policy made them (its script lines, its records), so that
+    // those named are the first ones written, not the first in a class hash's walk.
+    fn order(f: &Finding) -> Option<(&str, u64)> {
+        f.line.as_deref().map(origin_order)
+    }
+    for g in &mut groups {
+        // Stable: places of one origin, and those of none (last), stay as found.
+        g.sort_by(|a, b| match (order(a), order(b)) {
+            (Some(x), Some(y)) => x.cmp(&y),
+            (x, y) => y.is_some().cmp(&x.is_some()),
+        });
+    }
     let place = |f: &Finding| match &f.line {
         Some(l) if *l != f.at => format!("{} ({l})", f.at),
         _ => f.at.clone(),
@@ -970,6 +982,19 @@ pub fn render(findings: &[Finding]) -> String {
         plural(n)
     ));
     s
+}
+
+/// A finding's origin (`FILE:LINE`, `STORE record N`) as what it is in and its number there, for
+/// ordering; an origin of another form is its text alone.
+fn origin_order(line: &str) -> (&str, u64) {
+    for sep in [":", " record "] {
+        if let Some((file, n)) = line.rsplit_once(sep) {
+            if let Ok(n) = n.parse() {
+                return (file, n);
+            }
+        }
+    }
+    (line, 0)
 }
 
 /// The exit status: 2 with an error, 1 with a warning, else 0.
