@@ -22,6 +22,10 @@
 //! so no two flows share a queue but the first and the last: a minor has 16 bits, and queue 65 536 cannot
 //! be named).
 //! They separate what the flow table's size costs from what the hash's collisions cost.
+//! A row "skb->hash carried" gives each packet its flow hash before the run, as the simulator's
+//! packets carry it (`flow::skb_get_hash` where the packet is made, as a NIC's receive hash): the
+//! qdisc's own cost without the hashing, which the kernel's fq_codel also skips when the NIC or the
+//! socket has set `skb->hash`.
 //!
 //! `-- fq_codel` runs fq_codel's rows alone; `TCLAB_BENCH_FLOWS=1,1024` chooses the flow counts;
 //! `TCLAB_BENCH_STEPS=N` runs N steps once instead of the best of 5 (for a profiler).
@@ -100,6 +104,10 @@ fn run(q: &mut dyn Qdisc, pkts: &[Packet]) -> f64 {
                 p.data.copy_from_slice(&src.data);
                 p.len = src.len;
                 p.priority = src.priority;
+                // `skb->hash`: the dequeued packet kept the hash of its own flow; the next flow's is
+                // its own (0: computed by the qdisc). Left stale, every packet would go to the queue
+                // just served, hot in the cache, and no packet would be hashed.
+                p.hash = src.hash;
                 p
             }
             _ => src.clone(),
@@ -182,6 +190,11 @@ fn main() {
             ..Default::default()
         };
         let fq = fq_codel_row("fq_codel", &fq_opts, &pkts);
+        let mut hashed = pkts.clone();
+        for p in hashed.iter_mut() {
+            tclab_core::flow::skb_get_hash(p, [1, 2]);
+        }
+        fq_codel_row("fq_codel, skb->hash carried", &fq_opts, &hashed);
         if flows == 65536 {
             for (name, scatter) in [
                 ("fq_codel, skb->priority names flow i+1", 1),
