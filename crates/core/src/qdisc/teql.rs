@@ -6,8 +6,9 @@
 //! packet routed out of teql0 passes teql0's own root qdisc (a `pfifo_fast` of 100 packets by
 //! default); `teql_master_xmit` then hands it straight to a slave's driver — past the slave's qdisc —
 //! trying the slaves in ring order from the head and skipping one that is down or whose transmit
-//! queue is stopped (busy). The slave after the one it used becomes the head (`master->slaves =
-//! NEXT_SLAVE(q)` in 6.12, whichever slave took the packet); if every slave is busy, the master stops its queue (the packet waits in teql0's qdisc) until a slave's
+//! queue is stopped (busy). If the slave it used was the head, the head moves on to the next slave
+//! (`if (master->slaves == q)` in 6.12.117's teql_master_xmit, the project's reference source); if
+//! every slave is busy, the master stops its queue (the packet waits in teql0's qdisc) until a slave's
 //! own qdisc comes up empty: `teql_dequeue` then makes that slave the head and wakes the master. So a
 //! slave sends its own (native) traffic first, and the master's packets fill the gaps, each on the
 //! next free line: two equal lines each carry half, and lines of unequal delay reorder.
@@ -215,8 +216,8 @@ impl TeqlMaster {
     }
 
     /// `teql_master_xmit` for a packet of `len` bytes: the first slave from the head that
-    /// `can_send` (up, its transmit queue not stopped) takes it, and the slave after it becomes the
-    /// head (6.12's `master->slaves = NEXT_SLAVE(q)`, also when a busy head was skipped).
+    /// `can_send` (up, its transmit queue not stopped) takes it; the head moves past it only if it
+    /// was the head.
     pub fn xmit(&mut self, len: u32, can_send: impl Fn(u32) -> bool) -> Xmit {
         let n = self.ring.len();
         if n == 0 {
@@ -227,7 +228,9 @@ impl TeqlMaster {
             let i = (self.head + k) % n;
             let slave = self.ring[i];
             if can_send(slave) {
-                self.head = (i + 1) % n;
+                if i == self.head {
+                    self.head = (i + 1) % n;
+                }
                 self.stats.tx_packets += 1;
                 self.stats.tx_bytes += len as u64;
                 return Xmit::Sent(slave);
@@ -356,23 +359,21 @@ mod tests {
     }
 
     #[test]
-    fn a_busy_or_down_slave_is_skipped_and_the_head_moves_past_the_one_used() {
+    fn a_busy_or_down_slave_is_skipped_and_the_head_stays() {
         let mut m = TeqlMaster::default();
         m.attach(1);
         m.attach(2);
-        m.attach(3);
-        assert_eq!(m.slaves(), [1, 3, 2]);
-        // Head 1 busy: 3 takes the packet, and the slave after 3 becomes the head (6.12's
-        // teql_master_xmit sets `master->slaves = NEXT_SLAVE(q)` for whichever q sent it).
-        assert_eq!(m.xmit(100, |s| s != 1), Xmit::Sent(3));
-        assert_eq!(m.slaves(), [2, 1, 3]);
+        // Head 1 busy: 2 takes the packet, and since 2 was not the head the head stays on 1 (the
+        // `master->slaves == q` test of teql_master_xmit in Debian's linux-source-6.12, 6.12.117).
+        assert_eq!(m.xmit(100, |s| s == 2), Xmit::Sent(2));
+        assert_eq!(m.slaves(), [1, 2]);
         assert_eq!(m.xmit(100, |_| false), Xmit::Busy);
         assert!(!m.ready(|_| false));
         assert_eq!(m.stats.tx_packets, 1, "a busy answer counts nothing");
-        // Slave 3's qdisc comes up empty: it is the head now.
-        m.slave_idle(3);
-        assert_eq!(m.xmit(100, |_| true), Xmit::Sent(3));
-        assert_eq!(m.slaves(), [2, 1, 3]);
+        // Slave 2's qdisc comes up empty: it is the head now.
+        m.slave_idle(2);
+        assert_eq!(m.xmit(100, |_| true), Xmit::Sent(2));
+        assert_eq!(m.slaves(), [1, 2]);
     }
 
     #[test]
