@@ -154,8 +154,9 @@
 //! * **GSO skbs** (`tso.rs`, `tcp_tso_autosize`): new data leaves in segments
 //!   of several MSS (`Segment::gso_size`), about a millisecond of data at the
 //!   pacing rate (more on short paths), at least 2 MSS, at most 64 KB and half
-//!   the window; the driver's device cuts them into frames. One MSS per
-//!   retransmission; no `tcp_tso_should_defer`.
+//!   the window; the driver's device cuts them into frames (a veth passes them
+//!   whole). A short skb waits for an ACK due within a millisecond when the last
+//!   write was recent (`tcp_tso_should_defer`). One MSS per retransmission.
 //! * **Nagle** with Minshall's variant (`tcp_nagle_check`): a sub-MSS segment
 //!   waits only while another sub-MSS segment is unacknowledged, unless it
 //!   carries the FIN.

@@ -366,8 +366,21 @@ impl Connection {
         if len == 0 && !fin {
             return None;
         }
-        // One skb of several segments (tso.rs), when the first is a full one.
+        // One skb of several segments (tso.rs), when the first is a full one; unless it waits for a
+        // fuller one (tcp_tso_should_defer). Write-queue skbs are `size_goal` long (tcp_xmit_size_goal).
         if mode == SendMode::Normal && len == mss && !fin {
+            let size_goal = self.tso_size_goal() as u64 * mss;
+            let skb_len = avail.min(size_goal);
+            if skb_len > mss {
+                if let Some(cwnd_limited) =
+                    self.tso_should_defer(now, skb_len, room, avail <= size_goal)
+                {
+                    if cwnd_limited {
+                        self.cwnd_validate(true);
+                    }
+                    return None;
+                }
+            }
             len = self.tso_len(avail, room);
             fin = self.fin_queued && self.snd_nxt + len == self.write_end;
         }

@@ -13,17 +13,24 @@
 //! most `gso_max_size` bytes, at least `min_tso_segs` (2, or BBR's own) and at most `gso_max_segs`. Then
 //! `tcp_write_xmit` gives one skb at most half the window (`tcp_cwnd_test`: two skbs in flight at least),
 //! what remains of cwnd, and of the peer's window; a short last segment stays only if Nagle allows it
-//! (`tcp_mss_split_point`).
+//! (`tcp_mss_split_point`). Before that, `tcp_tso_should_defer` may hold the skb back: when cwnd or the
+//! peer's window leaves room for less than a full skb and less than a third of the window, the last
+//! write was under a millisecond ago (`tcp_wstamp_ns`, ahead of now when paced) and an ACK is due
+//! within min(srtt / 2, 1 ms), it waits for that ACK to send a fuller one. The write queue's skbs it
+//! judges are `tcp_xmit_size_goal` long (`sk_gso_max_size` bounded to half the peer's largest window).
+//! Over a NIC this changes little; over a veth, whose peer receives the skbs whole and ACKs each, it
+//! keeps them large, as the kernel's are (docs/KERNEL_VS_SIM.md, policy oh).
 //!
 //! The retransmission queue keeps one entry per MSS (Linux fragments its skbs as SACKs and losses
 //! split them), so SACK, RACK and the loss marking are unchanged; a retransmission is one MSS, as a lost
-//! segment's is in Linux. Not modelled: `tcp_tso_should_defer` (waiting for a fuller skb while cwnd is
-//! nearly used; Linux skips it for paced flows anyway), multi-segment retransmissions and loss probes.
+//! segment's is in Linux. Not modelled: multi-segment retransmissions and loss probes.
 
-use crate::{Config, Connection};
+use crate::{CaState, Config, Connection, Nanos, MS, TCP_MSS_DEFAULT};
 
 /// `sysctl_tcp_min_tso_segs`.
 const MIN_TSO_SEGS: u32 = 2;
+/// `sysctl_tcp_tso_win_divisor`.
+const TSO_WIN_DIVISOR: u64 = 3;
 /// `sysctl_tcp_tso_rtt_log`.
 const TSO_RTT_LOG: u32 = 9;
 /// `sk_pacing_shift`'s default: about 1 ms of data (2^-10 s) per skb.
@@ -63,6 +70,24 @@ impl Connection {
             .min(self.cfg.gso_max_segs.max(1))
     }
 
+    /// `tcp_xmit_size_goal`: the segments of the skbs `tcp_sendmsg` builds in the write queue, as many as
+    /// `sk_gso_max_size` holds bounded to half the peer's largest window (`tcp_bound_to_half_wnd`), at
+    /// most `gso_max_segs`, one at least.
+    pub(crate) fn tso_size_goal(&self) -> u32 {
+        let mut bytes = self.cfg.gso_max_size as u64;
+        let cutoff = if self.max_window > TCP_MSS_DEFAULT as u64 {
+            self.max_window >> 1
+        } else {
+            self.max_window
+        };
+        if cutoff > 0 && bytes > cutoff {
+            bytes = cutoff;
+        }
+        ((bytes / self.mss.max(1) as u64) as u32)
+            .min(self.cfg.gso_max_segs)
+            .max(1)
+    }
+
     /// `tcp_tso_autosize`.
     fn tso_autosize(&self, min_tso_segs: u32) -> u32 {
         let max_size = self.cfg.gso_max_size as u64;
@@ -83,6 +108,64 @@ impl Connection {
         }
         let bytes = bytes.min(max_size);
         ((bytes / self.mss.max(1) as u64) as u32).max(min_tso_segs)
+    }
+
+    /// `tcp_tso_should_defer` (Linux 6.12): whether to hold back the skb at `snd_nxt`, of `skb_len`
+    /// bytes (several segments; `tail`: the last in the write queue), for an ACK expected soon to let a
+    /// fuller one go, rather than send the part of it that cwnd and the peer's window (`room`) allow
+    /// now. No timer: that ACK sends it. `Some(is_cwnd_limited)` to defer, `None` to send now.
+    pub(crate) fn tso_should_defer(
+        &self,
+        now: Nanos,
+        skb_len: u64,
+        room: u64,
+        tail: bool,
+    ) -> Option<bool> {
+        if self.ca_state >= CaState::Recovery {
+            return None;
+        }
+        // Only if the last write was recent (1 ms): `tcp_wstamp_ns` may be ahead of now when paced.
+        if now > self.wstamp + MS {
+            return None;
+        }
+        let in_flight = self.in_flight();
+        if self.cwnd <= in_flight {
+            return None;
+        }
+        let mss = self.mss as u64;
+        let send_win = room;
+        let cong_win = (self.cwnd - in_flight) as u64 * mss;
+        let limit = send_win.min(cong_win);
+        // A full-sized TSO skb can go.
+        if limit >= self.tso_segs() as u64 * mss {
+            return None;
+        }
+        // In the middle of the queue it will get no more data: all of it can go.
+        if !tail && limit >= skb_len {
+            return None;
+        }
+        // At least a third of the window (`tcp_tso_win_divisor`) is available.
+        let chunk = self.snd_wnd.min(self.cwnd as u64 * mss) / TSO_WIN_DIVISOR;
+        if limit >= chunk {
+            return None;
+        }
+        // The next ACK, expected an srtt after the oldest segment out left, comes too late: in more
+        // than min(srtt / 2, 1 ms).
+        let head = self.rtx.front()?;
+        let srtt = self.srtt8 >> 3;
+        let how_far = (head.sent_at + srtt) as i128 - now as i128;
+        if how_far > (srtt >> 1).min(MS) as i128 {
+            return None;
+        }
+        if cong_win < send_win {
+            if cong_win <= skb_len {
+                return Some(true);
+            }
+        } else if send_win <= skb_len {
+            return Some(false);
+        }
+        // Application-limited: wait, unless the skb carries the FIN (it will get no more data).
+        (!(self.fin_queued && tail)).then_some(false)
     }
 
     /// How many bytes the skb that starts at `snd_nxt` takes (`tcp_write_xmit`), given that its first

@@ -167,3 +167,72 @@ fn the_receiver_gets_the_same_bytes_with_gso_on_and_off() {
     }
     assert_eq!(delivered, [BYTES, BYTES]);
 }
+
+/// `tcp_tso_should_defer` (Linux 6.12): a cwnd-limited sender holds back the short skb cwnd would allow
+/// when its last write was under 1 ms ago, less than a third of the window is free, and the next ACK
+/// is due within min(srtt / 2, 1 ms); that ACK then lets a full one go. cwnd 100, a 20 ms handshake:
+/// 45 segments leave at 20 ms in skbs of 9 (the 65535-byte window); the ACK of the first skb comes at
+/// 39.5 ms, 0.5 ms before the second's is due, and opens the window. cwnd stays 100 (45 segments out
+/// did not use it: `tcp_is_cwnd_limited`), 64 of it free: seven skbs of 9 go, and the last segment
+/// waits, though cwnd has room for it (without the rule, a one-segment skb follows). The same state
+/// 1.5 ms after the last write sends it.
+#[test]
+fn a_short_skb_waits_for_the_next_ack() {
+    let c = Config {
+        gso_max_segs: 65535,
+        ..cwnd(100)
+    };
+    let s = Config {
+        rcvbuf: 4 << 20,
+        ..Config::default()
+    };
+    let mut cl = Connection::client(c, 0, CLIENT_ISN);
+    let mut sv = Connection::server(s, SERVER_ISN);
+    let syn = cl.poll_transmit(0).unwrap();
+    sv.on_segment(10 * MS, &syn);
+    let synack = sv.poll_transmit(10 * MS).unwrap();
+    cl.on_segment(20 * MS, &synack);
+    let ack = cl.poll_transmit(20 * MS).unwrap();
+    sv.on_segment(30 * MS, &ack);
+    let first = burst(&mut cl, 20 * MS);
+    assert_eq!(first, vec![(9 * 1448, 1448); 5]);
+    // The server ACKs the first skb at once (quickack after the first data).
+    let skb = Segment {
+        seq: CLIENT_ISN.wrapping_add(1),
+        ack: SERVER_ISN.wrapping_add(1),
+        flags: flags::ACK,
+        window: 1000,
+        payload_len: 9 * 1448,
+        options: TcpOptions::default(),
+        ecn: 0,
+        gso_size: 1448,
+    };
+    sv.on_segment(30 * MS, &skb);
+    let ack1 = sv.poll_transmit(30 * MS).unwrap();
+    assert_eq!(ack1.ack, CLIENT_ISN.wrapping_add(1 + 9 * 1448));
+    let mut deferred = cl.clone();
+    let now = 39 * MS + MS / 2;
+    deferred.on_segment(now, &ack1);
+    let mut sent = vec![];
+    while let Some(s) = deferred.poll_transmit(now) {
+        sent.push((s.payload_len, s.gso_size));
+    }
+    let st = deferred.stats();
+    let segs = deferred.tso_segs();
+    assert_eq!(st.cwnd, 100);
+    assert!(
+        !sent.is_empty() && sent.iter().all(|&(p, _)| p == segs * 1448),
+        "{sent:?}"
+    );
+    let free = st.cwnd - st.in_flight;
+    assert!(
+        free > 0 && free < segs,
+        "{free} of cwnd held back, skbs of {segs}"
+    );
+    // 1.5 ms after the last write the rule no longer holds it: the rest of cwnd goes.
+    let later = now + 3 * MS / 2;
+    let rest = deferred
+        .poll_transmit(later)
+        .expect("the held-back segments");
+    assert_eq!(rest.payload_len, free * 1448);
+}
