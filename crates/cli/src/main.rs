@@ -701,6 +701,8 @@ fn script_error(f: &str, run: &tclab_tc::script::ScriptRun) -> tclab_tc::check::
         .lines()
         .filter(|l| !l.trim().is_empty() && !printed.contains(l))
         .collect();
+    let line_no = |at: &str| at.rsplit_once(':').and_then(|(_, n)| n.parse::<u32>().ok());
+    let last_change = run.report.changes.last().and_then(|c| line_no(&c.at));
     let bash = own.iter().enumerate().find_map(|(i, l)| {
         let (_, rest) = l.split_once(": line ")?;
         let (n, msg) = rest.split_once(": ")?;
@@ -711,16 +713,23 @@ fn script_error(f: &str, run: &tclab_tc::script::ScriptRun) -> tclab_tc::check::
             .and_then(|next| next.split_once(&format!(": line {n}: ")))
             .map(|(_, q)| format!(" ({q})"))
             .unwrap_or_default();
+        // Changes made after that line: bash went on (a command not found outside `set -e`), and the
+        // script ended later, as its status says.
+        let went_on = last_change.is_some_and(|c| c > n);
+        let later = if went_on {
+            format!(" (the script went on past it and {})", run.status)
+        } else {
+            String::new()
+        };
         Some(ScriptError {
             at: format!("{f}:{n}"),
-            message: format!("bash: {msg}{quoted}"),
+            message: format!("bash: {msg}{quoted}{later}"),
             located: true,
+            went_on,
         })
     });
     // A teardown that found nothing to remove (`tc qdisc del dev eth0 root` on a fresh host), made after
     // every change the script applied: under `set -e` that failure is what ended the script.
-    let line_no = |at: &str| at.rsplit_once(':').and_then(|(_, n)| n.parse::<u32>().ok());
-    let last_change = run.report.changes.last().and_then(|c| line_no(&c.at));
     let teardown = run.report.refused.last().filter(|r| {
         r.cleanup
             && line_no(&r.at).is_some_and(|n| last_change.is_none_or(|c| n > c))
@@ -736,6 +745,7 @@ fn script_error(f: &str, run: &tclab_tc::script::ScriptRun) -> tclab_tc::check::
             r.message.trim()
         ),
         located: true,
+        went_on: false,
     });
     bash.or(teardown).unwrap_or_else(|| {
         let last = own.last().map(|l| format!(": {l}")).unwrap_or_default();
@@ -743,6 +753,7 @@ fn script_error(f: &str, run: &tclab_tc::script::ScriptRun) -> tclab_tc::check::
             at: f.to_string(),
             message: format!("the script {}{last}", run.status),
             located: false,
+            went_on: false,
         }
     })
 }

@@ -1217,6 +1217,45 @@ fn a_script_that_exits_non_zero_is_named_with_its_status_and_last_message() {
     );
 }
 
+/// A command not found outside `set -e` does not stop a script: bash names its line, the script goes on
+/// (line 3's class is made) and fails later for another reason (line 4's silent grep). The finding is at
+/// the line bash named with the status the script ended with, and does not claim that what came after
+/// did not run (it did: line 3's class is in the policy checked).
+#[test]
+fn a_command_not_found_that_the_script_went_past_is_not_where_it_stopped() {
+    let dir = TempDir::new("check-went-on");
+    let r = check(
+        &dir,
+        "went_on.sh",
+        "tc qdisc add dev eth0 root handle 1: htb default 10
+nosuchcmd --x
+\
+         tc class add dev eth0 parent 1: classid 1:10 htb rate 1mbit
+grep -q zzz /dev/null
+",
+        &[],
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let f = &v.as_array().unwrap()[0];
+    assert_eq!(f["code"], "script-failed", "{}", r.stdout);
+    assert!(f["at"].as_str().unwrap().ends_with("went_on.sh:2"), "{f}");
+    assert_eq!(
+        f["message"],
+        "bash: nosuchcmd: command not found (the script went on past it and exited with 1)",
+        "{f}"
+    );
+    let fix = f["fix"].as_str().unwrap();
+    assert!(
+        fix.contains("went on past it") && !fix.contains("did not run"),
+        "{f}"
+    );
+    assert!(
+        !codes(&r).contains(&"default-missing".to_string()),
+        "line 3 ran: {}",
+        r.stdout
+    );
+}
+
 /// `protocol all` with `match ip …` fields reads IPv4 offsets in every packet, so it classifies IPv4
 /// only, as `protocol ip` does: a qdisc whose filters are all such gets the ipv4-only-classes note;
 /// with an IPv6 twin (`match ip6 …`), or `match u32 0 0` for every packet, it does not.

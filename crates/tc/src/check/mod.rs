@@ -366,6 +366,9 @@ pub struct ScriptError {
     /// Bash named the line (a syntax error, a command not found), rather than the script exiting
     /// non-zero.
     pub located: bool,
+    /// The script's calls went on after the line bash named (a command not found outside `set -e`):
+    /// that line failed, but it is not where the script stopped.
+    pub went_on: bool,
 }
 
 /// The timer frequency the tick rule assumes without `--hz`: tc itself computes default bursts for HZ
@@ -390,6 +393,7 @@ pub fn check(
         at,
         message,
         located,
+        went_on,
     }) = script_error
     {
         // `bash: 1: usage…` or `$1: unbound variable`: a positional parameter the script wanted.
@@ -400,6 +404,9 @@ pub fn check(
         let fix = if wants_args {
             "the script stopped for an argument it was not given: pass them after `--` (`tclab check \
              FILE -- eth0 20000`)"
+        } else if went_on {
+            "correct the script there: that command did nothing, though the script went on past it \
+             (what it did after that line is in the policy checked)"
         } else if located {
             "correct the script there; the commands after that point did not run, so the policy is \
              not what the script says"
