@@ -146,6 +146,9 @@ pub struct Bridge {
     events: Option<sys::LinkEvents>,
     /// The pauses of a real-time loop that never sleeps ([`crate::spin::BusyCap`]).
     busy: Option<crate::spin::BusyCap>,
+    /// The policy has a `ct` action: its calls into the trees are lent the host's connection table
+    /// ([`Bridge::lend_conntrack`]) and conntrack's hooks track every forwarded packet.
+    uses_ct: bool,
 }
 
 /// Warnings about the ports, each said once for all the bridges that share it: with `--queues N`
@@ -336,7 +339,7 @@ impl Bridge {
                 running: false,
             })
             .collect();
-        Bridge {
+        let mut b = Bridge {
             engine,
             sampler: None,
             control: None,
@@ -350,6 +353,32 @@ impl Bridge {
             said: Said::default(),
             events: None,
             busy: None,
+            uses_ct: false,
+        };
+        b.refresh_ct();
+        b
+    }
+
+    /// After the policy changed (at the start, or a `tclab tc` call): whether it has a `ct` action.
+    /// As `act_ct`'s init registers conntrack's hooks in its netns (`nf_ct_netns_get`), from then on
+    /// every forwarded packet is tracked at PREROUTING, rules or none, as the simulator does a node's.
+    fn refresh_ct(&mut self) {
+        self.uses_ct = !self.engine.actions().list("ct").is_empty();
+        self.engine.netfilter_mut().ct_hooks |= self.uses_ct;
+    }
+
+    /// Lend the host's connection table to a call into the qdiscs and filters that may run a `ct`
+    /// action (`Cx::conntrack`; act_ct looks packets up in the netns's table, the one the netfilter
+    /// hooks fill); taken back by [`Bridge::take_back_conntrack`] when the call returns.
+    fn lend_conntrack(&mut self, cx: &mut Cx) {
+        if self.uses_ct {
+            cx.conntrack = Some(std::mem::take(&mut self.engine.netfilter_mut().conntrack));
+        }
+    }
+
+    fn take_back_conntrack(&mut self, cx: &mut Cx) {
+        if let Some(table) = cx.conntrack.take() {
+            self.engine.netfilter_mut().conntrack = table;
         }
     }
 
@@ -421,6 +450,7 @@ impl Bridge {
             let now = self.now();
             let engine = &mut self.engine;
             tclab_tc::control::serve_connection(conn, CALL_TIMEOUT, |req| answer(engine, req, now));
+            self.refresh_ct();
             self.after_call();
         }
     }
@@ -460,6 +490,7 @@ impl Bridge {
                 continue;
             }
             let out = answer(&mut self.engine, &req, now);
+            self.refresh_ct();
             let layout = crate::queues::layout(&self.engine);
             let _ = call.reply.send(crate::queues::Answer {
                 out,
@@ -1202,10 +1233,13 @@ impl Bridge {
 
     /// `__netif_receive_skb` on port `i`: its ingress hook, then the bridge.
     fn receive(&mut self, now: Nanos, i: usize, pkt: Packet, mut cx: Cx) {
-        let Some(dev) = self.engine.device_mut(&self.ports[i].name) else {
+        self.lend_conntrack(&mut cx);
+        let pkt =
+            (self.engine.device_mut(&self.ports[i].name)).map(|dev| dev.receive(pkt, &mut cx));
+        self.take_back_conntrack(&mut cx);
+        let Some(pkt) = pkt else {
             return;
         };
-        let pkt = dev.receive(pkt, &mut cx);
         if !cx.mirred.is_empty() {
             self.mirred(now, cx.mirred.take());
         }
@@ -1219,7 +1253,8 @@ impl Bridge {
     /// then the other port's egress qdisc.
     fn after_ingress(&mut self, now: Nanos, i: usize, mut pkt: Packet) {
         let other = 1 - i;
-        if !self.engine.netfilter().is_empty() {
+        let nf = self.engine.netfilter();
+        if !nf.is_empty() || nf.ct_hooks {
             let (inp, out) = (self.ports[i].name.clone(), self.ports[other].name.clone());
             let nf = self.engine.netfilter_mut();
             if !host::pre_routing(nf, &mut pkt, &inp, now)
@@ -1240,7 +1275,7 @@ impl Bridge {
 
     /// Enqueue on port `o`'s root qdisc and run its queue.
     fn transmit(&mut self, now: Nanos, o: usize, pkt: Packet, mut cx: Cx) -> Verdict {
-        let Some(dev) = self.engine.device_mut(&self.ports[o].name) else {
+        let Some(dev) = self.engine.device(&self.ports[o].name) else {
             return Verdict::Drop;
         };
         if !dev.up {
@@ -1248,7 +1283,13 @@ impl Bridge {
             self.ports[o].stats.tx_dropped += 1;
             return Verdict::Cn;
         }
-        let verdict = dev.enqueue(pkt, &mut cx).to_sender();
+        self.lend_conntrack(&mut cx);
+        let verdict = (self.engine.device_mut(&self.ports[o].name))
+            .map(|dev| dev.enqueue(pkt, &mut cx).to_sender());
+        self.take_back_conntrack(&mut cx);
+        let Some(verdict) = verdict else {
+            return Verdict::Drop;
+        };
         if !cx.drops.is_empty() {
             let drops = cx.drops.take();
             if let Some(dev) = self.engine.device_mut(&self.ports[o].name) {
@@ -1353,17 +1394,21 @@ impl Bridge {
             // Not a device this bridge drives (nor one of the policy's ifbs): nowhere to go.
             return true;
         };
+        self.lend_conntrack(&mut cx);
         let Some(dev) = self.engine.device_mut(&m.dev) else {
+            self.take_back_conntrack(&mut cx);
             return true;
         };
         if m.to_ingress {
             let _ = dev.receive(pkt, &mut cx);
+            self.take_back_conntrack(&mut cx);
             if !cx.mirred.is_empty() {
                 self.mirred(now, cx.mirred.take());
             }
             return false;
         }
         let verdict = dev.enqueue(pkt, &mut cx).to_sender();
+        self.take_back_conntrack(&mut cx);
         if !cx.drops.is_empty() {
             let drops = cx.drops.take();
             if let Some(dev) = self.engine.device_mut(&m.dev) {

@@ -56,6 +56,53 @@ fn without_a_policy_a_frame_leaves_the_other_port_unchanged() {
     assert_eq!(b.take_sent(1), vec![arp]);
 }
 
+/// A UDP frame of 100 bytes from `src`:`sport` to `dst`:`dport` (last octets of 10.0.1.x).
+fn udp_between(src: u8, sport: u16, dst: u8, dport: u16) -> Vec<u8> {
+    let mut f = udp_frame(100, dport, 0);
+    f[29] = src;
+    f[33] = dst;
+    f[34..36].copy_from_slice(&sport.to_be_bytes());
+    f
+}
+
+/// The stateful firewall the simulator's tests/ct.rs builds, on a bridge: eth0's side (node-1,
+/// inside) commits the connections it starts; eth1's side (outside) lets through what belongs to
+/// one and drops what is new. act_ct needs the host's connection table, which the bridge lends it
+/// as the simulator lends a node's (`Cx::conntrack`); without it every `ct` finds none and
+/// `ct_state -trk` stays true, so nothing from outside would ever pass.
+#[test]
+fn ct_commit_on_one_side_lets_replies_in_and_keeps_unsolicited_packets_out() {
+    let mut b = Bridge::detached(
+        policy(&[
+            "qdisc add dev eth0 ingress",
+            "qdisc add dev eth1 ingress",
+            "filter add dev eth0 parent ffff: prio 1 chain 0 protocol ip flower ct_state -trk action ct pipe action goto chain 1",
+            "filter add dev eth0 parent ffff: prio 1 chain 1 protocol ip flower ct_state +trk+new action ct commit pipe action pass",
+            "filter add dev eth0 parent ffff: prio 2 chain 1 protocol ip flower ct_state +trk+est action pass",
+            "filter add dev eth1 parent ffff: prio 1 chain 0 protocol ip flower ct_state -trk action ct pipe action goto chain 1",
+            "filter add dev eth1 parent ffff: prio 1 chain 1 protocol ip flower ct_state +trk+est action pass",
+            "filter add dev eth1 parent ffff: prio 2 chain 1 protocol ip flower ct_state +trk+new action drop",
+        ]),
+        [("eth0", 1500), ("eth1", 1500)],
+    );
+    // From outside first: new, dropped.
+    b.arrive(0, 1, &udp_between(2, 7000, 1, 6000), false);
+    assert!(b.take_sent(0).is_empty(), "unsolicited, before any connection");
+    // node-1 starts a flow: new on eth0, committed, forwarded out of eth1.
+    let out = udp_between(1, 6000, 2, 7000);
+    b.arrive(1_000, 0, &out, false);
+    assert_eq!(b.take_sent(1), vec![out]);
+    // Its reply from outside belongs to the connection: established, forwarded out of eth0.
+    let reply = udp_between(2, 7000, 1, 6000);
+    b.arrive(2_000, 1, &reply, false);
+    assert_eq!(b.take_sent(0), vec![reply], "the reply passes");
+    // Another port from outside is another connection: new, dropped.
+    b.arrive(3_000, 1, &udp_between(2, 7001, 1, 6000), false);
+    assert!(b.take_sent(0).is_empty(), "unsolicited, beside a connection");
+    let eth1 = &b.stats()[1].1;
+    assert_eq!(eth1.rx_dropped, 2, "the two unsolicited frames, dropped by eth1's ingress");
+}
+
 /// A detached bridge with a TBF of 8 Mbit/s = 1 byte/µs and a burst of 3028 B on eth0, `n`
 /// 1514-byte frames arrived on eth1 at 0: two have left at once (checked), the others wait.
 fn tbf_8mbit_with(n: usize) -> Bridge {
