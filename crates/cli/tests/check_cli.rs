@@ -1227,12 +1227,8 @@ fn a_command_not_found_that_the_script_went_past_is_not_where_it_stopped() {
     let r = check(
         &dir,
         "went_on.sh",
-        "tc qdisc add dev eth0 root handle 1: htb default 10
-nosuchcmd --x
-\
-         tc class add dev eth0 parent 1: classid 1:10 htb rate 1mbit
-grep -q zzz /dev/null
-",
+        "tc qdisc add dev eth0 root handle 1: htb default 10\nnosuchcmd --x\n\
+         tc class add dev eth0 parent 1: classid 1:10 htb rate 1mbit\ngrep -q zzz /dev/null\n",
         &[],
     );
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
