@@ -1212,3 +1212,89 @@ fn a_vlan_tagged_frame_crosses_the_bridge_with_its_tag() {
         assert_eq!(bytes, untagged);
     }
 }
+
+/// A stateful firewall made of tc alone (act_ct and flower's `ct_state`, as OVS and the CNIs build
+/// one), through tclab live: node-1's side (the router's eth0) commits the connections node-1
+/// starts, node-2's side (eth1) lets in what belongs to one and drops what is new. The bridge lends
+/// act_ct its connection table as the simulator lends a node's (sim's tests/ct.rs, the same rules);
+/// without one every packet from node-2 was new. This machine's kernel has no flower to compare.
+#[test]
+fn ct_lets_replies_in_and_keeps_unsolicited_traffic_out() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = cannot_run() {
+        return skip(&why);
+    }
+    let dir = TempDir::new("live-ct");
+    let p = policy(
+        &dir,
+        "firewall.sh",
+        "tc qdisc add dev eth0 ingress\n\
+         tc qdisc add dev eth1 ingress\n\
+         tc filter add dev eth0 ingress prio 1 chain 0 protocol ip flower ct_state -trk action ct pipe action goto chain 1\n\
+         tc filter add dev eth0 ingress prio 1 chain 1 protocol ip flower ct_state +trk+new action ct commit pipe action pass\n\
+         tc filter add dev eth0 ingress prio 2 chain 1 protocol ip flower ct_state +trk+est action pass\n\
+         tc filter add dev eth1 ingress prio 1 chain 0 protocol ip flower ct_state -trk action ct pipe action goto chain 1\n\
+         tc filter add dev eth1 ingress prio 1 chain 1 protocol ip flower ct_state +trk+est action pass\n\
+         tc filter add dev eth1 ingress prio 2 chain 1 protocol ip flower ct_state +trk+new action drop\n",
+    );
+    let lab = Lab::up("ct", &["--policy", &p]);
+    let ping = |from: &str, to: &str| {
+        let c = lab.spawn(from, &["ping", "-c", "3", "-i", "0.2", "-W", "1", to]);
+        finish(c, Duration::from_secs(15)).1
+    };
+    // Unsolicited first: node-2's echo requests are new at eth1 and dropped.
+    let inward = ping("node-2", "10.0.1.1");
+    assert!(inward.contains(" 0 received"), "node-2 → node-1: {inward}");
+    // node-1's requests are committed on eth0; their replies are established at eth1.
+    let outward = ping("node-1", "10.0.1.2");
+    assert!(outward.contains("3 received"), "node-1 → node-2: {outward}");
+    // TCP the same way: node-1 can reach a server on node-2, node-2 cannot reach one on node-1.
+    let s2 = lab.spawn("node-2", &["iperf3", "-s", "-1", "-p", "5201"]);
+    let s1 = lab.spawn("node-1", &["iperf3", "-s", "-1", "-p", "5202"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let c1 = lab.spawn(
+        "node-1",
+        &[
+            "iperf3",
+            "-c",
+            "10.0.1.2",
+            "-p",
+            "5201",
+            "-t",
+            "1",
+            "--connect-timeout",
+            "2000",
+        ],
+    );
+    let (ok, out, err) = finish(c1, Duration::from_secs(15));
+    assert!(ok, "node-1 → node-2 TCP: {out}{err}");
+    let c2 = lab.spawn(
+        "node-2",
+        &[
+            "iperf3",
+            "-c",
+            "10.0.1.1",
+            "-p",
+            "5202",
+            "-t",
+            "1",
+            "--connect-timeout",
+            "2000",
+        ],
+    );
+    let (ok, out, err) = finish(c2, Duration::from_secs(15));
+    assert!(!ok, "node-2 → node-1 TCP must not connect: {out}{err}");
+    // node-1's server never had a client: down stops it (and its pipes) before it is waited for.
+    let summary = lab.down();
+    for s in [s1, s2] {
+        let _ = finish(s, Duration::from_secs(5));
+    }
+    // eth1's ingress dropped node-2's 3 echo requests and its SYNs (retransmitted within 2 s).
+    let dropped = summary
+        .lines()
+        .find(|l| l.starts_with("eth1: received"))
+        .and_then(|l| l.split("dropped: ").nth(1))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(dropped.is_some_and(|d| d >= 4), "{summary}");
+}
