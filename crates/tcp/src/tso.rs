@@ -18,8 +18,10 @@
 //! write was under a millisecond ago (`tcp_wstamp_ns`, ahead of now when paced) and an ACK is due
 //! within min(srtt / 2, 1 ms), it waits for that ACK to send a fuller one. The write queue's skbs it
 //! judges are `tcp_xmit_size_goal` long (`sk_gso_max_size` bounded to half the peer's largest window).
-//! Over a NIC this changes little; over a veth, whose peer receives the skbs whole and ACKs each, it
-//! keeps them large, as the kernel's are (docs/KERNEL_VS_SIM.md, policy oh).
+//!
+//! Over a veth, whose peer receives the skbs whole and ACKs each, the deferral keeps them as large as
+//! the kernel's (docs/KERNEL_VS_SIM.md, policy oh); over a NIC it changes how a queue fills in bursts
+//! (EXPERIMENTS.md's RRUL with PIE).
 //!
 //! The retransmission queue keeps one entry per MSS (Linux fragments its skbs as SACKs and losses
 //! split them), so SACK, RACK and the loss marking are unchanged; a retransmission is one MSS, as a lost

@@ -8,9 +8,9 @@ use common::*;
 use tclab_tcp::*;
 
 /// A client and a server with GSO (the devices' 65535 segments), a handshake of `rtt` (the client's
-/// only RTT sample). The server's SO_RCVBUF is large, so its SYN-ACK offers the most an unscaled
-/// window can (65535), which leaves room for a 64 KB skb.
-fn pair(mut c: Config, rtt: Nanos) -> Connection {
+/// only RTT sample; the server gets the last ACK half an RTT later). The server's SO_RCVBUF is large,
+/// so its SYN-ACK offers the most an unscaled window can (65535), which leaves room for a 64 KB skb.
+fn handshake(mut c: Config, rtt: Nanos) -> (Connection, Connection) {
     c.gso_max_segs = 65535;
     let s = Config {
         rcvbuf: 4 << 20,
@@ -24,7 +24,13 @@ fn pair(mut c: Config, rtt: Nanos) -> Connection {
     cl.on_segment(rtt, &synack);
     let ack = cl.poll_transmit(rtt).unwrap();
     assert_eq!(ack.payload_len, 0);
-    cl
+    sv.on_segment(rtt + rtt / 2, &ack);
+    (cl, sv)
+}
+
+/// The client of [`handshake`].
+fn pair(c: Config, rtt: Nanos) -> Connection {
+    handshake(c, rtt).0
 }
 
 /// What the client sends at `now` with plenty written: each skb's (payload, gso_size).
@@ -178,22 +184,7 @@ fn the_receiver_gets_the_same_bytes_with_gso_on_and_off() {
 /// 1.5 ms after the last write sends it.
 #[test]
 fn a_short_skb_waits_for_the_next_ack() {
-    let c = Config {
-        gso_max_segs: 65535,
-        ..cwnd(100)
-    };
-    let s = Config {
-        rcvbuf: 4 << 20,
-        ..Config::default()
-    };
-    let mut cl = Connection::client(c, 0, CLIENT_ISN);
-    let mut sv = Connection::server(s, SERVER_ISN);
-    let syn = cl.poll_transmit(0).unwrap();
-    sv.on_segment(10 * MS, &syn);
-    let synack = sv.poll_transmit(10 * MS).unwrap();
-    cl.on_segment(20 * MS, &synack);
-    let ack = cl.poll_transmit(20 * MS).unwrap();
-    sv.on_segment(30 * MS, &ack);
+    let (mut cl, mut sv) = handshake(cwnd(100), 20 * MS);
     let first = burst(&mut cl, 20 * MS);
     assert_eq!(first, vec![(9 * 1448, 1448); 5]);
     // The server ACKs the first skb at once (quickack after the first data).
