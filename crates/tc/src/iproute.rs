@@ -471,7 +471,20 @@ pub fn run(engine: &mut Engine, args: &[String]) -> crate::Output {
         };
     }
     let Some(op) = op(cmd) else {
-        // `ip route flush cache`, `get`, `append`…: nothing of a realm, as before tclab read routes.
+        // do_iproute's other commands (`flush cache`, `get`, `append`…): nothing of a realm, as before
+        // tclab read routes. Any other word is not an ip route command: ip's refusal.
+        const OTHERS: &[&str] = &[
+            "prepend", "append", "test", "get", "flush", "save", "restore", "showdump",
+        ];
+        if matches(cmd, "help") {
+            return fail(IpError::new(255, USAGE));
+        }
+        if !OTHERS.iter().any(|w| matches(cmd, w)) {
+            return fail(IpError::new(
+                255,
+                format!("Command \"{cmd}\" is unknown, try \"ip route help\"."),
+            ));
+        }
         return crate::Output {
             stderr: format!("tclab script: ignoring \"ip route {}\"\n", args.join(" ")),
             ..Default::default()
@@ -604,6 +617,25 @@ mod tests {
         for line in ["add 10.5.0.0/24 realm 3", "change 10.5.0.0/24 realm 3"] {
             refused(&mut e, line, "RTNETLINK answers: No such device\n", 2);
         }
+        // do_iproute: a word that is no ip route command, and `help`.
+        for (line, stderr) in [
+            (
+                "foo",
+                "Command \"foo\" is unknown, try \"ip route help\".\n",
+            ),
+            (
+                "--help",
+                "Command \"--help\" is unknown, try \"ip route help\".\n",
+            ),
+        ] {
+            refused(&mut e, line, stderr, 255);
+        }
+        assert_eq!(run(&mut e, &words("help")).code, 255);
+        assert_eq!(
+            run(&mut e, &words("flush cache")).code,
+            0,
+            "noted, not refused"
+        );
         let usage = run(&mut e, &words("add realm 2"));
         assert!(usage
             .stderr
