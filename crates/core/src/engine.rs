@@ -134,8 +134,9 @@ pub struct Device {
     /// TCP segmentation and generic segmentation offload (`ethtool -K DEV tso|gso on|off`): on, as on a
     /// Linux NIC, until a policy turns them off. They say where a GSO packet is cut into frames — by the
     /// NIC, or in software after the qdisc (`validate_xmit_skb`) — not whether the qdisc sees one: Linux's
-    /// TCP builds GSO skbs either way (since 4.19). Only `tclab check` reads these; the simulator's NIC
-    /// cuts GSO packets after the qdisc whatever they say.
+    /// TCP builds GSO skbs either way (since 4.19). The simulator's NIC cuts GSO packets after the qdisc
+    /// whatever they say; a veth (sim's `veth = true`) passes them whole to its peer only while TSO is
+    /// on (without NETIF_F_TSO `validate_xmit_skb` cuts them first). `tclab check` reads them too.
     pub tso: bool,
     pub gso: bool,
     /// `ip link set DEV gso_max_size N`: the largest GSO packet the stack builds for this device (65536;

@@ -90,7 +90,8 @@ pub struct LinkParams {
     /// A veth pair rather than a NIC and its cable: a GSO packet crosses whole, as one unit on the wire,
     /// and the peer takes it as one skb (`veth_xmit` hands the skb to the peer; the device's features
     /// include TSO, so nothing segments it), unless it exceeds the sending device's `gso_max_segs` or
-    /// `gso_max_size` (`gso_features_check`: then it is cut as a NIC cuts it).
+    /// `gso_max_size` (`gso_features_check`: then it is cut as a NIC cuts it), or the sending device's
+    /// TSO is off (`ethtool -K DEV tso off`: then the stack cuts it in software before the veth).
     pub veth: bool,
 }
 
@@ -1296,10 +1297,10 @@ impl Network {
             return;
         };
         let pending = ifc.tx_pending.pop_front();
-        let whole_gso = ifc
-            .link
-            .veth
-            .then_some((dev.gso_max_segs, dev.gso_max_size));
+        // A veth without TSO (`ethtool -K DEV tso off`) gets its GSO packets cut in software first
+        // (`validate_xmit_skb`: the device lacks NETIF_F_TSO), so its peer receives frames.
+        let whole_gso =
+            (ifc.link.veth && dev.tso).then_some((dev.gso_max_segs, dev.gso_max_size));
         let mut wire = Wire {
             iface,
             now,
@@ -1834,8 +1835,9 @@ struct Wire<'a> {
     frames_sent: &'a mut u64,
     freed: &'a mut Vec<(AppId, u32)>,
     trace: Option<(&'a mut crate::trace::Trace, &'a str)>,
-    /// On a veth ([`LinkParams::veth`]): the sending device's `gso_max_segs` and `gso_max_size`, within
-    /// which a GSO packet crosses whole; `None` on a NIC, which cuts every GSO packet into frames.
+    /// On a veth ([`LinkParams::veth`]) with TSO on: the sending device's `gso_max_segs` and
+    /// `gso_max_size`, within which a GSO packet crosses whole; `None` on a NIC or a veth without TSO,
+    /// which cut every GSO packet into frames.
     whole_gso: Option<(u32, u32)>,
 }
 

@@ -63,8 +63,12 @@ struct Seen {
 }
 
 fn run_lab(toml: &str) -> Seen {
-    let mut sc =
-        load("gso.toml", toml, std::path::Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
+    run_lab_in(toml, std::path::Path::new("."))
+}
+
+/// [`run_lab`] with the scenario's relative paths (a policy script) read from `base`.
+fn run_lab_in(toml: &str, base: &std::path::Path) -> Seen {
+    let mut sc = load("gso.toml", toml, base).unwrap_or_else(|e| panic!("{e}"));
     let sink = Sink::default();
     sc.net.trace = Some(Trace::text(Box::new(sink.clone())));
     let out = run(&mut sc, &mut |_| {}).expect("runs");
@@ -184,4 +188,35 @@ fn a_veth_passes_super_packets_whole() {
     assert_eq!(nic_after.segs_in, nic_after.qdisc.1);
     // Cut only where a packet has more than 4 segments: more segments in than skbs, fewer than frames.
     assert!(narrow.segs_in > narrow.router_rx && narrow.segs_in < narrow.qdisc.1);
+}
+
+/// A veth whose TSO is off (`ethtool -K eth0 tso off` in a's script) hands its peer frames: the
+/// kernel cuts a TCP GSO skb in software before the device (`validate_xmit_skb`: the device lacks
+/// NETIF_F_TSO, so `netif_needs_gso`), while TCP still builds GSO skbs for the qdisc. Measured on this
+/// machine's kernel (6.18): an iperf3 TCP stream over a veth, its peer received 58 309 bytes per packet
+/// with TSO on and 1 508 with it off. The simulator passed the skbs whole whatever TSO said.
+#[test]
+fn a_veth_with_tso_off_hands_its_peer_frames() {
+    let dir = std::env::temp_dir().join(format!("tclab-gso-tso-off-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("tso-off.sh"), "ethtool -K eth0 tso off\n").unwrap();
+    let veth = LAB.replace("delay = \"1ms\"", "delay = \"1ms\"\nveth = true");
+    let off = run_lab_in(
+        &format!("{veth}\n[[policy]]\nnode = \"a\"\nscript = \"tso-off.sh\"\n"),
+        &dir,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(off.delivered, 5 << 20);
+    assert!(
+        off.enqueued.iter().any(|&l| l > 1514),
+        "a's qdisc still takes GSO skbs"
+    );
+    // Frames beyond a's qdisc, as with a NIC: the router receives and forwards frames.
+    assert_eq!(off.router_rx, off.iface.1, "one received packet per frame");
+    assert_eq!(
+        off.router_rx, off.qdisc.1,
+        "a's frames, as its qdisc counted them"
+    );
+    assert!(off.router_max <= 1514, "{}", off.router_max);
+    assert_eq!(off.segs_in, off.qdisc.1, "a segment per frame at b");
 }
