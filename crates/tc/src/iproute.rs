@@ -32,12 +32,14 @@ impl Op {
 }
 
 /// One parsed `ip route` line: the route (its `tclassid` 0 when no realm was given) and whether a
-/// realm was given.
+/// realm was given. An IPv6 route (`ipv6`: its prefix or gateway) has none, as in the kernel, and its
+/// `route` means nothing: tclab's routes are IPv4.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Line {
     pub op: Op,
     pub route: RealmRoute,
     pub has_realm: bool,
+    pub ipv6: bool,
 }
 
 /// ip's refusal: its stderr and exit code (255 for `invarg` and an incomplete line, 1 for an address
@@ -144,10 +146,10 @@ pub fn op(word: &str) -> Option<Op> {
 }
 
 /// `get_prefix`: `default` (also `all`, `any`), or `ADDR[/LEN]` (a length as `get_unsigned` reads it:
-/// `016` is octal). An IPv6 prefix is refused: tclab's routes are IPv4.
-fn prefix(s: &str) -> Result<(u32, u8), IpError> {
+/// `016` is octal). `None` for an IPv6 prefix: tclab's routes are IPv4.
+fn prefix(s: &str) -> Result<Option<(u32, u8)>, IpError> {
     if matches!(s, "default" | "all" | "any") {
-        return Ok((0, 0));
+        return Ok(Some((0, 0)));
     }
     let bad = || {
         IpError::new(
@@ -157,10 +159,7 @@ fn prefix(s: &str) -> Result<(u32, u8), IpError> {
     };
     let (a, l) = s.split_once('/').map_or((s, None), |(a, l)| (a, Some(l)));
     if a.contains(':') {
-        return Err(IpError::new(
-            1,
-            "ip route: an IPv6 prefix: tclab's routes are IPv4",
-        ));
+        return Ok(None);
     }
     let addr = ipv4(a).ok_or_else(bad)?;
     let len = match l {
@@ -169,7 +168,7 @@ fn prefix(s: &str) -> Result<(u32, u8), IpError> {
             .filter(|l| *l <= 32)
             .ok_or_else(bad)? as u8,
     };
-    Ok((addr, len))
+    Ok(Some((addr, len)))
 }
 
 /// `get_rt_realms_or_raw`: `TO` alone (a name, or any 32-bit number: the raw `nh_tclassid`), or
@@ -261,6 +260,7 @@ fn ip_word(table: &[(&'static str, bool)], w: &str) -> Option<&'static str> {
 /// kernel's checks that need no table (a prefix with host bits) are made here too.
 pub fn parse(op: Op, args: &[&str]) -> Result<Line, IpError> {
     let (mut dst, mut via, mut dev, mut tclassid) = (None, None, None, None);
+    let mut ipv6 = false;
     let mut it = args.iter().copied();
     while let Some(a) = it.next() {
         let mut value = || it.next().ok_or_else(IpError::incomplete);
@@ -269,6 +269,15 @@ pub fn parse(op: Op, args: &[&str]) -> Result<Line, IpError> {
                 let mut v = value()?;
                 if v == "inet" {
                     v = value()?;
+                }
+                if v == "inet6" {
+                    value()?;
+                    ipv6 = true;
+                    continue;
+                }
+                if v.contains(':') {
+                    ipv6 = true;
+                    continue;
                 }
                 via = Some(ipv4(v).ok_or_else(|| {
                     IpError::new(
@@ -300,7 +309,10 @@ pub fn parse(op: Op, args: &[&str]) -> Result<Line, IpError> {
                         if dst.is_some() {
                             return Err(duplicate(p));
                         }
-                        dst = Some(prefix(p)?);
+                        dst = Some(prefix(p)?.unwrap_or_else(|| {
+                            ipv6 = true;
+                            (0, 0)
+                        }));
                         continue;
                     }
                 }
@@ -312,13 +324,32 @@ pub fn parse(op: Op, args: &[&str]) -> Result<Line, IpError> {
                 if dst.is_some() {
                     return Err(duplicate(p));
                 }
-                dst = Some(prefix(p)?);
+                dst = Some(prefix(p)?.unwrap_or_else(|| {
+                    ipv6 = true;
+                    (0, 0)
+                }));
             }
         }
     }
     let Some((prefix, len)) = dst else {
         return Err(IpError::new(255, USAGE));
     };
+    if ipv6 {
+        // Nothing of tclab's, realm or not (the kernel keeps no realm on an IPv6 route: `ip route add
+        // 2001:db8::/64 dev eth0 realm 3` succeeds and lists none): the caller notes it.
+        return Ok(Line {
+            op,
+            has_realm: false,
+            ipv6,
+            route: RealmRoute {
+                prefix,
+                len,
+                tclassid: 0,
+                via: None,
+                dev,
+            },
+        });
+    }
     // fib_create_info: a route that is not deleted needs a device, named or found by its gateway.
     if op != Op::Del && via.is_none() && dev.is_none() {
         return Err(IpError::new(2, "RTNETLINK answers: No such device"));
@@ -333,6 +364,7 @@ pub fn parse(op: Op, args: &[&str]) -> Result<Line, IpError> {
     Ok(Line {
         op,
         has_realm: tclassid.is_some(),
+        ipv6,
         route: RealmRoute {
             prefix,
             len,
@@ -494,10 +526,15 @@ pub fn run(engine: &mut Engine, args: &[String]) -> crate::Output {
         Ok(l) => l,
         Err(e) => return fail(e),
     };
-    if op != Op::Del && !line.has_realm {
+    if line.ipv6 || (op != Op::Del && !line.has_realm) {
+        let why = if line.ipv6 {
+            "an IPv6 route gives tclab nothing (its routes are IPv4)"
+        } else {
+            "a route without a realm gives tclab nothing"
+        };
         return crate::Output {
             stderr: format!(
-                "tclab script: ignoring \"ip route {}\": a route without a realm gives tclab nothing\n",
+                "tclab script: ignoring \"ip route {}\": {why}\n",
                 args.join(" ")
             ),
             ..Default::default()
@@ -636,6 +673,21 @@ mod tests {
             0,
             "noted, not refused"
         );
+        // IPv6 routes, with or without `-6`, as Linux takes them (its IPv6 routes keep no realm):
+        // noted, nothing kept.
+        for line in [
+            "add 2001:db8::/64 dev eth0",
+            "add 2001:db8:1::/64 via fe80::1 dev eth0 realm 3",
+            "add default via inet6 fe80::1",
+            "del 2001:db8::/64",
+        ] {
+            let out = run(&mut e, &words(line));
+            assert!(
+                out.code == 0 && out.stderr.contains("an IPv6 route"),
+                "{line}: {out:?}"
+            );
+        }
+        assert!(e.fib().routes().is_empty(), "nothing kept");
         let usage = run(&mut e, &words("add realm 2"));
         assert!(usage
             .stderr
