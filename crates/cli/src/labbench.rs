@@ -9,7 +9,7 @@
 //! tclab live's threads ran per frame received: on a machine shared with other work the rate follows
 //! the share of the cores the bridge got, its cost per frame much less.
 
-use crate::args::{usage, CmdResult};
+use crate::args::{usage, CmdResult, Failure};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use tclab_live::lab::{Lab, Shaper};
@@ -290,18 +290,25 @@ fn ratios(rows: &[Option<(f64, f64)>]) -> Vec<String> {
     out
 }
 
-pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
+/// What both benches refuse before they build anything (exit 64): not root, no time, or `lab`'s
+/// prefix taken — each builds and removes labs of its own, not over one a user has up. `command` is
+/// the bench's own words, for the hint.
+pub(crate) fn check_bench(lab: &Lab, secs: u32, command: &str) -> Result<(), Failure> {
     Lab::check_root().map_err(usage)?;
     if secs == 0 {
         return Err(usage("--secs must be at least 1"));
     }
-    // The bench builds and removes a lab per row: not over one a user has up.
     if !lab.existing().is_empty() || lab.bridge_pid().is_some() {
         return Err(usage(format!(
-            "a lab with prefix \"{}\" is up: the bench builds labs of its own, give it another (tclab lab --prefix NAME bench)",
+            "a lab with prefix \"{}\" is up: the bench builds labs of its own, give it another (tclab lab --prefix NAME {command})",
             lab.prefix
         )));
     }
+    Ok(())
+}
+
+pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
+    check_bench(lab, secs, "bench")?;
     let dir = std::env::temp_dir().join(format!("tclab-labbench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let htb = dir.join("htb1000.sh");

@@ -9,8 +9,8 @@
 //! may use (CPU 0 here) and the source on the second, so that the bridge has a core of its own; the
 //! kernel's bridge forwards in the senders' softirqs, so its rows have a source thread on each CPU.
 
-use crate::args::{usage, CmdResult};
-use crate::labbench::{cpu_ns, load_average};
+use crate::args::CmdResult;
+use crate::labbench::{check_bench, cpu_ns, load_average};
 use std::path::Path;
 use tclab_live::lab::{Lab, Shaper};
 use tclab_live::{source, sys};
@@ -156,16 +156,7 @@ fn measure(
 }
 
 pub fn run(exe: &Path, lab: &Lab, secs: u32) -> CmdResult {
-    Lab::check_root().map_err(usage)?;
-    if secs == 0 {
-        return Err(usage("--secs must be at least 1"));
-    }
-    if !lab.existing().is_empty() || lab.bridge_pid().is_some() {
-        return Err(usage(format!(
-            "a lab with prefix \"{}\" is up: the bench builds labs of its own, give it another (tclab lab --prefix NAME bench --shaping)",
-            lab.prefix
-        )));
-    }
+    check_bench(lab, secs, "bench --shaping")?;
     let pin = sys::allowed_cpus(0).ok().and_then(|c| two_cpus(&c));
     let dir = std::env::temp_dir().join(format!("tclab-shapebench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;

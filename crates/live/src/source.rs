@@ -60,24 +60,12 @@ pub fn udp_frame(len: usize, sport: u16) -> Vec<u8> {
         0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 1, 2, 10, 0, 1, 1,
     ]);
     ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
-    let sum = ipv4_header_checksum(ip);
+    let sum = tclab_core::csum::ip_header(ip);
     ip[10..12].copy_from_slice(&sum.to_be_bytes());
     f[34..36].copy_from_slice(&sport.to_be_bytes());
     f[36..38].copy_from_slice(&9u16.to_be_bytes());
     f[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
     f
-}
-
-/// RFC 1071's one's-complement sum over a header whose checksum field is zero.
-fn ipv4_header_checksum(h: &[u8]) -> u16 {
-    let mut sum: u32 = h
-        .chunks(2)
-        .map(|w| u16::from_be_bytes([w[0], w[1]]) as u32)
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
 }
 
 /// Check a spec before anything is sent: each mistake named.
