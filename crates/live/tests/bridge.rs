@@ -87,7 +87,10 @@ fn ct_commit_on_one_side_lets_replies_in_and_keeps_unsolicited_packets_out() {
     );
     // From outside first: new, dropped.
     b.arrive(0, 1, &udp_between(2, 7000, 1, 6000), false);
-    assert!(b.take_sent(0).is_empty(), "unsolicited, before any connection");
+    assert!(
+        b.take_sent(0).is_empty(),
+        "unsolicited, before any connection"
+    );
     // node-1 starts a flow: new on eth0, committed, forwarded out of eth1.
     let out = udp_between(1, 6000, 2, 7000);
     b.arrive(1_000, 0, &out, false);
@@ -98,9 +101,15 @@ fn ct_commit_on_one_side_lets_replies_in_and_keeps_unsolicited_packets_out() {
     assert_eq!(b.take_sent(0), vec![reply], "the reply passes");
     // Another port from outside is another connection: new, dropped.
     b.arrive(3_000, 1, &udp_between(2, 7001, 1, 6000), false);
-    assert!(b.take_sent(0).is_empty(), "unsolicited, beside a connection");
+    assert!(
+        b.take_sent(0).is_empty(),
+        "unsolicited, beside a connection"
+    );
     let eth1 = &b.stats()[1].1;
-    assert_eq!(eth1.rx_dropped, 2, "the two unsolicited frames, dropped by eth1's ingress");
+    assert_eq!(
+        eth1.rx_dropped, 2,
+        "the two unsolicited frames, dropped by eth1's ingress"
+    );
 }
 
 /// A detached bridge with a TBF of 8 Mbit/s = 1 byte/µs and a burst of 3028 B on eth0, `n`

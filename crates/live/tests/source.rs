@@ -42,7 +42,11 @@ fn the_source_sends_its_count_at_its_pace_and_the_far_end_counts_every_frame() {
     );
     // Far under the 10 s it was allowed: it stopped at the count, not the time.
     assert!(sent.elapsed_ns < 5_000_000_000, "{} ns", sent.elapsed_ns);
-    assert_eq!(after.rx_packets - before.rx_packets, 2000, "every frame arrived");
+    assert_eq!(
+        after.rx_packets - before.rx_packets,
+        2000,
+        "every frame arrived"
+    );
     assert_eq!(
         after.rx_bytes - before.rx_bytes,
         2000 * 1514,
