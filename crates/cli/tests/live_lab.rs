@@ -897,6 +897,14 @@ fn mistakes_are_refused_before_anything_runs_and_a_crash_is_cleaned_up() {
     // A daemon started in a node goes with the lab.
     let o = lab.tclab(&["exec", "node-1", "--", "iperf3", "-s", "-D", "-p", "5977"]);
     assert!(o.status.success());
+    // The bridge's control socket, named after the router's namespace (its inode): this lab's own,
+    // whatever other labs on the machine have left behind.
+    let socket = {
+        use std::os::unix::fs::MetadataExt;
+        let router = std::fs::metadata(format!("/run/netns/{}-router", lab.prefix)).unwrap();
+        format!("/run/tclab/live-{}.sock", router.ino())
+    };
+    assert!(std::path::Path::new(&socket).exists(), "{socket}");
     // The bridge killed: tclab tc in the router says so instead of writing to a store; down removes
     // everything and reports the crash.
     let pid = std::fs::read_to_string(format!("/run/tclab/lab-{}/live.pid", lab.prefix)).unwrap();
@@ -924,16 +932,9 @@ fn mistakes_are_refused_before_anything_runs_and_a_crash_is_cleaned_up() {
         .output()
         .unwrap();
     assert!(daemons.stdout.is_empty(), "the node's daemon was stopped");
-    let sockets: Vec<String> = std::fs::read_dir("/run/tclab")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
     assert!(
-        !sockets.iter().any(|s| s.starts_with("live-")),
-        "stale control sockets: {sockets:?}"
+        !std::path::Path::new(&socket).exists(),
+        "the killed bridge's control socket is left: {socket}"
     );
 }
 
