@@ -75,6 +75,9 @@ pub enum Command {
     /// iptables(8) for the mangle table: MARK, CONNMARK, CLASSIFY, DSCP, TOS
     #[command(disable_help_flag = true)]
     Iptables(Passthrough),
+    /// The realms of the policy's routes, for route filters (tclab route add PREFIX … realm R, route show)
+    #[command(disable_help_flag = true)]
+    Route(Passthrough),
     /// Run a Linux shell script unmodified, its tc/ip/iptables calls answered by tclab
     Script(ScriptCmd),
     /// What is wrong with a policy (script, tc -batch file or store), before it meets a link

@@ -1007,14 +1007,21 @@ fn main() -> ExitCode {
     // tc, link and iptables keep iproute2's and iptables' grammar, messages and exit codes: their
     // words go to the tc crate as they are, before clap sees them (and `route`, `ip route`'s words,
     // which a script's shell functions send here when they cannot reach its engine directly).
-    if args.first().is_some_and(|a| a == "link")
-        && matches!(
-            args.get(1).map(String::as_str),
-            Some("help" | "--help" | "-h")
-        )
-    {
-        println!("{}", tclab_tc::store::LINK_USAGE);
-        return ExitCode::SUCCESS;
+    if matches!(
+        args.get(1).map(String::as_str),
+        Some("help" | "--help" | "-h")
+    ) {
+        match args.first().map(String::as_str) {
+            Some("link") => {
+                println!("{}", tclab_tc::store::LINK_USAGE);
+                return ExitCode::SUCCESS;
+            }
+            Some("route") => {
+                println!("{}", tclab_tc::iproute::ROUTE_USAGE);
+                return ExitCode::SUCCESS;
+            }
+            _ => {}
+        }
     }
     if matches!(
         args.first().map(String::as_str),
@@ -1043,7 +1050,7 @@ fn main() -> ExitCode {
     };
     use args::Command as C;
     let result: CmdResult = match cli.command {
-        C::Tc(_) | C::Link(_) | C::Iptables(_) => unreachable!("dispatched above"),
+        C::Tc(_) | C::Link(_) | C::Iptables(_) | C::Route(_) => unreachable!("dispatched above"),
         C::Script(a) => cmd_script(a),
         C::Check(a) => cmd_check(a),
         C::Explain(a) => cmd_explain(a),

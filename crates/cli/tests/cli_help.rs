@@ -58,6 +58,7 @@ fn every_subcommand_has_a_help_that_exits_0() {
         "tc",
         "link",
         "iptables",
+        "route",
         "script",
         "check",
         "explain",
@@ -182,6 +183,16 @@ fn tc_link_and_iptables_keep_their_own_grammar() {
     assert_eq!(code, 1);
     assert!(
         err.contains("Command \"frob\" is unknown, try \"tclab link help\""),
+        "{err}"
+    );
+    // route: ip route's grammar, its own help (a script's `ip route help` is ip's, exit 255).
+    let (code, out, _) = text(&tclab(&dir, &["route", "--help"]));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("Usage: tclab route {"), "{out}");
+    let (code, _, err) = text(&tclab(&dir, &["route", "frob"]));
+    assert_eq!(code, 255, "{err}");
+    assert!(
+        err.contains("Command \"frob\" is unknown, try \"ip route help\""),
         "{err}"
     );
     // Options that look like tclab's pass through untouched.

@@ -11,6 +11,14 @@ use crate::iptables::values::parse_ipv4 as ipv4;
 use tclab_core::fib::RealmRoute;
 use tclab_core::Engine;
 
+/// `tclab route help`: what the command keeps and takes (`ip route help` in a script is ip's usage, exit
+/// 255, as ip answers).
+pub const ROUTE_USAGE: &str = "Usage: tclab route { add | change | replace | del } PREFIX [ via ADDR ] [ dev DEV ] realm R
+       tclab route [ show ]
+The realms of the host's IPv4 routes (ip route's grammar, messages and exit codes), which route filters
+and meta(rt_classid) read: R is a realm (a number or cosmos) or FROM/TO. A route without a realm, an
+IPv6 route and ip route's other commands change nothing and say so (exit 0).";
+
 /// What `ip route` asks of the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
