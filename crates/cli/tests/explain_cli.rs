@@ -187,6 +187,42 @@ class add dev eth0 parent 1:1 classid 1:30 htb rate 1mbit ceil 10mbit prio 1
     assert!(out.contains("note: 1:20 gets"), "{out}");
 }
 
+/// The same departure in three subtrees: six leaves apart from the rule are one note naming them
+/// (with figures), not six notes of the same explanation (a 10 000-class tree gave 1 922 of them).
+#[test]
+fn many_leaves_apart_from_the_rule_are_one_note() {
+    let mut policy = String::from("qdisc add dev eth0 root handle 1: htb default 20\n");
+    let mut load = Vec::new();
+    for p in 1..=3 {
+        policy.push_str(&format!(
+            "class add dev eth0 parent 1: classid 1:{p} htb rate 10mbit ceil 10mbit\n\
+             class add dev eth0 parent 1:{p} classid 1:{p}10 htb rate 2mbit ceil 10mbit prio 0\n\
+             class add dev eth0 parent 1:{p} classid 1:{p}20 htb rate 3mbit ceil 8mbit prio 1\n\
+             class add dev eth0 parent 1:{p} classid 1:{p}30 htb rate 1mbit ceil 10mbit prio 1\n"
+        ));
+        load.push(format!("1:{p}10=1mbit,1:{p}20=max,1:{p}30=max"));
+    }
+    let f = batch("borrow3", &policy);
+    let o = explain(&f, &["--load", &load.join(",")]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let notes: Vec<&str> = out.lines().filter(|l| l.starts_with("note: ")).collect();
+    assert_eq!(notes.len(), 1, "{out}");
+    assert!(
+        notes[0].starts_with("note: 6 classes get more or less in the simulation than computed: "),
+        "{out}"
+    );
+    // Named by classid, as the table lists them.
+    let at: Vec<Option<usize>> = ["1:120", "1:130", "1:220", "1:230", "1:320", "1:330"]
+        .iter()
+        .map(|c| notes[0].find(&format!("{c} ")))
+        .collect();
+    assert!(
+        at.iter().all(Option::is_some) && at.windows(2).all(|w| w[0] < w[1]),
+        "{out}"
+    );
+}
+
 #[test]
 fn refusals_are_clear() {
     let f = batch("bad", SEED001);
