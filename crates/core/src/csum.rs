@@ -96,6 +96,53 @@ pub fn ip_header(h: &[u8]) -> u16 {
     Sum::default().bytes(h).fold()
 }
 
+/// A checksum a receiving IPv4 host finds wrong ([`check_ipv4`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bad {
+    /// The IPv4 header's (`ip_rcv_core`'s `ip_fast_csum`): the packet is dropped there, counted as
+    /// `InHdrErrors`.
+    Header,
+    /// The transport checksum of protocol 6, 17 or 1 (`tcp_checksum_complete`,
+    /// `udp_lib_checksum_complete`, `icmp_rcv`'s `skb_checksum_simple_validate`): dropped, counted as
+    /// that protocol's `InCsumErrors`.
+    Transport(u8),
+}
+
+/// Verify an IPv4 packet's checksums as Linux's receive path does for a `CHECKSUM_NONE` skb: the
+/// header, then for a TCP, UDP (unless its checksum is 0, none) or ICMP packet that is not a fragment
+/// the transport checksum over its pseudo-header (ICMP has none) and the IP payload, of which bytes
+/// past `d` are zeros. Packets too short to hold what they claim are left to the parser.
+pub fn check_ipv4(d: &[u8]) -> Result<(), Bad> {
+    let Some(&v) = d.first() else { return Ok(()) };
+    let ihl = (v & 0x0f) as usize * 4;
+    if ihl < 20 || d.len() < ihl {
+        return Ok(());
+    }
+    if ip_header(&d[..ihl]) != 0 {
+        return Err(Bad::Header);
+    }
+    let be32 = |at: usize| u32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]]);
+    let total = u16::from_be_bytes([d[2], d[3]]) as usize;
+    if u16::from_be_bytes([d[6], d[7]]) & 0x3fff != 0 || total < ihl {
+        return Ok(()); // a fragment: checked once reassembled, which tclab never needs
+    }
+    let proto = d[9];
+    let l4 = &d[ihl..d.len().min(total)];
+    let sum = Sum::default().bytes(l4);
+    let ok = match proto {
+        6 => tcpudp_magic(be32(12), be32(16), (total - ihl) as u32, 6, sum) == 0,
+        17 if l4.len() >= 8 && l4[6..8] == [0, 0] => true,
+        17 => tcpudp_magic(be32(12), be32(16), (total - ihl) as u32, 17, sum) == 0,
+        1 => sum.fold() == 0,
+        _ => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(Bad::Transport(proto))
+    }
+}
+
 /// CRC32c (Castagnoli, reflected, `crc32c_le`) of `bytes` continuing from `crc`.
 pub fn crc32c(mut crc: u32, bytes: impl IntoIterator<Item = u8>) -> u32 {
     for b in bytes {

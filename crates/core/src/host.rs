@@ -104,6 +104,8 @@ pub fn forwarded(pkt: Packet, tos: u8) -> Packet {
         // Its connection stays attached (`skb->_nfct`): the later hooks find it in its zone.
         ct_state: pkt.ct_state,
         ct_mark: pkt.ct_mark,
+        // The bytes are the same bytes: checksums implied stay implied (skb->redirected does not).
+        redirect: pkt.redirect & Packet::CSUM_IMPLIED,
         ..Packet::default()
     };
     fwd.set_ct_zone(zone);

@@ -39,7 +39,8 @@ pub struct Packet {
     /// `skb->skb_iif`: the driver's number (≥ 1) for the device a mirred action took the packet from; 0
     /// if none. An ifb gives a redirected packet back to that device.
     pub iif: u32,
-    /// `skb->redirected` and `skb->from_ingress` ([`Packet::REDIRECTED`], [`Packet::FROM_INGRESS`]).
+    /// `skb->redirected` and `skb->from_ingress` ([`Packet::REDIRECTED`], [`Packet::FROM_INGRESS`]),
+    /// and the simulator's [`Packet::CSUM_IMPLIED`].
     pub redirect: u8,
     /// `skb->tc_depth`: how many times the packet was re-enqueued at a root (netem's duplicate is 1, and
     /// is never duplicated again).
@@ -138,6 +139,13 @@ impl Packet {
     pub const REDIRECTED: u8 = 1;
     /// `redirect` flag: it was redirected from a device's ingress hook.
     pub const FROM_INGRESS: u8 = 2;
+    /// `redirect` flag, the simulator's: the transport checksum (TCP, UDP, ICMP) is implied, not in the
+    /// bytes. A simulated host's packets are built with those fields zero and are valid by
+    /// construction, as the sender's stack would have made them; the first action that rewrites
+    /// bytes fills them in over the bytes as they were ([`crate::action::csum::complete_implied`]) and
+    /// clears the flag, so the receiving host verifies only packets without it. A packet from anywhere
+    /// else (a wire, a test) never has it: its checksums are its bytes'.
+    pub const CSUM_IMPLIED: u8 = 4;
 
     /// `ct_state` bits, `TCA_FLOWER_KEY_CT_FLAGS_*`.
     pub const CT_NEW: u8 = 1;
@@ -401,6 +409,12 @@ impl Packet {
         let seq0 = u32::from_be_bytes([d[ihl + 4], d[ihl + 5], d[ihl + 6], d[ihl + 7]]);
         let id0 = u16::from_be_bytes([d[4], d[5]]);
         let flags = d[ihl + 13];
+        let tcp_len0 = u16::from_be_bytes([d[2], d[3]]) as u32 - ihl as u32;
+        let check0 = u16::from_be_bytes([d[ihl + 16], d[ihl + 17]]);
+        // A checksum in the bytes follows each segment's changes incrementally (`tcp_gso_segment`
+        // adjusts the super-packet's by the length delta), so a valid one stays valid and one an edit
+        // left stale stays stale; an implied one stays implied.
+        let real_check = self.redirect & Packet::CSUM_IMPLIED == 0;
         let mut out = Vec::with_capacity(segs as usize);
         for i in 0..segs {
             let mut p = self.clone();
@@ -425,6 +439,18 @@ impl Packet {
                 f &= !(0x01 | 0x08); // FIN, PSH
             }
             d[ihl + 13] = f;
+            if real_check {
+                let tcp_len = (hdr - 14) - ihl as u32 + this;
+                let c = crate::csum::Sum::of_check(check0)
+                    .minus32(tcp_len0)
+                    .word32(tcp_len)
+                    .minus32(seq0)
+                    .word32(seq0.wrapping_add(off))
+                    .word(!(flags as u16))
+                    .word(f as u16)
+                    .fold();
+                d[ihl + 16..ihl + 18].copy_from_slice(&c.to_be_bytes());
+            }
             out.push(p);
         }
         out

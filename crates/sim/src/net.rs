@@ -36,7 +36,7 @@
 use crate::apps::{App, Outbox};
 use crate::des::EventQueue;
 use crate::rng::Rng;
-use crate::wire::{Datagram, L4};
+use crate::wire::{Datagram, L4, PROTO_TCP};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
 use tclab_core::action::mirred::Mirrored;
@@ -215,6 +215,26 @@ pub struct Node {
     /// Whether its policy has a `ct` action: its calls into the qdiscs are then lent the node's
     /// connection table ([`Cx::conntrack`]).
     pub uses_ct: bool,
+    /// Packets its receive path dropped for a wrong checksum, under `nstat`'s names.
+    pub csum_errors: CsumErrors,
+}
+
+/// What a node's receive path counts of packets with a wrong checksum, as Linux's SNMP MIBs count them
+/// (`nstat` names). Only packets a tc action edited are verified ([`Packet::CSUM_IMPLIED`]): a
+/// simulated host's packets are valid by construction, so the others cannot be wrong.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CsumErrors {
+    /// `IpInHdrErrors`: a wrong IPv4 header checksum (`ip_rcv_core`), on any node, router or host.
+    #[serde(rename = "IpInHdrErrors")]
+    pub ip_in_hdr_errors: u64,
+    /// `TcpInCsumErrors`, `UdpInCsumErrors`, `IcmpInCsumErrors`: a wrong transport checksum at the
+    /// host the packet is for (`tcp_v4_rcv`, `__udp4_lib_rcv`, `icmp_rcv`).
+    #[serde(rename = "TcpInCsumErrors")]
+    pub tcp_in_csum_errors: u64,
+    #[serde(rename = "UdpInCsumErrors")]
+    pub udp_in_csum_errors: u64,
+    #[serde(rename = "IcmpInCsumErrors")]
+    pub icmp_in_csum_errors: u64,
 }
 
 /// A route's realms (`ip route add PREFIX … realm N`, `RTA_FLOW`): the prefix it covers and its
@@ -372,6 +392,9 @@ pub struct Network {
     /// address and port 0 mean "any" (a listening socket or a UDP sink). Looked up for every packet
     /// delivered and never iterated, so hashed (a B-tree of 2 000 sockets cost 2 % of bench-isp).
     demux: HashMap<(NodeId, u8, u16, u32, u16), AppId, BuildHasherDefault<PortHasher>>,
+    /// TCP receiving ends waiting for their connection's SYN, by (node, local port), in the order they
+    /// listened: a listening socket's accept queue ([`Network::listen`]).
+    listeners: BTreeMap<(NodeId, u16), Vec<AppId>>,
     /// ICMP echo identifiers → ping application.
     ping_ids: BTreeMap<(NodeId, u16), AppId>,
     addr_owner: BTreeMap<u32, NodeId>,
@@ -424,6 +447,7 @@ impl Network {
             app_timer: Vec::new(),
             app_classid: Vec::new(),
             demux: HashMap::default(),
+            listeners: BTreeMap::new(),
             ping_ids: BTreeMap::new(),
             addr_owner: BTreeMap::new(),
             q: EventQueue::default(),
@@ -466,6 +490,7 @@ impl Network {
             realms: Vec::new(),
             reads_route: false,
             uses_ct: false,
+            csum_errors: CsumErrors::default(),
         });
         self.nodes.len() - 1
     }
@@ -664,6 +689,44 @@ impl Network {
         app: AppId,
     ) {
         self.demux.insert((node, proto, lport, raddr, rport), app);
+    }
+
+    /// Let the TCP end `app` accept a connection on `node`'s port `lport` from any address, as a
+    /// listening socket does: the first SYN for that port that no connection owns makes `app` the
+    /// connection of the 4-tuple the SYN carries ([`Network::accept`]).
+    pub fn listen(&mut self, node: NodeId, lport: u16, app: AppId) {
+        self.listeners.entry((node, lport)).or_default().push(app);
+    }
+
+    /// A SYN from `raddr:rport` to `laddr:lport` that no connection owns: a listening end takes it and
+    /// is bound to its 4-tuple (`tcp_v4_rcv`'s listener lookup, then `tcp_v4_syn_recv_sock`). Among
+    /// several ends listening on the port (several traffic entries towards one port of the host), the
+    /// one whose entry's sender this is takes it, so that each entry's bytes are reported as its own;
+    /// a SYN from an address no entry names (rewritten by a NAT) goes to the first still listening.
+    fn accept(
+        &mut self,
+        node: NodeId,
+        laddr: u32,
+        lport: u16,
+        raddr: u32,
+        rport: u16,
+    ) -> Option<AppId> {
+        let waiting = self.listeners.get_mut(&(node, lport))?;
+        let expects = |a: &AppId| match &self.apps[*a] {
+            // Until it accepts, a listening end's `remote` is its entry's sender.
+            App::Tcp(t) => t.remote == (raddr, rport),
+            _ => false,
+        };
+        let i = waiting.iter().position(expects).unwrap_or(0);
+        let app = waiting.remove(i);
+        if waiting.is_empty() {
+            self.listeners.remove(&(node, lport));
+        }
+        if let App::Tcp(t) = &mut self.apps[app] {
+            t.accept((laddr, lport), (raddr, rport));
+        }
+        self.bind(node, PROTO_TCP, lport, raddr, rport, app);
+        Some(app)
     }
 
     pub fn bind_ping(&mut self, node: NodeId, ident: u16, app: AppId) {
@@ -970,6 +1033,8 @@ impl Network {
         // `skb->hash`, set once as a NIC's receive hash or a socket sets it, with the run's key: every
         // fq_codel, fq_pie and mq on the packet's path reads it instead of hashing the keys again.
         tclab_core::flow::skb_get_hash(&mut pkt, self.hashrnd);
+        // The L4 checksum fields are left zero: implied until an action edits the bytes.
+        pkt.redirect = Packet::CSUM_IMPLIED;
         pkt
     }
 
@@ -1047,16 +1112,17 @@ impl Network {
         pkt.iif = self
             .iface_by_name(node, &m.from_dev)
             .map_or(0, |i| i as u32 + 1);
-        pkt.redirect = if m.redirected {
-            Packet::REDIRECTED
-                | if m.from_ingress {
-                    Packet::FROM_INGRESS
-                } else {
-                    0
-                }
-        } else {
-            0
-        };
+        pkt.redirect = (pkt.redirect & Packet::CSUM_IMPLIED)
+            | if m.redirected {
+                Packet::REDIRECTED
+                    | if m.from_ingress {
+                        Packet::FROM_INGRESS
+                    } else {
+                        0
+                    }
+            } else {
+                0
+            };
         let mut cx = self.take_cx(now);
         cx.mirred.set_nest(m.nest, m.depth);
         if let Some(iface) = self.iface_by_name(node, &m.dev) {
@@ -1238,7 +1304,7 @@ impl Network {
             self.vdevs[v].counters.tx_bytes += pkt.len as u64;
             let iface = pkt.iif as usize - 1;
             let from_ingress = pkt.redirect & Packet::FROM_INGRESS != 0;
-            pkt.redirect = 0;
+            pkt.redirect &= Packet::CSUM_IMPLIED;
             pkt.iif = 0;
             if from_ingress {
                 // `netif_receive_skb` with `tc_skip_classify`: the stack, past the ingress hook.
@@ -1640,6 +1706,14 @@ impl Network {
         let Some((dst, tos)) = crate::wire::ipv4_dst_tos(&pkt.data) else {
             return;
         };
+        // `ip_rcv_core`'s header checksum (before PREROUTING in Linux; here after it, which nothing
+        // between tells apart: netfilter's targets keep the header's checksum valid).
+        if pkt.redirect & Packet::CSUM_IMPLIED == 0
+            && tclab_core::csum::check_ipv4(&pkt.data) == Err(tclab_core::csum::Bad::Header)
+        {
+            self.nodes[node].csum_errors.ip_in_hdr_errors += 1;
+            return;
+        }
         match self.owner_of(dst) {
             Some(n) if n == node => {
                 if self.netfilter(node, &mut pkt, Some(iface), None, |nf, p, i, _| {
@@ -1701,10 +1775,28 @@ impl Network {
     /// Local delivery: echo requests are answered here (the kernel's `icmp_echo`), the rest goes to the
     /// application bound to the packet's ports or ping identifier.
     fn deliver(&mut self, now: Nanos, node: NodeId, pkt: Packet) {
-        use crate::wire::{Icmp, ICMP_ECHO_REPLY, ICMP_ECHO_REQUEST, L4, PROTO_ICMP};
+        use crate::wire::{
+            Icmp, ICMP_ECHO_REPLY, ICMP_ECHO_REQUEST, L4, PROTO_ICMP, TCP_ACK, TCP_SYN,
+        };
         let Ok(d) = Datagram::parse(&pkt.data) else {
             return;
         };
+        // The transport checksum, verified for edited packets only (the rest are valid by
+        // construction); the header's was checked on the way in. A GSO packet a veth passed whole
+        // is `CHECKSUM_PARTIAL`, which the receiver trusts (`skb_csum_unnecessary`): not verified.
+        if pkt.redirect & Packet::CSUM_IMPLIED == 0 && !pkt.is_gso() {
+            if let Err(tclab_core::csum::Bad::Transport(proto)) =
+                tclab_core::csum::check_ipv4(&pkt.data)
+            {
+                let e = &mut self.nodes[node].csum_errors;
+                match proto {
+                    6 => e.tcp_in_csum_errors += 1,
+                    17 => e.udp_in_csum_errors += 1,
+                    _ => e.icmp_in_csum_errors += 1,
+                }
+                return;
+            }
+        }
         let gso_size = pkt.gso_size;
         if self.spare_data.len() < SPARE_DATA {
             self.spare_data.push(pkt.data);
@@ -1731,7 +1823,13 @@ impl Network {
             L4::Icmp(i) if i.kind == ICMP_ECHO_REPLY => {
                 self.ping_ids.get(&(node, i.ident)).copied()
             }
-            L4::Tcp(t) => self.lookup(node, d.ip.protocol, t.dport, d.ip.src, t.sport),
+            L4::Tcp(t) => self
+                .lookup(node, d.ip.protocol, t.dport, d.ip.src, t.sport)
+                .or_else(|| {
+                    (t.flags & (TCP_SYN | TCP_ACK) == TCP_SYN)
+                        .then(|| self.accept(node, d.ip.dst, t.dport, d.ip.src, t.sport))
+                        .flatten()
+                }),
             L4::Udp(u) => self.lookup(node, d.ip.protocol, u.dport, d.ip.src, u.sport),
             _ => None,
         };

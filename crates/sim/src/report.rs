@@ -98,7 +98,7 @@ pub fn summary_json(sc: &Scenario, out: &Outcome) -> Value {
             "counters": sc.net.port_counters(p),
         }));
     }
-    json!({
+    let mut v = json!({
         "schema": SCHEMA,
         "scenario": sc.name,
         "seed": sc.net.seed,
@@ -109,7 +109,27 @@ pub fn summary_json(sc: &Scenario, out: &Outcome) -> Value {
         "pings": out.pings,
         "classes": classes(sc),
         "interfaces": ifaces,
-    })
+    });
+    // Only a run where an action's edit broke a checksum has any (the rest are valid by
+    // construction), so the key is there only then.
+    let errors = csum_errors(sc);
+    if !errors.is_empty() {
+        v["csum_errors"] = json!(errors
+            .iter()
+            .map(|(node, e)| json!({"node": node, "counters": e}))
+            .collect::<Vec<_>>());
+    }
+    v
+}
+
+/// The nodes that dropped packets for a wrong checksum, with their counters.
+fn csum_errors(sc: &Scenario) -> Vec<(&str, crate::net::CsumErrors)> {
+    sc.net
+        .nodes
+        .iter()
+        .filter(|n| n.csum_errors != Default::default())
+        .map(|n| (n.name.as_str(), n.csum_errors))
+        .collect()
 }
 
 /// The table `tclab sim` prints.
@@ -177,6 +197,14 @@ pub fn summary_text(sc: &Scenario, out: &Outcome) -> String {
                 p99
             );
         }
+    }
+    for (node, e) in csum_errors(sc) {
+        let _ = writeln!(
+            s,
+            "\n{node}: packets dropped for a wrong checksum: IpInHdrErrors {} TcpInCsumErrors {} \
+             UdpInCsumErrors {} IcmpInCsumErrors {}",
+            e.ip_in_hdr_errors, e.tcp_in_csum_errors, e.udp_in_csum_errors, e.icmp_in_csum_errors
+        );
     }
     let cls = classes(sc);
     if !cls.is_empty() {

@@ -218,7 +218,9 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
                     t.tos,
                 );
                 let b = sc.net.add_app(t.to, App::Tcp(Box::new(rx)), None);
-                sc.net.bind(t.to, PROTO_TCP, dport, src, sport, b);
+                // A listening socket: its connection is whatever 4-tuple the SYN brings (a NAT on
+                // the way may have rewritten the source).
+                sc.net.listen(t.to, dport, b);
                 st.senders.push(a);
                 st.receivers.push(b);
             }

@@ -123,6 +123,14 @@ impl TcpEndpoint {
         }
     }
 
+    /// A SYN reached this listening end: the connection is the 4-tuple the SYN carries (`tcp_v4_syn_recv_sock`
+    /// takes the addresses from the packet), whatever address the sender was configured with — after a
+    /// NAT on the way it is the translated one, and the replies go to it.
+    pub fn accept(&mut self, local: (u32, u16), remote: (u32, u16)) {
+        self.local = local;
+        self.remote = remote;
+    }
+
     fn datagram(&self, seg: &Segment) -> Datagram {
         Datagram {
             ip: Ipv4 {

@@ -3,8 +3,11 @@
 //! Simulated packets carry their headers as the bytes Linux would put on the wire, so that a u32 filter's
 //! `match u8 0x10 0xff at 33` reads a real TCP flags byte and a router forwards by the destination address it
 //! parses. Payload bytes are not materialised: the IP total-length field says how long the packet is, and
-//! `Packet::len` carries the frame length the qdiscs account. The IPv4 header checksum is real; TCP and UDP
-//! checksums are left zero, since there is no payload to sum.
+//! `Packet::len` carries the frame length the qdiscs account. The IPv4 header checksum is real; TCP, UDP
+//! and ICMP checksums are left zero and implied (`Packet::CSUM_IMPLIED`): valid by construction, as the
+//! sender's stack would have made them over these headers and a payload of zeros. The first tc action
+//! that rewrites the bytes writes them in first, and only such packets are verified where they arrive
+//! (`Network`'s receive path), so the common packet costs no checksum at all.
 //!
 //! TCP options are laid out as Linux lays them out (`tcp_options_write`): on a SYN, MSS, then SACK-permitted
 //! and timestamps sharing one 12-byte word group, then NOP and window scale (20 bytes); on other segments

@@ -60,7 +60,7 @@ impl Csum {
             return TC_ACT_SHOT;
         }
         let ok = match pkt.protocol {
-            0x0800 => self.ipv4(pkt),
+            0x0800 => self.ipv4(pkt, true),
             0x86dd => self.ipv6(pkt),
             // tclab packets carry no VLAN tag to look past; other protocols are left alone.
             _ => true,
@@ -72,8 +72,10 @@ impl Csum {
         }
     }
 
-    /// `tcf_csum_ipv4`.
-    fn ipv4(&self, pkt: &mut Packet) -> bool {
+    /// `tcf_csum_ipv4`. `as_action`: skip a TCP GSO packet's transport checksum, as the action does
+    /// (`tcf_csum_ipv4_tcp`: segmentation makes each segment's from the pseudo-header seed the
+    /// packet carries, so a rewrite of what the seed covers stays wrong in every segment).
+    fn ipv4(&self, pkt: &mut Packet, as_action: bool) -> bool {
         if !pkt.materialise(20) {
             return false;
         }
@@ -91,7 +93,8 @@ impl Csum {
             132 => SCTP,
             _ => 0,
         };
-        if self.update_flags & flag != 0 && !self.transport(pkt, proto, ihl, ipl, false) {
+        let skip = as_action && proto == 6 && pkt.is_gso();
+        if self.update_flags & flag != 0 && !skip && !self.transport(pkt, proto, ihl, ipl, false) {
             return false;
         }
         if self.update_flags & IPV4HDR != 0 {
@@ -235,6 +238,31 @@ impl Csum {
     }
 }
 
+/// Write into an IPv4 packet whose transport checksum is implied ([`Packet::CSUM_IMPLIED`]) the
+/// checksums its sender would have computed (the IPv4 header's, and the TCP, UDP or ICMP one over the
+/// pseudo-header and the whole IP payload, unmaterialised payload as zeros), and clear the flag. Called
+/// before an action edits the bytes, so that what the edit leaves stale stays stale. UDP is taken as
+/// Linux sends it, with a checksum (`udp_send_skb`), although the simulator writes 0 for "implied".
+pub fn complete_implied(pkt: &mut Packet) {
+    if pkt.redirect & Packet::CSUM_IMPLIED == 0 {
+        return;
+    }
+    pkt.redirect &= !Packet::CSUM_IMPLIED;
+    if pkt.protocol != 0x0800 || pkt.data.len() < 20 {
+        return;
+    }
+    let ihl = (pkt.data[0] & 0x0f) as usize * 4;
+    if pkt.data[9] == 17 && pkt.data.len() >= ihl + 8 {
+        // Any non-zero value: `transport` computes a checksum only where one is present.
+        pkt.data[ihl + 6] = 0xff;
+    }
+    Csum {
+        action: super::TC_ACT_OK,
+        update_flags: IPV4HDR | ICMP | TCP | UDP,
+    }
+    .ipv4(pkt, false);
+}
+
 /// `tcf_csum_ipv6_hopopts`: a jumbo option's payload length replaces the header's; `false` for a
 /// malformed jumbo option.
 fn hopopts(xh: &[u8], pl: &mut usize) -> bool {
@@ -311,5 +339,83 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(c.act(&mut short), TC_ACT_SHOT, "too short for an IP header");
+    }
+
+    /// A simulated packet's implied checksums become the sender's, valid over the bytes as they are
+    /// (checked by the receive path's own arithmetic, `csum::check_ipv4`); an edit after that leaves
+    /// the header's stale until `csum ip4h`, then TCP's (its pseudo-header holds the address) until
+    /// `csum tcp`. A packet without the flag is not touched.
+    #[test]
+    fn implied_checksums_are_filled_in_and_edits_leave_them_stale() {
+        let mut p = Packet::tcp4([10, 0, 1, 1], 5, [10, 0, 2, 2], 80, 0x10, 7, 9, &[], 1448);
+        let untouched = p.clone();
+        complete_implied(&mut p);
+        assert_eq!(
+            p, untouched,
+            "no flag: the bytes' checksums are the real ones"
+        );
+        p.redirect = Packet::CSUM_IMPLIED;
+        assert_eq!(csum::check_ipv4(&p.data), Err(csum::Bad::Transport(6)));
+        complete_implied(&mut p);
+        assert_eq!(p.redirect, 0);
+        assert_eq!(csum::check_ipv4(&p.data), Ok(()));
+        p.data[19] = 9; // pedit's `ip dst set 10.0.2.9`
+        assert_eq!(csum::check_ipv4(&p.data), Err(csum::Bad::Header));
+        let fix = |flags| Csum {
+            action: TC_ACT_OK,
+            update_flags: flags,
+        };
+        fix(IPV4HDR).act(&mut p);
+        assert_eq!(csum::check_ipv4(&p.data), Err(csum::Bad::Transport(6)));
+        fix(TCP).act(&mut p);
+        assert_eq!(csum::check_ipv4(&p.data), Ok(()));
+        // UDP gets a checksum as Linux sends it (the simulator's 0 meant "implied", not "none").
+        let mut u = Packet::udp4([10, 0, 1, 1], 5, [10, 0, 2, 2], 53, 0, 1442);
+        u.redirect = Packet::CSUM_IMPLIED;
+        complete_implied(&mut u);
+        assert_ne!(&u.data[26..28], &[0, 0]);
+        assert_eq!(csum::check_ipv4(&u.data), Ok(()));
+        u.data[19] = 9;
+        fix(IPV4HDR).act(&mut u);
+        assert_eq!(csum::check_ipv4(&u.data), Err(csum::Bad::Transport(17)));
+    }
+
+    /// `tcf_csum_ipv4_tcp` leaves a TCP GSO packet's checksum alone: an edit under it stays in every
+    /// segment (`gso_segment` carries the super-packet's checksum over incrementally).
+    #[test]
+    fn the_action_skips_a_tcp_gso_packet() {
+        let mut p = Packet::tcp4(
+            [10, 0, 1, 1],
+            5,
+            [10, 0, 2, 2],
+            80,
+            0x18,
+            7,
+            9,
+            &[],
+            4 * 1448,
+        );
+        p.set_gso(1448);
+        p.redirect = Packet::CSUM_IMPLIED;
+        complete_implied(&mut p);
+        let valid: Vec<_> = p.clone().gso_segment();
+        assert_eq!(valid.len(), 4);
+        for s in &valid {
+            assert_eq!(
+                csum::check_ipv4(&s.data),
+                Ok(()),
+                "segment {:?}",
+                &s.data[..40]
+            );
+        }
+        p.data[19] = 9;
+        Csum {
+            action: TC_ACT_OK,
+            update_flags: IPV4HDR | TCP,
+        }
+        .act(&mut p);
+        for s in p.gso_segment() {
+            assert_eq!(csum::check_ipv4(&s.data), Err(csum::Bad::Transport(6)));
+        }
     }
 }

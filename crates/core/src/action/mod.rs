@@ -202,6 +202,14 @@ impl Action {
         let len = pkt.hook_len(cx.mirred.at_ingress());
         self.stats.bytes += len as u64;
         self.stats.packets += pkt.bstats_packets();
+        if matches!(
+            self.params,
+            ActionParams::Nat(_) | ActionParams::Csum(_) | ActionParams::Pedit(_)
+        ) {
+            // The actions that rewrite what a transport checksum covers: a simulated packet's
+            // implied checksums become real first, so the edit leaves them as the kernel would.
+            csum::complete_implied(pkt);
+        }
         let c = match &self.params {
             ActionParams::Gact(g) => g.act(pkt),
             ActionParams::Skbedit(s) => s.act(pkt),

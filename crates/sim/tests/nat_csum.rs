@@ -1,0 +1,231 @@
+//! Packets whose bytes tc actions rewrite, through a simulated router (issue 24's "How it must be
+//! checked"): `nat egress` on the way out and `nat ingress` for the replies, and TCP still completes.
+//!
+//! a --(10 Mbit/s, 5 ms)-- r --(10 Mbit/s, 5 ms)-- b; a is 10.0.1.1, r 10.0.1.2 and 10.0.2.1, b 10.0.2.2
+//! (link L's ends are 10.0.L.1 and 10.0.L.2).
+
+use tclab_sim::apps::App;
+use tclab_sim::net::CsumErrors;
+use tclab_sim::run::{run, Outcome};
+use tclab_sim::scenario::{load, Scenario};
+
+const TOPOLOGY: &str = r#"
+duration = "10s"
+[[node]]
+name = "a"
+[[node]]
+name = "r"
+kind = "router"
+[[node]]
+name = "b"
+[[link]]
+a = "a:eth0"
+b = "r:eth0"
+rate = "10mbit"
+delay = "5ms"
+[[link]]
+a = "r:eth1"
+b = "b:eth0"
+rate = "10mbit"
+delay = "5ms"
+[[traffic]]
+kind = "tcp"
+name = "bulk"
+from = "a"
+to = "b"
+"#;
+
+fn go(policy: &str) -> (Scenario, Outcome) {
+    run_text(&format!("{TOPOLOGY}{policy}"))
+}
+
+fn run_text(text: &str) -> (Scenario, Outcome) {
+    let mut sc =
+        load("nat_csum.toml", text, std::path::Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
+    let out = run(&mut sc, &mut |_| {}).expect("the run completes");
+    (sc, out)
+}
+
+fn goodput(out: &Outcome, name: &str) -> f64 {
+    out.flows
+        .iter()
+        .find(|f| f.name == name)
+        .expect(name)
+        .goodput_bps
+}
+
+/// The address and port b's TCP connection is with, as its socket (local port 5201) has it.
+fn b_peer(sc: &Scenario) -> (u32, u16) {
+    sc.net
+        .apps
+        .iter()
+        .find_map(|app| match app {
+            App::Tcp(t) if t.local.1 == 5201 => Some(t.remote),
+            _ => None,
+        })
+        .expect("b has a TCP end")
+}
+
+/// r masquerades a behind its own address on b's link: `nat egress` rewrites the source of what
+/// leaves towards b (a's 10.0.1.1 → r's 10.0.2.1), `nat ingress` the destination of what comes back
+/// (10.0.2.1 → 10.0.1.1) before r routes it, as act_nat's stateless NAT is used.
+const NAT: &str = r#"
+[[policy]]
+node = "r"
+tc = '''
+qdisc add dev eth1 clsact
+filter add dev eth1 egress protocol ip prio 1 matchall action nat egress 10.0.1.1 10.0.2.1
+filter add dev eth1 ingress protocol ip prio 1 matchall action nat ingress 10.0.2.1 10.0.1.1
+'''
+"#;
+
+#[test]
+fn nat_egress_rewrites_and_tcp_still_completes() {
+    let (plain_sc, plain) = go("");
+    let (nat_sc, nat) = go(NAT);
+    // The far side sees the flow as coming from r's address (b's socket was made by a SYN from it,
+    // a listening socket's accept), and without NAT from a's own.
+    assert_eq!(b_peer(&plain_sc), (0x0a00_0101, 32768));
+    assert_eq!(errors(&nat_sc, "b"), CsumErrors::default());
+    assert_eq!(errors(&nat_sc, "a"), CsumErrors::default());
+    assert_eq!(b_peer(&nat_sc), (0x0a00_0201, 32768));
+    // The rewrite costs no byte on the wire, so the flow is the same flow: within 2 % (10 Mbit/s ×
+    // 1448/1514 of payload on both; what differs is only the seed's draws, which are the same).
+    let (p, n) = (goodput(&plain, "bulk"), goodput(&nat, "bulk"));
+    assert!(p > 9e6, "without NAT the line is filled: {p:.0} bit/s");
+    assert!(
+        (n - p).abs() < p * 0.02,
+        "through NAT {n:.0} bit/s, without {p:.0}"
+    );
+    // Every reply went through `nat ingress` (tc -s filter show on r: its action's packets are all
+    // that b sent, which r's eth1 received).
+    let shown = &nat
+        .tc_show
+        .iter()
+        .find(|(node, dev, _)| node == "r" && dev == "eth1")
+        .expect("r's eth1 is shown")
+        .2;
+    let (_, after) = shown
+        .split_once("nat ingress 10.0.2.1/32 10.0.1.1 pass")
+        .unwrap_or_else(|| panic!("{shown}"));
+    let r = nat_sc.net.node_by_name("r").unwrap();
+    let eth1 = nat_sc.net.iface_by_name(r, "eth1").unwrap();
+    let rx = nat_sc.net.ifaces[eth1].counters.rx_packets;
+    assert!(rx > 1000, "b acknowledged the flow: {rx} packets");
+    assert!(
+        after.contains(&format!(" {rx} pkt ")),
+        "{rx} packets: {after}"
+    );
+}
+
+/// b's second address (its end of the link to c), and the flows towards b: r rewrites their
+/// destination to it on the way out, and the source of b's replies back to b's first address, the
+/// one a's socket is connected to. The way back always has its `csum`; the way there has `csum`.
+fn pedit_scenario(kind: &str, csum: &str) -> String {
+    let topology = TOPOLOGY.replace("kind = \"tcp\"", kind);
+    format!(
+        r#"{topology}
+[[node]]
+name = "c"
+[[link]]
+a = "b:eth1"
+b = "c:eth0"
+rate = "10mbit"
+delay = "5ms"
+[[policy]]
+node = "r"
+tc = '''
+qdisc add dev eth1 clsact
+filter add dev eth1 egress protocol ip prio 1 matchall action pedit ex munge ip dst set 10.0.3.1 pipe{csum}
+filter add dev eth1 ingress protocol ip prio 1 matchall action pedit ex munge ip src set 10.0.2.2 pipe action csum ip4h and tcp
+'''
+"#
+    )
+}
+
+const TCP: &str = "kind = \"tcp\"";
+const UDP: &str = "kind = \"udp\"\nrate = \"9mbit\"\nlength = 1400";
+
+fn errors(sc: &Scenario, node: &str) -> CsumErrors {
+    sc.net.nodes[sc.net.node_by_name(node).unwrap()].csum_errors
+}
+
+#[test]
+fn pedit_with_csum_delivers() {
+    // TCP: the line's payload rate, 10 Mbit/s × 1448/1514, less slow start: within 3 %, as ct.rs.
+    let (sc, out) = run_text(&pedit_scenario(TCP, " action csum ip4h and tcp"));
+    let line = 10e6 * 1448.0 / 1514.0;
+    let g = goodput(&out, "bulk");
+    assert!(
+        (g - line).abs() < line * 0.03,
+        "{g:.0} bit/s, line {line:.0}"
+    );
+    assert_eq!(errors(&sc, "b"), CsumErrors::default());
+    assert_eq!(errors(&sc, "a"), CsumErrors::default());
+    // b's socket was made by the rewritten SYN: its own address is the one pedit wrote.
+    let b_local = sc.net.apps.iter().find_map(|app| match app {
+        App::Tcp(t) if t.local.1 == 5201 => Some(t.local.0),
+        _ => None,
+    });
+    assert_eq!(b_local, Some(0x0a00_0301));
+    // UDP: 9 Mbit/s of 1400-byte datagrams (1442-byte frames fit the line): as many delivered as
+    // without the rewrite (all but the few on their way when the run ends).
+    let (sc, out) = run_text(&pedit_scenario(UDP, " action csum ip4h and udp"));
+    let f = udp_flow(&out);
+    assert_eq!(f.delivered_bytes, udp_flow(&plain_udp().1).delivered_bytes);
+    assert!(f.delivered_bytes > 11_000_000, "{f:?}");
+    assert_eq!(errors(&sc, "b"), CsumErrors::default());
+    let j = tclab_sim::report::summary_json(&sc, &out);
+    assert!(j.get("csum_errors").is_none(), "no key without errors");
+}
+
+fn udp_flow(out: &Outcome) -> &tclab_sim::run::FlowResult {
+    out.flows.iter().find(|f| f.name == "bulk").unwrap()
+}
+
+/// The UDP flow with no policy anywhere.
+fn plain_udp() -> (Scenario, Outcome) {
+    run_text(&TOPOLOGY.replace(TCP, UDP))
+}
+
+#[test]
+fn pedit_without_csum_is_dropped_as_corrupt() {
+    // Without any csum the IPv4 header's checksum is stale: b's ip_rcv_core drops every packet
+    // (IpInHdrErrors). TCP's SYN never gets through, so it is retransmitted on its timer.
+    let (sc, out) = run_text(&pedit_scenario(TCP, ""));
+    assert_eq!(goodput(&out, "bulk"), 0.0);
+    let e = errors(&sc, "b");
+    assert!(e.ip_in_hdr_errors >= 3, "{e:?}");
+    assert_eq!(e.tcp_in_csum_errors, 0);
+    // The header fixed but not TCP's checksum, whose pseudo-header holds the old destination: TCP
+    // drops them (TcpInCsumErrors).
+    let (sc, out) = run_text(&pedit_scenario(TCP, " action csum ip4h"));
+    assert_eq!(goodput(&out, "bulk"), 0.0);
+    let e = errors(&sc, "b");
+    assert_eq!(e.ip_in_hdr_errors, 0);
+    assert!(e.tcp_in_csum_errors >= 3, "{e:?}");
+    // UDP likewise (UdpInCsumErrors): every datagram that reached b is counted there, none
+    // delivered; the datagrams that reach b are those delivered without the rewrite.
+    let reached = udp_flow(&plain_udp().1).delivered_bytes / 1400;
+    assert!(reached > 8000, "{reached}");
+    let (sc, out) = run_text(&pedit_scenario(UDP, " action csum ip4h"));
+    assert_eq!(udp_flow(&out).delivered_bytes, 0);
+    let e = errors(&sc, "b");
+    assert_eq!(
+        (e.udp_in_csum_errors, e.ip_in_hdr_errors),
+        (reached, 0),
+        "{e:?}"
+    );
+    let (sc, out) = run_text(&pedit_scenario(UDP, ""));
+    let e = errors(&sc, "b");
+    assert_eq!(
+        (e.ip_in_hdr_errors, e.udp_in_csum_errors),
+        (reached, 0),
+        "{e:?}"
+    );
+    // The summary names them (summary.json's csum_errors, nstat's names).
+    let j = tclab_sim::report::summary_json(&sc, &out);
+    assert_eq!(j["csum_errors"][0]["node"], "b");
+    assert_eq!(j["csum_errors"][0]["counters"]["IpInHdrErrors"], reached);
+    assert_eq!(j["csum_errors"].as_array().map(Vec::len), Some(1), "{j}");
+}
