@@ -104,6 +104,17 @@ fn map_scenario(sc: &Scenario) -> Result<Mapping, String> {
     })
 }
 
+/// The router's policy as store records for tclab live, read as the simulator read it (only the
+/// router has one: [`map_scenario`]): its `ip route` lines `route` records, `ip link` and `modprobe`
+/// lines `link` records, tc lines (with or without their `tc`) `tc` records.
+fn router_records(sc: &Scenario) -> Result<Vec<Vec<String>>, String> {
+    let mut records = Vec::new();
+    for (_, lines) in &sc.policies {
+        records.extend(tclab_sim::scenario::policy_records(lines)?);
+    }
+    Ok(records)
+}
+
 /// Pace the simulated TCP flows the lab's kernel will pace. iperf3 sets `-C` after `connect()`, and over a
 /// veth the handshake is done by then: a host whose default is BBR has already run `bbr_init` on the
 /// socket, which sets `SK_PACING_NEEDED`, and choosing CUBIC or Reno afterwards never clears it
@@ -237,22 +248,7 @@ pub fn run(name: &str, exe: &std::path::Path, prefix: &str, duration: Option<f64
     // Ctrl-C ends the waits below; the lab and the scratch directory go as on any other end.
     tclab_live::sys::stop_on_signals();
     let store = dir.join("router.json");
-    let entries: Vec<Vec<String>> = sc
-        .policies
-        .iter()
-        .flat_map(|(_, lines)| lines.iter())
-        .map(|l| {
-            // tc lines may be written without their `tc` (as in a batch file); store records name it.
-            let mut words: Vec<String> = l.split_whitespace().map(String::from).collect();
-            if !matches!(
-                words.first().map(String::as_str),
-                Some("tc" | "iptables" | "link" | "state")
-            ) {
-                words.insert(0, "tc".into());
-            }
-            words
-        })
-        .collect();
+    let entries = router_records(&sc).map_err(|e| usage(format!("{file}: {e}")))?;
     let has_policy = !entries.is_empty();
     tclab_tc::store::write_journal(&store, &entries)?;
     let traffic = sc.traffic.clone();
@@ -612,7 +608,16 @@ mod tests {
     use super::*;
 
     fn scenario() -> Scenario {
-        let text = r#"
+        load(SCENARIO)
+    }
+
+    fn load(text: &str) -> Scenario {
+        let opts = tclab_sim::scenario::LoadOptions { seed: None };
+        tclab_sim::scenario::load_with("pacing.toml", text, std::path::Path::new("."), &opts)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    const SCENARIO: &str = r#"
 name = "pacing"
 duration = "2s"
 [[node]]
@@ -647,10 +652,6 @@ kind = "ping"
 from = "a"
 to = "b"
 "#;
-        let opts = tclab_sim::scenario::LoadOptions { seed: None };
-        tclab_sim::scenario::load_with("pacing.toml", text, std::path::Path::new("."), &opts)
-            .unwrap()
-    }
 
     fn paced(sc: &Scenario) -> Vec<(String, bool)> {
         sc.traffic
@@ -675,6 +676,46 @@ to = "b"
         assert!(
             notes[0].starts_with("\"cubic\": simulated paced"),
             "{notes:?}"
+        );
+    }
+
+    /// A sim policy's `ip` lines become the records the simulator read them as (they were `tc ip …`
+    /// records, which tclab live's replay refuses): `ip route … realm` a `route` record (ip's `-4`
+    /// and abbreviations read as ip reads them), `ip link` and `modprobe ifb` `link` records (modprobe
+    /// makes its ifbs only while none exists, as the module loads once), tc lines with or without their `tc`.
+    #[test]
+    fn ip_lines_become_the_records_the_simulator_reads() {
+        let policy = r#"
+[[policy]]
+node = "r"
+tc = """
+modprobe ifb numifbs=2
+ip link add ifb2 type ifb
+modprobe ifb
+ip link set dev ifb0 up
+ip -4 ro add 10.0.2.2/32 dev eth1 realm 7
+qdisc add dev eth1 root handle 1: htb
+tc class add dev eth1 parent 1: classid 1:1 htb rate 10mbit
+"""
+"#;
+        let text = format!("{SCENARIO}{policy}");
+        let sc = load(&text);
+        let got: Vec<String> = router_records(&sc)
+            .unwrap()
+            .iter()
+            .map(|r| r.join(" "))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "link add dev ifb0 type ifb",
+                "link add dev ifb1 type ifb",
+                "link add ifb2 type ifb",
+                "link set dev ifb0 up",
+                "route add 10.0.2.2/32 dev eth1 realm 7",
+                "tc qdisc add dev eth1 root handle 1: htb",
+                "tc class add dev eth1 parent 1: classid 1:1 htb rate 10mbit",
+            ]
         );
     }
 

@@ -1401,6 +1401,59 @@ fn link_on_node(engine: &mut tclab_core::Engine, args: &[String]) -> Result<(), 
     tclab_tc::store::link(engine, args)
 }
 
+/// The store records (the journal's `tc …`, `iptables …`, `link …`, `route …`) that a node's applied
+/// policy lines ([`Scenario::policies`]) stand for, each line read as [`apply_policy`] reads it:
+/// `ip [-4] route …` a `route` record, `ip link …` and `modprobe ifb …` `link` records (modprobe's
+/// ifbs judged against those the lines before made), a script journal's records as they are, and
+/// anything else a tc command, written with or without its `tc`. `tclab lab compare` has tclab live
+/// replay the router's policy from them.
+pub fn policy_records(lines: &[String]) -> Result<Vec<Vec<String>>, String> {
+    let mut ifbs = tclab_core::Engine::new();
+    let mut out = Vec::new();
+    for line in lines {
+        let mut words: Vec<String> = line.split_whitespace().map(String::from).collect();
+        let w: Vec<&str> = words.iter().map(String::as_str).collect();
+        let route = match w.as_slice() {
+            ["ip", after_ip @ ..] => tclab_tc::iproute::route_command(after_ip),
+            _ => None,
+        };
+        let records = match (w.as_slice(), route) {
+            ([], _) => continue,
+            (_, Some(rest)) => {
+                let rest = rest.map_err(|e| format!("{line}: {}", e.message()))?;
+                vec![std::iter::once("route")
+                    .chain(rest.iter().copied())
+                    .map(String::from)
+                    .collect()]
+            }
+            (["tc" | "iptables" | "link" | "state" | "route", ..], _) => vec![words],
+            ([tc, ..], _) if tc.ends_with("/tc") => {
+                words[0] = "tc".into();
+                vec![words]
+            }
+            _ => match ip_or_modprobe(&ifbs, &words) {
+                Some(cmds) => cmds
+                    .map_err(|e| format!("{line}: {e}"))?
+                    .into_iter()
+                    .map(|c| std::iter::once("link".to_string()).chain(c).collect())
+                    .collect(),
+                None => {
+                    words.insert(0, "tc".into());
+                    vec![words]
+                }
+            },
+        };
+        for r in records {
+            if r[0] == "link" {
+                // Only the ifbs matter here (for a later modprobe); the lab's ports are not in it.
+                let _ = tclab_tc::store::link(&mut ifbs, &r[1..]);
+            }
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
 /// A policy line that is `ip link …` or `modprobe [-r] ifb …`, as the `link` commands it stands for
 /// (`None` for any other line). As on Linux (and as `tclab script run` does it), `modprobe ifb` loads the
 /// module only if no ifb exists yet, creating the `numifbs` devices it asks for (2 by default);
