@@ -7,6 +7,8 @@
 //! the SYN, so they are `+trk+est` and pass; a flow b starts towards a is new at every packet (`ct`
 //! without `commit` confirms nothing), so none of it passes.
 
+mod common;
+
 use tclab_sim::run::{run, Outcome};
 use tclab_sim::scenario::load;
 
@@ -50,11 +52,7 @@ rate = "1mbit"
 }
 
 fn goodput(out: &Outcome, name: &str) -> f64 {
-    out.flows
-        .iter()
-        .find(|f| f.name == name)
-        .expect(name)
-        .goodput_bps
+    common::flow(out, name).goodput_bps
 }
 
 #[test]

@@ -4,6 +4,8 @@
 //! a --(10 Mbit/s, 5 ms)-- r --(10 Mbit/s, 5 ms)-- b; a is 10.0.1.1, r 10.0.1.2 and 10.0.2.1, b 10.0.2.2
 //! (link L's ends are 10.0.L.1 and 10.0.L.2).
 
+mod common;
+
 use tclab_sim::apps::App;
 use tclab_sim::net::CsumErrors;
 use tclab_sim::run::{run, Outcome};
@@ -47,11 +49,7 @@ fn run_text(text: &str) -> (Scenario, Outcome) {
 }
 
 fn goodput(out: &Outcome, name: &str) -> f64 {
-    out.flows
-        .iter()
-        .find(|f| f.name == name)
-        .expect(name)
-        .goodput_bps
+    common::flow(out, name).goodput_bps
 }
 
 /// The address and port b's TCP connection is with, as its socket (local port 5201) has it.
@@ -180,7 +178,7 @@ fn pedit_with_csum_delivers() {
 }
 
 fn udp_flow(out: &Outcome) -> &tclab_sim::run::FlowResult {
-    out.flows.iter().find(|f| f.name == "bulk").unwrap()
+    common::flow(out, "bulk")
 }
 
 /// The UDP flow with no policy anywhere.

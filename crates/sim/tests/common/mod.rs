@@ -17,6 +17,15 @@ pub fn tx_samples(sc: &Scenario, out: &Outcome, label: &str) -> Vec<(f64, f64)> 
         .collect()
 }
 
+/// The result of the flow named `name` (a `[[traffic]]` entry).
+#[allow(dead_code)] // not every test that shares this module reads flows
+pub fn flow<'a>(out: &'a Outcome, name: &str) -> &'a tclab_sim::run::FlowResult {
+    out.flows
+        .iter()
+        .find(|f| f.name == name)
+        .unwrap_or_else(|| panic!("no flow {name}"))
+}
+
 /// A writer into shared memory, for a trace read back in the same test (`sink.0.borrow()`).
 #[allow(dead_code)] // not every test that shares this module writes a trace
 #[derive(Clone, Default)]
