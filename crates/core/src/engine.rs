@@ -566,6 +566,24 @@ impl Device {
         } else {
             vec![&self.root]
         };
+        // Each entry is found under its parent class, as `find` would by the same path: the parent
+        // qdisc is looked up once for a run of siblings (a LibreQoS policy lists 10 000 leaves of one
+        // HTB), not once per qdisc with a path vector each.
+        let mut parent_q: Option<(Handle, Option<&Sched>)> = None;
+        let mut under = |q: Handle| -> Option<&Sched> {
+            match parent_q {
+                Some((h, s)) if h == q => s,
+                _ => {
+                    let s = if q == self.root.handle {
+                        Some(&self.root)
+                    } else {
+                        self.path_to(q).and_then(|p| self.follow(&p))
+                    };
+                    parent_q = Some((q, s));
+                    s
+                }
+            }
+        };
         for &(h, parent) in self.qdisc_hash.iter().flatten() {
             if h == Handle::UNSPEC {
                 let child = self
@@ -577,7 +595,17 @@ impl Device {
                     out.push(s);
                 }
             } else if h != self.root.handle {
-                if let Some(s) = self.find(h) {
+                let found = match self.ingress.as_ref() {
+                    // `find` looks at the ingress qdisc first.
+                    Some(ing) if ing.handle == h => Some(ing),
+                    _ => self.parent_of.get(&h).and_then(|p| {
+                        under(p.qdisc())
+                            .and_then(|s| s.q.classes())
+                            .and_then(|c| c.attached(*p))
+                            .filter(|s| s.handle == h)
+                    }),
+                };
+                if let Some(s) = found {
                     out.push(s);
                 }
             }
@@ -598,6 +626,15 @@ impl Device {
             }
         }
         out
+    }
+
+    /// [`Device::classes`] one class at a time, in the same order, without a vector of them all.
+    pub fn for_each_class(&self, now: Nanos, f: &mut dyn FnMut(&ClassInfo)) {
+        for s in self.listed() {
+            if let Some(c) = s.q.classes() {
+                c.walk_each(now, f);
+            }
+        }
     }
 
     /// `classes` without the flow queues ([`ClassInfo::is_flow_queue`]), as a sampler follows them: the

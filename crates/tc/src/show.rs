@@ -228,13 +228,14 @@ pub fn classes(
     out: &mut String,
 ) {
     let Some(d) = engine.device(dev) else { return };
-    for c in d.classes(now) {
+    // Printed as the walk goes: no vector of every class first.
+    d.for_each_class(now, &mut |c| {
         // The kernel's dump (`tc_dump_tclass_qdisc`) selects by the parent's major number only: every
         // class of that qdisc is listed, whichever class `parent` named (`root` matches none).
         if parent.is_some_and(|p| p.major() != c.classid.major())
             || classid.is_some_and(|h| h != c.classid)
         {
-            continue;
+            return;
         }
         let _ = write!(out, "class {} {} ", c.kind, c.classid);
         if c.parent == Handle::ROOT {
@@ -245,15 +246,15 @@ pub fn classes(
         if let Some(l) = c.leaf {
             let _ = write!(out, "leaf {:x}: ", l.major());
         }
-        out.push_str(&crate::qdisc::class_options(&c, flags));
+        crate::qdisc::class_options_into(c, flags, out);
         out.push('\n');
         if flags.stats {
-            match class_counters(&c) {
+            match class_counters(c) {
                 ClassCounters::QueueOnly => queue_stats_block(&c.stats, out),
                 ClassCounters::Full => stats_block(&c.stats, out),
                 ClassCounters::None => out.push('\n'),
             }
-            crate::qdisc::class_xstats(&c, out);
+            crate::qdisc::class_xstats(c, out);
         }
-    }
+    });
 }

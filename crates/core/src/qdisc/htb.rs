@@ -365,6 +365,44 @@ impl Htb {
     fn cl_mut(&mut self, i: usize) -> &mut Class {
         self.classes[i].as_mut().expect("live class index")
     }
+    /// What `tc class show` lists of the class at arena index `i` (`htb_dump_class`, `htb_dump_class_stats`).
+    fn class_info(&self, i: usize) -> ClassInfo {
+        let c = self.cl(i);
+        let mut stats = c.bstats;
+        stats.drops = c.drops;
+        stats.overlimits = c.overlimits;
+        if let Some(l) = &c.leaf {
+            let s = l.q.stats();
+            stats.qlen = s.qlen;
+            stats.backlog = s.backlog;
+        }
+        let clamp = |ns: i64| {
+            (ns >> crate::units::PSCHED_SHIFT).clamp(i32::MIN as i64, i32::MAX as i64) as i32
+        };
+        ClassInfo {
+            kind: "htb",
+            classid: Handle(c.classid),
+            parent: c
+                .parent
+                .map_or(Handle::ROOT, |p| Handle(self.cl(p).classid)),
+            leaf: c
+                .leaf
+                .as_ref()
+                .map(|l| l.handle)
+                .filter(|h| *h != Handle::UNSPEC),
+            options: Some(ClassOptions::Htb(self.class_options(c))),
+            stats,
+            htb_xstats: Some(HtbXstats {
+                lends: c.lends,
+                borrows: c.borrows,
+                giants: 0,
+                tokens: clamp(c.tokens),
+                ctokens: clamp(c.ctokens),
+            }),
+            xstats: None,
+        }
+    }
+
     fn find_idx(&self, classid: u32) -> Option<usize> {
         if classid & 0xffff_0000 != self.handle.0 {
             return None;
@@ -1244,44 +1282,14 @@ impl ClassOps for Htb {
         self.hash
             .walk()
             .filter_map(|id| self.find_idx(id))
-            .map(|i| {
-                let c = self.cl(i);
-                let mut stats = c.bstats;
-                stats.drops = c.drops;
-                stats.overlimits = c.overlimits;
-                if let Some(l) = &c.leaf {
-                    let s = l.q.stats();
-                    stats.qlen = s.qlen;
-                    stats.backlog = s.backlog;
-                }
-                let clamp = |ns: i64| {
-                    (ns >> crate::units::PSCHED_SHIFT).clamp(i32::MIN as i64, i32::MAX as i64)
-                        as i32
-                };
-                ClassInfo {
-                    kind: "htb",
-                    classid: Handle(c.classid),
-                    parent: c
-                        .parent
-                        .map_or(Handle::ROOT, |p| Handle(self.cl(p).classid)),
-                    leaf: c
-                        .leaf
-                        .as_ref()
-                        .map(|l| l.handle)
-                        .filter(|h| *h != Handle::UNSPEC),
-                    options: Some(ClassOptions::Htb(self.class_options(c))),
-                    stats,
-                    htb_xstats: Some(HtbXstats {
-                        lends: c.lends,
-                        borrows: c.borrows,
-                        giants: 0,
-                        tokens: clamp(c.tokens),
-                        ctokens: clamp(c.ctokens),
-                    }),
-                    xstats: None,
-                }
-            })
+            .map(|i| self.class_info(i))
             .collect()
+    }
+
+    fn walk_each(&self, _now: Nanos, f: &mut dyn FnMut(&ClassInfo)) {
+        for i in self.hash.walk().filter_map(|id| self.find_idx(id)) {
+            f(&self.class_info(i));
+        }
     }
 
     fn children(&self) -> Vec<&Sched> {

@@ -1007,6 +1007,13 @@ pub trait ClassOps {
     fn delete_class(&mut self, classid: Handle) -> Result<(), KernelError>;
     /// Every class, in the order the kernel's walk reports them.
     fn walk(&self, now: Nanos) -> Vec<ClassInfo>;
+    /// [`ClassOps::walk`] one class at a time, for a listing that prints each as it comes: a discipline
+    /// with thousands of classes (HTB) builds them one by one instead of a vector of them all.
+    fn walk_each(&self, now: Nanos, f: &mut dyn FnMut(&ClassInfo)) {
+        for c in self.walk(now) {
+            f(&c);
+        }
+    }
     /// Every visible or invisible child qdisc, for tree searches.
     fn children(&self) -> Vec<&Sched>;
     fn children_mut(&mut self) -> Vec<&mut Sched>;

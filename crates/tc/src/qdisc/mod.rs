@@ -184,10 +184,15 @@ pub fn qdisc_options(o: &QdiscOptions, flags: ShowFlags) -> (String, Value) {
 /// The options part of a class line.
 pub fn class_options(c: &ClassInfo, flags: ShowFlags) -> String {
     let mut s = String::new();
-    if let Some(cl) = lang(c.kind).and_then(|l| l.class.as_ref()) {
-        (cl.print)(c, flags, &mut s);
-    }
+    class_options_into(c, flags, &mut s);
     s
+}
+
+/// [`class_options`] appended to `out`.
+pub fn class_options_into(c: &ClassInfo, flags: ShowFlags, out: &mut String) {
+    if let Some(cl) = lang(c.kind).and_then(|l| l.class.as_ref()) {
+        (cl.print)(c, flags, out);
+    }
 }
 
 /// A qdisc's extra counters under `-s`.
