@@ -2,9 +2,10 @@
 //! the same input in the same run (issue 9).
 //!
 //! 1. `tc -batch` of a LibreQoS-sized policy: 10 000 HTB classes, a pfifo leaf each, a u32 filter each in
-//!    one prio; then `tc -s class show` and `tc filter show` (best of 3) as a user gets them — through
-//!    the resident engine the first call on a store this large leaves behind — then that first call, and
-//!    the shows with every call replaying the store (`TCLAB_SERVE=off`).
+//!    one prio (the batch leaves a snapshot of the engine beside the journal); then the first
+//!    `tc -s class show` after it, `tc -s class show` and `tc filter show` (best of 3) standalone
+//!    (`TCLAB_SERVE=off`: each call loads the snapshot), the same with the snapshot put aside (each call
+//!    replays the 30 002 records), and through a resident engine (`tclab serve`).
 //! 2. A shell script of 2 002 `tc` calls (1 000 classes with leaves) under `tclab script run` (SFQ leaves),
 //!    and under bash against the kernel's `tc` (pfifo leaves: this kernel has no SFQ).
 //!
@@ -148,14 +149,28 @@ fn main() {
         &state,
         &["tc", "-batch", tclab_batch.to_str().unwrap()],
     ));
-    // Standalone: every call replays the store (TCLAB_SERVE=off).
+    // The first call after the apply, and standalone calls (TCLAB_SERVE=off): each loads the snapshot
+    // the batch wrote.
     let cold = |args: &[&str]| {
         let mut c = tclab(&state, args);
         c.env("TCLAB_SERVE", "off");
         timed(c)
     };
+    let first = cold(&["tc", "-s", "class", "show", "dev", "eth0"]);
     let t_show = best_of(3, || cold(&["tc", "-s", "class", "show", "dev", "eth0"]));
     let t_filters = best_of(3, || cold(&["tc", "filter", "show", "dev", "eth0"]));
+    // The same with the snapshot put aside: every call replays the journal, as before issue 26.
+    let snap = tclab_tc::snapshot::path_for(&state);
+    let aside = dir.join("snapshot.aside");
+    let had_snapshot = std::fs::rename(&snap, &aside).is_ok();
+    let r_first = cold(&["tc", "-s", "class", "show", "dev", "eth0"]);
+    let r_show = best_of(3, || cold(&["tc", "-s", "class", "show", "dev", "eth0"]));
+    let r_filters = best_of(3, || cold(&["tc", "filter", "show", "dev", "eth0"]));
+    if had_snapshot {
+        std::fs::rename(&aside, &snap).unwrap();
+    } else {
+        println!("(the batch left no snapshot)");
+    }
     let (mut k_apply, mut k_show, mut k_filters) = (None, None, None);
     if let Some(ns) = &ns {
         let kb = dir.join("kernel.batch");
@@ -171,15 +186,19 @@ fn main() {
             .exec(&["tc", "qdisc", "del", "dev", "v0", "root"])
             .status();
     }
-    // As a user gets them: the first call on this large store leaves its engine resident
-    // (`tclab serve --auto`), and the calls after it are answered there.
-    let first = timed(tclab(&state, &["tc", "-s", "class", "show", "dev", "eth0"]));
+    // Through a resident engine (`tclab serve`, which a call that replays a large store starts).
+    let mut serve = tclab(&state, &["serve", "--idle", "60"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn tclab serve");
     let socket = dir.join("policy.json.serve/control.sock");
     let t0 = Instant::now();
     while !socket.exists() && t0.elapsed().as_secs() < 30 {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    assert!(socket.exists(), "the first call left no resident engine");
+    assert!(socket.exists(), "tclab serve made no socket");
     std::thread::sleep(std::time::Duration::from_millis(500));
     let s_show = best_of(3, || {
         timed(tclab(&state, &["tc", "-s", "class", "show", "dev", "eth0"]))
@@ -187,22 +206,28 @@ fn main() {
     let s_filters = best_of(3, || {
         timed(tclab(&state, &["tc", "filter", "show", "dev", "eth0"]))
     });
+    // SIGTERM: it stops cleanly and removes its socket.
+    let _ = Command::new("kill").arg(serve.id().to_string()).status();
+    let _ = serve.wait();
     row("apply (tc -batch, 30 002 lines)", t_apply, k_apply);
-    row("tc -s class show (10 001 classes)", s_show, k_show);
-    row("tc filter show (10 000 filters)", s_filters, k_filters);
-    row("  the first call, which replays the store", first, k_show);
-    row("  tc -s class show, TCLAB_SERVE=off", t_show, k_show);
-    row("  tc filter show, TCLAB_SERVE=off", t_filters, k_filters);
+    row("the first tc -s class show after it", first, k_show);
+    row("tc -s class show, TCLAB_SERVE=off", t_show, k_show);
+    row("tc filter show, TCLAB_SERVE=off", t_filters, k_filters);
+    row("  without the snapshot: the first call", r_first, k_show);
+    row("  without the snapshot: tc -s class show", r_show, k_show);
+    row(
+        "  without the snapshot: tc filter show",
+        r_filters,
+        k_filters,
+    );
+    row("resident engine: tc -s class show", s_show, k_show);
+    row("resident engine: tc filter show", s_filters, k_filters);
 
     println!("shell script: 2 002 tc calls (1 000 HTB classes with leaves)");
     let tclab_script = dir.join("tclab.sh");
     std::fs::write(&tclab_script, script("sfq perturb 10")).unwrap();
     let _ = std::fs::remove_file(&state);
-    // The resident engine leaves with its store.
-    let t0 = Instant::now();
-    while socket.exists() && t0.elapsed().as_secs() < 10 {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let _ = std::fs::remove_file(&snap);
     let t_script = timed(tclab(
         &state,
         &["script", "run", tclab_script.to_str().unwrap()],

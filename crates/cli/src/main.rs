@@ -170,6 +170,10 @@ fn cmd_store(argv: &[String]) -> Result<u8, String> {
         eprintln!("tclab: warning: {p}");
     }
     let replayed = store.records_read();
+    // What a call cost in replay, for a reader checking that the store's snapshot is used.
+    if std::env::var_os("TCLAB_TRACE_STORE").is_some() {
+        eprintln!("tclab: store: {replayed} records replayed");
+    }
     // The process ends here: freeing a large policy's engine piece by piece would only cost time.
     std::mem::forget(store);
     let code = print_output(&out);

@@ -78,14 +78,14 @@ pub struct QdiscInfo {
     pub on_txq: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum DefaultRoot {
     Noqueue,
     PfifoFast,
 }
 
 /// What kind of device a [`Device`] is, where it matters to traffic control.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum DevKind {
     /// A NIC, veth or dummy: what leaves goes to a wire.
     #[default]
@@ -107,6 +107,7 @@ pub const GSO_MAX_SEGS: u32 = 65535;
 /// `GSO_MAX_SIZE` (BIG TCP): the largest `gso_max_size` a veth takes.
 pub const GSO_MAX_SIZE: u32 = 524_280;
 
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct Device {
     pub name: String,
     pub kind: DevKind,
@@ -733,7 +734,9 @@ fn release_tree(s: &mut Sched, actions: &mut ActionTable) {
 
 /// A device's number in its engine: fixed while the device exists and never given to another, so that
 /// a driver can hold it instead of looking the name up on every packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct DevId(u32);
 
 /// A device of `slots` by name (a free function, so that a caller can hold it beside the engine's
@@ -798,9 +801,63 @@ fn no_device() -> KernelError {
     KernelError::new(Errno::NoDevice)
 }
 
+/// What a snapshot holds of an engine ([`crate::snapshot`]): the action tables (first: the filters'
+/// actions are found in them), its devices (ids kept) and the automatic handle counter; the mangle
+/// table and conntrack must be empty and teql unloaded.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct EngineState<A, D> {
+    actions: A,
+    slots: Vec<Option<D>>,
+    by_name: BTreeMap<String, DevId>,
+    autohandle: u32,
+}
+
 impl Engine {
     pub fn new() -> Engine {
         Engine::default()
+    }
+
+    /// The engine's state as bytes ([`Engine::from_snapshot`] rebuilds it), or what has no snapshot
+    /// form ([`crate::snapshot`]).
+    pub fn snapshot(&self) -> Result<Vec<u8>, crate::snapshot::NoSnapshot> {
+        use crate::snapshot::NoSnapshot;
+        let nf = &self.netfilter;
+        if !nf.mangle.is_pristine() || !nf.conntrack.is_empty() || nf.ct_hooks {
+            return Err(NoSnapshot("netfilter state".into()));
+        }
+        if self.teql.is_some() {
+            return Err(NoSnapshot("the teql master".into()));
+        }
+        crate::snapshot::encode(&EngineState {
+            actions: &self.actions,
+            slots: self.slots.iter().map(Option::as_ref).collect(),
+            by_name: self.by_name.clone(),
+            autohandle: self.autohandle,
+        })
+    }
+
+    /// The engine [`Engine::snapshot`] saved.
+    pub fn from_snapshot(bytes: &[u8]) -> Result<Engine, String> {
+        let s: Result<EngineState<ActionTable, Device>, String> = crate::snapshot::decode(bytes);
+        ActionTable::finish_decoding();
+        let s = s?;
+        // Names and ids must agree, as every other way of making devices keeps them.
+        for (name, id) in &s.by_name {
+            match s.slots.get(id.0 as usize) {
+                Some(Some(d)) if d.name == *name => {}
+                _ => return Err(format!("device {name}: no such slot")),
+            }
+        }
+        if s.slots.iter().flatten().count() != s.by_name.len() {
+            return Err("a device without a name".into());
+        }
+        Ok(Engine {
+            actions: s.actions,
+            slots: s.slots,
+            by_name: s.by_name,
+            autohandle: s.autohandle,
+            ..Engine::default()
+        })
     }
 
     /// Seed every random choice the policy makes — SFQ's perturbation secrets, the flow classifier's

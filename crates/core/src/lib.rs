@@ -29,6 +29,8 @@
 //! - [`wire`]: bounds-checked views of packet bytes for the classifiers; [`csum`]: Internet checksums as
 //!   the kernel computes them, for the actions that rewrite bytes (nat, csum, pedit); [`bpf`]: classic
 //!   BPF, checked as `bpf_check_classic` checks it and run over a packet's frame (cls_bpf).
+//! - [`snapshot`]: the engine's state as bytes and back, which the policy store keeps beside its
+//!   journal.
 //! - [`error`]: the errors the "kernel" answers with, worded as Linux words them.
 
 pub mod action;
@@ -44,6 +46,7 @@ pub mod host;
 pub mod netfilter;
 pub mod packet;
 pub mod qdisc;
+pub mod snapshot;
 pub mod stab;
 pub mod units;
 pub mod wire;

@@ -52,7 +52,7 @@ pub struct RateSpec {
 }
 
 /// `struct psched_ratecfg`: a rate ready for the fast path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct RateCfg {
     pub rate_bytes_ps: u64,
     pub mult: u32,

@@ -33,6 +33,7 @@ pub mod qdisc;
 pub mod red;
 pub mod script;
 pub mod show;
+pub mod snapshot;
 pub mod stab;
 pub mod store;
 pub mod util;

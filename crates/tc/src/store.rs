@@ -11,11 +11,13 @@
 //! ["tc","qdisc","add","dev","eth0","root","handle","1:","htb"]
 //! ```
 //!
-//! Loading replays it into a fresh engine. A journal rather than a snapshot of the engine's state, because
-//! commands are a stable format: a store written by one tclab applies in the next even when the engine's
-//! insides change, and what only history determines — automatic handles, the kernel's listing order, which
-//! filter shares which action — comes out as a live kernel would have it. A snapshot would have to
-//! serialise every discipline's state and version it as twenty more kinds arrive.
+//! Loading replays it into a fresh engine. The journal is the store, because commands are a stable
+//! format: a store written by one tclab applies in the next even when the engine's insides change, and
+//! what only history determines — automatic handles, the kernel's listing order, which filter shares
+//! which action — comes out as a live kernel would have it. Beside it, `FILE.snap` may hold the engine
+//! that the journal's first records build ([`crate::snapshot`]): a call loads it and replays only the
+//! records after it. It is only ever a shortcut — written by this build of tclab for itself, checked
+//! against the journal's bytes, ignored whenever anything about it is off.
 //!
 //! # No acknowledged write is lost
 //!
@@ -108,17 +110,21 @@ fn seen_path(path: &Path) -> Option<Seen> {
 /// Read FILE's journal; a missing file is an empty one.
 pub fn read_journal(path: &Path) -> Result<Journal, String> {
     let mut entries = Vec::new();
-    let mut journal = read_journal_with(path, |e| entries.push(std::mem::take(e)))?;
+    let mut journal = read_journal_with(path, |_| 0, |e, _| entries.push(std::mem::take(e)))?;
     journal.entries = entries;
     Ok(journal)
 }
 
-/// Read FILE's journal, handing each record to `sink` as it is read (the returned journal's `entries`
-/// stay empty): a reader that replays as it goes never holds the whole journal in memory. The record
-/// is lent in one buffer whose strings the next record reuses (a sink may take it).
+/// Read FILE's journal, handing each record to `sink` as it is read, with the file offset just past it
+/// (the returned journal's `entries` stay empty): a reader that replays as it goes never holds the
+/// whole journal in memory. The record is lent in one buffer whose strings the next record reuses (a
+/// sink may take it). `start` is shown a current-format file's bytes and says where its records begin
+/// to matter: those ending at or before that offset (a snapshot's, when it holds) are neither parsed
+/// nor counted; 0 reads them all.
 fn read_journal_with(
     path: &Path,
-    mut sink: impl FnMut(&mut Vec<String>),
+    start: impl FnOnce(&[u8]) -> u64,
+    mut sink: impl FnMut(&mut Vec<String>, u64),
 ) -> Result<Journal, String> {
     let mut entry: Vec<String> = Vec::new();
     let mut records = 0;
@@ -150,6 +156,14 @@ fn read_journal_with(
         let mut valid_len = first.len() as u64 + header_done as u64;
         let mut rest = after_header.strip_prefix('\n').unwrap_or(after_header);
         let mut line_no = 1;
+        // Records a snapshot stands for: skipped whole (its checks made sure the offset ends one).
+        let skip = start(&bytes);
+        let mut skipped = 0;
+        if header_done && skip > valid_len {
+            if let Some(after) = text.get(skip as usize..) {
+                (line_no, skipped, valid_len, rest) = (0, skip as usize, skip, after);
+            }
+        }
         while !rest.is_empty() {
             line_no += 1;
             let Some(end) = rest.find('\n') else {
@@ -161,13 +175,15 @@ fn read_journal_with(
             if !line.trim().is_empty() {
                 if !plain_record(line, &mut entry) {
                     entry = serde_json::from_str(line).map_err(|e| {
+                    // Lines a snapshot stood for are counted only for this message.
+                    let line_no = line_no + text[..skipped].matches('\n').count();
                     format!(
                         "{}:{line_no}: corrupt tclab store record ({e}); the file was left as it is",
                         path.display()
                     )
                     })?;
                 }
-                sink(&mut entry);
+                sink(&mut entry, valid_len + end as u64 + 1);
                 records += 1;
             }
             valid_len += end as u64 + 1;
@@ -213,7 +229,7 @@ fn read_journal_with(
     }
     let records = v1.journal.len();
     for mut e in v1.journal {
-        sink(&mut e);
+        sink(&mut e, 0);
     }
     Ok(Journal {
         entries: Vec::new(),
@@ -446,55 +462,116 @@ pub struct Store {
     /// The records the last [`Store::execute`] appended (a batch's lines one each), before any
     /// compaction: what a script's report attributes to the call's line.
     last_new: Vec<Vec<String>>,
+    /// How many records opening the store replayed (the rest came from its snapshot).
+    replayed: usize,
+    /// The journal's records the snapshot in force stands for (0: none); a new one is written once
+    /// [`crate::snapshot::SNAPSHOT_AFTER`] more have come.
+    snapshot_records: usize,
+    /// Some record no longer applied when the journal was replayed: this engine is not what the
+    /// journal builds, and no snapshot is made of it.
+    replay_failed: bool,
 }
 
 impl Store {
-    /// Read and replay the store at `path`. Hold a [`Lock`] around this and what follows.
+    /// Read the store at `path` and build its engine: from its snapshot and the records after it when
+    /// the snapshot holds ([`crate::snapshot`]), else by replaying every record. Hold a [`Lock`] around
+    /// this and what follows.
     pub fn open(path: &Path) -> Result<(Store, Vec<String>), String> {
-        let journal = read_journal(path)?;
-        let (engine, problems) = replay(&journal.entries);
-        let problems = problems
-            .into_iter()
-            .map(|p| format!("{}: {p}", path.display()))
-            .collect();
-        Ok((
-            Store {
-                path: path.to_path_buf(),
-                journal,
-                engine,
-                read_only: false,
-                last_new: Vec::new(),
+        let mut snap = None;
+        let cut = std::cell::Cell::new(0);
+        let (mut entries, mut before_cut) = (Vec::new(), 0);
+        let mut journal = read_journal_with(
+            path,
+            |bytes| {
+                if let Ok(s) = crate::snapshot::load(path, bytes) {
+                    cut.set(s.journal_len);
+                    snap = Some(s);
+                }
+                // A writer keeps every record (compaction rewrites the journal from them).
+                0
             },
-            problems,
-        ))
+            |e, end| {
+                before_cut += (end <= cut.get()) as usize;
+                entries.push(std::mem::take(e));
+            },
+        )?;
+        journal.entries = entries;
+        // The records the snapshot counted must be the ones before its offset.
+        let snap = snap.filter(|s| s.journal_records == before_cut as u64);
+        let (engine, problems, from) = match snap {
+            Some(s) => {
+                let mut engine = s.engine;
+                let mut problems = Vec::new();
+                for e in &journal.entries[before_cut..] {
+                    apply_entry(&mut engine, e, &mut problems);
+                }
+                (engine, problems, before_cut)
+            }
+            None => {
+                let (engine, problems) = replay(&journal.entries);
+                (engine, problems, 0)
+            }
+        };
+        Ok(Store::opened(path, journal, engine, false, from, problems))
     }
 
-    /// Read and replay the store for `argv`, a command that changes nothing (`show`, `-s`): each record
-    /// is applied as it is read and then dropped, so the call costs the policy's engine and not a copy of
-    /// its whole history besides (a 30 000-record store: 40 % less memory, and as many fewer fresh pages
-    /// for the kernel to zero), and records the answer cannot depend on are not replayed at all (see
-    /// [`ReadScope`]). The store cannot be written through.
-    pub fn open_to_read(path: &Path, argv: &[String]) -> Result<(Store, Vec<String>), String> {
-        let scope = ReadScope::of(argv);
-        let mut engine = Engine::new();
-        let mut problems = Vec::new();
-        let journal = read_journal_with(path, |e| {
-            if scope.needs(e) {
-                apply_entry(&mut engine, e, &mut problems)
-            }
-        })?;
+    fn opened(
+        path: &Path,
+        journal: Journal,
+        engine: Engine,
+        read_only: bool,
+        snapshot_records: usize,
+        problems: Vec<String>,
+    ) -> (Store, Vec<String>) {
+        let replayed = journal.records - if read_only { 0 } else { snapshot_records };
+        let store = Store {
+            path: path.to_path_buf(),
+            journal,
+            engine,
+            read_only,
+            last_new: Vec::new(),
+            replayed,
+            snapshot_records,
+            replay_failed: !problems.is_empty(),
+        };
         let problems = problems
             .into_iter()
             .map(|p| format!("{}: {p}", path.display()))
             .collect();
-        Ok((
-            Store {
-                path: path.to_path_buf(),
-                journal,
-                engine,
-                read_only: true,
-                last_new: Vec::new(),
+        (store, problems)
+    }
+
+    /// Read and replay the store for `argv`, a command that changes nothing (`show`, `-s`): the engine
+    /// comes from the store's snapshot when it holds, each record after it is applied as it is read and
+    /// then dropped, so the call costs the policy's engine and not a copy of its whole history besides
+    /// (a 30 000-record store: 40 % less memory, and as many fewer fresh pages for the kernel to zero),
+    /// and records the answer cannot depend on are not replayed at all (see [`ReadScope`]). The store
+    /// cannot be written through.
+    pub fn open_to_read(path: &Path, argv: &[String]) -> Result<(Store, Vec<String>), String> {
+        let scope = ReadScope::of(argv);
+        let engine = std::cell::RefCell::new(Engine::new());
+        let mut problems = Vec::new();
+        let journal = read_journal_with(
+            path,
+            |bytes| match crate::snapshot::load(path, bytes) {
+                Ok(s) => {
+                    *engine.borrow_mut() = s.engine;
+                    s.journal_len
+                }
+                Err(_) => 0,
             },
+            |e, _| {
+                if scope.needs(e) {
+                    apply_entry(&mut engine.borrow_mut(), e, &mut problems)
+                }
+            },
+        )?;
+        Ok(Store::opened(
+            path,
+            journal,
+            engine.into_inner(),
+            true,
+            0,
             problems,
         ))
     }
@@ -524,9 +601,10 @@ impl Store {
     pub fn last_changes(&self) -> &[Vec<String>] {
         &self.last_new
     }
-    /// How many records opening the store read (what a call without a resident engine replays).
+    /// How many records opening the store replayed (what a call without a resident engine costs; the
+    /// records its snapshot stood for are not counted).
     pub fn records_read(&self) -> usize {
-        self.journal.records
+        self.replayed
     }
     pub fn engine(&self) -> &Engine {
         &self.engine
@@ -680,7 +758,49 @@ impl Store {
         if resets {
             self.compact()?;
         }
+        if !self.last_new.is_empty() {
+            self.snapshot();
+        }
         Ok(out)
+    }
+
+    /// Write a snapshot if enough records lie past the one in force ([`crate::snapshot`] says why and
+    /// how). The command is durable already: a snapshot that cannot be written is left out, and the
+    /// next call replays a little more.
+    fn snapshot(&mut self) {
+        let records = self.journal.entries.len();
+        if self.read_only
+            || self.replay_failed
+            || !self.journal.appendable
+            || records < self.snapshot_records + crate::snapshot::SNAPSHOT_AFTER
+        {
+            return;
+        }
+        // Written, or the policy has no snapshot form: either way, not tried again before
+        // SNAPSHOT_AFTER more records.
+        let _ = self.write_snapshot();
+    }
+
+    /// Write the snapshot of this store's engine now, whatever the records since the last one: `false`
+    /// if the engine has no snapshot form (any snapshot there was is removed) or this store may not
+    /// write one (opened to read, a record that no longer applied, a journal not yet in the current
+    /// format). Hold the store's exclusive lock.
+    pub fn write_snapshot(&mut self) -> Result<bool, String> {
+        if self.read_only || self.replay_failed || !self.journal.appendable {
+            return Ok(false);
+        }
+        let records = self.journal.entries.len();
+        let written =
+            crate::snapshot::write(&self.path, &self.engine, self.journal.valid_len, records)?;
+        self.snapshot_records = records;
+        Ok(written)
+    }
+
+    /// Everything a user can see of the policy, as text (every device's `tc -s -d` qdisc, class and
+    /// filter listings, actions, `iptables -S`, devices, the automatic handle counter): what a
+    /// compaction, or a snapshot, must leave as it was.
+    pub fn fingerprint(&mut self) -> String {
+        fingerprint(&mut self.engine)
     }
 
     /// `tc [OPTIONS] …` or `tc [OPTIONS] -batch FILE|-`.
@@ -780,6 +900,8 @@ impl Store {
             return Ok(());
         }
         self.journal.entries = candidate;
+        // The snapshot stood for the longer journal's first records: a new one is due as if none.
+        self.snapshot_records = 0;
         self.rewrite()
     }
 }

@@ -14,7 +14,7 @@
 use super::Control;
 use crate::packet::Packet;
 
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Connmark {
     pub action: Control,
     /// The conntrack zone to look the connection up in.

@@ -28,7 +28,7 @@ pub struct Ctinfo {
 }
 
 /// `stats_dscp_set`, `stats_dscp_error`, `stats_cpmark_set`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CtinfoStats {
     pub dscp_set: u64,
     pub dscp_error: u64,

@@ -10,14 +10,14 @@ use super::{Control, TC_ACT_OK};
 use crate::packet::Packet;
 
 /// `PGACT_*`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ProbType {
     None = 0,
     Netrand = 1,
     Determ = 2,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct GactProb {
     pub ptype: ProbType,
     pub action: Control,
@@ -26,7 +26,7 @@ pub struct GactProb {
     pub counter: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Gact {
     pub action: Control,
     pub prob: Option<GactProb>,

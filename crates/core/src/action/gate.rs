@@ -115,7 +115,7 @@ impl Gate {
 }
 
 /// The schedule's state of one action: when it started, and the octets of the current open interval.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct GateState {
     start: Nanos,
     /// (repetition, entry) whose octets `octets` counts.

@@ -38,7 +38,7 @@ pub const MIRRED_NEST_LIMIT: usize = 4;
 pub const MIRRED_DEFER_LIMIT: u8 = 3;
 
 /// The parameters of one mirred action (`struct tc_mirred` without the counters).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Mirred {
     /// One of the `TCA_*_REDIR`/`TCA_*_MIRROR` codes.
     pub eaction: u32,
@@ -52,7 +52,7 @@ pub struct Mirred {
 }
 
 /// The state of a mirred action's target device.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Target {
     #[default]
     Up,

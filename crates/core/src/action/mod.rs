@@ -98,6 +98,55 @@ pub enum ActionParams {
     Ct(ct::Ct),
 }
 
+/// The actions with a snapshot form ([`crate::snapshot`]).
+#[derive(serde::Serialize, serde::Deserialize)]
+enum SavedParams<G, P, S, C, M> {
+    Gact(G),
+    Police(P),
+    Skbedit(S),
+    Connmark(C),
+    Mirred(M),
+}
+
+impl serde::Serialize for ActionParams {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        type Saved<'a> = SavedParams<
+            &'a gact::Gact,
+            &'a police::PoliceParams,
+            &'a skbedit::Skbedit,
+            &'a connmark::Connmark,
+            &'a mirred::Mirred,
+        >;
+        match self {
+            ActionParams::Gact(p) => Saved::Gact(p).serialize(s),
+            ActionParams::Police(p) => Saved::Police(p).serialize(s),
+            ActionParams::Skbedit(p) => Saved::Skbedit(p).serialize(s),
+            ActionParams::Connmark(p) => Saved::Connmark(p).serialize(s),
+            ActionParams::Mirred(p) => Saved::Mirred(p).serialize(s),
+            other => Err(crate::snapshot::refuse(format!("action {}", other.kind()))),
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ActionParams {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ActionParams, D::Error> {
+        type Saved = SavedParams<
+            gact::Gact,
+            police::PoliceParams,
+            skbedit::Skbedit,
+            connmark::Connmark,
+            mirred::Mirred,
+        >;
+        Ok(match Saved::deserialize(d)? {
+            SavedParams::Gact(p) => ActionParams::Gact(p),
+            SavedParams::Police(p) => ActionParams::Police(p),
+            SavedParams::Skbedit(p) => ActionParams::Skbedit(p),
+            SavedParams::Connmark(p) => ActionParams::Connmark(p),
+            SavedParams::Mirred(p) => ActionParams::Mirred(p),
+        })
+    }
+}
+
 impl ActionParams {
     pub fn kind(&self) -> &'static str {
         match self {
@@ -155,7 +204,7 @@ impl ActionParams {
 }
 
 /// The basic counters an action keeps (`tc -s actions`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ActionStats {
     pub bytes: u64,
     pub packets: u64,
@@ -164,7 +213,7 @@ pub struct ActionStats {
 }
 
 /// One action instance (`struct tc_action`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Action {
     pub index: u32,
     pub params: ActionParams,
@@ -328,6 +377,62 @@ pub struct ActionSpec {
 #[derive(Default)]
 pub struct ActionTable {
     by_kind: BTreeMap<String, BTreeMap<u32, ActionRef>>,
+}
+
+thread_local! {
+    /// The action table a snapshot is being decoded against: the filters' actions are saved as
+    /// (kind, index) and found here again, shared as they were ([`crate::snapshot`]).
+    static DECODING: RefCell<Option<ActionTable>> = const { RefCell::new(None) };
+}
+
+/// The actions of every table, by kind and index.
+impl serde::Serialize for ActionTable {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(self.by_kind.len()))?;
+        for (kind, m) in &self.by_kind {
+            let actions: Vec<std::cell::Ref<Action>> = m.values().map(|a| a.borrow()).collect();
+            let actions: Vec<&Action> = actions.iter().map(|a| &**a).collect();
+            seq.serialize_element(&(kind, actions))?;
+        }
+        seq.end()
+    }
+}
+
+/// The table is made the one the filters decoded after it bind to ([`ActionTable::finish_decoding`]
+/// ends that).
+impl<'de> serde::Deserialize<'de> for ActionTable {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ActionTable, D::Error> {
+        let kinds = Vec::<(String, Vec<Action>)>::deserialize(d)?;
+        let by_kind: BTreeMap<String, BTreeMap<u32, ActionRef>> = kinds
+            .into_iter()
+            .map(|(k, v)| {
+                let m = v
+                    .into_iter()
+                    .map(|a| (a.index, Rc::new(RefCell::new(a))))
+                    .collect();
+                (k, m)
+            })
+            .collect();
+        DECODING.with(|t| {
+            *t.borrow_mut() = Some(ActionTable {
+                by_kind: by_kind.clone(),
+            })
+        });
+        Ok(ActionTable { by_kind })
+    }
+}
+
+impl ActionTable {
+    /// The end of a snapshot's decoding: filters no longer bind to the table decoded.
+    pub(crate) fn finish_decoding() {
+        DECODING.with(|t| t.borrow_mut().take());
+    }
+
+    /// A filter's action by kind and index, in the table a snapshot is being decoded against.
+    pub(crate) fn decoded(kind: &str, index: u32) -> Option<ActionRef> {
+        DECODING.with(|t| t.borrow().as_ref().and_then(|t| t.get(kind, index)))
+    }
 }
 
 fn not_found() -> KernelError {

@@ -20,7 +20,7 @@ use crate::units::{ticks_to_ns, RateCfg, RateSpec};
 use crate::Nanos;
 
 /// `struct tc_police` and its attributes, as tc sends them.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PoliceParams {
     /// The exceed code (`tc_police.action`).
     pub action: Control,
@@ -74,7 +74,7 @@ impl PoliceParams {
 }
 
 /// The bucket: tokens in nanoseconds and the time of the last conforming packet.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct PoliceState {
     rate: Option<RateCfg>,
     peak: Option<RateCfg>,

@@ -23,7 +23,7 @@ pub struct Sample {
 }
 
 /// One action's PSAMPLE group as seen from the action: what it sent, and the random stream.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Psample {
     /// Packets sampled.
     pub samples: u64,

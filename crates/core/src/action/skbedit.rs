@@ -5,7 +5,7 @@
 use super::Control;
 use crate::packet::Packet;
 
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Skbedit {
     pub action: Control,
     pub queue_mapping: Option<u16>,

@@ -109,6 +109,40 @@ impl ExtsSpec {
     }
 }
 
+/// A filter's actions in a snapshot ([`crate::snapshot`]): by kind and index, the table holding them
+/// (shared with other filters and `tc actions`), found there again when the snapshot is decoded.
+impl serde::Serialize for Exts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let refs: Vec<(&'static str, u32)> = self
+            .actions
+            .iter()
+            .map(|a| {
+                let a = a.borrow();
+                (a.kind(), a.index)
+            })
+            .collect();
+        (refs, self.police_compat).serialize(s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Exts {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Exts, D::Error> {
+        use serde::de::Error;
+        let (refs, police_compat) = <(Vec<(String, u32)>, bool)>::deserialize(d)?;
+        let actions = refs
+            .into_iter()
+            .map(|(kind, index)| {
+                crate::action::ActionTable::decoded(&kind, index)
+                    .ok_or_else(|| D::Error::custom(format!("no action {kind} {index}")))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Exts {
+            actions,
+            police_compat,
+        })
+    }
+}
+
 /// What a filter decided (`struct tcf_result`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TcfResult {
@@ -175,6 +209,29 @@ pub enum Classifier {
     Bpf(bpf::BpfHead),
 }
 
+/// The classifiers with a snapshot form ([`crate::snapshot`]): u32 so far.
+#[derive(serde::Serialize, serde::Deserialize)]
+enum SavedClassifier<T> {
+    U32(T),
+}
+
+impl serde::Serialize for Classifier {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Classifier::U32(t) => SavedClassifier::U32(t).serialize(s),
+            other => Err(crate::snapshot::refuse(format!("filter {}", other.kind()))),
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Classifier {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Classifier, D::Error> {
+        Ok(match SavedClassifier::<u32::U32Tp>::deserialize(d)? {
+            SavedClassifier::U32(t) => Classifier::U32(t),
+        })
+    }
+}
+
 impl Classifier {
     pub fn kind(&self) -> &'static str {
         match self {
@@ -224,7 +281,7 @@ impl std::fmt::Display for FilterMatch {
 }
 
 /// One filter instance (`struct tcf_proto`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Tp {
     /// The preference, 1..=65535 (`tcm_info`'s upper half).
     pub prio: u32,
@@ -246,7 +303,7 @@ pub struct FilterRequest {
 }
 
 /// A block of chains (`struct tcf_block`).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Block {
     pub chains: BTreeMap<u32, Vec<Tp>>,
     /// The parent named by the last `tc filter add|change` on this block (`block->classid`), which a

@@ -51,7 +51,7 @@ pub const fn key(h: u32) -> u32 {
 }
 
 /// `struct tc_u32_key`, in host order: the packet's big-endian word at `off` is compared under `mask`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Key {
     pub val: u32,
     pub mask: u32,
@@ -61,7 +61,7 @@ pub struct Key {
 }
 
 /// `struct tc_u32_sel`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Sel {
     pub flags: u8,
     pub offshift: u8,
@@ -91,7 +91,7 @@ pub struct U32Options {
 }
 
 /// A key node (`struct tc_u_knode`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Knode {
     pub handle: u32,
     pub sel: Sel,
@@ -110,7 +110,7 @@ pub struct Knode {
 }
 
 /// A hash table (`struct tc_u_hnode`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Hnode {
     pub handle: u32,
     /// The preference of the instance that made it.
@@ -130,7 +130,7 @@ pub struct Hnode {
 }
 
 /// The tables of a block (`struct tc_u_common`), newest first as the kernel's `hlist`.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct U32Common {
     pub hts: Vec<Hnode>,
     /// How many u32 instances share these tables.
@@ -140,7 +140,7 @@ pub struct U32Common {
 }
 
 /// One u32 instance: which table is its root.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct U32Tp {
     pub root: u32,
 }
@@ -689,8 +689,8 @@ fn locate(common: &U32Common, handle: u32) -> Option<(u32, usize, usize, u32)> {
 
 /// A table's allocated node handles (`handle_idr`): per bucket (`hid`), a bitmap of the 4 096 node ids,
 /// so that finding the lowest free one costs 64 word tests however full the table is.
-#[derive(Clone, Debug, Default)]
-pub struct NodeIds(BTreeMap<u32, Box<[u64; 64]>>);
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct NodeIds(#[serde(with = "crate::snapshot::words::map")] BTreeMap<u32, Box<[u64; 64]>>);
 
 impl NodeIds {
     fn split(handle: u32) -> (u32, usize) {

@@ -4,6 +4,7 @@
 //!
 //! HTB, CBQ, DRR, QFQ and HFSC list their classes through it.
 
+#[derive(serde::Serialize, serde::Deserialize)]
 pub(crate) struct ClassHash {
     buckets: Vec<Vec<u32>>,
     elems: usize,

@@ -64,7 +64,7 @@ fn after_eq(a: u32, b: u32) -> bool {
 }
 
 /// `struct codel_params`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CodelParams {
     pub target: u32,
     pub ce_threshold: u32,
@@ -105,7 +105,7 @@ pub struct CodelVars {
 }
 
 /// `struct codel_stats`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CodelStats {
     pub maxpacket: u32,
     /// Drops since the caller last reported them to its parents (`qdisc_tree_reduce_backlog`).

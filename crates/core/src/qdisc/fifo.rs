@@ -21,17 +21,19 @@ pub struct FifoOptions {
     pub limit: Option<u32>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FifoUnit {
     Packets,
     Bytes,
 }
 
+#[derive(Serialize, Deserialize)]
 pub struct Fifo {
     // parameters
     unit: FifoUnit,
     limit: u32,
     // state
+    #[serde(skip)]
     queue: VecDeque<Packet>,
     stats: QdiscStats,
 }
@@ -102,6 +104,13 @@ impl Qdisc for Fifo {
             FifoUnit::Packets => "pfifo",
             FifoUnit::Bytes => "bfifo",
         }
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        self.queue
+            .is_empty()
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {

@@ -125,7 +125,7 @@ const NO_FLOW: u32 = u32::MAX;
 
 /// A list of flows linked through `Flow::next`, as the kernel's `flowchain` list heads link them: a
 /// flow moves from one list to another without touching any memory but the two lists' ends.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 struct FlowList {
     head: u32,
     tail: u32,
@@ -165,16 +165,22 @@ impl FlowList {
     }
 }
 
+/// In a snapshot ([`crate::snapshot`]) only before its first packet: the flow table, its packets and
+/// backlogs are not saved, and `save` refuses once they exist.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct FqCodel {
     handle: Handle,
+    #[serde(skip)]
     flows: Vec<Flow>,
     /// How many flows there are (`flows_cnt`). The table is allocated by the first packet: a policy
     /// of 20 000 idle fq_codel leaves (LibreQoS's circuits) does not hold 20 000 tables of 1 024.
     flows_cnt: u32,
     /// Every flow's packets, in one slab.
+    #[serde(skip, default = "PacketLists::new")]
     queued: PacketLists,
     /// Bytes queued per flow, apart from the flows as the kernel keeps them: the fat-flow drop scans
     /// them all (4 bytes a flow, not a whole entry).
+    #[serde(skip)]
     backlogs: Vec<u32>,
     new_flows: FlowList,
     old_flows: FlowList,
@@ -189,6 +195,7 @@ pub struct FqCodel {
     drop_overlimit: u32,
     new_flow_count: u32,
     stats: QdiscStats,
+    #[serde(skip)]
     peeked: Peeked,
     block: Block,
     secret: [u64; 2],
@@ -511,6 +518,12 @@ impl PeekDequeued for FqCodel {
 impl Qdisc for FqCodel {
     fn kind(&self) -> &'static str {
         "fq_codel"
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        (self.flows.is_empty() && self.backlogs.is_empty() && self.peeked.get().is_none())
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     /// `fq_codel_tcf_block`: filters attach to the qdisc, not to its flows.

@@ -102,7 +102,7 @@ pub struct HtbClassOptions {
     pub level: u32,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 enum Mode {
     CantSend,
     MayBorrow,
@@ -112,7 +112,7 @@ enum Mode {
 /// An ordered set of classes with a round-robin pointer: a row (`struct htb_prio`) or an inner class's feed
 /// (`struct htb_prio` in `inner.clprio`). The pointer is a classid; `last_ptr_id` remembers where a removed
 /// pointer was so that the round robin resumes after it.
-#[derive(Default, Debug)]
+#[derive(Default, Debug, Serialize, Deserialize)]
 struct RoundRobin {
     members: MinorSet,
     ptr: Option<u32>,
@@ -134,7 +134,7 @@ impl RoundRobin {
 /// first and "first at or after" are a few word operations whatever the number of classes, where a search
 /// tree costs O(log N) cache misses per step of the round robin. Words are allocated 64 at a time (4096
 /// minors) on first use, so a set whose classes are numbered close together stays small.
-#[derive(Default, Debug)]
+#[derive(Default, Debug, Serialize, Deserialize)]
 struct MinorSet {
     /// The major shared by every member (the qdisc's handle).
     major: u32,
@@ -143,6 +143,7 @@ struct MinorSet {
     /// Bit `w` of `summary[g]`: word `w` of `words[g]` is non-zero.
     summary: [u64; 16],
     /// Group `g` holds the minors `g * 4096 ..`, bit `b` of word `w` is minor `g * 4096 + w * 64 + b`.
+    #[serde(with = "crate::snapshot::words")]
     words: [Option<Box<[u64; 64]>>; 16],
 }
 
@@ -246,6 +247,7 @@ impl MinorSet {
     }
 }
 
+#[derive(Serialize, Deserialize)]
 struct Class {
     classid: u32,
     parent: Option<usize>,
@@ -281,7 +283,7 @@ struct Class {
     borrows: u32,
 }
 
-#[derive(Default)]
+#[derive(Default, Serialize, Deserialize)]
 struct Level {
     rows: [RoundRobin; NUMPRIO],
     wait: BTreeSet<(Nanos, u64, usize)>,
@@ -294,8 +296,10 @@ enum RrAt {
     Feed(usize),
 }
 
+#[derive(Serialize, Deserialize)]
 pub struct Htb {
     /// A packet taken out by `peek` and held for the next dequeue.
+    #[serde(skip)]
     peeked: Peeked,
     handle: Handle,
     // parameters
@@ -315,6 +319,7 @@ pub struct Htb {
     row_mask: [u8; MAXDEPTH],
     near_ev_cache: [Nanos; MAXDEPTH],
     wait_seq: u64,
+    #[serde(skip)]
     direct: VecDeque<Packet>,
     direct_pkts: u32,
     stats: QdiscStats,
@@ -905,6 +910,13 @@ impl Htb {
 impl Qdisc for Htb {
     fn kind(&self) -> &'static str {
         "htb"
+    }
+
+    /// Its leaves save themselves inside it (and refuse if they hold packets).
+    fn save(&self) -> Option<Vec<u8>> {
+        (self.direct.is_empty() && self.peeked.get().is_none())
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {

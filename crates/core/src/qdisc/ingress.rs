@@ -25,7 +25,7 @@ use crate::host::ETH_HLEN;
 use crate::packet::Packet;
 use crate::Nanos;
 
-#[derive(Default)]
+#[derive(Default, serde::Serialize, serde::Deserialize)]
 pub struct Ingress {
     /// `clsact`: the same hook with a second block run on transmit, before the root qdisc.
     clsact: bool,
@@ -33,6 +33,7 @@ pub struct Ingress {
     egress: Block,
     stats: QdiscStats,
     /// The packet that just passed, waiting to be taken by `dequeue`.
+    #[serde(skip)]
     passed: Option<Packet>,
 }
 
@@ -72,6 +73,13 @@ impl Qdisc for Ingress {
         } else {
             "ingress"
         }
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        self.passed
+            .is_none()
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     /// `tc_run` at `sch_handle_ingress`: count, then drop, steal, or let through.

@@ -343,8 +343,8 @@ pub struct Dropped {
 }
 
 /// Drops counted by reason (kept beside, never inside, the counters `tc -s` prints).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DropCounts([u64; DropReason::ALL.len()]);
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DropCounts(#[serde(with = "crate::snapshot::array")] [u64; DropReason::ALL.len()]);
 
 impl DropCounts {
     pub fn add(&mut self, reason: DropReason) {
@@ -856,6 +856,11 @@ pub trait Qdisc {
     /// `fifo_set_limit`: used by TBF to resize its default child.
     /// `fifo_set_limit` (used by TBF on its child): only FIFOs change; others ignore it, as in the kernel.
     fn set_limit(&mut self, _limit: u32) {}
+    /// Its state for a snapshot ([`crate::snapshot`]): `None` if the discipline has no snapshot form,
+    /// or holds packets.
+    fn save(&self) -> Option<Vec<u8>> {
+        None
+    }
     /// Seed the deterministic generator a randomised discipline draws from (SFQ's perturbation).
     fn set_seed(&mut self, _seed: u64) {}
     /// Its children sit on the device's transmit queues themselves, each held by its queue as well

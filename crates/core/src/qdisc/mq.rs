@@ -26,6 +26,7 @@ use crate::handle::Handle;
 use crate::packet::Packet;
 use crate::Nanos;
 
+#[derive(serde::Serialize)]
 pub struct Mq {
     handle: Handle,
     /// The kind its classes are listed as (taprio lists mq's queues as its own).
@@ -139,9 +140,42 @@ impl Mq {
     }
 }
 
+/// [`Mq`] as a snapshot holds it ([`crate::snapshot`]): its class kind as text, read back as the
+/// registry's own name.
+#[derive(serde::Deserialize)]
+struct SavedMq {
+    handle: Handle,
+    class_kind: String,
+    queues: Vec<Sched>,
+    next: usize,
+    secret: [u64; 2],
+}
+
+impl<'de> serde::Deserialize<'de> for Mq {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Mq, D::Error> {
+        use serde::de::Error;
+        let s = SavedMq::deserialize(d)?;
+        let class_kind = super::kind(&s.class_kind)
+            .map(|k| k.name)
+            .ok_or_else(|| D::Error::custom(format!("unknown kind {}", s.class_kind)))?;
+        Ok(Mq {
+            handle: s.handle,
+            class_kind,
+            queues: s.queues,
+            next: s.next,
+            secret: s.secret,
+        })
+    }
+}
+
 impl Qdisc for Mq {
     fn kind(&self) -> &'static str {
         "mq"
+    }
+
+    /// Its queues' qdiscs save themselves inside it.
+    fn save(&self) -> Option<Vec<u8>> {
+        crate::snapshot::save(self)
     }
 
     /// `netdev_pick_tx`: the packet's queue, then that queue's qdisc.

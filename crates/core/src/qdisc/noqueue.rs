@@ -10,8 +10,9 @@ use crate::packet::Packet;
 use crate::Nanos;
 use std::collections::VecDeque;
 
-#[derive(Default)]
+#[derive(Default, serde::Serialize, serde::Deserialize)]
 pub struct Noqueue {
+    #[serde(skip)]
     queue: VecDeque<Packet>,
     stats: QdiscStats,
 }
@@ -19,6 +20,12 @@ pub struct Noqueue {
 impl Qdisc for Noqueue {
     fn kind(&self) -> &'static str {
         "noqueue"
+    }
+    fn save(&self) -> Option<Vec<u8>> {
+        self.queue
+            .is_empty()
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
     fn enqueue(&mut self, pkt: Packet, _cx: &mut Cx) -> Verdict {
         self.stats.count_queued(&pkt);

@@ -24,8 +24,10 @@ pub fn tos_to_priority(tos: u8) -> u32 {
     IP_TOS2PRIO[((tos & 0x1e) >> 1) as usize] as u32
 }
 
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct PfifoFast {
     limit_per_band: u32,
+    #[serde(skip)]
     bands: [VecDeque<Packet>; BANDS],
     stats: QdiscStats,
 }
@@ -47,6 +49,14 @@ impl PfifoFast {
 impl Qdisc for PfifoFast {
     fn kind(&self) -> &'static str {
         "pfifo_fast"
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        self.bands
+            .iter()
+            .all(VecDeque::is_empty)
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {

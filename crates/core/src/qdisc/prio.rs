@@ -50,6 +50,7 @@ impl Default for PrioOptions {
     }
 }
 
+#[derive(Serialize, Deserialize)]
 pub struct Prio {
     handle: Handle,
     bands: usize,
@@ -157,6 +158,10 @@ impl Prio {
 impl Qdisc for Prio {
     fn kind(&self) -> &'static str {
         "prio"
+    }
+    /// Its bands save themselves inside it.
+    fn save(&self) -> Option<Vec<u8>> {
+        crate::snapshot::save(self)
     }
     /// `prio_tcf_block`: filters attach to the qdisc only, not to its bands.
     fn own_block(&self) -> Option<&Block> {

@@ -80,8 +80,9 @@ pub struct SfqOptions {
 }
 
 /// One flow: its packets and its place in the ring of active slots.
-#[derive(Default)]
+#[derive(Default, Serialize, Deserialize)]
 struct Slot {
+    #[serde(skip)]
     packets: VecDeque<Packet>,
     /// Next active slot in the round-robin ring.
     next: u16,
@@ -92,6 +93,7 @@ struct Slot {
     backlog: u32,
 }
 
+#[derive(Serialize, Deserialize)]
 pub struct Sfq {
     // parameters
     limit: u32,
@@ -474,6 +476,13 @@ impl Sfq {
 impl Qdisc for Sfq {
     fn kind(&self) -> &'static str {
         "sfq"
+    }
+    fn save(&self) -> Option<Vec<u8>> {
+        self.slots
+            .iter()
+            .all(|s| s.packets.is_empty())
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
     /// `sfq_tcf_block`: filters attach to the qdisc, not to its flows.
     fn own_block(&self) -> Option<&Block> {

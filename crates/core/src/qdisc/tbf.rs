@@ -49,6 +49,7 @@ pub struct TbfOptions {
     pub pburst: Option<u32>,
 }
 
+#[derive(Serialize, Deserialize)]
 pub struct Tbf {
     // parameters
     limit: u32,
@@ -68,6 +69,7 @@ pub struct Tbf {
     handle: Handle,
     stats: QdiscStats,
     /// The packet a parent's peek dequeued (`gso_skb`), next out.
+    #[serde(skip)]
     peeked: Peeked,
 }
 
@@ -226,6 +228,15 @@ impl Tbf {
 impl Qdisc for Tbf {
     fn kind(&self) -> &'static str {
         "tbf"
+    }
+
+    /// Its child saves itself inside it.
+    fn save(&self) -> Option<Vec<u8>> {
+        self.peeked
+            .get()
+            .is_none()
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     /// `tbf_enqueue`: a packet the bucket could never pass is dropped; the rest go to the child, whose

@@ -1,0 +1,278 @@
+//! The engine's state as bytes, and back: what the policy store keeps beside its journal so that a cold
+//! read loads the engine instead of replaying every command (issue 26; `crates/tc/src/store.rs` says
+//! when it is written and when it is trusted).
+//!
+//! # What is saved
+//!
+//! The engine's own structures, field by field (serde, in postcard's compact binary form), not the
+//! options a `show` prints: what only history decides — the class hash's and `qdisc_hash`'s orders,
+//! automatic handles, u32's node ids and table cursor, HTB's round-robin pointers and token counts —
+//! comes back exactly, so the journal's later records replay on top as they would on the replayed
+//! engine. Queued packets are never saved: a store's engine carries no traffic, and an engine that
+//! holds any has no snapshot.
+//!
+//! # What has no snapshot form (yet)
+//!
+//! A discipline saves itself through [`crate::qdisc::Qdisc::save`] and is rebuilt through
+//! [`RESTORE`], its line here; a discipline without both, a classifier other than u32, any tc action,
+//! a mangle table with rules, conntrack entries or the teql master make [`Engine::snapshot`] answer
+//! `Err` with what stood in the way, and the store replays its journal as before. Wrong bytes (a
+//! snapshot of another build, cut short) fail to decode with an error, never into another engine: the
+//! store checks a checksum and its build's identity before it decodes anything.
+
+use crate::qdisc::{Qdisc, Sched};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A discipline that has a snapshot form: its kind and how to rebuild it from what its
+/// [`Qdisc::save`] wrote.
+pub struct Restore {
+    pub kind: &'static str,
+    pub restore: fn(&[u8]) -> Result<Box<dyn Qdisc>, postcard::Error>,
+}
+
+/// Restore a saved discipline of type `Q` (what each kind's line in [`RESTORE`] calls).
+fn restore<Q: Qdisc + for<'de> Deserialize<'de> + 'static>(
+    bytes: &[u8],
+) -> Result<Box<dyn Qdisc>, postcard::Error> {
+    Ok(Box::new(postcard::from_bytes::<Q>(bytes)?))
+}
+
+/// Save a discipline of type `Q` (what each kind's [`Qdisc::save`] calls once it has checked that
+/// nothing is queued).
+pub(crate) fn save<Q: Serialize>(q: &Q) -> Option<Vec<u8>> {
+    postcard::to_allocvec(q).ok()
+}
+
+/// The disciplines with a snapshot form.
+pub const RESTORE: &[Restore] = &[
+    Restore {
+        kind: "pfifo",
+        restore: restore::<crate::qdisc::fifo::Fifo>,
+    },
+    Restore {
+        kind: "bfifo",
+        restore: restore::<crate::qdisc::fifo::Fifo>,
+    },
+    Restore {
+        kind: "pfifo_fast",
+        restore: restore::<crate::qdisc::pfifo_fast::PfifoFast>,
+    },
+    Restore {
+        kind: "noqueue",
+        restore: restore::<crate::qdisc::noqueue::Noqueue>,
+    },
+    Restore {
+        kind: "htb",
+        restore: restore::<crate::qdisc::htb::Htb>,
+    },
+    Restore {
+        kind: "tbf",
+        restore: restore::<crate::qdisc::tbf::Tbf>,
+    },
+    Restore {
+        kind: "prio",
+        restore: restore::<crate::qdisc::prio::Prio>,
+    },
+    Restore {
+        kind: "sfq",
+        restore: restore::<crate::qdisc::sfq::Sfq>,
+    },
+    Restore {
+        kind: "fq_codel",
+        restore: restore::<crate::qdisc::fq_codel::FqCodel>,
+    },
+    Restore {
+        kind: "mq",
+        restore: restore::<crate::qdisc::mq::Mq>,
+    },
+    Restore {
+        kind: "ingress",
+        restore: restore::<crate::qdisc::ingress::Ingress>,
+    },
+    Restore {
+        kind: "clsact",
+        restore: restore::<crate::qdisc::ingress::Ingress>,
+    },
+];
+
+/// A byte string serialised as one (postcard: a length and the bytes), not as a sequence of numbers.
+struct Bytes<'a>(&'a [u8]);
+
+impl Serialize for Bytes<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(self.0)
+    }
+}
+
+struct ByteBuf(Vec<u8>);
+
+impl<'de> Deserialize<'de> for ByteBuf {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ByteBuf, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = ByteBuf;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("bytes")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<ByteBuf, E> {
+                Ok(ByteBuf(v.to_vec()))
+            }
+        }
+        d.deserialize_bytes(V)
+    }
+}
+
+/// A qdisc as its kind, its own state and where it sits.
+impl Serialize for Sched {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let kind = self.q.kind();
+        let Some(state) = self.q.save() else {
+            return Err(refuse(format!("qdisc {kind}")));
+        };
+        (self.handle, self.parent, kind, Bytes(&state), &self.stab).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Sched {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Sched, D::Error> {
+        let (handle, parent, kind, state, stab): (
+            crate::Handle,
+            crate::Handle,
+            String,
+            ByteBuf,
+            Option<crate::stab::SizeTable>,
+        ) = Deserialize::deserialize(d)?;
+        let r = RESTORE
+            .iter()
+            .find(|r| r.kind == kind)
+            .ok_or_else(|| D::Error::custom(format!("qdisc {kind} has no snapshot form")))?;
+        let q = (r.restore)(&state.0).map_err(|e| D::Error::custom(format!("{kind}: {e}")))?;
+        if q.kind() != kind {
+            return Err(D::Error::custom(format!("{kind} restored as {}", q.kind())));
+        }
+        Ok(Sched {
+            handle,
+            parent,
+            q,
+            stab,
+        })
+    }
+}
+
+/// `[u64; N]` as a sequence (serde derives arrays up to 32 elements only).
+pub(crate) mod array {
+    use super::*;
+    pub fn serialize<S: Serializer, const N: usize>(a: &[u64; N], s: S) -> Result<S::Ok, S::Error> {
+        a.as_slice().serialize(s)
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>, const N: usize>(
+        d: D,
+    ) -> Result<[u64; N], D::Error> {
+        let v = Vec::<u64>::deserialize(d)?;
+        v.try_into()
+            .map_err(|v: Vec<u64>| D::Error::invalid_length(v.len(), &"the array's length"))
+    }
+}
+
+/// Bitmap words allocated 64 at a time (`Box<[u64; 64]>`), in an array of groups or a map by key.
+pub(crate) mod words {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn boxed<E: serde::de::Error>(v: Vec<u64>) -> Result<Box<[u64; 64]>, E> {
+        let b: Box<[u64]> = v.into_boxed_slice();
+        b.try_into()
+            .map_err(|b: Box<[u64]>| E::invalid_length(b.len(), &"64 words"))
+    }
+
+    pub fn serialize<S: Serializer>(
+        groups: &[Option<Box<[u64; 64]>>; 16],
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let v: Vec<Option<&[u64]>> = groups
+            .iter()
+            .map(|g| g.as_deref().map(|w| &w[..]))
+            .collect();
+        v.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<[Option<Box<[u64; 64]>>; 16], D::Error> {
+        let v = Vec::<Option<Vec<u64>>>::deserialize(d)?;
+        if v.len() != 16 {
+            return Err(D::Error::invalid_length(v.len(), &"16 groups"));
+        }
+        let mut out: [Option<Box<[u64; 64]>>; 16] = Default::default();
+        for (o, g) in out.iter_mut().zip(v) {
+            *o = g.map(boxed).transpose()?;
+        }
+        Ok(out)
+    }
+
+    pub mod map {
+        use super::*;
+        pub fn serialize<S: Serializer>(
+            m: &BTreeMap<u32, Box<[u64; 64]>>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            let v: Vec<(u32, &[u64])> = m.iter().map(|(k, w)| (*k, &w[..])).collect();
+            v.serialize(s)
+        }
+        pub fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<BTreeMap<u32, Box<[u64; 64]>>, D::Error> {
+            Vec::<(u32, Vec<u64>)>::deserialize(d)?
+                .into_iter()
+                .map(|(k, w)| Ok((k, boxed(w)?)))
+                .collect()
+        }
+    }
+}
+
+thread_local! {
+    /// What the last refusal to serialise was about (postcard's errors carry no message).
+    static REFUSED: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A serialisation error saying that `what` has no snapshot form.
+pub(crate) fn refuse<E: serde::ser::Error>(what: String) -> E {
+    let e = E::custom(&what);
+    // The innermost refusal says most: a qdisc that refuses because of its filter's kind keeps it.
+    REFUSED.with(|r| {
+        r.borrow_mut().get_or_insert(what);
+    });
+    e
+}
+
+/// Why an engine has no snapshot: what stood in the way, for a message or a test.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoSnapshot(pub String);
+
+impl std::fmt::Display for NoSnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "no snapshot form: {}", self.0)
+    }
+}
+
+/// Encode `value`, or say what has no snapshot form.
+pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, NoSnapshot> {
+    REFUSED.with(|r| r.borrow_mut().take());
+    postcard::to_allocvec(value).map_err(|e| {
+        NoSnapshot(
+            REFUSED
+                .with(|r| r.borrow_mut().take())
+                .unwrap_or(e.to_string()),
+        )
+    })
+}
+
+/// Decode a whole value: trailing bytes are an error (a snapshot of another layout).
+pub(crate) fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, String> {
+    let (v, rest) = postcard::take_from_bytes::<T>(bytes).map_err(|e| e.to_string())?;
+    if !rest.is_empty() {
+        return Err(format!("{} bytes left over", rest.len()));
+    }
+    Ok(v)
+}

@@ -1,0 +1,297 @@
+//! The store's snapshot: the engine a journal's first records build, kept in `FILE.snap` beside the
+//! journal `FILE`, so that a call loads it and replays only the records after it (issue 26: a cold
+//! `tc -s class show` of a 30 000-record store replayed all of them, 1.3 µs each).
+//!
+//! # The file
+//!
+//! ```text
+//! "TCLABSNP"        8 bytes
+//! version           u32 LE (1)
+//! build             u32 LE length + bytes: the tclab executable that wrote it
+//! journal_len       u64 LE: the journal's first bytes the engine stands for (whole records)
+//! journal_records   u64 LE: the records in them
+//! journal_crc       u32 LE: CRC-32 of those bytes
+//! engine_len        u64 LE
+//! engine            the engine ([`tclab_core::snapshot`], postcard)
+//! crc               u32 LE: CRC-32 of everything before it
+//! ```
+//!
+//! # When it is trusted
+//!
+//! Only when every check holds; otherwise it is ignored and the journal replayed whole, as without one —
+//! a snapshot can make a call faster, never answer differently:
+//!
+//! - the magic, the version and the file's length are right, and its checksum holds (a torn or corrupt
+//!   file, a write cut short);
+//! - it was written by this very build of tclab (the executable's device, inode, size and modification
+//!   time): the engine's bytes are its structures field by field, and another build may lay them out
+//!   otherwise;
+//! - the journal's first `journal_len` bytes are still the ones it was made from (CRC-32): a journal
+//!   compacted, replaced or restored from a backup since is not the history the snapshot stands for.
+//!   The engine a journal builds is a function of its bytes (replay is deterministic), so the same bytes
+//!   mean the same engine, whatever happened to the file in between.
+//!
+//! # When it is written
+//!
+//! By a command that changed the store (under its exclusive lock), once [`SNAPSHOT_AFTER`] records or
+//! more lie past the snapshot in force — a `tc -batch` of a large policy writes one at its end; a store
+//! of a few commands never has one, since replaying it costs less than reading a file. It is written as
+//! the journal's whole rewrites are: a temporary file, fsynced, renamed over `FILE.snap`, the directory
+//! fsynced; a writer killed before the rename leaves the old snapshot (older, still valid for the
+//! journal's first records) and a temporary file the next writer removes. A policy the engine cannot
+//! snapshot yet ([`tclab_core::snapshot`] says which kinds can) gets none, and a stale snapshot is
+//! removed then.
+
+use std::path::{Path, PathBuf};
+
+const MAGIC: &[u8; 8] = b"TCLABSNP";
+const VERSION: u32 = 1;
+
+/// Records past the snapshot (or in a journal without one) before a change writes a new one: replaying
+/// this many costs about a millisecond, as much as writing a snapshot of a small policy.
+pub const SNAPSHOT_AFTER: usize = 1000;
+
+/// A snapshot found valid for a journal's first bytes.
+pub struct Snapshot {
+    /// The journal's bytes it stands for: records after them are replayed on top.
+    pub journal_len: u64,
+    pub journal_records: u64,
+    pub engine: tclab_core::Engine,
+}
+
+/// `FILE.snap` for the store `FILE`.
+pub fn path_for(store: &Path) -> PathBuf {
+    let mut name = store.file_name().unwrap_or_default().to_os_string();
+    name.push(".snap");
+    store.with_file_name(name)
+}
+
+/// The build that writes and reads snapshots: the running executable's identity. `None` (no snapshot
+/// used or written) if it cannot be told.
+fn build_id() -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(std::env::current_exe().ok()?).ok()?;
+    Some(format!(
+        "{} {}:{}:{}:{}.{}",
+        env!("CARGO_PKG_VERSION"),
+        m.dev(),
+        m.ino(),
+        m.len(),
+        m.mtime(),
+        m.mtime_nsec()
+    ))
+}
+
+/// The snapshot's bytes for an engine that `journal`'s bytes (whole records, `records` of them) built.
+pub fn encode(engine_bytes: &[u8], journal: &[u8], records: u64) -> Option<Vec<u8>> {
+    let build = build_id()?;
+    let mut out = Vec::with_capacity(engine_bytes.len() + 64 + build.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&(build.len() as u32).to_le_bytes());
+    out.extend_from_slice(build.as_bytes());
+    out.extend_from_slice(&(journal.len() as u64).to_le_bytes());
+    out.extend_from_slice(&records.to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(journal).to_le_bytes());
+    out.extend_from_slice(&(engine_bytes.len() as u64).to_le_bytes());
+    out.extend_from_slice(engine_bytes);
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    Some(out)
+}
+
+/// A cursor over the file's fields; every read is bounds-checked.
+struct Fields<'a>(&'a [u8]);
+
+impl<'a> Fields<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Some(a)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+}
+
+/// Why a snapshot was not used (for tests; a call just replays).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Unused {
+    Missing,
+    /// Cut short, bad magic or checksum, another version or build.
+    Corrupt(&'static str),
+    /// The journal no longer begins with the bytes it was made from.
+    Stale,
+    /// The engine's bytes did not decode (another layout).
+    Undecodable(String),
+}
+
+/// The snapshot beside the store at `store`, if it holds for `journal` (the store's bytes as read now).
+pub fn load(store: &Path, journal: &[u8]) -> Result<Snapshot, Unused> {
+    let bytes = std::fs::read(path_for(store)).map_err(|_| Unused::Missing)?;
+    load_bytes(&bytes, journal)
+}
+
+fn load_bytes(bytes: &[u8], journal: &[u8]) -> Result<Snapshot, Unused> {
+    let corrupt = Unused::Corrupt;
+    let Some((body, crc)) = bytes.split_last_chunk::<4>() else {
+        return Err(corrupt("short"));
+    };
+    if crc32fast::hash(body) != u32::from_le_bytes(*crc) {
+        return Err(corrupt("checksum"));
+    }
+    let mut f = Fields(body);
+    if f.take(8) != Some(MAGIC) {
+        return Err(corrupt("magic"));
+    }
+    if f.u32() != Some(VERSION) {
+        return Err(corrupt("version"));
+    }
+    let build_len = f.u32().ok_or(corrupt("short"))? as usize;
+    let build = f.take(build_len).ok_or(corrupt("short"))?;
+    if build_id().is_none_or(|b| b.as_bytes() != build) {
+        return Err(corrupt("another build"));
+    }
+    let journal_len = f.u64().ok_or(corrupt("short"))?;
+    let journal_records = f.u64().ok_or(corrupt("short"))?;
+    let journal_crc = f.u32().ok_or(corrupt("short"))?;
+    let engine_len = f.u64().ok_or(corrupt("short"))?;
+    if f.0.len() as u64 != engine_len {
+        return Err(corrupt("length"));
+    }
+    let engine_bytes = f.0;
+    let covered = usize::try_from(journal_len)
+        .ok()
+        .and_then(|n| journal.get(..n))
+        .ok_or(Unused::Stale)?;
+    // Records end in a newline: a snapshot never stands for half of one.
+    if covered.last() != Some(&b'\n') || crc32fast::hash(covered) != journal_crc {
+        return Err(Unused::Stale);
+    }
+    let engine = tclab_core::Engine::from_snapshot(engine_bytes).map_err(Unused::Undecodable)?;
+    Ok(Snapshot {
+        journal_len,
+        journal_records,
+        engine,
+    })
+}
+
+/// Write the snapshot of `engine` for the journal at `store`, whose first `journal_len` bytes (read
+/// back here: the caller holds the store's exclusive lock) hold `records` records and built it. An
+/// engine that has no snapshot form removes any snapshot there is (it could only be stale). Temporary
+/// files a killed writer left are removed first.
+pub fn write(
+    store: &Path,
+    engine: &tclab_core::Engine,
+    journal_len: u64,
+    records: usize,
+) -> Result<bool, String> {
+    let snap = path_for(store);
+    remove_leftovers(&snap);
+    let Ok(engine_bytes) = engine.snapshot() else {
+        let _ = std::fs::remove_file(&snap);
+        return Ok(false);
+    };
+    let journal = std::fs::read(store).map_err(|e| format!("{}: {e}", store.display()))?;
+    let Some(covered) = usize::try_from(journal_len)
+        .ok()
+        .and_then(|n| journal.get(..n))
+    else {
+        return Ok(false);
+    };
+    let Some(bytes) = encode(&engine_bytes, covered, records as u64) else {
+        return Ok(false);
+    };
+    crate::store::write_atomically(&snap, &bytes)?;
+    Ok(true)
+}
+
+/// Temporary files of snapshot writers that were killed (`.FILE.snap.PID.N.tmp`, as
+/// [`crate::store::write_atomically`] names them).
+fn remove_leftovers(snap: &Path) {
+    let Some(name) = snap.file_name().and_then(|n| n.to_str()) else {
+        return;
+    };
+    let prefix = format!(".{name}.");
+    let dir = snap
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let n = e.file_name();
+        let n = n.to_string_lossy();
+        if n.starts_with(&prefix) && n.ends_with(".tmp") {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn engine_bytes() -> Vec<u8> {
+        let mut e = tclab_core::Engine::new();
+        let w = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        for c in [
+            "qdisc add dev eth0 root handle 1: htb default 10",
+            "class add dev eth0 parent 1: classid 1:10 htb rate 1mbit",
+        ] {
+            assert_eq!(crate::run(&mut e, &w(c), 0).code, 0, "{c}");
+        }
+        e.snapshot().unwrap()
+    }
+
+    #[test]
+    fn a_damaged_snapshot_is_never_used() {
+        let journal = b"{\"tclab_store\":2}\n[\"tc\",\"qdisc\"]\n[\"tc\",\"class\"]\n";
+        let engine = engine_bytes();
+        let good = encode(&engine, journal, 2).unwrap();
+        assert!(load_bytes(&good, journal).is_ok());
+        // The journal with more records after the covered ones: still valid (its tail is replayed).
+        let mut longer = journal.to_vec();
+        longer.extend_from_slice(b"[\"tc\",\"filter\"]\n");
+        let mut snap = encode(&engine, journal, 2).unwrap();
+        assert_eq!(
+            load_bytes(&snap, &longer).unwrap().journal_len,
+            journal.len() as u64
+        );
+        // Every cut of the file (a write cut short) is refused.
+        for n in 0..good.len() {
+            assert!(load_bytes(&good[..n], journal).is_err(), "cut at {n}");
+        }
+        // Every single flipped byte is refused (the checksum covers the whole file).
+        for i in 0..good.len() {
+            let mut bad = good.clone();
+            bad[i] ^= 0x20;
+            assert!(load_bytes(&bad, journal).is_err(), "byte {i}");
+        }
+        // A journal whose first bytes changed (compacted, replaced) makes it stale, as does a shorter one.
+        let mut other = journal.to_vec();
+        other[20] = b'x';
+        assert!(matches!(load_bytes(&good, &other), Err(Unused::Stale)));
+        assert!(matches!(
+            load_bytes(&good, &journal[..journal.len() - 1]),
+            Err(Unused::Stale)
+        ));
+        // Another build's snapshot (its checksum made right again).
+        let at = 8 + 4 + 4;
+        snap[at] ^= 1;
+        let n = snap.len() - 4;
+        let crc = crc32fast::hash(&snap[..n]);
+        snap[n..].copy_from_slice(&crc.to_le_bytes());
+        assert!(matches!(
+            load_bytes(&snap, journal),
+            Err(Unused::Corrupt("another build"))
+        ));
+    }
+}
