@@ -444,13 +444,19 @@ fn same_with_and_without(state: &Path, what: &str) {
     }
 }
 
-#[test]
-fn a_large_batch_writes_a_snapshot_that_cold_reads_use() {
-    let dir = TempDir::new("snap-batch");
+/// A store to which `batch(400)` (1 202 lines) was applied by one `tc -batch`.
+fn applied(tag: &str) -> (TempDir, PathBuf) {
+    let dir = TempDir::new(tag);
     let state = dir.path.join("policy.json");
     let b = dir.path.join("batch");
     std::fs::write(&b, batch(400)).unwrap();
     cold(&state, &["tc", "-batch", b.to_str().unwrap()]);
+    (dir, state)
+}
+
+#[test]
+fn a_large_batch_writes_a_snapshot_that_cold_reads_use() {
+    let (_dir, state) = applied("snap-batch");
     // 1 202 records, past SNAPSHOT_AFTER: the batch wrote one at its end, which a read uses whole.
     assert!(snap_path(&state).exists());
     let show = words("tc -s class show dev eth0");
@@ -491,11 +497,7 @@ fn a_large_batch_writes_a_snapshot_that_cold_reads_use() {
 
 #[test]
 fn torn_corrupt_stale_and_leftover_snapshots_change_no_answer() {
-    let dir = TempDir::new("snap-crash");
-    let state = dir.path.join("policy.json");
-    let b = dir.path.join("batch");
-    std::fs::write(&b, batch(400)).unwrap();
-    cold(&state, &["tc", "-batch", b.to_str().unwrap()]);
+    let (dir, state) = applied("snap-crash");
     let snap = snap_path(&state);
     let good = std::fs::read(&snap).unwrap();
     let reference: Vec<String> = {
