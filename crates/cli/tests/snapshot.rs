@@ -13,7 +13,6 @@
 //! the one a plain replay-only store of the same history wrote. Policies of kinds without a snapshot
 //! form (`tclab_core::snapshot`) write none: they are counted, and must read as before.
 
-#[allow(dead_code)]
 mod common;
 
 use common::{fixture, tclab, TempDir};

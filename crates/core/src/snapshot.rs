@@ -24,11 +24,13 @@ use crate::qdisc::{Qdisc, Sched};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// A discipline that has a snapshot form: its kind and how to rebuild it from what its
-/// [`Qdisc::save`] wrote.
+/// Rebuild a discipline from what its [`Qdisc::save`] wrote.
+pub type RestoreFn = fn(&[u8]) -> Result<Box<dyn Qdisc>, postcard::Error>;
+
+/// A discipline that has a snapshot form: its kind and how to rebuild it.
 pub struct Restore {
     pub kind: &'static str,
-    pub restore: fn(&[u8]) -> Result<Box<dyn Qdisc>, postcard::Error>,
+    pub restore: RestoreFn,
 }
 
 /// Restore a saved discipline of type `Q` (what each kind's line in [`RESTORE`] calls).
@@ -186,10 +188,10 @@ pub(crate) mod words {
             .map_err(|b: Box<[u64]>| E::invalid_length(b.len(), &"64 words"))
     }
 
-    pub fn serialize<S: Serializer>(
-        groups: &[Option<Box<[u64; 64]>>; 16],
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
+    /// HTB's `MinorSet` words: 16 groups of 64 words, each allocated on first use.
+    type Groups = [Option<Box<[u64; 64]>>; 16];
+
+    pub fn serialize<S: Serializer>(groups: &Groups, s: S) -> Result<S::Ok, S::Error> {
         let v: Vec<Option<&[u64]>> = groups
             .iter()
             .map(|g| g.as_deref().map(|w| &w[..]))
@@ -197,14 +199,12 @@ pub(crate) mod words {
         v.serialize(s)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<[Option<Box<[u64; 64]>>; 16], D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Groups, D::Error> {
         let v = Vec::<Option<Vec<u64>>>::deserialize(d)?;
         if v.len() != 16 {
             return Err(D::Error::invalid_length(v.len(), &"16 groups"));
         }
-        let mut out: [Option<Box<[u64; 64]>>; 16] = Default::default();
+        let mut out: Groups = Default::default();
         for (o, g) in out.iter_mut().zip(v) {
             *o = g.map(boxed).transpose()?;
         }
