@@ -38,7 +38,11 @@ fn apply_each(state: &Path, records: &[Vec<String>]) {
 /// The read-only calls whose answers must not depend on the snapshot.
 fn reads(state: &Path) -> Vec<Vec<String>> {
     let (s, _) = Store::open(state).unwrap();
-    let mut out = vec![words("tc -s qdisc show"), words("link show")];
+    let mut out = vec![
+        words("tc -s qdisc show"),
+        words("link show"),
+        words("route show"),
+    ];
     for (dev, _) in s.engine().devices() {
         for r in [
             "tc -s class show dev",
@@ -231,6 +235,38 @@ fn script_journal(script: &str, devices: &[&str], args: &[&str], whole: bool) ->
         String::from_utf8_lossy(&o.stderr)
     );
     read_journal(&state).unwrap().entries
+}
+
+#[test]
+fn routes_realms_come_back_from_a_snapshot() {
+    // The realms `ip route … realm` gives the host's routes are engine state as well (the route
+    // classifier reads them): a snapshot carries them, and a route changed after it replays on top.
+    let h: Vec<Vec<String>> = [
+        "link add dev eth0",
+        "tc qdisc add dev eth0 root handle 1: htb default 10",
+        "tc class add dev eth0 parent 1: classid 1:10 htb rate 1mbit",
+        "route add 10.1.0.0/16 dev eth0 realm 2",
+        "route add 10.2.0.0/16 dev eth0 realms 3/4",
+        "route del 10.1.0.0/16 dev eth0",
+        "route add 10.3.0.0/24 dev eth0 realm 5",
+    ]
+    .iter()
+    .map(|c| words(c))
+    .collect();
+    let mut tally = Tally::default();
+    check("routes", &h, &[4, 5, h.len()], &mut tally);
+    tally.finish("routes", 1);
+    // And the routes were there to compare.
+    let dir = TempDir::new("snap-routes");
+    let state = dir.path.join("policy.json");
+    apply_each(&state, &h);
+    let (shown, _) = read(&state, &words("route show"));
+    assert!(
+        shown.contains("10.2.0.0/16")
+            && shown.contains("10.3.0.0/24")
+            && !shown.contains("10.1.0.0/16"),
+        "{shown}"
+    );
 }
 
 #[test]

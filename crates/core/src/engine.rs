@@ -802,14 +802,15 @@ fn no_device() -> KernelError {
 }
 
 /// What a snapshot holds of an engine ([`crate::snapshot`]): the action tables (first: the filters'
-/// actions are found in them), its devices (ids kept) and the automatic handle counter; the mangle
-/// table and conntrack must be empty and teql unloaded.
+/// actions are found in them), its devices (ids kept), the automatic handle counter and the routes'
+/// realms; the mangle table and conntrack must be empty and teql unloaded.
 #[derive(serde::Serialize, serde::Deserialize)]
-struct EngineState<A, D> {
+struct EngineState<A, D, F> {
     actions: A,
     slots: Vec<Option<D>>,
     by_name: BTreeMap<String, DevId>,
     autohandle: u32,
+    fib: F,
 }
 
 impl Engine {
@@ -833,12 +834,14 @@ impl Engine {
             slots: self.slots.iter().map(Option::as_ref).collect(),
             by_name: self.by_name.clone(),
             autohandle: self.autohandle,
+            fib: &self.fib,
         })
     }
 
     /// The engine [`Engine::snapshot`] saved.
     pub fn from_snapshot(bytes: &[u8]) -> Result<Engine, String> {
-        let s: Result<EngineState<ActionTable, Device>, String> = crate::snapshot::decode(bytes);
+        let s: Result<EngineState<ActionTable, Device, crate::fib::Fib>, String> =
+            crate::snapshot::decode(bytes);
         ActionTable::finish_decoding();
         let s = s?;
         // Names and ids must agree, as every other way of making devices keeps them.
@@ -856,6 +859,7 @@ impl Engine {
             slots: s.slots,
             by_name: s.by_name,
             autohandle: s.autohandle,
+            fib: s.fib,
             ..Engine::default()
         })
     }

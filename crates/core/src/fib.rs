@@ -7,7 +7,7 @@
 /// One route's realms: the prefix it covers and its `nh_tclassid` (destination realm in the low 16 bits,
 /// a `realms FROM/TO` source realm in the high 16), with the gateway and device it named (checked by a
 /// driver that knows the paths).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RealmRoute {
     pub prefix: u32,
     pub len: u8,
@@ -24,7 +24,7 @@ impl RealmRoute {
 }
 
 /// The routes with realms, most specific first (ties in the order given).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Fib {
     routes: Vec<RealmRoute>,
 }

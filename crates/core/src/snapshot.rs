@@ -132,18 +132,27 @@ impl Serialize for Sched {
         let Some(state) = self.q.save() else {
             return Err(refuse(format!("qdisc {kind}")));
         };
-        (self.handle, self.parent, kind, Bytes(&state), &self.stab).serialize(s)
+        (
+            self.handle,
+            self.parent,
+            kind,
+            Bytes(&state),
+            &self.stab,
+            self.requeues,
+        )
+            .serialize(s)
     }
 }
 
 impl<'de> Deserialize<'de> for Sched {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Sched, D::Error> {
-        let (handle, parent, kind, state, stab): (
+        let (handle, parent, kind, state, stab, requeues): (
             crate::Handle,
             crate::Handle,
             String,
             ByteBuf,
             Option<crate::stab::SizeTable>,
+            u32,
         ) = Deserialize::deserialize(d)?;
         let r = RESTORE
             .iter()
@@ -158,6 +167,7 @@ impl<'de> Deserialize<'de> for Sched {
             parent,
             q,
             stab,
+            requeues,
         })
     }
 }
