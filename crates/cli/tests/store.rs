@@ -495,7 +495,8 @@ fn a_header_without_newline_is_not_appended_to() {
     );
 }
 
-/// A large store is kept resident after the first call that had to replay it: the socket appears, later
+/// A large store is kept resident after the first call that had to replay it (2 000 records or more,
+/// past its snapshot if it has one): the socket appears, later
 /// calls are answered through it (a change made through it is in the file, and seen by a standalone
 /// reader), one engine per store however many calls start one, none below the threshold or with
 /// `TCLAB_SERVE=off`, and the engine goes when the store is deleted.
@@ -535,6 +536,9 @@ fn a_large_store_starts_its_own_resident_engine() {
     assert_eq!(run_with_timeout(c, Duration::from_secs(60), -1).code, 0);
     std::thread::sleep(Duration::from_millis(300));
     assert!(!socket.exists(), "TCLAB_SERVE=off starts no engine");
+    // The batch left a snapshot, from which a call replays one record: no engine is needed. Without
+    // it (as for a policy of kinds that have no snapshot form yet) a call replays all 2 000.
+    std::fs::remove_file(dir.path.join("policy.json.snap")).unwrap();
     // Three readers at once: one engine comes up.
     let readers: Vec<_> = (0..3)
         .map(|_| {

@@ -8,7 +8,7 @@
 //! options a `show` prints: what only history decides — the class hash's and `qdisc_hash`'s orders,
 //! automatic handles, u32's node ids and table cursor, HTB's round-robin pointers and token counts —
 //! comes back exactly, so the journal's later records replay on top as they would on the replayed
-//! engine. Queued packets are never saved: a store's engine carries no traffic, and an engine that
+//! engine. The routes' realms (`ip route … realm`) and each root's driver requeues come with it. Queued packets are never saved: a store's engine carries no traffic, and an engine that
 //! holds any has no snapshot.
 //!
 //! # What has no snapshot form (yet)
