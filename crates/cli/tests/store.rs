@@ -620,6 +620,7 @@ fn a_large_store_starts_its_own_resident_engine() {
             "rate", "1mbit",
         ],
     );
+    std::fs::remove_file(sub.join("policy.json.snap")).unwrap();
     ok(&state2, &["tc", "qdisc", "show"]);
     assert!(wait_for(&|| engines_of(&state2) == 1));
     std::fs::remove_dir_all(&sub).unwrap();
