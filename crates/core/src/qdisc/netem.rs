@@ -12,7 +12,8 @@
 //!    answers `NET_XMIT_SUCCESS | __NET_XMIT_BYPASS` ([`Verdict::Bypass`]): parents count a drop, the sender
 //!    is told success — it was "sent", the emulated network lost it.
 //! 3. **corrupt**: one random bit of the packet's header bytes is flipped (a packet with no bytes cannot be
-//!    corrupted, and is left alone).
+//!    corrupted, and is left alone), after the checksums a simulated packet leaves implied are written in
+//!    (`skb_checksum_help` on a `CHECKSUM_PARTIAL` skb), so that the receiver finds one wrong.
 //! 4. **limit**: `qlen >= limit` tail-drops the packet (`qdisc_drop`, [`Verdict::Drop`]).
 //! 5. **delay**: unless this packet is picked for reordering, `time_to_send = now + tabledist(latency,
 //!    jitter)` — uniform in `[latency − jitter, latency + jitter)` without a table, else `latency + jitter ×
@@ -807,6 +808,9 @@ impl Qdisc for Netem {
             d
         });
         if self.corrupt != 0 && self.corrupt >= get_crandom(&mut self.corrupt_cor, &mut self.prng) {
+            // `skb_checksum_help` first: a checksum left implied is written in, so the flipped bit
+            // makes it wrong, as the receiver finds it.
+            crate::action::csum::complete_implied(&mut pkt);
             let headlen = pkt.data.len().min(u32::MAX as usize) as u32;
             if headlen > 0 {
                 let at = self.entropy.below(headlen) as usize;
