@@ -368,6 +368,9 @@ impl std::hash::Hasher for PortHasher {
     }
 }
 
+/// An address and port: one end of a connection.
+type Peer = (u32, u16);
+
 /// The most delivered packets' header buffers kept for reuse: more than a host makes between two
 /// deliveries (a GSO packet's frames each bring one back, and one comes back for each packet made).
 const SPARE_DATA: usize = 1024;
@@ -392,9 +395,10 @@ pub struct Network {
     /// address and port 0 mean "any" (a listening socket or a UDP sink). Looked up for every packet
     /// delivered and never iterated, so hashed (a B-tree of 2 000 sockets cost 2 % of bench-isp).
     demux: HashMap<(NodeId, u8, u16, u32, u16), AppId, BuildHasherDefault<PortHasher>>,
-    /// TCP receiving ends waiting for their connection's SYN, by (node, local port), in the order they
-    /// listened: a listening socket's accept queue ([`Network::listen`]).
-    listeners: BTreeMap<(NodeId, u16), Vec<AppId>>,
+    /// Receiving ends waiting for their first packet (a TCP SYN, a UDP datagram), by (node, protocol,
+    /// local port), in the order they listened, each with the peer its traffic entry names: a
+    /// listening socket's accept queue ([`Network::listen`]).
+    listeners: BTreeMap<(NodeId, u8, u16), Vec<(AppId, Peer)>>,
     /// ICMP echo identifiers → ping application.
     ping_ids: BTreeMap<(NodeId, u16), AppId>,
     addr_owner: BTreeMap<u32, NodeId>,
@@ -691,41 +695,43 @@ impl Network {
         self.demux.insert((node, proto, lport, raddr, rport), app);
     }
 
-    /// Let the TCP end `app` accept a connection on `node`'s port `lport` from any address, as a
-    /// listening socket does: the first SYN for that port that no connection owns makes `app` the
-    /// connection of the 4-tuple the SYN carries ([`Network::accept`]).
-    pub fn listen(&mut self, node: NodeId, lport: u16, app: AppId) {
-        self.listeners.entry((node, lport)).or_default().push(app);
+    /// Let the receiving end `app` (a TCP end or a UDP sink) take its peer on `node`'s port `lport`
+    /// from any address, as a listening socket does (iperf3's server, for UDP too): the first packet
+    /// for that port that no bound end owns — a TCP SYN, any UDP datagram — makes `app` the end of the
+    /// 4-tuple it carries ([`Network::accept`]). `peer` is the sender its traffic entry names.
+    pub fn listen(&mut self, node: NodeId, proto: u8, lport: u16, peer: Peer, app: AppId) {
+        self.listeners
+            .entry((node, proto, lport))
+            .or_default()
+            .push((app, peer));
     }
 
-    /// A SYN from `raddr:rport` to `laddr:lport` that no connection owns: a listening end takes it and
-    /// is bound to its 4-tuple (`tcp_v4_rcv`'s listener lookup, then `tcp_v4_syn_recv_sock`). Among
-    /// several ends listening on the port (several traffic entries towards one port of the host), the
-    /// one whose entry's sender this is takes it, so that each entry's bytes are reported as its own;
-    /// a SYN from an address no entry names (rewritten by a NAT) goes to the first still listening.
+    /// A first packet from `raddr:rport` to `laddr:lport` that no bound end owns: a listening end
+    /// takes it and is bound to its 4-tuple (`tcp_v4_rcv`'s listener lookup, then
+    /// `tcp_v4_syn_recv_sock`). Among several ends listening on the port (several traffic entries
+    /// towards one port of the host), the one whose entry's sender this is takes it, so that each
+    /// entry's bytes are reported as its own; a packet from an address no entry names (rewritten by a
+    /// NAT) goes to the first still listening.
     fn accept(
         &mut self,
         node: NodeId,
-        laddr: u32,
-        lport: u16,
-        raddr: u32,
-        rport: u16,
+        proto: u8,
+        (laddr, lport): Peer,
+        (raddr, rport): Peer,
     ) -> Option<AppId> {
-        let waiting = self.listeners.get_mut(&(node, lport))?;
-        let expects = |a: &AppId| match &self.apps[*a] {
-            // Until it accepts, a listening end's `remote` is its entry's sender.
-            App::Tcp(t) => t.remote == (raddr, rport),
-            _ => false,
-        };
-        let i = waiting.iter().position(expects).unwrap_or(0);
-        let app = waiting.remove(i);
+        let waiting = self.listeners.get_mut(&(node, proto, lport))?;
+        let i = waiting
+            .iter()
+            .position(|&(_, peer)| peer == (raddr, rport))
+            .unwrap_or(0);
+        let (app, _) = waiting.remove(i);
         if waiting.is_empty() {
-            self.listeners.remove(&(node, lport));
+            self.listeners.remove(&(node, proto, lport));
         }
         if let App::Tcp(t) = &mut self.apps[app] {
             t.accept((laddr, lport), (raddr, rport));
         }
-        self.bind(node, PROTO_TCP, lport, raddr, rport, app);
+        self.bind(node, proto, lport, raddr, rport, app);
         Some(app)
     }
 
@@ -1826,11 +1832,17 @@ impl Network {
             L4::Tcp(t) => self
                 .lookup(node, d.ip.protocol, t.dport, d.ip.src, t.sport)
                 .or_else(|| {
+                    let (local, peer) = ((d.ip.dst, t.dport), (d.ip.src, t.sport));
                     (t.flags & (TCP_SYN | TCP_ACK) == TCP_SYN)
-                        .then(|| self.accept(node, d.ip.dst, t.dport, d.ip.src, t.sport))
+                        .then(|| self.accept(node, PROTO_TCP, local, peer))
                         .flatten()
                 }),
-            L4::Udp(u) => self.lookup(node, d.ip.protocol, u.dport, d.ip.src, u.sport),
+            L4::Udp(u) => self
+                .lookup(node, d.ip.protocol, u.dport, d.ip.src, u.sport)
+                .or_else(|| {
+                    let (local, peer) = ((d.ip.dst, u.dport), (d.ip.src, u.sport));
+                    self.accept(node, d.ip.protocol, local, peer)
+                }),
             _ => None,
         };
         if let Some(app) = app {

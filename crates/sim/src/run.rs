@@ -155,7 +155,8 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
                 );
                 let a = sc.net.add_app(t.from, App::UdpSender(tx), Some(start));
                 let b = sc.net.add_app(t.to, App::UdpSink(UdpSink::default()), None);
-                sc.net.bind(t.to, PROTO_UDP, dport, src, sport, b);
+                // iperf3's UDP server: its first datagram, from whatever address, makes its peer.
+                sc.net.listen(t.to, PROTO_UDP, dport, (src, sport), b);
                 st.senders.push(a);
                 st.receivers.push(b);
             }
@@ -220,7 +221,7 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
                 let b = sc.net.add_app(t.to, App::Tcp(Box::new(rx)), None);
                 // A listening socket: its connection is whatever 4-tuple the SYN brings (a NAT on
                 // the way may have rewritten the source).
-                sc.net.listen(t.to, dport, b);
+                sc.net.listen(t.to, PROTO_TCP, dport, (src, sport), b);
                 st.senders.push(a);
                 st.receivers.push(b);
             }

@@ -258,3 +258,16 @@ fn a_corrupted_datagram_is_dropped_and_counted() {
     // A header flip is about 20 of the 28 bytes: most are r's.
     assert!(r.ip_in_hdr_errors > b.udp_in_csum_errors, "{r:?} {b:?}");
 }
+
+/// A UDP flow through the same NAT: the sink takes its first datagram's sender as its peer, as
+/// iperf3's UDP server does, so every datagram the flow delivers without NAT it delivers with it.
+#[test]
+fn nat_egress_rewrites_and_udp_still_arrives() {
+    let plain = plain_udp().1;
+    let (_, nat) = run_text(&format!("{}{NAT}", TOPOLOGY.replace(TCP, UDP)));
+    assert!(udp_flow(&plain).delivered_bytes > 11_000_000);
+    assert_eq!(
+        udp_flow(&nat).delivered_bytes,
+        udp_flow(&plain).delivered_bytes
+    );
+}
