@@ -162,6 +162,11 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "the children's guaranteed rates add up to more than their parent's",
     ),
     (
+        "parent-missing",
+        Severity::Error,
+        "an HTB class added under a parent class that did not exist: HTB puts it at the top, outside that parent's limits",
+    ),
+    (
         "ceil-below-rate",
         Severity::Warning,
         "a class's ceil is below its rate",
@@ -433,9 +438,10 @@ pub fn check(
                 .or(opts.line.rate),
             ..opts.line
         };
-        let cx = DevCx::new(
+        let mut cx = DevCx::new(
             origins, opts, dev_name, dev, tree, line, &marks, &actions, &redirects,
         );
+        cx.refused_classids = refused_classids(refusals, dev_name);
         cx.check(&mut out);
         compat::check(&cx, &mut kernel);
     }
@@ -443,6 +449,18 @@ pub fn check(
     teql::check(engine, origins, opts, &mut out);
     out.extend(kernel);
     out
+}
+
+/// The classids of the `tc class add|replace` commands refused on `dev`.
+fn refused_classids(refusals: &[Refusal], dev: &str) -> BTreeSet<u32> {
+    refusals
+        .iter()
+        .filter_map(|r| {
+            let words: Vec<String> = r.1.split_whitespace().map(str::to_string).collect();
+            let l = origins::TcLine::parse(&words)?;
+            (l.object == "class" && l.dev == Some(dev)).then_some(l.classid?)
+        })
+        .collect()
 }
 
 /// A device's qdiscs and classes, read once, with the indexes the rules look them up by (a LibreQoS
@@ -553,6 +571,9 @@ struct DevCx<'a> {
     actions: &'a [FilterAction],
     /// Those that redirect or mirror to a device.
     redirects: &'a [ifb::Redirect],
+    /// Classes on this device whose `class add` was refused: the refusal is their finding, and what
+    /// follows from it (children made at the top) is not reported again.
+    refused_classids: BTreeSet<u32>,
 }
 
 impl<'a> DevCx<'a> {
@@ -593,6 +614,7 @@ impl<'a> DevCx<'a> {
             by_major,
             parents,
             qdisc_at,
+            refused_classids: BTreeSet::new(),
             filtered,
             marks,
             actions,
@@ -671,6 +693,12 @@ impl<'a> DevCx<'a> {
 
     fn class_line(&self, classid: Handle) -> Option<&'a str> {
         self.origins.class(self.name, classid)
+    }
+
+    /// The parent a class's record names (`parent 1:1`), as written.
+    fn class_parent_written(&self, classid: Handle) -> Option<u32> {
+        let r = self.origins.class_record(self.name, classid)?;
+        origins::TcLine::parse(&r.entry)?.parent
     }
 
     fn check(&self, out: &mut Vec<Finding>) {

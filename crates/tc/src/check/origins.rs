@@ -175,8 +175,12 @@ impl Origins {
     }
 
     pub fn class(&self, dev: &str, classid: Handle) -> Option<&str> {
+        self.class_record(dev, classid).map(|r| r.at.as_str())
+    }
+
+    /// The record itself, for its words (the parent it was added under).
+    pub fn class_record(&self, dev: &str, classid: Handle) -> Option<&Record> {
         self.get(Key::Class(dev.into(), classid.0))
-            .map(|r| r.at.as_str())
     }
 
     /// The line of the filter at `parent` with preference `pref` (or, unknown, the parent's last one).

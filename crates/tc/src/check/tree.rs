@@ -180,6 +180,35 @@ fn htb(cx: &DevCx, facts: &Facts, q: &QdiscInfo, h: &HtbOptions, out: &mut Vec<F
         let o = htb_opts(c).expect("filtered");
         let at = format!("{} class htb {}", cx.name, c.classid);
         let line = cx.class_line(c.classid);
+        // htb_change_class looks the parent class up and, not finding it, makes the new class a root
+        // class without refusing: a typo or a parent created after its child leaves the class outside
+        // every limit its author put above it.
+        if let Some(p) = cx.class_parent_written(c.classid).map(Handle) {
+            if p.minor() != 0
+                && p.major() == c.classid.major()
+                && c.parent != p
+                && !cx.refused_classids.contains(&p.0)
+            {
+                out.push(
+                    Finding::new(
+                        "parent-missing",
+                        at.clone(),
+                        format!(
+                            "it was added under parent {p}, which did not exist at that point: HTB \
+                             made it a class at the top of the tree instead of refusing it, so {p}'s \
+                             rate and ceil do not hold it (it may send up to its own ceil {}) and \
+                             it borrows from nothing above",
+                            sprint_rate(o.ceil.rate)
+                        ),
+                        format!(
+                            "create {p} before its children, or correct the parent's classid; then \
+                             `tc class show` lists the class with `parent {p}`, not `root`"
+                        ),
+                    )
+                    .line(line),
+                );
+            }
+        }
         if o.ceil.rate < o.rate.rate {
             out.push(
                 Finding::new(
