@@ -900,9 +900,23 @@ impl Store {
             return Ok(());
         }
         self.journal.entries = candidate;
-        // The snapshot stood for the longer journal's first records: a new one is due as if none.
-        self.snapshot_records = 0;
-        self.rewrite()
+        self.rewrite()?;
+        // A snapshot of the longer journal's first records holds only if the shorter one still begins
+        // with them (the compaction dropped records after it). One that no read can use any more
+        // goes, rather than lie beside the store until SNAPSHOT_AFTER more records (1 MB at 10 000
+        // classes), and a new one is due as if there were none.
+        let snap = crate::snapshot::path_for(&self.path);
+        if snap.exists() {
+            let holds = std::fs::read(&self.path)
+                .is_ok_and(|journal| crate::snapshot::load(&self.path, &journal).is_ok());
+            if !holds {
+                let _ = std::fs::remove_file(&snap);
+                self.snapshot_records = 0;
+            }
+        } else {
+            self.snapshot_records = 0;
+        }
+        Ok(())
     }
 }
 
