@@ -36,6 +36,7 @@
 pub mod action;
 pub mod bpf;
 pub mod csum;
+pub mod cx;
 pub mod engine;
 pub mod error;
 pub mod fib;

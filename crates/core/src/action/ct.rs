@@ -4,7 +4,7 @@
 //! built from it: `ct` then a `goto chain` whose flower filters read `ct_state`.
 //!
 //! On a simulated host the action works on the host's connection table (the driver lends it to the
-//! call, [`crate::qdisc::Cx::conntrack`]), the one its netfilter hooks fill, as the kernel's act_ct and
+//! call, [`crate::cx::Cx::conntrack`]), the one its netfilter hooks fill, as the kernel's act_ct and
 //! hooks share their netns's — [`Ct::act_in`]:
 //!
 //! - A packet already carrying a connection of the action's zone keeps it (`tcf_ct_skb_nfct_cached`:

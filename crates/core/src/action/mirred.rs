@@ -6,7 +6,7 @@
 //!
 //! The kernel calls the target device's transmit or receive path from inside the action. tclab's engine
 //! has no path to call: the action pushes the packet to deliver, its target and what the receiving side
-//! needs to know onto [`Cx::mirred`] ([`Mirrored`]), and the driver delivers it as soon as the call that
+//! needs to know onto [`crate::cx::Cx::mirred`] ([`Mirrored`]), and the driver delivers it as soon as the call that
 //! classified it returns — before anything else happens, so the order of events is the kernel's.
 //!
 //! What the kernel bounds, tclab bounds the same way:
@@ -24,6 +24,7 @@
 //! packet as sent to a device that is gone.
 
 use super::{Control, TC_ACT_QUEUED, TC_ACT_SHOT, TC_ACT_STOLEN, TC_ACT_TRAP};
+pub use crate::cx::{MirredCx, Mirrored};
 use crate::packet::Packet;
 
 /// `TCA_EGRESS_REDIR` … `TCA_INGRESS_MIRROR` (`include/uapi/linux/tc_act/tc_mirred.h`).
@@ -124,124 +125,6 @@ impl Mirred {
         m.push(out);
         // TC_ACT_CONSUMED: gone, and not a drop, whatever the code said.
         (if consumed { TC_ACT_STOLEN } else { retval }, Some(false))
-    }
-}
-
-/// A packet a mirred action sends to another device.
-#[derive(Clone, Debug)]
-pub struct Mirrored {
-    pub pkt: Packet,
-    /// The target device.
-    pub dev: String,
-    /// Into the target's receive path (`ingress`) rather than out of it.
-    pub to_ingress: bool,
-    /// A redirect (`skb_set_redirected`): an ifb takes only these, and sends them back where they came from.
-    pub redirected: bool,
-    /// Classified at a device's ingress (`skb->from_ingress`): an ifb gives the packet back to that
-    /// device's receive path, after its ingress hook; otherwise to its transmit path.
-    pub from_ingress: bool,
-    /// The device whose classification sent it (`skb->skb_iif`), filled in by `Device::enqueue`/`receive`.
-    pub from_dev: String,
-    /// The egress nest the delivery happens in (`sched_mirred_dev`), this target included if egress.
-    pub nest: Vec<String>,
-    /// `skb->tc_depth` after this delivery.
-    pub depth: u8,
-    /// The action's index, for the driver to count an overlimit when the target refuses the packet.
-    pub action: u32,
-}
-
-/// The mirred side of a [`crate::qdisc::Cx`]: the packets actions sent elsewhere during the call, and
-/// what the call inherits from the delivery it is part of. Empty, it is one null pointer.
-#[derive(Clone, Debug, Default)]
-#[allow(clippy::box_collection)]
-pub struct MirredCx(Option<Box<MirredState>>);
-
-#[derive(Clone, Debug, Default)]
-struct MirredState {
-    out: Vec<Mirrored>,
-    nest: Vec<String>,
-    depth: u8,
-    at_ingress: bool,
-    /// `skb->tc_skip_classify`: set by an ifb on a packet it gives back, cleared by the first check.
-    skip_classify: bool,
-}
-
-impl MirredCx {
-    fn state(&mut self) -> &mut MirredState {
-        self.0.get_or_insert_with(Default::default)
-    }
-
-    fn input(&self) -> (&[String], u8, bool) {
-        match &self.0 {
-            Some(s) => (&s.nest, s.depth, s.at_ingress),
-            None => (&[], 0, false),
-        }
-    }
-
-    fn push(&mut self, m: Mirrored) {
-        self.state().out.push(m);
-    }
-
-    /// The delivery this call is part of: the egress nest and the packet's depth (from a [`Mirrored`]).
-    pub fn set_nest(&mut self, nest: Vec<String>, depth: u8) {
-        let s = self.state();
-        s.nest = nest;
-        s.depth = depth;
-    }
-
-    /// Whether classification runs at a device's ingress hook (`skb_at_tc_ingress`).
-    pub fn at_ingress(&self) -> bool {
-        self.input().2
-    }
-
-    /// Classification runs at a device's ingress hook (`skb_at_tc_ingress`).
-    pub fn set_at_ingress(&mut self, at: bool) {
-        if at || self.0.is_some() {
-            self.state().at_ingress = at;
-        }
-    }
-
-    /// The packet comes back from an ifb: the first action list it meets does not run (`tc_skip_classify`).
-    pub fn set_skip_classify(&mut self) {
-        self.state().skip_classify = true;
-    }
-
-    /// `skb_skip_tc_classify`: true once after [`MirredCx::set_skip_classify`].
-    pub fn take_skip_classify(&mut self) -> bool {
-        match &mut self.0 {
-            Some(s) => std::mem::take(&mut s.skip_classify),
-            None => false,
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.as_ref().is_none_or(|s| s.out.is_empty())
-    }
-
-    /// Nothing sent, inherited or set: as `MirredCx::default()` makes it.
-    #[inline]
-    pub fn is_unset(&self) -> bool {
-        self.0.is_none()
-    }
-
-    pub fn len(&self) -> usize {
-        self.0.as_ref().map_or(0, |s| s.out.len())
-    }
-
-    /// The packets pushed from position `from` on (to fill in where they came from).
-    pub fn since_mut(&mut self, from: usize) -> &mut [Mirrored] {
-        match &mut self.0 {
-            Some(s) => &mut s.out[from..],
-            None => &mut [],
-        }
-    }
-
-    /// Take the packets to deliver, in the order the actions sent them.
-    pub fn take(&mut self) -> Vec<Mirrored> {
-        self.0
-            .as_mut()
-            .map(|s| std::mem::take(&mut s.out))
-            .unwrap_or_default()
     }
 }
 

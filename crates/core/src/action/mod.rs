@@ -35,7 +35,7 @@ pub mod vlan;
 
 use crate::error::{Errno, KernelError};
 use crate::packet::Packet;
-use crate::qdisc::Cx;
+use crate::cx::Cx;
 use crate::Nanos;
 use std::cell::RefCell;
 use std::collections::BTreeMap;

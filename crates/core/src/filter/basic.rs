@@ -9,9 +9,9 @@
 use super::ematch::EmatchTree;
 use super::{Exts, ExtsSpec, TcfResult, NO_MATCH};
 use crate::action::{ActionTable, Control};
+use crate::cx::Cx;
 use crate::error::{Errno, KernelError};
 use crate::packet::Packet;
-use crate::qdisc::Cx;
 use crate::Nanos;
 use std::cell::Cell;
 

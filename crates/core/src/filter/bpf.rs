@@ -21,9 +21,9 @@ use crate::action::{
     TC_ACT_UNSPEC,
 };
 use crate::bpf::{self, Insn};
+use crate::cx::Cx;
 use crate::error::{Errno, KernelError};
 use crate::packet::Packet;
-use crate::qdisc::Cx;
 use crate::Nanos;
 
 /// `TCA_BPF_FLAG_ACT_DIRECT`.

@@ -17,9 +17,9 @@
 use super::ematch::EmatchTree;
 use super::{Exts, ExtsSpec, TcfResult, NO_MATCH};
 use crate::action::{ActionTable, Control};
+use crate::cx::Cx;
 use crate::error::{Errno, KernelError};
 use crate::packet::Packet;
-use crate::qdisc::Cx;
 use crate::Nanos;
 
 /// What tc sends (`TCA_CGROUP_*`; tc always sends the options, empty or not).

@@ -11,9 +11,9 @@
 
 use super::{Exts, ExtsSpec, TcfResult, NO_MATCH};
 use crate::action::{ActionTable, Control, TC_ACT_OK};
+use crate::cx::Cx;
 use crate::error::{Errno, KernelError};
 use crate::packet::Packet;
-use crate::qdisc::Cx;
 use crate::Nanos;
 
 const HTSIZE: u32 = 256;

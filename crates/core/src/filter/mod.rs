@@ -32,9 +32,10 @@ use crate::action::{
     exec_list, ext_is, ActionRef, ActionSpec, ActionTable, Control, TC_ACT_EXT_VAL_MASK,
     TC_ACT_GOTO_CHAIN, TC_ACT_OK, TC_ACT_RECLASSIFY, TC_ACT_SHOT, TC_ACT_UNSPEC,
 };
+use crate::cx::Cx;
+pub use crate::cx::FilterMatch;
 use crate::error::{Errno, KernelError};
 use crate::packet::Packet;
-use crate::qdisc::Cx;
 use crate::Nanos;
 use std::collections::BTreeMap;
 
@@ -257,26 +258,6 @@ impl Classifier {
             Classifier::Cgroup(c) => c.filter.iter().any(|f| f.ematches.reads_route()),
             _ => false,
         }
-    }
-}
-
-/// Which filter instance classified a packet: its kind, chain and preference (what `tc filter show`
-/// lists it by), for traces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FilterMatch {
-    pub kind: &'static str,
-    pub chain: u32,
-    pub pref: u32,
-}
-
-impl std::fmt::Display for FilterMatch {
-    /// `u32:1`, or `u32:1@2` in chain 2.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.kind, self.pref)?;
-        if self.chain != 0 {
-            write!(f, "@{}", self.chain)?;
-        }
-        Ok(())
     }
 }
 

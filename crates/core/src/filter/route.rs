@@ -23,9 +23,9 @@
 
 use super::{Exts, ExtsSpec, TcfResult, NO_MATCH};
 use crate::action::{ActionTable, Control};
+use crate::cx::Cx;
 use crate::error::{Errno, KernelError};
 use crate::packet::Packet;
-use crate::qdisc::Cx;
 use crate::Nanos;
 
 /// What `tc filter … route …` sends (`TCA_ROUTE4_*`).

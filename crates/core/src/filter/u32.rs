@@ -19,9 +19,9 @@
 
 use super::{Exts, ExtsSpec, TcfResult, CLS_FLAGS_NOT_IN_HW, CLS_FLAGS_SKIP_SW, NO_MATCH};
 use crate::action::{ActionTable, Control};
+use crate::cx::Cx;
 use crate::error::{Errno, KernelError};
 use crate::packet::Packet;
-use crate::qdisc::Cx;
 use crate::wire;
 use crate::Nanos;
 use std::cell::Cell;
