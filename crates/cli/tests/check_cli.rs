@@ -117,6 +117,7 @@ const CASES: &[(&str, &str, &[&str])] = &[
     ("u32-offset", "qdisc add dev eth0 root handle 1: prio\nfilter add dev eth0 parent 1: protocol ip prio 1 u32 match u16 22 0xffff at 20 flowid 1:1\nfilter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dport 22 0xffff flowid 1:2\n", &[]),
     ("ipv4-only-classes", "qdisc add dev eth0 root handle 1: htb default 20\nclass add dev eth0 parent 1: classid 1:10 htb rate 1mbit\nclass add dev eth0 parent 1: classid 1:20 htb rate 1mbit\nfilter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 1 0xff flowid 1:10\n", &[]),
     ("mark-unset", "#!/bin/sh\ntc qdisc add dev eth0 root handle 1: htb default 20\ntc class add dev eth0 parent 1: classid 1:10 htb rate 1mbit\ntc class add dev eth0 parent 1: classid 1:20 htb rate 1mbit\ntc filter add dev eth0 parent 1: protocol ip prio 1 handle 1 fw flowid 1:10\niptables -t mangle -N qos\niptables -t mangle -A qos -j MARK --set-mark 1\n", &[]),
+    ("realm-unset", REALM_POLICY, &[]),
     ("prio-inverted", "qdisc add dev eth0 root handle 1: htb default 20\nclass add dev eth0 parent 1: classid 1:1 htb rate 8mbit\nclass add dev eth0 parent 1:1 classid 1:10 htb rate 100kbit ceil 8mbit prio 3\nclass add dev eth0 parent 1:1 classid 1:20 htb rate 2mbit ceil 8mbit prio 1\nfilter add dev eth0 parent 1: protocol all prio 1 u32 match ip dport 5060 0xffff flowid 1:10\n", &[]),
     ("atm-overhead", "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 900kbit linklayer atm overhead 0\n", &[]),
     ("aqm-target-short", "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 256kbit\nqdisc add dev eth0 parent 1:10 fq_codel\n", &[]),
@@ -131,6 +132,16 @@ const CASES: &[(&str, &str, &[&str])] = &[
     ("teql-one-slave", "#!/bin/sh\ntc qdisc add dev eth1 root teql0\nip link set dev teql0 up\n", &[]),
     ("teql-unequal-slaves", TEQL_BOND, &["--link", "eth1=10mbit", "--link", "eth2=2mbit"]),
 ];
+
+/// A router's uplink: traffic to 10.0.2.0/24 has realm 5 (`ip route … realm 5`), and a route filter
+/// meant to send it to 1:10 reads realm 7.
+const REALM_POLICY: &str = "#!/bin/sh
+ip route add 10.0.2.0/24 via 10.0.1.254 dev eth0 realm 5
+tc qdisc add dev eth0 root handle 1: htb default 20
+tc class add dev eth0 parent 1: classid 1:10 htb rate 1mbit
+tc class add dev eth0 parent 1: classid 1:20 htb rate 1mbit
+tc filter add dev eth0 parent 1: protocol ip prio 1 route to 7 classid 1:10
+";
 
 /// LARTC's bond of two lines (its teql chapter): both enslaved, then the master up.
 const TEQL_BOND: &str = "#!/bin/sh\ntc qdisc add dev eth1 root teql0\ntc qdisc add dev eth2 root teql0\nip link set dev teql0 up\n";
@@ -1334,4 +1345,72 @@ fn actions_younger_than_the_kernel() {
     );
     let new = check(&dir, "new.batch", policy, &["--kernel", "5.4"]);
     assert!(found_at(&new, "kernel-lacks").is_empty(), "{}", new.stdout);
+}
+
+/// `realm-unset`: a route filter's realms against the realms the policy's routes give, compared as
+/// `route4_classify` compares them (`to` the destination realm, `from` the source realm: a route's own
+/// `realms S/D`, else the destination realm of the route back to the sender, as
+/// `fib_validate_source` gives it), and only for a policy that has route lines.
+#[test]
+fn a_route_filter_on_a_realm_no_route_sets_is_named_at_its_line() {
+    let dir = TempDir::new("check-realm");
+    let realm = |name: &str, policy: &str| found_at(&check(&dir, name, policy, &[]), "realm-unset");
+    let r = check(&dir, "to7.sh", REALM_POLICY, &[]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let f = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "realm-unset")
+        .unwrap_or_else(|| panic!("{}", r.stdout));
+    assert_eq!(f["at"], "eth0 filter parent 1: pref 1 route to 7");
+    assert!(f["line"].as_str().unwrap().ends_with("to7.sh:6"), "{f}");
+    let m = f["message"].as_str().unwrap();
+    assert!(m.contains("set realm 5") && m.contains("live box"), "{m}");
+    assert_eq!(r.code, 1, "a warning");
+    // The realm the route sets, and realm 0 (every destination without a realm route): nothing.
+    for to in ["to 5", "to 0"] {
+        let p = REALM_POLICY.replace("to 7", to);
+        assert_eq!(realm("ok.sh", &p), Vec::<String>::new(), "{to}");
+    }
+    // No route lines at all: the realms are the box's own routes', not judged.
+    let p = REALM_POLICY.replace(
+        "ip route add 10.0.2.0/24 via 10.0.1.254 dev eth0 realm 5\n",
+        "",
+    );
+    assert_eq!(realm("noroutes.sh", &p), Vec::<String>::new());
+    // Source realms: 5 is the realm of the route back to a sender in 10.0.2.0/24; 2 only a route's
+    // own `realms 2/…` gives, and the route back to a sender gives its destination realm (6), not 2.
+    let p = REALM_POLICY.replace("to 7", "from 5");
+    assert_eq!(realm("from5.sh", &p), Vec::<String>::new());
+    let p = REALM_POLICY.replace("to 7", "to 5 from 5");
+    assert_eq!(realm("to5from5.sh", &p), Vec::<String>::new());
+    let p = REALM_POLICY.replace("to 7", "from 2");
+    assert_eq!(
+        realm("from2.sh", &p),
+        ["eth0 filter parent 1: pref 1 route from 2"]
+    );
+    let two = REALM_POLICY.replace("realm 5", "realms 2/6");
+    assert_eq!(
+        realm("from2.sh", &two.replace("to 7", "from 2")),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        realm("to6from2.sh", &two.replace("to 7", "to 6 from 2")),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        realm("to6from6.sh", &two.replace("to 7", "to 6 from 6")),
+        ["eth0 filter parent 1: pref 1 route to 6 from 6"],
+        "the route has its own source realm, 2"
+    );
+    assert_eq!(
+        realm("to7from6.sh", &two.replace("to 7", "to 7 from 6")),
+        ["eth0 filter parent 1: pref 1 route to 7 from 6"]
+    );
+    // At the ingress hook a packet has no route yet: that filter is not judged by its realm.
+    let ingress = "#!/bin/sh\nip route add 10.0.2.0/24 via 10.0.1.254 dev eth0 realm 5\n\
+                   tc qdisc add dev eth0 handle ffff: ingress\n\
+                   tc filter add dev eth0 parent ffff: protocol ip prio 1 route to 7 classid 1:1\n";
+    assert_eq!(realm("ingress.sh", ingress), Vec::<String>::new());
 }

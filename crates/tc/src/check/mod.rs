@@ -18,8 +18,8 @@
 //! The rules live by subject: `tree` (HTB and HFSC trees: defaults, quantum, rates, bursts, queues,
 //! classes reached), `line` (the shaper against the line: rate, ATM, offloads, CAKE, AQM targets),
 //! `ifb` (ingress through ifb devices), `teql` (bonded lines), `buckets` (TBF and policer buckets),
-//! `filters` (what filters name and read), `marks` (fw marks and iptables; priorities), `compat`
-//! (kernel versions).
+//! `filters` (what filters name and read), `marks` (fw marks and iptables; priorities), `realms`
+//! (route filters against the policy's routes), `compat` (kernel versions).
 
 mod buckets;
 mod compat;
@@ -28,6 +28,7 @@ mod ifb;
 mod line;
 mod marks;
 pub mod origins;
+mod realms;
 mod taprio;
 mod teql;
 mod tree;
@@ -302,6 +303,11 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "an fw filter reads a mark no reachable iptables rule or tc action sets on that device",
     ),
     (
+        "realm-unset",
+        Severity::Warning,
+        "a route filter reads a realm no `ip route … realm` line of the policy sets: it never matches",
+    ),
+    (
         "prio-inverted",
         Severity::Warning,
         "an HTB class for interactive traffic has a worse prio than a bulk sibling",
@@ -443,6 +449,7 @@ pub fn check(
         );
         cx.refused_classids = refused_classids(refusals, dev_name);
         cx.check(&mut out);
+        realms::check(&cx, engine.fib(), &mut out);
         compat::check(&cx, &mut kernel);
     }
     ifb::check(engine, origins, &redirects, &mut out);
