@@ -155,6 +155,11 @@ fn usage_errors_exit_64_everywhere_and_name_the_problem() {
         (&["demo", "--frobnicate"], "--frobnicate"),
         (&["serve", "--idle", "0"], "0"),
         (&["completions", "tcsh"], "tcsh"),
+        // The names add their own dash: `x-` would make `x--node-1`.
+        (
+            &["lab", "--prefix", "x-", "status"],
+            "\"x-\": begins or ends with a dash",
+        ),
     ] {
         let (code, _, err) = text(&tclab(&dir, args));
         assert_eq!(code, 64, "tclab {args:?} exits 64 (EX_USAGE): {err}");

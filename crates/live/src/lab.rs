@@ -138,6 +138,21 @@ impl Lab {
                 "--prefix \"{prefix}\": 1 to 8 letters, digits or dashes (it names namespaces and interfaces)"
             ));
         }
+        // The names add their own dash (`PREFIX-node-1`): one of the prefix's would double it
+        // (`x--node-1`), and a leading one makes `ip netns exec -x-router` read an option.
+        // Refused rather than trimmed, so that one lab has one spelling.
+        if prefix.starts_with('-') || prefix.ends_with('-') {
+            let trimmed = prefix.trim_matches('-');
+            let hint = if trimmed.is_empty() {
+                String::new()
+            } else {
+                format!(": --prefix {trimmed} names {trimmed}-node-1, {trimmed}-router, {trimmed}-node-2")
+            };
+            return Err(format!(
+                "--prefix \"{prefix}\": begins or ends with a dash, and tclab adds its own between the prefix and \
+                 each node's name{hint}"
+            ));
+        }
         Ok(Lab {
             prefix: prefix.to_string(),
         })
@@ -554,6 +569,22 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tclab-lab-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         dir.join("live.pid")
+    }
+
+    #[test]
+    fn a_prefix_is_refused_with_a_dash_at_either_end() {
+        assert_eq!(Lab::new("x-1").unwrap().ns("node-1"), "x-1-node-1");
+        let e = Lab::new("x-").err().expect("refused");
+        assert!(
+            e.contains("ends with a dash") && e.contains("--prefix x names x-node-1"),
+            "{e}"
+        );
+        assert!(Lab::new("-x").is_err());
+        let e = Lab::new("--").err().expect("refused");
+        assert!(!e.contains("names"), "no prefix to suggest: {e}");
+        assert!(
+            Lab::new("x_1").is_err() && Lab::new("").is_err() && Lab::new("123456789").is_err()
+        );
     }
 
     #[test]
