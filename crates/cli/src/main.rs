@@ -91,6 +91,17 @@ fn cmd_store(argv: &[String]) -> Result<u8, String> {
     let live =
         control::live_socket().filter(|s| !from_script && !env_off("TCLAB_LIVE") && s.exists());
     let through_live = script_socket.is_none() && live.is_some();
+    // In a `tclab lab` node with no bridge to ask, the policy meant is that node's, not the store's:
+    // showing the store there (as before) looked like the node's policy.
+    if !from_script && live.is_none() && !env_off("TCLAB_LIVE") {
+        if let Some((lab, node)) = tclab_live::lab::Lab::here() {
+            return Err(format!(
+                "{}; set TCLAB_LIVE=off to use the policy store ({}) here",
+                lab.no_bridge_here(node),
+                path.display()
+            ));
+        }
+    }
     let socket = script_socket.map(PathBuf::from).or(live).or_else(|| {
         Some(control::resident_dir(&path).join("control.sock"))
             .filter(|s| auto_serve_enabled() && s.exists())

@@ -61,7 +61,10 @@ struct Lab {
 
 impl Lab {
     fn up(tag: &str, extra: &[&str]) -> Lab {
-        let prefix = format!("t{tag}{}", std::process::id() % 10_000);
+        Lab::up_named(format!("t{tag}{}", std::process::id() % 10_000), extra)
+    }
+
+    fn up_named(prefix: String, extra: &[&str]) -> Lab {
         let lab = Lab { prefix };
         let mut args = vec!["lab", "--prefix", &lab.prefix, "up"];
         args.extend_from_slice(extra);
@@ -322,6 +325,85 @@ fn without_a_policy_the_bridge_passes_ping_and_the_lab_tools_behave() {
     assert!(!list.contains(&format!("{}-router", lab.prefix)), "{list}");
     let st = String::from_utf8_lossy(&lab.tclab(&["status"]).stdout).into_owned();
     assert!(st.contains("no lab with prefix"), "{st}");
+}
+
+/// `tclab tc` in a lab node with no tclab live to ask — node-1, and the router of a `--kernel` lab —
+/// says which node it is and where its policy is, exit 1; it showed the user's store before, as if
+/// that were the node's policy. `TCLAB_LIVE=off` still reaches the store.
+#[test]
+fn tclab_tc_in_a_lab_node_without_a_bridge_says_where_the_policy_is() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = cannot_run() {
+        return skip(&why);
+    }
+    let dir = TempDir::new("lab-no-bridge");
+    let store = dir.path.join("policy.json");
+    let tc = |ns: Option<(&str, &str)>, live: Option<&str>| {
+        let mut c = Command::new(TCLAB);
+        if let Some((prefix, node)) = ns {
+            c.args(["lab", "--prefix", prefix, "exec", node, "--", TCLAB]);
+        }
+        c.args(["tc", "qdisc", "show"])
+            .env("TCLAB_STATE", &store)
+            .env_remove("TCLAB_CONTROL");
+        if let Some(v) = live {
+            c.env("TCLAB_LIVE", v);
+        }
+        c.output().unwrap()
+    };
+    let add = Command::new(TCLAB)
+        .args([
+            "tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "prio",
+        ])
+        .env("TCLAB_STATE", &store)
+        .env_remove("TCLAB_CONTROL")
+        .status()
+        .unwrap();
+    assert!(add.success());
+    assert!(String::from_utf8_lossy(&tc(None, None).stdout).contains("qdisc prio 1:"));
+    let lab = Lab::up_named(format!("nt-{}", std::process::id() % 10_000), &["--kernel"]);
+    let p = lab.prefix.as_str();
+    let o = tc(Some((p, "node-1")), None);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        !String::from_utf8_lossy(&o.stdout).contains("prio"),
+        "the store, not shown"
+    );
+    assert!(
+        err.contains(&format!("node-1 of the lab \"{p}\" (namespace {p}-node-1)"))
+            && err.contains("--kernel lab")
+            && err.contains(&format!("tclab lab --prefix {p} exec router -- tc "))
+            && err.contains("TCLAB_LIVE=off"),
+        "{err}"
+    );
+    let o = tc(Some((p, "router")), None);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("the kernel bridges it"), "{err}");
+    let o = tc(Some((p, "node-1")), Some("off"));
+    assert_eq!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("qdisc prio 1:"));
+    lab.down();
+    // With tclab's bridge: node-1 names it; in the router, `tclab tc` is the bridge's (no prio).
+    let lab = Lab::up_named(lab.prefix.clone(), &[]);
+    let o = tc(Some((p, "node-1")), None);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("tclab lab --prefix {p} exec router -- tclab tc ")),
+        "{err}"
+    );
+    let o = tc(Some((p, "router")), None);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("dev eth0") && !out.contains("prio"), "{out}");
+    lab.down();
 }
 
 /// RTTs in ms of the replies `ping` printed.

@@ -494,6 +494,74 @@ impl Lab {
         s
     }
 
+    /// The lab node this process's network namespace is, if it is one: a namespace under
+    /// `/run/netns` that is this one (the same nsfs inode), named `PREFIX-NODE` for a lab whose run
+    /// directory exists (so that a namespace of someone else's that happens to end in `-router` is
+    /// not taken for a lab's).
+    pub fn here() -> Option<(Lab, &'static str)> {
+        use std::os::unix::fs::MetadataExt;
+        let me = std::fs::metadata("/proc/self/ns/net").ok()?;
+        for e in std::fs::read_dir("/run/netns").ok()?.flatten() {
+            let Ok(m) = std::fs::metadata(e.path()) else {
+                continue;
+            };
+            if (m.dev(), m.ino()) != (me.dev(), me.ino()) {
+                continue;
+            }
+            let name = e.file_name();
+            let Some((prefix, node)) = name.to_str().and_then(node_of) else {
+                continue;
+            };
+            if let Ok(lab) = Lab::new(prefix) {
+                if lab.run_dir().is_dir() {
+                    return Some((lab, node));
+                }
+            }
+        }
+        None
+    }
+
+    /// Why `tclab tc` in `node`'s namespace has no tclab live to ask, and where the policy it wants
+    /// is instead: node-1 and node-2 never have one (their qdiscs are the kernel's), the router has
+    /// none in a `--kernel` lab, or its bridge stopped.
+    pub fn no_bridge_here(&self, node: &str) -> String {
+        let what = if node == "router" { "the router" } else { node };
+        let at = format!(
+            "this is {what} of the lab \"{}\" (namespace {}), where no tclab live runs",
+            self.prefix,
+            self.ns(node)
+        );
+        let bridged = self.run_dir().join("live.pid").exists();
+        if node != "router" {
+            let policy = if bridged {
+                format!(
+                    "the router's bridge's (`tclab lab{} exec router -- tclab tc …`)",
+                    self.prefix_flag()
+                )
+            } else {
+                format!(
+                    "the router's kernel's, a --kernel lab (`tclab lab{} exec router -- tc …`)",
+                    self.prefix_flag()
+                )
+            };
+            return format!(
+                "{at}: this node's qdiscs are this kernel's (`tc qdisc show`); the lab's policy is {policy}"
+            );
+        }
+        if bridged {
+            return format!(
+                "{at}: its bridge has stopped (it crashed or was killed; its log: {}); tclab lab{} down \
+                 removes the lab",
+                self.run_dir().join("live.log").display(),
+                self.prefix_flag()
+            );
+        }
+        format!(
+            "{at}: the kernel bridges it (lab up --kernel), so its policy is this kernel's, which `tc` \
+             shows and changes"
+        )
+    }
+
     /// `ip netns exec` of `node`'s namespace.
     pub fn exec(&self, node: &str, argv: &[String]) -> Result<i32, String> {
         if !NODES.iter().any(|(n, _)| *n == node) {
@@ -535,6 +603,15 @@ impl Lab {
     }
 }
 
+/// A lab namespace's name taken apart: (prefix, node) for `PREFIX-node-1`, `PREFIX-router`,
+/// `PREFIX-node-2`.
+fn node_of(name: &str) -> Option<(&str, &'static str)> {
+    NODES.iter().find_map(|&(node, _)| {
+        let prefix = name.strip_suffix(node)?.strip_suffix('-')?;
+        Some((prefix, node))
+    })
+}
+
 /// Whether `cmd` names a file to run, as a shell looks for it (a path if it has a slash, else each
 /// directory of `PATH`): `Some(true)` executable, `Some(false)` there but not executable, `None`
 /// nowhere.
@@ -569,6 +646,18 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tclab-lab-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         dir.join("live.pid")
+    }
+
+    #[test]
+    fn a_lab_namespace_is_taken_apart_into_prefix_and_node() {
+        assert_eq!(node_of("tclab-node-1"), Some(("tclab", "node-1")));
+        assert_eq!(node_of("a-b-router"), Some(("a-b", "router")));
+        assert_eq!(node_of("x-node-2"), Some(("x", "node-2")));
+        assert_eq!(node_of("xrouter"), None);
+        assert_eq!(node_of("tclab-node-3"), None);
+        // Not a prefix a lab can have: `here` then finds no lab (Lab::new refuses it).
+        assert_eq!(node_of("-router"), Some(("", "router")));
+        assert!(Lab::new("").is_err());
     }
 
     #[test]
