@@ -452,3 +452,116 @@ fn draws_are_deterministic() {
     assert_ne!(run(1, None), run(2, None));
     assert_eq!(run(1, Some(9)), run(2, Some(9)));
 }
+
+/// A TCP GSO packet of `segs` full frames (1448 bytes of payload each), its checksum left implied.
+fn tcp_gso(segs: u32) -> Packet {
+    let mut p = Packet::tcp4(
+        [10, 0, 0, 1],
+        40000,
+        [10, 0, 0, 2],
+        5201,
+        0x18,
+        1,
+        1,
+        &[],
+        1448 * segs,
+    );
+    p.set_gso(1448);
+    p
+}
+
+/// `corrupt 100%` on a GSO packet, under PRIO: `netem_enqueue` cuts it into its frames first
+/// (`netem_segment`), corrupts the first, and enqueues the others one by one through itself, each
+/// drawing again (at 100 % each is corrupted too). Every frame leaves as a packet of its own with
+/// exactly one bit flipped against the same frame cut from the clean packet (before: the whole
+/// 4-frame packet left as one with one bit flipped, so a receiver lost all four). PRIO, which counted
+/// one packet, is told of three more (`qdisc_tree_reduce_backlog(sch, 1 - nb, prev_len - len)`), and
+/// the bytes add up to what it counted. Without corruption the packet stays whole.
+#[test]
+fn corrupt_cuts_a_gso_packet_into_frames_first() {
+    use tclab_core::qdisc::prio::PrioOptions;
+    for (corrupt, frames) in [(u32::MAX, 4usize), (0, 1)] {
+        let mut e = Engine::new();
+        e.add_device("eth0", 1500, 1000);
+        let prio = QdiscOptions::Prio(PrioOptions::default());
+        e.modify_qdisc(
+            "eth0",
+            Handle::ROOT,
+            Handle::new(1, 0),
+            Some(&prio),
+            Flags::ADD,
+            0,
+        )
+        .unwrap();
+        let o = NetemOptions {
+            corrupt: Some(ProbCorr {
+                probability: corrupt,
+                correlation: 0,
+            }),
+            ..opts()
+        };
+        // Priority 0 goes to band 2 (class 1:2) in the default priomap.
+        e.modify_qdisc(
+            "eth0",
+            Handle::new(1, 2),
+            Handle::new(10, 0),
+            Some(&QdiscOptions::Netem(o)),
+            Flags::ADD,
+            0,
+        )
+        .unwrap();
+        let dev = e.device_mut("eth0").unwrap();
+        let pkt = tcp_gso(4);
+        let total = pkt.len;
+        let mut clean = pkt.clone();
+        tclab_core::action::csum::complete_implied(&mut clean);
+        let clean = clean.gso_segment();
+        let mut cx = Cx::new(0);
+        assert_eq!(dev.enqueue(pkt, &mut cx), Verdict::Success);
+        assert_eq!(cx.gso_split as usize, frames - 1, "corrupt {corrupt}");
+        let s = dev.root().q.stats();
+        assert_eq!(
+            (s.qlen as usize, s.backlog),
+            (frames, total),
+            "corrupt {corrupt}"
+        );
+        let mut out = Cx::new(0);
+        let got: Vec<Packet> = std::iter::from_fn(|| dev.dequeue(&mut out)).collect();
+        assert_eq!(got.len(), frames, "corrupt {corrupt}");
+        if frames == 1 {
+            assert!(got[0].is_gso(), "not cut without corruption");
+            continue;
+        }
+        for (i, (g, c)) in got.iter().zip(&clean).enumerate() {
+            assert!(!g.is_gso() && g.len == c.len, "frame {i}");
+            let flipped: u32 = g
+                .data
+                .iter()
+                .zip(&c.data)
+                .map(|(a, b)| (a ^ b).count_ones())
+                .sum();
+            assert_eq!(flipped, 1, "frame {i}: one bit flipped");
+        }
+    }
+}
+
+/// A GSO packet cut for corruption that finds the queue full is dropped with all its frames, one
+/// drop counted (`qdisc_drop_all`).
+#[test]
+fn a_full_netem_drops_a_cut_gso_packet_whole() {
+    let mut q = netem(NetemOptions {
+        corrupt: Some(ProbCorr {
+            probability: u32::MAX,
+            correlation: 0,
+        }),
+        limit: 1,
+        ..Default::default()
+    });
+    let mut cx = Cx::new(0);
+    assert_eq!(q.enqueue(udp(100, 1, 0), &mut cx), Verdict::Success);
+    assert_eq!(q.enqueue(tcp_gso(3), &mut cx), Verdict::Drop);
+    assert_eq!(cx.drops.len(), 3, "every frame freed");
+    assert!(cx.drops.iter().all(|d| d.reason == DropReason::TailDrop));
+    let s = q.stats();
+    assert_eq!((s.qlen, s.backlog, s.drops), (1, 100, 1));
+}

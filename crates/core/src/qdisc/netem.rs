@@ -13,7 +13,10 @@
 //!    is told success — it was "sent", the emulated network lost it.
 //! 3. **corrupt**: one random bit of the packet's header bytes is flipped (a packet with no bytes cannot be
 //!    corrupted, and is left alone), after the checksums a simulated packet leaves implied are written in
-//!    (`skb_checksum_help` on a `CHECKSUM_PARTIAL` skb), so that the receiver finds one wrong.
+//!    (`skb_checksum_help` on a `CHECKSUM_PARTIAL` skb), so that the receiver finds one wrong. A GSO
+//!    packet is cut into its frames first (`netem_segment`) and only the first is corrupted; the others
+//!    are enqueued after it one by one, each with its own draws, and the ancestors are told the
+//!    difference (`qdisc_tree_reduce_backlog`).
 //! 4. **limit**: `qlen >= limit` tail-drops the packet (`qdisc_drop`, [`Verdict::Drop`]).
 //! 5. **delay**: unless this packet is picked for reordering, `time_to_send = now + tabledist(latency,
 //!    jitter)` — uniform in `[latency − jitter, latency + jitter)` without a table, else `latency + jitter ×
@@ -764,6 +767,26 @@ impl Netem {
     fn class_handle(&self) -> Handle {
         Handle(self.handle.0 | 1)
     }
+
+    /// `netem_enqueue`'s `finish_segs`: the frames after the first of a GSO packet cut for
+    /// corruption, each enqueued here as an arriving packet (its own loss, duplicate and corruption
+    /// draws; a refused one counted as a drop once more, as `net_xmit_drop_count` has it), then the
+    /// ancestors, which counted one packet of `prev_len` bytes, told what was queued instead
+    /// (`qdisc_tree_reduce_backlog(sch, 1 - nb, prev_len - len)`).
+    fn enqueue_frames(&mut self, segs: Vec<Packet>, prev_len: u32, first_len: u32, cx: &mut Cx) {
+        let (mut nb, mut len) = (1i64, first_len as i64);
+        for seg in segs {
+            let seg_len = seg.len as i64;
+            let v = self.enqueue(seg, cx);
+            if v == Verdict::Success {
+                nb += 1;
+                len += seg_len;
+            } else if v.counts_drop() {
+                self.stats.drops += 1;
+            }
+        }
+        cx.reduce_backlog(1 - nb, prev_len as i64 - len);
+    }
 }
 
 impl PeekDequeued for Netem {
@@ -782,6 +805,7 @@ impl Qdisc for Netem {
 
     /// `netem_enqueue`.
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
+        let prev_len = pkt.len;
         let mut count = 1;
         if self.duplicate != 0
             && pkt.tc_depth == 0
@@ -807,7 +831,17 @@ impl Qdisc for Netem {
             d.tc_depth += 1;
             d
         });
+        // The frames after the first of a GSO packet cut for corruption, queued after it.
+        let mut segs = Vec::new();
         if self.corrupt != 0 && self.corrupt >= get_crandom(&mut self.corrupt_cor, &mut self.prng) {
+            // `netem_segment`: a GSO packet is cut into its frames first, and only the first is
+            // corrupted; the others are enqueued after it, each as a packet of its own.
+            if pkt.is_gso() {
+                let mut frames = pkt.gso_segment().into_iter();
+                pkt = frames.next().expect("a GSO packet has a first frame");
+                segs.extend(frames);
+                cx.gso_split += segs.len() as u32;
+            }
             // `skb_checksum_help` first: a checksum left implied is written in, so the flipped bit
             // makes it wrong, as the receiver finds it.
             crate::action::csum::complete_implied(&mut pkt);
@@ -819,13 +853,18 @@ impl Qdisc for Netem {
             }
         }
         if self.stats.qlen >= self.limit {
+            // `qdisc_drop_all`: the frames with it, one drop counted.
             self.stats.drops += 1;
             cx.drop_arriving(pkt, DropReason::TailDrop);
+            for s in segs {
+                cx.drop_arriving(s, DropReason::TailDrop);
+            }
             return Verdict::Drop;
         }
         if let Some(d) = dup {
             cx.push_to_root(d);
         }
+        let first_len = pkt.len;
         self.stats.backlog = self.stats.backlog.wrapping_add(pkt.len);
         let now = cx.now;
         if self.gap == 0
@@ -859,6 +898,9 @@ impl Qdisc for Netem {
             self.stats.requeues += 1;
         }
         self.stats.qlen += 1;
+        if !segs.is_empty() {
+            self.enqueue_frames(segs, prev_len, first_len, cx);
+        }
         Verdict::Success
     }
 
