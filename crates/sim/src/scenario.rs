@@ -162,6 +162,8 @@ pub struct TrafficSpec {
     /// TCP: the socket paces itself (`SK_PACING_NEEDED`) at its own pacing rate, uncapped, as a socket
     /// that BBR initialised before the application chose `cc` does (iperf3 `-C` on a BBR host).
     pub paced: Option<Spanned<bool>>,
+    /// TCP: the streams start as iperf3's do (connect, a 37-byte cookie each, the data together).
+    pub iperf3: Option<Spanned<bool>>,
     pub port: Option<Spanned<u16>>,
     /// The `[[cgroup]]` of the sending node its sender runs in (a path).
     pub cgroup: Option<Spanned<String>>,
@@ -214,6 +216,8 @@ pub enum TrafficKind {
         fq_rate: u64,
         /// Paced from the start (`tclab_tcp::Config::paced`).
         paced: bool,
+        /// Started as iperf3 starts its streams (`run::IPERF3_COOKIE`).
+        iperf3: bool,
     },
     Udp {
         rate_bps: u64,
@@ -1851,6 +1855,7 @@ fn resolve_traffic(
         ("ecn", t.ecn.as_ref().map(|v| v.span())),
         ("fq_rate", t.fq_rate.as_ref().map(|v| v.span())),
         ("paced", t.paced.as_ref().map(|v| v.span())),
+        ("iperf3", t.iperf3.as_ref().map(|v| v.span())),
         ("rate", t.rate.as_ref().map(|v| v.span())),
         ("length", t.length.as_ref().map(|v| v.span())),
         ("interval", t.interval.as_ref().map(|v| v.span())),
@@ -1935,6 +1940,7 @@ fn resolve_traffic(
                 None => 0,
             },
             paced: t.paced.as_ref().is_some_and(|p| *p.get_ref()),
+            iperf3: t.iperf3.as_ref().is_some_and(|p| *p.get_ref()),
             bytes: t
                 .bytes
                 .as_ref()
@@ -2025,12 +2031,13 @@ fn resolve_traffic(
 /// Whether a `[[traffic]]` key applies to an entry of `kind` (`tcp`, `udp`, `ping`): false only for
 /// a key of another kind (`cc` on a ping, `rate` on TCP), which the loader refuses.
 pub fn traffic_key_applies(kind: &str, key: &str) -> bool {
-    const ONLY: [(&str, &[&str]); 8] = [
+    const ONLY: [(&str, &[&str]); 9] = [
         ("bytes", &["tcp"]),
         ("cc", &["tcp"]),
         ("ecn", &["tcp"]),
         ("fq_rate", &["tcp"]),
         ("paced", &["tcp"]),
+        ("iperf3", &["tcp"]),
         ("rate", &["udp"]),
         ("length", &["udp", "ping"]),
         ("interval", &["ping"]),

@@ -37,8 +37,15 @@ pub struct TcpEndpoint {
     /// Sender of a timed transfer: keep writing until `stop`.
     timed: bool,
     /// Active opener waiting for its start time.
-    pending_open: Option<(Config, u32, Option<u64>)>,
+    pending_open: Option<(Config, u32)>,
     start: Nanos,
+    /// What a sender writes at `data_at`: a byte count (then a FIN), or nothing for a timed sender.
+    bytes: Option<u64>,
+    /// When the application starts writing its data (`start`, or later after iperf3's cookie).
+    data_at: Nanos,
+    data_started: bool,
+    /// iperf3's cookie: written as soon as the connection is established (0: none).
+    cookie: u64,
     stop: Nanos,
     silent: bool,
     /// Truesize of this socket's skbs in its host's qdisc and NIC (`sk_wmem_alloc`), for TCP small queues.
@@ -89,14 +96,27 @@ impl TcpEndpoint {
             remote,
             tos,
             timed: bytes.is_none(),
-            pending_open: Some((cfg, isn, bytes)),
+            pending_open: Some((cfg, isn)),
             start,
+            bytes,
+            data_at: start,
+            data_started: false,
+            cookie: 0,
             stop,
             silent: false,
             host_truesize: 0,
             tsq_throttled: false,
             last_delivery_at: 0,
         }
+    }
+
+    /// Start as an iperf3 stream does: once connected, write iperf3's `cookie` bytes (its 37-byte
+    /// cookie, which the server reads before the test), then the data from `data_at` (iperf3's
+    /// TEST_RUNNING, after every stream of the test has connected).
+    pub fn with_cookie(mut self, cookie: u64, data_at: Nanos) -> TcpEndpoint {
+        self.cookie = cookie;
+        self.data_at = data_at.max(self.start);
+        self
     }
 
     /// The listening side, which receives and reads.
@@ -115,6 +135,10 @@ impl TcpEndpoint {
             timed: false,
             pending_open: None,
             start: 0,
+            bytes: None,
+            data_at: 0,
+            data_started: true,
+            cookie: 0,
             stop: Nanos::MAX,
             silent: false,
             host_truesize: 0,
@@ -167,7 +191,7 @@ impl TcpEndpoint {
             self.silent = true;
             return;
         }
-        if self.timed {
+        if self.timed && self.data_started {
             let ahead = self.conn.unacked_written();
             if ahead < TIMED_WRITE_AHEAD / 2 {
                 self.conn.write(TIMED_WRITE_AHEAD - ahead);
@@ -206,9 +230,15 @@ impl TcpEndpoint {
     }
 
     pub fn on_timer(&mut self, now: Nanos, out: &mut Outbox) {
-        if let Some((cfg, isn, bytes)) = self.pending_open.take_if(|_| now >= self.start) {
+        if let Some((cfg, isn)) = self.pending_open.take_if(|_| now >= self.start) {
             self.conn = Connection::client(cfg, now, isn);
-            if let Some(b) = bytes {
+            if self.cookie > 0 {
+                self.conn.write(self.cookie);
+            }
+        }
+        if !self.data_started && self.pending_open.is_none() && now >= self.data_at {
+            self.data_started = true;
+            if let Some(b) = self.bytes {
                 self.conn.write(b);
                 self.conn.close();
             }
@@ -285,7 +315,10 @@ impl TcpEndpoint {
         if self.pending_open.is_some() {
             return Some(self.start);
         }
-        let t = self.conn.poll_at();
+        let mut t = self.conn.poll_at();
+        if !self.data_started {
+            t = Some(t.map_or(self.data_at, |t| t.min(self.data_at)));
+        }
         if self.stop != Nanos::MAX {
             // Wake at the stop time too, to fall silent then.
             return Some(t.map_or(self.stop, |t| t.min(self.stop)));

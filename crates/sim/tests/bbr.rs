@@ -80,3 +80,93 @@ fn bbr_fills_a_10_mbit_class_with_a_short_queue() {
     assert!(b < 50.0, "BBR's ping p50 {b} ms");
     assert!(c > 3.0 * b, "CUBIC's ping p50 {c} ms against BBR's {b} ms");
 }
+
+/// c --(10 Gbit/s, 3 µs)-- r --(10 Gbit/s, 3 µs)-- s, HTB 10 Mbit/s on r towards s (the veth lab of
+/// crates/cli/tests/kernel_vs_sim.rs, policy h4), four BBR streams, run for `ms` milliseconds; each
+/// sender's stats and BBR state at the end.
+fn four_streams(iperf3: bool, ms: u32) -> Vec<(tclab_tcp::TcpStats, tclab_tcp::BbrInfo)> {
+    let text = format!(
+        r#"
+duration = "{ms}ms"
+[[node]]
+name = "c"
+[[node]]
+name = "r"
+[[node]]
+name = "s"
+[[link]]
+a = "c:eth0"
+b = "r:eth0"
+rate = "10gbit"
+delay = "3us"
+gso_max_segs = 1
+[[link]]
+a = "r:eth1"
+b = "s:eth0"
+rate = "10gbit"
+delay = "3us"
+gso_max_segs = 1
+[[policy]]
+node = "r"
+tc = """
+qdisc add dev eth1 root handle 1: htb default 10
+class add dev eth1 parent 1: classid 1:10 htb rate 10mbit ceil 10mbit
+"""
+[[traffic]]
+kind = "tcp"
+from = "c"
+to = "s"
+cc = "bbr"
+streams = 4
+iperf3 = {iperf3}
+"#
+    );
+    let mut sc =
+        load("iperf3.toml", &text, std::path::Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
+    run(&mut sc, &mut |_| {}).expect("the run completes");
+    let senders: Vec<_> = sc
+        .net
+        .apps
+        .iter()
+        .filter_map(|a| match a {
+            // The senders' ports are ephemeral (from 32768); the receivers listen on 5201...
+            tclab_sim::apps::App::Tcp(t) if t.local.1 >= 32768 => {
+                Some((t.stats(), t.conn.bbr_info().expect("a BBR sender")))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(senders.len(), 4);
+    senders
+}
+
+/// iperf3 connects its streams one after another and writes a 37-byte cookie on each before the test
+/// starts them together (this machine's iperf3 3.12, traced: docs/KERNEL_VS_SIM.md, h4). For BBR that
+/// cookie is the first rate sample: one segment over the empty path's round trip, so every stream
+/// starts with an estimate of Gbit/s on a 10 Mbit/s path, as the kernel's do (ss: 297-1448 Mbit/s).
+#[test]
+fn iperf3_streams_send_a_cookie_first_and_bbr_measures_it() {
+    // 14 ms: every stream has connected (within the first 10 ms) and sent its cookie, no data yet.
+    for (st, bbr) in four_streams(true, 14) {
+        assert_eq!(st.bytes_sent, 37, "the cookie only: {st:?}");
+        // The round trip: four 3 µs hops and a few bytes' serialisation at 10 Gbit/s, 12.3 µs, read
+        // in whole µs (tcp_mstamp): 12 or 13. The estimate is one 1448-byte segment per round trip
+        // (less BBR's fixed-point truncation, well under 0.1 %).
+        assert!((12..=13).contains(&bbr.min_rtt_us), "min RTT {bbr:?}");
+        let (lo, hi) = (0.999 * 1448e6 / 13.0, 1448e6 / 12.0);
+        assert!(
+            (lo..=hi).contains(&(bbr.bw as f64)),
+            "BBR's first estimate {} B/s, want one segment per round trip: [{lo:.0}, {hi:.0}]",
+            bbr.bw
+        );
+    }
+    // 16 ms: the data started at 15.0-15.3 ms, the streams' first writes in turn.
+    for (st, _) in four_streams(true, 16) {
+        assert!(st.bytes_sent > 37 + 1448, "sending data: {st:?}");
+    }
+    // Without the key a stream sends its data as soon as it has connected: by 14 ms the first has
+    // sent dozens of segments, and the SYNs of the others wait behind them in the 10 Mbit/s class.
+    let plain = four_streams(false, 14);
+    let sent: Vec<u64> = plain.iter().map(|(st, _)| st.bytes_sent).collect();
+    assert!(sent.iter().any(|&b| b > 10 * 1448), "{sent:?}");
+}
