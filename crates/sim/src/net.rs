@@ -1153,23 +1153,33 @@ impl Network {
             // No such device on this node (a name only the kernel has, such as lo): nowhere to go.
             return true;
         };
+        // An ifb's filters may run a ct action, as an interface's do: the ifb is the host's, and so
+        // is the table act_ct looks in (the netns of `skb->dev`).
         if m.to_ingress {
             // Into an ifb's receive path: its ingress hook runs; an ifb has no address, so the packet
             // goes no further here.
+            self.lend_conntrack(node, &mut cx);
             let Some(dev) = self.nodes[node].engine.device_mut(&m.dev) else {
+                self.take_back_conntrack(node, &mut cx);
                 return true;
             };
             let _ = dev.receive(pkt, &mut cx);
+            self.take_back_conntrack(node, &mut cx);
             if !cx.mirred.is_empty() {
                 self.mirred(now, node, cx.mirred.take());
             }
             return false;
         }
-        let Some(dev) = self.nodes[node].engine.device_mut(&m.dev) else {
+        let traced = self.trace.is_some().then(|| pkt.clone());
+        self.lend_conntrack(node, &mut cx);
+        let raw = self.nodes[node]
+            .engine
+            .device_mut(&m.dev)
+            .map(|dev| dev.enqueue(pkt, &mut cx));
+        self.take_back_conntrack(node, &mut cx);
+        let Some(raw) = raw else {
             return true;
         };
-        let traced = self.trace.is_some().then(|| pkt.clone());
-        let raw = dev.enqueue(pkt, &mut cx);
         let verdict = raw.to_sender();
         if let Some(p) = traced {
             let label = format!("{}:{}", self.nodes[node].name, m.dev);
