@@ -464,31 +464,46 @@ fn run_explain(a: args::ExplainArgs) -> CmdResult {
             .map(|(n, _)| n.to_string())
             .collect(),
     };
-    // With a load and no --dev: the devices that have one of the loaded classes.
-    let names: Vec<String> = match (&load, &dev) {
+    // With a load and no --dev: each device that has some of the loaded classes, loaded with those
+    // (an sqm policy's eth0 and ifb4eth0 share classids such as 1:11, and the rest of the load is for
+    // the other device); a class no device has is refused before anything is printed.
+    let (names, loads): (Vec<String>, Vec<Option<tclab_tc::explain::Load>>) = match (&load, &dev) {
         (Some(l), None) => {
-            let has = |n: &String| {
-                engine.device(n).is_some_and(|d| {
-                    d.classes(0)
-                        .iter()
-                        .any(|c| l.offered.contains_key(&c.classid.0))
-                })
+            let has = |n: &String, id: u32| {
+                engine
+                    .device(n)
+                    .is_some_and(|d| d.classes(0).iter().any(|c| c.classid.0 == id))
             };
-            let kept: Vec<String> = names.iter().filter(|n| has(n)).cloned().collect();
-            if kept.is_empty() && !names.is_empty() {
-                let ids: Vec<String> = l
-                    .offered
-                    .keys()
-                    .map(|&k| tclab_core::Handle(k).to_string())
-                    .collect();
+            let missing: Vec<String> = l
+                .offered
+                .keys()
+                .filter(|&&id| !names.iter().any(|n| has(n, id)))
+                .map(|&k| tclab_core::Handle(k).to_string())
+                .collect();
+            if !missing.is_empty() && !names.is_empty() {
                 return Err(usage(format!(
                     "--load: no device has class {}",
-                    ids.join(", ")
+                    missing.join(", ")
                 )));
             }
-            kept
+            names
+                .iter()
+                .filter_map(|n| {
+                    let offered: std::collections::BTreeMap<u32, Option<u64>> = l
+                        .offered
+                        .iter()
+                        .filter(|(&id, _)| has(n, id))
+                        .map(|(&id, &r)| (id, r))
+                        .collect();
+                    (!offered.is_empty())
+                        .then(|| (n.clone(), Some(tclab_tc::explain::Load { offered })))
+                })
+                .unzip()
         }
-        _ => names,
+        _ => {
+            let loads = vec![load.clone(); names.len()];
+            (names, loads)
+        }
     };
     // teql's bond, unless --dev names another device.
     let teql = dev
@@ -524,7 +539,7 @@ fn run_explain(a: args::ExplainArgs) -> CmdResult {
         );
         return Ok(0);
     }
-    for (k, name) in names.iter().enumerate() {
+    for (k, (name, load)) in names.iter().zip(&loads).enumerate() {
         let d = engine.device_mut(name).expect("listed");
         if k > 0 {
             println!();

@@ -282,6 +282,44 @@ fn refusals_are_clear() {
     );
 }
 
+/// sqm's layout: the uplink's tree on eth0 and the download's on its ifb reuse classids (1:11 on
+/// both). A load naming eth0's 1:12 beside the shared 1:11 loads each device with the classes it has;
+/// it was refused as "1:12 on ifb4eth0 is not a class of the root qdisc" after eth0's table had
+/// been printed.
+#[test]
+fn a_load_applies_to_each_device_that_has_its_classes() {
+    let f = batch(
+        "two-devices",
+        "qdisc add dev eth0 root handle 1: htb default 12\n\
+         class add dev eth0 parent 1: classid 1:1 htb rate 20mbit\n\
+         class add dev eth0 parent 1:1 classid 1:11 htb rate 5mbit ceil 20mbit prio 1\n\
+         class add dev eth0 parent 1:1 classid 1:12 htb rate 5mbit ceil 20mbit prio 2\n\
+         qdisc add dev ifb4eth0 root handle 1: htb default 11\n\
+         class add dev ifb4eth0 parent 1: classid 1:1 htb rate 100mbit\n\
+         class add dev ifb4eth0 parent 1:1 classid 1:11 htb rate 100mbit\n",
+    );
+    let o = explain(&f, &["--load", "1:11=max,1:12=5mbit"]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    let (eth0, ifb) = out.split_at(out.find("ifb4eth0: htb 1:").expect(&out));
+    // eth0 by HTB's rule: 1:12 offers 5 Mbit/s and is given its rate; 1:11 takes the other 15 of the
+    // parent's 20 (its rate 5 plus the excess). The ifb's 1:11 alone: its 100 Mbit/s.
+    assert_within(eth0, "1:12", 5e6);
+    assert_within(eth0, "1:11", 15e6);
+    assert_within(ifb, "1:11", 100e6);
+    // A class no device has is still refused, before anything is printed.
+    let o = explain(&f, &["--load", "1:11=max,1:19=1mbit"]);
+    assert_eq!(o.status.code(), Some(64));
+    assert!(
+        o.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--load: no device has class 1:19"), "{err}");
+}
+
 #[test]
 fn ets_qfq_and_prio_by_their_rules() {
     // ETS: band 1 strict takes its 2 Mbit/s first; bands 2..4 share the other 8 by quanta 3000:1000:2000.
