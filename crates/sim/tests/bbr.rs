@@ -5,28 +5,27 @@
 use tclab_sim::run::{run, Outcome};
 use tclab_sim::scenario::load;
 
+/// The nodes c, r and s and the two links c-r and r-s, each with this rate, delay and `extra` line.
+fn path(rate: &str, delay: &str, extra: &str) -> String {
+    let link = |a: &str, b: &str| {
+        format!(
+            "[[link]]\na = \"{a}\"\nb = \"{b}\"\nrate = \"{rate}\"\ndelay = \"{delay}\"\n{extra}\n"
+        )
+    };
+    format!(
+        "[[node]]\nname = \"c\"\n[[node]]\nname = \"r\"\n[[node]]\nname = \"s\"\n{}{}",
+        link("c:eth0", "r:eth0"),
+        link("r:eth1", "s:eth0")
+    )
+}
+
 /// c --(1 Gbit/s, 5 ms)-- r --(1 Gbit/s, 5 ms)-- s; r shapes towards s with HTB at 10 Mbit/s; a TCP
 /// flow with congestion control `cc` from c to s for 20 s and a ping every 100 ms beside it.
 fn go(cc: &str) -> Outcome {
     let text = format!(
         r#"
 duration = "20s"
-[[node]]
-name = "c"
-[[node]]
-name = "r"
-[[node]]
-name = "s"
-[[link]]
-a = "c:eth0"
-b = "r:eth0"
-rate = "1gbit"
-delay = "5ms"
-[[link]]
-a = "r:eth1"
-b = "s:eth0"
-rate = "1gbit"
-delay = "5ms"
+{path}
 [[policy]]
 node = "r"
 tc = """
@@ -44,7 +43,8 @@ kind = "ping"
 from = "c"
 to = "s"
 interval = "100ms"
-"#
+"#,
+        path = path("1gbit", "5ms", "")
     );
     let mut sc =
         load("bbr.toml", &text, std::path::Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
@@ -88,24 +88,7 @@ fn four_streams(iperf3: bool, ms: u32) -> Vec<(tclab_tcp::TcpStats, tclab_tcp::B
     let text = format!(
         r#"
 duration = "{ms}ms"
-[[node]]
-name = "c"
-[[node]]
-name = "r"
-[[node]]
-name = "s"
-[[link]]
-a = "c:eth0"
-b = "r:eth0"
-rate = "10gbit"
-delay = "3us"
-gso_max_segs = 1
-[[link]]
-a = "r:eth1"
-b = "s:eth0"
-rate = "10gbit"
-delay = "3us"
-gso_max_segs = 1
+{path}
 [[policy]]
 node = "r"
 tc = """
@@ -119,7 +102,8 @@ to = "s"
 cc = "bbr"
 streams = 4
 iperf3 = {iperf3}
-"#
+"#,
+        path = path("10gbit", "3us", "gso_max_segs = 1")
     );
     let mut sc =
         load("iperf3.toml", &text, std::path::Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
