@@ -278,8 +278,7 @@ impl Lab {
                     let mut c = Command::new("ip");
                     c.args(["netns", "exec", &r]);
                     if script {
-                        // Every command must apply (-e), and what the kernel's tc says is shown.
-                        c.args(["bash", "-e"]).arg(p);
+                        c.arg("bash").args(kernel_script_args(p));
                     } else {
                         c.args(["tc", "-batch"]).arg(p);
                     }
@@ -290,10 +289,11 @@ impl Lab {
                     let said = String::from_utf8_lossy(&out.stderr);
                     // tc -batch goes on past a refused line and exits 0, so its errors are read from
                     // what it says; its warnings (`Warning: sch_htb: quantum of class … is big`) are not
-                    // refusals.
-                    let refused = said
-                        .lines()
-                        .any(|l| !l.trim().is_empty() && !l.starts_with("Warning:"));
+                    // refusals. A script stops at the first (its exit status says so).
+                    let refused = !script
+                        && said
+                            .lines()
+                            .any(|l| !l.trim().is_empty() && !l.starts_with("Warning:"));
                     if !out.status.success() || refused {
                         return Err(format!(
                             "{}: this machine's tc did not apply the policy whole ({}):\n{}",
@@ -638,6 +638,36 @@ fn find_command(cmd: &str) -> Option<bool> {
     seen
 }
 
+/// How `lab up --kernel` runs a policy script with this machine's tc: `bash ARGS`. Every command
+/// must apply (`set -e`), but a tc deletion that fails is let through: the cleanup a script begins
+/// with (`tc qdisc del dev $DEV root 2>/dev/null`) fails on a device that has only its default qdisc
+/// and deletes nothing, and Linux's bash goes on past it, as `tclab script run` does. Any other
+/// failure is named on stderr with its line and command, which a script that sends tc's message to
+/// /dev/null would otherwise stop without. `tc` and its usual absolute paths are functions here, so
+/// `$TC` set to either reaches them.
+fn kernel_script_args(script: &Path) -> [std::ffi::OsString; 3] {
+    const PRELUDE: &str = r#"set -e
+exec 9>&2
+trap '__tclab_rc=$?; [ -n "${__tclab_said-}" ] || echo "${BASH_SOURCE[0]}:$LINENO: \`$BASH_COMMAND\` exited $__tclab_rc" >&9' ERR
+__tclab_tc() {
+  command tc "$@" && return 0
+  local rc=$? a=("$@")
+  while [ ${#a[@]} -gt 0 ] && [ "${a[0]#-}" != "${a[0]}" ]; do a=("${a[@]:1}"); done
+  case "${a[1]-}" in d|de|del|dele|delet|delete) return 0 ;; esac
+  echo "${BASH_SOURCE[2]}:${BASH_LINENO[1]}: \`tc $*\` exited $rc" >&9
+  __tclab_said=1
+  return $rc
+}
+tc() { __tclab_tc "$@"; }
+/sbin/tc() { __tclab_tc "$@"; }
+/usr/sbin/tc() { __tclab_tc "$@"; }
+/bin/tc() { __tclab_tc "$@"; }
+/usr/bin/tc() { __tclab_tc "$@"; }
+. "$0"
+"#;
+    ["-c".into(), PRELUDE.into(), script.into()]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -658,6 +688,79 @@ mod tests {
         // Not a prefix a lab can have: `here` then finds no lab (Lab::new refuses it).
         assert_eq!(node_of("-router"), Some(("", "router")));
         assert!(Lab::new("").is_err());
+    }
+
+    /// `lab up --kernel`'s script runner against a stand-in `tc` that refuses deletions and the rate
+    /// `bogus` (exit 2, as tc does) and logs what it applies. Before, the runner was `bash -e`: a
+    /// script's usual first line, `tc qdisc del dev $DEV root 2>/dev/null`, stopped it with an empty
+    /// message (the lab's veth has no qdisc of its own to delete).
+    #[test]
+    fn a_kernel_lab_script_may_delete_what_is_not_there_and_a_refusal_is_named() {
+        let dir = std::env::temp_dir().join(format!("tclab-lab-kscript-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("applied");
+        let tc = dir.join("tc");
+        std::fs::write(
+            &tc,
+            format!(
+                "#!/bin/sh\ncase \" $* \" in *\" del \"*|*\" bogus \"*) echo refused >&2; exit 2 ;; esac\n\
+                 echo \"$*\" >> {}\n",
+                log.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&tc, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let run = |name: &str, text: &str| {
+            let script = dir.join(name);
+            std::fs::write(&script, text).unwrap();
+            let _ = std::fs::remove_file(&log);
+            let path = format!(
+                "{}:{}",
+                dir.display(),
+                std::env::var("PATH").unwrap_or_default()
+            );
+            let out = Command::new("bash")
+                .args(kernel_script_args(&script))
+                .env("PATH", path)
+                .output()
+                .unwrap();
+            let applied = std::fs::read_to_string(&log).unwrap_or_default();
+            (out, applied, script)
+        };
+        // The cleanup lines (tc's own name, an absolute path, an option first) fail and are passed.
+        let (out, applied, _) = run(
+            "clean.sh",
+            "DEV=eth1\ntc qdisc del dev $DEV root 2>/dev/null >/dev/null\n\
+             /sbin/tc -s qdisc del dev $DEV ingress 2>/dev/null\n\
+             tc qdisc add dev $DEV root handle 1: htb\n",
+        );
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(applied, "qdisc add dev eth1 root handle 1: htb\n");
+        // Any other refusal stops the script there, named by line and command, though the script
+        // sent tc's own message to /dev/null.
+        let (out, applied, script) = run(
+            "bad.sh",
+            "DEV=eth1\ntc qdisc add dev $DEV root handle 1: htb\n\
+             tc class add dev $DEV parent 1: classid 1:1 htb rate bogus 2>/dev/null\n\
+             tc class add dev $DEV parent 1: classid 1:2 htb rate 1mbit\n",
+        );
+        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(applied, "qdisc add dev eth1 root handle 1: htb\n");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let want = format!(
+            "{}:3: `tc class add dev eth1 parent 1: classid 1:1 htb rate bogus` exited 2",
+            script.display()
+        );
+        assert_eq!(err.trim_end(), want);
+        // A failing command that is not tc: its line and command.
+        let (out, _, script) = run("other.sh", "true\nfalse\ntc qdisc add dev eth1 root htb\n");
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            err.trim_end(),
+            format!("{}:2: `false` exited 1", script.display())
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
