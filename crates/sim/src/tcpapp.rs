@@ -72,7 +72,7 @@ pub fn segment_of(t: &Tcp, ecn: u8) -> Segment {
             wscale: t.wscale,
             sack_permitted: t.sack_permitted,
             timestamps: t.timestamps,
-            sack_blocks: t.sack_blocks.clone(),
+            sack_blocks: t.sack_blocks,
         },
     }
 }
@@ -177,7 +177,7 @@ impl TcpEndpoint {
                 wscale: seg.options.wscale,
                 sack_permitted: seg.options.sack_permitted,
                 timestamps: seg.options.timestamps,
-                sack_blocks: seg.options.sack_blocks.clone(),
+                sack_blocks: seg.options.sack_blocks,
                 payload_len: seg.payload_len,
             }),
         }

@@ -70,7 +70,7 @@ pub struct Tcp {
     pub wscale: Option<u8>,
     pub sack_permitted: bool,
     pub timestamps: Option<(u32, u32)>,
-    pub sack_blocks: Vec<(u32, u32)>,
+    pub sack_blocks: tclab_tcp::SackBlocks,
     pub payload_len: u32,
 }
 
@@ -333,6 +333,7 @@ fn parse_tcp(b: &[u8], l4_total: u32) -> Result<Tcp, WireError> {
                     (4, 2) => t.sack_permitted = true,
                     (8, 10) => t.timestamps = Some((get32(body, 0)?, get32(body, 4)?)),
                     (5, _) if (len - 2).is_multiple_of(8) => {
+                        // At most four fit in 40 option bytes, however they are split.
                         for blk in body.chunks(8) {
                             t.sack_blocks.push((get32(blk, 0)?, get32(blk, 4)?));
                         }
@@ -439,7 +440,7 @@ mod tests {
         let t = Tcp {
             flags: TCP_ACK,
             timestamps: Some((5, 6)),
-            sack_blocks: vec![(1000, 2000), (3000, 4000)],
+            sack_blocks: vec![(1000, 2000), (3000, 4000)].into(),
             payload_len: 1000,
             ..Tcp::default()
         };

@@ -239,7 +239,7 @@ pub use bbr::{BbrInfo, BbrMode};
 pub use cong::HZ;
 pub use cubic::HystartStats;
 pub use pacing::PacingStatus;
-pub use segment::{ecn, flags, Segment, TcpOptions};
+pub use segment::{ecn, flags, SackBlocks, Segment, TcpOptions};
 pub use socket::TcpStats;
 pub use undo::UndoStats;
 
