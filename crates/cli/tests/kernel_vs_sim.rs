@@ -431,18 +431,8 @@ fn kernel_vs_sim_seed000_tbf_180kbit_four_streams() {
         return;
     };
     let (goodput, retrans) = (window_goodput, retransmits);
-    let range = |v: Vec<f64>| {
-        (
-            v.iter().cloned().fold(f64::MAX, f64::min),
-            v.iter().cloned().fold(f64::MIN, f64::max),
-        )
-    };
-    let median = |mut v: Vec<u64>| {
-        v.sort_unstable();
-        v[v.len() / 2]
-    };
-    let (klo, khi) = range(kernel.iter().map(goodput).collect());
-    let (slo, shi) = range(sims.iter().map(goodput).collect());
+    let (klo, khi, _) = spread(&kernel, goodput);
+    let (slo, shi, _) = spread(&sims, goodput);
     let mut c = Checks::default();
     let g = goodput(&sims[0]);
     c.record(
@@ -459,7 +449,7 @@ fn kernel_vs_sim_seed000_tbf_180kbit_four_streams() {
             "goodput ranges overlap: tclab seeds [{slo:.4}, {shi:.4}], kernel runs [{klo:.4}, {khi:.4}] Mbit/s"
         ),
     );
-    let kr = median(kernel.iter().map(retrans).collect()) as f64;
+    let kr = spread(&kernel, |m| retrans(m) as f64).2;
     c.factor(
         "retransmitted segments, tclab seed 1 / kernel median",
         kr,
@@ -467,7 +457,7 @@ fn kernel_vs_sim_seed000_tbf_180kbit_four_streams() {
         2.0,
         "the same losses repaired",
     );
-    let klr = median(kernel.iter().map(|m| m.nstat.lost_retransmits).collect());
+    let klr = spread(&kernel, |m| m.nstat.lost_retransmits as f64).2 as u64;
     let s = &sims[0].nstat;
     c.record(
         s.lost_retransmits > 0 && klr > 0,
@@ -521,11 +511,7 @@ fn kernel_vs_sim_f10_htb_pfifo10_four_streams() {
         return;
     };
     let backlog = |m: &Measured| m.bottleneck.backlog_avg.unwrap_or(0.0);
-    let med = |f: &dyn Fn(&Measured) -> f64, runs: &[Measured]| {
-        let mut v: Vec<f64> = runs.iter().map(f).collect();
-        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        v[v.len() / 2]
-    };
+    let med = |f: &dyn Fn(&Measured) -> f64, runs: &[Measured]| spread(runs, f).2;
     let both = |f: &dyn Fn(&Measured) -> f64| (med(f, &kernel), med(f, &sims));
     let mut c = Checks::default();
     type Figure<'a> = &'a dyn Fn(&Measured) -> f64;
@@ -755,15 +741,9 @@ fn kernel_vs_sim_h4_htb_four_bbr_streams() {
     let Some((kernel, sims)) = measure_runs(&policy, KERNEL_RUNS, SEEDS) else {
         return;
     };
-    let range = |f: &dyn Fn(&Measured) -> f64, runs: &[Measured]| {
-        let v: Vec<f64> = runs.iter().map(f).collect();
-        let lo = v.iter().cloned().fold(f64::MAX, f64::min);
-        let hi = v.iter().cloned().fold(f64::MIN, f64::max);
-        (lo, hi, median(v))
-    };
     let (p50, max) = (|m: &Measured| m.ping.p50, |m: &Measured| m.ping.max);
     let mut c = Checks::default();
-    let (_, _, kg) = range(&window_goodput, &kernel);
+    let (_, _, kg) = spread(&kernel, window_goodput);
     c.ratio(
         "goodput (Mbit/s), tclab seed 1 / kernel median",
         kg,
@@ -771,8 +751,8 @@ fn kernel_vs_sim_h4_htb_four_bbr_streams() {
         0.03,
         "the rate × 1448/1514",
     );
-    let (klo, khi, _) = range(&p50, &kernel);
-    let (slo, shi, _) = range(&p50, &sims);
+    let (klo, khi, _) = spread(&kernel, p50);
+    let (slo, shi, _) = spread(&sims, p50);
     c.within(
         "ping p50 (ms), tclab seed 1",
         p50(&sims[0]),
@@ -786,7 +766,7 @@ fn kernel_vs_sim_h4_htb_four_bbr_streams() {
             "ping p50 ranges overlap: tclab seeds [{slo:.1}, {shi:.1}], kernel runs [{klo:.1}, {khi:.1}] ms"
         ),
     );
-    let (_, _, kmax) = range(&max, &kernel);
+    let (_, _, kmax) = spread(&kernel, max);
     c.ratio(
         "ping max (ms), tclab seed 1 / kernel median",
         kmax,
@@ -798,10 +778,12 @@ fn kernel_vs_sim_h4_htb_four_bbr_streams() {
     report_runs(&policy, columns, &kernel, &sims, &c);
 }
 
-/// The middle value of `v` (the upper one of an even count).
-fn median(mut v: Vec<f64>) -> f64 {
+/// A figure over a set of runs: its least, its greatest and its median (the upper middle of an even
+/// count).
+fn spread(runs: &[Measured], f: impl Fn(&Measured) -> f64) -> (f64, f64, f64) {
+    let mut v: Vec<f64> = runs.iter().map(f).collect();
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
+    (v[0], v[v.len() - 1], v[v.len() / 2])
 }
 
 /// HTB 10 Mbit/s and one CUBIC stream with offloads on (issue 27). The client hands 64 KB skbs to its
