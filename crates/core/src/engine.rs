@@ -1732,10 +1732,7 @@ impl Engine {
 }
 
 /// Where a `tc filter` request lands: the block, and the parent the kernel reports back.
-fn resolve_block<'a>(
-    dev: &'a mut Device,
-    parent: Handle,
-) -> Result<(&'a mut Block, Handle), KernelError> {
+fn resolve_block(dev: &mut Device, parent: Handle) -> Result<(&mut Block, Handle), KernelError> {
     let no_parent = || KernelError::invalid("Parent Qdisc doesn't exists");
     let (sched, parent) = if parent == Handle::UNSPEC {
         let h = dev.root.handle;

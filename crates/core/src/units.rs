@@ -77,17 +77,15 @@ impl RateCfg {
     pub fn new(spec: &RateSpec) -> RateCfg {
         let rate = spec.rate;
         let (mut mult, mut shift) = (1u32, 0u8);
-        if rate > 0 {
-            let mut factor: u64 = crate::NSEC_PER_SEC;
-            loop {
-                let m = factor / rate;
-                mult = m as u32;
-                if m & (1 << 31) != 0 || m > u32::MAX as u64 || factor & (1 << 63) != 0 {
-                    break;
-                }
-                factor <<= 1;
-                shift += 1;
+        // A rate of 0 keeps mult 1, shift 0, as the kernel's `if (r->rate_bytes_ps > 0)` does.
+        let mut factor: u64 = crate::NSEC_PER_SEC;
+        while let Some(m) = factor.checked_div(rate) {
+            mult = m as u32;
+            if m & (1 << 31) != 0 || m > u32::MAX as u64 || factor & (1 << 63) != 0 {
+                break;
             }
+            factor <<= 1;
+            shift += 1;
         }
         RateCfg {
             rate_bytes_ps: rate,

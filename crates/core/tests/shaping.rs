@@ -65,11 +65,11 @@ fn drive(
             match dev.dequeue(&mut cx) {
                 Some(p) => {
                     out.push((now, p.tag, p.len));
-                    link_free = if link_bps == 0 {
-                        now
-                    } else {
-                        now + p.len as u64 * NSEC_PER_SEC / link_bps
-                    };
+                    // A link of rate 0 is infinitely fast.
+                    link_free = now
+                        + (p.len as u64 * NSEC_PER_SEC)
+                            .checked_div(link_bps)
+                            .unwrap_or(0);
                     wake = None;
                     if link_bps == 0 {
                         continue;
@@ -102,7 +102,7 @@ fn rate(bits: u64) -> RateSpec {
 
 /// tc's burst in ticks for `bytes` at `bps` bytes/s (exact enough for tests).
 fn ticks(bytes: u64, bps: u64) -> u32 {
-    (bytes as u128 * NSEC_PER_SEC as u128 / bps as u128 >> 6) as u32
+    ((bytes as u128 * NSEC_PER_SEC as u128 / bps as u128) >> 6) as u32
 }
 
 fn engine_with(root: QdiscOptions) -> Engine {

@@ -1731,9 +1731,11 @@ impl Network {
         }
         match self.owner_of(dst) {
             Some(n) if n == node => {
-                if self.netfilter(node, &mut pkt, Some(iface), None, |nf, p, i, _| {
+                // LOCAL_IN decides here: as a match guard, a packet it dropped would be forwarded.
+                let accepted = self.netfilter(node, &mut pkt, Some(iface), None, |nf, p, i, _| {
                     host::local_in(nf, p, i.unwrap_or(""), now)
-                }) {
+                });
+                if accepted {
                     self.deliver(now, node, pkt);
                 }
             }

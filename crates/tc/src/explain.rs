@@ -118,6 +118,10 @@ struct Tree {
     nodes: Vec<Node>,
 }
 
+/// What [`Tree::fill`] asks of a leaf (the tree, every leaf growing, the leaf): its own headroom and
+/// the groups it shares headroom with (a key and that group's headroom); `None` if it cannot grow.
+type Limits<'a> = dyn Fn(&Tree, &[usize], usize) -> Option<(f64, Vec<(usize, f64)>)> + 'a;
+
 impl Tree {
     fn of(dev: &Device) -> Tree {
         let root = dev.root().handle;
@@ -220,12 +224,7 @@ impl Tree {
     /// Grow the leaves in `grow` together, each in proportion to its quantum, until `limits` says
     /// none can: `limits(tree, leaf)` gives the leaf's own headroom and the groups it shares headroom with
     /// (a key and that group's headroom). Returns when nothing moves.
-    fn fill(
-        &mut self,
-        mut grow: Vec<usize>,
-        limits: &dyn Fn(&Tree, &[usize], usize) -> Option<(f64, Vec<(usize, f64)>)>,
-        link: f64,
-    ) {
+    fn fill(&mut self, mut grow: Vec<usize>, limits: &Limits, link: f64) {
         const EPS: f64 = 1e-6;
         for _ in 0..10 * self.nodes.len() + 10 {
             // Each leaf's constraints, dropping those that cannot grow at all.

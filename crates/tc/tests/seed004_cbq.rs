@@ -111,7 +111,7 @@ fn seed004_cbq_shapes_below_the_modem_and_puts_interactive_first() {
         .sum();
     let bps = bytes * 8 / 19;
     assert!(
-        bps <= 220_000 * 102 / 100 && bps >= 220_000 * 90 / 100,
+        (220_000 * 90 / 100..=220_000 * 102 / 100).contains(&bps),
         "uplink {bps} bit/s"
     );
     // 2. Interactive before bulk: a ping waits at most for the bulk packet in progress at 220 kbit/s

@@ -19,9 +19,9 @@ fn pkt(len: u32, tag: u64) -> Packet {
     }
 }
 
-/// sqm-scripts' ADSL line: `stab mtu 2047 tsize 512 mpu 64 overhead 44 linklayer adsl`. A 1514-byte frame
-/// + 44 = 1558 bytes → slot (1558 − 1) >> 2 = 389 → 390 · 4 = 1560 bytes = 33 cells of 48 → 33 · 53 =
-/// 1749 bytes charged. An HTB class at 1 Mbit/s (125 000 bytes/s) so sends 125 000 / 1749 = 71.47 frames
+/// sqm-scripts' ADSL line: `stab mtu 2047 tsize 512 mpu 64 overhead 44 linklayer adsl`. A 1514-byte
+/// frame plus 44 = 1558 bytes → slot (1558 − 1) >> 2 = 389 → 390 · 4 = 1560 bytes = 33 cells of 48 →
+/// 33 · 53 = 1749 bytes charged. An HTB class at 1 Mbit/s (125 000 bytes/s) so sends 125 000 / 1749 = 71.47 frames
 /// a second, not 125 000 / 1514 = 82.56.
 #[test]
 fn an_atm_size_table_charges_cells() {

@@ -85,6 +85,8 @@ impl Choke {
             pdrop: 0,
             matched: 0,
             stats: QdiscStats::default(),
+            // Until set_seed: a constant grouped as the words it spells.
+            #[allow(clippy::unusual_byte_groupings)]
             rng: 0xc40_6e,
             opts: o.clone(),
         };

@@ -145,7 +145,10 @@ impl FqPie {
             new_flow_count: 0,
             stats: QdiscStats::default(),
             block: Block::default(),
+            // Until set_seed: constants grouped as what they spell (ASCII "fqpie", "fq pie").
+            #[allow(clippy::unusual_byte_groupings)]
             secret: [0x6671_7069_65, 0x0fed_cba9],
+            #[allow(clippy::unusual_byte_groupings)]
             rng: 0xf9_1e,
             next_update: now + 500_000_000,
             cursor: 0,

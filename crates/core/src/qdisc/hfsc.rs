@@ -169,7 +169,7 @@ pub fn seg_y2x(y: u64, ism: u64) -> u64 {
 
 /// `m2sm`: bytes/s to scaled bytes/tick, rounded up.
 pub fn m2sm(m: u32) -> u64 {
-    (((m as u64) << SM_SHIFT) + PSCHED_TICKS_PER_SEC - 1) / PSCHED_TICKS_PER_SEC
+    ((m as u64) << SM_SHIFT).div_ceil(PSCHED_TICKS_PER_SEC)
 }
 
 /// `m2ism`: bytes/s to scaled ticks/byte, rounded up; infinite for 0.
@@ -177,13 +177,13 @@ pub fn m2ism(m: u32) -> u64 {
     if m == 0 {
         HT_INFINITY
     } else {
-        ((PSCHED_TICKS_PER_SEC << ISM_SHIFT) + m as u64 - 1) / m as u64
+        (PSCHED_TICKS_PER_SEC << ISM_SHIFT).div_ceil(m as u64)
     }
 }
 
 /// `d2dx`: microseconds to ticks, rounded up.
 pub fn d2dx(d: u32) -> u64 {
-    (d as u64 * PSCHED_TICKS_PER_SEC + USEC_PER_SEC - 1) / USEC_PER_SEC
+    (d as u64 * PSCHED_TICKS_PER_SEC).div_ceil(USEC_PER_SEC)
 }
 
 /// `sm2m`: scaled bytes/tick back to bytes/s (what `tc class show` reads).

@@ -118,6 +118,8 @@ impl Red {
             forced_mark: 0,
             pdrop: 0,
             stats: QdiscStats::default(),
+            // Until set_seed: a constant grouped as the words it spells.
+            #[allow(clippy::unusual_byte_groupings)]
             rng: 0x5eed_0f_4ed,
             next_adapt: None,
             opts: o.clone(),

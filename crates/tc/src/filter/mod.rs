@@ -298,7 +298,6 @@ fn kernel(e: KernelError) -> Failure {
 
 /// `tc_filter_modify`: add, change, replace (`Some(flags)`) or delete (`None`).
 fn modify(engine: &mut Engine, argv: &[String], ff: Option<FilterFlags>, now: Nanos) -> Result<()> {
-    let devices: Vec<String>;
     let mut c = Cur::new(argv);
     let m = parse_common(&mut c, false)?;
     let create = ff.is_some_and(|f| f.create);
@@ -307,7 +306,7 @@ fn modify(engine: &mut Engine, argv: &[String], ff: Option<FilterFlags>, now: Na
     if let Some(d) = dev {
         crate::ensure_device(engine, d, create)?;
     }
-    devices = crate::action::device_names(engine, argv);
+    let devices = crate::action::device_names(engine, argv);
     c.devices = &devices;
     let (handle, opts) = match m.kind {
         Some(k) => parse_fopt(k, m.handle, protocol, m.parent, engine, &mut c)?,

@@ -659,7 +659,7 @@ pub(super) fn print_node(
                 p.hex("mask", format_args!("/{:08x} ", k.mask), k.mask);
                 let nexthdr = if k.offmask != 0 { "nexthdr+" } else { "" };
                 p.string("offmask", format_args!("at {nexthdr}"), nexthdr);
-                p.number("off", &k.off.to_string(), k.off);
+                p.number("off", k.off, k.off);
                 p.close_object();
             }
         }

@@ -143,7 +143,7 @@ mod tests {
             unreachable!()
         };
         assert_eq!((o.limit, o.qth_min, o.qth_max), (1000, 83, 250));
-        let err = |s: &str| parse("choke", &words(s), None).err().expect("refused").msg;
+        let err = |s: &str| parse("choke", &words(s), None).expect_err("refused").msg;
         assert_eq!(
             err("limit 1000"),
             "Required parameter (bandwidth, limit) is missing"

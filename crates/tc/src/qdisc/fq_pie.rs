@@ -178,7 +178,7 @@ mod tests {
             s,
             "limit 500p target 20ms tupdate 30ms alpha 4 beta 32 quantum 3Kb memory_limit 1Mb ecn_prob 25 bytemode "
         );
-        let err = |s: &str| parse("fq_pie", &words(s), None).err().expect("refused").msg;
+        let err = |s: &str| parse("fq_pie", &words(s), None).expect_err("refused").msg;
         assert_eq!(err("alpha 33"), "Illegal \"alpha\"");
         assert_eq!(err("ecn_prob 100"), "Illegal \"ecn_prob\"");
         assert_eq!(err("flows x"), "Illegal \"flows\"");

@@ -324,7 +324,7 @@ mod tests {
 
     #[test]
     fn tcs_refusals() {
-        let err = |s: &str| parse("gred", &words(s), None).err().expect("refused").msg;
+        let err = |s: &str| parse("gred", &words(s), None).expect_err("refused").msg;
         assert_eq!(
             err("setup vqs 17 default 1"),
             "GRED: only 16 VQs are currently supported"

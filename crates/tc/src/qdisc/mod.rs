@@ -47,6 +47,9 @@ pub mod taprio;
 pub mod tbf;
 pub mod teql;
 
+/// A discipline's extra counters as keys of its `tc -s -j` object.
+pub type XstatsJson = fn(&Xstats, &mut Map<String, Value>);
+
 /// One discipline's language.
 pub struct QdiscLang {
     pub name: &'static str,
@@ -60,7 +63,7 @@ pub struct QdiscLang {
     pub xstats: Option<fn(&Xstats, &mut String)>,
     /// The same counters in `tc -s -j` output: keys added to the qdisc's JSON object, as tc's
     /// `print_xstats` does under PRINT_JSON.
-    pub xstats_json: Option<fn(&Xstats, &mut Map<String, Value>)>,
+    pub xstats_json: Option<XstatsJson>,
     /// The classes' language, for a classful discipline (`parse_copt`, `print_copt`, `print_xstats`).
     pub class: Option<ClassLang>,
 }

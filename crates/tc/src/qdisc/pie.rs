@@ -199,7 +199,7 @@ mod tests {
             (o.ecn, o.bytemode, o.dq_rate_estimator),
             (Some(1), Some(0), None)
         );
-        let err = |s: &str| parse("pie", &words(s), None).err().expect("refused").msg;
+        let err = |s: &str| parse("pie", &words(s), None).expect_err("refused").msg;
         assert_eq!(err("alpha 33"), "Illegal \"alpha\"");
         assert_eq!(err("beta x"), "Illegal \"beta\"");
         assert!(err("gamma 1").starts_with("What is \"gamma\"?"));

@@ -307,7 +307,7 @@ mod tests {
 
     #[test]
     fn tcs_refusals() {
-        let err = |s: &str| parse("red", &words(s), None).err().expect("refused").msg;
+        let err = |s: &str| parse("red", &words(s), None).expect_err("refused").msg;
         assert_eq!(
             err("min 100K max 300K"),
             "RED: Required parameter (limit, avpkt) is missing"

@@ -190,7 +190,7 @@ mod tests {
         assert_eq!(opts("increment 0.1").increment, 6554);
         let err = |s: &str| {
             let w: Vec<String> = s.split_whitespace().map(str::to_string).collect();
-            parse("sfb", &w, None).err().expect("refused").msg
+            parse("sfb", &w, None).expect_err("refused").msg
         };
         assert_eq!(err("increment 1.5"), "Illegal \"increment\"");
         assert_eq!(err("limit -1"), "Illegal \"limit\"");
