@@ -115,6 +115,7 @@ const CASES: &[(&str, &str, &[&str])] = &[
     ("flower-arp-ignored", "qdisc add dev eth0 root handle 1: prio\nfilter add dev eth0 parent 1: protocol ip prio 1 flower arp_sha 00:11:22:33:44:55 classid 1:1\n", &[]),
     ("flower-mac-simulated", "qdisc add dev eth0 root handle 1: prio\nfilter add dev eth0 parent 1: protocol ip prio 1 flower dst_mac 02:00:00:00:00:01 classid 1:1\n", &[]),
     ("u32-offset", "qdisc add dev eth0 root handle 1: prio\nfilter add dev eth0 parent 1: protocol ip prio 1 u32 match u16 22 0xffff at 20 flowid 1:1\nfilter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dport 22 0xffff flowid 1:2\n", &[]),
+    ("u32-bucket", ISP_HASHED_OFF_BY_ONE, &[]),
     ("ipv4-only-classes", "qdisc add dev eth0 root handle 1: htb default 20\nclass add dev eth0 parent 1: classid 1:10 htb rate 1mbit\nclass add dev eth0 parent 1: classid 1:20 htb rate 1mbit\nfilter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 1 0xff flowid 1:10\n", &[]),
     ("mark-unset", "#!/bin/sh\ntc qdisc add dev eth0 root handle 1: htb default 20\ntc class add dev eth0 parent 1: classid 1:10 htb rate 1mbit\ntc class add dev eth0 parent 1: classid 1:20 htb rate 1mbit\ntc filter add dev eth0 parent 1: protocol ip prio 1 handle 1 fw flowid 1:10\niptables -t mangle -N qos\niptables -t mangle -A qos -j MARK --set-mark 1\n", &[]),
     ("realm-unset", REALM_POLICY, &[]),
@@ -187,6 +188,66 @@ fn a_teql_bond_of_equal_lines_passes_and_each_mistake_is_named_at_its_line() {
     let r = check(&dir, "one.sh", &one, &[]);
     assert_eq!(teql_codes(&r), ["teql-one-slave"], "{}", r.stdout);
     assert_eq!(r.code, 1);
+}
+
+/// An ISP's per-subscriber table: subscriber N (100.64.0.N) in bucket N of table 2:, hashed on the
+/// destination address's last byte; subscriber 2's filter was written into bucket 3.
+const ISP_HASHED_OFF_BY_ONE: &str = "qdisc add dev eth1 root handle 1: htb default 99
+class add dev eth1 parent 1: classid 1:1 htb rate 900mbit
+class add dev eth1 parent 1:1 classid 1:99 htb rate 10mbit ceil 50mbit
+class add dev eth1 parent 1:1 classid 1:11 htb rate 5mbit ceil 100mbit
+class add dev eth1 parent 1:1 classid 1:12 htb rate 5mbit ceil 100mbit
+filter add dev eth1 parent 1: prio 5 handle 2: protocol ip u32 divisor 256
+filter add dev eth1 parent 1: prio 5 protocol ip u32 ht 800:: match ip dst 100.64.0.0/16 hashkey mask 0x000000ff at 16 link 2:
+filter add dev eth1 parent 1: prio 5 protocol ip u32 ht 2:1: match ip dst 100.64.0.1/32 flowid 1:11
+filter add dev eth1 parent 1: prio 5 protocol ip u32 ht 2:3: match ip dst 100.64.0.2/32 flowid 1:12
+";
+
+/// `u32-bucket`: the node is named with the bucket its packets hash to and its line; with it in
+/// bucket 2 nothing is said. The table linked without `hashkey` sends everything to bucket 0. This
+/// machine's kernel agrees: three pings to 100.64.0.2 through such a table went to its default
+/// class, none to 1:12 (a review, by hand in a namespace).
+#[test]
+fn a_u32_node_in_a_bucket_its_packets_never_hash_to_is_named() {
+    let dir = TempDir::new("check-u32-bucket");
+    let r = check(&dir, "isp.batch", ISP_HASHED_OFF_BY_ONE, &[]);
+    assert_eq!(
+        found_at(&r, "u32-bucket"),
+        ["eth1 filter parent 1: u32 fh 2:3:800"],
+        "{}",
+        r.stdout
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let f = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "u32-bucket")
+        .unwrap();
+    assert!(f["line"].as_str().unwrap().ends_with("isp.batch:9"), "{f}");
+    let m = f["message"].as_str().unwrap();
+    assert!(
+        m.contains("hash to bucket 2") && m.contains("class 1:12"),
+        "{m}"
+    );
+    assert!(f["fix"].as_str().unwrap().contains("`ht 2:2:`"), "{f}");
+    // Fixed: nothing to say.
+    let fixed = ISP_HASHED_OFF_BY_ONE.replace("ht 2:3:", "ht 2:2:");
+    let r = check(&dir, "fixed.batch", &fixed, &[]);
+    assert!(found_at(&r, "u32-bucket").is_empty(), "{}", r.stdout);
+    // No hashkey: bucket 0 only, so 2:1: and 2:2: both go unmatched.
+    let nokey = fixed.replace(" hashkey mask 0x000000ff at 16", "");
+    let r = check(&dir, "nokey.batch", &nokey, &[]);
+    assert_eq!(
+        found_at(&r, "u32-bucket"),
+        [
+            "eth1 filter parent 1: u32 fh 2:1:800",
+            "eth1 filter parent 1: u32 fh 2:2:800"
+        ],
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("has no `hashkey`"), "{}", r.stdout);
 }
 
 #[test]

@@ -18,8 +18,9 @@
 //! The rules live by subject: `tree` (HTB and HFSC trees: defaults, quantum, rates, bursts, queues,
 //! classes reached), `line` (the shaper against the line: rate, ATM, offloads, CAKE, AQM targets),
 //! `ifb` (ingress through ifb devices), `teql` (bonded lines), `buckets` (TBF and policer buckets),
-//! `filters` (what filters name and read), `marks` (fw marks and iptables; priorities), `realms`
-//! (route filters against the policy's routes), `compat` (kernel versions).
+//! `filters` (what filters name and read), `u32hash` (u32 nodes in the wrong hash bucket), `marks`
+//! (fw marks and iptables; priorities), `realms` (route filters against the policy's routes), `compat`
+//! (kernel versions).
 
 mod buckets;
 mod compat;
@@ -32,6 +33,7 @@ mod realms;
 mod taprio;
 mod teql;
 mod tree;
+mod u32hash;
 
 use origins::Origins;
 use serde::Serialize;
@@ -281,6 +283,11 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "u32-offset",
         Severity::Warning,
         "a raw u32 offset that reads the source port or address where the policy names it as a destination",
+    ),
+    (
+        "u32-bucket",
+        Severity::Warning,
+        "a u32 node in a hash bucket the packets it matches are never hashed to: it never matches",
     ),
     (
         "ipv4-only-classes",
@@ -716,6 +723,7 @@ impl<'a> DevCx<'a> {
         tree::check(self, out);
         buckets::check(self, out);
         filters::check(self, out);
+        u32hash::check(self, out);
         marks::check(self, out);
         taprio::check(self, out);
         self.ingress_police(out);
