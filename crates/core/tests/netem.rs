@@ -266,6 +266,11 @@ fn duplicates_are_enqueued_at_the_root_once() {
     assert_eq!((a.tag, a.tc_depth, b.tag, b.tc_depth), (7, 0, 7, 1));
 }
 
+/// How many bits differ between two packets' bytes.
+fn flipped_bits(a: &[u8], b: &[u8]) -> u32 {
+    a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
+}
+
 /// `corrupt 100%`: exactly one bit of the header bytes flips; a packet with no bytes cannot be
 /// corrupted and passes unchanged (no panic).
 #[test]
@@ -283,13 +288,7 @@ fn corrupt_flips_one_bit_and_spares_empty_packets() {
     q.enqueue(Packet::of_len(0), &mut cx);
     let mut out = Cx::new(0);
     let p = q.dequeue(&mut out).unwrap();
-    let flipped: u32 = p
-        .data
-        .iter()
-        .zip(&orig.data)
-        .map(|(a, b)| (a ^ b).count_ones())
-        .sum();
-    assert_eq!(flipped, 1);
+    assert_eq!(flipped_bits(&p.data, &orig.data), 1);
     let empty = q.dequeue(&mut out).unwrap();
     assert!(empty.data.is_empty() && empty.len == 0);
 }
@@ -534,13 +533,11 @@ fn corrupt_cuts_a_gso_packet_into_frames_first() {
         }
         for (i, (g, c)) in got.iter().zip(&clean).enumerate() {
             assert!(!g.is_gso() && g.len == c.len, "frame {i}");
-            let flipped: u32 = g
-                .data
-                .iter()
-                .zip(&c.data)
-                .map(|(a, b)| (a ^ b).count_ones())
-                .sum();
-            assert_eq!(flipped, 1, "frame {i}: one bit flipped");
+            assert_eq!(
+                flipped_bits(&g.data, &c.data),
+                1,
+                "frame {i}: one bit flipped"
+            );
         }
     }
 }

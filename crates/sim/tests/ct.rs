@@ -10,9 +10,10 @@
 mod common;
 
 use tclab_sim::run::{run, Outcome};
-use tclab_sim::scenario::load;
+use tclab_sim::scenario::{load, Scenario};
 
-fn go(ct: &str) -> Outcome {
+/// a and b on a 10 Mbit/s link, a's TCP upload and b's unsolicited UDP flow, with `policy` on a.
+fn run_policy(policy: &str) -> (Scenario, Outcome) {
     let text = format!(
         r#"
 duration = "10s"
@@ -28,11 +29,7 @@ delay = "5ms"
 [[policy]]
 node = "a"
 tc = """
-qdisc add dev eth0 ingress
-filter add dev eth0 parent ffff: prio 1 chain 0 protocol ip flower ct_state -trk action {ct} pipe action goto chain 1
-filter add dev eth0 parent ffff: prio 1 chain 1 protocol ip flower ct_state +trk+est action pass
-filter add dev eth0 parent ffff: prio 2 chain 1 protocol ip flower ct_state +trk+new action drop
-"""
+{policy}"""
 [[traffic]]
 kind = "tcp"
 name = "upload"
@@ -48,7 +45,20 @@ rate = "1mbit"
     );
     let mut sc =
         load("test.toml", &text, std::path::Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
-    run(&mut sc, &mut |_| {}).expect("the run completes")
+    let out = run(&mut sc, &mut |_| {}).expect("the run completes");
+    (sc, out)
+}
+
+/// The firewall on a's own ingress, its ct action written `ct`.
+fn go(ct: &str) -> Outcome {
+    run_policy(&format!(
+        "qdisc add dev eth0 ingress
+filter add dev eth0 parent ffff: prio 1 chain 0 protocol ip flower ct_state -trk action {ct} pipe action goto chain 1
+filter add dev eth0 parent ffff: prio 1 chain 1 protocol ip flower ct_state +trk+est action pass
+filter add dev eth0 parent ffff: prio 2 chain 1 protocol ip flower ct_state +trk+new action drop
+"
+    ))
+    .1
 }
 
 fn goodput(out: &Outcome, name: &str) -> f64 {
@@ -90,21 +100,8 @@ fn another_zone_is_another_table() {
 /// host's table: every packet was new there and the upload never started.
 #[test]
 fn ct_on_an_ifb_finds_the_hosts_connections() {
-    let text = r#"
-duration = "10s"
-[[node]]
-name = "a"
-[[node]]
-name = "b"
-[[link]]
-a = "a:eth0"
-b = "b:eth0"
-rate = "10mbit"
-delay = "5ms"
-[[policy]]
-node = "a"
-tc = """
-ip link add ifb0 type ifb
+    let (sc, out) = run_policy(
+        "ip link add ifb0 type ifb
 ip link set dev ifb0 up
 qdisc add dev eth0 ingress
 filter add dev eth0 parent ffff: protocol ip matchall action mirred egress redirect dev ifb0
@@ -112,22 +109,8 @@ qdisc add dev ifb0 root handle 1: prio
 filter add dev ifb0 parent 1: prio 1 chain 0 protocol ip flower ct_state -trk action ct pipe action goto chain 1
 filter add dev ifb0 parent 1: prio 1 chain 1 protocol ip flower ct_state +trk+est classid 1:1
 filter add dev ifb0 parent 1: prio 2 chain 1 protocol ip flower ct_state +trk+new action drop
-"""
-[[traffic]]
-kind = "tcp"
-name = "upload"
-from = "a"
-to = "b"
-[[traffic]]
-kind = "udp"
-name = "unsolicited"
-from = "b"
-to = "a"
-rate = "1mbit"
-"#;
-    let mut sc =
-        load("test.toml", text, std::path::Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
-    let out = run(&mut sc, &mut |_| {}).expect("the run completes");
+",
+    );
     // As on eth0's own ingress (the first test): the line's payload rate less slow start, within 3 %.
     let line = 10e6 * 1448.0 / 1514.0;
     let up = goodput(&out, "upload");
