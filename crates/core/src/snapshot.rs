@@ -107,24 +107,6 @@ impl Serialize for Bytes<'_> {
     }
 }
 
-struct ByteBuf(Vec<u8>);
-
-impl<'de> Deserialize<'de> for ByteBuf {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ByteBuf, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = ByteBuf;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("bytes")
-            }
-            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<ByteBuf, E> {
-                Ok(ByteBuf(v.to_vec()))
-            }
-        }
-        d.deserialize_bytes(V)
-    }
-}
-
 /// A qdisc as its kind, its own state and where it sits.
 impl Serialize for Sched {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -146,11 +128,12 @@ impl Serialize for Sched {
 
 impl<'de> Deserialize<'de> for Sched {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Sched, D::Error> {
+        // Kind and state borrowed from the snapshot's bytes: no copy of either per qdisc.
         let (handle, parent, kind, state, stab, requeues): (
             crate::Handle,
             crate::Handle,
-            String,
-            ByteBuf,
+            &'de str,
+            &'de [u8],
             Option<crate::stab::SizeTable>,
             u32,
         ) = Deserialize::deserialize(d)?;
@@ -158,7 +141,7 @@ impl<'de> Deserialize<'de> for Sched {
             .iter()
             .find(|r| r.kind == kind)
             .ok_or_else(|| D::Error::custom(format!("qdisc {kind} has no snapshot form")))?;
-        let q = (r.restore)(&state.0).map_err(|e| D::Error::custom(format!("{kind}: {e}")))?;
+        let q = (r.restore)(state).map_err(|e| D::Error::custom(format!("{kind}: {e}")))?;
         if q.kind() != kind {
             return Err(D::Error::custom(format!("{kind} restored as {}", q.kind())));
         }

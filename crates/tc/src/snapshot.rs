@@ -132,13 +132,66 @@ pub enum Unused {
     Undecodable(String),
 }
 
-/// The snapshot beside the store at `store`, if it holds for `journal` (the store's bytes as read now).
-pub fn load(store: &Path, journal: &[u8]) -> Result<Snapshot, Unused> {
+/// The journal a snapshot is checked against: its bytes in memory, or the open file, whose covered
+/// bytes are then read in pieces into one small buffer and never held whole (a cold read of a
+/// 30 000-record store needs only the records after the snapshot: 3.3 MB fewer bytes to allocate,
+/// fault in and check as UTF-8).
+#[derive(Clone, Copy)]
+pub enum JournalRef<'a> {
+    Bytes(&'a [u8]),
+    File(&'a std::fs::File),
+}
+
+impl JournalRef<'_> {
+    /// Whether the journal's first `len` bytes have the CRC-32 `crc` and end a record (records end in a
+    /// newline: a snapshot never stands for half of one).
+    fn begins_with(self, len: u64, crc: u32) -> bool {
+        match self {
+            JournalRef::Bytes(b) => usize::try_from(len)
+                .ok()
+                .and_then(|n| b.get(..n))
+                .is_some_and(|c| c.last() == Some(&b'\n') && crc32fast::hash(c) == crc),
+            JournalRef::File(f) => {
+                let mut h = crc32fast::Hasher::new();
+                let mut last = None;
+                let ok = read_prefix(f, len, |piece| {
+                    h.update(piece);
+                    last = piece.last().copied();
+                });
+                ok && last == Some(b'\n') && h.finalize() == crc
+            }
+        }
+    }
+}
+
+/// Hand the first `len` bytes of `f` to `each` in pieces of at most 64 KiB (positioned reads: the
+/// file's offset is left alone); `false` if the file is shorter or cannot be read.
+pub(crate) fn read_prefix(f: &std::fs::File, len: u64, mut each: impl FnMut(&[u8])) -> bool {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut off = 0;
+    while off < len {
+        let want = (len - off).min(buf.len() as u64) as usize;
+        match f.read_at(&mut buf[..want], off) {
+            Ok(0) => return false,
+            Ok(n) => {
+                each(&buf[..n]);
+                off += n as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// The snapshot beside the store at `store`, if it holds for `journal` (the store as read now).
+pub fn load(store: &Path, journal: JournalRef) -> Result<Snapshot, Unused> {
     let bytes = std::fs::read(path_for(store)).map_err(|_| Unused::Missing)?;
     load_bytes(&bytes, journal)
 }
 
-fn load_bytes(bytes: &[u8], journal: &[u8]) -> Result<Snapshot, Unused> {
+fn load_bytes(bytes: &[u8], journal: JournalRef) -> Result<Snapshot, Unused> {
     let corrupt = Unused::Corrupt;
     let Some((body, crc)) = bytes.split_last_chunk::<4>() else {
         return Err(corrupt("short"));
@@ -166,12 +219,7 @@ fn load_bytes(bytes: &[u8], journal: &[u8]) -> Result<Snapshot, Unused> {
         return Err(corrupt("length"));
     }
     let engine_bytes = f.0;
-    let covered = usize::try_from(journal_len)
-        .ok()
-        .and_then(|n| journal.get(..n))
-        .ok_or(Unused::Stale)?;
-    // Records end in a newline: a snapshot never stands for half of one.
-    if covered.last() != Some(&b'\n') || crc32fast::hash(covered) != journal_crc {
+    if !journal.begins_with(journal_len, journal_crc) {
         return Err(Unused::Stale);
     }
     let engine = tclab_core::Engine::from_snapshot(engine_bytes).map_err(Unused::Undecodable)?;
@@ -256,31 +304,42 @@ mod tests {
         let journal = b"{\"tclab_store\":2}\n[\"tc\",\"qdisc\"]\n[\"tc\",\"class\"]\n";
         let engine = engine_bytes();
         let good = encode(&engine, journal, 2).unwrap();
-        assert!(load_bytes(&good, journal).is_ok());
+        assert!(load_bytes(&good, JournalRef::Bytes(journal)).is_ok());
         // The journal with more records after the covered ones: still valid (its tail is replayed).
         let mut longer = journal.to_vec();
         longer.extend_from_slice(b"[\"tc\",\"filter\"]\n");
         let mut snap = encode(&engine, journal, 2).unwrap();
         assert_eq!(
-            load_bytes(&snap, &longer).unwrap().journal_len,
+            load_bytes(&snap, JournalRef::Bytes(&longer))
+                .unwrap()
+                .journal_len,
             journal.len() as u64
         );
         // Every cut of the file (a write cut short) is refused.
         for n in 0..good.len() {
-            assert!(load_bytes(&good[..n], journal).is_err(), "cut at {n}");
+            assert!(
+                load_bytes(&good[..n], JournalRef::Bytes(journal)).is_err(),
+                "cut at {n}"
+            );
         }
         // Every single flipped byte is refused (the checksum covers the whole file).
         for i in 0..good.len() {
             let mut bad = good.clone();
             bad[i] ^= 0x20;
-            assert!(load_bytes(&bad, journal).is_err(), "byte {i}");
+            assert!(
+                load_bytes(&bad, JournalRef::Bytes(journal)).is_err(),
+                "byte {i}"
+            );
         }
         // A journal whose first bytes changed (compacted, replaced) makes it stale, as does a shorter one.
         let mut other = journal.to_vec();
         other[20] = b'x';
-        assert!(matches!(load_bytes(&good, &other), Err(Unused::Stale)));
         assert!(matches!(
-            load_bytes(&good, &journal[..journal.len() - 1]),
+            load_bytes(&good, JournalRef::Bytes(&other)),
+            Err(Unused::Stale)
+        ));
+        assert!(matches!(
+            load_bytes(&good, JournalRef::Bytes(&journal[..journal.len() - 1])),
             Err(Unused::Stale)
         ));
         // Another build's snapshot (its checksum made right again).
@@ -290,8 +349,38 @@ mod tests {
         let crc = crc32fast::hash(&snap[..n]);
         snap[n..].copy_from_slice(&crc.to_le_bytes());
         assert!(matches!(
-            load_bytes(&snap, journal),
+            load_bytes(&snap, JournalRef::Bytes(journal)),
             Err(Unused::Corrupt("another build"))
         ));
+    }
+
+    #[test]
+    fn a_journal_file_is_checked_as_its_bytes() {
+        // The file is read in 64 KiB pieces: a journal of several pieces, its last record straddling one.
+        let mut journal = b"{\"tclab_store\":2}\n".to_vec();
+        while journal.len() < 200_000 {
+            journal.extend_from_slice(b"[\"tc\",\"class\",\"add\",\"dev\",\"eth0\"]\n");
+        }
+        let engine = engine_bytes();
+        let good = encode(&engine, &journal, 2).unwrap();
+        let path = std::env::temp_dir().join(format!("tclab-snap-file-{}", std::process::id()));
+        let check = |bytes: &[u8]| {
+            std::fs::write(&path, bytes).unwrap();
+            let f = std::fs::File::open(&path).unwrap();
+            let by_file = load_bytes(&good, JournalRef::File(&f)).map(|s| s.journal_len);
+            let by_bytes = load_bytes(&good, JournalRef::Bytes(bytes)).map(|s| s.journal_len);
+            assert_eq!(by_file, by_bytes, "{} bytes", bytes.len());
+            by_file
+        };
+        assert_eq!(check(&journal), Ok(journal.len() as u64));
+        let mut longer = journal.clone();
+        longer.extend_from_slice(b"[\"tc\",\"filter\"]\n");
+        assert_eq!(check(&longer), Ok(journal.len() as u64));
+        // One byte changed in the second piece, or the last one missing: stale either way.
+        let mut other = journal.clone();
+        other[70_000] ^= 1;
+        assert_eq!(check(&other), Err(Unused::Stale));
+        assert_eq!(check(&journal[..journal.len() - 1]), Err(Unused::Stale));
+        let _ = std::fs::remove_file(&path);
     }
 }

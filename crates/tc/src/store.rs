@@ -42,6 +42,7 @@
 //! the script's `tc` calls reach one resident engine through [`crate::control`], so a script of N
 //! commands costs O(N), not O(N²).
 
+use crate::snapshot::JournalRef;
 use crate::util::matches;
 use crate::Output;
 use std::fs::File;
@@ -118,12 +119,12 @@ pub fn read_journal(path: &Path) -> Result<Journal, String> {
 /// Read FILE's journal, handing each record to `sink` as it is read, with the file offset just past it
 /// (the returned journal's `entries` stay empty): a reader that replays as it goes never holds the
 /// whole journal in memory. The record is lent in one buffer whose strings the next record reuses (a
-/// sink may take it). `start` is shown a current-format file's bytes and says where its records begin
-/// to matter: those ending at or before that offset (a snapshot's, when it holds) are neither parsed
-/// nor counted; 0 reads them all.
+/// sink may take it). `start` is shown a current-format file and says where its records begin to
+/// matter: those ending at or before that offset (a snapshot's, when it holds) are neither read nor
+/// parsed nor counted; 0 reads them all.
 fn read_journal_with(
     path: &Path,
-    start: impl FnOnce(&[u8]) -> u64,
+    start: impl FnOnce(&File) -> u64,
     mut sink: impl FnMut(&mut Vec<String>, u64),
 ) -> Result<Journal, String> {
     let mut entry: Vec<String> = Vec::new();
@@ -142,28 +143,37 @@ fn read_journal_with(
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
     let before = seen(&file).map_err(|e| format!("{}: {e}", path.display()))?;
+    // A current-format file's records that a snapshot stands for are skipped unread: only the bytes
+    // after them are read (the snapshot's checks made sure the offset ends a record).
+    let header = format!("{HEADER}\n");
+    let mut head = vec![0u8; header.len()];
+    let current = std::os::unix::fs::FileExt::read_exact_at(&file, &mut head, 0).is_ok()
+        && head == header.as_bytes();
+    let skip = if current { start(&file) } else { 0 };
+    let skip = if skip > header.len() as u64 { skip } else { 0 };
     let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut &file, &mut bytes)
+    std::io::Seek::seek(&mut &file, std::io::SeekFrom::Start(skip))
+        .and_then(|_| std::io::Read::read_to_end(&mut &file, &mut bytes))
         .map_err(|e| format!("{}: {e}", path.display()))?;
     let not_ours = |why: String| format!("{}: not a tclab store: {why}", path.display());
     let text = std::str::from_utf8(&bytes).map_err(|_| not_ours("not UTF-8 text".into()))?;
     let first = text.lines().next().unwrap_or("");
-    if first.trim() == HEADER {
-        let after_header = &text[first.len().min(text.len())..];
-        // A header without its newline (a file written by hand, or cut short) cannot be appended to:
-        // the next write rewrites the file whole.
-        let header_done = after_header.starts_with('\n');
-        let mut valid_len = first.len() as u64 + header_done as u64;
-        let mut rest = after_header.strip_prefix('\n').unwrap_or(after_header);
-        let mut line_no = 1;
-        // Records a snapshot stands for: skipped whole (its checks made sure the offset ends one).
-        let skip = start(&bytes);
-        let mut skipped = 0;
-        if header_done && skip > valid_len {
-            if let Some(after) = text.get(skip as usize..) {
-                (line_no, skipped, valid_len, rest) = (0, skip as usize, skip, after);
-            }
-        }
+    if skip > 0 || first.trim() == HEADER {
+        let (header_done, mut valid_len, mut rest) = if skip > 0 {
+            (true, skip, text)
+        } else {
+            let after_header = &text[first.len().min(text.len())..];
+            // A header without its newline (a file written by hand, or cut short) cannot be appended
+            // to: the next write rewrites the file whole.
+            let header_done = after_header.starts_with('\n');
+            (
+                header_done,
+                first.len() as u64 + header_done as u64,
+                after_header.strip_prefix('\n').unwrap_or(after_header),
+            )
+        };
+        // Line numbers (for a corrupt record's message) count from the skipped records' end.
+        let mut line_no = if skip > 0 { 0 } else { 1 };
         while !rest.is_empty() {
             line_no += 1;
             let Some(end) = rest.find('\n') else {
@@ -176,7 +186,13 @@ fn read_journal_with(
                 if !plain_record(line, &mut entry) {
                     entry = serde_json::from_str(line).map_err(|e| {
                     // Lines a snapshot stood for are counted only for this message.
-                    let line_no = line_no + text[..skipped].matches('\n').count();
+                    let mut skipped_lines = 0;
+                    if skip > 0 {
+                        crate::snapshot::read_prefix(&file, skip, |p| {
+                            skipped_lines += p.iter().filter(|&&b| b == b'\n').count()
+                        });
+                    }
+                    let line_no = line_no + skipped_lines;
                     format!(
                         "{}:{line_no}: corrupt tclab store record ({e}); the file was left as it is",
                         path.display()
@@ -482,8 +498,8 @@ impl Store {
         let (mut entries, mut before_cut) = (Vec::new(), 0);
         let mut journal = read_journal_with(
             path,
-            |bytes| {
-                if let Ok(s) = crate::snapshot::load(path, bytes) {
+            |file| {
+                if let Ok(s) = crate::snapshot::load(path, JournalRef::File(file)) {
                     cut.set(s.journal_len);
                     snap = Some(s);
                 }
@@ -553,7 +569,7 @@ impl Store {
         let mut problems = Vec::new();
         let journal = read_journal_with(
             path,
-            |bytes| match crate::snapshot::load(path, bytes) {
+            |file| match crate::snapshot::load(path, JournalRef::File(file)) {
                 Ok(s) => {
                     *engine.borrow_mut() = s.engine;
                     s.journal_len
@@ -907,8 +923,9 @@ impl Store {
         // classes), and a new one is due as if there were none.
         let snap = crate::snapshot::path_for(&self.path);
         if snap.exists() {
-            let holds = std::fs::read(&self.path)
-                .is_ok_and(|journal| crate::snapshot::load(&self.path, &journal).is_ok());
+            let holds = File::open(&self.path).is_ok_and(|journal| {
+                crate::snapshot::load(&self.path, JournalRef::File(&journal)).is_ok()
+            });
             if !holds {
                 let _ = std::fs::remove_file(&snap);
                 self.snapshot_records = 0;
@@ -1785,6 +1802,43 @@ mod tests {
             .unwrap_err();
         assert!(err.contains("opened to read"), "{err}");
         assert_eq!(std::fs::read(&path).unwrap(), before);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_corrupt_record_after_a_snapshot_is_named_by_its_line_in_the_file() {
+        // The records a snapshot stands for are not read, yet the message counts them (a blank line
+        // among them too), as it did when the whole file was read.
+        let dir = std::env::temp_dir().join(format!("tclab-store-line-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("policy.json");
+        let (mut w, _) = Store::open(&path).unwrap();
+        for c in [
+            "tc qdisc add dev eth0 root handle 1: htb default 10",
+            "tc class add dev eth0 parent 1: classid 1:10 htb rate 1mbit",
+        ] {
+            assert_eq!(w.execute(&words(c), None).unwrap().code, 0, "{c}");
+        }
+        // A blank line inside the covered records (a hand edit the reader tolerates).
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.insert(text.find('\n').unwrap() + 1, '\n');
+        std::fs::write(&path, &text).unwrap();
+        let (mut w, _) = Store::open(&path).unwrap();
+        assert!(w.write_snapshot().unwrap());
+        // Line 5: header, first record, blank, second record, then the corrupt one.
+        text.push_str("[\"tc\",\n");
+        std::fs::write(&path, &text).unwrap();
+        let show = words("tc class show dev eth0");
+        let err = Store::open_to_read(&path, &show).err().unwrap();
+        assert!(
+            err.contains("policy.json:5: corrupt tclab store record"),
+            "{err}"
+        );
+        let err = Store::open(&path).err().unwrap();
+        assert!(
+            err.contains("policy.json:5: corrupt tclab store record"),
+            "{err}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
