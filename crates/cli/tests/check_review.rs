@@ -1502,3 +1502,37 @@ fn a_teql_bond_never_up_or_over_unequal_lines_is_named_and_measured() {
         n.partial_undo
     );
 }
+
+/// A sender whose route to c's link carries realm 5, and a route filter meant for it that reads
+/// realm 7.
+const REALM_TYPO: &str = "#!/bin/sh
+ip route replace 10.0.1.0/24 dev eth0 realm 5
+tc qdisc add dev eth0 root handle 1: htb default 20
+tc class add dev eth0 parent 1: classid 1:10 htb rate 2mbit ceil 8mbit
+tc class add dev eth0 parent 1: classid 1:20 htb rate 6mbit ceil 8mbit
+tc filter add dev eth0 parent 1: protocol ip prio 1 route to 7 classid 1:10
+";
+
+/// `realm-unset`: the route filter on realm 7 sends nothing to 1:10 in the simulator (the transfer's
+/// bytes all go to the default 1:20); with `to 5`, the realm the route sets, they go to 1:10, and
+/// check says nothing.
+#[test]
+fn a_route_filter_on_a_realm_no_route_sets_classifies_nothing() {
+    let dir = TempDir::new("review-realm");
+    let f = the(&check(&dir, "realm.sh", REALM_TYPO, &[]), "realm-unset");
+    assert_eq!(line_of(&f), "realm.sh:6");
+    let fixed = REALM_TYPO.replace("route to 7", "route to 5");
+    assert!(!codes(&check(&dir, "fixed.sh", &fixed, &[])).contains(&"realm-unset".to_string()));
+    let lab = "duration = \"6s\"\n[[node]]\nname = \"s\"\n[[node]]\nname = \"c\"\n\
+               [[link]]\na = \"s:eth0\"\nb = \"c:eth0\"\nrate = \"10mbit\"\ndelay = \"5ms\"\n\
+               [[traffic]]\nkind = \"tcp\"\nfrom = \"s\"\nto = \"c\"\n";
+    let (sc, _) = with_script(&dir, lab, "s", REALM_TYPO);
+    assert_eq!(class_bytes(&sc, "s", "eth0", "1:10"), 0);
+    assert!(class_bytes(&sc, "s", "eth0", "1:20") > 1_000_000);
+    let (sc, _) = with_script(&dir, lab, "s", &fixed);
+    assert!(class_bytes(&sc, "s", "eth0", "1:10") > 1_000_000);
+    assert!(
+        class_bytes(&sc, "s", "eth0", "1:20") < 10_000,
+        "the handshake at most"
+    );
+}
