@@ -26,6 +26,9 @@ struct Mapping {
     notes: Vec<String>,
 }
 
+/// iperf3's `MAX_STREAMS`: the most parallel streams (`-P`) one client runs.
+const IPERF3_MAX_STREAMS: u32 = 128;
+
 fn map_scenario(sc: &Scenario) -> Result<Mapping, String> {
     let net = &sc.net;
     if net.nodes.len() != 3 {
@@ -85,6 +88,15 @@ fn map_scenario(sc: &Scenario) -> Result<Mapping, String> {
             return Err(format!(
                 "traffic \"{}\" starts or ends at the router: a lab's traffic runs between node-1 and node-2",
                 t.name
+            ));
+        }
+        // iperf3 3.x refuses more (`number of parallel streams too large`), which the live run
+        // found only after the whole simulation.
+        if t.streams > IPERF3_MAX_STREAMS && !matches!(t.kind, TrafficKind::Ping { .. }) {
+            return Err(format!(
+                "traffic \"{}\": {} streams, and iperf3 runs at most {IPERF3_MAX_STREAMS} in one client (-P): \
+                 split it into entries of at most {IPERF3_MAX_STREAMS}",
+                t.name, t.streams
             ));
         }
         if let TrafficKind::Tcp { ecn: true, .. } = t.kind {
@@ -661,6 +673,20 @@ to = "b"
                 _ => None,
             })
             .collect()
+    }
+
+    /// bench-isp's 1 000 streams were simulated for minutes before iperf3 refused `-P 1000`.
+    #[test]
+    fn more_streams_than_iperf3_runs_are_refused_before_simulating() {
+        let many = SCENARIO.replacen("name = \"cubic\"", "name = \"cubic\"\nstreams = 129", 1);
+        let e = map_scenario(&load(&many)).err().expect("refused");
+        assert_eq!(
+            e,
+            "traffic \"cubic\": 129 streams, and iperf3 runs at most 128 in one client (-P): split it \
+             into entries of at most 128"
+        );
+        let most = SCENARIO.replacen("name = \"cubic\"", "name = \"cubic\"\nstreams = 128", 1);
+        assert!(map_scenario(&load(&most)).is_ok());
     }
 
     #[test]
