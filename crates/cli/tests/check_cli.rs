@@ -1474,4 +1474,30 @@ fn a_route_filter_on_a_realm_no_route_sets_is_named_at_its_line() {
                    tc qdisc add dev eth0 handle ffff: ingress\n\
                    tc filter add dev eth0 parent ffff: protocol ip prio 1 route to 7 classid 1:1\n";
     assert_eq!(realm("ingress.sh", ingress), Vec::<String>::new());
+    // `meta(rt_classid … eq V)` reads the whole value, shifted and masked: judged where every packet
+    // the filter takes must pass it.
+    let meta = |m: &str| {
+        REALM_POLICY.replace(
+            "route to 7 classid 1:10",
+            &format!("basic match '{m}' classid 1:10"),
+        )
+    };
+    for (m, found) in [
+        ("meta(rt_classid eq 7)", true),
+        ("meta(rt_classid eq 5)", false),
+        ("meta(priority eq 1) and meta(rt_classid eq 7)", true),
+        ("meta(rt_classid eq 7) or meta(priority eq 1)", false),
+        ("not meta(rt_classid eq 7)", false),
+        ("meta(rt_classid shift 16 eq 5)", false),
+        ("meta(rt_classid shift 16 eq 6)", true),
+        ("meta(rt_classid mask 0xff eq 5)", false),
+        ("meta(rt_classid eq 0x50005)", false),
+    ] {
+        let at = realm("meta.sh", &meta(m));
+        assert_eq!(at.len(), usize::from(found), "{m}: {at:?}");
+    }
+    assert_eq!(
+        realm("meta.sh", &meta("meta(rt_classid shift 16 eq 6)")),
+        ["eth0 filter parent 1: pref 1 basic meta(rt_classid shift 16 eq 6)"]
+    );
 }

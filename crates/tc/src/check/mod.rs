@@ -312,7 +312,7 @@ pub const CODES: &[(&str, Severity, &str)] = &[
     (
         "realm-unset",
         Severity::Warning,
-        "a route filter reads a realm no `ip route … realm` line of the policy sets: it never matches",
+        "a route filter (or meta(rt_classid) match) reads a realm no `ip route … realm` line of the policy sets: it never matches",
     ),
     (
         "prio-inverted",

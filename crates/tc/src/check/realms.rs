@@ -1,6 +1,8 @@
 //! Route filters against the policy's routes: `route to 10` matches packets whose route carries realm
 //! 10, and only `ip route … realm` sets one. A realm no route of the policy sets is a filter that never
-//! matches in the simulator, most often a typo or a route line left out.
+//! matches in the simulator, most often a typo or a route line left out. The same for the other reader
+//! of realms, `meta(rt_classid … eq V)` in a basic or cgroup filter's ematch tree, where every packet
+//! the filter takes must pass it (the tree's top level a conjunction, the match not inverted).
 //!
 //! What a route gives a packet (`dst->tclassid`, as `ip_route_input_slow` and `rt_set_nexthop` build
 //! it): its own `nh_tclassid` (destination realm in the low 16 bits, a `realms FROM/TO` source realm
@@ -16,6 +18,9 @@
 
 use super::{DevCx, Finding};
 use tclab_core::fib::Fib;
+use tclab_core::filter::ematch::{
+    meta_id, EmKind, EmatchTree, META_TYPE_INT, OPND_EQ, REL_AND, REL_END,
+};
 use tclab_core::filter::route::RouteFilter;
 use tclab_core::filter::Classifier;
 use tclab_core::Handle;
@@ -31,12 +36,25 @@ pub(super) fn check(cx: &DevCx, fib: &Fib, out: &mut Vec<Finding>) {
         }
         for chain in b.reachable_chains() {
             for tp in b.chains.get(&chain).into_iter().flatten() {
-                let Classifier::Route(head) = &tp.cls else {
-                    continue;
+                let trees: Vec<&EmatchTree> = match &tp.cls {
+                    Classifier::Route(head) => {
+                        for f in &head.filters {
+                            if let Some(finding) = unset(cx, &realms, parent, tp.prio, f) {
+                                out.push(finding);
+                            }
+                        }
+                        continue;
+                    }
+                    Classifier::Basic(head) => head.filters.iter().map(|f| &f.ematches).collect(),
+                    Classifier::Cgroup(head) => head.filter.iter().map(|f| &f.ematches).collect(),
+                    _ => continue,
                 };
-                for f in &head.filters {
-                    if let Some(finding) = unset(cx, &realms, parent, tp.prio, f) {
-                        out.push(finding);
+                for tree in trees {
+                    for m in required_rt_classid(tree) {
+                        if !realms.every().any(|t| m.reads(t)) {
+                            let kind = tp.cls.kind();
+                            out.push(meta_unset(cx, &realms, parent, tp.prio, kind, &m));
+                        }
                     }
                 }
             }
@@ -76,9 +94,17 @@ impl Realms {
 
     /// Some packet's `tclassid` is exactly `id` (`to R from S`).
     fn exactly(&self, id: u32) -> bool {
-        self.routes.contains(&id)
-            || (self.routes.contains(&(id & 0xffff))
-                && self.routes.iter().any(|&t| t & 0xffff == id >> 16))
+        self.every().any(|t| t == id)
+    }
+
+    /// Every `tclassid` a packet can carry: each route's own (a host's packets: an output route
+    /// has no source realm), and for a route without a source realm, that route's with each
+    /// route's destination realm as the source (a forwarded packet's).
+    fn every(&self) -> impl Iterator<Item = u32> + '_ {
+        self.routes.iter().flat_map(move |&t| {
+            let sources = (t >> 16 == 0).then(|| self.routes.iter().map(move |&s| t | s << 16));
+            std::iter::once(t).chain(sources.into_iter().flatten())
+        })
     }
 
     fn listed(&self) -> String {
@@ -99,6 +125,92 @@ fn realm_words(t: u32) -> String {
     } else {
         format!("realms {}/{}", t >> 16, t & 0xffff)
     }
+}
+
+/// `meta(rt_classid [shift S] [mask M] eq V)`: what the match compares (`meta_get`: the value
+/// shifted, then masked when the mask is not 0).
+struct RtClassid {
+    shift: u8,
+    mask: u32,
+    value: u32,
+}
+
+impl RtClassid {
+    fn reads(&self, tclassid: u32) -> bool {
+        let mut x = tclassid.checked_shr(self.shift as u32).unwrap_or(0);
+        if self.mask != 0 {
+            x &= self.mask;
+        }
+        x == self.value
+    }
+
+    fn words(&self) -> String {
+        let mut w = String::from("meta(rt_classid ");
+        if self.shift != 0 {
+            w.push_str(&format!("shift {} ", self.shift));
+        }
+        if self.mask != 0 {
+            w.push_str(&format!("mask {:#x} ", self.mask));
+        }
+        w + &format!("eq {})", self.value)
+    }
+}
+
+/// The `meta(rt_classid … eq V)` matches every packet the tree takes must pass: those at its top
+/// level, not inverted, where the top level is a conjunction (an `or` there makes none of them
+/// required; containers are not looked into).
+fn required_rt_classid(tree: &EmatchTree) -> Vec<RtClassid> {
+    let mut out = Vec::new();
+    for m in &tree.matches {
+        if let EmKind::Meta(mt) = &m.kind {
+            let (l, r) = (&mt.left, &mt.right);
+            if !m.inverted()
+                && l.id() == meta_id::RTCLASSID
+                && l.typ() == META_TYPE_INT
+                && r.id() == meta_id::VALUE
+                && r.typ() == META_TYPE_INT
+                && l.op == OPND_EQ
+            {
+                out.push(RtClassid {
+                    shift: l.shift,
+                    mask: l.int,
+                    value: r.int,
+                });
+            }
+        }
+        match m.relation() {
+            REL_END => return out,
+            REL_AND => {}
+            _ => return Vec::new(),
+        }
+    }
+    out
+}
+
+fn meta_unset(
+    cx: &DevCx,
+    realms: &Realms,
+    parent: Handle,
+    pref: u32,
+    kind: &str,
+    m: &RtClassid,
+) -> Finding {
+    let record = cx.origins.filter(cx.name, parent, Some(pref));
+    Finding::new(
+        "realm-unset",
+        format!("{} filter parent {parent} pref {pref} {kind} {}", cx.name, m.words()),
+        format!(
+            "every packet it takes must pass `{}`, but no route of the policy gives a packet realms \
+             that pass it: the policy's routes set {}, and every other destination has realm 0 (cosmos); \
+             in the simulator the filter never matches. A live box's own routes are not in the \
+             policy: if its routing table gives that value, the filter matches there",
+            m.words(),
+            realms.listed()
+        ),
+        "give the route those realms (`ip route replace PREFIX via GW realm R`, or `realms S/R`), or \
+         correct the match to a value the routes give",
+    )
+    .line(record.map(|r| r.at.as_str()))
 }
 
 /// The finding for a filter whose realms no route of the policy gives, if it is one.
