@@ -543,6 +543,7 @@ fn build(cx: &Ctx, sf: ScenarioFile, base: &std::path::Path) -> Result<Scenario,
     let mut net = topology(cx, &sf)?;
     let policies = apply_policies(cx, &sf, &mut net, base)?;
     frameless_keys(cx, &net);
+    foreign_addresses(cx, &net);
     route_readers(&mut net);
     teql_one_peer(cx, &sf, &net)?;
     links_up(cx, &sf, &net)?;
@@ -996,9 +997,105 @@ fn frameless_keys(cx: &Ctx, net: &Network) {
     }
 }
 
+/// A note for each device whose u32 filters match IPv4 addresses no node of the scenario has (an
+/// ISP's per-subscriber table, `match ip dst 100.64.0.7/32`): a node's addresses are its links' ends,
+/// 10.0.L.1 and 10.0.L.2, so such a filter never matches and its packets go where unmatched ones go.
+/// Keys read at the network header only (root tables and tables a root node links to without
+/// `eat`), of instances for IPv4; a node whose actions rewrite addresses (nat, pedit, ct) is left out.
+fn foreign_addresses(cx: &Ctx, net: &Network) {
+    use tclab_core::filter::u32::{node, user_htid, Hnode, TC_U32_EAT};
+    use tclab_core::filter::ETH_P_ALL;
+    let addrs: Vec<u32> = net.ifaces.iter().map(|i| i.addr).collect();
+    for n in &net.nodes {
+        let acts = n.engine.actions();
+        if ["nat", "pedit", "ct"]
+            .iter()
+            .any(|k| !acts.list(k).is_empty())
+        {
+            continue;
+        }
+        for (name, b) in node_blocks(&n.engine) {
+            let hts = &b.u32_common.hts;
+            let ipv4 = |t: &Hnode| {
+                b.tps()
+                    .any(|tp| tp.prio == t.prio && matches!(tp.protocol, 0x0800 | ETH_P_ALL))
+            };
+            let at_header = |t: &Hnode| {
+                let mut linkers = hts
+                    .iter()
+                    .flat_map(|h| h.buckets.iter().flatten().map(move |k| (h, k)))
+                    .filter(|(_, k)| k.link == Some(t.handle))
+                    .peekable();
+                t.is_root
+                    || (linkers.peek().is_some()
+                        && linkers.all(|(h, k)| h.is_root && k.sel.flags & TC_U32_EAT == 0))
+            };
+            let mut foreign = Vec::new();
+            for t in hts.iter().filter(|t| ipv4(t) && at_header(t)) {
+                for (bucket, k) in t
+                    .buckets
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(i, ks)| ks.iter().map(move |k| (i, k)))
+                {
+                    let key = k.sel.keys.iter().find(|key| {
+                        matches!(key.off, 12 | 16)
+                            && key.offmask == 0
+                            && key.mask != 0
+                            && !addrs.iter().any(|&a| (a ^ key.val) & key.mask == 0)
+                    });
+                    if let Some(key) = key {
+                        let addr = std::net::Ipv4Addr::from(key.val & key.mask);
+                        let prefix = if key.mask.leading_ones() + key.mask.trailing_zeros() == 32 {
+                            format!("{addr}/{}", key.mask.leading_ones())
+                        } else {
+                            format!("{addr} mask {:#010x}", key.mask)
+                        };
+                        let side = if key.off == 12 { "src" } else { "dst" };
+                        foreign.push(format!(
+                            "fh {:x}:{bucket:x}:{:x} {side} {prefix}",
+                            user_htid(t.handle),
+                            node(k.handle)
+                        ));
+                    }
+                }
+            }
+            let Some(first) = foreign.first() else {
+                continue;
+            };
+            let (count, they) = match foreign.len() {
+                1 => (
+                    "1 u32 filter matches".to_string(),
+                    "it never matches here, and its",
+                ),
+                c => (
+                    format!("{c} u32 filters match"),
+                    "they never match here, and their",
+                ),
+            };
+            cx.note(format!(
+                "note: {}: node {} {name}: {count} IPv4 addresses no node of the scenario has ({first}{}): \
+                 {they} packets go where unclassified ones go; a node's addresses are \
+                 its links' ends, 10.0.L.1 and 10.0.L.2 (docs/SCENARIOS.md)",
+                cx.file,
+                n.name,
+                if foreign.len() > 1 { ", …" } else { "" }
+            ));
+        }
+    }
+}
+
 /// Every filter instance of a node's devices, with its device's name: the ingress hook and clsact's
 /// egress hook, each qdisc's and each class's block.
 fn node_tps(engine: &tclab_core::Engine) -> Vec<(&str, &tclab_core::filter::Tp)> {
+    node_blocks(engine)
+        .into_iter()
+        .flat_map(|(name, b)| b.tps().map(move |tp| (name, tp)))
+        .collect()
+}
+
+/// Every filter block of a node's devices, with its device's name (see [`node_tps`]).
+fn node_blocks(engine: &tclab_core::Engine) -> Vec<(&str, &tclab_core::filter::Block)> {
     use tclab_core::filter::Block;
     use tclab_core::Handle;
     let mut out = Vec::new();
@@ -1018,7 +1115,7 @@ fn node_tps(engine: &tclab_core::Engine) -> Vec<(&str, &tclab_core::filter::Tp)>
                 blocks.extend(s.q.block(c.classid));
             }
         }
-        out.extend(blocks.iter().flat_map(|b| b.tps()).map(|tp| (name, tp)));
+        out.extend(blocks.into_iter().map(|b| (name, b)));
     }
     out
 }

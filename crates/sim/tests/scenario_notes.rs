@@ -176,6 +176,43 @@ fn a_scripts_own_stderr_is_kept_and_tcs_shown_once() {
     );
 }
 
+/// A u32 filter on an address no node has (an ISP's per-subscriber `match ip dst 100.64.0.2/32`)
+/// never matches: a node's addresses are its links' ends, 10.0.L.1 and 10.0.L.2. The scenario says
+/// so once per device, naming the first such filter; the filter on b's own address (10.0.1.2, in
+/// 10.0.1.0/24) goes unmentioned. Seen: the UDP stream to b takes 1:20 (6 Mbit/s), not 1:10 (2).
+#[test]
+fn u32_filters_on_addresses_no_node_has_are_noted() {
+    let text = lab("100mbit", "10mbit", "").replace(
+        "[[traffic]]",
+        r#"[[policy]]
+node = "a"
+tc = """
+qdisc add dev eth0 root handle 1: htb default 30
+class add dev eth0 parent 1: classid 1:10 htb rate 2mbit
+class add dev eth0 parent 1: classid 1:20 htb rate 6mbit
+class add dev eth0 parent 1: classid 1:30 htb rate 1mbit
+filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst 100.64.0.2/32 flowid 1:10
+filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dst 10.0.1.0/24 flowid 1:20
+"""
+[[traffic]]"#,
+    );
+    let mut sc = load_ok(&text);
+    let notes: Vec<&String> = sc.warnings.iter().filter(|w| w.contains("u32")).collect();
+    assert_eq!(
+        notes,
+        ["note: lab.toml: node a eth0: 1 u32 filter matches IPv4 addresses no node of the scenario \
+          has (fh 800:0:800 dst 100.64.0.2/32): it never matches here, and its packets go where \
+          unclassified ones go; a node's addresses are its links' ends, 10.0.L.1 and 10.0.L.2 \
+          (docs/SCENARIOS.md)"],
+    );
+    let out = run(&mut sc, &mut |_| {}).expect("the run completes");
+    let g = out.flows[0].goodput_bps;
+    assert!(
+        g > 5e6 && g < 6e6,
+        "{g}: 1:20's 6 Mbit/s of frames, not 1:10's 2"
+    );
+}
+
 /// A flower filter on Ethernet addresses or an input device never matches a simulated packet (it
 /// comes in no frame and carries no input device: crates/core's flower.rs), so the scenario says so,
 /// once per filter, naming the node, device and filter; the policy's other filters go unmentioned.
