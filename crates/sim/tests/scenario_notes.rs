@@ -35,6 +35,14 @@ rate = "{udp}"
     )
 }
 
+/// [`lab`] with NODE's tc policy TC.
+fn lab_with_policy(link: &str, udp: &str, node: &str, tc: &str) -> String {
+    lab(link, udp, "").replace(
+        "[[traffic]]",
+        &format!("[[policy]]\nnode = \"{node}\"\ntc = \"\"\"\n{tc}\"\"\"\n[[traffic]]"),
+    )
+}
+
 /// tc's get_rate: `bps`, `kbps`, `mbps`, `gbps`, `tbps` (and `kibps`…) are bytes per second, in any
 /// case; `bit`, `kbit`, `mbit` and a bare number are bits.
 #[test]
@@ -182,19 +190,17 @@ fn a_scripts_own_stderr_is_kept_and_tcs_shown_once() {
 /// 10.0.1.0/24) goes unmentioned. Seen: the UDP stream to b takes 1:20 (6 Mbit/s), not 1:10 (2).
 #[test]
 fn u32_filters_on_addresses_no_node_has_are_noted() {
-    let text = lab("100mbit", "10mbit", "").replace(
-        "[[traffic]]",
-        r#"[[policy]]
-node = "a"
-tc = """
-qdisc add dev eth0 root handle 1: htb default 30
+    let text = lab_with_policy(
+        "100mbit",
+        "10mbit",
+        "a",
+        "qdisc add dev eth0 root handle 1: htb default 30
 class add dev eth0 parent 1: classid 1:10 htb rate 2mbit
 class add dev eth0 parent 1: classid 1:20 htb rate 6mbit
 class add dev eth0 parent 1: classid 1:30 htb rate 1mbit
 filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst 100.64.0.2/32 flowid 1:10
 filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dst 10.0.1.0/24 flowid 1:20
-"""
-[[traffic]]"#,
+",
     );
     let mut sc = load_ok(&text);
     let notes: Vec<&String> = sc.warnings.iter().filter(|w| w.contains("u32")).collect();
@@ -219,17 +225,15 @@ filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dst 10.0.1.0/24 fl
 /// Seen: the ingress policer below, keyed on dst_mac, lets a 5 Mbit/s UDP stream through whole.
 #[test]
 fn flower_keys_a_simulated_packet_lacks_are_noted() {
-    let text = lab("10mbit", "5mbit", "").replace(
-        "[[traffic]]",
-        r#"[[policy]]
-node = "b"
-tc = """
-qdisc add dev eth0 handle ffff: ingress
+    let text = lab_with_policy(
+        "10mbit",
+        "5mbit",
+        "b",
+        "qdisc add dev eth0 handle ffff: ingress
 filter add dev eth0 parent ffff: protocol ip prio 1 flower dst_mac 02:00:00:00:00:01 action police rate 2mbit burst 20k drop
 filter add dev eth0 parent ffff: protocol ip prio 2 flower indev eth0 ip_proto tcp action drop
 filter add dev eth0 parent ffff: protocol ip prio 3 flower ip_proto udp action pass
-"""
-[[traffic]]"#,
+",
     );
     let mut sc = load_ok(&text);
     let notes: Vec<&String> = sc
