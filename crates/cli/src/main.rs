@@ -157,11 +157,22 @@ fn cmd_store(argv: &[String]) -> Result<u8, String> {
             // A bridge's socket with no bridge behind it: it crashed or was killed. Its policy is
             // gone with it; applying the call to the store instead would change something else.
             Err(control::CallError::Unreachable) if through_live => {
+                // In a lab's router, the lab's own `down` removes the socket with the rest.
+                let lab = tclab_live::lab::Lab::here()
+                    .filter(|(_, node)| *node == "router")
+                    .map(|(lab, _)| {
+                        format!(
+                            " (the router of the lab \"{}\": tclab lab{} down removes the lab and it)",
+                            lab.prefix,
+                            lab.prefix_flag()
+                        )
+                    })
+                    .unwrap_or_default();
                 return Err(format!(
                     "a tclab live served this network namespace ({}) but is not running (it crashed or was killed); \
-                     remove that socket, or set TCLAB_LIVE=off to use the store",
+                     remove that socket{lab}, or set TCLAB_LIVE=off to use the store",
                     socket.display()
-                ))
+                ));
             }
             Err(control::CallError::Unreachable | control::CallError::Elsewhere) => {}
         }

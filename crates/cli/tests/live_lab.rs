@@ -403,6 +403,17 @@ fn tclab_tc_in_a_lab_node_without_a_bridge_says_where_the_policy_is() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(out.contains("dev eth0") && !out.contains("prio"), "{out}");
+    // Its bridge killed outright: the socket it leaves is named, and the lab's down to remove it.
+    let pid = std::fs::read_to_string(format!("/run/tclab/lab-{p}/live.pid")).unwrap();
+    let _ = Command::new("kill").args(["-9", pid.trim()]).status();
+    std::thread::sleep(Duration::from_millis(300));
+    let o = tc(Some((p, "router")), None);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("is not running") && err.contains(&format!("tclab lab --prefix {p} down")),
+        "{err}"
+    );
     lab.down();
 }
 

@@ -194,7 +194,8 @@ impl Lab {
         r
     }
 
-    fn prefix_flag(&self) -> String {
+    /// ` --prefix NAME` for a command line naming this lab, nothing for the default prefix.
+    pub fn prefix_flag(&self) -> String {
         if self.prefix == "tclab" {
             String::new()
         } else {
