@@ -431,7 +431,9 @@ then and leaves the round robin, and with default bursts the excess is split mor
 say (rates 3 and 1 Mbit/s borrowing from a 10 Mbit/s parent: 51:49 on Linux, 50:50 simulated, 75:25
 computed). Trust the simulated column there; a note under the table says where the two differ by more
 than 2 % and one packet over the simulated window.
-Exit status: 0, or 64 if the command line or FILE cannot be used.";
+A script that stops is said on stderr, with what it built before explained. Exit status: 0, or 64 if
+the command line or FILE cannot be used, or the policy makes nothing (a script that exits before it
+builds: its arguments go after `--`).";
 
 /// `tclab explain`: every error is about its input (the command line, the policy, a class or device
 /// it names), so every error exits 64.
@@ -455,12 +457,30 @@ fn run_explain(a: args::ExplainArgs) -> CmdResult {
     let Loaded {
         mut engine,
         refusals,
+        records,
+        script_error,
         ..
     } = load_policy(file, &setup, &a.args)?;
+    // A script that stopped (on a missing argument: explain runs it with none) built part of its
+    // policy or none of it: said, not explained as if it were the whole.
+    let stopped = script_error
+        .as_ref()
+        .map(|e| format!("the script stopped at {}: {}", e.at, e.message));
+    if records.is_empty() && refusals.is_empty() {
+        return Err(usage(format!(
+            "{}: the policy made no tc, ip or iptables change, so there is nothing to explain ({}; a \
+             script's arguments go after `--`: tclab explain FILE -- ARGS)",
+            file.unwrap_or("the store"),
+            stopped.as_deref().unwrap_or("an empty file, or a script that exits before it builds")
+        )));
+    }
     known_devices(&engine, &device_rates)?;
     for (at, cmd, msg) in &refusals {
         let first = msg.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
         eprintln!("tclab explain: {at}: `{cmd}` did not apply: {first}");
+    }
+    if let Some(s) = &stopped {
+        eprintln!("tclab explain: {s}; what it built before is explained below");
     }
     let names: Vec<String> = match &dev {
         Some(d) => {

@@ -320,6 +320,37 @@ fn a_load_applies_to_each_device_that_has_its_classes() {
     assert!(err.contains("--load: no device has class 1:19"), "{err}");
 }
 
+/// A script that stops: explain ran it without its argument and printed "nothing to explain" with
+/// exit 0, the script's usage line lost; one that stops half way had its part explained as the whole.
+#[test]
+fn a_script_that_stops_is_said_and_one_that_built_nothing_refused() {
+    let f = common::Scratch::new("explain-stops", "wan.sh");
+    std::fs::write(
+        &*f,
+        "#!/bin/bash\nset -e\nDEV=$1\n[ -n \"$DEV\" ] || { echo \"usage: wan.sh IFACE\" >&2; exit 1; }\n\
+         tc qdisc add dev $DEV root handle 1: htb\n\
+         tc class add dev $DEV parent 1: classid 1:1 htb rate 10mbit\n\
+         tc class add dev $DEV parent 1:1 classid 1:20 htb rate 5mbit ceil 10mbt\n",
+    )
+    .unwrap();
+    let o = explain(&f, &[]);
+    assert_eq!(o.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("nothing to explain")
+            && err.contains("usage: wan.sh IFACE")
+            && err.contains("after `--`"),
+        "{err}"
+    );
+    // With its argument it builds 1:1, then stops at the typo: said, and 1:1 explained.
+    let o = explain(&f, &["--", "eth0"]);
+    assert_eq!(o.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("the script stopped at"), "{err}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("1:1 htb"), "{out}");
+}
+
 #[test]
 fn ets_qfq_and_prio_by_their_rules() {
     // ETS: band 1 strict takes its 2 Mbit/s first; bands 2..4 share the other 8 by quanta 3000:1000:2000.
