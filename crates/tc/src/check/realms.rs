@@ -107,14 +107,14 @@ impl Realms {
         })
     }
 
+    /// The realms the routes set, as `ip route` lists them: the first eight, and how many more.
     fn listed(&self) -> String {
-        let set: Vec<String> = self
-            .routes
-            .iter()
-            .filter(|&&t| t != 0)
-            .map(|&t| realm_words(t))
-            .collect();
-        set.join(", ")
+        let set: Vec<u32> = self.routes.iter().copied().filter(|&t| t != 0).collect();
+        let mut s: Vec<String> = set.iter().take(8).map(|&t| realm_words(t)).collect();
+        if set.len() > 8 {
+            s.push(format!("{} more", set.len() - 8));
+        }
+        s.join(", ")
     }
 }
 
@@ -295,5 +295,14 @@ mod tests {
             "a route with a source realm keeps its own"
         );
         assert!(!r.exactly(5 << 16 | 9));
+        assert_eq!(r.listed(), "realm 5, realms 2/7, realm 266");
+        let many = Realms {
+            routes: (0..12).collect(),
+        };
+        assert!(
+            many.listed().ends_with("realm 8, 3 more"),
+            "{}",
+            many.listed()
+        );
     }
 }
