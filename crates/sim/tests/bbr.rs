@@ -127,7 +127,7 @@ iperf3 = {iperf3}
 /// iperf3 connects its streams one after another and writes a 37-byte cookie on each before the test
 /// starts them together (this machine's iperf3 3.12, traced: docs/KERNEL_VS_SIM.md, h4). For BBR that
 /// cookie is the first rate sample: one segment over the empty path's round trip, so every stream
-/// starts with an estimate of Gbit/s on a 10 Mbit/s path, as the kernel's do (ss: 297-1448 Mbit/s).
+/// starts with an estimate of Gbit/s on a 10 Mbit/s path, as the kernel's do (ss: 0.30-1.65 Gbit/s).
 #[test]
 fn iperf3_streams_send_a_cookie_first_and_bbr_measures_it() {
     // 14 ms: every stream has connected (within the first 10 ms) and sent its cookie, no data yet.
