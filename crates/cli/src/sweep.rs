@@ -164,7 +164,8 @@ fn point_text(text: &str, grid: &Grid, i: usize) -> Result<String, String> {
 ///
 /// `policy.NODE…` with NODE a node that has a `[[policy]]` entry rewrites a word of its tc lines
 /// ([`set_tc_word`]). Any other key is a path of the TOML document: a table's key, an array's entry by
-/// index (`link.1.rate`; left out when the array has exactly one entry; `*` for every entry). A key
+/// index (`link.1.rate`; left out when the array has exactly one entry; `*` for every entry), and in an
+/// array of values the entry itself (`policy.0.args.1`: a script's second argument). A key
 /// that exists keeps its type (a string stays a string, an integer must be one); a new one is an
 /// integer, a float or a boolean when it reads as one, else a string. Whether the scenario accepts it
 /// is for the scenario's loader to say.
@@ -225,7 +226,14 @@ fn set_path(at: &mut toml::Value, segs: &[&str], value: &str) -> Result<(), Stri
                 ));
             };
             if rest.is_empty() {
-                return Err("a key names a value, not an entry of an array".into());
+                // An array of values (a script policy's `args`): the entry is the value.
+                if picked.iter().any(|&n| items[n].is_table()) {
+                    return Err("a key names a value, not an entry of an array of tables".into());
+                }
+                for n in picked {
+                    items[n] = typed_as(&items[n], value)?;
+                }
+                return Ok(());
             }
             // `traffic.*.cc`: every entry the key applies to (a ping takes no cc), as "every flow".
             let picked: Vec<usize> = if seg == "*" && rest.len() == 1 {
@@ -291,7 +299,8 @@ fn typed_as(old: &toml::Value, value: &str) -> Result<toml::Value, String> {
         ),
         _ => {
             return Err(format!(
-                "is a {}, which --set cannot replace",
+                "is {} {}, which --set cannot replace (name an entry of an array by its index)",
+                if old.is_array() { "an" } else { "a" },
                 old.type_str()
             ))
         }

@@ -552,6 +552,66 @@ to = "a"
     assert!(doc.contains("\"bbr\""), "{doc}");
 }
 
+/// A script policy's arguments are swept by index (`policy.0.args.0`): a script that takes its rate as
+/// `$1` could not be swept at all ("a key names a value, not an entry of an array").
+#[test]
+fn a_script_policys_arguments_are_swept_by_index() {
+    let dir = scratch("args");
+    std::fs::write(
+        dir.join("tbf.sh"),
+        "#!/bin/sh\ntc qdisc add dev eth0 root tbf rate $1 burst 10k latency 50ms\n",
+    )
+    .unwrap();
+    let file = dir.join("tbf.toml");
+    std::fs::write(
+        &file,
+        r#"duration = "2s"
+[[node]]
+name = "a"
+[[node]]
+name = "b"
+[[link]]
+a = "a"
+b = "b"
+rate = "100mbit"
+[[policy]]
+node = "a"
+script = "tbf.sh"
+args = ["1mbit"]
+[[traffic]]
+name = "udp"
+kind = "udp"
+from = "a"
+to = "b"
+rate = "10mbit"
+"#,
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let (code, _, err) = tclab(
+        &[
+            "sweep",
+            file.to_str().unwrap(),
+            "--set",
+            "policy.0.args.0=1mbit,2mbit",
+            "--no-plots",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let rows = csv(&out);
+    let c = col(&rows, "udp.goodput_bps");
+    let g: Vec<f64> = rows[1..].iter().map(|r| r[c].parse().unwrap()).collect();
+    // Each point at its own TBF rate: over the 2 s, rate × 2 s plus the 10 KiB bucket, of which the
+    // payload is 1448 of each 1490-byte frame (UDP, IP, Ethernet headers).
+    for (g, rate) in g.iter().zip([1e6, 2e6]) {
+        let want = (rate + 10240.0 * 8.0 / 2.0) * 1448.0 / 1490.0;
+        assert!((g / want - 1.0).abs() < 0.01, "{g} against {want}");
+    }
+}
+
 /// A tc command continued with a backslash is one line: seed 004's `classid 1:20 htb rate 198kbit \`
 /// has its `burst 6k prio 2` on the next piece, which `policy.router.1:20.burst` did not find.
 #[test]
