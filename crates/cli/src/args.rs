@@ -437,6 +437,9 @@ pub struct LiveArgs {
     /// each port while tclab runs) instead of the rings; one queue only
     #[arg(long, conflicts_with = "no_ring")]
     pub xdp: bool,
+    /// The policy script's arguments, after `--` (tclab live --dev eth0 --dev eth1 --policy wan.sh -- eth1 20000)
+    #[arg(last = true, value_name = "ARGS", requires = "policy")]
+    pub args: Vec<String>,
 }
 
 #[derive(Args)]
@@ -470,6 +473,9 @@ pub enum LabSub {
         /// tclab live moves frames through AF_XDP sockets instead of its rings (tclab live --xdp)
         #[arg(long, conflicts_with_all = ["kernel", "no_ring"])]
         xdp: bool,
+        /// The policy script's arguments, after `--` (tclab lab up --policy wan.sh -- eth1 20000)
+        #[arg(last = true, value_name = "ARGS", requires = "policy")]
+        args: Vec<String>,
     },
     /// Stop the bridge (its summary is printed) and remove the lab's namespaces
     Down,

@@ -13,6 +13,7 @@ pub fn load_bridge_policy(
     file: &std::path::Path,
     ports: &[String],
     queues: u16,
+    script_args: &[String],
 ) -> Result<(Engine, Vec<Vec<String>>), Failure> {
     let f = path_text(file)?;
     if !file.is_file() {
@@ -37,7 +38,7 @@ pub fn load_bridge_policy(
         journal,
         script_error,
         ..
-    } = load_policy(Some(f), &setup, &[]).map_err(|e| match e {
+    } = load_policy(Some(f), &setup, script_args).map_err(|e| match e {
         Failure::Failed(m) => Failure::Usage(m),
         u => u,
     })?;
@@ -128,7 +129,7 @@ pub fn live(a: args::LiveArgs) -> CmdResult {
     }
     let (engine, journal) = match &a.policy {
         None => (Engine::new(), Vec::new()),
-        Some(p) => load_bridge_policy(p, &a.devs, a.queues)?,
+        Some(p) => load_bridge_policy(p, &a.devs, a.queues, &a.args)?,
     };
     // The results are written after the capabilities are gone: the directory is made now, as root.
     let sampler = match &a.out {
@@ -381,6 +382,7 @@ pub fn lab(a: args::LabCmd) -> CmdResult {
             queues,
             no_ring,
             xdp,
+            args,
         } => {
             // Before anything is built: the bridge would refuse it only once the lab stood.
             one_xdp_queue(xdp, queues)?;
@@ -394,7 +396,7 @@ pub fn lab(a: args::LabCmd) -> CmdResult {
             };
             // The policy is loaded here first, so that a mistake is reported before anything is built.
             if let (Some(p), false) = (&policy, kernel) {
-                load_bridge_policy(p, &["eth0".to_string(), "eth1".to_string()], queues)?;
+                load_bridge_policy(p, &["eth0".to_string(), "eth1".to_string()], queues, &args)?;
             }
             // The bridge outlives this command: a relative --out is made absolute now.
             let out = match out {
@@ -418,7 +420,7 @@ pub fn lab(a: args::LabCmd) -> CmdResult {
                     xdp,
                 }
             };
-            lab.up(shaper)?;
+            lab.up_with(shaper, &args)?;
             print!("{}", lab.status());
             Ok(0)
         }
@@ -468,7 +470,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("bond.tc");
         std::fs::write(&file, "qdisc add dev eth0 root teql0\n").unwrap();
-        let e = load_bridge_policy(&file, &["eth0".to_string(), "eth1".to_string()], 1);
+        let e = load_bridge_policy(&file, &["eth0".to_string(), "eth1".to_string()], 1, &[]);
         std::fs::remove_dir_all(&dir).unwrap();
         let Err(Failure::Usage(m)) = e else {
             panic!("a teql policy was accepted");
@@ -488,6 +490,7 @@ mod tests {
                 queues: 2,
                 no_ring: false,
                 xdp: true,
+                args: Vec::new(),
             },
             prefix: "rv-xq".into(),
         };
@@ -515,8 +518,8 @@ mod tests {
         let exits = dir.join("exits.sh");
         std::fs::write(&exits, "#!/bin/sh\nexit 3\n").unwrap();
         let (typo_r, exits_r) = (
-            load_bridge_policy(&typo, &ports, 1),
-            load_bridge_policy(&exits, &ports, 1),
+            load_bridge_policy(&typo, &ports, 1, &[]),
+            load_bridge_policy(&exits, &ports, 1, &[]),
         );
         std::fs::remove_dir_all(&dir).unwrap();
         let Err(Failure::Usage(m)) = typo_r else {
@@ -531,5 +534,43 @@ mod tests {
             panic!("a script that exited with status 3 was bridged");
         };
         assert!(m.contains("the script exited with 3"), "{m}");
+    }
+
+    /// A script that takes its device and rate as arguments (`-- eth1 5mbit`), as check and explain
+    /// pass them: live and lab up had no way to, and such a script stopped at its usage line.
+    #[test]
+    fn a_policy_scripts_arguments_reach_it() {
+        let dir = std::env::temp_dir().join(format!("tclab-live-args-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ports = ["eth0".to_string(), "eth1".to_string()];
+        let wan = dir.join("wan.sh");
+        std::fs::write(
+            &wan,
+            "#!/bin/sh\n[ -n \"$2\" ] || { echo \"usage: wan.sh DEV RATE\" >&2; exit 1; }\n\
+             tc qdisc add dev $1 root handle 1: htb default 10\n\
+             tc class add dev $1 parent 1: classid 1:10 htb rate $2\n",
+        )
+        .unwrap();
+        let args = ["eth1".to_string(), "5mbit".to_string()];
+        let (with, without) = (
+            load_bridge_policy(&wan, &ports, 1, &args),
+            load_bridge_policy(&wan, &ports, 1, &[]),
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        let (mut engine, _) = with.unwrap_or_else(|_| panic!("refused with its arguments"));
+        let out = tclab_tc::run(
+            &mut engine,
+            &["class", "show", "dev", "eth1"].map(String::from),
+            0,
+        );
+        assert!(
+            out.stdout.contains("class htb 1:10 root prio 0 rate 5Mbit"),
+            "{}",
+            out.stdout
+        );
+        let Err(Failure::Usage(m)) = without else {
+            panic!("bridged without its arguments");
+        };
+        assert!(m.contains("usage: wan.sh DEV RATE"), "{m}");
     }
 }

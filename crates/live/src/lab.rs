@@ -180,6 +180,11 @@ impl Lab {
 
     /// Build the lab and start its shaper. A lab of this prefix that exists already is refused.
     pub fn up(&self, shaper: Shaper) -> Result<(), String> {
+        self.up_with(shaper, &[])
+    }
+
+    /// [`Lab::up`], the policy a script run with `script_args` (`lab up --policy wan.sh -- eth1 20000`).
+    pub fn up_with(&self, shaper: Shaper, script_args: &[String]) -> Result<(), String> {
         if !self.existing().is_empty() {
             return Err(format!(
                 "a lab with prefix \"{}\" exists already: tclab lab down{} first",
@@ -187,7 +192,7 @@ impl Lab {
                 self.prefix_flag()
             ));
         }
-        let r = self.build(&shaper);
+        let r = self.build(&shaper, script_args);
         if r.is_err() {
             let _ = self.down();
         }
@@ -203,7 +208,7 @@ impl Lab {
         }
     }
 
-    fn build(&self, shaper: &Shaper) -> Result<(), String> {
+    fn build(&self, shaper: &Shaper, script_args: &[String]) -> Result<(), String> {
         for (n, _) in NODES {
             ip(&["netns", "add", &self.ns(n)])?;
         }
@@ -258,7 +263,7 @@ impl Lab {
                 queues,
                 ring,
                 xdp,
-            } => self.start_bridge(exe, *policy, *out, *queues, (*ring, *xdp)),
+            } => self.start_bridge(exe, *policy, script_args, *out, *queues, (*ring, *xdp)),
             Shaper::Kernel { policy } => {
                 ip(&["-n", &r, "link", "add", "br0", "type", "bridge"])?;
                 for d in ["eth0", "eth1"] {
@@ -279,9 +284,14 @@ impl Lab {
                     let mut c = Command::new("ip");
                     c.args(["netns", "exec", &r]);
                     if script {
-                        c.arg("bash").args(kernel_script_args(p));
-                    } else {
+                        c.arg("bash").args(kernel_script_args(p)).args(script_args);
+                    } else if script_args.is_empty() {
                         c.args(["tc", "-batch"]).arg(p);
+                    } else {
+                        return Err(format!(
+                            "{}: a tc -batch file, not a shell script: the arguments after `--` go to a script",
+                            p.display()
+                        ));
                     }
                     let out = c
                         .stdin(Stdio::null())
@@ -314,6 +324,7 @@ impl Lab {
         &self,
         exe: &Path,
         policy: Option<&Path>,
+        script_args: &[String],
         out: Option<&Path>,
         queues: u16,
         (ring, xdp): (bool, bool),
@@ -339,6 +350,10 @@ impl Lab {
         }
         if xdp {
             c.arg("--xdp");
+        }
+        // Last: everything after `--` is the script's.
+        if !script_args.is_empty() {
+            c.arg("--").args(script_args);
         }
         c.stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| e.to_string())?)
@@ -639,7 +654,7 @@ fn find_command(cmd: &str) -> Option<bool> {
     seen
 }
 
-/// How `lab up --kernel` runs a policy script with this machine's tc: `bash ARGS`. Every command
+/// How `lab up --kernel` runs a policy script with this machine's tc: `bash ARGS SCRIPT_ARGS…`. Every command
 /// must apply (`set -e`), but a tc deletion that fails is let through: the cleanup a script begins
 /// with (`tc qdisc del dev $DEV root 2>/dev/null`) fails on a device that has only its default qdisc
 /// and deletes nothing, and Linux's bash goes on past it, as `tclab script run` does. Any other
@@ -664,7 +679,7 @@ tc() { __tclab_tc "$@"; }
 /usr/sbin/tc() { __tclab_tc "$@"; }
 /bin/tc() { __tclab_tc "$@"; }
 /usr/bin/tc() { __tclab_tc "$@"; }
-. "$0"
+. "$0" "$@"
 "#;
     ["-c".into(), PRELUDE.into(), script.into()]
 }
@@ -753,6 +768,28 @@ mod tests {
             script.display()
         );
         assert_eq!(err.trim_end(), want);
+        // The script's arguments follow it (`lab up --kernel --policy wan.sh -- eth7`).
+        let script = dir.join("args.sh");
+        std::fs::write(&script, "tc qdisc add dev $1 root htb\n").unwrap();
+        let _ = std::fs::remove_file(&log);
+        let out = Command::new("bash")
+            .args(kernel_script_args(&script))
+            .arg("eth7")
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}",
+                    dir.display(),
+                    std::env::var("PATH").unwrap_or_default()
+                ),
+            )
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(
+            std::fs::read_to_string(&log).unwrap(),
+            "qdisc add dev eth7 root htb\n"
+        );
         // A failing command that is not tc: its line and command.
         let (out, _, script) = run("other.sh", "true\nfalse\ntc qdisc add dev eth1 root htb\n");
         assert_eq!(out.status.code(), Some(1));
