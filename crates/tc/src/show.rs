@@ -1,7 +1,7 @@
 //! `tc qdisc show` and `tc class show`, printed as iproute2 6.1 prints the kernel's dump: same words, same
 //! spacing (trailing spaces included), same rounding of bursts through psched ticks.
 
-use crate::util::sprint_size;
+use crate::util::{push_handle, push_hex, push_size, push_u64};
 use crate::ShowFlags;
 use serde_json::{json, Map, Value};
 use std::fmt::Write;
@@ -25,18 +25,13 @@ fn handle_str(h: Handle) -> String {
 }
 
 fn stats_block(s: &QdiscStats, out: &mut String) {
-    let _ = write!(
-        out,
-        " Sent {} bytes {} pkt (dropped {}, overlimits {} requeues {}) \n backlog {} {}p requeues {}\n",
-        s.bytes,
-        s.packets,
-        s.drops,
-        s.overlimits,
-        s.requeues,
-        sprint_size(s.backlog),
-        s.qlen,
-        s.requeues
-    );
+    // Written piece by piece rather than through `write!`: a listing prints this 10 000 times.
+    out.push_str(" Sent ");
+    push_u64(out, s.bytes);
+    out.push_str(" bytes ");
+    push_u64(out, s.packets);
+    out.push_str(" pkt");
+    queue_stats_block(s, out);
 }
 
 /// The two lines of counters `tc -s` prints under a qdisc (for a caller that adds up several engines'
@@ -77,16 +72,19 @@ pub fn class_counters(c: &ClassInfo) -> ClassCounters {
 /// A class whose discipline reports queue counters only (`gnet_stats_copy_queue` without basic counters:
 /// sfq's, fq_codel's and cake's flows): tc prints no `Sent` part.
 fn queue_stats_block(s: &QdiscStats, out: &mut String) {
-    let _ = write!(
-        out,
-        " (dropped {}, overlimits {} requeues {}) \n backlog {} {}p requeues {}\n",
-        s.drops,
-        s.overlimits,
-        s.requeues,
-        sprint_size(s.backlog),
-        s.qlen,
-        s.requeues
-    );
+    out.push_str(" (dropped ");
+    push_u64(out, s.drops.into());
+    out.push_str(", overlimits ");
+    push_u64(out, s.overlimits.into());
+    out.push_str(" requeues ");
+    push_u64(out, s.requeues.into());
+    out.push_str(") \n backlog ");
+    push_size(out, s.backlog);
+    out.push(' ');
+    push_u64(out, s.qlen.into());
+    out.push_str("p requeues ");
+    push_u64(out, s.requeues.into());
+    out.push('\n');
 }
 
 fn stats_json(s: &QdiscStats, m: &mut Map<String, Value>) {
@@ -237,14 +235,21 @@ pub fn classes(
         {
             return;
         }
-        let _ = write!(out, "class {} {} ", c.kind, c.classid);
+        out.push_str("class ");
+        out.push_str(c.kind);
+        out.push(' ');
+        push_handle(out, c.classid);
         if c.parent == Handle::ROOT {
-            out.push_str("root ");
+            out.push_str(" root ");
         } else {
-            let _ = write!(out, "parent {} ", c.parent);
+            out.push_str(" parent ");
+            push_handle(out, c.parent);
+            out.push(' ');
         }
         if let Some(l) = c.leaf {
-            let _ = write!(out, "leaf {:x}: ", l.major());
+            out.push_str("leaf ");
+            push_hex(out, l.major().into());
+            out.push_str(": ");
         }
         crate::qdisc::class_options_into(c, flags, out);
         out.push('\n');

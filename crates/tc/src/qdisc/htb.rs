@@ -3,8 +3,8 @@
 
 use super::{linklayer, ClassLang, QdiscLang};
 use crate::util::{
-    calc_xmitsize, calc_xmittime, get_rate, get_size_and_cell, get_u16, get_u32, matches,
-    sprint_rate, sprint_size,
+    calc_xmitsize, calc_xmittime, get_rate, get_size_and_cell, get_u16, get_u32, matches, push_i64,
+    push_rate, push_size, push_u64, sprint_size,
 };
 use crate::{Failure, Result, ShowFlags};
 use serde_json::{json, Map, Value};
@@ -189,18 +189,28 @@ fn print_class(c: &ClassInfo, flags: ShowFlags, s: &mut String) {
     let Some(ClassOptions::Htb(h)) = &c.options else {
         return;
     };
+    // Appended piece by piece (no `write!`, no string per rate or size): a LibreQoS-sized listing
+    // prints 10 000 of these.
     if h.level == 0 {
-        let _ = write!(s, "prio {} ", h.prio);
+        s.push_str("prio ");
+        push_u64(s, h.prio.into());
+        s.push(' ');
         if flags.details {
-            let _ = write!(s, "quantum {} ", h.quantum);
+            s.push_str("quantum ");
+            push_u64(s, h.quantum.into());
+            s.push(' ');
         }
     }
-    let _ = write!(s, "rate {} ", sprint_rate(h.rate.rate));
+    s.push_str("rate ");
+    push_rate(s, h.rate.rate);
+    s.push(' ');
     if h.rate.overhead != 0 {
         let _ = write!(s, "overhead {} ", h.rate.overhead);
     }
     let buffer = calc_xmitsize(h.rate.rate, h.buffer);
-    let _ = write!(s, "ceil {} ", sprint_rate(h.ceil.rate));
+    s.push_str("ceil ");
+    push_rate(s, h.ceil.rate);
+    s.push(' ');
     let cbuffer = calc_xmitsize(h.ceil.rate, h.cbuffer);
     if h.rate.linklayer != LinkLayer::Ethernet || flags.details {
         let _ = write!(s, "linklayer {} ", h.rate.linklayer.name());
@@ -216,12 +226,11 @@ fn print_class(c: &ClassInfo, flags: ShowFlags, s: &mut String) {
             h.level
         );
     } else {
-        let _ = write!(
-            s,
-            "burst {} cburst {} ",
-            sprint_size(buffer),
-            sprint_size(cbuffer)
-        );
+        s.push_str("burst ");
+        push_size(s, buffer);
+        s.push_str(" cburst ");
+        push_size(s, cbuffer);
+        s.push(' ');
     }
     if flags.raw {
         let _ = write!(s, "buffer [{:08x}] cbuffer [{:08x}] ", h.buffer, h.cbuffer);
@@ -231,12 +240,16 @@ fn print_class(c: &ClassInfo, flags: ShowFlags, s: &mut String) {
 /// `htb_print_xstats`.
 fn print_class_xstats(c: &ClassInfo, out: &mut String) {
     if let Some(x) = &c.htb_xstats {
-        let _ = writeln!(
-            out,
-            " lended: {} borrowed: {} giants: {}",
-            x.lends, x.borrows, x.giants
-        );
-        let _ = writeln!(out, " tokens: {} ctokens: {}", x.tokens, x.ctokens);
-        out.push('\n');
+        out.push_str(" lended: ");
+        push_u64(out, x.lends.into());
+        out.push_str(" borrowed: ");
+        push_u64(out, x.borrows.into());
+        out.push_str(" giants: ");
+        push_u64(out, x.giants.into());
+        out.push_str("\n tokens: ");
+        push_i64(out, x.tokens.into());
+        out.push_str(" ctokens: ");
+        push_i64(out, x.ctokens.into());
+        out.push_str("\n\n");
     }
 }
