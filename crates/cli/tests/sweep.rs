@@ -491,6 +491,24 @@ fn a_grid_too_large_to_count_or_check_is_refused() {
 
 /// `traffic.*.cc` is every TCP flow's congestion control: the ping beside them takes no cc and is
 /// left alone (it was set there too, and every point refused: "does not apply to ping traffic").
+/// `tclab sweep FILE --set SET --no-plots --out OUT`, which must succeed: the table's rows.
+fn sweep_one_key(file: &Path, set: &str, out: &Path) -> Vec<Vec<String>> {
+    let (code, _, err) = tclab(
+        &[
+            "sweep",
+            file.to_str().unwrap(),
+            "--set",
+            set,
+            "--no-plots",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    csv(out)
+}
+
 #[test]
 fn a_star_sets_the_entries_the_key_applies_to() {
     let dir = scratch("star");
@@ -527,20 +545,7 @@ to = "a"
     )
     .unwrap();
     let out = dir.join("out");
-    let (code, _, err) = tclab(
-        &[
-            "sweep",
-            file.to_str().unwrap(),
-            "--set",
-            "traffic.*.cc=reno,bbr",
-            "--no-plots",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        &[],
-    );
-    assert_eq!(code, 0, "{err}");
-    let rows = csv(&out);
+    let rows = sweep_one_key(&file, "traffic.*.cc=reno,bbr", &out);
     assert_eq!(rows.len(), 3, "{rows:?}");
     let c = col(&rows, "one.goodput_bps");
     // Two flows each way of a 10 Mbit/s link for 1 s: each carries something under either cc.
@@ -587,21 +592,7 @@ rate = "10mbit"
 "#,
     )
     .unwrap();
-    let out = dir.join("out");
-    let (code, _, err) = tclab(
-        &[
-            "sweep",
-            file.to_str().unwrap(),
-            "--set",
-            "policy.0.args.0=1mbit,2mbit",
-            "--no-plots",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        &[],
-    );
-    assert_eq!(code, 0, "{err}");
-    let rows = csv(&out);
+    let rows = sweep_one_key(&file, "policy.0.args.0=1mbit,2mbit", &dir.join("out"));
     let c = col(&rows, "udp.goodput_bps");
     let g: Vec<f64> = rows[1..].iter().map(|r| r[c].parse().unwrap()).collect();
     // Each point at its own TBF rate: over the 2 s, rate × 2 s plus the 10 KiB bucket, of which the
