@@ -8,17 +8,20 @@
 //! options a `show` prints: what only history decides — the class hash's and `qdisc_hash`'s orders,
 //! automatic handles, u32's node ids and table cursor, HTB's round-robin pointers and token counts —
 //! comes back exactly, so the journal's later records replay on top as they would on the replayed
-//! engine. The routes' realms (`ip route … realm`) and each root's driver requeues come with it. Queued packets are never saved: a store's engine carries no traffic, and an engine that
-//! holds any has no snapshot.
+//! engine. Each filter block is a byte string of its own, which a read that prints no filter skips
+//! unread ([`without_filters`]). The routes' realms (`ip route … realm`) and each root's driver
+//! requeues come with it. Queued packets are never saved: a store's engine carries no traffic, and an
+//! engine that holds any has no snapshot.
 //!
 //! # What has no snapshot form (yet)
 //!
 //! A discipline saves itself through [`crate::qdisc::Qdisc::save`] and is rebuilt through
-//! [`RESTORE`], its line here; a discipline without both, a classifier other than u32, any tc action,
-//! a mangle table with rules, conntrack entries or the teql master make [`Engine::snapshot`] answer
-//! `Err` with what stood in the way, and the store replays its journal as before. Wrong bytes (a
-//! snapshot of another build, cut short) fail to decode with an error, never into another engine: the
-//! store checks a checksum and its build's identity before it decodes anything.
+//! [`RESTORE`], its line here; a discipline without both, a classifier other than u32 and fw, an
+//! action other than gact, police, skbedit, connmark and mirred, a mangle table with rules, conntrack
+//! entries or the teql master make [`Engine::snapshot`] answer `Err` with what stood in the way, and
+//! the store replays its journal as before. Wrong bytes (a snapshot of another build, cut short) fail
+//! to decode with an error, never into another engine: the store checks a checksum and its build's
+//! identity before it decodes anything.
 
 use crate::qdisc::{Qdisc, Sched};
 use serde::de::Error as _;
@@ -222,6 +225,38 @@ pub(crate) mod words {
                 .collect()
         }
     }
+}
+
+thread_local! {
+    /// Set while [`without_filters`] decodes: every filter block is skipped unread.
+    static WITHOUT_FILTERS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `decode` (an [`crate::Engine::from_snapshot`]) with every filter block left empty, its bytes
+/// skipped unread: for a read whose answer no filter changes (a qdisc or class listing), as the
+/// store's replay for such a read skips filter and action records. The engine it gives is for that
+/// read only — its qdiscs and classes as saved, no filters — and must not be changed and saved.
+pub fn without_filters<R>(decode: impl FnOnce() -> R) -> R {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            WITHOUT_FILTERS.with(|w| w.set(false));
+        }
+    }
+    WITHOUT_FILTERS.with(|w| w.set(true));
+    let _reset = Reset;
+    decode()
+}
+
+/// Whether filter blocks are being skipped ([`without_filters`]).
+pub(crate) fn skipping_filters() -> bool {
+    WITHOUT_FILTERS.with(|w| w.get())
+}
+
+/// A value as a byte string of its own (postcard inside postcard): what a decode may skip whole.
+pub(crate) fn nested<T: Serialize, E: serde::ser::Error>(value: &T) -> Result<Vec<u8>, E> {
+    // A refusal inside keeps its message ([`refuse`] records the innermost).
+    postcard::to_allocvec(value).map_err(E::custom)
 }
 
 thread_local! {

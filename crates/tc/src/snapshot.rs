@@ -42,6 +42,7 @@
 //! snapshot yet ([`tclab_core::snapshot`] says which kinds can) gets none, and a stale snapshot is
 //! removed then.
 
+use crate::store::ReadScope;
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"TCLABSNP";
@@ -185,13 +186,15 @@ pub(crate) fn read_prefix(f: &std::fs::File, len: u64, mut each: impl FnMut(&[u8
     true
 }
 
-/// The snapshot beside the store at `store`, if it holds for `journal` (the store as read now).
-pub fn load(store: &Path, journal: JournalRef) -> Result<Snapshot, Unused> {
+/// The snapshot beside the store at `store`, if it holds for `journal` (the store as read now), its
+/// engine decoded for a call of `scope`: for a qdisc or class listing without its filters, which
+/// that call's replay skips too ([`crate::store::ReadScope`]).
+pub fn load(store: &Path, journal: JournalRef, scope: ReadScope) -> Result<Snapshot, Unused> {
     let bytes = std::fs::read(path_for(store)).map_err(|_| Unused::Missing)?;
-    load_bytes(&bytes, journal)
+    load_bytes(&bytes, journal, scope)
 }
 
-fn load_bytes(bytes: &[u8], journal: JournalRef) -> Result<Snapshot, Unused> {
+fn load_bytes(bytes: &[u8], journal: JournalRef, scope: ReadScope) -> Result<Snapshot, Unused> {
     let corrupt = Unused::Corrupt;
     let Some((body, crc)) = bytes.split_last_chunk::<4>() else {
         return Err(corrupt("short"));
@@ -222,7 +225,13 @@ fn load_bytes(bytes: &[u8], journal: JournalRef) -> Result<Snapshot, Unused> {
     if !journal.begins_with(journal_len, journal_crc) {
         return Err(Unused::Stale);
     }
-    let engine = tclab_core::Engine::from_snapshot(engine_bytes).map_err(Unused::Undecodable)?;
+    let decode = || tclab_core::Engine::from_snapshot(engine_bytes);
+    let engine = if scope.needs_filters() {
+        decode()
+    } else {
+        tclab_core::snapshot::without_filters(decode)
+    }
+    .map_err(Unused::Undecodable)?;
     Ok(Snapshot {
         journal_len,
         journal_records,
@@ -304,13 +313,13 @@ mod tests {
         let journal = b"{\"tclab_store\":2}\n[\"tc\",\"qdisc\"]\n[\"tc\",\"class\"]\n";
         let engine = engine_bytes();
         let good = encode(&engine, journal, 2).unwrap();
-        assert!(load_bytes(&good, JournalRef::Bytes(journal)).is_ok());
+        assert!(load_bytes(&good, JournalRef::Bytes(journal), ReadScope::Everything).is_ok());
         // The journal with more records after the covered ones: still valid (its tail is replayed).
         let mut longer = journal.to_vec();
         longer.extend_from_slice(b"[\"tc\",\"filter\"]\n");
         let mut snap = encode(&engine, journal, 2).unwrap();
         assert_eq!(
-            load_bytes(&snap, JournalRef::Bytes(&longer))
+            load_bytes(&snap, JournalRef::Bytes(&longer), ReadScope::Everything)
                 .unwrap()
                 .journal_len,
             journal.len() as u64
@@ -318,7 +327,12 @@ mod tests {
         // Every cut of the file (a write cut short) is refused.
         for n in 0..good.len() {
             assert!(
-                load_bytes(&good[..n], JournalRef::Bytes(journal)).is_err(),
+                load_bytes(
+                    &good[..n],
+                    JournalRef::Bytes(journal),
+                    ReadScope::Everything
+                )
+                .is_err(),
                 "cut at {n}"
             );
         }
@@ -327,7 +341,7 @@ mod tests {
             let mut bad = good.clone();
             bad[i] ^= 0x20;
             assert!(
-                load_bytes(&bad, JournalRef::Bytes(journal)).is_err(),
+                load_bytes(&bad, JournalRef::Bytes(journal), ReadScope::Everything).is_err(),
                 "byte {i}"
             );
         }
@@ -335,11 +349,15 @@ mod tests {
         let mut other = journal.to_vec();
         other[20] = b'x';
         assert!(matches!(
-            load_bytes(&good, JournalRef::Bytes(&other)),
+            load_bytes(&good, JournalRef::Bytes(&other), ReadScope::Everything),
             Err(Unused::Stale)
         ));
         assert!(matches!(
-            load_bytes(&good, JournalRef::Bytes(&journal[..journal.len() - 1])),
+            load_bytes(
+                &good,
+                JournalRef::Bytes(&journal[..journal.len() - 1]),
+                ReadScope::Everything
+            ),
             Err(Unused::Stale)
         ));
         // Another build's snapshot (its checksum made right again).
@@ -349,7 +367,7 @@ mod tests {
         let crc = crc32fast::hash(&snap[..n]);
         snap[n..].copy_from_slice(&crc.to_le_bytes());
         assert!(matches!(
-            load_bytes(&snap, JournalRef::Bytes(journal)),
+            load_bytes(&snap, JournalRef::Bytes(journal), ReadScope::Everything),
             Err(Unused::Corrupt("another build"))
         ));
     }
@@ -367,8 +385,10 @@ mod tests {
         let check = |bytes: &[u8]| {
             std::fs::write(&path, bytes).unwrap();
             let f = std::fs::File::open(&path).unwrap();
-            let by_file = load_bytes(&good, JournalRef::File(&f)).map(|s| s.journal_len);
-            let by_bytes = load_bytes(&good, JournalRef::Bytes(bytes)).map(|s| s.journal_len);
+            let by_file = load_bytes(&good, JournalRef::File(&f), ReadScope::Everything)
+                .map(|s| s.journal_len);
+            let by_bytes = load_bytes(&good, JournalRef::Bytes(bytes), ReadScope::Everything)
+                .map(|s| s.journal_len);
             assert_eq!(by_file, by_bytes, "{} bytes", bytes.len());
             by_file
         };
@@ -382,5 +402,37 @@ mod tests {
         assert_eq!(check(&other), Err(Unused::Stale));
         assert_eq!(check(&journal[..journal.len() - 1]), Err(Unused::Stale));
         let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn a_listing_decodes_the_engine_without_its_filters() {
+        let mut e = tclab_core::Engine::new();
+        let w = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        for c in [
+            "qdisc add dev eth0 root handle 1: htb default 10",
+            "class add dev eth0 parent 1: classid 1:10 htb rate 1mbit",
+            "filter add dev eth0 parent 1: prio 1 protocol ip u32 match ip dst 10.0.0.1/32 flowid 1:10 action gact pass",
+            "filter add dev eth0 parent 1:10 prio 2 protocol ip u32 match ip src 10.0.0.2/32 flowid 1:10",
+        ] {
+            assert_eq!(crate::run(&mut e, &w(c), 0).code, 0, "{c}");
+        }
+        let bytes = e.snapshot().unwrap();
+        let show = |e: &mut tclab_core::Engine, c: &str| crate::run(e, &w(c), 0).stdout;
+        let mut full = tclab_core::Engine::from_snapshot(&bytes).unwrap();
+        let mut lean =
+            tclab_core::snapshot::without_filters(|| tclab_core::Engine::from_snapshot(&bytes))
+                .unwrap();
+        for c in ["-s -d class show dev eth0", "-s -d qdisc show dev eth0"] {
+            assert_eq!(show(&mut lean, c), show(&mut e, c), "{c}");
+            assert_eq!(show(&mut full, c), show(&mut e, c), "{c}");
+        }
+        let filters = show(&mut e, "filter show dev eth0");
+        assert!(filters.contains("flowid 1:10"), "{filters}");
+        assert_eq!(show(&mut full, "filter show dev eth0"), filters);
+        assert_eq!(show(&mut lean, "filter show dev eth0 parent 1:"), "");
+        assert_eq!(show(&mut lean, "filter show dev eth0 parent 1:10"), "");
+        // The skipping ends with the call: the next decode has its filters.
+        let mut again = tclab_core::Engine::from_snapshot(&bytes).unwrap();
+        assert_eq!(show(&mut again, "filter show dev eth0"), filters);
     }
 }

@@ -288,6 +288,11 @@ impl ReadScope {
         }
     }
 
+    /// Whether the answer can depend on filters (a snapshot decoded for the call keeps them).
+    pub fn needs_filters(self) -> bool {
+        self != ReadScope::QdiscsAndClasses
+    }
+
     pub fn needs(self, record: &[String]) -> bool {
         match (self, record.first().map(String::as_str)) {
             (ReadScope::Everything, _) => true,
@@ -499,7 +504,9 @@ impl Store {
         let mut journal = read_journal_with(
             path,
             |file| {
-                if let Ok(s) = crate::snapshot::load(path, JournalRef::File(file)) {
+                if let Ok(s) =
+                    crate::snapshot::load(path, JournalRef::File(file), ReadScope::Everything)
+                {
                     cut.set(s.journal_len);
                     snap = Some(s);
                 }
@@ -569,7 +576,7 @@ impl Store {
         let mut problems = Vec::new();
         let journal = read_journal_with(
             path,
-            |file| match crate::snapshot::load(path, JournalRef::File(file)) {
+            |file| match crate::snapshot::load(path, JournalRef::File(file), scope) {
                 Ok(s) => {
                     *engine.borrow_mut() = s.engine;
                     s.journal_len
@@ -924,7 +931,12 @@ impl Store {
         let snap = crate::snapshot::path_for(&self.path);
         if snap.exists() {
             let holds = File::open(&self.path).is_ok_and(|journal| {
-                crate::snapshot::load(&self.path, JournalRef::File(&journal)).is_ok()
+                crate::snapshot::load(
+                    &self.path,
+                    JournalRef::File(&journal),
+                    ReadScope::Everything,
+                )
+                .is_ok()
             });
             if !holds {
                 let _ = std::fs::remove_file(&snap);
