@@ -99,6 +99,10 @@ pub const RESTORE: &[Restore] = &[
         kind: "clsact",
         restore: restore::<crate::qdisc::ingress::Ingress>,
     },
+    Restore {
+        kind: "netem",
+        restore: restore::<crate::qdisc::netem::Netem>,
+    },
 ];
 
 /// A byte string serialised as one (postcard: a length and the bytes), not as a sequence of numbers.

@@ -35,7 +35,7 @@ pub struct FwOptions {
     pub exts: ExtsSpec,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct FwFilter {
     pub id: u32,
     pub classid: Option<u32>,
@@ -46,7 +46,7 @@ pub struct FwFilter {
 }
 
 /// The instance (`struct fw_head`): `None` mask until the first filter is made.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct FwHead {
     pub mask: Option<u32>,
     filters: Vec<FwFilter>,

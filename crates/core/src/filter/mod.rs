@@ -211,16 +211,19 @@ pub enum Classifier {
     Bpf(bpf::BpfHead),
 }
 
-/// The classifiers with a snapshot form ([`crate::snapshot`]): u32 so far.
+/// The classifiers with a snapshot form ([`crate::snapshot`]): u32 and fw so far.
 #[derive(serde::Serialize, serde::Deserialize)]
-enum SavedClassifier<T> {
-    U32(T),
+enum SavedClassifier<U, F> {
+    U32(U),
+    Fw(F),
 }
 
 impl serde::Serialize for Classifier {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        type Saved<'a> = SavedClassifier<&'a u32::U32Tp, &'a fw::FwHead>;
         match self {
-            Classifier::U32(t) => SavedClassifier::U32(t).serialize(s),
+            Classifier::U32(t) => Saved::U32(t).serialize(s),
+            Classifier::Fw(h) => Saved::Fw(h).serialize(s),
             other => Err(crate::snapshot::refuse(format!("filter {}", other.kind()))),
         }
     }
@@ -228,9 +231,12 @@ impl serde::Serialize for Classifier {
 
 impl<'de> serde::Deserialize<'de> for Classifier {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Classifier, D::Error> {
-        Ok(match SavedClassifier::<u32::U32Tp>::deserialize(d)? {
-            SavedClassifier::U32(t) => Classifier::U32(t),
-        })
+        Ok(
+            match SavedClassifier::<u32::U32Tp, fw::FwHead>::deserialize(d)? {
+                SavedClassifier::U32(t) => Classifier::U32(t),
+                SavedClassifier::Fw(h) => Classifier::Fw(h),
+            },
+        )
     }
 }
 

@@ -142,7 +142,7 @@ pub struct NetemOptions {
 }
 
 /// The kernel's `struct rnd_state` and `prandom_u32_state`: the Tausworthe generator taus113.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 pub struct Prandom {
     s: [u32; 4],
 }
@@ -171,7 +171,7 @@ impl Prandom {
 }
 
 /// The stream standing for the kernel's `get_random_u32`/`get_random_u64` (SplitMix64).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 struct Entropy(u64);
 
 impl Entropy {
@@ -192,7 +192,7 @@ impl Entropy {
 }
 
 /// `struct crndstate`: a correlated random source.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 struct Crnd {
     last: u32,
     rho: u32,
@@ -244,7 +244,7 @@ fn tabledist(
 }
 
 /// The loss generator in use, with the Markov chain's state (`struct clgstate`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 enum Clg {
     Random,
     /// 4-state model: state 1 TX in gap, 2 TX in burst, 3 lost in gap… as the kernel numbers them.
@@ -272,7 +272,7 @@ const LOST_IN_GAP_PERIOD: u8 = 3;
 const LOST_IN_BURST_PERIOD: u8 = 4;
 
 /// The slot state (`struct slotstate`).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 struct SlotState {
     slot_next: u64,
     packets_left: i32,
@@ -356,6 +356,9 @@ impl Tfifo {
     }
 }
 
+/// In a snapshot ([`crate::snapshot`]): everything but the queues, which a saved netem has empty
+/// (the tfifo's insertion counter only orders packets queued together).
+#[derive(Serialize, Deserialize)]
 pub struct Netem {
     // parameters
     latency: i64,
@@ -388,12 +391,15 @@ pub struct Netem {
     entropy: Entropy,
     clg: Clg,
     slot: SlotState,
+    #[serde(skip)]
     tfifo: Tfifo,
     /// `sch->q`: reordered packets, sent before anything in the tfifo.
+    #[serde(skip)]
     head: VecDeque<(u64, Packet)>,
     child: Option<Sched>,
     handle: Handle,
     stats: QdiscStats,
+    #[serde(skip)]
     peeked: Peeked,
 }
 
@@ -801,6 +807,12 @@ impl PeekDequeued for Netem {
 impl Qdisc for Netem {
     fn kind(&self) -> &'static str {
         "netem"
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        (self.tfifo.peek_time().is_none() && self.head.is_empty() && self.peeked.get().is_none())
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     /// `netem_enqueue`.
