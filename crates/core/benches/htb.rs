@@ -30,7 +30,7 @@
 //! - `prio` and `ets` (all bands sharing, quantum 1514) with 2, 3, 8 and 16 bands, the most they have.
 //!
 //! `cargo bench -p tclab-core --bench htb -- hfsc` runs only HFSC; `-- htb` only HTB; `-- flat` only these;
-//! `TCLAB_BENCH_LEAVES=10000` only that size.
+//! `TCLAB_BENCH_LEAVES=10000` only that size; `TCLAB_BENCH_HTB=own` or `borrowing` one HTB column.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -133,9 +133,19 @@ fn main() {
             "{:>8} {:>12} {:>22} {:>22}",
             "leaves", "packets", "own rate ns/packet", "borrowing ns/packet"
         );
+        // `TCLAB_BENCH_HTB=own` or `borrowing` runs one column (for a profiler).
+        let only = std::env::var("TCLAB_BENCH_HTB").unwrap_or_default();
         for n in sizes(&[1, 100, 10_000, 65_534]) {
-            let own = run(build(n, 1), n);
-            let borrowing = run(build(n, 2), n);
+            let own = if only == "borrowing" {
+                f64::NAN
+            } else {
+                run(build(n, 1), n)
+            };
+            let borrowing = if only == "own" {
+                f64::NAN
+            } else {
+                run(build(n, 2), n)
+            };
             println!("{n:>8} {:>12} {own:>22.1} {borrowing:>22.1}", 2_000_000);
         }
     }
