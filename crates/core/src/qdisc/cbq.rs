@@ -940,6 +940,21 @@ impl Cbq {
     }
 }
 
+impl Cbq {
+    /// Is class `i` named by a filter that holds it (`cl->filters`, which `cbq_delete` refuses to
+    /// delete under)? `cbq_bind_filter` takes no hold for a filter of a class's block whose level is
+    /// not above the class named; the qdisc's own filters (the link class's block) always hold. Levels
+    /// are read now, where the kernel read them when the filter was added, as HFSC's `bound` does.
+    fn bound(&self, i: usize, classid: u32) -> bool {
+        let level = self.cl(i).level;
+        self.classes
+            .iter()
+            .enumerate()
+            .filter_map(|(j, c)| Some((j, c.as_ref()?)))
+            .any(|(j, c)| (j == LINK || c.level > level) && c.block.binds(classid))
+    }
+}
+
 impl Qdisc for Cbq {
     fn kind(&self) -> &'static str {
         "cbq"
@@ -1282,7 +1297,7 @@ impl ClassOps for Cbq {
         let i = self
             .lookup(classid.0)
             .ok_or_else(|| KernelError::new(Errno::NoEntry))?;
-        if i == LINK || self.cl(i).children > 0 {
+        if i == LINK || self.cl(i).children > 0 || self.bound(i, classid.0) {
             return Err(KernelError::new(Errno::Busy));
         }
         let qlen = self.leaf_qlen(i);

@@ -1351,12 +1351,14 @@ impl ClassOps for Htb {
         Ok(warnings)
     }
 
-    /// `htb_delete`: only a class without children; a parent left childless becomes a leaf again.
+    /// `htb_delete`: only a class without children and that no filter names (`qdisc_class_in_use`:
+    /// `htb_bind_filter` counts every filter of the qdisc's blocks bound to it, whatever its level);
+    /// a parent left childless becomes a leaf again.
     fn delete_class(&mut self, classid: Handle) -> Result<(), KernelError> {
         let i = self
             .find_idx(classid.0)
             .ok_or_else(|| KernelError::new(Errno::NoEntry))?;
-        if self.cl(i).children != 0 {
+        if self.cl(i).children != 0 || self.blocks.values().any(|b| b.binds(classid.0)) {
             return Err(KernelError::msg(Errno::Busy, "HTB class in use"));
         }
         if let Some(leaf) = self.cl_mut(i).leaf.as_mut() {
