@@ -103,6 +103,10 @@ pub const RESTORE: &[Restore] = &[
         kind: "netem",
         restore: restore::<crate::qdisc::netem::Netem>,
     },
+    Restore {
+        kind: "hfsc",
+        restore: restore::<crate::qdisc::hfsc::Hfsc>,
+    },
 ];
 
 /// A byte string serialised as one (postcard: a length and the bytes), not as a sequence of numbers.

@@ -197,7 +197,7 @@ pub fn dx2d(dx: u64) -> u32 {
 }
 
 /// `struct internal_sc`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct InternalSc {
     sm1: u64,
     ism1: u64,
@@ -233,7 +233,7 @@ impl InternalSc {
 }
 
 /// `struct runtime_sc`: a curve anchored at (x, y).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuntimeSc {
     x: u64,
     y: u64,
@@ -337,7 +337,7 @@ fn tree_key(v: u64, seq: u64) -> u128 {
 
 /// A class's part of the eligible tree: not yet eligible, keyed (e, order), or eligible, keyed
 /// (d, e, order).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 enum ElPos {
     Pending,
     Ready,
@@ -348,6 +348,7 @@ enum ElPos {
 /// cache on every line of a class they touch, so the fields of the per-packet path share as few lines
 /// as possible.
 #[repr(C, align(64))]
+#[derive(Serialize, Deserialize)]
 struct Class {
     // Line 1: what the trees' walks read.
     /// Fit time (ticks): the class may be served by link sharing once `f ≤ now`.
@@ -494,6 +495,9 @@ impl Class {
     }
 }
 
+/// In a snapshot ([`crate::snapshot`]): all of it (the trees' arenas, draws and horizon included),
+/// saved only with nothing queued.
+#[derive(Serialize, Deserialize)]
 pub struct Hfsc {
     handle: Handle,
     defcls: u16,
@@ -518,6 +522,7 @@ pub struct Hfsc {
     /// Filter blocks: the root's at the qdisc handle, a class's at its classid.
     blocks: BTreeMap<u32, Block>,
     stats: QdiscStats,
+    #[serde(skip)]
     peeked: Peeked,
 }
 
@@ -1121,6 +1126,12 @@ impl Hfsc {
 impl Qdisc for Hfsc {
     fn kind(&self) -> &'static str {
         "hfsc"
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        (self.stats.qlen == 0 && self.peeked.get().is_none())
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {

@@ -31,7 +31,7 @@
 /// The absent index: no child, no parent, an empty tree.
 pub const NIL: u32 = u32::MAX;
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 struct Node<K> {
     key: K,
     prio: u32,
@@ -41,7 +41,7 @@ struct Node<K> {
 }
 
 /// One tree of a [`Forest`]: its root and its first and last elements (all NIL when empty).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Tree {
     root: u32,
     first: u32,
@@ -73,7 +73,7 @@ impl Default for Tree {
 }
 
 /// Nodes for any number of trees over one index space; see the module's essay.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Forest<K> {
     nodes: Vec<Node<K>>,
     draws: u64,
