@@ -231,6 +231,11 @@ fn should_drop(
 
 /// `codel_dequeue`: the next packet CoDel lets through from `q`, dropping (or marking) on the way as the
 /// control law says. The packet's `enqueue_ns` must be when it entered this queue.
+///
+/// Inlined into its caller for the common case, a packet let through with no state to change (the
+/// caller's queue hands it straight to the caller's result, not copied through this function's); the
+/// dropping state and its control law run out of line in [`codel_drop_path`].
+#[inline]
 pub fn codel_dequeue(
     q: &mut impl CodelQueue,
     params: &CodelParams,
@@ -239,14 +244,50 @@ pub fn codel_dequeue(
     now_ns: Nanos,
 ) -> Option<Packet> {
     let mut pkt = q.dequeue();
-    let Some(first) = pkt.as_ref() else {
+    if pkt.is_none() {
         vars.first_above_time = 0;
         vars.dropping = false;
         return None;
-    };
-    let _ = first;
+    }
     let now = codel_time(now_ns);
     let drop = should_drop(pkt.as_ref(), q.backlog(), vars, params, stats, now);
+    if vars.dropping || drop {
+        pkt = codel_drop_path(q, params, vars, stats, now, pkt, drop);
+    }
+    if let Some(p) = pkt.as_mut() {
+        if after(vars.ldelay, params.ce_threshold) {
+            ce_threshold_mark(p, params, stats);
+        }
+    }
+    pkt
+}
+
+/// `ce_threshold` exceeded: mark the packet (if its DSCP is selected), as `codel_dequeue`'s end does.
+#[inline(never)]
+fn ce_threshold_mark(p: &mut Packet, params: &CodelParams, stats: &mut CodelStats) {
+    let set = if params.ce_threshold_mask != 0 {
+        p.ipv4_tos()
+            .is_some_and(|ds| ds & params.ce_threshold_mask == params.ce_threshold_selector)
+    } else {
+        true
+    };
+    if set && set_ce(p) {
+        stats.ce_mark += 1;
+    }
+}
+
+/// The part of `codel_dequeue` for a queue in (or entering) the dropping state: drops and marks as the
+/// control law says, and returns the packet to let through.
+#[inline(never)]
+fn codel_drop_path(
+    q: &mut impl CodelQueue,
+    params: &CodelParams,
+    vars: &mut CodelVars,
+    stats: &mut CodelStats,
+    now: u32,
+    mut pkt: Option<Packet>,
+    drop: bool,
+) -> Option<Packet> {
     'end: {
         if vars.dropping {
             if !drop {
@@ -307,19 +348,6 @@ pub fn codel_dequeue(
             }
             vars.lastcount = vars.count;
             vars.drop_next = control_law(now, params.interval, vars.rec_inv_sqrt);
-        }
-    }
-    if let Some(p) = pkt.as_mut() {
-        if after(vars.ldelay, params.ce_threshold) {
-            let set = if params.ce_threshold_mask != 0 {
-                p.ipv4_tos()
-                    .is_some_and(|ds| ds & params.ce_threshold_mask == params.ce_threshold_selector)
-            } else {
-                true
-            };
-            if set && set_ce(p) {
-                stats.ce_mark += 1;
-            }
         }
     }
     pkt

@@ -398,11 +398,11 @@ impl FqCodel {
     fn dequeue_inner(&mut self, cx: &mut Cx) -> Option<Packet> {
         self.last_now = cx.now;
         let now = cx.now;
-        let pkt = loop {
+        loop {
             let (list, idx) = match (self.new_flows.front(), self.old_flows.front()) {
                 (Some(i), _) => (List::New, i),
                 (None, Some(i)) => (List::Old, i),
-                (None, None) => break None,
+                (None, None) => break,
             };
             let flow = &mut self.flows[idx as usize];
             if flow.deficit <= 0 {
@@ -421,26 +421,29 @@ impl FqCodel {
                 cx,
             };
             let p = codel_dequeue(&mut q, &self.params, &mut flow.vars, &mut self.cstats, now);
-            match p {
-                Some(p) => {
-                    flow.deficit -= p.len as i32;
-                    break Some(p);
-                }
-                None => {
-                    // Force a pass through the old flows to prevent starvation.
-                    self.pop(list);
-                    if list == List::New && self.old_flows.len != 0 {
-                        self.flows[idx as usize].on = Some(List::Old);
-                        self.old_flows.push_back(&mut self.flows, idx);
-                    } else {
-                        self.flows[idx as usize].on = None;
-                    }
-                }
+            if let Some(sent) = &p {
+                flow.deficit -= sent.len as i32;
+                self.stats.count_sent(sent);
+                self.dequeued(cx);
+                // Returned as codel_dequeue made it: taking the packet out of its Option and putting it
+                // back into another would copy its 120 bytes twice.
+                return p;
             }
-        };
-        if let Some(p) = &pkt {
-            self.stats.count_sent(p);
+            // Force a pass through the old flows to prevent starvation.
+            self.pop(list);
+            if list == List::New && self.old_flows.len != 0 {
+                self.flows[idx as usize].on = Some(List::Old);
+                self.old_flows.push_back(&mut self.flows, idx);
+            } else {
+                self.flows[idx as usize].on = None;
+            }
         }
+        self.dequeued(cx);
+        None
+    }
+
+    /// The end of every dequeue: prefetch for the next, and tell the parents of CoDel's drops.
+    fn dequeued(&mut self, cx: &mut Cx) {
         self.prefetch_next();
         // `fq_codel_dequeue_drop`.
         if self.cstats.drop_count > 0 {
@@ -448,7 +451,6 @@ impl FqCodel {
             self.cstats.drop_count = 0;
             self.cstats.drop_len = 0;
         }
-        pkt
     }
 
     /// The flows the next dequeues serve are known, in list order: start fetching their state now, so
