@@ -1715,13 +1715,25 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_read_replays_only_the_records_its_answer_depends_on() {
-        let dir = std::env::temp_dir().join(format!("tclab-store-scope-{}", std::process::id()));
+    /// A store in a fresh directory of its own (`tclab-store-TAG-PID`) with `commands` applied, each
+    /// of which must succeed: the directory and the store's path.
+    fn store_with(tag: &str, commands: &[&str]) -> (PathBuf, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("tclab-store-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("policy.json");
         let (mut w, _) = Store::open(&path).unwrap();
-        for c in [
+        for c in commands {
+            let out = w.execute(&words(c), None).unwrap();
+            assert_eq!(out.code, 0, "{c}: {}", out.stderr);
+        }
+        (dir, path)
+    }
+
+    #[test]
+    fn a_read_replays_only_the_records_its_answer_depends_on() {
+        let (dir, path) = store_with(
+            "scope",
+            &[
             "tc qdisc add dev eth0 root handle 1: htb default 10",
             "tc class add dev eth0 parent 1: classid 1:10 htb rate 1mbit",
             "tc class add dev eth0 parent 1: classid 1:20 htb rate 2mbit",
@@ -1730,10 +1742,8 @@ mod tests {
             "iptables -t mangle -A POSTROUTING -p udp -j CLASSIFY --set-class 1:10",
             // A class deleted after a filter named another: the filter's absence changes nothing.
             "tc class del dev eth0 classid 1:10",
-        ] {
-            let out = w.execute(&words(c), None).unwrap();
-            assert_eq!(out.code, 0, "{c}: {}", out.stderr);
-        }
+            ],
+        );
         for read in [
             "tc -s class show dev eth0",
             "tc qdisc show",
@@ -1821,16 +1831,13 @@ mod tests {
     fn a_corrupt_record_after_a_snapshot_is_named_by_its_line_in_the_file() {
         // The records a snapshot stands for are not read, yet the message counts them (a blank line
         // among them too), as it did when the whole file was read.
-        let dir = std::env::temp_dir().join(format!("tclab-store-line-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("policy.json");
-        let (mut w, _) = Store::open(&path).unwrap();
-        for c in [
-            "tc qdisc add dev eth0 root handle 1: htb default 10",
-            "tc class add dev eth0 parent 1: classid 1:10 htb rate 1mbit",
-        ] {
-            assert_eq!(w.execute(&words(c), None).unwrap().code, 0, "{c}");
-        }
+        let (dir, path) = store_with(
+            "line",
+            &[
+                "tc qdisc add dev eth0 root handle 1: htb default 10",
+                "tc class add dev eth0 parent 1: classid 1:10 htb rate 1mbit",
+            ],
+        );
         // A blank line inside the covered records (a hand edit the reader tolerates).
         let mut text = std::fs::read_to_string(&path).unwrap();
         text.insert(text.find('\n').unwrap() + 1, '\n');

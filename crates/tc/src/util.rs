@@ -414,7 +414,7 @@ pub fn push_rate(out: &mut String, bytes_per_sec: u64) {
     let units = ["", "K", "M", "G", "T"];
     let mut i = 0;
     while i < units.len() - 1 {
-        if rate < 1000 || (rate % 1000 != 0 && rate < 1_000_000) {
+        if rate < 1000 || (!rate.is_multiple_of(1000) && rate < 1_000_000) {
             break;
         }
         rate /= 1000;
@@ -538,6 +538,66 @@ pub fn tick2time(ticks: u32) -> u32 {
     (ticks as f64 / TICKS_PER_USEC) as u32
 }
 
+/// C's `get_integer` (an `int`, any base when 0).
+pub fn get_int(s: &str) -> Option<i32> {
+    let v = crate::util::parse_c_integer(s)?;
+    i32::try_from(v).ok()
+}
+
+/// `sscanf("%lg")`: the longest prefix that reads as a number.
+pub fn scan_double(s: &str) -> Option<f64> {
+    (1..=s.len())
+        .rev()
+        .filter(|&n| s.is_char_boundary(n))
+        .find_map(|n| s[..n].parse::<f64>().ok())
+}
+
+/// `get_time64`: nanoseconds; `s`/`sec`/`secs`, `ms`/`msec`/`msecs`, `us`/`usec`/`usecs`,
+/// `ns`/`nsec`/`nsecs`, bare = ns. The double is truncated to an `s64` as C converts it.
+pub fn get_time64(s: &str) -> Option<i64> {
+    let (n, unit) = split_number(s)?;
+    let mult = match unit.to_ascii_lowercase().as_str() {
+        "" | "ns" | "nsec" | "nsecs" => 1.0,
+        "us" | "usec" | "usecs" => 1e3,
+        "ms" | "msec" | "msecs" => 1e6,
+        "s" | "sec" | "secs" => 1e9,
+        _ => return None,
+    };
+    Some((n * mult) as i64)
+}
+
+/// `sprint_time64` (ns in): `%.3gs`, `%.3gms`, `%.3gus` or `%lldns`.
+pub fn sprint_time64(ns: i64) -> String {
+    let t = ns as f64;
+    if ns >= 1_000_000_000 {
+        format!("{}s", fmt_g(t / 1e9, 3))
+    } else if ns >= 1_000_000 {
+        format!("{}ms", fmt_g(t / 1e6, 3))
+    } else if ns >= 1_000 {
+        format!("{}us", fmt_g(t / 1e3, 3))
+    } else {
+        format!("{ns}ns")
+    }
+}
+
+/// `parse_percent`: `30%` or `30` → 0.30; `None` out of [0, 100] % or with another suffix.
+pub fn parse_percent(s: &str) -> Option<f64> {
+    let (v, rest) = split_number(s).unwrap_or((0.0, s));
+    let v = v / 100.0;
+    if !(0.0..=1.0).contains(&v) {
+        return None;
+    }
+    if !rest.is_empty() && rest != "%" {
+        return None;
+    }
+    Some(v)
+}
+
+/// `get_s32` (any base when 0): an `int`, the whole word.
+pub fn get_s32(s: &str) -> Option<i32> {
+    get_int(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -652,64 +712,4 @@ mod tests {
         assert_eq!(sprint_time(50_000), "50ms");
         assert_eq!(sprint_time(100), "100us");
     }
-}
-
-/// C's `get_integer` (an `int`, any base when 0).
-pub fn get_int(s: &str) -> Option<i32> {
-    let v = crate::util::parse_c_integer(s)?;
-    i32::try_from(v).ok()
-}
-
-/// `sscanf("%lg")`: the longest prefix that reads as a number.
-pub fn scan_double(s: &str) -> Option<f64> {
-    (1..=s.len())
-        .rev()
-        .filter(|&n| s.is_char_boundary(n))
-        .find_map(|n| s[..n].parse::<f64>().ok())
-}
-
-/// `get_time64`: nanoseconds; `s`/`sec`/`secs`, `ms`/`msec`/`msecs`, `us`/`usec`/`usecs`,
-/// `ns`/`nsec`/`nsecs`, bare = ns. The double is truncated to an `s64` as C converts it.
-pub fn get_time64(s: &str) -> Option<i64> {
-    let (n, unit) = split_number(s)?;
-    let mult = match unit.to_ascii_lowercase().as_str() {
-        "" | "ns" | "nsec" | "nsecs" => 1.0,
-        "us" | "usec" | "usecs" => 1e3,
-        "ms" | "msec" | "msecs" => 1e6,
-        "s" | "sec" | "secs" => 1e9,
-        _ => return None,
-    };
-    Some((n * mult) as i64)
-}
-
-/// `sprint_time64` (ns in): `%.3gs`, `%.3gms`, `%.3gus` or `%lldns`.
-pub fn sprint_time64(ns: i64) -> String {
-    let t = ns as f64;
-    if ns >= 1_000_000_000 {
-        format!("{}s", fmt_g(t / 1e9, 3))
-    } else if ns >= 1_000_000 {
-        format!("{}ms", fmt_g(t / 1e6, 3))
-    } else if ns >= 1_000 {
-        format!("{}us", fmt_g(t / 1e3, 3))
-    } else {
-        format!("{ns}ns")
-    }
-}
-
-/// `parse_percent`: `30%` or `30` → 0.30; `None` out of [0, 100] % or with another suffix.
-pub fn parse_percent(s: &str) -> Option<f64> {
-    let (v, rest) = split_number(s).unwrap_or((0.0, s));
-    let v = v / 100.0;
-    if !(0.0..=1.0).contains(&v) {
-        return None;
-    }
-    if !rest.is_empty() && rest != "%" {
-        return None;
-    }
-    Some(v)
-}
-
-/// `get_s32` (any base when 0): an `int`, the whole word.
-pub fn get_s32(s: &str) -> Option<i32> {
-    get_int(s)
 }
