@@ -377,9 +377,10 @@ impl<'de> Deserialize<'de> for WaitQueue {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut q = WaitQueue::default();
         for (key, seq, i) in Vec::<(Nanos, u64, usize)>::deserialize(d)? {
-            if seq == 0 || q.live.get(i).is_some_and(|&s| s != 0) {
+            // An index past what one HTB can hold (65 535 classes) would size `live` from it.
+            if seq == 0 || i > 0xffff || q.live.get(i).is_some_and(|&s| s != 0) {
                 return Err(serde::de::Error::custom(
-                    "htb wait queue: a class twice or seq 0",
+                    "htb wait queue: a class twice, past 65 535, or seq 0",
                 ));
             }
             q.insert(key, seq, i);
@@ -1501,6 +1502,18 @@ mod tests {
                 let back: WaitQueue = postcard::from_bytes(&bytes).unwrap();
                 assert_eq!(back.entries(), q.entries());
             }
+        }
+        // A saved queue naming a class twice, or an index no HTB has, is refused, not loaded.
+        for bad in [
+            vec![(5u64, 1u64, 3usize), (6, 2, 3)],
+            vec![(5, 1, 1 << 40)],
+            vec![(5, 0, 3)],
+        ] {
+            let bytes = postcard::to_allocvec(&bad).unwrap();
+            assert!(
+                postcard::from_bytes::<WaitQueue>(&bytes).is_err(),
+                "{bad:?}"
+            );
         }
         // Dead entries are dropped once they far outnumber the live ones: classes that leave the queue
         // long before their time do not make it grow without end.
