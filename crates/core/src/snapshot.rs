@@ -16,12 +16,12 @@
 //! # What has no snapshot form (yet)
 //!
 //! A discipline saves itself through [`crate::qdisc::Qdisc::save`] and is rebuilt through
-//! [`RESTORE`], its line here; a discipline without both, a classifier other than u32 and fw, an
-//! action other than gact, police, skbedit, connmark and mirred, a mangle table with rules, conntrack
-//! entries or the teql master make [`Engine::snapshot`] answer `Err` with what stood in the way, and
-//! the store replays its journal as before. Wrong bytes (a snapshot of another build, cut short) fail
-//! to decode with an error, never into another engine: the store checks a checksum and its build's
-//! identity before it decodes anything.
+//! [`RESTORE`], its line here; a discipline without both, a classifier other than u32, fw and
+//! matchall, an action other than gact, police, skbedit, connmark and mirred, a mangle table with
+//! rules, conntrack entries or the teql master make [`Engine::snapshot`] answer `Err` with what stood
+//! in the way, and the store replays its journal as before. Wrong bytes (a snapshot of another build,
+//! cut short) fail to decode with an error, never into another engine: the store checks a checksum and
+//! its build's identity before it decodes anything.
 
 use crate::qdisc::{Qdisc, Sched};
 use serde::de::Error as _;
@@ -107,6 +107,22 @@ pub const RESTORE: &[Restore] = &[
         kind: "hfsc",
         restore: restore::<crate::qdisc::hfsc::Hfsc>,
     },
+    Restore {
+        kind: "drr",
+        restore: restore::<crate::qdisc::drr::Drr>,
+    },
+    Restore {
+        kind: "qfq",
+        restore: restore::<crate::qdisc::qfq::Qfq>,
+    },
+    Restore {
+        kind: "ets",
+        restore: restore::<crate::qdisc::ets::Ets>,
+    },
+    Restore {
+        kind: "red",
+        restore: restore::<crate::qdisc::red::Red>,
+    },
 ];
 
 /// A byte string serialised as one (postcard: a length and the bytes), not as a sequence of numbers.
@@ -166,18 +182,21 @@ impl<'de> Deserialize<'de> for Sched {
     }
 }
 
-/// `[u64; N]` as a sequence (serde derives arrays up to 32 elements only).
+/// `[T; N]` as a sequence (serde derives arrays up to 32 elements only).
 pub(crate) mod array {
     use super::*;
-    pub fn serialize<S: Serializer, const N: usize>(a: &[u64; N], s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer, T: Serialize, const N: usize>(
+        a: &[T; N],
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
         a.as_slice().serialize(s)
     }
-    pub fn deserialize<'de, D: Deserializer<'de>, const N: usize>(
+    pub fn deserialize<'de, D: Deserializer<'de>, T: Deserialize<'de>, const N: usize>(
         d: D,
-    ) -> Result<[u64; N], D::Error> {
-        let v = Vec::<u64>::deserialize(d)?;
+    ) -> Result<[T; N], D::Error> {
+        let v = Vec::<T>::deserialize(d)?;
         v.try_into()
-            .map_err(|v: Vec<u64>| D::Error::invalid_length(v.len(), &"the array's length"))
+            .map_err(|v: Vec<T>| D::Error::invalid_length(v.len(), &"the array's length"))
     }
 }
 

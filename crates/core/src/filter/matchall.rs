@@ -15,7 +15,7 @@ pub struct MatchallOptions {
     pub exts: ExtsSpec,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct MatchallFilter {
     pub handle: u32,
     pub classid: Option<u32>,
@@ -24,7 +24,7 @@ pub struct MatchallFilter {
 }
 
 /// The instance holds at most one filter.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Matchall {
     pub filter: Option<MatchallFilter>,
 }

@@ -9,7 +9,7 @@
 //! B-tree's classid order.
 
 /// Classes by classid, indexed by minor.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct ClassTable<T> {
     /// Arena index + 1 of the class with each minor (0: none).
     by_minor: Vec<u32>,

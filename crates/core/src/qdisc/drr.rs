@@ -62,6 +62,7 @@ pub struct DrrXstats {
 }
 
 /// `struct drr_class`.
+#[derive(Serialize, Deserialize)]
 struct DrrClass {
     quantum: u32,
     deficit: u32,
@@ -72,6 +73,8 @@ struct DrrClass {
     packets: u64,
 }
 
+/// In a snapshot ([`crate::snapshot`]) with nothing queued: no active list, no peeked packet.
+#[derive(Serialize, Deserialize)]
 pub struct Drr {
     handle: Handle,
     /// By classid; the walk order is `hash`'s.
@@ -82,6 +85,7 @@ pub struct Drr {
     /// Sent bytes/packets and drops; qlen and backlog are the children's (plus `peeked`).
     stats: QdiscStats,
     /// `sch->gso_skb`: the packet `peek` dequeued and keeps for the next `dequeue`.
+    #[serde(skip)]
     peeked: Option<Packet>,
     /// The qdisc's filters (`q->block`; classes have none).
     block: Block,
@@ -237,6 +241,12 @@ impl Drr {
 impl Qdisc for Drr {
     fn kind(&self) -> &'static str {
         "drr"
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        (self.active.is_empty() && self.peeked.is_none())
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     /// `drr_tcf_block`: filters attach to the qdisc only ("DRR classid must be zero").

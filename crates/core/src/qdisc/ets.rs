@@ -71,6 +71,7 @@ pub struct EtsClassOptions {
 }
 
 /// `struct ets_class`.
+#[derive(Serialize, Deserialize)]
 struct Band {
     /// The child qdisc.
     q: Sched,
@@ -79,6 +80,8 @@ struct Band {
     deficit: u32,
 }
 
+/// In a snapshot ([`crate::snapshot`]) with nothing queued.
+#[derive(Serialize, Deserialize)]
 pub struct Ets {
     handle: Handle,
     // parameters
@@ -92,6 +95,7 @@ pub struct Ets {
     /// The qdisc's own qlen and backlog (`sch->q`), sent bytes and packets, drops.
     stats: QdiscStats,
     /// The packet a parent's peek chose (`sch->gso_skb`).
+    #[serde(skip)]
     peeked: Peeked,
     /// The qdisc's filters (`q->block`; the bands take none).
     block: Block,
@@ -320,6 +324,12 @@ impl PeekDequeued for Ets {
 impl Qdisc for Ets {
     fn kind(&self) -> &'static str {
         "ets"
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        (self.stats.qlen == 0 && self.active.is_empty() && self.peeked.get().is_none())
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     /// `ets_qdisc_tcf_block`: filters attach to the qdisc only.

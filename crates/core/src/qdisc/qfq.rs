@@ -97,6 +97,7 @@ pub struct QfqClassOptions {
 }
 
 /// `struct qfq_class`.
+#[derive(Serialize, Deserialize)]
 struct QfqClass {
     q: Sched,
     /// The aggregate it belongs to (an index into `Qfq::aggs`).
@@ -111,6 +112,7 @@ struct QfqClass {
 }
 
 /// `struct qfq_aggregate`.
+#[derive(Serialize, Deserialize)]
 struct Agg {
     /// Exact timestamps.
     s: u64,
@@ -130,6 +132,7 @@ struct Agg {
 }
 
 /// `struct qfq_group`.
+#[derive(Serialize, Deserialize)]
 struct Group {
     /// Approximate (slot-rounded) timestamps.
     s: u64,
@@ -144,6 +147,8 @@ struct Group {
     slots: [Vec<usize>; MAX_SLOTS as usize],
 }
 
+/// In a snapshot ([`crate::snapshot`]) with nothing queued.
+#[derive(Serialize, Deserialize)]
 pub struct Qfq {
     handle: Handle,
     classes: ClassTable<QfqClass>,
@@ -165,6 +170,7 @@ pub struct Qfq {
     max_agg_classes: u32,
     /// `sch->q` qlen and backlog, sent bytes and packets, drops.
     stats: QdiscStats,
+    #[serde(skip)]
     peeked: Peeked,
     block: Block,
 }
@@ -858,6 +864,12 @@ impl PeekDequeued for Qfq {
 impl Qdisc for Qfq {
     fn kind(&self) -> &'static str {
         "qfq"
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        (self.stats.qlen == 0 && self.in_serv.is_none() && self.peeked.get().is_none())
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     /// `qfq_tcf_block`: filters attach to the qdisc only.

@@ -81,6 +81,8 @@ pub struct RedXstats {
     pub marked: u32,
 }
 
+/// In a snapshot ([`crate::snapshot`]): all of it (the child saves its own queue, or refuses).
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct Red {
     handle: Handle,
     limit: u32,
@@ -233,6 +235,10 @@ impl Red {
 impl Qdisc for Red {
     fn kind(&self) -> &'static str {
         "red"
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        (true).then(|| crate::snapshot::save(self)).flatten()
     }
 
     /// `red_enqueue`.

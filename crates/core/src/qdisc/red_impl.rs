@@ -36,7 +36,7 @@ const MAX_P_MIN: u32 = RED_ONE_PERCENT;
 const MAX_P_MAX: u32 = 50 * RED_ONE_PERCENT;
 
 /// `struct reciprocal_value`: division by a constant as a multiply and two shifts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Reciprocal {
     m: u32,
     sh1: u8,
@@ -78,7 +78,7 @@ fn red_maxp(plog: u8) -> u32 {
 }
 
 /// `struct red_parms`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct RedParms {
     /// Thresholds, scaled by 2^Wlog.
     pub qth_min: u32,
@@ -93,6 +93,7 @@ pub struct RedParms {
     pub scell_log: u8,
     pub wlog: u8,
     pub plog: u8,
+    #[serde(with = "crate::snapshot::array")]
     stab: [u8; RED_STAB_SIZE],
 }
 
@@ -148,7 +149,7 @@ impl RedParms {
 }
 
 /// `struct red_vars`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct RedVars {
     /// Packets since the last mark (−1: none since the average last left the band).
     pub qcount: i32,
