@@ -435,4 +435,47 @@ mod tests {
         let mut again = tclab_core::Engine::from_snapshot(&bytes).unwrap();
         assert_eq!(show(&mut again, "filter show dev eth0"), filters);
     }
+
+    #[test]
+    fn a_qdisc_holding_a_packet_has_no_snapshot() {
+        // A snapshot never carries traffic: each kind with a form refuses while a packet is queued in
+        // it (the store then replays), and has one again once it is empty.
+        let w = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        let to_class = "filter add dev eth0 parent 1: protocol all prio 1 matchall classid 1:1";
+        for policy in [
+            &["qdisc add dev eth0 root handle 1: netem delay 100ms"][..],
+            &[
+                "qdisc add dev eth0 root handle 1: drr",
+                "class add dev eth0 parent 1: classid 1:1 drr",
+                to_class,
+            ],
+            &[
+                "qdisc add dev eth0 root handle 1: qfq",
+                "class add dev eth0 parent 1: classid 1:1 qfq weight 10",
+                to_class,
+            ],
+            &["qdisc add dev eth0 root handle 1: ets bands 3"],
+            &["qdisc add dev eth0 root handle 1: red limit 100000 min 10000 max 30000 avpkt 1000 burst 20 bandwidth 10mbit"],
+            &[
+                "qdisc add dev eth0 root handle 1: hfsc default 1",
+                "class add dev eth0 parent 1: classid 1:1 hfsc sc rate 1mbit ul rate 1mbit",
+            ],
+        ] {
+            let mut e = tclab_core::Engine::new();
+            for c in policy {
+                assert_eq!(crate::run(&mut e, &w(c), 0).code, 0, "{c}");
+            }
+            assert!(e.snapshot().is_ok(), "{policy:?} empty");
+            let dev = e.device_mut("eth0").unwrap();
+            let mut cx = tclab_core::qdisc::Cx::new(0);
+            let pkt = tclab_core::packet::Packet::udp4([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, 0, 1000);
+            dev.enqueue(pkt, &mut cx);
+            assert_eq!(dev.root().q.stats().qlen, 1, "{policy:?}: the packet is queued");
+            assert!(e.snapshot().is_err(), "{policy:?} holding a packet");
+            let dev = e.device_mut("eth0").unwrap();
+            let mut cx = tclab_core::qdisc::Cx::new(1_000_000_000);
+            assert!(dev.root_mut().q.dequeue(&mut cx).is_some(), "{policy:?}");
+            assert!(e.snapshot().is_ok(), "{policy:?} emptied");
+        }
+    }
 }

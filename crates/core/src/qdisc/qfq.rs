@@ -867,7 +867,7 @@ impl Qdisc for Qfq {
     }
 
     fn save(&self) -> Option<Vec<u8>> {
-        (self.stats.qlen == 0 && self.in_serv.is_none() && self.peeked.get().is_none())
+        (self.stats.qlen == 0 && self.peeked.get().is_none())
             .then(|| crate::snapshot::save(self))
             .flatten()
     }
