@@ -123,6 +123,10 @@ pub const RESTORE: &[Restore] = &[
         kind: "red",
         restore: restore::<crate::qdisc::red::Red>,
     },
+    Restore {
+        kind: "cake",
+        restore: restore::<crate::qdisc::cake::Cake>,
+    },
 ];
 
 /// A byte string serialised as one (postcard: a length and the bytes), not as a sequence of numbers.

@@ -456,6 +456,7 @@ mod tests {
             ],
             &["qdisc add dev eth0 root handle 1: ets bands 3"],
             &["qdisc add dev eth0 root handle 1: red limit 100000 min 10000 max 30000 avpkt 1000 burst 20 bandwidth 10mbit"],
+            &["qdisc add dev eth0 root handle 1: cake bandwidth 1mbit diffserv4"],
             &[
                 "qdisc add dev eth0 root handle 1: hfsc default 1",
                 "class add dev eth0 parent 1: classid 1:1 hfsc sc rate 1mbit ul rate 1mbit",

@@ -224,7 +224,7 @@ pub struct CakeFlowXstats {
 }
 
 /// `CAKE_SET_*`: which rotation a queue is in.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 enum FlowSet {
     #[default]
     None,
@@ -236,7 +236,7 @@ enum FlowSet {
 }
 
 /// A tin's three lists (`new_flows`, `old_flows`, `decaying_flows`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 enum Chain {
     New = 0,
     Old = 1,
@@ -254,8 +254,10 @@ struct Queued {
     truesize: u32,
 }
 
-#[derive(Default)]
+#[derive(Default, Serialize, Deserialize)]
 struct Flow {
+    /// Empty in a snapshot (a cake holding packets has none).
+    #[serde(skip)]
     queue: VecDeque<Queued>,
     deficit: i32,
     dropped: u32,
@@ -269,7 +271,7 @@ struct Flow {
     next: u16,
 }
 
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Default, Serialize, Deserialize)]
 struct Host {
     srchost_tag: u32,
     dsthost_tag: u32,
@@ -278,6 +280,7 @@ struct Host {
 }
 
 /// `struct cake_tin_data`.
+#[derive(Serialize, Deserialize)]
 struct Tin {
     flows: Vec<Flow>,
     backlogs: Vec<u32>,
@@ -642,6 +645,58 @@ const NORMAL_ORDER: [u8; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
 /// Bulk is tin 1 internally and shown first.
 const BULK_ORDER: [u8; 4] = [1, 0, 2, 3];
 
+/// A cake's DSCP and order tables in a snapshot: which of the constants above (they differ in
+/// content), by position.
+mod tables {
+    use super::*;
+    use serde::de::Error as _;
+    use serde::{Deserializer, Serializer};
+
+    /// The order's type by another name: serde borrows a field written `&[u8]` from the input,
+    /// which this one is not.
+    pub type Order = &'static [u8];
+
+    const INDEXES: [&[u8; 64]; 5] = [&PRECEDENCE, &DIFFSERV8, &DIFFSERV4, &DIFFSERV3, &BESTEFFORT];
+    const ORDERS: [&[u8]; 2] = [&NORMAL_ORDER, &BULK_ORDER];
+
+    fn position<T: PartialEq + ?Sized, E: serde::ser::Error>(all: &[&T], t: &T) -> Result<u8, E> {
+        all.iter()
+            .position(|a| *a == t)
+            .map(|i| i as u8)
+            .ok_or_else(|| E::custom("cake: a table of no known kind"))
+    }
+
+    pub mod index {
+        use super::*;
+        pub fn serialize<S: Serializer>(t: &&'static [u8; 64], s: S) -> Result<S::Ok, S::Error> {
+            position(&INDEXES, *t)?.serialize(s)
+        }
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<&'static [u8; 64], D::Error> {
+            let i = u8::deserialize(d)? as usize;
+            INDEXES
+                .get(i)
+                .copied()
+                .ok_or_else(|| D::Error::custom("cake: no such table"))
+        }
+    }
+
+    pub mod order {
+        use super::*;
+        pub fn serialize<S: Serializer>(t: &&'static [u8], s: S) -> Result<S::Ok, S::Error> {
+            position(&ORDERS, *t)?.serialize(s)
+        }
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<&'static [u8], D::Error> {
+            let i = u8::deserialize(d)? as usize;
+            ORDERS
+                .get(i)
+                .copied()
+                .ok_or_else(|| D::Error::custom("cake: no such order"))
+        }
+    }
+}
+
+/// In a snapshot ([`crate::snapshot`]) with nothing queued: its flows' state kept, their queues empty.
+#[derive(Serialize, Deserialize)]
 pub struct Cake {
     handle: Handle,
     tins: Vec<Tin>,
@@ -674,8 +729,10 @@ pub struct Cake {
     buffer_config_limit: u32,
     cur_tin: usize,
     cur_flow: usize,
+    #[serde(with = "tables::index")]
     tin_index: &'static [u8; 64],
-    tin_order: &'static [u8],
+    #[serde(with = "tables::order")]
+    tin_order: tables::Order,
     last_packet_time: i64,
     avg_window_begin: i64,
     avg_packet_interval: u64,
@@ -691,6 +748,7 @@ pub struct Cake {
     limit: u32,
     mtu: u32,
     stats: QdiscStats,
+    #[serde(skip)]
     peeked: Peeked,
     block: Block,
     secret: [u64; 2],
@@ -1971,6 +2029,12 @@ impl PeekDequeued for Cake {
 impl Qdisc for Cake {
     fn kind(&self) -> &'static str {
         "cake"
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        (self.stats.qlen == 0 && self.peeked.get().is_none())
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     /// `cake_tcf_block`: filters attach to the qdisc, not to its queues.

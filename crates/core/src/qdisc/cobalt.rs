@@ -40,7 +40,7 @@ use super::codel_impl::{newton_step_q32, reciprocal_scale, set_ce};
 use crate::packet::Packet;
 
 /// `struct cobalt_params`: one tin's settings (nanoseconds; probabilities in Q0.32).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CobaltParams {
     pub interval: u64,
     pub target: u64,
@@ -51,7 +51,7 @@ pub struct CobaltParams {
 }
 
 /// `struct cobalt_vars`: one flow's state.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CobaltVars {
     pub count: u32,
     /// Q0.32 `1/sqrt(count)`.
