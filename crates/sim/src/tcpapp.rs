@@ -1,8 +1,11 @@
 //! A TCP endpoint on a simulated host: tclab-tcp's sans-IO connection, given real headers.
 //!
 //! The connection (crates/tcp) knows sequence numbers, windows and timers; this module turns its segments
-//! into IPv4/TCP datagrams and back, and plays the application: an iperf-like sender that writes a byte
-//! count or keeps the socket full until its stop time, or a receiver that reads everything at once.
+//! into IPv4/TCP datagrams and back, and plays the application: an iperf3-like sender that writes a byte
+//! count or keeps writing until its stop time, or a receiver that reads everything at once. The sender
+//! writes as iperf3 does: non-blocking writes of 128 KB while the socket takes them, and after a short
+//! one, nothing until the socket is writeable again (`select`); the send buffer decides how far ahead
+//! of the network it gets (tclab-tcp's sndbuf.rs).
 //! At its stop time a sender simply falls silent, as `iperf -t` ends its test (a byte count not yet
 //! delivered by then stays undelivered).
 
@@ -11,8 +14,8 @@ use crate::wire::{Datagram, Ipv4, Tcp, L4, PROTO_TCP};
 use tclab_core::Nanos;
 use tclab_tcp::{Config, Connection, Segment, TcpOptions, TcpStats};
 
-/// How much a timed sender keeps written ahead of what was acknowledged (a socket buffer's worth).
-const TIMED_WRITE_AHEAD: u64 = 8 << 20;
+/// iperf3's write size for TCP (`-l`'s default, 128 KB).
+const WRITE_LEN: u64 = 128 << 10;
 
 /// What an skb costs its socket beyond the frame (`sizeof(struct sk_buff)` + `skb_shared_info`, rounded):
 /// TCP small queues count truesize, not frame bytes.
@@ -34,13 +37,14 @@ pub struct TcpEndpoint {
     pub local: (u32, u16),
     pub remote: (u32, u16),
     pub tos: u8,
-    /// Sender of a timed transfer: keep writing until `stop`.
-    timed: bool,
+    /// Bytes the application has yet to write from `data_at`: `None` for a timed sender, which writes
+    /// until `stop`.
+    to_write: Option<u64>,
+    /// The last write came back short: the application waits until the socket is writeable.
+    write_blocked: bool,
     /// Active opener waiting for its start time.
     pending_open: Option<(Config, u32)>,
     start: Nanos,
-    /// What a sender writes at `data_at`: a byte count (then a FIN), or nothing for a timed sender.
-    bytes: Option<u64>,
     /// When the application starts writing its data (`start`, or later after iperf3's cookie).
     data_at: Nanos,
     data_started: bool,
@@ -95,10 +99,10 @@ impl TcpEndpoint {
             local,
             remote,
             tos,
-            timed: bytes.is_none(),
+            to_write: bytes,
+            write_blocked: false,
             pending_open: Some((cfg, isn)),
             start,
-            bytes,
             data_at: start,
             data_started: false,
             cookie: 0,
@@ -132,10 +136,10 @@ impl TcpEndpoint {
             local,
             remote,
             tos,
-            timed: false,
+            to_write: Some(0),
+            write_blocked: false,
             pending_open: None,
             start: 0,
-            bytes: None,
             data_at: 0,
             data_started: true,
             cookie: 0,
@@ -191,12 +195,6 @@ impl TcpEndpoint {
             self.silent = true;
             return;
         }
-        if self.timed && self.data_started {
-            let ahead = self.conn.unacked_written();
-            if ahead < TIMED_WRITE_AHEAD / 2 {
-                self.conn.write(TIMED_WRITE_AHEAD - ahead);
-            }
-        }
         // TCP small queues: data waits while the host already holds about a millisecond of it below the
         // socket (ACKs still go), and at least two skbs of the size it sends now. Every skb counted
         // here is released when it is freed: at TX completion, when the qdisc refuses it, or when a
@@ -213,15 +211,47 @@ impl TcpEndpoint {
         self.conn.set_tsq_throttled(self.tsq_throttled);
         // One segment at a time, as `tcp_write_xmit` hands each skb to the qdisc (`tcp_transmit_skb`)
         // and learns its fate before it builds the next: after a refusal it stops, the segment unsent
-        // (`on_local_drop`). The network hands this one down and calls `resume` for the next.
-        let Some(seg) = self.conn.poll_transmit(now) else {
-            return;
-        };
-        self.host_truesize += frame_len(&seg) + SKB_OVERHEAD;
-        out.datagrams.push(self.datagram(&seg));
-        out.tstamps.push(self.conn.departure_time());
-        out.gso_sizes.push(seg.gso_size as u16);
-        out.more = true;
+        // (`on_local_drop`). The network hands this one down and calls `resume` for the next. When
+        // nothing more can go, the application writes, and what it wrote may go.
+        loop {
+            if let Some(seg) = self.conn.poll_transmit(now) {
+                self.host_truesize += frame_len(&seg) + SKB_OVERHEAD;
+                out.datagrams.push(self.datagram(&seg));
+                out.tstamps.push(self.conn.departure_time());
+                out.gso_sizes.push(seg.gso_size as u16);
+                out.more = true;
+                return;
+            }
+            if !self.app_write(now) {
+                return;
+            }
+        }
+    }
+
+    /// iperf3's sender: a non-blocking write of up to 128 KB (`Nwrite`); after a short one, the next
+    /// only once `select` finds the socket writeable. Returns whether anything was written. A byte
+    /// count closes the socket after its last byte.
+    fn app_write(&mut self, now: Nanos) -> bool {
+        let left = self.to_write.unwrap_or(u64::MAX);
+        if left == 0 || !self.data_started {
+            return false;
+        }
+        if self.write_blocked {
+            if !self.conn.writable() {
+                return false;
+            }
+            self.write_blocked = false;
+        }
+        let len = WRITE_LEN.min(left);
+        let copied = self.conn.try_write(now, len);
+        self.write_blocked = copied < len;
+        if let Some(n) = self.to_write.as_mut() {
+            *n -= copied;
+            if *n == 0 {
+                self.conn.close();
+            }
+        }
+        copied > 0
     }
 
     /// The network handed down what the last call put in the outbox: the next segment, if any.
@@ -238,8 +268,7 @@ impl TcpEndpoint {
         }
         if !self.data_started && self.pending_open.is_none() && now >= self.data_at {
             self.data_started = true;
-            if let Some(b) = self.bytes {
-                self.conn.write(b);
+            if self.to_write == Some(0) {
                 self.conn.close();
             }
         }

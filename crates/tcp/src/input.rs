@@ -70,6 +70,7 @@ impl Connection {
             mss = mss.saturating_sub(TS_OPTLEN);
         }
         self.mss = mss.max(48);
+        self.mss_clamp = self.cfg.mss.min(peer_mss);
         // tcp_initialize_rcv_mss()
         self.rcv_mss = self
             .cfg
@@ -133,6 +134,7 @@ impl Connection {
         if self.ca_is_bbr() {
             self.bbr_init(now);
         }
+        self.init_sndbuf();
     }
 
     fn rcv_established(&mut self, now: Nanos, seg: &Segment) {
@@ -160,6 +162,7 @@ impl Connection {
                 self.state = State::Closed;
                 self.clear_timers();
                 self.rtx.clear();
+                self.snd.rtx_skbs = 0;
                 self.packets_out = 0;
                 self.sacked_out = 0;
                 self.lost_out = 0;
@@ -213,6 +216,7 @@ impl Connection {
         if !self.process_ack(now, seg, seq) {
             return;
         }
+        self.snd.ack_check = true;
         // Linux's server runs `tcp_ack` on the ACK that completes the handshake before
         // `tcp_init_transfer` initialises the module: DCTCP starts after it.
         if completes_handshake {
@@ -390,6 +394,7 @@ impl Connection {
                 break;
             }
             let t = self.rtx.pop_front().unwrap_or_else(|| unreachable!());
+            self.snd.rtx_skbs -= t.skb_end as u32;
             self.rate_skb_delivered(&t);
             acked_pkts += 1;
             self.packets_out -= 1;

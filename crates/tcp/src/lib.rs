@@ -12,8 +12,11 @@
 //! ## Driving it
 //!
 //! * `Connection::client(cfg, now, isn)` / `Connection::server(cfg, isn)`;
-//!   `write(bytes)` and `close()` may be called at once, before the handshake
-//!   completes: the data and the FIN follow it.
+//!   `write(bytes)` (a blocking write: its bytes enter the send buffer as it
+//!   takes them) and `close()` may be called at once, before the handshake
+//!   completes: the data and the FIN follow it. An application that writes as
+//!   iperf3 does calls `try_write(now, n)` (non-blocking: returns what was
+//!   copied) whenever `writable()` holds.
 //! * After every `on_segment` and at every `poll_at()` instant, call
 //!   `poll_transmit(now)` until it returns `None`; due timers (RTO, SYN
 //!   retransmission, delayed ACK, zero-window probe) fire inside it.
@@ -159,7 +162,12 @@
 //!   write was recent (`tcp_tso_should_defer`). One MSS per retransmission.
 //! * **Nagle** with Minshall's variant (`tcp_nagle_check`): a sub-MSS segment
 //!   waits only while another sub-MSS segment is unacknowledged, unless it
-//!   carries the FIN.
+//!   carries the FIN or is not the write queue's last skb.
+//! * **The send buffer** (`sndbuf.rs`): `sk_sndbuf` from `tcp_wmem` grown by
+//!   `tcp_sndbuf_expand` (2 × cwnd × 2 304 bytes, BBR 3 ×), filled by the
+//!   truesize of the written and unacknowledged skbs; a write stops when it is
+//!   full and the writer wakes when a third is free; each write ends with PSH
+//!   on its last unsent skb (`tcp_push`), and segments follow the skbs' edges.
 //!
 //! ## What is left out, compared with Linux
 //!
@@ -171,9 +179,8 @@
 //!   PRR and the rate sample (`sack_delivered`).
 //! * **Receive memory** is counted in window bytes through the scaling ratio,
 //!   not per skb: no queue collapsing or pruning (`tcp_prune_queue`,
-//!   `tcp_clamp_window`), no memory pressure. The send buffer (`tcp_wmem`,
-//!   `tcp_sndbuf_expand`) is not modelled: the driver decides how much is
-//!   written ahead.
+//!   `tcp_clamp_window`), no memory pressure. The send buffer is modelled per
+//!   skb (`sndbuf.rs`) but without memory pressure or autocorking.
 //! * **No slow-start restart after idle**, no cwnd moderation, no AccECN, no
 //!   PAWS, no MTU probing, no keepalive, no give-up after `tcp_retries2`, no
 //!   TIME_WAIT timer (TIME_WAIT is final), no FIN_WAIT2 timeout, no RST
@@ -195,6 +202,8 @@
 //! * `socket.rs` (`tcp.c`): what the application calls: open, write, close,
 //!   read, the counters (`tcp_get_info`).
 //! * `segment.rs`: segments and their options as the simulator carries them.
+//! * `sndbuf.rs` (`tcp.c`'s `tcp_sendmsg_locked`, `tcp_input.c`'s `tcp_sndbuf_expand`): the send
+//!   buffer, the write queue's skbs, when a writer waits, and where PSH goes.
 //! * `input.rs` (`tcp_input.c`): the receive path: the handshake, ACK
 //!   processing with the SACK scoreboard, RTT estimation, data reception and
 //!   the ACKs it owes.
@@ -228,6 +237,7 @@ mod rcvbuf;
 mod recovery;
 mod reno;
 mod segment;
+mod sndbuf;
 mod socket;
 mod timer;
 mod tso;
@@ -305,6 +315,16 @@ pub struct Config {
     /// `SO_RCVBUF` as the application sets it (iperf3's `-w`), 0 for none: the buffer is twice this and
     /// does not grow.
     pub rcvbuf: u32,
+    /// `net.ipv4.tcp_wmem` (min, default, max): the send buffer starts at the default and grows with
+    /// cwnd up to the max (`sndbuf.rs`; the min matters only under memory pressure, not modelled).
+    pub wmem: [u32; 3],
+    /// `net.core.wmem_max`: the most `SO_SNDBUF` may ask for.
+    pub wmem_max: u32,
+    /// `SO_SNDBUF` as the application sets it, 0 for none: the buffer is twice this and does not grow.
+    pub sndbuf: u32,
+    /// `net.ipv4.tcp_notsent_lowat` (or `TCP_NOTSENT_LOWAT`): a write stops once this many bytes are
+    /// written and unsent, and the writer wakes when half as many remain. Unlimited by default.
+    pub notsent_lowat: u32,
     pub timestamps: bool,
     pub sack: bool,
     /// CUBIC's HyStart (module parameter `hystart`, on in Linux).
@@ -356,6 +376,10 @@ impl Default for Config {
             rmem: [4096, 131072, 6 << 20],
             rmem_max: 212_992,
             rcvbuf: 0,
+            wmem: [4096, 16384, 4 << 20],
+            wmem_max: 212_992,
+            sndbuf: 0,
+            notsent_lowat: u32::MAX,
             timestamps: true,
             sack: true,
             hystart: true,
@@ -430,6 +454,10 @@ struct TxSeg {
     tx_delivered_mstamp: u64,
     tx_first_tx_mstamp: u64,
     tx_app_limited: bool,
+    /// The last segment of an skb marked PSH by `tcp_push` (its retransmissions carry PSH too).
+    psh: bool,
+    /// The last segment of its skb (`sndbuf.rs` counts the queue's skbs by it).
+    skb_end: bool,
 }
 
 impl TxSeg {
@@ -489,6 +517,10 @@ pub struct Connection {
     sack_ok: bool,
     /// Sending MSS (payload bytes).
     mss: u32,
+    /// The peer's MSS option (`rx_opt.mss_clamp`), which `tcp_sndbuf_expand` sizes segments by.
+    mss_clamp: u32,
+    /// The send buffer and the write queue's skbs (sndbuf.rs).
+    snd: sndbuf::SndBuf,
     /// Highest sent sub-MSS segment end (`snd_sml`, Minshall).
     snd_sml: u64,
     /// `snd_sml` before the last new data was built: a refused segment leaves it as it was.
@@ -642,6 +674,7 @@ pub struct Connection {
     segs_out: u64,
     segs_in: u64,
     data_segs_out: u64,
+    psh_segs_out: u64,
     retransmits: u64,
     timeouts: u64,
     fast_retransmits: u64,

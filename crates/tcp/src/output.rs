@@ -228,49 +228,64 @@ impl Connection {
         if let Some(seg) = self.tlp_out.take() {
             return Some(seg);
         }
-        if !self.local_block
-            && !self.tsq_throttled
-            && self.can_send_data()
-            && !self.pacing_holds(now)
-        {
-            if self.probe_pending {
-                // tcp_send_probe0() → tcp_write_wakeup(): send what fits in
-                // a non-zero window, else a probe with an old sequence number.
-                self.probe_pending = false;
-                let room = (self.snd_una + self.snd_wnd).saturating_sub(self.snd_nxt);
-                if room > 0 {
-                    if let Some(seg) = self.send_new(now, SendMode::Wakeup) {
-                        self.wakeup_out = true;
-                        return Some(seg);
-                    }
-                } else if self.snd_nxt < self.send_limit_end() {
-                    self.zwp_sent += 1;
-                    let seq = self.snd_una.saturating_sub(1);
-                    let seg = self.build(now, seq, 0, 0);
-                    self.arm_probe(now);
+        // A blocking writer copies what the buffer takes before the data goes out; after an ACK's data,
+        // `tcp_check_space` may wake it, and what it then writes goes out too.
+        self.resume_writer(now);
+        if let Some(seg) = self.transmit_data(now) {
+            return Some(seg);
+        }
+        if std::mem::take(&mut self.snd.ack_check) {
+            self.check_space();
+            if self.resume_writer(now) {
+                if let Some(seg) = self.transmit_data(now) {
                     return Some(seg);
                 }
-            }
-            // F-RTO: new data first on this ACK; then maybe no retransmission until the next.
-            if self.undo.rexmit_new {
-                if let Some(seg) = self.send_new(now, SendMode::Normal) {
-                    return Some(seg);
-                }
-                self.frto_new_data_done();
-            }
-            if !self.undo.hold_rexmit {
-                if let Some(seg) = self.retransmit_lost(now) {
-                    return Some(seg);
-                }
-            }
-            if let Some(seg) = self.send_new(now, SendMode::Normal) {
-                return Some(seg);
             }
         }
         if self.ack_now && self.have_irs {
             return Some(self.build(now, self.snd_nxt, 0, 0));
         }
         None
+    }
+
+    /// `tcp_write_xmit`/`tcp_xmit_retransmit_queue` and the probe timer's sends: the next data segment,
+    /// unless something holds the socket (a local refusal, TSQ, pacing).
+    fn transmit_data(&mut self, now: Nanos) -> Option<Segment> {
+        if self.local_block || self.tsq_throttled || !self.can_send_data() || self.pacing_holds(now)
+        {
+            return None;
+        }
+        if self.probe_pending {
+            // tcp_send_probe0() → tcp_write_wakeup(): send what fits in
+            // a non-zero window, else a probe with an old sequence number.
+            self.probe_pending = false;
+            let room = (self.snd_una + self.snd_wnd).saturating_sub(self.snd_nxt);
+            if room > 0 {
+                if let Some(seg) = self.send_new(now, SendMode::Wakeup) {
+                    self.wakeup_out = true;
+                    return Some(seg);
+                }
+            } else if self.snd_nxt < self.send_limit_end() {
+                self.zwp_sent += 1;
+                let seq = self.snd_una.saturating_sub(1);
+                let seg = self.build(now, seq, 0, 0);
+                self.arm_probe(now);
+                return Some(seg);
+            }
+        }
+        // F-RTO: new data first on this ACK; then maybe no retransmission until the next.
+        if self.undo.rexmit_new {
+            if let Some(seg) = self.send_new(now, SendMode::Normal) {
+                return Some(seg);
+            }
+            self.frto_new_data_done();
+        }
+        if !self.undo.hold_rexmit {
+            if let Some(seg) = self.retransmit_lost(now) {
+                return Some(seg);
+            }
+        }
+        self.send_new(now, SendMode::Normal)
     }
 
     /// `tcp_xmit_retransmit_queue()`: lost segments first, within cwnd.
@@ -298,11 +313,12 @@ impl Connection {
     /// retransmission, in flight again (`tcp_retransmit_skb`: `TCPCB_SACKED_RETRANS`, `retrans_out`);
     /// a loss probe's is not.
     pub(crate) fn retransmit(&mut self, now: Nanos, i: usize, lost: bool) -> Segment {
+        self.split_rtx_skb(i);
         let t = &mut self.rtx[i];
         t.retrans |= lost;
         t.ever_retrans = true;
         t.sent_at = now;
-        let (start, len, fin) = (t.start, t.len(), t.fin);
+        let (start, len, fin, psh) = (t.start, t.len(), t.fin, t.psh);
         if lost {
             self.retrans_out += 1;
             self.lost_pending -= 1;
@@ -315,7 +331,11 @@ impl Connection {
         if len > 0 {
             self.data_segs_out += 1;
         }
-        let fl = if fin { flags::FIN } else { 0 };
+        let mut fl = if fin { flags::FIN } else { 0 };
+        if psh {
+            fl |= flags::PSH;
+            self.psh_segs_out += 1;
+        }
         let seg = self.build(now, start, len, fl);
         // The skb's send time (`skb_mstamp_ns`, for RTT samples and RACK) is its departure time.
         self.rtx[i].sent_at = self.tx_tstamp;
@@ -333,7 +353,11 @@ impl Connection {
         if self.snd_nxt >= limit || self.fin_sent {
             return None;
         }
-        let avail = self.write_end.saturating_sub(self.snd_nxt);
+        // The write queue's head skb: a segment never takes bytes of two (`tcp_write_xmit` sends skb by
+        // skb), and only the last skb waits for Nagle (the others go with `TCP_NAGLE_PUSH`).
+        let head_end = self.snd.wq.front().map_or(self.write_end, |s| s.end);
+        let last = self.snd.wq.len() <= 1;
+        let avail = head_end.saturating_sub(self.snd_nxt);
         let in_flight = self.in_flight();
         if in_flight >= self.cwnd && mode == SendMode::Normal {
             self.cwnd_validate(true);
@@ -357,7 +381,7 @@ impl Connection {
             }
         }
         let mut fin = fin_here && self.snd_nxt + len == self.write_end;
-        if len < mss && len > 0 && !fin && mode == SendMode::Normal {
+        if len < mss && len > 0 && !fin && mode == SendMode::Normal && last {
             // Nagle, Minshall's variant (tcp_nagle_check / tcp_minshall_check)
             if self.snd_sml > self.snd_una && self.packets_out > 0 {
                 return None;
@@ -386,6 +410,11 @@ impl Connection {
         }
         let start = self.snd_nxt;
         let end = start + len;
+        // The head skb leaves whole, or is cut (`tso_fragment`): the rest stays as the new head.
+        let psh = match self.snd.wq.front() {
+            Some(s) if s.end == end => self.snd.wq.pop_front().is_some_and(|s| s.psh),
+            _ => false,
+        };
         self.snd_nxt = end + fin as u64;
         if fin {
             self.fin_sent = true;
@@ -413,6 +442,8 @@ impl Connection {
                 tx_delivered_mstamp: 0,
                 tx_first_tx_mstamp: 0,
                 tx_app_limited: false,
+                psh: psh && seg_end == end,
+                skb_end: seg_end == end,
             });
             seg_start = seg_end;
             if seg_start >= end {
@@ -421,6 +452,7 @@ impl Connection {
         }
         let pcount = (self.rtx.len() - first) as u32;
         self.packets_out += pcount;
+        self.snd.rtx_skbs += 1;
         if self.in_cwnd_reduction() {
             self.prr_out += pcount;
         }
@@ -443,9 +475,12 @@ impl Connection {
         }
         let limited = self.in_flight() >= self.cwnd;
         self.cwnd_validate(limited);
+        // tcp_event_new_data_sent().
+        self.check_space();
         let mut fl = if fin { flags::FIN } else { 0 };
-        if len > 0 && self.snd_nxt >= self.write_end {
-            fl |= flags::PSH; // tcp_push() marks the last segment of a write
+        if len > 0 && psh {
+            fl |= flags::PSH;
+            self.psh_segs_out += 1;
         }
         // `tcp_ecn_send`: new data is ECT(0), and carries a queued CWR (retransmissions and pure ACKs
         // are Not-ECT).
@@ -473,6 +508,16 @@ impl Connection {
             seg.ecn = ecn::ECT0;
         }
         Some(seg)
+    }
+
+    /// `tcp_fragment` before a retransmission of one MSS: the segment at `i` becomes an skb of its own.
+    fn split_rtx_skb(&mut self, i: usize) {
+        for k in [i.checked_sub(1), Some(i)].into_iter().flatten() {
+            if !self.rtx[k].skb_end {
+                self.rtx[k].skb_end = true;
+                self.snd.rtx_skbs += 1;
+            }
+        }
     }
 
     /// `tcp_cwnd_validate()`: remember whether the window was used.
@@ -604,6 +649,13 @@ impl Connection {
             .all(|t| !t.ever_retrans && !t.sacked && !t.lost);
         if tail && untouched {
             let n = (j - i) as u32;
+            // The skb never left the write queue: its head again.
+            let last = &self.rtx[j - 1];
+            self.snd.wq.push_front(crate::sndbuf::WqSkb {
+                end: last.end,
+                psh: last.psh,
+            });
+            self.snd.rtx_skbs -= self.rtx.range(i..j).filter(|t| t.skb_end).count() as u32;
             self.snd_nxt = start;
             if self.rtx[j - 1].fin {
                 self.fin_sent = false;

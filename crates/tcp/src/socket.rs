@@ -16,8 +16,16 @@ pub struct TcpStats {
     pub ca_state: CaState,
     /// Sending MSS in use (payload bytes per full segment).
     pub mss: u32,
-    /// Bytes the application wrote.
+    /// Bytes the application wrote (copied into the send buffer).
     pub bytes_written: u64,
+    /// The send buffer (`sk_sndbuf`, `ss`'s `skmem` tb), bytes of truesize.
+    pub sndbuf: u32,
+    /// The truesize of the written and unacknowledged skbs (`sk_wmem_queued`, `skmem` w).
+    pub wmem_queued: u64,
+    /// Written bytes not yet sent (`ss`'s `notsent`).
+    pub notsent: u64,
+    /// Data segments sent with PSH, retransmissions included (a capture's `[P.]` count).
+    pub psh_segs_out: u64,
     /// Payload bytes sent, retransmissions included (`tcpi_bytes_sent`).
     pub bytes_sent: u64,
     /// Payload bytes retransmitted (`tcpi_bytes_retrans`).
@@ -127,6 +135,8 @@ impl Connection {
             ts_ok: false,
             sack_ok: false,
             mss,
+            mss_clamp: cfg.mss,
+            snd: crate::sndbuf::SndBuf::new(&cfg),
             snd_sml: 0,
             prior_snd_sml: 0,
             rtx: VecDeque::new(),
@@ -228,6 +238,7 @@ impl Connection {
             segs_out: 0,
             segs_in: 0,
             data_segs_out: 0,
+            psh_segs_out: 0,
             retransmits: 0,
             timeouts: 0,
             fast_retransmits: 0,
@@ -259,20 +270,9 @@ impl Connection {
         Connection::new(cfg, isn, State::Listen)
     }
 
-    /// The application makes `bytes` more bytes available to send.
-    /// Ignored after `close`.
-    pub fn write(&mut self, bytes: u64) {
-        if self.fin_queued || matches!(self.state, State::Closed | State::TimeWait) {
-            return;
-        }
-        self.rate_check_app_limited();
-        self.written = self.written.saturating_add(bytes);
-        self.write_end = self.write_end.saturating_add(bytes);
-    }
-
     /// Send a FIN after all written data (`tcp_close` → `tcp_send_fin`).
     pub fn close(&mut self) {
-        if self.fin_queued {
+        if self.fin_queued || self.close_waits_for_write() {
             return;
         }
         match self.state {
@@ -367,7 +367,12 @@ impl Connection {
     }
 
     pub fn stats(&self) -> TcpStats {
+        let (sndbuf, wmem_queued, notsent) = self.sndbuf_stats();
         TcpStats {
+            sndbuf,
+            wmem_queued,
+            notsent,
+            psh_segs_out: self.psh_segs_out,
             state: self.state,
             ca_state: self.ca_state,
             mss: self.mss,
@@ -429,11 +434,6 @@ impl Connection {
         self.packets_out
     }
 
-    /// Bytes the application wrote that are not acknowledged yet (the send buffer's fill).
-    pub fn unacked_written(&self) -> u64 {
-        self.written.saturating_sub(self.bytes_acked)
-    }
-
     /// Consistency of the internal counters with the retransmission queue
     /// (for tests and fuzzing).
     #[doc(hidden)]
@@ -478,6 +478,6 @@ impl Connection {
         if self.cwnd == 0 {
             return Err("cwnd 0".into());
         }
-        Ok(())
+        self.check_sndbuf()
     }
 }

@@ -33,7 +33,9 @@ fn pair(c: Config, rtt: Nanos) -> Connection {
     handshake(c, rtt).0
 }
 
-/// What the client sends at `now` with plenty written: each skb's (payload, gso_size).
+/// What the client sends at `now` with plenty written: each skb's (payload, gso_size). `sendmsg` builds
+/// skbs of at most half the peer's largest window (`tcp_xmit_size_goal`, `tcp_bound_to_half_wnd`): with
+/// the 65 535-byte window of `pair`, 22 MSS (31 856 bytes), which `tcp_write_xmit` cuts but never joins.
 fn burst(cl: &mut Connection, now: Nanos) -> Vec<(u32, u32)> {
     cl.write(10 << 20);
     let mut v = vec![];
@@ -54,11 +56,15 @@ fn cwnd(n: u32) -> Config {
 fn a_millisecond_of_the_pacing_rate_in_whole_segments() {
     // cwnd 100, srtt 20 ms: rate = 1448 × 100 / 0.02 s × 2 = 14 480 000 B/s; >> 10 = 14 140 bytes =
     // 9 whole MSS (13 032). min_rtt 20 000 µs >> 9 = 39: no short-path term. Half of cwnd (50) does
-    // not bind; the window (65535) takes 5 such skbs (65 160), not a sixth.
+    // not bind. Each 22-MSS skb of the write queue leaves as 9 + 9 + 4 segments; the window (65535)
+    // takes two such skbs and 1 823 bytes of a third (a short segment: no sub-MSS one is out).
     let mut cl = pair(cwnd(100), 20 * MS);
     assert_eq!(cl.tso_segs(), 9);
     let b = burst(&mut cl, 20 * MS);
-    assert_eq!(b, vec![(9 * 1448, 1448); 5]);
+    let skb = [(9 * 1448, 1448), (9 * 1448, 1448), (4 * 1448, 1448)];
+    let mut want = [skb, skb].concat();
+    want.push((65535 - 44 * 1448, 1448));
+    assert_eq!(b, want);
 }
 
 #[test]
@@ -73,17 +79,21 @@ fn at_least_two_segments() {
 #[test]
 fn at_most_gso_max_size() {
     // cwnd 1000, srtt 20 ms: 144 800 000 B/s >> 10 = 141 406 bytes, over 65536 − 321 = 65 215: 45
-    // segments (65 160 bytes). One fills the 65535-byte window.
+    // segments (65 160 bytes), more than a write-queue skb holds: the 22-MSS skbs leave whole, two and
+    // the window's last 1 823 bytes.
     let mut cl = pair(cwnd(1000), 20 * MS);
     assert_eq!(cl.tso_segs(), 45);
-    assert_eq!(burst(&mut cl, 20 * MS), vec![(45 * 1448, 1448)]);
+    assert_eq!(
+        burst(&mut cl, 20 * MS),
+        vec![(22 * 1448, 1448), (22 * 1448, 1448), (1823, 1448)]
+    );
 }
 
 #[test]
 fn short_paths_add_part_of_gso_max_size() {
     // SO_MAX_PACING_RATE 1 024 000 B/s caps the rate: 1000 bytes a millisecond. With min_rtt 20 ms
     // that is 2 segments; with min_rtt 1 ms (1000 µs >> 9 = 1) 65 215 >> 1 = 32 607 bytes more: 33 607
-    // bytes = 23 segments (33 304).
+    // bytes = 23 segments (33 304), one more than a write-queue skb holds (22).
     let capped = |n| Config {
         max_pacing_rate: 1_024_000,
         ..cwnd(n)
@@ -91,7 +101,7 @@ fn short_paths_add_part_of_gso_max_size() {
     assert_eq!(pair(capped(100), 20 * MS).tso_segs(), 2);
     let mut cl = pair(capped(100), MS);
     assert_eq!(cl.tso_segs(), 23);
-    assert_eq!(burst(&mut cl, MS)[0], (23 * 1448, 1448));
+    assert_eq!(burst(&mut cl, MS)[0], (22 * 1448, 1448));
 }
 
 #[test]
