@@ -698,6 +698,12 @@ enum XmitTimer {
     LossProbe,
 }
 
+/// `sock_setsockopt(SO_SNDBUF/SO_RCVBUF)` (`__sock_set_sndbuf`/`__sock_set_rcvbuf`): the value asked
+/// for, at most `max` (`wmem_max`/`rmem_max`), doubled for the skb overhead, at least `min`.
+fn sock_set_buf(val: u32, max: u32, min: u32) -> u32 {
+    (val.min(max).min(i32::MAX as u32 / 2) * 2).max(min)
+}
+
 /// Signed distance from `reference` (a u32 on the wire) to `wire`.
 fn seq_delta(wire: u32, reference: u32) -> i64 {
     wire.wrapping_sub(reference) as i32 as i64

@@ -68,8 +68,7 @@ impl RcvBuf {
     pub(crate) fn new(cfg: &Config) -> RcvBuf {
         let locked = cfg.rcvbuf != 0;
         let rcvbuf = if locked {
-            // sock_setsockopt(SO_RCVBUF) → __sock_set_rcvbuf: doubled for the skb overhead.
-            (cfg.rcvbuf.min(cfg.rmem_max).min(i32::MAX as u32 / 2) * 2).max(SOCK_MIN_RCVBUF)
+            crate::sock_set_buf(cfg.rcvbuf, cfg.rmem_max, SOCK_MIN_RCVBUF)
         } else {
             cfg.rmem[1]
         };

@@ -97,8 +97,7 @@ impl SndBuf {
     pub(crate) fn new(cfg: &crate::Config) -> SndBuf {
         let locked = cfg.sndbuf != 0;
         let sndbuf = if locked {
-            // sock_setsockopt(SO_SNDBUF) → __sock_set_sndbuf: doubled for the skb overhead.
-            (cfg.sndbuf.min(cfg.wmem_max).min(i32::MAX as u32 / 2) * 2).max(SOCK_MIN_SNDBUF)
+            crate::sock_set_buf(cfg.sndbuf, cfg.wmem_max, SOCK_MIN_SNDBUF)
         } else {
             // tcp_init_sock().
             cfg.wmem[1]
