@@ -391,14 +391,12 @@ impl Connection {
             return None;
         }
         // One skb of several segments (tso.rs), when the first is a full one; unless it waits for a
-        // fuller one (tcp_tso_should_defer). Write-queue skbs are `size_goal` long (tcp_xmit_size_goal).
+        // fuller one (tcp_tso_should_defer). `avail` is the head skb's (sndbuf.rs: the write queue's
+        // skbs, `tcp_xmit_size_goal` long as sendmsg built them).
         if mode == SendMode::Normal && len == mss && !fin {
-            let size_goal = self.tso_size_goal() as u64 * mss;
-            let skb_len = avail.min(size_goal);
+            let skb_len = avail;
             if skb_len > mss {
-                if let Some(cwnd_limited) =
-                    self.tso_should_defer(now, skb_len, room, avail <= size_goal)
-                {
+                if let Some(cwnd_limited) = self.tso_should_defer(now, skb_len, room, last) {
                     if cwnd_limited {
                         self.cwnd_validate(true);
                     }

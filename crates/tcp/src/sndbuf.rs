@@ -257,35 +257,12 @@ impl Connection {
         copied > 0
     }
 
-    /// `tcp_xmit_size_goal`: the bytes of one write-queue skb — as many whole MSS as `sk_gso_max_size`
-    /// holds, at most half the peer's largest window (`tcp_bound_to_half_wnd`) and `gso_max_segs`
-    /// segments, one MSS at least.
-    fn size_goal(&self) -> u64 {
-        let mss = self.mss.max(1) as u64;
-        let mut goal = self.cfg.gso_max_size as u64;
-        let cutoff = if self.max_window > crate::TCP_MSS_DEFAULT as u64 {
-            self.max_window >> 1
-        } else {
-            self.max_window
-        };
-        if cutoff > 0 && goal > cutoff {
-            goal = cutoff.max(68u64.saturating_sub(self.tcp_header_len() as u64));
-        }
-        let segs = (goal / mss).min(self.cfg.gso_max_segs.max(1) as u64);
-        segs.max(1) * mss
-    }
-
-    /// `tcp_header_len`: 20 bytes and the timestamp option when negotiated.
-    fn tcp_header_len(&self) -> u32 {
-        20 + if self.ts_ok { crate::TS_OPTLEN } else { 0 }
-    }
-
     /// `tcp_sendmsg_locked`'s copy loop: top up the unsent tail skb, then new skbs of `size_goal` while
     /// memory is free; a short copy leaves the writer waiting (`SOCK_NOSPACE`). A stretch that copied
     /// anything ends with `tcp_push`'s PSH on the write queue's tail.
     fn sendmsg(&mut self, now: Nanos, bytes: u64) -> u64 {
         self.rate_check_app_limited();
-        let size_goal = self.size_goal();
+        let size_goal = self.tso_size_goal() as u64 * self.mss.max(1) as u64;
         let mut copied = 0u64;
         while copied < bytes {
             let tail_start = match self.snd.wq.len() {
