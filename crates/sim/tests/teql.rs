@@ -276,14 +276,13 @@ fn tcp_over_lines_of_unequal_delay_sees_reordering() {
     // than 20 ms: the first retransmissions are spurious, reordering's doing. As Linux does, the
     // receiver reports each duplicate (D-SACK), and the sender undoes every recovery — by the
     // timestamps its ACKs echo (tcp_try_undo_recovery, tcp_try_undo_partial) — and widens RACK's
-    // window on the D-SACKs (tcp_rack_update_reo_wnd): 14 retransmissions, 6 recoveries (without
-    // D-SACK and undo: 103 retransmissions and ~1 Mbit/s). All but the first are undone. That one
-    // (35 ms, slow start, 7 retransmissions over 18 ms) cannot be: the ACK that ends it echoes a
-    // timestamp no older than its first retransmission (the clock ticks in ms; with the send buffer
-    // modelled, that retransmission left in the 35th ms, before it in the 34th, and the recovery was
-    // undone), and the last two of its D-SACKs come back over the 25 ms line at 80 ms, as the next
-    // recovery begins. Its cwnd cut (11 → 7) is kept, and CUBIC takes until 4 s to fill both lines
-    // again: 13.0 Mbit/s over the 5 s (18.1 with it undone).
+    // window on the D-SACKs (tcp_rack_update_reo_wnd): 21 retransmissions, 10 recoveries all undone,
+    // 17.9 Mbit/s (without D-SACK and undo: 103 retransmissions and ~1 Mbit/s). A partial ACK that
+    // shows an original delivered while retransmissions are out sends no more of them
+    // (tcp_fastretrans_alert returns before REXMIT_LOST). Sending them anyway (two at 53 ms) fills the
+    // first recovery's last holes over the 5 ms line before the originals come over the 25 ms one:
+    // the ACK that ends it echoes the retransmissions' timestamps, the D-SACKs come after the next
+    // recovery began, and its cut stands (13.0 Mbit/s).
     let t = tcp_run("25ms");
     let n = t.nstat.as_ref().unwrap();
     eprintln!(
@@ -298,10 +297,10 @@ fn tcp_over_lines_of_unequal_delay_sees_reordering() {
     assert_eq!(n.dsack_old_sent, t.retransmits);
     assert_eq!(
         n.full_undo + n.partial_undo + n.dsack_undo + n.loss_undo,
-        n.sack_recoveries - 1,
-        "every recovery but the first undone"
+        n.sack_recoveries,
+        "every recovery undone"
     );
-    assert!(t.goodput_bps > 0.6 * BONDED, "{:.0} bit/s", t.goodput_bps);
+    assert!(t.goodput_bps > 0.9 * BONDED, "{:.0} bit/s", t.goodput_bps);
 }
 
 #[test]

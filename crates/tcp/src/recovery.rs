@@ -51,6 +51,7 @@ impl Connection {
         match self.ca_state {
             CaState::Recovery => {
                 if una_advanced && self.try_undo_partial(prior_snd_una) {
+                    self.undo.hold_rexmit = true;
                     return 0;
                 }
                 if self.try_undo_dsack() {

@@ -58,7 +58,10 @@ pub(crate) struct Undo {
     pub(crate) frto: bool,
     /// This ACK sends new data before any retransmission (`REXMIT_NEW`).
     pub(crate) rexmit_new: bool,
-    /// It did, past high_seq: no retransmission until the next ACK (`tcp_xmit_recovery`).
+    /// No retransmission until the next ACK (`tcp_xmit_recovery` without `REXMIT_LOST`): F-RTO's new
+    /// data went past high_seq, or a partial ACK showed the original delivered while retransmissions
+    /// are out (`tcp_try_undo_partial`). Not modelled: Linux's TSQ and pacing handlers
+    /// (`tcp_tsq_write`) retransmit lost segments whatever an ACK held back.
     pub(crate) hold_rexmit: bool,
 }
 
@@ -423,7 +426,8 @@ impl Connection {
 
     /// `tcp_try_undo_partial()`: a partial ACK in Recovery whose timestamp shows the hole filled by
     /// the original: reordering, larger than thought. With retransmissions still out, send new data
-    /// but mark nothing more lost (true); else undo (`TCPPartialUndo`).
+    /// but mark nothing more lost and retransmit nothing on this ACK (true: the caller holds
+    /// retransmissions); else undo (`TCPPartialUndo`).
     pub(crate) fn try_undo_partial(&mut self, prior_snd_una: u64) -> bool {
         if self.undo.marker == 0 || !self.packet_delayed() {
             return false;

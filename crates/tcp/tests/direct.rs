@@ -1216,3 +1216,63 @@ fn frto_sends_new_data_then_retransmits_when_the_loss_was_real() {
     assert_eq!((st.undo.spurious_rtos, st.undo.loss_undo), (0, 0));
     cl.check_invariants().unwrap();
 }
+
+/// A partial ACK that shows the hole filled by the original, while a retransmission is still out,
+/// sends new data but no retransmission (Linux 6.12 `tcp_try_undo_partial`: "we clock out new packets
+/// but do not mark more packets lost or retransmit more"; `tcp_fastretrans_alert` returns before
+/// `REXMIT_LOST`, so `tcp_xmit_recovery` does nothing). The next ACK that does not prove it sends it.
+///
+/// By hand, after `pair` (RTT 20 ms), twenty segments written, ten sent at 30 ms:
+/// * Segment 3 arrives alone; its SACK (50 ms) lets segment 10 go, and RACK's timer is set for
+///   57 ms (as in `rack_marks_lost_one_reordering_window_after_a_later_sack`).
+/// * 57 ms: segments 0–2 lost, Recovery, ssthresh 7. PRR (`tcp_cwnd_reduction`): in flight 11 − 1
+///   SACKed − 3 lost = 7 = ssthresh, so no room but the forced first retransmission: segment 0.
+/// * 60 ms: the SACK of segment 4 (delivered 2, in flight 7: nothing), then of segment 5 (delivered 3,
+///   in flight 6, room 1): segment 1 retransmitted. Two retransmissions out, segment 2 lost and unsent.
+/// * 62 ms: the original segment 0 arrives, 21 ms late; its ACK echoes its timestamp (30 ms), older
+///   than the first retransmission (57 ms): the original filled the hole. Segment 1's retransmission
+///   is still out, so no undo yet and no retransmission: PRR's room of one (in flight 10 − 3 − 2 + 1
+///   = 6) goes to new data, segment 11.
+/// * 64 ms: the SACK of segment 7, a duplicate ACK, proves nothing: segment 2 is retransmitted
+///   (delivered 5, in flight 6, room 1).
+#[test]
+fn a_partial_ack_that_shows_reordering_holds_back_retransmissions() {
+    let (mut cl, mut sv) = pair(Config::default(), Config::default());
+    cl.write(20 * 1448);
+    let segs = drain(&mut cl, 30 * MS);
+    assert_eq!(segs.len(), 10);
+    let index = |v: &[Segment]| {
+        v.iter()
+            .map(|s| s.seq.wrapping_sub(segs[0].seq) / 1448)
+            .collect::<Vec<_>>()
+    };
+    let sack = deliver(&mut sv, 40 * MS, &segs[3..4]);
+    assert_eq!(index(&deliver(&mut cl, 50 * MS, &sack)), [10]);
+    assert_eq!(cl.poll_at(), Some(57 * MS));
+    assert_eq!(index(&drain(&mut cl, 57 * MS)), [0]);
+    let st = cl.stats();
+    assert_eq!(
+        (st.ca_state, st.ssthresh, st.cwnd),
+        (CaState::Recovery, 7, 8)
+    );
+    let sack = deliver(&mut sv, 58 * MS, &segs[4..5]);
+    assert!(deliver(&mut cl, 60 * MS, &sack).is_empty());
+    let sack = deliver(&mut sv, 58 * MS, &segs[5..6]);
+    assert_eq!(index(&deliver(&mut cl, 60 * MS, &sack)), [1]);
+    let ack = deliver(&mut sv, 61 * MS, &segs[..1]);
+    assert_eq!(
+        index(&deliver(&mut cl, 62 * MS, &ack)),
+        [11],
+        "new data, not segment 2's retransmission"
+    );
+    let st = cl.stats();
+    assert_eq!(
+        (st.ca_state, st.retrans_out, st.lost_out),
+        (CaState::Recovery, 1, 2)
+    );
+    assert_eq!(st.undo.partial_undo, 0, "a retransmission is still out");
+    let sack = deliver(&mut sv, 63 * MS, &segs[7..8]);
+    assert_eq!(index(&deliver(&mut cl, 64 * MS, &sack)), [2]);
+    assert_eq!(cl.stats().retransmits, 3);
+    cl.check_invariants().unwrap();
+}
