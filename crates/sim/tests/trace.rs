@@ -339,11 +339,19 @@ fn a_traces_counts_are_the_tc_counters() {
     assert!(max <= 7_770_000_000 && max > 7_000_000_000, "{max}");
     // An enqueue line names the class the packet went to (taken after the tree classified it) and the
     // filter that sent it there: the pings' 1:10 by the u32 at pref 10 (`match ip protocol 1`), the
-    // upload's 1:20 by no filter (its data segments match none of seed 004's three; HTB's default).
-    for (flow, class, filter) in [("ping", "1:10", "u32:10"), ("upload", "1:20", "-")] {
+    // upload's data segments 1:20 by no filter (they match none of seed 004's three; HTB's default).
+    // The upload's last handshake ACK goes alone (Linux sends it at once, and iperf3 writes only once
+    // `connect` returns): an ACK-only TCP packet under 64 bytes, the third filter's, 1:10.
+    let is_ack = |l: &&Line| l.flow == "upload" && l.len == 66;
+    for (flow, class, filter, acks) in [
+        ("ping", "1:10", "u32:10", false),
+        ("upload", "1:20", "-", false),
+        ("upload", "1:10", "u32:10", true),
+    ] {
         let enq: Vec<_> = lines
             .iter()
             .filter(|l| l.flow == flow && l.dev == "router:ppp0" && l.event == "enq")
+            .filter(|l| is_ack(l) == acks)
             .collect();
         assert!(!enq.is_empty(), "{flow}");
         assert!(
