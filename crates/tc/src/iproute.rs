@@ -526,7 +526,7 @@ pub fn run(engine: &mut Engine, args: &[String]) -> crate::Output {
             ));
         }
         return crate::Output {
-            stderr: format!("tclab script: ignoring \"ip route {}\"\n", args.join(" ")),
+            stderr: format!("tclab route: ignoring \"ip route {}\"\n", args.join(" ")),
             ..Default::default()
         };
     };
@@ -542,7 +542,7 @@ pub fn run(engine: &mut Engine, args: &[String]) -> crate::Output {
         };
         return crate::Output {
             stderr: format!(
-                "tclab script: ignoring \"ip route {}\": {why}\n",
+                "tclab route: ignoring \"ip route {}\": {why}\n",
                 args.join(" ")
             ),
             ..Default::default()
@@ -552,7 +552,7 @@ pub fn run(engine: &mut Engine, args: &[String]) -> crate::Output {
         Ok(true) => crate::Output::default(),
         Ok(false) => crate::Output {
             stderr: format!(
-                "tclab script: ignoring \"ip route {}\": no route of that prefix has a realm\n",
+                "tclab route: ignoring \"ip route {}\": no route of that prefix has a realm\n",
                 args.join(" ")
             ),
             ..Default::default()
@@ -680,6 +680,12 @@ mod tests {
             run(&mut e, &words("flush cache")).code,
             0,
             "noted, not refused"
+        );
+        // Said by the command that ran it: `tclab route` on its own, or a script's ip wrapper (a
+        // review found "tclab script:" printed for `tclab route flush`).
+        assert_eq!(
+            run(&mut e, &words("flush cache")).stderr,
+            "tclab route: ignoring \"ip route flush cache\"\n"
         );
         // IPv6 routes, with or without `-6`, as Linux takes them (its IPv6 routes keep no realm):
         // noted, nothing kept.
