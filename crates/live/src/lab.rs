@@ -298,9 +298,10 @@ impl Lab {
                         .output()
                         .map_err(|e| format!("{}: {e}", p.display()))?;
                     let said = String::from_utf8_lossy(&out.stderr);
-                    // tc -batch goes on past a refused line and exits 0, so its errors are read from
-                    // what it says; its warnings (`Warning: sch_htb: quantum of class … is big`) are not
-                    // refusals. A script stops at the first (its exit status says so).
+                    // tc -batch stops at a refused line ("Command failed FILE:N") and exits 1; what
+                    // it says is read too, so that an error printed on a line tc took (an extack
+                    // message) is not missed; its warnings (`Warning: sch_htb: quantum of class … is
+                    // big`) are not refusals. A script stops at the first (its exit status says so).
                     let refused = !script
                         && said
                             .lines()
