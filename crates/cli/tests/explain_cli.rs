@@ -503,6 +503,38 @@ fn thousands_of_leaves_raise_no_notes_from_packet_counting() {
     );
 }
 
+/// An ISP's tree of 3 000 subscriber classes (rate 1mbit, ceil 100mbit under a 10 Gbit/s parent), one
+/// of them loaded: it borrows up to its ceil, 100 Mbit/s. HTB's rule asked each leaf's limits for every
+/// class's usage and every leaf's lender, cubic in the classes (a review: 2 000 classes took 57 s in a
+/// release build, 10 000 would take hours); once a round, a debug build answers in about a second. The
+/// deadline is a hundred times that; before, this test ran past it.
+#[test]
+fn an_isp_sized_tree_is_explained_in_seconds() {
+    let mut text = String::from(
+        "qdisc add dev eth0 root handle 1: htb default 2\n\
+         class add dev eth0 parent 1: classid 1:1 htb rate 10gbit ceil 10gbit\n",
+    );
+    for i in 0..3000 {
+        text.push_str(&format!(
+            "class add dev eth0 parent 1:1 classid 1:{:x} htb rate 1mbit ceil 100mbit\n",
+            0x10 + i
+        ));
+    }
+    let f = batch("isp-sized", &text);
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tclab"));
+    c.arg("explain")
+        .arg(&*f)
+        .args(["--load", "1:10=max"])
+        .env("TCLAB_STATE", f.with_extension("json"));
+    let r = common::run_with_timeout(c, std::time::Duration::from_secs(120), -1);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (computed, simulated) = row(&r.stdout, "1:10");
+    assert!(
+        (computed - 100e6).abs() < 1e3 && (simulated - 100e6).abs() < 2e6,
+        "1:10 computed {computed}, simulated {simulated}"
+    );
+}
+
 /// Real-time curves that ask for more than the line (600 + 900 kbit/s on 1 Mbit/s) cannot all meet
 /// their deadlines; HFSC's earliest-deadline-first then serves them in proportion to their rates:
 /// 1000 × 600/1500 = 400 and 1000 × 900/1500 = 600 kbit/s, computed and simulated alike (before, the

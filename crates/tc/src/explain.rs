@@ -118,9 +118,20 @@ struct Tree {
     nodes: Vec<Node>,
 }
 
-/// What [`Tree::fill`] asks of a leaf (the tree, every leaf growing, the leaf): its own headroom and
-/// the groups it shares headroom with (a key and that group's headroom); `None` if it cannot grow.
-type Limits<'a> = dyn Fn(&Tree, &[usize], usize) -> Option<(f64, Vec<(usize, f64)>)> + 'a;
+/// What [`Tree::fill`] asks of a leaf (the tree, the round, the leaf): its own headroom and the groups
+/// it shares headroom with (a key and that group's headroom); `None` if it cannot grow.
+type Limits<'a> = dyn Fn(&Tree, &Round, usize) -> Option<(f64, Vec<(usize, f64)>)> + 'a;
+
+/// One round of [`Tree::fill`]: nothing grows while every leaf is asked, so what the limits read of the
+/// tree is worked out once a round — each class's usage (bottom-up) and which classes lend to a growing
+/// leaf. Asked per leaf, they made HTB's rule cubic in the classes: 2 000 subscriber classes took a
+/// minute, 10 000 hours.
+struct Round {
+    /// Usage by node: its leaves' allocations summed.
+    usage: Vec<f64>,
+    /// By node: the nearest ancestor below its rate of some growing leaf.
+    lends: Vec<bool>,
+}
 
 impl Tree {
     fn of(dev: &Device) -> Tree {
@@ -213,6 +224,27 @@ impl Tree {
         }
     }
 
+    /// [`Tree::usage`] of every node at once, summed in the same order (children before parents).
+    fn usages(&self) -> Vec<f64> {
+        let mut u = vec![0.0; self.nodes.len()];
+        let mut stack: Vec<(usize, bool)> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].parent.is_none())
+            .map(|i| (i, false))
+            .collect();
+        while let Some((i, done)) = stack.pop() {
+            let n = &self.nodes[i];
+            if n.leaf() {
+                u[i] = n.alloc;
+            } else if done {
+                u[i] = n.children.iter().map(|&c| u[c]).sum();
+            } else {
+                stack.push((i, true));
+                stack.extend(n.children.iter().map(|&c| (c, false)));
+            }
+        }
+        u
+    }
+
     fn total(&self) -> f64 {
         self.nodes
             .iter()
@@ -230,8 +262,15 @@ impl Tree {
             // Each leaf's constraints, dropping those that cannot grow at all.
             let mut own = BTreeMap::new();
             let mut groups: BTreeMap<usize, (f64, f64)> = BTreeMap::new(); // key → (headroom, weight)
-            let all = grow.clone();
-            grow.retain(|&l| match limits(self, &all, l) {
+            let usage = self.usages();
+            let mut lends = vec![false; self.nodes.len()];
+            for &g in &grow {
+                if let Some(a) = self.lender_by(g, &usage) {
+                    lends[a] = true;
+                }
+            }
+            let round = Round { usage, lends };
+            grow.retain(|&l| match limits(self, &round, l) {
                 Some((h, g)) if h > EPS && g.iter().all(|(_, gh)| *gh > EPS) => {
                     own.insert(l, (h, g));
                     true
@@ -306,19 +345,20 @@ impl Tree {
                     .collect();
                 self.fill(
                     grow,
-                    &|t: &Tree, all: &[usize], l| {
-                        let lender = t.lender(l).filter(|&a| t.level(a) == level)?;
-                        let lenders: Vec<usize> = all.iter().filter_map(|&g| t.lender(g)).collect();
+                    &|t: &Tree, round: &Round, l| {
+                        let lender = t
+                            .lender_by(l, &round.usage)
+                            .filter(|&a| t.level(a) == level)?;
                         let n = &t.nodes[l];
                         let mut groups = Vec::new();
                         let mut above = false;
                         for a in t.ancestors(l) {
-                            let used = t.usage(a);
+                            let used = round.usage[a];
                             let an = &t.nodes[a];
                             if !above {
                                 groups.push((2 * a, an.ceil - used));
                             }
-                            if a == lender || (above && lenders.contains(&a)) {
+                            if a == lender || (above && round.lends[a]) {
                                 groups.push((2 * a + 1, an.rate - used));
                             }
                             above |= a == lender;
@@ -340,11 +380,12 @@ impl Tree {
         }
     }
 
-    /// The nearest ancestor of leaf `l` still below its rate, that it may borrow from.
-    fn lender(&self, l: usize) -> Option<usize> {
+    /// The nearest ancestor of leaf `l` still below its rate, that it may borrow from (`usage`: each
+    /// node's, [`Tree::usages`]).
+    fn lender_by(&self, l: usize, usage: &[f64]) -> Option<usize> {
         self.ancestors(l)
             .into_iter()
-            .find(|&a| self.usage(a) < self.nodes[a].rate - 1e-6)
+            .find(|&a| usage[a] < self.nodes[a].rate - 1e-6)
     }
 
     /// HFSC's steady state: each leaf first gets its real-time rate (the `rt` curve's m2: EDF guarantees
