@@ -107,10 +107,20 @@ impl Ca {
         snd_una: u64,
         snd_nxt: u64,
         pacing_rate: u64,
+        paced: bool,
     ) -> Option<crate::cubic::HystartExit> {
         match self {
             Ca::Reno(_) | Ca::Dctcp(_) | Ca::Bbr(_) => None,
-            Ca::Cubic(c) => c.acked(now, rtt_us, cwnd, ssthresh, snd_una, snd_nxt, pacing_rate),
+            Ca::Cubic(c) => c.acked(
+                now,
+                rtt_us,
+                cwnd,
+                ssthresh,
+                snd_una,
+                snd_nxt,
+                pacing_rate,
+                paced,
+            ),
         }
     }
 }

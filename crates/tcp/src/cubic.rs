@@ -236,6 +236,7 @@ impl Cubic {
         snd_una: u64,
         snd_nxt: u64,
         pacing_rate: u64,
+        paced: bool,
     ) -> Option<HystartExit> {
         let rtt_us = rtt_us?;
         let j = jiffies(now);
@@ -264,8 +265,9 @@ impl Cubic {
             let ack_delay = (GSO_MAX_SIZE * 4 * 1_000_000)
                 .checked_div(pacing_rate)
                 .map_or(0, |d| d.min(1000));
-            // sk_pacing_status == SK_PACING_NONE: threshold halved
-            let threshold = (self.delay_min_us as u64 + ack_delay) >> 1;
+            // Pacing may have delayed the train by up to half an RTT in slow start, so only an unpaced
+            // socket's threshold is halved (`sk_pacing_status == SK_PACING_NONE`).
+            let threshold = (self.delay_min_us as u64 + ack_delay) >> (!paced as u32);
             if now_us.saturating_sub(self.round_start_us) > threshold {
                 self.found = true;
                 exit = Some(HystartExit::Train(cwnd));
@@ -302,6 +304,43 @@ mod tests {
             assert!(
                 (r - exact).abs() / exact < 0.02,
                 "a={a} r={r} exact={exact}"
+            );
+        }
+    }
+
+    /// hystart_update's ACK train (tcp_cubic.c, 6.12): on an unpaced socket the train must outlast half
+    /// of delay_min plus the ACK-delay allowance, on a paced one the whole of it (pacing may spread a
+    /// round's sends over half an RTT in slow start). delay_min 10 ms and a pacing rate of 1 GB/s (an
+    /// allowance of 65 536 × 4 × 10^6 / 10^9 = 262 µs): thresholds (10 000 + 262) / 2 = 5 131 µs unpaced
+    /// and 10 262 µs paced. With an ACK every millisecond from the round's start, the unpaced train ends
+    /// slow start at the ACK 6 ms in, the paced one at 11 ms.
+    #[test]
+    fn a_paced_sockets_ack_train_must_last_the_whole_min_rtt() {
+        for (paced, exit_ms) in [(false, 6u64), (true, 11)] {
+            let mut c = Cubic::new(true);
+            let ack = |c: &mut Cubic, ms: u64| {
+                // From 1 s; snd_una 1 past end_seq 0 starts the round at the first ACK; cwnd 20.
+                c.acked(
+                    (1000 + ms) * crate::MS,
+                    Some(10_000),
+                    20,
+                    u32::MAX,
+                    1,
+                    100,
+                    1_000_000_000,
+                    paced,
+                )
+            };
+            let mut ms = 0;
+            let mut exit = ack(&mut c, ms);
+            while exit.is_none() && ms < 20 {
+                ms += 1;
+                exit = ack(&mut c, ms);
+            }
+            assert_eq!(
+                (exit, ms),
+                (Some(HystartExit::Train(20)), exit_ms),
+                "paced: {paced}"
             );
         }
     }

@@ -504,6 +504,7 @@ impl Connection {
                 self.snd_una,
                 self.snd_nxt,
                 self.pacing_rate(),
+                self.pacing_status != crate::PacingStatus::None,
             ) {
                 let (crate::cubic::HystartExit::Train(ss) | crate::cubic::HystartExit::Delay(ss)) =
                     exit;
