@@ -33,9 +33,9 @@ pub mod skbmod;
 pub mod tunnel_key;
 pub mod vlan;
 
+use crate::cx::Cx;
 use crate::error::{Errno, KernelError};
 use crate::packet::Packet;
-use crate::cx::Cx;
 use crate::Nanos;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
