@@ -190,7 +190,15 @@ pub(crate) fn read_prefix(f: &std::fs::File, len: u64, mut each: impl FnMut(&[u8
 /// engine decoded for a call of `scope`: for a qdisc or class listing without its filters, which
 /// that call's replay skips too ([`crate::store::ReadScope`]).
 pub fn load(store: &Path, journal: JournalRef, scope: ReadScope) -> Result<Snapshot, Unused> {
-    let bytes = std::fs::read(path_for(store)).map_err(|_| Unused::Missing)?;
+    let path = path_for(store);
+    // A regular file only: a device or FIFO in its place (a symlink to /dev/zero, a review found)
+    // would be read for ever.
+    match std::fs::metadata(&path) {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => return Err(Unused::Corrupt("not a regular file")),
+        Err(_) => return Err(Unused::Missing),
+    }
+    let bytes = std::fs::read(&path).map_err(|_| Unused::Missing)?;
     load_bytes(&bytes, journal, scope)
 }
 
@@ -402,6 +410,30 @@ mod tests {
         assert_eq!(check(&other), Err(Unused::Stale));
         assert_eq!(check(&journal[..journal.len() - 1]), Err(Unused::Stale));
         let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn a_snapshot_that_is_not_a_regular_file_is_not_read() {
+        // A symlink to /dev/zero (endless) or a directory in the snapshot's place: passed over at once,
+        // the journal replayed. Before, the read of /dev/zero never ended.
+        let dir = std::env::temp_dir().join(format!("tclab-snap-dev-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = dir.join("store.json");
+        std::os::unix::fs::symlink("/dev/zero", path_for(&store)).unwrap();
+        let r = load(&store, JournalRef::Bytes(b""), ReadScope::Everything).map(|s| s.journal_len);
+        assert_eq!(r, Err(Unused::Corrupt("not a regular file")));
+        std::fs::remove_file(path_for(&store)).unwrap();
+        std::fs::create_dir(path_for(&store)).unwrap();
+        let r = load(&store, JournalRef::Bytes(b""), ReadScope::Everything).map(|s| s.journal_len);
+        assert_eq!(r, Err(Unused::Corrupt("not a regular file")));
+        let r = load(
+            &dir.join("none.json"),
+            JournalRef::Bytes(b""),
+            ReadScope::Everything,
+        )
+        .map(|s| s.journal_len);
+        assert_eq!(r, Err(Unused::Missing));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
