@@ -447,7 +447,15 @@ pub struct LabCmd {
     #[command(subcommand)]
     pub command: LabSub,
     /// What the lab's namespaces and interfaces are named after (several labs can coexist)
-    #[arg(long, global = true, default_value = "tclab", value_name = "NAME")]
+    // A value that starts with a dash is taken, so that the prefix check names what is wrong with it
+    // (clap would call `--prefix -x` an unexpected argument).
+    #[arg(
+        long,
+        global = true,
+        default_value = "tclab",
+        value_name = "NAME",
+        allow_hyphen_values = true
+    )]
     pub prefix: String,
 }
 

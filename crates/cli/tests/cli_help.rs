@@ -160,6 +160,11 @@ fn usage_errors_exit_64_everywhere_and_name_the_problem() {
             &["lab", "--prefix", "x-", "status"],
             "\"x-\": begins or ends with a dash",
         ),
+        // A value given after a space is the prefix too, not an unknown option.
+        (
+            &["lab", "--prefix", "-x", "status"],
+            "\"-x\": begins or ends with a dash",
+        ),
     ] {
         let (code, _, err) = text(&tclab(&dir, args));
         assert_eq!(code, 64, "tclab {args:?} exits 64 (EX_USAGE): {err}");
