@@ -802,15 +802,18 @@ fn no_device() -> KernelError {
 }
 
 /// What a snapshot holds of an engine ([`crate::snapshot`]): the action tables (first: the filters'
-/// actions are found in them), its devices (ids kept), the automatic handle counter and the routes'
-/// realms; the mangle table and conntrack must be empty and teql unloaded.
+/// actions are found in them), its devices (ids kept), the automatic handle counter, the routes'
+/// realms and the mangle table with its counters and whether conntrack's hooks are registered;
+/// conntrack must hold no connection and teql be unloaded.
 #[derive(serde::Serialize, serde::Deserialize)]
-struct EngineState<A, D, F> {
+struct EngineState<A, D, F, M> {
     actions: A,
     slots: Vec<Option<D>>,
     by_name: BTreeMap<String, DevId>,
     autohandle: u32,
     fib: F,
+    mangle: M,
+    ct_hooks: bool,
 }
 
 impl Engine {
@@ -823,8 +826,8 @@ impl Engine {
     pub fn snapshot(&self) -> Result<Vec<u8>, crate::snapshot::NoSnapshot> {
         use crate::snapshot::NoSnapshot;
         let nf = &self.netfilter;
-        if !nf.mangle.is_pristine() || !nf.conntrack.is_empty() || nf.ct_hooks {
-            return Err(NoSnapshot("netfilter state".into()));
+        if !nf.conntrack.is_empty() {
+            return Err(NoSnapshot("conntrack entries".into()));
         }
         if self.teql.is_some() {
             return Err(NoSnapshot("the teql master".into()));
@@ -835,13 +838,15 @@ impl Engine {
             by_name: self.by_name.clone(),
             autohandle: self.autohandle,
             fib: &self.fib,
+            mangle: &nf.mangle,
+            ct_hooks: nf.ct_hooks,
         })
     }
 
     /// The engine [`Engine::snapshot`] saved.
     pub fn from_snapshot(bytes: &[u8]) -> Result<Engine, String> {
-        let s: Result<EngineState<ActionTable, Device, crate::fib::Fib>, String> =
-            crate::snapshot::decode(bytes);
+        type Saved = EngineState<ActionTable, Device, crate::fib::Fib, crate::netfilter::Table>;
+        let s: Result<Saved, String> = crate::snapshot::decode(bytes);
         ActionTable::finish_decoding();
         let s = s?;
         // Names and ids must agree, as every other way of making devices keeps them.
@@ -860,6 +865,11 @@ impl Engine {
             by_name: s.by_name,
             autohandle: s.autohandle,
             fib: s.fib,
+            netfilter: crate::netfilter::Netfilter {
+                mangle: s.mangle,
+                ct_hooks: s.ct_hooks,
+                ..Default::default()
+            },
             ..Engine::default()
         })
     }

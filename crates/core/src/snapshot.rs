@@ -16,12 +16,13 @@
 //! # What has no snapshot form (yet)
 //!
 //! A discipline saves itself through [`crate::qdisc::Qdisc::save`] and is rebuilt through
-//! [`RESTORE`], its line here; a discipline without both, a classifier other than u32, fw and
-//! matchall, an action other than gact, police, skbedit, connmark and mirred, a mangle table with
-//! rules, conntrack entries or the teql master make [`Engine::snapshot`] answer `Err` with what stood
-//! in the way, and the store replays its journal as before. Wrong bytes (a snapshot of another build,
-//! cut short) fail to decode with an error, never into another engine: the store checks a checksum and
-//! its build's identity before it decodes anything.
+//! [`RESTORE`], its line here; a discipline without both, a classifier other than u32, fw, matchall
+//! and basic, an action other than gact, police, skbedit, connmark and mirred, conntrack entries or
+//! the teql master make [`Engine::snapshot`] answer `Err` with what stood in the way, and the store
+//! replays its journal as before. The mangle table (`tclab iptables`) comes whole, rules and
+//! counters. Wrong bytes (a snapshot of another build, cut short) fail to decode with an error, never
+//! into another engine: the store checks a checksum and its build's identity before it decodes
+//! anything.
 
 use crate::qdisc::{Qdisc, Sched};
 use serde::de::Error as _;
@@ -126,6 +127,26 @@ pub const RESTORE: &[Restore] = &[
     Restore {
         kind: "cake",
         restore: restore::<crate::qdisc::cake::Cake>,
+    },
+    Restore {
+        kind: "cbq",
+        restore: restore::<crate::qdisc::cbq::Cbq>,
+    },
+    Restore {
+        kind: "codel",
+        restore: restore::<crate::qdisc::codel::Codel>,
+    },
+    Restore {
+        kind: "fq",
+        restore: restore::<crate::qdisc::fq::Fq>,
+    },
+    Restore {
+        kind: "fq_pie",
+        restore: restore::<crate::qdisc::fq_pie::FqPie>,
+    },
+    Restore {
+        kind: "pie",
+        restore: restore::<crate::qdisc::pie::Pie>,
     },
 ];
 

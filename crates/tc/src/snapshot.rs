@@ -468,11 +468,47 @@ mod tests {
         assert_eq!(show(&mut again, "filter show dev eth0"), filters);
     }
 
+    /// Enqueue three packets into the engine's `eth0` at `at` and dequeue every millisecond for a
+    /// second: when each left, and the listings after, which print each kind's counters and state.
+    fn through(e: &mut tclab_core::Engine, at: u64) -> (Vec<(u64, u32)>, String) {
+        let w = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        let dev = e.device_mut("eth0").unwrap();
+        for sport in 1..=3 {
+            let mut cx = tclab_core::qdisc::Cx::new(at);
+            let pkt =
+                tclab_core::packet::Packet::udp4([10, 0, 0, 1], sport, [10, 0, 0, 2], 2, 0, 1000);
+            dev.enqueue(pkt, &mut cx);
+        }
+        let mut out = Vec::new();
+        for step in 0..1000 {
+            let mut cx = tclab_core::qdisc::Cx::new(at + step * 1_000_000);
+            if let Some(p) = e.device_mut("eth0").unwrap().root_mut().q.dequeue(&mut cx) {
+                out.push((step, p.len));
+            }
+        }
+        let mut shown = String::new();
+        for c in ["-s -d qdisc show dev eth0", "-s -d class show dev eth0"] {
+            shown += &crate::run(e, &w(c), 0).stdout;
+        }
+        (out, shown)
+    }
+
     #[test]
     fn a_qdisc_holding_a_packet_has_no_snapshot() {
         // A snapshot never carries traffic: each kind with a form refuses while a packet is queued in
-        // it (the store then replays), and has one again once it is empty.
-        let w = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        // it (the store then replays), and has one again once it is empty. The engine it saves then,
+        // after that traffic, passes the next packet as the engine it came from does: the same packets
+        // out, the same counters and state in the listings.
+        // Words, and one argument between single quotes (an ematch expression).
+        let argv = |s: &str| -> Vec<String> {
+            s.split('\'')
+                .enumerate()
+                .flat_map(|(i, part)| match i % 2 {
+                    0 => part.split_whitespace().map(String::from).collect(),
+                    _ => vec![part.to_string()],
+                })
+                .collect()
+        };
         let to_class = "filter add dev eth0 parent 1: protocol all prio 1 matchall classid 1:1";
         for policy in [
             &["qdisc add dev eth0 root handle 1: netem delay 100ms"][..],
@@ -493,10 +529,21 @@ mod tests {
                 "qdisc add dev eth0 root handle 1: hfsc default 1",
                 "class add dev eth0 parent 1: classid 1:1 hfsc sc rate 1mbit ul rate 1mbit",
             ],
+            &[
+                "qdisc add dev eth0 root handle 1: cbq avpkt 1000 bandwidth 10mbit",
+                "class add dev eth0 parent 1: classid 1:1 cbq rate 1mbit allot 1500 prio 5 bounded isolated",
+                "qdisc add dev eth0 parent 1:1 handle 10: sfq perturb 10",
+                "filter add dev eth0 parent 1: protocol ip prio 1 basic match 'cmp(u8 at 9 layer network eq 17)' flowid 1:1",
+            ],
+            &["qdisc add dev eth0 root handle 1: codel target 1ms interval 10ms ecn"],
+            &["qdisc add dev eth0 root handle 1: fq maxrate 100kbit quantum 1514 initial_quantum 1514"],
+            &["qdisc add dev eth0 root handle 1: fq_pie target 1ms tupdate 5ms"],
+            &["qdisc add dev eth0 root handle 1: pie target 1ms tupdate 5ms"],
         ] {
             let mut e = tclab_core::Engine::new();
             for c in policy {
-                assert_eq!(crate::run(&mut e, &w(c), 0).code, 0, "{c}");
+                let r = crate::run(&mut e, &argv(c), 0);
+                assert_eq!(r.code, 0, "{c}: {}", r.stderr);
             }
             assert!(e.snapshot().is_ok(), "{policy:?} empty");
             let dev = e.device_mut("eth0").unwrap();
@@ -508,7 +555,15 @@ mod tests {
             let dev = e.device_mut("eth0").unwrap();
             let mut cx = tclab_core::qdisc::Cx::new(1_000_000_000);
             assert!(dev.root_mut().q.dequeue(&mut cx).is_some(), "{policy:?}");
-            assert!(e.snapshot().is_ok(), "{policy:?} emptied");
+            let saved = e.snapshot();
+            assert!(saved.is_ok(), "{policy:?} emptied: {saved:?}");
+            let mut back = tclab_core::Engine::from_snapshot(&saved.unwrap()).unwrap();
+            // Right after the first packet left: what it left behind (rates, idle times, deficits)
+            // decides when the next ones go.
+            let at = 1_000_000_000;
+            let (want, got) = (through(&mut e, at), through(&mut back, at));
+            assert_eq!(got, want, "{policy:?}: restored after traffic");
+            assert_eq!(want.0.len(), 3, "{policy:?}: the packets left: {want:?}");
         }
     }
 }

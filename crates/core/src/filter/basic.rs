@@ -24,7 +24,7 @@ pub struct BasicOptions {
 }
 
 /// One filter (`struct basic_filter`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct BasicFilter {
     pub handle: u32,
     /// `res.classid`, 0 when none was given.
@@ -37,7 +37,7 @@ pub struct BasicFilter {
 }
 
 /// The instance (`struct basic_head`): newest first.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct BasicHead {
     pub filters: Vec<BasicFilter>,
 }

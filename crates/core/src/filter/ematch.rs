@@ -65,7 +65,7 @@ pub const OPND_GT: u8 = 1;
 pub const OPND_LT: u8 = 2;
 
 /// `struct tcf_em_cmp`.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Cmp {
     pub val: u32,
     pub mask: u32,
@@ -79,7 +79,7 @@ pub struct Cmp {
 }
 
 /// `struct tc_u32_key` as the u32 ematch holds it; `val` and `mask` as the big-endian word reads.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct U32Key {
     pub val: u32,
     pub mask: u32,
@@ -117,7 +117,7 @@ pub mod meta_id {
 }
 
 /// One side of a meta comparison (`struct tcf_meta_val` plus its TLV).
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct MetaVal {
     /// `type << 12 | id`.
     pub kind: u16,
@@ -141,7 +141,7 @@ impl MetaVal {
 }
 
 /// `meta(LEFT op RIGHT)`.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Meta {
     pub left: MetaVal,
     pub right: MetaVal,
@@ -155,14 +155,14 @@ pub const CAN_EFF_MASK: u32 = 0x1fff_ffff;
 const CAN_RULES_MAX: usize = 500;
 
 /// `struct can_filter`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CanFilter {
     pub id: u32,
     pub mask: u32,
 }
 
 /// What one entry of the list is.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum EmKind {
     /// A parenthesised sequence starting at this index.
     Container(u32),
@@ -190,7 +190,7 @@ impl EmKind {
 }
 
 /// One entry (`struct tcf_ematch`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Ematch {
     /// Relation to the next entry and `INVERT`.
     pub flags: u16,
@@ -215,7 +215,7 @@ impl Ematch {
 }
 
 /// The flattened expression (`struct tcf_ematch_tree`). Empty: no `match` was given (always true).
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct EmatchTree {
     pub matches: Vec<Ematch>,
     /// State of `meta(random …)`'s deterministic sequence.

@@ -211,21 +211,28 @@ pub enum Classifier {
     Bpf(bpf::BpfHead),
 }
 
-/// The classifiers with a snapshot form ([`crate::snapshot`]): u32, fw and matchall so far.
+/// The classifiers with a snapshot form ([`crate::snapshot`]): u32, fw, matchall and basic so far.
 #[derive(serde::Serialize, serde::Deserialize)]
-enum SavedClassifier<U, F, M> {
+enum SavedClassifier<U, F, M, B> {
     U32(U),
     Fw(F),
     Matchall(M),
+    Basic(B),
 }
 
 impl serde::Serialize for Classifier {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        type Saved<'a> = SavedClassifier<&'a u32::U32Tp, &'a fw::FwHead, &'a matchall::Matchall>;
+        type Saved<'a> = SavedClassifier<
+            &'a u32::U32Tp,
+            &'a fw::FwHead,
+            &'a matchall::Matchall,
+            &'a basic::BasicHead,
+        >;
         match self {
             Classifier::U32(t) => Saved::U32(t).serialize(s),
             Classifier::Fw(h) => Saved::Fw(h).serialize(s),
             Classifier::Matchall(m) => Saved::Matchall(m).serialize(s),
+            Classifier::Basic(b) => Saved::Basic(b).serialize(s),
             other => Err(crate::snapshot::refuse(format!("filter {}", other.kind()))),
         }
     }
@@ -233,13 +240,13 @@ impl serde::Serialize for Classifier {
 
 impl<'de> serde::Deserialize<'de> for Classifier {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Classifier, D::Error> {
-        Ok(
-            match SavedClassifier::<u32::U32Tp, fw::FwHead, matchall::Matchall>::deserialize(d)? {
-                SavedClassifier::U32(t) => Classifier::U32(t),
-                SavedClassifier::Fw(h) => Classifier::Fw(h),
-                SavedClassifier::Matchall(m) => Classifier::Matchall(m),
-            },
-        )
+        type Saved = SavedClassifier<u32::U32Tp, fw::FwHead, matchall::Matchall, basic::BasicHead>;
+        Ok(match Saved::deserialize(d)? {
+            SavedClassifier::U32(t) => Classifier::U32(t),
+            SavedClassifier::Fw(h) => Classifier::Fw(h),
+            SavedClassifier::Matchall(m) => Classifier::Matchall(m),
+            SavedClassifier::Basic(b) => Classifier::Basic(b),
+        })
     }
 }
 

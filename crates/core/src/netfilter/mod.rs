@@ -80,7 +80,7 @@ pub enum NfVerdict {
     Drop,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Counters {
     pub packets: u64,
     pub bytes: u64,
@@ -94,7 +94,7 @@ impl Counters {
 }
 
 /// An address criterion (`-s`/`-d`): `(addr & mask) == net`, possibly inverted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AddrMatch {
     /// Already masked, as iptables stores it.
     pub addr: u32,
@@ -103,7 +103,7 @@ pub struct AddrMatch {
 }
 
 /// An interface criterion (`-i`/`-o`): a name, `+` at the end meaning "any suffix".
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct IfaceMatch {
     pub name: String,
     pub invert: bool,
@@ -122,7 +122,7 @@ impl IfaceMatch {
 }
 
 /// The IP part of a rule (`struct ipt_ip`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct IpPart {
     pub src: Option<AddrMatch>,
     pub dst: Option<AddrMatch>,
@@ -133,7 +133,7 @@ pub struct IpPart {
 }
 
 /// An inclusive port range and its inversion.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PortRange {
     pub min: u16,
     pub max: u16,
@@ -154,28 +154,28 @@ impl PortRange {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TcpFlags {
     pub mask: u8,
     pub cmp: u8,
     pub invert: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum MultiportKind {
     Source,
     Destination,
     Either,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ConnbytesDir {
     Original,
     Reply,
     Both,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ConnbytesMode {
     Packets,
     Bytes,
@@ -183,7 +183,7 @@ pub enum ConnbytesMode {
 }
 
 /// A match extension (`-m NAME ...`, or the implicit `tcp`/`udp`/`icmp` of `-p`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Match {
     /// `-m comment --comment TEXT`: matches every packet; the text is kept for the listings.
     Comment(String),
@@ -249,7 +249,7 @@ pub enum Match {
 }
 
 /// What `CONNMARK` does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ConnmarkOp {
     /// `ct->mark = (ct->mark & ~ctmask) ^ ctmark`.
     Set { ctmark: u32, ctmask: u32 },
@@ -259,7 +259,7 @@ pub enum ConnmarkOp {
     Restore { ctmask: u32, nfmask: u32 },
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Target {
     /// No `-j`: the rule only counts.
     None,
@@ -310,7 +310,7 @@ impl Target {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Rule {
     pub ip: IpPart,
     pub matches: Vec<Match>,
@@ -325,18 +325,18 @@ impl Rule {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Policy {
     Accept,
     Drop,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Chain {
     pub rules: Vec<Rule>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Builtin {
     pub chain: Chain,
     pub policy: Policy,
@@ -371,7 +371,7 @@ impl fmt::Display for NfError {
 }
 
 /// The mangle table: built-in chains by hook, user chains by name (listed sorted, as libiptc sorts them).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Table {
     pub builtin: [Builtin; 5],
     pub user: BTreeMap<String, Chain>,

@@ -126,8 +126,10 @@ pub struct CbqXstats {
 }
 
 /// tc's rate table (`tc_calc_rtable`): ticks to send `(i + 1) << cell_log` bytes, for i in 0..256.
+#[derive(Serialize, Deserialize)]
 struct RateTable {
     rate: CbqRate,
+    #[serde(with = "crate::snapshot::array")]
     data: [u32; 256],
 }
 
@@ -168,6 +170,7 @@ impl RateTable {
     }
 }
 
+#[derive(Serialize, Deserialize)]
 struct Class {
     classid: u32,
     /// Filters attached to this class (`cl->block`; the root's are the qdisc's).
@@ -213,8 +216,13 @@ struct Class {
     overactions: u32,
 }
 
+/// In a snapshot ([`crate::snapshot`]) with nothing queued: no peeked packet, each class's child saves
+/// its own queue or refuses. The active rings come with it: a class drained by its last dequeue stays
+/// in its ring until the next pass unlinks it, as in the kernel.
+#[derive(Serialize, Deserialize)]
 pub struct Cbq {
     /// A packet taken out by `peek` and held for the next dequeue.
+    #[serde(skip)]
     peeked: Peeked,
     handle: Handle,
     mtu: u32,
@@ -958,6 +966,12 @@ impl Cbq {
 impl Qdisc for Cbq {
     fn kind(&self) -> &'static str {
         "cbq"
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        (self.peeked.get().is_none() && self.stats.qlen == 0)
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
     /// `cbq_tcf_block`: the qdisc's own filters (minor 0) or a class's.
     fn block(&self, classid: Handle) -> Option<&Block> {

@@ -52,14 +52,19 @@ pub struct CodelXstats {
     pub ce_mark: u32,
 }
 
+/// In a snapshot ([`crate::snapshot`]) with nothing queued; its control state (dropping, count, the
+/// next drop's time) comes with it.
+#[derive(Serialize, Deserialize)]
 pub struct Codel {
     limit: u32,
     params: CodelParams,
     vars: CodelVars,
     cstats: CodelStats,
     drop_overlimit: u32,
+    #[serde(skip)]
     queue: VecDeque<Packet>,
     stats: QdiscStats,
+    #[serde(skip)]
     peeked: Peeked,
     /// The last time the qdisc was called: `drop_next` in the statistics is relative to it.
     last_now: Nanos,
@@ -163,6 +168,12 @@ impl PeekDequeued for Codel {
 impl Qdisc for Codel {
     fn kind(&self) -> &'static str {
         "codel"
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        (self.queue.is_empty() && self.peeked.get().is_none())
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     /// `codel_qdisc_enqueue`: stamp and queue, or tail-drop at the limit.

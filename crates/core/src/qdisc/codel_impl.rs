@@ -92,7 +92,7 @@ impl CodelParams {
 }
 
 /// `struct codel_vars`: one queue's control state.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CodelVars {
     pub count: u32,
     pub lastcount: u32,

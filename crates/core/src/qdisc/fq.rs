@@ -118,7 +118,7 @@ pub struct FqOptions {
 }
 
 /// `struct tc_fq_qd_stats`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FqXstats {
     pub gc_flows: u64,
     /// Always 0 since Linux 6.7 (the old high-priority queue is gone).
@@ -152,7 +152,7 @@ struct Queued {
 
 /// Where a flow is: on a band's new or old list, in the throttled tree (its key there), or detached
 /// (on no list; `age` in jiffies when it was detached, or made).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 enum State {
     Listed,
     Throttled((Nanos, u64)),
@@ -161,9 +161,12 @@ enum State {
 
 /// `struct fq_flow`: a queue ordered by time to send — a list while packets come in order (the usual
 /// case), a tree for the ones that come earlier than the list's tail.
+#[derive(Serialize, Deserialize)]
 struct Flow {
+    #[serde(skip)]
     head: VecDeque<Queued>,
     /// Out-of-order packets by (time to send, arrival): ties leave in arrival order.
+    #[serde(skip)]
     t_root: BTreeMap<(Nanos, u64), Queued>,
     qlen: u32,
     credit: i32,
@@ -219,7 +222,7 @@ impl Flow {
 }
 
 /// `struct fq_perband_flows`.
-#[derive(Default)]
+#[derive(Default, Serialize, Deserialize)]
 struct Band {
     new_flows: VecDeque<u32>,
     old_flows: VecDeque<u32>,
@@ -234,6 +237,9 @@ struct Internal {
     t_root: BTreeMap<(Nanos, u64), Queued>,
 }
 
+/// In a snapshot ([`crate::snapshot`]) with nothing queued: the flows come with it (their credit,
+/// age, pacing time and place in the lists and the garbage collector's trees), not their packets.
+#[derive(Serialize, Deserialize)]
 pub struct Fq {
     // Parameters.
     limit: u32,
@@ -259,6 +265,7 @@ pub struct Fq {
     // Variables.
     band_nr: usize,
     bands: [Band; BANDS],
+    #[serde(skip)]
     internal: Internal,
     /// Every flow, by index; `None` for a collected one (its slot reused first).
     flows: Vec<Option<Flow>>,
@@ -278,6 +285,7 @@ pub struct Fq {
     last_now: Nanos,
     x: FqXstats,
     stats: QdiscStats,
+    #[serde(skip)]
     peeked: Peeked,
 }
 
@@ -843,6 +851,21 @@ impl PeekDequeued for Fq {
 impl Qdisc for Fq {
     fn kind(&self) -> &'static str {
         "fq"
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        let empty =
+            |head: &VecDeque<Queued>, tree: &BTreeMap<_, _>| head.is_empty() && tree.is_empty();
+        (self.stats.qlen == 0
+            && self.peeked.get().is_none()
+            && empty(&self.internal.head, &self.internal.t_root)
+            && self
+                .flows
+                .iter()
+                .flatten()
+                .all(|f| empty(&f.head, &f.t_root)))
+        .then(|| crate::snapshot::save(self))
+        .flatten()
     }
 
     /// `fq_enqueue`.

@@ -61,9 +61,10 @@ pub struct FqPieXstats {
     pub memory_usage: u32,
 }
 
-#[derive(Default)]
+#[derive(Default, Serialize, Deserialize)]
 struct Flow {
     /// Packets, their enqueue time (ticks) and buffer memory.
+    #[serde(skip)]
     packets: VecDeque<(Packet, u64, u32)>,
     vars: PieVars,
     deficit: i32,
@@ -79,6 +80,9 @@ fn check_quantum(o: &FqPieOptions) -> Result<(), KernelError> {
     Ok(())
 }
 
+/// In a snapshot ([`crate::snapshot`]) with nothing queued: every flow's PIE state and deficit, the
+/// flow lists and the update timer come with it.
+#[derive(Serialize, Deserialize)]
 pub struct FqPie {
     handle: Handle,
     flows: Vec<Flow>,
@@ -206,6 +210,12 @@ impl FqPie {
 impl Qdisc for FqPie {
     fn kind(&self) -> &'static str {
         "fq_pie"
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        (self.stats.qlen == 0 && self.flows.iter().all(|f| f.packets.is_empty()))
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     fn own_block(&self) -> Option<&Block> {

@@ -105,10 +105,14 @@ pub fn dump_options(p: &PieParams) -> PieOptions {
     }
 }
 
+/// In a snapshot ([`crate::snapshot`]) with nothing queued: its drop probability, delay estimate and
+/// update timer come with it.
+#[derive(Serialize, Deserialize)]
 pub struct Pie {
     params: PieParams,
     vars: PieVars,
     /// Packets and their enqueue time in psched ticks.
+    #[serde(skip)]
     queue: VecDeque<(Packet, u64)>,
     mtu: u32,
     packets_in: u32,
@@ -158,6 +162,13 @@ impl Pie {
 impl Qdisc for Pie {
     fn kind(&self) -> &'static str {
         "pie"
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        self.queue
+            .is_empty()
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     /// `pie_qdisc_enqueue`.

@@ -43,7 +43,7 @@ pub fn ns2ticks(ns: Nanos) -> u64 {
 }
 
 /// `struct pie_params`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PieParams {
     /// Target delay, in psched ticks.
     pub target: u64,
@@ -74,7 +74,7 @@ impl Default for PieParams {
 }
 
 /// `struct pie_vars`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PieVars {
     pub qdelay: u64,
     pub qdelay_old: u64,
