@@ -93,6 +93,7 @@ impl<E: Copy> EventQueue<E> {
     }
 
     /// Schedule `event` at `at`; a time in the past is taken as now (events never run backwards).
+    #[inline]
     pub fn schedule(&mut self, at: Nanos, event: E) {
         let node = Node {
             at: at.max(self.now),
@@ -140,7 +141,9 @@ impl<E: Copy> EventQueue<E> {
         }
     }
 
-    /// The earliest event at or before `until`, advancing the clock to it.
+    /// The earliest event at or before `until`, advancing the clock to it. Inlined into the event loop,
+    /// with the rare step (a slot dealt out below) out of line.
+    #[inline]
     pub fn pop_until(&mut self, until: Nanos) -> Option<(Nanos, E)> {
         loop {
             if self.nonempty == 0 {
@@ -181,20 +184,30 @@ impl<E: Copy> EventQueue<E> {
                 self.popped += 1;
                 return Some((at, event));
             }
-            // Deal the slot out below, relative to its earliest time, which becomes `now`: it agrees
-            // with the old `now` on every digit above this level, so no other event changes place.
-            lv.occupied &= !(1 << s);
-            if lv.occupied == 0 {
-                self.nonempty &= !(1 << l);
-            }
-            self.now = at;
-            let mut i = first;
-            while i != NIL {
-                let node = &mut self.nodes[i as usize];
-                let (next, at) = (std::mem::replace(&mut node.next, NIL), node.at);
-                self.push(i, at);
-                i = next;
-            }
+            self.deal_out(l, s, at);
+        }
+    }
+
+    /// Empty slot `s` of level `l` (above 0, holding several events, the earliest at `at`) into the
+    /// levels below. Out of line, so that the pops that need no dealing (nine in ten in bench-htb) save
+    /// and restore none of its registers.
+    #[inline(never)]
+    fn deal_out(&mut self, l: usize, s: usize, at: Nanos) {
+        // Relative to the slot's earliest time, which becomes `now`: it agrees with the old `now` on
+        // every digit above this level, so no other event changes place.
+        let lv = &mut self.levels[l];
+        let first = lv.slots[s].head;
+        lv.occupied &= !(1 << s);
+        if lv.occupied == 0 {
+            self.nonempty &= !(1 << l);
+        }
+        self.now = at;
+        let mut i = first;
+        while i != NIL {
+            let node = &mut self.nodes[i as usize];
+            let (next, at) = (std::mem::replace(&mut node.next, NIL), node.at);
+            self.push(i, at);
+            i = next;
         }
     }
 
