@@ -48,6 +48,8 @@ fn reads(state: &Path) -> Vec<Vec<String>> {
             "tc -s class show dev",
             "tc class show dev",
             "tc filter show dev",
+            // JSON and counters too (a root filter listing decodes no HTB class).
+            "tc -s -j filter show dev",
             "tc -s -d qdisc show dev",
             "tc -j -s qdisc show dev",
         ] {

@@ -282,6 +282,24 @@ pub(crate) mod words {
 thread_local! {
     /// Set while [`without_filters`] decodes: every filter block is skipped unread.
     static WITHOUT_FILTERS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Set while [`without_classes`] decodes: every HTB's classes are skipped unread.
+    static WITHOUT_CLASSES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `decode` with `flag` set, cleared again however it ends.
+fn with_flag<R>(
+    flag: &'static std::thread::LocalKey<std::cell::Cell<bool>>,
+    decode: impl FnOnce() -> R,
+) -> R {
+    struct Reset(&'static std::thread::LocalKey<std::cell::Cell<bool>>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            self.0.with(|w| w.set(false));
+        }
+    }
+    flag.with(|w| w.set(true));
+    let _reset = Reset(flag);
+    decode()
 }
 
 /// Run `decode` (an [`crate::Engine::from_snapshot`]) with every filter block left empty, its bytes
@@ -289,20 +307,39 @@ thread_local! {
 /// store's replay for such a read skips filter and action records. The engine it gives is for that
 /// read only — its qdiscs and classes as saved, no filters — and must not be changed and saved.
 pub fn without_filters<R>(decode: impl FnOnce() -> R) -> R {
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            WITHOUT_FILTERS.with(|w| w.set(false));
-        }
-    }
-    WITHOUT_FILTERS.with(|w| w.set(true));
-    let _reset = Reset;
-    decode()
+    with_flag(&WITHOUT_FILTERS, decode)
 }
 
 /// Whether filter blocks are being skipped ([`without_filters`]).
 pub(crate) fn skipping_filters() -> bool {
     WITHOUT_FILTERS.with(|w| w.get())
+}
+
+/// Run `decode` with every HTB's classes left out, their bytes skipped unread (with their leaf
+/// qdiscs): for a listing of a device's root filter block (`tc filter show dev DEV`), which finds
+/// the block without asking for a class — 10 001 classes and their leaves were most of the decoding
+/// of a LibreQoS-sized engine. The engine it gives is for that read only: an HTB in it has its
+/// filter blocks and no class, and must not be asked for one, changed or saved.
+pub fn without_classes<R>(decode: impl FnOnce() -> R) -> R {
+    with_flag(&WITHOUT_CLASSES, decode)
+}
+
+/// A field saved as a byte string of its own, which a decode under [`without_classes`] skips
+/// unread, leaving the field's default (`#[serde(with = "crate::snapshot::classes")]`).
+pub(crate) mod classes {
+    use super::*;
+    pub fn serialize<S: Serializer, T: Serialize>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&nested::<T, S::Error>(v)?)
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>, T: Default + for<'a> Deserialize<'a>>(
+        d: D,
+    ) -> Result<T, D::Error> {
+        let bytes = <&'de [u8]>::deserialize(d)?;
+        if WITHOUT_CLASSES.with(|w| w.get()) {
+            return Ok(T::default());
+        }
+        decode(bytes).map_err(D::Error::custom)
+    }
 }
 
 /// A value as a byte string of its own (postcard inside postcard): what a decode may skip whole.

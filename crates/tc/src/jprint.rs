@@ -126,6 +126,13 @@ impl Printer {
         p
     }
 
+    /// Room for `n` more bytes of text (JSON grows as it goes).
+    pub fn reserve(&mut self, n: usize) {
+        if self.json.is_none() {
+            self.text.reserve(n);
+        }
+    }
+
     pub fn is_json(&self) -> bool {
         self.json.is_some()
     }
@@ -160,7 +167,90 @@ impl Printer {
 
     /// `print_nl`: a newline in text.
     pub fn nl(&mut self) {
-        self.fp("\n");
+        self.fp_str("\n");
+    }
+
+    /// [`Printer::fp`] of a plain string, without the formatting machinery.
+    pub fn fp_str(&mut self, s: &str) {
+        if self.json.is_none() {
+            self.text.push_str(s);
+        }
+    }
+
+    /// `print_string(PRINT_ANY, key, "BEFORE%sAFTER", value)` with the value written by `value`:
+    /// straight into the text (a listing of 10 000 filters prints a handle or two each: no string
+    /// and no `format_args!` per field), or into a string for JSON.
+    pub fn string_with(
+        &mut self,
+        key: &str,
+        before: &str,
+        value: impl FnOnce(&mut String),
+        after: &str,
+    ) {
+        match self.json.as_mut() {
+            Some(j) => {
+                let mut v = String::new();
+                value(&mut v);
+                j.name(key);
+                j.string(&v);
+            }
+            None => {
+                self.text.push_str(before);
+                value(&mut self.text);
+                self.text.push_str(after);
+            }
+        }
+    }
+
+    /// `print_uint(PRINT_ANY, key, "BEFORE%uAFTER", value)`, the digits appended as
+    /// [`crate::util::push_u64`] writes them.
+    pub fn uint(&mut self, key: &str, before: &str, value: u64, after: &str) {
+        self.bare_with(key, before, |s| crate::util::push_u64(s, value), after);
+    }
+
+    /// `print_int(PRINT_ANY, key, "BEFORE%dAFTER", value)`.
+    pub fn int(&mut self, key: &str, before: &str, value: i64, after: &str) {
+        self.bare_with(key, before, |s| crate::util::push_i64(s, value), after);
+    }
+
+    /// [`Printer::string_with`] for a value JSON writes bare (a number).
+    fn bare_with(&mut self, key: &str, before: &str, value: impl FnOnce(&mut String), after: &str) {
+        match self.json.as_mut() {
+            Some(j) => {
+                let mut v = String::new();
+                value(&mut v);
+                j.name(key);
+                j.value(&v);
+            }
+            None => {
+                self.text.push_str(before);
+                value(&mut self.text);
+                self.text.push_str(after);
+            }
+        }
+    }
+
+    /// `print_hex(PRINT_ANY, key, "BEFORE%xAFTER", value)`, or `%08x` with `zero_pad8`; in JSON
+    /// the value's hex digits as a string, unpadded (as [`Printer::hex`]).
+    pub fn hex_parts(&mut self, key: &str, before: &str, value: u32, zero_pad8: bool, after: &str) {
+        match self.json.as_mut() {
+            Some(j) => {
+                let mut v = String::new();
+                crate::util::push_hex(&mut v, value);
+                j.name(key);
+                j.string(&v);
+            }
+            None => {
+                self.text.push_str(before);
+                if zero_pad8 {
+                    let digits = 32 - value.leading_zeros().min(31);
+                    let width = digits.div_ceil(4) as usize;
+                    self.text.extend(std::iter::repeat_n('0', 8 - width));
+                }
+                crate::util::push_hex(&mut self.text, value);
+                self.text.push_str(after);
+            }
+        }
     }
 
     /// `print_string(PRINT_ANY, key, fmt, value)`, with `text` the formatted fragment: a `&str`, or
@@ -242,13 +332,13 @@ impl Printer {
     }
 
     /// `print_bool(PRINT_ANY, key, fmt, value)`.
-    pub fn boolean(&mut self, key: &str, text: impl Display, value: bool) {
+    pub fn boolean(&mut self, key: &str, text: &str, value: bool) {
         match self.json.as_mut() {
             Some(j) => {
                 j.name(key);
                 j.value(if value { "true" } else { "false" });
             }
-            None => self.put(text),
+            None => self.text.push_str(text),
         }
     }
 

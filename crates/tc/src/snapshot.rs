@@ -144,6 +144,14 @@ pub enum JournalRef<'a> {
 }
 
 impl JournalRef<'_> {
+    /// The journal's length in bytes, if it can be told.
+    fn len(self) -> Option<u64> {
+        match self {
+            JournalRef::Bytes(b) => Some(b.len() as u64),
+            JournalRef::File(f) => f.metadata().ok().map(|m| m.len()),
+        }
+    }
+
     /// Whether the journal's first `len` bytes have the CRC-32 `crc` and end a record (records end in a
     /// newline: a snapshot never stands for half of one).
     fn begins_with(self, len: u64, crc: u32) -> bool {
@@ -234,10 +242,13 @@ fn load_bytes(bytes: &[u8], journal: JournalRef, scope: ReadScope) -> Result<Sna
         return Err(Unused::Stale);
     }
     let decode = || tclab_core::Engine::from_snapshot(engine_bytes);
-    let engine = if scope.needs_filters() {
-        decode()
-    } else {
+    // Classes left out only if no record after the snapshot is replayed onto the engine.
+    let engine = if !scope.needs_filters() {
         tclab_core::snapshot::without_filters(decode)
+    } else if !scope.needs_classes() && journal.len() == Some(journal_len) {
+        tclab_core::snapshot::without_classes(decode)
+    } else {
+        decode()
     }
     .map_err(Unused::Undecodable)?;
     Ok(Snapshot {

@@ -270,6 +270,10 @@ pub enum ReadScope {
     QdiscsAndClasses,
     /// Everything but iptables records.
     TrafficControl,
+    /// A listing of a device's root filter block (`tc filter show dev DEV`, no parent): the records
+    /// of [`ReadScope::TrafficControl`]; a snapshot decoded for it leaves HTB's classes out, which
+    /// finding that block never asks for.
+    RootFilters,
     /// Everything but tc records.
     Netfilter,
 }
@@ -281,6 +285,7 @@ impl ReadScope {
                 Some(o) if matches(o, "qdisc") || matches(o, "class") => {
                     ReadScope::QdiscsAndClasses
                 }
+                _ if crate::filter::lists_root_block(&argv[1..]) => ReadScope::RootFilters,
                 _ => ReadScope::TrafficControl,
             },
             Some("iptables") => ReadScope::Netfilter,
@@ -293,11 +298,19 @@ impl ReadScope {
         self != ReadScope::QdiscsAndClasses
     }
 
+    /// Whether the answer can depend on classes (a snapshot decoded for the call keeps them).
+    pub fn needs_classes(self) -> bool {
+        self != ReadScope::RootFilters
+    }
+
     pub fn needs(self, record: &[String]) -> bool {
         match (self, record.first().map(String::as_str)) {
             (ReadScope::Everything, _) => true,
             (ReadScope::Netfilter, Some("tc")) => false,
-            (ReadScope::QdiscsAndClasses | ReadScope::TrafficControl, Some("iptables")) => false,
+            (
+                ReadScope::QdiscsAndClasses | ReadScope::TrafficControl | ReadScope::RootFilters,
+                Some("iptables"),
+            ) => false,
             (ReadScope::QdiscsAndClasses, Some("tc")) => tc_object(&record[1..])
                 .is_none_or(|o| !["filter", "actions", "chain"].iter().any(|w| matches(o, w))),
             _ => true,
@@ -1776,6 +1789,97 @@ mod tests {
             !ReadScope::of(&words("iptables -S")).needs(&words("tc qdisc add dev eth0 root sfq"))
         );
         assert!(ReadScope::of(&words("tc filter show")).needs(&words("tc actions add action drop")));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_root_filter_listing_loads_no_htb_class_and_answers_the_same() {
+        // Only a listing of the device's root block, with nothing replayed after the snapshot, leaves
+        // HTB's classes out; any parent, another command or a refused word keeps them.
+        for (read, root) in [
+            ("tc filter show dev eth0", true),
+            (
+                "tc -s -j filter ls dev eth0 prio 1 protocol ip chain 0",
+                true,
+            ),
+            ("tc -d filter lst dev eth0 pref 1", true),
+            ("tc filter show dev eth0 parent 1:", false),
+            ("tc filter show dev eth0 parent 1:10", false),
+            ("tc filter show dev eth0 root", false),
+            ("tc filter show dev eth0 ingress", false),
+            ("tc filter show", false),
+            ("tc filter show dev eth0 bogus", false),
+            (
+                "tc filter get dev eth0 parent 1: prio 1 handle 800::800 protocol ip u32",
+                false,
+            ),
+            ("tc class show dev eth0", false),
+            ("tc -batch x", false),
+        ] {
+            let scope = ReadScope::of(&words(read));
+            assert_eq!(scope == ReadScope::RootFilters, root, "{read}");
+            if root {
+                assert!(scope.needs(&words(
+                    "tc class add dev eth0 parent 1: classid 1:1 htb rate 1mbit"
+                )));
+                assert!(!scope.needs(&words("iptables -A POSTROUTING -j ACCEPT")));
+            }
+        }
+        let (dir, path) = store_with(
+            "rootfilters",
+            &[
+            "tc qdisc add dev eth0 root handle 1: htb default 10",
+            "tc class add dev eth0 parent 1: classid 1:10 htb rate 1mbit",
+            "tc qdisc add dev eth0 parent 1:10 handle 10: pfifo limit 10",
+            "tc filter add dev eth0 parent 1: prio 1 protocol ip u32 match ip dst 10.0.0.1/32 flowid 1:10",
+            "tc filter add dev eth0 parent 1:10 prio 2 protocol ip u32 match ip src 10.0.0.2/32 flowid 1:10",
+            ],
+        );
+        let (mut w, _) = Store::open(&path).unwrap();
+        assert!(w.write_snapshot().unwrap());
+        let show = words("tc -s filter show dev eth0");
+        let classes = words("tc class show dev eth0");
+        let loaded = |path: &Path| {
+            let file = File::open(path).unwrap();
+            crate::snapshot::load(path, JournalRef::File(&file), ReadScope::of(&show))
+                .ok()
+                .unwrap()
+                .engine
+        };
+        let mut lean = loaded(&path);
+        let want = w.execute(&show, None).unwrap().stdout;
+        assert!(want.contains("match 0a000001/ffffffff at 16"), "{want}");
+        assert_eq!(crate::run(&mut lean, &show[1..], 0).stdout, want);
+        // No class was decoded (nor its leaf): the engine is for this listing only.
+        let leaves = |e: &Engine| {
+            let root = e.device("eth0").unwrap().root();
+            root.q.classes().unwrap().children().len()
+        };
+        assert_eq!(leaves(&lean), 0);
+        // A class's block is listed from a whole engine.
+        let (mut r, _) =
+            Store::open_to_read(&path, &words("tc filter show dev eth0 parent 1:10")).unwrap();
+        let class_block = r
+            .execute(&words("tc filter show dev eth0 parent 1:10"), None)
+            .unwrap();
+        assert!(
+            class_block.stdout.contains("0a000002"),
+            "{}",
+            class_block.stdout
+        );
+        // A record after the snapshot is replayed onto a whole engine: classes kept.
+        w.execute(
+            &words("tc class add dev eth0 parent 1: classid 1:20 htb rate 2mbit"),
+            None,
+        )
+        .unwrap();
+        let mut full = loaded(&path);
+        assert_eq!(leaves(&full), 1);
+        assert!(crate::run(&mut full, &classes[1..], 0)
+            .stdout
+            .contains("class htb 1:10"));
+        let (mut r, _) = Store::open_to_read(&path, &show).unwrap();
+        assert_eq!(r.execute(&show, None).unwrap().stdout, want);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -409,6 +409,8 @@ pub struct Htb {
     /// The device's txqueuelen: the limit of the default pfifo under each leaf.
     leaf_limit: u32,
     // classes: an arena, found by classid; `hash` reproduces the kernel's class-hash walk order.
+    // Saved as a byte string of its own, which a root filter listing skips unread.
+    #[serde(with = "crate::snapshot::classes")]
     classes: Vec<Option<Class>>,
     free: Vec<usize>,
     /// Arena index + 1 of each class by minor (0: no class), grown up to the highest minor in use.

@@ -126,11 +126,21 @@ pub(crate) fn table_a2n(table: &[(u16, &str)], s: &str) -> Option<u16> {
 
 /// `proto_n2a` over a table of names: the name, else `[N]`.
 pub(crate) fn table_n2a(table: &[(u16, &str)], p: u16) -> String {
-    table
-        .iter()
-        .find(|(q, _)| *q == p)
-        .map(|(_, n)| n.to_string())
-        .unwrap_or_else(|| format!("[{p}]"))
+    let mut s = String::new();
+    push_table_n2a(&mut s, table, p);
+    s
+}
+
+/// [`table_n2a`] appended to `out`.
+fn push_table_n2a(out: &mut String, table: &[(u16, &str)], p: u16) {
+    match table.iter().find(|(q, _)| *q == p) {
+        Some((_, n)) => out.push_str(n),
+        None => {
+            out.push('[');
+            crate::util::push_u64(out, p.into());
+            out.push(']');
+        }
+    }
 }
 
 /// The words common to every `tc filter` command.
@@ -617,6 +627,9 @@ fn list(
         p.nl();
         p.close_object();
         let filters = entries(block, tp);
+        // Room for the lines at once (a u32 node's two take about 130 bytes): a listing of 10 000
+        // grew its text by doubling, copying each time.
+        p.reserve(filters.len() * 160);
         if flags.brief && !filters.is_empty() && !matches!(tp.cls, Classifier::Flower(_)) {
             // A terse dump (`-br`) of a kind without `terse_dump` fails with EOPNOTSUPP on its first
             // filter, and the dump ends there (`tcf_chain_dump`).
@@ -626,8 +639,27 @@ fn list(
             print_entry(&view, parent.0, tp, &e, flags, now, &mut p);
         }
     }
-    out.stdout.push_str(&p.finish());
+    // The listing is the output (no copy of a megabyte and a half of text).
+    if out.stdout.is_empty() {
+        out.stdout = p.finish();
+    } else {
+        out.stdout.push_str(&p.finish());
+    }
     Ok(())
+}
+
+/// Whether `args` (a tc command line's words after `tc`) list a device's root filter block: `filter
+/// show dev DEV`, whatever else it selects, but no parent (`root`, `ingress`, `parent P` have the
+/// engine look classes or other qdiscs up; [`crate::store::ReadScope::RootFilters`]). Words the
+/// listing would refuse answer `false`: that call's error comes from the whole engine.
+pub fn lists_root_block(args: &[String]) -> bool {
+    let first = args.iter().take_while(|a| a.starts_with('-')).count();
+    let [obj, cmd, rest @ ..] = &args[first..] else {
+        return false;
+    };
+    matches(obj, "filter")
+        && (matches(cmd, "list") || matches(cmd, "show") || matches(cmd, "lst"))
+        && parse_common(&mut Cur::new(rest), true).is_ok_and(|m| m.dev.is_some() && m.parent == 0)
 }
 
 /// The words of a listing (`tc_filter_list`) and its device: `None` without one (the kernel dumps
@@ -697,19 +729,20 @@ fn entry_handle(e: &Entry) -> u32 {
 
 /// `print_filter` up to the kind's options: `filter parent 1: protocol ip pref 10 u32 chain 0 `.
 fn print_header(v: &View, parent: u32, tp: &Tp, p: &mut Printer) {
-    p.fp("filter ");
+    // Appended piece by piece: a listing prints this for each of its (10 000) filters.
+    p.fp_str("filter ");
     print_parent(v, parent, p);
     if v.protocol != Some(tp.protocol) && tp.protocol != 0 {
-        let name = proto_n2a(tp.protocol);
-        p.string("protocol", format_args!("protocol {name} "), &name);
+        let proto = |s: &mut String| push_table_n2a(s, PROTOS, tp.protocol);
+        p.string_with("protocol", "protocol ", proto, " ");
     }
     if v.prio != Some(tp.prio) {
-        p.number("pref", format_args!("pref {} ", tp.prio), tp.prio);
+        p.uint("pref", "pref ", tp.prio.into(), " ");
     }
     let kind = tp.cls.kind();
-    p.string("kind", format_args!("{kind} "), kind);
+    p.string_with("kind", "", |s| s.push_str(kind), " ");
     if v.chain != Some(tp.chain) {
-        p.number("chain", format_args!("chain {} ", tp.chain), tp.chain);
+        p.uint("chain", "chain ", tp.chain.into(), " ");
     }
 }
 
@@ -722,10 +755,12 @@ fn print_parent(v: &View, parent: u32, p: &mut Printer) {
         0xffff_ffff => p.boolean("root", "root ", true),
         PARENT_INGRESS => p.boolean("ingress", "ingress ", true),
         PARENT_EGRESS => p.boolean("egress", "egress ", true),
-        x => {
-            let h = Handle(x).to_string();
-            p.string("parent", format_args!("parent {h} "), &h);
-        }
+        x => p.string_with(
+            "parent",
+            "parent ",
+            |s| crate::util::push_handle(s, Handle(x)),
+            " ",
+        ),
     }
 }
 
@@ -943,9 +978,18 @@ fn chain_list(
 
 /// `sprint_tc_classid`: as a handle prints, but `:3` for a classid with no major.
 pub fn sprint_classid(cl: u32) -> String {
+    let mut s = String::new();
+    push_classid(&mut s, cl);
+    s
+}
+
+/// [`sprint_classid`] appended to `out`.
+pub fn push_classid(out: &mut String, cl: u32) {
     let h = Handle(cl);
     if cl != 0 && cl != Handle::ROOT.0 && h.major() == 0 {
-        return format!(":{:x}", h.minor());
+        out.push(':');
+        crate::util::push_hex(out, h.minor().into());
+        return;
     }
-    h.to_string()
+    crate::util::push_handle(out, h);
 }
