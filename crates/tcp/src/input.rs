@@ -870,12 +870,41 @@ impl Connection {
     }
 
     fn ooo_insert(&mut self, s: u64, e: u64) {
-        // merge into the sorted, disjoint interval list
-        let mut ns = s;
-        let mut ne = e;
-        let mut out = Vec::with_capacity(self.ooo.len() + 1);
+        let (ns, ne) = merge_block(&mut self.ooo, s, e);
+        // tcp_sack_new_ofo_skb(): the block holding this segment goes first
+        self.sack_recent.retain(|&(a, b)| b < ns || a > ne);
+        self.sack_recent.insert(0, (ns, ne));
+        self.sack_recent.truncate(4);
+    }
+}
+
+/// Merge `[s, e]` into a sorted list of disjoint blocks that do not touch, in place, and return the
+/// block that now holds it: the blocks from the first that reaches `s` to the last that starts by `e`
+/// become one with it. (A new list a call was an allocation per out-of-order segment.)
+fn merge_block(list: &mut Vec<(u64, u64)>, s: u64, e: u64) -> (u64, u64) {
+    let i = list.partition_point(|&(_, b)| b < s);
+    let j = i + list[i..].partition_point(|&(a, _)| a <= e);
+    if i == j {
+        list.insert(i, (s, e));
+        return (s, e);
+    }
+    let merged = (s.min(list[i].0), e.max(list[j - 1].1));
+    list[i] = merged;
+    list.drain(i + 1..j);
+    merged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merge_block;
+
+    /// The list the merge gave before it was done in place: rebuilt, each block kept, placed or
+    /// merged in one pass.
+    fn rebuilt(list: &[(u64, u64)], s: u64, e: u64) -> (Vec<(u64, u64)>, (u64, u64)) {
+        let (mut ns, mut ne) = (s, e);
+        let mut out = Vec::new();
         let mut placed = false;
-        for &(a, b) in &self.ooo {
+        for &(a, b) in list {
             if b < ns {
                 out.push((a, b));
             } else if a > ne {
@@ -892,10 +921,29 @@ impl Connection {
         if !placed {
             out.push((ns, ne));
         }
-        self.ooo = out;
-        // tcp_sack_new_ofo_skb(): the block holding this segment goes first
-        self.sack_recent.retain(|&(a, b)| b < ns || a > ne);
-        self.sack_recent.insert(0, (ns, ne));
-        self.sack_recent.truncate(4);
+        (out, (ns, ne))
+    }
+
+    #[test]
+    fn merges_as_the_rebuilt_list() {
+        // Blocks of a small space, so that segments touch, overlap, straddle several blocks and fall
+        // in gaps; a fixed LCG for the draws.
+        let mut x = 26u64;
+        let mut draw = |n: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        };
+        for _ in 0..200 {
+            let mut list = Vec::new();
+            for _ in 0..40 {
+                let s = draw(500);
+                let e = s + draw(30);
+                let (want, held) = rebuilt(&list, s, e);
+                assert_eq!(merge_block(&mut list, s, e), held, "[{s}, {e}]");
+                assert_eq!(list, want, "[{s}, {e}]");
+            }
+        }
     }
 }
