@@ -386,12 +386,16 @@ impl Device {
     /// list after the call costs the simulator's benchmark ~0.5 % of its instructions). A driver that
     /// finds drops there passes them to [`Device::count_dropped`].
     pub fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
-        let mut p = self.root.q.dequeue(cx)?;
-        if let Some(len) = p.wire_len() {
-            p.set_wire_len(None);
-            p.len = len;
+        // The root's answer is returned as it is, edited in place: unpacking it (`?`) and packing it
+        // again (`Some(p)`) copied its 120 bytes twice a packet.
+        let mut out = self.root.q.dequeue(cx);
+        if let Some(p) = out.as_mut() {
+            if let Some(len) = p.wire_len() {
+                p.set_wire_len(None);
+                p.len = len;
+            }
         }
-        Some(p)
+        out
     }
 
     /// Give the qdisc a request addressed (`parent`, `handle`: `tc qdisc … [handle H] parent P|root`)

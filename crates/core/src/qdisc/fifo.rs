@@ -145,6 +145,10 @@ impl Qdisc for Fifo {
         self.stats
     }
 
+    fn qlen(&self) -> u32 {
+        self.stats.qlen
+    }
+
     fn dump(&self) -> QdiscOptions {
         let o = FifoOptions {
             limit: Some(self.limit),

@@ -808,8 +808,26 @@ impl Htb {
     // ----- dequeue -----
 
     /// `htb_lookup_leaf`: descend from the row of (`level`, `prio`) through feeds to the leaf whose turn it
-    /// is, repairing round-robin pointers on the way.
+    /// is, repairing round-robin pointers on the way. Inline, the common case: the row's pointer names
+    /// a leaf in the row (what the descent's first step finds then).
+    #[inline]
     fn lookup_leaf(&mut self, level: usize, prio: usize) -> Option<usize> {
+        let rr = &self.levels[level].rows[prio];
+        let leaf = rr
+            .ptr
+            .filter(|&id| rr.members.contains(id))
+            .and_then(|id| self.find_idx(id))
+            .filter(|&i| self.cl(i).level == 0);
+        if leaf.is_some() {
+            self.levels[level].rows[prio].last_ptr_id = 0;
+            return leaf;
+        }
+        self.lookup_leaf_descend(level, prio)
+    }
+
+    /// [`Htb::lookup_leaf`] whole: from the row through the feeds.
+    #[inline(never)]
+    fn lookup_leaf_descend(&mut self, level: usize, prio: usize) -> Option<usize> {
         // The inner classes whose feeds the descent went through; depth 0 is the row.
         let mut feeds = [0usize; MAXDEPTH];
         let at = |sp: usize, feeds: &[usize; MAXDEPTH]| {
@@ -876,11 +894,12 @@ impl Htb {
     fn dequeue_tree(&mut self, prio: usize, level: usize, cx: &mut Cx) -> Option<Packet> {
         let mut start = self.lookup_leaf(level, prio);
         let mut cur = start;
-        let mut found = None;
-        loop {
+        // The leaf's answer is returned as it is (unpacked and packed again, its 120 bytes were copied
+        // twice a packet).
+        let mut out: Option<Packet>;
+        let i = loop {
             let i = cur?;
-            let leaf_qlen = self.cl(i).leaf.as_ref().map_or(0, |l| l.q.stats().qlen);
-            if leaf_qlen == 0 {
+            if self.leaf_qlen(i) == 0 {
                 // Empty leaf (its qdisc dropped, or it was grafted): deactivate and skip it.
                 self.deactivate(i);
                 if self.row_mask[level] & (1 << prio) == 0 {
@@ -893,33 +912,37 @@ impl Htb {
                 cur = next;
                 continue;
             }
-            let pkt = self.cl_mut(i).leaf.as_mut().and_then(|l| l.q.dequeue(cx));
-            if let Some(pkt) = pkt {
-                found = Some((i, pkt));
-                break;
+            out = self.cl_mut(i).leaf.as_mut().and_then(|l| l.q.dequeue(cx));
+            if out.is_some() {
+                break i;
             }
             // A non-work-conserving leaf (e.g. TBF) said "not now": try the next class.
             let at = self.rr_of_leaf(i, level);
             self.rr(at, prio).advance();
             cur = self.lookup_leaf(level, prio);
             if cur == start {
-                break;
+                return None;
             }
-        }
-        let (i, pkt) = found?;
+        };
+        let pkt = out.as_ref()?;
         let at = self.rr_of_leaf(i, level);
         let c = self.cl_mut(i);
-        c.bstats.count_sent(&pkt);
+        c.bstats.count_sent(pkt);
         c.deficit[level] -= pkt.len as i32;
         if c.deficit[level] < 0 {
             c.deficit[level] += c.quantum as i32;
             self.rr(at, prio).advance();
         }
-        if self.cl(i).leaf.as_ref().map_or(0, |l| l.q.stats().qlen) == 0 {
+        if self.leaf_qlen(i) == 0 {
             self.deactivate(i);
         }
-        self.charge_class(i, level as u8, &pkt);
-        Some(pkt)
+        self.charge_class(i, level as u8, pkt);
+        out
+    }
+
+    /// Packets in leaf `i`'s qdisc (`cl->leaf.q->q.qlen`).
+    fn leaf_qlen(&self, i: usize) -> u32 {
+        self.cl(i).leaf.as_ref().map_or(0, |l| l.q.qlen())
     }
 
     // ----- configuration -----
@@ -1005,10 +1028,11 @@ impl Htb {
             while m != 0 {
                 let prio = m.trailing_zeros() as usize;
                 m &= !(1 << prio);
-                if let Some(pkt) = self.dequeue_tree(prio, level, cx) {
-                    self.stats.count_unqueued(&pkt);
-                    self.stats.count_sent(&pkt);
-                    return Some(pkt);
+                let out = self.dequeue_tree(prio, level, cx);
+                if let Some(pkt) = out.as_ref() {
+                    self.stats.count_unqueued(pkt);
+                    self.stats.count_sent(pkt);
+                    return out;
                 }
             }
         }

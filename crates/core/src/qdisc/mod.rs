@@ -163,6 +163,10 @@ impl QdiscStats {
     /// leave the queue and, when positive, count as this qdisc's drops too (`__qdisc_qstats_drop` on
     /// every ancestor), so a root shows the drops of the AQMs and purges below it.
     pub fn reduce(&mut self, (packets, bytes): (i64, i64)) {
+        // Nearly every call on the packet path has nothing to take off: skip the clamping arithmetic.
+        if packets == 0 && bytes == 0 {
+            return;
+        }
         self.qlen = (self.qlen as i64 - packets).max(0) as u32;
         self.backlog = (self.backlog as i64 - bytes).max(0) as u32;
         self.drops = self
@@ -603,6 +607,11 @@ pub trait Qdisc {
     /// Drop everything queued (`qdisc_reset`), keeping configuration and cumulative counters.
     fn reset(&mut self);
     fn stats(&self) -> QdiscStats;
+    /// Packets queued (`sch->q.qlen`), what a parent asks on every packet: a FIFO answers it without
+    /// copying out all its counters.
+    fn qlen(&self) -> u32 {
+        self.stats().qlen
+    }
     /// The options as `tc qdisc show` would read them back.
     fn dump(&self) -> QdiscOptions;
     /// Validate `opts` whole, then apply them (`ops->change`).
