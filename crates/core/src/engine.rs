@@ -126,9 +126,12 @@ pub struct Device {
     ingress: Option<Sched>,
     /// Visible qdiscs other than the root, in the kernel's `qdisc_hash` order (16 buckets, newest first),
     /// as (handle, parent). A handle of 0 is an mq's per-queue default qdisc, found by its parent class.
+    /// Both saved as byte strings of their own, which a root filter listing skips unread.
+    #[serde(with = "crate::snapshot::classes")]
     qdisc_hash: Vec<Vec<(Handle, Handle)>>,
     /// The parent class of every visible qdisc in `qdisc_hash`, so that `qdisc_lookup` follows a path of
     /// class lookups instead of walking the whole tree (a LibreQoS policy has 10 000 leaves).
+    #[serde(with = "crate::snapshot::classes")]
     parent_of: BTreeMap<Handle, Handle>,
     /// Every packet dropped on this device (egress and ingress), by reason; `tc -s` does not print these.
     pub drop_counts: DropCounts,

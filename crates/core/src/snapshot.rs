@@ -315,11 +315,13 @@ pub(crate) fn skipping_filters() -> bool {
     WITHOUT_FILTERS.with(|w| w.get())
 }
 
-/// Run `decode` with every HTB's classes left out, their bytes skipped unread (with their leaf
-/// qdiscs): for a listing of a device's root filter block (`tc filter show dev DEV`), which finds
-/// the block without asking for a class — 10 001 classes and their leaves were most of the decoding
-/// of a LibreQoS-sized engine. The engine it gives is for that read only: an HTB in it has its
-/// filter blocks and no class, and must not be asked for one, changed or saved.
+/// Run `decode` with the class trees left out, their bytes skipped unread: every HTB's classes
+/// (with their leaf qdiscs) and class hash, and each device's index of the qdiscs under classes
+/// (`qdisc_hash`, `parent_of`). For a listing of a device's root filter block (`tc filter show dev
+/// DEV`), which finds the block without asking for a class or another qdisc — 10 001 classes and
+/// their leaves were most of the decoding of a LibreQoS-sized engine. The engine it gives is for
+/// that read only: an HTB in it has its filter blocks and no class, a device no qdisc but its root
+/// and ingress, and neither must be asked for more, changed or saved.
 pub fn without_classes<R>(decode: impl FnOnce() -> R) -> R {
     with_flag(&WITHOUT_CLASSES, decode)
 }

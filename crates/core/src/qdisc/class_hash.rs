@@ -10,6 +10,12 @@ pub(crate) struct ClassHash {
     elems: usize,
 }
 
+impl Default for ClassHash {
+    fn default() -> ClassHash {
+        ClassHash::new()
+    }
+}
+
 impl ClassHash {
     pub(crate) fn new() -> ClassHash {
         ClassHash {

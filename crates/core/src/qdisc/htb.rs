@@ -409,12 +409,13 @@ pub struct Htb {
     /// The device's txqueuelen: the limit of the default pfifo under each leaf.
     leaf_limit: u32,
     // classes: an arena, found by classid; `hash` reproduces the kernel's class-hash walk order.
-    // Saved as a byte string of its own, which a root filter listing skips unread.
+    // `classes` and `hash` saved as byte strings of their own, which a root filter listing skips.
     #[serde(with = "crate::snapshot::classes")]
     classes: Vec<Option<Class>>,
     free: Vec<usize>,
     /// Arena index + 1 of each class by minor (0: no class), grown up to the highest minor in use.
     by_minor: Vec<u32>,
+    #[serde(with = "crate::snapshot::classes")]
     hash: ClassHash,
     // scheduler state
     levels: [Level; MAXDEPTH],
