@@ -25,7 +25,7 @@ use crate::error::KernelError;
 use crate::packet::Packet;
 
 /// `struct sock_filter`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Insn {
     pub code: u16,
     pub jt: u8,

@@ -810,10 +810,10 @@ fn no_device() -> KernelError {
 
 /// What a snapshot holds of an engine ([`crate::snapshot`]): the action tables (first: the filters'
 /// actions are found in them), its devices (ids kept), the automatic handle counter, the routes'
-/// realms and the mangle table with its counters and whether conntrack's hooks are registered;
-/// conntrack must hold no connection and teql be unloaded.
+/// realms, the mangle table with its counters and whether conntrack's hooks are registered, and the
+/// teql master's ring and counters if it is loaded; conntrack must hold no connection.
 #[derive(serde::Serialize, serde::Deserialize)]
-struct EngineState<A, D, F, M> {
+struct EngineState<A, D, F, M, T> {
     actions: A,
     slots: Vec<Option<D>>,
     by_name: BTreeMap<String, DevId>,
@@ -821,6 +821,7 @@ struct EngineState<A, D, F, M> {
     fib: F,
     mangle: M,
     ct_hooks: bool,
+    teql: Option<T>,
 }
 
 impl Engine {
@@ -836,9 +837,6 @@ impl Engine {
         if !nf.conntrack.is_empty() {
             return Err(NoSnapshot("conntrack entries".into()));
         }
-        if self.teql.is_some() {
-            return Err(NoSnapshot("the teql master".into()));
-        }
         crate::snapshot::encode(&EngineState {
             actions: &self.actions,
             slots: self.slots.iter().map(Option::as_ref).collect(),
@@ -847,12 +845,14 @@ impl Engine {
             fib: &self.fib,
             mangle: &nf.mangle,
             ct_hooks: nf.ct_hooks,
+            teql: self.teql.as_ref(),
         })
     }
 
     /// The engine [`Engine::snapshot`] saved.
     pub fn from_snapshot(bytes: &[u8]) -> Result<Engine, String> {
-        type Saved = EngineState<ActionTable, Device, crate::fib::Fib, crate::netfilter::Table>;
+        type Saved =
+            EngineState<ActionTable, Device, crate::fib::Fib, crate::netfilter::Table, TeqlMaster>;
         let s: Result<Saved, String> = crate::snapshot::decode(bytes);
         ActionTable::finish_decoding();
         let s = s?;
@@ -866,6 +866,7 @@ impl Engine {
         if s.slots.iter().flatten().count() != s.by_name.len() {
             return Err("a device without a name".into());
         }
+        // Every field named: one added to the engine must be saved or said why not.
         Ok(Engine {
             actions: s.actions,
             slots: s.slots,
@@ -877,7 +878,7 @@ impl Engine {
                 ct_hooks: s.ct_hooks,
                 ..Default::default()
             },
-            ..Engine::default()
+            teql: s.teql,
         })
     }
 

@@ -13,16 +13,16 @@
 //! requeues come with it. Queued packets are never saved: a store's engine carries no traffic, and an
 //! engine that holds any has no snapshot.
 //!
-//! # What has no snapshot form (yet)
+//! # What has no snapshot
 //!
-//! A discipline saves itself through [`crate::qdisc::Qdisc::save`] and is rebuilt through
-//! [`RESTORE`], its line here; a discipline without both, a classifier other than u32, fw, matchall
-//! and basic, an action other than gact, police, skbedit, connmark and mirred, conntrack entries or
-//! the teql master make [`Engine::snapshot`] answer `Err` with what stood in the way, and the store
-//! replays its journal as before. The mangle table (`tclab iptables`) comes whole, rules and
-//! counters. Wrong bytes (a snapshot of another build, cut short) fail to decode with an error, never
-//! into another engine: the store checks a checksum and its build's identity before it decodes
-//! anything.
+//! Every kind has a form: a discipline saves itself through [`crate::qdisc::Qdisc::save`] and is
+//! rebuilt through [`RESTORE`], its line here (a new kind without both makes [`Engine::snapshot`]
+//! answer `Err` until it has them); classifiers and actions derive theirs, and the mangle table
+//! (`tclab iptables`) and the teql master come whole. What stands in the way is traffic: a packet
+//! queued anywhere (each `save` refuses then) or a connection in conntrack's table; the store then
+//! replays its journal as before. Wrong bytes (a snapshot of another build, cut short) fail to
+//! decode with an error, never into another engine: the store checks a checksum and its build's
+//! identity before it decodes anything, so a layout changed by a new form never meets old bytes.
 
 use crate::qdisc::{Qdisc, Sched};
 use serde::de::Error as _;
@@ -148,6 +148,58 @@ pub const RESTORE: &[Restore] = &[
         kind: "pie",
         restore: restore::<crate::qdisc::pie::Pie>,
     },
+    Restore {
+        kind: "choke",
+        restore: restore::<crate::qdisc::choke::Choke>,
+    },
+    Restore {
+        kind: "sfb",
+        restore: restore::<crate::qdisc::sfb::Sfb>,
+    },
+    Restore {
+        kind: "gred",
+        restore: restore::<crate::qdisc::gred::Gred>,
+    },
+    Restore {
+        kind: "cbs",
+        restore: restore::<crate::qdisc::cbs::Cbs>,
+    },
+    Restore {
+        kind: "etf",
+        restore: restore::<crate::qdisc::etf::Etf>,
+    },
+    Restore {
+        kind: "hhf",
+        restore: restore::<crate::qdisc::hhf::Hhf>,
+    },
+    Restore {
+        kind: "plug",
+        restore: restore::<crate::qdisc::plug::Plug>,
+    },
+    Restore {
+        kind: "skbprio",
+        restore: restore::<crate::qdisc::skbprio::Skbprio>,
+    },
+    Restore {
+        kind: "mqprio",
+        restore: restore::<crate::qdisc::mqprio::Mqprio>,
+    },
+    Restore {
+        kind: "multiq",
+        restore: restore::<crate::qdisc::multiq::Multiq>,
+    },
+    Restore {
+        kind: "taprio",
+        restore: restore::<crate::qdisc::taprio::Taprio>,
+    },
+    Restore {
+        kind: "noop",
+        restore: restore::<crate::qdisc::mq::Noop>,
+    },
+    Restore {
+        kind: crate::qdisc::teql::MASTER,
+        restore: restore::<crate::qdisc::teql::Teql>,
+    },
 ];
 
 /// A byte string serialised as one (postcard: a length and the bytes), not as a sequence of numbers.
@@ -222,6 +274,57 @@ pub(crate) mod array {
         let v = Vec::<T>::deserialize(d)?;
         v.try_into()
             .map_err(|v: Vec<T>| D::Error::invalid_length(v.len(), &"the array's length"))
+    }
+}
+
+/// `[[T; M]; N]` as a sequence of rows (HHF's 4 × 1 024 counters: serde derives neither length).
+pub(crate) mod grid {
+    use super::*;
+    pub fn serialize<S: Serializer, T: Serialize, const M: usize, const N: usize>(
+        g: &[[T; M]; N],
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let rows: Vec<&[T]> = g.iter().map(|r| r.as_slice()).collect();
+        rows.serialize(s)
+    }
+    pub fn deserialize<
+        'de,
+        D: Deserializer<'de>,
+        T: Deserialize<'de>,
+        const M: usize,
+        const N: usize,
+    >(
+        d: D,
+    ) -> Result<[[T; M]; N], D::Error> {
+        let rows = Vec::<Vec<T>>::deserialize(d)?
+            .into_iter()
+            .map(|r| {
+                r.try_into()
+                    .map_err(|r: Vec<T>| D::Error::invalid_length(r.len(), &"the row's length"))
+            })
+            .collect::<Result<Vec<[T; M]>, _>>()?;
+        rows.try_into()
+            .map_err(|v: Vec<[T; M]>| D::Error::invalid_length(v.len(), &"the rows"))
+    }
+}
+
+/// A ring of packet slots (CHOKe's `tab`), saved empty: its length alone. A slot holding a packet
+/// refuses, though the qdisc saves only when none does.
+pub(crate) mod empty_slots {
+    use super::*;
+    pub fn serialize<S: Serializer, T>(v: &[Option<T>], s: S) -> Result<S::Ok, S::Error> {
+        if v.iter().any(Option::is_some) {
+            return Err(refuse("a queued packet".into()));
+        }
+        (v.len() as u64).serialize(s)
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>, T>(d: D) -> Result<Vec<Option<T>>, D::Error> {
+        let n = u64::deserialize(d)?;
+        // A ring is empty or a power of two, 2^17 at most (CHOKE_MAX_QUEUE + 1 rounded up).
+        if n > 1 << 17 || n != 0 && !n.is_power_of_two() {
+            return Err(D::Error::custom(format!("a ring of {n} slots")));
+        }
+        Ok((0..n).map(|_| None).collect())
     }
 }
 

@@ -479,22 +479,48 @@ mod tests {
         assert_eq!(show(&mut again, "filter show dev eth0"), filters);
     }
 
-    /// Enqueue three packets into the engine's `eth0` at `at` and dequeue every millisecond for a
-    /// second: when each left, and the listings after, which print each kind's counters and state.
-    fn through(e: &mut tclab_core::Engine, at: u64) -> (Vec<(u64, u32)>, String) {
+    /// Words, and one argument between single quotes (an ematch expression, a bpf program).
+    fn argv(s: &str) -> Vec<String> {
+        s.split('\'')
+            .enumerate()
+            .flat_map(|(i, part)| match i % 2 {
+                0 => part.split_whitespace().map(String::from).collect(),
+                _ => vec![part.to_string()],
+            })
+            .collect()
+    }
+
+    /// Enqueue a packet from each of `sports` into the engine's `eth0` at `at` (with a launch time a
+    /// millisecond later if `launch`, for etf) and dequeue every millisecond for a second: when each
+    /// left and which, and the listings after, which print each kind's counters and state.
+    fn through(
+        e: &mut tclab_core::Engine,
+        at: u64,
+        sports: &[u16],
+        launch: bool,
+    ) -> (Vec<(u64, u32, u16)>, String) {
         let w = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
         let dev = e.device_mut("eth0").unwrap();
-        for sport in 1..=3 {
+        for &sport in sports {
             let mut cx = tclab_core::qdisc::Cx::new(at);
-            let pkt =
+            let mut pkt =
                 tclab_core::packet::Packet::udp4([10, 0, 0, 1], sport, [10, 0, 0, 2], 2, 0, 1000);
+            if launch {
+                pkt.tstamp = at + 1_000_000;
+            }
             dev.enqueue(pkt, &mut cx);
         }
+        let root = &e.device("eth0").unwrap().root().q;
+        let kind = root.kind();
+        assert_eq!(root.stats().qlen, sports.len() as u32, "{kind}: queued");
+        assert!(e.snapshot().is_err(), "{kind} holding a packet");
         let mut out = Vec::new();
         for step in 0..1000 {
+            // As qdisc_run does: dequeue until the qdisc has nothing to give now.
             let mut cx = tclab_core::qdisc::Cx::new(at + step * 1_000_000);
-            if let Some(p) = e.device_mut("eth0").unwrap().root_mut().q.dequeue(&mut cx) {
-                out.push((step, p.len));
+            while let Some(p) = e.device_mut("eth0").unwrap().root_mut().q.dequeue(&mut cx) {
+                // The UDP source port after the 20-byte IP header: which flow left.
+                out.push((step, p.len, u16::from_be_bytes([p.data[20], p.data[21]])));
             }
         }
         let mut shown = String::new();
@@ -508,18 +534,8 @@ mod tests {
     fn a_qdisc_holding_a_packet_has_no_snapshot() {
         // A snapshot never carries traffic: each kind with a form refuses while a packet is queued in
         // it (the store then replays), and has one again once it is empty. The engine it saves then,
-        // after that traffic, passes the next packet as the engine it came from does: the same packets
-        // out, the same counters and state in the listings.
-        // Words, and one argument between single quotes (an ematch expression).
-        let argv = |s: &str| -> Vec<String> {
-            s.split('\'')
-                .enumerate()
-                .flat_map(|(i, part)| match i % 2 {
-                    0 => part.split_whitespace().map(String::from).collect(),
-                    _ => vec![part.to_string()],
-                })
-                .collect()
-        };
+        // after that traffic, passes the next packets as the engine it came from does: the same
+        // packets out at the same times, the same counters and state in the listings.
         let to_class = "filter add dev eth0 parent 1: protocol all prio 1 matchall classid 1:1";
         for policy in [
             &["qdisc add dev eth0 root handle 1: netem delay 100ms"][..],
@@ -547,9 +563,24 @@ mod tests {
                 "filter add dev eth0 parent 1: protocol ip prio 1 basic match 'cmp(u8 at 9 layer network eq 17)' flowid 1:1",
             ],
             &["qdisc add dev eth0 root handle 1: codel target 1ms interval 10ms ecn"],
+            &["qdisc add dev eth0 root handle 1: fq_codel target 1ms interval 10ms quantum 300"],
             &["qdisc add dev eth0 root handle 1: fq maxrate 100kbit quantum 1514 initial_quantum 1514"],
             &["qdisc add dev eth0 root handle 1: fq_pie target 1ms tupdate 5ms"],
             &["qdisc add dev eth0 root handle 1: pie target 1ms tupdate 5ms"],
+            &["qdisc add dev eth0 root handle 1: choke limit 100 bandwidth 10mbit min 2 max 6 avpkt 1000 burst 4"],
+            &["qdisc add dev eth0 root handle 1: sfb rehash 100 db 10 target 1 max 1 increment 0.1"],
+            &[
+                "qdisc add dev eth0 root handle 1: gred setup vqs 4 default 0",
+                "qdisc change dev eth0 root handle 1: gred limit 60KB min 1500 max 4500 avpkt 1000 burst 2 bandwidth 10mbit DP 0 probability 0.5",
+            ],
+            &["qdisc add dev eth0 root handle 1: cbs idleslope 1000 sendslope -9000 hicredit 1500 locredit -1500"],
+            &["qdisc add dev eth0 root handle 1: etf clockid CLOCK_TAI delta 300000 skip_sock_check"],
+            &["qdisc add dev eth0 root handle 1: hhf admit_bytes 1500 hh_limit 10"],
+            &[
+                "qdisc add dev eth0 root handle 1: plug limit 10000",
+                "qdisc change dev eth0 root handle 1: plug release_indefinite",
+            ],
+            &["qdisc add dev eth0 root handle 1: skbprio limit 10"],
         ] {
             let mut e = tclab_core::Engine::new();
             for c in policy {
@@ -557,24 +588,89 @@ mod tests {
                 assert_eq!(r.code, 0, "{c}: {}", r.stderr);
             }
             assert!(e.snapshot().is_ok(), "{policy:?} empty");
-            let dev = e.device_mut("eth0").unwrap();
-            let mut cx = tclab_core::qdisc::Cx::new(0);
-            let pkt = tclab_core::packet::Packet::udp4([10, 0, 0, 1], 1, [10, 0, 0, 2], 2, 0, 1000);
-            dev.enqueue(pkt, &mut cx);
-            assert_eq!(dev.root().q.stats().qlen, 1, "{policy:?}: the packet is queued");
-            assert!(e.snapshot().is_err(), "{policy:?} holding a packet");
-            let dev = e.device_mut("eth0").unwrap();
-            let mut cx = tclab_core::qdisc::Cx::new(1_000_000_000);
-            assert!(dev.root_mut().q.dequeue(&mut cx).is_some(), "{policy:?}");
+            let launch = policy[0].contains(" etf ");
+            let (first, _) = through(&mut e, 0, &[1], launch);
+            assert_eq!(first.len(), 1, "{policy:?}: the packet left: {first:?}");
             let saved = e.snapshot();
             assert!(saved.is_ok(), "{policy:?} emptied: {saved:?}");
             let mut back = tclab_core::Engine::from_snapshot(&saved.unwrap()).unwrap();
             // Right after the first packet left: what it left behind (rates, idle times, deficits)
             // decides when the next ones go.
-            let at = 1_000_000_000;
-            let (want, got) = (through(&mut e, at), through(&mut back, at));
+            let at = first[0].0 * 1_000_000 + 1_000_000;
+            let want = through(&mut e, at, &[1, 2, 3], launch);
+            let got = through(&mut back, at, &[1, 2, 3], launch);
             assert_eq!(got, want, "{policy:?}: restored after traffic");
             assert_eq!(want.0.len(), 3, "{policy:?}: the packets left: {want:?}");
+        }
+    }
+
+    #[test]
+    fn filters_and_actions_classify_the_same_after_a_snapshot() {
+        // Every classifier kind and the actions that rewrite packets, restored from a snapshot taken
+        // after traffic: the same packets go to the same classes with the same bytes, and every
+        // counter (filters', actions', classes') reads the same. The flow classifier's perturbed
+        // hash (its generator and next perturbation) and basic's ematch must come back exactly.
+        let policy = [
+            "qdisc add dev eth0 root handle 1: prio bands 3",
+            "filter add dev eth0 parent 1: prio 1 protocol ip flower ip_proto udp dst_port 7 classid 1:1 action pedit ex munge ip ttl set 9 pipe action csum ip4h and udp",
+            "filter add dev eth0 parent 1: prio 2 protocol ip u32 match ip dport 8 0xffff flowid 1:2 action nat egress 10.0.0.1 192.0.2.1",
+            "filter add dev eth0 parent 1: prio 3 protocol ip route to 5 classid 1:3",
+            "filter add dev eth0 parent 1: prio 4 protocol ip bpf bytecode '1,6 0 0 0' classid 1:3",
+            "filter add dev eth0 parent 1: handle 1 prio 5 protocol ip cgroup match 'cmp(u8 at 9 layer network eq 17)' action pass",
+            "filter add dev eth0 parent 1: prio 6 protocol ip basic match 'cmp(u16 at 2 layer transport eq 9)' classid 1:3 action vlan push id 5",
+            "filter add dev eth0 parent 1: prio 7 protocol ip handle 1 flow hash keys src,dst,proto-src,proto-dst divisor 3 perturb 1 baseclass 1:1",
+        ];
+        let mut e = tclab_core::Engine::new();
+        for c in policy {
+            let r = crate::run(&mut e, &argv(c), 0);
+            assert_eq!(r.code, 0, "{c}: {}", r.stderr);
+        }
+        // Packets to ports 7, 8, 9 and others, from several source ports, sent at `at`: what left
+        // each band, byte for byte.
+        let send = |e: &mut tclab_core::Engine, at: u64| {
+            let mut out = Vec::new();
+            for sport in 1..=6u16 {
+                for dport in 6..=10u16 {
+                    let dev = e.device_mut("eth0").unwrap();
+                    let mut cx = tclab_core::qdisc::Cx::new(at);
+                    let pkt = tclab_core::packet::Packet::udp4(
+                        [10, 0, 0, 1],
+                        sport,
+                        [10, 0, 0, 2],
+                        dport,
+                        0,
+                        100,
+                    );
+                    dev.enqueue(pkt, &mut cx);
+                }
+            }
+            let mut cx = tclab_core::qdisc::Cx::new(at);
+            while let Some(p) = e.device_mut("eth0").unwrap().root_mut().q.dequeue(&mut cx) {
+                out.push((p.data.clone(), p.len));
+            }
+            let w = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+            let mut shown = String::new();
+            for c in [
+                "-s filter show dev eth0",
+                "-s class show dev eth0",
+                "-s qdisc show dev eth0",
+            ] {
+                shown += &crate::run(e, &w(c), 0).stdout;
+            }
+            (out, shown)
+        };
+        let (first, shown) = send(&mut e, 1_000_000_000);
+        assert_eq!(first.len(), 30, "every packet left");
+        for what in [
+            "pedit", "nat", "csum", "vlan", "flower", "flow", "basic", "bpf", "route", "cgroup",
+        ] {
+            assert!(shown.contains(what), "{what} in {shown}");
+        }
+        let mut back = tclab_core::Engine::from_snapshot(&e.snapshot().unwrap()).unwrap();
+        // Before and after the flow classifier's next perturbation (a second after the last).
+        for at in [1_500_000_000, 3_000_000_000] {
+            let (want, got) = (send(&mut e, at), send(&mut back, at));
+            assert_eq!(got, want, "at {at}");
         }
     }
 }

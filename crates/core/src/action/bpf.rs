@@ -9,7 +9,7 @@ use crate::bpf::{self, Insn};
 use crate::error::{Errno, KernelError};
 use crate::packet::Packet;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Bpf {
     /// The `default-action`.
     pub action: Control,

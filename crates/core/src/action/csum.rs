@@ -25,7 +25,7 @@ pub const UDP: u32 = 16;
 pub const UDPLITE: u32 = 32;
 pub const SCTP: u32 = 64;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Csum {
     pub action: Control,
     pub update_flags: u32,

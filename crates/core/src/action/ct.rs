@@ -55,7 +55,7 @@ pub const CT_ACT_NAT_SRC: u16 = 16;
 pub const CT_ACT_NAT_DST: u16 = 32;
 
 /// The NAT range (`TCA_CT_NAT_*`): addresses of one family, ports in host order.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CtNat {
     /// `TCA_CT_NAT_IPV4/IPV6_MIN` and `_MAX` (the minimum again when tc sent no maximum).
     pub addr: Option<(IpAddr, IpAddr)>,
@@ -64,7 +64,7 @@ pub struct CtNat {
 }
 
 /// What tc sends (`TCA_CT_*`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Ct {
     pub action: Control,
     /// `TCA_CT_ACTION`: [`CT_ACT_COMMIT`] … [`CT_ACT_NAT_DST`].

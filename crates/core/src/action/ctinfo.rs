@@ -15,7 +15,7 @@ use crate::error::KernelError;
 use crate::packet::Packet;
 
 /// What tc sends (`TCA_CTINFO_*`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Ctinfo {
     pub action: Control,
     pub zone: u16,

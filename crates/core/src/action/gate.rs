@@ -25,7 +25,7 @@ use crate::Nanos;
 pub const CLOCK_TAI: i32 = 11;
 
 /// One `sched-entry`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct GateEntry {
     pub open: bool,
     /// Nanoseconds; the kernel refuses 0.
@@ -38,7 +38,7 @@ pub struct GateEntry {
 
 /// What tc sends (`TCA_GATE_*`); after a replace, what the kernel kept from the action before for
 /// what the command left out.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Gate {
     pub action: Control,
     pub priority: Option<i32>,

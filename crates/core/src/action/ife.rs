@@ -28,7 +28,7 @@ pub const META_TCINDEX: u16 = 5;
 const ETH_HLEN: usize = 14;
 
 /// One metadatum: allowed (the packet's own value is sent) or used (a fixed value is sent).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Meta {
     /// `IFE_META_*`.
     pub id: u16,
@@ -36,7 +36,7 @@ pub struct Meta {
     pub value: Option<u32>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Ife {
     pub action: Control,
     pub encode: bool,

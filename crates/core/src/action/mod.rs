@@ -74,8 +74,9 @@ pub const ACT_FLAG_NO_PERCPU: u32 = 1;
 pub const ACT_FLAG_SKIP_HW: u32 = 2;
 pub const ACT_FLAG_SKIP_SW: u32 = 4;
 
-/// What an action of each kind is configured with.
-#[derive(Clone, Debug, PartialEq)]
+/// What an action of each kind is configured with; every kind has a snapshot form
+/// ([`crate::snapshot`]): its configuration, its running state being the [`Action`]'s.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum ActionParams {
     Gact(gact::Gact),
     Police(police::PoliceParams),
@@ -96,55 +97,6 @@ pub enum ActionParams {
     Ctinfo(ctinfo::Ctinfo),
     Ife(ife::Ife),
     Ct(ct::Ct),
-}
-
-/// The actions with a snapshot form ([`crate::snapshot`]).
-#[derive(serde::Serialize, serde::Deserialize)]
-enum SavedParams<G, P, S, C, M> {
-    Gact(G),
-    Police(P),
-    Skbedit(S),
-    Connmark(C),
-    Mirred(M),
-}
-
-impl serde::Serialize for ActionParams {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        type Saved<'a> = SavedParams<
-            &'a gact::Gact,
-            &'a police::PoliceParams,
-            &'a skbedit::Skbedit,
-            &'a connmark::Connmark,
-            &'a mirred::Mirred,
-        >;
-        match self {
-            ActionParams::Gact(p) => Saved::Gact(p).serialize(s),
-            ActionParams::Police(p) => Saved::Police(p).serialize(s),
-            ActionParams::Skbedit(p) => Saved::Skbedit(p).serialize(s),
-            ActionParams::Connmark(p) => Saved::Connmark(p).serialize(s),
-            ActionParams::Mirred(p) => Saved::Mirred(p).serialize(s),
-            other => Err(crate::snapshot::refuse(format!("action {}", other.kind()))),
-        }
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for ActionParams {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ActionParams, D::Error> {
-        type Saved = SavedParams<
-            gact::Gact,
-            police::PoliceParams,
-            skbedit::Skbedit,
-            connmark::Connmark,
-            mirred::Mirred,
-        >;
-        Ok(match Saved::deserialize(d)? {
-            SavedParams::Gact(p) => ActionParams::Gact(p),
-            SavedParams::Police(p) => ActionParams::Police(p),
-            SavedParams::Skbedit(p) => ActionParams::Skbedit(p),
-            SavedParams::Connmark(p) => ActionParams::Connmark(p),
-            SavedParams::Mirred(p) => ActionParams::Mirred(p),
-        })
-    }
 }
 
 impl ActionParams {

@@ -48,7 +48,7 @@ pub fn eth_p_mpls(proto: u16) -> bool {
 }
 
 /// What tc sends: `struct tc_mpls`'s `m_action` and the `TCA_MPLS_*` attributes it gave.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Mpls {
     pub action: Control,
     /// `TCA_MPLS_ACT_*`.

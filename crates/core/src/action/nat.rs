@@ -15,7 +15,7 @@ use super::{Control, TC_ACT_SHOT};
 use crate::csum;
 use crate::packet::Packet;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Nat {
     pub action: Control,
     /// Host-order addresses and mask (`tc_nat`'s `old_addr`, `new_addr`, `mask`).

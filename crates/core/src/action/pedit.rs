@@ -23,7 +23,7 @@ use super::Control;
 use crate::packet::Packet;
 
 /// `enum pedit_header_type` (`TCA_PEDIT_KEY_EX_HDR_TYPE_*`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum HeaderType {
     #[default]
     Network = 0,
@@ -35,7 +35,7 @@ pub enum HeaderType {
 }
 
 /// `enum pedit_cmd`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Cmd {
     #[default]
     Set = 0,
@@ -44,7 +44,7 @@ pub enum Cmd {
 
 /// `struct tc_pedit_key` and its extended part. `val` and `mask` are the word as it sits in the packet,
 /// read big-endian (what tc prints).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Key {
     pub mask: u32,
     pub val: u32,
@@ -56,7 +56,7 @@ pub struct Key {
     pub cmd: Cmd,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Pedit {
     pub action: Control,
     pub keys: Vec<Key>,

@@ -13,7 +13,7 @@ use crate::error::KernelError;
 use crate::packet::Packet;
 
 /// What tc sends (`TCA_SAMPLE_*`); the kernel needs the rate and the group of a new action.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Sample {
     pub action: Control,
     pub rate: Option<u32>,

@@ -5,7 +5,7 @@
 
 use super::Control;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Simple {
     pub action: Control,
     /// `TCA_DEF_DATA`; `None` when the command gave none, which only binding an existing action allows.

@@ -20,7 +20,7 @@ pub const F_ETYPE: u32 = 4;
 pub const F_SWAPMAC: u32 = 8;
 pub const F_ECN: u32 = 16;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Skbmod {
     pub action: Control,
     /// `tc_skbmod.flags` as tc sent them (only `F_SWAPMAC` and `F_ECN` count there).

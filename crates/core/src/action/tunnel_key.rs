@@ -22,7 +22,7 @@ const OPTS_MAX: usize = 255;
 const GENEVE_OPT_HLEN: usize = 4;
 
 /// One Geneve option as tc sends it (`TCA_TUNNEL_KEY_ENC_OPT_GENEVE_*`, each part optional).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct GeneveOpt {
     pub class: Option<u16>,
     pub kind: Option<u8>,
@@ -30,7 +30,7 @@ pub struct GeneveOpt {
 }
 
 /// `TCA_TUNNEL_KEY_ENC_OPTS`: one family of options.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum TunnelOpts {
     Geneve(Vec<GeneveOpt>),
     Vxlan {
@@ -46,7 +46,7 @@ pub enum TunnelOpts {
 }
 
 /// The tunnel a packet is to be sent in (`ip_tunnel_info` of its metadata dst).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TunnelInfo {
     pub src: IpAddr,
     pub dst: IpAddr,
@@ -64,7 +64,7 @@ pub struct TunnelInfo {
 }
 
 /// What tc sends: `struct tc_tunnel_key`'s `t_action` and the `TCA_TUNNEL_KEY_*` attributes.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TunnelKey {
     pub action: Control,
     /// `TCA_TUNNEL_KEY_ACT_*`; 0 when the command named none (the kernel refuses it).

@@ -42,7 +42,7 @@ const PRIO_SHIFT: u16 = 13;
 const VLAN_HLEN: u32 = 4;
 
 /// What tc sends (`struct tc_vlan`'s `v_action`, `TCA_VLAN_PUSH_*`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Vlan {
     pub action: Control,
     /// `TCA_VLAN_ACT_*`; 0 when the command named none (the kernel refuses it).

@@ -42,7 +42,7 @@ pub struct BpfOptions {
     pub exts: ExtsSpec,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct BpfFilter {
     pub handle: u32,
     pub ops: Vec<Insn>,
@@ -54,7 +54,7 @@ pub struct BpfFilter {
 }
 
 /// The instance (`struct cls_bpf_head`): newest first.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct BpfHead {
     pub filters: Vec<BpfFilter>,
 }

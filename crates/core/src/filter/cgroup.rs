@@ -30,14 +30,14 @@ pub struct CgroupOptions {
 }
 
 /// The instance's one filter (`struct cls_cgroup_head`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct CgroupFilter {
     pub handle: u32,
     pub ematches: EmatchTree,
     pub exts: Exts,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct CgroupHead {
     pub filter: Option<CgroupFilter>,
 }

@@ -79,7 +79,7 @@ pub struct FlowOptions {
 }
 
 /// One filter (`struct flow_filter`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct FlowFilter {
     pub handle: u32,
     pub keymask: u32,
@@ -100,7 +100,7 @@ pub struct FlowFilter {
 }
 
 /// The instance (`struct flow_head`): filters in creation order.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct FlowHead {
     pub filters: Vec<FlowFilter>,
     seed: Option<u64>,

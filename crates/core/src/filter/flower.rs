@@ -72,6 +72,7 @@ use crate::error::{Errno, KernelError};
 use crate::packet::Packet;
 use crate::wire::{be16, byte, Ipv4};
 use crate::Nanos;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// `TCA_CLS_FLAGS_VERBOSE`: kept and dumped, never printed by tc.
@@ -105,7 +106,7 @@ pub const IPPROTO_ICMP: u8 = 1;
 pub const IPPROTO_ICMPV6: u8 = 58;
 
 /// `struct flow_dissector_key_vlan`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct VlanKey {
     pub id: u16,
     pub prio: u8,
@@ -117,7 +118,7 @@ pub struct VlanKey {
 pub const MPLS_MAX: usize = 7;
 
 /// `struct flow_dissector_mpls_lse`: one label stack entry's fields.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct MplsLse {
     pub label: u32,
     pub tc: u8,
@@ -138,7 +139,7 @@ impl MplsLse {
 
 /// `struct fl_flow_key`, the fields tclab dissects: the packet's key, a filter's key, or a mask (a field
 /// of a mask is all ones where the field counts). Ports, EtherTypes and flags in host order.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct FlowKey {
     /// `meta.ingress_ifindex`: the device a packet came in on (`indev`); 0 in a packet's key, as tclab
     /// packets carry no input device.
@@ -941,7 +942,7 @@ fn validate_ct_state(state: u16) -> Result<(), KernelError> {
 }
 
 /// One filter (`struct cls_fl_filter`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FlowerFilter {
     pub handle: u32,
     pub key: FlowKey,
@@ -957,7 +958,7 @@ pub struct FlowerFilter {
 }
 
 /// One entry of the mask list (`struct fl_flow_mask`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct Mask {
     key: FlowKey,
     /// Its filters in the order they were added (`mask->filters`), which range lookups walk.
@@ -983,7 +984,7 @@ impl Mask {
 
 /// The instance (`struct cls_fl_head`): filters by handle (`handle_idr`, the order a dump walks) and the
 /// mask list.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct FlowerHead {
     pub filters: BTreeMap<u32, FlowerFilter>,
     masks: Vec<Mask>,

@@ -35,8 +35,9 @@ const ERSPAN_LEN: usize = 12;
 const GTP_LEN: usize = 2;
 
 /// `struct flow_dissector_key_enc_opts`.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct EncOpts {
+    #[serde(with = "crate::snapshot::array")]
     pub data: [u8; TUN_OPTS_MAX],
     pub len: u8,
     /// `dst_opt_type`: the family's flag bit, 0 for none.

@@ -197,8 +197,8 @@ impl FilterOptions {
     }
 }
 
-/// The filters of one instance, by kind.
-#[derive(Clone, Debug)]
+/// The filters of one instance, by kind; every kind has a snapshot form ([`crate::snapshot`]).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum Classifier {
     U32(u32::U32Tp),
     Fw(fw::FwHead),
@@ -209,45 +209,6 @@ pub enum Classifier {
     Route(route::RouteHead),
     Cgroup(cgroup::CgroupHead),
     Bpf(bpf::BpfHead),
-}
-
-/// The classifiers with a snapshot form ([`crate::snapshot`]): u32, fw, matchall and basic so far.
-#[derive(serde::Serialize, serde::Deserialize)]
-enum SavedClassifier<U, F, M, B> {
-    U32(U),
-    Fw(F),
-    Matchall(M),
-    Basic(B),
-}
-
-impl serde::Serialize for Classifier {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        type Saved<'a> = SavedClassifier<
-            &'a u32::U32Tp,
-            &'a fw::FwHead,
-            &'a matchall::Matchall,
-            &'a basic::BasicHead,
-        >;
-        match self {
-            Classifier::U32(t) => Saved::U32(t).serialize(s),
-            Classifier::Fw(h) => Saved::Fw(h).serialize(s),
-            Classifier::Matchall(m) => Saved::Matchall(m).serialize(s),
-            Classifier::Basic(b) => Saved::Basic(b).serialize(s),
-            other => Err(crate::snapshot::refuse(format!("filter {}", other.kind()))),
-        }
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Classifier {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Classifier, D::Error> {
-        type Saved = SavedClassifier<u32::U32Tp, fw::FwHead, matchall::Matchall, basic::BasicHead>;
-        Ok(match Saved::deserialize(d)? {
-            SavedClassifier::U32(t) => Classifier::U32(t),
-            SavedClassifier::Fw(h) => Classifier::Fw(h),
-            SavedClassifier::Matchall(m) => Classifier::Matchall(m),
-            SavedClassifier::Basic(b) => Classifier::Basic(b),
-        })
-    }
 }
 
 impl Classifier {

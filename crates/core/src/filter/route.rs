@@ -39,7 +39,7 @@ pub struct RouteOptions {
     pub exts: ExtsSpec,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct RouteFilter {
     pub handle: u32,
     /// `to | from << 16` (what the lookup compares with the route's realms).
@@ -89,7 +89,7 @@ fn from_hash(id: u32) -> u32 {
 
 /// The instance (`struct route4_head`), its filters kept in the kernel's walk order: by destination
 /// bucket, then list, then handle.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct RouteHead {
     pub filters: Vec<RouteFilter>,
 }

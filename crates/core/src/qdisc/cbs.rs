@@ -51,6 +51,9 @@ pub struct CbsOptions {
     pub sendslope: i32,
 }
 
+/// In a snapshot ([`crate::snapshot`]) with nothing queued (the child saves its own queue or
+/// refuses): the credits and the last departure come with it.
+#[derive(Serialize, Deserialize)]
 pub struct Cbs {
     // Parameters.
     hicredit: i64,
@@ -67,6 +70,7 @@ pub struct Cbs {
     handle: Handle,
     txqueuelen: u32,
     stats: QdiscStats,
+    #[serde(skip)]
     peeked: Peeked,
 }
 
@@ -158,6 +162,12 @@ impl Cbs {
 impl Qdisc for Cbs {
     fn kind(&self) -> &'static str {
         "cbs"
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        (self.peeked.get().is_none() && self.stats.qlen == 0)
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     /// `cbs_enqueue_soft`.

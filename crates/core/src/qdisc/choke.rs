@@ -48,12 +48,16 @@ pub struct ChokeXstats {
     pub matched: u32,
 }
 
+/// In a snapshot ([`crate::snapshot`]) with nothing queued: the ring's size, RED's average and the
+/// generator come with it.
+#[derive(Serialize, Deserialize)]
 pub struct Choke {
     limit: u32,
     flags: u8,
     parms: RedParms,
     vars: RedVars,
     /// The ring (`tab`), its mask, head and tail; `None` slots are holes.
+    #[serde(with = "crate::snapshot::empty_slots")]
     tab: Vec<Option<Packet>>,
     head: usize,
     tail: usize,
@@ -220,6 +224,12 @@ impl Choke {
 impl Qdisc for Choke {
     fn kind(&self) -> &'static str {
         "choke"
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        (self.stats.qlen == 0 && self.tab.iter().all(Option::is_none))
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     /// `choke_enqueue`.

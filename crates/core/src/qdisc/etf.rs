@@ -40,6 +40,8 @@ pub struct EtfOptions {
     pub flags: u32,
 }
 
+/// In a snapshot ([`crate::snapshot`]) with nothing queued: the last launch time comes with it.
+#[derive(Serialize, Deserialize)]
 pub struct Etf {
     // Parameters.
     delta: u64,
@@ -47,6 +49,7 @@ pub struct Etf {
     flags: u32,
     // Variables.
     /// Queued packets by (launch time, arrival number): `rb_first_cached` is the first entry.
+    #[serde(skip)]
     queue: BTreeMap<(Nanos, u64), Packet>,
     arrivals: u64,
     /// The launch time of the last packet sent (`q->last`).
@@ -108,6 +111,12 @@ impl Etf {
 impl Qdisc for Etf {
     fn kind(&self) -> &'static str {
         "etf"
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        (self.queue.is_empty())
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     /// `etf_enqueue_timesortedlist`.

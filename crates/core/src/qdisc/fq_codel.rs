@@ -103,15 +103,16 @@ pub struct FqCodelFlowXstats {
     pub drop_next: i32,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 enum List {
     New,
     Old,
 }
 
-#[derive(Default)]
+#[derive(Default, serde::Serialize, serde::Deserialize)]
 struct Flow {
     /// The flow's packets, in the qdisc's `queued`.
+    #[serde(skip)]
     packets: PacketList,
     deficit: i32,
     vars: CodelVars,
@@ -165,12 +166,11 @@ impl FlowList {
     }
 }
 
-/// In a snapshot ([`crate::snapshot`]) only before its first packet: the flow table, its packets and
-/// backlogs are not saved, and `save` refuses once they exist.
+/// In a snapshot ([`crate::snapshot`]) with nothing queued: the flow table once a packet made it, each
+/// flow's CoDel state, deficit and place in the lists (not its packets: there are none).
 #[derive(serde::Serialize, serde::Deserialize)]
 pub struct FqCodel {
     handle: Handle,
-    #[serde(skip)]
     flows: Vec<Flow>,
     /// How many flows there are (`flows_cnt`). The table is allocated by the first packet: a policy
     /// of 20 000 idle fq_codel leaves (LibreQoS's circuits) does not hold 20 000 tables of 1 024.
@@ -180,7 +180,6 @@ pub struct FqCodel {
     queued: PacketLists,
     /// Bytes queued per flow, apart from the flows as the kernel keeps them: the fat-flow drop scans
     /// them all (4 bytes a flow, not a whole entry).
-    #[serde(skip)]
     backlogs: Vec<u32>,
     new_flows: FlowList,
     old_flows: FlowList,
@@ -523,9 +522,11 @@ impl Qdisc for FqCodel {
     }
 
     fn save(&self) -> Option<Vec<u8>> {
-        (self.flows.is_empty() && self.backlogs.is_empty() && self.peeked.get().is_none())
-            .then(|| crate::snapshot::save(self))
-            .flatten()
+        (self.stats.qlen == 0
+            && self.peeked.get().is_none()
+            && self.flows.iter().all(|f| f.packets.len() == 0))
+        .then(|| crate::snapshot::save(self))
+        .flatten()
     }
 
     /// `fq_codel_tcf_block`: filters attach to the qdisc, not to its flows.

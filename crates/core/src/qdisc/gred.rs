@@ -126,6 +126,7 @@ pub enum GredOptions {
 }
 
 /// `struct gred_sched_data`.
+#[derive(Serialize, Deserialize)]
 struct Vq {
     limit: u32,
     red_flags: u32,
@@ -144,6 +145,8 @@ struct Vq {
     pdrop: u32,
 }
 
+/// In a snapshot ([`crate::snapshot`]) with nothing queued: every VQ's RED state and counters.
+#[derive(Serialize, Deserialize)]
 pub struct Gred {
     tab: [Option<Box<Vq>>; MAX_DPS as usize],
     dps: u32,
@@ -154,6 +157,7 @@ pub struct Gred {
     /// WRED mode's shared average and idle start.
     wred_set: RedVars,
     limit: u32,
+    #[serde(skip)]
     queue: VecDeque<Packet>,
     stats: QdiscStats,
     rng: u64,
@@ -390,6 +394,12 @@ impl Gred {
 impl Qdisc for Gred {
     fn kind(&self) -> &'static str {
         "gred"
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        (self.queue.is_empty())
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     /// `gred_enqueue`.

@@ -67,26 +67,30 @@ pub struct HhfXstats {
     pub hh_cur_count: u32,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 enum List {
     New,
     Old,
 }
 
-#[derive(Default)]
+#[derive(Default, Serialize, Deserialize)]
 struct Bucket {
+    #[serde(skip)]
     packets: VecDeque<Packet>,
     deficit: i32,
     on: Option<List>,
 }
 
 /// A heavy hitter in table T.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Serialize, Deserialize)]
 struct HhFlow {
     hash: u32,
     hit: u32,
 }
 
+/// In a snapshot ([`crate::snapshot`]) with nothing queued: the heavy-hitter table, the counting
+/// arrays and their reset clock, the buckets' deficits and lists.
+#[derive(Serialize, Deserialize)]
 pub struct Hhf {
     buckets: [Bucket; 2],
     /// The order of the bucket list: new first, then old.
@@ -104,7 +108,9 @@ pub struct Hhf {
     hh_overlimit: u32,
     hh_total: u32,
     hh_current: u32,
+    #[serde(with = "crate::snapshot::grid")]
     arrays: [[u32; HHF_ARRAYS_LEN]; HHF_ARRAYS_CNT],
+    #[serde(with = "crate::snapshot::grid")]
     valid: [[bool; HHF_ARRAYS_LEN]; HHF_ARRAYS_CNT],
     arrays_reset: u32,
     drop_overlimit: u32,
@@ -369,6 +375,12 @@ impl Hhf {
 impl Qdisc for Hhf {
     fn kind(&self) -> &'static str {
         "hhf"
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        (self.buckets.iter().all(|b| b.packets.is_empty()))
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     /// `hhf_enqueue`.

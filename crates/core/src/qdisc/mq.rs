@@ -38,11 +38,16 @@ pub struct Mq {
 }
 
 /// `noop_qdisc`: what a queue holds after its qdisc is deleted (mq, multiq).
+#[derive(serde::Serialize, serde::Deserialize)]
 pub(crate) struct Noop;
 
 impl Qdisc for Noop {
     fn kind(&self) -> &'static str {
         "noop"
+    }
+    /// Holds nothing, ever.
+    fn save(&self) -> Option<Vec<u8>> {
+        crate::snapshot::save(self)
     }
     fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
         cx.drop_arriving(pkt, DropReason::TailDrop);

@@ -89,6 +89,8 @@ impl MqprioOptions {
     }
 }
 
+/// In a snapshot ([`crate::snapshot`]): its mq and the traffic classes.
+#[derive(Serialize, Deserialize)]
 pub struct Mqprio {
     mq: Mq,
     handle: Handle,
@@ -130,6 +132,11 @@ impl Mqprio {
 impl Qdisc for Mqprio {
     fn kind(&self) -> &'static str {
         "mqprio"
+    }
+
+    /// Its queues' qdiscs save themselves inside it (or refuse while they hold packets).
+    fn save(&self) -> Option<Vec<u8>> {
+        crate::snapshot::save(self)
     }
 
     /// `netdev_pick_tx` with the device's traffic classes.

@@ -42,6 +42,8 @@ pub struct MultiqOptions {
     pub max_bands: u16,
 }
 
+/// In a snapshot ([`crate::snapshot`]): its bands' qdiscs, the band served next, its filters.
+#[derive(Serialize, Deserialize)]
 pub struct Multiq {
     handle: Handle,
     queues: Vec<Sched>,
@@ -80,6 +82,11 @@ impl Multiq {
 impl Qdisc for Multiq {
     fn kind(&self) -> &'static str {
         "multiq"
+    }
+
+    /// Its queues' qdiscs save themselves inside it (or refuse while they hold packets).
+    fn save(&self) -> Option<Vec<u8>> {
+        crate::snapshot::save(self)
     }
 
     /// `multiq_enqueue`: the filters' actions, then the band of the packet's transmit queue.

@@ -39,6 +39,8 @@ pub struct PlugOptions {
     pub msg: Option<PlugMsg>,
 }
 
+/// In a snapshot ([`crate::snapshot`]) with nothing queued: plugged or not, and the epochs' counts.
+#[derive(Serialize, Deserialize)]
 pub struct Plug {
     unplug_indefinite: bool,
     throttled: bool,
@@ -46,8 +48,10 @@ pub struct Plug {
     pkts_current_epoch: u32,
     pkts_last_epoch: u32,
     pkts_to_release: u32,
+    #[serde(skip)]
     queue: VecDeque<Packet>,
     stats: QdiscStats,
+    #[serde(skip)]
     peeked: Peeked,
 }
 
@@ -98,6 +102,12 @@ impl PeekDequeued for Plug {
 impl Qdisc for Plug {
     fn kind(&self) -> &'static str {
         "plug"
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        (self.queue.is_empty() && self.peeked.get().is_none())
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     /// `plug_enqueue`: tail drop past the byte limit.

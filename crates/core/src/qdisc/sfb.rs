@@ -89,14 +89,14 @@ pub struct SfbXstats {
 }
 
 /// `struct sfb_bucket`: a virtual queue's length and its marking probability.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 struct Bin {
     qlen: u16,
     p_mark: u16,
 }
 
 /// `struct sfb_bins`: one set of bins and the secret of its hash.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 struct Bins {
     perturbation: [u64; 2],
     bins: [[Bin; NUMBUCKETS]; LEVELS],
@@ -112,6 +112,9 @@ fn bin_indices(hash: u32) -> impl Iterator<Item = (usize, usize)> {
     })
 }
 
+/// In a snapshot ([`crate::snapshot`]) with nothing queued (the child saves its own queue or
+/// refuses): both sets of bins with their marking probabilities, the tokens and the rehash clock.
+#[derive(Serialize, Deserialize)]
 pub struct Sfb {
     handle: Handle,
     child: Option<Sched>,
@@ -275,6 +278,12 @@ impl Sfb {
 impl Qdisc for Sfb {
     fn kind(&self) -> &'static str {
         "sfb"
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        (self.stats.qlen == 0)
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     /// `sfb_enqueue`.

@@ -29,16 +29,26 @@ pub struct SkbprioOptions {
     pub limit: Option<u32>,
 }
 
+/// In a snapshot ([`crate::snapshot`]) with nothing queued: the per-priority counters and the
+/// highest and lowest priorities seen.
+#[derive(Serialize, Deserialize)]
 pub struct Skbprio {
     handle: Handle,
     limit: u32,
+    #[serde(skip, default = "no_queues")]
     queues: Vec<VecDeque<Packet>>,
     /// Per priority: backlog, drops, overlimits (`q->qstats`).
     qstats: Vec<QdiscStats>,
     highest: usize,
     lowest: usize,
     stats: QdiscStats,
+    #[serde(skip)]
     peeked: Peeked,
+}
+
+/// One empty queue per priority.
+fn no_queues() -> Vec<VecDeque<Packet>> {
+    vec![VecDeque::new(); MAX_PRIORITY]
 }
 
 impl Skbprio {
@@ -111,6 +121,12 @@ impl PeekDequeued for Skbprio {
 impl Qdisc for Skbprio {
     fn kind(&self) -> &'static str {
         "skbprio"
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        (self.queues.iter().all(VecDeque::is_empty) && self.peeked.get().is_none())
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     /// `skbprio_enqueue`.

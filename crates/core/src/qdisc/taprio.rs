@@ -160,7 +160,7 @@ pub struct AdminSchedule {
 
 /// A schedule: the entries, each one's span within the cycle and how long each class's gate stays
 /// open from it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct Schedule {
     base_time: i64,
     cycle_time: i64,
@@ -572,6 +572,9 @@ impl Schedule {
     }
 }
 
+/// In a snapshot ([`crate::snapshot`]): the schedules in force and waiting, the budgets and each
+/// class's next queue; its queues' qdiscs save themselves inside its mq.
+#[derive(Serialize, Deserialize)]
 pub struct Taprio {
     mq: Mq,
     txqueues: usize,
@@ -936,6 +939,11 @@ fn merge_max_sdu(old: &[u32; TC_MAX], given: &[u32]) -> [u32; TC_MAX] {
 impl Qdisc for Taprio {
     fn kind(&self) -> &'static str {
         "taprio"
+    }
+
+    /// Its queues' qdiscs save themselves inside it (or refuse while they hold packets).
+    fn save(&self) -> Option<Vec<u8>> {
+        crate::snapshot::save(self)
     }
 
     /// `taprio_enqueue` after `netdev_pick_tx` with the classes' queues: a frame over its class's max

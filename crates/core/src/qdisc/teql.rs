@@ -40,8 +40,11 @@ pub const MASTER: &str = "teql0";
 /// `hard_header_len`, above which a slave is refused.
 pub const LL_MAX_HEADER: u32 = 128;
 
+/// In a snapshot ([`crate::snapshot`]) with nothing queued.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct Teql {
     limit: u32,
+    #[serde(skip)]
     queue: VecDeque<Packet>,
     stats: QdiscStats,
 }
@@ -49,6 +52,13 @@ pub struct Teql {
 impl Qdisc for Teql {
     fn kind(&self) -> &'static str {
         MASTER
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        self.queue
+            .is_empty()
+            .then(|| crate::snapshot::save(self))
+            .flatten()
     }
 
     /// `teql_enqueue`: below the device's queue length, else a drop (`qdisc_drop`). Neither the backlog
@@ -123,7 +133,7 @@ pub const KIND: super::QdiscKind = super::QdiscKind {
 };
 
 /// The master's counters (`teql_master_stats64`): what `ip -s link show teql0` prints.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MasterStats {
     pub tx_packets: u64,
     pub tx_bytes: u64,
@@ -146,7 +156,7 @@ pub enum Xmit {
 
 /// `struct teql_master`: the slaves' ring (by ifindex, in `NEXT_SLAVE` order) and its head
 /// (`master->slaves`), and the counters.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct TeqlMaster {
     ring: Vec<u32>,
     head: usize,
