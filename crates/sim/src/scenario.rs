@@ -1942,7 +1942,9 @@ fn resolve_traffic(
     // A stop past the end is the end.
     let stop = stop.min(duration);
     if stop <= start {
-        return cx.err(t.from.span(), "traffic.stop", "must come after start");
+        // Only a given stop can come before start (the default is the end, after any start).
+        let span = t.stop.as_ref().map_or(t.kind.span(), |s| s.span());
+        return cx.err(span, "traffic.stop", "must come after start");
     }
     // Keys that do not apply to this kind are mistakes, not options to ignore.
     let kind_name = t.kind.get_ref().as_str();
@@ -2375,6 +2377,11 @@ delay = "1ms"
             assert_eq!(e.key, key, "{e}");
             assert!(e.message.contains(words), "{e}");
         }
+        // A stop before its start is reported at the stop key's line (it was the `from` key's).
+        let text = t("start = \"500ms\"\nstop = \"200ms\"\n");
+        let e = load_str(&text).err().expect("refused");
+        let stop_line = 1 + text.lines().position(|l| l.starts_with("stop")).unwrap();
+        assert_eq!((e.key.as_str(), e.line), ("traffic.stop", stop_line), "{e}");
         // A stop past the end of the run is the end: no probe is left unanswerable at the last instant.
         let s = load_str(&t("stop = \"50s\"\n")).expect("accepted");
         assert_eq!(s.traffic[0].stop, s.duration);
