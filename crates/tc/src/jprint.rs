@@ -187,40 +187,52 @@ impl Printer {
         value: impl FnOnce(&mut String),
         after: &str,
     ) {
-        match self.json.as_mut() {
-            Some(j) => {
-                let mut v = String::new();
-                value(&mut v);
-                j.name(key);
-                j.string(&v);
-            }
-            None => {
-                self.text.push_str(before);
-                value(&mut self.text);
-                self.text.push_str(after);
-            }
-        }
+        self.field_with(key, before, value, after, true);
     }
 
     /// `print_uint(PRINT_ANY, key, "BEFORE%uAFTER", value)`, the digits appended as
     /// [`crate::util::push_u64`] writes them.
     pub fn uint(&mut self, key: &str, before: &str, value: u64, after: &str) {
-        self.bare_with(key, before, |s| crate::util::push_u64(s, value), after);
+        self.field_with(
+            key,
+            before,
+            |s| crate::util::push_u64(s, value),
+            after,
+            false,
+        );
     }
 
     /// `print_int(PRINT_ANY, key, "BEFORE%dAFTER", value)`.
     pub fn int(&mut self, key: &str, before: &str, value: i64, after: &str) {
-        self.bare_with(key, before, |s| crate::util::push_i64(s, value), after);
+        self.field_with(
+            key,
+            before,
+            |s| crate::util::push_i64(s, value),
+            after,
+            false,
+        );
     }
 
-    /// [`Printer::string_with`] for a value JSON writes bare (a number).
-    fn bare_with(&mut self, key: &str, before: &str, value: impl FnOnce(&mut String), after: &str) {
+    /// A field whose value `value` writes: in text between `before` and `after`, in JSON as a
+    /// string (`quoted`) or bare (a number).
+    fn field_with(
+        &mut self,
+        key: &str,
+        before: &str,
+        value: impl FnOnce(&mut String),
+        after: &str,
+        quoted: bool,
+    ) {
         match self.json.as_mut() {
             Some(j) => {
                 let mut v = String::new();
                 value(&mut v);
                 j.name(key);
-                j.value(&v);
+                if quoted {
+                    j.string(&v);
+                } else {
+                    j.value(&v);
+                }
             }
             None => {
                 self.text.push_str(before);
@@ -233,24 +245,17 @@ impl Printer {
     /// `print_hex(PRINT_ANY, key, "BEFORE%xAFTER", value)`, or `%08x` with `zero_pad8`; in JSON
     /// the value's hex digits as a string, unpadded (as [`Printer::hex`]).
     pub fn hex_parts(&mut self, key: &str, before: &str, value: u32, zero_pad8: bool, after: &str) {
-        match self.json.as_mut() {
-            Some(j) => {
-                let mut v = String::new();
-                crate::util::push_hex(&mut v, value);
-                j.name(key);
-                j.string(&v);
-            }
-            None => {
-                self.text.push_str(before);
-                if zero_pad8 {
-                    let digits = 32 - value.leading_zeros().min(31);
-                    let width = digits.div_ceil(4) as usize;
-                    self.text.extend(std::iter::repeat_n('0', 8 - width));
-                }
-                crate::util::push_hex(&mut self.text, value);
-                self.text.push_str(after);
-            }
-        }
+        let digits = (32 - value.leading_zeros().min(31)).div_ceil(4) as usize;
+        let pad = if zero_pad8 && self.json.is_none() {
+            8 - digits
+        } else {
+            0
+        };
+        let hex = |s: &mut String| {
+            s.extend(std::iter::repeat_n('0', pad));
+            crate::util::push_hex(s, value);
+        };
+        self.field_with(key, before, hex, after, true);
     }
 
     /// `print_string(PRINT_ANY, key, fmt, value)`, with `text` the formatted fragment: a `&str`, or
@@ -463,6 +468,34 @@ mod tests {
             p.finish(),
             "[{\"kind\":\"u32\",\"pref\":1,\"options\":{\"match\":{\"value\":\"16\",\"off\":20},\
              \"match\":{\"value\":\"a000000\",\"off\":12},\"not_in_hw\":true}}]\n"
+        );
+    }
+
+    #[test]
+    fn appended_fields_print_what_their_formats_print() {
+        // What tc's `%08x`, `%x`, `%u` and `%d` print in text, and print_hex/print_uint/print_int
+        // in JSON (hex unpadded, as a string).
+        let fields = |p: &mut Printer| {
+            p.hex_parts("value", "  match ", 0x0a08_0001, true, "");
+            p.hex_parts("mask", "/", 0, true, " ");
+            p.hex_parts("big", "", 0xffff_ffff, true, " ");
+            p.hex_parts("bkt", "bkt ", 0x7f, false, " ");
+            p.uint("order", "order ", 2048, " ");
+            p.int("off", "at ", -8, "");
+            p.string_with("fh", " fh ", |s| s.push_str("800::\"a"), " ");
+        };
+        let mut p = Printer::new(ShowFlags::default());
+        fields(&mut p);
+        assert_eq!(
+            p.finish(),
+            "  match 0a080001/00000000 ffffffff bkt 7f order 2048 at -8 fh 800::\"a "
+        );
+        let mut p = json(false);
+        fields(&mut p);
+        assert_eq!(
+            p.finish(),
+            "[\"value\":\"a080001\",\"mask\":\"0\",\"big\":\"ffffffff\",\"bkt\":\"7f\",\
+             \"order\":2048,\"off\":-8,\"fh\":\"800::\\\"a\"]\n"
         );
     }
 
