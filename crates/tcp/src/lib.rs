@@ -105,7 +105,9 @@
 //!   `tcp_incr_quickack`): quickack mode for the first
 //!   `min(rcv_wnd / (2·rcv_mss), 16)` ACKs, then an ACK when more than one
 //!   full segment is unacknowledged (every second segment) or after the 40 ms
-//!   delayed-ACK timer (`TCP_DELACK_MIN`). Out-of-order data, data that fills
+//!   delayed-ACK timer (`TCP_DELACK_MIN`). The every-second-segment ACK waits
+//!   while the data lies unread and the window's right edge cannot advance,
+//!   and goes when the application reads (`tcp_cleanup_rbuf`). Out-of-order data, data that fills
 //!   a hole, duplicates and FIN are acknowledged at once, with up to 3 SACK
 //!   blocks (4 without timestamps), the most recent first (`tcp_sack_new_ofo_skb`).
 //!   In-order data that ends a write (a full-sized segment with PSH) or comes

@@ -319,14 +319,18 @@ impl Connection {
         n
     }
 
-    /// What `tcp_recvmsg` does after copying: `tcp_rcv_space_adjust`, then `tcp_cleanup_rbuf`'s window
-    /// update when the window offered would at least double.
+    /// What `tcp_recvmsg` does after copying: `tcp_rcv_space_adjust`, then `tcp_cleanup_rbuf`'s ACKs:
+    /// the every-second-segment ACK that `__tcp_ack_snd_check` held back while the data lay unread (the
+    /// window's right edge could not advance), pushed data read to the end, and the window update when
+    /// the window offered would at least double.
     pub(crate) fn after_read(&mut self, now: Nanos) {
         if !self.have_irs || self.fin_received || self.state == State::SynReceived {
             return;
         }
         self.rcv_space_adjust(now);
-        if self.ack_pending && self.pushed_and_read() {
+        if self.ack_pending
+            && (self.rcv_nxt - self.rcv_wup > self.rcv_mss as u64 || self.pushed_and_read())
+        {
             self.ack_now = true;
         }
         let before = self.cur_rcv_window();

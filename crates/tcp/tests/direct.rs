@@ -204,6 +204,65 @@ fn a_pushed_segment_is_acked_once_read() {
     assert_eq!(out[0].ack, base.wrapping_add(19 * 1448 + 500));
 }
 
+/// Linux 6.12's `__tcp_ack_snd_check` ACKs every second full segment only if the window's right edge
+/// can advance (`__tcp_select_window() >= rcv_wnd`) or everything has been read; once the window has
+/// grown to the buffer's free space, data the application has not read yet holds the ACK back, and
+/// `tcp_cleanup_rbuf` sends it when the application reads (`rcv_nxt - rcv_wup > rcv_mss`), not 40 ms
+/// later. The kernel's trace of policy h4 (docs/KERNEL_VS_SIM.md) shows such ACKs: iperf3's server,
+/// delayed by the machine's load, read 4-10 segments at once, each read answered by one ACK.
+#[test]
+fn an_ack_held_for_unread_data_goes_with_the_read() {
+    // tcp_rmem's maximum at its default: a buffer autotuning cannot grow, so the window stops growing
+    // at its free space (with SO_RCVBUF the window scale would be picked from the buffer, and a window
+    // capped at 65535 << scale always advances).
+    let fixed = Config {
+        rmem: [4096, 131_072, 131_072],
+        ..Config::default()
+    };
+    let (_cl, mut sv) = pair(Config::default(), fixed);
+    let base = CLIENT_ISN.wrapping_add(1);
+    let mut t = 100 * MS;
+    // Read at once, the window grows (an ACK per segment while it does) until the buffer holds it.
+    let mut i = 0;
+    while sv.stats().rcv_ssthresh < sv.stats().window_clamp || i < 20 {
+        sv.on_segment(t, &data(i, 0));
+        drain(&mut sv, t);
+        t += MS;
+        i += 1;
+        assert!(i < 500, "the window never reached the clamp");
+    }
+    // Every second segment from here: up to the ACK that ends a pair, then a pair read at once.
+    loop {
+        sv.on_segment(t, &data(i, 0));
+        i += 1;
+        if drain(&mut sv, t).len() == 1 {
+            break;
+        }
+    }
+    let out = [i, i + 1].map(|k| {
+        sv.on_segment(t, &data(k, 0));
+        drain(&mut sv, t).len()
+    });
+    assert_eq!(out, [0, 1], "one ACK for two segments read at once");
+    i += 2;
+    t += MS;
+    sv.set_autoread(t, false);
+    // Two segments unread: the right edge cannot advance, no ACK (the delayed ACK armed).
+    for k in i..i + 2 {
+        sv.on_segment(t, &data(k, 0));
+        assert!(
+            drain(&mut sv, t).is_empty(),
+            "segment {k} ACKed while unread"
+        );
+    }
+    assert_eq!(sv.poll_at(), Some(t + 40 * MS));
+    t += 3 * MS;
+    assert_eq!(sv.read(t, u64::MAX), 2 * 1448);
+    let out = drain(&mut sv, t);
+    assert_eq!(out.len(), 1, "the read sends the held ACK");
+    assert_eq!(out[0].ack, base.wrapping_add((i + 2) * 1448));
+}
+
 fn data_ecr(i: u32, tsecr: u32) -> Segment {
     let mut d = data(i, tsecr);
     d.options.timestamps = Some((tsecr, tsecr));
