@@ -7,8 +7,8 @@
 //!
 //! with the policy on the router's `r1` (egress towards the server: the bottleneck), iperf3
 //! (TCP, CUBIC chosen per socket with `-C cubic`: the host's default here is BBR; policy h1 runs
-//! BBR itself, `-C bbr` against the simulator's `cc = "bbr"`) from client
-//! to server and `ping -i 0.1` alongside. Segmentation offload is turned off on every veth
+//! BBR itself, `-C bbr` against the simulator's `cc = "bbr"`; for h1 and h4 iperf3 runs at
+//! real-time priority, see `Policy::realtime`) from client to server and `ping -i 0.1` alongside. Segmentation offload is turned off on every veth
 //! (`gso_max_segs 1`) but in policies oh and oa: with it on, the router forwards the client's GSO
 //! super-packets whole (a veth passes skbs to its peer) and a qdisc counting packets holds that many
 //! super-packets; there the simulator's links are veths too (`veth = true`).
