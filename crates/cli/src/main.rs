@@ -398,9 +398,10 @@ fn policy_kind(text: &str) -> &'static str {
         return "script";
     }
     let objects = ["qdisc", "class", "filter", "actions", "action", "chain"];
-    let batch = text
-        .lines()
-        .map(|l| l.split('#').next().unwrap_or("").trim())
+    // Commands as `tc -batch` reads them: a continued line is part of the one before.
+    let batch = tclab_tc::store::batch_lines(text)
+        .iter()
+        .map(|(_, l)| l.trim())
         .filter(|l| !l.is_empty())
         .all(|l| {
             let w: Vec<&str> = l
@@ -694,14 +695,21 @@ fn load_policy(
             for entry in setup {
                 tclab_tc::store::apply_record(&mut engine, entry).map_err(usage)?;
             }
-            for (n, line) in text.lines().enumerate() {
-                let line = line.split('#').next().unwrap_or("").trim();
+            // Read as `tc -batch` reads it: comments, continued lines, quoted words.
+            for (n, line) in tclab_tc::store::batch_lines(&text) {
+                let line = line.trim();
                 if line.is_empty() {
                     continue;
                 }
-                let words: Vec<String> = line.split_whitespace().map(String::from).collect();
+                let at = format!("{f}:{n}");
+                let words = match tclab_tc::store::batch_words(line) {
+                    Ok(w) => w,
+                    Err(e) => {
+                        refusals.push((at, format!("tc {line}"), e));
+                        continue;
+                    }
+                };
                 let out = tclab_tc::run(&mut engine, &words, 0);
-                let at = format!("{f}:{}", n + 1);
                 if out.code != 0 {
                     refusals.push((at, format!("tc {line}"), out.stderr));
                 } else {

@@ -1501,3 +1501,25 @@ fn a_route_filter_on_a_realm_no_route_sets_is_named_at_its_line() {
         ["eth0 filter parent 1: pref 1 basic meta(rt_classid shift 16 eq 6)"]
     );
 }
+
+/// A batch file is read as `tc -batch` reads it (iproute2's getcmdline and makeargs): a command
+/// continued with `\` is one command, and a quoted word is one word with its blanks. Before, the
+/// continued line made the file a "script" and the quoted ematch was refused word by word.
+#[test]
+fn a_batch_file_is_read_as_tc_batch_reads_it() {
+    let dir = TempDir::new("check-batch-words");
+    let policy = "qdisc add dev eth0 root handle 1: htb default 10\n\
+                  class add dev eth0 parent 1: classid 1:10 \\\n  htb rate 1mbit\n\
+                  class add dev eth0 parent 1: classid 1:20 htb rate 1mbit\n\
+                  filter add dev eth0 parent 1: prio 1 protocol ip basic match 'cmp(u8 at 9 layer network eq 6)' classid 1:20\n";
+    let r = check(&dir, "quoted.batch", policy, &[]);
+    let c = codes(&r);
+    assert!(
+        !c.iter().any(|c| c == "refused" || c == "script-failed"),
+        "{c:?}\n{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    // And the classes were built: the filter reaches 1:20, the default 1:10.
+    assert!(unreached(&r).is_empty(), "{}", r.stdout);
+}

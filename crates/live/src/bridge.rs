@@ -1711,7 +1711,15 @@ pub(crate) fn answer(
                 let text = req.stdin.clone().unwrap_or_default();
                 let mut out = tclab_tc::Output::default();
                 for (n, line) in tclab_tc::store::batch_lines(&text) {
-                    let words: Vec<String> = line.split_whitespace().map(String::from).collect();
+                    let words = match tclab_tc::store::batch_words(&line) {
+                        Ok(w) => w,
+                        Err(e) => {
+                            // tc exits at an unclosed quote: the batch ends, -force or not.
+                            out.stderr.push_str(&format!("{e}\n"));
+                            out.code = 1;
+                            break;
+                        }
+                    };
                     let o = match unknown(engine, &words) {
                         Some(refused) => refused,
                         None => tclab_tc::run(engine, &words, now),

@@ -474,7 +474,9 @@ fn unsplittable(argv: &[String], stdin: Option<&str>, queues: usize) -> Option<S
     if tclab_tc::store::batch_arg(args).is_some() {
         let text = stdin.unwrap_or("");
         for (n, line) in tclab_tc::store::batch_lines(text) {
-            let words: Vec<&str> = line.split_whitespace().collect();
+            // An unclosed quote is the engine's to refuse.
+            let words = tclab_tc::store::batch_words(&line).unwrap_or_default();
+            let words: Vec<&str> = words.iter().map(String::as_str).collect();
             if let Some(why) = one(&words) {
                 return Some(format!("{why}\nCommand failed -:{n}"));
             }

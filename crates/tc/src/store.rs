@@ -900,7 +900,15 @@ impl Store {
                 continue;
             }
             let mut words = globals.clone();
-            words.extend(line.split_whitespace().map(str::to_string));
+            match batch_words(line) {
+                Ok(w) => words.extend(w),
+                Err(e) => {
+                    // makeargs exit(1)s: the batch ends there, `-force` or not.
+                    total.stderr.push_str(&format!("{e}\n"));
+                    total.code = 1;
+                    break;
+                }
+            }
             let out = crate::run(&mut self.engine, &words, 0);
             total.stdout.push_str(&out.stdout);
             total.stderr.push_str(&out.stderr);
@@ -987,6 +995,36 @@ pub fn batch_lines(text: &str) -> Vec<(usize, String)> {
         out.push((text.lines().count(), cmd));
     }
     out
+}
+
+/// The words of one batch command as iproute2's `makeargs` splits them: at blanks, except that a word
+/// beginning with `'` or `"` runs to the next such quote, blanks included, and ends there (`tc -batch`
+/// of `basic match 'cmp(u8 at 9 layer network eq 6)'` gives the ematch as one word, as a shell would).
+/// A quote inside a word is an ordinary character. An unclosed quote is `makeargs`' error, which ends
+/// tc's whole batch.
+pub fn batch_words(line: &str) -> Result<Vec<String>, String> {
+    let blank = |c: char| matches!(c, ' ' | '\t' | '\r' | '\n');
+    let mut out = Vec::new();
+    let mut rest = line;
+    loop {
+        rest = rest.trim_start_matches(blank);
+        let Some(first) = rest.chars().next() else {
+            return Ok(out);
+        };
+        if first == '\'' || first == '"' {
+            let Some(end) = rest[1..].find(first) else {
+                return Err("Unterminated quoted string".to_string());
+            };
+            out.push(rest[1..1 + end].to_string());
+            // makeargs overwrites the closing quote with the word's end: what follows it is the
+            // next word, blank or not.
+            rest = &rest[end + 2..];
+        } else {
+            let end = rest.find(blank).unwrap_or(rest.len());
+            out.push(rest[..end].to_string());
+            rest = &rest[end..];
+        }
+    }
 }
 
 /// `tc -batch FILE`'s reading of FILE, with tc's message when it cannot be opened (`strerror`'s words,
@@ -1698,6 +1736,77 @@ mod tests {
                 (5, "class add dev eth0 ".to_string()),
             ]
         );
+    }
+
+    #[test]
+    fn a_batch_line_splits_as_makeargs_splits_it() {
+        // iproute2's makeargs (lib/utils.c): a word that begins with a quote runs to the next one of
+        // the same kind, blanks included; a quote inside a word is kept; an unclosed one is an error.
+        // This machine's tc 6.1 takes `htb default '10'` in a batch as `default 10`, and refuses
+        // `match 'ip dst' 10.0.0.1` as `Illegal "match"`: one word.
+        let w = |l: &str| batch_words(l).unwrap();
+        assert_eq!(w("  a\tb  "), ["a", "b"]);
+        assert_eq!(
+            w("basic match 'cmp(u8 at 9 layer network eq 6)' and \"meta(nf_mark gt 5)\""),
+            [
+                "basic",
+                "match",
+                "cmp(u8 at 9 layer network eq 6)",
+                "and",
+                "meta(nf_mark gt 5)"
+            ]
+        );
+        assert_eq!(w("'' x"), ["", "x"]);
+        assert_eq!(w("'a'b c"), ["a", "b", "c"]);
+        assert_eq!(w("it's \"q'\""), ["it's", "q'"]);
+        assert_eq!(
+            batch_words("match 'ip dst 10.0.0.1"),
+            Err("Unterminated quoted string".to_string())
+        );
+    }
+
+    #[test]
+    fn a_batch_applies_quoted_words_and_stops_at_an_unclosed_quote() {
+        let (dir, path) = store_with(
+            "batch-quotes",
+            &["tc qdisc add dev eth0 root handle 1: prio"],
+        );
+        let batch = dir.join("b");
+        std::fs::write(
+            &batch,
+            "filter add dev eth0 parent 1: prio 1 protocol ip basic match 'cmp(u8 at 9 layer network eq 6)' classid 1:1\n\
+             qdisc add dev eth1 root handle '2:' pfifo\n\
+             qdisc add dev eth2 root 'pfifo\n\
+             qdisc add dev eth3 root pfifo\n",
+        )
+        .unwrap();
+        let (mut w, _) = Store::open(&path).unwrap();
+        let out = w
+            .execute(
+                &words(&format!("tc -force -batch {}", batch.display())),
+                None,
+            )
+            .unwrap();
+        // makeargs ends the batch at the unclosed quote, -force or not, as tc exits there.
+        assert_eq!(
+            (out.code, out.stderr.as_str()),
+            (1, "Unterminated quoted string\n")
+        );
+        let shown = w
+            .execute(&words("tc filter show dev eth0"), None)
+            .unwrap()
+            .stdout;
+        // (em_cmp's printer names the layer by number.)
+        assert!(shown.contains("cmp(u8 at 9 layer 1 eq 6)"), "{shown}");
+        let q = w.execute(&words("tc qdisc show"), None).unwrap().stdout;
+        assert!(q.contains("qdisc pfifo 2: dev eth1 root"), "{q}");
+        assert!(!q.contains("eth2") && !q.contains("eth3"), "{q}");
+        // The journal holds the ematch as the one word tc gave the kernel.
+        let j = read_journal(&path).unwrap().entries;
+        assert!(j
+            .iter()
+            .any(|r| r.iter().any(|x| x == "cmp(u8 at 9 layer network eq 6)")));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
