@@ -688,6 +688,9 @@ fn human(col: &str, v: Option<f64>) -> String {
         Some(v) if col.ends_with("_bps") => fmt_bps(v),
         // Counts whole.
         Some(v) if v.fract() == 0.0 && v.abs() < 1e15 => format!("{}", v as i64),
+        // Four significant digits would write a mean of 192 488.25 drops as 1.925e+05, above the
+        // largest seed's 192489 beside it, and a 65.3 s RTT in ms as 6.532e+04: keep the units.
+        Some(v) if v.abs() >= 1e4 && v.abs() < 1e15 => format!("{v:.1}"),
         Some(v) => tclab_tc::util::fmt_g(v, 4),
     }
 }
@@ -1481,4 +1484,26 @@ pub fn seeds_cmd(
         );
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::human;
+
+    #[test]
+    fn large_values_keep_their_units_digits() {
+        // --seeds 1..4 of seed000-tbf: lost datagrams 192487..192489, mean 192488.25 (was "1.925e+05",
+        // outside its own min and max).
+        assert_eq!(
+            human("iperf-udp.lost_packets", Some(192_488.25)),
+            "192488.2"
+        );
+        assert_eq!(human("iperf-udp.lost_packets", Some(192_489.0)), "192489");
+        // A 65 s queue's ping in ms (seed 000's 180 kbit HTB) reads as ms, not 6.532e+04.
+        assert_eq!(human("ping.rtt_p99_ms", Some(65_320.54)), "65320.5");
+        // Small figures keep four significant digits; rates their units.
+        assert_eq!(human("ping.rtt_p50_ms", Some(0.831_42)), "0.8314");
+        assert_eq!(human("ping.loss_pct", Some(0.071_428)), "0.07143");
+        assert_eq!(human("bulk.goodput_bps", Some(9_553_517.87)), "9.55Mbit");
+    }
 }
