@@ -795,12 +795,14 @@ impl Network {
             Event::TxDone { iface } => {
                 let iface = iface as IfaceId;
                 self.ifaces[iface].busy = false;
+                // The finished frame enters the link's netem first: the completion below may let its
+                // socket put the next frame on the wire at once, in the same slot.
+                if let Some(frame) = self.ifaces[iface].tx_frame.take() {
+                    self.enter_link_netem(now, iface, frame);
+                }
                 // TX completion frees the skb: its socket may send again (TCP small queues).
                 if let Some((app, len)) = self.ifaces[iface].tx_owner.take() {
                     self.free_skb(now, app, len);
-                }
-                if let Some(frame) = self.ifaces[iface].tx_frame.take() {
-                    self.enter_link_netem(now, iface, frame);
                 }
                 self.kick(now, iface);
             }
