@@ -112,8 +112,10 @@ pub struct Sfq {
     /// bucket → slot, `EMPTY_SLOT` if none.
     ht: Vec<u16>,
     slots: Vec<Slot>,
-    /// Doubly linked lists of slots by depth: indices `0..MAX_FLOWS` are slots, `MAX_FLOWS + d` is the head
-    /// of the list of slots holding `d` packets (`dep[0]` are the free slots).
+    /// Doubly linked lists of slots by depth: indices `0..slots.len()` are slots, `slots.len() + d` is
+    /// the head of the list of slots holding `d` packets (`dep[0]` are the free slots). The kernel puts
+    /// the heads at `SFQ_MAX_FLOWS + d`; after the slots, the tables are sized by the flows (128 by
+    /// default), not by 65 536 (256 KiB a qdisc, and as much in a store's snapshot).
     dep_next: Vec<u16>,
     dep_prev: Vec<u16>,
     /// Depth of the longest slot.
@@ -162,11 +164,11 @@ impl Sfq {
         }
         q.ht = vec![EMPTY_SLOT; q.divisor as usize];
         q.slots = (0..q.maxflows).map(|_| Slot::default()).collect();
-        let nodes = MAX_FLOWS as usize + MAX_DEPTH as usize + 1;
+        let nodes = q.slots.len() + MAX_DEPTH as usize + 1;
         q.dep_next = vec![0; nodes];
         q.dep_prev = vec![0; nodes];
         for d in 0..=MAX_DEPTH as usize {
-            let head = (MAX_FLOWS as usize + d) as u16;
+            let head = (q.slots.len() + d) as u16;
             q.dep_next[head as usize] = head;
             q.dep_prev[head as usize] = head;
         }
@@ -251,9 +253,15 @@ impl Sfq {
         self.slots[x as usize].packets.len() as u32
     }
 
+    /// The index of the head of the list of slots holding `d` packets (`SFQ_MAX_FLOWS + d` in the
+    /// kernel; here just after the slots, whose number init fixes).
+    fn dep_head(&self, d: u32) -> usize {
+        self.slots.len() + d as usize
+    }
+
     /// Put slot `x` at the head of the list for its current depth.
     fn link(&mut self, x: u16) {
-        let head = (MAX_FLOWS + self.qlen_of(x)) as u16;
+        let head = self.dep_head(self.qlen_of(x)) as u16;
         let n = self.dep_next[head as usize];
         self.dep_prev[x as usize] = head;
         self.dep_next[x as usize] = n;
@@ -271,7 +279,7 @@ impl Sfq {
     fn dec(&mut self, x: u16) {
         self.unlink(x);
         let d = self.qlen_of(x);
-        let head = (MAX_FLOWS + d + 1) as usize;
+        let head = self.dep_head(d + 1);
         if self.dep_next[head] as usize == head && self.cur_depth == d + 1 {
             self.cur_depth = d;
         }
@@ -291,7 +299,7 @@ impl Sfq {
     fn drop_from_longest(&mut self) -> Option<(u16, Packet, bool)> {
         let d = self.cur_depth;
         let x = if d > 1 {
-            self.dep_next[(MAX_FLOWS + d) as usize]
+            self.dep_next[self.dep_head(d)]
         } else if d == 1 {
             // Every slot holds one packet: drop the next one the round robin would serve.
             let tail = self.tail?;
@@ -342,8 +350,8 @@ impl Sfq {
             let hash = self.hash(&pkt) as usize;
             let mut x = self.ht[hash];
             if x == EMPTY_SLOT {
-                x = self.dep_next[MAX_FLOWS as usize];
-                if x as u32 >= MAX_FLOWS {
+                x = self.dep_next[self.dep_head(0)];
+                if x as usize >= self.slots.len() {
                     self.stats.count_unqueued(&pkt);
                     self.stats.drops += 1;
                     cx.drop_queued(pkt, DropReason::MaxFlows);
@@ -509,8 +517,8 @@ impl Qdisc for Sfq {
         };
         let mut x = self.ht[hash as usize];
         if x == EMPTY_SLOT {
-            x = self.dep_next[MAX_FLOWS as usize];
-            if x as u32 >= MAX_FLOWS {
+            x = self.dep_next[self.dep_head(0)];
+            if x as usize >= self.slots.len() {
                 self.stats.drops += 1;
                 cx.drop_arriving(pkt, DropReason::MaxFlows);
                 return Verdict::Drop;
@@ -808,5 +816,43 @@ mod tests {
         let (mut again, _) = Sfq::new(Some(&o), &env(), 0).unwrap();
         again.perturb_if_due(&mut Cx::new(10 * NSEC_PER_SEC));
         assert_eq!(again.perturbation, q.perturbation, "same seed, same draws");
+    }
+
+    #[test]
+    fn the_tables_are_sized_by_the_flows_and_the_most_flows_still_work() {
+        // The kernel's sfq_sched_data holds dep[SFQ_MAX_DEPTH + 1] and maxflows slots; tclab's depth
+        // lists were 65 536 entries each whatever the flows, 256 KiB a qdisc and 135 KB of a store's
+        // snapshot (1.35 GB for 10 000 SFQ leaves). Default: 128 slots + 128 heads.
+        let (q, _) = Sfq::new(None, &env(), 0).unwrap();
+        assert_eq!(q.dep_next.len(), 128 + MAX_DEPTH as usize + 1);
+        let saved = crate::snapshot::save(&q).unwrap();
+        assert!(saved.len() < 8 << 10, "{} bytes", saved.len());
+        // SFQ_MAX_FLOWS slots: the heads end at index 65 535, still a u16. Three flows queue and
+        // leave in round robin (a quantum, 1514 bytes, each turn), the second packet of one waits its turn, and the slots come back free.
+        let o = SfqOptions {
+            flows: MAX_FLOWS,
+            divisor: 65536,
+            // (flows = min(flows, limit): a limit above them keeps them all.)
+            limit: 200_000,
+            ..Default::default()
+        };
+        let (mut q, _) = Sfq::new(Some(&o), &env(), 0).unwrap();
+        assert_eq!(q.dep_next.len(), 0x10000);
+        let mut cx = Cx::new(0);
+        for (src, n) in [(1, 2), (2, 1), (3, 1)] {
+            for _ in 0..n {
+                assert!(matches!(
+                    q.enqueue(udp(src, 1, 1514), &mut cx),
+                    Verdict::Success
+                ));
+            }
+        }
+        let mut order = Vec::new();
+        while let Some(p) = q.dequeue(&mut cx) {
+            order.push(p.data[15]);
+        }
+        assert_eq!(order, [1, 2, 3, 1]);
+        assert_eq!(q.stats.qlen, 0);
+        assert_eq!(q.cur_depth, 0);
     }
 }
