@@ -151,9 +151,10 @@ impl Grid {
 
 // ---- A point's scenario -----------------------------------------------------------------------------
 
-/// The scenario of point `i`: the original text with every axis's value put in.
-fn point_text(text: &str, grid: &Grid, i: usize) -> Result<String, String> {
-    let mut doc: toml::Table = text.parse().map_err(|e| format!("{e}"))?;
+/// The scenario of point `i` (read from `file`): the original text with every axis's value put in.
+fn point_text(file: &str, text: &str, grid: &Grid, i: usize) -> Result<String, String> {
+    // tclab sim reads what this cannot (an integer above i64::MAX, as `seed` takes): name the file.
+    let mut doc: toml::Table = text.parse().map_err(|e| format!("{file}: {e}"))?;
     for (a, v) in grid.axes.iter().zip(grid.values(i)) {
         set_value(&mut doc, &a.key, v).map_err(|e| format!("{}: {}: {e}", grid.name(i), a.key))?;
     }
@@ -1022,7 +1023,7 @@ impl Sweep {
 
     /// Point `i`'s scenario text, checked by loading it: refused values name the point and the key.
     pub(crate) fn point_scenario(&self, i: usize) -> Result<String, Failure> {
-        let text = point_text(&self.text, &self.grid, i).map_err(usage)?;
+        let text = point_text(&self.file, &self.text, &self.grid, i).map_err(usage)?;
         self.load_point(i, &text)?;
         Ok(text)
     }

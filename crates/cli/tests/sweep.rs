@@ -450,6 +450,31 @@ fn bad_keys_and_values_name_the_point_and_the_key_and_write_nothing() {
     }
 }
 
+/// A seed above i64::MAX, which `tclab sim` takes, is past what a TOML integer holds when the sweep
+/// rewrites the file: refused naming the file (the message was the TOML error alone, no file).
+#[test]
+fn a_scenario_the_sweep_cannot_rewrite_is_named() {
+    let dir = scratch("u64seed");
+    let (_, text, _) = tclab(&["sim", "--show", "seed000-tbf"], &[]);
+    let big = text.replace("seed = 1\n", "seed = 18446744073709551615\n");
+    assert_ne!(big, text);
+    let file = dir.join("big.toml");
+    std::fs::write(&file, big).unwrap();
+    let out = dir.join("out");
+    let args = [
+        "sweep",
+        file.to_str().unwrap(),
+        "--set",
+        "duration=1s",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let (code, _, err) = tclab(&args, &[]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("big.toml: TOML parse error"), "{err}");
+    assert!(!out.exists());
+}
+
 /// 1 000 values on each of 7 keys: 10^21 points overflowed the count (a panic in a debug build, a
 /// wrong count in a release one). Past a million points the sweep is refused: each is checked before
 /// any runs, about a millisecond each.
