@@ -248,11 +248,17 @@ pub struct SimArgs {
     #[arg(short, long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Replace the scenario's seed
-    #[arg(long, value_name = "N")]
+    // A negative seed is the value, refused as one, not clap's "unexpected argument '-3'" and its tip.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub seed: Option<u64>,
     /// Run the scenario once per seed (FIRST..LAST, both included) and report each metric's mean, min
     /// and max (a sweep of `seed`: tclab sweep's files too)
-    #[arg(long, value_name = "FIRST..LAST", conflicts_with_all = ["seed", "trace"])]
+    #[arg(
+        long,
+        value_name = "FIRST..LAST",
+        conflicts_with_all = ["seed", "trace"],
+        allow_hyphen_values = true
+    )]
     pub seeds: Option<String>,
     /// Print the summary as JSON on stdout instead of the table
     #[arg(long)]
@@ -303,7 +309,7 @@ pub struct SweepArgs {
     #[arg(long, value_name = "NAME")]
     pub metric: Vec<String>,
     /// Replace the scenario's seed at every point
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub seed: Option<u64>,
     /// Write no plots
     #[arg(long)]

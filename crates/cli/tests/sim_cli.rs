@@ -569,4 +569,21 @@ fn seeds_report_mean_min_max_over_the_seeds() {
         assert!(stderr.contains("--seeds"), "{bad}: {stderr}");
         assert!(!d.join("c").exists(), "{bad}");
     }
+    // Written with a space, a negative value is the option's, refused as a seed: it was clap's
+    // "unexpected argument '-1..3' found" with a tip (`-- -1..3`) that made it the scenario.
+    for args in [["--seeds", "-1..3"], ["--seed", "-3"]] {
+        let mut all = vec!["sim", "bb.toml", "--out", "c"];
+        all.extend(args);
+        let (code, _, stderr) = tclab(&all, &d);
+        assert_eq!(code, 64, "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains("unexpected argument"),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            stderr.contains(args[0]) && stderr.contains(args[1]),
+            "{args:?}: {stderr}"
+        );
+        assert!(!d.join("c").exists(), "{args:?}");
+    }
 }
