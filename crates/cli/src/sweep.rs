@@ -1269,8 +1269,9 @@ pub fn cmd(a: SweepArgs) -> CmdResult {
         table_md(&sw.title, &sw.grid, &points, &columns(&points))
     );
     println!(
-        "\n{n} points on {} threads. Results in {}/ ({} files).",
-        jobs.min(n),
+        "\n{} on {}. Results in {}/ ({} files).",
+        plural(n, "point"),
+        plural(jobs.min(n), "thread"),
         dir.display(),
         written.len()
     );
@@ -1325,6 +1326,15 @@ fn run_local(
 }
 
 // ---- tclab sim --seeds --------------------------------------------------------------------------------
+
+/// "1 seed", "2 seeds".
+fn plural(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
 
 /// The most seeds one `--seeds` runs.
 const MAX_SEEDS: u64 = 10_000;
@@ -1477,9 +1487,9 @@ pub fn seeds_cmd(
     } else {
         print!("{md}");
         println!(
-            "\n{} seeds on {} threads. Results in {}/ (seeds.csv, seeds.md and {} files of the sweep).",
-            seeds.len(),
-            jobs.min(seeds.len()),
+            "\n{} on {}. Results in {}/ (seeds.csv, seeds.md and {} files of the sweep).",
+            plural(seeds.len(), "seed"),
+            plural(jobs.min(seeds.len()), "thread"),
             dir.display(),
             written.len()
         );

@@ -394,10 +394,26 @@ pub fn parse_rate_bps(s: &str) -> Result<u64, String> {
             "rate \"{s}\" must be at least 8bit (tc counts whole bytes a second)"
         )),
         Some(bytes_per_sec) => Ok(bytes_per_sec.saturating_mul(8)),
+        None if rate_too_large(s.trim()) => Err(format!(
+            "rate \"{s}\" is too large (tc holds at most 2^64-1 bytes a second, about 147 Ebit)"
+        )),
         None => Err(format!(
             "invalid rate \"{s}\": expected a positive number with a unit like kbit, mbit, gbit"
         )),
     }
+}
+
+/// A rate tc refused although its number and unit are good: a number so large it overflows (a
+/// positive, finite number whose unit makes a rate of one).
+fn rate_too_large(s: &str) -> bool {
+    let unit_at = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E' || c == '+'))
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(unit_at);
+    let positive = number
+        .parse::<f64>()
+        .is_ok_and(|v| v.is_finite() && v > 0.0);
+    positive && tclab_tc::util::get_rate(&format!("1{unit}")).is_some()
 }
 
 /// What a rate in one of tc's bytes-per-second units (`bps`, `kbps`, `mbps`, `gbps`, `tbps`, their
@@ -2188,6 +2204,11 @@ delay = "1ms"
         );
         assert_eq!(parse_rate_bps("8bit"), Ok(8));
         assert!(parse_rate_bps("-5mbit").is_err());
+        // 2^64 bytes a second overflows tc's rate: named as too large, not as a malformed rate.
+        let too_large = parse_rate_bps("200000000tbit").unwrap_err();
+        assert!(too_large.contains("is too large"), "{too_large}");
+        let malformed = parse_rate_bps("10furlongs").unwrap_err();
+        assert!(malformed.contains("invalid rate"), "{malformed}");
         assert_eq!(parse_bytes("10M"), Ok(10 << 20));
     }
 
