@@ -308,6 +308,26 @@ pub(crate) mod grid {
     }
 }
 
+/// `[u8; N]` as its bytes up to the last that is not zero (flower's 255-byte tunnel options, empty in
+/// most keys and masks: three a filter, whole they were most of a flower policy's snapshot).
+pub(crate) mod zero_padded {
+    use super::*;
+    pub fn serialize<S: Serializer, const N: usize>(a: &[u8; N], s: S) -> Result<S::Ok, S::Error> {
+        let n = a.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+        s.serialize_bytes(&a[..n])
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>, const N: usize>(
+        d: D,
+    ) -> Result<[u8; N], D::Error> {
+        let b = <&'de [u8]>::deserialize(d)?;
+        let mut a = [0u8; N];
+        a.get_mut(..b.len())
+            .ok_or_else(|| D::Error::invalid_length(b.len(), &"at most the array's length"))?
+            .copy_from_slice(b);
+        Ok(a)
+    }
+}
+
 /// A ring of packet slots (CHOKe's `tab`), saved empty: its length alone. A slot holding a packet
 /// refuses, though the qdisc saves only when none does.
 pub(crate) mod empty_slots {

@@ -619,6 +619,8 @@ mod tests {
             "filter add dev eth0 parent 1: handle 1 prio 5 protocol ip cgroup match 'cmp(u8 at 9 layer network eq 17)' action pass",
             "filter add dev eth0 parent 1: prio 6 protocol ip basic match 'cmp(u16 at 2 layer transport eq 9)' classid 1:3 action vlan push id 5",
             "filter add dev eth0 parent 1: prio 7 protocol ip handle 1 flow hash keys src,dst,proto-src,proto-dst divisor 3 perturb 1 baseclass 1:1",
+            // Tunnel options in the key and the mask (saved up to their last byte that is not zero).
+            "filter add dev eth0 parent 1: prio 8 protocol ip flower geneve_opts 0102:80:00800000/ffff:ff:ffff0000 classid 1:2",
         ];
         let mut e = tclab_core::Engine::new();
         for c in policy {
@@ -662,7 +664,17 @@ mod tests {
         let (first, shown) = send(&mut e, 1_000_000_000);
         assert_eq!(first.len(), 30, "every packet left");
         for what in [
-            "pedit", "nat", "csum", "vlan", "flower", "flow", "basic", "bpf", "route", "cgroup",
+            "pedit",
+            "nat",
+            "csum",
+            "vlan",
+            "flower",
+            "flow",
+            "basic",
+            "bpf",
+            "route",
+            "cgroup",
+            "geneve_opts 0102:80:00800000/ffff:ff:ffff0000",
         ] {
             assert!(shown.contains(what), "{what} in {shown}");
         }

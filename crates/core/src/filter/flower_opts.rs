@@ -37,7 +37,7 @@ const GTP_LEN: usize = 2;
 /// `struct flow_dissector_key_enc_opts`.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct EncOpts {
-    #[serde(with = "crate::snapshot::array")]
+    #[serde(with = "crate::snapshot::zero_padded")]
     pub data: [u8; TUN_OPTS_MAX],
     pub len: u8,
     /// `dst_opt_type`: the family's flag bit, 0 for none.

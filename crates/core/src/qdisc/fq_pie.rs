@@ -72,6 +72,49 @@ struct Flow {
     on_list: bool,
 }
 
+impl Flow {
+    /// As the table made it: no packet, no deficit, off the lists, PIE's initial state.
+    fn is_initial(&self) -> bool {
+        self.packets.is_empty()
+            && self.deficit == 0
+            && self.backlog == 0
+            && !self.on_list
+            && self.vars == PieVars::default()
+    }
+}
+
+/// The flow table in a snapshot: its length and the flows that left their initial state, by index.
+/// Whole, 2 000 idle fq_pie leaves of 1 024 flows made a 35 MB snapshot that took longer to load
+/// than replaying the commands that built them.
+mod sparse_flows {
+    use super::Flow;
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(flows: &[Flow], s: S) -> Result<S::Ok, S::Error> {
+        let used: Vec<(u32, &Flow)> = (0u32..)
+            .zip(flows)
+            .filter(|(_, f)| !f.is_initial())
+            .collect();
+        (flows.len() as u32, used).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Flow>, D::Error> {
+        let (n, used) = <(u32, Vec<(u32, Flow)>)>::deserialize(d)?;
+        // `fq_pie_init`'s bound on the flows.
+        if n > 65536 {
+            return Err(D::Error::custom(format!("{n} flows")));
+        }
+        let mut flows: Vec<Flow> = (0..n).map(|_| Flow::default()).collect();
+        for (i, f) in used {
+            *flows
+                .get_mut(i as usize)
+                .ok_or_else(|| D::Error::custom(format!("flow {i} of {n}")))? = f;
+        }
+        Ok(flows)
+    }
+}
+
 /// `fq_pie_policy`'s range for the quantum: 1 .. 2^20.
 fn check_quantum(o: &FqPieOptions) -> Result<(), KernelError> {
     if o.quantum.is_some_and(|v| v == 0 || v > 1 << 20) {
@@ -85,6 +128,7 @@ fn check_quantum(o: &FqPieOptions) -> Result<(), KernelError> {
 #[derive(Serialize, Deserialize)]
 pub struct FqPie {
     handle: Handle,
+    #[serde(with = "sparse_flows")]
     flows: Vec<Flow>,
     new_flows: VecDeque<usize>,
     old_flows: VecDeque<usize>,
