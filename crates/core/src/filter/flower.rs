@@ -138,13 +138,17 @@ impl MplsLse {
 }
 
 /// `struct fl_flow_key`, the fields tclab dissects: the packet's key, a filter's key, or a mask (a field
-/// of a mask is all ones where the field counts). Ports, EtherTypes and flags in host order.
+/// of a mask is all ones where the field counts). Ports, EtherTypes and flags in host order. In a
+/// snapshot ([`crate::snapshot`]) its addresses up to their last byte that is not zero: an IPv4
+/// filter fills 4 of 16 bytes, most keys and masks have no Ethernet or ARP part.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct FlowKey {
     /// `meta.ingress_ifindex`: the device a packet came in on (`indev`); 0 in a packet's key, as tclab
     /// packets carry no input device.
     pub ingress_ifindex: u32,
+    #[serde(with = "crate::snapshot::zero_padded")]
     pub eth_dst: [u8; 6],
+    #[serde(with = "crate::snapshot::zero_padded")]
     pub eth_src: [u8; 6],
     /// `num_of_vlans`: how many VLAN tags the packet carries (the accelerated one and those in its
     /// link header; a `vlan` action puts them there).
@@ -160,7 +164,9 @@ pub struct FlowKey {
     pub vlan: VlanKey,
     pub cvlan: VlanKey,
     /// IPv4 addresses in the first 4 bytes, IPv6 in all 16 (the kernel's union of the two).
+    #[serde(with = "crate::snapshot::zero_padded")]
     pub src: [u8; 16],
+    #[serde(with = "crate::snapshot::zero_padded")]
     pub dst: [u8; 16],
     pub tos: u8,
     pub ttl: u8,
@@ -177,7 +183,9 @@ pub struct FlowKey {
     /// `enc_control.addr_type`: the family of the tunnel's addresses ([`ADDR_IPV4`], [`ADDR_IPV6`]).
     pub enc_addr_type: u8,
     /// `enc_ipv4`/`enc_ipv6`: the tunnel's outer addresses, as `src` and `dst` hold the packet's.
+    #[serde(with = "crate::snapshot::zero_padded")]
     pub enc_src: [u8; 16],
+    #[serde(with = "crate::snapshot::zero_padded")]
     pub enc_dst: [u8; 16],
     /// `enc_key_id.keyid`: the tunnel key (VNI, GRE key).
     pub enc_key_id: u32,
@@ -192,13 +200,16 @@ pub struct FlowKey {
     pub ct_state: u16,
     pub ct_zone: u16,
     pub ct_mark: u32,
+    #[serde(with = "crate::snapshot::zero_padded")]
     pub ct_labels: [u8; 16],
     /// `arp`: sender and target protocol addresses, the opcode's low byte, sender and target hardware
     /// addresses.
     pub arp_sip: [u8; 4],
     pub arp_tip: [u8; 4],
     pub arp_op: u8,
+    #[serde(with = "crate::snapshot::zero_padded")]
     pub arp_sha: [u8; 6],
+    #[serde(with = "crate::snapshot::zero_padded")]
     pub arp_tha: [u8; 6],
     /// `pppoe`: the session id, the PPP protocol, and `type` (ETH_P_PPP_SES once a session header
     /// was read: it tells a PPPoE packet apart once `n_proto` is the protocol inside).
