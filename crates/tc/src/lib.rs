@@ -652,6 +652,8 @@ fn class_cmd(
     let mut classid = 0u32;
     let mut parent = 0u32;
     let mut kind: Option<&str> = None;
+    // `tc class show … qdisc H`: only that qdisc's classes, their ids printed without its major.
+    let mut of_qdisc = 0u32;
     while let Some(a) = args.next() {
         match a {
             "dev" => {
@@ -660,6 +662,13 @@ fn class_cmd(
                     return Err(duparg("dev", v));
                 }
                 dev = Some(v);
+            }
+            "qdisc" if matches!(cmd, Cmd::Show) => {
+                let v = args.value()?;
+                if of_qdisc != 0 {
+                    return Err(duparg("qdisc", v));
+                }
+                of_qdisc = get_qdisc_handle(v).ok_or_else(|| invarg("invalid qdisc ID", v))?;
             }
             "classid" => {
                 let v = args.value()?;
@@ -687,6 +696,12 @@ fn class_cmd(
                 parent = get_tc_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?;
             }
             _ if matches(a, "help") => return Err(Failure::syntax(qdisc::CLASS_USAGE)),
+            // A listing takes no kind: tc_class_list refuses any other word.
+            _ if matches!(cmd, Cmd::Show) => {
+                return Err(Failure::syntax(format!(
+                    "What is \"{a}\"? Try \"tc class help\"."
+                )))
+            }
             _ => {
                 kind = Some(a);
                 break;
@@ -704,6 +719,7 @@ fn class_cmd(
         show::classes(
             engine,
             dev,
+            (of_qdisc != 0).then_some(Handle(of_qdisc)),
             filter_parent,
             filter_classid,
             flags,

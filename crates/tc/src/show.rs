@@ -215,10 +215,13 @@ pub fn qdiscs(
     }
 }
 
-/// `tc class show dev DEV [parent P] [classid C]`. iproute2 6.1 prints classes as text even with `-j`.
+/// `tc class show dev DEV [qdisc Q] [parent P] [classid C]`. iproute2 6.1 prints classes as text even
+/// with `-j`. With `qdisc`, tc lists only that qdisc's classes and prints their ids and parents by
+/// minor alone (`class htb :11 parent :1`), as `print_class` does with `filter_qdisc`.
 pub fn classes(
     engine: &Engine,
     dev: &str,
+    qdisc: Option<Handle>,
     parent: Option<Handle>,
     classid: Option<Handle>,
     flags: ShowFlags,
@@ -231,19 +234,29 @@ pub fn classes(
         // The kernel's dump (`tc_dump_tclass_qdisc`) selects by the parent's major number only: every
         // class of that qdisc is listed, whichever class `parent` named (`root` matches none).
         if parent.is_some_and(|p| p.major() != c.classid.major())
+            || qdisc.is_some_and(|q| q.major() != c.classid.major())
             || classid.is_some_and(|h| h != c.classid)
         {
             return;
         }
+        // tc's handle printer gives a minor alone as `:b` (and 0 as `none`).
+        let push_id = |out: &mut String, h: Handle| match (qdisc, h.minor()) {
+            (None, _) => push_handle(out, h),
+            (Some(_), 0) => out.push_str("none"),
+            (Some(_), minor) => {
+                out.push(':');
+                push_hex(out, minor.into());
+            }
+        };
         out.push_str("class ");
         out.push_str(c.kind);
         out.push(' ');
-        push_handle(out, c.classid);
+        push_id(out, c.classid);
         if c.parent == Handle::ROOT {
             out.push_str(" root ");
         } else {
             out.push_str(" parent ");
-            push_handle(out, c.parent);
+            push_id(out, c.parent);
             out.push(' ');
         }
         if let Some(l) = c.leaf {

@@ -1,0 +1,77 @@
+//! `tc class show`'s selectors as this machine's tc (iproute2 6.1, kernel 6.18) answers them, recorded
+//! by hand in a namespace on 2026-11-27 with the policy below on a veth: `qdisc H` lists only that
+//! qdisc's classes and prints their ids and parents by minor alone (`print_class` with
+//! `filter_qdisc`), `qdisc` and `parent` both select, and any other word is refused
+//! (`tc_class_list`: `What is "bogus"? Try "tc class help".`, exit 255).
+
+use tclab_core::Engine;
+
+fn run(e: &mut Engine, line: &str) -> (i32, String, String) {
+    let argv: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+    let out = tclab_tc::run(e, &argv, 0);
+    (out.code, out.stdout, out.stderr)
+}
+
+fn engine() -> Engine {
+    let mut e = Engine::new();
+    e.add_device("v0", 1500, 1000);
+    for l in [
+        "qdisc add dev v0 root handle 1: htb default 11",
+        "class add dev v0 parent 1: classid 1:1 htb rate 10mbit",
+        "class add dev v0 parent 1:1 classid 1:11 htb rate 5mbit",
+        "qdisc add dev v0 parent 1:11 handle 10: htb",
+        "class add dev v0 parent 10: classid 10:5 htb rate 1mbit",
+    ] {
+        let (code, _, err) = run(&mut e, l);
+        assert_eq!(code, 0, "{l}: {err}");
+    }
+    e
+}
+
+#[test]
+fn qdisc_selects_its_classes_and_prints_minors() {
+    let mut e = engine();
+    let (code, out, _) = run(&mut e, "class show dev v0 qdisc 1:");
+    assert_eq!(code, 0);
+    assert_eq!(
+        out,
+        "class htb :11 parent :1 leaf 10: prio 0 rate 5Mbit ceil 5Mbit burst 1600b cburst 1600b \n\
+         class htb :1 root rate 10Mbit ceil 10Mbit burst 1600b cburst 1600b \n"
+    );
+    let (_, out, _) = run(&mut e, "class show dev v0 qdisc 10:");
+    assert_eq!(
+        out,
+        "class htb :5 root prio 0 rate 1Mbit ceil 1Mbit burst 1600b cburst 1600b \n"
+    );
+    // Both selectors apply: qdisc 10:'s classes under parent 1: are none.
+    let (code, out, _) = run(&mut e, "class show dev v0 qdisc 10: parent 1:");
+    assert_eq!((code, out.as_str()), (0, ""));
+}
+
+#[test]
+fn a_listing_refuses_what_it_does_not_know() {
+    let mut e = engine();
+    for (line, says) in [
+        (
+            "class show dev v0 bogus",
+            "What is \"bogus\"? Try \"tc class help\".",
+        ),
+        (
+            "class show dev v0 ingress",
+            "What is \"ingress\"? Try \"tc class help\".",
+        ),
+        (
+            "class show dev v0 qdisc xyz",
+            "Error: argument \"xyz\" is wrong: invalid qdisc ID",
+        ),
+        (
+            "class show dev v0 qdisc 1: qdisc 2:",
+            "Error: duplicate \"qdisc\": \"2:\" is the second value.",
+        ),
+    ] {
+        let (code, out, err) = run(&mut e, line);
+        assert_eq!(code, 255, "{line}: {err}");
+        assert!(out.is_empty(), "{line} lists nothing: {out}");
+        assert!(err.contains(says), "{line}: {err}");
+    }
+}
