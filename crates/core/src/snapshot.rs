@@ -277,20 +277,31 @@ pub(crate) mod array {
     }
 }
 
-/// `[[T; M]; N]` as a sequence of rows (HHF's 4 × 1 024 counters: serde derives neither length).
+/// `[[T; M]; N]` as a sequence of rows, each up to its last element that is not `T::default()` (HHF's
+/// 4 × 1 024 counters and valid bits: serde derives neither length, and in a store's HHF, which no
+/// packet has passed, every one is zero — 9 KB a qdisc saved whole).
 pub(crate) mod grid {
     use super::*;
-    pub fn serialize<S: Serializer, T: Serialize, const M: usize, const N: usize>(
+    pub fn serialize<
+        S: Serializer,
+        T: Serialize + Default + PartialEq,
+        const M: usize,
+        const N: usize,
+    >(
         g: &[[T; M]; N],
         s: S,
     ) -> Result<S::Ok, S::Error> {
-        let rows: Vec<&[T]> = g.iter().map(|r| r.as_slice()).collect();
+        let zero = T::default();
+        let rows: Vec<&[T]> = g
+            .iter()
+            .map(|r| &r[..r.iter().rposition(|x| *x != zero).map_or(0, |i| i + 1)])
+            .collect();
         rows.serialize(s)
     }
     pub fn deserialize<
         'de,
         D: Deserializer<'de>,
-        T: Deserialize<'de>,
+        T: Deserialize<'de> + Default,
         const M: usize,
         const N: usize,
     >(
@@ -298,7 +309,14 @@ pub(crate) mod grid {
     ) -> Result<[[T; M]; N], D::Error> {
         let rows = Vec::<Vec<T>>::deserialize(d)?
             .into_iter()
-            .map(|r| {
+            .map(|mut r| {
+                if r.len() > M {
+                    return Err(D::Error::invalid_length(
+                        r.len(),
+                        &"at most the row's length",
+                    ));
+                }
+                r.resize_with(M, T::default);
                 r.try_into()
                     .map_err(|r: Vec<T>| D::Error::invalid_length(r.len(), &"the row's length"))
             })
