@@ -8,7 +8,6 @@
 //! netem, sfq, prio, hfsc, fw) follow iproute2 6.1's printers, as the tdc cases already hold them.
 //! One difference is normalised: tc 6.1 prints a u32 key's `flowid` as `*flowid` (its regression).
 
-#[allow(dead_code)]
 mod common;
 
 use common::{fixture, tclab, text, TempDir};

@@ -3,7 +3,6 @@
 //! (examples/seed003/gateway.sh). Each runs under bash with `tc`/`iptables` resolved to tclab, against a
 //! scratch store, and the resulting `tc … show` and `iptables -S` must be what the script configures.
 
-#[allow(dead_code)]
 mod common;
 
 use common::{fixture, tclab, text};

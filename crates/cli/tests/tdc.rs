@@ -842,6 +842,7 @@ fn substitute(cmd: &str) -> String {
 /// or `{m,n}` repetition is a literal in Python (an error in the regex crate).
 fn python_regex_to_rust(p: &str) -> String {
     let chars: Vec<char> = p.chars().collect();
+    let repetition = regex::Regex::new(r"^\{\d+(,\d*)?\}").unwrap();
     let mut out = String::new();
     let mut i = 0;
     while i < chars.len() {
@@ -862,8 +863,7 @@ fn python_regex_to_rust(p: &str) -> String {
         if c == '{' {
             // Is this a repetition {m}, {m,}, {m,n}?
             let rest: String = chars[i..].iter().collect();
-            let rep = regex::Regex::new(r"^\{\d+(,\d*)?\}").unwrap();
-            if let Some(m) = rep.find(&rest) {
+            if let Some(m) = repetition.find(&rest) {
                 out.push_str(m.as_str());
                 i += m.as_str().chars().count();
                 continue;

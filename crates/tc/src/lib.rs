@@ -714,18 +714,12 @@ fn class_cmd(
             return Ok(());
         };
         ensure_device(engine, dev, false)?;
-        let filter_parent = (parent != 0).then_some(Handle(parent));
-        let filter_classid = (classid != 0).then_some(Handle(classid));
-        show::classes(
-            engine,
-            dev,
-            (of_qdisc != 0).then_some(Handle(of_qdisc)),
-            filter_parent,
-            filter_classid,
-            flags,
-            now,
-            &mut out.stdout,
-        );
+        let select = show::ClassSelect {
+            qdisc: (of_qdisc != 0).then_some(Handle(of_qdisc)),
+            parent: (parent != 0).then_some(Handle(parent)),
+            classid: (classid != 0).then_some(Handle(classid)),
+        };
+        show::classes(engine, dev, select, flags, now, &mut out.stdout);
         return Ok(());
     }
     let dev =

@@ -215,20 +215,31 @@ pub fn qdiscs(
     }
 }
 
+/// What a class listing selects (`qdisc`, `parent`, `classid`): `None` selects every class.
+#[derive(Clone, Copy, Default)]
+pub struct ClassSelect {
+    pub qdisc: Option<Handle>,
+    pub parent: Option<Handle>,
+    pub classid: Option<Handle>,
+}
+
 /// `tc class show dev DEV [qdisc Q] [parent P] [classid C]`. iproute2 6.1 prints classes as text even
 /// with `-j`. With `qdisc`, tc lists only that qdisc's classes and prints their ids and parents by
 /// minor alone (`class htb :11 parent :1`), as `print_class` does with `filter_qdisc`.
 pub fn classes(
     engine: &Engine,
     dev: &str,
-    qdisc: Option<Handle>,
-    parent: Option<Handle>,
-    classid: Option<Handle>,
+    select: ClassSelect,
     flags: ShowFlags,
     now: Nanos,
     out: &mut String,
 ) {
     let Some(d) = engine.device(dev) else { return };
+    let ClassSelect {
+        qdisc,
+        parent,
+        classid,
+    } = select;
     // Printed as the walk goes: no vector of every class first.
     d.for_each_class(now, &mut |c| {
         // The kernel's dump (`tc_dump_tclass_qdisc`) selects by the parent's major number only: every
