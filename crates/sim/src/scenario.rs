@@ -1528,7 +1528,8 @@ pub fn policy_records(lines: &[String]) -> Result<Vec<Vec<String>>, String> {
     let mut ifbs = tclab_core::Engine::new();
     let mut out = Vec::new();
     for line in lines {
-        let mut words: Vec<String> = line.split_whitespace().map(String::from).collect();
+        // Quoted as the applied line was (a basic ematch in quotes is one word).
+        let mut words = tclab_tc::store::batch_words(line).map_err(|e| format!("{line}: {e}"))?;
         let w: Vec<&str> = words.iter().map(String::as_str).collect();
         let route = match w.as_slice() {
             ["ip", after_ip @ ..] => tclab_tc::iproute::route_command(after_ip),
@@ -1862,7 +1863,9 @@ pub fn apply_policy(
         if line.is_empty() {
             continue;
         }
-        let mut words: Vec<String> = line.split(' ').map(str::to_string).collect();
+        // Words as `tc -batch` splits them: a quoted word (a basic ematch, `match 'cmp(…)'`) is one.
+        let mut words =
+            tclab_tc::store::batch_words(&line).map_err(|e| (n, format!("{line}: {e}")))?;
         if words
             .first()
             .is_some_and(|w| w == "tc" || w.ends_with("/tc"))
@@ -2219,6 +2222,28 @@ delay = "1ms"
         assert_eq!(s.net.ifaces.len(), 2);
         assert_eq!(s.net.ifaces[0].link.rate_bps, 10_000_000);
         assert_eq!(s.net.nodes[0].routes[1], Some(0));
+    }
+
+    #[test]
+    fn a_quoted_ematch_is_one_word_as_in_tc_batch() {
+        // A basic filter's ematch in quotes, as field scripts write it: the quotes group the words
+        // (tc -batch's makeargs, a shell), so the filter is made and the line kept with its quotes
+        // for `tclab lab compare`'s records. Split at blanks it was `Unknown ematch "'cmp"`.
+        let text = format!(
+            "{BASE}[[policy]]\nnode = \"a\"\ntc = \"\"\"\n\
+             tc qdisc add dev eth0 root handle 1: prio\n\
+             tc filter add dev eth0 parent 1: protocol ip prio 1 basic match 'cmp(u8 at 9 layer network eq 6)' flowid 1:1\n\
+             \"\"\"\n"
+        );
+        let s = load_str(&text).unwrap_or_else(|e| panic!("{e}"));
+        let (_, lines) = &s.policies[0];
+        let records = policy_records(lines).unwrap();
+        let ematch = "cmp(u8 at 9 layer network eq 6)".to_string();
+        assert!(records[1].contains(&ematch), "{records:?}");
+        // An unclosed quote is tc's error, named with its line.
+        let bad = text.replace("eq 6)'", "eq 6)");
+        let e = load_str(&bad).err().expect("an error");
+        assert!(e.message.contains("Unterminated quoted string"), "{e}");
     }
 
     #[test]
