@@ -206,13 +206,26 @@ pub fn summary_text(sc: &Scenario, out: &Outcome) -> String {
             e.ip_in_hdr_errors, e.tcp_in_csum_errors, e.udp_in_csum_errors, e.icmp_in_csum_errors
         );
     }
-    let cls = classes(sc);
+    let mut cls = classes(sc);
     if !cls.is_empty() {
         let _ = writeln!(
             s,
             "\n{:<22} {:<6} {:>14} {:>10} {:>8} {:>11}",
             "class", "kind", "sent", "avg rate", "drops", "overlimits"
         );
+        // An ISP's thousand subscriber classes would bury the rest: the ones that dropped most (then
+        // sent most) stand for them, and the files keep every class.
+        let all = cls.len();
+        if all > SUMMARY_CLASSES {
+            let key = |c: &Value| {
+                (
+                    c["drops"].as_u64().unwrap_or(0),
+                    c["bytes"].as_u64().unwrap_or(0),
+                )
+            };
+            cls.sort_by(|a, b| key(b).cmp(&key(a)));
+            cls.truncate(SUMMARY_CLASSES);
+        }
         for c in &cls {
             let _ = writeln!(
                 s,
@@ -230,9 +243,19 @@ pub fn summary_text(sc: &Scenario, out: &Outcome) -> String {
                 c["overlimits"].as_u64().unwrap_or(0)
             );
         }
+        if all > SUMMARY_CLASSES {
+            let _ = writeln!(
+                s,
+                "({SUMMARY_CLASSES} of {all} classes: those with the most drops, then bytes sent; \
+                 classes.csv and summary.json have every one)"
+            );
+        }
     }
     s
 }
+
+/// The most classes the summary table lists.
+const SUMMARY_CLASSES: usize = 40;
 
 /// The CSV files, by name.
 pub fn csv_files(sc: &Scenario, out: &Outcome) -> Vec<(&'static str, String)> {
