@@ -503,6 +503,24 @@ fn thousands_of_leaves_raise_no_notes_from_packet_counting() {
     );
 }
 
+/// An ISP's HTB tree: `leaves` subscriber classes from 1:10 on, rate 1mbit and ceil `ceil`, under a
+/// 10 Gbit/s parent 1:1, each with `leaf_qdisc` when given.
+fn isp_tree(leaves: usize, ceil: &str, leaf_qdisc: Option<&str>) -> String {
+    let mut text = String::from(
+        "qdisc add dev eth0 root handle 1: htb default 2\n\
+         class add dev eth0 parent 1: classid 1:1 htb rate 10gbit ceil 10gbit\n",
+    );
+    for c in 0x10..0x10 + leaves {
+        text.push_str(&format!(
+            "class add dev eth0 parent 1:1 classid 1:{c:x} htb rate 1mbit ceil {ceil}\n"
+        ));
+        if let Some(q) = leaf_qdisc {
+            text.push_str(&format!("qdisc add dev eth0 parent 1:{c:x} {q}\n"));
+        }
+    }
+    text
+}
+
 /// An ISP's tree of 3 000 subscriber classes (rate 1mbit, ceil 100mbit under a 10 Gbit/s parent), one
 /// of them loaded: it borrows up to its ceil, 100 Mbit/s. HTB's rule asked each leaf's limits for every
 /// class's usage and every leaf's lender, cubic in the classes (a review: 2 000 classes took 57 s in a
@@ -510,17 +528,7 @@ fn thousands_of_leaves_raise_no_notes_from_packet_counting() {
 /// deadline is a hundred times that; before, this test ran past it.
 #[test]
 fn an_isp_sized_tree_is_explained_in_seconds() {
-    let mut text = String::from(
-        "qdisc add dev eth0 root handle 1: htb default 2\n\
-         class add dev eth0 parent 1: classid 1:1 htb rate 10gbit ceil 10gbit\n",
-    );
-    for i in 0..3000 {
-        text.push_str(&format!(
-            "class add dev eth0 parent 1:1 classid 1:{:x} htb rate 1mbit ceil 100mbit\n",
-            0x10 + i
-        ));
-    }
-    let f = batch("isp-sized", &text);
+    let f = batch("isp-sized", &isp_tree(3000, "100mbit", None));
     let mut c = Command::new(env!("CARGO_BIN_EXE_tclab"));
     c.arg("explain")
         .arg(&*f)
@@ -543,18 +551,7 @@ fn an_isp_sized_tree_is_explained_in_seconds() {
 /// before, this ran past it.
 #[test]
 fn an_isp_sized_tree_all_backlogged_is_simulated_in_seconds() {
-    let mut text = String::from(
-        "qdisc add dev eth0 root handle 1: htb default 2\n\
-         class add dev eth0 parent 1: classid 1:1 htb rate 10gbit ceil 10gbit\n",
-    );
-    for i in 0..1500 {
-        text.push_str(&format!(
-            "class add dev eth0 parent 1:1 classid 1:{c:x} htb rate 1mbit ceil 5mbit\n\
-             qdisc add dev eth0 parent 1:{c:x} fq_codel\n",
-            c = 0x10 + i
-        ));
-    }
-    let f = batch("isp-backlogged", &text);
+    let f = batch("isp-backlogged", &isp_tree(1500, "5mbit", Some("fq_codel")));
     let mut c = Command::new(env!("CARGO_BIN_EXE_tclab"));
     c.arg("explain")
         .arg(&*f)
