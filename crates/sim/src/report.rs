@@ -223,7 +223,7 @@ pub fn summary_text(sc: &Scenario, out: &Outcome) -> String {
                     c["bytes"].as_u64().unwrap_or(0),
                 )
             };
-            cls.sort_by(|a, b| key(b).cmp(&key(a)));
+            cls.sort_by_key(|c| std::cmp::Reverse(key(c)));
             cls.truncate(SUMMARY_CLASSES);
         }
         for c in &cls {
