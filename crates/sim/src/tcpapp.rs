@@ -200,14 +200,17 @@ impl TcpEndpoint {
         // here is released when it is freed: at TX completion, when the qdisc refuses it, or when a
         // qdisc drops it after queueing it (the network reports each packet dropped, not only the
         // arriving one).
-        let mss = self.conn.mss();
-        let full = frame_len(&Segment {
-            payload_len: mss * self.conn.tso_segs(),
-            gso_size: mss,
-            ..Segment::default()
-        }) + SKB_OVERHEAD;
-        let limit = self.conn.tsq_limit(full);
-        self.tsq_throttled = !self.conn.tsq_exempt() && self.host_truesize > limit;
+        // The limit is worked out only when it can throttle: an exempt socket (one segment out at most,
+        // as every receiver sending ACKs) or one with nothing on its host never is.
+        self.tsq_throttled = !self.conn.tsq_exempt() && self.host_truesize > 0 && {
+            let mss = self.conn.mss();
+            let full = frame_len(&Segment {
+                payload_len: mss * self.conn.tso_segs(),
+                gso_size: mss,
+                ..Segment::default()
+            }) + SKB_OVERHEAD;
+            self.host_truesize > self.conn.tsq_limit(full)
+        };
         self.conn.set_tsq_throttled(self.tsq_throttled);
         // One segment at a time, as `tcp_write_xmit` hands each skb to the qdisc (`tcp_transmit_skb`)
         // and learns its fate before it builds the next: after a refusal it stops, the segment unsent

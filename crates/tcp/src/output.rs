@@ -557,6 +557,7 @@ impl Connection {
     }
 
     /// `tcp_small_queue_check` always lets a segment go when the retransmission queue holds at most one.
+    #[inline]
     pub fn tsq_exempt(&self) -> bool {
         self.packets_out <= 1
     }

@@ -220,6 +220,7 @@ impl Connection {
 
     /// `tcp_rcv_rtt_measure_ts()`: a full-sized segment echoing a new timestamp measures the RTT from it
     /// (millisecond ticks: an echo of this very tick gives no sample).
+    #[inline]
     pub(crate) fn rcv_rtt_measure_ts(&mut self, now: Nanos, len: u64, tsecr: Option<u32>) {
         let Some(tsecr) = tsecr.filter(|_| self.ts_ok) else {
             return;

@@ -60,6 +60,7 @@ impl SackBlocks {
 
 impl std::ops::Deref for SackBlocks {
     type Target = [(u32, u32)];
+    #[inline]
     fn deref(&self) -> &[(u32, u32)] {
         &self.blocks[..self.len as usize]
     }
@@ -109,6 +110,7 @@ impl std::fmt::Debug for SackBlocks {
 
 impl TcpOptions {
     /// Option bytes as Linux lays them out (`tcp_options_write`), padded to 4.
+    #[inline]
     pub fn len(&self) -> u32 {
         let mut n = 0;
         if self.mss.is_some() {
@@ -154,6 +156,7 @@ pub struct Segment {
 
 impl Segment {
     /// TCP header length: 20 plus the options padded to 4 bytes.
+    #[inline]
     pub fn header_len(&self) -> u32 {
         20 + self.options.len().min(40)
     }

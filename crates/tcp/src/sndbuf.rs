@@ -163,10 +163,16 @@ impl Connection {
     /// `tcp_check_space` (after an ACK's data went out, and after each new data skb sent): if a writer
     /// waits, `tcp_new_space` grows the buffer while cwnd is not full (`tcp_should_expand_sndbuf`), and
     /// `sk_stream_write_space` wakes the writer once the socket is writeable.
+    #[inline]
     pub(crate) fn check_space(&mut self) {
-        if !self.snd.nospace {
-            return;
+        if self.snd.nospace {
+            self.check_space_nospace();
         }
+    }
+
+    /// `check_space` for a writer that found no space (out of line: the common call returns at once).
+    #[inline(never)]
+    fn check_space_nospace(&mut self) {
         if !self.snd.locked && self.in_flight() < self.cwnd {
             self.sndbuf_expand(self.sndbuf_factor());
         }
@@ -245,8 +251,18 @@ impl Connection {
 
     /// The blocking writer copies more if it is not asleep (or was woken: `SOCK_NOSPACE` cleared).
     /// Returns whether it copied anything.
+    #[inline]
     pub(crate) fn resume_writer(&mut self, now: Nanos) -> bool {
-        if self.snd.app_pending == 0 || self.snd.nospace || !self.may_write() {
+        if self.snd.app_pending == 0 || self.snd.nospace {
+            return false;
+        }
+        self.resume_writer_copy(now)
+    }
+
+    /// The part of `resume_writer` that copies (out of line: most calls find no writer waiting).
+    #[inline(never)]
+    fn resume_writer_copy(&mut self, now: Nanos) -> bool {
+        if !self.may_write() {
             return false;
         }
         let copied = self.sendmsg(now, self.snd.app_pending);

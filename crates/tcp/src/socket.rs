@@ -363,6 +363,7 @@ impl Connection {
     }
 
     /// Earliest pending timer (RTO/SYN retransmit, delayed ACK, zero-window probe).
+    #[inline]
     pub fn poll_at(&self) -> Option<Nanos> {
         [self.rto_at, self.delack_at, self.probe_at, self.pacing_at]
             .into_iter()
