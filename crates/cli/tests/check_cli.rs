@@ -116,6 +116,7 @@ const CASES: &[(&str, &str, &[&str])] = &[
     ("flower-mac-simulated", "qdisc add dev eth0 root handle 1: prio\nfilter add dev eth0 parent 1: protocol ip prio 1 flower dst_mac 02:00:00:00:00:01 classid 1:1\n", &[]),
     ("u32-offset", "qdisc add dev eth0 root handle 1: prio\nfilter add dev eth0 parent 1: protocol ip prio 1 u32 match u16 22 0xffff at 20 flowid 1:1\nfilter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dport 22 0xffff flowid 1:2\n", &[]),
     ("u32-bucket", ISP_HASHED_OFF_BY_ONE, &[]),
+    ("filter-shadowed", "qdisc add dev eth0 root handle 1: prio\nfilter add dev eth0 parent 1: protocol all prio 1 matchall classid 1:3\nfilter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dport 22 0xffff flowid 1:1\n", &[]),
     ("ipv4-only-classes", "qdisc add dev eth0 root handle 1: htb default 20\nclass add dev eth0 parent 1: classid 1:10 htb rate 1mbit\nclass add dev eth0 parent 1: classid 1:20 htb rate 1mbit\nfilter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 1 0xff flowid 1:10\n", &[]),
     ("mark-unset", "#!/bin/sh\ntc qdisc add dev eth0 root handle 1: htb default 20\ntc class add dev eth0 parent 1: classid 1:10 htb rate 1mbit\ntc class add dev eth0 parent 1: classid 1:20 htb rate 1mbit\ntc filter add dev eth0 parent 1: protocol ip prio 1 handle 1 fw flowid 1:10\niptables -t mangle -N qos\niptables -t mangle -A qos -j MARK --set-mark 1\n", &[]),
     ("realm-unset", REALM_POLICY, &[]),

@@ -1536,3 +1536,84 @@ fn a_route_filter_on_a_realm_no_route_sets_classifies_nothing() {
         "the handshake at most"
     );
 }
+
+/// A filter an earlier one always answers for first: a catch-all at pref 1 in front of the SSH filter
+/// (`tcf_classify` stops at the first instance that matches), and a /8 node in front of a /32 of the
+/// same pref (`u32_classify` tries a pref's nodes by handle). Measured: the SSH transfer's bytes all go
+/// to the catch-all's class, and to 1:10 once the order is right.
+#[test]
+fn a_filter_behind_a_broader_one_never_matches() {
+    let dir = TempDir::new("review-shadowed");
+    let policy = |filters: &str| classified(filters, 22, 0, false);
+    let behind = policy(
+        "filter add dev eth0 parent 1: protocol all prio 1 u32 match u32 0 0 flowid 1:20\n\
+         filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dport 22 0xffff flowid 1:10",
+    );
+    let r = check(&dir, "behind.batch", &batch_of(&behind), &[]);
+    let f = the(&r, "filter-shadowed");
+    assert_eq!(line_of(&f), "behind.batch:8");
+    let msg = f["message"].as_str().unwrap();
+    assert!(
+        msg.contains("pref 1 (fh 800::800") && msg.contains("class 1:10 gets nothing"),
+        "{msg}"
+    );
+    assert_eq!(f["at"], "eth0 filter parent 1: pref 2 u32 fh 801::800");
+    let (sc, _) = simulate(&behind);
+    assert_eq!(
+        class_bytes(&sc, "s", "eth0", "1:10"),
+        0,
+        "SSH never reaches 1:10"
+    );
+    // The same two filters the other way round: no finding, and the transfer lands in 1:10.
+    let before = policy(
+        "filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dport 22 0xffff flowid 1:10\n\
+         filter add dev eth0 parent 1: protocol all prio 2 u32 match u32 0 0 flowid 1:20",
+    );
+    assert!(
+        !codes(&check(&dir, "before.batch", &batch_of(&before), &[]))
+            .contains(&"filter-shadowed".to_string())
+    );
+    let (sc, _) = simulate(&before);
+    assert!(class_bytes(&sc, "s", "eth0", "1:10") > 1_000_000);
+    // One pref, the broad node first: the host's packets go to the /8's class.
+    let one_pref = classified(
+        "filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst 10.0.0.0/8 flowid 1:20\n\
+         filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst 10.0.1.2/32 flowid 1:10",
+        5001,
+        0,
+        false,
+    );
+    let f = the(
+        &check(&dir, "pref.batch", &batch_of(&one_pref), &[]),
+        "filter-shadowed",
+    );
+    assert_eq!(line_of(&f), "pref.batch:8");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("node 800::800 before it at the same pref"),
+        "{f}"
+    );
+    let (sc, _) = simulate(&one_pref);
+    assert_eq!(class_bytes(&sc, "s", "eth0", "1:10"), 0);
+    // Not said where the earlier filter only overlaps: another port, a narrower address, a protocol
+    // of its own, or an action that may hand the packet on (`continue`).
+    for (name, filters) in [
+        ("port", "filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dport 80 0xffff flowid 1:20\n\
+                  filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dport 22 0xffff flowid 1:10"),
+        ("narrow", "filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst 10.0.1.2/32 flowid 1:20\n\
+                    filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dst 10.0.0.0/8 flowid 1:10"),
+        ("proto", "filter add dev eth0 parent 1: protocol ipv6 prio 1 u32 match u32 0 0 flowid 1:20\n\
+                   filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dport 22 0xffff flowid 1:10"),
+        ("continue", "filter add dev eth0 parent 1: protocol all prio 1 u32 match u32 0 0 action continue\n\
+                      filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dport 22 0xffff flowid 1:10"),
+    ] {
+        let text = policy(filters);
+        assert!(
+            !codes(&check(&dir, &format!("{name}.batch"), &batch_of(&text), &[]))
+                .contains(&"filter-shadowed".to_string()),
+            "{name}"
+        );
+    }
+}

@@ -18,7 +18,8 @@
 //! The rules live by subject: `tree` (HTB and HFSC trees: defaults, quantum, rates, bursts, queues,
 //! classes reached), `line` (the shaper against the line: rate, ATM, offloads, CAKE, AQM targets),
 //! `ifb` (ingress through ifb devices), `teql` (bonded lines), `buckets` (TBF and policer buckets),
-//! `filters` (what filters name and read), `u32hash` (u32 nodes in the wrong hash bucket), `marks`
+//! `filters` (what filters name and read), `u32hash` (u32 nodes in the wrong hash bucket), `shadowed`
+//! (filters an earlier one always answers for first), `marks`
 //! (fw marks and iptables; priorities), `realms` (route filters against the policy's routes), `compat`
 //! (kernel versions).
 
@@ -30,6 +31,7 @@ mod line;
 mod marks;
 pub mod origins;
 mod realms;
+mod shadowed;
 mod taprio;
 mod teql;
 mod tree;
@@ -283,6 +285,11 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "u32-offset",
         Severity::Warning,
         "a raw u32 offset that reads the source port or address where the policy names it as a destination",
+    ),
+    (
+        "filter-shadowed",
+        Severity::Warning,
+        "a filter an earlier one always answers for first (a catch-all, or a broader match): it never matches",
     ),
     (
         "u32-bucket",
@@ -724,6 +731,7 @@ impl<'a> DevCx<'a> {
         buckets::check(self, out);
         filters::check(self, out);
         u32hash::check(self, out);
+        shadowed::check(self, out);
         marks::check(self, out);
         taprio::check(self, out);
         self.ingress_police(out);

@@ -121,6 +121,15 @@ impl<'a> TcLine<'a> {
         Some(line)
     }
 
+    /// The class a filter line names (`flowid` or `classid` among its kind's words).
+    pub fn flowid(&self) -> Option<u32> {
+        let i = self
+            .rest
+            .iter()
+            .position(|w| w == "flowid" || w == "classid")?;
+        get_tc_classid(self.rest.get(i + 1)?)
+    }
+
     /// The handle this line gives its qdisc (`ingress` and `clsact` are `ffff:`).
     pub fn qdisc_handle(&self) -> Option<u32> {
         self.handle.and_then(get_qdisc_handle)

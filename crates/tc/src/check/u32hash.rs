@@ -114,10 +114,6 @@ fn line<'o>(cx: &DevCx<'o>, table: u32, bucket: usize, n: &Knode) -> Option<&'o 
         let b = u32::from_str_radix(parts.next().filter(|b| !b.is_empty())?, 16).ok()?;
         Some((t, b))
     };
-    let classid = |rest: &[String]| {
-        let i = rest.iter().position(|w| w == "flowid" || w == "classid")?;
-        crate::util::get_tc_classid(rest.get(i + 1)?)
-    };
     let lines: Vec<_> = cx
         .origins
         .filter_lines()
@@ -126,7 +122,7 @@ fn line<'o>(cx: &DevCx<'o>, table: u32, bucket: usize, n: &Knode) -> Option<&'o 
         .collect();
     lines
         .iter()
-        .find(|(_, l)| n.classid.is_some() && classid(l.rest) == n.classid)
+        .find(|(_, l)| n.classid.is_some() && l.flowid() == n.classid)
         .or(lines.first())
         .map(|(r, _)| r.at.as_str())
 }

@@ -1,0 +1,260 @@
+//! Filters that never match because an earlier one takes every packet they would: `tcf_classify` tries
+//! a chain's instances in pref order and stops at the first that answers, and `u32_classify` tries a
+//! table's nodes in handle order. A catch-all (`u32 match u32 0 0`, `matchall`) at pref 1 leaves every
+//! later filter of its protocol idle; `match ip dst 10.0.0.0/8` before `match ip dst 10.0.1.5/32` takes
+//! the host's packets into the /8's class. Scripts meet it when a "default" filter is written first,
+//! or when generated filters all get one pref and the broad one's node comes first.
+//!
+//! Said only where it is sure: the earlier u32 node is terminal (a `flowid`, no action that could
+//! answer `continue`), links nowhere, reads no mark or input device, and each of its keys is implied by
+//! a key of the later node at the same offset (the same header bytes, fixed to the same value); the
+//! nodes read in the root tables, where every key's offset is the one written (no `offset`/`eat`
+//! from a link), and no node before the earlier one links anywhere or reads further into the packet
+//! than the later one (`u32_classify` gives up on the whole instance at a read past the packet's end).
+
+use super::{DevCx, Finding};
+use tclab_core::filter::u32::{self as cu32, Knode, TC_U32_TERMINAL};
+use tclab_core::filter::{Block, Classifier, Tp, CLS_FLAGS_SKIP_SW, ETH_P_ALL};
+use tclab_core::Handle;
+
+/// Bytes of network header every packet worth classifying has (an IPv4 header's 20; ARP's are 28,
+/// IPv6's 40): a catch-all whose keys read no further takes every such packet.
+const ANY_PACKET: i64 = 20;
+
+pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
+    let mut seen: Vec<*const Block> = Vec::new();
+    for &(parent, b) in &cx.blocks {
+        if seen.contains(&std::ptr::from_ref(b)) {
+            continue;
+        }
+        seen.push(b);
+        for tps in b.chains.values() {
+            for (i, tp) in tps.iter().enumerate() {
+                let earlier = || tps[..i].iter().filter(|a| covers_protocol(a, tp));
+                if let Classifier::U32(_) = tp.cls {
+                    let nodes = root_nodes(b, tp);
+                    for (j, n) in nodes.iter().enumerate() {
+                        // A node behind a link may see its offsets moved (`off2` is not reset).
+                        if nodes[..j].iter().any(|e| e.link.is_some()) {
+                            break;
+                        }
+                        let by = earlier()
+                            .find_map(|a| takes(b, a, Some(n)).map(|m| (a, m)))
+                            .or_else(|| {
+                                taker_in(&nodes[..j], |m| implies(n, m), reads(n)).map(|m| (tp, m))
+                            });
+                        if let Some((a, m)) = by {
+                            out.push(finding(cx, parent, tp, Some(n), a, m));
+                        }
+                    }
+                } else if let Some((a, m)) =
+                    earlier().find_map(|a| takes(b, a, None).map(|m| (a, m)))
+                {
+                    out.push(finding(cx, parent, tp, None, a, m));
+                }
+            }
+        }
+    }
+}
+
+/// The earlier instance `a` sees every packet `b` would: the same protocol, or all.
+fn covers_protocol(a: &Tp, b: &Tp) -> bool {
+    a.protocol == ETH_P_ALL || a.protocol == b.protocol
+}
+
+/// The nodes of a u32 instance's root table, in the order `u32_classify` tries them.
+fn root_nodes<'a>(b: &'a Block, tp: &Tp) -> Vec<&'a Knode> {
+    let Classifier::U32(u) = &tp.cls else {
+        return Vec::new();
+    };
+    b.u32_common
+        .hts
+        .iter()
+        .find(|h| h.handle == u.root)
+        .and_then(|h| h.buckets.first())
+        .map(|b| b.iter().map(|n| &**n).collect())
+        .unwrap_or_default()
+}
+
+/// What a catch-all of instance `a` is: a u32 node whose keys fix nothing, or a matchall filter.
+enum Taker<'a> {
+    U32(&'a Knode),
+    Matchall(Option<u32>),
+}
+
+impl Taker<'_> {
+    fn classid(&self) -> Option<u32> {
+        match self {
+            Taker::U32(m) => m.classid,
+            Taker::Matchall(c) => *c,
+        }
+    }
+}
+
+/// What of instance `a` takes every packet u32 node `n` matches (`None`: every packet at all): a
+/// matchall filter, or a node of `a`'s root table whose keys `n`'s imply (for every packet, keys all
+/// masked out), every node tried before it letting such a packet by.
+fn takes<'a>(b: &'a Block, a: &'a Tp, n: Option<&Knode>) -> Option<Taker<'a>> {
+    match &a.cls {
+        Classifier::Matchall(m) => m
+            .filter
+            .as_ref()
+            .filter(|f| f.flags & CLS_FLAGS_SKIP_SW == 0 && f.exts.actions.is_empty())
+            .map(|f| Taker::Matchall(f.classid)),
+        Classifier::U32(_) => match n {
+            Some(n) => taker_in(&root_nodes(b, a), |m| implies(n, m), reads(n)),
+            None => taker_in(
+                &root_nodes(b, a),
+                |m| m.sel.keys.iter().all(|k| k.mask == 0),
+                ANY_PACKET,
+            ),
+        },
+        _ => None,
+    }
+}
+
+/// The first of `nodes` that takes every packet `wanted` accepts, if every node before it lets such
+/// a packet by and none reads further than `need` bytes (a read past the end ends the instance).
+fn taker_in<'a>(
+    nodes: &[&'a Knode],
+    wanted: impl Fn(&Knode) -> bool,
+    need: i64,
+) -> Option<Taker<'a>> {
+    for &m in nodes {
+        // A link could move the offsets of what follows.
+        if m.link.is_some() || reads(m) > need || m.sel.keys.iter().any(|k| k.off < 0) {
+            return None;
+        }
+        if classifies_all(m) && wanted(m) {
+            return Some(Taker::U32(m));
+        }
+    }
+    None
+}
+
+/// A node that, once its keys hold, answers for the packet: terminal, no actions (`tcf_exts_exec`
+/// answers TC_ACT_OK), no mark, input device or skip_sw.
+fn classifies_all(m: &Knode) -> bool {
+    m.sel.flags & TC_U32_TERMINAL != 0
+        && m.exts.actions.is_empty()
+        && m.mark.is_none()
+        && m.indev.is_none()
+        && m.flags & CLS_FLAGS_SKIP_SW == 0
+}
+
+/// How far into the packet a node's keys read (`u32_classify` fetches a word for every key, masked
+/// out or not).
+fn reads(n: &Knode) -> i64 {
+    n.sel
+        .keys
+        .iter()
+        .map(|k| i64::from(k.off) + 4)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Every packet `n` matches, `m` matches too: each key of `m` that tests a bit is implied by a key of
+/// `n` at the same offset fixing those bits to the same values.
+fn implies(n: &Knode, m: &Knode) -> bool {
+    m.sel.keys.iter().filter(|k| k.mask != 0).all(|mk| {
+        n.sel.keys.iter().any(|nk| {
+            nk.off == mk.off && nk.mask & mk.mask == mk.mask && (nk.val ^ mk.val) & mk.mask == 0
+        })
+    })
+}
+
+fn finding(cx: &DevCx, parent: Handle, tp: &Tp, n: Option<&Knode>, a: &Tp, m: Taker) -> Finding {
+    // As tc prints a node's handle: `800::801`, the bucket left out when it is 0.
+    let fh = |n: &Knode| {
+        let (ht, bucket) = (cu32::user_htid(n.handle), cu32::hash(n.handle));
+        let bucket = if bucket == 0 {
+            String::new()
+        } else {
+            format!("{bucket:x}")
+        };
+        format!("{ht:x}:{bucket}:{:x}", cu32::node(n.handle))
+    };
+    let at = match n {
+        Some(n) => format!(
+            "{} filter parent {parent} pref {} u32 fh {}",
+            cx.name,
+            tp.prio,
+            fh(n)
+        ),
+        None => format!(
+            "{} filter parent {parent} pref {} {}",
+            cx.name,
+            tp.prio,
+            tp.cls.kind()
+        ),
+    };
+    let same = std::ptr::eq(a, tp);
+    let by = match &m {
+        Taker::U32(m) if same => format!("node {} before it at the same pref", fh(m)),
+        Taker::U32(m) => format!("u32 filter at pref {} (fh {})", a.prio, fh(m)),
+        Taker::Matchall(_) => format!("matchall filter at pref {}", a.prio),
+    };
+    let by_line = if same {
+        None
+    } else {
+        line(cx, parent, a, m.classid())
+    };
+    let by = match by_line {
+        Some(l) => format!("{by}, {l}"),
+        None => by,
+    };
+    let to = match m.classid() {
+        Some(c) => format!("class {}", Handle(c)),
+        None => "no class (the qdisc's default)".to_string(),
+    };
+    let own = n
+        .and_then(|n| n.classid)
+        .filter(|&c| Some(c) != m.classid());
+    let lost = own
+        .map(|c| format!(": class {} gets nothing through it", Handle(c)))
+        .unwrap_or_default();
+    let what = if n.is_some_and(|n| n.sel.keys.iter().all(|k| k.mask == 0)) || n.is_none() {
+        "every packet it would see"
+    } else {
+        "every packet it matches"
+    };
+    let fix = if same {
+        "tc tries the nodes of one pref in the order of their handles: add the narrower filter before \
+         the broader one, or give it a smaller pref of its own"
+            .to_string()
+    } else {
+        format!(
+            "give this filter a smaller pref than {} (tc tries filters lowest pref first, and the first \
+             that matches decides), or narrow the filter at pref {}",
+            a.prio, a.prio
+        )
+    };
+    Finding::new(
+        "filter-shadowed",
+        at,
+        format!("never matches: {what} is taken first by the {by}, which sends it to {to}{lost}"),
+        fix,
+    )
+    .line(line(cx, parent, tp, n.and_then(|n| n.classid)))
+}
+
+/// The line that added a filter of instance `tp`: the u32 line of its pref naming `classid` when
+/// there are several, else the pref's record.
+fn line<'o>(cx: &DevCx<'o>, parent: Handle, tp: &Tp, classid: Option<u32>) -> Option<&'o str> {
+    let of_pref: Vec<_> = cx
+        .origins
+        .filter_lines()
+        .filter(|(_, l)| l.dev == Some(cx.name) && l.pref == Some(tp.prio))
+        .collect();
+    if of_pref.len() > 1 {
+        if let Some((r, _)) = of_pref
+            .iter()
+            .find(|(_, l)| classid.is_some() && l.flowid() == classid)
+        {
+            return Some(r.at.as_str());
+        }
+    }
+    cx.origins
+        .filter(cx.name, parent, Some(tp.prio))
+        .map(|r| r.at.as_str())
+}
