@@ -1617,3 +1617,63 @@ fn a_filter_behind_a_broader_one_never_matches() {
         );
     }
 }
+
+/// CoDel's target at or above its interval (the two swapped): it drops only once packets have waited
+/// longer than target for a whole interval, so the queue stands at about target. Measured: four CUBIC
+/// flows through HTB 10mbit with a CoDel leaf, a ping beside them from 5 s (20 ms of path).
+#[test]
+fn a_codel_target_above_its_interval_keeps_a_standing_queue() {
+    let dir = TempDir::new("review-codel");
+    let policy = |leaf: &str| {
+        format!(
+            "duration = \"20s\"\n[[node]]\nname = \"s\"\n[[node]]\nname = \"r\"\n[[node]]\nname = \"c\"\n\
+             [[link]]\na = \"s:eth0\"\nb = \"r:eth0\"\nrate = \"1gbit\"\ndelay = \"10ms\"\n\
+             [[link]]\na = \"r:eth1\"\nb = \"c:eth0\"\nrate = \"1gbit\"\ndelay = \"10ms\"\n\
+             [[policy]]\nnode = \"r\"\ntc = \"\"\"\n\
+             qdisc add dev eth1 root handle 1: htb default 10\n\
+             class add dev eth1 parent 1: classid 1:10 htb rate 10mbit\n\
+             qdisc add dev eth1 parent 1:10 {leaf}\n\"\"\"\n\
+             [[traffic]]\nkind = \"tcp\"\nfrom = \"s\"\nto = \"c\"\nstreams = 4\n\
+             [[traffic]]\nkind = \"ping\"\nfrom = \"s\"\nto = \"c\"\ninterval = \"100ms\"\nstart = \"5s\"\n"
+        )
+    };
+    let swapped = policy("codel target 200ms interval 100ms");
+    let f = the(
+        &check(&dir, "swapped.batch", &batch_of(&swapped), &[]),
+        "aqm-target-interval",
+    );
+    assert_eq!(line_of(&f), "swapped.batch:3");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("target 200ms is not below interval 100ms"),
+        "{f}"
+    );
+    // Equal is as wrong; the defaults, and sqm's slowest lines (target 284 ms, interval 379 ms at
+    // 64 kbit/s), are not flagged.
+    for (leaf, flagged) in [
+        ("fq_codel target 100ms interval 100ms", true),
+        ("fq_codel interval 4ms", true),
+        ("codel", false),
+        ("fq_codel target 284ms interval 379ms", false),
+    ] {
+        let r = check(&dir, "leaf.batch", &batch_of(&policy(leaf)), &[]);
+        assert_eq!(
+            codes(&r).contains(&"aqm-target-interval".to_string()),
+            flagged,
+            "{leaf}: {}",
+            r.stdout
+        );
+    }
+    let (_, out) = simulate(&swapped);
+    let standing = out.pings[0].rtt.p50_ms;
+    let (_, out) = simulate(&policy("codel"));
+    let controlled = out.pings[0].rtt.p50_ms;
+    eprintln!(
+        "ping p50: target 200ms interval 100ms {standing:.1} ms, defaults {controlled:.1} ms"
+    );
+    // 40 ms of path: about 200 ms of queue on top of it, against CoDel's few ms.
+    assert!(standing > 200.0, "{standing}");
+    assert!(controlled < 60.0, "{controlled}");
+}

@@ -312,6 +312,11 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "fq_codel/CoDel target below one full frame's time at the rate it drains at",
     ),
     (
+        "aqm-target-interval",
+        Severity::Warning,
+        "fq_codel/CoDel target at or above interval: a standing queue of target's delay (the two swapped?)",
+    ),
+    (
         "mark-unset",
         Severity::Warning,
         "an fw filter reads a mark no reachable iptables rule or tc action sets on that device",
