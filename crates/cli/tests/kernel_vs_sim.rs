@@ -1419,9 +1419,9 @@ impl Env {
             match find_tool(t) {
                 Some(p) => found.push(p),
                 None => {
-                    println!(
-                        "SKIP kernel vs sim: `{t}` not found (apt-get install iproute2 iperf3 iputils-ping; .ci/run does)"
-                    );
+                    common::skip(&format!(
+                        "kernel_vs_sim: SKIPPED: `{t}` not found (apt-get install iproute2 iperf3 iputils-ping; .ci/run does)"
+                    ));
                     return None;
                 }
             }
@@ -1439,11 +1439,11 @@ impl Env {
             Duration::from_secs(10),
         );
         if r.code != 0 {
-            println!(
-                "SKIP kernel vs sim: `ip netns add` failed (needs root and network namespaces): exit {}: {}",
+            common::skip(&format!(
+                "kernel_vs_sim: SKIPPED: `ip netns add` failed (needs root and network namespaces): exit {}: {}",
                 r.code,
                 r.stderr.trim()
-            );
+            ));
             return None;
         }
         run(

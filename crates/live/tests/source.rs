@@ -4,11 +4,19 @@
 use tclab_live::source::{self, Spec};
 use tclab_live::vethns::VethNs;
 
+/// Says once, on the terminal, why this file's tests pass as skipped: libtest captures what a passing
+/// test prints with eprintln!, and the README promises a line.
+fn skip(why: impl std::fmt::Display) {
+    use std::io::Write;
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| drop(writeln!(std::io::stderr(), "source: SKIPPED: {why}")));
+}
+
 /// The test's namespace `lv-TAG-PID`, or `None` with the reason printed where namespaces cannot be
 /// made (not root).
 fn netns(tag: &str) -> Option<VethNs> {
     if let Err(e) = tclab_live::lab::Lab::check_root() {
-        eprintln!("skipped: {e}");
+        skip(e);
         return None;
     }
     Some(VethNs::new(&format!("lv-{tag}")).expect("the test's namespace"))

@@ -162,3 +162,16 @@ pub fn text(o: &std::process::Output) -> String {
 pub fn fixture(name: &str) -> String {
     format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
 }
+
+/// Says on the terminal why a test skips: `line` (`NAME: SKIPPED: why`) straight to stderr, once per
+/// process. libtest captures print!/eprint! of a test that passes, so a skip printed that way was never
+/// seen (README: tests needing what the machine lacks skip with a line).
+pub fn skip(line: &str) {
+    use std::io::Write;
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if !said.iter().any(|l| l == line) {
+        said.push(line.to_string());
+        let _ = writeln!(std::io::stderr(), "{line}");
+    }
+}
