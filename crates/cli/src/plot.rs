@@ -789,6 +789,35 @@ fn class_series(sc: &Scenario, out: &Outcome) -> Vec<((usize, u32, u32), Series)
     v
 }
 
+/// The most classes the classes plot draws a line for. Past a dozen the lines are a band no one can
+/// tell apart (bench-isp's 1 002 classes were one stripe at the bottom, the legend "… 963 more"); the
+/// summary table and classes.csv keep every class.
+const MAX_CLASS_LINES: usize = 12;
+
+/// The classes that get a line: all of them when they are at most `max`, else the `max` that sent the
+/// most bytes (the sum of their samples; the earlier in tree order on a tie), kept in tree order.
+fn busiest_classes<K>(classes: Vec<(K, Series)>, max: usize) -> Vec<(K, Series)> {
+    if classes.len() <= max {
+        return classes;
+    }
+    let sent = |s: &Series| s.points.iter().map(|p| p.1).sum::<f64>();
+    let mut rank: Vec<(usize, f64)> = classes
+        .iter()
+        .enumerate()
+        .map(|(i, (_, s))| (i, sent(s)))
+        .collect();
+    rank.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut keep = vec![false; classes.len()];
+    for &(i, _) in &rank[..max] {
+        keep[i] = true;
+    }
+    classes
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(c, k)| k.then_some(c))
+        .collect()
+}
+
 /// The charts of a run.
 pub fn charts(sc: &Scenario, out: &Outcome) -> Vec<Plot> {
     let rec = &out.recorder;
@@ -853,6 +882,25 @@ pub fn charts(sc: &Scenario, out: &Outcome) -> Vec<Plot> {
         });
     }
     let classes = class_series(sc, out);
+    let all_classes = classes.len();
+    let classes = busiest_classes(classes, MAX_CLASS_LINES);
+    // Said in the subtitle and the caption when not every class has a line.
+    let (which, which_caption) = if classes.len() < all_classes {
+        (
+            format!(
+                ": the {} of {all_classes} classes that sent most",
+                classes.len()
+            ),
+            format!(
+                " Of the run's {all_classes} classes only the {} that sent the most bytes have a \
+                 line (more would be a band of lines no one can tell apart); classes.csv has every \
+                 class.",
+                classes.len()
+            ),
+        )
+    } else {
+        (String::new(), String::new())
+    };
     if !classes.is_empty() {
         let mut devs: Vec<String> = Vec::new();
         for (_, s) in &classes {
@@ -879,7 +927,7 @@ pub fn charts(sc: &Scenario, out: &Outcome) -> Vec<Plot> {
                 size,
             },
             subtitle: format!(
-                "rate per class of {}, averaged over {}",
+                "rate per class of {}, averaged over {}{which}",
                 devs.join(", "),
                 fmt_secs(sc.sample * (2 * w as u64 - 1))
             ),
@@ -894,7 +942,7 @@ pub fn charts(sc: &Scenario, out: &Outcome) -> Vec<Plot> {
                  sample in six, a spike every 3 s that is the sampling, not the traffic. The raw \
                  samples are in classes.csv. A line drawn wider than the others has \
                  another line over it: the two carry the same rate, such as a parent and its only busy \
-                 child.",
+                 child.{which_caption}",
                 devs.join(", ")
             ),
         });

@@ -425,3 +425,82 @@ fn the_page_escapes_names() {
         "a&lt;b &amp; &quot;c&quot;&gt;"
     );
 }
+
+#[test]
+fn the_classes_plot_keeps_the_dozen_classes_that_sent_most() {
+    // 31 classes in tree order: 1:i sends (i × 7) mod 30 kbit/s (0 to 29, each once) and 1:30 18 kbit/s.
+    let rate = |i: u32| ((i * 7) % 30) as f64 * 1e3;
+    let classes: Vec<(u32, Series)> = (0..30)
+        .map(|i| (i, series(&format!("1:{i}"), move |_| rate(i), false)))
+        .chain([(30, series("1:30", |_| 18e3, false))])
+        .collect();
+    let kept = busiest_classes(classes, MAX_CLASS_LINES);
+    let ids: Vec<u32> = kept.iter().map(|(k, _)| *k).collect();
+    // The eleven at 19..=29 kbit/s, then of the two at 18 (1:24 and 1:30) the first in tree order;
+    // kept in tree order.
+    let mut want: Vec<u32> = (0..30).filter(|&i| rate(i) >= 19e3).collect();
+    want.push((0..30).find(|&i| rate(i) == 18e3).unwrap());
+    want.sort();
+    assert_eq!(ids, want);
+    assert_eq!(kept.len(), MAX_CLASS_LINES);
+    // A few classes keep every line, in their order.
+    let few: Vec<(u32, Series)> = (0..3)
+        .map(|i| (i, series(&format!("1:{i}"), move |_| i as f64, false)))
+        .collect();
+    let ids: Vec<u32> = busiest_classes(few, MAX_CLASS_LINES)
+        .iter()
+        .map(|(k, _)| *k)
+        .collect();
+    assert_eq!(ids, [0, 1, 2]);
+}
+
+#[test]
+fn a_run_with_many_classes_plots_the_busiest_and_says_so() {
+    need_font();
+    // HTB with 20 leaves (1:100..1:113); UDP to ports 5201.. lands in 1:100.. by a u32 match each, at
+    // 100, 200, … 2 000 kbit/s: the plot keeps 1:1 and the eleven busiest leaves.
+    let mut tc = String::from("qdisc add dev eth1 root handle 1: htb\n");
+    tc += "class add dev eth1 parent 1: classid 1:1 htb rate 100mbit\n";
+    for i in 0..20 {
+        tc += &format!(
+            "class add dev eth1 parent 1:1 classid 1:{:x} htb rate 10mbit\n",
+            0x100 + i
+        );
+        tc += &format!(
+            "filter add dev eth1 parent 1: protocol ip u32 match ip dport {} 0xffff flowid 1:{:x}\n",
+            5201 + i,
+            0x100 + i
+        );
+    }
+    let mut toml = format!(
+        "duration = \"2s\"\n[[node]]\nname = \"a\"\n[[node]]\nname = \"r\"\n[[node]]\nname = \"b\"\n\
+         [[link]]\na = \"a\"\nb = \"r\"\nrate = \"1gbit\"\n[[link]]\na = \"r\"\nb = \"b\"\n\
+         rate = \"100mbit\"\n[[policy]]\nnode = \"r\"\ntc = \"\"\"\n{tc}\"\"\"\n"
+    );
+    for i in 0..20 {
+        toml += &format!(
+            "[[traffic]]\nkind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nport = {}\nrate = \"{}kbit\"\n",
+            5201 + i,
+            100 * (i + 1)
+        );
+    }
+    let mut sc = tclab_sim::scenario::load_with_seed("many.toml", &toml, Path::new("."), None)
+        .expect("loads");
+    let out = tclab_sim::run::run(&mut sc, &mut |_| {}).expect("runs");
+    let plots = charts(&sc, &out);
+    let p = plots
+        .iter()
+        .find(|p| p.chart.file_stem == "classes")
+        .unwrap();
+    let names: Vec<&str> = p.chart.series.iter().map(|s| s.name.as_str()).collect();
+    let mut want = vec!["r:eth1 1:1".to_string()];
+    want.extend((9..20).map(|i| format!("r:eth1 1:{:x}", 0x100 + i)));
+    assert_eq!(names, want);
+    assert!(
+        p.subtitle
+            .ends_with(": the 12 of 21 classes that sent most"),
+        "{}",
+        p.subtitle
+    );
+    assert!(p.caption.contains("classes.csv has every class"));
+}
