@@ -93,10 +93,13 @@ impl<E: Copy> EventQueue<E> {
     }
 
     /// Schedule `event` at `at`; a time in the past is taken as now (events never run backwards).
-    #[inline]
+    /// Inlined into its few callers (a wire's two events a frame, a qdisc's wake-up, an application's
+    /// timer): a call's entry and exit were a sixth of its instructions.
+    #[inline(always)]
     pub fn schedule(&mut self, at: Nanos, event: E) {
+        let at = at.max(self.now);
         let node = Node {
-            at: at.max(self.now),
+            at,
             next: NIL,
             event,
         };
@@ -110,7 +113,7 @@ impl<E: Copy> EventQueue<E> {
             (self.nodes.len() - 1) as u32
         };
         self.len += 1;
-        self.push(i, at.max(self.now));
+        self.push(i, at);
     }
 
     /// Append node `i` (its time `at`, not before `now`; its `next` NIL) to its slot relative to `now`.

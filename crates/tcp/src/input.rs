@@ -843,10 +843,16 @@ impl Connection {
     /// `tcp_ecn_check_ce` on new data (in order or not; never on a duplicate): CE asks for ECE until the
     /// peer's CWR, with two quick ACKs; Not-ECT after ECT was seen is likely a retransmission, also
     /// worth two quick ACKs. DCTCP's receiver tracks the CE state itself (`dctcp_ece_ack_update`).
+    #[inline]
     fn ecn_check_ce(&mut self, now: Nanos, ecn_field: u8) {
-        if !self.ecn_ok {
-            return;
+        if self.ecn_ok {
+            self.ecn_check_ce_ecn(now, ecn_field);
         }
+    }
+
+    /// `ecn_check_ce` on an ECN connection (out of line: most connections are not).
+    #[inline(never)]
+    fn ecn_check_ce_ecn(&mut self, now: Nanos, ecn_field: u8) {
         match ecn_field {
             ecn::NOT_ECT => {
                 if self.ecn_seen {

@@ -222,12 +222,17 @@ impl Connection {
     /// (millisecond ticks: an echo of this very tick gives no sample).
     #[inline]
     pub(crate) fn rcv_rtt_measure_ts(&mut self, now: Nanos, len: u64, tsecr: Option<u32>) {
-        let Some(tsecr) = tsecr.filter(|_| self.ts_ok) else {
-            return;
-        };
-        if tsecr == self.rb.last_tsecr {
-            return;
+        match tsecr {
+            Some(tsecr) if self.ts_ok && tsecr != self.rb.last_tsecr => {
+                self.rcv_rtt_measure_new_tsecr(now, len, tsecr)
+            }
+            _ => {}
         }
+    }
+
+    /// `rcv_rtt_measure_ts` for an echo it has not seen (out of line: most segments echo the last one).
+    #[inline(never)]
+    fn rcv_rtt_measure_new_tsecr(&mut self, now: Nanos, len: u64, tsecr: u32) {
         self.rb.last_tsecr = tsecr;
         if len >= self.rcv_mss as u64 {
             let delta_ms = Self::ts_now(now).wrapping_sub(tsecr);
