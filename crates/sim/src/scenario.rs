@@ -623,7 +623,14 @@ fn run_times(cx: &Ctx, sf: &ScenarioFile) -> Result<(Nanos, Nanos), ScenarioErro
             v
         }
         None => {
-            let v = NSEC_PER_SEC / 2;
+            // 500 ms, or a tenth of a shorter run in whole milliseconds: a run under 500 ms had no
+            // sample at all, its CSV series empty and its plots blank (an explicit sample longer than
+            // the run is refused above).
+            let v = if duration < NSEC_PER_SEC / 2 {
+                (duration / 10 / 1_000_000).max(1) * 1_000_000
+            } else {
+                NSEC_PER_SEC / 2
+            };
             if duration / v > MAX_SAMPLES {
                 return cx.err(
                     sf.duration.span(),
@@ -2213,6 +2220,17 @@ delay = "1ms"
         let malformed = parse_rate_bps("10furlongs").unwrap_err();
         assert!(malformed.contains("invalid rate"), "{malformed}");
         assert_eq!(parse_bytes("10M"), Ok(10 << 20));
+    }
+
+    #[test]
+    fn a_run_shorter_than_the_default_sample_is_sampled_ten_times() {
+        // 500 ms by default; under that a tenth of the run (whole ms), where there was no sample.
+        let with = |d: &str| load_str(&BASE.replace("\"1s\"", d)).unwrap().sample;
+        assert_eq!(with("\"1s\""), 500_000_000);
+        assert_eq!(with("\"500ms\""), 500_000_000);
+        assert_eq!(with("\"300ms\""), 30_000_000);
+        assert_eq!(with("\"25ms\""), 2_000_000);
+        assert_eq!(with("\"5ms\""), 1_000_000);
     }
 
     #[test]
