@@ -3,8 +3,9 @@
 
 use super::{DevCx, Finding};
 use crate::util::{sprint_rate, sprint_time};
+use std::collections::BTreeMap;
 use tclab_core::engine::DevKind;
-use tclab_core::qdisc::{ClassOptions, QdiscOptions};
+use tclab_core::qdisc::{ClassInfo, ClassOptions, QdiscOptions};
 use tclab_core::units::LinkLayer;
 use tclab_core::Handle;
 
@@ -56,6 +57,88 @@ pub(super) fn root_rate(cx: &DevCx) -> Option<(u64, LinkLayer, u16)> {
         )),
         _ => None,
     }
+}
+
+/// What an HTB root sends when every leaf is backlogged, which its top classes' ceilings do not bound:
+/// a class lets each child send up to its own rate without asking (`htb_class_mode` reads the child's
+/// own tokens), so a class whose children's rates add up to more than its ceil sends that sum, and
+/// top classes send side by side. Per class, F is what its subtree sends on its own rates, D the most
+/// it sends: a leaf's F = min(rate, ceil), D = ceil; an inner class's D = max(ΣF, min(ceil, ΣD)) and
+/// F = max(ΣF, min(rate, D)); the root sends ΣD of its top classes. With the classes whose children's
+/// guaranteed rates pass their ceil, outermost first.
+pub(super) fn htb_sends(cx: &DevCx) -> Option<(u64, Vec<OverCeil>)> {
+    let root = cx.qdiscs.first()?;
+    if !matches!(root.options, QdiscOptions::Htb(_)) {
+        return None;
+    }
+    let mine = || {
+        cx.classes_of(root.handle.major())
+            .filter(|c| matches!(c.options, Some(ClassOptions::Htb(_))))
+    };
+    let mut children: BTreeMap<u32, Vec<&ClassInfo>> = BTreeMap::new();
+    for c in mine() {
+        children.entry(c.parent.0).or_default().push(c);
+    }
+    fn walk(
+        c: &ClassInfo,
+        children: &BTreeMap<u32, Vec<&ClassInfo>>,
+        over: &mut Vec<OverCeil>,
+        depth: u32,
+    ) -> (u64, u64) {
+        let Some(ClassOptions::Htb(o)) = &c.options else {
+            return (0, 0);
+        };
+        let (rate, ceil) = (o.rate.rate, o.ceil.rate);
+        let kids = children.get(&c.classid.0).filter(|_| depth < 8);
+        let Some(kids) = kids else {
+            return (rate.min(ceil), ceil);
+        };
+        let at = over.len();
+        let (f, d) = kids.iter().fold((0u64, 0u64), |(f, d), k| {
+            let (kf, kd) = walk(k, children, over, depth + 1);
+            (f.saturating_add(kf), d.saturating_add(kd))
+        });
+        if f > ceil {
+            over.insert(
+                at,
+                OverCeil {
+                    class: c.classid,
+                    children: f,
+                    ceil,
+                },
+            );
+        }
+        let most = f.max(ceil.min(d));
+        (f.max(rate.min(most)), most)
+    }
+    let mut over = Vec::new();
+    let total = mine()
+        .filter(|c| c.parent == Handle::ROOT)
+        .map(|c| walk(c, &children, &mut over, 0).1)
+        .fold(0u64, u64::saturating_add);
+    Some((total, over))
+}
+
+/// A class whose children's guaranteed rates add up past its ceil.
+pub(super) struct OverCeil {
+    pub class: Handle,
+    pub children: u64,
+    pub ceil: u64,
+}
+
+/// An HTB root that reaches the line through its children's rates or its top classes side by side,
+/// though its top classes' ceilings stay below it.
+pub(super) struct OverLine {
+    pub sends: u64,
+    pub link: u64,
+    pub over: Vec<OverCeil>,
+}
+
+pub(super) fn htb_over_line(cx: &DevCx) -> Option<OverLine> {
+    let link = cx.line.rate?;
+    let (ceil, _, _) = root_rate(cx)?;
+    let (sends, over) = htb_sends(cx)?;
+    (ceil < link && sends >= link).then_some(OverLine { sends, link, over })
 }
 
 pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
@@ -125,6 +208,47 @@ pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
                 .line(line),
             );
         }
+    }
+    if let Some(OverLine { sends, link, over }) = htb_over_line(cx) {
+        let why = match over.first() {
+            Some(OverCeil {
+                class: c,
+                children: kids,
+                ceil,
+            }) => format!(
+                "the children of {c} are guaranteed {} in all, which HTB lets them send without \
+                 asking {c}, whose ceil is {}",
+                sprint_rate(*kids),
+                sprint_rate(*ceil)
+            ),
+            None => "its top classes send up to their ceilings side by side".to_string(),
+        };
+        out.push(
+            Finding::new(
+                "shaper-at-line-rate",
+                at.clone(),
+                format!(
+                    "sends up to {} when every class is busy, on a {} line ({why}): the queue builds \
+                     in the modem or the ISP's router, where this policy cannot order or drop it",
+                    sprint_rate(sends),
+                    sprint_rate(link)
+                ),
+                if over.is_empty() {
+                    format!(
+                        "put the top classes under one class of about {} (90 %) and let them \
+                         borrow from it (`ceil`)",
+                        sprint_rate(link * 9 / 10)
+                    )
+                } else {
+                    format!(
+                        "make the guaranteed rates add up to a little below the line, e.g. {} \
+                         (90 %), and give the rest as ceil (borrowing)",
+                        sprint_rate(link * 9 / 10)
+                    )
+                },
+            )
+            .line(line),
+        );
     }
     gso(cx, rate, out);
     atm_overhead(cx, out);

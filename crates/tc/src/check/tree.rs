@@ -132,6 +132,9 @@ fn htb(cx: &DevCx, facts: &Facts, q: &QdiscInfo, h: &HtbOptions, out: &mut Vec<F
     }
     let at_q = cx.qdisc_at(q);
     let q_line = cx.qdisc_line(q);
+    let over_line = (q.parent == Handle::ROOT)
+        .then(|| super::line::htb_over_line(cx))
+        .flatten();
     if classifies_everything(cx, q.handle) {
         // A catch-all filter at the qdisc: no packet is left for a default.
     } else if h.defcls == 0 {
@@ -227,7 +230,11 @@ fn htb(cx: &DevCx, facts: &Facts, q: &QdiscInfo, h: &HtbOptions, out: &mut Vec<F
         out.extend(bursts(cx, &at, line, o));
         // Children's rates against this class's.
         let (n, sum) = kids.get(&c.classid.0).copied().unwrap_or_default();
-        if n > 0 && sum > o.rate.rate {
+        // Where the sum takes the whole tree past the line, that is the finding (shaper-at-line-rate).
+        let past_line = over_line
+            .as_ref()
+            .is_some_and(|l| l.over.iter().any(|o| o.class == c.classid));
+        if n > 0 && sum > o.rate.rate && !past_line {
             out.push(
                 Finding::new(
                     "rates-exceed-parent",
