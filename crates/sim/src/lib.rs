@@ -7,6 +7,7 @@ pub mod net;
 pub mod report;
 pub mod rng;
 pub mod run;
+pub mod sched;
 pub mod scenario;
 pub mod tcpapp;
 pub mod trace;

@@ -36,6 +36,7 @@
 use crate::apps::{App, Outbox};
 use crate::des::EventQueue;
 use crate::rng::Rng;
+use crate::sched::{Lateness, SchedDelay};
 use crate::wire::{Datagram, L4, PROTO_TCP};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
@@ -288,13 +289,19 @@ enum Event {
     TxDone {
         iface: u32,
     },
+    /// A shaper's watchdog; `late`: it already ran late once (`SchedDelay::tx`), so it runs now.
     Wake {
         iface: u32,
+        late: bool,
     },
     VWake {
         vdev: u32,
     },
     AppTimer {
+        app: u32,
+    },
+    /// A TCP socket processes the segments its backlog holds (`SchedDelay::rx`).
+    AppRx {
         app: u32,
     },
     /// A link's netem may release frames now.
@@ -391,6 +398,11 @@ pub struct Network {
     app_timer: Vec<Option<Nanos>>,
     /// Each application's `net_cls.classid` (its cgroup's; 0 for none), which its packets carry.
     app_classid: Vec<u32>,
+    /// Segments a TCP socket has not processed yet (its backlog while it runs late: [`SchedDelay`]),
+    /// with each one's `gso_size`, in arrival order.
+    app_backlog: Vec<std::collections::VecDeque<(Datagram, u16)>>,
+    /// The host's scheduling delays (off unless the scenario sets `sched_delay`).
+    pub sched: SchedDelay,
     /// Which application gets a packet: (node, protocol, local port, remote address, remote port); remote
     /// address and port 0 mean "any" (a listening socket or a UDP sink). Looked up for every packet
     /// delivered and never iterated, so hashed (a B-tree of 2 000 sockets cost 2 % of bench-isp).
@@ -450,6 +462,8 @@ impl Network {
             app_node: Vec::new(),
             app_timer: Vec::new(),
             app_classid: Vec::new(),
+            app_backlog: Vec::new(),
+            sched: SchedDelay::new(seed, Lateness::default(), Lateness::default()),
             demux: HashMap::default(),
             listeners: BTreeMap::new(),
             ping_ids: BTreeMap::new(),
@@ -670,6 +684,7 @@ impl Network {
         self.app_node.push(node);
         self.app_timer.push(None);
         self.app_classid.push(0);
+        self.app_backlog.push(Default::default());
         if let Some(t) = start {
             self.arm_timer(id, t);
         }
@@ -813,11 +828,26 @@ impl Network {
                 }
                 self.release_link_netem(now, iface);
             }
-            Event::Wake { iface } => {
+            Event::Wake { iface, late } => {
                 let iface = iface as IfaceId;
-                if self.ifaces[iface].wake_pending == Some(now) {
-                    self.ifaces[iface].wake_pending = None;
+                if self.ifaces[iface].wake_pending != Some(now) {
+                    // Superseded by an earlier wake-up; a dequeue that is due anyway costs nothing.
+                    self.kick(now, iface);
+                    return self.after_event(now);
                 }
+                // NET_TX runs late: the dequeue waits, the pending wake-up with it; an enqueue
+                // meanwhile still dequeues at once (`__qdisc_run` in the sender's context).
+                let d = if late { 0 } else { self.sched.tx_late() };
+                if d > 0 {
+                    self.ifaces[iface].wake_pending = Some(now + d);
+                    let ev = Event::Wake {
+                        iface: iface as u32,
+                        late: true,
+                    };
+                    self.q.schedule(now + d, ev);
+                    return;
+                }
+                self.ifaces[iface].wake_pending = None;
                 self.kick(now, iface);
             }
             Event::TeqlWake { node } => {
@@ -846,7 +876,20 @@ impl Network {
                 self.apps[app].on_timer(now, &mut out);
                 self.flush(now, app, out);
             }
+            Event::AppRx { app } => {
+                let app = app as AppId;
+                while let Some((d, gso_size)) = self.app_backlog[app].pop_front() {
+                    let mut out = self.outboxes.pop().unwrap_or_default();
+                    self.apps[app].on_receive(now, &d, gso_size, &mut out);
+                    self.flush(now, app, out);
+                }
+            }
         }
+        self.after_event(now);
+    }
+
+    /// What every event ends with: skbs freed during it are returned to their sockets.
+    fn after_event(&mut self, now: Nanos) {
         while !self.freed.is_empty() {
             for (app, len) in std::mem::take(&mut self.freed) {
                 self.free_skb(now, app, len);
@@ -1415,6 +1458,7 @@ impl Network {
                 w,
                 Event::Wake {
                     iface: iface as u32,
+                    late: false,
                 },
             );
         }
@@ -1863,6 +1907,21 @@ impl Network {
             _ => None,
         };
         if let Some(app) = app {
+            if self.sched.rx.on() && matches!(self.apps[app], App::Tcp(_)) {
+                // A socket running late keeps what arrives in its backlog, in order; the segment
+                // that finds it empty draws whether it is late.
+                if !self.app_backlog[app].is_empty() {
+                    self.app_backlog[app].push_back((d, gso_size));
+                    return;
+                }
+                let late = self.sched.rx_late();
+                if late > 0 {
+                    self.app_backlog[app].push_back((d, gso_size));
+                    let ev = Event::AppRx { app: app as u32 };
+                    self.q.schedule(now + late, ev);
+                    return;
+                }
+            }
             let mut out = self.outboxes.pop().unwrap_or_default();
             // A GSO packet a veth passed whole reaches the socket as one skb with its `gso_size`.
             self.apps[app].on_receive(now, &d, gso_size, &mut out);

@@ -51,6 +51,8 @@ pub struct ScenarioFile {
     pub seed: Option<u64>,
     pub duration: Spanned<String>,
     pub hz: Option<Spanned<toml::Value>>,
+    /// The hosts' scheduling delays ([`crate::sched`]); none: perfect time.
+    pub sched_delay: Option<SchedDelaySpec>,
     pub sample: Option<Spanned<String>>,
     #[serde(default)]
     pub node: Vec<NodeSpec>,
@@ -63,6 +65,16 @@ pub struct ScenarioFile {
     #[serde(default)]
     pub cgroup: Vec<CgroupSpec>,
     pub plot: Option<PlotSpec>,
+}
+
+/// `[sched_delay]`: each part `"CHANCE% MAXDELAY"` ([`crate::sched::Lateness::parse`]).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedDelaySpec {
+    /// A shaper watchdog's dequeue.
+    pub tx: Option<Spanned<String>>,
+    /// A TCP socket's receive.
+    pub rx: Option<Spanned<String>>,
 }
 
 /// A `net_cls` cgroup on a node (`mkdir PATH; echo CLASSID > PATH/net_cls.classid`), which traffic
@@ -661,6 +673,19 @@ fn topology(cx: &Ctx, sf: &ScenarioFile) -> Result<Network, ScenarioError> {
                 )
             }
         };
+    }
+    if let Some(sd) = &sf.sched_delay {
+        let part = |v: &Option<Spanned<String>>, key: &str| match v {
+            None => Ok(crate::sched::Lateness::default()),
+            Some(v) => {
+                crate::sched::Lateness::parse(v.get_ref()).or_else(|e| cx.err(v.span(), key, e))
+            }
+        };
+        let (tx, rx) = (
+            part(&sd.tx, "sched_delay.tx")?,
+            part(&sd.rx, "sched_delay.rx")?,
+        );
+        net.sched = crate::sched::SchedDelay::new(net.seed, tx, rx);
     }
     for n in &sf.node {
         let kind = match n.kind.as_ref().map(|k| k.get_ref().as_str()) {

@@ -1,0 +1,160 @@
+//! The hosts' scheduling delay (`[sched_delay]`, crates/sim/src/sched.rs) by hand: off changes nothing,
+//! a late watchdog delays exactly its own dequeue, a late socket processes its segments in order, and
+//! the draws come from the seed.
+
+use tclab_sim::run::{run, Outcome};
+use tclab_sim::scenario::load;
+
+/// c --(1 Gbit/s, 1 ms)-- r --(1 Gbit/s, 1 ms)-- s, with `policy` on r's eth1 (towards s), `traffic`
+/// and `sched` (a `[sched_delay]` table or nothing), for `secs` seconds at `seed`.
+fn go(seed: u64, secs: u32, policy: &str, traffic: &str, sched: &str) -> Outcome {
+    let link = |a: &str, b: &str| {
+        format!("[[link]]\na = \"{a}\"\nb = \"{b}\"\nrate = \"1gbit\"\ndelay = \"1ms\"\n")
+    };
+    let text = format!(
+        "seed = {seed}\nduration = \"{secs}s\"\n{sched}\n[[node]]\nname = \"c\"\n[[node]]\nname = \"r\"\n\
+         [[node]]\nname = \"s\"\n{}{}[[policy]]\nnode = \"r\"\ntc = \"\"\"\n{policy}\n\"\"\"\n{traffic}",
+        link("c:eth0", "r:eth0"),
+        link("r:eth1", "s:eth0"),
+    );
+    let mut sc =
+        load("sched.toml", &text, std::path::Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
+    run(&mut sc, &mut |_| {}).expect("the run completes")
+}
+
+const HTB_10MBIT: &str = "qdisc add dev eth1 root handle 1: htb default 10
+class add dev eth1 parent 1: classid 1:10 htb rate 10mbit ceil 10mbit";
+
+fn tcp_and_ping(cc: &str) -> String {
+    format!(
+        "[[traffic]]\nkind = \"tcp\"\nfrom = \"c\"\nto = \"s\"\ncc = \"{cc}\"\n\
+         [[traffic]]\nkind = \"ping\"\nfrom = \"c\"\nto = \"s\"\ninterval = \"100ms\"\n"
+    )
+}
+
+/// Everything a run reports that the model could move.
+fn fingerprint(o: &Outcome) -> String {
+    let flows: Vec<_> = o
+        .flows
+        .iter()
+        .map(|f| (f.delivered_bytes, f.retransmits, f.sent_bytes))
+        .collect();
+    let pings: Vec<_> = o.pings.iter().map(|p| p.samples.clone()).collect();
+    format!(
+        "{flows:?} {pings:?} {:?} {} {}",
+        o.tc_show, o.events, o.frames
+    )
+}
+
+#[test]
+fn a_model_that_is_never_late_changes_nothing() {
+    // Chances of 0 % draw nothing: the run is the run without the key, event for event.
+    let traffic = tcp_and_ping("bbr");
+    let without = go(1, 3, HTB_10MBIT, &traffic, "");
+    let zero = go(
+        1,
+        3,
+        HTB_10MBIT,
+        &traffic,
+        "[sched_delay]\ntx = \"0% 1ms\"\nrx = \"0% 1ms\"",
+    );
+    assert_eq!(fingerprint(&without), fingerprint(&zero));
+    // And the model, on, does change the run (so the comparison above could fail).
+    let on = go(
+        1,
+        3,
+        HTB_10MBIT,
+        &traffic,
+        "[sched_delay]\ntx = \"5% 400us\"\nrx = \"1% 400us\"",
+    );
+    assert_ne!(fingerprint(&without), fingerprint(&on));
+}
+
+#[test]
+fn a_late_watchdog_delays_its_dequeue_by_exactly_that() {
+    // HTB at 50 kbit/s and a ping every 10 ms: a 98-byte frame costs 15.68 ms of tokens, so after
+    // the bucket's first few probes each one waits in the queue for the watchdog. With every
+    // watchdog's dequeue 1 ms late, the probes before the first wait are unchanged and the first to
+    // wait comes back exactly 1 ms later (its dequeue, and nothing else, 1 ms late).
+    let policy = "qdisc add dev eth1 root handle 1: htb default 10
+class add dev eth1 parent 1: classid 1:10 htb rate 50kbit ceil 50kbit";
+    let ping = "[[traffic]]\nkind = \"ping\"\nfrom = \"c\"\nto = \"s\"\ninterval = \"10ms\"\n";
+    let off = go(1, 1, policy, ping, "");
+    let late = go(1, 1, policy, ping, "[sched_delay]\ntx = \"100% 1ms fixed\"");
+    let (a, b) = (&off.pings[0].samples, &late.pings[0].samples);
+    let idle = a[0].1;
+    let k = a.iter().position(|s| s.1 > idle).expect("a probe waits");
+    assert_eq!(a[..k], b[..k], "the probes before meet no watchdog");
+    assert_eq!(a[k].0, b[k].0, "sent at the same time");
+    assert_eq!(b[k].1, a[k].1 + 1_000_000, "its dequeue exactly 1 ms late");
+}
+
+#[test]
+fn a_late_socket_keeps_the_order_and_leaves_icmp_alone() {
+    // Each segment a socket receives into an empty backlog is late with chance 5 % (mean 1 ms), the
+    // segments behind it wait with it; every watchdog dequeue late with chance 20 %. Neither reorders,
+    // so a CUBIC flow through a lossless 10 Mbit/s HTB (1000-packet queue: 3 s of CUBIC's slow start
+    // does not fill it) never sees a duplicate ACK: no retransmission, no SACK recovery. The model
+    // acted: the ping's RTTs moved.
+    let traffic = tcp_and_ping("cubic");
+    let off = go(2, 3, HTB_10MBIT, &traffic, "");
+    let on = go(
+        2,
+        3,
+        HTB_10MBIT,
+        &traffic,
+        "[sched_delay]\ntx = \"20% 1ms\"\nrx = \"5% 1ms\"",
+    );
+    for o in [&off, &on] {
+        let n = o.flows[0].nstat.as_ref().expect("a TCP flow's counters");
+        assert_eq!(
+            (o.flows[0].retransmits, n.sack_recoveries, n.timeouts),
+            (0, 0, 0)
+        );
+    }
+    assert_ne!(off.pings[0].samples, on.pings[0].samples);
+    // A ping is answered by the kernel's ICMP in softirq, not by a socket: with the sockets late
+    // (rx) and nothing else, a ping alone keeps its RTTs exactly.
+    let ping = "[[traffic]]\nkind = \"ping\"\nfrom = \"c\"\nto = \"s\"\ninterval = \"10ms\"\n";
+    let alone = go(2, 1, HTB_10MBIT, ping, "");
+    let rx = go(
+        2,
+        1,
+        HTB_10MBIT,
+        ping,
+        "[sched_delay]\nrx = \"100% 1ms fixed\"",
+    );
+    assert_eq!(alone.pings[0].samples, rx.pings[0].samples);
+}
+
+#[test]
+fn the_seed_draws_the_delays() {
+    let traffic = tcp_and_ping("bbr");
+    let sched = "[sched_delay]\ntx = \"1.3% 400us\"\nrx = \"0.11% 400us\"";
+    let a = go(4, 2, HTB_10MBIT, &traffic, sched);
+    let b = go(4, 2, HTB_10MBIT, &traffic, sched);
+    assert_eq!(fingerprint(&a), fingerprint(&b), "same seed, same run");
+    let c = go(5, 2, HTB_10MBIT, &traffic, sched);
+    assert_ne!(
+        fingerprint(&a),
+        fingerprint(&c),
+        "another seed, other delays"
+    );
+}
+
+#[test]
+fn bad_values_are_refused_with_the_key() {
+    for (v, want) in [
+        ("tx = \"1%\"", "sched_delay.tx"),
+        ("rx = \"1% 1ms sometimes\"", "sched_delay.rx"),
+        ("tx = \"200% 1ms\"", "sched_delay.tx"),
+        ("jitter = \"1ms\"", "jitter"),
+    ] {
+        let text = format!("duration = \"1s\"\n[sched_delay]\n{v}\n[[node]]\nname = \"a\"\n");
+        let e = match load("bad.toml", &text, std::path::Path::new(".")) {
+            Ok(_) => panic!("{v} accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains(want) && e.contains("bad.toml:"), "{v}: {e}");
+    }
+}
