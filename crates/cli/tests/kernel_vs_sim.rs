@@ -21,7 +21,9 @@
 //! offloads on, `veth = true`, which passes them whole to the peer as the kernel's veths do). The
 //! streams are paced (`paced = true`) when the host's default congestion control is BBR: iperf3
 //! sets `-C` after `connect()`, when over a veth the handshake has already run BBR's init, which
-//! leaves the socket paced (see `kernel_paces`).
+//! leaves the socket paced (see `kernel_paces`). The simulated hosts have this machine's
+//! scheduling delays, drawn from the seed (`HOST_SCHED`): an occasional late shaper dequeue or
+//! socket receive, which moves BBR's stream in h1 between its two regimes as the kernel's runs move.
 //!
 //! Every figure is printed in one table per policy; the assertions compare them with the
 //! tolerances derived next to each check (see `Check`). The kernel is noisy: if a check fails,
@@ -97,6 +99,14 @@ const VETH_HOP_US: u32 = 10;
 /// one 1448-byte segment in 8 and 7 µs; 9-25 µs when the machine's load or a tcpdump slows the path).
 /// Four hops of 2 µs and the frames' serialisation: 8.3 µs, an estimate of 1.45 Gbit/s.
 const BBR_HOP_US: u32 = 2;
+
+/// The simulated hosts' scheduling delay ([sched_delay], crates/sim/src/sched.rs), as this machine's
+/// kernel measured it in an `hs-` copy of lab h1 (docs/KERNEL_VS_SIM.md, "Host scheduling delay";
+/// 2026-11-27, seven runs, iperf3 at `chrt -f 20`, load 3-9): the router's HTB released a frame more
+/// than 100 µs after its tokens allowed at 1.2 % of its departures, more than 1 ms at 0.11 %; the
+/// server's ACK left more than 100 µs after the data it answered at 0.23 % of its ACKs (one per two
+/// segments), more than 1 ms at 0.011 %. Both tails fit an exponential of mean ~400 µs.
+const HOST_SCHED: &str = "[sched_delay]\ntx = \"1.3% 400us\"\nrx = \"0.11% 400us\"\n";
 
 /// iperf3 `-P 4 -C cubic` to port 5201.
 fn four_cubic_streams() -> Vec<Flow> {
@@ -700,38 +710,71 @@ fn retransmits(m: &Measured) -> u64 {
     m.flows.iter().map(|f| f.retransmits).sum()
 }
 
+/// Policy h1: one BBR stream (issue 27: goodput ±3 %, ping p50 ±10 %). BBR keeps the class's queue
+/// short: its cwnd is 2 BDPs (nothing, on veths) plus its budget of three "TSO bursts" of two segments
+/// and rounding, 10 packets. The kernel's sender runs in one of two regimes, run by run: held by that
+/// cwnd (inflight 10, ping p50 ~11.6 ms) or by its pacing rate, 0.99 × the estimate and so a little
+/// under the bottleneck's (inflight 5-7, p50 7.4-8.6 ms); one ACK about a millisecond late moves it
+/// from the first to the second (docs/KERNEL_VS_SIM.md). tclab's hosts have the delays this machine's
+/// were measured to have (`HOST_SCHED`), so its seeds fall in either regime too (seeds 1-8: 7.9-11.9
+/// ms; without the delays 11.69-11.78 in every seed). The kernel runs five times, tclab seeds 1-8:
+/// - goodput, seed 1 within ±3 % of the kernel runs' median (issue 27);
+/// - every kernel run's p50 inside tclab's seeds' range ± 10 %: the simulator spans the kernel's
+///   spread (without the delays the range is 11.69-11.78 and a paced kernel run falls outside);
+/// - the seeds' median within ±30 % of the kernel runs' median: the closest to issue 27's ±10 % that
+///   holds, since the sides switch at different rates — 12 of 24 seeds against 7 of 10 kernel runs
+///   (2026-11-27): tclab's sender needs a delay of ~1.2 ms to switch (0.9 ms fixed delays switched
+///   none of 16 seeds, 1.2 ms three), the kernel's switched at 0.8-1.2 ms — so the medians are the
+///   two regimes' mix and differ by up to ~25 % (9.75 against 7.8-8.6 when most kernel runs are
+///   paced);
+/// - both medians under 30 ms (CUBIC's would be over 500 ms).
 #[test]
 fn kernel_vs_sim_h1_htb_one_bbr_stream() {
-    compare(policy_h1_htb_bbr(), |k, s, c| {
-        // Goodput ±3 % (issue 27). BBR keeps the class's queue short: its cwnd is 2 BDPs (nothing,
-        // on veths) plus its budget of three "TSO bursts" of two segments and rounding, 10 packets.
-        // The kernel's sender runs in one of two regimes, run by run: held by that cwnd (inflight 10,
-        // ping p50 ~11.5 ms, as tclab's is in every seed) or by its pacing rate, 0.99 × the estimate
-        // and so a little under the bottleneck's (inflight 5-7, p50 7.4-8.5 ms; `ss -ti` every 20 ms,
-        // docs/KERNEL_VS_SIM.md). Issue 27's ±10 % on the median ping is tighter than the kernel
-        // agrees with itself, so the check is a factor of 1.6 (the two regimes), and 30 ms bounds
-        // both (CUBIC's would be over 500 ms).
-        goodput_checks(k, s, c, 0.03);
-        c.factor(
-            "ping p50 (ms)",
-            k.ping.p50,
-            s.ping.p50,
-            1.6,
-            "BBR's standing queue of a few packets; the kernel's runs spread 7.4-11.6 ms",
+    const KERNEL_RUNS: usize = 5;
+    const SEEDS: u64 = 8;
+    let policy = policy_h1_htb_bbr();
+    let Some((kernel, sims)) = measure_runs(&policy, KERNEL_RUNS, SEEDS) else {
+        return;
+    };
+    let p50 = |m: &Measured| m.ping.p50;
+    let (k, t) = (spread(&kernel, p50), spread(&sims, p50));
+    let mut c = Checks::default();
+    c.ratio(
+        "goodput (Mbit/s), tclab seed 1 / kernel median",
+        spread(&kernel, window_goodput).2,
+        window_goodput(&sims[0]),
+        0.03,
+        "the rate × 1448/1514",
+    );
+    for (i, m) in kernel.iter().enumerate() {
+        c.within(
+            &format!("ping p50 (ms), kernel run {}", i + 1),
+            m.ping.p50,
+            t.0 / 1.1,
+            t.1 * 1.1,
+            "inside tclab's seeds' range ± 10 %: both regimes",
         );
-        c.below(
-            "ping p50 (ms), kernel",
-            k.ping.p50,
-            30.0,
-            "BBR: no full queue",
-        );
-        c.below(
-            "ping p50 (ms), tclab",
-            s.ping.p50,
-            30.0,
-            "BBR: no full queue",
-        );
-    });
+    }
+    c.ratio(
+        "ping p50 (ms), tclab seeds' median / kernel runs' median",
+        k.2,
+        t.2,
+        0.30,
+        "the two regimes' mix (issue 27's ±10 % is not met: the sides switch at different rates)",
+    );
+    c.below(
+        "ping p50 (ms), kernel median",
+        k.2,
+        30.0,
+        "BBR: no full queue",
+    );
+    c.below(
+        "ping p50 (ms), tclab median",
+        t.2,
+        30.0,
+        "BBR: no full queue",
+    );
+    report_runs(&policy, Vec::new(), &kernel, &sims, &c);
 }
 
 /// Policy h4: four BBR streams (issue 27: goodput ±3 %, ping p50 ±10 %). iperf3 connects the streams one
@@ -1186,6 +1229,8 @@ name = \"kernel vs sim: {name}\"
 seed = {seed}
 duration = \"{secs}s\"
 {sample}
+# This machine's scheduling delays (HOST_SCHED).
+{sched}
 [[node]]
 name = \"client\"
 
@@ -1224,6 +1269,7 @@ tc = \"\"\"
             .map_or(String::new(), |ms| format!("sample = \"{ms}ms\"\n")),
         tc = policy.tc.replace("$DEV", "eth1"),
         hop = policy.hop_us,
+        sched = HOST_SCHED,
         offload = if policy.offload {
             "veth = true"
         } else {
