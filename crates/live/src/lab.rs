@@ -477,6 +477,11 @@ impl Lab {
     }
 
     /// One line per node: its name, namespace and address; then the bridge's state.
+    /// How the lab's bridge, no longer running, ended: read from its log ([`bridge_end`]).
+    fn bridge_end(&self) -> String {
+        bridge_end(&std::fs::read_to_string(self.run_dir().join("live.log")).unwrap_or_default())
+    }
+
     pub fn status(&self) -> String {
         let existing = self.existing();
         if existing.is_empty() {
@@ -502,11 +507,14 @@ impl Lab {
                 self.run_dir().join("live.log").display()
             )),
             None if self.run_dir().join("live.pid").exists() => s.push_str(&format!(
-                "router: no tclab live running: it crashed or was killed (see {}); tclab lab{} down removes the lab\n",
+                "router: no tclab live running: {}; see {}; tclab lab{} down removes the lab\n",
+                self.bridge_end(),
                 self.run_dir().join("live.log").display(),
                 self.prefix_flag()
             )),
-            None => s.push_str("router: no tclab live running (a kernel bridge: lab up --kernel)\n"),
+            None => {
+                s.push_str("router: no tclab live running (a kernel bridge: lab up --kernel)\n")
+            }
         }
         s
     }
@@ -567,8 +575,8 @@ impl Lab {
         }
         if bridged {
             return format!(
-                "{at}: its bridge has stopped (it crashed or was killed; its log: {}); tclab lab{} down \
-                 removes the lab",
+                "{at}: its bridge is not running: {}; its log: {}; tclab lab{} down removes the lab",
+                self.bridge_end(),
                 self.run_dir().join("live.log").display(),
                 self.prefix_flag()
             );
@@ -685,6 +693,23 @@ tc() { __tclab_tc "$@"; }
     ["-c".into(), PRELUDE.into(), script.into()]
 }
 
+/// How a bridge that is no longer running ended, from its log: with an error (tclab prints them as
+/// `tclab: …`, after the summary when it stops on one: an interface that went away), stopped by a
+/// signal (its summary is there: SIGINT, SIGTERM, SIGHUP), or neither (crashed or killed). Status
+/// used to say "crashed or was killed" whatever the log said.
+fn bridge_end(log: &str) -> String {
+    if let Some(e) = log.lines().find(|l| l.starts_with("tclab: ")) {
+        format!(
+            "it stopped on an error: {}",
+            e.trim_start_matches("tclab: ")
+        )
+    } else if log.contains("tclab live: stopped after") {
+        "a signal stopped it (SIGINT, SIGTERM or SIGHUP)".to_string()
+    } else {
+        "it crashed or was killed".to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -693,6 +718,28 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tclab-lab-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         dir.join("live.pid")
+    }
+
+    /// What `status` and `tclab tc` in the router say of a bridge that stopped, from its log: the
+    /// logs of a bridge stopped by SIGINT, one that stopped when a port was deleted, one killed.
+    #[test]
+    fn how_a_bridge_ended_is_read_from_its_log() {
+        let summary =
+            "tclab live: bridging eth0 <-> eth1 through htb.sh; SIGINT or SIGTERM stops\n\n\
+                       tclab live: stopped after 95.7 s\neth0: received 12855 frames\n";
+        assert_eq!(
+            bridge_end(summary),
+            "a signal stopped it (SIGINT, SIGTERM or SIGHUP)"
+        );
+        assert_eq!(
+            bridge_end(&format!("{summary}tclab: rlax0: the interface went away\n")),
+            "it stopped on an error: rlax0: the interface went away"
+        );
+        assert_eq!(
+            bridge_end("tclab live: bridging eth0 <-> eth1 through htb.sh\n"),
+            "it crashed or was killed"
+        );
+        assert_eq!(bridge_end(""), "it crashed or was killed");
     }
 
     #[test]
