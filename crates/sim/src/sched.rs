@@ -2,7 +2,8 @@
 //!
 //! A simulated host keeps perfect time; a Linux host does not. Two of its delays move TCP's ACK clock:
 //!
-//! - **A shaper's late dequeue.** A qdisc that holds packets back arms its watchdog (an hrtimer); the
+//! - **A shaper's late dequeue.** A qdisc that holds packets back arms its watchdog (an hrtimer; here
+//!   an interface's root qdisc, not an ifb's or teql0's, which keep perfect time); the
 //!   timer's interrupt only raises NET_TX, and the softirq that dequeues runs when the CPU gets to it —
 //!   at once, or after ksoftirqd is scheduled behind other work. The next packet then leaves late, and
 //!   the shaper's tokens, having kept accruing, let the one after follow sooner.
