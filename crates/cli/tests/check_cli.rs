@@ -124,6 +124,8 @@ const CASES: &[(&str, &str, &[&str])] = &[
     ("atm-overhead", "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 900kbit linklayer atm overhead 0\n", &[]),
     ("aqm-target-short", "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 256kbit\nqdisc add dev eth0 parent 1:10 fq_codel\n", &[]),
     ("aqm-target-interval", "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 10mbit\nqdisc add dev eth0 parent 1:10 fq_codel target 200ms interval 100ms\n", &[]),
+    ("queue-below-packet", "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 10mbit\nqdisc add dev eth0 parent 1:10 bfifo limit 1000\n", &[]),
+    ("leaf-queue-short", "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 10mbit\nqdisc add dev eth0 parent 1:10 pfifo limit 2\n", &[]),
     ("mq-queue-unshaped", "qdisc add dev eth0 root handle 7fff: mq\nqdisc add dev eth0 parent 7fff:1 handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 5mbit\nqdisc add dev eth0 parent 7fff:2 handle 2: htb default 10\nclass add dev eth0 parent 2: classid 2:10 htb rate 5mbit\n", &["--txqueues", "eth0=4"]),
     ("taprio-gate-closed", "qdisc add dev eth0 root handle 1: taprio num_tc 3 map 0 1 2 queues 1@0 1@1 1@2 sched-entry S 01 300000 sched-entry S 02 700000 clockid CLOCK_TAI\n", &["--txqueues", "eth0=4"]),
     ("taprio-cycle-cut", "qdisc add dev eth0 root handle 1: taprio num_tc 2 map 0 1 queues 1@0 1@1 sched-entry S 01 300000 sched-entry S 02 700000 cycle-time 500000 clockid CLOCK_TAI\n", &["--txqueues", "eth0=4"]),

@@ -1619,6 +1619,20 @@ fn a_filter_behind_a_broader_one_never_matches() {
     }
 }
 
+/// A router r between s and c (1 Gbit/s links, 10 ms each way), shaping its eth1 with HTB 10mbit and
+/// the leaf `leaf`, and the traffic entries `traffic` (TOML).
+fn htb10_lab(leaf: &str, traffic: &str) -> String {
+    format!(
+        "duration = \"20s\"\n[[node]]\nname = \"s\"\n[[node]]\nname = \"r\"\n[[node]]\nname = \"c\"\n\
+         [[link]]\na = \"s:eth0\"\nb = \"r:eth0\"\nrate = \"1gbit\"\ndelay = \"10ms\"\n\
+         [[link]]\na = \"r:eth1\"\nb = \"c:eth0\"\nrate = \"1gbit\"\ndelay = \"10ms\"\n\
+         [[policy]]\nnode = \"r\"\ntc = \"\"\"\n\
+         qdisc add dev eth1 root handle 1: htb default 10\n\
+         class add dev eth1 parent 1: classid 1:10 htb rate 10mbit\n\
+         qdisc add dev eth1 parent 1:10 {leaf}\n\"\"\"\n{traffic}"
+    )
+}
+
 /// CoDel's target at or above its interval (the two swapped): it drops only once packets have waited
 /// longer than target for a whole interval, so the queue stands at about target. Measured: four CUBIC
 /// flows through HTB 10mbit with a CoDel leaf, a ping beside them from 5 s (20 ms of path).
@@ -1626,16 +1640,10 @@ fn a_filter_behind_a_broader_one_never_matches() {
 fn a_codel_target_above_its_interval_keeps_a_standing_queue() {
     let dir = TempDir::new("review-codel");
     let policy = |leaf: &str| {
-        format!(
-            "duration = \"20s\"\n[[node]]\nname = \"s\"\n[[node]]\nname = \"r\"\n[[node]]\nname = \"c\"\n\
-             [[link]]\na = \"s:eth0\"\nb = \"r:eth0\"\nrate = \"1gbit\"\ndelay = \"10ms\"\n\
-             [[link]]\na = \"r:eth1\"\nb = \"c:eth0\"\nrate = \"1gbit\"\ndelay = \"10ms\"\n\
-             [[policy]]\nnode = \"r\"\ntc = \"\"\"\n\
-             qdisc add dev eth1 root handle 1: htb default 10\n\
-             class add dev eth1 parent 1: classid 1:10 htb rate 10mbit\n\
-             qdisc add dev eth1 parent 1:10 {leaf}\n\"\"\"\n\
-             [[traffic]]\nkind = \"tcp\"\nfrom = \"s\"\nto = \"c\"\nstreams = 4\n\
-             [[traffic]]\nkind = \"ping\"\nfrom = \"s\"\nto = \"c\"\ninterval = \"100ms\"\nstart = \"5s\"\n"
+        htb10_lab(
+            leaf,
+            "[[traffic]]\nkind = \"tcp\"\nfrom = \"s\"\nto = \"c\"\nstreams = 4\n\
+             [[traffic]]\nkind = \"ping\"\nfrom = \"s\"\nto = \"c\"\ninterval = \"100ms\"\nstart = \"5s\"\n",
         )
     };
     let swapped = policy("codel target 200ms interval 100ms");
@@ -1759,4 +1767,59 @@ fn childrens_rates_past_the_line_fill_the_modem() {
     // seconds fill the FIFO).
     assert!(over > 250, "{over}");
     assert_eq!(under, 0);
+}
+
+/// A leaf FIFO written too short: `bfifo limit 1000` (bytes, where packets were meant) holds no full
+/// frame and passes nothing of a TCP transfer (an error); `pfifo limit 1` loses part of every burst
+/// while the class waits for tokens (a warning). Measured: one CUBIC flow through HTB 10mbit, 40 ms
+/// of path.
+#[test]
+fn a_leaf_fifo_shorter_than_a_burst_starves_tcp() {
+    let dir = TempDir::new("review-short-fifo");
+    let lab = |leaf: &str| {
+        htb10_lab(
+            leaf,
+            "[[traffic]]\nkind = \"tcp\"\nfrom = \"s\"\nto = \"c\"\n",
+        )
+    };
+    let bytes = lab("bfifo limit 1000");
+    let f = the(
+        &check(&dir, "bytes.batch", &batch_of(&bytes), &[]),
+        "queue-below-packet",
+    );
+    assert_eq!(line_of(&f), "bytes.batch:3");
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("holds 1000 bytes, less than one 1514-byte frame"),
+        "{f}"
+    );
+    let one = lab("pfifo limit 1");
+    let f = the(
+        &check(&dir, "one.batch", &batch_of(&one), &[]),
+        "leaf-queue-short",
+    );
+    assert_eq!(line_of(&f), "one.batch:3");
+    for leaf in ["pfifo limit 3", "bfifo limit 4542", "pfifo", "fq_codel"] {
+        let r = check(&dir, "ok.batch", &batch_of(&lab(leaf)), &[]);
+        let got = codes(&r);
+        assert!(
+            !got.contains(&"leaf-queue-short".to_string())
+                && !got.contains(&"queue-below-packet".to_string()),
+            "{leaf}: {got:?}"
+        );
+    }
+    let goodput = |text: &str| simulate(text).1.flows[0].goodput_bps;
+    let (none, short, room) = (
+        goodput(&bytes),
+        goodput(&one),
+        goodput(&lab("pfifo limit 100")),
+    );
+    eprintln!(
+        "goodput: bfifo limit 1000 {none:.0}, pfifo limit 1 {short:.0}, pfifo limit 100 {room:.0} bit/s"
+    );
+    assert!(none < 10_000.0, "{none}");
+    assert!(short < 0.5 * room, "{short} vs {room}");
+    assert!(room > 9.0e6, "{room}");
 }

@@ -192,6 +192,16 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "a leaf's queue holds more than a second of traffic at its rate",
     ),
     (
+        "queue-below-packet",
+        Severity::Error,
+        "a leaf FIFO that cannot hold one full frame (bfifo's limit is bytes): full-size packets never pass",
+    ),
+    (
+        "leaf-queue-short",
+        Severity::Warning,
+        "a leaf FIFO of fewer than three full frames: TCP loses packets on every burst",
+    ),
+    (
         "unreached-class",
         Severity::Warning,
         "a leaf class no filter, iptables CLASSIFY rule or default sends traffic to",

@@ -256,6 +256,7 @@ fn htb(cx: &DevCx, facts: &Facts, q: &QdiscInfo, h: &HtbOptions, out: &mut Vec<F
         }
         if o.level == 0 {
             out.extend(queue_delay(cx, &at, c.leaf, o.rate.rate).map(|f| f.line(line)));
+            out.extend(queue_short(cx, &at, c.leaf));
             let is_default = h.defcls != 0 && c.classid == Handle(q.handle.0 | h.defcls);
             if !is_default
                 && !cx.bound(c.classid.0)
@@ -569,6 +570,77 @@ fn queue_delay(cx: &DevCx, at: &str, leaf: Option<Handle>, rate: u64) -> Option<
     })
 }
 
+/// A leaf FIFO too short for the class's traffic, written so (tc's default is txqueuelen packets): one
+/// that cannot hold a full frame (`bfifo limit 1000`, bytes where packets were meant; `pfifo limit 0`)
+/// drops every full-size packet (`bfifo_enqueue` compares backlog plus the packet with the limit), and
+/// one of fewer than three drops some of every burst TCP sends while the class waits for tokens.
+/// Simulated, one CUBIC flow through HTB 10mbit over 20 ms: 9.51 Mbit/s with `pfifo limit 100`, 8.29
+/// with 3, 1.71 with 1, 1.69 with `bfifo limit 3000`, nothing with `bfifo limit 1000`.
+fn queue_short(cx: &DevCx, at: &str, leaf: Option<Handle>) -> Option<Finding> {
+    let lq = cx.qdisc(leaf?)?;
+    let frame = cx.mtu as u64;
+    let (frames, holds) = match &lq.options {
+        QdiscOptions::Pfifo(f) => {
+            let p = u64::from(f.limit?);
+            (p, format!("{p} packet{}", if p == 1 { "" } else { "s" }))
+        }
+        QdiscOptions::Bfifo(f) => {
+            let b = u64::from(f.limit?);
+            (b / frame, format!("{b} bytes"))
+        }
+        _ => return None,
+    };
+    if frames >= SHORT_QUEUE_FRAMES {
+        return None;
+    }
+    let what = format!("{} {}", lq.kind, lq.handle);
+    let f = if frames == 0 {
+        Finding::new(
+            "queue-below-packet",
+            at,
+            format!(
+                "its leaf, {what}, holds {holds}, less than one {frame}-byte frame: it drops every \
+                 full-size packet, so a TCP transfer gets nothing through{}",
+                if lq.kind == "bfifo" {
+                    " (a bfifo's limit is in bytes)"
+                } else {
+                    ""
+                }
+            ),
+            format!(
+                "give the leaf room for a burst: `{} limit {}`, or an AQM (`fq_codel`)",
+                lq.kind,
+                if lq.kind == "bfifo" { 100 * frame } else { 100 }
+            ),
+        )
+    } else {
+        Finding::new(
+            "leaf-queue-short",
+            at,
+            format!(
+                "its leaf, {what}, holds {holds}{}: while the class waits for tokens, every packet \
+                 beyond that is dropped, and TCP, which sends in bursts, loses packets on every burst \
+                 and never reaches the rate",
+                if lq.kind == "bfifo" {
+                    format!(", {frames} full frame{}", if frames == 1 { "" } else { "s" })
+                } else {
+                    String::new()
+                }
+            ),
+            format!(
+                "give the leaf room for a burst: `{} limit {}`, or an AQM (`fq_codel`)",
+                lq.kind,
+                if lq.kind == "bfifo" { 100 * frame } else { 100 }
+            ),
+        )
+    };
+    Some(f.line(cx.qdisc_line(lq)))
+}
+
+/// Fewer full frames than this in a leaf's FIFO lose packets of every TCP burst (as TBF's limit:
+/// `tbf-limit-short`).
+const SHORT_QUEUE_FRAMES: u64 = 3;
+
 /// Filters on classes: HTB and HFSC consult a class's filters only after a filter (or skb->priority)
 /// chose that class and it is an inner one (`htb_classify`/`hfsc_classify` stop at the first leaf).
 fn filters_on_classes(cx: &DevCx, out: &mut Vec<Finding>) {
@@ -818,6 +890,7 @@ fn hfsc(cx: &DevCx, facts: &Facts, q: &QdiscInfo, defcls: u16, out: &mut Vec<Fin
         if let Some(rate) = assured(c.classid, q.handle, &mine, link) {
             out.extend(queue_delay(cx, &at, c.leaf, rate).map(|f| f.line(line)));
         }
+        out.extend(queue_short(cx, &at, c.leaf));
     }
 }
 
