@@ -723,10 +723,11 @@ fn retransmits(m: &Measured) -> u64 {
 ///   spread (without the delays the range is 11.69-11.78 and a paced kernel run falls outside);
 /// - the seeds' median within ±30 % of the kernel runs' median: the closest to issue 27's ±10 % that
 ///   holds, since the sides switch at different rates — 12 of 24 seeds against 18 of 22 kernel runs
-///   (2026-11-27): tclab's sender needs a delay of ~1.2 ms to switch (0.9 ms fixed delays switched
-///   none of 16 seeds, 1.2 ms three as late dequeues and nine as late receives), the kernel's
-///   switched at 0.8-1.2 ms — so the medians are the two regimes' mix and differ by 19-28 % (9.75
-///   against 7.6-8.2 in three test runs, most kernel runs being paced);
+///   (2026-11-27): tclab's sender switches only at delays of 1 ms or more, and after a late
+///   dequeue seldom (fixed delays at ~2.7 a run: 0.9 ms switched none of 16 seeds, 1.2 ms three as
+///   dequeues and nine as receives), the kernel's at 0.8-1.2 ms — so the medians are the two
+///   regimes' mix and differ by 19-28 % (9.75 against 7.6-8.2 in three test runs, most kernel runs
+///   being paced);
 /// - both medians under 30 ms (CUBIC's would be over 500 ms).
 #[test]
 fn kernel_vs_sim_h1_htb_one_bbr_stream() {
