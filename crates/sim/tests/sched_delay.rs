@@ -187,7 +187,7 @@ fn h1_p50(seed: u64, delays: bool) -> f64 {
     let o = run(&mut sc, &mut |_| {}).expect("the run completes");
     let mut v: Vec<u64> = o.pings[0].samples.iter().map(|s| s.1).collect();
     v.sort_unstable();
-    v[(v.len() + 1) / 2 - 1] as f64 / 1e6
+    v[v.len().div_ceil(2) - 1] as f64 / 1e6
 }
 
 #[test]
