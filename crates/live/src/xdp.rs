@@ -57,6 +57,14 @@ fn bpf(cmd: libc::c_long, attr: &mut [u8; ATTR]) -> io::Result<libc::c_long> {
     Ok(r)
 }
 
+/// What the program and its map are called (`map_name`, `prog_name`: 16 bytes, NUL-terminated), so
+/// that `ip link show` (`prog/xdp id 444 name tclab_xsk`) and `bpftool prog` say whose they are.
+const NAME: &[u8] = b"tclab_xsk";
+
+fn put_name(a: &mut [u8; ATTR], at: usize) {
+    a[at..at + NAME.len()].copy_from_slice(NAME);
+}
+
 fn put_u32(a: &mut [u8; ATTR], at: usize, v: u32) {
     a[at..at + 4].copy_from_slice(&v.to_ne_bytes());
 }
@@ -321,6 +329,7 @@ impl XdpPort {
         put_u32(&mut a, 4, 4);
         put_u32(&mut a, 8, 4);
         put_u32(&mut a, 12, 1);
+        put_name(&mut a, 28);
         let map = owned(bpf(BPF_MAP_CREATE, &mut a).map_err(|e| privilege("an XSKMAP", e))?);
         let prog_bytes = program(map.as_raw_fd());
         let license = b"GPL\0";
@@ -333,6 +342,7 @@ impl XdpPort {
         put_u32(&mut a, 24, 1);
         put_u32(&mut a, 28, log.len() as u32);
         put_u64(&mut a, 32, log.as_mut_ptr() as u64);
+        put_name(&mut a, 48);
         let prog = owned(bpf(BPF_PROG_LOAD, &mut a).map_err(|e| {
             let text = String::from_utf8_lossy(&log);
             let text = text.trim_end_matches('\0').trim();

@@ -716,6 +716,16 @@ fn frames_of_every_size_cross_af_xdp_sockets_byte_for_byte_and_the_program_goes_
         String::from_utf8_lossy(&out.stdout).contains("xdpgeneric")
     };
     assert!(xdp_on("a0") && xdp_on("a1"), "attached in generic mode");
+    // Named, so that whoever lists the interface sees whose program it is.
+    let shown = std::process::Command::new("ip")
+        .args(["-n", &ns.name, "link", "show", "dev", "a0"])
+        .output()
+        .expect("ip");
+    assert!(
+        String::from_utf8_lossy(&shown.stdout).contains("name tclab_xsk"),
+        "{}",
+        String::from_utf8_lossy(&shown.stdout)
+    );
     let frames = frames_of_every_size();
     // Sent while the bridge runs: the sockets' rings are the kernel's only while the ports live.
     let bridge = spawn_bridge(ports.remove(0), Engine::new, &Default::default(), 400);
