@@ -8,13 +8,13 @@ use tclab_core::Engine;
 /// A policy for a bridge between `ports` with `queues` transmit queues, loaded and checked: it applies
 /// whole, it names no device but the ports and its own ifbs (a typo such as `dev Eth0` would otherwise
 /// shape a device no frame ever reaches, and say nothing), and with several queues it can be split
-/// over them. Returns the engine and the records that rebuild it (one engine per queue's thread).
+/// over them.
 pub fn load_bridge_policy(
     file: &std::path::Path,
     ports: &[String],
     queues: u16,
     script_args: &[String],
-) -> Result<(Engine, Vec<Vec<String>>), Failure> {
+) -> Result<BridgePolicy, Failure> {
     let f = path_text(file)?;
     if !file.is_file() {
         return Err(usage(format!("{f}: no such policy file")));
@@ -37,7 +37,7 @@ pub fn load_bridge_policy(
         refusals,
         journal,
         script_error,
-        ..
+        records,
     } = load_policy(Some(f), &setup, script_args).map_err(|e| match e {
         Failure::Failed(m) => Failure::Usage(m),
         u => u,
@@ -93,7 +93,76 @@ pub fn load_bridge_policy(
     if let Some(why) = tclab_live::queues::refuse(&engine, ports, queues as usize) {
         return Err(usage(format!("{f}: {why}")));
     }
-    Ok((engine, journal))
+    let advice = check_advice(f, &engine, records);
+    Ok(BridgePolicy {
+        engine,
+        journal,
+        advice,
+    })
+}
+
+/// A policy ready for a bridge.
+pub struct BridgePolicy {
+    pub engine: Engine,
+    /// The records that rebuild the engine (one engine per queue's thread).
+    pub journal: Vec<Vec<String>>,
+    /// What `tclab check` finds wrong in it ([`check_advice`]): lines to print before bridging.
+    pub advice: Vec<String>,
+}
+
+/// The errors and warnings `tclab check` finds in a policy that applied whole (a `bfifo limit 100`
+/// leaf that drops every full-size packet, a filter a catch-all shadows…), as lines for the start of
+/// a bridge: it runs the policy as written, but the admin deploying it hears of them before traffic
+/// does. Without a line rate (`--link`), so the rules about the line stay quiet; notes are left out.
+/// Nothing when the policy is clean.
+fn check_advice(
+    f: &str,
+    engine: &Engine,
+    records: Vec<tclab_tc::check::origins::Record>,
+) -> Vec<String> {
+    use tclab_tc::check::{check, origins::Origins, Options, Severity};
+    let origins = Origins::new(records);
+    let found: Vec<_> = check(engine, &[], None, &origins, &Options::default())
+        .into_iter()
+        .filter(|x| x.severity > Severity::Note)
+        .collect();
+    if found.is_empty() {
+        return Vec::new();
+    }
+    let count = |sev: Severity, one: &str, many: &str| match found
+        .iter()
+        .filter(|x| x.severity == sev)
+        .count()
+    {
+        0 => None,
+        1 => Some(format!("1 {one}")),
+        n => Some(format!("{n} {many}")),
+    };
+    let counts: Vec<String> = [
+        count(Severity::Error, "error", "errors"),
+        count(Severity::Warning, "warning", "warnings"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let mut out = vec![format!(
+        "tclab check finds {} in {f}; it is bridged as written (`tclab check {f}` says why and how to \
+         fix each):",
+        counts.join(" and ")
+    )];
+    const SHOWN: usize = 9;
+    for x in found.iter().take(SHOWN) {
+        let at = x
+            .line
+            .as_deref()
+            .map(|l| format!(" ({l})"))
+            .unwrap_or_default();
+        out.push(format!("  {}[{}] {}{at}", x.severity.name(), x.code, x.at));
+    }
+    if found.len() > SHOWN {
+        out.push(format!("  and {} more", found.len() - SHOWN));
+    }
+    out
 }
 
 /// `--xdp` with `--queues N`: one AF_XDP socket per port, so one queue.
@@ -129,7 +198,13 @@ pub fn live(a: args::LiveArgs) -> CmdResult {
     }
     let (engine, journal) = match &a.policy {
         None => (Engine::new(), Vec::new()),
-        Some(p) => load_bridge_policy(p, &a.devs, a.queues, &a.args)?,
+        Some(p) => {
+            let p = load_bridge_policy(p, &a.devs, a.queues, &a.args)?;
+            for l in &p.advice {
+                println!("tclab live: {l}");
+            }
+            (p.engine, p.journal)
+        }
     };
     // The results are written after the capabilities are gone: the directory is made now, as root.
     let sampler = match &a.out {
@@ -396,7 +471,15 @@ pub fn lab(a: args::LabCmd) -> CmdResult {
             };
             // The policy is loaded here first, so that a mistake is reported before anything is built.
             if let (Some(p), false) = (&policy, kernel) {
-                load_bridge_policy(p, &["eth0".to_string(), "eth1".to_string()], queues, &args)?;
+                let loaded = load_bridge_policy(
+                    p,
+                    &["eth0".to_string(), "eth1".to_string()],
+                    queues,
+                    &args,
+                )?;
+                for l in &loaded.advice {
+                    println!("tclab lab: {l}");
+                }
             }
             // The bridge outlives this command: a relative --out is made absolute now.
             let out = match out {
@@ -506,6 +589,51 @@ mod tests {
         assert!(!list.contains("rv-xq-"), "nothing was built: {list}");
     }
 
+    /// What `tclab check` finds in a policy that applies is said before the bridge starts (it used to
+    /// bridge a `bfifo limit 100` leaf, which drops every full-size packet, without a word); a clean
+    /// policy, notes aside, gets nothing.
+    #[test]
+    fn check_findings_are_said_before_bridging() {
+        let dir = std::env::temp_dir().join(format!("tclab-live-advice-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ports = ["eth0".to_string(), "eth1".to_string()];
+        let head = "qdisc add dev eth0 root handle 1: htb default 10\n\
+                    class add dev eth0 parent 1: classid 1:10 htb rate 10mbit\n";
+        let bad = dir.join("bad.tc");
+        std::fs::write(
+            &bad,
+            format!("{head}qdisc add dev eth0 parent 1:10 bfifo limit 100\n"),
+        )
+        .unwrap();
+        let good = dir.join("good.tc");
+        std::fs::write(
+            &good,
+            format!("{head}qdisc add dev eth0 parent 1:10 fq_codel\n"),
+        )
+        .unwrap();
+        let (bad_r, good_r) = (
+            load_bridge_policy(&bad, &ports, 1, &[]),
+            load_bridge_policy(&good, &ports, 1, &[]),
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        let advice = bad_r
+            .unwrap_or_else(|_| panic!("a policy that applies was refused"))
+            .advice;
+        assert_eq!(advice.len(), 2, "{advice:?}");
+        assert!(
+            advice[0].starts_with("tclab check finds 1 error in ")
+                && advice[0].contains("it is bridged as written"),
+            "{advice:?}"
+        );
+        assert!(
+            advice[1].starts_with("  error[queue-below-packet] eth0 class htb 1:10 (")
+                && advice[1].ends_with("bad.tc:3)"),
+            "{advice:?}"
+        );
+        let advice = good_r.unwrap_or_else(|_| panic!("refused")).advice;
+        assert!(advice.is_empty(), "{advice:?}");
+    }
+
     /// A script that stops half way leaves a policy that is not what it says (here: a typo of `tc`
     /// that bash cannot find). It used to be bridged as it stood, exit 0, and said nothing.
     #[test]
@@ -557,7 +685,9 @@ mod tests {
             load_bridge_policy(&wan, &ports, 1, &[]),
         );
         std::fs::remove_dir_all(&dir).unwrap();
-        let (mut engine, _) = with.unwrap_or_else(|_| panic!("refused with its arguments"));
+        let mut engine = with
+            .unwrap_or_else(|_| panic!("refused with its arguments"))
+            .engine;
         let out = tclab_tc::run(
             &mut engine,
             &["class", "show", "dev", "eth1"].map(String::from),
