@@ -44,13 +44,17 @@ fn reads(state: &Path) -> Vec<Vec<String>> {
         words("link show"),
         words("route show"),
     ];
-    for (dev, _) in s.engine().devices() {
+    for (dev, _) in s.engine().unwrap().devices() {
         for r in [
             "tc -s class show dev",
             "tc class show dev",
             "tc filter show dev",
-            // JSON and counters too (a root filter listing decodes no HTB class).
+            // JSON and counters too (a filter listing of the root's or ingress's blocks decodes no
+            // class tree: tclab_core::snapshot::FilterListing).
             "tc -s -j filter show dev",
+            "tc -s -d filter show root dev",
+            "tc -j filter show parent 1:1 dev",
+            "tc filter show ingress dev",
             "tc -s -d qdisc show dev",
             "tc -j -s qdisc show dev",
         ] {
@@ -93,7 +97,7 @@ fn check_cut(name: &str, history: &[Vec<String>], cut: usize) -> Result<Outcome,
     let (mut s, _) = Store::open(&state).unwrap();
     let covered = s.entries().len();
     if !s.write_snapshot().unwrap() {
-        let why = match s.engine().snapshot() {
+        let why = match s.engine().unwrap().snapshot() {
             Err(e) => e.to_string(),
             Ok(_) => {
                 return Err(format!(
@@ -554,37 +558,42 @@ fn torn_corrupt_stale_and_leftover_snapshots_change_no_answer() {
         std::fs::write(&snap, &good).unwrap();
         r
     };
-    // Each damaged snapshot is ignored whole: every record replayed, the same answers.
-    let check = |what: &str, used: bool| {
+    // Each damaged snapshot is ignored whole: every record replayed, the same answers. The read
+    // that replayed writes a fresh one (under its shared lock), which the reads after it use.
+    let check = |what: &str, damaged: Option<&[u8]>| {
         for (show, want) in SHOWS.iter().zip(&reference) {
+            if let Some(bytes) = damaged {
+                std::fs::write(&snap, bytes).unwrap();
+            }
             assert!(
                 cold(&state, show) == *want,
                 "{what}: `{}` differs",
                 show.join(" ")
             );
         }
-        let n = replayed(&state, SHOWS[0]);
-        assert_eq!(n, if used { 0 } else { 1202 }, "{what}: records replayed");
+        if let Some(bytes) = damaged {
+            std::fs::write(&snap, bytes).unwrap();
+            assert_eq!(replayed(&state, SHOWS[0]), 1202, "{what}: records replayed");
+        }
+        assert_eq!(replayed(&state, SHOWS[0]), 0, "{what}: renewed by the read");
     };
-    check("the snapshot as written", true);
+    check("the snapshot as written", None);
     // Cut short at a few places (a write torn by a crash without the rename's atomicity), and one
     // byte flipped in the header, the engine and the checksum.
     for n in [0, 7, 20, good.len() / 2, good.len() - 1] {
-        std::fs::write(&snap, &good[..n]).unwrap();
-        check(&format!("snapshot cut at {n}"), false);
+        check(&format!("snapshot cut at {n}"), Some(&good[..n]));
     }
     for i in [9, 40, good.len() / 2, good.len() - 2] {
         let mut bad = good.clone();
         bad[i] ^= 0x01;
-        std::fs::write(&snap, &bad).unwrap();
-        check(&format!("byte {i} flipped"), false);
+        check(&format!("byte {i} flipped"), Some(&bad));
     }
     // A writer killed before its rename: a half-written temporary file beside the good snapshot, which
     // reads ignore and the next writer removes.
     std::fs::write(&snap, &good).unwrap();
     let leftover = dir.path.join(".policy.json.snap.99999.0.tmp");
     std::fs::write(&leftover, &good[..good.len() / 3]).unwrap();
-    check("a leftover temporary file", true);
+    check("a leftover temporary file", None);
     // Stale: the journal replaced by another policy's (a backup restored) of the same length or
     // longer; the old snapshot must not be used for it.
     let journal = std::fs::read(&state).unwrap();
@@ -597,8 +606,11 @@ fn torn_corrupt_stale_and_leftover_snapshots_change_no_answer() {
         replaced.contains("rate 3Mbit") && !replaced.contains("rate 1Mbit"),
         "{replaced}"
     );
+    // That read wrote a snapshot for the journal it found, stale once the old one is put back: the
+    // next read replays and renews it again.
     std::fs::write(&state, &journal).unwrap();
-    check("the journal put back", true);
+    assert_eq!(replayed(&state, SHOWS[0]), 1202, "the journal put back");
+    check("the journal put back", None);
     // The next snapshot's writer (under the store's lock) sweeps the leftover away.
     let (mut s, _) = Store::open(&state).unwrap();
     s.write_snapshot().unwrap();
@@ -606,6 +618,75 @@ fn torn_corrupt_stale_and_leftover_snapshots_change_no_answer() {
         !leftover.exists(),
         "the killed writer's temporary file is still there"
     );
+}
+
+#[test]
+fn a_read_renews_the_snapshot_of_a_build_older_than_itself() {
+    // After a rebuild a store's snapshot is another build's, which no read may decode: the first
+    // read replays every record and writes a fresh one, so that the reads after it load it (before,
+    // every read replayed until the next change). Not when the other build's snapshot was written
+    // after this executable was built: two builds reading one store would rewrite it in turn.
+    let (dir, state) = applied("snap-rebuilt");
+    let snap = snap_path(&state);
+    let reference: Vec<String> = SHOWS.iter().map(|a| cold(&state, a)).collect();
+    // A snapshot of this test's executable (the build id is the running program's): for the tclab
+    // executable, another build's, valid in every other respect.
+    let foreign = {
+        let (s, _) = Store::open(&state).unwrap();
+        let journal = std::fs::read(&state).unwrap();
+        let engine = s.engine().unwrap().snapshot().unwrap();
+        tclab_tc::snapshot::encode(&engine, &journal, s.entries().len() as u64).unwrap()
+    };
+    let exe_time = std::fs::metadata(env!("CARGO_BIN_EXE_tclab"))
+        .and_then(|m| m.modified())
+        .unwrap();
+    let put = |older: bool| {
+        std::fs::write(&snap, &foreign).unwrap();
+        if older {
+            let day = std::time::Duration::from_secs(86_400);
+            let f = std::fs::File::options().write(true).open(&snap).unwrap();
+            f.set_modified(exe_time - day).unwrap();
+        }
+    };
+    put(true);
+    assert_eq!(
+        replayed(&state, SHOWS[0]),
+        1202,
+        "the other build's snapshot"
+    );
+    assert_ne!(std::fs::read(&snap).unwrap(), foreign, "renewed");
+    for (show, want) in SHOWS.iter().zip(&reference) {
+        assert!(cold(&state, show) == *want, "`{}` differs", show.join(" "));
+    }
+    assert_eq!(replayed(&state, SHOWS[0]), 0, "the renewed snapshot");
+    // Written after this executable: left alone, replayed at each read.
+    put(false);
+    assert_eq!(replayed(&state, SHOWS[0]), 1202);
+    assert_eq!(replayed(&state, SHOWS[1]), 1202);
+    assert_eq!(std::fs::read(&snap).unwrap(), foreign, "left as it was");
+    // Eight readers at once, each finding the old snapshot or one of the others' renewals (each
+    // renames its own temporary file over it): every answer the same, one valid snapshot after.
+    put(true);
+    let readers: Vec<_> = (0..8)
+        .map(|i| {
+            let state = state.clone();
+            std::thread::spawn(move || cold(&state, SHOWS[i % SHOWS.len()]))
+        })
+        .collect();
+    for (i, r) in readers.into_iter().enumerate() {
+        assert!(
+            r.join().unwrap() == reference[i % SHOWS.len()],
+            "reader {i}"
+        );
+    }
+    assert_eq!(replayed(&state, SHOWS[0]), 0, "renewed by the readers");
+    let left: Vec<_> = std::fs::read_dir(&dir.path)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
 }
 
 #[test]

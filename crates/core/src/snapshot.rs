@@ -9,8 +9,9 @@
 //! automatic handles, u32's node ids and table cursor, HTB's round-robin pointers and token counts —
 //! comes back exactly, so the journal's later records replay on top as they would on the replayed
 //! engine. Each filter block is a byte string of its own, which a read that prints no filter skips
-//! unread ([`without_filters`]). The routes' realms (`ip route … realm`) and each root's driver
-//! requeues come with it. Queued packets are never saved: a store's engine carries no traffic, and an
+//! unread ([`without_filters`]); so are the class trees of the kinds that can hold thousands of
+//! classes, which a filter listing of the root's or ingress's blocks skips ([`FilterListing`]).
+//! The routes' realms (`ip route … realm`) and each root's driver requeues come with it. Queued packets are never saved: a store's engine carries no traffic, and an
 //! engine that holds any has no snapshot.
 //!
 //! # What has no snapshot
@@ -456,15 +457,80 @@ pub(crate) fn skipping_filters() -> bool {
     WITHOUT_FILTERS.with(|w| w.get())
 }
 
-/// Run `decode` with the class trees left out, their bytes skipped unread: every HTB's classes
-/// (with their leaf qdiscs) and class hash, and each device's index of the qdiscs under classes
-/// (`qdisc_hash`, `parent_of`). For a listing of a device's root filter block (`tc filter show dev
-/// DEV`), which finds the block without asking for a class or another qdisc — 10 001 classes and
-/// their leaves were most of the decoding of a LibreQoS-sized engine. The engine it gives is for
-/// that read only: an HTB in it has its filter blocks and no class, a device no qdisc but its root
-/// and ingress, and neither must be asked for more, changed or saved.
-pub fn without_classes<R>(decode: impl FnOnce() -> R) -> R {
+/// Run `decode` with the class trees left out, their bytes skipped unread: the classes (with their
+/// leaf qdiscs) of every HTB, HFSC, DRR and QFQ with their class hashes (and HFSC's per-class tree
+/// nodes), and each device's index of the qdiscs under classes (`qdisc_hash`, `parent_of`). HTB
+/// and HFSC keep their index of classes by minor, so whether a class exists is still known; a DRR
+/// or QFQ then has no class at all, which lists the same, since neither takes filters on a class
+/// (`drr_tcf_block`, `qfq_tcf_block`: no block, an empty dump, as for a class that does not
+/// exist). CBQ keeps its filter blocks in its classes, and PRIO, ETS and multiq have 16 bands at
+/// most: theirs are decoded. 10 001 classes and their leaves were most of the decoding of a
+/// LibreQoS-sized engine that a filter listing reads none of. What it gives is not a whole engine
+/// (an HTB there knows its classes' minors but holds none of them), so only [`FilterListing`]
+/// calls this and keeps the engine to itself.
+fn without_classes<R>(decode: impl FnOnce() -> R) -> R {
     with_flag(&WITHOUT_CLASSES, decode)
+}
+
+/// One filter listing (`tc filter show dev DEV [parent P]`) answered from a snapshot decoded
+/// without its class trees ([`without_classes`]): the engine inside is not a whole one, and this
+/// type lets nothing reach it but that listing's block — a class, a qdisc under one, a change or a
+/// save cannot be asked of it, so none can find a class that was never decoded.
+pub struct FilterListing {
+    engine: crate::Engine,
+    dev: String,
+    parent: crate::Handle,
+}
+
+impl FilterListing {
+    /// Decode `bytes` (an [`crate::Engine::snapshot`]) for the listing of `dev`'s filters under
+    /// `parent` (`Handle::UNSPEC`: none given). `Ok(None)` if that listing needs the whole engine:
+    /// its parent is a qdisc below the device's root, found only through the class trees.
+    pub fn decode(
+        bytes: &[u8],
+        dev: &str,
+        parent: crate::Handle,
+    ) -> Result<Option<FilterListing>, String> {
+        let engine = without_classes(|| crate::Engine::from_snapshot(bytes))?;
+        // `resolve_block` finds these without a class or the qdisc index: the root or the ingress
+        // qdisc by handle, then whether a class exists by its minor, which every kind keeps.
+        let answers = match engine.device(dev) {
+            // The listing's answer is tc's "Cannot find device".
+            None => true,
+            Some(d) => {
+                parent == crate::Handle::UNSPEC
+                    || parent == crate::Handle::ROOT
+                    || parent.major() == crate::Handle::INGRESS.major()
+                    || (d.root().handle != crate::Handle::UNSPEC
+                        && parent.qdisc() == d.root().handle)
+            }
+        };
+        Ok(answers.then(|| FilterListing {
+            engine,
+            dev: dev.to_string(),
+            parent,
+        }))
+    }
+
+    /// Whether the device exists.
+    pub fn has_device(&self) -> bool {
+        self.engine.device(&self.dev).is_some()
+    }
+
+    /// What [`crate::Engine::filter_block`] answers for `dev` and `parent`, which must be the ones
+    /// this was decoded for: any other is refused with an error saying so, never looked up.
+    pub fn filter_block(
+        &mut self,
+        dev: &str,
+        parent: crate::Handle,
+    ) -> Result<Option<(&crate::filter::Block, crate::Handle)>, crate::KernelError> {
+        if dev != self.dev || parent != self.parent {
+            return Err(crate::KernelError::invalid(
+                "this engine was decoded for one filter listing only (another device or parent)",
+            ));
+        }
+        self.engine.filter_block(dev, parent)
+    }
 }
 
 /// A field saved as a byte string of its own, which a decode under [`without_classes`] skips

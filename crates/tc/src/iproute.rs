@@ -815,7 +815,10 @@ mod tests {
         // Replayed, the table is what the commands left.
         let (st, problems) = Store::open(&path).unwrap();
         assert!(problems.is_empty(), "{problems:?}");
-        assert_eq!(show(st.engine()), "10.1.0.0/16 via 10.0.2.2 realm 5 \n");
+        assert_eq!(
+            show(st.engine().unwrap()),
+            "10.1.0.0/16 via 10.0.2.2 realm 5 \n"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

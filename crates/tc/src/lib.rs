@@ -315,6 +315,46 @@ fn run_line(
     now: Nanos,
     silent: &mut Option<&'static str>,
 ) -> Output {
+    with_options(argv, silent, |words, flags, out| {
+        let devices_before = engine.device_names();
+        let r = run_object(engine, words, flags, now, out);
+        if r.is_err() {
+            // A refused command leaves nothing behind, not even the device it named.
+            engine.keep_only_devices(&devices_before);
+        }
+        r
+    })
+}
+
+/// `tc [OPTIONS] filter show dev DEV …` answered by a snapshot decoded for that listing alone
+/// ([`filter::listing_of`]); the same output as [`run`] on the whole engine. Other words are refused:
+/// the listing can answer nothing else.
+pub fn list_filters(
+    listing: &mut tclab_core::snapshot::FilterListing,
+    argv: &[String],
+    now: Nanos,
+) -> Output {
+    let mut silent = None;
+    with_options(argv, &mut silent, |words, flags, out| match words {
+        [obj, cmd, rest @ ..]
+            if matches(obj, "filter")
+                && (matches(cmd, "list") || matches(cmd, "show") || matches(cmd, "lst")) =>
+        {
+            filter::list_from(listing, rest, flags, now, out)
+        }
+        _ => Err(Failure::options(
+            "tclab: a store opened for one filter listing answers nothing else",
+        )),
+    })
+}
+
+/// tc's options (`-s`, `-d`, `-j`…), then `object` with the words after them and the flags they set;
+/// a refusal printed as tc prints it.
+fn with_options(
+    argv: &[String],
+    silent: &mut Option<&'static str>,
+    object: impl FnOnce(&[String], ShowFlags, &mut Output) -> Result<()>,
+) -> Output {
     let mut out = Output::default();
     let mut flags = ShowFlags::default();
     let mut i = 0;
@@ -347,19 +387,13 @@ fn run_line(
         }
         i += 1;
     }
-    let devices_before = engine.device_names();
-    match run_object(engine, &argv[i..], flags, now, &mut out) {
-        Ok(()) => {}
-        Err(f) => {
-            // A refused command leaves nothing behind, not even the device it named.
-            engine.keep_only_devices(&devices_before);
-            out.stderr.push_str(&f.msg);
-            *silent = f.silent;
-            if !f.msg.is_empty() && !f.msg.ends_with('\n') {
-                out.stderr.push('\n');
-            }
-            out.code = f.code & 0xff;
+    if let Err(f) = object(&argv[i..], flags, &mut out) {
+        out.stderr.push_str(&f.msg);
+        *silent = f.silent;
+        if !f.msg.is_empty() && !f.msg.ends_with('\n') {
+            out.stderr.push('\n');
         }
+        out.code = f.code & 0xff;
     }
     out
 }

@@ -44,6 +44,7 @@
 
 use crate::store::ReadScope;
 use std::path::{Path, PathBuf};
+use tclab_core::Handle;
 
 const MAGIC: &[u8; 8] = b"TCLABSNP";
 const VERSION: u32 = 1;
@@ -52,12 +53,20 @@ const VERSION: u32 = 1;
 /// this many costs about a millisecond, as much as writing a snapshot of a small policy.
 pub const SNAPSHOT_AFTER: usize = 1000;
 
-/// A snapshot found valid for a journal's first bytes.
-pub struct Snapshot {
+/// A snapshot found valid for a journal's first bytes, its engine decoded as `E`.
+pub struct Snapshot<E = tclab_core::Engine> {
     /// The journal's bytes it stands for: records after them are replayed on top.
     pub journal_len: u64,
     pub journal_records: u64,
-    pub engine: tclab_core::Engine,
+    pub engine: E,
+}
+
+/// A snapshot's engine as decoded for a read ([`load_to_read`]).
+pub enum Decoded {
+    /// The whole engine, or without its filters for a qdisc or class listing.
+    Engine(tclab_core::Engine),
+    /// For one filter listing alone, without the class trees it does not read.
+    Listing(tclab_core::snapshot::FilterListing),
 }
 
 /// `FILE.snap` for the store `FILE`.
@@ -195,22 +204,75 @@ pub(crate) fn read_prefix(f: &std::fs::File, len: u64, mut each: impl FnMut(&[u8
 }
 
 /// The snapshot beside the store at `store`, if it holds for `journal` (the store as read now), its
-/// engine decoded for a call of `scope`: for a qdisc or class listing without its filters, which
-/// that call's replay skips too ([`crate::store::ReadScope`]).
-pub fn load(store: &Path, journal: JournalRef, scope: ReadScope) -> Result<Snapshot, Unused> {
+/// whole engine decoded: what a writer starts from.
+pub fn load(store: &Path, journal: JournalRef) -> Result<Snapshot, Unused> {
+    let bytes = read_file(store)?;
+    let s = checked(&bytes, journal)?;
+    let engine = tclab_core::Engine::from_snapshot(s.engine).map_err(Unused::Undecodable)?;
+    Ok(Snapshot {
+        journal_len: s.journal_len,
+        journal_records: s.journal_records,
+        engine,
+    })
+}
+
+/// [`load`] for a read of `scope`, the engine decoded for that call alone: a qdisc or class listing's
+/// without its filters, which that call's replay skips too ([`crate::store::ReadScope`]); a filter
+/// listing's without the class trees when no record follows the snapshot and the listing's parent
+/// is found without them ([`tclab_core::snapshot::FilterListing`]).
+pub fn load_to_read(
+    store: &Path,
+    journal: JournalRef,
+    scope: ReadScope,
+) -> Result<Snapshot<Decoded>, Unused> {
+    let bytes = read_file(store)?;
+    load_bytes(&bytes, journal, scope)
+}
+
+/// The snapshot file's bytes: a regular file only — a device or FIFO in its place (a symlink to
+/// /dev/zero, a review found) would be read for ever.
+fn read_file(store: &Path) -> Result<Vec<u8>, Unused> {
     let path = path_for(store);
-    // A regular file only: a device or FIFO in its place (a symlink to /dev/zero, a review found)
-    // would be read for ever.
     match std::fs::metadata(&path) {
         Ok(m) if m.is_file() => {}
         Ok(_) => return Err(Unused::Corrupt("not a regular file")),
         Err(_) => return Err(Unused::Missing),
     }
-    let bytes = std::fs::read(&path).map_err(|_| Unused::Missing)?;
-    load_bytes(&bytes, journal, scope)
+    std::fs::read(&path).map_err(|_| Unused::Missing)
 }
 
-fn load_bytes(bytes: &[u8], journal: JournalRef, scope: ReadScope) -> Result<Snapshot, Unused> {
+fn load_bytes(
+    bytes: &[u8],
+    journal: JournalRef,
+    scope: ReadScope,
+) -> Result<Snapshot<Decoded>, Unused> {
+    let s = checked(bytes, journal)?;
+    let whole = || tclab_core::Engine::from_snapshot(s.engine);
+    let engine = match scope {
+        ReadScope::QdiscsAndClasses => Decoded::Engine(
+            tclab_core::snapshot::without_filters(whole).map_err(Unused::Undecodable)?,
+        ),
+        // Classes left out only if no record after the snapshot is replayed onto the engine.
+        ReadScope::Filters { dev, parent } if journal.len() == Some(s.journal_len) => {
+            match tclab_core::snapshot::FilterListing::decode(s.engine, dev, Handle(parent))
+                .map_err(Unused::Undecodable)?
+            {
+                Some(l) => Decoded::Listing(l),
+                // A parent below the root: found only through the class trees.
+                None => Decoded::Engine(whole().map_err(Unused::Undecodable)?),
+            }
+        }
+        _ => Decoded::Engine(whole().map_err(Unused::Undecodable)?),
+    };
+    Ok(Snapshot {
+        journal_len: s.journal_len,
+        journal_records: s.journal_records,
+        engine,
+    })
+}
+
+/// Every check of the file and of the journal it stands for: its engine's bytes if they hold.
+fn checked<'a>(bytes: &'a [u8], journal: JournalRef) -> Result<Snapshot<&'a [u8]>, Unused> {
     let corrupt = Unused::Corrupt;
     let Some((body, crc)) = bytes.split_last_chunk::<4>() else {
         return Err(corrupt("short"));
@@ -237,24 +299,13 @@ fn load_bytes(bytes: &[u8], journal: JournalRef, scope: ReadScope) -> Result<Sna
     if f.0.len() as u64 != engine_len {
         return Err(corrupt("length"));
     }
-    let engine_bytes = f.0;
     if !journal.begins_with(journal_len, journal_crc) {
         return Err(Unused::Stale);
     }
-    let decode = || tclab_core::Engine::from_snapshot(engine_bytes);
-    // Classes left out only if no record after the snapshot is replayed onto the engine.
-    let engine = if !scope.needs_filters() {
-        tclab_core::snapshot::without_filters(decode)
-    } else if !scope.needs_classes() && journal.len() == Some(journal_len) {
-        tclab_core::snapshot::without_classes(decode)
-    } else {
-        decode()
-    }
-    .map_err(Unused::Undecodable)?;
     Ok(Snapshot {
         journal_len,
         journal_records,
-        engine,
+        engine: f.0,
     })
 }
 
@@ -268,8 +319,51 @@ pub fn write(
     journal_len: u64,
     records: usize,
 ) -> Result<bool, String> {
+    remove_leftovers(&path_for(store));
+    renew(store, engine, journal_len, records)
+}
+
+/// Whether a read that found the snapshot unusable for `why` should write a fresh one
+/// ([`renew`]): not when there is none (a policy without a snapshot form, or a small store), nor
+/// when something other than a file stands in its place; for another build's only when that
+/// snapshot was written before this build existed, so that two builds reading one store do not
+/// each rewrite it at every call.
+pub fn worth_renewing(store: &Path, why: &Unused) -> bool {
+    match why {
+        Unused::Missing | Unused::Corrupt("not a regular file") => false,
+        Unused::Corrupt("another build") => {
+            let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+            let exe = std::env::current_exe().ok();
+            match (
+                modified(&path_for(store)),
+                exe.as_deref().and_then(modified),
+            ) {
+                (Some(snap), Some(exe)) => snap < exe,
+                _ => false,
+            }
+        }
+        _ => true,
+    }
+}
+
+/// [`write`] by a read, under the store's shared lock, after it replayed every record because the
+/// snapshot there was unusable ([`worth_renewing`]): without that, a rebuilt tclab replayed the
+/// whole journal at every read until the next change.
+///
+/// Safe beside the other holders of the lock: they are readers too (a writer's exclusive lock
+/// waits), so the journal's bytes cannot change under it, and any two readers that renew at once
+/// write the same engine for the same bytes. Each writes its own temporary file and renames it
+/// over `FILE.snap` (atomic: a reader loading the snapshot has the old file or the new one, never
+/// a mix); the last rename stands, and a rename that fails changes nothing. Temporary files are
+/// not swept here, since one may be another reader's, not yet renamed: the next writer sweeps
+/// what killed processes left.
+pub fn renew(
+    store: &Path,
+    engine: &tclab_core::Engine,
+    journal_len: u64,
+    records: usize,
+) -> Result<bool, String> {
     let snap = path_for(store);
-    remove_leftovers(&snap);
     let Ok(engine_bytes) = engine.snapshot() else {
         let _ = std::fs::remove_file(&snap);
         return Ok(false);
@@ -431,18 +525,13 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let store = dir.join("store.json");
         std::os::unix::fs::symlink("/dev/zero", path_for(&store)).unwrap();
-        let r = load(&store, JournalRef::Bytes(b""), ReadScope::Everything).map(|s| s.journal_len);
+        let r = load(&store, JournalRef::Bytes(b"")).map(|s| s.journal_len);
         assert_eq!(r, Err(Unused::Corrupt("not a regular file")));
         std::fs::remove_file(path_for(&store)).unwrap();
         std::fs::create_dir(path_for(&store)).unwrap();
-        let r = load(&store, JournalRef::Bytes(b""), ReadScope::Everything).map(|s| s.journal_len);
+        let r = load(&store, JournalRef::Bytes(b"")).map(|s| s.journal_len);
         assert_eq!(r, Err(Unused::Corrupt("not a regular file")));
-        let r = load(
-            &dir.join("none.json"),
-            JournalRef::Bytes(b""),
-            ReadScope::Everything,
-        )
-        .map(|s| s.journal_len);
+        let r = load(&dir.join("none.json"), JournalRef::Bytes(b"")).map(|s| s.journal_len);
         assert_eq!(r, Err(Unused::Missing));
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -477,6 +566,92 @@ mod tests {
         // The skipping ends with the call: the next decode has its filters.
         let mut again = tclab_core::Engine::from_snapshot(&bytes).unwrap();
         assert_eq!(show(&mut again, "filter show dev eth0"), filters);
+    }
+
+    #[test]
+    fn every_classful_kind_lists_its_filters_the_same_without_its_classes() {
+        // A filter listing answered from the snapshot decoded without class trees (HTB's and
+        // HFSC's classes, DRR's and QFQ's arenas skipped unread) prints what the whole engine
+        // prints, for the root's block, a class's block, a class that does not exist and the
+        // ingress block, under every kind that can be a root with classes; and asking it for a
+        // class never panics (each kind keeps its classes' index by minor).
+        let w = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        let filter = |parent: &str, pref: u32, to: &str| {
+            format!("filter add dev eth0 parent {parent} prio {pref} protocol ip u32 match ip dst 10.0.0.{pref}/32 flowid {to}")
+        };
+        let roots: &[&[&str]] = &[
+            &["qdisc add dev eth0 root handle 1: htb default 10", "class add dev eth0 parent 1: classid 1:10 htb rate 1mbit"],
+            &["qdisc add dev eth0 root handle 1: hfsc default 10", "class add dev eth0 parent 1: classid 1:10 hfsc sc rate 1mbit ul rate 2mbit"],
+            &["qdisc add dev eth0 root handle 1: drr", "class add dev eth0 parent 1: classid 1:10 drr quantum 1500"],
+            &["qdisc add dev eth0 root handle 1: qfq", "class add dev eth0 parent 1: classid 1:10 qfq weight 10"],
+            &["qdisc add dev eth0 root handle 1: cbq avpkt 1000 bandwidth 10mbit", "class add dev eth0 parent 1: classid 1:10 cbq rate 1mbit allot 1500 prio 5 bounded"],
+            &["qdisc add dev eth0 root handle 1: prio bands 3"],
+            &["qdisc add dev eth0 root handle 1: ets bands 3 strict 1"],
+            &["qdisc add dev eth0 root handle 1: sfq"],
+        ];
+        for root in roots {
+            let mut e = tclab_core::Engine::new();
+            let mut lines: Vec<String> = root.iter().map(|l| l.to_string()).collect();
+            let kind = root[0].split_whitespace().nth(7).unwrap();
+            let classful = root.len() > 1;
+            lines.push(filter("1:", 1, "1:10"));
+            if classful {
+                lines.push("qdisc add dev eth0 parent 1:10 handle 10: prio".into());
+                lines.push(filter("10:", 3, "10:1"));
+                if matches!(kind, "htb" | "hfsc" | "cbq") {
+                    // These take filters on a class.
+                    lines.push(filter("1:10", 2, "1:10"));
+                }
+            }
+            lines.push("qdisc add dev eth0 ingress".into());
+            lines.push(filter("ffff:", 4, "1:10"));
+            for c in &lines {
+                let r = crate::run(&mut e, &argv(c), 0);
+                assert_eq!(r.code, 0, "{kind}: {c}: {}", r.stderr);
+            }
+            let bytes = e.snapshot().unwrap();
+            for read in [
+                "filter show dev eth0",
+                "-s -d filter show dev eth0 parent 1:",
+                "-j -p filter show dev eth0 parent 1:10",
+                "filter show dev eth0 parent 1:3",
+                "filter show dev eth0 parent 1:99",
+                "-s filter show dev eth0 root",
+                "filter show dev eth0 ingress",
+                "filter show dev eth1",
+            ] {
+                let read = w(read);
+                let want = crate::run(&mut e, &read, 0);
+                let call = [&["tc".to_string()][..], &read].concat();
+                let ReadScope::Filters { dev, parent } = ReadScope::of(&call) else {
+                    panic!("{read:?} is a filter listing");
+                };
+                let mut l = tclab_core::snapshot::FilterListing::decode(
+                    &bytes,
+                    dev,
+                    tclab_core::Handle(parent),
+                )
+                .unwrap()
+                .unwrap_or_else(|| panic!("{kind}: {read:?} answered without classes"));
+                let got = crate::list_filters(&mut l, &read, 0);
+                assert_eq!(
+                    (&got.stdout, &got.stderr, got.code),
+                    (&want.stdout, &want.stderr, want.code),
+                    "{kind}: {read:?}"
+                );
+            }
+            // The root block's filter is listed (the test lists something).
+            let all = crate::run(&mut e, &w("filter show dev eth0"), 0).stdout;
+            assert!(all.contains("0a000001"), "{kind}: {all}");
+            // A qdisc under a class is found only through the class trees: decoded whole.
+            assert!(tclab_core::snapshot::FilterListing::decode(
+                &bytes,
+                "eth0",
+                tclab_core::Handle(0x10_0000)
+            )
+            .unwrap()
+            .is_none());
+        }
     }
 
     /// Words, and one argument between single quotes (an ematch expression, a bpf program).

@@ -42,7 +42,7 @@
 //! the script's `tc` calls reach one resident engine through [`crate::control`], so a script of N
 //! commands costs O(N), not O(N²).
 
-use crate::snapshot::JournalRef;
+use crate::snapshot::{Decoded, JournalRef};
 use crate::util::matches;
 use crate::Output;
 use std::fs::File;
@@ -264,43 +264,39 @@ fn read_journal_with(
 /// `iptables` read skips tc's. (10 000 classes, leaves and u32 filters: `tc -s class show` replays a
 /// third fewer records.)
 #[derive(Clone, Copy, PartialEq, Debug)]
-pub enum ReadScope {
+pub enum ReadScope<'a> {
     Everything,
     /// qdisc, class, link and state records.
     QdiscsAndClasses,
     /// Everything but iptables records.
     TrafficControl,
-    /// A listing of a device's root filter block (`tc filter show dev DEV`, no parent): the records
-    /// of [`ReadScope::TrafficControl`]; a snapshot decoded for it leaves HTB's classes out, which
-    /// finding that block never asks for.
-    RootFilters,
+    /// A listing of one device's filters (`tc filter show dev DEV [root|ingress|parent P]`, `parent`
+    /// 0 when none is named): the records of [`ReadScope::TrafficControl`]; a snapshot decoded for
+    /// it leaves the class trees out when the parent is found without them
+    /// ([`tclab_core::snapshot::FilterListing`]).
+    Filters {
+        dev: &'a str,
+        parent: u32,
+    },
     /// Everything but tc records.
     Netfilter,
 }
 
-impl ReadScope {
-    pub fn of(argv: &[String]) -> ReadScope {
+impl ReadScope<'_> {
+    pub fn of(argv: &[String]) -> ReadScope<'_> {
         match argv.first().map(String::as_str) {
             Some("tc") => match tc_object(&argv[1..]) {
                 Some(o) if matches(o, "qdisc") || matches(o, "class") => {
                     ReadScope::QdiscsAndClasses
                 }
-                _ if crate::filter::lists_root_block(&argv[1..]) => ReadScope::RootFilters,
-                _ => ReadScope::TrafficControl,
+                _ => match crate::filter::listing_of(&argv[1..]) {
+                    Some((dev, parent)) => ReadScope::Filters { dev, parent },
+                    None => ReadScope::TrafficControl,
+                },
             },
             Some("iptables") => ReadScope::Netfilter,
             _ => ReadScope::Everything,
         }
-    }
-
-    /// Whether the answer can depend on filters (a snapshot decoded for the call keeps them).
-    pub fn needs_filters(self) -> bool {
-        self != ReadScope::QdiscsAndClasses
-    }
-
-    /// Whether the answer can depend on classes (a snapshot decoded for the call keeps them).
-    pub fn needs_classes(self) -> bool {
-        self != ReadScope::RootFilters
     }
 
     pub fn needs(self, record: &[String]) -> bool {
@@ -308,7 +304,7 @@ impl ReadScope {
             (ReadScope::Everything, _) => true,
             (ReadScope::Netfilter, Some("tc")) => false,
             (
-                ReadScope::QdiscsAndClasses | ReadScope::TrafficControl | ReadScope::RootFilters,
+                ReadScope::QdiscsAndClasses | ReadScope::TrafficControl | ReadScope::Filters { .. },
                 Some("iptables"),
             ) => false,
             (ReadScope::QdiscsAndClasses, Some("tc")) => tc_object(&record[1..])
@@ -490,7 +486,11 @@ pub fn write_journal(path: &Path, entries: &[Vec<String>]) -> Result<(), String>
 pub struct Store {
     path: PathBuf,
     journal: Journal,
+    /// Empty when `listing` answers instead.
     engine: Engine,
+    /// A filter listing's engine decoded from the snapshot without the class trees
+    /// ([`crate::snapshot::Decoded::Listing`]): the one command such a store can answer.
+    listing: Option<tclab_core::snapshot::FilterListing>,
     /// Opened by [`Store::open_to_read`]: the journal's records were not kept, so nothing may be written.
     read_only: bool,
     /// The records the last [`Store::execute`] appended (a batch's lines one each), before any
@@ -517,9 +517,7 @@ impl Store {
         let mut journal = read_journal_with(
             path,
             |file| {
-                if let Ok(s) =
-                    crate::snapshot::load(path, JournalRef::File(file), ReadScope::Everything)
-                {
+                if let Ok(s) = crate::snapshot::load(path, JournalRef::File(file)) {
                     cut.set(s.journal_len);
                     snap = Some(s);
                 }
@@ -564,6 +562,7 @@ impl Store {
             path: path.to_path_buf(),
             journal,
             engine,
+            listing: None,
             read_only,
             last_new: Vec::new(),
             replayed,
@@ -586,30 +585,51 @@ impl Store {
     pub fn open_to_read(path: &Path, argv: &[String]) -> Result<(Store, Vec<String>), String> {
         let scope = ReadScope::of(argv);
         let engine = std::cell::RefCell::new(Engine::new());
+        let mut listing = None;
+        // A snapshot beside the journal that no read can use (another build's, older than this
+        // one; torn; older than a restored journal): this read replays every record instead of its
+        // scope's, and writes a fresh one for the reads after it ([`crate::snapshot::renew`]).
+        let renew = std::cell::Cell::new(false);
         let mut problems = Vec::new();
         let journal = read_journal_with(
             path,
-            |file| match crate::snapshot::load(path, JournalRef::File(file), scope) {
+            |file| match crate::snapshot::load_to_read(path, JournalRef::File(file), scope) {
                 Ok(s) => {
-                    *engine.borrow_mut() = s.engine;
+                    match s.engine {
+                        Decoded::Engine(e) => *engine.borrow_mut() = e,
+                        Decoded::Listing(l) => listing = Some(l),
+                    }
                     s.journal_len
                 }
-                Err(_) => 0,
+                Err(why) => {
+                    renew.set(crate::snapshot::worth_renewing(path, &why));
+                    0
+                }
             },
             |e, _| {
-                if scope.needs(e) {
+                if renew.get() || scope.needs(e) {
                     apply_entry(&mut engine.borrow_mut(), e, &mut problems)
                 }
             },
         )?;
-        Ok(Store::opened(
-            path,
-            journal,
-            engine.into_inner(),
-            true,
-            0,
-            problems,
-        ))
+        let (mut store, problems) =
+            Store::opened(path, journal, engine.into_inner(), true, 0, problems);
+        store.listing = listing;
+        if renew.get()
+            && !store.replay_failed
+            && store.journal.appendable
+            && store.journal.records >= crate::snapshot::SNAPSHOT_AFTER
+        {
+            // The answer does not depend on it: a snapshot that cannot be written (a directory
+            // this reader may not write to) is left as it was.
+            let _ = crate::snapshot::renew(
+                path,
+                &store.engine,
+                store.journal.valid_len,
+                store.journal.records,
+            );
+        }
+        Ok((store, problems))
     }
 
     /// Re-read the store if another process changed it since this one last read or wrote it (the
@@ -642,8 +662,10 @@ impl Store {
     pub fn records_read(&self) -> usize {
         self.replayed
     }
-    pub fn engine(&self) -> &Engine {
-        &self.engine
+    /// The engine the journal builds; `None` for a store opened to answer one filter listing from
+    /// its snapshot, which decoded no whole engine.
+    pub fn engine(&self) -> Option<&Engine> {
+        self.listing.is_none().then_some(&self.engine)
     }
 
     /// Make `new` records durable: appended to a current-format file, or the whole journal rewritten.
@@ -698,6 +720,15 @@ impl Store {
             Some((c, a)) => (c.as_str(), a),
             None => return Err("no command".into()),
         };
+        if let Some(listing) = self.listing.as_mut() {
+            return match cmd {
+                "tc" => Ok(crate::list_filters(listing, args, 0)),
+                _ => Err(format!(
+                    "{}: opened for a filter listing, not for \"{cmd}\" (a bug in tclab)",
+                    self.path.display()
+                )),
+            };
+        }
         let mut new = Vec::new();
         let out = match cmd {
             "tc" => self.tc(args, stdin, &mut new)?,
@@ -952,12 +983,7 @@ impl Store {
         let snap = crate::snapshot::path_for(&self.path);
         if snap.exists() {
             let holds = File::open(&self.path).is_ok_and(|journal| {
-                crate::snapshot::load(
-                    &self.path,
-                    JournalRef::File(&journal),
-                    ReadScope::Everything,
-                )
-                .is_ok()
+                crate::snapshot::load(&self.path, JournalRef::File(&journal)).is_ok()
             });
             if !holds {
                 let _ = std::fs::remove_file(&snap);
@@ -1601,6 +1627,7 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tclab_core::Handle;
 
     fn words(s: &str) -> Vec<String> {
         s.split_whitespace().map(str::to_string).collect()
@@ -1890,7 +1917,8 @@ mod tests {
             ReadScope::of(&words("tc class show")),
             ReadScope::QdiscsAndClasses
         );
-        let scope = ReadScope::of(&words("tc -s q ls"));
+        let read = words("tc -s q ls");
+        let scope = ReadScope::of(&read);
         assert!(!scope.needs(&words("tc filter add dev eth0 parent 1: matchall")));
         assert!(!scope.needs(&words("iptables -A POSTROUTING -j ACCEPT")));
         assert!(scope.needs(&words("link add dev ifb0 type ifb")));
@@ -1902,36 +1930,52 @@ mod tests {
     }
 
     #[test]
-    fn a_root_filter_listing_loads_no_htb_class_and_answers_the_same() {
-        // Only a listing of the device's root block, with nothing replayed after the snapshot, leaves
-        // HTB's classes out; any parent, another command or a refused word keeps them.
-        for (read, root) in [
-            ("tc filter show dev eth0", true),
+    fn a_filter_listing_loads_no_htb_class_and_answers_the_same() {
+        // A filter listing of a device, with nothing replayed after the snapshot, leaves the class
+        // trees out when its parent is the root's or the ingress qdisc's; a parent below the root,
+        // another command or a refused word decodes the whole engine.
+        let filters = |dev, parent| ReadScope::Filters { dev, parent };
+        for (read, scope) in [
+            ("tc filter show dev eth0", filters("eth0", 0)),
             (
                 "tc -s -j filter ls dev eth0 prio 1 protocol ip chain 0",
-                true,
+                filters("eth0", 0),
             ),
-            ("tc -d filter lst dev eth0 pref 1", true),
-            ("tc filter show dev eth0 parent 1:", false),
-            ("tc filter show dev eth0 parent 1:10", false),
-            ("tc filter show dev eth0 root", false),
-            ("tc filter show dev eth0 ingress", false),
-            ("tc filter show", false),
-            ("tc filter show dev eth0 bogus", false),
+            ("tc -d filter lst dev eth0 pref 1", filters("eth0", 0)),
+            (
+                "tc filter show dev eth0 parent 1:",
+                filters("eth0", 0x1_0000),
+            ),
+            (
+                "tc filter show dev eth0 parent 1:10",
+                filters("eth0", 0x1_0010),
+            ),
+            (
+                "tc filter show dev eth0 root",
+                filters("eth0", Handle::ROOT.0),
+            ),
+            // tc_filter_list: `ingress` is TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS).
+            (
+                "tc filter show dev eth0 ingress",
+                filters("eth0", 0xffff_fff2),
+            ),
+            ("tc filter show", ReadScope::TrafficControl),
+            ("tc filter show dev eth0 bogus", ReadScope::TrafficControl),
             (
                 "tc filter get dev eth0 parent 1: prio 1 handle 800::800 protocol ip u32",
-                false,
+                ReadScope::TrafficControl,
             ),
-            ("tc class show dev eth0", false),
-            ("tc -batch x", false),
+            ("tc class show dev eth0", ReadScope::QdiscsAndClasses),
+            ("tc -batch x", ReadScope::TrafficControl),
         ] {
-            let scope = ReadScope::of(&words(read));
-            assert_eq!(scope == ReadScope::RootFilters, root, "{read}");
-            if root {
-                assert!(scope.needs(&words(
+            let w = words(read);
+            let got = ReadScope::of(&w);
+            assert_eq!(got, scope, "{read}");
+            if let ReadScope::Filters { .. } = got {
+                assert!(got.needs(&words(
                     "tc class add dev eth0 parent 1: classid 1:1 htb rate 1mbit"
                 )));
-                assert!(!scope.needs(&words("iptables -A POSTROUTING -j ACCEPT")));
+                assert!(!got.needs(&words("iptables -A POSTROUTING -j ACCEPT")));
             }
         }
         let (dir, path) = store_with(
@@ -1939,56 +1983,120 @@ mod tests {
             &[
             "tc qdisc add dev eth0 root handle 1: htb default 10",
             "tc class add dev eth0 parent 1: classid 1:10 htb rate 1mbit",
-            "tc qdisc add dev eth0 parent 1:10 handle 10: pfifo limit 10",
+            "tc qdisc add dev eth0 parent 1:10 handle 10: prio",
             "tc filter add dev eth0 parent 1: prio 1 protocol ip u32 match ip dst 10.0.0.1/32 flowid 1:10",
             "tc filter add dev eth0 parent 1:10 prio 2 protocol ip u32 match ip src 10.0.0.2/32 flowid 1:10",
+            "tc filter add dev eth0 parent 10: prio 3 protocol ip matchall classid 10:2",
+            "tc qdisc add dev eth0 ingress",
+            "tc filter add dev eth0 parent ffff: prio 4 protocol ip matchall action drop",
             ],
         );
         let (mut w, _) = Store::open(&path).unwrap();
         assert!(w.write_snapshot().unwrap());
-        let show = words("tc -s filter show dev eth0");
-        let classes = words("tc class show dev eth0");
-        let loaded = |path: &Path| {
+        let loaded = |path: &Path, read: &[String]| {
             let file = File::open(path).unwrap();
-            crate::snapshot::load(path, JournalRef::File(&file), ReadScope::of(&show))
+            crate::snapshot::load_to_read(path, JournalRef::File(&file), ReadScope::of(read))
                 .ok()
                 .unwrap()
                 .engine
         };
-        let mut lean = loaded(&path);
-        let want = w.execute(&show, None).unwrap().stdout;
-        assert!(want.contains("match 0a000001/ffffffff at 16"), "{want}");
-        assert_eq!(crate::run(&mut lean, &show[1..], 0).stdout, want);
-        // No class was decoded (nor its leaf): the engine is for this listing only.
-        let leaves = |e: &Engine| {
-            let root = e.device("eth0").unwrap().root();
-            root.q.classes().unwrap().children().len()
+        // Each listing as the whole engine answers it; those found without the class trees from an
+        // engine decoded without them, the others (a qdisc under a class) from a whole one.
+        for (read, lean, has) in [
+            (
+                "tc -s filter show dev eth0",
+                true,
+                "match 0a000001/ffffffff at 16",
+            ),
+            ("tc filter show dev eth0 parent 1:", true, "0a000001"),
+            (
+                "tc -d -j filter show dev eth0 parent 1:10",
+                true,
+                "\"value\":\"a000002\"",
+            ),
+            ("tc filter show dev eth0 root", true, "0a000001"),
+            ("tc filter show dev eth0 ingress", true, "gact action drop"),
+            (
+                "tc filter show dev eth0 parent ffff:",
+                true,
+                "gact action drop",
+            ),
+            ("tc filter show dev eth0 parent 1:99", true, ""),
+            // No such qdisc: only the index of the qdiscs under classes can say so.
+            ("tc filter show dev eth0 parent 2:", false, ""),
+            ("tc filter show dev eth1", true, ""),
+            ("tc filter show dev eth0 parent 10:", false, "flowid 10:2"),
+            ("tc filter show dev eth0 parent 10:2", false, ""),
+        ] {
+            let read = words(read);
+            let want = w.execute(&read, None).unwrap();
+            assert!(want.stdout.contains(has), "{read:?}: {}", want.stdout);
+            let got = match loaded(&path, &read) {
+                Decoded::Listing(mut l) => {
+                    assert!(lean, "{read:?} decoded without classes");
+                    crate::list_filters(&mut l, &read[1..], 0)
+                }
+                Decoded::Engine(mut e) => {
+                    assert!(!lean, "{read:?} decoded whole");
+                    crate::run(&mut e, &read[1..], 0)
+                }
+            };
+            assert_eq!(
+                (&got.stdout, &got.stderr, got.code),
+                (&want.stdout, &want.stderr, want.code),
+                "{read:?}"
+            );
+            let (mut r, _) = Store::open_to_read(&path, &read).unwrap();
+            assert_eq!(r.engine().is_none(), lean, "{read:?}");
+            assert_eq!(
+                r.execute(&read, None).unwrap().stdout,
+                got.stdout,
+                "{read:?}"
+            );
+        }
+        // The engine decoded for one listing answers that listing and nothing else: not another
+        // parent (whose class it may not hold), not another command.
+        let show = words("tc filter show dev eth0 parent 1:");
+        let Decoded::Listing(mut l) = loaded(&path, &show) else {
+            panic!("decoded whole");
         };
-        assert_eq!(leaves(&lean), 0);
-        // A class's block is listed from a whole engine.
-        let (mut r, _) =
-            Store::open_to_read(&path, &words("tc filter show dev eth0 parent 1:10")).unwrap();
-        let class_block = r
-            .execute(&words("tc filter show dev eth0 parent 1:10"), None)
-            .unwrap();
+        let other = l
+            .filter_block("eth0", Handle(0x1_0010))
+            .map(|_| ())
+            .unwrap_err();
         assert!(
-            class_block.stdout.contains("0a000002"),
-            "{}",
-            class_block.stdout
+            other
+                .to_string()
+                .contains("decoded for one filter listing only"),
+            "{other}"
         );
-        // A record after the snapshot is replayed onto a whole engine: classes kept.
+        let other = crate::list_filters(&mut l, &words("class show dev eth0"), 0);
+        assert_eq!(other.code, 1, "{}", other.stderr);
+        assert!(
+            other.stderr.contains("one filter listing"),
+            "{}",
+            other.stderr
+        );
+        let (mut r, _) = Store::open_to_read(&path, &show).unwrap();
+        let refused = r.execute(&words("iptables -S"), None).unwrap_err();
+        assert!(refused.contains("opened for a filter listing"), "{refused}");
+        // A record after the snapshot is replayed onto a whole engine: the snapshot's classes kept.
         w.execute(
             &words("tc class add dev eth0 parent 1: classid 1:20 htb rate 2mbit"),
             None,
         )
         .unwrap();
-        let mut full = loaded(&path);
-        assert_eq!(leaves(&full), 1);
-        assert!(crate::run(&mut full, &classes[1..], 0)
+        let Decoded::Engine(mut full) = loaded(&path, &show) else {
+            panic!("decoded without classes");
+        };
+        assert!(crate::run(&mut full, &words("class show dev eth0"), 0)
             .stdout
             .contains("class htb 1:10"));
         let (mut r, _) = Store::open_to_read(&path, &show).unwrap();
-        assert_eq!(r.execute(&show, None).unwrap().stdout, want);
+        assert_eq!(
+            r.execute(&show, None).unwrap().stdout,
+            w.execute(&show, None).unwrap().stdout
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

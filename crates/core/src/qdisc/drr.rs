@@ -77,8 +77,11 @@ struct DrrClass {
 #[derive(Serialize, Deserialize)]
 pub struct Drr {
     handle: Handle,
-    /// By classid; the walk order is `hash`'s.
+    /// By classid; the walk order is `hash`'s. Both saved as byte strings of their own, which a
+    /// filter listing's decode skips: no class has filters (`crate::snapshot::FilterListing`).
+    #[serde(with = "crate::snapshot::classes")]
     classes: ClassTable<DrrClass>,
+    #[serde(with = "crate::snapshot::classes")]
     hash: ClassHash,
     /// `q->active`: classids of the classes with packets, in service order.
     active: VecDeque<u32>,

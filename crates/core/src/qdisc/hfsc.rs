@@ -501,11 +501,15 @@ impl Class {
 pub struct Hfsc {
     handle: Handle,
     defcls: u16,
-    /// Classes in an arena; the root class is index 0, found (like the others) by minor.
+    /// Classes in an arena; the root class is index 0, found (like the others) by minor. The
+    /// arena, the class hash and the per-class tree nodes are saved as byte strings of their own,
+    /// which a filter listing's decode skips (`crate::snapshot::FilterListing`).
+    #[serde(with = "crate::snapshot::classes")]
     classes: Vec<Option<Class>>,
     free: Vec<usize>,
     /// Arena index + 1 by classid minor (0: none).
     by_minor: Vec<u32>,
+    #[serde(with = "crate::snapshot::classes")]
     hash: ClassHash,
     /// `q->eligible`, in two parts: the backlogged real-time classes not yet eligible at `el_horizon`,
     /// by (eligible time, insertion order), and those that are, by (deadline, eligible time, insertion
@@ -515,7 +519,9 @@ pub struct Hfsc {
     el_ready: Forest<(u64, u64, u64)>,
     el_ready_tree: Tree,
     /// Every class's node in its parent's trees of active children (the roots are in the parents).
+    #[serde(with = "crate::snapshot::classes")]
     vt_nodes: Forest<u128>,
+    #[serde(with = "crate::snapshot::classes")]
     cf_nodes: Forest<u128>,
     el_horizon: u64,
     seq: u64,

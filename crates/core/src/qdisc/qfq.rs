@@ -151,7 +151,11 @@ struct Group {
 #[derive(Serialize, Deserialize)]
 pub struct Qfq {
     handle: Handle,
+    /// Both saved as byte strings of their own, which a filter listing's decode skips: no class has
+    /// filters (`crate::snapshot::FilterListing`).
+    #[serde(with = "crate::snapshot::classes")]
     classes: ClassTable<QfqClass>,
+    #[serde(with = "crate::snapshot::classes")]
     hash: ClassHash,
     /// The aggregates; freed entries are reused (lowest index last freed first).
     aggs: Vec<Option<Agg>>,

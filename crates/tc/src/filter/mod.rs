@@ -37,6 +37,7 @@ use tclab_core::filter::{
     ChainOp, Classifier, Exts, FilterFlags, FilterOptions, FilterRequest, Tp, CLS_FLAGS_NOT_IN_HW,
     CLS_FLAGS_SKIP_HW, CLS_FLAGS_SKIP_SW, ETH_P_ALL,
 };
+use tclab_core::snapshot::FilterListing;
 use tclab_core::{Engine, Handle, Nanos};
 
 const TALK: &str = "We have an error talking to the kernel";
@@ -602,11 +603,45 @@ fn list(
     let Some((m, dev)) = list_request(engine, argv)? else {
         return Ok(());
     };
+    let block = engine.filter_block(dev, Handle(m.parent));
+    print_listing(&m, block, flags, now, out);
+    Ok(())
+}
+
+/// [`list`] answered by a snapshot decoded for that listing alone ([`listing_of`],
+/// [`tclab_core::snapshot::FilterListing`]): the same words, checks and output.
+pub fn list_from(
+    listing: &mut FilterListing,
+    argv: &[String],
+    flags: ShowFlags,
+    now: Nanos,
+    out: &mut Output,
+) -> Result<()> {
+    let m = parse_common(&mut Cur::new(argv), true)?;
+    let Some(dev) = m.dev else {
+        return Ok(());
+    };
+    if !listing.has_device() {
+        return Err(no_device(dev));
+    }
+    let block = listing.filter_block(dev, Handle(m.parent));
+    print_listing(&m, block, flags, now, out);
+    Ok(())
+}
+
+/// Print the filters of `block` that `m` selects (an error or a qdisc without filters: none).
+fn print_listing(
+    m: &Common,
+    block: std::result::Result<Option<(&tclab_core::filter::Block, Handle)>, KernelError>,
+    flags: ShowFlags,
+    now: Nanos,
+    out: &mut Output,
+) {
     // `new_json_obj`: under -j the listing is an array even when there is nothing to list.
     let mut p = crate::jprint::Printer::new(flags);
-    let Ok(Some((block, parent))) = engine.filter_block(dev, Handle(m.parent)) else {
+    let Ok(Some((block, parent))) = block else {
         out.stdout.push_str(&p.finish());
-        return Ok(());
+        return;
     };
     let view = View {
         parent: (m.parent != 0).then_some(m.parent),
@@ -645,21 +680,24 @@ fn list(
     } else {
         out.stdout.push_str(&p.finish());
     }
-    Ok(())
 }
 
-/// Whether `args` (a tc command line's words after `tc`) list a device's root filter block: `filter
-/// show dev DEV`, whatever else it selects, but no parent (`root`, `ingress`, `parent P` have the
-/// engine look classes or other qdiscs up; [`crate::store::ReadScope::RootFilters`]). Words the
-/// listing would refuse answer `false`: that call's error comes from the whole engine.
-pub fn lists_root_block(args: &[String]) -> bool {
+/// The device and parent (0: none) of a filter listing, if `args` (a tc command line's words after
+/// `tc`) are one: `filter show dev DEV [root|ingress|parent P] …`
+/// ([`crate::store::ReadScope::Filters`]). Words the listing would refuse answer `None`: that call's
+/// error comes from the whole engine.
+pub fn listing_of(args: &[String]) -> Option<(&str, u32)> {
     let first = args.iter().take_while(|a| a.starts_with('-')).count();
     let [obj, cmd, rest @ ..] = &args[first..] else {
-        return false;
+        return None;
     };
-    matches(obj, "filter")
-        && (matches(cmd, "list") || matches(cmd, "show") || matches(cmd, "lst"))
-        && parse_common(&mut Cur::new(rest), true).is_ok_and(|m| m.dev.is_some() && m.parent == 0)
+    if !(matches(obj, "filter")
+        && (matches(cmd, "list") || matches(cmd, "show") || matches(cmd, "lst")))
+    {
+        return None;
+    }
+    let m = parse_common(&mut Cur::new(rest), true).ok()?;
+    Some((m.dev?, m.parent))
 }
 
 /// The words of a listing (`tc_filter_list`) and its device: `None` without one (the kernel dumps
@@ -671,9 +709,13 @@ fn list_request<'a>(engine: &Engine, argv: &'a [String]) -> Result<Option<(Commo
         return Ok(None);
     };
     if engine.device(dev).is_none() {
-        return Err(Failure::options(format!("Cannot find device \"{dev}\"")));
+        return Err(no_device(dev));
     }
     Ok(Some((m, dev)))
+}
+
+fn no_device(dev: &str) -> Failure {
+    Failure::options(format!("Cannot find device \"{dev}\""))
 }
 
 /// One filter of an instance, whatever its kind.
