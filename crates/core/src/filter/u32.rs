@@ -175,12 +175,16 @@ impl U32Common {
         None
     }
 
-    /// `u32_init`: a new instance and its root table.
+    /// `u32_init`: a new instance and its root table. With every id taken (2 047 instances, or
+    /// fewer beside hash tables) the kernel's `gen_new_htid` answers 0, so the root table's handle
+    /// is 0: `u32_get` then finds it for the request's handle 0, and the add is refused as "Filter
+    /// already exists" (EEXIST), the instance removed. It used to be 800: again, a second table of
+    /// one handle.
     pub fn new_tp(&mut self, prio: u32) -> U32Tp {
         let handle = if self.instances == 0 && self.hts.is_empty() {
             0x8000_0000
         } else {
-            self.gen_new_htid().unwrap_or(0x8000_0000)
+            self.gen_new_htid().unwrap_or(0)
         };
         self.instances += 1;
         self.hts.insert(
