@@ -472,7 +472,7 @@ where
     let rate_axis = c.rate_axis;
     let fmt_y = move |v: &f64| {
         if rate_axis {
-            fmt_bps(*v)
+            tick_bps(*v)
         } else {
             format!("{v:.1}")
         }
@@ -787,6 +787,20 @@ fn class_series(sc: &Scenario, out: &Outcome) -> Vec<((usize, u32, u32), Series)
     }
     v.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
     v
+}
+
+/// A rate axis's tick label: tc's units as the tables print them, without the zeros after the point
+/// ("900Mbit", "1Gbit", "2.5Mbit", where the ticks read "900.00Mbit" and "1.00Gbit").
+fn tick_bps(bps: f64) -> String {
+    let s = fmt_bps(bps);
+    let unit_at = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
+    let (number, unit) = s.split_at(unit_at);
+    let number = if number.contains('.') {
+        number.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        number
+    };
+    format!("{number}{unit}")
 }
 
 /// The most classes the classes plot draws a line for. Past a dozen the lines are a band no one can

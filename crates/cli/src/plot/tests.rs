@@ -504,3 +504,15 @@ fn a_run_with_many_classes_plots_the_busiest_and_says_so() {
     );
     assert!(p.caption.contains("classes.csv has every class"));
 }
+
+#[test]
+fn rate_ticks_have_no_trailing_zeros() {
+    assert_eq!(tick_bps(900e6), "900Mbit");
+    assert_eq!(tick_bps(1e9), "1Gbit");
+    assert_eq!(tick_bps(2.5e6), "2.5Mbit");
+    assert_eq!(tick_bps(92.55e6), "92.55Mbit");
+    assert_eq!(tick_bps(150e3), "150Kbit");
+    assert_eq!(tick_bps(12.5e3), "12.5Kbit");
+    assert_eq!(tick_bps(500.0), "500bit");
+    assert_eq!(tick_bps(0.0), "0bit");
+}
