@@ -870,17 +870,9 @@ fn parity_i_kind_mismatch() {
 /// add` refuses as a name, so the probe fails as it does without root and nothing is created.
 #[test]
 fn a_skip_is_said_on_the_terminal() {
-    let out = Command::new(std::env::current_exe().expect("this test binary"))
-        .args(["parity_a_seed000_tbf", "--exact"])
-        .env("TCLAB_PARITY_NS_PREFIX", "no/such")
-        .output()
-        .expect("running this test binary");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}{stderr}");
-    assert!(
-        stdout.contains("1 passed"),
-        "the group must have run: {stdout}"
+    let (_, stderr) = common::run_test_in_child(
+        "parity_a_seed000_tbf",
+        &[("TCLAB_PARITY_NS_PREFIX", "no/such".as_ref())],
     );
     let skips: Vec<&str> = stderr
         .lines()

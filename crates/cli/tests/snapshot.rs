@@ -400,6 +400,24 @@ fn tdc_histories(dir: &Path) -> Vec<(String, Vec<Vec<String>>)> {
     out
 }
 
+/// Without the tdc cases the test above passes as skipped, and the terminal must say so: an
+/// `eprintln!` there was captured by the harness, so a clone without `../shared` never saw it.
+#[test]
+fn without_the_tdc_cases_the_skip_is_said_on_the_terminal() {
+    let empty = TempDir::new("no-tdc");
+    let (_, stderr) = common::run_test_in_child(
+        "tdc_cases_read_the_same_with_and_without_a_snapshot",
+        &[("TCLAB_TDC_DIR", empty.path.as_os_str())],
+    );
+    assert_eq!(
+        stderr
+            .matches("snapshot: SKIPPED: the kernel's tdc cases are not at")
+            .count(),
+        1,
+        "{stderr}"
+    );
+}
+
 #[test]
 fn tdc_cases_read_the_same_with_and_without_a_snapshot() {
     let dir = match std::env::var_os("TCLAB_TDC_DIR") {
@@ -407,10 +425,10 @@ fn tdc_cases_read_the_same_with_and_without_a_snapshot() {
         None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tdc"),
     };
     if !dir.join("qdiscs").is_dir() {
-        eprintln!(
-            "tdc cases not found ({}): skipped (set TCLAB_TDC_DIR, or scripts/fetch-tdc.sh)",
+        common::skip(&format!(
+            "snapshot: SKIPPED: the kernel's tdc cases are not at {}: set TCLAB_TDC_DIR, or scripts/fetch-tdc.sh",
             dir.display()
-        );
+        ));
         return;
     }
     let mut tally = Tally::default();

@@ -175,3 +175,24 @@ pub fn skip(line: &str) {
         let _ = writeln!(std::io::stderr(), "{line}");
     }
 }
+
+/// Runs one test of this test binary in a child, as `cargo test` runs it (its output captured), with
+/// `envs` set; its stdout and stderr. For checking what a skipping test says on the terminal.
+pub fn run_test_in_child(test: &str, envs: &[(&str, &std::ffi::OsStr)]) -> (String, String) {
+    let mut c = std::process::Command::new(std::env::current_exe().expect("this test binary"));
+    c.args([test, "--exact"]);
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    let out = c.output().expect("running this test binary");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(out.status.success(), "{test} failed:\n{stdout}{stderr}");
+    assert!(
+        stdout.contains("1 passed"),
+        "{test} must have run: {stdout}"
+    );
+    (stdout, stderr)
+}
