@@ -13,7 +13,8 @@
 //! than the later one (`u32_classify` gives up on the whole instance at a read past the packet's end).
 
 use super::{DevCx, Finding};
-use tclab_core::filter::u32::{self as cu32, Knode, TC_U32_TERMINAL};
+use std::collections::BTreeMap;
+use tclab_core::filter::u32::{self as cu32, Hnode, Knode, TC_U32_TERMINAL};
 use tclab_core::filter::{Block, Classifier, Tp, CLS_FLAGS_SKIP_SW, ETH_P_ALL};
 use tclab_core::Handle;
 
@@ -28,27 +29,39 @@ pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
             continue;
         }
         seen.push(b);
+        let tables: BTreeMap<u32, &Hnode> =
+            b.u32_common.hts.iter().map(|h| (h.handle, h)).collect();
         for tps in b.chains.values() {
+            // Each instance's root nodes and what of them can take packets, read once: a policy has up
+            // to 2 047 u32 instances on a block, and one of them may hold 10 000 nodes.
+            let roots: Vec<Vec<&Knode>> = tps.iter().map(|tp| root_nodes(&tables, tp)).collect();
+            let index: Vec<Takers> = roots.iter().map(|r| Takers::of(r)).collect();
             for (i, tp) in tps.iter().enumerate() {
-                let earlier = || tps[..i].iter().filter(|a| covers_protocol(a, tp));
+                let earlier = || {
+                    tps[..i]
+                        .iter()
+                        .zip(&index)
+                        .zip(&roots)
+                        .filter(|((a, _), _)| covers_protocol(a, tp))
+                };
                 if let Classifier::U32(_) = tp.cls {
-                    let nodes = root_nodes(b, tp);
-                    for (j, n) in nodes.iter().enumerate() {
+                    let nodes = &roots[i];
+                    let mut mine = Takers::default();
+                    for (j, &n) in nodes.iter().enumerate() {
                         // A node behind a link may see its offsets moved (`off2` is not reset).
-                        if nodes[..j].iter().any(|e| e.link.is_some()) {
+                        if j > 0 && nodes[j - 1].link.is_some() {
                             break;
                         }
                         let by = earlier()
-                            .find_map(|a| takes(b, a, Some(n)).map(|m| (a, m)))
-                            .or_else(|| {
-                                taker_in(&nodes[..j], |m| implies(n, m), reads(n)).map(|m| (tp, m))
-                            });
+                            .find_map(|((a, t), r)| takes(a, t, r, Some(n)).map(|m| (a, m)))
+                            .or_else(|| mine.first(nodes, Some(n)).map(|m| (tp, Taker::U32(m))));
                         if let Some((a, m)) = by {
                             out.push(finding(cx, parent, tp, Some(n), a, m));
                         }
+                        mine.add(j, n);
                     }
                 } else if let Some((a, m)) =
-                    earlier().find_map(|a| takes(b, a, None).map(|m| (a, m)))
+                    earlier().find_map(|((a, t), r)| takes(a, t, r, None).map(|m| (a, m)))
                 {
                     out.push(finding(cx, parent, tp, None, a, m));
                 }
@@ -63,20 +76,117 @@ fn covers_protocol(a: &Tp, b: &Tp) -> bool {
 }
 
 /// The nodes of a u32 instance's root table, in the order `u32_classify` tries them.
-fn root_nodes<'a>(b: &'a Block, tp: &Tp) -> Vec<&'a Knode> {
+fn root_nodes<'a>(tables: &BTreeMap<u32, &'a Hnode>, tp: &Tp) -> Vec<&'a Knode> {
     let Classifier::U32(u) = &tp.cls else {
         return Vec::new();
     };
-    b.u32_common
-        .hts
-        .iter()
-        .find(|h| h.handle == u.root)
+    tables
+        .get(&u.root)
         .and_then(|h| h.buckets.first())
         .map(|b| b.iter().map(|n| &**n).collect())
         .unwrap_or_default()
 }
 
-/// What a catch-all of instance `a` is: a u32 node whose keys fix nothing, or a matchall filter.
+/// What of instance `a` takes every packet u32 node `n` matches (`None`: every packet at all): a
+/// matchall filter, or a node of `a`'s root table (`roots`, indexed by `t`) whose keys `n`'s imply
+/// (for every packet, keys all masked out), every node tried before it letting such a packet by.
+fn takes<'a>(a: &'a Tp, t: &Takers, roots: &[&'a Knode], n: Option<&Knode>) -> Option<Taker<'a>> {
+    match &a.cls {
+        Classifier::Matchall(m) => m
+            .filter
+            .as_ref()
+            .filter(|f| f.flags & CLS_FLAGS_SKIP_SW == 0 && f.exts.actions.is_empty())
+            .map(|f| Taker::Matchall(f.classid)),
+        Classifier::U32(_) => t.first(roots, n).map(Taker::U32),
+        _ => None,
+    }
+}
+
+/// The nodes of one root table that could take packets, by the bits their keys test: for each
+/// signature (the keys' offsets and masks) the first node of each value. A node that links somewhere
+/// ends the list (what follows may see other offsets), and the furthest any node up to each one
+/// reads is kept (`u32_classify` gives up on the whole instance at a read past the packet's end).
+/// The offsets and masks of a node's keys that test bits, in order.
+type Signature = Vec<(i32, u32)>;
+
+#[derive(Default)]
+struct Takers {
+    sigs: Vec<(Signature, BTreeMap<Vec<u32>, usize>)>,
+    reads: Vec<i64>,
+    ended: bool,
+}
+
+impl Takers {
+    fn of(nodes: &[&Knode]) -> Takers {
+        let mut t = Takers::default();
+        for (j, &n) in nodes.iter().enumerate() {
+            t.add(j, n);
+        }
+        t
+    }
+
+    /// Node `n`, the `j`th of its table (added in order).
+    fn add(&mut self, j: usize, n: &Knode) {
+        if self.ended {
+            return;
+        }
+        if n.link.is_some() || n.sel.keys.iter().any(|k| k.off < 0) {
+            self.ended = true;
+            return;
+        }
+        let before = self.reads.last().copied().unwrap_or(0);
+        self.reads.push(before.max(reads(n)));
+        if !classifies_all(n) {
+            return;
+        }
+        let mut keys: Vec<(i32, u32, u32)> = n
+            .sel
+            .keys
+            .iter()
+            .filter(|k| k.mask != 0)
+            .map(|k| (k.off, k.mask, k.val & k.mask))
+            .collect();
+        keys.sort_unstable();
+        let sig: Signature = keys.iter().map(|&(o, m, _)| (o, m)).collect();
+        let vals: Vec<u32> = keys.iter().map(|&(_, _, v)| v).collect();
+        let at = match self.sigs.iter().position(|(s, _)| *s == sig) {
+            Some(i) => i,
+            None => {
+                self.sigs.push((sig, BTreeMap::new()));
+                self.sigs.len() - 1
+            }
+        };
+        self.sigs[at].1.entry(vals).or_insert(j);
+    }
+
+    /// The first node that takes every packet `n` matches (`None`: every packet of at least
+    /// [`ANY_PACKET`] bytes): one whose every key `n` implies — a key of `n` at the same offset with
+    /// those mask bits, fixed to the same value — with no node up to it reading further than `n`.
+    fn first<'a>(&self, nodes: &[&'a Knode], n: Option<&Knode>) -> Option<&'a Knode> {
+        let need = n.map_or(ANY_PACKET, reads);
+        let i = self
+            .sigs
+            .iter()
+            .filter_map(|(sig, by_vals)| {
+                let vals: Option<Vec<u32>> = sig
+                    .iter()
+                    .map(|&(off, mask)| {
+                        let nk = n?
+                            .sel
+                            .keys
+                            .iter()
+                            .find(|k| k.off == off && k.mask & mask == mask)?;
+                        Some(nk.val & mask)
+                    })
+                    .collect();
+                by_vals.get(&vals?).copied()
+            })
+            .min()?;
+        (self.reads[i] <= need).then(|| nodes[i])
+    }
+}
+
+/// What of an earlier instance takes the packets: a u32 node, or a matchall filter.
 enum Taker<'a> {
     U32(&'a Knode),
     Matchall(Option<u32>),
@@ -89,47 +199,6 @@ impl Taker<'_> {
             Taker::Matchall(c) => *c,
         }
     }
-}
-
-/// What of instance `a` takes every packet u32 node `n` matches (`None`: every packet at all): a
-/// matchall filter, or a node of `a`'s root table whose keys `n`'s imply (for every packet, keys all
-/// masked out), every node tried before it letting such a packet by.
-fn takes<'a>(b: &'a Block, a: &'a Tp, n: Option<&Knode>) -> Option<Taker<'a>> {
-    match &a.cls {
-        Classifier::Matchall(m) => m
-            .filter
-            .as_ref()
-            .filter(|f| f.flags & CLS_FLAGS_SKIP_SW == 0 && f.exts.actions.is_empty())
-            .map(|f| Taker::Matchall(f.classid)),
-        Classifier::U32(_) => match n {
-            Some(n) => taker_in(&root_nodes(b, a), |m| implies(n, m), reads(n)),
-            None => taker_in(
-                &root_nodes(b, a),
-                |m| m.sel.keys.iter().all(|k| k.mask == 0),
-                ANY_PACKET,
-            ),
-        },
-        _ => None,
-    }
-}
-
-/// The first of `nodes` that takes every packet `wanted` accepts, if every node before it lets such
-/// a packet by and none reads further than `need` bytes (a read past the end ends the instance).
-fn taker_in<'a>(
-    nodes: &[&'a Knode],
-    wanted: impl Fn(&Knode) -> bool,
-    need: i64,
-) -> Option<Taker<'a>> {
-    for &m in nodes {
-        // A link could move the offsets of what follows.
-        if m.link.is_some() || reads(m) > need || m.sel.keys.iter().any(|k| k.off < 0) {
-            return None;
-        }
-        if classifies_all(m) && wanted(m) {
-            return Some(Taker::U32(m));
-        }
-    }
-    None
 }
 
 /// A node that, once its keys hold, answers for the packet: terminal, no actions (`tcf_exts_exec`
@@ -151,16 +220,6 @@ fn reads(n: &Knode) -> i64 {
         .map(|k| i64::from(k.off) + 4)
         .max()
         .unwrap_or(0)
-}
-
-/// Every packet `n` matches, `m` matches too: each key of `m` that tests a bit is implied by a key of
-/// `n` at the same offset fixing those bits to the same values.
-fn implies(n: &Knode, m: &Knode) -> bool {
-    m.sel.keys.iter().filter(|k| k.mask != 0).all(|mk| {
-        n.sel.keys.iter().any(|nk| {
-            nk.off == mk.off && nk.mask & mk.mask == mk.mask && (nk.val ^ mk.val) & mk.mask == 0
-        })
-    })
 }
 
 fn finding(cx: &DevCx, parent: Handle, tp: &Tp, n: Option<&Knode>, a: &Tp, m: Taker) -> Finding {
