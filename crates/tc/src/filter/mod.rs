@@ -662,9 +662,10 @@ fn print_listing(
         p.nl();
         p.close_object();
         let filters = entries(block, tp);
-        // Room for the lines at once (a u32 node's two take about 130 bytes): a listing of 10 000
-        // grew its text by doubling, copying each time.
-        p.reserve(filters.len() * 160);
+        // Room for the lines at once (a u32 node's two take about 130 bytes, 170 with -s): a
+        // listing of 10 000 grew its text by doubling, copying each time. Room never written costs
+        // no page, so it is generous (160 a filter left -s copying its 1.7 MB once).
+        p.reserve(filters.len() * 256);
         if flags.brief && !filters.is_empty() && !matches!(tp.cls, Classifier::Flower(_)) {
             // A terse dump (`-br`) of a kind without `terse_dump` fails with EOPNOTSUPP on its first
             // filter, and the dump ends there (`tcf_chain_dump`).
