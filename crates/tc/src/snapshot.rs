@@ -216,6 +216,12 @@ pub fn load(store: &Path, journal: JournalRef) -> Result<Snapshot, Unused> {
     })
 }
 
+/// Whether the snapshot beside `store` holds for `journal` (every check of [`load`]), its engine
+/// left undecoded: what a compaction asks of it.
+pub fn holds(store: &Path, journal: JournalRef) -> bool {
+    read_file(store).is_ok_and(|bytes| checked(&bytes, journal).is_ok())
+}
+
 /// [`load`] for a read of `scope`, the engine decoded for that call alone: a qdisc or class listing's
 /// without its filters, which that call's replay skips too ([`crate::store::ReadScope`]); a filter
 /// listing's without the class trees when no record follows the snapshot and the listing's parent

@@ -983,7 +983,7 @@ impl Store {
         let snap = crate::snapshot::path_for(&self.path);
         if snap.exists() {
             let holds = File::open(&self.path).is_ok_and(|journal| {
-                crate::snapshot::load(&self.path, JournalRef::File(&journal)).is_ok()
+                crate::snapshot::holds(&self.path, JournalRef::File(&journal))
             });
             if !holds {
                 let _ = std::fs::remove_file(&snap);
