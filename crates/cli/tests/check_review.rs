@@ -1823,3 +1823,53 @@ fn a_leaf_fifo_shorter_than_a_burst_starves_tcp() {
     assert!(short < 0.5 * room, "{short} vs {room}");
     assert!(room > 9.0e6, "{room}");
 }
+
+/// A block holds 2 047 u32 instances (one per pref): the kernel refuses the 2 048th add with "Filter
+/// already exists" (this machine's, in a namespace), and so does every later add at a new pref. check
+/// makes that one finding that says why and what to do, and does not add an `unreached-class` for
+/// each class those filters would have reached.
+#[test]
+fn u32_filters_past_the_blocks_instances_are_one_finding() {
+    let dir = TempDir::new("review-u32-full");
+    let mut batch = String::from(
+        "qdisc add dev eth0 root handle 1: htb default 2\n\
+         class add dev eth0 parent 1: classid 1:1 htb rate 1gbit\n\
+         class add dev eth0 parent 1:1 classid 1:2 htb rate 1mbit ceil 1gbit\n\
+         qdisc add dev eth0 parent 1:2 fq_codel\n",
+    );
+    let n = 2050;
+    for i in 0..n {
+        batch.push_str(&format!(
+            "class add dev eth0 parent 1:1 classid 1:{:x} htb rate 100kbit ceil 20mbit\n\
+             qdisc add dev eth0 parent 1:{:x} fq_codel\n",
+            0x10 + i,
+            0x10 + i
+        ));
+    }
+    for i in 0..n {
+        batch.push_str(&format!(
+            "filter add dev eth0 parent 1: protocol ip prio {} u32 match ip dst 100.64.{}.{}/32 flowid 1:{:x}\n",
+            i + 1,
+            i / 256,
+            i % 256,
+            0x10 + i
+        ));
+    }
+    let r = check(&dir, "linear.batch", &batch, &[]);
+    let f = the(&r, "refused");
+    // The 2 048th filter is the batch's line 4 + 2 × 2 050 + 2 048.
+    assert_eq!(line_of(&f), format!("linear.batch:{}", 4 + 2 * n + 2048));
+    let msg = f["message"].as_str().unwrap();
+    assert!(
+        msg.contains("Filter already exists")
+            && msg.contains("2 later u32 filters at a new pref are refused too")
+            && msg.contains("2 047 u32 filters of different prefs"),
+        "{msg}"
+    );
+    assert!(f["fix"].as_str().unwrap().contains("hash table"), "{f}");
+    assert!(
+        !codes(&r).contains(&"unreached-class".to_string()),
+        "{}",
+        r.stdout
+    );
+}

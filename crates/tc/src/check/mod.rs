@@ -477,6 +477,7 @@ pub fn check(
             origins, opts, dev_name, dev, tree, line, &marks, &actions, &redirects,
         );
         cx.refused_classids = refused_classids(refusals, dev_name);
+        cx.refused_flowids = refused_flowids(refusals, dev_name);
         cx.check(&mut out);
         realms::check(&cx, engine.fib(), &mut out);
         compat::check(&cx, &mut kernel);
@@ -495,6 +496,18 @@ fn refused_classids(refusals: &[Refusal], dev: &str) -> BTreeSet<u32> {
             let words: Vec<String> = r.1.split_whitespace().map(str::to_string).collect();
             let l = origins::TcLine::parse(&words)?;
             (l.object == "class" && l.dev == Some(dev)).then_some(l.classid?)
+        })
+        .collect()
+}
+
+/// The classes the refused `tc filter` commands on `dev` named (`flowid`, `classid`).
+fn refused_flowids(refusals: &[Refusal], dev: &str) -> BTreeSet<u32> {
+    refusals
+        .iter()
+        .filter_map(|r| {
+            let words: Vec<String> = r.1.split_whitespace().map(str::to_string).collect();
+            let l = origins::TcLine::parse(&words)?;
+            (l.object == "filter" && l.dev == Some(dev)).then_some(l.flowid()?)
         })
         .collect()
 }
@@ -610,6 +623,9 @@ struct DevCx<'a> {
     /// Classes on this device whose `class add` was refused: the refusal is their finding, and what
     /// follows from it (children made at the top) is not reported again.
     refused_classids: BTreeSet<u32>,
+    /// Classes on this device a refused `filter add` named: the refusal is the finding, not each
+    /// class it leaves unreached.
+    refused_flowids: BTreeSet<u32>,
 }
 
 impl<'a> DevCx<'a> {
@@ -651,6 +667,7 @@ impl<'a> DevCx<'a> {
             parents,
             qdisc_at,
             refused_classids: BTreeSet::new(),
+            refused_flowids: BTreeSet::new(),
             filtered,
             marks,
             actions,
@@ -856,6 +873,8 @@ fn refused(refusals: &[Refusal]) -> Vec<Finding> {
         majors: Vec<(String, u32)>,
         classes: Vec<(String, u32)>,
         followers: Vec<&'a str>,
+        /// A u32 filter add past the block's 2 047 instances (see `u32_full` below).
+        u32_full: bool,
     }
     let mut causes: Vec<Cause> = Vec::new();
     for (at, command, message) in refusals {
@@ -888,8 +907,20 @@ fn refused(refusals: &[Refusal]) -> Vec<Finding> {
                     || c.classes.contains(&(d.clone(), id))
             })
         };
+        // "Filter already exists" for a u32 add that names no handle: the new instance's root table
+        // got id 0 (`gen_new_htid` had none left: a block holds 2 047 u32 instances, one per pref),
+        // and every later add at a new pref fails the same way: one cause.
+        let u32_full = message.contains("Filter already exists")
+            && tc
+                .as_ref()
+                .is_some_and(|l| l.object == "filter" && l.kind == Some("u32"))
+            && !words.iter().any(|w| w == "handle");
         let found = if missing {
             causes.iter_mut().rev().find(|c| depends(c))
+        } else if u32_full {
+            causes
+                .iter_mut()
+                .find(|c| c.u32_full && c.devices.is_empty() && same_dev(c.command, &dev))
         } else {
             None
         };
@@ -907,6 +938,7 @@ fn refused(refusals: &[Refusal]) -> Vec<Finding> {
                     majors: Vec::new(),
                     classes: Vec::new(),
                     followers: Vec::new(),
+                    u32_full,
                 });
                 causes.last_mut().expect("just pushed")
             }
@@ -957,18 +989,38 @@ fn refused(refusals: &[Refusal]) -> Vec<Finding> {
                         _ => at,
                     })
                     .collect();
+                let what = if c.u32_full {
+                    format!(
+                        "u32 filter{} at a new pref",
+                        if n == 1 { "" } else { "s" }
+                    )
+                } else {
+                    format!(
+                        "command{} that depend{} on it",
+                        if n == 1 { "" } else { "s" },
+                        if n == 1 { "s" } else { "" }
+                    )
+                };
                 message.push_str(&format!(
-                    "; {n} later command{} that depend{} on it {} refused too (line{} {}{})",
-                    if n == 1 { "" } else { "s" },
-                    if n == 1 { "s" } else { "" },
+                    "; {n} later {what} {} refused too (line{} {}{})",
                     if n == 1 { "is" } else { "are" },
                     if n == 1 { "" } else { "s" },
                     shown.join(", "),
                     if n > shown.len() { ", …" } else { "" }
                 ));
             }
+            if c.u32_full {
+                message.push_str(
+                    ": the qdisc's filters already hold 2 047 u32 filters of different prefs, the most \
+                     a block has table ids for (the kernel refuses the 2 048th with this message)",
+                );
+            }
             // mq and multiq need a device of several transmit queues (EOPNOTSUPP on one).
-            let fix = if first.contains("Operation not supported") {
+            let fix = if c.u32_full {
+                "give u32 filters one pref (`prio 1` for all: nodes 800::800, 800::801… of one \
+                 instance), or put many hosts in a hash table (`handle 2: u32 divisor 256`, a node \
+                 with `hashkey mask 0x000000ff at 16 link 2:`, the hosts with `ht 2:N:`)"
+            } else if first.contains("Operation not supported") {
                 "correct the command; if it is an mq (or multiq) root, the device needs several \
                  transmit queues: check the policy on the host's devices, `tclab check --txqueues \
                  DEV=N`"
@@ -978,6 +1030,13 @@ fn refused(refusals: &[Refusal]) -> Vec<Finding> {
             Finding::new("refused", c.at, message, fix).line(Some(c.at))
         })
         .collect()
+}
+
+/// Whether `command` names device `dev` (`dev X`).
+fn same_dev(command: &str, dev: &Option<String>) -> bool {
+    let mut words = command.split_whitespace();
+    let named = words.by_ref().find(|&w| w == "dev").and(words.next());
+    named.is_some() && named == dev.as_deref()
 }
 
 /// How many places of a group the text report names; `--json` lists every finding.

@@ -262,6 +262,7 @@ fn htb(cx: &DevCx, facts: &Facts, q: &QdiscInfo, h: &HtbOptions, out: &mut Vec<F
                 && !cx.bound(c.classid.0)
                 && !facts.by_priority.contains(&q.handle.0)
                 && !facts.elsewhere.contains(&c.classid.0)
+                && !cx.refused_flowids.contains(&c.classid.0)
             {
                 out.push(unreached_class(&at, c.classid).line(line));
             }
@@ -883,6 +884,7 @@ fn hfsc(cx: &DevCx, facts: &Facts, q: &QdiscInfo, defcls: u16, out: &mut Vec<Fin
             && !cx.bound(c.classid.0)
             && !facts.by_priority.contains(&q.handle.0)
             && !facts.elsewhere.contains(&c.classid.0)
+            && !cx.refused_flowids.contains(&c.classid.0)
         {
             out.push(unreached_class(&at, c.classid).line(line));
         }
