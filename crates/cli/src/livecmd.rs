@@ -125,6 +125,8 @@ fn check_advice(
     let found: Vec<_> = check(engine, &[], None, &origins, &Options::default())
         .into_iter()
         .filter(|x| x.severity > Severity::Note)
+        // With --queues the bridge names each mq class left unshaped itself (unshaped_queues).
+        .filter(|x| x.code != "mq-queue-unshaped")
         .collect();
     if found.is_empty() {
         return Vec::new();
@@ -631,6 +633,22 @@ mod tests {
             "{advice:?}"
         );
         let advice = good_r.unwrap_or_else(|_| panic!("refused")).advice;
+        assert!(advice.is_empty(), "{advice:?}");
+        // An mq class left unshaped on two queues is the bridge's own warning, not said twice.
+        let dir = std::env::temp_dir().join(format!("tclab-live-advice-mq-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mq = dir.join("mq.tc");
+        std::fs::write(
+            &mq,
+            "qdisc add dev eth0 root handle 7fff: mq\n\
+             qdisc add dev eth0 parent 7fff:1 handle 1: htb default 10\n\
+             class add dev eth0 parent 1: classid 1:10 htb rate 5mbit\n\
+             qdisc add dev eth0 parent 1:10 fq_codel\n",
+        )
+        .unwrap();
+        let r = load_bridge_policy(&mq, &ports, 2, &[]);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let advice = r.unwrap_or_else(|_| panic!("refused")).advice;
         assert!(advice.is_empty(), "{advice:?}");
     }
 
