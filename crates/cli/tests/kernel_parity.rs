@@ -876,7 +876,8 @@ fn a_skip_is_said_on_the_terminal() {
     );
     let skips: Vec<&str> = stderr
         .lines()
-        .filter(|l| l.starts_with("kernel_parity: SKIPPED: `ip netns add` failed"))
+        // Without iproute2 the line names the missing tool instead: any skip's line will do.
+        .filter(|l| l.starts_with("kernel_parity: SKIPPED: "))
         .collect();
     assert_eq!(skips.len(), 1, "one line on stderr must say why: {stderr}");
 }
