@@ -198,6 +198,9 @@ pub fn live(a: args::LiveArgs) -> CmdResult {
     for d in &a.devs {
         sys::check_bridgeable(d).map_err(usage)?;
     }
+    for w in tclab_live::bridge::kernel_qdisc_warnings(&a.devs) {
+        println!("tclab live: warning: {w}");
+    }
     let (engine, journal) = match &a.policy {
         None => (Engine::new(), Vec::new()),
         Some(p) => {

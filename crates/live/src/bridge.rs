@@ -1459,6 +1459,46 @@ impl Bridge {
     }
 }
 
+/// A warning for each qdisc an admin gave one of `devs` in the kernel ([`sys::kernel_qdiscs`]): the
+/// frames tclab forwards pass it by (read by packet sockets before the kernel's ingress, sent with
+/// `PACKET_QDISC_BYPASS` or AF_XDP past its egress qdiscs), so its policy silently stops applying
+/// to them. One line per tree: a qdisc under another of the admin's is part of that one's tree.
+pub fn kernel_qdisc_warnings(devs: &[String]) -> Vec<String> {
+    use tclab_core::Handle;
+    let mut lines = Vec::new();
+    for dev in devs {
+        let qdiscs = match sys::kernel_qdiscs(dev) {
+            Ok(q) => q,
+            Err(e) => {
+                lines.push(format!(
+                    "{dev}: cannot list the kernel's qdiscs on it ({e})"
+                ));
+                continue;
+            }
+        };
+        let majors: Vec<u16> = qdiscs.iter().map(|q| q.handle.major()).collect();
+        for q in &qdiscs {
+            let top = q.parent == Handle::ROOT || q.parent == Handle::INGRESS;
+            if !top && majors.contains(&q.parent.major()) {
+                continue;
+            }
+            let (at, del) = match (q.parent, q.kind.as_str()) {
+                (Handle::ROOT, _) => ("root".to_string(), "root".to_string()),
+                (Handle::INGRESS, k @ ("ingress" | "clsact")) => ("ingress".into(), k.to_string()),
+                (p, _) => (format!("parent {p}"), format!("parent {p}")),
+            };
+            lines.push(format!(
+                "{dev} has a kernel qdisc, {} {} {at}: the frames tclab forwards pass it by \
+                 (read before the kernel's ingress, sent past its qdiscs), so it no longer applies \
+                 to them; put that policy in tclab's (--policy), or remove it: \
+                 tc qdisc del dev {dev} {del}",
+                q.kind, q.handle
+            ));
+        }
+    }
+    lines
+}
+
 /// Open `queues` packet sockets on each of `devs`, after checking the devices and turning their
 /// offloads off: per queue, one port per device. With several queues each device's sockets join one
 /// fanout group (`PACKET_FANOUT_HASH`), so that the kernel spreads arriving frames over the queues'

@@ -270,6 +270,128 @@ pub fn check_bridgeable(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A qdisc the kernel has on an interface, as its `RTM_GETQDISC` dump gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelQdisc {
+    pub kind: String,
+    pub handle: tclab_core::Handle,
+    pub parent: tclab_core::Handle,
+}
+
+/// The qdiscs an admin gave interface `name` in this network namespace (`tc qdisc add dev NAME …`):
+/// those of the kernel's dump with a handle. The ones the kernel attaches by itself (`dev_activate`:
+/// pfifo_fast, fq_codel, noqueue, a multiqueue device's mq and its children) have handle 0, and an
+/// admin's never has (`qdisc_alloc_handle` gives one from 8001: when none is asked for).
+pub fn kernel_qdiscs(name: &str) -> io::Result<Vec<KernelQdisc>> {
+    const RTM_NEWQDISC: u16 = 36;
+    const RTM_GETQDISC: u16 = 38;
+    const TCA_KIND: u16 = 1;
+    let index = ifindex(name)?;
+    // SAFETY: plain socket(2); the descriptor is owned at once.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_ROUTE,
+        )
+    };
+    if fd < 0 {
+        return Err(last_error("netlink socket"));
+    }
+    // SAFETY: fd is a fresh descriptor nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // nlmsghdr (16 bytes) then tcmsg (20): a dump of every qdisc; tcm_ifindex names the device
+    // (older kernels dump them all: the answers are filtered below as well).
+    let mut req = [0u8; 36];
+    req[0..4].copy_from_slice(&36u32.to_ne_bytes());
+    req[4..6].copy_from_slice(&RTM_GETQDISC.to_ne_bytes());
+    let flags = (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16;
+    req[6..8].copy_from_slice(&flags.to_ne_bytes());
+    req[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    req[16] = libc::AF_UNSPEC as u8;
+    req[20..24].copy_from_slice(&index.to_ne_bytes());
+    // SAFETY: send from the buffer we own, of its length.
+    let r = unsafe {
+        libc::send(
+            fd.as_raw_fd(),
+            req.as_ptr() as *const libc::c_void,
+            req.len(),
+            0,
+        )
+    };
+    if r < 0 {
+        return Err(last_error(
+            "asking the kernel for its qdiscs (RTM_GETQDISC)",
+        ));
+    }
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 32 * 1024];
+    let u16_at = |b: &[u8], i: usize| u16::from_ne_bytes([b[i], b[i + 1]]);
+    let u32_at = |b: &[u8], i: usize| u32::from_ne_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    loop {
+        // SAFETY: recv into the buffer we own, of its length.
+        let n = unsafe {
+            libc::recv(
+                fd.as_raw_fd(),
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+                0,
+            )
+        };
+        if n < 0 {
+            return Err(last_error("reading the kernel's qdiscs (RTM_GETQDISC)"));
+        }
+        let b = &buf[..n as usize];
+        let mut at = 0;
+        while at + 16 <= b.len() {
+            let len = u32_at(b, at) as usize;
+            if len < 16 || at + len > b.len() {
+                return Err(io::Error::other(
+                    "a malformed netlink answer to RTM_GETQDISC",
+                ));
+            }
+            let msg = &b[at..at + len];
+            match u16_at(msg, 4) {
+                t if t == libc::NLMSG_DONE as u16 => return Ok(out),
+                t if t == libc::NLMSG_ERROR as u16 && len >= 20 => {
+                    let errno = -(u32_at(msg, 16) as i32);
+                    if errno != 0 {
+                        let e = io::Error::from_raw_os_error(errno);
+                        return Err(io::Error::new(e.kind(), format!("RTM_GETQDISC: {e}")));
+                    }
+                }
+                RTM_NEWQDISC if len >= 36 && u32_at(msg, 20) as i32 == index => {
+                    let handle = tclab_core::Handle(u32_at(msg, 24));
+                    let parent = tclab_core::Handle(u32_at(msg, 28));
+                    let mut kind = String::new();
+                    let mut a = 36;
+                    while a + 4 <= len {
+                        let alen = u16_at(msg, a) as usize;
+                        if alen < 4 || a + alen > len {
+                            break;
+                        }
+                        if u16_at(msg, a + 2) == TCA_KIND {
+                            let v = &msg[a + 4..a + alen];
+                            let v = v.split(|&c| c == 0).next().unwrap_or_default();
+                            kind = String::from_utf8_lossy(v).into_owned();
+                        }
+                        a += (alen + 3) & !3;
+                    }
+                    if handle.major() != 0 {
+                        out.push(KernelQdisc {
+                            kind,
+                            handle,
+                            parent,
+                        });
+                    }
+                }
+                _ => {}
+            }
+            at += (len + 3) & !3;
+        }
+    }
+}
+
 /// The offloads that hand a shaper super-packets (or hand the wire frames without checksums): each
 /// (name, `ETHTOOL_G*`, `ETHTOOL_S*`).
 pub const OFFLOADS: &[(&str, u32, u32)] = &[

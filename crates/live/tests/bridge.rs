@@ -1666,3 +1666,61 @@ fn a_transmit_ring_purged_while_its_device_is_down_sends_the_next_frames_only() 
     assert_eq!(got.len(), 1, "the frame pushed after the purge, alone");
     assert_eq!(got[0], new);
 }
+
+/// A qdisc the admin put on a port in the kernel is named before bridging, the kernel's own defaults
+/// (veth's noqueue) are not: tclab's sockets send past it, so its policy would stop applying unsaid
+/// (a new-user review's finding). A tbf with a pfifo child on a0 (one line: the child is the tbf's
+/// tree) and an ingress on a1.
+#[test]
+fn kernel_qdiscs_on_the_ports_are_warned_about() {
+    if let Err(e) = tclab_live::lab::Lab::check_root() {
+        return skip(e);
+    }
+    let ns = VethNs::new("lcf-qdisc").expect("the test's namespace");
+    let tc = |args: &str| {
+        let st = std::process::Command::new("ip")
+            .args(["netns", "exec", &ns.name, "tc"])
+            .args(args.split_whitespace())
+            .status()
+            .expect("tc");
+        assert!(st.success(), "tc {args}");
+    };
+    let devs = ["a0".to_string(), "a1".to_string()];
+    let none = ns
+        .enter(|| tclab_live::bridge::kernel_qdisc_warnings(&devs))
+        .unwrap();
+    assert_eq!(
+        none,
+        Vec::<String>::new(),
+        "veths have only the kernel's noqueue"
+    );
+    tc("qdisc add dev a0 root handle 1: tbf rate 1mbit burst 10k latency 50ms");
+    tc("qdisc add dev a0 parent 1:1 handle 10: pfifo limit 10");
+    tc("qdisc add dev a1 ingress");
+    let said = ns
+        .enter(|| tclab_live::bridge::kernel_qdisc_warnings(&devs))
+        .unwrap();
+    assert_eq!(said.len(), 2, "{said:#?}");
+    assert!(
+        said[0].starts_with("a0 has a kernel qdisc, tbf 1: root:"),
+        "{said:#?}"
+    );
+    assert!(said[0].ends_with("tc qdisc del dev a0 root"), "{said:#?}");
+    assert!(
+        said[1].starts_with("a1 has a kernel qdisc, ingress ffff: ingress:"),
+        "{said:#?}"
+    );
+    assert!(
+        said[1].ends_with("tc qdisc del dev a1 ingress"),
+        "{said:#?}"
+    );
+    let q = ns
+        .enter(|| sys::kernel_qdiscs("a0"))
+        .unwrap()
+        .expect("dump");
+    assert_eq!(q.len(), 2, "the tbf and its pfifo child: {q:?}");
+    assert_eq!(
+        (q[1].kind.as_str(), q[1].parent.to_string()),
+        ("pfifo", "1:1".into())
+    );
+}
