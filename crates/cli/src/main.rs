@@ -576,7 +576,9 @@ fn run_explain(a: args::ExplainArgs) -> CmdResult {
         );
         return Ok(0);
     }
+    let origins = tclab_tc::check::origins::Origins::new(records);
     for (k, (name, load)) in names.iter().zip(&loads).enumerate() {
+        let shadowed = tclab_tc::check::shadowed_classes(&engine, &origins, name);
         let d = engine.device_mut(name).expect("listed");
         if k > 0 {
             println!();
@@ -586,7 +588,10 @@ fn run_explain(a: args::ExplainArgs) -> CmdResult {
             .find(|(n, _)| n == name)
             .map(|&(_, r)| r)
             .or(link);
-        print!("{}", tclab_tc::explain::explain(d, load.as_ref(), link)?);
+        print!(
+            "{}",
+            tclab_tc::explain::explain(d, load.as_ref(), link, &shadowed)?
+        );
     }
     Ok(0)
 }

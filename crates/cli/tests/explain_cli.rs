@@ -723,3 +723,37 @@ fn a_teql_bond_is_shown_beside_the_class_trees() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(!out.contains("teql0") && out.contains("eth0: htb"), "{out}");
 }
+
+#[test]
+fn a_loaded_class_no_filter_reaches_gets_a_note() {
+    // 10.0.0.0/8 at pref 1 takes 10.0.1.5's packets before pref 2 sees them (tclab check's
+    // filter-shadowed), so 1:20 is reached by no filter: a new-user review found explain --load showing
+    // its shares as if traffic could reach it. 1:30 has one shadowed filter and one that is not: no note.
+    let f = batch(
+        "shadowed",
+        "qdisc add dev eth0 root handle 1: htb
+class add dev eth0 parent 1: classid 1:1 htb rate 10mbit
+class add dev eth0 parent 1:1 classid 1:10 htb rate 5mbit ceil 10mbit
+class add dev eth0 parent 1:1 classid 1:20 htb rate 3mbit ceil 10mbit
+class add dev eth0 parent 1:1 classid 1:30 htb rate 2mbit ceil 10mbit
+filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst 10.0.0.0/8 flowid 1:10
+filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dst 10.0.1.5/32 flowid 1:20
+filter add dev eth0 parent 1: protocol ip prio 3 u32 match ip dst 10.0.2.0/24 flowid 1:30
+filter add dev eth0 parent 1: protocol ip prio 4 u32 match ip dst 192.168.0.1/32 flowid 1:30
+",
+    );
+    let o = explain(&f, &["--load", "1:10=max,1:20=max,1:30=1mbit"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let notes: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("reached by no filter"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{out}");
+    assert!(
+        notes[0].starts_with("note: 1:20 is reached by no filter")
+            && notes[0].contains("eth0 filter parent 1: pref 2 u32 fh 801::800")
+            && notes[0].contains("filter-shadowed"),
+        "{out}"
+    );
+}

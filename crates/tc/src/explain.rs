@@ -857,8 +857,16 @@ fn taprio_gates(
     out
 }
 
-/// Explain the policy of `dev`. `link`: the line's rate in bytes/s, if known.
-pub fn explain(dev: &mut Device, load: Option<&Load>, link: Option<u64>) -> Result<String, String> {
+/// Explain the policy of `dev`. `link`: the line's rate in bytes/s, if known. `shadowed`: the classes
+/// no filter can send a packet to, with the `filter-shadowed` findings that say why
+/// ([`crate::check::shadowed_classes`]): a loaded one gets a note, since its figures are for packets
+/// sent to it directly, as the simulation sends them, and the policy's filters send it none.
+pub fn explain(
+    dev: &mut Device,
+    load: Option<&Load>,
+    link: Option<u64>,
+    shadowed: &BTreeMap<u32, Vec<crate::check::Finding>>,
+) -> Result<String, String> {
     let name = dev.name.clone();
     let root_kind = dev.root().q.kind();
     if let QdiscOptions::Taprio(t) = dev.root().q.dump() {
@@ -1093,6 +1101,21 @@ pub fn explain(dev: &mut Device, load: Option<&Load>, link: Option<u64>) -> Resu
                 human(n.ceil)
             );
         }
+    }
+    for (id, _) in &offered {
+        let Some(by) = shadowed.get(&id.0) else {
+            continue;
+        };
+        let at: Vec<&str> = by.iter().take(3).map(|f| f.at.as_str()).collect();
+        let more = by.len().saturating_sub(at.len());
+        let _ = writeln!(
+            out,
+            "note: {id} is reached by no filter: every filter naming it is shadowed by an earlier one \
+             ({}{}; tclab check: filter-shadowed), so its figures are for packets sent to it directly \
+             (skb->priority, as the simulation sends them), and the policy's filters send it none",
+            at.join("; "),
+            if more > 0 { format!("; {more} more") } else { String::new() }
+        );
     }
     // Where the two disagree by more than 2 % and a packet (with thousands of leaves, each gets few
     // packets in the measured window: one more or less is not a disagreement), say so: class by class

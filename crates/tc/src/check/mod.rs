@@ -488,6 +488,57 @@ pub fn check(
     out
 }
 
+/// For `tclab explain`: the classes of device `dev` that filters name but none can send a packet to,
+/// every filter naming them shadowed by an earlier one (`filter-shadowed`), each with those findings.
+/// A class an iptables CLASSIFY rule sends packets to is not one.
+pub fn shadowed_classes(
+    engine: &Engine,
+    origins: &Origins,
+    dev: &str,
+) -> BTreeMap<u32, Vec<Finding>> {
+    let mut out: BTreeMap<u32, Vec<Finding>> = BTreeMap::new();
+    let Some(d) = engine.device(dev) else {
+        return out;
+    };
+    let marks = marks::MarkSetters::of(engine);
+    let actions = filter_actions(&[(dev, d, Tree::of(d))]);
+    let redirects = ifb::redirects(&actions);
+    let opts = Options::default();
+    let cx = DevCx::new(
+        origins,
+        &opts,
+        dev,
+        d,
+        Tree::of(d),
+        LineFacts::default(),
+        &marks,
+        &actions,
+        &redirects,
+    );
+    // How many filters name each class, and how many of those are shadowed.
+    let mut naming: BTreeMap<u32, usize> = BTreeMap::new();
+    for (_, b) in &cx.blocks {
+        for tp in b.tps() {
+            for c in b.tp_filters(tp).into_iter().filter_map(|(c, _)| c) {
+                *naming.entry(c).or_default() += 1;
+            }
+        }
+    }
+    let mut shadowed: BTreeMap<u32, usize> = BTreeMap::new();
+    for (f, named) in shadowed::named_classes(&cx) {
+        for c in named {
+            *shadowed.entry(c).or_default() += 1;
+            let list = out.entry(c).or_default();
+            if !list.iter().any(|g| g.at == f.at) {
+                list.push(f.clone());
+            }
+        }
+    }
+    let classified: BTreeSet<u32> = marks.classify_targets(dev).collect();
+    out.retain(|c, _| naming.get(c) == shadowed.get(c) && !classified.contains(c));
+    out
+}
+
 /// The classids of the `tc class add|replace` commands refused on `dev`.
 fn refused_classids(refusals: &[Refusal], dev: &str) -> BTreeSet<u32> {
     refusals

@@ -23,6 +23,18 @@ use tclab_core::Handle;
 const ANY_PACKET: i64 = 20;
 
 pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
+    walk(cx, |f, _| out.push(f));
+}
+
+/// Each shadowed filter's finding with the classes it names: every filter of an instance shadowed
+/// whole, a u32 node's own. Several nodes can share a class, so each is counted.
+pub(super) fn named_classes(cx: &DevCx) -> Vec<(Finding, Vec<u32>)> {
+    let mut out = Vec::new();
+    walk(cx, |f, named| out.push((f, named)));
+    out
+}
+
+fn walk(cx: &DevCx, mut found: impl FnMut(Finding, Vec<u32>)) {
     let mut seen: Vec<*const Block> = Vec::new();
     for &(parent, b) in &cx.blocks {
         if seen.contains(&std::ptr::from_ref(b)) {
@@ -56,14 +68,20 @@ pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
                             .find_map(|((a, t), r)| takes(a, t, r, Some(n)).map(|m| (a, m)))
                             .or_else(|| mine.first(nodes, Some(n)).map(|m| (tp, Taker::U32(m))));
                         if let Some((a, m)) = by {
-                            out.push(finding(cx, parent, tp, Some(n), a, m));
+                            let named = n.classid.into_iter().collect();
+                            found(finding(cx, parent, tp, Some(n), a, m), named);
                         }
                         mine.add(j, n);
                     }
                 } else if let Some((a, m)) =
                     earlier().find_map(|((a, t), r)| takes(a, t, r, None).map(|m| (a, m)))
                 {
-                    out.push(finding(cx, parent, tp, None, a, m));
+                    let named = b
+                        .tp_filters(tp)
+                        .into_iter()
+                        .filter_map(|(c, _)| c)
+                        .collect();
+                    found(finding(cx, parent, tp, None, a, m), named);
                 }
             }
         }
