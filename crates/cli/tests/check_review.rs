@@ -1619,6 +1619,84 @@ fn a_filter_behind_a_broader_one_never_matches() {
     }
 }
 
+/// An earlier filter whose actions end the classification takes the packets as a flowid does
+/// (`tcf_classify` returns any answer >= 0: drop, stolen, a trailing pipe), and one whose actions may
+/// answer `continue` or `reclassify` does not (cls_api.c, act_api.c's tcf_action_exec). Measured: the
+/// SSH transfer's bytes never reach 1:10 behind a drop or behind an skbedit (pipe) with flowid 1:20.
+#[test]
+fn a_filter_behind_one_whose_actions_end_classification_never_matches() {
+    let dir = TempDir::new("review-shadowed-actions");
+    let ssh =
+        "filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dport 22 0xffff flowid 1:10";
+    for (name, first, to) in [
+        ("drop", "action drop", "its actions (gact) and no class"),
+        (
+            "pipe",
+            "flowid 1:20 action skbedit mark 5",
+            "its actions (skbedit) and class 1:20",
+        ),
+    ] {
+        let text = classified(
+            &format!(
+                "filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dport 22 0xffff {first}\n{ssh}"
+            ),
+            22,
+            0,
+            false,
+        );
+        let f = the(
+            &check(&dir, &format!("{name}.batch"), &batch_of(&text), &[]),
+            "filter-shadowed",
+        );
+        let msg = f["message"].as_str().unwrap();
+        assert!(
+            msg.contains(&format!("ends its classification with {to}")),
+            "{name}: {msg}"
+        );
+        let (sc, _) = simulate(&text);
+        assert_eq!(
+            class_bytes(&sc, "s", "eth0", "1:10"),
+            0,
+            "{name}: SSH never reaches 1:10"
+        );
+    }
+    let first = |actions: &str| {
+        format!("filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dport 22 0xffff {actions}\n{ssh}")
+    };
+    let taken = batch_of(&classified(
+        &first("action mirred egress redirect dev eth0"),
+        22,
+        0,
+        false,
+    ));
+    assert!(
+        codes(&check(&dir, "mirred.batch", &taken, &[])).contains(&"filter-shadowed".to_string())
+    );
+    for (name, actions) in [
+        ("reclassify", "action reclassify"),
+        (
+            "pipe-continue",
+            "action skbedit mark 5 pipe action continue",
+        ),
+        (
+            "police",
+            "action police rate 1mbit burst 10k conform-exceed ok/continue",
+        ),
+    ] {
+        let text = classified(&first(actions), 22, 0, false);
+        assert!(
+            !codes(&check(
+                &dir,
+                &format!("{name}.batch"),
+                &batch_of(&text),
+                &[]
+            ))
+            .contains(&"filter-shadowed".to_string()),
+            "{name}"
+        );
+    }
+}
+
 /// A router r between s and c (1 Gbit/s links, 10 ms each way), shaping its eth1 with HTB 10mbit and
 /// the leaf `leaf`, and the traffic entries `traffic` (TOML).
 fn htb10_lab(leaf: &str, traffic: &str) -> String {

@@ -5,8 +5,8 @@
 //! the host's packets into the /8's class. Scripts meet it when a "default" filter is written first,
 //! or when generated filters all get one pref and the broad one's node comes first.
 //!
-//! Said only where it is sure: the earlier u32 node is terminal (a `flowid`, no action that could
-//! answer `continue`), links nowhere, reads no mark or input device, and each of its keys is implied by
+//! Said only where it is sure: the earlier u32 node is terminal (a `flowid` or actions, every answer
+//! of which ends the classification: [`ends_classification`]), links nowhere, reads no mark or input device, and each of its keys is implied by
 //! a key of the later node at the same offset (the same header bytes, fixed to the same value); the
 //! nodes read in the root tables, where every key's offset is the one written (no `offset`/`eat`
 //! from a link), and no node before the earlier one links anywhere or reads further into the packet
@@ -14,8 +14,13 @@
 
 use super::{DevCx, Finding};
 use std::collections::BTreeMap;
+use tclab_core::action::gact::ProbType;
+use tclab_core::action::{
+    ext_is, ActionParams, ACT_FLAG_SKIP_SW, TC_ACT_GOTO_CHAIN, TC_ACT_JUMP, TC_ACT_PIPE,
+    TC_ACT_RECLASSIFY, TC_ACT_REPEAT,
+};
 use tclab_core::filter::u32::{self as cu32, Hnode, Knode, TC_U32_TERMINAL};
-use tclab_core::filter::{Block, Classifier, Tp, CLS_FLAGS_SKIP_SW, ETH_P_ALL};
+use tclab_core::filter::{Block, Classifier, Exts, Tp, CLS_FLAGS_SKIP_SW, ETH_P_ALL};
 use tclab_core::Handle;
 
 /// Bytes of network header every packet worth classifying has (an IPv4 header's 20; ARP's are 28,
@@ -113,8 +118,8 @@ fn takes<'a>(a: &'a Tp, t: &Takers, roots: &[&'a Knode], n: Option<&Knode>) -> O
         Classifier::Matchall(m) => m
             .filter
             .as_ref()
-            .filter(|f| f.flags & CLS_FLAGS_SKIP_SW == 0 && f.exts.actions.is_empty())
-            .map(|f| Taker::Matchall(f.classid)),
+            .filter(|f| f.flags & CLS_FLAGS_SKIP_SW == 0 && ends_classification(&f.exts))
+            .map(|f| Taker::Matchall(f.classid, &f.exts)),
         Classifier::U32(_) => t.first(roots, n).map(Taker::U32),
         _ => None,
     }
@@ -207,26 +212,90 @@ impl Takers {
 /// What of an earlier instance takes the packets: a u32 node, or a matchall filter.
 enum Taker<'a> {
     U32(&'a Knode),
-    Matchall(Option<u32>),
+    Matchall(Option<u32>, &'a Exts),
 }
 
 impl Taker<'_> {
     fn classid(&self) -> Option<u32> {
         match self {
             Taker::U32(m) => m.classid,
-            Taker::Matchall(c) => *c,
+            Taker::Matchall(c, _) => *c,
+        }
+    }
+
+    fn exts(&self) -> &Exts {
+        match self {
+            Taker::U32(m) => &m.exts,
+            Taker::Matchall(_, e) => e,
         }
     }
 }
 
-/// A node that, once its keys hold, answers for the packet: terminal, no actions (`tcf_exts_exec`
-/// answers TC_ACT_OK), no mark, input device or skip_sw.
+/// A node that, once its keys hold, answers for the packet: terminal, actions that end the
+/// classification ([`ends_classification`]), no mark, input device or skip_sw.
 fn classifies_all(m: &Knode) -> bool {
     m.sel.flags & TC_U32_TERMINAL != 0
-        && m.exts.actions.is_empty()
+        && ends_classification(&m.exts)
         && m.mark.is_none()
         && m.indev.is_none()
         && m.flags & CLS_FLAGS_SKIP_SW == 0
+}
+
+/// Whether a filter whose keys hold answers for the packet, whatever its actions do to it: every
+/// answer its action list can give ends `tcf_classify`'s walk. `tcf_action_exec` runs the actions in
+/// order, `pipe` going on to the next, and answers the first other code (the last action's `pipe`
+/// when all pipe; `ok` for none); `tcf_classify` returns any answer >= 0 (`ok`, `shot`, `stolen`,
+/// `queued`, `redirect`, `trap`, a trailing `pipe`: the packet is taken, to the filter's class or
+/// away) and jumps to another chain on `goto chain`, but tries the next filter on `continue`
+/// (`TC_ACT_UNSPEC`, negative) and starts the walk again on `reclassify`. An action's possible
+/// answers are its control code, gact's random one, police's conform and exceed codes; the `shot`
+/// most kinds answer on an error ends it too. A bpf action's program may answer anything, and a
+/// `jump` or `repeat` is not followed: not said to end it.
+fn ends_classification(exts: &Exts) -> bool {
+    for a in &exts.actions {
+        let a = a.borrow();
+        if a.flags & ACT_FLAG_SKIP_SW != 0 {
+            continue;
+        }
+        let answers = match &a.params {
+            ActionParams::Gact(g) => match &g.prob {
+                Some(p) if p.ptype != ProbType::None => vec![g.action, p.action],
+                _ => vec![g.action],
+            },
+            ActionParams::Police(p) => vec![p.action, p.result],
+            ActionParams::Bpf(_) => return false,
+            ActionParams::Mirred(m) => vec![m.action],
+            ActionParams::Skbedit(x) => vec![x.action],
+            ActionParams::Connmark(x) => vec![x.action],
+            ActionParams::Nat(x) => vec![x.action],
+            ActionParams::Csum(x) => vec![x.action],
+            ActionParams::Pedit(x) => vec![x.action],
+            ActionParams::Simple(x) => vec![x.action],
+            ActionParams::Skbmod(x) => vec![x.action],
+            ActionParams::Vlan(x) => vec![x.action],
+            ActionParams::Mpls(x) => vec![x.action],
+            ActionParams::TunnelKey(x) => vec![x.action],
+            ActionParams::Sample(x) => vec![x.action],
+            ActionParams::Gate(x) => vec![x.action],
+            ActionParams::Ctinfo(x) => vec![x.action],
+            ActionParams::Ife(x) => vec![x.action],
+            ActionParams::Ct(x) => vec![x.action],
+        };
+        for c in &answers {
+            let ends = *c == TC_ACT_PIPE
+                || ext_is(*c, TC_ACT_GOTO_CHAIN)
+                || (*c >= 0
+                    && ![TC_ACT_RECLASSIFY, TC_ACT_REPEAT].contains(c)
+                    && !ext_is(*c, TC_ACT_JUMP));
+            if !ends {
+                return false;
+            }
+        }
+        if !answers.contains(&TC_ACT_PIPE) {
+            break;
+        }
+    }
+    true
 }
 
 /// How far into the packet a node's keys read (`u32_classify` fetches a word for every key, masked
@@ -269,7 +338,7 @@ fn finding(cx: &DevCx, parent: Handle, tp: &Tp, n: Option<&Knode>, a: &Tp, m: Ta
     let by = match &m {
         Taker::U32(m) if same => format!("node {} before it at the same pref", fh(m)),
         Taker::U32(m) => format!("u32 filter at pref {} (fh {})", a.prio, fh(m)),
-        Taker::Matchall(_) => format!("matchall filter at pref {}", a.prio),
+        Taker::Matchall(..) => format!("matchall filter at pref {}", a.prio),
     };
     let by_line = if same {
         None
@@ -283,6 +352,15 @@ fn finding(cx: &DevCx, parent: Handle, tp: &Tp, n: Option<&Knode>, a: &Tp, m: Ta
     let to = match m.classid() {
         Some(c) => format!("class {}", Handle(c)),
         None => "no class (the qdisc's default)".to_string(),
+    };
+    let actions: Vec<&str> = m.exts().actions.iter().map(|a| a.borrow().kind()).collect();
+    let to = if actions.is_empty() {
+        format!("which sends it to {to}")
+    } else {
+        format!(
+            "which ends its classification with its actions ({}) and {to}",
+            actions.join(", ")
+        )
     };
     let own = n
         .and_then(|n| n.classid)
@@ -309,7 +387,7 @@ fn finding(cx: &DevCx, parent: Handle, tp: &Tp, n: Option<&Knode>, a: &Tp, m: Ta
     Finding::new(
         "filter-shadowed",
         at,
-        format!("never matches: {what} is taken first by the {by}, which sends it to {to}{lost}"),
+        format!("never matches: {what} is taken first by the {by}, {to}{lost}"),
         fix,
     )
     .line(line(cx, parent, tp, n.and_then(|n| n.classid)))
