@@ -553,6 +553,25 @@ fn cases_h() -> Vec<Case> {
              filter show dev $DEV parent ffff:
              filter show dev $DEV ingress"
         ),
+        case!(
+            "h8_filter_root_names_ingress",
+            "a filter's `root` is TC_H_ROOT, looked up by its major ffff: the ingress qdisc, not the root one",
+            "qdisc add dev $DEV root handle 1: htb default 10
+             filter add dev $DEV root protocol ip prio 1 u32 match ip dst 10.0.0.1/32 flowid 1:10
+             qdisc add dev $DEV handle ffff: ingress
+             filter add dev $DEV root protocol ip prio 1 u32 match ip dst 10.0.0.2/32 flowid 1:10
+             filter show dev $DEV
+             filter show dev $DEV ingress
+             filter show dev $DEV root
+             filter del dev $DEV root prio 1
+             filter show dev $DEV ingress
+             qdisc del dev $DEV ingress
+             qdisc add dev $DEV clsact
+             filter add dev $DEV egress protocol ip prio 1 u32 match ip dst 10.0.0.3/32 flowid 1:10
+             filter show dev $DEV root
+             filter add dev $DEV root protocol ip prio 2 u32 match ip dst 10.0.0.3/32 flowid 1:10
+             filter show dev $DEV egress"
+        ),
     ]
 }
 

@@ -13,6 +13,7 @@ use crate::error::{Errno, KernelError, Warning};
 use crate::filter::{Block, FilterFlags, FilterRequest};
 use crate::handle::Handle;
 use crate::packet::Packet;
+use crate::qdisc::ingress::{MIN_EGRESS, MIN_INGRESS};
 use crate::qdisc::pfifo_fast::PfifoFast;
 use crate::qdisc::teql::{LinkFacts, TeqlMaster};
 use crate::qdisc::{
@@ -1752,19 +1753,28 @@ impl Engine {
 /// Where a `tc filter` request lands: the block, and the parent the kernel reports back.
 fn resolve_block(dev: &mut Device, parent: Handle) -> Result<(&mut Block, Handle), KernelError> {
     let no_parent = || KernelError::invalid("Parent Qdisc doesn't exists");
+    // `__tcf_qdisc_find`: no parent is the root qdisc; any other is looked up by its major, so
+    // `root` (TC_H_ROOT, major ffff:) names the ingress or clsact qdisc, as `ingress` does.
     let (sched, parent) = if parent == Handle::UNSPEC {
         let h = dev.root.handle;
         (&mut dev.root, h)
-    } else if parent.major() == 0xffff && parent != Handle::ROOT {
+    } else if parent.major() == 0xffff {
         (dev.ingress.as_mut().ok_or_else(no_parent)?, parent)
-    } else if parent == Handle::ROOT {
-        let h = dev.root.handle;
-        (&mut dev.root, h)
     } else {
         (dev.find_mut(parent.qdisc()).ok_or_else(no_parent)?, parent)
     };
-    let ingress = matches!(sched.q.kind(), "ingress" | "clsact");
-    if !ingress {
+    let kind = sched.q.kind();
+    // `clsact_find` knows the minors fff2 (ingress) and fff3 (egress) only; `ingress_find` any.
+    if kind == "clsact"
+        && parent.minor() != 0
+        && ![MIN_INGRESS, MIN_EGRESS].contains(&parent.minor())
+    {
+        return Err(KernelError::msg(
+            Errno::NoEntry,
+            "Specified class doesn't exist",
+        ));
+    }
+    if !matches!(kind, "ingress" | "clsact") {
         let found = match sched.q.classes() {
             Some(cl) => parent.minor() == 0 || cl.find(parent),
             // SFQ has class operations in the kernel (a block, `find` that finds nothing): filters attach

@@ -2014,7 +2014,8 @@ mod tests {
                 true,
                 "\"value\":\"a000002\"",
             ),
-            ("tc filter show dev eth0 root", true, "0a000001"),
+            // `root` is TC_H_ROOT, found by its major ffff: the ingress qdisc (`__tcf_qdisc_find`).
+            ("tc filter show dev eth0 root", true, "gact action drop"),
             ("tc filter show dev eth0 ingress", true, "gact action drop"),
             (
                 "tc filter show dev eth0 parent ffff:",

@@ -63,8 +63,10 @@ fn set_tc_index(pkt: &mut Packet, v: &filter::Verdict) {
     }
 }
 
+/// `TC_H_MIN_INGRESS`.
+pub(crate) const MIN_INGRESS: u16 = 0xfff2;
 /// `TC_H_MIN_EGRESS`.
-const MIN_EGRESS: u16 = 0xfff3;
+pub(crate) const MIN_EGRESS: u16 = 0xfff3;
 
 impl Qdisc for Ingress {
     fn kind(&self) -> &'static str {
