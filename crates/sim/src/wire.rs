@@ -360,6 +360,15 @@ fn parse_tcp(b: &[u8], l4_total: u32) -> Result<Tcp, WireError> {
     // Options, as tcp_parse_options walks them: stop at EOL or at anything malformed.
     let opts = b.get(20..doff).ok_or(WireError::Truncated)?;
     let mut i = 0;
+    // Every segment after the handshake opens with NOP, NOP, timestamps (tcp_options_write's
+    // layout; SACK blocks may follow): read at once what the walk below would find in three steps.
+    if let Some(&[1, 1, 8, 10, v0, v1, v2, v3, e0, e1, e2, e3]) = opts.get(..12) {
+        t.timestamps = Some((
+            u32::from_be_bytes([v0, v1, v2, v3]),
+            u32::from_be_bytes([e0, e1, e2, e3]),
+        ));
+        i = 12;
+    }
     while i < opts.len() {
         match opts[i] {
             0 => break,
@@ -519,6 +528,52 @@ mod tests {
         assert_eq!(
             back, t,
             "payload length comes back from the IP total length"
+        );
+    }
+
+    /// The timestamps read at once when they open the options give what the walk gives for the same
+    /// option in another place, a later option still counts, and a cut-off one is not read.
+    #[test]
+    fn timestamps_read_at_once_as_walked() {
+        let with_options = |opts: &[u8]| {
+            let mut b = Datagram {
+                ip: ip(PROTO_TCP),
+                l4: L4::Tcp(Tcp::default()),
+            }
+            .emit();
+            b.extend_from_slice(opts);
+            b[20 + 12] = (((20 + opts.len()) / 4) << 4) as u8;
+            let total = (b.len() as u16).to_be_bytes();
+            b[2..4].copy_from_slice(&total);
+            let L4::Tcp(t) = Datagram::parse(&b).unwrap().l4 else {
+                panic!()
+            };
+            t
+        };
+        let ts = [8, 10, 0, 0, 1, 2, 0xa0, 0, 0, 3];
+        let fast = with_options(&[&[1, 1][..], &ts].concat());
+        let walked = with_options(&[&ts[..], &[1, 1]].concat());
+        assert_eq!(fast.timestamps, Some((0x0102, 0xa000_0003)));
+        assert_eq!(fast, walked, "the same option read at once and walked");
+        let sack = [1, 1, 5, 10, 0, 0, 0, 9, 0, 0, 0, 17];
+        let then_sack = with_options(&[&[1, 1][..], &ts, &sack].concat());
+        assert_eq!(then_sack.timestamps, Some((0x0102, 0xa000_0003)));
+        assert_eq!(
+            &then_sack.sack_blocks[..],
+            &[(9, 17)],
+            "the walk goes on after them"
+        );
+        let twice =
+            with_options(&[&[1, 1][..], &ts, &[8, 10, 0, 0, 0, 7, 0, 0, 0, 8, 1, 1]].concat());
+        assert_eq!(
+            twice.timestamps,
+            Some((7, 8)),
+            "a later timestamps option wins, as walked"
+        );
+        let cut = with_options(&[1, 1, 8, 10, 0, 0, 0, 1]);
+        assert_eq!(
+            cut.timestamps, None,
+            "an option longer than the header is not read"
         );
     }
 
