@@ -1697,6 +1697,76 @@ fn a_filter_behind_one_whose_actions_end_classification_never_matches() {
     }
 }
 
+/// A u32 value with bits outside its mask: tc keeps `value & mask` without a word (iproute2's
+/// f_u32.c, pack_key's `key &= mask`), so `match ip dport 22 0xff00` reads as "high byte 0": every port
+/// up to 255. Measured: a transfer to port 80 lands in the SSH class. A value within its mask, or a
+/// prefix written as a value and mask, is not said.
+#[test]
+fn a_u32_value_outside_its_mask_matches_something_else() {
+    let dir = TempDir::new("review-u32-masked");
+    let text = classified(
+        "filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dport 22 0xff00 flowid 1:10",
+        80,
+        0,
+        false,
+    );
+    let f = the(
+        &check(&dir, "masked.batch", &batch_of(&text), &[]),
+        "u32-value-masked",
+    );
+    assert_eq!(line_of(&f), "masked.batch:7");
+    assert_eq!(f["at"], "eth0 filter parent 1: pref 1 u32");
+    let msg = f["message"].as_str().unwrap();
+    assert!(
+        msg.contains("`match ip dport 22 0xff00`")
+            && msg.contains("value 0x0016")
+            && msg.contains("mask 0xff00")
+            && msg.contains("matches 0x0000"),
+        "{msg}"
+    );
+    let (sc, _) = simulate(&text);
+    assert!(
+        class_bytes(&sc, "s", "eth0", "1:10") > 1_000_000,
+        "port 80 taken as SSH"
+    );
+    let raw = batch_of(&classified(
+        "filter add dev eth0 parent 1: protocol ip prio 1 u32 match u32 0x0a000105 0xffffff00 at 16 flowid 1:10",
+        80,
+        0,
+        false,
+    ));
+    let f = the(&check(&dir, "raw.batch", &raw, &[]), "u32-value-masked");
+    let msg = f["message"].as_str().unwrap();
+    assert!(
+        msg.contains("0x0a000105")
+            && msg.contains("0xffffff00")
+            && msg.contains("matches 0x0a000100"),
+        "{msg}"
+    );
+    for (name, filter) in [
+        ("whole", "match ip dport 22 0xffff"),
+        ("within", "match u32 0x0a000100 0xffffff00 at 16"),
+        ("tcp", "match tcp dst 0x0010 0xfff0"),
+    ] {
+        let text = classified(
+            &format!("filter add dev eth0 parent 1: protocol ip prio 1 u32 {filter} flowid 1:10"),
+            80,
+            0,
+            false,
+        );
+        assert!(
+            !codes(&check(
+                &dir,
+                &format!("{name}.batch"),
+                &batch_of(&text),
+                &[]
+            ))
+            .contains(&"u32-value-masked".to_string()),
+            "{name}"
+        );
+    }
+}
+
 /// A router r between s and c (1 Gbit/s links, 10 ms each way), shaping its eth1 with HTB 10mbit and
 /// the leaf `leaf`, and the traffic entries `traffic` (TOML).
 fn htb10_lab(leaf: &str, traffic: &str) -> String {

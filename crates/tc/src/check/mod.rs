@@ -19,7 +19,8 @@
 //! classes reached), `line` (the shaper against the line: rate, ATM, offloads, CAKE, AQM targets),
 //! `ifb` (ingress through ifb devices), `teql` (bonded lines), `buckets` (TBF and policer buckets),
 //! `filters` (what filters name and read), `u32hash` (u32 nodes in the wrong hash bucket), `shadowed`
-//! (filters an earlier one always answers for first), `marks`
+//! (filters an earlier one always answers for first), `u32mask` (u32 values with bits outside their
+//! mask), `marks`
 //! (fw marks and iptables; priorities), `realms` (route filters against the policy's routes), `compat`
 //! (kernel versions).
 
@@ -36,6 +37,7 @@ mod taprio;
 mod teql;
 mod tree;
 mod u32hash;
+mod u32mask;
 
 use origins::Origins;
 use serde::Serialize;
@@ -295,6 +297,11 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "u32-offset",
         Severity::Warning,
         "a raw u32 offset that reads the source port or address where the policy names it as a destination",
+    ),
+    (
+        "u32-value-masked",
+        Severity::Warning,
+        "a u32 match whose value has bits outside its mask: tc drops them silently, and the filter matches something else",
     ),
     (
         "filter-shadowed",
@@ -815,6 +822,7 @@ impl<'a> DevCx<'a> {
         filters::check(self, out);
         u32hash::check(self, out);
         shadowed::check(self, out);
+        u32mask::check(self, out);
         marks::check(self, out);
         taprio::check(self, out);
         self.ingress_police(out);
