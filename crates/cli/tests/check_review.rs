@@ -1619,6 +1619,13 @@ fn a_filter_behind_a_broader_one_never_matches() {
     }
 }
 
+/// Whether check says `code` of [`classified`]'s policy with the filter lines `filters` (a transfer
+/// to `port`), written as `NAME.batch`.
+fn says(dir: &TempDir, name: &str, filters: &str, port: u16, code: &str) -> bool {
+    let text = classified(filters, port, 0, false);
+    codes(&check(dir, &format!("{name}.batch"), &batch_of(&text), &[])).contains(&code.to_string())
+}
+
 /// An earlier filter whose actions end the classification takes the packets as a flowid does
 /// (`tcf_classify` returns any answer >= 0: drop, stolen, a trailing pipe), and one whose actions may
 /// answer `continue` or `reclassify` does not (cls_api.c, act_api.c's tcf_action_exec). Measured: the
@@ -1663,15 +1670,8 @@ fn a_filter_behind_one_whose_actions_end_classification_never_matches() {
     let first = |actions: &str| {
         format!("filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dport 22 0xffff {actions}\n{ssh}")
     };
-    let taken = batch_of(&classified(
-        &first("action mirred egress redirect dev eth0"),
-        22,
-        0,
-        false,
-    ));
-    assert!(
-        codes(&check(&dir, "mirred.batch", &taken, &[])).contains(&"filter-shadowed".to_string())
-    );
+    let mirred = first("action mirred egress redirect dev eth0");
+    assert!(says(&dir, "mirred", &mirred, 22, "filter-shadowed"));
     for (name, actions) in [
         ("reclassify", "action reclassify"),
         (
@@ -1683,15 +1683,8 @@ fn a_filter_behind_one_whose_actions_end_classification_never_matches() {
             "action police rate 1mbit burst 10k conform-exceed ok/continue",
         ),
     ] {
-        let text = classified(&first(actions), 22, 0, false);
         assert!(
-            !codes(&check(
-                &dir,
-                &format!("{name}.batch"),
-                &batch_of(&text),
-                &[]
-            ))
-            .contains(&"filter-shadowed".to_string()),
+            !says(&dir, name, &first(actions), 22, "filter-shadowed"),
             "{name}"
         );
     }
@@ -1748,22 +1741,9 @@ fn a_u32_value_outside_its_mask_matches_something_else() {
         ("within", "match u32 0x0a000100 0xffffff00 at 16"),
         ("tcp", "match tcp dst 0x0010 0xfff0"),
     ] {
-        let text = classified(
-            &format!("filter add dev eth0 parent 1: protocol ip prio 1 u32 {filter} flowid 1:10"),
-            80,
-            0,
-            false,
-        );
-        assert!(
-            !codes(&check(
-                &dir,
-                &format!("{name}.batch"),
-                &batch_of(&text),
-                &[]
-            ))
-            .contains(&"u32-value-masked".to_string()),
-            "{name}"
-        );
+        let filter =
+            format!("filter add dev eth0 parent 1: protocol ip prio 1 u32 {filter} flowid 1:10");
+        assert!(!says(&dir, name, &filter, 80, "u32-value-masked"), "{name}");
     }
 }
 
