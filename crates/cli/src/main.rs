@@ -430,7 +430,8 @@ makes the multiqueue device taprio needs. A teql bond (teql0 and its slaves) is 
 in the order teql0 serves them, each line's rate (--link DEV=RATE) and, backlogged, their sum.
 
 The simulation sends 1514-byte packets classified by skb->priority (the classid), so filters are not
-consulted: explain shows how the tree shares the link, tclab check whether traffic reaches the classes.
+consulted: explain shows how the tree shares the link, tclab check whether traffic reaches the classes
+(a loaded class every filter naming it leaves idle, each shadowed by an earlier one, gets a note).
 The computed column follows HTB's documented rule; HTB itself departs from it when several classes of
 one priority borrow: each borrower's own bucket keeps refilling, so it turns green for a packet now and
 then and leaves the round robin, and with default bursts the excess is split more evenly than the quanta
