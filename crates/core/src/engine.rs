@@ -1765,14 +1765,19 @@ fn resolve_block(dev: &mut Device, parent: Handle) -> Result<(&mut Block, Handle
     };
     let kind = sched.q.kind();
     // `clsact_find` knows the minors fff2 (ingress) and fff3 (egress) only; `ingress_find` any.
-    if kind == "clsact"
-        && parent.minor() != 0
-        && ![MIN_INGRESS, MIN_EGRESS].contains(&parent.minor())
-    {
-        return Err(KernelError::msg(
-            Errno::NoEntry,
-            "Specified class doesn't exist",
-        ));
+    // With no minor (`parent ffff:`) no class is looked up and `clsact_tcf_block` answers no block
+    // for class 0, which `__tcf_block_find` refuses with a bare EINVAL (a dump lists nothing).
+    if kind == "clsact" {
+        match parent.minor() {
+            MIN_INGRESS | MIN_EGRESS => {}
+            0 => return Err(KernelError::new(Errno::Invalid)),
+            _ => {
+                return Err(KernelError::msg(
+                    Errno::NoEntry,
+                    "Specified class doesn't exist",
+                ))
+            }
+        }
     }
     if !matches!(kind, "ingress" | "clsact") {
         let found = match sched.q.classes() {

@@ -92,3 +92,47 @@ fn refusals_are_the_kernels() {
         out.stderr
     );
 }
+
+/// Under clsact, `parent ffff:` (no minor) names no block: `clsact_tcf_block` knows only the classes
+/// fff2 and fff3, so `__tcf_block_find` refuses a filter or chain change with a bare EINVAL and a dump
+/// lists nothing, where `ingress` (fff2) works. This machine's kernel (6.18, tc 6.1, in a namespace):
+/// `RTNETLINK answers: Invalid argument` for add, del and get, an empty `filter show` and `chain show`.
+#[test]
+fn clsact_parent_without_minor_names_no_block() {
+    let mut e = Engine::new();
+    ok(&mut e, "qdisc add dev eth0 clsact");
+    let add = "filter add dev eth0 parent ffff: protocol ip prio 1 u32 match ip dst 10.0.0.1/32 flowid 1:1";
+    for line in [
+        add,
+        "chain add dev eth0 parent ffff: chain 3",
+        "filter del dev eth0 parent ffff:",
+        "filter get dev eth0 parent ffff: protocol ip prio 2 handle 800::800 u32",
+    ] {
+        let out = tc(&mut e, line);
+        assert_ne!(out.code, 0, "tc {line} accepted");
+        assert!(
+            out.stderr.contains("RTNETLINK answers: Invalid argument"),
+            "tc {line}: {}",
+            out.stderr
+        );
+    }
+    ok(
+        &mut e,
+        "filter add dev eth0 ingress protocol ip prio 2 u32 match ip dst 10.0.0.2/32 flowid 1:1",
+    );
+    ok(&mut e, "chain add dev eth0 ingress chain 3");
+    assert_eq!(ok(&mut e, "filter show dev eth0 parent ffff:"), "");
+    assert_eq!(ok(&mut e, "chain show dev eth0 parent ffff:"), "");
+    assert!(ok(&mut e, "filter show dev eth0 ingress").contains("match 0a000002/ffffffff at 16"));
+    assert_eq!(
+        ok(&mut e, "chain show dev eth0 ingress"),
+        "chain parent ffff: chain 0 \nchain parent ffff: chain 3 \n"
+    );
+    // The ingress qdisc keeps one block for every minor: `parent ffff:` is it.
+    ok(&mut e, "qdisc del dev eth0 clsact");
+    ok(&mut e, "qdisc add dev eth0 ingress");
+    ok(&mut e, add);
+    assert!(
+        ok(&mut e, "filter show dev eth0 parent ffff:").contains("match 0a000001/ffffffff at 16")
+    );
+}
