@@ -67,7 +67,7 @@ pub struct ScenarioFile {
     pub plot: Option<PlotSpec>,
 }
 
-/// `[sched_delay]`: each part `"CHANCE% MAXDELAY"` ([`crate::sched::Lateness::parse`]).
+/// `[sched_delay]`: each part `"CHANCE% MEAN"` ([`crate::sched::Lateness::parse`]).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SchedDelaySpec {

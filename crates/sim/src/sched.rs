@@ -65,6 +65,12 @@ impl Lateness {
             .filter(|p| p.is_finite() && (0.0..=100.0).contains(p))
             .map(|p| (p * 10_000.0).round() as u32)
             .ok_or_else(|| format!("invalid chance \"{p}\": a percentage from 0% to 100%"))?;
+        // A chance below the model's resolution would round to never, switching it off unsaid.
+        if chance_ppm == 0 && p.trim_end_matches('%').parse::<f64>() != Ok(0.0) {
+            return Err(format!(
+                "chance \"{p}\" is below 0.0001% (one in a million), the smallest the model takes"
+            ));
+        }
         let mean = crate::scenario::parse_duration(d)
             .ok()
             .filter(|&m| m <= MAX_MEAN)
@@ -164,6 +170,8 @@ mod tests {
         assert!(f.fixed && f.mean == 1_000_000);
         assert_eq!(f.draw(&mut Rng::stream(1, "t")), 1_000_000);
         assert_eq!(Lateness::parse("0% 0s").map(|l| l.on()), Ok(false));
+        assert_eq!(Lateness::parse("0.000% 1ms").map(|l| l.on()), Ok(false));
+        assert_eq!(Lateness::parse("0.0001% 1ms").map(|l| l.chance_ppm), Ok(1));
         for bad in [
             "0.1%",
             "0.1 500us",
@@ -174,6 +182,8 @@ mod tests {
             "1% x",
             "a b c",
             "1% 1ms fixed x",
+            "0.00001% 400us",
+            "0.00004% 1ms",
         ] {
             assert!(Lateness::parse(bad).is_err(), "{bad} accepted");
         }
