@@ -1528,3 +1528,57 @@ fn a_batch_file_is_read_as_tc_batch_reads_it() {
     // And the classes were built: the filter reaches 1:20, the default 1:10.
     assert!(unreached(&r).is_empty(), "{}", r.stdout);
 }
+
+/// A FIFO that cannot hold one full frame drops every full-size packet wherever it sits
+/// (`bfifo_enqueue` compares backlog plus the packet with the limit; `pfifo_enqueue` the count): as
+/// the root, a TBF's child or a PRIO band, not only as an HTB or HFSC class's leaf (a new-user review
+/// found `root bfifo limit 1000` passed with nothing said). An HTB leaf's is said once, with its class;
+/// a root FIFO of one frame or one packet is not (leaf-queue-short is a shaped class's question).
+#[test]
+fn a_fifo_below_one_frame_is_said_wherever_it_sits() {
+    let dir = TempDir::new("check-fifo");
+    for (name, policy, at) in [
+        (
+            "root",
+            "qdisc add dev eth0 root bfifo limit 1000\n",
+            "eth0 qdisc bfifo 8001:",
+        ),
+        (
+            "tbf",
+            "qdisc add dev eth0 root handle 1: tbf rate 1mbit burst 10k latency 50ms\nqdisc add dev eth0 parent 1: handle 10: bfifo limit 1000\n",
+            "eth0 qdisc bfifo 10:",
+        ),
+        (
+            "prio",
+            "qdisc add dev eth0 root handle 1: prio\nqdisc add dev eth0 parent 1:1 handle 10: pfifo limit 0\n",
+            "eth0 qdisc pfifo 10:",
+        ),
+        (
+            "htb",
+            "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 10mbit\nqdisc add dev eth0 parent 1:10 handle 10: bfifo limit 1000\n",
+            "eth0 class htb 1:10",
+        ),
+    ] {
+        let r = check(&dir, &format!("{name}.batch"), policy, &[]);
+        assert_eq!(
+            found_at(&r, "queue-below-packet"),
+            vec![at.to_string()],
+            "{name}: {}",
+            r.stdout
+        );
+        assert_eq!(r.code, 2, "{name}");
+    }
+    for (name, policy) in [
+        ("bfifo-frame", "qdisc add dev eth0 root bfifo limit 1514\n"),
+        ("pfifo-one", "qdisc add dev eth0 root pfifo limit 1\n"),
+        ("default", "qdisc add dev eth0 root bfifo\n"),
+    ] {
+        let r = check(&dir, &format!("{name}.batch"), policy, &[]);
+        let got = codes(&r);
+        assert!(
+            !got.iter()
+                .any(|c| c == "queue-below-packet" || c == "leaf-queue-short"),
+            "{name}: {got:?}"
+        );
+    }
+}

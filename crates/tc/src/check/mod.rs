@@ -196,7 +196,7 @@ pub const CODES: &[(&str, Severity, &str)] = &[
     (
         "queue-below-packet",
         Severity::Error,
-        "a leaf FIFO that cannot hold one full frame (bfifo's limit is bytes): full-size packets never pass",
+        "a FIFO that cannot hold one full frame (bfifo's limit is bytes): full-size packets never pass",
     ),
     (
         "leaf-queue-short",

@@ -40,6 +40,29 @@ pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
     filters_on_classes(cx, out);
     classes_by_priority(cx, &facts, out);
     mq_default_queues(cx, out);
+    fifos_below_packet(cx, out);
+}
+
+/// A pfifo or bfifo elsewhere than under an HTB or HFSC class (those are judged with their class, in
+/// [`queue_short`]): the root, a TBF's or a PRIO band's child, a DRR class's. One that cannot hold a
+/// full frame drops every full-size packet there too (`bfifo limit 1000` as the root: nothing of a
+/// TCP transfer gets through). Fewer than three frames is said only of a shaped class's leaf.
+fn fifos_below_packet(cx: &DevCx, out: &mut Vec<Finding>) {
+    for q in &cx.qdiscs {
+        let under_classes = q.parent != Handle::ROOT
+            && cx
+                .qdiscs
+                .iter()
+                .any(|p| matches!(p.kind, "htb" | "hfsc") && p.handle.major() == q.parent.major());
+        if q.parent == Handle::INGRESS || under_classes {
+            continue;
+        }
+        if let Some(f) = fifo_short(cx, &cx.qdisc_at(q), q, false) {
+            if f.code == "queue-below-packet" {
+                out.push(f);
+            }
+        }
+    }
 }
 
 /// An mq root gives every transmit queue a default qdisc (`mq_init`: pfifo_fast, handle 0:) and the
@@ -578,7 +601,11 @@ fn queue_delay(cx: &DevCx, at: &str, leaf: Option<Handle>, rate: u64) -> Option<
 /// Simulated, one CUBIC flow through HTB 10mbit over 20 ms: 9.51 Mbit/s with `pfifo limit 100`, 8.29
 /// with 3, 1.71 with 1, 1.69 with `bfifo limit 3000`, nothing with `bfifo limit 1000`.
 fn queue_short(cx: &DevCx, at: &str, leaf: Option<Handle>) -> Option<Finding> {
-    let lq = cx.qdisc(leaf?)?;
+    fifo_short(cx, at, cx.qdisc(leaf?)?, true)
+}
+
+/// [`queue_short`]'s findings for the FIFO `lq`: a class's leaf, or (not `leaf`) the qdisc `at` names.
+fn fifo_short(cx: &DevCx, at: &str, lq: &QdiscInfo, leaf: bool) -> Option<Finding> {
     let frame = cx.mtu as u64;
     let (frames, holds) = match &lq.options {
         QdiscOptions::Pfifo(f) => {
@@ -594,13 +621,20 @@ fn queue_short(cx: &DevCx, at: &str, leaf: Option<Handle>) -> Option<Finding> {
     if frames >= SHORT_QUEUE_FRAMES {
         return None;
     }
-    let what = format!("{} {}", lq.kind, lq.handle);
+    let (subject, fix) = if leaf {
+        (
+            format!("its leaf, {} {},", lq.kind, lq.handle),
+            "give the leaf",
+        )
+    } else {
+        ("it".to_string(), "give it")
+    };
     let f = if frames == 0 {
         Finding::new(
             "queue-below-packet",
             at,
             format!(
-                "its leaf, {what}, holds {holds}, less than one {frame}-byte frame: it drops every \
+                "{subject} holds {holds}, less than one {frame}-byte frame: it drops every \
                  full-size packet, so a TCP transfer gets nothing through{}",
                 if lq.kind == "bfifo" {
                     " (a bfifo's limit is in bytes)"
@@ -609,7 +643,7 @@ fn queue_short(cx: &DevCx, at: &str, leaf: Option<Handle>) -> Option<Finding> {
                 }
             ),
             format!(
-                "give the leaf room for a burst: `{} limit {}`, or an AQM (`fq_codel`)",
+                "{fix} room for a burst: `{} limit {}`, or an AQM (`fq_codel`)",
                 lq.kind,
                 if lq.kind == "bfifo" { 100 * frame } else { 100 }
             ),
@@ -619,7 +653,7 @@ fn queue_short(cx: &DevCx, at: &str, leaf: Option<Handle>) -> Option<Finding> {
             "leaf-queue-short",
             at,
             format!(
-                "its leaf, {what}, holds {holds}{}: while the class waits for tokens, every packet \
+                "{subject} holds {holds}{}: while the class waits for tokens, every packet \
                  beyond that is dropped, and TCP, which sends in bursts, loses packets on every burst \
                  and never reaches the rate",
                 if lq.kind == "bfifo" {
@@ -629,7 +663,7 @@ fn queue_short(cx: &DevCx, at: &str, leaf: Option<Handle>) -> Option<Finding> {
                 }
             ),
             format!(
-                "give the leaf room for a burst: `{} limit {}`, or an AQM (`fq_codel`)",
+                "{fix} room for a burst: `{} limit {}`, or an AQM (`fq_codel`)",
                 lq.kind,
                 if lq.kind == "bfifo" { 100 * frame } else { 100 }
             ),
