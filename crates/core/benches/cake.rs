@@ -94,11 +94,12 @@ fn run(q: &mut dyn Qdisc, pkts: &[Packet]) -> f64 {
     // flow's (28 bytes copied): allocating and freeing packets is the driver's cost, not the qdisc's
     // (the kernel's qdiscs are handed skbs too), and would add a malloc and a free to every step.
     // One context for every call, reset before each as the simulator's `Network` keeps one; the
-    // packet in hand moves straight from the dequeue to the next enqueue. (Building and dropping a
+    // packet in hand moves straight from the dequeue to the next enqueue, in its box, as the
+    // simulator's packets go through a device (`Qdisc::enqueue_skb`). (Building and dropping a
     // context a step and passing the packet through an `Option` were about 200 instructions a step,
     // a quarter of what this bench counted: the harness's, not the qdisc's.)
     let mut cx = Cx::new(now);
-    let mut p = pkts[0].clone();
+    let mut p = Box::new(pkts[0].clone());
     let start = Instant::now();
     for i in 0..steps {
         now += 1200;
@@ -115,13 +116,13 @@ fn run(q: &mut dyn Qdisc, pkts: &[Packet]) -> f64 {
         // (0: computed by the qdisc). Left stale, every packet would go to the queue just served, hot
         // in the cache, and no packet would be hashed.
         p.hash = src.hash;
-        q.enqueue(p, &mut cx);
-        p = match q.dequeue(&mut cx) {
+        q.enqueue_skb(p, &mut cx);
+        p = match q.dequeue_skb(&mut cx) {
             Some(d) => {
                 sent += 1;
                 black_box(d)
             }
-            None => src.clone(),
+            None => Box::new(src.clone()),
         };
         black_box(&cx.drops);
     }

@@ -333,14 +333,15 @@ fn run(mut e: Engine, n: u32) -> f64 {
         .and_then(|s| s.parse().ok())
         .unwrap_or(2_000_000);
     // One context for every call, reset before each as the simulator's `Network` keeps one: building
-    // and dropping one a step (about 35 instructions) measured the harness, not the qdisc.
+    // and dropping one a step (about 35 instructions) measured the harness, not the qdisc. Each packet
+    // goes round in its box, as the simulator's go through a device (`Device::enqueue_skb`).
     let mut cx = Cx::new(now);
     // Warm up: one pass over every leaf.
     for _ in 0..(2 * n as u64).min(200_000) {
         now += 1200;
         cx.reset(now);
-        if let Some(p) = dev.dequeue(&mut cx) {
-            dev.enqueue(p, &mut cx);
+        if let Some(p) = dev.dequeue_skb(&mut cx) {
+            dev.enqueue_skb(p, &mut cx);
         }
     }
     let start = Instant::now();
@@ -348,9 +349,9 @@ fn run(mut e: Engine, n: u32) -> f64 {
     for _ in 0..steps {
         now += 1200;
         cx.reset(now);
-        if let Some(p) = dev.dequeue(&mut cx) {
+        if let Some(p) = dev.dequeue_skb(&mut cx) {
             sent += 1;
-            dev.enqueue(black_box(p), &mut cx);
+            dev.enqueue_skb(black_box(p), &mut cx);
         }
     }
     let ns = start.elapsed().as_nanos() as f64 / sent.max(1) as f64;

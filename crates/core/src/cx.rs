@@ -6,7 +6,7 @@
 //! matched). It lives below the qdisc, filter and action modules, as the kernel's `struct sk_buff`
 //! and `struct tcf_result` sit below `net/sched`, so none of those modules imports another for it.
 
-use crate::packet::Packet;
+use crate::packet::{Packet, SkbCache};
 use crate::Nanos;
 
 /// The context of one call: the time, the earliest wake-up any shaper asked for during it, and every
@@ -53,6 +53,11 @@ pub struct Cx {
     /// slave's qdisc: `teql_dequeue` shows it in the slave's `qlen`. Kept across [`Cx::reset`], as
     /// the driver owns it; 0 where there is no master.
     pub teql_master_qlen: u32,
+    /// Spare packet boxes ([`SkbCache`]): where a discipline that takes packets by value boxes what it
+    /// hands on and keeps the boxes of what it is handed ([`crate::qdisc::Qdisc::enqueue_skb`]'s
+    /// default), and where a driver that keeps its context takes the box of each packet it makes. Kept
+    /// across [`Cx::reset`], as the driver owns it.
+    pub skbs: SkbCache,
 }
 
 impl Cx {
@@ -70,6 +75,7 @@ impl Cx {
             gso_split: 0,
             conntrack: None,
             teql_master_qlen: 0,
+            skbs: SkbCache::default(),
         }
     }
 
@@ -134,6 +140,12 @@ impl Cx {
             reason,
             arriving: true,
         });
+    }
+
+    /// [`Cx::drop_arriving`] of a packet in its box (the box is kept for the next packet).
+    pub fn drop_arriving_skb(&mut self, pkt: Box<Packet>, reason: DropReason) {
+        let pkt = self.skbs.unbox(pkt);
+        self.drop_arriving(pkt, reason);
     }
 
     /// `qdisc_drop` of a packet that was already queued (taken from a queue to make room, or by an AQM).

@@ -292,7 +292,15 @@ impl Device {
     /// Enqueue at the root (`dev_queue_xmit` → `q->enqueue`). The verdict is the tree's, flags
     /// included ([`Verdict::to_sender`] gives what the sender sees); every packet dropped on the way is in
     /// `cx.drops`, and counted in [`Device::drop_counts`].
-    pub fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
+    pub fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
+        let pkt = cx.skbs.boxed(pkt);
+        self.enqueue_skb(pkt, cx)
+    }
+
+    /// [`Device::enqueue`] of a packet in its box, as `dev_queue_xmit` takes an skb pointer: the box
+    /// goes down the tree as it is ([`Qdisc::enqueue_skb`]), so a packet a driver boxed once is not
+    /// copied at each layer. Dropped packets come out of their boxes into `cx.drops`.
+    pub fn enqueue_skb(&mut self, mut pkt: Box<Packet>, cx: &mut Cx) -> Verdict {
         pkt.enqueue_ns = cx.now;
         let first = cx.drops.len();
         let sent = cx.mirred.len();
@@ -300,7 +308,7 @@ impl Device {
             if let Some(v) = ing.q.egress_hook(&mut pkt, cx) {
                 if v == Verdict::Drop {
                     self.drop_counts.add(DropReason::Action);
-                    cx.drop_arriving(pkt, DropReason::Action);
+                    cx.drop_arriving_skb(pkt, DropReason::Action);
                 }
                 if cx.mirred.len() != sent {
                     self.mirred_from(cx, sent, false);
@@ -313,7 +321,7 @@ impl Device {
             pkt.set_wire_len(Some(pkt.len));
             pkt.len = t.pkt_len(pkt.len);
         }
-        let v = self.root.q.enqueue(pkt, cx);
+        let v = self.root.q.enqueue_skb(pkt, cx);
         if cx.to_root.is_some() {
             self.enqueue_at_root(cx);
         }
@@ -390,9 +398,13 @@ impl Device {
     /// list after the call costs the simulator's benchmark ~0.5 % of its instructions). A driver that
     /// finds drops there passes them to [`Device::count_dropped`].
     pub fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
-        // The root's answer is returned as it is, edited in place: unpacking it (`?`) and packing it
-        // again (`Some(p)`) copied its 120 bytes twice a packet.
-        let mut out = self.root.q.dequeue(cx);
+        let pkt = self.dequeue_skb(cx)?;
+        Some(cx.skbs.unbox(pkt))
+    }
+
+    /// [`Device::dequeue`] giving the packet in its box ([`Qdisc::dequeue_skb`]).
+    pub fn dequeue_skb(&mut self, cx: &mut Cx) -> Option<Box<Packet>> {
+        let mut out = self.root.q.dequeue_skb(cx);
         if let Some(p) = out.as_mut() {
             if let Some(len) = p.wire_len() {
                 p.set_wire_len(None);

@@ -20,6 +20,7 @@
 
 use crate::engine::Device;
 use crate::netfilter::{Hook, Netfilter, NfVerdict};
+use crate::packet::SkbCache;
 use crate::qdisc::pfifo_fast::tos_to_priority;
 use crate::qdisc::Cx;
 use crate::{Nanos, Packet};
@@ -150,6 +151,12 @@ pub trait Transmitter {
     fn ready(&self) -> bool;
     /// Take `pkt` (its transmission starts now).
     fn send(&mut self, pkt: Packet);
+    /// Take `pkt` in its box, as the tree gave it ([`Device::dequeue_skb`]). The default takes it out
+    /// for [`Transmitter::send`] and keeps the box in `skbs` for the next packet the driver makes.
+    fn send_skb(&mut self, pkt: Box<Packet>, skbs: &mut SkbCache) {
+        let pkt = skbs.unbox(pkt);
+        self.send(pkt);
+    }
     /// Told of every dequeue, before its packet is sent: the packet (if one came out) and the call's
     /// context, whose `drops` the driver hands to the packets' owners.
     fn dequeued(&mut self, _pkt: Option<&Packet>, _cx: &mut Cx) {}
@@ -182,13 +189,13 @@ pub fn qdisc_run_in(
         // qdisc_restart, written out: the context stays in place (it is large, and this is the packet
         // path of every driver), cleared for each dequeue.
         cx.reset(now);
-        let pkt = dev.dequeue(cx);
+        let pkt = dev.dequeue_skb(cx);
         if !cx.drops.is_empty() {
             dev.count_dropped(&cx.drops);
         }
-        tx.dequeued(pkt.as_ref(), cx);
+        tx.dequeued(pkt.as_deref(), cx);
         match pkt {
-            Some(p) => tx.send(p),
+            Some(p) => tx.send_skb(p, &mut cx.skbs),
             None => return cx.wake_at.map(|w| wake_time(w, now, tick)),
         }
     }

@@ -127,6 +127,69 @@ pub struct Route {
     pub iif: u32,
 }
 
+/// Spare packet boxes, the kernel's `skbuff_head_cache`. A packet travels through a device's tree as a
+/// `Box<Packet>`, as an skb travels as a pointer: a qdisc that queues the box (FIFOs, pfifo_fast, HTB,
+/// fq_codel: [`crate::qdisc::Qdisc::enqueue_skb`]) moves 8 bytes where a `Packet` by value is 120,
+/// copied at every layer it passes (rustc cannot elide those copies: docs/BENCHMARKS.md). Ownership
+/// stays Rust's: a queued box belongs to its queue, so no packet can be named twice or after it left,
+/// and a qdisc reset or deleted frees what it held, with no index into a table that could go stale.
+///
+/// A box whose packet was taken out comes here to carry the next one, so that a driver that keeps its
+/// cache (the simulator's `Network` in its kept [`crate::Cx`]) allocates nothing per packet in the
+/// steady state. At most [`SkbCache::KEEP`] boxes are kept: past that (packets made in one call and
+/// freed in another) a box is freed.
+#[derive(Clone, Default)]
+pub struct SkbCache(Vec<Box<Packet>>);
+
+impl SkbCache {
+    /// More than a queue's worth is rarely idle at once; beyond this, boxes go back to the allocator.
+    pub const KEEP: usize = 1024;
+
+    /// `pkt` in a box: a spare one if there is one.
+    #[inline]
+    pub fn boxed(&mut self, pkt: Packet) -> Box<Packet> {
+        match self.0.pop() {
+            Some(mut b) => {
+                *b = pkt;
+                b
+            }
+            None => Box::new(pkt),
+        }
+    }
+
+    /// The packet out of its box; the box is kept for the next [`SkbCache::boxed`].
+    #[inline]
+    pub fn unbox(&mut self, mut b: Box<Packet>) -> Packet {
+        let pkt = std::mem::take(&mut *b);
+        self.recycle(b);
+        pkt
+    }
+
+    /// Keep a box whose packet is no longer needed (its contents are dropped when it is reused).
+    #[inline]
+    pub fn recycle(&mut self, b: Box<Packet>) {
+        if self.0.len() < Self::KEEP {
+            self.0.push(b);
+        }
+    }
+
+    /// Boxes kept.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::fmt::Debug for SkbCache {
+    /// The count, not the spare packets: what a context's `Debug` shows is its call's state.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SkbCache({} spare)", self.0.len())
+    }
+}
+
 /// One 802.1Q/802.1ad tag: its TPID and its TCI (priority << 13 | DEI << 12 | VLAN id).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VlanTag {

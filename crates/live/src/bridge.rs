@@ -26,7 +26,7 @@ use std::sync::atomic::Ordering;
 use tclab_core::action::mirred::Mirrored;
 use tclab_core::engine::{DevKind, Engine};
 use tclab_core::host::{self, Transmitter};
-use tclab_core::packet::VlanTag;
+use tclab_core::packet::{SkbCache, VlanTag};
 use tclab_core::qdisc::{Cx, Verdict};
 use tclab_core::{Nanos, Packet};
 
@@ -133,6 +133,9 @@ pub struct Bridge {
     epoch: u64,
     /// Spare buffers for frames on their way out.
     spare: Vec<Vec<u8>>,
+    /// Spare packet boxes: a packet enters a port's tree in one ([`tclab_core::Device::enqueue_skb`])
+    /// and its box comes back here when its frame is written.
+    skbs: SkbCache,
     /// The transmit queue this bridge serves when it is one of several (`tclab live --queues N`):
     /// every packet it forwards is enqueued with `queue_mapping` set to it, so that the egress mq
     /// root hands it to this queue's tree.
@@ -348,6 +351,7 @@ impl Bridge {
             headers: Headers::default(),
             epoch: sys::monotonic_ns(),
             spare: Vec::new(),
+            skbs: SkbCache::default(),
             queue: None,
             calls: None,
             said: Said::default(),
@@ -1284,8 +1288,9 @@ impl Bridge {
             return Verdict::Cn;
         }
         self.lend_conntrack(&mut cx);
+        let pkt = self.skbs.boxed(pkt);
         let verdict = (self.engine.device_mut(&self.ports[o].name))
-            .map(|dev| dev.enqueue(pkt, &mut cx).to_sender());
+            .map(|dev| dev.enqueue_skb(pkt, &mut cx).to_sender());
         self.take_back_conntrack(&mut cx);
         let Some(verdict) = verdict else {
             return Verdict::Drop;
@@ -1310,6 +1315,7 @@ impl Bridge {
             ports,
             headers,
             spare,
+            skbs,
             ..
         } = self;
         let port = &mut ports[o];
@@ -1321,6 +1327,7 @@ impl Bridge {
             stats: &mut port.stats,
             headers,
             spare,
+            skbs,
         };
         if let Some(w) = host::qdisc_run(dev, now, None, &mut tx) {
             port.wake = Some(port.wake.map_or(w, |p| p.min(w)));
@@ -1920,6 +1927,8 @@ struct PortTx<'a> {
     stats: &'a mut PortStats,
     headers: &'a Headers,
     spare: &'a mut Vec<Vec<u8>>,
+    /// The bridge's spare boxes, where a sent packet's box goes for the next packet the bridge reads.
+    skbs: &'a mut SkbCache,
 }
 
 impl Transmitter for PortTx<'_> {
@@ -1927,8 +1936,20 @@ impl Transmitter for PortTx<'_> {
         self.pending.len() < PENDING_MAX
     }
     fn send(&mut self, pkt: Packet) {
+        self.write(&pkt);
+    }
+    /// The frame is written from the packet in its box, and the box kept for the bridge's next packet.
+    fn send_skb(&mut self, pkt: Box<Packet>, _skbs: &mut SkbCache) {
+        self.write(&pkt);
+        self.skbs.recycle(pkt);
+    }
+}
+
+impl PortTx<'_> {
+    /// The packet's frame into the pending list (or counted stale if it cannot be written).
+    fn write(&mut self, pkt: &Packet) {
         let mut buf = self.spare.pop().unwrap_or_default();
-        if !frame::to_frame(&pkt, self.headers, &mut buf) {
+        if !frame::to_frame(pkt, self.headers, &mut buf) {
             self.stats.stale += 1;
             self.spare.push(buf);
             return;

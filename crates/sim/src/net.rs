@@ -964,6 +964,7 @@ impl Network {
             // Loopback: no device cuts a GSO segment, and there is no GRO to model; the receiver takes
             // it whole.
             let pkt = self.packet_of(d, d.ip.id);
+            let pkt = self.run_cx.skbs.unbox(pkt);
             self.deliver(now, node, pkt);
             if owner != 0 {
                 // Loopback frees the skb at once: no qdisc, no NIC.
@@ -1006,6 +1007,7 @@ impl Network {
         }
         if self.via_teql(node, out) {
             let cx = self.take_cx(now);
+            let pkt = self.run_cx.skbs.unbox(pkt);
             return self.transmit_teql(now, node, pkt, cx);
         }
         let cx = self.take_cx(now);
@@ -1071,16 +1073,18 @@ impl Network {
         false
     }
 
-    fn packet_of(&mut self, d: &Datagram, id: u16) -> Packet {
+    /// A packet made here is boxed once, in a box the qdiscs' dequeues gave back (`run_cx.skbs`), and
+    /// goes through the egress tree as that pointer ([`tclab_core::Device::enqueue_skb`]).
+    fn packet_of(&mut self, d: &Datagram, id: u16) -> Box<Packet> {
         let mut data = self.spare_data.pop().unwrap_or_default();
         d.emit_into(id, &mut data);
-        let mut pkt = Packet {
+        let mut pkt = self.run_cx.skbs.boxed(Packet {
             data,
             len: pkt_len_of(d),
             protocol: 0x0800,
             priority: tos_to_priority(d.ip.tos),
             ..Packet::default()
-        };
+        });
         // `skb->hash`, set once as a NIC's receive hash or a socket sets it, with the run's key: every
         // fq_codel, fq_pie and mq on the packet's path reads it instead of hashing the keys again.
         tclab_core::flow::skb_get_hash(&mut pkt, self.hashrnd);
@@ -1093,7 +1097,13 @@ impl Network {
     /// sees (the verdict without the qdisc-internal flags).
     /// `cx` carries what a mirred delivery inherits (its nest, `tc_skip_classify`); else it is as
     /// `Cx::new(now)` makes it ([`Network::take_cx`]).
-    fn transmit(&mut self, now: Nanos, iface: IfaceId, pkt: Packet, mut cx: Box<Cx>) -> Verdict {
+    fn transmit(
+        &mut self,
+        now: Nanos,
+        iface: IfaceId,
+        pkt: Box<Packet>,
+        mut cx: Box<Cx>,
+    ) -> Verdict {
         let Some(dev) = self.dev_mut(iface) else {
             return Verdict::Drop;
         };
@@ -1103,10 +1113,10 @@ impl Network {
             return Verdict::Drop;
         }
         let owner = (pkt.tag, pkt.len);
-        let traced = self.trace.is_some().then(|| pkt.clone());
+        let traced = self.trace.is_some().then(|| Packet::clone(&pkt));
         let node = self.ifaces[iface].node;
         self.lend_conntrack(node, &mut cx);
-        let raw = self.dev_mut(iface).map(|dev| dev.enqueue(pkt, &mut cx));
+        let raw = self.dev_mut(iface).map(|dev| dev.enqueue_skb(pkt, &mut cx));
         self.take_back_conntrack(node, &mut cx);
         let Some(raw) = raw else {
             return Verdict::Drop;
@@ -1182,6 +1192,7 @@ impl Network {
                 self.receive(now, iface, pkt, cx);
                 return false;
             }
+            let pkt = self.run_cx.skbs.boxed(pkt);
             return self.transmit(now, iface, pkt, cx) != Verdict::Success;
         }
         if m.dev == tclab_core::qdisc::teql::MASTER && self.teqls.contains_key(&node) {
@@ -1373,6 +1384,7 @@ impl Network {
             } else {
                 let mut cx = self.take_cx(now);
                 cx.mirred.set_skip_classify();
+                let pkt = self.run_cx.skbs.boxed(pkt);
                 self.transmit(now, iface, pkt, cx);
             }
         }
@@ -1809,6 +1821,7 @@ impl Network {
                         return;
                     }
                     let cx = self.take_cx(now);
+                    let fwd = self.run_cx.skbs.boxed(fwd);
                     self.transmit(now, out, fwd, cx);
                 }
             }

@@ -78,6 +78,7 @@ struct Fifo<'a> {
 }
 
 impl CodelQueue for Fifo<'_> {
+    type Pkt = Packet;
     fn dequeue(&mut self) -> Option<Packet> {
         let p = self.queue.pop_front()?;
         self.stats.count_unqueued(&p);

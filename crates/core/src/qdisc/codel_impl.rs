@@ -33,6 +33,7 @@
 
 use crate::packet::Packet;
 use crate::Nanos;
+use std::borrow::{Borrow, BorrowMut};
 
 /// `codel_time_t`'s unit: 2^10 ns.
 pub const CODEL_SHIFT: u32 = 10;
@@ -117,12 +118,15 @@ pub struct CodelStats {
 
 /// What CoDel needs of the queue it controls.
 pub trait CodelQueue {
+    /// How the queue holds a packet: `Packet`, or `Box<Packet>` where packets travel boxed (fq_codel,
+    /// [`crate::qdisc::Qdisc::enqueue_skb`]), handed back as it was held.
+    type Pkt: BorrowMut<Packet>;
     /// Take the head packet, updating the caller's counters (`dequeue_func`).
-    fn dequeue(&mut self) -> Option<Packet>;
+    fn dequeue(&mut self) -> Option<Self::Pkt>;
     /// The backlog CoDel compares with the MTU (the whole qdisc's, for fq_codel).
     fn backlog(&self) -> u32;
     /// `drop_func`: a packet CoDel dropped (the caller counts it and hands it to the driver).
-    fn drop(&mut self, pkt: Packet);
+    fn drop(&mut self, pkt: Self::Pkt);
 }
 
 impl CodelVars {
@@ -236,13 +240,13 @@ fn should_drop(
 /// caller's queue hands it straight to the caller's result, not copied through this function's); the
 /// dropping state and its control law run out of line in [`codel_drop_path`].
 #[inline]
-pub fn codel_dequeue(
-    q: &mut impl CodelQueue,
+pub fn codel_dequeue<Q: CodelQueue>(
+    q: &mut Q,
     params: &CodelParams,
     vars: &mut CodelVars,
     stats: &mut CodelStats,
     now_ns: Nanos,
-) -> Option<Packet> {
+) -> Option<Q::Pkt> {
     let mut pkt = q.dequeue();
     if pkt.is_none() {
         vars.first_above_time = 0;
@@ -250,13 +254,20 @@ pub fn codel_dequeue(
         return None;
     }
     let now = codel_time(now_ns);
-    let drop = should_drop(pkt.as_ref(), q.backlog(), vars, params, stats, now);
+    let drop = should_drop(
+        pkt.as_ref().map(Borrow::borrow),
+        q.backlog(),
+        vars,
+        params,
+        stats,
+        now,
+    );
     if vars.dropping || drop {
         pkt = codel_drop_path(q, params, vars, stats, now, pkt, drop);
     }
     if let Some(p) = pkt.as_mut() {
         if after(vars.ldelay, params.ce_threshold) {
-            ce_threshold_mark(p, params, stats);
+            ce_threshold_mark(p.borrow_mut(), params, stats);
         }
     }
     pkt
@@ -279,15 +290,15 @@ fn ce_threshold_mark(p: &mut Packet, params: &CodelParams, stats: &mut CodelStat
 /// The part of `codel_dequeue` for a queue in (or entering) the dropping state: drops and marks as the
 /// control law says, and returns the packet to let through.
 #[inline(never)]
-fn codel_drop_path(
-    q: &mut impl CodelQueue,
+fn codel_drop_path<Q: CodelQueue>(
+    q: &mut Q,
     params: &CodelParams,
     vars: &mut CodelVars,
     stats: &mut CodelStats,
     now: u32,
-    mut pkt: Option<Packet>,
+    mut pkt: Option<Q::Pkt>,
     drop: bool,
-) -> Option<Packet> {
+) -> Option<Q::Pkt> {
     'end: {
         if vars.dropping {
             if !drop {
@@ -299,18 +310,25 @@ fn codel_drop_path(
                     vars.count = vars.count.wrapping_add(1);
                     vars.newton_step();
                     let Some(mut p) = pkt.take() else { break };
-                    if params.ecn && set_ce(&mut p) {
+                    if params.ecn && set_ce(p.borrow_mut()) {
                         stats.ecn_mark += 1;
                         vars.drop_next =
                             control_law(vars.drop_next, params.interval, vars.rec_inv_sqrt);
                         pkt = Some(p);
                         break 'end;
                     }
-                    stats.drop_len = stats.drop_len.wrapping_add(p.len);
+                    stats.drop_len = stats.drop_len.wrapping_add(p.borrow().len);
                     q.drop(p);
                     stats.drop_count += 1;
                     pkt = q.dequeue();
-                    if !should_drop(pkt.as_ref(), q.backlog(), vars, params, stats, now) {
+                    if !should_drop(
+                        pkt.as_ref().map(Borrow::borrow),
+                        q.backlog(),
+                        vars,
+                        params,
+                        stats,
+                        now,
+                    ) {
                         vars.dropping = false;
                     } else {
                         vars.drop_next =
@@ -320,15 +338,22 @@ fn codel_drop_path(
             }
         } else if drop {
             let mut p = pkt.take().expect("a packet was dequeued");
-            if params.ecn && set_ce(&mut p) {
+            if params.ecn && set_ce(p.borrow_mut()) {
                 stats.ecn_mark += 1;
                 pkt = Some(p);
             } else {
-                stats.drop_len = stats.drop_len.wrapping_add(p.len);
+                stats.drop_len = stats.drop_len.wrapping_add(p.borrow().len);
                 q.drop(p);
                 stats.drop_count += 1;
                 pkt = q.dequeue();
-                should_drop(pkt.as_ref(), q.backlog(), vars, params, stats, now);
+                should_drop(
+                    pkt.as_ref().map(Borrow::borrow),
+                    q.backlog(),
+                    vars,
+                    params,
+                    stats,
+                    now,
+                );
             }
             vars.dropping = true;
             // Back above target soon after the last cycle: resume near the drop rate that controlled

@@ -33,8 +33,9 @@ pub struct Fifo {
     unit: FifoUnit,
     limit: u32,
     // state
+    /// The packets in their boxes ([`Qdisc::enqueue_skb`]): a packet moves in and out as a pointer.
     #[serde(skip)]
-    queue: VecDeque<Packet>,
+    queue: VecDeque<Box<Packet>>,
     stats: QdiscStats,
 }
 
@@ -114,9 +115,19 @@ impl Qdisc for Fifo {
     }
 
     fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
+        let pkt = cx.skbs.boxed(pkt);
+        self.enqueue_skb(pkt, cx)
+    }
+
+    fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
+        let pkt = self.dequeue_skb(cx)?;
+        Some(cx.skbs.unbox(pkt))
+    }
+
+    fn enqueue_skb(&mut self, pkt: Box<Packet>, cx: &mut Cx) -> Verdict {
         if !self.fits(&pkt) {
             self.stats.drops += 1;
-            cx.drop_arriving(pkt, DropReason::TailDrop);
+            cx.drop_arriving_skb(pkt, DropReason::TailDrop);
             return Verdict::Drop;
         }
         self.stats.count_queued(&pkt);
@@ -124,7 +135,7 @@ impl Qdisc for Fifo {
         Verdict::Success
     }
 
-    fn dequeue(&mut self, _cx: &mut Cx) -> Option<Packet> {
+    fn dequeue_skb(&mut self, _cx: &mut Cx) -> Option<Box<Packet>> {
         let pkt = self.queue.pop_front()?;
         self.stats.count_unqueued(&pkt);
         self.stats.count_sent(&pkt);
@@ -132,7 +143,7 @@ impl Qdisc for Fifo {
     }
 
     fn peek(&mut self, _cx: &mut Cx) -> Option<&Packet> {
-        self.queue.front()
+        self.queue.front().map(|b| &**b)
     }
 
     fn reset(&mut self) {

@@ -41,7 +41,6 @@ use super::codel_impl::{
     CODEL_DISABLED_THRESHOLD,
 };
 use super::packet_lists::{prefetch, PacketList, PacketLists};
-use super::PeekDequeued;
 use super::{
     ClassInfo, ClassOps, Cx, DevEnv, DropReason, Peeked, Qdisc, QdiscOptions, QdiscStats, Verdict,
     Xstats,
@@ -195,7 +194,7 @@ pub struct FqCodel {
     new_flow_count: u32,
     stats: QdiscStats,
     #[serde(skip)]
-    peeked: Peeked,
+    peeked: Peeked<Box<Packet>>,
     block: Block,
     secret: [u64; 2],
     last_now: Nanos,
@@ -212,8 +211,10 @@ struct FlowQueue<'a> {
 }
 
 impl CodelQueue for FlowQueue<'_> {
+    /// Boxed: a packet enters and leaves its flow as a pointer ([`Qdisc::enqueue_skb`]).
+    type Pkt = Box<Packet>;
     /// `dequeue_func`.
-    fn dequeue(&mut self) -> Option<Packet> {
+    fn dequeue(&mut self) -> Option<Box<Packet>> {
         let p = self.queued.pop_front(self.packets)?;
         *self.flow_backlog -= p.len;
         *self.memory_usage -= p.len + SKB_OVERHEAD;
@@ -224,8 +225,9 @@ impl CodelQueue for FlowQueue<'_> {
         self.stats.backlog
     }
     /// `drop_func`.
-    fn drop(&mut self, pkt: Packet) {
+    fn drop(&mut self, pkt: Box<Packet>) {
         self.stats.drops += 1;
+        let pkt = self.cx.skbs.unbox(pkt);
         self.cx.drop_queued(pkt, DropReason::Aqm);
     }
 }
@@ -379,6 +381,7 @@ impl FqCodel {
             len += p.len;
             mem += p.len + SKB_OVERHEAD;
             n += 1;
+            let p = cx.skbs.unbox(p);
             cx.drop_queued(p, DropReason::Overlimit);
             if n >= max_packets || len >= threshold {
                 break;
@@ -394,7 +397,7 @@ impl FqCodel {
     }
 
     /// `__fq_codel_dequeue`.
-    fn dequeue_inner(&mut self, cx: &mut Cx) -> Option<Packet> {
+    fn dequeue_inner(&mut self, cx: &mut Cx) -> Option<Box<Packet>> {
         self.last_now = cx.now;
         let now = cx.now;
         loop {
@@ -424,8 +427,6 @@ impl FqCodel {
                 flow.deficit -= sent.len as i32;
                 self.stats.count_sent(sent);
                 self.dequeued(cx);
-                // Returned as codel_dequeue made it: taking the packet out of its Option and putting it
-                // back into another would copy its 120 bytes twice.
                 return p;
             }
             // Force a pass through the old flows to prevent starvation.
@@ -507,15 +508,6 @@ impl FqCodel {
     }
 }
 
-impl PeekDequeued for FqCodel {
-    fn held(&mut self) -> (&mut Peeked, &mut QdiscStats) {
-        (&mut self.peeked, &mut self.stats)
-    }
-    fn dequeue_fresh(&mut self, cx: &mut Cx) -> Option<Packet> {
-        self.dequeue_inner(cx)
-    }
-}
-
 impl Qdisc for FqCodel {
     fn kind(&self) -> &'static str {
         "fq_codel"
@@ -537,15 +529,25 @@ impl Qdisc for FqCodel {
         Some(&mut self.block)
     }
 
-    /// `fq_codel_enqueue`.
-    fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
+    fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
+        let pkt = cx.skbs.boxed(pkt);
+        self.enqueue_skb(pkt, cx)
+    }
+
+    fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
+        let pkt = self.dequeue_skb(cx)?;
+        Some(cx.skbs.unbox(pkt))
+    }
+
+    /// `fq_codel_enqueue`, the packet in its box.
+    fn enqueue_skb(&mut self, mut pkt: Box<Packet>, cx: &mut Cx) -> Verdict {
         self.last_now = cx.now;
         let idx = match self.classify(&mut pkt, cx) {
             Ok(i) => i as usize - 1,
             Err(v) => {
                 if v.counts_drop() {
                     self.stats.drops += 1;
-                    cx.drop_arriving(pkt, DropReason::Unclassified);
+                    cx.drop_arriving_skb(pkt, DropReason::Unclassified);
                 }
                 return v;
             }
@@ -592,13 +594,21 @@ impl Qdisc for FqCodel {
         Verdict::Success
     }
 
-    fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
-        self.dequeue_peeked(cx)
+    /// `qdisc_dequeue_peeked`: a packet a parent peeked at is the next one out.
+    fn dequeue_skb(&mut self, cx: &mut Cx) -> Option<Box<Packet>> {
+        if let Some(p) = self.peeked.take(&mut self.stats) {
+            return Some(p);
+        }
+        self.dequeue_inner(cx)
     }
 
     /// `qdisc_peek_dequeued`: the packet is chosen (the discipline's decisions made) and held.
     fn peek(&mut self, cx: &mut Cx) -> Option<&Packet> {
-        self.peek_dequeued(cx)
+        if self.peeked.get().is_none() {
+            let p = self.dequeue_inner(cx)?;
+            self.peeked.hold(p, &mut self.stats);
+        }
+        self.peeked.get()
     }
 
     /// `fq_codel_reset`.

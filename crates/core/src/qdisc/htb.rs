@@ -400,7 +400,7 @@ enum RrAt {
 pub struct Htb {
     /// A packet taken out by `peek` and held for the next dequeue.
     #[serde(skip)]
-    peeked: Peeked,
+    peeked: Peeked<Box<Packet>>,
     handle: Handle,
     // parameters
     r2q: u32,
@@ -422,8 +422,9 @@ pub struct Htb {
     row_mask: [u8; MAXDEPTH],
     near_ev_cache: [Nanos; MAXDEPTH],
     wait_seq: u64,
+    /// Boxed, as the leaves' queues are ([`Qdisc::enqueue_skb`]).
     #[serde(skip)]
-    direct: VecDeque<Packet>,
+    direct: VecDeque<Box<Packet>>,
     direct_pkts: u32,
     stats: QdiscStats,
     now: Nanos,
@@ -892,12 +893,11 @@ impl Htb {
     }
 
     /// `htb_dequeue_tree`.
-    fn dequeue_tree(&mut self, prio: usize, level: usize, cx: &mut Cx) -> Option<Packet> {
+    fn dequeue_tree(&mut self, prio: usize, level: usize, cx: &mut Cx) -> Option<Box<Packet>> {
         let mut start = self.lookup_leaf(level, prio);
         let mut cur = start;
-        // The leaf's answer is returned as it is (unpacked and packed again, its 120 bytes were copied
-        // twice a packet).
-        let mut out: Option<Packet>;
+        // The leaf's box is returned as it came.
+        let mut out: Option<Box<Packet>>;
         let i = loop {
             let i = cur?;
             if self.leaf_qlen(i) == 0 {
@@ -913,7 +913,11 @@ impl Htb {
                 cur = next;
                 continue;
             }
-            out = self.cl_mut(i).leaf.as_mut().and_then(|l| l.q.dequeue(cx));
+            out = self
+                .cl_mut(i)
+                .leaf
+                .as_mut()
+                .and_then(|l| l.q.dequeue_skb(cx));
             if out.is_some() {
                 break i;
             }
@@ -1000,7 +1004,7 @@ fn bits(mut mask: u8) -> impl Iterator<Item = usize> {
 
 impl Htb {
     /// The dequeue itself; [`Qdisc::dequeue`] wraps it to follow its children's drops.
-    fn dequeue_own(&mut self, cx: &mut Cx) -> Option<Packet> {
+    fn dequeue_own(&mut self, cx: &mut Cx) -> Option<Box<Packet>> {
         // `qdisc_dequeue_peeked`: a packet a parent peeked at is the next one out.
         if let Some(p) = self.peeked.take(&mut self.stats) {
             return Some(p);
@@ -1058,13 +1062,23 @@ impl Qdisc for Htb {
             .flatten()
     }
 
-    fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Verdict {
+    fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
+        let pkt = cx.skbs.boxed(pkt);
+        self.enqueue_skb(pkt, cx)
+    }
+
+    fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
+        let pkt = self.dequeue_skb(cx)?;
+        Some(cx.skbs.unbox(pkt))
+    }
+
+    fn enqueue_skb(&mut self, mut pkt: Box<Packet>, cx: &mut Cx) -> Verdict {
         let len = pkt.len;
         match self.classify(&mut pkt, cx) {
             Target::Refused(v) => {
                 if v.counts_drop() {
                     self.stats.drops += 1;
-                    cx.drop_arriving(pkt, DropReason::Action);
+                    cx.drop_arriving_skb(pkt, DropReason::Action);
                 }
                 return v;
             }
@@ -1074,7 +1088,7 @@ impl Qdisc for Htb {
                     self.direct_pkts += 1;
                 } else {
                     self.stats.drops += 1;
-                    cx.drop_arriving(pkt, DropReason::TailDrop);
+                    cx.drop_arriving_skb(pkt, DropReason::TailDrop);
                     return Verdict::Drop;
                 }
             }
@@ -1082,9 +1096,9 @@ impl Qdisc for Htb {
                 cx.tag_leaf(&mut pkt, self.cl(i).classid);
                 let mark = cx.tree_reduced;
                 let v = match self.cl_mut(i).leaf.as_mut() {
-                    Some(leaf) => leaf.q.enqueue(pkt, cx),
+                    Some(leaf) => leaf.q.enqueue_skb(pkt, cx),
                     None => {
-                        cx.drop_arriving(pkt, DropReason::Unclassified);
+                        cx.drop_arriving_skb(pkt, DropReason::Unclassified);
                         Verdict::Drop
                     }
                 };
@@ -1105,7 +1119,7 @@ impl Qdisc for Htb {
         Verdict::Success
     }
 
-    fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
+    fn dequeue_skb(&mut self, cx: &mut Cx) -> Option<Box<Packet>> {
         // A child that dropped packets while dequeuing (an AQM) took them off its counters; take them
         // off ours (`qdisc_tree_reduce_backlog`).
         let mark = cx.tree_reduced;
@@ -1118,7 +1132,7 @@ impl Qdisc for Htb {
     /// and holds it (counted in the queue again) until the next dequeue — how a TBF or DRR parent sees it.
     fn peek(&mut self, cx: &mut Cx) -> Option<&Packet> {
         if self.peeked.get().is_none() {
-            let p = self.dequeue(cx)?;
+            let p = self.dequeue_skb(cx)?;
             self.peeked.hold(p, &mut self.stats);
         }
         self.peeked.get()

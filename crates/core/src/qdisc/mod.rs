@@ -177,26 +177,32 @@ impl QdiscStats {
 
 /// The packet `qdisc_peek_dequeued` holds (the kernel's `gso_skb`): a discipline that can only tell its
 /// next packet by choosing it (HTB, CBQ) answers a parent's peek by dequeuing and holding the packet,
-/// counted in its queue again, until the next dequeue.
-#[derive(Default)]
-pub struct Peeked(Option<Packet>);
+/// counted in its queue again, until the next dequeue. `P` is `Packet`, or `Box<Packet>` for a
+/// discipline that queues boxes (HTB).
+pub struct Peeked<P = Packet>(Option<P>);
 
-impl Peeked {
+impl<P> Default for Peeked<P> {
+    fn default() -> Self {
+        Peeked(None)
+    }
+}
+
+impl<P: std::borrow::Borrow<Packet>> Peeked<P> {
     /// `qdisc_dequeue_peeked`: the held packet, if any, taken off the counters.
-    pub fn take(&mut self, stats: &mut QdiscStats) -> Option<Packet> {
+    pub fn take(&mut self, stats: &mut QdiscStats) -> Option<P> {
         let p = self.0.take()?;
         stats.qlen = stats.qlen.saturating_sub(1);
-        stats.backlog = stats.backlog.saturating_sub(p.len);
+        stats.backlog = stats.backlog.saturating_sub(p.borrow().len);
         Some(p)
     }
     /// Hold a packet just dequeued for a peek, counting it in the queue again.
-    pub fn hold(&mut self, p: Packet, stats: &mut QdiscStats) {
+    pub fn hold(&mut self, p: P, stats: &mut QdiscStats) {
         stats.qlen += 1;
-        stats.backlog += p.len;
+        stats.backlog += p.borrow().len;
         self.0 = Some(p);
     }
     pub fn get(&self) -> Option<&Packet> {
-        self.0.as_ref()
+        self.0.as_ref().map(|p| p.borrow())
     }
     pub fn clear(&mut self) {
         self.0 = None;
@@ -602,6 +608,22 @@ pub trait Qdisc {
     fn kind(&self) -> &'static str;
     fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict;
     fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet>;
+    /// [`Qdisc::enqueue`] of a packet in its box, as the kernel's enqueue takes an skb pointer: a
+    /// parent hands its child the box, and a discipline that queues boxes (FIFOs, pfifo_fast, HTB,
+    /// fq_codel) moves the packet through the tree as 8 bytes, where by value each layer copies its
+    /// 120. Such a discipline overrides this and [`Qdisc::dequeue_skb`], and makes its `enqueue` and
+    /// `dequeue` box and unbox through `cx.skbs`. The default takes the packet out (its box kept in
+    /// `cx.skbs` for the next one) and calls `enqueue`, so every discipline takes either.
+    fn enqueue_skb(&mut self, pkt: Box<Packet>, cx: &mut Cx) -> Verdict {
+        let pkt = cx.skbs.unbox(pkt);
+        self.enqueue(pkt, cx)
+    }
+    /// [`Qdisc::dequeue`] giving the packet in its box (see [`Qdisc::enqueue_skb`]); the default boxes
+    /// what `dequeue` gives, in a box from `cx.skbs`.
+    fn dequeue_skb(&mut self, cx: &mut Cx) -> Option<Box<Packet>> {
+        let pkt = self.dequeue(cx)?;
+        Some(cx.skbs.boxed(pkt))
+    }
     /// The packet the next `dequeue` would return, without taking it.
     fn peek(&mut self, cx: &mut Cx) -> Option<&Packet>;
     /// Drop everything queued (`qdisc_reset`), keeping configuration and cumulative counters.
@@ -800,6 +822,176 @@ pub trait ClassOps {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A device on a fresh engine with `root` (or its default noqueue), and under HTB's class 1:1
+    /// (1 Gbit/s) the leaf `leaf` if given.
+    fn tree(root: Option<QdiscOptions>, leaf: Option<QdiscOptions>) -> crate::Engine {
+        use crate::engine::Flags;
+        let mut e = crate::Engine::new();
+        e.add_device("eth0", 1500, 1000);
+        if let Some(root) = root {
+            e.modify_qdisc(
+                "eth0",
+                Handle::ROOT,
+                Handle::new(1, 0),
+                Some(&root),
+                Flags::ADD,
+                0,
+            )
+            .unwrap();
+        }
+        if matches!(e.device("eth0").unwrap().root().q.kind(), "htb") {
+            let rate = crate::units::RateSpec {
+                rate: 125_000_000,
+                ..Default::default()
+            };
+            let class = ClassOptions::Htb(htb::HtbClassOptions {
+                rate,
+                ceil: rate,
+                // 640 µs of tokens (80 KB): every packet of the test may leave at once.
+                buffer: 10_000,
+                cbuffer: 10_000,
+                quantum: 1500,
+                prio: 0,
+                level: 0,
+            });
+            e.modify_class(
+                "eth0",
+                Handle::new(1, 0),
+                Handle::new(1, 1),
+                &class,
+                Flags::ADD,
+                0,
+            )
+            .unwrap();
+            if let Some(leaf) = leaf {
+                e.modify_qdisc(
+                    "eth0",
+                    Handle::new(1, 1),
+                    Handle::new(2, 0),
+                    Some(&leaf),
+                    Flags::ADD,
+                    0,
+                )
+                .unwrap();
+            }
+        }
+        e
+    }
+
+    /// Packets a tree is given in their boxes come out in the same boxes, in order and unchanged,
+    /// through every discipline that queues boxes (noqueue, pfifo_fast, pfifo, HTB with its default pfifo leaf,
+    /// fq_codel, HTB over fq_codel): no layer copied them out. Through SFQ, which takes packets by
+    /// value, under HTB they come out equal and in order, in boxes from the context's cache; a box
+    /// handed in the plain way (`Device::enqueue`) comes back the plain way too.
+    #[test]
+    fn a_boxed_packet_leaves_the_tree_in_the_box_it_came_in() {
+        let htb = || {
+            Some(QdiscOptions::Htb(htb::HtbOptions {
+                defcls: 1,
+                ..Default::default()
+            }))
+        };
+        let fq_codel = || Some(QdiscOptions::FqCodel(Default::default()));
+        let trees = [
+            ("noqueue", None, None, true),
+            ("pfifo_fast", Some(QdiscOptions::PfifoFast), None, true),
+            (
+                "pfifo",
+                Some(QdiscOptions::Pfifo(Default::default())),
+                None,
+                true,
+            ),
+            ("htb", htb(), None, true),
+            ("fq_codel", fq_codel(), None, true),
+            ("htb over fq_codel", htb(), fq_codel(), true),
+            (
+                "htb over sfq",
+                htb(),
+                Some(QdiscOptions::Sfq(Default::default())),
+                false,
+            ),
+        ];
+        for (name, root, leaf, same_box) in trees {
+            let mut e = tree(root, leaf);
+            let dev = e.device_mut("eth0").unwrap();
+            let mut cx = Cx::new(0);
+            let sent: Vec<Box<Packet>> = (0..3u64)
+                .map(|i| {
+                    Box::new(Packet {
+                        tag: i + 1,
+                        ..Packet::udp4([10, 0, 0, 1], 1000, [10, 0, 0, 2], 2000, 0, 1000)
+                    })
+                })
+                .collect();
+            let expect: Vec<Packet> = sent
+                .iter()
+                .map(|p| Packet {
+                    enqueue_ns: 5,
+                    ..Packet::clone(p)
+                })
+                .collect();
+            let at: Vec<*const Packet> = sent.iter().map(|p| &**p as *const Packet).collect();
+            for p in sent {
+                cx.reset(5);
+                assert_eq!(dev.enqueue_skb(p, &mut cx), Verdict::Success, "{name}");
+            }
+            for (i, want) in expect.iter().enumerate() {
+                cx.reset(10);
+                let got = dev
+                    .dequeue_skb(&mut cx)
+                    .unwrap_or_else(|| panic!("{name}: packet {i}"));
+                // (Through SFQ a box from the cache: which one is the cache's business.)
+                assert!(
+                    !same_box || std::ptr::eq(&*got, at[i]),
+                    "{name}: packet {i} in the box it came in"
+                );
+                // The hashing disciplines leave the flow hash they computed on the packet (`skb->hash`).
+                assert_eq!(
+                    Packet {
+                        leaf_class: 0,
+                        hash: 0,
+                        ..*got
+                    },
+                    *want,
+                    "{name}: packet {i}"
+                );
+            }
+            assert!(dev.dequeue_skb(&mut cx).is_none(), "{name}: empty");
+            cx.reset(20);
+            dev.enqueue(expect[0].clone(), &mut cx);
+            let got = dev.dequeue(&mut cx).map(|p| Packet {
+                leaf_class: 0,
+                hash: 0,
+                ..p
+            });
+            assert_eq!(
+                got.as_ref(),
+                Some(&Packet {
+                    enqueue_ns: 20,
+                    ..expect[0].clone()
+                }),
+                "{name}"
+            );
+        }
+    }
+
+    /// The cache gives back the boxes it was given, the last first (its lines still in cache), and
+    /// keeps no more than `KEEP`.
+    #[test]
+    fn the_box_cache_reuses_boxes_and_keeps_a_bounded_number() {
+        let mut skbs = crate::packet::SkbCache::default();
+        let b = skbs.boxed(Packet::of_len(100));
+        let at = &*b as *const Packet;
+        assert_eq!(skbs.unbox(b), Packet::of_len(100));
+        let again = skbs.boxed(Packet::of_len(60));
+        assert!(std::ptr::eq(&*again, at), "the box is reused");
+        assert_eq!(*again, Packet::of_len(60));
+        for _ in 0..crate::packet::SkbCache::KEEP + 10 {
+            skbs.recycle(Box::default());
+        }
+        assert_eq!(skbs.len(), crate::packet::SkbCache::KEEP);
+    }
 
     /// A driver keeps one context for its calls (`tclab_sim`'s `Network`), so `reset` must leave
     /// nothing of the last call behind: no drops, no mirred nest or skip flag, no duplicates, no wake-up.

@@ -12,8 +12,9 @@ use std::collections::VecDeque;
 
 #[derive(Default, serde::Serialize, serde::Deserialize)]
 pub struct Noqueue {
+    /// Boxed ([`Qdisc::enqueue_skb`]): a veth's packets pass through as pointers.
     #[serde(skip)]
-    queue: VecDeque<Packet>,
+    queue: VecDeque<Box<Packet>>,
     stats: QdiscStats,
 }
 
@@ -27,19 +28,27 @@ impl Qdisc for Noqueue {
             .then(|| crate::snapshot::save(self))
             .flatten()
     }
-    fn enqueue(&mut self, pkt: Packet, _cx: &mut Cx) -> Verdict {
+    fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
+        let pkt = cx.skbs.boxed(pkt);
+        self.enqueue_skb(pkt, cx)
+    }
+    fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
+        let pkt = self.dequeue_skb(cx)?;
+        Some(cx.skbs.unbox(pkt))
+    }
+    fn enqueue_skb(&mut self, pkt: Box<Packet>, _cx: &mut Cx) -> Verdict {
         self.stats.count_queued(&pkt);
         self.queue.push_back(pkt);
         Verdict::Success
     }
-    fn dequeue(&mut self, _cx: &mut Cx) -> Option<Packet> {
+    fn dequeue_skb(&mut self, _cx: &mut Cx) -> Option<Box<Packet>> {
         let pkt = self.queue.pop_front()?;
         self.stats.count_unqueued(&pkt);
         self.stats.count_sent(&pkt);
         Some(pkt)
     }
     fn peek(&mut self, _cx: &mut Cx) -> Option<&Packet> {
-        self.queue.front()
+        self.queue.front().map(|b| &**b)
     }
     fn reset(&mut self) {
         self.queue.clear();

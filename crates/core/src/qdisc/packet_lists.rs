@@ -4,9 +4,10 @@
 //! A `VecDeque` per flow gives each flow its own allocation, with its packets inline: with 65 536 flows
 //! the step that serves one flow and the step that queues to another each land in a cold allocation, and
 //! the flow table is large because every entry carries a deque. Here a qdisc's queued packets all sit in
-//! one `Vec`, a list is a head, a tail and a length, and the links are a separate array of `u32` (dense:
-//! 4 bytes a packet, where a packet is about a hundred). Free slots are a stack, so the slot a dequeue
-//! has just emptied — whose lines are in cache — is the one the next enqueue fills.
+//! one `Vec` of boxes (a packet's pointer, as the skb lists link pointers), a list is a head, a tail and
+//! a length, and the links are a separate array of `u32` (dense: 4 bytes a packet). Free slots are a
+//! stack, so the slot a dequeue has just emptied — whose lines are in cache — is the one the next
+//! enqueue fills.
 
 use crate::packet::Packet;
 
@@ -39,6 +40,10 @@ pub(crate) fn prefetch<T>(x: &T) {
 /// No slot: the end of a list.
 const NIL: u32 = u32::MAX;
 
+/// A packet as a list holds it: in its box ([`crate::qdisc::Qdisc::enqueue_skb`]), so that a slot is a
+/// pointer and a packet enters and leaves its flow without being copied.
+type Skb = Box<Packet>;
+
 /// One FIFO list in a [`PacketLists`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PacketList {
@@ -69,8 +74,8 @@ impl Default for PacketList {
 /// `PacketLists` it was filled from.
 #[derive(Debug, Default)]
 pub(crate) struct PacketLists {
-    /// `None` in a free slot: emptying one writes a tag, not a whole packet.
-    slots: Vec<Option<Packet>>,
+    /// `None` in a free slot.
+    slots: Vec<Option<Skb>>,
     next: Vec<u32>,
     free: Vec<u32>,
 }
@@ -81,7 +86,7 @@ impl PacketLists {
     }
 
     /// Appends `pkt` to `list`.
-    pub fn push_back(&mut self, list: &mut PacketList, pkt: Packet) {
+    pub fn push_back(&mut self, list: &mut PacketList, pkt: Skb) {
         let slot = match self.free.pop() {
             Some(slot) => {
                 self.slots[slot as usize] = Some(pkt);
@@ -108,7 +113,7 @@ impl PacketLists {
     }
 
     /// Takes the head of `list`.
-    pub fn pop_front(&mut self, list: &mut PacketList) -> Option<Packet> {
+    pub fn pop_front(&mut self, list: &mut PacketList) -> Option<Skb> {
         if list.head == NIL {
             return None;
         }
@@ -125,7 +130,7 @@ impl PacketLists {
     /// Starts fetching `list`'s head packet into the cache, for a dequeue soon (see [`prefetch`]).
     pub fn prefetch_head(&self, list: &PacketList) {
         if let Some(Some(p)) = self.slots.get(list.head as usize) {
-            prefetch(p);
+            prefetch(&**p);
         }
     }
 
@@ -136,7 +141,7 @@ impl PacketLists {
             let n = self.next[s as usize];
             (n != NIL).then_some(n)
         })
-        .filter_map(move |s| self.slots[s as usize].as_ref())
+        .filter_map(move |s| self.slots[s as usize].as_deref())
     }
 
     /// Forgets every packet; the lists filled from here must be reset to [`PacketList::EMPTY`] too.
@@ -151,11 +156,11 @@ impl PacketLists {
 mod tests {
     use super::*;
 
-    fn tagged(tag: u64) -> Packet {
-        Packet {
+    fn tagged(tag: u64) -> Skb {
+        Box::new(Packet {
             tag,
             ..Packet::of_len(100)
-        }
+        })
     }
 
     /// Interleaved lists keep their own FIFO order, and emptied slots are filled again before the slab

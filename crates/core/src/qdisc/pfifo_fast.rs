@@ -27,8 +27,10 @@ pub fn tos_to_priority(tos: u8) -> u32 {
 #[derive(serde::Serialize, serde::Deserialize)]
 pub struct PfifoFast {
     limit_per_band: u32,
+    /// The packets in their boxes ([`Qdisc::enqueue_skb`]): every simulated host's default qdisc, so
+    /// every packet it sends moves in and out as a pointer.
     #[serde(skip)]
-    bands: [VecDeque<Packet>; BANDS],
+    bands: [VecDeque<Box<Packet>>; BANDS],
     stats: QdiscStats,
 }
 
@@ -60,10 +62,20 @@ impl Qdisc for PfifoFast {
     }
 
     fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
+        let pkt = cx.skbs.boxed(pkt);
+        self.enqueue_skb(pkt, cx)
+    }
+
+    fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
+        let pkt = self.dequeue_skb(cx)?;
+        Some(cx.skbs.unbox(pkt))
+    }
+
+    fn enqueue_skb(&mut self, pkt: Box<Packet>, cx: &mut Cx) -> Verdict {
         let band = Self::band_of(&pkt);
         if self.bands[band].len() as u32 >= self.limit_per_band {
             self.stats.drops += 1;
-            cx.drop_arriving(pkt, DropReason::TailDrop);
+            cx.drop_arriving_skb(pkt, DropReason::TailDrop);
             return Verdict::Drop;
         }
         self.stats.count_queued(&pkt);
@@ -71,7 +83,7 @@ impl Qdisc for PfifoFast {
         Verdict::Success
     }
 
-    fn dequeue(&mut self, _cx: &mut Cx) -> Option<Packet> {
+    fn dequeue_skb(&mut self, _cx: &mut Cx) -> Option<Box<Packet>> {
         let pkt = self.bands.iter_mut().find_map(|b| b.pop_front())?;
         self.stats.count_unqueued(&pkt);
         self.stats.count_sent(&pkt);
@@ -79,7 +91,7 @@ impl Qdisc for PfifoFast {
     }
 
     fn peek(&mut self, _cx: &mut Cx) -> Option<&Packet> {
-        self.bands.iter().find_map(|b| b.front())
+        self.bands.iter().find_map(|b| b.front()).map(|b| &**b)
     }
 
     fn reset(&mut self) {
