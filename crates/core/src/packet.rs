@@ -139,6 +139,8 @@ pub struct Route {
 /// steady state. At most [`SkbCache::KEEP`] boxes are kept: past that (packets made in one call and
 /// freed in another) a box is freed.
 #[derive(Clone, Default)]
+// The boxes are what is kept: each is handed out whole, with its allocation, for the next packet.
+#[allow(clippy::vec_box)]
 pub struct SkbCache(Vec<Box<Packet>>);
 
 impl SkbCache {

@@ -205,8 +205,8 @@ pub fn ipv4_change_dsfield(data: &mut [u8], mask: u8, value: u8) {
     data[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
 }
 
-fn should_drop(
-    pkt: Option<&Packet>,
+fn should_drop<P: Borrow<Packet>>(
+    pkt: Option<&P>,
     backlog: u32,
     vars: &mut CodelVars,
     params: &CodelParams,
@@ -217,6 +217,7 @@ fn should_drop(
         vars.first_above_time = 0;
         return false;
     };
+    let pkt = pkt.borrow();
     vars.ldelay = now.wrapping_sub(codel_time(pkt.enqueue_ns));
     stats.maxpacket = stats.maxpacket.max(pkt.len);
     if !after_eq(vars.ldelay, params.target) || backlog <= params.mtu {
@@ -254,14 +255,7 @@ pub fn codel_dequeue<Q: CodelQueue>(
         return None;
     }
     let now = codel_time(now_ns);
-    let drop = should_drop(
-        pkt.as_ref().map(Borrow::borrow),
-        q.backlog(),
-        vars,
-        params,
-        stats,
-        now,
-    );
+    let drop = should_drop(pkt.as_ref(), q.backlog(), vars, params, stats, now);
     if vars.dropping || drop {
         pkt = codel_drop_path(q, params, vars, stats, now, pkt, drop);
     }
@@ -321,14 +315,7 @@ fn codel_drop_path<Q: CodelQueue>(
                     q.drop(p);
                     stats.drop_count += 1;
                     pkt = q.dequeue();
-                    if !should_drop(
-                        pkt.as_ref().map(Borrow::borrow),
-                        q.backlog(),
-                        vars,
-                        params,
-                        stats,
-                        now,
-                    ) {
+                    if !should_drop(pkt.as_ref(), q.backlog(), vars, params, stats, now) {
                         vars.dropping = false;
                     } else {
                         vars.drop_next =
@@ -346,14 +333,7 @@ fn codel_drop_path<Q: CodelQueue>(
                 q.drop(p);
                 stats.drop_count += 1;
                 pkt = q.dequeue();
-                should_drop(
-                    pkt.as_ref().map(Borrow::borrow),
-                    q.backlog(),
-                    vars,
-                    params,
-                    stats,
-                    now,
-                );
+                should_drop(pkt.as_ref(), q.backlog(), vars, params, stats, now);
             }
             vars.dropping = true;
             // Back above target soon after the last cycle: resume near the drop rate that controlled

@@ -114,15 +114,7 @@ impl Qdisc for Fifo {
             .flatten()
     }
 
-    fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
-        let pkt = cx.skbs.boxed(pkt);
-        self.enqueue_skb(pkt, cx)
-    }
-
-    fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
-        let pkt = self.dequeue_skb(cx)?;
-        Some(cx.skbs.unbox(pkt))
-    }
+    super::by_value_through_boxes!();
 
     fn enqueue_skb(&mut self, pkt: Box<Packet>, cx: &mut Cx) -> Verdict {
         if !self.fits(&pkt) {

@@ -529,15 +529,7 @@ impl Qdisc for FqCodel {
         Some(&mut self.block)
     }
 
-    fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
-        let pkt = cx.skbs.boxed(pkt);
-        self.enqueue_skb(pkt, cx)
-    }
-
-    fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
-        let pkt = self.dequeue_skb(cx)?;
-        Some(cx.skbs.unbox(pkt))
-    }
+    super::by_value_through_boxes!();
 
     /// `fq_codel_enqueue`, the packet in its box.
     fn enqueue_skb(&mut self, mut pkt: Box<Packet>, cx: &mut Cx) -> Verdict {

@@ -10,6 +10,23 @@
 //! Configuration follows the kernel's three steps: tc builds an options value ([`QdiscOptions`]), the qdisc
 //! validates all of it, and only then applies it whole (`change`), so a refused change leaves no trace.
 
+/// The plain [`Qdisc::enqueue`] and [`Qdisc::dequeue`] of a discipline that queues boxes (it writes
+/// `enqueue_skb` and `dequeue_skb`): the packet boxed from `cx.skbs`, and unboxed into it.
+macro_rules! by_value_through_boxes {
+    () => {
+        fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
+            let pkt = cx.skbs.boxed(pkt);
+            self.enqueue_skb(pkt, cx)
+        }
+
+        fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
+            let pkt = self.dequeue_skb(cx)?;
+            Some(cx.skbs.unbox(pkt))
+        }
+    };
+}
+pub(crate) use by_value_through_boxes;
+
 pub mod cake;
 pub mod cbq;
 pub mod cbs;
@@ -829,18 +846,14 @@ mod tests {
         use crate::engine::Flags;
         let mut e = crate::Engine::new();
         e.add_device("eth0", 1500, 1000);
+        let add = |e: &mut crate::Engine, parent, handle, q: &QdiscOptions| {
+            e.modify_qdisc("eth0", parent, handle, Some(q), Flags::ADD, 0)
+                .unwrap();
+        };
         if let Some(root) = root {
-            e.modify_qdisc(
-                "eth0",
-                Handle::ROOT,
-                Handle::new(1, 0),
-                Some(&root),
-                Flags::ADD,
-                0,
-            )
-            .unwrap();
+            add(&mut e, Handle::ROOT, Handle::new(1, 0), &root);
         }
-        if matches!(e.device("eth0").unwrap().root().q.kind(), "htb") {
+        if e.device("eth0").unwrap().root().q.kind() == "htb" {
             let rate = crate::units::RateSpec {
                 rate: 125_000_000,
                 ..Default::default()
@@ -855,25 +868,11 @@ mod tests {
                 prio: 0,
                 level: 0,
             });
-            e.modify_class(
-                "eth0",
-                Handle::new(1, 0),
-                Handle::new(1, 1),
-                &class,
-                Flags::ADD,
-                0,
-            )
-            .unwrap();
-            if let Some(leaf) = leaf {
-                e.modify_qdisc(
-                    "eth0",
-                    Handle::new(1, 1),
-                    Handle::new(2, 0),
-                    Some(&leaf),
-                    Flags::ADD,
-                    0,
-                )
+            let (parent, id) = (Handle::new(1, 0), Handle::new(1, 1));
+            e.modify_class("eth0", parent, id, &class, Flags::ADD, 0)
                 .unwrap();
+            if let Some(leaf) = leaf {
+                add(&mut e, id, Handle::new(2, 0), &leaf);
             }
         }
         e

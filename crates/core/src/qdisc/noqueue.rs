@@ -28,14 +28,7 @@ impl Qdisc for Noqueue {
             .then(|| crate::snapshot::save(self))
             .flatten()
     }
-    fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Verdict {
-        let pkt = cx.skbs.boxed(pkt);
-        self.enqueue_skb(pkt, cx)
-    }
-    fn dequeue(&mut self, cx: &mut Cx) -> Option<Packet> {
-        let pkt = self.dequeue_skb(cx)?;
-        Some(cx.skbs.unbox(pkt))
-    }
+    super::by_value_through_boxes!();
     fn enqueue_skb(&mut self, pkt: Box<Packet>, _cx: &mut Cx) -> Verdict {
         self.stats.count_queued(&pkt);
         self.queue.push_back(pkt);
