@@ -422,7 +422,7 @@ fn without_the_tdc_cases_the_skip_is_said_on_the_terminal() {
 fn tdc_cases_read_the_same_with_and_without_a_snapshot() {
     let dir = match std::env::var_os("TCLAB_TDC_DIR") {
         Some(d) => Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tdc"),
+        None => common::shared_tdc(),
     };
     if !dir.join("qdiscs").is_dir() {
         common::skip(&format!(

@@ -518,7 +518,7 @@ fn tdc_dir() -> Option<PathBuf> {
         );
         return Some(p);
     }
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tdc");
+    let p = common::shared_tdc();
     match p.canonicalize() {
         Ok(c) if c.join("qdiscs").is_dir() => Some(c),
         _ => {

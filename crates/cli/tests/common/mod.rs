@@ -163,6 +163,18 @@ pub fn fixture(name: &str) -> String {
     format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
+/// `shared/tdc` beside the workspace checkout (`<workspace>/../shared/tdc`), spelled without `..`
+/// so that a skip line names a path a user can read; it need not exist.
+#[allow(dead_code)]
+pub fn shared_tdc() -> std::path::PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = root.canonicalize().unwrap_or(root);
+    match root.parent() {
+        Some(above) => above.join("shared/tdc"),
+        None => root.join("../shared/tdc"),
+    }
+}
+
 /// Says on the terminal why a test skips: `line` (`NAME: SKIPPED: why`) straight to stderr, once per
 /// process. libtest captures print!/eprint! of a test that passes, so a skip printed that way was never
 /// seen (README: tests needing what the machine lacks skip with a line).
