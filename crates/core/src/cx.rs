@@ -156,6 +156,12 @@ impl Cx {
             arriving: false,
         });
     }
+
+    /// [`Cx::drop_queued`] of a packet in its box (the box is kept for the next packet).
+    pub fn drop_queued_skb(&mut self, pkt: Box<Packet>, reason: DropReason) {
+        let pkt = self.skbs.unbox(pkt);
+        self.drop_queued(pkt, reason);
+    }
 }
 
 /// Why a packet was dropped. The kernel names these in `enum qdisc_drop_reason` and
@@ -166,7 +172,8 @@ pub enum DropReason {
     /// The arriving packet found its queue full: a FIFO or band at its limit, HTB's direct queue, an SFQ
     /// flow at its depth.
     TailDrop,
-    /// A queued packet at the head of a full flow was dropped to admit the arriving one (SFQ `headdrop`).
+    /// A queued packet at the head of a full flow or queue was dropped to admit the arriving one (SFQ
+    /// `headdrop`, pfifo_head_drop).
     HeadDrop,
     /// The qdisc as a whole was over its limit and dropped a queued packet of its choice (SFQ's
     /// `sfq_drop` from the longest flow), or the packet is larger than a shaper could ever send (TBF's

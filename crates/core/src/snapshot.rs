@@ -62,6 +62,10 @@ pub const RESTORE: &[Restore] = &[
         restore: restore::<crate::qdisc::fifo::Fifo>,
     },
     Restore {
+        kind: "pfifo_head_drop",
+        restore: restore::<crate::qdisc::fifo::Fifo>,
+    },
+    Restore {
         kind: "pfifo_fast",
         restore: restore::<crate::qdisc::pfifo_fast::PfifoFast>,
     },

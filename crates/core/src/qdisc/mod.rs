@@ -285,6 +285,7 @@ impl DevEnv {
 pub enum QdiscOptions {
     Pfifo(fifo::FifoOptions),
     Bfifo(fifo::FifoOptions),
+    PfifoHeadDrop(fifo::FifoOptions),
     PfifoFast,
     Noqueue,
     Tbf(tbf::TbfOptions),
@@ -331,6 +332,7 @@ impl QdiscOptions {
         match self {
             QdiscOptions::Pfifo(_) => "pfifo",
             QdiscOptions::Bfifo(_) => "bfifo",
+            QdiscOptions::PfifoHeadDrop(_) => "pfifo_head_drop",
             QdiscOptions::PfifoFast => "pfifo_fast",
             QdiscOptions::Noqueue => "noqueue",
             QdiscOptions::Tbf(_) => "tbf",
@@ -387,6 +389,7 @@ pub struct QdiscKind {
 pub const KINDS: &[QdiscKind] = &[
     fifo::PFIFO,
     fifo::BFIFO,
+    fifo::PFIFO_HEAD_DROP,
     pfifo_fast::KIND,
     noqueue::KIND,
     tbf::KIND,

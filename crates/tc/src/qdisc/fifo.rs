@@ -1,4 +1,5 @@
-//! `pfifo` and `bfifo` (iproute2's `q_fifo.c`): a limit in packets or bytes.
+//! `pfifo`, `bfifo` and `pfifo_head_drop` (iproute2's `q_fifo.c`): a limit in packets or bytes. Without
+//! one the kernel takes the device's txqueuelen (times the link MTU for bfifo).
 
 use super::QdiscLang;
 use crate::util::{get_size, get_u32, matches, sprint_size};
@@ -20,6 +21,16 @@ pub const PFIFO: QdiscLang = QdiscLang {
 
 pub const BFIFO: QdiscLang = QdiscLang {
     name: "bfifo",
+    words: &["limit"],
+    parse: parse_fifo,
+    print: print_fifo,
+    xstats: None,
+    xstats_json: None,
+    class: None,
+};
+
+pub const PFIFO_HEAD_DROP: QdiscLang = QdiscLang {
+    name: "pfifo_head_drop",
     words: &["limit"],
     parse: parse_fifo,
     print: print_fifo,
@@ -53,17 +64,17 @@ fn parse_fifo(kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<Qdisc
         }
     }
     let o = FifoOptions { limit };
-    Ok(if kind == "bfifo" {
-        QdiscOptions::Bfifo(o)
-    } else {
-        QdiscOptions::Pfifo(o)
+    Ok(match kind {
+        "bfifo" => QdiscOptions::Bfifo(o),
+        "pfifo_head_drop" => QdiscOptions::PfifoHeadDrop(o),
+        _ => QdiscOptions::Pfifo(o),
     })
 }
 
-/// `fifo_print_opt`.
+/// `fifo_print_opt`: bytes for bfifo, packets for the other two.
 fn print_fifo(o: &QdiscOptions, _flags: ShowFlags, s: &mut String, j: &mut Map<String, Value>) {
     match o {
-        QdiscOptions::Pfifo(f) => {
+        QdiscOptions::Pfifo(f) | QdiscOptions::PfifoHeadDrop(f) => {
             let limit = f.limit.unwrap_or(0);
             let _ = write!(s, "limit {limit}p");
             j.insert("limit".into(), json!(limit));

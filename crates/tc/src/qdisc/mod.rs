@@ -80,6 +80,7 @@ pub struct ClassLang {
 pub const KINDS: &[QdiscLang] = &[
     fifo::PFIFO,
     fifo::BFIFO,
+    fifo::PFIFO_HEAD_DROP,
     pfifo_fast::LANG,
     noqueue::LANG,
     tbf::LANG,
