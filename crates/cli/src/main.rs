@@ -433,7 +433,9 @@ in the order teql0 serves them, each line's rate (--link DEV=RATE) and, backlogg
 
 The simulation sends 1514-byte packets classified by skb->priority (the classid), so filters are not
 consulted: explain shows how the tree shares the link, tclab check whether traffic reaches the classes
-(a loaded class every filter naming it leaves idle, each shadowed by an earlier one, gets a note).
+(a loaded class the policy sends nothing gets a note: every filter naming it shadowed by an earlier
+one, named by no filter, CLASSIFY rule or skbedit priority and not the default, or the default behind
+a catch-all filter; HTB and HFSC read skb->priority first, then the filters, then the default).
 The computed column follows HTB's documented rule; HTB itself departs from it when several classes of
 one priority borrow: each borrower's own bucket keeps refilling, so it turns green for a packet now and
 then and leaves the round robin, and with default bursts the excess is split more evenly than the quanta
@@ -581,7 +583,7 @@ fn run_explain(a: args::ExplainArgs) -> CmdResult {
     }
     let origins = tclab_tc::check::origins::Origins::new(records);
     for (k, (name, load)) in names.iter().zip(&loads).enumerate() {
-        let shadowed = tclab_tc::check::shadowed_classes(&engine, &origins, name);
+        let idle = tclab_tc::check::idle_classes(&engine, &origins, name);
         let d = engine.device_mut(name).expect("listed");
         if k > 0 {
             println!();
@@ -593,7 +595,7 @@ fn run_explain(a: args::ExplainArgs) -> CmdResult {
             .or(link);
         print!(
             "{}",
-            tclab_tc::explain::explain(d, load.as_ref(), link, &shadowed)?
+            tclab_tc::explain::explain(d, load.as_ref(), link, &idle)?
         );
     }
     Ok(0)

@@ -857,15 +857,14 @@ fn taprio_gates(
     out
 }
 
-/// Explain the policy of `dev`. `link`: the line's rate in bytes/s, if known. `shadowed`: the classes
-/// no filter can send a packet to, with the `filter-shadowed` findings that say why
-/// ([`crate::check::shadowed_classes`]): a loaded one gets a note, since its figures are for packets
-/// sent to it directly, as the simulation sends them, and the policy's filters send it none.
+/// Explain the policy of `dev`. `link`: the line's rate in bytes/s, if known. `idle`: the leaves the
+/// policy's classification sends no packet to, and why ([`crate::check::idle_classes`]): a loaded one
+/// gets a note, since its figures are for packets sent to it directly, as the simulation sends them.
 pub fn explain(
     dev: &mut Device,
     load: Option<&Load>,
     link: Option<u64>,
-    shadowed: &BTreeMap<u32, Vec<crate::check::Finding>>,
+    idle: &BTreeMap<u32, crate::check::Idle>,
 ) -> Result<String, String> {
     let name = dev.name.clone();
     let root_kind = dev.root().q.kind();
@@ -1102,20 +1101,72 @@ pub fn explain(
             );
         }
     }
+    // Figures for packets sent directly, by skb->priority: say so where the policy sends none.
+    const DIRECT: &str =
+        "so its figures are for packets sent to it directly (skb->priority, as the \
+                          simulation sends them)";
+    // Classes no filter names are said in one note when more than three (a tree built for
+    // classification outside tc, or before its filters, has them all).
+    let unnamed: Vec<Handle> = offered
+        .iter()
+        .map(|&(id, _)| id)
+        .filter(|id| matches!(idle.get(&id.0), Some(crate::check::Idle::Unnamed)))
+        .collect();
+    let not_default = if matches!(root_kind, "drr" | "qfq") {
+        format!(", and {root_kind} has no default")
+    } else {
+        " and not the default".to_string()
+    };
+    let one_unnamed = format!(
+        "named by no filter, iptables CLASSIFY rule or skbedit priority action{not_default}: only a \
+         packet whose skb->priority is set to it outside the policy (SO_PRIORITY) reaches it (tclab \
+         check: unreached-class), {DIRECT}"
+    );
+    if unnamed.len() > 3 {
+        let ids: Vec<String> = unnamed.iter().take(NAMED).map(|c| c.to_string()).collect();
+        let more = unnamed.len() - ids.len();
+        let _ =
+            writeln!(
+            out,
+            "note: {} classes ({}{}) are named by no filter, iptables CLASSIFY rule or skbedit \
+             priority action{not_default}: only packets whose skb->priority is set to one of them \
+             outside the policy (SO_PRIORITY) reach them (tclab check: unreached-class), so their \
+             figures are for packets sent to them directly (skb->priority, as the simulation sends \
+             them)",
+            unnamed.len(),
+            ids.join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() },
+        );
+    }
     for (id, _) in &offered {
-        let Some(by) = shadowed.get(&id.0) else {
+        let Some(why) = idle.get(&id.0) else {
             continue;
         };
-        let at: Vec<&str> = by.iter().take(3).map(|f| f.at.as_str()).collect();
-        let more = by.len().saturating_sub(at.len());
-        let _ = writeln!(
-            out,
-            "note: {id} is reached by no filter: every filter naming it is shadowed by an earlier one \
-             ({}{}; tclab check: filter-shadowed), so its figures are for packets sent to it directly \
-             (skb->priority, as the simulation sends them), and the policy's filters send it none",
-            at.join("; "),
-            if more > 0 { format!("; {more} more") } else { String::new() }
-        );
+        let _ =
+            match why {
+                crate::check::Idle::Shadowed(by) => {
+                    let at: Vec<&str> = by.iter().take(3).map(|f| f.at.as_str()).collect();
+                    let more = by.len().saturating_sub(at.len());
+                    writeln!(
+                    out,
+                    "note: {id} is reached by no filter: every filter naming it is shadowed by an \
+                     earlier one ({}{}; tclab check: filter-shadowed), {DIRECT}, and the policy's \
+                     filters send it none",
+                    at.join("; "),
+                    if more > 0 { format!("; {more} more") } else { String::new() }
+                )
+                }
+                crate::check::Idle::Unnamed if unnamed.len() <= 3 => {
+                    writeln!(out, "note: {id} is {one_unnamed}")
+                }
+                crate::check::Idle::Unnamed => Ok(()),
+                crate::check::Idle::CaughtAll(at) => writeln!(
+                out,
+                "note: {id} is the default, but a catch-all filter ({at}) classifies every packet \
+                 first and {root_kind} gives the default only what no filter classifies: nothing, \
+                 {DIRECT}"
+            ),
+            };
     }
     // Where the two disagree by more than 2 % and a packet (with thousands of leaves, each gets few
     // packets in the measured window: one more or less is not a disagreement), say so: class by class

@@ -43,7 +43,7 @@ use origins::Origins;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use tclab_core::engine::{Device, QdiscInfo};
-use tclab_core::qdisc::ClassInfo;
+use tclab_core::qdisc::{ClassInfo, QdiscOptions};
 use tclab_core::{Engine, Handle};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -495,20 +495,36 @@ pub fn check(
     out
 }
 
-/// For `tclab explain`: the classes of device `dev` that filters name but none can send a packet to,
-/// every filter naming them shadowed by an earlier one (`filter-shadowed`), each with those findings.
-/// A class an iptables CLASSIFY rule sends packets to is not one.
-pub fn shadowed_classes(
-    engine: &Engine,
-    origins: &Origins,
-    dev: &str,
-) -> BTreeMap<u32, Vec<Finding>> {
-    let mut out: BTreeMap<u32, Vec<Finding>> = BTreeMap::new();
+/// Why `tclab explain` calls a leaf class of a device's root qdisc idle under the policy's own
+/// classification ([`idle_classes`]).
+pub enum Idle {
+    /// Every filter naming it is shadowed by an earlier one: those `filter-shadowed` findings.
+    Shadowed(Vec<Finding>),
+    /// No filter names it and it is not the default (`unreached-class`).
+    Unnamed,
+    /// It is the default, but a catch-all filter classifies every packet first: where that filter was
+    /// added.
+    CaughtAll(String),
+}
+
+/// For `tclab explain`: the leaf classes of device `dev` the policy sends no packet to, and why. HTB
+/// and HFSC classify as `htb_classify`/`hfsc_classify` do: a packet whose skb->priority names a class
+/// of the qdisc goes there first, then the filters answer, then the `default` takes what they leave;
+/// DRR and QFQ have no default (unclassified packets are dropped). So a class is idle when every filter
+/// naming it is shadowed (`filter-shadowed`), or no filter names it and it is not the default
+/// (`unreached-class`), or it is the default behind a catch-all filter — and in each case nothing
+/// sets skb->priority to it: no iptables CLASSIFY rule for the device, no `skbedit priority` action
+/// of any device's filters (one on an ingress or clsact filter runs before the qdisc). A tree
+/// classified by skb->priority from outside tc (`classes-by-priority`) has none.
+pub fn idle_classes(engine: &Engine, origins: &Origins, dev: &str) -> BTreeMap<u32, Idle> {
+    let mut out: BTreeMap<u32, Idle> = BTreeMap::new();
     let Some(d) = engine.device(dev) else {
         return out;
     };
     let marks = marks::MarkSetters::of(engine);
-    let actions = filter_actions(&[(dev, d, Tree::of(d))]);
+    let trees: Vec<(&str, &Device, Tree)> =
+        engine.devices().map(|(n, d)| (n, d, Tree::of(d))).collect();
+    let actions = filter_actions(&trees);
     let redirects = ifb::redirects(&actions);
     let opts = Options::default();
     let cx = DevCx::new(
@@ -522,6 +538,11 @@ pub fn shadowed_classes(
         &actions,
         &redirects,
     );
+    let mut prioritised: BTreeSet<u32> = marks.classify_targets(dev).collect();
+    prioritised.extend(actions.iter().filter_map(|a| match &a.params {
+        tclab_core::action::ActionParams::Skbedit(x) => x.priority,
+        _ => None,
+    }));
     // How many filters name each class, and how many of those are shadowed.
     let mut naming: BTreeMap<u32, usize> = BTreeMap::new();
     for (_, b) in &cx.blocks {
@@ -532,17 +553,49 @@ pub fn shadowed_classes(
         }
     }
     let mut shadowed: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut findings: BTreeMap<u32, Vec<Finding>> = BTreeMap::new();
     for (f, named) in shadowed::named_classes(&cx) {
         for c in named {
             *shadowed.entry(c).or_default() += 1;
-            let list = out.entry(c).or_default();
+            let list = findings.entry(c).or_default();
             if !list.iter().any(|g| g.at == f.at) {
                 list.push(f.clone());
             }
         }
     }
-    let classified: BTreeSet<u32> = marks.classify_targets(dev).collect();
-    out.retain(|c, _| naming.get(c) == shadowed.get(c) && !classified.contains(c));
+    for (c, f) in findings {
+        if naming.get(&c) == shadowed.get(&c) && !prioritised.contains(&c) {
+            out.insert(c, Idle::Shadowed(f));
+        }
+    }
+    let root = d.root().handle;
+    let defcls = match cx.qdisc(root).map(|q| &q.options) {
+        Some(QdiscOptions::Htb(h)) => h.defcls,
+        Some(QdiscOptions::Hfsc(h)) => u32::from(h.defcls),
+        Some(QdiscOptions::Drr | QdiscOptions::Qfq) => 0,
+        _ => return out,
+    };
+    if tree::priority_classified(&cx, root) {
+        return out;
+    }
+    let default = (defcls != 0).then_some(root.0 | defcls);
+    let caught_all = default.and_then(|_| tree::default_starved(&cx, root));
+    for c in cx.classes_of(root.major()) {
+        let id = c.classid.0;
+        if c.classid == root
+            || !cx.is_leaf(c.classid)
+            || out.contains_key(&id)
+            || naming.contains_key(&id)
+            || prioritised.contains(&id)
+        {
+            continue;
+        }
+        if Some(id) != default {
+            out.insert(id, Idle::Unnamed);
+        } else if let Some(at) = &caught_all {
+            out.insert(id, Idle::CaughtAll(at.clone()));
+        }
+    }
     out
 }
 

@@ -464,6 +464,38 @@ fn quantum(cx: &DevCx, q: &QdiscInfo, h: &HtbOptions, mine: &[&ClassInfo], out: 
     }
 }
 
+/// Where the filters that leave qdisc `handle`'s default nothing were added, if they do
+/// ([`classifies_everything`]): the catch-all matchall's pref and line, or the qdisc's filters as a
+/// whole (an ifb's, one per protocol fed).
+pub(super) fn default_starved(cx: &DevCx, handle: Handle) -> Option<String> {
+    if !classifies_everything(cx, handle) {
+        return None;
+    }
+    let b = cx.dev.find(handle).and_then(|s| s.q.block(handle))?;
+    let catch_all = b.catch_all();
+    let tp = b.chains.get(&0).into_iter().flatten().find(|tp| {
+        tp.protocol == ETH_P_ALL
+            && catch_all.is_some()
+            && b.tp_filters(tp)
+                .first()
+                .is_some_and(|(c, _)| *c == catch_all)
+            && tp.cls.kind() == "matchall"
+    });
+    Some(match tp {
+        Some(tp) => {
+            let at = format!(
+                "{} filter parent {handle} pref {} matchall",
+                cx.name, tp.prio
+            );
+            match cx.origins.filter(cx.name, handle, Some(tp.prio)) {
+                Some(r) => format!("{at}, {}", r.at),
+                None => at,
+            }
+        }
+        None => format!("the filters of {} qdisc {handle}", cx.name),
+    })
+}
+
 /// Whether the filters at qdisc `handle` leave no packet unclassified: a catch-all `matchall` that
 /// sends everything to an existing leaf class (to an inner or missing one, the packets still fall to
 /// the default); or, on an ifb fed by redirects of some protocols only, a filter for each of those
@@ -504,7 +536,7 @@ fn classifies_everything(cx: &DevCx, handle: Handle) -> bool {
 /// with skb->priority set to their class), or more leaves than anyone classifies by hand without a
 /// filter (16). One note says so instead of a finding per class; a small tree without filters keeps its
 /// `unreached-class` warnings (forgotten filters are the likelier story).
-fn priority_classified(cx: &DevCx, handle: Handle) -> bool {
+pub(super) fn priority_classified(cx: &DevCx, handle: Handle) -> bool {
     let Some(q) = cx.qdisc(handle) else {
         return false;
     };
