@@ -545,12 +545,13 @@ pub fn load_with(
     };
     let mut sf: ScenarioFile = toml::from_str(src).map_err(|e| {
         let line = e.span().map_or(1, |s| cx.line_of(s));
-        let message = e.message().to_string();
+        let message = e.message();
         // A wrong type or value names its key (an unknown field's message already does).
         let key = match e.span() {
             Some(span) if !message.starts_with("unknown field") => key_at(src, span.start),
             _ => String::new(),
         };
+        let message = table_wanted(message, &key);
         ScenarioError {
             file: file.to_string(),
             line,
@@ -562,6 +563,44 @@ pub fn load_with(
         sf.seed = Some(seed);
     }
     build(&cx, sf, base)
+}
+
+/// serde's message for a value where a table is expected ends "expected struct SchedDelaySpec", the Rust
+/// type's name, and for one where an array of tables is, "expected a sequence": say what `key` takes
+/// instead, as the scenario's other refusals do.
+fn table_wanted(message: &str, key: &str) -> String {
+    const TABLES: [(&str, &str); 7] = [
+        (
+            "SchedDelaySpec",
+            "a table: [sched_delay] with tx and/or rx, each \"CHANCE% MEAN\" (tx = \"1% 1ms\")",
+        ),
+        ("PlotSpec", "a table: [plot] with title, in, out and smooth"),
+        ("NodeSpec", "a [[node]] table with name and kind"),
+        (
+            "LinkSpec",
+            "a [[link]] table with a, b and the link's properties",
+        ),
+        (
+            "PolicySpec",
+            "a [[policy]] table with node and tc, batch or script",
+        ),
+        ("TrafficSpec", "a [[traffic]] table with kind, from and to"),
+        (
+            "CgroupSpec",
+            "a [[cgroup]] table with node, path and classid",
+        ),
+    ];
+    for (ty, words) in TABLES {
+        if let Some(head) = message.strip_suffix(&format!("expected struct {ty}")) {
+            return format!("{head}expected {words}");
+        }
+    }
+    match message.strip_suffix("expected a sequence") {
+        Some(head) if !key.is_empty() => {
+            format!("{head}expected [[{key}]] tables (an array of tables, each its own [[{key}]] section)")
+        }
+        _ => message.to_string(),
+    }
 }
 
 /// Build a scenario from its parsed file, in the order a reader follows it: the run's times, the
@@ -2461,8 +2500,28 @@ delay = "1ms"
                 "between 1 and 1472",
             ),
         ];
-        for (text, key, words) in cases {
+        // A value where a table is wanted says what the table holds, not the Rust type's name (a
+        // review's finding: "expected struct SchedDelaySpec").
+        let tables: Vec<(String, &str, &str)> = vec![
+            (
+                format!("sched_delay = \"1% 1ms\"\n{BASE}"),
+                "sched_delay",
+                "expected a table: [sched_delay] with tx and/or rx, each \"CHANCE% MEAN\"",
+            ),
+            (
+                format!("plot = 5\n{BASE}"),
+                "plot",
+                "expected a table: [plot] with title, in, out and smooth",
+            ),
+            (
+                format!("traffic = \"tcp\"\n{BASE}"),
+                "traffic",
+                "expected [[traffic]] tables",
+            ),
+        ];
+        for (text, key, words) in cases.into_iter().chain(tables) {
             let e = load_str(&text).err().expect("refused");
+            assert!(!e.message.contains("Spec"), "{e}");
             assert_eq!(e.key, key, "{e}");
             assert!(e.message.contains(words), "{e}");
         }
