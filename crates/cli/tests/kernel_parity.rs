@@ -284,6 +284,27 @@ fn cases_f() -> Vec<Case> {
              tc qdisc replace dev $DEV root handle 2: bfifo limit 10k"
         ),
         case!(
+            "f6b_pfifo_head_drop",
+            "pfifo_head_drop: add, -s show, change limit, replace with pfifo (same handle: a change of kind; \
+             another handle: a new root), default limit, tc's errors",
+            "tc qdisc add dev $DEV root handle 1: pfifo_head_drop limit 1
+             tc qdisc show dev $DEV
+             tc -s qdisc show dev $DEV
+             tc qdisc change dev $DEV root handle 1: pfifo_head_drop limit 50
+             tc -d qdisc show dev $DEV
+             tc qdisc replace dev $DEV root handle 1: pfifo limit 10
+             tc qdisc replace dev $DEV root handle 2: pfifo limit 10
+             tc qdisc show dev $DEV
+             tc qdisc replace dev $DEV root handle 3: pfifo_head_drop
+             tc -j qdisc show dev $DEV
+             tc qdisc change dev $DEV root handle 3: pfifo_head_drop limit 2k
+             tc qdisc show dev $DEV
+             tc qdisc change dev $DEV root handle 3: pfifo_head_drop limit foo
+             tc qdisc change dev $DEV root handle 3: pfifo_head_drop burst 10
+             tc qdisc change dev $DEV root handle 3: pfifo_head_drop limit 0
+             tc qdisc show dev $DEV"
+        ),
+        case!(
             "f7_pfifo_fast",
             "pfifo_fast root, replaced with another handle",
             "tc qdisc add dev $DEV root pfifo_fast

@@ -2,7 +2,7 @@
 //! one the kernel takes the device's txqueuelen (times the link MTU for bfifo).
 
 use super::QdiscLang;
-use crate::util::{get_size, get_u32, matches, sprint_size};
+use crate::util::{get_size, matches, sprint_size};
 use crate::{Failure, Result, ShowFlags};
 use serde_json::{json, Map, Value};
 use std::fmt::Write;
@@ -47,12 +47,8 @@ fn parse_fifo(kind: &str, args: &[String], _env: Option<DevEnv>) -> Result<Qdisc
     while let Some(a) = it.next() {
         if matches(a, "limit") {
             let v = it.value()?;
-            let parsed = if kind == "bfifo" {
-                get_size(v)
-            } else {
-                get_u32(v, 0)
-            };
-            limit = Some(parsed.ok_or_else(|| {
+            // get_size for all three kinds, as q_fifo.c: `pfifo limit 2k` is 2048 packets.
+            limit = Some(get_size(v).ok_or_else(|| {
                 Failure::options(format!("{kind}: Illegal value for \"limit\": \"{v}\""))
             })?);
         } else if a == "help" {
