@@ -38,7 +38,8 @@
 //! of a few commands never has one, since replaying it costs less than reading a file. It is written as
 //! the journal's whole rewrites are: a temporary file, fsynced, renamed over `FILE.snap`, the directory
 //! fsynced; a writer killed before the rename leaves the old snapshot (older, still valid for the
-//! journal's first records) and a temporary file the next writer removes. A policy the engine cannot
+//! journal's first records) and a temporary file the next writer removes (or a reader that renews
+//! the snapshot, once the writer's process is gone: [`renew`]). A policy the engine cannot
 //! snapshot yet ([`tclab_core::snapshot`] says which kinds can) gets none, and a stale snapshot is
 //! removed then.
 
@@ -360,9 +361,10 @@ pub fn worth_renewing(store: &Path, why: &Unused) -> bool {
 /// waits), so the journal's bytes cannot change under it, and any two readers that renew at once
 /// write the same engine for the same bytes. Each writes its own temporary file and renames it
 /// over `FILE.snap` (atomic: a reader loading the snapshot has the old file or the new one, never
-/// a mix); the last rename stands, and a rename that fails changes nothing. Temporary files are
-/// not swept here, since one may be another reader's, not yet renamed: the next writer sweeps
-/// what killed processes left.
+/// a mix); the last rename stands, and a rename that fails changes nothing. Of the temporary
+/// files killed processes left, it removes only those of processes that are gone
+/// ([`remove_leftovers_of_the_gone`]): any other may be a live reader's, not yet renamed; the next
+/// writer, alone under the exclusive lock, sweeps them all.
 pub fn renew(
     store: &Path,
     engine: &tclab_core::Engine,
@@ -384,15 +386,25 @@ pub fn renew(
     let Some(bytes) = encode(&engine_bytes, covered, records as u64) else {
         return Ok(false);
     };
+    remove_leftovers_of_the_gone(&snap);
     crate::store::write_atomically(&snap, &bytes)?;
     Ok(true)
 }
 
 /// Temporary files of snapshot writers that were killed (`.FILE.snap.PID.N.tmp`, as
-/// [`crate::store::write_atomically`] names them).
+/// [`crate::store::write_atomically`] names them): all of them, for a writer (no reader runs beside
+/// its exclusive lock).
 fn remove_leftovers(snap: &Path) {
+    for (path, _) in leftovers(snap) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// The temporary snapshot files beside `snap`, each with the process id its name gives (`None`
+/// for a name that does not parse as a writer's).
+fn leftovers(snap: &Path) -> Vec<(PathBuf, Option<u32>)> {
     let Some(name) = snap.file_name().and_then(|n| n.to_str()) else {
-        return;
+        return Vec::new();
     };
     let prefix = format!(".{name}.");
     let dir = snap
@@ -400,13 +412,37 @@ fn remove_leftovers(snap: &Path) {
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let n = e.file_name();
+            let middle = n.to_str()?.strip_prefix(&prefix)?.strip_suffix(".tmp")?;
+            let pid = middle.split_once('.').and_then(|(p, _)| p.parse().ok());
+            Some((e.path(), pid))
+        })
+        .collect()
+}
+
+/// [`remove_leftovers`] for a reader under the shared lock, beside other readers that may be
+/// writing their own temporary files: only a file whose writer is gone — its process id not ours
+/// and not running, as `/proc` shows — and which this user owns (another user's processes may be
+/// hidden from it: `hidepid`). Without `/proc` nothing is known to be gone and nothing is removed.
+/// A process id reused since is taken as alive: the file stays for the next writer.
+fn remove_leftovers_of_the_gone(snap: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(me) = std::fs::metadata("/proc/self") else {
         return;
     };
-    for e in entries.flatten() {
-        let n = e.file_name();
-        let n = n.to_string_lossy();
-        if n.starts_with(&prefix) && n.ends_with(".tmp") {
-            let _ = std::fs::remove_file(e.path());
+    let ours = std::process::id();
+    for (path, pid) in leftovers(snap) {
+        let Some(pid) = pid.filter(|&p| p != ours) else {
+            continue;
+        };
+        let owned = std::fs::symlink_metadata(&path).is_ok_and(|m| m.uid() == me.uid());
+        if owned && !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = std::fs::remove_file(path);
         }
     }
 }
@@ -540,6 +576,69 @@ mod tests {
         let r = load(&dir.join("none.json"), JournalRef::Bytes(b"")).map(|s| s.journal_len);
         assert_eq!(r, Err(Unused::Missing));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_renewing_reader_removes_the_temporary_files_of_gone_processes_only() {
+        // A reader killed mid-renewal leaves `.store.json.snap.PID.N.tmp`, a whole snapshot's size;
+        // before, only the next writer removed it. A renewing reader now removes those of processes
+        // that are gone, and keeps its own and a live process's (another reader, maybe still
+        // writing it) and any name that gives no process.
+        let dir = std::env::temp_dir().join(format!("tclab-snap-tmp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = dir.join("store.json");
+        let journal = b"{\"tclab_store\":2}\n[\"tc\",\"qdisc\"]\n";
+        std::fs::write(&store, journal).unwrap();
+        // A process that has exited and been reaped: its id names no process (unless reused).
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        // N far above what this process's own writes number (its renewal writes `.{ours}.0.tmp` or so).
+        let tmp = |who: &str| dir.join(format!(".store.json.snap.{who}.99999.tmp"));
+        let live = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let mut live = Reaped(live);
+        let names = [
+            gone.to_string(),
+            std::process::id().to_string(),
+            live.0.id().to_string(),
+            "x".to_string(),
+        ];
+        for n in &names {
+            std::fs::write(tmp(n), b"half a snapshot").unwrap();
+        }
+        let mut e = tclab_core::Engine::new();
+        let w = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        assert_eq!(
+            crate::run(&mut e, &w("qdisc add dev eth0 root pfifo"), 0).code,
+            0
+        );
+        assert_eq!(renew(&store, &e, journal.len() as u64, 1), Ok(true));
+        assert!(path_for(&store).is_file(), "the renewed snapshot");
+        assert!(!tmp(&names[0]).exists(), "a gone process's file is removed");
+        for n in &names[1..] {
+            assert!(tmp(n).exists(), "{n}'s file is kept");
+        }
+        // A writer, alone under the exclusive lock, removes them all.
+        let _ = live.0.kill();
+        let _ = live.0.wait();
+        assert_eq!(write(&store, &e, journal.len() as u64, 1), Ok(true));
+        for n in &names {
+            assert!(!tmp(n).exists(), "{n}'s file is removed by a writer");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A child killed when the test ends, even by a failed assertion.
+    struct Reaped(std::process::Child);
+    impl Drop for Reaped {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
     }
 
     #[test]
