@@ -835,7 +835,7 @@ fn busiest_classes<K>(classes: Vec<(K, Series)>, max: usize) -> Vec<(K, Series)>
 /// The charts of a run.
 pub fn charts(sc: &Scenario, out: &Outcome) -> Vec<Plot> {
     let rec = &out.recorder;
-    let w = sc.smooth.max(1) as usize;
+    let w = sc.smooth as usize; // at least 1: the scenario refuses 0
     let sample = fmt_secs(sc.sample);
     let window = format!(
         "a centred triangular moving average over {} samples ({})",

@@ -191,7 +191,7 @@ pub struct PlotSpec {
     /// "node:iface" whose sent bit/s is the OUT line.
     #[serde(rename = "out")]
     pub out_iface: Option<Spanned<String>>,
-    pub smooth: Option<u32>,
+    pub smooth: Option<Spanned<u32>>,
 }
 
 /// An error in a scenario: where, which key, what.
@@ -626,6 +626,14 @@ fn build(cx: &Ctx, sf: ScenarioFile, base: &std::path::Path) -> Result<Scenario,
     let traffic = traffics(cx, &sf, &net, duration, &cgroups)?;
     cgroup_unfed(cx, &net, &traffic);
     let plot_in_out = plot_ifaces(cx, &sf, &net)?;
+    let smooth = match sf.plot.as_ref().and_then(|p| p.smooth.as_ref()) {
+        // The half-width of a triangular average: 1 is no smoothing, 0 no window at all.
+        Some(w) if *w.get_ref() == 0 => {
+            return cx.err(w.span(), "plot.smooth", "at least 1 (1: no smoothing)")
+        }
+        Some(w) => *w.get_ref(),
+        None => 5,
+    };
     let name = sf.name.clone().unwrap_or_else(|| cx.file.to_string());
     Ok(Scenario {
         plot_title: sf
@@ -633,7 +641,7 @@ fn build(cx: &Ctx, sf: ScenarioFile, base: &std::path::Path) -> Result<Scenario,
             .as_ref()
             .and_then(|p| p.title.clone())
             .unwrap_or_else(|| name.clone()),
-        smooth: sf.plot.as_ref().and_then(|p| p.smooth).unwrap_or(5),
+        smooth,
         name,
         net,
         duration,
@@ -2493,6 +2501,12 @@ delay = "1ms"
                 format!("{BASE}[[traffic]]\nkind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"1us\"\n"),
                 "traffic.interval",
                 "at least 1ms",
+            ),
+            // It was taken as 1 without a word (a review's finding).
+            (
+                format!("{BASE}[plot]\nsmooth = 0\n"),
+                "plot.smooth",
+                "at least 1 (1: no smoothing)",
             ),
             (
                 format!("{BASE}[[traffic]]\nkind = \"ping\"\nfrom = \"a\"\nto = \"b\"\nlength = 1473\n"),
