@@ -169,3 +169,54 @@ fn parents_follow_sfq_drops() {
         );
     }
 }
+
+#[test]
+fn a_pfifo_head_drop_below_htb_or_tbf_leaves_its_parent_exact() {
+    // pfifo_head_drop limit 2 holds two 1514-byte packets; a 66-byte one then drops the oldest and is
+    // queued (pfifo_tail_enqueue): by hand the FIFO holds 1514 + 66 = 1580 bytes in 2 packets and one
+    // drop, and so does its parent, told the bytes' difference with no packet
+    // (qdisc_tree_reduce_backlog(sch, 0, 1514 - 66)) and counting the drop from NET_XMIT_CN.
+    let mut tbf = Engine::new();
+    tc(
+        &mut tbf,
+        "qdisc add dev eth0 root handle 1: tbf rate 1kbit burst 1600 limit 10000",
+    );
+    tc(
+        &mut tbf,
+        "qdisc add dev eth0 parent 1:1 handle 10: pfifo_head_drop limit 2",
+    );
+    for mut e in [under_htb("pfifo_head_drop limit 2"), tbf] {
+        let dev = e.device_mut("eth0").unwrap();
+        for i in 0..2 {
+            dev.enqueue(udp(1, 1514), &mut Cx::new(i));
+        }
+        let v = dev.enqueue(udp(1, 66), &mut Cx::new(2));
+        assert_eq!(v, tclab_core::qdisc::Verdict::Cn, "the arrival queued, CN");
+        let kind = dev.root().q.kind();
+        let fifo = dev.find(Handle(0x0010_0000)).unwrap().q.stats();
+        let top = dev.root().q.stats();
+        assert_eq!(
+            (fifo.qlen, fifo.backlog, fifo.drops),
+            (2, 1580, 1),
+            "{kind}"
+        );
+        assert_eq!((top.qlen, top.backlog, top.drops), (2, 1580, 1), "{kind}");
+        let argv: Vec<String> = "-s qdisc show dev eth0"
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        let shown = tclab_tc::run(&mut e, &argv, 0).stdout;
+        assert!(
+            shown.contains("qdisc pfifo_head_drop 10: parent 1:1 limit 2p\n Sent 0 bytes 0 pkt (dropped 1, overlimits 0 requeues 0) \n backlog 1580b 2p requeues 0\n"),
+            "{kind}: {shown}"
+        );
+        // The newest two leave, the 1514-byte one first.
+        let mut cx = Cx::new(3_600_000_000_000);
+        let dev = e.device_mut("eth0").unwrap();
+        let lens: Vec<u32> = std::iter::from_fn(|| dev.dequeue(&mut cx))
+            .map(|p| p.len)
+            .collect();
+        assert_eq!(lens, [1514, 66], "{kind}");
+        assert_eq!(counters(&e, 0x0001_0000), (0, 0), "{kind}");
+    }
+}
