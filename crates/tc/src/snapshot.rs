@@ -861,6 +861,7 @@ mod tests {
                 "qdisc change dev eth0 root handle 1: plug release_indefinite",
             ],
             &["qdisc add dev eth0 root handle 1: skbprio limit 10"],
+            &["qdisc add dev eth0 root handle 1: pfifo_head_drop limit 5"],
         ] {
             let mut e = tclab_core::Engine::new();
             for c in policy {
