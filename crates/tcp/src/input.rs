@@ -65,11 +65,13 @@ impl Connection {
             self.rb.window_clamp = self.rb.window_clamp.min(65535);
         }
         let _ = we_are_server;
-        let mut mss = self.cfg.mss.min(peer_mss);
+        // tcp_mtu_to_mss: the floor (tcp_min_snd_mss, 48) holds before the options are taken off, so
+        // the smallest segment with timestamps carries 36 bytes and fits an 88-byte MTU.
+        let mut mss = self.cfg.mss.min(peer_mss).max(48);
         if self.ts_ok {
-            mss = mss.saturating_sub(TS_OPTLEN);
+            mss -= TS_OPTLEN;
         }
-        self.mss = mss.max(48);
+        self.mss = mss;
         self.mss_clamp = self.cfg.mss.min(peer_mss);
         // tcp_initialize_rcv_mss()
         self.rcv_mss = self

@@ -583,3 +583,25 @@ fn hystart_exit_is_counted() {
         assert!(st.ssthresh >= 16, "HyStart acts from 16 segments on: {h:?}");
     }
 }
+
+/// The smallest MTU TCP works through: __tcp_mtu_to_mss floors the MSS at tcp_min_snd_mss (48) before
+/// tcp_mtu_to_mss takes the timestamp option's 12 bytes off, so at MTU 88 a data segment carries
+/// 48 − 12 = 36 bytes, 36 + 32 + 20 = 88 on the wire (the floor taken after the options made it 48
+/// bytes, a 100-byte packet the 88-byte link drops: nothing was delivered).
+#[test]
+fn the_smallest_segment_fits_an_88_byte_mtu() {
+    let mut sim = Sim::new(
+        Config::mss_from_mtu(88),
+        Config::mss_from_mtu(88),
+        PathCfg::new(10_000_000, 10 * MS, 100),
+        10 * 36,
+    );
+    sim.run_to_completion(30 * SEC);
+    assert_eq!(sim.hosts[0].mss(), 36);
+    let d = sim
+        .sent
+        .iter()
+        .find(|(_, h, s)| *h == 0 && s.payload_len > 0)
+        .unwrap();
+    assert_eq!(wire_bytes(&d.2), 88);
+}
