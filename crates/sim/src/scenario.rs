@@ -565,6 +565,26 @@ pub fn load_with(
     build(&cx, sf, base)
 }
 
+/// The smallest MTU on the route from node `from` to node `to` and the interface that has it (`None`:
+/// no hop, or no route).
+fn path_mtu(net: &Network, from: NodeId, to: NodeId) -> Option<(u32, IfaceId)> {
+    let mut least: Option<(u32, IfaceId)> = None;
+    let mut node = from;
+    // A route has at most one hop per node.
+    for _ in 0..net.nodes.len() {
+        if node == to {
+            break;
+        }
+        let out = net.nodes[node].routes[to]?;
+        let mtu = net.device(out).map_or(1500, |d| d.mtu);
+        if least.is_none_or(|(m, _)| mtu < m) {
+            least = Some((mtu, out));
+        }
+        node = net.ifaces[net.ifaces[out].peer].node;
+    }
+    least
+}
+
 /// serde's message for a value where a table is expected ends "expected struct SchedDelaySpec", the Rust
 /// type's name, and for one where an array of tables is, "expected a sequence": say what `key` takes
 /// instead, as the scenario's other refusals do.
@@ -2128,35 +2148,62 @@ fn resolve_traffic(
             None => Ok(default),
         }
     };
+    // A packet larger than a hop's MTU is dropped there (tclab neither fragments nor models ICMP
+    // "fragmentation needed"), so the smallest MTU of the path bounds what the traffic can send.
+    let path = path_mtu(net, from, to);
+    let too_small = |path: Option<(u32, IfaceId)>, need: u32, what: &str, way: &str| match path {
+        Some((mtu, at)) if mtu < need => cx.err(
+            t.kind.span(),
+            "traffic.kind",
+            format!(
+                "{what} needs a link MTU of at least {need}: {} {way} has mtu {mtu}",
+                net.iface_label(at)
+            ),
+        ),
+        _ => Ok(()),
+    };
     let kind = match t.kind.get_ref().as_str() {
-        "tcp" => TrafficKind::Tcp {
-            ecn: t.ecn.as_ref().is_some_and(|e| *e.get_ref()),
-            // (iperf3 takes bits per second; the socket option bytes.)
-            fq_rate: match &t.fq_rate {
-                Some(r) => cx.rate(r, "traffic.fq_rate")? / 8,
-                None => 0,
-            },
-            paced: t.paced.as_ref().is_some_and(|p| *p.get_ref()),
-            iperf3: t.iperf3.as_ref().is_some_and(|p| *p.get_ref()),
-            bytes: t
-                .bytes
-                .as_ref()
-                .map(|b| parse_bytes(b.get_ref()).or_else(|m| cx.err(b.span(), "traffic.bytes", m)))
-                .transpose()?,
-            cc: match t.cc.as_ref().map(|c| c.get_ref().as_str()) {
-                None | Some("cubic") => "cubic".into(),
-                Some("reno") => "reno".into(),
-                Some("bbr") => "bbr".into(),
-                Some("dctcp") => "dctcp".into(),
-                Some(other) => {
-                    return cx.err(
-                        t.cc.as_ref().unwrap().span(),
-                        "traffic.cc",
-                        format!("unknown \"{other}\" (cubic, reno, bbr or dctcp)"),
-                    )
-                }
-            },
-        },
+        "tcp" => {
+            // __tcp_mtu_to_mss floors the MSS at tcp_min_snd_mss (48, options included) and the
+            // segment goes with DF: 48 + 20 TCP + 20 IP bytes. Below that Linux's own interface
+            // refuses every data segment (EMSGSIZE) and nothing is delivered.
+            too_small(
+                path,
+                88,
+                "tcp (its smallest segment: 48 bytes of data and options, + 20 TCP + 20 IP)",
+                "on its path",
+            )?;
+            TrafficKind::Tcp {
+                ecn: t.ecn.as_ref().is_some_and(|e| *e.get_ref()),
+                // (iperf3 takes bits per second; the socket option bytes.)
+                fq_rate: match &t.fq_rate {
+                    Some(r) => cx.rate(r, "traffic.fq_rate")? / 8,
+                    None => 0,
+                },
+                paced: t.paced.as_ref().is_some_and(|p| *p.get_ref()),
+                iperf3: t.iperf3.as_ref().is_some_and(|p| *p.get_ref()),
+                bytes: t
+                    .bytes
+                    .as_ref()
+                    .map(|b| {
+                        parse_bytes(b.get_ref()).or_else(|m| cx.err(b.span(), "traffic.bytes", m))
+                    })
+                    .transpose()?,
+                cc: match t.cc.as_ref().map(|c| c.get_ref().as_str()) {
+                    None | Some("cubic") => "cubic".into(),
+                    Some("reno") => "reno".into(),
+                    Some("bbr") => "bbr".into(),
+                    Some("dctcp") => "dctcp".into(),
+                    Some(other) => {
+                        return cx.err(
+                            t.cc.as_ref().unwrap().span(),
+                            "traffic.cc",
+                            format!("unknown \"{other}\" (cubic, reno, bbr or dctcp)"),
+                        )
+                    }
+                },
+            }
+        }
         "udp" => {
             // tclab does not fragment: a datagram must fit the first hop's MTU (IP 20 + UDP 8 bytes).
             let out = net.nodes[from].routes[to].expect("route checked above");
@@ -2180,9 +2227,21 @@ fn resolve_traffic(
             TrafficKind::Udp { rate_bps, length }
         }
         "ping" => {
-            // An echo request is 8 ICMP + 20 IP bytes around its data, and must fit the first hop (DF).
-            let out = net.nodes[from].routes[to].expect("route checked above");
-            let mtu = net.device(out).map_or(1500, |d| d.mtu);
+            // An echo request is 8 ICMP + 20 IP bytes around its data, and must fit every hop (and
+            // its reply every hop back). Linux's ping would be fragmented (IP_PMTUDISC_WANT); tclab's
+            // is not, so a default that does not fit is refused as a `length` that does not is.
+            let back = path_mtu(net, to, from);
+            let mtu = [path, back]
+                .into_iter()
+                .flatten()
+                .map(|(m, _)| m)
+                .min()
+                .unwrap_or(1500);
+            if t.length.is_none() {
+                let what = "ping's default length, 56 bytes (+ 8 ICMP + 20 IP),";
+                too_small(path, 84, what, "on its path")?;
+                too_small(back, 84, what, "on the way back")?;
+            }
             TrafficKind::Ping {
                 interval: match &t.interval {
                     // ping(8) lets root go down to 2 ms; 1 ms here. Faster, the 16-bit sequence would
@@ -2502,6 +2561,23 @@ delay = "1ms"
                 "traffic.interval",
                 "at least 1ms",
             ),
+            // A link MTU too small for the traffic's default sizes, said with the link (a review's
+            // finding: mtu = 68 delivered no TCP byte and lost every default ping without a word).
+            (
+                format!("{}[[traffic]]\nkind = \"tcp\"\nfrom = \"a\"\nto = \"b\"\n", BASE.replace("delay = \"1ms\"", "delay = \"1ms\"\nmtu = 87")),
+                "traffic.kind",
+                "needs a link MTU of at least 88: a:eth0 on its path has mtu 87",
+            ),
+            (
+                format!("{}[[traffic]]\nkind = \"ping\"\nfrom = \"a\"\nto = \"b\"\n", BASE.replace("delay = \"1ms\"", "delay = \"1ms\"\nmtu = 83")),
+                "traffic.kind",
+                "ping's default length, 56 bytes (+ 8 ICMP + 20 IP), needs a link MTU of at least 84: a:eth0 on its path has mtu 83",
+            ),
+            (
+                format!("{}[[traffic]]\nkind = \"ping\"\nfrom = \"a\"\nto = \"b\"\nlength = 41\n", BASE.replace("delay = \"1ms\"", "delay = \"1ms\"\nmtu = 68")),
+                "traffic.length",
+                "between 1 and 40",
+            ),
             // It was taken as 1 without a word (a review's finding).
             (
                 format!("{BASE}[plot]\nsmooth = 0\n"),
@@ -2539,6 +2615,17 @@ delay = "1ms"
             assert_eq!(e.key, key, "{e}");
             assert!(e.message.contains(words), "{e}");
         }
+        // At the smallest MTUs that work, both are accepted (TCP's 36-byte segments fit 88; a ping of
+        // 40 bytes fits 68, Linux's IPv4 minimum).
+        let small = |mtu: u32, traffic: &str| {
+            format!(
+                "{}[[traffic]]\nfrom = \"a\"\nto = \"b\"\n{traffic}",
+                BASE.replace("delay = \"1ms\"", &format!("delay = \"1ms\"\nmtu = {mtu}"))
+            )
+        };
+        assert!(load_str(&small(88, "kind = \"tcp\"\n")).is_ok());
+        assert!(load_str(&small(84, "kind = \"ping\"\n")).is_ok());
+        assert!(load_str(&small(68, "kind = \"ping\"\nlength = 40\n")).is_ok());
         // A stop before its start is reported at the stop key's line (it was the `from` key's).
         let text = t("start = \"500ms\"\nstop = \"200ms\"\n");
         let e = load_str(&text).err().expect("refused");
