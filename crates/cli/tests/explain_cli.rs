@@ -772,6 +772,17 @@ fn notes_on<'a>(out: &'a str, class: &str) -> Vec<&'a str> {
     out.lines().filter(|l| l.starts_with(&head)).collect()
 }
 
+/// Explain `file` with `args`, which must succeed: its output and its one note on `class`.
+fn the_note_on(file: &Path, args: &[&str], class: &str) -> (String, String) {
+    let o = explain(file, args);
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let n = notes_on(&out, class);
+    assert_eq!(n.len(), 1, "{out}");
+    let note = n[0].to_string();
+    (out, note)
+}
+
 #[test]
 fn a_class_no_filter_names_gets_a_note_unless_priority_reaches_it() {
     // htb_classify: skb->priority naming a class first, then the filters, then `default`. 1:20 is named
@@ -792,16 +803,12 @@ iptables -t mangle -A POSTROUTING -o eth0 -p icmp -j CLASSIFY --set-class 1:40
 ",
     )
     .unwrap();
-    let o = explain(&f, &[]);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let n = notes_on(&out, "1:20");
-    assert_eq!(n.len(), 1, "{out}");
+    let (out, n) = the_note_on(&f, &[], "1:20");
     assert!(
-        n[0].contains(
+        n.contains(
             "named by no filter, iptables CLASSIFY rule or skbedit priority action and not the \
              default"
-        ) && n[0].contains("unreached-class"),
+        ) && n.contains("unreached-class"),
         "{out}"
     );
     for c in ["1:10", "1:30", "1:40", "1:50"] {
@@ -821,15 +828,10 @@ class add dev eth0 parent 1: classid 1:20 htb rate 5mbit
         "catch-all",
         &format!("{head}filter add dev eth0 parent 1: protocol all prio 3 matchall flowid 1:10\n"),
     );
-    let o = explain(&f, &["--link", "10mbit"]);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let n = notes_on(&out, "1:20");
-    assert_eq!(n.len(), 1, "{out}");
+    let (out, n) = the_note_on(&f, &["--link", "10mbit"], "1:20");
     assert!(
-        n[0].contains(
-            "is the default, but a catch-all filter (eth0 filter parent 1: pref 3 matchall"
-        ) && n[0].contains("policy.batch:4"),
+        n.contains("is the default, but a catch-all filter (eth0 filter parent 1: pref 3 matchall")
+            && n.contains("policy.batch:4"),
         "{out}"
     );
     assert!(notes_on(&out, "1:10").is_empty(), "{out}");
