@@ -593,6 +593,25 @@ fn cases_h() -> Vec<Case> {
              filter add dev $DEV root protocol ip prio 2 u32 match ip dst 10.0.0.3/32 flowid 1:10
              filter show dev $DEV egress"
         ),
+        case!(
+            "h9_u32_tables_outlive_their_instance",
+            "u32_destroy frees an instance's root table only: a table made beside it stays, with its nodes, under the next instance of its preference",
+            "qdisc add dev $DEV root handle 1: htb
+             filter add dev $DEV parent 1: prio 1 u32 match ip dst 10.0.0.1/32 flowid 1:1
+             filter add dev $DEV parent 1: prio 2 handle 5: u32 divisor 4
+             filter add dev $DEV parent 1: prio 2 u32 ht 5: match ip dst 10.0.0.9/32 flowid 1:2
+             filter del dev $DEV parent 1: prio 2
+             filter show dev $DEV
+             filter add dev $DEV parent 1: prio 2 u32 match ip dst 10.0.0.5/32 flowid 1:1
+             filter show dev $DEV
+             filter add dev $DEV parent 1: prio 3 handle 5: u32 divisor 4
+             filter add dev $DEV parent 1: prio 1 u32 ht 5: match ip dst 10.0.0.7/32 flowid 1:2
+             filter show dev $DEV
+             filter del dev $DEV parent 1: prio 1
+             filter del dev $DEV parent 1: prio 2
+             filter add dev $DEV parent 1: prio 2 u32 match ip dst 10.0.0.5/32 flowid 1:1
+             filter show dev $DEV"
+        ),
     ]
 }
 

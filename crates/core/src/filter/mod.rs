@@ -824,7 +824,7 @@ impl Block {
         }
         let tp = list.remove(idx);
         match tp.cls {
-            Classifier::U32(u) => self.u32_common.destroy_tp(&u, tp.prio, actions),
+            Classifier::U32(u) => self.u32_common.destroy_tp(&u, actions),
             Classifier::Fw(f) => f.destroy(actions),
             Classifier::Matchall(m) => m.destroy(actions),
             Classifier::Basic(b) => b.destroy(actions),

@@ -15,7 +15,12 @@
 //! answer `continue`. Within a bucket nodes are tried in order of their node id (`800::800`, `800::801`).
 //!
 //! Tables are shared by all u32 instances of a block (`tc_u_common`): a node of `pref 98` may sit in a
-//! table created at `pref 99`. Depth is limited to 7 links (`TC_U32_MAXDEPTH`).
+//! table created at `pref 99`, and a listing of an instance shows every table of its preference. An
+//! instance deleted takes its root table only: the tables made beside it stay, nodes and all, until
+//! the block's last u32 instance goes (`u32_destroy`). The kernel keys that common part by the
+//! block's qdisc, so clsact's two blocks and a classful qdisc's class blocks share one; tclab keeps
+//! one per block (the ids of a second block's tables differ from the kernel's). Depth is limited to
+//! 7 links (`TC_U32_MAXDEPTH`).
 
 use super::{Exts, ExtsSpec, TcfResult, CLS_FLAGS_NOT_IN_HW, CLS_FLAGS_SKIP_SW, NO_MATCH};
 use crate::action::{ActionTable, Control};
@@ -202,18 +207,13 @@ impl U32Common {
         U32Tp { root: handle }
     }
 
-    /// `u32_destroy`: the instance's tables go (with their nodes' actions); the common part goes with the
-    /// last instance.
-    pub fn destroy_tp(&mut self, tp: &U32Tp, prio: u32, actions: &mut ActionTable) {
-        let mut gone = Vec::new();
-        self.hts.retain(|h| {
-            let mine = h.handle == tp.root || (h.prio == prio && !h.is_root);
-            if mine {
-                gone.push(h.clone());
-            }
-            !mine
-        });
-        for h in gone {
+    /// `u32_destroy`: the instance's root table goes, with its nodes' actions. Tables made beside it
+    /// (`divisor`) stay in the common part with their nodes, listed under any later instance of
+    /// their preference and open to `ht` from any instance, as the kernel keeps them; everything
+    /// goes with the last instance.
+    pub fn destroy_tp(&mut self, tp: &U32Tp, actions: &mut ActionTable) {
+        if let Some(i) = self.hts.iter().position(|h| h.handle == tp.root) {
+            let h = self.hts.remove(i);
             for n in h.buckets.iter().flatten() {
                 self.unlink(n);
                 actions.release_bound(&n.exts.actions);
@@ -221,6 +221,9 @@ impl U32Common {
         }
         self.instances = self.instances.saturating_sub(1);
         if self.instances == 0 {
+            for n in self.hts.iter().flat_map(|h| h.buckets.iter().flatten()) {
+                actions.release_bound(&n.exts.actions);
+            }
             *self = U32Common::default();
         }
     }
