@@ -9,35 +9,22 @@ use std::fmt::Write;
 use tclab_core::qdisc::fifo::FifoOptions;
 use tclab_core::qdisc::{DevEnv, QdiscOptions};
 
-pub const PFIFO: QdiscLang = QdiscLang {
-    name: "pfifo",
-    words: &["limit"],
-    parse: parse_fifo,
-    print: print_fifo,
-    xstats: None,
-    xstats_json: None,
-    class: None,
-};
+pub const PFIFO: QdiscLang = fifo_lang("pfifo");
+pub const BFIFO: QdiscLang = fifo_lang("bfifo");
+pub const PFIFO_HEAD_DROP: QdiscLang = fifo_lang("pfifo_head_drop");
 
-pub const BFIFO: QdiscLang = QdiscLang {
-    name: "bfifo",
-    words: &["limit"],
-    parse: parse_fifo,
-    print: print_fifo,
-    xstats: None,
-    xstats_json: None,
-    class: None,
-};
-
-pub const PFIFO_HEAD_DROP: QdiscLang = QdiscLang {
-    name: "pfifo_head_drop",
-    words: &["limit"],
-    parse: parse_fifo,
-    print: print_fifo,
-    xstats: None,
-    xstats_json: None,
-    class: None,
-};
+/// The three kinds share q_fifo.c's parser and printer, as iproute2's three `qdisc_util`s do.
+const fn fifo_lang(name: &'static str) -> QdiscLang {
+    QdiscLang {
+        name,
+        words: &["limit"],
+        parse: parse_fifo,
+        print: print_fifo,
+        xstats: None,
+        xstats_json: None,
+        class: None,
+    }
+}
 
 const FIFO_USAGE: &str = "Usage: ... <[p|b]fifo | pfifo_head_drop> [ limit NUMBER ]";
 
