@@ -1558,6 +1558,11 @@ fn a_fifo_below_one_frame_is_said_wherever_it_sits() {
             "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 10mbit\nqdisc add dev eth0 parent 1:10 handle 10: bfifo limit 1000\n",
             "eth0 class htb 1:10",
         ),
+        (
+            "head-drop",
+            "qdisc add dev eth0 root handle 1: prio\nqdisc add dev eth0 parent 1:1 handle 10: pfifo_head_drop limit 0\n",
+            "eth0 qdisc pfifo_head_drop 10:",
+        ),
     ] {
         let r = check(&dir, &format!("{name}.batch"), policy, &[]);
         assert_eq!(

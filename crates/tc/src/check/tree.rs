@@ -586,15 +586,17 @@ fn unreached_class(at: &str, classid: Handle) -> Finding {
     )
 }
 
-/// A leaf's FIFO against its class's `rate` (bytes/s): its own pfifo or bfifo, or the default pfifo of
-/// `txqueuelen` packets, holding more than a second. Fair queues (sfq, fq_codel…) isolate flows: a
+/// A leaf's FIFO against its class's `rate` (bytes/s): its own pfifo, pfifo_head_drop or bfifo, or the
+/// default pfifo of `txqueuelen` packets, holding more than a second. Fair queues (sfq, fq_codel…) isolate flows: a
 /// sparse flow does not wait behind the whole queue, so their limit is no delay bound to report.
 fn queue_delay(cx: &DevCx, at: &str, leaf: Option<Handle>, rate: u64) -> Option<Finding> {
     let (limit_pkts, limit_bytes, what) = match leaf.and_then(|l| cx.qdisc(l)) {
         Some(lq) => match &lq.options {
-            QdiscOptions::Pfifo(f) => {
-                (f.limit.map(u64::from), None, format!("pfifo {}", lq.handle))
-            }
+            QdiscOptions::Pfifo(f) | QdiscOptions::PfifoHeadDrop(f) => (
+                f.limit.map(u64::from),
+                None,
+                format!("{} {}", lq.kind, lq.handle),
+            ),
             QdiscOptions::Bfifo(f) => {
                 (None, f.limit.map(u64::from), format!("bfifo {}", lq.handle))
             }
@@ -640,7 +642,8 @@ fn queue_short(cx: &DevCx, at: &str, leaf: Option<Handle>) -> Option<Finding> {
 fn fifo_short(cx: &DevCx, at: &str, lq: &QdiscInfo, leaf: bool) -> Option<Finding> {
     let frame = cx.mtu as u64;
     let (frames, holds) = match &lq.options {
-        QdiscOptions::Pfifo(f) => {
+        // pfifo_head_drop with limit 0 drops every arrival too (pfifo_tail_enqueue).
+        QdiscOptions::Pfifo(f) | QdiscOptions::PfifoHeadDrop(f) => {
             let p = u64::from(f.limit?);
             (p, format!("{p} packet{}", if p == 1 { "" } else { "s" }))
         }
