@@ -147,10 +147,11 @@ impl Qdisc for Fifo {
     super::by_value_through_boxes!();
 
     fn enqueue_skb(&mut self, pkt: Box<Packet>, cx: &mut Cx) -> Verdict {
-        if self.unit == FifoUnit::PacketsHeadDrop && self.limit > 0 && !self.fits(&pkt) {
-            return self.drop_head_for(pkt, cx);
-        }
         if !self.fits(&pkt) {
+            // pfifo_head_drop makes room, unless its limit is 0: then, as the others, it drops the arrival.
+            if self.unit == FifoUnit::PacketsHeadDrop && self.limit > 0 {
+                return self.drop_head_for(pkt, cx);
+            }
             self.stats.drops += 1;
             cx.drop_arriving_skb(pkt, DropReason::TailDrop);
             return Verdict::Drop;
