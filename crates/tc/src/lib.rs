@@ -270,14 +270,23 @@ pub(crate) fn notice(line: &str) {
 /// an ingress qdisc): a device's whole policy with its counters, as `tclab sim`'s tc.txt and `tclab
 /// live`'s summary print it.
 pub fn show_device(engine: &mut Engine, dev: &str, now: Nanos) -> String {
-    let has_ingress = engine.device(dev).is_some_and(|d| d.ingress().is_some());
+    let ingress_kind = engine
+        .device(dev)
+        .and_then(|d| d.ingress())
+        .map(|s| s.q.kind());
     let mut commands = vec![
         vec!["-s", "qdisc", "show", "dev", dev],
         vec!["-s", "class", "show", "dev", dev],
         vec!["-s", "filter", "show", "dev", dev],
     ];
-    if has_ingress {
-        commands.push(vec!["-s", "filter", "show", "dev", dev, "parent", "ffff:"]);
+    match ingress_kind {
+        // clsact's blocks are its classes fff2 and fff3; `parent ffff:` names neither (clsact_tcf_block).
+        Some("clsact") => {
+            commands.push(vec!["-s", "filter", "show", "dev", dev, "ingress"]);
+            commands.push(vec!["-s", "filter", "show", "dev", dev, "egress"]);
+        }
+        Some(_) => commands.push(vec!["-s", "filter", "show", "dev", dev, "parent", "ffff:"]),
+        None => {}
     }
     let mut text = String::new();
     for argv in commands {
