@@ -372,7 +372,8 @@ fn cmd_script(cmd: args::ScriptCmd) -> CmdResult {
 const CHECK_HELP: &str = "\
 Applies the policy as tclab tc and tclab script run would, then reviews it: commands the kernel refuses
 (one finding per cause), a script bash stops, default classes that do not exist, classes nothing reaches,
-filters an earlier filter always answers for, u32 values with bits outside their mask, ifb devices that
+filters that name an inner class with no filters of its own (its packets fall to the default), filters
+an earlier filter always answers for, u32 values with bits outside their mask, ifb devices that
 are down or that nothing redirects to, redirects that let IPv6 bypass the shaper, token buckets smaller
 than a packet or too large to act, bursts below a timer tick, quanta that distort the sharing, queues
 that hold seconds of traffic, leaf FIFOs too short for a packet or a burst, CoDel targets at or above

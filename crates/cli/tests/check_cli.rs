@@ -110,6 +110,7 @@ const CASES: &[(&str, &str, &[&str])] = &[
     ("bucket-too-large", "qdisc add dev eth0 root tbf rate 10mbit burst 200mb latency 50ms\n", &[]),
     ("tbf-limit-short", "qdisc add dev eth0 root tbf rate 10mbit burst 12k limit 1600\n", &[]),
     ("filter-class-missing", "qdisc add dev eth0 root handle 1: htb default 20\nclass add dev eth0 parent 1: classid 1:20 htb rate 1mbit\nqdisc add dev eth0 parent 1:20 fq_codel\nfilter add dev eth0 parent 1: protocol all prio 1 u32 match ip dport 22 0xffff flowid 1:10\n", &[]),
+    ("filter-inner-class", INNER_FLOWID, &[]),
     ("filter-family", "qdisc add dev eth0 root handle 1: prio\nfilter add dev eth0 parent 1: protocol ipv6 prio 1 u32 match ip protocol 1 0xff flowid 1:1\n", &[]),
     ("tos-ecn", "qdisc add dev eth0 root handle 1: prio\nfilter add dev eth0 parent 1: protocol all prio 1 u32 match ip tos 0x10 0xff flowid 1:1\n", &[]),
     ("flower-arp-ignored", "qdisc add dev eth0 root handle 1: prio\nfilter add dev eth0 parent 1: protocol ip prio 1 flower arp_sha 00:11:22:33:44:55 classid 1:1\n", &[]),
@@ -1586,4 +1587,79 @@ fn a_fifo_below_one_frame_is_said_wherever_it_sits() {
             "{name}: {got:?}"
         );
     }
+}
+
+/// The reviewer's inner.tc: HTTPS sent to the 50 Mbit/s inner class 1:1, which has no filters.
+const INNER_FLOWID: &str = "qdisc add dev eth1 root handle 1: htb default 20
+class add dev eth1 parent 1: classid 1:1 htb rate 50mbit
+class add dev eth1 parent 1:1 classid 1:10 htb rate 5mbit ceil 5mbit
+class add dev eth1 parent 1:1 classid 1:20 htb rate 1mbit ceil 1mbit
+filter add dev eth1 parent 1: protocol ip prio 1 u32 match ip dport 443 0xffff flowid 1:1
+";
+
+/// htb_classify (sch_htb.c) goes on with an inner class's filter_list; with none the loop ends and
+/// the packet takes the default class (or the direct queue when that is missing). A filter naming
+/// such a class is said at its line, with the inner class and where its packets go; one whose inner
+/// class has filters of its own, or that names a leaf, is not.
+#[test]
+fn a_flowid_of_an_inner_class_without_filters_falls_to_the_default() {
+    let dir = TempDir::new("check-inner");
+    let r = check(&dir, "inner.tc", INNER_FLOWID, &[]);
+    assert_eq!(
+        found_at(&r, "filter-inner-class"),
+        vec!["eth1 filter parent 1: pref 1 u32"],
+        "{}",
+        r.stdout
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let f = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "filter-inner-class")
+        .unwrap();
+    let m = f["message"].as_str().unwrap();
+    assert!(
+        m.contains("1:1, an inner class") && m.contains("to the default class 1:20"),
+        "{m}"
+    );
+    assert!(f["line"].as_str().unwrap().ends_with("inner.tc:5"), "{f}");
+    // No default: the direct queue.
+    let r = check(
+        &dir,
+        "inner-nodef.tc",
+        &INNER_FLOWID.replace("htb default 20", "htb"),
+        &[],
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let m = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "filter-inner-class")
+        .map(|f| f["message"].as_str().unwrap().to_string())
+        .unwrap_or_default();
+    assert!(m.contains("direct queue"), "{}", r.stdout);
+    // The inner class has a filter of its own: the walk goes on there.
+    let chained = format!(
+        "{INNER_FLOWID}filter add dev eth1 parent 1:1 protocol all prio 1 u32 match u32 0 0 flowid 1:10\n"
+    );
+    let r = check(&dir, "inner-chained.tc", &chained, &[]);
+    assert!(
+        found_at(&r, "filter-inner-class").is_empty(),
+        "{}",
+        r.stdout
+    );
+    // A leaf named: nothing to say.
+    let r = check(
+        &dir,
+        "inner-leaf.tc",
+        &INNER_FLOWID.replace("flowid 1:1\n", "flowid 1:10\n"),
+        &[],
+    );
+    assert!(
+        found_at(&r, "filter-inner-class").is_empty(),
+        "{}",
+        r.stdout
+    );
 }

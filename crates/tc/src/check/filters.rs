@@ -3,7 +3,8 @@
 //! `protocol ipv6` and the reverse (u32 reads fixed offsets of whatever header is there), a TOS match
 //! whose mask takes in the ECN bits (ECN-capable packets, ECT(0) or CE, then never match), a raw u32
 //! offset that reads a source port or address where the policy means the destination elsewhere,
-//! classification for IPv4 only on a qdisc that has classes to choose, flower's ARP hardware-address
+//! a `flowid` of an inner HTB/HFSC class that has no filters of its own (the packets fall to the
+//! default, not to its leaves), classification for IPv4 only on a qdisc that has classes to choose, flower's ARP hardware-address
 //! keys under a protocol that is not ARP's (the kernel drops them), and flower's MAC keys, which
 //! simulated packets cannot match.
 
@@ -35,6 +36,7 @@ pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
             }
         }
         missing_classes(cx, q, out);
+        inner_targets(cx, q, out);
         for &(parent, b) in &blocks {
             tos_ecn(cx, parent, b, out);
         }
@@ -245,6 +247,99 @@ fn missing_classes(cx: &DevCx, q: &QdiscInfo, out: &mut Vec<Finding>) {
             .line(classify_line(cx, id)),
         );
     }
+}
+
+/// Filters of an HTB or HFSC qdisc that name one of its inner classes when that class has no filters
+/// of its own. `htb_classify` (and `hfsc_classify`) go on with the inner class's filter list; an empty
+/// one ends the loop, and the packet goes where an unclassified one goes: the default class, or HTB's
+/// direct queue. The traffic the filter was written for never reaches the inner class's leaves, nor its
+/// rate (simulated: an HTTPS download meant for a 50 Mbit/s inner class runs in the 1 Mbit/s default).
+fn inner_targets(cx: &DevCx, q: &QdiscInfo, out: &mut Vec<Finding>) {
+    if !matches!(q.kind, "htb" | "hfsc") {
+        return;
+    }
+    let Some((falls, _)) = falls_to(cx, q) else {
+        return;
+    };
+    let Some(s) = cx.dev.find(q.handle) else {
+        return;
+    };
+    let has_filters = |id: Handle| s.q.block(id).is_some_and(|b| !b.is_empty());
+    // The blocks HTB/HFSC read: the qdisc's, and those of inner classes a packet is sent to (the
+    // others are `filter-unreached`'s).
+    let ids = cx
+        .classes_of(q.handle.major())
+        .map(|c| c.classid)
+        .filter(|&id| id != q.handle && !cx.is_leaf(id) && cx.bound(id.0));
+    let mut seen: Vec<*const Block> = Vec::new();
+    for parent in std::iter::once(q.handle).chain(ids) {
+        let Some(b) = s.q.block(parent).filter(|b| !b.is_empty()) else {
+            continue;
+        };
+        if seen.contains(&(b as *const Block)) {
+            continue;
+        }
+        seen.push(b);
+        for chain in b.reachable_chains() {
+            for tp in b.chains.get(&chain).into_iter().flatten() {
+                for id in b
+                    .tp_filters(tp)
+                    .into_iter()
+                    .filter_map(|(c, _)| c.map(Handle))
+                {
+                    if id == q.handle || cx.class(id).is_none() || cx.is_leaf(id) || has_filters(id)
+                    {
+                        continue;
+                    }
+                    let leaves: Vec<String> = cx
+                        .classes_of(q.handle.major())
+                        .filter(|c| cx.is_leaf(c.classid) && descends(cx, c.classid, id))
+                        .map(|c| c.classid.to_string())
+                        .collect();
+                    let example = leaves.first().cloned().unwrap_or_else(|| "…".into());
+                    let record = cx.origins.filter(cx.name, parent, Some(tp.prio));
+                    out.push(
+                        Finding::new(
+                            "filter-inner-class",
+                            format!(
+                                "{} filter parent {parent} pref {} {}",
+                                cx.name,
+                                tp.prio,
+                                tp.cls.kind()
+                            ),
+                            format!(
+                                "sends packets to {id}, an inner class with no filters of its own: \
+                                 {} goes on with {id}'s filters to choose among its leaves ({}), \
+                                 finds none, and the packets fall {falls}, not into {id}",
+                                q.kind.to_uppercase(),
+                                leaves.join(", ")
+                            ),
+                            format!(
+                                "point the filter at a leaf of {id} (`flowid {example}`), or attach \
+                                 filters to {id} that choose among its leaves (`tc filter add dev {} \
+                                 parent {id} … flowid {example}`)",
+                                cx.name
+                            ),
+                        )
+                        .line(record.map(|r| r.at.as_str())),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Whether class `id` lies below class `above` (within one qdisc).
+fn descends(cx: &DevCx, id: Handle, above: Handle) -> bool {
+    let mut at = id;
+    for _ in 0..16 {
+        match cx.class(at).map(|c| c.parent) {
+            Some(p) if p == above => return true,
+            Some(p) if p != at && p.major() == id.major() => at = p,
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// The TOS byte (IPv4: the second byte of word 0) or the traffic class (IPv6: bits 20..27 of word 0)

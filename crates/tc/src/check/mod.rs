@@ -274,6 +274,11 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "a filter sends packets to a class that does not exist: they fall to the default (or are lost)",
     ),
     (
+        "filter-inner-class",
+        Severity::Warning,
+        "a filter sends packets to an inner HTB/HFSC class with no filters of its own: they fall to the default (or the direct queue)",
+    ),
+    (
         "filter-family",
         Severity::Warning,
         "IPv4 match fields under protocol ipv6, or IPv6 ones under protocol ip",
