@@ -10,7 +10,9 @@
 //! a key of the later node at the same offset (the same header bytes, fixed to the same value); the
 //! nodes read in the root tables, where every key's offset is the one written (no `offset`/`eat`
 //! from a link), and no node before the earlier one links anywhere or reads further into the packet
-//! than the later one (`u32_classify` gives up on the whole instance at a read past the packet's end).
+//! than the later one (`u32_classify` gives up on the whole instance at a read past the packet's end)
+//! or than the header every packet of its protocol has (an IPv4 one's 20 bytes: `match ip dst
+//! 0.0.0.0/0`, read at offset 16, takes every packet `match ip protocol 1 0xff` would).
 
 use super::{DevCx, Finding};
 use std::collections::BTreeMap;
@@ -19,6 +21,7 @@ use tclab_core::action::{
     ext_is, ActionParams, ACT_FLAG_SKIP_SW, TC_ACT_GOTO_CHAIN, TC_ACT_JUMP, TC_ACT_PIPE,
     TC_ACT_RECLASSIFY, TC_ACT_REPEAT,
 };
+use tclab_core::filter::flower::{ETH_P_ARP, ETH_P_IPV6};
 use tclab_core::filter::u32::{self as cu32, Hnode, Knode, TC_U32_TERMINAL};
 use tclab_core::filter::{Block, Classifier, Exts, Tp, CLS_FLAGS_SKIP_SW, ETH_P_ALL};
 use tclab_core::Handle;
@@ -26,6 +29,18 @@ use tclab_core::Handle;
 /// Bytes of network header every packet worth classifying has (an IPv4 header's 20; ARP's are 28,
 /// IPv6's 40): a catch-all whose keys read no further takes every such packet.
 const ANY_PACKET: i64 = 20;
+
+/// Bytes of network header every packet of `protocol` reaching a filter has: `ip_rcv` drops an IPv4
+/// packet shorter than its 20-byte header (`ipv6_rcv` likewise below 40) before it is forwarded, and
+/// the stack builds its own with the whole header, so a key in those bytes is always read. Any other
+/// protocol: [`ANY_PACKET`].
+fn header_bytes(protocol: u16) -> i64 {
+    match protocol {
+        ETH_P_IPV6 => 40,
+        ETH_P_ARP => 28,
+        _ => ANY_PACKET,
+    }
+}
 
 pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
     walk(cx, |f, _| out.push(f));
@@ -70,8 +85,12 @@ fn walk(cx: &DevCx, mut found: impl FnMut(Finding, Vec<u32>)) {
                             break;
                         }
                         let by = earlier()
-                            .find_map(|((a, t), r)| takes(a, t, r, Some(n)).map(|m| (a, m)))
-                            .or_else(|| mine.first(nodes, Some(n)).map(|m| (tp, Taker::U32(m))));
+                            .find_map(|((a, t), r)| takes(a, t, r, tp, Some(n)).map(|m| (a, m)))
+                            .or_else(|| {
+                                let floor = header_bytes(tp.protocol);
+                                mine.first(nodes, Some(n), floor)
+                                    .map(|m| (tp, Taker::U32(m)))
+                            });
                         if let Some((a, m)) = by {
                             let named = n.classid.into_iter().collect();
                             found(finding(cx, parent, tp, Some(n), a, m), named);
@@ -79,7 +98,7 @@ fn walk(cx: &DevCx, mut found: impl FnMut(Finding, Vec<u32>)) {
                         mine.add(j, n);
                     }
                 } else if let Some((a, m)) =
-                    earlier().find_map(|((a, t), r)| takes(a, t, r, None).map(|m| (a, m)))
+                    earlier().find_map(|((a, t), r)| takes(a, t, r, tp, None).map(|m| (a, m)))
                 {
                     let named = b
                         .tp_filters(tp)
@@ -110,17 +129,24 @@ fn root_nodes<'a>(tables: &BTreeMap<u32, &'a Hnode>, tp: &Tp) -> Vec<&'a Knode> 
         .unwrap_or_default()
 }
 
-/// What of instance `a` takes every packet u32 node `n` matches (`None`: every packet at all): a
-/// matchall filter, or a node of `a`'s root table (`roots`, indexed by `t`) whose keys `n`'s imply
-/// (for every packet, keys all masked out), every node tried before it letting such a packet by.
-fn takes<'a>(a: &'a Tp, t: &Takers, roots: &[&'a Knode], n: Option<&Knode>) -> Option<Taker<'a>> {
+/// What of instance `a` takes every packet u32 node `n` of instance `b` matches (`None`: every
+/// packet `b` sees): a matchall filter, or a node of `a`'s root table (`roots`, indexed by `t`) whose
+/// keys `n`'s imply (for every packet, keys all masked out), every node tried before it letting such
+/// a packet by.
+fn takes<'a>(
+    a: &'a Tp,
+    t: &Takers,
+    roots: &[&'a Knode],
+    b: &Tp,
+    n: Option<&Knode>,
+) -> Option<Taker<'a>> {
     match &a.cls {
         Classifier::Matchall(m) => m
             .filter
             .as_ref()
             .filter(|f| f.flags & CLS_FLAGS_SKIP_SW == 0 && ends_classification(&f.exts))
             .map(|f| Taker::Matchall(f.classid, &f.exts)),
-        Classifier::U32(_) => t.first(roots, n).map(Taker::U32),
+        Classifier::U32(_) => t.first(roots, n, header_bytes(b.protocol)).map(Taker::U32),
         _ => None,
     }
 }
@@ -182,11 +208,12 @@ impl Takers {
         self.sigs[at].1.entry(vals).or_insert(j);
     }
 
-    /// The first node that takes every packet `n` matches (`None`: every packet of at least
-    /// [`ANY_PACKET`] bytes): one whose every key `n` implies — a key of `n` at the same offset with
-    /// those mask bits, fixed to the same value — with no node up to it reading further than `n`.
-    fn first<'a>(&self, nodes: &[&'a Knode], n: Option<&Knode>) -> Option<&'a Knode> {
-        let need = n.map_or(ANY_PACKET, reads);
+    /// The first node that takes every packet `n` matches (`None`: every packet) among packets of
+    /// at least `floor` bytes of network header: one whose every key `n` implies — a key of `n` at
+    /// the same offset with those mask bits, fixed to the same value — with no node up to it
+    /// reading further than `n` or `floor` (a read past the end fails the whole instance).
+    fn first<'a>(&self, nodes: &[&'a Knode], n: Option<&Knode>, floor: i64) -> Option<&'a Knode> {
+        let need = n.map_or(0, reads).max(floor);
         let i = self
             .sigs
             .iter()
