@@ -60,6 +60,9 @@ pub struct Failure {
     /// Where in iproute2 tc refuses this without a word (`msg` is then empty): the fuzz target accepts a
     /// silent failure only when it names one (see [`Failure::silent`]).
     pub silent: Option<&'static str>,
+    /// tc `exit()`ed: in a batch no `Command failed FILE:N` follows and no later line runs, `-force`
+    /// or not. Otherwise the refusal was returned to `do_cmd`, which a batch reports and goes past.
+    pub exits: bool,
 }
 
 impl Failure {
@@ -69,6 +72,15 @@ impl Failure {
             code: 255,
             msg: msg.into(),
             silent: None,
+            exits: true,
+        }
+    }
+    /// tc's `return -1` up to `do_cmd` (an unknown object, a duplicate `root`): exit status 255 alone,
+    /// but a batch says `Command failed` and `-force` goes on, as for any refused line.
+    pub fn returned(msg: impl Into<String>) -> Failure {
+        Failure {
+            exits: false,
+            ..Failure::syntax(msg)
         }
     }
     /// A refusal for which tc prints nothing: `code` is its exit status and `tc_source` the function in
@@ -78,6 +90,7 @@ impl Failure {
             code,
             msg: String::new(),
             silent: Some(tc_source),
+            exits: code == 255,
         }
     }
     /// A discipline's option parser said no: exit 1.
@@ -86,6 +99,7 @@ impl Failure {
             code: 1,
             msg: msg.into(),
             silent: None,
+            exits: false,
         }
     }
     /// tc's `exit(code)` from deep inside a parser (`get_addr`'s `exit(1)`): the command ends with
@@ -96,6 +110,7 @@ impl Failure {
             code: 0x100 | i32::from(code),
             msg: msg.into(),
             silent: None,
+            exits: true,
         }
     }
     pub fn kernel(e: KernelError) -> Failure {
@@ -103,6 +118,7 @@ impl Failure {
             code: 2,
             msg: e.to_string(),
             silent: None,
+            exits: false,
         }
     }
 }
@@ -308,23 +324,42 @@ pub fn run_explained(
     argv: &[String],
     now: Nanos,
 ) -> (Output, Option<&'static str>) {
+    let (out, ending) = run_ended(engine, argv, now);
+    (out, ending.silent)
+}
+
+/// One command of `tc -batch`: [`run`], and whether tc `exit()`s there ([`Failure::exits`]), which
+/// ends the batch without a `Command failed FILE:N`.
+pub fn run_batch_line(engine: &mut Engine, argv: &[String], now: Nanos) -> (Output, bool) {
+    let (out, ending) = run_ended(engine, argv, now);
+    (out, ending.exits)
+}
+
+/// How a refused command ended, besides its text and status.
+#[derive(Default)]
+struct Ending {
+    silent: Option<&'static str>,
+    exits: bool,
+}
+
+fn run_ended(engine: &mut Engine, argv: &[String], now: Nanos) -> (Output, Ending) {
     NOTICES.with(|n| n.borrow_mut().clear());
-    let mut silent = None;
-    let mut out = run_line(engine, argv, now, &mut silent);
+    let mut ending = Ending::default();
+    let mut out = run_line(engine, argv, now, &mut ending);
     let notices = NOTICES.with(|n| std::mem::take(&mut *n.borrow_mut()));
     if !notices.is_empty() {
         out.stderr.insert_str(0, &notices);
     }
-    (out, silent)
+    (out, ending)
 }
 
 fn run_line(
     engine: &mut Engine,
     argv: &[String],
     now: Nanos,
-    silent: &mut Option<&'static str>,
+    ending: &mut Ending,
 ) -> Output {
-    with_options(argv, silent, |words, flags, out| {
+    with_options(argv, ending, |words, flags, out| {
         let devices_before = engine.device_names();
         let r = run_object(engine, words, flags, now, out);
         if r.is_err() {
@@ -343,8 +378,7 @@ pub fn list_filters(
     argv: &[String],
     now: Nanos,
 ) -> Output {
-    let mut silent = None;
-    with_options(argv, &mut silent, |words, flags, out| match words {
+    with_options(argv, &mut Ending::default(), |words, flags, out| match words {
         [obj, cmd, rest @ ..]
             if matches(obj, "filter")
                 && (matches(cmd, "list") || matches(cmd, "show") || matches(cmd, "lst")) =>
@@ -361,7 +395,7 @@ pub fn list_filters(
 /// a refusal printed as tc prints it.
 fn with_options(
     argv: &[String],
-    silent: &mut Option<&'static str>,
+    ending: &mut Ending,
     object: impl FnOnce(&[String], ShowFlags, &mut Output) -> Result<()>,
 ) -> Output {
     let mut out = Output::default();
@@ -382,6 +416,7 @@ fn with_options(
                 out.stderr =
                     "Error: -batch is handled by the tclab command, not by one tc line.\n".into();
                 out.code = 255;
+                ending.exits = true;
                 return out;
             }
             _ if o == "V" || matches(o, "Version") => {
@@ -391,6 +426,7 @@ fn with_options(
             _ => {
                 out.stderr = format!("Option \"{}\" is unknown, try \"tc -help\".\n", argv[i]);
                 out.code = 255;
+                ending.exits = true;
                 return out;
             }
         }
@@ -398,7 +434,8 @@ fn with_options(
     }
     if let Err(f) = object(&argv[i..], flags, &mut out) {
         out.stderr.push_str(&f.msg);
-        *silent = f.silent;
+        ending.silent = f.silent;
+        ending.exits = f.exits;
         if !f.msg.is_empty() && !f.msg.ends_with('\n') {
             out.stderr.push('\n');
         }
@@ -449,7 +486,7 @@ fn run_object(
         help_of(USAGE, out);
         Ok(())
     } else {
-        Err(Failure::syntax(format!(
+        Err(Failure::returned(format!(
             "Object \"{obj}\" is unknown, try \"tc help\"."
         )))
     }
@@ -471,7 +508,7 @@ fn command(word: Option<&str>, object: &str) -> Result<Cmd> {
         _ if matches(w, "delete") => Cmd::Delete,
         _ if matches(w, "show") || matches(w, "list") || matches(w, "lst") => Cmd::Show,
         _ => {
-            return Err(Failure::syntax(format!(
+            return Err(Failure::returned(format!(
                 "Command \"{w}\" is unknown, try \"tc {object} help\"."
             )))
         }
@@ -522,7 +559,7 @@ fn qdisc_cmd(
             }
             "root" => {
                 if parent != 0 {
-                    return Err(Failure::syntax("Error: \"root\" is duplicate parent ID"));
+                    return Err(Failure::returned("Error: \"root\" is duplicate parent ID"));
                 }
                 parent = Handle::ROOT.0;
             }
@@ -536,7 +573,7 @@ fn qdisc_cmd(
             "ingress" | "clsact" => {
                 if parent != 0 {
                     // tc_qdisc.c words these two with an article, unlike "root".
-                    return Err(Failure::syntax(format!(
+                    return Err(Failure::returned(format!(
                         "Error: \"{a}\" is a duplicate parent ID"
                     )));
                 }
@@ -661,8 +698,8 @@ fn qdisc_show(
             }
             "invisible" => {}
             _ => {
-                return Err(Failure::syntax(format!(
-                    "What is \"{a}\"? Try \"tc qdisc help\""
+                return Err(Failure::returned(format!(
+                    "What is \"{a}\"? Try \"tc qdisc help\"."
                 )))
             }
         }
@@ -721,13 +758,13 @@ fn class_cmd(
                 classid = get_tc_classid(v).ok_or_else(|| invarg("invalid class ID", v))?;
             }
             "handle" => {
-                return Err(Failure::syntax(
+                return Err(Failure::returned(
                     "Error: try \"classid\" instead of \"handle\"",
                 ))
             }
             "root" => {
                 if parent != 0 {
-                    return Err(Failure::syntax("Error: \"root\" is duplicate parent ID."));
+                    return Err(Failure::returned("Error: \"root\" is duplicate parent ID."));
                 }
                 parent = Handle::ROOT.0;
             }
@@ -741,7 +778,7 @@ fn class_cmd(
             _ if matches(a, "help") => return Err(Failure::syntax(qdisc::CLASS_USAGE)),
             // A listing takes no kind: tc_class_list refuses any other word.
             _ if matches!(cmd, Cmd::Show) => {
-                return Err(Failure::syntax(format!(
+                return Err(Failure::returned(format!(
                     "What is \"{a}\"? Try \"tc class help\"."
                 )))
             }

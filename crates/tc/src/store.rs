@@ -940,13 +940,13 @@ impl Store {
                     break;
                 }
             }
-            let out = crate::run(&mut self.engine, &words, 0);
+            let (out, exits) = crate::run_batch_line(&mut self.engine, &words, 0);
             total.stdout.push_str(&out.stdout);
             total.stderr.push_str(&out.stderr);
-            if out.code == 255 {
-                // tc's syntax errors (`incomplete_command`, `invarg`) `exit(-1)` the whole batch at once,
+            if exits {
+                // tc's syntax errors (`incomplete_command`, `invarg`) `exit()` the whole batch at once,
                 // `-force` or not, without a "Command failed" line.
-                total.code = 255;
+                total.code = out.code;
                 break;
             }
             if out.code != 0 {
@@ -1790,6 +1790,63 @@ mod tests {
             batch_words("match 'ip dst 10.0.0.1"),
             Err("Unterminated quoted string".to_string())
         );
+    }
+
+    #[test]
+    fn a_batch_goes_past_what_tc_returns_and_stops_where_it_exits() {
+        let (dir, path) = store_with("batch-returned", &[]);
+        let batch = dir.join("b");
+        // Read by iproute2 6.1's tc -batch (in a namespace, the device renamed): an unknown object
+        // is do_cmd's `return -1`, so the line "Command failed", exit status 1, and -force goes on.
+        std::fs::write(
+            &batch,
+            "qdisc add dev eth0 root handle 1: htb\n\
+             qdsic add dev eth0 root\n\
+             qdisc add dev eth0 root root htb\n\
+             class add dev eth0 parent 1: classid 1:1 htb rate 1mbit\n",
+        )
+        .unwrap();
+        let (mut w, _) = Store::open(&path).unwrap();
+        let run = |w: &mut Store, force: &str| {
+            w.execute(
+                &words(&format!("tc {force} -batch {}", batch.display())),
+                None,
+            )
+            .unwrap()
+        };
+        let out = run(&mut w, "");
+        let b = batch.display();
+        assert_eq!(
+            (out.code, out.stderr),
+            (
+                1,
+                format!("Object \"qdsic\" is unknown, try \"tc help\".\nCommand failed {b}:2\n")
+            )
+        );
+        let out = run(&mut w, "-force");
+        assert_eq!(
+            (out.code, out.stdout, out.stderr),
+            (
+                1,
+                String::new(),
+                format!(
+                    "Error: Exclusivity flag on, cannot modify.\nCommand failed {b}:1\n\
+                     Object \"qdsic\" is unknown, try \"tc help\".\nCommand failed {b}:2\n\
+                     Error: \"root\" is duplicate parent ID\nCommand failed {b}:3\n"
+                )
+            )
+        );
+        // Line 4 came after the refused ones: -force applied it.
+        let shown = w.execute(&words("tc class show dev eth0"), None).unwrap();
+        assert!(shown.stdout.contains("class htb 1:1 root"), "{shown:?}");
+        // An `exit(-1)` (invarg) still ends the batch at once, without "Command failed".
+        std::fs::write(&batch, "qdisc add dev eth0 handle x: root htb\nqdsic\n").unwrap();
+        let out = run(&mut w, "-force");
+        assert_eq!(
+            (out.code, out.stderr.as_str()),
+            (255, "Error: argument \"x:\" is wrong: invalid qdisc ID\n")
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -746,7 +746,7 @@ pub fn actions_cmd(
         } else if matches(w, "help") {
             return Err(Failure::syntax(ACT_USAGE));
         } else {
-            return Err(Failure::syntax(format!(
+            return Err(Failure::returned(format!(
                 "Command \"{w}\" is unknown, try \"tc actions help\"."
             )));
         }

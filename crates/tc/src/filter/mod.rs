@@ -169,7 +169,7 @@ fn parse_common<'a>(c: &mut Cur<'a>, list: bool) -> Result<Common<'a>> {
             }
             "root" | "ingress" | "egress" => {
                 if m.parent != 0 {
-                    return Err(Failure::syntax(format!(
+                    return Err(Failure::returned(format!(
                         "Error: \"{w}\" is duplicate parent ID"
                     )));
                 }
@@ -235,7 +235,7 @@ fn parse_common<'a>(c: &mut Cur<'a>, list: bool) -> Result<Common<'a>> {
             }
             _ if matches(w, "help") => return Err(Failure::syntax(FILTER_USAGE)),
             _ if list => {
-                return Err(Failure::syntax(format!(
+                return Err(Failure::returned(format!(
                     " What is \"{w}\"? Try \"tc filter help\""
                 )))
             }
@@ -294,7 +294,7 @@ pub fn filter_cmd(
     if matches(cmd, "help") {
         return Err(Failure::syntax(FILTER_USAGE));
     }
-    Err(Failure::syntax(format!(
+    Err(Failure::returned(format!(
         "Command \"{cmd}\" is unknown, try \"tc filter help\"."
     )))
 }
@@ -304,6 +304,7 @@ fn kernel(e: KernelError) -> Failure {
         code: 2,
         msg: format!("{e}\n{TALK}"),
         silent: None,
+        exits: false,
     }
 }
 
@@ -323,12 +324,12 @@ fn modify(engine: &mut Engine, argv: &[String], ff: Option<FilterFlags>, now: Na
         Some(k) => parse_fopt(k, m.handle, protocol, m.parent, engine, &mut c)?,
         None => {
             if m.handle.is_some() {
-                return Err(Failure::syntax(
+                return Err(Failure::returned(
                     "Must specify filter type when using \"handle\"",
                 ));
             }
             if let Some(w) = c.peek() {
-                return Err(Failure::syntax(format!(
+                return Err(Failure::returned(format!(
                     "Garbage instead of arguments \"{w} ...\". Try \"tc filter help\"."
                 )));
             }
@@ -521,24 +522,24 @@ fn get(
     let mut c = Cur::new(argv);
     let m = parse_common(&mut c, false)?;
     let Some(protocol) = m.protocol else {
-        return Err(Failure::syntax("Must specify filter protocol"));
+        return Err(Failure::returned("Must specify filter protocol"));
     };
     if m.prio == 0 {
-        return Err(Failure::syntax("Must specify filter priority"));
+        return Err(Failure::returned("Must specify filter priority"));
     }
     if m.parent == 0 {
-        return Err(Failure::syntax("Must specify filter parent"));
+        return Err(Failure::returned("Must specify filter parent"));
     }
     let Some(kind) = m.kind else {
-        return Err(Failure::syntax("Must specify filter type"));
+        return Err(Failure::returned("Must specify filter type"));
     };
     let dev = get_device(engine, &m)?;
     let (handle, _) = parse_fopt(kind, m.handle, protocol, m.parent, engine, &mut c)?;
     if m.handle.is_none() {
-        return Err(Failure::syntax("Must specify filter \"handle\""));
+        return Err(Failure::returned("Must specify filter \"handle\""));
     }
     if let Some(w) = c.peek() {
-        return Err(Failure::syntax(format!(
+        return Err(Failure::returned(format!(
             "Garbage instead of arguments \"{w} ...\". Try \"tc filter help\"."
         )));
     }
@@ -574,7 +575,7 @@ fn get(
 /// The device a `get` names: tc's complaints when there is none, or it does not exist.
 fn get_device<'a>(engine: &Engine, m: &Common<'a>) -> Result<&'a str> {
     let Some(dev) = m.dev else {
-        return Err(Failure::syntax(
+        return Err(Failure::returned(
             "Must specify netdevice \"dev\" or block index \"block\"",
         ));
     };
@@ -878,7 +879,7 @@ pub fn chain_cmd(
         out.stderr = format!("{CHAIN_USAGE}\n");
         Ok(())
     } else {
-        Err(Failure::syntax(format!(
+        Err(Failure::returned(format!(
             "Command \"{cmd}\" is unknown, try \"tc chain help\"."
         )))
     }
@@ -886,7 +887,7 @@ pub fn chain_cmd(
 
 /// `Garbage instead of arguments`.
 fn garbage(w: &str) -> Failure {
-    Failure::syntax(format!(
+    Failure::returned(format!(
         "Garbage instead of arguments \"{w} ...\". Try \"tc filter help\"."
     ))
 }
@@ -909,6 +910,7 @@ fn chain_template(
             code: 2,
             msg: format!("Error: tclab does not support chain templates yet.\n{TALK}"),
             silent: None,
+            exits: false,
         }
     } else {
         kernel(KernelError::msg(
@@ -929,7 +931,7 @@ fn chain_modify(engine: &mut Engine, argv: &[String], op: ChainOp) -> Result<()>
         return chain_template(kind, m.handle, m.parent, engine, &mut c);
     }
     if m.handle.is_some() {
-        return Err(Failure::syntax(
+        return Err(Failure::returned(
             "Must specify filter type when using \"handle\"",
         ));
     }
@@ -967,7 +969,7 @@ fn chain_get(
     let mut c = Cur::new(argv);
     let m = parse_common(&mut c, false)?;
     if m.parent == 0 {
-        return Err(Failure::syntax("Must specify filter parent"));
+        return Err(Failure::returned("Must specify filter parent"));
     }
     let dev = get_device(engine, &m)?;
     if let Some(w) = m.kind.or_else(|| c.peek()) {
