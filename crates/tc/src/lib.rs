@@ -353,12 +353,7 @@ fn run_ended(engine: &mut Engine, argv: &[String], now: Nanos) -> (Output, Endin
     (out, ending)
 }
 
-fn run_line(
-    engine: &mut Engine,
-    argv: &[String],
-    now: Nanos,
-    ending: &mut Ending,
-) -> Output {
+fn run_line(engine: &mut Engine, argv: &[String], now: Nanos, ending: &mut Ending) -> Output {
     with_options(argv, ending, |words, flags, out| {
         let devices_before = engine.device_names();
         let r = run_object(engine, words, flags, now, out);
@@ -378,17 +373,21 @@ pub fn list_filters(
     argv: &[String],
     now: Nanos,
 ) -> Output {
-    with_options(argv, &mut Ending::default(), |words, flags, out| match words {
-        [obj, cmd, rest @ ..]
-            if matches(obj, "filter")
-                && (matches(cmd, "list") || matches(cmd, "show") || matches(cmd, "lst")) =>
-        {
-            filter::list_from(listing, rest, flags, now, out)
-        }
-        _ => Err(Failure::options(
-            "tclab: a store opened for one filter listing answers nothing else",
-        )),
-    })
+    with_options(
+        argv,
+        &mut Ending::default(),
+        |words, flags, out| match words {
+            [obj, cmd, rest @ ..]
+                if matches(obj, "filter")
+                    && (matches(cmd, "list") || matches(cmd, "show") || matches(cmd, "lst")) =>
+            {
+                filter::list_from(listing, rest, flags, now, out)
+            }
+            _ => Err(Failure::options(
+                "tclab: a store opened for one filter listing answers nothing else",
+            )),
+        },
+    )
 }
 
 /// tc's options (`-s`, `-d`, `-j`…), then `object` with the words after them and the flags they set;

@@ -925,40 +925,47 @@ impl Store {
             },
         };
         let mut total = Output::default();
-        for (n, line) in batch_lines(&text) {
-            let line = line.trim();
-            if line.is_empty() {
-                continue;
-            }
-            let mut words = globals.clone();
-            match batch_words(line) {
-                Ok(w) => words.extend(w),
-                Err(e) => {
-                    // makeargs exit(1)s: the batch ends there, `-force` or not.
-                    total.stderr.push_str(&format!("{e}\n"));
+        let (commands, unfinished) = read_batch(&text);
+        // Each `break 'batch` is tc's loop ending before the text does.
+        'batch: {
+            for (n, line) in commands {
+                let line = line.trim();
+                if line.is_empty() {
+                    continue;
+                }
+                let mut words = globals.clone();
+                match batch_words(line) {
+                    Ok(w) => words.extend(w),
+                    Err(e) => {
+                        // makeargs exit(1)s: the batch ends there, `-force` or not.
+                        total.stderr.push_str(&format!("{e}\n"));
+                        total.code = 1;
+                        break 'batch;
+                    }
+                }
+                let (out, exits) = crate::run_batch_line(&mut self.engine, &words, 0);
+                total.stdout.push_str(&out.stdout);
+                total.stderr.push_str(&out.stderr);
+                if exits {
+                    // tc's syntax errors (`incomplete_command`, `invarg`) `exit()` the whole batch at
+                    // once, `-force` or not, without a "Command failed" line.
+                    total.code = out.code;
+                    break 'batch;
+                }
+                if out.code != 0 {
+                    total
+                        .stderr
+                        .push_str(&format!("Command failed {file}:{n}\n"));
                     total.code = 1;
-                    break;
+                    if !force {
+                        break 'batch;
+                    }
+                } else if is_modifying(&words) {
+                    new.push(journal_entry(&words));
                 }
             }
-            let (out, exits) = crate::run_batch_line(&mut self.engine, &words, 0);
-            total.stdout.push_str(&out.stdout);
-            total.stderr.push_str(&out.stderr);
-            if exits {
-                // tc's syntax errors (`incomplete_command`, `invarg`) `exit()` the whole batch at once,
-                // `-force` or not, without a "Command failed" line.
-                total.code = out.code;
-                break;
-            }
-            if out.code != 0 {
-                total
-                    .stderr
-                    .push_str(&format!("Command failed {file}:{n}\n"));
-                total.code = 1;
-                if !force {
-                    break;
-                }
-            } else if is_modifying(&words) {
-                new.push(journal_entry(&words));
+            if unfinished {
+                total.stderr.push_str("Missing continuation line\n");
             }
         }
         Ok(total)
@@ -998,16 +1005,24 @@ impl Store {
 
 /// A batch's commands as iproute2's `getcmdline` reads them: a `#` starts a comment to the end of its
 /// line, and a line ending in `\` goes on in the next (joined as they stand). Each command comes with the
-/// number of its last line, which `Command failed FILE:N` names.
+/// number of its last line, which `Command failed FILE:N` names. A line is a C string there: a NUL byte
+/// ends it (`htb\0 default 10` is `htb`), and a line cut so no longer ends in `\`+newline.
 pub fn batch_lines(text: &str) -> Vec<(usize, String)> {
+    read_batch(text).0
+}
+
+/// [`batch_lines`], and whether the text ends inside a continued command: tc then says `Missing
+/// continuation line` and stops there, running none of that command.
+pub fn read_batch(text: &str) -> (Vec<(usize, String)>, bool) {
     let mut out = Vec::new();
     let mut pending: Option<String> = None;
     for (i, raw) in text.lines().enumerate() {
-        let line = raw.split('#').next().unwrap_or("");
+        let cut = raw.split('\0').next().unwrap_or("");
+        let line = cut.split('#').next().unwrap_or("");
         let mut cmd = pending.take().unwrap_or_default();
         match line.strip_suffix('\\') {
-            // A comment ends the line: a backslash before it does not continue it.
-            Some(head) if !raw.contains('#') => {
+            // A comment or a NUL ends the line: a backslash before it does not continue it.
+            Some(head) if cut.len() == raw.len() && !raw.contains('#') => {
                 cmd.push_str(head);
                 pending = Some(cmd);
             }
@@ -1017,10 +1032,7 @@ pub fn batch_lines(text: &str) -> Vec<(usize, String)> {
             }
         }
     }
-    if let Some(cmd) = pending {
-        out.push((text.lines().count(), cmd));
-    }
-    out
+    (out, pending.is_some())
 }
 
 /// The words of one batch command as iproute2's `makeargs` splits them: at blanks, except that a word
@@ -1752,16 +1764,35 @@ mod tests {
     fn a_batch_reads_as_getcmdline_reads_it() {
         // iproute2's getcmdline: `#` comments to the end of the line; `\` at the end continues the
         // command on the next line (not after a comment); a command is numbered by its last line.
+        // A continued command the text ends in is none: tc says "Missing continuation line" (checked
+        // with iproute2 6.1's tc -batch).
         let text = "qdisc add dev eth0 \\\n  root htb # a comment\n\nclass add # note \\\nclass add dev eth0 \\\n";
-        let lines: Vec<(usize, String)> = batch_lines(text);
         assert_eq!(
-            lines,
-            vec![
-                (2, "qdisc add dev eth0   root htb ".to_string()),
-                (3, String::new()),
-                (4, "class add ".to_string()),
-                (5, "class add dev eth0 ".to_string()),
-            ]
+            read_batch(text),
+            (
+                vec![
+                    (2, "qdisc add dev eth0   root htb ".to_string()),
+                    (3, String::new()),
+                    (4, "class add ".to_string()),
+                ],
+                true
+            )
+        );
+        // getline's line is a C string to getcmdline: a NUL ends it, so what follows is not read, and
+        // a backslash before the NUL continues nothing (tc 6.1 -batch added `htb\0 default 10` as a
+        // plain htb, "default 0").
+        let text =
+            "qdisc add dev eth0 root handle 1: htb\0 default 10\nqdisc show \\\0\nclass show\n";
+        assert_eq!(
+            read_batch(text),
+            (
+                vec![
+                    (1, "qdisc add dev eth0 root handle 1: htb".to_string()),
+                    (2, "qdisc show \\".to_string()),
+                    (3, "class show".to_string()),
+                ],
+                false
+            )
         );
     }
 
@@ -1797,13 +1828,15 @@ mod tests {
         let (dir, path) = store_with("batch-returned", &[]);
         let batch = dir.join("b");
         // Read by iproute2 6.1's tc -batch (in a namespace, the device renamed): an unknown object
-        // is do_cmd's `return -1`, so the line "Command failed", exit status 1, and -force goes on.
+        // is do_cmd's `return -1`, so the line "Command failed", exit status 1, and -force goes on;
+        // an unfinished last command is "Missing continuation line" and not run.
         std::fs::write(
             &batch,
             "qdisc add dev eth0 root handle 1: htb\n\
              qdsic add dev eth0 root\n\
              qdisc add dev eth0 root root htb\n\
-             class add dev eth0 parent 1: classid 1:1 htb rate 1mbit\n",
+             class add dev eth0 parent 1: classid 1:1 htb rate 1mbit\n\
+             qdisc show dev eth0 \\\n",
         )
         .unwrap();
         let (mut w, _) = Store::open(&path).unwrap();
@@ -1832,7 +1865,8 @@ mod tests {
                 format!(
                     "Error: Exclusivity flag on, cannot modify.\nCommand failed {b}:1\n\
                      Object \"qdsic\" is unknown, try \"tc help\".\nCommand failed {b}:2\n\
-                     Error: \"root\" is duplicate parent ID\nCommand failed {b}:3\n"
+                     Error: \"root\" is duplicate parent ID\nCommand failed {b}:3\n\
+                     Missing continuation line\n"
                 )
             )
         );
