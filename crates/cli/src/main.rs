@@ -177,7 +177,9 @@ fn cmd_store(argv: &[String]) -> Result<u8, String> {
             Err(control::CallError::Unreachable | control::CallError::Elsewhere) => {}
         }
     }
-    let changes = tclab_tc::store::changes_policy(argv);
+    // A batch of shows only is a read (`stdin` holds a tc batch's text).
+    let changes = tclab_tc::store::changes_policy(argv)
+        && stdin.as_deref().is_none_or(tclab_tc::store::batch_changes);
     let lock = Lock::take(&path, changes)?;
     let (mut store, problems) = if changes {
         Store::open(&path)?

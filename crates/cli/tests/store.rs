@@ -284,6 +284,57 @@ fn an_empty_file_is_an_empty_store() {
     );
 }
 
+/// With TCLAB_STATE unset the store is $HOME/.local/state/tclab/policy.json; where there is none, a
+/// read makes none, and neither does a batch of shows (the reviewer's case: it created the directory
+/// and policy.json.lock), while a batch that changes something writes the store.
+#[test]
+fn reads_of_the_default_store_create_nothing() {
+    let home = TempDir::new("store-default-home");
+    let run = |args: &[&str], batch: Option<&str>| {
+        let mut c = cmd(Path::new(TCLAB), args);
+        c.env_remove("TCLAB_STATE")
+            .env_remove("XDG_STATE_HOME")
+            .env_remove("TCLAB_CONTROL")
+            .env("HOME", &home.path)
+            .current_dir(&home.path);
+        if let Some(text) = batch {
+            std::fs::write(home.path.join("b"), text).unwrap();
+        }
+        run_with_timeout(c, Duration::from_secs(60), -1)
+    };
+    let state = home.path.join(".local");
+    for args in [
+        &["tc", "qdisc", "show"][..],
+        &["tc", "-s", "class", "show", "dev", "eth0"],
+    ] {
+        run(args, None);
+        assert!(
+            !state.exists(),
+            "tclab {args:?} created {}",
+            state.display()
+        );
+    }
+    let r = run(
+        &["tc", "-batch", "b"],
+        Some("qdisc show\nfilter show dev eth0 # none\n"),
+    );
+    assert_eq!(
+        r.stderr,
+        "Cannot find device \"eth0\"\nCommand failed b:2\n"
+    );
+    assert!(
+        !state.exists(),
+        "a batch of shows created {}",
+        state.display()
+    );
+    let r = run(
+        &["tc", "-batch", "b"],
+        Some("qdisc show\nqdisc add dev eth0 root pfifo\n"),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(state.join("state/tclab/policy.json").exists());
+}
+
 /// A policy re-applied every boot (delete the root, add it again) does not grow the journal, and what
 /// only history determines survives the compaction: the next automatic handle continues the count.
 #[test]

@@ -1090,6 +1090,14 @@ pub fn batch_text(bytes: Vec<u8>, name: &str) -> Result<String, String> {
     })
 }
 
+/// Does a batch's text hold a command that asks for a change? One that holds only shows is a read:
+/// it takes the store's lock shared, and creates nothing where there is no store yet.
+pub fn batch_changes(text: &str) -> bool {
+    batch_lines(text)
+        .iter()
+        .any(|(_, line)| batch_words(line).map_or(true, |w| is_modifying(&w)))
+}
+
 /// Where tc's `-batch` option (`-b`, `--batch`) is among a tc command line's words (the words after
 /// `tc`), if it is there: its file follows it.
 pub fn batch_arg(args: &[String]) -> Option<usize> {
