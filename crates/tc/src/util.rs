@@ -133,11 +133,19 @@ pub fn get_time(s: &str) -> Option<u32> {
         "s" | "sec" | "secs" => 1e6,
         _ => return None,
     };
-    let t = n * mult;
-    if !(0.0..=u32::MAX as f64).contains(&t) {
-        return None;
+    Some(c_double_to_uint(n * mult))
+}
+
+/// C's `unsigned int u = d` as gcc builds it on x86-64, whose tc is the reference: through a signed
+/// 64-bit conversion (`cvttsd2si`), keeping the low 32 bits. So `latency 5000s` (5e9 µs) is 705 s and
+/// `-1ms` is 2^32 - 1000 µs, as tc 6.1 gives them the kernel; a value outside i64's range, or NaN,
+/// converts to i64::MIN, whose low bits are 0.
+pub fn c_double_to_uint(d: f64) -> u32 {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    if d.is_nan() || !(-TWO_63..TWO_63).contains(&d) {
+        return 0;
     }
-    Some(t as u32)
+    d as i64 as u32
 }
 
 /// `strtol`/`strtoul` with base 0 (`0x` hex, leading `0` octal), whole string.
@@ -601,6 +609,18 @@ pub fn get_s32(s: &str) -> Option<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn get_time_converts_to_32_bits_as_tc_does() {
+        // Values tc 6.1 gave the kernel (read back from `tc qdisc show` of a tbf's latency).
+        assert_eq!(get_time("5000s"), Some(705_032_704));
+        assert_eq!(get_time("-1ms"), Some(u32::MAX - 999));
+        assert_eq!(get_time("4294967296us"), Some(0));
+        assert_eq!(get_time("1e30s"), Some(0));
+        assert_eq!(get_time("4294967295us"), Some(u32::MAX));
+        assert_eq!(get_time("1.5ms"), Some(1500));
+        assert_eq!(get_time("5 s"), None);
+    }
 
     #[test]
     fn numbers_and_handles_append_as_format_writes_them() {

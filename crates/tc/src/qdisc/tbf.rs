@@ -241,3 +241,38 @@ fn print(o: &QdiscOptions, flags: ShowFlags, s: &mut String, j: &mut Map<String,
         j.insert("linklayer".into(), json!(t.rate.linklayer.name()));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tclab_core::Engine;
+
+    fn tc(engine: &mut Engine, line: &str) -> crate::Output {
+        let argv: Vec<String> = line.split_whitespace().map(String::from).collect();
+        crate::run(engine, &argv, 0)
+    }
+
+    #[test]
+    fn a_latency_past_32_bits_of_microseconds_wraps_as_tc_gives_it() {
+        // tc 6.1 on x86-64, kernel 6.12: `latency 5000s` is accepted and shown as "lat 705s"
+        // (5e9 µs keeps its low 32 bits, 705 032 704 µs); `latency 4294967296us` wraps to 0, which
+        // is no latency at all.
+        let mut e = Engine::new();
+        let out = tc(
+            &mut e,
+            "qdisc add dev eth0 root tbf rate 1mbit burst 10k latency 5000s",
+        );
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert_eq!(
+            tc(&mut e, "qdisc show dev eth0").stdout,
+            "qdisc tbf 8001: root refcnt 2 rate 1Mbit burst 10Kb lat 705s \n"
+        );
+        let out = tc(
+            &mut e,
+            "qdisc change dev eth0 root tbf rate 1mbit burst 10k latency 4294967296us",
+        );
+        assert_eq!(
+            (out.code, out.stderr.lines().next()),
+            (1, Some("tbf: either \"limit\" or \"latency\" is required."))
+        );
+    }
+}
