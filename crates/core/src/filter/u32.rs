@@ -17,10 +17,20 @@
 //! Tables are shared by all u32 instances of a block (`tc_u_common`): a node of `pref 98` may sit in a
 //! table created at `pref 99`, and a listing of an instance shows every table of its preference. An
 //! instance deleted takes its root table only: the tables made beside it stay, nodes and all, until
-//! the block's last u32 instance goes (`u32_destroy`). The kernel keys that common part by the
-//! block's qdisc, so clsact's two blocks and a classful qdisc's class blocks share one; tclab keeps
-//! one per block (the ids of a second block's tables differ from the kernel's). Depth is limited to
-//! 7 links (`TC_U32_MAXDEPTH`).
+//! the block's last u32 instance goes (`u32_destroy`). Depth is limited to 7 links (`TC_U32_MAXDEPTH`).
+//!
+//! Not yet as the kernel: `tc_u_common_ptr` keys the common part by `block->q` unless the block is
+//! shared (`ingress_block N`), so clsact's ingress and egress blocks, and a classful qdisc's own
+//! block and its classes' blocks, share one; tclab keeps one per [`super::Block`]. Seen on this
+//! machine (kernel 6.12, tc 6.1): a u32 at `ingress` after one at `egress` of a clsact is `fh 801:`
+//! (tclab: 800:); under an HTB, a u32 at `parent 1:1` after one at `parent 1:` is 801: (tclab:
+//! 800:), and `filter show parent 1:` and `parent 1:1` both list the two tables (`u32_walk` walks
+//! the shared list by preference). Sharing it touches: `Block::u32_common` and every use of it in
+//! `filter/mod.rs` (instance creation, change, get, delete, destroy, listing, `u32_nodes`,
+//! classification), the qdiscs whose classes have blocks of their own (HTB, CBQ, HFSC) and
+//! clsact's two blocks, the snapshot (a `Block` is saved as one byte string, so a common
+//! part saved with each block decodes as copies), the one-device filter listing decoded from the
+//! snapshot, `tclab check` (`shadowed.rs`, `u32hash.rs`) and the simulator's `scenario.rs`.
 
 use super::{Exts, ExtsSpec, TcfResult, CLS_FLAGS_NOT_IN_HW, CLS_FLAGS_SKIP_SW, NO_MATCH};
 use crate::action::{ActionTable, Control};
