@@ -38,7 +38,7 @@ pub fn load_bridge_policy(
         journal,
         script_error,
         records,
-    } = load_policy(Some(f), &setup, script_args).map_err(|e| match e {
+    } = load_policy("live", Some(f), &setup, script_args).map_err(|e| match e {
         Failure::Failed(m) => Failure::Usage(m),
         u => u,
     })?;

@@ -393,6 +393,62 @@ Each finding has a stable code, explained in docs/checks/CODE.md. Exit status: 2
 warning, 0 otherwise (notes only or nothing); 64 if the command line or FILE cannot be used, there is
 no FILE and no store, or the policy makes nothing (a script that exits before it builds).";
 
+/// A scenario file (the TOML `tclab sim` runs): how to give each of its `[[policy]]` entries to
+/// `tclab CMD` instead, one line each (`None`: not a scenario). `f` is the scenario's path, which
+/// a policy's `script` and `batch` are relative to.
+fn scenario_policies(f: &str, text: &str, cmd: &str) -> Option<Vec<String>> {
+    let doc: toml::Table = text.parse().ok()?;
+    if !["node", "link", "policy", "traffic"]
+        .iter()
+        .any(|k| doc.contains_key(*k))
+    {
+        return None;
+    }
+    let base = std::path::Path::new(f)
+        .parent()
+        .unwrap_or(std::path::Path::new(""));
+    let entries = doc.get("policy").and_then(|p| p.as_array());
+    let lines = entries
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.as_table())
+        .map(|p| {
+            let s = |k: &str| p.get(k).and_then(|v| v.as_str());
+            let node = s("node").unwrap_or("?");
+            let args: Vec<&str> = p
+                .get("args")
+                .and_then(|a| a.as_array())
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a.as_str())
+                .collect();
+            let args = if args.is_empty() {
+                String::new()
+            } else {
+                format!(" -- {}", args.join(" "))
+            };
+            // `tclab live` takes its policy by --policy, beside the devices it bridges.
+            let run = |file: &str| match cmd {
+                "live" => format!("tclab live --dev A --dev B --policy {file}{args}"),
+                _ => format!("tclab {cmd} {file}{args}"),
+            };
+            match (s("script"), s("batch")) {
+                (Some(file), _) | (None, Some(file)) => {
+                    format!(
+                        "node {node}: {}",
+                        run(&base.join(file).display().to_string())
+                    )
+                }
+                (None, None) => format!(
+                    "node {node}: its `tc` lines, saved as a file of their own: {}",
+                    run("FILE")
+                ),
+            }
+        })
+        .collect();
+    Some(lines)
+}
+
 /// What a file given to `tclab check` is.
 fn policy_kind(text: &str) -> &'static str {
     let t = text.trim_start();
@@ -474,7 +530,7 @@ fn run_explain(a: args::ExplainArgs) -> CmdResult {
         records,
         script_error,
         ..
-    } = load_policy(file, &setup, &a.args)?;
+    } = load_policy("explain", file, &setup, &a.args)?;
     // A script that stopped (on a missing argument: explain runs it with none) built part of its
     // policy or none of it: said, not explained as if it were the whole.
     let stopped = script_error
@@ -632,6 +688,7 @@ struct Loaded {
 /// $TCLAB_STATE, which must exist. `setup` (`link add dev eth1 numtxqueues 2`) is the host a script or
 /// batch file runs on.
 fn load_policy(
+    cmd: &str,
     file: Option<&str>,
     setup: &[Vec<String>],
     script_args: &[String],
@@ -696,6 +753,18 @@ fn load_policy(
         // bash would refuse it as "cannot execute binary file": not a policy, whatever its bytes.
         return Err(usage(format!(
             "{f}: a binary file, not a shell script, a tc -batch file or a store"
+        )));
+    }
+    // Run through bash, a scenario would fail on its first line (`name: command not found`).
+    if let Some(policies) = scenario_policies(f, &text, cmd) {
+        let how = if policies.is_empty() {
+            "it has no [[policy]]".to_string()
+        } else {
+            format!("give them one by one:\n  {}", policies.join("\n  "))
+        };
+        return Err(usage(format!(
+            "{f}: a scenario file (tclab sim runs it), not a policy: tclab {cmd} takes a shell \
+             script, a tc -batch file or a store, such as a scenario's [[policy]] script or batch; {how}"
         )));
     }
     match policy_kind(&text) {
@@ -925,7 +994,7 @@ fn run_check(a: args::CheckArgs) -> CmdResult {
     let (rate, device_rates) = parse_links(&a.link)?;
     let setup = txqueue_setup(&a.txqueues)?;
     let file = a.file.as_deref().map(path_text).transpose()?;
-    let loaded = load_policy(file, &setup, &a.args)?;
+    let loaded = load_policy("check", file, &setup, &a.args)?;
     // A policy that made nothing passes no review: "0 errors" would pass a CI gate on a script that
     // exited before it built (on a missing argument: check runs it with none) or an empty file.
     if loaded.records.is_empty() && loaded.refusals.is_empty() && loaded.script_error.is_none() {

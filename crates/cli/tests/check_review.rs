@@ -2045,3 +2045,35 @@ fn u32_filters_past_the_blocks_instances_are_one_finding() {
         r.stdout
     );
 }
+
+/// A scenario file given to check (a new-user review ran `tclab check lab.toml`): bash ran it and
+/// check reported `bash: name: command not found` as the policy's error. Refused (64) instead, with
+/// each `[[policy]]` as check takes it: its script (relative to the scenario) with its arguments,
+/// its batch file, or its inline `tc` lines saved as a file.
+#[test]
+fn a_scenario_file_is_refused_with_how_to_check_its_policies() {
+    let dir = TempDir::new("review-scenario");
+    let lab =
+        "name = \"lab\"\nduration = \"5s\"\n[[node]]\nname = \"gw\"\n[[node]]\nname = \"c\"\n\
+               [[link]]\na = \"gw:eth0\"\nb = \"c:eth0\"\nrate = \"10mbit\"\n\
+               [[policy]]\nnode = \"gw\"\nscript = \"gw.sh\"\nargs = [\"eth0\", \"5mbit\"]\n\
+               [[policy]]\nnode = \"c\"\ntc = \"qdisc add dev eth0 root fq_codel\"\n";
+    let r = check(&dir, "lab.toml", lab, &[]);
+    assert_eq!(r.code, 64, "{}", r.stderr);
+    assert!(
+        !r.stderr.contains("command not found") && r.stderr.contains("a scenario file"),
+        "{}",
+        r.stderr
+    );
+    let gw = format!(
+        "node gw: tclab check {} -- eth0 5mbit",
+        dir.path.join("gw.sh").display()
+    );
+    assert!(r.stderr.contains(&gw), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("node c: its `tc` lines, saved as a file of their own: tclab check FILE"),
+        "{}",
+        r.stderr
+    );
+}

@@ -870,3 +870,23 @@ filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip protocol 1 0xff fl
         "{out}"
     );
 }
+
+#[test]
+fn a_scenario_file_is_refused_not_run_as_a_script() {
+    // As check: bash would stop at its first line (`name: command not found`).
+    let f = common::Scratch::new("explain-scenario", "lab.toml");
+    std::fs::write(
+        &*f,
+        "name = \"lab\"\n[[node]]\nname = \"r\"\n[[policy]]\nnode = \"r\"\nbatch = \"r.batch\"\n",
+    )
+    .unwrap();
+    let o = explain(&f, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(64), "{err}");
+    let batch = f.with_file_name("r.batch");
+    assert!(
+        err.contains("a scenario file")
+            && err.contains(&format!("node r: tclab explain {}", batch.display())),
+        "{err}"
+    );
+}
