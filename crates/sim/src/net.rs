@@ -297,8 +297,11 @@ enum Event {
     VWake {
         vdev: u32,
     },
+    /// An application's timer; `late`: a pacing timer that already ran late once
+    /// (`SchedDelay::pace_late`), so it runs now.
     AppTimer {
         app: u32,
+        late: bool,
     },
     /// A TCP socket processes the segments its backlog holds (`SchedDelay::rx`).
     AppRx {
@@ -396,6 +399,9 @@ pub struct Network {
     pub apps: Vec<App>,
     app_node: Vec<NodeId>,
     app_timer: Vec<Option<Nanos>>,
+    /// Until when each application's pacing timer runs late (its softirq behind other work; 0: not
+    /// late): a timer armed for earlier waits for it, as Linux's still queued hrtimer is not re-armed.
+    app_pace_late: Vec<Nanos>,
     /// Each application's `net_cls.classid` (its cgroup's; 0 for none), which its packets carry.
     app_classid: Vec<u32>,
     /// Segments a TCP socket has not processed yet (its backlog while it runs late: [`SchedDelay`]),
@@ -461,6 +467,7 @@ impl Network {
             apps: Vec::new(),
             app_node: Vec::new(),
             app_timer: Vec::new(),
+            app_pace_late: Vec::new(),
             app_classid: Vec::new(),
             app_backlog: Vec::new(),
             sched: SchedDelay::new(seed, Lateness::default(), Lateness::default()),
@@ -683,6 +690,7 @@ impl Network {
         self.apps.push(app);
         self.app_node.push(node);
         self.app_timer.push(None);
+        self.app_pace_late.push(0);
         self.app_classid.push(0);
         self.app_backlog.push(Default::default());
         if let Some(t) = start {
@@ -755,11 +763,21 @@ impl Network {
     }
 
     fn arm_timer(&mut self, app: AppId, at: Nanos) {
-        if self.app_timer[app].is_some_and(|t| t <= at && t >= self.q.now()) {
+        let now = self.q.now();
+        if self.app_timer[app].is_some_and(|t| t <= at && t >= now) {
+            return;
+        }
+        // A pacing timer running late (`tcp_pacing_check` starts none while one is queued): what
+        // is due before it waits for it.
+        if at < self.app_pace_late[app] && self.app_pace_late[app] > now {
             return;
         }
         self.app_timer[app] = Some(at);
-        self.q.schedule(at, Event::AppTimer { app: app as u32 });
+        let ev = Event::AppTimer {
+            app: app as u32,
+            late: false,
+        };
+        self.q.schedule(at, ev);
     }
 
     /// Run until `until` (inclusive), calling `observer` at each multiple of `every` on the way.
@@ -866,10 +884,31 @@ impl Network {
                 }
                 self.kick_vdev(now, v);
             }
-            Event::AppTimer { app } => {
+            Event::AppTimer { app, late } => {
                 let app = app as AppId;
                 if self.app_timer[app] != Some(now) {
                     return; // superseded by an earlier timer
+                }
+                // The pacing hrtimer's softirq runs late: the held segment waits (an ACK meanwhile
+                // finds its departure time passed and sends it).
+                if !late && self.sched.tx.on() {
+                    if let App::Tcp(t) = &self.apps[app] {
+                        let d = if t.pacing_wakeup(now) {
+                            self.sched.pace_late()
+                        } else {
+                            0
+                        };
+                        if d > 0 {
+                            self.app_timer[app] = Some(now + d);
+                            self.app_pace_late[app] = now + d;
+                            let ev = Event::AppTimer {
+                                app: app as u32,
+                                late: true,
+                            };
+                            self.q.schedule(now + d, ev);
+                            return;
+                        }
+                    }
                 }
                 self.app_timer[app] = None;
                 let mut out = self.outboxes.pop().unwrap_or_default();

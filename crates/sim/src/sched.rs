@@ -1,12 +1,18 @@
 //! Host scheduling delay: the occasional late softirq of a real Linux host, drawn from the run's seed.
 //!
-//! A simulated host keeps perfect time; a Linux host does not. Two of its delays move TCP's ACK clock:
+//! A simulated host keeps perfect time; a Linux host does not. Three of its delays move TCP's ACK clock:
 //!
 //! - **A shaper's late dequeue.** A qdisc that holds packets back arms its watchdog (an hrtimer; here
 //!   an interface's root qdisc, not an ifb's or teql0's, which keep perfect time); the
 //!   timer's interrupt only raises NET_TX, and the softirq that dequeues runs when the CPU gets to it —
 //!   at once, or after ksoftirqd is scheduled behind other work. The next packet then leaves late, and
 //!   the shaper's tokens, having kept accruing, let the one after follow sooner.
+//! - **A paced sender's late pacing timer.** A socket that paces itself (internal pacing, Linux's
+//!   `SK_PACING_NEEDED`) holds its next segment until its departure time and arms an hrtimer for it;
+//!   the timer runs in softirq (`tcp_pace_kick`, then `tcp_tsq_handler` writes), as late as a shaper's
+//!   watchdog: the same path, the same host, so the same table (`tx`), drawn from a stream of its own.
+//!   The segment leaves late, and `tcp_update_skb_after_send`'s credit lets the next follow sooner;
+//!   an ACK arriving meanwhile finds the departure time passed and sends at once, as Linux's does.
 //! - **A socket's late receive.** A segment that arrives while the socket's owner holds its lock (the
 //!   application in a read or write) waits in the socket's backlog until `release_sock`, and a
 //!   receiver's held ACK goes out only at the application's read (`tcp_cleanup_rbuf`): the segment is
@@ -25,7 +31,8 @@
 //!
 //! ```toml
 //! [sched_delay]
-//! tx = "1.3% 400us"   # each shaper watchdog's dequeue is late with chance 1.3 %, by 400 µs on average
+//! tx = "1.3% 400us"   # each shaper watchdog's dequeue and each pacing timer's wake-up is late with
+//!                     # chance 1.3 %, by 400 µs on average
 //! rx = "0.11% 400us"  # each segment a TCP socket receives (its backlog empty), chance 0.11 %
 //! ```
 
@@ -113,6 +120,7 @@ pub struct SchedDelay {
     pub rx: Lateness,
     tx_rng: Rng,
     rx_rng: Rng,
+    pace_rng: Rng,
 }
 
 impl SchedDelay {
@@ -122,6 +130,7 @@ impl SchedDelay {
             rx,
             tx_rng: Rng::stream(seed, "sched:tx"),
             rx_rng: Rng::stream(seed, "sched:rx"),
+            pace_rng: Rng::stream(seed, "sched:pace"),
         }
     }
 
@@ -129,6 +138,16 @@ impl SchedDelay {
     pub fn tx_late(&mut self) -> Nanos {
         if self.tx.on() {
             self.tx.draw(&mut self.tx_rng)
+        } else {
+            0
+        }
+    }
+
+    /// How late a paced socket's pacing timer runs (the `tx` table; its own stream, so that the
+    /// shapers' draws are those of a run without paced senders).
+    pub fn pace_late(&mut self) -> Nanos {
+        if self.tx.on() {
+            self.tx.draw(&mut self.pace_rng)
         } else {
             0
         }
@@ -220,7 +239,7 @@ mod tests {
     #[test]
     fn off_draws_nothing() {
         let mut s = SchedDelay::new(1, Lateness::default(), Lateness::default());
-        assert!((0..1000).all(|_| s.tx_late() == 0 && s.rx_late() == 0));
+        assert!((0..1000).all(|_| s.tx_late() == 0 && s.rx_late() == 0 && s.pace_late() == 0));
         // The streams were not advanced: a model switched on later draws what a fresh one does.
         let on = Lateness::parse("50% 400us").unwrap();
         s.tx = on;

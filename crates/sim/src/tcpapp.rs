@@ -340,6 +340,11 @@ impl TcpEndpoint {
         false
     }
 
+    /// Whether a wake-up at `now` is the socket's pacing timer (its connection open).
+    pub fn pacing_wakeup(&self, now: Nanos) -> bool {
+        !self.silent && self.pending_open.is_none() && self.conn.pacing_timer_due(now)
+    }
+
     pub fn next_timer(&self) -> Option<Nanos> {
         if self.silent {
             return None;

@@ -1,6 +1,6 @@
 //! The hosts' scheduling delay (`[sched_delay]`, crates/sim/src/sched.rs) by hand: off changes nothing,
-//! a late watchdog delays exactly its own dequeue, a late socket processes its segments in order, and
-//! the draws come from the seed.
+//! a late watchdog delays exactly its own dequeue, a late pacing timer holds only a paced socket, a
+//! late socket processes its segments in order, and the draws come from the seed.
 
 use tclab_sim::run::{run, Outcome};
 use tclab_sim::scenario::load;
@@ -87,6 +87,39 @@ class add dev eth1 parent 1: classid 1:10 htb rate 50kbit ceil 50kbit";
     assert_eq!(a[..k], b[..k], "the probes before meet no watchdog");
     assert_eq!(a[k].0, b[k].0, "sent at the same time");
     assert_eq!(b[k].1, a[k].1 + 1_000_000, "its dequeue exactly 1 ms late");
+}
+
+#[test]
+fn a_late_pacing_timer_holds_a_paced_socket_only() {
+    // No shaper (a pfifo has no watchdog), so `tx` can act only on pacing timers. A socket that
+    // does not pace (CUBIC, as Linux's by default) arms none: every pacing wake-up 1 ms late leaves
+    // its run byte-identical.
+    let pfifo = "qdisc add dev eth1 root pfifo limit 1000";
+    let late = "[sched_delay]\ntx = \"100% 1ms fixed\"";
+    let cubic = tcp_and_ping("cubic");
+    assert_eq!(
+        fingerprint(&go(3, 2, pfifo, &cubic, "")),
+        fingerprint(&go(3, 2, pfifo, &cubic, late))
+    );
+    // A socket capped at 10 Mbit/s (SO_MAX_PACING_RATE, `fq_rate`) paces itself on this 1 Gbit/s
+    // path: a 1448-byte segment every 1.1584 ms, 10 Mbit/s of payload. With its timer 1 ms late the
+    // run changes; a held segment leaves at most 1 ms after its departure time (an ACK meanwhile
+    // sends it at once), and `tcp_update_skb_after_send` takes the lateness back as credit, up to
+    // half a segment's time, so segments leave between 0.5792 and 2.1584 ms apart: the goodput stays
+    // at most the cap and above 1448 B per 2.1584 ms, 5.367 Mbit/s.
+    let capped = "[[traffic]]\nkind = \"tcp\"\nfrom = \"c\"\nto = \"s\"\nfq_rate = \"10mbit\"\n";
+    let (on_time, held) = (go(3, 4, pfifo, capped, ""), go(3, 4, pfifo, capped, late));
+    assert_ne!(
+        fingerprint(&on_time),
+        fingerprint(&held),
+        "the timer was held"
+    );
+    let (a, b) = (on_time.flows[0].goodput_bps, held.flows[0].goodput_bps);
+    assert!((a / 1e7 - 1.0).abs() < 0.01, "on time: {a} bit/s");
+    assert!(
+        b <= a && b > 1448.0 * 8.0 / 2.1584e-3,
+        "late timers: {b} bit/s"
+    );
 }
 
 #[test]

@@ -109,6 +109,12 @@ impl Connection {
         self.wstamp += len_ns;
     }
 
+    /// Whether the pacing timer (`tcp_pace_kick`'s hrtimer) is due by `now`: a wake-up at `now` is
+    /// the pacing timer's (a host that runs it late, the simulator's scheduling delay, asks this).
+    pub fn pacing_timer_due(&self, now: Nanos) -> bool {
+        self.pacing_at.is_some_and(|t| t <= now)
+    }
+
     /// `tcp_pacing_check`: under internal pacing, data waits for the departure time (the pacing timer is
     /// set for it). True while it must wait.
     pub(crate) fn pacing_holds(&mut self, now: Nanos) -> bool {
