@@ -75,3 +75,76 @@ fn a_listing_refuses_what_it_does_not_know() {
         assert!(err.contains(says), "{line}: {err}");
     }
 }
+
+/// `classid 1:` (or `1:0`) on HTB: htb_change_class refuses only classid 0, another qdisc's major or
+/// an existing class, so it is a class; this machine's kernel (6.18, recorded in a namespace on
+/// 2026-11-28 on lo) accepted it, showed it as below, answered a second one `File exists`, and took
+/// a later `parent 1:` as that class (htb_find finds it) — so 1:10 is its child and it cannot go.
+#[test]
+fn an_htb_class_of_minor_zero_is_a_class() {
+    let mut e = Engine::new();
+    e.add_device("v0", 1500, 1000);
+    let ok = |e: &mut Engine, l: &str| {
+        let (code, _, err) = run(e, l);
+        assert_eq!(code, 0, "{l}: {err}");
+    };
+    ok(&mut e, "qdisc add dev v0 root handle 1: htb");
+    ok(
+        &mut e,
+        "class add dev v0 parent 1: classid 1:0 htb rate 1mbit",
+    );
+    let (_, out, _) = run(&mut e, "class show dev v0");
+    assert_eq!(
+        out,
+        "class htb 1: root prio 0 rate 1Mbit ceil 1Mbit burst 1600b cburst 1600b \n"
+    );
+    let (code, _, err) = run(
+        &mut e,
+        "class add dev v0 parent 1: classid 1: htb rate 1mbit",
+    );
+    assert_eq!(
+        (code, err.as_str()),
+        (2, "RTNETLINK answers: File exists\n")
+    );
+    ok(
+        &mut e,
+        "class add dev v0 parent 1: classid 1:10 htb rate 512kbit",
+    );
+    let (_, out, _) = run(&mut e, "class show dev v0");
+    assert_eq!(
+        out,
+        "class htb 1: root rate 1Mbit ceil 1Mbit burst 1600b cburst 1600b \n\
+         class htb 1:10 parent 1: prio 0 rate 512Kbit ceil 512Kbit burst 1600b cburst 1600b \n"
+    );
+    let (code, _, err) = run(&mut e, "class del dev v0 classid 1:");
+    assert_eq!((code, err.as_str()), (2, "Error: HTB class in use.\n"));
+}
+
+/// The other classful kinds, from their change_class in the 6.12 source (this machine's kernel has no
+/// sch_drr, sch_qfq or sch_hfsc modules): DRR and QFQ check no classid (tc_ctl_tclass has given it the
+/// qdisc's major), so `1:` is a class; HFSC's root class is `1:` (hfsc_init_qdisc gives it the qdisc's
+/// handle), so `tc class add` finds it and says File exists (NLM_F_EXCL).
+#[test]
+fn other_kinds_take_a_class_of_minor_zero_as_their_change_class_does() {
+    for (qdisc, class, code) in [
+        ("drr", "drr", 0),
+        ("qfq", "qfq weight 1", 0),
+        ("hfsc", "hfsc sc rate 1mbit ul rate 1mbit", 2),
+    ] {
+        let mut e = Engine::new();
+        e.add_device("v0", 1500, 1000);
+        let (c, _, err) = run(&mut e, &format!("qdisc add dev v0 root handle 1: {qdisc}"));
+        assert_eq!(c, 0, "{qdisc}: {err}");
+        let (c, _, err) = run(
+            &mut e,
+            &format!("class add dev v0 parent 1: classid 1: {class}"),
+        );
+        assert_eq!(c, code, "{qdisc}: {err}");
+        if code != 0 {
+            assert_eq!(err, "RTNETLINK answers: File exists\n", "{qdisc}");
+        } else {
+            let (_, out, _) = run(&mut e, "class show dev v0");
+            assert!(out.starts_with(&format!("class {qdisc} 1: root")), "{out}");
+        }
+    }
+}

@@ -1275,8 +1275,9 @@ impl ClassOps for Htb {
         let idx = match self.find_idx(classid.0) {
             Some(i) => i,
             None => {
-                // A new class: validate, then link it in.
-                if classid.0 == 0 || classid.qdisc() != self.handle || classid.minor() == 0 {
+                // A new class: validate, then link it in. `classid 1:` (minor 0) is a class like
+                // any other: htb_change_class refuses only 0 and another qdisc's major.
+                if classid.0 == 0 || classid.qdisc() != self.handle {
                     return Err(KernelError::new(Errno::Invalid));
                 }
                 let parent_idx = if parent.is_root() {
