@@ -179,6 +179,16 @@ pub fn write_plots(dir: &Path, sc: &Scenario, out: &Outcome) -> Result<Vec<Strin
     plot::write_run(dir, sc, out)
 }
 
+/// The summary's count of the charts written: one plot per figure, though each is a PNG and an SVG
+/// (and `index.html` shows them).
+fn plots_said(written: &[String]) -> String {
+    match written.iter().filter(|f| f.ends_with(".png")).count() {
+        0 => "no plots".to_string(),
+        1 => "1 plot, PNG and SVG".to_string(),
+        n => format!("{n} plots, PNG and SVG"),
+    }
+}
+
 pub fn cmd(a: SimArgs) -> CmdResult {
     if a.list {
         for b in BUILTIN {
@@ -232,13 +242,13 @@ pub fn cmd(a: SimArgs) -> CmdResult {
     } else {
         print!("{}", report::summary_text(&sc, &out));
         println!(
-            "\nwall time {:.2} s ({:.2} s simulating: {:.0} events/s, {:.0} frames/s). Results in {}/ ({} plots).",
+            "\nwall time {:.2} s ({:.2} s simulating: {:.0} events/s, {:.0} frames/s). Results in {}/ ({}).",
             wall,
             sim_wall,
             out.events as f64 / sim_wall.max(1e-9),
             out.frames as f64 / sim_wall.max(1e-9),
             dir.display(),
-            plots.len()
+            plots_said(&plots)
         );
     }
     Ok(0)

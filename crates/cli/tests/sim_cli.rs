@@ -103,6 +103,29 @@ fn json_flag_prints_the_summary() {
     assert_eq!(v["pings"][0]["received"], 100);
 }
 
+/// The summary counts figures, not files: a new-user review found "(11 plots)" for 5 (each a PNG and an
+/// SVG, and index.html counted too) and "(1 plots)" with none drawn.
+#[test]
+fn the_summary_counts_each_figure_once() {
+    let d = scratch("plot-count");
+    let (code, stdout, stderr) = tclab(&["sim", "seed004-idle", "--no-plots", "--out", "n"], &d);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("/ (no plots)."), "{stdout}");
+    if !Path::new("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf").exists() {
+        return;
+    }
+    let (code, stdout, stderr) = tclab(&["sim", "seed004-idle", "--out", "p"], &d);
+    assert_eq!(code, 0, "{stderr}");
+    let names: Vec<String> = files(&d.join("p")).into_iter().map(|(n, _)| n).collect();
+    let png = names.iter().filter(|n| n.ends_with(".png")).count();
+    let svg = names.iter().filter(|n| n.ends_with(".svg")).count();
+    assert!(png > 1 && png == svg, "{names:?}");
+    assert!(
+        stdout.contains(&format!("/ ({png} plots, PNG and SVG).")),
+        "{png} figures: {stdout}"
+    );
+}
+
 #[test]
 fn bad_scenarios_fail_clearly_and_write_nothing() {
     let d = scratch("bad");
