@@ -356,7 +356,7 @@ pub enum TraceSub {
         #[arg(long, value_name = "NODE:DEV")]
         dev: Option<String>,
         /// Where to write the plot (default: the current directory)
-        #[arg(long, value_name = "DIR", default_value = ".")]
+        #[arg(short, long, value_name = "DIR", default_value = ".")]
         out: PathBuf,
     },
 }
@@ -405,7 +405,7 @@ A frame arriving on one device passes that device's ingress (filters, police, mi
 netfilter stage, takes its priority from its TOS byte as a router gives it, and leaves on the other
 device through its egress qdisc tree: the engine tclab sim runs, on CLOCK_MONOTONIC. The devices' GRO,
 LRO, TSO, GSO and checksum offloads are turned off (printed at the start): super-packets defeat
-shapers. Needs root (CAP_NET_RAW, CAP_NET_ADMIN). SIGINT or SIGTERM stops it with a summary: frames
+shapers. Needs root (CAP_NET_RAW, CAP_NET_ADMIN). SIGINT, SIGTERM or SIGHUP stops it with a summary: frames
 each way and the tc -s counters of every device. While it is not running nothing passes between the
 devices (unless the kernel bridges them).";
 

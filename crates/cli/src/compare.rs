@@ -457,7 +457,7 @@ fn run_live(
     Ok(results)
 }
 
-/// SIGINT or SIGTERM came (after `tclab_live::sys::stop_on_signals`).
+/// SIGINT, SIGTERM or SIGHUP came (after `tclab_live::sys::stop_on_signals`).
 pub(crate) fn stopped() -> bool {
     tclab_live::sys::STOP.load(std::sync::atomic::Ordering::SeqCst)
 }

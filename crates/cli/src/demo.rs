@@ -12,6 +12,10 @@ use crate::sim::{output_files, remove_stale_outputs, run_scenario, write_plots};
 use std::path::PathBuf;
 use tclab_sim::report::{fmt_bps, write_files};
 
+/// What each run sends and when, as the seed 004 built-ins say (held to them by the test below).
+const TIMING: &str = "  Each run lasts 60 s: one TCP transfer (CUBIC) throughout (none in the idle run), and a ping\n  \
+                      every 0.5 s from lan to server from 10 s on.";
+
 /// (built-in scenario, what it shows, the seed's min/avg/max RTT in ms).
 const RUNS: &[(&str, &str, [f64; 3])] = &[
     (
@@ -50,7 +54,7 @@ pub fn run(a: DemoArgs) -> CmdResult {
     );
     println!("  modem and ISP queue 50 packets; the conditioner shapes ppp0 to 220 kbit/s with HTB + SFQ,");
     println!("  puts ICMP, TOS 0x10 and bare ACKs first, and polices downloads to 800 kbit/s on ingress.");
-    println!("  One TCP transfer (CUBIC) and a ping every 0.5 s from lan to server, 60 s each.\n");
+    println!("{TIMING}\n");
     println!(
         "{:<40} {:>26}   {:>26}   {:>12}",
         "ping lan → server, RTT ms", "seed 004 min/avg/max", "tclab min/avg/max", "TCP goodput"
@@ -121,4 +125,38 @@ pub fn run(a: DemoArgs) -> CmdResult {
         }
     );
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The banner's figures are the scenarios': a new-user review found it saying the ping ran 60 s
+    /// when it starts at 10 s.
+    #[test]
+    fn the_banner_says_what_the_runs_send() {
+        for (name, _, _) in RUNS {
+            let t: toml::Table = tclab_sim::builtin::find(name)
+                .unwrap()
+                .toml()
+                .parse()
+                .unwrap();
+            assert_eq!(t["duration"].as_str(), Some("60s"), "{name}");
+            let traffic = t["traffic"].as_array().unwrap();
+            let of = |kind: &str| {
+                traffic
+                    .iter()
+                    .filter(|x| x["kind"].as_str() == Some(kind))
+                    .collect::<Vec<_>>()
+            };
+            let ping = of("ping");
+            assert_eq!(ping.len(), 1, "{name}");
+            assert_eq!(ping[0]["start"].as_str(), Some("10s"), "{name}");
+            assert_eq!(ping[0]["interval"].as_str(), Some("500ms"), "{name}");
+            let tcp = of("tcp");
+            assert_eq!(tcp.len(), usize::from(*name != "seed004-idle"), "{name}");
+            assert!(tcp.iter().all(|x| x.get("start").is_none()), "{name}");
+        }
+        assert!(TIMING.contains("60 s") && TIMING.contains("10 s on") && TIMING.contains("0.5 s"));
+    }
 }

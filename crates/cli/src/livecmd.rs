@@ -398,7 +398,7 @@ fn give_up_privileges() {
 /// The line `tclab lab up` waits for: the bridge is running.
 fn print_bridging(a: &args::LiveArgs, control: &std::path::Path, how: &str) {
     println!(
-        "tclab live: bridging {} <-> {}{}{how}; SIGINT or SIGTERM stops\ntclab live: tclab tc in this network namespace reaches the running policy ({})",
+        "tclab live: bridging {} <-> {}{}{how}; SIGINT, SIGTERM or SIGHUP stops\ntclab live: tclab tc in this network namespace reaches the running policy ({})",
         a.devs[0],
         a.devs[1],
         a.policy

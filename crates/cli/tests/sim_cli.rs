@@ -440,6 +440,12 @@ fn a_trace_is_written_and_read_back() {
         .collect();
     assert_eq!(drops.len(), 90);
     assert_eq!(rows.collect::<Vec<_>>(), drops);
+    // plot takes -o as sim and live do (a new-user review found it refused).
+    if Path::new("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf").exists() {
+        let (code, _, err) = tclab(&["trace", "plot", t, "--class", "1:20", "-o", "pl"], &dir);
+        assert_eq!(code, 0, "{err}");
+        assert!(dir.join("pl/sojourn-1_20.png").exists(), "{err}");
+    }
     // A trace cut short (a run stopped mid-write) is read up to its last whole block, with a warning;
     // this one has a single block, so nothing is left. A damaged one is refused.
     let bytes = std::fs::read(&trace).unwrap();

@@ -541,7 +541,7 @@ impl Bridge {
             .collect()
     }
 
-    /// Bridge until SIGINT/SIGTERM ([`sys::STOP`]) or until `duration` has passed.
+    /// Bridge until SIGINT/SIGTERM/SIGHUP ([`sys::STOP`]) or until `duration` has passed.
     pub fn run(&mut self, duration: Option<Nanos>) -> Result<(), String> {
         let r = self.run_loop(duration);
         // What the kernel dropped before the bridge could read it, however the loop ended.

@@ -725,7 +725,7 @@ mod tests {
     #[test]
     fn how_a_bridge_ended_is_read_from_its_log() {
         let summary =
-            "tclab live: bridging eth0 <-> eth1 through htb.sh; SIGINT or SIGTERM stops\n\n\
+            "tclab live: bridging eth0 <-> eth1 through htb.sh; SIGINT, SIGTERM or SIGHUP stops\n\n\
                        tclab live: stopped after 95.7 s\neth0: received 12855 frames\n";
         assert_eq!(
             bridge_end(summary),

@@ -21,7 +21,7 @@
 //!
 //! Traffic while tclab is not running: the router's interfaces carry no addresses and the kernel does
 //! not bridge them, so nothing passes — a bump in the wire that fails closed. Stopping `tclab live`
-//! (SIGINT, SIGTERM) drops what its queues held.
+//! (SIGINT, SIGTERM, SIGHUP) drops what its queues held.
 
 pub mod bridge;
 pub mod frame;

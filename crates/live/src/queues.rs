@@ -300,7 +300,7 @@ impl Queues {
     }
 
     /// Answer control calls, and take `sampler`'s samples of every queue's counters added up, until
-    /// SIGINT/SIGTERM, `duration`, or a queue's thread ends (an error).
+    /// SIGINT/SIGTERM/SIGHUP, `duration`, or a queue's thread ends (an error).
     pub fn run(
         &mut self,
         duration: Option<Nanos>,
