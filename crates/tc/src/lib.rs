@@ -83,6 +83,16 @@ impl Failure {
             ..Failure::syntax(msg)
         }
     }
+    /// tc's `usage(); return 0;` in the middle of a command: the usage on stderr, exit 0, and nothing
+    /// done (`tc filter add … help`).
+    pub fn usage(msg: impl Into<String>) -> Failure {
+        Failure {
+            code: 0,
+            msg: msg.into(),
+            silent: None,
+            exits: false,
+        }
+    }
     /// A refusal for which tc prints nothing: `code` is its exit status and `tc_source` the function in
     /// iproute2 6.1 that returns without a message, e.g. `check_size_table_opts` (tc_stab.c).
     pub fn silent(code: i32, tc_source: &'static str) -> Failure {
@@ -460,7 +470,8 @@ fn run_object(
     let help_of = |usage: &str, out: &mut Output| {
         out.stderr = format!("{usage}\n");
     };
-    if argv.len() == 2 && matches(&argv[1], "help") {
+    // do_qdisc and do_class answer `help` as their command whatever follows it.
+    if argv.len() >= 2 && matches(&argv[1], "help") {
         if matches(obj, "qdisc") {
             help_of(qdisc::QDISC_USAGE, out);
             return Ok(());
@@ -489,6 +500,12 @@ fn run_object(
             "Object \"{obj}\" is unknown, try \"tc help\"."
         )))
     }
+}
+
+/// tc's `usage();` where it goes on afterwards: the text on stderr, before anything printed later.
+pub(crate) fn usage_on(out: &mut Output, usage: &str) {
+    out.stderr.push_str(usage);
+    out.stderr.push('\n');
 }
 
 enum Cmd {
@@ -592,7 +609,8 @@ fn qdisc_cmd(
                     "Error: tclab does not support \"{a}\" yet."
                 )));
             }
-            _ if matches(a, "help") => return Err(Failure::syntax(qdisc::QDISC_USAGE)),
+            // tc_qdisc_modify prints its usage and goes on reading the line.
+            _ if matches(a, "help") => usage_on(out, qdisc::QDISC_USAGE),
             _ => {
                 kind = Some(a);
                 break;
@@ -696,6 +714,7 @@ fn qdisc_show(
                 ));
             }
             "invisible" => {}
+            _ if matches(a, "help") => usage_on(out, qdisc::QDISC_USAGE),
             _ => {
                 return Err(Failure::returned(format!(
                     "What is \"{a}\"? Try \"tc qdisc help\"."
@@ -774,7 +793,8 @@ fn class_cmd(
                 }
                 parent = get_tc_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?;
             }
-            _ if matches(a, "help") => return Err(Failure::syntax(qdisc::CLASS_USAGE)),
+            // tc_class_modify and tc_class_list print their usage and go on reading the line.
+            _ if matches(a, "help") => usage_on(out, qdisc::CLASS_USAGE),
             // A listing takes no kind: tc_class_list refuses any other word.
             _ if matches!(cmd, Cmd::Show) => {
                 return Err(Failure::returned(format!(
@@ -825,5 +845,56 @@ fn class_cmd(
             .delete_class(dev, Handle(parent), Handle(classid))
             .map_err(Failure::kernel),
         Cmd::Show => unreachable!("handled above"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tc(engine: &mut Engine, line: &str) -> Output {
+        let argv: Vec<String> = line.split_whitespace().map(String::from).collect();
+        run(engine, &argv, 0)
+    }
+
+    #[test]
+    fn help_inside_a_command_prints_the_usage_where_tc_does() {
+        // Exit codes and effects of tc 6.1 on this machine (a namespace, the device renamed).
+        let mut e = Engine::new();
+        // tc_qdisc_modify: usage, then the rest of the line is read and applied (exit 0).
+        let out = tc(&mut e, "qdisc add dev eth0 help root handle 1: htb");
+        assert_eq!(
+            (out.code, out.stderr),
+            (0, format!("{}\n", qdisc::QDISC_USAGE))
+        );
+        assert!(tc(&mut e, "qdisc show dev eth0")
+            .stdout
+            .starts_with("qdisc htb 1: root"));
+        // The listings print it and go on; do_qdisc takes `help` as its command whatever follows.
+        for line in ["qdisc show dev eth0 help", "qdisc help foo"] {
+            let out = tc(&mut e, line);
+            assert_eq!(out.code, 0, "{line}: {}", out.stderr);
+            assert!(out.stderr.starts_with("Usage: tc qdisc"), "{line}");
+        }
+        let out = tc(&mut e, "class show dev eth0 help");
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert!(out.stderr.starts_with("Usage: tc class"));
+        // tc_filter_modify and tc_filter_get: usage and `return 0` there, nothing added.
+        for line in [
+            "filter help",
+            "filter help foo",
+            "filter add dev eth0 help parent 1: u32 match u32 0 0 classid 1:1",
+            "filter get dev eth0 help",
+            "filter show dev eth0 help",
+        ] {
+            let out = tc(&mut e, line);
+            assert_eq!(out.code, 0, "{line}: {}", out.stderr);
+            assert!(out.stderr.starts_with("Usage: tc filter"), "{line}");
+        }
+        assert_eq!(tc(&mut e, "filter show dev eth0").stdout, "");
+        // act_usage ends in a blank line, and exit(-1)s.
+        let out = tc(&mut e, "actions help");
+        assert_eq!(out.code, 255);
+        assert!(out.stderr.ends_with("(ACTPARAMS)\n\n"), "{:?}", out.stderr);
     }
 }

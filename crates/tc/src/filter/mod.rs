@@ -154,6 +154,8 @@ struct Common<'a> {
     protocol: Option<u16>,
     chain: Option<u32>,
     kind: Option<&'a str>,
+    /// `help` in a listing: tc prints its usage and goes on.
+    help: bool,
 }
 
 fn parse_common<'a>(c: &mut Cur<'a>, list: bool) -> Result<Common<'a>> {
@@ -233,7 +235,10 @@ fn parse_common<'a>(c: &mut Cur<'a>, list: bool) -> Result<Common<'a>> {
                     "Error: tclab does not support \"estimator\" yet.",
                 ));
             }
-            _ if matches(w, "help") => return Err(Failure::syntax(FILTER_USAGE)),
+            // tc_filter_list prints its usage and goes on; tc_filter_modify and tc_filter_get
+            // print it and return 0 there.
+            _ if matches(w, "help") && list => m.help = true,
+            _ if matches(w, "help") => return Err(Failure::usage(FILTER_USAGE)),
             _ if list => {
                 return Err(Failure::returned(format!(
                     " What is \"{w}\"? Try \"tc filter help\""
@@ -292,7 +297,7 @@ pub fn filter_cmd(
         return list(engine, rest, flags, now, out);
     }
     if matches(cmd, "help") {
-        return Err(Failure::syntax(FILTER_USAGE));
+        return Err(Failure::usage(FILTER_USAGE));
     }
     Err(Failure::returned(format!(
         "Command \"{cmd}\" is unknown, try \"tc filter help\"."
@@ -601,7 +606,7 @@ fn list(
     now: Nanos,
     out: &mut Output,
 ) -> Result<()> {
-    let Some((m, dev)) = list_request(engine, argv)? else {
+    let Some((m, dev)) = list_request(engine, argv, out)? else {
         return Ok(());
     };
     let block = engine.filter_block(dev, Handle(m.parent));
@@ -704,9 +709,16 @@ pub fn listing_of(args: &[String]) -> Option<(&str, u32)> {
 
 /// The words of a listing (`tc_filter_list`) and its device: `None` without one (the kernel dumps
 /// nothing), tc's `Cannot find device` for one that does not exist.
-fn list_request<'a>(engine: &Engine, argv: &'a [String]) -> Result<Option<(Common<'a>, &'a str)>> {
+fn list_request<'a>(
+    engine: &Engine,
+    argv: &'a [String],
+    out: &mut Output,
+) -> Result<Option<(Common<'a>, &'a str)>> {
     let mut c = Cur::new(argv);
     let m = parse_common(&mut c, true)?;
+    if m.help {
+        crate::usage_on(out, FILTER_USAGE);
+    }
     let Some(dev) = m.dev else {
         return Ok(None);
     };
@@ -999,7 +1011,7 @@ fn chain_list(
     flags: ShowFlags,
     out: &mut Output,
 ) -> Result<()> {
-    let Some((m, dev)) = list_request(engine, argv)? else {
+    let Some((m, dev)) = list_request(engine, argv, out)? else {
         return Ok(());
     };
     let mut p = Printer::new(flags);
