@@ -529,10 +529,12 @@ pub fn sprint_time(us: u32) -> String {
 pub const TICKS_PER_USEC: f64 = 15.625;
 
 /// `tc_calc_xmittime` (tc 6.1): the time to send `size` bytes at `rate`, in ticks, truncated to whole
-/// microseconds first as that tc does.
+/// microseconds first as that tc does. Both steps store a double in an `unsigned int`
+/// ([`c_double_to_uint`]), so a time past 32 bits wraps: `htb rate 8bit` (1 byte/s) and its 1600-byte
+/// buffer are 2.5e10 ticks, given the kernel as 3 525 163 520 and shown as `burst 225b`.
 pub fn calc_xmittime(rate: u64, size: u32) -> u32 {
-    let us = (1e6 * (size as f64 / rate as f64)).min(u32::MAX as f64) as u32;
-    (us as f64 * TICKS_PER_USEC).min(u32::MAX as f64) as u32
+    let us = c_double_to_uint(1e6 * (size as f64 / rate as f64));
+    c_double_to_uint(us as f64 * TICKS_PER_USEC)
 }
 
 /// `tc_calc_xmitsize` (tc 6.1): bytes sent in `ticks` at `rate`.
@@ -708,6 +710,8 @@ mod tests {
         assert_eq!(calc_xmittime(22_500, 1600), 0x10f445);
         assert_eq!(calc_xmitsize(22_500, 0x10f445), 1599);
         assert_eq!(calc_xmittime(1000, 1600), 25_000_000);
+        // 1600 bytes at 1 byte/s: 1.6e9 µs, 2.5e10 ticks, past 32 bits: wrapped as tc 6.1 wraps it.
+        assert_eq!(calc_xmittime(1, 1600), 3_525_163_520);
     }
 
     #[test]

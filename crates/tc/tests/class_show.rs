@@ -148,3 +148,36 @@ fn other_kinds_take_a_class_of_minor_zero_as_their_change_class_does() {
         }
     }
 }
+
+/// HTB's burst at absurd rates, as tc 6.1 on this machine (kernel 6.18, namespace, 2026-11-28) showed
+/// them: tc_calc_xmittime stores the buffer's ticks in an `unsigned int`, so past 2^32 they wrap
+/// (1600 bytes at 1 byte/s: 2.5e10 ticks, 225b shown; 10k: 0b), where a clamp would show 274b.
+#[test]
+fn an_htb_burst_past_32_bits_of_ticks_wraps_as_tc_gives_it() {
+    let mut e = Engine::new();
+    e.add_device("v0", 1500, 1000);
+    for l in [
+        "qdisc add dev v0 root handle 1: htb",
+        "class add dev v0 parent 1: classid 1:1 htb rate 8bit",
+        "class add dev v0 parent 1: classid 1:2 htb rate 40bit",
+        "class add dev v0 parent 1: classid 1:3 htb rate 48bit",
+        "class add dev v0 parent 1: classid 1:4 htb rate 100gbit burst 1gb",
+        "class add dev v0 parent 1: classid 1:5 htb rate 8bit burst 10k cburst 100",
+    ] {
+        let (code, _, err) = run(&mut e, l);
+        assert_eq!(code, 0, "{l}: {err}");
+    }
+    let (_, out, _) = run(&mut e, "class show dev v0");
+    let mut lines: Vec<&str> = out.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        [
+            "class htb 1:1 root prio 0 rate 8bit ceil 8bit burst 225b cburst 225b ",
+            "class htb 1:2 root prio 0 rate 40bit ceil 40bit burst 225b cburst 225b ",
+            "class htb 1:3 root prio 0 rate 48bit ceil 48bit burst 1599b cburst 1599b ",
+            "class htb 1:4 root prio 0 rate 100Gbit ceil 100Gbit burst 1073725000b cburst 0b ",
+            "class htb 1:5 root prio 0 rate 8bit ceil 8bit burst 0b cburst 100b ",
+        ]
+    );
+}

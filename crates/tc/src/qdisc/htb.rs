@@ -137,13 +137,14 @@ fn parse_htb_class(args: &[String]) -> Result<ClassOptions> {
     if ceil == 0 {
         ceil = rate;
     }
-    // get_hz() is 10^9 on a high-resolution kernel: the default burst is rate/HZ + mtu.
+    // get_hz() is 10^9 on a high-resolution kernel: the default burst is rate/HZ + mtu, stored in a
+    // 32-bit unsigned as tc does.
     const HZ: u64 = 1_000_000_000;
     if buffer == 0 {
-        buffer = (rate / HZ + mtu as u64).min(u32::MAX as u64) as u32;
+        buffer = (rate / HZ + mtu as u64) as u32;
     }
     if cbuffer == 0 {
-        cbuffer = (ceil / HZ + mtu as u64).min(u32::MAX as u64) as u32;
+        cbuffer = (ceil / HZ + mtu as u64) as u32;
     }
     let spec = |r: u64| RateSpec {
         rate: r,
