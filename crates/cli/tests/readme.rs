@@ -8,8 +8,8 @@
 //!   printed (stdout or stderr; trailing blanks ignored). Any other full-line comment is a remark.
 //! - A fenced block right under an HTML comment `<!-- output of `COMMAND` -->` (invisible on the page) is
 //!   what that command of a ```sh block prints: each of its non-empty lines must be a line it printed.
-//! - Build commands are checked for what they name, not run: `cargo install --path DIR` (DIR's
-//!   Cargo.toml builds a binary named `tclab`), `bash .ci/run` (an executable file; running it would run
+//! - Build commands are checked for what they name, not run: `cargo install --locked --path DIR` (DIR's
+//!   Cargo.toml builds a binary named `tclab`, and Cargo.lock is there to lock to), `bash .ci/run` (an executable file; running it would run
 //!   this test again). `cargo run --release -- ARGS` runs `tclab ARGS`. Any other `cargo` line fails:
 //!   the README says a command runs, so the test must know how to check it.
 //! - The other lines run in order in one bash session, as in one terminal (an `export` holds for the
@@ -234,7 +234,18 @@ fn classify(cmd: &Cmd) -> Check {
         ["cargo", "run", "--release", "--", rest @ ..] => {
             Check::Run(format!("tclab {}", rest.join(" ")))
         }
-        ["cargo", "install", "--path", dir] => Check::Static(builds_tclab(&root.join(dir))),
+        // --locked: the committed Cargo.lock's versions, as CI builds, not the newest that resolve.
+        ["cargo", "install", "--locked", "--path", dir] => {
+            Check::Static(builds_tclab(&root.join(dir)).and_then(|()| {
+                match root.join("Cargo.lock").is_file() {
+                    true => Ok(()),
+                    false => Err("--locked with no Cargo.lock at the root".into()),
+                }
+            }))
+        }
+        ["cargo", "install", "--path", _] => Check::Static(Err(
+            "cargo install without --locked ignores the committed Cargo.lock".into(),
+        )),
         ["bash", ".ci/run"] => Check::Static(executable(&root.join(".ci/run"))),
         ["cargo", ..] | ["bash", ".ci/run", ..] => Check::Static(Err(
             "a build command this test has no rule for: add one to crates/cli/tests/readme.rs"
