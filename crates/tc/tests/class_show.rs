@@ -12,20 +12,25 @@ fn run(e: &mut Engine, line: &str) -> (i32, String, String) {
     (out.code, out.stdout, out.stderr)
 }
 
-fn engine() -> Engine {
+/// Device v0 with `lines` applied, each of which must succeed.
+fn applied(lines: &[&str]) -> Engine {
     let mut e = Engine::new();
     e.add_device("v0", 1500, 1000);
-    for l in [
+    for l in lines {
+        let (code, _, err) = run(&mut e, l);
+        assert_eq!(code, 0, "{l}: {err}");
+    }
+    e
+}
+
+fn engine() -> Engine {
+    applied(&[
         "qdisc add dev v0 root handle 1: htb default 11",
         "class add dev v0 parent 1: classid 1:1 htb rate 10mbit",
         "class add dev v0 parent 1:1 classid 1:11 htb rate 5mbit",
         "qdisc add dev v0 parent 1:11 handle 10: htb",
         "class add dev v0 parent 10: classid 10:5 htb rate 1mbit",
-    ] {
-        let (code, _, err) = run(&mut e, l);
-        assert_eq!(code, 0, "{l}: {err}");
-    }
-    e
+    ])
 }
 
 #[test]
@@ -82,17 +87,10 @@ fn a_listing_refuses_what_it_does_not_know() {
 /// a later `parent 1:` as that class (htb_find finds it) — so 1:10 is its child and it cannot go.
 #[test]
 fn an_htb_class_of_minor_zero_is_a_class() {
-    let mut e = Engine::new();
-    e.add_device("v0", 1500, 1000);
-    let ok = |e: &mut Engine, l: &str| {
-        let (code, _, err) = run(e, l);
-        assert_eq!(code, 0, "{l}: {err}");
-    };
-    ok(&mut e, "qdisc add dev v0 root handle 1: htb");
-    ok(
-        &mut e,
+    let mut e = applied(&[
+        "qdisc add dev v0 root handle 1: htb",
         "class add dev v0 parent 1: classid 1:0 htb rate 1mbit",
-    );
+    ]);
     let (_, out, _) = run(&mut e, "class show dev v0");
     assert_eq!(
         out,
@@ -106,10 +104,11 @@ fn an_htb_class_of_minor_zero_is_a_class() {
         (code, err.as_str()),
         (2, "RTNETLINK answers: File exists\n")
     );
-    ok(
+    let (code, _, err) = run(
         &mut e,
         "class add dev v0 parent 1: classid 1:10 htb rate 512kbit",
     );
+    assert_eq!(code, 0, "{err}");
     let (_, out, _) = run(&mut e, "class show dev v0");
     assert_eq!(
         out,
@@ -131,10 +130,7 @@ fn other_kinds_take_a_class_of_minor_zero_as_their_change_class_does() {
         ("qfq", "qfq weight 1", 0),
         ("hfsc", "hfsc sc rate 1mbit ul rate 1mbit", 2),
     ] {
-        let mut e = Engine::new();
-        e.add_device("v0", 1500, 1000);
-        let (c, _, err) = run(&mut e, &format!("qdisc add dev v0 root handle 1: {qdisc}"));
-        assert_eq!(c, 0, "{qdisc}: {err}");
+        let mut e = applied(&[&format!("qdisc add dev v0 root handle 1: {qdisc}")]);
         let (c, _, err) = run(
             &mut e,
             &format!("class add dev v0 parent 1: classid 1: {class}"),
@@ -154,19 +150,14 @@ fn other_kinds_take_a_class_of_minor_zero_as_their_change_class_does() {
 /// (1600 bytes at 1 byte/s: 2.5e10 ticks, 225b shown; 10k: 0b), where a clamp would show 274b.
 #[test]
 fn an_htb_burst_past_32_bits_of_ticks_wraps_as_tc_gives_it() {
-    let mut e = Engine::new();
-    e.add_device("v0", 1500, 1000);
-    for l in [
+    let mut e = applied(&[
         "qdisc add dev v0 root handle 1: htb",
         "class add dev v0 parent 1: classid 1:1 htb rate 8bit",
         "class add dev v0 parent 1: classid 1:2 htb rate 40bit",
         "class add dev v0 parent 1: classid 1:3 htb rate 48bit",
         "class add dev v0 parent 1: classid 1:4 htb rate 100gbit burst 1gb",
         "class add dev v0 parent 1: classid 1:5 htb rate 8bit burst 10k cburst 100",
-    ] {
-        let (code, _, err) = run(&mut e, l);
-        assert_eq!(code, 0, "{l}: {err}");
-    }
+    ]);
     let (_, out, _) = run(&mut e, "class show dev v0");
     let mut lines: Vec<&str> = out.lines().collect();
     lines.sort_unstable();
