@@ -1663,3 +1663,79 @@ fn a_flowid_of_an_inner_class_without_filters_falls_to_the_default() {
         r.stdout
     );
 }
+
+/// A shaper below the root with nothing above it that shapes meets the line at its own rate (the
+/// reviewer's t3.tc: `tbf rate 2gbit` in PRIO band 1:3 on a 1 Gbit/s line); and an mq root's queues,
+/// each shaped on its own, send side by side (mq4.tc: four HTB roots of 450 Mbit/s, 1.8 Gbit/s on a
+/// 1 Gbit/s line). Below a class's ceil, or when the sum stays under the line, nothing is said.
+#[test]
+fn a_shaper_anywhere_and_mq_queues_together_are_judged_against_the_line() {
+    let dir = TempDir::new("check-line-nested");
+    let t3 = "qdisc add dev eth0 root handle 1: prio
+qdisc add dev eth0 parent 1:3 handle 30: tbf rate 2gbit burst 300kb latency 50ms
+";
+    let r = check(&dir, "t3.tc", t3, &["--link", "1gbit"]);
+    assert_eq!(
+        found_at(&r, "shaper-at-line-rate"),
+        vec!["eth0 qdisc tbf 30:"],
+        "{}",
+        r.stdout
+    );
+    let r = check(
+        &dir,
+        "t3-below.tc",
+        &t3.replace("2gbit", "900mbit"),
+        &["--link", "1gbit"],
+    );
+    assert!(
+        found_at(&r, "shaper-at-line-rate").is_empty(),
+        "{}",
+        r.stdout
+    );
+    // The same TBF under an HTB class of 500 Mbit/s: the class bounds it.
+    let under_htb = "qdisc add dev eth0 root handle 1: htb default 10
+class add dev eth0 parent 1: classid 1:10 htb rate 500mbit
+qdisc add dev eth0 parent 1:10 handle 30: tbf rate 2gbit burst 300kb latency 50ms
+";
+    let r = check(&dir, "under-htb.tc", under_htb, &["--link", "1gbit"]);
+    assert!(
+        found_at(&r, "shaper-at-line-rate").is_empty(),
+        "{}",
+        r.stdout
+    );
+    let mut mq4 = String::from("qdisc replace dev eth1 root handle 7FFF: mq\n");
+    for q in 1..=4 {
+        mq4.push_str(&format!(
+            "qdisc add dev eth1 parent 7FFF:{q} handle {q}: htb default 2
+class add dev eth1 parent {q}: classid {q}:1 htb rate 450mbit ceil 450mbit
+class add dev eth1 parent {q}:1 classid {q}:2 htb rate 10mbit ceil 450mbit
+qdisc add dev eth1 parent {q}:2 fq_codel
+"
+        ));
+    }
+    let args = ["--link", "1gbit", "--txqueues", "eth1=4"];
+    let r = check(&dir, "mq4.tc", &mq4, &args);
+    assert_eq!(
+        found_at(&r, "shaper-at-line-rate"),
+        vec!["eth1 qdisc mq 7fff:"],
+        "{}",
+        r.stdout
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let f = &v.as_array().unwrap()[0];
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("1800Mbit on a 1Gbit line")
+            && f["fix"].as_str().unwrap().contains("225Mbit each"),
+        "{f}"
+    );
+    let args = ["--link", "2gbit", "--txqueues", "eth1=4"];
+    let r = check(&dir, "mq4-2g.tc", &mq4, &args);
+    assert!(
+        found_at(&r, "shaper-at-line-rate").is_empty(),
+        "{}",
+        r.stdout
+    );
+}

@@ -4,20 +4,24 @@
 use super::{DevCx, Finding};
 use crate::util::{sprint_rate, sprint_time};
 use std::collections::BTreeMap;
-use tclab_core::engine::DevKind;
+use tclab_core::engine::{DevKind, QdiscInfo};
 use tclab_core::qdisc::{ClassInfo, ClassOptions, QdiscOptions};
 use tclab_core::units::LinkLayer;
 use tclab_core::Handle;
 
 /// What the root qdisc shapes at: (rate in bytes/s, `u64::MAX` for none; link layer; overhead).
 pub(super) fn root_rate(cx: &DevCx) -> Option<(u64, LinkLayer, u16)> {
-    let root = cx.qdiscs.first()?;
-    match &root.options {
+    shapes_at(cx, cx.qdiscs.first()?)
+}
+
+/// What qdisc `q` shapes at, as [`root_rate`]: TBF's rate, the largest ceil of HTB's top classes, the
+/// sum of HFSC's top classes' upper limits, CAKE's bandwidth; `None` for a kind that does not shape.
+fn shapes_at(cx: &DevCx, q: &QdiscInfo) -> Option<(u64, LinkLayer, u16)> {
+    match &q.options {
         QdiscOptions::Tbf(t) => Some((t.rate.rate, t.rate.linklayer, t.rate.overhead)),
         QdiscOptions::Htb(_) => cx
-            .classes
-            .iter()
-            .filter(|c| c.parent == Handle::ROOT && c.classid.major() == root.handle.major())
+            .classes_of(q.handle.major())
+            .filter(|c| c.parent == Handle::ROOT || c.parent == q.handle)
             .filter_map(|c| match &c.options {
                 Some(ClassOptions::Htb(h)) => {
                     Some((h.ceil.rate, h.ceil.linklayer, h.ceil.overhead))
@@ -30,9 +34,8 @@ pub(super) fn root_rate(cx: &DevCx) -> Option<(u64, LinkLayer, u16)> {
         // rate at all, as an unlimited CAKE.
         QdiscOptions::Hfsc(_) => {
             let tops: Vec<Option<u64>> = cx
-                .classes
-                .iter()
-                .filter(|c| c.parent == root.handle && c.classid != root.handle)
+                .classes_of(q.handle.major())
+                .filter(|c| c.parent == q.handle && c.classid != q.handle)
                 .map(|c| match &c.options {
                     Some(ClassOptions::Hfsc(o)) => o.usc.map(|u| u.m2 as u64),
                     _ => None,
@@ -57,6 +60,25 @@ pub(super) fn root_rate(cx: &DevCx) -> Option<(u64, LinkLayer, u16)> {
         )),
         _ => None,
     }
+}
+
+/// An mq root's transmit queues, each with its own shaper, send side by side (`mq` serves every queue
+/// on its own; XPS and the flow hash spread the flows over them): the line sees the sum. The shapers
+/// of the queues (their qdiscs and rates), when every queue has one; `None` otherwise (a queue left at
+/// the default is `mq-queue-unshaped`'s).
+fn mq_shapers<'c>(cx: &'c DevCx, root: &QdiscInfo) -> Option<Vec<(&'c QdiscInfo, u64)>> {
+    if root.kind != "mq" {
+        return None;
+    }
+    let queues: Vec<&ClassInfo> = cx.classes_of(root.handle.major()).collect();
+    let shapers: Option<Vec<(&QdiscInfo, u64)>> = queues
+        .iter()
+        .map(|c| {
+            let q = cx.qdiscs.iter().find(|x| x.parent == c.classid)?;
+            Some((q, shapes_at(cx, q)?.0))
+        })
+        .collect();
+    shapers.filter(|s| s.len() > 1)
 }
 
 /// What an HTB root sends when every leaf is backlogged, which its top classes' ceilings do not bound:
@@ -141,6 +163,85 @@ pub(super) fn htb_over_line(cx: &DevCx) -> Option<OverLine> {
     (ceil < link && sends >= link).then_some(OverLine { sends, link, over })
 }
 
+/// `shaper-at-line-rate` for qdisc `q` shaping at `rate` on a line of `link` (bytes/s), if it is not
+/// below the line; `context` says why `rate` is what the line sees, with the number of shapers it
+/// adds up (the fix shares the line among them).
+fn over_line(
+    cx: &DevCx,
+    q: &QdiscInfo,
+    rate: u64,
+    link: u64,
+    context: Option<(String, usize)>,
+) -> Option<Finding> {
+    let is_cake = matches!(q.options, QdiscOptions::Cake(_));
+    // CAKE charges what the line charges (its overhead keywords), so its own rate may be the line's.
+    if !(rate > link || (rate == link && !is_cake)) {
+        return None;
+    }
+    // HFSC's top class without an upper limit, which the finding names.
+    let unlimited_top = cx
+        .classes_of(q.handle.major())
+        .filter(|c| c.parent == q.handle && c.classid != q.handle)
+        .find(|c| matches!(&c.options, Some(ClassOptions::Hfsc(o)) if o.usc.is_none()))
+        .map(|c| c.classid);
+    let shown = match (rate, is_cake) {
+        (u64::MAX, true) => "no rate (cake unlimited)".to_string(),
+        (u64::MAX, false) => match unlimited_top {
+            Some(c) => format!("no rate (top class {c} has no `ul`)"),
+            None => "no rate".to_string(),
+        },
+        _ => sprint_rate(rate),
+    };
+    let shapers = context.as_ref().map_or(1, |c| c.1);
+    let fix = if shapers > 1 {
+        format!(
+            "give each queue's shaper a share of the line, so that together they stay a little \
+             below it: e.g. {} each ({} in all, 90 %)",
+            sprint_rate(link * 9 / 10 / shapers as u64),
+            sprint_rate(link * 9 / 10)
+        )
+    } else if is_cake && cx.dev.kind == tclab_core::engine::DevKind::Ifb {
+        // Behind the line (a download through an ifb) the line's own rate leaves the queue at the
+        // ISP: the 90–95 % the upstream advice below gives for this case.
+        format!(
+            "shape the download a little below the line, `bandwidth {}` (90 %; an ingress shaper \
+             behind the line needs 90–95 % of it, with cake's `ingress` keyword)",
+            sprint_rate(link * 9 / 10)
+        )
+    } else if is_cake {
+        format!(
+            "give cake the line's rate, `bandwidth {}` (with the line's overhead keyword, CAKE can \
+             run at 100 % upstream; 90–95 % for an ingress shaper behind the line)",
+            sprint_rate(link)
+        )
+    } else if q.kind == "hfsc" {
+        format!(
+            "give the top classes upper limits that add up to a little below the line, e.g. `ul \
+             rate {}` (90 %) on a single top class",
+            sprint_rate(link * 9 / 10)
+        )
+    } else {
+        format!(
+            "shape a little below the line, e.g. {} (90 %)",
+            sprint_rate(link * 9 / 10)
+        )
+    };
+    Some(
+        Finding::new(
+            "shaper-at-line-rate",
+            cx.qdisc_at(q),
+            format!(
+                "shapes at {shown} on a {} line{}: the queue builds in the modem or the ISP's \
+                 router, where this policy cannot order or drop it",
+                sprint_rate(link),
+                context.map_or(String::new(), |c| format!(", {}", c.0))
+            ),
+            fix,
+        )
+        .line(cx.qdisc_line(q)),
+    )
+}
+
 pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
     let Some(root) = cx.qdiscs.first() else {
         return;
@@ -149,64 +250,53 @@ pub(super) fn check(cx: &DevCx, out: &mut Vec<Finding>) {
     let at = cx.qdisc_at(root);
     let line = cx.qdisc_line(root);
     let is_cake = matches!(root.options, QdiscOptions::Cake(_));
-    // HFSC's top class without an upper limit, which the shaper finding names.
-    let unlimited_top = cx
-        .classes
-        .iter()
-        .filter(|c| c.parent == root.handle && c.classid != root.handle)
-        .find(|c| matches!(&c.options, Some(ClassOptions::Hfsc(o)) if o.usc.is_none()))
-        .map(|c| c.classid);
     if let (Some(link), Some((rate, _, _))) = (cx.line.rate, rate) {
-        // CAKE charges what the line charges (its overhead keywords), so its own rate may be the line's.
-        if rate > link || (rate == link && !is_cake) {
-            out.push(
-                Finding::new(
-                    "shaper-at-line-rate",
-                    at.clone(),
-                    format!(
-                        "shapes at {} on a {} line: the queue builds in the modem or the ISP's router, \
-                         where this policy cannot order or drop it",
-                        match (rate, is_cake) {
-                            (u64::MAX, true) => "no rate (cake unlimited)".to_string(),
-                            (u64::MAX, false) => match unlimited_top {
-                                Some(c) => format!("no rate (top class {c} has no `ul`)"),
-                                None => "no rate".to_string(),
-                            },
-                            _ => sprint_rate(rate),
-                        },
-                        sprint_rate(link)
-                    ),
-                    if is_cake && cx.dev.kind == tclab_core::engine::DevKind::Ifb {
-                        // Behind the line (a download through an ifb) the line's own rate leaves the
-                        // queue at the ISP: the 90–95 % the upstream advice below gives for this case.
-                        format!(
-                            "shape the download a little below the line, `bandwidth {}` (90 %; an \
-                             ingress shaper behind the line needs 90–95 % of it, with cake's `ingress` \
-                             keyword)",
-                            sprint_rate(link * 9 / 10)
-                        )
-                    } else if is_cake {
-                        format!(
-                            "give cake the line's rate, `bandwidth {}` (with the line's overhead \
-                             keyword, CAKE can run at 100 % upstream; 90–95 % for an ingress shaper \
-                             behind the line)",
-                            sprint_rate(link)
-                        )
-                    } else if root.kind == "hfsc" {
-                        format!(
-                            "give the top classes upper limits that add up to a little below the line, \
-                             e.g. `ul rate {}` (90 %) on a single top class",
-                            sprint_rate(link * 9 / 10)
-                        )
-                    } else {
-                        format!(
-                            "shape a little below the line, e.g. {} (90 %)",
-                            sprint_rate(link * 9 / 10)
-                        )
-                    },
-                )
-                .line(line),
+        out.extend(over_line(cx, root, rate, link, None));
+    }
+    if let (Some(link), Some(queues)) = (cx.line.rate, mq_shapers(cx, root)) {
+        let sum = queues.iter().fold(0u64, |s, q| s.saturating_add(q.1));
+        let each: Vec<String> = queues
+            .iter()
+            .take(4)
+            .map(|(q, r)| format!("{} {} {}", q.kind, q.handle, sprint_rate(*r)))
+            .collect();
+        let context = format!(
+            "the sum of its {} transmit queues' shapers ({}{}), which send side by side (mq serves \
+             each queue on its own)",
+            queues.len(),
+            each.join(", "),
+            if queues.len() > each.len() { ", …" } else { "" }
+        );
+        out.extend(over_line(
+            cx,
+            root,
+            sum,
+            link,
+            Some((context, queues.len())),
+        ));
+    }
+    // A shaper further down with nothing above it that shapes (a TBF in a PRIO band, an HTB under a
+    // DRR class): its traffic meets the line at the shaper's rate. Below a class's ceil or another
+    // shaper, that one bounds it (and is judged itself); an mq queue's is in the sum above.
+    if let Some(link) = cx.line.rate {
+        for q in cx.qdiscs.iter().skip(1) {
+            let under_mq = root.kind == "mq" && q.parent.major() == root.handle.major();
+            if q.parent == Handle::INGRESS || q.parent == Handle::ROOT || under_mq {
+                continue;
+            }
+            let Some((r, _, _)) = shapes_at(cx, q) else {
+                continue;
+            };
+            if limit_above(cx, q).is_some() {
+                continue;
+            }
+            let owner = cx.qdisc(Handle(q.parent.0 & 0xffff_0000));
+            let context = format!(
+                "with nothing above it that shapes (it hangs on class {}{})",
+                q.parent,
+                owner.map_or(String::new(), |o| format!(" of {} {}", o.kind, o.handle))
             );
+            out.extend(over_line(cx, q, r, link, Some((context, 1))));
         }
     }
     if let Some(OverLine { sends, link, over }) = htb_over_line(cx) {
@@ -489,12 +579,20 @@ pub(super) fn atm_overhead(cx: &DevCx, out: &mut Vec<Finding>) {
 
 /// The fastest a qdisc's packets can leave: the ceilings of the classes above it, the rates of the
 /// TBF and CAKE shapers above it, and the line; `None` when nothing bounds it.
-fn drain_rate(cx: &DevCx, q: &tclab_core::engine::QdiscInfo) -> Option<u64> {
+fn drain_rate(cx: &DevCx, q: &QdiscInfo) -> Option<u64> {
+    let rate = limit_above(cx, q)
+        .unwrap_or(u64::MAX)
+        .min(cx.line.rate.unwrap_or(u64::MAX));
+    (rate != u64::MAX && rate > 0).then_some(rate)
+}
+
+/// What the policy itself bounds a qdisc's packets to: the ceilings (HFSC: upper limits) of the
+/// classes above it and the rates of the TBF and CAKE shapers above it; `None` when nothing does.
+fn limit_above(cx: &DevCx, q: &QdiscInfo) -> Option<u64> {
     let mut rate = u64::MAX;
     let mut p = q.parent;
     for _ in 0..64 {
         if p == Handle::ROOT {
-            rate = rate.min(cx.line.rate.unwrap_or(u64::MAX));
             break;
         }
         if let Some(c) = cx.class(p) {
@@ -525,7 +623,7 @@ fn drain_rate(cx: &DevCx, q: &tclab_core::engine::QdiscInfo) -> Option<u64> {
         }
         p = owner.parent;
     }
-    (rate != u64::MAX && rate > 0).then_some(rate)
+    (rate != u64::MAX).then_some(rate)
 }
 
 /// fq_codel's and CoDel's `target` below the time one full frame takes at the rate they drain at

@@ -216,7 +216,7 @@ pub const CODES: &[(&str, Severity, &str)] = &[
     (
         "shaper-at-line-rate",
         Severity::Warning,
-        "the root shaper's rate is not below the line's, so the queue forms elsewhere",
+        "a shaper (the root's, one with none above it, an mq root's queues together) is not below the line's rate, so the queue forms elsewhere",
     ),
     (
         "linklayer-missing",
