@@ -259,6 +259,11 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "a TBF or policer bucket smaller than one packet: full-size packets never pass",
     ),
     (
+        "police-burst-short",
+        Severity::Warning,
+        "a policer's burst below 5 ms at its rate (or 10 full frames, where those are under 20 ms): TCP through it gets a fraction of the rate",
+    ),
+    (
         "bucket-too-large",
         Severity::Warning,
         "a TBF or policer bucket of more than 10 s at its rate: it does not act within a test",
