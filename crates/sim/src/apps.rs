@@ -231,7 +231,10 @@ impl App {
         match self {
             App::UdpSender(u) => u.on_timer(now, out),
             App::Ping(p) => p.on_timer(now, out),
-            App::Tcp(t) => t.on_timer(now, out),
+            App::Tcp(t) => {
+                t.prefetch();
+                t.on_timer(now, out)
+            }
             App::UdpSink(_) => {}
         }
     }
@@ -246,7 +249,10 @@ impl App {
                 }
             }
             App::Ping(p) => p.on_receive(now, d),
-            App::Tcp(t) => t.on_receive(now, d, gso_size, out),
+            App::Tcp(t) => {
+                t.prefetch();
+                t.on_receive(now, d, gso_size, out)
+            }
             App::UdpSender(_) => {}
         }
     }

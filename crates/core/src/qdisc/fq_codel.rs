@@ -32,9 +32,10 @@
 //! - Memory, as the kernel lays it out and for the same reason (tens of thousands of flows): the packets
 //!   of all flows in one slab with per-flow FIFO links ([`super::packet_lists`], the kernel's `skb->next`
 //!   lists), the new and old lists threaded through the flows (the kernel's `flowchain`), a flow's state
-//!   in one 48-byte entry and its backlog in a dense array beside (`q->backlogs`, for the fat-flow scan). The lists say which flows the next dequeues serve, so each dequeue prefetches
-//!   the state of the flow two places on and the head packet of the next one. The flow table is made
-//!   by the first packet (the kernel's `fq_codel_init` makes it at once): an idle fq_codel holds none.
+//!   in one 48-byte entry and its backlog in a dense array beside (`q->backlogs`, for the fat-flow scan).
+//!   The lists say which flows the next dequeues serve, so each dequeue prefetches the state of the flow
+//!   two places on and the head packet of the next one. The flow table is made by the first packet (the
+//!   kernel's `fq_codel_init` makes it at once): an idle fq_codel holds none.
 
 use super::codel_impl::{
     codel_dequeue, codel_to_us, us_to_codel, CodelParams, CodelQueue, CodelStats, CodelVars,
@@ -695,11 +696,22 @@ impl Qdisc for FqCodel {
 impl super::FlowClasses for FqCodel {
     /// `fq_codel_walk`: the flows on a list, as classes `handle:N` (1-based).
     fn flow_walk(&self, _now: Nanos) -> Vec<ClassInfo> {
-        let mut out = Vec::new();
-        for (i, f) in self.flows.iter().enumerate() {
-            if f.on.is_none() {
-                continue;
+        // The flows on a list, in the order of their index as the kernel's walk finds them, found from
+        // the two lists rather than by reading the whole table: 48 KB of 1 024 flows for the few a leaf
+        // has in use (a thousand subscribers' leaves listed by `tc -s class show` read 48 MB, a miss
+        // every line).
+        let mut on = Vec::with_capacity((self.new_flows.len + self.old_flows.len) as usize);
+        for list in [&self.new_flows, &self.old_flows] {
+            let mut i = list.head;
+            while i != NO_FLOW {
+                on.push(i as usize);
+                i = self.flows[i as usize].next;
             }
+        }
+        on.sort_unstable();
+        let mut out = Vec::new();
+        for i in on {
+            let f = &self.flows[i];
             let mut stats = QdiscStats {
                 qlen: f.packets.len(),
                 backlog: self.backlogs[i],
@@ -734,24 +746,73 @@ mod tests {
     use super::super::FlowClasses;
     use super::*;
 
-    /// The essay's layout claim: a flow's state is one 48-byte entry (its backlog lives apart).
-    #[test]
-    fn a_flow_is_48_bytes() {
-        assert_eq!(std::mem::size_of::<super::Flow>(), 48);
-    }
-
-    /// `skb->hash`: a packet that carries its hash goes to the flow `reciprocal_scale` of that hash
-    /// names (fq_codel_hash), whatever the qdisc's own secret; one without is hashed with the secret.
-    #[test]
-    fn a_carried_hash_names_the_flow() {
-        let env = DevEnv {
+    fn env() -> DevEnv {
+        DevEnv {
             txqueues: 1,
             txqueuelen: 1000,
             mtu: 1500,
             hard_header_len: 14,
             speed: 0,
             taprio_offload: false,
-        };
+        }
+    }
+
+    /// The essay's layout claim: a flow's state is one 48-byte entry (its backlog lives apart).
+    #[test]
+    fn a_flow_is_48_bytes() {
+        assert_eq!(std::mem::size_of::<super::Flow>(), 48);
+    }
+
+    /// `fq_codel_walk` lists every flow on the new or the old list, in index order, whatever order the
+    /// lists hold them in: the walk finds them from the lists, the kernel's by scanning the table.
+    #[test]
+    fn the_walk_lists_the_flows_on_a_list_in_index_order() {
+        let env = env();
+        let mut q = FqCodel::new(Handle(0x10000), &FqCodelOptions::default(), &env).unwrap();
+        let mut cx = Cx::new(0);
+        // Flows 1000, 3, 500 and 7 (1-based: hash / 2^22 + 1), new in that order; two packets for
+        // 1000 (of 1000 bytes) and for 3.
+        for (flow, len) in [
+            (1000u32, 1000),
+            (1000, 1000),
+            (3, 100),
+            (500, 100),
+            (7, 100),
+            (3, 100),
+        ] {
+            let mut p = Packet::udp4([10, 0, 0, 1], 1000, [10, 0, 0, 2], 2000, 0, len);
+            p.hash = (flow - 1) << 22;
+            let _ = q.enqueue(p, &mut cx);
+        }
+        // Flow 1000 sends both its packets and overdraws its deficit; the third dequeue moves it,
+        // empty, to the old list and sends flow 3's first.
+        for _ in 0..3 {
+            assert!(q.dequeue(&mut cx).is_some());
+        }
+        let scanned: Vec<u32> = (0..q.flows.len())
+            .filter(|&i| q.flows[i].on.is_some())
+            .map(|i| i as u32 + 1)
+            .collect();
+        let walked: Vec<u32> = q
+            .flow_walk(0)
+            .iter()
+            .map(|c| c.classid.0 & 0xffff)
+            .collect();
+        assert_eq!(walked, scanned);
+        assert_eq!(walked, [3, 7, 500, 1000]);
+        assert!(
+            q.old_flows.len > 0 && q.new_flows.len > 0,
+            "both lists in use"
+        );
+        let backlog: Vec<u32> = q.flow_walk(0).iter().map(|c| c.stats.backlog).collect();
+        assert_eq!(backlog.iter().filter(|&&b| b > 0).count(), 3, "{backlog:?}");
+    }
+
+    /// `skb->hash`: a packet that carries its hash goes to the flow `reciprocal_scale` of that hash
+    /// names (fq_codel_hash), whatever the qdisc's own secret; one without is hashed with the secret.
+    #[test]
+    fn a_carried_hash_names_the_flow() {
+        let env = env();
         let active = |seed: u64, hash: u32| {
             let mut q = FqCodel::new(Handle(0x10000), &FqCodelOptions::default(), &env).unwrap();
             q.set_seed(seed);

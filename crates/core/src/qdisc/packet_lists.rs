@@ -4,10 +4,12 @@
 //! A `VecDeque` per flow gives each flow its own allocation, with its packets inline: with 65 536 flows
 //! the step that serves one flow and the step that queues to another each land in a cold allocation, and
 //! the flow table is large because every entry carries a deque. Here a qdisc's queued packets all sit in
-//! one `Vec` of boxes (a packet's pointer, as the skb lists link pointers), a list is a head, a tail and
-//! a length, and the links are a separate array of `u32` (dense: 4 bytes a packet). Free slots are a
-//! stack, so the slot a dequeue has just emptied — whose lines are in cache — is the one the next
-//! enqueue fills.
+//! one `Vec` of slots, each a packet's box (its pointer, as the skb lists link pointers) and the link to
+//! the next slot of its list (16 bytes a packet); a list is a head, a tail and a length. Free slots are a
+//! stack threaded through the same links, so the slot a dequeue has just emptied — whose line is in
+//! cache — is the one the next enqueue fills, and a qdisc holding a few packets touches one line of
+//! the slab per packet, not three (boxes, links and free stack in arrays of their own were three
+//! allocations, each a cold line when thousands of qdiscs take turns: an ISP's subscriber leaves).
 
 use crate::packet::Packet;
 
@@ -70,43 +72,63 @@ impl Default for PacketList {
     }
 }
 
+/// One slot of a [`PacketLists`]: a queued packet and the next slot of its list, or (no packet) the next
+/// free slot.
+#[derive(Debug)]
+struct Slot {
+    skb: Option<Skb>,
+    next: u32,
+}
+
 /// The packets of many [`PacketList`]s; see the module's essay. A list must only be used with the
 /// `PacketLists` it was filled from.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct PacketLists {
-    /// `None` in a free slot.
-    slots: Vec<Option<Skb>>,
-    next: Vec<u32>,
-    free: Vec<u32>,
+    slots: Vec<Slot>,
+    /// The free slots, last freed first, linked through their `next`.
+    free: u32,
+}
+
+impl Default for PacketLists {
+    fn default() -> PacketLists {
+        PacketLists::new()
+    }
 }
 
 impl PacketLists {
     pub fn new() -> PacketLists {
-        PacketLists::default()
+        PacketLists {
+            slots: Vec::new(),
+            free: NIL,
+        }
     }
 
     /// Appends `pkt` to `list`.
     pub fn push_back(&mut self, list: &mut PacketList, pkt: Skb) {
-        let slot = match self.free.pop() {
-            Some(slot) => {
-                self.slots[slot as usize] = Some(pkt);
-                self.next[slot as usize] = NIL;
-                slot
-            }
-            None => {
-                let slot = u32::try_from(self.slots.len())
-                    .ok()
-                    .filter(|&s| s != NIL)
-                    .expect("fewer than 2^32 - 1 packets queued");
-                self.slots.push(Some(pkt));
-                self.next.push(NIL);
-                slot
-            }
+        let slot = if self.free != NIL {
+            let slot = self.free;
+            let s = &mut self.slots[slot as usize];
+            self.free = s.next;
+            *s = Slot {
+                skb: Some(pkt),
+                next: NIL,
+            };
+            slot
+        } else {
+            let slot = u32::try_from(self.slots.len())
+                .ok()
+                .filter(|&s| s != NIL)
+                .expect("fewer than 2^32 - 1 packets queued");
+            self.slots.push(Slot {
+                skb: Some(pkt),
+                next: NIL,
+            });
+            slot
         };
         if list.tail == NIL {
             list.head = slot;
         } else {
-            self.next[list.tail as usize] = slot;
+            self.slots[list.tail as usize].next = slot;
         }
         list.tail = slot;
         list.len += 1;
@@ -118,18 +140,20 @@ impl PacketLists {
             return None;
         }
         let slot = list.head;
-        list.head = self.next[slot as usize];
+        let s = &mut self.slots[slot as usize];
+        list.head = s.next;
         if list.head == NIL {
             list.tail = NIL;
         }
         list.len -= 1;
-        self.free.push(slot);
-        self.slots[slot as usize].take()
+        s.next = self.free;
+        self.free = slot;
+        s.skb.take()
     }
 
     /// Starts fetching `list`'s head packet into the cache, for a dequeue soon (see [`prefetch`]).
     pub fn prefetch_head(&self, list: &PacketList) {
-        if let Some(Some(p)) = self.slots.get(list.head as usize) {
+        if let Some(Slot { skb: Some(p), .. }) = self.slots.get(list.head as usize) {
             prefetch(&**p);
         }
     }
@@ -138,17 +162,16 @@ impl PacketLists {
     #[cfg(test)]
     fn iter<'a>(&'a self, list: &PacketList) -> impl Iterator<Item = &'a Packet> + 'a {
         std::iter::successors((list.head != NIL).then_some(list.head), move |&s| {
-            let n = self.next[s as usize];
+            let n = self.slots[s as usize].next;
             (n != NIL).then_some(n)
         })
-        .filter_map(move |s| self.slots[s as usize].as_deref())
+        .filter_map(move |s| self.slots[s as usize].skb.as_deref())
     }
 
     /// Forgets every packet; the lists filled from here must be reset to [`PacketList::EMPTY`] too.
     pub fn clear(&mut self) {
         self.slots.clear();
-        self.next.clear();
-        self.free.clear();
+        self.free = NIL;
     }
 }
 
@@ -186,6 +209,11 @@ mod tests {
             lists.push_back(&mut a, tagged(p.tag + 1));
         }
         assert_eq!(lists.slots.len(), 6, "the slab never grew past the queue");
+        // The slot emptied last is the one filled next (its line is the one in cache).
+        let emptied = a.head;
+        lists.pop_front(&mut a).expect("a has packets");
+        lists.push_back(&mut b, tagged(2001));
+        assert_eq!(b.tail, emptied);
         assert_eq!(a.len() + b.len(), 6);
         while lists.pop_front(&mut a).is_some() {}
         assert_eq!(a, PacketList::EMPTY);
