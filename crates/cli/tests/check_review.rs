@@ -674,7 +674,7 @@ fn bridged_rates(script: &str) -> (f64, f64) {
 
 /// Bucket sizes, each simulated: a TBF burst of 1000 bytes passes no full-size segment; a TBF queue of
 /// one frame holds TCP far below the rate; a policer's burst below a frame passes nothing, and one of
-/// 100 MB does not act within a 10 s test.
+/// 20 MB does not act within a 10 s test.
 #[test]
 fn bucket_sizes_that_stop_traffic_or_never_act() {
     let dir = TempDir::new("review-buckets");
