@@ -388,6 +388,18 @@ impl Device {
         }
     }
 
+    /// [`Device::receive`] of a packet in its box: without an ingress qdisc the box passes through as
+    /// it came (a frame off the simulator's wire goes on up the stack without a copy).
+    #[inline]
+    pub fn receive_skb(&mut self, pkt: Box<Packet>, cx: &mut Cx) -> Option<Box<Packet>> {
+        if self.ingress.is_none() {
+            return Some(pkt);
+        }
+        let pkt = cx.skbs.unbox(pkt);
+        let out = self.receive(pkt, cx)?;
+        Some(cx.skbs.boxed(out))
+    }
+
     pub fn ingress(&self) -> Option<&Sched> {
         self.ingress.as_ref()
     }

@@ -90,11 +90,12 @@ pub fn forward(
 /// TOS byte; its connection (state, mark, zone); nothing else of the arriving skb (its time in the
 /// previous device's queue). VLAN tags stay behind with the VLAN device that took them off (the
 /// simulated hosts receive tagged packets as if they had one), and so do the header tags' 4 bytes each.
-pub fn forwarded(pkt: Packet, tos: u8) -> Packet {
+/// Made in place: the packet stays in its box (its buffer, in the same skb, as `ip_forward` keeps it).
+pub fn make_forwarded(pkt: &mut Packet, tos: u8) {
     let zone = pkt.ct_zone();
-    let mut fwd = Packet {
+    *pkt = Packet {
         len: pkt.len.saturating_sub(4 * pkt.vlan_inline().len() as u32),
-        data: pkt.data,
+        data: std::mem::take(&mut pkt.data),
         protocol: pkt.protocol,
         mark: pkt.mark,
         tc_index: pkt.tc_index,
@@ -109,8 +110,7 @@ pub fn forwarded(pkt: Packet, tos: u8) -> Packet {
         redirect: pkt.redirect & Packet::CSUM_IMPLIED,
         ..Packet::default()
     };
-    fwd.set_ct_zone(zone);
-    fwd
+    pkt.set_ct_zone(zone);
 }
 
 /// The MTU check of a packet with DF set (Linux's TCP, and ping with path-MTU discovery): one that does

@@ -45,6 +45,7 @@ use tclab_core::engine::DefaultRoot;
 use tclab_core::engine::DevKind;
 use tclab_core::host::{self, Transmitter};
 use tclab_core::netfilter::Netfilter;
+use tclab_core::packet::SkbCache;
 use tclab_core::qdisc::netem::Netem;
 use tclab_core::qdisc::pfifo_fast::tos_to_priority;
 use tclab_core::qdisc::{Cx, Dropped, Qdisc, Verdict};
@@ -172,7 +173,7 @@ pub struct Iface {
     /// The frames of a GSO packet still to be sent after the one on the wire (`skb_gso_segment`: the
     /// NIC, or the stack for it, cuts the packet after the qdisc), and the packet's owner and charged
     /// length, freed with its last frame.
-    tx_pending: std::collections::VecDeque<Packet>,
+    tx_pending: std::collections::VecDeque<Box<Packet>>,
     gso_owner: Option<(AppId, u32)>,
     /// Position of the interface's device among its node's devices, and how many there were then.
     /// The engine's id for this interface's device ([`Network::index_devices`]).
@@ -183,7 +184,7 @@ pub struct Iface {
     /// The link's netem (see [`LinkParams::netem`]), the frame on the wire until its serialisation ends,
     /// and the pending wake-up of the netem.
     netem: Option<Box<Netem>>,
-    tx_frame: Option<Packet>,
+    tx_frame: Option<Box<Packet>>,
     netem_wake: Option<Nanos>,
 }
 
@@ -421,8 +422,9 @@ pub struct Network {
     ping_ids: BTreeMap<(NodeId, u16), AppId>,
     addr_owner: BTreeMap<u32, NodeId>,
     q: EventQueue<Event>,
-    /// Packets on a wire, by slot, until their arrival event; and the free slots.
-    on_wire: Vec<Option<Packet>>,
+    /// Packets on a wire, by slot, until their arrival event, in the boxes they crossed the trees in
+    /// (the next hop's receive path takes the box on); and the free slots.
+    on_wire: Vec<Option<Box<Packet>>>,
     free_slots: Vec<u32>,
     /// Shaper timer granularity; `None` for high-resolution timers.
     pub tick: Option<Nanos>,
@@ -831,7 +833,7 @@ impl Network {
                 // The finished frame enters the link's netem first: the completion below may let its
                 // socket put the next frame on the wire at once, in the same slot.
                 if let Some(frame) = self.ifaces[iface].tx_frame.take() {
-                    self.enter_link_netem(now, iface, frame);
+                    self.enter_link_netem(now, iface, *frame);
                 }
                 // TX completion frees the skb: its socket may send again (TCP small queues).
                 if let Some((app, len)) = self.ifaces[iface].tx_owner.take() {
@@ -1003,7 +1005,6 @@ impl Network {
             // Loopback: no device cuts a GSO segment, and there is no GRO to model; the receiver takes
             // it whole.
             let pkt = self.packet_of(d, d.ip.id);
-            let pkt = self.run_cx.skbs.unbox(pkt);
             self.deliver(now, node, pkt);
             if owner != 0 {
                 // Loopback frees the skb at once: no qdisc, no NIC.
@@ -1226,12 +1227,12 @@ impl Network {
         let mut cx = self.take_cx(now);
         cx.mirred.set_nest(m.nest, m.depth);
         if let Some(iface) = self.iface_by_name(node, &m.dev) {
+            let pkt = self.run_cx.skbs.boxed(pkt);
             if m.to_ingress {
                 // `netif_receive_skb` on the target: its ingress hook, then the stack.
                 self.receive(now, iface, pkt, cx);
                 return false;
             }
-            let pkt = self.run_cx.skbs.boxed(pkt);
             return self.transmit(now, iface, pkt, cx) != Verdict::Success;
         }
         if m.dev == tclab_core::qdisc::teql::MASTER && self.teqls.contains_key(&node) {
@@ -1417,13 +1418,13 @@ impl Network {
             let from_ingress = pkt.redirect & Packet::FROM_INGRESS != 0;
             pkt.redirect &= Packet::CSUM_IMPLIED;
             pkt.iif = 0;
+            let pkt = self.run_cx.skbs.boxed(pkt);
             if from_ingress {
                 // `netif_receive_skb` with `tc_skip_classify`: the stack, past the ingress hook.
                 self.after_ingress(now, iface, pkt);
             } else {
                 let mut cx = self.take_cx(now);
                 cx.mirred.set_skip_classify();
-                let pkt = self.run_cx.skbs.boxed(pkt);
                 self.transmit(now, iface, pkt, cx);
             }
         }
@@ -1734,6 +1735,7 @@ impl Network {
             }
         }
         for pkt in out {
+            let pkt = self.run_cx.skbs.boxed(pkt);
             let slot = match self.free_slots.pop() {
                 Some(s) => {
                     self.on_wire[s as usize] = Some(pkt);
@@ -1754,7 +1756,7 @@ impl Network {
         }
     }
 
-    fn arrive(&mut self, now: Nanos, iface: IfaceId, mut pkt: Packet) {
+    fn arrive(&mut self, now: Nanos, iface: IfaceId, mut pkt: Box<Packet>) {
         {
             let c = &mut self.ifaces[iface].counters;
             c.rx_bytes += pkt.len as u64;
@@ -1778,10 +1780,10 @@ impl Network {
     }
 
     /// `__netif_receive_skb` on an interface: the ingress hook, then the stack.
-    fn receive(&mut self, now: Nanos, iface: IfaceId, pkt: Packet, mut cx: Box<Cx>) {
+    fn receive(&mut self, now: Nanos, iface: IfaceId, pkt: Box<Packet>, mut cx: Box<Cx>) {
         let node = self.ifaces[iface].node;
         self.lend_conntrack(node, &mut cx);
-        let pkt = self.dev_mut(iface).map(|dev| dev.receive(pkt, &mut cx));
+        let pkt = self.dev_mut(iface).map(|dev| dev.receive_skb(pkt, &mut cx));
         self.take_back_conntrack(node, &mut cx);
         let Some(pkt) = pkt else {
             return;
@@ -1809,7 +1811,7 @@ impl Network {
     }
 
     /// The stack after the ingress hook: PREROUTING, routing, local delivery or forwarding.
-    fn after_ingress(&mut self, now: Nanos, iface: IfaceId, pkt: Packet) {
+    fn after_ingress(&mut self, now: Nanos, iface: IfaceId, pkt: Box<Packet>) {
         let node = self.ifaces[iface].node;
         // PREROUTING sees the packet as it arrived (with any mark the ingress filters set).
         let mut pkt = pkt;
@@ -1849,18 +1851,19 @@ impl Network {
                     let src = tclab_core::wire::Ipv4::parse(&pkt.data).map(|ip| ip.src());
                     self.input_route(node, iface, dst, src)
                 });
-                let mut fwd = host::forwarded(pkt, tos);
+                let mut fwd = pkt;
+                host::make_forwarded(&mut fwd, tos);
                 fwd.set_route(route);
                 if self.netfilter(node, &mut fwd, Some(iface), Some(out), |nf, p, i, o| {
                     host::forward(nf, p, i.unwrap_or(""), o.unwrap_or(""), now)
                 }) {
                     if self.via_teql(node, out) {
                         let cx = self.take_cx(now);
+                        let fwd = self.run_cx.skbs.unbox(fwd);
                         self.transmit_teql(now, node, fwd, cx);
                         return;
                     }
                     let cx = self.take_cx(now);
-                    let fwd = self.run_cx.skbs.boxed(fwd);
                     self.transmit(now, out, fwd, cx);
                 }
             }
@@ -1893,7 +1896,7 @@ impl Network {
 
     /// Local delivery: echo requests are answered here (the kernel's `icmp_echo`), the rest goes to the
     /// application bound to the packet's ports or ping identifier.
-    fn deliver(&mut self, now: Nanos, node: NodeId, pkt: Packet) {
+    fn deliver(&mut self, now: Nanos, node: NodeId, mut pkt: Box<Packet>) {
         use crate::wire::{
             Icmp, ICMP_ECHO_REPLY, ICMP_ECHO_REQUEST, L4, PROTO_ICMP, TCP_ACK, TCP_SYN,
         };
@@ -1917,9 +1920,11 @@ impl Network {
             }
         }
         let gso_size = pkt.gso_size;
+        // The skb is consumed here: its buffer and its box serve the next packets made.
         if self.spare_data.len() < SPARE_DATA {
-            self.spare_data.push(pkt.data);
+            self.spare_data.push(std::mem::take(&mut pkt.data));
         }
+        self.run_cx.skbs.recycle(pkt);
         let app = match &d.l4 {
             L4::Icmp(i) if i.kind == ICMP_ECHO_REQUEST => {
                 let reply = Datagram {
@@ -2068,7 +2073,7 @@ struct Wire<'a> {
     now: Nanos,
     ifc: &'a mut Iface,
     q: &'a mut EventQueue<Event>,
-    on_wire: &'a mut Vec<Option<Packet>>,
+    on_wire: &'a mut Vec<Option<Box<Packet>>>,
     free_slots: &'a mut Vec<u32>,
     frames_sent: &'a mut u64,
     freed: &'a mut Vec<(AppId, u32)>,
@@ -2111,9 +2116,16 @@ impl Transmitter for Wire<'_> {
         }
     }
 
-    /// A GSO packet is cut into its frames here (`validate_xmit_skb` → `skb_gso_segment`, or the NIC's
-    /// TSO: the wire sees the same frames either way), sent back to back; a veth sends it whole.
+    /// A packet no tree boxed (teql's slaves): boxed here for the wire.
     fn send(&mut self, pkt: Packet) {
+        self.send_skb(Box::new(pkt), &mut SkbCache::default());
+    }
+
+    /// A GSO packet is cut into its frames here (`validate_xmit_skb` → `skb_gso_segment`, or the NIC's
+    /// TSO: the wire sees the same frames either way), sent back to back, each in a box from `skbs`; a
+    /// veth sends it whole. A frame stays in the box it came in, onto the wire and to the next hop.
+    #[inline]
+    fn send_skb(&mut self, pkt: Box<Packet>, skbs: &mut SkbCache) {
         if !pkt.is_gso()
             || self
                 .whole_gso
@@ -2122,11 +2134,11 @@ impl Transmitter for Wire<'_> {
             return self.send_frame(pkt);
         }
         self.ifc.gso_owner = (pkt.tag != 0).then(|| (pkt.tag as AppId - 1, pkt.len));
-        let mut frames = pkt.gso_segment().into_iter();
+        let mut frames = skbs.unbox(pkt).gso_segment().into_iter();
         let first = frames.next();
-        self.ifc.tx_pending.extend(frames);
+        self.ifc.tx_pending.extend(frames.map(|f| skbs.boxed(f)));
         if let Some(f) = first {
-            self.send_frame(f);
+            self.send_frame(skbs.boxed(f));
         }
     }
 }
@@ -2151,7 +2163,7 @@ struct TeqlXmit<'a> {
     now: Nanos,
     ifaces: &'a mut [Iface],
     q: &'a mut EventQueue<Event>,
-    on_wire: &'a mut Vec<Option<Packet>>,
+    on_wire: &'a mut Vec<Option<Box<Packet>>>,
     free_slots: &'a mut Vec<u32>,
     frames_sent: &'a mut u64,
     freed: &'a mut Vec<(AppId, u32)>,
@@ -2255,7 +2267,7 @@ impl Transmitter for TeqlXmit<'_> {
 
 impl Wire<'_> {
     /// One frame onto the wire. The TX completion frees its skb: a GSO packet's with its last frame.
-    fn send_frame(&mut self, pkt: Packet) {
+    fn send_frame(&mut self, pkt: Box<Packet>) {
         let (now, iface) = (self.now, self.iface);
         let ifc = &mut *self.ifc;
         let tx = ifc.link.tx_time(pkt.len, &mut ifc.tx_carry);
