@@ -464,8 +464,21 @@ impl Packet {
     /// moved on by the payload before it, CWR only on the first and FIN and PSH only on the last
     /// (`tcp_gso_segment`). A packet that is not GSO comes back alone.
     pub fn gso_segment(self) -> Vec<Packet> {
+        let mut out = Vec::with_capacity(self.gso_segs.max(1) as usize);
+        self.gso_segment_in(Vec::new, |p| out.push(p));
+        out
+    }
+
+    /// [`Packet::gso_segment`], each frame handed to `out` in order, its bytes in a buffer `spare` gives
+    /// (cleared first) and the last frame in the packet's own: a driver that keeps the buffers of the
+    /// packets it consumed segments without allocating (the kernel's frames come from its skb caches).
+    pub fn gso_segment_in(
+        mut self,
+        mut spare: impl FnMut() -> Vec<u8>,
+        mut out: impl FnMut(Packet),
+    ) {
         let Some((ihl, doff)) = self.tcp_hdr_lens().filter(|_| self.is_gso()) else {
-            return vec![self];
+            return out(self);
         };
         let hdr = (14 + ihl + doff) as u32;
         let segs = self.gso_segs as u32;
@@ -480,9 +493,18 @@ impl Packet {
         // adjusts the super-packet's by the length delta), so a valid one stays valid and one an edit
         // left stale stays stale; an implied one stays implied.
         let real_check = self.redirect & Packet::CSUM_IMPLIED == 0;
-        let mut out = Vec::with_capacity(segs as usize);
+        // The metadata is cloned without the bytes, which go into each frame's own buffer.
+        let mut bytes = std::mem::take(&mut self.data);
         for i in 0..segs {
             let mut p = self.clone();
+            p.data = if i + 1 == segs {
+                std::mem::take(&mut bytes)
+            } else {
+                let mut b = spare();
+                b.clear();
+                b.extend_from_slice(&bytes);
+                b
+            };
             p.gso_segs = 0;
             p.gso_size = 0;
             let off = i * self.gso_size as u32;
@@ -516,9 +538,8 @@ impl Packet {
                     .fold();
                 d[ihl + 16..ihl + 18].copy_from_slice(&c.to_be_bytes());
             }
-            out.push(p);
+            out(p);
         }
-        out
     }
 
     /// The IPv4 TOS byte, if the packet carries an IPv4 header.

@@ -386,6 +386,15 @@ type Peer = (u32, u16);
 /// deliveries (a GSO packet's frames each bring one back, and one comes back for each packet made).
 const SPARE_DATA: usize = 1024;
 
+/// Keep a consumed packet's buffer for the next packet or frame made (`kfree_skb` returning its data to
+/// the cache), up to [`SPARE_DATA`].
+#[inline]
+fn keep_data(spare: &mut Vec<Vec<u8>>, data: Vec<u8>) {
+    if spare.len() < SPARE_DATA {
+        spare.push(data);
+    }
+}
+
 /// Something the simulation calls back at fixed instants (the samplers).
 pub trait Observer {
     fn observe(&mut self, now: Nanos, net: &Network);
@@ -453,8 +462,9 @@ pub struct Network {
     /// and put back empty by `flush` (calls nest: a flush's packet delivered on its own host, a freed
     /// skb): one made and dropped per call was 5 % of bench-isp's instructions, in malloc and free.
     outboxes: Vec<Outbox>,
-    /// Header buffers of packets delivered, for the next packets made here (`packet_of`): a packet's
-    /// bytes are not allocated and freed each time (at most [`SPARE_DATA`] kept).
+    /// Header buffers of packets delivered or dropped, for the next packets made here (`packet_of`)
+    /// and the frames of GSO packets cut ([`Wire::send_skb`]): a packet's bytes are not allocated and
+    /// freed each time (at most [`SPARE_DATA`] kept).
     spare_data: Vec<Vec<u8>>,
     /// The per-packet trace being written (`tclab sim --trace`), if any.
     pub trace: Option<crate::trace::Trace>,
@@ -1438,11 +1448,13 @@ impl Network {
     fn qdisc_dropped(&mut self, iface: IfaceId, verdict: Verdict, drops: Vec<Dropped>) {
         for d in drops {
             self.ifaces[iface].counters.tx_dropped += 1;
+            let (tag, len) = (d.pkt.tag, d.pkt.len);
+            keep_data(&mut self.spare_data, d.pkt.data);
             if d.arriving && verdict == Verdict::Drop {
                 continue;
             }
-            if d.pkt.tag != 0 {
-                self.freed.push((d.pkt.tag as AppId - 1, d.pkt.len));
+            if tag != 0 {
+                self.freed.push((tag as AppId - 1, len));
             }
         }
     }
@@ -1469,6 +1481,7 @@ impl Network {
             freed,
             trace,
             run_cx,
+            spare_data,
             ..
         } = self;
         let ifc = &mut ifaces[iface];
@@ -1490,6 +1503,7 @@ impl Network {
             freed,
             trace: trace.as_mut().zip(label.as_deref()),
             whole_gso,
+            spare_data,
         };
         // The rest of a GSO packet goes before the qdisc is asked for more.
         if let Some(frame) = pending {
@@ -1921,9 +1935,7 @@ impl Network {
         }
         let gso_size = pkt.gso_size;
         // The skb is consumed here: its buffer and its box serve the next packets made.
-        if self.spare_data.len() < SPARE_DATA {
-            self.spare_data.push(std::mem::take(&mut pkt.data));
-        }
+        keep_data(&mut self.spare_data, std::mem::take(&mut pkt.data));
         self.run_cx.skbs.recycle(pkt);
         let app = match &d.l4 {
             L4::Icmp(i) if i.kind == ICMP_ECHO_REQUEST => {
@@ -2082,6 +2094,8 @@ struct Wire<'a> {
     /// `gso_max_size`, within which a GSO packet crosses whole; `None` on a NIC or a veth without TSO,
     /// which cut every GSO packet into frames.
     whole_gso: Option<(u32, u32)>,
+    /// Buffers of packets delivered ([`Network::spare_data`]), for the frames of GSO packets cut here.
+    spare_data: &'a mut Vec<Vec<u8>>,
 }
 
 impl Iface {
@@ -2113,6 +2127,7 @@ impl Transmitter for Wire<'_> {
             if d.pkt.tag != 0 {
                 self.freed.push((d.pkt.tag as AppId - 1, d.pkt.len));
             }
+            keep_data(self.spare_data, d.pkt.data);
         }
     }
 
@@ -2134,11 +2149,14 @@ impl Transmitter for Wire<'_> {
             return self.send_frame(pkt);
         }
         self.ifc.gso_owner = (pkt.tag != 0).then(|| (pkt.tag as AppId - 1, pkt.len));
-        let mut frames = skbs.unbox(pkt).gso_segment().into_iter();
-        let first = frames.next();
-        self.ifc.tx_pending.extend(frames.map(|f| skbs.boxed(f)));
-        if let Some(f) = first {
-            self.send_frame(skbs.boxed(f));
+        // The frames queue behind the first (the queue is empty: `kick` sends what it holds first).
+        let (pending, spare) = (&mut self.ifc.tx_pending, &mut *self.spare_data);
+        skbs.unbox(pkt).gso_segment_in(
+            || spare.pop().unwrap_or_default(),
+            |f| pending.push_back(skbs.boxed(f)),
+        );
+        if let Some(f) = self.ifc.tx_pending.pop_front() {
+            self.send_frame(f);
         }
     }
 }
@@ -2228,6 +2246,7 @@ impl TeqlXmit<'_> {
             trace: None,
             // teql0 has no GSO feature: what reaches a slave is frames already.
             whole_gso: None,
+            spare_data: &mut Vec::new(),
         }
         .send(pkt);
     }
