@@ -64,6 +64,29 @@ fn a_super_packet_is_charged_every_frames_headers() {
     assert_eq!((p.gso_segs, p.len), (3, 3194));
 }
 
+/// The simulator's segmentation into kept buffers (`gso_segment_in`) gives the frames `gso_segment`
+/// gives, byte for byte, whatever the buffers held before; the frames before the last are in the
+/// buffers it was handed and the last in the packet's own, so a driver that keeps buffers allocates
+/// none for a GSO packet's frames.
+#[test]
+fn segmentation_into_kept_buffers_gives_the_same_frames() {
+    let p = tcp_gso(2 * 1448 + 100, 0x80 | 0x10 | 0x08 | 0x01);
+    let expected = p.clone().gso_segment();
+    let own = p.data.as_ptr();
+    let mut spare: Vec<Vec<u8>> = (0..4).map(|i| vec![0xee; 200 + i]).collect();
+    let handed: Vec<*const u8> = spare.iter().rev().map(|b| b.as_ptr()).collect();
+    let mut frames = Vec::new();
+    p.gso_segment_in(|| spare.pop().unwrap(), |f| frames.push(f));
+    assert_eq!(frames, expected);
+    assert_eq!(
+        spare.len(),
+        2,
+        "one kept buffer for each frame but the last"
+    );
+    let ptrs: Vec<*const u8> = frames.iter().map(|f| f.data.as_ptr()).collect();
+    assert_eq!(ptrs, [handed[0], handed[1], own]);
+}
+
 #[test]
 fn segmentation_gives_the_frames_tcp_would_have_sent() {
     // tcp_gso_segment: sequence numbers move on by 1448, the IP length and id follow each frame, PSH
