@@ -1800,3 +1800,83 @@ filter add dev eth0 parent ffff: protocol all prio 1 u32 match u32 0 0 police ra
         r.stdout
     );
 }
+
+/// The message of the first finding of `code`.
+fn message_of(r: &RunResult, code: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == code)
+        .map(|f| format!("{} | fix: {}", f["message"], f["fix"]))
+        .unwrap_or_else(|| panic!("no {code}: {}", r.stdout))
+}
+
+/// The reviewer's wording defects: findings that contradict each other or misread the tree.
+#[test]
+fn findings_say_where_packets_go_and_read_as_written() {
+    let dir = TempDir::new("check-wording");
+    // ipv4-only-classes named the missing default 1:99 as where IPv6 goes; default-missing says the
+    // direct queue (htb_classify: a missing default is HTB_DIRECT). They agree now.
+    let r = check(
+        &dir,
+        "v4.tc",
+        "qdisc add dev eth0 root handle 1: htb default 99
+class add dev eth0 parent 1: classid 1:10 htb rate 1mbit
+class add dev eth0 parent 1: classid 1:20 htb rate 1mbit
+filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 1 0xff flowid 1:10
+",
+        &[],
+    );
+    let m = message_of(&r, "ipv4-only-classes");
+    assert!(
+        m.contains("direct queue") && !m.contains("default class 1:99"),
+        "{m}"
+    );
+    assert!(message_of(&r, "default-missing").contains("direct queue"));
+    // quantum: leaves under different parents borrow through their top class; 0.25 % is not "0 %".
+    let r = check(
+        &dir,
+        "quantum.tc",
+        "qdisc add dev eth0 root handle 1: htb default 20
+class add dev eth0 parent 1: classid 1:1 htb rate 1gbit
+class add dev eth0 parent 1:1 classid 1:10 htb rate 500mbit ceil 1gbit
+class add dev eth0 parent 1:10 classid 1:11 htb rate 2mbit ceil 1gbit
+class add dev eth0 parent 1:10 classid 1:12 htb rate 400mbit ceil 1gbit
+class add dev eth0 parent 1:1 classid 1:20 htb rate 400mbit ceil 1gbit
+",
+        &[],
+    );
+    let m = message_of(&r, "quantum");
+    assert!(
+        m.contains("borrow through 1:1")
+            && !m.contains("their parent")
+            && m.contains("ask for 0.2 %"),
+        "{m}"
+    );
+    // ingress-police's fix in a script that already redirects ingress to an ifb.
+    let r = check(
+        &dir,
+        "police-ifb.sh",
+        "#!/bin/sh
+ip link add ifb0 type ifb
+ip link set dev ifb0 up
+tc qdisc add dev eth0 handle ffff: ingress
+tc filter add dev eth0 parent ffff: protocol ip prio 1 u32 match ip dport 22 0xffff police rate 1mbit burst 100k drop flowid :1
+tc filter add dev eth0 parent ffff: protocol all prio 2 matchall action mirred egress redirect dev ifb0
+tc qdisc add dev ifb0 root cake bandwidth 20mbit
+",
+        &[],
+    );
+    let m = message_of(&r, "ingress-police");
+    assert!(m.contains("already redirected to ifb0"), "{m}");
+    // atm-overhead: cake's `atm` counts (one subject), the classes count.
+    let r = check(
+        &dir,
+        "cake-atm.tc",
+        "qdisc add dev eth0 root cake bandwidth 900kbit atm\n",
+        &[],
+    );
+    let m = message_of(&r, "atm-overhead");
+    assert!(m.contains("cake's `atm` counts ATM cells"), "{m}");
+}

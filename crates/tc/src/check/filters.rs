@@ -700,10 +700,12 @@ fn ipv4_only(cx: &DevCx, q: &QdiscInfo, blocks: &[(Handle, &Block)], out: &mut V
                  under `protocol all` read IPv4 offsets in IPv6 packets too): IPv6 packets match none (but by accident of their \
                  address bytes), \
                  so on a dual-stack line they all go {}, whatever class their IPv4 twins get",
-                match default {
-                    Some(d) => format!("to the default class {d}"),
-                    None if q.kind == "prio" => "to the priomap's band for their priority".to_string(),
-                    None => "where nothing classified goes".to_string(),
+                // Where unclassified packets really go: a default that does not exist (or is inner)
+                // sends them to HTB's direct queue, as `default-missing` says.
+                match (q.kind, falls_to(cx, q)) {
+                    ("prio", _) => "to the priomap's band for their priority".to_string(),
+                    (_, Some((falls, _))) => falls,
+                    (_, None) => "where nothing classified goes".to_string(),
                 }
             ),
             "give each filter an IPv6 twin (`protocol ipv6 … match ip6 …`), or classify on what \

@@ -548,16 +548,22 @@ pub(super) fn atm_overhead(cx: &DevCx, out: &mut Vec<Finding>) {
         }
     }
     for (what, at, line, overhead) in atm {
+        // "the classes of htb 1:" count; "its rate", "cake's `atm`" counts.
+        let count = if what.starts_with("the classes") {
+            "count"
+        } else {
+            "counts"
+        };
         let message = if overhead == 0 {
             format!(
-                "{what} count ATM cells with an overhead of 0: every packet also carries its \
+                "{what} {count} ATM cells with an overhead of 0: every packet also carries its \
                  encapsulation (8 to 40 bytes and more), so the shaper misses a cell for a third of \
                  packet sizes and for every small one — a 40-byte ACK takes 2 cells on PPPoE, not 1 — \
                  and the line fills behind it"
             )
         } else if !(1..=64).contains(&overhead) {
             format!(
-                "{what} count ATM cells with an overhead of {overhead} bytes, which no encapsulation \
+                "{what} {count} ATM cells with an overhead of {overhead} bytes, which no encapsulation \
                  has (8 for IPoA VC-mux up to 40 for PPPoE LLC/SNAP, a few more with VLAN or FCS): \
                  the shaper charges cells the line never sends"
             )

@@ -907,6 +907,16 @@ impl<'a> DevCx<'a> {
                 .flat_map(|(_, exts)| exts.actions.iter())
                 .any(|a| a.borrow().kind() == "police")
         });
+        // Where the ingress already redirects to an ifb, the fix is to shape there instead.
+        let ifb = self
+            .redirects
+            .iter()
+            .find(|r| {
+                r.filter.dev == self.name
+                    && r.filter.parent.major() == 0xffff
+                    && r.mirred.is_redirect()
+            })
+            .map(|r| r.mirred.dev.clone());
         if polices {
             out.push(
                 Finding::new(
@@ -914,8 +924,16 @@ impl<'a> DevCx<'a> {
                     format!("{} qdisc ingress", self.name),
                     "traffic arriving here is policed at ingress: a policer drops what exceeds its rate \
                      instead of queueing it, which TCP takes as heavy loss",
-                    "to shape downloads, redirect ingress to an ifb device (`action mirred egress \
-                     redirect dev ifb0`) and shape there with HTB or fq_codel, as sqm-scripts do",
+                    match ifb {
+                        Some(to) => format!(
+                            "ingress is already redirected to {to}: shape downloads there (HTB or \
+                             cake with fq_codel) and drop the policer"
+                        ),
+                        None => "to shape downloads, redirect ingress to an ifb device (`action \
+                                 mirred egress redirect dev ifb0`) and shape there with HTB or \
+                                 fq_codel, as sqm-scripts do"
+                            .to_string(),
+                    },
                 )
                 .line(self.origins.qdisc(self.name, Handle(0xffff_0000), Handle::INGRESS)),
             );

@@ -397,7 +397,7 @@ fn quantum(cx: &DevCx, q: &QdiscInfo, h: &HtbOptions, mine: &[&ClassInfo], out: 
             None => groups.push((key, vec![(c, meant, got)])),
         }
     }
-    for (_, g) in groups.iter().filter(|g| g.1.len() > 1) {
+    for ((top, _), g) in groups.iter().filter(|g| g.1.len() > 1) {
         let meant_sum: f64 = g.iter().map(|x| x.1).sum();
         let got_sum: f64 = g.iter().map(|x| x.2).sum();
         let worst = g
@@ -428,9 +428,14 @@ fn quantum(cx: &DevCx, q: &QdiscInfo, h: &HtbOptions, mine: &[&ClassInfo], out: 
                 "quantum",
                 format!("{} class htb {}", cx.name, c.classid),
                 format!(
-                    "classes {} share their parent's spare bandwidth by quanta {} bytes{}: {} gets {:.0} % \
-                     of it where its {} ask for {:.0} %",
+                    "classes {} share {} by quanta {} bytes{}: {} gets {} % of it where its {} ask \
+                     for {} %",
                     names.join(", "),
+                    if g.iter().all(|x| x.0.parent == g[0].0.parent) {
+                        format!("their parent {}'s spare bandwidth", g[0].0.parent)
+                    } else {
+                        format!("the spare bandwidth they borrow through {top}")
+                    },
                     quanta.join(":"),
                     if below {
                         format!(", and a quantum below one {}-byte packet still sends a packet a turn", cx.mtu)
@@ -438,13 +443,13 @@ fn quantum(cx: &DevCx, q: &QdiscInfo, h: &HtbOptions, mine: &[&ClassInfo], out: 
                         " (HTB clamps rate/r2q to 200000)".to_string()
                     },
                     c.classid,
-                    got / got_sum * 100.0,
+                    percent(got / got_sum * 100.0),
                     if o.quantum == computed_quantum(o.rate.rate, h.r2q).1 {
                         "rates"
                     } else {
                         "quanta"
                     },
-                    meant / meant_sum * 100.0,
+                    percent(meant / meant_sum * 100.0),
                 ),
                 if below {
                     format!(
@@ -461,6 +466,15 @@ fn quantum(cx: &DevCx, q: &QdiscInfo, h: &HtbOptions, mine: &[&ClassInfo], out: 
             )
             .line(cx.class_line(c.classid).or(cx.qdisc_line(q))),
         );
+    }
+}
+
+/// A share in per cent: whole below 1 would read 0 (a class asking for 0.4 % asks for something).
+fn percent(p: f64) -> String {
+    if p < 1.0 {
+        format!("{p:.1}")
+    } else {
+        format!("{p:.0}")
     }
 }
 
