@@ -1632,15 +1632,8 @@ fn a_flowid_of_an_inner_class_without_filters_falls_to_the_default() {
         &INNER_FLOWID.replace("htb default 20", "htb"),
         &[],
     );
-    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
-    let m = v
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["code"] == "filter-inner-class")
-        .map(|f| f["message"].as_str().unwrap().to_string())
-        .unwrap_or_default();
-    assert!(m.contains("direct queue"), "{}", r.stdout);
+    let m = message_of(&r, "filter-inner-class");
+    assert!(m.contains("direct queue"), "{m}");
     // The inner class has a filter of its own: the walk goes on there.
     let chained = format!(
         "{INNER_FLOWID}filter add dev eth1 parent 1:1 protocol all prio 1 u32 match u32 0 0 flowid 1:10\n"

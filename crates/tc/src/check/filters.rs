@@ -87,22 +87,20 @@ fn falls_to(cx: &DevCx, q: &QdiscInfo) -> Option<(String, Option<Handle>)> {
     })
 }
 
-/// The filters of `q`'s blocks a packet can reach that name a class `q` does not have: (the block's
-/// parent, the filter's preference and kind, the class).
-fn missing(cx: &DevCx, q: &QdiscInfo) -> Vec<(Handle, u32, &'static str, Handle)> {
+/// What the reachable filters of `q`'s blocks at `parents` (the qdisc itself and some of its classes;
+/// a block shared by several is read once) name: (the block's parent, the filter's preference and
+/// kind, the class).
+fn named_by_filters(
+    cx: &DevCx,
+    q: &QdiscInfo,
+    parents: impl Iterator<Item = Handle>,
+) -> Vec<(Handle, u32, &'static str, Handle)> {
     let mut out = Vec::new();
-    let Some((_, fallback)) = falls_to(cx, q) else {
-        return out;
-    };
     let Some(s) = cx.dev.find(q.handle) else {
         return out;
     };
-    let ids = cx
-        .classes_of(q.handle.major())
-        .filter(|c| c.classid != q.handle)
-        .map(|c| c.classid);
     let mut seen: Vec<*const Block> = Vec::new();
-    for parent in std::iter::once(q.handle).chain(ids) {
+    for parent in std::iter::once(q.handle).chain(parents) {
         let Some(b) = s.q.block(parent).filter(|b| !b.is_empty()) else {
             continue;
         };
@@ -112,30 +110,42 @@ fn missing(cx: &DevCx, q: &QdiscInfo) -> Vec<(Handle, u32, &'static str, Handle)
         seen.push(b);
         for chain in b.reachable_chains() {
             for tp in b.chains.get(&chain).into_iter().flatten() {
-                for (classid, _) in b.tp_filters(tp) {
-                    let Some(id) = classid.map(Handle) else {
-                        continue;
-                    };
-                    // `flowid 1:0` is HTB's direct queue by design; a class of this qdisc is fine.
-                    if id == q.handle || cx.class(id).is_some() {
-                        continue;
-                    }
-                    // PRIO's classes are its bands, which exist whenever the minor is in range.
-                    if let QdiscOptions::Prio(p) = &q.options {
-                        if id.major() == q.handle.major()
-                            && (1..=p.bands.max(0) as u16).contains(&id.minor())
-                        {
-                            continue;
-                        }
-                    }
-                    // `flowid 1` (0:1) where the default is 1:1: the class meant, by another road.
-                    if fallback == Some(Handle(q.handle.0 | id.minor() as u32)) {
-                        continue;
-                    }
-                    out.push((parent, tp.prio, tp.cls.kind(), id));
+                for id in b.tp_filters(tp).into_iter().filter_map(|(c, _)| c) {
+                    out.push((parent, tp.prio, tp.cls.kind(), Handle(id)));
                 }
             }
         }
+    }
+    out
+}
+
+/// The filters of `q`'s blocks a packet can reach that name a class `q` does not have: (the block's
+/// parent, the filter's preference and kind, the class).
+fn missing(cx: &DevCx, q: &QdiscInfo) -> Vec<(Handle, u32, &'static str, Handle)> {
+    let mut out = Vec::new();
+    let Some((_, fallback)) = falls_to(cx, q) else {
+        return out;
+    };
+    let ids = cx
+        .classes_of(q.handle.major())
+        .filter(|c| c.classid != q.handle)
+        .map(|c| c.classid);
+    for (parent, pref, kind, id) in named_by_filters(cx, q, ids) {
+        // `flowid 1:0` is HTB's direct queue by design; a class of this qdisc is fine.
+        if id == q.handle || cx.class(id).is_some() {
+            continue;
+        }
+        // PRIO's classes are its bands, which exist whenever the minor is in range.
+        if let QdiscOptions::Prio(p) = &q.options {
+            if id.major() == q.handle.major() && (1..=p.bands.max(0) as u16).contains(&id.minor()) {
+                continue;
+            }
+        }
+        // `flowid 1` (0:1) where the default is 1:1: the class meant, by another road.
+        if fallback == Some(Handle(q.handle.0 | id.minor() as u32)) {
+            continue;
+        }
+        out.push((parent, pref, kind, id));
     }
     out
 }
@@ -271,41 +281,23 @@ fn inner_targets(cx: &DevCx, q: &QdiscInfo, out: &mut Vec<Finding>) {
         .classes_of(q.handle.major())
         .map(|c| c.classid)
         .filter(|&id| id != q.handle && !cx.is_leaf(id) && cx.bound(id.0));
-    let mut seen: Vec<*const Block> = Vec::new();
-    for parent in std::iter::once(q.handle).chain(ids) {
-        let Some(b) = s.q.block(parent).filter(|b| !b.is_empty()) else {
-            continue;
-        };
-        if seen.contains(&(b as *const Block)) {
+    for (parent, pref, kind, id) in named_by_filters(cx, q, ids) {
+        if id == q.handle || cx.class(id).is_none() || cx.is_leaf(id) || has_filters(id) {
             continue;
         }
-        seen.push(b);
-        for chain in b.reachable_chains() {
-            for tp in b.chains.get(&chain).into_iter().flatten() {
-                for id in b
-                    .tp_filters(tp)
-                    .into_iter()
-                    .filter_map(|(c, _)| c.map(Handle))
-                {
-                    if id == q.handle || cx.class(id).is_none() || cx.is_leaf(id) || has_filters(id)
-                    {
-                        continue;
-                    }
-                    let leaves: Vec<String> = cx
-                        .classes_of(q.handle.major())
-                        .filter(|c| cx.is_leaf(c.classid) && descends(cx, c.classid, id))
-                        .map(|c| c.classid.to_string())
-                        .collect();
-                    let example = leaves.first().cloned().unwrap_or_else(|| "…".into());
-                    let record = cx.origins.filter(cx.name, parent, Some(tp.prio));
-                    out.push(
+        let leaves: Vec<String> = cx
+            .classes_of(q.handle.major())
+            .filter(|c| cx.is_leaf(c.classid) && descends(cx, c.classid, id))
+            .map(|c| c.classid.to_string())
+            .collect();
+        let example = leaves.first().cloned().unwrap_or_else(|| "…".into());
+        let record = cx.origins.filter(cx.name, parent, Some(pref));
+        out.push(
                         Finding::new(
                             "filter-inner-class",
                             format!(
-                                "{} filter parent {parent} pref {} {}",
-                                cx.name,
-                                tp.prio,
-                                tp.cls.kind()
+                                "{} filter parent {parent} pref {pref} {kind}",
+                                cx.name
                             ),
                             format!(
                                 "sends packets to {id}, an inner class with no filters of its own: \
@@ -323,9 +315,6 @@ fn inner_targets(cx: &DevCx, q: &QdiscInfo, out: &mut Vec<Finding>) {
                         )
                         .line(record.map(|r| r.at.as_str())),
                     );
-                }
-            }
-        }
     }
 }
 
