@@ -377,13 +377,14 @@ Applies the policy as tclab tc and tclab script run would, then reviews it: comm
 reaches, filters that name an inner class with no filters of its own (its packets fall to the default),
 filters an earlier filter always answers for, u32 values with bits outside their mask, ifb devices that
 are down or that nothing redirects to, redirects that let IPv6 bypass the shaper, token buckets smaller
-than a packet or too large to act, policer bursts too short for TCP, bursts below a timer tick, quanta
-that distort the sharing, queues that hold seconds of traffic, leaf FIFOs too short for a packet or a
-burst, CoDel targets at or above their interval, a shaper anywhere at (or a tree, or an mq root's
-queues, whose rates add up to) the line's own rate, ATM overhead missing, kinds the kernel lacks, mq
-queues left without the policy's tree. Each finding names the device, class or filter and the script
-line. A shell script runs under bash as tclab script run runs it: its tc, ip, iptables, ethtool… calls
-are tclab's, but any other command it calls runs for real on this host.
+than a packet or too large to act, policer bursts too short for TCP, bursts below a timer tick, HTB
+ceilings above the parent's (never reached), quanta that distort the sharing, queues that hold seconds
+of traffic, leaf FIFOs too short for a packet or a burst, CoDel targets at or above their interval, a
+shaper anywhere at (or a tree, or an mq root's queues, whose rates add up to) the line's own rate, ATM
+overhead missing, kinds the kernel lacks, mq queues left without the policy's tree. Each finding names
+the device, class or filter and the script line. A shell script runs under bash as tclab script run
+runs it: its tc, ip, iptables, ethtool… calls are tclab's, but any other command it calls runs for
+real on this host.
 
 --link DEV=RATE gives one device its own line (e.g. --link eth1=1mbit --link ifb0=8mbit for an uplink
 shaped on eth1 and a download shaped on ifb0); the other devices take --link RATE. --hz judges every

@@ -95,6 +95,7 @@ const CASES: &[(&str, &str, &[&str])] = &[
     ("rates-exceed-parent", "qdisc add dev eth0 root handle 1: htb default 20\nclass add dev eth0 parent 1: classid 1:1 htb rate 220kbit\nclass add dev eth0 parent 1:1 classid 1:10 htb rate 220kbit\nclass add dev eth0 parent 1:1 classid 1:20 htb rate 198kbit\n", &[]),
     ("parent-missing", "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1:1 classid 1:10 htb rate 2mbit ceil 10mbit\nclass add dev eth0 parent 1: classid 1:1 htb rate 5mbit ceil 5mbit\n", &[]),
     ("ceil-below-rate", "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 2mbit ceil 1mbit\n", &[]),
+    ("ceil-above-parent", CEIL_ABOVE_PARENT, &[]),
     ("burst-below-mtu", "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 1mbit burst 1000\n", &[]),
     ("burst-below-tick", "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 100mbit burst 5k cburst 100k\n", &[]),
     ("queue-delay", "qdisc add dev eth0 root handle 1: htb default 20\nclass add dev eth0 parent 1: classid 1:20 htb rate 180kbit\n", &[]),
@@ -140,6 +141,111 @@ const CASES: &[(&str, &str, &[&str])] = &[
     ("teql-one-slave", "#!/bin/sh\ntc qdisc add dev eth1 root teql0\nip link set dev teql0 up\n", &[]),
     ("teql-unequal-slaves", TEQL_BOND, &["--link", "eth1=10mbit", "--link", "eth2=2mbit"]),
 ];
+
+/// A 200 Mbit/s uplink class and a subscriber under it written with ceil 250mbit (the reviewers'
+/// case): the kernel takes it (`htb_change_class` does not compare a class's ceil with its parent's),
+/// and 1:11 borrows through 1:10, whose ctokens hold it to 200 Mbit/s (`htb_charge_class`).
+const CEIL_ABOVE_PARENT: &str = "qdisc add dev eth0 root handle 1: htb default 11
+class add dev eth0 parent 1: classid 1:10 htb rate 200mbit ceil 200mbit
+class add dev eth0 parent 1:10 classid 1:11 htb rate 50mbit ceil 250mbit
+qdisc add dev eth0 parent 1:11 fq_codel
+";
+
+/// `ceil-above-parent`: named at the child's line with both ceils and what it can send; nothing for a
+/// ceil equal to the parent's; a grandchild under such a class, within its own parent's ceil, is the
+/// parent's finding (one per cause) but its limit names the class further up that binds; a child
+/// whose own rate is above the parent's ceil sends that rate (on its own tokens, `htb_class_mode`).
+#[test]
+fn a_ceil_above_the_parents_is_named_with_the_limit_that_holds() {
+    let dir = TempDir::new("check-ceil-above");
+    let r = check(&dir, "up.batch", CEIL_ABOVE_PARENT, &[]);
+    assert_eq!(
+        found_at(&r, "ceil-above-parent"),
+        ["eth0 class htb 1:11"],
+        "{}",
+        r.stdout
+    );
+    assert_eq!(r.code, 1, "a warning");
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let f = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "ceil-above-parent")
+        .unwrap();
+    assert!(f["line"].as_str().unwrap().ends_with("up.batch:3"), "{f}");
+    let m = f["message"].as_str().unwrap();
+    assert!(
+        m.contains("ceil 250Mbit is above its parent 1:10's ceil 200Mbit")
+            && m.contains("1:11 sends at most 200Mbit"),
+        "{m}"
+    );
+    assert!(
+        f["fix"]
+            .as_str()
+            .unwrap()
+            .contains("lower the ceil to 200Mbit"),
+        "{f}"
+    );
+    // At the parent's ceil: nothing.
+    let equal = CEIL_ABOVE_PARENT.replace("ceil 250mbit", "ceil 200mbit");
+    let r = check(&dir, "equal.batch", &equal, &[]);
+    assert!(found_at(&r, "ceil-above-parent").is_empty(), "{}", r.stdout);
+    // 1:1 at 80 Mbit/s above 1:10: 1:10 is the finding (80); 1:11, within 1:10's 200, is not said.
+    let three = "qdisc add dev eth0 root handle 1: htb default 11
+class add dev eth0 parent 1: classid 1:1 htb rate 80mbit
+class add dev eth0 parent 1:1 classid 1:10 htb rate 50mbit ceil 200mbit
+class add dev eth0 parent 1:10 classid 1:11 htb rate 10mbit ceil 150mbit
+";
+    let r = check(&dir, "three.batch", three, &[]);
+    assert_eq!(
+        found_at(&r, "ceil-above-parent"),
+        ["eth0 class htb 1:10"],
+        "{}",
+        r.stdout
+    );
+    // 1:11 above 1:10 too: its limit is 1:1's ceil, further up.
+    let r = check(
+        &dir,
+        "three.batch",
+        &three.replace("ceil 150mbit", "ceil 300mbit"),
+        &[],
+    );
+    assert_eq!(found_at(&r, "ceil-above-parent").len(), 2, "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("1:11 sends at most 80Mbit (1:1's ceil, further up)"),
+        "{}",
+        r.stdout
+    );
+    // A rate of 220 Mbit/s above the parent's 200 ceil: it sends its rate.
+    let r = check(
+        &dir,
+        "rate.batch",
+        &CEIL_ABOVE_PARENT.replace("rate 50mbit", "rate 220mbit"),
+        &[],
+    );
+    assert!(
+        r.stdout
+            .contains("1:11 sends at most 220Mbit (its own rate"),
+        "{}",
+        r.stdout
+    );
+    // The top class at rate 100, ceil 200: it borrows from nothing (`htb_activate_prios` gives a
+    // borrowing top class no row), so 100 Mbit/s is all 1:11 gets.
+    let r = check(
+        &dir,
+        "top.batch",
+        &CEIL_ABOVE_PARENT.replace("rate 200mbit", "rate 100mbit"),
+        &[],
+    );
+    assert!(
+        r.stdout
+            .contains("1:11 sends at most 100Mbit (1:10's rate: a top class borrows from nothing"),
+        "{}",
+        r.stdout
+    );
+}
 
 /// A router's uplink: traffic to 10.0.2.0/24 has realm 5 (`ip route … realm 5`), and a route filter
 /// meant to send it to 1:10 reads realm 7.

@@ -507,6 +507,40 @@ qdisc add dev eth0 parent 1:10 tbf rate 500kbit burst 3000 latency 50ms
     assert!(out.contains("note: 1:10 gets"), "{out}");
 }
 
+/// A subscriber written with ceil 250mbit under a 200 Mbit/s parent: HTB holds it to the parent's
+/// ceil (it borrows through 1:10, whose ctokens run out), so the maximum column shows 200 Mbit/s, a
+/// note gives the ceil written, and the computed and simulated shares agree on 200.
+#[test]
+fn a_ceil_above_the_parents_is_drawn_as_the_parents() {
+    let f = batch(
+        "ceil-above",
+        "qdisc add dev eth0 root handle 1: htb default 11
+class add dev eth0 parent 1: classid 1:10 htb rate 200mbit
+class add dev eth0 parent 1:10 classid 1:11 htb rate 50mbit ceil 250mbit
+",
+    );
+    let o = explain(&f, &["--load", "1:11=max"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let line = out
+        .lines()
+        .find(|l| l.contains("1:11 htb"))
+        .unwrap_or_else(|| panic!("{out}"));
+    let cols: Vec<&str> = line
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(cols[1..3], ["50.00 Mbit/s", "200.00 Mbit/s"], "{out}");
+    assert!(
+        out.contains(
+            "note: 1:11's maximum is 200.00 Mbit/s, though its ceil is written 250.00 Mbit/s"
+        ),
+        "{out}"
+    );
+    assert_within(&out, "1:11", 200e6);
+}
+
 /// 2 000 HFSC leaves sharing 100 Mbit/s get 50 kbit/s each, computed; simulated, each sends a few dozen
 /// packets in the measured window, so one packet more or less moves its figure by about 3 %. That is the
 /// simulation's resolution, not a disagreement: no note (before, every leaf got one).

@@ -381,6 +381,23 @@ impl Tree {
         }
     }
 
+    /// What class `i` can send at most: for HTB, [`crate::check::htb_maximum`] of its path from the
+    /// top class (the smallest ceil on the way up, a top class's rate, or its own rate where that is
+    /// more), and whether a top class's rate holds it; other kinds, their ceiling.
+    fn maximum(&self, i: usize) -> (f64, bool) {
+        let n = &self.nodes[i];
+        if n.kind != "htb" {
+            return (n.ceil, false);
+        }
+        let mut path: Vec<(u64, u64)> = std::iter::once(i)
+            .chain(self.ancestors(i))
+            .map(|a| (self.nodes[a].rate as u64, self.nodes[a].ceil as u64))
+            .collect();
+        path.reverse();
+        let (max, held) = crate::check::htb_maximum(&path);
+        (max as f64, held == crate::check::Held::Rate(0))
+    }
+
     /// The nearest ancestor of leaf `l` still below its rate, that it may borrow from (`usage`: each
     /// node's, [`Tree::usages`]).
     fn lender_by(&self, l: usize, usage: &[f64]) -> Option<usize> {
@@ -691,6 +708,19 @@ fn simulate(
 }
 
 /// A rate in bit/s for people: `5.00 Mbit/s`.
+/// How many classes a note that stands for many names.
+const NAMED: usize = 8;
+
+/// The first [`NAMED`] of `items`, joined, and how many more: the list in a note for many classes.
+fn first_named(items: impl ExactSizeIterator<Item = String>) -> String {
+    let n = items.len();
+    let mut s = items.take(NAMED).collect::<Vec<_>>().join(", ");
+    if n > NAMED {
+        let _ = write!(s, ", … ({} more)", n - NAMED);
+    }
+    s
+}
+
 fn human(bytes_per_sec: f64) -> String {
     let bits = bytes_per_sec * 8.0;
     if bits >= 1e9 {
@@ -1015,7 +1045,7 @@ pub fn explain(
             label,
             [
                 rate(n.rate),
-                rate(n.ceil),
+                rate(tree.maximum(i).0),
                 offered,
                 expected,
                 human(sum(&|m| m.simulated)),
@@ -1078,6 +1108,45 @@ pub fn explain(
         let _ = writeln!(
             out,
             "(no analytic model for {root_kind}: the simulation's figures alone)"
+        );
+    }
+    // HTB classes whose ceil HTB never lets them reach: the ceil written beside the maximum drawn (one
+    // note for many, as for the classes no filter names).
+    let mut capped: Vec<(Handle, f64, f64, bool)> = (0..tree.nodes.len())
+        .map(|i| {
+            let (max, by_top_rate) = tree.maximum(i);
+            (tree.nodes[i].id, tree.nodes[i].ceil, max, by_top_rate)
+        })
+        .filter(|&(_, ceil, max, _)| max < ceil)
+        .collect();
+    capped.sort_by_key(|c| c.0);
+    const CAPPED: &str =
+        "HTB lends a class no more than the classes above it pass (each up to its \
+                          ceil; a top class, which borrows from nothing, up to its rate)";
+    if capped.len() <= 3 {
+        for (id, ceil, max, by_top_rate) in &capped {
+            let why = if tree.nodes.iter().any(|n| n.id == *id && n.parent.is_none()) {
+                "a top class borrows from nothing, so it sends no more than its rate".to_string()
+            } else if *by_top_rate {
+                format!("{CAPPED}: here the top class's rate")
+            } else {
+                format!("{CAPPED} (tclab check: ceil-above-parent)")
+            };
+            let _ = writeln!(
+                out,
+                "note: {id}'s maximum is {}, though its ceil is written {}: {why}",
+                human(*max),
+                human(*ceil)
+            );
+        }
+    } else {
+        let _ = writeln!(
+            out,
+            "note: {} classes' maximum is below the ceil written: {}; {CAPPED}",
+            capped.len(),
+            first_named(capped.iter().map(|(id, ceil, max, _)| {
+                format!("{id} {} of {} written", human(*max), human(*ceil))
+            }))
         );
     }
     // An inner class whose subtree sends more than its ceil: its children's own rates add up past it.
@@ -1174,7 +1243,6 @@ pub fn explain(
     const WHY: &str = "the computation applies the classes' rates and the discipline's rule; the \
                        simulation runs everything — leaf qdiscs that shape, bursts, the order of \
                        service (HTB's borrowing turns, HFSC's deadlines) (tclab explain --help)";
-    const NAMED: usize = 8;
     let mut apart: Vec<(Handle, f64, f64)> = tree
         .nodes
         .iter()
@@ -1197,22 +1265,15 @@ pub fn explain(
             );
         }
     } else {
-        let named: Vec<String> = apart
-            .iter()
-            .take(NAMED)
-            .map(|(id, s, a)| format!("{id} {} against {}", human(*s), human(*a)))
-            .collect();
-        let rest = apart.len() - named.len();
         let _ = writeln!(
             out,
-            "note: {} classes get more or less in the simulation than computed: {}{}; {WHY}",
+            "note: {} classes get more or less in the simulation than computed: {}; {WHY}",
             apart.len(),
-            named.join(", "),
-            if rest > 0 {
-                format!(", … ({rest} more)")
-            } else {
-                String::new()
-            }
+            first_named(apart.iter().map(|(id, s, a)| format!(
+                "{id} {} against {}",
+                human(*s),
+                human(*a)
+            )))
         );
     }
     Ok(out)

@@ -36,6 +36,7 @@ mod shadowed;
 mod taprio;
 mod teql;
 mod tree;
+pub(crate) use tree::{htb_maximum, Held};
 mod u32hash;
 mod u32mask;
 
@@ -177,6 +178,11 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "ceil-below-rate",
         Severity::Warning,
         "a class's ceil is below its rate",
+    ),
+    (
+        "ceil-above-parent",
+        Severity::Warning,
+        "an HTB class's ceil above its parent's: it never sends more than the smallest ceil above it",
     ),
     (
         "burst-below-mtu",

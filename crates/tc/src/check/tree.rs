@@ -250,6 +250,7 @@ fn htb(cx: &DevCx, facts: &Facts, q: &QdiscInfo, h: &HtbOptions, out: &mut Vec<F
                 .line(line),
             );
         }
+        out.extend(ceil_above_parent(cx, &at, c, o).map(|f| f.line(line)));
         out.extend(bursts(cx, &at, line, o));
         // Children's rates against this class's.
         let (n, sum) = kids.get(&c.classid.0).copied().unwrap_or_default();
@@ -291,6 +292,102 @@ fn htb(cx: &DevCx, facts: &Facts, q: &QdiscInfo, h: &HtbOptions, out: &mut Vec<F
             }
         }
     }
+}
+
+/// What holds an HTB class to its [`htb_maximum`]: the rate or the ceil of the class at that index of
+/// the path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Held {
+    Rate(usize),
+    Ceil(usize),
+}
+
+/// The most an HTB class can send, in bytes/s, given `(rate, ceil)` of each class from the top class
+/// down to it, and what holds it there. A class sends its rate on its own tokens (`htb_class_mode`:
+/// HTB_CAN_SEND asks no parent); beyond it, it borrows through its parent, so up to what the parent can
+/// pass; and never past its own ceil (its ctokens). A top class borrows from nothing
+/// (`htb_activate_prios` puts a borrowing class in its parent's feed, and a top one nowhere), so it
+/// passes at most its rate, whatever its ceil.
+pub(crate) fn htb_maximum(path: &[(u64, u64)]) -> (u64, Held) {
+    let mut cap = (0, Held::Rate(0));
+    for (k, &(rate, ceil)) in path.iter().enumerate() {
+        if k == 0 || rate > cap.0 {
+            cap = (rate, Held::Rate(k));
+        }
+        if ceil <= cap.0 {
+            cap = (ceil, Held::Ceil(k));
+        }
+    }
+    cap
+}
+
+/// The HTB classes from `id`'s top class down to `id`: (classid, rate, ceil).
+fn htb_path(cx: &DevCx, id: Handle) -> Option<Vec<(Handle, u64, u64)>> {
+    let mut path = Vec::new();
+    let mut at = Some(id);
+    while let Some(c) = at.and_then(|a| cx.class(a)) {
+        let o = htb_opts(c)?;
+        path.push((c.classid, o.rate.rate, o.ceil.rate));
+        at = (c.parent.minor() != 0).then_some(c.parent);
+    }
+    path.reverse();
+    Some(path)
+}
+
+/// A ceil above the parent's: `htb_change_class` takes it without a word, but beyond its own rate the
+/// class borrows through its parent, which passes no more than its own ceil, so the ceil written is
+/// never reached. Said of the class whose ceil is above its own parent's only: a child of such a class,
+/// at or below that class's ceil, is that class's finding (one finding per cause).
+fn ceil_above_parent(cx: &DevCx, at: &str, c: &ClassInfo, o: &HtbClassOptions) -> Option<Finding> {
+    let parent = cx.class(c.parent).filter(|_| c.parent.minor() != 0)?;
+    let pc = htb_opts(parent)?.ceil.rate;
+    let path = htb_path(cx, c.classid)?;
+    let pairs: Vec<(u64, u64)> = path.iter().map(|&(_, r, c)| (r, c)).collect();
+    let (limit, held) = htb_maximum(&pairs);
+    if o.ceil.rate <= pc || limit >= o.ceil.rate {
+        return None;
+    }
+    let me = path.len() - 1;
+    let why = match held {
+        Held::Ceil(k) if path[k].0 == c.parent => String::new(),
+        Held::Ceil(k) => format!(" ({}'s ceil, further up)", path[k].0),
+        Held::Rate(k) if k == me => format!(
+            " (its own rate, which HTB lets it send without asking {})",
+            c.parent
+        ),
+        Held::Rate(0) => format!(
+            " ({}'s rate: a top class borrows from nothing, so its ceil above its rate is never \
+             reached)",
+            path[0].0
+        ),
+        Held::Rate(k) => format!(" ({}'s rate, which it sends on its own tokens)", path[k].0),
+    };
+    let what = match held {
+        Held::Ceil(k) => format!("{}'s ceil", path[k].0),
+        Held::Rate(k) if k == me => "its rate".to_string(),
+        Held::Rate(k) => format!("{}'s rate", path[k].0),
+    };
+    Some(Finding::new(
+        "ceil-above-parent",
+        at,
+        format!(
+            "ceil {} is above its parent {}'s ceil {}: the kernel accepts it, but beyond its rate the \
+             class borrows through {}, which passes no more than its own ceil, so {} sends at most \
+             {}{why}",
+            sprint_rate(o.ceil.rate),
+            c.parent,
+            sprint_rate(pc),
+            c.parent,
+            c.classid,
+            sprint_rate(limit),
+        ),
+        format!(
+            "lower the ceil to {} (what tclab explain shows as its maximum), or raise {what} if the \
+             class is meant to reach {}",
+            sprint_rate(limit),
+            sprint_rate(o.ceil.rate)
+        ),
+    ))
 }
 
 /// The burst rules of one HTB class: below one frame, below one timer tick.
