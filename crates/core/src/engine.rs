@@ -1726,9 +1726,11 @@ impl Engine {
             .filter(|_| qid.0 != 0)
             .ok_or_else(|| KernelError::new(Errno::NoEntry))?;
         let kind = q.q.kind();
+        // tc_ctl_tclass refuses a qdisc without class operations with a bare EINVAL: no extack message
+        // (cls_api's "Qdisc not classful" is the filters').
         let cl =
             q.q.classes_mut()
-                .ok_or_else(|| KernelError::invalid("Qdisc not classful"))?;
+                .ok_or_else(|| KernelError::new(Errno::Invalid))?;
         let exists = clid.0 != 0 && cl.find(clid);
         if !exists && !flags.create {
             return Err(KernelError::new(Errno::NoEntry));
@@ -1757,7 +1759,7 @@ impl Engine {
             .ok_or_else(|| KernelError::new(Errno::NoEntry))?;
         let cl =
             q.q.classes_mut()
-                .ok_or_else(|| KernelError::invalid("Qdisc not classful"))?;
+                .ok_or_else(|| KernelError::new(Errno::Invalid))?;
         if clid.0 == 0 || !cl.find(clid) {
             return Err(KernelError::new(Errno::NoEntry));
         }

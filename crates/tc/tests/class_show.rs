@@ -172,3 +172,46 @@ fn an_htb_burst_past_32_bits_of_ticks_wraps_as_tc_gives_it() {
         ]
     );
 }
+
+/// `tc_ctl_tclass` looks the qdisc up before anything else: none of the classid's (or parent's) major,
+/// or none at all but the device's default, is ENOENT; a qdisc without class operations (pfifo) is a
+/// bare EINVAL, with no extack message (cls_api's "Qdisc not classful" is the filters'). This machine's
+/// tc (iproute2 6.1, kernel 6.18, a veth in a namespace, 2026-11-28): `RTNETLINK answers: No such file
+/// or directory` and `RTNETLINK answers: Invalid argument`, exit 2, for add, change, replace and del.
+#[test]
+fn a_class_without_its_qdisc_is_enoent_and_under_a_classless_one_einval() {
+    const COMMANDS: [&str; 4] = [
+        "class add dev v0 parent 1: classid 1:10 htb rate 1mbit",
+        "class change dev v0 parent 1: classid 1:10 htb rate 1mbit",
+        "class replace dev v0 parent 1: classid 1:10 htb rate 1mbit",
+        "class del dev v0 classid 1:10",
+    ];
+    let mut e = applied(&[]);
+    for line in COMMANDS.iter().copied().chain([
+        "class add dev v0 classid 1:10 htb rate 1mbit",
+        "class add dev v0 parent root htb rate 1mbit",
+    ]) {
+        let (code, out, err) = run(&mut e, line);
+        assert_eq!(
+            (code, out.as_str(), err.as_str()),
+            (2, "", "RTNETLINK answers: No such file or directory\n"),
+            "{line}"
+        );
+    }
+    // Another qdisc at the root (2:) is not the 1: the command names.
+    let mut e = applied(&["qdisc add dev v0 root handle 2: htb"]);
+    let (code, _, err) = run(&mut e, COMMANDS[0]);
+    assert_eq!(
+        (code, err.as_str()),
+        (2, "RTNETLINK answers: No such file or directory\n")
+    );
+    let mut e = applied(&["qdisc add dev v0 root handle 1: pfifo"]);
+    for line in COMMANDS {
+        let (code, _, err) = run(&mut e, line);
+        assert_eq!(
+            (code, err.as_str()),
+            (2, "RTNETLINK answers: Invalid argument\n"),
+            "{line}"
+        );
+    }
+}
