@@ -231,10 +231,7 @@ impl App {
         match self {
             App::UdpSender(u) => u.on_timer(now, out),
             App::Ping(p) => p.on_timer(now, out),
-            App::Tcp(t) => {
-                t.prefetch();
-                t.on_timer(now, out)
-            }
+            App::Tcp(t) => t.on_timer(now, out),
             App::UdpSink(_) => {}
         }
     }
@@ -249,10 +246,7 @@ impl App {
                 }
             }
             App::Ping(p) => p.on_receive(now, d),
-            App::Tcp(t) => {
-                t.prefetch();
-                t.on_receive(now, d, gso_size, out)
-            }
+            App::Tcp(t) => t.on_receive(now, d, gso_size, out),
             App::UdpSender(_) => {}
         }
     }

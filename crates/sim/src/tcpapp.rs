@@ -278,14 +278,6 @@ impl TcpEndpoint {
         self.pump(now, out);
     }
 
-    /// Starts loading the endpoint and its socket into the cache ([`Connection::prefetch`]), for a
-    /// segment or a timer about to reach them.
-    #[inline]
-    pub fn prefetch(&self) {
-        tclab_tcp::prefetch(self);
-        self.conn.prefetch_rtx();
-    }
-
     pub fn on_receive(&mut self, now: Nanos, d: &Datagram, gso_size: u16, out: &mut Outbox) {
         if self.silent || self.pending_open.is_some() {
             return;

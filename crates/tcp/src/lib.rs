@@ -711,53 +711,6 @@ fn seq_delta(wire: u32, reference: u32) -> i64 {
     wire.wrapping_sub(reference) as i32 as i64
 }
 
-/// Asks the CPU to start loading every cache line of `x`, without waiting for them (`prefetcht0`, as the
-/// kernel's `prefetch()`). Only a hint: nothing the program reads changes, and elsewhere than x86-64 it
-/// does nothing.
-#[inline(always)]
-pub fn prefetch<T>(x: &T) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let start = x as *const T as *const i8;
-        let size = std::mem::size_of::<T>();
-        let line = |offset: usize| {
-            // SAFETY: a prefetch is a hint: it never faults and reads nothing the program sees; the
-            // address is inside `x`.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    start.wrapping_add(offset),
-                );
-            }
-        };
-        // One address each 64 bytes from the first byte, and the last byte (`x` need not start a
-        // line): counts known at compile time, so the loop unrolls into an instruction a line.
-        for k in 0..size.div_ceil(64) {
-            line(k * 64);
-        }
-        line(size.max(1) - 1);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
-}
-
-impl Connection {
-    /// Starts loading the two ends of the retransmission queue into the cache (what an ACK and a send
-    /// touch first), for a segment or a timer about to reach the socket; the caller prefetches the
-    /// socket itself ([`prefetch`]). With a thousand sockets a host's sockets do not stay in cache
-    /// between their segments, and the lines a segment touches are spread over the struct and the
-    /// queue, so without this each is a miss waited for in turn; started together they are waited for
-    /// about once. Behaviour is unchanged.
-    #[inline]
-    pub fn prefetch_rtx(&self) {
-        if let Some(t) = self.rtx.front() {
-            prefetch(t);
-        }
-        if let Some(t) = self.rtx.back() {
-            prefetch(t);
-        }
-    }
-}
-
 /// Helpers used across the files (`include/net/tcp.h`'s inline functions).
 impl Connection {
     /// `tcp_packets_in_flight()`.
