@@ -44,6 +44,16 @@ fn found_at(r: &RunResult, code: &str) -> Vec<String> {
         .collect()
 }
 
+/// Asserts that `code` names exactly the places `at` (the run's findings printed when not).
+fn assert_found(r: &RunResult, code: &str, at: &[&str]) {
+    assert_eq!(found_at(r, code), at, "{}", r.stdout);
+}
+
+/// Asserts that nothing is found under `code` (the run's findings printed when not).
+fn assert_none(r: &RunResult, code: &str) {
+    assert_found(r, code, &[]);
+}
+
 /// The classes `unreached-class` names (the last word of its `at`).
 fn unreached(r: &RunResult) -> Vec<String> {
     found_at(r, "unreached-class")
@@ -1100,11 +1110,7 @@ fn each_device_may_have_its_own_line() {
         &policy,
         &["--link", "1100kbit", "--link", "eth2=10mbit"],
     );
-    assert!(
-        found_at(&r, "shaper-at-line-rate").is_empty(),
-        "{}",
-        r.stdout
-    );
+    assert_none(&r, "shaper-at-line-rate");
     let r = check(&dir, "two.batch", &policy, &["--link", "=10mbit"]);
     assert_eq!(r.code, 64, "{}", r.stderr);
     assert!(r.stderr.contains("names no device"), "{}", r.stderr);
@@ -1164,12 +1170,7 @@ tc filter add dev eth0 parent 1: protocol ipv6 prio 2 handle 2 fw flowid 1:10
     let r = check(&dir, "dual.sh", &policy(1), &[]);
     assert!(!codes(&r).iter().any(|c| c == "mark-unset"), "{}", r.stdout);
     let r = check(&dir, "typo.sh", &policy(3), &[]);
-    assert_eq!(
-        found_at(&r, "mark-unset"),
-        vec!["eth0 filter parent 1: pref 1 fw"],
-        "{}",
-        r.stdout
-    );
+    assert_found(&r, "mark-unset", &["eth0 filter parent 1: pref 1 fw"]);
 }
 
 /// A per-host policy for both directions reads the host as the source at offset 12 (and its SSH
@@ -1712,11 +1713,10 @@ filter add dev eth1 parent 1: protocol ip prio 1 u32 match ip dport 443 0xffff f
 fn a_flowid_of_an_inner_class_without_filters_falls_to_the_default() {
     let dir = TempDir::new("check-inner");
     let r = check(&dir, "inner.tc", INNER_FLOWID, &[]);
-    assert_eq!(
-        found_at(&r, "filter-inner-class"),
-        vec!["eth1 filter parent 1: pref 1 u32"],
-        "{}",
-        r.stdout
+    assert_found(
+        &r,
+        "filter-inner-class",
+        &["eth1 filter parent 1: pref 1 u32"],
     );
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     let f = v
@@ -1745,11 +1745,7 @@ fn a_flowid_of_an_inner_class_without_filters_falls_to_the_default() {
         "{INNER_FLOWID}filter add dev eth1 parent 1:1 protocol all prio 1 u32 match u32 0 0 flowid 1:10\n"
     );
     let r = check(&dir, "inner-chained.tc", &chained, &[]);
-    assert!(
-        found_at(&r, "filter-inner-class").is_empty(),
-        "{}",
-        r.stdout
-    );
+    assert_none(&r, "filter-inner-class");
     // A leaf named: nothing to say.
     let r = check(
         &dir,
@@ -1757,11 +1753,7 @@ fn a_flowid_of_an_inner_class_without_filters_falls_to_the_default() {
         &INNER_FLOWID.replace("flowid 1:1\n", "flowid 1:10\n"),
         &[],
     );
-    assert!(
-        found_at(&r, "filter-inner-class").is_empty(),
-        "{}",
-        r.stdout
-    );
+    assert_none(&r, "filter-inner-class");
 }
 
 /// A shaper below the root with nothing above it that shapes meets the line at its own rate (the
@@ -1775,34 +1767,21 @@ fn a_shaper_anywhere_and_mq_queues_together_are_judged_against_the_line() {
 qdisc add dev eth0 parent 1:3 handle 30: tbf rate 2gbit burst 300kb latency 50ms
 ";
     let r = check(&dir, "t3.tc", t3, &["--link", "1gbit"]);
-    assert_eq!(
-        found_at(&r, "shaper-at-line-rate"),
-        vec!["eth0 qdisc tbf 30:"],
-        "{}",
-        r.stdout
-    );
+    assert_found(&r, "shaper-at-line-rate", &["eth0 qdisc tbf 30:"]);
     let r = check(
         &dir,
         "t3-below.tc",
         &t3.replace("2gbit", "900mbit"),
         &["--link", "1gbit"],
     );
-    assert!(
-        found_at(&r, "shaper-at-line-rate").is_empty(),
-        "{}",
-        r.stdout
-    );
+    assert_none(&r, "shaper-at-line-rate");
     // The same TBF under an HTB class of 500 Mbit/s: the class bounds it.
     let under_htb = "qdisc add dev eth0 root handle 1: htb default 10
 class add dev eth0 parent 1: classid 1:10 htb rate 500mbit
 qdisc add dev eth0 parent 1:10 handle 30: tbf rate 2gbit burst 300kb latency 50ms
 ";
     let r = check(&dir, "under-htb.tc", under_htb, &["--link", "1gbit"]);
-    assert!(
-        found_at(&r, "shaper-at-line-rate").is_empty(),
-        "{}",
-        r.stdout
-    );
+    assert_none(&r, "shaper-at-line-rate");
     let mut mq4 = String::from("qdisc replace dev eth1 root handle 7FFF: mq\n");
     for q in 1..=4 {
         mq4.push_str(&format!(
@@ -1815,12 +1794,7 @@ qdisc add dev eth1 parent {q}:2 fq_codel
     }
     let args = ["--link", "1gbit", "--txqueues", "eth1=4"];
     let r = check(&dir, "mq4.tc", &mq4, &args);
-    assert_eq!(
-        found_at(&r, "shaper-at-line-rate"),
-        vec!["eth1 qdisc mq 7fff:"],
-        "{}",
-        r.stdout
-    );
+    assert_found(&r, "shaper-at-line-rate", &["eth1 qdisc mq 7fff:"]);
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     let f = &v.as_array().unwrap()[0];
     assert!(
@@ -1833,11 +1807,7 @@ qdisc add dev eth1 parent {q}:2 fq_codel
     );
     let args = ["--link", "2gbit", "--txqueues", "eth1=4"];
     let r = check(&dir, "mq4-2g.tc", &mq4, &args);
-    assert!(
-        found_at(&r, "shaper-at-line-rate").is_empty(),
-        "{}",
-        r.stdout
-    );
+    assert_none(&r, "shaper-at-line-rate");
 }
 
 /// A policer's burst below what TCP needs (Juniper's floor: 5 ms at the rate and 10 full frames, the
@@ -1852,11 +1822,10 @@ fn a_policer_burst_too_short_for_tcp_is_a_warning() {
 filter add dev eth0 parent ffff: protocol all prio 1 u32 match u32 0 0 police rate 50mbit burst 10k drop flowid :1
 ";
     let r = check(&dir, "pol.tc", pol, &[]);
-    assert_eq!(
-        found_at(&r, "police-burst-short"),
-        vec!["eth0 filter parent ffff: pref 1"],
-        "{}",
-        r.stdout
+    assert_found(
+        &r,
+        "police-burst-short",
+        &["eth0 filter parent ffff: pref 1"],
     );
     assert_eq!(r.code, 1, "{}", r.stdout);
     let r = check(
@@ -1865,11 +1834,7 @@ filter add dev eth0 parent ffff: protocol all prio 1 u32 match u32 0 0 police ra
         &pol.replace("burst 10k", "burst 32k"),
         &[],
     );
-    assert!(
-        found_at(&r, "police-burst-short").is_empty(),
-        "{}",
-        r.stdout
-    );
+    assert_none(&r, "police-burst-short");
     // At 10 Mbit/s, 8k is 6.5 ms but 5 frames (simulated: 40 % of the rate).
     let r = check(
         &dir,
@@ -1885,11 +1850,7 @@ filter add dev eth0 parent ffff: protocol all prio 1 u32 match u32 0 0 police ra
         &pol.replace("rate 50mbit burst 10k", "rate 800kbit burst 10k"),
         &[],
     );
-    assert!(
-        found_at(&r, "police-burst-short").is_empty(),
-        "{}",
-        r.stdout
-    );
+    assert_none(&r, "police-burst-short");
     // Below a frame: bucket-below-packet alone (one finding per cause).
     let r = check(&dir, "pol1k.tc", &pol.replace("burst 10k", "burst 1k"), &[]);
     assert_eq!(
