@@ -17,6 +17,7 @@
 //! usual places; without one, `tclab sim` and `tclab demo` skip the plots and say so.
 
 mod index;
+mod stroke;
 #[cfg(test)]
 mod tests;
 mod text;
@@ -418,8 +419,27 @@ pub enum XAxis {
     Values { desc: String, labels: Vec<String> },
 }
 
-/// Draw `c` on `root` as `l` lays it out. Returns the plotting area plotters drew in (x and y pixel
-/// ranges, ends excluded), which is `l.plot`.
+/// What a chart is drawn on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// An SVG document: lines are `<polyline>`s, joined by the viewer.
+    Svg,
+    /// A bitmap: lines wider than a pixel are rasterised by `stroke.rs`, round-joined and kept inside
+    /// the plotting area (plotters' own wide paths have mitre spikes, see there).
+    Png,
+}
+
+/// The dash pattern of `d` in pixels (drawn, skipped); `None` for a solid line.
+fn dash_pattern(d: Dash) -> Option<(i32, i32)> {
+    match d {
+        Dash::Solid => None,
+        Dash::Dashed => Some((12, 6)),
+        Dash::Dotted => Some((3, 5)),
+    }
+}
+
+/// Draw `c` on the bitmap `root` as `l` lays it out. Returns the plotting area plotters drew in (x and
+/// y pixel ranges, ends excluded), which is `l.plot`.
 #[cfg(test)]
 fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
@@ -429,12 +449,13 @@ fn draw<DB: DrawingBackend>(
 where
     DB::ErrorType: 'static,
 {
-    draw_against(root, c, l, &XAxis::Time)
+    draw_against(root, Target::Png, c, l, &XAxis::Time)
 }
 
-/// [`draw`] with the x axis `x`.
+/// [`draw`] on `target` with the x axis `x`.
 fn draw_against<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
+    target: Target,
     c: &Chart,
     l: &Layout,
     x: &XAxis,
@@ -504,22 +525,41 @@ where
         .light_line_style(RGBColor(0xee, 0xee, 0xee))
         .draw()
         .map_err(err)?;
+    let (xs, ys) = chart.plotting_area().get_pixel_range();
+    let plot = Rect {
+        x: xs.start,
+        y: ys.start,
+        w: xs.end - xs.start,
+        h: ys.end - ys.start,
+    };
     for &k in &l.order {
         let points = thin(&c.series[k].points, MAX_POINTS);
         let look = &l.looks[k];
         let style = style_of(look);
-        match look.dash {
-            Dash::Solid => chart
-                .draw_series(LineSeries::new(points, style))
-                .map(|_| ()),
-            Dash::Dashed => chart
-                .draw_series(DashedLineSeries::new(points, 12, 6, style))
-                .map(|_| ()),
-            Dash::Dotted => chart
-                .draw_series(DashedLineSeries::new(points, 3, 5, style))
-                .map(|_| ()),
+        let dash = dash_pattern(look.dash);
+        if target == Target::Png && look.width > 1 {
+            let path: Vec<(f64, f64)> = points
+                .iter()
+                .map(|p| {
+                    let (x, y) = chart.backend_coord(p);
+                    (x as f64, y as f64)
+                })
+                .collect();
+            let dash = dash.map(|(on, off)| (on as f64, off as f64));
+            for (p, cover) in stroke::pixels(&path, look.width, dash, plot) {
+                root.draw_pixel(p, &style.color.mix(cover)).map_err(err)?;
+            }
+        } else {
+            match dash {
+                None => chart
+                    .draw_series(LineSeries::new(points, style))
+                    .map(|_| ()),
+                Some((on, off)) => chart
+                    .draw_series(DashedLineSeries::new(points, on, off, style))
+                    .map(|_| ()),
+            }
+            .map_err(err)?;
         }
-        .map_err(err)?;
         if matches!(x, XAxis::Values { .. }) {
             let dot = style_of(look).filled();
             chart
@@ -527,7 +567,7 @@ where
                 .map_err(err)?;
         }
     }
-    let drawn = chart.plotting_area().get_pixel_range();
+    let drawn = (xs, ys);
     if let Some(b) = l.legend {
         root.draw(&Rectangle::new(
             [(b.x, b.y), (b.right(), b.bottom())],
@@ -538,11 +578,7 @@ where
             let look = &l.looks[e.series];
             let (x, y) = e.at;
             // The swatch is the line as drawn: its colour, width and dashes.
-            let (dash, gap) = match look.dash {
-                Dash::Solid => (SWATCH, 0),
-                Dash::Dashed => (12, 6),
-                Dash::Dotted => (3, 5),
-            };
+            let (dash, gap) = dash_pattern(look.dash).unwrap_or((SWATCH, 0));
             let mut x0 = x;
             while x0 < x + SWATCH {
                 let x1 = (x0 + dash).min(x + SWATCH);
@@ -605,11 +641,18 @@ pub fn render_against(
     }
     let mut written = Vec::new();
     let svg = dir.join(format!("{}.svg", c.file_stem));
-    draw_against(SVGBackend::new(&svg, c.size).into_drawing_area(), c, &l, x)?;
+    draw_against(
+        SVGBackend::new(&svg, c.size).into_drawing_area(),
+        Target::Svg,
+        c,
+        &l,
+        x,
+    )?;
     written.push(svg.display().to_string());
     let png = dir.join(format!("{}.png", c.file_stem));
     draw_against(
         text::Glyphs(BitMapBackend::new(&png, c.size)).into_drawing_area(),
+        Target::Png,
         c,
         &l,
         x,
@@ -625,7 +668,7 @@ pub fn svg_text(c: &Chart, subtitle: &str) -> Result<String, String> {
     let mut s = String::new();
     {
         let area = SVGBackend::with_string(&mut s, c.size).into_drawing_area();
-        draw_against(area, c, &l, &XAxis::Time)?;
+        draw_against(area, Target::Svg, c, &l, &XAxis::Time)?;
     }
     Ok(s)
 }

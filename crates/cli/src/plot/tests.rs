@@ -275,6 +275,86 @@ fn a_line_along_another_is_drawn_wider_under_it() {
     assert_eq!(l.order[0], 0, "faint lines are drawn first");
 }
 
+/// A dense saw-tooth: 3 000 samples 10 ms apart of a queue that holds 0 or one 1514-byte frame (kB),
+/// as dctcp-fq_codel's router:eth1 does, with one sample of two frames.
+fn saw_tooth(name: &str) -> Series {
+    Series {
+        name: name.into(),
+        points: (0..3000)
+            .map(|i| {
+                let kb = match i {
+                    100 => 3.028,
+                    _ if i % 7 < 3 => 1.514,
+                    _ => 0.0,
+                };
+                (i as f64 * 0.01, kb)
+            })
+            .collect(),
+        faint: false,
+    }
+}
+
+/// Every line pixel of a PNG lies in the plotting area, no further than half the line's width (and
+/// its one anti-aliased pixel) from the data's range. plotters-backend 0.3.7 fills a wide path as one
+/// polygon with mitre joins, uncapped on the inner side of a turn: dctcp-fq_codel's backlog.png had
+/// spikes to 4.5 kB of a queue of 0, 1.5 and 3 kB and lines down through the axis's labels to the
+/// image's bottom edge.
+#[test]
+fn wide_lines_stay_within_the_data_and_the_plotting_area() {
+    need_font();
+    // Two equal series: the first is drawn 7 px wide under the second, 3 px wide.
+    let c = Chart {
+        y_desc: "kB queued".into(),
+        rate_axis: false,
+        ..chart("saw-tooth", vec![saw_tooth("under"), saw_tooth("over")])
+    };
+    let l = layout(&c, "");
+    assert_eq!(l.looks.iter().map(|k| k.width).collect::<Vec<_>>(), [7, 3]);
+    let (w, h) = c.size;
+    let mut buf = vec![0u8; (w * h * 3) as usize];
+    let (xs, ys) = draw(
+        text::Glyphs(BitMapBackend::with_buffer(&mut buf, c.size)).into_drawing_area(),
+        &c,
+        &l,
+    )
+    .expect("draws");
+    // The y pixel of a value, as plotters maps it (rounding aside).
+    let y_of = |v: f64| {
+        let (lo, hi) = (l.y_range.start, l.y_range.end);
+        ys.start as f64 + (hi - v) / (hi - lo) * (ys.end - ys.start - 1) as f64
+    };
+    let half = 7.0 / 2.0 + 1.0 + 1.0; // the widest line's half, its anti-aliased pixel, rounding
+    let (top, bottom) = (y_of(3.028) - half, y_of(0.0) + half);
+    let legend = l.legend.expect("a legend");
+    let (mut at_zero, mut at_top) = (false, false);
+    for y in 0..h as i32 {
+        for x in 0..w as i32 {
+            let i = (y as usize * w as usize + x as usize) * 3;
+            let (r, g, b) = (buf[i], buf[i + 1], buf[i + 2]);
+            // The lines are blue and vermillion; text, axes and the grid are grey.
+            if r == g && g == b {
+                continue;
+            }
+            let inside_legend =
+                x >= legend.x && x <= legend.right() && y >= legend.y && y <= legend.bottom();
+            if inside_legend {
+                continue;
+            }
+            assert!(
+                xs.contains(&x) && ys.contains(&y),
+                "line pixel ({x}, {y}) outside the plotting area {xs:?} × {ys:?}"
+            );
+            assert!(
+                (top..=bottom).contains(&(y as f64)),
+                "line pixel ({x}, {y}) outside the data's range: y {top:.1} to {bottom:.1}"
+            );
+            at_zero |= (y as f64 - y_of(0.0)).abs() < 1.0;
+            at_top |= (y as f64 - y_of(3.028)).abs() < 1.0;
+        }
+    }
+    assert!(at_zero && at_top, "the lines are drawn, at 0 and at 3 kB");
+}
+
 #[test]
 fn glyphs_keep_their_side_bearings() {
     need_font();
