@@ -910,6 +910,44 @@ fn ethtool_sets_the_link_speed_taprio_times_its_schedule_by() {
 }
 
 #[test]
+fn ethtool_k_takes_the_names_ethtool_takes_and_refuses_others_as_it_does() {
+    // This machine's ethtool 6.1 (on a veth of a namespace of its own): `-K DEV TSO off` (names are
+    // case-sensitive) exits 92 with "netlink error: bit name not found", changing nothing; `tso maybe`
+    // exits 1 ("… is not followed by 'on' or 'off'"); `-K DEV` alone exits 1 ("Could not change any
+    // device features"); a name it knows that tclab does not model (`rx-gro`) is noted and succeeds.
+    let st = scratch("ethtool-names");
+    for (body, code, said) in [
+        (
+            "ethtool -K eth0 gso off TSO off",
+            92,
+            "netlink error: bit name not found",
+        ),
+        (
+            "ethtool -K eth0 tso maybe",
+            1,
+            "ethtool (-K): flag 'maybe' for parameter 'tso' is not followed by 'on' or 'off'",
+        ),
+        ("ethtool -K eth0", 1, "Could not change any device features"),
+        (
+            "ethtool -K eth0 rx-gro off generic-segmentation-offload off",
+            0,
+            "ignoring ethtool feature \"rx-gro off\"",
+        ),
+    ] {
+        let (got, _, err) = script_beside(&st, "k.sh", &format!("#!/bin/bash\n{body}\n"));
+        assert_eq!(got, Some(code), "{body}: {err}");
+        assert!(err.contains(said), "{body}: {err}");
+    }
+    // Only the last script changed anything (ethtool checks every name before it changes one): eth0's
+    // GSO, by its long name, is in the store's journal; the first script's `gso off` is not.
+    let journal = std::fs::read_to_string(&*st).unwrap();
+    assert!(
+        journal.contains("generic-segmentation-offload") && !journal.contains("\"gso\""),
+        "{journal}"
+    );
+}
+
+#[test]
 fn a_scripts_writes_to_proc_sys_do_not_reach_the_host_as_root() {
     // bash makes `echo V > /proc/sys/…` (or /sys/…) itself, no command tclab answers: as root, the script's mount
     // namespace has /proc/sys and /sys read-only, so the write fails and the host's setting stays. The script

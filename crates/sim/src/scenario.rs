@@ -1887,6 +1887,29 @@ fn give_realms(net: &mut Network, node: NodeId, r: crate::net::RealmRoute) {
     net.nodes[node].set_realm(r);
 }
 
+/// The `ethtool` call a script made that left this `link set dev DEV …` record, if one did: the
+/// wrapper passes on `-K`'s offloads and `-s`'s speed alone (tclab_tc::script), ip never these.
+fn ethtool_of(what: &str, args: &[String]) -> Option<String> {
+    let [set, dev_kw, dev, rest @ ..] = args else {
+        return None;
+    };
+    if what != "link" || set != "set" || dev_kw != "dev" || rest.is_empty() {
+        return None;
+    }
+    let keys = rest.iter().step_by(2).map(String::as_str);
+    let offload = |k: &str| {
+        tclab_tc::store::ETHTOOL_TSO.contains(&k) || tclab_tc::store::ETHTOOL_GSO.contains(&k)
+    };
+    let option = if keys.clone().all(offload) {
+        "-K"
+    } else if keys.clone().all(|k| k == "speed") {
+        "-s"
+    } else {
+        return None;
+    };
+    Some(format!("ethtool {option} {dev} {}", rest.join(" ")))
+}
+
 /// Apply the journal a policy script left (`tc`, `iptables` and `link set` lines) to a node.
 pub fn apply_journal(
     net: &mut Network,
@@ -1900,11 +1923,17 @@ pub fn apply_journal(
             let dev = args.get(pos + 1).cloned().unwrap_or_default();
             let creates = what == "link" && args.first().is_some_and(|a| a == "add");
             if !creates && !has_device(net, node, &dev) {
-                return Err(format!(
-                    "{what} {}: Cannot find device \"{dev}\" on node {}",
-                    args.join(" "),
-                    net.nodes[node].name
-                ));
+                let node = &net.nodes[node].name;
+                return Err(match ethtool_of(what, args) {
+                    // The script said `ethtool -K eth9 tso off`: ethtool's words, not ip's.
+                    Some(call) => format!(
+                        "{call}: netlink error: no device matches name (node {node} has no {dev})"
+                    ),
+                    None => format!(
+                        "{what} {}: Cannot find device \"{dev}\" on node {node}",
+                        args.join(" ")
+                    ),
+                });
             }
         }
         let result = match what.as_str() {

@@ -195,18 +195,32 @@ fn a_veth_passes_super_packets_whole() {
 /// NETIF_F_TSO, so `netif_needs_gso`), while TCP still builds GSO skbs for the qdisc. Measured on this
 /// machine's kernel (6.18): an iperf3 TCP stream over a veth, its peer received 58 309 bytes per packet
 /// with TSO on and 1 508 with it off. The simulator passed the skbs whole whatever TSO said.
+/// ethtool's long name (`tcp-segmentation-offload`) and the kernel's feature name
+/// (`tx-tcp-segmentation`, NETIF_F_TSO) do the same: `ethtool -K veth0 tx-tcp-segmentation off` on this
+/// machine turns that feature off ("Actual changes: tx-tcp-segmentation: off"). tclab ignored both
+/// ("ignoring ethtool feature") and its veth kept passing super-packets.
 #[test]
 fn a_veth_with_tso_off_hands_its_peer_frames() {
-    let dir = std::env::temp_dir().join(format!("tclab-gso-tso-off-{}", std::process::id()));
+    for name in ["tso", "tcp-segmentation-offload", "tx-tcp-segmentation"] {
+        tso_off_hands_frames(name);
+    }
+}
+
+fn tso_off_hands_frames(name: &str) {
+    let dir = std::env::temp_dir().join(format!("tclab-gso-{name}-off-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("tso-off.sh"), "ethtool -K eth0 tso off\n").unwrap();
+    std::fs::write(
+        dir.join("tso-off.sh"),
+        format!("ethtool -K eth0 {name} off\n"),
+    )
+    .unwrap();
     let veth = LAB.replace("delay = \"1ms\"", "delay = \"1ms\"\nveth = true");
     let off = run_lab_in(
         &format!("{veth}\n[[policy]]\nnode = \"a\"\nscript = \"tso-off.sh\"\n"),
         &dir,
     );
     let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(off.delivered, 5 << 20);
+    assert_eq!(off.delivered, 5 << 20, "{name}");
     assert!(
         off.enqueued.iter().any(|&l| l > 1514),
         "a's qdisc still takes GSO skbs"
@@ -217,6 +231,38 @@ fn a_veth_with_tso_off_hands_its_peer_frames() {
         off.router_rx, off.qdisc.1,
         "a's frames, as its qdisc counted them"
     );
-    assert!(off.router_max <= 1514, "{}", off.router_max);
-    assert_eq!(off.segs_in, off.qdisc.1, "a segment per frame at b");
+    assert!(off.router_max <= 1514, "{name}: {}", off.router_max);
+    assert_eq!(off.segs_in, off.qdisc.1, "{name}: a segment per frame at b");
+}
+
+/// A script's `ethtool -K eth9 tso off` on a node without eth9 fails as ethtool does (this machine's
+/// ethtool 6.1: "netlink error: no device matches name"), naming the script's command: tclab said
+/// `link set dev eth9 tso off: Cannot find device "eth9"`, a command the script never wrote.
+#[test]
+fn ethtool_on_a_device_the_node_lacks_is_ethtools_error() {
+    let dir = std::env::temp_dir().join(format!("tclab-gso-eth9-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (line, said) in [
+        ("ethtool -K eth9 tso off", "ethtool -K eth9 tso off"),
+        (
+            "ethtool --offload eth9 tx-generic-segmentation off gro off",
+            "ethtool -K eth9 tx-generic-segmentation off",
+        ),
+        ("ethtool -s eth9 speed 100", "ethtool -s eth9 speed 100"),
+    ] {
+        std::fs::write(dir.join("eth9.sh"), format!("{line}\n")).unwrap();
+        let toml = format!("{LAB}\n[[policy]]\nnode = \"a\"\nscript = \"eth9.sh\"\n");
+        let err = match load("gso.toml", &toml, &dir) {
+            Ok(_) => panic!("{line}: loaded"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            err.contains(&format!(
+                "{said}: netlink error: no device matches name (node a has no eth9)"
+            )),
+            "{line}: {err}"
+        );
+        assert!(!err.contains("link set"), "{line}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1382,8 +1382,24 @@ pub const LINK_USAGE: &str = "Usage: tclab link { add | set | del } dev DEV [ ty
        tclab link show [ type ifb ] [ [dev] DEV ]
 The policy's devices (ip link's grammar): a device is created on first use by tc with mtu 1500 and
 txqueuelen 1000; numtxqueues N makes it multiqueue (mq); an ifb starts down; speed is the link speed
-ethtool reports (Mbit/s; none until set), which taprio and cbs time frames by. Exit codes are ip's: 1 for
+ethtool reports (Mbit/s; none until set), which taprio and cbs time frames by; tso and gso take ethtool's
+other names too (tcp-segmentation-offload, tx-tcp-segmentation, generic-segmentation-offload …). Exit codes are ip's: 1 for
 bad options, 2 when the (simulated) kernel refuses.";
+
+/// The `ethtool -K` names of the offloads tclab models, as ethtool 6.1 takes them: its short and long
+/// names (`off_flag_def`) and the kernel's feature string (`netdev_features_strings`). `tso` and
+/// `tcp-segmentation-offload` switch every `tx-tcp*-segmentation` feature; tclab's TCP is IPv4, so
+/// `tx-tcp-segmentation` (NETIF_F_TSO) alone decides whether a device takes its GSO packets whole
+/// (`net_gso_ok` on `SKB_GSO_TCPV4`), and `tx-tcp6-…` and `tx-tcp-mangleid-segmentation` change
+/// nothing here (nor `tx-tcp-ecn-segmentation`: tclab does not model the `SKB_GSO_TCP_ECN` of an
+/// skb carrying CWR).
+pub const ETHTOOL_TSO: &[&str] = &["tso", "tcp-segmentation-offload", "tx-tcp-segmentation"];
+/// `gso`: NETIF_F_GSO.
+pub const ETHTOOL_GSO: &[&str] = &[
+    "gso",
+    "generic-segmentation-offload",
+    "tx-generic-segmentation",
+];
 
 /// `link add|set|del dev DEV [type ifb] [mtu N] [txqueuelen N] [numtxqueues N] [gso_max_size N]
 /// [gso_max_segs N] [tso|gso on|off] [speed MBIT] [up|down]`: the devices of an offline
@@ -1440,7 +1456,7 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
                 }
                 v => gso_max_segs = Some(v),
             },
-            "tso" | "gso" => {
+            a if ETHTOOL_TSO.contains(&a) || ETHTOOL_GSO.contains(&a) => {
                 let v = match it.next() {
                     Some("on") => true,
                     Some("off") => false,
@@ -1451,7 +1467,7 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
                         ))
                     }
                 };
-                if a == "tso" {
+                if ETHTOOL_TSO.contains(&a) {
                     tso = Some(v)
                 } else {
                     gso = Some(v)
