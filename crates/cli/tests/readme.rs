@@ -696,3 +696,43 @@ fn the_conventions_parse_as_documented() {
         ]
     );
 }
+
+/// The README's "Simulated hosts" row names every congestion control a scenario's `cc` takes, as the
+/// simulator lists them when it refuses another (`unknown "x" (cubic, reno, bbr or dctcp)`). The row
+/// left DCTCP out after the simulator gained it.
+#[test]
+fn the_simulated_hosts_row_names_every_congestion_control() {
+    let dir = TempDir::new("readme-cc");
+    let toml = "duration = \"1s\"\n[[node]]\nname = \"a\"\n[[node]]\nname = \"b\"\n\
+                [[link]]\na = \"a:eth0\"\nb = \"b:eth0\"\nrate = \"10mbit\"\n\
+                [[traffic]]\nkind = \"tcp\"\nfrom = \"a\"\nto = \"b\"\ncc = \"no-such-cc\"\n";
+    let file = dir.path.join("cc.toml");
+    std::fs::write(&file, toml).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tclab"))
+        .args(["sim", file.to_str().unwrap(), "--no-plots"])
+        .current_dir(&dir.path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let list = err
+        .split("unknown \"no-such-cc\" (")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("no list of congestion controls in: {err}"));
+    let names: Vec<&str> = list
+        .split([',', ' '])
+        .filter(|w| !w.is_empty() && *w != "or")
+        .collect();
+    assert!(names.len() >= 4, "{list}");
+    let readme = readme();
+    let row = readme
+        .lines()
+        .find(|l| l.starts_with("| Simulated hosts |"))
+        .expect("the README's Simulated hosts row");
+    for name in names {
+        assert!(
+            row.to_lowercase().contains(name),
+            "README's Simulated hosts row lacks {name}: {row}"
+        );
+    }
+}
