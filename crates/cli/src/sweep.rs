@@ -20,8 +20,8 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use tclab_sim::report::{fmt_bps, summary_json, write_files};
-use tclab_sim::run::{run, Outcome};
+use tclab_sim::report::{flow_cc, fmt_bps, summary_json, write_files};
+use tclab_sim::run::{run, Outcome, TcpNstat};
 use tclab_sim::scenario::{load_with, traffic_key_applies, LoadOptions, Scenario, TrafficKind};
 
 /// `tclab sweep --help`'s text after the options.
@@ -513,7 +513,50 @@ fn metrics(sc: &Scenario, out: &Outcome) -> Vec<(String, Option<f64>)> {
     }
     let drops: u64 = sc.net.ifaces.iter().map(|f| f.counters.tx_dropped).sum();
     m.push(("drops".into(), Some(drops as f64)));
+    // Each TCP entry's counters after all the above: the earlier columns keep their places.
+    for t in tcp_entries(sc) {
+        if let Some(n) = out
+            .flows
+            .iter()
+            .find(|f| f.name == t)
+            .and_then(|f| f.nstat.as_ref())
+        {
+            m.extend(
+                nstat(n)
+                    .into_iter()
+                    .map(|(k, v)| (format!("{t}.{k}"), Some(v))),
+            );
+        }
+    }
     m
+}
+
+/// The names of the scenario's TCP entries, in its order.
+fn tcp_entries(sc: &Scenario) -> impl Iterator<Item = &str> {
+    sc.traffic
+        .iter()
+        .filter(|t| matches!(t.kind, TrafficKind::Tcp { .. }))
+        .map(|t| t.name.as_str())
+}
+
+/// A TCP entry's loss-recovery counters as summary.json's `nstat` has them: Linux's names, in the
+/// same order.
+fn nstat(n: &TcpNstat) -> Vec<(String, f64)> {
+    match serde_json::to_value(n) {
+        Ok(Value::Object(m)) => m
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v.as_f64()?)))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Is `metric` one of a TCP entry's `nstat` counters (`bulk.TCPLostRetransmit`)? Linux's names all
+/// begin with TCP.
+fn is_counter(metric: &str) -> bool {
+    metric
+        .rsplit_once('.')
+        .is_some_and(|(_, c)| c.starts_with("TCP"))
 }
 
 /// The metric names a scenario's run reports, without running it.
@@ -528,6 +571,10 @@ fn metric_names(sc: &Scenario) -> Vec<String> {
         names.extend(ends.iter().map(|e| format!("{}.{e}", t.name)));
     }
     names.push("drops".into());
+    let counters = nstat(&TcpNstat::default());
+    for t in tcp_entries(sc) {
+        names.extend(counters.iter().map(|(k, _)| format!("{t}.{k}")));
+    }
     names
 }
 
@@ -696,7 +743,10 @@ fn human(col: &str, v: Option<f64>) -> String {
     }
 }
 
+/// The table a person reads: the metrics of `cols` but TCP entries' counters (a column per counter
+/// per entry; the CSV has them).
 fn table_md(title: &str, grid: &Grid, points: &[PointResult], cols: &[String]) -> String {
+    let cols: Vec<&String> = cols.iter().filter(|c| !is_counter(c)).collect();
     let cell = |s: &str| s.replace('|', "\\|");
     let mut s = format!("# {}\n\n", cell(title));
     let mut head = vec!["point".to_string()];
@@ -890,6 +940,8 @@ pub(crate) struct Sweep {
     seed: Option<u64>,
     id: String,
     chosen: Vec<String>,
+    /// Each TCP entry and its congestion control (`cc`), in the scenario's order.
+    cc: Vec<(String, String)>,
 }
 
 impl Sweep {
@@ -943,7 +995,11 @@ impl Sweep {
             ));
         }
         let id = fingerprint(&text, &grid, seed);
+        let cc = tcp_entries(&sc)
+            .filter_map(|t| Some((t.to_string(), flow_cc(&sc, t)?.to_string())))
+            .collect();
         Ok(Sweep {
+            cc,
             title: sc.name.clone(),
             text,
             file,
@@ -1408,9 +1464,14 @@ fn seeds_csv(stats: &[SeedStat]) -> String {
     s
 }
 
-fn seeds_md(title: &str, seeds: &str, stats: &[SeedStat]) -> String {
+/// The table of `stats`, after a line naming each TCP entry's congestion control (`cc`).
+fn seeds_md(title: &str, seeds: &str, stats: &[SeedStat], cc: &[(String, String)]) -> String {
     let cell = |s: &str| s.replace('|', "\\|");
     let mut s = format!("# {} over seeds {seeds}\n\n", cell(title));
+    if !cc.is_empty() {
+        let each: Vec<String> = cc.iter().map(|(t, c)| format!("{t} {c}")).collect();
+        s += &format!("TCP congestion control: {}.\n\n", cell(&each.join(", ")));
+    }
     s += "| metric | mean | min | max | seeds |\n|---|---:|---:|---:|---:|\n";
     for st in stats {
         let f = |k: usize| human(&st.metric, st.mean_min_max.map(|x| x[k]));
@@ -1457,7 +1518,7 @@ pub fn seeds_cmd(
         .unwrap_or_else(|| PathBuf::from("tclab-out").join(format!("seeds-{}", sw.stem)));
     let (points, written, jobs) = run_local(&a, &sw, &dir)?;
     let stats = seed_stats(&points);
-    let md = seeds_md(&sw.title, range, &stats);
+    let md = seeds_md(&sw.title, range, &stats, &sw.cc);
     write_files(
         &dir,
         &[
@@ -1479,7 +1540,9 @@ pub fn seeds_cmd(
                 })
             })
             .collect();
-        let v = json!({ "scenario": sw.title, "seeds": seeds, "metrics": m });
+        let cc: serde_json::Map<String, Value> =
+            sw.cc.iter().map(|(t, c)| (t.clone(), json!(c))).collect();
+        let v = json!({ "scenario": sw.title, "seeds": seeds, "metrics": m, "cc": cc });
         println!(
             "{}",
             serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?

@@ -512,6 +512,112 @@ fn a_trace_is_written_and_read_back() {
     assert!(err.contains("not a tclab trace"), "{err}");
 }
 
+/// `--seeds` reports each TCP entry's loss-recovery counters (summary.json's `nstat`) beside the other
+/// metrics, after them (the earlier columns keep their places), and names its congestion control.
+/// seed000-tbf with its UDP flood replaced by 4 TCP streams, 10 s: TBF's 1540-byte bucket drops
+/// retransmissions again, so RACK finds lost retransmits in every seed (18 to 24 over seeds 1..3).
+#[test]
+fn seeds_report_each_tcp_entrys_counters() {
+    let d = scratch("seeds-nstat");
+    let (_, text, _) = tclab(&["sim", "--show", "seed000-tbf"], &d);
+    let tcp = text
+        .replace("duration = \"30s\"", "duration = \"10s\"")
+        .replace(
+            "name = \"iperf-udp\"\nkind = \"udp\"",
+            "name = \"bulk\"\nkind = \"tcp\"",
+        )
+        .replace(
+            "streams = 30\nrate = \"3mbit\"\nlength = 1400\n",
+            "streams = 4\n",
+        )
+        .replace("stop = \"25s\"", "stop = \"9s\"");
+    assert!(
+        tcp.contains("kind = \"tcp\"") && !tcp.contains("length = 1400"),
+        "{tcp}"
+    );
+    std::fs::write(d.join("tbf-tcp.toml"), &tcp).unwrap();
+    let args = [
+        "sim",
+        "tbf-tcp.toml",
+        "--seeds",
+        "1..3",
+        "--no-plots",
+        "--out",
+        "o",
+    ];
+    let (code, stdout, stderr) = tclab(&args, &d);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("TCP congestion control: bulk cubic.")
+            && stdout.contains("| bulk.TCPLostRetransmit |"),
+        "{stdout}"
+    );
+    let read = |f: &str| std::fs::read_to_string(d.join("o").join(f)).unwrap();
+    let rows: Vec<Vec<String>> = read("seeds.csv")
+        .lines()
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect();
+    let metrics: Vec<&str> = rows[1..].iter().map(|r| r[0].as_str()).collect();
+    // The metrics --seeds had before, first and in their order; then the counters, in summary.json's.
+    let before = [
+        "bulk.goodput_bps",
+        "bulk.retransmits",
+        "ping.rtt_p50_ms",
+        "ping.rtt_p99_ms",
+        "ping.rtt_avg_ms",
+        "ping.loss_pct",
+        "drops",
+    ];
+    assert_eq!(metrics[..before.len()], before);
+    let summary: serde_json::Value =
+        serde_json::from_str(&read("points/point-00000.json")).unwrap();
+    assert_eq!(summary["metrics"].as_array().unwrap().len(), metrics.len());
+    for c in [
+        "TCPTimeouts",
+        "TCPSackRecovery",
+        "TCPLossProbes",
+        "TCPLossProbeRecovery",
+        "TCPLostRetransmit",
+        "TCPDeliveredCE",
+    ] {
+        assert!(
+            metrics.contains(&format!("bulk.{c}").as_str()),
+            "{c}: {metrics:?}"
+        );
+    }
+    for r in &rows[1..] {
+        let v = |k: usize| r[k].parse::<f64>().unwrap();
+        assert!(v(2) <= v(1) && v(1) <= v(3), "min ≤ mean ≤ max: {r:?}");
+        assert_eq!(r[4], "3", "{r:?}");
+    }
+    let lost = rows
+        .iter()
+        .find(|r| r[0] == "bulk.TCPLostRetransmit")
+        .unwrap();
+    assert!(
+        lost[2].parse::<f64>().unwrap() > 0.0,
+        "lost retransmits in every seed: {lost:?}"
+    );
+    // The per-seed table a person reads keeps its columns; the CSV has the counters too.
+    assert!(!read("sweep.md").contains("TCPLostRetransmit"));
+    assert!(read("sweep.csv")
+        .lines()
+        .next()
+        .unwrap()
+        .ends_with("bulk.TCPHystartDelayCwnd"));
+    // A single run's summary.json and table name the congestion control.
+    let (code, stdout, stderr) = tclab(&["sim", "tbf-tcp.toml", "--no-plots", "--out", "one"], &d);
+    assert_eq!(code, 0, "{stderr}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("one/summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(json["flows"][0]["cc"], "cubic", "{json}");
+    let keys: Vec<&String> = json["flows"][0].as_object().unwrap().keys().collect();
+    assert_eq!(keys[..3], ["name", "kind", "cc"], "beside its kind");
+    let row = stdout.lines().find(|l| l.starts_with("bulk ")).unwrap();
+    assert!(row.ends_with("  cubic"), "{stdout}");
+}
+
 /// `tclab sim X --seeds 1..3`: one run per seed, the sweep's per-seed table (sweep.csv), and each
 /// metric's mean, min and max over the seeds (seeds.csv), checked here against that table; a second
 /// run writes the same bytes. Bad ranges are refused with 64 and nothing written.

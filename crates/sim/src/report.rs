@@ -74,7 +74,35 @@ fn classes(sc: &Scenario) -> Vec<Value> {
     v
 }
 
+/// The congestion control of TCP entry `name` (`cc`, `cubic` unless the scenario says); `None` for an
+/// entry that is not TCP.
+pub fn flow_cc<'a>(sc: &'a Scenario, name: &str) -> Option<&'a str> {
+    sc.traffic
+        .iter()
+        .find(|t| t.name == name)
+        .and_then(|t| match &t.kind {
+            crate::scenario::TrafficKind::Tcp { cc, .. } => Some(cc.as_str()),
+            _ => None,
+        })
+}
+
 pub fn summary_json(sc: &Scenario, out: &Outcome) -> Value {
+    // A TCP entry's `cc` beside its `kind`.
+    let flows: Vec<Value> = out
+        .flows
+        .iter()
+        .map(|f| {
+            let mut v = json!(f);
+            if let (Some(cc), Some(m)) = (flow_cc(sc, &f.name), v.as_object_mut()) {
+                let at = m
+                    .keys()
+                    .position(|k| k == "kind")
+                    .map_or(m.len(), |k| k + 1);
+                m.shift_insert(at, "cc".into(), json!(cc));
+            }
+            v
+        })
+        .collect();
     let mut ifaces: Vec<Value> = sc
         .net
         .ifaces
@@ -105,7 +133,7 @@ pub fn summary_json(sc: &Scenario, out: &Outcome) -> Value {
         "duration_s": secs(sc.duration),
         "events": out.events,
         "frames": out.frames,
-        "flows": out.flows,
+        "flows": flows,
         "pings": out.pings,
         "classes": classes(sc),
         "interfaces": ifaces,
@@ -147,13 +175,13 @@ pub fn summary_text(sc: &Scenario, out: &Outcome) -> String {
     if !out.flows.is_empty() {
         let _ = writeln!(
             s,
-            "\n{:<16} {:<5} {:<18} {:>7} {:>12} {:>12} {:>8} {:>8}",
+            "\n{:<16} {:<5} {:<18} {:>7} {:>12} {:>12} {:>8} {:>8}  cc",
             "flow", "kind", "path", "streams", "delivered", "goodput", "lost", "retrans"
         );
         for f in &out.flows {
             let _ = writeln!(
                 s,
-                "{:<16} {:<5} {:<18} {:>7} {:>12} {:>12} {:>8} {:>8}",
+                "{:<16} {:<5} {:<18} {:>7} {:>12} {:>12} {:>8} {:>8}  {}",
                 f.name,
                 f.kind,
                 format!("{}→{}", f.from, f.to),
@@ -161,7 +189,8 @@ pub fn summary_text(sc: &Scenario, out: &Outcome) -> String {
                 format!("{}B", f.delivered_bytes),
                 fmt_bps(f.goodput_bps),
                 f.lost_packets,
-                f.retransmits
+                f.retransmits,
+                flow_cc(sc, &f.name).unwrap_or("—")
             );
         }
     }
