@@ -1,10 +1,10 @@
 #!/bin/bash
-# One run of docs/KERNEL_VS_SIM.md's lab h1 in namespaces hs-c, hs-r, hs-s (removed on exit): HTB 10mbit
+# One run of docs/KERNEL_VS_SIM.md's lab h1 in namespaces $P-c, $P-r, $P-s (P=hs unless set; removed on exit): HTB 10mbit
 # on r1, iperf3 -C bbr for 8 s at chrt -f 20, a ping, tcpdump (ns timestamps) on s0 and c0. Needs root.
 # Usage: lab.sh N [DIR]  (writes DIR/rN.*; DIR defaults to /tmp/hs-meas). Analyse with analyse.py.
 set -u
 N=$1; D=${2:-/tmp/hs-meas}; mkdir -p $D
-P=hs; . "$(dirname "$0")/netns.sh"
+P=${P:-hs}; . "$(dirname "$0")/netns.sh"
 lab_up
 sleep 0.3
 ip netns exec $S timeout 15 tcpdump -i s0 -s 96 -w $D/r$N.s0.pcap --time-stamp-precision nano -n 2>/dev/null &

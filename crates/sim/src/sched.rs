@@ -35,12 +35,18 @@
 //!                     # chance 1.3 %, by 400 µs on average
 //! rx = "0.11% 400us"  # each segment a TCP socket receives (its backlog empty), chance 0.11 %
 //! ```
+//!
+//! `tx = "0.14% 590us max 1211us"` cuts the exponential at 1.211 ms: on a quiet host a late softirq
+//! waits for the CPU's next interrupt, and where a shaper's watchdog is the only timer that is its next
+//! one, a frame's time later (10 Mbit/s, 1514 bytes); measured so, docs/KERNEL_VS_SIM.md, "One frame
+//! late".
 
 use crate::rng::Rng;
 use tclab_core::Nanos;
 
 /// One kind of event's lateness: with `chance_ppm` in a million, late by an exponentially distributed
-/// delay of mean `mean` (at least 1 ns, at most 1 s), or by exactly `mean` when `fixed`.
+/// delay of mean `mean` (at least 1 ns, at most 1 s, and at most `max` when given), or by exactly
+/// `mean` when `fixed`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Lateness {
     /// Chance per event, in parts per million (0: never late).
@@ -49,22 +55,44 @@ pub struct Lateness {
     pub mean: Nanos,
     /// Every late event late by exactly `mean` (for experiments and hand-derived tests).
     pub fixed: bool,
+    /// The longest delay (0: none beyond 1 s): the exponential cut there, its tail late by exactly
+    /// this. A softirq left pending runs at the CPU's next interrupt, and on a host whose only timer
+    /// is a shaper's watchdog that is its next one, a frame's time later (docs/KERNEL_VS_SIM.md,
+    /// "One frame late").
+    pub max: Nanos,
 }
 
 impl Lateness {
     /// `"P% MEAN"`: a chance in percent (at most 100, up to four decimals) and the delay's mean
-    /// (`400us`, `1.2ms`, at most 100 ms); `"P% DELAY fixed"`: late by exactly DELAY.
+    /// (`400us`, `1.2ms`, at most 100 ms); `"P% DELAY fixed"`: late by exactly DELAY;
+    /// `"P% MEAN max LIMIT"`: the exponential cut at LIMIT (at most 100 ms, not under 1 µs).
     pub fn parse(s: &str) -> Result<Lateness, String> {
-        let mut w = s.split_whitespace();
-        let (Some(p), Some(d), fixed, None) = (w.next(), w.next(), w.next(), w.next()) else {
-            return Err(format!(
-                "expected \"CHANCE% MEANDELAY\" (e.g. \"1% 400us\") or \"CHANCE% DELAY fixed\", got \"{s}\""
-            ));
+        let w: Vec<&str> = s.split_whitespace().collect();
+        let (p, d, rest) = match w.as_slice() {
+            [p, d, rest @ ..] if rest.len() <= 2 => (*p, *d, rest),
+            _ => {
+                return Err(format!(
+                    "expected \"CHANCE% MEANDELAY\" (e.g. \"1% 400us\"), \"CHANCE% MEANDELAY max LIMIT\" or \"CHANCE% DELAY fixed\", got \"{s}\""
+                ))
+            }
         };
-        let fixed = match fixed {
-            None => false,
-            Some("fixed") => true,
-            Some(other) => return Err(format!("unknown word \"{other}\" (only \"fixed\")")),
+        let (fixed, max) = match rest {
+            [] => (false, 0),
+            ["fixed"] => (true, 0),
+            ["max", l] => {
+                let max = crate::scenario::parse_duration(l)
+                    .ok()
+                    .filter(|m| (1_000..=MAX_MEAN).contains(m))
+                    .ok_or_else(|| {
+                        format!("invalid max \"{l}\": a time from 1us to 100ms (e.g. 1.2ms)")
+                    })?;
+                (false, max)
+            }
+            [other, ..] => {
+                return Err(format!(
+                    "unknown word \"{other}\" (only \"fixed\", or \"max\" and a time)"
+                ))
+            }
         };
         let chance_ppm = p
             .strip_suffix('%')
@@ -89,6 +117,7 @@ impl Lateness {
             chance_ppm,
             mean,
             fixed,
+            max,
         })
     }
 
@@ -106,7 +135,12 @@ impl Lateness {
             return self.mean;
         }
         let d = -(self.mean as f64) * (1.0 - rng.next_f64()).ln();
-        (d as Nanos).clamp(1, tclab_core::NSEC_PER_SEC)
+        let d = (d as Nanos).clamp(1, tclab_core::NSEC_PER_SEC);
+        if self.max > 0 {
+            d.min(self.max)
+        } else {
+            d
+        }
     }
 }
 
@@ -174,7 +208,8 @@ mod tests {
             Ok(Lateness {
                 chance_ppm: 1_100,
                 mean: 400_000,
-                fixed: false
+                fixed: false,
+                max: 0
             })
         );
         assert_eq!(
@@ -182,7 +217,8 @@ mod tests {
             Ok(Lateness {
                 chance_ppm: 1_000_000,
                 mean: 1_200_000,
-                fixed: false
+                fixed: false,
+                max: 0
             })
         );
         let f = Lateness::parse("100% 1ms fixed").unwrap();
@@ -201,6 +237,11 @@ mod tests {
             "1% x",
             "a b c",
             "1% 1ms fixed x",
+            "1% 1ms max",
+            "1% 1ms max 0s",
+            "1% 1ms max 101ms",
+            "1% 1ms fixed max 2ms",
+            "1% 1ms max 2ms x",
             "0.00001% 400us",
             "0.00004% 1ms",
         ] {
@@ -234,6 +275,23 @@ mod tests {
             "{}",
             beyond(1_200_000)
         );
+    }
+
+    #[test]
+    fn a_max_cuts_the_tail_and_leaves_the_draws_below_it() {
+        // An exponential of mean 510 µs cut at 1.21 ms (a 1514-byte frame at 10 Mbit/s): a share e^(-1210/510) = 0.0933 of the late events sits exactly at the cut
+        // (±0.008: 4 sd of 20 000 draws), nothing beyond it, and each draw below the cut is the
+        // uncut model's own draw (the same stream, the same number of draws).
+        let cut = Lateness::parse("100% 510us max 1.21ms").unwrap();
+        assert_eq!(cut.max, 1_210_000);
+        let plain = Lateness::parse("100% 510us").unwrap();
+        let (mut a, mut b) = (Rng::stream(5, "t"), Rng::stream(5, "t"));
+        let d: Vec<(Nanos, Nanos)> = (0..20_000)
+            .map(|_| (cut.draw(&mut a), plain.draw(&mut b)))
+            .collect();
+        assert!(d.iter().all(|&(c, p)| c == p.min(1_210_000)));
+        let at = d.iter().filter(|&&(c, _)| c == 1_210_000).count() as f64 / 20_000.0;
+        assert!((at - (-1210.0f64 / 510.0).exp()).abs() < 0.008, "{at}");
     }
 
     #[test]
