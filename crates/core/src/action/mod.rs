@@ -175,9 +175,12 @@ pub struct Action {
     pub refcnt: u32,
     pub bindcnt: u32,
     pub stats: ActionStats,
-    /// Creation and last-use times (`struct tcf_t`).
+    /// `struct tcf_t`: when the action was made, last used and first used. Making it counts as a use
+    /// for `lastuse` (`tcf_idr_create` sets both to now), not for `firstuse` (0 there: none until a
+    /// packet), so tc shows an unused action `installed N sec used N sec`.
     pub installed: Nanos,
-    pub lastuse: Option<Nanos>,
+    pub lastuse: Nanos,
+    pub firstuse: Option<Nanos>,
     police: police::PoliceState,
     /// What a `sample` action sent to its PSAMPLE group (zero for other kinds).
     pub psample: sample::Psample,
@@ -193,13 +196,19 @@ impl Action {
         self.params.kind()
     }
 
+    /// `tcf_lastuse_update`: a packet reached the action at `now`.
+    fn used(&mut self, now: Nanos) {
+        self.lastuse = now;
+        self.firstuse.get_or_insert(now);
+    }
+
     /// Run the action on `pkt` (`a->ops->act`) and return its control code.
     pub fn act(&mut self, pkt: &mut Packet, cx: &mut Cx) -> Control {
         let now = cx.now;
         if let ActionParams::Mirred(m) = &self.params {
             return self.act_mirred(m.clone(), pkt, cx);
         }
-        self.lastuse = Some(now);
+        self.used(now);
         let len = pkt.hook_len(cx.mirred.at_ingress());
         self.stats.bytes += len as u64;
         self.stats.packets += pkt.bstats_packets();
@@ -303,7 +312,7 @@ impl Action {
         let len = pkt.hook_len(cx.mirred.at_ingress());
         let (c, counted) = m.act(pkt, &mut cx.mirred, self.index);
         if let Some(over) = counted {
-            self.lastuse = Some(cx.now);
+            self.used(cx.now);
             self.stats.bytes += len as u64;
             self.stats.packets += 1;
             if over {
@@ -565,7 +574,8 @@ impl ActionTable {
                         bindcnt: 0,
                         stats: ActionStats::default(),
                         installed: now,
-                        lastuse: None,
+                        lastuse: now,
+                        firstuse: None,
                     }));
                     // An inline action is owned by its filter alone: ref 1 bind 1.
                     a.borrow_mut().refcnt = if bind { 0 } else { 1 };
