@@ -914,7 +914,8 @@ fn ethtool_k_takes_the_names_ethtool_takes_and_refuses_others_as_it_does() {
     // This machine's ethtool 6.1 (on a veth of a namespace of its own): `-K DEV TSO off` (names are
     // case-sensitive) exits 92 with "netlink error: bit name not found", changing nothing; `tso maybe`
     // exits 1 ("… is not followed by 'on' or 'off'"); `-K DEV` alone exits 1 ("Could not change any
-    // device features"); a name it knows that tclab does not model (`rx-gro`) is noted and succeeds.
+    // device features"); a name it knows that tclab does not model (`rx-gro`) is noted and succeeds;
+    // a device that does not exist: "netlink error: no device matches name", exit 92 (75 for `-s`).
     let st = scratch("ethtool-names");
     for (body, code, said) in [
         (
@@ -928,6 +929,17 @@ fn ethtool_k_takes_the_names_ethtool_takes_and_refuses_others_as_it_does() {
             "ethtool (-K): flag 'maybe' for parameter 'tso' is not followed by 'on' or 'off'",
         ),
         ("ethtool -K eth0", 1, "Could not change any device features"),
+        // No ifb0 made: exit 92 for -K, 75 for -s, and not the `link set` tclab makes of it.
+        (
+            "ethtool -K ifb0 tso off",
+            92,
+            "netlink error: no device matches name",
+        ),
+        (
+            "ethtool -s ifb0 speed 100",
+            75,
+            "netlink error: no device matches name",
+        ),
         (
             "ethtool -K eth0 rx-gro off generic-segmentation-offload off",
             0,
@@ -937,6 +949,10 @@ fn ethtool_k_takes_the_names_ethtool_takes_and_refuses_others_as_it_does() {
         let (got, _, err) = script_beside(&st, "k.sh", &format!("#!/bin/bash\n{body}\n"));
         assert_eq!(got, Some(code), "{body}: {err}");
         assert!(err.contains(said), "{body}: {err}");
+        assert!(
+            !err.contains("link set"),
+            "a command the script did not write: {err}"
+        );
     }
     // Only the last script changed anything (ethtool checks every name before it changes one): eth0's
     // GSO, by its long name, is in the store's journal; the first script's `gso off` is not.

@@ -473,6 +473,11 @@ fn prelude() -> String {
          \x20     if [[ \"|$keys|@ETHTOOL_OTHER@|\" != *\"|$k|\"* ]]; then echo 'netlink error: bit name not found' >&2; echo 'netlink error: Operation not supported' >&2; return 92; fi\n\
          \x20   done\n\
          \x20 fi\n\
+         \x20 # An ifb exists only once made (the store makes other names on first use): ethtool's error.\n\
+         \x20 case \"$dev\" in ifb*) if ! __tclab_call link show dev \"$dev\" >/dev/null 2>&1; then\n\
+         \x20   echo 'netlink error: no device matches name' >&2; echo 'netlink error: No such device' >&2\n\
+         \x20   if [ $what = feature ]; then return 92; else return 75; fi\n\
+         \x20 fi ;; esac\n\
          \x20 while [ $# -ge 2 ]; do\n\
          \x20   if [[ \"|$keys|\" == *\"|$1|\"* ]]; then args+=(\"$1\" \"$2\");\n\
          \x20   else echo \"tclab script: ignoring ethtool $what \\\"$1 $2\\\"\" >&2; fi\n\
