@@ -84,8 +84,9 @@ impl Cx {
     /// them is dropped), and nothing a mirred delivery set is inherited by the next call.
     #[inline(always)]
     pub fn reset(&mut self, now: Nanos) {
-        // Each list is a null pointer unless the last call used it: test, and drop out of line only
-        // then (inlined, the drops would give every caller a stack frame to set up).
+        // Each list is a null pointer (the drop list an empty buffer) unless the last call used it:
+        // test, and clear out of line only then (inlined, the drops would give every caller a stack
+        // frame to set up).
         if !self.drops.is_empty() || !self.mirred.is_unset() || self.to_root.is_some() {
             self.clear_lists();
         }
@@ -101,7 +102,8 @@ impl Cx {
     #[cold]
     #[inline(never)]
     fn clear_lists(&mut self) {
-        self.drops = Drops::default();
+        // The drop list keeps its buffer for the next call's drops, as the packet boxes are kept.
+        self.drops.clear();
         self.mirred = Default::default();
         self.to_root = None;
     }
@@ -221,10 +223,12 @@ impl DropReason {
     }
 }
 
-/// The drop list of a [`Cx`]: read it as a slice. Empty, it is one null pointer — nothing to allocate
-/// or free on the packet path, where a `Cx` is made for every call and drops are rare.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-// Boxed on purpose: one word (null when empty) instead of a Vec's three, made and dropped on every call.
+/// The drop list of a [`Cx`]: read it as a slice. One pointer, null until the first drop; then the
+/// list keeps its buffer (emptied by [`Drops::drain`] or [`Cx::reset`]) for the drops of later calls
+/// on the same context, so that a drop allocates nothing once a driver's context has dropped before.
+#[derive(Clone, Debug, Default)]
+// Boxed on purpose: one word (null until used) instead of a Vec's three, in a context made and
+// reset on every call.
 #[allow(clippy::box_collection)]
 pub struct Drops(Option<Box<Vec<Dropped>>>);
 
@@ -233,15 +237,27 @@ impl Drops {
         self.0.get_or_insert_with(Default::default).push(d);
     }
 
-    /// Take the dropped packets out, leaving the list empty.
+    /// Take the dropped packets out, leaving the list empty (and its buffer with them: a driver
+    /// that keeps its context uses [`Drops::drain`]).
     pub fn take(&mut self) -> Vec<Dropped> {
         self.0.take().map(|b| *b).unwrap_or_default()
     }
 
-    /// (A list is only ever allocated with a packet in it.)
+    /// The dropped packets, in the order they were dropped, moved out; the list keeps its buffer.
+    pub fn drain(&mut self) -> impl Iterator<Item = Dropped> + '_ {
+        self.0.iter_mut().flat_map(|v| v.drain(..))
+    }
+
+    /// Empty the list (the packets in it are dropped), keeping its buffer.
+    pub fn clear(&mut self) {
+        if let Some(v) = &mut self.0 {
+            v.clear();
+        }
+    }
+
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.0.is_none()
+        self.0.as_ref().is_none_or(|v| v.is_empty())
     }
 
     #[inline]
@@ -249,6 +265,15 @@ impl Drops {
         self.0.as_ref().map_or(0, |v| v.len())
     }
 }
+
+/// Two lists are equal when they hold the same drops, whether or not either has a buffer.
+impl PartialEq for Drops {
+    fn eq(&self, other: &Drops) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Drops {}
 
 impl std::ops::Deref for Drops {
     type Target = [Dropped];
@@ -402,5 +427,51 @@ impl std::fmt::Display for FilterMatch {
             write!(f, "@{}", self.chain)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dropped(len: u32) -> Dropped {
+        Dropped {
+            pkt: Packet {
+                len,
+                ..Packet::default()
+            },
+            reason: DropReason::Aqm,
+            arriving: false,
+        }
+    }
+
+    /// A context a driver keeps (the simulator's) drains its drops and keeps the list's buffer, so
+    /// the next call's drops allocate nothing (bench-isp allocated a list for each of its ~27 000
+    /// drops in 2 s); the list still reads empty and equal to a fresh one.
+    #[test]
+    fn drained_or_reset_drop_lists_keep_their_buffer() {
+        let mut cx = Cx::new(0);
+        cx.drop_queued(dropped(100).pkt, DropReason::Aqm);
+        cx.drop_arriving(dropped(200).pkt, DropReason::TailDrop);
+        let out: Vec<(u32, bool)> = cx.drops.drain().map(|d| (d.pkt.len, d.arriving)).collect();
+        assert_eq!(out, [(100, false), (200, true)]);
+        assert!(cx.drops.is_empty());
+        assert_eq!(cx.drops.len(), 0);
+        assert_eq!(cx.drops, Drops::default());
+        let buf = cx.drops.0.as_ref().map(|v| v.as_ptr());
+        assert!(buf.is_some(), "the buffer went with the drops");
+
+        // A call's drops left undrained are dropped by the reset; the buffer stays.
+        cx.drops.push(dropped(300));
+        cx.reset(1);
+        assert!(cx.drops.is_empty());
+        assert_eq!(cx.drops.0.as_ref().map(|v| v.as_ptr()), buf);
+        cx.drops.push(dropped(400));
+        assert_eq!(cx.drops.0.as_ref().map(|v| v.as_ptr()), buf);
+        assert_eq!(cx.drops[0].pkt.len, 400);
+
+        // `take` hands the list over, buffer and all.
+        assert_eq!(cx.drops.take().len(), 1);
+        assert!(cx.drops.0.is_none());
     }
 }

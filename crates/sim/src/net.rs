@@ -382,9 +382,21 @@ impl std::hash::Hasher for PortHasher {
 /// An address and port: one end of a connection.
 type Peer = (u32, u16);
 
-/// The most delivered packets' header buffers kept for reuse: more than a host makes between two
-/// deliveries (a GSO packet's frames each bring one back, and one comes back for each packet made).
-const SPARE_DATA: usize = 1024;
+/// The most delivered packets' header buffers kept for reuse (a GSO packet's frames each bring one
+/// back, and one comes back for each packet made): as many as [`SkbCache::KEEP`] boxes, for the same
+/// reason — no more are kept than were once in flight together.
+const SPARE_DATA: usize = SkbCache::KEEP;
+
+/// The room a header buffer is made with: the longest IPv4 and TCP headers (60 bytes each). Buffers
+/// go from packet to packet (a data segment's to an ACK with SACK blocks, one frame's to the next),
+/// and one made to a first header's exact length was allocated again for a longer one.
+const HDR_ROOM: usize = 60 + 60;
+
+/// A header buffer for a packet or frame being made: a kept one if there is one.
+#[inline]
+fn spare_header(spare: &mut Vec<Vec<u8>>) -> Vec<u8> {
+    spare.pop().unwrap_or_else(|| Vec::with_capacity(HDR_ROOM))
+}
 
 /// Keep a consumed packet's buffer for the next packet or frame made (`kfree_skb` returning its data to
 /// the cache), up to [`SPARE_DATA`].
@@ -1126,7 +1138,7 @@ impl Network {
     /// A packet made here is boxed once, in a box the qdiscs' dequeues gave back (`run_cx.skbs`), and
     /// goes through the egress tree as that pointer ([`tclab_core::Device::enqueue_skb`]).
     fn packet_of(&mut self, d: &Datagram, id: u16) -> Box<Packet> {
-        let mut data = self.spare_data.pop().unwrap_or_default();
+        let mut data = spare_header(&mut self.spare_data);
         d.emit_into(id, &mut data);
         let mut pkt = self.run_cx.skbs.boxed(Packet {
             data,
@@ -1177,7 +1189,7 @@ impl Network {
             self.trace_enqueue(now, &self.iface_label(iface), raw, p, &cx);
         }
         if !cx.drops.is_empty() {
-            self.qdisc_dropped(iface, verdict, cx.drops.take());
+            self.qdisc_dropped(iface, verdict, cx.drops.drain());
         }
         if cx.gso_split > 0 && verdict != Verdict::Drop && owner.0 != 0 {
             // A qdisc cut the socket's GSO packet into frames, each an skb that frees its own truesize
@@ -1445,7 +1457,12 @@ impl Network {
     /// skb is freed — except the arriving packet under a `Drop` verdict, which its sender learns from the
     /// verdict itself (not sent). A packet dropped after it was accepted is, for its sender, sent and lost.
     #[cold]
-    fn qdisc_dropped(&mut self, iface: IfaceId, verdict: Verdict, drops: Vec<Dropped>) {
+    fn qdisc_dropped(
+        &mut self,
+        iface: IfaceId,
+        verdict: Verdict,
+        drops: impl Iterator<Item = Dropped>,
+    ) {
         for d in drops {
             self.ifaces[iface].counters.tx_dropped += 1;
             let (tag, len) = (d.pkt.tag, d.pkt.len);
@@ -1590,7 +1607,7 @@ impl Network {
             self.trace_enqueue(now, &self.teql_label(node), v, p, &cx);
         }
         let verdict = raw.map_or(Verdict::Drop, Verdict::to_sender);
-        for d in cx.drops.take() {
+        for d in cx.drops.drain() {
             self.teqls.entry(node).or_default().tx_dropped += 1;
             if !(d.arriving && verdict == Verdict::Drop) && d.pkt.tag != 0 {
                 self.freed.push((d.pkt.tag as AppId - 1, d.pkt.len));
@@ -2122,7 +2139,7 @@ impl Transmitter for Wire<'_> {
         if cx.drops.is_empty() {
             return;
         }
-        for d in cx.drops.take() {
+        for d in cx.drops.drain() {
             self.ifc.counters.tx_dropped += 1;
             if d.pkt.tag != 0 {
                 self.freed.push((d.pkt.tag as AppId - 1, d.pkt.len));
@@ -2151,10 +2168,8 @@ impl Transmitter for Wire<'_> {
         self.ifc.gso_owner = (pkt.tag != 0).then(|| (pkt.tag as AppId - 1, pkt.len));
         // The frames queue behind the first (the queue is empty: `kick` sends what it holds first).
         let (pending, spare) = (&mut self.ifc.tx_pending, &mut *self.spare_data);
-        skbs.unbox(pkt).gso_segment_in(
-            || spare.pop().unwrap_or_default(),
-            |f| pending.push_back(skbs.boxed(f)),
-        );
+        skbs.unbox(pkt)
+            .gso_segment_in(|| spare_header(spare), |f| pending.push_back(skbs.boxed(f)));
         if let Some(f) = self.ifc.tx_pending.pop_front() {
             self.send_frame(f);
         }
@@ -2261,7 +2276,7 @@ impl Transmitter for TeqlXmit<'_> {
         if let Some((t, label)) = self.trace.as_mut() {
             record_dequeue(t, self.now, label, pkt, cx);
         }
-        for d in cx.drops.take() {
+        for d in cx.drops.drain() {
             self.dropped += 1;
             if d.pkt.tag != 0 {
                 self.freed.push((d.pkt.tag as AppId - 1, d.pkt.len));
