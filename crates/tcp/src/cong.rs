@@ -46,7 +46,12 @@ pub(crate) fn tcp_cong_avoid_ai(cwnd: &mut u32, cwnd_cnt: &mut u32, w: u32, acke
 }
 
 /// A connection's congestion control module and its private state (`icsk_ca_priv`).
+///
+/// `repr(u8)`: the variant is a byte at the front rather than a niche somewhere inside CUBIC's
+/// state, so that a receiver asking which module runs (`ca_is_bbr`, DCTCP's checks) reads the line
+/// `Connection` places it on, among its per-segment fields, and not CUBIC's lines.
 #[derive(Clone, Debug)]
+#[repr(u8)]
 pub(crate) enum Ca {
     Reno(Reno),
     Cubic(Cubic),

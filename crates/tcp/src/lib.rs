@@ -480,47 +480,90 @@ enum SynTx {
 }
 
 /// A TCP connection (one end).
+///
+/// Laid out by hand (`repr(C)`), as Linux 6.8 groups `struct tcp_sock` into cache-line groups
+/// (`__cacheline_group_begin(tcp_sock_read_tx)`…): what every segment touches in either direction
+/// first, then the sender's and the receiver's working sets, and the counters of rare events last.
+/// With 2 000 sockets (bench-isp) none stays in cache between its segments, and each line a segment
+/// touches is a miss; Rust's own order (by alignment) spread the hot fields over all 24 lines.
+/// Each group lists its fields largest alignment first, so none is padded.
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub struct Connection {
+    // ---- every segment, either way: the ACK fields, the timers, what poll_transmit tests ----
     cfg: Config,
-    state: State,
-
-    // ---- send side; sequence numbers are absolute u64, 0 = our SYN ----
-    iss: u32,
     snd_una: u64,
     snd_nxt: u64,
-    /// Sequence number after the last written byte (1 + written).
-    write_end: u64,
-    /// FIN queued (close called); its sequence number is `write_end`.
-    fin_queued: bool,
-    fin_sent: bool,
+    rcv_nxt: u64,
+    /// rcv_nxt when the last ACK was sent.
+    rcv_wup: u64,
+    /// Window (bytes) advertised in the last ACK (`tp->rcv_wnd`).
+    rcv_wnd_adv: u64,
+    segs_in: u64,
+    segs_out: u64,
+    /// The retransmission timer (`icsk_timeout`), which RACK's reordering timer and the loss probe
+    /// also use: `xmit_timer` says which is armed (`icsk_pending`).
+    rto_at: Option<Nanos>,
+    delack_at: Option<Nanos>,
+    probe_at: Option<Nanos>,
+    /// The pacing timer (internal pacing): when held data may leave.
+    pacing_at: Option<Nanos>,
     snd_wnd: u64,
-    max_window: u64,
     snd_wl1: u64,
-    snd_wscale: u8,
-    rcv_wscale: u8,
-    ws_ok: bool,
-    /// ECN was negotiated on the handshake (`TCP_ECN_OK`).
-    ecn_ok: bool,
-    /// The receiver saw CE and echoes ECE until the sender's CWR (`TCP_ECN_DEMAND_CWR`).
-    ecn_demand_cwr: bool,
-    /// The next new data segment carries CWR (`TCP_ECN_QUEUE_CWR`).
-    ecn_queue_cwr: bool,
-    /// An ECT or CE data segment has arrived (`TCP_ECN_SEEN`).
-    ecn_seen: bool,
-    /// `tp->delivered_ce`: packets delivered by ACKs that carried ECE.
-    delivered_ce: u32,
-    /// ACKs owed before the next segment: DCTCP's ACK of the data before a CE state change.
-    ack_out: Option<Segment>,
-    /// Segments received with CE, and ECE-marked ACKs that reduced the window.
-    pub ce_received: u64,
-    pub ece_reductions: u64,
-    ts_ok: bool,
-    sack_ok: bool,
+    max_window: u64,
+    /// The rate sample of the ACK being processed.
+    rs: rate::RateSample,
+    undo: undo::Undo,
+    bytes_delivered: u64,
+    /// ACKs owed before the next segment: DCTCP's ACK of the data before a CE state change. Boxed,
+    /// as `tlp_out`: `poll_transmit` tests both each call, and reads one word each instead of
+    /// two 80-byte values (a probe or an owed ACK is rare).
+    ack_out: Option<Box<Segment>>,
+    /// A probe the loss-probe timer built, for the next `poll_transmit`.
+    tlp_out: Option<Box<Segment>>,
+    iss: u32,
+    irs: u32,
+    ts_recent: u32,
     /// Sending MSS (payload bytes).
     mss: u32,
-    /// The peer's MSS option (`rx_opt.mss_clamp`), which `tcp_sndbuf_expand` sizes segments by.
-    mss_clamp: u32,
+    state: State,
+    snd_wscale: u8,
+    rcv_wscale: u8,
+    ts_ok: bool,
+    sack_ok: bool,
+    /// ECN was negotiated on the handshake (`TCP_ECN_OK`).
+    ecn_ok: bool,
+    syn_tx: SynTx,
+    xmit_timer: XmitTimer,
+    probe_pending: bool,
+    /// Local qdisc refused a segment: no data until the next ACK or timer.
+    local_block: bool,
+    /// TCP small queues: the host holds enough of this socket's data below it (`TSQ_THROTTLED`); data
+    /// waits, pure ACKs still go.
+    tsq_throttled: bool,
+    /// The segment `poll_transmit` returned last is `tcp_write_wakeup`'s (the zero-window probe timer's).
+    wakeup_out: bool,
+    /// The retransmission `rto_rexmit` waits for is the segment `poll_transmit` returned last (its
+    /// fate is known by the next call: `on_local_drop` comes first).
+    rto_rexmit_built: bool,
+    ack_pending: bool,
+    ack_now: bool,
+    /// `sk_pacing_status`.
+    pacing_status: PacingStatus,
+    /// The congestion control module and its state (`icsk_ca_ops`, `icsk_ca_priv`). Last of the
+    /// group, against the alignment order (at most 7 bytes of padding before it): its variant byte
+    /// comes first (`repr(u8)`) and is what the receiver reads; the module's state after it is the
+    /// sender's.
+    ca: cong::Ca,
+
+    // ---- the sender: ACKs, the retransmission queue, congestion control, RTT, rate, RACK ----
+    /// Sequence number after the last written byte (1 + written).
+    write_end: u64,
+    mdev_max4: u64,
+    /// The RTO and backoff before the last expiry, while the head's retransmission that expiry calls
+    /// for has not been taken by the host's qdisc: a refusal puts them back (`tcp_retransmit_timer`
+    /// backs off only a retransmission that left).
+    rto_rexmit: Option<(Nanos, u32)>,
     /// The send buffer and the write queue's skbs (sndbuf.rs).
     snd: sndbuf::SndBuf,
     /// Highest sent sub-MSS segment end (`snd_sml`, Minshall).
@@ -528,155 +571,104 @@ pub struct Connection {
     /// `snd_sml` before the last new data was built: a refused segment leaves it as it was.
     prior_snd_sml: u64,
     rtx: VecDeque<TxSeg>,
-    packets_out: u32,
-    sacked_out: u32,
-    lost_out: u32,
-    retrans_out: u32,
-    /// Lost segments not yet retransmitted.
-    lost_pending: u32,
-    syn_tx: SynTx,
-    syn_sent_at: Nanos,
-    syn_retransmitted: bool,
-
-    // ---- congestion control ----
-    cwnd: u32,
-    ssthresh: u32,
-    cwnd_cnt: u32,
-    ca_state: CaState,
     high_seq: u64,
-    prior_cwnd: u32,
-    prr_delivered: u32,
-    prr_out: u32,
-    is_cwnd_limited: bool,
-    max_packets_out: u32,
     cwnd_usage_seq: u64,
-    /// The congestion control module and its state (`icsk_ca_ops`, `icsk_ca_priv`).
-    ca: cong::Ca,
-
-    // ---- RTT (Linux's scaled fields, in ns) ----
     srtt8: u64,
     mdev4: u64,
-    mdev_max4: u64,
     rttvar4: u64,
     rtt_seq: u64,
     min_rtt: u64,
     rto: Nanos,
-    backoff: u32,
-    /// RTO expirations since snd_una last advanced (`icsk_retransmits`): unlike the backoff, an RTT
-    /// sample does not clear it, so `enter_loss` can tell a repeated timeout in one Loss episode.
-    rto_retransmits: u32,
-    /// The RTO and backoff before the last expiry, while the head's retransmission that expiry calls
-    /// for has not been taken by the host's qdisc: a refusal puts them back (`tcp_retransmit_timer`
-    /// backs off only a retransmission that left).
-    rto_rexmit: Option<(Nanos, u32)>,
-    /// That retransmission is the segment `poll_transmit` returned last (its fate is known by the
-    /// next call: `on_local_drop` comes first).
-    rto_rexmit_built: bool,
-
-    // ---- timers ----
-    /// The retransmission timer (`icsk_timeout`), which RACK's reordering timer and the loss probe
-    /// also use: `xmit_timer` says which is armed (`icsk_pending`).
-    rto_at: Option<Nanos>,
-    xmit_timer: XmitTimer,
-    delack_at: Option<Nanos>,
-    probe_at: Option<Nanos>,
-    probe_pending: bool,
-    probes_out: u32,
-    /// Local qdisc refused a segment: no data until the next ACK or timer.
-    local_block: bool,
-    /// The segment `poll_transmit` returned last is `tcp_write_wakeup`'s (the zero-window probe timer's).
-    wakeup_out: bool,
-    /// TCP small queues: the host holds enough of this socket's data below it (`TSQ_THROTTLED`); data
-    /// waits, pure ACKs still go.
-    tsq_throttled: bool,
-
-    // ---- delivery rate (rate.rs) ----
-    /// `tp->delivered`: packets delivered (ACKed or SACKed) so far.
-    delivered: u32,
     /// `tp->delivered_mstamp`, µs.
     delivered_mstamp: u64,
     /// `tp->first_tx_mstamp`, µs.
     first_tx_mstamp: u64,
-    /// `tp->app_limited`: application-limited until `delivered` passes this (0: not).
-    app_limited: u32,
-    /// `tp->lost`: packets marked lost so far.
-    lost_total: u32,
-    /// The rate sample of the ACK being processed.
-    rs: rate::RateSample,
-
-    // ---- pacing (pacing.rs) ----
-    /// `sk_pacing_rate` as a `cong_control` module (BBR) sets it, bytes/s.
-    sk_pacing_rate: u64,
-    /// `sk_pacing_status`.
-    pacing_status: PacingStatus,
     /// `tcp_wstamp_ns`: the earliest departure time of the next segment.
     wstamp: Nanos,
     /// `wstamp` before the segment being sent was stamped (`prior_wstamp`).
     prior_wstamp: Nanos,
     /// The departure time of the last segment `poll_transmit` returned.
     tx_tstamp: Nanos,
-    /// The pacing timer (internal pacing): when held data may leave.
-    pacing_at: Option<Nanos>,
-
-    // ---- RACK-TLP (rack.rs) ----
     rack: rack::Rack,
     /// Highest SACKed sequence end (`tcp_highest_sack_seq` while `sacked_out` > 0).
     highest_sack: u64,
     /// snd_nxt when the outstanding loss probe left; 0 = none (`tlp_high_seq`).
     tlp_high_seq: u64,
-    /// That probe retransmitted data rather than sending new data (`tlp_retrans`).
-    tlp_retrans: bool,
-    /// A probe the loss-probe timer built, for the next `poll_transmit`.
-    tlp_out: Option<Segment>,
+    written: u64,
+    bytes_sent: u64,
+    bytes_acked: u64,
+    data_segs_out: u64,
+    psh_segs_out: u64,
+    /// The peer's MSS option (`rx_opt.mss_clamp`), which `tcp_sndbuf_expand` sizes segments by.
+    mss_clamp: u32,
+    packets_out: u32,
+    sacked_out: u32,
+    lost_out: u32,
+    retrans_out: u32,
+    /// Lost segments not yet retransmitted.
+    lost_pending: u32,
+    cwnd: u32,
+    ssthresh: u32,
+    cwnd_cnt: u32,
+    prior_cwnd: u32,
+    prr_delivered: u32,
+    prr_out: u32,
+    max_packets_out: u32,
+    backoff: u32,
+    /// RTO expirations since snd_una last advanced (`icsk_retransmits`): unlike the backoff, an RTT
+    /// sample does not clear it, so `enter_loss` can tell a repeated timeout in one Loss episode.
+    rto_retransmits: u32,
+    /// `tp->delivered`: packets delivered (ACKed or SACKed) so far.
+    delivered: u32,
+    /// `tp->app_limited`: application-limited until `delivered` passes this (0: not).
+    app_limited: u32,
+    /// `tp->lost`: packets marked lost so far.
+    lost_total: u32,
     /// The reordering degree in segments (`tp->reordering`): `net.ipv4.tcp_reordering` (3), raised
     /// by reordering seen (`tcp_check_sack_reordering`).
     reordering: u32,
+    /// `tp->delivered_ce`: packets delivered by ACKs that carried ECE.
+    delivered_ce: u32,
+    probes_out: u32,
+    /// FIN queued (close called); its sequence number is `write_end`.
+    fin_queued: bool,
+    fin_sent: bool,
+    ca_state: CaState,
+    is_cwnd_limited: bool,
+    /// That probe retransmitted data rather than sending new data (`tlp_retrans`).
+    tlp_retrans: bool,
 
-    // ---- D-SACK and undo (undo.rs) ----
-    undo: undo::Undo,
-    undo_stats: undo::UndoStats,
-    /// HyStart's exits (cubic.rs).
-    hystart_stats: cubic::HystartStats,
-
-    // ---- receive side; absolute u64, 0 = peer's SYN ----
-    irs: u32,
-    have_irs: bool,
-    rcv_nxt: u64,
-    /// rcv_nxt when the last ACK was sent.
-    rcv_wup: u64,
-    /// Window (bytes) advertised in the last ACK (`tp->rcv_wnd`).
-    rcv_wnd_adv: u64,
+    // ---- the receiver: data, out-of-order ranges, the receive buffer ----
     /// The receive buffer and its autotuning (rcvbuf.rs).
     rb: rcvbuf::RcvBuf,
     ooo: Vec<(u64, u64)>,
     sack_recent: Vec<(u64, u64)>,
     peer_fin: Option<u64>,
-    fin_received: bool,
     unread: u64,
-    autoread: bool,
-    ack_pending: bool,
-    ack_now: bool,
+    bytes_read: u64,
     quick: u32,
     rcv_mss: u32,
+    /// `icsk_ack.last_seg_size`: a short segment's payload, to take the MSS from two in a row.
+    last_seg_size: u32,
+    have_irs: bool,
+    fin_received: bool,
+    autoread: bool,
     /// `ICSK_ACK_PUSHED`: the data received since the last ACK ended a write (PSH on a full-sized
     /// segment) or came short of the MSS; ACK once the application has read it all (`tcp_cleanup_rbuf`).
     ack_pushed: bool,
-    /// `icsk_ack.last_seg_size`: a short segment's payload, to take the MSS from two in a row.
-    last_seg_size: u32,
     first_data_seen: bool,
-    ts_recent: u32,
 
-    // ---- counters ----
-    written: u64,
-    bytes_sent: u64,
+    // ---- cold: counters of rare events, the handshake, ECN, statistics ----
+    /// Segments received with CE, and ECE-marked ACKs that reduced the window.
+    pub ce_received: u64,
+    pub ece_reductions: u64,
+    syn_sent_at: Nanos,
+    /// `sk_pacing_rate` as a `cong_control` module (BBR) sets it, bytes/s.
+    sk_pacing_rate: u64,
+    undo_stats: undo::UndoStats,
+    /// HyStart's exits (cubic.rs).
+    hystart_stats: cubic::HystartStats,
     bytes_retrans: u64,
-    bytes_acked: u64,
-    bytes_delivered: u64,
-    bytes_read: u64,
-    segs_out: u64,
-    segs_in: u64,
-    data_segs_out: u64,
-    psh_segs_out: u64,
     retransmits: u64,
     timeouts: u64,
     fast_retransmits: u64,
@@ -687,7 +679,20 @@ pub struct Connection {
     loss_probes: u64,
     loss_probe_recoveries: u64,
     reord_seen: u64,
+    ws_ok: bool,
+    /// The receiver saw CE and echoes ECE until the sender's CWR (`TCP_ECN_DEMAND_CWR`).
+    ecn_demand_cwr: bool,
+    /// The next new data segment carries CWR (`TCP_ECN_QUEUE_CWR`).
+    ecn_queue_cwr: bool,
+    /// An ECT or CE data segment has arrived (`TCP_ECN_SEEN`).
+    ecn_seen: bool,
+    syn_retransmitted: bool,
 }
+
+// The per-segment group and the congestion module's variant byte within seven lines (448 bytes),
+// where bench-isp's cachegrind counts were taken (docs/BENCHMARKS.md): a field added to the group
+// costs every socket's every segment.
+const _: () = assert!(std::mem::offset_of!(Connection, ca) < 448);
 
 /// What the retransmission timer is armed for (`ICSK_TIME_*` in `icsk_pending`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -180,7 +180,7 @@ impl Connection {
         let mut seg = self.build(now, self.snd_nxt, 0, 0);
         seg.ack = self.rcv_wire(ack_abs);
         (self.ack_pending, self.ack_now, self.delack_at, self.quick) = kept;
-        self.ack_out = Some(seg);
+        self.ack_out = Some(Box::new(seg));
     }
 
     /// What to send now; call until `None` after every event. Due timers
@@ -207,7 +207,7 @@ impl Connection {
             return None;
         }
         if let Some(seg) = self.ack_out.take() {
-            return Some(seg);
+            return Some(*seg);
         }
         // SYN / SYN-ACK
         // (`build` makes a SYN a SYN-ACK once the peer's SYN is known.)
@@ -226,7 +226,7 @@ impl Connection {
         }
         // The loss probe the timer built.
         if let Some(seg) = self.tlp_out.take() {
-            return Some(seg);
+            return Some(*seg);
         }
         // A blocking writer copies what the buffer takes before the data goes out; after an ACK's data,
         // `tcp_check_space` may wake it, and what it then writes goes out too.

@@ -268,11 +268,11 @@ impl Connection {
             let has_new = self.snd_nxt < self.send_limit_end() && !self.fin_sent;
             if has_new && self.snd_nxt + len <= self.snd_una + self.snd_wnd {
                 // tcp_write_xmit(push_one = 2): one new segment, Nagle off, cwnd not consulted.
-                self.tlp_out = self.send_new(now, SendMode::Probe);
+                self.tlp_out = self.send_new(now, SendMode::Probe).map(Box::new);
                 sent = self.tlp_out.is_some();
             } else if !self.rtx.is_empty() {
                 // __tcp_retransmit_skb() of the last segment: not counted in retrans_out.
-                self.tlp_out = Some(self.retransmit(now, self.rtx.len() - 1, false));
+                self.tlp_out = Some(Box::new(self.retransmit(now, self.rtx.len() - 1, false)));
                 self.tlp_retrans = true;
                 sent = true;
             }
