@@ -480,7 +480,16 @@ fn prelude() -> String {
          \x20 fi ;; esac\n\
          \x20 while [ $# -ge 2 ]; do\n\
          \x20   if [[ \"|$keys|\" == *\"|$1|\"* ]]; then args+=(\"$1\" \"$2\");\n\
-         \x20   else echo \"tclab script: ignoring ethtool $what \\\"$1 $2\\\"\" >&2; fi\n\
+         \x20   else\n\
+         \x20     # Linux drops TSO without SG or checksumming, GSO without SG (netdev_fix_features); tclab\n\
+         \x20     # does not model those features, so the note says what to add.\n\
+         \x20     local also=\n\
+         \x20     case \"$1 $2\" in\n\
+         \x20       'sg off'|'scatter-gather off'|'tx-scatter-gather off') also=' (on Linux it turns TSO and GSO off too: add tso off gso off)' ;;\n\
+         \x20       'tx off'|'tx-checksumming off') also=' (on Linux it turns TSO off too: add tso off)' ;;\n\
+         \x20     esac\n\
+         \x20     echo \"tclab script: ignoring ethtool $what \\\"$1 $2\\\"$also\" >&2\n\
+         \x20   fi\n\
          \x20   shift 2\n\
          \x20 done\n\
          \x20 [ ${#args[@]} -gt 0 ] || return 0\n\
