@@ -25,6 +25,8 @@ pub struct Outbox {
     /// The application may have more to send once these are handed down and their verdicts told
     /// (a TCP socket sends one segment at a time, as `tcp_write_xmit` does): call [`App::resume`].
     pub more: bool,
+    /// Other applications of the same iperf3 test to tell something (its control connection's steps).
+    pub wakes: Vec<(crate::net::AppId, Wake)>,
 }
 
 impl Outbox {
@@ -34,7 +36,19 @@ impl Outbox {
         self.tstamps.clear();
         self.gso_sizes.clear();
         self.more = false;
+        self.wakes.clear();
     }
+}
+
+/// What one end of an iperf3 test tells another (crates/sim/src/tcpapp.rs, [`Iperf3`](crate::tcpapp::Iperf3)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// A data stream connects at this time (the client read CREATE_STREAMS).
+    Connect(Nanos),
+    /// A data stream starts its data at this time (the client read TEST_RUNNING).
+    Data(Nanos),
+    /// A data stream's cookie reached the server.
+    Cookie,
 }
 
 /// Constant-bitrate UDP, like `iperf3 -u -b RATE -l LEN`: the rate counts payload bits, as iperf3's does.
@@ -297,6 +311,13 @@ impl App {
     pub fn on_congestion_notified(&mut self, now: Nanos) {
         if let App::Tcp(t) = self {
             t.on_congestion_notified(now);
+        }
+    }
+
+    /// Another end of the same iperf3 test told this one something.
+    pub fn wake(&mut self, now: Nanos, w: Wake, out: &mut Outbox) {
+        if let App::Tcp(t) = self {
+            t.wake(now, w, out);
         }
     }
 

@@ -976,7 +976,9 @@ impl Network {
     /// sender before the sender builds the next (`resume`), as `tcp_write_xmit` learns each skb's.
     fn flush(&mut self, now: Nanos, app: AppId, mut out: Outbox) {
         let node = self.app_node[app];
+        let mut wakes = Vec::new();
         loop {
+            wakes.append(&mut out.wakes);
             for (i, d) in out.datagrams.iter().enumerate() {
                 let tstamp = out.tstamps.get(i).copied().unwrap_or(0);
                 let gso = out.gso_sizes.get(i).copied().unwrap_or(0);
@@ -1002,6 +1004,11 @@ impl Network {
         }
         out.clear();
         self.outboxes.push(out);
+        for (other, w) in wakes {
+            let mut out = self.outboxes.pop().unwrap_or_default();
+            self.apps[other].wake(now, w, &mut out);
+            self.flush(now, other, out);
+        }
     }
 
     /// Put a locally generated datagram on the wire towards its destination. The answer is what the

@@ -4,7 +4,7 @@ use crate::apps::{App, Ping, UdpSender, UdpSink};
 use crate::measure::{FlowProbe, Recorder, RttStats};
 use crate::net::{AppId, NodeId, Port};
 use crate::scenario::{Scenario, Traffic, TrafficKind};
-use crate::tcpapp::TcpEndpoint;
+use crate::tcpapp::{Iperf3, TcpEndpoint, IPERF3_COOKIE};
 use crate::wire::{PROTO_TCP, PROTO_UDP};
 use serde::Serialize;
 use tclab_core::Nanos;
@@ -118,6 +118,8 @@ struct Started {
     receivers: Vec<AppId>,
     /// Each stream's source port (a ping's ICMP identifier).
     ports: Vec<u16>,
+    /// iperf3 streams: each one's connect delay after its control connection read CREATE_STREAMS.
+    stream_delays: Vec<Nanos>,
 }
 
 fn out_iface(sc: &Scenario, from: NodeId, to: NodeId) -> usize {
@@ -135,6 +137,7 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
         senders: Vec::new(),
         receivers: Vec::new(),
         ports: Vec::new(),
+        stream_delays: Vec::new(),
     };
     // What differs between two runs of the same test on Linux comes from the run's seed: no stream starts
     // exactly at its entry's start (a process starts, iperf opens its streams one after another) but up
@@ -191,7 +194,15 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
                     "dctcp" => tclab_tcp::CongestionControl::Dctcp,
                     _ => tclab_tcp::CongestionControl::Cubic,
                 };
-                let start = t.start + spread.below(10_000_000);
+                // iperf3's streams connect once its control connection has read CREATE_STREAMS,
+                // one after another: this is the delay from then.
+                let start = if *iperf3 {
+                    IPERF3_CONNECT_AT
+                        + s as u64 * IPERF3_CONNECT_TURN
+                        + spread.below(IPERF3_CONNECT_JITTER)
+                } else {
+                    t.start + spread.below(10_000_000)
+                };
                 let isn = spread.next_u32();
                 let mut tx = TcpEndpoint::sender(
                     cfg.clone(),
@@ -204,15 +215,17 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
                     t.stop,
                 );
                 if *iperf3 {
-                    // Connected within the spread above, as iperf3 connects its streams one after
-                    // another; the data of all of them starts together once the last has connected,
-                    // each stream's first write in turn.
-                    tx = tx.with_cookie(
-                        IPERF3_COOKIE,
-                        t.start + IPERF3_DATA_AT + s as u64 * IPERF3_WRITE_TURN,
-                    );
+                    // Connects and starts its data when the control connection says (`iperf3_control`).
+                    tx = tx
+                        .with_cookie(IPERF3_COOKIE, Nanos::MAX)
+                        .with_iperf3(Iperf3::Stream);
                 }
-                let a = sc.net.add_app(t.from, App::Tcp(Box::new(tx)), Some(start));
+                let a = sc
+                    .net
+                    .add_app(t.from, App::Tcp(Box::new(tx)), (!*iperf3).then_some(start));
+                if *iperf3 {
+                    st.stream_delays.push(start);
+                }
                 sc.net.bind(t.from, PROTO_TCP, sport, dst, dport, a);
                 // Each end's MSS comes from its own interface's MTU, as on Linux; the handshake settles
                 // on the smaller.
@@ -237,20 +250,104 @@ fn start_traffic(sc: &mut Scenario, t: &Traffic, next_port: &mut u16) -> Result<
             }
         }
     }
-    // The sending end runs in the entry's net_cls cgroup (the receiving end in none).
-    for &a in &st.senders {
+    let ctl = if matches!(t.kind, TrafficKind::Tcp { iperf3: true, .. }) {
+        Some(iperf3_control(
+            sc,
+            t,
+            &st,
+            &mut spread,
+            next_port,
+            src,
+            dst,
+        )?)
+    } else {
+        None
+    };
+    // The sending end runs in the entry's net_cls cgroup (the receiving end in none), its control
+    // connection too (one process).
+    for &a in st.senders.iter().chain(&ctl) {
         sc.net.set_app_classid(a, t.cgroup_classid);
     }
     Ok(st)
 }
 
-/// iperf3's cookie (`COOKIE_SIZE`): 36 characters and a NUL, written on each stream once connected.
-const IPERF3_COOKIE: u64 = 37;
-/// When iperf3's streams start their data, from the entry's start: after the last stream has connected
-/// (within the 10 ms start spread) and the server's TEST_START and TEST_RUNNING. This machine's iperf3
-/// 3.12, four streams over veths: connects at 5.4-9.7 ms after the control connection's, the data
-/// from 15.1 ms (docs/KERNEL_VS_SIM.md, h4).
-const IPERF3_DATA_AT: Nanos = 15_000_000;
+/// iperf3's control connection for an entry's streams (`Iperf3`): from a port of its own to the entry's
+/// port, opened at the entry's start. Its messages cross the simulated path, so behind another entry's
+/// queue the streams connect and start late, as a second iperf3 client's do on Linux
+/// (docs/KERNEL_VS_SIM.md, "BBR and CUBIC from two iperf3 clients"). Not a flow of the summary.
+/// Returns its client.
+fn iperf3_control(
+    sc: &mut Scenario,
+    t: &Traffic,
+    st: &Started,
+    spread: &mut crate::rng::Rng,
+    next_port: &mut u16,
+    src: u32,
+    dst: u32,
+) -> Result<AppId, String> {
+    let sport = *next_port;
+    *next_port = next_port.checked_add(1).ok_or("out of source ports")?;
+    let mss = |iface: usize| {
+        tclab_tcp::Config::mss_from_mtu(sc.net.device(iface).map_or(1500, |d| d.mtu))
+    };
+    let cfg = mss(out_iface(sc, t.from, t.to));
+    let rx_cfg = mss(out_iface(sc, t.to, t.from));
+    let (isn, rx_isn) = (spread.next_u32(), spread.next_u32());
+    let client = TcpEndpoint::sender(
+        cfg,
+        isn,
+        (src, sport),
+        (dst, t.port),
+        t.tos,
+        Some(0),
+        t.start,
+        t.stop,
+    )
+    .with_cookie(IPERF3_COOKIE, Nanos::MAX)
+    .with_iperf3(Iperf3::CtlClient {
+        streams: st
+            .senders
+            .iter()
+            .copied()
+            .zip(st.stream_delays.iter().copied())
+            .collect(),
+        data_at: IPERF3_DATA_AT,
+        write_turn: IPERF3_WRITE_TURN,
+        step: 0,
+    });
+    let a = sc
+        .net
+        .add_app(t.from, App::Tcp(Box::new(client)), Some(t.start));
+    sc.net.bind(t.from, PROTO_TCP, sport, dst, t.port, a);
+    let server = TcpEndpoint::receiver(rx_cfg, rx_isn, (dst, t.port), (src, sport), t.tos)
+        .with_iperf3(Iperf3::CtlServer {
+            streams: t.streams,
+            cookies: 0,
+            step: 0,
+        });
+    let b = sc.net.add_app(t.to, App::Tcp(Box::new(server)), None);
+    sc.net.listen(t.to, PROTO_TCP, t.port, (src, sport), b);
+    for &r in &st.receivers {
+        if let App::Tcp(e) = &mut sc.net.apps[r] {
+            e.set_iperf3(Iperf3::StreamServer {
+                ctl: b,
+                told: false,
+            });
+        }
+    }
+    Ok(a)
+}
+
+/// iperf3 3.12's own time between its control connection's messages and its streams (this machine,
+/// `chrt -f 20`, a tcpdump on the client's veth; docs/KERNEL_VS_SIM.md, "BBR and CUBIC from two
+/// iperf3 clients"): the first stream's SYN 0.3-0.4 ms after CREATE_STREAMS could arrive (the control
+/// connection's SYN, over an empty path), the next 0.3-1.1 ms apart (`-P 4`), the data 0.5-1.4 ms
+/// after the last stream's SYN.
+const IPERF3_CONNECT_AT: Nanos = 300_000;
+const IPERF3_CONNECT_TURN: Nanos = 500_000;
+const IPERF3_CONNECT_JITTER: Nanos = 500_000;
+/// From TEST_RUNNING's arrival to the first stream's data.
+const IPERF3_DATA_AT: Nanos = 500_000;
 /// iperf3 writes each stream's first 128 KB in turn: the streams' data starts this far apart
 /// (0.06-0.19 ms in the same trace).
 const IPERF3_WRITE_TURN: Nanos = 100_000;

@@ -9,13 +9,51 @@
 //! At its stop time a sender simply falls silent, as `iperf -t` ends its test (a byte count not yet
 //! delivered by then stays undelivered).
 
-use crate::apps::Outbox;
+use crate::apps::{Outbox, Wake};
+use crate::net::AppId;
 use crate::wire::{Datagram, Ipv4, Tcp, L4, PROTO_TCP};
 use tclab_core::Nanos;
 use tclab_tcp::{Config, Connection, Segment, TcpOptions, TcpStats};
 
 /// iperf3's write size for TCP (`-l`'s default, 128 KB).
 const WRITE_LEN: u64 = 128 << 10;
+
+/// iperf3's cookie (`COOKIE_SIZE`): 36 characters and a NUL, written on each connection once connected.
+pub const IPERF3_COOKIE: u64 = 37;
+/// What the client writes for PARAM_EXCHANGE: the JSON's length (4 bytes) and the JSON (this
+/// machine's iperf3 3.12 with `-t 8 -C cubic`: 144 bytes; a client-side trace, docs/KERNEL_VS_SIM.md).
+const IPERF3_PARAMS: u64 = 4 + 144;
+
+/// An end's part in an iperf3 test beyond its own bytes (iperf3 3.12's protocol, `iperf_api.c`): the
+/// client's control connection sends its cookie, reads PARAM_EXCHANGE (one byte from the server) and
+/// sends the parameters, reads CREATE_STREAMS and connects the data streams (each writes a cookie);
+/// once the server has read every stream's cookie it sends TEST_START and TEST_RUNNING, and the client
+/// starts the data. Each message crosses the simulated path, so a client whose control connection
+/// waits behind a queue starts late, as the kernel's does.
+#[derive(Clone, Debug, Default)]
+pub enum Iperf3 {
+    #[default]
+    None,
+    /// A data stream's sending end: it connects and starts its data when the control client says.
+    Stream,
+    /// A data stream's receiving end: tells the control server when its cookie has arrived.
+    StreamServer { ctl: AppId, told: bool },
+    /// The control connection's client. `streams`: each data stream and when it connects after
+    /// CREATE_STREAMS has arrived; `data_at`: when the data starts after TEST_RUNNING has (iperf3's own
+    /// time); `step`: messages read so far.
+    CtlClient {
+        streams: Vec<(AppId, Nanos)>,
+        data_at: Nanos,
+        write_turn: Nanos,
+        step: u8,
+    },
+    /// The control connection's server: `streams` cookies to see before TEST_START.
+    CtlServer {
+        streams: u32,
+        cookies: u32,
+        step: u8,
+    },
+}
 
 /// What an skb costs its socket beyond the frame (`sizeof(struct sk_buff)` + `skb_shared_info`, rounded):
 /// TCP small queues count truesize, not frame bytes.
@@ -65,6 +103,8 @@ pub struct TcpEndpoint {
     data_at: Nanos,
     /// iperf3's cookie: written as soon as the connection is established (0: none).
     cookie: u64,
+    /// Its part in an iperf3 test (`iperf3 = true`).
+    iperf3: Iperf3,
 }
 
 /// The segment a datagram carries; `ecn` is the ECN field of its IP header (a router may have marked it CE).
@@ -118,6 +158,7 @@ impl TcpEndpoint {
             host_truesize: 0,
             tsq_throttled: false,
             last_delivery_at: 0,
+            iperf3: Iperf3::None,
         }
     }
 
@@ -128,6 +169,98 @@ impl TcpEndpoint {
         self.cookie = cookie;
         self.data_at = data_at.max(self.start);
         self
+    }
+
+    /// Give this end its part in an iperf3 test. A data stream's sender then waits for the control
+    /// client: it neither connects nor sends data until told ([`Wake`]).
+    pub fn with_iperf3(mut self, part: Iperf3) -> TcpEndpoint {
+        if matches!(part, Iperf3::Stream) {
+            self.start = Nanos::MAX;
+            self.data_at = Nanos::MAX;
+        }
+        self.iperf3 = part;
+        self
+    }
+
+    /// Give a receiving end, once its control server exists, its part in the iperf3 test.
+    pub fn set_iperf3(&mut self, part: Iperf3) {
+        self.iperf3 = part;
+    }
+
+    /// Another end of the same iperf3 test told this one something.
+    pub fn wake(&mut self, now: Nanos, w: Wake, out: &mut Outbox) {
+        match w {
+            Wake::Connect(at) => self.start = at,
+            Wake::Data(at) => self.data_at = at,
+            Wake::Cookie => {
+                if let Iperf3::CtlServer { cookies, .. } = &mut self.iperf3 {
+                    *cookies += 1;
+                }
+                self.iperf3_step(now, out);
+                self.pump(now, out);
+            }
+        }
+    }
+
+    /// The iperf3 protocol's next message, once this end has read what it waits for.
+    fn iperf3_step(&mut self, now: Nanos, out: &mut Outbox) {
+        let rx = self.conn.bytes_delivered();
+        match &mut self.iperf3 {
+            Iperf3::None | Iperf3::Stream => {}
+            Iperf3::StreamServer { ctl, told } => {
+                if !*told && rx >= IPERF3_COOKIE {
+                    *told = true;
+                    out.wakes.push((*ctl, Wake::Cookie));
+                }
+            }
+            Iperf3::CtlClient {
+                streams,
+                data_at,
+                write_turn,
+                step,
+            } => {
+                if *step == 0 && rx >= 1 {
+                    // PARAM_EXCHANGE read: the parameters, as iperf3 writes them (length, then JSON).
+                    *step = 1;
+                    self.conn.write(4);
+                    self.conn.write(IPERF3_PARAMS - 4);
+                }
+                if *step == 1 && rx >= 2 {
+                    // CREATE_STREAMS read: the streams connect, one after another.
+                    *step = 2;
+                    for &(a, d) in streams.iter() {
+                        out.wakes.push((a, Wake::Connect(now + d)));
+                    }
+                }
+                if *step == 2 && rx >= 4 {
+                    // TEST_START and TEST_RUNNING read: the data of every stream, each first write in turn.
+                    *step = 3;
+                    let at = now + *data_at;
+                    for (k, &(a, _)) in streams.iter().enumerate() {
+                        out.wakes.push((a, Wake::Data(at + k as u64 * *write_turn)));
+                    }
+                }
+            }
+            Iperf3::CtlServer {
+                streams,
+                cookies,
+                step,
+            } => {
+                if *step == 0 && rx >= IPERF3_COOKIE {
+                    *step = 1; // PARAM_EXCHANGE
+                    self.conn.write(1);
+                }
+                if *step == 1 && rx >= IPERF3_COOKIE + IPERF3_PARAMS {
+                    *step = 2; // CREATE_STREAMS
+                    self.conn.write(1);
+                }
+                if *step == 2 && *cookies >= *streams {
+                    *step = 3; // TEST_START, TEST_RUNNING
+                    self.conn.write(1);
+                    self.conn.write(1);
+                }
+            }
+        }
     }
 
     /// The listening side, which receives and reads.
@@ -155,6 +288,7 @@ impl TcpEndpoint {
             host_truesize: 0,
             tsq_throttled: false,
             last_delivery_at: 0,
+            iperf3: Iperf3::None,
         }
     }
 
@@ -299,6 +433,7 @@ impl TcpEndpoint {
             self.conn.on_segment(now, &seg);
             if self.conn.bytes_delivered() > before {
                 self.last_delivery_at = now;
+                self.iperf3_step(now, out);
             }
             self.pump(now, out);
         }
@@ -358,10 +493,11 @@ impl TcpEndpoint {
             return None;
         }
         if self.pending_open.is_some() {
-            return Some(self.start);
+            // An iperf3 stream not yet told to connect waits (Nanos::MAX).
+            return (self.start != Nanos::MAX).then_some(self.start);
         }
         let mut t = self.conn.poll_at();
-        if !self.data_started {
+        if !self.data_started && self.data_at != Nanos::MAX {
             t = Some(t.map_or(self.data_at, |t| t.min(self.data_at)));
         }
         if self.stop != Nanos::MAX {
