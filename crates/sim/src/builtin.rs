@@ -205,6 +205,8 @@ const SEED004_CONDITIONER: &str = include_str!("../scenarios/seed004/conditioner
 const SEED004_PING: &str = include_str!("../scenarios/seed004/ping.toml");
 const SEED004_UPLOAD: &str = include_str!("../scenarios/seed004/upload.toml");
 const SEED004_DOWNLOAD: &str = include_str!("../scenarios/seed004/download.toml");
+/// The idle line's plot: the pings' way out, as the uploads' (download.toml and upload.toml each name theirs).
+const SEED004_IDLE_PLOT: &str = "[plot]\nin = \"router:eth0\"\nout = \"router:ppp0\"\n";
 
 pub const BUILTIN: &[Builtin] = &[
     Builtin {
@@ -366,7 +368,7 @@ pub const BUILTIN: &[Builtin] = &[
     Builtin {
         name: "seed004-idle",
         description: "seed 004's ADSL lab, no conditioner, idle line: the baseline ping",
-        source: Parts(&["name = \"seed 004: baseline, idle line\"\n", SEED004_LAB, SEED004_DSL, SEED004_PING]),
+        source: Parts(&["name = \"seed 004: baseline, idle line\"\n", SEED004_LAB, SEED004_DSL, SEED004_PING, SEED004_IDLE_PLOT]),
     },
     Builtin {
         name: "seed004-download",
@@ -607,5 +609,34 @@ mod tests {
                 panic!("built-in {}: {e}", b.name);
             }
         }
+    }
+
+    #[test]
+    fn seed004_runs_plot_the_direction_of_their_transfer() {
+        // A download's bytes come in on the line (ppp0, where the seed's conditioner polices them at
+        // 800 kbit/s) and leave towards the LAN; the other way carries only its ACKs (~25 kbit/s). An
+        // upload is the reverse. Found by a user: the downloads plotted eth0 IN, ppp0 OUT, the ACKs.
+        let mut seen = 0;
+        for b in BUILTIN
+            .iter()
+            .filter(|b| b.name.starts_with("seed004-") || b.name.starts_with("cake-adsl-"))
+        {
+            let sc = crate::scenario::load(b.name, &b.toml(), std::path::Path::new(".")).unwrap();
+            let (i, o) = sc.plot_in_out;
+            let label = |x: Option<usize>| x.map(|x| sc.net.iface_label(x));
+            let (want_in, want_out) = if b.name.contains("download") {
+                ("router:ppp0", "router:eth0")
+            } else {
+                ("router:eth0", "router:ppp0")
+            };
+            assert_eq!(
+                (label(i), label(o)),
+                (Some(want_in.to_string()), Some(want_out.to_string())),
+                "{}",
+                b.name
+            );
+            seen += 1;
+        }
+        assert_eq!(seen, 11);
     }
 }
