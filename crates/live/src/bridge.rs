@@ -523,12 +523,21 @@ impl Bridge {
     }
 
     /// What the sampler reads: the engine's counters, and each port's received bytes on its device's
-    /// root row (interfaces.csv's rx_bps, as `tclab sim` writes it).
+    /// root row (interfaces.csv's rx_bps, as `tclab sim` writes it). An unshaped port's root is
+    /// noqueue, which counts nothing sent (as the kernel's): its row takes the port's sent bytes, so
+    /// tx_bps still shows what left it.
     pub fn sample_counts(&self, now: Nanos) -> Vec<crate::sampler::Count> {
         let mut counts = crate::sampler::counts(&self.engine, now);
         for c in counts.iter_mut().filter(|c| c.class.is_empty()) {
             if let Some(p) = self.ports.iter().find(|p| p.name == c.dev) {
                 c.rx_bytes = p.stats.rx_bytes;
+                let noqueue = self
+                    .engine
+                    .device(&c.dev)
+                    .is_some_and(|d| d.root().q.kind() == "noqueue");
+                if noqueue {
+                    c.bytes = p.stats.tx_bytes;
+                }
             }
         }
         counts

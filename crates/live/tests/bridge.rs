@@ -56,6 +56,38 @@ fn without_a_policy_a_frame_leaves_the_other_port_unchanged() {
     assert_eq!(b.take_sent(1), vec![arp]);
 }
 
+/// An unshaped port's root is the kernel's noqueue, which has no enqueue: dev_queue_xmit hands the
+/// frame to the driver without a qdisc's counters (net/core/dev.c, sch_generic.c's noqueue_qdisc_ops;
+/// `tc -s qdisc show dev lo` on this machine stays at `Sent 0 bytes 0 pkt` after pings). So `tc -s`
+/// shows 0 sent while the port's own counter and the sample's tx bytes (interfaces.csv) hold them.
+#[test]
+fn an_unshaped_ports_noqueue_counts_nothing_sent_but_its_sample_shows_the_ports_bytes() {
+    let mut b = Bridge::detached(policy(&[]), [("eth0", 1500), ("eth1", 1500)]);
+    for _ in 0..3 {
+        b.arrive(0, 1, &udp_frame(1514, 5201, 0), false);
+    }
+    assert_eq!(b.take_sent(0).len(), 3);
+    let out = tclab_tc::run(
+        &mut b.engine,
+        &["-s", "qdisc", "show", "dev", "eth0"].map(String::from),
+        0,
+    );
+    assert!(
+        out.stdout
+            .starts_with("qdisc noqueue 0: root refcnt 2 \n Sent 0 bytes 0 pkt "),
+        "{}",
+        out.stdout
+    );
+    let eth0 = b.stats().into_iter().find(|(n, _)| n == "eth0").unwrap().1;
+    assert_eq!((eth0.tx_packets, eth0.tx_bytes), (3, 3 * 1514));
+    let row = b
+        .sample_counts(0)
+        .into_iter()
+        .find(|c| c.dev == "eth0" && c.class.is_empty())
+        .unwrap();
+    assert_eq!(row.bytes, 3 * 1514, "the port's sent bytes");
+}
+
 /// A UDP frame of 100 bytes from `src`:`sport` to `dst`:`dport` (last octets of 10.0.1.x).
 fn udp_between(src: u8, sport: u16, dst: u8, dport: u16) -> Vec<u8> {
     let mut f = udp_frame(100, dport, 0);

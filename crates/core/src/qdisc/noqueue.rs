@@ -3,6 +3,11 @@
 //! Linux sends such a device's packets straight to the driver, which cannot be busy. tclab models that as
 //! a queue without limit that the driver empties as fast as its link allows; it never drops and never
 //! delays. It has no options and, having handle 0, cannot be deleted.
+//!
+//! Its `Sent` counters stay 0 as the kernel's: noqueue_qdisc_ops has no enqueue, so dev_queue_xmit hands
+//! the packet to the driver without touching a qdisc's bstats (`tc -s qdisc show dev lo` reads `Sent 0
+//! bytes 0 pkt` after pings). Its queue length and backlog do count the packets waiting for the modelled
+//! driver: the simulator reads them to know the device is busy and plots them as the interface's backlog.
 
 use super::{Cx, DevEnv, Qdisc, QdiscOptions, QdiscStats, Verdict};
 use crate::error::{KernelError, Warning};
@@ -37,7 +42,6 @@ impl Qdisc for Noqueue {
     fn dequeue_skb(&mut self, _cx: &mut Cx) -> Option<Box<Packet>> {
         let pkt = self.queue.pop_front()?;
         self.stats.count_unqueued(&pkt);
-        self.stats.count_sent(&pkt);
         Some(pkt)
     }
     fn peek(&mut self, _cx: &mut Cx) -> Option<&Packet> {
