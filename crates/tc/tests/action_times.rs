@@ -75,3 +75,38 @@ fn an_actions_times_are_the_kernels() {
     run(&mut fresh, "actions add action gact pass index 1", 0);
     assert_eq!(times(&mut fresh, 0), "index 1 ref 1 bind 0");
 }
+
+/// The old `police` form inside a filter is dumped by the action's own dump (cls_api.c's
+/// tcf_exts_dump → tcf_action_dump_old → act_police.c's tcf_police_dump, TCA_POLICE_TM included) and
+/// tc 6.1's f_u32.c prints it with tc_print_police, the same print_police as the action form, which
+/// under `-s` ends its `ref … bind …` line with print_tm. tclab printed no times there.
+#[test]
+fn a_police_inside_a_filter_shows_its_times_as_the_action_form() {
+    let mut e = Engine::new();
+    run(&mut e, "qdisc add dev eth0 root handle 1: prio", 0);
+    run(
+        &mut e,
+        "filter add dev eth0 parent 1: protocol ip prio 1 u32 match u32 0 0 \
+         police rate 800kbit burst 10k drop flowid 1:1",
+        0,
+    );
+    let refs = |e: &mut Engine, line: &str, now: u64| {
+        let out = run(e, line, now).stdout;
+        out.lines()
+            .find(|l| l.starts_with("\tref "))
+            .unwrap_or_else(|| panic!("no ref line in {out}"))
+            .to_string()
+    };
+    // print_int "bind %d " then print_tm's " installed %u sec": two spaces between them.
+    assert_eq!(
+        refs(&mut e, "-s filter show dev eth0", 8 * SEC),
+        "\tref 1 bind 1  installed 8 sec used 8 sec"
+    );
+    // Without -s, no times.
+    assert_eq!(
+        refs(&mut e, "filter show dev eth0", 8 * SEC),
+        "\tref 1 bind 1 "
+    );
+    let j = run(&mut e, "-s -j filter show dev eth0", 8 * SEC).stdout;
+    assert!(j.contains("\"installed\":8,\"last_used\":8"), "{j}");
+}

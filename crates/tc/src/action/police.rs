@@ -208,26 +208,18 @@ pub fn parse_police(c: &mut Cur, named: bool) -> Result<(ActionParams, u32)> {
     Ok((ActionParams::Police(p), index))
 }
 
-/// `print_police`: ` police 0x1 rate … burst … mtu … action … overhead …`, then the `ref` line.
-pub(super) fn print(p: &mut Printer, a: &Action, pp: &PoliceParams, flags: ShowFlags, now: u64) {
-    print_police_with(p, a, pp, flags, Some(now));
-}
-
-/// `tc_print_police` for the old `police` form inside a filter (u32, fw, basic, flow): as an action,
-/// without the times.
-pub fn print_police_compat(p: &mut Printer, a: &Action, flags: ShowFlags) {
+/// `tc_print_police` for the old `police` form inside a filter (u32, fw, basic, flow): the kernel
+/// dumps it with the action's own dump (tcf_action_dump_old), times included, and tc 6.1 prints it
+/// with the same print_police, so it reads as the action form does.
+pub fn print_police_compat(p: &mut Printer, a: &Action, flags: ShowFlags, now: u64) {
     if let ActionParams::Police(pp) = &a.params {
-        print_police_with(p, a, pp, flags, None);
+        print(p, a, pp, flags, now);
     }
 }
 
-fn print_police_with(
-    p: &mut Printer,
-    a: &Action,
-    pp: &PoliceParams,
-    flags: ShowFlags,
-    now: Option<u64>,
-) {
+/// `print_police`: ` police 0x1 rate … burst … mtu … action … overhead …`, then the `ref` line and,
+/// under `-s`, the times (TCA_POLICE_TM, which tcf_police_dump puts in both forms).
+pub(super) fn print(p: &mut Printer, a: &Action, pp: &PoliceParams, flags: ShowFlags, now: u64) {
     p.json_string("kind", "police");
     let rate = pp.rate.map_or(0, |r| r.rate);
     p.fp(format_args!(" police {:#x} ", a.index));
@@ -271,7 +263,7 @@ fn print_police_with(
     p.nl();
     p.number("ref", format_args!("\tref {} ", a.refcnt), a.refcnt);
     p.number("bind", format_args!("bind {} ", a.bindcnt), a.bindcnt);
-    if let Some(now) = now.filter(|_| flags.stats) {
+    if flags.stats {
         print_tm(p, a, now);
     }
     p.nl();

@@ -179,7 +179,7 @@ pub(super) fn print(
     }
     if f.exts.police_compat {
         if let Some(a) = f.exts.actions.first() {
-            print_police_compat(p, &a.borrow(), flags);
+            print_police_compat(p, &a.borrow(), flags, now);
         }
     } else if !f.exts.actions.is_empty() {
         p.raw("\n");

@@ -72,7 +72,7 @@ pub(super) fn print(
     }
     if f.exts.police_compat {
         if let Some(a) = f.exts.actions.first() {
-            print_police_compat(p, &a.borrow(), flags);
+            print_police_compat(p, &a.borrow(), flags, now);
         }
     }
     if let Some(d) = &f.indev {

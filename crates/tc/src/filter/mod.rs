@@ -824,7 +824,7 @@ fn print_exts(exts: &Exts, flags: ShowFlags, now: Nanos, p: &mut Printer) {
     if exts.police_compat {
         if let Some(a) = exts.actions.first() {
             p.nl();
-            print_police_compat(p, &a.borrow(), flags);
+            print_police_compat(p, &a.borrow(), flags, now);
         }
         return;
     }
