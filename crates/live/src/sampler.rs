@@ -267,6 +267,9 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let mut e = Engine::new();
         e.add_device("eth0", 1500, 1000);
+        // A root that counts what it sends (the default noqueue counts nothing, as the kernel's).
+        let argv = ["qdisc", "add", "dev", "eth0", "root", "pfifo"].map(String::from);
+        assert_eq!(tclab_tc::run(&mut e, &argv, 0).code, 0);
         let mut s = Sampler::new(500_000_000, Some(&dir)).unwrap();
         s.tick(0, &e);
         // 100 frames of 1250 bytes leave in the first 0.5 s: 2 Mbit/s.
