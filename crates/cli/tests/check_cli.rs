@@ -699,6 +699,56 @@ fn offloads_turned_off_by_the_script_silence_the_gso_note_before_4_19() {
     assert_eq!(codes(&r), vec!["gso-bursts"]);
 }
 
+#[test]
+fn sg_off_or_tx_off_turns_tso_and_gso_off_for_the_gso_note() {
+    // Linux 6.12's netdev_fix_features (net/core/dev.c) keeps no TSO without scatter-gather or
+    // transmit checksumming, and no software GSO without scatter-gather, whatever tso and gso say:
+    // `sg off` turns both off, `tx off` TSO alone (this machine's ethtool on a veth after
+    // `sg off` showed tcp-segmentation-offload and generic-segmentation-offload off).
+    let dir = TempDir::new("check-gso-sg");
+    let htb = "tc qdisc add dev ppp0 root handle 1: htb default 1\n\
+               tc class add dev ppp0 parent 1: classid 1:1 htb rate 1mbit\n\
+               tc qdisc add dev ppp0 parent 1:1 sfq\n";
+    let script = |ethtool: &str| format!("#!/bin/bash\n{ethtool}\n{htb}");
+    // Before 4.19 no offload left means one-MSS skbs: no note.
+    for off in ["sg off", "scatter-gather off", "tx-scatter-gather off"] {
+        let r = check(
+            &dir,
+            "sg.sh",
+            &script(&format!("ethtool -K ppp0 {off}")),
+            &["--kernel", "4.14"],
+        );
+        assert_none(&r, "gso-bursts");
+    }
+    // Since 4.19 TCP builds GSO packets anyway; the note says the offloads are off, not on.
+    let r = check(&dir, "sg.sh", &script("ethtool -K ppp0 sg off"), &[]);
+    assert_found(&r, "gso-bursts", &["ppp0 qdisc htb 1:"]);
+    assert!(r.stdout.contains("TSO/GSO are off, but"), "{}", r.stdout);
+    // `tx off` leaves GSO, which still builds super-packets before 4.19; the note names GSO alone
+    // and claims nothing about the line that turned TSO off.
+    let r = check(
+        &dir,
+        "tx.sh",
+        &script("ethtool -K ppp0 tx off"),
+        &["--kernel", "4.14"],
+    );
+    assert_found(&r, "gso-bursts", &["ppp0 qdisc htb 1:"]);
+    assert!(
+        r.stdout.contains("GSO is on (Linux's default") && !r.stdout.contains("TSO/GSO are on"),
+        "{}",
+        r.stdout
+    );
+    // `sg on` again gives back what tso and gso asked for (the kernel keeps wanted_features).
+    let r = check(
+        &dir,
+        "again.sh",
+        &script("ethtool -K ppp0 sg off\nethtool -K ppp0 sg on"),
+        &["--kernel", "4.14"],
+    );
+    assert_found(&r, "gso-bursts", &["ppp0 qdisc htb 1:"]);
+    assert!(r.stdout.contains("TSO/GSO are on"), "{}", r.stdout);
+}
+
 /// flower's keys end where its actions begin: `action` hands the rest of the line to `parse_action`
 /// (m_action.c), which reads actions up to `classid`/`flowid`. A pedit that rewrites `eth dst` is not
 /// flower's `dst_mac` (tc's `matches` would take `dst` for it, but only among flower's own words).

@@ -142,8 +142,14 @@ pub struct Device {
     /// TCP builds GSO skbs either way (since 4.19). The simulator's NIC cuts GSO packets after the qdisc
     /// whatever they say; a veth (sim's `veth = true`) passes them whole to its peer only while TSO is
     /// on (without NETIF_F_TSO `validate_xmit_skb` cuts them first). `tclab check` reads them too.
+    /// These are what was asked for (`wanted_features`); [`Device::tso_on`] and [`Device::gso_on`] say
+    /// what the kernel keeps of them.
     pub tso: bool,
     pub gso: bool,
+    /// Scatter-gather and transmit checksumming (`ethtool -K DEV sg|tx on|off`), asked for: without
+    /// them Linux keeps neither TSO (nor, without SG, GSO) whatever was asked (`netdev_fix_features`).
+    pub sg: bool,
+    pub tx_csum: bool,
     /// `ip link set DEV gso_max_size N`: the largest GSO packet the stack builds for this device (65536;
     /// TCP's sockets take `MAX_TCP_HEADER + 1` off it, `sk_dst_gso_max_size`).
     pub gso_max_size: u32,
@@ -168,6 +174,16 @@ pub struct Device {
 }
 
 impl Device {
+    /// TSO as `netdev_fix_features` leaves it: asked for, with scatter-gather and checksumming.
+    pub fn tso_on(&self) -> bool {
+        self.tso && self.sg && self.tx_csum
+    }
+
+    /// Software GSO as `netdev_fix_features` leaves it: asked for, with scatter-gather.
+    pub fn gso_on(&self) -> bool {
+        self.gso && self.sg
+    }
+
     pub fn new(name: &str, mtu: u32, txqueuelen: u32) -> Device {
         Device::with_default(name, mtu, txqueuelen, DefaultRoot::Noqueue)
     }
@@ -198,6 +214,8 @@ impl Device {
             drop_counts: DropCounts::default(),
             tso: true,
             gso: true,
+            sg: true,
+            tx_csum: true,
             gso_max_size: GSO_LEGACY_MAX_SIZE,
             gso_max_segs: GSO_MAX_SEGS,
             speed: 0,

@@ -1513,9 +1513,10 @@ impl Network {
             return;
         };
         let pending = ifc.tx_pending.pop_front();
-        // A veth without TSO (`ethtool -K DEV tso off`) gets its GSO packets cut in software first
+        // A veth without TSO (`ethtool -K DEV tso off`, or `sg off`) gets its GSO packets cut in software first
         // (`validate_xmit_skb`: the device lacks NETIF_F_TSO), so its peer receives frames.
-        let whole_gso = (ifc.link.veth && dev.tso).then_some((dev.gso_max_segs, dev.gso_max_size));
+        let whole_gso =
+            (ifc.link.veth && dev.tso_on()).then_some((dev.gso_max_segs, dev.gso_max_size));
         let mut wire = Wire {
             iface,
             now,

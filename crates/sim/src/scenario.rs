@@ -1898,7 +1898,9 @@ fn ethtool_of(what: &str, args: &[String]) -> Option<String> {
     }
     let keys = rest.iter().step_by(2).map(String::as_str);
     let offload = |k: &str| {
-        tclab_tc::store::ETHTOOL_TSO.contains(&k) || tclab_tc::store::ETHTOOL_GSO.contains(&k)
+        tclab_tc::store::ETHTOOL_MODELLED
+            .iter()
+            .any(|names| names.contains(&k))
     };
     let option = if keys.clone().all(offload) {
         "-K"

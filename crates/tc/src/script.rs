@@ -41,8 +41,8 @@
 //!   (2 by default, as the module does) unless ifb devices exist already (the module is loaded: nothing
 //!   happens); `modprobe -r ifb` and `rmmod ifb` unload it, deleting every ifb device whatever its name
 //!   (and fail, as kmod's do, when none is loaded); `ip6tables` is refused (tclab's netfilter is IPv4); other `modprobe`, `insmod`,
-//!   `rmmod` succeed silently (every qdisc is "built in"); `ethtool -K DEV tso|gso on|off` (or ethtool's other
-//!   names for them, [`crate::store::ETHTOOL_TSO`]) becomes `tclab link set dev DEV tso|gso …` (what
+//!   `rmmod` succeed silently (every qdisc is "built in"); `ethtool -K DEV tso|gso|sg|tx on|off` (or ethtool's other
+//!   names for them, [`crate::store::ETHTOOL_MODELLED`]) becomes `tclab link set dev DEV tso|gso|sg|tx …` (what
 //!   `tclab check` reads of offloads, and whether a simulated veth takes GSO packets whole), its other
 //!   features are noted, and a name ethtool does not know fails as ethtool does (exit 92); `ip [-4] route add|change|
 //!   replace|del … realm R` becomes `tclab route …` ([`crate::iproute`]: a `route` record, the realms
@@ -93,15 +93,11 @@ pub(crate) const DIRS: &[&str] = &[
 
 /// The other names `ethtool -K` takes (ethtool 6.1 on Linux 6.12): its short and long names
 /// (`off_flag_def`) and the kernel's feature strings (`netdev_features_strings`), less the offloads
-/// tclab models ([`crate::store::ETHTOOL_TSO`], [`crate::store::ETHTOOL_GSO`]). A script's call with
+/// tclab models ([`crate::store::ETHTOOL_MODELLED`]). A script's call with
 /// one of these is noted and does nothing; with any other name ethtool fails ("bit name not found").
 const ETHTOOL_OTHER: &[&str] = &[
     "rx",
     "rx-checksumming",
-    "tx",
-    "tx-checksumming",
-    "sg",
-    "scatter-gather",
     "ufo",
     "udp-fragmentation-offload",
     "gro",
@@ -116,7 +112,6 @@ const ETHTOOL_OTHER: &[&str] = &[
     "ntuple-filters",
     "rxhash",
     "receive-hashing",
-    "tx-scatter-gather",
     "tx-checksum-ipv4",
     "tx-checksum-ip-generic",
     "tx-checksum-ipv6",
@@ -195,7 +190,8 @@ Inside the script, a command is tclab's by its name, whatever its directory (/sb
   ifconfig DEV [mtu N] [txqueuelen N] [up|down] -> tclab link set dev DEV …
   other modprobe, insmod, rmmod                -> succeed silently (everything is built in)
   ethtool -K DEV tso off gso off …             -> tclab link set dev DEV tso off gso off (also by
-                                                  ethtool's long names: tx-tcp-segmentation …)
+                                                  ethtool's long names: tx-tcp-segmentation …; sg off
+                                                  and tx off turn TSO/GSO off as on Linux)
   ethtool -s DEV speed N …                     -> tclab link set dev DEV speed N (taprio, cbs)
   ip [-4] route add|change|replace|del … realm R -> tclab route … (the routes' realms)
   other ip commands (addr, rule …, a route without a realm), sysctl, other ethtool
@@ -480,15 +476,7 @@ fn prelude() -> String {
          \x20 fi ;; esac\n\
          \x20 while [ $# -ge 2 ]; do\n\
          \x20   if [[ \"|$keys|\" == *\"|$1|\"* ]]; then args+=(\"$1\" \"$2\");\n\
-         \x20   else\n\
-         \x20     # Linux drops TSO without SG or checksumming, GSO without SG (netdev_fix_features); tclab\n\
-         \x20     # does not model those features, so the note says what to add.\n\
-         \x20     local also=\n\
-         \x20     case \"$1 $2\" in\n\
-         \x20       'sg off'|'scatter-gather off'|'tx-scatter-gather off') also=' (on Linux it turns TSO and GSO off too: add tso off gso off)' ;;\n\
-         \x20       'tx off'|'tx-checksumming off') also=' (on Linux it turns TSO off too: add tso off)' ;;\n\
-         \x20     esac\n\
-         \x20     echo \"tclab script: ignoring ethtool $what \\\"$1 $2\\\"$also\" >&2\n\
+         \x20   else echo \"tclab script: ignoring ethtool $what \\\"$1 $2\\\"\" >&2\n\
          \x20   fi\n\
          \x20   shift 2\n\
          \x20 done\n\
@@ -521,7 +509,7 @@ fn prelude() -> String {
          \x20 builtin command env \"${assigns[@]}\" \"$@\"\n\
          }\n",
     );
-    let modelled = [crate::store::ETHTOOL_TSO, crate::store::ETHTOOL_GSO].concat();
+    let modelled = crate::store::ETHTOOL_MODELLED.concat();
     p = p
         .replace("@ETHTOOL_MODELLED@", &modelled.join("|"))
         .replace("@ETHTOOL_OTHER@", &ETHTOOL_OTHER.join("|"));

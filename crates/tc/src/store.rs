@@ -1378,12 +1378,13 @@ fn apply_entry(engine: &mut Engine, entry: &[String], problems: &mut Vec<String>
 /// `tclab link`'s grammar (`ip link`'s, for the devices of a policy).
 pub const LINK_USAGE: &str = "Usage: tclab link { add | set | del } dev DEV [ type ifb|veth [peer name PEER]|dummy|vlan… ]
                   [ mtu N ] [ txqueuelen N ] [ numtxqueues N ] [ gso_max_size N ] [ gso_max_segs N ]
-                  [ tso|gso on|off ] [ speed MBIT ] [ up | down ]
+                  [ tso|gso|sg|tx on|off ] [ speed MBIT ] [ up | down ]
        tclab link show [ type ifb ] [ [dev] DEV ]
 The policy's devices (ip link's grammar): a device is created on first use by tc with mtu 1500 and
 txqueuelen 1000; numtxqueues N makes it multiqueue (mq); an ifb starts down; speed is the link speed
-ethtool reports (Mbit/s; none until set), which taprio and cbs time frames by; tso and gso take ethtool's
-other names too (tcp-segmentation-offload, tx-tcp-segmentation, generic-segmentation-offload …). Exit codes are ip's: 1 for
+ethtool reports (Mbit/s; none until set), which taprio and cbs time frames by; tso, gso, sg and tx take
+ethtool's other names too (tcp-segmentation-offload, tx-tcp-segmentation, scatter-gather …); without sg
+Linux keeps neither TSO nor GSO, without tx no TSO, whatever tso and gso say. Exit codes are ip's: 1 for
 bad options, 2 when the (simulated) kernel refuses.";
 
 /// The `ethtool -K` names of the offloads tclab models, as ethtool 6.1 takes them: its short and long
@@ -1400,9 +1401,15 @@ pub const ETHTOOL_GSO: &[&str] = &[
     "generic-segmentation-offload",
     "tx-generic-segmentation",
 ];
+/// `sg`: NETIF_F_SG. Without it Linux drops TSO and GSO (`netdev_fix_features`).
+pub const ETHTOOL_SG: &[&str] = &["sg", "scatter-gather", "tx-scatter-gather"];
+/// `tx`: every transmit checksum feature; without them Linux drops TSO (`netdev_fix_features`).
+pub const ETHTOOL_TX: &[&str] = &["tx", "tx-checksumming"];
+/// Every `ethtool -K` name tclab models: `link set` takes them.
+pub const ETHTOOL_MODELLED: [&[&str]; 4] = [ETHTOOL_TSO, ETHTOOL_GSO, ETHTOOL_SG, ETHTOOL_TX];
 
 /// `link add|set|del dev DEV [type ifb] [mtu N] [txqueuelen N] [numtxqueues N] [gso_max_size N]
-/// [gso_max_segs N] [tso|gso on|off] [speed MBIT] [up|down]`: the devices of an offline
+/// [gso_max_segs N] [tso|gso|sg|tx on|off] [speed MBIT] [up|down]`: the devices of an offline
 /// policy. `add … type ifb` makes an ifb (down until `set … up`, as `ip link add` makes it) and refuses a
 /// name in use, as RTNETLINK does; `del` removes a device with its qdiscs.
 pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
@@ -1418,7 +1425,7 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
     let mut txqueues = None;
     let mut peer: Option<String> = None;
     // `ethtool -K DEV tso off gso off` in a script arrives as these.
-    let (mut tso, mut gso) = (None, None);
+    let (mut tso, mut gso, mut sg, mut tx_csum) = (None, None, None, None);
     let (mut gso_max_size, mut gso_max_segs) = (None, None);
     // `ethtool -s DEV speed N` in a script arrives as this.
     let mut speed = None;
@@ -1456,7 +1463,7 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
                 }
                 v => gso_max_segs = Some(v),
             },
-            a if ETHTOOL_TSO.contains(&a) || ETHTOOL_GSO.contains(&a) => {
+            a if ETHTOOL_MODELLED.iter().any(|names| names.contains(&a)) => {
                 let v = match it.next() {
                     Some("on") => true,
                     Some("off") => false,
@@ -1467,11 +1474,16 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
                         ))
                     }
                 };
-                if ETHTOOL_TSO.contains(&a) {
-                    tso = Some(v)
+                let which = if ETHTOOL_TSO.contains(&a) {
+                    &mut tso
+                } else if ETHTOOL_GSO.contains(&a) {
+                    &mut gso
+                } else if ETHTOOL_SG.contains(&a) {
+                    &mut sg
                 } else {
-                    gso = Some(v)
-                }
+                    &mut tx_csum
+                };
+                *which = Some(v);
             }
             // Receive queues change nothing tclab models.
             "numrxqueues" => {
@@ -1622,6 +1634,12 @@ pub fn link(engine: &mut Engine, args: &[String]) -> Result<(), String> {
             }
             if let Some(v) = gso {
                 d.gso = v;
+            }
+            if let Some(v) = sg {
+                d.sg = v;
+            }
+            if let Some(v) = tx_csum {
+                d.tx_csum = v;
             }
             if let Some(v) = gso_max_size {
                 d.gso_max_size = v;

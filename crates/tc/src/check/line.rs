@@ -412,7 +412,7 @@ fn gso(cx: &DevCx, rate: Option<(u64, LinkLayer, u16)>, out: &mut Vec<Finding>) 
         return;
     }
     let always_on = cx.opts.kernel.is_none_or(|k| k >= GSO_ALWAYS_ON);
-    let offloads = cx.dev.tso || cx.dev.gso;
+    let offloads = cx.dev.tso_on() || cx.dev.gso_on();
     if !always_on && !offloads {
         return;
     }
@@ -437,9 +437,15 @@ fn gso(cx: &DevCx, rate: Option<(u64, LinkLayer, u16)>, out: &mut Vec<Finding>) 
         (65536, "64 KB".to_string())
     };
     let ms = bytes as f64 * 1e3 / rate as f64;
+    // What the policy left on: `sg off` drops both, `tx off` TSO alone (`netdev_fix_features`).
+    let on = match (cx.dev.tso_on(), cx.dev.gso_on()) {
+        (true, true) => "TSO/GSO are on (Linux's default",
+        (true, false) => "TSO is on (Linux's default",
+        _ => "GSO is on (Linux's default",
+    };
     let (why, fix) = if !always_on {
         (
-            "TSO/GSO are on (Linux's default; nothing here turns them off)".to_string(),
+            format!("{on}; nothing here turns that off)"),
             format!(
                 "turn them off before shaping: `ethtool -K {} tso off gso off` (sqm-scripts does), \
                  or shape with cake, which splits them (`split-gso`, its default)",
@@ -456,8 +462,8 @@ fn gso(cx: &DevCx, rate: Option<(u64, LinkLayer, u16)>, out: &mut Vec<Finding>) 
         (
             if offloads {
                 format!(
-                    "TSO/GSO are on (Linux's default), and on {kernel} TCP builds GSO packets \
-                     whatever the offloads say (since 4.19)"
+                    "{on}), and on {kernel} TCP builds GSO packets whatever the offloads say \
+                     (since 4.19)"
                 )
             } else {
                 format!(
