@@ -51,3 +51,45 @@ fn a_large_class_table_lists_the_classes_that_dropped_first() {
     let all = json["classes"].as_array().map_or(0, Vec::len);
     assert_eq!(all, 51, "{json}");
 }
+
+/// A ping's last probe, sent less than a round trip before the end, is still on its way when the run
+/// ends: ping would still wait for it (iputils waits twice the longest RTT after its last probe), so it
+/// is in flight, not lost. Found by a user: rrul-10mbit-cake printed 349/350, its last probe sent 20 ms
+/// before the end on a 41 ms RTT, and --seeds a 0.07 % loss on a line that dropped nothing.
+#[test]
+fn a_probe_still_in_flight_at_the_end_is_not_lost() {
+    // a ─150 ms each way─ b: a 0.3 s round trip, a probe every 0.2 s from a phase in [0, 0.2 s) (the
+    // seed's): 5 probes in 1 s, the last sent within 0.2 s of the end, so never back by then.
+    let ping = |duration: &str, interval: &str, loss: &str| {
+        format!(
+            "duration = \"{duration}\"\n\
+             [[node]]\nname = \"a\"\n[[node]]\nname = \"b\"\n\
+             [[link]]\na = \"a:eth0\"\nb = \"b:eth0\"\nrate = \"10mbit\"\ndelay = \"150ms\"\n{loss}\
+             [[traffic]]\nname = \"ping\"\nkind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"{interval}\"\n"
+        )
+    };
+    let go = |text: &str| {
+        let mut sc =
+            load("p.toml", text, std::path::Path::new(".")).unwrap_or_else(|e| panic!("{e}"));
+        let out = run(&mut sc, &mut |_| {}).expect("the run completes");
+        let json = tclab_sim::report::summary_json(&sc, &out);
+        let n = |k: &str| json["pings"][0][k].as_u64().unwrap();
+        let counts = (n("sent"), n("received"), n("in_flight"));
+        (tclab_sim::report::summary_text(&sc, &out), counts)
+    };
+    let (table, (sent, received, in_flight)) = go(&ping("1s", "200ms", ""));
+    assert_eq!(sent, 5, "{table}");
+    assert!(in_flight >= 1, "{table}");
+    assert_eq!(received + in_flight, sent, "nothing lost: {table}");
+    let row = table.lines().find(|l| l.contains("a→b")).unwrap();
+    assert!(
+        row.ends_with(&format!("  ({in_flight} in flight at the end)")),
+        "{table}"
+    );
+    // Nothing comes back (every frame lost on the wire): ping waits -W's 10 s for a first reply, so a
+    // probe is lost once sent 10 s before the end. 15 s, a probe a second: the first 5 or 6 are lost
+    // (by the phase), the rest still awaited.
+    let (table, (sent, received, in_flight)) = go(&ping("15s", "1s", "loss = 1.0\n"));
+    assert_eq!((sent, received), (15, 0), "{table}");
+    assert!((9..=10).contains(&in_flight), "{table}");
+}
