@@ -171,6 +171,10 @@ pub struct Device {
     /// for a veth-like device and teql0; none for an ifb or a dummy, whose setup clears them.
     pub min_mtu: u32,
     pub max_mtu: u32,
+    /// Packets the last bulk dequeue took after the first ([`Device::bulk_dequeue`]): handed to the
+    /// driver with it in the kernel, here sent by `qdisc_run` before the tree is asked again.
+    #[serde(skip)]
+    pub bulk: std::collections::VecDeque<Box<Packet>>,
 }
 
 impl Device {
@@ -224,6 +228,7 @@ impl Device {
             broadcast: true,
             min_mtu: 68,
             max_mtu: 65535,
+            bulk: Default::default(),
         };
         d.root = d.default_root();
         d
@@ -442,6 +447,21 @@ impl Device {
             }
         }
         out
+    }
+
+    /// Whether `dequeue_skb` bulks with `try_bulk_dequeue_skb_slow`: a root that tc attached to a
+    /// multiqueue device (more than one transmit queue; a veth has one per possible CPU unless `ip link
+    /// add … numtxqueues` says otherwise) lacks `TCQ_F_ONETXQUEUE` (`qdisc_create`), so after each
+    /// packet the tree is asked for up to 8 more — a throttled TBF counts one more overlimit per packet.
+    /// mq's and mqprio's per-queue children have the flag, and a device without BQL (veth) has no room
+    /// for the other bulk path (`qdisc_avail_bulklimit` is 0); a default root here stands for the mq
+    /// the kernel attaches to a multiqueue NIC. Left out: taprio, whose software root bulks too but
+    /// stops at a packet for another transmit queue (a traffic class's), which tclab does not track.
+    #[inline]
+    pub fn bulk_dequeue(&self) -> bool {
+        self.txqueues > 1
+            && self.root.handle != Handle::UNSPEC
+            && !matches!(self.root.q.kind(), "mq" | "mqprio" | "taprio" | "noqueue")
     }
 
     /// Give the qdisc a request addressed (`parent`, `handle`: `tc qdisc … [handle H] parent P|root`)
