@@ -226,11 +226,19 @@ impl DropReason {
 /// The drop list of a [`Cx`]: read it as a slice. One pointer, null until the first drop; then the
 /// list keeps its buffer (emptied by [`Drops::drain`] or [`Cx::reset`]) for the drops of later calls
 /// on the same context, so that a drop allocates nothing once a driver's context has dropped before.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 // Boxed on purpose: one word (null until used) instead of a Vec's three, in a context made and
 // reset on every call.
 #[allow(clippy::box_collection)]
 pub struct Drops(Option<Box<Vec<Dropped>>>);
+
+/// The dropped packets, as a list: an empty list that kept its buffer shows as one never used
+/// (as [`PartialEq`] compares them), so a reset context reads as a new one.
+impl std::fmt::Debug for Drops {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
 
 impl Drops {
     pub fn push(&mut self, d: Dropped) {
