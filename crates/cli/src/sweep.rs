@@ -486,12 +486,10 @@ fn metrics(sc: &Scenario, out: &Outcome) -> Vec<(String, Option<f64>)> {
                 m.push((format!("{}.rtt_p50_ms", t.name), rtt(p.rtt.p50_ms)));
                 m.push((format!("{}.rtt_p99_ms", t.name), rtt(p.rtt.p99_ms)));
                 m.push((format!("{}.rtt_avg_ms", t.name), rtt(p.rtt.avg_ms)));
-                // Of the probes with an outcome: one still in flight at the end is neither.
-                let done = p.sent.saturating_sub(p.in_flight);
-                let lost = done.saturating_sub(p.received) as f64;
+                let lost = p.sent.saturating_sub(p.received) as f64;
                 m.push((
                     format!("{}.loss_pct", t.name),
-                    (done > 0).then(|| 100.0 * lost / done as f64),
+                    (p.sent > 0).then(|| 100.0 * lost / p.sent as f64),
                 ));
             }
             kind => {

@@ -227,21 +227,9 @@ impl Ping {
         }
     }
 
-    /// Probes unanswered at `end` that ping would still be waiting for, so neither answered nor lost:
-    /// those sent less than its wait before `end`. The wait is iputils' after its last probe
-    /// (`schedule_exit`): twice the longest RTT seen, at least the interval, or `-W`'s 10 s when no
-    /// reply came — and never more than those 10 s: a probe's drop is not followed here, so behind a
-    /// queue of a minute (seed 000's) an uncapped wait would call the full queue's drops in flight.
-    /// (ping `-w DEADLINE` would count them all lost: it stops at the deadline and reports transmitted −
-    /// received; a run's end is not the probes' deadline.)
-    pub fn in_flight(&self, end: Nanos) -> u64 {
-        let linger = 10 * NSEC_PER_SEC;
-        let wait = match self.rtts.iter().map(|&(_, rtt)| rtt).max() {
-            Some(rtt) => (2 * rtt).max(self.interval).min(linger),
-            None => linger,
-        };
-        let after = end.saturating_sub(wait);
-        self.outstanding.values().filter(|&&t| t > after).count() as u64
+    /// Probes sent whose reply never came (or has not come yet).
+    pub fn lost(&self) -> u64 {
+        self.sent - self.rtts.len() as u64
     }
 }
 

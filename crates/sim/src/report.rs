@@ -215,14 +215,9 @@ pub fn summary_text(sc: &Scenario, out: &Outcome) -> String {
                     format!("{:.1}", r.p99_ms),
                 )
             };
-            // Probes the run ended on before their reply could come: neither answered nor lost.
-            let waiting = match p.in_flight {
-                0 => String::new(),
-                n => format!("  ({n} in flight at the end)"),
-            };
             let _ = writeln!(
                 s,
-                "{:<16} {:<18} {:>9} {:>32} {:>9} {:>9}{waiting}",
+                "{:<16} {:<18} {:>9} {:>32} {:>9} {:>9}",
                 p.name,
                 format!("{}→{}", p.from, p.to),
                 format!("{}/{}", p.received, p.sent),

@@ -95,9 +95,6 @@ pub struct PingResult {
     pub to: String,
     pub sent: u64,
     pub received: u64,
-    /// Sent, unanswered, and recent enough at the end that ping would still wait for the reply
-    /// ([`crate::apps::Ping::in_flight`]): not lost.
-    pub in_flight: u64,
     pub rtt: RttStats,
     /// (send time, RTT) in nanoseconds, for the RTT plot and CSV.
     #[serde(skip)]
@@ -404,12 +401,11 @@ pub fn run(sc: &mut Scenario, progress: &mut dyn FnMut(Nanos)) -> Result<Outcome
         match &t.kind {
             TrafficKind::Ping { .. } => {
                 let mut samples = Vec::new();
-                let (mut sent, mut in_flight) = (0, 0);
+                let mut sent = 0;
                 for &a in &s.senders {
                     if let App::Ping(p) = &sc.net.apps[a] {
                         samples.extend_from_slice(&p.rtts);
                         sent += p.sent;
-                        in_flight += p.in_flight(end);
                     }
                 }
                 let rtts: Vec<Nanos> = samples.iter().map(|&(_, r)| r).collect();
@@ -419,7 +415,6 @@ pub fn run(sc: &mut Scenario, progress: &mut dyn FnMut(Nanos)) -> Result<Outcome
                     to: name(t.to),
                     sent,
                     received: rtts.len() as u64,
-                    in_flight,
                     rtt: RttStats::of(&rtts),
                     samples,
                 });
