@@ -1183,7 +1183,7 @@ fn main() -> ExitCode {
     }
     if matches!(
         args.first().map(String::as_str),
-        Some("tc" | "link" | "iptables" | "route")
+        Some("tc" | "link" | "iptables" | "route" | "ethtool")
     ) {
         return match cmd_store(&args) {
             Ok(code) => ExitCode::from(code),

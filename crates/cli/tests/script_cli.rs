@@ -979,6 +979,38 @@ fn ethtool_k_takes_the_names_ethtool_takes_and_refuses_others_as_it_does() {
 }
 
 #[test]
+fn ethtool_refusals_and_notes_name_the_script_line_and_k_shows_the_features() {
+    // A refused ethtool call is listed in the summary with its line, as tc's are (it used to end in
+    // "0 commands applied, 0 refused"); its notes name the line too. `ethtool -k` prints what ethtool
+    // 6.1 prints for these features on a veth of this machine: "Features for DEV:", then "NAME: on|off",
+    // "off [requested on]" for what netdev_fix_features dropped (after `-K sg off`: TSO and GSO).
+    let st = scratch("ethtool-report");
+    let (code, out, err) = script_beside(
+        &st,
+        "e.sh",
+        "#!/bin/bash\nethtool -K eth0 rx-gro off sg off\nethtool -k eth0\nethtool -K eth0 bogus off\n",
+    );
+    assert_eq!(code, Some(92), "{err}");
+    assert!(
+        err.contains("/e.sh:2: ignoring ethtool feature \"rx-gro off\""),
+        "{err}"
+    );
+    assert!(
+        err.contains("1 command applied, 1 refused\n")
+            && err.contains(
+                "/e.sh:4: ethtool -K eth0 bogus off\n    netlink error: bit name not found"
+            ),
+        "{err}"
+    );
+    assert_eq!(
+        out,
+        "Features for eth0:\ntx-checksumming: on\nscatter-gather: off\n\
+         tcp-segmentation-offload: off [requested on]\n\
+         generic-segmentation-offload: off [requested on]\n"
+    );
+}
+
+#[test]
 fn a_scripts_writes_to_proc_sys_do_not_reach_the_host_as_root() {
     // bash makes `echo V > /proc/sys/…` (or /sys/…) itself, no command tclab answers: as root, the script's mount
     // namespace has /proc/sys and /sys read-only, so the write fails and the host's setting stays. The script

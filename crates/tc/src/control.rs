@@ -461,7 +461,14 @@ fn answer(store: &mut Option<Store>, report: &mut Report, state: &Path, req: &Re
             code: -1,
         };
     }
-    let (reply, changes) = handle(store, state, req);
+    let (mut reply, changes) = handle(store, state, req);
+    // ethtool's notes of what tclab ignores name the script's line, as its refusals do.
+    if let (Some(at), Some("ethtool")) = (&req.caller, req.argv.first().map(String::as_str)) {
+        reply.stderr = reply.stderr.replace(
+            "tclab script: ignoring",
+            &format!("tclab script: {at}: ignoring"),
+        );
+    }
     let applied = changes.len();
     if report.keep_changes {
         let at = req.caller.clone().unwrap_or_else(|| "?".into());

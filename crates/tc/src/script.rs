@@ -41,10 +41,12 @@
 //!   (2 by default, as the module does) unless ifb devices exist already (the module is loaded: nothing
 //!   happens); `modprobe -r ifb` and `rmmod ifb` unload it, deleting every ifb device whatever its name
 //!   (and fail, as kmod's do, when none is loaded); `ip6tables` is refused (tclab's netfilter is IPv4); other `modprobe`, `insmod`,
-//!   `rmmod` succeed silently (every qdisc is "built in"); `ethtool -K DEV tso|gso|sg|tx on|off` (or ethtool's other
-//!   names for them, [`crate::store::ETHTOOL_MODELLED`]) becomes `tclab link set dev DEV tso|gso|sg|tx …` (what
-//!   `tclab check` reads of offloads, and whether a simulated veth takes GSO packets whole), its other
-//!   features are noted, and a name ethtool does not know fails as ethtool does (exit 92); `ip [-4] route add|change|
+//!   `rmmod` succeed silently (every qdisc is "built in"); `ethtool` goes to the engine ([`crate::store::ethtool`]):
+//!   `-K DEV tso|gso|sg|tx on|off` (or ethtool's other names for them, [`crate::store::ETHTOOL_MODELLED`])
+//!   is recorded as `link set dev DEV tso|gso|sg|tx …` (what `tclab check` reads of offloads, and whether a
+//!   simulated veth takes GSO packets whole), its other features are noted with the script's line, a
+//!   name ethtool does not know fails as ethtool does (exit 92) and is listed among the refusals;
+//!   `-k DEV` prints the modelled features; `ip [-4] route add|change|
 //!   replace|del … realm R` becomes `tclab route …` ([`crate::iproute`]: a `route` record, the realms
 //!   the simulator gives its routes); other `ip` commands (`addr`, `rule`, …, a route without a realm),
 //!   other `ethtool` calls and `sysctl -w` are reported on stderr and succeed without effect.
@@ -91,85 +93,6 @@ pub(crate) const DIRS: &[&str] = &[
     "/opt/usr/bin",
 ];
 
-/// The other names `ethtool -K` takes (ethtool 6.1 on Linux 6.12): its short and long names
-/// (`off_flag_def`) and the kernel's feature strings (`netdev_features_strings`), less the offloads
-/// tclab models ([`crate::store::ETHTOOL_MODELLED`]). A script's call with
-/// one of these is noted and does nothing; with any other name ethtool fails ("bit name not found").
-const ETHTOOL_OTHER: &[&str] = &[
-    "rx",
-    "rx-checksumming",
-    "ufo",
-    "udp-fragmentation-offload",
-    "gro",
-    "generic-receive-offload",
-    "lro",
-    "large-receive-offload",
-    "rxvlan",
-    "rx-vlan-offload",
-    "txvlan",
-    "tx-vlan-offload",
-    "ntuple",
-    "ntuple-filters",
-    "rxhash",
-    "receive-hashing",
-    "tx-checksum-ipv4",
-    "tx-checksum-ip-generic",
-    "tx-checksum-ipv6",
-    "highdma",
-    "tx-scatter-gather-fraglist",
-    "tx-vlan-hw-insert",
-    "rx-vlan-hw-parse",
-    "rx-vlan-filter",
-    "tx-vlan-stag-hw-insert",
-    "rx-vlan-stag-hw-parse",
-    "rx-vlan-stag-filter",
-    "vlan-challenged",
-    "rx-gro",
-    "rx-gro-hw",
-    "rx-lro",
-    "tx-gso-robust",
-    "tx-tcp-ecn-segmentation",
-    "tx-tcp-mangleid-segmentation",
-    "tx-tcp6-segmentation",
-    "tx-fcoe-segmentation",
-    "tx-gre-segmentation",
-    "tx-gre-csum-segmentation",
-    "tx-ipxip4-segmentation",
-    "tx-ipxip6-segmentation",
-    "tx-udp_tnl-segmentation",
-    "tx-udp_tnl-csum-segmentation",
-    "tx-gso-partial",
-    "tx-tunnel-remcsum-segmentation",
-    "tx-sctp-segmentation",
-    "tx-esp-segmentation",
-    "tx-udp-segmentation",
-    "tx-gso-list",
-    "tx-checksum-fcoe-crc",
-    "tx-checksum-sctp",
-    "rx-ntuple-filter",
-    "rx-hashing",
-    "rx-checksum",
-    "tx-nocache-copy",
-    "loopback",
-    "rx-fcs",
-    "rx-all",
-    "l2-fwd-offload",
-    "hw-tc-offload",
-    "esp-hw-offload",
-    "esp-tx-csum-hw-offload",
-    "rx-udp_tunnel-port-offload",
-    "tls-hw-record",
-    "tls-hw-tx-offload",
-    "tls-hw-rx-offload",
-    "rx-gro-list",
-    "macsec-hw-offload",
-    "rx-udp-gro-forwarding",
-    "hsr-tag-ins-offload",
-    "hsr-tag-rm-offload",
-    "hsr-fwd-offload",
-    "hsr-dup-offload",
-];
-
 /// What `tclab script run --help` says about the commands it replaces.
 pub const HELP: &str = "Usage: tclab script run [--strict] FILE [ARGS…]
 
@@ -194,6 +117,7 @@ Inside the script, a command is tclab's by its name, whatever its directory (/sb
                                                   and tx off turn TSO/GSO off as on Linux)
   ethtool -s DEV speed N …                     -> tclab link set dev DEV speed N (taprio, cbs)
   ip [-4] route add|change|replace|del … realm R -> tclab route … (the routes' realms)
+  ethtool -k DEV                               -> the features tclab models, as ethtool prints them
   other ip commands (addr, rule …, a route without a realm), sysctl, other ethtool
                                                -> noted on stderr, succeed without effect
   sudo CMD …                                   -> CMD …
@@ -359,7 +283,7 @@ __tclab_run() {
     ip) __tclab_ip "$@" || return ;;
     ifconfig) __tclab_ifconfig "$@" || return ;;
     modprobe|insmod|rmmod) __tclab_modprobe "$name" "$@" || return ;;
-    ethtool) __tclab_ethtool "$@" || return ;;
+    ethtool) __tclab_call ethtool "$@" || return ;;
     sysctl) builtin echo "tclab script: ignoring \"sysctl $*\"" >&2; return 0 ;;
   esac
 }
@@ -451,38 +375,6 @@ fn prelude() -> String {
          \x20 for ((i = 0; i < n; i++)); do __tclab_call link add dev \"ifb$i\" type ifb 2>/dev/null || :; done\n\
          \x20 return 0\n\
          }\n\
-         __tclab_ethtool() {\n\
-         \x20 local keys what i\n\
-         \x20 case \"${1-}\" in\n\
-         \x20   -K|--features|--offload) keys='@ETHTOOL_MODELLED@'; what=feature ;;\n\
-         \x20   -s|--change) keys=speed; what=setting ;;\n\
-         \x20   *) echo \"tclab script: ignoring \\\"ethtool $*\\\"\" >&2; return 0 ;;\n\
-         \x20 esac\n\
-         \x20 if [ $# -lt 2 ]; then echo 'ethtool: bad command line argument(s)' >&2; return 1; fi\n\
-         \x20 local dev=\"$2\" args=()\n\
-         \x20 shift 2\n\
-         \x20 if [ $what = feature ]; then\n\
-         \x20   if [ $# -eq 0 ]; then echo 'Could not change any device features' >&2; return 1; fi\n\
-         \x20   for ((i = 1; i <= $#; i += 2)); do\n\
-         \x20     local k=\"${!i}\" j=$((i + 1))\n\
-         \x20     case \"${!j-}\" in on|off) ;; *) echo \"ethtool (-K): flag '${!j-(null)}' for parameter '$k' is not followed by 'on' or 'off'\" >&2; return 1 ;; esac\n\
-         \x20     if [[ \"|$keys|@ETHTOOL_OTHER@|\" != *\"|$k|\"* ]]; then echo 'netlink error: bit name not found' >&2; echo 'netlink error: Operation not supported' >&2; return 92; fi\n\
-         \x20   done\n\
-         \x20 fi\n\
-         \x20 # An ifb exists only once made (the store makes other names on first use): ethtool's error.\n\
-         \x20 case \"$dev\" in ifb*) if ! __tclab_call link show dev \"$dev\" >/dev/null 2>&1; then\n\
-         \x20   echo 'netlink error: no device matches name' >&2; echo 'netlink error: No such device' >&2\n\
-         \x20   if [ $what = feature ]; then return 92; else return 75; fi\n\
-         \x20 fi ;; esac\n\
-         \x20 while [ $# -ge 2 ]; do\n\
-         \x20   if [[ \"|$keys|\" == *\"|$1|\"* ]]; then args+=(\"$1\" \"$2\");\n\
-         \x20   else echo \"tclab script: ignoring ethtool $what \\\"$1 $2\\\"\" >&2\n\
-         \x20   fi\n\
-         \x20   shift 2\n\
-         \x20 done\n\
-         \x20 [ ${#args[@]} -gt 0 ] || return 0\n\
-         \x20 __tclab_call link set dev \"$dev\" \"${args[@]}\" || return\n\
-         }\n\
          __tclab_ifconfig() {\n\
          \x20 if [ $# -le 1 ]; then echo \"tclab script: ignoring \\\"ifconfig $*\\\"\" >&2; return 0; fi\n\
          \x20 local dev=\"$1\"; shift\n\
@@ -509,10 +401,6 @@ fn prelude() -> String {
          \x20 builtin command env \"${assigns[@]}\" \"$@\"\n\
          }\n",
     );
-    let modelled = crate::store::ETHTOOL_MODELLED.concat();
-    p = p
-        .replace("@ETHTOOL_MODELLED@", &modelled.join("|"))
-        .replace("@ETHTOOL_OTHER@", &ETHTOOL_OTHER.join("|"));
     p.push_str(
         &CALL
             .replace("@NAMES@", &NAMES.join("|"))
