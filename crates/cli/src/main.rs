@@ -1146,6 +1146,13 @@ fn default_sigpipe() {
     }
 }
 
+/// mimalloc, not glibc's malloc: its 32 MiB segments are asked for as transparent huge pages, so a
+/// simulation's per-subscriber state (bench-isp: 1 000 sockets, HTB classes and fq_codel leaves, 84 MB)
+/// costs a TLB miss a 2 MB page rather than one a 4 KB page; glibc gives huge pages only when
+/// `GLIBC_TUNABLES` says so before the process starts. docs/BENCHMARKS.md has the figures.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     default_sigpipe();
     let mut args: Vec<String> = Vec::new();

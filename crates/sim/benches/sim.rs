@@ -16,6 +16,10 @@
 //! tclab-sim -- isp` runs the scenarios whose name contains "isp".
 
 use std::time::Instant;
+
+/// The tclab binary's allocator (crates/cli/src/main.rs says why), so the figures are the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use tclab_sim::run::run;
 use tclab_sim::scenario::load;
 
