@@ -115,6 +115,7 @@ pub fn make_forwarded(pkt: &mut Packet, tos: u8) {
 
 /// The MTU check of a packet with DF set (Linux's TCP, and ping with path-MTU discovery): one that does
 /// not fit the device is dropped, not fragmented.
+#[inline]
 pub fn fits_mtu(dev: &Device, pkt: &Packet) -> bool {
     if pkt.is_gso() {
         // `skb_gso_validate_network_len`: each segment it will become must fit.

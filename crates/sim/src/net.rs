@@ -480,6 +480,10 @@ pub struct Network {
     spare_data: Vec<Vec<u8>>,
     /// The per-packet trace being written (`tclab sim --trace`), if any.
     pub trace: Option<crate::trace::Trace>,
+    /// Per node, whether its netfilter hooks would change nothing (no rule, no DROP policy, no
+    /// conntrack hooks): then a packet skips the call into them. Set when a run starts and cleared
+    /// when it returns: nothing in a run changes rules, and outside one the hooks are always asked.
+    nf_idle: Vec<bool>,
 }
 
 impl Network {
@@ -518,6 +522,7 @@ impl Network {
             outboxes: Vec::new(),
             spare_data: Vec::new(),
             trace: None,
+            nf_idle: Vec::new(),
         }
     }
 
@@ -816,6 +821,12 @@ impl Network {
         observer: &mut dyn Observer,
         progress: &mut dyn FnMut(Nanos),
     ) {
+        self.nf_idle = (self.nodes.iter())
+            .map(|n| {
+                let nf = n.engine.netfilter();
+                !nf.ct_hooks && nf.is_empty()
+            })
+            .collect();
         let mut next_obs = every.map(|e| self.now() - self.now() % e + e);
         let mut last_obs = None;
         loop {
@@ -838,6 +849,7 @@ impl Network {
             observer.observe(until, self);
             progress(until);
         }
+        self.nf_idle.clear();
     }
 
     fn handle(&mut self, now: Nanos, ev: Event) {
@@ -951,8 +963,17 @@ impl Network {
         self.after_event(now);
     }
 
-    /// What every event ends with: skbs freed during it are returned to their sockets.
+    /// What every event ends with: skbs freed during it are returned to their sockets. The test is
+    /// inlined into every event's end; the rare return out of line.
+    #[inline]
     fn after_event(&mut self, now: Nanos) {
+        if !self.freed.is_empty() {
+            self.return_freed(now);
+        }
+    }
+
+    #[cold]
+    fn return_freed(&mut self, now: Nanos) {
         while !self.freed.is_empty() {
             for (app, len) in std::mem::take(&mut self.freed) {
                 self.free_skb(now, app, len);
@@ -1105,6 +1126,7 @@ impl Network {
         }
     }
 
+    #[inline]
     fn take_back_conntrack(&mut self, node: NodeId, cx: &mut Cx) {
         if let Some(table) = cx.conntrack.take() {
             self.nodes[node].engine.netfilter_mut().conntrack = table;
@@ -1122,7 +1144,22 @@ impl Network {
     /// Run one of the host stack's netfilter steps (`host::local_out`, `pre_routing`, `local_in`,
     /// `forward`) for `node` on `pkt`, with the names of the interfaces it arrived on and leaves by;
     /// false if a rule dropped it, counted on the interface it was leaving by or arriving on.
+    #[inline]
     fn netfilter(
+        &mut self,
+        node: NodeId,
+        pkt: &mut Packet,
+        in_iface: Option<IfaceId>,
+        out_iface: Option<IfaceId>,
+        step: impl FnOnce(&mut Netfilter, &mut Packet, Option<&str>, Option<&str>) -> bool,
+    ) -> bool {
+        if self.nf_idle.get(node) == Some(&true) {
+            return true;
+        }
+        self.netfilter_hooks(node, pkt, in_iface, out_iface, step)
+    }
+
+    fn netfilter_hooks(
         &mut self,
         node: NodeId,
         pkt: &mut Packet,
@@ -1557,10 +1594,13 @@ impl Network {
 
     /// Does `node` send what it routes out of `out` through its teql master? Only while the master is
     /// up and `out` is one of its slaves (the simulator's stand-in for `ip route … dev teql0`).
+    #[inline]
     fn via_teql(&self, node: NodeId, out: IfaceId) -> bool {
-        if self.teqls.is_empty() {
-            return false;
-        }
+        !self.teqls.is_empty() && self.via_teql_master(node, out)
+    }
+
+    #[cold]
+    fn via_teql_master(&self, node: NodeId, out: IfaceId) -> bool {
         let engine = &self.nodes[node].engine;
         let (Some(m), Some(master)) = (
             engine.teql(),
@@ -2382,5 +2422,75 @@ mod link_tests {
         assert_eq!(l.tx_time(98, &mut 0), 4_968_750);
         // A full frame: 1500 + 40 = 1540 bytes → 33 cells (1749 bytes).
         assert_eq!(l.tx_time(1514, &mut 0), 1749 * 8 * 1_000_000_000 / 256_000);
+    }
+}
+
+#[cfg(test)]
+mod nf_idle_tests {
+    use super::{Network, Observer};
+    use tclab_core::Nanos;
+
+    struct Nop;
+    impl Observer for Nop {
+        fn observe(&mut self, _: Nanos, _: &Network) {}
+    }
+
+    /// `Network::nf_idle` lets packets skip a node's netfilter hooks only while a run finds them empty:
+    /// a rule added between two runs must act in the second. a sends 4 Mbit/s of UDP through r; after
+    /// one second r gets `iptables -t mangle -A FORWARD -j DROP`, and every datagram it forwards from
+    /// then on is dropped there (counted on the interface it would leave by, as `netfilter` does).
+    #[test]
+    fn a_rule_added_between_runs_is_applied() {
+        let text = r#"
+duration = "2s"
+[[node]]
+name = "a"
+[[node]]
+name = "r"
+kind = "router"
+[[node]]
+name = "b"
+[[link]]
+a = "a:eth0"
+b = "r:eth0"
+rate = "100mbit"
+[[link]]
+a = "r:eth1"
+b = "b:eth0"
+rate = "100mbit"
+"#;
+        let mut sc = crate::scenario::load("nf.toml", text, std::path::Path::new("."))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let net = &mut sc.net;
+        let node = |net: &Network, name: &str| net.nodes.iter().position(|n| n.name == name);
+        let (a, r, b) = (
+            node(net, "a").unwrap(),
+            node(net, "r").unwrap(),
+            node(net, "b").unwrap(),
+        );
+        let (src, dst) = (net.node_addr(a).unwrap(), net.node_addr(b).unwrap());
+        let tx =
+            crate::apps::UdpSender::new(src, dst, 5000, 5001, 0, 1000, 4_000_000, 0, 2_000_000_000);
+        net.add_app(a, super::App::UdpSender(tx), Some(0));
+        let out = net.iface_by_name(r, "eth1").unwrap();
+        net.run(1_000_000_000, None, &mut Nop);
+        let sent = net.ifaces[out].counters.tx_packets;
+        assert!(
+            sent > 400,
+            "4 Mbit/s of 1000-byte datagrams go through: {sent}"
+        );
+        assert_eq!(net.ifaces[out].counters.nf_dropped, 0);
+        let rule = ["iptables", "-t", "mangle", "-A", "FORWARD", "-j", "DROP"];
+        crate::scenario::apply_journal(net, r, &[rule.map(String::from).to_vec()]).unwrap();
+        net.run(2_000_000_000, None, &mut Nop);
+        assert_eq!(
+            net.ifaces[out].counters.tx_packets, sent,
+            "nothing more leaves r"
+        );
+        assert!(
+            net.ifaces[out].counters.nf_dropped > 400,
+            "a second's datagrams dropped by the rule: {}",
+            net.ifaces[out].counters.nf_dropped
+        );
     }
 }
