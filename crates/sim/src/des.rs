@@ -191,6 +191,21 @@ impl<E: Copy> EventQueue<E> {
         }
     }
 
+    /// The event the next `pop_until` hands out unless one is scheduled before it, when that costs a
+    /// look at the lowest slot: an instant of level 0, or a higher slot holding one event. `None` for a
+    /// higher slot of several (its earliest is found only by dealing it out) and an empty queue. For
+    /// the event loop to prefetch what the next event reads; changes nothing.
+    #[inline]
+    pub fn peek(&self) -> Option<E> {
+        if self.nonempty == 0 {
+            return None;
+        }
+        let l = self.nonempty.trailing_zeros() as usize;
+        let lv = &self.levels[l];
+        let slot = &lv.slots[lv.occupied.trailing_zeros() as usize];
+        (l == 0 || slot.head == slot.tail).then(|| self.nodes[slot.head as usize].event)
+    }
+
     /// Empty slot `s` of level `l` (above 0, holding several events, the earliest at `at`) into the
     /// levels below. Out of line, so that the pops that need no dealing (nine in ten in bench-htb) save
     /// and restore none of its registers.
@@ -261,6 +276,7 @@ mod tests {
         let mut reference = std::collections::BTreeSet::new(); // (at, seq)
         let mut seq = 0u64;
         let mut popped = 0;
+        let mut peeked = 0;
         for _ in 0..200_000 {
             if rng.below(100) < 55 {
                 let now = q.now();
@@ -277,6 +293,11 @@ mod tests {
                 reference.insert((at.max(now), seq));
                 seq += 1;
             } else {
+                // What `peek` names, when it names one, is what an unbounded pop would hand out.
+                if let Some(e) = q.peek() {
+                    assert_eq!(Some(e), reference.first().map(|&(_, seq)| seq), "peek");
+                    peeked += 1;
+                }
                 let until = q.now() + rng.below(1 << 22);
                 let want = reference.first().copied().filter(|&(at, _)| at <= until);
                 let got = q.pop_until(until);
@@ -289,6 +310,7 @@ mod tests {
             assert_eq!(q.len(), reference.len());
         }
         assert!(popped > 50_000, "the test pops often: {popped}");
+        assert!(peeked > 50_000, "the test peeks often: {peeked}");
         while let Some(want) = reference.pop_first() {
             assert_eq!(q.pop_until(u64::MAX), Some(want));
         }
