@@ -138,6 +138,7 @@ pub fn qdisc_restart(dev: &mut Device, now: Nanos) -> (Option<Packet>, Cx) {
 
 /// When to ask a tree that held its packets back again: its wake-up, rounded up to the timer `tick`
 /// (a kernel without high-resolution timers), never in the past.
+#[inline]
 pub fn wake_time(wake_at: Nanos, now: Nanos, tick: Option<Nanos>) -> Nanos {
     match tick {
         Some(t) => wake_at.div_ceil(t) * t,

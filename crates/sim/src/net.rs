@@ -1885,8 +1885,16 @@ impl Network {
             pkt.set_route(None);
             pkt.set_cgroup_classid(0);
         }
-        let cx = self.take_cx(now);
-        self.receive(now, iface, pkt, cx);
+        // Without an ingress qdisc the hook does nothing (`Device::receive_skb` passes the box on, a
+        // context untouched): the stack takes the frame at once, no context taken for it.
+        match self.dev_mut(iface).map(|dev| dev.ingress().is_none()) {
+            Some(true) => self.after_ingress(now, iface, pkt),
+            Some(false) => {
+                let cx = self.take_cx(now);
+                self.receive(now, iface, pkt, cx);
+            }
+            None => {}
+        }
     }
 
     /// `__netif_receive_skb` on an interface: the ingress hook, then the stack.
