@@ -91,7 +91,48 @@ pub fn forward(
 /// previous device's queue). VLAN tags stay behind with the VLAN device that took them off (the
 /// simulated hosts receive tagged packets as if they had one), and so do the header tags' 4 bytes each.
 /// Made in place: the packet stays in its box (its buffer, in the same skb, as `ip_forward` keeps it).
+#[inline]
 pub fn make_forwarded(pkt: &mut Packet, tos: u8) {
+    if pkt.ext.is_some() {
+        return make_forwarded_ext(pkt, tos);
+    }
+    // Without an extension (no VLAN tag, zone, route or classid), what is kept stays where it is and
+    // the rest is cleared to `Packet::default()`'s zeros, field by field rather than the whole packet
+    // built anew (a fifth of the cost). The pattern names every field: a new one must be sorted here.
+    let Packet {
+        data: _,
+        len: _,
+        protocol: _,
+        mark: _,
+        tc_index: _,
+        gso_segs: _,
+        gso_size: _,
+        ct_state: _,
+        ct_mark: _,
+        ext: _,
+        priority,
+        redirect,
+        enqueue_ns,
+        tag,
+        iif,
+        tc_depth,
+        cb,
+        leaf_class,
+        sk,
+        tstamp,
+        pacing_rate,
+        hash,
+    } = pkt;
+    *priority = tos_to_priority(tos);
+    *redirect &= Packet::CSUM_IMPLIED;
+    (*enqueue_ns, *tag, *tstamp, *pacing_rate) = (0, 0, 0, 0);
+    (*iif, *leaf_class, *sk, *hash) = (0, 0, 0, 0);
+    *tc_depth = 0;
+    *cb = [0; 2];
+}
+
+/// [`make_forwarded`] of a packet with an extension: built anew, its zone kept.
+fn make_forwarded_ext(pkt: &mut Packet, tos: u8) {
     let zone = pkt.ct_zone();
     *pkt = Packet {
         len: pkt.len.saturating_sub(4 * pkt.vlan_inline().len() as u32),
@@ -245,6 +286,48 @@ mod tests {
     use crate::handle::Handle;
     use crate::qdisc::tbf::TbfOptions;
     use crate::qdisc::QdiscOptions;
+
+    /// The in-place forwarding of a packet without an extension makes what building it anew makes
+    /// (the form the extension's path keeps): every field set, so that one kept or cleared by mistake
+    /// shows.
+    #[test]
+    fn forwarded_in_place_is_forwarded_anew() {
+        let pkt = Packet {
+            data: vec![0x45, 0x10, 0, 40],
+            len: 1514,
+            mark: 7,
+            priority: 3,
+            tc_index: 9,
+            protocol: 0x0800,
+            enqueue_ns: 11,
+            tag: 12,
+            ct_mark: Some(13),
+            ct_state: 2,
+            iif: 14,
+            redirect: Packet::CSUM_IMPLIED | Packet::REDIRECTED,
+            tc_depth: 1,
+            cb: [15, 16],
+            leaf_class: 17,
+            sk: 18,
+            tstamp: 19,
+            pacing_rate: 20,
+            hash: 21,
+            ext: None,
+            gso_segs: 3,
+            gso_size: 1448,
+        };
+        let (mut in_place, mut anew) = (pkt.clone(), pkt);
+        make_forwarded(&mut in_place, 0x10);
+        make_forwarded_ext(&mut anew, 0x10);
+        assert_eq!(in_place, anew);
+        // Kept: bytes, length, protocol, mark, tc_index, GSO, connection; the TOS's priority.
+        assert_eq!(
+            (in_place.len, in_place.mark, in_place.gso_size),
+            (1514, 7, 1448)
+        );
+        assert_eq!(in_place.priority, tos_to_priority(0x10));
+        assert_eq!((in_place.tag, in_place.sk, in_place.hash), (0, 0, 0));
+    }
 
     #[test]
     fn the_wake_up_is_rounded_up_to_the_tick_and_never_in_the_past() {
