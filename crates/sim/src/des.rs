@@ -206,6 +206,40 @@ impl<E: Copy> EventQueue<E> {
         (l == 0 || slot.head == slot.tail).then(|| self.nodes[slot.head as usize].event)
     }
 
+    /// The event after the one `peek` names, under the same terms: known when its slot is an instant
+    /// or holds it alone (the first's slot's next event at level 0, else the first's level's next slot
+    /// or the next level's lowest).
+    #[inline]
+    pub fn peek_second(&self) -> Option<E> {
+        if self.nonempty == 0 {
+            return None;
+        }
+        let l = self.nonempty.trailing_zeros() as usize;
+        let lv = &self.levels[l];
+        let s = lv.occupied.trailing_zeros();
+        let slot = &lv.slots[s as usize];
+        if slot.head != slot.tail {
+            // An instant's second event; a higher slot's order is known only once dealt out.
+            return (l == 0).then(|| {
+                let next = self.nodes[slot.head as usize].next;
+                self.nodes[next as usize].event
+            });
+        }
+        let later = lv.occupied & (!1u64 << s);
+        let (l2, s2) = if later != 0 {
+            (l, later.trailing_zeros())
+        } else {
+            let higher = self.nonempty & (!1u32 << l);
+            if higher == 0 {
+                return None;
+            }
+            let l2 = higher.trailing_zeros() as usize;
+            (l2, self.levels[l2].occupied.trailing_zeros())
+        };
+        let slot = &self.levels[l2].slots[s2 as usize];
+        (l2 == 0 || slot.head == slot.tail).then(|| self.nodes[slot.head as usize].event)
+    }
+
     /// Empty slot `s` of level `l` (above 0, holding several events, the earliest at `at`) into the
     /// levels below. Out of line, so that the pops that need no dealing (nine in ten in bench-htb) save
     /// and restore none of its registers.
@@ -277,6 +311,7 @@ mod tests {
         let mut seq = 0u64;
         let mut popped = 0;
         let mut peeked = 0;
+        let mut peeked_second = 0;
         for _ in 0..200_000 {
             if rng.below(100) < 55 {
                 let now = q.now();
@@ -298,6 +333,14 @@ mod tests {
                     assert_eq!(Some(e), reference.first().map(|&(_, seq)| seq), "peek");
                     peeked += 1;
                 }
+                if let Some(e) = q.peek_second() {
+                    assert_eq!(
+                        Some(e),
+                        reference.iter().nth(1).map(|&(_, seq)| seq),
+                        "peek_second"
+                    );
+                    peeked_second += 1;
+                }
                 let until = q.now() + rng.below(1 << 22);
                 let want = reference.first().copied().filter(|&(at, _)| at <= until);
                 let got = q.pop_until(until);
@@ -311,6 +354,7 @@ mod tests {
         }
         assert!(popped > 50_000, "the test pops often: {popped}");
         assert!(peeked > 50_000, "the test peeks often: {peeked}");
+        assert!(peeked_second > 20_000, "and at the second: {peeked_second}");
         while let Some(want) = reference.pop_first() {
             assert_eq!(q.pop_until(u64::MAX), Some(want));
         }

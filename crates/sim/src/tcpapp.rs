@@ -129,6 +129,10 @@ pub fn segment_of(t: &Tcp, ecn: u8) -> Segment {
 }
 
 impl TcpEndpoint {
+    /// The bytes a segment or a timer reads first: the endpoint's per-event fields and its connection's
+    /// every-segment group (`tclab_tcp::SENDER_GROUP`), for the event loop's prefetch.
+    pub const HOT_BYTES: usize = std::mem::offset_of!(TcpEndpoint, conn) + tclab_tcp::SENDER_GROUP;
+
     /// The side that connects and sends: `bytes` to send, or until `stop` if `None`.
     #[allow(clippy::too_many_arguments)]
     pub fn sender(

@@ -694,6 +694,10 @@ pub struct Connection {
 // costs every socket's every segment.
 const _: () = assert!(std::mem::offset_of!(Connection, ca) < 448);
 
+/// Where the sender's group starts: a socket's every-segment group is the lines before it, which a
+/// caller may prefetch ahead of a segment (the simulator's event loop).
+pub const SENDER_GROUP: usize = std::mem::offset_of!(Connection, write_end);
+
 /// What the retransmission timer is armed for (`ICSK_TIME_*` in `icsk_pending`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum XmitTimer {
