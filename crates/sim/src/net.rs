@@ -1294,22 +1294,23 @@ impl Network {
         pkt: Box<Packet>,
         mut cx: Box<Cx>,
     ) -> Verdict {
-        let Some(dev) = self.dev_mut(iface) else {
-            return Verdict::Drop;
-        };
-        // No ICMP "fragmentation needed" is modelled.
-        if !host::fits_mtu(dev, &pkt) {
-            self.ifaces[iface].counters.tx_dropped += 1;
-            return Verdict::Drop;
-        }
         let owner = (pkt.tag, pkt.len);
         let traced = self.trace.is_some().then(|| Packet::clone(&pkt));
         let node = self.ifaces[iface].node;
         self.lend_conntrack(node, &mut cx);
-        let raw = self.dev_mut(iface).map(|dev| dev.enqueue_skb(pkt, &mut cx));
+        // The device looked up once, for the MTU check and the enqueue. No ICMP "fragmentation
+        // needed" is modelled: a packet too long is dropped.
+        let raw = self
+            .dev_mut(iface)
+            .map(|dev| host::fits_mtu(dev, &pkt).then(|| dev.enqueue_skb(pkt, &mut cx)));
         self.take_back_conntrack(node, &mut cx);
-        let Some(raw) = raw else {
-            return Verdict::Drop;
+        let raw = match raw {
+            Some(Some(raw)) => raw,
+            Some(None) => {
+                self.ifaces[iface].counters.tx_dropped += 1;
+                return Verdict::Drop;
+            }
+            None => return Verdict::Drop,
         };
         let verdict = raw.to_sender();
         self.paced_by_fq |= cx.pacing_fq;
