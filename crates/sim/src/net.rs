@@ -293,6 +293,10 @@ fn prefetch<T>(p: *const T) {
     let _ = p;
 }
 
+/// A socket's key in `Network::demux`: node, protocol, local port, remote address and port (0, 0 for a
+/// listener).
+type DemuxKey = (NodeId, u8, u16, u32, u16);
+
 /// A frame's box (two lines) and its headers.
 #[inline(always)]
 fn prefetch_frame(p: &Packet) {
@@ -444,6 +448,10 @@ pub struct Network {
     /// Where each TCP application's endpoint is in memory (0 for others), dense beside `apps`' larger
     /// entries: an address only to prefetch (`prefetch_socket`), never read through.
     app_socket: Vec<usize>,
+    /// The last two sockets `prefetch_socket` found (its key and answer, newest first): the
+    /// delivery of those arrivals takes the answer instead of searching `demux` again. Forgotten when
+    /// a socket is bound.
+    found: [Option<(DemuxKey, AppId)>; 2],
     app_node: Vec<NodeId>,
     app_timer: Vec<Option<Nanos>>,
     /// Until when each application's pacing timer runs late (its softirq behind other work; 0: not
@@ -459,7 +467,7 @@ pub struct Network {
     /// Which application gets a packet: (node, protocol, local port, remote address, remote port); remote
     /// address and port 0 mean "any" (a listening socket or a UDP sink). Looked up for every packet
     /// delivered and never iterated, so hashed (a B-tree of 2 000 sockets cost 2 % of bench-isp).
-    demux: HashMap<(NodeId, u8, u16, u32, u16), AppId, BuildHasherDefault<PortHasher>>,
+    demux: HashMap<DemuxKey, AppId, BuildHasherDefault<PortHasher>>,
     /// Receiving ends waiting for their first packet (a TCP SYN, a UDP datagram), by (node, protocol,
     /// local port), in the order they listened, each with the peer its traffic entry names: a
     /// listening socket's accept queue ([`Network::listen`]).
@@ -519,6 +527,7 @@ impl Network {
             vdevs: Vec::new(),
             apps: Vec::new(),
             app_socket: Vec::new(),
+            found: [None; 2],
             app_node: Vec::new(),
             app_timer: Vec::new(),
             app_pace_late: Vec::new(),
@@ -775,6 +784,7 @@ impl Network {
         app: AppId,
     ) {
         self.demux.insert((node, proto, lport, raddr, rport), app);
+        self.found = [None; 2];
     }
 
     /// Let the receiving end `app` (a TCP end or a UDP sink) take its peer on `node`'s port `lport`
@@ -889,11 +899,13 @@ impl Network {
     /// one event earlier, the socket it is for. An event ahead is a few hundred nanoseconds, the time
     /// the lines take to come from the last level; asked for at their use they were waited for.
     #[inline]
-    fn prefetch_next(&self) {
+    fn prefetch_next(&mut self) {
         if let Some(Event::Arrive { iface, slot }) = self.q.peek() {
             if let Some(Some(pkt)) = self.on_wire.get(slot as usize) {
                 prefetch_frame(pkt);
-                self.prefetch_socket(iface as IfaceId, pkt);
+                if let Some(found) = self.prefetch_socket(iface as IfaceId, pkt) {
+                    self.found = [Some(found), self.found[0]];
+                }
             }
         }
         if let Some(Event::Arrive { slot, .. }) = self.q.peek_second() {
@@ -908,23 +920,18 @@ impl Network {
     /// (`TcpEndpoint::HOT_BYTES`). Its headers were asked for an event earlier. The sender's and
     /// receiver's groups as well (7 and 3 more lines by the segment's kind) measured no faster.
     #[inline]
-    fn prefetch_socket(&self, iface: IfaceId, pkt: &Packet) {
+    fn prefetch_socket(&self, iface: IfaceId, pkt: &Packet) -> Option<(DemuxKey, AppId)> {
         let node = self.ifaces[iface].node;
         if self.nodes[node].kind != NodeKind::Host {
-            return;
+            return None;
         }
-        let Some(ip) = tclab_core::wire::Ipv4::parse(&pkt.data) else {
-            return;
-        };
+        let ip = tclab_core::wire::Ipv4::parse(&pkt.data)?;
         if ip.protocol() != crate::wire::PROTO_TCP {
-            return;
+            return None;
         }
-        let Some(app) = ip
-            .ports()
-            .and_then(|(sport, dport)| self.lookup(node, ip.protocol(), dport, ip.src(), sport))
-        else {
-            return;
-        };
+        let (sport, dport) = ip.ports()?;
+        let key = (node, ip.protocol(), dport, ip.src(), sport);
+        let app = self.search(key)?;
         let socket = self.app_socket.get(app).copied().unwrap_or(0);
         if socket != 0 {
             // Its entry in `apps` (the variant and the box's address), then the endpoint's lines.
@@ -934,6 +941,7 @@ impl Network {
                 prefetch((socket + at) as *const u8);
             }
         }
+        Some((key, app))
     }
 
     fn handle(&mut self, now: Nanos, ev: Event) {
@@ -2157,8 +2165,18 @@ impl Network {
     }
 
     fn lookup(&self, node: NodeId, proto: u8, lport: u16, raddr: u32, rport: u16) -> Option<AppId> {
+        let key = (node, proto, lport, raddr, rport);
+        match self.found {
+            [Some((k, app)), _] | [_, Some((k, app))] if k == key => Some(app),
+            _ => self.search(key),
+        }
+    }
+
+    /// The socket bound to `key`, or else its node's listener on the port.
+    fn search(&self, key: DemuxKey) -> Option<AppId> {
+        let (node, proto, lport, _, _) = key;
         self.demux
-            .get(&(node, proto, lport, raddr, rport))
+            .get(&key)
             .or_else(|| self.demux.get(&(node, proto, lport, 0, 0)))
             .copied()
     }
@@ -2585,5 +2603,27 @@ rate = "100mbit"
             "a second's datagrams dropped by the rule: {}",
             net.ifaces[out].counters.nf_dropped
         );
+    }
+}
+
+#[cfg(test)]
+mod found_tests {
+    /// `Network::found` (the sockets the event loop's prefetch found) answers a delivery's lookup only
+    /// while no socket was bound since: a connection accepted off a listener between the prefetch and
+    /// the delivery of its next segment is bound to its own endpoint, which the delivery must find
+    /// (a kept answer would give it the listener's).
+    #[test]
+    fn a_socket_bound_after_the_prefetch_is_the_one_found() {
+        let text = "duration = \"1s\"\n[[node]]\nname = \"h\"\n";
+        let mut sc = crate::scenario::load("found.toml", text, std::path::Path::new("."))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let net = &mut sc.net;
+        let (peer, listener, conn) = (0x0a00_0002, 0, 1);
+        net.bind(0, 6, 80, 0, 0, listener);
+        net.found = [Some(((0, 6, 80, peer, 4000), listener)), None];
+        assert_eq!(net.lookup(0, 6, 80, peer, 4000), Some(listener));
+        net.bind(0, 6, 80, peer, 4000, conn);
+        assert_eq!(net.lookup(0, 6, 80, peer, 4000), Some(conn));
+        assert_eq!(net.lookup(0, 6, 80, peer, 4001), Some(listener));
     }
 }
