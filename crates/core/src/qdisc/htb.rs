@@ -1535,7 +1535,11 @@ mod tests {
         use crate::units::RateSpec;
         use crate::{Engine, Packet, NSEC_PER_SEC};
 
-        fn run(shortcut: bool) -> (Vec<(u64, u64, u32)>, Vec<Option<u64>>, String) {
+        /// What a run shows: (time, tag, length) of each packet sent, each dequeue's wake-up, the
+        /// qdisc's counters.
+        type Seen = (Vec<(u64, u64, u32)>, Vec<Option<u64>>, String);
+
+        fn run(shortcut: bool) -> Seen {
             NO_SHORTCUT.with(|c| c.set(!shortcut));
             let mut e = Engine::new();
             e.add_device("eth0", 1500, 1000);
