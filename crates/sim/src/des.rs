@@ -197,13 +197,8 @@ impl<E: Copy> EventQueue<E> {
     /// the event loop to prefetch what the next event reads; changes nothing.
     #[inline]
     pub fn peek(&self) -> Option<E> {
-        if self.nonempty == 0 {
-            return None;
-        }
-        let l = self.nonempty.trailing_zeros() as usize;
-        let lv = &self.levels[l];
-        let slot = &lv.slots[lv.occupied.trailing_zeros() as usize];
-        (l == 0 || slot.head == slot.tail).then(|| self.nodes[slot.head as usize].event)
+        let l = self.lowest_level(0)?;
+        self.alone(l, self.levels[l].occupied.trailing_zeros())
     }
 
     /// The event after the one `peek` names, under the same terms: known when its slot is an instant
@@ -211,10 +206,7 @@ impl<E: Copy> EventQueue<E> {
     /// or the next level's lowest).
     #[inline]
     pub fn peek_second(&self) -> Option<E> {
-        if self.nonempty == 0 {
-            return None;
-        }
-        let l = self.nonempty.trailing_zeros() as usize;
+        let l = self.lowest_level(0)?;
         let lv = &self.levels[l];
         let s = lv.occupied.trailing_zeros();
         let slot = &lv.slots[s as usize];
@@ -226,18 +218,26 @@ impl<E: Copy> EventQueue<E> {
             });
         }
         let later = lv.occupied & (!1u64 << s);
-        let (l2, s2) = if later != 0 {
-            (l, later.trailing_zeros())
-        } else {
-            let higher = self.nonempty & (!1u32 << l);
-            if higher == 0 {
-                return None;
-            }
-            let l2 = higher.trailing_zeros() as usize;
-            (l2, self.levels[l2].occupied.trailing_zeros())
-        };
-        let slot = &self.levels[l2].slots[s2 as usize];
-        (l2 == 0 || slot.head == slot.tail).then(|| self.nodes[slot.head as usize].event)
+        if later != 0 {
+            return self.alone(l, later.trailing_zeros());
+        }
+        let l2 = self.lowest_level(l + 1)?;
+        self.alone(l2, self.levels[l2].occupied.trailing_zeros())
+    }
+
+    /// The lowest level from `from` up that holds events.
+    #[inline]
+    fn lowest_level(&self, from: usize) -> Option<usize> {
+        let levels = self.nonempty & (u32::MAX << from);
+        (levels != 0).then(|| levels.trailing_zeros() as usize)
+    }
+
+    /// The first event of slot `s` of level `l` if it is the slot's earliest one without dealing the
+    /// slot out: an instant of level 0, or a higher slot holding it alone.
+    #[inline]
+    fn alone(&self, l: usize, s: u32) -> Option<E> {
+        let slot = &self.levels[l].slots[s as usize];
+        (l == 0 || slot.head == slot.tail).then(|| self.nodes[slot.head as usize].event)
     }
 
     /// Empty slot `s` of level `l` (above 0, holding several events, the earliest at `at`) into the
