@@ -311,7 +311,7 @@ fn prefetch_frame(p: &Packet) {
 }
 
 /// Events are kept small (16 bytes) so that the heap moves little: a packet on a wire waits in
-/// `Network::on_wire`, and its arrival event names the slot.
+/// `Wires::on_wire`, and its arrival event names the slot.
 #[derive(Clone, Copy)]
 enum Event {
     Arrive {
@@ -481,23 +481,14 @@ pub struct Network {
     ping_ids: BTreeMap<(NodeId, u16), AppId>,
     addr_owner: BTreeMap<u32, NodeId>,
     q: EventQueue<Event>,
-    /// Packets on a wire, by slot, until their arrival event, in the boxes they crossed the trees in
-    /// (the next hop's receive path takes the box on); and the free slots.
-    on_wire: Vec<Option<Box<Packet>>>,
-    free_slots: Vec<u32>,
+    /// What a wire's sending end writes to ([`Wires`]), in one place so that a [`Wire`] borrows it whole.
+    wires: Wires,
     /// Shaper timer granularity; `None` for high-resolution timers.
     pub tick: Option<Nanos>,
     pub seed: u64,
-    /// Packets put on a wire so far.
-    pub frames_sent: u64,
     /// The key of every packet's flow hash (`skb->hash`), the kernel's `hashrnd`: one per run.
     hashrnd: [u64; 2],
     ip_id: u16,
-    /// Sockets' skbs freed without a TX completion — dropped by a qdisc after it had accepted them, or
-    /// delivered on the host itself — as (application, frame length). Their owners hear of it when the
-    /// current event is done, as `tcp_wfree` defers to the TSQ tasklet, so that no socket sends from
-    /// inside another's transmit.
-    freed: Vec<(AppId, u32)>,
     /// A sch_fq took a packet of the socket being flushed (`Cx::pacing_fq`): the socket is told.
     paced_by_fq: bool,
     /// The teql master of each node whose policy made one ([`TeqlPort`]).
@@ -512,10 +503,6 @@ pub struct Network {
     /// and put back empty by `flush` (calls nest: a flush's packet delivered on its own host, a freed
     /// skb): one made and dropped per call was 5 % of bench-isp's instructions, in malloc and free.
     outboxes: Vec<Outbox>,
-    /// Header buffers of packets delivered or dropped, for the next packets made here (`packet_of`)
-    /// and the frames of GSO packets cut ([`Wire::send_skb`]): a packet's bytes are not allocated and
-    /// freed each time (at most [`SPARE_DATA`] kept).
-    spare_data: Vec<Vec<u8>>,
     /// The per-packet trace being written (`tclab sim --trace`), if any.
     pub trace: Option<crate::trace::Trace>,
     /// Per node, whether its netfilter hooks would change nothing (no rule, no DROP policy, no
@@ -544,26 +531,27 @@ impl Network {
             ping_ids: BTreeMap::new(),
             addr_owner: BTreeMap::new(),
             q: EventQueue::default(),
-            on_wire: Vec::new(),
-            free_slots: Vec::new(),
+            wires: Wires::default(),
             tick: None,
             seed,
-            frames_sent: 0,
             hashrnd: {
                 let mut r = Rng::stream(seed, "hashrnd");
                 [r.next_u64(), r.next_u64()]
             },
             ip_id: 0,
-            freed: Vec::new(),
             paced_by_fq: false,
             teqls: BTreeMap::new(),
             run_cx: Cx::new(0),
             spare_cx: None,
             outboxes: Vec::new(),
-            spare_data: Vec::new(),
             trace: None,
             nf_idle: Vec::new(),
         }
+    }
+
+    /// Packets put on a wire so far.
+    pub fn frames_sent(&self) -> u64 {
+        self.wires.frames_sent
     }
 
     pub fn now(&self) -> Nanos {
@@ -910,7 +898,7 @@ impl Network {
     #[inline]
     fn prefetch_next(&mut self) {
         if let Some(Event::Arrive { iface, slot }) = self.q.peek() {
-            if let Some(Some(pkt)) = self.on_wire.get(slot as usize) {
+            if let Some(Some(pkt)) = self.wires.on_wire.get(slot as usize) {
                 prefetch_frame(pkt);
                 if let Some(found) = self.prefetch_socket(iface as IfaceId, pkt) {
                     self.found = [Some(found), self.found[0]];
@@ -918,7 +906,7 @@ impl Network {
             }
         }
         if let Some(Event::Arrive { slot, .. }) = self.q.peek_second() {
-            if let Some(Some(pkt)) = self.on_wire.get(slot as usize) {
+            if let Some(Some(pkt)) = self.wires.on_wire.get(slot as usize) {
                 prefetch_frame(pkt);
             }
         }
@@ -956,10 +944,10 @@ impl Network {
     fn handle(&mut self, now: Nanos, ev: Event) {
         match ev {
             Event::Arrive { iface, slot } => {
-                let pkt = self.on_wire[slot as usize]
+                let pkt = self.wires.on_wire[slot as usize]
                     .take()
                     .expect("a packet waits in its slot");
-                self.free_slots.push(slot);
+                self.wires.free_slots.push(slot);
                 self.arrive(now, iface as IfaceId, pkt)
             }
             Event::TxDone { iface } => {
@@ -1068,15 +1056,15 @@ impl Network {
     /// inlined into every event's end; the rare return out of line.
     #[inline]
     fn after_event(&mut self, now: Nanos) {
-        if !self.freed.is_empty() {
+        if !self.wires.freed.is_empty() {
             self.return_freed(now);
         }
     }
 
     #[cold]
     fn return_freed(&mut self, now: Nanos) {
-        while !self.freed.is_empty() {
-            for (app, len) in std::mem::take(&mut self.freed) {
+        while !self.wires.freed.is_empty() {
+            for (app, len) in std::mem::take(&mut self.wires.freed) {
                 self.free_skb(now, app, len);
             }
         }
@@ -1159,7 +1147,7 @@ impl Network {
             self.deliver(now, node, pkt);
             if owner != 0 {
                 // Loopback frees the skb at once: no qdisc, no NIC.
-                self.freed.push((owner as AppId - 1, pkt_len_of(d)));
+                self.wires.freed.push((owner as AppId - 1, pkt_len_of(d)));
             }
             return Verdict::Success;
         }
@@ -1283,7 +1271,7 @@ impl Network {
     /// A packet made here is boxed once, in a box the qdiscs' dequeues gave back (`run_cx.skbs`), and
     /// goes through the egress tree as that pointer ([`tclab_core::Device::enqueue_skb`]).
     fn packet_of(&mut self, d: &Datagram, id: u16) -> Box<Packet> {
-        let mut data = spare_header(&mut self.spare_data);
+        let mut data = spare_header(&mut self.wires.spare_data);
         d.emit_into(id, &mut data);
         let mut pkt = self.run_cx.skbs.boxed(Packet {
             data,
@@ -1345,7 +1333,7 @@ impl Network {
         }
         if raw == Verdict::Stolen && owner.0 != 0 {
             // An action took the packet (a mirred redirect sends a copy): the socket's skb is freed.
-            self.freed.push((owner.0 as AppId - 1, owner.1));
+            self.wires.freed.push((owner.0 as AppId - 1, owner.1));
         }
         let sent = (!cx.mirred.is_empty()).then(|| cx.mirred.take());
         self.put_cx(cx);
@@ -1612,12 +1600,12 @@ impl Network {
         for d in drops {
             self.ifaces[iface].counters.tx_dropped += 1;
             let (tag, len) = (d.pkt.tag, d.pkt.len);
-            keep_data(&mut self.spare_data, d.pkt.data);
+            keep_data(&mut self.wires.spare_data, d.pkt.data);
             if d.arriving && verdict == Verdict::Drop {
                 continue;
             }
             if tag != 0 {
-                self.freed.push((tag as AppId - 1, len));
+                self.wires.freed.push((tag as AppId - 1, len));
             }
         }
     }
@@ -1638,13 +1626,9 @@ impl Network {
             nodes,
             ifaces,
             q,
-            on_wire,
-            free_slots,
-            frames_sent,
-            freed,
+            wires,
             trace,
             run_cx,
-            spare_data,
             ..
         } = self;
         let ifc = &mut ifaces[iface];
@@ -1661,13 +1645,9 @@ impl Network {
             now,
             ifc,
             q,
-            on_wire,
-            free_slots,
-            frames_sent,
-            freed,
+            wires,
             trace: trace.as_mut().zip(label.as_deref()),
             whole_gso,
-            spare_data,
         };
         // The rest of a GSO packet goes before the qdisc is asked for more.
         if let Some(frame) = pending {
@@ -1760,7 +1740,7 @@ impl Network {
         for d in cx.drops.drain() {
             self.teqls.entry(node).or_default().tx_dropped += 1;
             if !(d.arriving && verdict == Verdict::Drop) && d.pkt.tag != 0 {
-                self.freed.push((d.pkt.tag as AppId - 1, d.pkt.len));
+                self.wires.freed.push((d.pkt.tag as AppId - 1, d.pkt.len));
             }
         }
         if cx.gso_split > 0 && verdict != Verdict::Drop && owner.0 != 0 {
@@ -1819,10 +1799,7 @@ impl Network {
             nodes,
             ifaces,
             q,
-            on_wire,
-            free_slots,
-            frames_sent,
-            freed,
+            wires,
             run_cx,
             apps,
             trace,
@@ -1840,10 +1817,7 @@ impl Network {
             now,
             ifaces,
             q,
-            on_wire,
-            free_slots,
-            frames_sent,
-            freed,
+            wires,
             pending: &mut port.pending,
             split: Vec::new(),
             dropped: 0,
@@ -1917,14 +1891,14 @@ impl Network {
         }
         for pkt in out {
             let pkt = self.run_cx.skbs.boxed(pkt);
-            let slot = match self.free_slots.pop() {
+            let slot = match self.wires.free_slots.pop() {
                 Some(s) => {
-                    self.on_wire[s as usize] = Some(pkt);
+                    self.wires.on_wire[s as usize] = Some(pkt);
                     s
                 }
                 None => {
-                    self.on_wire.push(Some(pkt));
-                    (self.on_wire.len() - 1) as u32
+                    self.wires.on_wire.push(Some(pkt));
+                    (self.wires.on_wire.len() - 1) as u32
                 }
             };
             self.q.schedule(
@@ -2110,7 +2084,7 @@ impl Network {
         }
         let gso_size = pkt.gso_size;
         // The skb is consumed here: its buffer and its box serve the next packets made.
-        keep_data(&mut self.spare_data, std::mem::take(&mut pkt.data));
+        keep_data(&mut self.wires.spare_data, std::mem::take(&mut pkt.data));
         self.run_cx.skbs.recycle(pkt);
         let app = match &d.l4 {
             L4::Icmp(i) if i.kind == ICMP_ECHO_REQUEST => {
@@ -2262,6 +2236,27 @@ fn device_of<'a>(nodes: &'a mut [Node], ifc: &Iface) -> Option<&'a mut tclab_cor
     }
 }
 
+/// The side of `Network` a wire's sending end writes to, grouped so that each [`Wire`] (one a `kick`,
+/// most of which send nothing) borrows one struct rather than each field.
+#[derive(Default)]
+struct Wires {
+    /// Packets on a wire, by slot, until their arrival event, in the boxes they crossed the trees in
+    /// (the next hop's receive path takes the box on); and the free slots.
+    on_wire: Vec<Option<Box<Packet>>>,
+    free_slots: Vec<u32>,
+    /// Packets put on a wire so far.
+    frames_sent: u64,
+    /// Sockets' skbs freed without a TX completion — dropped by a qdisc after it had accepted them, or
+    /// delivered on the host itself — as (application, frame length). Their owners hear of it when the
+    /// current event is done, as `tcp_wfree` defers to the TSQ tasklet, so that no socket sends from
+    /// inside another's transmit.
+    freed: Vec<(AppId, u32)>,
+    /// Header buffers of packets delivered or dropped, for the next packets made here (`packet_of`)
+    /// and the frames of GSO packets cut ([`Wire::send_skb`]): a packet's bytes are not allocated and
+    /// freed each time (at most [`SPARE_DATA`] kept).
+    spare_data: Vec<Vec<u8>>,
+}
+
 /// An interface's sending end as core's `qdisc_run` sees it: free unless a frame is being serialised;
 /// a frame it takes is on the wire for its serialisation time, then arrives at the peer after the
 /// link's delay (and jitter), unless the link loses it — or goes through the link's netem first.
@@ -2270,17 +2265,12 @@ struct Wire<'a> {
     now: Nanos,
     ifc: &'a mut Iface,
     q: &'a mut EventQueue<Event>,
-    on_wire: &'a mut Vec<Option<Box<Packet>>>,
-    free_slots: &'a mut Vec<u32>,
-    frames_sent: &'a mut u64,
-    freed: &'a mut Vec<(AppId, u32)>,
+    wires: &'a mut Wires,
     trace: Option<(&'a mut crate::trace::Trace, &'a str)>,
     /// On a veth ([`LinkParams::veth`]) with TSO on: the sending device's `gso_max_segs` and
     /// `gso_max_size`, within which a GSO packet crosses whole; `None` on a NIC or a veth without TSO,
     /// which cut every GSO packet into frames.
     whole_gso: Option<(u32, u32)>,
-    /// Buffers of packets delivered ([`Network::spare_data`]), for the frames of GSO packets cut here.
-    spare_data: &'a mut Vec<Vec<u8>>,
 }
 
 impl Iface {
@@ -2310,9 +2300,9 @@ impl Transmitter for Wire<'_> {
         for d in cx.drops.drain() {
             self.ifc.counters.tx_dropped += 1;
             if d.pkt.tag != 0 {
-                self.freed.push((d.pkt.tag as AppId - 1, d.pkt.len));
+                self.wires.freed.push((d.pkt.tag as AppId - 1, d.pkt.len));
             }
-            keep_data(self.spare_data, d.pkt.data);
+            keep_data(&mut self.wires.spare_data, d.pkt.data);
         }
     }
 
@@ -2335,7 +2325,7 @@ impl Transmitter for Wire<'_> {
         }
         self.ifc.gso_owner = (pkt.tag != 0).then(|| (pkt.tag as AppId - 1, pkt.len));
         // The frames queue behind the first (the queue is empty: `kick` sends what it holds first).
-        let (pending, spare) = (&mut self.ifc.tx_pending, &mut *self.spare_data);
+        let (pending, spare) = (&mut self.ifc.tx_pending, &mut self.wires.spare_data);
         skbs.unbox(pkt)
             .gso_segment_in(|| spare_header(spare), |f| pending.push_back(skbs.boxed(f)));
         if let Some(f) = self.ifc.tx_pending.pop_front() {
@@ -2364,10 +2354,7 @@ struct TeqlXmit<'a> {
     now: Nanos,
     ifaces: &'a mut [Iface],
     q: &'a mut EventQueue<Event>,
-    on_wire: &'a mut Vec<Option<Box<Packet>>>,
-    free_slots: &'a mut Vec<u32>,
-    frames_sent: &'a mut u64,
-    freed: &'a mut Vec<(AppId, u32)>,
+    wires: &'a mut Wires,
     /// Frames of a GSO packet waiting for a free slave ([`TeqlPort::pending`]).
     pending: &'a mut std::collections::VecDeque<Packet>,
     /// (application, frames beyond the one skb) of each GSO packet cut here.
@@ -2413,7 +2400,7 @@ impl TeqlXmit<'_> {
         };
         let Some(iface) = iface else {
             if pkt.tag != 0 {
-                self.freed.push((pkt.tag as AppId - 1, pkt.len));
+                self.wires.freed.push((pkt.tag as AppId - 1, pkt.len));
             }
             return;
         };
@@ -2422,14 +2409,10 @@ impl TeqlXmit<'_> {
             now: self.now,
             ifc: &mut self.ifaces[iface],
             q: self.q,
-            on_wire: self.on_wire,
-            free_slots: self.free_slots,
-            frames_sent: self.frames_sent,
-            freed: self.freed,
+            wires: self.wires,
             trace: None,
             // teql0 has no GSO feature: what reaches a slave is frames already.
             whole_gso: None,
-            spare_data: &mut Vec::new(),
         }
         .send(pkt);
     }
@@ -2447,7 +2430,7 @@ impl Transmitter for TeqlXmit<'_> {
         for d in cx.drops.drain() {
             self.dropped += 1;
             if d.pkt.tag != 0 {
-                self.freed.push((d.pkt.tag as AppId - 1, d.pkt.len));
+                self.wires.freed.push((d.pkt.tag as AppId - 1, d.pkt.len));
             }
         }
     }
@@ -2483,7 +2466,7 @@ impl Wire<'_> {
         };
         ifc.counters.tx_bytes += pkt.len as u64;
         ifc.counters.tx_packets += 1;
-        *self.frames_sent += 1;
+        self.wires.frames_sent += 1;
         self.q.schedule(
             now + tx,
             Event::TxDone {
@@ -2507,14 +2490,14 @@ impl Wire<'_> {
             ifc.counters.wire_lost += 1;
             return;
         }
-        let slot = match self.free_slots.pop() {
+        let slot = match self.wires.free_slots.pop() {
             Some(s) => {
-                self.on_wire[s as usize] = Some(pkt);
+                self.wires.on_wire[s as usize] = Some(pkt);
                 s
             }
             None => {
-                self.on_wire.push(Some(pkt));
-                (self.on_wire.len() - 1) as u32
+                self.wires.on_wire.push(Some(pkt));
+                (self.wires.on_wire.len() - 1) as u32
             }
         };
         self.q.schedule(

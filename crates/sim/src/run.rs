@@ -521,7 +521,7 @@ pub fn run(sc: &mut Scenario, progress: &mut dyn FnMut(Nanos)) -> Result<Outcome
     }
     Ok(Outcome {
         events: sc.net.events(),
-        frames: sc.net.frames_sent,
+        frames: sc.net.frames_sent(),
         recorder: rec,
         flows,
         pings,
