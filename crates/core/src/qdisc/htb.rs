@@ -1525,7 +1525,12 @@ mod tests {
     /// changes nothing: a three-class tree (1:1 at 10 Mbit/s over 1:10 at 3 Mbit/s ceil 10 and 1:20 at
     /// 2 Mbit/s ceil 5) fed random bursts of random sizes, dequeued by a 100 Mbit/s link and by every
     /// wake-up it asks for, gives the same packets at the same times, the same wake-ups and the same
-    /// counters with the shortcut and without it; and the shortcut is taken often.
+    /// counters with the shortcut and without it; and the shortcut is taken often. Again with classes
+    /// changed while packets wait (`near_ev_min` is a cache of `near_ev_cache`, which `tc class`
+    /// commands at run time, as `tclab live` takes them, must not leave stale): at 1 s 1:10's rates
+    /// cut to 1 and 2 Mbit/s, at 1.5 s a class 1:30 added under the leaf 1:20 (which turns inner,
+    /// `htb_change_class`), at 2.2 s 1:30 deleted (1:20 a leaf again, `htb_parent_to_leaf`); what
+    /// is sent then differs from the run without changes.
     #[test]
     fn the_idle_dequeue_shortcut_changes_nothing() {
         use crate::engine::Flags;
@@ -1539,7 +1544,7 @@ mod tests {
         /// qdisc's counters.
         type Seen = (Vec<(u64, u64, u32)>, Vec<Option<u64>>, String);
 
-        fn run(shortcut: bool) -> Seen {
+        fn run(shortcut: bool, changes: bool) -> Seen {
             NO_SHORTCUT.with(|c| c.set(!shortcut));
             let mut e = Engine::new();
             e.add_device("eth0", 1500, 1000);
@@ -1576,7 +1581,47 @@ mod tests {
             let (mut now, mut link_free, mut wake) = (0u64, 0u64, None::<u64>);
             let mut x = 0x2545_f491_4f6c_dd1du64;
             let mut next_burst = 0u64;
+            let mut step = 0;
+            let class = |r: u64, c: u64| {
+                let o = HtbClassOptions {
+                    rate: rate(r),
+                    ceil: rate(c),
+                    buffer: 20_000,
+                    cbuffer: 20_000,
+                    ..Default::default()
+                };
+                ClassOptions::Htb(o)
+            };
+            let (c10, c20, c30) = (
+                Handle::new(1, 0x10),
+                Handle::new(1, 0x20),
+                Handle::new(1, 0x30),
+            );
+            let at = [NSEC_PER_SEC, 3 * NSEC_PER_SEC / 2, 11 * NSEC_PER_SEC / 5];
             while now < 3 * NSEC_PER_SEC {
+                if changes && step < at.len() && now >= at[step] {
+                    match step {
+                        0 => e.modify_class(
+                            "eth0",
+                            Handle::new(1, 1),
+                            c10,
+                            &class(1_000_000, 2_000_000),
+                            Flags::CHANGE,
+                            now,
+                        ),
+                        1 => e.modify_class(
+                            "eth0",
+                            c20,
+                            c30,
+                            &class(1_000_000, 5_000_000),
+                            Flags::ADD,
+                            now,
+                        ),
+                        _ => e.delete_class("eth0", c20, c30).map(|()| Vec::new()),
+                    }
+                    .unwrap();
+                    step += 1;
+                }
                 let dev = e.device_mut("eth0").unwrap();
                 let mut next = || {
                     x ^= x << 13;
@@ -1587,7 +1632,7 @@ mod tests {
                 if now == next_burst {
                     for _ in 0..1 + next() % 6 {
                         let x = next();
-                        let minor = if x & 1 == 0 { 0x10 } else { 0x20 };
+                        let minor = [0x10, 0x20, 0x30][(x % 3) as usize];
                         let pkt = Packet {
                             tag: x % 1000,
                             // `skb->priority` naming a class sends the packet there (htb_classify).
@@ -1624,14 +1669,19 @@ mod tests {
             NO_SHORTCUT.with(|c| c.set(false));
             (out, wakes, stats)
         }
-        let with = run(true);
-        let without = run(false);
-        assert!(with.0.len() > 1_000, "packets sent: {}", with.0.len());
-        let idle = with.1.iter().filter(|w| w.is_some()).count();
-        assert!(idle > 1_000, "dequeues that found nothing to send: {idle}");
-        assert_eq!(with.0, without.0, "the packets and their times");
-        assert_eq!(with.1, without.1, "each dequeue's wake-up");
-        assert_eq!(with.2, without.2, "the counters");
+        let mut sent = Vec::new();
+        for changes in [false, true] {
+            let with = run(true, changes);
+            let without = run(false, changes);
+            assert!(with.0.len() > 1_000, "packets sent: {}", with.0.len());
+            let idle = with.1.iter().filter(|w| w.is_some()).count();
+            assert!(idle > 1_000, "dequeues that found nothing to send: {idle}");
+            assert_eq!(with.0, without.0, "the packets and their times ({changes})");
+            assert_eq!(with.1, without.1, "each dequeue's wake-up ({changes})");
+            assert_eq!(with.2, without.2, "the counters ({changes})");
+            sent.push(with.0);
+        }
+        assert_ne!(sent[0], sent[1], "the changes change what is sent");
     }
 
     /// The lazy heap answers as the ordered set it replaces (the kernel's rb-tree order: time, then
