@@ -36,7 +36,7 @@ fn hooks(
     out_dev: Option<&str>,
     now: Nanos,
 ) -> bool {
-    if nf.is_empty() && !nf.ct_hooks {
+    if nf.is_idle() {
         return true;
     }
     order

@@ -855,10 +855,7 @@ impl Network {
         progress: &mut dyn FnMut(Nanos),
     ) {
         self.nf_idle = (self.nodes.iter())
-            .map(|n| {
-                let nf = n.engine.netfilter();
-                !nf.ct_hooks && nf.is_empty()
-            })
+            .map(|n| n.engine.netfilter().is_idle())
             .collect();
         let mut next_obs = every.map(|e| self.now() - self.now() % e + e);
         let mut last_obs = None;

@@ -758,12 +758,13 @@ impl Netfilter {
 
     /// True when no rule and no DROP policy exists: the hooks would change nothing (conntrack aside).
     pub fn is_empty(&self) -> bool {
-        self.mangle.user.is_empty()
-            && self
-                .mangle
-                .builtin
-                .iter()
-                .all(|b| b.chain.rules.is_empty() && b.policy == Policy::Accept)
+        self.mangle.is_pristine()
+    }
+
+    /// True when the hooks would change nothing at all: no rule, no DROP policy, no conntrack hooks.
+    /// A packet need not be offered to them (`host`'s hooks; the simulator's per-run `nf_idle`).
+    pub fn is_idle(&self) -> bool {
+        self.is_empty() && !self.ct_hooks
     }
 
     /// Run the packet through the mangle table's chain for `hook` (`ipt_do_table`), tracking its
