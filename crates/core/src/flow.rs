@@ -56,7 +56,7 @@ pub fn flow_hash(pkt: &Packet, key: [u64; 2]) -> u32 {
 pub fn flow_keys(pkt: &Packet) -> FlowKeys {
     let d = &pkt.data;
     let ports_of = |proto: u8, l4: usize| -> Option<(u16, u16)> {
-        if !matches!(proto, 6 | 17 | 33 | 132 | 136) || d.len() < l4 + 4 {
+        if !has_ports(proto) || d.len() < l4 + 4 {
             return None;
         }
         Some((
@@ -76,26 +76,7 @@ pub fn flow_keys(pkt: &Packet) -> FlowKeys {
             } else {
                 ports_of(proto, ip.header_len())
             };
-            // `consistent_keys` for one-word addresses, without its slices (the per-packet path of
-            // every flow-queueing discipline): the same words in the same order.
-            let (mut a, mut b) = ((ip.src() as u64, 0), (ip.dst() as u64, 0));
-            if let Some((sport, dport)) = ports {
-                (a.1, b.1) = (sport, dport);
-            }
-            if a > b {
-                std::mem::swap(&mut a, &mut b);
-            }
-            FlowKeys {
-                words: [
-                    (0x0800 << 8) | proto as u64,
-                    a.0,
-                    b.0,
-                    ((a.1 as u64) << 16) | b.1 as u64,
-                    0,
-                    0,
-                ],
-                len: 4,
-            }
+            ipv4_keys(proto, ip.src(), ip.dst(), ports)
         }
         0x86dd => {
             if d.len() < 40 || d[0] >> 4 != 6 {
@@ -114,6 +95,48 @@ pub fn flow_keys(pkt: &Packet) -> FlowKeys {
         }
         _ => fallback,
     }
+}
+
+/// Whether the dissector reads ports for this L4 protocol (TCP, UDP, UDP-Lite, SCTP, DCCP).
+pub fn has_ports(proto: u8) -> bool {
+    matches!(proto, 6 | 17 | 33 | 132 | 136)
+}
+
+/// An IPv4 packet's flow keys from its header's fields: `ports` as the dissector finds them (`None` for
+/// a fragment, a protocol without ports, or a header cut before them). [`consistent_keys`] for
+/// one-word addresses, without its slices (the per-packet path of every flow-queueing discipline): the
+/// same words in the same order.
+fn ipv4_keys(proto: u8, src: u32, dst: u32, ports: Option<(u16, u16)>) -> FlowKeys {
+    let (mut a, mut b) = ((src as u64, 0), (dst as u64, 0));
+    if let Some((sport, dport)) = ports {
+        (a.1, b.1) = (sport, dport);
+    }
+    if a > b {
+        std::mem::swap(&mut a, &mut b);
+    }
+    FlowKeys {
+        words: [
+            (0x0800 << 8) | proto as u64,
+            a.0,
+            b.0,
+            ((a.1 as u64) << 16) | b.1 as u64,
+            0,
+            0,
+        ],
+        len: 4,
+    }
+}
+
+/// The hash [`skb_get_hash`] gives an IPv4 packet whose header fields the caller holds (a driver making
+/// the packet from them): the same keys as dissecting its bytes, without reading them back.
+pub fn ipv4_flow_hash(
+    key: [u64; 2],
+    proto: u8,
+    src: u32,
+    dst: u32,
+    ports: Option<(u16, u16)>,
+) -> u32 {
+    keyed_hash(key, &ipv4_keys(proto, src, dst, ports)).max(1)
 }
 
 fn consistent_keys(

@@ -425,6 +425,20 @@ const HDR_ROOM: usize = 60 + 60;
 
 /// A header buffer for a packet or frame being made: a kept one if there is one.
 #[inline]
+/// The ports the flow dissector finds in the bytes `Datagram::emit_into` writes for `d` (`Some(None)`
+/// when it finds none): a TCP or UDP header's under its own protocol number, none for ICMP or a bare IP
+/// header under a protocol without ports. `None` for a combination whose bytes only dissection can tell.
+fn datagram_ports(d: &Datagram) -> Option<Option<(u16, u16)>> {
+    use crate::wire::{L4, PROTO_ICMP, PROTO_TCP, PROTO_UDP};
+    match (&d.l4, d.ip.protocol) {
+        (L4::Tcp(t), PROTO_TCP) => Some(Some((t.sport, t.dport))),
+        (L4::Udp(u), PROTO_UDP) => Some(Some((u.sport, u.dport))),
+        (L4::Icmp(_), PROTO_ICMP) => Some(None),
+        (L4::Other, p) if !tclab_core::flow::has_ports(p) => Some(None),
+        _ => None,
+    }
+}
+
 fn spare_header(spare: &mut Vec<Vec<u8>>) -> Vec<u8> {
     spare.pop().unwrap_or_else(|| Vec::with_capacity(HDR_ROOM))
 }
@@ -1279,7 +1293,14 @@ impl Network {
         });
         // `skb->hash`, set once as a NIC's receive hash or a socket sets it, with the run's key: every
         // fq_codel, fq_pie and mq on the packet's path reads it instead of hashing the keys again.
-        tclab_core::flow::skb_get_hash(&mut pkt, self.hashrnd);
+        // From the datagram's fields where they are the bytes' keys, without dissecting the bytes.
+        pkt.hash = match datagram_ports(d) {
+            Some(ports) => {
+                let (ip, key) = (&d.ip, self.hashrnd);
+                tclab_core::flow::ipv4_flow_hash(key, ip.protocol, ip.src, ip.dst, ports)
+            }
+            None => tclab_core::flow::skb_get_hash(&mut pkt, self.hashrnd),
+        };
         // The L4 checksum fields are left zero: implied until an action edits the bytes.
         pkt.redirect = Packet::CSUM_IMPLIED;
         pkt
@@ -2614,5 +2635,75 @@ mod found_tests {
         net.bind(0, 6, 80, peer, 4000, conn);
         assert_eq!(net.lookup(0, 6, 80, peer, 4000), Some(conn));
         assert_eq!(net.lookup(0, 6, 80, peer, 4001), Some(listener));
+    }
+}
+
+#[cfg(test)]
+mod hash_tests {
+    use super::datagram_ports;
+    use crate::wire::{Datagram, Icmp, Ipv4, Tcp, Udp, L4};
+
+    /// The hash a packet gets from its datagram's fields is the one dissecting its bytes gives (the
+    /// kernel's `skb_get_hash`, `flow::flow_keys`), for every kind the simulator sends and both orders
+    /// of addresses and ports; the combinations `datagram_ports` declines are dissected instead.
+    #[test]
+    fn the_hash_from_fields_is_the_dissected_hash() {
+        let key = [0x1234_5678_9abc_def0, 0x0fed_cba9_8765_4321];
+        let l4s = [
+            L4::Tcp(Tcp {
+                sport: 5001,
+                dport: 80,
+                flags: crate::wire::TCP_ACK,
+                payload_len: 1448,
+                ..Tcp::default()
+            }),
+            L4::Udp(Udp {
+                sport: 53,
+                dport: 40000,
+                payload_len: 100,
+            }),
+            L4::Icmp(Icmp {
+                kind: 8,
+                ident: 7,
+                seq: 3,
+                ..Icmp::default()
+            }),
+            L4::Other,
+        ];
+        let mut declined = 0;
+        for (src, dst) in [(0x0a00_0001, 0x0a00_0002), (0x0a00_0002, 0x0a00_0001)] {
+            for l4 in &l4s {
+                for protocol in [1u8, 6, 17, 47, 132] {
+                    let d = Datagram {
+                        ip: Ipv4 {
+                            src,
+                            dst,
+                            protocol,
+                            ttl: 64,
+                            ..Ipv4::default()
+                        },
+                        l4: l4.clone(),
+                    };
+                    let mut data = Vec::new();
+                    d.emit_into(1, &mut data);
+                    let mut pkt = tclab_core::packet::Packet {
+                        data,
+                        protocol: 0x0800,
+                        ..Default::default()
+                    };
+                    let dissected = tclab_core::flow::skb_get_hash(&mut pkt, key);
+                    match datagram_ports(&d) {
+                        Some(ports) => assert_eq!(
+                            tclab_core::flow::ipv4_flow_hash(key, protocol, src, dst, ports),
+                            dissected,
+                            "{l4:?} under protocol {protocol}"
+                        ),
+                        None => declined += 1,
+                    }
+                }
+            }
+        }
+        // TCP, UDP and ICMP under another protocol's number, Other under one with ports.
+        assert_eq!(declined, 2 * (4 + 4 + 4 + 3));
     }
 }
