@@ -723,6 +723,7 @@ fn seq_delta(wire: u32, reference: u32) -> i64 {
 /// Helpers used across the files (`include/net/tcp.h`'s inline functions).
 impl Connection {
     /// `tcp_packets_in_flight()`.
+    #[inline]
     fn in_flight(&self) -> u32 {
         (self
             .packets_out
@@ -767,10 +768,12 @@ impl Connection {
     }
 
     /// End of what may be sent: written data (+ the FIN if closed).
+    #[inline]
     fn send_limit_end(&self) -> u64 {
         self.write_end + self.fin_queued as u64
     }
 
+    #[inline]
     fn can_send_data(&self) -> bool {
         matches!(
             self.state,

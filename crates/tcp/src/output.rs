@@ -185,6 +185,10 @@ impl Connection {
 
     /// What to send now; call until `None` after every event. Due timers
     /// fire here.
+    ///
+    /// Inline (into the simulator's socket, across the crate boundary) down to the tests that find
+    /// nothing to send, which about half the calls end with; what builds a segment is out of line.
+    #[inline]
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Segment> {
         let rto_rexmit_built = std::mem::take(&mut self.rto_rexmit_built);
         let seg = self.transmit(now);
@@ -200,6 +204,7 @@ impl Connection {
         seg
     }
 
+    #[inline]
     fn transmit(&mut self, now: Nanos) -> Option<Segment> {
         self.run_timers(now);
         self.wakeup_out = false;
@@ -212,11 +217,7 @@ impl Connection {
         // SYN / SYN-ACK
         // (`build` makes a SYN a SYN-ACK once the peer's SYN is known.)
         if self.syn_tx != SynTx::None {
-            self.syn_tx = SynTx::None;
-            self.syn_sent_at = now;
-            self.snd_nxt = self.snd_nxt.max(1);
-            self.reset_xmit_timer(now + self.rto);
-            return Some(self.build(now, 0, 0, flags::SYN));
+            return Some(self.send_syn(now));
         }
         if matches!(
             self.state,
@@ -237,7 +238,7 @@ impl Connection {
         if std::mem::take(&mut self.snd.ack_check) {
             self.check_space();
             if self.resume_writer(now) {
-                if let Some(seg) = self.transmit_data(now) {
+                if let Some(seg) = self.transmit_data_woken(now) {
                     return Some(seg);
                 }
             }
@@ -248,28 +249,36 @@ impl Connection {
         None
     }
 
+    /// The SYN, or the SYN-ACK once the peer's SYN is known.
+    #[inline(never)]
+    fn send_syn(&mut self, now: Nanos) -> Segment {
+        self.syn_tx = SynTx::None;
+        self.syn_sent_at = now;
+        self.snd_nxt = self.snd_nxt.max(1);
+        self.reset_xmit_timer(now + self.rto);
+        self.build(now, 0, 0, flags::SYN)
+    }
+
+    /// `transmit_data` for what a woken writer wrote: rare, so not inlined a second time.
+    #[inline(never)]
+    fn transmit_data_woken(&mut self, now: Nanos) -> Option<Segment> {
+        self.transmit_data(now)
+    }
+
     /// `tcp_write_xmit`/`tcp_xmit_retransmit_queue` and the probe timer's sends: the next data segment,
     /// unless something holds the socket (a local refusal, TSQ, pacing).
+    ///
+    /// Inline, as are `retransmit_lost`'s and `send_new`'s first tests: about half the calls find nothing
+    /// to send (a receiver with no data, a sender at its cwnd asked once more after each segment), and
+    /// then only these tests run, without the calls and the frames of the bodies that build a segment.
+    #[inline]
     fn transmit_data(&mut self, now: Nanos) -> Option<Segment> {
         if self.local_block || self.tsq_throttled || !self.can_send_data() || self.pacing_holds(now)
         {
             return None;
         }
         if self.probe_pending {
-            // tcp_send_probe0() → tcp_write_wakeup(): send what fits in
-            // a non-zero window, else a probe with an old sequence number.
-            self.probe_pending = false;
-            let room = (self.snd_una + self.snd_wnd).saturating_sub(self.snd_nxt);
-            if room > 0 {
-                if let Some(seg) = self.send_new(now, SendMode::Wakeup) {
-                    self.wakeup_out = true;
-                    return Some(seg);
-                }
-            } else if self.snd_nxt < self.send_limit_end() {
-                self.zwp_sent += 1;
-                let seq = self.snd_una.saturating_sub(1);
-                let seg = self.build(now, seq, 0, 0);
-                self.arm_probe(now);
+            if let Some(seg) = self.write_wakeup(now) {
                 return Some(seg);
             }
         }
@@ -288,11 +297,38 @@ impl Connection {
         self.send_new(now, SendMode::Normal)
     }
 
+    /// tcp_send_probe0() → tcp_write_wakeup(): send what fits in a non-zero window, else a probe with an
+    /// old sequence number.
+    #[inline(never)]
+    fn write_wakeup(&mut self, now: Nanos) -> Option<Segment> {
+        self.probe_pending = false;
+        let room = (self.snd_una + self.snd_wnd).saturating_sub(self.snd_nxt);
+        if room > 0 {
+            if let Some(seg) = self.send_new(now, SendMode::Wakeup) {
+                self.wakeup_out = true;
+                return Some(seg);
+            }
+        } else if self.snd_nxt < self.send_limit_end() {
+            self.zwp_sent += 1;
+            let seq = self.snd_una.saturating_sub(1);
+            let seg = self.build(now, seq, 0, 0);
+            self.arm_probe(now);
+            return Some(seg);
+        }
+        None
+    }
+
     /// `tcp_xmit_retransmit_queue()`: lost segments first, within cwnd.
+    #[inline]
     fn retransmit_lost(&mut self, now: Nanos) -> Option<Segment> {
         if self.lost_pending == 0 || self.in_flight() >= self.cwnd {
             return None;
         }
+        self.retransmit_first_lost(now)
+    }
+
+    #[inline(never)]
+    fn retransmit_first_lost(&mut self, now: Nanos) -> Option<Segment> {
         let i = self
             .rtx
             .iter()
@@ -347,22 +383,27 @@ impl Connection {
     /// `tcp_write_xmit()`: new data within cwnd and the peer's window. `SendMode::Wakeup`
     /// (`tcp_write_wakeup`) sends whatever fits in the window; `SendMode::Probe` one segment whatever
     /// cwnd says (`push_one = 2`, the loss probe).
+    #[inline]
     pub(crate) fn send_new(&mut self, now: Nanos, mode: SendMode) -> Option<Segment> {
-        let wakeup = mode == SendMode::Wakeup;
-        let limit = self.send_limit_end();
-        if self.snd_nxt >= limit || self.fin_sent {
+        if self.snd_nxt >= self.send_limit_end() || self.fin_sent {
             return None;
         }
+        if self.in_flight() >= self.cwnd && mode == SendMode::Normal {
+            self.cwnd_validate(true);
+            return None;
+        }
+        self.send_new_skb(now, mode)
+    }
+
+    /// `send_new` past its first tests: something written is unsent, and cwnd has room (or need not).
+    #[inline(never)]
+    fn send_new_skb(&mut self, now: Nanos, mode: SendMode) -> Option<Segment> {
+        let wakeup = mode == SendMode::Wakeup;
         // The write queue's head skb: a segment never takes bytes of two (`tcp_write_xmit` sends skb by
         // skb), and only the last skb waits for Nagle (the others go with `TCP_NAGLE_PUSH`).
         let head_end = self.snd.wq.front().map_or(self.write_end, |s| s.end);
         let last = self.snd.wq.len() <= 1;
         let avail = head_end.saturating_sub(self.snd_nxt);
-        let in_flight = self.in_flight();
-        if in_flight >= self.cwnd && mode == SendMode::Normal {
-            self.cwnd_validate(true);
-            return None;
-        }
         let wnd_end = self.snd_una + self.snd_wnd;
         let room = wnd_end.saturating_sub(self.snd_nxt);
         let mss = self.mss as u64;
@@ -519,6 +560,7 @@ impl Connection {
     }
 
     /// `tcp_cwnd_validate()`: remember whether the window was used.
+    #[inline]
     fn cwnd_validate(&mut self, is_cwnd_limited: bool) {
         if self.snd_una >= self.cwnd_usage_seq
             || is_cwnd_limited

@@ -117,6 +117,7 @@ impl Connection {
 
     /// `tcp_pacing_check`: under internal pacing, data waits for the departure time (the pacing timer is
     /// set for it). True while it must wait.
+    #[inline]
     pub(crate) fn pacing_holds(&mut self, now: Nanos) -> bool {
         if self.pacing_status != PacingStatus::Needed || self.wstamp <= now {
             self.pacing_at = None;

@@ -365,10 +365,13 @@ impl Connection {
     /// Earliest pending timer (RTO/SYN retransmit, delayed ACK, zero-window probe).
     #[inline]
     pub fn poll_at(&self) -> Option<Nanos> {
-        [self.rto_at, self.delack_at, self.probe_at, self.pacing_at]
-            .into_iter()
-            .flatten()
-            .min()
+        // The least of those set, without an iterator: the simulator asks after every event.
+        let timers = [self.rto_at, self.delack_at, self.probe_at, self.pacing_at];
+        let at = timers.map(|t| t.unwrap_or(Nanos::MAX));
+        timers
+            .iter()
+            .any(Option::is_some)
+            .then_some(at[0].min(at[1]).min(at[2]).min(at[3]))
     }
 
     pub fn stats(&self) -> TcpStats {

@@ -14,6 +14,7 @@ impl Connection {
 
     /// Fire the timers due by `now`. Called on every segment in and every `poll_transmit`, so the check
     /// stays small and the handlers out of line.
+    #[inline]
     pub(crate) fn run_timers(&mut self, now: Nanos) {
         let due = |t: Option<Nanos>| t.is_some_and(|t| t <= now);
         if due(self.delack_at) || due(self.probe_at) || due(self.rto_at) {
