@@ -496,6 +496,17 @@ impl Packet {
         // adjusts the super-packet's by the length delta), so a valid one stays valid and one an edit
         // left stale stays stale; an implied one stays implied.
         let real_check = self.redirect & Packet::CSUM_IMPLIED == 0;
+        // Each frame's IP header checksum is computed afresh (`ip_send_check`) over words of which only
+        // the total length and the identifier differ between frames: their sum without those two (and
+        // without the checksum field) is taken once, and each frame's is that plus its own two words —
+        // the same words added, so the same sum.
+        let ip_base = {
+            let mut h = [0u8; 60];
+            h[..ihl].copy_from_slice(&d[..ihl]);
+            h[2..6].fill(0);
+            h[10..12].fill(0);
+            crate::csum::Sum::default().bytes(&h[..ihl])
+        };
         // The metadata is cloned without the bytes, which go into each frame's own buffer.
         let mut bytes = std::mem::take(&mut self.data);
         for i in 0..segs {
@@ -515,10 +526,10 @@ impl Packet {
             p.len = hdr + this;
             p.set_wire_len(None);
             let d = &mut p.data;
-            d[2..4].copy_from_slice(&((hdr - 14 + this) as u16).to_be_bytes());
-            d[4..6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
-            d[10..12].copy_from_slice(&[0, 0]);
-            let c = crate::csum::ip_header(&d[..ihl]);
+            let (tot_len, id) = ((hdr - 14 + this) as u16, id0.wrapping_add(i as u16));
+            d[2..4].copy_from_slice(&tot_len.to_be_bytes());
+            d[4..6].copy_from_slice(&id.to_be_bytes());
+            let c = ip_base.word(tot_len).word(id).fold();
             d[10..12].copy_from_slice(&c.to_be_bytes());
             d[ihl + 4..ihl + 8].copy_from_slice(&seq0.wrapping_add(off).to_be_bytes());
             let mut f = flags;
@@ -629,6 +640,42 @@ fn ipv4_header(src: [u8; 4], dst: [u8; 4], proto: u8, tos: u8, total_len: u32) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each frame's IP header checksum is `ip_send_check`'s, computed afresh over the frame's header
+    /// (here with options, and from a super-packet whose own checksum is wrong): the checksum of the
+    /// header's words as written, whatever the super-packet's was.
+    #[test]
+    fn each_frame_gets_its_own_ip_header_checksum() {
+        let mut p = Packet::tcp4(
+            [10, 0, 1, 1],
+            5,
+            [10, 0, 2, 2],
+            80,
+            0x18,
+            7,
+            9,
+            &[],
+            3 * 1448,
+        );
+        // Four bytes of IP options (a NOP and an end of list), the lengths moved with them.
+        p.data.splice(20..20, [1, 0, 0, 0]);
+        p.data[0] = 0x46;
+        let total = u16::from_be_bytes([p.data[2], p.data[3]]) + 4;
+        p.data[2..4].copy_from_slice(&total.to_be_bytes());
+        p.len += 4;
+        p.data[10..12].copy_from_slice(&[0xde, 0xad]);
+        p.set_gso(1448);
+        let frames = p.gso_segment();
+        assert_eq!(frames.len(), 3);
+        for (i, f) in frames.iter().enumerate() {
+            let mut h = f.data[..24].to_vec();
+            h[10..12].fill(0);
+            let check = crate::csum::ip_header(&h);
+            assert_eq!(f.data[10..12], check.to_be_bytes(), "frame {i}");
+            assert_eq!(u16::from_be_bytes([f.data[2], f.data[3]]), 24 + 20 + 1448);
+            assert_eq!(u16::from_be_bytes([f.data[4], f.data[5]]), i as u16);
+        }
+    }
 
     /// Setting and clearing what lives in the extension leaves a packet equal to one that never had
     /// it (the simulator compares packets, and an empty extension would cost an allocation per packet),
