@@ -451,6 +451,13 @@ impl Device {
         out
     }
 
+    /// Whether asking the root for a packet now would give nothing and change nothing: no packet of
+    /// the last bulk left, and a root that says so ([`Qdisc::dequeue_idle`]).
+    #[inline]
+    pub fn dequeue_idle(&self) -> bool {
+        self.bulk.is_empty() && self.root.q.dequeue_idle()
+    }
+
     /// Whether `dequeue_skb` bulks with `try_bulk_dequeue_skb_slow`: a root that tc attached to a
     /// multiqueue device (more than one transmit queue; a veth has one per possible CPU unless `ip link
     /// add … numtxqueues` says otherwise) lacks `TCQ_F_ONETXQUEUE` (`qdisc_create`), so after each

@@ -282,7 +282,7 @@ fn bulk_dequeue_slow(dev: &mut Device, now: Nanos, tx: &mut impl Transmitter, cx
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Engine;
+    use crate::engine::{DefaultRoot, Engine};
     use crate::handle::Handle;
     use crate::qdisc::tbf::TbfOptions;
     use crate::qdisc::QdiscOptions;
@@ -368,6 +368,68 @@ mod tests {
             "empty now"
         );
         assert_eq!(sink.0.len(), 3);
+    }
+
+    /// `Device::dequeue_idle`, which lets the simulator skip the dequeue of a TX completion: said only
+    /// where that dequeue changes nothing. A pfifo_fast root (each host's default) and a pfifo say
+    /// idle once empty, and their dequeue then gives nothing, counts nothing, asks for no wake-up. An
+    /// fq_codel root never says it: its empty dequeue still walks its flow lists (`fq_codel_dequeue`
+    /// drops an emptied flow from them), so the flow's next packet counts as a new flow only after it
+    /// (`new_flow_count` 2 with the dequeue, 1 without).
+    #[test]
+    fn a_root_says_its_dequeue_is_idle_only_when_it_changes_nothing() {
+        for opts in [None, Some(QdiscOptions::Pfifo(Default::default()))] {
+            let mut e = Engine::new();
+            let nic = Device::with_default("eth0", 1500, 1000, DefaultRoot::PfifoFast);
+            e.create_device(nic).unwrap();
+            if let Some(o) = &opts {
+                let add = crate::engine::Flags::ADD;
+                e.modify_qdisc("eth0", Handle::ROOT, Handle::new(1, 0), Some(o), add, 0)
+                    .unwrap();
+            }
+            let dev = e.device_mut("eth0").unwrap();
+            assert!(dev.dequeue_idle(), "{opts:?}: empty at first");
+            dev.enqueue(Packet::of_len(1000), &mut Cx::new(0));
+            assert!(!dev.dequeue_idle(), "{opts:?}: a packet queued");
+            let mut sink = Sink(Vec::new());
+            assert_eq!(qdisc_run(dev, 0, None, &mut sink), None);
+            assert_eq!(sink.0.len(), 1);
+            assert!(dev.dequeue_idle(), "{opts:?}: empty again");
+            let before = dev.root().stats();
+            let mut cx = Cx::new(1);
+            assert!(dev.dequeue(&mut cx).is_none());
+            assert_eq!((cx.wake_at, cx.drops.len()), (None, 0), "{opts:?}");
+            assert_eq!(dev.root().stats(), before, "{opts:?}: nothing counted");
+        }
+        let new_flows = |idle_dequeue: bool| {
+            let mut e = Engine::new();
+            e.add_device("eth0", 1500, 1000);
+            let fq_codel = QdiscOptions::FqCodel(Default::default());
+            let add = crate::engine::Flags::ADD;
+            e.modify_qdisc(
+                "eth0",
+                Handle::ROOT,
+                Handle::new(1, 0),
+                Some(&fq_codel),
+                add,
+                0,
+            )
+            .unwrap();
+            let dev = e.device_mut("eth0").unwrap();
+            let pkt = || Packet::udp4([10, 0, 0, 1], 5000, [10, 0, 0, 2], 6000, 0, 1000);
+            dev.enqueue(pkt(), &mut Cx::new(0));
+            assert!(dev.dequeue(&mut Cx::new(0)).is_some());
+            assert!(!dev.dequeue_idle(), "fq_codel never says idle");
+            if idle_dequeue {
+                assert!(dev.dequeue(&mut Cx::new(0)).is_none());
+            }
+            dev.enqueue(pkt(), &mut Cx::new(0));
+            match dev.root().q.xstats() {
+                Some(crate::qdisc::Xstats::FqCodel(x)) => x.new_flow_count,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!((new_flows(true), new_flows(false)), (2, 1));
     }
 
     /// A TBF root on a device with `txqueues` transmit queues, 1 byte/µs, a bucket of `burst` bytes,

@@ -186,6 +186,10 @@ impl Qdisc for Fifo {
         self.stats.qlen
     }
 
+    fn dequeue_idle(&self) -> bool {
+        self.queue.is_empty()
+    }
+
     fn dump(&self) -> QdiscOptions {
         let o = FifoOptions {
             limit: Some(self.limit),

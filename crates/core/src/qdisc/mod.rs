@@ -654,6 +654,14 @@ pub trait Qdisc {
     fn qlen(&self) -> u32 {
         self.stats().qlen
     }
+    /// Whether a dequeue now would give nothing and change nothing (no counter, drop, wake-up or
+    /// other state), so that a driver may leave it unasked: an empty FIFO's, whose kernel dequeue
+    /// takes the head of an empty list and counts nothing (`qdisc_dequeue_head`,
+    /// `pfifo_fast_dequeue`). False unless the discipline knows: an empty fq_codel's dequeue still
+    /// walks its flow lists and empties them (and `codel_dequeue` clears each flow's `dropping`).
+    fn dequeue_idle(&self) -> bool {
+        false
+    }
     /// The options as `tc qdisc show` would read them back.
     fn dump(&self) -> QdiscOptions;
     /// Validate `opts` whole, then apply them (`ops->change`).

@@ -96,6 +96,10 @@ impl Qdisc for PfifoFast {
         self.stats
     }
 
+    fn dequeue_idle(&self) -> bool {
+        self.bands.iter().all(VecDeque::is_empty)
+    }
+
     fn dump(&self) -> QdiscOptions {
         QdiscOptions::PfifoFast
     }
