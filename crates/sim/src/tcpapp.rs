@@ -349,11 +349,13 @@ impl TcpEndpoint {
         // as every receiver sending ACKs) or one with nothing on its host never is.
         self.tsq_throttled = !self.conn.tsq_exempt() && self.host_truesize > 0 && {
             let mss = self.conn.mss();
-            let full = frame_len(&Segment {
-                payload_len: mss * self.conn.tso_segs(),
-                gso_size: mss,
-                ..Segment::default()
-            }) + SKB_OVERHEAD;
+            let full = |segs: u32| {
+                frame_len(&Segment {
+                    payload_len: mss * segs,
+                    gso_size: mss,
+                    ..Segment::default()
+                }) + SKB_OVERHEAD
+            };
             self.host_truesize > self.conn.tsq_limit(full)
         };
         self.conn.set_tsq_throttled(self.tsq_throttled);

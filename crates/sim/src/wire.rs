@@ -277,7 +277,8 @@ impl Datagram {
         if (ip.total_len as usize) < ihl {
             return Err(WireError::BadHeaderLength);
         }
-        let l4_bytes = v4.payload();
+        // `v4.payload()` without the call across the crates: the view holds at least `ihl` bytes.
+        let l4_bytes = bytes.get(ihl..).unwrap_or_default();
         let l4_total = ip.total_len as u32 - ihl as u32;
         let l4 = if v4.frag_offset() != 0 {
             L4::Other

@@ -435,16 +435,18 @@ impl Connection {
         // fuller one (tcp_tso_should_defer). `avail` is the head skb's (sndbuf.rs: the write queue's
         // skbs, `tcp_xmit_size_goal` long as sendmsg built them).
         if mode == SendMode::Normal && len == mss && !fin {
+            // `tcp_tso_segs`, once for both uses.
+            let segs = self.tso_segs();
             let skb_len = avail;
             if skb_len > mss {
-                if let Some(cwnd_limited) = self.tso_should_defer(now, skb_len, room, last) {
+                if let Some(cwnd_limited) = self.tso_should_defer(now, skb_len, room, last, segs) {
                     if cwnd_limited {
                         self.cwnd_validate(true);
                     }
                     return None;
                 }
             }
-            len = self.tso_len(avail, room);
+            len = self.tso_len(avail, room, segs);
             fin = self.fin_queued && self.snd_nxt + len == self.write_end;
         }
         let start = self.snd_nxt;
@@ -583,10 +585,13 @@ impl Connection {
     /// `tcp_small_queue_check`: `max(2 × truesize, pacing rate >> 10)` — about a millisecond of data at the
     /// pacing rate (`sk_pacing_shift` = 10) — at most `tcp_limit_output_bytes` (1 MiB) unless the socket
     /// is paced. The pacing rate is `tcp_update_pacing_rate`'s, unlimited before the first RTT sample.
-    /// `truesize` is that of one full-sized segment's skb, which the driver knows.
-    pub fn tsq_limit(&self, truesize: u64) -> u64 {
+    /// `truesize` is the truesize of one full-sized skb of the segments given (`tcp_tso_segs`' count),
+    /// which the driver knows. The pacing rate is worked out once for both.
+    pub fn tsq_limit(&self, truesize: impl FnOnce(u32) -> u64) -> u64 {
         const TCP_LIMIT_OUTPUT_BYTES: u64 = 16 * 65536;
-        let rate = match self.pacing_rate() {
+        let rate = self.pacing_rate();
+        let truesize = truesize(self.tso_segs_at(rate));
+        let rate = match rate {
             0 => u64::MAX,
             r => r,
         };

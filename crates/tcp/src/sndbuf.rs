@@ -182,18 +182,21 @@ impl Connection {
     }
 
     /// `sk_wmem_queued`: the truesize of the write and retransmission queues' skbs.
+    #[inline]
     pub(crate) fn wmem_queued(&self) -> u64 {
         let data = self.write_end.saturating_sub(self.snd_una.max(1));
         data + SKB_HEAD_TRUESIZE * (self.snd.wq.len() as u64 + self.snd.rtx_skbs as u64)
     }
 
     /// Written bytes not yet sent (`write_seq − snd_nxt`, `ss`'s `notsent`).
+    #[inline]
     fn notsent_bytes(&self) -> u64 {
         self.write_end.saturating_sub(self.snd_nxt)
     }
 
     /// `__sk_stream_memory_free(sk, wake)`: another skb may be allocated (`wake` = 1: the unsent bytes
     /// count twice, as `tcp_stream_memory_free` counts them for a wake-up).
+    #[inline]
     fn stream_memory_free(&self, wake: bool) -> bool {
         self.wmem_queued() < self.snd.sndbuf as u64
             && (self.notsent_bytes() << wake as u32) < self.snd.notsent_lowat
@@ -201,6 +204,7 @@ impl Connection {
 
     /// `__sk_stream_is_writeable(sk, 1)`: a third of the buffer free (`sk_stream_wspace >=
     /// sk_stream_min_wspace`) and memory free.
+    #[inline]
     fn stream_writeable(&self) -> bool {
         let queued = self.wmem_queued();
         (self.snd.sndbuf as u64).saturating_sub(queued) >= queued / 2
@@ -208,12 +212,15 @@ impl Connection {
     }
 
     /// The application may write: established, not closed for sending.
+    #[inline]
     fn may_write(&self) -> bool {
         matches!(self.state, State::Established | State::CloseWait) && !self.fin_queued
     }
 
     /// `poll`'s `EPOLLOUT` (`tcp_poll`): a write would copy something now, and the buffer has room for a
-    /// third of itself. iperf3 writes only when this holds.
+    /// third of itself. iperf3 writes only when this holds. Inline (with what it reads): a blocked iperf3
+    /// asks after every segment its socket sends or is refused.
+    #[inline]
     pub fn writable(&self) -> bool {
         self.may_write() && self.stream_writeable()
     }

@@ -58,6 +58,11 @@ impl Config {
 impl Connection {
     /// `tcp_tso_segs`: the most segments one skb may carry now.
     pub fn tso_segs(&self) -> u32 {
+        self.tso_segs_at(self.pacing_rate())
+    }
+
+    /// `tso_segs` at the pacing rate `pacing_rate` (`pacing_rate()`, which a caller already has).
+    pub(crate) fn tso_segs_at(&self, pacing_rate: u64) -> u32 {
         let min_tso = if self.ca_is_bbr() {
             self.bbr_min_tso_segs()
         } else {
@@ -67,7 +72,7 @@ impl Connection {
         // least; tcp_write_xmit splits them but never joins them, so min_tso_segs cannot make one larger
         // (a gso_max_size below two segments sends one MSS per skb).
         let size_goal = (self.cfg.gso_max_size / self.mss.max(1)).max(1);
-        self.tso_autosize(min_tso)
+        self.tso_autosize(min_tso, pacing_rate)
             .min(size_goal)
             .min(self.cfg.gso_max_segs.max(1))
     }
@@ -91,10 +96,10 @@ impl Connection {
     }
 
     /// `tcp_tso_autosize`.
-    fn tso_autosize(&self, min_tso_segs: u32) -> u32 {
+    fn tso_autosize(&self, min_tso_segs: u32, pacing_rate: u64) -> u32 {
         let max_size = self.cfg.gso_max_size as u64;
         // A pacing rate of 0 is the kernel's ~0UL (no RTT yet): the size limit decides.
-        let mut bytes = match self.pacing_rate() {
+        let mut bytes = match pacing_rate {
             0 => max_size,
             r => r >> PACING_SHIFT,
         };
@@ -115,13 +120,15 @@ impl Connection {
     /// `tcp_tso_should_defer` (Linux 6.12): whether to hold back the skb at `snd_nxt`, of `skb_len`
     /// bytes (several segments; `tail`: the last in the write queue), for an ACK expected soon to let a
     /// fuller one go, rather than send the part of it that cwnd and the peer's window (`room`) allow
-    /// now. No timer: that ACK sends it. `Some(is_cwnd_limited)` to defer, `None` to send now.
+    /// now. No timer: that ACK sends it. `Some(is_cwnd_limited)` to defer, `None` to send now. `segs` is
+    /// `tso_segs()`, which the caller has.
     pub(crate) fn tso_should_defer(
         &self,
         now: Nanos,
         skb_len: u64,
         room: u64,
         tail: bool,
+        segs: u32,
     ) -> Option<bool> {
         if self.ca_state >= CaState::Recovery {
             return None;
@@ -139,7 +146,7 @@ impl Connection {
         let cong_win = (self.cwnd - in_flight) as u64 * mss;
         let limit = send_win.min(cong_win);
         // A full-sized TSO skb can go.
-        if limit >= self.tso_segs() as u64 * mss {
+        if limit >= segs as u64 * mss {
             return None;
         }
         // In the middle of the queue it will get no more data: all of it can go.
@@ -173,13 +180,14 @@ impl Connection {
     /// How many bytes the skb that starts at `snd_nxt` takes (`tcp_write_xmit`), given that its first
     /// full segment passed the window and Nagle tests: `avail` bytes are written and unsent, `room` is
     /// what the peer's window leaves. A multiple of the MSS unless the last, short segment may go now.
-    pub(crate) fn tso_len(&self, avail: u64, room: u64) -> u64 {
+    /// `segs` is `tso_segs()`.
+    pub(crate) fn tso_len(&self, avail: u64, room: u64, segs: u32) -> u64 {
         let mss = self.mss as u64;
         let cwnd = self.cwnd;
         let in_flight = self.in_flight();
         // tcp_cwnd_test: at least two skbs in flight.
         let quota = (cwnd >> 1).max(1).min(cwnd.saturating_sub(in_flight));
-        let quota = quota.min(self.tso_segs()).max(1) as u64;
+        let quota = quota.min(segs).max(1) as u64;
         let max_len = quota * mss;
         let needed = avail.min(room);
         if max_len <= needed {
