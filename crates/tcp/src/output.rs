@@ -94,17 +94,18 @@ impl Connection {
             let dsack = self.undo.dsack_block.take().filter(|_| self.sack_ok);
             if self.sack_ok && (dsack.is_some() || !self.sack_recent.is_empty()) {
                 let max = if self.ts_ok { 3 } else { 4 };
-                options.sack_blocks = dsack
-                    .iter()
-                    .chain(self.sack_recent.iter())
-                    .take(max)
-                    .map(|&(a, b)| {
-                        // A block ending where an out-of-order FIN sits covers the FIN too, as the
-                        // kernel's SACKs its skb (end_seq counts the FIN): the queue keeps data only.
-                        let b = b + (self.peer_fin == Some(b)) as u64;
-                        (self.rcv_wire(a), self.rcv_wire(b))
-                    })
-                    .collect();
+                // Pushed in place, not an iterator chain collected: every ACK of a recovery carries
+                // blocks.
+                let recent =
+                    &self.sack_recent[..self.sack_recent.len().min(max - dsack.is_some() as usize)];
+                for &(a, b) in dsack.iter().chain(recent) {
+                    // A block ending where an out-of-order FIN sits covers the FIN too, as the
+                    // kernel's SACKs its skb (end_seq counts the FIN): the queue keeps data only.
+                    let b = b + (self.peer_fin == Some(b)) as u64;
+                    options
+                        .sack_blocks
+                        .push((self.rcv_wire(a), self.rcv_wire(b)));
+                }
             }
         }
         let mut flags_out = fl;

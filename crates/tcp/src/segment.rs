@@ -48,6 +48,7 @@ impl SackBlocks {
     pub const MAX: usize = 4;
 
     /// Append a block; false (and nothing kept) when four are held already.
+    #[inline]
     pub fn push(&mut self, block: (u32, u32)) -> bool {
         let Some(slot) = self.blocks.get_mut(self.len as usize) else {
             return false;
