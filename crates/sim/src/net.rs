@@ -531,7 +531,8 @@ pub struct Network {
     /// Outboxes kept between calls with their vectors' memory, taken by each call into an application
     /// and put back empty by `flush` (calls nest: a flush's packet delivered on its own host, a freed
     /// skb): one made and dropped per call was 5 % of bench-isp's instructions, in malloc and free.
-    outboxes: Vec<Outbox>,
+    /// Boxed, so that taking one out and putting it back moves a pointer, not its 13 words.
+    outboxes: Vec<Box<Outbox>>,
     /// The per-packet trace being written (`tclab sim --trace`), if any.
     pub trace: Option<crate::trace::Trace>,
     /// Per node, whether its netfilter hooks would change nothing (no rule, no DROP policy, no
@@ -1114,9 +1115,9 @@ impl Network {
     /// throttled may send again.
     fn free_skb(&mut self, now: Nanos, app: AppId, len: u32) {
         // The socket writes into a kept outbox where it lies: most frees send nothing (the socket
-        // was not throttled), and an outbox taken out and put back was moved twice (13 words each).
+        // was not throttled), and an outbox taken out and put back cost a pop and a push.
         if self.outboxes.is_empty() {
-            self.outboxes.push(Outbox::default());
+            self.outboxes.push(Box::default());
         }
         let Network { apps, outboxes, .. } = self;
         let Some(out) = outboxes.last_mut() else {
@@ -1132,11 +1133,13 @@ impl Network {
 
     /// Send what an application produced, and arm its next timer. Each datagram's verdict reaches its
     /// sender before the sender builds the next (`resume`), as `tcp_write_xmit` learns each skb's.
-    fn flush(&mut self, now: Nanos, app: AppId, mut out: Outbox) {
+    fn flush(&mut self, now: Nanos, app: AppId, mut out: Box<Outbox>) {
         let node = self.app_node[app];
         let mut wakes = Vec::new();
         loop {
-            wakes.append(&mut out.wakes);
+            if !out.wakes.is_empty() {
+                wakes.append(&mut out.wakes);
+            }
             for (i, d) in out.datagrams.iter().enumerate() {
                 let tstamp = out.tstamps.get(i).copied().unwrap_or(0);
                 let gso = out.gso_sizes.get(i).copied().unwrap_or(0);
@@ -1162,6 +1165,9 @@ impl Network {
         }
         out.clear();
         self.outboxes.push(out);
+        if wakes.is_empty() {
+            return;
+        }
         for (other, w) in wakes {
             let mut out = self.outboxes.pop().unwrap_or_default();
             self.apps[other].wake(now, w, &mut out);
