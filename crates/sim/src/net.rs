@@ -532,6 +532,7 @@ pub struct Network {
     /// and put back empty by `flush` (calls nest: a flush's packet delivered on its own host, a freed
     /// skb): one made and dropped per call was 5 % of bench-isp's instructions, in malloc and free.
     /// Boxed, so that taking one out and putting it back moves a pointer, not its 13 words.
+    #[allow(clippy::vec_box)]
     outboxes: Vec<Box<Outbox>>,
     /// The per-packet trace being written (`tclab sim --trace`), if any.
     pub trace: Option<crate::trace::Trace>,
