@@ -1087,6 +1087,50 @@ fn the_receiver_reports_duplicates_in_its_first_sack_block() {
     assert_eq!((u.dsack_old_sent, u.dsack_ofo_sent), (2, 1));
 }
 
+/// An ACK carries as many SACK blocks as its header has room for (Linux 6.12
+/// `tcp_established_options`: 40 option bytes less 12 for timestamps leave room for 3 blocks, 4
+/// without), the most recent first, and a D-SACK takes the first place, leaving one block fewer
+/// (`tcp_options_write` writes `duplicate_sack` before `selective_acks`). Five holes (segments 1, 3,
+/// 5, 7 and 9 arrive, each ACKed at once): the receiver keeps 4 blocks (`TCP_NUM_SACKS`) and sends 3
+/// or 4 of them. Then 5 again: the block holding it comes first (`tcp_sack_new_ofo_skb` rotates it
+/// there), behind the D-SACK.
+#[test]
+fn an_ack_carries_the_sack_blocks_its_header_has_room_for() {
+    let at = |i: u32| CLIENT_ISN.wrapping_add(1 + i * 1448);
+    let block = |i: u32| (at(i), at(i + 1));
+    for ts in [true, false] {
+        let cfg = Config {
+            timestamps: ts,
+            ..Config::default()
+        };
+        let (_cl, mut sv) = pair(cfg.clone(), cfg);
+        let seg = |i: u32| {
+            let mut s = data(i, 1);
+            if !ts {
+                s.options.timestamps = None;
+            }
+            s
+        };
+        let mut acks = vec![];
+        for (k, i) in [1, 3, 5, 7, 9, 5].into_iter().enumerate() {
+            let t = (100 + k as u64) * MS;
+            sv.on_segment(t, &seg(i));
+            let out = drain(&mut sv, t);
+            assert_eq!(out.len(), 1, "ts={ts}: one ACK at once");
+            acks.push(out[0].options.sack_blocks);
+        }
+        let (five_holes, dup) = (&acks[4], &acks[5]);
+        if ts {
+            assert_eq!(*five_holes, vec![block(9), block(7), block(5)]);
+            assert_eq!(*dup, vec![block(5), block(5), block(9)], "D-SACK first");
+        } else {
+            assert_eq!(*five_holes, vec![block(9), block(7), block(5), block(3)]);
+            let want = vec![block(5), block(5), block(9), block(7)];
+            assert_eq!(*dup, want, "D-SACK first");
+        }
+    }
+}
+
 /// The sender undoes a recovery that reordering caused (Linux 6.12 `tcp_check_dsack`,
 /// `tcp_try_undo_recovery`, `tcp_try_undo_dsack`, `tcp_undo_cwnd_reduction`).
 ///
