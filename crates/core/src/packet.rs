@@ -646,17 +646,8 @@ mod tests {
     /// header's words as written, whatever the super-packet's was.
     #[test]
     fn each_frame_gets_its_own_ip_header_checksum() {
-        let mut p = Packet::tcp4(
-            [10, 0, 1, 1],
-            5,
-            [10, 0, 2, 2],
-            80,
-            0x18,
-            7,
-            9,
-            &[],
-            3 * 1448,
-        );
+        let (src, dst) = ([10, 0, 1, 1], [10, 0, 2, 2]);
+        let mut p = Packet::tcp4(src, 5, dst, 80, 0x18, 7, 9, &[], 3 * 1448);
         // Four bytes of IP options (a NOP and an end of list), the lengths moved with them.
         p.data.splice(20..20, [1, 0, 0, 0]);
         p.data[0] = 0x46;
