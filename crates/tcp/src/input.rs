@@ -358,9 +358,8 @@ impl Connection {
                         }
                         orig_sack_acked |= !ever && end <= self.high_seq;
                         fack = fack.max(end);
-                        let seg = self.rtx[i].clone();
-                        self.rate_skb_delivered(&seg);
-                        self.rtx[i].tx_delivered_mstamp = 0;
+                        crate::rate::skb_delivered(&mut self.rs, &mut self.first_tx_mstamp, t);
+                        t.tx_delivered_mstamp = 0;
                         self.rack_advance(ever, end, sent, now);
                     }
                     i += 1;
@@ -403,7 +402,7 @@ impl Connection {
             }
             let t = self.rtx.pop_front().unwrap_or_else(|| unreachable!());
             self.snd.rtx_skbs -= t.skb_end as u32;
-            self.rate_skb_delivered(&t);
+            crate::rate::skb_delivered(&mut self.rs, &mut self.first_tx_mstamp, &t);
             acked_pkts += 1;
             self.packets_out -= 1;
             if t.sacked {

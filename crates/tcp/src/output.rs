@@ -535,15 +535,24 @@ impl Connection {
         if pcount > 1 {
             seg.gso_size = self.mss;
         }
-        for t in self.rtx.range_mut(first..) {
-            t.sent_at = self.tx_tstamp;
-        }
         if was_empty && self.retrans_out == 0 && self.ca_is_bbr() {
             // tcp_event_data_sent: CA_EVENT_TX_START.
             self.bbr_tx_start(now);
         }
-        for i in first..self.rtx.len() {
-            self.rate_skb_sent(i, was_empty && i == first);
+        // The skb's segments leave together: one departure time and one delivery state
+        // (`tcp_rate_skb_sent` per skb), written in one pass.
+        let sent = crate::rate::us(self.tx_tstamp);
+        if was_empty {
+            self.first_tx_mstamp = sent;
+            self.delivered_mstamp = sent;
+        }
+        let app_limited = self.app_limited != 0;
+        for t in self.rtx.range_mut(first..) {
+            t.sent_at = self.tx_tstamp;
+            t.tx_first_tx_mstamp = self.first_tx_mstamp;
+            t.tx_delivered_mstamp = self.delivered_mstamp;
+            t.tx_delivered = self.delivered;
+            t.tx_app_limited = app_limited;
         }
         self.advance_departure(len as u32);
         if self.ecn_ok && len > 0 {

@@ -64,6 +64,28 @@ pub(crate) fn us(t: Nanos) -> u64 {
     t / 1000
 }
 
+/// `tcp_rate_skb_delivered`: the segment `t` is (S)ACKed by this ACK; the most recently sent such
+/// segment sets the sample `rs`. (A SACKed segment's `tx_delivered_mstamp` is then cleared by the
+/// caller: it is not sampled again when cumulatively ACKed.) A function of the two fields it writes,
+/// not of the connection: the SACK walk calls it on a retransmission queue entry it holds.
+#[inline]
+pub(crate) fn skb_delivered(rs: &mut RateSample, first_tx_mstamp: &mut u64, t: &TxSeg) {
+    if t.tx_delivered_mstamp == 0 {
+        return;
+    }
+    let tx = us(t.sent_at);
+    let later = tx > *first_tx_mstamp || (tx == *first_tx_mstamp && t.seq_end() > rs.last_end_seq);
+    if rs.prior_delivered == 0 || later {
+        rs.prior_delivered = t.tx_delivered;
+        rs.prior_mstamp = t.tx_delivered_mstamp;
+        rs.is_app_limited = t.tx_app_limited;
+        rs.is_retrans = t.retrans;
+        rs.last_end_seq = t.seq_end();
+        *first_tx_mstamp = tx;
+        rs.interval_us = tx.saturating_sub(t.tx_first_tx_mstamp) as i64;
+    }
+}
+
 impl Connection {
     /// `tcp_rate_skb_sent`: the segment at `i` (just sent, its `sent_at` its departure time) remembers
     /// the delivery state; `idle`: nothing was in flight before it (a new flight starts).
@@ -78,28 +100,6 @@ impl Connection {
         t.tx_delivered_mstamp = self.delivered_mstamp;
         t.tx_delivered = self.delivered;
         t.tx_app_limited = self.app_limited != 0;
-    }
-
-    /// `tcp_rate_skb_delivered`: the segment `t` is (S)ACKed by this ACK; the most recently sent such
-    /// segment sets the sample. (A SACKed segment's `tx_delivered_mstamp` is then cleared by the
-    /// caller: it is not sampled again when cumulatively ACKed.)
-    pub(crate) fn rate_skb_delivered(&mut self, t: &TxSeg) {
-        if t.tx_delivered_mstamp == 0 {
-            return;
-        }
-        let tx = us(t.sent_at);
-        let rs = &mut self.rs;
-        let later = tx > self.first_tx_mstamp
-            || (tx == self.first_tx_mstamp && t.seq_end() > rs.last_end_seq);
-        if rs.prior_delivered == 0 || later {
-            rs.prior_delivered = t.tx_delivered;
-            rs.prior_mstamp = t.tx_delivered_mstamp;
-            rs.is_app_limited = t.tx_app_limited;
-            rs.is_retrans = t.retrans;
-            rs.last_end_seq = t.seq_end();
-            self.first_tx_mstamp = tx;
-            rs.interval_us = tx.saturating_sub(t.tx_first_tx_mstamp) as i64;
-        }
     }
 
     /// `tcp_rate_gen`: the ACK's sample, from the packets it delivered and the ones it marked lost.
