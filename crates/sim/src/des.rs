@@ -12,14 +12,17 @@
 //! the highest base-64 digit in which its time differs from `now`, in the slot of its own digit there
 //! (level 0: the slot of its exact time). To pop, the lowest non-empty level's lowest slot holds the
 //! earliest events; a slot of level 0 is one instant, popped in place, and a slot above is emptied into
-//! the lower levels once `now` has moved to its earliest time. An event moves down at most once a level
-//! (three times for an event 1 ms ahead), and only the events within one slot's span move together,
-//! where a radix heap by bits (the previous queue) moved every event of a power-of-two range each time
-//! its earliest one was due. Events at one instant leave in the order they were scheduled, with no
-//! sequence number: every slot is a FIFO in scheduling order, because a slot emptied into the levels
-//! below finds them empty (it was the lowest) and deals its events out in its own order, and an event
-//! scheduled afterwards joins a slot's tail, after all of them. So the order is exactly the (time, order of
-//! scheduling) order a binary heap with a sequence number gives.
+//! the lower levels once `now` has moved to its earliest time, except its first event at that time,
+//! which is handed out at once (dealt out, it would have headed its instant's slot and been popped
+//! next). An event moves down at most once a level (three times for an event 1 ms ahead), and only the
+//! events within one slot's span move together, where a radix heap by bits (the previous queue) moved
+//! every event of a power-of-two range each time its earliest one was due. Events at one instant leave
+//! in the order they were scheduled, with no sequence number: every slot is a FIFO in scheduling order,
+//! because a slot emptied into the levels below finds them empty (it was the lowest) and deals its
+//! events out in its own order, and an event scheduled afterwards joins a slot's tail, after all of
+//! them. So the order is exactly the (time, order of scheduling) order a binary heap with a sequence
+//! number gives. Levels of 256 slots (four occupancy words and a summary word) moved fewer events but
+//! cost more than they saved in finding a level's lowest slot (BENCHMARKS.md, issue 26).
 
 use tclab_core::Nanos;
 
@@ -51,6 +54,38 @@ struct Level {
     /// Bit `s` set when slot `s` holds events.
     occupied: u64,
     slots: [Slot; SLOTS],
+}
+
+/// A level's occupancy. Slot numbers are masked to the level's size, which costs an `and` where the
+/// compiler would otherwise test them against it (`trailing_zeros` of an empty word is 64).
+impl Level {
+    /// The lowest slot holding events; the level must hold some.
+    #[inline(always)]
+    fn lowest(&self) -> usize {
+        self.occupied.trailing_zeros() as usize & (SLOTS - 1)
+    }
+
+    /// The lowest slot above `s` holding events.
+    #[inline(always)]
+    fn after(&self, s: usize) -> Option<usize> {
+        let later = self.occupied & (!1u64 << s);
+        (later != 0).then(|| later.trailing_zeros() as usize & (SLOTS - 1))
+    }
+
+    /// Mark slot `s` as holding events; whether it held none before.
+    #[inline(always)]
+    fn mark(&mut self, s: usize) -> bool {
+        let (was, bit) = (self.occupied, 1u64 << s);
+        self.occupied = was | bit;
+        was & bit == 0
+    }
+
+    /// Mark slot `s` as empty; whether the level is empty now.
+    #[inline(always)]
+    fn unmark(&mut self, s: usize) -> bool {
+        self.occupied &= !(1u64 << s);
+        self.occupied == 0
+    }
 }
 
 pub struct EventQueue<E> {
@@ -119,25 +154,19 @@ impl<E: Copy> EventQueue<E> {
     /// Append node `i` (its time `at`, not before `now`; its `next` NIL) to its slot relative to `now`.
     #[inline]
     fn push(&mut self, i: u32, at: Nanos) {
-        let diff = at ^ self.now;
-        let level = if diff == 0 {
-            0
-        } else {
-            (63 - diff.leading_zeros()) / DIGIT
-        };
+        // The highest differing bit's digit; bit 0 set so that an event at `now` is of level 0.
+        let level = (63 - ((at ^ self.now) | 1).leading_zeros()) / DIGIT;
         let s = ((at >> (level * DIGIT)) as usize) & (SLOTS - 1);
         let lv = &mut self.levels[level as usize];
-        let bit = 1u64 << s;
-        let slot = &mut lv.slots[s];
-        if lv.occupied & bit == 0 {
-            lv.occupied |= bit;
-            *slot = Slot {
+        if lv.mark(s) {
+            lv.slots[s] = Slot {
                 earliest: at,
                 head: i,
                 tail: i,
             };
             self.nonempty |= 1 << level;
         } else {
+            let slot = &mut lv.slots[s];
             self.nodes[slot.tail as usize].next = i;
             slot.tail = i;
             slot.earliest = slot.earliest.min(at);
@@ -148,47 +177,44 @@ impl<E: Copy> EventQueue<E> {
     /// with the rare step (a slot dealt out below) out of line.
     #[inline]
     pub fn pop_until(&mut self, until: Nanos) -> Option<(Nanos, E)> {
-        loop {
-            if self.nonempty == 0 {
-                return None;
-            }
-            // The lowest level holds the earliest events: they agree with `now` above its digit, where
-            // an event of a higher level differs from it there (and is later). Within the level, the
-            // lowest slot: every slot's digit is at least `now`'s.
-            let l = self.nonempty.trailing_zeros() as usize;
-            let lv = &mut self.levels[l];
-            let s = lv.occupied.trailing_zeros() as usize;
-            let at = if l == 0 {
-                (self.now & !(SLOTS as Nanos - 1)) | s as Nanos
-            } else {
-                lv.slots[s].earliest
-            };
-            if at > until {
-                return None;
-            }
-            let first = lv.slots[s].head;
-            let next = self.nodes[first as usize].next;
-            if next == NIL {
-                lv.occupied &= !(1 << s);
-                if lv.occupied == 0 {
-                    self.nonempty &= !(1 << l);
-                }
-            }
-            if l == 0 || next == NIL {
-                // An instant of level 0, or the one event of a higher slot (nearly every pop of a
-                // simulation is one of these): it leaves from where it is.
-                lv.slots[s].head = next;
-                let node = &mut self.nodes[first as usize];
-                let event = node.event;
-                node.next = self.free;
-                self.free = first;
-                self.now = at;
-                self.len -= 1;
-                self.popped += 1;
-                return Some((at, event));
-            }
-            self.deal_out(l, s, at);
+        if self.nonempty == 0 {
+            return None;
         }
+        // The lowest level holds the earliest events: they agree with `now` above its digit, where
+        // an event of a higher level differs from it there (and is later). Within the level, the
+        // lowest slot: every slot's digit is at least `now`'s.
+        let l = self.nonempty.trailing_zeros() as usize;
+        let lv = &mut self.levels[l];
+        let s = lv.lowest();
+        let at = if l == 0 {
+            (self.now & !(SLOTS as Nanos - 1)) | s as Nanos
+        } else {
+            lv.slots[s].earliest
+        };
+        if at > until {
+            return None;
+        }
+        let first = lv.slots[s].head;
+        let next = self.nodes[first as usize].next;
+        let taken = if l == 0 || next == NIL {
+            // An instant of level 0, or the one event of a higher slot (nearly every pop of a
+            // simulation is one of these): it leaves from where it is.
+            if next == NIL && lv.unmark(s) {
+                self.nonempty &= !(1 << l);
+            }
+            lv.slots[s].head = next;
+            first
+        } else {
+            self.deal_out(l, s, at)
+        };
+        let node = &mut self.nodes[taken as usize];
+        let event = node.event;
+        node.next = self.free;
+        self.free = taken;
+        self.now = at;
+        self.len -= 1;
+        self.popped += 1;
+        Some((at, event))
     }
 
     /// The event the next `pop_until` hands out unless one is scheduled before it, when that costs a
@@ -198,7 +224,7 @@ impl<E: Copy> EventQueue<E> {
     #[inline]
     pub fn peek(&self) -> Option<E> {
         let l = self.lowest_level(0)?;
-        self.alone(l, self.levels[l].occupied.trailing_zeros())
+        self.alone(l, self.levels[l].lowest())
     }
 
     /// The event after the one `peek` names, under the same terms: known when its slot is an instant
@@ -208,8 +234,8 @@ impl<E: Copy> EventQueue<E> {
     pub fn peek_second(&self) -> Option<E> {
         let l = self.lowest_level(0)?;
         let lv = &self.levels[l];
-        let s = lv.occupied.trailing_zeros();
-        let slot = &lv.slots[s as usize];
+        let s = lv.lowest();
+        let slot = &lv.slots[s];
         if slot.head != slot.tail {
             // An instant's second event; a higher slot's order is known only once dealt out.
             return (l == 0).then(|| {
@@ -217,12 +243,11 @@ impl<E: Copy> EventQueue<E> {
                 self.nodes[next as usize].event
             });
         }
-        let later = lv.occupied & (!1u64 << s);
-        if later != 0 {
-            return self.alone(l, later.trailing_zeros());
+        if let Some(later) = lv.after(s) {
+            return self.alone(l, later);
         }
         let l2 = self.lowest_level(l + 1)?;
-        self.alone(l2, self.levels[l2].occupied.trailing_zeros())
+        self.alone(l2, self.levels[l2].lowest())
     }
 
     /// The lowest level from `from` up that holds events.
@@ -235,32 +260,42 @@ impl<E: Copy> EventQueue<E> {
     /// The first event of slot `s` of level `l` if it is the slot's earliest one without dealing the
     /// slot out: an instant of level 0, or a higher slot holding it alone.
     #[inline]
-    fn alone(&self, l: usize, s: u32) -> Option<E> {
-        let slot = &self.levels[l].slots[s as usize];
+    fn alone(&self, l: usize, s: usize) -> Option<E> {
+        let slot = &self.levels[l].slots[s];
         (l == 0 || slot.head == slot.tail).then(|| self.nodes[slot.head as usize].event)
     }
 
     /// Empty slot `s` of level `l` (above 0, holding several events, the earliest at `at`) into the
-    /// levels below. Out of line, so that the pops that need no dealing (nine in ten in bench-htb) save
-    /// and restore none of its registers.
+    /// levels below, all but its first event at `at`, which is the earliest of the queue and is
+    /// returned, unlinked, for the pop: dealt out, it would only have been popped from level 0 next.
+    /// Out of line, so that the pops that need no dealing (nine in ten in bench-htb) save and restore
+    /// none of its registers.
     #[inline(never)]
-    fn deal_out(&mut self, l: usize, s: usize, at: Nanos) {
+    fn deal_out(&mut self, l: usize, s: usize, at: Nanos) -> u32 {
         // Relative to the slot's earliest time, which becomes `now`: it agrees with the old `now` on
         // every digit above this level, so no other event changes place.
         let lv = &mut self.levels[l];
-        let first = lv.slots[s].head;
-        lv.occupied &= !(1 << s);
-        if lv.occupied == 0 {
+        let mut i = lv.slots[s].head;
+        if lv.unmark(s) {
             self.nonempty &= !(1 << l);
         }
         self.now = at;
-        let mut i = first;
+        let taken = loop {
+            let node = &mut self.nodes[i as usize];
+            let (this, t) = (i, node.at);
+            i = std::mem::replace(&mut node.next, NIL);
+            if t == at {
+                break this;
+            }
+            self.push(this, t);
+        };
         while i != NIL {
             let node = &mut self.nodes[i as usize];
-            let (next, at) = (std::mem::replace(&mut node.next, NIL), node.at);
-            self.push(i, at);
+            let (next, t) = (std::mem::replace(&mut node.next, NIL), node.at);
+            self.push(i, t);
             i = next;
         }
+        taken
     }
 
     pub fn len(&self) -> usize {
@@ -297,6 +332,24 @@ mod tests {
         assert_eq!(q.pop_until(150), Some((100, 3)));
         assert_eq!(q.pop_until(150), None, "200 is past the horizon");
         assert_eq!(q.len(), 1);
+    }
+
+    /// A slot above level 0 holding several events hands its first event at its earliest time
+    /// straight to the pop and deals the rest out; the order must be as if all had been dealt out.
+    /// 200, 210 and 220 share a level-1 slot (192..256) while `now` is 0; two events at 200, the
+    /// earliest, not first in the slot's list. One scheduled at 200 after the first pop joins the
+    /// instant's tail, behind the 200 scheduled before it (the essay's FIFO argument).
+    #[test]
+    fn a_dealt_slot_hands_out_its_first_earliest_event() {
+        let mut q = EventQueue::default();
+        q.schedule(220, "x");
+        q.schedule(200, "a");
+        q.schedule(210, "c");
+        q.schedule(200, "b");
+        assert_eq!(q.pop_until(u64::MAX), Some((200, "a")));
+        q.schedule(200, "d");
+        let order: Vec<_> = std::iter::from_fn(|| q.pop_until(u64::MAX)).collect();
+        assert_eq!(order, vec![(200, "b"), (200, "d"), (210, "c"), (220, "x")]);
     }
 
     /// The wheel against the order it must reproduce, (time, sequence) sorted, on schedules and pops
