@@ -225,7 +225,15 @@ impl Datagram {
         // Written into a fixed array and copied once: a push per field (a capacity check each, and a
         // fresh buffer grown four times) was 2.5 % of bench-isp's instructions.
         let mut h = Header::default();
-        let total = self.total_len().min(0xffff) as u16;
+        // A TCP header's length (its options') worked out once, for the total and the data offset.
+        let (l4_len, tcp_hlen) = match &self.l4 {
+            L4::Tcp(t) => {
+                let hlen = t.header_len();
+                (hlen + t.payload_len, hlen)
+            }
+            _ => (self.l4_len(), 0),
+        };
+        let total = (20 + l4_len).min(0xffff) as u16;
         h.put(&[0x45, self.ip.tos]);
         h.put16(total);
         h.put16(id);
@@ -236,7 +244,7 @@ impl Datagram {
         let c = ip_header_checksum(&h.buf[..20]);
         h.buf[10..12].copy_from_slice(&c.to_be_bytes());
         match &self.l4 {
-            L4::Tcp(t) => emit_tcp(&mut h, t),
+            L4::Tcp(t) => emit_tcp(&mut h, t, tcp_hlen),
             L4::Udp(u) => {
                 h.put16(u.sport);
                 h.put16(u.dport);
@@ -304,8 +312,8 @@ impl Datagram {
     }
 }
 
-fn emit_tcp(h: &mut Header, t: &Tcp) {
-    let hlen = t.header_len();
+/// `hlen`: the header's length with its options, `t.header_len()`.
+fn emit_tcp(h: &mut Header, t: &Tcp, hlen: u32) {
     h.put16(t.sport);
     h.put16(t.dport);
     h.put32(t.seq);
