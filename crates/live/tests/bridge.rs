@@ -1497,9 +1497,11 @@ fn frames_for_a_port_set_down_are_dropped_and_do_not_wake_the_bridge_every_milli
     result.expect("bridge");
     // Every millisecond: 2 000 wake-ups and sends, 87 ms of CPU in a debug build (44 ms
     // measured with a0 down 1.2 s of a 1.7 s run); every 100 ms: twenty, a few ms (3.1 ms in
-    // that run; 0.9 ms with a0 up throughout).
+    // that run; 0.9 ms with a0 up throughout). A loaded machine inflates the good case (27 ms in
+    // a full suite's run on both cores, 2026-11-28: the loop's spins before a sleep grow with
+    // the sleeps' overshoot), so the bound sits between that and the bug's 87 ms.
     assert!(
-        cpu < 20_000_000,
+        cpu < 60_000_000,
         "the bridge spent {} µs of CPU in 2.6 s, a0 down for 2.1 s of them",
         cpu / 1000
     );
