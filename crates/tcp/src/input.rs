@@ -257,44 +257,37 @@ impl Connection {
         self.local_block = false;
         // FLAG_ECE (`tcp_ecn_rcv_ecn_echo`): the ACK is dubious, and `tcp_try_to_open` reduces the window.
         let ece = self.ecn_ok && seg.has(flags::ECE) && !seg.has(flags::SYN);
+        let has_sack = self.sack_ok && !seg.options.sack_blocks.is_empty();
+        // Nothing out, nothing newly acknowledged: `tcp_ack`'s `no_queue` (`!prior_packets`), every
+        // segment of a one-way transfer's receiver. Without SACK blocks, ECE, a probe episode, a
+        // recovery state or BBR's per-ACK model the path below would only update the window, tell
+        // the module, take the ACK's timestamp echo and reset the rate sample: that, here.
+        if ack == self.snd_una
+            && self.packets_out == 0
+            && self.rtx.is_empty()
+            && !has_sack
+            && !ece
+            && self.tlp_high_seq == 0
+            && self.ca_state == CaState::Open
+            && !self.ca_is_bbr()
+        {
+            self.ack_nothing_out(now, seg, seq, ack);
+            return true;
+        }
         let prior_fack = self.fack(self.snd_una);
-        // The rate sample this ACK builds (tcp_rate.c), and what was lost before it.
-        self.rs = crate::rate::RateSample {
-            prior_in_flight: self.in_flight(),
-            ..Default::default()
-        };
+        // What was lost before this ACK (for the rate sample).
         let lost_before = self.lost_total;
         let prior_una = self.snd_una;
-        let mut flag_win_update = false;
-        // tcp_ack_update_window()
-        let nwin = (seg.window as u64) << self.snd_wscale;
-        let seq_u = seq.max(0) as u64;
-        if ack > self.snd_una
-            || seq_u > self.snd_wl1
-            || (seq_u == self.snd_wl1 && (nwin > self.snd_wnd || nwin == 0))
-        {
-            if self.snd_wnd != nwin {
-                flag_win_update = true;
-            }
-            self.snd_wnd = nwin;
-            self.snd_wl1 = seq_u;
-            self.max_window = self.max_window.max(nwin);
-        }
+        let flag_win_update = self.ack_begin(seg, seq, ack);
 
         // SACK processing (tcp_sacktag_write_queue): the valid blocks, in sequence order.
         let mut newly_sacked = 0u32;
         let mut sack_rtt: Option<u64> = None;
         let mut ca_rtt_sent: Option<Nanos> = None;
-        self.undo.rcv_tsecr = if self.ts_ok {
-            seg.options.timestamps.map_or(0, |(_, e)| e)
-        } else {
-            0
-        };
         let mut dsack = crate::undo::Dsack::default();
-        // FLAG_ORIG_SACK_ACKED, for F-RTO; retransmissions held by the last ACK may go now.
+        // FLAG_ORIG_SACK_ACKED, for F-RTO.
         let mut orig_sack_acked = false;
-        self.undo.hold_rexmit = false;
-        if self.sack_ok && !seg.options.sack_blocks.is_empty() {
+        if has_sack {
             // tcp_check_dsack(): is the first block a duplicate's report?
             let mut raw = [(0u64, 0u64); 2];
             let mut nraw = 0;
@@ -376,14 +369,7 @@ impl Connection {
             self.delivered.wrapping_add(newly_sacked),
             self.delivered_ce.wrapping_add(sack_ce),
         );
-        // `tcp_ecn_accept_cwr` (on pure ACKs too, since Linux 5.x): the peer has reduced its window;
-        // data with CWR is ACKed at once, as the sender's window may be down to one segment.
-        if seg.has(flags::CWR) {
-            self.ecn_demand_cwr = false;
-            if seg.payload_len > 0 || seg.has(flags::FIN) {
-                self.ack_now = true;
-            }
-        }
+        self.ecn_accept_cwr(seg);
         // The echo of this ACK's timestamp, to tell a retransmission acknowledged for its original.
         let tsecr = seg.options.timestamps.map_or(0, |(_, e)| e);
 
@@ -585,6 +571,69 @@ impl Connection {
             self.arm_probe(now);
         }
         true
+    }
+
+    /// What every ACK that is not discarded starts with: the rate sample it builds (tcp_rate.c) reset,
+    /// the send window updated (`tcp_ack_update_window`: by a newer segment or a newer ACK), the
+    /// timestamp echo kept for undo, and retransmissions held by the last ACK let go. Returns whether
+    /// the window changed (`FLAG_WIN_UPDATE`).
+    #[inline]
+    fn ack_begin(&mut self, seg: &Segment, seq: i64, ack: u64) -> bool {
+        self.rs = crate::rate::RateSample {
+            prior_in_flight: self.in_flight(),
+            ..Default::default()
+        };
+        self.undo.rcv_tsecr = if self.ts_ok {
+            seg.options.timestamps.map_or(0, |(_, e)| e)
+        } else {
+            0
+        };
+        self.undo.hold_rexmit = false;
+        let nwin = (seg.window as u64) << self.snd_wscale;
+        let seq_u = seq.max(0) as u64;
+        let mut flag_win_update = false;
+        if ack > self.snd_una
+            || seq_u > self.snd_wl1
+            || (seq_u == self.snd_wl1 && (nwin > self.snd_wnd || nwin == 0))
+        {
+            if self.snd_wnd != nwin {
+                flag_win_update = true;
+            }
+            self.snd_wnd = nwin;
+            self.snd_wl1 = seq_u;
+            self.max_window = self.max_window.max(nwin);
+        }
+        flag_win_update
+    }
+
+    /// `tcp_ecn_accept_cwr` (on pure ACKs too, since Linux 5.x): the peer has reduced its window;
+    /// data with CWR is ACKed at once, as the sender's window may be down to one segment.
+    #[inline]
+    fn ecn_accept_cwr(&mut self, seg: &Segment) {
+        if seg.has(flags::CWR) {
+            self.ecn_demand_cwr = false;
+            if seg.payload_len > 0 || seg.has(flags::FIN) {
+                self.ack_now = true;
+            }
+        }
+    }
+
+    /// `process_ack` when nothing is out and the ACK acknowledges nothing (its caller's tests): the
+    /// same writes as the full path's, in its order, less the steps that find nothing to do (no
+    /// queue to clean or tag, no RTT sample, no duplicate ACK with nothing out, no loss to detect,
+    /// no cwnd to grow). Linux's `tcp_ack` skips them the same way (`goto no_queue`); this model
+    /// still resets the rate sample and asks for the window probe as its full path does.
+    fn ack_nothing_out(&mut self, now: Nanos, seg: &Segment, seq: i64, ack: u64) {
+        self.ack_begin(seg, seq, ack);
+        self.ca_in_ack_event(ack, self.delivered, self.delivered_ce);
+        self.ecn_accept_cwr(seg);
+        if !self.sack_ok {
+            self.sacked_out = self.sacked_out.min(self.packets_out);
+        }
+        self.rate_gen(now, 0, 0);
+        if self.snd_nxt < self.send_limit_end() && self.snd_wnd == 0 {
+            self.arm_probe(now);
+        }
     }
 
     fn on_fin_acked(&mut self) {
