@@ -939,7 +939,8 @@ impl Network {
     /// the lines take to come from the last level; asked for at their use they were waited for.
     #[inline]
     fn prefetch_next(&mut self) {
-        if let Some(Event::Arrive { iface, slot }) = self.q.peek() {
+        let (next, second) = self.q.peek_two();
+        if let Some(Event::Arrive { iface, slot }) = next {
             if let Some(Some(pkt)) = self.wires.on_wire.get(slot as usize) {
                 prefetch_frame(pkt);
                 if let Some(found) = self.prefetch_socket(iface as IfaceId, pkt) {
@@ -947,7 +948,7 @@ impl Network {
                 }
             }
         }
-        if let Some(Event::Arrive { slot, .. }) = self.q.peek_second() {
+        if let Some(Event::Arrive { slot, .. }) = second {
             if let Some(Some(pkt)) = self.wires.on_wire.get(slot as usize) {
                 prefetch_frame(pkt);
             }
