@@ -150,7 +150,11 @@ impl Connection {
     /// `tcp_rack_detect_loss()`: marks lost every undelivered segment sent before RACK's reference whose
     /// time is up. Returns the longest time left among the others (0: none) and how many segments were
     /// newly marked lost (a lost retransmission counts). Linux walks its send-time-ordered list and
-    /// stops at the first segment not sent before the reference; testing every segment is the same.
+    /// stops at the first segment not sent before the reference. This queue is in sequence order, so
+    /// the walk stops at the first original (never retransmitted) segment not sent before it: new
+    /// data leaves in sequence order, a retransmission after its original, and departure stamps
+    /// never go back (a refused tail's rollback returns to its own, the latest), so every segment
+    /// after that one was sent no earlier, and a tie in time goes to the higher sequence.
     fn rack_detect_loss(&mut self, now: Nanos) -> (Nanos, u32) {
         let reo_wnd = self.rack_reo_wnd();
         let mut timeout = 0;
@@ -167,6 +171,9 @@ impl Connection {
                 self.rack.end_seq,
                 t.seq_end(),
             ) {
+                if !t.ever_retrans {
+                    break;
+                }
                 continue;
             }
             let remaining = self.rack_skb_timeout(t.sent_at, now, reo_wnd);
@@ -313,5 +320,140 @@ impl Connection {
         } else if !(una_advanced || not_dup || sacked) {
             self.tlp_high_seq = 0;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Config, Connection, TxSeg, MS};
+
+    /// The walk as it was before it stopped early: every segment tested.
+    fn full_walk(c: &mut Connection, now: u64) -> (u64, u32) {
+        let reo_wnd = c.rack_reo_wnd();
+        let (mut timeout, mut lost) = (0, 0);
+        for i in 0..c.rtx.len() {
+            let t = &c.rtx[i];
+            if t.sacked || (t.lost && !t.retrans) {
+                continue;
+            }
+            if !super::sent_after(c.rack.xmit_time, t.sent_at, c.rack.end_seq, t.seq_end()) {
+                continue;
+            }
+            let remaining = c.rack_skb_timeout(t.sent_at, now, reo_wnd);
+            if remaining <= 0 {
+                lost += c.mark_lost(i) as u32;
+            } else {
+                timeout = timeout.max(remaining as u64);
+            }
+        }
+        (timeout, lost)
+    }
+
+    /// `rack_detect_loss` stops at the first original segment not sent before RACK's reference; on
+    /// queues sent as a connection sends (new data in sequence order, two segments of an skb in the
+    /// same instant, retransmissions of lost segments interleaved later, the clock never going
+    /// back) it marks and times exactly what testing every segment does. Retransmissions of low
+    /// sequence sent after the reference come before originals sent before it: a stop at any segment
+    /// not sent before the reference, retransmitted or not, would miss those originals.
+    #[test]
+    fn the_walk_stops_where_testing_every_segment_finds_nothing_more() {
+        let mut x = 42u64;
+        let mut draw = |n: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        };
+        let mss = 1000;
+        let (mut stopped_early, mut late_retrans_first) = (0, 0);
+        for round in 0..300 {
+            let mut c = Connection::client(Config::default(), 0, 1);
+            c.min_rtt = 20 * MS;
+            c.srtt8 = 8 * 25 * MS;
+            c.reord_seen = draw(2);
+            let mut clock = 1_000_000;
+            let mut retrans = 0;
+            for k in 0..40u64 {
+                // One send event: a new segment (two of an skb share its time), and sometimes a
+                // lost one of lower sequence retransmitted at the same clock.
+                if k % 2 == 0 {
+                    clock += draw(3) * MS / 2;
+                }
+                c.rtx.push_back(TxSeg {
+                    start: k * mss,
+                    end: (k + 1) * mss,
+                    fin: false,
+                    sent_at: clock,
+                    ever_retrans: false,
+                    sacked: false,
+                    lost: false,
+                    retrans: false,
+                    tx_delivered: 0,
+                    tx_delivered_mstamp: 0,
+                    tx_first_tx_mstamp: 0,
+                    tx_app_limited: false,
+                    psh: false,
+                    skb_end: true,
+                });
+                match draw(6) {
+                    0 => c.rtx[k as usize].sacked = true,
+                    1 => c.rtx[k as usize].lost = true,
+                    _ => {}
+                }
+                if k > 4 && draw(4) == 0 {
+                    let j = draw(k) as usize;
+                    let t = &mut c.rtx[j];
+                    if t.lost && !t.retrans {
+                        clock += draw(2) * MS / 4;
+                        (t.retrans, t.ever_retrans, t.sent_at) = (true, true, clock);
+                        retrans += 1;
+                    }
+                }
+            }
+            c.retrans_out = retrans;
+            c.packets_out = 40;
+            // The reference: a segment delivered, with the RTT it measured.
+            let r = draw(40) as usize;
+            (c.rack.xmit_time, c.rack.end_seq) = (c.rtx[r].sent_at, c.rtx[r].seq_end());
+            c.rack.rtt = 20 * MS + draw(10) * MS;
+            let now = c.rack.xmit_time + draw(40) * MS;
+            let mut want = c.clone();
+            let full = full_walk(&mut want, now);
+            assert_eq!(c.rack_detect_loss(now), full, "round {round}");
+            for (a, b) in c.rtx.iter().zip(&want.rtx) {
+                assert_eq!((a.lost, a.retrans), (b.lost, b.retrans), "round {round}");
+            }
+            assert_eq!(
+                (c.lost_out, c.retrans_out, c.lost_pending, c.lost_total),
+                (
+                    want.lost_out,
+                    want.retrans_out,
+                    want.lost_pending,
+                    want.lost_total
+                ),
+                "round {round}"
+            );
+            // What the queue tested: the walk stopped before its end, and a retransmission not
+            // sent before the reference came before an original that was.
+            let live: Vec<&TxSeg> = want
+                .rtx
+                .iter()
+                .filter(|t| !(t.sacked || (t.lost && !t.retrans)))
+                .collect();
+            let before = |t: &TxSeg| {
+                super::sent_after(c.rack.xmit_time, t.sent_at, c.rack.end_seq, t.seq_end())
+            };
+            let stop = live.iter().position(|t| !t.ever_retrans && !before(t));
+            stopped_early += stop.is_some_and(|i| i + 1 < live.len()) as u32;
+            let first_late = live.iter().position(|t| !before(t));
+            late_retrans_first += first_late.is_some_and(|i| {
+                live[i].ever_retrans && live[i..].iter().any(|t| !t.ever_retrans && before(t))
+            }) as u32;
+        }
+        assert!(stopped_early > 100, "walks stopped early: {stopped_early}");
+        assert!(
+            late_retrans_first > 10,
+            "late retransmissions first: {late_retrans_first}"
+        );
     }
 }
