@@ -346,8 +346,10 @@ impl TcpEndpoint {
         // qdisc drops it after queueing it (the network reports each packet dropped, not only the
         // arriving one).
         // The limit is worked out only when it can throttle: an exempt socket (one segment out at most,
-        // as every receiver sending ACKs) or one with nothing on its host never is.
-        self.tsq_throttled = !self.conn.tsq_exempt() && self.host_truesize > 0 && {
+        // as every receiver sending ACKs) never is, nor one holding at most two one-segment skbs on
+        // its host: the limit is never below that (`tso_segs` is one at least, and the 1 MiB cap is
+        // far above it).
+        self.tsq_throttled = !self.conn.tsq_exempt() && {
             let mss = self.conn.mss();
             let full = |segs: u32| {
                 frame_len(&Segment {
@@ -356,7 +358,7 @@ impl TcpEndpoint {
                     ..Segment::default()
                 }) + SKB_OVERHEAD
             };
-            self.host_truesize > self.conn.tsq_limit(full)
+            self.host_truesize > 2 * full(1) && self.host_truesize > self.conn.tsq_limit(full)
         };
         self.conn.set_tsq_throttled(self.tsq_throttled);
         // One segment at a time, as `tcp_write_xmit` hands each skb to the qdisc (`tcp_transmit_skb`)

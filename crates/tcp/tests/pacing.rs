@@ -129,3 +129,45 @@ fn a_socket_left_paced_by_its_first_congestion_control_paces_cubic() {
         rate(&plain)
     );
 }
+
+/// TCP small queues' limit (`tcp_small_queue_check`: `max(2 × truesize, rate >> 10)`, capped at 1 MiB
+/// unless paced) is never below two skbs of one segment each: `tcp_tso_segs` is one at least (two
+/// for CUBIC and Reno, `tcp_min_tso_segs`; one or two for BBR) and the cap is far above. The
+/// simulator's socket (crates/sim/src/tcpapp.rs, `pump`) relies on it: it does not work the limit
+/// out while its host holds no more than that. Checked at every event of slow starts, a loss and
+/// BBR, paced by an fq and not, on a slow long path (where `rate >> 10` is below one segment) and a
+/// fast one; `truesize` as the simulator counts an skb (its frames' bytes and 576 of overhead).
+#[test]
+fn tsq_limit_is_never_below_two_one_segment_skbs() {
+    let cases = [
+        (CongestionControl::Cubic, false, 1_000_000, 100 * MS),
+        (CongestionControl::Reno, false, 1_000_000_000, MS),
+        (CongestionControl::Bbr, false, 2_000_000, 50 * MS),
+        (CongestionControl::Cubic, true, 1_000_000, 100 * MS),
+        (CongestionControl::Bbr, true, 1_000_000_000, 5 * MS),
+    ];
+    for (cc, paced, rate, delay) in cases {
+        let mut c = cfg();
+        c.cc = cc;
+        let mut path = PathCfg::new(rate, delay, 40);
+        path.drop_offsets.insert(100 * 1448);
+        let mut sim = Sim::new(c, cfg(), path, 1 << 30);
+        if paced {
+            sim.hosts[0].set_paced_by_fq();
+        }
+        let mut checked = 0;
+        while sim.step(3 * SEC) {
+            let h = &sim.hosts[0];
+            let mss = h.mss() as u64;
+            let truesize = |segs: u32| (20 + 20 + 14 + mss) * segs as u64 + 576;
+            let limit = h.tsq_limit(truesize);
+            assert!(
+                limit >= 2 * truesize(1),
+                "{cc:?} paced {paced}: limit {limit} at {} ns",
+                sim.now
+            );
+            checked += 1;
+        }
+        assert!(checked > 500, "{cc:?}: {checked} events");
+    }
+}
