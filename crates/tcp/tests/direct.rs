@@ -496,6 +496,26 @@ fn local_drop_enters_cwr_and_resends() {
     cl.check_invariants().unwrap();
 }
 
+/// A FIN sent alone (nothing written) and refused by the local qdisc goes back to the write queue, as
+/// Linux keeps it there: `tcp_send_fin` queued a skb with no data, and `tcp_write_xmit` stops before
+/// `tcp_event_new_data_sent` moves it on. The connection's own checks accept that data-less skb, and
+/// the same FIN leaves again when the probe timer fires (`on_local_drop`: nothing in flight).
+#[test]
+fn a_refused_bare_fin_waits_in_the_write_queue() {
+    let (mut cl, _sv) = pair(Config::default(), Config::default());
+    cl.close();
+    let fin = cl.poll_transmit(40 * MS).unwrap();
+    assert!(fin.has(flags::FIN) && fin.payload_len == 0, "{fin:?}");
+    cl.on_local_drop(40 * MS, &fin);
+    assert_eq!(cl.packets_out(), 0);
+    cl.check_invariants().unwrap();
+    let t = cl.poll_at().expect("the probe timer");
+    let again = cl.poll_transmit(t).expect("the FIN again");
+    assert!(again.has(flags::FIN) && again.payload_len == 0 && again.seq == fin.seq);
+    assert_eq!(cl.packets_out(), 1);
+    cl.check_invariants().unwrap();
+}
+
 /// Zero window: a receiver that does not read fills its buffer (SO_RCVBUF 32 KB: sk_rcvbuf 65 536,
 /// 57 856 bytes of window at the measured len/truesize of 226/256; the window closes once less than
 /// max(1/16 of that, one MSS) = 3 616 bytes are free, rcvbuf.rs); the
