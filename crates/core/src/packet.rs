@@ -447,13 +447,17 @@ impl Packet {
     /// by the headers of every segment after the first, so it is the sum of the frames the wire will
     /// carry. Does nothing to a packet that is not IPv4/TCP.
     pub fn set_gso(&mut self, gso_size: u16) {
+        // Without a segment size there is nothing to cut: the headers are not read (an ACK's case).
+        if gso_size == 0 {
+            return;
+        }
         let Some((ihl, doff)) = self.tcp_hdr_lens() else {
             return;
         };
         // `qdisc_pkt_len_init`'s `hdr_len`: the link, network and transport headers of each frame.
         let hdr = (14 + ihl + doff) as u32;
         let payload = self.len.saturating_sub(hdr);
-        if gso_size == 0 || payload <= gso_size as u32 {
+        if payload <= gso_size as u32 {
             return;
         }
         let segs = payload.div_ceil(gso_size as u32);
