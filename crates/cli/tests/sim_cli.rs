@@ -747,3 +747,29 @@ fn seeds_report_mean_min_max_over_the_seeds() {
         assert!(!d.join("c").exists(), "{args:?}");
     }
 }
+
+/// scripts/build-pgo.sh trains the profile-guided build on built-in scenarios named in its text: each
+/// must still be a built-in (a renamed one would stop the script halfway through a 12-minute build),
+/// and none a benchmark, so that the benchmarks measure a build trained on other work
+/// (docs/BENCHMARKS.md, "A profile-guided build").
+#[test]
+fn the_profile_guided_builds_training_scenarios_are_built_ins_and_not_benchmarks() {
+    let script = std::fs::read_to_string(repo().join("scripts/build-pgo.sh")).unwrap();
+    let list = script
+        .split("TCLAB_PGO_SCENARIOS:-")
+        .nth(1)
+        .and_then(|rest| rest.split('}').next())
+        .expect("the script's default training list");
+    let names: Vec<&str> = list.split_whitespace().collect();
+    assert!(names.len() >= 5, "a training list of a few scenarios: {names:?}");
+    let (code, listed, err) = tclab(&["sim", "--list"], &repo());
+    assert_eq!(code, 0, "{err}");
+    let built_ins: Vec<&str> = listed
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    for n in names {
+        assert!(built_ins.contains(&n), "{n} is not a built-in scenario");
+        assert!(!n.starts_with("bench"), "{n} is a benchmark");
+    }
+}
