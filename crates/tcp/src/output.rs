@@ -44,7 +44,10 @@ impl Connection {
         }
         free = free.min(self.rb.rcv_ssthresh as i64);
         if self.rcv_wscale > 0 {
-            return ((free + gran - 1) / gran * gran) as u64;
+            // Rounded up to the scale by shifts, not a signed division: `free` is not negative here
+            // (`full` is not, as `mss` is not, so neither branch above leaves it below zero).
+            let w = self.rcv_wscale;
+            return ((free.max(0) as u64 + (gran as u64 - 1)) >> w) << w;
         }
         // Unscaled: a multiple of the MSS, kept while within one MSS of the free space.
         let cur = self.rcv_wnd_adv as i64;
