@@ -152,6 +152,9 @@ pub struct Bridge {
     /// The policy has a `ct` action: its calls into the trees are lent the host's connection table
     /// ([`Bridge::lend_conntrack`]) and conntrack's hooks track every forwarded packet.
     uses_ct: bool,
+    /// Times the loop went to sleep in `ppoll`: what an idle bridge costs, counted (a test's
+    /// measure where CPU time depends on the machine's load).
+    sleeps: u64,
 }
 
 /// Warnings about the ports, each said once for all the bridges that share it: with `--queues N`
@@ -358,6 +361,7 @@ impl Bridge {
             events: None,
             busy: None,
             uses_ct: false,
+            sleeps: 0,
         };
         b.refresh_ct();
         b
@@ -550,6 +554,11 @@ impl Bridge {
             .collect()
     }
 
+    /// Times the loop has gone to sleep (in `ppoll`) so far.
+    pub fn sleeps(&self) -> u64 {
+        self.sleeps
+    }
+
     /// Bridge until SIGINT/SIGTERM/SIGHUP ([`sys::STOP`]) or until `duration` has passed.
     pub fn run(&mut self, duration: Option<Nanos>) -> Result<(), String> {
         let r = self.run_loop(duration);
@@ -739,6 +748,7 @@ impl Bridge {
             let asked = timeout.map(|t| t - margin);
             let cpu0 = spin.measure().then(sys::thread_cpu_ns);
             let wall0 = sys::monotonic_ns();
+            self.sleeps += 1;
             let ready = sys::wait(&fds, &writable, asked).map_err(|e| format!("ppoll: {e}"))?;
             let wall = sys::monotonic_ns().saturating_sub(wall0);
             let cpu = cpu0.map(|c| sys::thread_cpu_ns().saturating_sub(c));
