@@ -562,8 +562,9 @@ mod tests {
 
     /// The wheel against the order it must reproduce, (time, sequence) sorted, on schedules and pops
     /// interleaved as a simulation makes them: many events at `now` and at equal later times, near and
-    /// far ones (up to 2^40 ns ahead, and many within the wide level's 2^24), many at the same instants of a coarse grid (so that a slot of a
-    /// higher level holds ties when it is dealt out), horizons that stop short of the next event.
+    /// far ones (up to 2^40 ns ahead, and many within the wide level's 2^24), many at the same
+    /// instants of a coarse grid (so that a slot of a higher level holds ties when it is dealt out),
+    /// horizons that stop short of the next event.
     #[test]
     fn same_order_as_sorting_by_time_then_sequence() {
         let mut rng = crate::rng::Rng::stream(26, "des");
