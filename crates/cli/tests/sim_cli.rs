@@ -761,7 +761,10 @@ fn the_profile_guided_builds_training_scenarios_are_built_ins_and_not_benchmarks
         .and_then(|rest| rest.split('}').next())
         .expect("the script's default training list");
     let names: Vec<&str> = list.split_whitespace().collect();
-    assert!(names.len() >= 5, "a training list of a few scenarios: {names:?}");
+    assert!(
+        names.len() >= 5,
+        "a training list of a few scenarios: {names:?}"
+    );
     let (code, listed, err) = tclab(&["sim", "--list"], &repo());
     assert_eq!(code, 0, "{err}");
     let built_ins: Vec<&str> = listed
