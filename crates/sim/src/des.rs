@@ -146,7 +146,12 @@ struct Wide {
 impl Wide {
     #[inline(always)]
     fn lowest(&self) -> usize {
-        let w = self.summary.trailing_zeros() as usize & 63;
+        self.lowest_in(self.summary.trailing_zeros() as usize & 63)
+    }
+
+    /// The lowest slot of occupancy word `w`, which must hold some.
+    #[inline(always)]
+    fn lowest_in(&self, w: usize) -> usize {
         (w << 6) | (self.occupied[w].trailing_zeros() as usize & 63)
     }
 
@@ -158,10 +163,7 @@ impl Wide {
             return Some((w << 6) | (later.trailing_zeros() as usize & 63));
         }
         let words = self.summary & (!1u64 << w);
-        (words != 0).then(|| {
-            let w = words.trailing_zeros() as usize & 63;
-            (w << 6) | (self.occupied[w].trailing_zeros() as usize & 63)
-        })
+        (words != 0).then(|| self.lowest_in(words.trailing_zeros() as usize & 63))
     }
 
     #[inline(always)]
