@@ -170,6 +170,7 @@ impl Connection {
                 self.state = State::Closed;
                 self.clear_timers();
                 self.rtx.clear();
+                self.sack_cache = Default::default();
                 self.snd.rtx_skbs = 0;
                 self.packets_out = 0;
                 self.sacked_out = 0;
@@ -316,8 +317,22 @@ impl Connection {
             // The lowest original (never retransmitted) segment newly SACKed below the highest SACK:
             // it was reordered, not lost (`state->reord`).
             let mut reord = self.snd_nxt;
+            // Linux's `recv_sack_cache`: the segments within a block the last tagging walked were
+            // SACKed then and still are, so a block inside one is skipped, and a block that grew
+            // from one is walked from past it. A block tags the segments that start at or after its
+            // left edge and end by its right one.
+            let cache = self.sack_cache;
             for &(s, e) in &blocks[..n] {
-                let mut i = self.rtx.partition_point(|t| t.start < s);
+                let covered = cache.iter().fold(
+                    0,
+                    |m, &(cs, ce)| if cs <= s && s < ce { m.max(ce) } else { m },
+                );
+                if e <= covered {
+                    continue;
+                }
+                let mut i = self
+                    .rtx
+                    .partition_point(|t| t.start < s || t.seq_end() <= covered);
                 while i < self.rtx.len() {
                     let t = &mut self.rtx[i];
                     if t.start >= e {
@@ -358,6 +373,7 @@ impl Connection {
                     i += 1;
                 }
             }
+            self.sack_cache = blocks;
             self.highest_sack = fack;
             self.check_sack_reordering(reord);
         }
@@ -446,6 +462,8 @@ impl Connection {
         if let Some(t) = self.rtx.front_mut() {
             if t.start < ack && ack < t.end {
                 t.start = ack;
+                // It may now lie inside a cached block without having been SACKed.
+                self.sack_cache = Default::default();
             }
         }
         let data_acked = acked_pkts > 0;
@@ -1007,5 +1025,144 @@ mod tests {
                 assert_eq!(list, want, "[{s}, {e}]");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod sack_cache_tests {
+    use crate::segment::{flags, Segment, TcpOptions};
+    use crate::{Config, Connection, MS};
+
+    /// The state compared: everything but the cache itself.
+    fn scoreboard(c: &Connection) -> String {
+        let mut c = c.clone();
+        c.sack_cache = Default::default();
+        format!("{c:?}")
+    }
+
+    /// The SACK cache (`sack_cache`) changes nothing: a sender that skips blocks within the last
+    /// tagged ACK's blocks ends each ACK in the state of one whose cache is emptied before every ACK,
+    /// so that it walks every block in full, as the walk did before the cache. Checked on random ACK
+    /// sequences (a fixed LCG): the blocks' edges on segment boundaries or anywhere, repeated, grown
+    /// at either edge, partly below the cumulative ACK or past snd_nxt, up to four; cumulative ACKs
+    /// that move by whole segments or into one (trimming the head); retransmissions and timeouts
+    /// between ACKs. The whole connection is compared (scoreboard, counters, RACK, the rate sample,
+    /// timers), and what it sends.
+    #[test]
+    fn skipping_cached_blocks_leaves_the_state_of_the_full_walk() {
+        let mut x = 43u64;
+        let mut draw = |n: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % n.max(1)
+        };
+        let (mut within, mut grown, mut trims, mut rtos) = (0u32, 0u32, 0u32, 0u64);
+        for round in 0..150 {
+            let cfg = Config {
+                timestamps: draw(2) == 0,
+                ..Config::default()
+            };
+            let mut c = Connection::client(cfg.clone(), 0, 1000);
+            let mut srv = Connection::server(cfg, 7000);
+            let syn = c.poll_transmit(0).unwrap();
+            srv.on_segment(MS, &syn);
+            let synack = srv.poll_transmit(MS).unwrap();
+            let mut now = 2 * MS;
+            c.on_segment(now, &synack);
+            c.write(400 * c.mss as u64);
+            c.cwnd = 40 + draw(60) as u32;
+            let mss = c.mss as u64;
+            let mut r = c.clone();
+            let srv_seq = synack.seq.wrapping_add(1);
+            let mut prev: Vec<(u64, u64)> = Vec::new();
+            let aligned = draw(2) == 0;
+            for step in 0..120 {
+                now += draw(3) * MS / 2 + 1000;
+                if draw(40) == 0 {
+                    now += 1500 * MS; // past the RTO: Loss, and the queue marked lost
+                }
+                // What the sender sends now (new data, retransmissions, probes), the same for both.
+                loop {
+                    let (a, b) = (c.poll_transmit(now), r.poll_transmit(now));
+                    assert_eq!(a, b, "round {round} step {step}");
+                    if a.is_none() {
+                        break;
+                    }
+                }
+                let (una, nxt) = (c.snd_una, c.snd_nxt);
+                if nxt <= una + 1 {
+                    break;
+                }
+                let edge = |v: u64| {
+                    if aligned {
+                        una + (v - una) / mss * mss
+                    } else {
+                        v
+                    }
+                };
+                let mut ack = una;
+                match (draw(4), prev.first()) {
+                    (0, _) => ack = edge(una + draw(nxt - una + 1)).min(nxt),
+                    // Into the last ACK's first block: a head that straddled its left edge, trimmed.
+                    (1, Some(&(s, e))) if s < e => ack = (s + draw(e - s)).clamp(una, nxt),
+                    _ => {}
+                }
+                trims += ((ack - una) % mss != 0) as u32;
+                let mut blocks: Vec<(u64, u64)> = Vec::new();
+                for &(s, e) in prev.iter().take(3) {
+                    match draw(4) {
+                        0 => {}
+                        1 => blocks.push((s, (e + edge(draw(4 * mss))).min(nxt + mss))),
+                        2 => blocks.push((edge(s.saturating_sub(draw(3 * mss))), e)),
+                        _ => blocks.push((s, e)),
+                    }
+                }
+                if draw(3) > 0 {
+                    let s = match draw(4) {
+                        0 => ack,
+                        _ => edge(ack + draw(nxt - ack + 1)),
+                    };
+                    let e = edge(s + 1 + draw(8 * mss)).max(s + 1).min(nxt + draw(2));
+                    blocks.insert(0, (s, e));
+                }
+                blocks.truncate(4);
+                // What the cache will skip, for the count below.
+                for &(s, e) in &blocks {
+                    let inside = |&(cs, ce): &(u64, u64)| cs <= s && s < ce;
+                    if c.sack_cache.iter().any(|b| inside(b) && e <= b.1) {
+                        within += 1;
+                    } else if c.sack_cache.iter().any(inside) {
+                        grown += 1;
+                    }
+                }
+                let seg = Segment {
+                    seq: srv_seq,
+                    ack: c.snd_wire(ack),
+                    flags: flags::ACK,
+                    window: 65535,
+                    options: TcpOptions {
+                        sack_blocks: blocks
+                            .iter()
+                            .map(|&(s, e)| (c.snd_wire(s), c.snd_wire(e)))
+                            .collect(),
+                        ..TcpOptions::default()
+                    },
+                    ..Segment::default()
+                };
+                r.sack_cache = Default::default();
+                c.on_segment(now, &seg);
+                r.on_segment(now, &seg);
+                assert_eq!(scoreboard(&c), scoreboard(&r), "round {round} step {step}");
+                prev = blocks;
+            }
+            rtos += c.timeouts;
+        }
+        // The cache was used (blocks skipped whole, blocks walked from past a cached one), heads were
+        // trimmed, and timeouts marked the queue lost.
+        assert!(within > 2000, "blocks within the cache: {within}");
+        assert!(grown > 2000, "blocks grown from a cached one: {grown}");
+        assert!(trims > 1000, "heads trimmed: {trims}");
+        assert!(rtos > 50, "timeouts: {rtos}");
     }
 }

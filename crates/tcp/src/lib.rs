@@ -599,6 +599,10 @@ pub struct Connection {
     bytes_acked: u64,
     data_segs_out: u64,
     psh_segs_out: u64,
+    /// The valid blocks of the last ACK whose SACKs were tagged, in sequence order, (0, 0) unused
+    /// (`recv_sack_cache`): every segment within one is SACKed. Cleared when the queue's segments
+    /// change bounds (a head trimmed, a refused tail rolled back).
+    sack_cache: [(u64, u64); 4],
     /// The peer's MSS option (`rx_opt.mss_clamp`), which `tcp_sndbuf_expand` sizes segments by.
     mss_clamp: u32,
     packets_out: u32,

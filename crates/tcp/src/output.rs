@@ -723,6 +723,8 @@ impl Connection {
             self.wstamp = self.rtx[i].sent_at;
             self.snd_sml = self.prior_snd_sml;
             self.rtx.truncate(i);
+            // Its data may be sent again in other segments, which no SACK has tagged.
+            self.sack_cache = Default::default();
             self.packets_out -= n;
             if self.in_cwnd_reduction() {
                 self.prr_out = self.prr_out.saturating_sub(n);

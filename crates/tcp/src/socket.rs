@@ -198,6 +198,7 @@ impl Connection {
             pacing_at: None,
             rack: Rack::new(),
             highest_sack: 0,
+            sack_cache: Default::default(),
             tlp_high_seq: 0,
             tlp_retrans: false,
             tlp_out: None,
