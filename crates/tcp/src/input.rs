@@ -514,7 +514,12 @@ impl Connection {
                 self.ssthresh,
                 self.snd_una,
                 self.snd_nxt,
-                self.pacing_rate(),
+                // Read by HyStart's ACK train alone, in slow start (a division saved otherwise).
+                if self.cwnd < self.ssthresh {
+                    self.pacing_rate()
+                } else {
+                    0
+                },
                 self.pacing_status != crate::PacingStatus::None,
             ) {
                 let (crate::cubic::HystartExit::Train(ss) | crate::cubic::HystartExit::Delay(ss)) =
