@@ -414,3 +414,32 @@ fn a_new_txqueuelen_resizes_the_default_pfifo_fast() {
         vec![Verdict::Success, Verdict::Success, Verdict::Drop]
     );
 }
+
+/// HTB's wait queue packs a class's arena index into the low 16 bits of its heap entry
+/// (`htb.rs`, `WaitQueue`, 8959b3e): sound only while one HTB holds at most 65 536 classes (minors
+/// 0 to ffff, `htb_change_class` refusing only classid 0 and another major) and a deleted class's
+/// slot is taken again by the next class added. The widest tree: 1:0 to 1:ffff under the root (the
+/// last one added takes the arena's last slot, 0xffff), then 1:7 deleted and added again. Two of them,
+/// 1:ffff and the new 1:7, shaped at 80 kbit/s (rate = ceil, a burst of 1 600 bytes) from backlogs of
+/// 1 000-byte packets on an infinitely fast link: after its burst each waits in the wait queue
+/// before every packet, and must come out of it each time, so each sends its rate, 80 kbit/s, from
+/// 1 s to 4 s (a class whose entry named another index would wait for ever, or be woken as another).
+#[test]
+fn htb_widest_tree_classes_in_the_last_slots_leave_the_wait_queue() {
+    let mut e = engine_with(htb_root(0));
+    let q = Handle::new(1, 0);
+    for minor in 0..=0xffff {
+        htb_class(&mut e, q, Handle::new(1, minor), 80_000, 80_000, 0, 0);
+    }
+    e.delete_class("eth0", q, Handle::new(1, 7)).unwrap();
+    htb_class(&mut e, q, Handle::new(1, 7), 80_000, 80_000, 0, 0);
+    let sources = vec![
+        backlog(1, 1000, 1000, (1 << 16) | 0xffff),
+        backlog(2, 1000, 1000, (1 << 16) | 7),
+    ];
+    let d = drive(&mut e, sources, 0, 4 * NSEC_PER_SEC);
+    for tag in [1, 2] {
+        let k = kbits(&d, tag, NSEC_PER_SEC, 4 * NSEC_PER_SEC);
+        assert!((k - 80.0).abs() < 8.0, "tag {tag}: {k} kbit/s");
+    }
+}
