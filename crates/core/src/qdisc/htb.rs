@@ -301,11 +301,13 @@ struct Level {
 /// It saves and loads as the ordered set of its live entries.
 ///
 /// The heap holds an entry as one `u128`, time in the high word and `seq << 16 | class index` in the
-/// low one: an index fits 16 bits (one HTB holds at most 65 535 classes) and `seq` 48, so the order is
-/// the triple's, a pop moves 16 bytes a level instead of 24 and compares once, without branches. (As
-/// a pair of words it compared with branches and cost more than the triple.) (`seq` counts mode changes and starts again at 1 after `SEQ_MAX`:
-/// 2^48 of them is about a century of simulated time at bench-isp's 82 000 a second, and past it
-/// only classes waiting for the same time could change order.)
+/// low one, so the order is the triple's; a pop moves 16 bytes a level instead of 24 and compares
+/// once, without branches (as a pair of words it compared with branches and cost more than the
+/// triple). An index fits 16 bits: one HTB holds at most 65 536 classes (minors 0 to ffff) and
+/// `alloc` gives a deleted class's slot to the next class (tests/shaping.rs, `htb_widest_tree_…`).
+/// `seq` counts mode changes and starts again at 1 after `SEQ_MAX` (48 bits): 2^48 of them is about
+/// a century of simulated time at bench-isp's 82 000 a second, and past it only classes waiting for
+/// the same time could change order.
 #[derive(Default)]
 struct WaitQueue {
     heap: std::collections::BinaryHeap<std::cmp::Reverse<u128>>,
@@ -324,6 +326,7 @@ impl WaitQueue {
             self.live.resize(i + 1, 0);
         }
         debug_assert_eq!(self.live[i], 0, "a class waits once");
+        debug_assert!(i <= 0xffff && seq <= Self::SEQ_MAX, "an entry holds both");
         self.live[i] = seq;
         self.len += 1;
         self.heap.push(std::cmp::Reverse(
@@ -399,7 +402,7 @@ impl<'de> Deserialize<'de> for WaitQueue {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let mut q = WaitQueue::default();
         for (key, seq, i) in Vec::<(Nanos, u64, usize)>::deserialize(d)? {
-            // An index past what one HTB can hold (65 535 classes) would size `live` from it, and
+            // An index past what one HTB can hold (arena slots 0 to 65 535) would size `live` from it, and
             // neither it nor `seq` would fit an entry.
             if seq == 0
                 || seq > WaitQueue::SEQ_MAX
