@@ -1013,13 +1013,7 @@ mod tests {
     fn merges_as_the_rebuilt_list() {
         // Blocks of a small space, so that segments touch, overlap, straddle several blocks and fall
         // in gaps; a fixed LCG for the draws.
-        let mut x = 26u64;
-        let mut draw = |n: u64| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 33) % n
-        };
+        let mut draw = crate::test_draws(26);
         for _ in 0..200 {
             let mut list = Vec::new();
             for _ in 0..40 {
@@ -1055,13 +1049,7 @@ mod sack_cache_tests {
     /// timers), and what it sends.
     #[test]
     fn skipping_cached_blocks_leaves_the_state_of_the_full_walk() {
-        let mut x = 43u64;
-        let mut draw = |n: u64| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 33) % n.max(1)
-        };
+        let mut draw = crate::test_draws(43);
         let (mut within, mut grown, mut trims, mut rtos) = (0u32, 0u32, 0u32, 0u64);
         for round in 0..150 {
             let cfg = Config {

@@ -245,6 +245,19 @@ mod timer;
 mod tso;
 mod undo;
 
+/// The tests' random draws: a fixed 64-bit LCG (Knuth's MMIX constants), its high bits reduced to
+/// `0..n` (`0` for `n == 0`), so that a randomised test is the same on every run.
+#[cfg(test)]
+fn test_draws(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut x = seed;
+    move |n: u64| {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (x >> 33) % n.max(1)
+    }
+}
+
 use std::collections::VecDeque;
 
 pub use bbr::{BbrInfo, BbrMode};

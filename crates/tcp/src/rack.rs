@@ -357,13 +357,7 @@ mod tests {
     /// not sent before the reference, retransmitted or not, would miss those originals.
     #[test]
     fn the_walk_stops_where_testing_every_segment_finds_nothing_more() {
-        let mut x = 42u64;
-        let mut draw = |n: u64| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 33) % n
-        };
+        let mut draw = crate::test_draws(42);
         let mss = 1000;
         let (mut stopped_early, mut late_retrans_first) = (0, 0);
         for round in 0..300 {
