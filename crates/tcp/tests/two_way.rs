@@ -10,8 +10,8 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use tclab_tcp::{Config, CongestionControl, Connection, Nanos, Segment};
 
-const MS: Nanos = 1_000_000;
-const SEC: Nanos = 1_000_000_000;
+mod common;
+use common::{wire_bytes, MS, SEC};
 
 struct Rng(u64);
 impl Rng {
@@ -121,7 +121,7 @@ impl H {
             return;
         };
         l.busy = true;
-        let bits = (seg.payload_len as u64 + seg.header_len() as u64 + 20) * 8;
+        let bits = wire_bytes(&seg) * 8;
         let done = self.now + (bits * SEC).div_ceil(l.rate_bps);
         let mut arrive = done + l.delay;
         let jitter = l.jitter_ppm;
